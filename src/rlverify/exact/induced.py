@@ -1,0 +1,180 @@
+"""The Markov chain a policy induces on an MDP.
+
+``P(s, s') = sum_a pi(a|s) * T(s, a, s')`` over the states reachable from the initial states
+(every action with ``pi > 0`` is followed). Mass the policy puts on actions that are not
+available in a state is never silently moved: by default it goes to an absorbing ``stalled``
+sink; ``unavailable='renormalize'`` (explicit opt-in) rescales the available actions instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+
+from rlverify.errors import PolicyError
+from rlverify.models.explicit import ExplicitModel
+from rlverify.policies.base import Policy
+
+STALLED_LABEL = "stalled"
+
+
+@dataclass(frozen=True)
+class ChoiceWeights:
+    """Per-choice policy weights of an MDP.
+
+    Attributes:
+        weights: ``(C,)`` float64, pi(action of c | state of c); forced choices of states the
+            policy is not asked about (absorbing/terminal states) get 1.
+        stalled: ``(S,)`` float64 mass on unavailable actions per state (0 when renormalised).
+        decision_states: ``(K,)`` int64 states at which the policy was queried.
+    """
+
+    weights: np.ndarray
+    stalled: np.ndarray
+    decision_states: np.ndarray
+
+
+def policy_action_columns(model: ExplicitModel, policy: Policy) -> np.ndarray:
+    """``(C,)`` int64 column of each choice's action in the policy output, -1 for actions the policy lacks."""
+    lookup = {a: i for i, a in enumerate(policy.actions)}
+    per_name = np.array([lookup.get(a, -1) for a in model.action_names], dtype=np.int64)
+    return per_name[model.choice_actions]
+
+
+def decision_states(model: ExplicitModel, columns: np.ndarray) -> np.ndarray:
+    """States with at least one choice whose action the policy knows (the policy decides there)."""
+    counts = np.add.reduceat((columns >= 0).astype(np.int64), model.row_groups[:-1]) if model.num_choices else np.zeros(0)
+    counts[np.diff(model.row_groups) == 0] = 0
+    return np.flatnonzero(counts > 0)
+
+
+def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, states: np.ndarray, *,
+                   mode: str, unavailable: str) -> ChoiceWeights:
+    """Weights of every choice given ``probs`` ``(len(states), |A|)`` evaluated at ``states``.
+
+    ``mode='deterministic'`` keeps only the argmax action (ties: the first in the policy's action
+    order; with ``renormalize``, the argmax among available actions).
+    """
+    S, C = model.num_states, model.num_choices
+    columns = policy_action_columns(model, policy)
+    choice_state = model.choice_states()
+    weights = np.ones(C)
+    stalled = np.zeros(S)
+    is_decision = np.zeros(S, dtype=bool)
+    is_decision[states] = True
+    row_of = np.full(S, -1, dtype=np.int64)
+    row_of[states] = np.arange(len(states))
+
+    # availability matrix of decision states: which policy actions have a choice there
+    dec_choice = is_decision[choice_state]
+    known = dec_choice & (columns >= 0)
+    avail = np.zeros((len(states), len(policy.actions)), dtype=np.int64)
+    np.add.at(avail, (row_of[choice_state[known]], columns[known]), 1)
+    dup = np.argwhere(avail > 1)
+    if len(dup):
+        s, a = dup[0]
+        raise PolicyError(
+            f"state {model.valuation_dict(int(states[s]))} has {int(avail[s, a])} choices labelled "
+            f"'{policy.actions[a]}': a policy over action labels cannot tell them apart (label the commands differently)")
+    available = avail > 0
+
+    p = np.asarray(probs, dtype=np.float64)
+    if mode == "deterministic":
+        scores = np.where(available, p, -np.inf) if unavailable == "renormalize" else p
+        best = np.argmax(scores, axis=1)
+        p = np.zeros_like(p)
+        p[np.arange(len(p)), best] = 1.0
+    unavailable_mass = np.where(available, 0.0, p).sum(axis=1)
+    if unavailable == "renormalize":
+        kept = 1.0 - unavailable_mass
+        zero = kept <= 0
+        if zero.any():
+            s = int(states[np.argmax(zero)])
+            raise PolicyError(f"policy puts all its mass on unavailable actions in state {model.valuation_dict(s)}; "
+                              "nothing to renormalise (use --unavailable stall)")
+        p = np.where(available, p, 0.0) / kept[:, None]
+    else:
+        stalled[states] = unavailable_mass
+
+    # decision states: choice weight = pi(action); choices whose action the policy lacks get 0
+    w_dec = np.zeros(int(dec_choice.sum()))
+    ok = columns[dec_choice] >= 0
+    w_dec[ok] = p[row_of[choice_state[dec_choice]][ok], columns[dec_choice][ok]]
+    weights[dec_choice] = w_dec
+    # non-decision states: a single forced choice (absorbing/terminal); several is nondeterminism no policy resolves
+    free = ~is_decision & (np.diff(model.row_groups) > 1)
+    if free.any():
+        s = int(np.argmax(free))
+        raise PolicyError(
+            f"state {model.valuation_dict(s)} has {int(np.diff(model.row_groups)[s])} choices whose actions "
+            f"{sorted({model.action_names[a] for a in model.choice_actions[model.row_groups[s]:model.row_groups[s + 1]]})} "
+            f"are not among the policy's actions {list(policy.actions)}")
+    return ChoiceWeights(weights=weights, stalled=stalled, decision_states=np.asarray(states, dtype=np.int64))
+
+
+def induced_chain(model: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitModel, np.ndarray]:
+    """The reachable induced DTMC and the original index of each of its states (sink: -1).
+
+    Choices with weight 0 are dropped; parallel transitions to the same successor are merged.
+    A ``stalled`` sink state is added only when stalled mass is reachable.
+    """
+    S = model.num_states
+    cs = model.choice_states()
+    keep = cw.weights > 0
+    A = sp.csr_matrix((cw.weights[keep], (cs[keep], np.flatnonzero(keep))), shape=(S, model.num_choices))
+    P = (A @ model.transitions).tocsr()
+    stall_col = sp.csr_matrix(cw.stalled.reshape(-1, 1))
+    full = sp.hstack([P, stall_col], format="csr")
+    full.eliminate_zeros()
+    # reachability from all initial states through a virtual root
+    root = sp.csr_matrix((np.ones(len(model.initial_states)),
+                          (np.zeros(len(model.initial_states), dtype=np.int64), model.initial_states)), shape=(1, S + 1))
+    graph = sp.vstack([full, sp.csr_matrix((1, S + 1)), root], format="csr")  # rows: states, sink, root
+    graph = sp.hstack([graph, sp.csr_matrix((S + 2, 1))], format="csr")
+    order = breadth_first_order(graph, S + 1, directed=True, return_predecessors=False)
+    reach = np.sort(order[order < S])
+    has_sink = bool(cw.stalled[reach].sum() > 0)
+    n = len(reach)
+    new_index = np.full(S + 1, -1, dtype=np.int64)
+    new_index[reach] = np.arange(n)
+    if has_sink:
+        new_index[S] = n
+    sub = full[reach][:, np.r_[reach, S] if has_sink else reach].tocsr()
+    if has_sink:
+        sub = sp.vstack([sub, sp.csr_matrix(([1.0], ([0], [n])), shape=(1, n + 1))], format="csr")
+    sub.sort_indices()
+    n_total = n + int(has_sink)
+
+    labels = {}
+    for k, mask in model.labels.items():
+        labels[k] = np.r_[mask[reach], [False]] if has_sink else mask[reach]
+    aliases = dict(model.label_aliases)
+    if has_sink:
+        labels[STALLED_LABEL] = np.r_[np.zeros(n, dtype=bool), [True]]
+        aliases[STALLED_LABEL] = STALLED_LABEL
+    rewards = {}
+    names = set(model.state_rewards) | set(model.choice_rewards)
+    for name in names:
+        r = np.zeros(S)
+        if name in model.state_rewards:
+            r += model.state_rewards[name]
+        if name in model.choice_rewards:
+            r += np.bincount(cs, weights=cw.weights * model.choice_rewards[name], minlength=S)
+        rewards[name] = np.r_[r[reach], [0.0]] if has_sink else r[reach]
+    vals = model.valuations[reach]
+    vbytes = model.valuation_bytes[reach] if model.valuation_bytes is not None else None
+    if has_sink:
+        vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
+        if vbytes is not None:
+            vbytes = np.vstack([vbytes, np.zeros((1, vbytes.shape[1]), dtype=np.uint8)])
+    chain = ExplicitModel(
+        model_type="dtmc", row_groups=np.arange(n_total + 1, dtype=np.int64), transitions=sub,
+        choice_actions=np.zeros(n_total, dtype=np.int32), action_names=("",), variables=model.variables,
+        valuations=vals, initial_states=new_index[model.initial_states], labels=labels, label_aliases=aliases,
+        state_rewards=rewards, choice_rewards={}, valuation_bytes=vbytes, valuation_spec=model.valuation_spec,
+    )
+    origin = np.r_[reach, [-1]] if has_sink else reach
+    return chain, origin

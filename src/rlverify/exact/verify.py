@@ -1,0 +1,261 @@
+"""The exact engine: verify a policy on a PRISM/JANI MDP with Storm."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import PolicyError, PropertyError
+from rlverify.exact.checking import NUMERICS, check, compare, environment, quantitative
+from rlverify.exact.induced import STALLED_LABEL, choice_weights, decision_states, induced_chain, policy_action_columns
+from rlverify.models.explicit import ExplicitModel, to_storm
+from rlverify.models.symbolic import SymbolicModel, build_explicit, parse_property
+from rlverify.policies.base import Policy, validate_probabilities
+from rlverify.policies.check import check_policy
+from rlverify.results import ExactResult, versions
+
+log = logging.getLogger(__name__)
+
+MODES = ("stochastic", "deterministic", "monolithic")
+STRATEGIES = ("auto", "full", "onthefly")
+UNAVAILABLE = ("stall", "renormalize")
+
+#: ``auto`` picks ``onthefly`` for the deterministic mode when the variables' domains span more
+#: states than this (the full MDP would likely not fit); ``full`` otherwise.
+AUTO_ONTHEFLY_DOMAIN = 2_000_000
+
+
+@dataclass(frozen=True)
+class ExactOptions:
+    """Settings of one exact verification.
+
+    Attributes:
+        mode: ``stochastic`` (every action with pi > 0), ``deterministic`` (argmax action only;
+            ties go to the first action in the policy's order) or ``monolithic`` (no policy;
+            Pmin and Pmax over all schedulers).
+        strategy: ``full`` (Storm builds the whole property-directed MDP; the policy is
+            evaluated on all its decision states in one batch), ``onthefly`` (Storm's explicit
+            builder with an action mask explores only policy-reachable states; the policy is
+            called per newly explored state, cached) or ``auto``.
+        unavailable: ``stall`` (mass on unavailable actions goes to an absorbing ``stalled``
+            state) or ``renormalize`` (rescale the available actions' probabilities).
+        numerics: ``sound``, ``direct`` or ``fast`` (see :mod:`rlverify.exact.checking`).
+        precision: relative precision of iterative solvers.
+        max_states: refuse models with more states (None: no limit).
+        all_states: also return the value of every state of the chain.
+    """
+
+    mode: str = "stochastic"
+    strategy: str = "auto"
+    unavailable: str = "stall"
+    numerics: str = "sound"
+    precision: float = 1e-6
+    max_states: int | None = 10_000_000
+    all_states: bool = False
+
+    def validate(self) -> None:
+        for name, value, allowed in (("mode", self.mode, MODES), ("strategy", self.strategy, STRATEGIES),
+                                     ("unavailable", self.unavailable, UNAVAILABLE), ("numerics", self.numerics, NUMERICS)):
+            if value not in allowed:
+                raise PropertyError(f"--{name}: expected one of {', '.join(allowed)}, got '{value}'")
+        if not (0 < self.precision < 1):
+            raise PropertyError(f"--precision: expected a number in (0, 1), got {self.precision}")
+        if self.max_states is not None and self.max_states <= 0:
+            raise PropertyError(f"--max-states: expected a positive number, got {self.max_states}")
+
+
+Progress = Callable[[str], None]
+
+
+def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None = None,
+                 options: ExactOptions = ExactOptions(), *, progress: Progress | None = None) -> ExactResult:
+    """Check ``property_text`` on the chain ``policy`` induces on ``model`` (or Pmin/Pmax in monolithic mode).
+
+    Returns an :class:`~rlverify.results.ExactResult` whose ``value`` is the property's value at
+    the initial state. Raises :class:`~rlverify.errors.RlverifyError` subclasses for bad input.
+    """
+    options.validate()
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    prop = parse_property(model, property_text)
+    timings["parse"] = time.perf_counter() - t0
+    if options.mode != "monolithic":
+        if policy is None:
+            raise PolicyError(f"mode '{options.mode}' needs a policy (--policy); use --mode monolithic for Pmin/Pmax")
+        check_policy(policy, model)
+    elif policy is not None:
+        log.info("monolithic mode ignores the policy")
+    _check_operator(prop, options.mode, property_text)
+    env = environment(options.numerics, options.precision)
+    strategy = _choose_strategy(model, options)
+
+    if options.mode == "monolithic":
+        say("building the full MDP")
+        t = time.perf_counter()
+        mdp, storm_mdp = build_explicit(model, [prop], max_states=options.max_states)
+        timings["build"] = time.perf_counter() - t
+        t = time.perf_counter()
+        say("checking Pmin and Pmax")
+        fmin, threshold, comparison = quantitative(prop, optimality="min")
+        fmax, _, _ = quantitative(prop, optimality="max")
+        lo = check(storm_mdp, fmin, env)
+        hi = check(storm_mdp, fmax, env)
+        timings["check"] = time.perf_counter() - t
+        timings["total"] = time.perf_counter() - t0
+        satisfied = None
+        if threshold is not None:
+            both = (compare(lo.value, threshold, comparison), compare(hi.value, threshold, comparison))
+            satisfied = both[0] if both[0] == both[1] else None
+        return ExactResult(
+            property=property_text, mode="monolithic", strategy="full", value=hi.value, lower=lo.value, upper=hi.value,
+            guarantee=_guarantee(options), precision=options.precision, satisfied=satisfied, states=mdp.num_states,
+            transitions=mdp.num_transitions, choices=mdp.num_choices, stalled_probability=0.0, pmin=lo.value,
+            pmax=hi.value, timings=timings, settings=_settings(options, "full", model), versions=versions(),
+            model=str(model.path), policy=None,
+            state_values=hi.values if options.all_states else None,
+            state_valuations=mdp.valuations if options.all_states else None, variables=mdp.variables)
+
+    assert policy is not None
+    t = time.perf_counter()
+    mask = None
+    cache = None
+    if strategy == "onthefly":
+        say("exploring policy-reachable states with Storm's builder")
+        mask, cache = _action_mask(model, policy, options)
+    mdp, _ = build_explicit(model, [prop], max_states=options.max_states, mask=mask)
+    timings["build"] = time.perf_counter() - t
+    say(f"evaluating the policy on {mdp.num_states} states")
+    t = time.perf_counter()
+    chain, _origin, n_queried = _induce(mdp, policy, options)
+    timings["policy"] = time.perf_counter() - t
+    timings["induce"] = 0.0
+    say(f"checking on the induced chain ({chain.num_states} states, {chain.num_transitions} transitions)")
+    t = time.perf_counter()
+    storm_chain = to_storm(chain)
+    formula, threshold, comparison = quantitative(prop)
+    out = check(storm_chain, formula, env)
+    stalled = 0.0
+    if STALLED_LABEL in chain.labels:
+        import stormpy
+
+        stall_prop = stormpy.parse_properties(f'P=? [F "{STALLED_LABEL}"]')[0]
+        stalled = check(storm_chain, stall_prop.get_raw_formula(), env).value
+    timings["check"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+    return ExactResult(
+        property=property_text, mode=options.mode, strategy=strategy, value=out.value, lower=out.lower, upper=out.upper,
+        guarantee=_guarantee(options), precision=options.precision,
+        satisfied=None if threshold is None else compare(out.value, threshold, comparison),
+        states=chain.num_states, transitions=chain.num_transitions, choices=None, stalled_probability=stalled,
+        timings=timings, settings={**_settings(options, strategy, model), "policy_queries": n_queried,
+                                   "onthefly_cache": None if cache is None else len(cache)},
+        versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
+        state_values=out.values if options.all_states else None,
+        state_valuations=chain.valuations if options.all_states else None, variables=chain.variables)
+
+
+def induce(mdp: ExplicitModel, policy: Policy, *, mode: str = "stochastic", unavailable: str = "stall") -> tuple[ExplicitModel, np.ndarray]:
+    """The reachable chain ``policy`` induces on an explicit MDP (policy evaluated in one batch)."""
+    chain, origin, _ = _induce(mdp, policy, ExactOptions(mode=mode, unavailable=unavailable))
+    return chain, origin
+
+
+def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions) -> tuple[ExplicitModel, np.ndarray, int]:
+    columns = policy_action_columns(mdp, policy)
+    states = decision_states(mdp, columns)
+    features = mdp.feature_matrix(policy.features, states)
+    probs = policy.action_probabilities(features) if len(states) else np.zeros((0, len(policy.actions)))
+    probs = np.asarray(probs, dtype=np.float64)
+    validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
+    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable)
+    chain, origin = induced_chain(mdp, cw)
+    return chain, origin, len(states)
+
+
+def _action_mask(model: SymbolicModel, policy: Policy, options: ExactOptions) -> tuple[Any, dict]:
+    """A Storm action mask keeping the actions the policy may take; one cached policy call per state."""
+    import stormpy.developer as dev
+
+    program = model.program
+    manager = program.expression_manager
+    variables = [manager.get_variable(f) for f in policy.features]
+    is_bool = [f in model.boolean_variables for f in policy.features]
+    action_col = {a: i for i, a in enumerate(policy.actions)}
+    cache: dict[tuple, np.ndarray] = {}
+    names: dict[int, str] = {}
+
+    def allowed(valuation: Any, action_index: int) -> bool:
+        key = tuple(int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
+                    for v, b in zip(variables, is_bool))
+        keep = cache.get(key)
+        if keep is None:
+            p = policy.action_probabilities(np.asarray([key], dtype=np.float64))[0]
+            if options.mode == "deterministic":
+                keep = np.zeros(len(p), dtype=bool)
+                keep[int(np.argmax(p))] = True
+            else:
+                keep = p > 0
+            cache[key] = keep
+        name = names.get(action_index)
+        if name is None:
+            name = names[action_index] = program.get_action_name(action_index) if model.kind == "prism" else str(action_index)
+        col = action_col.get(name)
+        # deterministic + renormalize needs all available actions to find the best available one
+        if options.mode == "deterministic" and options.unavailable == "renormalize":
+            return col is not None
+        return col is not None and bool(keep[col])
+
+    return dev.StateValuationFunctionMask[float](allowed), cache
+
+
+def _choose_strategy(model: SymbolicModel, options: ExactOptions) -> str:
+    if options.mode == "monolithic":
+        if options.strategy == "onthefly":
+            raise PropertyError("--strategy onthefly needs a policy; monolithic mode builds the full MDP")
+        return "full"
+    if options.strategy != "auto":
+        if options.strategy == "onthefly" and model.kind != "prism":
+            raise PropertyError("--strategy onthefly is available for PRISM models (JANI: use full)")
+        return options.strategy
+    if options.mode == "deterministic" and model.kind == "prism" and _domain_size(model) > AUTO_ONTHEFLY_DOMAIN:
+        return "onthefly"
+    return "full"
+
+
+def _domain_size(model: SymbolicModel) -> float:
+    size = 1.0
+    program = model.program
+    for v in list(program.global_integer_variables) + [v for m in program.modules for v in m.integer_variables]:
+        try:
+            size *= v.upper_bound_expression.evaluate_as_int() - v.lower_bound_expression.evaluate_as_int() + 1
+        except Exception:  # unbounded or non-constant bounds
+            return math.inf
+    n_bool = len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules)
+    return size * 2.0 ** n_bool
+
+
+def _check_operator(prop: Any, mode: str, text: str) -> None:
+    formula = prop.get_raw_formula()
+    if not (formula.is_probability_operator_formula or formula.is_reward_operator_formula):
+        raise PropertyError(f"property '{text}': expected a P or R operator (P=? [...], R{{\"r\"}}=? [...])")
+    if mode != "monolithic" and formula.has_optimality_type:
+        raise PropertyError(f"property '{text}': Pmin/Pmax/Rmin/Rmax need --mode monolithic; "
+                            "on the policy's chain use P=? or R=?")
+
+
+def _guarantee(options: ExactOptions) -> str:
+    return {"sound": "sound", "direct": "direct", "fast": "unsound"}[options.numerics]
+
+
+def _settings(options: ExactOptions, strategy: str, model: SymbolicModel) -> dict[str, Any]:
+    d = asdict(options)
+    d["strategy"] = strategy
+    d["constants"] = model.constants
+    return d

@@ -1,0 +1,248 @@
+"""PRISM and JANI models through stormpy: parse, instantiate constants, parse properties, build.
+
+Only this package, :mod:`rlverify.exact` and :mod:`rlverify.abstraction` import stormpy.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
+from rlverify.models.explicit import ExplicitModel, from_storm
+
+log = logging.getLogger(__name__)
+
+_STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.S)
+
+
+def storm_message(exc: BaseException) -> str:
+    """Storm's exception text without the C++ exception class prefix, on one line where possible."""
+    text = _STORM_MSG.sub("", str(exc)).strip()
+    return re.sub(r"\s*\n\s*", " | ", text)
+
+
+@dataclass
+class SymbolicModel:
+    """A parsed PRISM program or JANI model with all constants defined.
+
+    Attributes:
+        path: the source file.
+        kind: ``"prism"`` or ``"jani"``.
+        model_type: ``"mdp"`` or ``"dtmc"`` (others are rejected at load).
+        variables: state variable names (as Storm keeps them: never-updated variables are dropped
+            from built valuations).
+        boolean_variables: the subset of ``variables`` that are booleans (features 0/1).
+        action_names: action labels of the commands/edges (``""`` for unlabelled ones).
+        labels: label names defined in the file.
+        reward_models: reward model names defined in the file (``""`` for an unnamed one).
+        constants: the constant definitions applied, as given.
+        file_properties: properties defined in a JANI file (name -> text).
+    """
+
+    path: Path
+    kind: str
+    program: Any
+    model_type: str
+    variables: tuple[str, ...]
+    boolean_variables: tuple[str, ...]
+    action_names: tuple[str, ...]
+    labels: tuple[str, ...]
+    reward_models: tuple[str, ...]
+    constants: str
+    file_properties: dict[str, Any]
+
+    def initial_valuation(self) -> dict[str, int] | None:
+        """Variable -> initial value when every variable has a constant initial value (PRISM), else None."""
+        if self.kind != "prism" or self.program.has_initial_states_expression:
+            return None
+        out = {}
+        p = self.program
+        try:
+            for v in list(p.global_integer_variables) + [v for m in p.modules for v in m.integer_variables]:
+                out[v.name] = v.initial_value_expression.evaluate_as_int()
+            for v in list(p.global_boolean_variables) + [v for m in p.modules for v in m.boolean_variables]:
+                out[v.name] = int(v.initial_value_expression.evaluate_as_bool())
+        except Exception:  # non-constant initial values
+            return None
+        return out
+
+    def description(self) -> Any:
+        import stormpy.developer as dev
+
+        return dev.SymbolicModelDescription(self.program)
+
+
+def parse_constants(text: str | Mapping[str, Any] | None) -> dict[str, str]:
+    """``"K=V,K2=V2"`` (or a mapping) as a dict of strings; malformed entries raise :class:`ConstantsError`."""
+    if text is None or text == "":
+        return {}
+    if isinstance(text, Mapping):
+        return {str(k): str(v) for k, v in text.items()}
+    out = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise ConstantsError(f"--constants: expected NAME=VALUE, got '{part.strip()}'")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:
+    """Parse a PRISM (``.prism``, ``.pm``, ``.nm``) or JANI (``.jani``) file and define its constants.
+
+    Raises:
+        InputFileError: missing/unreadable file or unknown extension.
+        ModelError: syntax error (Storm's message, with line and column), or a model type other
+            than MDP/DTMC (CTMCs and Markov automata are not policy-controlled MDPs).
+        ConstantsError: undefined constants (all listed) or unknown constant names.
+    """
+    import stormpy
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(f"{path}: model file not found")
+    try:
+        path.open("rb").close()
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read model file ({exc.strerror})") from None
+    given = parse_constants(constants)
+    file_props: dict[str, Any] = {}
+    try:
+        if path.suffix.lower() == ".jani":
+            program, props = stormpy.parse_jani_model(str(path))
+            kind = "jani"
+            file_props = {p.name: p for p in props}
+        else:
+            program = stormpy.parse_prism_program(str(path))
+            kind = "prism"
+    except RuntimeError as exc:
+        raise ModelError(f"{path}: {'JANI' if path.suffix.lower() == '.jani' else 'PRISM'} syntax error: {storm_message(exc)}") from None
+
+    defined_names = {c.name for c in program.constants}
+    unknown = [k for k in given if k not in defined_names]
+    if unknown:
+        k = unknown[0]
+        raise ConstantsError(f"{path}: unknown constant '{k}'{did_you_mean(k, defined_names)}; "
+                             f"the model declares: {', '.join(sorted(defined_names)) or 'no constants'}")
+    undefined = [c.name for c in program.constants if not c.defined]
+    missing = [c for c in undefined if c not in given]
+    if missing:
+        raise ConstantsError(
+            f"{path}: undefined constants {', '.join(missing)}; pass --constants "
+            + ",".join(f"{c}=VALUE" for c in missing), missing=missing)
+    if given:
+        try:
+            program, _ = stormpy.instantiate_constants(program, {k: _constant_value(v) for k, v in given.items()})
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise ConstantsError(f"{path}: cannot define constants {given}: {storm_message(exc)}") from None
+
+    model_type = str(program.model_type).rsplit(".", 1)[-1].lower()
+    if model_type not in ("mdp", "dtmc"):
+        raise ModelError(f"{path}: model type {model_type.upper()} is not supported (expected an MDP or a DTMC; "
+                         "continuous-time models and Markov automata have no discrete-step policy semantics)")
+
+    if kind == "prism":
+        ints = [v.name for v in program.global_integer_variables] + [v.name for m in program.modules for v in m.integer_variables]
+        bools = [v.name for v in program.global_boolean_variables] + [v.name for m in program.modules for v in m.boolean_variables]
+        actions = sorted({c.action_name for m in program.modules for c in m.commands})
+        labels = tuple(lab.name for lab in program.labels)
+        rewards = tuple(r.name for r in program.reward_models)
+    else:
+        ints, bools = [], []
+        for v in list(program.global_variables) + [v for a in program.automata for v in a.variables]:
+            (bools if "bool" in str(v.type).lower() else ints).append(v.name)
+        actions = sorted({a.name for a in program.actions if a.name != "silent"} | ({""} if any(a.name == "silent" for a in program.actions) else set()))
+        labels = ()
+        rewards = tuple(sorted({str(e) for e in getattr(program, "reward_model_names", [])}))
+    return SymbolicModel(path=path, kind=kind, program=program, model_type=model_type,
+                         variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
+                         labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
+                         file_properties=file_props)
+
+
+def _constant_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+_LABEL = re.compile(r'"([^"]*)"')
+_REWARD_NAME = re.compile(r'R\s*\{\s*"([^"]*)"\s*\}')
+_IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\b")
+_KEYWORDS = {"P", "R", "Pmin", "Pmax", "Rmin", "Rmax", "F", "G", "U", "X", "C", "I", "true", "false", "min", "max",
+             "S", "LRA", "T", "W", "floor", "ceil", "pow", "mod", "log", "filter", "forall", "exists"}
+
+
+def parse_property(model: SymbolicModel, text: str) -> Any:
+    """Parse one PCTL property against ``model``; unknown labels, variables and reward models are errors."""
+    import stormpy
+
+    if model.kind == "jani" and text in model.file_properties:
+        return model.file_properties[text]
+    rewards = _REWARD_NAME.findall(text)
+    for r in rewards:
+        if r not in model.reward_models:
+            raise PropertyError(f"property '{text}': unknown reward model \"{r}\"{did_you_mean(r, model.reward_models)}; "
+                                f"the model defines: {', '.join(repr(x) for x in model.reward_models) or 'none'}")
+    known_labels = set(model.labels) | {"init", "deadlock"}
+    for lab in _LABEL.findall(_REWARD_NAME.sub("", text)):
+        if model.kind == "prism" and lab not in known_labels:
+            raise PropertyError(f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
+                                f"the model defines: {', '.join(sorted(known_labels))}")
+    try:
+        props = stormpy.parse_properties(text, model.program)
+    except RuntimeError as exc:
+        names = set(model.variables) | {c.name for c in model.program.constants} | _KEYWORDS | set(rewards)
+        unknown = [w for w in _IDENT.findall(_LABEL.sub("", text)) if w not in names and not w.isdigit()]
+        hint = f" (unknown name '{unknown[0]}'{did_you_mean(unknown[0], model.variables)})" if unknown else ""
+        raise PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}") from None
+    if len(props) != 1:
+        raise PropertyError(f"expected exactly one property, got {len(props)} in '{text}'")
+    return props[0]
+
+
+def build_explicit(model: SymbolicModel, properties: list[Any] | None, *, max_states: int | None = None,
+                   mask: Any = None) -> tuple[ExplicitModel, Any]:
+    """Build the model with Storm (property-directed when ``properties`` are given) as arrays.
+
+    Property-directed: states that already decide the properties are terminal (absorbing), as in
+    Storm's own builder. ``mask`` is an optional ``stormpy.developer.StateValuationFunctionMask``
+    restricting the explored choices (on-the-fly construction). Returns the explicit model and
+    the stormpy model.
+
+    Raises:
+        ModelTooLargeError: more than ``max_states`` states would be explored.
+    """
+    import stormpy
+    import stormpy.developer as dev
+
+    opts = stormpy.BuilderOptions(properties, build_full=True) if properties else stormpy.BuilderOptions(build_full=True)
+    explore = dev.ExplicitModelBuilderOptions[float]()
+    if max_states is not None:
+        explore.exploration_state_limit = int(max_states) + 1
+    try:
+        builder = dev.make_explicit_model_builder[float](model.description(), opts, mask, explore)
+        storm_model = builder.build()
+    except RuntimeError as exc:
+        raise ModelError(f"{model.path}: Storm could not build the model: {storm_message(exc)}") from None
+    if max_states is not None and storm_model.nr_states > max_states:
+        raise ModelTooLargeError(
+            f"{model.path}: the model has more than --max-states={max_states} states "
+            f"(exploration stopped at {storm_model.nr_states}); raise --max-states, or use "
+            "--strategy onthefly with a policy to explore only policy-reachable states")
+    return from_storm(storm_model), storm_model

@@ -1,0 +1,246 @@
+"""Policy adapters: plain callables, tables, ONNX networks, PyTorch modules, Stable-Baselines3."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import DependencyNotInstalled, InputFileError, PolicyError
+from rlverify.policies.base import BasePolicy
+
+#: ONNX ``metadata_props`` keys of a self-describing rlverify policy file.
+META_FEATURES = "rlverify.features"
+META_ACTIONS = "rlverify.actions"
+META_OUTPUT = "rlverify.output"  # "logits" or "probabilities"
+META_TRAINING = "rlverify.training"  # JSON: algorithm, seed, steps, benchmark, ...
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of an ``(N, |A|)`` array (float64, numerically stable)."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+class CallablePolicy(BasePolicy):
+    """Wrap ``fn(states: (N, d) array) -> (N, |A|) probabilities`` (or logits with ``output='logits'``)."""
+
+    def __init__(self, fn: Callable[[np.ndarray], Any], features: Sequence[str], actions: Sequence[str], *,
+                 output: str = "probabilities", name: str = "callable policy") -> None:
+        super().__init__(features, actions, name=name)
+        if output not in ("probabilities", "logits"):
+            raise PolicyError(f"{name}: output must be 'probabilities' or 'logits', got {output!r}")
+        self._fn = fn
+        self.output = output
+
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        out = np.asarray(self._fn(states), dtype=np.float64)
+        if self.output == "logits" and out.ndim == 2:
+            out = softmax(out)
+        return out
+
+
+class TablePolicy(BasePolicy):
+    """A finite table from feature valuations to distributions.
+
+    JSON format::
+
+        {"features": ["x"], "actions": ["UP", "NOP", "DOWN"],
+         "table": [{"state": {"x": 1}, "probabilities": {"UP": 0.3, "DOWN": 0.7}}, ...],
+         "default": {"NOP": 1.0}}            # optional; without it an unlisted state is an error
+
+    Actions missing from a row's ``probabilities`` get probability 0.
+    """
+
+    def __init__(self, features: Sequence[str], actions: Sequence[str], table: Mapping[tuple[int, ...], Sequence[float]],
+                 *, default: Sequence[float] | None = None, name: str = "table policy") -> None:
+        super().__init__(features, actions, name=name)
+        self._table = {tuple(int(v) for v in k): np.asarray(p, dtype=np.float64) for k, p in table.items()}
+        self._default = None if default is None else np.asarray(default, dtype=np.float64)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> TablePolicy:
+        path = Path(path)
+        data = _read_json(path)
+        problems = []
+        for key in ("features", "actions", "table"):
+            if key not in data:
+                problems.append(f"missing field '{key}'")
+        if problems:
+            raise PolicyError(f"{path}: not a table policy", problems)
+        features, actions = list(data["features"]), list(data["actions"])
+
+        def dist(entry: Mapping[str, float], where: str) -> list[float]:
+            unknown = [a for a in entry if a not in actions]
+            if unknown:
+                problems.append(f"{where}: unknown actions {unknown} (declared: {actions})")
+            return [float(entry.get(a, 0.0)) for a in actions]
+
+        table = {}
+        for i, row in enumerate(data["table"]):
+            where = f"table[{i}]"
+            state = row.get("state")
+            if isinstance(state, Mapping):
+                missing = [f for f in features if f not in state]
+                if missing:
+                    problems.append(f"{where}.state: missing features {missing}")
+                    continue
+                key = tuple(int(state[f]) for f in features)
+            elif isinstance(state, Sequence) and len(state) == len(features):
+                key = tuple(int(v) for v in state)
+            else:
+                problems.append(f"{where}.state: expected an object or a list of {len(features)} values")
+                continue
+            table[key] = dist(row.get("probabilities", {}), f"{where}.probabilities")
+        default = dist(data["default"], "default") if data.get("default") is not None else None
+        if problems:
+            raise PolicyError(f"{path}: invalid table policy", problems)
+        return cls(features, actions, table, default=default, name=str(path))
+
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        out = np.empty((len(states), len(self.actions)))
+        ints = np.rint(states).astype(np.int64)
+        for i, row in enumerate(map(tuple, ints.tolist())):
+            p = self._table.get(row)
+            if p is None:
+                if self._default is None:
+                    raise PolicyError(
+                        f"{self.name}: no entry for state "
+                        f"{dict(zip(self.features, row))} and no 'default' distribution"
+                    )
+                p = self._default
+            out[i] = p
+        return out
+
+
+class OnnxPolicy(BasePolicy):
+    """An ONNX network run with onnxruntime on float32 batches.
+
+    Features, actions and the output kind come from ``metadata_props`` (keys
+    :data:`META_FEATURES`, :data:`META_ACTIONS` as JSON lists, :data:`META_OUTPUT`), and can be
+    overridden by the arguments. The first graph input takes ``(N, d)``; the first output gives
+    ``(N, |A|)`` logits (softmax applied here) or probabilities.
+    """
+
+    def __init__(self, path: str | Path, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
+                 output: str | None = None) -> None:
+        path = Path(path)
+        onnx = _import("onnx", "onnx")
+        ort = _import("onnxruntime", "onnxruntime")
+        try:
+            model = onnx.load(str(path))
+        except Exception as exc:  # onnx raises DecodeError/ValueError variants
+            raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
+        meta = {p.key: p.value for p in model.metadata_props}
+        self.metadata = meta
+        features = list(features) if features else _json_list(meta, META_FEATURES, path)
+        actions = list(actions) if actions else _json_list(meta, META_ACTIONS, path)
+        missing = [k for k, v in (("features", features), ("actions", actions)) if v is None]
+        if missing:
+            raise PolicyError(
+                f"{path}: ONNX file has no {' or '.join(META_FEATURES if m == 'features' else META_ACTIONS for m in missing)} "
+                f"metadata; pass {' and '.join('--' + m for m in missing)} (e.g. --features x,y --actions up,down)"
+            )
+        super().__init__(features, actions, name=str(path))
+        self.output = output or meta.get(META_OUTPUT, "logits")
+        if self.output not in ("logits", "probabilities"):
+            raise PolicyError(f"{path}: metadata {META_OUTPUT} must be 'logits' or 'probabilities', got {self.output!r}")
+        self.training = json.loads(meta[META_TRAINING]) if META_TRAINING in meta else None
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        self._input = self._session.get_inputs()[0].name
+        self.path = path
+
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        out = self._session.run(None, {self._input: states.astype(np.float32)})[0]
+        out = np.asarray(out, dtype=np.float64)
+        return softmax(out) if self.output == "logits" else out
+
+
+class TorchPolicy(BasePolicy):
+    """A ``torch.nn.Module`` mapping ``(N, d)`` float32 tensors to logits or probabilities (optional extra ``torch``)."""
+
+    def __init__(self, module: Any, features: Sequence[str], actions: Sequence[str], *, output: str = "logits",
+                 name: str = "torch policy") -> None:
+        super().__init__(features, actions, name=name)
+        self._torch = _import("torch", "torch")
+        self._module = module.eval()
+        self.output = output
+
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        with torch.no_grad():
+            out = self._module(torch.as_tensor(states, dtype=torch.float32)).double().numpy()
+        return softmax(out) if self.output == "logits" else out
+
+
+class SB3Policy(BasePolicy):
+    """A Stable-Baselines3 PPO/A2C (action distribution) or DQN (greedy one-hot) model (extra ``sb3``)."""
+
+    def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str]) -> None:
+        super().__init__(features, actions, name=str(path))
+        sb3 = _import("stable_baselines3", "sb3")
+        self._torch = _import("torch", "torch")
+        last_exc: Exception | None = None
+        for algo in ("PPO", "A2C", "DQN"):
+            try:
+                self._model = getattr(sb3, algo).load(str(path), device="cpu")
+                self.algorithm = algo
+                break
+            except Exception as exc:  # wrong algorithm class: try the next
+                last_exc = exc
+        else:
+            raise InputFileError(f"{path}: not a Stable-Baselines3 PPO/A2C/DQN model ({last_exc})")
+
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        obs = torch.as_tensor(states, dtype=torch.float32)
+        with torch.no_grad():
+            if self.algorithm == "DQN":
+                q = self._model.policy.q_net(obs).numpy()
+                out = np.zeros_like(q, dtype=np.float64)
+                out[np.arange(len(q)), q.argmax(axis=1)] = 1.0
+                return out
+            return self._model.policy.get_distribution(obs).distribution.probs.double().numpy()
+
+
+def _import(module: str, extra: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise DependencyNotInstalled(
+            f"this policy format needs the Python package '{module}': install it with "
+            f"pip install 'rlverify[{extra}]'" if extra in ("torch", "sb3") else f"pip install {module}"
+        ) from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read file ({exc.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+
+
+def _json_list(meta: Mapping[str, str], key: str, path: Path) -> list[str] | None:
+    if key not in meta:
+        return None
+    try:
+        value = json.loads(meta[key])
+    except json.JSONDecodeError:
+        value = [v.strip() for v in meta[key].split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PolicyError(f"{path}: metadata {key} must be a JSON list of names, got {meta[key]!r}")
+    return value

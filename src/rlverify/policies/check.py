@@ -1,0 +1,58 @@
+"""Validate a policy against a model before any work, reporting every problem at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import PolicyError, did_you_mean
+from rlverify.policies.base import Policy, validate_probabilities
+
+
+def check_policy(policy: Policy, model: Any, *, sample: np.ndarray | None = None) -> None:
+    """Check names, shapes and distributions of ``policy`` against ``model``.
+
+    ``model`` needs ``variables`` and ``action_names`` (a :class:`~rlverify.models.SymbolicModel`
+    or :class:`~rlverify.models.ExplicitModel`). The policy's output is checked on ``sample`` (an
+    ``(N, d)`` feature batch) or, if None, on the model's initial state (explicit models: up to
+    1,000 states) when it is known.
+
+    Raises:
+        PolicyError: listing every problem found.
+    """
+    problems: list[str] = []
+    for attr in ("features", "actions", "action_probabilities"):
+        if not hasattr(policy, attr):
+            raise PolicyError(f"{policy!r} is not a policy: it has no '{attr}' (see rlverify.policies.Policy)")
+    variables = tuple(model.variables)
+    for f in policy.features:
+        if f not in variables:
+            problems.append(f"feature '{f}' is not a model variable{did_you_mean(f, variables)} "
+                            f"(model variables: {', '.join(variables)})")
+    model_actions = [a for a in model.action_names if a]
+    for a in policy.actions:
+        if a not in model_actions:
+            problems.append(f"action '{a}' is not an action of the model{did_you_mean(a, model_actions)} "
+                            f"(model actions: {', '.join(model_actions)})")
+    batch = None
+    if not problems:
+        batch = _default_sample(policy, model) if sample is None else np.asarray(sample, dtype=np.float64)
+    if batch is not None:
+        try:
+            probs = np.asarray(policy.action_probabilities(batch), dtype=np.float64)
+            validate_probabilities(probs, len(batch), len(policy.actions), source=getattr(policy, "name", "policy"))
+        except PolicyError as exc:
+            problems.append(str(exc))
+    if problems:
+        name = getattr(policy, "name", type(policy).__name__)
+        raise PolicyError(f"policy {name} does not fit model {getattr(model, 'path', '')}", problems)
+
+
+def _default_sample(policy: Policy, model: Any) -> np.ndarray | None:
+    if hasattr(model, "feature_matrix"):
+        return model.feature_matrix(policy.features)[:1000]
+    init = model.initial_valuation() if hasattr(model, "initial_valuation") else None
+    if init is None:
+        return None
+    return np.asarray([[init[f] for f in policy.features]], dtype=np.float64)
