@@ -180,26 +180,27 @@ def _decode_valuations(vbytes: np.ndarray, spec: list[dict[str, Any]]) -> tuple[
 
 
 # ---------------------------------------------------------------------------------------------
-# UMB writing (DTMCs built here, e.g. the policy-induced chain)
+# UMB writing (chains built here, e.g. the policy-induced chain; MDPs built in numpy)
 
 
-def write_dtmc_umb(path: str | Path, model: ExplicitModel) -> None:
-    """Write a DTMC ``model`` (one choice per state) as an uncompressed UMB archive for Storm.
+def write_umb(path: str | Path, model: ExplicitModel) -> None:
+    """Write ``model`` (DTMC or MDP) as an uncompressed UMB archive for Storm.
 
     Labels keep their UMB keys and aliases, so properties over expressions
-    (``F COLLISION=true``) resolve as on the original model; valuations are copied as raw records.
+    (``F COLLISION=true``) resolve as on the original model; valuations are copied as raw records;
+    state rewards are written under their names (choice rewards too, for MDPs).
     """
-    if model.model_type != "dtmc":
-        raise ValueError("write_dtmc_umb expects a DTMC")
     n = model.num_states
     P = model.transitions
+    is_mdp = model.model_type == "mdp"
     index: dict[str, Any] = {
         "format-version": 1,
         "format-revision": 0,
         "file-data": {"tool": "rlverify"},
         "transition-system": {
-            "#branch-actions": 0, "#branches": int(P.nnz), "#choice-actions": 0, "#choices": n,
-            "#initial-states": len(model.initial_states), "#observations": 0, "#players": 0, "#states": n,
+            "#branch-actions": 0, "#branches": int(P.nnz), "#choice-actions": len(model.action_names) if is_mdp else 0,
+            "#choices": model.num_choices, "#initial-states": len(model.initial_states), "#observations": 0,
+            "#players": 1 if is_mdp else 0, "#states": n,
             "branch-probability-type": {"size": 64, "type": "double"}, "time": "discrete",
         },
         "annotations": {"aps": {}, "rewards": {}},
@@ -210,15 +211,28 @@ def write_dtmc_umb(path: str | Path, model: ExplicitModel) -> None:
         ("branch-to-probability.bin", P.data.astype(np.float64).tobytes()),
         ("state-is-initial.bin", _pack(np.isin(np.arange(n), model.initial_states))),
     ]
+    if is_mdp:
+        files.append(("state-to-choices.bin", np.asarray(model.row_groups, dtype=np.uint64).tobytes()))
+        blobs = [a.encode() for a in model.action_names]
+        offsets = np.cumsum([0] + [len(b) for b in blobs]).astype(np.uint64)
+        files += [("actions/choices/values.bin", np.asarray(model.choice_actions, dtype=np.uint32).tobytes()),
+                  ("actions/choices/string-mapping.bin", offsets.tobytes()),
+                  ("actions/choices/strings.bin", b"".join(blobs))]
     for key, mask in model.labels.items():
         index["annotations"]["aps"][key] = {"alias": model.label_aliases.get(key, key), "applies-to": ["states"],
                                             "type": {"size": 1, "type": "bool"}}
         files.append((f"annotations/aps/{key}/states/values.bin", _pack(mask)))
-    for i, (name, values) in enumerate(model.state_rewards.items()):
+    reward_names = list(dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards)))
+    for i, name in enumerate(reward_names):
         key = f"r{i}"
-        index["annotations"]["rewards"][key] = {"alias": name, "applies-to": ["states"],
-                                                "type": {"size": 64, "type": "double"}}
-        files.append((f"annotations/rewards/{key}/states/values.bin", np.asarray(values, np.float64).tobytes()))
+        kinds = []
+        if name in model.state_rewards:
+            kinds.append("states")
+            files.append((f"annotations/rewards/{key}/states/values.bin", np.asarray(model.state_rewards[name], np.float64).tobytes()))
+        if name in model.choice_rewards:
+            kinds.append("choices")
+            files.append((f"annotations/rewards/{key}/choices/values.bin", np.asarray(model.choice_rewards[name], np.float64).tobytes()))
+        index["annotations"]["rewards"][key] = {"alias": name, "applies-to": kinds, "type": {"size": 64, "type": "double"}}
     if model.valuation_bytes is not None and model.valuation_spec is not None:
         index["valuations"] = {"states": model.valuation_spec}
         files.append(("valuations/states/valuations.bin", np.ascontiguousarray(model.valuation_bytes).tobytes()))
@@ -236,12 +250,12 @@ def _pack(mask: np.ndarray) -> bytes:
 
 
 def to_storm(model: ExplicitModel) -> Any:
-    """A stormpy sparse DTMC for ``model`` (through a temporary UMB archive)."""
+    """A stormpy sparse DTMC/MDP for ``model`` (through a temporary UMB archive)."""
     import stormpy
 
     with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
         path = Path(tmp) / "chain.umb"
-        write_dtmc_umb(path, model)
+        write_umb(path, model)
         return stormpy.build_model_from_umb(str(path))
 
 
