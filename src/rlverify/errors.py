@@ -57,3 +57,7 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """Return ' (did you mean 'x'?)' for the closest candidate, or ''."""
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class BenchmarkPolicyError(PolicyError):
+    """A benchmark has no reference policy of that name."""

@@ -147,6 +147,10 @@ def induced_chain(model: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitMode
         sub = sp.vstack([sub, sp.csr_matrix(([1.0], ([0], [n])), shape=(1, n + 1))], format="csr")
     sub.sort_indices()
     n_total = n + int(has_sink)
+    row_sums = np.asarray(sub.sum(axis=1)).ravel()
+    if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-9:  # Storm would not notice (its graph analysis ignores missing mass)
+        bad = int(np.argmax(np.abs(row_sums - 1.0)))
+        raise AssertionError(f"internal: induced chain row {bad} sums to {row_sums[bad]!r}")
 
     labels = {}
     for k, mask in model.labels.items():

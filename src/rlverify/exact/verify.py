@@ -85,7 +85,7 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     prop = parse_property(model, property_text)
-    timings["parse"] = time.perf_counter() - t0
+    timings["parse"] = model.parse_seconds + time.perf_counter() - t0
     if options.mode != "monolithic":
         if policy is None:
             raise PolicyError(f"mode '{options.mode}' needs a policy (--policy); use --mode monolithic for Pmin/Pmax")
@@ -108,7 +108,7 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
         lo = check(storm_mdp, fmin, env)
         hi = check(storm_mdp, fmax, env)
         timings["check"] = time.perf_counter() - t
-        timings["total"] = time.perf_counter() - t0
+        timings["total"] = model.parse_seconds + time.perf_counter() - t0
         satisfied = None
         if threshold is not None:
             both = (compare(lo.value, threshold, comparison), compare(hi.value, threshold, comparison))
@@ -133,9 +133,9 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
     timings["build"] = time.perf_counter() - t
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
-    chain, _origin, n_queried = _induce(mdp, policy, options)
-    timings["policy"] = time.perf_counter() - t
-    timings["induce"] = 0.0
+    chain, _origin, n_queried, policy_seconds = _induce(mdp, policy, options)
+    timings["policy"] = policy_seconds
+    timings["induce"] = time.perf_counter() - t - policy_seconds
     say(f"checking on the induced chain ({chain.num_states} states, {chain.num_transitions} transitions)")
     t = time.perf_counter()
     storm_chain = to_storm(chain)
@@ -148,7 +148,7 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
         stall_prop = stormpy.parse_properties(f'P=? [F "{STALLED_LABEL}"]')[0]
         stalled = check(storm_chain, stall_prop.get_raw_formula(), env).value
     timings["check"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t0
+    timings["total"] = model.parse_seconds + time.perf_counter() - t0
     return ExactResult(
         property=property_text, mode=options.mode, strategy=strategy, value=out.value, lower=out.lower, upper=out.upper,
         guarantee=_guarantee(options), precision=options.precision,
@@ -163,20 +163,22 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
 
 def induce(mdp: ExplicitModel, policy: Policy, *, mode: str = "stochastic", unavailable: str = "stall") -> tuple[ExplicitModel, np.ndarray]:
     """The reachable chain ``policy`` induces on an explicit MDP (policy evaluated in one batch)."""
-    chain, origin, _ = _induce(mdp, policy, ExactOptions(mode=mode, unavailable=unavailable))
+    chain, origin, _, _ = _induce(mdp, policy, ExactOptions(mode=mode, unavailable=unavailable))
     return chain, origin
 
 
-def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions) -> tuple[ExplicitModel, np.ndarray, int]:
+def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions) -> tuple[ExplicitModel, np.ndarray, int, float]:
     columns = policy_action_columns(mdp, policy)
     states = decision_states(mdp, columns)
     features = mdp.feature_matrix(policy.features, states)
+    t = time.perf_counter()
     probs = policy.action_probabilities(features) if len(states) else np.zeros((0, len(policy.actions)))
+    policy_seconds = time.perf_counter() - t
     probs = np.asarray(probs, dtype=np.float64)
     validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
     cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable)
     chain, origin = induced_chain(mdp, cw)
-    return chain, origin, len(states)
+    return chain, origin, len(states), policy_seconds
 
 
 def _action_mask(model: SymbolicModel, policy: Policy, options: ExactOptions) -> tuple[Any, dict]:

@@ -55,6 +55,7 @@ class SymbolicModel:
     reward_models: tuple[str, ...]
     constants: str
     file_properties: dict[str, Any]
+    parse_seconds: float = 0.0
 
     def initial_valuation(self) -> dict[str, int] | None:
         """Variable -> initial value when every variable has a constant initial value (PRISM), else None."""
@@ -103,8 +104,11 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
             than MDP/DTMC (CTMCs and Markov automata are not policy-controlled MDPs).
         ConstantsError: undefined constants (all listed) or unknown constant names.
     """
+    import time
+
     import stormpy
 
+    started = time.perf_counter()
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"{path}: model file not found")
@@ -164,7 +168,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
     return SymbolicModel(path=path, kind=kind, program=program, model_type=model_type,
                          variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
                          labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
-                         file_properties=file_props)
+                         file_properties=file_props, parse_seconds=time.perf_counter() - started)
 
 
 def _constant_value(text: str) -> Any:

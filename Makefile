@@ -1,0 +1,35 @@
+# rlverify — set-up, demo and tests. `make demo` and `make test` each create/refresh .venv first.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test test-all bench clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11) on PATH, or run: make PYTHON=/path/to/python3.11"; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+## Verify the Avoid 4x4 benchmark's reference network policy with Storm (stochastic, deterministic, monolithic).
+demo: $(STAMP)
+	$(BIN)/rlverify verify avoid-demo-v1 --property collision-100
+	$(BIN)/rlverify verify avoid-demo-v1 --property collision-100 --mode deterministic
+	$(BIN)/rlverify verify avoid-demo-v1 --property collision-100 --mode monolithic
+
+## The default test suite (slow tests excluded; a few minutes on 2 cores).
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" -n 2
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/exact.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

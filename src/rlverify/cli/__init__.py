@@ -1,0 +1,1 @@
+"""The command-line interface: thin layers over the Python API."""

@@ -1,0 +1,51 @@
+"""``rlverify benchmarks list|show``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("benchmarks", help="list or describe the registered benchmarks")
+    bsub = p.add_subparsers(dest="action", required=True)
+    ls = bsub.add_parser("list", help="all benchmark ids")
+    ls.set_defaults(run=run_list)
+    show = bsub.add_parser("show", help="one benchmark's description, parameters, properties and policies")
+    show.add_argument("name")
+    show.set_defaults(run=run_show)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from rlverify.benchmarks.registry import all_ids, spec
+
+    t = Table("id", "kind", "properties", "reference policies")
+    for i in all_ids():
+        s = spec(i)
+        t.add_row(i, s.kind, ", ".join(s.properties), ", ".join(s.policies))
+    console.print(t)
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from rlverify.benchmarks.registry import spec
+
+    s = spec(args.name)
+    console.print(f"[bold]{s.id}[/] ({s.kind})\n")
+    console.print(s.doc.strip(), highlight=False)
+    if s.parameters:
+        t = Table("parameter", "default", "range", "meaning", title="parameters", title_justify="left")
+        for k, p in s.parameters.items():
+            t.add_row(k, str(p.default), f"[{p.low}, {p.high}]", p.doc)
+        console.print(t)
+    if s.properties:
+        t = Table("name", "property", title="properties", title_justify="left")
+        for k, v in s.properties.items():
+            t.add_row(k, v)
+        console.print(t)
+    return 0

@@ -1,0 +1,69 @@
+"""``rlverify`` entry point: parse arguments, dispatch to a subcommand, map errors to exit codes.
+
+Exit codes: 0 result, 2 bad input (:class:`~rlverify.errors.RlverifyError`), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from rlverify.errors import RlverifyError
+
+#: Modules adding subcommands; each defines ``register(subparsers)``.
+COMMAND_MODULES = [
+    "rlverify.cli.verify",
+    "rlverify.cli.benchmarks",
+]
+
+err_console = Console(stderr=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from rlverify import __version__
+
+    parser = argparse.ArgumentParser(prog="rlverify", description="How safe is this trained policy, really?")
+    parser.add_argument("--version", action="version", version=f"rlverify {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _quiet_storm(args.verbose)
+    try:
+        return int(args.run(args) or 0)
+    except RlverifyError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+    except Exception:  # an internal error: show the trace, exit 1
+        err_console.print("[bold red]internal error[/] (please report it with the command line):")
+        err_console.print_exception()
+        return 1
+
+
+def _quiet_storm(verbose: bool) -> None:
+    """Storm logs parse errors to stdout itself; rlverify reports them (with line) as its own errors."""
+    try:
+        import stormpy.developer as dev
+    except ImportError:  # pragma: no cover - stormpy is a hard dependency
+        return
+    dev.set_log_level(dev.LogLevel.WARN if verbose else dev.LogLevel.OFF)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
