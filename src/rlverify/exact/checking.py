@@ -42,16 +42,10 @@ def environment(numerics: str, precision: float) -> Any:
         return env
     env = stormpy.Environment()
     if numerics == "direct":
-        env.solver().set_linear_equation_solver_type(EquationSolverType.EIGEN)
-        try:
-            from stormpy.environments import EigenLinearEquationSolverMethod  # type: ignore[attr-defined]
-
-            env.solver().eigen().method = EigenLinearEquationSolverMethod.sparselu  # pragma: no cover
-        except ImportError:
-            pass
+        env.solver().set_linear_equation_solver_type(EquationSolverType.EIGEN)  # Storm's Eigen default: SparseLU
     else:
         env.solver().set_linear_equation_solver_type(EquationSolverType.NATIVE)
-        env.solver().native().method = NativeLinearEquationSolverMethod.POWER_ITERATION
+        env.solver().native().method = NativeLinearEquationSolverMethod.POWER
     env.solver().native().precision = prec
     env.solver().min_max().precision = prec
     return env
@@ -95,8 +89,10 @@ def quantitative(prop: Any, *, optimality: str | None = None) -> tuple[Any, floa
 
 def compare(value: float, threshold: float, comparison: str) -> bool:
     """``value <comparison> threshold`` for Storm's comparison type names."""
-    return {"LESS": value < threshold, "LESS_EQUAL": value <= threshold, "GREATER": value > threshold,
-            "GREATER_EQUAL": value >= threshold}[comparison]
+    table = {"LESS": value < threshold, "LESS_EQUAL": value <= threshold, "GREATER": value > threshold,
+             "GREATER_EQUAL": value >= threshold}
+    table.update(LESS=table["LESS"], LEQ=table["LESS_EQUAL"], GREATER=table["GREATER"], GEQ=table["GREATER_EQUAL"])
+    return table[comparison]
 
 
 def check(storm_model: Any, formula: Any, env: Any) -> CheckOutcome:

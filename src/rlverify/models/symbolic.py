@@ -124,7 +124,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
             kind = "jani"
             file_props = {p.name: p for p in props}
         else:
-            program = stormpy.parse_prism_program(str(path))
+            program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
             kind = "prism"
     except RuntimeError as exc:
         raise ModelError(f"{path}: {'JANI' if path.suffix.lower() == '.jani' else 'PRISM'} syntax error: {storm_message(exc)}") from None

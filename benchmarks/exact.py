@@ -1,0 +1,113 @@
+"""Speed of the exact engine: time breakdown, Storm's monolithic build+check, per-state baseline.
+
+Prints, for Avoid 4x4 (2x64 network; stochastic and deterministic) and Crazy Climber (2x1024
+network): rlverify's phases, Storm's own monolithic build+check of the same model in the same run,
+and a per-state baseline in which Storm's builder calls the network once per (state, command), as
+prior tools do. Ratios: ours / Storm monolithic, baseline / ours.
+
+    .venv/bin/python benchmarks/exact.py [--quick] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rlverify.exact import ExactOptions, verify_exact
+from rlverify.models import SymbolicModel, build_explicit, load_model, parse_property
+from rlverify.policies import MLP, OnnxPolicy, save_mlp_onnx
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "prism-reference"
+
+
+def network_policy(model: SymbolicModel, hidden: int, tmp: Path, actions: list[str]) -> OnnxPolicy:
+    features = [v for v in model.variables]
+    net = MLP.random([len(features), hidden, hidden, len(actions)], seed=0)
+    path = save_mlp_onnx(tmp / f"net{hidden}.onnx", net, features=features, actions=actions,
+                         training={"algorithm": "random-init (speed benchmark)", "seed": 0})
+    return OnnxPolicy(path)
+
+
+def storm_monolithic(model: SymbolicModel, prop_text: str) -> float:
+    import stormpy
+
+    t = time.perf_counter()
+    prop = parse_property(model, prop_text.replace("P=?", "Pmax=?", 1))
+    m = stormpy.build_model(model.program, [prop])
+    stormpy.model_checking(m, prop, environment=stormpy.environments.sound())
+    return time.perf_counter() - t
+
+
+def per_state_baseline(model: SymbolicModel, prop_text: str, policy: OnnxPolicy, limit: int | None) -> tuple[float, int]:
+    """Storm's builder with a mask that calls the network for every (state, command), no cache."""
+    import stormpy.developer as dev
+
+    manager = model.program.expression_manager
+    variables = [manager.get_variable(f) for f in policy.features]
+    is_bool = [f in model.boolean_variables for f in policy.features]
+    col = {a: i for i, a in enumerate(policy.actions)}
+    calls = [0]
+
+    def allowed(valuation, action_index):
+        calls[0] += 1
+        x = np.asarray([[int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
+                         for v, b in zip(variables, is_bool)]], dtype=np.float64)
+        p = policy.action_probabilities(x)[0]
+        c = col.get(model.program.get_action_name(action_index))
+        return c is not None and p[c] > 0
+
+    prop = parse_property(model, prop_text)
+    t = time.perf_counter()
+    build_explicit(model, [prop], mask=dev.StateValuationFunctionMask[float](allowed), max_states=limit)
+    return time.perf_counter() - t, calls[0]
+
+
+def run_case(name: str, model: SymbolicModel, prop: str, policy: OnnxPolicy, mode: str, baseline: bool,
+             limit: int | None) -> dict:
+    storm = storm_monolithic(model, prop)
+    res = verify_exact(model, prop, policy, ExactOptions(mode=mode))
+    row = {"case": name, "mode": mode, "states": res.states, "transitions": res.transitions, "value": res.value,
+           "timings": res.timings, "storm_monolithic_s": storm, "ratio_vs_storm": res.timings["total"] / storm}
+    if baseline:
+        try:
+            secs, calls = per_state_baseline(model, prop, policy, limit)
+            row.update(baseline_s=secs, baseline_calls=calls, speedup_vs_baseline=secs / res.timings["total"])
+        except Exception as exc:  # the limit was hit: extrapolate from the explored part
+            row.update(baseline_note=str(exc).splitlines()[0])
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="skip Crazy Climber's per-state baseline")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        avoid = load_model(SHARED / "avoid.prism", "xMax=4,yMax=4,slickness=0.1")
+        pol = network_policy(avoid, 64, tmp, ["north", "east", "south", "west"])
+        for mode in ("stochastic", "deterministic"):
+            rows.append(run_case("Avoid 4x4, 2x64", avoid, "P=? [F<=100 COLLISION=true]", pol, mode, True, None))
+        climber = load_model(SHARED / "crazy_climber.prism")
+        pol = network_policy(climber, 1024, tmp, ["up", "left", "right", "tick"])
+        rows.append(run_case("Crazy Climber, 2x1024", climber, "P=? [F COLLISION=true]", pol, "stochastic",
+                             not args.quick, None))
+    print(f"{'case':24} {'mode':13} {'states':>8} {'transitions':>11} {'total s':>8} {'build':>6} {'policy':>6} "
+          f"{'check':>6} {'storm s':>8} {'/storm':>7} {'baseline s':>10} {'speed-up':>8}")
+    for r in rows:
+        t = r["timings"]
+        print(f"{r['case']:24} {r['mode']:13} {r['states']:8d} {r['transitions']:11d} {t['total']:8.2f} {t['build']:6.2f} "
+              f"{t['policy']:6.2f} {t['check']:6.2f} {r['storm_monolithic_s']:8.2f} {r['ratio_vs_storm']:7.2f} "
+              f"{r.get('baseline_s', float('nan')):10.2f} {r.get('speedup_vs_baseline', float('nan')):8.1f}x")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""Continuous-state dynamics as pure functions with sound set-valued successor operators."""
+
+from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece, UnsafeSet, simulate
+from rlverify.models.continuous.systems import AdaptiveCruiseControl, BouncingBall, InvertedPendulum
+
+__all__ = ["ActionMap", "AdaptiveCruiseControl", "BouncingBall", "ContinuousSystem", "InvertedPendulum", "Piece",
+           "UnsafeSet", "simulate"]

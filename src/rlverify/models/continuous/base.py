@@ -1,0 +1,200 @@
+"""Continuous-state systems as pure functions, with sound piecewise-affine enclosures.
+
+A :class:`ContinuousSystem` declares its state variables, a state-domain box, finite actions,
+initial regions and an unsafe set, and provides
+
+* ``step(states, actions)`` — the exact dynamics, vectorised over ``(N, n)`` states and ``(N,)``
+  integer actions (a pure function: no hidden state);
+* ``pieces(lo, hi)`` — a sound set-valued successor operator valid on the box ``[lo, hi]``: a list of
+  :class:`Piece` objects, each a closed region ``{x : G x <= g}`` with, per action, an affine map plus
+  a bounded disturbance ``x' = A x + c + B w, w in [w_lo, w_hi]``. The contract (checked by the
+  tests on random points): every ``x`` in the box lies in some piece whose enclosure contains
+  ``step(x, a)`` for every action ``a``. Non-linear terms (``sin``) are linearised with the
+  remainder bounded by interval analysis into ``w``.
+* ``observe(states)`` — the policy's input features, an affine map ``O x + o`` of the state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ActionMap:
+    """``x' = A x + c + B w`` with ``w`` in the box ``[w_lo, w_hi]``.
+
+    Attributes:
+        a: ``(n, n)``; c: ``(n,)``; b: ``(n, q)``; w_lo, w_hi: ``(q,)`` (``q`` may be 0).
+    """
+
+    a: np.ndarray
+    c: np.ndarray
+    b: np.ndarray
+    w_lo: np.ndarray
+    w_hi: np.ndarray
+
+    @classmethod
+    def affine(cls, a: np.ndarray, c: np.ndarray) -> ActionMap:
+        """An exact affine map (no disturbance)."""
+        a = np.asarray(a, dtype=np.float64)
+        n = a.shape[0]
+        return cls(a, np.asarray(c, dtype=np.float64), np.zeros((n, 0)), np.zeros(0), np.zeros(0))
+
+    def support(self, vertices: np.ndarray, directions: np.ndarray) -> np.ndarray:
+        """Maxima ``(k,)`` of ``directions @ x'`` over the images of the convex hull of ``vertices``."""
+        img = vertices @ self.a.T + self.c  # (V, n)
+        s = (img @ directions.T).max(axis=0)
+        if self.b.shape[1]:
+            db = directions @ self.b  # (k, q)
+            s = s + np.maximum(db * self.w_lo, db * self.w_hi).sum(axis=1)
+        return s
+
+    def contains(self, x: np.ndarray, y: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+        """Boolean ``(N,)``: whether each ``y`` can be the image of the matching ``x`` under this map."""
+        r = y - (x @ self.a.T + self.c)
+        if self.b.shape[1] == 0:
+            return (np.abs(r) <= tol * (1 + np.abs(y))).all(axis=1)
+        # B w = r with w in the box: check by least squares on the (small) disturbance space
+        w, *_ = np.linalg.lstsq(self.b, r.T, rcond=None)
+        w = w.T
+        ok_box = ((w >= self.w_lo - tol) & (w <= self.w_hi + tol)).all(axis=1)
+        ok_eq = (np.abs(w @ self.b.T - r) <= tol * (1 + np.abs(y))).all(axis=1)
+        return ok_box & ok_eq
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A closed region ``{x : g_mat x <= g_vec}`` with one :class:`ActionMap` per action."""
+
+    g_mat: np.ndarray
+    g_vec: np.ndarray
+    maps: tuple[ActionMap, ...]
+
+    def contains(self, x: np.ndarray, tol: float = 1e-12) -> np.ndarray:
+        """Boolean ``(N,)``: which states ``(N, n)`` lie in the (closed) region."""
+        if len(self.g_vec) == 0:
+            return np.ones(len(x), dtype=bool)
+        return (x @ self.g_mat.T <= self.g_vec + tol * (1 + np.abs(self.g_vec))).all(axis=1)
+
+
+@dataclass(frozen=True)
+class UnsafeSet:
+    """A union of closed convex polyhedra ``{x : A_i x <= b_i}``."""
+
+    polyhedra: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    def contains(self, x: np.ndarray) -> np.ndarray:
+        """Boolean ``(N,)`` membership of states ``(N, n)``."""
+        out = np.zeros(len(x), dtype=bool)
+        for a, b in self.polyhedra:
+            out |= (x @ a.T <= b).all(axis=1)
+        return out
+
+
+class ContinuousSystem:
+    """Base class for continuous-state benchmarks (see the module docstring for the contract).
+
+    Subclasses set the class attributes and implement :meth:`step`, :meth:`pieces` and
+    (for training) :meth:`reward`.
+
+    Attributes:
+        name: benchmark id.
+        variables: state variable names, e.g. ``("p", "v")``.
+        actions: action names (the policy's output order).
+        features: the policy's input feature names (see :meth:`observe`).
+        domain_lo, domain_hi: ``(n,)`` declared state-domain box (initial regions must lie inside).
+        initial_regions: name -> ``(lo, hi)`` boxes.
+        unsafe: the :class:`UnsafeSet`.
+        obs_matrix, obs_offset: features = ``states @ obs_matrix.T + obs_offset``.
+        horizon: the default verification horizon (steps).
+    """
+
+    name: str = "continuous"
+    variables: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    domain_lo: np.ndarray
+    domain_hi: np.ndarray
+    initial_regions: dict[str, tuple[np.ndarray, np.ndarray]]
+    unsafe: UnsafeSet
+    obs_matrix: np.ndarray
+    obs_offset: np.ndarray
+    horizon: int = 10
+    default_initial: str = "default"
+    #: suggested directions (besides the box) for the ``template`` domain
+    template_directions: np.ndarray | None = None
+    #: smallest width along a template axis (state units) that refinement may still split
+    min_width: float = 1e-3
+
+    @property
+    def n(self) -> int:
+        """Number of state variables."""
+        return len(self.variables)
+
+    def step(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        """Successor states ``(N, n)`` of ``states`` ``(N, n)`` under integer ``actions`` ``(N,)``."""
+        raise NotImplementedError
+
+    def pieces(self, lo: np.ndarray, hi: np.ndarray) -> list[Piece]:  # pragma: no cover - abstract
+        """Sound piecewise-affine enclosure of :meth:`step` on the box ``[lo, hi]``."""
+        raise NotImplementedError
+
+    def reward(self, states: np.ndarray, actions: np.ndarray, next_states: np.ndarray) -> np.ndarray:
+        """Training reward ``(N,)`` (not used by verification)."""
+        raise NotImplementedError
+
+    def observe(self, states: np.ndarray) -> np.ndarray:
+        """Policy features ``(N, len(features))`` of states ``(N, n)``."""
+        return np.asarray(states, dtype=np.float64) @ self.obs_matrix.T + self.obs_offset
+
+    def is_unsafe(self, states: np.ndarray) -> np.ndarray:
+        """Boolean ``(N,)``: which states are failure states."""
+        return self.unsafe.contains(np.asarray(states, dtype=np.float64))
+
+    def initial_region(self, name: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(lo, hi)`` box of an initial region by name (default: :attr:`default_initial`)."""
+        from rlverify.errors import did_you_mean
+        from rlverify.abstraction.domains import DomainError
+
+        name = name or self.default_initial
+        if name not in self.initial_regions:
+            raise DomainError(f"{self.name}: unknown initial region '{name}'{did_you_mean(name, self.initial_regions)};"
+                              f" known: {', '.join(self.initial_regions)}")
+        lo, hi = self.initial_regions[name]
+        return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+
+    def sample_initial(self, count: int, rng: np.random.Generator, region: str | None = None) -> np.ndarray:
+        """Uniform states ``(count, n)`` from an initial box."""
+        lo, hi = self.initial_region(region)
+        return lo + (hi - lo) * rng.random((count, self.n))
+
+
+def simulate(system: ContinuousSystem, policy, states: np.ndarray, horizon: int, rng: np.random.Generator) -> np.ndarray:
+    """Simulate runs in lockstep, sampling actions from ``policy`` (batched; one call per step).
+
+    Args:
+        system: the dynamics.
+        policy: anything with ``action_probabilities((N, d) features) -> (N, |A|)``.
+        states: ``(N, n)`` start states.
+        horizon: number of steps ``k``.
+        rng: random generator for the action draws.
+
+    Returns:
+        Boolean ``(N,)``: whether each run visits an unsafe state within ``k`` steps (steps 0..k).
+    """
+    x = np.array(states, dtype=np.float64)
+    failed = system.is_unsafe(x)
+    for _ in range(horizon):
+        alive = ~failed
+        if not alive.any():
+            break
+        xa = x[alive]
+        probs = policy.action_probabilities(system.observe(xa))
+        cum = np.cumsum(probs, axis=1)
+        u = rng.random(len(xa))[:, None] * cum[:, -1:]
+        act = (u > cum).sum(axis=1).clip(0, probs.shape[1] - 1)
+        x[alive] = system.step(xa, act)
+        failed[alive] = system.is_unsafe(x[alive])
+    return failed

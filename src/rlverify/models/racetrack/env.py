@@ -1,0 +1,200 @@
+"""Racetrack as a vectorised numpy environment (the semantics of the DSMC paper).
+
+State of a run: ``(x, y, vx, vy, status)`` int64, ``status`` 0 = driving, 1 = goal, 2 = crashed.
+One step with acceleration ``(ax, ay) in {-1, 0, 1}^2``:
+
+1. with probability ``noise`` the action fails and the velocity stays unchanged, otherwise
+   ``v' = v + a``;
+2. the car moves from ``p`` to ``p + v'``; the segment is checked cell by cell: with
+   ``n = max(|dx|, |dy|)``, tick ``k = 1..n`` visits ``p + floor(k * d / n + 1/2)``
+   (per coordinate). The first wall or off-map cell is a crash, the first goal cell is the goal;
+   both end the run (the position is the cell where it ended, clipped to the map for off-map).
+
+The 15 observation features (in this order, all integers): ``x, y, vx, vy``, the distance to the
+first wall or map edge in 8 directions (``N, NE, E, SE, S, SW, W, NW``; the number of steps to the
+first blocked cell, so a wall next to the car is 1; ``N`` is up = decreasing y), the offset
+``goal_dx, goal_dy`` to the nearest goal cell (Manhattan distance; ties: first in row-major order)
+and that Manhattan distance ``goal_dist``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlverify.errors import PropertyError, did_you_mean
+from rlverify.models.racetrack.track import GOAL, WALL, Track
+
+#: Accelerations ``(ax, ay)``, in the order of :data:`ACTIONS`.
+ACCELERATIONS = np.array([(ax, ay) for ax in (-1, 0, 1) for ay in (-1, 0, 1)], dtype=np.int64)
+#: Action names, e.g. ``"ax-1_ay+0"``.
+ACTIONS: tuple[str, ...] = tuple(f"ax{ax:+d}_ay{ay:+d}" for ax, ay in ACCELERATIONS.tolist())
+#: Compass directions of the wall-distance features: ``(dx, dy)`` with y growing downwards.
+DIRECTIONS = {"n": (0, -1), "ne": (1, -1), "e": (1, 0), "se": (1, 1), "s": (0, 1), "sw": (-1, 1),
+              "w": (-1, 0), "nw": (-1, -1)}
+#: The 15 observation features.
+FEATURES: tuple[str, ...] = ("x", "y", "vx", "vy", *(f"wall_{d}" for d in DIRECTIONS), "goal_dx", "goal_dy", "goal_dist")
+#: Atomic propositions a property can use.
+LABELS: tuple[str, ...] = ("goal", "crashed", "driving")
+
+DRIVING, AT_GOAL, CRASHED = 0, 1, 2
+
+
+def wall_distances(track: Track) -> np.ndarray:
+    """``(rows, cols, 8)`` int64: steps to the first wall/off-map cell in each direction of :data:`DIRECTIONS`."""
+    H, W = track.height, track.width
+    blocked = np.ones((H + 2, W + 2), dtype=bool)
+    blocked[1:-1, 1:-1] = track.grid == WALL
+    out = np.zeros((H, W, len(DIRECTIONS)), dtype=np.int64)
+    ys, xs = np.mgrid[0:H, 0:W]
+    for i, (dx, dy) in enumerate(DIRECTIONS.values()):
+        dist = np.zeros((H, W), dtype=np.int64)
+        open_ = np.ones((H, W), dtype=bool)
+        k = 0
+        while open_.any():
+            k += 1
+            cx = np.clip(xs + k * dx, -1, W) + 1
+            cy = np.clip(ys + k * dy, -1, H) + 1
+            hit = open_ & blocked[cy, cx]
+            dist[hit] = k
+            open_ &= ~hit
+        out[:, :, i] = dist
+    return out
+
+
+def nearest_goals(track: Track) -> np.ndarray:
+    """``(rows, cols, 2)`` int64 ``(goal_dx, goal_dy)`` to the nearest goal cell (Manhattan; ties row-major)."""
+    goals = track.goals  # (G, 2) row-major order
+    H, W = track.height, track.width
+    ys, xs = np.mgrid[0:H, 0:W]
+    dx = goals[None, None, :, 0] - xs[:, :, None]
+    dy = goals[None, None, :, 1] - ys[:, :, None]
+    best = np.argmin(np.abs(dx) + np.abs(dy), axis=2)  # argmin takes the first minimum
+    return np.stack([np.take_along_axis(dx, best[..., None], 2)[..., 0],
+                     np.take_along_axis(dy, best[..., None], 2)[..., 0]], axis=2)
+
+
+def move(track: Track, states: np.ndarray, velocities: np.ndarray) -> np.ndarray:
+    """Move runs with new velocities, checking the discretised segment cell by cell.
+
+    Args:
+        track: the map.
+        states: ``(N, 5)`` int64 driving states ``(x, y, vx, vy, status)``.
+        velocities: ``(N, 2)`` int64 new velocities ``(vx', vy')``.
+
+    Returns:
+        ``(N, 5)`` int64 successor states (status 1 at the first goal cell, 2 at the first blocked cell).
+    """
+    H, W = track.height, track.width
+    grid = track.grid
+    x0, y0 = states[:, 0], states[:, 1]
+    dx, dy = velocities[:, 0], velocities[:, 1]
+    n = np.maximum(np.abs(dx), np.abs(dy))
+    out = np.empty_like(states)
+    out[:, 0] = x0 + dx
+    out[:, 1] = y0 + dy
+    out[:, 2] = dx
+    out[:, 3] = dy
+    out[:, 4] = DRIVING
+    todo = np.flatnonzero(n > 0)
+    k = 0
+    while len(todo):
+        k += 1
+        nn = n[todo]
+        cx = x0[todo] + (2 * k * dx[todo] + nn) // (2 * nn)
+        cy = y0[todo] + (2 * k * dy[todo] + nn) // (2 * nn)
+        off = (cx < 0) | (cx >= W) | (cy < 0) | (cy >= H)
+        cell = grid[np.clip(cy, 0, H - 1), np.clip(cx, 0, W - 1)]
+        crash = off | (cell == WALL)
+        goal = ~crash & (cell == GOAL)
+        end = crash | goal
+        ended = todo[end]
+        out[ended, 0] = np.clip(cx[end], 0, W - 1)
+        out[ended, 1] = np.clip(cy[end], 0, H - 1)
+        out[ended, 4] = np.where(crash[end], CRASHED, AT_GOAL)
+        todo = todo[~end & (nn > k)]
+    return out
+
+
+@dataclass
+class RacetrackEnv:
+    """Vectorised Racetrack (see the module docstring); implements the simulator's environment protocol.
+
+    Attributes:
+        track: the map.
+        noise: probability that an action fails (velocity unchanged), in [0, 1).
+    """
+
+    track: Track
+    noise: float = 0.2
+    name: str = ""
+    features: tuple[str, ...] = FEATURES
+    actions: tuple[str, ...] = ACTIONS
+    labels: tuple[str, ...] = LABELS
+    _walls: np.ndarray = field(init=False, repr=False)
+    _goals: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.noise < 1.0):
+            raise PropertyError(f"Racetrack noise must be in [0, 1), got {self.noise}")
+        self.name = self.name or f"racetrack {self.track.name} (noise {self.noise:g})"
+        self._walls = wall_distances(self.track)
+        self._goals = nearest_goals(self.track)
+
+    def start_states(self, cells: np.ndarray | None = None) -> np.ndarray:
+        """``(K, 5)`` states at velocity 0 on ``cells`` ``(K, 2)`` (default: the start line 's')."""
+        cells = self.track.starts if cells is None else np.asarray(cells, dtype=np.int64).reshape(-1, 2)
+        if not len(cells):
+            raise PropertyError(f"{self.track.name}: the map has no start cell ('s')")
+        out = np.zeros((len(cells), 5), dtype=np.int64)
+        out[:, :2] = cells
+        code = self.track.grid[cells[:, 1], cells[:, 0]]
+        if (code == WALL).any():
+            bad = cells[np.argmax(code == WALL)]
+            raise PropertyError(f"{self.track.name}: start cell (x={bad[0]}, y={bad[1]}) is a wall")
+        out[:, 4] = np.where(code == GOAL, AT_GOAL, DRIVING)
+        return out
+
+    def initial_states(self) -> np.ndarray:
+        """The start line at velocity 0 (runs are spread over it round-robin by the simulator)."""
+        return self.start_states()
+
+    def observe(self, states: np.ndarray) -> np.ndarray:
+        """``(N, 15)`` float64 features of ``(N, 5)`` states (see :data:`FEATURES`)."""
+        x = np.clip(states[:, 0], 0, self.track.width - 1)
+        y = np.clip(states[:, 1], 0, self.track.height - 1)
+        g = self._goals[y, x]
+        out = np.empty((len(states), 15), dtype=np.float64)
+        out[:, 0:4] = states[:, 0:4]
+        out[:, 4:12] = self._walls[y, x]
+        out[:, 12:14] = g
+        out[:, 14] = np.abs(g).sum(axis=1)
+        return out
+
+    def available(self, states: np.ndarray) -> np.ndarray | None:
+        """All nine accelerations are available in every driving state (None)."""
+        return None
+
+    def step(self, states: np.ndarray, actions: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Successors of driving ``states`` ``(N, 5)`` under action indices ``(N,)``; ``u`` ``(N,)`` uniforms decide the noise."""
+        acc = ACCELERATIONS[actions]
+        fail = u < self.noise
+        vel = states[:, 2:4] + np.where(fail[:, None], 0, acc)
+        return move(self.track, states, vel)
+
+    def label(self, name: str, states: np.ndarray) -> np.ndarray:
+        """``(N,)`` bool: ``goal``, ``crashed`` or ``driving``."""
+        status = states[:, 4]
+        if name == "goal":
+            return status == AT_GOAL
+        if name == "crashed":
+            return status == CRASHED
+        if name == "driving":
+            return status == DRIVING
+        raise PropertyError(f"unknown label \"{name}\"{did_you_mean(name, self.labels)}; Racetrack labels: "
+                            + ", ".join(f'"{lab}"' for lab in self.labels))
+
+    def terminal(self, states: np.ndarray) -> np.ndarray:
+        """``(N,)`` bool: the run has ended (goal or crash); the simulator stops such runs."""
+        return states[:, 4] != DRIVING

@@ -1,0 +1,131 @@
+"""Every bad input gets exit code 2 and a one-line cause naming the file/field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlverify.cli.main import main
+from rlverify.policies import MLP, save_mlp_onnx
+
+GOOD = """mdp
+module m
+  x : [0..3] init 0;
+  [up] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
+  [stay] true -> (x'=x);
+endmodule
+label "top" = x=3;
+"""
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    path = tmp_path / "m.prism"
+    path.write_text(GOOD)
+    return path
+
+
+@pytest.fixture
+def policy(tmp_path: Path) -> Path:
+    path = tmp_path / "p.py"
+    path.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+                    "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n"
+                    "def nan(s):\n    return np.full((len(s), 2), np.nan)\n"
+                    "def wide(s):\n    return np.full((len(s), 3), 1 / 3)\n")
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["verify", *args])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_good_input_works(capsys, model: Path, policy: Path) -> None:
+    code, out = run(capsys, str(model), "-p", 'P=? [F "top"]', "--policy", f"{policy}:pi", "--json")
+    assert code == 0
+    assert json.loads(out)["value"] == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("make_args", "expected"),
+    [
+        (lambda m, p: ["/nonexistent/model.prism", "-p", "P=? [F x=3]", "--mode", "monolithic"], r"model\.prism: model file not found"),
+        (lambda m, p: [str(m.parent), "-p", "P=? [F x=3]", "--mode", "monolithic"], "model file not found"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", "/nonexistent/p.onnx"], r"p\.onnx: policy file not found"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3", "--mode", "monolithic"], r"does not parse.*expecting"),
+        (lambda m, p: [str(m), "-p", 'P=? [F "tpo"]', "--mode", "monolithic"], r"unknown label \"tpo\" \(did you mean 'top'\?\)"),
+        (lambda m, p: [str(m), "-p", "P=? [F y=3]", "--mode", "monolithic"], r"unknown name 'y'"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:pi", "--features", "z"], r"feature 'z' is not a model variable"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:pi", "--actions", "upp,stay"], r"action 'upp' is not an action of the model \(did you mean 'up'\?\)"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:nan"], r"NaN"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:wide"], r"shape \(1, 3\), expected \(1, 2\)"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--mode", "monolithic", "--max-states", "2"], r"more than --max-states=2"),
+        (lambda m, p: [str(m), "-p", "Pmax=? [F x=3]", "--policy", f"{p}:pi"], r"need --mode monolithic"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]"], r"needs --policy"),
+        (lambda m, p: ["no-such-benchmark", "-p", "x"], r"unknown benchmark 'no-such-benchmark'"),
+        (lambda m, p: ["running-exampel-v1", "-p", "x"], r"did you mean 'running-example-v1'"),
+    ],
+    ids=["missing-model", "directory-as-model", "missing-policy", "property-syntax", "unknown-label", "unknown-variable",
+         "feature-not-variable", "unknown-action", "nan-output", "wrong-shape", "max-states", "pmax-needs-monolithic",
+         "no-policy", "unknown-benchmark", "benchmark-typo"],
+)
+def test_bad_input(capsys, model: Path, policy: Path, make_args, expected: str) -> None:
+    code, out = run(capsys, *make_args(model, policy))
+    assert code == 2, out
+    assert "Traceback" not in out
+    assert __import__("re").search(expected, " ".join(out.split())), out
+
+
+def test_prism_syntax_error_names_line(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "bad.prism"
+    path.write_text("mdp\nmodule m\n  x : [0..3] init 0;\n  [a] x<3 -> (x'=x+1)\nendmodule\n")
+    code, out = run(capsys, str(path), "-p", "P=? [F x=3]", "--mode", "monolithic")
+    assert code == 2 and "bad.prism: PRISM syntax error" in out and "5:1" in out
+
+
+def test_undefined_constants_are_all_listed(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "c.prism"
+    path.write_text("mdp\nconst int N;\nconst double p;\nmodule m\n  x : [0..N] init 0;\n  [a] x<N -> p : (x'=x+1) + 1-p : true;\nendmodule\n")
+    code, out = run(capsys, str(path), "-p", "P=? [F x=1]", "--mode", "monolithic")
+    assert code == 2 and "undefined constants N, p" in out
+    code, out = run(capsys, str(path), "-p", "P=? [F x=1]", "--mode", "monolithic", "-c", "N=2,q=1")
+    assert code == 2 and "unknown constant 'q'" in out
+    code, out = run(capsys, str(path), "-p", "P=? [F x=2]", "--mode", "monolithic", "-c", "N=2,p=0.5", "--json")
+    assert code == 0 and json.loads(out)["pmax"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_ctmc_is_refused(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "c.sm"
+    path.write_text("ctmc\nmodule m\n  x : [0..1] init 0;\n  [] x=0 -> 2.0 : (x'=1);\nendmodule\n")
+    code, out = run(capsys, str(path), "-p", "P=? [F x=1]", "--mode", "monolithic")
+    assert code == 2 and "model type CTMC is not supported" in out
+
+
+def test_onnx_without_metadata(capsys, model: Path, tmp_path: Path) -> None:
+    import onnx
+
+    path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random([1, 4, 2], seed=0), features=["x"], actions=["up", "stay"])
+    m = onnx.load(str(path))
+    del m.metadata_props[:]
+    onnx.save(m, str(path))
+    code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path))
+    assert code == 2 and "no rlverify.features or rlverify.actions metadata" in " ".join(out.split())
+    code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path), "--features", "x", "--actions", "up,stay", "--json")
+    assert code == 0
+
+
+def test_all_states_file_is_not_overwritten(capsys, model: Path, policy: Path, tmp_path: Path) -> None:
+    out_file = tmp_path / "values.csv"
+    out_file.write_text("mine")
+    code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", f"{policy}:pi", "--all-states", str(out_file))
+    assert code == 2 and "pass --force" in out and out_file.read_text() == "mine"
+    code, _ = run(capsys, str(model), "-p", "P=? [F<=2 x=3]", "--policy", f"{policy}:pi", "--all-states", str(out_file), "--force")
+    assert code == 0
+    data = np.genfromtxt(out_file, delimiter=",", names=True)
+    # x=0 -> two steps up needs both to succeed: 0.9*0.5 then 0.9*0.5
+    assert float(data["value"][data["x"] == 0][0]) == pytest.approx(0), "x=0 cannot reach x=3 in 2 steps"
+    assert float(data["value"][data["x"] == 1][0]) == pytest.approx(0.45 * 0.45)

@@ -1,0 +1,112 @@
+"""Policy adapters and output validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlverify.errors import DependencyNotInstalled, InputFileError, PolicyError
+from rlverify.policies import MLP, CallablePolicy, OnnxPolicy, TablePolicy, load_policy, mlp_from_onnx, save_mlp_onnx, softmax
+
+
+def test_onnx_round_trip_matches_numpy_network(tmp_path: Path) -> None:
+    net = MLP.random([3, 16, 16, 4], seed=1)
+    path = save_mlp_onnx(tmp_path / "p.onnx", net, features=["a", "b", "c"], actions=["n", "e", "s", "w"],
+                         training={"algorithm": "none", "seed": 1})
+    policy = load_policy(str(path))
+    assert isinstance(policy, OnnxPolicy)
+    assert policy.features == ("a", "b", "c") and policy.actions == ("n", "e", "s", "w")
+    assert policy.training == {"algorithm": "none", "seed": 1}
+    x = np.random.default_rng(0).normal(size=(50, 3))
+    # independent softmax of the numpy forward pass (float32 weights in the file)
+    z = net(x)
+    expected = np.exp(z - z.max(1, keepdims=True))
+    expected /= expected.sum(1, keepdims=True)
+    np.testing.assert_allclose(policy.action_probabilities(x), expected, atol=1e-5)
+    back = mlp_from_onnx(path)
+    assert back.sizes == (3, 16, 16, 4)
+    np.testing.assert_allclose(back(x), z, atol=1e-4)
+
+
+def test_onnx_without_metadata_needs_features_and_actions(tmp_path: Path) -> None:
+    import onnx
+
+    path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random([2, 4, 2], seed=0), features=["x", "y"], actions=["l", "r"])
+    model = onnx.load(str(path))
+    del model.metadata_props[:]
+    onnx.save(model, str(path))
+    with pytest.raises(PolicyError, match="--features and --actions"):
+        load_policy(str(path))
+    policy = load_policy(str(path), features=["x", "y"], actions=["l", "r"])
+    assert policy.action_probabilities(np.zeros((3, 2))).shape == (3, 2)
+
+
+def test_table_policy(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"features": ["x"], "actions": ["u", "d"],
+                                "table": [{"state": {"x": 1}, "probabilities": {"u": 0.25, "d": 0.75}}]}))
+    policy = load_policy(str(path))
+    np.testing.assert_allclose(policy.action_probabilities(np.array([[1.0]])), [[0.25, 0.75]])
+    with pytest.raises(PolicyError, match="no entry for state"):
+        policy.action_probabilities(np.array([[2.0]]))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"features": ["x"], "actions": ["u"], "table": [{"state": {"y": 1}, "probabilities": {"z": 1}}]}))
+    with pytest.raises(PolicyError, match=r"missing features \['x'\]"):
+        TablePolicy.from_json(bad)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\n  \"features\": [\n")
+    with pytest.raises(InputFileError, match="line 3"):
+        load_policy(str(broken))
+
+
+def test_python_file_policy(tmp_path: Path) -> None:
+    path = tmp_path / "pol.py"
+    path.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['a', 'b']\n"
+                    "def act(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
+    policy = load_policy(f"{path}:act")
+    assert policy.actions == ("a", "b")
+    with pytest.raises(PolicyError, match="no callable 'nope'"):
+        load_policy(f"{path}:nope")
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        (np.ones((2, 3)) / 3, r"shape \(2, 3\), expected \(2, 2\)"),
+        (np.array([[np.nan, 1.0], [0.5, 0.5]]), "NaN"),
+        (np.array([[-0.5, 1.5], [0.5, 0.5]]), "negative"),
+        (np.array([[0.5, 0.4], [0.5, 0.5]]), "do not sum to 1"),
+    ],
+    ids=["wrong-shape", "nan", "negative", "row-sum"],
+)
+def test_invalid_outputs_are_reported(output: np.ndarray, message: str) -> None:
+    policy = CallablePolicy(lambda s: output, ["x"], ["a", "b"], name="bad")
+    with pytest.raises(PolicyError, match=message):
+        policy.action_probabilities(np.zeros((2, 1)))
+
+
+def test_logits_output_gets_softmax() -> None:
+    logits = np.array([[1.0, 2.0, 3.0]])
+    policy = CallablePolicy(lambda s: logits, ["x"], ["a", "b", "c"], output="logits")
+    np.testing.assert_allclose(policy.action_probabilities(np.zeros((1, 1))), softmax(logits))
+
+
+def test_torch_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("no torch")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.delitem(__import__("sys").modules, "torch", raising=False)
+    path = tmp_path / "m.pt"
+    path.write_bytes(b"x")
+    with pytest.raises(DependencyNotInstalled, match=r"rlverify\[torch\]"):
+        load_policy(str(path), features=["x"], actions=["a"])

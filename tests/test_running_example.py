@@ -1,0 +1,42 @@
+"""The paper's running example, with values worked out by hand (see the benchmark's docstring)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlverify.benchmarks import make
+from rlverify.exact import ExactOptions, verify_exact
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return make("running-example-v1")
+
+
+def test_stochastic_values_by_hand(bench) -> None:
+    model, policy = bench.load_model(), bench.load_policy()
+    # from A: DOWN (0.7) loops in A; UP (0.3) -> B 0.2 / C 0.8; B: UP/NOP 0.5 each; C: UP -> D
+    assert verify_exact(model, 'P=? [F "goal"]', policy).value == pytest.approx(1.0, abs=1e-6)
+    # two steps: 0.3 * (0.2 * P_B(1 step) + 0.8 * P_C(1 step)) = 0.3 * (0.2 * 0.5 * 0.8 + 0.8)
+    assert verify_exact(model, 'P=? [F<=2 "goal"]', policy).value == pytest.approx(0.264, abs=1e-12)
+    # expected steps: E_C = 1; E_B = 1 + 0.5 E_B + 0.5 * 0.2 * E_C -> 2.2; E_A = 1 + 0.7 E_A + 0.3 (0.2 E_B + 0.8 E_C)
+    res = verify_exact(model, 'R{"steps"}=? [F "goal"]', policy)
+    assert res.value == pytest.approx(343 / 75, rel=1e-6)
+    # the induced DTMC of Fig. 4: A -> A 0.7, A -> B 0.06, A -> C 0.24 ...; D absorbing (property-directed)
+    assert (res.states, res.transitions) == (4, 8)
+
+
+def test_threshold_property_answers_yes_no(bench) -> None:
+    model, policy = bench.load_model(), bench.load_policy()
+    assert verify_exact(model, 'P>=0.25 [F<=2 "goal"]', policy).satisfied is True
+    assert verify_exact(model, 'P>=0.27 [F<=2 "goal"]', policy).satisfied is False
+
+
+def test_deterministic_estimate_and_monolithic(bench) -> None:
+    model, policy = bench.load_model(), bench.load_policy()
+    # argmax in A is DOWN: the agent never leaves A
+    det = verify_exact(model, 'P=? [F "goal"]', policy, ExactOptions(mode="deterministic"))
+    assert det.value == 0.0 and det.states == 1
+    mono = verify_exact(model, 'P=? [F<=2 "goal"]', None, ExactOptions(mode="monolithic"))
+    # Pmax: UP twice: 0.2 * 0.8 + 0.8 * 1 = 0.96; Pmin: stay in A
+    assert mono.pmax == pytest.approx(0.96) and mono.pmin == pytest.approx(0.0)
