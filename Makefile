@@ -15,11 +15,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## Verify the Avoid 4x4 benchmark's reference network policy with Storm (stochastic, deterministic, monolithic).
+## Verify the bundled running example's policy with Storm: stochastic, deterministic estimate, monolithic.
 demo: $(STAMP)
-	$(BIN)/rlverify verify avoid-demo-v1 --property collision-100
-	$(BIN)/rlverify verify avoid-demo-v1 --property collision-100 --mode deterministic
-	$(BIN)/rlverify verify avoid-demo-v1 --property collision-100 --mode monolithic
+	$(BIN)/rlverify verify running-example-v1 --property steps-to-goal
+	$(BIN)/rlverify verify running-example-v1 --property reach-goal-2
+	$(BIN)/rlverify verify running-example-v1 --property reach-goal --mode deterministic
+	$(BIN)/rlverify verify running-example-v1 --property reach-goal-2 --mode monolithic
 
 ## The default test suite (slow tests excluded; a few minutes on 2 cores).
 test: $(STAMP)
