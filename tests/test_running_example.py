@@ -40,3 +40,18 @@ def test_deterministic_estimate_and_monolithic(bench) -> None:
     mono = verify_exact(model, 'P=? [F<=2 "goal"]', None, ExactOptions(mode="monolithic"))
     # Pmax: UP twice: 0.2 * 0.8 + 0.8 * 1 = 0.96; Pmin: stay in A
     assert mono.pmax == pytest.approx(0.96) and mono.pmin == pytest.approx(0.0)
+
+
+def test_same_values_from_the_jani_translation(bench, tmp_path) -> None:
+    import stormpy.io
+
+    from rlverify.models import load_model
+
+    prism = bench.load_model()
+    path = tmp_path / "running_example.jani"
+    stormpy.io.export_jani_to_file(str(path), prism.program.to_jani(False))
+    jani = load_model(path)
+    assert jani.kind == "jani" and set(jani.action_names) == {"UP", "NOP", "DOWN"}
+    policy = bench.load_policy()
+    for prop in ('P=? [F<=2 "goal"]', 'R{"steps"}=? [F "goal"]'):
+        assert verify_exact(jani, prop, policy).value == pytest.approx(verify_exact(prism, prop, policy).value, rel=1e-9)

@@ -140,7 +140,7 @@ def read_umb(path: str | Path) -> ExplicitModel:
             if len(classes) != 1:
                 raise ValueError("UMB valuations with several classes are not supported")
             raw = arr("valuations/states/valuations.bin", np.uint8)
-            width = sum(v["padding"] if "padding" in v else v["type"]["size"] for v in classes[0]["variables"]) // 8
+            width = sum(_bit_size(v) for v in classes[0]["variables"]) // 8
             vbytes = raw[: n_states * width].reshape(n_states, width)
             variables, valuations = _decode_valuations(vbytes, classes[0]["variables"])
 
@@ -157,6 +157,12 @@ def _bits(raw: np.ndarray, n: int) -> np.ndarray:
     return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
 
 
+def _bit_size(v: dict[str, Any]) -> int:
+    if "padding" in v:
+        return int(v["padding"])
+    return int(v["type"].get("size", 64))  # doubles come without a size
+
+
 def _decode_valuations(vbytes: np.ndarray, spec: list[dict[str, Any]]) -> tuple[tuple[str, ...], np.ndarray]:
     bits = np.unpackbits(vbytes, axis=1, bitorder="little")
     names, cols = [], []
@@ -165,7 +171,10 @@ def _decode_valuations(vbytes: np.ndarray, spec: list[dict[str, Any]]) -> tuple[
         if "padding" in v:
             pos += v["padding"]
             continue
-        size = v["type"]["size"]
+        size = _bit_size(v)
+        if v["type"]["type"] == "double":  # transient reward variables of JANI models: not state features
+            pos += size
+            continue
         chunk = bits[:, pos: pos + size].astype(np.int64)
         raw = chunk @ (np.int64(1) << np.arange(size, dtype=np.int64))
         kind = v["type"]["type"]

@@ -159,16 +159,34 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         labels = tuple(lab.name for lab in program.labels)
         rewards = tuple(r.name for r in program.reward_models)
     else:
-        ints, bools = [], []
-        for v in list(program.global_variables) + [v for a in program.automata for v in a.variables]:
-            (bools if "bool" in str(v.type).lower() else ints).append(v.name)
-        actions = sorted({a.name for a in program.actions if a.name != "silent"} | ({""} if any(a.name == "silent" for a in program.actions) else set()))
-        labels = ()
-        rewards = tuple(sorted({str(e) for e in getattr(program, "reward_model_names", [])}))
+        ints, bools, actions, labels, rewards = _jani_names(path)
     return SymbolicModel(path=path, kind=kind, program=program, model_type=model_type,
                          variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
                          labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
                          file_properties=file_props, parse_seconds=time.perf_counter() - started)
+
+
+def _jani_names(path: Path) -> tuple[list[str], list[str], list[str], tuple[str, ...], tuple[str, ...]]:
+    """State variables, actions, labels (transient booleans) and reward names (transient numbers) of a JANI file."""
+    import json
+
+    data = json.loads(path.read_text())
+    ints: list[str] = []
+    bools: list[str] = []
+    labels: list[str] = []
+    rewards: list[str] = []
+    variables = list(data.get("variables", [])) + [v for a in data.get("automata", []) for v in a.get("variables", [])]
+    for v in variables:
+        vtype = v.get("type")
+        base = vtype.get("base") if isinstance(vtype, dict) else vtype
+        if v.get("transient"):
+            (labels if base == "bool" else rewards).append(v["name"])
+        else:
+            (bools if base == "bool" else ints).append(v["name"])
+    actions = sorted({a["name"] for a in data.get("actions", [])})
+    if any("action" not in e for a in data.get("automata", []) for e in a.get("edges", [])):
+        actions.append("")
+    return ints, bools, actions, tuple(labels), tuple(rewards)
 
 
 def _constant_value(text: str) -> Any:
@@ -205,7 +223,7 @@ def parse_property(model: SymbolicModel, text: str) -> Any:
                                 f"the model defines: {', '.join(repr(x) for x in model.reward_models) or 'none'}")
     known_labels = set(model.labels) | {"init", "deadlock"}
     for lab in _LABEL.findall(_REWARD_NAME.sub("", text)):
-        if model.kind == "prism" and lab not in known_labels:
+        if lab not in known_labels:
             raise PropertyError(f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
                                 f"the model defines: {', '.join(sorted(known_labels))}")
     try:
