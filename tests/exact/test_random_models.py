@@ -141,3 +141,40 @@ def test_two_choices_with_one_label_are_refused(tmp_path: Path) -> None:
     policy = CallablePolicy(lambda x: np.full((len(x), 2), 0.5), ["s"], ["a", "b"])
     with pytest.raises(PolicyError, match="2 choices labelled 'a'"):
         verify_exact(load_model(path), "P=? [F s=2]", policy)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sparse_policies_full_and_onthefly_agree_with_brute_force(tmp_path: Path, seed: int) -> None:
+    """Policies with exact zeros: on-the-fly masking must stall the same mass as the full build."""
+    mdp, model, _, pi = _setup(tmp_path, seed)
+    rng = np.random.default_rng(100 + seed)
+    sparse = pi * (rng.random(pi.shape) < 0.6)
+    sparse[sparse.sum(axis=1) == 0, 0] = 1.0
+    sparse /= sparse.sum(axis=1, keepdims=True)
+    policy = CallablePolicy(lambda x: sparse[x[:, 0].astype(int)], ["s"], list(ACTIONS))
+    P, _ = induced_matrix(mdp, sparse)
+    goal = np.r_[mdp.goal, False]
+    expected = bounded_reach(P, goal, 5)[0]
+    P_goal = P.copy()
+    P_goal[goal] = 0
+    P_goal[goal, np.flatnonzero(goal)] = 1.0
+    stall = np.zeros(mdp.n + 1, dtype=bool)
+    stall[-1] = True
+    expected_stall = reach_probability(P_goal, stall)[0]
+    for strategy in ("full", "onthefly"):
+        res = verify_exact(model, 'P=? [F<=5 "goal"]', policy, ExactOptions(strategy=strategy))
+        assert res.value == pytest.approx(expected, abs=1e-9), strategy
+        assert res.stalled_probability == pytest.approx(expected_stall, abs=1e-6), strategy
+
+
+def test_onthefly_stalls_where_every_available_action_has_probability_zero(tmp_path: Path) -> None:
+    path = tmp_path / "st.prism"
+    path.write_text("mdp\nmodule m\n s : [0..3] init 0;\n [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);\n"
+                    " [b] s=1 -> (s'=3);\n [a] s=2 -> (s'=3);\n [a] s=3 -> true;\nendmodule\n")
+    policy = CallablePolicy(lambda x: np.tile([1.0, 0.0], (len(x), 1)), ["s"], ["a", "b"])
+    for strategy in ("full", "onthefly"):
+        res = verify_exact(load_model(path), "P=? [F s=3]", policy, ExactOptions(strategy=strategy))
+        # s=1 offers only b, which the policy never takes: half the mass stalls there
+        assert (res.value, res.stalled_probability) == (pytest.approx(0.5), pytest.approx(0.5)), strategy
+        with pytest.raises(PolicyError, match="all its mass on unavailable actions"):
+            verify_exact(load_model(path), "P=? [F s=3]", policy, ExactOptions(strategy=strategy, unavailable="renormalize"))

@@ -52,11 +52,13 @@ def decision_states(model: ExplicitModel, columns: np.ndarray) -> np.ndarray:
 
 
 def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, states: np.ndarray, *,
-                   mode: str, unavailable: str) -> ChoiceWeights:
+                   mode: str, unavailable: str, all_unavailable: np.ndarray | None = None) -> ChoiceWeights:
     """Weights of every choice given ``probs`` ``(len(states), |A|)`` evaluated at ``states``.
 
     ``mode='deterministic'`` keeps only the argmax action (ties: the first in the policy's action
-    order; with ``renormalize``, the argmax among available actions).
+    order; with ``renormalize``, the argmax among available actions). ``all_unavailable`` marks
+    states (``(S,)`` bool) where an on-the-fly build masked out every available action because the
+    policy gives them probability 0: all their mass is on unavailable actions.
     """
     S, C = model.num_states, model.num_choices
     columns = policy_action_columns(model, policy)
@@ -104,6 +106,14 @@ def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, stat
     ok = columns[dec_choice] >= 0
     w_dec[ok] = p[row_of[choice_state[dec_choice]][ok], columns[dec_choice][ok]]
     weights[dec_choice] = w_dec
+    if all_unavailable is not None and all_unavailable.any():
+        if unavailable == "renormalize":
+            s = int(np.argmax(all_unavailable))
+            raise PolicyError(f"policy puts all its mass on unavailable actions in state {model.valuation_dict(s)}; "
+                              "nothing to renormalise (use --unavailable stall)")
+        weights[all_unavailable[choice_state]] = 0.0
+        stalled[all_unavailable] = 1.0
+        is_decision |= all_unavailable
     # non-decision states: a single forced choice (absorbing/terminal); several is nondeterminism no policy resolves
     free = ~is_decision & (np.diff(model.row_groups) > 1)
     if free.any():

@@ -125,15 +125,17 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
     assert policy is not None
     t = time.perf_counter()
     mask = None
-    cache = None
+    explorer = None
     if strategy == "onthefly":
         say("exploring policy-reachable states with Storm's builder")
-        mask, cache = _action_mask(model, policy, options)
+        explorer = _MaskedExploration(model, policy, options)
+        mask = explorer.mask()
     mdp, _ = build_explicit(model, [prop], max_states=options.max_states, mask=mask)
     timings["build"] = time.perf_counter() - t
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
-    chain, _origin, n_queried, policy_seconds = _induce(mdp, policy, options)
+    all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
+    chain, _origin, n_queried, policy_seconds = _induce(mdp, policy, options, all_unavailable)
     timings["policy"] = policy_seconds
     timings["induce"] = time.perf_counter() - t - policy_seconds
     say(f"checking on the induced chain ({chain.num_states} states, {chain.num_transitions} transitions)")
@@ -155,7 +157,7 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
         satisfied=None if threshold is None else compare(out.value, threshold, comparison),
         states=chain.num_states, transitions=chain.num_transitions, choices=None, stalled_probability=stalled,
         timings=timings, settings={**_settings(options, strategy, model), "policy_queries": n_queried,
-                                   "onthefly_cache": None if cache is None else len(cache)},
+                                   "onthefly_policy_calls": None if explorer is None else len(explorer.cache)},
         versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
         state_values=out.values if options.all_states else None,
         state_valuations=chain.valuations if options.all_states else None, variables=chain.variables)
@@ -167,7 +169,8 @@ def induce(mdp: ExplicitModel, policy: Policy, *, mode: str = "stochastic", unav
     return chain, origin
 
 
-def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions) -> tuple[ExplicitModel, np.ndarray, int, float]:
+def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions,
+            all_unavailable: np.ndarray | None = None) -> tuple[ExplicitModel, np.ndarray, int, float]:
     columns = policy_action_columns(mdp, policy)
     states = decision_states(mdp, columns)
     features = mdp.feature_matrix(policy.features, states)
@@ -176,45 +179,91 @@ def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions) -> tuple[
     policy_seconds = time.perf_counter() - t
     probs = np.asarray(probs, dtype=np.float64)
     validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
-    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable)
+    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable,
+                        all_unavailable=all_unavailable)
     chain, origin = induced_chain(mdp, cw)
     return chain, origin, len(states), policy_seconds
 
 
-def _action_mask(model: SymbolicModel, policy: Policy, options: ExactOptions) -> tuple[Any, dict]:
-    """A Storm action mask keeping the actions the policy may take; one cached policy call per state."""
-    import stormpy.developer as dev
+class _MaskedExploration:
+    """A Storm action mask keeping the actions the policy may take; one cached policy call per state.
 
-    program = model.program
-    manager = program.expression_manager
-    variables = [manager.get_variable(f) for f in policy.features]
-    is_bool = [f in model.boolean_variables for f in policy.features]
-    action_col = {a: i for i, a in enumerate(policy.actions)}
-    cache: dict[tuple, np.ndarray] = {}
-    names: dict[int, str] = {}
+    It also remembers states where every available action was masked out (the policy gives them
+    probability 0), which Storm then treats as deadlocks: their mass is stalled, as with ``full``.
+    """
 
-    def allowed(valuation: Any, action_index: int) -> bool:
+    def __init__(self, model: SymbolicModel, policy: Policy, options: ExactOptions) -> None:
+        self.model, self.policy, self.options = model, policy, options
+        manager = model.program.expression_manager
+        self.variables = [manager.get_variable(f) for f in policy.features]
+        self.is_bool = [f in model.boolean_variables for f in policy.features]
+        self.action_col = {a: i for i, a in enumerate(policy.actions)}
+        self.cache: dict[tuple, np.ndarray] = {}
+        self.names: dict[int, str] = {}
+
+    def mask(self) -> Any:
+        import stormpy.developer as dev
+
+        return dev.StateValuationFunctionMask[float](self._allowed)
+
+    def _allowed(self, valuation: Any, action_index: int) -> bool:
         key = tuple(int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
-                    for v, b in zip(variables, is_bool))
-        keep = cache.get(key)
+                    for v, b in zip(self.variables, self.is_bool))
+        keep = self.cache.get(key)
         if keep is None:
-            p = policy.action_probabilities(np.asarray([key], dtype=np.float64))[0]
-            if options.mode == "deterministic":
+            p = np.asarray(self.policy.action_probabilities(np.asarray([key], dtype=np.float64)), dtype=np.float64)[0]
+            if self.options.mode == "deterministic":
                 keep = np.zeros(len(p), dtype=bool)
                 keep[int(np.argmax(p))] = True
             else:
                 keep = p > 0
-            cache[key] = keep
-        name = names.get(action_index)
+            self.cache[key] = keep
+        name = self.names.get(action_index)
         if name is None:
-            name = names[action_index] = program.get_action_name(action_index) if model.kind == "prism" else str(action_index)
-        col = action_col.get(name)
-        # deterministic + renormalize needs all available actions to find the best available one
-        if options.mode == "deterministic" and options.unavailable == "renormalize":
-            return col is not None
-        return col is not None and bool(keep[col])
+            name = self.names[action_index] = self.model.program.get_action_name(action_index)
+        col = self.action_col.get(name)
+        if col is None:  # as with 'full': such choices are weighed (or refused) when the chain is induced
+            return True
+        # deterministic + renormalize needs every available action to find the best available one
+        return bool(keep[col]) or (self.options.mode == "deterministic" and self.options.unavailable == "renormalize")
 
-    return dev.StateValuationFunctionMask[float](allowed), cache
+    def all_unavailable(self, mdp: ExplicitModel) -> np.ndarray:
+        """``(S,)`` bool: deadlocks of the masked model that have available actions in the real one.
+
+        The mask removed them all (probability 0), so all the policy's mass is on unavailable actions.
+        Few states; their guards are evaluated on their valuations.
+        """
+        out = np.zeros(mdp.num_states, dtype=bool)
+        dead = mdp.labels.get("deadlock")
+        if dead is None or not dead.any():
+            return out
+        for i in np.flatnonzero(dead):
+            out[i] = bool(available_actions(self.model, mdp.valuation_dict(int(i))))
+        return out
+
+
+def available_actions(model: SymbolicModel, valuation: dict[str, int]) -> set[str]:
+    """Action labels enabled in a state of a PRISM program (synchronisation respected; "" = unlabelled)."""
+    program = model.program
+    manager = program.expression_manager
+    subst = {}
+    for name, value in valuation.items():
+        if manager.has_variable(name):
+            var = manager.get_variable(name)
+            subst[var] = manager.boolean(bool(value)) if name in model.boolean_variables else manager.integer(int(value))
+    enabled: dict[str, bool] = {}
+    unlabelled = False
+    for module in program.modules:
+        here: dict[str, bool] = {}
+        for command in module.commands:
+            on = command.guard_expression.substitute(subst).evaluate_as_bool()
+            if not command.action_name:
+                unlabelled |= on
+            else:
+                here[command.action_name] = here.get(command.action_name, False) or on
+        for a, on in here.items():
+            enabled[a] = enabled.get(a, True) and on
+    return {a for a, on in enabled.items() if on} | ({""} if unlabelled else set())
 
 
 def _choose_strategy(model: SymbolicModel, options: ExactOptions) -> str:
