@@ -253,7 +253,12 @@ def build_explicit(model: SymbolicModel, properties: list[Any] | None, *, max_st
     import stormpy
     import stormpy.developer as dev
 
-    opts = stormpy.BuilderOptions(properties, build_full=True) if properties else stormpy.BuilderOptions(build_full=True)
+    opts = stormpy.BuilderOptions(properties) if properties else stormpy.BuilderOptions()
+    # what the arrays need; choice origins (costly) are left out
+    opts.set_build_state_valuations()
+    opts.set_build_choice_labels()
+    opts.set_build_all_labels()
+    opts.set_build_all_reward_models()
     explore = dev.ExplicitModelBuilderOptions[float]()
     if max_states is not None:
         explore.exploration_state_limit = int(max_states) + 1
