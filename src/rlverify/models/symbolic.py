@@ -232,6 +232,8 @@ def parse_property(model: SymbolicModel, text: str) -> Any:
         names = set(model.variables) | {c.name for c in model.program.constants} | _KEYWORDS | set(rewards)
         unknown = [w for w in _IDENT.findall(_LABEL.sub("", text)) if w not in names and not w.isdigit()]
         hint = f" (unknown name '{unknown[0]}'{did_you_mean(unknown[0], model.variables)})" if unknown else ""
+        if re.search(r"\bG\s*<=", text):
+            hint += " (Storm has no step-bounded G; use P=? [F<=k !phi] and 1 minus its value)"
         raise PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}") from None
     if len(props) != 1:
         raise PropertyError(f"expected exactly one property, got {len(props)} in '{text}'")
