@@ -109,4 +109,7 @@ def _load_all() -> None:
 
 _BENCHMARK_MODULES: list[str] = [
     "rlverify.benchmarks.running_example",
+    "rlverify.benchmarks.freeway",
+    "rlverify.benchmarks.crazy_climber",
+    "rlverify.benchmarks.avoid",
 ]

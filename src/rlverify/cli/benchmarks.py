@@ -37,7 +37,7 @@ def run_show(args: argparse.Namespace) -> int:
 
     s = spec(args.name)
     console.print(f"[bold]{s.id}[/] ({s.kind})\n")
-    console.print(s.doc.strip(), highlight=False)
+    console.print(s.doc.strip(), highlight=False, markup=False, soft_wrap=True)
     if s.parameters:
         t = Table("parameter", "default", "range", "meaning", title="parameters", title_justify="left")
         for k, p in s.parameters.items():

@@ -1,0 +1,173 @@
+"""Scaling of the exact engine on Avoid: grid size vs time and peak memory, deterministic and stochastic.
+
+For xMax = yMax = 4, 5, ... (grid (n+1) x (n+1), at most (n+1)^6 states) it verifies
+``P=? [F<=100 COLLISION=true]`` for a random 2x64 ReLU network policy (``MLP.random``, seed 0;
+trained policies come later) in each mode. Every (size, mode) runs in its own subprocess, so its
+peak resident memory (``ru_maxrss``) is measured alone; an address-space limit and a timeout stop a
+run before it takes the machine down. A mode stops growing at its first failure (timeout, memory).
+Prints a table and saves a PNG plot (and JSON with ``--json``).
+
+    .venv/bin/python benchmarks/scaling.py [--sizes 4-20] [--modes deterministic,stochastic]
+        [--strategy auto] [--timeout 600] [--mem-gb 16] [--out out/scaling.png] [--json out/scaling.json]
+    .venv/bin/python benchmarks/scaling.py --from-json out/scaling.json --out out/scaling.png   # re-plot
+
+The prior tool (the 2024 paper's) ran out of 16 GB at 13x13.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROPERTY = "P=? [F<=100 COLLISION=true]"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> dict:
+    """Verify Avoid ``size`` x ``size`` in ``mode`` in this process; return the figures."""
+    import numpy as np
+
+    import rlverify.benchmarks.avoid as avoid
+    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify.policies import MLP, CallablePolicy
+
+    t0 = time.perf_counter()
+    model = avoid.make(xMax=size, yMax=size, slickness=slickness).load_model()
+    actions = list(avoid.MOVES)
+    net = MLP.random((len(model.variables), 64, 64, len(actions)), seed=0)
+    scale = np.array([1.0 if v == "done" else 1.0 / size for v in model.variables])
+    policy = CallablePolicy(lambda x: net(x * scale), model.variables, actions, output="logits", name="random 2x64")
+    result = verify_exact(model, PROPERTY, policy, ExactOptions(mode=mode, strategy=strategy, max_states=None))
+    return {"size": size, "mode": mode, "states": result.states, "transitions": result.transitions,
+            "value": result.value, "strategy": result.strategy, "timings": result.timings,
+            "seconds": time.perf_counter() - t0,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+
+
+def run_one(size: int, mode: str, slickness: float, timeout: float, mem_gb: float, strategy: str = "auto") -> dict:
+    """One (size, mode) in a subprocess with a memory cap; failures are reported, not raised."""
+    def limit() -> None:  # runs in the child before exec
+        cap = int(mem_gb * 1024 ** 3)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(size), mode, "--slickness", str(slickness), "--strategy", strategy]
+    t0 = time.perf_counter()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=limit, env=env, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"size": size, "mode": mode, "error": f"timeout after {timeout:.0f} s", "wall": time.perf_counter() - t0}
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        kind = "out of memory" if "MemoryError" in proc.stderr or "bad_alloc" in proc.stderr or proc.returncode in (-9, 137) else "failed"
+        return {"size": size, "mode": mode, "error": f"{kind} (exit {proc.returncode}): {tail[:160]}", "wall": wall}
+    out = json.loads(lines[-1])
+    out["wall"] = wall
+    return out
+
+
+def parse_sizes(text: str) -> list[int]:
+    if "-" in text:
+        lo, hi = text.split("-", 1)
+        return list(range(int(lo), int(hi) + 1))
+    return [int(s) for s in text.split(",")]
+
+
+def table(rows: list[dict]) -> str:
+    head = f"{'size':>5} {'mode':<13} {'states':>11} {'transitions':>13} {'value':>8} {'strategy':<9} " \
+           f"{'build s':>8} {'policy s':>8} {'check s':>8} {'total s':>8} {'wall s':>7} {'peak MB':>8}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['size']:>5} {r['mode']:<13} {r['error']}")
+            continue
+        t = r["timings"]
+        lines.append(f"{r['size']:>5} {r['mode']:<13} {r['states']:>11,} {r['transitions']:>13,} {r['value']:>8.4f} "
+                     f"{r['strategy']:<9} {t.get('build', 0):>8.2f} {t.get('policy', 0):>8.2f} {t.get('check', 0):>8.2f} "
+                     f"{t.get('total', 0):>8.2f} {r['wall']:>7.1f} {r['peak_rss_mb']:>8.0f}")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for mode, marker in (("deterministic", "o"), ("stochastic", "s")):
+        ok = [r for r in rows if r["mode"] == mode and "error" not in r]
+        if not ok:
+            continue
+        sizes = [r["size"] for r in ok]
+        ax_t.plot(sizes, [r["timings"]["total"] for r in ok], marker=marker, label=f"{mode}")
+        ax_m.plot(sizes, [r["peak_rss_mb"] for r in ok], marker=marker, label=f"{mode}")
+        for r in ok[-1:]:
+            ax_t.annotate(f"{r['states']:,} states", (r["size"], r["timings"]["total"]), fontsize=8,
+                          textcoords="offset points", xytext=(-40, 6))
+        failed = [r for r in rows if r["mode"] == mode and "error" in r]
+        for r in failed:
+            ax_t.axvline(r["size"], linestyle=":", color="grey")
+            ax_t.annotate(r["error"].split(" (")[0].split(":")[0], (r["size"], ax_t.get_ylim()[0]), fontsize=7, rotation=90)
+    ax_t.set(xlabel="Avoid grid size n (xMax = yMax = n)", ylabel="verification time (s)", yscale="log",
+             title=f"Exact engine, {PROPERTY}")
+    ax_m.set(xlabel="Avoid grid size n (xMax = yMax = n)", ylabel="peak resident memory (MB)", yscale="log",
+             title="Peak memory per run (own process)")
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in (ax_t, ax_m):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="4-20", help="grid sizes n (xMax = yMax = n): '4-20' or '4,5,12'")
+    ap.add_argument("--modes", default="deterministic,stochastic")
+    ap.add_argument("--slickness", type=float, default=0.1)
+    ap.add_argument("--strategy", default="auto", help="exact engine build strategy: auto, full or onthefly")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per (size, mode)")
+    ap.add_argument("--mem-gb", type=float, default=16.0, help="address-space cap per run (GB)")
+    ap.add_argument("--out", type=Path, default=ROOT / "out" / "scaling.png", help="PNG plot path")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    ap.add_argument("--from-json", type=Path, default=None, help="only print and plot rows saved by --json")
+    ap.add_argument("--worker", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.worker:
+        print(json.dumps(worker(int(args.worker[0]), args.worker[1], args.slickness, args.strategy)), flush=True)
+        return 0
+
+    rows: list[dict] = json.loads(args.from_json.read_text()) if args.from_json else []
+    for mode in [] if args.from_json else args.modes.split(","):
+        for size in parse_sizes(args.sizes):
+            row = run_one(size, mode, args.slickness, args.timeout, args.mem_gb, args.strategy)
+            rows.append(row)
+            print(table([row]).splitlines()[-1], flush=True)
+            if "error" in row:
+                break
+    print()
+    print(table(rows))
+    plot(rows, args.out)
+    print(f"\nplot: {args.out}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=2))
+        print(f"json: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

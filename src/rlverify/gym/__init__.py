@@ -1,0 +1,17 @@
+"""Gymnasium bridge: any PRISM/JANI MDP (or registered benchmark) as a ``gymnasium.Env``, single or vectorised.
+
+Train on the very model you verify: observations are the model's variables in a policy's feature
+order, actions its PRISM action labels, rewards a named reward model, and unavailable actions are
+handled as the verifier handles them (``stall`` or ``renormalize``)::
+
+    from rlverify.gym import MDPEnv, VectorMDPEnv
+    env = MDPEnv.from_benchmark("avoid-v1", {"xMax": 4, "yMax": 4})
+    envs = VectorMDPEnv.from_model("model.prism", 256, reward="r", terminal='"goal"')
+"""
+
+from rlverify.gym.build import BENCHMARK_ENVS, EnvDefaults, benchmark_dynamics, load_dynamics
+from rlverify.gym.dynamics import EnvError, MDPDynamics, UnavailableActionError, dynamics_from_explicit
+from rlverify.gym.env import MDPEnv, VectorMDPEnv
+
+__all__ = ["BENCHMARK_ENVS", "EnvDefaults", "EnvError", "MDPDynamics", "MDPEnv", "UnavailableActionError", "VectorMDPEnv",
+           "benchmark_dynamics", "dynamics_from_explicit", "load_dynamics"]

@@ -1,0 +1,98 @@
+"""Build simulation arrays from a PRISM/JANI file or a registered benchmark (through Storm)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlverify.gym.dynamics import EnvError, MDPDynamics, dynamics_from_explicit, label_key
+from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
+
+
+@dataclass(frozen=True)
+class EnvDefaults:
+    """How a benchmark is played as an RL environment (used by :func:`benchmark_dynamics`).
+
+    Attributes:
+        reward: reward model name.
+        terminal: label (``'"goal"'``) or expression over variables (``'COLLISION=true'``) ending episodes.
+        max_episode_steps: truncation length for training (None: none).
+    """
+
+    reward: str | None
+    terminal: str | None
+    max_episode_steps: int | None = None
+
+
+#: Training defaults of the registered PRISM benchmarks (to move into the registry entries).
+BENCHMARK_ENVS: dict[str, EnvDefaults] = {
+    "freeway-v1": EnvDefaults(reward="reward", terminal="done", max_episode_steps=100),
+    "crazy-climber-v1": EnvDefaults(reward="reward", terminal="COLLISION=true", max_episode_steps=1000),
+    "avoid-v1": EnvDefaults(reward="reward", terminal="COLLISION=true", max_episode_steps=100),
+    "running-example-v1": EnvDefaults(reward="steps", terminal='"goal"', max_episode_steps=100),
+}
+
+
+def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping[str, Any] | None = None,
+                  terminal: str | None = None, reward: str | None = None, features: Sequence[str] | None = None,
+                  actions: Sequence[str] | None = None, unavailable: str = "stall", max_states: int | None = 10_000_000,
+                  dtype: type = np.float32) -> MDPDynamics:
+    """Build ``model`` with Storm and return its simulation arrays.
+
+    With ``terminal`` the build is property-directed for ``F terminal`` (as the verifier builds
+    for such a property): terminal states are not explored beyond, episodes end there.
+
+    Args:
+        model: a loaded model, or a PRISM/JANI path (with ``constants``).
+        terminal: a label (``'"goal"'`` or a bare label name) or an expression over variables.
+        reward, features, actions, unavailable, dtype: see :func:`~rlverify.gym.dynamics.dynamics_from_explicit`.
+        max_states: refuse bigger models.
+
+    Raises:
+        EnvError: the terminal condition is neither a label nor a single expression.
+        ModelError, PropertyError, ConstantsError, ModelTooLargeError: as for verification.
+    """
+    symbolic = model if isinstance(model, SymbolicModel) else load_model(model, constants)
+    if terminal is None:
+        mdp, _ = build_explicit(symbolic, None, max_states=max_states)
+        return dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, unavailable=unavailable,
+                                      dtype=dtype)
+    text = terminal.strip()
+    is_label = re.fullmatch(r'"[^"]*"', text) is not None or (text in symbolic.labels and text not in symbolic.variables)
+    condition = f'"{text.strip(chr(34))}"' if is_label else f"({text})"
+    prop = parse_property(symbolic, f"P=? [F {condition}]")
+    mdp, _ = build_explicit(symbolic, [prop], max_states=max_states)
+    if is_label:
+        key = label_key(mdp, text)
+    else:
+        state_formula = prop.get_raw_formula().subformula.subformula
+        if not hasattr(state_formula, "get_expression"):
+            raise EnvError(f"terminal '{terminal}': expected one label or one expression over variables, not a "
+                           "combination of labels; define a label for it in the model")
+        key = label_key(mdp, str(state_formula))
+    mask = mdp.labels[key]
+    dyn = dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, terminal=mask,
+                                 unavailable=unavailable, dtype=dtype)
+    return replace(dyn, terminal_description=text)
+
+
+def benchmark_dynamics(benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any) -> tuple[MDPDynamics, EnvDefaults]:
+    """Simulation arrays of a registered PRISM benchmark with its training defaults (overridable)."""
+    from rlverify.benchmarks import make, spec
+
+    s = spec(benchmark_id)
+    if s.kind != "prism":
+        raise EnvError(f"{benchmark_id} is a '{s.kind}' benchmark; the Gymnasium bridge plays PRISM/JANI MDPs")
+    defaults = BENCHMARK_ENVS.get(benchmark_id, EnvDefaults(reward=None, terminal=None))
+    bench = make(benchmark_id, **dict(params or {}))
+    kwargs = {"reward": defaults.reward, "terminal": defaults.terminal}
+    kwargs.update({k: v for k, v in overrides.items() if k != "max_episode_steps"})
+    dyn = load_dynamics(bench.load_model(), **kwargs)
+    steps = overrides.get("max_episode_steps", defaults.max_episode_steps)
+    return dyn, EnvDefaults(reward=dyn.reward_model, terminal=kwargs["terminal"], max_episode_steps=steps)
+
