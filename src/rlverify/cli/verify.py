@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.all_states and Path(args.all_states).exists() and not args.force:
         raise InputFileError(f"{args.all_states}: file exists; pass --force to overwrite it")
     prop = args.property
+    model_name = args.model
     path = Path(args.model)
     if path.suffix.lower() in (".prism", ".pm", ".nm", ".jani") or path.exists():
         from rlverify.models import load_model
@@ -63,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
         bench_spec = benchmark_spec(args.model)
         from rlverify.models.symbolic import parse_constants
 
-        bench = bench_spec.entry_point(**bench_spec.resolve({k: _number(v) for k, v in parse_constants(args.constants).items()}))
+        params = bench_spec.resolve({k: _number(v) for k, v in parse_constants(args.constants).items()})
+        bench = bench_spec.entry_point(**params)
+        model_name = bench_spec.id + (" (" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
         model = bench.load_model()
         prop = bench.properties.get(prop, prop)
         policy = None
@@ -80,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         with console.status("verifying") as status:
             result = verify_exact(model, prop, policy, options, progress=lambda msg: status.update(msg))
+    result = dataclasses.replace(result, model=model_name)
     if args.all_states:
         _write_states(Path(args.all_states), result)
     if args.json:
