@@ -1,0 +1,106 @@
+"""Racetrack benchmarks (DSMC, Gros et al. 2020): Barto-small, Barto-big and Ring as native vectorised environments.
+
+Description:
+    A car drives on a grid map from the start line to the goal line. Each step it accelerates by
+    ``(ax, ay) in {-1, 0, 1}^2``; with probability ``noise`` (default 0.2, as in the DSMC paper)
+    the action fails and the velocity stays. The move is checked cell by cell; touching a wall or
+    leaving the map is a crash, touching a goal cell reaches the goal (see
+    :mod:`rlverify.models.racetrack.env`).
+State:
+    ``(x, y, vx, vy)``; policy features: the 15 integers of the DSMC paper (position, velocity,
+    wall distance in 8 directions, offset and Manhattan distance to the nearest goal).
+Actions:
+    9 accelerations ``ax-1_ay-1`` ... ``ax+1_ay+1``.
+Labels / failure:
+    ``"goal"``, ``"crashed"``, ``"driving"``; properties ``goal`` = ``P=? [!"crashed" U "goal"]``,
+    ``crash`` = ``P=? [F "crashed"]``, ``reach`` = ``P=? [F "goal"]``.
+Initial states:
+    Uniformly one of the start cells ('s') at velocity 0; heat maps start from every free cell.
+Reference results:
+    Storm's optimal ``Pmax=? [F "goal"]`` from the start line at noise 0.1 on Barto-small is about
+    0.9999 on the explicit MDP (no intermediate states). The shipped DQN policies' own goal rates
+    are in their ONNX training metadata.
+
+Maps: MIT licence, from the ``racetrack`` package (Köhl & Klauck, Saarland University); see
+``data/tracks/LICENSE``.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rlverify.benchmarks.registry import BenchmarkError, BenchmarkSpec, Parameter, register
+from rlverify.errors import did_you_mean
+
+PROPERTIES = {
+    "goal": 'P=? [!"crashed" U "goal"]',
+    "crash": 'P=? [F "crashed"]',
+    "reach": 'P=? [F "goal"]',
+}
+
+#: benchmark id -> (track file, reference policy file), both package data.
+MAPS = {
+    "racetrack-barto-small-v1": ("barto-small.track", "racetrack_barto_small.onnx"),
+    "racetrack-barto-big-v1": ("barto-big.track", "racetrack_barto_big.onnx"),
+    "racetrack-ring-v1": ("ring.track", "racetrack_ring.onnx"),
+}
+
+_SPECS: dict[str, BenchmarkSpec] = {}
+
+
+def data_path(*parts: str) -> Path:
+    """Path of a file in ``rlverify/benchmarks/data``."""
+    return Path(str(resources.files("rlverify.benchmarks").joinpath("data", *parts)))
+
+
+def track_path(benchmark_id: str) -> Path:
+    """The ``.track`` file of a Racetrack benchmark."""
+    return data_path("tracks", _map(benchmark_id)[0])
+
+
+def policy_path(benchmark_id: str) -> Path:
+    """The shipped DQN reference policy (ONNX) of a Racetrack benchmark."""
+    return data_path("policies", _map(benchmark_id)[1])
+
+
+def _map(benchmark_id: str) -> tuple[str, str]:
+    try:
+        return MAPS[benchmark_id]
+    except KeyError:
+        raise BenchmarkError(f"unknown Racetrack benchmark '{benchmark_id}'{did_you_mean(benchmark_id, MAPS)}; "
+                             f"known: {', '.join(MAPS)}") from None
+
+
+def _entry(benchmark_id: str) -> Any:
+    def make(noise: float = 0.2) -> Any:
+        from rlverify.models.racetrack import RacetrackEnv, load_track
+
+        return RacetrackEnv(load_track(track_path(benchmark_id)), noise=noise, name=f"{benchmark_id} (noise {noise:g})")
+
+    return make
+
+
+def make_racetrack(benchmark_id: str, **params: Any) -> Any:
+    """Build a Racetrack benchmark (same as ``rlverify.benchmarks.make`` for these ids)."""
+    spec = _SPECS.get(benchmark_id)
+    if spec is None:
+        _map(benchmark_id)
+    assert spec is not None
+    return spec.entry_point(**spec.resolve(params))
+
+
+def is_racetrack(benchmark_id: str) -> bool:
+    """Whether ``benchmark_id`` is one of the Racetrack benchmarks."""
+    return benchmark_id in MAPS
+
+
+for _id in MAPS:
+    _SPECS[_id] = register(BenchmarkSpec(
+        id=_id, kind="native", entry_point=_entry(_id),
+        parameters={"noise": Parameter(0.2, 0.0, 0.99, "probability that an acceleration fails (velocity unchanged)")},
+        properties=dict(PROPERTIES),
+        policies={"dqn": f"data/policies/{MAPS[_id][1]}"},
+        doc=__doc__ or "",
+    ))

@@ -1,0 +1,229 @@
+"""The lockstep simulator: many runs advance together, the policy is called once per step on all of them.
+
+Semantics (as in the exact engine and the DSMC paper):
+
+* at each step the policy gives ``pi(.|s)`` for every active run; ``stochastic`` mode samples the
+  action from it, ``deterministic`` takes the argmax (ties: first in the policy's action order);
+* if the chosen action is not available in the run's state, the run *stalls*: it ends, counts as
+  not satisfying the property and is reported in ``stalled`` (never replaced by another action);
+* the property ``left U<=k right`` is decided on the fly: satisfied as soon as ``right`` holds,
+  violated as soon as neither holds, or when the bound ``k`` is reached, or when the run sits in
+  an absorbing state where ``right`` is false; a run still undecided after ``max_steps`` steps is
+  *undecided* (neither true nor false).
+
+Randomness is counter-based (:mod:`rlverify.statistical.rng`): run ``i`` uses the same random
+numbers whatever the batch size, so results depend only on the seed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlverify.errors import PolicyError, PropertyError, did_you_mean
+from rlverify.policies.base import Policy
+from rlverify.statistical.properties import PathProperty
+from rlverify.statistical.rng import run_keys, seed_key, uniforms
+
+log = logging.getLogger(__name__)
+
+MODES = ("stochastic", "deterministic")
+#: run outcome codes
+SATISFIED, VIOLATED, UNDECIDED = 1, 0, -1
+_POLICY_STREAM, _ENV_STREAM, _START_STREAM = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    """How runs are simulated.
+
+    Attributes:
+        mode: ``stochastic`` (sample from pi) or ``deterministic`` (argmax of pi).
+        max_steps: maximal run length (steps); longer runs are reported undecided.
+        seed: seed of the counter-based random numbers.
+        batch_size: runs simulated together (memory/speed only; results do not depend on it).
+    """
+
+    mode: str = "stochastic"
+    max_steps: int = 10_000
+    seed: int = 0
+    batch_size: int = 20_000
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise PropertyError(f"--mode: expected one of {', '.join(MODES)}, got '{self.mode}'")
+        if int(self.max_steps) != self.max_steps or self.max_steps <= 0:
+            raise PropertyError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps}")
+        if self.batch_size <= 0:
+            raise PropertyError(f"batch size must be positive, got {self.batch_size}")
+
+
+@dataclass(frozen=True)
+class RunOutcomes:
+    """Per-run results of a simulation.
+
+    Attributes:
+        outcome: ``(N,)`` int8, 1 satisfied / 0 violated / -1 undecided.
+        stalled: ``(N,)`` bool, the run stalled (outcome 0).
+        steps: ``(N,)`` int64, steps taken (policy decisions).
+        recorded: label name -> ``(N,)`` bool value in the state where the run was decided/stopped.
+    """
+
+    outcome: np.ndarray
+    stalled: np.ndarray
+    steps: np.ndarray
+    recorded: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How a policy's features and actions map onto an environment's."""
+
+    feature_columns: np.ndarray
+    action_index: np.ndarray  # (|A_policy|,) env action index of each policy action
+
+
+def bind_policy(env: object, policy: Policy) -> Binding:
+    """Check names and map the policy's features/actions to the environment's, reporting every problem.
+
+    Raises:
+        PolicyError: features the environment does not observe, actions it does not have.
+    """
+    for attr in ("features", "actions", "action_probabilities"):
+        if not hasattr(policy, attr):
+            raise PolicyError(f"{policy!r} is not a policy: it has no '{attr}' (see rlverify.policies.Policy)")
+    features, actions = tuple(env.features), tuple(env.actions)  # type: ignore[attr-defined]
+    problems = []
+    for f in policy.features:
+        if f not in features:
+            problems.append(f"feature '{f}' is not observed by {env.name}{did_you_mean(f, features)} "  # type: ignore[attr-defined]
+                            f"(features: {', '.join(features)})")
+    for a in policy.actions:
+        if a not in actions:
+            problems.append(f"action '{a}' is not an action of {env.name}{did_you_mean(a, actions)} "  # type: ignore[attr-defined]
+                            f"(actions: {', '.join(actions)})")
+    if problems:
+        raise PolicyError(f"policy {getattr(policy, 'name', type(policy).__name__)} does not fit {env.name}",  # type: ignore[attr-defined]
+                          problems)
+    return Binding(np.array([features.index(f) for f in policy.features], dtype=np.int64),
+                   np.array([actions.index(a) for a in policy.actions], dtype=np.int64))
+
+
+def choose_actions(probs: np.ndarray, u: np.ndarray | None) -> np.ndarray:
+    """Policy column per row of ``probs`` ``(N, |A|)``: argmax when ``u`` is None, else sampled with uniforms ``u`` ``(N,)``."""
+    if u is None:
+        return np.argmax(probs, axis=1)
+    cum = np.cumsum(probs, axis=1)
+    x = u * cum[:, -1]
+    idx = (cum <= x[:, None]).sum(axis=1)
+    last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)  # guards against rounding at the top
+    return np.minimum(idx, last)
+
+
+def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarray, *,
+             starts: np.ndarray | None = None, start_of_run: np.ndarray | None = None,
+             options: SimulationOptions = SimulationOptions(), record: tuple[str, ...] = (),
+             binding: Binding | None = None, on_batch: Callable[[int], None] | None = None) -> RunOutcomes:
+    """Simulate runs ``run_ids`` ``(N,)`` (global indices: they select the random numbers).
+
+    Args:
+        env: a :class:`~rlverify.statistical.envs.VectorEnv`.
+        policy: the oracle; called once per step on every active run of a batch.
+        prop: the path property decided on the fly.
+        run_ids: ``(N,)`` int64 global run indices.
+        starts: ``(K, ...)`` start states (default ``env.initial_states()``).
+        start_of_run: ``(N,)`` index into ``starts`` per run (default: uniform at random, from the seed).
+        options: mode, maximal run length, seed, batch size.
+        record: labels whose value in the final state is returned (e.g. ``("crashed",)``).
+        on_batch: called with the number of runs finished after each batch (progress).
+    """
+    options.validate()
+    binding = binding or bind_policy(env, policy)
+    for name in prop.left.labels() | prop.right.labels() | set(record):
+        if name not in env.labels:  # type: ignore[attr-defined]
+            env.label(name, env.initial_states()[:1])  # type: ignore[attr-defined]  # raises the unknown-label error
+    starts = env.initial_states() if starts is None else starts  # type: ignore[attr-defined]
+    if len(starts) == 0:
+        raise PropertyError(f"{env.name}: no initial state")  # type: ignore[attr-defined]
+    run_ids = np.asarray(run_ids, dtype=np.int64)
+    key = seed_key(options.seed)
+    N = len(run_ids)
+    outcome = np.full(N, UNDECIDED, dtype=np.int8)
+    stalled = np.zeros(N, dtype=bool)
+    steps = np.zeros(N, dtype=np.int64)
+    recorded = {name: np.zeros(N, dtype=bool) for name in record}
+    for b0 in range(0, N, options.batch_size):
+        sl = slice(b0, min(N, b0 + options.batch_size))
+        keys = run_keys(key, run_ids[sl])
+        if start_of_run is None:
+            pick = np.minimum((uniforms(keys, -1, _START_STREAM) * len(starts)).astype(np.int64), len(starts) - 1)
+        else:
+            pick = np.asarray(start_of_run[sl], dtype=np.int64)
+        res = _simulate_batch(env, policy, prop, binding, starts[pick], keys, options, record)
+        outcome[sl], stalled[sl], steps[sl] = res[0], res[1], res[2]
+        for name in record:
+            recorded[name][sl] = res[3][name]
+        if on_batch is not None:
+            on_batch(sl.stop - sl.start)
+    return RunOutcomes(outcome=outcome, stalled=stalled, steps=steps, recorded=recorded)
+
+
+def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: np.ndarray, keys: np.ndarray,
+                    options: SimulationOptions, record: tuple[str, ...]):
+    n = len(keys)
+    outcome = np.full(n, UNDECIDED, dtype=np.int8)
+    stalled = np.zeros(n, dtype=bool)
+    steps = np.zeros(n, dtype=np.int64)
+    recorded = {name: np.zeros(n, dtype=bool) for name in record}
+    active = np.arange(n)
+    bound = prop.bound
+    deterministic = options.mode == "deterministic"
+    forced_fn = getattr(env, "forced", None)
+    n_actions = len(policy.actions)
+    t = 0
+    while len(active):
+        right = prop.right.evaluate(env, states)
+        left = prop.left.evaluate(env, states)
+        violated = ~right & (~left | env.terminal(states))
+        if bound is not None and t >= bound:
+            violated |= ~right
+        done = right | violated
+        if t >= options.max_steps:
+            done = np.ones(len(active), dtype=bool)
+        if done.any():
+            idx = active[done]
+            outcome[idx] = np.where(right[done], SATISFIED, np.where(violated[done], VIOLATED, UNDECIDED))
+            for name in record:
+                recorded[name][idx] = env.label(name, states[done])
+            keep = ~done
+            active, states = active[keep], states[keep]
+            if not len(active):
+                break
+        obs = env.observe(states)[:, binding.feature_columns]
+        probs = np.asarray(policy.action_probabilities(obs), dtype=np.float64)
+        if probs.shape != (len(active), n_actions):
+            raise PolicyError(f"policy output has shape {probs.shape}, expected ({len(active)}, {n_actions})")
+        col = choose_actions(probs, None if deterministic else uniforms(keys[active], t, _POLICY_STREAM))
+        actions = binding.action_index[col]
+        avail = env.available(states)
+        if avail is not None:
+            ok = avail[np.arange(len(active)), actions]
+            if forced_fn is not None:
+                ok |= forced_fn(states)
+            if not ok.all():
+                bad = active[~ok]
+                stalled[bad] = True
+                outcome[bad] = VIOLATED
+                steps[bad] = t
+                for name in record:
+                    recorded[name][bad] = False
+                active, states, actions = active[ok], states[ok], actions[ok]
+                if not len(active):
+                    break
+        states = env.step(states, actions, uniforms(keys[active], t, _ENV_STREAM))
+        t += 1
+        steps[active] = t
+    return outcome, stalled, steps, recorded

@@ -1,0 +1,235 @@
+"""Deep statistical model checking: estimate a path property's probability under a policy by simulation."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import PropertyError
+from rlverify.policies.base import Policy
+from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy, simulate
+from rlverify.statistical.envs import ExplicitEnv
+from rlverify.statistical.properties import PathProperty, parse_path_property, property_from_storm
+from rlverify.statistical.results import StatisticalResult
+from rlverify.statistical.stats import StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
+
+log = logging.getLogger(__name__)
+
+METHODS = ("okamoto", "adaptive", "clopper-pearson", "wilson", "sprt")
+
+
+@dataclass(frozen=True)
+class StatisticalOptions:
+    """Settings of one statistical verification.
+
+    Attributes:
+        method: ``okamoto`` (Okamoto/Chernoff–Hoeffding: ``n = ceil(ln(2/delta)/(2 eps^2))`` runs,
+            interval ``p_hat +- epsilon``), ``adaptive`` (modes' adaptive bound: stop at the first
+            ``n >= adaptive_runs(p_hat_n)``, interval ``p_hat +- epsilon``), ``clopper-pearson`` /
+            ``wilson`` (``runs`` runs, default the Okamoto number; exact / score interval at
+            confidence ``1 - delta``), ``sprt`` (Wald's test of ``P >= threshold``).
+        epsilon, delta: half-width and error probability, both in (0, 1).
+        runs: number of runs for the interval methods (None: Okamoto's number for epsilon, delta).
+        threshold: SPRT ``theta`` (default: the property's own ``P>=theta``);
+        indifference, alpha, beta: SPRT indifference half-width and error bounds.
+        max_runs: SPRT gives up (decision None) after this many runs.
+        simulation: mode, max run length, seed, batch size.
+    """
+
+    method: str = "okamoto"
+    epsilon: float = 0.01
+    delta: float = 0.05
+    runs: int | None = None
+    threshold: float | None = None
+    indifference: float = 0.01
+    alpha: float = 0.05
+    beta: float = 0.05
+    max_runs: int = 1_000_000
+    simulation: SimulationOptions = SimulationOptions()
+
+    def validate(self) -> None:
+        if self.method not in METHODS:
+            raise PropertyError(f"--method: expected one of {', '.join(METHODS)}, got '{self.method}'")
+        check_unit("epsilon", self.epsilon)
+        check_unit("delta", self.delta)
+        if self.runs is not None and self.runs <= 0:
+            raise StatisticsError(f"--runs must be positive, got {self.runs}")
+        if self.max_runs <= 0:
+            raise StatisticsError(f"max_runs must be positive, got {self.max_runs}")
+        self.simulation.validate()
+
+
+Progress = Callable[[int, int], None]
+
+
+def prepare(target: Any, property_text: str, *, constants: str | None = None) -> tuple[Any, PathProperty, str]:
+    """The environment and parsed property for ``target``.
+
+    ``target`` is a vectorised environment (e.g. :class:`~rlverify.models.racetrack.RacetrackEnv`),
+    an :class:`~rlverify.models.ExplicitModel` (label-based properties), a
+    :class:`~rlverify.models.SymbolicModel` or a path to a PRISM/JANI file (built property-directed
+    by Storm; any propositional state formulas).
+    """
+    from pathlib import Path
+
+    from rlverify.models.explicit import ExplicitModel
+    from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
+
+    if isinstance(target, (str, Path)):
+        target = load_model(target, constants)
+    if isinstance(target, SymbolicModel):
+        prop = parse_property(target, property_text)
+        mdp, storm_model = build_explicit(target, [prop])
+        env = ExplicitEnv(mdp, name=str(target.path))
+        return env, property_from_storm(target, storm_model, property_text), str(target.path)
+    if isinstance(target, ExplicitModel):
+        env = ExplicitEnv(target)
+        return env, parse_path_property(property_text, env.labels), env.name
+    if all(hasattr(target, a) for a in ("observe", "step", "label", "features", "actions")):
+        return target, parse_path_property(property_text, tuple(target.labels)), getattr(target, "name", "")
+    raise PropertyError(f"cannot simulate {type(target).__name__}: expected a model file, a SymbolicModel, an "
+                        "ExplicitModel or a vectorised environment")
+
+
+def verify_statistical(target: Any, property_text: str, policy: Policy,
+                       options: StatisticalOptions = StatisticalOptions(), *, constants: str | None = None,
+                       starts: np.ndarray | None = None, progress: Progress | None = None) -> StatisticalResult:
+    """Estimate the probability of ``property_text`` under ``policy`` by simulation (deep statistical model checking).
+
+    Args:
+        target: see :func:`prepare`.
+        property_text: one of the forms in :data:`rlverify.statistical.properties.SUPPORTED_FORMS`.
+        policy: any :class:`~rlverify.policies.Policy`; called once per step on all active runs.
+        options: the statistical method and simulation settings.
+        starts: start states (default: the environment's initial states; several: uniform at random).
+        progress: ``progress(done_runs, planned_runs)`` after each batch.
+
+    Returns:
+        A :class:`~rlverify.statistical.results.StatisticalResult` (a statistical guarantee).
+    """
+    options.validate()
+    t0 = time.perf_counter()
+    env, prop, model_name = prepare(target, property_text, constants=constants)
+    if options.method != "sprt" and prop.threshold is not None:
+        log.info("property has a threshold; reporting the estimate (use method 'sprt' to test it)")
+    if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
+        raise PropertyError(f"{model_name}: the model has {len(env.initial_states())} initial states; "
+                            "pass starts= to choose (the simulator does not pick among them)")
+    binding = bind_policy(env, policy)
+    t_prep = time.perf_counter() - t0
+    sim = options.simulation
+    eps, delta = options.epsilon, options.delta
+    decisions = 0
+    k = u = s = n = 0
+
+    def run(first: int, count: int) -> Any:
+        nonlocal decisions
+        res = simulate(env, policy, prop, np.arange(first, first + count), starts=starts, options=sim, binding=binding)
+        decisions += int(res.steps.sum())
+        return res
+
+    decision = satisfied = threshold = None
+    t1 = time.perf_counter()
+    if options.method in ("okamoto", "clopper-pearson", "wilson"):
+        n = options.runs if (options.runs is not None and options.method != "okamoto") else okamoto_runs(eps, delta)
+        outs, stalls = [], []
+        for first in range(0, n, sim.batch_size):
+            res = run(first, min(sim.batch_size, n - first))
+            outs.append(res.outcome)
+            stalls.append(res.stalled)
+            if progress:
+                progress(min(n, first + sim.batch_size), n)
+        outcome, stalled = np.concatenate(outs), np.concatenate(stalls)
+        k, u, s = int((outcome == SATISFIED).sum()), int((outcome == UNDECIDED).sum()), int(stalled.sum())
+    elif options.method == "adaptive":
+        n_max = okamoto_runs(eps, delta)
+        succ_total = und_total = stall_total = 0
+        n = 0
+        while n < n_max:
+            count = min(sim.batch_size, n_max - n)
+            res = run(n, count)
+            sat = res.outcome == SATISFIED
+            cum = succ_total + np.cumsum(sat)
+            idx = np.arange(n + 1, n + count + 1)
+            need = _adaptive_vec(cum / idx, eps, delta)
+            stop = np.flatnonzero(idx >= need)
+            take = int(stop[0]) + 1 if len(stop) else count
+            succ_total += int(sat[:take].sum())
+            und_total += int((res.outcome[:take] == UNDECIDED).sum())
+            stall_total += int(res.stalled[:take].sum())
+            decisions -= int(res.steps[take:].sum())
+            n += take
+            if progress:
+                progress(n, n_max)
+            if len(stop):
+                break
+        k, u, s = succ_total, und_total, stall_total
+    else:  # sprt
+        threshold = options.threshold if options.threshold is not None else prop.threshold
+        if threshold is None:
+            raise PropertyError(f"property '{property_text}': the SPRT needs a threshold: give --sprt THETA or "
+                                "write the property as P>=THETA [...]")
+        test = sprt(threshold, indifference=options.indifference, alpha=options.alpha, beta=options.beta)
+        succ_total = und_total = stall_total = 0
+        n = 0
+        while n < options.max_runs and decision is None:
+            count = min(sim.batch_size, options.max_runs - n)
+            res = run(n, count)
+            sat = res.outcome == SATISFIED
+            cum = succ_total + np.cumsum(sat)
+            idx = np.arange(n + 1, n + count + 1)
+            llr = cum * test.step_success + (idx - cum) * test.step_failure
+            hit = np.flatnonzero((llr >= test.accept_h1) | (llr <= test.accept_h0))
+            take = int(hit[0]) + 1 if len(hit) else count
+            succ_total += int(sat[:take].sum())
+            und_total += int((res.outcome[:take] == UNDECIDED).sum())
+            stall_total += int(res.stalled[:take].sum())
+            decisions -= int(res.steps[take:].sum())
+            n += take
+            if len(hit):
+                decision = test.decide(succ_total, n)
+            if progress:
+                progress(n, options.max_runs)
+        k, u, s = succ_total, und_total, stall_total
+        if decision is not None:
+            cmp = prop.comparison or ">="
+            holds_ge = decision == "H0"
+            satisfied = holds_ge if cmp in (">=", ">") else not holds_ge
+    t_sim = time.perf_counter() - t1
+
+    estimate = k / n
+    if options.method in ("okamoto", "adaptive"):
+        lo, hi = max(0.0, k / n - eps), min(1.0, (k + u) / n + eps)
+    elif options.method == "wilson":
+        lo, hi = wilson(k, n, delta)[0], wilson(k + u, n, delta)[1]
+    else:  # clopper-pearson, and the informative interval of the SPRT
+        lo, hi = clopper_pearson(k, n, delta)[0], clopper_pearson(k + u, n, delta)[1]
+    if u:
+        log.warning("%d of %d runs were undecided after %d steps; the interval counts them both ways", u, n, sim.max_steps)
+    if s:
+        log.warning("%d of %d runs stalled (the policy chose an unavailable action)", s, n)
+    settings = {k_: v for k_, v in asdict(options).items() if k_ != "simulation"}
+    settings.update(asdict(sim))
+    return StatisticalResult(
+        property=property_text, method=options.method, estimate=estimate, interval=(lo, hi),
+        confidence=1.0 - delta,
+        runs=n, successes=k, undecided=u, stalled=s, seed=sim.seed,
+        epsilon=eps if options.method in ("okamoto", "adaptive") else None, delta=delta, max_steps=sim.max_steps,
+        mode=sim.mode, decisions=decisions, decision=decision, satisfied=satisfied, threshold=threshold,
+        timings={"prepare": t_prep, "simulate": t_sim, "total": time.perf_counter() - t0,
+                 "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
+        settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
+    )
+
+
+def _adaptive_vec(p_hat: np.ndarray, eps: float, delta: float) -> np.ndarray:
+    """:func:`~rlverify.statistical.stats.adaptive_runs` over an array of estimates."""
+    n0 = okamoto_runs(eps, delta)
+    dist = np.maximum(np.abs(p_hat - 0.5) - 2.0 * eps / 3.0, 0.0)
+    return np.ceil(4.0 * n0 * (0.25 - dist * dist)).astype(np.int64)

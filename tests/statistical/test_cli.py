@@ -1,0 +1,75 @@
+"""The simulate and heatmap subcommands (argparse wiring built locally; main.py wires them for users)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from rlverify.errors import RlverifyError
+
+
+def run(argv):
+    from rlverify.cli import heatmap, simulate
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    simulate.register(sub)
+    heatmap.register(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except RlverifyError as exc:
+        return exc.exit_code, str(exc)
+
+
+POLICY = '''
+import numpy as np
+from rlverify.models.racetrack import FEATURES, ACTIONS
+OUTPUT = "probabilities"
+def pi(x):
+    return np.full((len(x), 9), 1 / 9)
+'''
+
+
+def test_simulate_json(avoid_model, capsys, tmp_path):
+    from conftest import AVOID, AVOID_CONSTANTS
+
+    pol = tmp_path / "p.py"
+    pol.write_text("import numpy as np\nFEATURES=['x','y']\nACTIONS=['north','east','south','west']\n"
+                   "def pi(x):\n    return np.full((len(x), 4), 0.25)\n")
+    code = run(["simulate", str(AVOID), "--constants", AVOID_CONSTANTS, "--policy", f"{pol}:pi", "--property",
+                "P=? [F<=100 COLLISION=true]", "--epsilon", "0.05", "--delta", "0.1", "--seed", "3", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("estimate", "interval", "confidence", "method", "runs", "undecided", "stalled", "seed", "timings"):
+        assert key in out
+    assert out["runs"] == 600 and out["seed"] == 3 and out["method"] == "okamoto"
+
+
+def test_simulate_bad_input_exit_code_2(tmp_path):
+    from conftest import AVOID, AVOID_CONSTANTS
+
+    pol = tmp_path / "p.py"
+    pol.write_text("import numpy as np\nFEATURES=['x']\nACTIONS=['north']\ndef pi(x):\n    return np.ones((len(x), 1))\n")
+    base = ["simulate", str(AVOID), "--constants", AVOID_CONSTANTS, "--policy", f"{pol}:pi"]
+    code, msg = run(base + ["--property", "P=? [F<=100 COLLISION=true]", "--epsilon", "1.5"])
+    assert code == 2 and "epsilon" in msg
+    code, msg = run(base + ["--property", "P=? [G COLLISION=false]"])
+    assert code == 2 and "supported" in msg
+    code, msg = run(base + ["--property", "P=? [F<=100 COLLISION=true]", "--max-steps", "0"])
+    assert code == 2 and "max-steps" in msg
+
+
+def test_heatmap_png(tmp_path, capsys):
+    pol = tmp_path / "uniform.py"
+    pol.write_text(POLICY)
+    out = tmp_path / "map.png"
+    code = run(["heatmap", "racetrack-barto-small-v1", "--policy", f"{pol}:pi", "--out", str(out), "--runs", "20",
+                "--max-steps", "200", "--optimal", "--json", str(tmp_path / "cells.json")])
+    assert code == 0 and out.stat().st_size > 1000
+    cells = json.loads((tmp_path / "cells.json").read_text())["cells"]
+    assert len(cells) == 233 and all(0 <= c["goal"] <= 1 and 0 <= c["optimal"] <= 1 for c in cells)
+    code, msg = run(["heatmap", "racetrack-barto-smal-v1", "--out", str(tmp_path / "x.png")])
+    assert code == 2 and "did you mean" in msg

@@ -1,0 +1,69 @@
+"""Statistics functions against values computed independently (scipy's binomtest, closed forms by hand)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.stats import beta, binomtest
+
+from rlverify.statistical import StatisticsError, adaptive_runs, clopper_pearson, okamoto_runs, sprt, wilson
+
+
+def test_okamoto_matches_notes():
+    # NOTES.md: eps=0.01, delta=0.05 -> 18,445 runs
+    assert okamoto_runs(0.01, 0.05) == 18445
+    assert okamoto_runs(0.1, 0.1) == math.ceil(math.log(20) / 0.02)
+
+
+@pytest.mark.parametrize("k,n,delta", [(0, 10, 0.05), (3, 10, 0.05), (10, 10, 0.05), (512, 1000, 0.01), (1, 200, 0.1)])
+def test_clopper_pearson_against_scipy(k, n, delta):
+    lo, hi = clopper_pearson(k, n, delta)
+    ci = binomtest(k, n).proportion_ci(confidence_level=1 - delta, method="exact")
+    assert lo == pytest.approx(ci.low, abs=1e-12)
+    assert hi == pytest.approx(ci.high, abs=1e-12)
+    if 0 < k < n:  # and the beta-quantile definition
+        assert lo == pytest.approx(beta.ppf(delta / 2, k, n - k + 1))
+
+
+@pytest.mark.parametrize("k,n,delta", [(0, 10, 0.05), (3, 10, 0.05), (512, 1000, 0.01), (199, 200, 0.1)])
+def test_wilson_against_scipy(k, n, delta):
+    lo, hi = wilson(k, n, delta)
+    ci = binomtest(k, n).proportion_ci(confidence_level=1 - delta, method="wilson")
+    assert lo == pytest.approx(ci.low, abs=1e-9)
+    assert hi == pytest.approx(ci.high, abs=1e-9)
+
+
+def test_adaptive_bound():
+    # at p_hat = 1/2 the adaptive bound is the Okamoto number
+    assert adaptive_runs(0.5, 0.01, 0.05) == okamoto_runs(0.01, 0.05)
+    # NOTES.md: modes reported 4,820 runs at eps = delta = 0.01, p_hat = 0.959 (p_hat rounded to 3 digits)
+    assert adaptive_runs(0.959, 0.01, 0.01) == pytest.approx(4820, rel=0.01)
+    assert adaptive_runs(0.99, 0.01, 0.05) < adaptive_runs(0.7, 0.01, 0.05) < okamoto_runs(0.01, 0.05)
+
+
+def test_sprt_by_hand():
+    t = sprt(0.5, indifference=0.1, alpha=0.05, beta=0.05)
+    assert (t.p0, t.p1) == pytest.approx((0.6, 0.4))
+    assert t.accept_h1 == pytest.approx(math.log(0.95 / 0.05))
+    assert t.accept_h0 == pytest.approx(math.log(0.05 / 0.95))
+    # each success adds log(0.4/0.6) = -0.405; H0 accepted after ceil(2.944/0.405) = 8 successes
+    assert t.decide(7, 7) is None
+    assert t.decide(8, 8) == "H0"
+    assert t.decide(0, 8) == "H1"
+    assert t.decide(5, 10) is None
+
+
+@pytest.mark.parametrize("eps,delta", [(0, 0.05), (1, 0.05), (0.01, 0), (0.01, 1.5), (-0.1, 0.05), (float("nan"), 0.1)])
+def test_epsilon_delta_outside_unit_interval(eps, delta):
+    with pytest.raises(StatisticsError, match="epsilon|delta"):
+        okamoto_runs(eps, delta)
+
+
+def test_bad_counts_and_sprt_range():
+    with pytest.raises(StatisticsError, match="successes"):
+        clopper_pearson(5, 3, 0.05)
+    with pytest.raises(StatisticsError, match="indifference"):
+        sprt(0.995, indifference=0.01)
+    with pytest.raises(StatisticsError, match="alpha"):
+        sprt(0.5, alpha=0)
