@@ -38,7 +38,8 @@ class BouncingBall(ContinuousSystem):
         self.unsafe = UnsafeSet(((np.array([[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]), np.array([1.0, 7.0, 7.0])),))
         self.obs_matrix = np.eye(2)
         self.obs_offset = np.zeros(2)
-        self.template_directions = np.array([[1.0, 0.1], [1.0, -0.1]])
+        # the reference policy's decision boundary has normal ~(1, -0.11) (fitted on samples around S0)
+        self.template_directions = np.array([[1.0, -0.1], [1.0, 0.1]])
 
     def step(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
         p, v = states[:, 0], states[:, 1]
@@ -109,7 +110,8 @@ class AdaptiveCruiseControl(ContinuousSystem):
         self.unsafe = UnsafeSet(((np.array([[1.0, 0.0]]), np.array([0.0])),))
         self.obs_matrix = np.array([[0.0, -1.0], [1.0, 0.0]])
         self.obs_offset = np.array([28.0, 0.0])
-        self.template_directions = np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 0.5]])
+        # the reference policy's decision boundary has normal ~(-0.53, 1) (fitted on samples around S0)
+        self.template_directions = np.array([[-0.5, 1.0], [1.0, 0.5]])
 
     def step(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
         dx, v = states[:, 0], states[:, 1]
@@ -162,7 +164,8 @@ class InvertedPendulum(ContinuousSystem):
         self.unsafe = UnsafeSet(((np.array([[-1.0, 0.0]]), np.array([-lim])), (np.array([[1.0, 0.0]]), np.array([-lim]))))
         self.obs_matrix = np.eye(2)
         self.obs_offset = np.zeros(2)
-        self.template_directions = np.array([[1.0, 0.05], [1.0, 0.1]])
+        # the reference policy's decision boundaries have normal ~(1, 0.26) (fitted on samples around S0)
+        self.template_directions = np.array([[1.0, 0.25], [1.0, -0.25]])
 
     def step(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
         th, om = states[:, 0], states[:, 1]

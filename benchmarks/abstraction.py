@@ -1,0 +1,118 @@
+"""Table 1 of Bacci & Parker (NFM 2022) with rlverify's abstraction engine and our PPO policies.
+
+Runs each configuration in a fresh subprocess with a time limit and prints our bound and time next
+to the paper's (paper: 4-core 4.2 GHz, Gurobi, PRISM; here: whatever machine runs this, HiGHS and
+numpy, one thread). The policies differ (ours are trained by rlverify's PPO), so bounds are
+comparable in kind, not in value.
+
+Usage::
+
+    python benchmarks/abstraction.py            # all 20 rows, 600 s limit each
+    python benchmarks/abstraction.py --quick    # 5 representative rows
+    python benchmarks/abstraction.py --only acc --timeout 300 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+#: (benchmark, initial, k, domain, phi, containment, paper bound, paper minutes)
+ROWS = [
+    ("bouncing-ball-v1", "small", 20, "box", 0.1, True, 0.0, 1),
+    ("bouncing-ball-v1", "small", 20, "octagon", 0.1, True, 0.0, 2),
+    ("bouncing-ball-v1", "large", 20, "box", 0.1, True, 0.63, 30),
+    ("bouncing-ball-v1", "large", 20, "octagon", 0.1, True, 0.0, 33),
+    ("bouncing-ball-v1", "large", 20, "box", 0.1, False, 0.006, 91),
+    ("bouncing-ball-v1", "large", 20, "octagon", 0.1, False, 0.0, 111),
+    ("acc-v1", None, 7, "box", 0.33, True, 0.084, 85),
+    ("acc-v1", None, 7, "octagon", 0.33, True, 0.078, 60),
+    ("acc-v1", None, 7, "template", 0.33, True, 0.47, 70),
+    ("acc-v1", None, 7, "box", 0.5, True, 0.62, 29),
+    ("acc-v1", None, 7, "octagon", 0.5, True, 0.12, 30),
+    ("acc-v1", None, 7, "template", 0.5, True, 0.53, 34),
+    ("acc-v1", None, 7, "box", 0.33, False, 0.040, 176),
+    ("acc-v1", None, 7, "octagon", 0.33, False, 0.031, 152),
+    ("acc-v1", None, 7, "template", 0.33, False, 0.038, 113),
+    ("acc-v1", None, 7, "box", 0.5, False, 0.17, 64),
+    ("acc-v1", None, 7, "octagon", 0.5, False, 0.12, 52),
+    ("acc-v1", None, 7, "template", 0.5, False, 0.16, 48),
+    ("pendulum-v1", None, 6, "box", 0.5, True, 0.057, 71),
+    ("pendulum-v1", None, 6, "box", 0.5, False, 0.057, 69),
+]
+QUICK = [1, 3, 10, 18, 0]
+
+CHILD = r"""
+import json, sys
+import rlverify.benchmarks.continuous
+from rlverify.benchmarks.registry import make
+from rlverify.abstraction import AbstractionOptions, verify_abstraction
+bid, initial, k, domain, phi, containment, max_states = json.loads(sys.argv[1])
+system = make(bid)
+r = verify_abstraction(system, system.policies["ppo"], AbstractionOptions(
+    horizon=k, domain=domain, phi=phi, containment=containment, initial=initial, max_states=max_states))
+print(json.dumps({"bound": r.upper_bound, "states": r.n_abstract_states, "polyhedra": r.n_polyhedra,
+                  "merges": r.n_containment_merges, "seconds": r.timings.total, "unresolved": r.n_unresolved_parts,
+                  "milp": r.n_milp_parts, "timings": r.timings.__dict__}))
+"""
+
+
+def run_row(row: tuple, timeout: float, max_states: int) -> dict:
+    bid, initial, k, domain, phi, containment, _, _ = row
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps([bid, initial, k, domain, phi, containment, max_states])],
+                             capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout ({timeout:.0f} s)", "seconds": time.perf_counter() - t0}
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return {"status": f"error: {last[:120]}", "seconds": time.perf_counter() - t0}
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["status"] = "ok"
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="only 5 representative rows")
+    ap.add_argument("--only", help="only rows whose benchmark id contains this text")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per configuration (default 600)")
+    ap.add_argument("--max-states", type=int, default=300_000)
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = ap.parse_args()
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = [ROWS[i] for i in QUICK] if args.quick else ROWS
+    if args.only:
+        rows = [r for r in rows if args.only in r[0]]
+    table = Table(title="Table 1 (Bacci & Parker 2022) with rlverify: sound upper bounds on P(F<=k unsafe)")
+    for col in ("benchmark", "S0", "k", "domain", "phi", "contain", "paper bound", "paper min",
+                "our bound", "our time (s)", "IMDP states", "polyhedra", "merges", "status"):
+        table.add_column(col, justify="right" if col not in ("benchmark", "domain", "status") else "left")
+    console = Console()
+    results = []
+    for row in rows:
+        res = run_row(row, args.timeout, args.max_states)
+        bid, initial, k, domain, phi, containment, pbound, pmin = row
+        results.append({"row": row, **res})
+        console.print(f"{bid} {initial or ''} k={k} {domain} phi={phi} containment={containment}: {res}", highlight=False)
+        ok = res["status"] == "ok"
+        table.add_row(bid, initial or "-", str(k), domain, f"{phi:g}", "yes" if containment else "no", f"{pbound:g}",
+                      str(pmin), f"{res['bound']:.3g}" if ok else "-", f"{res['seconds']:.0f}",
+                      str(res.get("states", "-")), str(res.get("polyhedra", "-")), str(res.get("merges", "-")),
+                      res["status"])
+    console.print(table)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,387 @@
+"""Template polyhedra: boxes, octagons and custom direction sets.
+
+A :class:`Template` is a set of ``k`` *axes* ``Q`` (a ``(k, n)`` matrix); each axis is used in both
+signs, so a :class:`Polytope` over a template is ``{x : lo <= Q x <= hi}`` with ``lo, hi`` of shape
+``(k,)``. A polytope is kept *tight* (every bound is attained, up to an outward rounding margin),
+which makes containment a componentwise comparison of bounds.
+
+Support functions (the maximum of ``d . x`` over a polytope given by arbitrary linear constraints)
+are computed exactly by vertex enumeration in two dimensions and by linear programming (HiGHS via
+scipy) otherwise. Every bound computed here is rounded *outward* by :func:`pad`, so a polytope
+computed as the template hull of a set always contains that set.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlverify.errors import RlverifyError
+
+
+class DomainError(RlverifyError):
+    """An abstract domain (template, region) is inconsistent or does not fit the system."""
+
+
+#: Relative and absolute outward rounding applied to every computed bound.
+PAD_REL = 1e-9
+PAD_ABS = 1e-9
+
+
+def pad(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Round bounds outward by ``PAD_ABS + PAD_REL * |value|`` (soundness against float error)."""
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    return lo - (PAD_ABS + PAD_REL * np.abs(lo)), hi + (PAD_ABS + PAD_REL * np.abs(hi))
+
+
+@dataclass(frozen=True, eq=False)
+class Template:
+    """A set of template axes over named state variables.
+
+    Attributes:
+        axes: float64 array ``(k, n)``; each row is a direction used with both signs.
+        variables: the ``n`` state variable names, in column order.
+        kind: ``"box"``, ``"octagon"`` or ``"template"``.
+    """
+
+    axes: np.ndarray
+    variables: tuple[str, ...]
+    kind: str = "template"
+    _axis_is_unit: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        axes = np.asarray(self.axes, dtype=np.float64)
+        n = len(self.variables)
+        if axes.ndim != 2 or axes.shape[1] != n:
+            raise DomainError(f"template: directions must be a (k, {n}) matrix over {list(self.variables)}, "
+                              f"got shape {axes.shape}")
+        norms = np.linalg.norm(axes, axis=1)
+        if (norms == 0).any() or not np.isfinite(axes).all():
+            raise DomainError(f"template: direction {int(np.argmax(norms == 0))} is zero or not finite")
+        if np.linalg.matrix_rank(axes) < n:
+            # find a variable direction that is not bounded: a null-space vector of the axes
+            _, _, vt = np.linalg.svd(axes)
+            free = vt[-1]
+            desc = " + ".join(f"{c:.3g}*{v}" for c, v in zip(free, self.variables) if abs(c) > 1e-9)
+            raise DomainError(f"template: the directions do not bound the state space (rank {np.linalg.matrix_rank(axes)}"
+                              f" < {n} variables); the polyhedron is unbounded along {desc}. Add a direction "
+                              "with a component along it (e.g. the box directions)")
+        object.__setattr__(self, "axes", axes)
+        object.__setattr__(self, "_axis_is_unit", np.isclose(np.abs(axes), 1.0).sum(axis=1) == 1)
+
+    @property
+    def n(self) -> int:
+        """Number of state variables."""
+        return len(self.variables)
+
+    @property
+    def k(self) -> int:
+        """Number of axes."""
+        return self.axes.shape[0]
+
+    @classmethod
+    def box(cls, variables: tuple[str, ...] | list[str]) -> Template:
+        """Axis-aligned boxes (intervals)."""
+        n = len(variables)
+        return cls(np.eye(n), tuple(variables), "box")
+
+    @classmethod
+    def octagon(cls, variables: tuple[str, ...] | list[str]) -> Template:
+        """Octagons: ``x_i`` and ``x_i +- x_j`` for all pairs."""
+        n = len(variables)
+        rows = list(np.eye(n))
+        for i, j in itertools.combinations(range(n), 2):
+            for s in (1.0, -1.0):
+                r = np.zeros(n)
+                r[i], r[j] = 1.0, s
+                rows.append(r)
+        return cls(np.array(rows), tuple(variables), "octagon")
+
+    @classmethod
+    def custom(cls, variables: tuple[str, ...] | list[str], directions: np.ndarray, *, include_box: bool = True) -> Template:
+        """A custom template from a ``(k, n)`` direction matrix (box directions prepended by default)."""
+        d = np.asarray(directions, dtype=np.float64)
+        if d.ndim != 2 or d.shape[1] != len(variables):
+            raise DomainError(f"template: directions must be a (k, {len(variables)}) matrix over {list(variables)}, "
+                              f"got shape {d.shape}")
+        if include_box:
+            d = np.vstack([np.eye(len(variables)), d])
+        # drop duplicates (up to sign and scale) so a direction is not split twice
+        keep: list[np.ndarray] = []
+        for row in d:
+            u = row / np.linalg.norm(row) if np.linalg.norm(row) > 0 else row
+            if all(abs(u @ (k / np.linalg.norm(k))) < 1.0 - 1e-12 for k in keep if np.linalg.norm(k) > 0):
+                keep.append(row)
+        return cls(np.array(keep) if keep else d, tuple(variables), "template")
+
+    @classmethod
+    def named(cls, kind: str, variables: tuple[str, ...] | list[str], directions: np.ndarray | None = None) -> Template:
+        """``box``, ``octagon`` or ``template`` (which needs ``directions``, used as given: they must bound the space)."""
+        if kind == "box":
+            return cls.box(variables)
+        if kind == "octagon":
+            return cls.octagon(variables)
+        if kind == "template":
+            if directions is None:
+                raise DomainError("domain 'template' needs a direction matrix (--template FILE)")
+            return cls.custom(variables, directions, include_box=False)
+        raise DomainError(f"unknown abstract domain '{kind}' (expected box, octagon or template)")
+
+    def hull(self, points: np.ndarray) -> Polytope:
+        """The tight template polytope of a finite point set ``(N, n)`` (padded outward)."""
+        proj = np.asarray(points, dtype=np.float64) @ self.axes.T
+        lo, hi = pad(proj.min(axis=0), proj.max(axis=0))
+        return Polytope(self, lo, hi)
+
+    def from_box(self, lo: np.ndarray, hi: np.ndarray) -> Polytope:
+        """The tight template polytope of the box ``[lo, hi]`` (shapes ``(n,)``)."""
+        corners = np.array(list(itertools.product(*zip(lo, hi))), dtype=np.float64)
+        return self.hull(corners)
+
+
+_PAIRS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _pairs(m: int) -> tuple[np.ndarray, np.ndarray]:
+    if m not in _PAIRS:
+        _PAIRS[m] = np.triu_indices(m, 1)
+    return _PAIRS[m]
+
+
+def vertices_2d(a: np.ndarray, b: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+    """Vertices ``(V, 2)`` of the bounded polygon ``{x : a x <= b}`` (empty array if it is empty).
+
+    Every pairwise intersection of constraint lines is kept if it satisfies all constraints within
+    ``tol * (1 + |b|)``; for a bounded polygon these include all its vertices, so maxima of linear
+    functions over the returned points equal the maxima over the polygon (up to rounding).
+    """
+    m = len(a)
+    i, j = _pairs(m)
+    a1, a2 = a[i], a[j]
+    det = a1[:, 0] * a2[:, 1] - a1[:, 1] * a2[:, 0]
+    n2 = a[:, 0] ** 2 + a[:, 1] ** 2
+    ok = np.abs(det) > 1e-12 * np.sqrt(n2[i] * n2[j])
+    a1, a2, det, bi, bj = a1[ok], a2[ok], det[ok], b[i][ok], b[j][ok]
+    x = (bi * a2[:, 1] - bj * a1[:, 1]) / det
+    y = (a1[:, 0] * bj - a2[:, 0] * bi) / det
+    pts = np.stack([x, y], axis=1)
+    if len(pts) == 0:
+        return pts
+    feasible = (pts @ a.T <= b + tol * (1.0 + np.abs(b))).all(axis=1)
+    return pts[feasible]
+
+
+def support(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndarray | None:
+    """Maxima of ``directions @ x`` over ``{x : a x <= b}``; ``None`` if the set is empty.
+
+    Args:
+        a: constraint matrix ``(m, n)``; b: ``(m,)``; directions: ``(k, n)``.
+
+    Returns:
+        ``(k,)`` float64 maxima (not padded), or ``None`` when infeasible.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    directions = np.asarray(directions, dtype=np.float64)
+    if a.shape[1] == 2:
+        v = vertices_2d(a, b)
+        if len(v) == 0:
+            return None
+        return (v @ directions.T).max(axis=0)
+    return _support_lp(a, b, directions)
+
+
+def _support_lp(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndarray | None:
+    from scipy.optimize import linprog
+
+    out = np.empty(len(directions))
+    for i, d in enumerate(directions):
+        res = linprog(-d, A_ub=a, b_ub=b, bounds=[(None, None)] * a.shape[1], method="highs")
+        if res.status == 2:
+            return None
+        if res.status != 0:
+            raise DomainError(f"LP for a support function failed: {res.message}")
+        # the dual bound of an LP optimum equals the primal up to tolerances; pad at the caller
+        out[i] = -res.fun
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Polytope:
+    """A template polyhedron ``{x : lo <= Q x <= hi}`` (``Q = template.axes``).
+
+    Attributes:
+        template: the :class:`Template`.
+        lo, hi: float64 ``(k,)`` bounds along each axis.
+    """
+
+    template: Template
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @property
+    def constraints(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(A, b)`` with ``A x <= b`` describing the polytope (``2k`` rows; cached, do not modify)."""
+        cached = self.__dict__.get("_constraints")
+        if cached is None:
+            q = self.template.axes
+            cached = (np.vstack([q, -q]), np.concatenate([self.hi, -self.lo]))
+            object.__setattr__(self, "_constraints", cached)
+        return cached
+
+    def widths(self) -> np.ndarray:
+        """Extent ``hi - lo`` along each axis, in units of the (unnormalised) axis."""
+        return self.hi - self.lo
+
+    def box(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bounding box ``(lo, hi)``, each ``(n,)`` (padded outward)."""
+        n = self.template.n
+        a, b = self.constraints
+        s = support(a, b, np.vstack([np.eye(n), -np.eye(n)]))
+        if s is None:
+            raise DomainError("empty polytope has no bounding box")
+        return pad(-s[n:], s[:n])
+
+    def vertices(self) -> np.ndarray:
+        """Vertices ``(V, 2)`` (two-dimensional templates only), in counter-clockwise order."""
+        if self.template.n != 2:
+            raise DomainError("vertices are only computed for two-dimensional polytopes")
+        cached = self.__dict__.get("_vertices")
+        if cached is not None:
+            return cached
+        a, b = self.constraints
+        v = vertices_2d(a, b)
+        if len(v):
+            c = v.mean(axis=0)
+            v = v[np.argsort(np.arctan2(v[:, 1] - c[1], v[:, 0] - c[0]))]
+        object.__setattr__(self, "_vertices", v)
+        return v
+
+    def contains_points(self, x: np.ndarray, tol: float = 0.0) -> np.ndarray:
+        """Boolean ``(N,)``: which rows of ``x`` ``(N, n)`` lie in the polytope (within ``tol``)."""
+        proj = np.asarray(x, dtype=np.float64) @ self.template.axes.T
+        return ((proj >= self.lo - tol) & (proj <= self.hi + tol)).all(axis=1)
+
+    def contains(self, other: Polytope) -> bool:
+        """Whether ``other`` (over the same template) is a subset of this polytope (exact comparison)."""
+        if other.template is not self.template:
+            a, b = self.constraints
+            oa, ob = other.constraints
+            s = support(oa, ob, a)
+            return s is None or bool((s <= b).all())
+        return bool((self.lo <= other.lo).all() and (other.hi <= self.hi).all())
+
+    def intersect(self, a: np.ndarray, b: np.ndarray) -> Polytope | None:
+        """Tight template hull of this polytope intersected with ``{x : a x <= b}``, or ``None`` if empty."""
+        sa, sb = self.constraints
+        q = self.template.axes
+        s = support(np.vstack([sa, a]), np.concatenate([sb, b]), np.vstack([q, -q]))
+        if s is None:
+            return None
+        k = self.template.k
+        lo, hi = pad(-s[k:], s[:k])
+        return Polytope(self.template, np.maximum(lo, self.lo), np.minimum(hi, self.hi))
+
+    def intersects(self, a: np.ndarray, b: np.ndarray) -> bool:
+        """Whether the polytope meets ``{x : a x <= b}`` (conservative: touching counts)."""
+        sa, sb = self.constraints
+        aa = np.vstack([sa, a])
+        bb = np.concatenate([sb, b])
+        bb = bb + PAD_ABS + PAD_REL * np.abs(bb)
+        return support(aa, bb, aa[:1]) is not None
+
+    def split(self, axis: int, value: float) -> tuple[Polytope | None, Polytope | None]:
+        """Split along template axis ``axis`` at ``Q[axis] . x = value`` into two tight polytopes."""
+        hi = self.hi.copy()
+        hi[axis] = value
+        lo = self.lo.copy()
+        lo[axis] = value
+        left = Polytope(self.template, self.lo.copy(), hi).tightened()
+        right = Polytope(self.template, lo, self.hi.copy()).tightened()
+        return left, right
+
+    def tightened(self) -> Polytope | None:
+        """The tight form (every bound attained, padded), or ``None`` if the polytope is empty."""
+        if self.template.kind == "box":
+            if (self.lo > self.hi).any():
+                return None
+            return self
+        a, b = self.constraints
+        q = self.template.axes
+        s = support(a, b, np.vstack([q, -q]))
+        if s is None:
+            return None
+        k = self.template.k
+        lo, hi = pad(-s[k:], s[:k])
+        return Polytope(self.template, np.maximum(lo, self.lo), np.minimum(hi, self.hi))
+
+    def interior_point(self) -> np.ndarray:
+        """A point of the polytope (vertex centroid in 2-D, Chebyshev centre otherwise)."""
+        if self.template.n == 2:
+            v = self.vertices()
+            if len(v):
+                return v.mean(axis=0)
+        from scipy.optimize import linprog
+
+        a, b = self.constraints
+        n = self.template.n
+        norms = np.linalg.norm(a, axis=1)
+        res = linprog(np.r_[np.zeros(n), -1.0], A_ub=np.hstack([a, norms[:, None]]), b_ub=b,
+                      bounds=[(None, None)] * n + [(0, None)], method="highs")
+        if res.status != 0:
+            raise DomainError(f"cannot find a point of the polytope: {res.message}")
+        return res.x[:n]
+
+    def sample(self, count: int, rng: np.random.Generator, *, chains: int | None = None, burn_in: int = 3) -> np.ndarray:
+        """Approximately uniform points ``(count, n)`` by hit-and-run (plus the vertices in 2-D).
+
+        ``chains`` parallel chains (default ``count // 4``) start at an interior point, take ``burn_in``
+        steps, then contribute one point per step. Used only to guide refinement; soundness never
+        depends on the samples.
+        """
+        a, b = self.constraints
+        n = self.template.n
+        chains = chains or max(1, count // 4)
+        x0 = self.interior_point()
+        extra = self.vertices() if n == 2 else np.empty((0, n))
+        if len(extra):  # pull the (rounded) vertices slightly inside
+            extra = x0 + (extra - x0) * (1.0 - 1e-7)
+            extra = extra[self.contains_points(extra)]
+        need = max(count - len(extra), 1)
+        steps = burn_in + int(np.ceil(need / chains))
+        x = np.repeat(x0[None, :], chains, axis=0)
+        out = []
+        for s in range(steps):
+            u = rng.normal(size=(chains, n))
+            u /= np.linalg.norm(u, axis=1, keepdims=True)
+            au = u @ a.T  # (chains, m)
+            slack = b[None, :] - x @ a.T  # >= 0 (up to rounding)
+            slack = np.maximum(slack, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = slack / au
+            tmax = np.where(au > 1e-15, t, np.inf).min(axis=1)
+            tmin = np.where(au < -1e-15, t, -np.inf).max(axis=1)
+            tmax = np.where(np.isfinite(tmax), tmax, 0.0)
+            tmin = np.where(np.isfinite(tmin), tmin, 0.0)
+            x = x + (tmin + (tmax - tmin) * rng.random(chains))[:, None] * u
+            if s >= burn_in:
+                out.append(x.copy())
+        pts = np.vstack(out)[:need] if out else np.empty((0, n))
+        return np.vstack([pts, extra])
+
+
+def validate_region_inside(region: Polytope, lo: np.ndarray, hi: np.ndarray, names: tuple[str, ...], what: str) -> None:
+    """Raise :class:`DomainError` if ``region`` is not inside the box ``[lo, hi]`` (naming the variable)."""
+    blo, bhi = region.box()
+    problems = []
+    for i, name in enumerate(names):
+        # tolerate the outward padding of the bounding box
+        tol = 1e-6 * (1.0 + abs(lo[i]) + abs(hi[i]))
+        if blo[i] < lo[i] - tol or bhi[i] > hi[i] + tol:
+            problems.append(f"{name} in [{blo[i]:.6g}, {bhi[i]:.6g}] is not within the declared domain "
+                            f"[{lo[i]:.6g}, {hi[i]:.6g}]")
+    if problems:
+        raise DomainError(f"{what} lies outside the state domain: " + "; ".join(problems))

@@ -1,0 +1,395 @@
+"""Sound bounds on the action probabilities of a ReLU softmax policy over a polytope of states.
+
+Two methods, cheapest first:
+
+* **Interval bound propagation** with an exact first layer: pre-activations of layer 1 are bounded
+  exactly over the polytope (support function), later layers by interval arithmetic. The
+  *differences* of logits ``z_j - z_i`` are bounded through the last linear layer directly, which is
+  tighter than subtracting two logit intervals.
+* **MILP** (HiGHS, big-M from the propagated bounds): for each ordered pair of actions the minimum
+  of ``z_j - z_i`` over the polytope. The solver's *dual bound* is used, so the result is sound even
+  when the solver stops early.
+
+Softmax combination from logit-difference intervals ``d_ij = z_j - z_i in [dl_ij, du_ij]``::
+
+    p_i = 1 / (1 + sum_{j != i} exp(d_ij)),   so   1/(1 + sum exp(du_ij)) <= p_i <= 1/(1 + sum exp(dl_ij))
+
+and with two actions this is exactly the logit-difference shortcut ``p_0 = sigmoid(z_0 - z_1)``.
+The intervals are then intersected with ``1 - sum_{j != i} [L_j, U_j]``.
+
+All bounds hold for the float64 evaluation of the network weights and are widened by
+``LOGIT_MARGIN_ABS + LOGIT_MARGIN_REL * |d|`` so they also cover float32 inference (onnxruntime) and
+solver tolerances.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlverify.abstraction.domains import Polytope, support
+from rlverify.errors import PolicyError
+from rlverify.policies.mlp import MLP
+
+log = logging.getLogger(__name__)
+
+LOGIT_MARGIN_ABS = 1e-4
+LOGIT_MARGIN_REL = 1e-5
+
+
+def fold_observation(mlp: MLP, obs_matrix: np.ndarray, obs_offset: np.ndarray) -> MLP:
+    """The network as a function of the state: ``x -> mlp(O x + o)`` (first layer folded)."""
+    w0 = mlp.weights[0] @ obs_matrix
+    b0 = mlp.weights[0] @ obs_offset + mlp.biases[0]
+    return MLP((w0,) + tuple(mlp.weights[1:]), (b0,) + tuple(mlp.biases[1:]))
+
+
+def load_network(path: str, *, n_actions: int) -> MLP:
+    """Read a ReLU logit network for bounding from an ONNX file or a TorchScript ``.pt`` module.
+
+    ONNX files are read by :func:`~rlverify.policies.mlp.mlp_from_onnx` (Gemm/MatMul/Add/Relu);
+    TorchScript modules must be a ``Sequential`` of ``Linear`` and ``ReLU`` layers producing logits.
+
+    Raises:
+        PolicyError: unsupported layer (named), probability outputs, or wrong output size.
+    """
+    from rlverify.policies.adapters import META_OUTPUT
+
+    if str(path).lower().endswith((".pt", ".pth")):
+        mlp = _mlp_from_torchscript(str(path))
+    else:
+        import onnx
+
+        from rlverify.policies.mlp import mlp_from_onnx
+
+        mlp = mlp_from_onnx(path)
+        meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+        if meta.get(META_OUTPUT, "logits") != "logits":
+            raise PolicyError(f"{path}: the abstraction engine bounds softmax over logits; this network outputs "
+                              f"{meta.get(META_OUTPUT)!r} (metadata {META_OUTPUT}); export the logits layer instead")
+    if mlp.sizes[-1] != n_actions:
+        raise PolicyError(f"{path}: network has {mlp.sizes[-1]} outputs but the benchmark has {n_actions} actions")
+    return mlp
+
+
+def _mlp_from_torchscript(path: str) -> MLP:
+    from rlverify.errors import InputFileError
+    from rlverify.policies.adapters import _import
+
+    torch = _import("torch", "torch")
+    try:
+        module = torch.jit.load(path, map_location="cpu")
+    except Exception as exc:
+        raise InputFileError(f"{path}: not a TorchScript module ({exc.__class__.__name__})") from None
+    weights, biases = [], []
+    expect_linear = True
+    for name, child in module.named_children():
+        kind = child.original_name
+        if kind == "Linear":
+            weights.append(child.weight.detach().double().numpy().copy())
+            b = getattr(child, "bias", None)
+            biases.append(b.detach().double().numpy().copy() if b is not None else np.zeros(weights[-1].shape[0]))
+            expect_linear = False
+        elif kind == "ReLU" and not expect_linear:
+            expect_linear = True
+        else:
+            raise PolicyError(f"{path}: layer '{name}' is {kind}, which the abstraction engine cannot bound "
+                              "(supported: a Sequential of Linear and ReLU layers ending with the logits)")
+    if not weights:
+        raise PolicyError(f"{path}: no Linear layers found (expected a Sequential of Linear and ReLU layers)")
+    return MLP(tuple(weights), tuple(biases))
+
+
+@dataclass(frozen=True)
+class ProbabilityBounds:
+    """Sound lower/upper bounds ``(|A|,)`` on each action's probability over a polytope."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    method: str  # "linear" (interval + linear relaxation) or "milp"
+
+    @property
+    def spread(self) -> float:
+        """Maximum probability spread ``max_a (upper - lower)``."""
+        return float((self.upper - self.lower).max())
+
+
+def _widen(dl: np.ndarray, du: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (dl - LOGIT_MARGIN_ABS - LOGIT_MARGIN_REL * np.abs(dl),
+            du + LOGIT_MARGIN_ABS + LOGIT_MARGIN_REL * np.abs(du))
+
+
+def probabilities_from_differences(dl: np.ndarray, du: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Probability bounds ``(|A|,)`` from bounds ``(|A|, |A|)`` on ``d_ij = z_j - z_i`` (diagonal ignored)."""
+    n = dl.shape[0]
+    off = ~np.eye(n, dtype=bool)
+    # log(1 + sum_j exp(d_ij)) via logsumexp over [0, d_i1, ...]
+    def lse(d: np.ndarray) -> np.ndarray:
+        rows = np.where(off, d, -np.inf)
+        full = np.concatenate([np.zeros((n, 1)), rows], axis=1)
+        m = full.max(axis=1, keepdims=True)
+        return (m + np.log(np.exp(full - m).sum(axis=1, keepdims=True)))[:, 0]
+
+    upper = np.exp(-lse(dl))
+    lower = np.exp(-lse(du))
+    # the true probabilities sum to one: intersect with 1 - sum of the others
+    lower2 = np.maximum(lower, 1.0 - (upper.sum() - upper))
+    upper2 = np.minimum(upper, 1.0 - (lower.sum() - lower))
+    lower = np.clip(lower2, 0.0, 1.0)
+    upper = np.clip(np.maximum(upper2, lower), 0.0, 1.0)
+    return lower, upper
+
+
+class NetworkBounder:
+    """Bounds a ReLU network over polytopes of states (weights as a function of the state).
+
+    Args:
+        mlp: the network over states (observation map already folded in, see :func:`fold_observation`).
+        milp_time_limit: seconds per MILP (the dual bound is used when the limit is hit).
+    """
+
+    def __init__(self, mlp: MLP, *, milp_time_limit: float = 20.0) -> None:
+        if len(mlp.weights) < 2:
+            raise PolicyError("the abstraction engine needs at least one hidden ReLU layer")
+        self.mlp = mlp
+        self.n_actions = mlp.sizes[-1]
+        self.milp_time_limit = milp_time_limit
+        self.milp_calls = 0
+
+    # ---------------------------------------------------------------- bound propagation
+    def preactivation_bounds(self, poly: Polytope) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Bounds ``(l, u)`` on the pre-activations of every hidden layer (sound, padded).
+
+        Layer 1 is exact over the polytope (support function); deeper layers take the tighter of
+        interval propagation and backward linear relaxation (CROWN-style) from the previous bounds.
+        """
+        w0, b0 = self.mlp.weights[0], self.mlp.biases[0]
+        a, b = poly.constraints
+        s = support(a, b, np.vstack([w0, -w0]))
+        if s is None:
+            raise PolicyError("cannot bound the network over an empty polytope")
+        h = w0.shape[0]
+        u, l = s[:h] + b0, -s[h:] + b0
+        pad = 1e-9 * (1 + np.abs(l) + np.abs(u))
+        l, u = l - pad, u + pad
+        out = [(l, u)]
+        for k, (w, bias) in enumerate(zip(self.mlp.weights[1:-1], self.mlp.biases[1:-1]), start=1):
+            lo, hi = np.maximum(l, 0.0), np.maximum(u, 0.0)
+            wp, wn = np.maximum(w, 0.0), np.minimum(w, 0.0)
+            l = wp @ lo + wn @ hi + bias
+            u = wp @ hi + wn @ lo + bias
+            m = w.shape[0]
+            eye = np.eye(m)
+            lin = self._backward(np.vstack([eye, -eye]), np.zeros(2 * m), k, out, a, b)
+            l = np.maximum(l, lin[:m])
+            u = np.minimum(u, -lin[m:])
+            pad = 1e-9 * (1 + np.abs(l) + np.abs(u))
+            l, u = l - pad, u + pad
+            out.append((l, u))
+        return out
+
+    def _backward(self, lam: np.ndarray, const: np.ndarray, layer: int, pre: list[tuple[np.ndarray, np.ndarray]],
+                  a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Lower bounds of ``lam @ z_layer + const`` (``z_layer`` = pre-activations of hidden layer
+        ``layer``, 0-based; ``layer == len(hidden)`` means the output) over the polytope ``a x <= b``.
+
+        Backward linear relaxation of each ReLU (upper: chord; lower: ``alpha z`` with alpha 0 or 1).
+        """
+        lam = np.array(lam, dtype=np.float64)
+        const = np.array(const, dtype=np.float64)
+        # lam is over z_layer = W_layer y_{layer-1} + b_layer
+        w, bias = self.mlp.weights[layer], self.mlp.biases[layer]
+        const = const + lam @ bias
+        lam = lam @ w  # over y_{layer-1}
+        for k in range(layer - 1, -1, -1):
+            l, u = pre[k]
+            active = l >= 0
+            dead = u <= 0
+            unstable = ~active & ~dead
+            denom = np.where(unstable, u - l, 1.0)
+            up_slope = np.where(active, 1.0, np.where(unstable, u / denom, 0.0))
+            up_icpt = np.where(unstable, -u * l / denom, 0.0)
+            lo_slope = np.where(active, 1.0, np.where(unstable & (u >= -l), 1.0, 0.0))
+            pos = lam >= 0
+            slope = np.where(pos, lo_slope[None, :], up_slope[None, :])
+            icpt = np.where(pos, 0.0, up_icpt[None, :])
+            const = const + (lam * icpt).sum(axis=1)
+            lam = lam * slope  # over z_k
+            w, bias = self.mlp.weights[k], self.mlp.biases[k]
+            const = const + lam @ bias
+            lam = lam @ w  # over y_{k-1} (or x when k == 0)
+        s = support(a, b, -lam)
+        if s is None:
+            raise PolicyError("cannot bound the network over an empty polytope")
+        return const - s
+
+    def difference_bounds_crown(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds ``(|A|, |A|)`` on ``z_j - z_i`` by backward linear relaxation over the polytope."""
+        na = self.n_actions
+        pairs = [(i, j) for i in range(na) for j in range(na) if i != j]
+        lam = np.zeros((len(pairs), na))
+        for r, (i, j) in enumerate(pairs):
+            lam[r, j] += 1.0
+            lam[r, i] -= 1.0
+        a, b = poly.constraints
+        low = self._backward(lam, np.zeros(len(pairs)), len(self.mlp.weights) - 1, pre, a, b)
+        dl = np.full((na, na), -np.inf)
+        for r, (i, j) in enumerate(pairs):
+            dl[i, j] = low[r]
+        np.fill_diagonal(dl, 0.0)
+        return dl, -dl.T
+
+    def difference_bounds_ibp(self, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds ``(|A|, |A|)`` on ``z_j - z_i`` through the last layer from the last hidden bounds."""
+        l, u = pre[-1]
+        lo, hi = np.maximum(l, 0.0), np.maximum(u, 0.0)
+        w, b = self.mlp.weights[-1], self.mlp.biases[-1]
+        dw = w[None, :, :] - w[:, None, :]  # [i, j] = w_j - w_i
+        db = b[None, :] - b[:, None]
+        dl = np.maximum(dw, 0) @ lo + np.minimum(dw, 0) @ hi + db
+        du = np.maximum(dw, 0) @ hi + np.minimum(dw, 0) @ lo + db
+        return dl, du
+
+    # ---------------------------------------------------------------- MILP
+    def difference_bounds_milp(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]],
+                               dl: np.ndarray, du: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tighten ``dl`` (minima of ``z_j - z_i``) by MILP; ``du`` follows as ``du_ij = -dl_ji``."""
+        import highspy
+
+        inf = highspy.kHighsInf
+        a_poly, b_poly = poly.constraints
+        box_lo, box_hi = poly.box()
+        n = poly.template.n
+        cols_lo: list[float] = list(box_lo)
+        cols_hi: list[float] = list(box_hi)
+        integ: list = [highspy.HighsVarType.kContinuous] * n
+        rows: list[tuple[dict[int, float], float, float]] = []
+        for r in range(len(b_poly)):
+            rows.append(({j: a_poly[r, j] for j in range(n) if a_poly[r, j] != 0.0}, -inf, b_poly[r]))
+        prev = list(range(n))
+        last_vars: list[int] = []
+        for layer, ((l, u), w, bias) in enumerate(zip(pre, self.mlp.weights[:-1], self.mlp.biases[:-1])):
+            cur: list[int] = []
+            for i in range(len(bias)):
+                y = len(cols_lo)
+                cols_lo.append(0.0)
+                cols_hi.append(float(max(u[i], 0.0)))
+                integ.append(highspy.HighsVarType.kContinuous)
+                cur.append(y)
+                if u[i] <= 0.0:
+                    cols_hi[y] = 0.0
+                    continue
+                lin = {prev[j]: -float(w[i, j]) for j in range(w.shape[1]) if w[i, j] != 0.0}
+                if l[i] >= 0.0:
+                    row = dict(lin)
+                    row[y] = 1.0
+                    rows.append((row, float(bias[i]), float(bias[i])))  # y = W x + b
+                    continue
+                z = len(cols_lo)
+                cols_lo.append(0.0)
+                cols_hi.append(1.0)
+                integ.append(highspy.HighsVarType.kInteger)
+                row = dict(lin)
+                row[y] = 1.0
+                rows.append((row, float(bias[i]), inf))  # y >= W x + b
+                row = dict(lin)
+                row[y] = 1.0
+                row[z] = -float(l[i])
+                rows.append((row, -inf, float(bias[i] - l[i])))  # y <= W x + b - l (1 - z)
+                rows.append(({y: 1.0, z: -float(u[i])}, -inf, 0.0))  # y <= u z
+            prev = cur
+            last_vars = cur
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("time_limit", float(self.milp_time_limit))
+        h.setOptionValue("mip_rel_gap", 1e-6)
+        h.setOptionValue("mip_abs_gap", 1e-7)
+        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+        h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(cols_lo)
+        lp.num_row_ = len(rows)
+        lp.col_cost_ = np.zeros(lp.num_col_)
+        lp.col_lower_ = np.array(cols_lo)
+        lp.col_upper_ = np.array(cols_hi)
+        lp.row_lower_ = np.array([r[1] for r in rows])
+        lp.row_upper_ = np.array([r[2] for r in rows])
+        starts, index, value = [0], [], []
+        for row, _, _ in rows:
+            for j, v in row.items():
+                index.append(j)
+                value.append(v)
+            starts.append(len(index))
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.array(value)
+        lp.integrality_ = integ
+        h.passModel(lp)
+        w_out, b_out = self.mlp.weights[-1], self.mlp.biases[-1]
+        idx = np.array(last_vars, dtype=np.int32)
+        is_mip = any(v == highspy.HighsVarType.kInteger for v in integ)
+        # a concrete point of the polytope: no sound lower bound can exceed its value
+        z_ref = self.mlp(poly.interior_point()[None, :])[0]
+        dl = dl.copy()
+        na = self.n_actions
+        for i in range(na):
+            for j in range(na):
+                if i == j:
+                    continue
+                cost = w_out[j] - w_out[i]
+                h.changeColsCost(len(idx), idx, cost)
+                h.run()
+                self.milp_calls += 1
+                status = h.getModelStatus()
+                if status == highspy.HighsModelStatus.kInfeasible:
+                    raise PolicyError("MILP over an empty polytope (internal error)")
+                info = h.getInfo()
+                if is_mip:
+                    bound = info.mip_dual_bound
+                elif status == highspy.HighsModelStatus.kOptimal:
+                    bound = info.objective_function_value  # pure LP: all neurons stable
+                else:
+                    continue
+                if not (np.isfinite(bound) and abs(bound) < 1e30):
+                    continue
+                value = bound + b_out[j] - b_out[i]
+                if value > z_ref[j] - z_ref[i] + 1e-6 * (1 + abs(value)):
+                    log.warning("MILP bound %.9g above a concrete value %.9g (status %s); ignored", value,
+                                z_ref[j] - z_ref[i], status)
+                    continue
+                dl[i, j] = max(dl[i, j], value)
+        du = np.minimum(du, -dl.T)
+        return dl, du
+
+    # ---------------------------------------------------------------- public
+    def bounds(self, poly: Polytope, *, milp: bool) -> ProbabilityBounds:
+        """Sound probability bounds over ``poly`` (interval propagation, then MILP if ``milp``)."""
+        pre = self.preactivation_bounds(poly)
+        dl, du = self.difference_bounds_ibp(pre)
+        cl, cu = self.difference_bounds_crown(poly, pre)
+        dl, du = np.maximum(dl, cl), np.minimum(du, cu)
+        method = "linear"
+        if milp:
+            dl, du = self.difference_bounds_milp(poly, pre, dl, du)
+            method = "milp"
+        dl = np.maximum(dl, -du.T)
+        du = np.minimum(du, -dl.T)
+        dl, du = _widen(dl, du)
+        lower, upper = probabilities_from_differences(dl, du)
+        # never silently continue with bounds that exclude a concrete value: that is a bug
+        p_ref = self(poly.interior_point()[None, :])[0]
+        if (p_ref < lower - 1e-9).any() or (p_ref > upper + 1e-9).any() or lower.sum() > 1 + 1e-9:
+            raise RuntimeError(f"internal error: probability bounds [{lower}, {upper}] ({method}) exclude the "
+                               f"network's value {p_ref} at a point of the polytope")
+        return ProbabilityBounds(lower, upper, method)
+
+    def __call__(self, states: np.ndarray) -> np.ndarray:
+        """Probabilities ``(N, |A|)`` of states ``(N, n)`` (float64 softmax of the logits)."""
+        z = self.mlp(states)
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)

@@ -1,0 +1,380 @@
+"""The abstraction engine: a sound upper bound on the probability of failure within ``k`` steps.
+
+:func:`verify_abstraction` builds the ``k``-step unfolding of an interval MDP over template
+polyhedra (Bacci & Parker, NFM 2022): every abstract state is refined into parts with narrow
+action-probability intervals, every part is mapped through each piece of the dynamics to one
+successor per action, successors meeting the unsafe set become the ``fail`` sink, and (optionally)
+successors contained in an already visited abstract state of equal or smaller depth are merged into
+it. Robust value iteration (max-max) then gives, per initial part and overall, a sound upper bound on
+``Pr(F<=k fail)`` from every state of the initial region.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlverify.abstraction.containment import VisitedIndex
+from rlverify.abstraction.domains import DomainError, Polytope, Template, validate_region_inside
+from rlverify.abstraction.imdp import IMDP, IMDPBuilder
+from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation, load_network
+from rlverify.abstraction.refinement import RefinementOptions, RefinementStats, refine
+from rlverify.abstraction.robust_vi import bounded_reachability
+from rlverify.abstraction.successors import intersects_unsafe, part_successors
+from rlverify.errors import PolicyError, RlverifyError
+from rlverify.models.continuous.base import ContinuousSystem
+from rlverify.policies.mlp import MLP
+
+log = logging.getLogger(__name__)
+
+GUARANTEE = "sound upper bound"
+
+
+class AbstractionError(RlverifyError):
+    """Bad settings for the abstraction engine (horizon, phi, budgets)."""
+
+
+class AbstractionBudgetError(AbstractionError):
+    """The abstraction grew beyond ``max_states``; the message suggests how to make it smaller."""
+
+
+@dataclass(frozen=True)
+class AbstractionOptions:
+    """Settings of :func:`verify_abstraction` (keyword-only, immutable).
+
+    Attributes:
+        horizon: number of steps ``k >= 1``.
+        domain: ``"box"``, ``"octagon"`` or ``"template"``.
+        template: directions ``(k, n)`` for ``domain="template"``, used as given (each in both signs;
+            they must bound the state space); default: the box plus the system's suggested directions.
+        phi: maximum probability spread per part, in (0, 1].
+        containment: merge successors contained in a visited abstract state (smaller IMDP, coarser).
+        initial: name of the system's initial region, or an explicit box ``((lo...), (hi...))``.
+        samples: hit-and-run samples per part during refinement.
+        min_width: smallest splittable width (state units); default: the system's.
+        min_split_fraction: minimum relative size of each side of a split.
+        max_parts: parts per abstract state at most.
+        milp: ``"auto"``, ``"always"`` or ``"never"`` (see :class:`RefinementOptions`).
+        milp_time_limit: seconds per MILP (the dual bound keeps the result sound when it stops).
+        max_states: abort (:class:`AbstractionBudgetError`) beyond this many abstract states.
+        seed: seed of the sampling used by refinement (the bound is sound for every seed).
+    """
+
+    horizon: int
+    domain: str = "box"
+    template: tuple[tuple[float, ...], ...] | None = None
+    phi: float = 0.1
+    containment: bool = False
+    initial: str | tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    samples: int = 400
+    min_width: float | None = None
+    min_split_fraction: float = 0.1
+    max_parts: int = 512
+    milp: str = "auto"
+    milp_time_limit: float = 5.0
+    max_states: int = 200_000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PartBound:
+    """One part of the refined initial region and the bound from it.
+
+    Attributes:
+        lo, hi: template bounds of the part (along ``AbstractionResult.template_axes``).
+        probability_lower, probability_upper: sound action-probability bounds over the part.
+        bound: sound upper bound on ``Pr(F<=k fail)`` from every state of the part.
+    """
+
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+    probability_lower: tuple[float, ...]
+    probability_upper: tuple[float, ...]
+    bound: float
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Wall time (s) of each phase."""
+
+    bounds: float
+    refinement: float
+    successors: float
+    solving: float
+    total: float
+
+
+@dataclass(frozen=True)
+class AbstractionResult:
+    """Result of :func:`verify_abstraction`: a sound upper bound on the failure probability.
+
+    Attributes:
+        guarantee: always ``"sound upper bound"``: for every state ``s`` of the initial region,
+            ``Pr_s(F<=k fail) <= upper_bound`` (and ``<=`` the bound of the part containing ``s``).
+        upper_bound: the max-max value of the initial abstract state.
+        maxmin_value: the max-min value (information only; not a bound).
+        parts: the refined initial region with per-part bounds.
+        n_abstract_states: IMDP states (including the fail sink).
+        n_polyhedra: refined parts over all abstract states (the paper's "num. poly").
+        n_containment_merges: successors merged into visited states (the paper's "num. visited").
+        n_choices, n_transitions: IMDP size.
+        n_unresolved_parts: parts accepted with spread above ``phi`` (minimum size or budget).
+        n_milp_parts: parts bounded by MILP.
+        timings: :class:`Timings`.
+        options: the :class:`AbstractionOptions` used; seed: their seed.
+        benchmark, policy: names; variables, actions; template_axes: the axes of the domain.
+        initial_lo, initial_hi: the initial box.
+        versions: package versions (name, version).
+    """
+
+    guarantee: str
+    upper_bound: float
+    maxmin_value: float
+    parts: tuple[PartBound, ...]
+    n_abstract_states: int
+    n_polyhedra: int
+    n_containment_merges: int
+    n_choices: int
+    n_transitions: int
+    n_unresolved_parts: int
+    n_milp_parts: int
+    timings: Timings
+    options: AbstractionOptions
+    seed: int
+    benchmark: str
+    policy: str
+    variables: tuple[str, ...]
+    actions: tuple[str, ...]
+    template_axes: tuple[tuple[float, ...], ...]
+    initial_lo: tuple[float, ...]
+    initial_hi: tuple[float, ...]
+    versions: tuple[tuple[str, str], ...]
+    imdp: IMDP | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (without the IMDP arrays)."""
+        d = asdict(self)
+        d.pop("imdp", None)
+        d["versions"] = dict(self.versions)
+        return d
+
+
+def _versions() -> tuple[tuple[str, str], ...]:
+    from importlib import metadata
+
+    out = []
+    for pkg in ("rlverify", "numpy", "scipy", "highspy"):
+        try:
+            out.append((pkg, metadata.version(pkg)))
+        except metadata.PackageNotFoundError:
+            out.append((pkg, "unknown"))
+    return tuple(out)
+
+
+def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> None:
+    """Raise an :class:`AbstractionError` naming the first bad setting."""
+    h = options.horizon
+    if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h <= 0:
+        raise AbstractionError(f"horizon must be a positive integer number of steps, got {h!r}")
+    if not (isinstance(options.phi, (int, float)) and 0.0 < float(options.phi) <= 1.0):
+        raise AbstractionError(f"phi (maximum probability spread) must be in (0, 1], got {options.phi!r}")
+    if options.domain not in ("box", "octagon", "template"):
+        raise AbstractionError(f"domain must be 'box', 'octagon' or 'template', got {options.domain!r}")
+    if options.milp not in ("auto", "always", "never"):
+        raise AbstractionError(f"milp must be 'auto', 'always' or 'never', got {options.milp!r}")
+    if options.samples < 2:
+        raise AbstractionError(f"samples must be at least 2, got {options.samples}")
+    if not 0.0 <= options.min_split_fraction < 0.5:
+        raise AbstractionError(f"min_split_fraction must be in [0, 0.5), got {options.min_split_fraction}")
+
+
+def make_template(system: ContinuousSystem, options: AbstractionOptions) -> Template:
+    """The template of ``options.domain`` over the system's variables."""
+    directions = None
+    if options.domain == "template":
+        if options.template is not None:
+            directions = np.asarray(options.template, dtype=np.float64)
+        else:  # the system's suggested directions plus the box
+            directions = np.vstack([np.eye(system.n), np.asarray(system.template_directions, dtype=np.float64)])
+    return Template.named(options.domain, system.variables, directions)
+
+
+def initial_box(system: ContinuousSystem, options: AbstractionOptions) -> tuple[np.ndarray, np.ndarray]:
+    """The initial box, validated against the system's state domain."""
+    if options.initial is None or isinstance(options.initial, str):
+        lo, hi = system.initial_region(options.initial)
+    else:
+        try:
+            lo, hi = (np.asarray(v, dtype=np.float64) for v in options.initial)
+        except (TypeError, ValueError):
+            raise DomainError(f"initial region must be a name or a pair of bound vectors, got {options.initial!r}") from None
+        if lo.shape != (system.n,) or hi.shape != (system.n,):
+            raise DomainError(f"initial region bounds must have {system.n} values ({list(system.variables)}), "
+                              f"got {lo.shape} and {hi.shape}")
+        if (lo > hi).any():
+            i = int(np.argmax(lo > hi))
+            raise DomainError(f"initial region: lower bound {lo[i]} of {system.variables[i]} exceeds upper bound {hi[i]}")
+    return lo, hi
+
+
+def verify_abstraction(system: ContinuousSystem, policy: str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
+    """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile."""
+    from rlverify.abstraction._threads import single_threaded_blas
+
+    with single_threaded_blas():
+        return _verify(system, policy, options)
+
+
+def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
+    """Sound upper bound on ``Pr(F<=k fail)`` from every state of the initial region.
+
+    Args:
+        system: the continuous dynamics (e.g. ``rlverify.benchmarks.make("acc-v1")``).
+        policy: an ONNX policy file (ReLU network with logit outputs, read by ``mlp_from_onnx``)
+            or an :class:`MLP` over the policy's features.
+        options: :class:`AbstractionOptions`.
+
+    Returns:
+        An :class:`AbstractionResult` (``guarantee == "sound upper bound"``).
+
+    Raises:
+        AbstractionError, DomainError, PolicyError: bad settings, regions or networks.
+    """
+    t_start = time.perf_counter()
+    validate_options(system, options)
+    template = make_template(system, options)
+    lo0, hi0 = initial_box(system, options)
+    root_poly = template.from_box(lo0, hi0)
+    validate_region_inside(root_poly, system.domain_lo, system.domain_hi, system.variables, "initial region")
+    if isinstance(policy, MLP):
+        mlp, policy_name = policy, "MLP"
+    else:
+        mlp, policy_name = load_network(str(policy), n_actions=len(system.actions)), str(policy)
+    if mlp.sizes[0] != len(system.features):
+        raise PolicyError(f"{policy_name}: network takes {mlp.sizes[0]} inputs but {system.name} has features "
+                          f"{list(system.features)}")
+    if mlp.sizes[-1] != len(system.actions):
+        raise PolicyError(f"{policy_name}: network has {mlp.sizes[-1]} outputs but {system.name} has actions "
+                          f"{list(system.actions)}")
+    bounder = NetworkBounder(fold_observation(mlp, system.obs_matrix, system.obs_offset),
+                             milp_time_limit=options.milp_time_limit)
+    ropts = RefinementOptions(phi=float(options.phi), samples=options.samples,
+                              min_width=options.min_width if options.min_width is not None else system.min_width,
+                              min_split_fraction=options.min_split_fraction, max_parts=options.max_parts,
+                              milp=options.milp)
+    rng = np.random.default_rng(options.seed)
+    stats = RefinementStats()
+    t_succ = 0.0
+
+    builder = IMDPBuilder()
+    fail_sink = builder.add_state(fail=True)
+    # grid cells of ~1/16 of the initial region's extent along the first template axes
+    cell = np.maximum((root_poly.hi - root_poly.lo) / 16.0, 1e-9)
+    visited = VisitedIndex(template.k, cell)
+    merges = 0
+    polys: dict[int, Polytope] = {}
+
+    def remember(state: int, poly: Polytope, depth: int) -> None:
+        visited.add(state, poly.lo, poly.hi, depth)
+
+    root_fail = intersects_unsafe(system, root_poly)
+    root = builder.add_state(fail=root_fail)
+    polys[root] = root_poly
+    remember(root, root_poly, 0)
+    frontier = [] if root_fail else [root]
+    root_parts: list = []
+    root_choice_part: list[int] = []
+    for depth in range(options.horizon):
+        next_frontier: list[int] = []
+        for state in frontier:
+            parts = refine(polys[state], bounder, ropts, rng, stats)
+            t0 = time.perf_counter()
+            for pi, part in enumerate(parts):
+                lower, upper = part.bounds.lower, part.bounds.upper
+                for succ in part_successors(system, part.polytope, template):
+                    trans: dict[int, tuple[float, float]] = {}
+                    for a, sp in enumerate(succ.polytopes):
+                        if intersects_unsafe(system, sp):
+                            target = fail_sink
+                        else:
+                            target = -1
+                            if options.containment:
+                                found = visited.find(sp.lo, sp.hi, depth + 1)
+                                if found is not None:
+                                    target = found
+                                    merges += 1
+                            if target < 0:
+                                target = builder.add_state()
+                                polys[target] = sp
+                                remember(target, sp, depth + 1)
+                                next_frontier.append(target)
+                                if len(polys) > options.max_states:
+                                    raise AbstractionBudgetError(
+                                        f"the abstraction exceeded max_states={options.max_states} abstract states at "
+                                        f"depth {depth + 1} of {options.horizon}; use a larger phi, --containment, an "
+                                        "octagon domain, a smaller horizon or a larger max_states")
+                        lo_p, hi_p = trans.get(target, (0.0, 0.0))
+                        trans[target] = (lo_p + float(lower[a]), hi_p + float(upper[a]))
+                    builder.add_choice(state, trans)
+                    if state == root:
+                        root_choice_part.append(pi)
+                if state == root:
+                    root_parts.append(part)
+            t_succ += time.perf_counter() - t0
+        log.info("depth %d/%d: %d abstract states expanded, %d new, %d parts so far, %d merges",
+                 depth + 1, options.horizon, len(frontier), len(next_frontier), stats.parts, merges)
+        frontier = next_frontier
+        # states at the last depth are leaves: no refinement needed
+        if depth + 1 == options.horizon:
+            break
+
+    t0 = time.perf_counter()
+    imdp = builder.build().tightened()
+    remap = builder.choice_index_map()
+    values, q = bounded_reachability(imdp, options.horizon, mode="maxmax")
+    vmin, _ = bounded_reachability(imdp, options.horizon, mode="maxmin", validate=False)
+    t_solve = time.perf_counter() - t0
+
+    part_bounds = []
+    if root_fail:
+        upper = 1.0
+    else:
+        upper = float(values[root])
+        root_choices = np.flatnonzero(np.asarray(builder.choice_state) == root)
+        per_part = np.zeros(len(root_parts))
+        for c_ins, pi in zip(root_choices, root_choice_part):
+            per_part[pi] = max(per_part[pi], q[remap[c_ins]])
+        for part, val in zip(root_parts, per_part):
+            part_bounds.append(PartBound(tuple(map(float, part.polytope.lo)), tuple(map(float, part.polytope.hi)),
+                                         tuple(map(float, part.bounds.lower)), tuple(map(float, part.bounds.upper)),
+                                         float(min(val, 1.0))))
+    upper = float(min(upper, 1.0))
+    total = time.perf_counter() - t_start
+    return AbstractionResult(
+        guarantee=GUARANTEE, upper_bound=upper, maxmin_value=float(vmin[root]), parts=tuple(part_bounds),
+        n_abstract_states=imdp.n_states, n_polyhedra=stats.parts, n_containment_merges=merges,
+        n_choices=imdp.n_choices, n_transitions=imdp.n_transitions, n_unresolved_parts=stats.unresolved,
+        n_milp_parts=stats.milp_parts,
+        timings=Timings(bounds=stats.bounds_time, refinement=stats.refine_time, successors=t_succ, solving=t_solve,
+                        total=total),
+        options=options, seed=options.seed, benchmark=system.name, policy=policy_name,
+        variables=tuple(system.variables), actions=tuple(system.actions),
+        template_axes=tuple(tuple(map(float, r)) for r in template.axes),
+        initial_lo=tuple(map(float, lo0)), initial_hi=tuple(map(float, hi0)), versions=_versions(), imdp=imdp,
+    )
+
+
+def part_polytopes(result: AbstractionResult) -> list[Polytope]:
+    """The initial parts of ``result`` as :class:`Polytope` objects."""
+    t = Template(np.array(result.template_axes), result.variables, result.options.domain)
+    return [Polytope(t, np.array(p.lo), np.array(p.hi)) for p in result.parts]
+
+
+__all__: Sequence[str] = ["AbstractionBudgetError", "AbstractionError", "AbstractionOptions", "AbstractionResult",
+                          "GUARANTEE", "PartBound", "Timings", "part_polytopes", "verify_abstraction"]

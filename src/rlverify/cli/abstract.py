@@ -1,0 +1,132 @@
+"""``rlverify abstract``: a sound upper bound by interval-MDP abstraction (continuous benchmarks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from rlverify.errors import InputFileError
+
+console = Console()
+
+
+def register(sub: Any) -> None:
+    """Add the ``abstract`` subcommand to ``sub`` (an argparse subparsers object)."""
+    p = sub.add_parser("abstract", help="sound upper bound by interval-MDP abstraction (continuous systems)",
+                       description="Build a k-step interval-MDP abstraction over template polyhedra and report a sound "
+                                   "upper bound on the probability of reaching an unsafe state within k steps.")
+    p.add_argument("benchmark", help="continuous benchmark id: bouncing-ball-v1, acc-v1, pendulum-v1")
+    p.add_argument("--policy", default="ppo", help="ONNX policy file (ReLU network, logits) or a reference policy name "
+                                                   "of the benchmark (default 'ppo')")
+    p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
+    p.add_argument("--domain", choices=("box", "octagon", "template"), default="box", help="abstract domain")
+    p.add_argument("--template", metavar="FILE", help="directions for --domain template: JSON list of rows or CSV "
+                                                      "(one direction per line), each used in both signs; they must bound the state space (include the box rows)")
+    p.add_argument("--phi", type=float, default=0.1, help="maximum probability spread per part, in (0, 1] (default 0.1)")
+    p.add_argument("--containment", action="store_true", help="merge successors contained in visited abstract states")
+    p.add_argument("--initial", help="initial region name (e.g. 'small' / 'large' for the bouncing ball)")
+    p.add_argument("--milp", choices=("auto", "always", "never"), default="auto",
+                   help="MILP use: auto (only where splitting cannot help), always (as the paper), never")
+    p.add_argument("--samples", type=int, default=400, help="hit-and-run samples per refinement step")
+    p.add_argument("--max-states", type=int, default=200_000, help="abort beyond this many abstract states")
+    p.add_argument("--seed", type=int, default=0, help="seed of the refinement sampling (the bound is sound for any)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--out-png", metavar="FILE", help="write a PNG of the initial parts by bound and action probability")
+    p.set_defaults(run=run)
+
+
+def read_template(path: str) -> np.ndarray:
+    """Direction matrix from a JSON (``[[1, 0.5], ...]`` or ``{"directions": [...]}``) or CSV file."""
+    file = Path(path)
+    if not file.is_file():
+        raise InputFileError(f"{file}: template file not found")
+    text = file.read_text()
+    try:
+        if file.suffix.lower() == ".json":
+            data = json.loads(text)
+            rows = data["directions"] if isinstance(data, dict) else data
+        else:
+            rows = [[float(v) for v in line.replace(";", ",").split(",") if v.strip()]
+                    for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        arr = np.asarray(rows, dtype=np.float64)
+    except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+        raise InputFileError(f"{file}: not a direction matrix ({exc.__class__.__name__}: {exc}); expected rows of "
+                             "numbers, one direction per row") from None
+    if arr.ndim != 2:
+        raise InputFileError(f"{file}: expected a matrix with one direction per row, got shape {arr.shape}")
+    return arr
+
+
+def run(args: argparse.Namespace) -> int:
+    import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
+    from rlverify.abstraction import AbstractionOptions, verify_abstraction
+    from rlverify.benchmarks.registry import BenchmarkError, make, spec
+
+    s = spec(args.benchmark)
+    if s.kind != "continuous":
+        raise BenchmarkError(f"{args.benchmark} is a {s.kind} benchmark; 'rlverify abstract' needs a continuous one "
+                             "(bouncing-ball-v1, acc-v1, pendulum-v1)")
+    system = make(args.benchmark)
+    policy = args.policy
+    if policy in getattr(system, "policies", {}):
+        policy = system.policies[policy]
+    elif not Path(policy).is_file():
+        raise InputFileError(f"{policy}: policy file not found (reference policies of {args.benchmark}: "
+                             f"{', '.join(getattr(system, 'policies', {}))})")
+    template = read_template(args.template) if args.template else None
+    if args.template and args.domain != "template":
+        raise InputFileError("--template is used with --domain template")
+    options = AbstractionOptions(
+        horizon=args.horizon if args.horizon is not None else system.horizon, domain=args.domain,
+        template=None if template is None else tuple(map(tuple, template.tolist())), phi=args.phi,
+        containment=args.containment, initial=args.initial, milp=args.milp, samples=args.samples,
+        max_states=args.max_states, seed=args.seed)
+    result = verify_abstraction(system, policy, options)
+    if args.out_png:
+        from rlverify.abstraction.plots import plot_result
+
+        plot_result(result, args.out_png)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, default=_json_default))
+        return 0
+    table = Table(title=f"{result.benchmark}: P(F<={options.horizon} unsafe) — {result.guarantee}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    t = result.timings
+    rows = [
+        ("upper bound (all initial states)", f"{result.upper_bound:.6g}"),
+        ("domain / phi / containment", f"{options.domain} / {options.phi:g} / {'on' if options.containment else 'off'}"),
+        ("initial parts", str(len(result.parts))),
+        ("polyhedra (refined parts)", str(result.n_polyhedra)),
+        ("containment merges", str(result.n_containment_merges)),
+        ("IMDP states / choices / transitions", f"{result.n_abstract_states} / {result.n_choices} / {result.n_transitions}"),
+        ("parts above phi (min size) / MILP parts", f"{result.n_unresolved_parts} / {result.n_milp_parts}"),
+        ("time: bounds / refinement / successors / solving", f"{t.bounds:.1f} / {t.refinement:.1f} / {t.successors:.1f} / {t.solving:.2f} s"),
+        ("time: total", f"{t.total:.1f} s"),
+    ]
+    for r in rows:
+        table.add_row(*r)
+    console.print(table)
+    worst = sorted(result.parts, key=lambda p: -p.bound)[:5]
+    if worst and worst[0].bound > 0:
+        pt = Table(title="initial parts with the highest bounds (template bounds lo..hi per axis)")
+        pt.add_column("bound", justify="right")
+        pt.add_column("part")
+        for p in worst:
+            pt.add_row(f"{p.bound:.4g}", ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(p.lo, p.hi)))
+        console.print(pt)
+    return 0
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    return str(o)

@@ -1,0 +1,182 @@
+"""A small, clear PPO (clipped surrogate, GAE) in PyTorch for vectorised numpy environments.
+
+The environment protocol (:class:`VecEnv`): ``n_envs``, ``obs_dim``, ``n_actions``,
+``reset(rng) -> (n_envs, obs_dim)`` and ``step(actions) -> (obs, rewards, dones, info)`` with automatic
+reset of finished environments (``obs`` is then the first observation of the next episode). Episode
+ends by time limit are treated like terminations (no value bootstrap), a small documented bias.
+
+The trained actor is returned as a numpy :class:`~rlverify.policies.mlp.MLP` producing logits over
+the raw (unscaled) observation: the input scaling used for training is folded into the first layer.
+Torch is imported lazily; without it :class:`~rlverify.errors.DependencyNotInstalled` is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from rlverify.errors import DependencyNotInstalled
+from rlverify.policies.mlp import MLP
+
+log = logging.getLogger(__name__)
+
+
+class VecEnv(Protocol):
+    """Vectorised environment over numpy arrays (see the module docstring)."""
+
+    n_envs: int
+    obs_dim: int
+    n_actions: int
+
+    def reset(self, rng: np.random.Generator) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyper-parameters (defaults close to RLlib's, learning rate 5e-4 as in the 2022 paper)."""
+
+    lr: float = 5e-4
+    n_steps: int = 128
+    epochs: int = 6
+    minibatch: int = 1024
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise DependencyNotInstalled("training needs PyTorch: pip install 'rlverify[torch]'") from None
+    return torch
+
+
+def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: int = 200_000, seed: int = 0,
+              obs_scale: np.ndarray | None = None, config: PPOConfig = PPOConfig()) -> tuple[MLP, dict[str, Any]]:
+    """Train a softmax policy with PPO.
+
+    Args:
+        env: vectorised environment.
+        hidden: hidden layer widths of the actor (ReLU); the critic has the same shape.
+        total_steps: environment steps (summed over the parallel environments).
+        seed: seeds numpy and torch; the same seed gives the same network (single-threaded CPU).
+        obs_scale: per-feature factors ``(obs_dim,)`` applied before the network during training
+            and folded into the returned first layer.
+        config: :class:`PPOConfig`.
+
+    Returns:
+        ``(actor, stats)``: the actor as an :class:`MLP` giving logits over raw observations, and
+        ``stats`` with ``steps``, ``updates``, ``final_mean_return`` (mean undiscounted return of the
+        episodes finished in the last 10% of training), ``episodes``, ``seconds``.
+    """
+    torch = _torch()
+    nn = torch.nn
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(seed)
+    scale = np.ones(env.obs_dim) if obs_scale is None else np.asarray(obs_scale, dtype=np.float64)
+
+    def mlp(out: int) -> Any:
+        layers: list[Any] = []
+        prev = env.obs_dim
+        for h in hidden:
+            layers += [nn.Linear(prev, h), nn.ReLU()]
+            prev = h
+        layers.append(nn.Linear(prev, out))
+        return nn.Sequential(*layers)
+
+    actor, critic = mlp(env.n_actions), mlp(1)
+    with torch.no_grad():  # small initial logits: start close to uniform
+        actor[-1].weight.mul_(0.01)
+        actor[-1].bias.zero_()
+    opt = torch.optim.Adam(list(actor.parameters()) + list(critic.parameters()), lr=config.lr, eps=1e-5)
+    n, t_len = env.n_envs, config.n_steps
+    obs = env.reset(rng)
+    ep_ret = np.zeros(n)
+    finished: list[tuple[int, float]] = []
+    steps = 0
+    updates = 0
+    t0 = time.perf_counter()
+    while steps < total_steps:
+        b_obs = np.zeros((t_len, n, env.obs_dim), dtype=np.float32)
+        b_act = np.zeros((t_len, n), dtype=np.int64)
+        b_logp = np.zeros((t_len, n), dtype=np.float32)
+        b_rew = np.zeros((t_len, n), dtype=np.float32)
+        b_done = np.zeros((t_len, n), dtype=np.float32)
+        b_val = np.zeros((t_len + 1, n), dtype=np.float32)
+        for t in range(t_len):
+            x = torch.as_tensor(obs * scale, dtype=torch.float32)
+            with torch.no_grad():
+                logits = actor(x)
+                value = critic(x)[:, 0]
+            probs = torch.softmax(logits, dim=1).numpy().astype(np.float64)
+            cum = np.cumsum(probs, axis=1)
+            act = (rng.random(n)[:, None] * cum[:, -1:] > cum).sum(axis=1).clip(0, env.n_actions - 1)
+            logp = torch.log_softmax(logits, dim=1).numpy()[np.arange(n), act]
+            nobs, rew, done, _ = env.step(act)
+            b_obs[t], b_act[t], b_logp[t], b_rew[t], b_done[t], b_val[t] = x.numpy(), act, logp, rew, done, value.numpy()
+            ep_ret += rew
+            for i in np.flatnonzero(done):
+                finished.append((steps + t * n, float(ep_ret[i])))
+                ep_ret[i] = 0.0
+            obs = nobs
+        with torch.no_grad():
+            b_val[t_len] = critic(torch.as_tensor(obs * scale, dtype=torch.float32))[:, 0].numpy()
+        adv = np.zeros((t_len, n), dtype=np.float32)
+        last = np.zeros(n, dtype=np.float32)
+        for t in reversed(range(t_len)):
+            nonterminal = 1.0 - b_done[t]
+            delta = b_rew[t] + config.gamma * b_val[t + 1] * nonterminal - b_val[t]
+            last = delta + config.gamma * config.gae_lambda * nonterminal * last
+            adv[t] = last
+        ret = adv + b_val[:t_len]
+        f_obs = torch.as_tensor(b_obs.reshape(-1, env.obs_dim))
+        f_act = torch.as_tensor(b_act.reshape(-1))
+        f_logp = torch.as_tensor(b_logp.reshape(-1))
+        f_adv = torch.as_tensor(adv.reshape(-1))
+        f_ret = torch.as_tensor(ret.reshape(-1))
+        size = len(f_act)
+        for _ in range(config.epochs):
+            perm = torch.as_tensor(rng.permutation(size))
+            for start in range(0, size, config.minibatch):
+                idx = perm[start:start + config.minibatch]
+                logits = actor(f_obs[idx])
+                logp_all = torch.log_softmax(logits, dim=1)
+                logp = logp_all.gather(1, f_act[idx][:, None])[:, 0]
+                ratio = torch.exp(logp - f_logp[idx])
+                a = f_adv[idx]
+                a = (a - a.mean()) / (a.std() + 1e-8)
+                pg = -torch.min(ratio * a, torch.clamp(ratio, 1 - config.clip, 1 + config.clip) * a).mean()
+                vf = ((critic(f_obs[idx])[:, 0] - f_ret[idx]) ** 2).mean()
+                ent = -(torch.exp(logp_all) * logp_all).sum(dim=1).mean()
+                loss = pg + config.vf_coef * vf - config.ent_coef * ent
+                opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(list(actor.parameters()) + list(critic.parameters()), config.max_grad_norm)
+                opt.step()
+        steps += t_len * n
+        updates += 1
+        if updates % 10 == 0:
+            recent = [r for s, r in finished[-200:]]
+            log.info("PPO: %d steps, mean return of recent episodes %.2f", steps, float(np.mean(recent)) if recent else float("nan"))
+    tail = [r for s, r in finished if s >= 0.9 * steps] or [r for _, r in finished[-100:]]
+    weights, biases = [], []
+    for layer in actor:
+        if isinstance(layer, nn.Linear):
+            weights.append(layer.weight.detach().double().numpy().copy())
+            biases.append(layer.bias.detach().double().numpy().copy())
+    weights[0] = weights[0] * scale[None, :]
+    stats = {"steps": int(steps), "updates": updates, "episodes": len(finished),
+             "final_mean_return": float(np.mean(tail)) if tail else float("nan"),
+             "seconds": round(time.perf_counter() - t0, 1)}
+    return MLP(tuple(weights), tuple(biases)), stats

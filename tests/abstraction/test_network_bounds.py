@@ -1,0 +1,122 @@
+"""Sound action-probability bounds over polytopes: samples inside, MILP no looser, bad networks named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlverify.abstraction.domains import Template
+from rlverify.abstraction.network_bounds import (NetworkBounder, fold_observation, load_network,
+                                                 probabilities_from_differences)
+from rlverify.errors import PolicyError
+from rlverify.policies.mlp import MLP, save_mlp_onnx
+
+CASES = [((2, 16, 16, 2), 0), ((2, 16, 16, 3), 1), ((2, 32, 32, 2), 2), ((2, 8, 8, 8, 4), 3)]
+
+
+@pytest.mark.parametrize("sizes,seed", CASES, ids=[str(c[0]) for c in CASES])
+@pytest.mark.parametrize("kind", ["box", "octagon"])
+def test_sampled_probabilities_lie_within_bounds(sizes, seed, kind):
+    rng = np.random.default_rng(seed)
+    bounder = NetworkBounder(MLP.random(sizes, seed=seed), milp_time_limit=10.0)
+    t = Template.named(kind, ("a", "b"))
+    for _ in range(3):
+        part = t.hull(rng.normal(size=(4, 2)) * rng.uniform(0.02, 0.5) + rng.normal(size=2))
+        x = part.sample(2000, rng)
+        probs = bounder(x)
+        lin = bounder.bounds(part, milp=False)
+        milp = bounder.bounds(part, milp=True)
+        for b in (lin, milp):
+            assert (probs >= b.lower[None, :]).all() and (probs <= b.upper[None, :]).all()
+        # MILP is never looser than the linear bounds it starts from
+        assert (milp.lower >= lin.lower - 1e-12).all() and (milp.upper <= lin.upper + 1e-12).all()
+
+
+def test_probability_bounds_agree_with_onnx_float32_inference(tmp_path):
+    from rlverify.policies import load_policy
+
+    rng = np.random.default_rng(5)
+    mlp = MLP.random((2, 32, 32, 3), seed=5)
+    path = save_mlp_onnx(tmp_path / "p.onnx", mlp, features=["a", "b"], actions=["l", "n", "r"])
+    policy = load_policy(str(path))
+    bounder = NetworkBounder(load_network(str(path), n_actions=3))
+    t = Template.box(("a", "b"))
+    part = t.from_box(np.array([0.1, -0.2]), np.array([0.15, -0.17]))
+    b = bounder.bounds(part, milp=True)
+    probs = policy.action_probabilities(part.sample(3000, rng))
+    assert (probs >= b.lower).all() and (probs <= b.upper).all()
+
+
+def test_two_action_bounds_equal_sigmoid_of_difference():
+    # z1 - z0 in [-1, 2]: p0 = sigmoid(z0 - z1) in [sigmoid(-2), sigmoid(1)]
+    dl = np.array([[0.0, -1.0], [-2.0, 0.0]])
+    du = np.array([[0.0, 2.0], [1.0, 0.0]])
+    lo, hi = probabilities_from_differences(dl, du)
+    sig = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731
+    assert np.allclose(lo, [sig(-2.0), sig(-1.0)])
+    assert np.allclose(hi, [sig(1.0), sig(2.0)])
+
+
+def test_softmax_bounds_match_notes_formula_for_independent_logits():
+    # with logit intervals [l, u] and differences bounded by u_j - l_i etc. the bounds are the NOTES formulas
+    l = np.array([0.0, -1.0, 0.5])
+    u = np.array([1.0, 0.0, 0.7])
+    dl = l[None, :] - u[:, None]
+    du = u[None, :] - l[:, None]
+    lo, hi = probabilities_from_differences(dl, du)
+    for i in range(3):
+        others = [j for j in range(3) if j != i]
+        exp_hi = np.exp(u[i]) / (np.exp(u[i]) + np.exp(l[others]).sum())
+        exp_lo = np.exp(l[i]) / (np.exp(l[i]) + np.exp(u[others]).sum())
+        assert hi[i] <= exp_hi + 1e-12 and lo[i] >= exp_lo - 1e-12
+
+
+def test_fold_observation_is_exact():
+    rng = np.random.default_rng(0)
+    mlp = MLP.random((2, 8, 2), seed=0)
+    o, off = np.array([[0.0, -1.0], [1.0, 0.0]]), np.array([28.0, 0.0])
+    x = rng.normal(size=(10, 2))
+    assert np.allclose(fold_observation(mlp, o, off)(x), mlp(x @ o.T + off))
+
+
+def test_unsupported_layer_is_named(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 2), dtype=np.float32), "W")
+    b = numpy_helper.from_array(np.zeros(2, dtype=np.float32), "b")
+    nodes = [helper.make_node("Gemm", ["s", "W", "b"], ["z"], transB=1),
+             helper.make_node("Sigmoid", ["z"], ["h"], name="squash1"),
+             helper.make_node("Gemm", ["h", "W", "b"], ["out"], transB=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])], initializer=[w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "sigmoid.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(PolicyError, match="squash1.*Sigmoid"):
+        load_network(str(path), n_actions=2)
+
+
+def test_probability_output_network_is_rejected(tmp_path):
+    path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random((2, 4, 2), seed=0), features=["a", "b"], actions=["x", "y"],
+                         output="probabilities")
+    with pytest.raises(PolicyError, match="logits"):
+        load_network(str(path), n_actions=2)
+
+
+def test_torchscript_policy_is_read_and_bad_layer_named(tmp_path):
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 3))
+    path = tmp_path / "p.pt"
+    torch.jit.save(torch.jit.script(net), str(path))
+    mlp = load_network(str(path), n_actions=3)
+    x = np.random.default_rng(0).normal(size=(5, 2))
+    with torch.no_grad():
+        expected = net(torch.as_tensor(x, dtype=torch.float32)).double().numpy()
+    assert np.allclose(mlp(x), expected, atol=1e-5)
+    bad = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 3))
+    torch.jit.save(torch.jit.script(bad), str(tmp_path / "bad.pt"))
+    with pytest.raises(PolicyError, match="layer '1' is Tanh"):
+        load_network(str(tmp_path / "bad.pt"), n_actions=3)
