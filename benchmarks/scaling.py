@@ -1,8 +1,9 @@
 """Scaling of the exact engine on Avoid: grid size vs time and peak memory, deterministic and stochastic.
 
 For xMax = yMax = 4, 5, ... (grid (n+1) x (n+1), at most (n+1)^6 states) it verifies
-``P=? [F<=100 COLLISION=true]`` for a random 2x64 ReLU network policy (``MLP.random``, seed 0;
-trained policies come later) in each mode. Every (size, mode) runs in its own subprocess, so its
+``P=? [F<=100 COLLISION=true]`` for a random 2x64 ReLU network policy (``MLP.random``, seed 0) in
+each mode: the shipped reference policy is trained for the 4x4 grid only, and a fixed random network
+of the same size costs the same per state on every grid (what is measured here is the engine). Every (size, mode) runs in its own subprocess, so its
 peak resident memory (``ru_maxrss``) is measured alone; an address-space limit and a timeout stop a
 run before it takes the machine down. A mode stops growing at its first failure (timeout, memory).
 Prints a table and saves a PNG plot (and JSON with ``--json``).
@@ -10,6 +11,8 @@ Prints a table and saves a PNG plot (and JSON with ``--json``).
     .venv/bin/python benchmarks/scaling.py [--sizes 4-20] [--modes deterministic,stochastic]
         [--strategy auto] [--timeout 600] [--mem-gb 16] [--out out/scaling.png] [--json out/scaling.json]
     .venv/bin/python benchmarks/scaling.py --from-json out/scaling.json --out out/scaling.png   # re-plot
+    .venv/bin/python benchmarks/scaling.py --sizes 12-13 --modes deterministic --timeout 900 \
+        --merge out/scaling.json --json out/scaling.json    # extend a saved study (same size+mode replaced)
 
 The prior tool (the 2024 paper's) ran out of 16 GB at 13x13.
 """
@@ -113,10 +116,12 @@ def plot(rows: list[dict], path: Path) -> None:
         for r in ok[-1:]:
             ax_t.annotate(f"{r['states']:,} states", (r["size"], r["timings"]["total"]), fontsize=8,
                           textcoords="offset points", xytext=(-40, 6))
-        failed = [r for r in rows if r["mode"] == mode and "error" in r]
-        for r in failed:
-            ax_t.axvline(r["size"], linestyle=":", color="grey")
-            ax_t.annotate(r["error"].split(" (")[0].split(":")[0], (r["size"], ax_t.get_ylim()[0]), fontsize=7, rotation=90)
+        color = ax_t.get_lines()[-1].get_color()
+        for r in (r for r in rows if r["mode"] == mode and "error" in r):
+            ax_t.axvline(r["size"], linestyle=":", color=color)
+            what = r["error"].split(" (")[0].split(":")[0]
+            ax_t.text(r["size"], 0.03, f" {mode}: {what}", transform=ax_t.get_xaxis_transform(), rotation=90,
+                      fontsize=7, color=color, va="bottom", ha="right")
     ax_t.set(xlabel="Avoid grid size n (xMax = yMax = n)", ylabel="verification time (s)", yscale="log",
              title=f"Exact engine, {PROPERTY}")
     ax_m.set(xlabel="Avoid grid size n (xMax = yMax = n)", ylabel="peak resident memory (MB)", yscale="log",
@@ -143,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "scaling.png", help="PNG plot path")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     ap.add_argument("--from-json", type=Path, default=None, help="only print and plot rows saved by --json")
+    ap.add_argument("--merge", type=Path, default=None,
+                    help="start from the rows saved by --json in this file; new (size, mode) rows replace old ones")
     ap.add_argument("--worker", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -151,13 +158,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     rows: list[dict] = json.loads(args.from_json.read_text()) if args.from_json else []
+    if args.merge and not args.from_json:
+        rows = json.loads(args.merge.read_text())
     for mode in [] if args.from_json else args.modes.split(","):
         for size in parse_sizes(args.sizes):
             row = run_one(size, mode, args.slickness, args.timeout, args.mem_gb, args.strategy)
-            rows.append(row)
+            row["limits"] = {"timeout_s": args.timeout, "mem_gb": args.mem_gb}
+            rows = [r for r in rows if (r["size"], r["mode"]) != (size, mode)] + [row]
             print(table([row]).splitlines()[-1], flush=True)
             if "error" in row:
                 break
+    order = {"deterministic": 0, "stochastic": 1}
+    rows.sort(key=lambda r: (order.get(r["mode"], 2), r["size"]))
     print()
     print(table(rows))
     plot(rows, args.out)

@@ -13,7 +13,7 @@ rightward rows) holds a car as it stays in or moves into that row.
 
 from __future__ import annotations
 
-from rlverify.benchmarks.discrete import DiscreteBenchmark
+from rlverify.benchmarks.discrete import DiscreteBenchmark, data_path
 from rlverify.benchmarks.registry import BenchmarkSpec, register
 
 ID = "freeway-v1"
@@ -29,6 +29,8 @@ SPAWN_GROUP = {0: "A", 1: "B", 2: "A", 3: "B"}
 SPAWN = ((0.5, 2, 2), (0.2, 1, 2), (0.2, 2, 1), (0.1, 1, 1))
 CHICKEN, CAR, EMPTY = 0, 1, 2
 ACTIONS = ("NOP", "UP", "DOWN")
+#: Shipped reference policies (package-relative paths under ``benchmarks/data``).
+POLICIES = {"reference": "policies/freeway_ppo.onnx"}
 
 PROPERTIES = {
     "goal": 'P=? [F "goal"]',
@@ -67,6 +69,12 @@ Reference results (all equal to the reference PRISM file, tests/benchmarks/test_
     mid-until-mid-1: monolithic 272 / 1,552; uniform random policy 272 / 1,120, value 0.4993.
     Paper, Table 2 (its trained policy): goal 0.7 (deterministic 123 states / 340 transitions);
     mid U mid_-1 1.0 (deterministic 21 / 36).
+    Reference policy "reference" (policies/freeway_ppo.onnx, 31-64-64-3 ReLU, logits): PPO
+    (rlverify.training.discrete, seed 0, 1,007,616 steps, 64 envs, episodes of at most 100 steps,
+    37 s on 2 shared cores). Training curve, last 10 % (19,667 episodes): mean return 0.877 =
+    success rate (crossings) 0.877; the uniform random policy crosses in 0.027 of 100-step
+    episodes. Verified: goal 0.8750 stochastic (496 / 2,080), 0.8750 deterministic (165 / 372);
+    mid-until-mid-1 1.0 stochastic (272 / 1,120) and deterministic (21 / 36).
 """
 
 
@@ -142,7 +150,8 @@ def prism_source() -> str:
 
 def make() -> DiscreteBenchmark:
     """Freeway (no parameters)."""
-    return DiscreteBenchmark(id=ID, source=prism_source(), properties=PROPERTIES)
+    return DiscreteBenchmark(id=ID, source=prism_source(), properties=PROPERTIES,
+                             policies={k: data_path(v) for k, v in POLICIES.items()})
 
 
-register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, properties=PROPERTIES, doc=DOC))
+register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, properties=PROPERTIES, policies=POLICIES, doc=DOC))

@@ -1,0 +1,282 @@
+"""Table 2 of Gross & Spieker (2024), recomputed for rlverify's own models and reference policies.
+
+Each row is a benchmark property checked three ways with the exact engine: the deterministic
+safety estimate (argmax action only), the stochastic policy (every action with pi > 0) and naive
+monolithic model checking (no policy: Pmin/Pmax over all schedulers). Each cell has the size of
+the checked model, the result and the time (parse + build + policy + induce + check, seconds; the
+paper's time is build + check). The paper's numbers are kept beside ours in :data:`PAPER_TABLE2`.
+
+Sizes of the stochastic and monolithic columns depend only on the model and the property (every
+action of a softmax policy has pi > 0), so they must equal the paper's; results and the
+deterministic column depend on the trained policy.
+
+    from rlverify.benchmarks.table2 import compute_table2
+    table = compute_table2()            # all four rows, shipped reference policies
+    table.write("out/")                 # table2.json, table2.md
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlverify.errors import RlverifyError, did_you_mean
+
+log = logging.getLogger(__name__)
+
+METHODS = ("deterministic", "stochastic", "monolithic")
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of Table 2: which benchmark, parameters and named property.
+
+    Attributes:
+        id: row id, e.g. ``"avoid-coll-100"``.
+        environment, measurement: the paper's row labels.
+        benchmark: registry id; params: its parameters; prop: property name in the benchmark.
+    """
+
+    id: str
+    environment: str
+    measurement: str
+    benchmark: str
+    params: Mapping[str, Any]
+    prop: str
+
+
+ROWS: tuple[Row, ...] = (
+    Row("freeway-goal", "Freeway", "P(◇goal)", "freeway-v1", {}, "goal"),
+    # the paper's P(mid U mid_-1); `F px17=0` is the encoding giving its 272 states (see freeway.DOC)
+    Row("freeway-mid", "Freeway", "P(mid U mid₋₁)", "freeway-v1", {}, "mid-until-mid-1"),
+    Row("crazy-climber-coll", "Crazy Climber", "P(◇coll)", "crazy-climber-v1", {}, "collision"),
+    Row("avoid-coll-100", "Avoidance", "P(◇≤100 coll)", "avoid-v1", {"xMax": 4, "yMax": 4, "slickness": 0.1},
+        "collision-100"),
+)
+
+#: The paper's Table 2, copied from Gross & Spieker, "Probabilistic Model Checking of Stochastic
+#: Reinforcement Learning Policies" (2024), Table 2 (../shared/papers/001_5559184055215ac5.txt):
+#: per row and method (states, transitions, result, time in seconds; Storm 1.7.1, Ryzen 7 7735HS).
+#: The Freeway goal row's stochastic transitions are printed as 2,000 there; Storm builds 2,080
+#: both for our model and for the authors' reference PRISM file (see freeway.DOC).
+PAPER_TABLE2: dict[str, dict[str, tuple[int, int, float, float]]] = {
+    "freeway-goal": {"deterministic": (123, 340, 0.7, 2.5), "stochastic": (496, 2_000, 0.7, 11.0),
+                     "monolithic": (496, 2_800, 1.0, 0.06)},
+    "freeway-mid": {"deterministic": (21, 36, 1.0, 0.5), "stochastic": (272, 1_120, 1.0, 6.0),
+                    "monolithic": (272, 1_552, 1.0, 0.07)},
+    "crazy-climber-coll": {"deterministic": (8_192, 32_768, 0.0, 146.0), "stochastic": (40_960, 270_336, 1.0, 1_313.0),
+                           "monolithic": (40_960, 385_024, 1.0, 0.4)},
+    "avoid-coll-100": {"deterministic": (625, 8_698, 0.84, 1.5), "stochastic": (15_625, 892_165, 0.84, 1_325.0),
+                       "monolithic": (15_625, 1_529_185, 1.0, 2.0)},
+}
+
+
+class Table2Error(RlverifyError):
+    """Unknown row id or method."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One method on one row.
+
+    Attributes:
+        states, transitions: size of the checked chain (monolithic: of the MDP).
+        value: the result at the initial state (monolithic: Pmax); exact up to the solver's
+            precision (``guarantee``).
+        pmin: monolithic only, Pmin.
+        seconds: total time of the verification (parse, build, policy, induce, check).
+        strategy: the exact engine's build strategy used.
+        guarantee: ``sound`` / ``direct`` / ``unsound`` as in :class:`~rlverify.results.ExactResult`.
+    """
+
+    states: int
+    transitions: int
+    value: float
+    seconds: float
+    strategy: str
+    guarantee: str
+    pmin: float | None = None
+
+
+@dataclass(frozen=True)
+class Table2:
+    """Our Table 2 beside the paper's.
+
+    Attributes:
+        rows: the rows computed, in order.
+        cells: row id -> method -> :class:`Cell`.
+        policies: row id -> policy file used.
+        properties: row id -> PCTL text checked.
+        seconds: wall time of the whole computation.
+        versions: package versions (rlverify, stormpy, ...).
+    """
+
+    rows: tuple[Row, ...]
+    cells: Mapping[str, Mapping[str, Cell]]
+    policies: Mapping[str, str]
+    properties: Mapping[str, str]
+    seconds: float
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict with ours and the paper's numbers per row and method."""
+        out = []
+        for r in self.rows:
+            paper = PAPER_TABLE2.get(r.id, {})
+            methods = {}
+            for m, c in self.cells[r.id].items():
+                p = paper.get(m)
+                methods[m] = {
+                    "ours": {"states": c.states, "transitions": c.transitions, "result": c.value, "pmin": c.pmin,
+                             "seconds": round(c.seconds, 3), "strategy": c.strategy, "guarantee": c.guarantee},
+                    "paper": None if p is None else {"states": p[0], "transitions": p[1], "result": p[2], "seconds": p[3]},
+                }
+            out.append({"id": r.id, "environment": r.environment, "measurement": r.measurement, "benchmark": r.benchmark,
+                        "params": dict(r.params), "property": self.properties[r.id], "policy": self.policies[r.id],
+                        "methods": methods})
+        return {"table": "Gross & Spieker 2024, Table 2", "rows": out, "seconds": round(self.seconds, 2),
+                "versions": dict(self.versions)}
+
+    def to_markdown(self) -> str:
+        """A Markdown table: per row, our figures and the paper's (``ours / paper``)."""
+        head = ["Environment", "Measurement"]
+        for m in METHODS:
+            head += [f"{m} states", f"{m} transitions", f"{m} result", f"{m} time (s)"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in self.rows:
+            paper = PAPER_TABLE2.get(r.id, {})
+            cells = [r.environment, r.measurement]
+            for m in METHODS:
+                c = self.cells[r.id].get(m)
+                p = paper.get(m)
+                if c is None:
+                    cells += ["—"] * 4
+                    continue
+                res = format_result(c)
+                cells += [_pair(f"{c.states:,}", p and f"{p[0]:,}"), _pair(f"{c.transitions:,}", p and f"{p[1]:,}"),
+                          _pair(res, p and f"{p[2]:g}"), _pair(f"{c.seconds:.2f}", p and f"{p[3]:g}")]
+            lines.append("| " + " | ".join(cells) + " |")
+        notes = [
+            "",
+            "Each cell: ours / paper (Gross & Spieker 2024, Table 2). Times in seconds: ours = parse + build + policy "
+            "+ induce + check on this machine; the paper's = build + check (Storm 1.7.1).",
+            "Monolithic result: Pmin–Pmax over all schedulers (the paper prints Pmax).",
+            "",
+            "Policies: " + "; ".join(f"{r.id}: `{self.policies[r.id]}`" for r in self.rows),
+            "",
+            "Properties: " + "; ".join(f"{r.id}: `{self.properties[r.id]}`" for r in self.rows),
+        ]
+        return "\n".join(lines + notes) + "\n"
+
+    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
+        """Write ``table2.json`` and ``table2.md`` into ``out_dir`` (created). Returns both paths."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        js, md = out / "table2.json", out / "table2.md"
+        js.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        md.write_text("# Table 2, reproduced\n\n" + self.to_markdown())
+        return js, md
+
+
+def format_result(cell: Cell) -> str:
+    """The result as printed: 4 decimals, ``Pmin–Pmax`` for the monolithic column."""
+    if cell.pmin is not None:
+        return f"{cell.pmin:.4g}–{cell.value:.4g}"
+    return f"{cell.value:.4f}"
+
+
+def _pair(ours: str, paper: str | None) -> str:
+    return ours if paper is None else f"{ours} / {paper}"
+
+
+def select_rows(ids: Sequence[str] | None) -> tuple[Row, ...]:
+    """The rows with the given ids (all rows for None), in the table's order.
+
+    Raises:
+        Table2Error: an unknown id (with a suggestion).
+    """
+    if ids is None:
+        return ROWS
+    known = {r.id: r for r in ROWS}
+    for i in ids:
+        if i not in known:
+            raise Table2Error(f"unknown Table 2 row '{i}'{did_you_mean(i, known)}; rows: {', '.join(known)}")
+    return tuple(r for r in ROWS if r.id in set(ids))
+
+
+def compute_table2(rows: Sequence[str] | None = None, *, methods: Sequence[str] = METHODS,
+                   policies: Mapping[str, Any] | None = None, strategy: str = "full", numerics: str = "sound",
+                   progress: Callable[[str], None] | None = None) -> Table2:
+    """Compute Table 2 with the exact engine.
+
+    Args:
+        rows: row ids (see :data:`ROWS`); None for all.
+        methods: a subset of :data:`METHODS`.
+        policies: row id -> policy (a :class:`~rlverify.policies.Policy` or a file path) replacing the
+            benchmark's shipped ``reference`` policy.
+        strategy: build strategy of the policy columns. ``full`` (default) builds the
+            property-directed MDP once and evaluates the policy on all its states in one batch; on
+            these models (at most 41k states) it is faster than ``onthefly`` (per-state policy calls,
+            the paper's incremental building), and it induces the same chain, so sizes and results
+            are the same.
+        numerics: ``sound`` (default), ``direct`` or ``fast`` (see :mod:`rlverify.exact.checking`).
+        progress: called with a short message before each verification.
+
+    Returns:
+        A :class:`Table2`.
+
+    Raises:
+        Table2Error: unknown row or method; RlverifyError subclasses from loading and verifying.
+    """
+    from rlverify.benchmarks.registry import make
+    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify.policies.loading import load_policy
+    from rlverify.results import versions
+
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise Table2Error(f"unknown method '{bad[0]}'{did_you_mean(bad[0], METHODS)}; methods: {', '.join(METHODS)}")
+    chosen = select_rows(rows)
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    cells: dict[str, dict[str, Cell]] = {}
+    used: dict[str, str] = {}
+    props: dict[str, str] = {}
+    for row in chosen:
+        bench = make(row.benchmark, **dict(row.params))
+        model = bench.load_model()
+        prop = bench.properties[row.prop]
+        props[row.id] = prop
+        override = (policies or {}).get(row.id)
+        policy = None
+        if any(m != "monolithic" for m in methods):
+            if override is None:
+                policy = bench.load_policy("reference")
+                used[row.id] = str(bench.policies["reference"].name)
+            elif isinstance(override, (str, Path)):
+                policy = load_policy(str(override))
+                used[row.id] = str(override)
+            else:
+                policy = override
+                used[row.id] = getattr(override, "name", type(override).__name__)
+        else:
+            used[row.id] = "—"
+        cells[row.id] = {}
+        for m in METHODS:
+            if m not in methods:
+                continue
+            say(f"{row.environment} {row.measurement}: {m}")
+            opts = ExactOptions(mode=m, strategy="full" if m == "monolithic" else strategy, numerics=numerics)
+            r = verify_exact(model, prop, None if m == "monolithic" else policy, opts)
+            cells[row.id][m] = Cell(states=r.states, transitions=r.transitions, value=float(r.value),
+                                    seconds=float(r.timings.get("total", 0.0)), strategy=r.strategy,
+                                    guarantee=r.guarantee, pmin=r.pmin if m == "monolithic" else None)
+            log.info("table2 %s %s: %d states, %d transitions, %.6g, %.2f s", row.id, m, r.states, r.transitions,
+                     r.value, r.timings.get("total", 0.0))
+    return Table2(rows=chosen, cells=cells, policies=used, properties=props, seconds=time.perf_counter() - t0,
+                  versions=versions())

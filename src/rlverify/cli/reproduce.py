@@ -1,0 +1,73 @@
+"""``rlverify reproduce table2``: the 2024 paper's Table 2 for rlverify's models and reference policies."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+#: Terminal width from which Table 2 is printed as one table (else one table per method).
+WIDE = 150
+
+
+def register(sub: Any) -> None:
+    """Add the ``reproduce`` subcommand (``reproduce table2``)."""
+    p = sub.add_parser("reproduce", help="reproduce a paper's experiment (table2: Gross & Spieker 2024)")
+    rsub = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
+    t2 = rsub.add_parser("table2", help="Table 2 of Gross & Spieker 2024: deterministic / stochastic / monolithic",
+                         description="Verify the shipped reference policies on Freeway, Crazy Climber and Avoid three "
+                                     "ways and print the results beside the paper's.")
+    t2.add_argument("--out", help="directory to write table2.json and table2.md into")
+    t2.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    t2.add_argument("--rows", help="comma-separated row ids (default: all): "
+                                   "freeway-goal, freeway-mid, crazy-climber-coll, avoid-coll-100")
+    t2.add_argument("--strategy", choices=("full", "onthefly", "auto"), default="full",
+                    help="build strategy of the policy columns (default full: same chain, faster here)")
+    t2.set_defaults(run=run_table2)
+
+
+def run_table2(args: argparse.Namespace) -> int:
+    from rlverify.benchmarks.table2 import METHODS, PAPER_TABLE2, compute_table2, format_result
+
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
+    if args.json:
+        table = compute_table2(rows, strategy=args.strategy)
+    else:
+        with console.status("Table 2") as status:
+            table = compute_table2(rows, strategy=args.strategy, progress=lambda msg: status.update(msg))
+    if args.out:
+        js, md = table.write(args.out)
+    if args.json:
+        print(json.dumps(table.to_json(), indent=2))
+        return 0
+    # one wide table on a wide terminal, else one table per method (each fits 80 columns)
+    groups = [METHODS] if console.width >= WIDE else [(m,) for m in METHODS]
+    for group in groups:
+        title = "Table 2 (Gross & Spieker 2024), ours / paper" + ("" if len(group) > 1 else f": {group[0]}")
+        t = Table(title=title, title_justify="left")
+        t.add_column("Environment")
+        t.add_column("Measurement")
+        for m in group:
+            short = {"deterministic": "det.", "stochastic": "stoch.", "monolithic": "mono."}[m] if len(group) > 1 else ""
+            for col in ("states", "trans.", "result", "time s"):
+                t.add_column(f"{short}\n{col}".strip(), justify="right", no_wrap=True)
+        for r in table.rows:
+            cells = [r.environment, r.measurement]
+            for m in group:
+                c = table.cells[r.id][m]
+                p = PAPER_TABLE2[r.id][m]
+                cells += [f"{c.states:,}\n[dim]{p[0]:,}[/]", f"{c.transitions:,}\n[dim]{p[1]:,}[/]",
+                          f"{format_result(c)}\n[dim]{p[2]:g}[/]", f"{c.seconds:.2f}\n[dim]{p[3]:g}[/]"]
+            t.add_row(*cells)
+        console.print(t)
+    console.print("[dim]second line of each cell: the paper's figure; monolithic result = Pmin–Pmax "
+                  "(the paper prints Pmax); our time = parse + build + policy + induce + check[/]")
+    console.print(f"total {table.seconds:.1f} s")
+    if args.out:
+        console.print(f"wrote {js} and {md}")
+    return 0

@@ -1,0 +1,160 @@
+"""``rlverify train BENCHMARK``: train a policy on a registered benchmark and save it as a verifier-ready ONNX file.
+
+Dispatch by benchmark kind: PRISM benchmarks -> :func:`rlverify.training.discrete.train_discrete`
+(PPO); continuous benchmarks (``bouncing-ball-v1``, ``acc-v1``, ``pendulum-v1``) ->
+:func:`rlverify.training.continuous.train_continuous` (PPO); native Racetrack benchmarks ->
+:func:`rlverify.training.dqn.train_racetrack` (DQN). All need the ``torch`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from rlverify.errors import RlverifyError
+
+console = Console()
+
+#: Benchmarks trained by ``rlverify.training.continuous`` (registered by ``rlverify.benchmarks.continuous``).
+CONTINUOUS = ("bouncing-ball-v1", "acc-v1", "pendulum-v1")
+ALGORITHMS = {"prism": "ppo", "continuous": "ppo", "native": "dqn"}
+
+
+class TrainCommandError(RlverifyError):
+    """The training request does not fit the benchmark (algorithm, options) or its trainer is missing."""
+
+
+def register(sub: Any) -> None:
+    """Add the ``train`` subcommand."""
+    p = sub.add_parser("train", help="train a policy on a benchmark (needs the torch extra)",
+                       description="Train a policy on a registered benchmark and write a self-describing ONNX file "
+                                   "(features, actions, training metadata and seed) that 'rlverify verify' loads.")
+    p.add_argument("benchmark", help="benchmark id, e.g. freeway-v1, avoid-v1, acc-v1, racetrack-barto-small-v1")
+    p.add_argument("--algo", choices=("ppo", "dqn"), default=None,
+                   help="training algorithm (default: ppo for PRISM and continuous benchmarks, dqn for Racetrack)")
+    p.add_argument("--steps", type=int, help="environment steps (default: the benchmark's training setup)")
+    p.add_argument("--seed", type=int, default=0, help="training seed: the same seed gives the same network")
+    p.add_argument("--out", required=True, help="output .onnx file")
+    p.add_argument("--hidden", help="hidden layer widths, e.g. 64,64 (default: the benchmark's setup)")
+    p.add_argument("--constants", "-c", help="benchmark parameters, e.g. xMax=4,yMax=4,slickness=0.1")
+    p.set_defaults(run=run)
+
+
+def benchmark_kind(benchmark_id: str) -> str:
+    """``prism``, ``continuous`` or ``native`` for a benchmark id (unknown ids raise BenchmarkError with a suggestion)."""
+    if benchmark_id in CONTINUOUS:
+        return "continuous"
+    try:
+        from rlverify.benchmarks.racetrack import is_racetrack
+    except ImportError:  # pragma: no cover - Racetrack benchmarks not installed
+        is_racetrack = None
+    if is_racetrack is not None and is_racetrack(benchmark_id):
+        return "native"
+    from rlverify.benchmarks.registry import spec
+
+    return spec(benchmark_id).kind
+
+
+def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = None, steps: int | None = None,
+                    seed: int = 0, hidden: str | tuple[int, ...] | None = None,
+                    params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Train ``benchmark_id`` with its trainer and write ``out``; returns a summary (path, sizes, final figures).
+
+    Raises:
+        DependencyNotInstalled: without PyTorch (``pip install 'rlverify[torch]'``).
+        TrainCommandError: algorithm or options that the benchmark's trainer does not take, or a missing trainer.
+        BenchmarkError: unknown benchmark or parameter.
+    """
+    from rlverify.training.discrete import _parse_hidden, require_torch
+
+    kind = benchmark_kind(benchmark_id)
+    expected = ALGORITHMS.get(kind)
+    if expected is None:
+        raise TrainCommandError(f"{benchmark_id}: no trainer for '{kind}' benchmarks")
+    if algo is not None and algo != expected:
+        raise TrainCommandError(f"{benchmark_id} is a {kind} benchmark, trained with --algo {expected} (got --algo {algo})")
+    if steps is not None and steps <= 0:
+        raise TrainCommandError(f"--steps: expected a positive number of environment steps, got {steps}")
+    hidden_t = _parse_hidden(hidden) if hidden is not None else None
+    require_torch()
+    params = dict(params or {})
+    if kind == "prism":
+        from rlverify.training.discrete import train_discrete
+
+        rep = train_discrete(benchmark_id, params=params or None, steps=steps, seed=seed, hidden=hidden_t, out=out)
+        return {"path": str(rep.path), "benchmark": benchmark_id, "algorithm": "ppo", "network": list(rep.mlp.sizes),
+                "steps": rep.steps, "final_mean_return": rep.final_mean_return,
+                "final_success_rate": rep.final_success_rate, "seconds": round(rep.seconds, 1)}
+    if kind == "continuous":
+        train_continuous = _trainer("rlverify.training.continuous", "train_continuous")
+        if params:
+            raise TrainCommandError(f"{benchmark_id}: the continuous trainer takes no parameters (-c {_show(params)}); "
+                                    "its training setup is fixed in rlverify.training.continuous.SETUPS")
+        path, mlp, stats = train_continuous(benchmark_id, seed=seed, total_steps=steps, out=out, hidden=hidden_t)
+        return {"path": str(path), "benchmark": benchmark_id, "algorithm": "ppo", "network": list(mlp.sizes),
+                "steps": stats.get("steps"), "final_mean_return": stats.get("final_mean_return"),
+                "seconds": stats.get("seconds")}
+    train_racetrack = _trainer("rlverify.training.dqn", "train_racetrack")
+    if hidden_t is not None:
+        raise TrainCommandError(f"{benchmark_id}: the Racetrack DQN has the DSMC paper's fixed 2x64 network; drop --hidden")
+    unknown = [k for k in params if k != "noise"]
+    if unknown:
+        raise TrainCommandError(f"{benchmark_id}: unknown parameter '{unknown[0]}'; Racetrack training takes -c noise=P")
+    path = train_racetrack(benchmark_id, out, seed=seed, steps=steps,
+                           noise=float(params["noise"]) if "noise" in params else None)
+    return {"path": str(path), "benchmark": benchmark_id, "algorithm": "dqn"}
+
+
+def _trainer(module: str, name: str) -> Any:
+    """``module.name``, or a TrainCommandError naming what is missing."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name == module:
+            raise TrainCommandError(f"the trainer module {module} is not available in this installation "
+                                    f"(it provides {name}); update rlverify") from None
+        raise
+    fn = getattr(mod, name, None)
+    if fn is None:
+        raise TrainCommandError(f"{module} has no {name}(): this trainer is not ready in this version of rlverify")
+    return fn
+
+
+def _show(params: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def _number(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.models.symbolic import parse_constants
+
+    params = {k: _number(v) for k, v in parse_constants(args.constants).items()}
+    with console.status(f"training {args.benchmark}"):
+        summary = train_benchmark(args.benchmark, out=args.out, algo=args.algo, steps=args.steps, seed=args.seed,
+                                  hidden=args.hidden, params=params)
+    parts = [f"saved {summary['path']}"]
+    if "network" in summary:
+        parts.append(f"network {'-'.join(str(n) for n in summary['network'])}")
+    if summary.get("steps") is not None:
+        parts.append(f"{summary['steps']:,} steps")
+    if summary.get("final_mean_return") is not None:
+        parts.append(f"final mean return {summary['final_mean_return']:.4g}")
+    if summary.get("final_success_rate") is not None:
+        parts.append(f"success rate {summary['final_success_rate']:.3f}")
+    if summary.get("seconds") is not None:
+        parts.append(f"{summary['seconds']} s")
+    console.print(", ".join(parts))
+    return 0
