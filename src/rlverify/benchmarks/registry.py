@@ -112,4 +112,6 @@ _BENCHMARK_MODULES: list[str] = [
     "rlverify.benchmarks.freeway",
     "rlverify.benchmarks.crazy_climber",
     "rlverify.benchmarks.avoid",
+    "rlverify.benchmarks.racetrack",
+    "rlverify.benchmarks.continuous",
 ]

@@ -12,12 +12,18 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 
 from rlverify.errors import RlverifyError
 
 #: Modules adding subcommands; each defines ``register(subparsers)``.
 COMMAND_MODULES = [
     "rlverify.cli.verify",
+    "rlverify.cli.abstract",
+    "rlverify.cli.simulate",
+    "rlverify.cli.heatmap",
+    "rlverify.cli.train",
+    "rlverify.cli.reproduce",
     "rlverify.cli.benchmarks",
 ]
 
@@ -45,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except RlverifyError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         err_console.print("interrupted")

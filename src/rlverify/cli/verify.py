@@ -12,6 +12,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from rlverify.benchmarks.registry import BenchmarkError
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.exact.checking import NUMERICS
@@ -63,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.policy, features=features, actions=actions) if args.policy else None
     else:
         bench_spec = benchmark_spec(args.model)
+        if bench_spec.kind != "prism":
+            other = {"continuous": "rlverify abstract", "native": "rlverify simulate"}.get(bench_spec.kind, "another engine")
+            raise BenchmarkError(f"{bench_spec.id} is a {bench_spec.kind} benchmark, not a PRISM MDP: "
+                                 f"the exact engine cannot build it; use {other} {bench_spec.id}")
         from rlverify.models.symbolic import parse_constants
 
         params = bench_spec.resolve({k: _number(v) for k, v in parse_constants(args.constants).items()})
