@@ -45,8 +45,14 @@ def policy_action_columns(model: ExplicitModel, policy: Policy) -> np.ndarray:
 
 
 def decision_states(model: ExplicitModel, columns: np.ndarray) -> np.ndarray:
-    """States with at least one choice whose action the policy knows (the policy decides there)."""
-    counts = np.add.reduceat((columns >= 0).astype(np.int64), model.row_groups[:-1]) if model.num_choices else np.zeros(0)
+    """States with at least one labelled choice: the policy decides there.
+
+    A state offering only actions the policy does not know is still a decision state (the policy's
+    mass there is on unavailable actions and stalls); only states whose choices are all unlabelled
+    (Storm's self-loops at terminal states and deadlocks, unlabelled commands) are not asked.
+    """
+    named = np.array([bool(a) for a in model.action_names], dtype=np.int64)[model.choice_actions]
+    counts = np.add.reduceat(named, model.row_groups[:-1]) if model.num_choices else np.zeros(0)
     counts[np.diff(model.row_groups) == 0] = 0
     return np.flatnonzero(counts > 0)
 
@@ -84,6 +90,10 @@ def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, stat
     available = avail > 0
 
     p = np.asarray(probs, dtype=np.float64)
+    if len(p):
+        # rows were validated (sums within ROW_SUM_TOLERANCE); rescale away float32 rounding so the
+        # chain's rows sum to 1 as closely as the MDP's own
+        p = p / p.sum(axis=1, keepdims=True)
     if mode == "deterministic":
         scores = np.where(available, p, -np.inf) if unavailable == "renormalize" else p
         best = np.argmax(scores, axis=1)
@@ -158,7 +168,9 @@ def induced_chain(model: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitMode
     sub.sort_indices()
     n_total = n + int(has_sink)
     row_sums = np.asarray(sub.sum(axis=1)).ravel()
-    if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-9:  # Storm would not notice (its graph analysis ignores missing mass)
+    # Storm would not notice missing mass (its graph analysis ignores it); the MDP's own rows may be
+    # off by rounding (e.g. 3 x 0.3333333), which Storm accepted when it built the model
+    if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-6:
         bad = int(np.argmax(np.abs(row_sums - 1.0)))
         raise AssertionError(f"internal: induced chain row {bad} sums to {row_sums[bad]!r}")
 

@@ -1,0 +1,80 @@
+"""Policy semantics at the edges: float32 rounding, models rounded by their authors, actions the policy lacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlverify.benchmarks import make
+from rlverify.exact import ExactOptions, verify_exact
+from rlverify.models import load_model
+from rlverify.policies import CallablePolicy
+
+ROUNDED = """mdp
+module m
+  x : [0..3] init 0;
+  [go] x<3 -> 0.3333333 : (x'=x+1) + 0.3333333 : (x'=x) + 0.3333333 : (x'=0);
+  [go] x=3 -> true;
+endmodule
+label "top" = x=3;
+"""
+
+ONLY_UNKNOWN = """mdp
+module m
+  x : [0..3] init 0;
+  [up]   x<3 & x!=1 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
+  [stay] x=1 -> (x'=2);
+  [stay] x=3 -> true;
+endmodule
+label "top" = x=3;
+"""
+
+
+def test_float32_probabilities_within_tolerance_are_accepted():
+    bench = make("freeway-v1")
+    model = bench.load_model()
+    reference = bench.load_policy("reference")
+
+    def float32_probs(states: np.ndarray) -> np.ndarray:
+        return reference.action_probabilities(states).astype(np.float32)  # rows sum to 1 +- 1e-7
+
+    p32 = CallablePolicy(float32_probs, reference.features, reference.actions, name="float32")
+    a = verify_exact(model, bench.properties["goal"], reference, ExactOptions())
+    b = verify_exact(model, bench.properties["goal"], p32, ExactOptions())
+    assert (b.states, b.transitions) == (a.states, a.transitions)
+    assert b.value == pytest.approx(a.value, abs=1e-6)
+
+
+
+def test_model_rows_rounded_by_its_author(tmp_path: Path):
+    path = tmp_path / "rounded.prism"
+    path.write_text(ROUNDED)
+    model = load_model(path)
+    always = CallablePolicy(lambda s: np.ones((len(s), 1)), ["x"], ["go"], name="always go")
+    r = verify_exact(model, 'P=? [F "top"]', always, ExactOptions())
+    mono = verify_exact(model, 'P=? [F "top"]', None, ExactOptions(mode="monolithic"))
+    assert r.value == pytest.approx(mono.upper, abs=1e-6)
+    assert r.value == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_state_offering_only_actions_the_policy_lacks_stalls(tmp_path: Path):
+    # the policy knows only 'up'; x=1 offers only 'stay': its mass there is on an unavailable action
+    path = tmp_path / "unknown.prism"
+    path.write_text(ONLY_UNKNOWN)
+    model = load_model(path)
+    up_only = CallablePolicy(lambda s: np.ones((len(s), 1)), ["x"], ["up"], name="up only")
+    r = verify_exact(model, 'P=? [F "top"]', up_only, ExactOptions())
+    # from x=0 'up' moves to x=1 with probability 1 eventually; there it stalls: never "top"
+    assert r.value == pytest.approx(0.0, abs=1e-9)
+    assert r.stalled_probability == pytest.approx(1.0, abs=1e-6)
+
+
+def test_rows_off_by_rounding_within_the_tolerance_are_accepted(tmp_path: Path):
+    path = tmp_path / "rounded.prism"
+    path.write_text(ROUNDED.replace("0.3333333", "0.3333334"))  # Storm keeps these rows as given
+    model = load_model(path)
+    policy = CallablePolicy(lambda s: np.full((len(s), 1), 1.0 + 5e-7), ["x"], ["go"], name="1+5e-7")
+    r = verify_exact(model, 'P=? [F "top"]', policy, ExactOptions())
+    assert r.value == pytest.approx(1.0, abs=1e-5)
