@@ -15,6 +15,7 @@ from rlverify.benchmarks import all_ids, make, spec
 from rlverify.benchmarks.discrete import data_path
 from rlverify.errors import PropertyError, RlverifyError
 from rlverify.exact import ExactOptions, verify_exact
+from rlverify.models import load_model
 from rlverify.gym import EnvError, MDPEnv, UnavailableActionError, VectorMDPEnv, load_dynamics
 from rlverify.policies import CallablePolicy
 
@@ -254,3 +255,44 @@ def test_benchmark_overrides_and_non_prism_refusal():
     assert env.dynamics.observations.shape[0] == 9 ** 3
     with pytest.raises(RlverifyError, match="out of range"):
         MDPEnv.from_benchmark("avoid-v1", {"xMax": 0})
+
+
+FORCED = """mdp
+module m
+  x : [0..3] init 0;
+  [go]   x=0 -> (x'=1);
+  [stay] x=0 -> true;
+  []     x=1 -> (x'=2);
+  [go]   x=2 -> (x'=3);
+  [stay] x=2 -> true;
+  []     x=3 -> true;
+endmodule
+label "goal" = x=3;
+"""
+
+
+def test_forced_unlabelled_step_is_taken_as_in_the_verifier(tmp_path):
+    # x=1 offers a single unlabelled command: the verifier follows it, so the env must too
+    path = tmp_path / "forced.prism"
+    path.write_text(FORCED)
+    env = MDPEnv.from_model(path, max_episode_steps=10)
+    go = env.action_names.index("go")
+    env.reset(seed=0)
+    xs = []
+    for _ in range(3):
+        obs, _, term, trunc, info = env.step(go)
+        xs.append(int(obs[0]))
+        if term or trunc:
+            break
+    assert xs == [1, 2, 3]
+    assert term and not info.get("stalled", False)  # x=3 is absorbing: a dead end
+    always_go = CallablePolicy(lambda s: np.tile([1.0, 0.0], (len(s), 1)), features=["x"], actions=["go", "stay"])
+    exact = verify_exact(load_model(path), 'P=? [F "goal"]', always_go, ExactOptions())
+    assert exact.value == pytest.approx(1.0)
+
+
+def test_several_unresolvable_choices_are_refused(tmp_path):
+    path = tmp_path / "nondet.prism"
+    path.write_text(FORCED.replace("[]     x=1 -> (x'=2);", "[]     x=1 -> (x'=2);\n  [] x=1 -> (x'=0);"))
+    with pytest.raises(RlverifyError, match="no agent action can choose"):
+        MDPEnv.from_model(path)

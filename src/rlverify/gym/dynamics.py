@@ -49,7 +49,7 @@ class MDPDynamics:
         reward_model: name of the reward model used (None: all rewards 0).
         terminal_description: what ``terminal`` was made from (for messages and ``repr``).
         unavailable: ``stall`` or ``renormalize``.
-        dead_end: ``(S,)`` bool, states where none of ``actions`` is available (they end episodes).
+        dead_end: ``(S,)`` bool, absorbing states offering none of ``actions`` (they end episodes).
     """
 
     model: ExplicitModel
@@ -149,7 +149,9 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
     """Arrays for simulating ``model``.
 
     Args:
-        model: an explicit MDP (a DTMC works too: its single unlabelled choice is forced).
+        model: an explicit MDP. A state offering none of ``actions`` but a single choice takes it
+            whatever the agent chooses (as in the verifier); if that choice is a self-loop the state
+            is a dead end and ends the episode. A DTMC has no labelled actions and is refused.
         features: observation variables in order (default: all model variables).
         actions: action labels in order (default: the model's labelled actions, sorted).
         reward: reward model name (state and state-action rewards are summed); None for zero rewards.
@@ -190,6 +192,23 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
         raise PolicyError(f"state {model.valuation_dict(int(s))} has {int(counts[s, a])} choices labelled "
                           f"'{actions[a]}': an agent choosing by action label cannot tell them apart")
     choice_of[cstates[known], cols[known]] = known
+    # As in the verifier: a state offering none of the actions but a single choice takes that choice
+    # whatever the agent does (a forced step); with several such choices no agent action resolves them.
+    n_choices = np.diff(model.row_groups)
+    no_action = ~(choice_of >= 0).any(axis=1)
+    ambiguous = no_action & (n_choices > 1)
+    if ambiguous.any():
+        s = int(np.argmax(ambiguous))
+        names = sorted({model.action_names[a] or "(unlabelled)"
+                        for a in model.choice_actions[model.row_groups[s]:model.row_groups[s + 1]]})
+        raise PolicyError(f"state {model.valuation_dict(s)} has {int(n_choices[s])} choices {names}, none of them "
+                          f"among the actions {list(actions)}: no agent action can choose between them")
+    forced = np.flatnonzero(no_action & (n_choices == 1))
+    first = model.row_groups[forced]
+    indptr = model.transitions.indptr
+    # a forced choice that loops back with probability 1 is absorbing: it ends the episode (a dead end)
+    absorbing = (indptr[first + 1] - indptr[first] == 1) & (model.transitions.indices[indptr[first]] == forced)
+    choice_of[forced[~absorbing], :] = first[~absorbing, None]
     dead_end = ~(choice_of >= 0).any(axis=1)
 
     rewards = np.zeros((S, A))
