@@ -110,3 +110,24 @@ def test_torch_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path
     path.write_bytes(b"x")
     with pytest.raises(DependencyNotInstalled, match=r"rlverify\[torch\]"):
         load_policy(str(path), features=["x"], actions=["a"])
+
+
+def test_q_values_are_read_greedily_with_ties_to_the_first_action(tmp_path):
+    from rlverify.policies import MLP, OnnxPolicy, save_mlp_onnx
+
+    q = np.array([[1.0, 3.0, 2.0], [5.0, 5.0, 0.0], [-1.0, -2.0, -1.0]])
+    c = CallablePolicy(lambda s: q[s[:, 0].astype(int)], ["x"], ["a", "b", "c"], output="q-values")
+    np.testing.assert_array_equal(c.action_probabilities(np.array([[0.0], [1.0], [2.0]])),
+                                  [[0, 1, 0], [1, 0, 0], [1, 0, 0]])
+    # an ONNX file that declares q-values: one-hot argmax of the network's outputs, not a softmax
+    net = MLP.random([2, 8, 3], seed=1)
+    path = save_mlp_onnx(tmp_path / "q.onnx", net, features=["x", "y"], actions=["a", "b", "c"], output="q-values")
+    pol = OnnxPolicy(path)
+    x = np.random.default_rng(0).normal(size=(50, 2))
+    expected = np.eye(3)[np.argmax(net(x), axis=1)]
+    np.testing.assert_array_equal(pol.action_probabilities(x), expected)
+
+
+def test_unknown_output_kind_is_named():
+    with pytest.raises(PolicyError, match="q-values"):
+        CallablePolicy(lambda s: s, ["x"], ["a"], output="scores")

@@ -15,8 +15,34 @@ from rlverify.policies.base import BasePolicy
 #: ONNX ``metadata_props`` keys of a self-describing rlverify policy file.
 META_FEATURES = "rlverify.features"
 META_ACTIONS = "rlverify.actions"
-META_OUTPUT = "rlverify.output"  # "logits" or "probabilities"
+META_OUTPUT = "rlverify.output"  # one of OUTPUT_KINDS
 META_TRAINING = "rlverify.training"  # JSON: algorithm, seed, steps, benchmark, ...
+
+
+#: How a network's outputs become action probabilities: ``probabilities`` as they are, ``logits``
+#: through a softmax, ``q-values`` greedily (a one-hot argmax; ties go to the first action in the
+#: declared order), as a DQN policy acts.
+OUTPUT_KINDS = ("probabilities", "logits", "q-values")
+
+
+def to_probabilities(out: np.ndarray, kind: str) -> np.ndarray:
+    """``(N, |A|)`` network outputs of ``kind`` (see :data:`OUTPUT_KINDS`) as action probabilities."""
+    out = np.asarray(out, dtype=np.float64)
+    if out.ndim != 2 or kind == "probabilities":
+        return out  # shapes are checked by BasePolicy
+    if kind == "logits":
+        return softmax(out)
+    greedy = np.zeros_like(out)
+    greedy[np.arange(len(out)), np.argmax(out, axis=1)] = 1.0
+    greedy[~np.isfinite(out).all(axis=1)] = np.nan  # reported by the distribution check, never hidden
+    return greedy
+
+
+def check_output_kind(kind: str, where: str) -> str:
+    """``kind`` if it is one of :data:`OUTPUT_KINDS`, else a :class:`PolicyError` naming ``where``."""
+    if kind not in OUTPUT_KINDS:
+        raise PolicyError(f"{where}: output must be one of {', '.join(repr(k) for k in OUTPUT_KINDS)}, got {kind!r}")
+    return kind
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -33,16 +59,11 @@ class CallablePolicy(BasePolicy):
     def __init__(self, fn: Callable[[np.ndarray], Any], features: Sequence[str], actions: Sequence[str], *,
                  output: str = "probabilities", name: str = "callable policy") -> None:
         super().__init__(features, actions, name=name)
-        if output not in ("probabilities", "logits"):
-            raise PolicyError(f"{name}: output must be 'probabilities' or 'logits', got {output!r}")
         self._fn = fn
-        self.output = output
+        self.output = check_output_kind(output, name)
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
-        out = np.asarray(self._fn(states), dtype=np.float64)
-        if self.output == "logits" and out.ndim == 2:
-            out = softmax(out)
-        return out
+        return to_probabilities(self._fn(states), self.output)
 
 
 class TablePolicy(BasePolicy):
@@ -124,7 +145,7 @@ class OnnxPolicy(BasePolicy):
     Features, actions and the output kind come from ``metadata_props`` (keys
     :data:`META_FEATURES`, :data:`META_ACTIONS` as JSON lists, :data:`META_OUTPUT`), and can be
     overridden by the arguments. The first graph input takes ``(N, d)``; the first output gives
-    ``(N, |A|)`` logits (softmax applied here) or probabilities.
+    ``(N, |A|)`` logits (softmax applied here), probabilities, or Q-values (greedy: one-hot argmax).
     """
 
     def __init__(self, path: str | Path, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
@@ -147,9 +168,7 @@ class OnnxPolicy(BasePolicy):
                 f"metadata; pass {' and '.join('--' + m for m in missing)} (e.g. --features x,y --actions up,down)"
             )
         super().__init__(features, actions, name=str(path))
-        self.output = output or meta.get(META_OUTPUT, "logits")
-        if self.output not in ("logits", "probabilities"):
-            raise PolicyError(f"{path}: metadata {META_OUTPUT} must be 'logits' or 'probabilities', got {self.output!r}")
+        self.output = check_output_kind(output or meta.get(META_OUTPUT, "logits"), f"{path}: metadata {META_OUTPUT}")
         self.training = json.loads(meta[META_TRAINING]) if META_TRAINING in meta else None
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
@@ -160,8 +179,7 @@ class OnnxPolicy(BasePolicy):
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         out = self._session.run(None, {self._input: states.astype(np.float32)})[0]
-        out = np.asarray(out, dtype=np.float64)
-        return softmax(out) if self.output == "logits" else out
+        return to_probabilities(out, self.output)
 
 
 class TorchPolicy(BasePolicy):
@@ -172,13 +190,13 @@ class TorchPolicy(BasePolicy):
         super().__init__(features, actions, name=name)
         self._torch = _import("torch", "torch")
         self._module = module.eval()
-        self.output = output
+        self.output = check_output_kind(output, name)
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         torch = self._torch
         with torch.no_grad():
             out = self._module(torch.as_tensor(states, dtype=torch.float32)).double().numpy()
-        return softmax(out) if self.output == "logits" else out
+        return to_probabilities(out, self.output)
 
 
 class SB3Policy(BasePolicy):

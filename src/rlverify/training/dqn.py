@@ -8,8 +8,8 @@ by 100 inside training (same greedy policy, better-conditioned targets); the sav
 outputs are therefore Q-values / 100. Inputs are scaled for training and the scaling is folded
 into the first layer, so the saved network takes the raw integer features.
 
-The saved ONNX file outputs Q-values as ``logits``; the DQN policy is their argmax (simulate with
-``mode='deterministic'``). Training is reproducible from its seed (single-threaded torch,
+The saved ONNX file declares its outputs as ``q-values``: every engine reads the policy greedily
+(one-hot argmax, ties to the first action), as DQN acts. Training is reproducible from its seed (single-threaded torch,
 deterministic algorithms, seeded numpy generator).
 """
 
@@ -188,7 +188,7 @@ def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
         "train_seconds": round(train_time, 1), "reward": {"goal": config.goal_reward, "crash": config.crash_reward,
                                                           "scaled_by": 0.01},
         "gamma": config.gamma, "noise": env.noise, "start": "random free cell, velocity 0",
-        "output": "Q-values / 100; the policy is their argmax (simulate with mode='deterministic')",
+        "output": "Q-values / 100 (rlverify.output = q-values: the policy is their argmax)",
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
     }
     return mlp, facts
@@ -201,7 +201,7 @@ def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
-    policy = CallablePolicy(mlp, FEATURES, ACTIONS, output="logits", name="dqn")
+    policy = CallablePolicy(mlp, FEATURES, ACTIONS, output="q-values", name="dqn")
     opts = StatisticalOptions(method="clopper-pearson", runs=runs, delta=0.05,
                               simulation=SimulationOptions(mode="deterministic", max_steps=1_000, seed=seed))
     out: dict[str, float] = {}
@@ -241,4 +241,4 @@ def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps:
     facts["benchmark"] = benchmark_id
     facts["evaluation"] = evaluate_greedy(env, mlp, runs=config.eval_runs)
     log.info("trained %s: %s", benchmark_id, facts["evaluation"])
-    return save_mlp_onnx(out, mlp, features=FEATURES, actions=ACTIONS, output="logits", training=facts)
+    return save_mlp_onnx(out, mlp, features=FEATURES, actions=ACTIONS, output="q-values", training=facts)
