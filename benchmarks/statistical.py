@@ -46,7 +46,7 @@ def main() -> None:
     spec = args.policy or str(policy_path("racetrack-barto-small-v1"))
     onnx_policy = load_policy(spec)
     net = mlp_from_onnx(spec)  # the same 2x64 network, evaluated in numpy
-    numpy_policy = CallablePolicy(net, FEATURES, ACTIONS, output="logits", name="numpy 2x64")
+    numpy_policy = CallablePolicy(net, FEATURES, ACTIONS, output="q-values", name="numpy 2x64")
     print("== decisions per second, Barto-small, shipped 2x64 DQN network, deterministic mode, all cells as starts")
     for name, pol in (() if args.skip_speed else (("onnxruntime", onnx_policy), ("numpy", numpy_policy))):
         lock, n1, t1 = decisions_per_second(env, pol, runs=200_000, batch=50_000)
@@ -54,6 +54,13 @@ def main() -> None:
         print(f"{name:12s} lockstep (50,000 runs/batch): {lock:>12,.0f} decisions/s ({n1:,} in {t1:.2f} s)")
         print(f"{name:12s} one call per decision       : {single:>12,.0f} decisions/s ({n2:,} in {t2:.2f} s)")
         print(f"{name:12s} speed-up                    : {lock / single:>12,.0f}x")
+        # the network alone, one state per call (no simulator around it): the floor of any per-call tool
+        obs = env.observe(env.start_states(env.track.free_cells()))
+        t = time.perf_counter()
+        for i in range(2000):
+            pol.action_probabilities(obs[i % len(obs): i % len(obs) + 1])
+        calls = 2000 / (time.perf_counter() - t)
+        print(f"{name:12s} network alone, 1 state/call: {calls:>12,.0f} calls/s -> lockstep is {lock / calls:,.0f}x")
     if args.skip_heatmap:
         return
     print("== full Barto-small heat map, epsilon=0.01, delta=0.05 (Okamoto, 18,445 runs per cell), shipped DQN policy")

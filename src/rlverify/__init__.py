@@ -2,9 +2,15 @@
 
 Exact (Storm on the policy-induced Markov chain), sound (interval-MDP abstraction) and
 statistical (simulation with the policy as oracle) verification of RL policies.
+
+The exact engine is imported eagerly; the abstraction and statistical engines load on first use
+(``rlverify.verify_abstraction``, ``rlverify.verify_statistical``).
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from rlverify.errors import RlverifyError
 from rlverify.exact import ExactOptions, verify_exact
@@ -14,4 +20,24 @@ from rlverify.results import ExactResult
 
 __version__ = "0.1.0"
 
-__all__ = ["ExactOptions", "ExactResult", "RlverifyError", "check_policy", "load_model", "load_policy", "verify_exact"]
+_LAZY = {
+    "verify_abstraction": "rlverify.abstraction",
+    "AbstractionOptions": "rlverify.abstraction",
+    "AbstractionResult": "rlverify.abstraction",
+    "verify_statistical": "rlverify.statistical",
+    "StatisticalOptions": "rlverify.statistical",
+    "StatisticalResult": "rlverify.statistical",
+    "benchmarks": "rlverify.benchmarks",
+}
+
+__all__ = ["AbstractionOptions", "AbstractionResult", "ExactOptions", "ExactResult", "RlverifyError",
+           "StatisticalOptions", "StatisticalResult", "benchmarks", "check_policy", "load_model", "load_policy",
+           "verify_abstraction", "verify_exact", "verify_statistical"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlverify' has no attribute '{name}'")
+    mod = importlib.import_module(module)
+    return mod if name == "benchmarks" else getattr(mod, name)

@@ -178,3 +178,33 @@ def test_unknown_label_and_noise_range():
         parse_path_property('P=? [F "crash"]', ("goal", "crashed", "driving"))
     with pytest.raises(PropertyError, match="noise"):
         RacetrackEnv(parse_track(OPEN), noise=1.0)
+
+
+def test_standing_still_is_decided_not_left_undecided():
+    # a policy that never accelerates stays on the start cell forever: decided at once (never the
+    # goal), not simulated to max_steps and reported undecided
+    from rlverify.policies import CallablePolicy
+    from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
+
+    env = RacetrackEnv(parse_track(OPEN), noise=0.2)
+    still = ACTIONS.index("ax+0_ay+0")
+
+    def never_accelerate(x):
+        p = np.zeros((len(x), 9))
+        p[:, still] = 1.0
+        return p
+
+    policy = CallablePolicy(never_accelerate, FEATURES, ACTIONS, name="still")
+    r = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, StatisticalOptions(
+        method="clopper-pearson", runs=500, simulation=SimulationOptions(max_steps=100_000)))
+    assert r.estimate == 0.0 and r.undecided == 0 and r.decisions == 0
+    # with any mass on moving, the run is not stuck: it moves eventually (and here always crashes or arrives)
+    def mostly_still(x):
+        p = np.full((len(x), 9), 0.01 / 8)
+        p[:, still] = 0.99
+        return p
+
+    r2 = verify_statistical(env, 'P=? [F "crashed" | "goal"]', CallablePolicy(mostly_still, FEATURES, ACTIONS),
+                            StatisticalOptions(method="clopper-pearson", runs=200,
+                                               simulation=SimulationOptions(max_steps=100_000)))
+    assert r2.estimate == 1.0 and r2.decisions > 200

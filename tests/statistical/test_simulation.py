@@ -50,8 +50,9 @@ def test_okamoto_interval_covers_exact_value(avoid_model, avoid_policy, avoid_ex
 
 @pytest.mark.parametrize("method", ["adaptive", "clopper-pearson", "wilson"])
 def test_other_methods_cover_exact_value(avoid_model, avoid_policy, avoid_exact, method):
+    runs = None if method == "adaptive" else 2000  # the adaptive method chooses its own number of runs
     r = verify_statistical(avoid_model, AVOID_PROP, avoid_policy,
-                           StatisticalOptions(method=method, epsilon=0.03, delta=0.01, runs=2000))
+                           StatisticalOptions(method=method, epsilon=0.03, delta=0.01, runs=runs))
     assert r.interval[0] <= avoid_exact <= r.interval[1]
     if method == "adaptive":
         assert r.runs < 2944  # fewer than Okamoto's ceil(ln(200)/(2*0.03^2)) = 2944 when p is far from 1/2
@@ -244,3 +245,20 @@ def test_decisions_per_second_reported(avoid_model, avoid_policy):
     for key in ("estimate", "interval", "confidence", "method", "runs", "undecided", "stalled", "seed", "timings"):
         assert key in d
     assert r.decisions > 500 and d["timings"]["simulate"] > 0
+
+
+def test_runs_with_a_method_that_chooses_its_own_is_refused():
+    from rlverify.statistical.stats import StatisticsError
+
+    with pytest.raises(StatisticsError, match="--runs"):
+        StatisticalOptions(method="okamoto", runs=100).validate()
+
+
+def test_sprt_does_not_decide_on_undecided_runs(avoid_model, avoid_policy, avoid_exact):
+    # with max_steps 1 every run is undecided: no evidence either way, so no decision may be taken
+    r = verify_statistical(avoid_model, AVOID_PROP, avoid_policy, StatisticalOptions(
+        method="sprt", threshold=0.5, indifference=0.05, max_runs=3000,
+        simulation=SimulationOptions(max_steps=1, seed=3)))
+    assert r.undecided == r.runs == 3000
+    assert r.decision is None and r.satisfied is None
+    assert r.confidence == pytest.approx(0.95)  # 1 - max(alpha, beta)

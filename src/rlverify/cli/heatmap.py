@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
     p.add_argument("--optimal", action="store_true", help="add Storm's optimal Pmax(goal) map and the gap map")
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
     p.add_argument("--mode", choices=("stochastic", "deterministic"), default=None,
-                   help="default: deterministic (argmax) for the shipped DQN policies, stochastic otherwise")
+                   help="sample actions from pi (stochastic, default) or take the argmax; Q-value policies (DQN) are greedy in both")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=50_000)
     p.add_argument("--json", metavar="FILE", help="also write per-cell values as JSON")
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputFileError(f"--out {args.out}: expected a .png file")
     env = make_racetrack(args.benchmark, **({} if args.noise is None else {"noise": args.noise}))
     policy = load_policy(args.policy or str(policy_path(args.benchmark)))
-    mode = args.mode or ("deterministic" if args.policy is None else "stochastic")
+    mode = args.mode or "stochastic"
     options = StatisticalOptions(
         method="clopper-pearson" if args.runs else "okamoto", epsilon=args.epsilon, delta=args.delta, runs=args.runs,
         simulation=SimulationOptions(mode=mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size))

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rlverify.errors import InputFileError, PolicyError
+from rlverify.statistical.stats import StatisticsError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -35,15 +36,15 @@ def register(sub: Any) -> None:
     p.add_argument("--delta", type=float, default=0.05, help="error probability; confidence 1-delta (default 0.05)")
     p.add_argument("--method", choices=METHODS, default=None,
                    help="okamoto (default), adaptive, clopper-pearson, wilson, or sprt (implied by --sprt)")
-    p.add_argument("--runs", type=int, help="runs for clopper-pearson/wilson (default: the Okamoto number)")
+    p.add_argument("--runs", type=int, help="a fixed number of runs for clopper-pearson (the default with --runs) or wilson")
     p.add_argument("--sprt", type=float, metavar="THETA", help="test P >= THETA with Wald's SPRT")
     p.add_argument("--indifference", type=float, default=0.01, help="SPRT indifference half-width (default 0.01)")
     p.add_argument("--alpha", type=float, default=0.05, help="SPRT bound on wrongly rejecting P >= THETA")
     p.add_argument("--beta", type=float, default=0.05, help="SPRT bound on wrongly accepting P >= THETA")
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
     p.add_argument("--mode", choices=("stochastic", "deterministic"), default=None,
-                   help="sample actions from pi (stochastic) or take the argmax (deterministic); default: "
-                        "deterministic for the Racetrack DQN policies, stochastic otherwise")
+                   help="sample actions from pi (stochastic, default) or take the argmax (deterministic); "
+                        "Q-value policies (DQN) are greedy in both")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--batch-size", type=int, default=20_000, help="runs simulated in lockstep (default 20000)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -89,8 +90,12 @@ def run(args: argparse.Namespace) -> int:
     target, policy_spec, prop, racetrack = resolve_target(args.model, noise=args.noise, constants=args.constants,
                                                           policy_spec=args.policy, property_text=args.property)
     policy = load_policy(policy_spec)
+    if args.sprt is not None and args.method not in (None, "sprt"):
+        raise StatisticsError(f"--sprt runs Wald's sequential test; it cannot be combined with --method {args.method}")
     method = "sprt" if args.sprt is not None else (args.method or "okamoto")
-    mode = args.mode or ("deterministic" if racetrack and args.policy is None else "stochastic")
+    if args.runs is not None and args.method is None and args.sprt is None:
+        method = "clopper-pearson"  # a fixed number of runs: the exact interval
+    mode = args.mode or "stochastic"
     options = StatisticalOptions(
         method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
         indifference=args.indifference, alpha=args.alpha, beta=args.beta,

@@ -8,8 +8,9 @@ Semantics (as in the exact engine and the DSMC paper):
   not satisfying the property and is reported in ``stalled`` (never replaced by another action);
 * the property ``left U<=k right`` is decided on the fly: satisfied as soon as ``right`` holds,
   violated as soon as neither holds, or when the bound ``k`` is reached, or when the run sits in
-  an absorbing state where ``right`` is false; a run still undecided after ``max_steps`` steps is
-  *undecided* (neither true nor false).
+  an absorbing state where ``right`` is false, or when the policy surely takes an action that
+  surely leads back to the same state (the env's optional ``self_loops``: the run would stay there
+  forever); a run still undecided after ``max_steps`` steps is *undecided* (neither true nor false).
 
 Randomness is counter-based (:mod:`rlverify.statistical.rng`): run ``i`` uses the same random
 numbers whatever the batch size, so results depend only on the seed.
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlverify.errors import PolicyError, PropertyError, did_you_mean
-from rlverify.policies.base import Policy
+from rlverify.policies.base import BasePolicy, Policy, validate_probabilities
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key, uniforms
 
@@ -182,7 +183,9 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
     bound = prop.bound
     deterministic = options.mode == "deterministic"
     forced_fn = getattr(env, "forced", None)
+    loops_fn = getattr(env, "self_loops", None)  # optional: (states, actions) -> returns surely to the same state
     n_actions = len(policy.actions)
+    validated = isinstance(policy, BasePolicy)
     t = 0
     while len(active):
         right = prop.right.evaluate(env, states)
@@ -204,10 +207,11 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
                 break
         obs = env.observe(states)[:, binding.feature_columns]
         probs = np.asarray(policy.action_probabilities(obs), dtype=np.float64)
-        if probs.shape != (len(active), n_actions):
-            raise PolicyError(f"policy output has shape {probs.shape}, expected ({len(active)}, {n_actions})")
+        if not validated:  # adapters validate their own output; a bare protocol object is checked here
+            validate_probabilities(probs, len(active), n_actions, source=getattr(policy, "name", type(policy).__name__))
         col = choose_actions(probs, None if deterministic else uniforms(keys[active], t, _POLICY_STREAM))
         actions = binding.action_index[col]
+        sure = deterministic | (probs[np.arange(len(col)), col] >= 1.0)  # the policy takes this action surely
         avail = env.available(states)
         if avail is not None:
             ok = avail[np.arange(len(active)), actions]
@@ -220,7 +224,21 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
                 steps[bad] = t
                 for name in record:
                     recorded[name][bad] = False
-                active, states, actions = active[ok], states[ok], actions[ok]
+                active, states, actions, sure = active[ok], states[ok], actions[ok], sure[ok]
+                if not len(active):
+                    break
+        if loops_fn is not None:
+            # a run whose policy surely takes an action leading back to the same state with
+            # probability 1 stays there forever: `right` (false now) never holds, so it is decided
+            stuck = sure & loops_fn(states, actions)
+            if stuck.any():
+                idx = active[stuck]
+                outcome[idx] = VIOLATED
+                steps[idx] = t
+                for name in record:
+                    recorded[name][idx] = env.label(name, states[stuck])
+                keep = ~stuck
+                active, states, actions = active[keep], states[keep], actions[keep]
                 if not len(active):
                     break
         states = env.step(states, actions, uniforms(keys[active], t, _ENV_STREAM))

@@ -98,6 +98,7 @@ class ExplicitEnv:
         # absorbing: every choice of the state is a self-loop with probability 1
         row_len = np.diff(self._indptr)
         self_loop = (row_len == 1) & (self._targets[np.minimum(self._indptr[:-1], len(self._targets) - 1)] == cs)
+        self._choice_self_loop = self_loop
         self._absorbing = (counts > 0) & (np.bincount(cs, weights=self_loop, minlength=S) == counts)
 
     def initial_states(self) -> np.ndarray:
@@ -132,6 +133,11 @@ class ExplicitEnv:
             lo = np.where(right, mid + 1, lo)
             hi = np.where(left, mid, hi)
         return self._targets[lo]
+
+    def self_loops(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``(N,)`` bool: the (available or forced) choice returns to the same state with probability 1."""
+        choice = np.where(self._forced[states] >= 0, self._forced[states], self._choice[states, actions])
+        return (choice >= 0) & self._choice_self_loop[np.maximum(choice, 0)]
 
     def forced(self, states: np.ndarray) -> np.ndarray:
         """``(N,)`` bool: the state's only choice is unlabelled (the policy is not asked)."""

@@ -23,7 +23,8 @@ class StatisticalResult:
         method: ``okamoto``, ``adaptive``, ``clopper-pearson``, ``wilson`` or ``sprt``.
         estimate: fraction of runs that satisfied the property.
         interval: ``(low, high)``.
-        confidence: ``1 - delta``.
+        confidence: ``1 - delta``; for the SPRT ``1 - max(alpha, beta)`` (its error bounds; its
+            interval is then informative only: a Clopper–Pearson interval after a sequential stop).
         runs: simulated runs; successes: runs satisfying the property.
         undecided: runs undecided after ``max_steps``; stalled: runs whose policy chose an unavailable action.
         seed: the seed (same seed, same result, whatever the batch size).
@@ -31,6 +32,7 @@ class StatisticalResult:
         decision: SPRT only: ``"H0"`` (``p >= theta + indifference``), ``"H1"`` (``p <= theta - indifference``) or None
             (no decision within ``max_runs``); satisfied: whether the threshold property holds per the test.
         decisions: policy decisions made (steps over all runs); timings: seconds per phase.
+        versions: package versions.
     """
 
     property: str
@@ -55,6 +57,7 @@ class StatisticalResult:
     settings: dict[str, Any] = field(default_factory=dict)
     model: str = ""
     policy: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (keys estimate, interval, confidence, method, runs, undecided, stalled, seed, timings, ...)."""

@@ -13,6 +13,7 @@ import numpy as np
 
 from rlverify.errors import PropertyError
 from rlverify.policies.base import Policy
+from rlverify.results import versions
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy, simulate
 from rlverify.statistical.envs import ExplicitEnv
 from rlverify.statistical.properties import PathProperty, parse_path_property, property_from_storm
@@ -60,6 +61,9 @@ class StatisticalOptions:
         check_unit("delta", self.delta)
         if self.runs is not None and self.runs <= 0:
             raise StatisticsError(f"--runs must be positive, got {self.runs}")
+        if self.runs is not None and self.method not in ("clopper-pearson", "wilson"):
+            raise StatisticsError(f"--runs fixes the number of runs of the clopper-pearson and wilson methods; "
+                                  f"method '{self.method}' chooses its own (drop --runs or pick one of those methods)")
         if self.max_runs <= 0:
             raise StatisticsError(f"max_runs must be positive, got {self.max_runs}")
         self.simulation.validate()
@@ -183,9 +187,13 @@ def verify_statistical(target: Any, property_text: str, policy: Policy,
             res = run(n, count)
             sat = res.outcome == SATISFIED
             cum = succ_total + np.cumsum(sat)
+            cum_u = und_total + np.cumsum(res.outcome == UNDECIDED)
             idx = np.arange(n + 1, n + count + 1)
-            llr = cum * test.step_success + (idx - cum) * test.step_failure
-            hit = np.flatnonzero((llr >= test.accept_h1) | (llr <= test.accept_h0))
+            # undecided runs may go either way: accept a hypothesis only when it holds for both readings
+            llr_fail = cum * test.step_success + (idx - cum) * test.step_failure  # undecided = violated
+            llr_sat = (cum + cum_u) * test.step_success + (idx - cum - cum_u) * test.step_failure  # = satisfied
+            h0, h1 = llr_fail <= test.accept_h0, llr_sat >= test.accept_h1
+            hit = np.flatnonzero(h0 | h1)
             take = int(hit[0]) + 1 if len(hit) else count
             succ_total += int(sat[:take].sum())
             und_total += int((res.outcome[:take] == UNDECIDED).sum())
@@ -193,7 +201,7 @@ def verify_statistical(target: Any, property_text: str, policy: Policy,
             decisions -= int(res.steps[take:].sum())
             n += take
             if len(hit):
-                decision = test.decide(succ_total, n)
+                decision = "H0" if h0[take - 1] else "H1"
             if progress:
                 progress(n, options.max_runs)
         k, u, s = succ_total, und_total, stall_total
@@ -218,13 +226,15 @@ def verify_statistical(target: Any, property_text: str, policy: Policy,
     settings.update(asdict(sim))
     return StatisticalResult(
         property=property_text, method=options.method, estimate=estimate, interval=(lo, hi),
-        confidence=1.0 - delta,
+        # the SPRT's guarantee is its error bounds (alpha, beta); its interval is informative only
+        confidence=1.0 - max(options.alpha, options.beta) if options.method == "sprt" else 1.0 - delta,
         runs=n, successes=k, undecided=u, stalled=s, seed=sim.seed,
         epsilon=eps if options.method in ("okamoto", "adaptive") else None, delta=delta, max_steps=sim.max_steps,
         mode=sim.mode, decisions=decisions, decision=decision, satisfied=satisfied, threshold=threshold,
         timings={"prepare": t_prep, "simulate": t_sim, "total": time.perf_counter() - t0,
                  "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
         settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
+        versions=versions(),
     )
 
 

@@ -157,7 +157,7 @@ class RacetrackEnv:
         return out
 
     def initial_states(self) -> np.ndarray:
-        """The start line at velocity 0 (runs are spread over it round-robin by the simulator)."""
+        """The start line at velocity 0 (each run starts on one of its cells, uniformly at random)."""
         return self.start_states()
 
     def observe(self, states: np.ndarray) -> np.ndarray:
@@ -182,6 +182,13 @@ class RacetrackEnv:
         fail = u < self.noise
         vel = states[:, 2:4] + np.where(fail[:, None], 0, acc)
         return move(self.track, states, vel)
+
+    def self_loops(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``(N,)`` bool: the action surely leads back to the same state (standing still, no acceleration).
+
+        At velocity 0 with acceleration (0, 0) the velocity stays 0 whether or not the action fails.
+        """
+        return (states[:, 2] == 0) & (states[:, 3] == 0) & (ACCELERATIONS[actions] == 0).all(axis=1)
 
     def label(self, name: str, states: np.ndarray) -> np.ndarray:
         """``(N,)`` bool: ``goal``, ``crashed`` or ``driving``."""
