@@ -45,7 +45,9 @@ def test_vertices_support_matches_lp():
         dirs = rng.normal(size=(5, 2))
         s_v = support(a, b, dirs)
         s_lp = _support_lp(a, b, dirs)
-        assert np.allclose(s_v, s_lp, atol=1e-7)
+        # the LP path pads outward beyond HiGHS's tolerances: never below the exact vertex maxima
+        assert (s_lp >= s_v - 1e-12).all()
+        assert np.allclose(s_v, s_lp, atol=1e-4)
 
 
 def test_empty_polygon_has_no_vertices():
@@ -105,3 +107,12 @@ def test_template_wrong_shape_is_rejected():
 def test_custom_template_adds_box_and_drops_parallel_rows():
     t = Template.custom(NAMES, np.array([[1.0, 1.0], [-2.0, -2.0], [1.0, 0.0]]))
     assert t.k == 3  # x, y, x+y
+
+
+def test_nearly_parallel_template_directions_are_refused():
+    from rlverify.abstraction.domains import DomainError, Template
+
+    with pytest.raises(DomainError, match="nearly parallel"):
+        Template.custom(("x", "y"), np.array([[1.0, 1.0], [1.0, 1.0 + 1e-5]]))
+    t = Template.custom(("x", "y"), np.array([[1.0, 1.0], [2.0, 2.0]]))  # the same direction: kept once
+    assert len(t.axes) == 3

@@ -66,6 +66,9 @@ def test_avoid_parameters_reach_the_model():
     ({"slickness": 1.5}, "slickness=1.5 out of range"),
     ({"slickness": -0.1}, "slickness=-0.1 out of range"),
     ({"xmax": 4}, "did you mean 'xMax'"),
+    ({"xMax": 4.7}, "xMax=4.7 must be a whole number"),
+    ({"slickness": True}, "slickness=True must be a number"),
+    ({"slickness": "abc"}, "slickness='abc' must be a number"),
 ])
 def test_avoid_bad_parameters(params, needle):
     with pytest.raises(BenchmarkError, match=needle.replace("(", r"\(").replace(".", r"\.")):

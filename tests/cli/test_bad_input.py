@@ -115,6 +115,9 @@ def test_onnx_without_metadata(capsys, model: Path, tmp_path: Path) -> None:
     code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path))
     assert code == 2 and "no rlverify.features or rlverify.actions metadata" in " ".join(out.split())
     code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path), "--features", "x", "--actions", "up,stay", "--json")
+    assert code == 2 and "--output logits|probabilities|q-values" in out
+    code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path), "--features", "x", "--actions", "up,stay",
+                    "--output", "logits", "--json")
     assert code == 0
 
 
@@ -129,3 +132,31 @@ def test_all_states_file_is_not_overwritten(capsys, model: Path, policy: Path, t
     # x=0 -> two steps up needs both to succeed: 0.9*0.5 then 0.9*0.5
     assert float(data["value"][data["x"] == 0][0]) == pytest.approx(0), "x=0 cannot reach x=3 in 2 steps"
     assert float(data["value"][data["x"] == 1][0]) == pytest.approx(0.45 * 0.45)
+
+
+PARAM = GOOD.replace("mdp\n", "mdp\nconst double q;\n").replace("0.5 : (x'=x+1) + 0.5 : (x'=x)", "q : (x'=x+1) + 1-q : (x'=x)")
+
+
+@pytest.mark.parametrize(("value", "ok"), [("foo", False), ("1/0", False), ("1/10", True), ("0.1", True)])
+def test_constant_values(capsys, tmp_path: Path, value: str, ok: bool) -> None:
+    path = tmp_path / "param.prism"
+    path.write_text(PARAM)
+    code, out = run(capsys, str(path), "-c", f"q={value}", "-p", 'P=? [F<=1 "top"]', "--mode", "monolithic", "--json")
+    if ok:
+        assert code == 0, out
+        assert json.loads(out)["upper"] == pytest.approx(0.0)  # x=3 is 3 steps away
+    else:
+        assert code == 2
+        assert "param.prism: cannot define constants" in out and "rationals like 1/10" in out
+
+
+def test_benchmark_parameters_without_a_reference_policy(capsys) -> None:
+    code, out = run(capsys, "avoid-v1", "-c", "xMax=2,yMax=2", "-p", "collision-100")
+    assert code == 2
+    assert "has no reference policy" in " ".join(out.split()) and "--policy FILE" in out
+
+
+def test_non_numeric_benchmark_parameter(capsys) -> None:
+    code, out = run(capsys, "avoid-v1", "-c", "xMax=4,yMax=4,slickness=abc", "-p", "collision-100")
+    assert code == 2
+    assert "slickness='abc' must be a number" in out

@@ -40,7 +40,10 @@ def test_onnx_without_metadata_needs_features_and_actions(tmp_path: Path) -> Non
     onnx.save(model, str(path))
     with pytest.raises(PolicyError, match="--features and --actions"):
         load_policy(str(path))
-    policy = load_policy(str(path), features=["x", "y"], actions=["l", "r"])
+    # what the outputs are must be said too: softmax over probabilities would be a wrong, valid-looking policy
+    with pytest.raises(PolicyError, match="--output logits|probabilities|q-values"):
+        load_policy(str(path), features=["x", "y"], actions=["l", "r"])
+    policy = load_policy(str(path), features=["x", "y"], actions=["l", "r"], output="logits")
     assert policy.action_probabilities(np.zeros((3, 2))).shape == (3, 2)
 
 
@@ -131,3 +134,31 @@ def test_q_values_are_read_greedily_with_ties_to_the_first_action(tmp_path):
 def test_unknown_output_kind_is_named():
     with pytest.raises(PolicyError, match="q-values"):
         CallablePolicy(lambda s: s, ["x"], ["a"], output="scores")
+
+
+def test_torchscript_softmax_network_verifies_exactly_like_its_onnx_twin(tmp_path: Path) -> None:
+    # a real TorchScript module whose graph ends in a float32 softmax (rows sum to 1 +- 1e-7)
+    torch = pytest.importorskip("torch")
+    from rlverify.benchmarks import make
+    from rlverify.exact import ExactOptions, verify_exact
+
+    bench = make("freeway-v1")
+    onnx_policy = bench.load_policy("reference")
+    net = mlp_from_onnx(str(bench.policies["reference"]))
+    layers = []
+    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.as_tensor(w))
+            lin.bias.copy_(torch.as_tensor(b))
+        layers += [lin] + ([torch.nn.ReLU()] if i < len(net.weights) - 1 else [torch.nn.Softmax(dim=1)])
+    path = tmp_path / "freeway.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Sequential(*layers)), str(path))
+    path.with_name("freeway.pt.json").write_text(json.dumps(
+        {"features": list(onnx_policy.features), "actions": list(onnx_policy.actions), "output": "probabilities"}))
+    pt = load_policy(str(path))
+    model = bench.load_model()
+    a = verify_exact(model, bench.properties["goal"], onnx_policy, ExactOptions())
+    b = verify_exact(model, bench.properties["goal"], pt, ExactOptions())
+    assert (a.states, a.transitions) == (b.states, b.transitions)
+    assert b.value == pytest.approx(a.value, abs=1e-5)

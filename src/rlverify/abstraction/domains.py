@@ -111,9 +111,16 @@ class Template:
             d = np.vstack([np.eye(len(variables)), d])
         # drop duplicates (up to sign and scale) so a direction is not split twice
         keep: list[np.ndarray] = []
-        for row in d:
-            u = row / np.linalg.norm(row) if np.linalg.norm(row) > 0 else row
-            if all(abs(u @ (k / np.linalg.norm(k))) < 1.0 - 1e-12 for k in keep if np.linalg.norm(k) > 0):
+        for i, row in enumerate(d):
+            if not np.isfinite(row).all() or np.linalg.norm(row) == 0:
+                raise DomainError(f"template: direction {i} {row.tolist()} must be finite and non-zero")
+            u = row / np.linalg.norm(row)
+            cosines = [abs(u @ (k / np.linalg.norm(k))) for k in keep]
+            if all(c < 1.0 - 1e-12 for c in cosines):
+                if any(c > 1.0 - 1e-10 for c in cosines):
+                    # nearly parallel, not equal: their intersection points would carry large rounding errors
+                    raise DomainError(f"template: direction {i} {row.tolist()} is nearly parallel to another one "
+                                      "(angle below 1e-5 rad); drop it or make them clearly different")
                 keep.append(row)
         return cls(np.array(keep) if keep else d, tuple(variables), "template")
 
@@ -204,8 +211,10 @@ def _support_lp(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndar
             return None
         if res.status != 0:
             raise DomainError(f"LP for a support function failed: {res.message}")
-        # the dual bound of an LP optimum equals the primal up to tolerances; pad at the caller
-        out[i] = -res.fun
+        # HiGHS's optimum is exact only up to its feasibility/optimality tolerances (1e-7): pad by
+        # more than those, relative to the magnitudes involved, before the caller's float padding
+        scale = 1.0 + abs(res.fun) + float(np.abs(d).sum()) * float(np.abs(res.x).max(initial=0.0))
+        out[i] = -res.fun + 1e-6 * scale
     return out
 
 

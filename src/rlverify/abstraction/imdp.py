@@ -74,7 +74,12 @@ class IMDP:
             raise IntervalError("infeasible interval MDP: " + "; ".join(problems))
 
     def tightened(self) -> IMDP:
-        """Equivalent IMDP with ``hi <= 1 - sum(other lo)`` and ``lo >= 1 - sum(other hi)`` (same distributions)."""
+        """Equivalent IMDP with ``hi <= 1 - sum(other lo)`` and ``lo >= 1 - sum(other hi)`` (same distributions).
+
+        Only for feasible IMDPs: :meth:`validate` first (tightening an infeasible choice can make it
+        look feasible).
+        """
+        self.validate()
         c = self.n_choices
         slo = np.bincount(self.trans_choice, weights=self.trans_lo, minlength=c)[self.trans_choice]
         shi = np.bincount(self.trans_choice, weights=self.trans_hi, minlength=c)[self.trans_choice]

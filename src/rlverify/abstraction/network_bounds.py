@@ -87,7 +87,7 @@ def _mlp_from_torchscript(path: str) -> MLP:
     expect_linear = True
     for name, child in module.named_children():
         kind = child.original_name
-        if kind == "Linear":
+        if kind == "Linear" and expect_linear:
             weights.append(child.weight.detach().double().numpy().copy())
             b = getattr(child, "bias", None)
             biases.append(b.detach().double().numpy().copy() if b is not None else np.zeros(weights[-1].shape[0]))
@@ -95,10 +95,14 @@ def _mlp_from_torchscript(path: str) -> MLP:
         elif kind == "ReLU" and not expect_linear:
             expect_linear = True
         else:
-            raise PolicyError(f"{path}: layer '{name}' is {kind}, which the abstraction engine cannot bound "
-                              "(supported: a Sequential of Linear and ReLU layers ending with the logits)")
+            raise PolicyError(f"{path}: layer '{name}' is {kind}{' after a Linear without a ReLU between' if kind == 'Linear' else ''}, "
+                              "which the abstraction engine cannot bound (supported: a Sequential alternating Linear "
+                              "and ReLU layers, ending with the logits Linear)")
     if not weights:
         raise PolicyError(f"{path}: no Linear layers found (expected a Sequential of Linear and ReLU layers)")
+    if expect_linear:
+        raise PolicyError(f"{path}: the network ends in a ReLU; the abstraction engine reads the logits layer "
+                          "(a Linear without ReLU) as the output")
     return MLP(tuple(weights), tuple(biases))
 
 

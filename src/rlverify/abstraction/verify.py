@@ -223,6 +223,44 @@ def initial_box(system: ContinuousSystem, options: AbstractionOptions) -> tuple[
     return lo, hi
 
 
+def check_network_file(system: ContinuousSystem, path: str, mlp: MLP, rng: np.random.Generator) -> None:
+    """The file's declared names match ``system`` and the weights read compute what the file computes.
+
+    Compares the file's feature/action names (ONNX metadata or ``.pt.json`` sidecar) with the
+    system's, reporting every mismatch at once, then the softmax of ``mlp`` with the file's own
+    probabilities (onnxruntime / torch) on states sampled from the initial region and the domain.
+
+    Raises:
+        PolicyError: names that differ, or a network whose structure was read wrongly.
+    """
+    from rlverify.policies.adapters import softmax
+    from rlverify.policies.loading import load_policy
+
+    try:
+        reference = load_policy(path)
+    except PolicyError:
+        if not path.lower().endswith((".pt", ".pth")):
+            raise
+        # a TorchScript module without a sidecar: names cannot be checked, the function still is
+        reference = load_policy(path, features=list(system.features), actions=list(system.actions), output="logits")
+    problems = []
+    if tuple(reference.features) != tuple(system.features):
+        problems.append(f"features {list(reference.features)} != {system.name}'s {list(system.features)}")
+    if tuple(reference.actions) != tuple(system.actions):
+        problems.append(f"actions {list(reference.actions)} != {system.name}'s {list(system.actions)}")
+    if problems:
+        raise PolicyError(f"{path}: the policy was made for another system", problems)
+    lo, hi = np.asarray(system.domain_lo, dtype=np.float64), np.asarray(system.domain_hi, dtype=np.float64)
+    x = np.vstack([system.sample_initial(256, rng), lo + rng.random((256, len(lo))) * (hi - lo)])
+    obs = system.observe(x)
+    ours, theirs = softmax(mlp(obs)), reference.action_probabilities(obs)
+    err = float(np.abs(ours - theirs).max())
+    if err > 1e-4:
+        raise PolicyError(f"{path}: the weights read as a Linear/ReLU network do not reproduce the file's outputs "
+                          f"(max probability difference {err:.3g} on sampled states); the abstraction engine "
+                          "bounds only plain Linear/ReLU networks ending in logits")
+
+
 def verify_abstraction(system: ContinuousSystem, policy: str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
     """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile."""
     from rlverify.abstraction._threads import single_threaded_blas
@@ -256,6 +294,7 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
         mlp, policy_name = policy, "MLP"
     else:
         mlp, policy_name = load_network(str(policy), n_actions=len(system.actions)), str(policy)
+        check_network_file(system, str(policy), mlp, np.random.default_rng(options.seed))
     if mlp.sizes[0] != len(system.features):
         raise PolicyError(f"{policy_name}: network takes {mlp.sizes[0]} inputs but {system.name} has features "
                           f"{list(system.features)}")
@@ -335,7 +374,7 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
             break
 
     t0 = time.perf_counter()
-    imdp = builder.build().tightened()
+    imdp = builder.build().tightened()  # validates the intervals as built, then tightens
     remap = builder.choice_index_map()
     values, q = bounded_reachability(imdp, options.horizon, mode="maxmax")
     vmin, _ = bounded_reachability(imdp, options.horizon, mode="maxmin", validate=False)

@@ -60,9 +60,14 @@ class BenchmarkSpec:
         out = {k: p.default for k, p in self.parameters.items()}
         for k, v in params.items():
             p = self.parameters[k]
+            kind = type(p.default)
+            if kind in (int, float):
+                whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not whole):
+                    raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {'a whole number' if kind is int else 'a number'}")
             if (p.low is not None and v < p.low) or (p.high is not None and v > p.high):
                 raise BenchmarkError(f"{self.id}: parameter {k}={v} out of range [{p.low}, {p.high}]")
-            out[k] = type(p.default)(v) if p.default is not None else v
+            out[k] = kind(v) if p.default is not None else v
         return out
 
 

@@ -29,6 +29,8 @@ def register(sub: Any) -> None:
     p.add_argument("model", help="PRISM (.prism/.pm/.nm) or JANI (.jani) file, or a benchmark id (see 'rlverify benchmarks list')")
     p.add_argument("--property", "-p", required=True, help="PCTL property, e.g. 'P=? [F<=100 COLLISION=true]', or a benchmark property name")
     p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; for benchmarks a reference policy name (default 'reference')")
+    p.add_argument("--output", choices=("logits", "probabilities", "q-values"),
+                   help="what the policy network outputs, overriding the file's metadata (q-values: greedy argmax)")
     p.add_argument("--features", help="comma-separated feature (model variable) names, overriding the policy file's")
     p.add_argument("--actions", help="comma-separated action labels, overriding the policy file's")
     p.add_argument("--constants", "-c", help="undefined constants, e.g. xMax=4,yMax=4,slickness=0.1")
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         from rlverify.models import load_model
 
         model = load_model(path, args.constants)
-        policy = load_policy(args.policy, features=features, actions=actions) if args.policy else None
+        policy = load_policy(args.policy, features=features, actions=actions, output=args.output) if args.policy else None
     else:
         bench_spec = benchmark_spec(args.model)
         if bench_spec.kind != "prism":
@@ -78,8 +80,13 @@ def run(args: argparse.Namespace) -> int:
         policy = None
         if args.mode != "monolithic":
             name = args.policy or "reference"
+            if args.policy is None and name not in bench.policies:
+                trained = f" (its reference policies: {', '.join(bench_spec.policies)}, trained for the default " \
+                          "parameters only)" if bench_spec.policies else ""
+                raise PolicyError(f"{model_name} has no reference policy{trained}; pass --policy FILE, "
+                                  "or --mode monolithic for Pmin/Pmax")
             policy = (bench.load_policy(name) if name in bench.policies
-                      else load_policy(name, features=features, actions=actions))
+                      else load_policy(name, features=features, actions=actions, output=args.output))
     if policy is None and args.mode != "monolithic":
         raise PolicyError(f"--mode {args.mode} needs --policy (or --mode monolithic for Pmin/Pmax)")
     options = ExactOptions(mode=args.mode, strategy=args.strategy, unavailable=args.unavailable, numerics=args.numerics,

@@ -9,6 +9,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
     import time
 
     import stormpy
+    from stormpy.exceptions import StormError
 
     started = time.perf_counter()
     path = Path(path)
@@ -144,8 +146,9 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
     if given:
         try:
             program, _ = stormpy.instantiate_constants(program, {k: _constant_value(v) for k, v in given.items()})
-        except (RuntimeError, ValueError, TypeError) as exc:
-            raise ConstantsError(f"{path}: cannot define constants {given}: {storm_message(exc)}") from None
+        except (RuntimeError, ValueError, TypeError, StormError) as exc:
+            raise ConstantsError(f"{path}: cannot define constants {given}: {storm_message(exc)} (values must be "
+                                 "numbers, true/false, or rationals like 1/10)") from None
 
     model_type = str(program.model_type).rsplit(".", 1)[-1].lower()
     if model_type not in ("mdp", "dtmc"):
@@ -200,7 +203,14 @@ def _constant_value(text: str) -> Any:
     try:
         return float(text)
     except ValueError:
-        return text
+        pass
+    num, slash, den = text.partition("/")  # a rational, as PRISM writes them (1/10)
+    if slash:
+        try:
+            return float(Fraction(int(num.strip()), int(den.strip())))
+        except (ValueError, ZeroDivisionError):
+            pass
+    return text
 
 
 _LABEL = re.compile(r'"([^"]*)"')

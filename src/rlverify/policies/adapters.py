@@ -168,7 +168,11 @@ class OnnxPolicy(BasePolicy):
                 f"metadata; pass {' and '.join('--' + m for m in missing)} (e.g. --features x,y --actions up,down)"
             )
         super().__init__(features, actions, name=str(path))
-        self.output = check_output_kind(output or meta.get(META_OUTPUT, "logits"), f"{path}: metadata {META_OUTPUT}")
+        kind = output or meta.get(META_OUTPUT)
+        if kind is None:
+            raise PolicyError(f"{path}: ONNX file has no {META_OUTPUT} metadata saying what the network outputs; "
+                              "pass --output logits|probabilities|q-values")
+        self.output = check_output_kind(kind, f"{path}: metadata {META_OUTPUT}")
         self.training = json.loads(meta[META_TRAINING]) if META_TRAINING in meta else None
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1

@@ -18,8 +18,14 @@ SPEC_HELP = (
 )
 
 
-def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None) -> Policy:
-    """Load a policy from ``spec`` (see :data:`SPEC_HELP`); ``features``/``actions`` override the file's own."""
+def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
+                output: str | None = None) -> Policy:
+    """Load a policy from ``spec`` (see :data:`SPEC_HELP`).
+
+    ``features``/``actions``/``output`` (``logits``, ``probabilities`` or ``q-values``) override the
+    file's own. A network file must say what its outputs are (metadata, sidecar or ``output``):
+    softmax applied to outputs that already are probabilities would give a valid-looking wrong policy.
+    """
     if ".py:" in spec:
         file, _, name = spec.rpartition(":")
         return _load_python(Path(file), name, features, actions)
@@ -28,19 +34,20 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
         raise InputFileError(f"{path}: policy file not found (expected {SPEC_HELP})")
     suffix = path.suffix.lower()
     if suffix == ".onnx":
-        return OnnxPolicy(path, features=features, actions=actions)
+        return OnnxPolicy(path, features=features, actions=actions, output=output)
     if suffix == ".json":
         policy = TablePolicy.from_json(path)
         if features or actions:
             raise PolicyError(f"{path}: a table policy declares its own features and actions; drop --features/--actions")
         return policy
     if suffix in (".pt", ".pth", ".zip"):
-        feats, acts, output = _sidecar(path, features, actions)
         if suffix == ".zip":
+            feats, acts, _ = _sidecar(path, features, actions, "probabilities")
             return SB3Policy(path, feats, acts)
         from rlverify.policies.adapters import _import
 
         torch = _import("torch", "torch")
+        feats, acts, output = _sidecar(path, features, actions, output)
         try:
             module = torch.jit.load(str(path), map_location="cpu")
         except Exception as exc:
@@ -49,7 +56,7 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
     raise InputFileError(f"{path}: unknown policy format '{suffix}' (expected {SPEC_HELP})")
 
 
-def _sidecar(path: Path, features, actions) -> tuple[list[str], list[str], str]:
+def _sidecar(path: Path, features, actions, output: str | None) -> tuple[list[str], list[str], str]:
     side = path.with_name(path.name + ".json")
     meta = {}
     if side.is_file():
@@ -62,7 +69,11 @@ def _sidecar(path: Path, features, actions) -> tuple[list[str], list[str], str]:
     if not feats or not acts:
         raise PolicyError(f"{path}: features/actions unknown; pass --features and --actions or write {side} "
                           '({"features": [...], "actions": [...]})')
-    return feats, acts, meta.get("output", "logits")
+    kind = output or meta.get("output")
+    if kind is None:
+        raise PolicyError(f"{path}: what the network outputs is unknown; pass --output logits|probabilities|q-values "
+                          f'or add "output" to {side}')
+    return feats, acts, kind
 
 
 def _load_python(file: Path, name: str, features, actions) -> Policy:

@@ -105,10 +105,14 @@ def save_mlp_onnx(path: str | Path, mlp: MLP, *, features: Sequence[str], action
 
 
 def mlp_from_onnx(path: str | Path) -> MLP:
-    """Read the weights of an ONNX ReLU network made of Gemm / MatMul+Add / Relu nodes.
+    """Read the weights of an ONNX ReLU network: a chain of affine layers (Gemm, or MatMul with or
+    without Add) with one Relu between consecutive layers and none after the last (the logits).
+
+    Every node must take the previous node's output, so the MLP read is the function the file
+    computes (a Relu on the logits, two affine layers in a row, or a branch are refused).
 
     Raises:
-        PolicyError: naming the first node whose operator is not supported.
+        PolicyError: naming the first node that is not of that shape.
     """
     import onnx
     from onnx import numpy_helper
@@ -119,39 +123,67 @@ def mlp_from_onnx(path: str | Path) -> MLP:
     except Exception as exc:
         raise InputFileError(f"{path}: not a readable ONNX model ({exc})") from None
     init = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    inputs = [i.name for i in model.graph.input if i.name not in init]
+    if len(inputs) != 1 or len(model.graph.output) != 1:
+        raise PolicyError(f"{path}: expected one input and one output, got {len(inputs)} inputs and "
+                          f"{len(model.graph.output)} outputs")
+    current = inputs[0]
+    shape = "a chain of affine layers (Gemm, MatMul[+Add]) with one Relu between consecutive layers"
     ws: list[np.ndarray] = []
     bs: list[np.ndarray] = []
-    pending: np.ndarray | None = None  # MatMul weight waiting for its Add
+    last = "input"  # what produced `current`: input, affine (awaiting an optional Add), bias, relu
+
+    def refuse(node: Any, why: str) -> PolicyError:
+        return PolicyError(f"{path}: node '{node.name or node.op_type}' ({node.op_type}) {why}; "
+                           f"rlverify reads {shape}")
+
     for node in model.graph.node:
         op = node.op_type
-        if op == "Gemm":
-            attrs = {a.name: helper_attr(a) for a in node.attribute}
-            w = init[node.input[1]]
-            if attrs.get("transB", 0) != 1:
-                w = w.T
-            if attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
-                raise PolicyError(f"{path}: Gemm node '{node.name}' with transA/alpha/beta is not supported")
-            b = init[node.input[2]] if len(node.input) > 2 else np.zeros(w.shape[0])
-            ws.append(w)
-            bs.append(np.broadcast_to(b, (w.shape[0],)).copy())
-        elif op == "MatMul":
-            pending = init[node.input[1]].T
-        elif op == "Add" and pending is not None:
-            name = node.input[1] if node.input[1] in init else node.input[0]
-            ws.append(pending)
-            bs.append(init[name].reshape(-1))
-            pending = None
-        elif op in ("Relu", "Identity", "Flatten", "Cast"):
-            if pending is not None:  # MatMul without bias
-                ws.append(pending)
-                bs.append(np.zeros(pending.shape[0]))
-                pending = None
+        data_inputs = [i for i in node.input if i and i not in init]
+        if data_inputs != [current]:
+            raise refuse(node, f"does not take the previous node's output '{current}' alone")
+        if op in ("Gemm", "MatMul"):
+            if last in ("affine", "bias"):
+                raise refuse(node, "follows an affine layer without a Relu between")
+            if node.input[0] != current or node.input[1] not in init:
+                raise refuse(node, "needs its weight as an initializer")
+            if op == "Gemm":
+                attrs = {a.name: helper_attr(a) for a in node.attribute}
+                w = init[node.input[1]]
+                if attrs.get("transB", 0) != 1:
+                    w = w.T
+                if attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
+                    raise refuse(node, "uses transA/alpha/beta")
+                b = init[node.input[2]] if len(node.input) > 2 else np.zeros(w.shape[0])
+                ws.append(w)
+                bs.append(np.broadcast_to(b, (w.shape[0],)).copy())
+                last = "bias"
+            else:
+                ws.append(init[node.input[1]].T)
+                bs.append(np.zeros(ws[-1].shape[0]))
+                last = "affine"
+        elif op == "Add":
+            if last != "affine":
+                raise refuse(node, "is not the bias of a MatMul")
+            bs[-1] = bs[-1] + np.broadcast_to(init[[i for i in node.input if i in init][0]].reshape(-1), bs[-1].shape)
+            last = "bias"
+        elif op == "Relu":
+            if last not in ("affine", "bias"):
+                raise refuse(node, "does not follow an affine layer")
+            last = "relu"
+        elif op in ("Identity", "Flatten", "Cast"):
+            pass  # the same values
         else:
             raise PolicyError(f"{path}: layer '{node.name or op}' uses operator {op}, which rlverify cannot read "
                               "as a ReLU network (supported: Gemm, MatMul, Add, Relu)")
-    if pending is not None:
-        ws.append(pending)
-        bs.append(np.zeros(pending.shape[0]))
+        current = node.output[0]
+    if last == "relu":
+        raise PolicyError(f"{path}: the network ends in a Relu; rlverify reads the logits layer (affine, no Relu) "
+                          "as the output")
+    if not ws:
+        raise PolicyError(f"{path}: no affine layer found; rlverify reads {shape}")
+    if current != model.graph.output[0].name:
+        raise PolicyError(f"{path}: the graph output '{model.graph.output[0].name}' is not the last layer's output")
     return MLP(tuple(ws), tuple(bs))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,14 @@ class DQNConfig:
     eps_fraction: float = 0.5
     max_episode_steps: int = 100
     eval_runs: int = 2000
+
+
+#: Per-benchmark training setups that differ from :class:`DQNConfig`'s defaults (larger maps need
+#: longer episodes and more experience before the goal's reward propagates back).
+BENCHMARK_CONFIGS: dict[str, DQNConfig] = {
+    "racetrack-barto-big-v1": DQNConfig(steps=2_400_000, max_episode_steps=300, buffer_size=400_000),
+    "racetrack-ring-v1": DQNConfig(steps=800_000),
+}
 
 
 def _torch() -> Any:
@@ -236,7 +244,8 @@ def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps:
 
     params = {} if noise is None else {"noise": noise}
     env = make_racetrack(benchmark_id, **params)
-    config = DQNConfig() if steps is None else DQNConfig(steps=int(steps))
+    base = BENCHMARK_CONFIGS.get(benchmark_id, DQNConfig())
+    config = base if steps is None else replace(base, steps=int(steps))
     mlp, facts = train_dqn(env, seed=seed, config=config, progress=progress)
     facts["benchmark"] = benchmark_id
     facts["evaluation"] = evaluate_greedy(env, mlp, runs=config.eval_runs)
