@@ -125,3 +125,15 @@ def test_training_without_torch_says_which_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(DependencyNotInstalled, match=r"pip install 'rlverify\[torch\]'"):
         ppo._torch()
+
+
+def test_cli_benchmark_parameters_and_no_silent_overwrite(tmp_path, capsys):
+    assert cli(["abstract", "acc-v1", "-c", "accel=1", "-k", "1", "--phi", "0.5"]) == 0
+    assert "acc-v1 (accel=1)" in capsys.readouterr().out
+    png = tmp_path / "mine.png"
+    png.write_text("mine")
+    with pytest.raises(InputFileError, match="--force"):
+        cli(["abstract", "acc-v1", "-k", "1", "--out-png", str(png)])
+    assert png.read_text() == "mine"
+    with pytest.raises(BenchmarkError, match="accel=20.0 out of range"):
+        cli(["abstract", "acc-v1", "-c", "accel=20", "-k", "1"])

@@ -38,6 +38,8 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the refinement sampling (the bound is sound for any)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out-png", metavar="FILE", help="write a PNG of the initial parts by bound and action probability")
+    p.add_argument("--constants", "-c", help="benchmark parameters, e.g. accel=1 for acc-v1")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out-png file")
     p.set_defaults(run=run)
 
 
@@ -72,7 +74,12 @@ def run(args: argparse.Namespace) -> int:
     if s.kind != "continuous":
         raise BenchmarkError(f"{args.benchmark} is a {s.kind} benchmark; 'rlverify abstract' needs a continuous one "
                              "(bouncing-ball-v1, acc-v1, pendulum-v1)")
-    system = make(args.benchmark)
+    if args.out_png and Path(args.out_png).exists() and not args.force:
+        raise InputFileError(f"{args.out_png}: file exists; pass --force to overwrite it")
+    from rlverify.models.symbolic import parse_constants
+
+    params = {k: _number(v) for k, v in parse_constants(args.constants).items()}
+    system = make(args.benchmark, **params)
     policy = args.policy
     if policy in getattr(system, "policies", {}):
         policy = system.policies[policy]
@@ -95,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, default=_json_default))
         return 0
-    table = Table(title=f"{result.benchmark}: P(F<={options.horizon} unsafe) — {result.guarantee}")
+    shown = result.benchmark + (" (" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")" if params else "")
+    table = Table(title=f"{shown}: P(F<={options.horizon} unsafe) — {result.guarantee}")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     t = result.timings
@@ -130,3 +138,10 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, (np.floating, np.integer)):
         return o.item()
     return str(o)
+
+
+def _number(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text  # the registry names the parameter and what it expects
