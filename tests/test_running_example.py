@@ -55,3 +55,13 @@ def test_same_values_from_the_jani_translation(bench, tmp_path) -> None:
     policy = bench.load_policy()
     for prop in ('P=? [F<=2 "goal"]', 'R{"steps"}=? [F "goal"]'):
         assert verify_exact(jani, prop, policy).value == pytest.approx(verify_exact(prism, prop, policy).value, rel=1e-9)
+
+
+def test_monolithic_threshold_holds_for_every_scheduler(bench) -> None:
+    model = bench.load_model()
+    mono = lambda text: verify_exact(model, text, None, ExactOptions(mode="monolithic"))  # noqa: E731
+    # Pmin = 0, Pmax = 0.96 for F<=2 "goal": P<=0.97 holds for all schedulers, P<=0.5 and P>=0.1 do not
+    assert mono('P<=0.97 [F<=2 "goal"]').satisfied is True
+    assert mono('P<=0.5 [F<=2 "goal"]').satisfied is False
+    assert mono('P>=0.1 [F<=2 "goal"]').satisfied is False
+    assert mono('P>=0 [F<=2 "goal"]').satisfied is True

@@ -27,7 +27,9 @@ class ExactResult:
             unavailable actions) before the property is decided; 0 with ``unavailable='renormalize'``.
         timings: seconds per phase: parse, build, policy, induce, check, total.
         settings: the options used; versions: package versions.
-        state_values: per-state values ``(states,)`` when requested, with ``state_valuations``.
+        state_values: per-state values ``(states,)`` when requested, with ``state_valuations``
+            (model states only: the ``stalled`` sink is left out); monolithic mode: Pmax, with
+            ``state_values_min`` = Pmin.
     """
 
     property: str
@@ -52,6 +54,7 @@ class ExactResult:
     policy: str | None = None
     state_values: np.ndarray | None = field(default=None, repr=False, compare=False)
     state_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
+    state_values_min: np.ndarray | None = field(default=None, repr=False, compare=False)
     variables: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -59,6 +62,7 @@ class ExactResult:
         d = asdict(self)
         d.pop("state_values")
         d.pop("state_valuations")
+        d.pop("state_values_min")
         d["variables"] = list(self.variables)
         return d
 

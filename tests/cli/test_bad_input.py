@@ -160,3 +160,43 @@ def test_non_numeric_benchmark_parameter(capsys) -> None:
     code, out = run(capsys, "avoid-v1", "-c", "xMax=4,yMax=4,slickness=abc", "-p", "collision-100")
     assert code == 2
     assert "slickness='abc' must be a number" in out
+
+
+STALLS = """mdp
+module m
+  x : [0..3] init 0;
+  [up] x<3 & x!=1 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
+  [stay] x=1 -> (x'=2);
+  [stay] x=3 -> true;
+endmodule
+label "top" = x=3;
+rewards "r" true : 1; endrewards
+"""
+
+
+def test_all_states_leaves_out_the_stalled_sink_and_json_has_no_infinity(capsys, tmp_path: Path) -> None:
+    model = tmp_path / "stalls.prism"
+    model.write_text(STALLS)
+    pol = tmp_path / "up.py"
+    pol.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+                   "def pi(s):\n    return np.tile([1.0, 0.0], (len(s), 1))\n")
+    out_file = tmp_path / "v.csv"
+    code, out = run(capsys, str(model), "-p", 'P=? [F "top"]', "--policy", f"{pol}:pi", "--all-states", str(out_file),
+                    "--json")
+    assert code == 0, out
+    assert json.loads(out)["stalled_probability"] == pytest.approx(1.0)
+    data = np.genfromtxt(out_file, delimiter=",", names=True)
+    assert sorted(data["x"].tolist()) == [0.0, 1.0]  # x=0 and x=1 (where 'up' is unavailable); no sink row
+    # the expected reward to "top" is infinite (it is never reached): valid JSON, the value as "inf"
+    code, out = run(capsys, str(model), "-p", 'R{"r"}=? [F "top"]', "--policy", f"{pol}:pi", "--json")
+    assert code == 0, out
+    assert json.loads(out)["value"] == "inf"
+
+
+def test_all_states_monolithic_writes_pmin_and_pmax(capsys, model: Path, tmp_path: Path) -> None:
+    out_file = tmp_path / "mono.csv"
+    code, out = run(capsys, str(model), "-p", "P=? [F<=1 x=3]", "--mode", "monolithic", "--all-states", str(out_file))
+    assert code == 0, out
+    data = np.genfromtxt(out_file, delimiter=",", names=True)
+    row = data[data["x"] == 2][0]
+    assert (float(row["pmin"]), float(row["pmax"])) == pytest.approx((0.0, 0.5))

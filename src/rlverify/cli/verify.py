@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.all_states:
         _write_states(Path(args.all_states), result)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(_finite(result.to_json()), indent=2, allow_nan=False))
     else:
         print_result(result)
     return 0
@@ -137,12 +137,17 @@ def print_result(r: ExactResult) -> None:
 def _write_states(path: Path, r: ExactResult) -> None:
     assert r.state_values is not None and r.state_valuations is not None
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".npz":
-        np.savez_compressed(path, values=r.state_values, valuations=r.state_valuations, variables=np.array(r.variables))
+    if r.state_values_min is not None:  # monolithic: Pmin and Pmax per state
+        columns, values = ["pmin", "pmax"], [r.state_values_min, r.state_values]
     else:
-        header = ",".join(list(r.variables) + ["value"])
-        data = np.column_stack([r.state_valuations.astype(np.float64), r.state_values])
-        fmt = ["%d"] * len(r.variables) + ["%.17g"]
+        columns, values = ["value"], [r.state_values]
+    if path.suffix == ".npz":
+        np.savez_compressed(path, valuations=r.state_valuations, variables=np.array(r.variables),
+                            **dict(zip(["values"] if len(values) == 1 else columns, values)))
+    else:
+        header = ",".join(list(r.variables) + columns)
+        data = np.column_stack([r.state_valuations.astype(np.float64), *values])
+        fmt = ["%d"] * len(r.variables) + ["%.17g"] * len(values)
         np.savetxt(path, data, delimiter=",", header=header, comments="", fmt=fmt)
 
 
@@ -157,3 +162,15 @@ def _number(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no infinity: an infinite value (an expected reward whose target is missed with
+    positive probability) is written as the string "inf" / "-inf", NaN as null."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None if np.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj

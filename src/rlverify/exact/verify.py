@@ -112,9 +112,9 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
         timings["check"] = time.perf_counter() - t
         timings["total"] = model.parse_seconds + time.perf_counter() - t0
         satisfied = None
-        if threshold is not None:
-            both = (compare(lo.value, threshold, comparison), compare(hi.value, threshold, comparison))
-            satisfied = both[0] if both[0] == both[1] else None
+        if threshold is not None:  # PRISM/Storm semantics: the bound must hold for every scheduler
+            upper_bound = comparison in ("LESS", "LESS_EQUAL", "LEQ")
+            satisfied = compare(hi.value if upper_bound else lo.value, threshold, comparison)
         return ExactResult(
             property=property_text, mode="monolithic", strategy="full", value=hi.value, lower=lo.value, upper=hi.value,
             guarantee=_guarantee(options), precision=options.precision, satisfied=satisfied, states=mdp.num_states,
@@ -122,6 +122,7 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
             pmax=hi.value, timings=timings, settings=_settings(options, "full", model), versions=versions(),
             model=str(model.path), policy=None,
             state_values=hi.values if options.all_states else None,
+            state_values_min=lo.values if options.all_states else None,
             state_valuations=mdp.valuations if options.all_states else None, variables=mdp.variables)
 
     assert policy is not None
@@ -137,7 +138,7 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
     all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    chain, _origin, n_queried, policy_seconds = _induce(mdp, policy, options, all_unavailable)
+    chain, origin, n_queried, policy_seconds = _induce(mdp, policy, options, all_unavailable)
     timings["policy"] = policy_seconds
     timings["induce"] = time.perf_counter() - t - policy_seconds
     say(f"checking on the induced chain ({chain.num_states} states, {chain.num_transitions} transitions)")
@@ -161,8 +162,9 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
         timings=timings, settings={**_settings(options, strategy, model), "policy_queries": n_queried,
                                    "onthefly_policy_calls": None if explorer is None else len(explorer.cache)},
         versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
-        state_values=out.values if options.all_states else None,
-        state_valuations=chain.valuations if options.all_states else None, variables=chain.variables)
+        # per-state values of the model's states (the added `stalled` sink is not one of them)
+        state_values=out.values[origin >= 0] if options.all_states else None,
+        state_valuations=chain.valuations[origin >= 0] if options.all_states else None, variables=chain.variables)
 
 
 def induce(mdp: ExplicitModel, policy: Policy, *, mode: str = "stochastic", unavailable: str = "stall") -> tuple[ExplicitModel, np.ndarray]:

@@ -42,10 +42,10 @@ class TrainingSetup:
 
 #: Reference setups. Sizes as in the paper's text (2x32 bouncing ball, 2x64 ACC and pendulum).
 SETUPS: dict[str, TrainingSetup] = {
-    "bouncing-ball-v1": TrainingSetup((32, 32), 300_000, 200, (3.0, -3.0), (10.0, 3.0), -20.0, (0.2, 0.1),
+    "bouncing-ball-v1": TrainingSetup((32, 32), 2_000_000, 200, (3.0, -3.0), (10.0, 3.0), -20.0, (0.2, 0.1),
                                       "bouncing_ball_ppo.onnx"),
-    "acc-v1": TrainingSetup((64, 64), 300_000, 100, (3.0, 26.0), (10.0, 32.0), -20.0, (0.5, 0.1), "acc_ppo.onnx"),
-    "pendulum-v1": TrainingSetup((64, 64), 300_000, 100, (-0.1, -0.1), (0.1, 0.1), 0.0, (5.0, 1.0),
+    "acc-v1": TrainingSetup((64, 64), 1_000_000, 100, (3.0, 26.0), (10.0, 32.0), -20.0, (0.5, 0.1), "acc_ppo.onnx"),
+    "pendulum-v1": TrainingSetup((64, 64), 1_000_000, 100, (-0.1, -0.1), (0.1, 0.1), 0.0, (5.0, 1.0),
                                  "pendulum_ppo.onnx"),
 }
 

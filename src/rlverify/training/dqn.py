@@ -44,6 +44,10 @@ class DQNConfig:
         eps_start, eps_end, eps_fraction: linear epsilon-greedy schedule over this fraction of training.
         max_episode_steps: episodes are truncated (not terminated) after this many steps.
         eval_runs: runs per evaluation of the greedy policy at the end.
+        shaping: potential-based reward shaping (Ng, Harada & Russell 1999), in reward units per
+            cell of shortest-path distance to the goal: ``r + gamma * Phi(s') - Phi(s)`` with
+            ``Phi = -shaping * distance`` (0 at terminal states). It leaves the optimal policies of
+            the paper's reward unchanged and speeds learning on large maps; 0 disables it.
     """
 
     steps: int = 600_000
@@ -62,14 +66,37 @@ class DQNConfig:
     eps_fraction: float = 0.5
     max_episode_steps: int = 100
     eval_runs: int = 2000
+    shaping: float = 0.0
 
 
 #: Per-benchmark training setups that differ from :class:`DQNConfig`'s defaults (larger maps need
 #: longer episodes and more experience before the goal's reward propagates back).
 BENCHMARK_CONFIGS: dict[str, DQNConfig] = {
-    "racetrack-barto-big-v1": DQNConfig(steps=2_400_000, max_episode_steps=300, buffer_size=400_000),
+    "racetrack-barto-big-v1": DQNConfig(steps=2_400_000, max_episode_steps=300, buffer_size=400_000, shaping=1.0),
     "racetrack-ring-v1": DQNConfig(steps=800_000),
 }
+
+
+def goal_distances(track: Any) -> np.ndarray:
+    """``(rows, cols)`` shortest number of king moves from each cell to a goal cell through non-wall
+    cells (multi-source BFS; ``inf`` for walls and cells that cannot reach a goal)."""
+    from rlverify.models.racetrack.track import GOAL, WALL
+
+    grid = track.grid
+    dist = np.full(grid.shape, np.inf)
+    frontier = np.argwhere(grid == GOAL)
+    dist[tuple(frontier.T)] = 0
+    d = 0
+    moves = np.array([(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx])
+    while len(frontier):
+        d += 1
+        nb = (frontier[:, None, :] + moves[None, :, :]).reshape(-1, 2)
+        ok = (nb[:, 0] >= 0) & (nb[:, 0] < grid.shape[0]) & (nb[:, 1] >= 0) & (nb[:, 1] < grid.shape[1])
+        nb = np.unique(nb[ok], axis=0)
+        nb = nb[(grid[nb[:, 0], nb[:, 1]] != WALL) & np.isinf(dist[nb[:, 0], nb[:, 1]])]
+        dist[nb[:, 0], nb[:, 1]] = d
+        frontier = nb
+    return dist
 
 
 def _torch() -> Any:
@@ -130,6 +157,15 @@ def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
     def reset(n: int) -> np.ndarray:
         return env.start_states(cells[rng.integers(0, len(cells), size=n)])
 
+    if config.shaping:
+        dist = goal_distances(env.track)
+        finite = np.where(np.isfinite(dist), dist, np.nanmax(np.where(np.isfinite(dist), dist, np.nan)) + 1)
+
+        def potential(s: np.ndarray) -> np.ndarray:
+            y = np.clip(s[:, 1], 0, env.track.height - 1)
+            x = np.clip(s[:, 0], 0, env.track.width - 1)
+            return -config.shaping * finite[y, x] / 100.0
+
     states = reset(config.n_envs)
     ep_len = np.zeros(config.n_envs, dtype=np.int64)
     n_steps = config.steps // config.n_envs
@@ -149,6 +185,8 @@ def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
         status = nxt[:, 4]
         reward = np.where(status == AT_GOAL, config.goal_reward, np.where(status == CRASHED, config.crash_reward, 0.0)) / 100.0
         terminal = status != 0
+        if config.shaping:
+            reward = reward + (config.gamma * np.where(terminal, 0.0, potential(nxt)) - potential(states))
         idx = (ptr + np.arange(config.n_envs)) % B
         buf_obs[idx], buf_next[idx] = obs, env.observe(nxt) / scale
         buf_act[idx], buf_rew[idx], buf_done[idx] = actions, reward, terminal
