@@ -11,16 +11,6 @@ import rlverify.cli.main as cli_main
 from rlverify.cli.train import benchmark_kind
 
 
-@pytest.fixture(autouse=True)
-def wired(monkeypatch):
-    """Register the two commands as the lead will in cli/main.py."""
-    modules = list(cli_main.COMMAND_MODULES)
-    for name in ("rlverify.cli.train", "rlverify.cli.reproduce"):
-        if name not in modules:
-            modules.append(name)
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", modules)
-
-
 def run(argv, capsys):
     code = cli_main.main(argv)
     out, err = capsys.readouterr()

@@ -19,7 +19,9 @@ def test_onnx_round_trip_matches_numpy_network(tmp_path: Path) -> None:
     policy = load_policy(str(path))
     assert isinstance(policy, OnnxPolicy)
     assert policy.features == ("a", "b", "c") and policy.actions == ("n", "e", "s", "w")
+    versions = policy.training.pop("versions")  # added on save: what produced the weights
     assert policy.training == {"algorithm": "none", "seed": 1}
+    assert versions["rlverify"] and versions["numpy"]
     x = np.random.default_rng(0).normal(size=(50, 3))
     # independent softmax of the numpy forward pass (float32 weights in the file)
     z = net(x)

@@ -61,7 +61,10 @@ Labels: "goal" = px3=0 (the chicken reached the top lane), "fail" = done & !won 
     for a nested until and builds 608 states; `F px17=0` makes the px17=0 states terminal and
     gives the paper's 272 states / 1,120 (stochastic) / 1,552 (monolithic) transitions, so it is
     the encoding the paper's Storm 1.7 build amounted to. mid-until-mid-1-nested is the scripts'
-    formula; fail `P=? [F "fail"]`.
+    formula; fail `P=? [F "fail"]`. Caveat: the paper's text describes this measurement as
+    returning to the starting position after entering the street; neither its scripts' formula
+    nor `F px17=0` says that (both say the chicken reaches lane 2). rlverify reproduces the
+    experiment as run (formula, state and transition counts), not that description.
 Initial states: every pixel 2 (empty road) except px31 = 0 (chicken on the pavement).
 Reference results (all equal to the reference PRISM file, tests/benchmarks/test_prism_equivalence.py):
     goal: full MDP 496 states / 2,800 transitions, Pmin = 0, Pmax = 1; uniform random policy

@@ -24,7 +24,10 @@ def register(sub: Any) -> None:
 def run_list(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.registry import all_ids, spec
 
-    t = Table("id", "kind", "properties", "reference policies")
+    t = Table()
+    t.add_column("id", no_wrap=True)  # ids are what users type: never cut
+    for name in ("kind", "properties", "reference policies"):
+        t.add_column(name)
     for i in all_ids():
         s = spec(i)
         t.add_row(i, s.kind, ", ".join(s.properties), ", ".join(s.policies))
@@ -47,5 +50,10 @@ def run_show(args: argparse.Namespace) -> int:
         t = Table("name", "property", title="properties", title_justify="left")
         for k, v in s.properties.items():
             t.add_row(k, v)
+        console.print(t)
+    if s.policies:
+        t = Table("name", "file (package data)", title="reference policies", title_justify="left")
+        for k, v in s.policies.items():
+            t.add_row(k, str(v))
         console.print(t)
     return 0

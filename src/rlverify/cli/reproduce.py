@@ -23,6 +23,7 @@ def register(sub: Any) -> None:
                          description="Verify the shipped reference policies on Freeway, Crazy Climber and Avoid three "
                                      "ways and print the results beside the paper's.")
     t2.add_argument("--out", help="directory to write table2.json and table2.md into")
+    t2.add_argument("--force", action="store_true", help="overwrite table2.json / table2.md in --out")
     t2.add_argument("--json", action="store_true", help="print JSON instead of a table")
     t2.add_argument("--rows", help="comma-separated row ids (default: all): "
                                    "freeway-goal, freeway-mid, crazy-climber-coll, avoid-coll-100")
@@ -35,6 +36,14 @@ def run_table2(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.table2 import METHODS, PAPER_TABLE2, compute_table2, format_result
 
     rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
+    if args.out and not args.force:
+        from pathlib import Path
+
+        from rlverify.errors import InputFileError
+
+        existing = [str(Path(args.out) / f) for f in ("table2.json", "table2.md") if (Path(args.out) / f).exists()]
+        if existing:
+            raise InputFileError(f"{', '.join(existing)}: file exists; pass --force to overwrite")
     if args.json:
         table = compute_table2(rows, strategy=args.strategy)
     else:

@@ -95,7 +95,17 @@ def save_mlp_onnx(path: str | Path, mlp: MLP, *, features: Sequence[str], action
     model.ir_version = 8
     meta = {META_FEATURES: json.dumps(list(features)), META_ACTIONS: json.dumps(list(actions)), META_OUTPUT: output}
     if training is not None:
-        meta[META_TRAINING] = json.dumps(dict(training), sort_keys=True)
+        facts = dict(training)
+        if "versions" not in facts:  # what produced the weights, for reproducing them
+            from importlib.metadata import PackageNotFoundError, version
+
+            facts["versions"] = {}
+            for pkg in ("rlverify", "torch", "numpy"):
+                try:
+                    facts["versions"][pkg] = version(pkg)
+                except PackageNotFoundError:
+                    pass
+        meta[META_TRAINING] = json.dumps(facts, sort_keys=True)
     onnx.helper.set_model_props(model, meta)
     onnx.checker.check_model(model)
     path = Path(path)

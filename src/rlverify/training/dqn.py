@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import DependencyNotInstalled
+from rlverify.training.ppo import restores_torch_settings
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,7 @@ def feature_scale(env: Any) -> np.ndarray:
     return np.array([W, H, 5, 5, *([m] * 8), W, H, H + W], dtype=np.float64)
 
 
+@restores_torch_settings
 def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
               progress: Callable[[int, int], None] | None = None) -> tuple[Any, dict[str, Any]]:
     """Train a DQN on a :class:`~rlverify.models.racetrack.RacetrackEnv`.

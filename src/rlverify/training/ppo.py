@@ -12,8 +12,11 @@ Torch is imported lazily; without it :class:`~rlverify.errors.DependencyNotInsta
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -61,6 +64,28 @@ def _torch():
     return torch
 
 
+@contextmanager
+def torch_settings_restored() -> Iterator[None]:
+    """Restore torch's global thread count and determinism flag after training changes them."""
+    torch = _torch()
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def restores_torch_settings(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: run ``fn`` inside :func:`torch_settings_restored`."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with torch_settings_restored():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@restores_torch_settings
 def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: int = 200_000, seed: int = 0,
               obs_scale: np.ndarray | None = None, config: PPOConfig = PPOConfig()) -> tuple[MLP, dict[str, Any]]:
     """Train a softmax policy with PPO.
