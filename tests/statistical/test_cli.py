@@ -73,3 +73,34 @@ def test_heatmap_png(tmp_path, capsys):
     assert len(cells) == 233 and all(0 <= c["goal"] <= 1 and 0 <= c["optimal"] <= 1 for c in cells)
     code, msg = run(["heatmap", "racetrack-barto-smal-v1", "--out", str(tmp_path / "x.png")])
     assert code == 2 and "did you mean" in msg
+
+
+def test_shipped_policy_heatmap_never_beats_the_optimum(tmp_path):
+    """No policy can beat Storm's Pmax: every cell's goal interval starts below the optimal value,
+    at the training noise 0.2 and in the stress test at noise 0.5 (the shipped DQN policy)."""
+    for noise in ("0.2", "0.5"):
+        out, cells_json = tmp_path / f"map{noise}.png", tmp_path / f"cells{noise}.json"
+        code = run(["heatmap", "racetrack-barto-small-v1", "--noise", noise, "--out", str(out), "--runs", "300",
+                    "--optimal", "--json", str(cells_json), "--seed", "4"])
+        assert code == 0 and out.stat().st_size > 1000
+        data = json.loads(cells_json.read_text())
+        assert data["noise"] == float(noise) and "unsound" in data["optimal_numerics"]
+        cells = data["cells"]
+        assert max(c["goal_interval"][0] - c["optimal"] for c in cells) <= 1e-6
+        assert sum(c["goal"] for c in cells) / len(cells) > 0.3  # the shipped policy does reach the goal
+
+
+def test_simulate_shipped_racetrack_policy_and_sprt(capsys):
+    code = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--runs", "2000", "--json"])
+    assert code == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["method"] == "clopper-pearson" and r["runs"] == 2000 and r["undecided"] == 0
+    # the policy's training metadata records 0.927 from the start line (2,000 runs, another seed)
+    assert r["interval"][0] - 0.03 <= 0.927 <= r["interval"][1] + 0.03
+    code = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--sprt", "0.5", "--json"])
+    assert code == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["decision"] == "H0" and r["satisfied"] is True  # P(goal) >= 0.5 + indifference
+    code, msg = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--sprt", "0.5",
+                     "--method", "wilson"])
+    assert code == 2 and "--sprt" in msg

@@ -262,3 +262,22 @@ def test_sprt_does_not_decide_on_undecided_runs(avoid_model, avoid_policy, avoid
     assert r.undecided == r.runs == 3000
     assert r.decision is None and r.satisfied is None
     assert r.confidence == pytest.approx(0.95)  # 1 - max(alpha, beta)
+
+
+@pytest.mark.parametrize("method", ["okamoto", "wilson"])
+def test_coverage_of_the_other_intervals(stall_model, method):
+    """As above for Okamoto (epsilon 0.05, delta 0.1: 600 runs) and Wilson (200 runs): coverage not
+    significantly below 1 - delta over 200 seeds."""
+    from rlverify.exact import verify_exact
+
+    policy = CallablePolicy(lambda x: np.tile([0.7, 0.3], (len(x), 1)), ["s"], ["a", "b"])
+    exact = verify_exact(stall_model, 'P=? [F "goal"]', policy).value
+    env, prop, _ = prepare(stall_model, 'P=? [F "goal"]')
+    seeds, delta, covered = 200, 0.1, 0
+    for seed in range(seeds):
+        opts = (StatisticalOptions(method="okamoto", epsilon=0.05, delta=delta, simulation=SimulationOptions(seed=seed))
+                if method == "okamoto" else
+                StatisticalOptions(method="wilson", runs=200, delta=delta, simulation=SimulationOptions(seed=seed)))
+        r = verify_statistical(env, prop.text, policy, opts)
+        covered += r.interval[0] <= exact <= r.interval[1]
+    assert binomtest(covered, seeds, 1 - delta, alternative="less").pvalue > 1e-3, covered

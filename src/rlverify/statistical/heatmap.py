@@ -93,11 +93,12 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
         goal=k / n, crash=c / n, goal_interval=gi, crash_interval=ci, runs=np.full(M, n, dtype=np.int64),
         undecided=u, stalled=s, grid=track.grid.copy(), method=options.method, confidence=1.0 - delta,
         epsilon=eps if options.method == "okamoto" else None, seed=sim.seed, max_steps=sim.max_steps,
-        decisions=decisions, optimal=opt, timings=timings)
+        decisions=decisions, optimal=opt, timings=timings,
+        optimal_numerics=None if opt is None else "Storm value iteration, relative precision 1e-6 (unsound heuristic)")
 
 
 PANELS = {"goal": "goal probability (policy)", "crash": "crash probability (policy)",
-          "optimal": "optimal goal probability (Storm Pmax)", "gap": "gap: optimal - policy goal"}
+          "optimal": "optimal goal probability (Storm Pmax, value iteration)", "gap": "gap: optimal - policy goal"}
 
 
 def plot_heatmap(result: HeatmapResult, out: str | Path, *, panels: tuple[str, ...] | None = None,

@@ -78,7 +78,9 @@ class HeatmapResult:
         goal, crash: ``(M,)`` estimated probabilities of ``!"crashed" U "goal"`` and of crashing.
         goal_interval, crash_interval: ``(M, 2)`` intervals.
         runs: ``(M,)`` runs per cell; undecided, stalled: ``(M,)`` counts.
-        optimal: ``(M,)`` Storm's ``Pmax=? [F "goal"]`` per cell (when computed), gap = optimal - goal.
+        optimal: ``(M,)`` Storm's ``Pmax=? [F "goal"]`` per cell (when computed), gap = optimal - goal;
+            optimal_numerics: how Storm computed it (plain value iteration: a convergence heuristic,
+            not a guaranteed bound; Storm's sound methods do not finish on Racetrack MDPs in minutes).
         grid: ``(rows, cols)`` cell codes of the map (for plotting).
     """
 
@@ -101,6 +103,7 @@ class HeatmapResult:
     max_steps: int
     decisions: int
     optimal: np.ndarray | None = None
+    optimal_numerics: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -113,7 +116,7 @@ class HeatmapResult:
         out: dict[str, Any] = {
             "benchmark": self.benchmark, "policy": self.policy, "noise": self.noise, "method": self.method,
             "confidence": self.confidence, "epsilon": self.epsilon, "seed": self.seed, "max_steps": self.max_steps,
-            "decisions": self.decisions, "timings": self.timings,
+            "decisions": self.decisions, "timings": self.timings, "optimal_numerics": self.optimal_numerics,
             "cells": [
                 {"x": int(x), "y": int(y), "goal": float(g), "goal_interval": [float(a), float(b)], "crash": float(c),
                  "crash_interval": [float(e), float(f)], "runs": int(r), "undecided": int(u), "stalled": int(s),

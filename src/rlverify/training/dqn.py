@@ -73,7 +73,8 @@ class DQNConfig:
 #: Per-benchmark training setups that differ from :class:`DQNConfig`'s defaults (larger maps need
 #: longer episodes and more experience before the goal's reward propagates back).
 BENCHMARK_CONFIGS: dict[str, DQNConfig] = {
-    "racetrack-barto-big-v1": DQNConfig(steps=2_400_000, max_episode_steps=300, buffer_size=400_000, shaping=1.0),
+    "racetrack-barto-big-v1": DQNConfig(steps=2_400_000, max_episode_steps=300, buffer_size=400_000, shaping=1.0,
+                                        updates_per_step=3, lr=5e-4, target_every=1000),
     "racetrack-ring-v1": DQNConfig(steps=800_000),
 }
 
