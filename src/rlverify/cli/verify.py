@@ -42,7 +42,8 @@ def register(sub: Any) -> None:
     p.add_argument("--numerics", choices=NUMERICS, default="sound",
                    help="sound (default, Storm's sound solver), direct (sparse LU), fast (unsound value iteration)")
     p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
-    p.add_argument("--max-states", type=int, default=10_000_000, help="refuse to build models larger than this")
+    p.add_argument("--max-states", type=int, default=2_000_000,
+                   help="refuse to build models with more states (default 2M: dense models need ~10 GB per 1M states)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--all-states", metavar="FILE", help="write per-state values with valuations to FILE (.csv or .npz)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --all-states file")

@@ -49,7 +49,9 @@ class ExactOptions:
             state) or ``renormalize`` (rescale the available actions' probabilities).
         numerics: ``sound``, ``direct`` or ``fast`` (see :mod:`rlverify.exact.checking`).
         precision: relative precision of iterative solvers.
-        max_states: refuse models with more states (None: no limit).
+        max_states: refuse models with more states (None: no limit). The default, 2M, keeps dense
+            models within this class of machine (24 GB): memory grows with transitions, ~125 bytes
+            each; Avoid's stochastic chain at n = 10 (1.8M states, 127M transitions) needs > 16 GB.
         all_states: also return the value of every state of the chain.
     """
 
@@ -58,7 +60,7 @@ class ExactOptions:
     unavailable: str = "stall"
     numerics: str = "sound"
     precision: float = 1e-6
-    max_states: int | None = 10_000_000
+    max_states: int | None = 2_000_000
     all_states: bool = False
 
     def validate(self) -> None:

@@ -73,8 +73,9 @@ class DQNConfig:
 #: Per-benchmark training setups that differ from :class:`DQNConfig`'s defaults (larger maps need
 #: longer episodes and more experience before the goal's reward propagates back).
 BENCHMARK_CONFIGS: dict[str, DQNConfig] = {
-    "racetrack-barto-big-v1": DQNConfig(steps=2_400_000, max_episode_steps=300, buffer_size=400_000, shaping=1.0,
-                                        updates_per_step=3, lr=5e-4, target_every=1000),
+    "racetrack-barto-big-v1": DQNConfig(steps=6_000_000, max_episode_steps=300, buffer_size=500_000, shaping=1.0,
+                                        updates_per_step=2, lr=5e-4, target_every=1000, eps_end=0.02,
+                                        eps_fraction=0.3),
     "racetrack-ring-v1": DQNConfig(steps=800_000),
 }
 
