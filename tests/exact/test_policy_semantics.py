@@ -78,3 +78,44 @@ def test_rows_off_by_rounding_within_the_tolerance_are_accepted(tmp_path: Path):
     policy = CallablePolicy(lambda s: np.full((len(s), 1), 1.0 + 5e-7), ["x"], ["go"], name="1+5e-7")
     r = verify_exact(model, 'P=? [F "top"]', policy, ExactOptions())
     assert r.value == pytest.approx(1.0, abs=1e-5)
+
+
+def test_check_policy_reports_every_problem_at_once():
+    from rlverify.errors import PolicyError
+    from rlverify.policies import check_policy
+
+    model = make("avoid-v1", xMax=2, yMax=2).load_model()
+    bad = CallablePolicy(lambda s: np.full((len(s), 2), 0.5), ["x", "why", "obstacle1_x"], ["north", "jump"])
+    with pytest.raises(PolicyError) as info:
+        check_policy(bad, model)
+    text = str(info.value)
+    assert "feature 'why'" in text and "action 'jump'" in text  # both problems, one error
+
+
+@pytest.mark.parametrize("bench_id,params,prop", [
+    ("freeway-v1", {}, "goal"),                                       # boolean variables (done, won)
+    ("avoid-v1", {"xMax": 2, "yMax": 2, "slickness": 0.1}, "collision-100"),
+])
+@pytest.mark.parametrize("mode", ["stochastic", "deterministic"])
+def test_full_and_onthefly_give_the_same_chain_on_benchmarks(bench_id, params, prop, mode):
+    bench = make(bench_id, **params)
+    model = bench.load_model()
+    rng = np.random.default_rng(0)
+    actions = [a for a in model.action_names if a]
+    weights = {}
+
+    def softmaxish(states: np.ndarray) -> np.ndarray:  # a fixed random function of the state
+        out = np.empty((len(states), len(actions)))
+        for i, row in enumerate(states):
+            key = tuple(row)
+            if key not in weights:
+                weights[key] = rng.dirichlet(np.ones(len(actions)))
+            out[i] = weights[key]
+        return out
+
+    policy = CallablePolicy(softmaxish, model.variables, actions)
+    text = bench.properties[prop]
+    full = verify_exact(model, text, policy, ExactOptions(mode=mode, strategy="full"))
+    fly = verify_exact(model, text, policy, ExactOptions(mode=mode, strategy="onthefly"))
+    assert (full.states, full.transitions) == (fly.states, fly.transitions)
+    assert full.value == pytest.approx(fly.value, rel=2e-6, abs=1e-12)  # both within the sound 1e-6
