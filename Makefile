@@ -32,6 +32,8 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/exact.py
+	$(BIN)/python benchmarks/statistical.py --out out/barto_small_heatmap.png
+	$(BIN)/python benchmarks/abstraction.py --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
