@@ -53,6 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RlverifyError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
         return exc.exit_code
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to report to
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130

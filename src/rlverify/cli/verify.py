@@ -21,6 +21,7 @@ from rlverify.policies.loading import SPEC_HELP, load_policy
 from rlverify.results import ExactResult
 
 console = Console()
+err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> None:
@@ -92,11 +93,9 @@ def run(args: argparse.Namespace) -> int:
         raise PolicyError(f"--mode {args.mode} needs --policy (or --mode monolithic for Pmin/Pmax)")
     options = ExactOptions(mode=args.mode, strategy=args.strategy, unavailable=args.unavailable, numerics=args.numerics,
                            precision=args.precision, max_states=args.max_states, all_states=bool(args.all_states))
-    if args.json:
-        result = verify_exact(model, prop, policy, options)
-    else:
-        with console.status("verifying") as status:
-            result = verify_exact(model, prop, policy, options, progress=lambda msg: status.update(msg))
+    # progress goes to stderr, so that --json output on stdout stays clean
+    with err_console.status("verifying") as status:
+        result = verify_exact(model, prop, policy, options, progress=lambda msg: status.update(msg))
     result = dataclasses.replace(result, model=model_name)
     if args.all_states:
         _write_states(Path(args.all_states), result)

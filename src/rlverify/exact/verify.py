@@ -133,7 +133,7 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
     explorer = None
     if strategy == "onthefly":
         say("exploring policy-reachable states with Storm's builder")
-        explorer = _MaskedExploration(model, policy, options)
+        explorer = _MaskedExploration(model, policy, options, progress=say)
         mask = explorer.mask()
     mdp, _ = build_explicit(model, [prop], max_states=options.max_states, mask=mask)
     timings["build"] = time.perf_counter() - t
@@ -198,8 +198,10 @@ class _MaskedExploration:
     probability 0), which Storm then treats as deadlocks: their mass is stalled, as with ``full``.
     """
 
-    def __init__(self, model: SymbolicModel, policy: Policy, options: ExactOptions) -> None:
+    def __init__(self, model: SymbolicModel, policy: Policy, options: ExactOptions,
+                 progress: Progress | None = None) -> None:
         self.model, self.policy, self.options = model, policy, options
+        self.progress = progress
         manager = model.program.expression_manager
         self.variables = [manager.get_variable(f) for f in policy.features]
         self.is_bool = [f in model.boolean_variables for f in policy.features]
@@ -224,6 +226,8 @@ class _MaskedExploration:
             else:
                 keep = p > 0
             self.cache[key] = keep
+            if self.progress is not None and len(self.cache) % 10_000 == 0:
+                self.progress(f"exploring policy-reachable states with Storm's builder: {len(self.cache):,} so far")
         name = self.names.get(action_index)
         if name is None:
             name = self.names[action_index] = self.model.program.get_action_name(action_index)
