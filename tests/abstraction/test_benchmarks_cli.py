@@ -135,5 +135,5 @@ def test_cli_benchmark_parameters_and_no_silent_overwrite(tmp_path, capsys):
     with pytest.raises(InputFileError, match="--force"):
         cli(["abstract", "acc-v1", "-k", "1", "--out-png", str(png)])
     assert png.read_text() == "mine"
-    with pytest.raises(BenchmarkError, match="accel=20.0 out of range"):
+    with pytest.raises(BenchmarkError, match="accel=20 out of range"):
         cli(["abstract", "acc-v1", "-c", "accel=20", "-k", "1"])

@@ -8,9 +8,6 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import rlverify.benchmarks.avoid  # noqa: F401  (registers)
-import rlverify.benchmarks.crazy_climber  # noqa: F401
-import rlverify.benchmarks.freeway  # noqa: F401
 from rlverify.benchmarks import all_ids, make, spec
 from rlverify.benchmarks.discrete import data_path
 from rlverify.errors import PropertyError, RlverifyError

@@ -71,6 +71,22 @@ class BenchmarkSpec:
         return out
 
 
+def parse_parameters(text: str | None) -> dict[str, Any]:
+    """``"xMax=4,slickness=0.1"`` (the CLI's ``--constants``) as benchmark parameters: numbers where
+    the value reads as one, else the text (which :meth:`BenchmarkSpec.resolve` then refuses by name)."""
+    from rlverify.models.symbolic import parse_constants
+
+    def number(text: str) -> Any:
+        for cast in (int, float):
+            try:
+                return cast(text)
+            except ValueError:
+                pass
+        return text
+
+    return {k: number(v) for k, v in parse_constants(text).items()}
+
+
 _REGISTRY: dict[str, BenchmarkSpec] = {}
 
 

@@ -66,7 +66,6 @@ def read_template(path: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
     from rlverify.abstraction import AbstractionOptions, verify_abstraction
     from rlverify.benchmarks.registry import BenchmarkError, make, spec
 
@@ -76,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
                              "(bouncing-ball-v1, acc-v1, pendulum-v1)")
     if args.out_png and Path(args.out_png).exists() and not args.force:
         raise InputFileError(f"{args.out_png}: file exists; pass --force to overwrite it")
-    from rlverify.models.symbolic import parse_constants
+    from rlverify.benchmarks.registry import parse_parameters
 
-    params = {k: _number(v) for k, v in parse_constants(args.constants).items()}
+    params = parse_parameters(args.constants)
     system = make(args.benchmark, **params)
     policy = args.policy
     if policy in getattr(system, "policies", {}):
@@ -139,9 +138,3 @@ def _json_default(o: Any) -> Any:
         return o.item()
     return str(o)
 
-
-def _number(text: str) -> float | str:
-    try:
-        return float(text)
-    except ValueError:
-        return text  # the registry names the parameter and what it expects

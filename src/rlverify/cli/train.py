@@ -129,19 +129,10 @@ def _show(params: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in params.items())
 
 
-def _number(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 def run(args: argparse.Namespace) -> int:
-    from rlverify.models.symbolic import parse_constants
+    from rlverify.benchmarks.registry import parse_parameters
 
-    params = {k: _number(v) for k, v in parse_constants(args.constants).items()}
+    params = parse_parameters(args.constants)
     with console.status(f"training {args.benchmark}"):
         summary = train_benchmark(args.benchmark, out=args.out, algo=args.algo, steps=args.steps, seed=args.seed,
                                   hidden=args.hidden, params=params)

@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
             other = {"continuous": "rlverify abstract", "native": "rlverify simulate"}.get(bench_spec.kind, "another engine")
             raise BenchmarkError(f"{bench_spec.id} is a {bench_spec.kind} benchmark, not a PRISM MDP: "
                                  f"the exact engine cannot build it; use {other} {bench_spec.id}")
-        from rlverify.models.symbolic import parse_constants
+        from rlverify.benchmarks.registry import parse_parameters
 
-        params = bench_spec.resolve({k: _number(v) for k, v in parse_constants(args.constants).items()})
+        params = bench_spec.resolve(parse_parameters(args.constants))
         bench = bench_spec.entry_point(**params)
         model_name = bench_spec.id + (" (" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
         model = bench.load_model()
@@ -154,14 +154,6 @@ def _write_states(path: Path, r: ExactResult) -> None:
 def _names(text: str | None) -> list[str] | None:
     return [n.strip() for n in text.split(",") if n.strip()] if text else None
 
-
-def _number(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _finite(obj: Any) -> Any:

@@ -102,7 +102,6 @@ def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | Non
     Returns:
         ``(path, mlp, stats)``.
     """
-    import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
     from rlverify.benchmarks.registry import BenchmarkError, make
 
     if benchmark_id not in SETUPS:

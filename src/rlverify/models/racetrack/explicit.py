@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.models.explicit import ExplicitModel, to_storm
-from rlverify.models.racetrack.env import ACCELERATIONS, ACTIONS, AT_GOAL, CRASHED, FEATURES, RacetrackEnv, move
+from rlverify.models.racetrack.env import ACCELERATIONS, ACTIONS, AT_GOAL, FEATURES, RacetrackEnv, move
 
 log = logging.getLogger(__name__)
 
