@@ -208,3 +208,21 @@ def test_standing_still_is_decided_not_left_undecided():
                             StatisticalOptions(method="clopper-pearson", runs=200,
                                                simulation=SimulationOptions(max_steps=100_000)))
     assert r2.estimate == 1.0 and r2.decisions > 200
+
+
+@pytest.mark.parametrize("bench_id", ["racetrack-barto-small-v1", "racetrack-barto-big-v1", "racetrack-ring-v1"])
+def test_shipped_dqn_policies_reach_the_goal(bench_id):
+    """The reference policies are greedy (q-values) and reach the goal from the start line in most
+    runs at the training noise; the estimate agrees with the rate recorded in their metadata."""
+    from rlverify.benchmarks.racetrack import make_racetrack, policy_path
+    from rlverify.policies import load_policy
+    from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
+
+    env = make_racetrack(bench_id)
+    policy = load_policy(str(policy_path(bench_id)))
+    assert policy.output == "q-values"
+    r = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, StatisticalOptions(
+        method="clopper-pearson", runs=1000, delta=1e-3, simulation=SimulationOptions(seed=7, max_steps=2000)))
+    recorded = policy.training["evaluation"]["goal_rate_start_line"]
+    assert r.interval[0] > 0.5
+    assert r.interval[0] - 0.02 <= recorded <= r.interval[1] + 0.02

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rlverify.cli.verify import shown_policy
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.statistical.stats import StatisticsError
 
@@ -100,24 +101,29 @@ def run(args: argparse.Namespace) -> int:
         method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
         indifference=args.indifference, alpha=args.alpha, beta=args.beta,
         simulation=SimulationOptions(mode=mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size))
-    if args.json:
-        result = verify_statistical(target, prop, policy, options, constants=args.constants)
-        print(json.dumps(result.to_json(), indent=2))
-        return 0
+    # progress on stderr (transient), so that --json output on stdout stays clean
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
         task = bar.add_task("runs", total=None)
         result = verify_statistical(target, prop, policy, options, constants=args.constants,
                                     progress=lambda done, total: bar.update(task, completed=done, total=total))
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
     table = Table(title=f"{result.property}", show_header=False)
     table.add_row("model", result.model)
-    table.add_row("policy", f"{result.policy} ({result.mode})")
+    table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
     if result.decision is not None or method == "sprt":
         verdict = {None: "no decision", "H0": f"P >= {result.threshold:g} (accept H0)",
                    "H1": f"P < {result.threshold:g} (accept H1)"}[result.decision]
         table.add_row("SPRT", f"{verdict}; alpha={args.alpha:g}, beta={args.beta:g}, indifference={args.indifference:g}")
     table.add_row("estimate", f"{result.estimate:.6f}")
-    table.add_row("interval", f"[{result.interval[0]:.6f}, {result.interval[1]:.6f}] at {result.confidence:.1%} confidence ({result.method})")
+    if method == "sprt":
+        table.add_row("interval", f"[{result.interval[0]:.6f}, {result.interval[1]:.6f}] (informative only: "
+                                  "Clopper-Pearson after a sequential stop)")
+    else:
+        table.add_row("interval", f"[{result.interval[0]:.6f}, {result.interval[1]:.6f}] at {result.confidence:.1%} "
+                                  f"confidence ({result.method})")
     table.add_row("runs", f"{result.runs:,} ({result.successes:,} satisfied)")
     table.add_row("undecided", f"{result.undecided:,} (after {result.max_steps:,} steps)")
     table.add_row("stalled", f"{result.stalled:,}")

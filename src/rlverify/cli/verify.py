@@ -112,7 +112,7 @@ def print_result(r: ExactResult) -> None:
     t.add_column(style="bold")
     t.add_column()
     t.add_row("model", r.model)
-    t.add_row("policy", r.policy or "— (all schedulers)")
+    t.add_row("policy", shown_policy(r.policy) if r.policy else "— (all schedulers)")
     t.add_row("property", r.property)
     if r.mode == "monolithic":
         t.add_row("Pmin / Pmax", f"{r.pmin:.6g} / {r.pmax:.6g}")
@@ -166,3 +166,10 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, float) and not np.isfinite(obj):
         return None if np.isnan(obj) else ("inf" if obj > 0 else "-inf")
     return obj
+
+
+def shown_policy(name: str | None) -> str:
+    """A policy's name for a table: shipped package files by their file name, user files as given."""
+    if name and "rlverify/benchmarks/data/" in name.replace("\\", "/"):
+        return f"{Path(name).name} (shipped)"
+    return name or ""

@@ -76,7 +76,8 @@ BENCHMARK_CONFIGS: dict[str, DQNConfig] = {
     "racetrack-barto-big-v1": DQNConfig(steps=6_000_000, max_episode_steps=300, buffer_size=500_000, shaping=1.0,
                                         updates_per_step=2, lr=5e-4, target_every=1000, eps_end=0.02,
                                         eps_fraction=0.3),
-    "racetrack-ring-v1": DQNConfig(steps=800_000),
+    "racetrack-ring-v1": DQNConfig(steps=6_000_000, max_episode_steps=300, buffer_size=500_000, shaping=1.0,
+                                   updates_per_step=2, lr=5e-4, target_every=1000, eps_end=0.02, eps_fraction=0.3),
 }
 
 
