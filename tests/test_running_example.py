@@ -65,3 +65,13 @@ def test_monolithic_threshold_holds_for_every_scheduler(bench) -> None:
     assert mono('P<=0.5 [F<=2 "goal"]').satisfied is False
     assert mono('P>=0.1 [F<=2 "goal"]').satisfied is False
     assert mono('P>=0 [F<=2 "goal"]').satisfied is True
+
+
+def test_monolithic_explicit_optimum_thresholds(bench) -> None:
+    model = bench.load_model()
+    mono = lambda text: verify_exact(model, text, None, ExactOptions(mode="monolithic")).satisfied  # noqa: E731
+    # Pmin = 0 and Pmax = 0.96 for F<=2 "goal": an explicit optimum is compared as that optimum's value
+    assert mono('Pmin<=0.5 [F<=2 "goal"]') is True and mono('Pmin>0 [F<=2 "goal"]') is False
+    assert mono('Pmax>=0.5 [F<=2 "goal"]') is True and mono('Pmax<0.96 [F<=2 "goal"]') is False
+    # strict comparisons without an optimum: for every scheduler
+    assert mono('P<0.97 [F<=2 "goal"]') is True and mono('P>0 [F<=2 "goal"]') is False

@@ -119,3 +119,18 @@ def test_full_and_onthefly_give_the_same_chain_on_benchmarks(bench_id, params, p
     fly = verify_exact(model, text, policy, ExactOptions(mode=mode, strategy="onthefly"))
     assert (full.states, full.transitions) == (fly.states, fly.transitions)
     assert full.value == pytest.approx(fly.value, rel=2e-6, abs=1e-12)  # both within the sound 1e-6
+
+
+def test_greedy_policy_whose_choice_is_unavailable_is_not_renormalised_to_the_first_action(tmp_path: Path):
+    from rlverify.errors import PolicyError
+
+    path = tmp_path / "unknown.prism"
+    path.write_text(ONLY_UNKNOWN.replace("[stay] x=1", "[down] x=1"))  # x=1 offers 'down' only
+    model = load_model(path)
+    # q-values: 'up' is greedy everywhere; one-hot rows carry no order among the other actions
+    greedy = CallablePolicy(lambda s: np.tile([2.0, 1.0, 0.0], (len(s), 1)), ["x"], ["up", "down", "stay"],
+                            output="q-values")
+    with pytest.raises(PolicyError, match="all its mass on unavailable actions"):
+        verify_exact(model, 'P=? [F "top"]', greedy, ExactOptions(mode="deterministic", unavailable="renormalize"))
+    stall = verify_exact(model, 'P=? [F "top"]', greedy, ExactOptions(mode="deterministic"))
+    assert stall.stalled_probability == pytest.approx(1.0, abs=1e-6)

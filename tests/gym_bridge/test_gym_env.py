@@ -293,3 +293,14 @@ def test_several_unresolvable_choices_are_refused(tmp_path):
     path.write_text(FORCED.replace("[]     x=1 -> (x'=2);", "[]     x=1 -> (x'=2);\n  [] x=1 -> (x'=0);"))
     with pytest.raises(RlverifyError, match="no agent action can choose"):
         MDPEnv.from_model(path)
+
+
+def test_a_single_labelled_choice_the_agent_lacks_stalls_as_in_the_verifier(tmp_path):
+    path = tmp_path / "lacks.prism"
+    path.write_text(FORCED.replace("[]     x=1 -> (x'=2);", "[jump] x=1 -> (x'=2);"))
+    env = MDPEnv.from_model(path, actions=("go", "stay"), max_episode_steps=10)
+    env.reset(seed=0)
+    obs, _, term, _, info = env.step(env.action_names.index("go"))
+    assert int(obs[0]) == 1 and not term
+    obs, _, term, _, info = env.step(env.action_names.index("go"))
+    assert term and info["stalled"]  # 'jump' is x=1's only action, and not the agent's

@@ -281,3 +281,25 @@ def test_coverage_of_the_other_intervals(stall_model, method):
         r = verify_statistical(env, prop.text, policy, opts)
         covered += r.interval[0] <= exact <= r.interval[1]
     assert binomtest(covered, seeds, 1 - delta, alternative="less").pvalue > 1e-3, covered
+
+
+def test_duplicate_action_labels_are_refused(tmp_path):
+    from rlverify.errors import PolicyError
+    from rlverify.models import build_explicit, load_model
+
+    path = tmp_path / "dup.prism"
+    path.write_text('mdp\nmodule m\n  x : [0..2] init 0;\n  [a] x=0 -> (x\'=1);\n  [a] x=0 -> (x\'=2);\n'
+                    '  [a] x>0 -> true;\nendmodule\nlabel "goal" = x=2;\n')
+    mdp, _ = build_explicit(load_model(path), None)
+    with pytest.raises(PolicyError, match="choices labelled 'a'"):
+        prepare(mdp, 'P=? [F "goal"]')
+
+
+def test_sprt_decides_correctly_with_a_few_undecided_runs(avoid_model, avoid_policy, avoid_exact):
+    # max_steps 80 < 100 leaves some runs of F<=100 open (about 1 in 8); P = 0.895 >= 0.795 + 0.02
+    # is still accepted, because it holds whichever way the open runs end
+    r = verify_statistical(avoid_model, AVOID_PROP, avoid_policy, StatisticalOptions(
+        method="sprt", threshold=avoid_exact - 0.1, indifference=0.02, max_runs=20_000,
+        simulation=SimulationOptions(max_steps=80, seed=5)))
+    assert 0 < r.undecided < r.runs
+    assert r.decision == "H0" and r.satisfied is True

@@ -238,10 +238,11 @@ def check_network_file(system: ContinuousSystem, path: str, mlp: MLP, rng: np.ra
 
     try:
         reference = load_policy(path)
-    except PolicyError:
-        if not path.lower().endswith((".pt", ".pth")):
-            raise
-        # a TorchScript module without a sidecar: names cannot be checked, the function still is
+    except PolicyError as exc:
+        # a file without names (a plain torch.onnx export, a TorchScript module without sidecar): the
+        # names cannot be checked, the function still is; the engine reads the outputs as logits
+        log.warning("%s; assuming the network takes %s's features %s and outputs logits over %s", exc, system.name,
+                    list(system.features), list(system.actions))
         reference = load_policy(path, features=list(system.features), actions=list(system.actions), output="logits")
     problems = []
     if tuple(reference.features) != tuple(system.features):

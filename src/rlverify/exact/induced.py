@@ -97,6 +97,12 @@ def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, stat
     if mode == "deterministic":
         scores = np.where(available, p, -np.inf) if unavailable == "renormalize" else p
         best = np.argmax(scores, axis=1)
+        if unavailable == "renormalize" and len(p):
+            zero = scores[np.arange(len(p)), best] <= 0.0
+            if zero.any():  # e.g. a greedy (q-values) policy whose choice is unavailable: no order is left
+                s = int(states[np.argmax(zero)])
+                raise PolicyError(f"policy puts all its mass on unavailable actions in state {model.valuation_dict(s)}; "
+                                  "nothing to renormalise (use --unavailable stall)")
         p = np.zeros_like(p)
         p[np.arange(len(p)), best] = 1.0
     unavailable_mass = np.where(available, 0.0, p).sum(axis=1)

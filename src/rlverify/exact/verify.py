@@ -114,7 +114,11 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
         timings["check"] = time.perf_counter() - t
         timings["total"] = model.parse_seconds + time.perf_counter() - t0
         satisfied = None
-        if threshold is not None:  # PRISM/Storm semantics: the bound must hold for every scheduler
+        raw = prop.get_raw_formula()
+        if threshold is not None and raw.has_optimality_type:  # Pmin<=b / Pmax>=b: that optimum's value
+            minimize = str(raw.optimality_type).endswith("MINIMIZE")
+            satisfied = compare(lo.value if minimize else hi.value, threshold, comparison)
+        elif threshold is not None:  # P<=b: PRISM/Storm semantics, the bound holds for every scheduler
             upper_bound = comparison in ("LESS", "LESS_EQUAL", "LEQ")
             satisfied = compare(hi.value if upper_bound else lo.value, threshold, comparison)
         return ExactResult(

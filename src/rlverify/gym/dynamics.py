@@ -49,7 +49,7 @@ class MDPDynamics:
         reward_model: name of the reward model used (None: all rewards 0).
         terminal_description: what ``terminal`` was made from (for messages and ``repr``).
         unavailable: ``stall`` or ``renormalize``.
-        dead_end: ``(S,)`` bool, absorbing states offering none of ``actions`` (they end episodes).
+        dead_end: ``(S,)`` bool, states whose only choice is an unlabelled self-loop (they end episodes).
     """
 
     model: ExplicitModel
@@ -192,24 +192,28 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
         raise PolicyError(f"state {model.valuation_dict(int(s))} has {int(counts[s, a])} choices labelled "
                           f"'{actions[a]}': an agent choosing by action label cannot tell them apart")
     choice_of[cstates[known], cols[known]] = known
-    # As in the verifier: a state offering none of the actions but a single choice takes that choice
-    # whatever the agent does (a forced step); with several such choices no agent action resolves them.
+    # As in the verifier: states whose choices are all unlabelled are not the agent's to decide. A
+    # single such choice is taken whatever the agent does (a forced step), or ends the episode when
+    # it loops back with probability 1 (a dead end: terminal states, Storm's deadlock loops); several
+    # are nondeterminism no action resolves. A state offering only labelled actions the agent lacks
+    # is the agent's: every action is unavailable there (stall / refused, as in the verifier).
     n_choices = np.diff(model.row_groups)
-    no_action = ~(choice_of >= 0).any(axis=1)
-    ambiguous = no_action & (n_choices > 1)
+    labelled_choice = (np.array([bool(a) for a in model.action_names], dtype=np.int64)[model.choice_actions]
+                       if model.num_choices else np.zeros(0, dtype=np.int64))
+    n_labelled = np.bincount(cstates, weights=labelled_choice, minlength=S) if model.num_choices else np.zeros(S)
+    unlabelled = n_labelled == 0
+    ambiguous = unlabelled & (n_choices > 1)
     if ambiguous.any():
         s = int(np.argmax(ambiguous))
-        names = sorted({model.action_names[a] or "(unlabelled)"
-                        for a in model.choice_actions[model.row_groups[s]:model.row_groups[s + 1]]})
-        raise PolicyError(f"state {model.valuation_dict(s)} has {int(n_choices[s])} choices {names}, none of them "
-                          f"among the actions {list(actions)}: no agent action can choose between them")
-    forced = np.flatnonzero(no_action & (n_choices == 1))
-    first = model.row_groups[forced]
+        raise PolicyError(f"state {model.valuation_dict(s)} has {int(n_choices[s])} unlabelled choices: no agent "
+                          "action can choose between them")
+    single = np.flatnonzero(unlabelled & (n_choices == 1))
+    first = model.row_groups[single]
     indptr = model.transitions.indptr
-    # a forced choice that loops back with probability 1 is absorbing: it ends the episode (a dead end)
-    absorbing = (indptr[first + 1] - indptr[first] == 1) & (model.transitions.indices[indptr[first]] == forced)
-    choice_of[forced[~absorbing], :] = first[~absorbing, None]
-    dead_end = ~(choice_of >= 0).any(axis=1)
+    absorbing = (indptr[first + 1] - indptr[first] == 1) & (model.transitions.indices[indptr[first]] == single)
+    choice_of[single[~absorbing], :] = first[~absorbing, None]
+    dead_end = np.zeros(S, dtype=bool)
+    dead_end[single[absorbing]] = True
 
     rewards = np.zeros((S, A))
     if reward is not None:

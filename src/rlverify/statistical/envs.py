@@ -84,6 +84,13 @@ class ExplicitEnv:
         idx_dtype = np.int32 if C < 2**31 - 1 else np.int64
         self._choice = np.full((S, max(len(self.actions), 1)), -1, dtype=idx_dtype)
         labelled = cols >= 0
+        counts_sa = np.zeros((S, max(len(self.actions), 1)), dtype=np.int64)
+        np.add.at(counts_sa, (cs[labelled], cols[labelled]), 1)
+        if (counts_sa > 1).any():  # as the exact engine: an agent choosing by label cannot tell them apart
+            s, a = np.argwhere(counts_sa > 1)[0]
+            raise PolicyError(f"state {model.valuation_dict(int(s))} has {int(counts_sa[s, a])} choices labelled "
+                              f"'{self.actions[a]}': a policy over action labels cannot tell them apart "
+                              "(label the commands differently)")
         self._choice[cs[labelled], cols[labelled]] = np.flatnonzero(labelled)
         counts = np.diff(model.row_groups)
         n_labelled = np.bincount(cs[labelled], minlength=S)
