@@ -96,7 +96,7 @@ def main() -> None:
     for col in ("benchmark", "S0", "k", "domain", "phi", "contain", "paper bound", "paper min",
                 "our bound", "our time (s)", "IMDP states", "polyhedra", "merges", "status"):
         table.add_column(col, justify="right" if col not in ("benchmark", "domain", "status") else "left")
-    console = Console()
+    console = Console(width=max(170, Console().width))  # the table has 14 columns: never fold them
     results = []
     for row in rows:
         res = run_row(row, args.timeout, args.max_states)
