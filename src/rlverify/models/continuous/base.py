@@ -105,6 +105,9 @@ class ContinuousSystem:
         actions: action names (the policy's output order).
         features: the policy's input feature names (see :meth:`observe`).
         domain_lo, domain_hi: ``(n,)`` declared state-domain box (initial regions must lie inside).
+            Only initial regions are checked against it: the dynamics and their set-valued
+            successors are defined for every state, so runs that leave the box are still followed
+            soundly (nothing outside it is treated as safe or dropped).
         initial_regions: name -> ``(lo, hi)`` boxes.
         unsafe: the :class:`UnsafeSet`.
         obs_matrix, obs_offset: features = ``states @ obs_matrix.T + obs_offset``.
