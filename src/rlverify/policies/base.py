@@ -21,7 +21,12 @@ ROW_SUM_TOLERANCE = 1e-6
 
 @runtime_checkable
 class Policy(Protocol):
-    """Anything with named features, named actions and batched action probabilities."""
+    """Anything with named features, named actions and batched action probabilities.
+
+    A policy is memoryless: the same features always give the same distribution, whatever was
+    asked before (every engine relies on it: the exact engine queries each state once, the
+    simulator decides a run that surely stands still at once).
+    """
 
     @property
     def features(self) -> tuple[str, ...]: ...
