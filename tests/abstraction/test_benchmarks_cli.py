@@ -124,7 +124,7 @@ def test_training_without_torch_says_which_extra(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(DependencyNotInstalled, match=r"pip install 'rlverify\[torch\]'"):
-        ppo._torch()
+        ppo.import_torch()
 
 
 def test_cli_benchmark_parameters_and_no_silent_overwrite(tmp_path, capsys):

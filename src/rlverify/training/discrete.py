@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import DependencyNotInstalled, RlverifyError
+from rlverify.errors import RlverifyError
 from rlverify.gym.dynamics import MDPDynamics
 from rlverify.policies.adapters import softmax
 from rlverify.policies.mlp import MLP, save_mlp_onnx
@@ -35,7 +35,6 @@ from rlverify.training.ppo import PPOConfig, train_ppo
 log = logging.getLogger(__name__)
 
 SUCCESS_KINDS = ("reach", "survive")
-TORCH_HINT = "pip install 'rlverify[torch]'"
 
 
 class TrainingError(RlverifyError):
@@ -186,10 +185,9 @@ class DiscreteVecEnv:
 
 def require_torch() -> None:
     """Raise :class:`DependencyNotInstalled` naming the extra when PyTorch is missing."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise DependencyNotInstalled(f"training needs PyTorch, which is not installed: {TORCH_HINT}") from None
+    from rlverify.training.ppo import import_torch
+
+    import_torch()
 
 
 def setup_for(benchmark_id: str) -> DiscreteSetup:

@@ -24,8 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import DependencyNotInstalled
-from rlverify.training.ppo import restores_torch_settings
+from rlverify.training.ppo import import_torch, restores_torch_settings
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +102,6 @@ def goal_distances(track: Any) -> np.ndarray:
     return dist
 
 
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise DependencyNotInstalled("training needs PyTorch: install it with pip install 'rlverify[torch]'") from None
-    return torch
-
-
 def feature_scale(env: Any) -> np.ndarray:
     """``(15,)`` positive scales that bring the Racetrack features to about [-1, 1] for training."""
     H, W = env.track.height, env.track.width
@@ -127,7 +118,7 @@ def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
         The trained network as an :class:`~rlverify.policies.MLP` (raw features in, Q/100 out) and
         a dict of training facts (settings, seed, time, final evaluation).
     """
-    torch = _torch()
+    torch = import_torch()
     from rlverify.models.racetrack.env import ACCELERATIONS, AT_GOAL, CRASHED, move
     from rlverify.policies.mlp import MLP
 

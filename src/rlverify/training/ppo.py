@@ -56,18 +56,19 @@ class PPOConfig:
     max_grad_norm: float = 0.5
 
 
-def _torch():
+def import_torch() -> Any:
+    """The ``torch`` module, or :class:`DependencyNotInstalled` naming the extra to install."""
     try:
         import torch
     except ImportError:
-        raise DependencyNotInstalled("training needs PyTorch: pip install 'rlverify[torch]'") from None
+        raise DependencyNotInstalled("training needs PyTorch, which is not installed: pip install 'rlverify[torch]'") from None
     return torch
 
 
 @contextmanager
 def torch_settings_restored() -> Iterator[None]:
     """Restore torch's global thread count and determinism flag after training changes them."""
-    torch = _torch()
+    torch = import_torch()
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     try:
         yield
@@ -104,7 +105,7 @@ def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: i
         ``stats`` with ``steps``, ``updates``, ``final_mean_return`` (mean undiscounted return of the
         episodes finished in the last 10% of training), ``episodes``, ``seconds``.
     """
-    torch = _torch()
+    torch = import_torch()
     nn = torch.nn
     torch.manual_seed(seed)
     torch.set_num_threads(1)
