@@ -60,6 +60,10 @@ def risky_policy(tmp_path, benchmark: str) -> str:
     if benchmark == "acc-v1":
         w0, b0 = rng.normal(0, 0.1, (8, 2)), np.ones(8)
         w1, b1 = rng.normal(0, 0.2, (2, 8)), np.array([0.0, 1.2])  # accelerate ~ 0.75
+    elif benchmark == "bouncing-ball-v1":
+        rng = np.random.default_rng(12)
+        w0, b0 = rng.normal(0, 0.5, (8, 2)), np.ones(8)
+        w1, b1 = rng.normal(0, 0.2, (2, 8)), np.array([0.0, -0.3])  # hit ~ 0.14
     else:
         w0, b0 = rng.normal(0, 1.0, (8, 2)), np.ones(8)
         w1, b1 = rng.normal(0, 0.2, (3, 8)), np.array([0.0, -0.5, 0.8])  # push right ~ 0.5
@@ -129,6 +133,26 @@ def test_pendulum_risky_bound_is_sound(tmp_module):
     worst = check_parts_against_exact(system, policy, result, count=150, seed=4)
     assert worst > 0.01
     assert worst <= result.upper_bound < 1.0
+
+
+@pytest.mark.parametrize("domain,containment", [("box", False), ("octagon", False), ("octagon", True)])
+def test_bouncing_ball_risky_bound_is_sound_and_tight(tmp_module, domain, containment):
+    """A ball just above the paddle's reach that is rarely hit: it fails unless hit in time.
+
+    Exercises the engine's shortcuts with a bound far from 0: states the paddle cannot reach are
+    not refined, identical successors (every hit lands at p = 4) are shared, and at the last step
+    only states with both safe and unsafe successors are refined.
+    """
+    system = make("bouncing-ball-v1")
+    policy = risky_policy(tmp_module, "bouncing-ball-v1")
+    result = verify_abstraction(system, policy, AbstractionOptions(horizon=10, domain=domain, phi=0.2,
+                                                                   containment=containment,
+                                                                   initial=((4.2, -0.3), (4.6, 0.3))))
+    worst = check_parts_against_exact(system, policy, result, count=200, seed=12)
+    assert worst > 0.5
+    assert result.upper_bound < worst + 0.05  # the bound is close to the true worst case
+    assert result.n_unrefined_states > 0
+    assert result.n_shared_successors > 0 or domain != "box"  # boxes of parts hit over the same v-range coincide
 
 
 def test_shipped_acc_policy_bound_is_sound():
@@ -273,3 +297,12 @@ def test_engine_imdp_agrees_with_storm(acc_risky):
     ours, _ = bounded_reachability(result.imdp, 7)
     storm = storm_bounded_reachability(result.imdp, 7)
     assert np.allclose(ours, storm, atol=1e-6)
+
+
+def test_budget_of_abstract_states_is_enforced_with_advice():
+    from rlverify.abstraction.verify import AbstractionBudgetError
+
+    system = make("bouncing-ball-v1")
+    with pytest.raises(AbstractionBudgetError, match=r"exceeded max_states=40 .*--containment"):
+        verify_abstraction(system, system.policies["ppo"], AbstractionOptions(horizon=20, domain="box", phi=0.1,
+                                                                              max_states=40))

@@ -165,20 +165,36 @@ def vertices_2d(a: np.ndarray, b: np.ndarray, tol: float = 1e-9) -> np.ndarray:
     ``tol * (1 + |b|)``; for a bounded polygon these include all its vertices, so maxima of linear
     functions over the returned points equal the maxima over the polygon (up to rounding).
     """
+    pts, feasible = pairwise_vertices_2d(a, np.asarray(b, dtype=np.float64)[None, :], tol)
+    return pts[0][feasible[0]]
+
+
+def pairwise_vertices_2d(a: np.ndarray, b: np.ndarray, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`vertices_2d` for a batch of polygons ``{x : a x <= b[i]}`` sharing the constraint matrix.
+
+    Args:
+        a: ``(m, 2)`` constraint rows; b: ``(N, m)`` right-hand sides.
+
+    Returns:
+        ``(points, feasible)``: every pairwise intersection of non-parallel constraint lines,
+        ``(N, P, 2)``, and whether it satisfies all constraints within ``tol * (1 + |b|)``, ``(N, P)``.
+        For bounded polygons the feasible points include all vertices; a polygon is empty iff no
+        point is feasible.
+    """
     m = len(a)
     i, j = _pairs(m)
     a1, a2 = a[i], a[j]
     det = a1[:, 0] * a2[:, 1] - a1[:, 1] * a2[:, 0]
     n2 = a[:, 0] ** 2 + a[:, 1] ** 2
     ok = np.abs(det) > 1e-12 * np.sqrt(n2[i] * n2[j])
-    a1, a2, det, bi, bj = a1[ok], a2[ok], det[ok], b[i][ok], b[j][ok]
+    i, j, a1, a2, det = i[ok], j[ok], a1[ok], a2[ok], det[ok]
+    bi, bj = b[:, i], b[:, j]  # (N, P)
     x = (bi * a2[:, 1] - bj * a1[:, 1]) / det
     y = (a1[:, 0] * bj - a2[:, 0] * bi) / det
-    pts = np.stack([x, y], axis=1)
-    if len(pts) == 0:
-        return pts
-    feasible = (pts @ a.T <= b + tol * (1.0 + np.abs(b))).all(axis=1)
-    return pts[feasible]
+    pts = np.stack([x, y], axis=2)
+    slack = (b + tol * (1.0 + np.abs(b)))[:, None, :]  # (N, 1, m)
+    feasible = (pts @ a.T <= slack).all(axis=2)
+    return pts, feasible
 
 
 def support(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndarray | None:

@@ -1,11 +1,14 @@
 """Refinement of an abstract state into parts with narrow action-probability intervals.
 
-Each step (as in Bacci & Parker 2022, Sect. 4.3): sample the polytope by hit-and-run, evaluate the
-network on the whole batch, and, if the sampled spread (an under-estimate of the true spread)
-already exceeds ``phi``, split; otherwise compute sound bounds (linear relaxation first, MILP only
-where needed) and split only if they are still wider than ``phi``. The split axis and point minimise
-the weighted binary cross-entropy between the sampled probabilities of the widest action and the
-two sides of the split; a minimum split size keeps parts from becoming slivers.
+Each step (as in Bacci & Parker 2022, Sect. 4.3, reordered to save work): compute cheap sound
+bounds (interval + linear relaxation) and accept the part if their spread is at most ``phi``;
+otherwise sample the polytope by hit-and-run and evaluate the network on the whole batch: if the
+sampled spread (an under-estimate of the true spread) exceeds ``phi``, split; else tighten by MILP
+where needed and split only if the bounds are still wider than ``phi``. The decisions are those of
+sampling first (sound bounds always contain the sampled values), without sampling the parts that
+are accepted. The split axis and point minimise the weighted binary cross-entropy between the
+sampled probabilities of the widest action and the two sides of the split; a minimum split size
+keeps parts from becoming slivers.
 
 Soundness never depends on the samples: every accepted part carries sound bounds.
 """
@@ -85,27 +88,31 @@ def refine(poly: Polytope, bounder: NetworkBounder, options: RefinementOptions, 
     done: list[Part] = []
     while todo:
         p = todo.pop()
-        t0 = time.perf_counter()
         widths = p.widths() / qnorm
         splittable = widths > 2 * options.min_width
         budget = len(done) + len(todo) + 2 <= options.max_parts
-        x = p.sample(options.samples, rng)
-        probs = bounder(x)
-        spread = probs.max(axis=0) - probs.min(axis=0)
-        stats.refine_time += time.perf_counter() - t0
         can_split = bool(splittable.any()) and budget
-        if can_split and spread.max() > options.phi:
-            _split(p, x, probs, spread, splittable, options, todo, stats)
-            continue
         t0 = time.perf_counter()
-        b = bounder.bounds(p, milp=options.milp == "always")
-        if b.spread > options.phi and options.milp == "auto" and not can_split:
-            # splitting cannot help any more (minimum size or budget): tighten by MILP
-            b = bounder.bounds(p, milp=True)
+        b = bounder.bounds(p, milp=False)
         stats.bounds_time += time.perf_counter() - t0
-        if b.method == "milp":
+        x = probs = None
+        if b.spread > options.phi and can_split:
+            t0 = time.perf_counter()
+            x = p.sample(options.samples, rng)
+            probs = bounder(x)
+            spread = probs.max(axis=0) - probs.min(axis=0)
+            stats.refine_time += time.perf_counter() - t0
+            if spread.max() > options.phi:  # the true spread exceeds phi: no bound can help, split
+                _split(p, x, probs, spread, splittable, options, todo, stats)
+                continue
+        if options.milp == "always" or (options.milp == "auto" and b.spread > options.phi and not can_split):
+            # "auto": splitting cannot help any more (minimum size or budget): tighten by MILP
+            t0 = time.perf_counter()
+            b = bounder.bounds(p, milp=True)
+            stats.bounds_time += time.perf_counter() - t0
             stats.milp_parts += 1
         if b.spread > options.phi and can_split:
+            assert x is not None and probs is not None  # sampled above: the linear spread was wider still
             _split(p, x, probs, b.upper - b.lower, splittable, options, todo, stats)
             continue
         if b.spread > options.phi:

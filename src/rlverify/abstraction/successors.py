@@ -4,15 +4,20 @@ For a part ``P`` (a template polytope) and a piece ``R`` of the system's piecewi
 the successor under action ``a`` is the template hull of ``{A x + c + B w : x in P cap R, w in W}``:
 its bound along a direction ``d`` is ``max_{x in P cap R} (A^T d) . x + d . c + max_{w in W} (B^T d) . w``,
 an LP (exact by vertex enumeration in 2-D). Bounds are rounded outward.
+
+:func:`successors_many` and :func:`meets_unsafe_many` do the same for a whole batch of polytopes at
+once (vectorised vertex enumeration) for two-dimensional systems whose pieces do not depend on the
+box; otherwise they loop over the per-polytope functions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlverify.abstraction.domains import Polytope, Template, pad, support, vertices_2d
+from rlverify.abstraction.domains import PAD_ABS, PAD_REL, Polytope, Template, pad, pairwise_vertices_2d, support, vertices_2d
 from rlverify.models.continuous.base import ContinuousSystem
 
 
@@ -104,3 +109,78 @@ def intersects_unsafe(system: ContinuousSystem, poly: Polytope) -> bool:
         if not separated and poly.intersects(a, b):
             return True
     return False
+
+
+#: polytopes per vectorised chunk (bounds the (chunk, pairs, constraints) temporaries to a few MB)
+_CHUNK = 4096
+
+
+def _vectorised(system: ContinuousSystem, template: Template) -> bool:
+    return template.n == 2 and not system.pieces_depend_on_box
+
+
+def successors_many(system: ContinuousSystem, template: Template, polys: Sequence[Polytope]) -> list[list[Successors]]:
+    """:func:`part_successors` of every polytope in ``polys`` (same template), vectorised where possible.
+
+    For two-dimensional systems whose pieces do not depend on the box, the vertices of every
+    ``polytope cap piece`` are enumerated for the whole batch at once (the same pairwise-intersection
+    rule as :func:`vertices_2d`); the successor bounds are maxima over those vertices, padded outward.
+    """
+    if not _vectorised(system, template):
+        return [part_successors(system, p, template) for p in polys]
+    out: list[list[Successors]] = [[] for _ in polys]
+    if not polys:
+        return out
+    q, k = template.axes, template.k
+    dirs = np.vstack([q, -q])
+    pieces = system.pieces(np.asarray(system.domain_lo, dtype=np.float64), np.asarray(system.domain_hi, dtype=np.float64))
+    lo_all = np.array([p.lo for p in polys])
+    hi_all = np.array([p.hi for p in polys])
+    for start in range(0, len(polys), _CHUNK):
+        lo, hi = lo_all[start:start + _CHUNK], hi_all[start:start + _CHUNK]
+        n = len(lo)
+        for idx, piece in enumerate(pieces):
+            if len(piece.g_vec):
+                a = np.vstack([dirs, piece.g_mat])
+                b = np.hstack([hi, -lo, np.broadcast_to(piece.g_vec, (n, len(piece.g_vec)))])
+            else:
+                a, b = dirs, np.hstack([hi, -lo])
+            pts, feasible = pairwise_vertices_2d(a, b)
+            met = feasible.any(axis=1)
+            if not met.any():
+                continue
+            rows = np.flatnonzero(met)
+            pts, feasible = pts[rows], feasible[rows]
+            bounds = []
+            for m in piece.maps:
+                vals = pts @ (dirs @ m.a).T  # (r, P, 2k)
+                vals = np.where(feasible[:, :, None], vals, -np.inf).max(axis=1) + dirs @ m.c
+                if m.b.shape[1]:
+                    db = dirs @ m.b
+                    vals = vals + np.maximum(db * m.w_lo, db * m.w_hi).sum(axis=1)
+                bounds.append(pad(-vals[:, k:], vals[:, :k]))
+            for r, i in enumerate(rows):
+                out[start + i].append(Successors(idx, tuple(Polytope(template, slo[r], shi[r]) for slo, shi in bounds)))
+    return out
+
+
+def meets_unsafe_many(system: ContinuousSystem, template: Template, polys: Sequence[Polytope]) -> np.ndarray:
+    """Boolean ``(N,)``: :func:`intersects_unsafe` for every polytope in ``polys`` (same template), vectorised in 2-D."""
+    if not _vectorised(system, template):
+        return np.array([intersects_unsafe(system, p) for p in polys], dtype=bool)
+    out = np.zeros(len(polys), dtype=bool)
+    if not polys:
+        return out
+    q = template.axes
+    dirs = np.vstack([q, -q])
+    lo_all = np.array([p.lo for p in polys])
+    hi_all = np.array([p.hi for p in polys])
+    for ua, ub in system.unsafe.polyhedra:
+        a = np.vstack([dirs, ua])
+        for start in range(0, len(polys), _CHUNK):
+            lo, hi = lo_all[start:start + _CHUNK], hi_all[start:start + _CHUNK]
+            b = np.hstack([hi, -lo, np.broadcast_to(ub, (len(lo), len(ub)))])
+            b = b + PAD_ABS + PAD_REL * np.abs(b)  # touching counts (as in Polytope.intersects)
+            _, feasible = pairwise_vertices_2d(a, b)
+            out[start:start + len(lo)] |= feasible.any(axis=1)
+    return out

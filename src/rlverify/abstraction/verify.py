@@ -7,6 +7,12 @@ successor per action, successors meeting the unsafe set become the ``fail`` sink
 successors contained in an already visited abstract state of equal or smaller depth are merged into
 it. Robust value iteration (max-max) then gives, per initial part and overall, a sound upper bound on
 ``Pr(F<=k fail)`` from every state of the initial region.
+
+Three savings lose nothing: a successor that is exactly the set of an abstract state reached at the
+same or a smaller depth shares that state (its subtree is at least as deep); a state where every
+action leads to the same successor (or, at the last step, to the same outcome: all unsafe or all
+safe) is not refined, since the policy's probabilities cannot matter there; and every safe successor
+at the horizon goes to one shared leaf of value 0.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from rlverify.abstraction.imdp import IMDP, IMDPBuilder
 from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation, load_network
 from rlverify.abstraction.refinement import RefinementOptions, RefinementStats, refine
 from rlverify.abstraction.robust_vi import bounded_reachability
-from rlverify.abstraction.successors import intersects_unsafe, part_successors
+from rlverify.abstraction.successors import Successors, intersects_unsafe, meets_unsafe_many, successors_many
 from rlverify.errors import PolicyError, RlverifyError
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.policies.mlp import MLP
@@ -123,6 +129,10 @@ class AbstractionResult:
         n_abstract_states: IMDP states (including the fail sink).
         n_polyhedra: refined parts over all abstract states (the paper's "num. poly").
         n_containment_merges: successors merged into visited states (the paper's "num. visited").
+        n_shared_successors: successors that were exactly an existing abstract state and share it
+            (lossless, with or without containment).
+        n_unrefined_states: abstract states not refined because the policy's choice cannot matter
+            there (every action leads to the same successor, or at the last step to the same outcome).
         n_choices, n_transitions: IMDP size.
         n_unresolved_parts: parts accepted with spread above ``phi`` (minimum size or budget).
         n_milp_parts: parts bounded by MILP.
@@ -140,6 +150,8 @@ class AbstractionResult:
     n_abstract_states: int
     n_polyhedra: int
     n_containment_merges: int
+    n_shared_successors: int
+    n_unrefined_states: int
     n_choices: int
     n_transitions: int
     n_unresolved_parts: int
@@ -262,6 +274,11 @@ def check_network_file(system: ContinuousSystem, path: str, mlp: MLP, rng: np.ra
                           "bounds only plain Linear/ReLU networks ending in logits")
 
 
+def _same_for_all_actions(succ: Successors) -> bool:
+    first = succ.polytopes[0]
+    return all(np.array_equal(p.lo, first.lo) and np.array_equal(p.hi, first.hi) for p in succ.polytopes[1:])
+
+
 def verify_abstraction(system: ContinuousSystem, policy: str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
     """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile."""
     from rlverify.abstraction._threads import single_threaded_blas
@@ -314,65 +331,128 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
 
     builder = IMDPBuilder()
     fail_sink = builder.add_state(fail=True)
+    safe_leaf = -1  # one shared leaf for every safe successor at the horizon (its value is 0)
     # grid cells of ~1/16 of the initial region's extent along the first template axes
     cell = np.maximum((root_poly.hi - root_poly.lo) / 16.0, 1e-9)
     visited = VisitedIndex(template.k, cell)
-    merges = 0
+    identical: dict[bytes, int] = {}  # template bounds -> the abstract state of exactly that set
+    merges = shared = unrefined = 0
     polys: dict[int, Polytope] = {}
+    next_frontier: list[int] = []
 
-    def remember(state: int, poly: Polytope, depth: int) -> None:
-        visited.add(state, poly.lo, poly.hi, depth)
+    def new_state(poly: Polytope, depth: int, key: bytes) -> int:
+        state = builder.add_state()
+        polys[state] = poly
+        identical[key] = state
+        if options.containment:
+            visited.add(state, poly.lo, poly.hi, depth)
+        if state + 1 > options.max_states:  # states are numbered from 0 in creation order
+            raise AbstractionBudgetError(
+                f"the abstraction exceeded max_states={options.max_states} abstract states at "
+                f"depth {depth} of {options.horizon}; use a larger phi, --containment, an "
+                "octagon domain, a smaller horizon or a larger max_states")
+        return state
+
+    def successor_state(sp: Polytope, unsafe: bool, depth: int) -> int:
+        """The abstract state of successor ``sp`` reached at ``depth``.
+
+        The fail sink if ``sp`` meets the unsafe set; the shared safe leaf at the horizon; else the
+        state of the very same set reached before (at this or a smaller depth: its subtree is at least
+        as deep, so sharing loses nothing); else (with containment) a visited state containing it;
+        else a new state on the next frontier.
+        """
+        nonlocal merges, shared, safe_leaf
+        if unsafe:
+            return fail_sink
+        if depth == options.horizon:
+            if safe_leaf < 0:
+                safe_leaf = builder.add_state()
+            return safe_leaf
+        key = sp.lo.tobytes() + sp.hi.tobytes()
+        same = identical.get(key)
+        if same is not None:
+            shared += 1
+            return same
+        if options.containment:
+            found = visited.find(sp.lo, sp.hi, depth)
+            if found is not None:
+                merges += 1
+                return found
+        target = new_state(sp, depth, key)
+        next_frontier.append(target)
+        return target
 
     root_fail = intersects_unsafe(system, root_poly)
     root = builder.add_state(fail=root_fail)
     polys[root] = root_poly
-    remember(root, root_poly, 0)
+    if options.containment:
+        visited.add(root, root_poly.lo, root_poly.hi, 0)
+    identical[root_poly.lo.tobytes() + root_poly.hi.tobytes()] = root
     frontier = [] if root_fail else [root]
     root_parts: list = []
     root_choice_part: list[int] = []
     for depth in range(options.horizon):
-        next_frontier: list[int] = []
-        for state in frontier:
-            parts = refine(polys[state], bounder, ropts, rng, stats)
-            t0 = time.perf_counter()
-            for pi, part in enumerate(parts):
-                lower, upper = part.bounds.lower, part.bounds.upper
-                for succ in part_successors(system, part.polytope, template):
-                    trans: dict[int, tuple[float, float]] = {}
-                    for a, sp in enumerate(succ.polytopes):
-                        if intersects_unsafe(system, sp):
-                            target = fail_sink
-                        else:
-                            target = -1
-                            if options.containment:
-                                found = visited.find(sp.lo, sp.hi, depth + 1)
-                                if found is not None:
-                                    target = found
-                                    merges += 1
-                            if target < 0:
-                                target = builder.add_state()
-                                polys[target] = sp
-                                remember(target, sp, depth + 1)
-                                next_frontier.append(target)
-                                if len(polys) > options.max_states:
-                                    raise AbstractionBudgetError(
-                                        f"the abstraction exceeded max_states={options.max_states} abstract states at "
-                                        f"depth {depth + 1} of {options.horizon}; use a larger phi, --containment, an "
-                                        "octagon domain, a smaller horizon or a larger max_states")
-                        lo_p, hi_p = trans.get(target, (0.0, 0.0))
-                        trans[target] = (lo_p + float(lower[a]), hi_p + float(upper[a]))
-                    builder.add_choice(state, trans)
-                    if state == root:
-                        root_choice_part.append(pi)
-                if state == root:
-                    root_parts.append(part)
-            t_succ += time.perf_counter() - t0
-        log.info("depth %d/%d: %d abstract states expanded, %d new, %d parts so far, %d merges",
-                 depth + 1, options.horizon, len(frontier), len(next_frontier), stats.parts, merges)
+        next_frontier = []
+        # 1. successors of every frontier state as a whole. Where every action leads to the same
+        #    successor (e.g. a ball out of the paddle's reach), or, at the last step, to the same
+        #    outcome (all unsafe or all safe), the policy's probabilities do not matter: the state
+        #    needs no refinement and each of its choices goes to one target with probability 1
+        t0 = time.perf_counter()
+        whole = successors_many(system, template, [polys[st] for st in frontier])
+        unsafe_whole = meets_unsafe_many(system, template, [sp for lst in whole for sc in lst for sp in sc.polytopes])
+        last = depth + 1 == options.horizon
+        simple, to_refine = [], []
+        pos = 0
+        for st, lst in zip(frontier, whole):
+            flags, ok = [], st != root
+            for sc in lst:
+                f = unsafe_whole[pos:pos + len(sc.polytopes)]
+                pos += len(sc.polytopes)
+                flags.append(bool(f[0]))
+                ok = ok and ((last and bool((f == f[0]).all())) or _same_for_all_actions(sc))
+            if ok:
+                simple.append((st, lst, flags))
+            else:
+                to_refine.append(st)
+        for st, lst, flags in simple:
+            for sc, f in zip(lst, flags):
+                builder.add_choice(st, {successor_state(sc.polytopes[0], f, depth + 1): (1.0, 1.0)})
+        unrefined += len(simple)
+        t_succ += time.perf_counter() - t0
+        # 2. refine the others into parts with narrow action-probability intervals
+        jobs = []
+        for st in to_refine:
+            parts = refine(polys[st], bounder, ropts, rng, stats)
+            jobs.extend((st, pi, part) for pi, part in enumerate(parts))
+            if st == root:
+                root_parts = parts
+        # 3. successors of every part and action; actions with the same successor share its target
+        t0 = time.perf_counter()
+        part_succ = successors_many(system, template, [part.polytope for _, _, part in jobs])
+        flags = iter(meets_unsafe_many(system, template,
+                                       [sp for lst in part_succ for sc in lst for sp in sc.polytopes]))
+        for (st, pi, part), lst in zip(jobs, part_succ):
+            for sc in lst:
+                trans: dict[int, tuple[float, float]] = {}
+                seen: list[tuple[Polytope, int]] = []
+                for a, sp in enumerate(sc.polytopes):
+                    unsafe = bool(next(flags))
+                    target = next((t for o, t in seen if np.array_equal(o.lo, sp.lo) and np.array_equal(o.hi, sp.hi)), None)
+                    if target is None:
+                        target = successor_state(sp, unsafe, depth + 1)
+                        seen.append((sp, target))
+                    lo_p, hi_p = trans.get(target, (0.0, 0.0))
+                    trans[target] = (lo_p + float(part.bounds.lower[a]), hi_p + float(part.bounds.upper[a]))
+                builder.add_choice(st, trans)
+                if st == root:
+                    root_choice_part.append(pi)
+        t_succ += time.perf_counter() - t0
+        log.info("depth %d/%d: %d abstract states expanded (%d without refinement), %d new, %d parts so far, "
+                 "%d identical successors shared, %d containment merges", depth + 1, options.horizon, len(frontier),
+                 len(simple), len(next_frontier), stats.parts, shared, merges)
+        for st in frontier:  # expanded: only the frontier's polytopes are needed from here on
+            del polys[st]
         frontier = next_frontier
-        # states at the last depth are leaves: no refinement needed
-        if depth + 1 == options.horizon:
-            break
 
     t0 = time.perf_counter()
     imdp = builder.build().tightened()  # validates the intervals as built, then tightens
@@ -399,6 +479,7 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
     return AbstractionResult(
         guarantee=GUARANTEE, upper_bound=upper, maxmin_value=float(vmin[root]), parts=tuple(part_bounds),
         n_abstract_states=imdp.n_states, n_polyhedra=stats.parts, n_containment_merges=merges,
+        n_shared_successors=shared, n_unrefined_states=unrefined,
         n_choices=imdp.n_choices, n_transitions=imdp.n_transitions, n_unresolved_parts=stats.unresolved,
         n_milp_parts=stats.milp_parts,
         timings=Timings(bounds=stats.bounds_time, refinement=stats.refine_time, successors=t_succ, solving=t_solve,

@@ -130,6 +130,9 @@ class ContinuousSystem:
     template_directions: np.ndarray | None = None
     #: smallest width along a template axis (state units) that refinement may still split
     min_width: float = 1e-3
+    #: whether :meth:`pieces` uses its box (False: the same pieces are valid everywhere, which lets
+    #: the abstraction engine compute successors of many polytopes at once)
+    pieces_depend_on_box: bool = True
 
     @property
     def n(self) -> int:

@@ -29,6 +29,7 @@ class BouncingBall(ContinuousSystem):
     horizon = 20
     default_initial = "large"
     min_width = 0.01
+    pieces_depend_on_box = False
 
     def __init__(self) -> None:
         self.domain_lo = np.array([0.0, -30.0])
@@ -101,6 +102,7 @@ class AdaptiveCruiseControl(ContinuousSystem):
     features = ("v_rel", "dx")
     horizon = 7
     min_width = 0.005
+    pieces_depend_on_box = False
 
     def __init__(self, accel: float = 3.0) -> None:
         self.accel = float(accel)
