@@ -32,6 +32,26 @@ def test_sampled_probabilities_lie_within_bounds(sizes, seed, kind):
         assert (milp.lower >= lin.lower - 1e-12).all() and (milp.upper <= lin.upper + 1e-12).all()
 
 
+@pytest.mark.parametrize("sizes,seed", CASES, ids=[str(c[0]) for c in CASES])
+@pytest.mark.parametrize("kind", ["box", "octagon"])
+def test_batched_interval_bounds_contain_samples_and_match_single_interval_bounds(sizes, seed, kind):
+    rng = np.random.default_rng(seed + 10)
+    bounder = NetworkBounder(MLP.random(sizes, seed=seed))
+    t = Template.named(kind, ("a", "b"))
+    parts = [t.hull(rng.normal(size=(4, 2)) * rng.uniform(0.01, 0.5) + rng.normal(size=2)) for _ in range(40)]
+    lower, upper = bounder.interval_bounds_many(parts)
+    assert lower.shape == upper.shape == (40, sizes[-1])
+    for part, lo, hi in zip(parts, lower, upper):
+        probs = bounder(part.sample(500, rng))
+        assert (probs >= lo - 1e-12).all() and (probs <= hi + 1e-12).all()
+        single = bounder.bounds(part, milp=False, enough=1.0)  # interval bounds are always "enough" here
+        assert single.method == "interval"
+        assert np.allclose(single.lower, lo, rtol=1e-9, atol=1e-12) and np.allclose(single.upper, hi, rtol=1e-9, atol=1e-12)
+        # the linear relaxation is never looser than interval propagation
+        lin = bounder.bounds(part, milp=False)
+        assert (lin.lower >= lo - 1e-9).all() and (lin.upper <= hi + 1e-9).all()
+
+
 def test_probability_bounds_agree_with_onnx_float32_inference(tmp_path):
     from rlverify.policies import load_policy
 

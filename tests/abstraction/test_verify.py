@@ -135,24 +135,43 @@ def test_pendulum_risky_bound_is_sound(tmp_module):
     assert worst <= result.upper_bound < 1.0
 
 
+@pytest.mark.parametrize("everywhere", [True, False], ids=["refine-everywhere", "where-action-matters"])
 @pytest.mark.parametrize("domain,containment", [("box", False), ("octagon", False), ("octagon", True)])
-def test_bouncing_ball_risky_bound_is_sound_and_tight(tmp_module, domain, containment):
+def test_bouncing_ball_risky_bound_is_sound_and_tight(tmp_module, domain, containment, everywhere):
     """A ball just above the paddle's reach that is rarely hit: it fails unless hit in time.
 
-    Exercises the engine's shortcuts with a bound far from 0: states the paddle cannot reach are
-    not refined, identical successors (every hit lands at p = 4) are shared, and at the last step
-    only states with both safe and unsafe successors are refined.
+    Exercises the engine's shortcuts with a bound far from 0: identical successors (every hit lands
+    at p = 4) are shared, safe last steps are not refined, and (``refine_everywhere=False``) states
+    out of the paddle's reach are not refined either.
     """
     system = make("bouncing-ball-v1")
     policy = risky_policy(tmp_module, "bouncing-ball-v1")
     result = verify_abstraction(system, policy, AbstractionOptions(horizon=10, domain=domain, phi=0.2,
-                                                                   containment=containment,
+                                                                   containment=containment, refine_everywhere=everywhere,
                                                                    initial=((4.2, -0.3), (4.6, 0.3))))
     worst = check_parts_against_exact(system, policy, result, count=200, seed=12)
     assert worst > 0.5
     assert result.upper_bound < worst + 0.05  # the bound is close to the true worst case
     assert result.n_unrefined_states > 0
     assert result.n_shared_successors > 0 or domain != "box"  # boxes of parts hit over the same v-range coincide
+
+
+def test_refining_every_state_keeps_the_successors_of_parts_apart(tmp_path):
+    """A state the action cannot influence is still split by the policy by default, which keeps its
+    parts' successors apart: here the whole state's successor meets the unsafe set, its parts' do not.
+    """
+    system = make("bouncing-ball-v1")
+    # hit iff v > 6 (a steep step in v): the policy splits the states along v
+    mlp = MLP((np.array([[0.0, 20.0], [0.0, -20.0]]), np.array([[1.0, -1.0], [-1.0, 1.0]])),
+              (np.array([120.0, -120.0]), np.zeros(2)))
+    policy = str(save_mlp_onnx(tmp_path / "step.onnx", mlp, features=list(system.features),
+                               actions=list(system.actions), training={"algorithm": "hand-made"}))
+    opts = dict(horizon=2, phi=0.1, domain="octagon", max_parts=64, initial=((2.4, -5.54), (2.7, -4.54)))
+    tight = verify_abstraction(system, policy, AbstractionOptions(**opts))
+    coarse = verify_abstraction(system, policy, AbstractionOptions(**opts, refine_everywhere=False))
+    check_parts_against_exact(system, policy, tight, count=300, seed=13)
+    check_parts_against_exact(system, policy, coarse, count=100, seed=14)
+    assert tight.upper_bound < 1e-9 < coarse.upper_bound  # both sound; the default is tighter here
 
 
 def test_shipped_acc_policy_bound_is_sound():

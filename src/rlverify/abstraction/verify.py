@@ -8,11 +8,12 @@ successors contained in an already visited abstract state of equal or smaller de
 it. Robust value iteration (max-max) then gives, per initial part and overall, a sound upper bound on
 ``Pr(F<=k fail)`` from every state of the initial region.
 
-Three savings lose nothing: a successor that is exactly the set of an abstract state reached at the
-same or a smaller depth shares that state (its subtree is at least as deep); a state where every
-action leads to the same successor (or, at the last step, to the same outcome: all unsafe or all
-safe) is not refined, since the policy's probabilities cannot matter there; and every safe successor
-at the horizon goes to one shared leaf of value 0.
+Savings that lose nothing: a successor that is exactly the set of an abstract state reached at the
+same or a smaller depth shares that state (its subtree is at least as deep); actions of a part with
+the same successor share one target; a state whose successors at the last step are all safe is not
+refined; every safe successor at the horizon goes to one shared leaf of value 0. With
+``refine_everywhere=False`` a state where the action cannot matter is not refined at all (faster,
+coarser: see :class:`AbstractionOptions`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from rlverify.abstraction.containment import VisitedIndex
 from rlverify.abstraction.domains import DomainError, Polytope, Template, validate_region_inside
 from rlverify.abstraction.imdp import IMDP, IMDPBuilder
 from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation, load_network
-from rlverify.abstraction.refinement import RefinementOptions, RefinementStats, refine
+from rlverify.abstraction.refinement import RefinementOptions, RefinementStats, refine_many
 from rlverify.abstraction.robust_vi import bounded_reachability
 from rlverify.abstraction.successors import Successors, intersects_unsafe, meets_unsafe_many, successors_many
 from rlverify.errors import PolicyError, RlverifyError
@@ -70,6 +71,11 @@ class AbstractionOptions:
         milp_time_limit: seconds per MILP (the dual bound keeps the result sound when it stops).
         max_states: abort (:class:`AbstractionBudgetError`) beyond this many abstract states.
         seed: seed of the sampling used by refinement (the bound is sound for every seed).
+        refine_everywhere: refine every abstract state by the policy (the paper's method). False:
+            refine only where the action matters; a state where every action leads to the same
+            successor (or, at the last step, to the same outcome) is mapped as a whole. Much faster
+            where the dynamics often ignore the action (the bouncing ball in flight), still sound,
+            but coarser: the parts of a refined state have smaller successors than the whole.
     """
 
     horizon: int
@@ -86,6 +92,7 @@ class AbstractionOptions:
     milp_time_limit: float = 5.0
     max_states: int = 200_000
     seed: int = 0
+    refine_everywhere: bool = True
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,8 @@ class AbstractionResult:
         n_shared_successors: successors that were exactly an existing abstract state and share it
             (lossless, with or without containment).
         n_unrefined_states: abstract states not refined because the policy's choice cannot matter
-            there (every action leads to the same successor, or at the last step to the same outcome).
+            there: a last step that is safe whatever happens, and with ``refine_everywhere=False`` also
+            states where every action leads to the same successor (or, at the last step, outcome).
         n_choices, n_transitions: IMDP size.
         n_unresolved_parts: parts accepted with spread above ``phi`` (minimum size or budget).
         n_milp_parts: parts bounded by MILP.
@@ -409,7 +417,10 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
                 f = unsafe_whole[pos:pos + len(sc.polytopes)]
                 pos += len(sc.polytopes)
                 flags.append(bool(f[0]))
-                ok = ok and ((last and bool((f == f[0]).all())) or _same_for_all_actions(sc))
+                if options.refine_everywhere:  # lossless: only a last step that is safe whatever happens
+                    ok = ok and last and not f.any()
+                else:
+                    ok = ok and ((last and bool((f == f[0]).all())) or _same_for_all_actions(sc))
             if ok:
                 simple.append((st, lst, flags))
             else:
@@ -421,8 +432,7 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
         t_succ += time.perf_counter() - t0
         # 2. refine the others into parts with narrow action-probability intervals
         jobs = []
-        for st in to_refine:
-            parts = refine(polys[st], bounder, ropts, rng, stats)
+        for st, parts in zip(to_refine, refine_many([polys[st] for st in to_refine], bounder, ropts, rng, stats)):
             jobs.extend((st, pi, part) for pi, part in enumerate(parts))
             if st == root:
                 root_parts = parts
