@@ -140,3 +140,25 @@ def test_torchscript_policy_is_read_and_bad_layer_named(tmp_path):
     torch.jit.save(torch.jit.script(bad), str(tmp_path / "bad.pt"))
     with pytest.raises(PolicyError, match="layer '1' is Tanh"):
         load_network(str(tmp_path / "bad.pt"), n_actions=3)
+
+
+def test_refine_many_accepts_what_refine_accepts_and_keeps_interval_bounds_narrow():
+    from rlverify.abstraction.refinement import RefinementOptions, refine, refine_many
+
+    bounder = NetworkBounder(MLP.random((2, 16, 16, 2), seed=5))
+    t = Template.named("octagon", ("a", "b"))
+    rng = np.random.default_rng(6)
+    polys = [t.hull(rng.normal(size=(4, 2)) * s + rng.normal(size=2)) for s in np.geomspace(1e-4, 1.0, 30)]
+    opts = RefinementOptions(phi=0.2, min_width=1e-3)
+    many = refine_many(polys, bounder, opts, np.random.default_rng(0))
+    methods = {part.bounds.method for parts in many for part in parts}
+    assert "interval" in methods and methods & {"linear", "milp"}  # both paths taken
+    for poly, parts in zip(polys, many):
+        for part in parts:
+            spread = part.bounds.spread
+            assert spread <= opts.phi or part.bounds.method == "milp"
+            if part.bounds.method == "interval":
+                assert spread <= min(opts.phi, opts.interval_spread)
+        if len(parts) == 1 and parts[0].bounds.method == "interval":  # accepted whole: refine agrees
+            single = refine(poly, bounder, opts, np.random.default_rng(0))
+            assert len(single) == 1 and np.allclose(single[0].bounds.upper, parts[0].bounds.upper, rtol=1e-9)
