@@ -418,8 +418,8 @@ class NetworkBounder:
             ``(lower, upper)``, each ``(N, |A|)``, sound for every polytope.
         """
         template = polys[0].template
-        if template.n != 2:
-            raise ValueError("interval_bounds_many handles two-dimensional polytopes only")
+        if template.n != 2 or any(p.template is not template for p in polys):
+            raise ValueError("interval_bounds_many handles two-dimensional polytopes of one template only")
         q = template.axes
         a = np.vstack([q, -q])
         lo_all = np.array([p.lo for p in polys])

@@ -118,7 +118,9 @@ def refine(poly: Polytope, bounder: NetworkBounder, options: RefinementOptions, 
             stats.bounds_time += time.perf_counter() - t0
             stats.milp_parts += 1
         if b.spread > options.phi and can_split:
-            assert x is not None and probs is not None  # sampled above: the linear spread was wider still
+            if x is None or probs is None:  # accepted on interval bounds, then MILP came out (rounding) wider
+                x = p.sample(options.samples, rng)
+                probs = bounder(x)
             _split(p, x, probs, b.upper - b.lower, splittable, options, todo, stats)
             continue
         if b.spread > options.phi:
