@@ -32,7 +32,8 @@ def plot_result(result: AbstractionResult, path: str | Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     ax = axes[0]
     coll = PolyCollection(verts, array=bounds, cmap="Reds", edgecolors="k", linewidths=0.2)
-    coll.set_clim(0.0, max(1e-9, float(bounds.max(initial=0.0))))
+    top = float(bounds.max(initial=0.0))
+    coll.set_clim(0.0, top if top > 0 else 1.0)  # scaled to the largest bound; 0..1 when all are 0
     ax.add_collection(coll)
     fig.colorbar(coll, ax=ax, label="upper bound on P(fail within k)")
     ax.set_title(f"{result.benchmark}: bound per initial part (overall {result.upper_bound:.4g})")
