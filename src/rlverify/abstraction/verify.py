@@ -401,30 +401,32 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
     root_choice_part: list[int] = []
     for depth in range(options.horizon):
         next_frontier = []
-        # 1. successors of every frontier state as a whole. Where every action leads to the same
-        #    successor (e.g. a ball out of the paddle's reach), or, at the last step, to the same
-        #    outcome (all unsafe or all safe), the policy's probabilities do not matter: the state
-        #    needs no refinement and each of its choices goes to one target with probability 1
+        # 1. successors of every frontier state as a whole, where they can spare a refinement: at the
+        #    last step, a state whose successors are all safe (or, with refine_everywhere=False, all
+        #    unsafe) needs none; with refine_everywhere=False neither does a state where every action
+        #    leads to the same successor (a ball out of the paddle's reach). Each choice of such a
+        #    state goes to one target with probability 1: the policy's probabilities cannot matter
         t0 = time.perf_counter()
-        whole = successors_many(system, template, [polys[st] for st in frontier])
-        unsafe_whole = meets_unsafe_many(system, template, [sp for lst in whole for sc in lst for sp in sc.polytopes])
         last = depth + 1 == options.horizon
-        simple, to_refine = [], []
+        candidates = [st for st in frontier if st != root] if last or not options.refine_everywhere else []
+        whole = successors_many(system, template, [polys[st] for st in candidates])
+        unsafe_whole = meets_unsafe_many(system, template, [sp for lst in whole for sc in lst for sp in sc.polytopes])
+        simple, skipped = [], set()
         pos = 0
-        for st, lst in zip(frontier, whole):
-            flags, ok = [], st != root
+        for st, lst in zip(candidates, whole):
+            flags, ok = [], True
             for sc in lst:
                 f = unsafe_whole[pos:pos + len(sc.polytopes)]
                 pos += len(sc.polytopes)
                 flags.append(bool(f[0]))
                 if options.refine_everywhere:  # lossless: only a last step that is safe whatever happens
-                    ok = ok and last and not f.any()
+                    ok = ok and not f.any()
                 else:
                     ok = ok and ((last and bool((f == f[0]).all())) or _same_for_all_actions(sc))
             if ok:
                 simple.append((st, lst, flags))
-            else:
-                to_refine.append(st)
+                skipped.add(st)
+        to_refine = [st for st in frontier if st not in skipped]
         for st, lst, flags in simple:
             for sc, f in zip(lst, flags):
                 builder.add_choice(st, {successor_state(sc.polytopes[0], f, depth + 1): (1.0, 1.0)})
