@@ -137,7 +137,7 @@ class AbstractionResult:
         n_polyhedra: refined parts over all abstract states (the paper's "num. poly").
         n_containment_merges: successors merged into visited states (the paper's "num. visited").
         n_shared_successors: successors that were exactly an existing abstract state and share it
-            (lossless, with or without containment).
+            (lossless, with or without containment; also actions of one part with the same successor).
         n_unrefined_states: abstract states not refined because the policy's choice cannot matter
             there: a last step that is safe whatever happens, and with ``refine_everywhere=False`` also
             states where every action leads to the same successor (or, at the last step, outcome).
@@ -439,6 +439,7 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
             if st == root:
                 root_parts = parts
         # 3. successors of every part and action; actions with the same successor share its target
+        #    (successor_state returns the state already made for an identical set), intervals summed
         t0 = time.perf_counter()
         part_succ = successors_many(system, template, [part.polytope for _, _, part in jobs])
         flags = iter(meets_unsafe_many(system, template,
@@ -446,13 +447,8 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
         for (st, pi, part), lst in zip(jobs, part_succ):
             for sc in lst:
                 trans: dict[int, tuple[float, float]] = {}
-                seen: list[tuple[Polytope, int]] = []
                 for a, sp in enumerate(sc.polytopes):
-                    unsafe = bool(next(flags))
-                    target = next((t for o, t in seen if np.array_equal(o.lo, sp.lo) and np.array_equal(o.hi, sp.hi)), None)
-                    if target is None:
-                        target = successor_state(sp, unsafe, depth + 1)
-                        seen.append((sp, target))
+                    target = successor_state(sp, bool(next(flags)), depth + 1)  # equal sets: one state
                     lo_p, hi_p = trans.get(target, (0.0, 0.0))
                     trans[target] = (lo_p + float(part.bounds.lower[a]), hi_p + float(part.bounds.upper[a]))
                 builder.add_choice(st, trans)
