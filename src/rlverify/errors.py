@@ -35,6 +35,10 @@ class PropertyError(RlverifyError):
     """A property does not parse or does not fit the model or mode."""
 
 
+class OptionError(RlverifyError):
+    """An option (CLI flag or options-dataclass field) has a value outside what it accepts."""
+
+
 class PolicyError(RlverifyError):
     """A policy does not fit the contract or the model; ``problems`` lists every issue found."""
 
@@ -61,3 +65,54 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
 
 class BenchmarkPolicyError(PolicyError):
     """A benchmark has no reference policy of that name."""
+
+
+# Errors of the engines and layers above; each module re-exports its own.
+
+class BenchmarkError(RlverifyError):
+    """Unknown benchmark id or parameter out of range."""
+
+
+class StatisticsError(RlverifyError):
+    """A statistical parameter is out of range."""
+
+
+class UnavailableActionError(PolicyError):
+    """An action that is not available in the current state was chosen with ``unavailable='renormalize'``."""
+
+
+class EnvError(RlverifyError):
+    """The environment cannot be set up as asked (unknown reward model, terminal label, feature...)."""
+
+
+class AbstractionError(RlverifyError):
+    """Bad settings for the abstraction engine (horizon, phi, budgets)."""
+
+
+class AbstractionBudgetError(AbstractionError):
+    """The abstraction grew beyond ``max_states``; the message suggests how to make it smaller."""
+
+
+class IntervalError(RlverifyError):
+    """An interval MDP whose intervals admit no distribution (or are not intervals at all)."""
+
+
+class DomainError(RlverifyError):
+    """An abstract domain (template, region) is inconsistent or does not fit the system."""
+
+
+class TrackError(InputFileError):
+    """A malformed track file; the message names the line and column."""
+
+
+class TrainingError(RlverifyError):
+    """A training request cannot be carried out as asked (bad steps, hidden sizes, benchmark kind...)."""
+
+
+class Table2Error(RlverifyError):
+    """Unknown row id or method."""
+
+
+class TrainCommandError(RlverifyError):
+    """The training request does not fit the benchmark (algorithm, options) or its trainer is missing."""
+

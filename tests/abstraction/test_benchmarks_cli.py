@@ -25,7 +25,7 @@ def test_registered_with_shipped_self_describing_policy(bid):
     for section in ("Description:", "State:", "Actions:", "Labels/failure:", "Initial states:", "Reference results:"):
         assert section in s.doc
     system = make(bid)
-    assert isinstance(system, ContinuousSystem)
+    assert isinstance(system.model(), ContinuousSystem)
     policy = load_policy(str(system.policies["ppo"]))
     assert policy.features == system.features and policy.actions == system.actions
     assert policy.training["algorithm"].startswith("PPO") and policy.training["benchmark"] == bid

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 
 from rlverify.abstraction.domains import Template
-from rlverify.abstraction.network_bounds import (NetworkBounder, fold_observation, load_network,
-                                                 probabilities_from_differences)
+from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation, probabilities_from_differences
 from rlverify.errors import PolicyError
-from rlverify.policies.mlp import MLP, save_mlp_onnx
+from rlverify.policies.mlp import MLP, load_network, save_mlp_onnx
 
 CASES = [((2, 16, 16, 2), 0), ((2, 16, 16, 3), 1), ((2, 32, 32, 2), 2), ((2, 8, 8, 8, 4), 3)]
 

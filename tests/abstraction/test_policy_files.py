@@ -64,7 +64,7 @@ def test_matmul_add_chain_is_read_exactly(tmp_path):
 
 def test_torchscript_with_a_trailing_relu_or_stacked_linears_is_refused(tmp_path):
     torch = pytest.importorskip("torch")
-    from rlverify.abstraction.network_bounds import load_network
+    from rlverify.policies.mlp import load_network
 
     for name, layers, needle in (
             ("trail.pt", [torch.nn.Linear(2, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2), torch.nn.ReLU()], "ends in a ReLU"),

@@ -8,9 +8,11 @@ import pytest
 
 from rlverify.benchmarks.table2 import METHODS, PAPER_TABLE2, ROWS, Table2Error, compute_table2, select_rows
 
-# Stochastic and monolithic (states, transitions) as Storm builds them for our models and the reference
-# PRISM files (foundation issue; tests/benchmarks/test_prism_equivalence.py). They are the paper's
-# counts except Freeway goal's stochastic transitions, printed as 2,000 in the paper (its authors' log: 2,080).
+# Stochastic and monolithic (states, transitions): the paper's Table 2 counts (PAPER_TABLE2, copied from
+# ../shared/papers/001_5559184055215ac5.txt), except Freeway goal's stochastic transitions, printed as
+# 2,000 there (its authors' log: 2,080). Storm builds the same counts for the reference PRISM files of
+# ../shared/benchmarks/prism-reference, checked there or against numbers recorded from them in
+# tests/benchmarks/test_prism_equivalence.py (PAPER_CASES, REFERENCE_FACTS), which needs no ../shared.
 EXPECTED = {
     "freeway-goal": {"stochastic": (496, 2_080), "monolithic": (496, 2_800)},
     "freeway-mid": {"stochastic": (272, 1_120), "monolithic": (272, 1_552)},
@@ -78,6 +80,7 @@ def test_methods_subset_and_policy_override():
     uniform = CallablePolicy(lambda x: np.full((len(x), 3), 1 / 3), model.variables, ["NOP", "UP", "DOWN"], name="uniform")
     t = compute_table2(["freeway-goal"], methods=["stochastic"], policies={"freeway-goal": uniform})
     assert list(t.cells["freeway-goal"]) == ["stochastic"]
+    # the uniform policy on the reference freeway.prism: 0.0654339827 (test_prism_equivalence.PAPER_VALUES)
     assert t.cells["freeway-goal"]["stochastic"].value == pytest.approx(0.0654, abs=5e-4)
     assert t.policies["freeway-goal"] == "uniform"
 

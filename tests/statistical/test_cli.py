@@ -33,13 +33,16 @@ def pi(x):
 '''
 
 
-def test_simulate_json(avoid_model, capsys, tmp_path):
-    from conftest import AVOID, AVOID_CONSTANTS
+def model_args(model) -> list[str]:
+    """The CLI arguments naming ``model``'s file and constants (the generated Avoid has none left)."""
+    return [str(model.path)] + (["--constants", model.constants] if model.constants else [])
 
+
+def test_simulate_json(avoid_model, capsys, tmp_path):
     pol = tmp_path / "p.py"
     pol.write_text("import numpy as np\nFEATURES=['x','y']\nACTIONS=['north','east','south','west']\n"
                    "def pi(x):\n    return np.full((len(x), 4), 0.25)\n")
-    code = run(["simulate", str(AVOID), "--constants", AVOID_CONSTANTS, "--policy", f"{pol}:pi", "--property",
+    code = run(["simulate", *model_args(avoid_model), "--policy", f"{pol}:pi", "--property",
                 "P=? [F<=100 COLLISION=true]", "--epsilon", "0.05", "--delta", "0.1", "--seed", "3", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
@@ -48,12 +51,10 @@ def test_simulate_json(avoid_model, capsys, tmp_path):
     assert out["runs"] == 600 and out["seed"] == 3 and out["method"] == "okamoto"
 
 
-def test_simulate_bad_input_exit_code_2(tmp_path):
-    from conftest import AVOID, AVOID_CONSTANTS
-
+def test_simulate_bad_input_exit_code_2(avoid_model, tmp_path):
     pol = tmp_path / "p.py"
     pol.write_text("import numpy as np\nFEATURES=['x']\nACTIONS=['north']\ndef pi(x):\n    return np.ones((len(x), 1))\n")
-    base = ["simulate", str(AVOID), "--constants", AVOID_CONSTANTS, "--policy", f"{pol}:pi"]
+    base = ["simulate", *model_args(avoid_model), "--policy", f"{pol}:pi"]
     code, msg = run(base + ["--property", "P=? [F<=100 COLLISION=true]", "--epsilon", "1.5"])
     assert code == 2 and "epsilon" in msg
     code, msg = run(base + ["--property", "P=? [G COLLISION=false]"])

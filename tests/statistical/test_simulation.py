@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from rlverify.errors import PolicyError, PropertyError
+from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.policies import CallablePolicy
 from rlverify.statistical import (SimulationOptions, StatisticalOptions, StatisticsError, parse_path_property,
                                   verify_statistical)
@@ -220,7 +220,7 @@ def test_bad_epsilon_delta(avoid_model, avoid_policy, kw):
 
 @pytest.mark.parametrize("steps", [0, -5])
 def test_max_steps_must_be_positive(avoid_model, avoid_policy, steps):
-    with pytest.raises(PropertyError, match="max-steps"):
+    with pytest.raises(OptionError, match="max-steps"):
         verify_statistical(avoid_model, AVOID_PROP, avoid_policy,
                            StatisticalOptions(simulation=SimulationOptions(max_steps=steps)))
 

@@ -18,11 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlverify.errors import RlverifyError
+from rlverify.errors import DomainError
 
-
-class DomainError(RlverifyError):
-    """An abstract domain (template, region) is inconsistent or does not fit the system."""
 
 
 #: Relative and absolute outward rounding applied to every computed bound.

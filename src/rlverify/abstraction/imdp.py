@@ -12,11 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlverify.errors import RlverifyError
+from rlverify.errors import IntervalError
 
-
-class IntervalError(RlverifyError):
-    """An interval MDP whose intervals admit no distribution (or are not intervals at all)."""
 
 
 @dataclass(frozen=True)

@@ -47,66 +47,6 @@ def fold_observation(mlp: MLP, obs_matrix: np.ndarray, obs_offset: np.ndarray) -
     return MLP((w0,) + tuple(mlp.weights[1:]), (b0,) + tuple(mlp.biases[1:]))
 
 
-def load_network(path: str, *, n_actions: int) -> MLP:
-    """Read a ReLU logit network for bounding from an ONNX file or a TorchScript ``.pt`` module.
-
-    ONNX files are read by :func:`~rlverify.policies.mlp.mlp_from_onnx` (Gemm/MatMul/Add/Relu);
-    TorchScript modules must be a ``Sequential`` of ``Linear`` and ``ReLU`` layers producing logits.
-
-    Raises:
-        PolicyError: unsupported layer (named), probability outputs, or wrong output size.
-    """
-    from rlverify.policies.adapters import META_OUTPUT
-
-    if str(path).lower().endswith((".pt", ".pth")):
-        mlp = _mlp_from_torchscript(str(path))
-    else:
-        import onnx
-
-        from rlverify.policies.mlp import mlp_from_onnx
-
-        mlp = mlp_from_onnx(path)
-        meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
-        if meta.get(META_OUTPUT, "logits") != "logits":
-            raise PolicyError(f"{path}: the abstraction engine bounds softmax over logits; this network outputs "
-                              f"{meta.get(META_OUTPUT)!r} (metadata {META_OUTPUT}); export the logits layer instead")
-    if mlp.sizes[-1] != n_actions:
-        raise PolicyError(f"{path}: network has {mlp.sizes[-1]} outputs but the benchmark has {n_actions} actions")
-    return mlp
-
-
-def _mlp_from_torchscript(path: str) -> MLP:
-    from rlverify.errors import InputFileError
-    from rlverify.policies.adapters import _import
-
-    torch = _import("torch", "torch")
-    try:
-        module = torch.jit.load(path, map_location="cpu")
-    except Exception as exc:
-        raise InputFileError(f"{path}: not a TorchScript module ({exc.__class__.__name__})") from None
-    weights, biases = [], []
-    expect_linear = True
-    for name, child in module.named_children():
-        kind = child.original_name
-        if kind == "Linear" and expect_linear:
-            weights.append(child.weight.detach().double().numpy().copy())
-            b = getattr(child, "bias", None)
-            biases.append(b.detach().double().numpy().copy() if b is not None else np.zeros(weights[-1].shape[0]))
-            expect_linear = False
-        elif kind == "ReLU" and not expect_linear:
-            expect_linear = True
-        else:
-            raise PolicyError(f"{path}: layer '{name}' is {kind}{' after a Linear without a ReLU between' if kind == 'Linear' else ''}, "
-                              "which the abstraction engine cannot bound (supported: a Sequential alternating Linear "
-                              "and ReLU layers, ending with the logits Linear)")
-    if not weights:
-        raise PolicyError(f"{path}: no Linear layers found (expected a Sequential of Linear and ReLU layers)")
-    if expect_linear:
-        raise PolicyError(f"{path}: the network ends in a ReLU; the abstraction engine reads the logits layer "
-                          "(a Linear without ReLU) as the output")
-    return MLP(tuple(weights), tuple(biases))
-
-
 @dataclass(frozen=True)
 class ProbabilityBounds:
     """Sound lower/upper bounds ``(|A|,)`` on each action's probability over a polytope."""

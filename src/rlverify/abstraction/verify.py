@@ -21,34 +21,31 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlverify.abstraction.containment import VisitedIndex
-from rlverify.abstraction.domains import DomainError, Polytope, Template, validate_region_inside
-from rlverify.abstraction.imdp import IMDP, IMDPBuilder
-from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation, load_network
+from rlverify.abstraction.domains import Polytope, Template, validate_region_inside
+from rlverify.abstraction.imdp import IMDPBuilder
+from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation
+from rlverify.abstraction.policy_fit import policy_network
 from rlverify.abstraction.refinement import RefinementOptions, RefinementStats, refine_many
 from rlverify.abstraction.robust_vi import bounded_reachability
 from rlverify.abstraction.successors import Successors, intersects_unsafe, meets_unsafe_many, successors_many
-from rlverify.errors import PolicyError, RlverifyError
+from rlverify.errors import AbstractionBudgetError, AbstractionError, DomainError
 from rlverify.models.continuous.base import ContinuousSystem
+from rlverify.policies.base import Policy
 from rlverify.policies.mlp import MLP
+from rlverify.results import AbstractionResult, PartBound, Timings, versions  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
 GUARANTEE = "sound upper bound"
 
 
-class AbstractionError(RlverifyError):
-    """Bad settings for the abstraction engine (horizon, phi, budgets)."""
-
-
-class AbstractionBudgetError(AbstractionError):
-    """The abstraction grew beyond ``max_states``; the message suggests how to make it smaller."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +56,10 @@ class AbstractionOptions:
         horizon: number of steps ``k >= 1``.
         domain: ``"box"``, ``"octagon"`` or ``"template"``.
         template: directions ``(k, n)`` for ``domain="template"``, used as given (each in both signs;
-            they must bound the state space); default: the box plus the system's suggested directions.
+            they must bound the state space). None: the system's default template
+            (``system.default_template()``: the box axes plus the directions its docstring names), or
+            an :class:`AbstractionError` if it declares none. The result's ``template_axes`` are the
+            directions used.
         phi: maximum probability spread per part, in (0, 1].
         containment: merge successors contained in a visited abstract state (smaller IMDP, coarser).
         initial: name of the system's initial region, or an explicit box ``((lo...), (hi...))``.
@@ -95,108 +95,6 @@ class AbstractionOptions:
     refine_everywhere: bool = True
 
 
-@dataclass(frozen=True)
-class PartBound:
-    """One part of the refined initial region and the bound from it.
-
-    Attributes:
-        lo, hi: template bounds of the part (along ``AbstractionResult.template_axes``).
-        probability_lower, probability_upper: sound action-probability bounds over the part.
-        bound: sound upper bound on ``Pr(F<=k fail)`` from every state of the part.
-    """
-
-    lo: tuple[float, ...]
-    hi: tuple[float, ...]
-    probability_lower: tuple[float, ...]
-    probability_upper: tuple[float, ...]
-    bound: float
-
-
-@dataclass(frozen=True)
-class Timings:
-    """Wall time (s) of each phase."""
-
-    bounds: float
-    refinement: float
-    successors: float
-    solving: float
-    total: float
-
-
-@dataclass(frozen=True)
-class AbstractionResult:
-    """Result of :func:`verify_abstraction`: a sound upper bound on the failure probability.
-
-    Attributes:
-        guarantee: always ``"sound upper bound"``: for every state ``s`` of the initial region,
-            ``Pr_s(F<=k fail) <= upper_bound`` (and ``<=`` the bound of the part containing ``s``).
-        upper_bound: the max-max value of the initial abstract state.
-        maxmin_value: the max-min value (information only; not a bound).
-        parts: the refined initial region with per-part bounds.
-        n_abstract_states: IMDP states (including the fail sink).
-        n_polyhedra: refined parts over all abstract states (the paper's "num. poly").
-        n_containment_merges: successors merged into visited states (the paper's "num. visited").
-        n_shared_successors: successors that were exactly an existing abstract state and share it
-            (lossless, with or without containment; also actions of one part with the same successor).
-        n_unrefined_states: abstract states not refined because the policy's choice cannot matter
-            there: a last step that is safe whatever happens, and with ``refine_everywhere=False`` also
-            states where every action leads to the same successor (or, at the last step, outcome).
-        n_choices, n_transitions: IMDP size.
-        n_unresolved_parts: parts accepted with spread above ``phi`` (minimum size or budget).
-        n_milp_parts: parts bounded by MILP.
-        timings: :class:`Timings`.
-        options: the :class:`AbstractionOptions` used; seed: their seed.
-        benchmark, policy: names; variables, actions; template_axes: the axes of the domain.
-        initial_lo, initial_hi: the initial box.
-        versions: package versions (name, version).
-    """
-
-    guarantee: str
-    upper_bound: float
-    maxmin_value: float
-    parts: tuple[PartBound, ...]
-    n_abstract_states: int
-    n_polyhedra: int
-    n_containment_merges: int
-    n_shared_successors: int
-    n_unrefined_states: int
-    n_choices: int
-    n_transitions: int
-    n_unresolved_parts: int
-    n_milp_parts: int
-    timings: Timings
-    options: AbstractionOptions
-    seed: int
-    benchmark: str
-    policy: str
-    variables: tuple[str, ...]
-    actions: tuple[str, ...]
-    template_axes: tuple[tuple[float, ...], ...]
-    initial_lo: tuple[float, ...]
-    initial_hi: tuple[float, ...]
-    versions: tuple[tuple[str, str], ...]
-    imdp: IMDP | None = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dictionary (without the IMDP arrays)."""
-        d = asdict(self)
-        d.pop("imdp", None)
-        d["versions"] = dict(self.versions)
-        return d
-
-
-def _versions() -> tuple[tuple[str, str], ...]:
-    from importlib import metadata
-
-    out = []
-    for pkg in ("rlverify", "numpy", "scipy", "highspy"):
-        try:
-            out.append((pkg, metadata.version(pkg)))
-        except metadata.PackageNotFoundError:
-            out.append((pkg, "unknown"))
-    return tuple(out)
-
-
 def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> None:
     """Raise an :class:`AbstractionError` naming the first bad setting."""
     h = options.horizon
@@ -215,13 +113,25 @@ def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> N
 
 
 def make_template(system: ContinuousSystem, options: AbstractionOptions) -> Template:
-    """The template of ``options.domain`` over the system's variables."""
+    """The template of ``options.domain`` over the system's variables.
+
+    ``domain="template"`` takes ``options.template``, else the system's documented default template.
+
+    Raises:
+        AbstractionError: ``domain="template"`` without directions for a system that declares no default.
+    """
     directions = None
     if options.domain == "template":
         if options.template is not None:
             directions = np.asarray(options.template, dtype=np.float64)
-        else:  # the system's suggested directions plus the box
-            directions = np.vstack([np.eye(system.n), np.asarray(system.template_directions, dtype=np.float64)])
+        else:
+            directions = system.default_template()
+            if directions is None:
+                raise AbstractionError(
+                    f"domain 'template' needs template= directions: a (k, {system.n}) matrix over "
+                    f"{list(system.variables)}, one direction per row (CLI: --template FILE); {system.name} "
+                    "declares no default template")
+            log.info("domain 'template': %s's default template %s", system.name, directions.tolist())
     return Template.named(options.domain, system.variables, directions)
 
 
@@ -243,72 +153,45 @@ def initial_box(system: ContinuousSystem, options: AbstractionOptions) -> tuple[
     return lo, hi
 
 
-def check_network_file(system: ContinuousSystem, path: str, mlp: MLP, rng: np.random.Generator) -> None:
-    """The file's declared names match ``system`` and the weights read compute what the file computes.
-
-    Compares the file's feature/action names (ONNX metadata or ``.pt.json`` sidecar) with the
-    system's, reporting every mismatch at once, then the softmax of ``mlp`` with the file's own
-    probabilities (onnxruntime / torch) on states sampled from the initial region and the domain.
-
-    Raises:
-        PolicyError: names that differ, or a network whose structure was read wrongly.
-    """
-    from rlverify.policies.adapters import softmax
-    from rlverify.policies.loading import load_policy
-
-    try:
-        reference = load_policy(path)
-    except PolicyError as exc:
-        # a file without names (a plain torch.onnx export, a TorchScript module without sidecar): the
-        # names cannot be checked, the function still is; the engine reads the outputs as logits
-        log.warning("%s; assuming the network takes %s's features %s and outputs logits over %s", exc, system.name,
-                    list(system.features), list(system.actions))
-        reference = load_policy(path, features=list(system.features), actions=list(system.actions), output="logits")
-    problems = []
-    if tuple(reference.features) != tuple(system.features):
-        problems.append(f"features {list(reference.features)} != {system.name}'s {list(system.features)}")
-    if tuple(reference.actions) != tuple(system.actions):
-        problems.append(f"actions {list(reference.actions)} != {system.name}'s {list(system.actions)}")
-    if problems:
-        raise PolicyError(f"{path}: the policy was made for another system", problems)
-    lo, hi = np.asarray(system.domain_lo, dtype=np.float64), np.asarray(system.domain_hi, dtype=np.float64)
-    x = np.vstack([system.sample_initial(256, rng), lo + rng.random((256, len(lo))) * (hi - lo)])
-    obs = system.observe(x)
-    ours, theirs = softmax(mlp(obs)), reference.action_probabilities(obs)
-    err = float(np.abs(ours - theirs).max())
-    if err > 1e-4:
-        raise PolicyError(f"{path}: the weights read as a Linear/ReLU network do not reproduce the file's outputs "
-                          f"(max probability difference {err:.3g} on sampled states); the abstraction engine "
-                          "bounds only plain Linear/ReLU networks ending in logits")
-
-
 def _same_for_all_actions(succ: Successors) -> bool:
     first = succ.polytopes[0]
     return all(np.array_equal(p.lo, first.lo) and np.array_equal(p.hi, first.hi) for p in succ.polytopes[1:])
 
 
-def verify_abstraction(system: ContinuousSystem, policy: str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
+def verify_abstraction(system: ContinuousSystem | Any, policy: Policy | str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
     """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile."""
     from rlverify.abstraction._threads import single_threaded_blas
 
     with single_threaded_blas():
-        return _verify(system, policy, options)
+        return _verify(continuous_system(system), policy, options)
 
 
-def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
+def continuous_system(system: Any) -> ContinuousSystem:
+    """``system`` itself, or the system of a built continuous benchmark (``rlverify.benchmarks.make("acc-v1")``)."""
+    if not isinstance(system, ContinuousSystem) and getattr(system, "kind", None) == "continuous" \
+            and callable(getattr(system, "model", None)):
+        return system.model()
+    return system
+
+
+def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
     """Sound upper bound on ``Pr(F<=k fail)`` from every state of the initial region.
 
     Args:
-        system: the continuous dynamics (e.g. ``rlverify.benchmarks.make("acc-v1")``).
-        policy: an ONNX policy file (ReLU network with logit outputs, read by ``mlp_from_onnx``)
-            or an :class:`MLP` over the policy's features.
+        system: the continuous dynamics, or a continuous benchmark (``rlverify.benchmarks.make("acc-v1")``).
+        policy: a policy that wraps a ReLU network with logit outputs, taking exactly the system's
+            ``features`` and choosing among its ``actions`` (in order): a loaded policy
+            (``rlverify.load_policy``: ONNX, TorchScript, SB3 with ReLU), a policy file (loaded by
+            ``rlverify.policies.load_network_policy``), or an :class:`MLP` over the features (taken as given).
+            See :func:`~rlverify.abstraction.policy_fit.policy_network`.
         options: :class:`AbstractionOptions`.
 
     Returns:
         An :class:`AbstractionResult` (``guarantee == "sound upper bound"``).
 
     Raises:
-        AbstractionError, DomainError, PolicyError: bad settings, regions or networks.
+        AbstractionError, DomainError, PolicyError: bad settings, regions, or a policy that cannot be
+            bounded or does not fit the system (every problem listed).
     """
     t_start = time.perf_counter()
     validate_options(system, options)
@@ -316,17 +199,7 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
     lo0, hi0 = initial_box(system, options)
     root_poly = template.from_box(lo0, hi0)
     validate_region_inside(root_poly, system.domain_lo, system.domain_hi, system.variables, "initial region")
-    if isinstance(policy, MLP):
-        mlp, policy_name = policy, "MLP"
-    else:
-        mlp, policy_name = load_network(str(policy), n_actions=len(system.actions)), str(policy)
-        check_network_file(system, str(policy), mlp, np.random.default_rng(options.seed))
-    if mlp.sizes[0] != len(system.features):
-        raise PolicyError(f"{policy_name}: network takes {mlp.sizes[0]} inputs but {system.name} has features "
-                          f"{list(system.features)}")
-    if mlp.sizes[-1] != len(system.actions):
-        raise PolicyError(f"{policy_name}: network has {mlp.sizes[-1]} outputs but {system.name} has actions "
-                          f"{list(system.actions)}")
+    mlp, policy_name = policy_network(system, policy, seed=options.seed)
     bounder = NetworkBounder(fold_observation(mlp, system.obs_matrix, system.obs_offset),
                              milp_time_limit=options.milp_time_limit)
     ropts = RefinementOptions(phi=float(options.phi), samples=options.samples,
@@ -495,7 +368,7 @@ def _verify(system: ContinuousSystem, policy: str | Path | MLP, options: Abstrac
         options=options, seed=options.seed, benchmark=system.name, policy=policy_name,
         variables=tuple(system.variables), actions=tuple(system.actions),
         template_axes=tuple(tuple(map(float, r)) for r in template.axes),
-        initial_lo=tuple(map(float, lo0)), initial_hi=tuple(map(float, hi0)), versions=_versions(), imdp=imdp,
+        initial_lo=tuple(map(float, lo0)), initial_hi=tuple(map(float, hi0)), versions=tuple(versions().items()), imdp=imdp,
     )
 
 

@@ -6,8 +6,8 @@ MDP as the reference encoding used in the paper's experiments (state-by-state an
 
 from __future__ import annotations
 
-from rlverify.benchmarks.discrete import DiscreteBenchmark, data_path
-from rlverify.benchmarks.registry import BenchmarkSpec, Parameter, register
+from rlverify.benchmarks.discrete import prism_built
+from rlverify.benchmarks.registry import BenchmarkSpec, Built, EnvDefaults, Parameter, register
 
 ID = "avoid-v1"
 
@@ -110,16 +110,17 @@ def _move(xv: str, yv: str, dx: int, dy: int) -> str:
     return f"({yv}'=min({yv}+1, yMax))" if dy > 0 else f"({yv}'=max({yv}-1, 0))"
 
 
-def make(xMax: int = 4, yMax: int = 4, slickness: float = 0.1) -> DiscreteBenchmark:  # noqa: N803 (paper's names)
+def make(xMax: int = 4, yMax: int = 4, slickness: float = 0.1) -> Built:  # noqa: N803 (paper's names)
     """Avoid on an (xMax+1) x (yMax+1) grid.
 
     The reference policy is attached only on the grid it was trained on (xMax = yMax = 4; any
     slickness): on other grids its inputs would lie outside the range it has seen, so a user must
     name the policy to verify explicitly.
     """
-    policies = {k: data_path(v) for k, v in POLICIES.items()} if (int(xMax), int(yMax)) == POLICY_GRID else {}
-    return DiscreteBenchmark(id=ID, source=prism_source(xMax, yMax, slickness), properties=PROPERTIES, policies=policies)
+    policies = POLICIES if (int(xMax), int(yMax)) == POLICY_GRID else {}
+    return prism_built(ID, prism_source(xMax, yMax, slickness), policies)
 
 
 register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, parameters=PARAMETERS, properties=PROPERTIES,
-                       policies=POLICIES, doc=DOC))
+                       policies=POLICIES, doc=DOC,
+                       env=EnvDefaults(reward="reward", terminal="COLLISION=true", max_episode_steps=100)))

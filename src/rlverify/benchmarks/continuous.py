@@ -1,22 +1,14 @@
 """Continuous-state benchmarks of Bacci & Parker (NFM 2022): bouncing ball, ACC, inverted pendulum.
 
-``make("acc-v1")`` returns the :class:`~rlverify.models.continuous.ContinuousSystem` with its
-reference policies in ``system.policies`` (name -> ONNX path). Verify with
+``make("acc-v1").model()`` is the :class:`~rlverify.models.continuous.ContinuousSystem`; the
+benchmark's ``policies`` name its reference policies (name -> ONNX path). Verify with
 ``rlverify.abstraction.verify_abstraction`` or ``rlverify abstract``.
 """
 
 from __future__ import annotations
 
-from importlib import resources
-from pathlib import Path
-
-from rlverify.benchmarks.registry import BenchmarkSpec, Parameter, register
+from rlverify.benchmarks.registry import BenchmarkSpec, Built, Parameter, register
 from rlverify.models.continuous.systems import AdaptiveCruiseControl, BouncingBall, InvertedPendulum
-
-
-def policy_path(relative: str) -> Path:
-    """Absolute path of a shipped policy (``relative`` to ``rlverify/benchmarks/data``)."""
-    return Path(str(resources.files("rlverify.benchmarks") / "data" / relative))
 
 
 POLICIES = {
@@ -26,24 +18,19 @@ POLICIES = {
 }
 
 
-def _attach(system, benchmark_id: str):
-    system.policies = {k: policy_path(v) for k, v in POLICIES[benchmark_id].items()}
-    return system
-
-
-def make_bouncing_ball() -> BouncingBall:
+def make_bouncing_ball() -> Built:
     """The bouncing ball (see :class:`BouncingBall`)."""
-    return _attach(BouncingBall(), "bouncing-ball-v1")
+    return Built(model=BouncingBall, policies=POLICIES["bouncing-ball-v1"])
 
 
-def make_acc(accel: float = 3.0) -> AdaptiveCruiseControl:
+def make_acc(accel: float = 3.0) -> Built:
     """Adaptive cruise control with acceleration magnitude ``accel`` (m/s^2)."""
-    return _attach(AdaptiveCruiseControl(accel=accel), "acc-v1")
+    return Built(model=lambda: AdaptiveCruiseControl(accel=accel), policies=POLICIES["acc-v1"])
 
 
-def make_pendulum() -> InvertedPendulum:
+def make_pendulum() -> Built:
     """The inverted pendulum (see :class:`InvertedPendulum`)."""
-    return _attach(InvertedPendulum(), "pendulum-v1")
+    return Built(model=InvertedPendulum, policies=POLICIES["pendulum-v1"])
 
 
 _COMMON = """

@@ -12,8 +12,8 @@ each step a new object appears in exactly one of ``px0``, ``px1``, ``px2`` or in
 
 from __future__ import annotations
 
-from rlverify.benchmarks.discrete import DiscreteBenchmark, data_path
-from rlverify.benchmarks.registry import BenchmarkSpec, register
+from rlverify.benchmarks.discrete import prism_built
+from rlverify.benchmarks.registry import BenchmarkSpec, Built, EnvDefaults, register
 
 ID = "crazy-climber-v1"
 
@@ -118,10 +118,10 @@ def prism_source() -> str:
     return "\n".join(lines)
 
 
-def make() -> DiscreteBenchmark:
+def make() -> Built:
     """Crazy Climber (no parameters)."""
-    return DiscreteBenchmark(id=ID, source=prism_source(), properties=PROPERTIES,
-                             policies={k: data_path(v) for k, v in POLICIES.items()})
+    return prism_built(ID, prism_source(), POLICIES)
 
 
-register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, properties=PROPERTIES, policies=POLICIES, doc=DOC))
+register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, properties=PROPERTIES, policies=POLICIES, doc=DOC,
+                       env=EnvDefaults(reward="reward", terminal="COLLISION=true", max_episode_steps=1000)))

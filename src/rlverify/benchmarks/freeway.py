@@ -13,8 +13,8 @@ rightward rows) holds a car as it stays in or moves into that row.
 
 from __future__ import annotations
 
-from rlverify.benchmarks.discrete import DiscreteBenchmark, data_path
-from rlverify.benchmarks.registry import BenchmarkSpec, register
+from rlverify.benchmarks.discrete import prism_built
+from rlverify.benchmarks.registry import BenchmarkSpec, Built, EnvDefaults, register
 
 ID = "freeway-v1"
 
@@ -151,10 +151,10 @@ def prism_source() -> str:
     return "\n".join(lines)
 
 
-def make() -> DiscreteBenchmark:
+def make() -> Built:
     """Freeway (no parameters)."""
-    return DiscreteBenchmark(id=ID, source=prism_source(), properties=PROPERTIES,
-                             policies={k: data_path(v) for k, v in POLICIES.items()})
+    return prism_built(ID, prism_source(), POLICIES)
 
 
-register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, properties=PROPERTIES, policies=POLICIES, doc=DOC))
+register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, properties=PROPERTIES, policies=POLICIES, doc=DOC,
+                       env=EnvDefaults(reward="reward", terminal="done", max_episode_steps=100)))

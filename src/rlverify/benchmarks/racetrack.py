@@ -33,11 +33,10 @@ Maps: MIT licence, from the ``racetrack`` package (Köhl & Klauck, Saarland Univ
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rlverify.benchmarks.registry import BenchmarkError, BenchmarkSpec, Parameter, register
+from rlverify.benchmarks.registry import BenchmarkError, BenchmarkSpec, Built, Parameter, data_path, make, register
 from rlverify.errors import did_you_mean
 
 PROPERTIES = {
@@ -56,19 +55,14 @@ MAPS = {
 _SPECS: dict[str, BenchmarkSpec] = {}
 
 
-def data_path(*parts: str) -> Path:
-    """Path of a file in ``rlverify/benchmarks/data``."""
-    return Path(str(resources.files("rlverify.benchmarks").joinpath("data", *parts)))
-
-
 def track_path(benchmark_id: str) -> Path:
     """The ``.track`` file of a Racetrack benchmark."""
-    return data_path("tracks", _map(benchmark_id)[0])
+    return data_path(f"tracks/{_map(benchmark_id)[0]}")
 
 
 def policy_path(benchmark_id: str) -> Path:
     """The shipped DQN reference policy (ONNX) of a Racetrack benchmark."""
-    return data_path("policies", _map(benchmark_id)[1])
+    return data_path(f"policies/{_map(benchmark_id)[1]}")
 
 
 def _map(benchmark_id: str) -> tuple[str, str]:
@@ -80,21 +74,22 @@ def _map(benchmark_id: str) -> tuple[str, str]:
 
 
 def _entry(benchmark_id: str) -> Any:
-    def make(noise: float = 0.2) -> Any:
-        from rlverify.models.racetrack import RacetrackEnv, load_track
+    def make(noise: float = 0.2) -> Built:
+        def env() -> Any:
+            from rlverify.models.racetrack import RacetrackEnv, load_track
 
-        return RacetrackEnv(load_track(track_path(benchmark_id)), noise=noise, name=f"{benchmark_id} (noise {noise:g})")
+            return RacetrackEnv(load_track(track_path(benchmark_id)), noise=noise, name=f"{benchmark_id} (noise {noise:g})")
+
+        return Built(model=env, policies={"dqn": f"policies/{MAPS[benchmark_id][1]}"})
 
     return make
 
 
 def make_racetrack(benchmark_id: str, **params: Any) -> Any:
-    """Build a Racetrack benchmark (same as ``rlverify.benchmarks.make`` for these ids)."""
-    spec = _SPECS.get(benchmark_id)
-    if spec is None:
-        _map(benchmark_id)
-    assert spec is not None
-    return spec.entry_point(**spec.resolve(params))
+    """The :class:`~rlverify.models.racetrack.RacetrackEnv` of a Racetrack benchmark
+    (``rlverify.benchmarks.make(benchmark_id, **params).model()``)."""
+    _map(benchmark_id)
+    return make(benchmark_id, **params).model()
 
 
 def is_racetrack(benchmark_id: str) -> bool:
@@ -107,6 +102,6 @@ for _id in MAPS:
         id=_id, kind="native", entry_point=_entry(_id),
         parameters={"noise": Parameter(0.2, 0.0, 0.99, "probability that an acceleration fails (velocity unchanged)")},
         properties=dict(PROPERTIES),
-        policies={"dqn": f"data/policies/{MAPS[_id][1]}"},
+        policies={"dqn": f"policies/{MAPS[_id][1]}"},
         doc=__doc__ or "",
     ))

@@ -1,20 +1,20 @@
 """Registry of named, versioned benchmarks (``"avoid-v1"``) with lazy entry points.
 
-An entry says what a benchmark is (kind, parameters with defaults and ranges, properties by name,
-reference policies) without building anything; :func:`make` builds it.
+An entry (:class:`BenchmarkSpec`) says what a benchmark is (kind, parameters with defaults and
+ranges, properties by name, reference policies) without building anything; :func:`make` builds
+it and always returns a :class:`Benchmark`, whatever its kind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from rlverify.errors import RlverifyError, did_you_mean
+from rlverify.errors import BenchmarkError, BenchmarkPolicyError, did_you_mean
 
-
-class BenchmarkError(RlverifyError):
-    """Unknown benchmark id or parameter out of range."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,156 @@ class Parameter:
     doc: str = ""
 
 
+KINDS = ("prism", "native", "continuous")
+
+
+@dataclass(frozen=True)
+class EnvDefaults:
+    """How a benchmark is played as an RL environment (the Gymnasium bridge and training).
+
+    Attributes:
+        reward: reward model name.
+        terminal: label (``'"goal"'``) or expression over variables (``'COLLISION=true'``) ending episodes.
+        max_episode_steps: truncation length for training (None: none).
+    """
+
+    reward: str | None
+    terminal: str | None
+    max_episode_steps: int | None = None
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a benchmark's entry point returns: the model or system, and facts known only once built.
+
+    Attributes:
+        model: a zero-argument callable building the model: a
+            :class:`~rlverify.models.SymbolicModel` (kind ``prism``), a vectorised environment
+            (``native``) or a :class:`~rlverify.models.continuous.ContinuousSystem` (``continuous``).
+        policies: reference policy name -> package-relative file under ``benchmarks/data`` that
+            applies to these parameters (e.g. Avoid's only on the grid it was trained on).
+        source: the PRISM text (kind ``prism``).
+    """
+
+    model: Callable[[], Any]
+    policies: Mapping[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+
+def data_path(relative: str) -> Path:
+    """Absolute path of a file shipped in ``rlverify/benchmarks/data``."""
+    return Path(str(resources.files("rlverify.benchmarks") / "data" / relative))
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A registered benchmark built with its parameters — one type for every kind.
+
+    Attributes:
+        id: registry id; kind: ``prism``, ``native`` or ``continuous``.
+        parameters: every parameter's value (defaults filled in).
+        properties: name -> property text.
+        policies: reference policy name -> absolute path of the shipped file (only those trained
+            for these parameters).
+        doc: the registry docstring; env: how it is played as an RL environment (None: no default).
+        source: the PRISM text (kind ``prism``), else None.
+    """
+
+    id: str
+    kind: str
+    parameters: Mapping[str, Any]
+    properties: Mapping[str, str]
+    policies: Mapping[str, Path]
+    doc: str
+    env: EnvDefaults | None
+    source: str | None
+    _build: Callable[[], Any] = field(repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The id with the parameters, for results and tables (``avoid-v1 (xMax=2, ...)``)."""
+        if not self.parameters:
+            return self.id
+        return self.id + " (" + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                                          for k, v in self.parameters.items()) + ")"
+
+    def model(self) -> Any:
+        """The model: a fresh :class:`~rlverify.models.SymbolicModel` for ``prism`` benchmarks
+        (parsed on each call), the environment or continuous system otherwise (built once)."""
+        if self.kind == "prism":
+            return self._build()
+        if "model" not in self._cache:
+            self._cache["model"] = self._build()
+        return self._cache["model"]
+
+    def load_model(self) -> Any:
+        """Same as :meth:`model` (the name the PRISM benchmarks had)."""
+        return self.model()
+
+    def __getattr__(self, attr: str) -> Any:
+        # A continuous or native benchmark reads as its system/environment (``make("acc-v1").horizon``),
+        # so it can be handed to the engine directly; a PRISM benchmark's model is parsed per call
+        # and is reached through model() only.
+        if attr.startswith("_") or self.kind == "prism":
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+        return getattr(self.model(), attr)
+
+    def model_file(self) -> Path:
+        """The PRISM source as a file (content-addressed in the temp dir; never a user's file)."""
+        if self.source is None:
+            raise BenchmarkError(f"{self.id} is a {self.kind} benchmark: it has no PRISM file")
+        return prism_file(self.id, self.source)
+
+    def property(self, name_or_text: str) -> tuple[str, str | None]:
+        """``(text, name)`` of a property given by name, or ``(text, None)`` for a formula.
+
+        A word that is no formula (no ``[``) and no property name of this benchmark is a
+        :class:`BenchmarkError` listing the names (with the closest one).
+        """
+        if name_or_text in self.properties:
+            return self.properties[name_or_text], name_or_text
+        if looks_like_name(name_or_text):
+            raise BenchmarkError(f"{self.id} has no property '{name_or_text}'{did_you_mean(name_or_text, self.properties)}; "
+                                 f"its properties: {', '.join(self.properties) or 'none'} (or give a formula, "
+                                 "e.g. 'P=? [F \"goal\"]')")
+        return name_or_text, None
+
+    def policy_file(self, name: str = "reference") -> Path:
+        """The shipped reference policy ``name`` (a :class:`BenchmarkPolicyError` listing the others)."""
+        if name not in self.policies:
+            raise BenchmarkPolicyError(f"{self.name}: no reference policy '{name}'{did_you_mean(name, self.policies)}; "
+                                       f"shipped for these parameters: {', '.join(self.policies) or 'none'}")
+        return self.policies[name]
+
+    def load_policy(self, name: str = "reference") -> Any:
+        """A shipped reference policy by name, loaded."""
+        from rlverify.policies.loading import load_policy
+
+        return load_policy(str(self.policy_file(name)))
+
+
+def looks_like_name(text: str) -> bool:
+    """Whether ``text`` reads as a property *name* (one word such as ``collision-100``), not a formula."""
+    import re
+
+    return re.fullmatch(r"[A-Za-z_][\w.-]*", text.strip()) is not None
+
+
+def prism_file(benchmark_id: str, source: str) -> Path:
+    """``source`` as a file in the temp dir, named by its content (written atomically once)."""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"rlverify-{benchmark_id}-{digest}.prism"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{digest}.{__import__('os').getpid()}.tmp")
+        tmp.write_text(source)
+        tmp.replace(path)
+    return path
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     """What the registry knows about a benchmark before it is built.
@@ -34,12 +184,14 @@ class BenchmarkSpec:
     Attributes:
         id: versioned id, e.g. ``"avoid-v1"``.
         kind: ``"prism"`` (discrete MDP), ``"continuous"`` or ``"native"`` (vectorised numpy env).
-        entry_point: ``callable(**params) -> benchmark object``, imported lazily by :func:`make`.
+        entry_point: ``callable(**params) -> Built`` (the model builder and what depends on the
+            parameters), called by :func:`make`.
         parameters: name -> :class:`Parameter`.
         properties: property name -> property text (PCTL for PRISM models).
         policies: reference policy name -> package-relative file path.
         doc: docstring with the sections description, state, actions, labels, initial states,
             reference results.
+        env: how the benchmark is played as an RL environment (reward, terminal, episode length).
     """
 
     id: str
@@ -49,6 +201,7 @@ class BenchmarkSpec:
     properties: Mapping[str, str] = field(default_factory=dict)
     policies: Mapping[str, str] = field(default_factory=dict)
     doc: str = ""
+    env: EnvDefaults | None = None
 
     def resolve(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults filled in, unknown names and out-of-range values rejected."""
@@ -108,10 +261,14 @@ def spec(benchmark_id: str) -> BenchmarkSpec:
                              f"known: {', '.join(sorted(_REGISTRY))}") from None
 
 
-def make(benchmark_id: str, **params: Any) -> Any:
+def make(benchmark_id: str, **params: Any) -> Benchmark:
     """Build benchmark ``benchmark_id`` with ``params`` (defaults for the rest)."""
     s = spec(benchmark_id)
-    return s.entry_point(**s.resolve(params))
+    values = s.resolve(params)
+    built = s.entry_point(**values)
+    return Benchmark(id=s.id, kind=s.kind, parameters=values, properties=dict(s.properties),
+                     policies={k: data_path(v) for k, v in built.policies.items()}, doc=s.doc, env=s.env,
+                     source=built.source, _build=built.model)
 
 
 def all_ids() -> list[str]:

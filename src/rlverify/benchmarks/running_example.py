@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rlverify.benchmarks.discrete import DiscreteBenchmark, data_path
-from rlverify.benchmarks.registry import BenchmarkSpec, register
+from rlverify.benchmarks.discrete import prism_built
+from rlverify.benchmarks.registry import BenchmarkSpec, Built, EnvDefaults, data_path, register
 
 PROPERTIES = {
     "reach-goal": 'P=? [F "goal"]',
@@ -25,12 +25,12 @@ Reference results (reference policy pi(UP|A)=0.3, pi(DOWN|A)=0.7, B: UP/NOP 0.5/
 """
 
 
-def make() -> DiscreteBenchmark:
+def make() -> Built:
     """The running example with its table policy."""
-    path = data_path("models/running_example.prism")
-    return DiscreteBenchmark(id="running-example-v1", source=path.read_text(), properties=PROPERTIES,
-                             policies={"reference": data_path("policies/running_example.json")})
+    return prism_built("running-example-v1", data_path("models/running_example.prism").read_text(),
+                       {"reference": "policies/running_example.json"})
 
 
 register(BenchmarkSpec(id="running-example-v1", kind="prism", entry_point=make, properties=PROPERTIES,
-                       policies={"reference": "policies/running_example.json"}, doc=DOC))
+                       policies={"reference": "policies/running_example.json"}, doc=DOC,
+                       env=EnvDefaults(reward="steps", terminal='"goal"', max_episode_steps=100)))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlverify.errors import RlverifyError, did_you_mean
+from rlverify.errors import Table2Error, did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,6 @@ PAPER_TABLE2: dict[str, dict[str, tuple[int, int, float, float]]] = {
                        "monolithic": (15_625, 1_529_185, 1.0, 2.0)},
 }
 
-
-class Table2Error(RlverifyError):
-    """Unknown row id or method."""
 
 
 @dataclass(frozen=True)

@@ -11,19 +11,19 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from rlverify.errors import InputFileError
+from rlverify.cli.options import add_outputs, add_policy, add_target, dumps, outputs, policy_kwargs, write_json
+from rlverify.errors import InputFileError, OptionError
 
 console = Console()
 
 
-def register(sub: Any) -> None:
+def register(sub: Any) -> argparse.ArgumentParser:
     """Add the ``abstract`` subcommand to ``sub`` (an argparse subparsers object)."""
     p = sub.add_parser("abstract", help="sound upper bound by interval-MDP abstraction (continuous systems)",
                        description="Build a k-step interval-MDP abstraction over template polyhedra and report a sound "
                                    "upper bound on the probability of reaching an unsafe state within k steps.")
-    p.add_argument("benchmark", help="continuous benchmark id: bouncing-ball-v1, acc-v1, pendulum-v1")
-    p.add_argument("--policy", default="ppo", help="ONNX policy file (ReLU network, logits) or a reference policy name "
-                                                   "of the benchmark (default 'ppo')")
+    add_target(p, kinds="continuous benchmark id: bouncing-ball-v1, acc-v1, pendulum-v1")
+    add_policy(p, default_note="default: the benchmark's 'ppo'; the abstraction bounds ONNX/TorchScript ReLU networks")
     p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
     p.add_argument("--domain", choices=("box", "octagon", "template"), default="box", help="abstract domain")
     p.add_argument("--template", metavar="FILE", help="directions for --domain template: JSON list of rows or CSV "
@@ -38,12 +38,11 @@ def register(sub: Any) -> None:
                    help="MILP use: auto (only where splitting cannot help), always (as the paper), never")
     p.add_argument("--samples", type=int, default=400, help="hit-and-run samples per refinement step")
     p.add_argument("--max-states", type=int, default=200_000, help="abort beyond this many abstract states")
-    p.add_argument("--seed", type=int, default=0, help="seed of the refinement sampling (the bound is sound for any)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--out-png", metavar="FILE", help="write a PNG of the initial parts by bound and action probability")
-    p.add_argument("--constants", "-c", help="benchmark parameters, e.g. accel=1 for acc-v1")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out-png file")
+    add_outputs(p, kinds=".png (initial parts by bound and action probability), .json (the result)",
+                seed_help="seed of the refinement sampling (the bound is sound for any; default 0)")
+    p.add_argument("--out-png", dest="out", action="append", help=argparse.SUPPRESS)  # the former spelling of --out
     p.set_defaults(run=run)
+    return p
 
 
 def read_template(path: str) -> np.ndarray:
@@ -70,39 +69,30 @@ def read_template(path: str) -> np.ndarray:
 
 def run(args: argparse.Namespace) -> int:
     from rlverify.abstraction import AbstractionOptions, verify_abstraction
-    from rlverify.benchmarks.registry import BenchmarkError, make, spec
+    from rlverify.resolve import resolve
 
-    s = spec(args.benchmark)
-    if s.kind != "continuous":
-        raise BenchmarkError(f"{args.benchmark} is a {s.kind} benchmark; 'rlverify abstract' needs a continuous one "
-                             "(bouncing-ball-v1, acc-v1, pendulum-v1)")
-    if args.out_png and Path(args.out_png).exists() and not args.force:
-        raise InputFileError(f"{args.out_png}: file exists; pass --force to overwrite it")
-    from rlverify.benchmarks.registry import parse_parameters
-
-    params = parse_parameters(args.constants)
-    system = make(args.benchmark, **params)
-    policy = args.policy
-    if policy in getattr(system, "policies", {}):
-        policy = system.policies[policy]
-    elif not Path(policy).is_file():
-        raise InputFileError(f"{policy}: policy file not found (reference policies of {args.benchmark}: "
-                             f"{', '.join(getattr(system, 'policies', {}))})")
-    template = read_template(args.template) if args.template else None
+    files = outputs(args, (".png", ".json"))
     if args.template and args.domain != "template":
-        raise InputFileError("--template is used with --domain template")
+        raise OptionError("--template is used with --domain template")
+    template = read_template(args.template) if args.template else None
+    target = resolve(args.target, constants=args.constants, kinds=("continuous",), command="rlverify abstract",
+                     **policy_kwargs(args))
+    system = target.model
+    params = dict(target.benchmark.parameters) if target.benchmark is not None else {}
     options = AbstractionOptions(
         horizon=args.horizon if args.horizon is not None else system.horizon, domain=args.domain,
         template=None if template is None else tuple(map(tuple, template.tolist())), phi=args.phi,
         containment=args.containment, initial=args.initial, milp=args.milp, samples=args.samples,
         max_states=args.max_states, seed=args.seed, refine_everywhere=not args.refine_where_action_matters)
-    result = verify_abstraction(system, policy, options)
-    if args.out_png:
+    result = verify_abstraction(system, target.policy, options)
+    if ".png" in files:
         from rlverify.abstraction.plots import plot_result
 
-        plot_result(result, args.out_png)
+        plot_result(result, files[".png"])
+    if ".json" in files:
+        write_json(files[".json"], result.to_json())
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, default=_json_default))
+        print(dumps(result.to_json()))
         return 0
     shown = result.benchmark + (" (" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")" if params else "")
     table = Table(title=f"{shown}: P(F<={options.horizon} unsafe) — {result.guarantee}")
@@ -134,12 +124,3 @@ def run(args: argparse.Namespace) -> int:
             pt.add_row(f"{p.bound:.4g}", ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(p.lo, p.hi)))
         console.print(pt)
     return 0
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    return str(o)
-

@@ -42,12 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an option the subcommand does not know is reported with *that subcommand's* usage."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    _quiet_storm(args.verbose)
+    from rlverify.models.symbolic import set_storm_logging
+
+    set_storm_logging(args.verbose)
     try:
         return int(args.run(args) or 0)
     except RlverifyError as exc:
@@ -65,15 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         err_console.print("[bold red]internal error[/] (please report it with the command line):")
         err_console.print_exception()
         return 1
-
-
-def _quiet_storm(verbose: bool) -> None:
-    """Storm logs parse errors to stdout itself; rlverify reports them (with line) as its own errors."""
-    try:
-        import stormpy.developer as dev
-    except ImportError:  # pragma: no cover - stormpy is a hard dependency
-        return
-    dev.set_log_level(dev.LogLevel.WARN if verbose else dev.LogLevel.OFF)
 
 
 if __name__ == "__main__":  # pragma: no cover

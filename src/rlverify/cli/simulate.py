@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,28 +11,27 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rlverify.cli.options import (add_outputs, add_policy, add_property, add_target, add_unavailable, dumps, outputs,
+                                  policy_kwargs, write_json)
 from rlverify.cli.verify import shown_policy
-from rlverify.errors import InputFileError, PolicyError
-from rlverify.statistical.stats import StatisticsError
+from rlverify.errors import OptionError, StatisticsError
 
 console = Console()
 err_console = Console(stderr=True)
 
 
-def register(sub: Any) -> None:
-    from rlverify.policies.loading import SPEC_HELP
+def register(sub: Any) -> argparse.ArgumentParser:
     from rlverify.statistical.properties import SUPPORTED_FORMS
     from rlverify.statistical.verify import METHODS
 
     p = sub.add_parser("simulate", help="statistical verification: simulate the policy in lockstep (DSMC)",
                        description="Estimate the probability of a path property under a policy by simulating many "
                                    "runs in lockstep, with a statistical guarantee.")
-    p.add_argument("model", help="PRISM/JANI file or a benchmark id (e.g. racetrack-barto-small-v1)")
-    p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; for Racetrack benchmarks default: the shipped DQN policy")
-    p.add_argument("--property", "-p", required=True,
-                   help=f"path property ({SUPPORTED_FORMS}) or a benchmark property name (goal, crash, reach)")
-    p.add_argument("--constants", "-c", help="undefined model constants, e.g. xMax=4,yMax=4,slickness=0.1")
-    p.add_argument("--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2)")
+    add_target(p, kinds="PRISM/JANI file or a benchmark id with a simulator (PRISM benchmarks, Racetrack)")
+    add_property(p, forms=SUPPORTED_FORMS)
+    add_policy(p)
+    p.add_argument("--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2; "
+                                               "the same as -c noise=...)")
     p.add_argument("--epsilon", type=float, default=0.01, help="half-width of the interval (default 0.01)")
     p.add_argument("--delta", type=float, default=0.05, help="error probability; confidence 1-delta (default 0.05)")
     p.add_argument("--method", choices=METHODS, default=None,
@@ -43,72 +42,54 @@ def register(sub: Any) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="SPRT bound on wrongly rejecting P >= THETA")
     p.add_argument("--beta", type=float, default=0.05, help="SPRT bound on wrongly accepting P >= THETA")
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
-    p.add_argument("--mode", choices=("stochastic", "deterministic"), default=None,
+    p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
                    help="sample actions from pi (stochastic, default) or take the argmax (deterministic); "
                         "Q-value policies (DQN) are greedy in both")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_unavailable(p)
     p.add_argument("--batch-size", type=int, default=20_000, help="runs simulated in lockstep (default 20000)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_outputs(p, kinds=".json (the result)")
     p.set_defaults(run=run)
+    return p
 
 
-def resolve_target(model: str, *, noise: float | None, constants: str | None, policy_spec: str | None,
-                   property_text: str) -> tuple[Any, str, str, bool]:
-    """The simulation target, policy spec, property text and whether it is a Racetrack benchmark."""
-    from rlverify.benchmarks.racetrack import PROPERTIES, is_racetrack, make_racetrack, policy_path
-
-    if is_racetrack(model):
-        env = make_racetrack(model, **({} if noise is None else {"noise": noise}))
-        spec = policy_spec or str(policy_path(model))
-        if policy_spec is None and not Path(spec).is_file():
-            raise PolicyError(f"{model}: the reference policy {spec} is not installed; pass --policy")
-        return env, spec, PROPERTIES.get(property_text, property_text), True
-    if noise is not None:
-        raise InputFileError("--noise applies to Racetrack benchmarks only")
-    path = Path(model)
-    if path.suffix.lower() in (".prism", ".pm", ".nm", ".jani") or path.exists():
-        from rlverify.models import load_model
-
-        if policy_spec is None:
-            raise PolicyError("--policy is required for a model file")
-        return load_model(path, constants), policy_spec, property_text, False
-    from rlverify.benchmarks.registry import make, spec
-
-    s = spec(model)  # unknown ids raise BenchmarkError with suggestions
-    target = make(model)
-    prop = s.properties.get(property_text, property_text)
-    if policy_spec is None:
-        raise PolicyError(f"{model}: pass --policy (reference policies: {', '.join(s.policies) or 'none'})")
-    pol = s.policies.get(policy_spec, policy_spec)
-    return target, pol, prop, False
+def constants_with_noise(constants: str | None, noise: float | None) -> str | None:
+    """``--noise X`` as the benchmark parameter ``noise=X`` (one way to set it)."""
+    if noise is None:
+        return constants
+    return f"{constants},noise={noise!r}" if constants else f"noise={noise!r}"
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.policies.loading import load_policy
+    from rlverify.resolve import resolve
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
-    target, policy_spec, prop, racetrack = resolve_target(args.model, noise=args.noise, constants=args.constants,
-                                                          policy_spec=args.policy, property_text=args.property)
-    policy = load_policy(policy_spec)
+    files = outputs(args, (".json",))
+    if args.noise is not None and (Path(args.target).suffix or "/" in args.target):
+        raise OptionError("--noise applies to Racetrack benchmarks only (for a model file, set its constants with -c)")
+    target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise), property=args.property,
+                     kinds=("prism", "native"), command="rlverify simulate", **policy_kwargs(args))
     if args.sprt is not None and args.method not in (None, "sprt"):
         raise StatisticsError(f"--sprt runs Wald's sequential test; it cannot be combined with --method {args.method}")
     method = "sprt" if args.sprt is not None else (args.method or "okamoto")
     if args.runs is not None and args.method is None and args.sprt is None:
         method = "clopper-pearson"  # a fixed number of runs: the exact interval
-    mode = args.mode or "stochastic"
     options = StatisticalOptions(
         method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
         indifference=args.indifference, alpha=args.alpha, beta=args.beta,
-        simulation=SimulationOptions(mode=mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size))
+        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
+                                     batch_size=args.batch_size, unavailable=args.unavailable))
     # progress on stderr (transient), so that --json output on stdout stays clean
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
         task = bar.add_task("runs", total=None)
-        result = verify_statistical(target, prop, policy, options, constants=args.constants,
+        result = verify_statistical(target.model, target.property, target.policy, options,
                                     progress=lambda done, total: bar.update(task, completed=done, total=total))
+    result = dataclasses.replace(result, model=target.name)
+    if ".json" in files:
+        write_json(files[".json"], result.to_json())
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(dumps(result.to_json()))
         return 0
     table = Table(title=f"{result.property}", show_header=False)
     table.add_row("model", result.model)
@@ -117,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         verdict = {None: "no decision", "H0": f"P >= {result.threshold:g} (accept H0)",
                    "H1": f"P < {result.threshold:g} (accept H1)"}[result.decision]
         table.add_row("SPRT", f"{verdict}; alpha={args.alpha:g}, beta={args.beta:g}, indifference={args.indifference:g}")
+    if result.verdict is not None:
+        how = "by the SPRT" if method == "sprt" else f"from the interval at {result.confidence:.1%} confidence"
+        table.add_row("satisfied", f"{result.verdict} (P {result.comparison} {result.threshold:g}, {how})")
     table.add_row("estimate", f"{result.estimate:.6f}")
     if method == "sprt":
         table.add_row("interval", f"[{result.interval[0]:.6f}, {result.interval[1]:.6f}] (informative only: "

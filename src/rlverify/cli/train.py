@@ -16,17 +16,13 @@ from typing import Any
 
 from rich.console import Console
 
-from rlverify.errors import RlverifyError
+from rlverify.errors import TrainCommandError
 
 console = Console()
 
 #: Benchmarks trained by ``rlverify.training.continuous`` (registered by ``rlverify.benchmarks.continuous``).
-CONTINUOUS = ("bouncing-ball-v1", "acc-v1", "pendulum-v1")
 ALGORITHMS = {"prism": "ppo", "continuous": "ppo", "native": "dqn"}
 
-
-class TrainCommandError(RlverifyError):
-    """The training request does not fit the benchmark (algorithm, options) or its trainer is missing."""
 
 
 def register(sub: Any) -> None:
@@ -47,14 +43,6 @@ def register(sub: Any) -> None:
 
 def benchmark_kind(benchmark_id: str) -> str:
     """``prism``, ``continuous`` or ``native`` for a benchmark id (unknown ids raise BenchmarkError with a suggestion)."""
-    if benchmark_id in CONTINUOUS:
-        return "continuous"
-    try:
-        from rlverify.benchmarks.racetrack import is_racetrack
-    except ImportError:  # pragma: no cover - Racetrack benchmarks not installed
-        is_racetrack = None
-    if is_racetrack is not None and is_racetrack(benchmark_id):
-        return "native"
     from rlverify.benchmarks.registry import spec
 
     return spec(benchmark_id).kind

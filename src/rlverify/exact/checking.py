@@ -22,42 +22,9 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import PropertyError
+from rlverify.models.properties import Property
+from rlverify.models.numerics import NUMERICS, environment  # noqa: F401 (re-exported)
 from rlverify.models.symbolic import storm_message
-
-NUMERICS = ("sound", "direct", "fast")
-
-
-def environment(numerics: str, precision: float) -> Any:
-    """A stormpy Environment for ``numerics`` with relative ``precision``."""
-    import stormpy
-    from stormpy.environments import EquationSolverType, NativeLinearEquationSolverMethod
-
-    if numerics not in NUMERICS:
-        raise PropertyError(f"--numerics must be one of {', '.join(NUMERICS)}, got '{numerics}'")
-    prec = stormpy.Rational(f"{precision:.12g}") if "e" not in f"{precision:.12g}" else _rational(precision)
-    if numerics == "sound":
-        env = stormpy.environments.sound()
-        env.solver().native().precision = prec
-        env.solver().min_max().precision = prec
-        return env
-    env = stormpy.Environment()
-    if numerics == "direct":
-        env.solver().set_linear_equation_solver_type(EquationSolverType.EIGEN)  # Storm's Eigen default: SparseLU
-    else:
-        env.solver().set_linear_equation_solver_type(EquationSolverType.NATIVE)
-        env.solver().native().method = NativeLinearEquationSolverMethod.POWER
-    env.solver().native().precision = prec
-    env.solver().min_max().precision = prec
-    return env
-
-
-def _rational(x: float) -> Any:
-    import stormpy
-    from fractions import Fraction
-
-    f = Fraction(x).limit_denominator(10**15)
-    return stormpy.Rational(f"{f.numerator}/{f.denominator}")
-
 
 @dataclass(frozen=True)
 class CheckOutcome:
@@ -73,7 +40,7 @@ def quantitative(prop: Any, *, optimality: str | None = None) -> tuple[Any, floa
     """The formula with its threshold removed (and optimality set), the threshold and its comparison."""
     import stormpy
 
-    formula = prop.get_raw_formula().clone()
+    formula = (prop.storm_formula() if isinstance(prop, Property) else prop.get_raw_formula()).clone()
     threshold, comparison = None, None
     if formula.has_bound:
         threshold = float(formula.threshold)

@@ -14,7 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
-from rlverify.errors import PolicyError
+from rlverify.models.dynamics import (ChoiceTable, action_columns, choice_table, labelled_states, policy_weights,
+                                     refuse_all_unavailable)
 from rlverify.models.explicit import ExplicitModel
 from rlverify.policies.base import Policy
 
@@ -39,106 +40,52 @@ class ChoiceWeights:
 
 def policy_action_columns(model: ExplicitModel, policy: Policy) -> np.ndarray:
     """``(C,)`` int64 column of each choice's action in the policy output, -1 for actions the policy lacks."""
-    lookup = {a: i for i, a in enumerate(policy.actions)}
-    per_name = np.array([lookup.get(a, -1) for a in model.action_names], dtype=np.int64)
-    return per_name[model.choice_actions]
+    return action_columns(model, policy.actions)
 
 
-def decision_states(model: ExplicitModel, columns: np.ndarray) -> np.ndarray:
-    """States with at least one labelled choice: the policy decides there.
+def decision_states(model: ExplicitModel, columns: np.ndarray | None = None) -> np.ndarray:
+    """``(K,)`` int64 states with at least one labelled choice: the policy decides there.
 
     A state offering only actions the policy does not know is still a decision state (the policy's
     mass there is on unavailable actions and stalls); only states whose choices are all unlabelled
     (Storm's self-loops at terminal states and deadlocks, unlabelled commands) are not asked.
+    ``columns`` is not needed (kept for callers that pass it).
     """
-    named = np.array([bool(a) for a in model.action_names], dtype=np.int64)[model.choice_actions]
-    counts = np.add.reduceat(named, model.row_groups[:-1]) if model.num_choices else np.zeros(0)
-    counts[np.diff(model.row_groups) == 0] = 0
-    return np.flatnonzero(counts > 0)
+    return np.flatnonzero(labelled_states(model))
 
 
 def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, states: np.ndarray, *,
-                   mode: str, unavailable: str, all_unavailable: np.ndarray | None = None) -> ChoiceWeights:
+                   mode: str, unavailable: str, all_unavailable: np.ndarray | None = None,
+                   table: ChoiceTable | None = None) -> ChoiceWeights:
     """Weights of every choice given ``probs`` ``(len(states), |A|)`` evaluated at ``states``.
 
     ``mode='deterministic'`` keeps only the argmax action (ties: the first in the policy's action
     order; with ``renormalize``, the argmax among available actions). ``all_unavailable`` marks
     states (``(S,)`` bool) where an on-the-fly build masked out every available action because the
-    policy gives them probability 0: all their mass is on unavailable actions.
+    policy gives them probability 0: all their mass is on unavailable actions. ``table``: the
+    model's :func:`~rlverify.models.dynamics.choice_table` for ``policy.actions`` (built if None).
     """
-    S, C = model.num_states, model.num_choices
-    columns = policy_action_columns(model, policy)
+    table = choice_table(model, policy.actions) if table is None else table
+    states = np.asarray(states, dtype=np.int64)
+    choice_of = table.choice_of[states]
+    p, stalled_mass = policy_weights(probs, choice_of >= 0, mode=mode, unavailable=unavailable,
+                                     where=lambda i: model.valuation_dict(int(states[i])))
     choice_state = model.choice_states()
-    weights = np.ones(C)
-    stalled = np.zeros(S)
-    is_decision = np.zeros(S, dtype=bool)
+    is_decision = np.zeros(model.num_states, dtype=bool)
     is_decision[states] = True
-    row_of = np.full(S, -1, dtype=np.int64)
-    row_of[states] = np.arange(len(states))
-
-    # availability matrix of decision states: which policy actions have a choice there
-    dec_choice = is_decision[choice_state]
-    known = dec_choice & (columns >= 0)
-    avail = np.zeros((len(states), len(policy.actions)), dtype=np.int64)
-    np.add.at(avail, (row_of[choice_state[known]], columns[known]), 1)
-    dup = np.argwhere(avail > 1)
-    if len(dup):
-        s, a = dup[0]
-        raise PolicyError(
-            f"state {model.valuation_dict(int(states[s]))} has {int(avail[s, a])} choices labelled "
-            f"'{policy.actions[a]}': a policy over action labels cannot tell them apart (label the commands differently)")
-    available = avail > 0
-
-    p = np.asarray(probs, dtype=np.float64)
-    if len(p):
-        # rows were validated (sums within ROW_SUM_TOLERANCE); rescale away float32 rounding so the
-        # chain's rows sum to 1 as closely as the MDP's own
-        p = p / p.sum(axis=1, keepdims=True)
-    if mode == "deterministic":
-        scores = np.where(available, p, -np.inf) if unavailable == "renormalize" else p
-        best = np.argmax(scores, axis=1)
-        if unavailable == "renormalize" and len(p):
-            zero = scores[np.arange(len(p)), best] <= 0.0
-            if zero.any():  # e.g. a greedy (q-values) policy whose choice is unavailable: no order is left
-                s = int(states[np.argmax(zero)])
-                raise PolicyError(f"policy puts all its mass on unavailable actions in state {model.valuation_dict(s)}; "
-                                  "nothing to renormalise (use --unavailable stall)")
-        p = np.zeros_like(p)
-        p[np.arange(len(p)), best] = 1.0
-    unavailable_mass = np.where(available, 0.0, p).sum(axis=1)
-    if unavailable == "renormalize":
-        kept = 1.0 - unavailable_mass
-        zero = kept <= 0
-        if zero.any():
-            s = int(states[np.argmax(zero)])
-            raise PolicyError(f"policy puts all its mass on unavailable actions in state {model.valuation_dict(s)}; "
-                              "nothing to renormalise (use --unavailable stall)")
-        p = np.where(available, p, 0.0) / kept[:, None]
-    else:
-        stalled[states] = unavailable_mass
-
-    # decision states: choice weight = pi(action); choices whose action the policy lacks get 0
-    w_dec = np.zeros(int(dec_choice.sum()))
-    ok = columns[dec_choice] >= 0
-    w_dec[ok] = p[row_of[choice_state[dec_choice]][ok], columns[dec_choice][ok]]
-    weights[dec_choice] = w_dec
+    # forced choices of states the policy is not asked about weigh 1; at decision states a choice
+    # weighs pi(its action), and choices whose action the policy lacks weigh 0
+    weights = np.where(is_decision[choice_state], 0.0, 1.0)
+    chosen = choice_of >= 0
+    weights[choice_of[chosen]] = p[chosen]
+    stalled = np.zeros(model.num_states)
+    stalled[states] = stalled_mass
     if all_unavailable is not None and all_unavailable.any():
         if unavailable == "renormalize":
-            s = int(np.argmax(all_unavailable))
-            raise PolicyError(f"policy puts all its mass on unavailable actions in state {model.valuation_dict(s)}; "
-                              "nothing to renormalise (use --unavailable stall)")
+            refuse_all_unavailable(all_unavailable, where=model.valuation_dict)
         weights[all_unavailable[choice_state]] = 0.0
         stalled[all_unavailable] = 1.0
-        is_decision |= all_unavailable
-    # non-decision states: a single forced choice (absorbing/terminal); several is nondeterminism no policy resolves
-    free = ~is_decision & (np.diff(model.row_groups) > 1)
-    if free.any():
-        s = int(np.argmax(free))
-        raise PolicyError(
-            f"state {model.valuation_dict(s)} has {int(np.diff(model.row_groups)[s])} choices whose actions "
-            f"{sorted({model.action_names[a] for a in model.choice_actions[model.row_groups[s]:model.row_groups[s + 1]]})} "
-            f"are not among the policy's actions {list(policy.actions)}")
-    return ChoiceWeights(weights=weights, stalled=stalled, decision_states=np.asarray(states, dtype=np.int64))
+    return ChoiceWeights(weights=weights, stalled=stalled, decision_states=states)
 
 
 def induced_chain(model: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitModel, np.ndarray]:

@@ -7,15 +7,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlverify.errors import PolicyError, PropertyError
+from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.exact.checking import NUMERICS, check, compare, environment, quantitative
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, decision_states, induced_chain, policy_action_columns
 from rlverify.models.explicit import ExplicitModel, to_storm
-from rlverify.models.symbolic import SymbolicModel, build_explicit, parse_property
+from rlverify.models.properties import Property
+from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, parse_property
 from rlverify.policies.base import Policy, validate_probabilities
 from rlverify.policies.check import check_policy
 from rlverify.results import ExactResult, versions
@@ -67,19 +69,25 @@ class ExactOptions:
         for name, value, allowed in (("mode", self.mode, MODES), ("strategy", self.strategy, STRATEGIES),
                                      ("unavailable", self.unavailable, UNAVAILABLE), ("numerics", self.numerics, NUMERICS)):
             if value not in allowed:
-                raise PropertyError(f"--{name}: expected one of {', '.join(allowed)}, got '{value}'")
+                raise OptionError(f"--{name}: expected one of {', '.join(allowed)}, got '{value}'")
         if not (0 < self.precision < 1):
-            raise PropertyError(f"--precision: expected a number in (0, 1), got {self.precision}")
+            raise OptionError(f"--precision: expected a number in (0, 1), got {self.precision}")
         if self.max_states is not None and self.max_states <= 0:
-            raise PropertyError(f"--max-states: expected a positive number, got {self.max_states}")
+            raise OptionError(f"--max-states: expected a positive number, got {self.max_states}")
 
 
 Progress = Callable[[str], None]
 
 
-def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None = None,
-                 options: ExactOptions = ExactOptions(), *, progress: Progress | None = None) -> ExactResult:
-    """Check ``property_text`` on the chain ``policy`` induces on ``model`` (or Pmin/Pmax in monolithic mode).
+def verify_exact(model: SymbolicModel | str | Path, property_text: str | Property, policy: Policy | None = None,
+                 options: ExactOptions = ExactOptions(), *, constants: str | None = None,
+                 progress: Progress | None = None) -> ExactResult:
+    """Check a property on the chain ``policy`` induces on ``model`` (or Pmin/Pmax in monolithic mode).
+
+    Args:
+        model: a loaded model, or a PRISM/JANI file (loaded with ``constants``).
+        property_text: PCTL text, a JANI property name, or a parsed :class:`~rlverify.models.Property`.
+        policy: any :class:`~rlverify.policies.Policy` (None in monolithic mode).
 
     Returns an :class:`~rlverify.results.ExactResult` whose ``value`` is the property's value at
     the initial state. Raises :class:`~rlverify.errors.RlverifyError` subclasses for bad input.
@@ -88,7 +96,9 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
+    model = as_symbolic(model, constants)
     prop = parse_property(model, property_text)
+    property_text = prop.text
     timings["parse"] = model.parse_seconds + time.perf_counter() - t0
     if options.mode != "monolithic":
         if policy is None:
@@ -114,7 +124,7 @@ def verify_exact(model: SymbolicModel, property_text: str, policy: Policy | None
         timings["check"] = time.perf_counter() - t
         timings["total"] = model.parse_seconds + time.perf_counter() - t0
         satisfied = None
-        raw = prop.get_raw_formula()
+        raw = prop.storm_formula()
         if threshold is not None and raw.has_optimality_type:  # Pmin<=b / Pmax>=b: that optimum's value
             minimize = str(raw.optimality_type).endswith("MINIMIZE")
             satisfied = compare(lo.value if minimize else hi.value, threshold, comparison)
@@ -306,8 +316,8 @@ def _domain_size(model: SymbolicModel) -> float:
     return size * 2.0 ** n_bool
 
 
-def _check_operator(prop: Any, mode: str, text: str) -> None:
-    formula = prop.get_raw_formula()
+def _check_operator(prop: Property, mode: str, text: str) -> None:
+    formula = prop.storm_formula()
     if not (formula.is_probability_operator_formula or formula.is_reward_operator_formula):
         raise PropertyError(f"property '{text}': expected a P or R operator (P=? [...], R{{\"r\"}}=? [...])")
     if mode != "monolithic" and formula.has_optimality_type:

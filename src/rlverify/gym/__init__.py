@@ -9,9 +9,9 @@ handled as the verifier handles them (``stall`` or ``renormalize``)::
     envs = VectorMDPEnv.from_model("model.prism", 256, reward="r", terminal='"goal"')
 """
 
-from rlverify.gym.build import BENCHMARK_ENVS, EnvDefaults, benchmark_dynamics, load_dynamics
+from rlverify.gym.build import EnvDefaults, benchmark_dynamics, benchmark_envs, load_dynamics
 from rlverify.gym.dynamics import EnvError, MDPDynamics, UnavailableActionError, dynamics_from_explicit
 from rlverify.gym.env import MDPEnv, VectorMDPEnv
 
-__all__ = ["BENCHMARK_ENVS", "EnvDefaults", "EnvError", "MDPDynamics", "MDPEnv", "UnavailableActionError", "VectorMDPEnv",
+__all__ = ["benchmark_envs", "EnvDefaults", "EnvError", "MDPDynamics", "MDPEnv", "UnavailableActionError", "VectorMDPEnv",
            "benchmark_dynamics", "dynamics_from_explicit", "load_dynamics"]

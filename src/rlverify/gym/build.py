@@ -4,38 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rlverify.benchmarks.registry import EnvDefaults
 from rlverify.gym.dynamics import EnvError, MDPDynamics, dynamics_from_explicit, label_key
 from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
-
-
-@dataclass(frozen=True)
-class EnvDefaults:
-    """How a benchmark is played as an RL environment (used by :func:`benchmark_dynamics`).
-
-    Attributes:
-        reward: reward model name.
-        terminal: label (``'"goal"'``) or expression over variables (``'COLLISION=true'``) ending episodes.
-        max_episode_steps: truncation length for training (None: none).
-    """
-
-    reward: str | None
-    terminal: str | None
-    max_episode_steps: int | None = None
-
-
-#: Training defaults of the registered PRISM benchmarks (to move into the registry entries).
-BENCHMARK_ENVS: dict[str, EnvDefaults] = {
-    "freeway-v1": EnvDefaults(reward="reward", terminal="done", max_episode_steps=100),
-    "crazy-climber-v1": EnvDefaults(reward="reward", terminal="COLLISION=true", max_episode_steps=1000),
-    "avoid-v1": EnvDefaults(reward="reward", terminal="COLLISION=true", max_episode_steps=100),
-    "running-example-v1": EnvDefaults(reward="steps", terminal='"goal"', max_episode_steps=100),
-}
 
 
 def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping[str, Any] | None = None,
@@ -88,11 +65,18 @@ def benchmark_dynamics(benchmark_id: str, params: Mapping[str, Any] | None = Non
     s = spec(benchmark_id)
     if s.kind != "prism":
         raise EnvError(f"{benchmark_id} is a '{s.kind}' benchmark; the Gymnasium bridge plays PRISM/JANI MDPs")
-    defaults = BENCHMARK_ENVS.get(benchmark_id, EnvDefaults(reward=None, terminal=None))
     bench = make(benchmark_id, **dict(params or {}))
+    defaults = bench.env or EnvDefaults(reward=None, terminal=None)
     kwargs = {"reward": defaults.reward, "terminal": defaults.terminal}
     kwargs.update({k: v for k, v in overrides.items() if k != "max_episode_steps"})
     dyn = load_dynamics(bench.load_model(), **kwargs)
     steps = overrides.get("max_episode_steps", defaults.max_episode_steps)
     return dyn, EnvDefaults(reward=dyn.reward_model, terminal=kwargs["terminal"], max_episode_steps=steps)
 
+
+
+def benchmark_envs() -> dict[str, EnvDefaults]:
+    """How each registered PRISM benchmark is played (its registry entry's ``env``)."""
+    from rlverify.benchmarks import all_ids, spec
+
+    return {i: spec(i).env for i in all_ids() if spec(i).kind == "prism" and spec(i).env is not None}

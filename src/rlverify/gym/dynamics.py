@@ -1,9 +1,12 @@
-"""An explicit MDP as flat numpy arrays for simulation: the shared core of the Gymnasium bridge.
+"""An explicit MDP as flat numpy arrays for an RL agent: the Gymnasium bridge's adapter of the dynamics core.
 
-Given an :class:`~rlverify.models.ExplicitModel` (built by Storm), :class:`MDPDynamics` holds
+Given an :class:`~rlverify.models.ExplicitModel` (built by Storm), :class:`MDPDynamics` adds to the
+model's :class:`~rlverify.models.dynamics.ChoiceTable` (the verifier's view of it: availability,
+forced and dead-end states, the successor sampler)
 
-* ``choice_of`` ``(S, A)`` int64: the choice taken for action ``a`` in state ``s`` (-1: unavailable);
-* per-choice cumulative branch probabilities (exact per row, no global prefix sums);
+* ``choice_of`` ``(S, A)``: the choice taken for action ``a`` in state ``s`` (-1: unavailable); in a
+  state whose single choice is unlabelled every action takes it (a forced step: the agent must
+  act, the verifier does not ask);
 * ``rewards`` ``(S, A)`` float64: state reward + state-action reward of a named reward model;
 * ``terminal`` ``(S,)`` bool and ``observations`` ``(S, d)`` in a chosen feature order;
 
@@ -19,23 +22,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from rlverify.errors import ModelError, PolicyError, RlverifyError, did_you_mean
+from rlverify.errors import EnvError, ModelError, UnavailableActionError, did_you_mean
+from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, check_unavailable, choice_table, fit
 from rlverify.models.explicit import ExplicitModel
 
 log = logging.getLogger(__name__)
 
-UNAVAILABLE = ("stall", "renormalize")
-
-
-class UnavailableActionError(PolicyError):
-    """An action that is not available in the current state was chosen with ``unavailable='renormalize'``."""
-
-
-class EnvError(RlverifyError):
-    """The environment cannot be set up as asked (unknown reward model, terminal label, feature...)."""
+__all__ = ["UNAVAILABLE", "EnvError", "MDPDynamics", "UnavailableActionError", "dynamics_from_explicit", "label_key"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +41,7 @@ class MDPDynamics:
 
     Attributes:
         model: the explicit MDP the arrays come from.
+        table: its :class:`~rlverify.models.dynamics.ChoiceTable` for ``actions``.
         features: observation components (model variable names), in order.
         actions: action labels; action ``i`` of the env is ``actions[i]``.
         reward_model: name of the reward model used (None: all rewards 0).
@@ -53,6 +51,7 @@ class MDPDynamics:
     """
 
     model: ExplicitModel
+    table: ChoiceTable
     features: tuple[str, ...]
     actions: tuple[str, ...]
     reward_model: str | None
@@ -65,15 +64,13 @@ class MDPDynamics:
     observations: np.ndarray
     obs_low: np.ndarray
     obs_high: np.ndarray
-    cumulative: np.ndarray
-    max_branches: int
 
     @property
     def num_states(self) -> int:
         return self.model.num_states
 
     def available(self, states: np.ndarray) -> np.ndarray:
-        """``(N, A)`` bool: which actions are available in ``states``."""
+        """``(N, A)`` bool: which actions are available in ``states`` (all of them on a forced step)."""
         return self.choice_of[states] >= 0
 
     def step(self, states: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -112,115 +109,62 @@ class MDPDynamics:
         nxt = states.copy()
         ok = ~stalled
         if ok.any():
-            nxt[ok] = self._sample(choices[ok], u[ok])
+            nxt[ok] = self.table.sample(choices[ok], u[ok])
         rewards = np.where(stalled, 0.0, self.rewards[states, np.where(stalled, 0, actions)])
         return nxt, rewards, stalled
-
-    def _sample(self, choices: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """Successor of each choice for uniforms ``u`` in [0, 1): inverse CDF on the choice's own row."""
-        indptr = self.model.transitions.indptr
-        start, length = indptr[choices], indptr[choices + 1] - indptr[choices]
-        width = int(length.max())
-        offsets = np.arange(width)
-        idx = start[:, None] + np.minimum(offsets[None, :], length[:, None] - 1)
-        cum = self.cumulative[idx]
-        total = cum[np.arange(len(choices)), length - 1]
-        k = (cum <= (u * total)[:, None]).sum(axis=1)
-        k = np.minimum(k, length - 1)
-        return self.model.transitions.indices[start + k].astype(np.int64)
-
-
-def row_cumulative(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """Cumulative sums of ``data`` restarted at every row of a CSR matrix (summed in row order, exactly)."""
-    out = np.empty_like(data, dtype=np.float64)
-    lengths = np.diff(indptr)
-    starts = indptr[:-1]
-    for k in range(int(lengths.max()) if len(lengths) else 0):
-        rows = np.flatnonzero(lengths > k)
-        idx = starts[rows] + k
-        out[idx] = data[idx] if k == 0 else out[idx - 1] + data[idx]
-    return out
 
 
 def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | None = None,
                            actions: Sequence[str] | None = None, reward: str | None = None,
                            terminal: np.ndarray | str | None = None, unavailable: str = "stall",
-                           dtype: type = np.float32) -> MDPDynamics:
+                           dtype: type = np.float32, declared: Any = None) -> MDPDynamics:
     """Arrays for simulating ``model``.
 
     Args:
-        model: an explicit MDP. A state offering none of ``actions`` but a single choice takes it
+        model: an explicit MDP. A state offering no labelled action but a single choice takes it
             whatever the agent chooses (as in the verifier); if that choice is a self-loop the state
             is a dead end and ends the episode. A DTMC has no labelled actions and is refused.
         features: observation variables in order (default: all model variables).
-        actions: action labels in order (default: the model's labelled actions, sorted).
+        actions: action labels in order (default: the declared model's labelled actions, sorted).
         reward: reward model name (state and state-action rewards are summed); None for zero rewards.
         terminal: ``(S,)`` bool mask, a label name, or None (only dead ends end episodes).
         unavailable: ``stall`` or ``renormalize`` (see the module docstring).
         dtype: observation dtype.
+        declared: the model as declared (a :class:`~rlverify.models.SymbolicModel`) when ``model`` is a
+            property-directed build of it: its actions are the agent's even where the build lacks
+            them (never available there). Default: ``model``.
 
     Raises:
         EnvError: unknown features, actions, reward model or label; bad ``unavailable``.
-        PolicyError: a state with two choices of the same action (no action label can pick one).
+        PolicyError: a choice no action label can pick (two choices of one action, several unlabelled ones).
     """
-    if unavailable not in UNAVAILABLE:
-        raise EnvError(f"unavailable: expected one of {', '.join(UNAVAILABLE)}, got '{unavailable}'")
+    check_unavailable(unavailable, EnvError)
+    declared = model if declared is None else declared
     features = tuple(model.variables if features is None else features)
-    unknown = [f for f in features if f not in model.variables]
-    if unknown:
-        raise EnvError(f"features {unknown} are not model variables{did_you_mean(unknown[0], model.variables)}; "
-                       f"variables: {', '.join(model.variables)}")
-    labelled = sorted(a for a in set(model.action_names) if a)
+    labelled = sorted(a for a in set(declared.action_names) if a)
     actions = tuple(labelled if actions is None else actions)
-    unknown = [a for a in actions if a not in model.action_names]
-    if unknown:
-        raise EnvError(f"actions {unknown} are not action labels of the model{did_you_mean(unknown[0], labelled)}; "
-                       f"labels: {', '.join(labelled)}")
+    names = fit(features, actions, variables=model.variables, model_actions=declared.action_names)
+    if names.missing_features:
+        raise EnvError(f"features {list(names.missing_features)} are not model variables"
+                       f"{did_you_mean(names.missing_features[0], model.variables)}; variables: {', '.join(model.variables)}")
+    if names.missing_actions:
+        raise EnvError(f"actions {list(names.missing_actions)} are not action labels of the model"
+                       f"{did_you_mean(names.missing_actions[0], labelled)}; labels: {', '.join(labelled)}")
     if not actions:
         raise EnvError("the model has no labelled actions: nothing for an agent to choose")
     S, A = model.num_states, len(actions)
-
-    col_of_name = np.array([actions.index(a) if a in actions else -1 for a in model.action_names], dtype=np.int64)
-    cols = col_of_name[model.choice_actions]
-    cstates = model.choice_states()
-    known = np.flatnonzero(cols >= 0)
-    choice_of = np.full((S, A), -1, dtype=np.int64)
-    counts = np.zeros((S, A), dtype=np.int64)
-    np.add.at(counts, (cstates[known], cols[known]), 1)
-    if (counts > 1).any():
-        s, a = np.argwhere(counts > 1)[0]
-        raise PolicyError(f"state {model.valuation_dict(int(s))} has {int(counts[s, a])} choices labelled "
-                          f"'{actions[a]}': an agent choosing by action label cannot tell them apart")
-    choice_of[cstates[known], cols[known]] = known
-    # As in the verifier: states whose choices are all unlabelled are not the agent's to decide. A
-    # single such choice is taken whatever the agent does (a forced step), or ends the episode when
-    # it loops back with probability 1 (a dead end: terminal states, Storm's deadlock loops); several
-    # are nondeterminism no action resolves. A state offering only labelled actions the agent lacks
-    # is the agent's: every action is unavailable there (stall / refused, as in the verifier).
-    n_choices = np.diff(model.row_groups)
-    labelled_choice = (np.array([bool(a) for a in model.action_names], dtype=np.int64)[model.choice_actions]
-                       if model.num_choices else np.zeros(0, dtype=np.int64))
-    n_labelled = np.bincount(cstates, weights=labelled_choice, minlength=S) if model.num_choices else np.zeros(S)
-    unlabelled = n_labelled == 0
-    ambiguous = unlabelled & (n_choices > 1)
-    if ambiguous.any():
-        s = int(np.argmax(ambiguous))
-        raise PolicyError(f"state {model.valuation_dict(s)} has {int(n_choices[s])} unlabelled choices: no agent "
-                          "action can choose between them")
-    single = np.flatnonzero(unlabelled & (n_choices == 1))
-    first = model.row_groups[single]
-    indptr = model.transitions.indptr
-    absorbing = (indptr[first + 1] - indptr[first] == 1) & (model.transitions.indices[indptr[first]] == single)
-    choice_of[single[~absorbing], :] = first[~absorbing, None]
-    dead_end = np.zeros(S, dtype=bool)
-    dead_end[single[absorbing]] = True
+    table = choice_table(model, actions)
+    # a forced step is taken whatever the agent chooses; a dead end ends the episode instead
+    choice_of = table.choice_of.copy()
+    moving = (table.forced >= 0) & ~table.dead_end
+    choice_of[moving] = table.forced[moving, None]
 
     rewards = np.zeros((S, A))
     if reward is not None:
-        names = list(dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards)))
-        if reward not in names:
-            raise EnvError(f"unknown reward model '{reward}'{did_you_mean(reward, names)}; "
-                           f"the model has: {', '.join(repr(n) for n in names) or 'none'}")
+        reward_names = list(dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards)))
+        if reward not in reward_names:
+            raise EnvError(f"unknown reward model '{reward}'{did_you_mean(reward, reward_names)}; "
+                           f"the model has: {', '.join(repr(n) for n in reward_names) or 'none'}")
         if reward in model.state_rewards:
             rewards += np.asarray(model.state_rewards[reward])[:, None]
         if reward in model.choice_rewards:
@@ -236,21 +180,18 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
         mask, description = np.asarray(terminal, dtype=bool), "mask"
         if mask.shape != (S,):
             raise EnvError(f"terminal mask has shape {mask.shape}, expected ({S},)")
-    term = mask | dead_end
+    term = mask | table.dead_end
     if term[model.initial_states].all():
         raise ModelError(f"every initial state is terminal ({description}): episodes would end before they start")
 
     observations = model.feature_matrix(features).astype(dtype)
     low, high = _bounds(model, features)
-    cumulative = row_cumulative(model.transitions.indptr, model.transitions.data)
-    branches = np.diff(model.transitions.indptr)
     log.info("gym: %d states, %d actions %s, %d features, reward %s, terminal %s (%d states, %d dead ends)",
-             S, A, list(actions), len(features), reward, description, int(mask.sum()), int(dead_end.sum()))
-    return MDPDynamics(model=model, features=features, actions=actions, reward_model=reward,
+             S, A, list(actions), len(features), reward, description, int(mask.sum()), int(table.dead_end.sum()))
+    return MDPDynamics(model=model, table=table, features=features, actions=actions, reward_model=reward,
                        terminal_description=description, unavailable=unavailable, choice_of=choice_of, rewards=rewards,
-                       terminal=term, dead_end=dead_end, observations=observations, obs_low=low.astype(dtype),
-                       obs_high=high.astype(dtype), cumulative=cumulative,
-                       max_branches=int(branches.max()) if len(branches) else 0)
+                       terminal=term, dead_end=table.dead_end, observations=observations, obs_low=low.astype(dtype),
+                       obs_high=high.astype(dtype))
 
 
 def label_key(model: ExplicitModel, name: str) -> str:

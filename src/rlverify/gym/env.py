@@ -11,8 +11,9 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlverify.errors import EnvError
 from rlverify.gym.build import benchmark_dynamics, load_dynamics
-from rlverify.gym.dynamics import EnvError, MDPDynamics
+from rlverify.gym.dynamics import MDPDynamics
 
 
 class MDPEnv(gymnasium.Env):

@@ -1,7 +1,9 @@
 """Environment models: PRISM/JANI through stormpy as explicit numpy arrays."""
 
+from rlverify.models.dynamics import ChoiceTable, choice_table, fit
 from rlverify.models.explicit import ExplicitModel, read_umb, to_storm, write_umb
+from rlverify.models.properties import Property, parse_structure
 from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_constants, parse_property
 
-__all__ = ["ExplicitModel", "SymbolicModel", "build_explicit", "load_model", "parse_constants", "parse_property",
+__all__ = ["ChoiceTable", "ExplicitModel", "Property", "SymbolicModel", "build_explicit", "choice_table", "fit", "load_model", "parse_constants", "parse_property", "parse_structure",
            "read_umb", "to_storm", "write_umb"]

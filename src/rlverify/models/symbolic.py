@@ -15,10 +15,19 @@ from typing import Any
 
 from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
 from rlverify.models.explicit import ExplicitModel, from_storm
+from rlverify.models.properties import Property, parse_structure
 
 log = logging.getLogger(__name__)
 
 _STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.S)
+
+
+def set_storm_logging(verbose: bool) -> None:
+    """Storm logs parse errors to stdout itself; rlverify reports them (with line) as its own errors,
+    so Storm's own log is off unless ``verbose`` (then warnings)."""
+    import stormpy.developer as dev
+
+    dev.set_log_level(dev.LogLevel.WARN if verbose else dev.LogLevel.OFF)
 
 
 def storm_message(exc: BaseException) -> str:
@@ -124,7 +133,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         if path.suffix.lower() == ".jani":
             program, props = stormpy.parse_jani_model(str(path))
             kind = "jani"
-            file_props = {p.name: p for p in props}
+            file_props = {_property_name(p): p for p in props}
         else:
             program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
             kind = "prism"
@@ -167,6 +176,27 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
                          variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
                          labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
                          file_properties=file_props, parse_seconds=time.perf_counter() - started)
+
+
+def as_symbolic(model: SymbolicModel | str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:
+    """``model`` itself, or the PRISM/JANI file it names loaded with ``constants``.
+
+    Anything else (a benchmark object: pass ``bench.model()``; a continuous system; an environment)
+    is a :class:`ModelError` naming what was given.
+    """
+    if isinstance(model, SymbolicModel):
+        if constants:
+            raise ConstantsError(f"{model.path}: constants are fixed when a model is loaded; pass them to load_model")
+        return model
+    if isinstance(model, (str, Path)):
+        return load_model(model, constants)
+    raise ModelError(f"expected a PRISM/JANI model (a file path or rlverify.load_model(...)), got {type(model).__name__}")
+
+
+def _property_name(prop: Any) -> str:
+    """A JANI property's name (stormpy 2.0 spells it ``get_name()``; older versions ``name``)."""
+    getter = getattr(prop, "get_name", None)
+    return getter() if callable(getter) else prop.name
 
 
 def _jani_names(path: Path) -> tuple[list[str], list[str], list[str], tuple[str, ...], tuple[str, ...]]:
@@ -214,23 +244,34 @@ def _constant_value(text: str) -> Any:
 
 
 _LABEL = re.compile(r'"([^"]*)"')
-_REWARD_NAME = re.compile(r'R\s*\{\s*"([^"]*)"\s*\}')
+_REWARD_NAME = re.compile(r'\{\s*"[^"]*"\s*\}')
 _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\b")
 _KEYWORDS = {"P", "R", "Pmin", "Pmax", "Rmin", "Rmax", "F", "G", "U", "X", "C", "I", "true", "false", "min", "max",
              "S", "LRA", "T", "W", "floor", "ceil", "pow", "mod", "log", "filter", "forall", "exists"}
 
 
-def parse_property(model: SymbolicModel, text: str) -> Any:
-    """Parse one PCTL property against ``model``; unknown labels, variables and reward models are errors."""
+def parse_property(model: SymbolicModel, text: str | Property) -> Property:
+    """Parse one PCTL property against ``model`` (structure read once, then Storm's parse attached).
+
+    ``text`` may also name a property of a JANI file. Unknown labels, variables and reward models
+    are errors naming the close alternatives.
+    """
     import stormpy
 
+    if isinstance(text, Property):
+        if text.storm is not None:
+            return text
+        text = text.text
+    name = None
     if model.kind == "jani" and text in model.file_properties:
-        return model.file_properties[text]
-    rewards = _REWARD_NAME.findall(text)
-    for r in rewards:
-        if r not in model.reward_models:
-            raise PropertyError(f"property '{text}': unknown reward model \"{r}\"{did_you_mean(r, model.reward_models)}; "
-                                f"the model defines: {', '.join(repr(x) for x in model.reward_models) or 'none'}")
+        name, storm_prop = text, model.file_properties[text]
+        structure = parse_structure(str(storm_prop.get_raw_formula()), name=name)
+        return structure.with_storm(storm_prop, _storm_bound(structure, storm_prop))
+    structure = parse_structure(text)
+    reward = structure.reward_model
+    if reward and reward not in model.reward_models:
+        raise PropertyError(f"property '{text}': unknown reward model \"{reward}\"{did_you_mean(reward, model.reward_models)}; "
+                            f"the model defines: {', '.join(repr(x) for x in model.reward_models) or 'none'}")
     known_labels = set(model.labels) | {"init", "deadlock"}
     for lab in _LABEL.findall(_REWARD_NAME.sub("", text)):
         if lab not in known_labels:
@@ -239,15 +280,41 @@ def parse_property(model: SymbolicModel, text: str) -> Any:
     try:
         props = stormpy.parse_properties(text, model.program)
     except RuntimeError as exc:
-        names = set(model.variables) | {c.name for c in model.program.constants} | _KEYWORDS | set(rewards)
+        names = set(model.variables) | {c.name for c in model.program.constants} | _KEYWORDS | ({reward} if reward else set())
         unknown = [w for w in _IDENT.findall(_LABEL.sub("", text)) if w not in names and not w.isdigit()]
         hint = f" (unknown name '{unknown[0]}'{did_you_mean(unknown[0], model.variables)})" if unknown else ""
-        if re.search(r"\bG\s*<=", text):
+        if structure.path == "G" and structure.bound_text is not None:
             hint += " (Storm has no step-bounded G; use P=? [F<=k !phi] and 1 minus its value)"
         raise PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}") from None
     if len(props) != 1:
         raise PropertyError(f"expected exactly one property, got {len(props)} in '{text}'")
-    return props[0]
+    return structure.with_storm(props[0], _storm_bound(structure, props[0]))
+
+
+def _storm_bound(structure: Property, storm_prop: Any) -> int | None:
+    """The inclusive step bound when Storm evaluates it (a constant's value), else None."""
+    if structure.bound is not None or structure.bound_text is None or structure.lower_bounded:
+        return None
+    try:
+        path = storm_prop.get_raw_formula().subformula
+        if path.is_bounded_until_formula and not path.has_lower_bound:
+            return int(path.upper_bound_expression.evaluate_as_int()) - (1 if structure.strict else 0)
+    except (AttributeError, RuntimeError):
+        pass
+    return None
+
+
+def truth_values(storm_model: Any, state_formula: Any) -> Any:
+    """``(S,)`` bool: the states of a built Storm model satisfying a propositional ``state_formula``
+    (a Storm formula, e.g. a subformula of a parsed property)."""
+    import numpy as np
+    import stormpy
+
+    result = stormpy.model_checking(storm_model, state_formula)
+    bits = result.get_truth_values_vector()
+    out = np.zeros(storm_model.nr_states, dtype=bool)
+    out[np.fromiter(iter(bits), dtype=np.int64)] = True
+    return out
 
 
 def build_explicit(model: SymbolicModel, properties: list[Any] | None, *, max_states: int | None = None,
@@ -265,6 +332,7 @@ def build_explicit(model: SymbolicModel, properties: list[Any] | None, *, max_st
     import stormpy
     import stormpy.developer as dev
 
+    properties = [p.storm if isinstance(p, Property) else p for p in properties] if properties else None
     opts = stormpy.BuilderOptions(properties) if properties else stormpy.BuilderOptions()
     # what the arrays need; choice origins (costly) are left out
     opts.set_build_state_valuations()

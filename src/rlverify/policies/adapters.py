@@ -11,6 +11,7 @@ import numpy as np
 
 from rlverify.errors import DependencyNotInstalled, InputFileError, PolicyError
 from rlverify.policies.base import BasePolicy
+from rlverify.policies.mlp import MLP, mlp_from_onnx, mlp_from_torch
 
 #: ONNX ``metadata_props`` keys of a self-describing rlverify policy file.
 META_FEATURES = "rlverify.features"
@@ -56,6 +57,8 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 class CallablePolicy(BasePolicy):
     """Wrap ``fn(states: (N, d) array) -> (N, |A|) probabilities`` (or logits with ``output='logits'``)."""
 
+    no_network = "a Python callable cannot be bounded; give an ONNX or TorchScript ReLU network (file.onnx, module.pt)"
+
     def __init__(self, fn: Callable[[np.ndarray], Any], features: Sequence[str], actions: Sequence[str], *,
                  output: str = "probabilities", name: str = "callable policy") -> None:
         super().__init__(features, actions, name=name)
@@ -77,6 +80,9 @@ class TablePolicy(BasePolicy):
 
     Actions missing from a row's ``probabilities`` get probability 0.
     """
+
+    no_network = ("a table policy cannot be bounded (it gives distributions for listed states, not a network over "
+                  "regions); give an ONNX or TorchScript ReLU network (file.onnx, module.pt)")
 
     def __init__(self, features: Sequence[str], actions: Sequence[str], table: Mapping[tuple[int, ...], Sequence[float]],
                  *, default: Sequence[float] | None = None, name: str = "table policy") -> None:
@@ -146,7 +152,10 @@ class OnnxPolicy(BasePolicy):
     :data:`META_FEATURES`, :data:`META_ACTIONS` as JSON lists, :data:`META_OUTPUT`), and can be
     overridden by the arguments. The first graph input takes ``(N, d)``; the first output gives
     ``(N, |A|)`` logits (softmax applied here), probabilities, or Q-values (greedy: one-hot argmax).
+    The file is read once; :meth:`network` reads the weights from that copy.
     """
+
+    no_network = None
 
     def __init__(self, path: str | Path, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
                  output: str | None = None) -> None:
@@ -179,15 +188,26 @@ class OnnxPolicy(BasePolicy):
         opts.inter_op_num_threads = 1
         self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         self._input = self._session.get_inputs()[0].name
+        self._model = model  # for network(): the file is read once
         self.path = path
 
+    def _network_outputs(self, states: np.ndarray) -> np.ndarray:
+        return np.asarray(self._session.run(None, {self._input: states.astype(np.float32)})[0], dtype=np.float64)
+
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
-        out = self._session.run(None, {self._input: states.astype(np.float32)})[0]
-        return to_probabilities(out, self.output)
+        return to_probabilities(self._network_outputs(states), self.output)
+
+    def _read_network(self) -> MLP:
+        return mlp_from_onnx(self._model, name=self.name)
 
 
 class TorchPolicy(BasePolicy):
-    """A ``torch.nn.Module`` mapping ``(N, d)`` float32 tensors to logits or probabilities (optional extra ``torch``)."""
+    """A ``torch.nn.Module`` mapping ``(N, d)`` float32 tensors to ``output`` (optional extra ``torch``).
+
+    Its :meth:`network` is read from a ``Sequential`` of ``Linear`` and ``ReLU`` layers (plain or TorchScript).
+    """
+
+    no_network = None
 
     def __init__(self, module: Any, features: Sequence[str], actions: Sequence[str], *, output: str = "logits",
                  name: str = "torch policy") -> None:
@@ -196,15 +216,28 @@ class TorchPolicy(BasePolicy):
         self._module = module.eval()
         self.output = check_output_kind(output, name)
 
-    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+    def _network_outputs(self, states: np.ndarray) -> np.ndarray:
         torch = self._torch
         with torch.no_grad():
-            out = self._module(torch.as_tensor(states, dtype=torch.float32)).double().numpy()
-        return to_probabilities(out, self.output)
+            return self._module(torch.as_tensor(states, dtype=torch.float32)).double().numpy()
+
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        return to_probabilities(self._network_outputs(states), self.output)
+
+    def _read_network(self) -> MLP:
+        return mlp_from_torch(self._module, name=self.name)
 
 
 class SB3Policy(BasePolicy):
-    """A Stable-Baselines3 PPO/A2C (action distribution) or DQN (greedy one-hot) model (extra ``sb3``)."""
+    """A Stable-Baselines3 PPO/A2C (action distribution) or DQN (greedy one-hot) model (extra ``sb3``).
+
+    ``output`` is ``logits`` (PPO/A2C: the categorical distribution's) or ``q-values`` (DQN). Its
+    :meth:`network` is the actor (``mlp_extractor.policy_net`` then ``action_net``) or the Q-network,
+    for a ``MlpPolicy`` with a flat Box observation and ReLU activations
+    (``policy_kwargs={"activation_fn": torch.nn.ReLU}``; PPO's default is Tanh).
+    """
+
+    no_network = None
 
     def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str]) -> None:
         super().__init__(features, actions, name=str(path))
@@ -220,6 +253,39 @@ class SB3Policy(BasePolicy):
                 last_exc = exc
         else:
             raise InputFileError(f"{path}: not a Stable-Baselines3 PPO/A2C/DQN model ({last_exc})")
+        self.output = "q-values" if self.algorithm == "DQN" else "logits"
+
+    def _read_network(self) -> MLP:
+        torch = self._torch
+        policy = self._model.policy
+        space = self._model.observation_space
+        if self.algorithm == "DQN":
+            extractor, layers, where = policy.q_net.features_extractor, list(policy.q_net.q_net), "q_net.q_net"
+        else:
+            extractor = getattr(policy, "pi_features_extractor", policy.features_extractor)
+            layers, where = list(policy.mlp_extractor.policy_net) + [policy.action_net], "mlp_extractor.policy_net + action_net"
+        problems = []
+        if type(space).__name__ != "Box" or len(space.shape) != 1:
+            problems.append(f"the observation space is {space}, not a flat Box (an MLP takes the features as they are)")
+        if type(extractor).__name__ != "FlattenExtractor":
+            problems.append(f"the features extractor is {type(extractor).__name__}, not FlattenExtractor")
+        if problems:
+            raise PolicyError(f"{self.name}: this {self.algorithm} model cannot be read as a ReLU network; export the "
+                              "network to ONNX (Gemm/Relu) instead", problems)
+        try:
+            return mlp_from_torch(torch.nn.Sequential(*layers), name=f"{self.name} ({self.algorithm} {where})")
+        except PolicyError as exc:
+            raise PolicyError(f"{exc}; train with policy_kwargs={{'activation_fn': torch.nn.ReLU}} or export the "
+                              "network to ONNX") from None
+
+    def _network_outputs(self, states: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        obs = torch.as_tensor(states, dtype=torch.float32)
+        with torch.no_grad():
+            if self.algorithm == "DQN":
+                return self._model.policy.q_net(obs).double().numpy()
+            # normalised logits (log-probabilities): the network's shifted by a constant, the same softmax
+            return self._model.policy.get_distribution(obs).distribution.logits.double().numpy()
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         torch = self._torch

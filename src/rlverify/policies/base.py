@@ -9,11 +9,14 @@ action labels). Rows must be distributions: entries in [0, 1], finite, summing t
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from rlverify.errors import PolicyError
+
+if TYPE_CHECKING:
+    from rlverify.policies.mlp import MLP
 
 #: Absolute tolerance on ``|sum(row) - 1|`` for a policy output row.
 ROW_SUM_TOLERANCE = 1e-6
@@ -40,12 +43,23 @@ class Policy(Protocol):
 
 
 class BasePolicy:
-    """Base for adapters: validates input/output around the private hook :meth:`_probabilities`."""
+    """Base for adapters: validates input/output around the private hooks :meth:`_probabilities` and,
+    for policies that are a network, :meth:`_read_network` and :meth:`_network_outputs`.
+
+    Attributes:
+        name: how messages name the policy (its file or spec).
+        no_network: why this kind of policy has no network to read (a class attribute), or None for
+            adapters that wrap a network (ONNX, TorchScript, SB3).
+    """
+
+    no_network: str | None = ("this policy exposes no network; give an ONNX or TorchScript ReLU network "
+                              "(file.onnx, module.pt)")
 
     def __init__(self, features: list[str] | tuple[str, ...], actions: list[str] | tuple[str, ...], *, name: str = "policy") -> None:
         self._features = tuple(str(f) for f in features)
         self._actions = tuple(str(a) for a in actions)
         self.name = name
+        self._mlp: MLP | None = None
         problems = []
         if not self._features:
             problems.append("no features declared")
@@ -80,6 +94,50 @@ class BasePolicy:
         probs = np.asarray(self._probabilities(states), dtype=np.float64)
         validate_probabilities(probs, len(states), len(self._actions), source=self.name)
         return probs
+
+    def network(self, sample: np.ndarray | None = None) -> MLP:
+        """The policy's network as a ReLU :class:`~rlverify.policies.mlp.MLP` (what the abstraction engine bounds).
+
+        The MLP maps ``(N, d)`` features (in :attr:`features` order) to the ``(N, |A|)`` outputs over
+        :attr:`actions` that the policy's ``output`` names: ``logits`` (the policy is their softmax),
+        ``probabilities`` or ``q-values`` (greedy). Its weights are an exact float64 copy of the
+        file's, read once; on every call the MLP is cross-checked against the policy's own runtime
+        (onnxruntime / torch) on ``sample`` (``(N, d)`` features; default
+        :func:`~rlverify.policies.mlp.default_check_sample`).
+
+        Raises:
+            PolicyError: the policy has no readable network (a callable, a table: the message says why),
+                a layer or operator that is not Linear/ReLU (named), sizes that do not fit the declared
+                features/actions, or weights that do not reproduce the runtime's outputs.
+        """
+        from rlverify.policies.mlp import cross_check_network, default_check_sample
+
+        if getattr(self, "_mlp", None) is None:  # read once
+            mlp = self._read_network()
+            problems = []
+            if mlp.sizes[0] != len(self._features):
+                problems.append(f"the network takes {mlp.sizes[0]} inputs, the policy declares {len(self._features)} "
+                                f"features {list(self._features)}")
+            if mlp.sizes[-1] != len(self._actions):
+                problems.append(f"the network has {mlp.sizes[-1]} outputs, the policy declares {len(self._actions)} "
+                                f"actions {list(self._actions)}")
+            if problems:
+                raise PolicyError(f"{self.name}: the network does not fit the policy's declaration", problems)
+            self._mlp = mlp
+        sample = default_check_sample(len(self._features)) if sample is None else np.asarray(sample, dtype=np.float64)
+        if sample.ndim != 2 or sample.shape[1] != len(self._features):
+            raise PolicyError(f"{self.name}: expected a check sample of shape (N, {len(self._features)}), got {sample.shape}")
+        cross_check_network(self._mlp, sample, self._network_outputs(sample), output=getattr(self, "output", "probabilities"),
+                            name=self.name)
+        return self._mlp
+
+    def _read_network(self) -> MLP:
+        """Hook: the network's weights (read once by :meth:`network`); by default, why there is none."""
+        raise PolicyError(f"{self.name}: {self.no_network}")
+
+    def _network_outputs(self, states: np.ndarray) -> np.ndarray:  # pragma: no cover - with _read_network
+        """Hook: the runtime's raw ``(N, |A|)`` outputs (before ``output`` is applied) for ``(N, d)`` states."""
+        raise NotImplementedError
 
 
 def validate_probabilities(probs: np.ndarray, n_states: int, n_actions: int, *, source: str) -> None:

@@ -56,6 +56,33 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
     raise InputFileError(f"{path}: unknown policy format '{suffix}' (expected {SPEC_HELP})")
 
 
+def load_network_policy(spec: str, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
+                        output: str | None = None) -> Policy:
+    """:func:`load_policy` for an engine that bounds the policy's network (the abstraction engine).
+
+    The same policy as :func:`load_policy`; its network is ``policy.network()``. When a network
+    file's declaration is incomplete (no names, no output kind), the file is also read as a bare
+    network (:func:`~rlverify.policies.mlp.load_network`), so that one error names every fix: the
+    missing declaration and what in the network cannot be bounded (a non-ReLU layer, ...).
+
+    Raises:
+        PolicyError: as :func:`load_policy`, with the network's problems added.
+    """
+    try:
+        return load_policy(spec, features=features, actions=actions, output=output)
+    except PolicyError as exc:
+        path = Path(spec)
+        if ".py:" in spec or path.suffix.lower() not in (".onnx", ".pt", ".pth"):
+            raise
+        from rlverify.policies.mlp import load_network
+
+        try:  # the file is read a second time, on this error path only
+            load_network(path)
+        except (PolicyError, InputFileError) as network_exc:
+            raise PolicyError(f"{spec}: cannot be bounded as given", [str(exc), str(network_exc)]) from None
+        raise
+
+
 def _sidecar(path: Path, features, actions, output: str | None) -> tuple[list[str], list[str], str]:
     side = path.with_name(path.name + ".json")
     meta = {}

@@ -1,8 +1,11 @@
-"""Feed-forward ReLU networks as plain numpy weights, and their ONNX form.
+"""Feed-forward ReLU networks as plain numpy weights, read from and written to policy files.
 
 The ONNX files rlverify writes are self-describing (see :mod:`rlverify.policies.adapters` for the
-metadata keys) and use only ``Gemm`` and ``Relu`` nodes, so every engine can read the weights back
-(:func:`mlp_from_onnx`) — the abstraction engine bounds them, the simulators run them in numpy.
+metadata keys) and use only ``Gemm`` and ``Relu`` nodes. This module is the one place that reads a
+network's weights: :func:`mlp_from_onnx` (Gemm/MatMul/Add/Relu graphs) and :func:`mlp_from_torch`
+(``Sequential`` of ``Linear`` and ``ReLU``), used by the policies' ``network()`` methods (the
+abstraction engine bounds what they return) and by :func:`load_network` for bare files. What is
+read is checked against the file's own runtime by :func:`cross_check_network`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,13 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import InputFileError, PolicyError
+
+#: What :func:`mlp_from_torch` reads, for error messages.
+TORCH_SHAPE = "a torch.nn.Sequential alternating Linear and ReLU layers, ending with the output Linear"
+
+#: Largest difference :func:`cross_check_network` accepts: between action probabilities for logits,
+#: relative to ``1 + max |output|`` of the row otherwise (float32 inference vs float64 weights).
+CROSS_CHECK_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -114,12 +124,19 @@ def save_mlp_onnx(path: str | Path, mlp: MLP, *, features: Sequence[str], action
     return path
 
 
-def mlp_from_onnx(path: str | Path) -> MLP:
+def mlp_from_onnx(source: str | Path | Any, *, name: str | None = None) -> MLP:
     """Read the weights of an ONNX ReLU network: a chain of affine layers (Gemm, or MatMul with or
-    without Add) with one Relu between consecutive layers and none after the last (the logits).
+    without Add) with one Relu between consecutive layers and none after the last (the outputs).
 
     Every node must take the previous node's output, so the MLP read is the function the file
-    computes (a Relu on the logits, two affine layers in a row, or a branch are refused).
+    computes (a Relu on the outputs, two affine layers in a row, or a branch are refused).
+
+    Args:
+        source: an ONNX file, or an ``onnx.ModelProto`` already loaded (not read again).
+        name: how errors name the network (default: the path).
+
+    Returns:
+        The :class:`MLP` from the ``(N, d)`` graph input to the ``(N, out)`` graph output (float64).
 
     Raises:
         PolicyError: naming the first node that is not of that shape.
@@ -127,11 +144,15 @@ def mlp_from_onnx(path: str | Path) -> MLP:
     import onnx
     from onnx import numpy_helper
 
-    path = Path(path)
-    try:
-        model = onnx.load(str(path))
-    except Exception as exc:
-        raise InputFileError(f"{path}: not a readable ONNX model ({exc})") from None
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        try:
+            model = onnx.load(str(path))
+        except Exception as exc:
+            raise InputFileError(f"{path}: not a readable ONNX model ({exc})") from None
+    else:
+        model, path = source, name or "ONNX model"
+    path = name or path
     init = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in init]
     if len(inputs) != 1 or len(model.graph.output) != 1:
@@ -164,9 +185,11 @@ def mlp_from_onnx(path: str | Path) -> MLP:
                     w = w.T
                 if attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
                     raise refuse(node, "uses transA/alpha/beta")
-                b = init[node.input[2]] if len(node.input) > 2 else np.zeros(w.shape[0])
+                b = init[node.input[2]] if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0])
+                if b.size not in (1, w.shape[0]):
+                    raise refuse(node, f"has a bias of shape {b.shape} for {w.shape[0]} outputs")
                 ws.append(w)
-                bs.append(np.broadcast_to(b, (w.shape[0],)).copy())
+                bs.append(np.broadcast_to(b.reshape(-1), (w.shape[0],)).copy())
                 last = "bias"
             else:
                 ws.append(init[node.input[1]].T)
@@ -181,15 +204,19 @@ def mlp_from_onnx(path: str | Path) -> MLP:
             if last not in ("affine", "bias"):
                 raise refuse(node, "does not follow an affine layer")
             last = "relu"
-        elif op in ("Identity", "Flatten", "Cast"):
+        elif op == "Identity":
             pass  # the same values
+        elif op == "Flatten" and {a.name: helper_attr(a) for a in node.attribute}.get("axis", 1) == 1:
+            pass  # (N, d) stays (N, d)
+        elif op == "Cast" and {a.name: helper_attr(a) for a in node.attribute}.get("to") in _FLOAT_TYPES:
+            pass  # float32/float64: the same values up to rounding (covered by the cross-check)
         else:
             raise PolicyError(f"{path}: layer '{node.name or op}' uses operator {op}, which rlverify cannot read "
                               "as a ReLU network (supported: Gemm, MatMul, Add, Relu)")
         current = node.output[0]
     if last == "relu":
-        raise PolicyError(f"{path}: the network ends in a Relu; rlverify reads the logits layer (affine, no Relu) "
-                          "as the output")
+        raise PolicyError(f"{path}: the network ends in a Relu; rlverify reads the last affine layer (no Relu after "
+                          "it) as the output: export the logits")
     if not ws:
         raise PolicyError(f"{path}: no affine layer found; rlverify reads {shape}")
     if current != model.graph.output[0].name:
@@ -201,3 +228,156 @@ def helper_attr(attr: Any) -> Any:
     from onnx import helper
 
     return helper.get_attribute_value(attr)
+
+
+_FLOAT_TYPES = (1, 11)  # onnx.TensorProto.FLOAT, DOUBLE
+
+
+def mlp_from_torch(module: Any, *, name: str = "torch module") -> MLP:
+    """Read the weights of a ``torch.nn.Sequential`` of ``Linear`` and ``ReLU`` layers (plain or TorchScript).
+
+    Nested ``Sequential`` blocks are read in order; one ReLU must separate consecutive Linear layers
+    and none may follow the last (the outputs).
+
+    Returns:
+        The :class:`MLP` from ``(N, d)`` inputs to the ``(N, out)`` outputs of the last Linear (float64).
+
+    Raises:
+        PolicyError: naming the first layer that is not of that shape.
+    """
+    if _torch_kind(module) != "Sequential":
+        raise PolicyError(f"{name}: the module is a {_torch_kind(module)}, not a Sequential; rlverify reads {TORCH_SHAPE} "
+                          "(wrap the layers in torch.nn.Sequential, without pre- or post-processing in forward)")
+    weights, biases = [], []
+    expect_linear = True
+    for layer, child in _torch_layers(module, ""):
+        kind = _torch_kind(child)
+        if kind == "Linear" and expect_linear:
+            weights.append(child.weight.detach().double().cpu().numpy().copy())
+            b = getattr(child, "bias", None)
+            biases.append(b.detach().double().cpu().numpy().copy() if b is not None else np.zeros(weights[-1].shape[0]))
+            expect_linear = False
+        elif kind == "ReLU" and not expect_linear:
+            expect_linear = True
+        else:
+            raise PolicyError(f"{name}: layer '{layer}' is {kind}"
+                              f"{' after a Linear without a ReLU between' if kind == 'Linear' else ''}, which rlverify "
+                              f"cannot read as a ReLU network (supported: {TORCH_SHAPE})")
+    if not weights:
+        raise PolicyError(f"{name}: no Linear layers found; rlverify reads {TORCH_SHAPE}")
+    if expect_linear:
+        raise PolicyError(f"{name}: the network ends in a ReLU; rlverify reads the last Linear (no ReLU after it) as "
+                          "the output: export the logits")
+    return MLP(tuple(weights), tuple(biases))
+
+
+def _torch_kind(module: Any) -> str:
+    # a TorchScript module keeps its Python class name in original_name
+    return str(getattr(module, "original_name", None) or type(module).__name__)
+
+
+def _torch_layers(module: Any, prefix: str):
+    for child_name, child in module.named_children():
+        if _torch_kind(child) == "Sequential":
+            yield from _torch_layers(child, f"{prefix}{child_name}.")
+        else:
+            yield f"{prefix}{child_name}", child
+
+
+def load_network(path: str | Path, *, n_actions: int | None = None) -> MLP:
+    """The ReLU logit network of a bare ONNX or TorchScript file, read without a policy declaration.
+
+    For files whose names are not known; a loaded policy gives its network by ``policy.network()``.
+    The file must not declare another output kind than ``logits`` (ONNX metadata ``rlverify.output``
+    or the ``.pt.json`` sidecar). The weights read are cross-checked against onnxruntime / torch on
+    :func:`default_check_sample` inputs.
+
+    Args:
+        path: ``.onnx`` or TorchScript ``.pt``/``.pth`` file.
+        n_actions: if given, the number of outputs the network must have.
+
+    Returns:
+        The :class:`MLP` from ``(N, d)`` features to ``(N, |A|)`` logits.
+
+    Raises:
+        PolicyError: unsupported layer (named), another output kind, or a wrong output count.
+    """
+    from rlverify.policies.adapters import META_OUTPUT, _import, _read_json
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(f"{path}: network file not found")
+    if path.suffix.lower() in (".pt", ".pth"):
+        torch = _import("torch", "torch")
+        try:
+            module = torch.jit.load(str(path), map_location="cpu")
+        except Exception as exc:
+            raise InputFileError(f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with torch.jit.save") from None
+        side = path.with_name(path.name + ".json")
+        kind = _read_json(side).get("output", "logits") if side.is_file() else "logits"
+        mlp = mlp_from_torch(module, name=str(path))
+
+        def run(x: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return module(torch.as_tensor(x, dtype=torch.float32)).double().numpy()
+    else:
+        import onnx
+
+        ort = _import("onnxruntime", "onnxruntime")
+        try:
+            model = onnx.load(str(path))
+        except Exception as exc:
+            raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
+        kind = {p.key: p.value for p in model.metadata_props}.get(META_OUTPUT, "logits")
+        mlp = mlp_from_onnx(model, name=str(path))
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+        def run(x: np.ndarray) -> np.ndarray:
+            return np.asarray(session.run(None, {session.get_inputs()[0].name: x.astype(np.float32)})[0], dtype=np.float64)
+    if kind != "logits":
+        raise PolicyError(f"{path}: the network outputs {kind!r}, not logits; the abstraction engine bounds a softmax "
+                          "over logits: export the logits layer")
+    if n_actions is not None and mlp.sizes[-1] != n_actions:
+        raise PolicyError(f"{path}: network has {mlp.sizes[-1]} outputs but the benchmark has {n_actions} actions")
+    sample = default_check_sample(mlp.sizes[0])
+    cross_check_network(mlp, sample, run(sample), output="logits", name=str(path))
+    return mlp
+
+
+def default_check_sample(n_features: int) -> np.ndarray:
+    """``(512, n_features)`` inputs for :func:`cross_check_network`: seeded normal draws at scales 1 and 10."""
+    rng = np.random.default_rng(0)
+    return np.vstack([rng.normal(size=(256, n_features)), 10.0 * rng.normal(size=(256, n_features))])
+
+
+def cross_check_network(mlp: MLP, sample: np.ndarray, outputs: np.ndarray, *, output: str, name: str) -> None:
+    """Check that the weights read compute what the file computes.
+
+    Args:
+        mlp: the network read.
+        sample: ``(N, d)`` inputs.
+        outputs: ``(N, |A|)`` outputs of the file's own runtime (onnxruntime / torch) on ``sample``.
+        output: what the outputs are; ``logits`` are compared as softmax probabilities (the policy they
+            define; a constant shift does not matter), others as they are, relative to the row's scale.
+        name: how the error names the network.
+
+    Raises:
+        PolicyError: the largest difference exceeds :data:`CROSS_CHECK_TOLERANCE`.
+    """
+    from rlverify.policies.adapters import softmax
+
+    ours = mlp(sample)
+    theirs = np.asarray(outputs, dtype=np.float64)
+    if theirs.shape != ours.shape:
+        raise PolicyError(f"{name}: the network read gives outputs of shape {ours.shape}, the file {theirs.shape}")
+    if output == "logits":
+        err = float(np.abs(softmax(ours) - softmax(theirs)).max(initial=0.0))
+        what = "probability"
+    else:
+        scale = 1.0 + np.abs(theirs).max(axis=1, keepdims=True)
+        err = float((np.abs(ours - theirs) / scale).max(initial=0.0))
+        what = "relative output"
+    if not err <= CROSS_CHECK_TOLERANCE:  # also NaN
+        raise PolicyError(f"{name}: the weights read as a Linear/ReLU network do not reproduce the file's outputs "
+                          f"(max {what} difference {err:.3g} on {len(sample)} inputs); rlverify bounds only plain "
+                          "Linear/ReLU networks")

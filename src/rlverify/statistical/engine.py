@@ -4,8 +4,13 @@ Semantics (as in the exact engine and the DSMC paper):
 
 * at each step the policy gives ``pi(.|s)`` for every active run; ``stochastic`` mode samples the
   action from it, ``deterministic`` takes the argmax (ties: first in the policy's action order);
-* if the chosen action is not available in the run's state, the run *stalls*: it ends, counts as
-  not satisfying the property and is reported in ``stalled`` (never replaced by another action);
+  runs in states whose single choice is unlabelled take it without asking the policy (the env's
+  optional ``forced``);
+* if the chosen action is not available in the run's state, the run *stalls* (``unavailable='stall'``,
+  the default): it ends, counts as not satisfying the property and is reported in ``stalled`` (never
+  replaced by another action); with ``unavailable='renormalize'`` (explicit opt-in) the policy's
+  probabilities of unavailable actions are zeroed and its row rescaled before choosing, as the exact
+  engine does (:func:`~rlverify.models.dynamics.policy_weights`);
 * the property ``left U<=k right`` is decided on the fly: satisfied as soon as ``right`` holds,
   violated as soon as neither holds, or when the bound ``k`` is reached, or when the run sits in
   an absorbing state where ``right`` is false, or when the policy surely takes an action that
@@ -24,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlverify.errors import PolicyError, PropertyError, did_you_mean
+from rlverify.errors import OptionError, PolicyError, PropertyError
+from rlverify.models.dynamics import check_unavailable, fit, policy_weights
 from rlverify.policies.base import BasePolicy, Policy, validate_probabilities
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key, uniforms
@@ -46,20 +52,24 @@ class SimulationOptions:
         max_steps: maximal run length (steps); longer runs are reported undecided.
         seed: seed of the counter-based random numbers.
         batch_size: runs simulated together (memory/speed only; results do not depend on it).
+        unavailable: ``stall`` (a run choosing an unavailable action stalls) or ``renormalize``
+            (the policy's row is rescaled over the available actions before choosing).
     """
 
     mode: str = "stochastic"
     max_steps: int = 10_000
     seed: int = 0
     batch_size: int = 20_000
+    unavailable: str = "stall"
 
     def validate(self) -> None:
         if self.mode not in MODES:
-            raise PropertyError(f"--mode: expected one of {', '.join(MODES)}, got '{self.mode}'")
+            raise OptionError(f"--mode: expected one of {', '.join(MODES)}, got '{self.mode}'")
         if int(self.max_steps) != self.max_steps or self.max_steps <= 0:
-            raise PropertyError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps}")
+            raise OptionError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps}")
         if self.batch_size <= 0:
             raise PropertyError(f"batch size must be positive, got {self.batch_size}")
+        check_unavailable(self.unavailable)
 
 
 @dataclass(frozen=True)
@@ -97,18 +107,10 @@ def bind_policy(env: object, policy: Policy) -> Binding:
         if not hasattr(policy, attr):
             raise PolicyError(f"{policy!r} is not a policy: it has no '{attr}' (see rlverify.policies.Policy)")
     features, actions = tuple(env.features), tuple(env.actions)  # type: ignore[attr-defined]
-    problems = []
-    for f in policy.features:
-        if f not in features:
-            problems.append(f"feature '{f}' is not observed by {env.name}{did_you_mean(f, features)} "  # type: ignore[attr-defined]
-                            f"(features: {', '.join(features)})")
-    for a in policy.actions:
-        if a not in actions:
-            problems.append(f"action '{a}' is not an action of {env.name}{did_you_mean(a, actions)} "  # type: ignore[attr-defined]
-                            f"(actions: {', '.join(actions)})")
-    if problems:
+    names = fit(policy.features, policy.actions, variables=features, model_actions=actions)
+    if not names.ok:
         raise PolicyError(f"policy {getattr(policy, 'name', type(policy).__name__)} does not fit {env.name}",  # type: ignore[attr-defined]
-                          problems)
+                          names.problems(where=env.name))  # type: ignore[attr-defined]
     return Binding(np.array([features.index(f) for f in policy.features], dtype=np.int64),
                    np.array([actions.index(a) for a in policy.actions], dtype=np.int64))
 
@@ -184,6 +186,8 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
     deterministic = options.mode == "deterministic"
     forced_fn = getattr(env, "forced", None)
     loops_fn = getattr(env, "self_loops", None)  # optional: (states, actions) -> returns surely to the same state
+    describe = getattr(env, "describe", None)  # optional: state -> its description (messages)
+    renormalize = options.unavailable == "renormalize"
     n_actions = len(policy.actions)
     validated = isinstance(policy, BasePolicy)
     t = 0
@@ -205,18 +209,31 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
             active, states = active[keep], states[keep]
             if not len(active):
                 break
-        obs = env.observe(states)[:, binding.feature_columns]
-        probs = np.asarray(policy.action_probabilities(obs), dtype=np.float64)
+        # runs in forced states take their single choice: the policy is asked only where it decides
+        asked = None if forced_fn is None else ~forced_fn(states)
+        if asked is not None and asked.all():
+            asked = None
+        at = states if asked is None else states[asked]
+        probs = np.asarray(policy.action_probabilities(env.observe(at)[:, binding.feature_columns]), dtype=np.float64)
         if not validated:  # adapters validate their own output; a bare protocol object is checked here
-            validate_probabilities(probs, len(active), n_actions, source=getattr(policy, "name", type(policy).__name__))
-        col = choose_actions(probs, None if deterministic else uniforms(keys[active], t, _POLICY_STREAM))
-        actions = binding.action_index[col]
-        sure = deterministic | (probs[np.arange(len(col)), col] >= 1.0)  # the policy takes this action surely
+            validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
         avail = env.available(states)
+        if renormalize and avail is not None:
+            probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, binding.action_index],
+                                      mode=options.mode, unavailable="renormalize",
+                                      where=lambda i: describe(at[i]) if describe is not None else at[i])
+        runs = active if asked is None else active[asked]
+        col = choose_actions(probs, None if deterministic else uniforms(keys[runs], t, _POLICY_STREAM))
+        surely = deterministic | (probs[np.arange(len(col)), col] >= 1.0)  # the policy takes this action surely
+        if asked is None:
+            actions, sure = binding.action_index[col], surely
+        else:  # forced runs: any action index (the env takes the forced choice), surely
+            actions, sure = np.zeros(len(active), dtype=np.int64), np.ones(len(active), dtype=bool)
+            actions[asked], sure[asked] = binding.action_index[col], surely
         if avail is not None:
             ok = avail[np.arange(len(active)), actions]
-            if forced_fn is not None:
-                ok |= forced_fn(states)
+            if asked is not None:
+                ok |= ~asked
             if not ok.all():
                 bad = active[~ok]
                 stalled[bad] = True

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import PropertyError
+from rlverify.models.properties import Property, parse_structure
 
 SUPPORTED_FORMS = ('P=? [F phi], P=? [F<=k phi], P=? [phi1 U phi2], P=? [phi1 U<=k phi2] '
                    '(or P>=theta / P>theta / P<=theta / P<theta [...] for hypothesis tests), '
@@ -91,25 +92,58 @@ _TOKEN = re.compile(r'\s*(?:(?P<label>"[^"]*")|(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?
                     r'|(?P<op><=|>=|=\?|<|>|!|&|\||\(|\)|\[|\])|(?P<ident>[A-Za-z_][A-Za-z0-9_]*))')
 
 
-def parse_path_property(text: str, labels: tuple[str, ...] | None = None) -> PathProperty:
-    """Parse a label-based path property (native environments).
+def decidable(prop: Property) -> None:
+    """Refuse (naming the supported forms) what the simulator cannot decide on finite runs."""
+    text = prop.text
+    if prop.operator == "R" or prop.operator == "other":
+        op = "R" if prop.operator == "R" else text.strip().split("=")[0].split("[")[0].strip() or text
+        raise unsupported(text, f"'{op}' properties are not supported by the simulator")
+    if prop.optimality is not None:
+        raise unsupported(text, "Pmin/Pmax quantify over all policies; with a fixed policy use P=?")
+    if prop.path not in ("F", "U"):
+        what = f"the path operator '{prop.path}'" if prop.path != "other" else f"the path formula '{prop.right}'"
+        raise unsupported(text, f"{what} is not supported")
+    if prop.lower_bounded:
+        raise unsupported(text, "lower step bounds are not supported")
+    if prop.bound_text is not None and prop.bound is None:
+        raise unsupported(text, f"the step bound '{prop.bound_text}' is not a whole number (define it as a constant of "
+                                "a PRISM model, or write the number)")
+    if prop.right is None or not prop.right.strip():
+        raise PropertyError(f"property '{text}': expected a state formula after '{prop.path}'")
+
+
+def parse_path_property(text: str | Property, labels: tuple[str, ...] | None = None) -> PathProperty:
+    """A label-based path property (native environments): structure from
+    :func:`~rlverify.models.properties.parse_structure`, state formulas over ``labels``.
 
     Raises:
         PropertyError: for syntax errors (with the position), unknown labels (listing ``labels``)
             and forms the simulator cannot decide (listing the supported forms).
     """
+    prop = text if isinstance(text, Property) else parse_structure(text)
+    decidable(prop)
+    left = TRUE if prop.left is None else parse_state_formula(prop.left, prop.text, labels)
+    right = parse_state_formula(prop.right or "", prop.text, labels)
+    return PathProperty(text=prop.text, left=left, right=right, bound=prop.bound, threshold=prop.threshold,
+                        comparison=prop.comparison)
+
+
+def parse_state_formula(formula: str, text: str, labels: tuple[str, ...] | None) -> StateFormula:
+    """A propositional formula over quoted labels (``!"crashed" & ("goal" | false)``) of property ``text``."""
     tokens: list[tuple[str, str, int]] = []
     pos = 0
-    text_s = text.rstrip()
-    while pos < len(text_s):
-        m = _TOKEN.match(text_s, pos)
+    offset = max(text.find(formula), 0)
+    formula_s = formula.rstrip()
+    while pos < len(formula_s):
+        m = _TOKEN.match(formula_s, pos)
         if not m or m.end() == pos:
-            raise PropertyError(f"property '{text}': unexpected character {text_s[pos:].lstrip()[:1]!r} at column {pos + 1}")
+            raise PropertyError(f"property '{text}': unexpected character {formula_s[pos:].lstrip()[:1]!r} "
+                                f"at column {offset + pos + 1}")
         kind = m.lastgroup
         assert kind is not None
-        tokens.append((kind, m.group(kind), m.start(kind)))
+        tokens.append((kind, m.group(kind), offset + m.start(kind)))
         pos = m.end()
-    tokens.append(("end", "", len(text_s)))
+    tokens.append(("end", "", offset + len(formula_s)))
     i = 0
 
     def peek() -> tuple[str, str, int]:
@@ -124,40 +158,6 @@ def parse_path_property(text: str, labels: tuple[str, ...] | None = None) -> Pat
             raise PropertyError(f"property '{text}': expected '{want}' at column {tok[2] + 1}, got '{got}'")
         i += 1
         return tok
-
-    # operator
-    tok = take("ident")
-    if tok[1] in ("R", "Rmin", "Rmax", "S", "LRA"):
-        raise unsupported(text, f"'{tok[1]}' properties are not supported by the simulator")
-    if tok[1] in ("Pmin", "Pmax"):
-        raise unsupported(text, "Pmin/Pmax quantify over all policies; with a fixed policy use P=?")
-    if tok[1] != "P":
-        raise unsupported(text, f"expected a P operator, got '{tok[1]}'")
-    threshold, comparison = None, None
-    op = take("op")
-    if op[1] != "=?":
-        if op[1] not in (">=", ">", "<=", "<"):
-            raise PropertyError(f"property '{text}': expected '=?' or a comparison after P at column {op[2] + 1}")
-        num = take("num")
-        threshold, comparison = float(num[1]), op[1]
-        if not 0.0 <= threshold <= 1.0:
-            raise PropertyError(f"property '{text}': probability threshold must be in [0, 1], got {threshold}")
-    take("op", "[")
-
-    def bound() -> int | None:
-        t = peek()
-        if t[0] == "op" and t[1] in ("<=", "<"):
-            take()
-            n = take("num")
-            if not n[1].isdigit():
-                raise PropertyError(f"property '{text}': step bound must be a non-negative integer, got {n[1]}")
-            k = int(n[1]) - (1 if t[1] == "<" else 0)
-            if k < 0:
-                raise PropertyError(f"property '{text}': the bound '<0' is empty")
-            return k
-        if t[0] == "op" and t[1] in (">=", ">"):
-            raise unsupported(text, "lower step bounds are not supported")
-        return None
 
     def state() -> StateFormula:
         left = conj()
@@ -202,82 +202,42 @@ def parse_path_property(text: str, labels: tuple[str, ...] | None = None) -> Pat
                                 f"quotes (\"{t[1]}\")")
         raise PropertyError(f"property '{text}': expected a state formula at column {t[2] + 1}, got '{t[1] or 'end of text'}'")
 
-    t = peek()
-    if t[:2] == ("ident", "F"):
-        take()
-        k = bound()
-        left, right = TRUE, state()
-    elif t[0] == "ident" and t[1] in ("G", "X", "W", "R"):
-        raise unsupported(text, f"the path operator '{t[1]}' is not supported")
-    else:
-        left = state()
-        u = peek()
-        if u[:2] != ("ident", "U"):
-            raise unsupported(text, f"expected 'U' at column {u[2] + 1}")
-        take()
-        k = bound()
-        right = state()
-    take("op", "]")
+    f = state()
     if peek()[0] != "end":
         raise PropertyError(f"property '{text}': unexpected '{peek()[1]}' at column {peek()[2] + 1}")
-    return PathProperty(text=text, left=left, right=right, bound=k, threshold=threshold, comparison=comparison)
+    return f
 
 
 # ------------------------------------------------------------------------------------------
 # PRISM/JANI models: Storm parses, and computes the satisfying states of the state subformulas
 
-_STORM_CMP = {"GREATER_EQUAL": ">=", "GEQ": ">=", "GREATER": ">", "LESS_EQUAL": "<=", "LEQ": "<=", "LESS": "<"}
 
 
-def property_from_storm(model: Any, storm_model: Any, text: str) -> PathProperty:
+def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> PathProperty:
     """A :class:`PathProperty` for a PRISM/JANI property, with state sets computed by Storm.
 
     Args:
         model: the :class:`~rlverify.models.SymbolicModel` (for parsing).
         storm_model: the built sparse model whose state indices the simulator uses.
-        text: the property.
+        text: the property (text, JANI property name, or parsed :class:`Property`).
     """
-    import stormpy  # the statistical engine touches Storm only here, to evaluate state formulas
-
-    from rlverify.models.symbolic import parse_property, storm_message
+    from rlverify.models.symbolic import parse_property, storm_message, truth_values
 
     prop = parse_property(model, text)
-    f = prop.get_raw_formula()
-    if not f.is_probability_operator_formula:
-        raise unsupported(text, "only P operators are supported")
-    if f.has_optimality_type:
-        raise unsupported(text, "Pmin/Pmax quantify over all policies; with a fixed policy use P=?")
-    threshold = comparison = None
-    if f.has_bound:
-        threshold = float(f.threshold)
-        comparison = _STORM_CMP[str(f.comparison_type).rsplit(".", 1)[-1]]
-    path = f.subformula
-    k = None
-    if path.is_bounded_until_formula:
-        if path.has_lower_bound:
-            raise unsupported(text, "lower step bounds are not supported")
-        m = re.search(r"U(<=|<)", str(path))
-        if m is None:
-            raise unsupported(text, "only step bounds of the form <=k or <k are supported")
-        k = int(path.upper_bound_expression.evaluate_as_int()) - (1 if m.group(1) == "<" else 0)
-        sub_left, sub_right = path.left_subformula, path.right_subformula
-    elif path.is_until_formula:
-        sub_left, sub_right = path.left_subformula, path.right_subformula
-    elif path.is_eventually_formula:
+    decidable(prop)
+    path = prop.storm_formula().subformula
+    if not (path.is_until_formula or path.is_bounded_until_formula):  # F phi (Storm's eventually formula)
         sub_left, sub_right = None, path.subformula
     else:
-        raise unsupported(text, f"the path formula '{path}' is not supported")
+        sub_left, sub_right = path.left_subformula, path.right_subformula
 
     def mask(sub: Any) -> StateFormula:
         try:
-            result = stormpy.model_checking(storm_model, sub)
-            bits = result.get_truth_values_vector()
+            return StateFormula("mask", (truth_values(storm_model, sub),))
         except (RuntimeError, AttributeError) as exc:
-            raise unsupported(text, f"the state formula '{sub}' cannot be evaluated per state "
-                                    f"({storm_message(exc) if isinstance(exc, RuntimeError) else 'not propositional'})") from None
-        out = np.zeros(storm_model.nr_states, dtype=bool)
-        out[np.fromiter(iter(bits), dtype=np.int64)] = True
-        return StateFormula("mask", (out,))
+            raise unsupported(prop.text, f"the state formula '{sub}' cannot be evaluated per state "
+                                         f"({storm_message(exc) if isinstance(exc, RuntimeError) else 'not propositional'})") from None
 
     left = TRUE if sub_left is None else mask(sub_left)
-    return PathProperty(text=text, left=left, right=mask(sub_right), bound=k, threshold=threshold, comparison=comparison)
+    return PathProperty(text=prop.text, left=left, right=mask(sub_right), bound=prop.bound, threshold=prop.threshold,
+                        comparison=prop.comparison)

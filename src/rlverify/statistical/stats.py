@@ -9,11 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlverify.errors import RlverifyError
+from rlverify.errors import StatisticsError
 
-
-class StatisticsError(RlverifyError):
-    """A statistical parameter is out of range."""
 
 
 def check_unit(name: str, value: float) -> float:

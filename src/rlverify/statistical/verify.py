@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import PropertyError
+from rlverify.errors import OptionError, PropertyError
 from rlverify.policies.base import Policy
 from rlverify.results import versions
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy, simulate
 from rlverify.statistical.envs import ExplicitEnv
-from rlverify.statistical.properties import PathProperty, parse_path_property, property_from_storm
+from rlverify.models.properties import Property
+from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
 from rlverify.statistical.results import StatisticalResult
 from rlverify.statistical.stats import StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
 
@@ -56,7 +57,7 @@ class StatisticalOptions:
 
     def validate(self) -> None:
         if self.method not in METHODS:
-            raise PropertyError(f"--method: expected one of {', '.join(METHODS)}, got '{self.method}'")
+            raise OptionError(f"--method: expected one of {', '.join(METHODS)}, got '{self.method}'")
         check_unit("epsilon", self.epsilon)
         check_unit("delta", self.delta)
         if self.runs is not None and self.runs <= 0:
@@ -72,36 +73,49 @@ class StatisticalOptions:
 Progress = Callable[[int, int], None]
 
 
-def prepare(target: Any, property_text: str, *, constants: str | None = None) -> tuple[Any, PathProperty, str]:
+def prepare(target: Any, property_text: str | Property, *, constants: str | None = None) -> tuple[Any, PathProperty, str]:
     """The environment and parsed property for ``target``.
 
     ``target`` is a vectorised environment (e.g. :class:`~rlverify.models.racetrack.RacetrackEnv`),
     an :class:`~rlverify.models.ExplicitModel` (label-based properties), a
     :class:`~rlverify.models.SymbolicModel` or a path to a PRISM/JANI file (built property-directed
-    by Storm; any propositional state formulas).
+    by Storm; any propositional state formulas), or a benchmark (``rlverify.benchmarks.make(...)``).
+    Actions of a PRISM/JANI model are its declared action labels, also those the property-directed
+    build never offers (the policy may name them; they are unavailable where they are not offered).
     """
     from pathlib import Path
 
     from rlverify.models.explicit import ExplicitModel
     from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
 
+    if callable(getattr(target, "model", None)) and hasattr(target, "kind"):  # a benchmark: its model
+        target = target.model()
     if isinstance(target, (str, Path)):
         target = load_model(target, constants)
     if isinstance(target, SymbolicModel):
         prop = parse_property(target, property_text)
+        decidable(prop)
         mdp, storm_model = build_explicit(target, [prop])
-        env = ExplicitEnv(mdp, name=str(target.path))
-        return env, property_from_storm(target, storm_model, property_text), str(target.path)
+        env = ExplicitEnv(mdp, name=str(target.path), actions=tuple(sorted(a for a in target.action_names if a)))
+        return env, property_from_storm(target, storm_model, prop), str(target.path)
     if isinstance(target, ExplicitModel):
         env = ExplicitEnv(target)
         return env, parse_path_property(property_text, env.labels), env.name
     if all(hasattr(target, a) for a in ("observe", "step", "label", "features", "actions")):
         return target, parse_path_property(property_text, tuple(target.labels)), getattr(target, "name", "")
     raise PropertyError(f"cannot simulate {type(target).__name__}: expected a model file, a SymbolicModel, an "
-                        "ExplicitModel or a vectorised environment")
+                        "ExplicitModel, a benchmark with a simulator or a vectorised environment")
 
 
-def verify_statistical(target: Any, property_text: str, policy: Policy,
+def threshold_verdict(comparison: str, threshold: float, low: float, high: float) -> bool | None:
+    """Whether ``P <comparison> threshold`` holds given an interval ``[low, high]`` for P:
+    True/False when the whole interval decides it, None (undecided) when it straddles the threshold."""
+    holds = {">=": low >= threshold, ">": low > threshold, "<=": high <= threshold, "<": high < threshold}[comparison]
+    fails = {">=": high < threshold, ">": high <= threshold, "<=": low > threshold, "<": low >= threshold}[comparison]
+    return True if holds else False if fails else None
+
+
+def verify_statistical(target: Any, property_text: str | Property, policy: Policy,
                        options: StatisticalOptions = StatisticalOptions(), *, constants: str | None = None,
                        starts: np.ndarray | None = None, progress: Progress | None = None) -> StatisticalResult:
     """Estimate the probability of ``property_text`` under ``policy`` by simulation (deep statistical model checking).
@@ -120,8 +134,6 @@ def verify_statistical(target: Any, property_text: str, policy: Policy,
     options.validate()
     t0 = time.perf_counter()
     env, prop, model_name = prepare(target, property_text, constants=constants)
-    if options.method != "sprt" and prop.threshold is not None:
-        log.info("property has a threshold; reporting the estimate (use method 'sprt' to test it)")
     if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
         raise PropertyError(f"{model_name}: the model has {len(env.initial_states())} initial states; "
                             "pass starts= to choose (the simulator does not pick among them)")
@@ -218,6 +230,9 @@ def verify_statistical(target: Any, property_text: str, policy: Policy,
         lo, hi = wilson(k, n, delta)[0], wilson(k + u, n, delta)[1]
     else:  # clopper-pearson, and the informative interval of the SPRT
         lo, hi = clopper_pearson(k, n, delta)[0], clopper_pearson(k + u, n, delta)[1]
+    if options.method != "sprt" and prop.threshold is not None:  # answered from the interval at its confidence
+        threshold = prop.threshold
+        satisfied = threshold_verdict(prop.comparison or ">=", threshold, lo, hi)
     if u:
         log.warning("%d of %d runs were undecided after %d steps; the interval counts them both ways", u, n, sim.max_steps)
     if s:
@@ -225,12 +240,14 @@ def verify_statistical(target: Any, property_text: str, policy: Policy,
     settings = {k_: v for k_, v in asdict(options).items() if k_ != "simulation"}
     settings.update(asdict(sim))
     return StatisticalResult(
-        property=property_text, method=options.method, estimate=estimate, interval=(lo, hi),
+        property=prop.text, method=options.method, estimate=estimate, interval=(lo, hi),
         # the SPRT's guarantee is its error bounds (alpha, beta); its interval is informative only
         confidence=1.0 - max(options.alpha, options.beta) if options.method == "sprt" else 1.0 - delta,
         runs=n, successes=k, undecided=u, stalled=s, seed=sim.seed,
         epsilon=eps if options.method in ("okamoto", "adaptive") else None, delta=delta, max_steps=sim.max_steps,
         mode=sim.mode, decisions=decisions, decision=decision, satisfied=satisfied, threshold=threshold,
+        comparison=(prop.comparison or ">=") if threshold is not None else None,
+        verdict=None if threshold is None else {True: "yes", False: "no", None: "undecided"}[satisfied],
         timings={"prepare": t_prep, "simulate": t_sim, "total": time.perf_counter() - t0,
                  "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
         settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),

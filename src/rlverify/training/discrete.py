@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import RlverifyError
+from rlverify.errors import TrainingError
 from rlverify.gym.dynamics import MDPDynamics
 from rlverify.policies.adapters import softmax
 from rlverify.policies.mlp import MLP, save_mlp_onnx
@@ -36,9 +36,6 @@ log = logging.getLogger(__name__)
 
 SUCCESS_KINDS = ("reach", "survive")
 
-
-class TrainingError(RlverifyError):
-    """A training request cannot be carried out as asked (bad steps, hidden sizes, benchmark kind...)."""
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,8 @@ class ContinuousSystem:
         unsafe: the :class:`UnsafeSet`.
         obs_matrix, obs_offset: features = ``states @ obs_matrix.T + obs_offset``.
         horizon: the default verification horizon (steps).
+        template_directions: ``(k, n)`` directions of the default template (see :meth:`default_template`),
+            or None (the ``template`` domain then needs explicit directions). Each system documents its own.
     """
 
     name: str = "continuous"
@@ -126,7 +128,7 @@ class ContinuousSystem:
     obs_offset: np.ndarray
     horizon: int = 10
     default_initial: str = "default"
-    #: suggested directions (besides the box) for the ``template`` domain
+    #: directions (besides the box) of the default template of the ``template`` domain
     template_directions: np.ndarray | None = None
     #: smallest width along a template axis (state units) that refinement may still split
     min_width: float = 1e-3
@@ -138,6 +140,16 @@ class ContinuousSystem:
     def n(self) -> int:
         """Number of state variables."""
         return len(self.variables)
+
+    def default_template(self) -> np.ndarray | None:
+        """The directions ``(n + k, n)`` the ``template`` domain uses when none are given.
+
+        The box axes followed by :attr:`template_directions` (each used in both signs), or None if
+        the system declares no default template.
+        """
+        if self.template_directions is None:
+            return None
+        return np.vstack([np.eye(self.n), np.asarray(self.template_directions, dtype=np.float64).reshape(-1, self.n)])
 
     def step(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         """Successor states ``(N, n)`` of ``states`` ``(N, n)`` under integer ``actions`` ``(N,)``."""
@@ -161,8 +173,7 @@ class ContinuousSystem:
 
     def initial_region(self, name: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``(lo, hi)`` box of an initial region by name (default: :attr:`default_initial`)."""
-        from rlverify.errors import did_you_mean
-        from rlverify.abstraction.domains import DomainError
+        from rlverify.errors import DomainError, did_you_mean
 
         name = name or self.default_initial
         if name not in self.initial_regions:

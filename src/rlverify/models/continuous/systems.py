@@ -20,6 +20,9 @@ class BouncingBall(ContinuousSystem):
     hit, ``v'' = v' - 4`` (``v' <= 0``) or ``-0.9 v' - 4`` (``v' >= 0``) and ``p'' = 4``. Unsafe: ``p <= 1``
     and ``-7 <= v <= 7`` (the ball stopped bouncing). Initial regions ``small`` p in [5, 9],
     v in [-0.1, 0] and ``large`` v in [-1, 1]. Horizon 20.
+
+    Default template (``domain="template"`` without directions): the box axes plus ``(1, -0.1)`` and
+    ``(1, 0.1)`` over ``(p, v)``, near the shipped policy's decision boundary.
     """
 
     name = "bouncing-ball-v1"
@@ -94,6 +97,10 @@ class AdaptiveCruiseControl(ContinuousSystem):
 
     The acceleration magnitude ``a`` defaults to 3 m/s^2: the paper's text says 1, but the code
     that produced its Table 1 uses 3 (with 1 the ego car cannot close a 3 m gap within 7 steps).
+
+    Default template (``domain="template"`` without directions; the ``template`` rows of
+    ``docs/table1.md``): the box axes plus ``(-0.5, 1)`` and ``(1, 0.5)`` over ``(dx, v)``, near the
+    shipped policy's decision boundary.
     """
 
     name = "acc-v1"
@@ -147,6 +154,9 @@ class InvertedPendulum(ContinuousSystem):
     ``left`` (1, torque -2) and ``right`` (2, torque +2). ``omega+ = omega + (-15 sin(theta + pi) + 3 u) 0.05``,
     ``theta' = wrap(theta + 0.05 omega+)`` into [-pi, pi), ``omega' = clip(omega+, -8, 8)``. Unsafe:
     ``|theta| >= 12`` degrees. Initial: theta, omega in [-0.05, 0.05]. Horizon 6.
+
+    Default template (``domain="template"`` without directions): the box axes plus ``(1, 0.25)`` and
+    ``(1, -0.25)`` over ``(theta, omega)``, near the shipped policy's decision boundaries.
     """
 
     name = "pendulum-v1"

@@ -154,7 +154,7 @@ def pmax_goal(env: RacetrackEnv, start_cells: np.ndarray | None = None, *, preci
     """
     import stormpy
 
-    from rlverify.exact.checking import environment
+    from rlverify.models.numerics import environment
 
     mdp = build_racetrack_mdp(env, start_cells)
     t = time.perf_counter()

@@ -16,16 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rlverify.errors import InputFileError
+from rlverify.errors import TrackError
 
 #: Cell codes of :attr:`Track.grid`.
 FREE, WALL, START, GOAL = 0, 1, 2, 3
 _CODES = {".": FREE, "x": WALL, "s": START, "g": GOAL}
 _DIM = re.compile(r"^dim:\s*(\S+)\s+(\S+)\s*$")
 
-
-class TrackError(InputFileError):
-    """A malformed track file; the message names the line and column."""
 
 
 @dataclass(frozen=True)

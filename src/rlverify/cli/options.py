@@ -1,0 +1,118 @@
+"""The option vocabulary every subcommand shares (one spelling, one meaning; see the README).
+
+``TARGET`` (a PRISM/JANI file or a benchmark id), ``-c/--constants``, ``--policy``,
+``--features/--actions/--output``, ``-p/--property``, ``--mode``, ``--unavailable``, ``--seed``,
+``--json`` (prints JSON to stdout), ``--out FILE`` (writes an artefact; repeatable; the kind from the
+suffix) and ``--force`` (overwrite files). Subcommands add only what is their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import InputFileError, OptionError
+
+UNAVAILABLE = ("stall", "renormalize")
+
+
+def add_target(p: argparse.ArgumentParser, *, kinds: str = "PRISM (.prism/.pm/.nm) or JANI (.jani) file, or a benchmark id") -> None:
+    p.add_argument("target", metavar="TARGET", help=f"{kinds} (see 'rlverify benchmarks list')")
+    p.add_argument("--constants", "-c", metavar="K=V,...",
+                   help="model constants (files) or benchmark parameters, e.g. xMax=4,yMax=4,slickness=0.1")
+
+
+def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the benchmark's reference policy") -> None:
+    from rlverify.policies.loading import SPEC_HELP
+
+    p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; or a benchmark's reference policy name ({default_note})")
+    p.add_argument("--features", metavar="A,B,...", help="feature (model variable) names in the policy's input order, "
+                                                         "overriding the policy file's")
+    p.add_argument("--actions", metavar="A,B,...", help="action labels in the policy's output order, overriding the file's")
+    p.add_argument("--output", choices=("logits", "probabilities", "q-values"),
+                   help="what the policy network outputs, overriding the file's metadata (q-values: greedy argmax)")
+
+
+def add_property(p: argparse.ArgumentParser, *, required: bool = True, forms: str = "") -> None:
+    p.add_argument("--property", "-p", required=required,
+                   help="PCTL property, e.g. 'P=? [F<=100 COLLISION=true]', or a property name of the benchmark "
+                        "(or of the JANI file)" + (f"; {forms}" if forms else ""))
+
+
+def add_unavailable(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--unavailable", choices=UNAVAILABLE, default="stall",
+                   help="policy mass on actions a state does not offer: to a 'stalled' sink, reported (default), or "
+                        "renormalised over the available actions (explicit opt-in)")
+
+
+def add_outputs(p: argparse.ArgumentParser, *, kinds: str, seed: bool = True, seed_help: str = "random seed (default 0)") -> None:
+    if seed:
+        p.add_argument("--seed", type=int, default=0, help=seed_help)
+    p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")
+    p.add_argument("--out", "-o", metavar="FILE", action="append", default=[],
+                   help=f"write an artefact; repeatable; the kind from the suffix: {kinds}")
+    p.add_argument("--force", action="store_true", help="overwrite existing --out files")
+
+
+def names(text: str | None) -> list[str] | None:
+    """``"a, b"`` -> ``["a", "b"]`` (None for None/empty)."""
+    return [n.strip() for n in text.split(",") if n.strip()] if text else None
+
+
+def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The policy options of ``args`` as keyword arguments of :func:`rlverify.resolve.resolve`."""
+    return {"policy": args.policy, "features": names(args.features), "actions": names(args.actions), "output": args.output}
+
+
+def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequence[str] = ()) -> dict[str, Path]:
+    """The ``--out`` files by suffix (``{".png": Path(...)}``), checked before any work.
+
+    Raises:
+        OptionError: a suffix this command does not write, or the same kind twice.
+        InputFileError: a file exists and ``--force`` is not given.
+    """
+    files = list(args.out or []) + [f for f in hidden if f]
+    out: dict[str, Path] = {}
+    for f in files:
+        path = Path(f)
+        suffix = path.suffix.lower()
+        if suffix not in allowed:
+            raise OptionError(f"--out {f}: this command writes {', '.join(allowed)} files")
+        if suffix in out:
+            raise OptionError(f"--out {f}: a {suffix} file is already given ({out[suffix]})")
+        if path.exists() and not args.force:
+            raise InputFileError(f"{f}: file exists; pass --force to overwrite it")
+        out[suffix] = path
+    return out
+
+
+def finite(obj: Any) -> Any:
+    """JSON has no infinity: an infinite value (an expected reward whose target is missed with
+    positive probability) is written as the string "inf" / "-inf", NaN as null; numpy values as
+    plain numbers and lists."""
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return finite(obj.tolist())
+    if isinstance(obj, np.generic):
+        return finite(obj.item())
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None if np.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """``data`` as indented JSON (see :func:`finite`)."""
+    return json.dumps(finite(data), indent=2, allow_nan=False, default=str)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(data) + "\n")

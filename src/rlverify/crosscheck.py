@@ -1,0 +1,97 @@
+"""Cross-engine agreement as a library object: the exact and the statistical engine on the same input.
+
+:func:`cross_check` resolves one target, policy and property once (:func:`rlverify.resolve.resolve`),
+checks it exactly (Storm on the induced chain), bounds it by the optimum over all schedulers (Pmin
+and Pmax of the MDP) and estimates it by simulation, and says whether the three agree:
+``Pmin <= value <= Pmax`` and the exact value inside the statistical interval. The latter fails
+with probability at most ``delta`` when both engines are right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rlverify.results import ExactResult, StatisticalResult, versions
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """What the engines said about one (model, policy, property), and whether it agrees.
+
+    Attributes:
+        target, property: as resolved (names); policy: the policy's source.
+        exact: the induced chain's value (stochastic mode); optimum: Pmin/Pmax over all schedulers.
+        statistical: the simulation estimate with its interval (confidence ``1 - delta``).
+        checks: check name -> passed: ``"pmin <= value <= pmax"`` (within the solver's precision) and
+            ``"value in statistical interval"``.
+    """
+
+    target: str
+    property: str
+    policy: str | None
+    exact: ExactResult
+    optimum: ExactResult
+    statistical: StatisticalResult
+    checks: dict[str, bool] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check passed."""
+        return all(self.checks.values())
+
+    def disagreements(self) -> list[str]:
+        """One line per failed check, with both numbers."""
+        out = []
+        v, lo, hi = self.exact.value, self.optimum.pmin, self.optimum.pmax
+        if not self.checks.get("pmin <= value <= pmax", True):
+            out.append(f"{self.target} {self.property}: exact value {v:.6g} outside [Pmin, Pmax] = [{lo:.6g}, {hi:.6g}]")
+        if not self.checks.get("value in statistical interval", True):
+            a, b = self.statistical.interval
+            out.append(f"{self.target} {self.property}: exact value {v:.6g} outside the statistical interval "
+                       f"[{a:.6g}, {b:.6g}] ({self.statistical.confidence:.1%} confidence, {self.statistical.runs} runs)")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (the three results and the checks)."""
+        return {"target": self.target, "property": self.property, "policy": self.policy, "ok": self.ok,
+                "checks": dict(self.checks), "exact": self.exact.to_json(), "optimum": self.optimum.to_json(),
+                "statistical": self.statistical.to_json(), "versions": self.versions}
+
+
+def cross_check(target: str | Path | Any, property: str, policy: str | Any | None = None, *, constants: str | None = None,
+                runs: int = 4_000, delta: float = 0.001, seed: int = 0, max_steps: int = 10_000) -> Agreement:
+    """Check ``property`` of ``policy`` on ``target`` with the exact and the statistical engine.
+
+    Args:
+        target, constants, policy, property: as for :func:`rlverify.resolve.resolve` (a model file or a
+            PRISM benchmark id; a property text or name; default policy: the benchmark's reference).
+        runs, delta, seed, max_steps: the simulation: ``runs`` runs, a Clopper–Pearson interval at
+            confidence ``1 - delta``.
+
+    Returns:
+        An :class:`Agreement` (``ok`` is False when an engine disagrees; nothing is raised for that).
+    """
+    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify.resolve import resolve
+    from rlverify.statistical.engine import SimulationOptions
+    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+
+    t = resolve(target, constants=constants, policy=policy, property=property, kinds=("prism",),
+                command="cross_check")
+    exact = replace(verify_exact(t.model, t.property, t.policy, ExactOptions()), model=t.name)
+    optimum = replace(verify_exact(t.model, t.property, None, ExactOptions(mode="monolithic")), model=t.name)
+    stat = verify_statistical(t.model, t.property, t.policy, StatisticalOptions(
+        method="clopper-pearson", runs=runs, delta=delta,
+        simulation=SimulationOptions(seed=seed, max_steps=max_steps)))
+    stat = replace(stat, model=t.name)
+    slack = 2 * (exact.precision or 0.0) * max(1.0, abs(exact.value))
+    assert optimum.pmin is not None and optimum.pmax is not None
+    checks = {
+        "pmin <= value <= pmax": optimum.pmin - slack <= exact.value <= optimum.pmax + slack,
+        "value in statistical interval": stat.interval[0] - slack <= exact.value <= stat.interval[1] + slack,
+    }
+    return Agreement(target=t.name, property=t.property.name or t.property.text, policy=t.policy_source,
+                     exact=exact, optimum=optimum, statistical=stat, checks=checks, versions=versions())

@@ -1,0 +1,285 @@
+"""An explicit MDP as an agent sees it: the one core the induced chain, the simulator and the Gym bridge adapt.
+
+An agent chooses among named actions (a tuple in its own order). In each state of an
+:class:`~rlverify.models.ExplicitModel` (S states, C choices, B branches):
+
+* a state with at least one labelled choice is a *decision* state: the agent is asked, and action
+  ``a`` is available iff the state has a choice labelled ``a`` (an agent action the model does not
+  have, e.g. one a property-directed build made unreachable, is simply never available; a state
+  offering only labels the agent lacks is still asked, and all the agent's mass is unavailable);
+* a state whose choices are all unlabelled has one *forced* choice, taken without asking (Storm's
+  self-loops at terminal states and deadlocks, unlabelled commands); when that choice loops back
+  with probability 1 the state is a *dead end*;
+* two choices with one label in a state, or several unlabelled choices, are refused
+  (:func:`refuse_ambiguous`): no policy over action labels can pick one of them.
+
+What happens to mass on unavailable actions (``stall`` or ``renormalize``) is decided by
+:func:`policy_weights`, shared by the exact and the statistical engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from rlverify.errors import OptionError, PolicyError, RlverifyError, did_you_mean
+from rlverify.models.explicit import ExplicitModel
+
+#: what mass on unavailable actions does: ends the run in a ``stalled`` sink, or the available actions are rescaled
+UNAVAILABLE = ("stall", "renormalize")
+
+
+def check_unavailable(value: str, error: type[RlverifyError] = OptionError) -> None:
+    """Refuse an ``unavailable`` setting outside :data:`UNAVAILABLE` (message names ``--unavailable``)."""
+    if value not in UNAVAILABLE:
+        raise error(f"--unavailable: expected one of {', '.join(UNAVAILABLE)}, got '{value}'")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Which names of an agent a model (or an environment) lacks; built by :func:`fit`.
+
+    Attributes:
+        missing_features: agent features that are not model variables, in the agent's order.
+        missing_actions: agent actions that are not labelled actions of the model.
+        variables, actions: the model's variables and labelled actions (for messages).
+    """
+
+    missing_features: tuple[str, ...]
+    missing_actions: tuple[str, ...]
+    variables: tuple[str, ...]
+    actions: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing_features or self.missing_actions)
+
+    def problems(self, where: str | None = None) -> list[str]:
+        """One message per missing name; ``where`` names an environment (None: the model)."""
+        if where is None:
+            feature, variables, owner, actions = "a model variable", "model variables", "the model", "model actions"
+        else:
+            feature, variables, owner, actions = f"observed by {where}", "features", where, "actions"
+        return ([f"feature '{f}' is not {feature}{did_you_mean(f, self.variables)} "
+                 f"({variables}: {', '.join(self.variables)})" for f in self.missing_features]
+                + [f"action '{a}' is not an action of {owner}{did_you_mean(a, self.actions)} "
+                   f"({actions}: {', '.join(self.actions)})" for a in self.missing_actions])
+
+
+def fit(features: Sequence[str], actions: Sequence[str], *, variables: Sequence[str],
+        model_actions: Sequence[str]) -> Fit:
+    """How an agent's feature and action names fit a model's: the one name check of every engine.
+
+    Pass the names of the model as declared (a :class:`~rlverify.models.SymbolicModel`'s
+    ``variables``/``action_names``; an environment's ``features``/``actions``): a property-directed
+    build may lack actions (they are then never available, not unknown). ``""`` (unlabelled) is no action.
+    """
+    variables = tuple(variables)
+    labelled = tuple(a for a in model_actions if a)
+    return Fit(missing_features=tuple(f for f in features if f not in variables),
+               missing_actions=tuple(a for a in actions if a not in labelled), variables=variables, actions=labelled)
+
+
+def labelled_states(model: ExplicitModel) -> np.ndarray:
+    """``(S,)`` bool: states with at least one labelled choice (the agent's decision states)."""
+    named = np.array([bool(a) for a in model.action_names], dtype=bool)[model.choice_actions]
+    return np.bincount(model.choice_states()[named], minlength=model.num_states) > 0
+
+
+def action_columns(model: ExplicitModel, actions: Sequence[str]) -> np.ndarray:
+    """``(C,)`` int64 index of each choice's label in ``actions``; -1 for unlabelled choices and labels not there."""
+    lookup = {a: i for i, a in enumerate(actions)}
+    per_name = np.array([lookup.get(a, -1) if a else -1 for a in model.action_names], dtype=np.int64)
+    return per_name[model.choice_actions]
+
+
+def refuse_ambiguous(model: ExplicitModel, actions: Sequence[str], duplicate: tuple[int, int, int] | None,
+                     unresolved: np.ndarray) -> None:
+    """Raise :class:`PolicyError` for the first choice no policy over action labels can pick.
+
+    Args:
+        duplicate: ``(state, action index, count)`` of a state with ``count`` choices labelled ``actions[a]``.
+        unresolved: ``(S,)`` bool, states with several choices and none labelled.
+    """
+    if duplicate is not None:
+        s, a, n = duplicate
+        raise PolicyError(f"state {model.valuation_dict(s)} has {n} choices labelled '{actions[a]}': a policy over "
+                          "action labels cannot tell them apart (label the commands differently)")
+    if unresolved.any():
+        s = int(np.argmax(unresolved))
+        n = int(model.row_groups[s + 1] - model.row_groups[s])
+        raise PolicyError(f"state {model.valuation_dict(s)} has {n} unlabelled choices: no agent action can choose "
+                          "between them (label the commands)")
+
+
+@dataclass(frozen=True, eq=False)
+class ChoiceTable:
+    """An explicit MDP as an agent with ``actions`` sees it (built by :func:`choice_table`).
+
+    Attributes:
+        model: the explicit MDP.
+        actions: the agent's action names, in its order (``A`` of them).
+        choice_of: ``(S, A)`` int32 (int64 beyond 2**31 choices), the choice action ``a`` takes in state
+            ``s``; -1 where unavailable (and in every non-decision state).
+        decision: ``(S,)`` bool, states with at least one labelled choice: the agent is asked there.
+        forced: ``(S,)`` the single choice of a non-decision state (same dtype as ``choice_of``), -1 elsewhere.
+        dead_end: ``(S,)`` bool, the forced choice loops back with probability 1.
+        absorbing: ``(S,)`` bool, every choice of the state loops back with probability 1.
+        loop: ``(C,)`` bool, the choice loops back to its state with probability 1.
+
+    The sampler's arrays (cumulative branch probabilities) are made on first use: the exact engine
+    never needs them.
+    """
+
+    model: ExplicitModel
+    actions: tuple[str, ...]
+    choice_of: np.ndarray
+    decision: np.ndarray
+    forced: np.ndarray
+    dead_end: np.ndarray
+    absorbing: np.ndarray
+    loop: np.ndarray
+
+    @cached_property
+    def branches(self) -> sp.csr_matrix:
+        """``(C, S)`` the model's transitions with each choice's branches sorted by target."""
+        P = self.model.transitions
+        return P if P.has_sorted_indices else P.sorted_indices()
+
+    @cached_property
+    def cumulative(self) -> np.ndarray:
+        """``(B,)`` float64 cumulative branch probabilities within each choice (summed in row order, exactly)."""
+        P = self.branches
+        out = P.data.astype(np.float64)
+        lengths = np.diff(P.indptr)
+        order = np.argsort(-lengths, kind="stable")  # rows longer than k are a prefix of this order
+        starts, desc = P.indptr[:-1][order], -lengths[order]
+        for k in range(1, int(lengths.max(initial=0))):
+            idx = starts[: np.searchsorted(desc, -k, side="left")] + k
+            out[idx] += out[idx - 1]
+        return out
+
+    def available(self, states: np.ndarray) -> np.ndarray:
+        """``(N, A)`` bool: which agent actions ``states`` ``(N,)`` offer (all False in non-decision states)."""
+        return self.choice_of[states] >= 0
+
+    def taken(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``(N,)`` int64 choice taken in ``states`` for agent actions ``actions`` (the forced one where forced; -1: unavailable)."""
+        states = np.asarray(states, dtype=np.int64)
+        out = self.forced[states].astype(np.int64)
+        free = out < 0
+        out[free] = self.choice_of[states[free], np.asarray(actions)[free]]
+        return out
+
+    def sample(self, choices: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """``(N,)`` int64 successors of ``choices`` ``(N,)`` for uniforms ``u`` ``(N,)`` in [0, 1).
+
+        Inverse CDF on each choice's own row: the first branch whose cumulative probability exceeds
+        ``u * total`` (vectorised binary search, exact per row).
+        """
+        cum, P = self.cumulative, self.branches
+        choices = np.asarray(choices, dtype=np.int64)
+        lo = P.indptr[choices].astype(np.int64)
+        hi = P.indptr[choices + 1].astype(np.int64) - 1
+        x = np.asarray(u, dtype=np.float64) * cum[hi]
+        open_ = lo < hi
+        while open_.any():
+            mid = (lo + hi) // 2
+            right = open_ & (cum[mid] <= x)
+            lo = np.where(right, mid + 1, lo)
+            hi = np.where(open_ & ~right, mid, hi)
+            open_ = lo < hi
+        return P.indices[lo].astype(np.int64)
+
+    def self_loop(self, choices: np.ndarray) -> np.ndarray:
+        """``(N,)`` bool: ``choices`` loop back to their state with probability 1."""
+        return self.loop[choices]
+
+
+def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> ChoiceTable:
+    """The :class:`ChoiceTable` of ``model`` for an agent with ``actions`` (default: the model's labelled actions).
+
+    ``actions`` may name actions the model does not have (never available). The model is refused
+    (:func:`refuse_ambiguous`, :class:`PolicyError`) where a choice cannot be picked by label.
+    """
+    actions = tuple(a for a in dict.fromkeys(model.action_names) if a) if actions is None else tuple(actions)
+    S, C, A = model.num_states, model.num_choices, len(actions)
+    dtype = np.int32 if C < 2**31 - 1 else np.int64
+    cs = model.choice_states()
+    cols = action_columns(model, actions)
+    known = np.flatnonzero(cols >= 0)
+    choice_of = np.full((S, A), -1, dtype=dtype)
+    choice_of[cs[known], cols[known]] = known
+    duplicate = None
+    if int((choice_of >= 0).sum()) != len(known):  # two choices landed on one (state, action)
+        keys, counts = np.unique(cs[known] * A + cols[known], return_counts=True)
+        first = int(keys[np.argmax(counts > 1)])
+        duplicate = (first // A, first % A, int(counts[np.argmax(counts > 1)]))
+    n_choices = np.diff(model.row_groups)
+    decision = labelled_states(model)
+    refuse_ambiguous(model, actions, duplicate, ~decision & (n_choices > 1))
+    forced = np.where(~decision & (n_choices == 1), model.row_groups[:-1], -1).astype(dtype)
+
+    indptr, targets = model.transitions.indptr, model.transitions.indices
+    single = np.flatnonzero(np.diff(indptr) == 1)
+    loop = np.zeros(C, dtype=bool)
+    loop[single] = targets[indptr[single]] == cs[single]
+    dead_end = forced >= 0
+    dead_end[dead_end] = loop[forced[dead_end]]
+    absorbing = (n_choices > 0) & (np.bincount(cs[loop], minlength=S) == n_choices)
+    return ChoiceTable(model=model, actions=actions, choice_of=choice_of, decision=decision, forced=forced,
+                       dead_end=dead_end, absorbing=absorbing, loop=loop)
+
+
+def policy_weights(probs: np.ndarray, available: np.ndarray, *, mode: str, unavailable: str,
+                   where: Callable[[int], Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The distribution over actions a policy is followed with, and the mass that stalls.
+
+    Args:
+        probs: ``(N, A)`` policy rows (validated distributions; rescaled here to sum to 1 exactly).
+        available: ``(N, A)`` bool availability of the same actions.
+        mode: ``stochastic``, or ``deterministic`` (argmax; ties: the first action; with
+            ``renormalize``, the argmax among available actions).
+        unavailable: ``stall`` (mass on unavailable actions stalls) or ``renormalize`` (the
+            available actions are rescaled; the explicit opt-in).
+        where: row index -> the state it describes (for messages).
+
+    Returns:
+        ``(p, stalled)``: ``(N, A)`` float64 weights (zero on unavailable actions with ``renormalize``)
+        and ``(N,)`` float64 mass on unavailable actions (0 with ``renormalize``).
+
+    Raises:
+        PolicyError: with ``renormalize``, a row with all its mass on unavailable actions.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    renormalize = unavailable == "renormalize"
+    if len(p):
+        # rows were validated (sums within ROW_SUM_TOLERANCE); rescale away float32 rounding so the
+        # chain's rows sum to 1 as closely as the MDP's own
+        p = p / p.sum(axis=1, keepdims=True)
+    if mode == "deterministic":
+        scores = np.where(available, p, -np.inf) if renormalize else p
+        best = np.argmax(scores, axis=1)
+        if renormalize and len(p):  # e.g. a greedy (q-values) policy whose choice is unavailable: no order is left
+            refuse_all_unavailable(scores[np.arange(len(p)), best] <= 0.0, where)
+        p = np.zeros_like(p)
+        p[np.arange(len(p)), best] = 1.0
+    stalled = np.where(available, 0.0, p).sum(axis=1)
+    if renormalize:
+        kept = 1.0 - stalled
+        # no available action has mass (1 - stalled may round to a tiny positive number then)
+        refuse_all_unavailable((kept <= 0) | ~(available & (p > 0)).any(axis=1), where)
+        return np.where(available, p, 0.0) / kept[:, None], np.zeros(len(p))
+    return p, stalled
+
+
+def refuse_all_unavailable(zero: np.ndarray, where: Callable[[int], Any]) -> None:
+    """With ``renormalize``: raise :class:`PolicyError` for the first row of ``zero`` ``(N,)`` bool (no available mass)."""
+    if zero.any():
+        raise PolicyError(f"policy puts all its mass on unavailable actions in state {where(int(np.argmax(zero)))}; "
+                          "nothing to renormalise (use --unavailable stall)")

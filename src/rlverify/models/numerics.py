@@ -1,0 +1,49 @@
+"""Storm's solver settings for each ``--numerics`` choice (the one place that builds an Environment).
+
+* ``sound`` (default): Storm's sound environment (optimistic value iteration, topological):
+  the result is within ``precision`` (relative) of the true value.
+* ``direct``: sparse LU (Eigen) for linear equation systems: exact up to floating-point
+  rounding, no convergence heuristic.
+* ``fast``: Storm's plain value iteration with a convergence heuristic; it can stop far from the
+  true value on ill-conditioned chains (offered for speed studies only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlverify.errors import OptionError
+
+NUMERICS = ("sound", "direct", "fast")
+
+
+def environment(numerics: str, precision: float) -> Any:
+    """A stormpy Environment for ``numerics`` with relative ``precision``."""
+    import stormpy
+    from stormpy.environments import EquationSolverType, NativeLinearEquationSolverMethod
+
+    if numerics not in NUMERICS:
+        raise OptionError(f"--numerics must be one of {', '.join(NUMERICS)}, got '{numerics}'")
+    prec = stormpy.Rational(f"{precision:.12g}") if "e" not in f"{precision:.12g}" else _rational(precision)
+    if numerics == "sound":
+        env = stormpy.environments.sound()
+        env.solver().native().precision = prec
+        env.solver().min_max().precision = prec
+        return env
+    env = stormpy.Environment()
+    if numerics == "direct":
+        env.solver().set_linear_equation_solver_type(EquationSolverType.EIGEN)  # Storm's Eigen default: SparseLU
+    else:
+        env.solver().set_linear_equation_solver_type(EquationSolverType.NATIVE)
+        env.solver().native().method = NativeLinearEquationSolverMethod.POWER
+    env.solver().native().precision = prec
+    env.solver().min_max().precision = prec
+    return env
+
+
+def _rational(x: float) -> Any:
+    import stormpy
+    from fractions import Fraction
+
+    f = Fraction(x).limit_denominator(10**15)
+    return stormpy.Rational(f"{f.numerator}/{f.denominator}")

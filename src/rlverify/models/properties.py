@@ -1,0 +1,237 @@
+"""One property object for every engine: a PCTL property parsed once.
+
+:func:`parse_structure` reads what every engine needs from the text itself — the operator
+(``P``/``R``), ``min``/``max``, a threshold with its comparison, the reward model, the path operator
+(``F``, ``G``, ``X``, ``U``, ``W``, ``C``, ``I``), its step bound (``F<5`` is ``F<=4``) and the state
+formulas' texts. :func:`rlverify.models.symbolic.parse_property` adds Storm's parse of the same text
+against a PRISM/JANI model (``Property.storm``), which the exact engine checks and from which the
+statistical engine computes the states satisfying each state formula. Native environments
+evaluate the state-formula texts over their labels (:mod:`rlverify.statistical.properties`).
+
+Storm is the authority on what a PRISM/JANI property means: a form this module does not
+recognise is kept (``path == "other"``) for Storm to check, and refused only by the engines that
+cannot decide it, with a message saying which forms they decide.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rlverify.errors import PropertyError
+
+#: path operators read from the text; ``other`` is anything else (Storm may still check it)
+PATHS = ("F", "G", "X", "U", "W", "C", "I", "other")
+
+_HEAD = re.compile(
+    r"^\s*(?:(?P<name>[A-Za-z_][\w.-]*)\s*:\s*)?"          # an optional "name:" (PRISM property files)
+    r"(?P<op>Pmin|Pmax|P|Rmin|Rmax|R|S|LRA)\s*"
+    r'(?:\{\s*"(?P<reward>[^"]*)"\s*\})?\s*'
+    r"(?P<opt>min|max)?\s*"
+    r"(?:(?P<query>=\s*\?)|(?P<cmp><=|>=|<|>)\s*(?P<threshold>[^\s\[]+))\s*"
+    r"\[(?P<body>.*)\]\s*$", re.S)
+_BOUND = re.compile(r"^\s*(?P<cmp><=|<|>=|>|=)\s*(?P<k>[A-Za-z_0-9.]+)\s*", re.S)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Property:
+    """A PCTL property as every engine reads it.
+
+    Attributes:
+        text: as given (for a property named in a JANI file or a benchmark: its formula).
+        name: the name it was given by (benchmark or JANI property name), else None.
+        operator: ``"P"`` (probability), ``"R"`` (expected reward) or ``"other"`` (``S``, ``LRA``...).
+        optimality: ``"min"``/``"max"`` (``Pmin``/``Pmax``: over all schedulers), else None.
+        comparison, threshold: ``>=``/``>``/``<=``/``<`` and the bound of a threshold form
+            (``P>=0.9 [...]``), else None.
+        reward_model: the reward model name of ``R{"name"}`` (``""``: the unnamed one), else None.
+        path: ``F``, ``G``, ``X``, ``U``, ``W``, ``C``, ``I`` or ``other``.
+        bound: the inclusive upper step bound (``F<5`` gives 4), None when unbounded or not an
+            integer literal; bound_text: the bound as written (a constant name, say), with
+            ``strict`` (``<`` rather than ``<=``) and ``lower_bounded`` (a ``>=``/interval bound).
+        left, right: the state formulas' texts (``left`` only for ``U``/``W``).
+        storm: Storm's parse against a PRISM/JANI model (``stormpy`` Property), else None.
+    """
+
+    text: str
+    name: str | None = None
+    operator: str = "other"
+    optimality: str | None = None
+    comparison: str | None = None
+    threshold: float | None = None
+    reward_model: str | None = None
+    path: str = "other"
+    bound: int | None = None
+    bound_text: str | None = None
+    strict: bool = False
+    lower_bounded: bool = False
+    left: str | None = None
+    right: str | None = None
+    storm: Any = None
+
+    @property
+    def is_threshold(self) -> bool:
+        """Whether the property asks yes/no (``P>=0.9 [...]``) rather than for a value (``P=?``)."""
+        return self.threshold is not None
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` satisfies the threshold (only for threshold forms)."""
+        if self.threshold is None or self.comparison is None:
+            raise PropertyError(f"property '{self.text}' has no threshold")
+        t = self.threshold
+        return {">=": value >= t, ">": value > t, "<=": value <= t, "<": value < t}[self.comparison]
+
+    def storm_formula(self) -> Any:
+        """Storm's raw formula (needs :attr:`storm`)."""
+        if self.storm is None:
+            raise PropertyError(f"property '{self.text}' was not parsed against a PRISM/JANI model")
+        return self.storm.get_raw_formula()
+
+    def with_storm(self, storm_property: Any, bound: int | None) -> Property:
+        """A copy with Storm's parse attached (and the bound Storm evaluated, if any)."""
+        return replace(self, storm=storm_property, bound=bound if bound is not None else self.bound)
+
+
+def parse_structure(text: str, *, name: str | None = None) -> Property:
+    """Read the operator, threshold, path operator, bound and state formulas of ``text``.
+
+    Lenient by design: a form it does not recognise comes back with ``operator``/``path``
+    ``"other"`` (Storm decides for PRISM/JANI models). Raises :class:`PropertyError` only for what
+    no engine accepts: an empty text, unbalanced brackets or quotes, a threshold that is no number
+    or a probability threshold outside [0, 1].
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise PropertyError("property: expected a PCTL property such as 'P=? [F \"goal\"]', got an empty text")
+    _check_balanced(text)
+    m = _HEAD.match(text)
+    if m is None:
+        return Property(text=text, name=name)
+    op = m.group("op")
+    operator = {"Pmin": "P", "Pmax": "P", "P": "P", "Rmin": "R", "Rmax": "R", "R": "R"}.get(op, "other")
+    optimality = "min" if op.endswith("min") else "max" if op.endswith("max") else m.group("opt")
+    threshold = comparison = None
+    if m.group("cmp"):
+        comparison = m.group("cmp")
+        try:
+            threshold = float(m.group("threshold"))
+        except ValueError:
+            raise PropertyError(f"property '{text}': the threshold '{m.group('threshold')}' is not a number") from None
+        if operator == "P" and not 0.0 <= threshold <= 1.0:
+            raise PropertyError(f"property '{text}': a probability threshold must lie in [0, 1], got {threshold:g}")
+    reward = m.group("reward")
+    if operator == "R" and reward is None:
+        reward = ""
+    base = Property(text=text, name=name or m.group("name"), operator=operator, optimality=optimality,
+                    comparison=comparison, threshold=threshold, reward_model=reward)
+    return _path(base, _strip_parens(m.group("body")))
+
+
+def _path(base: Property, body: str) -> Property:
+    words = _top_level_words(body)
+    first = words[0] if words else None
+    if first is not None and first[1] == 0 and first[0] in ("F", "G", "X", "C", "I"):
+        rest = body[len(first[0]):]
+        bound, rest = _bound(base.text, rest)
+        return replace(base, path=first[0], right=rest.strip() or None, **bound)
+    for word, pos in words:
+        if word in ("U", "W"):
+            left, rest = body[:pos], body[pos + 1:]
+            bound, rest = _bound(base.text, rest)
+            return replace(base, path=word, left=left.strip(), right=rest.strip(), **bound)
+    return replace(base, path="other", right=body.strip())
+
+
+def _bound(text: str, rest: str) -> tuple[dict[str, Any], str]:
+    if rest.lstrip().startswith("["):  # an interval bound [a, b]
+        close = rest.index("]")
+        return {"lower_bounded": True, "bound_text": rest[:close + 1].strip()}, rest[close + 1:]
+    m = _BOUND.match(rest)
+    if m is None:
+        return {}, rest
+    cmp, k = m.group("cmp"), m.group("k")
+    out: dict[str, Any] = {"bound_text": k}
+    if cmp in (">=", ">"):
+        out["lower_bounded"] = True
+    else:
+        out["strict"] = cmp == "<"
+        if k.isdigit():
+            value = int(k) - (1 if cmp == "<" else 0)
+            if value < 0:
+                raise PropertyError(f"property '{text}': the step bound '<{k}' admits no step")
+            out["bound"] = value
+    return out, rest[m.end():]
+
+
+def _top_level_words(body: str) -> list[tuple[str, int]]:
+    """Identifiers outside parentheses, braces and quotes, with their positions."""
+    out = []
+    depth = 0
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == '"':
+            i = body.index('"', i + 1) + 1
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and (c.isalpha() or c == "_") and (i == 0 or not (body[i - 1].isalnum() or body[i - 1] == "_")):
+            m = _WORD.match(body, i)
+            assert m is not None
+            out.append((m.group(0), i))
+            i = m.end()
+            continue
+        i += 1
+    return out
+
+
+def _strip_parens(body: str) -> str:
+    """``body`` without parentheses that wrap all of it."""
+    s = body.strip()
+    while s.startswith("(") and s.endswith(")") and _closing(s, 0) == len(s) - 1:
+        s = s[1:-1].strip()
+    return s
+
+
+def _closing(s: str, start: int) -> int:
+    depth = 0
+    i = start
+    while i < len(s):
+        c = s[i]
+        if c == '"':
+            i = s.index('"', i + 1) + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _check_balanced(text: str) -> None:
+    if text.count('"') % 2:
+        raise PropertyError(f"property '{text}': unbalanced quotes")
+    depth = {"(": 0, "[": 0, "{": 0}
+    pairs = {")": "(", "]": "[", "}": "{"}
+    inside = False
+    for col, c in enumerate(text, 1):
+        if c == '"':
+            inside = not inside
+        elif inside:
+            continue
+        elif c in depth:
+            depth[c] += 1
+        elif c in pairs:
+            depth[pairs[c]] -= 1
+            if depth[pairs[c]] < 0:
+                raise PropertyError(f"property '{text}': unmatched '{c}' at column {col}")
+    for opener, n in depth.items():
+        if n:
+            closer = {"(": ")", "[": "]", "{": "}"}[opener]
+            raise PropertyError(f"property '{text}': expected '{closer}' (an unclosed '{opener}')")

@@ -1,0 +1,153 @@
+"""One front door: what a model, a policy and a property given by the user mean, for every engine.
+
+:func:`resolve` turns a *target* (a PRISM/JANI file or a registered benchmark id), its constants or
+benchmark parameters, a policy spec and a property (text or a benchmark/JANI property name) into
+the objects the engines take: the model, a :class:`~rlverify.policies.Policy` and a parsed
+:class:`~rlverify.models.Property`. ``verify``, ``simulate``, ``heatmap``, ``abstract`` and ``train``
+all resolve their input here, so the same input means the same thing in every command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
+from rlverify.errors import InputFileError, PolicyError
+from rlverify.models.properties import Property, parse_structure
+from rlverify.policies.base import Policy
+
+MODEL_SUFFIXES = (".prism", ".pm", ".nm", ".jani")
+#: which engine checks which kind of benchmark (for messages)
+ENGINE_OF_KIND = {"prism": "rlverify verify", "native": "rlverify simulate", "continuous": "rlverify abstract"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved target: the model, and the policy and property when asked for.
+
+    Attributes:
+        given: the target as the user wrote it.
+        name: how results name it (a benchmark id with its parameters, or the file path).
+        kind: ``prism`` (a PRISM/JANI MDP), ``native`` (a vectorised environment) or ``continuous``.
+        model: a :class:`~rlverify.models.SymbolicModel`, a vectorised environment, or a
+            :class:`~rlverify.models.continuous.ContinuousSystem`.
+        benchmark: the :class:`~rlverify.benchmarks.Benchmark` (None for a model file).
+        constants: the constants or parameters as given (``"xMax=4,yMax=4"``).
+        policy: the loaded policy (None when not asked for, or in monolithic mode).
+        policy_source: the file the policy came from (a benchmark's shipped file, or the spec).
+        property: the parsed property (PRISM/JANI: with Storm's parse attached).
+    """
+
+    given: str
+    name: str
+    kind: str
+    model: Any
+    benchmark: Benchmark | None = None
+    constants: str | None = None
+    policy: Policy | None = None
+    policy_source: str | None = None
+    property: Property | None = None
+
+
+def resolve(target: str | Path | Benchmark, *, constants: str | None = None, policy: str | Policy | None = None,
+            features: Sequence[str] | None = None, actions: Sequence[str] | None = None, output: str | None = None,
+            property: str | Property | None = None, needs_policy: bool = True,
+            kinds: Sequence[str] = ("prism", "native", "continuous"), command: str = "") -> Target:
+    """Resolve a target, its policy and its property once.
+
+    Args:
+        target: a PRISM (``.prism``/``.pm``/``.nm``) or JANI file, a registered benchmark id (see
+            ``rlverify benchmarks list``), or a built :class:`~rlverify.benchmarks.Benchmark`.
+        constants: model constants (files) or benchmark parameters, ``"K=V,K2=V2"``.
+        policy: a policy spec (see :data:`rlverify.policies.loading.SPEC_HELP`), a benchmark's
+            reference policy name, or a :class:`Policy`. None: the benchmark's reference policy
+            (its first one), if any.
+        features, actions, output: overrides for policy files that do not declare them.
+        property: property text, or a benchmark's / JANI file's property name.
+        needs_policy: refuse (with the way out) when no policy is given or shipped.
+        kinds: the kinds this command accepts; command: its name, for messages.
+
+    Raises:
+        InputFileError, BenchmarkError, ModelError, ConstantsError, PolicyError, PropertyError.
+    """
+    bench, model, kind, name = _model(target, constants)
+    if kind not in kinds:
+        raise BenchmarkError(f"{name} is a {kind} benchmark; {command or 'this command'} takes "
+                             f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else name}")
+    loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy)
+    prop = _property(bench, model, kind, property) if property is not None else None
+    return Target(given=str(target) if not isinstance(target, Benchmark) else target.id, name=name, kind=kind,
+                  model=model, benchmark=bench, constants=constants, policy=loaded, policy_source=source, property=prop)
+
+
+def _model(target: str | Path | Benchmark, constants: str | None) -> tuple[Benchmark | None, Any, str, str]:
+    if isinstance(target, Benchmark):
+        if constants:
+            raise BenchmarkError(f"{target.id}: parameters are fixed when the benchmark is made; pass them to make()")
+        return target, target.model(), target.kind, target.name
+    path = Path(target)
+    text = str(target)
+    if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():
+        if not path.is_file():
+            raise InputFileError(f"{path}: model file not found")
+        if path.suffix.lower() not in MODEL_SUFFIXES:
+            raise InputFileError(f"{path}: expected a PRISM (.prism, .pm, .nm) or JANI (.jani) file")
+        from rlverify.models.symbolic import load_model
+
+        return None, load_model(path, constants), "prism", str(path)
+    if "/" in text or "\\" in text:
+        raise InputFileError(f"{text}: no such file (expected a PRISM/JANI file or a benchmark id)")
+    s = spec(text)  # unknown ids: a BenchmarkError naming the close ones
+    bench = make(s.id, **parse_parameters(constants))
+    return bench, bench.model(), bench.kind, bench.name
+
+
+def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, features: Sequence[str] | None,
+            actions: Sequence[str] | None, output: str | None, needs_policy: bool) -> tuple[Policy | None, str | None]:
+    from rlverify.policies.loading import load_policy
+
+    if policy is not None and not isinstance(policy, str):
+        return policy, getattr(policy, "name", type(policy).__name__)
+    if policy is None:
+        if not needs_policy:
+            return None, None
+        if bench is None or not bench.policies:
+            shipped = ""
+            if bench is not None and spec(bench.id).policies:
+                shipped = (f" (its reference policies {', '.join(spec(bench.id).policies)} were trained for the default "
+                           "parameters only)")
+            raise PolicyError(f"{name} has no reference policy{shipped}; pass --policy FILE"
+                              + (", or --mode monolithic for Pmin/Pmax" if bench is None or bench.kind == "prism" else ""))
+        policy = next(iter(bench.policies))
+    if bench is not None and policy in bench.policies:
+        file = str(bench.policy_file(policy))
+    else:
+        file = policy
+    return load_policy(file, features=list(features) if features else None,
+                       actions=list(actions) if actions else None, output=output), file
+
+
+def _property(bench: Benchmark | None, model: Any, kind: str, given: str | Property) -> Property:
+    if isinstance(given, Property):
+        text, name = given.text, given.name
+    elif bench is not None:
+        text, name = bench.property(given)
+    else:
+        text, name = given, None
+    if kind == "prism":
+        from dataclasses import replace
+
+        from rlverify.models.symbolic import parse_property
+
+        prop = parse_property(model, text)
+        return replace(prop, name=name or prop.name)
+    return parse_structure(text, name=name)
+
+
+def _kind_words(kinds: Sequence[str]) -> list[str]:
+    words = {"prism": "a PRISM/JANI model", "native": "a native environment (Racetrack)",
+             "continuous": "a continuous system"}
+    return [words[k] for k in kinds]
