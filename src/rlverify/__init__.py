@@ -28,11 +28,17 @@ _LAZY = {
     "StatisticalOptions": "rlverify.statistical",
     "StatisticalResult": "rlverify.statistical",
     "benchmarks": "rlverify.benchmarks",
+    "Target": "rlverify.resolve",
+    "cross_check": "rlverify.crosscheck",
+    "Agreement": "rlverify.crosscheck",
+    "Property": "rlverify.models",
+    "parse_property": "rlverify.models",
 }
 
-__all__ = ["AbstractionOptions", "AbstractionResult", "ExactOptions", "ExactResult", "RlverifyError",
-           "StatisticalOptions", "StatisticalResult", "benchmarks", "check_policy", "load_model", "load_policy",
-           "verify_abstraction", "verify_exact", "verify_statistical"]
+__all__ = ["AbstractionOptions", "AbstractionResult", "Agreement", "ExactOptions", "ExactResult", "Property",
+           "RlverifyError", "StatisticalOptions", "StatisticalResult", "Target", "benchmarks", "check_policy",
+           "cross_check", "load_model", "load_policy", "parse_property", "verify_abstraction", "verify_exact",
+           "verify_statistical"]
 
 
 def __getattr__(name: str) -> Any:

@@ -93,13 +93,11 @@ def _model(target: str | Path | Benchmark, constants: str | None) -> tuple[Bench
     if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():
         if not path.is_file():
             raise InputFileError(f"{path}: model file not found")
-        if path.suffix.lower() not in MODEL_SUFFIXES:
-            raise InputFileError(f"{path}: expected a PRISM (.prism, .pm, .nm) or JANI (.jani) file")
         from rlverify.models.symbolic import load_model
 
         return None, load_model(path, constants), "prism", str(path)
     if "/" in text or "\\" in text:
-        raise InputFileError(f"{text}: no such file (expected a PRISM/JANI file or a benchmark id)")
+        raise InputFileError(f"{text}: model file not found (expected a PRISM/JANI file or a benchmark id)")
     s = spec(text)  # unknown ids: a BenchmarkError naming the close ones
     bench = make(s.id, **parse_parameters(constants))
     return bench, bench.model(), bench.kind, bench.name
@@ -114,13 +112,16 @@ def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, fea
     if policy is None:
         if not needs_policy:
             return None, None
-        if bench is None or not bench.policies:
+        if bench is None:
+            raise PolicyError(f"{name}: checking a policy needs --policy FILE (a model file has no reference policy), "
+                              "or --mode monolithic for Pmin/Pmax over all policies")
+        if not bench.policies:
             shipped = ""
             if bench is not None and spec(bench.id).policies:
                 shipped = (f" (its reference policies {', '.join(spec(bench.id).policies)} were trained for the default "
                            "parameters only)")
             raise PolicyError(f"{name} has no reference policy{shipped}; pass --policy FILE"
-                              + (", or --mode monolithic for Pmin/Pmax" if bench is None or bench.kind == "prism" else ""))
+                              + (", or --mode monolithic for Pmin/Pmax" if bench.kind == "prism" else ""))
         policy = next(iter(bench.policies))
     if bench is not None and policy in bench.policies:
         file = str(bench.policy_file(policy))

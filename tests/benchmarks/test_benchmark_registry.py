@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlverify.benchmarks import BenchmarkError, all_ids, make, spec
-from rlverify.benchmarks.discrete import DiscreteBenchmark
+from rlverify.benchmarks.registry import Benchmark
 from rlverify.models import build_explicit, parse_property
 
 SECTIONS = ("Description:", "State:", "Actions:", "Labels", "Initial states:", "Reference results")
@@ -30,11 +30,9 @@ def test_make_with_defaults_and_parameters_in_range(bench_id):
         assert p.low is None or p.low <= p.default, name
         assert p.high is None or p.default <= p.high, name
     bench = make(bench_id)
-    assert bench is not None
-    if s.kind == "prism":
-        assert isinstance(bench, DiscreteBenchmark)
-        assert bench.id == bench_id
-        assert dict(bench.properties) == dict(s.properties)
+    assert isinstance(bench, Benchmark) and (bench.id, bench.kind) == (bench_id, s.kind)  # one type for every kind
+    assert dict(bench.properties) == dict(s.properties)
+    assert all(path.is_file() for path in bench.policies.values())  # resolved to real files once
 
 
 @pytest.mark.parametrize("bench_id", [i for i in IDS if spec(i).kind == "prism"])

@@ -110,7 +110,7 @@ def test_storm_optimal_scheduler_as_policy_reproduces_pmax(tmp_path: Path, seed:
     mdp, model, _, _ = _setup(tmp_path, seed)
     prop = parse_property(model, 'Pmax=? [F "goal"]')
     explicit, storm_mdp = build_explicit(model, [prop])
-    result = stormpy.model_checking(storm_mdp, prop, extract_scheduler=True)
+    result = stormpy.model_checking(storm_mdp, prop.storm, extract_scheduler=True)  # Storm's own parse of the property
     scheduler = result.get_scheduler()
     # the scheduler's choice per state, as a deterministic table policy over the valuation s
     table = np.zeros((mdp.n, len(ACTIONS)))

@@ -68,7 +68,7 @@ def test_heatmap_png(tmp_path, capsys):
     pol.write_text(POLICY)
     out = tmp_path / "map.png"
     code = run(["heatmap", "racetrack-barto-small-v1", "--policy", f"{pol}:pi", "--out", str(out), "--runs", "20",
-                "--max-steps", "200", "--optimal", "--json", str(tmp_path / "cells.json")])
+                "--max-steps", "200", "--optimal", "--out", str(tmp_path / "cells.json")])
     assert code == 0 and out.stat().st_size > 1000
     cells = json.loads((tmp_path / "cells.json").read_text())["cells"]
     assert len(cells) == 233 and all(0 <= c["goal"] <= 1 and 0 <= c["optimal"] <= 1 for c in cells)
@@ -82,7 +82,7 @@ def test_shipped_policy_heatmap_never_beats_the_optimum(tmp_path):
     for noise in ("0.2", "0.5"):
         out, cells_json = tmp_path / f"map{noise}.png", tmp_path / f"cells{noise}.json"
         code = run(["heatmap", "racetrack-barto-small-v1", "--noise", noise, "--out", str(out), "--runs", "300",
-                    "--optimal", "--json", str(cells_json), "--seed", "4"])
+                    "--optimal", "--out", str(cells_json), "--seed", "4"])
         assert code == 0 and out.stat().st_size > 1000
         data = json.loads(cells_json.read_text())
         assert data["noise"] == float(noise) and "unsound" in data["optimal_numerics"]

@@ -63,9 +63,10 @@ class Built:
     source: str | None = None
 
 
-def data_path(relative: str) -> Path:
-    """Absolute path of a file shipped in ``rlverify/benchmarks/data``."""
-    return Path(str(resources.files("rlverify.benchmarks") / "data" / relative))
+def data_path(*parts: str) -> Path:
+    """Absolute path of a file shipped in ``rlverify/benchmarks/data`` (``"tracks/ring.track"`` or
+    ``"tracks", "ring.track"``)."""
+    return Path(str(resources.files("rlverify.benchmarks").joinpath("data", *parts)))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
     p.add_argument("--domain", choices=("box", "octagon", "template"), default="box", help="abstract domain")
     p.add_argument("--template", metavar="FILE", help="directions for --domain template: JSON list of rows or CSV "
-                                                      "(one direction per line), each used in both signs; they must bound the state space (include the box rows)")
+                                                      "(one direction per line), each used in both signs; they must bound the state space (include the box rows). "
+                                                      "Without it, the system's documented default directions (shown in the output); a system "
+                                                      "without defaults needs it")
     p.add_argument("--phi", type=float, default=0.1, help="maximum probability spread per part, in (0, 1] (default 0.1)")
     p.add_argument("--containment", action="store_true", help="merge successors contained in visited abstract states")
     p.add_argument("--refine-where-action-matters", action="store_true",
@@ -103,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
         ("upper bound (all initial states)", f"{result.upper_bound:.6g}"),
         ("domain / phi / containment", f"{options.domain} / {options.phi:g} / {'on' if options.containment else 'off'}"),
         ("refinement", "every state" if options.refine_everywhere else "where the action matters"),
+        *([("template directions" + (" (the system's default)" if options.template is None else ""),
+            "; ".join("(" + ", ".join(f"{x:g}" for x in row) + ")" for row in result.template_axes))]
+          if options.domain == "template" else []),
         ("initial parts", str(len(result.parts))),
         ("polyhedra (refined parts)", str(result.n_polyhedra)),
         ("containment merges / identical successors shared", f"{result.n_containment_merges} / {result.n_shared_successors}"),

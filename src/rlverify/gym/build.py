@@ -37,7 +37,7 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
     symbolic = model if isinstance(model, SymbolicModel) else load_model(model, constants)
     if terminal is None:
         mdp, _ = build_explicit(symbolic, None, max_states=max_states)
-        return dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, unavailable=unavailable,
+        return dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, unavailable=unavailable, declared=symbolic,
                                       dtype=dtype)
     text = terminal.strip()
     is_label = re.fullmatch(r'"[^"]*"', text) is not None or (text in symbolic.labels and text not in symbolic.variables)
@@ -47,13 +47,13 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
     if is_label:
         key = label_key(mdp, text)
     else:
-        state_formula = prop.get_raw_formula().subformula.subformula
+        state_formula = prop.storm_formula().subformula.subformula
         if not hasattr(state_formula, "get_expression"):
             raise EnvError(f"terminal '{terminal}': expected one label or one expression over variables, not a "
                            "combination of labels; define a label for it in the model")
         key = label_key(mdp, str(state_formula))
     mask = mdp.labels[key]
-    dyn = dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, terminal=mask,
+    dyn = dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, terminal=mask, declared=symbolic,
                                  unavailable=unavailable, dtype=dtype)
     return replace(dyn, terminal_description=text)
 

@@ -267,7 +267,12 @@ def parse_property(model: SymbolicModel, text: str | Property) -> Property:
         name, storm_prop = text, model.file_properties[text]
         structure = parse_structure(str(storm_prop.get_raw_formula()), name=name)
         return structure.with_storm(storm_prop, _storm_bound(structure, storm_prop))
-    structure = parse_structure(text)
+    try:
+        structure = parse_structure(text)
+    except PropertyError as exc:  # Storm's message says more (with the position) where it parses the text too
+        structure, malformed = Property(text=text), exc
+    else:
+        malformed = None
     reward = structure.reward_model
     if reward and reward not in model.reward_models:
         raise PropertyError(f"property '{text}': unknown reward model \"{reward}\"{did_you_mean(reward, model.reward_models)}; "
@@ -286,6 +291,8 @@ def parse_property(model: SymbolicModel, text: str | Property) -> Property:
         if structure.path == "G" and structure.bound_text is not None:
             hint += " (Storm has no step-bounded G; use P=? [F<=k !phi] and 1 minus its value)"
         raise PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}") from None
+    if malformed is not None:
+        raise malformed
     if len(props) != 1:
         raise PropertyError(f"expected exactly one property, got {len(props)} in '{text}'")
     return structure.with_storm(props[0], _storm_bound(structure, props[0]))
