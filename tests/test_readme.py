@@ -21,3 +21,42 @@ def test_readme_python_examples_run_and_agree(capsys):
     assert est.interval[0] - 1e-9 <= result.value <= est.interval[1] + 1e-9  # fails with probability <= 0.05
     assert 0.0 <= bound.upper_bound <= 1.0 and bound.guarantee == "sound upper bound"
     assert capsys.readouterr().out.count("\n") >= 3
+
+
+def test_readme_front_door_commands_run():
+    """The commands of the block marked 'run by tests/test_readme.py' exit 0, and verify and simulate agree."""
+    import json
+    import shlex
+
+    from rlverify.cli.main import main
+
+    text = README.read_text()
+    marker = "<!-- the commands of the next block are run by tests/test_readme.py -->"
+    assert marker in text
+    block = re.search(r"```bash\n(.*?)```", text.split(marker, 1)[1], flags=re.S).group(1)
+    commands = [shlex.split(line)[1:] for line in block.splitlines() if line.startswith(".venv/bin/rlverify ")]
+    assert len(commands) >= 5
+    outputs = {}
+    import contextlib
+    import io
+
+    for argv in commands:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            code = main(argv)
+        assert code == 0, argv
+        outputs.setdefault(" ".join(argv[:3]), buf.getvalue())
+    exact = json.loads(outputs["verify running-example-v1 -p"])["value"]
+    est = json.loads(outputs["simulate running-example-v1 -p"])
+    assert exact == pytest.approx(0.264, abs=1e-9)  # worked out by hand (tests/test_running_example.py)
+    assert est["interval"][0] <= exact <= est["interval"][1]
+
+
+def test_readme_front_door_example_values(capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    block = next(b for b in blocks if "cross_check" in b)
+    namespace: dict = {}
+    exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
+    target, agreement = namespace["target"], namespace["agreement"]
+    assert target.property.bound == 100 and target.policy is None and target.name.startswith("avoid-v1 (xMax=2")
+    assert agreement.ok and agreement.exact.value == pytest.approx(0.264, abs=1e-9)
