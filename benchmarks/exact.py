@@ -30,8 +30,8 @@ def storm_monolithic(model: SymbolicModel, prop_text: str) -> float:
 
     t = time.perf_counter()
     prop = parse_property(model, prop_text.replace("P=?", "Pmax=?", 1))
-    m = stormpy.build_model(model.program, [prop])
-    stormpy.model_checking(m, prop, environment=stormpy.environments.sound())
+    m = stormpy.build_model(model.program, [prop.storm])
+    stormpy.model_checking(m, prop.storm, environment=stormpy.environments.sound())
     return time.perf_counter() - t
 
 

@@ -41,7 +41,9 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> di
     from rlverify.policies import MLP, CallablePolicy
 
     t0 = time.perf_counter()
-    model = avoid.make(xMax=size, yMax=size, slickness=slickness).load_model()
+    from rlverify.benchmarks import make
+
+    model = make("avoid-v1", xMax=size, yMax=size, slickness=slickness).model()
     actions = list(avoid.MOVES)
     net = MLP.random((len(model.variables), 64, 64, len(actions)), seed=0)
     scale = np.array([1.0 if v == "done" else 1.0 / size for v in model.variables])

@@ -14,7 +14,8 @@ import numpy as np
 
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.exact.checking import NUMERICS, check, compare, environment, quantitative
-from rlverify.exact.induced import STALLED_LABEL, choice_weights, decision_states, induced_chain, policy_action_columns
+from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
+from rlverify.models.dynamics import UNAVAILABLE, choice_table
 from rlverify.models.explicit import ExplicitModel, to_storm
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, parse_property
@@ -26,7 +27,6 @@ log = logging.getLogger(__name__)
 
 MODES = ("stochastic", "deterministic", "monolithic")
 STRATEGIES = ("auto", "full", "onthefly")
-UNAVAILABLE = ("stall", "renormalize")
 
 #: ``auto`` picks ``onthefly`` for the deterministic mode when the variables' domains span more
 #: states than this: the argmax policy usually reaches a small part of a large MDP, and building
@@ -191,8 +191,8 @@ def induce(mdp: ExplicitModel, policy: Policy, *, mode: str = "stochastic", unav
 
 def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions,
             all_unavailable: np.ndarray | None = None) -> tuple[ExplicitModel, np.ndarray, int, float]:
-    columns = policy_action_columns(mdp, policy)
-    states = decision_states(mdp, columns)
+    table = choice_table(mdp, policy.actions)  # refuses choices no policy can pick before the policy is asked
+    states = np.flatnonzero(table.decision)
     features = mdp.feature_matrix(policy.features, states)
     t = time.perf_counter()
     probs = policy.action_probabilities(features) if len(states) else np.zeros((0, len(policy.actions)))
@@ -200,7 +200,7 @@ def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions,
     probs = np.asarray(probs, dtype=np.float64)
     validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
     cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable,
-                        all_unavailable=all_unavailable)
+                        all_unavailable=all_unavailable, table=table)
     chain, origin = induced_chain(mdp, cw)
     return chain, origin, len(states), policy_seconds
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import PolicyError, did_you_mean
+from rlverify.errors import PolicyError
+from rlverify.models.dynamics import fit
 from rlverify.policies.base import Policy, validate_probabilities
 
 
@@ -25,16 +26,8 @@ def check_policy(policy: Policy, model: Any, *, sample: np.ndarray | None = None
     for attr in ("features", "actions", "action_probabilities"):
         if not hasattr(policy, attr):
             raise PolicyError(f"{policy!r} is not a policy: it has no '{attr}' (see rlverify.policies.Policy)")
-    variables = tuple(model.variables)
-    for f in policy.features:
-        if f not in variables:
-            problems.append(f"feature '{f}' is not a model variable{did_you_mean(f, variables)} "
-                            f"(model variables: {', '.join(variables)})")
-    model_actions = [a for a in model.action_names if a]
-    for a in policy.actions:
-        if a not in model_actions:
-            problems.append(f"action '{a}' is not an action of the model{did_you_mean(a, model_actions)} "
-                            f"(model actions: {', '.join(model_actions)})")
+    problems += fit(policy.features, policy.actions, variables=model.variables,
+                    model_actions=model.action_names).problems()
     batch = None
     if not problems:
         batch = _default_sample(policy, model) if sample is None else np.asarray(sample, dtype=np.float64)
