@@ -235,3 +235,31 @@ def test_every_benchmark_resolves_to_one_type():
         assert isinstance(b, Benchmark) and b.kind == spec(i).kind
         t = resolve(i)
         assert t.policy is not None and Path(t.policy_source).is_file()  # the reference policy, a real file
+
+
+def test_a_jani_file_with_a_properties_section_verifies_and_simulates(capsys, tmp_path):
+    """Storm's own JANI export of the running example, plus a named property (stormpy 2.0 names
+    JANI properties with get_name(); this crashed with an AttributeError before)."""
+    import stormpy
+
+    from rlverify.benchmarks.registry import data_path
+
+    program = stormpy.parse_prism_program(str(data_path("models/running_example.prism")))
+    jani, _ = program.to_jani([])
+    model = json.loads(str(jani))
+    model["properties"] = [{"name": "reach-2", "expression": {
+        "op": "filter", "fun": "values", "states": {"op": "initial"},
+        "values": {"op": "Pmax", "exp": {"op": "U", "left": True, "right": {"op": "=", "left": "x", "right": 4},
+                                         "step-bounds": {"upper": 2}}}}}]
+    path = tmp_path / "running_example.jani"
+    path.write_text(json.dumps(model))
+    policy = str(data_path("policies/running_example.json"))
+    code, out, err = run(capsys, "verify", str(path), "-p", "reach-2", "--mode", "monolithic", "--json")
+    assert code == 0, err
+    assert json.loads(out)["pmax"] == pytest.approx(0.96, abs=1e-9)  # UP twice from A: 0.2*0.8 + 0.8 (by hand)
+    code, out, _ = run(capsys, "verify", str(path), "-p", 'P=? [F<=2 "goal"]', "--policy", policy, "--json")
+    assert json.loads(out)["value"] == pytest.approx(0.264, abs=1e-9)
+    code, out, _ = run(capsys, "simulate", str(path), "-p", 'P=? [F<=2 "goal"]', "--policy", policy, "--runs", "3000",
+                       "--json")
+    lo, hi = json.loads(out)["interval"]
+    assert code == 0 and lo <= 0.264 <= hi
