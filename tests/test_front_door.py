@@ -263,3 +263,32 @@ def test_a_jani_file_with_a_properties_section_verifies_and_simulates(capsys, tm
                        "--json")
     lo, hi = json.loads(out)["interval"]
     assert code == 0 and lo <= 0.264 <= hi
+
+
+MIXED = """mdp
+module m
+  x : [0..2] init 0;
+  [a] x=0 -> (x'=1);
+  [] x=0 -> (x'=2);
+  [a] x>0 -> (x'=x);
+endmodule
+"""
+
+
+def test_an_unlabelled_command_beside_labelled_ones_is_never_dropped_silently(capsys, tmp_path):
+    # Pmax(F x=2) = 1 through the unlabelled command; a policy over {a} never takes it: refusing beats 0.0
+    model = tmp_path / "mixed.prism"
+    model.write_text(MIXED)
+    pol = tmp_path / "a.py"
+    pol.write_text(A_POLICY)
+    for command in (["verify"], ["simulate", "--runs", "100"]):
+        code, out, err = run(capsys, *command, str(model), "-p", "P=? [F x=2]", "--policy", f"{pol}:pi")
+        assert code == 2 and out == "", command
+        assert "offers an unlabelled command beside the labelled actions ['a']" in " ".join(err.split())
+    from rlverify.errors import PolicyError
+    from rlverify.gym import load_dynamics
+
+    with pytest.raises(PolicyError, match="offers an unlabelled command beside the labelled actions"):
+        load_dynamics(model)  # the Gym bridge, on the same core
+    code, out, _ = run(capsys, "verify", str(model), "-p", "P=? [F x=2]", "--mode", "monolithic", "--json")
+    assert code == 0 and json.loads(out)["pmax"] == pytest.approx(1.0)

@@ -1,6 +1,6 @@
 """Random explicit MDPs with every kind of state an agent meets, and an independent description of them.
 
-Kinds of state: ``decision`` (some labelled choices, sometimes one unlabelled choice besides),
+Kinds of state: ``decision`` (some labelled choices),
 ``forced`` (one unlabelled choice moving on), ``dead`` (one unlabelled self-loop) and ``sink``
 (labelled choices that all loop back). The model's labels include ``d``, which the agent lacks;
 the agent has ``z``, which the model lacks.
@@ -54,8 +54,8 @@ def random_explicit(rng: np.random.Generator, n: int = 10) -> RandomExplicit:
     for s in range(n):
         if kinds[s] in ("decision", "sink"):
             labels = [a for a in MODEL_LABELS[1:] if rng.random() < 0.5] or [MODEL_LABELS[1 + int(rng.integers(4))]]
-            if kinds[s] == "decision" and rng.random() < 0.25:
-                labels.append("")  # an unlabelled choice besides labelled ones: never the agent's
+            if kinds[s] == "decision":  # (drawn as before, so the models stay the same otherwise)
+                rng.random()  # no unlabelled choice beside labelled ones: every engine refuses those (tests/test_front_door.py)
         else:
             labels = [""]
         for a in labels:
@@ -64,6 +64,8 @@ def random_explicit(rng: np.random.Generator, n: int = 10) -> RandomExplicit:
                 dist[s] = 1.0
             else:
                 dist = _distribution(rng, n)
+                if kinds[s] == "forced" and dist[s] == 1.0:  # a forced step that moves on (a pure self-loop is "dead")
+                    dist[s], dist[(s + 1) % n] = 0.5, 0.5
             T[(s, a)] = dist
             rows.append(dist)
             choice_actions.append(MODEL_LABELS.index(a))

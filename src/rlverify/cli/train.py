@@ -119,8 +119,13 @@ def _show(params: Mapping[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.registry import parse_parameters
+    from rlverify.resolve import resolve
 
-    params = parse_parameters(args.constants)
+    target = resolve(args.benchmark, constants=args.constants, needs_policy=False)  # the one way to read a target
+    if target.benchmark is None:
+        raise TrainCommandError(f"{args.benchmark}: 'rlverify train' trains on a registered benchmark (see 'rlverify "
+                                "benchmarks list'); for your own model use rlverify.gym.MDPEnv.from_model")
+    params = parse_parameters(args.constants)  # only the parameters given (trainers refuse what they cannot vary)
     with console.status(f"training {args.benchmark}"):
         summary = train_benchmark(args.benchmark, out=args.out, algo=args.algo, steps=args.steps, seed=args.seed,
                                   hidden=args.hidden, params=params)

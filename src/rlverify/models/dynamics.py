@@ -99,12 +99,14 @@ def action_columns(model: ExplicitModel, actions: Sequence[str]) -> np.ndarray:
 
 
 def refuse_ambiguous(model: ExplicitModel, actions: Sequence[str], duplicate: tuple[int, int, int] | None,
-                     unresolved: np.ndarray) -> None:
+                     unresolved: np.ndarray, mixed: np.ndarray | None = None) -> None:
     """Raise :class:`PolicyError` for the first choice no policy over action labels can pick.
 
     Args:
         duplicate: ``(state, action index, count)`` of a state with ``count`` choices labelled ``actions[a]``.
         unresolved: ``(S,)`` bool, states with several choices and none labelled.
+        mixed: ``(S,)`` bool, states offering an unlabelled choice beside labelled ones: a policy over
+            labels would never take it, silently changing what is verified.
     """
     if duplicate is not None:
         s, a, n = duplicate
@@ -115,6 +117,13 @@ def refuse_ambiguous(model: ExplicitModel, actions: Sequence[str], duplicate: tu
         n = int(model.row_groups[s + 1] - model.row_groups[s])
         raise PolicyError(f"state {model.valuation_dict(s)} has {n} unlabelled choices: no agent action can choose "
                           "between them (label the commands)")
+    if mixed is not None and mixed.any():
+        s = int(np.argmax(mixed))
+        lo, hi = model.row_groups[s], model.row_groups[s + 1]
+        labels = sorted({model.action_names[a] for a in model.choice_actions[lo:hi] if model.action_names[a]})
+        raise PolicyError(f"state {model.valuation_dict(s)} offers an unlabelled command beside the labelled actions "
+                          f"{labels}: a policy over action labels would never take it, which would change what is "
+                          "verified (label the command)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -222,7 +231,9 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
         duplicate = (first // A, first % A, int(counts[np.argmax(counts > 1)]))
     n_choices = np.diff(model.row_groups)
     decision = labelled_states(model)
-    refuse_ambiguous(model, actions, duplicate, ~decision & (n_choices > 1))
+    unlabelled = ~np.array([bool(a) for a in model.action_names], dtype=bool)[model.choice_actions]
+    mixed = decision & (np.bincount(cs[unlabelled], minlength=S) > 0)
+    refuse_ambiguous(model, actions, duplicate, ~decision & (n_choices > 1), mixed)
     forced = np.where(~decision & (n_choices == 1), model.row_groups[:-1], -1).astype(dtype)
 
     indptr, targets = model.transitions.indptr, model.transitions.indices
