@@ -33,7 +33,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="full MDP then policy, or on-the-fly exploration")
     add_unavailable(p)
     p.add_argument("--numerics", choices=NUMERICS, default="sound",
-                   help="sound (default, Storm's sound solver), direct (sparse LU), fast (unsound value iteration)")
+                   help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), fast (unsound value iteration)")
     p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
     p.add_argument("--max-states", type=int, default=2_000_000,
                    help="refuse to build models with more states (default 2M: dense models need ~10 GB per 1M states)")
@@ -87,7 +87,7 @@ def print_result(r: ExactResult) -> None:
     if r.satisfied is not None:
         t.add_row("satisfied", "yes" if r.satisfied else "no")
     guarantee = {"sound": f"sound (Storm, relative precision {r.precision:g})",
-                 "direct": "direct solve (exact up to floating-point rounding)",
+                 "direct": "Storm's Eigen solver (no convergence heuristic; not guaranteed exact)",
                  "unsound": "UNSOUND value iteration (convergence heuristic)"}[r.guarantee]
     t.add_row("numerics", guarantee)
     t.add_row("chain" if r.mode != "monolithic" else "MDP", f"{r.states:,} states, {r.transitions:,} transitions")

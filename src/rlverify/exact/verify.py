@@ -171,7 +171,9 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     timings["check"] = time.perf_counter() - t
     timings["total"] = model.parse_seconds + time.perf_counter() - t0
     return ExactResult(
-        property=property_text, mode=options.mode, strategy=strategy, value=out.value, lower=out.lower, upper=out.upper,
+        property=property_text, mode=options.mode, strategy=strategy, value=out.value,
+        # only the sound solver's bounds bracket the true value; other solvers' "bounds" are [0, 1] at best
+        lower=out.lower if options.numerics == "sound" else None, upper=out.upper if options.numerics == "sound" else None,
         guarantee=_guarantee(options), precision=options.precision,
         satisfied=None if threshold is None else compare(out.value, threshold, comparison),
         states=chain.num_states, transitions=chain.num_transitions, choices=None, stalled_probability=stalled,

@@ -2,8 +2,8 @@
 
 * ``sound`` (default): Storm's sound environment (optimistic value iteration, topological):
   the result is within ``precision`` (relative) of the true value.
-* ``direct``: sparse LU (Eigen) for linear equation systems: exact up to floating-point
-  rounding, no convergence heuristic.
+* ``direct``: Storm's Eigen linear equation solver with its own default method: independent of
+  ``precision`` but not exact (measured 1.6e-7 relative error on Freeway); no bounds are reported.
 * ``fast``: Storm's plain value iteration with a convergence heuristic; it can stop far from the
   true value on ill-conditioned chains (offered for speed studies only).
 """
@@ -32,7 +32,7 @@ def environment(numerics: str, precision: float) -> Any:
         return env
     env = stormpy.Environment()
     if numerics == "direct":
-        env.solver().set_linear_equation_solver_type(EquationSolverType.EIGEN)  # Storm's Eigen default: SparseLU
+        env.solver().set_linear_equation_solver_type(EquationSolverType.EIGEN)  # its default method, not set here
     else:
         env.solver().set_linear_equation_solver_type(EquationSolverType.NATIVE)
         env.solver().native().method = NativeLinearEquationSolverMethod.POWER
