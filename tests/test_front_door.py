@@ -292,3 +292,67 @@ def test_an_unlabelled_command_beside_labelled_ones_is_never_dropped_silently(ca
         load_dynamics(model)  # the Gym bridge, on the same core
     code, out, _ = run(capsys, "verify", str(model), "-p", "P=? [F x=2]", "--mode", "monolithic", "--json")
     assert code == 0 and json.loads(out)["pmax"] == pytest.approx(1.0)
+
+
+CONSTS = """mdp
+const int N = 2;
+const double p = 0.3;
+module robot
+  x : [0..3] init 0;
+  [right] x<3 -> 0.7 : (x'=x+1) + 0.3 : (x'=x);
+  [left] x>0 & x<3 -> (x'=x-1);
+  [goalReached] x=3 -> (x'=x);
+endmodule
+label "goal" = x=3;
+"""
+
+
+@pytest.mark.parametrize("bounded", ["F<=(N+4)", "F<=2*N+2", "F<7", "F<=6"])
+def test_step_bounds_written_as_expressions_mean_the_same_in_every_engine(capsys, files, bounded):
+    model = files["robot.prism"].parent / "consts.prism"
+    model.write_text(CONSTS)
+    pol = f"{files['robot_pi.py']}:pi"
+    exact_value = robot_brute_force(6)  # every spelling is the bound 6
+    code, out, _ = run(capsys, "verify", str(model), "-p", f'P=? [{bounded} "goal"]', "--policy", pol, "--json")
+    assert code == 0 and json.loads(out)["value"] == pytest.approx(exact_value, abs=1e-9)
+    code, out, _ = run(capsys, "simulate", str(model), "-p", f'P=? [{bounded} "goal"]', "--policy", pol,
+                       "--runs", "3000", "--seed", "5", "--json")
+    r = json.loads(out)
+    assert r["interval"][0] <= exact_value <= r["interval"][1]
+    # the same seed gives the same runs: every spelling of the bound decides them alike
+    code, out, _ = run(capsys, "simulate", str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", pol,
+                       "--runs", "3000", "--seed", "5", "--json")
+    assert json.loads(out)["successes"] == r["successes"]
+
+
+def test_a_threshold_written_as_a_constant_is_evaluated_by_storm(capsys, files):
+    model = files["robot.prism"].parent / "consts.prism"
+    model.write_text(CONSTS)
+    pol = f"{files['robot_pi.py']}:pi"
+    v = robot_brute_force(6)
+    code, out, err = run(capsys, "verify", str(model), "-p", 'P>=p [F<=6 "goal"]', "--policy", pol, "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["value"] == pytest.approx(v, abs=1e-9) and r["satisfied"] == (v >= 0.3)
+    code, out, _ = run(capsys, "simulate", str(model), "-p", 'P>=p [F<=6 "goal"]', "--policy", pol, "--runs", "3000",
+                       "--json")
+    assert json.loads(out)["threshold"] == 0.3
+
+
+def test_sprt_does_not_silently_replace_the_propertys_threshold(capsys):
+    code, _, err = run(capsys, "simulate", "running-example-v1", "-p", 'P<=0.001 [F<=2 "goal"]', "--sprt", "0.5")
+    assert code == 2 and "has its own threshold" in " ".join(err.split())
+
+
+def test_cross_check_allows_stalled_mass_below_pmin(tmp_path):
+    from rlverify import cross_check
+
+    model = tmp_path / "stall.prism"
+    model.write_text("mdp\nmodule m\n  s : [0..2] init 0;\n  [a] s=0 -> (s'=1);\n  [b] s=0 -> (s'=2);\n"
+                     "  [c] s>0 -> (s'=s);\nendmodule\nlabel \"goal\" = s=1;\n")
+    pol = tmp_path / "p.py"  # half its mass on `c`, unavailable in s=0: stalls (no scheduler of the MDP does that)
+    pol.write_text("import numpy as np\nFEATURES = ['s']\nACTIONS = ['a', 'c']\n"
+                   "def pi(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n")
+    a = cross_check(str(model), 'P=? [F "goal"]', f"{pol}:pi", runs=2000)
+    assert a.exact.value == pytest.approx(0.5) and a.exact.stalled_probability == pytest.approx(0.5)
+    assert a.ok, a.disagreements()

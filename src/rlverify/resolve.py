@@ -75,7 +75,8 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
     """
     bench, model, kind, name = _model(target, constants)
     if kind not in kinds:
-        raise BenchmarkError(f"{name} is a {kind} benchmark; {command or 'this command'} takes "
+        what = f"a {kind} benchmark" if bench is not None else "a PRISM/JANI model"
+        raise BenchmarkError(f"{name} is {what}; {command or 'this command'} takes "
                              f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else name}")
     loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy)
     prop = _property(bench, model, kind, property) if property is not None else None
@@ -114,14 +115,14 @@ def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, fea
             return None, None
         if bench is None:
             raise PolicyError(f"{name}: checking a policy needs --policy FILE (a model file has no reference policy), "
-                              "or --mode monolithic for Pmin/Pmax over all policies")
+                              "or (rlverify verify) --mode monolithic for Pmin/Pmax over all policies")
         if not bench.policies:
             shipped = ""
             if bench is not None and spec(bench.id).policies:
                 shipped = (f" (its reference policies {', '.join(spec(bench.id).policies)} were trained for the default "
                            "parameters only)")
             raise PolicyError(f"{name} has no reference policy{shipped}; pass --policy FILE"
-                              + (", or --mode monolithic for Pmin/Pmax" if bench.kind == "prism" else ""))
+                              + (", or (rlverify verify) --mode monolithic for Pmin/Pmax" if bench.kind == "prism" else ""))
         policy = next(iter(bench.policies))
     if bench is not None and policy in bench.policies:
         file = str(bench.policy_file(policy))

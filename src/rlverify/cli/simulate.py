@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -91,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(result.to_json()))
         return 0
-    table = Table(title=f"{result.property}", show_header=False)
-    table.add_row("model", result.model)
+    table = Table(title=escape(result.property), show_header=False)
+    table.add_row("model", escape(result.model))
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
     if result.decision is not None or method == "sprt":
         verdict = {None: "no decision", "H0": f"P >= {result.threshold:g} (accept H0)",

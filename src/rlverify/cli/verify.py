@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rlverify.cli.options import (add_outputs, add_policy, add_property, add_target, add_unavailable, dumps, outputs,
@@ -75,9 +76,9 @@ def print_result(r: ExactResult) -> None:
     t = Table(title=f"rlverify exact — {r.mode}", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("model", r.model)
+    t.add_row("model", escape(r.model))
     t.add_row("policy", shown_policy(r.policy) if r.policy else "— (all schedulers)")
-    t.add_row("property", r.property)
+    t.add_row("property", escape(r.property))
     if r.mode == "monolithic":
         t.add_row("Pmin / Pmax", f"{r.pmin:.6g} / {r.pmax:.6g}")
     else:

@@ -96,6 +96,8 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
+    if callable(getattr(model, "property", None)) and hasattr(model, "kind") and isinstance(property_text, str):
+        property_text = model.property(property_text)[0]  # a benchmark: its property names
     model = as_symbolic(model, constants)
     prop = parse_property(model, property_text)
     property_text = prop.text

@@ -32,6 +32,7 @@ _HEAD = re.compile(
     r"(?:(?P<query>=\s*\?)|(?P<cmp><=|>=|<|>)\s*(?P<threshold>[^\s\[]+))\s*"
     r"\[(?P<body>.*)\]\s*$", re.S)
 _BOUND = re.compile(r"^\s*(?P<cmp><=|<|>=|>|=)\s*(?P<k>[A-Za-z_0-9.]+)\s*", re.S)
+_CMP = re.compile(r"^\s*(<=|<|>=|>|=)")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -74,7 +75,7 @@ class Property:
     @property
     def is_threshold(self) -> bool:
         """Whether the property asks yes/no (``P>=0.9 [...]``) rather than for a value (``P=?``)."""
-        return self.threshold is not None
+        return self.comparison is not None
 
     def holds(self, value: float) -> bool:
         """Whether ``value`` satisfies the threshold (only for threshold forms)."""
@@ -89,9 +90,10 @@ class Property:
             raise PropertyError(f"property '{self.text}' was not parsed against a PRISM/JANI model")
         return self.storm.get_raw_formula()
 
-    def with_storm(self, storm_property: Any, bound: int | None) -> Property:
-        """A copy with Storm's parse attached (and the bound Storm evaluated, if any)."""
-        return replace(self, storm=storm_property, bound=bound if bound is not None else self.bound)
+    def with_storm(self, storm_property: Any, bound: int | None, threshold: float | None = None) -> Property:
+        """A copy with Storm's parse attached, and the step bound and threshold as Storm evaluated them."""
+        return replace(self, storm=storm_property, bound=bound if bound is not None else self.bound,
+                       threshold=self.threshold if self.threshold is not None else threshold)
 
 
 def parse_structure(text: str, *, name: str | None = None) -> Property:
@@ -116,9 +118,9 @@ def parse_structure(text: str, *, name: str | None = None) -> Property:
         comparison = m.group("cmp")
         try:
             threshold = float(m.group("threshold"))
-        except ValueError:
-            raise PropertyError(f"property '{text}': the threshold '{m.group('threshold')}' is not a number") from None
-        if operator == "P" and not 0.0 <= threshold <= 1.0:
+        except ValueError:  # a constant or an expression: Storm evaluates it (parse_property); else refused there
+            threshold = None
+        if threshold is not None and operator == "P" and not 0.0 <= threshold <= 1.0:
             raise PropertyError(f"property '{text}': a probability threshold must lie in [0, 1], got {threshold:g}")
     reward = m.group("reward")
     if operator == "R" and reward is None:
@@ -148,8 +150,13 @@ def _bound(text: str, rest: str) -> tuple[dict[str, Any], str]:
         close = rest.index("]")
         return {"lower_bounded": True, "bound_text": rest[:close + 1].strip()}, rest[close + 1:]
     m = _BOUND.match(rest)
-    if m is None:
-        return {}, rest
+    if m is None or not re.fullmatch(r"\d+", m.group("k")) or rest[m.end():m.end() + 1] in ("*", "+", "-", "/"):
+        c = _CMP.match(rest)
+        if c is None:
+            return {}, rest
+        # an expression bound (F<=(N+2), F<=2*N): its value comes from Storm (PRISM/JANI models only)
+        return {"bound_text": rest[c.end():].strip(), "strict": c.group(1) == "<",
+                "lower_bounded": c.group(1) in (">=", ">")}, rest[c.end():]
     cmp, k = m.group("cmp"), m.group("k")
     out: dict[str, Any] = {"bound_text": k}
     if cmp in (">=", ">"):

@@ -190,6 +190,8 @@ def as_symbolic(model: SymbolicModel | str | Path, constants: str | Mapping[str,
         return model
     if isinstance(model, (str, Path)):
         return load_model(model, constants)
+    if getattr(model, "kind", None) == "prism" and callable(getattr(model, "model", None)):  # a PRISM benchmark
+        return model.model()
     raise ModelError(f"expected a PRISM/JANI model (a file path or rlverify.load_model(...)), got {type(model).__name__}")
 
 
@@ -266,7 +268,7 @@ def parse_property(model: SymbolicModel, text: str | Property) -> Property:
     if model.kind == "jani" and text in model.file_properties:
         name, storm_prop = text, model.file_properties[text]
         structure = parse_structure(str(storm_prop.get_raw_formula()), name=name)
-        return structure.with_storm(storm_prop, _storm_bound(structure, storm_prop))
+        return structure.with_storm(storm_prop, _storm_bound(structure, storm_prop), _storm_threshold(storm_prop))
     try:
         structure = parse_structure(text)
     except PropertyError as exc:  # Storm's message says more (with the position) where it parses the text too
@@ -295,12 +297,12 @@ def parse_property(model: SymbolicModel, text: str | Property) -> Property:
         raise malformed
     if len(props) != 1:
         raise PropertyError(f"expected exactly one property, got {len(props)} in '{text}'")
-    return structure.with_storm(props[0], _storm_bound(structure, props[0]))
+    return structure.with_storm(props[0], _storm_bound(structure, props[0]), _storm_threshold(props[0]))
 
 
 def _storm_bound(structure: Property, storm_prop: Any) -> int | None:
-    """The inclusive step bound when Storm evaluates it (a constant's value), else None."""
-    if structure.bound is not None or structure.bound_text is None or structure.lower_bounded:
+    """The inclusive step bound as Storm evaluates it (``F<=(N+2)``), strictness read from the text."""
+    if structure.lower_bounded:
         return None
     try:
         path = storm_prop.get_raw_formula().subformula
@@ -309,6 +311,12 @@ def _storm_bound(structure: Property, storm_prop: Any) -> int | None:
     except (AttributeError, RuntimeError):
         pass
     return None
+
+
+def _storm_threshold(storm_prop: Any) -> float | None:
+    """The threshold of ``P>=t [...]`` as Storm evaluates it (a constant or an expression), else None."""
+    formula = storm_prop.get_raw_formula()
+    return float(formula.threshold) if getattr(formula, "has_bound", False) and formula.has_bound else None
 
 
 def truth_values(storm_model: Any, state_formula: Any) -> Any:

@@ -105,6 +105,9 @@ def decidable(prop: Property) -> None:
         raise unsupported(text, f"{what} is not supported")
     if prop.lower_bounded:
         raise unsupported(text, "lower step bounds are not supported")
+    if prop.comparison is not None and prop.threshold is None:
+        raise PropertyError(f"property '{text}': the threshold is not a number (on a PRISM/JANI model a constant "
+                            "or expression is evaluated by Storm)")
     if prop.bound_text is not None and prop.bound is None:
         raise unsupported(text, f"the step bound '{prop.bound_text}' is not a whole number (define it as a constant of "
                                 "a PRISM model, or write the number)")

@@ -88,7 +88,9 @@ def prepare(target: Any, property_text: str | Property, *, constants: str | None
     from rlverify.models.explicit import ExplicitModel
     from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
 
-    if callable(getattr(target, "model", None)) and hasattr(target, "kind"):  # a benchmark: its model
+    if callable(getattr(target, "model", None)) and hasattr(target, "kind"):  # a benchmark: its model and names
+        if isinstance(property_text, str):
+            property_text = target.property(property_text)[0]
         target = target.model()
     if isinstance(target, (str, Path)):
         target = load_model(target, constants)
@@ -187,6 +189,11 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
                 break
         k, u, s = succ_total, und_total, stall_total
     else:  # sprt
+        if options.threshold is not None and prop.threshold is not None and (
+                options.threshold != prop.threshold or (prop.comparison or ">=") not in (">=", ">")):
+            raise PropertyError(f"property '{prop.text}' has its own threshold ({prop.comparison} {prop.threshold:g}); "
+                                f"the SPRT would test P >= {options.threshold:g} instead: drop --sprt, or write the "
+                                "property as P=? [...]")
         threshold = options.threshold if options.threshold is not None else prop.threshold
         if threshold is None:
             raise PropertyError(f"property '{property_text}': the SPRT needs a threshold: give --sprt THETA or "
