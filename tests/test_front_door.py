@@ -294,17 +294,7 @@ def test_an_unlabelled_command_beside_labelled_ones_is_never_dropped_silently(ca
     assert code == 0 and json.loads(out)["pmax"] == pytest.approx(1.0)
 
 
-CONSTS = """mdp
-const int N = 2;
-const double p = 0.3;
-module robot
-  x : [0..3] init 0;
-  [right] x<3 -> 0.7 : (x'=x+1) + 0.3 : (x'=x);
-  [left] x>0 & x<3 -> (x'=x-1);
-  [goalReached] x=3 -> (x'=x);
-endmodule
-label "goal" = x=3;
-"""
+CONSTS = ROBOT.replace("mdp\n", "mdp\nconst int N = 2;\nconst double p = 0.3;\n", 1)  # the robot, with constants
 
 
 @pytest.mark.parametrize("bounded", ["F<=(N+4)", "F<=2*N+2", "F<7", "F<=6"])
