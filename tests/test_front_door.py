@@ -38,7 +38,7 @@ def pi(s):
     return out
 """
 
-# States 0 offers two unlabelled commands: no policy over action labels can choose between them.
+# State 0 offers two unlabelled commands; a policy addresses them by their command names m:1 and m:2.
 UNLABELLED = """mdp
 module m
   x : [0..2] init 0;
@@ -91,15 +91,27 @@ def test_verify_and_simulate_agree_on_an_action_only_the_goal_offers(capsys, fil
     assert r["interval"][0] <= exact_value <= r["interval"][1] and r["stalled"] == 0
 
 
-def test_unlabelled_choices_are_refused_alike_by_verify_and_simulate(capsys, files):
+def test_unlabelled_choices_the_policy_does_not_name_stall_alike_in_verify_and_simulate(capsys, files):
+    # x=0 offers two unlabelled commands (m:1, m:2) and the policy names only `a`: all its mass there is unavailable
     model, pol = str(files["unlabelled.prism"]), f"{files['a_pi.py']}:pi"
-    messages = []
-    for command in (["verify"], ["simulate", "--runs", "100"]):
-        code, out, err = run(capsys, *command, model, "-p", 'P=? [F "two"]', "--policy", pol)
-        assert code == 2 and out == "", (command, out)
-        messages.append(" ".join(err.split()))
-    assert all("2 unlabelled choices" in m for m in messages), messages
-    assert messages[0].split(": ", 1)[1] == messages[1].split(": ", 1)[1]  # the same words from both engines
+    code, out, err = run(capsys, "verify", model, "-p", 'P=? [F "two"]', "--policy", pol, "--json")
+    r = json.loads(out)
+    assert code == 0 and r["value"] == 0.0 and r["stalled_probability"] == 1.0
+    assert r["untaken_choices"] == {"m:1": 1, "m:2": 1} and "never takes them: m:1 (1 policy-reachable states)" in err
+    code, out, err = run(capsys, "simulate", model, "-p", 'P=? [F "two"]', "--policy", pol, "--runs", "100", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["stalled"] == 100 and r["successes"] == 0 and r["untaken_choices"] == {"m:1": 1, "m:2": 1}
+    # a policy naming the commands chooses between them: 0.3 * 0 + 0.7 * 1 exactly, in both engines
+    named = files["a_pi.py"].parent / "named.py"
+    named.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['m:1', 'm:2', 'a']\n"
+                     "def pi(s):\n    return np.where(s[:, :1] == 0, [0.3, 0.7, 0.0], [0.0, 0.0, 1.0])\n")
+    code, out, _ = run(capsys, "verify", model, "-p", 'P=? [F "two"]', "--policy", f"{named}:pi", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["value"] == pytest.approx(0.7, abs=1e-12) and r["untaken_choices"] == {}
+    code, out, _ = run(capsys, "simulate", model, "-p", 'P=? [F "two"]', "--policy", f"{named}:pi",
+                       "--runs", "3000", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["interval"][0] <= 0.7 <= r["interval"][1] and r["stalled"] == 0
 
 
 @pytest.mark.parametrize("text,verdict", [('P>=0.5 [F<=2 "goal"]', "no"), ('P<=0.5 [F<=2 "goal"]', "yes"),
@@ -276,20 +288,26 @@ endmodule
 
 
 def test_an_unlabelled_command_beside_labelled_ones_is_never_dropped_silently(capsys, tmp_path):
-    # Pmax(F x=2) = 1 through the unlabelled command; a policy over {a} never takes it: refusing beats 0.0
+    # Pmax(F x=2) = 1 through the unlabelled command m:2; a policy over {a} never takes it: the result says so
     model = tmp_path / "mixed.prism"
     model.write_text(MIXED)
     pol = tmp_path / "a.py"
     pol.write_text(A_POLICY)
     for command in (["verify"], ["simulate", "--runs", "100"]):
-        code, out, err = run(capsys, *command, str(model), "-p", "P=? [F x=2]", "--policy", f"{pol}:pi")
-        assert code == 2 and out == "", command
-        assert "offers an unlabelled command beside the labelled actions ['a']" in " ".join(err.split())
-    from rlverify.errors import PolicyError
+        code, out, err = run(capsys, *command, str(model), "-p", "P=? [F x=2]", "--policy", f"{pol}:pi", "--json")
+        assert code == 0 and json.loads(out)["untaken_choices"] == {"m:2": 1}, command
+        assert "the policy names no action for these choices, so it never takes them: m:2" in " ".join(err.split())
     from rlverify.gym import load_dynamics
 
-    with pytest.raises(PolicyError, match="offers an unlabelled command beside the labelled actions"):
-        load_dynamics(model)  # the Gym bridge, on the same core
+    dyn = load_dynamics(model)  # the Gym bridge, on the same core: the agent gets the command as an action
+    assert dyn.actions == ("a", "m:2")
+    # a policy naming the command takes it: P(F x=2) = 0.4 with pi(m:2) = 0.4 at x=0
+    both = tmp_path / "both.py"
+    both.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['a', 'm:2']\n"
+                    "def pi(s):\n    return np.tile([0.6, 0.4], (len(s), 1))\n")
+    code, out, _ = run(capsys, "verify", str(model), "-p", "P=? [F x=2]", "--policy", f"{both}:pi", "--json")
+    r = json.loads(out)
+    assert code == 0 and r["value"] == pytest.approx(0.4, abs=1e-12) and r["stalled_probability"] == pytest.approx(0.6)
     code, out, _ = run(capsys, "verify", str(model), "-p", "P=? [F x=2]", "--mode", "monolithic", "--json")
     assert code == 0 and json.loads(out)["pmax"] == pytest.approx(1.0)
 

@@ -55,7 +55,8 @@ class Target:
 def resolve(target: str | Path | Benchmark, *, constants: str | None = None, policy: str | Policy | None = None,
             features: Sequence[str] | None = None, actions: Sequence[str] | None = None, output: str | None = None,
             property: str | Property | None = None, needs_policy: bool = True,
-            kinds: Sequence[str] = ("prism", "native", "continuous"), command: str = "") -> Target:
+            kinds: Sequence[str] = ("prism", "native", "continuous"), command: str = "",
+            env_kwargs: str | dict[str, Any] | None = None) -> Target:
     """Resolve a target, its policy and its property once.
 
     Args:
@@ -69,28 +70,50 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
         property: property text, or a benchmark's / JANI file's property name.
         needs_policy: refuse (with the way out) when no policy is given or shipped.
         kinds: the kinds this command accepts; command: its name, for messages.
+        env_kwargs: keyword arguments of a ``gym:ID`` target (``"map_name=8x8,is_slippery=false"`` or a
+            JSON object; see :func:`rlverify.models.gymnasium.parse_env_kwargs`).
 
     Raises:
         InputFileError, BenchmarkError, ModelError, ConstantsError, PolicyError, PropertyError.
     """
-    bench, model, kind, name = _model(target, constants)
+    bench, model, kind, name = _model(target, constants, env_kwargs)
     if kind not in kinds:
-        what = f"a {kind} benchmark" if bench is not None else "a PRISM/JANI model"
+        what = (f"a {kind} benchmark" if bench is not None else
+                {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model"))
         raise BenchmarkError(f"{name} is {what}; {command or 'this command'} takes "
                              f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else name}")
-    loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy)
+    loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy,
+                             getattr(model, "policy_interface", None))
     prop = _property(bench, model, kind, property) if property is not None else None
     return Target(given=str(target) if not isinstance(target, Benchmark) else target.id, name=name, kind=kind,
                   model=model, benchmark=bench, constants=constants, policy=loaded, policy_source=source, property=prop)
 
 
-def _model(target: str | Path | Benchmark, constants: str | None) -> tuple[Benchmark | None, Any, str, str]:
+def _model(target: str | Path | Benchmark, constants: str | None,
+           env_kwargs: str | dict[str, Any] | None = None) -> tuple[Benchmark | None, Any, str, str]:
+    if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment with a finite model
+        from rlverify.errors import OptionError
+        from rlverify.models.gymnasium import model_from_target
+
+        if constants:
+            raise OptionError(f"{target}: -c/--constants is for PRISM/JANI models and benchmarks; "
+                              f"give the environment's arguments with --env-kwargs {constants!r}")
+        gym_model = model_from_target(target, env_kwargs)
+        return None, gym_model, "prism", gym_model.display_name
+    if env_kwargs:
+        from rlverify.errors import OptionError
+
+        raise OptionError(f"--env-kwargs: applies to gym:ID targets only (e.g. gym:FrozenLake-v1), not {target}")
     if isinstance(target, Benchmark):
         if constants:
             raise BenchmarkError(f"{target.id}: parameters are fixed when the benchmark is made; pass them to make()")
         return target, target.model(), target.kind, target.name
     path = Path(target)
     text = str(target)
+    from rlverify.models.continuous.declared import is_declaration_target, load_system
+
+    if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
+        return None, load_system(text, constants), "continuous", text
     if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():
         if not path.is_file():
             raise InputFileError(f"{path}: model file not found")
@@ -105,7 +128,8 @@ def _model(target: str | Path | Benchmark, constants: str | None) -> tuple[Bench
 
 
 def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, features: Sequence[str] | None,
-            actions: Sequence[str] | None, output: str | None, needs_policy: bool) -> tuple[Policy | None, str | None]:
+            actions: Sequence[str] | None, output: str | None, needs_policy: bool,
+            interface: dict[str, list[str]] | None = None) -> tuple[Policy | None, str | None]:
     from rlverify.policies.loading import load_policy
 
     if policy is not None and not isinstance(policy, str):
@@ -129,7 +153,7 @@ def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, fea
     else:
         file = policy
     return load_policy(file, features=list(features) if features else None,
-                       actions=list(actions) if actions else None, output=output), file
+                       actions=list(actions) if actions else None, output=output, defaults=interface), file
 
 
 def _property(bench: Benchmark | None, model: Any, kind: str, given: str | Property) -> Property:

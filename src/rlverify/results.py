@@ -31,6 +31,9 @@ class ExactResult:
         state_values: per-state values ``(states,)`` when requested, with ``state_valuations``
             (model states only: the ``stalled`` sink is left out); monolithic mode: Pmax, with
             ``state_values_min`` = Pmin.
+        untaken_choices: choices the policy names no action for (it never takes them), as name ->
+            number of policy-reachable states offering them; a label, or ``label (command)``, or a
+            command name for unlabelled commands (see :mod:`rlverify.models.commands`).
     """
 
     property: str
@@ -57,6 +60,10 @@ class ExactResult:
     state_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
     state_values_min: np.ndarray | None = field(default=None, repr=False, compare=False)
     variables: tuple[str, ...] = ()
+    #: what the user should know before trusting the number (a policy verified outside the parameters
+    #: it was trained for, a MaskablePPO policy with unavailable='stall', ...); the CLI prints them
+    warnings: list[str] = field(default_factory=list)
+    untaken_choices: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (per-state arrays left out)."""
@@ -97,6 +104,8 @@ class StatisticalResult:
             it does) or ``"undecided"`` (it straddles the threshold; ``satisfied`` None).
         decisions: policy decisions made (steps over all runs); timings: seconds per phase.
         versions: package versions.
+        untaken_choices: choices of the model's decision states the policy names no action for (it
+            never takes them): name -> number of states of the built model offering them.
     """
 
     property: str
@@ -124,6 +133,9 @@ class StatisticalResult:
     model: str = ""
     policy: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    #: as ExactResult.warnings
+    warnings: list[str] = field(default_factory=list)
+    untaken_choices: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (keys estimate, interval, confidence, method, runs, undecided, stalled, seed, timings, ...)."""

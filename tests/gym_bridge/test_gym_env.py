@@ -218,7 +218,7 @@ def test_vector_env_same_seed_same_trajectories(avoid_small):
     ({"reward": "rewards"}, "unknown reward model 'rewards' (did you mean 'reward'?)"),
     ({"terminal": '"colide"'}, 'unknown label "colide"'),
     ({"features": ("x", "z")}, "features ['z'] are not model variables"),
-    ({"actions": ("north", "up")}, "actions ['up'] are not action labels"),
+    ({"actions": ("north", "up")}, "action 'up' is not an action of the model"),
     ({"unavailable": "skip"}, "unavailable: expected one of stall, renormalize"),
     ({"terminal": '"collide" | x=1'}, "expected one label or one expression"),
 ])
@@ -288,11 +288,22 @@ def test_forced_unlabelled_step_is_taken_as_in_the_verifier(tmp_path):
     assert exact.value == pytest.approx(1.0)
 
 
-def test_several_unresolvable_choices_are_refused(tmp_path):
+def test_several_unlabelled_choices_become_command_named_actions(tmp_path):
     path = tmp_path / "nondet.prism"
     path.write_text(FORCED.replace("[]     x=1 -> (x'=2);", "[]     x=1 -> (x'=2);\n  [] x=1 -> (x'=0);"))
-    with pytest.raises(RlverifyError, match="no agent action can choose"):
-        MDPEnv.from_model(path)
+    env = MDPEnv.from_model(path, max_episode_steps=10)
+    assert env.action_names == ("go", "stay", "m:3", "m:4")  # x=1's two unlabelled commands, by name
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step(env.action_names.index("go"))
+    assert int(obs[0]) == 1 and info["action_mask"].tolist() == [False, False, True, True]
+    obs, _, _, _, _ = env.step(env.action_names.index("m:4"))
+    assert int(obs[0]) == 0  # the command back to 0
+    # an agent without the command names is asked at x=1 and has nothing available there: it stalls
+    env = MDPEnv.from_model(path, actions=("go", "stay"), max_episode_steps=10)
+    env.reset(seed=0)
+    env.step(0)
+    _, _, term, _, info = env.step(0)
+    assert term and info["stalled"]
 
 
 def test_a_single_labelled_choice_the_agent_lacks_stalls_as_in_the_verifier(tmp_path):

@@ -10,6 +10,7 @@ from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.policies import CallablePolicy
 from rlverify.statistical import (SimulationOptions, StatisticalOptions, StatisticsError, parse_path_property,
                                   verify_statistical)
+from rlverify.statistical.envs import ExplicitEnv
 from rlverify.statistical.verify import prepare
 
 AVOID_PROP = "P=? [F<=100 COLLISION=true]"
@@ -291,8 +292,12 @@ def test_duplicate_action_labels_are_refused(tmp_path):
     path.write_text('mdp\nmodule m\n  x : [0..2] init 0;\n  [a] x=0 -> (x\'=1);\n  [a] x=0 -> (x\'=2);\n'
                     '  [a] x>0 -> true;\nendmodule\nlabel "goal" = x=2;\n')
     mdp, _ = build_explicit(load_model(path), None)
-    with pytest.raises(PolicyError, match="choices labelled 'a'"):
-        prepare(mdp, 'P=? [F "goal"]')
+    # by default the two 'a' commands are addressed by their command names
+    env, _, _ = prepare(mdp, 'P=? [F "goal"]')
+    assert env.actions == ("m:1", "m:2", "m:3")  # m:3 is the only choice of x>0, but still one of label a
+    # a policy over the label cannot pick one: refused, naming the commands to use
+    with pytest.raises(PolicyError, match=r"choices labelled 'a' \(commands m:1, m:2\)"):
+        ExplicitEnv(mdp, actions=("a",))
 
 
 def test_sprt_decides_correctly_with_a_few_undecided_runs(avoid_model, avoid_policy, avoid_exact):

@@ -5,9 +5,9 @@ from rlverify.abstraction.imdp import IMDP
 from rlverify.abstraction.policy_fit import policy_network
 from rlverify.abstraction.robust_vi import bounded_reachability
 from rlverify.abstraction.verify import (GUARANTEE, AbstractionBudgetError, AbstractionError, AbstractionOptions,
-                                         AbstractionResult, PartBound, Timings, verify_abstraction)
+                                         AbstractionProgress, AbstractionResult, PartBound, Timings, verify_abstraction)
 from rlverify.errors import DomainError, IntervalError
 
-__all__ = ["AbstractionBudgetError", "AbstractionError", "AbstractionOptions", "AbstractionResult", "DomainError", "GUARANTEE",
+__all__ = ["AbstractionBudgetError", "AbstractionError", "AbstractionOptions", "AbstractionProgress", "AbstractionResult", "DomainError", "GUARANTEE",
            "IMDP", "IntervalError", "PartBound", "Polytope", "Template", "Timings", "bounded_reachability",
            "policy_network", "verify_abstraction"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,26 @@ log = logging.getLogger(__name__)
 GUARANTEE = "sound upper bound"
 
 
+@dataclass(frozen=True)
+class AbstractionProgress:
+    """Where a running abstraction is (passed to the ``progress`` callback of :func:`verify_abstraction`).
+
+    Attributes:
+        depth: the step being expanded, 1..``horizon`` (its frontier holds the states reached after
+            ``depth - 1`` steps).
+        horizon: ``k``.
+        frontier: abstract states being expanded at this depth.
+        states: abstract states created so far (the IMDP's states, sinks included).
+        polyhedra: refined parts so far.
+        stage: ``"refining"``, ``"successors"``, ``"expanded"`` (the depth is done) or ``"solving"``.
+    """
+
+    depth: int
+    horizon: int
+    frontier: int
+    states: int
+    polyhedra: int
+    stage: str
 
 
 @dataclass(frozen=True)
@@ -158,12 +178,16 @@ def _same_for_all_actions(succ: Successors) -> bool:
     return all(np.array_equal(p.lo, first.lo) and np.array_equal(p.hi, first.hi) for p in succ.polytopes[1:])
 
 
-def verify_abstraction(system: ContinuousSystem | Any, policy: Policy | str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
-    """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile."""
+def verify_abstraction(system: ContinuousSystem | Any, policy: Policy | str | Path | MLP, options: AbstractionOptions,
+                       *, progress: Callable[[AbstractionProgress], None] | None = None) -> AbstractionResult:
+    """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile.
+
+    ``progress`` (optional) is called with an :class:`AbstractionProgress` at each stage of each depth.
+    """
     from rlverify.abstraction._threads import single_threaded_blas
 
     with single_threaded_blas():
-        return _verify(continuous_system(system), policy, options)
+        return _verify(continuous_system(system), policy, options, progress)
 
 
 def continuous_system(system: Any) -> ContinuousSystem:
@@ -174,7 +198,8 @@ def continuous_system(system: Any) -> ContinuousSystem:
     return system
 
 
-def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options: AbstractionOptions) -> AbstractionResult:
+def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options: AbstractionOptions,
+            progress: Callable[[AbstractionProgress], None] | None = None) -> AbstractionResult:
     """Sound upper bound on ``Pr(F<=k fail)`` from every state of the initial region.
 
     Args:
@@ -272,8 +297,15 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
     frontier = [] if root_fail else [root]
     root_parts: list = []
     root_choice_part: list[int] = []
+
+    def report(depth: int, stage: str) -> None:
+        if progress is not None:
+            progress(AbstractionProgress(depth=depth, horizon=options.horizon, frontier=len(frontier),
+                                         states=len(builder.fail), polyhedra=stats.parts, stage=stage))
+
     for depth in range(options.horizon):
         next_frontier = []
+        report(depth + 1, "refining")
         # 1. successors of every frontier state as a whole, where they can spare a refinement: at the
         #    last step, a state whose successors are all safe (or, with refine_everywhere=False, all
         #    unsafe) needs none; with refine_everywhere=False neither does a state where every action
@@ -313,6 +345,7 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
                 root_parts = parts
         # 3. successors of every part and action; actions with the same successor share its target
         #    (successor_state returns the state already made for an identical set), intervals summed
+        report(depth + 1, "successors")
         t0 = time.perf_counter()
         part_succ = successors_many(system, template, [part.polytope for _, _, part in jobs])
         flags = iter(meets_unsafe_many(system, template,
@@ -328,13 +361,15 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
                 if st == root:
                     root_choice_part.append(pi)
         t_succ += time.perf_counter() - t0
-        log.info("depth %d/%d: %d abstract states expanded (%d without refinement), %d new, %d parts so far, "
-                 "%d identical successors shared, %d containment merges", depth + 1, options.horizon, len(frontier),
-                 len(simple), len(next_frontier), stats.parts, shared, merges)
+        log.info("depth %d/%d: %d abstract states expanded (%d without refinement), %d new, %d states and %d parts so "
+                 "far, %d identical successors shared, %d containment merges", depth + 1, options.horizon, len(frontier),
+                 len(simple), len(next_frontier), len(builder.fail), stats.parts, shared, merges)
+        report(depth + 1, "expanded")
         for st in frontier:  # expanded: only the frontier's polytopes are needed from here on
             del polys[st]
         frontier = next_frontier
 
+    report(options.horizon, "solving")
     t0 = time.perf_counter()
     imdp = builder.build().tightened()  # validates the intervals as built, then tightens
     remap = builder.choice_index_map()
@@ -378,5 +413,6 @@ def part_polytopes(result: AbstractionResult) -> list[Polytope]:
     return [Polytope(t, np.array(p.lo), np.array(p.hi)) for p in result.parts]
 
 
-__all__: Sequence[str] = ["AbstractionBudgetError", "AbstractionError", "AbstractionOptions", "AbstractionResult",
+__all__: Sequence[str] = ["AbstractionBudgetError", "AbstractionError", "AbstractionOptions", "AbstractionProgress",
+                          "AbstractionResult",
                           "GUARANTEE", "PartBound", "Timings", "part_polytopes", "verify_abstraction"]

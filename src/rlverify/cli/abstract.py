@@ -9,12 +9,14 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rlverify.cli.options import add_outputs, add_policy, add_target, dumps, outputs, policy_kwargs, write_json
 from rlverify.errors import InputFileError, OptionError
 
 console = Console()
+err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -22,7 +24,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("abstract", help="sound upper bound by interval-MDP abstraction (continuous systems)",
                        description="Build a k-step interval-MDP abstraction over template polyhedra and report a sound "
                                    "upper bound on the probability of reaching an unsafe state within k steps.")
-    add_target(p, kinds="continuous benchmark id: bouncing-ball-v1, acc-v1, pendulum-v1")
+    add_target(p, kinds="continuous benchmark id (bouncing-ball-v1, acc-v1, pendulum-v1), or path.py:NAME, a system "
+                        "declared in a Python file (see rlverify.models.continuous.declared; -c K=V sets its constants)")
     add_policy(p, default_note="default: the benchmark's 'ppo'; the abstraction bounds ONNX/TorchScript ReLU networks")
     p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
     p.add_argument("--domain", choices=("box", "octagon", "template"), default="box", help="abstract domain")
@@ -70,7 +73,7 @@ def read_template(path: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.abstraction import AbstractionOptions, verify_abstraction
+    from rlverify.abstraction import AbstractionOptions, AbstractionProgress, verify_abstraction
     from rlverify.resolve import resolve
 
     files = outputs(args, (".png", ".json"))
@@ -80,13 +83,24 @@ def run(args: argparse.Namespace) -> int:
     target = resolve(args.target, constants=args.constants, kinds=("continuous",), command="rlverify abstract",
                      **policy_kwargs(args))
     system = target.model
-    params = dict(target.benchmark.parameters) if target.benchmark is not None else {}
+    params = dict(target.benchmark.parameters) if target.benchmark is not None else dict(getattr(system, "constants", {}))
     options = AbstractionOptions(
         horizon=args.horizon if args.horizon is not None else system.horizon, domain=args.domain,
         template=None if template is None else tuple(map(tuple, template.tolist())), phi=args.phi,
         containment=args.containment, initial=args.initial, milp=args.milp, samples=args.samples,
         max_states=args.max_states, seed=args.seed, refine_everywhere=not args.refine_where_action_matters)
-    result = verify_abstraction(system, target.policy, options)
+    # progress on stderr (transient; shown only when stderr is a terminal, as for simulate), so that --json output
+    # on stdout stays clean; -v also logs one line per depth
+    with Progress(TextColumn("abstracting: depth"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("", total=options.horizon)
+
+        def show(p: AbstractionProgress) -> None:
+            done = p.depth if p.stage in ("expanded", "solving") else p.depth - 1
+            bar.update(task, completed=done, description=f"{p.stage}: frontier {p.frontier:,}, "
+                                                         f"{p.states:,} states explored, {p.polyhedra:,} polyhedra")
+
+        result = verify_abstraction(system, target.policy, options, progress=show)
     if ".png" in files:
         from rlverify.abstraction.plots import plot_result
 

@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "rlverify.cli.heatmap",
     "rlverify.cli.train",
     "rlverify.cli.reproduce",
+    "rlverify.cli.inspect",
     "rlverify.cli.benchmarks",
 ]
 

@@ -21,10 +21,27 @@ from rlverify.errors import InputFileError, OptionError
 UNAVAILABLE = ("stall", "renormalize")
 
 
-def add_target(p: argparse.ArgumentParser, *, kinds: str = "PRISM (.prism/.pm/.nm) or JANI (.jani) file, or a benchmark id") -> None:
+def add_target(p: argparse.ArgumentParser, *, kinds: str = "PRISM (.prism/.pm/.nm) or JANI (.jani) file, a benchmark id, "
+                                                          "or gym:ID (a Gymnasium environment with a finite model)") -> None:
     p.add_argument("target", metavar="TARGET", help=f"{kinds} (see 'rlverify benchmarks list')")
     p.add_argument("--constants", "-c", metavar="K=V,...",
                    help="model constants (files) or benchmark parameters, e.g. xMax=4,yMax=4,slickness=0.1")
+
+
+def add_env_kwargs(p: argparse.ArgumentParser) -> None:
+    """``--env-kwargs``: the arguments of a ``gym:ID`` target (``gymnasium.make(ID, **kwargs)``)."""
+    p.add_argument("--env-kwargs", metavar="K=V,...|JSON",
+                   help="arguments of a gym:ID target (a Gymnasium environment with a finite model P: FrozenLake, "
+                        "CliffWalking, Taxi), e.g. map_name=8x8,is_slippery=false (values read as JSON where they are: "
+                        "true/false/numbers), or a JSON object for values with commas: '{\"desc\": [\"SFF\", \"FHG\"]}'")
+
+
+def print_warnings(warnings: Sequence[str], console: Any) -> None:
+    """Print a result's warnings to ``console`` (stderr), one per line."""
+    from rich.markup import escape
+
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
 
 
 def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the benchmark's reference policy") -> None:

@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rlverify.cli.options import (add_outputs, add_policy, add_property, add_target, add_unavailable, dumps, outputs,
-                                  policy_kwargs, write_json)
+from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
+                                  dumps, outputs, policy_kwargs, print_warnings, write_json)
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
 
@@ -28,7 +28,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="statistical verification: simulate the policy in lockstep (DSMC)",
                        description="Estimate the probability of a path property under a policy by simulating many "
                                    "runs in lockstep, with a statistical guarantee.")
-    add_target(p, kinds="PRISM/JANI file or a benchmark id with a simulator (PRISM benchmarks, Racetrack)")
+    add_target(p, kinds="PRISM/JANI file, a benchmark id with a simulator (PRISM benchmarks, Racetrack), or gym:ID")
+    add_env_kwargs(p)
     add_property(p, forms=SUPPORTED_FORMS)
     add_policy(p)
     p.add_argument("--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2; "
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     if args.noise is not None and (Path(args.target).suffix or "/" in args.target):
         raise OptionError("--noise applies to Racetrack benchmarks only (for a model file, set its constants with -c)")
     target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise), property=args.property,
-                     kinds=("prism", "native"), command="rlverify simulate", **policy_kwargs(args))
+                     kinds=("prism", "native"), command="rlverify simulate", env_kwargs=args.env_kwargs,
+                     **policy_kwargs(args))
     if args.sprt is not None and args.method not in (None, "sprt"):
         raise StatisticsError(f"--sprt runs Wald's sequential test; it cannot be combined with --method {args.method}")
     method = "sprt" if args.sprt is not None else (args.method or "okamoto")
@@ -86,7 +88,11 @@ def run(args: argparse.Namespace) -> int:
         task = bar.add_task("runs", total=None)
         result = verify_statistical(target.model, target.property, target.policy, options,
                                     progress=lambda done, total: bar.update(task, completed=done, total=total))
-    result = dataclasses.replace(result, model=target.name)
+    from rlverify.policies.loading import policy_warnings
+
+    result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings)
+                                 + policy_warnings(target.policy, target, unavailable=args.unavailable))
+    print_warnings(result.warnings, err_console)
     if ".json" in files:
         write_json(files[".json"], result.to_json())
     if args.json:

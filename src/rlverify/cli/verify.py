@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rlverify.cli.options import (add_outputs, add_policy, add_property, add_target, add_unavailable, dumps, outputs,
-                                  policy_kwargs, write_json)
+from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
+                                  dumps, outputs, policy_kwargs, print_warnings, write_json)
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.exact.checking import NUMERICS
 from rlverify.exact.verify import MODES, STRATEGIES
@@ -27,6 +27,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="exact verification of a policy with Storm",
                        description="Build the Markov chain the policy induces on an MDP and check a PCTL property with Storm.")
     add_target(p)
+    add_env_kwargs(p)
     add_property(p)
     add_policy(p, default_note="default for benchmarks: 'reference'")
     p.add_argument("--mode", choices=MODES, default="stochastic",
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     files = outputs(args, (".csv", ".npz", ".json"))
     target = resolve(args.target, constants=args.constants, property=args.property,
                      needs_policy=args.mode != "monolithic", kinds=("prism",), command="rlverify verify",
-                     **policy_kwargs(args))
+                     env_kwargs=args.env_kwargs, **policy_kwargs(args))
     options = ExactOptions(mode=args.mode, strategy=args.strategy, unavailable=args.unavailable, numerics=args.numerics,
                            precision=args.precision, max_states=args.max_states,
                            all_states=".csv" in files or ".npz" in files)
@@ -58,7 +59,11 @@ def run(args: argparse.Namespace) -> int:
     with err_console.status("verifying") as status:
         result = verify_exact(target.model, target.property, target.policy, options,
                               progress=lambda msg: status.update(msg))
-    result = dataclasses.replace(result, model=target.name)
+    from rlverify.policies.loading import policy_warnings
+
+    notes = policy_warnings(target.policy, target, unavailable=args.unavailable) if target.policy is not None else []
+    result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings) + notes)
+    print_warnings(result.warnings, err_console)
     for suffix in (".csv", ".npz"):
         if suffix in files:
             _write_states(files[suffix], result)

@@ -6,6 +6,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,13 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import OptionError, PolicyError, PropertyError
-from rlverify.exact.checking import NUMERICS, check, compare, environment, quantitative
+from rlverify.exact.checking import NUMERICS, CheckOutcome, check, compare, environment, quantitative
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
-from rlverify.models.dynamics import UNAVAILABLE, choice_table
+from rlverify.models.commands import is_command_name
+from rlverify.models.dynamics import UNAVAILABLE, choice_table, untaken_message
 from rlverify.models.explicit import ExplicitModel, to_storm
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, parse_property
+from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, constant_value, parse_property
 from rlverify.policies.base import Policy, validate_probabilities
 from rlverify.policies.check import check_policy
 from rlverify.results import ExactResult, versions
@@ -117,6 +119,12 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         t = time.perf_counter()
         mdp, storm_mdp = build_explicit(model, [prop], max_states=options.max_states)
         timings["build"] = time.perf_counter() - t
+        signed = _signed_reward(prop, mdp)
+        if signed is not None and prop.bound is None:
+            raise PropertyError(f"property '{property_text}': reward model '{signed}' has negative rewards; Storm's "
+                                "Rmin/Rmax over all schedulers assume non-negative rewards (and the optimum of a "
+                                "difference is not the difference of optima): split it into two non-negative reward "
+                                "models, or check a policy (its value is computed exactly with signed rewards)")
         t = time.perf_counter()
         say("checking Pmin and Pmax")
         fmin, threshold, comparison = quantitative(prop, optimality="min")
@@ -151,19 +159,27 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         say("exploring policy-reachable states with Storm's builder")
         explorer = _MaskedExploration(model, policy, options, progress=say)
         mask = explorer.mask()
-    mdp, _ = build_explicit(model, [prop], max_states=options.max_states, mask=mask)
+    mdp, _ = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
+                            command_names=True if names_commands(policy) else None)
     timings["build"] = time.perf_counter() - t
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
     all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    chain, origin, n_queried, policy_seconds = _induce(mdp, policy, options, all_unavailable)
+    chain, origin, n_queried, policy_seconds, untaken = _induce(mdp, policy, options, all_unavailable)
     timings["policy"] = policy_seconds
     timings["induce"] = time.perf_counter() - t - policy_seconds
     say(f"checking on the induced chain ({chain.num_states} states, {chain.num_transitions} transitions)")
     t = time.perf_counter()
     storm_chain = to_storm(chain)
     formula, threshold, comparison = quantitative(prop)
-    out = check(storm_chain, formula, env)
+    notes = []
+    signed = _signed_reward(prop, chain)
+    if signed is None:
+        out = check(storm_chain, formula, env)
+    else:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
+        out = _check_signed(chain, signed, formula, env)
+        notes.append(f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
+                     "part], each checked by Storm (its solvers assume non-negative rewards)")
     stalled = 0.0
     if STALLED_LABEL in chain.labels:
         import stormpy
@@ -184,17 +200,53 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
         # per-state values of the model's states (the added `stalled` sink is not one of them)
         state_values=out.values[origin >= 0] if options.all_states else None,
-        state_valuations=chain.valuations[origin >= 0] if options.all_states else None, variables=chain.variables)
+        state_valuations=chain.valuations[origin >= 0] if options.all_states else None, variables=chain.variables,
+        untaken_choices=untaken,
+        warnings=notes + ([untaken_message(untaken, "policy-reachable states")] if untaken else []))
+
+
+def _signed_reward(prop: Property, model: ExplicitModel) -> str | None:
+    """The name of the reward model a reward property reads when it has negative entries in ``model``, else None."""
+    if prop.reward_model is None:
+        return None
+    names = sorted(set(model.state_rewards) | set(model.choice_rewards))
+    name = prop.reward_model if prop.reward_model else (names[0] if len(names) == 1 else "")
+    rewards = [r for r in (model.state_rewards.get(name), model.choice_rewards.get(name)) if r is not None]
+    return name if any((r < 0).any() for r in rewards) else None
+
+
+def _check_signed(chain: ExplicitModel, name: str, formula: Any, env: Any) -> Any:
+    """Check a reward formula whose reward model ``name`` has negative state rewards on the chain, as the
+    difference of its positive and negative parts (linearity of expectation; both parts must be finite)."""
+    r = chain.state_rewards[name]
+    parts = []
+    for part in (np.maximum(r, 0.0), np.maximum(-r, 0.0)):
+        split = dataclasses.replace(chain, state_rewards={**chain.state_rewards, name: part})
+        parts.append(check(to_storm(split), formula, env))
+    pos, neg = parts
+    if math.isinf(pos.value) and math.isinf(neg.value):
+        raise PropertyError(f"reward model '{name}': both its positive and its negative part are infinite from the "
+                            "initial state (the target is missed with positive probability): the value is undefined")
+    lower = pos.lower - neg.upper if pos.lower is not None and neg.upper is not None else None
+    upper = pos.upper - neg.lower if pos.upper is not None and neg.lower is not None else None
+    with np.errstate(invalid="ignore"):
+        values = pos.values - neg.values
+    return CheckOutcome(value=pos.value - neg.value, lower=lower, upper=upper, values=values)
 
 
 def induce(mdp: ExplicitModel, policy: Policy, *, mode: str = "stochastic", unavailable: str = "stall") -> tuple[ExplicitModel, np.ndarray]:
     """The reachable chain ``policy`` induces on an explicit MDP (policy evaluated in one batch)."""
-    chain, origin, _, _ = _induce(mdp, policy, ExactOptions(mode=mode, unavailable=unavailable))
+    chain, origin, _, _, _ = _induce(mdp, policy, ExactOptions(mode=mode, unavailable=unavailable))
     return chain, origin
 
 
-def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions,
-            all_unavailable: np.ndarray | None = None) -> tuple[ExplicitModel, np.ndarray, int, float]:
+def names_commands(policy: Policy) -> bool:
+    """Whether ``policy`` names some of its actions by command (``m:2``) rather than by label."""
+    return any(is_command_name(a) for a in policy.actions)
+
+
+def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions, all_unavailable: np.ndarray | None = None,
+            ) -> tuple[ExplicitModel, np.ndarray, int, float, dict[str, int]]:
     table = choice_table(mdp, policy.actions)  # refuses choices no policy can pick before the policy is asked
     states = np.flatnonzero(table.decision)
     features = mdp.feature_matrix(policy.features, states)
@@ -206,7 +258,7 @@ def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions,
     cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable,
                         all_unavailable=all_unavailable, table=table)
     chain, origin = induced_chain(mdp, cw)
-    return chain, origin, len(states), policy_seconds
+    return chain, origin, len(states), policy_seconds, table.untaken(origin[origin >= 0])
 
 
 class _MaskedExploration:
@@ -226,6 +278,8 @@ class _MaskedExploration:
         self.action_col = {a: i for i, a in enumerate(policy.actions)}
         self.cache: dict[tuple, np.ndarray] = {}
         self.names: dict[int, str] = {}
+        # a label does not say which command a choice is: choices named by command are weighed when induced
+        self.prune = not names_commands(policy)
 
     def mask(self) -> Any:
         import stormpy.developer as dev
@@ -250,7 +304,7 @@ class _MaskedExploration:
         if name is None:
             name = self.names[action_index] = self.model.program.get_action_name(action_index)
         col = self.action_col.get(name)
-        if col is None:  # as with 'full': such choices are weighed (or refused) when the chain is induced
+        if col is None or not self.prune:  # as with 'full': such choices are weighed (or refused) when the chain is induced
             return True
         # deterministic + renormalize needs every available action to find the best available one
         return bool(keep[col]) or (self.options.mode == "deterministic" and self.options.unavailable == "renormalize")
@@ -272,7 +326,7 @@ class _MaskedExploration:
 
 def available_actions(model: SymbolicModel, valuation: dict[str, int]) -> set[str]:
     """Action labels enabled in a state of a PRISM program (synchronisation respected; "" = unlabelled)."""
-    program = model.program
+    program = model.program.substitute_constants()  # Storm crashes evaluating undefined identifiers
     manager = program.expression_manager
     subst = {}
     for name, value in valuation.items():
@@ -310,12 +364,12 @@ def _choose_strategy(model: SymbolicModel, options: ExactOptions) -> str:
 
 def _domain_size(model: SymbolicModel) -> float:
     size = 1.0
-    program = model.program
+    program = model.program.substitute_constants()
     for v in list(program.global_integer_variables) + [v for m in program.modules for v in m.integer_variables]:
-        try:
-            size *= v.upper_bound_expression.evaluate_as_int() - v.lower_bound_expression.evaluate_as_int() + 1
-        except Exception:  # unbounded or non-constant bounds
+        low, high = constant_value(v.lower_bound_expression), constant_value(v.upper_bound_expression)
+        if low is None or high is None:  # unbounded or non-constant bounds
             return math.inf
+        size *= high - low + 1
     n_bool = len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules)
     return size * 2.0 ** n_bool
 

@@ -9,9 +9,10 @@ handled as the verifier handles them (``stall`` or ``renormalize``)::
     envs = VectorMDPEnv.from_model("model.prism", 256, reward="r", terminal='"goal"')
 """
 
-from rlverify.gym.build import EnvDefaults, benchmark_dynamics, benchmark_envs, load_dynamics
+from rlverify.gym.build import EnvDefaults, benchmark_dynamics, benchmark_envs, load_dynamics, reward_spec
 from rlverify.gym.dynamics import EnvError, MDPDynamics, UnavailableActionError, dynamics_from_explicit
-from rlverify.gym.env import MDPEnv, VectorMDPEnv
+from rlverify.gym.env import MDPEnv, RewardWarning, VectorMDPEnv, entry_rewards, save_policy_metadata
 
-__all__ = ["benchmark_envs", "EnvDefaults", "EnvError", "MDPDynamics", "MDPEnv", "UnavailableActionError", "VectorMDPEnv",
-           "benchmark_dynamics", "dynamics_from_explicit", "load_dynamics"]
+__all__ = ["benchmark_envs", "EnvDefaults", "EnvError", "MDPDynamics", "MDPEnv", "RewardWarning", "UnavailableActionError",
+           "VectorMDPEnv", "benchmark_dynamics", "dynamics_from_explicit", "entry_rewards", "load_dynamics", "reward_spec",
+           "save_policy_metadata"]

@@ -12,6 +12,7 @@ import numpy as np
 
 from rlverify.benchmarks.registry import EnvDefaults
 from rlverify.gym.dynamics import EnvError, MDPDynamics, dynamics_from_explicit, label_key
+from rlverify.models.commands import is_command_name
 from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
 
 
@@ -35,15 +36,16 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
         ModelError, PropertyError, ConstantsError, ModelTooLargeError: as for verification.
     """
     symbolic = model if isinstance(model, SymbolicModel) else load_model(model, constants)
+    named = True if actions is not None and any(is_command_name(a) for a in actions) else None
     if terminal is None:
-        mdp, _ = build_explicit(symbolic, None, max_states=max_states)
+        mdp, _ = build_explicit(symbolic, None, max_states=max_states, command_names=named)
         return dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, unavailable=unavailable, declared=symbolic,
                                       dtype=dtype)
     text = terminal.strip()
     is_label = re.fullmatch(r'"[^"]*"', text) is not None or (text in symbolic.labels and text not in symbolic.variables)
     condition = f'"{text.strip(chr(34))}"' if is_label else f"({text})"
     prop = parse_property(symbolic, f"P=? [F {condition}]")
-    mdp, _ = build_explicit(symbolic, [prop], max_states=max_states)
+    mdp, _ = build_explicit(symbolic, [prop], max_states=max_states, command_names=named)
     if is_label:
         key = label_key(mdp, text)
     else:
@@ -56,6 +58,35 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
     dyn = dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, terminal=mask, declared=symbolic,
                                  unavailable=unavailable, dtype=dtype)
     return replace(dyn, terminal_description=text)
+
+
+def reward_spec(reward: str | None, reward_label: str | None = None) -> tuple[str | None, dict[str, float] | None]:
+    """Split a reward spec into a reward model name and label rewards.
+
+    ``reward`` is a reward model name (``"r"``), or label rewards ``"label:goal=1,hole=-1"`` (a reward
+    earned on *entering* a state with the label; a bare ``label:goal`` means 1); ``reward_label="goal"``
+    is short for ``"label:goal=1"``. Returns ``(reward_model or None, {label: value} or None)``.
+
+    Raises:
+        EnvError: a malformed spec, or both a label spec and ``reward_label``.
+    """
+    labels: dict[str, float] = {}
+    if reward is not None and reward.strip().startswith("label:"):
+        for part in reward.strip().removeprefix("label:").split(","):
+            name, eq, value = part.strip().removeprefix("label:").partition("=")
+            name = name.strip().strip('"')
+            if not name:
+                raise EnvError(f"reward {reward!r}: expected label:NAME=VALUE[,NAME=VALUE...]")
+            try:
+                labels[name] = float(value) if eq else 1.0
+            except ValueError:
+                raise EnvError(f"reward {reward!r}: the reward of label {name!r} must be a number, got {value!r}") from None
+        reward = None
+    if reward_label is not None:
+        if labels:
+            raise EnvError("give label rewards once: reward='label:...' or reward_label=..., not both")
+        labels[reward_label.strip().strip('"')] = 1.0
+    return reward, labels or None
 
 
 def benchmark_dynamics(benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any) -> tuple[MDPDynamics, EnvDefaults]:

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import EnvError, ModelError, UnavailableActionError, did_you_mean
-from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, check_unavailable, choice_table, fit
+from rlverify.models.commands import is_command_name
+from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, agent_actions, check_unavailable, choice_table, fit
 from rlverify.models.explicit import ExplicitModel
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,8 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
             whatever the agent chooses (as in the verifier); if that choice is a self-loop the state
             is a dead end and ends the episode. A DTMC has no labelled actions and is refused.
         features: observation variables in order (default: all model variables).
-        actions: action labels in order (default: the declared model's labelled actions, sorted).
+        actions: action labels or command names in order (default: the declared model's labelled
+            actions, sorted; where labels do not tell the choices apart, :func:`~rlverify.models.dynamics.agent_actions`).
         reward: reward model name (state and state-action rewards are summed); None for zero rewards.
         terminal: ``(S,)`` bool mask, a label name, or None (only dead ends end episodes).
         unavailable: ``stall`` or ``renormalize`` (see the module docstring).
@@ -142,14 +144,19 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
     declared = model if declared is None else declared
     features = tuple(model.variables if features is None else features)
     labelled = sorted(a for a in set(declared.action_names) if a)
+    if actions is None and model.choice_commands is not None:  # labels that tell the choices apart, then commands
+        agent = agent_actions(model)
+        built = set(model.action_names)
+        actions = tuple(sorted([a for a in agent if not is_command_name(a)] + [a for a in labelled if a not in built])
+                        + [a for a in agent if is_command_name(a)])
     actions = tuple(labelled if actions is None else actions)
-    names = fit(features, actions, variables=model.variables, model_actions=declared.action_names)
+    names = fit(features, actions, variables=model.variables, model_actions=declared.action_names,
+                commands=getattr(declared, "commands", ()))
     if names.missing_features:
         raise EnvError(f"features {list(names.missing_features)} are not model variables"
                        f"{did_you_mean(names.missing_features[0], model.variables)}; variables: {', '.join(model.variables)}")
     if names.missing_actions:
-        raise EnvError(f"actions {list(names.missing_actions)} are not action labels of the model"
-                       f"{did_you_mean(names.missing_actions[0], labelled)}; labels: {', '.join(labelled)}")
+        raise EnvError("; ".join(names.problems()))
     if not actions:
         raise EnvError("the model has no labelled actions: nothing for an agent to choose")
     S, A = model.num_states, len(actions)

@@ -1,8 +1,17 @@
-"""Gymnasium environments over explicit MDPs: one episode (:class:`MDPEnv`) or N in lockstep (:class:`VectorMDPEnv`)."""
+"""Gymnasium environments over explicit MDPs: one episode (:class:`MDPEnv`) or N in lockstep (:class:`VectorMDPEnv`).
+
+Both can add a reward for *entering* a labelled state (``reward="label:goal=1"`` or ``reward_label="goal"``)
+without editing the model, warn when every reward is 0, and tell a policy file what it was trained on
+(:meth:`MDPEnv.policy_metadata`, :func:`save_policy_metadata`: the ``model.zip.json`` sidecar that
+``rlverify verify --policy model.zip`` reads).
+"""
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -11,9 +20,89 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlverify.errors import EnvError
-from rlverify.gym.build import benchmark_dynamics, load_dynamics
-from rlverify.gym.dynamics import MDPDynamics
+from rlverify.errors import EnvError, InputFileError
+from rlverify.gym.build import benchmark_dynamics, load_dynamics, reward_spec
+from rlverify.gym.dynamics import MDPDynamics, label_key
+
+
+class RewardWarning(UserWarning):
+    """The environment's rewards cannot teach anything (no reward model selected, or all rewards 0)."""
+
+
+def entry_rewards(dynamics: MDPDynamics, labels: Mapping[str, float] | None) -> np.ndarray:
+    """``(S,)`` float64 reward earned by a step that ends in each state: the sum of ``labels[L]`` over its
+    labels ``L`` (a terminal label pays once; a label the agent stays in pays on every step that stays).
+
+    Warns (:class:`RewardWarning`) when the agent would earn nothing at all: no reward model and no
+    label rewards, or only zeros.
+
+    Raises:
+        EnvError: an unknown label (the close ones named).
+    """
+    entry = np.zeros(dynamics.num_states)
+    for name, value in (labels or {}).items():
+        entry += float(value) * dynamics.model.labels[label_key(dynamics.model, name)]
+    if dynamics.reward_model is None and not labels:
+        rewards = [repr(n) for n in dict.fromkeys(list(dynamics.model.state_rewards) + list(dynamics.model.choice_rewards))]
+        labelled = sorted(dynamics.model.label_aliases.get(k, k) for k in dynamics.model.labels)
+        warnings.warn(f"no reward model selected: every reward is 0, an agent learns nothing; pass reward=NAME "
+                      f"(the model has {', '.join(rewards) or 'none'}) or reward='label:NAME=VALUE' to reward entering "
+                      f"a labelled state (labels: {', '.join(labelled) or 'none'})", RewardWarning, stacklevel=3)
+    elif not np.any(dynamics.rewards) and not np.any(entry):
+        warnings.warn(f"every reward is 0 (reward model {dynamics.reward_model!r}"
+                      f"{', label rewards ' + str(dict(labels)) if labels else ''}): an agent learns nothing",
+                      RewardWarning, stacklevel=3)
+    return entry
+
+
+def save_policy_metadata(policy_path: str | Path, metadata: Mapping[str, Any], *, force: bool = False) -> Path:
+    """Write ``metadata`` (see :meth:`MDPEnv.policy_metadata`) as the sidecar ``<policy_path>.json``.
+
+    ``rlverify verify --policy model.zip`` (or ``module.pt``) reads the sidecar for the policy's
+    feature and action names, its output kind, and where it was trained (a verification with other
+    parameters then warns). Returns the sidecar's path.
+
+    Raises:
+        InputFileError: the sidecar exists and ``force`` is False.
+        EnvError: ``metadata`` lacks ``features`` or ``actions``.
+    """
+    side = Path(str(policy_path) + ".json")
+    missing = [k for k in ("features", "actions") if not metadata.get(k)]
+    if missing:
+        raise EnvError(f"policy metadata needs {' and '.join(missing)}")
+    if side.exists() and not force:
+        raise InputFileError(f"{side}: file exists; pass force=True to overwrite it")
+    side.parent.mkdir(parents=True, exist_ok=True)
+    side.write_text(json.dumps(dict(metadata), indent=2, default=str) + "\n")
+    return side
+
+
+def _source(model: Any, constants: Any = None) -> dict[str, Any]:
+    """Where a model comes from, as a policy sidecar records it (``benchmark``, ``params``)."""
+    if getattr(model, "env_id", ""):  # rlverify.models.from_gymnasium
+        return {"benchmark": f"gym:{model.env_id}", "params": dict(model.env_kwargs)}
+    from rlverify.models.symbolic import parse_constants
+
+    path = getattr(model, "path", model)
+    constants = constants or getattr(model, "constants", None)
+    return {"benchmark": None, "model": str(path), "params": parse_constants(constants) if constants else {}}
+
+
+def _model_kwargs(model: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float] | None]:
+    """``load_dynamics`` keyword arguments with the reward spec split off (and a gym model's features)."""
+    kwargs = dict(kwargs)
+    reward, labels = reward_spec(kwargs.pop("reward", None), kwargs.pop("reward_label", None))
+    interface = getattr(model, "policy_interface", None)
+    if reward is None and labels is None and interface:
+        from rlverify.models.gymnasium import REWARD_MODEL
+
+        reward = REWARD_MODEL  # the Gymnasium environment's own reward
+    kwargs["reward"] = reward
+    if kwargs.get("features") is None and interface:
+        kwargs["features"] = interface["features"]  # the observation the Gymnasium agent saw
+    if kwargs.get("actions") is None and interface:
+        kwargs["actions"] = interface["actions"]  # in Gymnasium's action-index order
+    return kwargs, labels
 
 
 class MDPEnv(gymnasium.Env):
@@ -29,15 +118,25 @@ class MDPEnv(gymnasium.Env):
     ``reset(seed=...)``).
 
     ``info`` has ``state`` (index in ``dynamics.model``), ``action_mask`` ``(|A|,)`` bool and
-    ``stalled``; :meth:`action_masks` serves maskable agents (``unavailable='renormalize'``).
+    ``stalled``; :meth:`action_masks` serves maskable agents (sb3-contrib MaskablePPO: verify it with
+    ``unavailable='renormalize'``, which is the masked policy).
+
+    ``reward_labels`` (``{"goal": 1.0}``) adds a reward on entering a state with that label, on top
+    of the reward model (also given as ``reward="label:goal=1"`` to :meth:`from_model`).
+    ``source`` (``{"benchmark": ..., "params": ...}``) is where the model comes from, for
+    :meth:`policy_metadata`.
     """
 
     metadata = {"render_modes": []}
 
-    def __init__(self, dynamics: MDPDynamics, *, max_episode_steps: int | None = None) -> None:
+    def __init__(self, dynamics: MDPDynamics, *, max_episode_steps: int | None = None,
+                 reward_labels: Mapping[str, float] | None = None, source: Mapping[str, Any] | None = None) -> None:
         if max_episode_steps is not None and max_episode_steps <= 0:
             raise EnvError(f"max_episode_steps must be positive, got {max_episode_steps}")
         self.dynamics = dynamics
+        self.reward_labels = dict(reward_labels or {})
+        self._entry = entry_rewards(dynamics, self.reward_labels)
+        self.source = dict(source or {})
         self.max_episode_steps = max_episode_steps
         self.action_names = dynamics.actions
         self.observation_space = spaces.Box(dynamics.obs_low, dynamics.obs_high, dtype=dynamics.observations.dtype)
@@ -48,14 +147,45 @@ class MDPEnv(gymnasium.Env):
 
     @classmethod
     def from_model(cls, model: Any, *, max_episode_steps: int | None = None, **kwargs: Any) -> MDPEnv:
-        """Build from a PRISM/JANI path or loaded model; ``kwargs`` as :func:`~rlverify.gym.build.load_dynamics`."""
-        return cls(load_dynamics(model, **kwargs), max_episode_steps=max_episode_steps)
+        """Build from a PRISM/JANI path or loaded model; ``kwargs`` as :func:`~rlverify.gym.build.load_dynamics`,
+        where ``reward`` may also be a label reward spec (``"label:goal=1,hole=-1"``, see
+        :func:`~rlverify.gym.build.reward_spec`) and ``reward_label="goal"`` is short for ``"label:goal=1"``.
+
+        A model made by :func:`rlverify.models.from_gymnasium` is observed as the Gymnasium agent
+        observes it (the state index ``s``) unless ``features`` say otherwise.
+        """
+        kwargs, labels = _model_kwargs(model, kwargs)
+        return cls(load_dynamics(model, **kwargs), max_episode_steps=max_episode_steps, reward_labels=labels,
+                   source=_source(model, kwargs.get("constants")))
 
     @classmethod
     def from_benchmark(cls, benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any) -> MDPEnv:
         """A registered PRISM benchmark with its training defaults (reward, terminal, episode length)."""
+        from rlverify.benchmarks import spec
+
         dyn, defaults = benchmark_dynamics(benchmark_id, params, **overrides)
-        return cls(dyn, max_episode_steps=defaults.max_episode_steps)
+        return cls(dyn, max_episode_steps=defaults.max_episode_steps,
+                   source={"benchmark": benchmark_id, "params": dict(spec(benchmark_id).resolve(dict(params or {})))})
+
+    def policy_metadata(self, *, output: str = "logits", **extra: Any) -> dict[str, Any]:
+        """What a policy trained on this environment declares: ``features`` (the observation, in order),
+        ``actions`` (action ``i`` is ``actions[i]``), ``output`` (``logits`` for SB3 PPO/A2C/MaskablePPO
+        networks, ``q-values`` for DQN; an SB3 zip's distribution is read directly), ``benchmark`` and
+        ``params`` (where it was trained: a verification with other parameters warns), how the
+        environment played the model (``env``), and ``extra`` (algorithm, seed, steps, ...)."""
+        return {"features": list(self.dynamics.features), "actions": list(self.action_names), "output": output,
+                "benchmark": self.source.get("benchmark"), "params": self.source.get("params", {}),
+                **({"model": self.source["model"]} if self.source.get("model") else {}),
+                "env": {"reward_model": self.dynamics.reward_model, "reward_labels": self.reward_labels,
+                        "terminal": self.dynamics.terminal_description, "unavailable": self.dynamics.unavailable,
+                        "max_episode_steps": self.max_episode_steps},
+                **extra}
+
+    def save_policy_metadata(self, policy_path: str | Path, *, output: str = "logits", force: bool = False,
+                             **extra: Any) -> Path:
+        """Write :meth:`policy_metadata` as the sidecar ``<policy_path>.json`` (``model.zip.json``); see
+        :func:`save_policy_metadata`. Returns its path."""
+        return save_policy_metadata(policy_path, self.policy_metadata(output=output, **extra), force=force)
 
     @property
     def state(self) -> int | None:
@@ -81,7 +211,8 @@ class MDPEnv(gymnasium.Env):
         terminated = bool(stalled[0] or self.dynamics.terminal[self._state])
         truncated = bool(not terminated and self.max_episode_steps is not None and self._steps >= self.max_episode_steps)
         self._over = terminated or truncated
-        return self._obs(), float(reward[0]), terminated, truncated, self._info(stalled=bool(stalled[0]))
+        gained = float(reward[0]) + (0.0 if stalled[0] else float(self._entry[self._state]))
+        return self._obs(), gained, terminated, truncated, self._info(stalled=bool(stalled[0]))
 
     def action_masks(self) -> np.ndarray:
         """``(|A|,)`` bool: the actions available in the current state."""
@@ -108,12 +239,15 @@ class VectorMDPEnv(VectorEnv):
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
 
-    def __init__(self, dynamics: MDPDynamics, num_envs: int, *, max_episode_steps: int | None = None) -> None:
+    def __init__(self, dynamics: MDPDynamics, num_envs: int, *, max_episode_steps: int | None = None,
+                 reward_labels: Mapping[str, float] | None = None) -> None:
         if num_envs <= 0:
             raise EnvError(f"num_envs must be positive, got {num_envs}")
         if max_episode_steps is not None and max_episode_steps <= 0:
             raise EnvError(f"max_episode_steps must be positive, got {max_episode_steps}")
         self.dynamics = dynamics
+        self.reward_labels = dict(reward_labels or {})
+        self._entry = entry_rewards(dynamics, self.reward_labels)
         self.num_envs = num_envs
         self.max_episode_steps = max_episode_steps
         self.action_names = dynamics.actions
@@ -129,8 +263,9 @@ class VectorMDPEnv(VectorEnv):
 
     @classmethod
     def from_model(cls, model: Any, num_envs: int, *, max_episode_steps: int | None = None, **kwargs: Any) -> VectorMDPEnv:
-        """Build from a PRISM/JANI path or loaded model; ``kwargs`` as :func:`~rlverify.gym.build.load_dynamics`."""
-        return cls(load_dynamics(model, **kwargs), num_envs, max_episode_steps=max_episode_steps)
+        """Build from a PRISM/JANI path or loaded model; ``kwargs`` as :meth:`MDPEnv.from_model`."""
+        kwargs, labels = _model_kwargs(model, kwargs)
+        return cls(load_dynamics(model, **kwargs), num_envs, max_episode_steps=max_episode_steps, reward_labels=labels)
 
     @classmethod
     def from_benchmark(cls, benchmark_id: str, num_envs: int, params: Mapping[str, Any] | None = None,
@@ -158,6 +293,7 @@ class VectorMDPEnv(VectorEnv):
         if actions.shape != (self.num_envs,):
             raise EnvError(f"expected {self.num_envs} actions, got shape {np.shape(actions)}")
         nxt, rewards, stalled = self.dynamics.step(self._states, actions, self._rng)
+        rewards = rewards + np.where(stalled, 0.0, self._entry[nxt])
         self._steps += 1
         terminated = stalled | self.dynamics.terminal[nxt]
         truncated = ~terminated & (self._steps >= self.max_episode_steps if self.max_episode_steps is not None else False)

@@ -2,8 +2,9 @@
 
 from rlverify.models.dynamics import ChoiceTable, choice_table, fit
 from rlverify.models.explicit import ExplicitModel, read_umb, to_storm, write_umb
+from rlverify.models.gymnasium import GymnasiumModel, from_gymnasium
 from rlverify.models.properties import Property, parse_structure
 from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_constants, parse_property
 
-__all__ = ["ChoiceTable", "ExplicitModel", "Property", "SymbolicModel", "build_explicit", "choice_table", "fit", "load_model", "parse_constants", "parse_property", "parse_structure",
+__all__ = ["ChoiceTable", "ExplicitModel", "GymnasiumModel", "Property", "SymbolicModel", "build_explicit", "choice_table", "fit", "from_gymnasium", "load_model", "parse_constants", "parse_property", "parse_structure",
            "read_umb", "to_storm", "write_umb"]

@@ -1,17 +1,21 @@
 """An explicit MDP as an agent sees it: the one core the induced chain, the simulator and the Gym bridge adapt.
 
-An agent chooses among named actions (a tuple in its own order). In each state of an
+An agent chooses among named actions (a tuple in its own order). A choice is matched to the agent's
+action named by its command name (``m:2``, see :mod:`rlverify.models.commands`) if the agent has
+one, else to the action named by its label. In each state of an
 :class:`~rlverify.models.ExplicitModel` (S states, C choices, B branches):
 
-* a state with at least one labelled choice is a *decision* state: the agent is asked, and action
-  ``a`` is available iff the state has a choice labelled ``a`` (an agent action the model does not
-  have, e.g. one a property-directed build made unreachable, is simply never available; a state
-  offering only labels the agent lacks is still asked, and all the agent's mass is unavailable);
-* a state whose choices are all unlabelled has one *forced* choice, taken without asking (Storm's
-  self-loops at terminal states and deadlocks, unlabelled commands); when that choice loops back
-  with probability 1 the state is a *dead end*;
-* two choices with one label in a state, or several unlabelled choices, are refused
-  (:func:`refuse_ambiguous`): no policy over action labels can pick one of them.
+* a state with at least one labelled choice, or with several choices of which some are named by
+  command, is a *decision* state: the agent is asked, and an action is available iff a choice
+  matches it (an agent action the model does not have, e.g. one a property-directed build made
+  unreachable, is never available; a state offering only choices the agent does not name is still
+  asked, and all the agent's mass is unavailable). Choices the agent does not name are never taken:
+  :meth:`ChoiceTable.untaken` lists them so the engines report them;
+* a state whose choices are all unlabelled and which has one choice takes it without asking
+  (Storm's self-loops at terminal states and deadlocks, a lone unlabelled command); when that choice
+  loops back with probability 1 the state is a *dead end*;
+* two choices matching one action in a state are refused (:func:`refuse_ambiguous`), with the command
+  names that tell them apart; so are unlabelled choices of a model built without command names.
 
 What happens to mass on unavailable actions (``stall`` or ``renormalize``) is decided by
 :func:`policy_weights`, shared by the exact and the statistical engine.
@@ -20,7 +24,7 @@ What happens to mass on unavailable actions (``stall`` or ``renormalize``) is de
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -28,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import OptionError, PolicyError, RlverifyError, did_you_mean
+from rlverify.models.commands import Command, check_names, is_command_name
 from rlverify.models.explicit import ExplicitModel
 
 #: what mass on unavailable actions does: ends the run in a ``stalled`` sink, or the available actions are rescaled
@@ -46,14 +51,17 @@ class Fit:
 
     Attributes:
         missing_features: agent features that are not model variables, in the agent's order.
-        missing_actions: agent actions that are not labelled actions of the model.
-        variables, actions: the model's variables and labelled actions (for messages).
+        missing_actions: agent actions that are neither labelled actions nor command names of the model.
+        variables, actions, commands: the model's variables, action labels and command names (for messages).
+        reasons: why a command name is wrong, by missing action (when it is a malformed combination).
     """
 
     missing_features: tuple[str, ...]
     missing_actions: tuple[str, ...]
     variables: tuple[str, ...]
     actions: tuple[str, ...]
+    reasons: dict[str, str] = field(default_factory=dict)
+    commands: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -67,22 +75,33 @@ class Fit:
             feature, variables, owner, actions = f"observed by {where}", "features", where, "actions"
         return ([f"feature '{f}' is not {feature}{did_you_mean(f, self.variables)} "
                  f"({variables}: {', '.join(self.variables)})" for f in self.missing_features]
-                + [f"action '{a}' is not an action of {owner}{did_you_mean(a, self.actions)} "
-                   f"({actions}: {', '.join(self.actions)})" for a in self.missing_actions])
+                + [self.reasons[a] if a in self.reasons else
+                   f"action '{a}' is not an action of {owner}{did_you_mean(a, self.actions + self.commands)} "
+                   f"({actions}: {', '.join(self.actions)}{self._command_hint()})" for a in self.missing_actions])
+
+    def _command_hint(self) -> str:
+        if not self.commands:
+            return ""
+        shown = ", ".join(self.commands[:6]) + (", ..." if len(self.commands) > 6 else "")
+        return f"; command names: {shown} (rlverify inspect MODEL lists them)"
 
 
 def fit(features: Sequence[str], actions: Sequence[str], *, variables: Sequence[str],
-        model_actions: Sequence[str]) -> Fit:
+        model_actions: Sequence[str], commands: Sequence[Command] = ()) -> Fit:
     """How an agent's feature and action names fit a model's: the one name check of every engine.
 
     Pass the names of the model as declared (a :class:`~rlverify.models.SymbolicModel`'s
-    ``variables``/``action_names``; an environment's ``features``/``actions``): a property-directed
-    build may lack actions (they are then never available, not unknown). ``""`` (unlabelled) is no action.
+    ``variables``/``action_names``/``commands``; an environment's ``features``/``actions``): a
+    property-directed build may lack actions (they are then never available, not unknown). ``""``
+    (unlabelled) is no action; an agent action may also be a command name (``m:2``, ``m:3+n:1``).
     """
     variables = tuple(variables)
     labelled = tuple(a for a in model_actions if a)
-    return Fit(missing_features=tuple(f for f in features if f not in variables),
-               missing_actions=tuple(a for a in actions if a not in labelled), variables=variables, actions=labelled)
+    bad = dict(check_names([a for a in actions if a not in labelled], commands))
+    missing = tuple(a for a in actions if a not in labelled and (not is_command_name(a) or not commands or a in bad))
+    return Fit(missing_features=tuple(f for f in features if f not in variables), missing_actions=missing,
+               variables=variables, actions=labelled, reasons={a: bad[a] for a in missing if a in bad},
+               commands=tuple(c.name for c in commands))
 
 
 def labelled_states(model: ExplicitModel) -> np.ndarray:
@@ -92,38 +111,67 @@ def labelled_states(model: ExplicitModel) -> np.ndarray:
 
 
 def action_columns(model: ExplicitModel, actions: Sequence[str]) -> np.ndarray:
-    """``(C,)`` int64 index of each choice's label in ``actions``; -1 for unlabelled choices and labels not there."""
+    """``(C,)`` int64 index in ``actions`` of the action each choice matches; -1 where none.
+
+    A choice matches the action named by its command name if ``actions`` has it, else the action
+    named by its label (unlabelled choices match only by command name).
+    """
     lookup = {a: i for i, a in enumerate(actions)}
     per_name = np.array([lookup.get(a, -1) if a else -1 for a in model.action_names], dtype=np.int64)
-    return per_name[model.choice_actions]
+    cols = per_name[model.choice_actions]
+    if model.choice_commands is not None and any(is_command_name(a) for a in actions):
+        per_command = np.array([lookup.get(n, -1) if n else -1 for n in model.command_names], dtype=np.int64)
+        by_command = per_command[model.choice_commands]
+        cols = np.where(by_command >= 0, by_command, cols)
+    return cols
+
+
+def choice_name(model: ExplicitModel, choice: int) -> str:
+    """How messages name a choice: its label, with its command name where the model has one (``b (m:3+n:1)``)."""
+    label = model.action_names[model.choice_actions[choice]]
+    command = model.command_names[model.choice_commands[choice]] if model.choice_commands is not None else ""
+    if label and command:
+        return f"{label} ({command})"
+    return label or command or "(unlabelled)"
 
 
 def refuse_ambiguous(model: ExplicitModel, actions: Sequence[str], duplicate: tuple[int, int, int] | None,
                      unresolved: np.ndarray, mixed: np.ndarray | None = None) -> None:
-    """Raise :class:`PolicyError` for the first choice no policy over action labels can pick.
+    """Raise :class:`PolicyError` for the first choice a policy over ``actions`` cannot pick.
 
     Args:
-        duplicate: ``(state, action index, count)`` of a state with ``count`` choices labelled ``actions[a]``.
-        unresolved: ``(S,)`` bool, states with several choices and none labelled.
-        mixed: ``(S,)`` bool, states offering an unlabelled choice beside labelled ones: a policy over
-            labels would never take it, silently changing what is verified.
+        duplicate: ``(state, action index, count)`` of a state with ``count`` choices matching ``actions[a]``.
+        unresolved: ``(S,)`` bool, states with several choices and none labelled (model without command names).
+        mixed: ``(S,)`` bool, states offering an unlabelled choice beside labelled ones (model without
+            command names): a policy over labels would never take it, silently changing what is verified.
     """
     if duplicate is not None:
         s, a, n = duplicate
+        lo, hi = model.row_groups[s], model.row_groups[s + 1]
+        cols = action_columns(model, actions)[lo:hi]
+        same = [lo + i for i in np.flatnonzero(cols == a)]
+        if model.choice_commands is not None:
+            names = [model.command_names[model.choice_commands[c]] for c in same]
+            raise PolicyError(f"state {model.valuation_dict(s)} has {n} choices labelled '{actions[a]}' "
+                              f"(commands {', '.join(names)}): a policy cannot tell them apart by the label; "
+                              "name the commands in the policy's actions instead (rlverify inspect lists them)")
         raise PolicyError(f"state {model.valuation_dict(s)} has {n} choices labelled '{actions[a]}': a policy over "
-                          "action labels cannot tell them apart (label the commands differently)")
+                          "action labels cannot tell them apart (label the commands differently, or build the "
+                          "model from its PRISM/JANI file so that rlverify can name the commands)")
     if unresolved.any():
         s = int(np.argmax(unresolved))
         n = int(model.row_groups[s + 1] - model.row_groups[s])
         raise PolicyError(f"state {model.valuation_dict(s)} has {n} unlabelled choices: no agent action can choose "
-                          "between them (label the commands)")
+                          "between them (label the commands, or build the model from its PRISM/JANI file so that "
+                          "rlverify can name the commands)")
     if mixed is not None and mixed.any():
         s = int(np.argmax(mixed))
         lo, hi = model.row_groups[s], model.row_groups[s + 1]
         labels = sorted({model.action_names[a] for a in model.choice_actions[lo:hi] if model.action_names[a]})
         raise PolicyError(f"state {model.valuation_dict(s)} offers an unlabelled command beside the labelled actions "
                           f"{labels}: a policy over action labels would never take it, which would change what is "
-                          "verified (label the command)")
+                          "verified (label the command, or build the model from its PRISM/JANI file so that "
+                          "rlverify can name the commands)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,6 +188,7 @@ class ChoiceTable:
         dead_end: ``(S,)`` bool, the forced choice loops back with probability 1.
         absorbing: ``(S,)`` bool, every choice of the state loops back with probability 1.
         loop: ``(C,)`` bool, the choice loops back to its state with probability 1.
+        columns: ``(C,)`` int64, the agent action each choice matches (-1: none; :func:`action_columns`).
 
     The sampler's arrays (cumulative branch probabilities) are made on first use: the exact engine
     never needs them.
@@ -153,6 +202,32 @@ class ChoiceTable:
     dead_end: np.ndarray
     absorbing: np.ndarray
     loop: np.ndarray
+    columns: np.ndarray
+
+    def untaken(self, states: np.ndarray | None = None) -> dict[str, int]:
+        """Choices of decision states the agent names no action for (it never takes them).
+
+        Returns name (:func:`choice_name`) -> number of states offering it, over ``states`` (indices;
+        None: all). Engines report this: such a choice is never silently dropped.
+        """
+        cs = self.model.choice_states()
+        mask = (self.columns < 0) & self.decision[cs]
+        if states is not None:
+            keep = np.zeros(self.model.num_states, dtype=bool)
+            keep[np.asarray(states, dtype=np.int64)] = True
+            mask &= keep[cs]
+        choices = np.flatnonzero(mask)
+        if not len(choices):
+            return {}
+        # one name per (label, command) pair: group the choices by it before naming
+        commands = self.model.choice_commands[choices] if self.model.choice_commands is not None else 0
+        keys = self.model.choice_actions[choices].astype(np.int64) * (len(self.model.command_names) + 1) + commands
+        _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        out: dict[str, int] = {}
+        for f, n in zip(first, counts):
+            name = choice_name(self.model, int(choices[f]))
+            out[name] = out.get(name, 0) + int(n)
+        return dict(sorted(out.items()))
 
     @cached_property
     def branches(self) -> sp.csr_matrix:
@@ -211,12 +286,16 @@ class ChoiceTable:
 
 
 def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> ChoiceTable:
-    """The :class:`ChoiceTable` of ``model`` for an agent with ``actions`` (default: the model's labelled actions).
+    """The :class:`ChoiceTable` of ``model`` for an agent with ``actions`` (default: :func:`agent_actions`).
 
     ``actions`` may name actions the model does not have (never available). The model is refused
-    (:func:`refuse_ambiguous`, :class:`PolicyError`) where a choice cannot be picked by label.
+    (:func:`refuse_ambiguous`, :class:`PolicyError`) where two choices of a state match one action.
     """
-    actions = tuple(a for a in dict.fromkeys(model.action_names) if a) if actions is None else tuple(actions)
+    actions = agent_actions(model) if actions is None else tuple(actions)
+    if model.choice_commands is None and any(is_command_name(a) for a in actions):
+        named = [a for a in actions if is_command_name(a)]
+        raise PolicyError(f"actions {named} are command names, but the model was built without them: build it with "
+                          "build_explicit(..., command_names=True)")
     S, C, A = model.num_states, model.num_choices, len(actions)
     dtype = np.int32 if C < 2**31 - 1 else np.int64
     cs = model.choice_states()
@@ -231,8 +310,11 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
         duplicate = (first // A, first % A, int(counts[np.argmax(counts > 1)]))
     n_choices = np.diff(model.row_groups)
     decision = labelled_states(model)
+    named = model.choice_commands is not None
+    if named:  # several choices, some unlabelled: a decision among command names
+        decision |= n_choices > 1
     unlabelled = ~np.array([bool(a) for a in model.action_names], dtype=bool)[model.choice_actions]
-    mixed = decision & (np.bincount(cs[unlabelled], minlength=S) > 0)
+    mixed = None if named else decision & (np.bincount(cs[unlabelled], minlength=S) > 0)
     refuse_ambiguous(model, actions, duplicate, ~decision & (n_choices > 1), mixed)
     forced = np.where(~decision & (n_choices == 1), model.row_groups[:-1], -1).astype(dtype)
 
@@ -244,7 +326,38 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
     dead_end[dead_end] = loop[forced[dead_end]]
     absorbing = (n_choices > 0) & (np.bincount(cs[loop], minlength=S) == n_choices)
     return ChoiceTable(model=model, actions=actions, choice_of=choice_of, decision=decision, forced=forced,
-                       dead_end=dead_end, absorbing=absorbing, loop=loop)
+                       dead_end=dead_end, absorbing=absorbing, loop=loop, columns=cols)
+
+
+def agent_actions(model: ExplicitModel) -> tuple[str, ...]:
+    """The fewest names that address every choice of ``model``: its labels, and command names where labels do not tell.
+
+    A label stays where no state has two choices of it; the choices of a label that some state repeats,
+    and unlabelled choices of decision states, are named by command (model order). Without command
+    names: the labels.
+    """
+    labels = tuple(a for a in dict.fromkeys(model.action_names) if a)
+    if model.choice_commands is None:
+        return labels
+    cs = model.choice_states()
+    A = len(model.action_names)
+    keys, counts = np.unique(cs * A + model.choice_actions, return_counts=True)
+    repeated = {model.action_names[int(k % A)] for k in keys[counts > 1]}
+    n_choices = np.diff(model.row_groups)
+    decision = labelled_states(model) | (n_choices > 1)
+    label_of = np.asarray(model.action_names, dtype=object)[model.choice_actions]
+    by_command = decision[cs] & np.isin(label_of, list(repeated | {""})) & (model.choice_commands > 0)
+    commands = sorted((model.command_names[int(c)] for c in np.unique(model.choice_commands[by_command])),
+                      key=lambda n: [(m, int(k)) for m, _, k in (p.rpartition(":") for p in n.split("+"))])
+    return tuple(a for a in labels if a not in repeated) + tuple(commands)
+
+
+def untaken_message(untaken: dict[str, int], where: str = "states") -> str:
+    """One line saying which choices a policy never takes (for warnings), from :meth:`ChoiceTable.untaken`."""
+    shown = ", ".join(f"{name} ({n} {where})" for name, n in list(untaken.items())[:8])
+    more = f" and {len(untaken) - 8} more" if len(untaken) > 8 else ""
+    return (f"the policy names no action for these choices, so it never takes them: {shown}{more}; "
+            "add them to its actions to let it (rlverify inspect MODEL lists the names)")
 
 
 def policy_weights(probs: np.ndarray, available: np.ndarray, *, mode: str, unavailable: str,

@@ -7,7 +7,8 @@ Layout (S states, C choices, B branches):
 * ``transitions`` scipy CSR ``(C, S)`` float64 — row ``c`` is the distribution of choice ``c``;
 * ``choice_actions`` ``(C,)`` int32 — index into ``action_names`` (``""`` for unlabelled);
 * ``valuations`` ``(S, V)`` int64 — variable values (booleans as 0/1) in ``variables`` order;
-* ``labels`` name -> ``(S,)`` bool; ``state_rewards`` name -> ``(S,)``; ``choice_rewards`` name -> ``(C,)``.
+* ``labels`` name -> ``(S,)`` bool; ``state_rewards`` name -> ``(S,)``; ``choice_rewards`` name -> ``(C,)``;
+* optionally ``choice_commands`` ``(C,)`` int32 — index into ``command_names`` (see :mod:`rlverify.models.commands`).
 
 The UMB route (``stormpy.io.export_to_umb`` / ``stormpy.build_model_from_umb``) moves 1M
 transitions in tens of milliseconds; per-entry Python loops over Storm matrices are avoided.
@@ -46,6 +47,10 @@ class ExplicitModel:
     #: raw UMB valuation records ``(S, bytes)`` uint8 and their index.json description (for export).
     valuation_bytes: np.ndarray | None = None
     valuation_spec: dict[str, Any] | None = None
+    #: ``(C,)`` int32 index of each choice's command name in ``command_names`` (``""``: no command), when
+    #: the model was built with Storm's choice origins (see :mod:`rlverify.models.commands`); else None
+    choice_commands: np.ndarray | None = None
+    command_names: tuple[str, ...] = ()
 
     @property
     def num_states(self) -> int:

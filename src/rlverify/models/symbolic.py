@@ -8,18 +8,21 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
+from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel, from_storm
 from rlverify.models.properties import Property, parse_structure
 
 log = logging.getLogger(__name__)
 
-_STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.S)
+_STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.DOTALL)
 
 
 def set_storm_logging(verbose: bool) -> None:
@@ -66,26 +69,45 @@ class SymbolicModel:
     constants: str
     file_properties: dict[str, Any]
     parse_seconds: float = 0.0
+    #: every command/edge with its name (see :mod:`rlverify.models.commands`), and Storm's origin index -> position
+    commands: tuple[Command, ...] = ()
+    command_keys: dict[int, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def choice_names(self) -> tuple[str, ...]:
+        """Names a policy may give its actions: the action labels, then the command names."""
+        return tuple(a for a in self.action_names if a) + tuple(c.name for c in self.commands)
 
     def initial_valuation(self) -> dict[str, int] | None:
         """Variable -> initial value when every variable has a constant initial value (PRISM), else None."""
         if self.kind != "prism" or self.program.has_initial_states_expression:
             return None
+        p = self.program.substitute_constants()
         out = {}
-        p = self.program
-        try:
-            for v in list(p.global_integer_variables) + [v for m in p.modules for v in m.integer_variables]:
-                out[v.name] = v.initial_value_expression.evaluate_as_int()
-            for v in list(p.global_boolean_variables) + [v for m in p.modules for v in m.boolean_variables]:
-                out[v.name] = int(v.initial_value_expression.evaluate_as_bool())
-        except Exception:  # non-constant initial values
-            return None
-        return out
+        for v in list(p.global_integer_variables) + [v for m in p.modules for v in m.integer_variables]:
+            out[v.name] = constant_value(v.initial_value_expression)
+        for v in list(p.global_boolean_variables) + [v for m in p.modules for v in m.boolean_variables]:
+            out[v.name] = constant_value(v.initial_value_expression, as_bool=True)
+        return None if any(x is None for x in out.values()) else out
 
     def description(self) -> Any:
         import stormpy.developer as dev
 
         return dev.SymbolicModelDescription(self.program)
+
+
+def constant_value(expr: Any, *, as_bool: bool = False) -> int | None:
+    """The value of a Storm expression without variables (booleans as 0/1), else None.
+
+    Storm crashes (not raises) evaluating an expression over undefined identifiers; substitute the
+    program's constants first (``program.substitute_constants()``).
+    """
+    if expr is None or expr.contains_variables():
+        return None
+    try:
+        return int(expr.evaluate_as_bool()) if as_bool else int(expr.evaluate_as_int())
+    except (RuntimeError, ValueError):
+        return None
 
 
 def parse_constants(text: str | Mapping[str, Any] | None) -> dict[str, str]:
@@ -172,10 +194,12 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         rewards = tuple(r.name for r in program.reward_models)
     else:
         ints, bools, actions, labels, rewards = _jani_names(path)
+    commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, program)
     return SymbolicModel(path=path, kind=kind, program=program, model_type=model_type,
                          variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
                          labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
-                         file_properties=file_props, parse_seconds=time.perf_counter() - started)
+                         file_properties=file_props, parse_seconds=time.perf_counter() - started,
+                         commands=commands, command_keys=keys)
 
 
 def as_symbolic(model: SymbolicModel | str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:
@@ -322,7 +346,6 @@ def _storm_threshold(storm_prop: Any) -> float | None:
 def truth_values(storm_model: Any, state_formula: Any) -> Any:
     """``(S,)`` bool: the states of a built Storm model satisfying a propositional ``state_formula``
     (a Storm formula, e.g. a subformula of a parsed property)."""
-    import numpy as np
     import stormpy
 
     result = stormpy.model_checking(storm_model, state_formula)
@@ -333,27 +356,55 @@ def truth_values(storm_model: Any, state_formula: Any) -> Any:
 
 
 def build_explicit(model: SymbolicModel, properties: list[Any] | None, *, max_states: int | None = None,
-                   mask: Any = None) -> tuple[ExplicitModel, Any]:
+                   mask: Any = None, command_names: bool | None = None) -> tuple[ExplicitModel, Any]:
     """Build the model with Storm (property-directed when ``properties`` are given) as arrays.
 
     Property-directed: states that already decide the properties are terminal (absorbing), as in
     Storm's own builder. ``mask`` is an optional ``stormpy.developer.StateValuationFunctionMask``
-    restricting the explored choices (on-the-fly construction). Returns the explicit model and
-    the stormpy model.
+    restricting the explored choices (on-the-fly construction). ``command_names``: give every choice
+    its command name (``ExplicitModel.choice_commands``); None: only where labels do not identify the
+    choices (a state with two choices of one label, or an unlabelled choice among several), which
+    costs a second build with Storm's choice origins. Returns the explicit model and the stormpy model.
 
     Raises:
         ModelTooLargeError: more than ``max_states`` states would be explored.
     """
+    explicit, storm_model = _build(model, properties, max_states, mask, origins=bool(command_names))
+    if command_names is None and ambiguous_choices(explicit):
+        explicit, storm_model = _build(model, properties, max_states, mask, origins=True)
+    if storm_model.has_choice_origins():
+        labels = np.asarray(explicit.action_names, dtype=object)[explicit.choice_actions]
+        ids, names = choice_commands(storm_model, model.commands, model.command_keys, labels)
+        explicit = replace(explicit, choice_commands=ids, command_names=names)
+    return explicit, storm_model
+
+
+def ambiguous_choices(model: ExplicitModel) -> bool:
+    """Whether some state has two choices with one action label, or an unlabelled choice among several."""
+    cs = model.choice_states()
+    A = len(model.action_names)
+    keys = cs * A + model.choice_actions
+    if len(np.unique(keys)) != len(keys):
+        return True
+    unlabelled = np.array([not a for a in model.action_names], dtype=bool)[model.choice_actions]
+    several = np.diff(model.row_groups) > 1
+    return bool(several[cs[unlabelled]].any())
+
+
+def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int | None, mask: Any,
+           origins: bool) -> tuple[ExplicitModel, Any]:
     import stormpy
     import stormpy.developer as dev
 
     properties = [p.storm if isinstance(p, Property) else p for p in properties] if properties else None
     opts = stormpy.BuilderOptions(properties) if properties else stormpy.BuilderOptions()
-    # what the arrays need; choice origins (costly) are left out
+    # what the arrays need; choice origins (costly) only where commands must be named
     opts.set_build_state_valuations()
     opts.set_build_choice_labels()
     opts.set_build_all_labels()
     opts.set_build_all_reward_models()
+    if origins:
+        opts.set_build_choice_origins()
     explore = dev.ExplicitModelBuilderOptions[float]()
     if max_states is not None:
         explore.exploration_state_limit = int(max_states) + 1

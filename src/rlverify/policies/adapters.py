@@ -158,8 +158,9 @@ class OnnxPolicy(BasePolicy):
     no_network = None
 
     def __init__(self, path: str | Path, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
-                 output: str | None = None) -> None:
+                 output: str | None = None, defaults: Mapping[str, Sequence[str]] | None = None) -> None:
         path = Path(path)
+        defaults = defaults or {}
         onnx = _import("onnx", "onnx")
         ort = _import("onnxruntime", "onnxruntime")
         try:
@@ -168,8 +169,8 @@ class OnnxPolicy(BasePolicy):
             raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
         meta = {p.key: p.value for p in model.metadata_props}
         self.metadata = meta
-        features = list(features) if features else _json_list(meta, META_FEATURES, path)
-        actions = list(actions) if actions else _json_list(meta, META_ACTIONS, path)
+        features = list(features) if features else (_json_list(meta, META_FEATURES, path) or defaults.get("features"))
+        actions = list(actions) if actions else (_json_list(meta, META_ACTIONS, path) or defaults.get("actions"))
         missing = [k for k, v in (("features", features), ("actions", actions)) if v is None]
         if missing:
             raise PolicyError(
@@ -229,10 +230,21 @@ class TorchPolicy(BasePolicy):
 
 
 class SB3Policy(BasePolicy):
-    """A Stable-Baselines3 PPO/A2C (action distribution) or DQN (greedy one-hot) model (extra ``sb3``).
+    """A Stable-Baselines3 PPO/A2C or sb3-contrib MaskablePPO (action distribution) or DQN (greedy one-hot)
+    model (extra ``sb3``).
 
-    ``output`` is ``logits`` (PPO/A2C: the categorical distribution's) or ``q-values`` (DQN). Its
-    :meth:`network` is the actor (``mlp_extractor.policy_net`` then ``action_net``) or the Q-network,
+    The algorithm is read from the zip's ``data`` (its policy class), not guessed. Observations are
+    given to the network as SB3 gives them: a ``Discrete`` observation space takes the one feature
+    as an integer (SB3 one-hot encodes it inside the policy), a flat ``Box`` takes the features as
+    float32. ``output`` is ``logits`` (PPO/A2C/MaskablePPO: the categorical distribution's) or
+    ``q-values`` (DQN).
+
+    MaskablePPO: the probabilities are the network's *unmasked* distribution; the mask it was trained
+    with is the model's action availability, so ``unavailable='renormalize'`` (renormalise over the
+    available actions) is exactly the masked policy (:attr:`maskable` is True). Recurrent policies
+    (RecurrentPPO) are refused: rlverify verifies memoryless policies.
+
+    Its :meth:`network` is the actor (``mlp_extractor.policy_net`` then ``action_net``) or the Q-network,
     for a ``MlpPolicy`` with a flat Box observation and ReLU activations
     (``policy_kwargs={"activation_fn": torch.nn.ReLU}``; PPO's default is Tanh).
     """
@@ -241,19 +253,62 @@ class SB3Policy(BasePolicy):
 
     def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str]) -> None:
         super().__init__(features, actions, name=str(path))
-        sb3 = _import("stable_baselines3", "sb3")
+        _import("stable_baselines3", "sb3")
         self._torch = _import("torch", "torch")
+        self.algorithm, candidates = _sb3_algorithm(Path(path))
+        self.maskable = self.algorithm == "MaskablePPO"
         last_exc: Exception | None = None
-        for algo in ("PPO", "A2C", "DQN"):
+        for cls in candidates:
             try:
-                self._model = getattr(sb3, algo).load(str(path), device="cpu")
-                self.algorithm = algo
+                self._model = cls.load(str(path), device="cpu")
+                self.algorithm = cls.__name__
                 break
-            except Exception as exc:  # wrong algorithm class: try the next
+            except Exception as exc:  # noqa: BLE001 - SB3's load raises many kinds; PPO tried on an A2C zip: the next
                 last_exc = exc
         else:
-            raise InputFileError(f"{path}: not a Stable-Baselines3 PPO/A2C/DQN model ({last_exc})")
+            raise InputFileError(f"{path}: cannot load the {self.algorithm} model ({last_exc.__class__.__name__}: {last_exc})")
         self.output = "q-values" if self.algorithm == "DQN" else "logits"
+        self._check_spaces()
+
+    def _check_spaces(self) -> None:
+        obs, act = self._model.observation_space, self._model.action_space
+        problems = []
+        kind = type(obs).__name__
+        if kind == "Discrete":
+            if len(self.features) != 1:
+                problems.append(f"the observation space is {obs} (one state index), but {len(self.features)} features "
+                                f"are declared {list(self.features)}")
+        elif kind in ("Box", "MultiDiscrete", "MultiBinary"):
+            if len(obs.shape) != 1 or obs.shape[0] != len(self.features):
+                problems.append(f"the observation space is {obs}, but {len(self.features)} features are declared "
+                                f"{list(self.features)}")
+        else:
+            problems.append(f"the observation space is {obs}; rlverify feeds a flat vector of features (Box, "
+                            "MultiDiscrete, MultiBinary) or one state index (Discrete)")
+        if type(act).__name__ != "Discrete":
+            problems.append(f"the action space is {act}, not Discrete (rlverify verifies policies over named actions)")
+        elif int(act.n) != len(self.actions):
+            problems.append(f"the action space is {act}, but {len(self.actions)} actions are declared {list(self.actions)}")
+        if problems:
+            raise PolicyError(f"{self.name}: the {self.algorithm} model does not fit the declared features/actions", problems)
+
+    def _obs(self, states: np.ndarray) -> Any:
+        """``(N, d)`` features as the tensor SB3's policy takes (``(N,)`` int64 for a Discrete space)."""
+        torch = self._torch
+        space = self._model.observation_space
+        kind = type(space).__name__
+        if kind == "Box":
+            return torch.as_tensor(states.reshape((-1, *space.shape)), dtype=torch.float32)
+        ints = np.rint(states).astype(np.int64)
+        bad = np.abs(states - ints) > 1e-9
+        if kind == "Discrete":
+            ints = ints[:, 0]
+            bad = bad[:, 0] | (ints < int(space.start)) | (ints >= int(space.start) + int(space.n))
+        if bad.any():
+            i = int(np.flatnonzero(bad.reshape(len(states), -1).any(axis=1))[0])
+            raise PolicyError(f"{self.name}: state {dict(zip(self.features, states[i].tolist()))} is not an observation of "
+                              f"the policy's space {space}")
+        return torch.as_tensor(ints)
 
     def _read_network(self) -> MLP:
         torch = self._torch
@@ -279,24 +334,61 @@ class SB3Policy(BasePolicy):
                               "network to ONNX") from None
 
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:
-        torch = self._torch
-        obs = torch.as_tensor(states, dtype=torch.float32)
-        with torch.no_grad():
+        obs = self._obs(states)
+        with self._torch.no_grad():
             if self.algorithm == "DQN":
                 return self._model.policy.q_net(obs).double().numpy()
             # normalised logits (log-probabilities): the network's shifted by a constant, the same softmax
             return self._model.policy.get_distribution(obs).distribution.logits.double().numpy()
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
-        torch = self._torch
-        obs = torch.as_tensor(states, dtype=torch.float32)
-        with torch.no_grad():
+        obs = self._obs(states)
+        with self._torch.no_grad():
             if self.algorithm == "DQN":
                 q = self._model.policy.q_net(obs).numpy()
                 out = np.zeros_like(q, dtype=np.float64)
                 out[np.arange(len(q)), q.argmax(axis=1)] = 1.0
                 return out
+            # MaskablePPO: no mask given, the network's own (unmasked) distribution
             return self._model.policy.get_distribution(obs).distribution.probs.double().numpy()
+
+
+#: SB3 policy classes rlverify reads, by module of the zip's ``policy_class``.
+_SB3_POLICY_MODULES = {
+    "stable_baselines3.common.policies": ("PPO", "A2C"),
+    "stable_baselines3.dqn.policies": ("DQN",),
+    "sb3_contrib.common.maskable.policies": ("MaskablePPO",),
+}
+
+
+def _sb3_algorithm(path: Path) -> tuple[str, list[Any]]:
+    """The algorithm of an SB3 zip (from its ``data``'s policy class) and the classes that load it."""
+    import re
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            data = json.loads(z.read("data"))
+        policy_class = data.get("policy_class", {})
+        module = policy_class.get("__module__", "")
+    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, AttributeError, OSError) as exc:
+        raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (no readable 'data': {exc.__class__.__name__})") from None
+    found = re.search(r"function (\w+)\.__init__", str(policy_class.get("__init__", "")))
+    cls_name = found.group(1) if found else module
+    if module.startswith("sb3_contrib.common.recurrent"):
+        raise PolicyError(f"{path}: a recurrent policy ({cls_name}, sb3-contrib RecurrentPPO) is refused: it keeps an LSTM "
+                          "state across steps, so its action depends on the history, and rlverify verifies memoryless "
+                          "policies (one distribution per state). Train a feed-forward policy (PPO, MaskablePPO, A2C, "
+                          "DQN), or put the memory into the model's state")
+    names = _SB3_POLICY_MODULES.get(module)
+    if names is None:
+        raise PolicyError(f"{path}: policy class {cls_name} ({module}) is not supported; rlverify reads PPO, A2C, DQN "
+                          "(stable-baselines3) and MaskablePPO (sb3-contrib) models with discrete actions")
+    if names == ("MaskablePPO",):
+        contrib = _import("sb3_contrib", "sb3")
+        return "MaskablePPO", [contrib.MaskablePPO]
+    sb3 = _import("stable_baselines3", "sb3")
+    return names[0], [getattr(sb3, n) for n in names]
 
 
 def _import(module: str, extra: str) -> Any:
@@ -306,7 +398,7 @@ def _import(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         raise DependencyNotInstalled(
-            f"this policy format needs the Python package '{module}': install it with "
+            f"this policy format needs the Python package '{module.split('.')[0]}': install it with "
             f"pip install 'rlverify[{extra}]'" if extra in ("torch", "sb3") else f"pip install {module}"
         ) from None
 

@@ -14,8 +14,8 @@ from rlverify.policies.base import Policy, validate_probabilities
 def check_policy(policy: Policy, model: Any, *, sample: np.ndarray | None = None) -> None:
     """Check names, shapes and distributions of ``policy`` against ``model``.
 
-    ``model`` needs ``variables`` and ``action_names`` (a :class:`~rlverify.models.SymbolicModel`
-    or :class:`~rlverify.models.ExplicitModel`). The policy's output is checked on ``sample`` (an
+    ``model`` needs ``variables`` and ``action_names`` (a :class:`~rlverify.models.SymbolicModel`,
+    whose command names a policy may also use, or an :class:`~rlverify.models.ExplicitModel`). The policy's output is checked on ``sample`` (an
     ``(N, d)`` feature batch) or, if None, on the model's initial state (explicit models: up to
     1,000 states) when it is known.
 
@@ -26,8 +26,8 @@ def check_policy(policy: Policy, model: Any, *, sample: np.ndarray | None = None
     for attr in ("features", "actions", "action_probabilities"):
         if not hasattr(policy, attr):
             raise PolicyError(f"{policy!r} is not a policy: it has no '{attr}' (see rlverify.policies.Policy)")
-    problems += fit(policy.features, policy.actions, variables=model.variables,
-                    model_actions=model.action_names).problems()
+    problems += fit(policy.features, policy.actions, variables=model.variables, model_actions=model.action_names,
+                    commands=getattr(model, "commands", ())).problems()
     batch = None
     if not problems:
         batch = _default_sample(policy, model) if sample is None else np.asarray(sample, dtype=np.float64)

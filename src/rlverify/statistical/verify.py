@@ -5,18 +5,20 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from rlverify.errors import OptionError, PropertyError
+from rlverify.errors import OptionError, PolicyError, PropertyError
+from rlverify.models.commands import check_names, is_command_name
+from rlverify.models.dynamics import choice_table, untaken_message
+from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
 from rlverify.results import versions
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy, simulate
 from rlverify.statistical.envs import ExplicitEnv
-from rlverify.models.properties import Property
 from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
 from rlverify.statistical.results import StatisticalResult
 from rlverify.statistical.stats import StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
@@ -73,7 +75,8 @@ class StatisticalOptions:
 Progress = Callable[[int, int], None]
 
 
-def prepare(target: Any, property_text: str | Property, *, constants: str | None = None) -> tuple[Any, PathProperty, str]:
+def prepare(target: Any, property_text: str | Property, *, constants: str | None = None,
+            actions: Sequence[str] = ()) -> tuple[Any, PathProperty, str]:
     """The environment and parsed property for ``target``.
 
     ``target`` is a vectorised environment (e.g. :class:`~rlverify.models.racetrack.RacetrackEnv`),
@@ -81,12 +84,19 @@ def prepare(target: Any, property_text: str | Property, *, constants: str | None
     :class:`~rlverify.models.SymbolicModel` or a path to a PRISM/JANI file (built property-directed
     by Storm; any propositional state formulas), or a benchmark (``rlverify.benchmarks.make(...)``).
     Actions of a PRISM/JANI model are its declared action labels, also those the property-directed
-    build never offers (the policy may name them; they are unavailable where they are not offered).
+    build never offers (the policy may name them; they are unavailable where they are not offered),
+    plus the command names (``m:2``) among ``actions`` (the policy's), for which the model is built
+    with its commands named.
     """
     from pathlib import Path
 
     from rlverify.models.explicit import ExplicitModel
-    from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
+    from rlverify.models.symbolic import (
+        SymbolicModel,
+        build_explicit,
+        load_model,
+        parse_property,
+    )
 
     if callable(getattr(target, "model", None)) and hasattr(target, "kind"):  # a benchmark: its model and names
         if isinstance(property_text, str):
@@ -97,8 +107,13 @@ def prepare(target: Any, property_text: str | Property, *, constants: str | None
     if isinstance(target, SymbolicModel):
         prop = parse_property(target, property_text)
         decidable(prop)
-        mdp, storm_model = build_explicit(target, [prop])
-        env = ExplicitEnv(mdp, name=str(target.path), actions=tuple(sorted(a for a in target.action_names if a)))
+        commands = tuple(a for a in actions if is_command_name(a))
+        problems = check_names(commands, target.commands)
+        if problems:
+            raise PolicyError(f"the policy's actions do not fit model {target.path}", [m for _, m in problems])
+        mdp, storm_model = build_explicit(target, [prop], command_names=True if commands else None)
+        env = ExplicitEnv(mdp, name=str(target.path),
+                          actions=tuple(sorted(a for a in target.action_names if a)) + commands)
         return env, property_from_storm(target, storm_model, prop), str(target.path)
     if isinstance(target, ExplicitModel):
         env = ExplicitEnv(target)
@@ -135,11 +150,13 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
     """
     options.validate()
     t0 = time.perf_counter()
-    env, prop, model_name = prepare(target, property_text, constants=constants)
+    env, prop, model_name = prepare(target, property_text, constants=constants, actions=policy.actions)
     if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
         raise PropertyError(f"{model_name}: the model has {len(env.initial_states())} initial states; "
                             "pass starts= to choose (the simulator does not pick among them)")
     binding = bind_policy(env, policy)
+    # choices the policy names no action for are never taken: say so (over the model's states)
+    untaken = choice_table(env.model, policy.actions).untaken() if isinstance(env, ExplicitEnv) else {}
     t_prep = time.perf_counter() - t0
     sim = options.simulation
     eps, delta = options.epsilon, options.delta
@@ -258,7 +275,8 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
         timings={"prepare": t_prep, "simulate": t_sim, "total": time.perf_counter() - t0,
                  "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
         settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
-        versions=versions(),
+        versions=versions(), untaken_choices=untaken,
+        warnings=[untaken_message(untaken, "states of the model")] if untaken else [],
     )
 
 

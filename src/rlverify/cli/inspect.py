@@ -1,0 +1,100 @@
+"""``rlverify inspect``: what a model offers a policy (variables, actions, command names, labels, size)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rlverify.cli.options import add_env_kwargs, add_target, dumps
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def register(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("inspect", help="what a model offers a policy: variables, actions, command names, labels, size",
+                       description="Print a PRISM/JANI model's variables (types, ranges), action labels and command "
+                                   "names per module, labels, reward models, initial states and reachable size, and "
+                                   "the feature and action names a policy must declare.")
+    add_target(p)
+    add_env_kwargs(p)
+    p.add_argument("--max-states", type=int, default=1_000_000, metavar="N",
+                   help="refuse to build more reachable states than N (default 1,000,000)")
+    p.add_argument("--no-build", action="store_true", help="only read the declarations; do not build the state space")
+    p.add_argument("--policy-template", metavar="FILE.py|FILE.json", type=Path,
+                   help="write a policy skeleton with FEATURES/ACTIONS filled in, uniform over the available choices")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --policy-template file")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.errors import OptionError
+    from rlverify.models.summary import policy_template, summarize
+    from rlverify.resolve import resolve
+
+    if args.max_states is not None and args.max_states <= 0:
+        raise OptionError(f"--max-states must be positive, got {args.max_states}")
+    if args.policy_template is not None and args.no_build:
+        raise OptionError("--policy-template needs the state space (the available choices per state): drop --no-build")
+    target = resolve(args.target, constants=args.constants, needs_policy=False, kinds=("prism",),
+                     command="rlverify inspect", env_kwargs=args.env_kwargs)
+    summary, mdp = summarize(target.model, build=not args.no_build, max_states=args.max_states)
+    summary = dataclasses.replace(summary, path=target.name)
+    written = None
+    if args.policy_template is not None:
+        assert mdp is not None
+        written = policy_template(args.policy_template, summary, mdp, force=args.force)
+    if args.json:
+        print(dumps({**summary.to_json(), "target": target.name,
+                     "policy_template": str(written) if written else None}))
+    else:
+        show(summary, target.name)
+        if written is not None:
+            err_console.print(f"wrote {escape(str(written))}"
+                              + (f" (use --policy {escape(str(written))}:pi)" if written.suffix == ".py" else ""))
+    return 0
+
+
+def show(s: Any, name: str) -> None:
+    """Readable tables of a :class:`~rlverify.models.summary.ModelSummary`."""
+    head = f"{name} — {s.kind.upper()} {s.model_type.upper()}" + (f" ({s.constants})" if s.constants else "")
+    console.print(f"[bold]{escape(head)}[/]")
+    t = Table("variable", "type", "range", "init", "module", title="variables (policy features)", title_justify="left")
+    for v in s.variables:
+        rng = "" if v["type"] == "bool" else f"[{_v(v['low'])}..{_v(v['high'])}]"
+        t.add_row(v["name"], v["type"], rng, _v(v["init"]), v["module"] or "(global)")
+    console.print(t)
+    t = Table("command", "action", "guard", title="commands (a policy may name a choice by label or by command)",
+              title_justify="left")
+    for m in s.modules:
+        for c in m["commands"]:
+            t.add_row(c["name"], c["action"] or "(unlabelled)", escape(c["guard"]))
+    console.print(t)
+    t = Table(show_header=False, title="model", title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("labels", ", ".join(f'"{lab}"' for lab in s.labels) or "—")
+    t.add_row("reward models", ", ".join(f'"{r}"' for r in s.reward_models) or "—")
+    if s.built:
+        t.add_row("reachable", f"{s.states:,} states, {s.choices:,} choices, {s.transitions:,} transitions; "
+                               f"{s.decision_states:,} decision states")
+        shown = "; ".join(", ".join(f"{k}={v}" for k, v in init.items()) for init in s.initial_states)
+        more = f" (+{s.n_initial - len(s.initial_states)} more)" if s.n_initial > len(s.initial_states) else ""
+        t.add_row("initial", escape(shown + more))
+    t.add_row("policy FEATURES", escape(repr(s.features)))
+    t.add_row("policy ACTIONS", escape(repr(s.actions)) + ("" if s.built else " (labels; build to see command names)"))
+    if s.ambiguous:
+        t.add_row("note", "labels do not tell every choice apart: some actions are command names (MODULE:K)")
+    console.print(t)
+
+
+def _v(x: Any) -> str:
+    return "?" if x is None else str(x)

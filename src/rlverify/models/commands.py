@@ -1,0 +1,153 @@
+"""Command names: the choices of a PRISM/JANI model that action labels alone do not identify.
+
+Classic models express the scheduler's choice with unlabelled commands (``[] ...``) or with several
+commands sharing a label in one state. rlverify names every command so a policy can address it:
+
+* a PRISM command is ``MODULE:K``, ``K`` its 1-based position among ``MODULE``'s commands as written
+  (``robot:3`` is the third command of module ``robot``; a renamed module numbers like its source);
+* a JANI edge is ``AUTOMATON:K``, ``K`` its 1-based position in the automaton's ``edges`` as written;
+* a choice made by commands of several modules synchronising on one label is their names joined by
+  ``+`` in module order (``m:3+n:1``);
+* Storm's own self-loops at deadlocks have no command and no name.
+
+A policy names a choice by its action label where the label identifies it and otherwise by its
+command name; in each state a choice is matched by its command name first, then by its label
+(:func:`rlverify.models.dynamics.choice_table`). ``rlverify inspect`` prints the names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import did_you_mean
+
+_NAME = re.compile(r"^[^:+\s]+:[1-9][0-9]*$")
+#: bits of a JANI origin index holding the edge index (Storm encodes ``automaton << 32 | edge``)
+_JANI_SHIFT = 32
+
+
+@dataclass(frozen=True)
+class Command:
+    """One PRISM command or JANI edge: its name (``module:k``), module, action label (``""``: unlabelled) and guard text."""
+
+    name: str
+    module: str
+    action: str
+    guard: str
+
+
+def is_command_name(name: str) -> bool:
+    """Whether ``name`` has the form of a command name (``m:3`` or ``m:3+n:1``), not of an action label."""
+    return bool(name) and all(_NAME.match(part) for part in name.split("+"))
+
+
+def prism_commands(program: Any) -> tuple[tuple[Command, ...], dict[int, int]]:
+    """The commands of a PRISM program and Storm's origin index (global command index) -> position."""
+    commands: list[Command] = []
+    key: dict[int, int] = {}
+    for module in program.modules:
+        for k, c in enumerate(module.commands):
+            key[int(c.global_index)] = len(commands)
+            commands.append(Command(f"{module.name}:{k + 1}", module.name, c.action_name if c.is_labeled else "",
+                                    str(c.guard_expression)))
+    return tuple(commands), key
+
+
+def jani_commands(path: Path, model: Any) -> tuple[tuple[Command, ...], dict[int, int]]:
+    """The edges of a JANI file and Storm's origin index (``automaton << 32 | edge``) -> position.
+
+    Storm keeps an automaton's edges grouped by source location, in file order within a location;
+    the names count the edges in file order.
+    """
+    data = json.loads(Path(path).read_text())
+    commands: list[Command] = []
+    key: dict[int, int] = {}
+    automata = {a["name"]: a for a in data.get("automata", [])}
+    for ai, automaton in enumerate(model.automata):
+        spec = automata.get(automaton.name, {})
+        edges = spec.get("edges", [])
+        if len(edges) != len(automaton.edges):  # not the file's automaton (e.g. flattened): Storm's order
+            edges = [{} for _ in automaton.edges]
+        locations = {loc.get("name"): i for i, loc in enumerate(spec.get("locations", []))}
+        storm_order = sorted(range(len(edges)), key=lambda i: locations.get(edges[i].get("location"), 0))
+        base = len(commands)
+        for i, e in enumerate(edges):
+            guard = e.get("guard", {}).get("exp", True) if isinstance(e.get("guard"), dict) else True
+            commands.append(Command(f"{automaton.name}:{i + 1}", automaton.name, e.get("action", ""),
+                                    json.dumps(guard) if not isinstance(guard, str) else guard))
+        for storm_index, file_index in enumerate(storm_order):
+            key[(ai << _JANI_SHIFT) | storm_index] = base + file_index
+    return tuple(commands), key
+
+
+def choice_commands(storm_model: Any, commands: Sequence[Command], key: dict[int, int],
+                    labels: Sequence[str]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Per choice of a Storm model built with choice origins: ``(C,)`` int32 index into the returned names.
+
+    Name 0 is ``""`` (no command: Storm's deadlock self-loops). ``labels`` ``(C,)`` are the choices'
+    action labels: each named choice is checked to carry its commands' label (a wrong mapping would
+    address the wrong choice).
+    """
+    origins = storm_model.choice_origins
+    jani = origins.is_jani_choice_origins()
+    origins = origins.as_jani_choice_origins() if jani else origins.as_prism_choice_origins()
+    info_id: dict[str, int] = {}
+    first: list[int] = []
+    n = storm_model.nr_choices
+    ids = np.empty(n, dtype=np.int32)
+    for c in range(n):  # one string per choice; the command sets are read once per distinct origin
+        info = origins.get_choice_info(c)
+        i = info_id.get(info)
+        if i is None:
+            i = info_id[info] = len(first)
+            first.append(c)
+        ids[c] = i
+    names = [""]
+    remap = np.empty(len(first), dtype=np.int32)
+    index = {"": 0}
+    for i, c in enumerate(first):
+        raw = origins.get_edge_index_set(c) if jani else origins.get_command_set(c)
+        parts = sorted(key[int(x)] for x in tuple(raw))
+        name = "+".join(commands[p].name for p in parts)
+        actions = {commands[p].action for p in parts}
+        if parts and (len(actions) != 1 or actions != {labels[c]}):
+            raise AssertionError(f"choice origins do not match the choice's label '{labels[c]}': {name}")
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        remap[i] = index[name]
+    return remap[ids], tuple(names)
+
+
+def check_names(names: Sequence[str], commands: Sequence[Command]) -> list[tuple[str, str]]:
+    """Problems ``(name, message)`` with command names a policy uses (unknown commands, mixed labels, one module twice)."""
+    by_name = {c.name: c for c in commands}
+    modules = list(dict.fromkeys(c.module for c in commands))
+    problems = []
+    for name in names:
+        if not is_command_name(name):
+            continue
+        parts = name.split("+")
+        unknown = [p for p in parts if p not in by_name]
+        if unknown:
+            u = unknown[0]
+            where = "" if parts == [u] else f" (in '{name}')"
+            problems.append((name, f"action '{u}'{where} is not a command of the model{did_you_mean(u, by_name)} "
+                                   "(rlverify inspect MODEL lists the command names)"))
+            continue
+        cs = [by_name[p] for p in parts]
+        if len(cs) > 1 and (len({c.action for c in cs}) != 1 or not cs[0].action):
+            problems.append((name, f"'{name}': only commands with one action label synchronise"))
+        elif len({c.module for c in cs}) != len(cs):
+            problems.append((name, f"'{name}': names two commands of one module"))
+        elif [c.module for c in cs] != sorted((c.module for c in cs), key=modules.index):
+            canonical = "+".join(sorted(parts, key=lambda p: modules.index(by_name[p].module)))
+            problems.append((name, f"'{name}': write the commands in module order: '{canonical}'"))
+    return problems

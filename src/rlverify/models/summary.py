@@ -1,0 +1,203 @@
+"""What a PRISM/JANI model offers a policy: variables, actions and command names, labels, size.
+
+:func:`summarize` is what ``rlverify inspect`` prints; :func:`policy_template` writes a policy
+skeleton with the names filled in, so that finding what a policy must declare never takes writing a
+wrong policy and reading the error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import OptionError
+from rlverify.models.dynamics import agent_actions, choice_table
+from rlverify.models.explicit import ExplicitModel
+from rlverify.models.symbolic import SymbolicModel, build_explicit, constant_value
+
+#: the most initial states listed
+MAX_LISTED = 10
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """A model as a policy sees it.
+
+    Attributes:
+        path, kind (``prism``/``jani``), model_type (``mdp``/``dtmc``), constants: as loaded.
+        variables: ``{"name", "type" (int/bool), "module", "low", "high", "init"}`` per state
+            variable (bounds and initial value as declared, None where not a constant).
+        modules: ``{"name", "actions", "commands": [{"name", "action", "guard"}]}`` per module/automaton.
+        labels, reward_models: declared names.
+        built: whether the reachable state space was built (``states``/``transitions``/... are None if not).
+        states, transitions, choices: of the reachable MDP (property-free build).
+        initial_states: valuations of up to :data:`MAX_LISTED` initial states; n_initial: how many.
+        decision_states: states where a policy is asked (see :mod:`rlverify.models.dynamics`).
+        features: the names a policy may observe (the variables, in order).
+        actions: the fewest names addressing every choice (:func:`~rlverify.models.dynamics.agent_actions`):
+            labels where they identify a choice, command names where they do not.
+        ambiguous: whether some choices need command names (unlabelled or repeated labels in a state).
+    """
+
+    path: str
+    kind: str
+    model_type: str
+    constants: str
+    variables: list[dict[str, Any]]
+    modules: list[dict[str, Any]]
+    labels: list[str]
+    reward_models: list[str]
+    features: list[str]
+    actions: list[str]
+    built: bool
+    ambiguous: bool | None = None
+    states: int | None = None
+    transitions: int | None = None
+    choices: int | None = None
+    decision_states: int | None = None
+    n_initial: int | None = None
+    initial_states: list[dict[str, int]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(model: SymbolicModel, *, build: bool = True, max_states: int | None = None
+              ) -> tuple[ModelSummary, ExplicitModel | None]:
+    """Summarize ``model``; with ``build``, also its reachable state space (refused beyond ``max_states``).
+
+    Returns the summary and the built explicit model (None without ``build``).
+
+    Raises:
+        ModelTooLargeError: more than ``max_states`` reachable states.
+    """
+    variables = _variables(model)
+    modules: dict[str, dict[str, Any]] = {}
+    for c in model.commands:
+        m = modules.setdefault(c.module, {"name": c.module, "actions": [], "commands": []})
+        if c.action and c.action not in m["actions"]:
+            m["actions"].append(c.action)
+        m["commands"].append({"name": c.name, "action": c.action, "guard": c.guard})
+    common = dict(path=str(model.path), kind=model.kind, model_type=model.model_type, constants=model.constants,
+                  variables=variables, modules=list(modules.values()), labels=list(model.labels),
+                  reward_models=list(model.reward_models), features=list(model.variables))
+    if not build:
+        return ModelSummary(**common, actions=[a for a in model.action_names if a], built=False), None
+    mdp, _ = build_explicit(model, None, max_states=max_states)
+    table = choice_table(mdp, agent_actions(mdp))
+    init = [mdp.valuation_dict(int(s)) for s in mdp.initial_states[:MAX_LISTED]]
+    return ModelSummary(**common, actions=list(table.actions), built=True, ambiguous=mdp.choice_commands is not None,
+                        states=mdp.num_states, transitions=mdp.num_transitions, choices=mdp.num_choices,
+                        decision_states=int(table.decision.sum()), n_initial=len(mdp.initial_states),
+                        initial_states=init), mdp
+
+
+def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
+    value = constant_value
+
+    out = []
+    if model.kind == "prism":
+        p = model.program.substitute_constants()
+        has_init = not p.has_initial_states_expression  # an init...endinit block: no per-variable initial values
+        scopes = [("", p.global_integer_variables, p.global_boolean_variables)]
+        scopes += [(m.name, m.integer_variables, m.boolean_variables) for m in p.modules]
+        for module, ints, bools in scopes:
+            for v in ints:
+                out.append({"name": v.name, "type": "int", "module": module, "low": value(v.lower_bound_expression),
+                            "high": value(v.upper_bound_expression),
+                            "init": value(v.initial_value_expression) if has_init else None})
+            for v in bools:
+                out.append({"name": v.name, "type": "bool", "module": module, "low": 0, "high": 1,
+                            "init": value(v.initial_value_expression, as_bool=True) if has_init else None})
+        return out
+    data = json.loads(Path(model.path).read_text())
+    scopes = [("", data.get("variables", []))] + [(a["name"], a.get("variables", [])) for a in data.get("automata", [])]
+    for module, declared in scopes:
+        for v in declared:
+            if v.get("transient"):
+                continue
+            vtype = v.get("type")
+            base = vtype.get("base") if isinstance(vtype, dict) else vtype
+            literal = lambda x: x if isinstance(x, (int, bool)) else None  # noqa: E731
+            low, high = (0, 1) if base == "bool" else (literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
+                                                       literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None)
+            init = literal(v.get("initial-value"))
+            out.append({"name": v["name"], "type": "bool" if base == "bool" else "int", "module": module,
+                        "low": low, "high": high, "init": int(init) if init is not None else None})
+    return out
+
+
+def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel, *, force: bool = False,
+                    max_rows: int = 20_000) -> Path:
+    """Write a policy skeleton for the model: ``.py`` (``FEATURES``, ``ACTIONS``, ``pi``) or ``.json`` (a table policy).
+
+    The skeleton is uniform over the choices available in each decision state of the reachable MDP
+    (listed per state, up to ``max_rows`` states; beyond that the ``.py`` is uniform over all actions
+    and says so: run it with ``--unavailable renormalize`` or fill in ``pi``).
+
+    Raises:
+        OptionError: unknown suffix, too many states for a ``.json`` table, or the file exists without ``force``.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".py", ".json"):
+        raise OptionError(f"--policy-template {path}: expected a .py or .json file name")
+    if path.exists() and not force:
+        raise OptionError(f"--policy-template {path}: the file exists; pass --force to overwrite it")
+    table = choice_table(mdp, summary.actions)
+    states = np.flatnonzero(table.decision)
+    features = list(summary.features)
+    actions = list(summary.actions)
+    rows = []
+    if len(states) <= max_rows:
+        values = mdp.feature_matrix(features, states).astype(np.int64)
+        available = table.available(states)
+        # one row per observation: states that look alike to the policy share it (union of their choices)
+        merged: dict[tuple[int, ...], np.ndarray] = {}
+        for key, avail in zip(map(tuple, values.tolist()), available):
+            merged[key] = merged.get(key, np.zeros(len(actions), dtype=bool)) | avail
+        rows = [(k, [a for a, ok in zip(actions, avail) if ok]) for k, avail in merged.items() if avail.any()]
+    elif suffix == ".json":
+        raise OptionError(f"--policy-template {path}: {len(states):,} decision states are too many for a table; "
+                          "write a .py template")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".json":
+        doc = {"features": features, "actions": actions,
+               "table": [{"state": dict(zip(features, k)), "probabilities": {a: 1.0 / len(avail) for a in avail}}
+                         for k, avail in rows]}
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        return path
+    path.write_text(_python_template(summary, features, actions, rows if len(states) <= max_rows else None))
+    return path
+
+
+def _python_template(summary: ModelSummary, features: list[str], actions: list[str],
+                     rows: list[tuple[tuple[int, ...], list[str]]] | None) -> str:
+    lines = [f'"""A policy for {summary.path}, written by rlverify inspect: replace pi with your own.',
+             "",
+             "pi maps an (N, len(FEATURES)) array of feature values to (N, len(ACTIONS)) probabilities.",
+             "Use it as --policy THIS_FILE.py:pi. Action names are the model's labels, or command names",
+             "(MODULE:K, the K-th command of MODULE) where labels do not tell the choices apart.", '"""', "",
+             "import numpy as np", "", f"FEATURES = {features!r}", f"ACTIONS = {actions!r}", ""]
+    if rows is None:
+        lines += ["", "def pi(states):",
+                  '    """Uniform over ALL actions: mass on actions a state does not offer stalls (or use',
+                  '    --unavailable renormalize to make this uniform over the available ones)."""',
+                  "    return np.full((len(states), len(ACTIONS)), 1.0 / len(ACTIONS))", ""]
+        return "\n".join(lines)
+    lines += ["# the actions available in each reachable decision state, keyed by its feature values",
+              "AVAILABLE = {"]
+    lines += [f"    {k!r}: {avail!r}," for k, avail in rows]
+    lines += ["}", "", "", "def pi(states):",
+              '    """Uniform over the actions available in each state (a state not listed: uniform over all)."""',
+              "    out = np.full((len(states), len(ACTIONS)), 1.0 / len(ACTIONS))",
+              "    for i, row in enumerate(np.rint(states).astype(int).tolist()):",
+              "        avail = AVAILABLE.get(tuple(row))",
+              "        if avail:",
+              "            out[i] = [1.0 / len(avail) if a in avail else 0.0 for a in ACTIONS]",
+              "    return out", ""]
+    return "\n".join(lines)
