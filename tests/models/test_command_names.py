@@ -214,3 +214,18 @@ def test_untaken_choices_count_the_states_offering_them(tmp_path):
     table = choice_table(mdp, ["m:1"])
     # x=0 offers m:1 and m:2; x=1..3 offer go (m:3) alone: 3 states
     assert table.untaken() == {"go (m:2)": 1, "go (m:3)": 3}
+
+
+def test_a_forced_first_step_is_said_when_a_step_bound_counts_it(tmp_path):
+    # the first (unlabelled, lone) command draws the start; then `go` reaches the goal with 1/2 per step
+    path = tmp_path / "reset.prism"
+    path.write_text("mdp\nmodule m\n  x : [-1..2] init -1;\n  [] x=-1 -> 0.5 : (x'=0) + 0.5 : (x'=1);\n"
+                    "  [go] x>=0 & x<2 -> 0.5 : (x'=2) + 0.5 : (x'=x);\nendmodule\nlabel \"goal\" = x=2;\n")
+    pol = policy(["go"], [1.0], ["x"])
+    r = verify_exact(path, 'P=? [F<=3 "goal"]', pol)
+    assert r.value == pytest.approx(1 - 0.5**2)  # the reset is one of the 3 steps: 2 tries of 1/2
+    assert any("at most 2 steps are the policy's" in w for w in r.warnings)
+    s = verify_statistical(path, 'P=? [F<=3 "goal"]', pol, StatisticalOptions(
+        method="clopper-pearson", runs=200, simulation=SimulationOptions(seed=0)))
+    assert any("at most 2 steps are the policy's" in w for w in s.warnings)
+    assert not any("forced step" in w for w in verify_exact(path, 'P=? [F "goal"]', pol).warnings)

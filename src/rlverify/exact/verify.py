@@ -17,7 +17,7 @@ from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.exact.checking import NUMERICS, CheckOutcome, check, compare, environment, quantitative
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
 from rlverify.models.commands import is_command_name
-from rlverify.models.dynamics import UNAVAILABLE, choice_table, untaken_message
+from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, forced_start_message, untaken_message
 from rlverify.models.explicit import ExplicitModel, to_storm
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, constant_value, parse_property
@@ -165,14 +165,15 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
     all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    chain, origin, n_queried, policy_seconds, untaken = _induce(mdp, policy, options, all_unavailable)
+    chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable)
+    untaken = table.untaken(origin[origin >= 0])
     timings["policy"] = policy_seconds
     timings["induce"] = time.perf_counter() - t - policy_seconds
     say(f"checking on the induced chain ({chain.num_states} states, {chain.num_transitions} transitions)")
     t = time.perf_counter()
     storm_chain = to_storm(chain)
     formula, threshold, comparison = quantitative(prop)
-    notes = []
+    notes = [n for n in [forced_start_message(table, prop.bound)] if n]
     signed = _signed_reward(prop, chain)
     if signed is None:
         out = check(storm_chain, formula, env)
@@ -246,7 +247,7 @@ def names_commands(policy: Policy) -> bool:
 
 
 def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions, all_unavailable: np.ndarray | None = None,
-            ) -> tuple[ExplicitModel, np.ndarray, int, float, dict[str, int]]:
+            ) -> tuple[ExplicitModel, np.ndarray, int, float, ChoiceTable]:
     table = choice_table(mdp, policy.actions)  # refuses choices no policy can pick before the policy is asked
     states = np.flatnonzero(table.decision)
     features = mdp.feature_matrix(policy.features, states)
@@ -258,7 +259,7 @@ def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions, all_unava
     cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable,
                         all_unavailable=all_unavailable, table=table)
     chain, origin = induced_chain(mdp, cw)
-    return chain, origin, len(states), policy_seconds, table.untaken(origin[origin >= 0])
+    return chain, origin, len(states), policy_seconds, table
 
 
 class _MaskedExploration:

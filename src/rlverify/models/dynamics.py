@@ -352,6 +352,19 @@ def agent_actions(model: ExplicitModel) -> tuple[str, ...]:
     return tuple(a for a in labels if a not in repeated) + tuple(commands)
 
 
+def forced_start_message(table: ChoiceTable, bound: int | None) -> str | None:
+    """A note when a step-bounded property starts in a forced state (the policy is not asked there), else None.
+
+    E.g. a model whose unlabelled first command draws the start state (a Gymnasium environment with
+    an initial distribution): ``F<=k`` then counts that step, so k-1 steps are the policy's.
+    """
+    init = np.asarray(table.model.initial_states, dtype=np.int64)
+    if bound is None or not len(init) or not ((table.forced[init] >= 0) & ~table.dead_end[init]).all():
+        return None
+    return (f"the initial state takes a forced step (a lone unlabelled command) before the policy is asked: the step "
+            f"bound {bound} counts it, so at most {bound - 1} steps are the policy's")
+
+
 def untaken_message(untaken: dict[str, int], where: str = "states") -> str:
     """One line saying which choices a policy never takes (for warnings), from :meth:`ChoiceTable.untaken`."""
     shown = ", ".join(f"{name} ({n} {where})" for name, n in list(untaken.items())[:8])

@@ -13,7 +13,7 @@ import numpy as np
 
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.models.commands import check_names, is_command_name
-from rlverify.models.dynamics import choice_table, untaken_message
+from rlverify.models.dynamics import choice_table, forced_start_message, untaken_message
 from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
 from rlverify.results import versions
@@ -156,7 +156,9 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
                             "pass starts= to choose (the simulator does not pick among them)")
     binding = bind_policy(env, policy)
     # choices the policy names no action for are never taken: say so (over the model's states)
-    untaken = choice_table(env.model, policy.actions).untaken() if isinstance(env, ExplicitEnv) else {}
+    table = choice_table(env.model, policy.actions) if isinstance(env, ExplicitEnv) else None
+    untaken = table.untaken() if table is not None else {}
+    forced_start = forced_start_message(table, prop.bound) if table is not None and starts is None else None
     t_prep = time.perf_counter() - t0
     sim = options.simulation
     eps, delta = options.epsilon, options.delta
@@ -276,7 +278,8 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
                  "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
         settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
         versions=versions(), untaken_choices=untaken,
-        warnings=[untaken_message(untaken, "states of the model")] if untaken else [],
+        warnings=([forced_start] if forced_start else [])
+        + ([untaken_message(untaken, "states of the model")] if untaken else []),
     )
 
 
