@@ -229,3 +229,52 @@ def test_a_forced_first_step_is_said_when_a_step_bound_counts_it(tmp_path):
         method="clopper-pearson", runs=200, simulation=SimulationOptions(seed=0)))
     assert any("at most 2 steps are the policy's" in w for w in s.warnings)
     assert not any("forced step" in w for w in verify_exact(path, 'P=? [F "goal"]', pol).warnings)
+
+
+MIXED2 = """mdp
+module m
+  x : [0..3] init 0;
+  [a] x=0 -> (x'=1);
+  [] x=0 -> (x'=2);
+  [done] x>0 -> true;
+endmodule
+label "two" = x=2;
+"""
+
+
+@pytest.mark.parametrize("mode", ["stochastic", "deterministic"])
+def test_the_onthefly_mask_never_leaves_an_unlabelled_command_to_be_taken_unasked(tmp_path, mode):
+    # the policy gives `a` probability 0 at x=0: pruning `a` there would leave m:2 alone, taken as forced
+    path = tmp_path / "mixed2.prism"
+    path.write_text(MIXED2)
+    pol = CallablePolicy(lambda s: np.tile([0.0, 1.0], (len(s), 1)), ["x"], ["a", "done"])
+    for strategy in ("full", "onthefly"):
+        r = verify_exact(path, 'P=? [F "two"]', pol, ExactOptions(mode=mode, strategy=strategy))
+        assert (r.value, r.stalled_probability, r.untaken_choices) == (0.0, 1.0, {"m:2": 1}), strategy
+
+
+def test_a_label_does_not_address_a_choice_beside_another_of_its_label(tmp_path):
+    path = tmp_path / "same.prism"
+    path.write_text(SAME_LABEL)
+    # `m:1` claims one `go` command at x=0; `go` would silently mean the other one there
+    with pytest.raises(PolicyError, match=r"name each of them by command \(m:2\)"):
+        verify_exact(path, 'P=? [F "goal"]', policy(["m:1", "go"], [0.5, 0.5], ["x"]))
+
+
+def test_a_command_that_runs_synchronised_is_named_with_its_partners(tmp_path):
+    path = tmp_path / "sync.prism"
+    path.write_text(SYNC)
+    with pytest.raises(PolicyError, match=r"label 'b' synchronises modules m, n: a choice takes one command of each, "
+                                          r"e.g. 'm:1\+n:1'"):
+        verify_exact(path, 'P=? [F "goal"]', policy(["m:1"], [1.0], ["x", "y"]))
+
+
+def test_instantaneous_rewards_read_state_rewards_only(tmp_path):
+    # an action reward is not a state reward: I=k sees only state rewards (PRISM's semantics; Storm's)
+    path = tmp_path / "ik.prism"
+    path.write_text("mdp\nmodule m\n  x : [0..2] init 0;\n  [go] x<2 -> (x'=x+1);\n  [end] x=2 -> true;\nendmodule\n"
+                    "rewards \"r\"\n  [go] true : 1;\n  x=1 : 5;\nendrewards\n")
+    pol = CallablePolicy(lambda s: np.where(s[:, :1] < 2, [[1.0, 0.0]], [[0.0, 1.0]]), ["x"], ["go", "end"])
+    assert verify_exact(path, 'R{"r"}=? [I=1]', pol).value == pytest.approx(5.0)  # at x=1 after one step
+    assert verify_exact(path, 'R{"r"}=? [I=2]', pol).value == pytest.approx(0.0)
+    assert verify_exact(path, 'R{"r"}=? [C<=2]', pol).value == pytest.approx(1 + 1 + 5)  # C counts both kinds

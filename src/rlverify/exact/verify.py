@@ -171,6 +171,8 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     timings["induce"] = time.perf_counter() - t - policy_seconds
     say(f"checking on the induced chain ({chain.num_states} states, {chain.num_transitions} transitions)")
     t = time.perf_counter()
+    if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
+        chain = _state_rewards_only(chain, mdp, origin)
     storm_chain = to_storm(chain)
     formula, threshold, comparison = quantitative(prop)
     notes = [n for n in [forced_start_message(table, prop.bound)] if n]
@@ -204,6 +206,16 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         state_valuations=chain.valuations[origin >= 0] if options.all_states else None, variables=chain.variables,
         untaken_choices=untaken,
         warnings=notes + ([untaken_message(untaken, "policy-reachable states")] if untaken else []))
+
+
+def _state_rewards_only(chain: ExplicitModel, mdp: ExplicitModel, origin: np.ndarray) -> ExplicitModel:
+    """The chain with each reward model's state rewards only (the induced chain folds the policy-weighted
+    action rewards into its state rewards, which instantaneous rewards ``I=k`` must not see)."""
+    rewards = {}
+    for name, r in chain.state_rewards.items():
+        state = mdp.state_rewards.get(name)
+        rewards[name] = np.zeros_like(r) if state is None else np.where(origin >= 0, state[np.maximum(origin, 0)], 0.0)
+    return dataclasses.replace(chain, state_rewards=rewards)
 
 
 def _signed_reward(prop: Property, model: ExplicitModel) -> str | None:
@@ -279,8 +291,10 @@ class _MaskedExploration:
         self.action_col = {a: i for i, a in enumerate(policy.actions)}
         self.cache: dict[tuple, np.ndarray] = {}
         self.names: dict[int, str] = {}
-        # a label does not say which command a choice is: choices named by command are weighed when induced
-        self.prune = not names_commands(policy)
+        # prune by label only where that cannot change what is verified: a label does not say which command a
+        # choice is (choices named by command are weighed when induced), and removing the labelled choices of a
+        # state that also offers an unlabelled command would leave that command to be taken without asking
+        self.prune = not names_commands(policy) and all(c.action for c in model.commands)
 
     def mask(self) -> Any:
         import stormpy.developer as dev

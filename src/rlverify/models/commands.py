@@ -35,12 +35,17 @@ _JANI_SHIFT = 32
 
 @dataclass(frozen=True)
 class Command:
-    """One PRISM command or JANI edge: its name (``module:k``), module, action label (``""``: unlabelled) and guard text."""
+    """One PRISM command or JANI edge: its name (``module:k``), module, action label (``""``: unlabelled) and guard text.
+
+    ``synchronises``: the modules whose commands of this label run together (PRISM: every module with the
+    label in its alphabet, in module order); empty for unlabelled commands and JANI edges (not known here).
+    """
 
     name: str
     module: str
     action: str
     guard: str
+    synchronises: tuple[str, ...] = ()
 
 
 def is_command_name(name: str) -> bool:
@@ -52,11 +57,14 @@ def prism_commands(program: Any) -> tuple[tuple[Command, ...], dict[int, int]]:
     """The commands of a PRISM program and Storm's origin index (global command index) -> position."""
     commands: list[Command] = []
     key: dict[int, int] = {}
+    alphabet = {m.name: {c.action_name for c in m.commands if c.is_labeled} for m in program.modules}
     for module in program.modules:
         for k, c in enumerate(module.commands):
             key[int(c.global_index)] = len(commands)
-            commands.append(Command(f"{module.name}:{k + 1}", module.name, c.action_name if c.is_labeled else "",
-                                    str(c.guard_expression)))
+            label = c.action_name if c.is_labeled else ""
+            together = tuple(m for m, acts in alphabet.items() if label in acts) if label else ()
+            commands.append(Command(f"{module.name}:{k + 1}", module.name, label, str(c.guard_expression),
+                                    together if len(together) > 1 else ()))
     return tuple(commands), key
 
 
@@ -147,6 +155,12 @@ def check_names(names: Sequence[str], commands: Sequence[Command]) -> list[tuple
             problems.append((name, f"'{name}': only commands with one action label synchronise"))
         elif len({c.module for c in cs}) != len(cs):
             problems.append((name, f"'{name}': names two commands of one module"))
+        elif cs[0].synchronises and {c.module for c in cs} != set(cs[0].synchronises):
+            example = "+".join(next(c.name for c in commands if c.module == m and c.action == cs[0].action)
+                               for m in cs[0].synchronises)
+            problems.append((name, f"'{name}': label '{cs[0].action}' synchronises modules "
+                                   f"{', '.join(cs[0].synchronises)}: a choice takes one command of each, e.g. "
+                                   f"'{example}' (rlverify inspect lists the choices)"))
         elif [c.module for c in cs] != sorted((c.module for c in cs), key=modules.index):
             canonical = "+".join(sorted(parts, key=lambda p: modules.index(by_name[p].module)))
             problems.append((name, f"'{name}': write the commands in module order: '{canonical}'"))

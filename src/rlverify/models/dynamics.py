@@ -308,6 +308,8 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
         keys, counts = np.unique(cs[known] * A + cols[known], return_counts=True)
         first = int(keys[np.argmax(counts > 1)])
         duplicate = (first // A, first % A, int(counts[np.argmax(counts > 1)]))
+    if duplicate is None and model.choice_commands is not None:
+        _refuse_label_beside_its_commands(model, actions, cols, cs)
     n_choices = np.diff(model.row_groups)
     decision = labelled_states(model)
     named = model.choice_commands is not None
@@ -327,6 +329,33 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
     absorbing = (n_choices > 0) & (np.bincount(cs[loop], minlength=S) == n_choices)
     return ChoiceTable(model=model, actions=actions, choice_of=choice_of, decision=decision, forced=forced,
                        dead_end=dead_end, absorbing=absorbing, loop=loop, columns=cols)
+
+
+def _refuse_label_beside_its_commands(model: ExplicitModel, actions: Sequence[str], cols: np.ndarray,
+                                      cs: np.ndarray) -> None:
+    """Refuse a label that addresses a choice in a state offering another choice of that label.
+
+    With ``actions = ("m:1", "go")`` and two ``go`` commands in a state, ``go`` would silently mean
+    the one ``m:1`` does not claim; the label does not identify it there.
+    """
+    lookup = {a: i for i, a in enumerate(actions)}
+    label_col = np.array([lookup.get(a, -1) if a else -1 for a in model.action_names], dtype=np.int64)
+    by_label = (cols >= 0) & (cols == label_col[model.choice_actions])
+    if not by_label.any():
+        return
+    A = len(model.action_names)
+    keys = cs * A + model.choice_actions
+    uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    bad = by_label & (counts[inverse] > 1)
+    if bad.any():
+        c = int(np.argmax(bad))
+        s, label = int(cs[c]), model.action_names[model.choice_actions[c]]
+        same = np.flatnonzero(keys == keys[c])
+        names = [model.command_names[model.choice_commands[i]] for i in same]
+        raise PolicyError(f"state {model.valuation_dict(s)} has {len(same)} choices labelled '{label}' (commands "
+                          f"{', '.join(names)}); the policy names some by command, so its action '{label}' does not "
+                          f"say which of the others it means: name each of them by command "
+                          f"({', '.join(n for n in names if n not in lookup)})")
 
 
 def agent_actions(model: ExplicitModel) -> tuple[str, ...]:
