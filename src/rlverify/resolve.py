@@ -82,6 +82,9 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
                 {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model"))
         raise BenchmarkError(f"{name} is {what}; {command or 'this command'} takes "
                              f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else name}")
+    if needs_policy and policy is None and getattr(model, "model_type", "") == "dtmc":
+        raise PolicyError(f"{name} is a DTMC: it has no choices for a policy to make; check it with --mode monolithic "
+                          "(its Pmin = Pmax is the value)")
     loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy,
                              getattr(model, "policy_interface", None))
     prop = _property(bench, model, kind, property) if property is not None else None
@@ -112,6 +115,9 @@ def _model(target: str | Path | Benchmark, constants: str | None,
     text = str(target)
     from rlverify.models.continuous.declared import is_declaration_target, load_system
 
+    if text.lower().endswith(".py"):
+        raise InputFileError(f"{text}: a continuous system is given as FILE.py:NAME, NAME being the declaration "
+                             f"(e.g. {text}:SYSTEM)")
     if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
         return None, load_system(text, constants), "continuous", text
     if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():

@@ -79,3 +79,41 @@ def test_inspect_takes_benchmark_ids_and_refuses_what_it_cannot_describe(capsys,
     assert code == 2 and "rlverify abstract acc-v1" in " ".join(err.split())
     code, _, err = run(capsys, "inspect", "running-example-v1", "--max-states", "2")
     assert code == 2 and "--max-states=2" in " ".join(err.split())
+
+
+def test_a_dtmc_needs_no_policy_and_gets_no_template(capsys, tmp_path):
+    dtmc = tmp_path / "coin.pm"
+    dtmc.write_text("dtmc\nmodule c\n  s : [0..2] init 0;\n  [flip] s=0 -> 0.5 : (s'=1) + 0.5 : (s'=2);\n"
+                    "  [] s>0 -> true;\nendmodule\nlabel \"heads\" = s=1;\n")
+    code, out, _ = run(capsys, "inspect", str(dtmc), "--json")
+    assert code == 0 and json.loads(out)["actions"] == [] and json.loads(out)["decision_states"] == 0
+    code, _, err = run(capsys, "inspect", str(dtmc), "--policy-template", str(tmp_path / "p.py"))
+    assert code == 2 and "no policy is needed" in err and not (tmp_path / "p.py").exists()
+    code, _, err = run(capsys, "verify", str(dtmc), "-p", 'P=? [F "heads"]')
+    assert code == 2 and "is a DTMC" in " ".join(err.split()) and "--mode monolithic" in err
+    code, out, _ = run(capsys, "verify", str(dtmc), "-p", 'P=? [F "heads"]', "--mode", "monolithic", "--json")
+    assert code == 0 and json.loads(out)["pmin"] == pytest.approx(0.5) == json.loads(out)["pmax"]
+
+
+def test_python_files_without_a_name_say_how_to_give_one(capsys, tmp_path, model):
+    (tmp_path / "pi.py").write_text("FEATURES = ['x']\n")
+    code, _, err = run(capsys, "verify", str(model), "-p", 'P=? [F "two"]', "--policy", str(tmp_path / "pi.py"))
+    assert code == 2 and "FILE.py:NAME" in err
+    code, _, err = run(capsys, "abstract", str(tmp_path / "system.py"))
+    assert code == 2 and "FILE.py:NAME" in err and "system.py:SYSTEM" in " ".join(err.split())
+
+
+def test_a_misspelt_jani_property_name_gets_the_close_one(capsys, tmp_path):
+    import stormpy
+
+    prism = tmp_path / "m.prism"
+    prism.write_text(MIXED)
+    jani = tmp_path / "m.jani"
+    model = json.loads(str(stormpy.parse_prism_program(str(prism)).to_jani([])[0]))
+    model["properties"] = [{"name": "reach_two", "expression": {
+        "op": "filter", "fun": "values", "states": {"op": "initial"},
+        "values": {"op": "Pmax", "exp": {"op": "U", "left": True, "right": {"op": "=", "left": "x", "right": 2}}}}}]
+    jani.write_text(json.dumps(model))
+    code, _, err = run(capsys, "verify", str(jani), "-p", "reach_tow", "--mode", "monolithic")
+    err = " ".join(err.split())
+    assert code == 2 and "did you mean 'reach_two'?" in err

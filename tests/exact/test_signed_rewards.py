@@ -57,3 +57,11 @@ def test_step_bounded_signed_rewards_and_the_monolithic_refusal(tmp_path):
     # Rmax over C<=2: go at x=0 twice (2 + E) vs stay: stay pays nothing; best = 2 + 0.5*2 + 0.5*max(-1, 0)
     r = verify_exact(path, 'Rmax=? [C<=2]', None, ExactOptions(mode="monolithic"))
     assert r.pmax == pytest.approx(2 + 0.5 * 2 + 0.5 * 0)
+
+
+def test_a_step_bounded_reachability_reward_is_refused_with_the_form_to_use(tmp_path):
+    path = tmp_path / "signed.prism"
+    path.write_text(MODEL)
+    for pol, options in ((GO, ExactOptions()), (None, ExactOptions(mode="monolithic"))):
+        with pytest.raises(PropertyError, match=r"use the cumulative reward R=\? \[C<=k\]"):
+            verify_exact(path, 'R{"r"}=? [F<=3 "goal"]' if pol else 'Rmax=? [F<=3 "goal"]', pol, options)

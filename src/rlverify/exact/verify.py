@@ -393,6 +393,9 @@ def _check_operator(prop: Property, mode: str, text: str) -> None:
     formula = prop.storm_formula()
     if not (formula.is_probability_operator_formula or formula.is_reward_operator_formula):
         raise PropertyError(f"property '{text}': expected a P or R operator (P=? [...], R{{\"r\"}}=? [...])")
+    if prop.operator == "R" and prop.path == "F" and prop.bound is not None:
+        raise PropertyError(f"property '{text}': a step-bounded reachability reward (R=? [F<=k ...]) is not supported "
+                            "(Storm does not check it); use the cumulative reward R=? [C<=k] for the first k steps")
     if mode != "monolithic" and formula.has_optimality_type:
         raise PropertyError(f"property '{text}': Pmin/Pmax/Rmin/Rmax need --mode monolithic; "
                             "on the policy's chain use P=? or R=?")

@@ -210,10 +210,14 @@ class _Table:
 
 
 def _make(env_id: str, kwargs: dict[str, Any]) -> Any:
+    import warnings
+
     import gymnasium
 
     try:
-        return gymnasium.make(env_id, **kwargs)
+        with warnings.catch_warnings():  # gymnasium's own deprecation notes (coloured); its errors say it plainly
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return gymnasium.make(env_id, **kwargs)
     except TypeError as exc:
         raise OptionError(f"--env-kwargs {kwargs}: gym:{env_id} does not accept them: {str(exc).split(' was raised')[0]}") from None
     except gymnasium.error.Error as exc:

@@ -88,6 +88,11 @@ def summarize(model: SymbolicModel, *, build: bool = True, max_states: int | Non
     if not build:
         return ModelSummary(**common, actions=[a for a in model.action_names if a], built=False), None
     mdp, _ = build_explicit(model, None, max_states=max_states)
+    if model.model_type == "dtmc":  # no choices: nothing for a policy to decide
+        return ModelSummary(**common, actions=[], built=True, ambiguous=False, states=mdp.num_states,
+                            transitions=mdp.num_transitions, choices=mdp.num_choices, decision_states=0,
+                            n_initial=len(mdp.initial_states),
+                            initial_states=[mdp.valuation_dict(int(s)) for s in mdp.initial_states[:MAX_LISTED]]), mdp
     table = choice_table(mdp, agent_actions(mdp))
     init = [mdp.valuation_dict(int(s)) for s in mdp.initial_states[:MAX_LISTED]]
     return ModelSummary(**common, actions=list(table.actions), built=True, ambiguous=mdp.choice_commands is not None,
@@ -148,6 +153,9 @@ def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel,
         raise OptionError(f"--policy-template {path}: expected a .py or .json file name")
     if path.exists() and not force:
         raise OptionError(f"--policy-template {path}: the file exists; pass --force to overwrite it")
+    if not summary.actions:
+        raise OptionError(f"--policy-template {path}: {summary.path} has no decision states ({summary.model_type.upper()}"
+                          "): no policy is needed; check it with rlverify verify --mode monolithic")
     table = choice_table(mdp, summary.actions)
     states = np.flatnonzero(table.decision)
     features = list(summary.features)

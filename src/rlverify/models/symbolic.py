@@ -316,6 +316,10 @@ def parse_property(model: SymbolicModel, text: str | Property) -> Property:
         hint = f" (unknown name '{unknown[0]}'{did_you_mean(unknown[0], model.variables)})" if unknown else ""
         if structure.path == "G" and structure.bound_text is not None:
             hint += " (Storm has no step-bounded G; use P=? [F<=k !phi] and 1 minus its value)"
+        if model.file_properties and not re.match(r"\s*[PR](min|max)?\s*[=<>{]", text):  # a misspelt property name?
+            close = did_you_mean(text, model.file_properties)
+            raise PropertyError(f"property '{text}' is neither a property of {model.path}{close} nor a formula; its "
+                                f"properties: {', '.join(repr(n) for n in model.file_properties)}")
         raise PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}") from None
     if malformed is not None:
         raise malformed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import numpy as np
 from rlverify.errors import DependencyNotInstalled, InputFileError, PolicyError
 from rlverify.policies.base import BasePolicy
 from rlverify.policies.mlp import MLP, mlp_from_onnx, mlp_from_torch
+
+log = logging.getLogger(__name__)
 
 #: ONNX ``metadata_props`` keys of a self-describing rlverify policy file.
 META_FEATURES = "rlverify.features"
@@ -188,12 +191,27 @@ class OnnxPolicy(BasePolicy):
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        self._input = self._session.get_inputs()[0].name
+        first = self._session.get_inputs()[0]
+        self._input = first.name
+        # a file exported without a dynamic batch axis takes exactly this many rows per call
+        batch = first.shape[0] if first.shape else None
+        self._fixed_batch = batch if isinstance(batch, int) and batch > 0 else None
+        if self._fixed_batch is not None:
+            log.warning("%s: the network's batch dimension is fixed at %d (exported without dynamic_axes): it is "
+                        "evaluated %d row(s) per call, which is slow; export with dynamic_axes={'input': {0: 'batch'}}",
+                        path, self._fixed_batch, self._fixed_batch)
         self._model = model  # for network(): the file is read once
         self.path = path
 
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:
-        return np.asarray(self._session.run(None, {self._input: states.astype(np.float32)})[0], dtype=np.float64)
+        x = states.astype(np.float32)
+        if self._fixed_batch is None or len(x) == self._fixed_batch:
+            return np.asarray(self._session.run(None, {self._input: x})[0], dtype=np.float64)
+        b = self._fixed_batch
+        pad = (-len(x)) % b
+        x = np.concatenate([x, np.repeat(x[-1:], pad, axis=0)]) if pad and len(x) else x
+        out = [self._session.run(None, {self._input: x[i:i + b]})[0] for i in range(0, len(x), b)]
+        return np.asarray(np.concatenate(out) if out else np.zeros((0, len(self.actions))), dtype=np.float64)[:len(states)]
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         return to_probabilities(self._network_outputs(states), self.output)

@@ -67,6 +67,9 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
         policy = TorchPolicy(module, feats, acts, output=output, name=str(path))
         policy.training = _recorded(meta)
         return policy
+    if suffix == ".py":
+        raise InputFileError(f"{path}: a Python policy is given as FILE.py:NAME, NAME being the callable "
+                             f"(e.g. {path}:pi)")
     raise InputFileError(f"{path}: unknown policy format '{suffix}' (expected {SPEC_HELP})")
 
 
