@@ -77,7 +77,7 @@ def test_readme_has_a_runnable_section_per_audience():
     assert len(blocks) >= 3 and "inspect" in joined and "gym:FrozenLake-v1" in joined and "abstract examples/" in joined
 
 
-@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("index", range(len(scratch_blocks())))
 def test_readme_audience_blocks_run_as_written(tmp_path, index):
     """Each block runs with bash -e from a scratch directory that sees the repository's .venv and examples/."""
     import os

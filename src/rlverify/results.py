@@ -64,14 +64,114 @@ class ExactResult:
     #: it was trained for, a MaskablePPO policy with unavailable='stall', ...); the CLI prints them
     warnings: list[str] = field(default_factory=list)
     untaken_choices: dict[str, int] = field(default_factory=dict)
+    #: the most probable paths to the target when asked for (``rlverify.exact.explain_paths``, ``--explain K``)
+    explanation: FailurePaths | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (per-state arrays left out)."""
+        """A JSON-serialisable dict (per-state arrays left out; ``explanation`` as :meth:`FailurePaths.to_json`)."""
         d = asdict(self)
         d.pop("state_values")
         d.pop("state_valuations")
         d.pop("state_values_min")
         d["variables"] = list(self.variables)
+        d["explanation"] = self.explanation.to_json() if self.explanation is not None else None
+        return d
+
+
+@dataclass(frozen=True)
+class StepAction:
+    """One action of a path's step that leads to the step's next state.
+
+    Attributes:
+        action: the policy's action name (None for a forced step: a lone unlabelled choice the policy
+            is not asked about).
+        choice: the model's choice it takes: its label, with its command name where the model has one.
+        weight: the probability the chain follows it in this state: pi(a|s) (one-hot argmax in the
+            deterministic mode; rescaled with ``unavailable='renormalize'``; 1 for a forced step).
+        transition: T(s, a, s'), the model's probability of the next state under this choice.
+        probability: ``weight * transition``; a step's actions sum to its ``probability``.
+    """
+
+    action: str | None
+    choice: str
+    weight: float
+    transition: float
+    probability: float
+
+
+@dataclass(frozen=True)
+class PathStep:
+    """One state of a path and the transition out of it.
+
+    Attributes:
+        state: the state's valuation (variable -> value, booleans as 0/1).
+        policy: the policy's distribution over its actions at this state (as the policy gives it,
+            normalised); None at the last state and at forced steps.
+        actions: the actions leading to the next state (several when they share a successor); empty at
+            the last state.
+        probability: the chain's transition probability to the next state (None at the last state).
+    """
+
+    state: dict[str, Any]
+    policy: dict[str, float] | None
+    actions: tuple[StepAction, ...]
+    probability: float | None
+
+
+@dataclass(frozen=True)
+class FailurePath:
+    """A path of a policy-induced chain from the initial state to its first target state.
+
+    Attributes:
+        probability: the product of its transition probabilities (exact up to float rounding).
+        steps: its states in order, ``length + 1`` of them.
+    """
+
+    probability: float
+    steps: tuple[PathStep, ...]
+
+    @property
+    def length(self) -> int:
+        """Number of transitions."""
+        return len(self.steps) - 1
+
+
+@dataclass(frozen=True)
+class FailurePaths:
+    """The K most probable paths to a property's target on a policy-induced chain (exact, not sampled).
+
+    Paths may revisit states; the property's value is the sum over all its paths, so ``covered <= value``.
+
+    Attributes:
+        property: the property explained; k: the number of paths asked for.
+        paths: most probable first (ties in any order).
+        value: the property's value (Storm, as in :class:`ExactResult`).
+        covered: the sum of the listed paths' probabilities; share: ``covered / value`` (None when
+            the value is 0).
+        exhausted: fewer than ``k`` paths exist, and all are listed.
+        bound: the step bound (None: unbounded); mode: the policy mode of the chain.
+        variables: the model's variables; ranges: each variable's (min, max) over the chain's states.
+        timings: seconds per phase (build, check, search, policy, describe, total).
+    """
+
+    property: str
+    k: int
+    paths: tuple[FailurePath, ...]
+    value: float
+    covered: float
+    share: float | None
+    exhausted: bool
+    bound: int | None
+    mode: str
+    variables: tuple[str, ...] = ()
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; each path as ``{"probability", "length", "steps": [...]}``."""
+        d = _plain(asdict(self))
+        for path, out in zip(self.paths, d["paths"]):
+            out["length"] = path.length
         return d
 
 
@@ -323,3 +423,344 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
+
+
+@dataclass(frozen=True)
+class RiskMap:
+    """Per-state values of a property under a policy and the optimum over all policies, on two variables.
+
+    Exact per state (Storm; ``guarantee`` as in :class:`ExactResult`), then aggregated per cell
+    ``(x, y)`` with ``agg`` over the states whose other variables differ. ``value`` is over the
+    states of the policy's chain (reachable under the policy); ``optimum`` is Storm's Pmin/Pmax
+    (Rmin/Rmax) per state of the full MDP (over all policies), read at the same states, so the panels
+    compare state by state; ``optimum_all`` aggregates the optimum over every MDP state of the cell,
+    including those the policy never reaches. ``regret`` is per state ``value - optimum`` for
+    ``optimum="min"`` (a bad event) and ``optimum - value`` for ``"max"`` (a goal): >= 0 up to the
+    solver's precision, never clipped. Both builds are property-directed: target states may be
+    absorbing, and a step-bounded property's state value counts its bound from that state.
+
+    Attributes:
+        model, policy, property, mode: as verified; optimum: ``"min"`` or ``"max"``;
+            optimum_source: where that choice came from (``"option"`` or the property's comparison).
+        agg: ``max``, ``min`` or ``mean`` (unweighted over states); where: the filter, or None.
+        x, y: the map's variables; x_values ``(W,)``, y_values ``(H,)`` int64: the axes.
+        value, optimum_value, regret, optimum_all: ``(H, W)`` float64, row ``i`` is ``y = y_values[i]``;
+            NaN where the cell has no state of that set (after the filter).
+        policy_states, mdp_states: ``(H, W)`` int64 states per cell (after the filter).
+        initial_value, initial_optimum, initial_regret: at the initial state (no filter).
+        states: counts: ``mdp`` (full MDP), ``policy`` (the policy's chain, without the ``stalled`` sink),
+            ``mdp_only`` (in the MDP, never reached by the policy), ``mdp_filtered``, ``policy_filtered``.
+        stalled_probability: of the policy's chain (see :class:`ExactResult`).
+        variables: all state variables; state_valuations ``(P, V)`` int64, state_value, state_optimum
+            ``(P,)`` float64: per state of the policy's chain (before the filter).
+    """
+
+    model: str
+    policy: str | None
+    property: str
+    mode: str
+    optimum: str
+    optimum_source: str
+    agg: str
+    where: str | None
+    x: str
+    y: str
+    x_values: np.ndarray
+    y_values: np.ndarray
+    value: np.ndarray
+    optimum_value: np.ndarray
+    regret: np.ndarray
+    optimum_all: np.ndarray
+    policy_states: np.ndarray
+    mdp_states: np.ndarray
+    initial_value: float
+    initial_optimum: float
+    initial_regret: float
+    states: dict[str, int]
+    guarantee: str
+    precision: float | None
+    stalled_probability: float
+    variables: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    state_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
+    state_value: np.ndarray | None = field(default=None, repr=False, compare=False)
+    state_optimum: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """Settings, counts and the grid: ``grid[name][i][j]`` is the cell ``x = x_values[j]``,
+        ``y = y_values[i]`` (None where the cell has no state of that set; infinite rewards as "inf")."""
+        grids = {"value": self.value, "optimum": self.optimum_value, "regret": self.regret,
+                 "optimum_all_states": self.optimum_all, "policy_states": self.policy_states,
+                 "mdp_states": self.mdp_states}
+        return _plain({
+            "model": self.model, "policy": self.policy, "property": self.property, "mode": self.mode,
+            "optimum": self.optimum, "optimum_source": self.optimum_source, "agg": self.agg, "where": self.where,
+            "x": self.x, "y": self.y, "x_values": self.x_values, "y_values": self.y_values,
+            "initial": {"value": self.initial_value, "optimum": self.initial_optimum, "regret": self.initial_regret},
+            "states": dict(self.states), "guarantee": self.guarantee, "precision": self.precision,
+            "stalled_probability": self.stalled_probability, "variables": list(self.variables),
+            "grid": grids, "timings": self.timings, "settings": self.settings, "versions": self.versions,
+            "warnings": list(self.warnings)})
+
+    def figure(self, *, origin: str = "lower") -> MapFigure:
+        """The three panels (policy value, optimum, regret) as a :class:`MapFigure` (``origin="upper"``:
+        the first y value at the top, as grid worlds are printed)."""
+        probability = self.property.lstrip().startswith("P")
+        bad = self.optimum == "min"
+        cmap = "RdYlGn_r" if bad else "RdYlGn"
+        if not probability:
+            cmap = "viridis"
+        rng = (0.0, 1.0) if probability else (None, None)
+        what = "probability" if probability else "expected reward"
+        opt = {("min", True): "Pmin", ("max", True): "Pmax", ("min", False): "Rmin", ("max", False): "Rmax"}[
+            (self.optimum, probability)]
+        panels = (
+            MapPanel(f"policy: {self.agg} {what}", self.value, cmap, *rng, f"{what} under the policy"),
+            MapPanel(f"optimum: {self.agg} {opt} (all policies)", self.optimum_value, cmap, *rng, f"{opt} per state"),
+            MapPanel(f"regret: {self.agg} of " + ("value - " + opt if bad else opt + " - value"), self.regret,
+                     "magma_r", 0.0, None, f"value - {opt}: what the policy gives away" if bad
+                     else f"{opt} - value: what the policy leaves"),
+        )
+        no_state = self.mdp_states == 0
+        unreached = (self.mdp_states > 0) & (self.policy_states == 0)
+        shades = (MapShade(no_state, "no state" + (f" with {self.where}" if self.where else ""), "#ffffff", "////"),
+                  MapShade(unreached, "states the policy never reaches", "#b0b0b0"))
+        where = f", where {self.where}" if self.where else ""
+        title = (f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); {self.agg} over the other "
+                 f"variables{where}; initial state: value {self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}")
+        s = self.states
+        note = (f"states: {s['policy']:,} in the policy's chain, {s['mdp']:,} in the full MDP ({s['mdp_only']:,} never "
+                f"reached by the policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}. "
+                f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the {self.agg}).")
+        return MapFigure(panels=panels, x_label=self.x, y_label=self.y, x_values=self.x_values,
+                         y_values=self.y_values, title=title, shades=shades, origin=origin, note=note)
+
+
+@dataclass(frozen=True)
+class MapPanel:
+    """One panel of a :class:`MapFigure`: ``values`` ``(H, W)`` float64 (NaN: no value; a shade may explain
+    it), drawn with ``cmap`` between ``vmin`` and ``vmax`` (None: the finite data's range), and a colour
+    bar labelled ``label``."""
+
+    title: str
+    values: np.ndarray
+    cmap: str
+    vmin: float | None
+    vmax: float | None
+    label: str
+
+
+@dataclass(frozen=True)
+class MapShade:
+    """Cells drawn in a fixed style in every panel (walls, cells with no state...), explained in the legend.
+
+    ``mask`` ``(H, W)`` bool; ``color`` the fill, ``hatch`` a matplotlib hatch pattern or None."""
+
+    mask: np.ndarray
+    label: str
+    color: str
+    hatch: str | None = None
+
+
+@dataclass(frozen=True)
+class MapFigure:
+    """Panels over one grid of cells, drawn side by side with axes, colour bars and a legend.
+
+    The one drawing of maps in rlverify: exact risk maps (:meth:`RiskMap.figure`) and the
+    Racetrack heat maps (:func:`rlverify.statistical.heatmap.plot_heatmap`) both use it.
+
+    Attributes:
+        panels: the panels; x_label, y_label: axis names; x_values ``(W,)``, y_values ``(H,)``: tick
+            labels of the columns and rows; title; shades: special cells, with a legend entry each
+            (when present); origin: ``"lower"`` (row 0 at the bottom) or ``"upper"`` (row 0 at the top).
+        note: a line of text under the legend.
+    """
+
+    panels: tuple[MapPanel, ...]
+    x_label: str
+    y_label: str
+    x_values: np.ndarray
+    y_values: np.ndarray
+    title: str = ""
+    shades: tuple[MapShade, ...] = ()
+    origin: str = "lower"
+    note: str = ""
+
+    def layout(self) -> tuple[int, int, tuple[float, float]]:
+        """``(rows, columns, (width, height) inches)`` of the drawing (the PNG is that size times ``dpi``)."""
+        H, W = len(self.y_values), len(self.x_values)
+        scale = min(1.0, 7.0 / max(W * 0.32, H * 0.32, 1e-9))  # at most 7 inches a side, square cells
+        pw, ph = max(W * 0.32 * scale, 2.6), max(H * 0.32 * scale, 2.4)
+        ncols = min(len(self.panels), 3 if W <= 1.5 * H else 2 if W <= 3 * H else 1)  # wide maps: fewer columns
+        nrows = -(-len(self.panels) // ncols)
+        return nrows, ncols, (ncols * (pw + 1.8), nrows * (ph + 1.4) + 1.0)
+
+    def draw(self, out: Any, *, dpi: int = 110) -> Any:
+        """Write the figure as a PNG to ``out`` (:meth:`layout` times ``dpi`` pixels); returns its :class:`~pathlib.Path`."""
+        from pathlib import Path
+
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+        from matplotlib.collections import PatchCollection
+        from matplotlib.patches import Patch, Rectangle
+
+        H, W = len(self.y_values), len(self.x_values)
+        nrows, ncols, size = self.layout()
+        fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False, layout="constrained")
+        for ax in axes.ravel()[len(self.panels):]:
+            ax.set_axis_off()
+        for ax, p in zip(axes.ravel(), self.panels):
+            v = np.asarray(p.values, dtype=np.float64)
+            finite = v[np.isfinite(v)]
+            lo = p.vmin if p.vmin is not None else (float(finite.min()) if finite.size else 0.0)
+            hi = p.vmax if p.vmax is not None else (float(finite.max()) if finite.size else 1.0)
+            if p.vmin is not None and finite.size:
+                lo = min(lo, float(finite.min()))  # never hide values below the intended floor (e.g. tiny negatives)
+            hi = max(hi, lo + 1e-9)
+            cmap = plt.get_cmap(p.cmap).with_extremes(bad=(0, 0, 0, 0))  # NaN: transparent (a shade explains it)
+            im = ax.imshow(np.ma.masked_invalid(v), cmap=cmap, vmin=lo, vmax=hi, origin=self.origin,
+                           interpolation="nearest", aspect="equal")
+            for s in self.shades:
+                ys, xs = np.nonzero(s.mask)
+                if len(ys):
+                    rects = [Rectangle((j - 0.5, i - 0.5), 1, 1) for i, j in zip(ys, xs)]
+                    ax.add_collection(PatchCollection(rects, facecolor=s.color, hatch=s.hatch, linewidth=0,
+                                                      edgecolor="#707070" if s.hatch else s.color))
+            ax.set_xlim(-0.5, W - 0.5)
+            ax.set_ylim(*((-0.5, H - 0.5) if self.origin == "lower" else (H - 0.5, -0.5)))
+            for axis, values, set_ticks, set_labels in ((W, self.x_values, ax.set_xticks, ax.set_xticklabels),
+                                                        (H, self.y_values, ax.set_yticks, ax.set_yticklabels)):
+                step = max(1, int(np.ceil(axis / 16)))
+                set_ticks(np.arange(0, axis, step))
+                set_labels([str(int(t)) if float(t).is_integer() else f"{t:g}" for t in values[::step]], fontsize=7)
+            ax.set_xlabel(self.x_label)
+            ax.set_ylabel(self.y_label)
+            ax.set_title(p.title, fontsize=9)
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04).set_label(p.label, fontsize=8)
+        handles = [Patch(facecolor=s.color, hatch=s.hatch, edgecolor="#707070", label=s.label)
+                   for s in self.shades if np.asarray(s.mask).any()]
+        if handles:
+            fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+        if self.title:
+            fig.suptitle(self.title, fontsize=9)
+        if self.note:
+            fig.text(0.01, 0.005, self.note, fontsize=7, ha="left", va="bottom")
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
+        return path
+
+
+@dataclass(frozen=True)
+class RobustnessResult:
+    """The property's exact range when an adversary perturbs the policy's observations (``rlverify robust``).
+
+    ``pmax``/``pmin`` are Storm's Pmax/Pmin of the adversarial MDP (one choice per distinct policy
+    distribution over the admissible observations of a state): the exact worst and best case over
+    every adversary (for step-bounded properties the adversary may depend on the step), up to the solver's ``guarantee``
+    (as :class:`ExactResult`). ``worst`` is ``pmax`` when ``worst_is == "max"`` (the property names
+    a failure), else ``pmin``; ``nominal`` is the unperturbed chain's value (as ``verify_exact``).
+
+    Attributes:
+        epsilon, norm, perturbed: the budget, ``linf``/``l1``, and the features the adversary may change.
+        attack, attack_method: the value of the chain of one FGSM perturbation per state (None when the
+            policy has no network); it always lies in ``[pmin, pmax]``.
+        states, choices, transitions: size of the adversarial MDP (reachable part).
+        decision_states, perturbations_per_state: (state, perturbation) pairs considered;
+            observations: distinct perturbed observations the policy was evaluated on (one batch).
+        changed_states: reachable decision states where some perturbation changes the argmax action
+            (their valuations in ``changed_valuations`` ``(n, V)`` int64, ``variables`` order).
+        worst_perturbations: per reachable decision state where a perturbation helps the adversary,
+            ``{"state", "observed", "offset", "gain"}`` (the shown values of the perturbed features;
+            gain: the one-step lookahead on the worst-case values over the nominal observation),
+            largest gain first.
+    """
+
+    property: str
+    epsilon: int
+    norm: str
+    perturbed: tuple[str, ...]
+    worst_is: str
+    nominal: float
+    pmax: float
+    pmin: float
+    worst: float
+    best: float
+    attack: float | None
+    attack_method: str | None
+    states: int
+    choices: int
+    transitions: int
+    decision_states: int
+    perturbations_per_state: int
+    observations: int
+    changed_states: int
+    guarantee: str
+    precision: float
+    changed_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
+    worst_perturbations: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    timings: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    model: str = ""
+    policy: str | None = None
+    variables: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self, *, listed: int = 20) -> dict[str, Any]:
+        """A JSON-serialisable dict; the ``listed`` largest-gain worst perturbations and changed states."""
+        d = asdict(self)
+        d["perturbed"] = list(self.perturbed)
+        d["variables"] = list(self.variables)
+        d["worst_perturbations"] = self.worst_perturbations[:listed]
+        d["worst_perturbations_total"] = len(self.worst_perturbations)
+        vals = self.changed_valuations if self.changed_valuations is not None else np.zeros((0, len(self.variables)))
+        d["changed_valuations"] = [dict(zip(self.variables, map(int, v))) for v in vals[:listed]]
+        return _plain(d)
+
+
+@dataclass(frozen=True)
+class IntervalResult:
+    """The property's range over every model whose transition probabilities are within ``delta`` of the model's.
+
+    ``lower``/``upper``: min and max over the interval chain (Storm's interval-model solver), which
+    contains every chain the policy induces on such a model (a sound relaxation: per-action
+    uncertainty is joined into interval rows). ``guarantee`` says how they were computed: exact up
+    to rounding for step-bounded properties; Storm's robust value iteration otherwise.
+
+    Attributes:
+        delta, relative: the error (absolute ``p ± delta``, or ``p (1 ± delta)``).
+        uncertain_actions: the labels/command names whose choices are uncertain (None: all).
+        nominal: the value on the model as given.
+        states, transitions: size of the interval chain.
+        clipped: transition probabilities of the chain's choices whose interval left [0, 1] and was clipped.
+    """
+
+    property: str
+    delta: float
+    relative: bool
+    uncertain_actions: tuple[str, ...] | None
+    nominal: float
+    lower: float
+    upper: float
+    states: int
+    transitions: int
+    clipped: int
+    guarantee: str
+    precision: float
+    timings: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    model: str = ""
+    policy: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return _plain(asdict(self))

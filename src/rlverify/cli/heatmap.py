@@ -18,7 +18,8 @@ err_console = Console(stderr=True)
 def register(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("heatmap", help="Racetrack heat map: goal/crash probability per start cell (PNG)",
                        description="Simulate the policy from every free cell (velocity 0) and draw goal and crash "
-                                   "probability; with --optimal also Storm's Pmax(goal) and the gap.")
+                                   "probability and the share of undecided or stalled runs; with --optimal also "
+                                   "Storm's Pmax(goal) and the gap.")
     add_target(p, kinds="a Racetrack benchmark id, e.g. racetrack-barto-small-v1")
     add_policy(p, default_note="default: the shipped DQN policy")
     p.add_argument("--noise", type=float, help="probability that an acceleration fails (default 0.2; e.g. 0.5 for a "
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.cli.simulate import constants_with_noise
     from rlverify.resolve import resolve
     from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.heatmap import heatmap, plot_heatmap
+    from rlverify.statistical.heatmap import heatmap, plot_heatmap, stuck_share
     from rlverify.statistical.verify import StatisticalOptions
 
     files = outputs(args, (".png", ".json"))
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"mean goal probability {result.goal.mean():.4f}, mean crash probability {result.crash.mean():.4f}"
                   + (f", mean optimal {result.optimal.mean():.4f}, max gap {result.gap.max():.4f}"
                      if result.optimal is not None else "")
-                  + f"; undecided runs {int(result.undecided.sum()):,}, stalled {int(result.stalled.sum()):,}")
+                  + f"; undecided runs {int(result.undecided.sum()):,}, stalled {int(result.stalled.sum()):,} "
+                    f"(largest share in one cell {stuck_share(result).max():.3f})")
     if files:
         console.print("wrote " + " and ".join(str(f) for f in files.values()))
     return 0

@@ -22,10 +22,13 @@ COMMAND_MODULES = [
     "rlverify.cli.abstract",
     "rlverify.cli.simulate",
     "rlverify.cli.heatmap",
+    "rlverify.cli.map",
     "rlverify.cli.train",
     "rlverify.cli.reproduce",
     "rlverify.cli.inspect",
+    "rlverify.cli.report",
     "rlverify.cli.benchmarks",
+    "rlverify.cli.robust",
 ]
 
 err_console = Console(stderr=True)

@@ -17,7 +17,7 @@ from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_p
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.exact.checking import NUMERICS
 from rlverify.exact.verify import MODES, STRATEGIES
-from rlverify.results import ExactResult
+from rlverify.results import ExactResult, FailurePaths
 
 console = Console()
 err_console = Console(stderr=True)
@@ -39,7 +39,14 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
     p.add_argument("--max-states", type=int, default=2_000_000,
                    help="refuse to build models with more states (default 2M: dense models need ~10 GB per 1M states)")
-    add_outputs(p, kinds=".csv/.npz (every state's value with its valuation), .json (the result)", seed=False)
+    p.add_argument("--explain", type=int, metavar="K",
+                   help="also list the K most probable paths from the initial state to the target (P=? [F phi], "
+                        "F<=k, U, U<=k): each path's probability, states, and the policy's distribution and actions per step")
+    p.add_argument("--explain-map", metavar="X,Y[,X2,Y2...]",
+                   help="integer variables to draw the --explain paths on (--out paths.png; default: x,y when the "
+                        "model has them); further pairs (an obstacle's coordinates) are drawn dashed")
+    add_outputs(p, kinds=".csv/.npz (every state's value with its valuation), .json (the result), "
+                         ".png (the --explain paths drawn on the X,Y grid)", seed=False)
     p.add_argument("--all-states", dest="out", action="append", help=argparse.SUPPRESS)  # the former spelling of --out
     p.set_defaults(run=run)
     return p
@@ -48,10 +55,18 @@ def register(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from rlverify.resolve import resolve
 
-    files = outputs(args, (".csv", ".npz", ".json"))
+    files = outputs(args, (".csv", ".npz", ".json", ".png"))
+    _check_explain_options(args, files)
     target = resolve(args.target, constants=args.constants, property=args.property,
                      needs_policy=args.mode != "monolithic", kinds=("prism",), command="rlverify verify",
                      env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    grid = None
+    if args.explain is not None:  # refuse what cannot be explained before verifying
+        from rlverify.exact.explain import check_explainable, map_variables
+
+        check_explainable(target.property)
+        if ".png" in files:
+            grid = map_variables(target.model.variables, args.explain_map)
     options = ExactOptions(mode=args.mode, strategy=args.strategy, unavailable=args.unavailable, numerics=args.numerics,
                            precision=args.precision, max_states=args.max_states,
                            all_states=".csv" in files or ".npz" in files)
@@ -63,6 +78,15 @@ def run(args: argparse.Namespace) -> int:
 
     notes = policy_warnings(target.policy, target, unavailable=args.unavailable) if target.policy is not None else []
     result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings) + notes)
+    if args.explain is not None:
+        from rlverify.exact.explain import explain_paths, plot_paths
+
+        with err_console.status("explaining") as status:
+            explanation = explain_paths(target.model, target.property, target.policy, args.explain, options,
+                                        value=result.value, progress=lambda msg: status.update(msg))
+        result = dataclasses.replace(result, explanation=explanation)
+        if grid is not None:
+            plot_paths(explanation, files[".png"], grid)
     print_warnings(result.warnings, err_console)
     for suffix in (".csv", ".npz"):
         if suffix in files:
@@ -73,7 +97,65 @@ def run(args: argparse.Namespace) -> int:
         print(dumps(result.to_json()))
     else:
         print_result(result)
+        if result.explanation is not None:
+            print_explanation(result.explanation)
     return 0
+
+
+def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> None:
+    """Refuse --explain settings that cannot work, before any model is built."""
+    from rlverify.errors import OptionError
+    from rlverify.exact.explain import check_count
+
+    if args.explain is None:
+        if args.explain_map is not None:
+            raise OptionError("--explain-map draws the --explain paths: add --explain K")
+        if ".png" in files:
+            raise OptionError(f"--out {files['.png']}: verify draws a .png of the failure paths only: add --explain K")
+        return
+    check_count(args.explain)
+    if args.mode == "monolithic":
+        raise OptionError("--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over all "
+                          "schedulers); use --mode stochastic or deterministic")
+    if args.explain_map is not None and ".png" not in files:
+        raise OptionError("--explain-map: add --out FILE.png to draw the paths")
+
+
+def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
+    """The most probable paths as one table each: state, the policy's distribution, the actions taken, p(step)."""
+    share = f" = {100 * e.share:.3g}% of the value {e.value:.6g}" if e.share is not None else " (the value is 0)"
+    bound = f" within {e.bound} steps" if e.bound is not None else ""
+    console.print(f"[bold]{len(e.paths)} most probable paths to the target{bound}[/]: together {e.covered:.6g}{share}"
+                  + (f" [dim](only {len(e.paths)} exist: all listed)[/]" if e.exhausted else ""))
+    for rank, path in enumerate(e.paths, 1):
+        t = Table(title=f"path {rank}: probability {path.probability:.6g}, {path.length} steps", title_justify="left")
+        t.add_column("step", justify="right")
+        t.add_column("state")
+        t.add_column("policy")
+        t.add_column("taken (pi x T)")
+        t.add_column("p(step)", justify="right")
+        previous: dict[str, Any] = {}
+        for i, step in enumerate(path.steps):
+            # the first state in full, then what changed
+            changed = {k: v for k, v in step.state.items() if previous.get(k) != v} if previous else step.state
+            state = " ".join(f"{k}={v}" for k, v in changed.items()) or "(unchanged)"
+            previous = step.state
+            if step.policy is None:
+                policy = "—" if step.probability is None else "(forced)"
+            else:
+                top = sorted(step.policy.items(), key=lambda kv: -kv[1])
+                policy = ", ".join(f"{a} {p:.3g}" for a, p in top[:max_actions] if p > 0)
+                if sum(1 for _, p in top if p > 0) > max_actions:
+                    policy += ", …"
+            ranked = sorted(step.actions, key=lambda a: -a.probability)
+            taken = " + ".join(f"{a.action or a.choice} {a.weight:.3g}x{a.transition:.3g}" for a in ranked[:max_actions])
+            if len(ranked) > max_actions:
+                taken += " + …"
+            if step.probability is None:
+                taken = "[bold red]target[/]"
+            t.add_row(str(i), escape(state), escape(policy), taken if step.probability is None else escape(taken),
+                      "" if step.probability is None else f"{step.probability:.4g}")
+        console.print(t)
 
 
 def print_result(r: ExactResult) -> None:
@@ -85,7 +167,7 @@ def print_result(r: ExactResult) -> None:
     t.add_row("policy", shown_policy(r.policy) if r.policy else "— (all schedulers)")
     t.add_row("property", escape(r.property))
     if r.mode == "monolithic":
-        t.add_row("Pmin / Pmax", f"{r.pmin:.6g} / {r.pmax:.6g}")
+        t.add_row("Rmin / Rmax" if r.property.lstrip().startswith("R") else "Pmin / Pmax", f"{r.pmin:.6g} / {r.pmax:.6g}")
     else:
         t.add_row("value", f"[bold green]{r.value:.6g}[/]")
         if r.lower is not None and r.upper is not None:

@@ -81,6 +81,16 @@ class ExactOptions:
 Progress = Callable[[str], None]
 
 
+def model_and_property(model: Any, property_text: str | Property,
+                       constants: str | None = None) -> tuple[SymbolicModel, Property]:
+    """The engine's input as one step: a model (a loaded one, a PRISM/JANI file loaded with ``constants``, or a
+    benchmark, whose property names are accepted) and its property, parsed with Storm."""
+    if callable(getattr(model, "property", None)) and hasattr(model, "kind") and isinstance(property_text, str):
+        property_text = model.property(property_text)[0]  # a benchmark: its property names
+    model = as_symbolic(model, constants)
+    return model, parse_property(model, property_text)
+
+
 def verify_exact(model: SymbolicModel | str | Path, property_text: str | Property, policy: Policy | None = None,
                  options: ExactOptions = ExactOptions(), *, constants: str | None = None,
                  progress: Progress | None = None) -> ExactResult:
@@ -98,10 +108,7 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    if callable(getattr(model, "property", None)) and hasattr(model, "kind") and isinstance(property_text, str):
-        property_text = model.property(property_text)[0]  # a benchmark: its property names
-    model = as_symbolic(model, constants)
-    prop = parse_property(model, property_text)
+    model, prop = model_and_property(model, property_text, constants)
     property_text = prop.text
     timings["parse"] = model.parse_seconds + time.perf_counter() - t0
     if options.mode != "monolithic":

@@ -1,4 +1,5 @@
-"""Racetrack heat maps: goal and crash probability per start cell, and the gap to Storm's optimum."""
+"""Racetrack heat maps: goal and crash probability per start cell, the share of undecided or stalled runs, and
+the gap to Storm's optimum — drawn as a :class:`~rlverify.results.MapFigure`, like the exact risk maps."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from rlverify.errors import PropertyError
 from rlverify.policies.base import Policy
+from rlverify.results import MapFigure, MapPanel, MapShade
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy, simulate
 from rlverify.statistical.properties import parse_path_property
 from rlverify.statistical.results import HeatmapResult
@@ -98,54 +100,63 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
 
 
 PANELS = {"goal": "goal probability (policy)", "crash": "crash probability (policy)",
+          "stuck": "undecided or stalled runs (share)",
           "optimal": "optimal goal probability (Storm Pmax, value iteration)", "gap": "gap: optimal - policy goal"}
 
 
-def plot_heatmap(result: HeatmapResult, out: str | Path, *, panels: tuple[str, ...] | None = None,
-                 title: str | None = None) -> Path:
-    """Draw per-cell values as a PNG: one panel per quantity, walls in dark grey, goal cells hatched, a colour bar each.
+def stuck_share(result: HeatmapResult) -> np.ndarray:
+    """``(M,)`` float64: per start cell, the share of runs that were undecided after ``max_steps`` or stalled
+    (the policy chose an unavailable action) — runs the estimates count as not reaching the goal."""
+    return (result.undecided + result.stalled) / result.runs
 
-    ``panels`` from ``goal``, ``crash``, ``optimal``, ``gap`` (default: goal and crash, plus
-    optimal and gap when the result has the optimum).
+
+def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = None,
+                   title: str | None = None) -> MapFigure:
+    """The heat map as a :class:`~rlverify.results.MapFigure` (the drawing the exact risk maps use too).
+
+    ``panels`` from ``goal``, ``crash``, ``stuck`` (:func:`stuck_share`), ``optimal``, ``gap`` (default:
+    goal, crash and stuck, plus optimal and gap when the result has the optimum). Cells are ``(x, y)``
+    of the track, row ``y = 0`` at the top as the map file reads; walls, goal cells and cells not
+    simulated are shaded and named in the legend.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
-
     from rlverify.models.racetrack.track import GOAL, WALL
 
     if panels is None:
-        panels = ("goal", "crash") + (("optimal", "gap") if result.optimal is not None else ())
+        panels = ("goal", "crash", "stuck") + (("optimal", "gap") if result.optimal is not None else ())
     for p in panels:
         if p not in PANELS:
             raise PropertyError(f"unknown heat-map panel '{p}'; choose from {', '.join(PANELS)}")
         if p in ("optimal", "gap") and result.optimal is None:
             raise PropertyError(f"panel '{p}' needs the optimal values (heatmap(..., optimal=True) / --optimal)")
     H, W = result.grid.shape
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(4.0, W * 0.22) * len(panels) + 1, max(3.0, H * 0.22) + 1),
-                             squeeze=False)
-    values = {"goal": result.goal, "crash": result.crash, "optimal": result.optimal, "gap": result.gap}
-    walls = np.where(result.grid == WALL, 1.0, np.nan)
-    goals = result.grid == GOAL
-    for ax, p in zip(axes[0], panels):
+    values = {"goal": result.goal, "crash": result.crash, "stuck": stuck_share(result), "optimal": result.optimal,
+              "gap": result.gap}
+    style = {"goal": ("RdYlGn", 0.0, 1.0, "P(goal before a crash)"), "crash": ("RdYlGn_r", 0.0, 1.0, "P(crash)"),
+             "stuck": ("Purples", 0.0, 1.0, "share of the runs"), "optimal": ("RdYlGn", 0.0, 1.0, "Pmax(goal)"),
+             "gap": ("magma_r", 0.0, None, "Pmax(goal) - estimate")}
+    out = []
+    for p in panels:
         img = np.full((H, W), np.nan)
         img[result.cells[:, 1], result.cells[:, 0]] = values[p]
-        cmap = "RdYlGn" if p in ("goal", "optimal") else ("RdYlGn_r" if p == "crash" else "magma_r")
-        vmin, vmax = (0.0, 1.0) if p != "gap" else (min(0.0, float(np.nanmin(img))), max(1e-9, float(np.nanmax(img))))
-        im = ax.imshow(img, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
-        ax.imshow(walls, cmap=ListedColormap(["#404040"]), interpolation="nearest")
-        gy, gx = np.nonzero(goals)
-        ax.scatter(gx, gy, marker="s", s=30, facecolors="none", edgecolors="black", linewidths=0.8)
-        ax.set_title(PANELS[p], fontsize=9)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        cmap, lo, hi, label = style[p]
+        out.append(MapPanel(PANELS[p], img, cmap, lo, hi, label))
+    simulated = np.zeros((H, W), dtype=bool)
+    simulated[result.cells[:, 1], result.cells[:, 0]] = True
+    walls, goals = result.grid == WALL, result.grid == GOAL
+    shades = (MapShade(walls, "wall", "#404040"), MapShade(goals, "goal cell (not a start)", "#d9f0d3", "xx"),
+              MapShade(~(simulated | walls | goals), "not simulated", "#e0e0e0", ".."))
     conf = f"{result.confidence:.0%} confidence" + (f", ±{result.epsilon:g}" if result.epsilon else "")
-    fig.suptitle(title or f"{result.benchmark} (noise {result.noise:g}; {result.runs[0]} runs/cell, {conf})", fontsize=10)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    note = (f"start cells at velocity 0; per-cell intervals at {conf}; {int(result.undecided.sum()):,} undecided "
+            f"(after {result.max_steps:,} steps) and {int(result.stalled.sum()):,} stalled runs of "
+            f"{int(result.runs.sum()):,}")
+    return MapFigure(panels=tuple(out), x_label="x", y_label="y", x_values=np.arange(W), y_values=np.arange(H),
+                     title=title or f"{result.benchmark} (noise {result.noise:g}; policy {Path(str(result.policy)).name}; "
+                                    f"{result.runs[0]} runs/cell, {conf})",
+                     shades=shades, origin="upper", note=note)
+
+
+def plot_heatmap(result: HeatmapResult, out: str | Path, *, panels: tuple[str, ...] | None = None,
+                 title: str | None = None) -> Path:
+    """Draw the heat map (:func:`heatmap_figure`) as a PNG: one panel per quantity, each with axes and a
+    colour bar; walls, goal cells and unsimulated cells shaded and explained in the legend."""
+    return heatmap_figure(result, panels=panels, title=title).draw(out)

@@ -1,0 +1,116 @@
+"""``rlverify map``: risk and regret maps — the policy's value, the optimum and their difference on two variables."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
+                                  dumps, outputs, policy_kwargs, print_warnings, write_json)
+from rlverify.exact.checking import NUMERICS
+from rlverify.exact.maps import AGGREGATES, OPTIMA
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def register(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("map", help="risk/regret map: policy value, optimum over all policies, and the regret per cell",
+                       description="Check the property on the policy's chain and Pmin/Pmax (Rmin/Rmax) on the full MDP "
+                                   "with Storm, per state; join the states on their valuations and draw value, "
+                                   "optimum and regret over two variables (the others aggregated).")
+    add_target(p)
+    add_env_kwargs(p)
+    add_property(p, forms="P=? or R=? (or a threshold form, whose comparison gives --optimum)")
+    add_policy(p, default_note="default for benchmarks: 'reference'")
+    p.add_argument("--map", dest="xy", required=True, metavar="X,Y", help="the two variables of the map, e.g. x,y")
+    p.add_argument("--agg", choices=AGGREGATES, default="max",
+                   help="aggregate over the other variables: max (default: the worst case of a bad event), min, mean")
+    p.add_argument("--where", metavar="EXPR",
+                   help="keep the states satisfying EXPR, e.g. 'done=false & obstacle1_x=4' (variables, numbers, "
+                        "= != < <= > >=, & | !, + - * / %%)")
+    p.add_argument("--optimum", choices=OPTIMA,
+                   help="min: the property is a bad event (the best policy minimises it: Pmin); max: a goal (Pmax). "
+                        "Default: from the property's comparison (P<=b: min, P>=b: max); needed for P=?/R=?")
+    p.add_argument("--y-down", action="store_true",
+                   help="draw the smallest y value at the top (as grid worlds such as FrozenLake print their rows)")
+    p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
+                   help="stochastic: all actions with pi>0 (default); deterministic: argmax only")
+    add_unavailable(p)
+    p.add_argument("--numerics", choices=NUMERICS, default="sound", help="as for verify (default sound)")
+    p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers")
+    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build larger models (default 2M)")
+    add_outputs(p, kinds=".png (three panels: value, optimum, regret), .json (the grid)", seed=False)
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.cli.verify import shown_policy
+    from rlverify.exact.maps import MapOptions, risk_map
+    from rlverify.exact.verify import ExactOptions
+    from rlverify.policies.loading import policy_warnings
+    from rlverify.resolve import resolve
+
+    files = outputs(args, (".png", ".json"))
+    options = MapOptions(agg=args.agg, where=args.where, optimum=args.optimum, exact=ExactOptions(
+        mode=args.mode, unavailable=args.unavailable, numerics=args.numerics, precision=args.precision,
+        max_states=args.max_states))
+    options.validate()
+    target = resolve(args.target, constants=args.constants, property=args.property, kinds=("prism",),
+                     command="rlverify map", env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    with err_console.status("mapping") as status:
+        result = risk_map(target.model, target.property, target.policy, args.xy, options,
+                          progress=lambda msg: status.update(msg))
+    notes = policy_warnings(target.policy, target, unavailable=args.unavailable)
+    result = dataclasses.replace(result, model=target.name, policy=shown_policy(result.policy) or None,
+                                 warnings=list(result.warnings) + notes)
+    print_warnings(result.warnings, err_console)
+    if ".png" in files:
+        result.figure(origin="upper" if args.y_down else "lower").draw(files[".png"])
+    if ".json" in files:
+        write_json(files[".json"], result.to_json())
+    if args.json:
+        print(dumps(result.to_json()))
+        return 0
+    print_map(result)
+    if files:
+        console.print("wrote " + " and ".join(str(f) for f in files.values()))
+    return 0
+
+
+def print_map(r: Any, top: int = 5) -> None:
+    """A summary of a :class:`~rlverify.results.RiskMap`: the initial state, the state sets, the worst cells."""
+    opt = ("P" if r.property.lstrip().startswith("P") else "R") + r.optimum
+    t = Table(title=f"rlverify map — {r.x},{r.y} ({r.agg})", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("model", escape(r.model))
+    t.add_row("policy", escape(str(r.policy)) + f" ({r.mode})")
+    t.add_row("property", escape(r.property))
+    t.add_row("optimum", f"{opt} (from {escape(r.optimum_source)})")
+    if r.where:
+        t.add_row("where", escape(r.where))
+    t.add_row("initial state", f"value {r.initial_value:.6g}, {opt} {r.initial_optimum:.6g}, regret {r.initial_regret:.6g}")
+    s = r.states
+    t.add_row("states", f"policy's chain {s['policy']:,}; full MDP {s['mdp']:,} ({s['mdp_only']:,} never reached by the "
+                        f"policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}")
+    t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in r.timings.items()))
+    console.print(t)
+    flat = np.where(np.isfinite(r.regret), r.regret, -np.inf).ravel()
+    order = [int(i) for i in np.argsort(-flat, kind="stable")[:top] if np.isfinite(flat[i])]
+    if order:
+        cells = Table(title=f"largest regret ({r.agg} per cell)", title_justify="left")
+        for c in (r.x, r.y, "value", opt, "regret", "states"):
+            cells.add_column(escape(c), justify="right")
+        for i in order:
+            row, col = divmod(i, r.regret.shape[1])
+            cells.add_row(str(r.x_values[col]), str(r.y_values[row]), f"{r.value[row, col]:.4g}",
+                          f"{r.optimum_value[row, col]:.4g}", f"{r.regret[row, col]:.4g}", str(r.policy_states[row, col]))
+        console.print(cells)

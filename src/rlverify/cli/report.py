@@ -1,0 +1,85 @@
+"""``rlverify report``: every engine that applies, side by side, checked against each other, as one HTML page."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rlverify.cli.options import add_policy, add_target, dumps, policy_kwargs
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def register(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("report", help="run every engine that applies, check them against each other, write one HTML page",
+                       description="Exact value, deterministic estimate and Pmin/Pmax (PRISM/JANI), simulation (always), "
+                                   "failure paths, risk map and robustness (discrete models), heat maps (Racetrack), the "
+                                   "abstraction's bound (continuous systems); cross-method consistency is asserted: a "
+                                   "disagreement is printed with both numbers and exits 1.")
+    add_target(p)
+    p.add_argument("--property", "-p", metavar="TEXT|NAME", help="property (default: the benchmark's first)")
+    add_policy(p)
+    p.add_argument("--runs", type=int, default=10_000, help="simulated runs (default 10,000)")
+    p.add_argument("--delta", type=float, default=0.001, help="1 - confidence of the statistical interval (default 0.001)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--epsilon", type=int, default=1, help="observation-perturbation budget of the robustness section")
+    p.add_argument("--explain", type=int, default=5, metavar="K", help="failure paths to list (default 5)")
+    p.add_argument("--map", metavar="X,Y", help="the two variables of the risk map (default: the first two integer features)")
+    p.add_argument("--optimum", choices=("min", "max"), default="min",
+                   help="the risk map's reading of the property: min = a failure (regret = value - Pmin; default), "
+                        "max = a goal (regret = Pmax - value)")
+    p.add_argument("--out", "-o", type=Path, metavar="FILE.html", help="where to write the page (default report.html)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.add_argument("--json", action="store_true", help="also print the report's numbers as JSON")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.errors import OptionError
+    from rlverify.report import make_report, write_report
+
+    out = args.out or Path("report.html")
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise OptionError(f"--out {out}: expected an .html file name")
+    if out.exists() and not args.force:
+        raise OptionError(f"--out {out}: the file exists; pass --force to overwrite it")
+    for name in ("runs", "explain"):
+        if getattr(args, name) <= 0:
+            raise OptionError(f"--{name} must be positive, got {getattr(args, name)}")
+    if args.epsilon < 0:
+        raise OptionError(f"--epsilon must be a non-negative integer, got {args.epsilon}")
+    if not 0 < args.delta < 1:
+        raise OptionError(f"--delta must be in (0, 1), got {args.delta}")
+    map_vars = None
+    if args.map:
+        parts = [v.strip() for v in args.map.split(",")]
+        if len(parts) != 2 or not all(parts):
+            raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
+        map_vars = (parts[0], parts[1])
+    kw = policy_kwargs(args)
+    with err_console.status("report") as status:
+        report = make_report(args.target, property=args.property, constants=args.constants, runs=args.runs,
+                             delta=args.delta, seed=args.seed, epsilon=args.epsilon, explain=args.explain,
+                             map_vars=map_vars, optimum=args.optimum, progress=lambda msg: status.update(msg), **kw)
+    path = write_report(report, out, force=args.force)
+    if args.json:
+        print(dumps(report.to_json()))
+    else:
+        t = Table(title=f"rlverify report — {report.target}", show_header=True, title_justify="left")
+        t.add_column("check")
+        t.add_column("holds")
+        t.add_column("numbers")
+        for c in report.checks:
+            t.add_row(escape(c.name), "[green]yes[/]" if c.ok else "[bold red]NO[/]", escape(c.detail))
+        console.print(t)
+    err_console.print(f"wrote {escape(str(path))} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})")
+    for line in report.disagreements():
+        err_console.print(f"[bold red]error:[/] engines disagree: {escape(line)}", soft_wrap=True)
+    return 0 if report.ok else 1

@@ -1,0 +1,142 @@
+"""``rlverify robust``: how far the value moves under perturbed observations (exact) or model error (intervals)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
+                                  dumps, names, outputs, policy_kwargs, print_warnings, write_json)
+from rlverify.cli.verify import shown_policy
+from rlverify.errors import OptionError
+from rlverify.exact import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
+from rlverify.results import IntervalResult, RobustnessResult
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def register(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("robust", help="robustness to observation perturbations (exact) or to model error (intervals)",
+                       description="Worst and best case of a probability property when an adversary perturbs the "
+                                   "policy's observations within an integer budget (Pmax/Pmin of the adversarial MDP, "
+                                   "checked by Storm; plus an FGSM attack baseline), or, with --delta, when the "
+                                   "model's transition probabilities are known only within +-delta (interval chain).")
+    add_target(p)
+    add_env_kwargs(p)
+    add_property(p, forms="P=? or P<=b/P>=b with F, U, G, X or W")
+    add_policy(p, default_note="default for benchmarks: 'reference'")
+    p.add_argument("--epsilon", default=None, metavar="N",
+                   help="observation budget, a non-negative integer in feature units (default 1)")
+    p.add_argument("--norm", choices=("linf", "l1"), default=None, help="budget norm: linf (default) or l1")
+    p.add_argument("--perturb", metavar="F1,F2", help="features the adversary may change (default: all)")
+    p.add_argument("--worst", choices=("max", "min"),
+                   help="which optimum is the worst case (default: min for P>=b, else max)")
+    p.add_argument("--no-attack", action="store_true", help="skip the FGSM attack baseline")
+    p.add_argument("--delta", type=float, default=None,
+                   help="model error instead: every transition probability p is in [p-delta, p+delta] (clipped to [0, 1])")
+    p.add_argument("--relative", action="store_true", help="with --delta: p*(1-delta) .. p*(1+delta)")
+    p.add_argument("--uncertain", metavar="A,B", help="with --delta: only these action labels / command names are uncertain")
+    p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
+                   help="follow every action with pi > 0 (default) or the argmax only")
+    add_unavailable(p)
+    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build models with more states")
+    add_outputs(p, kinds=".json (the result)", seed=False)
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.resolve import resolve
+
+    files = outputs(args, (".json",))
+    observation_flags = [f for f, v in (("--epsilon", args.epsilon), ("--norm", args.norm), ("--perturb", args.perturb),
+                                        ("--worst", args.worst)) if v is not None]
+    if args.delta is not None and observation_flags:
+        raise OptionError(f"--delta (model error) does not combine with {', '.join(observation_flags)} "
+                          "(observation perturbations): run them separately")
+    if args.delta is None and (args.relative or args.uncertain):
+        raise OptionError("--relative and --uncertain need --delta")
+    target = resolve(args.target, constants=args.constants, property=args.property, needs_policy=True,
+                     kinds=("prism",), command="rlverify robust", env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    result: RobustnessResult | IntervalResult
+    with err_console.status("checking"):
+        if args.delta is not None:
+            uncertain = names(args.uncertain)
+            result = model_error_bounds(target.model, target.property, target.policy, ModelErrorOptions(
+                delta=args.delta, relative=args.relative, actions=tuple(uncertain) if uncertain else None,
+                mode=args.mode, unavailable=args.unavailable, max_states=args.max_states))
+        else:
+            perturb = names(args.perturb)
+            result = robustness(target.model, target.property, target.policy, RobustnessOptions(
+                epsilon=_epsilon(args.epsilon), norm=args.norm or "linf", perturb=tuple(perturb) if perturb else None,
+                worst=args.worst, mode=args.mode, unavailable=args.unavailable, attack=not args.no_attack,
+                max_states=args.max_states))
+    result = dataclasses.replace(result, model=target.name)
+    print_warnings(result.warnings, err_console)
+    if ".json" in files:
+        write_json(files[".json"], result.to_json())
+    if args.json:
+        print(dumps(result.to_json()))
+    elif isinstance(result, IntervalResult):
+        _print_interval(result)
+    else:
+        _print_robustness(result)
+    return 0
+
+
+def _epsilon(text: str | None) -> int:
+    if text is None:
+        return 1
+    try:
+        value = int(text)
+    except ValueError:
+        raise OptionError(f"--epsilon: expected a non-negative integer (the features are integers), got '{text}'") from None
+    return value  # the sign is checked by RobustnessOptions
+
+
+def _table(title: str, r: Any) -> Table:
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("model", escape(r.model))
+    t.add_row("policy", escape(shown_policy(r.policy)))
+    t.add_row("property", escape(r.property))
+    return t
+
+
+def _print_robustness(r: RobustnessResult) -> None:
+    t = _table(f"rlverify robust — observations, {r.norm} epsilon {r.epsilon}", r)
+    t.add_row("perturbed", ", ".join(r.perturbed))
+    t.add_row("nominal", f"{r.nominal:.6g}")
+    t.add_row(f"worst (P{r.worst_is})", f"[bold red]{r.worst:.6g}[/]")
+    t.add_row(f"best (P{'min' if r.worst_is == 'max' else 'max'})", f"[bold green]{r.best:.6g}[/]")
+    t.add_row("FGSM attack", "—" if r.attack is None else f"{r.attack:.6g}")
+    t.add_row("argmax changes", f"{r.changed_states:,} of {r.decision_states:,} decision states")
+    t.add_row("adversarial MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions")
+    t.add_row("policy queries", f"{r.observations:,} distinct observations "
+                                f"({r.decision_states:,} states x {r.perturbations_per_state} perturbations)")
+    for p in r.worst_perturbations[:5]:
+        state = ", ".join(f"{k}={v}" for k, v in p["state"].items())
+        shown = ", ".join(f"{k}={v}" for k, v in p["observed"].items())
+        t.add_row("worst perturbation", escape(f"at {state}: shows {shown} (+{p['gain']:.3g})"))
+    t.add_row("numerics", f"{r.guarantee} (Storm, relative precision {r.precision:g})")
+    t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
+    console.print(t)
+
+
+def _print_interval(r: IntervalResult) -> None:
+    t = _table(f"rlverify robust — model error {'relative' if r.relative else 'absolute'} delta {r.delta:g}", r)
+    if r.uncertain_actions:
+        t.add_row("uncertain", ", ".join(r.uncertain_actions))
+    t.add_row("nominal", f"{r.nominal:.6g}")
+    t.add_row("range", f"[bold][{r.lower:.6g}, {r.upper:.6g}][/]")
+    t.add_row("interval chain", f"{r.states:,} states, {r.transitions:,} transitions; {r.clipped:,} intervals clipped")
+    t.add_row("numerics", escape(r.guarantee))
+    t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
+    console.print(t)

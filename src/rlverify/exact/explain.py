@@ -1,0 +1,483 @@
+"""Failure paths: the K most probable paths of a policy-induced chain to a property's target.
+
+For ``P=? [F phi]``, ``F<=k phi``, ``psi U phi`` and ``psi U<=k phi`` a *path* is a walk of the induced
+chain from the initial state that ends at its first ``phi`` state, every earlier state satisfying
+``psi`` (and not ``phi``), with at most ``k`` steps for the bounded forms. Paths may revisit states;
+the property's value is the sum of the probabilities of all its paths, so any K of them cover at most
+the value.
+
+The search is a K-best A* over walks on the cost ``-log p``: a search node is a state (unbounded
+forms) or a state and the number of steps taken (bounded forms), and each is expanded at most K
+times — the i-th expansion of a node is the i-th most probable walk to it, so the prefixes of the K
+most probable paths are never cut. The heuristic is the exact cost of the most probable remaining
+path (Dijkstra on the reversed graph; with a step bound, the most probable path within the
+remaining steps, by min-plus iteration), so the search walks straight along the best paths and
+their deviations.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import time
+from collections.abc import Callable
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from rlverify.errors import OptionError, PolicyError, PropertyError, did_you_mean
+from rlverify.exact.checking import check, environment, quantitative
+from rlverify.exact.verify import (ExactOptions, _choose_strategy, _induce, _MaskedExploration, model_and_property,
+                                   names_commands)
+from rlverify.models.dynamics import ChoiceTable, choice_name, policy_weights
+from rlverify.models.explicit import ExplicitModel, to_storm
+from rlverify.models.properties import Property
+from rlverify.models.symbolic import SymbolicModel, build_explicit, storm_message, truth_values
+from rlverify.policies.base import Policy, validate_probabilities
+from rlverify.policies.check import check_policy
+from rlverify.results import FailurePath, FailurePaths, PathStep, StepAction
+
+log = logging.getLogger(__name__)
+
+#: the property forms :func:`explain_paths` explains (also their threshold forms ``P<=b [...]``)
+EXPLAINED_FORMS = "P=? [F phi], P=? [F<=k phi], P=? [psi U phi], P=? [psi U<=k phi]"
+
+#: the bounded heuristic keeps one ``(S,)`` row per remaining step up to this many entries in all
+#: (80 MB); beyond, the unbounded heuristic (also a lower bound on the remaining cost) is used
+_HEURISTIC_ENTRIES = 10_000_000
+
+
+def check_explainable(prop: Property) -> None:
+    """Raise :class:`PropertyError` unless ``prop`` has target paths (see :data:`EXPLAINED_FORMS`)."""
+    why = None
+    if prop.operator != "P":
+        why = "it is not a probability (P) property" if prop.operator != "R" else "it is a reward (R) property"
+    elif prop.optimality is not None:
+        why = "Pmin/Pmax range over all schedulers; there is no policy chain to take paths from"
+    elif prop.path not in ("F", "U"):
+        why = f"its path formula is {prop.path if prop.path != 'other' else 'not F or U'}"
+        if prop.path == "G":
+            why += " (for G phi, explain its complement: P=? [F !phi])"
+    elif prop.lower_bounded:
+        why = "its step bound has a lower end (paths are explained for F<=k and U<=k only)"
+    elif prop.bound_text is not None and prop.bound is None:
+        why = f"its step bound '{prop.bound_text}' is not an integer"
+    if why is not None:
+        raise PropertyError(f"--explain: property '{prop.text}' has no target paths to list: {why}; "
+                            f"explained forms: {EXPLAINED_FORMS}")
+
+
+def check_count(k: Any) -> int:
+    """``k`` as a positive int, else :class:`OptionError` naming ``--explain``."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise OptionError(f"--explain: expected a positive number of paths, got {k!r}")
+    return int(k)
+
+
+def explain_paths(model: SymbolicModel | str | Path, property_text: str | Property, policy: Policy, k: int,
+                  options: ExactOptions | None = None, *, constants: str | None = None, value: float | None = None,
+                  progress: Callable[[str], None] | None = None) -> FailurePaths:
+    """The ``k`` most probable paths of the chain ``policy`` induces on ``model`` to the property's target.
+
+    Args:
+        model: a loaded model, or a PRISM/JANI file (loaded with ``constants``).
+        property_text: PCTL text or a parsed property of a form in :data:`EXPLAINED_FORMS`.
+        policy: any :class:`~rlverify.policies.Policy`.
+        k: how many paths (> 0).
+        options: :class:`~rlverify.exact.ExactOptions` (mode ``stochastic``/``deterministic``,
+            ``unavailable``, ``strategy``, ``numerics``); the chain is the one :func:`verify_exact` checks.
+        value: the property's value if already known (``verify_exact(...).value`` with the same
+            options); else Storm checks it here.
+
+    Returns:
+        :class:`~rlverify.results.FailurePaths`: the paths, most probable first, each with its exact
+        probability (the product of the chain's transition probabilities), its states, and per step the
+        policy's distribution and the actions leading to the next state; plus the share of the value
+        they cover. Fewer than ``k`` paths when fewer exist (``exhausted``).
+    """
+    options = ExactOptions() if options is None else options
+    k = check_count(k)
+    options.validate()
+    if options.mode == "monolithic":
+        raise OptionError("--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over "
+                          "all schedulers); use --mode stochastic or deterministic")
+    if policy is None:
+        raise PolicyError("--explain needs a policy (--policy)")
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    model, prop = model_and_property(model, property_text, constants)
+    check_explainable(prop)
+    check_policy(policy, model)
+
+    say("building the chain to explain")
+    t = time.perf_counter()
+    strategy = _choose_strategy(model, options)
+    mask = explorer = None
+    if strategy == "onthefly":
+        explorer = _MaskedExploration(model, policy, options, progress=say)
+        mask = explorer.mask()
+    mdp, _ = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
+                            command_names=True if names_commands(policy) else None)
+    all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
+    chain, origin, _, _, table = _induce(mdp, policy, options, all_unavailable)
+    storm_chain = to_storm(chain)
+    if len(chain.initial_states) != 1:
+        raise PropertyError(f"the model has {len(chain.initial_states)} initial states; --explain lists the paths "
+                            "from a single one")
+    left, right = _state_sets(prop, storm_chain)
+    timings["build"] = time.perf_counter() - t
+    if value is None:
+        t = time.perf_counter()
+        formula, _, _ = quantitative(prop)
+        value = check(storm_chain, formula, environment(options.numerics, options.precision)).value
+        timings["check"] = time.perf_counter() - t
+
+    say(f"searching the {k} most probable paths")
+    t = time.perf_counter()
+    found, exhausted = most_probable_paths(chain.transitions, int(chain.initial_states[0]), right, left, k,
+                                           bound=prop.bound)
+    timings["search"] = time.perf_counter() - t
+    t = time.perf_counter()
+    paths, policy_seconds = _describe(found, chain, origin, mdp, table, policy, options)
+    timings["policy"] = policy_seconds
+    timings["describe"] = time.perf_counter() - t - policy_seconds
+    timings["total"] = time.perf_counter() - t0
+    covered = math.fsum(p.probability for p in paths)
+    ranges = {v: (int(chain.valuations[origin >= 0, i].min()), int(chain.valuations[origin >= 0, i].max()))
+              for i, v in enumerate(chain.variables)} if (origin >= 0).any() else {}
+    return FailurePaths(property=prop.text, k=k, paths=tuple(paths), value=float(value), covered=covered,
+                        share=covered / value if value > 0 else None, exhausted=exhausted, bound=prop.bound,
+                        mode=options.mode, variables=tuple(chain.variables), ranges=ranges, timings=timings)
+
+
+def _state_sets(prop: Property, storm_chain: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(S,)`` bool masks of the chain states satisfying the left (True for F) and right state formulas."""
+    path = prop.storm_formula().subformula
+    if path.is_until_formula or path.is_bounded_until_formula:
+        sub_left, sub_right = path.left_subformula, path.right_subformula
+    else:
+        sub_left, sub_right = None, path.subformula
+
+    def mask(sub: Any) -> np.ndarray:
+        try:
+            return truth_values(storm_chain, sub)
+        except (RuntimeError, AttributeError) as exc:
+            raise PropertyError(f"--explain: property '{prop.text}': the state formula '{sub}' cannot be evaluated per "
+                                f"state ({storm_message(exc) if isinstance(exc, RuntimeError) else 'not propositional'})"
+                                ) from None
+
+    right = mask(sub_right)
+    left = np.ones(storm_chain.nr_states, dtype=bool) if sub_left is None else mask(sub_left)
+    return left, right
+
+
+def most_probable_paths(P: sp.csr_matrix, start: int, target: np.ndarray, allowed: np.ndarray, k: int, *,
+                        bound: int | None = None) -> tuple[list[tuple[list[int], float]], bool]:
+    """The ``k`` most probable walks of a chain from ``start`` to its first ``target`` state.
+
+    Args:
+        P: ``(S, S)`` CSR transition probabilities.
+        start: the start state.
+        target: ``(S,)`` bool; a walk ends at its first target state.
+        allowed: ``(S,)`` bool; every state before the last must be allowed (the left formula of ``U``).
+        k: how many walks.
+        bound: at most this many steps (None: unbounded).
+
+    Returns:
+        ``(walks, exhausted)``: up to ``k`` pairs ``(states, probability)`` with ``states`` the walk's
+        state indices (``steps + 1`` of them) and ``probability`` the product of its transition
+        probabilities, most probable first (ties in any order); ``exhausted`` is True when fewer
+        than ``k`` walks exist (all are listed).
+    """
+    P = sp.csr_matrix(P)
+    S = P.shape[0]
+    target = np.asarray(target, dtype=bool)
+    transient = np.asarray(allowed, dtype=bool) & ~target
+    if target[start]:
+        return [([start], 1.0)], True
+    if not transient[start]:
+        return [], True
+    # -log p on the rows of transient states only (targets end a walk; other states are dead ends)
+    keep = np.repeat(transient, np.diff(P.indptr))
+    counts = np.bincount(np.repeat(np.arange(S), np.diff(P.indptr))[keep], minlength=S)
+    indptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
+    indices = P.indices[keep].astype(np.int64)
+    prob = P.data[keep].astype(np.float64)
+    positive = prob > 0
+    if not positive.all():  # explicit zeros are no transitions
+        rows = np.repeat(np.arange(S), np.diff(indptr))[positive]
+        indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=S))].astype(np.int64)
+        indices, prob = indices[positive], prob[positive]
+    cost = np.maximum(-np.log(prob), 0.0)  # p may exceed 1 by rounding
+
+    heuristic = _Heuristic(S, indptr, indices, cost, target, bound)
+    h0 = heuristic.row(bound)[start] if bound is not None else heuristic.row(None)[start]
+    if not np.isfinite(h0):
+        return [], True
+
+    # records of the search tree: node state, parent record, steps, cost
+    rec_state: list[int] = [start]
+    rec_parent: list[int] = [-1]
+    rec_steps: list[int] = [0]
+    rec_cost: list[float] = [0.0]
+    heap: list[tuple[float, int]] = [(float(h0), 0)]
+    expanded: dict[int, int] = {}
+    found: list[int] = []
+    stride = (bound + 1) if bound is not None else 1
+    while heap and len(found) < k:
+        _, rec = heapq.heappop(heap)
+        u, t, g = rec_state[rec], rec_steps[rec], rec_cost[rec]
+        key = u * stride + (t if bound is not None else 0)
+        n = expanded.get(key, 0)
+        if n >= k:
+            continue
+        expanded[key] = n + 1
+        if target[u]:
+            found.append(rec)
+            continue
+        lo, hi = indptr[u], indptr[u + 1]
+        if lo == hi or (bound is not None and t >= bound):
+            continue
+        succ = indices[lo:hi]
+        h = heuristic.row(None if bound is None else bound - t - 1)[succ]
+        ok = np.isfinite(h)
+        g2 = g + cost[lo:hi][ok]
+        for v, gv, f in zip(succ[ok].tolist(), g2.tolist(), (g2 + h[ok]).tolist()):
+            rec_state.append(v)
+            rec_parent.append(rec)
+            rec_steps.append(t + 1)
+            rec_cost.append(gv)
+            heapq.heappush(heap, (f, len(rec_state) - 1))
+
+    out = []
+    for rec in found:
+        states = []
+        while rec >= 0:
+            states.append(rec_state[rec])
+            rec = rec_parent[rec]
+        states.reverse()
+        p = 1.0
+        for a, b in pairwise(states):
+            p *= _entry(P, a, b)
+        out.append((states, p))
+    out.sort(key=lambda sp_: -sp_[1])
+    return out, len(out) < k
+
+
+class _Heuristic:
+    """Exact cost of the most probable remaining path per state: ``row(r)`` ``(S,)`` within ``r`` steps, ``row(None)`` unbounded."""
+
+    def __init__(self, S: int, indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, target: np.ndarray,
+                 bound: int | None) -> None:
+        self.S, self.indptr, self.indices, self.cost, self.target = S, indptr, indices, cost, target
+        self.rows: list[np.ndarray] = []
+        self.converged = False
+        self._unbounded: np.ndarray | None = None
+        if bound is not None:
+            self._iterate(bound)
+
+    def _iterate(self, bound: int) -> None:
+        """Min-plus steps ``h_r(u) = min_v cost(u, v) + h_{r-1}(v)`` until ``bound``, a fixpoint or the memory cap."""
+        h = np.where(self.target, 0.0, np.inf)
+        self.rows.append(h)
+        nonempty = np.diff(self.indptr) > 0
+        starts = self.indptr[:-1][nonempty]
+        max_rows = max(2, _HEURISTIC_ENTRIES // max(self.S, 1))
+        for _ in range(bound):
+            nxt = np.where(self.target, 0.0, np.inf)
+            if len(starts):
+                nxt[nonempty] = np.minimum.reduceat(self.cost + h[self.indices], starts)
+            nxt[self.target] = 0.0
+            if np.array_equal(nxt, h):
+                self.converged = True
+                return
+            if len(self.rows) >= max_rows:
+                return
+            self.rows.append(nxt)
+            h = nxt
+        self.converged = True  # rows cover every remaining step count up to the bound
+
+    def row(self, remaining: int | None) -> np.ndarray:
+        if remaining is not None and (remaining < len(self.rows)):
+            return self.rows[remaining]
+        if remaining is not None and self.converged:
+            return self.rows[-1]
+        if self._unbounded is None:
+            self._unbounded = self._dijkstra()
+        return self._unbounded
+
+    def _dijkstra(self) -> np.ndarray:
+        from scipy.sparse.csgraph import dijkstra
+
+        targets = np.flatnonzero(self.target)
+        if not len(targets):
+            return np.full(self.S, np.inf)
+        # reversed graph; a zero cost (probability 1) as the smallest positive number, so that no sparse
+        # routine can take it for a missing edge (it shifts no sum of normal floats)
+        w = np.where(self.cost > 0, self.cost, np.nextafter(0.0, 1.0))
+        G = sp.csr_matrix((w, self.indices, self.indptr), shape=(self.S, self.S)).T.tocsr()
+        d = dijkstra(G, directed=True, indices=targets, min_only=True)
+        return np.asarray(d, dtype=np.float64)
+
+
+def _entry(P: sp.csr_matrix, a: int, b: int) -> float:
+    lo, hi = P.indptr[a], P.indptr[a + 1]
+    hit = np.flatnonzero(P.indices[lo:hi] == b)
+    return float(P.data[lo + hit].sum())
+
+
+def _describe(found: list[tuple[list[int], float]], chain: ExplicitModel, origin: np.ndarray, mdp: ExplicitModel,
+              table: ChoiceTable, policy: Policy, options: ExactOptions) -> tuple[list[FailurePath], float]:
+    """The paths with valuations, the policy's distributions (one batched call) and the actions per step."""
+    acting = sorted({int(origin[u]) for states, _ in found for u in states[:-1] if origin[u] >= 0})
+    decision = np.array([s for s in acting if table.decision[s]], dtype=np.int64)
+    row_of = {int(s): i for i, s in enumerate(decision)}
+    t = time.perf_counter()
+    if len(decision):
+        probs = np.asarray(policy.action_probabilities(mdp.feature_matrix(policy.features, decision)), dtype=np.float64)
+    else:
+        probs = np.zeros((0, len(policy.actions)))
+    seconds = time.perf_counter() - t
+    validate_probabilities(probs, len(decision), len(policy.actions), source=getattr(policy, "name", "policy"))
+    if len(decision):
+        raw = probs / probs.sum(axis=1, keepdims=True)
+        followed, _ = policy_weights(probs, table.available(decision), mode=options.mode,
+                                     unavailable=options.unavailable, where=lambda i: mdp.valuation_dict(int(decision[i])))
+    else:
+        raw = followed = probs
+    T = mdp.transitions
+    paths = []
+    for states, p in found:
+        steps = []
+        for i, u in enumerate(states):
+            s = int(origin[u])
+            valuation = chain.valuation_dict(u) if s >= 0 else {"state": "stalled"}
+            if i == len(states) - 1:
+                steps.append(PathStep(state=valuation, policy=None, actions=(), probability=None))
+                continue
+            v = states[i + 1]
+            s2 = int(origin[v])
+            row = row_of.get(s)
+            actions = []
+            for c in range(int(mdp.row_groups[s]), int(mdp.row_groups[s + 1])):
+                col = int(table.columns[c])
+                if row is None:
+                    weight = 1.0  # a forced step: the state's only choice, the policy is not asked
+                else:
+                    weight = float(followed[row, col]) if col >= 0 else 0.0
+                tr = _entry(T, c, s2) if s2 >= 0 else 0.0
+                if weight > 0 and tr > 0:
+                    actions.append(StepAction(action=policy.actions[col] if (row is not None and col >= 0) else None,
+                                              choice=choice_name(mdp, c), weight=weight, transition=tr,
+                                              probability=weight * tr))
+            dist = None if row is None else {a: float(x) for a, x in zip(policy.actions, raw[row])}
+            steps.append(PathStep(state=valuation, policy=dist, actions=tuple(actions),
+                                  probability=_entry(chain.transitions, u, v)))
+        paths.append(FailurePath(probability=p, steps=tuple(steps)))
+    return paths, seconds
+
+
+def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> tuple[tuple[str, str], ...]:
+    """The variable pairs to draw paths on: ``spec`` ``"X,Y"`` (or ``"X,Y,X2,Y2,..."``: further pairs, e.g. the
+    obstacles of a grid world) checked against ``variables``; None: ``(("x", "y"),)`` when both exist.
+
+    Raises :class:`OptionError` naming the problem and the close names.
+    """
+    variables = tuple(variables)
+    if spec is None:
+        if "x" in variables and "y" in variables:
+            return (("x", "y"),)
+        raise OptionError("--explain-map: the model has no variables named x and y; name two integer variables "
+                          f"to draw the paths on, e.g. --explain-map {','.join(variables[:2]) or 'X,Y'} "
+                          f"(variables: {', '.join(variables)})")
+    names = [n.strip() for n in spec.split(",")]
+    if len(names) < 2 or len(names) % 2 or not all(names):
+        raise OptionError(f"--explain-map: expected variable names in pairs X,Y (or X,Y,X2,Y2,...), got '{spec}'")
+    for n in names:
+        if n not in variables:
+            raise OptionError(f"--explain-map: '{n}' is not a model variable{did_you_mean(n, variables)} "
+                              f"(variables: {', '.join(variables)})")
+    pairs = tuple((names[i], names[i + 1]) for i in range(0, len(names), 2))
+    if any(a == b for a, b in pairs):
+        raise OptionError(f"--explain-map: a pair needs two different variables, got '{spec}'")
+    return pairs
+
+
+_STYLES = (("-", "o", "X"), ("--", "s", "P"), (":", "^", "*"), ("-.", "D", "v"))
+
+
+def plot_paths(explanation: FailurePaths, out: str | Path, pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (("x", "y"),),
+               *, title: str | None = None) -> Path:
+    """Draw the paths projected on variable pairs as a PNG (grid cells, legend, axes).
+
+    ``pairs[0]`` (e.g. the agent's ``("x", "y")``) is drawn as a solid line per path, further pairs
+    (e.g. an obstacle's coordinates) dashed/dotted in the same colour. Each path is slightly offset so
+    that shared cells stay visible; a circle marks its start and a cross its end (the target state).
+    The legend gives each path's rank, probability and number of steps.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    pairs = tuple(tuple(p) for p in pairs)
+    map_variables(explanation.variables, ",".join(n for p in pairs for n in p))  # the same checks as the CLI
+    xs_names, ys_names = [p[0] for p in pairs], [p[1] for p in pairs]
+    x0 = min(explanation.ranges[n][0] for n in xs_names)
+    x1 = max(explanation.ranges[n][1] for n in xs_names)
+    y0 = min(explanation.ranges[n][0] for n in ys_names)
+    y1 = max(explanation.ranges[n][1] for n in ys_names)
+    width, height = x1 - x0 + 1, y1 - y0 + 1
+    fig, ax = plt.subplots(figsize=(min(12.0, 2.0 + 0.6 * width) + 3.0, min(12.0, 2.0 + 0.6 * height)))
+    ax.set_xlim(x0 - 0.5, x1 + 0.5)
+    ax.set_ylim(y0 - 0.5, y1 + 0.5)
+    ax.set_xticks(range(x0, x1 + 1))
+    ax.set_yticks(range(y0, y1 + 1))
+    ax.set_xticks(np.arange(x0 - 0.5, x1 + 1), minor=True)
+    ax.set_yticks(np.arange(y0 - 0.5, y1 + 1), minor=True)
+    ax.grid(which="minor", color="#cccccc", linewidth=0.8)
+    ax.tick_params(which="minor", length=0)
+    ax.set_aspect("equal")
+    ax.set_xlabel(" / ".join(dict.fromkeys(xs_names)))
+    ax.set_ylabel(" / ".join(dict.fromkeys(ys_names)))
+    colors = plt.get_cmap("tab10")
+    n = max(len(explanation.paths), 1)
+    handles, labels = [], []
+    for i, path in enumerate(explanation.paths):
+        off = (i - (n - 1) / 2) * min(0.3 / n, 0.08)
+        c = colors(i % 10)
+        for j, (x, y) in enumerate(pairs):
+            line, start, end = _STYLES[j % len(_STYLES)]
+            xs = np.array([s.state[x] for s in path.steps], dtype=float) + off
+            ys = np.array([s.state[y] for s in path.steps], dtype=float) + off
+            h = ax.plot(xs, ys, line, color=c, linewidth=2 if j == 0 else 1.3, alpha=0.8, marker=".", markersize=5)[0]
+            ax.plot(xs[0], ys[0], start, color=c, markersize=10 if j == 0 else 7, markerfacecolor="none", markeredgewidth=2)
+            ax.plot(xs[-1], ys[-1], end, color=c, markersize=11 if j == 0 else 8)
+            if j == 0:
+                handles.append(h)
+                labels.append(f"#{i + 1}  p = {path.probability:.3g}  ({path.length} steps)")
+    for j, (x, y) in enumerate(pairs):
+        line, start, end = _STYLES[j % len(_STYLES)]
+        handles += [Line2D([], [], linestyle=line, color="grey"),
+                    Line2D([], [], linestyle="", color="grey", marker=start, markerfacecolor="none", markeredgewidth=2),
+                    Line2D([], [], linestyle="", color="grey", marker=end)]
+        labels += [f"({x}, {y})", "  start", "  end (target)"]
+    share = (f"{100 * explanation.share:.3g}% of the value {explanation.value:.4g}" if explanation.share is not None
+             else "the value is 0")
+    ax.set_title(title or f"{explanation.property}\n{len(explanation.paths)} most probable paths: {share}", fontsize=9)
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+__all__ = ["EXPLAINED_FORMS", "check_count", "check_explainable", "explain_paths", "map_variables",
+           "most_probable_paths", "plot_paths"]

@@ -1,0 +1,696 @@
+"""How far a policy's value moves: under perturbed observations (exact) and under model error (interval chains).
+
+**Observation perturbations** (:func:`robustness`). An adversary shows the policy, in each state,
+an observation within an integer L∞ or L1 distance ``epsilon`` of the true one (only the features
+in ``perturb``; each clipped to its variable's declared range). The policy's distribution at the
+shown observation is applied to the *real* state's choices (mass on unavailable actions stalls or
+is renormalised, as in the nominal engine). The worst case over every adversary is exactly Pmax (the
+best case Pmin) of the MDP whose choices in a state are the distinct distributions the policy gives
+over the admissible observations (memoryless deterministic adversaries suffice for unbounded
+reachability; for step-bounded properties the optimum may depend on the step, as Pmax does); it is built
+from one batched policy call over all (state, perturbation) pairs and checked by Storm. A gradient-
+sign (FGSM) attack, one perturbation per state, is the baseline from the literature: its chain's
+value lies between Pmin and Pmax.
+
+**Model error** (:func:`model_error_bounds`). Each MDP transition probability ``p`` is known only
+within ``p ± delta`` (or ``p (1 ± delta)``), clipped to [0, 1], on the transitions that exist (the
+support is known). The induced chain's row ``sum_a pi(a|s) T(s, a, .)`` then lies in the interval
+row ``[sum_a pi lo, sum_a pi hi]`` (a sound relaxation of independent per-action uncertainty);
+Storm's interval-model solver gives the min and max of the property over every chain in it.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import logging
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+
+from rlverify.errors import IntervalError, OptionError, PolicyError, PropertyError, did_you_mean
+from rlverify.exact.checking import check, quantitative
+from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
+from rlverify.exact.verify import MODES, model_and_property, names_commands
+from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
+from rlverify.models.explicit import ExplicitModel, to_storm, write_umb
+from rlverify.models.numerics import NUMERICS, environment
+from rlverify.models.properties import Property
+from rlverify.models.summary import summarize
+from rlverify.models.symbolic import (SymbolicModel, build_explicit, storm_message,
+                                      truth_values)
+from rlverify.policies.adapters import softmax
+from rlverify.policies.base import Policy, validate_probabilities
+from rlverify.policies.check import check_policy
+from rlverify.results import IntervalResult, RobustnessResult, versions
+
+log = logging.getLogger(__name__)
+
+NORMS = ("linf", "l1")
+#: the most perturbation vectors enumerated per state
+MAX_OFFSETS = 1_000_000
+#: path operators of the probability properties these analyses check
+PATHS = ("F", "U", "G", "X", "W")
+
+
+@dataclass(frozen=True)
+class RobustnessOptions:
+    """Settings of :func:`robustness`.
+
+    Attributes:
+        epsilon: integer budget (features are integers or booleans): the L∞ or L1 distance between
+            the true and the shown observation, in feature units.
+        norm: ``linf`` (each perturbed feature moves by at most ``epsilon``) or ``l1`` (the moves sum
+            to at most ``epsilon``).
+        perturb: the features the adversary may change (None: all of the policy's features).
+        worst: which optimum is the worst case, ``max`` or ``min``; None: ``min`` for a lower-bound
+            threshold (``P>=b``), else ``max`` (the property names a failure).
+        mode, unavailable: as in :class:`~rlverify.exact.ExactOptions` (the nominal engine's semantics).
+        attack: also run the FGSM baseline (network policies only).
+        numerics, precision, max_states: as in :class:`~rlverify.exact.ExactOptions`.
+    """
+
+    epsilon: int = 1
+    norm: str = "linf"
+    perturb: tuple[str, ...] | None = None
+    worst: str | None = None
+    mode: str = "stochastic"
+    unavailable: str = "stall"
+    attack: bool = True
+    numerics: str = "sound"
+    precision: float = 1e-6
+    max_states: int | None = 2_000_000
+
+    def validate(self) -> None:
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, np.integer)) or self.epsilon < 0:
+            raise OptionError(f"--epsilon: expected a non-negative integer (the features are integers), got {self.epsilon!r}")
+        _choose("norm", self.norm, NORMS)
+        _choose("mode", self.mode, MODES[:2])
+        _choose("unavailable", self.unavailable, UNAVAILABLE)
+        _choose("numerics", self.numerics, NUMERICS)
+        if self.worst is not None:
+            _choose("worst", self.worst, ("max", "min"))
+        if not (0 < self.precision < 1):
+            raise OptionError(f"--precision: expected a number in (0, 1), got {self.precision}")
+
+
+@dataclass(frozen=True)
+class ModelErrorOptions:
+    """Settings of :func:`model_error_bounds`.
+
+    Attributes:
+        delta: the error of every transition probability ``p`` of the MDP: ``p ± delta`` (absolute),
+            or ``p (1 ± delta)`` with ``relative``; intervals are clipped to [0, 1].
+        actions: only the choices of these action labels or command names are uncertain (None: all).
+        mode, unavailable, max_states: as in :class:`~rlverify.exact.ExactOptions`.
+        precision: of Storm's robust value iteration (unbounded properties; step-bounded ones are
+            computed by k exact steps).
+    """
+
+    delta: float = 0.01
+    relative: bool = False
+    actions: tuple[str, ...] | None = None
+    mode: str = "stochastic"
+    unavailable: str = "stall"
+    precision: float = 1e-10
+    max_states: int | None = 2_000_000
+
+    def validate(self) -> None:
+        if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or not (0 <= self.delta < np.inf):
+            raise OptionError(f"--delta: expected a non-negative number, got {self.delta!r}")
+        if not self.relative and self.delta >= 1:
+            raise OptionError(f"--delta {self.delta}: an absolute error of 1 or more says nothing about any "
+                              "probability (every interval is [0, 1])")
+        _choose("mode", self.mode, MODES[:2])
+        _choose("unavailable", self.unavailable, UNAVAILABLE)
+        if not (0 < self.precision < 1):
+            raise OptionError(f"--precision: expected a number in (0, 1), got {self.precision}")
+
+
+def _choose(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise OptionError(f"--{name}: expected one of {', '.join(allowed)}, got '{value}'")
+
+
+# ---------------------------------------------------------------------------------------------
+# observation perturbations
+
+
+def offsets(epsilon: int, m: int, norm: str) -> np.ndarray:
+    """``(P, m)`` int64 integer vectors of L∞ (``linf``) or L1 (``l1``) norm <= ``epsilon``; row 0 is zero.
+
+    Rows are ordered by norm, then lexicographically.
+
+    Raises:
+        OptionError: more than :data:`MAX_OFFSETS` vectors.
+    """
+    _choose("norm", norm, NORMS)
+    if (2 * epsilon + 1) ** m > MAX_OFFSETS:
+        raise OptionError(f"--epsilon {epsilon} on {m} features gives up to {(2 * epsilon + 1) ** m:,} perturbations "
+                          f"per state (limit {MAX_OFFSETS:,}): perturb fewer features (--perturb) or lower epsilon")
+    grid = np.array(list(itertools.product(range(-epsilon, epsilon + 1), repeat=m)), dtype=np.int64).reshape(-1, m)
+    size = np.abs(grid).max(axis=1, initial=0) if norm == "linf" else np.abs(grid).sum(axis=1)
+    grid = grid[size <= epsilon]
+    size = size[size <= epsilon]
+    order = np.lexsort(tuple(grid.T[::-1]) + (size,))
+    return grid[order]
+
+
+def feature_ranges(model: SymbolicModel, features: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``(d,)`` float64 lowest and highest declared value of each feature (booleans 0..1; NaN where unknown).
+
+    Read as ``rlverify inspect`` reads them (:func:`rlverify.models.summary.summarize`).
+    """
+    declared = {v["name"]: v for v in summarize(model, build=False)[0].variables}
+    lo = np.array([np.nan if declared.get(f, {}).get("low") is None else declared[f]["low"] for f in features], float)
+    hi = np.array([np.nan if declared.get(f, {}).get("high") is None else declared[f]["high"] for f in features], float)
+    return lo, hi
+
+
+def fgsm(policy: Policy, features: np.ndarray, epsilon: int, norm: str, columns: np.ndarray,
+         low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """One gradient-sign perturbation per row: ``(N, d)`` perturbed features (integers, clipped).
+
+    The gradient of the cross-entropy loss of the network's own argmax action (for ``logits``; of
+    minus that action's output otherwise) with respect to the input, through the policy's ReLU
+    network (:meth:`~rlverify.policies.BasePolicy.network`). ``linf``: every feature in ``columns``
+    moves ``epsilon`` along the gradient's sign; ``l1``: the one with the largest gradient does.
+
+    Raises:
+        PolicyError: the policy has no readable network.
+    """
+    network = getattr(policy, "network", None)
+    if network is None:
+        raise PolicyError(f"{getattr(policy, 'name', 'policy')}: the FGSM attack needs a ReLU network policy "
+                          "(ONNX, TorchScript, SB3)")
+    mlp = network()
+    x = np.asarray(features, dtype=np.float64)
+    h, masks = x, []
+    for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases)):
+        h = h @ w.T + b
+        if i < len(mlp.weights) - 1:
+            masks.append(h > 0)
+            h = np.maximum(h, 0.0)
+    chosen = np.argmax(h, axis=1)
+    onehot = np.zeros_like(h)
+    onehot[np.arange(len(h)), chosen] = 1.0
+    g = softmax(h) - onehot if getattr(policy, "output", "logits") == "logits" else -onehot
+    for i in range(len(mlp.weights) - 1, -1, -1):
+        g = g @ mlp.weights[i]
+        if i > 0:
+            g = g * masks[i - 1]
+    step = np.zeros_like(x)
+    gc = g[:, columns]
+    if norm == "linf":
+        step[:, columns] = epsilon * np.sign(gc)
+    else:
+        j = np.argmax(np.abs(gc), axis=1)
+        rows = np.arange(len(x))
+        step[rows, columns[j]] = epsilon * np.sign(gc[rows, j])
+    return np.clip(np.rint(x + step), low, high)
+
+
+def robustness(model: Any, property_text: str | Property, policy: Policy,
+               options: RobustnessOptions = RobustnessOptions(), *, constants: str | None = None) -> RobustnessResult:
+    """The property's exact range when an adversary perturbs the policy's observations.
+
+    Args:
+        model: a loaded model, a PRISM/JANI file (loaded with ``constants``) or a benchmark.
+        property_text: a probability property (``P=? [F ...]``, ``U``, ``G``, ``X``, bounded or not).
+        policy: any :class:`~rlverify.policies.Policy`; the FGSM baseline needs a network policy.
+
+    Returns a :class:`~rlverify.results.RobustnessResult`: nominal value, Pmax and Pmin of the
+    adversarial MDP (exact, Storm's ``numerics``), the FGSM chain's value, the states where a
+    perturbation changes the policy's argmax action and the worst perturbation per state.
+    """
+    options.validate()
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    model, prop, mdp, table = _prepare(model, property_text, policy, constants, options.max_states)
+    timings["build"] = time.perf_counter() - t0
+    features = tuple(policy.features)
+    perturbed = tuple(features) if options.perturb is None else tuple(options.perturb)
+    for f in perturbed:
+        if f not in features:
+            raise OptionError(f"--perturb: '{f}' is not a feature of the policy{did_you_mean(f, features)} "
+                              f"(features: {', '.join(features)})")
+    columns = np.array([features.index(f) for f in dict.fromkeys(perturbed)], dtype=np.int64)
+    low, high = feature_ranges(model, features)
+    unknown = [features[c] for c in columns if np.isnan(low[c]) or np.isnan(high[c])]
+    if unknown:
+        raise OptionError(f"--perturb: feature(s) {', '.join(unknown)} have no constant declared range to clip to; "
+                          "leave them out of --perturb")
+    worst = options.worst or ("min" if prop.comparison in (">=", ">") else "max")
+
+    # every (decision state, perturbation) pair, and the FGSM observation of each state: one policy call
+    t = time.perf_counter()
+    states = np.flatnonzero(table.decision)
+    K = len(states)
+    x = mdp.feature_matrix(features, states)
+    D = offsets(int(options.epsilon), len(columns), options.norm)
+    P = len(D)
+    obs = np.repeat(x, P, axis=0)
+    obs[:, columns] += np.tile(D, (K, 1))
+    obs[:, columns] = np.clip(obs[:, columns], low[columns], high[columns])
+    notes: list[str] = []
+    attack_obs = None
+    if options.attack and K:
+        try:
+            attack_obs = fgsm(policy, x, int(options.epsilon), options.norm, columns, low, high)
+        except PolicyError as exc:
+            notes.append(f"no FGSM baseline: {str(exc).splitlines()[0]}")
+    everything = obs if attack_obs is None else np.vstack([obs, attack_obs])
+    if len(everything):
+        unique, inverse = np.unique(everything, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    else:
+        unique, inverse = everything, np.zeros(0, dtype=np.int64)
+    tp = time.perf_counter()
+    probs = (np.asarray(policy.action_probabilities(unique), dtype=np.float64) if len(unique)
+             else np.zeros((0, len(policy.actions))))
+    timings["policy"] = time.perf_counter() - tp
+    validate_probabilities(probs, len(unique), len(policy.actions), source=getattr(policy, "name", "policy"))
+    pair_obs = inverse[: K * P].reshape(K, P)
+
+    # one choice per distinct distribution per state (the nominal one first)
+    if len(probs):
+        _, dist_of_obs = np.unique(probs, axis=0, return_inverse=True)
+        dist_of_obs = dist_of_obs.reshape(-1)
+    else:
+        dist_of_obs = np.zeros(0, dtype=np.int64)
+    pair_dist = dist_of_obs[pair_obs] if K else np.zeros((0, P), dtype=np.int64)
+    keys = np.arange(K)[:, None] * (int(dist_of_obs.max(initial=0)) + 1) + pair_dist
+    _, first = np.unique(keys.reshape(-1), return_index=True)
+    first = np.sort(first)  # state-major, then by perturbation order: each state's nominal choice first
+    pair_k, pair_j = first // P, first % P
+    rep_obs = pair_obs[pair_k, pair_j]
+
+    nominal_probs = probs[pair_obs[:, 0]] if K else probs[:0]
+    argmax = np.argmax(probs, axis=1) if len(probs) else np.zeros(0, dtype=np.int64)
+    changed = (argmax[pair_obs] != argmax[pair_obs[:, :1]]).any(axis=1) if K else np.zeros(0, dtype=bool)
+
+    adv, origin, row_pair = _adversarial_mdp(mdp, table, states, probs[rep_obs], pair_k, options)
+    timings["induce"] = time.perf_counter() - t - timings["policy"]
+
+    t = time.perf_counter()
+    env = environment(options.numerics, options.precision)
+    storm_adv = to_storm(adv)
+    fmax, _, _ = quantitative(prop, optimality="max")
+    fmin, _, _ = quantitative(prop, optimality="min")
+    hi = check(storm_adv, fmax, env)
+    lo = check(storm_adv, fmin, env)
+    nominal = _chain_value(mdp, policy, nominal_probs, states, table, options, prop, env)
+    attack = None
+    if attack_obs is not None:
+        attack = _chain_value(mdp, policy, probs[inverse[K * P:]], states, table, options, prop, env)
+    timings["check"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+
+    # the worst perturbation per reachable decision state: the choice best for the adversary one step ahead
+    values = hi.values if worst == "max" else lo.values
+    q = adv.transitions @ values
+    sign = 1.0 if worst == "max" else -1.0
+    reach_state = np.full(mdp.num_states, -1, dtype=np.int64)
+    reach_state[origin[origin >= 0]] = np.flatnonzero(origin >= 0)
+    state_of_k = reach_state[states]
+    perturbations = []
+    for k in np.flatnonzero(state_of_k >= 0):
+        s = state_of_k[k]
+        rows = np.arange(adv.row_groups[s], adv.row_groups[s + 1])
+        best = rows[np.argmax(sign * q[rows])]
+        gain = sign * (q[best] - q[rows[0]])  # rows[0]: the nominal observation
+        if gain > 0:
+            j = pair_j[row_pair[best]]
+            perturbations.append({
+                "state": mdp.valuation_dict(int(states[k])),
+                "observed": {features[c]: int(unique[pair_obs[k, j], c]) for c in columns},
+                "offset": {features[c]: int(v) for c, v in zip(columns, D[j])},
+                "gain": float(gain)})
+    perturbations.sort(key=lambda p: -p["gain"])
+    reachable_changed = changed & (state_of_k >= 0)
+    changed_vals = mdp.valuations[states[reachable_changed]]
+    if attack is not None and not (lo.value - 1e-6 <= attack <= hi.value + 1e-6):
+        raise AssertionError(f"internal: the FGSM chain's value {attack} lies outside [Pmin, Pmax] = [{lo.value}, {hi.value}]")
+    return RobustnessResult(
+        property=prop.text, epsilon=int(options.epsilon), norm=options.norm, perturbed=tuple(features[c] for c in columns),
+        worst_is=worst, nominal=nominal, pmax=hi.value, pmin=lo.value,
+        worst=hi.value if worst == "max" else lo.value, best=lo.value if worst == "max" else hi.value,
+        attack=attack, attack_method="fgsm" if attack is not None else None,
+        states=adv.num_states, choices=adv.num_choices, transitions=adv.num_transitions,
+        decision_states=K, perturbations_per_state=P, observations=len(unique),
+        changed_states=int(reachable_changed.sum()), changed_valuations=changed_vals,
+        worst_perturbations=perturbations, guarantee=_guarantee(options.numerics), precision=options.precision,
+        timings=timings, settings=_settings(options, model), versions=versions(), model=str(model.path),
+        policy=getattr(policy, "name", type(policy).__name__), variables=mdp.variables, warnings=notes)
+
+
+def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray, probs: np.ndarray,
+                     pair_k: np.ndarray, options: RobustnessOptions) -> tuple[ExplicitModel, np.ndarray, np.ndarray]:
+    """The MDP whose choices in decision state ``states[pair_k[i]]`` are the distributions ``probs[i]``.
+
+    Args:
+        probs: ``(N, A)`` one distinct policy distribution per (state, choice) pair, grouped by state.
+        pair_k: ``(N,)`` int64 index into ``states`` of each pair, non-decreasing.
+
+    Returns the reachable MDP (plus a ``stalled`` sink where stalled mass is reachable), the MDP state
+    of each of its states (sink: -1) and, per choice, its pair index (-1: a forced choice).
+    """
+    S = mdp.num_states
+    s_of_pair = states[pair_k]
+    choice_of = table.choice_of[s_of_pair]
+    p, stalled = policy_weights(probs, choice_of >= 0, mode=options.mode, unavailable=options.unavailable,
+                                where=lambda i: mdp.valuation_dict(int(s_of_pair[i])))
+    keep = (choice_of >= 0) & (p > 0)
+    rows_i, cols_a = np.nonzero(keep)
+    W = sp.csr_matrix((p[rows_i, cols_a], (rows_i, choice_of[rows_i, cols_a].astype(np.int64))),
+                      shape=(len(probs), mdp.num_choices))
+    dec_rows = sp.hstack([W @ mdp.transitions, sp.csr_matrix(stalled.reshape(-1, 1))], format="csr")
+    forced_states = np.flatnonzero(~table.decision)
+    forced_rows = sp.hstack([mdp.transitions[table.forced[forced_states].astype(np.int64)],
+                             sp.csr_matrix((len(forced_states), 1))], format="csr")
+    owner = np.r_[s_of_pair, forced_states]
+    pair = np.r_[np.arange(len(probs)), np.full(len(forced_states), -1)]
+    order = np.argsort(owner, kind="stable")  # each state's nominal pair stays first
+    rows = sp.vstack([dec_rows, forced_rows], format="csr")[order]
+    owner, pair = owner[order], pair[order]
+    rows.eliminate_zeros()
+    # reachable states (through any choice) from the initial states
+    per_state = sp.csr_matrix((np.ones(len(owner)), (owner, np.arange(len(owner)))), shape=(S + 1, len(owner)))
+    graph = (per_state @ (rows != 0).astype(np.float64)).tocsr()  # (S+1, S+1), row S (the sink) empty
+    root = sp.csr_matrix((np.ones(len(mdp.initial_states)), (np.zeros(len(mdp.initial_states), dtype=np.int64),
+                                                               mdp.initial_states)), shape=(1, S + 1))
+    graph = sp.vstack([graph, root], format="csr")
+    graph = sp.hstack([graph, sp.csr_matrix((S + 2, 1))], format="csr")
+    reached = breadth_first_order(graph, S + 1, directed=True, return_predecessors=False)
+    reach = np.sort(reached[reached < S])
+    has_sink = bool((reached == S).any())
+    n = len(reach)
+    new_index = np.full(S + 1, -1, dtype=np.int64)
+    new_index[reach] = np.arange(n)
+    if has_sink:
+        new_index[S] = n
+    in_reach = new_index[owner] >= 0
+    sub = rows[in_reach][:, np.r_[reach, S] if has_sink else reach].tocsr()
+    counts = np.bincount(new_index[owner[in_reach]], minlength=n)
+    pair = pair[in_reach]
+    if has_sink:
+        sub = sp.vstack([sub, sp.csr_matrix(([1.0], ([0], [n])), shape=(1, n + 1))], format="csr")
+        counts = np.r_[counts, 1]
+        pair = np.r_[pair, -1]
+    sub.sort_indices()
+    row_sums = np.asarray(sub.sum(axis=1)).ravel()
+    if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-6:
+        raise AssertionError(f"internal: adversarial MDP row sums to {row_sums[np.argmax(np.abs(row_sums - 1))]!r}")
+    adv = _restricted(mdp, reach, has_sink, "mdp", np.r_[0, np.cumsum(counts)].astype(np.int64), sub, new_index)
+    origin = np.r_[reach, [-1]] if has_sink else reach
+    return adv, origin, pair
+
+
+def _restricted(mdp: ExplicitModel, reach: np.ndarray, has_sink: bool, model_type: str, row_groups: np.ndarray,
+                transitions: sp.csr_matrix, new_index: np.ndarray) -> ExplicitModel:
+    """``mdp``'s labels and valuations on ``reach`` (plus a ``stalled`` sink) around new transitions."""
+    n = len(reach)
+    labels = {k: (np.r_[m[reach], [False]] if has_sink else m[reach]) for k, m in mdp.labels.items()}
+    aliases = dict(mdp.label_aliases)
+    vals = mdp.valuations[reach]
+    vbytes = mdp.valuation_bytes[reach] if mdp.valuation_bytes is not None else None
+    if has_sink:
+        labels[STALLED_LABEL] = np.r_[np.zeros(n, dtype=bool), [True]]
+        aliases[STALLED_LABEL] = STALLED_LABEL
+        vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
+        if vbytes is not None:
+            vbytes = np.vstack([vbytes, np.zeros((1, vbytes.shape[1]), dtype=np.uint8)])
+    C = transitions.shape[0]
+    return ExplicitModel(model_type=model_type, row_groups=row_groups, transitions=transitions,
+                         choice_actions=np.zeros(C, dtype=np.int32), action_names=("",), variables=mdp.variables,
+                         valuations=vals, initial_states=new_index[mdp.initial_states], labels=labels,
+                         label_aliases=aliases, valuation_bytes=vbytes, valuation_spec=mdp.valuation_spec)
+
+
+def _chain_value(mdp: ExplicitModel, policy: Policy, probs: np.ndarray, states: np.ndarray, table: ChoiceTable,
+                 options: Any, prop: Property, env: Any) -> float:
+    """The property's value on the chain the distributions ``probs`` ``(K, A)`` at ``states`` induce."""
+    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable, table=table)
+    chain, _ = induced_chain(mdp, cw)
+    formula, _, _ = quantitative(prop)
+    return check(to_storm(chain), formula, env).value
+
+
+# ---------------------------------------------------------------------------------------------
+# model error
+
+
+def model_error_bounds(model: Any, property_text: str | Property, policy: Policy,
+                       options: ModelErrorOptions = ModelErrorOptions(), *, constants: str | None = None) -> IntervalResult:
+    """The property's range over every MDP whose transition probabilities are within ``delta`` of the model's.
+
+    The induced chain becomes an interval chain (see the module docstring); its rows are checked
+    for feasibility (each row: sum of lows <= 1 <= sum of highs) and Storm's interval-model solver
+    gives the min and max. Returns an :class:`~rlverify.results.IntervalResult`.
+    """
+    options.validate()
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    model, prop, mdp, table = _prepare(model, property_text, policy, constants, options.max_states)
+    timings["build"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    states = np.flatnonzero(table.decision)
+    probs = (np.asarray(policy.action_probabilities(mdp.feature_matrix(policy.features, states)), dtype=np.float64)
+             if len(states) else np.zeros((0, len(policy.actions))))
+    validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
+    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable, table=table)
+    chain, origin = induced_chain(mdp, cw)
+
+    uncertain = np.ones(mdp.num_choices, dtype=bool)
+    if options.actions is not None:
+        label = np.asarray(mdp.action_names, dtype=object)[mdp.choice_actions]
+        names = set(label.tolist())
+        if mdp.choice_commands is not None:
+            command = np.asarray(mdp.command_names, dtype=object)[mdp.choice_commands]
+            names |= set(command.tolist())
+        else:
+            command = np.full(mdp.num_choices, "", dtype=object)
+        known = {n for n in names if n} | {c.name for c in model.commands} | {a for a in model.action_names if a}
+        for a in options.actions:
+            if a not in known:
+                raise OptionError(f"--uncertain: '{a}' is neither an action label nor a command name of the model"
+                                  f"{did_you_mean(a, sorted(known))}")
+        uncertain = np.isin(label, list(options.actions)) | np.isin(command, list(options.actions))
+    T = mdp.transitions.tocsr()
+    uncertain &= np.diff(T.indptr) > 1  # a choice with one successor goes there with probability 1 whatever delta
+    branch_uncertain = np.repeat(uncertain, np.diff(T.indptr))
+    d = options.delta
+    raw_lo = np.where(branch_uncertain, T.data * (1 - d) if options.relative else T.data - d, T.data)
+    raw_hi = np.where(branch_uncertain, T.data * (1 + d) if options.relative else T.data + d, T.data)
+    lo_data, hi_data = np.clip(raw_lo, 0.0, 1.0), np.clip(raw_hi, 0.0, 1.0)
+    clipped = (raw_lo < 0) | (raw_hi > 1)
+    reached_choice = np.zeros(mdp.num_states, dtype=bool)
+    reached_choice[origin[origin >= 0]] = True
+    on_chain = np.repeat(reached_choice[mdp.choice_states()] & (cw.weights > 0), np.diff(T.indptr))
+    n_clipped = int((clipped & on_chain).sum())
+    T_lo = sp.csr_matrix((lo_data, T.indices, T.indptr), shape=T.shape)
+    T_hi = sp.csr_matrix((hi_data, T.indices, T.indptr), shape=T.shape)
+    lo, hi = _interval_rows(mdp, cw, T_lo, T_hi, origin)
+    _check_feasible(lo, hi, chain)
+    timings["policy_and_induce"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    import stormpy
+
+    storm_chain = _to_storm_interval(chain, lo, hi)
+    formula, _, _ = quantitative(prop)
+    env = environment("sound", options.precision)
+    bounded = prop.bound is not None
+    # Storm's interval solver needs the graph kept (every low > 0) for unbounded properties
+    keeps_graph = bool((lo.data > 0).all())
+    if bounded or keeps_graph:
+        solver = "storm"
+        bounds = []
+        for mode in (stormpy.UncertaintyResolutionMode.MINIMIZE, stormpy.UncertaintyResolutionMode.MAXIMIZE):
+            try:
+                result = stormpy.model_checking(storm_chain, formula, uncertainty_resolution_mode=mode, environment=env)
+            except RuntimeError as exc:
+                raise PropertyError(f"Storm cannot check '{prop.text}' on the interval chain: {storm_message(exc)}") from None
+            bounds.append(float(result.get_value(int(storm_chain.initial_states[0]))))
+    else:
+        if prop.path not in ("F", "U"):
+            raise PropertyError(f"property '{prop.text}': with delta={options.delta} some probabilities may be 0, "
+                                "which Storm's interval solver refuses for unbounded properties; rlverify's own "
+                                "robust value iteration covers F and U (use a step bound or a smaller delta)")
+        solver = "rlverify"
+        plain = to_storm(chain)
+        raw = prop.storm_formula().subformula
+        target = truth_values(plain, raw.right_subformula if prop.path == "U" else raw.subformula)
+        stay = truth_values(plain, raw.left_subformula) if prop.path == "U" else np.ones(chain.num_states, dtype=bool)
+        init = int(chain.initial_states[0])
+        bounds = [float(robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)[init])
+                  for m in (False, True)]
+    nominal = check(to_storm(chain), formula, environment("sound", options.precision)).value
+    timings["check"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+    notes = []
+    if n_clipped:
+        notes.append(f"{n_clipped} transition probabilities of the MDP choices the policy takes left [0, 1] at delta={d}"
+                     f"{' (relative)' if options.relative else ''} and were clipped to it")
+    if solver == "rlverify":
+        notes.append("some lower bounds are 0, which Storm's interval solver refuses for unbounded properties: "
+                     "the bounds come from rlverify's robust value iteration")
+    who = "Storm's" if solver == "storm" else "rlverify's"
+    guarantee = ("exact up to rounding (k steps of Storm's robust value iteration)" if bounded else
+                 f"{who} robust value iteration: converges from below and stops when a step changes no value by "
+                 f"more than the precision ({options.precision:g}); not a certified bound")
+    return IntervalResult(
+        property=prop.text, delta=float(d), relative=options.relative,
+        uncertain_actions=None if options.actions is None else tuple(options.actions),
+        nominal=nominal, lower=bounds[0], upper=bounds[1], states=chain.num_states, transitions=chain.num_transitions,
+        clipped=n_clipped, guarantee=guarantee, precision=options.precision, timings=timings,
+        settings={"mode": options.mode, "unavailable": options.unavailable, "max_states": options.max_states,
+                  "constants": model.constants},
+        versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__), warnings=notes)
+
+
+def _interval_rows(mdp: ExplicitModel, cw: Any, T_lo: sp.csr_matrix, T_hi: sp.csr_matrix,
+                   origin: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Interval rows of the induced chain (states in ``origin``'s order): ``(n, n)`` CSR lows and highs, one pattern."""
+    S = mdp.num_states
+    cs = mdp.choice_states()
+    keep = cw.weights > 0
+    W = sp.csr_matrix((cw.weights[keep], (cs[keep], np.flatnonzero(keep))), shape=(S, mdp.num_choices))
+    stall = sp.csr_matrix(cw.stalled.reshape(-1, 1))
+    has_sink = bool((origin < 0).any())
+    n = len(origin)
+    cols = np.where(origin >= 0, origin, S)
+    rows = origin[origin >= 0]
+    out = []
+    for T in (T_hi, T_lo):
+        full = sp.hstack([W @ T, stall], format="csr")[rows][:, cols].tocsr()
+        if has_sink:
+            full = sp.vstack([full, sp.csr_matrix(([1.0], ([0], [n - 1])), shape=(1, n))], format="csr")
+        out.append(full.tocoo())
+    hi, lo = out
+    hi.sum_duplicates()
+    lo.sum_duplicates()
+    # the lows on the highs' pattern (a low may be 0 where the high is not)
+    hkey = hi.row.astype(np.int64) * n + hi.col
+    lkey = lo.row.astype(np.int64) * n + lo.col
+    order = np.argsort(hkey)
+    hkey = hkey[order]
+    lo_on = np.zeros(len(hkey))
+    pos = np.searchsorted(hkey, lkey)
+    lo_on[pos] = lo.data
+    H = sp.csr_matrix((hi.data[order], (hi.row[order], hi.col[order])), shape=(n, n))
+    L = sp.csr_matrix((lo_on, (hi.row[order], hi.col[order])), shape=(n, n))
+    H.sort_indices()
+    L.sort_indices()  # same pattern as H: both built from the same sorted (row, col) list
+    return L, H
+
+
+def robust_reachability(lo: sp.csr_matrix, hi: sp.csr_matrix, target: np.ndarray, stay: np.ndarray, *,
+                        maximize: bool, precision: float = 1e-10, max_iterations: int = 1_000_000) -> np.ndarray:
+    """``(n,)`` min or max over the interval chain of ``P(stay U target)``, by robust value iteration from 0.
+
+    ``lo``/``hi``: ``(n, n)`` CSR with one pattern (feasible rows). Each step gives every row the
+    distribution in its intervals that is best for the adversary: the lows, then the remaining mass
+    to the successors of highest (``maximize``) or lowest value, each up to its high. Converges from
+    below to the least fixed point; stops when no value moves by more than ``precision``.
+    """
+    n = lo.shape[0]
+    rows = np.repeat(np.arange(n), np.diff(hi.indptr))
+    cap = hi.data - lo.data
+    free = 1.0 - np.asarray(lo.sum(axis=1)).ravel()
+    v = target.astype(np.float64)
+    fixed = target | ~stay
+    for _ in range(max_iterations):
+        w = v[hi.indices]
+        order = np.lexsort((-w if maximize else w, rows))  # within each row, best successors first
+        c = cap[order]
+        before = np.cumsum(c) - c
+        before -= np.repeat(before[hi.indptr[:-1]] if n else before, np.diff(hi.indptr))  # per-row cumulative
+        give = np.clip(free[rows[order]] - before, 0.0, c)
+        p = lo.data.copy()
+        p[order] += give
+        new = np.bincount(rows, weights=p * w, minlength=n)
+        new = np.where(fixed, v, new)
+        if np.abs(new - v).max(initial=0.0) <= precision:
+            return new
+        v = new
+    return v
+
+
+def _check_feasible(lo: sp.csr_matrix, hi: sp.csr_matrix, chain: ExplicitModel, tol: float = 1e-9) -> None:
+    """Raise :class:`IntervalError` for rows whose intervals admit no distribution (sum lo <= 1 <= sum hi)."""
+    slo = np.asarray(lo.sum(axis=1)).ravel()
+    shi = np.asarray(hi.sum(axis=1)).ravel()
+    crossed = sp.csr_matrix(((lo.data > hi.data + tol).astype(np.float64), hi.indices, hi.indptr), shape=hi.shape)
+    bad = (slo > 1 + tol) | (shi < 1 - tol) | (np.asarray(crossed.sum(axis=1)).ravel() > 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise IntervalError(f"infeasible interval chain: {int(bad.sum())} rows admit no distribution (first: state "
+                            f"{chain.valuation_dict(i)}, lows sum to {slo[i]:.6g}, highs to {shi[i]:.6g})")
+
+
+def _to_storm_interval(chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matrix) -> Any:
+    """A stormpy interval DTMC: ``chain`` with interval rows ``[lo, hi]`` (same pattern), through a UMB archive."""
+    import stormpy
+
+    with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
+        plain = Path(tmp) / "plain.umb"
+        write_umb(plain, ExplicitModel(**{**chain.__dict__, "transitions": hi}))
+        path = Path(tmp) / "interval.umb"
+        with tarfile.open(plain) as src, tarfile.open(path, "w") as dst:
+            for member in src.getmembers():
+                data = src.extractfile(member).read() if member.isfile() else None  # type: ignore[union-attr]
+                if member.name == "index.json":
+                    index = json.loads(data)
+                    index["transition-system"]["branch-probability-type"] = {"size": 128, "type": "double-interval"}
+                    data = json.dumps(index).encode()
+                elif member.name == "branch-to-probability.bin":
+                    data = np.column_stack([lo.data, hi.data]).astype(np.float64).tobytes()
+                if data is None:
+                    dst.addfile(member)
+                    continue
+                info = tarfile.TarInfo(member.name)
+                info.size = len(data)
+                dst.addfile(info, io.BytesIO(data))
+        return stormpy.build_model_from_umb(str(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# shared
+
+
+def _prepare(model: Any, property_text: str | Property, policy: Policy, constants: str | None,
+             max_states: int | None) -> tuple[SymbolicModel, Property, ExplicitModel, ChoiceTable]:
+    """Load, parse and check the input; build the property-directed MDP and its choice table."""
+    model, prop = model_and_property(model, property_text, constants)
+    if prop.operator != "P" or prop.optimality is not None or prop.path not in PATHS:
+        raise PropertyError(f"property '{prop.text}': robustness is computed for probability properties "
+                            "(P=? or P<=b / P>=b with F, U, G, X or W, step-bounded or not); rewards, Pmin/Pmax "
+                            "and other forms are not supported")
+    if policy is None:
+        raise PolicyError("robustness needs a policy (--policy)")
+    check_policy(policy, model)
+    mdp, _ = build_explicit(model, [prop], max_states=max_states,
+                            command_names=True if names_commands(policy) else None)
+    return model, prop, mdp, choice_table(mdp, policy.actions)
+
+
+def _guarantee(numerics: str) -> str:
+    return {"sound": "sound", "direct": "direct", "fast": "unsound"}[numerics]
+
+
+def _settings(options: RobustnessOptions, model: SymbolicModel) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    d = asdict(options)
+    d["perturb"] = None if options.perturb is None else list(options.perturb)
+    d["constants"] = model.constants
+    return d
