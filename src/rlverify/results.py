@@ -66,6 +66,10 @@ class ExactResult:
     untaken_choices: dict[str, int] = field(default_factory=dict)
     #: the most probable paths to the target when asked for (``rlverify.exact.explain_paths``, ``--explain K``)
     explanation: FailurePaths | None = field(default=None, compare=False)
+    #: which method answered the check (e.g. ``"graph analysis + sparse LU + certified bracket"``), and what
+    #: is known of the value's precision (a certified relative error, or that only an absolute bound is known)
+    method: str | None = None
+    precision_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (per-state arrays left out; ``explanation`` as :meth:`FailurePaths.to_json`)."""

@@ -278,3 +278,17 @@ def test_instantaneous_rewards_read_state_rewards_only(tmp_path):
     assert verify_exact(path, 'R{"r"}=? [I=1]', pol).value == pytest.approx(5.0)  # at x=1 after one step
     assert verify_exact(path, 'R{"r"}=? [I=2]', pol).value == pytest.approx(0.0)
     assert verify_exact(path, 'R{"r"}=? [C<=2]', pol).value == pytest.approx(1 + 1 + 5)  # C counts both kinds
+
+
+def test_a_stalled_run_satisfies_no_state_formula_negated_or_over_variables(tmp_path):
+    # the stalled sink has no labels and all-zero variables: `!"alive"` and `x=0` must not hold there
+    path = tmp_path / "stall.prism"
+    path.write_text("mdp\nmodule m\n  x : [0..2] init 1;\n  [l] x=1 -> 0.5 : (x'=0) + 0.5 : (x'=2);\n"
+                    "  [r] x=1 -> (x'=2);\n  [] x=0 -> true;\n  [j] x=2 -> true;\nendmodule\nlabel \"alive\" = x>0;\n")
+    # at x=1: pi(l) = 0.6, pi(j) = 0.4 (j is not offered there: it stalls); crash (x=0) = 0.6 * 0.5
+    pol = CallablePolicy(lambda s: np.where(s[:, :1] == 2, [0.0, 0.0, 1.0], [0.6, 0.0, 0.4]), ["x"], ["l", "r", "j"])
+    for text in ('P=? [F x=0]', 'P=? [F !"alive"]', 'P=? [F !(x>0)]', 'P=? [true U x=0]'):
+        r = verify_exact(path, text, pol)
+        assert r.value == pytest.approx(0.3, abs=1e-9) and r.stalled_probability == pytest.approx(0.4), text
+    # G: a stalled run does not satisfy "always alive" either: 0.6 * 0.5 (to x=2) only
+    assert verify_exact(path, 'P=? [G "alive"]', pol).value == pytest.approx(0.3, abs=1e-9)

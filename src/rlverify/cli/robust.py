@@ -36,7 +36,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--norm", choices=("linf", "l1"), default=None, help="budget norm: linf (default) or l1")
     p.add_argument("--perturb", metavar="F1,F2", help="features the adversary may change (default: all)")
     p.add_argument("--worst", choices=("max", "min"),
-                   help="which optimum is the worst case (default: min for P>=b, else max)")
+                   help="which optimum is the worst case: max when the property is a failure (default, and for P<=b), "
+                        "min when it is a goal (default for P>=b)")
     p.add_argument("--no-attack", action="store_true", help="skip the FGSM attack baseline")
     p.add_argument("--delta", type=float, default=None,
                    help="model error instead: every transition probability p is in [p-delta, p+delta] (clipped to [0, 1])")
@@ -114,7 +115,9 @@ def _print_robustness(r: RobustnessResult) -> None:
     t = _table(f"rlverify robust — observations, {r.norm} epsilon {r.epsilon}", r)
     t.add_row("perturbed", ", ".join(r.perturbed))
     t.add_row("nominal", f"{r.nominal:.6g}")
-    t.add_row(f"worst (P{r.worst_is})", f"[bold red]{r.worst:.6g}[/]")
+    reading = "the property read as a failure" if r.worst_is == "max" else "the property read as a goal"
+    t.add_row(f"worst (P{r.worst_is}: {reading}; --worst {'min' if r.worst_is == 'max' else 'max'} for the other)",
+              f"[bold red]{r.worst:.6g}[/]")
     t.add_row(f"best (P{'min' if r.worst_is == 'max' else 'max'})", f"[bold green]{r.best:.6g}[/]")
     t.add_row("FGSM attack", "—" if r.attack is None else f"{r.attack:.6g}")
     t.add_row("argmax changes", f"{r.changed_states:,} of {r.decision_states:,} decision states")

@@ -130,6 +130,8 @@ def explain_paths(model: SymbolicModel | str | Path, property_text: str | Proper
         raise PropertyError(f"the model has {len(chain.initial_states)} initial states; --explain lists the paths "
                             "from a single one")
     left, right = _state_sets(prop, storm_chain)
+    sink = origin < 0  # the `stalled` sink satisfies no state formula: a stalled run never reaches the target
+    left, right = left & ~sink, right & ~sink
     timings["build"] = time.perf_counter() - t
     if value is None:
         t = time.perf_counter()

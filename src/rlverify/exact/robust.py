@@ -39,7 +39,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from rlverify.errors import IntervalError, OptionError, PolicyError, PropertyError, did_you_mean
 from rlverify.exact.checking import check, quantitative
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
-from rlverify.exact.verify import MODES, model_and_property, names_commands
+from rlverify.exact.verify import MODES, model_and_property, names_commands, on_chain
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
 from rlverify.models.explicit import ExplicitModel, to_storm, write_umb
 from rlverify.models.numerics import NUMERICS, environment
@@ -303,14 +303,14 @@ def robustness(model: Any, property_text: str | Property, policy: Policy,
     t = time.perf_counter()
     env = environment(options.numerics, options.precision)
     storm_adv = to_storm(adv)
-    fmax, _, _ = quantitative(prop, optimality="max")
-    fmin, _, _ = quantitative(prop, optimality="min")
+    fmax, _, _ = quantitative(on_chain(prop, adv, model), optimality="max")
+    fmin, _, _ = quantitative(on_chain(prop, adv, model), optimality="min")
     hi = check(storm_adv, fmax, env)
     lo = check(storm_adv, fmin, env)
-    nominal = _chain_value(mdp, policy, nominal_probs, states, table, options, prop, env)
+    nominal = _chain_value(mdp, policy, nominal_probs, states, table, options, prop, env, model)
     attack = None
     if attack_obs is not None:
-        attack = _chain_value(mdp, policy, probs[inverse[K * P:]], states, table, options, prop, env)
+        attack = _chain_value(mdp, policy, probs[inverse[K * P:]], states, table, options, prop, env, model)
     timings["check"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
 
@@ -436,12 +436,14 @@ def _restricted(mdp: ExplicitModel, reach: np.ndarray, has_sink: bool, model_typ
 
 
 def _chain_value(mdp: ExplicitModel, policy: Policy, probs: np.ndarray, states: np.ndarray, table: ChoiceTable,
-                 options: Any, prop: Property, env: Any) -> float:
+                 options: Any, prop: Property, env: Any, model: SymbolicModel) -> float:
     """The property's value on the chain the distributions ``probs`` ``(K, A)`` at ``states`` induce."""
     cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable, table=table)
     chain, _ = induced_chain(mdp, cw)
-    formula, _, _ = quantitative(prop)
-    return check(to_storm(chain), formula, env).value
+    formula, _, _ = quantitative(on_chain(prop, chain, model))
+    # the exact engine's own solver (verify_exact's numbers, to the last digit)
+    return check(to_storm(chain), formula, env, matrix=chain.transitions, numerics=options.numerics,
+                 precision=options.precision).value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,8 +496,8 @@ def model_error_bounds(model: Any, property_text: str | Property, policy: Policy
     clipped = (raw_lo < 0) | (raw_hi > 1)
     reached_choice = np.zeros(mdp.num_states, dtype=bool)
     reached_choice[origin[origin >= 0]] = True
-    on_chain = np.repeat(reached_choice[mdp.choice_states()] & (cw.weights > 0), np.diff(T.indptr))
-    n_clipped = int((clipped & on_chain).sum())
+    taken = np.repeat(reached_choice[mdp.choice_states()] & (cw.weights > 0), np.diff(T.indptr))
+    n_clipped = int((clipped & taken).sum())
     T_lo = sp.csr_matrix((lo_data, T.indices, T.indptr), shape=T.shape)
     T_hi = sp.csr_matrix((hi_data, T.indices, T.indptr), shape=T.shape)
     lo, hi = _interval_rows(mdp, cw, T_lo, T_hi, origin)
@@ -506,7 +508,7 @@ def model_error_bounds(model: Any, property_text: str | Property, policy: Policy
     import stormpy
 
     storm_chain = _to_storm_interval(chain, lo, hi)
-    formula, _, _ = quantitative(prop)
+    formula, _, _ = quantitative(on_chain(prop, chain, model))
     env = environment("sound", options.precision)
     bounded = prop.bound is not None
     # Storm's interval solver needs the graph kept (every low > 0) for unbounded properties
@@ -530,10 +532,17 @@ def model_error_bounds(model: Any, property_text: str | Property, policy: Policy
         raw = prop.storm_formula().subformula
         target = truth_values(plain, raw.right_subformula if prop.path == "U" else raw.subformula)
         stay = truth_values(plain, raw.left_subformula) if prop.path == "U" else np.ones(chain.num_states, dtype=bool)
+        sink = chain.labels.get(STALLED_LABEL)
+        if sink is not None:  # a stalled run satisfies no state formula
+            target, stay = target & ~sink, stay & ~sink
         init = int(chain.initial_states[0])
-        bounds = [float(robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)[init])
-                  for m in (False, True)]
-    nominal = check(to_storm(chain), formula, environment("sound", options.precision)).value
+        bounds, converged = [], True
+        for m in (False, True):
+            values, done = robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)
+            bounds.append(float(values[init]))
+            converged &= done
+    nominal = check(to_storm(chain), formula, environment("sound", options.precision), matrix=chain.transitions,
+                    numerics="sound", precision=options.precision).value
     timings["check"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     notes = []
@@ -542,11 +551,19 @@ def model_error_bounds(model: Any, property_text: str | Property, policy: Policy
                      f"{' (relative)' if options.relative else ''} and were clipped to it")
     if solver == "rlverify":
         notes.append("some lower bounds are 0, which Storm's interval solver refuses for unbounded properties: "
-                     "the bounds come from rlverify's robust value iteration")
-    who = "Storm's" if solver == "storm" else "rlverify's"
-    guarantee = ("exact up to rounding (k steps of Storm's robust value iteration)" if bounded else
-                 f"{who} robust value iteration: converges from below and stops when a step changes no value by "
-                 f"more than the precision ({options.precision:g}); not a certified bound")
+                     "the bounds come from rlverify's robust value iteration (the minimum iterated from 0, the "
+                     "maximum from 1: sound wherever they stop)")
+        if not converged:
+            notes.append("the robust value iteration stopped at its iteration limit before converging: the bounds "
+                         "are sound but may be loose")
+    if bounded:
+        guarantee = "exact up to rounding (k steps of Storm's robust value iteration)"
+    elif solver == "storm":
+        guarantee = ("Storm's robust value iteration: converges from below and stops when a step changes no value by "
+                     f"more than the precision ({options.precision:g}); not a certified bound")
+    else:
+        guarantee = ("sound: rlverify's robust value iteration, the lower bound iterated from 0 and the upper from 1 "
+                     f"(stopping when a step changes no value by more than {options.precision:g})")
     return IntervalResult(
         property=prop.text, delta=float(d), relative=options.relative,
         uncertain_actions=None if options.actions is None else tuple(options.actions),
@@ -594,20 +611,39 @@ def _interval_rows(mdp: ExplicitModel, cw: Any, T_lo: sp.csr_matrix, T_hi: sp.cs
 
 
 def robust_reachability(lo: sp.csr_matrix, hi: sp.csr_matrix, target: np.ndarray, stay: np.ndarray, *,
-                        maximize: bool, precision: float = 1e-10, max_iterations: int = 1_000_000) -> np.ndarray:
-    """``(n,)`` min or max over the interval chain of ``P(stay U target)``, by robust value iteration from 0.
+                        maximize: bool, precision: float = 1e-10,
+                        max_iterations: int = 1_000_000) -> tuple[np.ndarray, bool]:
+    """A sound bound ``(n,)`` on the min (from below) or max (from above) over the interval chain of ``P(stay U target)``.
 
     ``lo``/``hi``: ``(n, n)`` CSR with one pattern (feasible rows). Each step gives every row the
     distribution in its intervals that is best for the adversary: the lows, then the remaining mass
-    to the successors of highest (``maximize``) or lowest value, each up to its high. Converges from
-    below to the least fixed point; stops when no value moves by more than ``precision``.
+    to the successors of highest (``maximize``) or lowest value, each up to its high. The minimum is
+    iterated from 0 (every iterate is at most the true minimum), the maximum from 1 on the states that
+    can reach the target (every iterate is at least the true maximum): the result is sound whenever the
+    iteration stops. Returns the values and whether they converged (no value moved by more than
+    ``precision``) before ``max_iterations``.
     """
     n = lo.shape[0]
     rows = np.repeat(np.arange(n), np.diff(hi.indptr))
     cap = hi.data - lo.data
     free = 1.0 - np.asarray(lo.sum(axis=1)).ravel()
-    v = target.astype(np.float64)
-    fixed = target | ~stay
+    if maximize:  # states that cannot reach the target through stay states are 0 whatever the adversary does
+        can = target.copy()
+        graph = hi.tocsc()
+        while True:
+            reach = np.zeros(n, dtype=bool)
+            hit = np.flatnonzero(can)
+            if len(hit):
+                reach[graph[:, hit].tocoo().row] = True
+            grown = can | (reach & stay)
+            if (grown == can).all():
+                break
+            can = grown
+        v = can.astype(np.float64)
+        fixed = target | ~stay | ~can
+    else:
+        v = target.astype(np.float64)
+        fixed = target | ~stay
     for _ in range(max_iterations):
         w = v[hi.indices]
         order = np.lexsort((-w if maximize else w, rows))  # within each row, best successors first
@@ -620,9 +656,9 @@ def robust_reachability(lo: sp.csr_matrix, hi: sp.csr_matrix, target: np.ndarray
         new = np.bincount(rows, weights=p * w, minlength=n)
         new = np.where(fixed, v, new)
         if np.abs(new - v).max(initial=0.0) <= precision:
-            return new
+            return new, True
         v = new
-    return v
+    return v, False
 
 
 def _check_feasible(lo: sp.csr_matrix, hi: sp.csr_matrix, chain: ExplicitModel, tol: float = 1e-9) -> None:

@@ -19,7 +19,7 @@ from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, forced_start_message, untaken_message
 from rlverify.models.explicit import ExplicitModel, to_storm
-from rlverify.models.properties import Property
+from rlverify.models.properties import Property, excluding_label
 from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, constant_value, parse_property
 from rlverify.policies.base import Policy, validate_probabilities
 from rlverify.policies.check import check_policy
@@ -181,11 +181,12 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
         chain = _state_rewards_only(chain, mdp, origin)
     storm_chain = to_storm(chain)
-    formula, threshold, comparison = quantitative(prop)
+    formula, threshold, comparison = quantitative(on_chain(prop, chain, model))
     notes = [n for n in [forced_start_message(table, prop.bound)] if n]
     signed = _signed_reward(prop, chain)
     if signed is None:
-        out = check(storm_chain, formula, env)
+        out = check(storm_chain, formula, env, matrix=chain.transitions, numerics=options.numerics,
+                    precision=options.precision)
     else:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
         out = _check_signed(chain, signed, formula, env)
         notes.append(f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
@@ -195,13 +196,16 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         import stormpy
 
         stall_prop = stormpy.parse_properties(f'P=? [F "{STALLED_LABEL}"]')[0]
-        stalled = check(storm_chain, stall_prop.get_raw_formula(), env).value
+        stalled = check(storm_chain, stall_prop.get_raw_formula(), env, matrix=chain.transitions,
+                        numerics=options.numerics, precision=options.precision).value
     timings["check"] = time.perf_counter() - t
     timings["total"] = model.parse_seconds + time.perf_counter() - t0
+    bracketed = options.numerics == "sound" or out.method is not None
     return ExactResult(
         property=property_text, mode=options.mode, strategy=strategy, value=out.value,
-        # only the sound solver's bounds bracket the true value; other solvers' "bounds" are [0, 1] at best
-        lower=out.lower if options.numerics == "sound" else None, upper=out.upper if options.numerics == "sound" else None,
+        # check() reports bounds only when they bracket the true value (sound solver, certified bracket)
+        lower=out.lower if bracketed else None, upper=out.upper if bracketed else None, method=out.method,
+        precision_note=out.note,
         guarantee=_guarantee(options), precision=options.precision,
         satisfied=None if threshold is None else compare(out.value, threshold, comparison),
         states=chain.num_states, transitions=chain.num_transitions, choices=None, stalled_probability=stalled,
@@ -212,7 +216,26 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         state_values=out.values[origin >= 0] if options.all_states else None,
         state_valuations=chain.valuations[origin >= 0] if options.all_states else None, variables=chain.variables,
         untaken_choices=untaken,
-        warnings=notes + ([untaken_message(untaken, "policy-reachable states")] if untaken else []))
+        warnings=notes + ([untaken_message(untaken, "policy-reachable states")] if untaken else [])
+        + ([out.warning] if out.warning else []))
+
+
+def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:
+    """The property to check on the chain: with a ``stalled`` sink, its state formulas exclude the sink.
+
+    The sink has no labels and all-zero variables, so ``!"alive"`` or ``x=0`` would hold there and a
+    stalled run would count as reaching the target; a stalled run satisfies no state formula.
+    """
+    if STALLED_LABEL not in chain.labels or prop.path in ("C", "I"):  # no state formulas: the sink earns nothing
+        return prop
+    text = excluding_label(prop, STALLED_LABEL)
+    if text is None:
+        raise PropertyError(f"property '{prop.text}': the policy's mass stalls (unavailable actions), and rlverify "
+                            "cannot make the stalled runs satisfy no state formula of this form; use P=? with F, G, "
+                            "X, U or W, or --unavailable renormalize")
+    import stormpy
+
+    return stormpy.parse_properties(text, model.program)[0]
 
 
 def _state_rewards_only(chain: ExplicitModel, mdp: ExplicitModel, origin: np.ndarray) -> ExplicitModel:

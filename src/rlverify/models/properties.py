@@ -96,6 +96,35 @@ class Property:
                        threshold=self.threshold if self.threshold is not None else threshold)
 
 
+def excluding_label(prop: Property, label: str) -> str | None:
+    """``prop``'s text with every state formula of its path conjoined with ``!"label"``, or None if its form is not
+    one this rewrites (``F``, ``G``, ``X``, ``U``, ``W``, bounded or not).
+
+    Used to make an added state (the ``stalled`` sink) satisfy no state formula, negated ones included:
+    ``P=? [F !"alive"]`` becomes ``P=? [F ((!"alive") & !"stalled")]``.
+    """
+    if prop.path not in ("F", "G", "X", "U", "W") or not prop.right:
+        return None
+    text = prop.text
+    m = _HEAD.match(text)
+    if m is None:
+        return None
+    body = _strip_parens(m.group("body"))
+    head = text[:m.start("body")]
+    tail = text[m.end("body"):]
+    no = f' & !"{label}"'
+    k = body.rfind(prop.right)
+    if k < 0:
+        return None
+    out = body[:k] + f"(({prop.right}){no})" + body[k + len(prop.right):]
+    if prop.path in ("U", "W") and prop.left:
+        j = out.find(prop.left)
+        if j != 0:
+            return None
+        out = f"(({prop.left}){no})" + out[len(prop.left):]
+    return head + out + tail
+
+
 def parse_structure(text: str, *, name: str | None = None) -> Property:
     """Read the operator, threshold, path operator, bound and state formulas of ``text``.
 
