@@ -155,7 +155,7 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
                 constants: str | None = None, runs: int = 10_000, delta: float = 0.001, seed: int = 0,
                 epsilon: int = 1, explain: int = 5, map_vars: tuple[str, str] | None = None, optimum: str = "min",
                 features: list[str] | None = None, actions: list[str] | None = None, output: str | None = None,
-                progress: Progress | None = None) -> Report:
+                env_kwargs: str | None = None, progress: Progress | None = None) -> Report:
     """Run every engine that applies to ``target`` and check them against each other.
 
     Args:
@@ -168,6 +168,7 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
         optimum: the risk map's reading of the property: ``min`` (a failure: regret = value - Pmin,
             the default: a report asks how unsafe a policy is) or ``max`` (a goal: regret = Pmax - value).
         features, actions, output: overrides for policy files that do not declare them.
+        env_kwargs: the arguments of a ``gym:ID`` target.
 
     Returns:
         A :class:`Report`; ``report.ok`` is False when the engines disagree (nothing is raised for that).
@@ -176,7 +177,7 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
 
     say = progress or (lambda msg: None)
     t = resolve(target, constants=constants, policy=policy, features=features, actions=actions, output=output,
-                property=None, needs_policy=True)
+                property=None, needs_policy=True, env_kwargs=env_kwargs)
     bench = t.benchmark
     if t.kind == "continuous":  # the system's unsafe set within its horizon: nothing to parse
         if property not in (None, "unsafe"):
@@ -188,7 +189,7 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
                 raise RlverifyError(f"{t.name}: give --property (a model file has no default property)")
             property = next(iter(bench.properties))
         t = replace(t, property=resolve(target, constants=constants, policy=t.policy, property=property,
-                                        needs_policy=True).property)
+                                        needs_policy=True, env_kwargs=env_kwargs).property)
         prop_name = t.property.name or t.property.text
     settings = {"runs": runs, "delta": delta, "seed": seed, "constants": constants or ""}
     if t.kind == "prism":

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rlverify.cli.options import add_policy, add_target, dumps, policy_kwargs
+from rlverify.cli.options import add_env_kwargs, add_policy, add_target, dumps, policy_kwargs
 
 console = Console()
 err_console = Console(stderr=True)
@@ -23,6 +23,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
                                    "abstraction's bound (continuous systems); cross-method consistency is asserted: a "
                                    "disagreement is printed with both numbers and exits 1.")
     add_target(p)
+    add_env_kwargs(p)
     p.add_argument("--property", "-p", metavar="TEXT|NAME", help="property (default: the benchmark's first)")
     add_policy(p)
     p.add_argument("--runs", type=int, default=10_000, help="simulated runs (default 10,000)")
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     with err_console.status("report") as status:
         report = make_report(args.target, property=args.property, constants=args.constants, runs=args.runs,
                              delta=args.delta, seed=args.seed, epsilon=args.epsilon, explain=args.explain,
-                             map_vars=map_vars, optimum=args.optimum, progress=lambda msg: status.update(msg), **kw)
+                             map_vars=map_vars, optimum=args.optimum, env_kwargs=args.env_kwargs, progress=lambda msg: status.update(msg), **kw)
     path = write_report(report, out, force=args.force)
     if args.json:
         print(dumps(report.to_json()))
