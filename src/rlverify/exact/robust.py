@@ -215,7 +215,9 @@ def fgsm(policy: Policy, features: np.ndarray, epsilon: int, norm: str, columns:
         j = np.argmax(np.abs(gc), axis=1)
         rows = np.arange(len(x))
         step[rows, columns[j]] = epsilon * np.sign(gc[rows, j])
-    return np.clip(np.rint(x + step), low, high)
+    out = x.copy()  # only the perturbed columns move (and are clipped: others may have no declared range)
+    out[:, columns] = np.clip(np.rint(x[:, columns] + step[:, columns]), low[columns], high[columns])
+    return out
 
 
 def robustness(model: Any, property_text: str | Property, policy: Policy,
@@ -366,8 +368,13 @@ def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray,
     S = mdp.num_states
     s_of_pair = states[pair_k]
     choice_of = table.choice_of[s_of_pair]
-    p, stalled = policy_weights(probs, choice_of >= 0, mode=options.mode, unavailable=options.unavailable,
-                                where=lambda i: mdp.valuation_dict(int(s_of_pair[i])))
+    try:
+        p, stalled = policy_weights(probs, choice_of >= 0, mode=options.mode, unavailable=options.unavailable,
+                                    where=lambda i: mdp.valuation_dict(int(s_of_pair[i])))
+    except PolicyError as exc:  # at an observation the adversary shows, not at the state's own
+        raise PolicyError(f"{exc} — at an observation the adversary may show there (the nominal one is fine "
+                          "if verify answers); with --unavailable renormalize every admissible observation must put "
+                          "some mass on an available action: use stall, or a smaller --epsilon/--perturb") from None
     keep = (choice_of >= 0) & (p > 0)
     rows_i, cols_a = np.nonzero(keep)
     W = sp.csr_matrix((p[rows_i, cols_a], (rows_i, choice_of[rows_i, cols_a].astype(np.int64))),
