@@ -116,3 +116,20 @@ def test_nearly_parallel_template_directions_are_refused():
         Template.custom(("x", "y"), np.array([[1.0, 1.0], [1.0, 1.0 + 1e-5]]))
     t = Template.custom(("x", "y"), np.array([[1.0, 1.0], [2.0, 2.0]]))  # the same direction: kept once
     assert len(t.axes) == 3
+
+
+def test_one_dimensional_support_in_closed_form_agrees_with_the_lp():
+    # 1-D polytopes are intervals: their support needs no LP (the LP's optimum is padded by its tolerances)
+    from rlverify.abstraction.domains import _support_1d, _support_lp
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        m = int(rng.integers(1, 6))
+        a = np.vstack([rng.normal(size=(m, 1)), [[1.0]], [[-1.0]]])
+        b = np.r_[rng.normal(size=m) * rng.choice([1e-3, 1.0, 1e3]), 10.0, 10.0]
+        d = rng.normal(size=(4, 1))
+        lp, closed = _support_lp(a, b, d), _support_1d(a[:, 0], b, d[:, 0])
+        assert (lp is None) == (closed is None)
+        if lp is not None:
+            scale = 1.0 + np.abs(lp) + np.abs(d[:, 0]) * 10.0
+            assert (closed <= lp + 1e-12).all() and (lp - closed <= 2e-6 * scale).all()

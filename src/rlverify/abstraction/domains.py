@@ -206,12 +206,36 @@ def support(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndarray 
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     directions = np.asarray(directions, dtype=np.float64)
+    if a.shape[1] == 1:
+        return _support_1d(a[:, 0], b, directions[:, 0])
     if a.shape[1] == 2:
         v = vertices_2d(a, b)
         if len(v) == 0:
             return None
         return (v @ directions.T).max(axis=0)
     return _support_lp(a, b, directions)
+
+
+def _support_1d(a: np.ndarray, b: np.ndarray, d: np.ndarray, tol: float = 1e-9) -> np.ndarray | None:
+    """:func:`support` of an interval ``{x : a x <= b}`` in one dimension, in closed form (no LP).
+
+    ``a``, ``b``: ``(m,)``; ``d``: ``(k,)`` directions. ``None`` when empty (beyond ``tol``, relative).
+    """
+    zero = a == 0
+    if (b[zero] < -tol * (1.0 + np.abs(b[zero]))).any():
+        return None
+    pos, neg = a > 0, a < 0
+    hi = float(np.min(b[pos] / a[pos])) if pos.any() else np.inf
+    lo = float(np.max(b[neg] / a[neg])) if neg.any() else -np.inf
+    if lo > hi:
+        if lo - hi > tol * (1.0 + max(abs(lo), abs(hi))):
+            return None
+        lo = hi = max(lo, hi)  # a point, up to rounding
+    with np.errstate(invalid="ignore"):
+        out = np.where(d > 0, d * hi, np.where(d < 0, d * lo, 0.0))
+    if not np.isfinite(out).all():
+        raise DomainError("LP for a support function failed: the set is unbounded in a direction asked for")
+    return out
 
 
 def _support_lp(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndarray | None:
