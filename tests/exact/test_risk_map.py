@@ -229,6 +229,11 @@ def test_compile_where_is_a_restricted_language():
         with pytest.raises(OptionError) as err:
             compile_where(bad, names, ["done"])
         assert all(w in str(err.value) for w in words), (bad, str(err.value))
+    # numpy would answer x % 0 with 0 (every state kept): refused instead
+    for text in ("x % 0 = 0", "x / y > 1"):
+        with pytest.raises(OptionError, match="divides by zero"):
+            compile_where(text, names, ["done"])(vals, names)
+    assert compile_where("x % 2 = 0", names, ["done"])(vals, names).tolist() == [True, True, False]
 
 
 def test_bad_input_names_the_problem(grid_model):

@@ -302,8 +302,11 @@ def _eval(node: ast.AST, column: dict[str, np.ndarray], source: str) -> Any:
         if isinstance(node.op, (ast.USub, ast.UAdd)):
             return -np.asarray(v) if isinstance(node.op, ast.USub) else np.asarray(v)
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+        left, right = _eval(node.left, column, source), _eval(node.right, column, source)
+        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and (np.asarray(right) == 0).any():
+            raise OptionError(f"--where {source!r}: '{ast.unparse(node)}' divides by zero (in some state)")
         with np.errstate(divide="ignore", invalid="ignore"):
-            return _ARITH[type(node.op)](_eval(node.left, column, source), _eval(node.right, column, source))
+            return _ARITH[type(node.op)](left, right)
     if isinstance(node, ast.Compare):
         left = _eval(node.left, column, source)
         out: Any = True

@@ -145,7 +145,7 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
     walls, goals = result.grid == WALL, result.grid == GOAL
     shades = (MapShade(walls, "wall", "#404040"), MapShade(goals, "goal cell (not a start)", "#d9f0d3", "xx"),
               MapShade(~(simulated | walls | goals), "not simulated", "#e0e0e0", ".."))
-    conf = f"{result.confidence:.0%} confidence" + (f", ±{result.epsilon:g}" if result.epsilon else "")
+    conf = f"{result.confidence:.1%} confidence" + (f", ±{result.epsilon:g}" if result.epsilon else "")
     note = (f"start cells at velocity 0; per-cell intervals at {conf}; {int(result.undecided.sum()):,} undecided "
             f"(after {result.max_steps:,} steps) and {int(result.stalled.sum()):,} stalled runs of "
             f"{int(result.runs.sum()):,}")
