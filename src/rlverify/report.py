@@ -173,7 +173,7 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
     Returns:
         A :class:`Report`; ``report.ok`` is False when the engines disagree (nothing is raised for that).
     """
-    from rlverify.resolve import resolve
+    from rlverify.resolve import resolve, resolve_property
 
     say = progress or (lambda msg: None)
     t = resolve(target, constants=constants, policy=policy, features=features, actions=actions, output=output,
@@ -188,8 +188,7 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
             if bench is None or not bench.properties:
                 raise RlverifyError(f"{t.name}: give --property (a model file has no default property)")
             property = next(iter(bench.properties))
-        t = replace(t, property=resolve(target, constants=constants, policy=t.policy, property=property,
-                                        needs_policy=True, env_kwargs=env_kwargs).property)
+        t = replace(t, property=resolve_property(bench, t.model, t.kind, property))  # the model is built once
         prop_name = t.property.name or t.property.text
     settings = {"runs": runs, "delta": delta, "seed": seed, "constants": constants or ""}
     if t.kind == "prism":

@@ -81,13 +81,13 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
         what = (f"a {kind} benchmark" if bench is not None else
                 {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model"))
         raise BenchmarkError(f"{name} is {what}; {command or 'this command'} takes "
-                             f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else name}")
+                             f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else target}")
     if needs_policy and policy is None and getattr(model, "model_type", "") == "dtmc":
         raise PolicyError(f"{name} is a DTMC: it has no choices for a policy to make; check it with --mode monolithic "
                           "(its Pmin = Pmax is the value)")
     loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy,
                              getattr(model, "policy_interface", None))
-    prop = _property(bench, model, kind, property) if property is not None else None
+    prop = resolve_property(bench, model, kind, property) if property is not None else None
     return Target(given=str(target) if not isinstance(target, Benchmark) else target.id, name=name, kind=kind,
                   model=model, benchmark=bench, constants=constants, policy=loaded, policy_source=source, property=prop)
 
@@ -162,7 +162,8 @@ def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, fea
                        actions=list(actions) if actions else None, output=output, defaults=interface), file
 
 
-def _property(bench: Benchmark | None, model: Any, kind: str, given: str | Property) -> Property:
+def resolve_property(bench: Benchmark | None, model: Any, kind: str, given: str | Property) -> Property:
+    """A property text or name (of the benchmark or JANI file) parsed for an already resolved model."""
     if isinstance(given, Property):
         text, name = given.text, given.name
     elif bench is not None:
