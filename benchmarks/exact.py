@@ -5,6 +5,9 @@ Climber (the shipped PPO policy, 2x1024): rlverify's phases, Storm's own monolit
 the same model in the same run, and a per-state baseline in which Storm's builder calls the network
 (onnxruntime, batch of one) once per (state, command), as prior tools do. Ratios: ours / Storm
 monolithic, baseline / ours, and the policy phase alone (the baseline's network time / ours).
+For Avoid 4x4 stochastic it also prints Storm's in-process floor, measured in the same run: Storm
+building the property-directed MDP plus Storm checking a DTMC of the chain's size (the chain
+itself), and the ratio rlverify / floor (target <= 1.0).
 
     .venv/bin/python benchmarks/exact.py [--quick] [--json out.json]
 """
@@ -33,6 +36,37 @@ def storm_monolithic(model: SymbolicModel, prop_text: str) -> float:
     m = stormpy.build_model(model.program, [prop.storm])
     stormpy.model_checking(m, prop.storm, environment=stormpy.environments.sound())
     return time.perf_counter() - t
+
+
+def storm_floor(model: SymbolicModel, prop_text: str, policy: OnnxPolicy, mode: str) -> dict:
+    """Storm's in-process floor for the same verification: Storm building the property-directed MDP
+    (its default builder options) plus Storm checking a DTMC of the chain's size (the induced chain
+    itself, handed to Storm untimed), with the sound environment rlverify uses by default."""
+    import stormpy
+
+    from rlverify.exact.checking import environment
+    from rlverify.exact.verify import induce
+    from rlverify.models import to_storm
+
+    prop = parse_property(model, prop_text)
+    t = time.perf_counter()
+    storm_mdp = stormpy.build_model(model.program, [prop.storm])
+    build = time.perf_counter() - t
+    mdp_transitions = storm_mdp.nr_transitions
+    del storm_mdp
+    chain, _ = induce(build_explicit(model, [prop])[0], policy, mode=mode)  # untimed: rlverify's chain
+    storm_chain = to_storm(chain)
+    formula = stormpy.parse_properties(prop.text, model.program)[0].get_raw_formula()
+    t = time.perf_counter()
+    result = stormpy.model_checking(storm_chain, formula, environment=environment("sound", 1e-6))
+    check = time.perf_counter() - t
+    value = result.get_value_vector()[storm_chain.initial_states[0]]
+    t = time.perf_counter()  # Storm's default environment (no soundness guarantee) for comparison
+    stormpy.model_checking(storm_chain, formula)
+    check_default = time.perf_counter() - t
+    return {"build_s": build, "check_s": check, "total_s": build + check, "value": float(value),
+            "check_default_s": check_default, "total_default_s": build + check_default,
+            "mdp_transitions": mdp_transitions, "chain_transitions": chain.num_transitions}
 
 
 def per_state_baseline(model: SymbolicModel, prop_text: str, policy: OnnxPolicy, limit: int | None) -> tuple[float, int]:
@@ -84,11 +118,14 @@ def masked_build_without_network(model: SymbolicModel, prop_text: str, policy: O
 
 
 def run_case(name: str, model: SymbolicModel, prop: str, policy: OnnxPolicy, mode: str, baseline: bool,
-             limit: int | None) -> dict:
+             limit: int | None, floor: bool = False) -> dict:
     storm = storm_monolithic(model, prop)
     res = verify_exact(model, prop, policy, ExactOptions(mode=mode))
     row = {"case": name, "mode": mode, "states": res.states, "transitions": res.transitions, "value": res.value,
            "timings": res.timings, "storm_monolithic_s": storm, "ratio_vs_storm": res.timings["total"] / storm}
+    if floor:
+        f = storm_floor(model, prop, policy, mode)
+        row.update(floor=f, ratio_vs_floor=res.timings["total"] / f["total_s"])
     if baseline:
         try:
             secs, calls = per_state_baseline(model, prop, policy, limit)
@@ -111,7 +148,8 @@ def main() -> None:
     avoid = make("avoid-v1", xMax=4, yMax=4, slickness=0.1)
     pol = avoid.load_policy("reference")
     for mode in ("stochastic", "deterministic"):
-        rows.append(run_case("Avoid 4x4, 2x64", avoid.load_model(), avoid.properties["collision-100"], pol, mode, True, None))
+        rows.append(run_case("Avoid 4x4, 2x64", avoid.load_model(), avoid.properties["collision-100"], pol, mode, True, None,
+                             floor=mode == "stochastic"))
     climber = make("crazy-climber-v1")
     rows.append(run_case("Crazy Climber, 2x1024", climber.load_model(), climber.properties["collision"],
                          climber.load_policy("reference"), "stochastic", not args.quick, None))
@@ -126,6 +164,19 @@ def main() -> None:
     print("speed-up = baseline build (one network call per state and command, no cache) / our end-to-end time; "
           "net s = the baseline's network-call time (its build minus the same build without network calls); "
           "policy x = net s / our batched policy phase. /storm = our end-to-end / Storm's monolithic build+check.")
+    for r in rows:
+        if "floor" in r:
+            f, t = r["floor"], r["timings"]
+            print(f"\n{r['case']} {r['mode']}: rlverify whole pipeline (verify_exact: parse, Storm build, export, policy, "
+                  f"induce, check) {t['total']:.2f} s  [build {t['build']:.2f}, policy {t['policy']:.2f}, "
+                  f"induce {t.get('induce', 0):.2f}, check {t['check']:.2f}]")
+            print(f"Storm's in-process floor: build the property-directed MDP {f['build_s']:.2f} s "
+                  f"({f['mdp_transitions']:,} transitions) + check a DTMC of the chain's size {f['check_s']:.2f} s "
+                  f"({f['chain_transitions']:,} transitions) = {f['total_s']:.2f} s (value {f['value']:.12g}, "
+                  f"rlverify {r['value']:.12g})")
+            print(f"ratio rlverify / Storm floor = {r['ratio_vs_floor']:.2f} (target <= 1.0); with Storm's default "
+                  f"(unsound) environment its check takes {f['check_default_s']:.2f} s: ratio "
+                  f"{t['total'] / f['total_default_s']:.2f}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -48,11 +48,26 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> di
     net = MLP.random((len(model.variables), 64, 64, len(actions)), seed=0)
     scale = np.array([1.0 if v == "done" else 1.0 / size for v in model.variables])
     policy = CallablePolicy(lambda x: net(x * scale), model.variables, actions, output="logits", name="random 2x64")
+    import scipy.sparse  # noqa: F401  (loaded before the baseline, as verify_exact loads them)
+    import stormpy  # noqa: F401
+
+    base = _rss_mb()  # the process before the model is built: imports, parsed program, policy
     result = verify_exact(model, PROPERTY, policy, ExactOptions(mode=mode, strategy=strategy, max_states=None))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return {"size": size, "mode": mode, "states": result.states, "transitions": result.transitions,
             "value": result.value, "strategy": result.strategy, "timings": result.timings,
-            "seconds": time.perf_counter() - t0,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+            "seconds": time.perf_counter() - t0, "base_rss_mb": base, "peak_rss_mb": peak,
+            # peak growth over the process before the build, per transition of the chain
+            "bytes_per_transition": (peak - base) * 2 ** 20 / max(result.transitions, 1),
+            "memory_estimates_mb": {k: v / 2 ** 20 for k, v in result.settings.get("memory_estimates", {}).items()}}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
 
 
 def run_one(size: int, mode: str, slickness: float, timeout: float, mem_gb: float, strategy: str = "auto") -> dict:
@@ -87,17 +102,29 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def table(rows: list[dict]) -> str:
+    """Rows as text. ``B/tr``: peak RSS growth over the process before the build, per chain transition;
+    ``slope``: (peak - previous size's peak) / (transitions - previous size's transitions), same mode."""
     head = f"{'size':>5} {'mode':<13} {'states':>11} {'transitions':>13} {'value':>8} {'strategy':<9} " \
-           f"{'build s':>8} {'policy s':>8} {'check s':>8} {'total s':>8} {'wall s':>7} {'peak MB':>8}"
+           f"{'build s':>8} {'policy s':>8} {'check s':>8} {'total s':>8} {'wall s':>7} {'peak MB':>8} {'B/tr':>6} {'slope':>6}"
     lines = [head, "-" * len(head)]
+    previous: dict[str, dict] = {}
     for r in rows:
         if "error" in r:
             lines.append(f"{r['size']:>5} {r['mode']:<13} {r['error']}")
             continue
         t = r["timings"]
-        lines.append(f"{r['size']:>5} {r['mode']:<13} {r['states']:>11,} {r['transitions']:>13,} {r['value']:>8.4f} "
+        per = r.get("bytes_per_transition")
+        prev = previous.get(r["mode"])
+        slope = None
+        if prev is not None and r["transitions"] > prev["transitions"] and prev.get("size", 0) < r["size"] \
+                and prev.get("engine") == r.get("engine"):  # rows saved by an older engine carry its name
+            slope = (r["peak_rss_mb"] - prev["peak_rss_mb"]) * 2 ** 20 / (r["transitions"] - prev["transitions"])
+        previous[r["mode"]] = r
+        mode = r["mode"] + ("*" if r.get("engine") else "")
+        lines.append(f"{r['size']:>5} {mode:<13} {r['states']:>11,} {r['transitions']:>13,} {r['value']:>8.4f} "
                      f"{r['strategy']:<9} {t.get('build', 0):>8.2f} {t.get('policy', 0):>8.2f} {t.get('check', 0):>8.2f} "
-                     f"{t.get('total', 0):>8.2f} {r['wall']:>7.1f} {r['peak_rss_mb']:>8.0f}")
+                     f"{t.get('total', 0):>8.2f} {r['wall']:>7.1f} {r['peak_rss_mb']:>8.0f} "
+                     f"{'' if per is None else f'{per:.0f}':>6} {'' if slope is None else f'{slope:.0f}':>6}")
     return "\n".join(lines)
 
 

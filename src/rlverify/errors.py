@@ -116,3 +116,14 @@ class Table2Error(RlverifyError):
 class TrainCommandError(RlverifyError):
     """The training request does not fit the benchmark (algorithm, options) or its trainer is missing."""
 
+
+
+class MemoryBudgetError(RlverifyError):
+    """A phase of the exact engine would exceed ``--max-memory`` (estimated before the phase starts).
+
+    Attributes: ``phase`` (what was about to run), ``estimate`` and ``limit`` (bytes of resident memory).
+    """
+
+    def __init__(self, message: str, *, phase: str, estimate: int, limit: int) -> None:
+        super().__init__(message)
+        self.phase, self.estimate, self.limit = phase, estimate, limit

@@ -67,8 +67,10 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
             reference policy name, or a :class:`Policy`. None: the benchmark's reference policy
             (its first one), if any.
         features, actions, output: overrides for policy files that do not declare them.
-        property: property text, or a benchmark's / JANI file's property name.
-        needs_policy: refuse (with the way out) when no policy is given or shipped.
+        property: property text, or a benchmark's / JANI file's property name. With a policy (when
+            ``needs_policy``), a named JANI ``Pmax``/``Pmin`` property is read as ``P=?`` (its ``notes`` say so).
+        needs_policy: refuse (with the way out) when no policy is given or shipped; False (``verify
+            --mode monolithic``): the property is over all schedulers, named ones keep their Pmin/Pmax.
         kinds: the kinds this command accepts; command: its name, for messages.
         env_kwargs: keyword arguments of a ``gym:ID`` target (``"map_name=8x8,is_slippery=false"`` or a
             JSON object; see :func:`rlverify.models.gymnasium.parse_env_kwargs`).
@@ -87,7 +89,8 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
                           "(its Pmin = Pmax is the value)")
     loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy,
                              getattr(model, "policy_interface", None))
-    prop = resolve_property(bench, model, kind, property) if property is not None else None
+    fixed = needs_policy and loaded is not None
+    prop = resolve_property(bench, model, kind, property, fixed_policy=fixed) if property is not None else None
     return Target(given=str(target) if not isinstance(target, Benchmark) else target.id, name=name, kind=kind,
                   model=model, benchmark=bench, constants=constants, policy=loaded, policy_source=source, property=prop)
 
@@ -162,8 +165,12 @@ def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, fea
                        actions=list(actions) if actions else None, output=output, defaults=interface), file
 
 
-def resolve_property(bench: Benchmark | None, model: Any, kind: str, given: str | Property) -> Property:
-    """A property text or name (of the benchmark or JANI file) parsed for an already resolved model."""
+def resolve_property(bench: Benchmark | None, model: Any, kind: str, given: str | Property, *,
+                     fixed_policy: bool = True) -> Property:
+    """A property text or name (of the benchmark or JANI file) parsed for an already resolved model.
+
+    ``fixed_policy``: evaluated on a policy's chain (every engine but ``verify --mode monolithic``): a
+    named JANI ``Pmax``/``Pmin`` property is read as ``P=?`` (``Property.notes`` says so)."""
     if isinstance(given, Property):
         text, name = given.text, given.name
     elif bench is not None:
@@ -175,7 +182,7 @@ def resolve_property(bench: Benchmark | None, model: Any, kind: str, given: str 
 
         from rlverify.models.symbolic import parse_property
 
-        prop = parse_property(model, text)
+        prop = parse_property(model, text, fixed_policy=fixed_policy)
         return replace(prop, name=name or prop.name)
     return parse_structure(text, name=name)
 

@@ -70,6 +70,8 @@ def show(s: Any, name: str) -> None:
     t = Table("variable", "type", "range", "init", "module", title="variables (policy features)", title_justify="left")
     for v in s.variables:
         rng = "" if v["type"] == "bool" else f"[{_v(v['low'])}..{_v(v['high'])}]"
+        if v.get("locations"):  # a JANI automaton's location: its codes and names
+            rng += " " + ", ".join(f"{i}={name}" for i, name in enumerate(v["locations"]))
         t.add_row(v["name"], v["type"], rng, _v(v["init"]), v["module"] or "(global)")
     console.print(t)
     t = Table("command", "action", "guard", title="commands (a policy may name a choice by label or by command)",

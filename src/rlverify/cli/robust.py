@@ -128,7 +128,7 @@ def _print_robustness(r: RobustnessResult) -> None:
         state = ", ".join(f"{k}={v}" for k, v in p["state"].items())
         shown = ", ".join(f"{k}={v}" for k, v in p["observed"].items())
         t.add_row("worst perturbation", escape(f"at {state}: shows {shown} (+{p['gain']:.3g})"))
-    t.add_row("numerics", f"{r.guarantee} (Storm, relative precision {r.precision:g})")
+    t.add_row("numerics", f"{r.guarantee} (relative precision {r.precision:g})")
     t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
     console.print(t)
 

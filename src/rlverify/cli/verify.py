@@ -38,7 +38,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
                    help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), fast (unsound value iteration)")
     p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
     p.add_argument("--max-states", type=int, default=2_000_000,
-                   help="refuse to build models with more states (default 2M: dense models need ~10 GB per 1M states)")
+                   help="refuse to build models with more states (default 2M: dense models need ~4 GB per 1M states)")
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="refuse, before it starts, a phase whose estimated resident memory exceeds SIZE (e.g. 8G, "
+                        "500M; default: no limit)")
     p.add_argument("--explain", type=int, metavar="K",
                    help="also list the K most probable paths from the initial state to the target (P=? [F phi], "
                         "F<=k, U, U<=k): each path's probability, states, and the policy's distribution and actions per step")
@@ -50,6 +53,18 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--all-states", dest="out", action="append", help=argparse.SUPPRESS)  # the former spelling of --out
     p.set_defaults(run=run)
     return p
+
+
+def parse_size(text: str, option: str) -> int:
+    """Bytes of a size such as ``8G``, ``500M``, ``1.5GB``, ``64K`` or ``1000000`` (powers of 1024)."""
+    import re
+
+    from rlverify.errors import OptionError
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)i?B?\s*", text, flags=re.IGNORECASE)
+    if m is None or float(m.group(1)) <= 0:
+        raise OptionError(f"{option}: expected a positive size such as 8G, 500M or 2000000 (bytes), got '{text}'")
+    return int(float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             grid = map_variables(target.model.variables, args.explain_map)
     options = ExactOptions(mode=args.mode, strategy=args.strategy, unavailable=args.unavailable, numerics=args.numerics,
                            precision=args.precision, max_states=args.max_states,
+                           max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
                            all_states=".csv" in files or ".npz" in files)
     # progress goes to stderr, so that --json output on stdout stays clean
     with err_console.status("verifying") as status:
@@ -174,10 +190,12 @@ def print_result(r: ExactResult) -> None:
             t.add_row("bounds", f"[{r.lower:.6g}, {r.upper:.6g}]")
     if r.satisfied is not None:
         t.add_row("satisfied", "yes" if r.satisfied else "no")
-    guarantee = {"sound": f"sound (Storm, relative precision {r.precision:g})",
-                 "direct": "Storm's Eigen solver (no convergence heuristic; not guaranteed exact)",
+    guarantee = {"sound": f"sound (relative precision {r.precision:g})",
+                 "direct": "direct (no convergence heuristic; not guaranteed exact)",
                  "unsound": "UNSOUND value iteration (convergence heuristic)"}[r.guarantee]
-    t.add_row("numerics", guarantee)
+    t.add_row("numerics", f"{guarantee}: {r.method}" if r.method else guarantee)
+    if r.precision_note:
+        t.add_row("precision", escape(r.precision_note))
     t.add_row("chain" if r.mode != "monolithic" else "MDP", f"{r.states:,} states, {r.transitions:,} transitions")
     t.add_row("strategy", r.strategy)
     if r.mode != "monolithic":

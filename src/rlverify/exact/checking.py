@@ -38,10 +38,12 @@ values below ``TINY`` are flagged: their relative error is unknown). Each outcom
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import math
+import re
 import time
 
 import numpy as np
@@ -105,13 +107,17 @@ _STORM_METHOD = {"sound": "Storm sound value iteration", "direct": "Storm Eigen 
 
 
 def check(storm_model: Any, formula: Any, env: Any, *, matrix: Any = None, numerics: str | None = None,
-          precision: float | None = None, budget: float | None = None) -> CheckOutcome:
+          precision: float | None = None, budget: float | None = None,
+          full_model: Callable[[], Any] | None = None) -> CheckOutcome:
     """Check ``formula`` on ``storm_model``; value at the (single) initial state.
 
     With ``matrix`` (the chain's ``(S, S)`` CSR transition matrix, same state order as the Storm
     DTMC) and ``numerics``, unbounded reachability is solved by graph analysis + sparse LU + a
     certified bracket (see the module docstring); everything else is Storm's, annotated with its
-    precision. Without them: Storm's answer as is (``method``/``note`` None).
+    precision. Without them: Storm's answer as is (``method``/``note`` None). ``full_model``: when
+    ``storm_model`` carries only the chain's states, labels and valuations (for its state formulas;
+    the transitions are ``matrix``), a function returning the full Storm chain for when Storm must
+    check ``formula`` itself.
     """
     import stormpy
 
@@ -127,6 +133,11 @@ def check(storm_model: Any, formula: Any, env: Any, *, matrix: Any = None, numer
                                 SOUND_BUDGET_SECONDS if budget is None else budget)
             if out is not None:
                 return out
+        bounded = _bounded_until(storm_model, formula)
+        if bounded is not None:
+            return _bounded_reachability(matrix, *bounded, s)
+    if full_model is not None:
+        storm_model = full_model()
     try:
         result = stormpy.model_checking(storm_model, formula, environment=env)
     except RuntimeError as exc:
@@ -192,6 +203,86 @@ def _until_sets(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.ndarray]
     except PropertyError:
         return None
     return None
+
+
+def solved_here(formula: Any, numerics: str) -> bool:
+    """Whether :func:`check` solves ``formula`` on the chain's matrix (else Storm checks it alone)."""
+    if numerics not in ("sound", "direct") or not formula.is_probability_operator_formula:
+        return False
+    sub = formula.subformula
+    kind = type(sub).__name__
+    if kind not in ("EventuallyFormula", "UntilFormula", "BoundedUntilFormula"):
+        return False
+    if kind == "BoundedUntilFormula" and _step_upper_bound(sub) is None:
+        return False
+    # propositional state formulas only: a nested P/R operator needs the chain's transitions in Storm.
+    # Storm prints every operator formula with a bracket (``P>0.5 [X a]``), expressions and labels have none
+    return "[" not in re.sub(r'"[^"]*"', "", str(sub))
+
+
+def _step_upper_bound(sub: Any) -> int | None:
+    """``k`` of ``phi U<=k psi`` (``U<k``: k-1) with a step bound only (no lower bound, not reward-bounded), else None."""
+    try:
+        if sub.has_lower_bound or sub.is_multi_dimensional:
+            return None
+        k = int(sub.upper_bound_expression.evaluate_as_int())
+    except (AttributeError, RuntimeError, ValueError):
+        return None
+    found = re.findall(r"U(<=?)(\d+)", str(sub).replace(" ", ""))
+    if len(found) != 1 or int(found[0][1]) != k:  # nested or reward-bounded: Storm's route
+        return None
+    return k - 1 if found[0][0] == "<" else k
+
+
+def _bounded_until(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``(phi, psi, k)`` when ``formula`` is ``P=? [phi U<=k psi]`` or ``P=? [F<=k psi]`` (step-bounded)."""
+    if not formula.is_probability_operator_formula or type(formula.subformula).__name__ != "BoundedUntilFormula":
+        return None
+    sub = formula.subformula
+    k = _step_upper_bound(sub)
+    if k is None:
+        return None
+    try:
+        return _states(storm_model, sub.left_subformula), _states(storm_model, sub.right_subformula), k
+    except PropertyError:
+        return None
+
+
+def _bounded_reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, init: int) -> CheckOutcome:
+    """``P(phi U<=steps psi)`` on a DTMC by ``steps`` matrix-vector products, with a certified bracket.
+
+    Every product sums at most ``d`` (longest row) non-negative terms, so its computed value is
+    within a factor ``1 +- gamma``, ``gamma = d u / (1 - d u)``, of the exact sum of the computed
+    inputs; the matrix is monotone, so after ``k`` steps the true value (of this float chain) is
+    within ``[x / (1 + gamma)^k, x / (1 - gamma)^k]`` of the computed ``x``, plus an absolute
+    ``k d 2^-1074`` for underflow.
+    """
+    import scipy.sparse as sp
+
+    matrix = sp.csr_matrix(matrix, dtype=np.float64)
+    go = (phi & ~psi).astype(np.float64)
+    target = psi.astype(np.float64)
+    x = target.copy()
+    for _ in range(max(steps, 0)):
+        x = target + go * (matrix @ x)  # psi and go are disjoint: no rounding outside the product
+    d = int(np.diff(matrix.indptr).max(initial=0)) + 1
+    u = 2.0 ** -53
+    gamma = d * u / (1.0 - d * u)
+    k = max(steps, 0)
+    lo_factor = math.exp(-k * math.log1p(gamma)) * (1 - 4 * u)
+    hi_factor = math.exp(-k * math.log1p(-gamma)) * (1 + 4 * u)
+    value = float(x[init])
+    lower = max(value * lo_factor - k * d * 2.0 ** -1074, 0.0)
+    upper = min(value * hi_factor + k * d * 2.0 ** -1074, 1.0)
+    rel = _relative(value, lower, upper)
+    note = (f"step-bounded: {k} matrix-vector steps; true value in [{lower:.12g}, {upper:.12g}] (certified: rounding of "
+            f"sums of non-negative terms), relative error <= {rel:.2g}")
+    warning = None
+    if lower <= 0 < value:
+        note = f"step-bounded: {k} matrix-vector steps; only an absolute bound is known: true value in [0, {upper:.3g}]"
+        warning = f"value {value:.3g}: only the absolute bound [0, {upper:.3g}] is known (underflow)"
+    return CheckOutcome(value=value, lower=lower, upper=upper, values=x, method="step-bounded matrix-vector steps "
+                        "(certified bracket)", note=note, warning=warning)
 
 
 def _states(storm_model: Any, state_formula: Any) -> np.ndarray:

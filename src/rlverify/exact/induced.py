@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
 
 from rlverify.models.dynamics import (ChoiceTable, action_columns, choice_table, labelled_states, policy_weights,
                                      refuse_all_unavailable)
@@ -88,44 +87,84 @@ def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, stat
     return ChoiceWeights(weights=weights, stalled=stalled, decision_states=states)
 
 
-def induced_chain(model: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitModel, np.ndarray]:
+#: choices whose weights are expanded to their entries at a time (bounds the temporary arrays)
+_CHOICE_CHUNK = 1 << 20
+
+
+def _reachable(M: sp.csr_matrix, initial: np.ndarray) -> np.ndarray:
+    """``(n,)`` int64 sorted states reachable from ``initial`` along the stored entries of ``M``
+    (a level-by-level search in numpy: no copy of the matrix)."""
+    seen = np.zeros(M.shape[0], dtype=bool)
+    frontier = np.unique(np.asarray(initial, dtype=np.int64))
+    seen[frontier] = True
+    indptr, indices = M.indptr, M.indices
+    while len(frontier):
+        starts, counts = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
+        total = int(counts.sum())
+        if total == 0:
+            break
+        # positions of all entries of the frontier's rows
+        pos = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
+        succ = indices[pos]
+        succ = np.unique(succ[~seen[succ]])
+        seen[succ] = True
+        frontier = succ
+    return np.flatnonzero(seen)
+
+
+def induced_chain(model: ExplicitModel, cw: ChoiceWeights, *, consume: bool = False) -> tuple[ExplicitModel, np.ndarray]:
     """The reachable induced DTMC and the original index of each of its states (sink: -1).
 
     Choices with weight 0 are dropped; parallel transitions to the same successor are merged.
-    A ``stalled`` sink state is added only when stalled mass is reachable.
+    A ``stalled`` sink state is added only when stalled mass is reachable. The chain's CSR arrays
+    are built in place from the MDP's (each state's choices are consecutive rows: scaling their
+    entries by the choice weights and summing duplicate columns gives the state's row), so the
+    only big copies are of the MDP's transition arrays (none with ``consume=True``: the MDP's
+    arrays become the chain's and ``model.transitions`` is set to None) and, when some states are
+    unreachable under the policy, the reachable part.
     """
     S = model.num_states
-    cs = model.choice_states()
-    keep = cw.weights > 0
-    A = sp.csr_matrix((cw.weights[keep], (cs[keep], np.flatnonzero(keep))), shape=(S, model.num_choices))
-    P = (A @ model.transitions).tocsr()
-    stall_col = sp.csr_matrix(cw.stalled.reshape(-1, 1))
-    full = sp.hstack([P, stall_col], format="csr")
-    full.eliminate_zeros()
-    # reachability from all initial states through a virtual root
-    root = sp.csr_matrix((np.ones(len(model.initial_states)),
-                          (np.zeros(len(model.initial_states), dtype=np.int64), model.initial_states)), shape=(1, S + 1))
-    graph = sp.vstack([full, sp.csr_matrix((1, S + 1)), root], format="csr")  # rows: states, sink, root
-    graph = sp.hstack([graph, sp.csr_matrix((S + 2, 1))], format="csr")
-    order = breadth_first_order(graph, S + 1, directed=True, return_predecessors=False)
-    reach = np.sort(order[order < S])
-    has_sink = bool(cw.stalled[reach].sum() > 0)
+    T = model.transitions
+    data = T.data if consume else T.data.copy()
+    indices = T.indices if consume else T.indices.copy()
+    if consume:  # the arrays now belong to the chain: make later use of the MDP's matrix fail loudly
+        object.__setattr__(model, "transitions", None)
+    per_choice = np.diff(T.indptr)
+    for lo in range(0, len(per_choice), _CHOICE_CHUNK):  # data[entries of c] *= weight[c], chunk by chunk
+        hi = min(lo + _CHOICE_CHUNK, len(per_choice))
+        data[T.indptr[lo]: T.indptr[hi]] *= np.repeat(cw.weights[lo:hi], per_choice[lo:hi])
+    M = sp.csr_matrix((data, indices, T.indptr[model.row_groups].astype(indices.dtype)), shape=(S, S), copy=False)
+    del T, data, indices
+    M.sum_duplicates()  # sorts each row's columns and merges parallel transitions (in place)
+    M.eliminate_zeros()  # choices of weight 0
+    reach = _reachable(M, model.initial_states)
+    stalled = cw.stalled[reach]
+    has_sink = bool(stalled.sum() > 0)
     n = len(reach)
     new_index = np.full(S + 1, -1, dtype=np.int64)
     new_index[reach] = np.arange(n)
     if has_sink:
         new_index[S] = n
-    sub = full[reach][:, np.r_[reach, S] if has_sink else reach].tocsr()
-    if has_sink:
-        sub = sp.vstack([sub, sp.csr_matrix(([1.0], ([0], [n])), shape=(1, n + 1))], format="csr")
+    sub = M if n == S else M[reach][:, reach]
+    del M
     sub.sort_indices()
+    if has_sink:  # a last column for the sink (after every row's sorted columns) and the sink's self-loop
+        rows = np.flatnonzero(stalled > 0)
+        at = sub.indptr[rows + 1]
+        indices = np.append(np.insert(sub.indices, at, n), n).astype(sub.indices.dtype)
+        data = np.append(np.insert(sub.data, at, stalled[rows]), 1.0)
+        added = np.zeros(n + 1, dtype=np.int64)
+        added[rows + 1] = 1
+        indptr = np.append(sub.indptr + np.cumsum(added), len(indices))
+        sub = sp.csr_matrix((data, indices, indptr.astype(indices.dtype)), shape=(n + 1, n + 1), copy=False)
     n_total = n + int(has_sink)
-    row_sums = np.asarray(sub.sum(axis=1)).ravel()
+    row_sums = sub @ np.ones(n_total)
     # Storm would not notice missing mass (its graph analysis ignores it); the MDP's own rows may be
     # off by rounding (e.g. 3 x 0.3333333), which Storm accepted when it built the model
     if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-6:
         bad = int(np.argmax(np.abs(row_sums - 1.0)))
         raise AssertionError(f"internal: induced chain row {bad} sums to {row_sums[bad]!r}")
+    cs = model.choice_states()
 
     labels = {}
     for k, mask in model.labels.items():

@@ -262,7 +262,7 @@ def robustness(model: Any, property_text: str | Property, policy: Policy,
     obs = np.repeat(x, P, axis=0)
     obs[:, columns] += np.tile(D, (K, 1))
     obs[:, columns] = np.clip(obs[:, columns], low[columns], high[columns])
-    notes: list[str] = []
+    notes: list[str] = list(prop.notes)
     attack_obs = None
     if options.attack and K:
         try:
@@ -552,7 +552,7 @@ def model_error_bounds(model: Any, property_text: str | Property, policy: Policy
                     numerics="sound", precision=options.precision).value
     timings["check"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
-    notes = []
+    notes = list(prop.notes)
     if n_clipped:
         notes.append(f"{n_clipped} transition probabilities of the MDP choices the policy takes left [0, 1] at delta={d}"
                      f"{' (relative)' if options.relative else ''} and were clipped to it")

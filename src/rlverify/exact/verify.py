@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from rlverify.errors import OptionError, PolicyError, PropertyError
-from rlverify.exact.checking import NUMERICS, CheckOutcome, check, compare, environment, quantitative
+from rlverify.exact.checking import NUMERICS, CheckOutcome, check, compare, environment, quantitative, solved_here
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, forced_start_message, untaken_message
-from rlverify.models.explicit import ExplicitModel, to_storm
+from rlverify.models.explicit import ExplicitModel, memory_guard, to_storm
 from rlverify.models.properties import Property, excluding_label
 from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, constant_value, parse_property
 from rlverify.policies.base import Policy, validate_probabilities
@@ -54,9 +55,14 @@ class ExactOptions:
         numerics: ``sound``, ``direct`` or ``fast`` (see :mod:`rlverify.exact.checking`).
         precision: relative precision of iterative solvers.
         max_states: refuse models with more states (None: no limit). The default, 2M, keeps dense
-            models within this class of machine (24 GB): memory grows with transitions, ~125 bytes
-            each; Avoid's stochastic chain at n = 10 (1.8M states, 127M transitions) needs > 16 GB.
+            models within this class of machine (24 GB): peak memory grows with transitions, ~56 bytes
+            per chain transition on stochastic Avoid (Storm's build and its UMB export of the MDP;
+            docs/scaling.md), so its chain at n = 10 (1.8M states, 127M transitions) needs ~7 GB (extrapolated).
         all_states: also return the value of every state of the chain.
+        max_memory: refuse (``MemoryBudgetError``) before a phase whose estimated resident memory
+            (bytes: current RSS + counts x measured bytes per transition, see
+            :func:`~rlverify.models.explicit.memory_guard`) exceeds this; None: no limit. Storm's own
+            build is bounded by ``max_states`` only (its counts are not known before it runs).
     """
 
     mode: str = "stochastic"
@@ -66,6 +72,7 @@ class ExactOptions:
     precision: float = 1e-6
     max_states: int | None = 2_000_000
     all_states: bool = False
+    max_memory: int | None = None
 
     def validate(self) -> None:
         for name, value, allowed in (("mode", self.mode, MODES), ("strategy", self.strategy, STRATEGIES),
@@ -76,19 +83,22 @@ class ExactOptions:
             raise OptionError(f"--precision: expected a number in (0, 1), got {self.precision}")
         if self.max_states is not None and self.max_states <= 0:
             raise OptionError(f"--max-states: expected a positive number, got {self.max_states}")
+        if self.max_memory is not None and self.max_memory <= 0:
+            raise OptionError(f"--max-memory: expected a positive size, got {self.max_memory}")
 
 
 Progress = Callable[[str], None]
 
 
-def model_and_property(model: Any, property_text: str | Property,
-                       constants: str | None = None) -> tuple[SymbolicModel, Property]:
+def model_and_property(model: Any, property_text: str | Property, constants: str | None = None, *,
+                       fixed_policy: bool = True) -> tuple[SymbolicModel, Property]:
     """The engine's input as one step: a model (a loaded one, a PRISM/JANI file loaded with ``constants``, or a
-    benchmark, whose property names are accepted) and its property, parsed with Storm."""
+    benchmark, whose property names are accepted) and its property, parsed with Storm. ``fixed_policy``: a
+    named JANI ``Pmax``/``Pmin`` property is read as ``P=?`` (its ``notes`` say so); False: over all schedulers."""
     if callable(getattr(model, "property", None)) and hasattr(model, "kind") and isinstance(property_text, str):
         property_text = model.property(property_text)[0]  # a benchmark: its property names
     model = as_symbolic(model, constants)
-    return model, parse_property(model, property_text)
+    return model, parse_property(model, property_text, fixed_policy=fixed_policy)
 
 
 def verify_exact(model: SymbolicModel | str | Path, property_text: str | Property, policy: Policy | None = None,
@@ -108,7 +118,7 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    model, prop = model_and_property(model, property_text, constants)
+    model, prop = model_and_property(model, property_text, constants, fixed_policy=options.mode != "monolithic")
     property_text = prop.text
     timings["parse"] = model.parse_seconds + time.perf_counter() - t0
     if options.mode != "monolithic":
@@ -124,7 +134,7 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     if options.mode == "monolithic":
         say("building the full MDP")
         t = time.perf_counter()
-        mdp, storm_mdp = build_explicit(model, [prop], max_states=options.max_states)
+        mdp, storm_mdp = build_explicit(model, [prop], max_states=options.max_states, max_memory=options.max_memory)
         timings["build"] = time.perf_counter() - t
         signed = _signed_reward(prop, mdp)
         if signed is not None and prop.bound is None:
@@ -166,27 +176,53 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         say("exploring policy-reachable states with Storm's builder")
         explorer = _MaskedExploration(model, policy, options, progress=say)
         mask = explorer.mask()
-    mdp, _ = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
-                            command_names=True if names_commands(policy) else None)
+    # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
+    # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
+    estimates: dict[str, int] = {}
+    mdp = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
+                         command_names=True if names_commands(policy) else None, keep_storm=False,
+                         max_memory=options.max_memory, memory_estimates=estimates)[0]
     timings["build"] = time.perf_counter() - t
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
+    memory_guard(options.max_memory, "induce", states=mdp.num_states, transitions=mdp.num_transitions,
+                 what="MDP transitions", estimates=estimates)
     all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable)
+    chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable, consume=True)
     untaken = table.untaken(origin[origin >= 0])
     timings["policy"] = policy_seconds
     timings["induce"] = time.perf_counter() - t - policy_seconds
-    say(f"checking on the induced chain ({chain.num_states} states, {chain.num_transitions} transitions)")
+    n_transitions = chain.num_transitions
+    say(f"checking on the induced chain ({chain.num_states} states, {n_transitions} transitions)")
     t = time.perf_counter()
     if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
         chain = _state_rewards_only(chain, mdp, origin)
-    storm_chain = to_storm(chain)
+    del mdp
     formula, threshold, comparison = quantitative(on_chain(prop, chain, model))
-    notes = [n for n in [forced_start_message(table, prop.bound)] if n]
+    notes = list(prop.notes) + [n for n in [forced_start_message(table, prop.bound)] if n]
     signed = _signed_reward(prop, chain)
+    # Reachability (bounded or not) is solved on the chain's matrix (checking.py): Storm then only evaluates the
+    # state formulas, on a chain with the states, labels and valuations but self-loops for transitions (the full
+    # chain is given to Storm if a solver declines). The signed-reward split rebuilds the chain. Otherwise Storm
+    # checks the chain alone, and the arrays are freed before it reads them.
+    ours = solved_here(formula, options.numerics)
+    keep = signed is not None or ours or (STALLED_LABEL in chain.labels and options.numerics in ("sound", "direct"))
+    skeleton = ours and signed is None
+    # step-bounded on our side: a few vectors per state; else Storm's copy of the chain (or the LU's rows and fill-in)
+    memory_guard(options.max_memory, "check", states=chain.num_states,
+                 transitions=0 if skeleton and prop.bound is not None else n_transitions, what="chain transitions",
+                 estimates=estimates)
+    full_model = None
+    if skeleton:
+        storm_chain = to_storm(dataclasses.replace(chain, transitions=sp.identity(chain.num_states, format="csr")))
+        full_model = lambda c=chain: to_storm(c)
+    else:
+        storm_chain = to_storm(chain)
+    matrix = chain.transitions if keep else None
+    chain = dataclasses.replace(chain, transitions=matrix)
     if signed is None:
-        out = check(storm_chain, formula, env, matrix=chain.transitions, numerics=options.numerics,
-                    precision=options.precision)
+        out = check(storm_chain, formula, env, matrix=matrix, numerics=options.numerics,
+                    precision=options.precision, full_model=full_model)
     else:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
         out = _check_signed(chain, signed, formula, env)
         notes.append(f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
@@ -196,8 +232,8 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         import stormpy
 
         stall_prop = stormpy.parse_properties(f'P=? [F "{STALLED_LABEL}"]')[0]
-        stalled = check(storm_chain, stall_prop.get_raw_formula(), env, matrix=chain.transitions,
-                        numerics=options.numerics, precision=options.precision).value
+        stalled = check(storm_chain, stall_prop.get_raw_formula(), env, matrix=matrix,
+                        numerics=options.numerics, precision=options.precision, full_model=full_model).value
     timings["check"] = time.perf_counter() - t
     timings["total"] = model.parse_seconds + time.perf_counter() - t0
     bracketed = options.numerics == "sound" or out.method is not None
@@ -208,9 +244,10 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         precision_note=out.note,
         guarantee=_guarantee(options), precision=options.precision,
         satisfied=None if threshold is None else compare(out.value, threshold, comparison),
-        states=chain.num_states, transitions=chain.num_transitions, choices=None, stalled_probability=stalled,
+        states=chain.num_states, transitions=n_transitions, choices=None, stalled_probability=stalled,
         timings=timings, settings={**_settings(options, strategy, model), "policy_queries": n_queried,
-                                   "onthefly_policy_calls": None if explorer is None else len(explorer.cache)},
+                                   "onthefly_policy_calls": None if explorer is None else len(explorer.cache),
+                                   "memory_estimates": estimates},
         versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
         # per-state values of the model's states (the added `stalled` sink is not one of them)
         state_values=out.values[origin >= 0] if options.all_states else None,
@@ -289,7 +326,7 @@ def names_commands(policy: Policy) -> bool:
 
 
 def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions, all_unavailable: np.ndarray | None = None,
-            ) -> tuple[ExplicitModel, np.ndarray, int, float, ChoiceTable]:
+            consume: bool = False) -> tuple[ExplicitModel, np.ndarray, int, float, ChoiceTable]:
     table = choice_table(mdp, policy.actions)  # refuses choices no policy can pick before the policy is asked
     states = np.flatnonzero(table.decision)
     features = mdp.feature_matrix(policy.features, states)
@@ -300,7 +337,7 @@ def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions, all_unava
     validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
     cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable,
                         all_unavailable=all_unavailable, table=table)
-    chain, origin = induced_chain(mdp, cw)
+    chain, origin = induced_chain(mdp, cw, consume=consume)
     return chain, origin, len(states), policy_seconds, table
 
 

@@ -28,7 +28,10 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
     Args:
         model: a loaded model, or a PRISM/JANI path (with ``constants``).
         terminal: a label (``'"goal"'`` or a bare label name) or an expression over variables.
-        reward, features, actions, unavailable, dtype: see :func:`~rlverify.gym.dynamics.dynamics_from_explicit`.
+        reward, actions, unavailable, dtype: see :func:`~rlverify.gym.dynamics.dynamics_from_explicit`.
+        features: observation variables in order; default: the built model's variables (JANI: the
+            policy features ``SymbolicModel.variables``, each automaton's location ``_loc_AUTOMATON``
+            included, the transient label variables Storm also records left out).
         max_states: refuse bigger models.
 
     Raises:
@@ -36,6 +39,8 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
         ModelError, PropertyError, ConstantsError, ModelTooLargeError: as for verification.
     """
     symbolic = model if isinstance(model, SymbolicModel) else load_model(model, constants)
+    if features is None and symbolic.kind == "jani":  # its policy features: locations in, transient labels out
+        features = symbolic.variables
     named = True if actions is not None and any(is_command_name(a) for a in actions) else None
     if terminal is None:
         mdp, _ = build_explicit(symbolic, None, max_states=max_states, command_names=named)

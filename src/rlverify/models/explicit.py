@@ -89,27 +89,44 @@ class ExplicitModel:
 # UMB reading
 
 
-def read_umb(path: str | Path) -> ExplicitModel:
-    """Read an uncompressed UMB archive written by Storm into an :class:`ExplicitModel`."""
-    with tarfile.open(path) as tf:
+def read_umb(path: str | Path, *, keep_valuation_bytes: bool = True) -> ExplicitModel:
+    """Read an uncompressed UMB archive written by Storm into an :class:`ExplicitModel`.
+
+    Each array is read from the archive file into its final array (no intermediate copy of the
+    file's bytes); branch targets and the CSR row pointers are stored as int32 when the counts fit
+    (12 bytes per transition instead of 24). ``keep_valuation_bytes=False`` drops the raw valuation
+    records (only needed to write the model, or a chain induced on it, back to Storm).
+    """
+    with tarfile.open(path) as tf, open(path, "rb") as raw_file:
         files = {m.name: m for m in tf.getmembers() if m.isfile()}
 
         def arr(name: str, dtype: Any) -> np.ndarray:
-            f = tf.extractfile(files[name])
-            assert f is not None
-            return np.frombuffer(f.read(), dtype=dtype)
+            member = files[name]
+            raw_file.seek(member.offset_data)
+            return np.fromfile(raw_file, dtype=dtype, count=member.size // np.dtype(dtype).itemsize)
+
+        def index_array(name: str, count: int, dtype: Any) -> np.ndarray:
+            """``count`` uint64 entries of member ``name`` as ``dtype``, converted in chunks."""
+            raw_file.seek(files[name].offset_data)
+            out = np.empty(count, dtype=dtype)
+            for start in range(0, count, _CHUNK):
+                part = np.fromfile(raw_file, dtype=np.uint64, count=min(_CHUNK, count - start))
+                out[start: start + len(part)] = part
+            return out
 
         index = json.loads(arr("index.json", np.uint8).tobytes())
         ts = index["transition-system"]
         n_states, n_choices = int(ts["#states"]), int(ts["#choices"])
         if "state-to-choices.bin" in files:
-            row_groups = arr("state-to-choices.bin", np.uint64).astype(np.int64)[: n_states + 1]
+            row_groups = index_array("state-to-choices.bin", n_states + 1, np.int64)
         else:
             row_groups = np.arange(n_states + 1, dtype=np.int64)
-        c2b = arr("choice-to-branches.bin", np.uint64).astype(np.int64)[: n_choices + 1]
-        targets = arr("branch-to-target.bin", np.uint64).astype(np.int64)
-        probs = arr("branch-to-probability.bin", np.float64)
-        transitions = sp.csr_matrix((probs, targets, c2b), shape=(n_choices, n_states))
+        n_branches = int(ts["#branches"])
+        idx = index_dtype(max(n_states, n_choices, n_branches))
+        c2b = index_array("choice-to-branches.bin", n_choices + 1, idx)
+        targets = index_array("branch-to-target.bin", n_branches, idx)
+        probs = arr("branch-to-probability.bin", np.float64)[:n_branches]
+        transitions = csr(probs, targets, c2b, (n_choices, n_states))
         initial = np.flatnonzero(_bits(arr("state-is-initial.bin", np.uint8), n_states))
 
         action_names: tuple[str, ...] = ("",)
@@ -148,6 +165,8 @@ def read_umb(path: str | Path) -> ExplicitModel:
             width = sum(_bit_size(v) for v in classes[0]["variables"]) // 8
             vbytes = raw[: n_states * width].reshape(n_states, width)
             variables, valuations = _decode_valuations(vbytes, classes[0]["variables"])
+            if not keep_valuation_bytes:
+                vbytes, vspec = None, None
 
     model_type = "dtmc" if int(ts.get("#players", 1)) == 0 else "mdp"
     return ExplicitModel(
@@ -156,6 +175,20 @@ def read_umb(path: str | Path) -> ExplicitModel:
         labels=labels, label_aliases=aliases, state_rewards=state_rewards, choice_rewards=choice_rewards,
         valuation_bytes=vbytes, valuation_spec=vspec,
     )
+
+
+#: entries converted at a time when index arrays are read or written (bounds the temporary copies)
+_CHUNK = 1 << 22
+
+
+def index_dtype(largest: int) -> type:
+    """The narrowest index type scipy accepts for indices up to ``largest``: int32 or int64."""
+    return np.int32 if largest < np.iinfo(np.int32).max else np.int64
+
+
+def csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A CSR matrix on these arrays, without copying them (indices and indptr of one integer dtype)."""
+    return sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
 
 
 def _bits(raw: np.ndarray, n: int) -> np.ndarray:
@@ -219,10 +252,12 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
         },
         "annotations": {"aps": {}, "rewards": {}},
     }
-    files: list[tuple[str, bytes]] = [
-        ("choice-to-branches.bin", P.indptr.astype(np.uint64).tobytes()),
-        ("branch-to-target.bin", P.indices.astype(np.uint64).tobytes()),
-        ("branch-to-probability.bin", P.data.astype(np.float64).tobytes()),
+    # big arrays are streamed into the archive in chunks (converted to UMB's types on the way), never
+    # copied whole
+    files: list[tuple[str, bytes | tuple[np.ndarray, Any]]] = [
+        ("choice-to-branches.bin", (P.indptr, np.uint64)),
+        ("branch-to-target.bin", (P.indices, np.uint64)),
+        ("branch-to-probability.bin", (P.data, np.float64)),
         ("state-is-initial.bin", _pack(np.isin(np.arange(n), model.initial_states))),
     ]
     if is_mdp:
@@ -250,11 +285,38 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
     if model.valuation_bytes is not None and model.valuation_spec is not None:
         index["valuations"] = {"states": model.valuation_spec}
         files.append(("valuations/states/valuations.bin", np.ascontiguousarray(model.valuation_bytes).tobytes()))
-    with tarfile.open(path, "w") as out:
+    with tarfile.open(path, "w", copybufsize=_CHUNK) as out:
         for name, data in [("index.json", json.dumps(index).encode())] + files:
             info = tarfile.TarInfo(name)
-            info.size = len(data)
-            out.addfile(info, io.BytesIO(data))
+            stream = io.BytesIO(data) if isinstance(data, bytes) else _ArrayStream(*data)
+            info.size = len(data) if isinstance(data, bytes) else stream.size
+            out.addfile(info, stream)
+
+
+class _ArrayStream:
+    """A file-like ``read`` over ``array`` converted to ``dtype`` chunk by chunk (for tarfile)."""
+
+    def __init__(self, array: np.ndarray, dtype: Any) -> None:
+        self.array, self.dtype = array, np.dtype(dtype)
+        self.size = len(array) * self.dtype.itemsize
+        self.pos = 0  # entries converted so far
+        self.pending = memoryview(b"")
+        self.offset = 0  # bytes of ``pending`` already read
+
+    def read(self, n: int) -> bytes:
+        pieces, need = [], n
+        while need > 0:
+            if self.offset >= len(self.pending):
+                if self.pos >= len(self.array):
+                    break
+                part = self.array[self.pos: self.pos + _CHUNK]
+                self.pos += len(part)
+                self.pending, self.offset = memoryview(np.ascontiguousarray(part, dtype=self.dtype)).cast("B"), 0
+            piece = self.pending[self.offset: self.offset + need]
+            self.offset += len(piece)
+            need -= len(piece)
+            pieces.append(piece)
+        return b"".join(pieces)
 
 
 def _pack(mask: np.ndarray) -> bytes:
@@ -275,12 +337,72 @@ def to_storm(model: ExplicitModel) -> Any:
 
 def from_storm(storm_model: Any) -> ExplicitModel:
     """An :class:`ExplicitModel` for a stormpy sparse MDP/DTMC (through a temporary UMB archive)."""
+    with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
+        path = Path(tmp) / "model.umb"
+        export_umb(storm_model, path)
+        return read_umb(path)
+
+
+def export_umb(storm_model: Any, path: str | Path) -> None:
+    """Write a stormpy sparse model to ``path`` as an uncompressed UMB archive (read it with :func:`read_umb`)."""
     import stormpy
     import stormpy.io
 
     opts = stormpy.io.UmbExportOptions()
     opts.compression = stormpy.io.CompressionMode.NO_COMPRESSION
-    with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
-        path = Path(tmp) / "model.umb"
-        stormpy.io.export_to_umb(storm_model, str(path), options=opts)
-        return read_umb(path)
+    stormpy.io.export_to_umb(storm_model, str(path), options=opts)
+
+
+# ---------------------------------------------------------------------------------------------
+# memory budget (``--max-memory``): each phase's peak is estimated from counts known before it
+
+#: bytes of resident memory a phase adds per count, measured on stochastic Avoid (n = 4..8; see
+#: docs/scaling.md): Storm's UMB export copies its matrix (targets and probabilities, 16 bytes per
+#: transition, plus valuations); reading the archive keeps 12 bytes per transition (int32 target,
+#: float64 probability) plus the per-choice arrays; Storm reads a chain's archive into buffers and
+#: then its matrix (2 x 16 bytes per transition).
+PHASE_BYTES = {"export": 18.0, "read": 13.0, "induce": 4.0, "check": 36.0}
+#: bytes per state of every phase (valuations, labels, per-state vectors)
+STATE_BYTES = 200.0
+
+
+def resident_bytes() -> int:
+    """This process's current resident set size in bytes (Linux ``/proc``; 0 where unavailable)."""
+    try:
+        with open("/proc/self/statm") as f:
+            import os
+
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 GB``-style size (powers of 1024)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def memory_guard(limit: int | None, phase: str, *, states: int, transitions: int, what: str,
+                 estimates: dict[str, int] | None = None) -> None:
+    """Refuse (``MemoryBudgetError``) before ``phase`` when current RSS + its estimated growth exceeds ``limit``.
+
+    ``transitions``: the count the phase scales with (the MDP's, or an upper bound of the chain's),
+    ``what`` names it for the message. The estimate (bytes) is recorded in ``estimates`` if given.
+    """
+    from rlverify.errors import MemoryBudgetError
+
+    extra = int(PHASE_BYTES[phase] * transitions + STATE_BYTES * states)
+    now = resident_bytes()
+    estimate = now + extra
+    if estimates is not None:
+        estimates[phase] = estimate
+    if limit is not None and estimate > limit:
+        raise MemoryBudgetError(
+            f"--max-memory={format_bytes(limit)}: the {phase} phase needs an estimated {format_bytes(estimate)} "
+            f"({format_bytes(now)} in use + {format_bytes(extra)} for {transitions:,} {what} and {states:,} states, "
+            f"~{PHASE_BYTES[phase]:g} bytes per transition); raise --max-memory, or verify a smaller model "
+            "(constants), or use --mode deterministic (fewer transitions)", phase=phase, estimate=estimate, limit=limit)

@@ -54,6 +54,8 @@ class Property:
             ``strict`` (``<`` rather than ``<=``) and ``lower_bounded`` (a ``>=``/interval bound).
         left, right: the state formulas' texts (``left`` only for ``U``/``W``).
         storm: Storm's parse against a PRISM/JANI model (``stormpy`` Property), else None.
+        notes: what reading the property decided that every result must say (a named JANI ``Pmax``
+            read as ``P=?`` under a fixed policy); engines add them to their warnings.
     """
 
     text: str
@@ -71,6 +73,7 @@ class Property:
     left: str | None = None
     right: str | None = None
     storm: Any = None
+    notes: tuple[str, ...] = ()
 
     @property
     def is_threshold(self) -> bool:

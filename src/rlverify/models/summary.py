@@ -29,8 +29,11 @@ class ModelSummary:
 
     Attributes:
         path, kind (``prism``/``jani``), model_type (``mdp``/``dtmc``), constants: as loaded.
-        variables: ``{"name", "type" (int/bool), "module", "low", "high", "init"}`` per state
-            variable (bounds and initial value as declared, None where not a constant).
+        variables: ``{"name", "type" (int/bool/location), "module", "low", "high", "init"}`` per state
+            variable (bounds and initial value as declared, None where not a constant); a JANI
+            automaton with several locations has a ``location`` entry (its feature ``_loc_AUTOMATON``)
+            with ``"locations"``: the location names by code (code = position in the file). JANI names
+            are Storm's: an automaton's local variable ``p`` of automaton ``a`` is ``a_p``.
         modules: ``{"name", "actions", "commands": [{"name", "action", "guard"}]}`` per module/automaton.
         labels, reward_models: declared names.
         built: whether the reachable state space was built (``states``/``transitions``/... are None if not).
@@ -120,18 +123,27 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
                             "init": value(v.initial_value_expression, as_bool=True) if has_init else None})
         return out
     data = json.loads(Path(model.path).read_text())
+    for a in data.get("automata", []):
+        feature = f"_loc_{a['name']}"
+        if feature in model.locations:
+            names = list(model.locations[feature])
+            initial = a.get("initial-locations", [])
+            out.append({"name": feature, "type": "location", "module": a["name"], "low": 0, "high": len(names) - 1,
+                        "init": names.index(initial[0]) if len(initial) == 1 and initial[0] in names else None,
+                        "locations": names})
     scopes = [("", data.get("variables", []))] + [(a["name"], a.get("variables", [])) for a in data.get("automata", [])]
     for module, declared in scopes:
         for v in declared:
             if v.get("transient"):
                 continue
+            name = f"{module}_{v['name']}" if module else v["name"]  # Storm's name of a local variable
             vtype = v.get("type")
             base = vtype.get("base") if isinstance(vtype, dict) else vtype
             literal = lambda x: x if isinstance(x, (int, bool)) else None  # noqa: E731
             low, high = (0, 1) if base == "bool" else (literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
                                                        literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None)
             init = literal(v.get("initial-value"))
-            out.append({"name": v["name"], "type": "bool" if base == "bool" else "int", "module": module,
+            out.append({"name": name, "type": "bool" if base == "bool" else "int", "module": module,
                         "low": low, "high": high, "init": int(init) if init is not None else None})
     return out
 
@@ -190,7 +202,12 @@ def _python_template(summary: ModelSummary, features: list[str], actions: list[s
              "pi maps an (N, len(FEATURES)) array of feature values to (N, len(ACTIONS)) probabilities.",
              "Use it as --policy THIS_FILE.py:pi. Action names are the model's labels, or command names",
              "(MODULE:K, the K-th command of MODULE) where labels do not tell the choices apart.", '"""', "",
-             "import numpy as np", "", f"FEATURES = {features!r}", f"ACTIONS = {actions!r}", ""]
+             "import numpy as np", ""]
+    codes = {v["name"]: v["locations"] for v in summary.variables if v.get("locations")}
+    for name in features:
+        if name in codes:  # a JANI automaton's location: say what each code means
+            lines.append(f"# {name}: " + ", ".join(f"{i} = {loc}" for i, loc in enumerate(codes[name])))
+    lines += [f"FEATURES = {features!r}", f"ACTIONS = {actions!r}", ""]
     if rows is None:
         lines += ["", "def pi(states):",
                   '    """Uniform over ALL actions: mass on actions a state does not offer stalls (or use',

@@ -17,7 +17,7 @@ import numpy as np
 
 from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
-from rlverify.models.explicit import ExplicitModel, from_storm
+from rlverify.models.explicit import ExplicitModel
 from rlverify.models.properties import Property, parse_structure
 
 log = logging.getLogger(__name__)
@@ -48,13 +48,18 @@ class SymbolicModel:
         kind: ``"prism"`` or ``"jani"``.
         model_type: ``"mdp"`` or ``"dtmc"`` (others are rejected at load).
         variables: state variable names (as Storm keeps them: never-updated variables are dropped
-            from built valuations).
+            from built valuations). JANI: as Storm names them in the states it builds: an automaton's
+            local variable ``p`` of automaton ``a`` is ``a_p``, and each automaton with several
+            locations adds its location ``_loc_AUTOMATON`` (first; codes in :attr:`locations`).
         boolean_variables: the subset of ``variables`` that are booleans (features 0/1).
         action_names: action labels of the commands/edges (``""`` for unlabelled ones).
         labels: label names defined in the file.
         reward_models: reward model names defined in the file (``""`` for an unnamed one).
         constants: the constant definitions applied, as given.
         file_properties: properties defined in a JANI file (name -> text).
+        locations: JANI automata with more than one location: the location's feature name (Storm's
+            ``_loc_AUTOMATON``, a policy feature like any variable) -> the location names by code
+            (code = position in the automaton's ``locations``, as in the file).
     """
 
     path: Path
@@ -72,6 +77,7 @@ class SymbolicModel:
     #: every command/edge with its name (see :mod:`rlverify.models.commands`), and Storm's origin index -> position
     commands: tuple[Command, ...] = ()
     command_keys: dict[int, int] = field(default_factory=dict, repr=False)
+    locations: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def choice_names(self) -> tuple[str, ...]:
@@ -151,6 +157,8 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         raise InputFileError(f"{path}: cannot read model file ({exc.strerror})") from None
     given = parse_constants(constants)
     file_props: dict[str, Any] = {}
+    if path.suffix.lower() == ".jani":
+        _check_jani_supported(path)
     try:
         if path.suffix.lower() == ".jani":
             program, props = stormpy.parse_jani_model(str(path))
@@ -192,14 +200,15 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         actions = sorted({c.action_name for m in program.modules for c in m.commands})
         labels = tuple(lab.name for lab in program.labels)
         rewards = tuple(r.name for r in program.reward_models)
+        locations: dict[str, tuple[str, ...]] = {}
     else:
-        ints, bools, actions, labels, rewards = _jani_names(path)
+        ints, bools, actions, labels, rewards, locations = _jani_names(path, program)
     commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, program)
     return SymbolicModel(path=path, kind=kind, program=program, model_type=model_type,
                          variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
                          labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
                          file_properties=file_props, parse_seconds=time.perf_counter() - started,
-                         commands=commands, command_keys=keys)
+                         commands=commands, command_keys=keys, locations=locations)
 
 
 def as_symbolic(model: SymbolicModel | str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:
@@ -225,27 +234,93 @@ def _property_name(prop: Any) -> str:
     return getter() if callable(getter) else prop.name
 
 
-def _jani_names(path: Path) -> tuple[list[str], list[str], list[str], tuple[str, ...], tuple[str, ...]]:
-    """State variables, actions, labels (transient booleans) and reward names (transient numbers) of a JANI file."""
+def _jani_names(path: Path, program: Any) -> tuple[list[str], list[str], list[str], tuple[str, ...], tuple[str, ...],
+                                                 dict[str, tuple[str, ...]]]:
+    """State variables, actions, labels (transient booleans), reward names (transient numbers) and location
+    features of a JANI model, named as Storm names them in the states it builds.
+
+    Storm names an automaton's local variable ``AUTOMATON_VAR`` (``p`` of automaton ``agent`` is
+    ``agent_p``) and an automaton's location ``_loc_AUTOMATON`` (an integer code: the location's
+    position in the file); the state valuations, hence the policy features, carry these names.
+    Automata with a single location add no feature.
+    """
     import json
 
-    data = json.loads(path.read_text())
     ints: list[str] = []
     bools: list[str] = []
     labels: list[str] = []
     rewards: list[str] = []
-    variables = list(data.get("variables", [])) + [v for a in data.get("automata", []) for v in a.get("variables", [])]
-    for v in variables:
-        vtype = v.get("type")
-        base = vtype.get("base") if isinstance(vtype, dict) else vtype
-        if v.get("transient"):
-            (labels if base == "bool" else rewards).append(v["name"])
-        else:
-            (bools if base == "bool" else ints).append(v["name"])
+    locations: dict[str, tuple[str, ...]] = {}
+    for automaton in program.automata:
+        names = [loc.name for loc in automaton.locations]
+        if len(names) > 1:
+            by_code = sorted(names, key=automaton.get_location_index)
+            locations[automaton.location_variable.name] = tuple(by_code)
+    ints += list(locations)
+    scopes = [list(program.global_variables)] + [list(a.variables) for a in program.automata]
+    for scope in scopes:
+        for v in scope:
+            name = v.expression_variable.name
+            is_bool = str(v.type) == "bool"
+            if v.is_transient:
+                (labels if is_bool else rewards).append(name)
+            else:
+                (bools if is_bool else ints).append(name)
+    data = json.loads(path.read_text())
     actions = sorted({a["name"] for a in data.get("actions", [])})
     if any("action" not in e for a in data.get("automata", []) for e in a.get("edges", [])):
         actions.append("")
-    return ints, bools, actions, tuple(labels), tuple(rewards)
+    return ints, bools, actions, tuple(labels), tuple(rewards), locations
+
+
+#: JANI model types with a discrete-step policy semantics
+_JANI_TYPES = ("dtmc", "mdp")
+#: JANI ``features`` rlverify does not support, with why
+_JANI_UNSUPPORTED = {
+    "nondet-selection": "nondeterministic selection (assignments choosing a value) has no probabilistic step semantics here",
+}
+
+
+def _check_jani_supported(path: Path) -> None:
+    """Refuse, naming the feature and the file, what a JANI file declares that rlverify does not support.
+
+    Checked before Storm parses the file (whose messages do not always name the feature): the model
+    type (DTMC and MDP only: no CTMCs, Markov automata, timed or hybrid automata), the declared
+    ``features`` listed in :data:`_JANI_UNSUPPORTED`, and clock, continuous or array state variables.
+
+    Raises:
+        ModelError: naming the unsupported feature and where it is (a file that is no JSON object is
+            left to Storm's parser, whose syntax error has the position).
+    """
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return
+    if not isinstance(data, dict):
+        return
+    mtype = data.get("type")
+    if isinstance(mtype, str) and mtype.lower() not in _JANI_TYPES:
+        raise ModelError(f"{path}: JANI model type '{mtype}' is not supported (expected \"dtmc\" or \"mdp\"; "
+                         "continuous-time, timed and hybrid models have no discrete-step policy semantics)")
+    for feature in data.get("features", []) or []:
+        if feature in _JANI_UNSUPPORTED:
+            raise ModelError(f"{path}: JANI feature '{feature}' is not supported: {_JANI_UNSUPPORTED[feature]}")
+    scopes = [("", data.get("variables", []))] + [(a.get("name", "?"), a.get("variables", []))
+                                                  for a in data.get("automata", []) if isinstance(a, dict)]
+    for owner, declared in scopes:
+        for v in declared or []:
+            vtype = v.get("type") if isinstance(v, dict) else None
+            kind = vtype if isinstance(vtype, str) else vtype.get("kind") if isinstance(vtype, dict) else None
+            where = f"automaton '{owner}'" if owner else "the global variables"
+            if kind in ("clock", "continuous"):
+                raise ModelError(f"{path}: JANI {kind} variable '{v.get('name')}' ({where}) is not supported: "
+                                 "timed and hybrid automata have no discrete-step policy semantics")
+            if kind == "array" and not v.get("transient"):
+                raise ModelError(f"{path}: JANI array variable '{v.get('name')}' ({where}) is not supported (feature "
+                                 "'arrays'): Storm flattens an array into variables NAME_at_I, which a policy could "
+                                 "not name before the model is built; declare one variable per element")
 
 
 def _constant_value(text: str) -> Any:
@@ -270,17 +345,35 @@ def _constant_value(text: str) -> Any:
 
 
 _LABEL = re.compile(r'"([^"]*)"')
+#: Storm prints a JANI step bound as ``Usteps<=k`` (``Csteps<=k``), and ``F phi`` of a JANI file as ``true U phi``
+_STEPS_BOUND = re.compile(r'(?<![\w"])([UFC])\s*steps\s*(?=<=|<)')
+_TRUE_UNTIL = re.compile(r'^([^\[]*\[)\s*true\s+U(?![\w])')
+
+
+def _prism_text(text: str) -> str:
+    """Storm's text of a JANI property in the PRISM syntax every engine reads (same formula):
+    ``P=? [true Usteps<=12 "goal"]`` is ``P=? [F<=12 "goal"]``."""
+    return _TRUE_UNTIL.sub(r"\1F", _STEPS_BOUND.sub(r"\1", text))
+
+
+#: a reward accumulation Storm prints for a JANI property that collects less than all rewards (``F [steps](...)``)
+_ACCUMULATION = re.compile(r'(?<![\w"])([FCI])\s*\[\s*((?:steps|time|exit)(?:\s*,\s*(?:steps|time|exit))*)?\s*\]')
 _REWARD_NAME = re.compile(r'\{\s*"[^"]*"\s*\}')
 _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\b")
 _KEYWORDS = {"P", "R", "Pmin", "Pmax", "Rmin", "Rmax", "F", "G", "U", "X", "C", "I", "true", "false", "min", "max",
              "S", "LRA", "T", "W", "floor", "ceil", "pow", "mod", "log", "filter", "forall", "exists"}
 
 
-def parse_property(model: SymbolicModel, text: str | Property) -> Property:
+def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: bool = False) -> Property:
     """Parse one PCTL property against ``model`` (structure read once, then Storm's parse attached).
 
     ``text`` may also name a property of a JANI file. Unknown labels, variables and reward models
     are errors naming the close alternatives.
+
+    ``fixed_policy``: the property is evaluated on the chain of a fixed policy, where Pmin = Pmax = P
+    (and Rmin = Rmax = R). A *named* JANI property asking ``Pmax``/``Pmin``/``Rmax``/``Rmin`` (as most
+    public JANI benchmarks do) is then read as ``P=?``/``R=?`` (its ``text`` says so; see
+    :func:`fixed_policy_note` for the note to show); a typed ``Pmax=? [...]`` is kept as written.
     """
     import stormpy
 
@@ -291,8 +384,25 @@ def parse_property(model: SymbolicModel, text: str | Property) -> Property:
     name = None
     if model.kind == "jani" and text in model.file_properties:
         name, storm_prop = text, model.file_properties[text]
-        structure = parse_structure(str(storm_prop.get_raw_formula()), name=name)
-        return structure.with_storm(storm_prop, _storm_bound(structure, storm_prop), _storm_threshold(storm_prop))
+        formula = storm_prop.get_raw_formula()
+        if fixed_policy and getattr(formula, "has_optimality_type", False) and formula.has_optimality_type:
+            import stormpy.developer as dev
+
+            formula = formula.clone()
+            formula.remove_optimality_type()
+            storm_prop = dev.Property(name, formula, set())
+        accumulated = _ACCUMULATION.search(str(formula))
+        if accumulated is not None:
+            raise PropertyError(
+                f"{model.path}: property '{name}' ({formula}) accumulates only "
+                f"[{accumulated.group(2) or 'nothing'}] of its rewards: a JANI reward accumulation other than "
+                "state and action rewards together is not supported; declare \"accumulate\": [\"steps\", \"exit\"] "
+                "(state rewards are exit rewards in discrete time) or give the property as text, e.g. "
+                "R{\"r\"}=? [F \"goal\"]")
+        structure = parse_structure(_prism_text(str(formula)), name=name)
+        structure = structure.with_storm(storm_prop, _storm_bound(structure, storm_prop), _storm_threshold(storm_prop))
+        note = fixed_policy_note(model, structure)
+        return replace(structure, notes=(note,)) if note else structure
     try:
         structure = parse_structure(text)
     except PropertyError as exc:  # Storm's message says more (with the position) where it parses the text too
@@ -328,6 +438,21 @@ def parse_property(model: SymbolicModel, text: str | Property) -> Property:
     return structure.with_storm(props[0], _storm_bound(structure, props[0]), _storm_threshold(props[0]))
 
 
+def fixed_policy_note(model: SymbolicModel, prop: Property) -> str | None:
+    """What a user must be told when ``prop`` is a named JANI property whose ``Pmax``/``Pmin`` (``Rmax``/``Rmin``)
+    :func:`parse_property` read as ``P=?`` (``R=?``) for a fixed policy; None otherwise."""
+    if model.kind != "jani" or prop.name is None or prop.name not in model.file_properties or prop.optimality:
+        return None
+    formula = model.file_properties[prop.name].get_raw_formula()
+    if not (getattr(formula, "has_optimality_type", False) and formula.has_optimality_type):
+        return None
+    asked = ("P" if formula.is_probability_operator_formula else "R") + (
+        "min" if str(formula.optimality_type).endswith("MINIMIZE") else "max")
+    plain = asked[0]
+    return (f"property '{prop.name}' of {model.path.name} asks {asked}; under the fixed policy it is evaluated as "
+            f"{plain}=? ({prop.text}): on the policy's chain {plain}min = {plain}max = {plain}")
+
+
 def _storm_bound(structure: Property, storm_prop: Any) -> int | None:
     """The inclusive step bound as Storm evaluates it (``F<=(N+2)``), strictness read from the text."""
     if structure.lower_bounded:
@@ -360,7 +485,9 @@ def truth_values(storm_model: Any, state_formula: Any) -> Any:
 
 
 def build_explicit(model: SymbolicModel, properties: list[Any] | None, *, max_states: int | None = None,
-                   mask: Any = None, command_names: bool | None = None) -> tuple[ExplicitModel, Any]:
+                   mask: Any = None, command_names: bool | None = None, keep_storm: bool = True,
+                   max_memory: int | None = None, memory_estimates: dict[str, int] | None = None,
+                   ) -> tuple[ExplicitModel, Any]:
     """Build the model with Storm (property-directed when ``properties`` are given) as arrays.
 
     Property-directed: states that already decide the properties are terminal (absorbing), as in
@@ -368,18 +495,22 @@ def build_explicit(model: SymbolicModel, properties: list[Any] | None, *, max_st
     restricting the explored choices (on-the-fly construction). ``command_names``: give every choice
     its command name (``ExplicitModel.choice_commands``); None: only where labels do not identify the
     choices (a state with two choices of one label, or an unlabelled choice among several), which
-    costs a second build with Storm's choice origins. Returns the explicit model and the stormpy model.
+    costs a second build with Storm's choice origins. Returns the explicit model and the stormpy model;
+    with ``keep_storm=False`` the stormpy model is freed as soon as it is exported, before its arrays
+    are read (peak memory: Storm's build or the arrays, not both), and None is returned in its place.
+    ``max_memory`` (bytes): refuse before exporting/reading the arrays when the estimated resident memory
+    would exceed it (:func:`~rlverify.models.explicit.memory_guard`; Storm's own build is limited by
+    ``max_states`` only); the estimates are recorded in ``memory_estimates``.
 
     Raises:
         ModelTooLargeError: more than ``max_states`` states would be explored.
+        MemoryBudgetError: a phase would exceed ``max_memory``.
     """
-    explicit, storm_model = _build(model, properties, max_states, mask, origins=bool(command_names))
+    budget = (max_memory, memory_estimates)
+    explicit, storm_model = _build(model, properties, max_states, mask, bool(command_names), keep_storm, budget)
     if command_names is None and ambiguous_choices(explicit):
-        explicit, storm_model = _build(model, properties, max_states, mask, origins=True)
-    if storm_model.has_choice_origins():
-        labels = np.asarray(explicit.action_names, dtype=object)[explicit.choice_actions]
-        ids, names = choice_commands(storm_model, model.commands, model.command_keys, labels)
-        explicit = replace(explicit, choice_commands=ids, command_names=names)
+        del explicit, storm_model
+        explicit, storm_model = _build(model, properties, max_states, mask, True, keep_storm, budget)
     return explicit, storm_model
 
 
@@ -396,9 +527,14 @@ def ambiguous_choices(model: ExplicitModel) -> bool:
 
 
 def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int | None, mask: Any,
-           origins: bool) -> tuple[ExplicitModel, Any]:
+           origins: bool, keep_storm: bool = True,
+           budget: tuple[int | None, dict[str, int] | None] = (None, None)) -> tuple[ExplicitModel, Any]:
+    import tempfile
+
     import stormpy
     import stormpy.developer as dev
+
+    from rlverify.models.explicit import export_umb, memory_guard, read_umb
 
     properties = [p.storm if isinstance(p, Property) else p for p in properties] if properties else None
     opts = stormpy.BuilderOptions(properties) if properties else stormpy.BuilderOptions()
@@ -422,4 +558,19 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
             f"{model.path}: the model has more than --max-states={max_states} states "
             f"(exploration stopped at {storm_model.nr_states}); raise --max-states, or use "
             "--strategy onthefly with a policy to explore only policy-reachable states")
-    return from_storm(storm_model), storm_model
+    del builder
+    counts = {"states": storm_model.nr_states, "transitions": storm_model.nr_transitions, "what": "MDP transitions"}
+    memory_guard(budget[0], "export", **counts, estimates=budget[1])
+    with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
+        path = Path(tmp) / "model.umb"
+        export_umb(storm_model, path)
+        if not (keep_storm or origins):
+            del storm_model  # Storm's copy goes before the arrays are read (stormpy frees it here)
+            memory_guard(budget[0], "read", **counts, estimates=budget[1])
+            return read_umb(path), None
+        explicit = read_umb(path)
+    if origins:
+        labels = np.asarray(explicit.action_names, dtype=object)[explicit.choice_actions]
+        ids, names = choice_commands(storm_model, model.commands, model.command_keys, labels)
+        explicit = replace(explicit, choice_commands=ids, command_names=names)
+    return explicit, (storm_model if keep_storm else None)

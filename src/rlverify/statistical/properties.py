@@ -70,6 +70,7 @@ class PathProperty:
         left, right: state formulas.
         bound: step bound ``k`` (None: unbounded).
         threshold: ``theta`` of ``P>=theta [...]`` (None for ``P=?``); comparison one of ``>=, >, <=, <``.
+        notes: how the property was read, for every result to say (``Property.notes``).
     """
 
     text: str
@@ -78,6 +79,7 @@ class PathProperty:
     bound: int | None = None
     threshold: float | None = None
     comparison: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def unsupported(text: str, what: str) -> PropertyError:
@@ -243,4 +245,4 @@ def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> P
 
     left = TRUE if sub_left is None else mask(sub_left)
     return PathProperty(text=prop.text, left=left, right=mask(sub_right), bound=prop.bound, threshold=prop.threshold,
-                        comparison=prop.comparison)
+                        comparison=prop.comparison, notes=prop.notes)
