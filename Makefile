@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11) on PATH, or run: make PYTHON=/path/to/python3.11"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,torch,sb3]'
+	$(BIN)/pip install --quiet -e '.[test,torch,sb3,ray]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/exact.py
 	$(BIN)/python benchmarks/statistical.py --out out/barto_small_heatmap.png
 	$(BIN)/python benchmarks/abstraction.py --quick
+	$(BIN)/python benchmarks/scaleout.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

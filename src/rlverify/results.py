@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -176,6 +177,79 @@ class FailurePaths:
         d = _plain(asdict(self))
         for path, out in zip(self.paths, d["paths"]):
             out["length"] = path.length
+        return d
+
+
+@dataclass(frozen=True)
+class SplittingResult:
+    """A rare-event estimate of ``P(path property)`` by importance splitting: fixed effort or RESTART (a *statistical*
+    estimate).
+
+    The guarantee is approximate: ``interval`` is a Student-t interval over ``repetitions`` independent
+    repetitions of the unbiased product estimator (``interval_kind``); it covers the true value with
+    probability about ``confidence`` when the repetitions' mean is close to normal. Runs still open
+    after ``max_steps`` steps (``undecided``) and stalled runs count as not crossing: the estimate is
+    then of the probability within ``max_steps`` (a lower bound of the property's value).
+
+    Attributes:
+        property, model, policy, importance: what was estimated, how levels were measured.
+        estimate: mean of the repetitions' products; interval: ``(low, high)`` (low clipped at 0).
+        confidence: ``1 - delta``; interval_kind: how the interval was made.
+        std_error: standard deviation of the repetitions' products over ``sqrt(R)``;
+        relative_error: ``std_error / estimate`` (inf when the estimate is 0).
+        repetitions, effort: ``R`` and runs per stage and repetition (RESTART: main trials per repetition).
+        levels: the thresholds (the last stage ends at ``right``); levels_from: ``given`` or ``pilot``.
+        level_probabilities: fixed effort: per stage ``(m + 1)``, the mean over repetitions of the crossing
+            fraction (RESTART: empty); level_hits: fixed effort: per stage, runs that crossed (summed over
+            repetitions); RESTART: per level ``j = 1..m`` the up-crossings (splits), then the target hits.
+        splits: RESTART's splitting factor per level (None for fixed effort).
+        repetition_estimates: each repetition's product.
+        zero_repetitions: repetitions in which no run crossed some stage (their product is 0).
+        decisions: steps over all estimation runs (policy rows evaluated, plus forced steps);
+        pilot_decisions: the pilot's steps (not in ``decisions``).
+        undecided, stalled: stage runs open after ``max_steps`` / whose policy chose an unavailable action.
+        seed, mode, max_steps, settings, versions, timings, warnings: as for the other results.
+    """
+
+    property: str
+    method: str
+    estimate: float
+    interval: tuple[float, float]
+    confidence: float
+    interval_kind: str
+    std_error: float
+    relative_error: float
+    repetitions: int
+    effort: int
+    levels: tuple[float, ...]
+    levels_from: str
+    level_probabilities: tuple[float, ...]
+    level_hits: tuple[int, ...]
+    repetition_estimates: tuple[float, ...]
+    zero_repetitions: int
+    decisions: int
+    pilot_decisions: int
+    undecided: int
+    stalled: int
+    seed: int
+    mode: str
+    max_steps: int
+    importance: str
+    model: str = ""
+    policy: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    untaken_choices: dict[str, int] = field(default_factory=dict)
+    splits: tuple[int, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (estimate, interval, confidence, relative_error, decisions, levels, ...)."""
+        d = _plain(asdict(self))
+        for key in ("relative_error", "std_error"):
+            if not math.isfinite(d[key]):
+                d[key] = None
         return d
 
 

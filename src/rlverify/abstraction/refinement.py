@@ -131,12 +131,19 @@ def refine(poly: Polytope, bounder: NetworkBounder, options: RefinementOptions, 
 
 
 def refine_many(polys: Sequence[Polytope], bounder: NetworkBounder, options: RefinementOptions,
-                rng: np.random.Generator, stats: RefinementStats | None = None) -> list[list[Part]]:
+                rng: np.random.Generator | Sequence[np.random.Generator],
+                stats: RefinementStats | None = None) -> list[list[Part]]:
     """:func:`refine` for each polytope; in 2-D the polytopes whose interval bounds are already
     within ``min(phi, interval_spread)`` (where the policy barely varies) are accepted in one
     vectorised pass, as :func:`refine` would accept them.
+
+    ``rng``: one generator shared by all polytopes in order, or one per polytope (then each
+    polytope's parts depend only on its own generator, whatever else is refined with it).
     """
     stats = stats if stats is not None else RefinementStats()
+    rngs = [rng] * len(polys) if isinstance(rng, np.random.Generator) else list(rng)
+    if len(rngs) != len(polys):
+        raise ValueError(f"refine_many: {len(rngs)} generators for {len(polys)} polytopes")
     out: list[list[Part] | None] = [None] * len(polys)
     if polys and polys[0].template.n == 2 and options.milp != "always":
         t0 = time.perf_counter()
@@ -145,7 +152,21 @@ def refine_many(polys: Sequence[Polytope], bounder: NetworkBounder, options: Ref
         for i in np.flatnonzero((upper - lower).max(axis=1) <= min(options.phi, options.interval_spread)):
             out[i] = [Part(polys[i], ProbabilityBounds(lower[i], upper[i], "interval"))]
             stats.parts += 1
-    return [parts if parts is not None else refine(p, bounder, options, rng, stats) for p, parts in zip(polys, out)]
+    return [parts if parts is not None else refine(p, bounder, options, r, stats)
+            for p, parts, r in zip(polys, out, rngs)]
+
+
+def merge_stats(into: RefinementStats, other: RefinementStats) -> RefinementStats:
+    """Add the times (s, summed over workers: CPU time, not wall time) and counts of ``other`` to ``into``."""
+    into.bounds_time += other.bounds_time
+    into.refine_time += other.refine_time
+    into.splits += other.splits
+    into.milp_parts += other.milp_parts
+    into.parts += other.parts
+    into.unresolved += other.unresolved
+    for k, v in other.extra.items():
+        into.extra[k] = into.extra.get(k, 0) + v
+    return into
 
 
 def _split(p: Polytope, x: np.ndarray, probs: np.ndarray, spread: np.ndarray, splittable: np.ndarray,

@@ -32,9 +32,10 @@ from rlverify.abstraction.domains import Polytope, Template, validate_region_ins
 from rlverify.abstraction.imdp import IMDPBuilder
 from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation
 from rlverify.abstraction.policy_fit import policy_network
-from rlverify.abstraction.refinement import RefinementOptions, RefinementStats, refine_many
+from rlverify.abstraction.refinement import Part, RefinementOptions, RefinementStats, merge_stats, refine_many
 from rlverify.abstraction.robust_vi import bounded_reachability
 from rlverify.abstraction.successors import Successors, intersects_unsafe, meets_unsafe_many, successors_many
+from rlverify.backends import BackendOptions, chunks, open_backend
 from rlverify.errors import AbstractionBudgetError, AbstractionError, DomainError
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.policies.base import Policy
@@ -90,12 +91,18 @@ class AbstractionOptions:
         milp: ``"auto"``, ``"always"`` or ``"never"`` (see :class:`RefinementOptions`).
         milp_time_limit: seconds per MILP (the dual bound keeps the result sound when it stops).
         max_states: abort (:class:`AbstractionBudgetError`) beyond this many abstract states.
-        seed: seed of the sampling used by refinement (the bound is sound for every seed).
+        seed: seed of the sampling used by refinement (the bound is sound for every seed); abstract
+            state ``s`` is refined with its own generator seeded by ``(seed, s)``.
         refine_everywhere: refine every abstract state by the policy (the paper's method). False:
             refine only where the action matters; a state where every action leads to the same
             successor (or, at the last step, to the same outcome) is mapped as a whole. Much faster
             where the dynamics often ignore the action (the bouncing ball in flight), still sound,
             but coarser: the parts of a refined state have smaller successors than the whole.
+        chunk: abstract states of a frontier refined (and their parts mapped to successors) per task;
+            the frontier is cut into chunks of this size on every backend.
+        backend: where the chunks run (:class:`~rlverify.backends.BackendOptions`: this process or
+            Ray tasks); the same abstraction and bound on every backend for the same seed (as long
+            as no MILP stops at ``milp_time_limit``: a stopped MILP's bound depends on its speed).
     """
 
     horizon: int
@@ -113,6 +120,8 @@ class AbstractionOptions:
     max_states: int = 200_000
     seed: int = 0
     refine_everywhere: bool = True
+    chunk: int = 16
+    backend: BackendOptions = BackendOptions()
 
 
 def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> None:
@@ -130,6 +139,9 @@ def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> N
         raise AbstractionError(f"samples must be at least 2, got {options.samples}")
     if not 0.0 <= options.min_split_fraction < 0.5:
         raise AbstractionError(f"min_split_fraction must be in [0, 0.5), got {options.min_split_fraction}")
+    if isinstance(options.chunk, bool) or not isinstance(options.chunk, (int, np.integer)) or options.chunk <= 0:
+        raise AbstractionError(f"chunk must be a positive integer number of abstract states, got {options.chunk!r}")
+    options.backend.validate()
 
 
 def make_template(system: ContinuousSystem, options: AbstractionOptions) -> Template:
@@ -171,6 +183,39 @@ def initial_box(system: ContinuousSystem, options: AbstractionOptions) -> tuple[
             i = int(np.argmax(lo > hi))
             raise DomainError(f"initial region: lower bound {lo[i]} of {system.variables[i]} exceeds upper bound {hi[i]}")
     return lo, hi
+
+
+@dataclass(frozen=True)
+class _ExpandJob:
+    """What every frontier task needs (shipped to each worker once)."""
+
+    system: ContinuousSystem
+    template: Template
+    bounder: NetworkBounder
+    refinement: RefinementOptions
+    seed: int
+
+
+def expand_chunk(job: _ExpandJob, states: Sequence[tuple[int, Polytope]]):
+    """A task: refine each abstract state ``(id, polytope)`` of a frontier chunk (state ``s`` with the
+    generator seeded by ``(seed, s)``), then the successors of every part and whether each meets the unsafe set.
+
+    Returns:
+        ``(parts, successors, unsafe, stats, seconds)``: parts per state, successors per part (all
+        states' parts in order), unsafe flags per successor polytope in that order, the refinement
+        statistics, and the time (s) spent on successors.
+    """
+    from rlverify.abstraction._threads import single_threaded_blas
+
+    with single_threaded_blas():
+        stats = RefinementStats()
+        parts = refine_many([p for _, p in states], job.bounder, job.refinement,
+                            [np.random.default_rng([job.seed, st]) for st, _ in states], stats)
+        t0 = time.perf_counter()
+        flat: list[Part] = [part for lst in parts for part in lst]
+        succ = successors_many(job.system, job.template, [part.polytope for part in flat])
+        unsafe = meets_unsafe_many(job.system, job.template, [sp for lst in succ for sc in lst for sp in sc.polytopes])
+        return parts, succ, unsafe, stats, time.perf_counter() - t0
 
 
 def _same_for_all_actions(succ: Successors) -> bool:
@@ -231,9 +276,10 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
                               min_width=options.min_width if options.min_width is not None else system.min_width,
                               min_split_fraction=options.min_split_fraction, max_parts=options.max_parts,
                               milp=options.milp)
-    rng = np.random.default_rng(options.seed)
     stats = RefinementStats()
     t_succ = 0.0
+    backend = open_backend(options.backend)
+    expand_job = backend.share(_ExpandJob(system, template, bounder, ropts, int(options.seed)))
 
     builder = IMDPBuilder()
     fail_sink = builder.add_state(fail=True)
@@ -337,19 +383,25 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
                 builder.add_choice(st, {successor_state(sc.polytopes[0], f, depth + 1): (1.0, 1.0)})
         unrefined += len(simple)
         t_succ += time.perf_counter() - t0
-        # 2. refine the others into parts with narrow action-probability intervals
-        jobs = []
-        for st, parts in zip(to_refine, refine_many([polys[st] for st in to_refine], bounder, ropts, rng, stats)):
-            jobs.extend((st, pi, part) for pi, part in enumerate(parts))
-            if st == root:
-                root_parts = parts
-        # 3. successors of every part and action; actions with the same successor share its target
-        #    (successor_state returns the state already made for an identical set), intervals summed
+        # 2. refine the others into parts with narrow action-probability intervals, and map every part
+        #    and action to its successor: tasks of `chunk` states, fixed before any runs, read in order
+        tasks = [([(st, polys[st]) for st in to_refine[a:b]],) for a, b in chunks(0, len(to_refine), options.chunk)]
+        done = backend.map(expand_chunk, expand_job, tasks)
+        jobs, part_succ, unsafe = [], [], []
+        for (chunk,), (chunk_parts, chunk_succ, chunk_unsafe, chunk_stats, seconds) in zip(tasks, done):
+            for (st, _), parts in zip(chunk, chunk_parts):
+                jobs.extend((st, pi, part) for pi, part in enumerate(parts))
+                if st == root:
+                    root_parts = parts
+            part_succ.extend(chunk_succ)
+            unsafe.append(chunk_unsafe)
+            merge_stats(stats, chunk_stats)
+            t_succ += seconds
+        # 3. actions with the same successor share its target (successor_state returns the state already
+        #    made for an identical set), intervals summed
         report(depth + 1, "successors")
         t0 = time.perf_counter()
-        part_succ = successors_many(system, template, [part.polytope for _, _, part in jobs])
-        flags = iter(meets_unsafe_many(system, template,
-                                       [sp for lst in part_succ for sc in lst for sp in sc.polytopes]))
+        flags = iter(np.concatenate(unsafe) if unsafe else np.zeros(0, dtype=bool))
         for (st, pi, part), lst in zip(jobs, part_succ):
             for sc in lst:
                 trans: dict[int, tuple[float, float]] = {}

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rlverify.cli.options import add_outputs, add_policy, add_target, dumps, outputs, policy_kwargs, write_json
+from rlverify.cli.options import (add_backend_options, add_outputs, add_policy, add_target, backend_from_args, dumps,
+                                  outputs, policy_kwargs, write_json)
 from rlverify.errors import InputFileError, OptionError
 
 console = Console()
@@ -43,6 +44,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
                    help="MILP use: auto (only where splitting cannot help), always (as the paper), never")
     p.add_argument("--samples", type=int, default=400, help="hit-and-run samples per refinement step")
     p.add_argument("--max-states", type=int, default=200_000, help="abort beyond this many abstract states")
+    add_backend_options(p)
     add_outputs(p, kinds=".png (initial parts by bound and action probability), .json (the result)",
                 seed_help="seed of the refinement sampling (the bound is sound for any; default 0)")
     p.add_argument("--out-png", dest="out", action="append", help=argparse.SUPPRESS)  # the former spelling of --out
@@ -77,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.resolve import resolve
 
     files = outputs(args, (".png", ".json"))
+    backend = backend_from_args(args)
     if args.template and args.domain != "template":
         raise OptionError("--template is used with --domain template")
     template = read_template(args.template) if args.template else None
@@ -88,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         horizon=args.horizon if args.horizon is not None else system.horizon, domain=args.domain,
         template=None if template is None else tuple(map(tuple, template.tolist())), phi=args.phi,
         containment=args.containment, initial=args.initial, milp=args.milp, samples=args.samples,
-        max_states=args.max_states, seed=args.seed, refine_everywhere=not args.refine_where_action_matters)
+        max_states=args.max_states, seed=args.seed, refine_everywhere=not args.refine_where_action_matters,
+        backend=backend)
     # progress on stderr (transient; shown only when stderr is a terminal, as for simulate), so that --json output
     # on stdout stays clean; -v also logs one line per depth
     with Progress(TextColumn("abstracting: depth"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),

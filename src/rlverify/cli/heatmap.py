@@ -8,7 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rlverify.cli.options import add_outputs, add_policy, add_target, dumps, outputs, policy_kwargs, write_json
+from rlverify.cli.options import (add_backend_options, add_outputs, add_policy, add_target, backend_from_args, dumps,
+                                  outputs, policy_kwargs, write_json)
 from rlverify.errors import OptionError
 
 console = Console()
@@ -32,6 +33,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
                    help="sample actions from pi (stochastic, default) or take the argmax; Q-value policies (DQN) are greedy in both")
     p.add_argument("--batch-size", type=int, default=50_000)
+    add_backend_options(p)
     add_outputs(p, kinds=".png (the maps), .json (per-cell values)")
     p.set_defaults(run=run)
     return p
@@ -45,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.statistical.verify import StatisticalOptions
 
     files = outputs(args, (".png", ".json"))
+    backend = backend_from_args(args)
     if not files and not args.json:
         raise OptionError("nothing to write: give --out FILE.png (the maps) and/or --out FILE.json, or --json")
     target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise), kinds=("native",),
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     env = target.model
     options = StatisticalOptions(
         method="clopper-pearson" if args.runs else "okamoto", epsilon=args.epsilon, delta=args.delta, runs=args.runs,
-        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size))
+        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size),
+        backend=backend)
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
         task = bar.add_task("runs", total=None)

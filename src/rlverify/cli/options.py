@@ -133,3 +133,26 @@ def dumps(data: dict[str, Any]) -> str:
 def write_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(data) + "\n")
+
+
+def add_backend_options(p: argparse.ArgumentParser) -> None:
+    """``--backend {local,ray}`` and ``--address ADDR``: where the work runs (results do not depend on it)."""
+    from rlverify.backends import KINDS
+
+    p.add_argument("--backend", choices=KINDS, default="local",
+                   help="where the work runs: local (this process, default) or ray (Ray tasks on this machine or a "
+                        "cluster; needs pip install 'rlverify[ray]'); the same result for the same seed either way")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --backend ray: join a Ray cluster, 'auto' (the one started on this machine with "
+                        "'ray start') or HOST:PORT of its head node (default: start Ray on this machine)")
+
+
+def backend_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~rlverify.backends.BackendOptions` of ``--backend/--address`` (validated)."""
+    from rlverify.backends import BackendOptions, import_ray
+
+    options = BackendOptions(kind=args.backend, address=args.address)
+    options.validate()
+    if options.kind == "ray":
+        import_ray(options)  # a missing extra is reported before any work (and Ray's waits are bounded)
+    return options

@@ -12,8 +12,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
-                                  dumps, outputs, policy_kwargs, print_warnings, write_json)
+from rlverify.cli.options import (add_backend_options, add_env_kwargs, add_outputs, add_policy, add_property,
+                                  add_target, add_unavailable, backend_from_args, dumps, outputs, policy_kwargs,
+                                  print_warnings, write_json)
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
 
@@ -49,6 +50,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
                         "Q-value policies (DQN) are greedy in both")
     add_unavailable(p)
     p.add_argument("--batch-size", type=int, default=20_000, help="runs simulated in lockstep (default 20000)")
+    add_backend_options(p)
+    from rlverify.cli.rare import add_rare_arguments
+
+    add_rare_arguments(p)
     add_outputs(p, kinds=".json (the result)")
     p.set_defaults(run=run)
     return p
@@ -67,11 +72,19 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
     files = outputs(args, (".json",))
+    backend = backend_from_args(args)
     if args.noise is not None and (Path(args.target).suffix or "/" in args.target):
         raise OptionError("--noise applies to Racetrack benchmarks only (for a model file, set its constants with -c)")
     target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise), property=args.property,
                      kinds=("prism", "native"), command="rlverify simulate", env_kwargs=args.env_kwargs,
                      **policy_kwargs(args))
+    from rlverify.cli.rare import refuse_rare_options, run_rare
+
+    if args.rare is not None:  # rare events: importance splitting (rlverify.statistical.splitting)
+        if backend.kind != "local":
+            raise OptionError("--backend ray is not supported with --rare (importance splitting runs in this process)")
+        return run_rare(args, target)
+    refuse_rare_options(args)
     if args.sprt is not None and args.method not in (None, "sprt"):
         raise StatisticsError(f"--sprt runs Wald's sequential test; it cannot be combined with --method {args.method}")
     method = "sprt" if args.sprt is not None else (args.method or "okamoto")
@@ -81,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
         indifference=args.indifference, alpha=args.alpha, beta=args.beta,
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
-                                     batch_size=args.batch_size, unavailable=args.unavailable))
+                                     batch_size=args.batch_size, unavailable=args.unavailable),
+        backend=backend)
     # progress on stderr (transient), so that --json output on stdout stays clean
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:

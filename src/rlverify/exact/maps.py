@@ -9,19 +9,16 @@ such as ``obs=1 & done=false`` selects (:func:`compile_where`).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
 import numpy as np
 
 from rlverify.errors import OptionError, PropertyError, did_you_mean
 from rlverify.exact.verify import ExactOptions, Progress, model_and_property, verify_exact
+from rlverify.models.expressions import compile_expression
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
@@ -231,98 +228,24 @@ def aggregate(cells: tuple[np.ndarray, np.ndarray], values: np.ndarray, shape: t
     return grid, counts
 
 
-# --- the filter: a small expression language over state variables, evaluated on numpy arrays -------------
-
-_ALLOWED_SYNTAX = ("variables, integers, true/false, comparisons = != < <= > >=, & | ! (or and/or/not), "
-                   "+ - * / %, parentheses")
-_CMP = {ast.Eq: np.equal, ast.NotEq: np.not_equal, ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater,
-        ast.GtE: np.greater_equal}
-_ARITH = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
-          ast.FloorDiv: np.floor_divide, ast.Mod: np.mod}
-_NODES = (ast.Expression, ast.Name, ast.Load, ast.Constant, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not,
-          ast.USub, ast.UAdd, ast.BinOp, ast.Compare, *_CMP, *_ARITH)
-_CONSTANTS = {"true": True, "false": False, "True": True, "False": False}
+# --- the filter: the one expression language over state variables (rlverify.models.expressions) -----------
 
 Where = Callable[[np.ndarray, Sequence[str]], np.ndarray]
 
 
 def compile_where(text: str, variables: Sequence[str], booleans: Sequence[str] = ()) -> Where:
-    """Parse a filter over state variables, PRISM style (``obs=1 & !done``) or Python style (``obs == 1 and not done``).
-
-    Only variables, numbers, ``true``/``false``, comparisons, ``& | !`` (``and or not``) and
-    ``+ - * / %`` are accepted — the text is parsed into a syntax tree and walked; nothing is
-    executed. ``booleans``: the boolean variables (their 0/1 values read as false/true). Returns
-    ``f(valuations (S, V) int64, variables) -> (S,) bool``.
+    """A condition over state variables (:func:`rlverify.models.expressions.compile_expression`), PRISM style
+    (``obs=1 & !done``) or Python style. ``booleans``: the boolean variables (0/1 read as false/true). Returns
+    ``f(valuations (S, V) int64, names) -> (S,) bool`` (``names``: the valuations' columns).
 
     Raises:
         OptionError: a syntax error, a name that is no variable (naming the known ones), another construct.
     """
-    source = text
-    py = re.sub(r"&&?", " and ", text)
-    py = re.sub(r"\|\|?", " or ", py)
-    py = re.sub(r"!(?!=)", " not ", py)
-    py = re.sub(r"(?<![<>!=])=(?!=)", "==", py)
-    try:
-        tree = ast.parse(py.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise OptionError(f"--where {source!r}: syntax error ({exc.msg}); use {_ALLOWED_SYNTAX}") from None
-    known = set(variables)
-    for node in ast.walk(tree):
-        if not isinstance(node, _NODES) or (isinstance(node, ast.Constant) and not isinstance(node.value, (int, float))):
-            shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
-            raise OptionError(f"--where {source!r}: '{shown}' is not allowed; use {_ALLOWED_SYNTAX}")
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id not in known and node.id not in _CONSTANTS:
-            raise OptionError(f"--where {source!r}: unknown variable '{node.id}'{did_you_mean(node.id, known)}; "
-                              f"the model's variables: {', '.join(variables)}")
+    condition = compile_expression(text, variables, option="--where", booleans=booleans, kind="condition")
+    order = list(variables)
 
     def evaluate(valuations: np.ndarray, names: Sequence[str]) -> np.ndarray:
-        column = {n: valuations[:, i].astype(bool) if n in booleans else valuations[:, i] for i, n in enumerate(names)}
-        out = _eval(tree.body, column, source)
-        if np.asarray(out).dtype != np.bool_:
-            raise OptionError(f"--where {source!r}: is a number, not a condition (compare it: x=1, x>=2)")
-        return np.broadcast_to(np.asarray(out), (len(valuations),)).copy()
+        names = list(names)
+        return condition(valuations[:, [names.index(v) for v in order]])
 
-    evaluate(np.zeros((1, len(variables)), dtype=np.int64), variables)  # refuse other constructs now
     return evaluate
-
-
-def _eval(node: ast.AST, column: dict[str, np.ndarray], source: str) -> Any:
-    if isinstance(node, ast.Name):
-        return column[node.id] if node.id in column else _CONSTANTS[node.id]
-    if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float)):
-        return node.value
-    if isinstance(node, ast.BoolOp):
-        parts = [_bool(_eval(v, column, source), source) for v in node.values]
-        return (np.logical_and if isinstance(node.op, ast.And) else np.logical_or).reduce(np.broadcast_arrays(*parts))
-    if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, column, source)
-        if isinstance(node.op, ast.Not):
-            return np.logical_not(_bool(v, source))
-        if isinstance(node.op, (ast.USub, ast.UAdd)):
-            return -np.asarray(v) if isinstance(node.op, ast.USub) else np.asarray(v)
-    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
-        left, right = _eval(node.left, column, source), _eval(node.right, column, source)
-        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and (np.asarray(right) == 0).any():
-            raise OptionError(f"--where {source!r}: '{ast.unparse(node)}' divides by zero (in some state)")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return _ARITH[type(node.op)](left, right)
-    if isinstance(node, ast.Compare):
-        left = _eval(node.left, column, source)
-        out: Any = True
-        for op, right_node in zip(node.ops, node.comparators):
-            if type(op) not in _CMP:
-                break
-            right = _eval(right_node, column, source)
-            out = np.logical_and(out, _CMP[type(op)](left, right))
-            left = right
-        else:
-            return out
-    raise OptionError(f"--where {source!r}: '{ast.unparse(node)}' is not allowed; use {_ALLOWED_SYNTAX}")
-
-
-def _bool(v: Any, source: str) -> np.ndarray:
-    a = np.asarray(v)
-    if a.dtype != np.bool_:
-        raise OptionError(f"--where {source!r}: 'and'/'or'/'not' (& | !) need conditions, got a number")
-    return a

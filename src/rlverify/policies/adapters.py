@@ -29,17 +29,37 @@ META_TRAINING = "rlverify.training"  # JSON: algorithm, seed, steps, benchmark, 
 OUTPUT_KINDS = ("probabilities", "logits", "q-values")
 
 
-def to_probabilities(out: np.ndarray, kind: str) -> np.ndarray:
-    """``(N, |A|)`` network outputs of ``kind`` (see :data:`OUTPUT_KINDS`) as action probabilities."""
-    out = np.asarray(out, dtype=np.float64)
+def to_probabilities(out: np.ndarray, kind: str, columns: np.ndarray | None = None) -> np.ndarray:
+    """``(N, |A|)`` network outputs of ``kind`` (see :data:`OUTPUT_KINDS`) as action probabilities.
+
+    ``columns``: for ``q-values``, the ``(N,)`` argmax of ``out`` if already computed (e.g. by the runtime)."""
+    return _distribution(out, kind, columns)[0]
+
+
+def _distribution(out: np.ndarray, kind: str, columns: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    """:func:`to_probabilities`, and whether the rows are distributions by construction (a softmax or a one-hot
+    of finite outputs: no need to check them again)."""
+    out = np.asarray(out)
+    finite = out.ndim == 2 and bool(np.isfinite(out.sum()))  # a sum is finite only if every entry is
     if out.ndim != 2 or kind == "probabilities":
-        return out  # shapes are checked by BasePolicy
+        return np.asarray(out, dtype=np.float64), False  # shapes and values are checked by BasePolicy
     if kind == "logits":
-        return softmax(out)
-    greedy = np.zeros_like(out)
-    greedy[np.arange(len(out)), np.argmax(out, axis=1)] = 1.0
-    greedy[~np.isfinite(out).all(axis=1)] = np.nan  # reported by the distribution check, never hidden
-    return greedy
+        return softmax(out), finite
+    greedy = np.zeros(out.shape, dtype=np.float64)
+    if columns is None or not finite:
+        columns = np.argmax(np.asarray(out, dtype=np.float64), axis=1)
+    greedy.reshape(-1)[np.arange(0, out.size, out.shape[1]) + columns] = 1.0
+    if not finite:
+        greedy[~np.isfinite(out).all(axis=1)] = np.nan  # reported by the distribution check, never hidden
+    return greedy, finite
+
+
+def greedy_columns(out: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray | None:
+    """``(N,)`` int64 argmax (first on ties) of ``(N, |A|)`` Q-values ``out``, or None if an entry is not finite
+    (then the full path reports it). ``columns``: the argmax if already computed (e.g. by the runtime)."""
+    if out.ndim != 2 or not out.shape[1] or not np.isfinite(out.sum()):
+        return None
+    return np.argmax(out, axis=1) if columns is None else np.asarray(columns, dtype=np.int64)
 
 
 def check_output_kind(kind: str, where: str) -> str:
@@ -61,6 +81,7 @@ class CallablePolicy(BasePolicy):
     """Wrap ``fn(states: (N, d) array) -> (N, |A|) probabilities`` (or logits with ``output='logits'``)."""
 
     no_network = "a Python callable cannot be bounded; give an ONNX or TorchScript ReLU network (file.onnx, module.pt)"
+    transient_input = False  # the function is the user's: it may keep the array it is given
 
     def __init__(self, fn: Callable[[np.ndarray], Any], features: Sequence[str], actions: Sequence[str], *,
                  output: str = "probabilities", name: str = "callable policy") -> None:
@@ -70,6 +91,18 @@ class CallablePolicy(BasePolicy):
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         return to_probabilities(self._fn(states), self.output)
+
+    def _distribution(self, states: np.ndarray) -> tuple[np.ndarray, bool]:
+        return _distribution(self._fn(states), self.output)
+
+    def choose(self, states: np.ndarray, u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if self.output == "q-values":
+            states = self._states(states)
+            out = np.asarray(self._fn(states))
+            cols = greedy_columns(out) if out.shape == (len(states), len(self.actions)) else None
+            if cols is not None:
+                return cols, np.ones(len(cols), dtype=bool)
+        return super().choose(states, u)
 
 
 class TablePolicy(BasePolicy):
@@ -159,6 +192,7 @@ class OnnxPolicy(BasePolicy):
     """
 
     no_network = None
+    input_dtype = np.float32
 
     def __init__(self, path: str | Path, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
                  output: str | None = None, defaults: Mapping[str, Sequence[str]] | None = None) -> None:
@@ -190,12 +224,23 @@ class OnnxPolicy(BasePolicy):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        # greedy policies: the runtime also gives the argmax (a second output), cheaper than numpy's per-row one
+        argmax_model = _with_argmax(model, len(actions)) if self.output == "q-values" else None
+        self._session = None
+        if argmax_model is not None:
+            try:
+                self._session = ort.InferenceSession(argmax_model.SerializeToString(), opts,
+                                                     providers=["CPUExecutionProvider"])
+            except Exception:  # noqa: BLE001 - e.g. an output type ArgMax does not take: numpy's argmax is used
+                argmax_model = None
+        if self._session is None:
+            self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         first = self._session.get_inputs()[0]
         self._input = first.name
         # a file exported without a dynamic batch axis takes exactly this many rows per call
         batch = first.shape[0] if first.shape else None
         self._fixed_batch = batch if isinstance(batch, int) and batch > 0 else None
+        self._outputs = [self._session.get_outputs()[0].name] + ([_ARGMAX] if argmax_model is not None else [])
         if self._fixed_batch is not None:
             log.warning("%s: the network's batch dimension is fixed at %d (exported without dynamic_axes): it is "
                         "evaluated %d row(s) per call, which is slow; export with dynamic_axes={'input': {0: 'batch'}}",
@@ -203,18 +248,37 @@ class OnnxPolicy(BasePolicy):
         self._model = model  # for network(): the file is read once
         self.path = path
 
-    def _network_outputs(self, states: np.ndarray) -> np.ndarray:
-        x = states.astype(np.float32)
+    def _run(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The runtime's ``(N, |A|)`` float32 outputs for ``(N, d)`` states, and their ``(N,)`` argmax if the session
+        computes it."""
+        x = np.ascontiguousarray(states, dtype=np.float32)
         if self._fixed_batch is None or len(x) == self._fixed_batch:
-            return np.asarray(self._session.run(None, {self._input: x})[0], dtype=np.float64)
+            res = self._session.run(self._outputs, {self._input: x})
+            return res[0], (res[1] if len(res) > 1 else None)
         b = self._fixed_batch
         pad = (-len(x)) % b
         x = np.concatenate([x, np.repeat(x[-1:], pad, axis=0)]) if pad and len(x) else x
-        out = [self._session.run(None, {self._input: x[i:i + b]})[0] for i in range(0, len(x), b)]
-        return np.asarray(np.concatenate(out) if out else np.zeros((0, len(self.actions))), dtype=np.float64)[:len(states)]
+        out = [self._session.run(self._outputs[:1], {self._input: x[i:i + b]})[0] for i in range(0, len(x), b)]
+        return (np.concatenate(out) if out else np.zeros((0, len(self.actions)), dtype=np.float32))[:len(states)], None
+
+    def _network_outputs(self, states: np.ndarray) -> np.ndarray:
+        return np.asarray(self._run(states)[0], dtype=np.float64)
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
-        return to_probabilities(self._network_outputs(states), self.output)
+        return self._distribution(states)[0]
+
+    def _distribution(self, states: np.ndarray) -> tuple[np.ndarray, bool]:
+        out, cols = self._run(states)
+        return _distribution(out, self.output, cols if self.output == "q-values" else None)
+
+    def choose(self, states: np.ndarray, u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if self.output == "q-values":
+            states = self._states(states)
+            out, cols = self._run(states)
+            cols = greedy_columns(out, cols) if out.shape == (len(states), len(self.actions)) else None
+            if cols is not None:
+                return cols, np.ones(len(cols), dtype=bool)
+        return super().choose(states, u)
 
     def _read_network(self) -> MLP:
         return mlp_from_onnx(self._model, name=self.name)
@@ -227,6 +291,7 @@ class TorchPolicy(BasePolicy):
     """
 
     no_network = None
+    input_dtype = np.float32
 
     def __init__(self, module: Any, features: Sequence[str], actions: Sequence[str], *, output: str = "logits",
                  name: str = "torch policy") -> None:
@@ -242,6 +307,9 @@ class TorchPolicy(BasePolicy):
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         return to_probabilities(self._network_outputs(states), self.output)
+
+    def _distribution(self, states: np.ndarray) -> tuple[np.ndarray, bool]:
+        return _distribution(self._network_outputs(states), self.output)
 
     def _read_network(self) -> MLP:
         return mlp_from_torch(self._module, name=self.name)
@@ -407,6 +475,28 @@ def _sb3_algorithm(path: Path) -> tuple[str, list[Any]]:
         return "MaskablePPO", [contrib.MaskablePPO]
     sb3 = _import("stable_baselines3", "sb3")
     return names[0], [getattr(sb3, n) for n in names]
+
+
+def _with_argmax(model: Any, n_actions: int) -> Any:
+    """A copy of ONNX ``model`` with a second output, the int64 argmax (first on ties) of its ``(N, n_actions)``
+    first output; None if the opset (< 12: no ``select_last_index``) or the declared output shape does not allow it."""
+    from onnx import ModelProto, TensorProto, helper
+
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    if opset < 12 or not len(model.graph.output):
+        return None
+    dims = model.graph.output[0].type.tensor_type.shape.dim
+    if len(dims) != 2 or not dims[1].HasField("dim_value") or dims[1].dim_value != n_actions:
+        return None
+    out = ModelProto()
+    out.CopyFrom(model)
+    out.graph.node.append(helper.make_node("ArgMax", [model.graph.output[0].name], [_ARGMAX], axis=1, keepdims=0,
+                                           select_last_index=0))
+    out.graph.output.append(helper.make_tensor_value_info(_ARGMAX, TensorProto.INT64, [None]))
+    return out
+
+
+_ARGMAX = "rlverify_argmax"  # the name of the output _with_argmax adds
 
 
 def _import(module: str, extra: str) -> Any:

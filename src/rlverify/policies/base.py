@@ -54,6 +54,12 @@ class BasePolicy:
 
     no_network: str | None = ("this policy exposes no network; give an ONNX or TorchScript ReLU network "
                               "(file.onnx, module.pt)")
+    #: dtype the hooks take the states in (float32 for runtimes that compute in float32: a float32 batch
+    #: is then passed on without a copy; the values the network sees are the same either way).
+    input_dtype: type = np.float64
+    #: whether the hooks keep no reference to the states array once they return (the simulator then reuses one
+    #: observation buffer); False for adapters of user code that may keep it.
+    transient_input: bool = True
 
     def __init__(self, features: list[str] | tuple[str, ...], actions: list[str] | tuple[str, ...], *, name: str = "policy") -> None:
         self._features = tuple(str(f) for f in features)
@@ -83,17 +89,53 @@ class BasePolicy:
     def _probabilities(self, states: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def action_probabilities(self, states: np.ndarray) -> np.ndarray:
-        """Validated ``(N, |A|)`` float64 probabilities for ``(N, d)`` states."""
-        states = np.asarray(states, dtype=np.float64)
+    def _states(self, states: np.ndarray) -> np.ndarray:
+        """``states`` as an ``(N, d)`` array of :attr:`input_dtype` (no copy if it is one), or a :class:`PolicyError`."""
+        states = np.asarray(states)
+        if states.dtype != self.input_dtype:
+            states = np.asarray(states, dtype=np.float64).astype(self.input_dtype, copy=False)
         if states.ndim != 2 or states.shape[1] != len(self._features):
             raise PolicyError(
                 f"{self.name}: expected states of shape (N, {len(self._features)}) for features "
                 f"{list(self._features)}, got {states.shape}"
             )
-        probs = np.asarray(self._probabilities(states), dtype=np.float64)
-        validate_probabilities(probs, len(states), len(self._actions), source=self.name)
+        return states
+
+    def action_probabilities(self, states: np.ndarray) -> np.ndarray:
+        """Validated ``(N, |A|)`` float64 probabilities for ``(N, d)`` states (float64, or float32 for a network
+        run in float32)."""
+        states = self._states(states)
+        probs, valid = self._distribution(states)
+        probs = np.asarray(probs, dtype=np.float64)
+        if not valid or probs.shape != (len(states), len(self._actions)):
+            validate_probabilities(probs, len(states), len(self._actions), source=self.name)
         return probs
+
+    def _distribution(self, states: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Hook: :meth:`_probabilities`, and whether its rows are distributions by construction (a softmax or a
+        one-hot of finite network outputs; then only their shape is checked). By default False: all is checked."""
+        return self._probabilities(states), False
+
+    @property
+    def greedy(self) -> bool:
+        """Whether every row of :meth:`action_probabilities` is one-hot (a greedy policy over Q-values): sampling
+        from it needs no random numbers."""
+        return getattr(self, "output", None) == "q-values"
+
+    def choose(self, states: np.ndarray, u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The simulator's fused action choice for ``(N, d)`` states.
+
+        Returns exactly what ``choose_actions(self.action_probabilities(states), u)`` (see
+        :func:`rlverify.statistical.engine.choose_actions`) gives, and whether each chosen action has
+        probability 1: ``(N,)`` int64 action columns and ``(N,)`` bool. ``u`` ``(N,)`` uniforms in [0, 1)
+        sample from the distribution; None takes the argmax (first on ties). A greedy policy
+        (:attr:`greedy`) ignores ``u``. Adapters of networks override it to skip building probabilities.
+
+        Raises:
+            PolicyError: as :meth:`action_probabilities`.
+        """
+        probs = self.action_probabilities(states)
+        return choose_columns(probs, None if self.greedy else u)
 
     def network(self, sample: np.ndarray | None = None) -> MLP:
         """The policy's network as a ReLU :class:`~rlverify.policies.mlp.MLP` (what the abstraction engine bounds).
@@ -140,12 +182,34 @@ class BasePolicy:
         raise NotImplementedError
 
 
+def choose_columns(probs: np.ndarray, u: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(N,)`` int64 column per row of ``probs`` ``(N, |A|)`` (argmax when ``u`` is None, first on ties; else
+    sampled with uniforms ``u`` ``(N,)``: the first column whose cumulative sum exceeds ``u`` times the row's
+    total, never one of probability 0), and ``(N,)`` bool: the column has probability 1."""
+    if u is None:
+        col = np.argmax(probs, axis=1)
+    else:
+        cum = np.cumsum(probs, axis=1)
+        x = u * cum[:, -1]
+        idx = (cum <= x[:, None]).sum(axis=1)
+        last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)  # guards against rounding at the top
+        col = np.minimum(idx, last)
+    return col, probs[np.arange(len(col)), col] >= 1.0
+
+
 def validate_probabilities(probs: np.ndarray, n_states: int, n_actions: int, *, source: str) -> None:
     """Raise :class:`PolicyError` listing every way ``probs`` is not an ``(n_states, n_actions)`` distribution batch."""
     if probs.shape != (n_states, n_actions):
         raise PolicyError(f"{source}: output has shape {probs.shape}, expected ({n_states}, {n_actions}) = (states, actions)")
     if n_states == 0:
         return
+    # fast sufficient check (a few passes, no per-row reductions): entries >= 0 (false for NaN) and every row
+    # sum within half the tolerance (false for inf/NaN); anything else gets the exact check and its messages
+    if probs.dtype == np.float64 and probs.min() >= 0.0:
+        sums = probs @ np.ones(n_actions)
+        sums -= 1.0
+        if np.abs(sums, out=sums).max() <= 0.5 * ROW_SUM_TOLERANCE:
+            return
     problems = []
     bad = ~np.isfinite(probs).all(axis=1)
     if bad.any():

@@ -58,7 +58,8 @@ class MLP:
         """Outputs ``(N, out)`` for inputs ``(N, in)`` (float64)."""
         h = np.asarray(x, dtype=np.float64)
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            h = h @ w.T + b
+            h = h @ w.T
+            h += b  # in place: the same sums as h @ w.T + b, one temporary less
             if i < len(self.weights) - 1:
                 np.maximum(h, 0.0, out=h)
         return h

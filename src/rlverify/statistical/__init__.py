@@ -1,21 +1,24 @@
 """Statistical engine: deep statistical model checking (simulation with the policy as oracle).
 
 Runs advance in lockstep and the policy is evaluated once per step on all of them; estimates come
-with Okamoto / adaptive / Clopper–Pearson / Wilson intervals or Wald's SPRT; Racetrack heat maps.
+with Okamoto / adaptive / Clopper–Pearson / Wilson intervals or Wald's SPRT; rare events by importance
+splitting (fixed effort, RESTART); Racetrack heat maps.
 """
 
 from rlverify.statistical.engine import RunOutcomes, SimulationOptions, simulate
 from rlverify.statistical.envs import ExplicitEnv, VectorEnv
 from rlverify.statistical.heatmap import heatmap, plot_heatmap
 from rlverify.statistical.properties import SUPPORTED_FORMS, PathProperty, parse_path_property
-from rlverify.statistical.results import HeatmapResult, StatisticalResult
+from rlverify.statistical.results import HeatmapResult, SplittingResult, StatisticalResult
+from rlverify.statistical.splitting import RARE_METHODS, SplittingOptions, verify_splitting
 from rlverify.statistical.stats import (SprtBounds, StatisticsError, adaptive_runs, clopper_pearson, okamoto_runs,
                                         sprt, wilson)
 from rlverify.statistical.verify import METHODS, StatisticalOptions, verify_statistical
 
 __all__ = [
-    "METHODS", "SUPPORTED_FORMS", "ExplicitEnv", "HeatmapResult", "PathProperty", "RunOutcomes", "SimulationOptions",
-    "SprtBounds", "StatisticalOptions", "StatisticalResult", "StatisticsError", "VectorEnv", "adaptive_runs",
-    "clopper_pearson", "heatmap", "okamoto_runs", "parse_path_property", "plot_heatmap", "simulate", "sprt",
+    "METHODS", "RARE_METHODS", "SUPPORTED_FORMS", "ExplicitEnv", "HeatmapResult", "PathProperty", "RunOutcomes",
+    "SimulationOptions", "SplittingOptions", "SplittingResult", "SprtBounds", "StatisticalOptions",
+    "StatisticalResult", "StatisticsError", "VectorEnv", "adaptive_runs", "clopper_pearson", "heatmap",
+    "okamoto_runs", "parse_path_property", "plot_heatmap", "simulate", "sprt", "verify_splitting",
     "verify_statistical", "wilson",
 ]

@@ -19,10 +19,17 @@ Semantics (as in the exact engine and the DSMC paper):
 
 Randomness is counter-based (:mod:`rlverify.statistical.rng`): run ``i`` uses the same random
 numbers whatever the batch size, so results depend only on the seed.
+
+Speed (the same results): a policy adapter (:class:`~rlverify.policies.BasePolicy`) is asked through its
+fused :meth:`~rlverify.policies.BasePolicy.choose` (a greedy Q-value network returns its argmax, computed
+by the runtime, without building probabilities or drawing random numbers); observations are written into
+one buffer per batch in the dtype the policy takes (float32 for ONNX), when the environment's ``observe``
+takes ``out=``; finished runs are compacted with index takes.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +38,7 @@ import numpy as np
 
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.models.dynamics import check_unavailable, fit, policy_weights
-from rlverify.policies.base import BasePolicy, Policy, validate_probabilities
+from rlverify.policies.base import BasePolicy, Policy, choose_columns, validate_probabilities
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key, uniforms
 
@@ -116,14 +123,9 @@ def bind_policy(env: object, policy: Policy) -> Binding:
 
 
 def choose_actions(probs: np.ndarray, u: np.ndarray | None) -> np.ndarray:
-    """Policy column per row of ``probs`` ``(N, |A|)``: argmax when ``u`` is None, else sampled with uniforms ``u`` ``(N,)``."""
-    if u is None:
-        return np.argmax(probs, axis=1)
-    cum = np.cumsum(probs, axis=1)
-    x = u * cum[:, -1]
-    idx = (cum <= x[:, None]).sum(axis=1)
-    last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)  # guards against rounding at the top
-    return np.minimum(idx, last)
+    """Policy column per row of ``probs`` ``(N, |A|)``: argmax when ``u`` is None, else sampled with uniforms ``u`` ``(N,)``
+    (see :func:`~rlverify.policies.base.choose_columns`)."""
+    return choose_columns(probs, u)[0]
 
 
 def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarray, *,
@@ -179,9 +181,10 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
     n = len(keys)
     outcome = np.full(n, UNDECIDED, dtype=np.int8)
     stalled = np.zeros(n, dtype=bool)
-    steps = np.zeros(n, dtype=np.int64)
+    steps = np.zeros(n, dtype=np.int64)  # set when a run is decided: the step count t at that moment
     recorded = {name: np.zeros(n, dtype=bool) for name in record}
     active = np.arange(n)
+    akeys = keys  # keys of the active runs, compacted with them
     bound = prop.bound
     deterministic = options.mode == "deterministic"
     forced_fn = getattr(env, "forced", None)
@@ -189,7 +192,16 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
     describe = getattr(env, "describe", None)  # optional: state -> its description (messages)
     renormalize = options.unavailable == "renormalize"
     n_actions = len(policy.actions)
-    validated = isinstance(policy, BasePolicy)
+    # an adapter validates its own output and chooses in one call (BasePolicy.choose); a greedy one needs no
+    # random numbers; observations go to it in its input dtype, in one buffer reused every step if it allows
+    fused = isinstance(policy, BasePolicy)
+    greedy = fused and policy.greedy
+    columns = binding.feature_columns
+    all_columns = len(columns) == len(env.features) and np.array_equal(columns, np.arange(len(columns)))
+    action_index = None if np.array_equal(binding.action_index, np.arange(n_actions)) else binding.action_index
+    buf = None
+    if fused and policy.transient_input and all_columns and _takes_out(env):
+        buf = np.empty((n, len(columns)), dtype=policy.input_dtype)
     t = 0
     while len(active):
         right = prop.right.evaluate(env, states)
@@ -203,33 +215,46 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
         if done.any():
             idx = active[done]
             outcome[idx] = np.where(right[done], SATISFIED, np.where(violated[done], VIOLATED, UNDECIDED))
+            steps[idx] = t
             for name in record:
                 recorded[name][idx] = env.label(name, states[done])
-            keep = ~done
-            active, states = active[keep], states[keep]
+            keep = np.flatnonzero(~done)
+            active, states, akeys = active[keep], states.take(keep, axis=0), akeys[keep]
             if not len(active):
                 break
         # runs in forced states take their single choice: the policy is asked only where it decides
         asked = None if forced_fn is None else ~forced_fn(states)
         if asked is not None and asked.all():
             asked = None
-        at = states if asked is None else states[asked]
-        probs = np.asarray(policy.action_probabilities(env.observe(at)[:, binding.feature_columns]), dtype=np.float64)
-        if not validated:  # adapters validate their own output; a bare protocol object is checked here
-            validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
+        at = states if asked is None else states.take(np.flatnonzero(asked), axis=0)
+        if buf is not None:
+            obs = env.observe(at, out=buf[:len(at)])
+        else:
+            obs = env.observe(at)
+            obs = obs if all_columns else obs[:, columns]
         avail = env.available(states)
-        if renormalize and avail is not None:
-            probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, binding.action_index],
-                                      mode=options.mode, unavailable="renormalize",
-                                      where=lambda i: describe(at[i]) if describe is not None else at[i])
-        runs = active if asked is None else active[asked]
-        col = choose_actions(probs, None if deterministic else uniforms(keys[runs], t, _POLICY_STREAM))
-        surely = deterministic | (probs[np.arange(len(col)), col] >= 1.0)  # the policy takes this action surely
+        u = None
+        if not deterministic and not greedy:
+            u = uniforms(akeys if asked is None else akeys[asked], t, _POLICY_STREAM)
+        if fused and (not renormalize or avail is None):
+            col, surely = policy.choose(obs, u)
+        else:
+            probs = np.asarray(policy.action_probabilities(obs), dtype=np.float64)
+            if not fused:  # adapters validate their own output; a bare protocol object is checked here
+                validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
+            if renormalize and avail is not None:
+                probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, binding.action_index],
+                                          mode=options.mode, unavailable="renormalize",
+                                          where=lambda i: describe(at[i]) if describe is not None else at[i])
+            col, surely = choose_columns(probs, u)  # surely: the policy takes this action with probability 1
+        if deterministic:
+            surely = np.ones(len(col), dtype=bool)
+        chosen = col if action_index is None else action_index[col]
         if asked is None:
-            actions, sure = binding.action_index[col], surely
+            actions, sure = chosen, surely
         else:  # forced runs: any action index (the env takes the forced choice), surely
             actions, sure = np.zeros(len(active), dtype=np.int64), np.ones(len(active), dtype=bool)
-            actions[asked], sure[asked] = binding.action_index[col], surely
+            actions[asked], sure[asked] = chosen, surely
         if avail is not None:
             ok = avail[np.arange(len(active)), actions]
             if asked is not None:
@@ -241,7 +266,9 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
                 steps[bad] = t
                 for name in record:
                     recorded[name][bad] = False
-                active, states, actions, sure = active[ok], states[ok], actions[ok], sure[ok]
+                keep = np.flatnonzero(ok)
+                active, states, actions, sure, akeys = (active[keep], states.take(keep, axis=0), actions[keep], sure[keep],
+                                                        akeys[keep])
                 if not len(active):
                     break
         if loops_fn is not None:
@@ -254,11 +281,18 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
                 steps[idx] = t
                 for name in record:
                     recorded[name][idx] = env.label(name, states[stuck])
-                keep = ~stuck
-                active, states, actions = active[keep], states[keep], actions[keep]
+                keep = np.flatnonzero(~stuck)
+                active, states, actions, akeys = active[keep], states.take(keep, axis=0), actions[keep], akeys[keep]
                 if not len(active):
                     break
-        states = env.step(states, actions, uniforms(keys[active], t, _ENV_STREAM))
+        states = env.step(states, actions, uniforms(akeys, t, _ENV_STREAM))
         t += 1
-        steps[active] = t
     return outcome, stalled, steps, recorded
+
+
+def _takes_out(env: object) -> bool:
+    """Whether ``env.observe`` takes ``out=`` (a preallocated observation buffer)."""
+    try:
+        return "out" in inspect.signature(env.observe).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False

@@ -37,7 +37,10 @@ class VectorEnv(Protocol):
         ...
 
     def observe(self, states: np.ndarray) -> np.ndarray:
-        """``(N, len(features))`` float64 observations."""
+        """``(N, len(features))`` float64 observations.
+
+        Optional: an ``out`` keyword, an ``(N, len(features))`` float32 or float64 array to write them into
+        and return (the simulator then reuses one buffer, in the dtype the policy takes)."""
         ...
 
     def available(self, states: np.ndarray) -> np.ndarray | None:
@@ -96,8 +99,12 @@ class ExplicitEnv:
     def initial_states(self) -> np.ndarray:
         return np.asarray(self.model.initial_states, dtype=np.int64)
 
-    def observe(self, states: np.ndarray) -> np.ndarray:
-        return self.model.valuations[states].astype(np.float64)
+    def observe(self, states: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``(N, d)`` valuations of the ``(N,)`` states: float64, or written into ``out`` (``(N, d)`` float array)."""
+        if out is None:
+            return self.model.valuations[states].astype(np.float64)
+        out[...] = self.model.valuations[states].astype(np.float64)  # through float64, as a policy would convert
+        return out
 
     def available(self, states: np.ndarray) -> np.ndarray:
         return self.table.available(states)

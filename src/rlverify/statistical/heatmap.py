@@ -11,14 +11,15 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.backends import open_backend
 from rlverify.errors import PropertyError
 from rlverify.policies.base import Policy
 from rlverify.results import MapFigure, MapPanel, MapShade
-from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy, simulate
+from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy
 from rlverify.statistical.properties import parse_path_property
 from rlverify.statistical.results import HeatmapResult
 from rlverify.statistical.stats import clopper_pearson, okamoto_runs
-from rlverify.statistical.verify import StatisticalOptions
+from rlverify.statistical.verify import SimulationJob, StatisticalOptions, simulate_runs, task_runs
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
         env: a :class:`~rlverify.models.racetrack.RacetrackEnv`.
         policy: the oracle (15 Racetrack features, the 9 acceleration actions).
         options: ``okamoto`` (``n = okamoto_runs(epsilon, delta)`` runs per cell, intervals
-            ``p_hat +- epsilon``) or ``clopper-pearson`` (``runs`` per cell, default the Okamoto number).
+            ``p_hat +- epsilon``) or ``clopper-pearson`` (``runs`` per cell, default the Okamoto number);
+            ``options.backend``: where the runs are simulated (the same arrays on every backend).
         cells: ``(M, 2)`` start cells ``(x, y)``; default every non-wall, non-goal cell.
         optimal: also compute Storm's ``Pmax=? [F "goal"]`` per cell on the explicit MDP.
         progress: ``progress(done_runs, total_runs)``.
@@ -64,11 +66,15 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
         if progress is not None:
             progress(done, total)
 
-    run_ids = np.arange(total, dtype=np.int64)
-    res = simulate(env, policy, prop, run_ids, starts=starts, start_of_run=run_ids // n, options=sim,
-                   record=("crashed",), binding=binding, on_batch=on_batch)
-    t_sim = time.perf_counter() - t0
-    cell_of = run_ids // n
+    backend = open_backend(options.backend)
+    t_sim0 = time.perf_counter()
+    # run i starts in cell i // n: tasks are ranges of run indices, fixed before any runs
+    shared = backend.share(SimulationJob(env, policy, prop, binding, starts, sim, ("crashed",), runs_per_start=n))
+    res = simulate_runs(backend, shared, 0, total, task_runs(backend, total, sim.batch_size,
+                                                             options.backend.tasks_per_worker),
+                        on_task=on_batch, record=("crashed",))
+    t_sim = time.perf_counter() - t_sim0
+    cell_of = np.arange(total, dtype=np.int64) // n
     k = np.bincount(cell_of, weights=res.outcome == SATISFIED, minlength=M).astype(np.int64)
     c = np.bincount(cell_of, weights=res.recorded["crashed"], minlength=M).astype(np.int64)
     u = np.bincount(cell_of, weights=res.outcome == UNDECIDED, minlength=M).astype(np.int64)
@@ -80,7 +86,7 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
         gi = np.array([(clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1]) for a, b in zip(k, u)])
         ci = np.array([(clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1]) for a, b in zip(c, u)])
     opt = None
-    timings = {"simulate": t_sim}
+    timings = {"backend": t_sim0 - t0, "simulate": t_sim}
     if optimal:
         from rlverify.models.racetrack.explicit import pmax_goal
 

@@ -37,9 +37,27 @@ def run_keys(key: np.uint64, runs: np.ndarray) -> np.ndarray:
         return _mix((np.asarray(runs, dtype=np.uint64) + np.uint64(1)) * _GOLDEN ^ key)
 
 
+def _mix_inplace(z: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """:func:`_mix` on ``z`` in place (``tmp``: scratch of the same shape and dtype); the same numbers."""
+    np.right_shift(z, np.uint64(30), out=tmp)
+    z ^= tmp
+    z *= _M1
+    np.right_shift(z, np.uint64(27), out=tmp)
+    z ^= tmp
+    z *= _M2
+    np.right_shift(z, np.uint64(31), out=tmp)
+    z ^= tmp
+    return z
+
+
 def uniforms(keys: np.ndarray, step: int, stream: int) -> np.ndarray:
     """``(N,)`` float64 uniforms in [0, 1) for per-run ``keys`` at ``step`` and ``stream``."""
+    keys = np.asarray(keys, dtype=np.uint64)
     with np.errstate(over="ignore"):
         offset = np.uint64(step + 1) * _STEP_MUL + np.uint64(stream + 1) * _STREAM_MUL
-        z = _mix(keys + offset)
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+        z = keys + offset
+        _mix_inplace(z, np.empty_like(z))
+    z >>= np.uint64(11)
+    u = z.astype(np.float64)
+    u *= 1.0 / 9007199254740992.0  # 2**-53: exact, u = k / 2**53
+    return u

@@ -11,13 +11,14 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.backends import Backend, BackendOptions, chunks, open_backend
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.models.commands import check_names, is_command_name
 from rlverify.models.dynamics import choice_table, forced_start_message, untaken_message
 from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
 from rlverify.results import versions
-from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy, simulate
+from rlverify.statistical.engine import SATISFIED, UNDECIDED, Binding, RunOutcomes, SimulationOptions, bind_policy, simulate
 from rlverify.statistical.envs import ExplicitEnv
 from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
 from rlverify.statistical.results import StatisticalResult
@@ -44,6 +45,8 @@ class StatisticalOptions:
         indifference, alpha, beta: SPRT indifference half-width and error bounds.
         max_runs: SPRT gives up (decision None) after this many runs.
         simulation: mode, max run length, seed, batch size.
+        backend: where the runs are simulated (:class:`~rlverify.backends.BackendOptions`: this process,
+            or Ray tasks); the result is the same on every backend for the same seed.
     """
 
     method: str = "okamoto"
@@ -56,6 +59,7 @@ class StatisticalOptions:
     beta: float = 0.05
     max_runs: int = 1_000_000
     simulation: SimulationOptions = SimulationOptions()
+    backend: BackendOptions = BackendOptions()
 
     def validate(self) -> None:
         if self.method not in METHODS:
@@ -70,6 +74,65 @@ class StatisticalOptions:
         if self.max_runs <= 0:
             raise StatisticsError(f"max_runs must be positive, got {self.max_runs}")
         self.simulation.validate()
+        self.backend.validate()
+
+
+@dataclass(frozen=True)
+class SimulationJob:
+    """What every simulation task needs, shipped to each worker once (see :mod:`rlverify.backends`).
+
+    Attributes:
+        env, policy, prop, binding: as for :func:`~rlverify.statistical.engine.simulate`.
+        starts: ``(K, ...)`` start states (None: the environment's initial states).
+        options: the simulation settings (seed, mode, batch size...).
+        record: labels recorded in the final state.
+        runs_per_start: None: each run draws its start state from the seed; else run ``i`` starts in
+            ``starts[i // runs_per_start]`` (heat maps: a block of runs per start cell).
+    """
+
+    env: Any
+    policy: Policy
+    prop: PathProperty
+    binding: Binding
+    starts: np.ndarray | None
+    options: SimulationOptions
+    record: tuple[str, ...] = ()
+    runs_per_start: int | None = None
+
+
+def simulate_range(job: SimulationJob, first: int, stop: int) -> RunOutcomes:
+    """Simulate runs ``first .. stop - 1`` of ``job`` (a task: its result depends only on ``job`` and the range,
+    because run ``i``'s random numbers depend only on the seed and ``i``)."""
+    ids = np.arange(first, stop, dtype=np.int64)
+    return simulate(job.env, job.policy, job.prop, ids, starts=job.starts,
+                    start_of_run=None if job.runs_per_start is None else ids // job.runs_per_start,
+                    options=job.options, record=job.record, binding=job.binding)
+
+
+def concat_outcomes(parts: Sequence[RunOutcomes], record: Sequence[str] = ()) -> RunOutcomes:
+    """The outcomes of consecutive run ranges as one :class:`RunOutcomes` (in run order)."""
+    return RunOutcomes(outcome=np.concatenate([p.outcome for p in parts]),
+                       stalled=np.concatenate([p.stalled for p in parts]),
+                       steps=np.concatenate([p.steps for p in parts]),
+                       recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record})
+
+
+def task_runs(backend: Backend, planned: int, batch_size: int, tasks_per_worker: int) -> int:
+    """Runs per task: one batch locally; on a parallel backend about ``tasks_per_worker`` tasks per worker for
+    ``planned`` runs (at most a batch each). Results never depend on it (counter-based random numbers)."""
+    if backend.workers <= 1:
+        return batch_size
+    return max(1, min(batch_size, -(-planned // (backend.workers * tasks_per_worker))))
+
+
+def simulate_runs(backend: Backend, shared: Any, first: int, stop: int, size: int, *,
+                  on_task: Callable[[int], None] | None = None, record: Sequence[str] = ()) -> RunOutcomes:
+    """Runs ``first .. stop - 1`` of the shared :class:`SimulationJob`, cut into tasks of ``size`` runs fixed
+    before any task runs; ``on_task(runs)`` as each task finishes (in any order: progress only)."""
+    tasks = chunks(first, stop, size)
+    parts = backend.map(simulate_range, shared, tasks,
+                        on_result=None if on_task is None else (lambda i, _: on_task(tasks[i][1] - tasks[i][0])))
+    return concat_outcomes(parts, record)
 
 
 Progress = Callable[[int, int], None]
@@ -105,7 +168,7 @@ def prepare(target: Any, property_text: str | Property, *, constants: str | None
     if isinstance(target, (str, Path)):
         target = load_model(target, constants)
     if isinstance(target, SymbolicModel):
-        prop = parse_property(target, property_text)
+        prop = parse_property(target, property_text, fixed_policy=True)  # a named JANI Pmax: P=? (its notes say so)
         decidable(prop)
         commands = tuple(a for a in actions if is_command_name(a))
         problems = check_names(commands, target.commands)
@@ -164,10 +227,15 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
     eps, delta = options.epsilon, options.delta
     decisions = 0
     k = u = s = n = 0
+    backend = open_backend(options.backend)
+    t_backend = time.perf_counter() - t0 - t_prep
+    shared = backend.share(SimulationJob(env, policy, prop, binding, starts, sim))
+    tpw = options.backend.tasks_per_worker
 
-    def run(first: int, count: int) -> Any:
+    def run(first: int, count: int, size: int, on_task: Callable[[int], None] | None = None) -> RunOutcomes:
+        """Runs ``first .. first + count - 1`` in tasks of ``size`` runs (one round of a sequential method)."""
         nonlocal decisions
-        res = simulate(env, policy, prop, np.arange(first, first + count), starts=starts, options=sim, binding=binding)
+        res = simulate_runs(backend, shared, first, first + count, size, on_task=on_task)
         decisions += int(res.steps.sum())
         return res
 
@@ -175,22 +243,27 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
     t1 = time.perf_counter()
     if options.method in ("okamoto", "clopper-pearson", "wilson"):
         n = options.runs if (options.runs is not None and options.method != "okamoto") else okamoto_runs(eps, delta)
-        outs, stalls = [], []
-        for first in range(0, n, sim.batch_size):
-            res = run(first, min(sim.batch_size, n - first))
-            outs.append(res.outcome)
-            stalls.append(res.stalled)
+        done = 0
+
+        def on_task(runs: int) -> None:
+            nonlocal done
+            done += runs
             if progress:
-                progress(min(n, first + sim.batch_size), n)
-        outcome, stalled = np.concatenate(outs), np.concatenate(stalls)
+                progress(done, n)
+
+        res = run(0, n, task_runs(backend, n, sim.batch_size, tpw), on_task)
+        outcome, stalled = res.outcome, res.stalled
         k, u, s = int((outcome == SATISFIED).sum()), int((outcome == UNDECIDED).sum()), int(stalled.sum())
     elif options.method == "adaptive":
         n_max = okamoto_runs(eps, delta)
+        # sequential methods proceed in rounds fixed in advance (a batch locally, a task per worker on a
+        # parallel backend), read in run order: the stopping run is the same on every backend
+        size = task_runs(backend, n_max, sim.batch_size, tpw)
         succ_total = und_total = stall_total = 0
         n = 0
         while n < n_max:
-            count = min(sim.batch_size, n_max - n)
-            res = run(n, count)
+            count = min(size * backend.workers, n_max - n)
+            res = run(n, count, size)
             sat = res.outcome == SATISFIED
             cum = succ_total + np.cumsum(sat)
             idx = np.arange(n + 1, n + count + 1)
@@ -218,11 +291,12 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
             raise PropertyError(f"property '{property_text}': the SPRT needs a threshold: give --sprt THETA or "
                                 "write the property as P>=THETA [...]")
         test = sprt(threshold, indifference=options.indifference, alpha=options.alpha, beta=options.beta)
+        size = task_runs(backend, options.max_runs, sim.batch_size, tpw)
         succ_total = und_total = stall_total = 0
         n = 0
         while n < options.max_runs and decision is None:
-            count = min(sim.batch_size, options.max_runs - n)
-            res = run(n, count)
+            count = min(size * backend.workers, options.max_runs - n)
+            res = run(n, count, size)
             sat = res.outcome == SATISFIED
             cum = succ_total + np.cumsum(sat)
             cum_u = und_total + np.cumsum(res.outcome == UNDECIDED)
@@ -263,8 +337,9 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
         log.warning("%d of %d runs were undecided after %d steps; the interval counts them both ways", u, n, sim.max_steps)
     if s:
         log.warning("%d of %d runs stalled (the policy chose an unavailable action)", s, n)
-    settings = {k_: v for k_, v in asdict(options).items() if k_ != "simulation"}
+    settings = {k_: v for k_, v in asdict(options).items() if k_ not in ("simulation", "backend")}
     settings.update(asdict(sim))
+    settings["backend"] = {**asdict(options.backend), "workers": backend.workers}
     return StatisticalResult(
         property=prop.text, method=options.method, estimate=estimate, interval=(lo, hi),
         # the SPRT's guarantee is its error bounds (alpha, beta); its interval is informative only
@@ -274,11 +349,11 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
         mode=sim.mode, decisions=decisions, decision=decision, satisfied=satisfied, threshold=threshold,
         comparison=(prop.comparison or ">=") if threshold is not None else None,
         verdict=None if threshold is None else {True: "yes", False: "no", None: "undecided"}[satisfied],
-        timings={"prepare": t_prep, "simulate": t_sim, "total": time.perf_counter() - t0,
+        timings={"prepare": t_prep, "backend": t_backend, "simulate": t_sim, "total": time.perf_counter() - t0,
                  "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
         settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
         versions=versions(), untaken_choices=untaken,
-        warnings=([forced_start] if forced_start else [])
+        warnings=list(prop.notes) + ([forced_start] if forced_start else [])
         + ([untaken_message(untaken, "states of the model")] if untaken else []),
     )
 

@@ -28,6 +28,12 @@ from rlverify.models.racetrack.track import GOAL, WALL, Track
 
 #: Accelerations ``(ax, ay)``, in the order of :data:`ACTIONS`.
 ACCELERATIONS = np.array([(ax, ay) for ax in (-1, 0, 1) for ay in (-1, 0, 1)], dtype=np.int64)
+_AX, _AY = ACCELERATIONS[:, 0].copy(), ACCELERATIONS[:, 1].copy()
+_STANDS = (ACCELERATIONS == 0).all(axis=1)  # per action: no acceleration
+#: Largest number of entries of a :class:`RacetrackEnv`'s table of moves (cells x tabled velocities), and
+#: the largest tabled speed per axis (faster moves are checked cell by cell, as :func:`move` does).
+MOVE_TABLE_ENTRIES, MOVE_TABLE_SPEED = 1 << 18, 10
+_MOVE_TABLES: dict[tuple[bytes, int, int, int], np.ndarray] = {}  # per map and speed (a few MB each)
 #: Action names, e.g. ``"ax-1_ay+0"``.
 ACTIONS: tuple[str, ...] = tuple(f"ax{ax:+d}_ay{ay:+d}" for ax, ay in ACCELERATIONS.tolist())
 #: Compass directions of the wall-distance features: ``(dx, dy)`` with y growing downwards.
@@ -134,6 +140,8 @@ class RacetrackEnv:
     labels: tuple[str, ...] = LABELS
     _walls: np.ndarray = field(init=False, repr=False)
     _goals: np.ndarray = field(init=False, repr=False)
+    _cell_obs: dict = field(init=False, repr=False)
+    _moves: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.noise < 1.0):
@@ -141,6 +149,16 @@ class RacetrackEnv:
         self.name = self.name or f"racetrack {self.track.name} (noise {self.noise:g})"
         self._walls = wall_distances(self.track)
         self._goals = nearest_goals(self.track)
+        # the position-dependent features of every cell, row-major (the velocity columns 2-3 are filled per state)
+        H, W = self.track.height, self.track.width
+        table = np.zeros((H * W, len(FEATURES)), dtype=np.float64)
+        table[:, 0], table[:, 1] = np.arange(H * W) % W, np.arange(H * W) // W
+        table[:, 4:12] = self._walls.reshape(H * W, -1)
+        table[:, 12:14] = self._goals.reshape(H * W, 2)
+        table[:, 14] = np.abs(self._goals).sum(axis=2).reshape(-1)
+        self._cell_obs = {np.dtype(np.float64): table, np.dtype(np.float32): table.astype(np.float32)}
+        # velocities |v_x|, |v_y| <= _vmax are stepped by table look-up (see _move_table)
+        self._vmax = max(0, min(MOVE_TABLE_SPEED, max(H, W), int((np.sqrt(MOVE_TABLE_ENTRIES / (H * W)) - 1) // 2)))
 
     def start_states(self, cells: np.ndarray | None = None) -> np.ndarray:
         """``(K, 5)`` states at velocity 0 on ``cells`` ``(K, 2)`` (default: the start line 's')."""
@@ -160,16 +178,26 @@ class RacetrackEnv:
         """The start line at velocity 0 (each run starts on one of its cells, uniformly at random)."""
         return self.start_states()
 
-    def observe(self, states: np.ndarray) -> np.ndarray:
-        """``(N, 15)`` float64 features of ``(N, 5)`` states (see :data:`FEATURES`)."""
-        x = np.clip(states[:, 0], 0, self.track.width - 1)
-        y = np.clip(states[:, 1], 0, self.track.height - 1)
-        g = self._goals[y, x]
-        out = np.empty((len(states), 15), dtype=np.float64)
-        out[:, 0:4] = states[:, 0:4]
-        out[:, 4:12] = self._walls[y, x]
-        out[:, 12:14] = g
-        out[:, 14] = np.abs(g).sum(axis=1)
+    def observe(self, states: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``(N, 15)`` features of ``(N, 5)`` states (see :data:`FEATURES`): float64, or written into ``out``
+        (``(N, 15)`` float32 or float64, e.g. a preallocated buffer; every feature is a small integer, so
+        float32 holds it exactly). Positions off the map are clipped to it for the look-ups."""
+        H, W = self.track.height, self.track.width
+        x, y = states[:, 0], states[:, 1]
+        if out is None:
+            out = np.empty((len(states), len(FEATURES)), dtype=np.float64)
+        table = self._cell_obs.get(out.dtype)
+        if table is None or out.shape != (len(states), len(FEATURES)):
+            out[...] = self.observe(states)
+            return out
+        if _on_map(states, H, W):
+            cell = y * W
+            cell += x
+            np.take(table, cell, axis=0, out=out, mode="clip")  # the cells are on the map
+            out[:, 2:4] = states[:, 2:4]
+        else:
+            np.take(table, np.clip(y, 0, H - 1) * W + np.clip(x, 0, W - 1), axis=0, out=out)
+            out[:, 0:4] = states[:, 0:4]  # the position as it is
         return out
 
     def available(self, states: np.ndarray) -> np.ndarray | None:
@@ -177,18 +205,72 @@ class RacetrackEnv:
         return None
 
     def step(self, states: np.ndarray, actions: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """Successors of driving ``states`` ``(N, 5)`` under action indices ``(N,)``; ``u`` ``(N,)`` uniforms decide the noise."""
-        acc = ACCELERATIONS[actions]
-        fail = u < self.noise
-        vel = states[:, 2:4] + np.where(fail[:, None], 0, acc)
-        return move(self.track, states, vel)
+        """Successors of driving ``states`` ``(N, 5)`` under action indices ``(N,)``; ``u`` ``(N,)`` uniforms decide the noise.
+
+        The same successors as :func:`move` (which it uses for velocities beyond the table), read from a
+        table of every cell's moves (built on first use)."""
+        actions = np.asarray(actions)
+        ax, ay = _AX.take(actions), _AY.take(actions)
+        if self.noise > 0.0:
+            ok = np.asarray(u) >= self.noise  # the action does not fail
+            ax *= ok
+            ay *= ok
+        vx, vy = ax, ay
+        vx += states[:, 2]
+        vy += states[:, 3]
+        return self._move(states, vx, vy)
+
+    def _move(self, states: np.ndarray, vx: np.ndarray, vy: np.ndarray) -> np.ndarray:
+        """:func:`move` with new velocities ``vx``, ``vy`` ``(N,)`` int64 (reused as scratch), by table look-up."""
+        H, W, V = self.track.height, self.track.width, self._vmax
+        S = 2 * V + 1
+        moves = self._move_table()
+        x, y = states[:, 0], states[:, 1]
+        if not len(states) or states.dtype != np.int64:
+            return move(self.track, states, np.stack([vx, vy], axis=1))
+        tabled = _on_map(states, H, W) and -V <= vx.min() and vx.max() <= V and -V <= vy.min() and vy.max() <= V
+        if not tabled:  # some moves are beyond the table (or start off the map): those are checked cell by cell
+            inside = _in_range(x, W) & _in_range(y, H) & (np.abs(vx) <= V) & (np.abs(vy) <= V)
+            out = np.empty_like(states)
+            slow = ~inside
+            out[slow] = move(self.track, states[slow], np.stack([vx[slow], vy[slow]], axis=1))
+            fast = np.flatnonzero(inside)
+            out[fast] = self._move(states[fast], vx[fast], vy[fast])
+            return out
+        idx = y * (W * S * S)
+        idx += x * (S * S)
+        vx *= S
+        idx += vx
+        idx += vy
+        idx += V * S + V
+        return moves.take(idx, axis=0, mode="clip")  # the indices are in range (checked above)
+
+    def _move_table(self) -> np.ndarray:
+        """``(H * W * (2V + 1)**2, 5)`` int64 successor states of the move from every cell (row-major) with every
+        velocity ``|vx|, |vy| <= V`` (row ``((cell * (2V+1)) + vx + V) * (2V+1) + vy + V``), computed by
+        :func:`move` once per map."""
+        if self._moves is None:
+            H, W, V = self.track.height, self.track.width, self._vmax
+            key = (self.track.grid.tobytes(), H, W, V)
+            if key not in _MOVE_TABLES:
+                cell, vx, vy = np.meshgrid(np.arange(H * W), np.arange(-V, V + 1), np.arange(-V, V + 1), indexing="ij")
+                states = np.zeros((cell.size, 5), dtype=np.int64)
+                states[:, 0], states[:, 1] = cell.reshape(-1) % W, cell.reshape(-1) // W
+                if len(_MOVE_TABLES) >= 8:
+                    _MOVE_TABLES.pop(next(iter(_MOVE_TABLES)))
+                _MOVE_TABLES[key] = move(self.track, states, np.stack([vx.reshape(-1), vy.reshape(-1)], axis=1))
+            self._moves = _MOVE_TABLES[key]
+        return self._moves
 
     def self_loops(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """``(N,)`` bool: the action surely leads back to the same state (standing still, no acceleration).
 
         At velocity 0 with acceleration (0, 0) the velocity stays 0 whether or not the action fails.
         """
-        return (states[:, 2] == 0) & (states[:, 3] == 0) & (ACCELERATIONS[actions] == 0).all(axis=1)
+        out = _STANDS.take(actions)
+        out &= states[:, 2] == 0
+        out &= states[:, 3] == 0
+        return out
 
     def label(self, name: str, states: np.ndarray) -> np.ndarray:
         """``(N,)`` bool: ``goal``, ``crashed`` or ``driving``."""
@@ -205,3 +287,17 @@ class RacetrackEnv:
     def terminal(self, states: np.ndarray) -> np.ndarray:
         """``(N,)`` bool: the run has ended (goal or crash); the simulator stops such runs."""
         return states[:, 4] != DRIVING
+
+
+def _on_map(states: np.ndarray, H: int, W: int) -> bool:
+    """Whether every ``(N, 5)`` int64 state's position is on the ``H x W`` map (two reductions)."""
+    if states.dtype != np.int64:
+        return False
+    return not len(states) or (states[:, 0].view(np.uint64).max() < W and states[:, 1].view(np.uint64).max() < H)
+
+
+def _in_range(a: np.ndarray, n: int) -> np.ndarray:
+    """``(N,)`` bool ``0 <= a < n`` (for int64 ``a``: one unsigned comparison)."""
+    if a.dtype == np.int64:
+        return a.view(np.uint64) < np.uint64(n)
+    return (a >= 0) & (a < n)

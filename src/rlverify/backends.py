@@ -1,0 +1,308 @@
+"""Where independent pieces of an engine's work run: in this process (``local``) or as Ray tasks (``ray``).
+
+An engine splits its work into tasks whose inputs are fixed before any task runs (a range of run
+indices, a chunk of a frontier), ships what every task needs once (:meth:`Backend.share`: the
+policy, the environment), and collects the results in task order (:meth:`Backend.map`). Because
+each task is a pure function of its inputs and the results are combined in task order, the outcome
+does not depend on the backend, on the number of workers or on which worker finishes first; only
+the progress callback sees the completion order.
+
+Ray is an optional extra (``pip install 'rlverify[ray]'``), imported only when a ``ray`` backend is
+opened. Joining a cluster that does not answer fails with a :class:`BackendError` after a bounded
+wait (``connect_timeout``), never a hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlverify.errors import DependencyNotInstalled, OptionError, RlverifyError
+
+log = logging.getLogger(__name__)
+
+KINDS = ("local", "ray")
+RAY_EXTRA = "pip install 'rlverify[ray]'"
+
+
+class BackendError(RlverifyError):
+    """A compute backend cannot be reached or set up (e.g. no Ray cluster answers at ``--address``)."""
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Where the work runs.
+
+    Attributes:
+        kind: ``local`` (this process, the default) or ``ray`` (Ray tasks).
+        address: Ray only: None starts a Ray runtime on this machine; ``auto`` joins the cluster
+            started on this machine with ``ray start``; ``HOST:PORT`` joins the cluster whose head
+            listens there (the port ``ray start --head --port`` was given, default 6379).
+        num_cpus: Ray only, without ``address``: CPUs the local runtime may use (None: all).
+        connect_timeout: Ray only: seconds to wait for a cluster at ``address`` to answer.
+        tasks_per_worker: Ray only: a fixed-size job is cut into about this many tasks per worker
+            (load balance vs per-task overhead); never changes a result.
+    """
+
+    kind: str = "local"
+    address: str | None = None
+    num_cpus: int | None = None
+    connect_timeout: float = 10.0
+    tasks_per_worker: int = 4
+
+    def validate(self) -> None:
+        if self.kind not in KINDS:
+            raise OptionError(f"--backend: expected one of {', '.join(KINDS)}, got '{self.kind}'")
+        if self.kind != "ray" and self.address is not None:
+            raise OptionError(f"--address {self.address}: an address is used with --backend ray only")
+        if self.address is not None and self.address != "auto":
+            _host_port(self.address)
+        if self.num_cpus is not None and (int(self.num_cpus) != self.num_cpus or self.num_cpus <= 0):
+            raise OptionError(f"num_cpus: expected a positive integer, got {self.num_cpus!r}")
+        if self.num_cpus is not None and self.address is not None:
+            raise OptionError("num_cpus sizes a Ray runtime started here; a cluster at --address has its own CPUs")
+        if not (self.connect_timeout > 0):
+            raise OptionError(f"connect_timeout: expected a positive number of seconds, got {self.connect_timeout!r}")
+        if int(self.tasks_per_worker) != self.tasks_per_worker or self.tasks_per_worker <= 0:
+            raise OptionError(f"tasks_per_worker: expected a positive integer, got {self.tasks_per_worker!r}")
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise OptionError(f"--address {address}: expected 'auto' or HOST:PORT (the head node's address and the port "
+                          "given to 'ray start --head --port', e.g. 10.0.0.5:6379)")
+    return host.strip("[]"), int(port)
+
+
+class Backend:
+    """Runs ``fn(shared, *args)`` for a list of argument tuples; results in the order of the tasks.
+
+    ``fn`` must be a module-level function (workers import it by name) and pure: its result may
+    depend only on ``shared`` and its arguments.
+    """
+
+    kind = "local"
+    #: processes working in parallel (the engines size their tasks by it; results never depend on it)
+    workers = 1
+
+    def share(self, obj: Any) -> Any:
+        """A handle to ``obj`` that tasks receive as ``shared`` (shipped to each worker once)."""
+        return obj
+
+    def map(self, fn: Callable[..., Any], shared: Any, tasks: Sequence[tuple[Any, ...]], *,
+            on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """``[fn(shared, *args) for args in tasks]``; ``on_result(i, result)`` as each task finishes."""
+        out = []
+        for i, args in enumerate(tasks):
+            res = fn(shared, *args)
+            if on_result is not None:
+                on_result(i, res)
+            out.append(res)
+        return out
+
+
+LOCAL = Backend()
+
+
+def open_backend(options: BackendOptions | None = None) -> Backend:
+    """The backend ``options`` ask for (the local one by default).
+
+    For ``ray``: a Ray runtime already initialised in this process is used as it is; otherwise one
+    is started on this machine (``address`` None) or the cluster at ``address`` is joined.
+
+    Raises:
+        DependencyNotInstalled: ``ray`` without the Ray extra.
+        BackendError: no Ray cluster answers at ``address`` within ``connect_timeout`` seconds.
+    """
+    options = options or BackendOptions()
+    options.validate()
+    if options.kind == "local":
+        return LOCAL
+    return RayBackend(options)
+
+
+def import_ray(options: BackendOptions | None = None) -> Any:
+    """The ``ray`` module, or :class:`DependencyNotInstalled` naming the extra.
+
+    When ``options`` joins a cluster (``address``) and Ray is not imported yet, Ray's connection waits
+    are first bounded by ``connect_timeout`` (Ray reads them from the environment once, on import; by
+    default it retries for minutes): call this before anything imports Ray.
+    """
+    if options is not None and options.address is not None and "ray" not in sys.modules:
+        timeout = str(max(1, int(round(options.connect_timeout))))
+        for key, value in (("RAY_gcs_server_port_wait_time_s", "1"), ("RAY_py_gcs_connect_timeout_s", timeout),
+                           ("RAY_gcs_rpc_server_connect_timeout_s", timeout)):
+            os.environ.setdefault(key, value)
+    try:
+        import ray
+    except ImportError as exc:
+        raise DependencyNotInstalled(f"--backend ray needs Ray, which is not installed ({exc}): {RAY_EXTRA}") from None
+    return ray
+
+
+class RayBackend(Backend):
+    """Tasks run as Ray tasks (one CPU each); shared objects go to the object store once (``ray.put``)
+    and each worker process deserialises a shared object once (a small per-process cache)."""
+
+    kind = "ray"
+
+    def __init__(self, options: BackendOptions) -> None:
+        self.options = options
+        ray = self._ray = _connect(options)
+        _register_serializers(ray)
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._task = ray.remote(num_cpus=1, max_retries=2)(_run_task)
+
+    def share(self, obj: Any) -> Any:
+        try:
+            return _Shared(self._ray.put(obj))
+        except (TypeError, ValueError, AttributeError, RuntimeError) as exc:  # pickling an unpicklable part
+            raise BackendError(f"cannot ship this job to Ray workers: a part of it cannot be serialised "
+                               f"({str(exc).splitlines()[0][:300]}); a TorchScript policy can be exported "
+                               "to ONNX (which ships), or use --backend local") from None
+
+    def map(self, fn: Callable[..., Any], shared: Any, tasks: Sequence[tuple[Any, ...]], *,
+            on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        ray = self._ray
+        if not isinstance(shared, _Shared):
+            shared = self.share(shared)
+        refs = [self._task.remote(fn, shared, *args) for args in tasks]
+        index = {ref: i for i, ref in enumerate(refs)}
+        out: list[Any] = [None] * len(refs)
+        pending = list(refs)
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                for ref in ready:
+                    res = ray.get(ref)
+                    out[index[ref]] = res
+                    if on_result is not None:
+                        on_result(index[ref], res)
+        except ray.exceptions.RayTaskError as exc:
+            for ref in pending:
+                ray.cancel(ref)
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, RlverifyError):  # bad input found by a worker: the same error as locally
+                raise cause from None
+            raise
+        return out
+
+
+class _Shared:
+    """An object in Ray's object store; wrapped so that Ray passes the reference, not the value, to tasks."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+
+#: per worker process: shared objects already deserialised (object id -> object), most recent last
+_CACHE: OrderedDict[str, Any] = OrderedDict()
+_CACHE_SIZE = 4
+
+
+def _resolve(shared: Any) -> Any:
+    if not isinstance(shared, _Shared):
+        return shared
+    key = shared.ref.hex()
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    import ray
+
+    obj = ray.get(shared.ref)
+    _CACHE[key] = obj
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return obj
+
+
+def _run_task(fn: Callable[..., Any], shared: Any, *args: Any) -> Any:
+    return fn(_resolve(shared), *args)
+
+
+def _connect(options: BackendOptions) -> Any:
+    if options.address not in (None, "auto"):
+        _check_reachable(options.address, options.connect_timeout)
+    ray = import_ray(options)
+    if ray.is_initialized():
+        log.info("using the Ray runtime already initialised in this process")
+        return ray
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
+                              "configure_logging": False}
+    t0 = time.perf_counter()
+    if options.address is None:
+        ray.init(address="local", num_cpus=options.num_cpus, **kwargs)  # a new runtime, never one found running
+        log.info("started a local Ray runtime (%.1f s)", time.perf_counter() - t0)
+        return ray
+    try:
+        ray.init(address=options.address, **kwargs)
+    except (ConnectionError, RuntimeError, TimeoutError) as exc:
+        raise BackendError(f"--address {options.address}: no Ray cluster answered within "
+                           f"{time.perf_counter() - t0:.0f} s ({type(exc).__name__}: {exc}); start one with "
+                           "'ray start --head --port PORT' on the head node and pass --address HEAD:PORT, or drop "
+                           "--address to start Ray on this machine") from None
+    log.info("joined the Ray cluster at %s (%.1f s)", options.address, time.perf_counter() - t0)
+    return ray
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    """A TCP connection to ``address`` within ``timeout`` s, else :class:`BackendError` (refused, unknown host...)."""
+    host, port = _host_port(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except socket.gaierror as exc:
+        raise BackendError(f"--address {address}: unknown host '{host}' ({exc.strerror})") from None
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise BackendError(f"--address {address}: cannot reach a Ray head node there ({why} after at most "
+                           f"{timeout:g} s); is 'ray start --head --port {port}' running on {host}?") from None
+
+
+# ---------------------------------------------------------------------------------------------- shipping
+
+def _register_serializers(ray: Any) -> None:
+    """Teach Ray to ship an ONNX policy: its onnxruntime session cannot be pickled, so the policy travels
+    as the ONNX file's bytes plus its resolved features, actions and output kind, and the worker loads it
+    with :class:`~rlverify.policies.adapters.OnnxPolicy` itself (the file need not exist on the worker)."""
+    from rlverify.policies.adapters import OnnxPolicy
+
+    ray.util.register_serializer(OnnxPolicy, serializer=_onnx_state, deserializer=_onnx_restore)
+
+
+def _onnx_state(policy: Any) -> dict[str, Any]:
+    from pathlib import Path
+
+    model = getattr(policy, "_model", None)
+    data = model.SerializeToString() if model is not None else Path(policy.path).read_bytes()
+    plain = {k: v for k, v in policy.__dict__.items() if isinstance(v, (str, int, float, bool, tuple, Path, type(None)))}
+    return {"onnx": data, "features": list(policy.features), "actions": list(policy.actions),
+            "output": policy.output, "attributes": plain}
+
+
+def _onnx_restore(state: dict[str, Any]) -> Any:
+    import tempfile
+    from pathlib import Path
+
+    from rlverify.policies.adapters import OnnxPolicy
+
+    with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
+        path = Path(tmp) / "policy.onnx"
+        path.write_bytes(state["onnx"])
+        policy = OnnxPolicy(path, features=state["features"], actions=state["actions"], output=state["output"])
+    policy.__dict__.update(state["attributes"])  # the driver's name, path and other plain settings
+    return policy
+
+
+def chunks(start: int, stop: int, size: int) -> list[tuple[int, int]]:
+    """``[(a, b), ...]`` consecutive half-open ranges of at most ``size`` covering ``[start, stop)``."""
+    size = max(1, int(size))
+    return [(a, min(stop, a + size)) for a in range(start, stop, size)]

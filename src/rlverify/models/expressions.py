@@ -1,0 +1,140 @@
+"""One small expression language over state variables, evaluated on numpy arrays (``--where``, ``--importance``).
+
+PRISM style (``x=1 & !done``) and Python style (``x == 1 and not done``) both parse. Accepted:
+variables, numbers, ``true``/``false``, comparisons (chains too), ``& | !`` (``and or not``, on
+conditions), ``+ - * / // % **``, ``abs()``, ``min()``, ``max()``, ``a if c else b`` and parentheses.
+The text is parsed into a syntax tree and walked; nothing is executed. A division by zero in some
+state is an error (numpy would answer ``x % 0`` with 0), never a silent value.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import OptionError, did_you_mean
+
+ALLOWED = ("variables, numbers, true/false, comparisons = != < <= > >=, & | ! (or and/or/not), "
+           "+ - * / // % **, abs(), min(), max(), 'a if c else b', parentheses")
+_CMP = {ast.Eq: np.equal, ast.NotEq: np.not_equal, ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater,
+        ast.GtE: np.greater_equal}
+_ARITH = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
+          ast.FloorDiv: np.floor_divide, ast.Mod: np.mod, ast.Pow: np.power}
+_FUNCS = {"abs": np.abs, "min": np.minimum, "max": np.maximum}
+_CONSTANTS = {"true": True, "false": False, "True": True, "False": False}
+_NODES = (ast.Expression, ast.Name, ast.Load, ast.Constant, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not,
+          ast.USub, ast.UAdd, ast.BinOp, ast.Compare, ast.IfExp, ast.Call, *_CMP, *_ARITH)
+
+Expression = Callable[[np.ndarray], np.ndarray]
+
+
+def compile_expression(text: str, variables: Sequence[str], *, option: str, booleans: Sequence[str] = (),
+                       kind: str = "condition") -> Expression:
+    """Parse ``text`` over ``variables`` into ``f(values (N, len(variables))) -> (N,)``.
+
+    ``kind``: ``"condition"`` (the result must be a comparison or logic: bool) or ``"number"`` (float64;
+    comparisons count 1 for true). ``booleans``: the variables whose 0/1 values read as false/true.
+    ``option`` names the option in messages (``--where``).
+
+    Raises:
+        OptionError: a syntax error, an unknown variable or function (naming the known ones), another
+            construct, a number where a condition is needed; when evaluated: a division by zero.
+    """
+    source = text
+    py = re.sub(r"&&?", " and ", text)
+    py = re.sub(r"\|\|?", " or ", py)
+    py = re.sub(r"!(?!=)", " not ", py)
+    py = re.sub(r"(?<![<>!=])=(?!=)", "==", py)
+    where = f"{option} {source!r}"
+    try:
+        tree = ast.parse(py.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise OptionError(f"{where}: syntax error ({exc.msg}); use {ALLOWED}") from None
+    known = list(variables)
+    for node in ast.walk(tree):
+        call_ok = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords
+        if not isinstance(node, _NODES) or (isinstance(node, ast.Call) and not call_ok) or \
+                (isinstance(node, ast.Constant) and not isinstance(node.value, (int, float))):
+            shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
+            raise OptionError(f"{where}: '{shown}' is not allowed; use {ALLOWED}")
+        if call_ok and node.func.id not in _FUNCS:
+            raise OptionError(f"{where}: '{ast.unparse(node)}' is not allowed: unknown function "
+                              f"'{node.func.id}'; the functions: {', '.join(_FUNCS)}")
+    functions = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and id(node) not in functions and node.id not in known \
+                and node.id not in _CONSTANTS:
+            raise OptionError(f"{where}: unknown variable '{node.id}'{did_you_mean(node.id, known)}; "
+                              f"the variables: {', '.join(known)}")
+    flags = set(booleans)
+
+    def evaluate(values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values)
+        column = {n: values[:, i].astype(bool) if n in flags else values[:, i] for i, n in enumerate(known)}
+        out = np.asarray(_eval(tree.body, column, where))
+        if kind == "condition":
+            if out.dtype != np.bool_:
+                raise OptionError(f"{where}: is a number, not a condition (compare it: x=1, x>=2)")
+            return np.broadcast_to(out, (len(values),)).copy()
+        return np.broadcast_to(out.astype(np.float64), (len(values),)).copy()
+
+    evaluate(np.ones((1, len(known)), dtype=np.int64))  # refuse a wrong kind now (1s: no spurious division by zero)
+    return evaluate
+
+
+def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
+    if isinstance(node, ast.Name):
+        return column[node.id] if node.id in column else _CONSTANTS[node.id]
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.BoolOp):
+        parts = [_condition(_eval(v, column, where), where) for v in node.values]
+        return (np.logical_and if isinstance(node.op, ast.And) else np.logical_or).reduce(np.broadcast_arrays(*parts))
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, column, where)
+        if isinstance(node.op, ast.Not):
+            return np.logical_not(_condition(v, where))
+        return -_number(v) if isinstance(node.op, ast.USub) else _number(v)
+    if isinstance(node, ast.BinOp):
+        left, right = _number(_eval(node.left, column, where)), _number(_eval(node.right, column, where))
+        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and (right == 0).any():
+            raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (in some state)")
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _ARITH[type(node.op)](left, right)
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, column, where)
+        out: Any = True
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _eval(right_node, column, where)
+            out = np.logical_and(out, _CMP[type(op)](left, right))
+            left = right
+        return out
+    if isinstance(node, ast.IfExp):
+        return np.where(_condition(_eval(node.test, column, where), where), _eval(node.body, column, where),
+                        _eval(node.orelse, column, where))
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # checked when compiled
+    args = [_number(_eval(a, column, where)) for a in node.args]
+    name = node.func.id
+    if name == "abs" and len(args) != 1 or name != "abs" and len(args) < 2:
+        raise OptionError(f"{where}: {name} takes {'one argument' if name == 'abs' else 'two or more arguments'}")
+    out = args[0] if name != "abs" else np.abs(args[0])
+    for a in args[1:]:
+        out = _FUNCS[name](out, a)
+    return out
+
+
+def _condition(v: Any, where: str) -> np.ndarray:
+    a = np.asarray(v)
+    if a.dtype != np.bool_:
+        raise OptionError(f"{where}: 'and'/'or'/'not' (& | !) and 'if' need conditions, got a number "
+                          "(compare it: x=1, x>=2)")
+    return a
+
+
+def _number(v: Any) -> np.ndarray:
+    a = np.asarray(v)
+    return a.astype(np.float64) if a.dtype == np.bool_ else a
