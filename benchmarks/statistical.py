@@ -7,15 +7,19 @@
    crashes within a step or two, and its lockstep batches would be nearly empty):
    * the bare network: onnxruntime on a preallocated float32 ``(B, 15)`` batch, rows/s, with the same
      session options as :class:`~rlverify.policies.OnnxPolicy` (one thread);
-   * lockstep simulation with batch size ``B``: decisions/s, and its ratio to the bare network.
-     Target: >= 0.9. Runs finish at different steps, so most network calls have fewer than ``B``
+   * lockstep simulation with batch size ``B``: decisions/s, and its ratio to the bare network, with one
+     thread (``SimulationOptions(threads=1)``) and with the default two (each batch cut in two halves
+     advanced by their own threads, at most one network call at a time: the numpy work of one half runs
+     while the network evaluates the other's rows; the network is still the one resource, as for the bare
+     figure). Target: >= 0.9. Runs finish at different steps, so most network calls have fewer than ``B``
      rows; the bare network at the mean rows of those calls, and on exactly the same sequence of calls
-     (the share of the simulation's time spent in the network), are printed too;
+     (the share of the simulation's time spent in the network), are printed too, for either path;
    * the policy wrapper against the network it wraps at ``B`` rows: ``OnnxPolicy.action_probabilities``
      and its fused ``choose`` (what the simulator calls) against the bare session; the numpy wrapper
      (``CallablePolicy``) against the numpy ``MLP`` it wraps. Target: overhead < 10 %.
    Each figure is the best of ``--repeats`` interleaved repetitions, by wall clock and by this process's
-   CPU time (in brackets: less sensitive to other processes on the machine; the load average is printed).
+   CPU time (in brackets: less sensitive to other processes on the machine; the load average is printed;
+   not given for the two-thread path, whose CPU time adds up both threads').
 2. Lockstep against one network call per decision (targets: >= 1,000,000 decisions/s, >= 100x).
 3. The full Barto-small heat map at epsilon = 0.01, delta = 0.05 (Okamoto: 18,445 runs per cell),
    timed; target <= 5 minutes.
@@ -31,6 +35,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,15 +47,16 @@ from rlverify.statistical import SimulationOptions, StatisticalOptions, heatmap,
 from rlverify.statistical.properties import parse_path_property
 
 
-def decisions_per_second(env, policy, *, runs: int, batch: int, max_steps: int = 200,
+def decisions_per_second(env, policy, *, runs: int, batch: int, max_steps: int = 200, threads: int | None = None,
                          clock: Callable[[], float] = time.perf_counter) -> tuple[float, int, float, float]:
-    """Lockstep decisions/s from the start line (by ``clock``); also the decisions, the seconds and the mean rows
-    per policy call."""
+    """Lockstep decisions/s from the start line (by ``clock``; ``threads``: None for the default); also the
+    decisions, the seconds and the mean rows per policy call."""
     prop = parse_path_property('P=? [!"crashed" U "goal"]', env.labels)
     starts = env.start_states()  # the start line: the DSMC query, runs of ~10-20 decisions
+    opts = SimulationOptions(mode="deterministic", max_steps=max_steps, seed=1, batch_size=batch)
+    opts = opts if threads is None else replace(opts, threads=threads)
     t = clock()
-    res = simulate(env, policy, prop, np.arange(runs), starts=starts,
-                   options=SimulationOptions(mode="deterministic", max_steps=max_steps, seed=1, batch_size=batch))
+    res = simulate(env, policy, prop, np.arange(runs), starts=starts, options=opts)
     dt = clock() - t
     n = int(res.steps.sum())
     calls = sum(int(res.steps[b:b + batch].max()) for b in range(0, runs, batch))  # one call per step of a batch
@@ -70,8 +76,9 @@ def seconds_per_call(fn: Callable[[], object], *, min_time: float = 0.3,
             return dt / k
 
 
-def call_sizes(env, policy, *, runs: int, batch: int) -> list[int]:
-    """Rows of each policy call of the simulation :func:`decisions_per_second` times (recorded in a separate run)."""
+def call_sizes(env, policy, *, runs: int, batch: int, threads: int | None = None) -> list[int]:
+    """Rows of each policy call of the simulation :func:`decisions_per_second` times (recorded in a separate run;
+    with two threads, the calls of both, in the order they were made)."""
     sizes: list[int] = []
     choose = policy.choose
 
@@ -81,7 +88,7 @@ def call_sizes(env, policy, *, runs: int, batch: int) -> list[int]:
 
     policy.choose = recording  # on this instance only, for this run
     try:
-        decisions_per_second(env, policy, runs=runs, batch=batch)
+        decisions_per_second(env, policy, runs=runs, batch=batch, threads=threads)
     finally:
         del policy.choose
     return sizes
@@ -124,22 +131,26 @@ def bare_session(path: str | Path):
 
 
 def network_speed(env, label: str, path: str | Path, *, batch: int, runs: int, repeats: int) -> None:
-    """Section 1 for the ONNX network at ``path`` (and its numpy MLP): bare vs lockstep vs wrapper."""
+    """Section 1 for the ONNX network at ``path`` (and its numpy MLP): bare vs lockstep (one and two threads) vs
+    wrapper."""
     policy = OnnxPolicy(path)
     session, name = bare_session(path)
     net = mlp_from_onnx(path)
     numpy_policy = CallablePolicy(net, FEATURES, ACTIONS, output=policy.output, name=f"numpy {label}")
     x32 = sample_observations(env, batch)
     x64 = x32.astype(np.float64)
-    sizes = call_sizes(env, policy, runs=runs, batch=batch)
+    threads = SimulationOptions().threads  # the default path
+    paths = {1: "1 thread", threads: f"{threads} threads"}
+    sizes = {k: call_sizes(env, policy, runs=runs, batch=batch, threads=k) for k in paths}
 
-    def same_calls() -> None:
-        for k in sizes:
-            session.run(None, {name: x32[:k]})
+    def same_calls(k: int) -> Callable[[], None]:
+        def run() -> None:
+            for rows in sizes[k]:
+                session.run(None, {name: x32[:rows]})
+        return run
 
     best: dict[tuple[str, str], float] = {}
     clocks = {"wall": time.perf_counter, "cpu": time.process_time}
-    mean_rows = 0.0
     for _ in range(repeats):  # interleaved, so a burst of load hits every figure alike
         for cname, clock in clocks.items():
             def keep(key: str, value: float, *, high: bool) -> None:
@@ -150,11 +161,12 @@ def network_speed(env, label: str, path: str | Path, *, batch: int, runs: int, r
                 return seconds_per_call(fn, clock=clock)
 
             keep("bare", batch / per_call(lambda: session.run(None, {name: x32})), high=True)
-            rate, n, _, mean_rows = decisions_per_second(env, policy, runs=runs, batch=batch, clock=clock)
-            keep("lockstep", rate, high=True)
-            mean = max(1, int(round(mean_rows)))
-            keep("bare at mean", mean / per_call(lambda: session.run(None, {name: x32[:mean]})), high=True)
-            keep("bare same calls", sum(sizes) / per_call(same_calls), high=True)
+            for k in paths:
+                rate, n, _, _ = decisions_per_second(env, policy, runs=runs, batch=batch, threads=k, clock=clock)
+                keep(f"lockstep {k}", rate, high=True)
+                mean = max(1, int(round(np.mean(sizes[k]))))
+                keep(f"bare at mean {k}", mean / per_call(lambda: session.run(None, {name: x32[:mean]})), high=True)
+                keep(f"bare same calls {k}", sum(sizes[k]) / per_call(same_calls(k)), high=True)
             keep("onnx network", per_call(lambda: session.run(None, {name: x32})), high=False)
             keep("onnx wrapper", per_call(lambda: policy.action_probabilities(x32)), high=False)
             keep("onnx choose", per_call(lambda: policy.choose(x32)), high=False)
@@ -164,20 +176,26 @@ def network_speed(env, label: str, path: str | Path, *, batch: int, runs: int, r
     print(f"-- {label} network {net.sizes}, batch B = {batch:,}, {runs:,} runs ({n:,} decisions), best of {repeats}, "
           "wall clock [CPU time of this process]")
 
-    def both(key: str, fmt: str) -> str:
-        return f"{best[('wall', key)]:{fmt}} [{best[('cpu', key)]:{fmt}}]"
+    def both(key: str, fmt: str, k: int = 1) -> str:
+        cpu = f"{best[('cpu', key)]:{fmt}}" if k == 1 else "n/a"
+        return f"{best[('wall', key)]:{fmt}} [{cpu}]"
 
-    def ratio(a: str, b: str) -> str:
-        return f"{best[('wall', a)] / best[('wall', b)]:.2f} [{best[('cpu', a)] / best[('cpu', b)]:.2f}]"
+    def ratio(a: str, b: str, k: int = 1) -> str:
+        cpu = f"{best[('cpu', a)] / best[('cpu', b)]:.2f}" if k == 1 else "n/a"
+        return f"{best[('wall', a)] / best[('wall', b)]:.2f} [{cpu}]"
 
-    print(f"   bare onnxruntime forward, B rows/call      : {both('bare', '>12,.0f')} rows/s")
-    print(f"   lockstep simulation, batch B               : {both('lockstep', '>12,.0f')} decisions/s")
-    print(f"   ratio lockstep / bare (target >= 0.9)      : {ratio('lockstep', 'bare')}")
-    print(f"   bare forward at the simulation's mean rows per call ({mean_rows:,.0f}): {both('bare at mean', ',.0f')} rows/s "
-          f"-> ratio {ratio('lockstep', 'bare at mean')}")
-    print(f"   bare forward on exactly the simulation's {len(sizes)} calls ({sum(sizes):,} rows): "
-          f"{both('bare same calls', ',.0f')} rows/s -> ratio {ratio('lockstep', 'bare same calls')} "
-          "(the share of the simulation's time spent in the network)")
+    print(f"   bare onnxruntime forward, B rows/call (one onnxruntime thread): {both('bare', ',.0f')} rows/s")
+    for k in paths:
+        how = "one thread" if k == 1 else (f"default: {k} threads, each batch cut in {k} parts, at most one network "
+                                           "call at a time")
+        print(f"   lockstep simulation, batch B, {how}:")
+        print(f"      {both(f'lockstep {k}', ',.0f', k)} decisions/s -> ratio to the bare forward at B rows "
+              f"{ratio(f'lockstep {k}', 'bare', k)} (target >= 0.9)")
+        print(f"      bare forward at this path's mean rows per call ({np.mean(sizes[k]):,.0f}): "
+              f"{both(f'bare at mean {k}', ',.0f')} rows/s -> ratio {ratio(f'lockstep {k}', f'bare at mean {k}', k)}")
+        print(f"      bare forward on exactly this path's {len(sizes[k])} calls ({sum(sizes[k]):,} rows): "
+              f"{both(f'bare same calls {k}', ',.0f')} rows/s -> ratio {ratio(f'lockstep {k}', f'bare same calls {k}', k)} "
+              "(with one thread: the share of the simulation's time spent in the network)")
     for kind in ("onnx", "numpy"):
         for what in ("wrapper", "choose"):
             call = "action_probabilities" if what == "wrapper" else "choose (fused)"

@@ -10,10 +10,12 @@ an explicit per-row check.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
-from rlverify.errors import PolicyError
+from rlverify.errors import OptionError, PolicyError
 from rlverify.models.racetrack import ACCELERATIONS, ACTIONS, FEATURES, RacetrackEnv, move, parse_track
 from rlverify.models.racetrack.env import DIRECTIONS
 from rlverify.models.racetrack.track import GOAL, WALL
@@ -294,3 +296,150 @@ def test_uniforms_are_splitmix64():
         got = uniforms(keys, step, stream)
         assert got.dtype == np.float64
         assert got.tolist() == [splitmix_uniform(42, int(r), step, stream) for r in runs]
+
+
+# ------------------------------------------------------------------------------------------------
+# batches cut between threads (SimulationOptions.threads): the same runs, one policy call at a time
+
+
+class Watched:
+    """Wraps ``policy.choose`` and ``policy.action_probabilities`` on the instance: which threads call them,
+    and the most calls in progress at once."""
+
+    def __init__(self, policy):
+        self.threads, self.busy, self.most = set(), 0, 0
+        self._guard, self._depth = threading.Lock(), threading.local()
+        for name in ("choose", "action_probabilities"):
+            setattr(policy, name, self._wrap(getattr(policy, name)))
+
+    def _wrap(self, fn):
+        def call(*args):
+            outer = not getattr(self._depth, "n", 0)  # choose may call action_probabilities: one call
+            self._depth.n = getattr(self._depth, "n", 0) + 1
+            if outer:
+                with self._guard:
+                    self.threads.add(threading.get_ident())
+                    self.busy += 1
+                    self.most = max(self.most, self.busy)
+            try:
+                return fn(*args)
+            finally:
+                self._depth.n -= 1
+                if outer:
+                    with self._guard:
+                        self.busy -= 1
+        return call
+
+
+@pytest.fixture(scope="module")
+def barto_small():
+    from rlverify.benchmarks.racetrack import make_racetrack, policy_path
+
+    env = make_racetrack("racetrack-barto-small-v1")
+    prop = parse_path_property('P=? [!"crashed" U "goal"]', env.labels)
+    return env, prop, policy_path("racetrack-barto-small-v1"), env.start_states(env.track.free_cells())
+
+
+@pytest.fixture(scope="module")
+def avoid_onnx(avoid_model, avoid_policy, tmp_path_factory):
+    """Avoid 4x4 (the PRISM model of conftest) and conftest's random 2x64 logits network as an ONNX file."""
+    from rlverify.statistical.verify import prepare
+
+    env, prop, _ = prepare(avoid_model, "P=? [F<=100 COLLISION=true]")
+    path = save_mlp_onnx(tmp_path_factory.mktemp("avoid") / "avoid.onnx", MLP.random([6, 64, 64, 4], seed=1),
+                         features=avoid_policy.features, actions=avoid_policy.actions, output="logits")
+    return env, prop, path
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("mode", ["deterministic", "stochastic"])
+@pytest.mark.parametrize("case", ["barto-small shipped policy", "avoid logits", "avoid logits renormalize"])
+def test_threaded_parts_equal_one_thread(barto_small, avoid_onnx, monkeypatch, case, mode, threads):
+    """Every run's outcome, stall, steps and recorded labels are the same, bit for bit, whether a batch is
+    advanced whole in one thread or cut into parts run by threads (uneven parts, a last batch too small to cut);
+    the threaded policy calls come from the worker threads, never two at a time."""
+    import rlverify.statistical.engine as engine
+
+    monkeypatch.setattr(engine, "MIN_PART_RUNS", 300)  # small parts: several batches, some not cut
+    if case.startswith("barto"):
+        env, prop, path, starts = barto_small
+        record, max_steps = ("crashed", "goal"), 60
+    else:
+        env, prop, path = avoid_onnx
+        starts, record, max_steps = None, ("collide", "deadlock"), 120
+    runs = np.arange(7, 4107)  # batches of 1,900, 1,900 and 300 runs (the last one too small to cut)
+    unavailable = "renormalize" if case.endswith("renormalize") else "stall"
+    results = []
+    for k in (1, threads):
+        policy = OnnxPolicy(path)
+        watch = Watched(policy)
+        opts = SimulationOptions(mode=mode, max_steps=max_steps, seed=17, batch_size=1900, threads=k,
+                                 unavailable=unavailable)
+        progress = []
+        results.append(simulate(env, policy, prop, runs, starts=starts, options=opts, record=record,
+                                on_batch=progress.append))
+        assert progress == [1900, 1900, 300]  # batch by batch, in order
+        assert watch.most == 1
+        main = threading.get_ident()
+        assert watch.threads == {main} if k == 1 else (main not in watch.threads and len(watch.threads) == k)
+    one, many = results
+    for name in ("outcome", "stalled", "steps"):
+        assert np.array_equal(getattr(one, name), getattr(many, name)), name
+    assert one.recorded.keys() == many.recorded.keys()
+    for name in one.recorded:
+        assert np.array_equal(one.recorded[name], many.recorded[name]), name
+    assert len(set(one.steps.tolist())) >= 3 and len(set(one.outcome.tolist())) >= 2  # the runs differ
+
+
+class Boom(Exception):
+    pass
+
+
+class ConcurrentCallable(CallablePolicy):
+    """A callable policy the simulator may call from its threads (the test's own function)."""
+
+    concurrent = True
+
+
+def test_threaded_error_propagates_unchanged(barto_small, monkeypatch, tmp_path):
+    """An error raised in a part's thread reaches the caller as it was raised (the same object); the other parts
+    stop at their next policy call; a network that outputs NaN raises the PolicyError of the one-thread path."""
+    import rlverify.statistical.engine as engine
+
+    monkeypatch.setattr(engine, "MIN_PART_RUNS", 300)
+    env, prop, path, starts = barto_small
+    net = MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=2)
+    raised, calls = [], []
+
+    def fails_on_third_call(x):
+        calls.append(len(x))
+        if len(calls) == 3:
+            raised.append(Boom(f"third call, {len(x)} rows"))
+            raise raised[-1]
+        return net(x)
+
+    policy = ConcurrentCallable(fails_on_third_call, FEATURES, ACTIONS, output="q-values")
+    with pytest.raises(Boom) as info:
+        simulate(env, policy, prop, np.arange(2000), starts=starts,
+                 options=SimulationOptions(mode="deterministic", max_steps=50, seed=1, batch_size=2000, threads=2))
+    assert info.value is raised[0]
+    assert len(calls) == 3  # the other part took no turn after the failure
+
+    bias = [0.0] * len(ACTIONS)
+    bias[2] = np.nan
+    nan_file = save_mlp_onnx(tmp_path / "nan.onnx", tie_network(bias), features=FEATURES,
+                             actions=ACTIONS, output="q-values")
+    errors = []
+    for threads in (1, 2):
+        with pytest.raises(PolicyError, match="NaN or inf") as info:
+            simulate(env, OnnxPolicy(nan_file), prop, np.arange(2000), starts=starts,
+                     options=SimulationOptions(mode="stochastic", seed=1, batch_size=2000, threads=threads))
+        errors.append(info.value)
+    assert type(errors[0]) is type(errors[1]) and str(errors[0]).split("\n")[0] == str(errors[1]).split("\n")[0]
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2", None])
+def test_threads_option_must_be_a_positive_integer(barto_small, threads):
+    env, prop, path, starts = barto_small
+    with pytest.raises(OptionError, match="threads: expected a positive integer"):
+        simulate(env, OnnxPolicy(path), prop, np.arange(10), options=SimulationOptions(threads=threads))

@@ -193,6 +193,7 @@ class OnnxPolicy(BasePolicy):
 
     no_network = None
     input_dtype = np.float32
+    concurrent = True  # InferenceSession.run is thread-safe and releases the GIL while it evaluates
 
     def __init__(self, path: str | Path, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
                  output: str | None = None, defaults: Mapping[str, Sequence[str]] | None = None) -> None:

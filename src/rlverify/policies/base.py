@@ -60,6 +60,11 @@ class BasePolicy:
     #: whether the hooks keep no reference to the states array once they return (the simulator then reuses one
     #: observation buffer); False for adapters of user code that may keep it.
     transient_input: bool = True
+    #: whether the simulator may call the policy from two threads (one call at a time, but from either) and
+    #: gains by it: its hooks keep no state between calls and release the GIL while the network evaluates, so
+    #: the simulator's numpy work for some runs overlaps the evaluation for others
+    #: (:attr:`~rlverify.statistical.SimulationOptions.threads`). False unless the adapter says so.
+    concurrent: bool = False
 
     def __init__(self, features: list[str] | tuple[str, ...], actions: list[str] | tuple[str, ...], *, name: str = "policy") -> None:
         self._features = tuple(str(f) for f in features)

@@ -24,14 +24,24 @@ Speed (the same results): a policy adapter (:class:`~rlverify.policies.BasePolic
 fused :meth:`~rlverify.policies.BasePolicy.choose` (a greedy Q-value network returns its argmax, computed
 by the runtime, without building probabilities or drawing random numbers); observations are written into
 one buffer per batch in the dtype the policy takes (float32 for ONNX), when the environment's ``observe``
-takes ``out=``; finished runs are compacted with index takes.
+takes ``out=``; finished runs are compacted with index takes. With a policy that may be called from two
+threads (:attr:`~rlverify.policies.BasePolicy.concurrent`, e.g. ONNX: the runtime releases the GIL while it
+evaluates), each batch is cut into ``threads`` parts advanced by ``threads`` threads, at most one policy call at
+a time: the numpy work of one part (environment step, labels, compaction) runs while the network evaluates
+another's rows, so the network is not idle waiting for it; a thread that finishes its part takes the next one
+(of the next batch), so no thread waits for the slowest part of a batch. A run's outcome depends only on its
+own random numbers and start state, so the parts give exactly what the whole batch gives.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
+import numbers
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +58,9 @@ MODES = ("stochastic", "deterministic")
 #: run outcome codes
 SATISFIED, VIOLATED, UNDECIDED = 1, 0, -1
 _POLICY_STREAM, _ENV_STREAM, _START_STREAM = 0, 1, 2
+#: a batch is cut between threads only if every part gets at least this many runs (smaller policy calls cost
+#: more per row than the overlap saves; the results are the same either way)
+MIN_PART_RUNS = 1024
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,11 @@ class SimulationOptions:
         batch_size: runs simulated together (memory/speed only; results do not depend on it).
         unavailable: ``stall`` (a run choosing an unavailable action stalls) or ``renormalize``
             (the policy's row is rescaled over the available actions before choosing).
+        threads: threads advancing parts of a batch at once, at most one policy call at a time (speed only;
+            results do not depend on it). Used with a policy that may be called from several threads
+            (:attr:`~rlverify.policies.BasePolicy.concurrent`: ONNX); 1, or any other policy: one thread.
+            The environment's methods are then called from several threads on distinct arrays (the
+            protocol's methods are functions of their arguments).
     """
 
     mode: str = "stochastic"
@@ -68,6 +86,7 @@ class SimulationOptions:
     seed: int = 0
     batch_size: int = 20_000
     unavailable: str = "stall"
+    threads: int = 2
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -77,6 +96,8 @@ class SimulationOptions:
         if self.batch_size <= 0:
             raise PropertyError(f"batch size must be positive, got {self.batch_size}")
         check_unavailable(self.unavailable)
+        if isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral) or self.threads <= 0:
+            raise OptionError(f"threads: expected a positive integer (1: one thread), got {self.threads!r}")
 
 
 @dataclass(frozen=True)
@@ -141,7 +162,7 @@ def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarra
         run_ids: ``(N,)`` int64 global run indices.
         starts: ``(K, ...)`` start states (default ``env.initial_states()``).
         start_of_run: ``(N,)`` index into ``starts`` per run (default: uniform at random, from the seed).
-        options: mode, maximal run length, seed, batch size.
+        options: mode, maximal run length, seed, batch size, threads.
         record: labels whose value in the final state is returned (e.g. ``("crashed",)``).
         on_batch: called with the number of runs finished after each batch (progress).
     """
@@ -160,24 +181,109 @@ def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarra
     stalled = np.zeros(N, dtype=bool)
     steps = np.zeros(N, dtype=np.int64)
     recorded = {name: np.zeros(N, dtype=bool) for name in record}
+    parts = int(options.threads) if isinstance(policy, BasePolicy) and policy.concurrent else 1
+    if parts > 1 and min(N, options.batch_size) < 2 * MIN_PART_RUNS:
+        parts = 1
+    batches = []  # per batch, its parts: (first, stop) run positions
     for b0 in range(0, N, options.batch_size):
-        sl = slice(b0, min(N, b0 + options.batch_size))
-        keys = run_keys(key, run_ids[sl])
+        n = min(N, b0 + options.batch_size) - b0
+        k = max(1, min(parts, n // MIN_PART_RUNS))
+        cuts = [b0 + n * i // k for i in range(k + 1)]
+        batches.append(list(zip(cuts, cuts[1:])))
+
+    def run(a: int, b: int, turn: _Turn | None = None) -> None:  # runs a .. b - 1, into the result arrays
+        keys = run_keys(key, run_ids[a:b])
         if start_of_run is None:
             pick = np.minimum((uniforms(keys, -1, _START_STREAM) * len(starts)).astype(np.int64), len(starts) - 1)
         else:
-            pick = np.asarray(start_of_run[sl], dtype=np.int64)
-        res = _simulate_batch(env, policy, prop, binding, starts[pick], keys, options, record)
-        outcome[sl], stalled[sl], steps[sl] = res[0], res[1], res[2]
+            pick = np.asarray(start_of_run[a:b], dtype=np.int64)
+        res = _simulate_batch(env, policy, prop, binding, starts[pick], keys, options, record, turn=turn)
+        outcome[a:b], stalled[a:b], steps[a:b] = res[0], res[1], res[2]
         for name in record:
-            recorded[name][sl] = res[3][name]
-        if on_batch is not None:
-            on_batch(sl.stop - sl.start)
+            recorded[name][a:b] = res[3][name]
+
+    if parts == 1:
+        for batch in batches:
+            for a, b in batch:
+                run(a, b)
+            if on_batch is not None:
+                on_batch(batch[-1][1] - batch[0][0])
+    else:
+        with ThreadPoolExecutor(parts, thread_name_prefix="rlverify-sim") as pool:
+            _run_parts(pool, run, batches, on_batch)
     return RunOutcomes(outcome=outcome, stalled=stalled, steps=steps, recorded=recorded)
 
 
+class _Cancelled(Exception):
+    """A part stopped because another part failed (never seen outside :func:`_run_parts`)."""
+
+
+class _Turn:
+    """Held around every policy call of the parts of a simulation: one call at a time; after a part failed, the
+    others stop at their next call."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.failed = threading.Event()
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+        if self.failed.is_set():
+            self.lock.release()
+            raise _Cancelled
+
+    def __exit__(self, kind: type | None, *exc: object) -> None:
+        if kind is not None:
+            self.failed.set()  # before another part takes its turn
+        self.lock.release()
+
+
+def _run_parts(pool: ThreadPoolExecutor, run: Callable[..., None], batches: list[list[tuple[int, int]]],
+               on_batch: Callable[[int], None] | None) -> None:
+    """``run(a, b, turn)`` for every part of every batch in the threads of ``pool``, in order, one policy call at a
+    time: a thread that finishes a part takes the next one (also of the next batch) while the others finish
+    theirs. ``on_batch`` is called (in this thread) as each batch is complete, in order. The first error in part
+    order (not counting parts stopped because of it) is raised as it was raised in its thread."""
+    turn = _Turn()
+
+    def part(a: int, b: int) -> None:
+        try:
+            run(a, b, turn)
+        except BaseException:
+            turn.failed.set()
+            raise
+
+    futures = [[pool.submit(part, a, b) for a, b in batch] for batch in batches]
+    try:
+        for batch, done in zip(batches, futures):
+            wait(done)
+            if any(f.exception() is not None for f in done):
+                break
+            if on_batch is not None:
+                on_batch(batch[-1][1] - batch[0][0])
+    except BaseException:  # e.g. KeyboardInterrupt, or from on_batch: the parts stop at their next policy call
+        turn.failed.set()
+        raise
+    finally:
+        if turn.failed.is_set():
+            for f in (f for done in futures for f in done):
+                f.cancel()
+    if turn.failed.is_set():
+        everything = [f for done in futures for f in done if not f.cancelled()]
+        wait(everything)
+        for f in everything:
+            err = f.exception()
+            if err is not None and not isinstance(err, _Cancelled):
+                raise err
+
+
+_NO_TURN = contextlib.nullcontext()
+
+
 def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: np.ndarray, keys: np.ndarray,
-                    options: SimulationOptions, record: tuple[str, ...]):
+                    options: SimulationOptions, record: tuple[str, ...], *, turn: _Turn | None = None):
+    """Outcomes of the runs with ``keys`` ``(n,)`` from ``states``; policy calls are made holding ``turn`` (if
+    given: the parts of a batch in threads)."""
     n = len(keys)
     outcome = np.full(n, UNDECIDED, dtype=np.int8)
     stalled = np.zeros(n, dtype=bool)
@@ -199,6 +305,7 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
     columns = binding.feature_columns
     all_columns = len(columns) == len(env.features) and np.array_equal(columns, np.arange(len(columns)))
     action_index = None if np.array_equal(binding.action_index, np.arange(n_actions)) else binding.action_index
+    turn = _NO_TURN if turn is None else turn
     buf = None
     if fused and policy.transient_input and all_columns and _takes_out(env):
         buf = np.empty((n, len(columns)), dtype=policy.input_dtype)
@@ -237,9 +344,12 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
         if not deterministic and not greedy:
             u = uniforms(akeys if asked is None else akeys[asked], t, _POLICY_STREAM)
         if fused and (not renormalize or avail is None):
-            col, surely = policy.choose(obs, u)
+            with turn:
+                col, surely = policy.choose(obs, u)
         else:
-            probs = np.asarray(policy.action_probabilities(obs), dtype=np.float64)
+            with turn:
+                probs = policy.action_probabilities(obs)
+            probs = np.asarray(probs, dtype=np.float64)
             if not fused:  # adapters validate their own output; a bare protocol object is checked here
                 validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
             if renormalize and avail is not None:
