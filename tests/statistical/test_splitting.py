@@ -120,18 +120,19 @@ def t_interval(estimates: np.ndarray, delta: float = 0.05) -> tuple[np.ndarray, 
 
 @pytest.mark.parametrize("method", ["splitting", "restart"])
 def test_coverage_and_unbiasedness(birth_death, half_half, method):
-    """N=10 (p = 2.8e-4, 8 levels, 100 runs per level or main trials): 1,000 independent repetitions in one call,
-    read as 100 estimations of 10 repetitions each. Their 95 % t-intervals cover the closed form in at least 85 of 100
-    (P < 1e-3 if the coverage were 0.7), and the mean of all repetitions is within 4 standard errors of it (unbiased)."""
+    """N=10 (p = 2.8e-4, 8 levels, 100 runs per level or main trials): 3,000 independent repetitions in one call,
+    read as 300 estimations of 10 repetitions each. Their 95 % t-intervals cover the closed form in at least 91 %
+    of them (P < 1e-3 if the coverage were 0.95 by chance below; fails for a true coverage of 0.88), and the mean of
+    all repetitions is within 4 standard errors of it (unbiased)."""
     exact = float(ruin(10))
     r = verify_splitting(birth_death(10), 'P=? [F "top"]', half_half,
                          SplittingOptions(method=method, importance="i", levels=tuple(range(2, 10)), effort=100,
-                                          repetitions=1000, simulation=SimulationOptions(seed=1)))
+                                          repetitions=3000, simulation=SimulationOptions(seed=1)))
     est = np.array(r.repetition_estimates)
-    lo, hi = t_interval(est.reshape(100, 10))
+    lo, hi = t_interval(est.reshape(300, 10))
     covered = int(((lo <= exact) & (exact <= hi)).sum())
-    assert covered >= 85, f"covered {covered} of 100"
-    assert binomtest(covered, 100, 0.95).pvalue > 1e-3 or covered > 95
+    assert covered >= 273, f"covered {covered} of 300"
+    assert binomtest(covered, 300, 0.95).pvalue > 1e-3 or covered > 285
     assert abs(est.mean() - exact) < 4 * est.std(ddof=1) / math.sqrt(len(est)), (est.mean(), exact)
     # the API's own interval is this t-interval over its repetitions
     assert r.estimate == pytest.approx(est.mean(), rel=1e-12)
