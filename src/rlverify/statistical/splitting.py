@@ -451,7 +451,7 @@ def verify_splitting(target: Any, property_text: str | Property, policy: Policy,
         products, fractions, hits_total = np.prod(fe.fractions, axis=1), fe.fractions, fe.hits
         decisions, undecided, stalled, splits = fe.steps, fe.undecided, fe.stalled, None
     else:
-        levels, splits, steps_k = _restart_levels(runner, levels, options, base, initial, warnings)
+        levels, splits, steps_k = _restart_levels(runner, levels, options, base, initial, starts, warnings)
         pilot_decisions += steps_k
         rs = _restart(runner, levels, splits, reps, n, base, initial, options.max_live, progress)
         products, hits_total = rs.products, rs.hits
@@ -556,15 +556,16 @@ def _fixed_effort(runner: _Runner, levels: Sequence[float], reps: np.ndarray, n:
 
 
 def _restart_levels(runner: _Runner, levels: tuple[float, ...], options: SplittingOptions, base: np.uint64,
-                    initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
+                    initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]], starts: np.ndarray,
                     warnings: list[str]) -> tuple[tuple[float, ...], tuple[int, ...], int]:
-    """RESTART's levels (those the start states already reach are dropped: RESTART starts below ``l_1``) and splitting
-    factors (given, or ``round(1 / p_j)`` from a one-repetition fixed-effort pass); returns them and the pass's steps."""
-    start_value = float(runner.level_value(initial(np.array([_PILOT_REPETITION]), 1)[0]).max())
+    """RESTART's levels (those any start state already reaches are dropped: every main trial starts below ``l_1``, which
+    the estimator hits / (n prod k_j) assumes) and splitting factors (given, or ``round(1 / p_j)`` from a
+    one-repetition fixed-effort pass); returns them and the pass's steps."""
+    start_value = float(runner.level_value(starts).max())
     keep = [i for i, x in enumerate(levels) if x > start_value]
     if len(keep) < len(levels):
         warnings.append(f"RESTART starts below its first level: dropped levels {[levels[i] for i in range(len(levels)) if i not in keep]} "
-                        f"that the start state (level value {start_value:g}) already reaches")
+                        f"that a start state (level value {start_value:g}) already reaches")
     new = tuple(levels[i] for i in keep)
     if options.splits is not None:
         return new, tuple(int(options.splits[i]) for i in keep), 0
@@ -694,6 +695,9 @@ def _checked(values: Any, n: int, text: str) -> np.ndarray:
         raise OptionError(f"--importance {text!r}: expected one value per state, got shape {out.shape}")
     if np.isnan(out).any():
         raise OptionError(f"--importance {text!r}: is NaN in some states (e.g. 0/0)")
+    if np.isposinf(out).any():  # +inf is the target's level value: a state outside the target must not have it
+        raise OptionError(f"--importance {text!r}: is +inf in some states (an overflow?); give finite values "
+                          "(the target's own level is above every value)")
     return out.copy()
 
 
