@@ -85,8 +85,9 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
         raise BenchmarkError(f"{name} is {what}; {command or 'this command'} takes "
                              f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else target}")
     if needs_policy and policy is None and getattr(model, "model_type", "") == "dtmc":
-        raise PolicyError(f"{name} is a DTMC: it has no choices for a policy to make; check it with --mode monolithic "
-                          "(its Pmin = Pmax is the value)")
+        given = bench.id if bench is not None else target
+        raise PolicyError(f"{name} is a DTMC: it has no choices for a policy to make; check it with rlverify verify "
+                          f"{given} --mode monolithic (its Pmin = Pmax is the value)")
     loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy,
                              getattr(model, "policy_interface", None))
     fixed = needs_policy and loaded is not None

@@ -91,6 +91,8 @@ def test_a_dtmc_needs_no_policy_and_gets_no_template(capsys, tmp_path):
     assert code == 2 and "no policy is needed" in err and not (tmp_path / "p.py").exists()
     code, _, err = run(capsys, "verify", str(dtmc), "-p", 'P=? [F "heads"]')
     assert code == 2 and "is a DTMC" in " ".join(err.split()) and "--mode monolithic" in err
+    code, _, err = run(capsys, "simulate", str(dtmc), "-p", 'P=? [F "heads"]')  # simulate has no --mode monolithic:
+    assert code == 2 and "rlverify verify" in " ".join(err.split())  # the message names the command that has it
     code, out, _ = run(capsys, "verify", str(dtmc), "-p", 'P=? [F "heads"]', "--mode", "monolithic", "--json")
     assert code == 0 and json.loads(out)["pmin"] == pytest.approx(0.5) == json.loads(out)["pmax"]
 
