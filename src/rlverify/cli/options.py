@@ -135,6 +135,30 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(dumps(data) + "\n")
 
 
+def with_progress(label: str, console: Any, fn: Any) -> Any:
+    """``fn(progress)`` under a transient progress bar on ``console`` (stderr, so that ``--json`` on stdout stays
+    clean); ``progress(done, total)`` advances it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        return fn(lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def emit(data: dict[str, Any], warnings: Sequence[str], args: argparse.Namespace, files: dict[str, Path],
+         console: Any) -> bool:
+    """A result's warnings to ``console`` (stderr), its JSON to ``--out FILE.json`` and, with ``--json``, to stdout;
+    True when the JSON was printed (then nothing else is)."""
+    print_warnings(warnings, console)
+    if ".json" in files:
+        write_json(files[".json"], data)
+    if args.json:
+        print(dumps(data))
+        return True
+    return False
+
+
 def add_backend_options(p: argparse.ArgumentParser) -> None:
     """``--backend {local,ray}`` and ``--address ADDR``: where the work runs (results do not depend on it)."""
     from rlverify.backends import KINDS

@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rlverify.errors import OptionError
@@ -66,7 +65,7 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
 
 def run_rare(args: argparse.Namespace, target: Any) -> int:
     """Estimate with :func:`~rlverify.statistical.splitting.verify_splitting` and print the result."""
-    from rlverify.cli.options import dumps, outputs, print_warnings, write_json
+    from rlverify.cli.options import emit, outputs, with_progress
     from rlverify.policies.loading import policy_warnings
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting
@@ -82,20 +81,12 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
         repetitions=20 if args.repetitions is None else args.repetitions, delta=args.delta,
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
                                      batch_size=args.batch_size, unavailable=args.unavailable))
-    with Progress(TextColumn("splitting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
-        task = bar.add_task("stages", total=None)
-        result = verify_splitting(target.model, target.property, target.policy, options,
-                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
+    result = with_progress("splitting", err_console, lambda progress: verify_splitting(
+        target.model, target.property, target.policy, options, progress=progress))
     result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings)
                                  + policy_warnings(target.policy, target, unavailable=args.unavailable))
-    print_warnings(result.warnings, err_console)
-    if ".json" in files:
-        write_json(files[".json"], result.to_json())
-    if args.json:
-        print(dumps(result.to_json()))
-        return 0
-    console.print(render(result))
+    if not emit(result.to_json(), result.warnings, args, files, err_console):
+        console.print(render(result))
     return 0
 
 

@@ -9,12 +9,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rlverify.cli.options import (add_backend_options, add_env_kwargs, add_outputs, add_policy, add_property,
-                                  add_target, add_unavailable, backend_from_args, dumps, outputs, policy_kwargs,
-                                  print_warnings, write_json)
+                                  add_target, add_unavailable, backend_from_args, emit, outputs, policy_kwargs,
+                                  with_progress)
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
 
@@ -96,21 +95,13 @@ def run(args: argparse.Namespace) -> int:
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
                                      batch_size=args.batch_size, unavailable=args.unavailable),
         backend=backend)
-    # progress on stderr (transient), so that --json output on stdout stays clean
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
-        task = bar.add_task("runs", total=None)
-        result = verify_statistical(target.model, target.property, target.policy, options,
-                                    progress=lambda done, total: bar.update(task, completed=done, total=total))
+    result = with_progress("simulating", err_console, lambda progress: verify_statistical(
+        target.model, target.property, target.policy, options, progress=progress))
     from rlverify.policies.loading import policy_warnings
 
     result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings)
                                  + policy_warnings(target.policy, target, unavailable=args.unavailable))
-    print_warnings(result.warnings, err_console)
-    if ".json" in files:
-        write_json(files[".json"], result.to_json())
-    if args.json:
-        print(dumps(result.to_json()))
+    if emit(result.to_json(), result.warnings, args, files, err_console):
         return 0
     table = Table(title=escape(result.property), show_header=False)
     table.add_row("model", escape(result.model))
