@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="4-20", help="grid sizes n (xMax = yMax = n): '4-20' or '4,5,12'")
     ap.add_argument("--modes", default="deterministic,stochastic")
     ap.add_argument("--slickness", type=float, default=0.1)
-    ap.add_argument("--strategy", default="auto", help="exact engine build strategy: auto, full or onthefly")
+    ap.add_argument("--strategy", default="auto", help="exact engine build strategy: auto, merged, full or onthefly")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per (size, mode)")
     ap.add_argument("--mem-gb", type=float, default=16.0, help="address-space cap per run (GB)")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "scaling.png", help="PNG plot path")

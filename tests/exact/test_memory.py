@@ -30,11 +30,18 @@ def run(capsys, *argv):
 
 
 def test_max_memory_refuses_before_the_phase_with_the_estimate(capsys):
-    code, _, err = run(capsys, "verify", "avoid-v1", "-p", "collision-100", "--max-memory", "1M")
+    code, _, err = run(capsys, "verify", "avoid-v1", "-p", "collision-100", "--max-memory", "1M", "--strategy", "full")
     assert code == 2 and "Traceback" not in err
     # the first guarded phase (Storm's export of the built MDP) names its counts and the estimate
     assert "--max-memory=1.0 MB: the export phase needs an estimated" in err
     assert "1,529,185 MDP transitions and 15,625 states" in " ".join(err.split())
+
+
+def test_max_memory_stops_the_merged_exploration_with_what_it_had_explored(capsys):
+    code, _, err = run(capsys, "verify", "avoid-v1", "-p", "collision-100", "--max-memory", "1M")
+    assert code == 2 and "Traceback" not in err
+    flat = " ".join(err.split())
+    assert "--max-memory=1.0 MB: exploring the policy's chain took" in flat and "after 1 states and" in flat
 
 
 def test_max_memory_bad_size_names_the_option(capsys):
@@ -59,25 +66,34 @@ WORKER = textwrap.dedent("""
             if line.startswith("VmRSS"):
                 return int(line.split()[1]) * 1024
 
-    n = int(sys.argv[1])
+    n, strategy = int(sys.argv[1]), sys.argv[2]
     model = make("avoid-v1", xMax=n, yMax=n, slickness=0.1).model()
     net = MLP.random((len(model.variables), 64, 64, len(avoid.MOVES)), seed=0)
     scale = np.array([1.0 if v == "done" else 1.0 / n for v in model.variables])
     policy = CallablePolicy(lambda x: net(x * scale), model.variables, list(avoid.MOVES), output="logits")
     import stormpy, scipy.sparse  # loaded before the baseline, as verify_exact would load them
     base = rss()
-    r = verify_exact(model, "P=? [F<=100 COLLISION=true]", policy, ExactOptions(strategy="full", max_memory=1 << 40))
+    r = verify_exact(model, "P=? [F<=100 COLLISION=true]", policy, ExactOptions(strategy=strategy, max_memory=1 << 40))
     print(json.dumps({"base": base, "peak": hwm(), "estimates": r.settings["memory_estimates"],
                       "transitions": r.transitions, "value": r.value}))
 """)
 
 
-@pytest.fixture(scope="module")
-def avoid5_memory():
-    proc = subprocess.run([sys.executable, "-c", WORKER, "5"], capture_output=True, text=True, cwd=ROOT,
+def _avoid5(strategy: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", WORKER, "5", strategy], capture_output=True, text=True, cwd=ROOT,
                           env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def avoid5_memory():
+    return _avoid5("full")
+
+
+@pytest.fixture(scope="module")
+def avoid5_merged_memory():
+    return _avoid5("merged")
 
 
 def test_memory_estimate_is_within_a_factor_two_of_the_measured_peak(avoid5_memory):
@@ -95,6 +111,15 @@ def test_peak_memory_per_chain_transition_on_stochastic_avoid5(avoid5_memory):
     m = avoid5_memory
     assert m["transitions"] == 2_891_208
     assert (m["peak"] - m["base"]) / m["transitions"] < 100.0
+
+
+def test_merged_chain_stays_within_40_bytes_per_chain_transition(avoid5_memory, avoid5_merged_memory):
+    # issue 15's target: the merged strategy never holds the MDP (Storm's build alone takes ~37 bytes per
+    # chain transition here); measured 21 bytes at n = 6 and 17 at n = 8 (docs/scaling.md). Same chain, same value.
+    m, full = avoid5_merged_memory, avoid5_memory
+    assert m["transitions"] == full["transitions"] == 2_891_208
+    assert m["value"] == pytest.approx(full["value"], rel=1e-12)
+    assert (m["peak"] - m["base"]) / m["transitions"] <= 40.0, (m["peak"] - m["base"]) / m["transitions"]
 
 
 # --- the in-place chain construction against a dense brute force -------------------------------

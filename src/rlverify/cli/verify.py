@@ -32,7 +32,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_policy(p, default_note="default for benchmarks: 'reference'")
     p.add_argument("--mode", choices=MODES, default="stochastic",
                    help="stochastic: all actions with pi>0 (default); deterministic: argmax only; monolithic: Pmin/Pmax without policy")
-    p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="full MDP then policy, or on-the-fly exploration")
+    p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="merged (default for PRISM: explore the policy's chain, never the MDP), full (Storm builds the MDP), onthefly")
     add_unavailable(p)
     p.add_argument("--numerics", choices=NUMERICS, default="sound",
                    help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), fast (unsound value iteration)")

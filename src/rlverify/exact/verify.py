@@ -14,14 +14,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from rlverify.errors import OptionError, PolicyError, PropertyError
+from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError
 from rlverify.exact.checking import NUMERICS, CheckOutcome, check, compare, environment, quantitative, solved_here
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
+from rlverify.exact.merged import Unsupported, merged_chain
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, forced_start_message, untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, to_storm
 from rlverify.models.properties import Property, excluding_label
-from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, constant_value, parse_property
+from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, parse_property
 from rlverify.policies.base import Policy, validate_probabilities
 from rlverify.policies.check import check_policy
 from rlverify.results import ExactResult, versions
@@ -29,13 +30,9 @@ from rlverify.results import ExactResult, versions
 log = logging.getLogger(__name__)
 
 MODES = ("stochastic", "deterministic", "monolithic")
-STRATEGIES = ("auto", "full", "onthefly")
+STRATEGIES = ("auto", "full", "onthefly", "merged")
 
-#: ``auto`` picks ``onthefly`` for the deterministic mode when the variables' domains span more
-#: states than this: the argmax policy usually reaches a small part of a large MDP, and building
-#: the whole MDP costs more time and memory than per-state policy calls (measured on Avoid: full
-#: n=9 116 s / 5.4 GB vs on-the-fly n=10 109 s / 2.3 GB); ``full`` otherwise.
-AUTO_ONTHEFLY_DOMAIN = 200_000
+
 
 
 @dataclass(frozen=True)
@@ -46,10 +43,12 @@ class ExactOptions:
         mode: ``stochastic`` (every action with pi > 0), ``deterministic`` (argmax action only;
             ties go to the first action in the policy's order) or ``monolithic`` (no policy;
             Pmin and Pmax over all schedulers).
-        strategy: ``full`` (Storm builds the whole property-directed MDP; the policy is
+        strategy: ``merged`` (the policy's chain explored in numpy batches, never the MDP:
+            :mod:`rlverify.exact.merged`), ``full`` (Storm builds the whole property-directed MDP; the policy is
             evaluated on all its decision states in one batch), ``onthefly`` (Storm's explicit
             builder with an action mask explores only policy-reachable states; the policy is
-            called per newly explored state, cached) or ``auto``.
+            called per newly explored state, cached) or ``auto`` (``merged`` for PRISM programs, falling back
+            to ``full`` where it does not apply; ``full`` for JANI).
         unavailable: ``stall`` (mass on unavailable actions goes to an absorbing ``stalled``
             state) or ``renormalize`` (rescale the available actions' probabilities).
         numerics: ``sound``, ``direct`` or ``fast`` (see :mod:`rlverify.exact.checking`).
@@ -170,36 +169,64 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
 
     assert policy is not None
     t = time.perf_counter()
-    mask = None
-    explorer = None
-    if strategy == "onthefly":
-        say("exploring policy-reachable states with Storm's builder")
-        explorer = _MaskedExploration(model, policy, options, progress=say)
-        mask = explorer.mask()
-    # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
-    # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
     estimates: dict[str, int] = {}
-    mdp = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
-                         command_names=True if names_commands(policy) else None, keep_storm=False,
-                         max_memory=options.max_memory, memory_estimates=estimates)[0]
-    timings["build"] = time.perf_counter() - t
-    say(f"evaluating the policy on {mdp.num_states} states")
-    t = time.perf_counter()
-    memory_guard(options.max_memory, "induce", states=mdp.num_states, transitions=mdp.num_transitions,
-                 what="MDP transitions", estimates=estimates)
-    all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable, consume=True)
-    untaken = table.untaken(origin[origin >= 0])
-    timings["policy"] = policy_seconds
-    timings["induce"] = time.perf_counter() - t - policy_seconds
-    n_transitions = chain.num_transitions
-    say(f"checking on the induced chain ({chain.num_states} states, {n_transitions} transitions)")
-    t = time.perf_counter()
-    if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
-        chain = _state_rewards_only(chain, mdp, origin)
-    del mdp
+    explorer = None
+    merged = None
+    fallback = None
+    if strategy == "merged":
+        say("exploring the policy's chain (merging its actions as the states are explored)")
+        try:
+            merged = merged_chain(model, prop, policy, mode=options.mode, unavailable=options.unavailable,
+                                  max_states=options.max_states, max_memory=options.max_memory, progress=say)
+        except Unsupported as exc:
+            if options.strategy == "merged":
+                raise ModelError(f"{model.path}: --strategy merged cannot build this model ({exc}); "
+                                 "use --strategy full") from None
+            strategy, fallback = "full", str(exc)
+            log.info("strategy merged declined (%s): building the MDP with Storm", exc)
+    if merged is not None:
+        chain = merged.chain
+        n_transitions = chain.num_transitions
+        origin = np.arange(chain.num_states)
+        if STALLED_LABEL in chain.labels:
+            origin[-1] = -1
+        n_queried, untaken = merged.decision_states, merged.untaken
+        timings["policy"] = merged.policy_seconds
+        timings["build"] = time.perf_counter() - t - merged.policy_seconds
+        timings["induce"] = 0.0
+        start_note = merged.start_note
+        say(f"checking on the induced chain ({chain.num_states} states, {n_transitions} transitions)")
+        t = time.perf_counter()
+    else:
+        mask = None
+        if strategy == "onthefly":
+            say("exploring policy-reachable states with Storm's builder")
+            explorer = _MaskedExploration(model, policy, options, progress=say)
+            mask = explorer.mask()
+        # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
+        # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
+        mdp = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
+                             command_names=True if names_commands(policy) else None, keep_storm=False,
+                             max_memory=options.max_memory, memory_estimates=estimates)[0]
+        timings["build"] = time.perf_counter() - t
+        say(f"evaluating the policy on {mdp.num_states} states")
+        t = time.perf_counter()
+        memory_guard(options.max_memory, "induce", states=mdp.num_states, transitions=mdp.num_transitions,
+                     what="MDP transitions", estimates=estimates)
+        all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
+        chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable, consume=True)
+        untaken = table.untaken(origin[origin >= 0])
+        start_note = forced_start_message(table, prop.bound)
+        timings["policy"] = policy_seconds
+        timings["induce"] = time.perf_counter() - t - policy_seconds
+        n_transitions = chain.num_transitions
+        say(f"checking on the induced chain ({chain.num_states} states, {n_transitions} transitions)")
+        t = time.perf_counter()
+        if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
+            chain = _state_rewards_only(chain, mdp, origin)
+        del mdp
     formula, threshold, comparison = quantitative(on_chain(prop, chain, model))
-    notes = list(prop.notes) + [n for n in [forced_start_message(table, prop.bound)] if n]
+    notes = list(prop.notes) + [n for n in [start_note] if n]
     signed = _signed_reward(prop, chain)
     # Reachability (bounded or not) is solved on the chain's matrix (checking.py): Storm then only evaluates the
     # state formulas, on a chain with the states, labels and valuations but self-loops for transitions (the full
@@ -247,6 +274,8 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         states=chain.num_states, transitions=n_transitions, choices=None, stalled_probability=stalled,
         timings=timings, settings={**_settings(options, strategy, model), "policy_queries": n_queried,
                                    "onthefly_policy_calls": None if explorer is None else len(explorer.cache),
+                                   "merged_declined": fallback,
+                                   "mdp_branches": None if merged is None else merged.mdp_branches,
                                    "memory_estimates": estimates},
         versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
         # per-state values of the model's states (the added `stalled` sink is not one of them)
@@ -432,28 +461,16 @@ def available_actions(model: SymbolicModel, valuation: dict[str, int]) -> set[st
 
 def _choose_strategy(model: SymbolicModel, options: ExactOptions) -> str:
     if options.mode == "monolithic":
-        if options.strategy == "onthefly":
-            raise PropertyError("--strategy onthefly needs a policy; monolithic mode builds the full MDP")
+        if options.strategy in ("onthefly", "merged"):
+            raise PropertyError(f"--strategy {options.strategy} needs a policy; monolithic mode builds the full MDP")
         return "full"
     if options.strategy != "auto":
-        if options.strategy == "onthefly" and model.kind != "prism":
-            raise PropertyError("--strategy onthefly is available for PRISM models (JANI: use full)")
+        if options.strategy in ("onthefly", "merged") and model.kind != "prism":
+            raise PropertyError(f"--strategy {options.strategy} is available for PRISM models (JANI: use full)")
         return options.strategy
-    if options.mode == "deterministic" and model.kind == "prism" and _domain_size(model) > AUTO_ONTHEFLY_DOMAIN:
-        return "onthefly"
+    if model.kind == "prism":  # merged falls back to full for what it does not evaluate (reward properties, say)
+        return "merged"
     return "full"
-
-
-def _domain_size(model: SymbolicModel) -> float:
-    size = 1.0
-    program = model.program.substitute_constants()
-    for v in list(program.global_integer_variables) + [v for m in program.modules for v in m.integer_variables]:
-        low, high = constant_value(v.lower_bound_expression), constant_value(v.upper_bound_expression)
-        if low is None or high is None:  # unbounded or non-constant bounds
-            return math.inf
-        size *= high - low + 1
-    n_bool = len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules)
-    return size * 2.0 ** n_bool
 
 
 def _check_operator(prop: Property, mode: str, text: str) -> None:

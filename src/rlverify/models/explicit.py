@@ -226,6 +226,27 @@ def _decode_valuations(vbytes: np.ndarray, spec: list[dict[str, Any]]) -> tuple[
     return tuple(names), (np.stack(cols, axis=1) if cols else np.zeros((len(vbytes), 0), dtype=np.int64))
 
 
+def encode_valuations(values: np.ndarray, spec: list[dict[str, Any]]) -> np.ndarray:
+    """UMB valuation records ``(N, bytes)`` uint8 of ``values`` ``(N, V)`` (columns in ``spec``'s variable order):
+    the inverse of the reader's decoding, for chains built here from states Storm never saw."""
+    width = sum(_bit_size(v) for v in spec)
+    out = np.zeros((len(values), (width + 7) // 8), dtype=np.uint8)
+    for start in range(0, len(values), _CHUNK // 4):
+        part = values[start: start + _CHUNK // 4]
+        bits = np.zeros((len(part), width), dtype=np.uint8)
+        pos, col = 0, 0
+        for v in spec:
+            size = _bit_size(v)
+            if "padding" not in v and v["type"]["type"] != "double":
+                raw = part[:, col].astype(np.int64) - int(v.get("offset", 0))
+                raw = np.where(raw < 0, raw + (1 << size), raw)  # two's complement of signed ints
+                bits[:, pos: pos + size] = (raw[:, None] >> np.arange(size, dtype=np.int64)) & 1
+                col += 1
+            pos += size
+        out[start: start + len(part)] = np.packbits(bits, axis=1, bitorder="little")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # UMB writing (chains built here, e.g. the policy-induced chain; MDPs built in numpy)
 

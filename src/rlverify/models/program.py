@@ -1,0 +1,319 @@
+"""A PRISM program's semantics on batches of states, in numpy: the successors of many states at once.
+
+Storm parses the program (constants and formulas substituted); this module compiles its guards,
+probabilities and assignments into numpy functions over ``(N,)`` arrays of variable values and
+enumerates the choices of a batch of states as PRISM defines them: an unlabelled command is a choice
+of its own; commands sharing a label synchronise, one command of every module whose alphabet has the
+label, guards conjoined, probabilities multiplied, each module assigning its own variables from the
+old state. Every choice is named by its commands (``m:2+n:1``, :mod:`rlverify.models.commands`).
+
+A state is a key: the mixed-radix number of its variables' offsets from their lower bounds
+(``int64``, so the product of the domains must stay below 2**62). Used by the exact engine's
+``merged`` strategy (:mod:`rlverify.exact.merged`), which builds a policy's chain without building
+the MDP; everything here is cross-checked against Storm's builder in tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import ModelError
+
+Env = dict[str, np.ndarray]
+Fn = Callable[[Env], Any]
+
+#: largest product of the variables' domains a key can hold
+MAX_DOMAIN = 2 ** 62
+
+
+class Unsupported(Exception):
+    """The program uses something this module does not evaluate (the caller lets Storm build it instead)."""
+
+
+@dataclass(frozen=True)
+class Var:
+    """A state variable: name, inclusive bounds (booleans 0..1), whether boolean, and its key radix."""
+
+    name: str
+    lo: int
+    hi: int
+    is_bool: bool
+    radix: int
+
+
+@dataclass(frozen=True)
+class Update:
+    """One branch of a command: probability and assignments ``(variable index, value function)``."""
+
+    probability: Fn
+    assignments: tuple[tuple[int, Fn], ...]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One module's command inside a choice."""
+
+    name: str
+    guard: Fn
+    updates: tuple[Update, ...]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A choice of the program: its label (``""``: unlabelled), command name and the module commands it runs."""
+
+    action: str
+    name: str
+    parts: tuple[Part, ...]
+
+
+def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
+    """A numpy function of a Storm expression: env (variable name -> ``(N,)`` int64) -> array or scalar.
+
+    Integer arithmetic stays int64; ``/`` is real division (as Storm evaluates probabilities and
+    ``floor``/``ceil`` arguments); ``%`` truncates (C++, as Storm; PRISM's ``mod`` arrives rewritten).
+    """
+    import stormpy
+
+    op_type = stormpy.expressions.OperatorType
+    if expr.is_literal():
+        if expr.has_boolean_type():
+            value: Any = bool(expr.evaluate_as_bool())
+        elif expr.has_integer_type():
+            value = int(expr.evaluate_as_int())
+        else:
+            value = float(expr.evaluate_as_double())
+        return lambda env: value
+    if expr.is_variable():
+        name = expr.get_identifier()
+        var = variables.get(name)
+        if var is None:
+            raise Unsupported(f"unknown identifier '{name}'")
+        if var.is_bool:
+            return lambda env: env[name] != 0
+        return lambda env: env[name]
+    try:
+        op = expr.operator
+    except Exception:  # noqa: BLE001 - e.g. a user-defined function: no operator
+        raise Unsupported(f"expression '{expr}'") from None
+    args = [compile_expression(expr.get_operand(i), variables) for i in range(expr.arity)]
+    integer = expr.has_integer_type()
+    if op == op_type.MINUS and len(args) == 1:
+        a, = args
+        return lambda env: -a(env)
+    if op == op_type.NOT:
+        a, = args
+        return lambda env: np.logical_not(a(env))
+    if op == op_type.ITE:
+        c, a, b = args
+        return lambda env: np.where(c(env), a(env), b(env))
+    if op in (op_type.FLOOR, op_type.CEIL):
+        a, = args
+        f = np.floor if op == op_type.FLOOR else np.ceil
+        return lambda env: np.asarray(f(a(env))).astype(np.int64)
+    binary: dict[Any, Callable[[Any, Any], Any]] = {
+        op_type.AND: np.logical_and, op_type.OR: np.logical_or, op_type.XOR: np.logical_xor,
+        op_type.IMPLIES: lambda x, y: np.logical_or(np.logical_not(x), y), op_type.IFF: np.equal,
+        op_type.PLUS: np.add, op_type.MINUS: np.subtract, op_type.TIMES: np.multiply,
+        op_type.DIVIDE: lambda x, y: np.true_divide(x, y),
+        op_type.MIN: np.minimum, op_type.MAX: np.maximum,
+        op_type.MODULO: np.fmod,
+        op_type.POWER: (lambda x, y: np.power(np.asarray(x, dtype=np.int64), y)) if integer else
+        (lambda x, y: np.power(np.asarray(x, dtype=np.float64), y)),
+        op_type.EQUAL: np.equal, op_type.NOT_EQUAL: np.not_equal, op_type.LESS: np.less,
+        op_type.LESS_OR_EQUAL: np.less_equal, op_type.GREATER: np.greater, op_type.GREATER_OR_EQUAL: np.greater_equal,
+    }
+    f = binary.get(op)
+    if f is None or len(args) != 2:
+        raise Unsupported(f"operator {op} in '{expr}'")
+    a, b = args
+    return lambda env: f(a(env), b(env))
+
+
+class CompiledProgram:
+    """A PRISM MDP's variables, choices and labels as numpy functions (see the module docstring).
+
+    Raises :class:`Unsupported` for what it does not evaluate: a model type other than MDP, an
+    ``init ... endinit`` block, variable bounds that are not constants, two modules writing one variable,
+    a domain product above :data:`MAX_DOMAIN`.
+    """
+
+    def __init__(self, program: Any, path: str = "model") -> None:
+        self.path = path
+        if str(program.model_type).rsplit(".", 1)[-1].lower() != "mdp":
+            raise Unsupported("the model is not an MDP")
+        if program.has_initial_states_expression:
+            raise Unsupported("an init ... endinit block")
+        program = program.substitute_constants().substitute_formulas()
+        self.program = program
+        declared = [(v, False) for v in program.global_integer_variables] + \
+                   [(v, True) for v in program.global_boolean_variables]
+        for m in program.modules:
+            declared += [(v, False) for v in m.integer_variables] + [(v, True) for v in m.boolean_variables]
+        vars_: list[Var] = []
+        radix = 1
+        initial: list[int] = []
+        for v, is_bool in declared:
+            try:
+                lo, hi = (0, 1) if is_bool else (int(v.lower_bound_expression.evaluate_as_int()),
+                                                 int(v.upper_bound_expression.evaluate_as_int()))
+                init_expr = v.initial_value_expression
+                init = int(init_expr.evaluate_as_bool()) if is_bool else int(init_expr.evaluate_as_int())
+            except Exception as exc:  # a bound or initial value that is not a constant
+                raise Unsupported(f"variable '{v.name}': {exc}") from None
+            vars_.append(Var(v.name, lo, hi, is_bool, radix))
+            initial.append(init)
+            radix *= hi - lo + 1
+            if radix > MAX_DOMAIN:
+                raise Unsupported("the variables' domains multiply beyond 2**62")
+        self.variables = tuple(vars_)
+        self._storm_variables = {v.name: v.expression_variable.get_expression() for v, _ in declared}
+        self.domain = radix
+        self.by_name = {v.name: v for v in vars_}
+        self.index = {v.name: i for i, v in enumerate(vars_)}
+        for v, init in zip(vars_, initial):
+            if not v.lo <= init <= v.hi:
+                raise ModelError(f"{path}: the initial value {init} of variable '{v.name}' is outside [{v.lo}..{v.hi}]")
+        self.initial = np.asarray([initial], dtype=np.int64)
+        self.choices = self._choices()
+        self.label_functions = {lab.name: compile_expression(program.get_label_expression(lab.name), self.by_name)
+                                for lab in program.labels}
+
+    def _part(self, module: Any, k: int, command: Any) -> Part:
+        updates = []
+        for u in command.updates:
+            assigns = []
+            for a in u.assignments:
+                name = a.variable.name
+                if name not in self.index:
+                    raise Unsupported(f"assignment to unknown variable '{name}'")
+                assigns.append((self.index[name], compile_expression(a.expression, self.by_name)))
+            updates.append(Update(compile_expression(u.probability_expression, self.by_name), tuple(assigns)))
+        return Part(f"{module.name}:{k + 1}", compile_expression(command.guard_expression, self.by_name), tuple(updates))
+
+    def _choices(self) -> tuple[Choice, ...]:
+        program = self.program
+        choices: list[Choice] = []
+        labelled: dict[str, list[list[Part]]] = {}
+        order: list[str] = []
+        for module in program.modules:
+            per_label: dict[str, list[Part]] = {}
+            for k, c in enumerate(module.commands):
+                part = self._part(module, k, c)
+                if c.is_labeled:
+                    per_label.setdefault(c.action_name, []).append(part)
+                else:
+                    choices.append(Choice("", part.name, (part,)))
+            for label, parts in per_label.items():
+                if label not in labelled:
+                    labelled[label] = []
+                    order.append(label)
+                labelled[label].append(parts)
+        for label in sorted(order, key=lambda a: program_action_index(program, a)):
+            for combo in itertools.product(*labelled[label]):
+                written = [{i for u in p.updates for i, _ in u.assignments} for p in combo]
+                if len(combo) > 1 and any(written[i] & written[j] for i in range(len(combo)) for j in range(i)):
+                    raise Unsupported(f"commands {'+'.join(p.name for p in combo)} write one variable twice")
+                choices.append(Choice(label, "+".join(p.name for p in combo), tuple(combo)))
+        return tuple(choices)
+
+    def parse(self, text: str) -> Fn:
+        """A numpy function of an expression over the program's variables, given as text (Storm's syntax)."""
+        import stormpy
+
+        parser = stormpy.expressions.ExpressionParser(self.program.expression_manager)
+        parser.set_identifier_mapping(self._storm_variables)
+        try:
+            expr = parser.parse_from_string(text, False)
+        except Exception as exc:  # noqa: BLE001 - Storm's parse error
+            raise Unsupported(f"expression '{text}': {exc}") from None
+        return compile_expression(expr, self.by_name)
+
+    # -- states as keys ---------------------------------------------------------------------
+    def keys(self, values: np.ndarray) -> np.ndarray:
+        """``(N,)`` int64 keys of ``values`` ``(N, V)`` (columns in :attr:`variables` order)."""
+        out = np.zeros(len(values), dtype=np.int64)
+        for i, v in enumerate(self.variables):
+            out += (values[:, i] - v.lo) * v.radix
+        return out
+
+    def values(self, keys: np.ndarray) -> np.ndarray:
+        """``(N, V)`` int64 variable values of ``keys`` ``(N,)``."""
+        out = np.empty((len(keys), len(self.variables)), dtype=np.int64)
+        for i, v in enumerate(self.variables):
+            out[:, i] = (keys // v.radix) % (v.hi - v.lo + 1) + v.lo
+        return out
+
+    def env(self, values: np.ndarray) -> Env:
+        return {v.name: values[:, i] for i, v in enumerate(self.variables)}
+
+    def evaluate(self, fn: Fn, env: Env, n: int, dtype: Any = bool) -> np.ndarray:
+        """``fn`` on ``env`` as an ``(n,)`` array (a constant broadcast)."""
+        out = np.asarray(fn(env))
+        return np.broadcast_to(out, (n,)).astype(dtype, copy=False) if out.ndim == 0 else out.astype(dtype, copy=False)
+
+    def enabled(self, choice: Choice, env: Env, n: int) -> np.ndarray:
+        """``(n,)`` bool: states where every part's guard holds."""
+        mask = np.ones(n, dtype=bool)
+        for part in choice.parts:
+            mask &= self.evaluate(part.guard, env, n)
+        return mask
+
+    def successors(self, choice: Choice, values: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Branches of ``choice`` from states ``values`` ``(N, V)`` with ``keys`` ``(N,)`` (all enabled).
+
+        Returns ``(N, U)`` int64 successor keys and ``(N, U)`` float64 probabilities, ``U`` the product of
+        the parts' update counts (branches to one successor are not merged here).
+
+        Raises:
+            ModelError: an assignment outside a variable's bounds, or a command whose probabilities do not
+                sum to 1 (the command and the state named, as Storm would refuse to build it).
+        """
+        n = len(keys)
+        env = self.env(values)
+        out_keys = keys[:, None]
+        out_probs = np.ones((n, 1))
+        for part in choice.parts:
+            deltas = np.zeros((n, len(part.updates)), dtype=np.int64)
+            probs = np.empty((n, len(part.updates)))
+            for j, u in enumerate(part.updates):
+                probs[:, j] = self.evaluate(u.probability, env, n, np.float64)
+                for i, fn in u.assignments:
+                    v = self.variables[i]
+                    new = np.asarray(fn(env))
+                    if new.dtype.kind == "f":
+                        if not np.all(new == np.floor(new)):
+                            raise Unsupported(f"a non-integer value assigned to '{v.name}' in {part.name}")
+                        new = new.astype(np.int64)
+                    new = np.broadcast_to(new.astype(np.int64, copy=False), (n,))
+                    bad = (new < v.lo) | (new > v.hi)
+                    if bad.any():
+                        s = int(np.argmax(bad))
+                        raise ModelError(f"{self.path}: command {part.name} assigns {v.name}={int(new[s])} outside its range "
+                                         f"[{v.lo}..{v.hi}] in state {self.describe(values[s])}")
+                    deltas[:, j] += (new - values[:, i]) * v.radix
+            total = probs.sum(axis=1)
+            if np.abs(total - 1.0).max(initial=0.0) > 1e-6:
+                s = int(np.argmax(np.abs(total - 1.0)))
+                raise ModelError(f"{self.path}: the probabilities of command {part.name} sum to {float(total[s]):.6g}, not 1, "
+                                 f"in state {self.describe(values[s])}")
+            out_keys = (out_keys[:, :, None] + deltas[:, None, :]).reshape(n, -1)
+            out_probs = (out_probs[:, :, None] * probs[:, None, :]).reshape(n, -1)
+        return out_keys, out_probs
+
+    def describe(self, row: np.ndarray) -> dict[str, int]:
+        return {v.name: int(x) for v, x in zip(self.variables, row)}
+
+
+def program_action_index(program: Any, label: str) -> int:
+    """Storm's index of an action label (its order of synchronising choices)."""
+    for m in program.modules:
+        for c in m.commands:
+            if c.is_labeled and c.action_name == label:
+                return int(c.action_index)
+    return 1 << 30
