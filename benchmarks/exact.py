@@ -167,7 +167,7 @@ def main() -> None:
     for r in rows:
         if "floor" in r:
             f, t = r["floor"], r["timings"]
-            print(f"\n{r['case']} {r['mode']}: rlverify whole pipeline (verify_exact: parse, Storm build, export, policy, "
+            print(f"\n{r['case']} {r['mode']}: rlverify whole pipeline (verify_exact: parse, build (merged exploration, or Storm + export), policy, "
                   f"induce, check) {t['total']:.2f} s  [build {t['build']:.2f}, policy {t['policy']:.2f}, "
                   f"induce {t.get('induce', 0):.2f}, check {t['check']:.2f}]")
             print(f"Storm's in-process floor: build the property-directed MDP {f['build_s']:.2f} s "

@@ -54,9 +54,10 @@ class ExactOptions:
         numerics: ``sound``, ``direct`` or ``fast`` (see :mod:`rlverify.exact.checking`).
         precision: relative precision of iterative solvers.
         max_states: refuse models with more states (None: no limit). The default, 2M, keeps dense
-            models within this class of machine (24 GB): peak memory grows with transitions, ~56 bytes
-            per chain transition on stochastic Avoid (Storm's build and its UMB export of the MDP;
-            docs/scaling.md), so its chain at n = 10 (1.8M states, 127M transitions) needs ~7 GB (extrapolated).
+            models within this class of machine (24 GB) with either strategy: peak memory grows with
+            transitions, ~15-21 bytes per chain transition on stochastic Avoid with ``merged`` and ~56 with
+            ``full`` (Storm's build and its UMB export of the MDP; docs/scaling.md): its chain at n = 10
+            (1.8M states, 127M transitions) took 2.0 GB (merged) and 6.8 GB (full).
         all_states: also return the value of every state of the chain.
         max_memory: refuse (``MemoryBudgetError``) before a phase whose estimated resident memory
             (bytes: current RSS + counts x measured bytes per transition, see
