@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rlverify.cli.main import main
-from rlverify.errors import ModelError, PolicyError
+from rlverify.errors import ModelError, PolicyError, PropertyError
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.models.summary import summarize
 from rlverify.models.symbolic import load_model
@@ -41,7 +41,7 @@ def _both(model, text, policy, **options):
     for strategy in ("full", "merged"):
         try:
             out.append(verify_exact(model, text, policy, ExactOptions(strategy=strategy, **options)))
-        except (ModelError, PolicyError) as exc:
+        except (ModelError, PolicyError, PropertyError) as exc:
             out.append(type(exc))
     return out
 
@@ -192,14 +192,17 @@ def test_mass_on_an_unavailable_action_stalls_as_with_full(tmp_path):
     assert merged.stalled_probability > 0
 
 
-def test_init_block_falls_back_to_storm_and_says_so(tmp_path):
+def test_init_block_is_evaluated_over_the_domain(tmp_path):
     path = tmp_path / "init.prism"
-    path.write_text(TWO_STEP.replace("s : [0..3] init 0;", "s : [0..3];") + "init s=0 endinit\n")
     policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
-    auto = verify_exact(path, 'P=? [F "done"]', policy)
-    assert auto.strategy == "full" and "init ... endinit" in auto.settings["merged_declined"]
-    with pytest.raises(ModelError, match="--strategy merged cannot build this model .*init ... endinit"):
-        verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+    path.write_text(TWO_STEP.replace("s : [0..3] init 0;", "s : [0..3];") + "init s=2 endinit\n")
+    full, merged = _both(path, 'P=? [F<=3 "done"]', policy)
+    _same(full, merged)
+    # from s=2 only `go` is available (stay's 0.5 stalls): each step reaches done with 0.5 * 0.2, stays with 0.5 * 0.8
+    assert merged.value == pytest.approx(0.1 * (1 + 0.4 + 0.4 ** 2), abs=1e-12)
+    path.write_text(TWO_STEP.replace("s : [0..3] init 0;", "s : [0..3];") + "init s=0 | s=1 endinit\n")
+    full, merged = _both(path, 'P=? [F "done"]', policy)
+    assert full is merged is PropertyError  # rlverify reports the value of one initial state
 
 
 def test_reward_properties_are_built_by_storm(tmp_path):
@@ -241,3 +244,66 @@ def test_command_names_policy_on_unlabelled_choices(tmp_path):
     full, merged = _both(path, 'P=? [F "goal"]', policy)
     _same(full, merged)
     assert merged.value == pytest.approx(p * 0.5 + (1 - p), abs=1e-12)
+
+
+POW = """mdp
+module m
+  x : [0..4] init 0;
+  [a] x<4 -> 0.5:(x'=x+1) + 0.5:(x'=x>0 ? pow(2, x-1) : 0);
+  [b] x<4 -> (x'=min(4,x+2));
+  [c] x=0 -> 0.5 : (x'=x+1) + 0.5 : (x'= 1/(x-0) > 0 ? 1 : 0) ;
+endmodule
+label "g" = x=4;
+"""
+
+
+def test_pow_with_negative_exponents_and_division_by_zero_in_the_branch_not_taken(tmp_path):
+    """Storm evaluates both; numpy evaluates both ITE branches for every state and must not fail there."""
+    path = tmp_path / "pow.prism"
+    path.write_text(POW)
+    summary, _ = summarize(load_model(path))
+    policy = _mixing_policy(["x"], list(summary.actions))
+    for text in ('P=? [F "g"]', 'P=? [F<=2 "g"]'):
+        full, merged = _both(path, text, policy)
+        _same(full, merged, text)
+
+
+def test_lower_step_bound_zero_counts_as_none_for_terminal_states(tmp_path):
+    # F[0,k] is F<=k: Storm makes the target terminal; F[1,k] must explore past it (the value differs)
+    path = tmp_path / "two.prism"
+    path.write_text(TWO_STEP)
+    policy = CallablePolicy(lambda x: np.tile([0.6, 0.4], (len(x), 1)), ["s"], ["go", "stay"])
+    for text in ('P=? [F[0,4] "done"]', 'P=? [F[2,4] "done"]', 'P=? [F>=0 "done"]'):
+        full, merged = _both(path, text, policy)
+        _same(full, merged, text)
+    zero = verify_exact(path, 'P=? [F[0,4] "done"]', policy, ExactOptions(strategy="merged"))
+    upto = verify_exact(path, 'P=? [F<=4 "done"]', policy, ExactOptions(strategy="merged"))
+    assert (zero.value, zero.states, zero.transitions) == (upto.value, upto.states, upto.transitions)
+
+
+def test_negative_probabilities_are_refused_and_zero_probability_updates_are_not_checked(tmp_path):
+    policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
+    negative = tmp_path / "neg.prism"
+    negative.write_text(TWO_STEP.replace("0.5 : (s'=1) + 0.5 : (s'=2)", "(s-1)/2 : (s'=1) + (3-s)/2 : (s'=2)"))
+    with pytest.raises(ModelError, match=r"command m:1 has a negative probability -0.5 \(update 1\) in state \{'s': 0\}"):
+        verify_exact(negative, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+    zero = tmp_path / "zero.prism"  # an update of probability 0 leaving the range is never taken (Storm skips it)
+    zero.write_text(TWO_STEP.replace("[stay] s=0 -> true;", "[stay] s=0 -> 0 : (s'=s+10) + 1 : true;"))
+    full, merged = _both(zero, 'P=? [F "done"]', policy)
+    _same(full, merged)
+
+
+def test_a_lone_unlabelled_command_looping_at_the_start_is_a_dead_end_not_a_forced_step(tmp_path):
+    path = tmp_path / "loop.prism"
+    path.write_text("""mdp
+module m
+  x : [0..1] init 0;
+  [] x=0 -> 0.5 : true + 0.5 : true;
+  [go] x=1 -> (x'=0);
+endmodule
+label "g" = x=1;
+""")
+    policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["x"], ["go"])
+    full, merged = _both(path, 'P=? [F<=3 "g"]', policy)
+    _same(full, merged)
+    assert not any("forced step" in w for w in merged.warnings)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from rlverify.errors import MemoryBudgetError, ModelTooLargeError
+from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
 from rlverify.exact.induced import STALLED_LABEL, choice_weights
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import choice_table, forced_start_message
@@ -163,7 +163,7 @@ def _terminal(formula: Any, label_fn: Callable[[str], Any], variables: dict[str,
             if is_atom(f.subformula):
                 atom(f.subformula, True)
         elif isinstance(f, L.BoundedUntilFormula):
-            if not f.has_lower_bound and is_atom(f.right_subformula):
+            if not _positive_lower_bound(f) and is_atom(f.right_subformula):
                 atom(f.right_subformula, True)
             atom(f.left_subformula, False)
         elif isinstance(f, L.UntilFormula):
@@ -182,6 +182,20 @@ def _terminal(formula: Any, label_fn: Callable[[str], Any], variables: dict[str,
         if isinstance(sub, (L.EventuallyFormula, L.UntilFormula, L.BoundedUntilFormula)) and all(map(simple, operands)):
             path(sub)
     return out
+
+
+def _positive_lower_bound(f: Any) -> bool:
+    """Whether a bounded until has a lower step bound other than a non-strict 0 (``U[0,k]``, ``U>=0`` count as none,
+    as in Storm; stormpy exposes only the upper bound, so the lower one is read from the formula's text)."""
+    if not f.has_lower_bound:
+        return False
+    import re
+
+    m = re.search(r"U\[\s*([^,\]]+?)\s*,", str(f)) or re.search(r"U>=\s*([^\s(]+)", str(f))
+    try:
+        return m is None or float(m.group(1)) != 0.0
+    except ValueError:  # a constant's name: not known to be 0
+        return True
 
 
 def _probe(model: SymbolicModel, prop: Property) -> ExplicitModel:
@@ -261,7 +275,9 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
     index = _StateIndex(program.domain)
     state_keys = _Growing(np.int64)
     values = _Growing(np.int64, len(names))
-    init_keys = program.keys(program.initial)
+    init_keys = program.keys(program.initial)  # sorted and unique (an init block's are found in key order)
+    if not len(init_keys):
+        raise ModelError(f"{model.path}: no state satisfies the init ... endinit block")
     index.ids(np.unique(init_keys))
     state_keys.extend(init_keys)
     values.extend(program.initial)
@@ -302,12 +318,21 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
         row_groups = np.zeros(B + 1, dtype=np.int64)
         np.cumsum(np.bincount(c_state, minlength=B), out=row_groups[1:])
         C = len(c_state)
+        # the fragment's transitions only say which choices loop back (Storm's self-loops, and lone commands of the
+        # initial states that loop back: the forced-start note needs them); every other choice points elsewhere
         dummy_cols = np.where(c_kind == J, c_state, B)
+        n_init_here = max(0, min(hi, len(init_keys)) - lo)
+        for ci in np.flatnonzero((c_state < n_init_here) & (c_kind < J)):
+            s_ = c_state[ci]
+            if row_groups[s_ + 1] - row_groups[s_] == 1:
+                k_, pr_ = program.successors(program.choices[c_kind[ci]], vals[[s_]], keys[[s_]])
+                if np.all(k_[pr_ > 0] == keys[s_]):
+                    dummy_cols[ci] = s_
         fragment = ExplicitModel(
             model_type="mdp", row_groups=row_groups,
             transitions=sp.csr_matrix((np.ones(C), dummy_cols, np.arange(C + 1)), shape=(C, B + 1)),
             choice_actions=action_of[c_kind], action_names=actions, variables=tuple(names), valuations=vals,
-            initial_states=np.arange(len(init_keys)) if lo == 0 else np.zeros(0, dtype=np.int64),
+            initial_states=np.arange(lo, max(lo, min(hi, len(init_keys)))) - lo,
             choice_commands=command_of[c_kind], command_names=commands)
         table = choice_table(fragment, policy.actions)
         decision = np.flatnonzero(table.decision)
@@ -385,14 +410,16 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
         for k_, plan in label_plan:
             if plan == "init":
                 part = np.zeros(B, dtype=bool)
-                if lo == 0:
-                    part[: len(init_keys)] = True
+                part[: max(0, min(hi, len(init_keys)) - lo)] = True
             elif plan == "deadlock":
                 part = deadlock
             else:
                 part = program.evaluate(plan, env, B)
             label_parts[k_].append(part.copy())
         lo = hi
+        if state_keys.n >= np.iinfo(np.int32).max - 1:
+            raise ModelTooLargeError(f"{model.path}: the policy reaches more than 2**31 states (int32 indices); "
+                                     "verify a smaller model")
         if max_states is not None and state_keys.n > max_states:
             raise ModelTooLargeError(
                 f"{model.path}: the policy reaches more than --max-states={max_states} states (exploration stopped at "

@@ -29,6 +29,8 @@ Fn = Callable[[Env], Any]
 
 #: largest product of the variables' domains a key can hold
 MAX_DOMAIN = 2 ** 62
+#: largest domain searched for the states of an ``init ... endinit`` block
+MAX_INIT_DOMAIN = 1 << 22
 
 
 class Unsupported(Exception):
@@ -123,8 +125,9 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
         op_type.DIVIDE: lambda x, y: np.true_divide(x, y),
         op_type.MIN: np.minimum, op_type.MAX: np.maximum,
         op_type.MODULO: np.fmod,
-        op_type.POWER: (lambda x, y: np.power(np.asarray(x, dtype=np.int64), y)) if integer else
-        (lambda x, y: np.power(np.asarray(x, dtype=np.float64), y)),
+        # Storm evaluates pow in double (std::pow) and truncates an integer result; negative exponents are fine
+        op_type.POWER: (lambda x, y: np.trunc(np.power(np.asarray(x, dtype=np.float64), y)).astype(np.int64)) if integer
+        else (lambda x, y: np.power(np.asarray(x, dtype=np.float64), y)),
         op_type.EQUAL: np.equal, op_type.NOT_EQUAL: np.not_equal, op_type.LESS: np.less,
         op_type.LESS_OR_EQUAL: np.less_equal, op_type.GREATER: np.greater, op_type.GREATER_OR_EQUAL: np.greater_equal,
     }
@@ -139,7 +142,7 @@ class CompiledProgram:
     """A PRISM MDP's variables, choices and labels as numpy functions (see the module docstring).
 
     Raises :class:`Unsupported` for what it does not evaluate: a model type other than MDP, an
-    ``init ... endinit`` block, variable bounds that are not constants, two modules writing one variable,
+    ``init ... endinit`` block over more than :data:`MAX_INIT_DOMAIN` valuations, variable bounds that are not constants, two modules writing one variable,
     a domain product above :data:`MAX_DOMAIN`.
     """
 
@@ -147,8 +150,7 @@ class CompiledProgram:
         self.path = path
         if str(program.model_type).rsplit(".", 1)[-1].lower() != "mdp":
             raise Unsupported("the model is not an MDP")
-        if program.has_initial_states_expression:
-            raise Unsupported("an init ... endinit block")
+        init_block = bool(program.has_initial_states_expression)
         program = program.substitute_constants().substitute_formulas()
         self.program = program
         declared = [(v, False) for v in program.global_integer_variables] + \
@@ -162,8 +164,10 @@ class CompiledProgram:
             try:
                 lo, hi = (0, 1) if is_bool else (int(v.lower_bound_expression.evaluate_as_int()),
                                                  int(v.upper_bound_expression.evaluate_as_int()))
-                init_expr = v.initial_value_expression
-                init = int(init_expr.evaluate_as_bool()) if is_bool else int(init_expr.evaluate_as_int())
+                init = 0
+                if not init_block:
+                    init_expr = v.initial_value_expression
+                    init = int(init_expr.evaluate_as_bool()) if is_bool else int(init_expr.evaluate_as_int())
             except Exception as exc:  # a bound or initial value that is not a constant
                 raise Unsupported(f"variable '{v.name}': {exc}") from None
             vars_.append(Var(v.name, lo, hi, is_bool, radix))
@@ -176,10 +180,17 @@ class CompiledProgram:
         self.domain = radix
         self.by_name = {v.name: v for v in vars_}
         self.index = {v.name: i for i, v in enumerate(vars_)}
-        for v, init in zip(vars_, initial):
-            if not v.lo <= init <= v.hi:
-                raise ModelError(f"{path}: the initial value {init} of variable '{v.name}' is outside [{v.lo}..{v.hi}]")
-        self.initial = np.asarray([initial], dtype=np.int64)
+        if init_block:  # the valuations satisfying the init expression, found over the whole domain
+            if radix > MAX_INIT_DOMAIN:
+                raise Unsupported(f"an init ... endinit block over more than {MAX_INIT_DOMAIN:,} valuations")
+            every = self.values(np.arange(radix, dtype=np.int64))
+            where = compile_expression(program.initial_states_expression, self.by_name)
+            self.initial = every[self.evaluate(where, self.env(every), radix)]
+        else:
+            for v, init in zip(vars_, initial):
+                if not v.lo <= init <= v.hi:
+                    raise ModelError(f"{path}: the initial value {init} of variable '{v.name}' is outside [{v.lo}..{v.hi}]")
+            self.initial = np.asarray([initial], dtype=np.int64)
         self.choices = self._choices()
         self.label_functions = {lab.name: compile_expression(program.get_label_expression(lab.name), self.by_name)
                                 for lab in program.labels}
@@ -253,8 +264,10 @@ class CompiledProgram:
         return {v.name: values[:, i] for i, v in enumerate(self.variables)}
 
     def evaluate(self, fn: Fn, env: Env, n: int, dtype: Any = bool) -> np.ndarray:
-        """``fn`` on ``env`` as an ``(n,)`` array (a constant broadcast)."""
-        out = np.asarray(fn(env))
+        """``fn`` on ``env`` as an ``(n,)`` array (a constant broadcast). Both branches of an ``ITE`` are evaluated
+        for every state, so a division by zero in the branch not taken must stay silent."""
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(env))
         return np.broadcast_to(out, (n,)).astype(dtype, copy=False) if out.ndim == 0 else out.astype(dtype, copy=False)
 
     def enabled(self, choice: Choice, env: Env, n: int) -> np.ndarray:
@@ -283,15 +296,21 @@ class CompiledProgram:
             probs = np.empty((n, len(part.updates)))
             for j, u in enumerate(part.updates):
                 probs[:, j] = self.evaluate(u.probability, env, n, np.float64)
+                live = probs[:, j] > 0  # Storm skips updates of probability 0 (their targets are never checked)
+                if (probs[:, j] < 0).any():
+                    s = int(np.argmax(probs[:, j] < 0))
+                    raise ModelError(f"{self.path}: command {part.name} has a negative probability {probs[s, j]:.6g} "
+                                     f"(update {j + 1}) in state {self.describe(values[s])}")
                 for i, fn in u.assignments:
                     v = self.variables[i]
-                    new = np.asarray(fn(env))
+                    with np.errstate(all="ignore"):
+                        new = np.asarray(fn(env))
                     if new.dtype.kind == "f":
-                        if not np.all(new == np.floor(new)):
+                        if not np.all((new == np.floor(new)) | ~live):
                             raise Unsupported(f"a non-integer value assigned to '{v.name}' in {part.name}")
                         new = new.astype(np.int64)
                     new = np.broadcast_to(new.astype(np.int64, copy=False), (n,))
-                    bad = (new < v.lo) | (new > v.hi)
+                    bad = ((new < v.lo) | (new > v.hi)) & live
                     if bad.any():
                         s = int(np.argmax(bad))
                         raise ModelError(f"{self.path}: command {part.name} assigns {v.name}={int(new[s])} outside its range "
