@@ -225,6 +225,10 @@ def test_out_of_range_assignment_and_bad_probabilities_are_refused_like_storm(tm
     bad_sum.write_text(TWO_STEP.replace("0.2 : (s'=3) + 0.8 : (s'=2)", "0.2 : (s'=3) + 0.7 : (s'=2)"))
     with pytest.raises(ModelError, match=r"probabilities of command m:4 sum to 0.9"):
         verify_exact(bad_sum, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+    # Storm builds it without a word; the full strategy checks every choice after the build (it ended in an
+    # internal assertion about the chain's rows before)
+    with pytest.raises(ModelError, match=r"probabilities of a 'go' command sum to 0.9, not 1, in state \{'s': 2\}"):
+        verify_exact(bad_sum, 'P=? [F "done"]', policy, ExactOptions(strategy="full"))
     pol = tmp_path / "pol.py"
     pol.write_text("import numpy as np\nFEATURES = ['s']\nACTIONS = ['go', 'stay']\n"
                    "def policy(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n")

@@ -526,6 +526,20 @@ def ambiguous_choices(model: ExplicitModel) -> bool:
     return bool(several[cs[unlabelled]].any())
 
 
+def _distributions_checked(model: ExplicitModel, path: Path) -> ExplicitModel:
+    """``model``, after checking that every choice is a distribution (Storm builds commands whose probabilities
+    do not sum to 1 without a word; PRISM refuses them). Raises :class:`ModelError` naming the state and label."""
+    sums = model.transitions @ np.ones(model.transitions.shape[1])
+    bad = np.abs(sums - 1.0) > 1e-6
+    if bad.any():
+        c = int(np.argmax(bad))
+        state = int(np.searchsorted(model.row_groups, c, side="right") - 1)
+        label = model.action_names[model.choice_actions[c]] or "unlabelled"
+        raise ModelError(f"{path}: the probabilities of a '{label}' command sum to {float(sums[c]):.6g}, not 1, in state "
+                         f"{model.valuation_dict(state)}")
+    return model
+
+
 def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int | None, mask: Any,
            origins: bool, keep_storm: bool = True,
            budget: tuple[int | None, dict[str, int] | None] = (None, None)) -> tuple[ExplicitModel, Any]:
@@ -567,8 +581,8 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
         if not (keep_storm or origins):
             del storm_model  # Storm's copy goes before the arrays are read (stormpy frees it here)
             memory_guard(budget[0], "read", **counts, estimates=budget[1])
-            return read_umb(path), None
-        explicit = read_umb(path)
+            return _distributions_checked(read_umb(path), model.path), None
+        explicit = _distributions_checked(read_umb(path), model.path)
     if origins:
         labels = np.asarray(explicit.action_names, dtype=object)[explicit.choice_actions]
         ids, names = choice_commands(storm_model, model.commands, model.command_keys, labels)
