@@ -169,65 +169,14 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
             state_valuations=mdp.valuations if options.all_states else None, variables=mdp.variables)
 
     assert policy is not None
-    t = time.perf_counter()
     estimates: dict[str, int] = {}
-    explorer = None
-    merged = None
-    fallback = None
-    if strategy == "merged":
-        say("exploring the policy's chain (merging its actions as the states are explored)")
-        try:
-            merged = merged_chain(model, prop, policy, mode=options.mode, unavailable=options.unavailable,
-                                  max_states=options.max_states, max_memory=options.max_memory, progress=say)
-        except Unsupported as exc:
-            if options.strategy == "merged":
-                raise ModelError(f"{model.path}: --strategy merged cannot build this model ({exc}); "
-                                 "use --strategy full") from None
-            strategy, fallback = "full", str(exc)
-            log.info("strategy merged declined (%s): building the MDP with Storm", exc)
-    if merged is not None:
-        chain = merged.chain
-        n_transitions = chain.num_transitions
-        origin = np.arange(chain.num_states)
-        if STALLED_LABEL in chain.labels:
-            origin[-1] = -1
-        n_queried, untaken = merged.decision_states, merged.untaken
-        timings["policy"] = merged.policy_seconds
-        timings["build"] = time.perf_counter() - t - merged.policy_seconds
-        timings["induce"] = 0.0
-        start_note = merged.start_note
-        say(f"checking on the induced chain ({chain.num_states} states, {n_transitions} transitions)")
-        t = time.perf_counter()
-    else:
-        mask = None
-        if strategy == "onthefly":
-            say("exploring policy-reachable states with Storm's builder")
-            explorer = _MaskedExploration(model, policy, options, progress=say)
-            mask = explorer.mask()
-        # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
-        # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
-        mdp = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
-                             command_names=True if names_commands(policy) else None, keep_storm=False,
-                             max_memory=options.max_memory, memory_estimates=estimates)[0]
-        timings["build"] = time.perf_counter() - t
-        say(f"evaluating the policy on {mdp.num_states} states")
-        t = time.perf_counter()
-        memory_guard(options.max_memory, "induce", states=mdp.num_states, transitions=mdp.num_transitions,
-                     what="MDP transitions", estimates=estimates)
-        all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-        chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable, consume=True)
-        untaken = table.untaken(origin[origin >= 0])
-        start_note = forced_start_message(table, prop.bound)
-        timings["policy"] = policy_seconds
-        timings["induce"] = time.perf_counter() - t - policy_seconds
-        n_transitions = chain.num_transitions
-        say(f"checking on the induced chain ({chain.num_states} states, {n_transitions} transitions)")
-        t = time.perf_counter()
-        if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
-            chain = _state_rewards_only(chain, mdp, origin)
-        del mdp
+    built = _policy_chain(model, prop, policy, options, strategy, timings, estimates, say)
+    chain, origin, strategy, untaken = built.chain, built.origin, built.strategy, built.untaken
+    n_transitions = chain.num_transitions
+    say(f"checking on the induced chain ({chain.num_states} states, {n_transitions} transitions)")
+    t = time.perf_counter()
     formula, threshold, comparison = quantitative(on_chain(prop, chain, model))
-    notes = list(prop.notes) + [n for n in [start_note] if n]
+    notes = list(prop.notes) + [n for n in [built.start_note] if n]
     signed = _signed_reward(prop, chain)
     # Reachability (bounded or not) is solved on the chain's matrix (checking.py): Storm then only evaluates the
     # state formulas, on a chain with the states, labels and valuations but self-loops for transitions (the full
@@ -273,10 +222,9 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         guarantee=_guarantee(options), precision=options.precision,
         satisfied=None if threshold is None else compare(out.value, threshold, comparison),
         states=chain.num_states, transitions=n_transitions, choices=None, stalled_probability=stalled,
-        timings=timings, settings={**_settings(options, strategy, model), "policy_queries": n_queried,
-                                   "onthefly_policy_calls": None if explorer is None else len(explorer.cache),
-                                   "merged_declined": fallback,
-                                   "mdp_branches": None if merged is None else merged.mdp_branches,
+        timings=timings, settings={**_settings(options, strategy, model), "policy_queries": built.decision_states,
+                                   "onthefly_policy_calls": built.onthefly_policy_calls,
+                                   "merged_declined": built.merged_declined, "mdp_branches": built.mdp_branches,
                                    "memory_estimates": estimates},
         versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
         # per-state values of the model's states (the added `stalled` sink is not one of them)
@@ -285,6 +233,76 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         untaken_choices=untaken,
         warnings=notes + ([untaken_message(untaken, "policy-reachable states")] if untaken else [])
         + ([out.warning] if out.warning else []))
+
+
+@dataclass
+class _PolicyChain:
+    """The induced chain and how it was built (see :func:`_policy_chain`); ``origin``: ``(n,)`` int64 state of the
+    model each chain state is (-1: the ``stalled`` sink)."""
+
+    chain: ExplicitModel
+    origin: np.ndarray
+    strategy: str
+    decision_states: int
+    untaken: dict[str, int]
+    start_note: str | None
+    merged_declined: str | None = None
+    onthefly_policy_calls: int | None = None
+    mdp_branches: int | None = None
+
+
+def _policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, strategy: str,
+                  timings: dict[str, float], estimates: dict[str, int], say: Progress) -> _PolicyChain:
+    """The chain ``policy`` induces, built by ``strategy`` (``merged``, falling back to ``full`` under ``auto`` for
+    what it does not evaluate; ``full``; ``onthefly``). Fills ``timings`` (build, policy, induce) and the
+    ``full`` strategy's memory ``estimates``."""
+    t = time.perf_counter()
+    declined = None
+    if strategy == "merged":
+        say("exploring the policy's chain (merging its actions as the states are explored)")
+        try:
+            merged = merged_chain(model, prop, policy, mode=options.mode, unavailable=options.unavailable,
+                                  max_states=options.max_states, max_memory=options.max_memory, progress=say)
+        except Unsupported as exc:
+            if options.strategy == "merged":
+                raise ModelError(f"{model.path}: --strategy merged cannot build this model ({exc}); "
+                                 "use --strategy full") from None
+            strategy, declined = "full", str(exc)
+            log.info("strategy merged declined (%s): building the MDP with Storm", exc)
+        else:
+            timings["policy"] = merged.policy_seconds
+            timings["build"] = time.perf_counter() - t - merged.policy_seconds
+            timings["induce"] = 0.0
+            origin = np.arange(merged.chain.num_states)
+            if STALLED_LABEL in merged.chain.labels:
+                origin[-1] = -1
+            return _PolicyChain(merged.chain, origin, "merged", merged.decision_states, merged.untaken,
+                                merged.start_note, mdp_branches=merged.mdp_branches)
+    explorer = None
+    mask = None
+    if strategy == "onthefly":
+        say("exploring policy-reachable states with Storm's builder")
+        explorer = _MaskedExploration(model, policy, options, progress=say)
+        mask = explorer.mask()
+    # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
+    # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
+    mdp = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
+                         command_names=True if names_commands(policy) else None, keep_storm=False,
+                         max_memory=options.max_memory, memory_estimates=estimates)[0]
+    timings["build"] = time.perf_counter() - t
+    say(f"evaluating the policy on {mdp.num_states} states")
+    t = time.perf_counter()
+    memory_guard(options.max_memory, "induce", states=mdp.num_states, transitions=mdp.num_transitions,
+                 what="MDP transitions", estimates=estimates)
+    all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
+    chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable, consume=True)
+    timings["policy"] = policy_seconds
+    timings["induce"] = time.perf_counter() - t - policy_seconds
+    if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
+        chain = _state_rewards_only(chain, mdp, origin)
+    return _PolicyChain(chain, origin, strategy, n_queried, table.untaken(origin[origin >= 0]),
+                        forced_start_message(table, prop.bound), merged_declined=declined,
+                        onthefly_policy_calls=None if explorer is None else len(explorer.cache))
 
 
 def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:
