@@ -29,6 +29,8 @@ Fn = Callable[[Env], Any]
 
 #: largest product of the variables' domains a key can hold
 MAX_DOMAIN = 2 ** 62
+#: most command combinations one label may synchronise (each is a choice evaluated on every state)
+MAX_COMBINATIONS = 4096
 #: largest domain searched for the states of an ``init ... endinit`` block
 MAX_INIT_DOMAIN = 1 << 22
 
@@ -226,6 +228,9 @@ class CompiledProgram:
                     order.append(label)
                 labelled[label].append(parts)
         for label in sorted(order, key=lambda a: program_action_index(program, a)):
+            combos = int(np.prod([len(parts) for parts in labelled[label]]))
+            if combos > MAX_COMBINATIONS:  # each is evaluated on every state: Storm finds the enabled ones per state
+                raise Unsupported(f"label '{label}' synchronises {combos:,} command combinations")
             for combo in itertools.product(*labelled[label]):
                 written = [{i for u in p.updates for i, _ in u.assignments} for p in combo]
                 if len(combo) > 1 and any(written[i] & written[j] for i in range(len(combo)) for j in range(i)):
