@@ -314,13 +314,13 @@ label "g" = x=1;
 
 
 def test_a_label_synchronising_too_many_command_combinations_is_left_to_storm(tmp_path):
-    # 6 modules x 5 commands of one label: 15,625 combinations, each would be evaluated on every state
+    # 7 modules x 5 commands of one label: 78,125 combinations, each would be evaluated on every state
     path = tmp_path / "combo.prism"
     path.write_text("mdp\nmodule m1\n  a1 : [0..4] init 0;\n"
                     + "".join(f"  [s] a1={i} -> (a1'={(i + 1) % 5});\n" for i in range(5)) + "endmodule\n"
-                    + "".join(f"module m{k} = m1 [a1=a{k}] endmodule\n" for k in range(2, 7))
-                    + 'label "g" = a1=3 & a6=3;\n')
+                    + "".join(f"module m{k} = m1 [a1=a{k}] endmodule\n" for k in range(2, 8))
+                    + 'label "g" = a1=3 & a7=3;\n')
     policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["a1"], ["s"])
     r = verify_exact(path, 'P=? [F "g"]', policy)
-    assert r.strategy == "full" and "15,625 command combinations" in r.settings["merged_declined"]
+    assert r.strategy == "full" and "78,125 command combinations" in r.settings["merged_declined"]
     assert r.value == 1.0 and r.states == 4  # every module steps together: (0..0), (1..1), (2..2), (3..3) reaches g

@@ -309,8 +309,7 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
         for fn, value in terminal:
             stop |= program.evaluate(fn, env, B) == value
         enabled = np.zeros((B, J + 1), dtype=bool)
-        for j, c in enumerate(program.choices):
-            enabled[:, j] = program.enabled(c, env, B) & ~stop
+        enabled[:, :J] = program.enabled(env, B) & ~stop[:, None]
         none = ~enabled[:, :J].any(axis=1)
         deadlock = none & ~stop
         enabled[:, J] = none

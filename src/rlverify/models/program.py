@@ -30,7 +30,7 @@ Fn = Callable[[Env], Any]
 #: largest product of the variables' domains a key can hold
 MAX_DOMAIN = 2 ** 62
 #: most command combinations one label may synchronise (each is a choice evaluated on every state)
-MAX_COMBINATIONS = 4096
+MAX_COMBINATIONS = 1 << 16
 #: largest domain searched for the states of an ``init ... endinit`` block
 MAX_INIT_DOMAIN = 1 << 22
 
@@ -275,12 +275,17 @@ class CompiledProgram:
             out = np.asarray(fn(env))
         return np.broadcast_to(out, (n,)).astype(dtype, copy=False) if out.ndim == 0 else out.astype(dtype, copy=False)
 
-    def enabled(self, choice: Choice, env: Env, n: int) -> np.ndarray:
-        """``(n,)`` bool: states where every part's guard holds."""
-        mask = np.ones(n, dtype=bool)
-        for part in choice.parts:
-            mask &= self.evaluate(part.guard, env, n)
-        return mask
+    def enabled(self, env: Env, n: int) -> np.ndarray:
+        """``(n, J)`` bool: states where choice ``j``'s guards all hold (each command's guard evaluated once)."""
+        guards: dict[int, np.ndarray] = {}
+        out = np.ones((n, len(self.choices)), dtype=bool)
+        for j, choice in enumerate(self.choices):
+            for part in choice.parts:
+                g = guards.get(id(part))
+                if g is None:
+                    g = guards[id(part)] = self.evaluate(part.guard, env, n)
+                out[:, j] &= g
+        return out
 
     def successors(self, choice: Choice, values: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Branches of ``choice`` from states ``values`` ``(N, V)`` with ``keys`` ``(N,)`` (all enabled).
