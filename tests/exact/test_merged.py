@@ -324,3 +324,32 @@ def test_a_label_synchronising_too_many_command_combinations_is_left_to_storm(tm
     r = verify_exact(path, 'P=? [F "g"]', policy)
     assert r.strategy == "full" and "78,125 command combinations" in r.settings["merged_declined"]
     assert r.value == 1.0 and r.states == 4  # every module steps together: (0..0), (1..1), (2..2), (3..3) reaches g
+
+
+def test_every_states_value_and_valuation_as_with_full(tmp_path):
+    """--all-states: the same (valuation -> value) map; valuations survive Storm's encoding (offsets, booleans)."""
+    import tempfile
+
+    from rlverify.exact.merged import merged_chain
+    from rlverify.models.explicit import read_umb, write_umb
+    from rlverify.models.symbolic import parse_property
+
+    path = tmp_path / "neg.prism"
+    path.write_text("mdp\nglobal g : [-3..4] init -3;\nmodule m\n  b : bool init true;\n"
+                    "  [a] g<4 -> 0.5:(g'=g+1) + 0.5:(b'=!b);\n  [c] b -> 0.3:(g'=max(g-2,-3)) + 0.7:true;\nendmodule\n"
+                    'label "t" = g=4;\n')
+    policy = _mixing_policy(["g", "b"], ["a", "c"])
+    maps = []
+    for strategy in ("full", "merged"):
+        r = verify_exact(path, 'P=? [F<=6 "t"]', policy, ExactOptions(strategy=strategy, all_states=True))
+        maps.append({tuple(v): x for v, x in zip(r.state_valuations.tolist(), r.state_values)})
+    assert maps[0].keys() == maps[1].keys() and len(maps[0]) == 16
+    assert all(maps[1][k] == pytest.approx(maps[0][k], rel=1e-12, abs=1e-15) for k in maps[0])
+    model = load_model(path)
+    chain = merged_chain(model, parse_property(model, 'P=? [F<=6 "t"]'), policy, mode="stochastic",
+                         unavailable="stall").chain
+    with tempfile.TemporaryDirectory() as d:
+        write_umb(Path(d) / "c.umb", chain)
+        back = read_umb(Path(d) / "c.umb")
+    assert back.variables == chain.variables == ("b", "g")
+    assert np.array_equal(back.valuations, chain.valuations) and chain.valuations[:, 1].min() == -3
