@@ -15,6 +15,7 @@ from rlverify.policies import CallablePolicy
 from rlverify.statistical.engine import SimulationOptions
 from rlverify.statistical.splitting import SplittingOptions, compile_importance, verify_splitting
 from rlverify.statistical.verify import prepare
+from tests.statistical.test_simulation import STALL_MODEL  # s0 -a-> s1 | s2; s1 only a (loop); s2 only b (goal)
 
 # A birth-death chain on 0..N started in 1, as an MDP: action "slow" moves up w.p. 1/5, "fast" w.p. 2/5 (else
 # down); the policy picks each with probability 1/2, so the chain moves up w.p. 3/10. 0 and N are absorbing.
@@ -243,18 +244,6 @@ def test_expression_language():
         compile_importance("x +", ["x"])
 
 
-# s0 -a-> s1 or s2 (1/2 each); s1 has only a (self-loop); s2 has only b (to goal): as in test_simulation.py
-STALL_MODEL = """mdp
-module m
-  s : [0..3] init 0;
-  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);
-  [b] s=0 -> (s'=3);
-  [a] s=1 -> (s'=1);
-  [b] s=2 -> (s'=3);
-  [a] s=3 -> (s'=3);
-endmodule
-label "goal" = s=3;
-"""
 
 
 @pytest.mark.parametrize("unavailable,value", [("stall", 0.1 + 0.9 * 0.5 * 0.1), ("renormalize", 0.1 + 0.9 * 0.5)])

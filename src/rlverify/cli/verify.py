@@ -38,10 +38,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
                    help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), fast (unsound value iteration)")
     p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
     p.add_argument("--max-states", type=int, default=2_000_000,
-                   help="refuse to build models with more states (default 2M: dense models need ~4 GB per 1M states)")
+                   help="refuse models (with --strategy merged: policy-reachable states) with more states (default 2M)")
     p.add_argument("--max-memory", metavar="SIZE",
-                   help="refuse, before it starts, a phase whose estimated resident memory exceeds SIZE (e.g. 8G, "
-                        "500M; default: no limit)")
+                   help="stop when resident memory would exceed SIZE (e.g. 8G, 500M; default: no limit): --strategy full "
+                        "refuses a phase before it starts from its estimate; merged checks after every batch")
     p.add_argument("--explain", type=int, metavar="K",
                    help="also list the K most probable paths from the initial state to the target (P=? [F phi], "
                         "F<=k, U, U<=k): each path's probability, states, and the policy's distribution and actions per step")
