@@ -353,3 +353,23 @@ def test_every_states_value_and_valuation_as_with_full(tmp_path):
         back = read_umb(Path(d) / "c.umb")
     assert back.variables == chain.variables == ("b", "g")
     assert np.array_equal(back.valuations, chain.valuations) and chain.valuations[:, 1].min() == -3
+
+
+@pytest.mark.parametrize("dense,batch", [(0, 1), (1 << 27, 1), (0, 1 << 19)], ids=["runs-tiny", "dense-tiny", "runs"])
+def test_state_index_and_batch_size_do_not_change_the_chain(tmp_path, monkeypatch, dense, batch):
+    """The sorted-runs index (domains above DENSE_DOMAIN) and one-state batches build the same chain."""
+    import rlverify.exact.merged as merged_module
+
+    path = tmp_path / "prog.prism"
+    path.write_text(PROGRAM.replace("[d] z=1 -> (y'=0);", "[d] z=1 -> (g'=max(g-1, -3));")
+                    .replace("[d] y=2 & g<4 -> (g'=g+1);", "[d] y=2 & g<4 -> true;"))
+    model = load_model(path)
+    summary, _ = summarize(model)
+    policy = _mixing_policy(model.variables, list(summary.actions), seed=1)
+    want = verify_exact(model, 'P=? [F<=7 "far" | "top"]', policy, ExactOptions(strategy="merged"))
+    monkeypatch.setattr(merged_module, "DENSE_DOMAIN", dense)
+    monkeypatch.setattr(merged_module, "BATCH_BRANCHES", batch)
+    got = verify_exact(model, 'P=? [F<=7 "far" | "top"]', policy, ExactOptions(strategy="merged"))
+    full = verify_exact(model, 'P=? [F<=7 "far" | "top"]', policy, ExactOptions(strategy="full"))
+    assert (got.states, got.transitions) == (want.states, want.transitions) == (full.states, full.transitions)
+    assert got.value == pytest.approx(full.value, rel=1e-12) and want.value == pytest.approx(full.value, rel=1e-12)

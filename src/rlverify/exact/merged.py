@@ -95,6 +95,22 @@ class _StateIndex:
         self.runs: list[tuple[np.ndarray, np.ndarray]] = []
         self.count = 0
 
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ids ``(N,)`` int32 of ``keys`` (any order, repeats allowed) and the sorted keys seen for the first time
+        (their ids are the next ones, in that order). The dense index sorts only the new keys."""
+        if self.dense is None:
+            uniq, inverse = np.unique(keys, return_inverse=True)
+            ids, new = self.ids(uniq)
+            return ids[inverse].astype(np.int32), uniq[new]
+        ids = self.dense[keys] - 1
+        unseen = ids < 0
+        if not unseen.any():
+            return ids, keys[:0]
+        added = np.unique(keys[unseen])
+        self.ids(added)
+        ids[unseen] = self.dense[keys[unseen]] - 1
+        return ids, added
+
     def ids(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ids of sorted unique ``keys``; unseen keys get new ids (in key order). Returns ``(ids, new mask)``."""
         if self.dense is not None:
@@ -397,13 +413,12 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
         row, key = row[order][starts], key[order][starts]
         row_lengths.extend(np.bincount(row, minlength=B))
         real = key >= 0
-        uniq, inverse = np.unique(key[real], return_inverse=True)
-        ids, new = index.ids(uniq)
-        if new.any():
-            state_keys.extend(uniq[new])
-            values.extend(program.values(uniq[new]))
+        ids, added = index.lookup(key[real])
+        if len(added):
+            state_keys.extend(added)
+            values.extend(program.values(added))
         tgt = np.full(len(key), sink, dtype=np.int32)
-        tgt[real] = ids[inverse].astype(np.int32)
+        tgt[real] = ids
         targets.extend(tgt)
         probs.extend(w)
         for k_, plan in label_plan:
