@@ -5,7 +5,8 @@ commands sharing a label in one state. rlverify names every command so a policy 
 
 * a PRISM command is ``MODULE:K``, ``K`` its 1-based position among ``MODULE``'s commands as written
   (``robot:3`` is the third command of module ``robot``; a renamed module numbers like its source);
-* a JANI edge is ``AUTOMATON:K``, ``K`` its 1-based position in the automaton's ``edges`` as written;
+* a JANI edge is ``AUTOMATON:K``, ``K`` its 1-based position in the automaton's ``edges`` as written (Storm's
+  own order differs: :mod:`rlverify.models.jani` maps it);
 * a choice made by commands of several modules synchronising on one label is their names joined by
   ``+`` in module order (``m:3+n:1``);
 * Storm's own self-loops at deadlocks have no command and no name.
@@ -68,29 +69,28 @@ def prism_commands(program: Any) -> tuple[tuple[Command, ...], dict[int, int]]:
     return tuple(commands), key
 
 
-def jani_commands(path: Path, model: Any) -> tuple[tuple[Command, ...], dict[int, int]]:
+def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Command, ...], dict[int, int]]:
     """The edges of a JANI file and Storm's origin index (``automaton << 32 | edge``) -> position.
 
-    Storm keeps an automaton's edges grouped by source location, in file order within a location;
-    the names count the edges in file order.
+    Storm reorders each location's edges (by action, silent first; beyond 16 edges not stably), so its edge
+    index is not the file's: :func:`rlverify.models.jani.file_edge_order` reads which file edge each of Storm's
+    edges is from Storm's own parse. ``data``: the file's JSON if already read.
     """
-    data = json.loads(Path(path).read_text())
+    from rlverify.models.jani import file_edge_order, read_jani
+
+    data = read_jani(path) if data is None else data
+    order = file_edge_order(path, data, model)
     commands: list[Command] = []
     key: dict[int, int] = {}
-    automata = {a["name"]: a for a in data.get("automata", [])}
+    automata = {a["name"]: a for a in data.get("automata", []) if isinstance(a, dict)}
     for ai, automaton in enumerate(model.automata):
-        spec = automata.get(automaton.name, {})
-        edges = spec.get("edges", [])
-        if len(edges) != len(automaton.edges):  # not the file's automaton (e.g. flattened): Storm's order
-            edges = [{} for _ in automaton.edges]
-        locations = {loc.get("name"): i for i, loc in enumerate(spec.get("locations", []))}
-        storm_order = sorted(range(len(edges)), key=lambda i: locations.get(edges[i].get("location"), 0))
+        edges = automata.get(automaton.name, {}).get("edges", [])
         base = len(commands)
         for i, e in enumerate(edges):
             guard = e.get("guard", {}).get("exp", True) if isinstance(e.get("guard"), dict) else True
             commands.append(Command(f"{automaton.name}:{i + 1}", automaton.name, e.get("action", ""),
                                     json.dumps(guard) if not isinstance(guard, str) else guard))
-        for storm_index, file_index in enumerate(storm_order):
+        for storm_index, file_index in enumerate(order[automaton.name]):
             key[(ai << _JANI_SHIFT) | storm_index] = base + file_index
     return tuple(commands), key
 

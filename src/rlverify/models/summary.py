@@ -17,6 +17,7 @@ import numpy as np
 from rlverify.errors import OptionError
 from rlverify.models.dynamics import agent_actions, choice_table
 from rlverify.models.explicit import ExplicitModel
+from rlverify.models.jani import read_jani
 from rlverify.models.symbolic import SymbolicModel, build_explicit, constant_value
 
 #: the most initial states listed
@@ -122,7 +123,7 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
                 out.append({"name": v.name, "type": "bool", "module": module, "low": 0, "high": 1,
                             "init": value(v.initial_value_expression, as_bool=True) if has_init else None})
         return out
-    data = json.loads(Path(model.path).read_text())
+    data = read_jani(model.path)
     for a in data.get("automata", []):
         feature = f"_loc_{a['name']}"
         if feature in model.locations:

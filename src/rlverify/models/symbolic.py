@@ -18,6 +18,7 @@ import numpy as np
 from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel
+from rlverify.models.jani import read_jani
 from rlverify.models.properties import Property, parse_structure
 
 log = logging.getLogger(__name__)
@@ -157,8 +158,10 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         raise InputFileError(f"{path}: cannot read model file ({exc.strerror})") from None
     given = parse_constants(constants)
     file_props: dict[str, Any] = {}
+    jani_data = None
     if path.suffix.lower() == ".jani":
-        _check_jani_supported(path)
+        jani_data = read_jani(path)
+        _check_jani_supported(path, jani_data)
     try:
         if path.suffix.lower() == ".jani":
             program, props = stormpy.parse_jani_model(str(path))
@@ -202,8 +205,8 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         rewards = tuple(r.name for r in program.reward_models)
         locations: dict[str, tuple[str, ...]] = {}
     else:
-        ints, bools, actions, labels, rewards, locations = _jani_names(path, program)
-    commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, program)
+        ints, bools, actions, labels, rewards, locations = _jani_names(jani_data, program)
+    commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, program, jani_data)
     return SymbolicModel(path=path, kind=kind, program=program, model_type=model_type,
                          variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
                          labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
@@ -234,7 +237,7 @@ def _property_name(prop: Any) -> str:
     return getter() if callable(getter) else prop.name
 
 
-def _jani_names(path: Path, program: Any) -> tuple[list[str], list[str], list[str], tuple[str, ...], tuple[str, ...],
+def _jani_names(data: Any, program: Any) -> tuple[list[str], list[str], list[str], tuple[str, ...], tuple[str, ...],
                                                  dict[str, tuple[str, ...]]]:
     """State variables, actions, labels (transient booleans), reward names (transient numbers) and location
     features of a JANI model, named as Storm names them in the states it builds.
@@ -244,7 +247,6 @@ def _jani_names(path: Path, program: Any) -> tuple[list[str], list[str], list[st
     position in the file); the state valuations, hence the policy features, carry these names.
     Automata with a single location add no feature.
     """
-    import json
 
     ints: list[str] = []
     bools: list[str] = []
@@ -266,7 +268,6 @@ def _jani_names(path: Path, program: Any) -> tuple[list[str], list[str], list[st
                 (labels if is_bool else rewards).append(name)
             else:
                 (bools if is_bool else ints).append(name)
-    data = json.loads(path.read_text())
     actions = sorted({a["name"] for a in data.get("actions", [])})
     if any("action" not in e for a in data.get("automata", []) for e in a.get("edges", [])):
         actions.append("")
@@ -281,7 +282,7 @@ _JANI_UNSUPPORTED = {
 }
 
 
-def _check_jani_supported(path: Path) -> None:
+def _check_jani_supported(path: Path, data: Any) -> None:
     """Refuse, naming the feature and the file, what a JANI file declares that rlverify does not support.
 
     Checked before Storm parses the file (whose messages do not always name the feature): the model
@@ -289,17 +290,10 @@ def _check_jani_supported(path: Path) -> None:
     ``features`` listed in :data:`_JANI_UNSUPPORTED`, and clock, continuous or array state variables.
 
     Raises:
-        ModelError: naming the unsupported feature and where it is (a file that is no JSON object is
-            left to Storm's parser, whose syntax error has the position).
+        ModelError: naming the unsupported feature and where it is; a file that is no JSON object.
     """
-    import json
-
-    try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return
     if not isinstance(data, dict):
-        return
+        raise ModelError(f"{path}: not a JANI model (the file's JSON is not an object)")
     mtype = data.get("type")
     if isinstance(mtype, str) and mtype.lower() not in _JANI_TYPES:
         raise ModelError(f"{path}: JANI model type '{mtype}' is not supported (expected \"dtmc\" or \"mdp\"; "
@@ -527,8 +521,27 @@ def ambiguous_choices(model: ExplicitModel) -> bool:
 
 
 def _distributions_checked(model: ExplicitModel, path: Path) -> ExplicitModel:
-    """``model``, after checking that every choice is a distribution (Storm builds commands whose probabilities
-    do not sum to 1 without a word; PRISM refuses them). Raises :class:`ModelError` naming the state and label."""
+    """``model``, after checking that no update left a variable's range and that every choice is a distribution.
+
+    Storm's builder wraps an out-of-range value into the variable's bits (``x'=x+1`` from ``x=3`` for ``x:[0..3]``
+    gives ``x=0``) unless it is asked to route such updates to an ``out_of_bounds`` state (done in :func:`_build`);
+    its own checks, which would refuse both, also refuse distributions that sum to 1 only up to rounding. PRISM
+    refuses both. Raises :class:`ModelError` naming the state and the choice's label."""
+    if _OUT_OF_BOUNDS_BIT in model.variables:  # Storm's marker of that state, not a variable of the model
+        keep = [i for i, v in enumerate(model.variables) if v != _OUT_OF_BOUNDS_BIT]
+        model = replace(model, variables=tuple(model.variables[i] for i in keep), valuations=model.valuations[:, keep])
+    oob = model.labels.get(OUT_OF_BOUNDS)
+    if oob is not None and oob.any():
+        target = int(np.flatnonzero(oob)[0])
+        column = model.transitions[:, target].tocoo()
+        sources = column.row[(column.data > 0) & ~oob[model.choice_states()[column.row]]]
+        if len(sources):
+            c = int(sources[0])
+            state = int(np.searchsorted(model.row_groups, c, side="right") - 1)
+            label = model.action_names[model.choice_actions[c]] or "unlabelled"
+            raise ModelError(f"{path}: in state {model.valuation_dict(state)}, an update of the {label} choice leaves a "
+                             "variable's declared range (PRISM and Storm's checks refuse this; rlverify does not wrap the "
+                             "value around): guard the update or widen the range")
     sums = model.transitions @ np.ones(model.transitions.shape[1])
     bad = np.abs(sums - 1.0) > 1e-6
     if bad.any():
@@ -538,6 +551,54 @@ def _distributions_checked(model: ExplicitModel, path: Path) -> ExplicitModel:
         raise ModelError(f"{path}: the probabilities of a '{label}' command sum to {float(sums[c]):.6g}, not 1, in state "
                          f"{model.valuation_dict(state)}")
     return model
+
+
+#: the label of the state Storm's builder sends out-of-range updates to (``BuilderOptions.set_add_out_of_bounds_state``)
+OUT_OF_BOUNDS = "out_of_bounds"
+#: the valuation bit Storm adds for that state
+_OUT_OF_BOUNDS_BIT = "_OutOfBoundsBit"
+
+
+def _defines_label(model: SymbolicModel, name: str) -> bool:
+    return name in model.labels
+
+
+def _build_input(model: SymbolicModel, properties: list[Any] | None) -> tuple[Any, list[Any] | None]:
+    """The program and property formulas to give Storm's builder.
+
+    Storm's builder declares a variable for its out-of-bounds state in the program's expression manager, once:
+    a second such build of the same program would fail. The first build uses the loaded program and properties;
+    later ones a fresh parse of the file with the same constants, and the properties parsed against it (a JANI
+    file's property by name, a typed property from its text)."""
+    import stormpy
+
+    storm_props = [p.storm if isinstance(p, Property) else p for p in properties] if properties else None
+    if not model.program.expression_manager.has_variable(_OUT_OF_BOUNDS_BIT):
+        return model.program, storm_props
+    path = str(model.path)
+    given = parse_constants(model.constants)
+    try:
+        if model.kind == "jani":
+            program, named = stormpy.parse_jani_model(path)
+            by_name = {_property_name(p): p for p in named}
+        else:
+            program, by_name = stormpy.parse_prism_program(path, prism_compatibility=True), {}
+        if given:
+            program, _ = stormpy.instantiate_constants(program, {k: _constant_value(v) for k, v in given.items()})
+    except (RuntimeError, OSError) as exc:
+        raise ModelError(f"{model.path}: cannot read the model file again to build it (was it changed or removed "
+                         f"since it was loaded?): {storm_message(exc)}") from None
+    if not properties:
+        return program, None
+    fresh = []
+    for p in properties:
+        if not isinstance(p, Property):
+            raise ModelError("build_explicit: give properties as rlverify Property objects (parse_property)")
+        if model.kind == "jani" and p.name is not None and p.name in by_name:
+            fresh.append(by_name[p.name])
+        else:
+            fresh.append(stormpy.parse_properties(p.text, program)[0])
+    return program, fresh
 
 
 def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int | None, mask: Any,
@@ -550,7 +611,7 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
 
     from rlverify.models.explicit import export_umb, memory_guard, read_umb
 
-    properties = [p.storm if isinstance(p, Property) else p for p in properties] if properties else None
+    program, properties = _build_input(model, properties)
     opts = stormpy.BuilderOptions(properties) if properties else stormpy.BuilderOptions()
     # what the arrays need; choice origins (costly) only where commands must be named
     opts.set_build_state_valuations()
@@ -559,11 +620,15 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
     opts.set_build_all_reward_models()
     if origins:
         opts.set_build_choice_origins()
+    if not _defines_label(model, OUT_OF_BOUNDS):  # out-of-range updates to a labelled state, refused once built
+        opts.set_add_out_of_bounds_state()
+    else:
+        log.warning("%s defines a label '%s': out-of-range updates cannot be detected", model.path, OUT_OF_BOUNDS)
     explore = dev.ExplicitModelBuilderOptions[float]()
     if max_states is not None:
         explore.exploration_state_limit = int(max_states) + 1
     try:
-        builder = dev.make_explicit_model_builder[float](model.description(), opts, mask, explore)
+        builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), opts, mask, explore)
         storm_model = builder.build()
     except RuntimeError as exc:
         raise ModelError(f"{model.path}: Storm could not build the model: {storm_message(exc)}") from None

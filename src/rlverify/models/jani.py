@@ -1,0 +1,164 @@
+"""JANI files: reading the JSON, and which edge *of the file* each of Storm's edges is.
+
+Storm keeps each location's edges sorted by action (silent edges first), and with more than 16 edges in a
+location the order among equal actions is not the file's either (an unstable sort). Storm's choice origins
+name edges by that internal index, so a command name ``AUTOMATON:K`` (the K-th edge as written) cannot be read
+from the order. :func:`file_edge_order` asks Storm itself: it parses a copy of the file in which every edge
+assigns its file position to a fresh transient variable (transient variables are not part of the state: the
+model is unchanged), and reads the position back from each of Storm's edges.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rlverify.errors import InputFileError, ModelError
+
+#: the transient variable carrying an edge's file position (a prefix made unique against the file's names)
+_MARKER = "rlverifyFileEdge"
+
+
+def read_jani(path: str | Path) -> Any:
+    """The JSON of a JANI file (a UTF-8 byte-order mark, which Storm accepts, is allowed).
+
+    Raises:
+        InputFileError: unreadable, not UTF-8, or not JSON (with the position).
+    """
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read JANI file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"{path}: not a JANI file (not UTF-8 text: byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(f"{path}: not a JANI file (JSON syntax error at line {exc.lineno}, column {exc.colno}: "
+                             f"{exc.msg})") from None
+    except RecursionError:
+        raise InputFileError(f"{path}: not a JANI file (JSON nested too deeply)") from None
+
+
+def _names(data: Any) -> set[str]:
+    """Every identifier the file declares (variables, constants, automata, locations, actions)."""
+    names: set[str] = set()
+    for key in ("variables", "constants", "actions", "automata"):
+        for item in data.get(key, []) or []:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                names.add(item["name"])
+    for automaton in data.get("automata", []) or []:
+        if isinstance(automaton, dict):
+            for key in ("variables", "locations"):
+                for item in automaton.get(key, []) or []:
+                    if isinstance(item, dict) and isinstance(item.get("name"), str):
+                        names.add(item["name"])
+    return names
+
+
+def _marked(data: Any) -> tuple[Any, str]:
+    """A copy of ``data`` in which every destination of the K-th edge (1-based, file order) of every automaton
+    assigns K to a fresh transient integer variable; and that variable's name."""
+    taken = _names(data)
+    marker = _MARKER
+    i = 0
+    while marker in taken:
+        i += 1
+        marker = f"{_MARKER}{i}"
+    out = dict(data)
+    out["variables"] = list(data.get("variables", []) or []) + [
+        {"name": marker, "type": "int", "transient": True, "initial-value": 0}]
+    automata = []
+    for automaton in data.get("automata", []) or []:
+        automaton = dict(automaton)
+        edges = []
+        for k, edge in enumerate(automaton.get("edges", []) or []):
+            edge = dict(edge)
+            destinations = []
+            for destination in edge.get("destinations", []) or []:
+                destination = dict(destination)
+                destination["assignments"] = list(destination.get("assignments", []) or []) + [
+                    {"ref": marker, "value": k + 1}]
+                destinations.append(destination)
+            edge["destinations"] = destinations
+            edges.append(edge)
+        automaton["edges"] = edges
+        automata.append(automaton)
+    out["automata"] = automata
+    return out, marker
+
+
+def _signature(edge: Any, skip: str | None = None) -> tuple:
+    """What Storm's edge does: source location, action, guard, and per destination its probability, target and
+    assignments (the marker's left out): two edges with one signature are interchangeable."""
+    template = edge.template_edge
+    destinations = []
+    for d, td in zip(edge.destinations, template.destinations):
+        assignments = tuple(sorted((a.variable.name, str(a.expression)) for a in td.assignments
+                                   if a.variable.name != skip))
+        destinations.append((d.target_location_index, str(d.probability), assignments))
+    edge_level = tuple(sorted((a.variable.name, str(a.expression)) for a in template.assignments
+                              if a.variable.name != skip))
+    return (edge.source_location_index, edge.action_index, str(edge.guard), edge_level, tuple(destinations))
+
+
+def _marker_value(edge: Any, marker: str) -> int | None:
+    values = {str(a.expression) for td in edge.template_edge.destinations for a in td.assignments
+              if a.variable.name == marker}
+    values |= {str(a.expression) for a in edge.template_edge.assignments if a.variable.name == marker}
+    if len(values) != 1:
+        return None
+    try:
+        return int(next(iter(values)))
+    except ValueError:
+        return None
+
+
+def file_edge_order(path: str | Path, data: Any, model: Any) -> dict[str, list[int]]:
+    """For each automaton of Storm's parsed ``model``: Storm's edge index -> 0-based position of that edge in the
+    file's ``edges`` of the automaton of the same name.
+
+    ``data`` is the file's JSON (:func:`read_jani`). Each of Storm's edges is matched to the marked copy's edge
+    that does the same (same source location, action, guard, destinations); edges that do the same are
+    interchangeable, and are matched in order.
+
+    Raises:
+        ModelError: an edge of Storm's model matches no edge of the marked copy (the marked file would not be
+            the same model); no command name could then be trusted.
+    """
+    import stormpy
+
+    marked, marker = _marked(data)
+    with tempfile.TemporaryDirectory(prefix="rlverify-jani-") as tmp:
+        copy = Path(tmp) / "marked.jani"
+        copy.write_text(json.dumps(marked))
+        try:
+            reference, _ = stormpy.parse_jani_model(str(copy))
+        except RuntimeError as exc:
+            raise ModelError(f"{path}: cannot identify the file's edges in Storm's model ({str(exc).strip()})") from None
+    by_name = {a.name: a for a in reference.automata}
+    order: dict[str, list[int]] = {}
+    for automaton in model.automata:
+        marked_automaton = by_name.get(automaton.name)
+        if marked_automaton is None or len(marked_automaton.edges) != len(automaton.edges):
+            raise ModelError(f"{path}: cannot identify the edges of automaton '{automaton.name}' in Storm's model")
+        pool: dict[tuple, list[int]] = {}
+        for edge in marked_automaton.edges:
+            k = _marker_value(edge, marker)
+            if k is None:
+                raise ModelError(f"{path}: cannot identify the edges of automaton '{automaton.name}' in Storm's model")
+            pool.setdefault(_signature(edge, skip=marker), []).append(k - 1)
+        for ks in pool.values():
+            ks.sort(reverse=True)
+        positions = []
+        for i, edge in enumerate(automaton.edges):
+            candidates = pool.get(_signature(edge))
+            if not candidates:
+                raise ModelError(f"{path}: edge {i} of automaton '{automaton.name}' in Storm's model matches no edge "
+                                 "of the file")
+            positions.append(candidates.pop())
+        order[automaton.name] = positions
+    return order

@@ -1,0 +1,194 @@
+"""A command name means the edge of the file it names, and an out-of-range update is refused everywhere.
+
+Storm keeps a JANI location's edges sorted by action (silent first) and, beyond 16 edges, in no stable order;
+``AUTOMATON:K`` must still drive the K-th edge as written. Each model here is built so that the edge a name
+drives is visible in the value (edge K sets ``y := K``), so the expected values are read off the file, not
+computed by rlverify. Storm's builder wraps an update that leaves a variable's range into its bits (``x'=x+1``
+from ``x=3`` for ``x:[0..3]`` gives 0); every engine must refuse such a model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlverify.cli.main import main
+from rlverify.errors import InputFileError, ModelError
+from rlverify.exact import ExactOptions, verify_exact
+from rlverify.models.symbolic import build_explicit, load_model, parse_property
+from rlverify.policies import CallablePolicy
+from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
+
+
+def _edge(k: int, *, action: str | None = None, location: str = "l") -> dict:
+    edge = {"location": location, "guard": {"exp": {"op": "=", "left": "y", "right": 0}},
+            "destinations": [{"location": location, "probability": {"exp": 1},
+                              "assignments": [{"ref": "y", "value": k}]}]}
+    if action is not None:
+        edge["action"] = action
+    return edge
+
+
+def _jani(edges: list[dict], actions: tuple[str, ...] = (), top: int = 20) -> dict:
+    return {"jani-version": 1, "name": "edges", "type": "mdp", "actions": [{"name": a} for a in actions],
+            "variables": [{"name": "y", "type": {"kind": "bounded", "base": "int", "lower-bound": 0,
+                                                 "upper-bound": top}, "initial-value": 0}],
+            "automata": [{"name": "aut", "locations": [{"name": "l"}], "initial-locations": ["l"], "edges": edges}],
+            "system": {"elements": [{"automaton": "aut"}],
+                       "syncs": [{"synchronise": [a], "result": a} for a in actions]},
+            "properties": []}
+
+
+def _always(names: list[str], weights: list[float]) -> CallablePolicy:
+    w = np.asarray(weights, dtype=float)
+    return CallablePolicy(lambda x: np.tile(w, (len(x), 1)), ["y"], names, name="fixed")
+
+
+@pytest.fixture(scope="module")
+def twenty_silent(tmp_path_factory) -> Path:
+    """One location, 20 silent edges all enabled at y=0; edge k sets y := k (Storm reorders beyond 16)."""
+    path = tmp_path_factory.mktemp("jani") / "twenty.jani"
+    path.write_text(json.dumps(_jani([_edge(k) for k in range(1, 21)])))
+    return path
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 17, 18, 20])
+def test_a_command_name_drives_the_file_s_kth_of_20_silent_edges(twenty_silent, k):
+    policy = _always([f"aut:{k}"], [1.0])
+    model = load_model(twenty_silent)
+    assert verify_exact(model, f"P=? [F y={k}]", policy).value == 1.0
+    other = 20 if k != 20 else 1
+    assert verify_exact(model, f"P=? [F y={other}]", policy).value == 0.0
+
+
+def test_a_stochastic_policy_over_reordered_edges_weighs_the_right_edges(twenty_silent):
+    names = [f"aut:{k}" for k in range(1, 21)]
+    weights = np.arange(1, 21, dtype=float) / 210.0  # edge k taken with probability k/210
+    policy = _always(names, list(weights))
+    model = load_model(twenty_silent)
+    for k in (2, 16, 17, 19):
+        assert verify_exact(model, f"P=? [F y={k}]", policy).value == pytest.approx(k / 210.0, abs=1e-12)
+
+
+def test_inspect_guard_and_name_belong_to_the_same_file_edge(tmp_path, capsys):
+    """Edges with distinct guards: the name printed next to a guard drives that guard's edge."""
+    edges = []
+    for k in range(1, 19):
+        edge = _edge(k)
+        edge["guard"] = {"exp": {"op": "<", "left": "y", "right": k}}  # aut:k enabled while y < k
+        edges.append(edge)
+    path = tmp_path / "guards.jani"
+    path.write_text(json.dumps(_jani(edges)))
+    assert main(["inspect", str(path), "--json"]) == 0
+    listed = {c["name"]: c["guard"] for m in json.loads(capsys.readouterr().out)["modules"] for c in m["commands"]}
+    assert '"right": 5' in listed["aut:5"] and '"right": 17' in listed["aut:17"]
+    # aut:5 taken at y=0 leads to y=5, where aut:5 is no longer enabled but aut:17 is
+    policy = _always(["aut:5"], [1.0])
+    assert verify_exact(load_model(path), "P=? [F y=5]", policy).value == 1.0
+
+
+@pytest.mark.parametrize("bom", [False, True])
+def test_a_location_with_labelled_and_silent_edges(tmp_path, bom):
+    """Labelled, silent, labelled in file order (Storm puts the silent one first); with and without a BOM."""
+    path = tmp_path / "mixed.jani"
+    text = json.dumps(_jani([_edge(1, action="go"), _edge(2), _edge(3, action="go")], actions=("go",), top=3))
+    path.write_bytes((("\ufeff" if bom else "") + text).encode("utf-8"))
+    policy = _always(["aut:3", "aut:2"], [0.25, 0.75])
+    model = load_model(path)
+    assert [c.name for c in model.commands] == ["aut:1", "aut:2", "aut:3"]
+    values = [verify_exact(model, f"P=? [F y={k}]", policy).value for k in (1, 2, 3)]
+    assert values == [0.0, 0.75, 0.25]
+    mono = verify_exact(model, "Pmax=? [F y=2]", options=ExactOptions(mode="monolithic"))
+    assert (mono.pmin, mono.pmax) == (0.0, 1.0)
+
+
+def test_not_json_is_refused_in_one_line(tmp_path, capsys):
+    path = tmp_path / "garbage.jani"
+    path.write_bytes(b"\x00\xff\xfe binary \x89PNG")
+    with pytest.raises(InputFileError, match="not a JANI file"):
+        load_model(path)
+    assert main(["verify", str(path), "-p", "P=? [F true]", "--mode", "monolithic"]) == 2
+    err = capsys.readouterr().err
+    assert "not a JANI file" in err and "Traceback" not in err
+
+
+# --- out-of-range updates ------------------------------------------------------------------------------------
+
+WRAPS = """mdp
+module m
+  x : [0..3] init 3;
+  [up] true -> (x'=x+1);
+endmodule
+label "zero" = x=0;
+"""
+
+WRAPS_JANI = {"jani-version": 1, "name": "wraps", "type": "mdp", "actions": [{"name": "up"}],
+              "variables": [{"name": "x", "type": {"kind": "bounded", "base": "int", "lower-bound": 0,
+                                                   "upper-bound": 3}, "initial-value": 3}],
+              "automata": [{"name": "aut", "locations": [{"name": "l"}], "initial-locations": ["l"], "edges": [
+                  {"location": "l", "action": "up", "guard": {"exp": True}, "destinations": [
+                      {"location": "l", "probability": {"exp": 1},
+                       "assignments": [{"ref": "x", "value": {"op": "+", "left": "x", "right": 1}}]}]}]}],
+              "system": {"elements": [{"automaton": "aut"}], "syncs": [{"synchronise": ["up"], "result": "up"}]},
+              "properties": []}
+
+UP = CallablePolicy(lambda x: np.ones((len(x), 1)), ["x"], ["up"], name="up")
+
+
+@pytest.fixture(params=["prism", "jani"])
+def wraps(request, tmp_path) -> Path:
+    if request.param == "prism":
+        path = tmp_path / "wraps.nm"
+        path.write_text(WRAPS)
+    else:
+        path = tmp_path / "wraps.jani"
+        path.write_text(json.dumps(WRAPS_JANI))
+    return path
+
+
+@pytest.mark.parametrize("strategy", ["full", "onthefly", "merged", "auto"])
+def test_out_of_range_update_is_refused_by_every_strategy(wraps, strategy):
+    if wraps.suffix == ".jani" and strategy in ("onthefly", "merged"):
+        pytest.skip("PRISM-only strategy")
+    with pytest.raises(ModelError, match="range"):
+        verify_exact(load_model(wraps), "P=? [F x=0]", UP, ExactOptions(strategy=strategy))
+
+
+def test_out_of_range_update_is_refused_in_monolithic_mode(wraps):
+    with pytest.raises(ModelError, match=r"in state \{.*'x': 3\}.*leaves a variable's declared range"):
+        verify_exact(load_model(wraps), "P=? [F x=0]", options=ExactOptions(mode="monolithic"))
+
+
+def test_out_of_range_update_is_refused_by_simulation(wraps):
+    with pytest.raises(ModelError, match="range"):
+        verify_statistical(load_model(wraps), "P=? [F x=0]", UP,
+                           StatisticalOptions(method="clopper-pearson", runs=100, simulation=SimulationOptions(seed=0)))
+
+
+def test_cli_refuses_the_wrapping_model_in_one_line(wraps, tmp_path, capsys):
+    pi = tmp_path / "up.py"
+    pi.write_text('import numpy as np\nFEATURES = ["x"]\nACTIONS = ["up"]\n'
+                  'def pi(x):\n    return np.ones((len(x), 1))\n')
+    for argv in (["verify", str(wraps), "-p", "P=? [F x=0]", "--mode", "monolithic"],
+                 ["verify", str(wraps), "-p", "P=? [F x=0]", "--policy", f"{pi}:pi", "--strategy", "full"],
+                 ["simulate", str(wraps), "-p", "P=? [F x=0]", "--runs", "100", "--policy", f"{pi}:pi"]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert "declared range" in err and "Traceback" not in err
+
+
+def test_an_in_range_model_builds_as_before_and_the_marker_is_not_a_variable(tmp_path):
+    """No out-of-range update: same counts and valuations with and without the check, built repeatedly."""
+    path = tmp_path / "ok.nm"
+    path.write_text(WRAPS.replace("x'=x+1", "x'=min(x+1,3)").replace("init 3", "init 0"))
+    model = load_model(path)
+    prop = parse_property(model, 'P=? [F x=3]')
+    for _ in range(3):  # a second build of one program takes a fresh parse (Storm declares its marker once)
+        mdp, _ = build_explicit(model, [prop])
+        assert mdp.variables == ("x",)
+        assert (mdp.num_states, mdp.num_transitions) == (4, 4)
+        assert sorted(mdp.valuations[:, 0].tolist()) == [0, 1, 2, 3]
