@@ -192,3 +192,13 @@ def test_an_in_range_model_builds_as_before_and_the_marker_is_not_a_variable(tmp
         assert mdp.variables == ("x",)
         assert (mdp.num_states, mdp.num_transitions) == (4, 4)
         assert sorted(mdp.valuations[:, 0].tolist()) == [0, 1, 2, 3]
+
+
+def test_without_the_edge_map_a_command_name_is_refused_not_guessed(twenty_silent):
+    """If Storm's edges could not be matched to the file's (the map is empty), naming a choice by command is an
+    error: falling back to Storm's order would drive the wrong edge."""
+    import dataclasses
+
+    model = dataclasses.replace(load_model(twenty_silent), command_keys={})
+    with pytest.raises(ModelError, match="name choices by action label"):
+        verify_exact(model, "P=? [F y=2]", _always(["aut:2"], [1.0]))

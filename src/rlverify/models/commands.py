@@ -19,6 +19,7 @@ command name; in each state a choice is matched by its command name first, then 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import did_you_mean
+from rlverify.errors import ModelError, did_you_mean
+
+log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[^:+\s]+:[1-9][0-9]*$")
 #: bits of a JANI origin index holding the edge index (Storm encodes ``automaton << 32 | edge``)
@@ -79,7 +82,11 @@ def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Comma
     from rlverify.models.jani import file_edge_order, read_jani
 
     data = read_jani(path) if data is None else data
-    order = file_edge_order(path, data, model)
+    try:
+        order: dict[str, list[int]] | None = file_edge_order(path, data, model)
+    except ModelError as exc:  # names stay usable by label; a choice needing its edge's name is refused then
+        log.warning("%s", exc)
+        order = None
     commands: list[Command] = []
     key: dict[int, int] = {}
     automata = {a["name"]: a for a in data.get("automata", []) if isinstance(a, dict)}
@@ -90,7 +97,7 @@ def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Comma
             guard = e.get("guard", {}).get("exp", True) if isinstance(e.get("guard"), dict) else True
             commands.append(Command(f"{automaton.name}:{i + 1}", automaton.name, e.get("action", ""),
                                     json.dumps(guard) if not isinstance(guard, str) else guard))
-        for storm_index, file_index in enumerate(order[automaton.name]):
+        for storm_index, file_index in enumerate(order[automaton.name] if order is not None else ()):
             key[(ai << _JANI_SHIFT) | storm_index] = base + file_index
     return tuple(commands), key
 
@@ -121,8 +128,11 @@ def choice_commands(storm_model: Any, commands: Sequence[Command], key: dict[int
     remap = np.empty(len(first), dtype=np.int32)
     index = {"": 0}
     for i, c in enumerate(first):
-        raw = origins.get_edge_index_set(c) if jani else origins.get_command_set(c)
-        parts = sorted(key[int(x)] for x in tuple(raw))
+        raw = tuple(int(x) for x in (origins.get_edge_index_set(c) if jani else origins.get_command_set(c)))
+        if any(x not in key for x in raw):
+            raise ModelError("cannot tell which command/edge of the file one of Storm's choices is, so no choice can be "
+                             "named by command here (see the warning above); name choices by action label")
+        parts = sorted(key[x] for x in raw)
         name = "+".join(commands[p].name for p in parts)
         actions = {commands[p].action for p in parts}
         if parts and (len(actions) != 1 or actions != {labels[c]}):
