@@ -10,6 +10,7 @@ from ``x=3`` for ``x:[0..3]`` gives 0); every engine must refuse such a model.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +203,25 @@ def test_without_the_edge_map_a_command_name_is_refused_not_guessed(twenty_silen
     model = dataclasses.replace(load_model(twenty_silent), command_keys={})
     with pytest.raises(ModelError, match="name choices by action label"):
         verify_exact(model, "P=? [F y=2]", _always(["aut:2"], [1.0]))
+
+
+@pytest.mark.parametrize("change, where", [
+    (lambda d: d.update(features=5), "'features' must be a list of strings"),
+    (lambda d: d.update(features=[{"a": 1}]), "'features' must be a list of strings"),
+    (lambda d: d.update(variables=5), "'variables' must be a list"),
+    (lambda d: d["variables"][0].update(type=[1]), "'variables'[0].type must be a string or an object"),  # Storm: SIGSEGV
+    (lambda d: d.update(automata=5), "'automata' must be a list"),
+    (lambda d: d.update(automata=["x"]), "'automata'[0] must be an object"),
+    (lambda d: d["automata"][0].update(edges=5), "automaton 'aut': 'edges' must be a list"),
+], ids=["features-int", "features-objects", "variables-int", "variable-type-list", "automata-int", "automata-strings",
+        "edges-int"])
+def test_jani_json_of_the_wrong_type_is_refused_naming_the_place(tmp_path, capsys, change, where):
+    data = json.loads(json.dumps(WRAPS_JANI))
+    change(data)
+    path = tmp_path / "wrong.jani"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ModelError, match=re.escape(where)):
+        load_model(path)
+    assert main(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a valid JANI model" in err and "Traceback" not in err

@@ -294,6 +294,7 @@ def _check_jani_supported(path: Path, data: Any) -> None:
     """
     if not isinstance(data, dict):
         raise ModelError(f"{path}: not a JANI model (the file's JSON is not an object)")
+    _check_jani_shape(path, data)
     mtype = data.get("type")
     if isinstance(mtype, str) and mtype.lower() not in _JANI_TYPES:
         raise ModelError(f"{path}: JANI model type '{mtype}' is not supported (expected \"dtmc\" or \"mdp\"; "
@@ -302,11 +303,11 @@ def _check_jani_supported(path: Path, data: Any) -> None:
         if feature in _JANI_UNSUPPORTED:
             raise ModelError(f"{path}: JANI feature '{feature}' is not supported: {_JANI_UNSUPPORTED[feature]}")
     scopes = [("", data.get("variables", []))] + [(a.get("name", "?"), a.get("variables", []))
-                                                  for a in data.get("automata", []) if isinstance(a, dict)]
+                                                  for a in data.get("automata", [])]
     for owner, declared in scopes:
         for v in declared or []:
-            vtype = v.get("type") if isinstance(v, dict) else None
-            kind = vtype if isinstance(vtype, str) else vtype.get("kind") if isinstance(vtype, dict) else None
+            vtype = v.get("type")
+            kind = vtype if isinstance(vtype, str) else vtype.get("kind")
             where = f"automaton '{owner}'" if owner else "the global variables"
             if kind in ("clock", "continuous"):
                 raise ModelError(f"{path}: JANI {kind} variable '{v.get('name')}' ({where}) is not supported: "
@@ -315,6 +316,65 @@ def _check_jani_supported(path: Path, data: Any) -> None:
                 raise ModelError(f"{path}: JANI array variable '{v.get('name')}' ({where}) is not supported (feature "
                                  "'arrays'): Storm flattens an array into variables NAME_at_I, which a policy could "
                                  "not name before the model is built; declare one variable per element")
+
+
+def _check_jani_shape(path: Path, data: dict[str, Any]) -> None:
+    """Refuse JSON of the wrong type where the JANI format has lists and objects (Storm's parser does not always
+    refuse them: a variable whose type is a list crashes it), naming the place."""
+
+    def fail(where: str, expected: str, value: Any) -> None:
+        raise ModelError(f"{path}: not a valid JANI model: {where} must be {expected}, not {json_type(value)}")
+
+    def objects(value: Any, where: str) -> list[dict[str, Any]]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            fail(where, "a list", value)
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                fail(f"{where}[{i}]", "an object", item)
+        return value
+
+    def variables(value: Any, where: str) -> None:
+        for i, v in enumerate(objects(value, where)):
+            if not isinstance(v.get("name"), str):
+                fail(f"{where}[{i}].name", "a string", v.get("name"))
+            vtype = v.get("type")
+            if isinstance(vtype, dict):
+                if not isinstance(vtype.get("kind"), str):
+                    fail(f"{where}[{i}].type.kind", "a string", vtype.get("kind"))
+                if "base" in vtype and not isinstance(vtype["base"], (str, dict)):
+                    fail(f"{where}[{i}].type.base", "a string", vtype["base"])
+            elif not isinstance(vtype, str):
+                fail(f"{where}[{i}].type", "a string or an object", vtype)
+
+    features = data.get("features")
+    if features is not None and not (isinstance(features, list) and all(isinstance(f, str) for f in features)):
+        fail("'features'", "a list of strings", features)
+    variables(data.get("variables"), "'variables'")
+    objects(data.get("constants"), "'constants'")
+    objects(data.get("actions"), "'actions'")
+    objects(data.get("properties"), "'properties'")
+    for i, automaton in enumerate(objects(data.get("automata"), "'automata'")):
+        where = f"automaton {automaton.get('name', i)!r}"
+        variables(automaton.get("variables"), f"{where}: 'variables'")
+        objects(automaton.get("locations"), f"{where}: 'locations'")
+        for j, edge in enumerate(objects(automaton.get("edges"), f"{where}: 'edges'")):
+            for k, destination in enumerate(objects(edge.get("destinations"), f"{where}: edge {j + 1} 'destinations'")):
+                objects(destination.get("assignments"), f"{where}: edge {j + 1} destination {k + 1} 'assignments'")
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of ``value`` as a user reads it (``a number``, ``a list``...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def _constant_value(text: str) -> Any:
