@@ -417,3 +417,19 @@ def test_generated_hostile_names_are_printed_verbatim(capsys, here, name: str) -
     finally:
         model.unlink()
         policy.unlink()
+
+
+def test_a_model_name_cannot_inject_code_into_a_policy_template(capsys, here) -> None:
+    """The template's docstring names the model: a name with triple quotes stays inside the docstring."""
+    import ast
+
+    name = 'x"""\nimport os; PWNED = 1\n""".prism'
+    (here / name).write_text(MODEL)
+    code, _, err = cli(capsys, "inspect", name, "--policy-template", "t.py")
+    assert code == 0, err
+    tree = ast.parse((here / "t.py").read_text())
+    assert name in (ast.get_docstring(tree) or "")
+    assigned = [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets]
+    assert "PWNED" not in assigned and assigned[:2] == ["FEATURES", "ACTIONS"]
+    code, _, err = cli(capsys, "inspect", name, "--policy-template", "t.py")
+    assert code == 2 and "--policy-template t.py: file exists; pass --force to overwrite it" in one_line(err)
