@@ -458,15 +458,14 @@ def _continuous(t: Any, sections: list[Section], checks: list[Check], timings: d
 
 
 def write_report(report: Report, path: str | Path, *, force: bool = False) -> Path:
-    """Write ``report.to_html()`` to ``path`` (never over an existing file without ``force``)."""
-    from rlverify.errors import OptionError
+    """Write ``report.to_html()`` to ``path`` atomically (never over an existing file without ``force``).
 
-    path = Path(path)
-    if path.exists() and not force:
-        raise OptionError(f"--out {path}: the file exists; pass --force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report.to_html())
-    return path
+    Raises:
+        FileWriteError: the file exists without ``force``, or cannot be written.
+    """
+    from rlverify.files import write_text
+
+    return write_text(path, report.to_html(), force=force, what="--out")
 
 
 __all__ = ["Check", "Report", "Section", "make_report", "write_report"]

@@ -676,11 +676,21 @@ class MapFigure:
         nrows = -(-len(self.panels) // ncols)
         return nrows, ncols, (ncols * (pw + 1.8), nrows * (ph + 1.4) + 1.0)
 
-    def draw(self, out: Any, *, dpi: int = 110) -> Any:
-        """Write the figure as a PNG to ``out`` (:meth:`layout` times ``dpi`` pixels); returns its :class:`~pathlib.Path`."""
-        from pathlib import Path
+    def draw(self, out: Any, *, dpi: int = 110, force: bool = False) -> Any:
+        """Write the figure as a PNG to ``out`` (:meth:`layout` times ``dpi`` pixels); returns its :class:`~pathlib.Path`.
 
+        Written atomically, an existing file replaced only with ``force``; every text (names, titles) is
+        drawn as written, never as TeX math (:func:`rlverify.files.save_figure`).
+        """
+        from rlverify.files import plain_figure_text
+
+        with plain_figure_text():  # every text is created as plain text (names may contain '$')
+            return self._draw(out, dpi=dpi, force=force)
+
+    def _draw(self, out: Any, *, dpi: int, force: bool) -> Any:
         import matplotlib
+
+        from rlverify.files import save_figure
 
         matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
@@ -728,11 +738,7 @@ class MapFigure:
             fig.suptitle(self.title, fontsize=9)
         if self.note:
             fig.text(0.01, 0.005, self.note, fontsize=7, ha="left", va="bottom")
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi)
-        plt.close(fig)
-        return path
+        return save_figure(fig, out, force=force, dpi=dpi)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,13 @@ import numpy as np
 
 from rlverify.abstraction.domains import DomainError
 from rlverify.abstraction.verify import AbstractionResult, part_polytopes
+from rlverify.files import plain_figure_text, save_figure
 
 
-def plot_result(result: AbstractionResult, path: str | Path) -> Path:
-    """Write a PNG with two panels: parts coloured by bound, and by action probability.
+@plain_figure_text()  # the texts are created (and laid out) as plain text
+def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = False) -> Path:
+    """Write a PNG with two panels: parts coloured by bound, and by action probability (atomically; an
+    existing file is replaced only with ``force``; names are drawn as written, see :func:`rlverify.files.save_figure`).
 
     The probability panel shows the midpoint of each part's interval; with three actions the
     colour is RGB (action 0 red, 1 blue, 2 green), with two actions a colour map of action 1.
@@ -54,7 +57,4 @@ def plot_result(result: AbstractionResult, path: str | Path) -> Path:
         a.set_xlabel(result.variables[0])
         a.set_ylabel(result.variables[1])
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, force=force, what="--out", dpi=120)

@@ -7,6 +7,7 @@ it and always returns a :class:`Benchmark`, whatever its kind.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -124,7 +125,7 @@ class Benchmark:
         return getattr(self.model(), attr)
 
     def model_file(self) -> Path:
-        """The PRISM source as a file (content-addressed in the temp dir; never a user's file)."""
+        """The PRISM source as a file (in this process's private temporary directory; never a user's file)."""
         if self.source is None:
             raise BenchmarkError(f"{self.id} is a {self.kind} benchmark: it has no PRISM file")
         return prism_file(self.id, self.source)
@@ -165,16 +166,25 @@ def looks_like_name(text: str) -> bool:
 
 
 def prism_file(benchmark_id: str, source: str) -> Path:
-    """``source`` as a file in the temp dir, named by its content (written atomically once)."""
+    """``source`` as a file that Storm can parse, named by the benchmark and its content.
+
+    The file lives in this process's private temporary directory (:func:`rlverify.files.private_temp_dir`:
+    mode 0700, an unpredictable name created atomically, removed at exit), never under a predictable
+    name in the shared temp dir, where another local user could plant a symlink or a different model.
+    """
     import hashlib
-    import tempfile
+    import re
+
+    from rlverify.files import FileWriteError, private_temp_dir, write_text
 
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"rlverify-{benchmark_id}-{digest}.prism"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{digest}.{__import__('os').getpid()}.tmp")
-        tmp.write_text(source)
-        tmp.replace(path)
+    path = private_temp_dir("models") / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', benchmark_id)}-{digest}.prism"
+    if not path.is_file():
+        try:
+            write_text(path, source, private=True)
+        except FileWriteError:
+            if not path.is_file():  # not another thread of this process writing the same text first
+                raise
     return path
 
 
@@ -219,6 +229,8 @@ class BenchmarkSpec:
                 whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not whole):
                     raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {'a whole number' if kind is int else 'a number'}")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise BenchmarkError(f"{self.id}: parameter {k}={v} must be a finite number")
             if (p.low is not None and v < p.low) or (p.high is not None and v > p.high):
                 raise BenchmarkError(f"{self.id}: parameter {k}={v} out of range [{p.low}, {p.high}]")
             out[k] = kind(v) if p.default is not None else v

@@ -172,15 +172,19 @@ class Table2:
         ]
         return "\n".join(lines + notes) + "\n"
 
-    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
-        """Write ``table2.json`` and ``table2.md`` into ``out_dir`` (created). Returns both paths."""
+    def write(self, out_dir: str | Path, *, force: bool = False) -> tuple[Path, Path]:
+        """Write ``table2.json`` and ``table2.md`` into ``out_dir`` (created), atomically; existing files are
+        replaced only with ``force`` (else :class:`~rlverify.files.FileWriteError`). Returns both paths."""
+        from rlverify.files import check_target, write_text
+
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
         js, md = out / "table2.json", out / "table2.md"
-        js.write_text(json.dumps(self.to_json(), indent=2) + "\n")
-        md.write_text("# Table 2 of Gross & Spieker (2024), reproduced\n\n"
-                      f"Regenerate with `rlverify reproduce table2 --out DIR`; this run took {self.seconds:.1f} s.\n\n"
-                      + self.to_markdown())
+        for path in (js, md):  # both refused before either is written
+            check_target(path, force=force, what="--out")
+        write_text(js, json.dumps(self.to_json(), indent=2) + "\n", force=force, what="--out")
+        write_text(md, "# Table 2 of Gross & Spieker (2024), reproduced\n\n"
+                   f"Regenerate with `rlverify reproduce table2 --out DIR`; this run took {self.seconds:.1f} s.\n\n"
+                   + self.to_markdown(), force=force, what="--out")
         return js, md
 
 

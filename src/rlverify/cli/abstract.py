@@ -8,16 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rlverify.cli.console import console, err_console, progress_bar
 from rlverify.cli.options import (add_backend_options, add_outputs, add_policy, add_target, backend_from_args, dumps,
                                   outputs, policy_kwargs, write_json)
 from rlverify.errors import InputFileError, OptionError
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -57,7 +53,13 @@ def read_template(path: str) -> np.ndarray:
     file = Path(path)
     if not file.is_file():
         raise InputFileError(f"{file}: template file not found")
-    text = file.read_text()
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"{file}: not a text file ({exc.reason} at byte {exc.start}); expected JSON or CSV "
+                             "directions") from None
+    except OSError as exc:
+        raise InputFileError(f"{file}: cannot read the template file ({exc.strerror})") from None
     try:
         if file.suffix.lower() == ".json":
             data = json.loads(text)
@@ -66,11 +68,15 @@ def read_template(path: str) -> np.ndarray:
             rows = [[float(v) for v in line.replace(";", ",").split(",") if v.strip()]
                     for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
         arr = np.asarray(rows, dtype=np.float64)
+    except RecursionError:
+        raise InputFileError(f"{file}: nested too deeply; expected rows of numbers, one direction per row") from None
     except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
         raise InputFileError(f"{file}: not a direction matrix ({exc.__class__.__name__}: {exc}); expected rows of "
                              "numbers, one direction per row") from None
-    if arr.ndim != 2:
+    if arr.ndim != 2 or arr.size == 0:
         raise InputFileError(f"{file}: expected a matrix with one direction per row, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise InputFileError(f"{file}: every direction must be finite numbers (found NaN or infinity)")
     return arr
 
 
@@ -95,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
         backend=backend)
     # progress on stderr (transient; shown only when stderr is a terminal, as for simulate), so that --json output
     # on stdout stays clean; -v also logs one line per depth
-    with Progress(TextColumn("abstracting: depth"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+    with progress_bar("abstracting: depth", detail=True, target=err_console) as bar:
         task = bar.add_task("", total=options.horizon)
 
         def show(p: AbstractionProgress) -> None:
@@ -108,9 +113,9 @@ def run(args: argparse.Namespace) -> int:
     if ".png" in files:
         from rlverify.abstraction.plots import plot_result
 
-        plot_result(result, files[".png"])
+        plot_result(result, files[".png"], force=args.force)
     if ".json" in files:
-        write_json(files[".json"], result.to_json())
+        write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
         print(dumps(result.to_json()))
         return 0

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
-console = Console()
+from rlverify.cli.console import console, line, styled
 
 
 def register(sub: Any) -> None:
@@ -39,8 +38,8 @@ def run_show(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.registry import spec
 
     s = spec(args.name)
-    console.print(f"[bold]{s.id}[/] ({s.kind})\n")
-    console.print(s.doc.strip(), highlight=False, markup=False, soft_wrap=True)
+    console.print(line(styled(s.id, "bold"), f" ({s.kind})\n"))
+    console.print(s.doc.strip(), soft_wrap=True)
     if s.parameters:
         t = Table("parameter", "default", "range", "meaning", title="parameters", title_justify="left")
         for k, p in s.parameters.items():

@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+from rlverify.cli.console import console, line, progress_bar, styled
 from rlverify.cli.options import (add_backend_options, add_outputs, add_policy, add_target, backend_from_args, dumps,
                                   outputs, policy_kwargs, write_json)
 from rlverify.errors import OptionError
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -57,21 +52,23 @@ def run(args: argparse.Namespace) -> int:
         method="clopper-pearson" if args.runs else "okamoto", epsilon=args.epsilon, delta=args.delta, runs=args.runs,
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size),
         backend=backend)
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
+    with progress_bar("simulating") as bar:
         task = bar.add_task("runs", total=None)
         result = heatmap(env, target.policy, options, optimal=args.optimal, benchmark=target.benchmark.id,
                          progress=lambda done, total: bar.update(task, completed=done, total=total))
     if ".png" in files:
-        plot_heatmap(result, files[".png"])
+        from rlverify.statistical.heatmap import heatmap_figure
+
+        heatmap_figure(result).draw(files[".png"], force=args.force)  # plot_heatmap's figure, written safely
     if ".json" in files:
-        write_json(files[".json"], result.to_json())
+        write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
         print(dumps(result.to_json()))
         return 0
-    console.print(f"[bold]{target.benchmark.id}[/] noise {env.noise:g}, policy {result.policy} ({args.mode}): "
-                  f"{len(result.cells)} cells x {int(result.runs[0]):,} runs in {result.timings['total']:.1f} s "
-                  f"({result.timings['decisions_per_second']:,.0f} decisions/s)")
+    console.print(line(styled(target.benchmark.id, "bold"),
+                       f" noise {env.noise:g}, policy {result.policy} ({args.mode}): "
+                       f"{len(result.cells)} cells x {int(result.runs[0]):,} runs in {result.timings['total']:.1f} s "
+                       f"({result.timings['decisions_per_second']:,.0f} decisions/s)"))
     console.print(f"mean goal probability {result.goal.mean():.4f}, mean crash probability {result.crash.mean():.4f}"
                   + (f", mean optimal {result.optimal.mean():.4f}, max gap {result.gap.max():.4f}"
                      if result.optimal is not None else "")

@@ -7,14 +7,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from rlverify.cli.console import console, err_console, styled
 from rlverify.cli.options import add_env_kwargs, add_target, dumps
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -58,15 +54,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         show(summary, target.name)
         if written is not None:
-            err_console.print(f"wrote {escape(str(written))}"
-                              + (f" (use --policy {escape(str(written))}:pi)" if written.suffix == ".py" else ""))
+            err_console.print(f"wrote {written}" + (f" (use --policy {written}:pi)" if written.suffix == ".py" else ""),
+                          soft_wrap=True)
     return 0
 
 
 def show(s: Any, name: str) -> None:
     """Readable tables of a :class:`~rlverify.models.summary.ModelSummary`."""
     head = f"{name} — {s.kind.upper()} {s.model_type.upper()}" + (f" ({s.constants})" if s.constants else "")
-    console.print(f"[bold]{escape(head)}[/]")
+    console.print(styled(head, "bold"))
     t = Table("variable", "type", "range", "init", "module", title="variables (policy features)", title_justify="left")
     for v in s.variables:
         rng = "" if v["type"] == "bool" else f"[{_v(v['low'])}..{_v(v['high'])}]"
@@ -78,7 +74,7 @@ def show(s: Any, name: str) -> None:
               title_justify="left")
     for m in s.modules:
         for c in m["commands"]:
-            t.add_row(c["name"], c["action"] or "(unlabelled)", escape(c["guard"]))
+            t.add_row(c["name"], c["action"] or "(unlabelled)", c["guard"])
     console.print(t)
     t = Table(show_header=False, title="model", title_justify="left")
     t.add_column(style="bold")
@@ -90,9 +86,9 @@ def show(s: Any, name: str) -> None:
                                f"{s.decision_states:,} decision states")
         shown = "; ".join(", ".join(f"{k}={v}" for k, v in init.items()) for init in s.initial_states)
         more = f" (+{s.n_initial - len(s.initial_states)} more)" if s.n_initial > len(s.initial_states) else ""
-        t.add_row("initial", escape(shown + more))
-    t.add_row("policy FEATURES", escape(repr(s.features)))
-    t.add_row("policy ACTIONS", escape(repr(s.actions)) + ("" if s.built else " (labels; build to see command names)"))
+        t.add_row("initial", shown + more)
+    t.add_row("policy FEATURES", repr(s.features))
+    t.add_row("policy ACTIONS", repr(s.actions) + ("" if s.built else " (labels; build to see command names)"))
     if s.ambiguous:
         t.add_row("note", "labels do not tell every choice apart: some actions are command names (MODULE:K)")
     console.print(t)

@@ -1,6 +1,9 @@
 """``rlverify`` entry point: parse arguments, dispatch to a subcommand, map errors to exit codes.
 
-Exit codes: 0 result, 2 bad input (:class:`~rlverify.errors.RlverifyError`), 1 internal error.
+Exit codes: 0 result, 2 bad input (:class:`~rlverify.errors.RlverifyError`, or what only the input or the
+machine causes: see :func:`_input_problem`), 1 internal error (with the trace). Argument values may start
+with ``-`` (:func:`dash_values`); number options refuse NaN, infinity and integers beyond 64 bits.
+All output goes through :mod:`rlverify.cli.console` (user text is never markup).
 """
 
 from __future__ import annotations
@@ -8,12 +11,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-
+from rlverify.cli.console import error, err_console
 from rlverify.errors import RlverifyError
 
 #: Modules adding subcommands; each defines ``register(subparsers)``.
@@ -31,8 +34,6 @@ COMMAND_MODULES = [
     "rlverify.cli.robust",
 ]
 
-err_console = Console(stderr=True)
-
 
 def build_parser() -> argparse.ArgumentParser:
     from rlverify import __version__
@@ -43,14 +44,105 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for p in _parsers(parser):
+        if p is not parser:  # -v after the subcommand too (not overriding one given before it)
+            p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        for action in p._actions:  # noqa: SLF001  every number option refuses NaN/inf and what its type cannot hold
+            if action.type is float:
+                action.type = finite_float
+            elif action.type is int:
+                action.type = int64
     return parser
+
+
+def finite_float(text: str) -> float:
+    """An option's float value: a finite number (argparse reports the ValueError's message)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got '{text}'")
+    return value
+
+
+def int64(text: str) -> int:
+    """An option's integer value, which must fit a 64-bit signed integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+    if not -(2**63) <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"{text} is out of range (a 64-bit integer)")
+    return value
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and every (nested) subcommand parser."""
+    yield parser
+    sub = _subparsers(parser)
+    if sub is not None:
+        for child in dict.fromkeys(sub.choices.values()):
+            yield from _parsers(child)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Any:
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)  # noqa: SLF001
+
+
+def _option(parser: argparse.ArgumentParser, token: str) -> argparse.Action | None:
+    """The action ``token`` names in ``parser`` (an option string or an unambiguous ``--`` prefix), or None."""
+    known = parser._option_string_actions  # noqa: SLF001
+    key = token.split("=", 1)[0]
+    if key in known:
+        return known[key]
+    if key.startswith("--") and len(key) > 2:
+        matches = {known[o] for o in known if o.startswith(key)}
+        if len(matches) == 1:
+            return matches.pop()
+    return None
+
+
+def dash_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """``--opt -value`` as ``--opt=-value`` when ``-value`` is not an option of the command.
+
+    argparse reads a value starting with ``-`` as an option (``--importance '-abs(x-12)'``, ``--max-memory -5G``
+    then fail with "expected one argument"); every option taking one value may take such a value here,
+    which the option's own check then accepts or refuses with a proper message.
+    """
+    out: list[str] = []
+    current = parser
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return out + list(argv[i:])
+        sub = _subparsers(current)
+        if sub is not None and token in sub.choices:
+            current = sub.choices[token]
+            out.append(token)
+            i += 1
+            continue
+        action = _option(current, token)
+        if (action is not None and action.nargs is None and "=" not in token and i + 1 < len(argv)
+                and argv[i + 1].startswith("-") and argv[i + 1] != "-" and _option(current, argv[i + 1]) is None):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+        elif action is not None and action.nargs is None and "=" not in token and i + 1 < len(argv):
+            out += [token, argv[i + 1]]  # the value, never read as a subcommand
+            i += 2
+        else:
+            out.append(token)
+            i += 1
+    return out
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse ``argv``; an option the subcommand does not know is reported with *that subcommand's* usage."""
-    args, extra = parser.parse_known_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(dash_values(parser, argv))
     if extra:
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+        sub = _subparsers(parser)
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return args
 
@@ -66,20 +158,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except RlverifyError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+        error(exc)
         return exc.exit_code
-    except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to report to
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    except BrokenPipeError:
+        return _broken_pipe()
+    except (MemoryError, RecursionError, UnicodeDecodeError, OverflowError, OSError) as exc:
+        message = _input_problem(exc)
+        if message is None:
+            return _internal_error()
+        error(message + ("" if args.verbose else " (-v shows where)"))
+        if args.verbose:
+            err_console.print_exception()
+        return 2
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130
     except Exception:  # an internal error: show the trace, exit 1
-        err_console.print("[bold red]internal error[/] (please report it with the command line):")
-        err_console.print_exception()
-        return 1
+        return _internal_error()
+
+
+def _input_problem(exc: BaseException) -> str | None:
+    """The one-line cause of an exception that only the input or the machine causes (exit code 2), or None.
+
+    Where the input is read, errors are raised as :class:`RlverifyError` naming the file; this is the net
+    for what escapes a reader: an OS error on a named file (unreadable, unwritable, full disk), text that
+    is not UTF-8, input nested too deeply to parse, a number too large, exhausted memory.
+    """
+    if isinstance(exc, MemoryError):
+        return ("out of memory: the model, the number of runs or the abstraction is too large for this machine "
+                "(see --max-states / --max-memory / --batch-size)")
+    if isinstance(exc, RecursionError):
+        return "the input is nested too deeply to be read (a property, expression or JSON file)"
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start}: "
+                f"{bytes(exc.object[exc.start:exc.start + 1])!r}); rlverify reads text files as UTF-8")
+    if isinstance(exc, OverflowError):
+        return f"a number is too large: {exc}"
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc.__class__.__name__}"
+    return None
+
+
+def _broken_pipe() -> int:
+    """The reader went away (e.g. ``| head``): nothing left to report to."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _internal_error() -> int:
+    """Show the trace of the exception being handled; exit code 1."""
+    error("(please report it with the command line):", label="internal error")
+    err_console.print_exception()
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

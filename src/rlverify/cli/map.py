@@ -7,17 +7,13 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from rlverify.cli.console import console, status
 from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
                                   dumps, outputs, policy_kwargs, print_warnings, write_json)
 from rlverify.exact.checking import NUMERICS
 from rlverify.exact.maps import AGGREGATES, OPTIMA
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -65,17 +61,16 @@ def run(args: argparse.Namespace) -> int:
     options.validate()
     target = resolve(args.target, constants=args.constants, property=args.property, kinds=("prism",),
                      command="rlverify map", env_kwargs=args.env_kwargs, **policy_kwargs(args))
-    with err_console.status("mapping") as status:
-        result = risk_map(target.model, target.property, target.policy, args.xy, options,
-                          progress=lambda msg: status.update(msg))
+    with status("mapping") as update:
+        result = risk_map(target.model, target.property, target.policy, args.xy, options, progress=update)
     notes = policy_warnings(target.policy, target, unavailable=args.unavailable)
     result = dataclasses.replace(result, model=target.name, policy=shown_policy(result.policy) or None,
                                  warnings=list(result.warnings) + notes)
-    print_warnings(result.warnings, err_console)
+    print_warnings(result.warnings)
     if ".png" in files:
-        result.figure(origin="upper" if args.y_down else "lower").draw(files[".png"])
+        result.figure(origin="upper" if args.y_down else "lower").draw(files[".png"], force=args.force)
     if ".json" in files:
-        write_json(files[".json"], result.to_json())
+        write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
         print(dumps(result.to_json()))
         return 0
@@ -91,12 +86,12 @@ def print_map(r: Any, top: int = 5) -> None:
     t = Table(title=f"rlverify map — {r.x},{r.y} ({r.agg})", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("model", escape(r.model))
-    t.add_row("policy", escape(str(r.policy)) + f" ({r.mode})")
-    t.add_row("property", escape(r.property))
-    t.add_row("optimum", f"{opt} (from {escape(r.optimum_source)})")
+    t.add_row("model", r.model)
+    t.add_row("policy", f"{r.policy} ({r.mode})")
+    t.add_row("property", r.property)
+    t.add_row("optimum", f"{opt} (from {r.optimum_source})")
     if r.where:
-        t.add_row("where", escape(r.where))
+        t.add_row("where", r.where)
     t.add_row("initial state", f"value {r.initial_value:.6g}, {opt} {r.initial_optimum:.6g}, regret {r.initial_regret:.6g}")
     s = r.states
     t.add_row("states", f"policy's chain {s['policy']:,}; full MDP {s['mdp']:,} ({s['mdp_only']:,} never reached by the "
@@ -108,7 +103,7 @@ def print_map(r: Any, top: int = 5) -> None:
     if order:
         cells = Table(title=f"largest regret ({r.agg} per cell)", title_justify="left")
         for c in (r.x, r.y, "value", opt, "regret", "states"):
-            cells.add_column(escape(c), justify="right")
+            cells.add_column(c, justify="right")
         for i in order:
             row, col = divmod(i, r.regret.shape[1])
             cells.add_row(str(r.x_values[col]), str(r.y_values[row]), f"{r.value[row, col]:.4g}",

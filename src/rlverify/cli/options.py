@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import InputFileError, OptionError
+from rlverify.errors import OptionError
+from rlverify.files import check_target, write_text
 
 UNAVAILABLE = ("stall", "renormalize")
 
@@ -36,12 +37,11 @@ def add_env_kwargs(p: argparse.ArgumentParser) -> None:
                         "true/false/numbers), or a JSON object for values with commas: '{\"desc\": [\"SFF\", \"FHG\"]}'")
 
 
-def print_warnings(warnings: Sequence[str], console: Any) -> None:
-    """Print a result's warnings to ``console`` (stderr), one per line."""
-    from rich.markup import escape
+def print_warnings(warnings: Sequence[str], console: Any = None) -> None:
+    """Print a result's warnings to stderr, one per line, as text (see :mod:`rlverify.cli.console`)."""
+    from rlverify.cli.console import print_warnings as show
 
-    for w in warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+    show(warnings)
 
 
 def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the benchmark's reference policy") -> None:
@@ -91,7 +91,8 @@ def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequenc
 
     Raises:
         OptionError: a suffix this command does not write, or the same kind twice.
-        InputFileError: a file exists and ``--force`` is not given.
+        FileWriteError: a file exists and ``--force`` is not given, or the target cannot be written
+            (a directory, a device, a parent that is a file, no permission); checked again when written.
     """
     files = list(args.out or []) + [f for f in hidden if f]
     out: dict[str, Path] = {}
@@ -102,9 +103,7 @@ def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequenc
             raise OptionError(f"--out {f}: this command writes {', '.join(allowed)} files")
         if suffix in out:
             raise OptionError(f"--out {f}: a {suffix} file is already given ({out[suffix]})")
-        if path.exists() and not args.force:
-            raise InputFileError(f"{f}: file exists; pass --force to overwrite it")
-        out[suffix] = path
+        out[suffix] = check_target(path, force=args.force, what="--out")
     return out
 
 
@@ -130,18 +129,17 @@ def dumps(data: dict[str, Any]) -> str:
     return json.dumps(finite(data), indent=2, allow_nan=False, default=str)
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(data) + "\n")
+def write_json(path: Path, data: dict[str, Any], *, force: bool = False) -> None:
+    """``data`` as JSON (see :func:`dumps`) to ``path``, atomically (never over a file without ``force``)."""
+    write_text(path, dumps(data) + "\n", force=force, what="--out")
 
 
 def with_progress(label: str, console: Any, fn: Any) -> Any:
-    """``fn(progress)`` under a transient progress bar on ``console`` (stderr, so that ``--json`` on stdout stays
-    clean); ``progress(done, total)`` advances it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """``fn(progress)`` under a transient progress bar on stderr (so that ``--json`` on stdout stays clean);
+    ``progress(done, total)`` advances it. (``console`` is ignored: every bar goes to the CLI's stderr console.)"""
+    from rlverify.cli.console import progress_bar
 
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                  transient=True) as bar:
+    with progress_bar(label) as bar:
         task = bar.add_task(label, total=None)
         return fn(lambda done, total: bar.update(task, completed=done, total=total))
 
@@ -150,9 +148,9 @@ def emit(data: dict[str, Any], warnings: Sequence[str], args: argparse.Namespace
          console: Any) -> bool:
     """A result's warnings to ``console`` (stderr), its JSON to ``--out FILE.json`` and, with ``--json``, to stdout;
     True when the JSON was printed (then nothing else is)."""
-    print_warnings(warnings, console)
+    print_warnings(warnings)
     if ".json" in files:
-        write_json(files[".json"], data)
+        write_json(files[".json"], data, force=args.force)
     if args.json:
         print(dumps(data))
         return True

@@ -8,14 +8,10 @@ import dataclasses
 import math
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from rlverify.cli.console import console, err_console
 from rlverify.errors import OptionError
-
-console = Console()
-err_console = Console(stderr=True)
 
 #: plain-simulation options that --rare does not use (it would silently ignore them otherwise)
 _PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01}
@@ -94,17 +90,17 @@ def render(result: Any) -> Table:
     """A rich table of a :class:`~rlverify.statistical.splitting.SplittingResult`."""
     from rlverify.cli.verify import shown_policy
 
-    table = Table(title=escape(result.property), show_header=False)
-    table.add_row("model", escape(result.model))
+    table = Table(title=result.property, show_header=False)
+    table.add_row("model", result.model)
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
     table.add_row("estimate", f"{result.estimate:.4g}")
     table.add_row("interval", f"[{result.interval[0]:.4g}, {result.interval[1]:.4g}] at {result.confidence:.1%} "
-                              f"confidence ({escape(result.interval_kind)})")
+                              f"confidence ({result.interval_kind})")
     rel = "inf" if not math.isfinite(result.relative_error) else f"{result.relative_error:.3f}"
     table.add_row("relative error", f"{rel} (standard error / estimate)")
     per = "runs per level" if result.splits is None else "main trials"
     table.add_row("method", f"{result.method}: {result.repetitions} repetitions x {result.effort:,} {per}")
-    table.add_row("importance", escape(result.importance))
+    table.add_row("importance", result.importance)
     shown = ", ".join(f"{x:g}" for x in result.levels) or "none (one stage to the target)"
     table.add_row("levels", f"{shown} ({result.levels_from})")
     if result.splits is None:

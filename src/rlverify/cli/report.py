@@ -6,14 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from rlverify.cli.console import console, err_console, error, status, styled
 from rlverify.cli.options import add_env_kwargs, add_policy, add_target, dumps, policy_kwargs
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -44,13 +40,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from rlverify.errors import OptionError
+    from rlverify.files import check_target
     from rlverify.report import make_report, write_report
 
     out = args.out or Path("report.html")
     if out.suffix.lower() not in (".html", ".htm"):
         raise OptionError(f"--out {out}: expected an .html file name")
-    if out.exists() and not args.force:
-        raise OptionError(f"--out {out}: the file exists; pass --force to overwrite it")
+    check_target(out, force=args.force, what="--out")
     for name in ("runs", "explain"):
         if getattr(args, name) <= 0:
             raise OptionError(f"--{name} must be positive, got {getattr(args, name)}")
@@ -65,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
             raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
         map_vars = (parts[0], parts[1])
     kw = policy_kwargs(args)
-    with err_console.status("report") as status:
+    with status("report") as update:
         report = make_report(args.target, property=args.property, constants=args.constants, runs=args.runs,
                              delta=args.delta, seed=args.seed, epsilon=args.epsilon, explain=args.explain,
-                             map_vars=map_vars, optimum=args.optimum, env_kwargs=args.env_kwargs, progress=lambda msg: status.update(msg), **kw)
+                             map_vars=map_vars, optimum=args.optimum, env_kwargs=args.env_kwargs, progress=update, **kw)
     path = write_report(report, out, force=args.force)
     if args.json:
         print(dumps(report.to_json()))
@@ -78,9 +74,9 @@ def run(args: argparse.Namespace) -> int:
         t.add_column("holds")
         t.add_column("numbers")
         for c in report.checks:
-            t.add_row(escape(c.name), "[green]yes[/]" if c.ok else "[bold red]NO[/]", escape(c.detail))
+            t.add_row(c.name, styled("yes", "green") if c.ok else styled("NO", "bold red"), c.detail)
         console.print(t)
-    err_console.print(f"wrote {escape(str(path))} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})")
-    for line in report.disagreements():
-        err_console.print(f"[bold red]error:[/] engines disagree: {escape(line)}", soft_wrap=True)
+    err_console.print(f"wrote {path} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})", soft_wrap=True)
+    for disagreement in report.disagreements():
+        error(f"engines disagree: {disagreement}")
     return 0 if report.ok else 1

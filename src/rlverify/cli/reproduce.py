@@ -6,10 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
-console = Console()
+from rlverify.cli.console import console, line, status, styled
 
 #: Terminal width from which Table 2 is printed as one table (else one table per method).
 WIDE = 150
@@ -36,21 +35,20 @@ def run_table2(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.table2 import METHODS, PAPER_TABLE2, compute_table2, format_result
 
     rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
-    if args.out and not args.force:
+    if args.out:
         from pathlib import Path
 
-        from rlverify.errors import InputFileError
+        from rlverify.files import check_target
 
-        existing = [str(Path(args.out) / f) for f in ("table2.json", "table2.md") if (Path(args.out) / f).exists()]
-        if existing:
-            raise InputFileError(f"{', '.join(existing)}: file exists; pass --force to overwrite")
+        for name in ("table2.json", "table2.md"):
+            check_target(Path(args.out) / name, force=args.force, what="--out")
     if args.json:
         table = compute_table2(rows, strategy=args.strategy)
     else:
-        with console.status("Table 2") as status:
-            table = compute_table2(rows, strategy=args.strategy, progress=lambda msg: status.update(msg))
+        with status("Table 2") as update:
+            table = compute_table2(rows, strategy=args.strategy, progress=update)
     if args.out:
-        js, md = table.write(args.out)
+        js, md = table.write(args.out, force=args.force)
     if args.json:
         print(json.dumps(table.to_json(), indent=2))
         return 0
@@ -70,12 +68,14 @@ def run_table2(args: argparse.Namespace) -> int:
             for m in group:
                 c = table.cells[r.id][m]
                 p = PAPER_TABLE2[r.id][m]
-                cells += [f"{c.states:,}\n[dim]{p[0]:,}[/]", f"{c.transitions:,}\n[dim]{p[1]:,}[/]",
-                          f"{format_result(c)}\n[dim]{p[2]:g}[/]", f"{c.seconds:.2f}\n[dim]{p[3]:g}[/]"]
+                cells += [line(f"{c.states:,}\n", styled(f"{p[0]:,}", "dim")),
+                          line(f"{c.transitions:,}\n", styled(f"{p[1]:,}", "dim")),
+                          line(f"{format_result(c)}\n", styled(f"{p[2]:g}", "dim")),
+                          line(f"{c.seconds:.2f}\n", styled(f"{p[3]:g}", "dim"))]
             t.add_row(*cells)
         console.print(t)
-    console.print("[dim]second line of each cell: the paper's figure; monolithic result = Pmin–Pmax "
-                  "(the paper prints Pmax); our time = parse + build + policy + induce + check[/]")
+    console.print(styled("second line of each cell: the paper's figure; monolithic result = Pmin–Pmax "
+                         "(the paper prints Pmax); our time = parse + build + policy + induce + check", "dim"))
     console.print(f"total {table.seconds:.1f} s")
     if args.out:
         console.print(f"wrote {js} and {md}")

@@ -6,19 +6,15 @@ import argparse
 import dataclasses
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from rlverify.cli.console import console, status, styled
 from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
                                   dumps, names, outputs, policy_kwargs, print_warnings, write_json)
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError
 from rlverify.exact import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
 from rlverify.results import IntervalResult, RobustnessResult
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -66,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     target = resolve(args.target, constants=args.constants, property=args.property, needs_policy=True,
                      kinds=("prism",), command="rlverify robust", env_kwargs=args.env_kwargs, **policy_kwargs(args))
     result: RobustnessResult | IntervalResult
-    with err_console.status("checking"):
+    with status("checking"):
         if args.delta is not None:
             uncertain = names(args.uncertain)
             result = model_error_bounds(target.model, target.property, target.policy, ModelErrorOptions(
@@ -79,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
                 worst=args.worst, mode=args.mode, unavailable=args.unavailable, attack=not args.no_attack,
                 max_states=args.max_states))
     result = dataclasses.replace(result, model=target.name)
-    print_warnings(result.warnings, err_console)
+    print_warnings(result.warnings)
     if ".json" in files:
-        write_json(files[".json"], result.to_json())
+        write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
         print(dumps(result.to_json()))
     elif isinstance(result, IntervalResult):
@@ -105,9 +101,9 @@ def _table(title: str, r: Any) -> Table:
     t = Table(title=title, show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("model", escape(r.model))
-    t.add_row("policy", escape(shown_policy(r.policy)))
-    t.add_row("property", escape(r.property))
+    t.add_row("model", r.model)
+    t.add_row("policy", shown_policy(r.policy))
+    t.add_row("property", r.property)
     return t
 
 
@@ -117,8 +113,8 @@ def _print_robustness(r: RobustnessResult) -> None:
     t.add_row("nominal", f"{r.nominal:.6g}")
     reading = "the property read as a failure" if r.worst_is == "max" else "the property read as a goal"
     t.add_row(f"worst (P{r.worst_is}: {reading}; --worst {'min' if r.worst_is == 'max' else 'max'} for the other)",
-              f"[bold red]{r.worst:.6g}[/]")
-    t.add_row(f"best (P{'min' if r.worst_is == 'max' else 'max'})", f"[bold green]{r.best:.6g}[/]")
+              styled(f"{r.worst:.6g}", "bold red"))
+    t.add_row(f"best (P{'min' if r.worst_is == 'max' else 'max'})", styled(f"{r.best:.6g}", "bold green"))
     t.add_row("FGSM attack", "—" if r.attack is None else f"{r.attack:.6g}")
     t.add_row("argmax changes", f"{r.changed_states:,} of {r.decision_states:,} decision states")
     t.add_row("adversarial MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions")
@@ -127,7 +123,7 @@ def _print_robustness(r: RobustnessResult) -> None:
     for p in r.worst_perturbations[:5]:
         state = ", ".join(f"{k}={v}" for k, v in p["state"].items())
         shown = ", ".join(f"{k}={v}" for k, v in p["observed"].items())
-        t.add_row("worst perturbation", escape(f"at {state}: shows {shown} (+{p['gain']:.3g})"))
+        t.add_row("worst perturbation", f"at {state}: shows {shown} (+{p['gain']:.3g})")
     t.add_row("numerics", f"{r.guarantee} (relative precision {r.precision:g})")
     t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
     console.print(t)
@@ -138,8 +134,8 @@ def _print_interval(r: IntervalResult) -> None:
     if r.uncertain_actions:
         t.add_row("uncertain", ", ".join(r.uncertain_actions))
     t.add_row("nominal", f"{r.nominal:.6g}")
-    t.add_row("range", f"[bold][{r.lower:.6g}, {r.upper:.6g}][/]")
+    t.add_row("range", styled(f"[{r.lower:.6g}, {r.upper:.6g}]", "bold"))
     t.add_row("interval chain", f"{r.states:,} states, {r.transitions:,} transitions; {r.clipped:,} intervals clipped")
-    t.add_row("numerics", escape(r.guarantee))
+    t.add_row("numerics", r.guarantee)
     t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
     console.print(t)

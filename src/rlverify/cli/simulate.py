@@ -7,18 +7,14 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from rlverify.cli.console import console, err_console
 from rlverify.cli.options import (add_backend_options, add_env_kwargs, add_outputs, add_policy, add_property,
                                   add_target, add_unavailable, backend_from_args, emit, outputs, policy_kwargs,
                                   with_progress)
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -103,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
                                  + policy_warnings(target.policy, target, unavailable=args.unavailable))
     if emit(result.to_json(), result.warnings, args, files, err_console):
         return 0
-    table = Table(title=escape(result.property), show_header=False)
-    table.add_row("model", escape(result.model))
+    table = Table(title=result.property, show_header=False)
+    table.add_row("model", result.model)
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
     if result.decision is not None or method == "sprt":
         verdict = {None: "no decision", "H0": f"P >= {result.threshold:g} (accept H0)",

@@ -14,11 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from rlverify.errors import TrainCommandError
-
-console = Console()
+from rlverify.cli.console import console, status
+from rlverify.errors import OptionError, TrainCommandError
 
 #: Benchmarks trained by ``rlverify.training.continuous`` (registered by ``rlverify.benchmarks.continuous``).
 ALGORITHMS = {"prism": "ppo", "continuous": "ppo", "native": "dqn"}
@@ -35,7 +32,8 @@ def register(sub: Any) -> None:
                    help="training algorithm (default: ppo for PRISM and continuous benchmarks, dqn for Racetrack)")
     p.add_argument("--steps", type=int, help="environment steps (default: the benchmark's training setup)")
     p.add_argument("--seed", type=int, default=0, help="training seed: the same seed gives the same network")
-    p.add_argument("--out", required=True, help="output .onnx file")
+    p.add_argument("--out", required=True, help="output .onnx file (never replaced without --force)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--hidden", help="hidden layer widths, e.g. 64,64 (default: the benchmark's setup)")
     p.add_argument("--constants", "-c", help="benchmark parameters, e.g. xMax=4,yMax=4,slickness=0.1")
     p.set_defaults(run=run)
@@ -50,10 +48,12 @@ def benchmark_kind(benchmark_id: str) -> str:
 
 def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = None, steps: int | None = None,
                     seed: int = 0, hidden: str | tuple[int, ...] | None = None,
-                    params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Train ``benchmark_id`` with its trainer and write ``out``; returns a summary (path, sizes, final figures).
+                    params: Mapping[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
+    """Train ``benchmark_id`` with its trainer and write ``out`` (atomically; an existing file only with ``force``);
+    returns a summary (path, sizes, final figures).
 
     Raises:
+        FileWriteError: ``out`` exists without ``force`` or cannot be written (checked before and after training).
         DependencyNotInstalled: without PyTorch (``pip install 'rlverify[torch]'``).
         TrainCommandError: algorithm or options that the benchmark's trainer does not take, or a missing trainer.
         BenchmarkError: unknown benchmark or parameter.
@@ -74,7 +74,8 @@ def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = No
     if kind == "prism":
         from rlverify.training.discrete import train_discrete
 
-        rep = train_discrete(benchmark_id, params=params or None, steps=steps, seed=seed, hidden=hidden_t, out=out)
+        rep = train_discrete(benchmark_id, params=params or None, steps=steps, seed=seed, hidden=hidden_t, out=out,
+                             force=force)
         return {"path": str(rep.path), "benchmark": benchmark_id, "algorithm": "ppo", "network": list(rep.mlp.sizes),
                 "steps": rep.steps, "final_mean_return": rep.final_mean_return,
                 "final_success_rate": rep.final_success_rate, "seconds": round(rep.seconds, 1)}
@@ -83,7 +84,8 @@ def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = No
         if params:
             raise TrainCommandError(f"{benchmark_id}: the continuous trainer takes no parameters (-c {_show(params)}); "
                                     "its training setup is fixed in rlverify.training.continuous.SETUPS")
-        path, mlp, stats = train_continuous(benchmark_id, seed=seed, total_steps=steps, out=out, hidden=hidden_t)
+        path, mlp, stats = train_continuous(benchmark_id, seed=seed, total_steps=steps, out=out, hidden=hidden_t,
+                                            force=force)
         return {"path": str(path), "benchmark": benchmark_id, "algorithm": "ppo", "network": list(mlp.sizes),
                 "steps": stats.get("steps"), "final_mean_return": stats.get("final_mean_return"),
                 "seconds": stats.get("seconds")}
@@ -94,7 +96,7 @@ def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = No
     if unknown:
         raise TrainCommandError(f"{benchmark_id}: unknown parameter '{unknown[0]}'; Racetrack training takes -c noise=P")
     path = train_racetrack(benchmark_id, out, seed=seed, steps=steps,
-                           noise=float(params["noise"]) if "noise" in params else None)
+                           noise=float(params["noise"]) if "noise" in params else None, force=force)
     return {"path": str(path), "benchmark": benchmark_id, "algorithm": "dqn"}
 
 
@@ -119,16 +121,20 @@ def _show(params: Mapping[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.registry import parse_parameters
+    from rlverify.files import check_target
     from rlverify.resolve import resolve
 
+    if not args.out.lower().endswith(".onnx"):
+        raise OptionError(f"--out {args.out}: train writes an ONNX policy; give a FILE.onnx name")
+    check_target(args.out, force=args.force, what="--out")  # before the training (and again when writing)
     target = resolve(args.benchmark, constants=args.constants, needs_policy=False)  # the one way to read a target
     if target.benchmark is None:
         raise TrainCommandError(f"{args.benchmark}: 'rlverify train' trains on a registered benchmark (see 'rlverify "
                                 "benchmarks list'); for your own model use rlverify.gym.MDPEnv.from_model")
     params = parse_parameters(args.constants)  # only the parameters given (trainers refuse what they cannot vary)
-    with console.status(f"training {args.benchmark}"):
+    with status(f"training {args.benchmark}"):
         summary = train_benchmark(args.benchmark, out=args.out, algo=args.algo, steps=args.steps, seed=args.seed,
-                                  hidden=args.hidden, params=params)
+                                  hidden=args.hidden, params=params, force=args.force)
     parts = [f"saved {summary['path']}"]
     if "network" in summary:
         parts.append(f"network {'-'.join(str(n) for n in summary['network'])}")
@@ -140,5 +146,5 @@ def run(args: argparse.Namespace) -> int:
         parts.append(f"success rate {summary['final_success_rate']:.3f}")
     if summary.get("seconds") is not None:
         parts.append(f"{summary['seconds']} s")
-    console.print(", ".join(parts))
+    console.print(", ".join(parts), soft_wrap=True)
     return 0

@@ -8,19 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from rlverify.cli.console import console, line, status, styled
 from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
                                   dumps, outputs, policy_kwargs, print_warnings, write_json)
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.exact.checking import NUMERICS
 from rlverify.exact.verify import MODES, STRATEGIES
 from rlverify.results import ExactResult, FailurePaths
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -87,9 +83,8 @@ def run(args: argparse.Namespace) -> int:
                            max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
                            all_states=".csv" in files or ".npz" in files)
     # progress goes to stderr, so that --json output on stdout stays clean
-    with err_console.status("verifying") as status:
-        result = verify_exact(target.model, target.property, target.policy, options,
-                              progress=lambda msg: status.update(msg))
+    with status("verifying") as update:
+        result = verify_exact(target.model, target.property, target.policy, options, progress=update)
     from rlverify.policies.loading import policy_warnings
 
     notes = policy_warnings(target.policy, target, unavailable=args.unavailable) if target.policy is not None else []
@@ -97,18 +92,21 @@ def run(args: argparse.Namespace) -> int:
     if args.explain is not None:
         from rlverify.exact.explain import explain_paths, plot_paths
 
-        with err_console.status("explaining") as status:
+        with status("explaining") as update:
             explanation = explain_paths(target.model, target.property, target.policy, args.explain, options,
-                                        value=result.value, progress=lambda msg: status.update(msg))
+                                        value=result.value, progress=update)
         result = dataclasses.replace(result, explanation=explanation)
         if grid is not None:
-            plot_paths(explanation, files[".png"], grid)
-    print_warnings(result.warnings, err_console)
+            from rlverify.files import plain_figure_text, publishing
+
+            with plain_figure_text(), publishing(files[".png"], force=args.force, what="--out") as tmp:
+                plot_paths(explanation, tmp, grid)
+    print_warnings(result.warnings)
     for suffix in (".csv", ".npz"):
         if suffix in files:
-            _write_states(files[suffix], result)
+            _write_states(files[suffix], result, suffix=suffix, force=args.force)
     if ".json" in files:
-        write_json(files[".json"], result.to_json())
+        write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
         print(dumps(result.to_json()))
     else:
@@ -141,8 +139,9 @@ def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
     """The most probable paths as one table each: state, the policy's distribution, the actions taken, p(step)."""
     share = f" = {100 * e.share:.3g}% of the value {e.value:.6g}" if e.share is not None else " (the value is 0)"
     bound = f" within {e.bound} steps" if e.bound is not None else ""
-    console.print(f"[bold]{len(e.paths)} most probable paths to the target{bound}[/]: together {e.covered:.6g}{share}"
-                  + (f" [dim](only {len(e.paths)} exist: all listed)[/]" if e.exhausted else ""))
+    console.print(line(styled(f"{len(e.paths)} most probable paths to the target{bound}", "bold"),
+                       f": together {e.covered:.6g}{share}",
+                       styled(f" (only {len(e.paths)} exist: all listed)", "dim") if e.exhausted else ""))
     for rank, path in enumerate(e.paths, 1):
         t = Table(title=f"path {rank}: probability {path.probability:.6g}, {path.length} steps", title_justify="left")
         t.add_column("step", justify="right")
@@ -168,8 +167,8 @@ def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
             if len(ranked) > max_actions:
                 taken += " + …"
             if step.probability is None:
-                taken = "[bold red]target[/]"
-            t.add_row(str(i), escape(state), escape(policy), taken if step.probability is None else escape(taken),
+                taken = styled("target", "bold red")
+            t.add_row(str(i), state, policy, taken,
                       "" if step.probability is None else f"{step.probability:.4g}")
         console.print(t)
 
@@ -179,13 +178,13 @@ def print_result(r: ExactResult) -> None:
     t = Table(title=f"rlverify exact — {r.mode}", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("model", escape(r.model))
+    t.add_row("model", r.model)
     t.add_row("policy", shown_policy(r.policy) if r.policy else "— (all schedulers)")
-    t.add_row("property", escape(r.property))
+    t.add_row("property", r.property)
     if r.mode == "monolithic":
         t.add_row("Rmin / Rmax" if r.property.lstrip().startswith("R") else "Pmin / Pmax", f"{r.pmin:.6g} / {r.pmax:.6g}")
     else:
-        t.add_row("value", f"[bold green]{r.value:.6g}[/]")
+        t.add_row("value", styled(f"{r.value:.6g}", "bold green"))
         if r.lower is not None and r.upper is not None:
             t.add_row("bounds", f"[{r.lower:.6g}, {r.upper:.6g}]")
     if r.satisfied is not None:
@@ -195,30 +194,35 @@ def print_result(r: ExactResult) -> None:
                  "unsound": "UNSOUND value iteration (convergence heuristic)"}[r.guarantee]
     t.add_row("numerics", f"{guarantee}: {r.method}" if r.method else guarantee)
     if r.precision_note:
-        t.add_row("precision", escape(r.precision_note))
+        t.add_row("precision", r.precision_note)
     t.add_row("chain" if r.mode != "monolithic" else "MDP", f"{r.states:,} states, {r.transitions:,} transitions")
     t.add_row("strategy", r.strategy)
     if r.mode != "monolithic":
-        t.add_row("stalled", f"{r.stalled_probability:.6g}" + ("  [yellow](policy uses unavailable actions)[/]" if r.stalled_probability > 0 else ""))
+        t.add_row("stalled", line(f"{r.stalled_probability:.6g}", styled("  (policy uses unavailable actions)", "yellow")
+                                  if r.stalled_probability > 0 else ""))
     t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
     console.print(t)
 
 
-def _write_states(path: Path, r: ExactResult) -> None:
+def _write_states(path: Path, r: ExactResult, *, suffix: str, force: bool) -> None:
+    """Every state's value with its valuation, as ``suffix`` (``.csv`` or ``.npz``, whatever the case of ``path``'s)."""
+    from rlverify.files import write_bytes
+
     assert r.state_values is not None and r.state_valuations is not None
-    path.parent.mkdir(parents=True, exist_ok=True)
     if r.state_values_min is not None:  # monolithic: Pmin and Pmax per state
         columns, values = ["pmin", "pmax"], [r.state_values_min, r.state_values]
     else:
         columns, values = ["value"], [r.state_values]
-    if path.suffix == ".npz":
-        np.savez_compressed(path, valuations=r.state_valuations, variables=np.array(r.variables),
-                            **dict(zip(["values"] if len(values) == 1 else columns, values)))
+    if suffix == ".npz":
+        write_bytes(path, lambda f: np.savez_compressed(
+            f, valuations=r.state_valuations, variables=np.array(r.variables),
+            **dict(zip(["values"] if len(values) == 1 else columns, values))), force=force, what="--out")
     else:
         header = ",".join(list(r.variables) + columns)
         data = np.column_stack([r.state_valuations.astype(np.float64), *values])
         fmt = ["%d"] * len(r.variables) + ["%.17g"] * len(values)
-        np.savetxt(path, data, delimiter=",", header=header, comments="", fmt=fmt)
+        write_bytes(path, lambda f: np.savetxt(f, data, delimiter=",", header=header, comments="", fmt=fmt),
+                    force=force, what="--out")
 
 
 def shown_policy(name: str | None) -> str:

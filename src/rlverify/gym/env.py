@@ -20,7 +20,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlverify.errors import EnvError, InputFileError
+from rlverify.errors import EnvError
 from rlverify.gym.build import benchmark_dynamics, load_dynamics, reward_spec
 from rlverify.gym.dynamics import MDPDynamics, label_key
 
@@ -63,18 +63,17 @@ def save_policy_metadata(policy_path: str | Path, metadata: Mapping[str, Any], *
     parameters then warns). Returns the sidecar's path.
 
     Raises:
-        InputFileError: the sidecar exists and ``force`` is False.
+        InputFileError: the sidecar exists and ``force`` is False (a :class:`~rlverify.files.FileWriteError`, as
+            for a sidecar that cannot be written).
         EnvError: ``metadata`` lacks ``features`` or ``actions``.
     """
     side = Path(str(policy_path) + ".json")
     missing = [k for k in ("features", "actions") if not metadata.get(k)]
     if missing:
         raise EnvError(f"policy metadata needs {' and '.join(missing)}")
-    if side.exists() and not force:
-        raise InputFileError(f"{side}: file exists; pass force=True to overwrite it")
-    side.parent.mkdir(parents=True, exist_ok=True)
-    side.write_text(json.dumps(dict(metadata), indent=2, default=str) + "\n")
-    return side
+    from rlverify.files import write_text
+
+    return write_text(side, json.dumps(dict(metadata), indent=2, default=str) + "\n", force=force)
 
 
 def _source(model: Any, constants: Any = None) -> dict[str, Any]:

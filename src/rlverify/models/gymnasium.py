@@ -38,12 +38,9 @@ model: use a step-bounded property (``F<=100``) for what happens within an episo
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import re
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
@@ -52,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import InputFileError, ModelError, OptionError, did_you_mean
+from rlverify.errors import ModelError, OptionError, did_you_mean
 from rlverify.models.symbolic import SymbolicModel, load_model
 
 #: Action names of the environments rlverify knows, in action-index order (Gymnasium's documentation).
@@ -64,8 +61,6 @@ ACTION_NAMES: dict[str, tuple[str, ...]] = {
 
 #: Name of the reward model of a generated program.
 REWARD_MODEL = "reward"
-
-_TMP: Path | None = None
 
 
 @dataclass
@@ -102,18 +97,39 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
     ``'{"desc": ["SFF", "FHF", "FFG"], "is_slippery": false}'``.
 
     Raises:
-        OptionError: malformed text, naming ``option``.
+        OptionError: malformed text, naming ``option``; a number that is not finite (``nan``, ``1e999``);
+            a name given twice.
     """
     if text is None or text == "":
         return {}
     if isinstance(text, Mapping):
         return {str(k): v for k, v in text.items()}
     text = text.strip()
+
+    def finite(raw: str) -> float:
+        value = float(raw)
+        if not np.isfinite(value):
+            raise OptionError(f"{option}: {raw} is not a finite number")
+        return value
+
+    def refuse(raw: str) -> Any:
+        raise OptionError(f"{option}: {raw} is not a finite number")
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise OptionError(f"{option}: '{key}' is given twice")
+            out[key] = value
+        return out
+
     if text.startswith("{"):
         try:
-            value = json.loads(text)
+            value = json.loads(text, parse_float=finite, parse_constant=refuse, object_pairs_hook=unique)
         except json.JSONDecodeError as exc:
             raise OptionError(f"{option}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+        except RecursionError:
+            raise OptionError(f"{option}: the JSON is nested too deeply") from None
         if not isinstance(value, dict):
             raise OptionError(f"{option}: expected a JSON object, got {type(value).__name__}")
         return value
@@ -131,9 +147,11 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
             value: Any = lowered == "true"
         else:
             try:
-                value = json.loads(raw)
-            except json.JSONDecodeError:
+                value = json.loads(raw, parse_float=finite, parse_constant=refuse)
+            except (json.JSONDecodeError, RecursionError):
                 value = raw
+        if key.strip() in out:
+            raise OptionError(f"{option}: '{key.strip()}' is given twice")
         out[key.strip()] = value
     return out
 
@@ -411,17 +429,10 @@ def _number(x: float) -> str:
 
 def _write(text: str, env_id: str, kwargs: Mapping[str, Any], initial: int | None, path: str | Path | None,
            force: bool) -> Path:
-    global _TMP
-    if path is None:
-        if _TMP is None:
-            _TMP = Path(tempfile.mkdtemp(prefix="rlverify-gym-"))
-            atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
-        key = hashlib.sha256(text.encode()).hexdigest()[:12]
-        file = _TMP / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', env_id)}-{key}.prism"
-    else:
-        file = Path(path)
-        if file.exists() and not force:
-            raise InputFileError(f"{file}: file exists; pass force=True to overwrite it")
-        file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(text)
-    return file
+    from rlverify.files import private_temp_dir, write_text
+
+    if path is not None:
+        return write_text(path, text, force=force)  # atomically; an existing file only with force
+    key = hashlib.sha256(text.encode()).hexdigest()[:12]
+    file = private_temp_dir("gym") / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', env_id)}-{key}.prism"
+    return write_text(file, text, force=True, private=True)

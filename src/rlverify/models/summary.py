@@ -158,14 +158,16 @@ def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel,
     and says so: run it with ``--unavailable renormalize`` or fill in ``pi``).
 
     Raises:
-        OptionError: unknown suffix, too many states for a ``.json`` table, or the file exists without ``force``.
+        OptionError: unknown suffix, too many states for a ``.json`` table.
+        FileWriteError: the file exists without ``force``, or cannot be written (written atomically).
     """
+    from rlverify.files import check_target, write_text
+
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".py", ".json"):
         raise OptionError(f"--policy-template {path}: expected a .py or .json file name")
-    if path.exists() and not force:
-        raise OptionError(f"--policy-template {path}: the file exists; pass --force to overwrite it")
+    check_target(path, force=force, what="--policy-template")
     if not summary.actions:
         raise OptionError(f"--policy-template {path}: {summary.path} has no decision states ({summary.model_type.upper()}"
                           "): no policy is needed; check it with rlverify verify --mode monolithic")
@@ -185,20 +187,24 @@ def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel,
     elif suffix == ".json":
         raise OptionError(f"--policy-template {path}: {len(states):,} decision states are too many for a table; "
                           "write a .py template")
-    path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".json":
         doc = {"features": features, "actions": actions,
                "table": [{"state": dict(zip(features, k)), "probabilities": {a: 1.0 / len(avail) for a in avail}}
                          for k, avail in rows]}
-        path.write_text(json.dumps(doc, indent=1) + "\n")
-        return path
-    path.write_text(_python_template(summary, features, actions, rows if len(states) <= max_rows else None))
-    return path
+        return write_text(path, json.dumps(doc, indent=1) + "\n", force=force, what="--policy-template")
+    return write_text(path, _python_template(summary, features, actions, rows if len(states) <= max_rows else None),
+                      force=force, what="--policy-template")
+
+
+def _inert(text: str) -> str:
+    """``text`` for a docstring or comment of generated Python: escapes, so that no name (a model path
+    with ``\"\"\"`` or a newline) can end the docstring or comment and become code."""
+    return repr(str(text))[1:-1].replace('"', '\\"')
 
 
 def _python_template(summary: ModelSummary, features: list[str], actions: list[str],
                      rows: list[tuple[tuple[int, ...], list[str]]] | None) -> str:
-    lines = [f'"""A policy for {summary.path}, written by rlverify inspect: replace pi with your own.',
+    lines = [f'"""A policy for {_inert(summary.path)}, written by rlverify inspect: replace pi with your own.',
              "",
              "pi maps an (N, len(FEATURES)) array of feature values to (N, len(ACTIONS)) probabilities.",
              "Use it as --policy THIS_FILE.py:pi. Action names are the model's labels, or command names",
@@ -207,7 +213,7 @@ def _python_template(summary: ModelSummary, features: list[str], actions: list[s
     codes = {v["name"]: v["locations"] for v in summary.variables if v.get("locations")}
     for name in features:
         if name in codes:  # a JANI automaton's location: say what each code means
-            lines.append(f"# {name}: " + ", ".join(f"{i} = {loc}" for i, loc in enumerate(codes[name])))
+            lines.append(f"# {_inert(name)}: " + ", ".join(f"{i} = {_inert(loc)}" for i, loc in enumerate(codes[name])))
     lines += [f"FEATURES = {features!r}", f"ACTIONS = {actions!r}", ""]
     if rows is None:
         lines += ["", "def pi(states):",

@@ -118,18 +118,26 @@ def constant_value(expr: Any, *, as_bool: bool = False) -> int | None:
 
 
 def parse_constants(text: str | Mapping[str, Any] | None) -> dict[str, str]:
-    """``"K=V,K2=V2"`` (or a mapping) as a dict of strings; malformed entries raise :class:`ConstantsError`."""
+    """``"K=V,K2=V2"`` (or a mapping) as a dict of strings.
+
+    Raises:
+        ConstantsError: an entry that is not ``NAME=VALUE`` (or has an empty name), or a name given twice
+            (``N=3,N=4`` would otherwise silently mean ``N=4``).
+    """
     if text is None or text == "":
         return {}
     if isinstance(text, Mapping):
         return {str(k): str(v) for k, v in text.items()}
-    out = {}
+    out: dict[str, str] = {}
     for part in text.split(","):
         if not part.strip():
             continue
-        if "=" not in part:
+        k, eq, v = part.partition("=")
+        if not eq or not k.strip():
             raise ConstantsError(f"--constants: expected NAME=VALUE, got '{part.strip()}'")
-        k, v = part.split("=", 1)
+        if k.strip() in out:
+            raise ConstantsError(f"--constants: '{k.strip()}' is given twice ({k.strip()}={out[k.strip()]} and "
+                                 f"{k.strip()}={v.strip()}); give each constant once")
         out[k.strip()] = v.strip()
     return out
 
@@ -378,23 +386,40 @@ def json_type(value: Any) -> str:
 
 
 def _constant_value(text: str) -> Any:
+    """A constant's value for Storm: a bool, a 64-bit integer, a finite float (also from a rational ``1/10``),
+    else the text (which Storm then refuses).
+
+    Raises:
+        ValueError: an integer beyond 64 bits or a number that is not finite (``nan``, ``inf``, ``1e999``),
+            with a message naming the value (the caller reports it with the file).
+    """
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         pass
+    else:
+        if not -(2**63) <= value < 2**63:
+            raise ValueError(f"{text} does not fit a 64-bit integer")
+        return value
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
         pass
+    else:
+        if not np.isfinite(number):
+            raise ValueError(f"{text} is not a finite number")
+        return number
     num, slash, den = text.partition("/")  # a rational, as PRISM writes them (1/10)
     if slash:
         try:
-            return float(Fraction(int(num.strip()), int(den.strip())))
-        except (ValueError, ZeroDivisionError):
+            number = float(Fraction(int(num.strip()), int(den.strip())))
+        except (ValueError, ZeroDivisionError, OverflowError):
             pass
+        else:
+            return number
     return text
 
 

@@ -89,15 +89,17 @@ class ContinuousEnv:
 
 
 def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | None = None, out: str | Path | None = None,
-                     hidden: tuple[int, ...] | None = None, config: PPOConfig = PPOConfig()) -> tuple[Path, MLP, dict[str, Any]]:
+                     hidden: tuple[int, ...] | None = None, config: PPOConfig = PPOConfig(),
+                     force: bool = False) -> tuple[Path, MLP, dict[str, Any]]:
     """Train the reference PPO policy of a continuous benchmark and save it as a self-describing ONNX file.
 
     Args:
         benchmark_id: ``bouncing-ball-v1``, ``acc-v1`` or ``pendulum-v1``.
         seed: training seed (same seed, same network).
         total_steps: environment steps (default: the benchmark's setup).
-        out: output path (default: the packaged policy file).
+        out: output path (default: the packaged policy file, which is replaced); written atomically.
         hidden: hidden widths (default: the setup's).
+        force: replace an existing ``out`` file (else :class:`~rlverify.files.FileWriteError`, before training).
 
     Returns:
         ``(path, mlp, stats)``.
@@ -110,6 +112,10 @@ def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | Non
         raise BenchmarkError(f"no training setup for '{benchmark_id}'{did_you_mean(benchmark_id, SETUPS)}; "
                              f"continuous benchmarks: {', '.join(SETUPS)}")
     setup = SETUPS[benchmark_id]
+    from rlverify.files import check_target, publishing
+
+    if out is not None:
+        check_target(out, force=force)  # before the training, not after it
     if hidden is not None:
         setup = TrainingSetup(**{**setup.__dict__, "hidden": tuple(hidden)})
     system = make(benchmark_id)
@@ -123,7 +129,8 @@ def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | Non
                 "hidden": list(setup.hidden), "episode_steps": setup.episode_steps, "lr": config.lr,
                 "init_box": [list(setup.init_lo), list(setup.init_hi)], "crash_reward": setup.crash_reward,
                 "seconds": stats["seconds"]}
-    save_mlp_onnx(path, mlp, features=list(system.features), actions=list(system.actions), output="logits",
-                  training=training)
+    with publishing(path, force=force or out is None) as tmp:
+        save_mlp_onnx(tmp, mlp, features=list(system.features), actions=list(system.actions), output="logits",
+                      training=training)
     log.info("saved %s (%s)", path, training)
     return path, mlp, stats

@@ -206,7 +206,7 @@ def _parse_hidden(hidden: Any) -> tuple[int, ...]:
 
 def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None, steps: int | None = None,
                    seed: int = 0, hidden: tuple[int, ...] | str | None = None, out: str | Path | None = None,
-                   config: PPOConfig | None = None, n_envs: int | None = None) -> TrainingReport:
+                   config: PPOConfig | None = None, n_envs: int | None = None, force: bool = False) -> TrainingReport:
     """Train a PPO policy on a registered PRISM benchmark and save it as a verifier-ready ONNX file.
 
     Args:
@@ -215,7 +215,8 @@ def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None
         steps: environment steps (default: the benchmark's setup in :data:`SETUPS`).
         seed: seeds the environment, the PPO sampling and the network initialisation.
         hidden: hidden layer widths, a tuple or ``"64,64"`` (default: the setup's).
-        out: ONNX path to write (None: do not write).
+        out: ONNX path to write (None: do not write); written atomically, checked before training.
+        force: replace an existing ``out`` file (else :class:`~rlverify.files.FileWriteError`).
         config: PPO hyper-parameters (default: the setup's).
         n_envs: parallel environments (default: the setup's).
 
@@ -230,6 +231,10 @@ def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None
     require_torch()
     from rlverify import __version__
     from rlverify.benchmarks.registry import spec
+    from rlverify.files import check_target, publishing
+
+    if out is not None:
+        check_target(out, force=force)  # before the training, not after it
     from rlverify.gym.build import benchmark_dynamics
 
     s = spec(benchmark_id)
@@ -281,8 +286,10 @@ def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None
     }
     path = None
     if out is not None:
-        path = save_mlp_onnx(out, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits",
-                             training=metadata)
+        with publishing(out, force=force) as tmp:
+            save_mlp_onnx(tmp, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits",
+                          training=metadata)
+        path = Path(out)
         log.info("saved %s", path)
     return TrainingReport(benchmark=benchmark_id, params=resolved, path=path, mlp=mlp, features=tuple(dyn.features),
                           actions=tuple(dyn.actions), seed=int(seed), steps=taken, hidden=hidden_t,

@@ -259,12 +259,13 @@ def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict
 
 
 def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps: int | None = None,
-                    noise: float | None = None, progress: Callable[[int, int], None] | None = None) -> Path:
+                    noise: float | None = None, progress: Callable[[int, int], None] | None = None,
+                    force: bool = False) -> Path:
     """Train a DQN reference policy for a registered Racetrack benchmark and save it as self-describing ONNX.
 
     Args:
         benchmark_id: e.g. ``"racetrack-barto-small-v1"``.
-        out: the ``.onnx`` file to write.
+        out: the ``.onnx`` file to write (atomically; checked before training).
         seed: training seed (same seed, same network).
         steps: environment transitions (default :class:`DQNConfig`'s).
         noise: training noise (default: the benchmark's, 0.2).
@@ -274,8 +275,10 @@ def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps:
     """
     from rlverify.benchmarks.racetrack import make_racetrack
     from rlverify.models.racetrack.env import ACTIONS, FEATURES
+    from rlverify.files import check_target, publishing
     from rlverify.policies.mlp import save_mlp_onnx
 
+    check_target(out, force=force)  # before the training, not after it
     params = {} if noise is None else {"noise": noise}
     env = make_racetrack(benchmark_id, **params)
     base = BENCHMARK_CONFIGS.get(benchmark_id, DQNConfig())
@@ -284,4 +287,6 @@ def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps:
     facts["benchmark"] = benchmark_id
     facts["evaluation"] = evaluate_greedy(env, mlp, runs=config.eval_runs)
     log.info("trained %s: %s", benchmark_id, facts["evaluation"])
-    return save_mlp_onnx(out, mlp, features=FEATURES, actions=ACTIONS, output="q-values", training=facts)
+    with publishing(out, force=force) as tmp:
+        save_mlp_onnx(tmp, mlp, features=FEATURES, actions=ACTIONS, output="q-values", training=facts)
+    return Path(out)

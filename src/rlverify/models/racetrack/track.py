@@ -122,4 +122,6 @@ def load_track(path: str | Path) -> Track:
         text = path.read_text()
     except OSError as exc:
         raise TrackError(f"{path}: cannot read track file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise TrackError(f"{path}: not a text file ({exc.reason} at byte {exc.start}); expected a .track map") from None
     return parse_track(text, source=str(path))

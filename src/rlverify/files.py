@@ -1,0 +1,308 @@
+"""The one way rlverify writes a file: atomically, never over a file it was not allowed to replace.
+
+Every writer in the package (results, CSV/NPZ tables, figures, ONNX policies, sidecars, templates,
+reports, generated models) goes through :func:`publishing` (or :func:`write_text` /
+:func:`write_bytes` / :func:`save_figure` built on it):
+
+1. :func:`check_target` refuses a bad target before any work: an existing file without ``force``,
+   a directory (even with ``force``), a device or other non-regular file (``/dev/full``), a parent
+   that is not a directory, ``/proc`` and ``/sys``, a directory the user cannot write.
+2. The content goes to a temporary file *in the target's directory* (same file system), which is
+   flushed and ``fsync``-ed: a full disk (ENOSPC) is an error and leaves no truncated file.
+3. It is published atomically. Without ``force`` by ``os.link`` (no-clobber: a file that appeared
+   meanwhile, e.g. a second run writing the same ``--out``, is never replaced: the second writer
+   gets an error), with ``force`` by ``os.replace``. Either way a reader sees the old file or the
+   new one, never a half-written one.
+
+Errors are :class:`FileWriteError` (exit code 2 in the CLI) with one line naming the file and the
+cause. This module is at the bottom of the layers: it imports only :mod:`rlverify.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from rlverify.errors import InputFileError
+
+__all__ = ["FileWriteError", "check_target", "plain_figure_text", "private_temp_dir", "publishing", "save_figure",
+           "write_bytes", "write_text"]
+
+#: pseudo file systems whose "files" are kernel interfaces, never outputs
+_KERNEL_DIRS = ("/proc", "/sys", "/dev")
+
+
+class FileWriteError(InputFileError):
+    """An output file cannot be written (exists without ``--force``, bad target, disk full, no permission)."""
+
+
+def _force_hint(what: str) -> str:
+    """How to allow replacing: the CLI's ``--force`` when an option names the file, else the API's ``force=True``."""
+    return "pass --force to overwrite it" if what else "pass force=True to overwrite it"
+
+
+def _describe(exc: OSError) -> str:
+    """An OSError as a short cause (``no space left on device``)."""
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno == errno.EDQUOT:
+        return "disk quota exceeded"
+    text = exc.strerror or exc.__class__.__name__
+    return text[:1].lower() + text[1:]
+
+
+def _is_kernel_path(path: Path) -> bool:
+    resolved = str(path.resolve(strict=False))
+    return any(resolved == d or resolved.startswith(d + "/") for d in _KERNEL_DIRS)
+
+
+def check_target(path: str | Path, *, force: bool = False, what: str = "") -> Path:
+    """Refuse ``path`` as an output file before any work is done (see the module docstring).
+
+    Args:
+        path: the file to write.
+        force: whether an existing regular file may be replaced.
+        what: the option naming the file in messages (``"--out"``), or ``""``.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        FileWriteError: one line naming the file and why it cannot be written.
+    """
+    path = Path(path)
+    name = f"{what} {path}" if what else str(path)
+    if not path.name or path.name in (".", ".."):
+        raise FileWriteError(f"{name}: not a file name")
+    if _is_kernel_path(path):
+        top = path.resolve(strict=False).parts[1]
+        raise FileWriteError(f"{name}: /{top} is a system file system, not a place for output files")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        raise FileWriteError(f"{name}: a parent of the file is not a directory") from None
+    except OSError as exc:
+        raise FileWriteError(f"{name}: cannot write there ({_describe(exc)})") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise FileWriteError(f"{name}: is a directory; give a file name")
+        if not stat.S_ISREG(st.st_mode):
+            raise FileWriteError(f"{name}: not a regular file (a device, pipe or socket); give a file name")
+        if not force:
+            raise FileWriteError(f"{name}: file exists; {_force_hint(what)}")
+    parent = _existing_ancestor(path.parent, name)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise FileWriteError(f"{name}: cannot write to the directory {parent} (permission denied)")
+    return path
+
+
+def _existing_ancestor(directory: Path, name: str) -> Path:
+    """The nearest existing ancestor of ``directory`` (which the writer would create), which must be a directory."""
+    current = directory if str(directory) else Path(".")
+    while True:
+        try:
+            st = os.stat(current)
+        except FileNotFoundError:
+            if current.parent == current:
+                raise FileWriteError(f"{name}: the directory {directory} cannot be created") from None
+            current = current.parent
+            continue
+        except NotADirectoryError:
+            raise FileWriteError(f"{name}: a parent of the file is not a directory") from None
+        except OSError as exc:
+            raise FileWriteError(f"{name}: cannot write there ({_describe(exc)})") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise FileWriteError(f"{name}: {current} is not a directory")
+        return current
+
+
+def _umask() -> int:
+    """The process umask (read without changing it where /proc tells it)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def publishing(path: str | Path, *, force: bool = False, private: bool = False, what: str = "") -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; when the block ends without an exception, publish it as ``path``.
+
+    For writers that need a file name (``onnx.save``, ``Figure.savefig``, ``tarfile.open``); the temporary
+    name keeps ``path``'s suffix (lower case) so that format detection works. ``force`` is checked
+    before (by :func:`check_target`) and again at publication: without it, a file that appeared at
+    ``path`` meanwhile is never replaced. ``private`` files are readable by the user only (0600), others
+    get the usual permissions (0666 less the umask). On any error the temporary file is removed.
+
+    Raises:
+        FileWriteError: a bad target, a full disk, or a file that appeared at ``path`` without ``force``.
+    """
+    path = check_target(path, force=force, what=what)
+    name = f"{what} {path}" if what else str(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp" + path.suffix.lower(),
+                                        dir=directory)
+    except OSError as exc:
+        raise FileWriteError(f"{name}: cannot create a file in {directory} ({_describe(exc)})") from None
+    os.close(fd)
+    tmp = Path(tmp_name)
+    published = False
+    try:
+        yield tmp
+        try:
+            os.chmod(tmp, 0o600 if private else 0o666 & ~_umask())
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)  # the data is on disk before the name points at it (ENOSPC surfaces here at the latest)
+            finally:
+                os.close(fd)
+            _publish(tmp, path, force=force, name=name, hint=_force_hint(what))
+            published = True
+        except OSError as exc:
+            raise FileWriteError(f"{name}: cannot write the file ({_describe(exc)}); nothing was written") from None
+    except OSError as exc:  # raised by the writer in the block (e.g. ENOSPC while writing)
+        raise FileWriteError(f"{name}: cannot write the file ({_describe(exc)}); nothing was written") from None
+    finally:
+        if not published:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def _publish(tmp: Path, path: Path, *, force: bool, name: str, hint: str) -> None:
+    """Give ``tmp`` the name ``path``: replacing a regular file only with ``force``, never a directory."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise FileWriteError(f"{name}: a directory appeared there while rlverify was running; nothing was written")
+    if force:
+        if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            raise FileWriteError(f"{name}: not a regular file (a device, pipe or socket); nothing was written")
+        os.replace(tmp, path)  # atomic; a symlink at path is replaced itself, never followed
+        return
+    try:
+        os.link(tmp, path)  # fails if anything exists at path: never clobbers
+    except FileExistsError:
+        raise FileWriteError(f"{name}: a file appeared there while rlverify was running; {hint} "
+                             "(nothing was written)") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
+            raise
+        _publish_without_links(tmp, path, name, hint)
+        return
+    tmp.unlink()
+
+
+def _publish_without_links(tmp: Path, path: Path, name: str, hint: str) -> None:
+    """No-clobber publication on a file system without hard links: reserve the name, then replace the reservation."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        raise FileWriteError(f"{name}: a file appeared there while rlverify was running; {hint} "
+                             "(nothing was written)") from None
+    os.replace(tmp, path)
+
+
+def write_bytes(path: str | Path, data: bytes | Callable[[IO[bytes]], Any], *, force: bool = False,
+                private: bool = False, what: str = "") -> Path:
+    """Write ``data`` (bytes, or a function writing to a binary file object) to ``path`` atomically.
+
+    Raises:
+        FileWriteError: see :func:`publishing`.
+    """
+    with publishing(path, force=force, private=private, what=what) as tmp:
+        with open(tmp, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
+    return Path(path)
+
+
+def write_text(path: str | Path, text: str, *, force: bool = False, private: bool = False, what: str = "") -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`publishing`)."""
+    return write_bytes(path, text.encode("utf-8"), force=force, private=private, what=what)
+
+
+# ---------------------------------------------------------------------------------------------
+# figures: text is text (no mathtext), saved through publishing()
+
+@contextlib.contextmanager
+def plain_figure_text() -> Iterator[None]:
+    """Matplotlib text created in this block (or this decorated function) is drawn as written: ``$x$`` is
+    not mathtext.
+
+    rlverify's figures show names the user chose (variables, labels, files, properties); a ``$`` in
+    one would otherwise be parsed as TeX math, and an unbalanced one (``$\\frac``) makes saving fail.
+    """
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        yield
+
+
+def save_figure(fig: Any, path: str | Path, *, force: bool = False, what: str = "", **savefig: Any) -> Path:
+    """Save a matplotlib figure atomically as ``path`` (format from the suffix), every text drawn as written.
+
+    Args:
+        fig: a :class:`matplotlib.figure.Figure`; closed afterwards.
+        path, force, what: see :func:`publishing`.
+        savefig: keyword arguments of :meth:`~matplotlib.figure.Figure.savefig` (``dpi``, ``bbox_inches``).
+
+    Raises:
+        FileWriteError: see :func:`publishing`.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    try:
+        for text in fig.findobj(Text):
+            text.set_parse_math(False)
+        with plain_figure_text(), publishing(path, force=force, what=what) as tmp:
+            fig.savefig(tmp, format=Path(path).suffix.lower().lstrip(".") or None, **savefig)
+    finally:
+        plt.close(fig)
+    return Path(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# private scratch files
+
+_PRIVATE: dict[str, Path] = {}
+
+
+def private_temp_dir(purpose: str = "files") -> Path:
+    """A directory only this process's user can use (0700, unpredictable name, created atomically by
+    :func:`tempfile.mkdtemp`), removed when the process exits. For generated files that tools read by
+    name (a benchmark's PRISM text): nobody else can plant or replace a file (or a symlink) in it."""
+    if purpose not in _PRIVATE:
+        import atexit
+        import shutil
+
+        directory = Path(tempfile.mkdtemp(prefix=f"rlverify-{purpose}-"))
+        owner = os.getpid()
+
+        def remove() -> None:
+            if os.getpid() == owner:  # not in a forked child that runs exit handlers
+                shutil.rmtree(directory, ignore_errors=True)
+
+        atexit.register(remove)
+        _PRIVATE[purpose] = directory
+    return _PRIVATE[purpose]
