@@ -253,7 +253,43 @@ def _closing(s: str, start: int) -> int:
     return -1
 
 
+#: deepest bracket nesting handed to Storm's parsers (they recurse on the stack: 2,000 levels crash the process)
+MAX_NESTING = 500
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of ``(``, ``[`` and ``{`` in ``text`` (all kinds together; quoted text and ``//`` comments
+    not counted)."""
+    depth = deepest = 0
+    inside = comment = False
+    previous = ""
+    for c in text:
+        if comment:
+            comment = c != "\n"
+        elif c == '"':
+            inside = not inside
+        elif inside:
+            pass
+        elif c == "/" and previous == "/":
+            comment = True
+        elif c in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in ")]}":
+            depth -= 1
+        previous = c
+    return deepest
+
+
+def check_nesting(text: str, what: str) -> None:
+    """Refuse ``text`` nested deeper than :data:`MAX_NESTING` (``what`` names it: "property '...'", a file)."""
+    if nesting_depth(text) > MAX_NESTING:
+        raise PropertyError(f"{what}: brackets nested more than {MAX_NESTING} deep (Storm's parser would run out of "
+                            "stack); simplify the expression")
+
+
 def _check_balanced(text: str) -> None:
+    check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'")
     if text.count('"') % 2:
         raise PropertyError(f"property '{text}': unbalanced quotes")
     depth = {"(": 0, "[": 0, "{": 0}

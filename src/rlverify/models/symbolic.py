@@ -19,7 +19,7 @@ from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelToo
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.jani import read_jani
-from rlverify.models.properties import Property, parse_structure
+from rlverify.models.properties import Property, check_nesting, parse_structure
 
 log = logging.getLogger(__name__)
 
@@ -176,10 +176,14 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
             kind = "jani"
             file_props = {_property_name(p): p for p in props}
         else:
+            _check_prism_text(path)
             program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
             kind = "prism"
     except RuntimeError as exc:
         raise ModelError(f"{path}: {'JANI' if path.suffix.lower() == '.jani' else 'PRISM'} syntax error: {storm_message(exc)}") from None
+    except UnicodeDecodeError:  # Storm's message quotes the file's bytes, which are not text
+        raise ModelError(f"{path}: not a {'JANI' if path.suffix.lower() == '.jani' else 'PRISM'} file "
+                         "(Storm's parser stopped at bytes that are not UTF-8 text)") from None
 
     defined_names = {c.name for c in program.constants}
     unknown = [k for k in given if k not in defined_names]
@@ -220,6 +224,18 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
                          labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
                          file_properties=file_props, parse_seconds=time.perf_counter() - started,
                          commands=commands, command_keys=keys, locations=locations)
+
+
+def _check_prism_text(path: Path) -> None:
+    """Refuse before Storm parses it a PRISM file that is binary or nests expressions deeper than Storm's recursive
+    parser survives (it crashes the process at ~2,000 levels)."""
+    data = path.read_bytes()
+    if b"\x00" in data:
+        raise ModelError(f"{path}: not a PRISM file (it contains NUL bytes: binary data)")
+    try:
+        check_nesting(data.decode("utf-8", errors="replace"), str(path))
+    except PropertyError as exc:
+        raise ModelError(str(exc)) from None
 
 
 def as_symbolic(model: SymbolicModel | str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:
@@ -497,6 +513,7 @@ def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: 
         if lab not in known_labels:
             raise PropertyError(f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
                                 f"the model defines: {', '.join(sorted(known_labels))}")
+    check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'")
     try:
         props = stormpy.parse_properties(text, model.program)
     except RuntimeError as exc:
