@@ -115,6 +115,9 @@ def render(result: Any) -> Table:
     if result.zero_repetitions:
         table.add_row("zero repetitions", f"{result.zero_repetitions} of {result.repetitions} (biased low in practice)")
     table.add_row("undecided / stalled", f"{result.undecided:,} / {result.stalled:,} stage runs")
+    if result.hopeless:
+        table.add_row("decided by graph analysis", f"{result.hopeless:,} stage runs reached a state from which no "
+                                                   "policy satisfies the property (counted false at once)")
     table.add_row("seed", str(result.seed))
     table.add_row("decisions", f"{result.decisions:,} (+ {result.pilot_decisions:,} in the pilot)")
     table.add_row("time", f"{result.timings['total']:.2f} s ({result.timings['decisions_per_second']:,.0f} decisions/s)")

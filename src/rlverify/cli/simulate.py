@@ -38,7 +38,11 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--delta", type=float, default=0.05, help="error probability; confidence 1-delta (default 0.05)")
     p.add_argument("--method", choices=METHODS, default=None,
                    help="okamoto (default), adaptive, clopper-pearson, wilson, or sprt (implied by --sprt)")
-    p.add_argument("--runs", type=int, help="a fixed number of runs for clopper-pearson (the default with --runs) or wilson")
+    p.add_argument("--runs", type=whole_number, help="a fixed number of runs for clopper-pearson (the default with --runs) "
+                                                      "or wilson (a whole number; 1e6 is read as 1000000)")
+    p.add_argument("--run-limit", type=whole_number, default=100_000_000,
+                   help="refuse to plan more runs than this (default 100000000): the guard on --runs and on the "
+                        "runs --epsilon/--delta need")
     p.add_argument("--sprt", type=float, metavar="THETA", help="test P >= THETA with Wald's SPRT")
     p.add_argument("--indifference", type=float, default=0.01, help="SPRT indifference half-width (default 0.01)")
     p.add_argument("--alpha", type=float, default=0.05, help="SPRT bound on wrongly rejecting P >= THETA")
@@ -56,6 +60,23 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_outputs(p, kinds=".json (the result)")
     p.set_defaults(run=run)
     return p
+
+
+def whole_number(text: str) -> int:
+    """A positive whole number from the command line: ``1000``, ``1_000`` or ``1e13`` (an integral value)."""
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'") from None
+        if not (x == x and abs(x) != float("inf")) or x != int(x):
+            raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'") from None
+        value = int(x)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'")
+    return value
 
 
 def constants_with_noise(constants: str | None, noise: float | None) -> str | None:
@@ -91,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         method = "clopper-pearson"  # a fixed number of runs: the exact interval
     options = StatisticalOptions(
         method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
+        run_limit=args.run_limit,
         indifference=args.indifference, alpha=args.alpha, beta=args.beta,
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
                                      batch_size=args.batch_size, unavailable=args.unavailable),
@@ -123,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("runs", f"{result.runs:,} ({result.successes:,} satisfied)")
     table.add_row("undecided", f"{result.undecided:,} (after {result.max_steps:,} steps)")
     table.add_row("stalled", f"{result.stalled:,}")
+    if result.hopeless:
+        table.add_row("decided by graph analysis", f"{result.hopeless:,} runs reached a state from which no policy "
+                                                   "satisfies the property (counted false at once)")
     table.add_row("seed", str(result.seed))
     table.add_row("time", f"{result.timings['total']:.2f} s ({result.decisions:,} decisions, "
                           f"{result.timings['decisions_per_second']:,.0f}/s)")
