@@ -62,7 +62,7 @@ def compile_expression(text: str, variables: Sequence[str], *, option: str, bool
         raise OptionError(f"{where}: syntax error ({exc.msg}); use {ALLOWED}") from None
     except (RecursionError, MemoryError):
         raise OptionError(f"{where}: nested too deeply to parse (at most {MAX_DEPTH} levels)") from None
-    depth = _depth(tree)
+    depth = syntax_depth(tree)
     if depth > MAX_DEPTH:
         raise OptionError(f"{where}: nested {depth} levels deep, more than {MAX_DEPTH} (split it, or use min()/max() "
                           "with many arguments)")
@@ -163,7 +163,7 @@ def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
     return out
 
 
-def _depth(tree: ast.AST) -> int:
+def syntax_depth(tree: ast.AST) -> int:
     """The depth of ``tree`` (iteratively: a deep tree must not exhaust Python's stack)."""
     deepest, stack = 0, [(tree, 1)]
     while stack:
