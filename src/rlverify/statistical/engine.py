@@ -364,31 +364,34 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
         if asked is not None and asked.all():
             asked = None
         at = states if asked is None else states.take(np.flatnonzero(asked), axis=0)
-        if buf is not None:
-            obs = env.observe(at, out=buf[:len(at)])
-        else:
-            obs = env.observe(at)
-            obs = obs if all_columns else obs[:, columns]
         avail = env.available(states)
-        u = None
-        if not deterministic and not greedy:
-            u = uniforms(akeys if asked is None else akeys[asked], t, _POLICY_STREAM)
-        if fused and (not renormalize or avail is None):
-            with turn:
-                col, surely = policy.choose(obs, u)
+        if not len(at):  # every run is in a forced state (e.g. a reset step drawing the start): no policy call
+            col, surely = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         else:
-            with turn:
-                probs = policy.action_probabilities(obs)
-            probs = np.asarray(probs, dtype=np.float64)
-            if not fused:  # adapters validate their own output; a bare protocol object is checked here
-                validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
-            if renormalize and avail is not None:
-                probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, binding.action_index],
-                                          mode=options.mode, unavailable="renormalize",
-                                          where=lambda i: describe(at[i]) if describe is not None else at[i])
-            col, surely = choose_columns(probs, u)  # surely: the policy takes this action with probability 1
-        if deterministic:
-            surely = np.ones(len(col), dtype=bool)
+            if buf is not None:
+                obs = env.observe(at, out=buf[:len(at)])
+            else:
+                obs = env.observe(at)
+                obs = obs if all_columns else obs[:, columns]
+            u = None
+            if not deterministic and not greedy:
+                u = uniforms(akeys if asked is None else akeys[asked], t, _POLICY_STREAM)
+            if fused and (not renormalize or avail is None):
+                with turn:
+                    col, surely = policy.choose(obs, u)
+            else:
+                with turn:
+                    probs = policy.action_probabilities(obs)
+                probs = np.asarray(probs, dtype=np.float64)
+                if not fused:  # adapters validate their own output; a bare protocol object is checked here
+                    validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
+                if renormalize and avail is not None:
+                    probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, binding.action_index],
+                                              mode=options.mode, unavailable="renormalize",
+                                              where=lambda i: describe(at[i]) if describe is not None else at[i])
+                col, surely = choose_columns(probs, u)  # surely: the policy takes this action with probability 1
+            if deterministic:
+                surely = np.ones(len(col), dtype=bool)
         chosen = col if action_index is None else action_index[col]
         if asked is None:
             actions, sure = chosen, surely

@@ -269,25 +269,11 @@ class _Runner:
         if asked is not None and asked.all():
             asked = None
         at = states if asked is None else states[asked]
-        obs = env.observe(at)
-        obs = obs if self.all_columns else obs[:, self.binding.feature_columns]
         avail = env.available(states)
-        u = None
-        if not deterministic and not self.greedy:
-            u = uniforms(keys if asked is None else keys[asked], local, _POLICY_STREAM)
-        if self.fused and (not renormalize or avail is None):
-            col, surely = self.policy.choose(obs, u)  # type: ignore[attr-defined]
+        if not len(at):  # every run is in a forced state (e.g. a reset step drawing the start): no policy call
+            col, surely = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         else:
-            probs = np.asarray(self.policy.action_probabilities(obs), dtype=np.float64)
-            if not self.fused:
-                validate_probabilities(probs, len(at), len(self.policy.actions),
-                                       source=getattr(self.policy, "name", type(self.policy).__name__))
-            if renormalize and avail is not None:
-                describe = self.describe
-                probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, aidx],
-                                          mode=sim.mode, unavailable="renormalize",
-                                          where=lambda i: describe(at[i]) if describe is not None else at[i])
-            col, surely = choose_columns(probs, u)
+            col, surely = self._ask(at, None if asked is None else asked, keys, local, avail)
         if deterministic:
             surely = np.ones(len(col), dtype=bool)
         chosen = aidx[col]
@@ -308,6 +294,29 @@ class _Runner:
         succ = env.step(states[moved], actions[moved], uniforms(keys[moved], local, _ENV_STREAM)) if len(moved) \
             else states[:0]
         return status, moved, succ
+
+    def _ask(self, at: np.ndarray, asked: np.ndarray | None, keys: np.ndarray, local: int,
+             avail: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The policy's choice (column, surely) for the run states ``at`` (at least one) where it is asked."""
+        sim = self.sim
+        aidx = self.binding.action_index
+        obs = self.env.observe(at)
+        obs = obs if self.all_columns else obs[:, self.binding.feature_columns]
+        u = None
+        if sim.mode != "deterministic" and not self.greedy:
+            u = uniforms(keys if asked is None else keys[asked], local, _POLICY_STREAM)
+        if self.fused and (sim.unavailable != "renormalize" or avail is None):
+            return self.policy.choose(obs, u)  # type: ignore[attr-defined]
+        probs = np.asarray(self.policy.action_probabilities(obs), dtype=np.float64)
+        if not self.fused:
+            validate_probabilities(probs, len(at), len(self.policy.actions),
+                                   source=getattr(self.policy, "name", type(self.policy).__name__))
+        if sim.unavailable == "renormalize" and avail is not None:
+            describe = self.describe
+            probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, aidx],
+                                      mode=sim.mode, unavailable="renormalize",
+                                      where=lambda i: describe(at[i]) if describe is not None else at[i])
+        return choose_columns(probs, u)
 
     def _batch(self, states: np.ndarray, t: np.ndarray, keys: np.ndarray, threshold: float, track_peak: bool):
         sim = self.sim
