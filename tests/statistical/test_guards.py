@@ -109,3 +109,67 @@ def test_statistical_guards(files, kw, match):
     policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["x"], ["up", "stay"])
     with pytest.raises(StatisticsError, match=match):
         verify_statistical(load_model(files[0]), 'P=? [F<=1 "top"]', policy, StatisticalOptions(**kw))
+
+
+def test_okamoto_interval_is_rounded_outward_so_the_verdict_is_the_intervals():
+    from fractions import Fraction
+
+    from rlverify.statistical.verify import okamoto_interval, threshold_verdict
+
+    # 507/966 - 0.015 in floats is 0.5098447204968944, one ulp above the exact value: read naively, P >= that
+    # threshold would be "yes" although the exact interval's lower end is below it
+    naive = 507 / 966 - 0.015
+    assert Fraction(naive) > Fraction(507, 966) - Fraction(0.015)
+    lo, hi = okamoto_interval(507, 0, 966, 0.015)
+    assert Fraction(lo) <= Fraction(507, 966) - Fraction(0.015) < Fraction(naive)
+    assert threshold_verdict(">=", naive, lo, hi) is None
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        n = int(rng.integers(1, 10_000))
+        k = int(rng.integers(0, n + 1))
+        u = int(rng.integers(0, n - k + 1))
+        eps = float(rng.choice([0.001, 0.005, 0.01, 0.015, 0.02, 0.05, 0.1]))
+        lo, hi = okamoto_interval(k, u, n, eps)
+        assert Fraction(lo) <= max(Fraction(0), Fraction(k, n) - Fraction(eps))
+        assert Fraction(hi) >= min(Fraction(1), Fraction(k + u, n) + Fraction(eps))
+        assert hi - lo <= (k + u) / n - k / n + 2 * eps + 1e-15  # outward by at most an ulp at each end
+
+
+def test_undecided_runs_are_in_the_results_warnings(tmp_path):
+    from rlverify.models import load_model
+
+    path = tmp_path / "loop.prism"  # from s0, b reaches the goal; the policy always takes a and cycles s0 <-> s1
+    path.write_text("mdp\nmodule m\n  s : [0..2] init 0;\n  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=0);\n  [a] s=1 -> (s'=0);\n"
+                    "  [b] s=0 -> (s'=2);\n  [a] s=2 -> (s'=2);\nendmodule\nlabel \"goal\" = s=2;\n")
+    policy = CallablePolicy(lambda x: np.tile([1.0, 0.0], (len(x), 1)), ["s"], ["a", "b"])
+    r = verify_statistical(load_model(path), 'P=? [F "goal"]', policy, StatisticalOptions(
+        method="clopper-pearson", runs=50, simulation=SimulationOptions(max_steps=20)))
+    assert r.undecided == 50 and r.hopeless == 0  # the goal stays reachable (by b): graph analysis cannot decide
+    assert any("50 of 50 runs were still undecided after --max-steps 20" in w for w in r.warnings)
+
+
+def test_restart_refuses_a_split_product_beyond_exact_weights(tmp_path):
+    """100 ** 11 > 2 ** 53: a target hit's weight prod k_j would wrap in int64 (a wrong estimate)."""
+    from rlverify.models import load_model
+    from rlverify.statistical.splitting import SplittingOptions, verify_splitting
+
+    path = tmp_path / "chain.prism"
+    path.write_text("mdp\nmodule m\n  x : [0..12] init 0;\n  [up] x<12 -> 0.5:(x'=x+1) + 0.5:(x'=0);\n"
+                    "  [up] x=12 -> (x'=12);\nendmodule\nlabel \"goal\" = x=12;\n")
+    policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["x"], ["up"])
+    options = SplittingOptions(method="restart", importance="x", levels=tuple(float(i) for i in range(1, 12)),
+                               splits=(100,) * 11, effort=10, repetitions=2)
+    with pytest.raises(OptionError, match=r"multiply to 1e\+22, more than 9\.01e\+15"):
+        verify_splitting(load_model(path), 'P=? [F "goal"]', policy, options)
+
+
+@pytest.mark.parametrize("kw,match", [({"effort": 10**7, "repetitions": 20}, "runs per stage, more than max_live"),
+                                      ({"effort": 1.5}, "--effort"),
+                                      ({"repetitions": float("nan")}, "--repetitions"),
+                                      ({"levels": (1.0, float("nan"))}, "--levels"),
+                                      ({"method": "restart", "levels": (1.0,), "splits": (float("inf"),)}, "splits")])
+def test_splitting_guards(kw, match):
+    from rlverify.statistical.splitting import SplittingOptions
+
+    with pytest.raises(OptionError, match=match):
+        SplittingOptions(**kw).validate()

@@ -63,6 +63,8 @@ _POLICY_STREAM, _ENV_STREAM, _START_STREAM, _RESAMPLE_STREAM = 0, 1, 2, 3
 _PILOT_REPETITION = 1 << 40  # key index of the pilot (estimation repetitions are 0 .. R-1)
 #: outcomes of a stage run
 CROSSED, FAILED, STALLED, UNDECIDED = 1, 0, 2, -1
+#: RESTART: the largest product of splitting factors (a target hit's weight; exact in int64 and float64)
+MAX_SPLIT_PRODUCT = 2**53
 _MOVED, _STUCK = 0, 3  # statuses of one step besides STALLED (a stuck run surely loops forever: it is violated)
 
 Importance = Callable[[np.ndarray], np.ndarray]
@@ -123,7 +125,7 @@ class SplittingOptions:
             if self.levels is None or len(self.splits) != len(self.levels):
                 raise OptionError(f"splits: one splitting factor per level needed ({len(self.levels or ())} levels given, "
                                   f"{len(self.splits)} factors)")
-            if any(int(k) != k or k < 1 for k in self.splits):
+            if any(not _whole(k) or k < 1 for k in self.splits):
                 raise OptionError(f"splits: splitting factors must be positive integers, got {list(self.splits)}")
         if not _whole(self.effort) or self.effort < 1:
             raise OptionError(f"--effort: runs per level must be a positive integer, got {self.effort!r}")
@@ -145,7 +147,10 @@ class SplittingOptions:
         if not 0.0 < self.pilot_fraction < 1.0:
             raise OptionError(f"pilot_fraction must be in (0, 1), got {self.pilot_fraction}")
         if self.levels is not None:
-            lv = [float(x) for x in self.levels]
+            try:
+                lv = [float(x) for x in self.levels]
+            except (TypeError, ValueError):
+                raise OptionError(f"--levels: expected numbers, got {list(self.levels)}") from None
             if any(not math.isfinite(x) for x in lv) or any(b <= a for a, b in itertools.pairwise(lv)):
                 raise OptionError(f"--levels: expected finite, strictly increasing thresholds, got {list(self.levels)}")
             if len(lv) > self.max_levels:
@@ -613,6 +618,11 @@ def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...]
     m = len(levels)
     thr = np.asarray(levels, dtype=np.float64)
     k = np.asarray(splits, dtype=np.int64)
+    product = math.prod(int(x) for x in splits)
+    if product > MAX_SPLIT_PRODUCT:
+        raise OptionError(f"RESTART: the splitting factors {list(splits)} multiply to {product:.3g}, more than "
+                          f"{MAX_SPLIT_PRODUCT:.3g} (a hit's weight would not be exact): give smaller factors or fewer "
+                          "levels")
     tail = np.ones(m + 1, dtype=np.int64)  # tail[c] = prod_{j > c} k_j (levels numbered 1..m)
     for c in range(m - 1, -1, -1):
         tail[c] = tail[c + 1] * k[c]

@@ -90,12 +90,14 @@ def _positive_int(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > 0
 
 
-def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend) -> None:
+def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend, *, what: str | None = None) -> None:
     """Refuse (:class:`StatisticsError`, with the figures and the option) a method planning more than
-    ``options.run_limit`` runs."""
+    ``options.run_limit`` runs (``what``: how they add up, for the message)."""
     if planned <= options.run_limit:
         return
-    if options.method == "sprt":
+    if what is not None:
+        why = f"{what} are {planned:,} runs"
+    elif options.method == "sprt":
         why = f"the SPRT may simulate up to max_runs = {planned:,} runs"
     elif options.runs is not None:
         why = f"--runs {planned:,} asks for {planned:,} runs"
@@ -365,8 +367,8 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
     t_sim = time.perf_counter() - t1
 
     estimate = k / n
-    if options.method in ("okamoto", "adaptive"):  # rounded outward: the float interval contains the exact one
-        lo, hi = max(0.0, _below(Fraction(k, n) - Fraction(eps))), min(1.0, _above(Fraction(k + u, n) + Fraction(eps)))
+    if options.method in ("okamoto", "adaptive"):
+        lo, hi = okamoto_interval(k, u, n, eps)
     elif options.method == "wilson":
         lo, hi = wilson(k, n, delta)[0], wilson(k + u, n, delta)[1]
     else:  # clopper-pearson, and the informative interval of the SPRT
@@ -374,10 +376,15 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
     if options.method != "sprt" and prop.threshold is not None:  # answered from the interval at its confidence
         threshold = prop.threshold
         satisfied = threshold_verdict(prop.comparison or ">=", threshold, lo, hi)
-    if u:
-        log.warning("%d of %d runs were undecided after %d steps; the interval counts them both ways", u, n, sim.max_steps)
+    outcome_notes = []
+    if u:  # in the result (every output shows it), not only in the log
+        outcome_notes.append(f"{u:,} of {n:,} runs were still undecided after --max-steps {sim.max_steps:,} steps: the "
+                             "interval counts them both ways (raise --max-steps to decide them)")
     if s:
-        log.warning("%d of %d runs stalled (the policy chose an unavailable action)", s, n)
+        outcome_notes.append(f"{s:,} of {n:,} runs stalled (the policy chose an unavailable action) and count as "
+                             "not satisfying the property")
+    for note in outcome_notes:
+        log.info("%s", note)
     if tally.h:
         log.info("%d of %d runs were decided false by graph analysis (a state from which no policy reaches the "
                  "target)", tally.h, n)
@@ -397,7 +404,7 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
                  "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
         settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
         versions=versions(), untaken_choices=untaken,
-        warnings=list(prop.notes) + ([forced_start] if forced_start else [])
+        warnings=list(prop.notes) + outcome_notes + ([forced_start] if forced_start else [])
         + ([untaken_message(untaken, "states of the model")] if untaken else []),
     )
 
@@ -418,6 +425,14 @@ class _Tally:
         self.u += int((res.outcome[cut] == UNDECIDED).sum())
         self.s += int(res.stalled[cut].sum())
         self.h += int(res.hopeless[cut].sum())
+
+
+def okamoto_interval(successes: int, undecided: int, runs: int, epsilon: float) -> tuple[float, float]:
+    """``[k/n - epsilon, (k+u)/n + epsilon]`` clipped to [0, 1], each end rounded outward to a float (computed
+    exactly): the float interval contains the exact one, so a verdict read from it is never the rounding's."""
+    lo = max(0.0, _below(Fraction(successes, runs) - Fraction(epsilon)))
+    hi = min(1.0, _above(Fraction(successes + undecided, runs) + Fraction(epsilon)))
+    return lo, hi
 
 
 def _below(x: Fraction) -> float:
