@@ -173,3 +173,18 @@ def test_splitting_guards(kw, match):
 
     with pytest.raises(OptionError, match=match):
         SplittingOptions(**kw).validate()
+
+
+def test_shown_interval_is_rounded_outward():
+    from rlverify.cli.simulate import shown_interval
+
+    # 0.4999996 shown as 0.500000 would contradict an "undecided" verdict for P >= 0.5
+    assert shown_interval((0.4999996, 0.7000004)) == "[0.499999, 0.700001]"
+    assert shown_interval((0.0, 1.0)) == "[0.000000, 1.000000]"
+
+
+def test_heatmap_runs_beyond_the_guard_refused(capsys, tmp_path):
+    code = main(["heatmap", "racetrack-barto-small-v1", "--runs", "1e9", "--out", str(tmp_path / "h.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "start cells x 1,000,000,000 runs" in err and "--run-limit" in err
+    assert not (tmp_path / "h.json").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,13 @@ def whole_number(text: str) -> int:
     return value
 
 
+def shown_interval(interval: tuple[float, float], digits: int = 6) -> str:
+    """``[lo, hi]`` with ``digits`` decimals, rounded outward (the shown interval contains the computed one)."""
+    scale = 10**digits
+    lo, hi = math.floor(interval[0] * scale) / scale, math.ceil(interval[1] * scale) / scale
+    return f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
 def constants_with_noise(constants: str | None, noise: float | None) -> str | None:
     """``--noise X`` as the benchmark parameter ``noise=X`` (one way to set it)."""
     if noise is None:
@@ -129,18 +137,18 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("model", escape(result.model))
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
     if result.decision is not None or method == "sprt":
-        verdict = {None: "no decision", "H0": f"P >= {result.threshold:g} (accept H0)",
-                   "H1": f"P < {result.threshold:g} (accept H1)"}[result.decision]
+        verdict = {None: "no decision", "H0": f"P >= {result.threshold!r} (accept H0)",
+                   "H1": f"P < {result.threshold!r} (accept H1)"}[result.decision]
         table.add_row("SPRT", f"{verdict}; alpha={args.alpha:g}, beta={args.beta:g}, indifference={args.indifference:g}")
     if result.verdict is not None:
         how = "by the SPRT" if method == "sprt" else f"from the interval at {result.confidence:.1%} confidence"
-        table.add_row("satisfied", f"{result.verdict} (P {result.comparison} {result.threshold:g}, {how})")
+        table.add_row("satisfied", f"{result.verdict} (P {result.comparison} {result.threshold!r}, {how})")
     table.add_row("estimate", f"{result.estimate:.6f}")
     if method == "sprt":
-        table.add_row("interval", f"[{result.interval[0]:.6f}, {result.interval[1]:.6f}] (informative only: "
+        table.add_row("interval", f"{shown_interval(result.interval)} (informative only: "
                                   "Clopper-Pearson after a sequential stop)")
     else:
-        table.add_row("interval", f"[{result.interval[0]:.6f}, {result.interval[1]:.6f}] at {result.confidence:.1%} "
+        table.add_row("interval", f"{shown_interval(result.interval)} at {result.confidence:.1%} "
                                   f"confidence ({result.method})")
     table.add_row("runs", f"{result.runs:,} ({result.successes:,} satisfied)")
     table.add_row("undecided", f"{result.undecided:,} (after {result.max_steps:,} steps)")
