@@ -188,3 +188,20 @@ def test_heatmap_runs_beyond_the_guard_refused(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 2 and "start cells x 1,000,000,000 runs" in err and "--run-limit" in err
     assert not (tmp_path / "h.json").exists()
+
+
+@pytest.mark.parametrize("epsilon", ["1e-300", "1e-160", "1e-10"])
+def test_a_tiny_epsilon_is_refused_not_a_crash(capsys, files, epsilon):
+    code, out, err = simulate(capsys, files, "--epsilon", epsilon)
+    assert code == 2 and out == "" and f"epsilon {float(epsilon):g} is too small" in err
+
+
+def test_intervals_stay_finite_for_a_tiny_delta():
+    from scipy.stats import beta
+
+    from rlverify.statistical.stats import clopper_pearson, wilson
+
+    lo, hi = wilson(5, 10, 1e-300)
+    assert 0.0 < lo < 0.5 < hi < 1.0  # z = 37.0: a wide but finite interval (ppf(1 - delta/2) would be inf)
+    lo, hi = clopper_pearson(5, 10, 1e-300)
+    assert 0.0 < lo < 0.5 < hi <= 1.0 and lo == pytest.approx(float(beta.ppf(5e-301, 5, 6)))
