@@ -268,7 +268,6 @@ class _Runner:
         n = len(keys)
         status = np.zeros(n, dtype=np.int8)
         deterministic = sim.mode == "deterministic"
-        renormalize = sim.unavailable == "renormalize"
         aidx = self.binding.action_index
         asked = None if self.forced is None else ~self.forced(states)
         if asked is not None and asked.all():
@@ -278,7 +277,7 @@ class _Runner:
         if not len(at):  # every run is in a forced state (e.g. a reset step drawing the start): no policy call
             col, surely = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         else:
-            col, surely = self._ask(at, None if asked is None else asked, keys, local, avail)
+            col, surely = self._ask(at, asked, keys, local, avail)
         if deterministic:
             surely = np.ones(len(col), dtype=bool)
         chosen = aidx[col]
