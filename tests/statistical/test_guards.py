@@ -205,3 +205,8 @@ def test_intervals_stay_finite_for_a_tiny_delta():
     assert 0.0 < lo < 0.5 < hi < 1.0  # z = 37.0: a wide but finite interval (ppf(1 - delta/2) would be inf)
     lo, hi = clopper_pearson(5, 10, 1e-300)
     assert 0.0 < lo < 0.5 < hi <= 1.0 and lo == pytest.approx(float(beta.ppf(5e-301, 5, 6)))
+
+
+def test_run_limit_with_rare_is_refused_not_ignored(capsys, files):
+    code, out, err = simulate(capsys, files, "--rare", "splitting", "--run-limit", "5")
+    assert code == 2 and "--run-limit" in err

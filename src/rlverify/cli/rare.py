@@ -18,7 +18,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 #: plain-simulation options that --rare does not use (it would silently ignore them otherwise)
-_PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01}
+_PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01, "run_limit": 100_000_000}
 
 
 def add_rare_arguments(p: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting
 
-    given = [f"--{k}" for k, default in _PLAIN_ONLY.items() if getattr(args, k, default) != default]
+    given = [f"--{k.replace('_', '-')}" for k, default in _PLAIN_ONLY.items() if getattr(args, k, default) != default]
     if given:
         raise OptionError(f"--rare splitting chooses its own runs and interval: {', '.join(given)} do not apply "
                           "(use --effort, --repetitions, --delta)")
