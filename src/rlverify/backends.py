@@ -271,7 +271,7 @@ def _connect(options: BackendOptions) -> Any:
         return ray
     try:
         ray.init(address=options.address, **kwargs)
-    except ray.exceptions.AuthenticationError as exc:
+    except _authentication_errors(ray) as exc:
         raise BackendError(_needs_token(options.address, exc)) from None
     except (ConnectionError, RuntimeError, TimeoutError) as exc:
         refused = _authentication_refused(options.address)
@@ -285,6 +285,12 @@ def _connect(options: BackendOptions) -> Any:
     return ray
 
 
+def _authentication_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's authentication error class (Ray >= 2.5x with token authentication), or nothing to catch."""
+    cls = getattr(ray.exceptions, "AuthenticationError", None)
+    return (cls,) if isinstance(cls, type) else ()
+
+
 def _authentication_refused(address: str) -> BaseException | None:
     """The :class:`ray.exceptions.AuthenticationError` the head at ``address`` answers a client without its token
     with (a direct probe of its GCS; None: it does not refuse for that, or the probe is not possible)."""
@@ -294,7 +300,7 @@ def _authentication_refused(address: str) -> BaseException | None:
         from ray._raylet import GcsClient
 
         GcsClient(address=address, cluster_id=None)
-    except ray.exceptions.AuthenticationError as exc:
+    except _authentication_errors(ray) as exc:
         return exc
     except Exception:  # noqa: BLE001  (a private API: any other failure means no answer about authentication)
         return None
