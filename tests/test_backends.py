@@ -302,3 +302,93 @@ def test_an_object_that_cannot_be_shipped_is_named(ray_runtime):
 
     with pytest.raises(BackendError, match="cannot ship this job to Ray workers.*export.*ONNX"):
         RayBackend(RAY).share(torch.jit.script(torch.nn.Linear(2, 2)))
+
+
+# ------------------------------------------------------------------------------------------ Ray failing
+
+KILLER_POLICY = '''
+import os, signal, time
+import numpy as np
+FEATURES = ["x"]
+ACTIONS = ["up", "stay"]
+DRIVER = os.getpid()
+TARGET = {target!r}
+
+
+def raylet():
+    pid = int(os.environ["RAY_RAYLET_PID"])  # set by Ray in its workers (they share the raylet's fate)
+    with open(f"/proc/{{pid}}/cmdline", "rb") as f:
+        assert b"raylet" in f.read().split(b"\\0")[0], "RAY_RAYLET_PID is not a raylet"
+    return pid
+
+
+def pi(s):
+    if os.getpid() != DRIVER:  # in a Ray worker: kill it, or the raylet that started it
+        os.kill(os.getpid() if TARGET == "worker" else raylet(), signal.SIGKILL)
+        time.sleep(120)  # the worker ends with its raylet
+    return np.tile([0.9, 0.1], (len(s), 1))
+'''
+
+SMALL_MODEL = """mdp
+module m
+  x : [0..3] init 0;
+  [up] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
+  [stay] true -> (x'=x);
+endmodule
+label "top" = x=3;
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,cause", [("worker", "a Ray worker process died while running a task, and again on "
+                                                     "each of its retries"),
+                                          ("raylet", "LocalRayletDiedError")])
+def test_a_dying_worker_or_raylet_is_one_line_and_stdout_stays_clean(tmp_path, target, cause):
+    """A real local Ray runtime whose worker is killed on every try (or whose raylet is killed): exit 2 with one line
+    naming what happened, no traceback; Ray's messages (8 KB of raylet logs) never reach stdout. (After its raylet
+    died, Ray's own exit handler may end the process with code 1 once rlverify has reported the cause.)"""
+    model, policy = tmp_path / "m.prism", tmp_path / "killer.py"
+    model.write_text(SMALL_MODEL)
+    policy.write_text(KILLER_POLICY.format(target=target))
+    res = run_cli(["simulate", str(model), "-p", 'P=? [F "top"]', "--policy", f"{policy}:pi", "--runs", "100",
+                   "--backend", "ray", "--json"], timeout=300, env={"RAY_num_cpus": "1"})
+    assert res.returncode == 2 or (target == "raylet" and res.returncode == 1), res.stderr[-3000:]
+    assert res.stdout == ""
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and cause in errors[0], res.stderr[-3000:]
+    assert "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+def test_a_head_that_requires_a_token_is_named(tmp_path):
+    """A real head started with token authentication: joining it without the token says so (not 'no cluster')."""
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    port = free_port()
+    temp = short_temp_dir("rla")
+    token = "rlverify-test-token-0123456789abcdef"
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    env.pop("RAY_AUTH_TOKEN_PATH", None)
+    head = subprocess.Popen([ray_cli, "start", "--head", f"--port={port}", "--include-dashboard=false",
+                             f"--temp-dir={temp}", "--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
+                             "--block"], env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # the head is up when it answers its owner (with the token)
+            status = subprocess.run([ray_cli, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True,
+                                    text=True, timeout=60)
+            if "1.0 CPU" in status.stdout:
+                break
+            assert head.poll() is None, "the Ray head exited while starting"
+            assert time.monotonic() < deadline, f"the Ray head did not come up:\n{status.stdout}{status.stderr}"
+            time.sleep(2)
+        res = run_cli(["abstract", "acc-v1", "-k", "1", "--backend", "ray", "--address", f"127.0.0.1:{port}", "--json"],
+                      timeout=120, env={"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": "", "HOME": str(tmp_path)})
+        assert res.returncode == 2, res.stderr[-3000:]
+        assert res.stdout == ""
+        assert f"--address 127.0.0.1:{port}: the Ray cluster there requires authentication" in res.stderr
+        assert "RAY_AUTH_TOKEN" in res.stderr and "no Ray cluster answered" not in res.stderr
+        assert "Traceback" not in res.stderr
+    finally:
+        stop_group(head)
+        shutil.rmtree(temp, ignore_errors=True)

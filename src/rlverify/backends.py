@@ -187,13 +187,39 @@ class RayBackend(Backend):
                     if on_result is not None:
                         on_result(index[ref], res)
         except ray.exceptions.RayTaskError as exc:
-            for ref in pending:
-                ray.cancel(ref)
+            _cancel(ray, pending)
             cause = getattr(exc, "cause", None)
             if isinstance(cause, RlverifyError):  # bad input found by a worker: the same error as locally
                 raise cause from None
             raise
+        except ray.exceptions.RayError as exc:  # Ray itself failed: a worker or the node died, an object was lost
+            _cancel(ray, pending)
+            raise BackendError(_ray_failure(exc)) from None
         return out
+
+
+def _cancel(ray: Any, refs: Sequence[Any]) -> None:
+    for ref in refs:
+        try:
+            ray.cancel(ref)
+        except Exception:  # noqa: BLE001  (the runtime may be gone already: nothing left to cancel)
+            pass
+
+
+def _ray_failure(exc: BaseException) -> str:
+    """One line naming what failed in Ray (not in the task's own code)."""
+    import ray
+
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    if isinstance(exc, ray.exceptions.WorkerCrashedError):
+        return ("a Ray worker process died while running a task, and again on each of its retries (killed, out of "
+                f"memory, or crashed: {type(exc).__name__}); the result would be incomplete, so there is none. "
+                "Check the workers' memory, or use --backend local")
+    if isinstance(exc, ray.exceptions.ActorDiedError | ray.exceptions.NodeDiedError | ray.exceptions.RaySystemError
+                  | ray.exceptions.ObjectLostError):
+        return (f"the Ray runtime failed while running tasks ({type(exc).__name__}: {first}): a node, its raylet or "
+                "an object was lost; the result would be incomplete, so there is none (rerun, or use --backend local)")
+    return f"Ray failed while running tasks ({type(exc).__name__}: {first}); rerun, or use --backend local"
 
 
 class _Shared:
@@ -237,6 +263,7 @@ def _connect(options: BackendOptions) -> Any:
         return ray
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
                               "configure_logging": False}
+    _errors_to_stderr()
     t0 = time.perf_counter()
     if options.address is None:
         ray.init(address="local", num_cpus=options.num_cpus, **kwargs)  # a new runtime, never one found running
@@ -244,13 +271,71 @@ def _connect(options: BackendOptions) -> Any:
         return ray
     try:
         ray.init(address=options.address, **kwargs)
+    except _authentication_errors(ray) as exc:
+        raise BackendError(_needs_token(options.address, exc)) from None
     except (ConnectionError, RuntimeError, TimeoutError) as exc:
+        refused = _authentication_refused(options.address)
+        if refused is not None:
+            raise BackendError(_needs_token(options.address, refused)) from None
         raise BackendError(f"--address {options.address}: no Ray cluster answered within "
                            f"{time.perf_counter() - t0:.0f} s ({type(exc).__name__}: {exc}); start one with "
                            "'ray start --head --port PORT' on the head node and pass --address HEAD:PORT, or drop "
                            "--address to start Ray on this machine") from None
     log.info("joined the Ray cluster at %s (%.1f s)", options.address, time.perf_counter() - t0)
     return ray
+
+
+def _authentication_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's authentication error class (Ray >= 2.5x with token authentication), or nothing to catch."""
+    cls = getattr(ray.exceptions, "AuthenticationError", None)
+    return (cls,) if isinstance(cls, type) else ()
+
+
+def _authentication_refused(address: str) -> BaseException | None:
+    """The :class:`ray.exceptions.AuthenticationError` the head at ``address`` answers a client without its token
+    with (a direct probe of its GCS; None: it does not refuse for that, or the probe is not possible)."""
+    import ray
+
+    try:
+        from ray._raylet import GcsClient
+
+        GcsClient(address=address, cluster_id=None)
+    except _authentication_errors(ray) as exc:
+        return exc
+    except Exception:  # noqa: BLE001  (a private API: any other failure means no answer about authentication)
+        return None
+    return None
+
+
+def _needs_token(address: str, exc: BaseException) -> str:
+    mode = os.environ.get("RAY_AUTH_MODE", "disabled")
+    first = (str(exc).strip().splitlines() or [""])[0].split(". Note:")[0][:200]
+    return (f"--address {address}: the Ray cluster there requires authentication ({first}); RAY_AUTH_MODE is "
+            f"'{mode}' here: set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or a file named by "
+            "RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token)")
+
+
+def _errors_to_stderr() -> None:
+    """Ray's driver prints the errors its raylets publish (a worker died, a task is retried, the raylet's last 20
+    log lines...) on stdout even with ``log_to_driver=False``; log them instead (stderr: the first line of each as a
+    warning, the rest at debug level), so that stdout holds only rlverify's output (e.g. --json)."""
+    try:
+        from ray._private import worker
+    except ImportError:  # pragma: no cover  (a Ray without this module: nothing to redirect)
+        return
+    if getattr(worker.print_to_stdstream, "_rlverify", False):
+        return
+
+    def to_log(data: dict[str, Any], ignore_prefix: bool) -> None:
+        source = data.get("pid", "ray")
+        for message in data.get("lines", ()):
+            lines = str(message).strip().splitlines() or [""]
+            log.warning("Ray (%s): %s%s", source, lines[0][:300], " [...]" if len(lines) > 1 else "")
+            if len(lines) > 1:
+                log.debug("Ray (%s), continued:\n%s", source, "\n".join(lines[1:]))
+
+    to_log._rlverify = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_log
 
 
 def _check_reachable(address: str, timeout: float) -> None:

@@ -208,6 +208,8 @@ class SplittingResult:
         decisions: steps over all estimation runs (policy rows evaluated, plus forced steps);
         pilot_decisions: the pilot's steps (not in ``decisions``).
         undecided, stalled: stage runs open after ``max_steps`` / whose policy chose an unavailable action.
+        hopeless: stage runs decided false at once by graph analysis of the explicit model (they reached a
+            state from which no policy can satisfy the property any more).
         seed, mode, max_steps, settings, versions, timings, warnings: as for the other results.
     """
 
@@ -243,6 +245,7 @@ class SplittingResult:
     warnings: list[str] = field(default_factory=list)
     untaken_choices: dict[str, int] = field(default_factory=dict)
     splits: tuple[int, ...] | None = None
+    hopeless: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (estimate, interval, confidence, relative_error, decisions, levels, ...)."""
@@ -272,6 +275,8 @@ class StatisticalResult:
             interval is then informative only: a Clopper–Pearson interval after a sequential stop).
         runs: simulated runs; successes: runs satisfying the property.
         undecided: runs undecided after ``max_steps``; stalled: runs whose policy chose an unavailable action.
+        hopeless: runs decided false at once by graph analysis of the explicit model: they reached a state
+            from which no policy can satisfy the property any more (``Pmax = 0``).
         seed: the seed (same seed, same result, whatever the batch size).
         epsilon, delta: the requested precision (``epsilon`` None for interval methods with fixed runs).
         decision: SPRT only: ``"H0"`` (``p >= theta + indifference``), ``"H1"`` (``p <= theta - indifference``) or None
@@ -314,6 +319,7 @@ class StatisticalResult:
     #: as ExactResult.warnings
     warnings: list[str] = field(default_factory=list)
     untaken_choices: dict[str, int] = field(default_factory=dict)
+    hopeless: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (keys estimate, interval, confidence, method, runs, undecided, stalled, seed, timings, ...)."""

@@ -19,6 +19,7 @@ coarser: see :class:`AbstractionOptions`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -124,21 +125,57 @@ class AbstractionOptions:
     backend: BackendOptions = BackendOptions()
 
 
+#: the most hit-and-run samples per refinement step accepted (memory grows with them)
+MAX_SAMPLES = 1_000_000
+#: the longest horizon accepted (steps)
+MAX_HORIZON = 10_000
+
+
+def _whole(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
 def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> None:
     """Raise an :class:`AbstractionError` naming the first bad setting."""
     h = options.horizon
     if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h <= 0:
         raise AbstractionError(f"horizon must be a positive integer number of steps, got {h!r}")
+    if h > MAX_HORIZON:
+        raise AbstractionError(f"horizon {h:,}: more than {MAX_HORIZON:,} steps, refused (the abstraction and its "
+                               "robust value iteration take time in every step)")
     if not (isinstance(options.phi, (int, float)) and 0.0 < float(options.phi) <= 1.0):
         raise AbstractionError(f"phi (maximum probability spread) must be in (0, 1], got {options.phi!r}")
     if options.domain not in ("box", "octagon", "template"):
         raise AbstractionError(f"domain must be 'box', 'octagon' or 'template', got {options.domain!r}")
     if options.milp not in ("auto", "always", "never"):
         raise AbstractionError(f"milp must be 'auto', 'always' or 'never', got {options.milp!r}")
-    if options.samples < 2:
-        raise AbstractionError(f"samples must be at least 2, got {options.samples}")
-    if not 0.0 <= options.min_split_fraction < 0.5:
-        raise AbstractionError(f"min_split_fraction must be in [0, 0.5), got {options.min_split_fraction}")
+    if not _whole(options.samples) or not 2 <= options.samples <= MAX_SAMPLES:
+        raise AbstractionError(f"samples (hit-and-run samples per refinement step) must be an integer in "
+                               f"[2, {MAX_SAMPLES:,}], got {options.samples!r}")
+    if not (isinstance(options.min_split_fraction, (int, float)) and 0.0 <= options.min_split_fraction < 0.5):
+        raise AbstractionError(f"min_split_fraction must be in [0, 0.5), got {options.min_split_fraction!r}")
+    if options.min_width is not None and not (isinstance(options.min_width, (int, float))
+                                              and 0.0 < options.min_width < math.inf):
+        raise AbstractionError(f"min_width must be a positive finite number (state units), got {options.min_width!r}")
+    if not (isinstance(options.milp_time_limit, (int, float)) and 0.0 < options.milp_time_limit < math.inf):
+        raise AbstractionError(f"milp_time_limit must be a positive finite number of seconds, got "
+                               f"{options.milp_time_limit!r}")
+    for name in ("max_parts", "max_states"):
+        value = getattr(options, name)
+        if not _whole(value) or value <= 0:
+            raise AbstractionError(f"{name} must be a positive integer, got {value!r}")
+    if not _whole(options.seed):
+        raise AbstractionError(f"seed must be an integer, got {options.seed!r}")
+    if options.template is not None:
+        try:
+            t = np.asarray(options.template, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise AbstractionError("template: expected rows of numbers, one direction per row") from None
+        if t.ndim != 2 or t.shape[1] != system.n or not np.isfinite(t).all():
+            raise AbstractionError(f"template: expected rows of {system.n} finite numbers (one direction over "
+                                   f"{list(system.variables)} per row), got {options.template!r}")
+    if options.initial is not None and not isinstance(options.initial, str):
+        initial_box(system, options)  # refuses bad bounds naming them
     if isinstance(options.chunk, bool) or not isinstance(options.chunk, (int, np.integer)) or options.chunk <= 0:
         raise AbstractionError(f"chunk must be a positive integer number of abstract states, got {options.chunk!r}")
     options.backend.validate()
@@ -179,6 +216,10 @@ def initial_box(system: ContinuousSystem, options: AbstractionOptions) -> tuple[
         if lo.shape != (system.n,) or hi.shape != (system.n,):
             raise DomainError(f"initial region bounds must have {system.n} values ({list(system.variables)}), "
                               f"got {lo.shape} and {hi.shape}")
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            i = int(np.argmax(~(np.isfinite(lo) & np.isfinite(hi))))
+            raise DomainError(f"initial region: the bounds of {system.variables[i]} must be finite numbers, got "
+                              f"[{lo[i]}, {hi[i]}]")
         if (lo > hi).any():
             i = int(np.argmax(lo > hi))
             raise DomainError(f"initial region: lower bound {lo[i]} of {system.variables[i]} exceeds upper bound {hi[i]}")

@@ -22,7 +22,11 @@ def register(sub: Any) -> argparse.ArgumentParser:
                                                "stress test; the same as -c noise=...)")
     p.add_argument("--epsilon", type=float, default=0.01, help="per-cell interval half-width (default 0.01)")
     p.add_argument("--delta", type=float, default=0.05, help="per-cell error probability (default 0.05)")
-    p.add_argument("--runs", type=int, help="runs per cell with Clopper-Pearson intervals instead of Okamoto")
+    from rlverify.cli.simulate import whole_number
+
+    p.add_argument("--runs", type=whole_number, help="runs per cell with Clopper-Pearson intervals instead of Okamoto")
+    p.add_argument("--run-limit", type=whole_number, default=100_000_000,
+                   help="refuse to plan more runs in all (cells x runs per cell) than this (default 100000000)")
     p.add_argument("--optimal", action="store_true", help="add Storm's optimal Pmax(goal) map and the gap map")
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
     p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
@@ -50,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     env = target.model
     options = StatisticalOptions(
         method="clopper-pearson" if args.runs else "okamoto", epsilon=args.epsilon, delta=args.delta, runs=args.runs,
+        run_limit=args.run_limit,
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size),
         backend=backend)
     with progress_bar("simulating") as bar:

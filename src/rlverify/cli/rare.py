@@ -14,7 +14,7 @@ from rlverify.cli.console import console, err_console
 from rlverify.errors import OptionError
 
 #: plain-simulation options that --rare does not use (it would silently ignore them otherwise)
-_PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01}
+_PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01, "run_limit": 100_000_000}
 
 
 def add_rare_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,7 +66,7 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting
 
-    given = [f"--{k}" for k, default in _PLAIN_ONLY.items() if getattr(args, k, default) != default]
+    given = [f"--{k.replace('_', '-')}" for k, default in _PLAIN_ONLY.items() if getattr(args, k, default) != default]
     if given:
         raise OptionError(f"--rare splitting chooses its own runs and interval: {', '.join(given)} do not apply "
                           "(use --effort, --repetitions, --delta)")
@@ -111,6 +111,9 @@ def render(result: Any) -> Table:
     if result.zero_repetitions:
         table.add_row("zero repetitions", f"{result.zero_repetitions} of {result.repetitions} (biased low in practice)")
     table.add_row("undecided / stalled", f"{result.undecided:,} / {result.stalled:,} stage runs")
+    if result.hopeless:
+        table.add_row("decided by graph analysis", f"{result.hopeless:,} stage runs reached a state from which no "
+                                                   "policy satisfies the property (counted false at once)")
     table.add_row("seed", str(result.seed))
     table.add_row("decisions", f"{result.decisions:,} (+ {result.pilot_decisions:,} in the pilot)")
     table.add_row("time", f"{result.timings['total']:.2f} s ({result.timings['decisions_per_second']:,.0f} decisions/s)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,11 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--delta", type=float, default=0.05, help="error probability; confidence 1-delta (default 0.05)")
     p.add_argument("--method", choices=METHODS, default=None,
                    help="okamoto (default), adaptive, clopper-pearson, wilson, or sprt (implied by --sprt)")
-    p.add_argument("--runs", type=int, help="a fixed number of runs for clopper-pearson (the default with --runs) or wilson")
+    p.add_argument("--runs", type=whole_number, help="a fixed number of runs for clopper-pearson (the default with --runs) "
+                                                      "or wilson (a whole number; 1e6 is read as 1000000)")
+    p.add_argument("--run-limit", type=whole_number, default=100_000_000,
+                   help="refuse to plan more runs than this (default 100000000): the guard on --runs and on the "
+                        "runs --epsilon/--delta need")
     p.add_argument("--sprt", type=float, metavar="THETA", help="test P >= THETA with Wald's SPRT")
     p.add_argument("--indifference", type=float, default=0.01, help="SPRT indifference half-width (default 0.01)")
     p.add_argument("--alpha", type=float, default=0.05, help="SPRT bound on wrongly rejecting P >= THETA")
@@ -52,6 +57,30 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_outputs(p, kinds=".json (the result)")
     p.set_defaults(run=run)
     return p
+
+
+def whole_number(text: str) -> int:
+    """A positive whole number from the command line: ``1000``, ``1_000`` or ``1e13`` (an integral value)."""
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'") from None
+        if not (x == x and abs(x) != float("inf")) or x != int(x):
+            raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'") from None
+        value = int(x)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'")
+    return value
+
+
+def shown_interval(interval: tuple[float, float], digits: int = 6) -> str:
+    """``[lo, hi]`` with ``digits`` decimals, rounded outward (the shown interval contains the computed one)."""
+    scale = 10**digits
+    lo, hi = math.floor(interval[0] * scale) / scale, math.ceil(interval[1] * scale) / scale
+    return f"[{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
 def constants_with_noise(constants: str | None, noise: float | None) -> str | None:
@@ -87,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         method = "clopper-pearson"  # a fixed number of runs: the exact interval
     options = StatisticalOptions(
         method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
+        run_limit=args.run_limit,
         indifference=args.indifference, alpha=args.alpha, beta=args.beta,
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
                                      batch_size=args.batch_size, unavailable=args.unavailable),
@@ -103,22 +133,25 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("model", result.model)
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
     if result.decision is not None or method == "sprt":
-        verdict = {None: "no decision", "H0": f"P >= {result.threshold:g} (accept H0)",
-                   "H1": f"P < {result.threshold:g} (accept H1)"}[result.decision]
+        verdict = {None: "no decision", "H0": f"P >= {result.threshold!r} (accept H0)",
+                   "H1": f"P < {result.threshold!r} (accept H1)"}[result.decision]
         table.add_row("SPRT", f"{verdict}; alpha={args.alpha:g}, beta={args.beta:g}, indifference={args.indifference:g}")
     if result.verdict is not None:
         how = "by the SPRT" if method == "sprt" else f"from the interval at {result.confidence:.1%} confidence"
-        table.add_row("satisfied", f"{result.verdict} (P {result.comparison} {result.threshold:g}, {how})")
+        table.add_row("satisfied", f"{result.verdict} (P {result.comparison} {result.threshold!r}, {how})")
     table.add_row("estimate", f"{result.estimate:.6f}")
     if method == "sprt":
-        table.add_row("interval", f"[{result.interval[0]:.6f}, {result.interval[1]:.6f}] (informative only: "
+        table.add_row("interval", f"{shown_interval(result.interval)} (informative only: "
                                   "Clopper-Pearson after a sequential stop)")
     else:
-        table.add_row("interval", f"[{result.interval[0]:.6f}, {result.interval[1]:.6f}] at {result.confidence:.1%} "
+        table.add_row("interval", f"{shown_interval(result.interval)} at {result.confidence:.1%} "
                                   f"confidence ({result.method})")
     table.add_row("runs", f"{result.runs:,} ({result.successes:,} satisfied)")
     table.add_row("undecided", f"{result.undecided:,} (after {result.max_steps:,} steps)")
     table.add_row("stalled", f"{result.stalled:,}")
+    if result.hopeless:
+        table.add_row("decided by graph analysis", f"{result.hopeless:,} runs reached a state from which no policy "
+                                                   "satisfies the property (counted false at once)")
     table.add_row("seed", str(result.seed))
     table.add_row("time", f"{result.timings['total']:.2f} s ({result.decisions:,} decisions, "
                           f"{result.timings['decisions_per_second']:,.0f}/s)")

@@ -4,7 +4,10 @@ PRISM style (``x=1 & !done``) and Python style (``x == 1 and not done``) both pa
 variables, numbers, ``true``/``false``, comparisons (chains too), ``& | !`` (``and or not``, on
 conditions), ``+ - * / // % **``, ``abs()``, ``min()``, ``max()``, ``a if c else b`` and parentheses.
 The text is parsed into a syntax tree and walked; nothing is executed. A division by zero in some
-state is an error (numpy would answer ``x % 0`` with 0), never a silent value.
+state is an error (numpy would answer ``x % 0`` with 0), never a silent value; so is an integer result
+beyond 64 bits (``2**64``: numpy would wrap it), a float overflow (``10.0**400``), a value that is not
+a real number (``(-8)**0.5``) and an expression nested more than :data:`MAX_DEPTH` deep. A negative
+integer power (``x**-1``) is a float, as in Python.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ _NODES = (ast.Expression, ast.Name, ast.Load, ast.Constant, ast.BoolOp, ast.And,
           ast.USub, ast.UAdd, ast.BinOp, ast.Compare, ast.IfExp, ast.Call, *_CMP, *_ARITH)
 
 Expression = Callable[[np.ndarray], np.ndarray]
+#: the deepest syntax tree accepted (nesting of operators and parentheses)
+MAX_DEPTH = 200
+_INT_LIMIT = 2.0**63  # |integer result| from here on does not fit int64
 
 
 def compile_expression(text: str, variables: Sequence[str], *, option: str, booleans: Sequence[str] = (),
@@ -49,11 +55,17 @@ def compile_expression(text: str, variables: Sequence[str], *, option: str, bool
     py = re.sub(r"\|\|?", " or ", py)
     py = re.sub(r"!(?!=)", " not ", py)
     py = re.sub(r"(?<![<>!=])=(?!=)", "==", py)
-    where = f"{option} {source!r}"
+    where = f"{option} {source!r}" if len(source) <= 200 else f"{option} {source[:100]!r}... ({len(source):,} characters)"
     try:
         tree = ast.parse(py.strip(), mode="eval")
     except SyntaxError as exc:
         raise OptionError(f"{where}: syntax error ({exc.msg}); use {ALLOWED}") from None
+    except (RecursionError, MemoryError):
+        raise OptionError(f"{where}: nested too deeply to parse (at most {MAX_DEPTH} levels)") from None
+    depth = syntax_depth(tree)
+    if depth > MAX_DEPTH:
+        raise OptionError(f"{where}: nested {depth} levels deep, more than {MAX_DEPTH} (split it, or use min()/max() "
+                          "with many arguments)")
     known = list(variables)
     for node in ast.walk(tree):
         call_ok = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords
@@ -70,6 +82,13 @@ def compile_expression(text: str, variables: Sequence[str], *, option: str, bool
                 and node.id not in _CONSTANTS:
             raise OptionError(f"{where}: unknown variable '{node.id}'{did_you_mean(node.id, known)}; "
                               f"the variables: {', '.join(known)}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, float) and not np.isfinite(node.value):
+                raise OptionError(f"{where}: the number '{ast.get_source_segment(py.strip(), node) or node.value}' "
+                                  "is too large for a float")
+            if isinstance(node.value, int) and not isinstance(node.value, bool) and abs(node.value) >= 2**63:
+                raise OptionError(f"{where}: the number {node.value} does not fit in 64 bits")
     flags = set(booleans)
 
     def evaluate(values: np.ndarray) -> np.ndarray:
@@ -103,8 +122,25 @@ def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
         left, right = _number(_eval(node.left, column, where)), _number(_eval(node.right, column, where))
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and (right == 0).any():
             raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (in some state)")
-        with np.errstate(over="ignore", invalid="ignore"):
-            return _ARITH[type(node.op)](left, right)
+        whole = left.dtype.kind in "iu" and right.dtype.kind in "iu"
+        if isinstance(node.op, ast.Pow):
+            if ((left == 0) & (right < 0)).any():
+                raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (0 to a negative power, in some state)")
+            if whole and (right < 0).any():  # a negative integer power is a fraction, as in Python
+                left, whole = left.astype(np.float64), False
+        op = _ARITH[type(node.op)]
+        if whole and not isinstance(node.op, (ast.Div, ast.Mod)):  # int64 arithmetic: refuse what would wrap
+            with np.errstate(all="ignore"):
+                approx = op(left.astype(np.float64), right.astype(np.float64))
+            if (np.abs(approx) >= _INT_LIMIT).any():
+                raise OptionError(f"{where}: '{ast.unparse(node)}' is beyond 64-bit integers (in some state); "
+                                  "write a float (e.g. 2.0**64) for an approximate value")
+        try:
+            with np.errstate(over="raise", invalid="raise", divide="raise"):
+                return op(left, right)
+        except FloatingPointError as exc:
+            what = "overflows a float" if "overflow" in str(exc) else "is not a real number"
+            raise OptionError(f"{where}: '{ast.unparse(node)}' {what} (in some state)") from None
     if isinstance(node, ast.Compare):
         left = _eval(node.left, column, where)
         out: Any = True
@@ -125,6 +161,17 @@ def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
     for a in args[1:]:
         out = _FUNCS[name](out, a)
     return out
+
+
+def syntax_depth(tree: ast.AST) -> int:
+    """The depth of ``tree`` (iteratively: a deep tree must not exhaust Python's stack)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if d <= MAX_DEPTH + 1:  # deeper is refused anyway
+            stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _condition(v: Any, where: str) -> np.ndarray:

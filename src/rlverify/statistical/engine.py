@@ -13,9 +13,12 @@ Semantics (as in the exact engine and the DSMC paper):
   engine does (:func:`~rlverify.models.dynamics.policy_weights`);
 * the property ``left U<=k right`` is decided on the fly: satisfied as soon as ``right`` holds,
   violated as soon as neither holds, or when the bound ``k`` is reached, or when the run sits in
-  an absorbing state where ``right`` is false, or when the policy surely takes an action that
-  surely leads back to the same state (the env's optional ``self_loops``: the run would stay there
-  forever); a run still undecided after ``max_steps`` steps is *undecided* (neither true nor false).
+  an absorbing state where ``right`` is false, or in a state from which no policy can reach ``right``
+  any more (the property's :attr:`~rlverify.statistical.properties.PathProperty.hopeless` states, found
+  by graph analysis of an explicit model; such runs are counted in ``hopeless``), or when the policy
+  surely takes an action that surely leads back to the same state (the env's optional ``self_loops``:
+  the run would stay there forever); a run still undecided after ``max_steps`` steps is *undecided*
+  (neither true nor false).
 
 Randomness is counter-based (:mod:`rlverify.statistical.rng`): run ``i`` uses the same random
 numbers whatever the batch size, so results depend only on the seed.
@@ -61,6 +64,13 @@ _POLICY_STREAM, _ENV_STREAM, _START_STREAM = 0, 1, 2
 #: a batch is cut between threads only if every part gets at least this many runs (smaller policy calls cost
 #: more per row than the overlap saves; the results are the same either way)
 MIN_PART_RUNS = 1024
+#: guards: the longest run (steps) and the largest batch (runs in lockstep) accepted
+MAX_STEPS = 10_000_000
+MAX_BATCH = 10_000_000
+
+
+def _positive_int(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > 0  # type: ignore[operator]
 
 
 @dataclass(frozen=True)
@@ -91,10 +101,20 @@ class SimulationOptions:
     def validate(self) -> None:
         if self.mode not in MODES:
             raise OptionError(f"--mode: expected one of {', '.join(MODES)}, got '{self.mode}'")
-        if int(self.max_steps) != self.max_steps or self.max_steps <= 0:
-            raise OptionError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps}")
-        if self.batch_size <= 0:
-            raise PropertyError(f"batch size must be positive, got {self.batch_size}")
+        if not _positive_int(self.max_steps):
+            raise OptionError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps!r}")
+        if self.max_steps > MAX_STEPS:
+            raise OptionError(f"--max-steps {self.max_steps:,}: more than {MAX_STEPS:,} steps per run, refused (every "
+                              "step of an open run is a policy call for its batch: a run that never decides would keep "
+                              "it going for days); runs still open after --max-steps are reported undecided")
+        if not _positive_int(self.batch_size):
+            raise OptionError(f"--batch-size: expected a positive integer, got {self.batch_size!r}")
+        if self.batch_size > MAX_BATCH:
+            raise OptionError(f"--batch-size {self.batch_size:,}: more than {MAX_BATCH:,} runs in lockstep, refused "
+                              "(memory grows with the batch: states, observations and the policy's output per run); "
+                              "the batch size never changes a result")
+        if not isinstance(self.seed, numbers.Integral) or isinstance(self.seed, bool):
+            raise OptionError(f"--seed: expected an integer, got {self.seed!r}")
         check_unavailable(self.unavailable)
         if isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral) or self.threads <= 0:
             raise OptionError(f"threads: expected a positive integer (1: one thread), got {self.threads!r}")
@@ -109,12 +129,15 @@ class RunOutcomes:
         stalled: ``(N,)`` bool, the run stalled (outcome 0).
         steps: ``(N,)`` int64, steps taken (policy decisions).
         recorded: label name -> ``(N,)`` bool value in the state where the run was decided/stopped.
+        hopeless: ``(N,)`` bool, the run was decided violated because it reached a state from which
+            ``right`` cannot be reached under any policy (outcome 0; the property's ``hopeless`` states).
     """
 
     outcome: np.ndarray
     stalled: np.ndarray
     steps: np.ndarray
     recorded: dict[str, np.ndarray]
+    hopeless: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -180,6 +203,7 @@ def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarra
     outcome = np.full(N, UNDECIDED, dtype=np.int8)
     stalled = np.zeros(N, dtype=bool)
     steps = np.zeros(N, dtype=np.int64)
+    hopeless = np.zeros(N, dtype=bool)
     recorded = {name: np.zeros(N, dtype=bool) for name in record}
     parts = int(options.threads) if isinstance(policy, BasePolicy) and policy.concurrent else 1
     if parts > 1 and min(N, options.batch_size) < 2 * MIN_PART_RUNS:
@@ -198,7 +222,7 @@ def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarra
         else:
             pick = np.asarray(start_of_run[a:b], dtype=np.int64)
         res = _simulate_batch(env, policy, prop, binding, starts[pick], keys, options, record, turn=turn)
-        outcome[a:b], stalled[a:b], steps[a:b] = res[0], res[1], res[2]
+        outcome[a:b], stalled[a:b], steps[a:b], hopeless[a:b] = res[0], res[1], res[2], res[4]
         for name in record:
             recorded[name][a:b] = res[3][name]
 
@@ -211,7 +235,7 @@ def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarra
     else:
         with ThreadPoolExecutor(parts, thread_name_prefix="rlverify-sim") as pool:
             _run_parts(pool, run, batches, on_batch)
-    return RunOutcomes(outcome=outcome, stalled=stalled, steps=steps, recorded=recorded)
+    return RunOutcomes(outcome=outcome, stalled=stalled, steps=steps, recorded=recorded, hopeless=hopeless)
 
 
 class _Cancelled(Exception):
@@ -288,6 +312,7 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
     outcome = np.full(n, UNDECIDED, dtype=np.int8)
     stalled = np.zeros(n, dtype=bool)
     steps = np.zeros(n, dtype=np.int64)  # set when a run is decided: the step count t at that moment
+    hopeless = np.zeros(n, dtype=bool)
     recorded = {name: np.zeros(n, dtype=bool) for name in record}
     active = np.arange(n)
     akeys = keys  # keys of the active runs, compacted with them
@@ -316,6 +341,11 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
         violated = ~right & (~left | env.terminal(states))
         if bound is not None and t >= bound:
             violated |= ~right
+        if prop.hopeless is not None:
+            doomed = prop.hopeless.evaluate(env, states) & ~violated & ~right
+            if doomed.any():
+                hopeless[active[doomed]] = True
+                violated |= doomed
         done = right | violated
         if t >= options.max_steps:
             done = np.ones(len(active), dtype=bool)
@@ -334,31 +364,34 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
         if asked is not None and asked.all():
             asked = None
         at = states if asked is None else states.take(np.flatnonzero(asked), axis=0)
-        if buf is not None:
-            obs = env.observe(at, out=buf[:len(at)])
-        else:
-            obs = env.observe(at)
-            obs = obs if all_columns else obs[:, columns]
         avail = env.available(states)
-        u = None
-        if not deterministic and not greedy:
-            u = uniforms(akeys if asked is None else akeys[asked], t, _POLICY_STREAM)
-        if fused and (not renormalize or avail is None):
-            with turn:
-                col, surely = policy.choose(obs, u)
+        if not len(at):  # every run is in a forced state (e.g. a reset step drawing the start): no policy call
+            col, surely = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         else:
-            with turn:
-                probs = policy.action_probabilities(obs)
-            probs = np.asarray(probs, dtype=np.float64)
-            if not fused:  # adapters validate their own output; a bare protocol object is checked here
-                validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
-            if renormalize and avail is not None:
-                probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, binding.action_index],
-                                          mode=options.mode, unavailable="renormalize",
-                                          where=lambda i: describe(at[i]) if describe is not None else at[i])
-            col, surely = choose_columns(probs, u)  # surely: the policy takes this action with probability 1
-        if deterministic:
-            surely = np.ones(len(col), dtype=bool)
+            if buf is not None:
+                obs = env.observe(at, out=buf[:len(at)])
+            else:
+                obs = env.observe(at)
+                obs = obs if all_columns else obs[:, columns]
+            u = None
+            if not deterministic and not greedy:
+                u = uniforms(akeys if asked is None else akeys[asked], t, _POLICY_STREAM)
+            if fused and (not renormalize or avail is None):
+                with turn:
+                    col, surely = policy.choose(obs, u)
+            else:
+                with turn:
+                    probs = policy.action_probabilities(obs)
+                probs = np.asarray(probs, dtype=np.float64)
+                if not fused:  # adapters validate their own output; a bare protocol object is checked here
+                    validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
+                if renormalize and avail is not None:
+                    probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, binding.action_index],
+                                              mode=options.mode, unavailable="renormalize",
+                                              where=lambda i: describe(at[i]) if describe is not None else at[i])
+                col, surely = choose_columns(probs, u)  # surely: the policy takes this action with probability 1
+            if deterministic:
+                surely = np.ones(len(col), dtype=bool)
         chosen = col if action_index is None else action_index[col]
         if asked is None:
             actions, sure = chosen, surely
@@ -397,7 +430,7 @@ def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: n
                     break
         states = env.step(states, actions, uniforms(akeys, t, _ENV_STREAM))
         t += 1
-    return outcome, stalled, steps, recorded
+    return outcome, stalled, steps, recorded, hopeless
 
 
 def _takes_out(env: object) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 from rlverify.errors import PolicyError, PropertyError, did_you_mean
 from rlverify.models.dynamics import choice_table
 from rlverify.models.explicit import ExplicitModel
+from rlverify.statistical.properties import StateFormula
 
 
 @runtime_checkable
@@ -137,3 +138,35 @@ class ExplicitEnv:
 
     def terminal(self, states: np.ndarray) -> np.ndarray:
         return self.table.absorbing[states]
+
+    def steps_to(self, left: StateFormula, right: StateFormula) -> np.ndarray:
+        """``(S,)`` float64: the least number of steps from each state to a ``right`` state along states where
+        ``left`` holds and ``right`` does not (absorbing ones excepted), over every choice of the MDP whatever the
+        policy (graph analysis: positive transitions only); ``inf`` where no ``right`` state can be reached at all
+        (``Pmax(left U right) = 0``: no policy, no chance reaches it from there)."""
+        import scipy.sparse as sp
+        from scipy.sparse.csgraph import shortest_path
+
+        model = self.model
+        S = model.num_states
+        states = np.arange(S)
+        target = right.evaluate(self, states)
+        through = left.evaluate(self, states) & ~target & ~self.terminal(states)
+        P = model.transitions.tocoo()
+        positive = P.data > 0
+        owner = model.choice_states()[P.row[positive]]
+        succ = P.col[positive].astype(np.int64)
+        passes = through[owner]
+        seeds = np.flatnonzero(target)
+        # reversed edges successor -> owner (owners that may be passed through), and a source S -> every target
+        rows = np.concatenate([succ[passes], np.full(len(seeds), S, dtype=np.int64)])
+        cols = np.concatenate([owner[passes], seeds])
+        graph = sp.csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)), shape=(S + 1, S + 1))
+        dist = shortest_path(graph, method="D", directed=True, unweighted=True, indices=S)
+        return np.asarray(dist[:S], dtype=np.float64) - 1.0  # inf stays inf
+
+
+def hopeless_states(env: ExplicitEnv, left: StateFormula, right: StateFormula) -> StateFormula:
+    """The states from which ``left U right`` cannot hold under any policy (``Pmax = 0``, :meth:`ExplicitEnv.steps_to`)
+    as a state formula: a run there is decided false at once (it could only wander until ``max_steps``)."""
+    return StateFormula("mask", (np.isinf(env.steps_to(left, right)),))

@@ -19,7 +19,7 @@ from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions,
 from rlverify.statistical.properties import parse_path_property
 from rlverify.statistical.results import HeatmapResult
 from rlverify.statistical.stats import clopper_pearson, okamoto_runs
-from rlverify.statistical.verify import SimulationJob, StatisticalOptions, simulate_runs, task_runs
+from rlverify.statistical.verify import SimulationJob, StatisticalOptions, check_run_limit, simulate_runs, task_runs
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +67,25 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
             progress(done, total)
 
     backend = open_backend(options.backend)
+    check_run_limit(total, options, backend, what=f"{M:,} start cells x {n:,} runs")
     t_sim0 = time.perf_counter()
     # run i starts in cell i // n: tasks are ranges of run indices, fixed before any runs
     shared = backend.share(SimulationJob(env, policy, prop, binding, starts, sim, ("crashed",), runs_per_start=n))
-    res = simulate_runs(backend, shared, 0, total, task_runs(backend, total, sim.batch_size,
-                                                             options.backend.tasks_per_worker),
-                        on_task=on_batch, record=("crashed",))
+    tpw = options.backend.tasks_per_worker
+    size = task_runs(backend, total, sim.batch_size, tpw)
+    k, c, u, s = (np.zeros(M, dtype=np.int64) for _ in range(4))
+    decisions = 0
+    first = 0
+    while first < total:  # in rounds: per-cell counts only, memory does not grow with the runs
+        count = min(size * backend.workers * tpw, total - first)
+        res = simulate_runs(backend, shared, first, first + count, size, on_task=on_batch, record=("crashed",))
+        cell_of = np.arange(first, first + count, dtype=np.int64) // n
+        for acc, hit in ((k, res.outcome == SATISFIED), (c, res.recorded["crashed"]), (u, res.outcome == UNDECIDED),
+                         (s, res.stalled)):
+            acc += np.bincount(cell_of[hit], minlength=M)
+        decisions += int(res.steps.sum())
+        first += count
     t_sim = time.perf_counter() - t_sim0
-    cell_of = np.arange(total, dtype=np.int64) // n
-    k = np.bincount(cell_of, weights=res.outcome == SATISFIED, minlength=M).astype(np.int64)
-    c = np.bincount(cell_of, weights=res.recorded["crashed"], minlength=M).astype(np.int64)
-    u = np.bincount(cell_of, weights=res.outcome == UNDECIDED, minlength=M).astype(np.int64)
-    s = np.bincount(cell_of, weights=res.stalled, minlength=M).astype(np.int64)
     if options.method == "okamoto":
         gi = np.stack([np.maximum(k / n - eps, 0), np.minimum((k + u) / n + eps, 1)], axis=1)
         ci = np.stack([np.maximum(c / n - eps, 0), np.minimum((c + u) / n + eps, 1)], axis=1)
@@ -94,7 +101,6 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
         opt = pmax_goal(env, cells)
         timings["optimal"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
-    decisions = int(res.steps.sum())
     timings["decisions_per_second"] = decisions / t_sim if t_sim > 0 else float("inf")
     return HeatmapResult(
         benchmark=benchmark or env.name, policy=getattr(policy, "name", None), noise=float(env.noise), cells=cells,

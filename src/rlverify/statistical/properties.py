@@ -71,6 +71,9 @@ class PathProperty:
         bound: step bound ``k`` (None: unbounded).
         threshold: ``theta`` of ``P>=theta [...]`` (None for ``P=?``); comparison one of ``>=, >, <=, <``.
         notes: how the property was read, for every result to say (``Property.notes``).
+        hopeless: states from which ``right`` cannot be reached through ``left`` under any policy (graph
+            analysis of an explicit model, :func:`~rlverify.statistical.envs.hopeless_states`): a run there is
+            decided false at once; None: not known (native environments).
     """
 
     text: str
@@ -80,6 +83,7 @@ class PathProperty:
     threshold: float | None = None
     comparison: str | None = None
     notes: tuple[str, ...] = ()
+    hopeless: StateFormula | None = None
 
 
 def unsupported(text: str, what: str) -> PropertyError:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -62,6 +63,8 @@ _POLICY_STREAM, _ENV_STREAM, _START_STREAM, _RESAMPLE_STREAM = 0, 1, 2, 3
 _PILOT_REPETITION = 1 << 40  # key index of the pilot (estimation repetitions are 0 .. R-1)
 #: outcomes of a stage run
 CROSSED, FAILED, STALLED, UNDECIDED = 1, 0, 2, -1
+#: RESTART: the largest product of splitting factors (a target hit's weight; exact in int64 and float64)
+MAX_SPLIT_PRODUCT = 2**53
 _MOVED, _STUCK = 0, 3  # statuses of one step besides STALLED (a stuck run surely loops forever: it is violated)
 
 Importance = Callable[[np.ndarray], np.ndarray]
@@ -122,19 +125,32 @@ class SplittingOptions:
             if self.levels is None or len(self.splits) != len(self.levels):
                 raise OptionError(f"splits: one splitting factor per level needed ({len(self.levels or ())} levels given, "
                                   f"{len(self.splits)} factors)")
-            if any(int(k) != k or k < 1 for k in self.splits):
+            if any(not _whole(k) or k < 1 for k in self.splits):
                 raise OptionError(f"splits: splitting factors must be positive integers, got {list(self.splits)}")
-        if int(self.effort) != self.effort or self.effort < 1:
-            raise OptionError(f"--effort: runs per level must be a positive integer, got {self.effort}")
-        if int(self.repetitions) != self.repetitions or self.repetitions < 2:
-            raise OptionError(f"--repetitions: the interval needs at least 2 independent repetitions, got {self.repetitions}")
+        if not _whole(self.effort) or self.effort < 1:
+            raise OptionError(f"--effort: runs per level must be a positive integer, got {self.effort!r}")
+        if not _whole(self.repetitions) or self.repetitions < 2:
+            raise OptionError(f"--repetitions: the interval needs at least 2 independent repetitions, got {self.repetitions!r}")
+        if not _whole(self.max_live) or self.max_live < 1:
+            raise OptionError(f"max_live: expected a positive integer, got {self.max_live!r}")
+        if self.effort * self.repetitions > self.max_live:
+            raise OptionError(f"--effort {self.effort:,} x --repetitions {self.repetitions:,} = "
+                              f"{self.effort * self.repetitions:,} runs per stage, more than max_live={self.max_live:,} "
+                              "(every stage keeps all its runs in memory, about 100 bytes each); lower --effort or "
+                              "--repetitions")
         check_unit("delta", self.delta)
-        if self.pilot_effort is not None and self.pilot_effort < 1:
-            raise OptionError(f"pilot_effort must be a positive integer, got {self.pilot_effort}")
+        if self.pilot_effort is not None and (not _whole(self.pilot_effort) or not 1 <= self.pilot_effort <= self.max_live):
+            raise OptionError(f"pilot_effort must be a positive integer up to max_live={self.max_live:,}, got "
+                              f"{self.pilot_effort!r}")
+        if not _whole(self.max_levels) or self.max_levels < 0:
+            raise OptionError(f"max_levels: expected a non-negative integer, got {self.max_levels!r}")
         if not 0.0 < self.pilot_fraction < 1.0:
             raise OptionError(f"pilot_fraction must be in (0, 1), got {self.pilot_fraction}")
         if self.levels is not None:
-            lv = [float(x) for x in self.levels]
+            try:
+                lv = [float(x) for x in self.levels]
+            except (TypeError, ValueError):
+                raise OptionError(f"--levels: expected numbers, got {list(self.levels)}") from None
             if any(not math.isfinite(x) for x in lv) or any(b <= a for a, b in itertools.pairwise(lv)):
                 raise OptionError(f"--levels: expected finite, strictly increasing thresholds, got {list(self.levels)}")
             if len(lv) > self.max_levels:
@@ -142,6 +158,10 @@ class SplittingOptions:
         if not (isinstance(self.importance, str) or callable(self.importance)):
             raise OptionError(f"--importance: expected an expression, 'auto' or a callable, got {self.importance!r}")
         self.simulation.validate()
+
+
+def _whole(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -160,26 +180,7 @@ def compile_importance(text: str, features: Sequence[str]) -> Importance:
 def graph_distance_importance(env: ExplicitEnv, prop: PathProperty) -> np.ndarray:
     """``(S,)`` float64: minus the least number of steps from each state to a ``right`` state through ``left``
     states (over every choice of the explicit MDP, whatever the policy); ``-inf`` where none is reachable."""
-    import scipy.sparse as sp
-
-    model = env.model
-    S = model.num_states
-    states = np.arange(S)
-    right = prop.right.evaluate(env, states)
-    through = prop.left.evaluate(env, states) & ~right & ~env.terminal(states)
-    P = model.transitions.tocoo()
-    owner = np.repeat(np.arange(S), np.diff(model.row_groups))[P.row]
-    succ = sp.csr_matrix((np.ones(len(owner)), (owner, P.col)), shape=(S, S))  # state -> successor, any choice
-    dist = np.full(S, np.inf)
-    frontier = right.copy()
-    dist[frontier] = 0.0
-    d = 0
-    while frontier.any():
-        d += 1
-        new = (succ @ frontier.astype(np.float64) > 0) & through & np.isinf(dist)
-        dist[new] = d
-        frontier = new
-    return -dist
+    return -env.steps_to(prop.left, prop.right)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -196,6 +197,7 @@ class _Stage:
     t: np.ndarray
     peak: np.ndarray
     steps: int
+    hopeless: int = 0  # runs failed because they reached a state from which no policy reaches `right`
 
 
 class _Runner:
@@ -228,27 +230,34 @@ class _Runner:
         peak = np.full(n, -np.inf)
         ent_s = np.empty_like(states)
         ent_t = np.zeros(n, dtype=np.int64)
-        steps = 0
+        steps = hopeless = 0
         for b0 in range(0, n, B):
             sl = slice(b0, min(n, b0 + B))
-            o, s_, t_, pk, st = self._batch(states[sl], t[sl].copy(), keys[sl], threshold, track_peak)
+            o, s_, t_, pk, st, h = self._batch(states[sl], t[sl].copy(), keys[sl], threshold, track_peak)
             outcome[sl], ent_s[sl], ent_t[sl], peak[sl] = o, s_, t_, pk
             steps += st
+            hopeless += h
         hit = outcome == CROSSED
-        return _Stage(outcome, ent_s[hit], ent_t[hit], peak, steps)
+        return _Stage(outcome, ent_s[hit], ent_t[hit], peak, steps, hopeless)
 
-    def classify(self, states: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(violated, value)`` ``(N,)``: the run is decided as violated (``left`` false, an absorbing state, the step
-        bound reached), and the level value (+inf where ``right`` holds, -inf where violated, else the importance)."""
+    def classify(self, states: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(violated, value, hopeless)`` ``(N,)``: the run is decided as violated (``left`` false, an absorbing state,
+        the step bound reached, a state from which no policy reaches ``right``: the property's ``hopeless`` states),
+        the level value (+inf where ``right`` holds, -inf where violated, else the importance), and whether it was
+        violated only for being hopeless."""
         env, prop = self.env, self.prop
         right = prop.right.evaluate(env, states)
         left = prop.left.evaluate(env, states)
         violated = ~right & (~left | env.terminal(states))
         if prop.bound is not None:
             violated |= ~right & (t >= prop.bound)
+        doomed = np.zeros(len(violated), dtype=bool)
+        if prop.hopeless is not None:
+            doomed = prop.hopeless.evaluate(env, states) & ~violated & ~right
+            violated |= doomed
         value = np.where(violated, -np.inf, self.imp(states))
         value[right] = np.inf
-        return violated, value
+        return violated, value, doomed
 
     def act(self, states: np.ndarray, keys: np.ndarray, local: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One step of undecided runs: the policy is called once on all of them (the simulator's rules: forced states,
@@ -259,31 +268,16 @@ class _Runner:
         n = len(keys)
         status = np.zeros(n, dtype=np.int8)
         deterministic = sim.mode == "deterministic"
-        renormalize = sim.unavailable == "renormalize"
         aidx = self.binding.action_index
         asked = None if self.forced is None else ~self.forced(states)
         if asked is not None and asked.all():
             asked = None
         at = states if asked is None else states[asked]
-        obs = env.observe(at)
-        obs = obs if self.all_columns else obs[:, self.binding.feature_columns]
         avail = env.available(states)
-        u = None
-        if not deterministic and not self.greedy:
-            u = uniforms(keys if asked is None else keys[asked], local, _POLICY_STREAM)
-        if self.fused and (not renormalize or avail is None):
-            col, surely = self.policy.choose(obs, u)  # type: ignore[attr-defined]
+        if not len(at):  # every run is in a forced state (e.g. a reset step drawing the start): no policy call
+            col, surely = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         else:
-            probs = np.asarray(self.policy.action_probabilities(obs), dtype=np.float64)
-            if not self.fused:
-                validate_probabilities(probs, len(at), len(self.policy.actions),
-                                       source=getattr(self.policy, "name", type(self.policy).__name__))
-            if renormalize and avail is not None:
-                describe = self.describe
-                probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, aidx],
-                                          mode=sim.mode, unavailable="renormalize",
-                                          where=lambda i: describe(at[i]) if describe is not None else at[i])
-            col, surely = choose_columns(probs, u)
+            col, surely = self._ask(at, asked, keys, local, avail)
         if deterministic:
             surely = np.ones(len(col), dtype=bool)
         chosen = aidx[col]
@@ -305,6 +299,29 @@ class _Runner:
             else states[:0]
         return status, moved, succ
 
+    def _ask(self, at: np.ndarray, asked: np.ndarray | None, keys: np.ndarray, local: int,
+             avail: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The policy's choice (column, surely) for the run states ``at`` (at least one) where it is asked."""
+        sim = self.sim
+        aidx = self.binding.action_index
+        obs = self.env.observe(at)
+        obs = obs if self.all_columns else obs[:, self.binding.feature_columns]
+        u = None
+        if sim.mode != "deterministic" and not self.greedy:
+            u = uniforms(keys if asked is None else keys[asked], local, _POLICY_STREAM)
+        if self.fused and (sim.unavailable != "renormalize" or avail is None):
+            return self.policy.choose(obs, u)  # type: ignore[attr-defined]
+        probs = np.asarray(self.policy.action_probabilities(obs), dtype=np.float64)
+        if not self.fused:
+            validate_probabilities(probs, len(at), len(self.policy.actions),
+                                   source=getattr(self.policy, "name", type(self.policy).__name__))
+        if sim.unavailable == "renormalize" and avail is not None:
+            describe = self.describe
+            probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, aidx],
+                                      mode=sim.mode, unavailable="renormalize",
+                                      where=lambda i: describe(at[i]) if describe is not None else at[i])
+        return choose_columns(probs, u)
+
     def _batch(self, states: np.ndarray, t: np.ndarray, keys: np.ndarray, threshold: float, track_peak: bool):
         sim = self.sim
         n = len(keys)
@@ -313,9 +330,10 @@ class _Runner:
         ent_s, ent_t = states.copy(), t.copy()
         active = np.arange(n)
         local = 0  # steps taken in this stage (selects the random numbers together with the run key)
-        steps = 0
+        steps = hopeless = 0
         while len(active):
-            violated, value = self.classify(states, t)
+            violated, value, doomed = self.classify(states, t)
+            hopeless += int(doomed.sum())
             if track_peak:
                 np.maximum.at(peak, active, value)
             crossed = value >= threshold
@@ -336,7 +354,7 @@ class _Runner:
             active, t, keys = active[moved], t[moved] + 1, keys[moved]
             steps += len(moved)
             local += 1
-        return outcome, ent_s, ent_t, peak, steps
+        return outcome, ent_s, ent_t, peak, steps, hopeless
 
 
 # ------------------------------------------------------------------------------------------------
@@ -449,13 +467,13 @@ def verify_splitting(target: Any, property_text: str | Property, policy: Policy,
     if options.method == "splitting":
         fe = _fixed_effort(runner, levels, reps, n, base, initial, progress)
         products, fractions, hits_total = np.prod(fe.fractions, axis=1), fe.fractions, fe.hits
-        decisions, undecided, stalled, splits = fe.steps, fe.undecided, fe.stalled, None
+        decisions, undecided, stalled, hopeless, splits = fe.steps, fe.undecided, fe.stalled, fe.hopeless, None
     else:
         levels, splits, steps_k = _restart_levels(runner, levels, options, base, initial, starts, warnings)
         pilot_decisions += steps_k
         rs = _restart(runner, levels, splits, reps, n, base, initial, options.max_live, progress)
         products, hits_total = rs.products, rs.hits
-        decisions, undecided, stalled = rs.steps, rs.undecided, rs.stalled
+        decisions, undecided, stalled, hopeless = rs.steps, rs.undecided, rs.stalled, rs.hopeless
         fractions = np.zeros((R, 0))
     t_sim = time.perf_counter() - t2
 
@@ -495,7 +513,8 @@ def verify_splitting(target: Any, property_text: str | Property, policy: Policy,
         std_error=se, relative_error=rel, repetitions=R, effort=n, levels=tuple(levels), levels_from=levels_from,
         level_probabilities=tuple(float(x) for x in fractions.mean(axis=0)), level_hits=tuple(int(h) for h in hits_total),
         repetition_estimates=tuple(float(x) for x in products), zero_repetitions=zero, decisions=int(decisions),
-        pilot_decisions=int(pilot_decisions), undecided=undecided, stalled=stalled, seed=sim.seed, mode=sim.mode,
+        pilot_decisions=int(pilot_decisions), undecided=undecided, stalled=stalled, hopeless=hopeless, seed=sim.seed,
+        mode=sim.mode,
         max_steps=sim.max_steps, importance=importance_text, model=model_name,
         policy=getattr(policy, "name", type(policy).__name__),
         timings={"prepare": t_prep, "pilot": t_pilot, "simulate": t_sim, "total": time.perf_counter() - t0,
@@ -511,6 +530,7 @@ class _FixedEffort:
     steps: int
     undecided: int
     stalled: int
+    hopeless: int
 
 
 def _fixed_effort(runner: _Runner, levels: Sequence[float], reps: np.ndarray, n: int, base: np.uint64,
@@ -523,12 +543,13 @@ def _fixed_effort(runner: _Runner, levels: Sequence[float], reps: np.ndarray, n:
     fractions = np.zeros((R, len(thresholds)))
     hits_total = [0] * len(thresholds)
     alive = np.ones(R, dtype=bool)  # repetitions with a hit at every stage so far
-    decisions = undecided = stalled = 0
+    decisions = undecided = stalled = hopeless = 0
     for j, thr in enumerate(thresholds):
         rep_of = np.repeat(np.arange(R)[alive], n)
         keys = _stage_keys(base, reps[alive], j, n)
         res = runner.run(states, t, keys, thr)
         decisions += res.steps
+        hopeless += res.hopeless
         undecided += int((res.outcome == UNDECIDED).sum())
         stalled += int((res.outcome == STALLED).sum())
         crossed = res.outcome == CROSSED
@@ -552,7 +573,7 @@ def _fixed_effort(runner: _Runner, levels: Sequence[float], reps: np.ndarray, n:
         if not alive.any():
             break
         states, t = np.concatenate(nxt_s), np.concatenate(nxt_t)
-    return _FixedEffort(fractions, hits_total, decisions, undecided, stalled)
+    return _FixedEffort(fractions, hits_total, decisions, undecided, stalled, hopeless)
 
 
 def _restart_levels(runner: _Runner, levels: tuple[float, ...], options: SplittingOptions, base: np.uint64,
@@ -582,6 +603,7 @@ class _Restart:
     steps: int
     undecided: int
     stalled: int
+    hopeless: int
 
 
 def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...], reps: np.ndarray, n: int,
@@ -595,6 +617,11 @@ def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...]
     m = len(levels)
     thr = np.asarray(levels, dtype=np.float64)
     k = np.asarray(splits, dtype=np.int64)
+    product = math.prod(int(x) for x in splits)
+    if product > MAX_SPLIT_PRODUCT:
+        raise OptionError(f"RESTART: the splitting factors {list(splits)} multiply to {product:.3g}, more than "
+                          f"{MAX_SPLIT_PRODUCT:.3g} (a hit's weight would not be exact): give smaller factors or fewer "
+                          "levels")
     tail = np.ones(m + 1, dtype=np.int64)  # tail[c] = prod_{j > c} k_j (levels numbered 1..m)
     for c in range(m - 1, -1, -1):
         tail[c] = tail[c + 1] * k[c]
@@ -603,14 +630,15 @@ def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...]
     keys = _stage_keys(base, reps, _RESTART_STAGE, n)
     rep = np.repeat(np.arange(R), n)
     birth = np.zeros(len(keys), dtype=np.int64)
-    _, value = runner.classify(states, t)
+    _, value, _ = runner.classify(states, t)
     region = np.searchsorted(thr, value, side="right")  # thresholds at or below the level value
     hits = np.zeros(R, dtype=np.float64)
     crossings = np.zeros(m + 1, dtype=np.int64)
-    steps = undecided = stalled = 0
+    steps = undecided = stalled = hopeless = 0
     local = 0
     while len(keys):
-        violated, value = runner.classify(states, t)
+        violated, value, doomed = runner.classify(states, t)
+        hopeless += int(doomed.sum())
         new_region = np.searchsorted(thr, value, side="right")
         target = np.isposinf(value)
         if target.any():
@@ -652,7 +680,7 @@ def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...]
         local += 1
     if progress:
         progress(1, 1)
-    return _Restart(hits / (n * tail[0]), [int(x) for x in crossings], steps, undecided, stalled)
+    return _Restart(hits / (n * tail[0]), [int(x) for x in crossings], steps, undecided, stalled, hopeless)
 
 
 def _importance(env: Any, prop: PathProperty, spec: str | Importance) -> tuple[Callable[[np.ndarray], np.ndarray], str]:

@@ -30,7 +30,11 @@ def okamoto_runs(epsilon: float, delta: float) -> int:
     With ``n`` runs, ``P(|p_hat - p| > epsilon) < delta`` for every ``p``.
     """
     epsilon, delta = check_unit("epsilon", epsilon), check_unit("delta", delta)
-    return int(math.ceil(math.log(2.0 / delta) / (2.0 * epsilon * epsilon)))
+    n = math.log(2.0 / delta) / (2.0 * epsilon * epsilon) if epsilon > 1e-150 else math.inf
+    if not n < 2.0**62:
+        raise StatisticsError(f"epsilon {epsilon:g} is too small: Okamoto's bound ln(2/delta)/(2 epsilon^2) asks for "
+                              f"{f'{n:.3g}' if math.isfinite(n) else 'more than 1e300'} runs; give a larger epsilon")
+    return int(math.ceil(n))
 
 
 def adaptive_runs(p_hat: float, epsilon: float, delta: float) -> int:
@@ -57,7 +61,7 @@ def clopper_pearson(successes: int, runs: int, delta: float) -> tuple[float, flo
     delta = check_unit("delta", delta)
     k, n = _counts(successes, runs)
     lo = 0.0 if k == 0 else float(beta.ppf(delta / 2.0, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1.0 - delta / 2.0, k + 1, n - k))
+    hi = 1.0 if k == n else float(beta.isf(delta / 2.0, k + 1, n - k))  # isf: accurate for a tiny delta
     return lo, hi
 
 
@@ -67,7 +71,7 @@ def wilson(successes: int, runs: int, delta: float) -> tuple[float, float]:
 
     delta = check_unit("delta", delta)
     k, n = _counts(successes, runs)
-    z = float(norm.ppf(1.0 - delta / 2.0))
+    z = float(norm.isf(delta / 2.0))  # isf: finite and accurate for a tiny delta (ppf(1 - delta/2) rounds to 1)
     p = k / n
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -19,7 +22,7 @@ from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
 from rlverify.results import versions
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, Binding, RunOutcomes, SimulationOptions, bind_policy, simulate
-from rlverify.statistical.envs import ExplicitEnv
+from rlverify.statistical.envs import ExplicitEnv, hopeless_states
 from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
 from rlverify.statistical.results import StatisticalResult
 from rlverify.statistical.stats import StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
@@ -44,6 +47,9 @@ class StatisticalOptions:
         threshold: SPRT ``theta`` (default: the property's own ``P>=theta``);
         indifference, alpha, beta: SPRT indifference half-width and error bounds.
         max_runs: SPRT gives up (decision None) after this many runs.
+        run_limit: the guard on the runs a method plans (``runs``, Okamoto's number for ``epsilon``/``delta``,
+            ``max_runs``): more are refused up front with the figures (time at a million runs per second).
+            Memory does not grow with the runs (they are simulated and counted in rounds).
         simulation: mode, max run length, seed, batch size.
         backend: where the runs are simulated (:class:`~rlverify.backends.BackendOptions`: this process,
             or Ray tasks); the result is the same on every backend for the same seed.
@@ -58,6 +64,7 @@ class StatisticalOptions:
     alpha: float = 0.05
     beta: float = 0.05
     max_runs: int = 1_000_000
+    run_limit: int = 100_000_000
     simulation: SimulationOptions = SimulationOptions()
     backend: BackendOptions = BackendOptions()
 
@@ -66,15 +73,43 @@ class StatisticalOptions:
             raise OptionError(f"--method: expected one of {', '.join(METHODS)}, got '{self.method}'")
         check_unit("epsilon", self.epsilon)
         check_unit("delta", self.delta)
-        if self.runs is not None and self.runs <= 0:
-            raise StatisticsError(f"--runs must be positive, got {self.runs}")
+        if self.runs is not None and not _positive_int(self.runs):
+            raise StatisticsError(f"--runs: expected a positive whole number of runs, got {self.runs!r}")
         if self.runs is not None and self.method not in ("clopper-pearson", "wilson"):
             raise StatisticsError(f"--runs fixes the number of runs of the clopper-pearson and wilson methods; "
                                   f"method '{self.method}' chooses its own (drop --runs or pick one of those methods)")
-        if self.max_runs <= 0:
-            raise StatisticsError(f"max_runs must be positive, got {self.max_runs}")
+        if not _positive_int(self.max_runs):
+            raise StatisticsError(f"max_runs: expected a positive whole number of runs, got {self.max_runs!r}")
+        if not _positive_int(self.run_limit):
+            raise StatisticsError(f"--run-limit: expected a positive whole number of runs, got {self.run_limit!r}")
         self.simulation.validate()
         self.backend.validate()
+
+
+def _positive_int(x: Any) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > 0
+
+
+def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend, *, what: str | None = None) -> None:
+    """Refuse (:class:`StatisticsError`, with the figures and the option) a method planning more than
+    ``options.run_limit`` runs (``what``: how they add up, for the message)."""
+    if planned <= options.run_limit:
+        return
+    if what is not None:
+        why = f"{what} are {planned:,} runs"
+    elif options.method == "sprt":
+        why = f"the SPRT may simulate up to max_runs = {planned:,} runs"
+    elif options.runs is not None:
+        why = f"--runs {planned:,} asks for {planned:,} runs"
+    else:
+        why = (f"--epsilon {options.epsilon:g} and --delta {options.delta:g} need {planned:,} runs "
+               f"(Okamoto's bound ln(2/delta)/(2 epsilon^2))")
+    seconds = planned / 1e6
+    shown = (f"{seconds / 86400:,.0f} days" if seconds >= 2 * 86400 else f"{seconds / 3600:,.1f} hours"
+             if seconds >= 7200 else f"{seconds / 60:,.0f} minutes")
+    raise StatisticsError(f"{why}, more than the guard --run-limit {options.run_limit:,}: at a million runs per second "
+                          f"(a fast model) that is {shown}; memory stays bounded (runs are counted in rounds). Raise "
+                          "--run-limit to simulate them, or ask for fewer runs")
 
 
 @dataclass(frozen=True)
@@ -114,7 +149,8 @@ def concat_outcomes(parts: Sequence[RunOutcomes], record: Sequence[str] = ()) ->
     return RunOutcomes(outcome=np.concatenate([p.outcome for p in parts]),
                        stalled=np.concatenate([p.stalled for p in parts]),
                        steps=np.concatenate([p.steps for p in parts]),
-                       recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record})
+                       recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record},
+                       hopeless=np.concatenate([p.hopeless for p in parts]))
 
 
 def task_runs(backend: Backend, planned: int, batch_size: int, tasks_per_worker: int) -> int:
@@ -177,14 +213,20 @@ def prepare(target: Any, property_text: str | Property, *, constants: str | None
         mdp, storm_model = build_explicit(target, [prop], command_names=True if commands else None)
         env = ExplicitEnv(mdp, name=str(target.path),
                           actions=tuple(sorted(a for a in target.action_names if a)) + commands)
-        return env, property_from_storm(target, storm_model, prop), str(target.path)
+        return env, with_graph_analysis(env, property_from_storm(target, storm_model, prop)), str(target.path)
     if isinstance(target, ExplicitModel):
         env = ExplicitEnv(target)
-        return env, parse_path_property(property_text, env.labels), env.name
+        return env, with_graph_analysis(env, parse_path_property(property_text, env.labels)), env.name
     if all(hasattr(target, a) for a in ("observe", "step", "label", "features", "actions")):
         return target, parse_path_property(property_text, tuple(target.labels)), getattr(target, "name", "")
     raise PropertyError(f"cannot simulate {type(target).__name__}: expected a model file, a SymbolicModel, an "
                         "ExplicitModel, a benchmark with a simulator or a vectorised environment")
+
+
+def with_graph_analysis(env: ExplicitEnv, prop: PathProperty) -> PathProperty:
+    """``prop`` with its :attr:`~PathProperty.hopeless` states on the explicit model of ``env`` (runs reaching them are
+    decided false at once instead of wandering until ``max_steps``)."""
+    return dataclasses.replace(prop, hopeless=hopeless_states(env, prop.left, prop.right))
 
 
 def threshold_verdict(comparison: str, threshold: float, low: float, high: float) -> bool | None:
@@ -240,9 +282,12 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
         return res
 
     decision = satisfied = threshold = None
+    tally = _Tally()
     t1 = time.perf_counter()
     if options.method in ("okamoto", "clopper-pearson", "wilson"):
         n = options.runs if (options.runs is not None and options.method != "okamoto") else okamoto_runs(eps, delta)
+        check_run_limit(n, options, backend)
+        size = task_runs(backend, n, sim.batch_size, tpw)
         done = 0
 
         def on_task(runs: int) -> None:
@@ -251,35 +296,35 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
             if progress:
                 progress(done, n)
 
-        res = run(0, n, task_runs(backend, n, sim.batch_size, tpw), on_task)
-        outcome, stalled = res.outcome, res.stalled
-        k, u, s = int((outcome == SATISFIED).sum()), int((outcome == UNDECIDED).sum()), int(stalled.sum())
+        # in rounds of a few tasks per worker: memory does not grow with the number of runs
+        first = 0
+        while first < n:
+            count = min(size * backend.workers * tpw, n - first)
+            tally.add(run(first, count, size, on_task))
+            first += count
     elif options.method == "adaptive":
         n_max = okamoto_runs(eps, delta)
+        check_run_limit(n_max, options, backend)
         # sequential methods proceed in rounds fixed in advance (a batch locally, a task per worker on a
         # parallel backend), read in run order: the stopping run is the same on every backend
         size = task_runs(backend, n_max, sim.batch_size, tpw)
-        succ_total = und_total = stall_total = 0
         n = 0
         while n < n_max:
             count = min(size * backend.workers, n_max - n)
             res = run(n, count, size)
             sat = res.outcome == SATISFIED
-            cum = succ_total + np.cumsum(sat)
+            cum = tally.k + np.cumsum(sat)
             idx = np.arange(n + 1, n + count + 1)
             need = _adaptive_vec(cum / idx, eps, delta)
             stop = np.flatnonzero(idx >= need)
             take = int(stop[0]) + 1 if len(stop) else count
-            succ_total += int(sat[:take].sum())
-            und_total += int((res.outcome[:take] == UNDECIDED).sum())
-            stall_total += int(res.stalled[:take].sum())
+            tally.add(res, take)
             decisions -= int(res.steps[take:].sum())
             n += take
             if progress:
                 progress(n, n_max)
             if len(stop):
                 break
-        k, u, s = succ_total, und_total, stall_total
     else:  # sprt
         if options.threshold is not None and prop.threshold is not None and (
                 options.threshold != prop.threshold or (prop.comparison or ">=") not in (">=", ">")):
@@ -291,15 +336,15 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
             raise PropertyError(f"property '{property_text}': the SPRT needs a threshold: give --sprt THETA or "
                                 "write the property as P>=THETA [...]")
         test = sprt(threshold, indifference=options.indifference, alpha=options.alpha, beta=options.beta)
+        check_run_limit(options.max_runs, options, backend)
         size = task_runs(backend, options.max_runs, sim.batch_size, tpw)
-        succ_total = und_total = stall_total = 0
         n = 0
         while n < options.max_runs and decision is None:
             count = min(size * backend.workers, options.max_runs - n)
             res = run(n, count, size)
             sat = res.outcome == SATISFIED
-            cum = succ_total + np.cumsum(sat)
-            cum_u = und_total + np.cumsum(res.outcome == UNDECIDED)
+            cum = tally.k + np.cumsum(sat)
+            cum_u = tally.u + np.cumsum(res.outcome == UNDECIDED)
             idx = np.arange(n + 1, n + count + 1)
             # undecided runs may go either way: accept a hypothesis only when it holds for both readings
             llr_fail = cum * test.step_success + (idx - cum) * test.step_failure  # undecided = violated
@@ -307,25 +352,23 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
             h0, h1 = llr_fail <= test.accept_h0, llr_sat >= test.accept_h1
             hit = np.flatnonzero(h0 | h1)
             take = int(hit[0]) + 1 if len(hit) else count
-            succ_total += int(sat[:take].sum())
-            und_total += int((res.outcome[:take] == UNDECIDED).sum())
-            stall_total += int(res.stalled[:take].sum())
+            tally.add(res, take)
             decisions -= int(res.steps[take:].sum())
             n += take
             if len(hit):
                 decision = "H0" if h0[take - 1] else "H1"
             if progress:
                 progress(n, options.max_runs)
-        k, u, s = succ_total, und_total, stall_total
         if decision is not None:
             cmp = prop.comparison or ">="
             holds_ge = decision == "H0"
             satisfied = holds_ge if cmp in (">=", ">") else not holds_ge
+    k, u, s = tally.k, tally.u, tally.s
     t_sim = time.perf_counter() - t1
 
     estimate = k / n
     if options.method in ("okamoto", "adaptive"):
-        lo, hi = max(0.0, k / n - eps), min(1.0, (k + u) / n + eps)
+        lo, hi = okamoto_interval(k, u, n, eps)
     elif options.method == "wilson":
         lo, hi = wilson(k, n, delta)[0], wilson(k + u, n, delta)[1]
     else:  # clopper-pearson, and the informative interval of the SPRT
@@ -333,10 +376,18 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
     if options.method != "sprt" and prop.threshold is not None:  # answered from the interval at its confidence
         threshold = prop.threshold
         satisfied = threshold_verdict(prop.comparison or ">=", threshold, lo, hi)
-    if u:
-        log.warning("%d of %d runs were undecided after %d steps; the interval counts them both ways", u, n, sim.max_steps)
+    outcome_notes = []
+    if u:  # in the result (every output shows it), not only in the log
+        outcome_notes.append(f"{u:,} of {n:,} runs were still undecided after --max-steps {sim.max_steps:,} steps: the "
+                             "interval counts them both ways (raise --max-steps to decide them)")
     if s:
-        log.warning("%d of %d runs stalled (the policy chose an unavailable action)", s, n)
+        outcome_notes.append(f"{s:,} of {n:,} runs stalled (the policy chose an unavailable action) and count as "
+                             "not satisfying the property")
+    for note in outcome_notes:
+        log.info("%s", note)
+    if tally.h:
+        log.info("%d of %d runs were decided false by graph analysis (a state from which no policy reaches the "
+                 "target)", tally.h, n)
     settings = {k_: v for k_, v in asdict(options).items() if k_ not in ("simulation", "backend")}
     settings.update(asdict(sim))
     settings["backend"] = {**asdict(options.backend), "workers": backend.workers}
@@ -344,7 +395,7 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
         property=prop.text, method=options.method, estimate=estimate, interval=(lo, hi),
         # the SPRT's guarantee is its error bounds (alpha, beta); its interval is informative only
         confidence=1.0 - max(options.alpha, options.beta) if options.method == "sprt" else 1.0 - delta,
-        runs=n, successes=k, undecided=u, stalled=s, seed=sim.seed,
+        runs=n, successes=k, undecided=u, stalled=s, hopeless=tally.h, seed=sim.seed,
         epsilon=eps if options.method in ("okamoto", "adaptive") else None, delta=delta, max_steps=sim.max_steps,
         mode=sim.mode, decisions=decisions, decision=decision, satisfied=satisfied, threshold=threshold,
         comparison=(prop.comparison or ">=") if threshold is not None else None,
@@ -353,9 +404,47 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
                  "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
         settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
         versions=versions(), untaken_choices=untaken,
-        warnings=list(prop.notes) + ([forced_start] if forced_start else [])
+        warnings=list(prop.notes) + outcome_notes + ([forced_start] if forced_start else [])
         + ([untaken_message(untaken, "states of the model")] if untaken else []),
     )
+
+
+@dataclass
+class _Tally:
+    """Counts over the runs simulated so far (per-run outcomes are not kept: memory does not grow with the runs)."""
+
+    k: int = 0  # satisfied
+    u: int = 0  # undecided after max_steps
+    s: int = 0  # stalled
+    h: int = 0  # decided false by graph analysis (hopeless)
+
+    def add(self, res: RunOutcomes, take: int | None = None) -> None:
+        """Count the first ``take`` runs of ``res`` (all: None)."""
+        cut = slice(None, take)
+        self.k += int((res.outcome[cut] == SATISFIED).sum())
+        self.u += int((res.outcome[cut] == UNDECIDED).sum())
+        self.s += int(res.stalled[cut].sum())
+        self.h += int(res.hopeless[cut].sum())
+
+
+def okamoto_interval(successes: int, undecided: int, runs: int, epsilon: float) -> tuple[float, float]:
+    """``[k/n - epsilon, (k+u)/n + epsilon]`` clipped to [0, 1], each end rounded outward to a float (computed
+    exactly): the float interval contains the exact one, so a verdict read from it is never the rounding's."""
+    lo = max(0.0, _below(Fraction(successes, runs) - Fraction(epsilon)))
+    hi = min(1.0, _above(Fraction(successes + undecided, runs) + Fraction(epsilon)))
+    return lo, hi
+
+
+def _below(x: Fraction) -> float:
+    """The largest float ``<= x``."""
+    f = float(x)
+    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
+
+
+def _above(x: Fraction) -> float:
+    """The smallest float ``>= x``."""
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
 
 
 def _adaptive_vec(p_hat: np.ndarray, eps: float, delta: float) -> np.ndarray:

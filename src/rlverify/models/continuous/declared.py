@@ -79,6 +79,7 @@ import numpy as np
 
 from rlverify.errors import ConstantsError, InputFileError, ModelError, did_you_mean
 from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece, UnsafeSet
+from rlverify.models.expressions import MAX_DEPTH, syntax_depth
 from rlverify.models.userfile import import_python_file
 
 REQUIRED = ("variables", "domain", "actions", "initial", "unsafe", "pieces")
@@ -255,10 +256,17 @@ class _Compiler:
     def parse(self, text: Any, where: str, mode: str = "eval") -> ast.AST:
         if not isinstance(text, str):
             raise self.fail(where, f"expected an expression string, got {text!r}")
+        shown = text if len(text) <= 200 else f"{text[:100]}... ({len(text):,} characters)"
         try:
-            return ast.parse(text.strip(), mode="eval").body
+            tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as exc:
-            raise self.fail(where, f"'{text}' does not parse ({exc.msg})") from None
+            raise self.fail(where, f"'{shown}' does not parse ({exc.msg})") from None
+        except (RecursionError, MemoryError):
+            raise self.fail(where, f"'{shown}' is nested too deeply to parse (at most {MAX_DEPTH} levels)") from None
+        depth = syntax_depth(tree)
+        if depth > MAX_DEPTH:
+            raise self.fail(where, f"'{shown}' is nested {depth} levels deep, more than {MAX_DEPTH}")
+        return tree.body
 
     def expr(self, text: Any, where: str, env: Mapping[str, Any], *, terms: bool = True) -> _Lin:
         """An expression; ``terms=False``: must be affine in the state (guards, unsafe, observation)."""
@@ -308,6 +316,22 @@ class _Compiler:
         return rows
 
     def _node(self, node: ast.AST, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
+        """:meth:`_value` of ``node``, refused unless every coefficient is a finite real number."""
+        try:
+            with np.errstate(all="raise"):
+                lin = self._value(node, text, where, env)
+            finite = np.isfinite(lin.coef).all() and math.isfinite(lin.const) and all(
+                math.isfinite(w) and math.isfinite(k[2]) and all(math.isfinite(c) for c in k[1])
+                for k, w in lin.terms.items())
+        except (OverflowError, FloatingPointError, TypeError):  # TypeError: a complex number, e.g. (-8) ** 0.5
+            finite = False
+        if not finite:
+            part = ast.get_source_segment(text.strip(), node) or ast.unparse(node)
+            raise self.fail(where, f"'{part}' in '{text}' is not a finite real number (overflow, or a root of a "
+                                   "negative number?)")
+        return lin
+
+    def _value(self, node: ast.AST, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
             return self.const(node.value)
         if isinstance(node, ast.Name):
@@ -347,7 +371,12 @@ class _Compiler:
                 return a.divide(b.const)
             if isinstance(node.op, ast.Pow):
                 if a.is_const and b.is_const:
-                    return self.const(a.const ** b.const)
+                    if a.const == 0 and b.const < 0:
+                        raise self.fail(where, f"'{text}' divides by zero (0 to a negative power)")
+                    value = a.const ** b.const
+                    if not isinstance(value, float):  # complex: a fractional power of a negative number
+                        raise TypeError(value)
+                    return self.const(value)
                 raise self.fail(where, f"'{text}' is not affine: a power of a state-dependent expression")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
@@ -568,7 +597,7 @@ class _Builder:
         s.horizon = int(horizon)
         if "min_width" in d:
             mw = d["min_width"]
-            if isinstance(mw, bool) or not isinstance(mw, (int, float)) or not mw > 0:
+            if isinstance(mw, bool) or not isinstance(mw, (int, float)) or not 0 < mw < math.inf:
                 raise self.fail("min_width", f"expected a positive number (state units), got {mw!r}")
             s.min_width = float(mw)
         s.template_directions = None
@@ -609,7 +638,14 @@ class _Builder:
     def number(self, field: str, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise self.fail(field, f"expected a number, got {value!r}")
-        return float(value)
+        try:
+            out = float(value)
+        except OverflowError:
+            out = math.inf
+        if not math.isfinite(out):
+            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} digits)"
+            raise self.fail(field, f"expected a finite number, got {shown}")
+        return out
 
     def constant(self, field: str, value: Any) -> float:
         """A number, or an expression string over the constants."""
@@ -674,6 +710,9 @@ class _Builder:
         if np.isnan(lo).any() or np.isnan(hi).any() or (lo > hi).any():
             i = int(np.argmax(~(lo <= hi)))
             raise self.fail(field, f"lower bound {lo[i]} of {s.variables[i]} is not <= the upper bound {hi[i]}")
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            i = int(np.argmax(~(np.isfinite(lo) & np.isfinite(hi))))
+            raise self.fail(field, f"the bounds of {s.variables[i]} must be finite numbers, got [{lo[i]}, {hi[i]}]")
         return lo.copy(), hi.copy()
 
     def initial(self) -> None:
@@ -913,6 +952,8 @@ def parse_constants(text: str | None) -> dict[str, float]:
             out[name.strip()] = float(value)
         except ValueError:
             raise ConstantsError(f"malformed constant '{item.strip()}'; expected NAME=NUMBER[,NAME=NUMBER...]") from None
+        if not math.isfinite(out[name.strip()]):
+            raise ConstantsError(f"constant '{item.strip()}': expected a finite number", missing=[name.strip()])
     return out
 
 
