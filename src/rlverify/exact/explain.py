@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import OptionError, PolicyError, PropertyError, did_you_mean
-from rlverify.exact.checking import check, environment, quantitative
+from rlverify.exact.checking import check, clipped, environment, quantitative
 from rlverify.exact.verify import (ExactOptions, _choose_strategy, _induce, _MaskedExploration, model_and_property,
                                    names_commands)
 from rlverify.models.dynamics import ChoiceTable, choice_name, policy_weights
@@ -143,7 +143,8 @@ def explain_paths(model: SymbolicModel | str | Path, property_text: str | Proper
     if value is None:
         t = time.perf_counter()
         formula, _, _ = quantitative(prop)
-        value = check(storm_chain, formula, environment(options.numerics, options.precision)).value
+        value = clipped(check(storm_chain, formula, environment(options.numerics, options.precision)),
+                        probability=True).value
         timings["check"] = time.perf_counter() - t
 
     say(f"searching the {k} most probable paths")
