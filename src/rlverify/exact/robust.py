@@ -37,7 +37,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from rlverify.errors import IntervalError, OptionError, PolicyError, PropertyError, did_you_mean
-from rlverify.exact.checking import check, clipped, quantitative
+from rlverify.exact.checking import check, quantitative
+from rlverify.exact.checking import clipped as inside_bracket
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
 from rlverify.exact.verify import MODES, model_and_property, names_commands, on_chain
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
@@ -342,8 +343,8 @@ def _robustness(model: Any, property_text: str | Property, policy: Policy, optio
     fmax, _, _ = quantitative(on_chain(prop, adv, model), optimality="max")
     fmin, _, _ = quantitative(on_chain(prop, adv, model), optimality="min")
     # probabilities reported inside [0, 1] and their bracket (a sum of rounded terms may exceed 1 by an ulp)
-    hi = clipped(check(storm_adv, fmax, env), probability=True)
-    lo = clipped(check(storm_adv, fmin, env), probability=True)
+    hi = inside_bracket(check(storm_adv, fmax, env), probability=True)
+    lo = inside_bracket(check(storm_adv, fmin, env), probability=True)
     nominal = _chain_value(mdp, policy, nominal_probs, states, table, options, prop, env, model)
     attack = None
     if attack_obs is not None:
@@ -484,7 +485,7 @@ def _chain_value(mdp: ExplicitModel, policy: Policy, probs: np.ndarray, states: 
     chain, _ = induced_chain(mdp, cw)
     formula, _, _ = quantitative(on_chain(prop, chain, model))
     # the exact engine's own solver (verify_exact's numbers, to the last digit)
-    return clipped(check(to_storm(chain), formula, env, matrix=chain.transitions, numerics=options.numerics,
+    return inside_bracket(check(to_storm(chain), formula, env, matrix=chain.transitions, numerics=options.numerics,
                          precision=options.precision), probability=True).value
 
 
@@ -592,7 +593,7 @@ def _model_error_bounds(model: Any, property_text: str | Property, policy: Polic
             values, done = robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)
             bounds.append(float(values[init]))
             converged &= done
-    nominal = clipped(check(to_storm(chain), formula, environment("sound", options.precision), matrix=chain.transitions,
+    nominal = inside_bracket(check(to_storm(chain), formula, environment("sound", options.precision), matrix=chain.transitions,
                             numerics="sound", precision=options.precision), probability=True).value
     bounds = [min(max(b, 0.0), 1.0) for b in bounds]  # probabilities: inside [0, 1] whatever the solver's rounding
     timings["check"] = time.perf_counter() - t
