@@ -485,8 +485,9 @@ def _chain_value(mdp: ExplicitModel, policy: Policy, probs: np.ndarray, states: 
     chain, _ = induced_chain(mdp, cw)
     formula, _, _ = quantitative(on_chain(prop, chain, model))
     # the exact engine's own solver (verify_exact's numbers, to the last digit)
-    return inside_bracket(check(to_storm(chain), formula, env, matrix=chain.transitions, numerics=options.numerics,
-                         precision=options.precision), probability=True).value
+    out = check(to_storm(chain), formula, env, matrix=chain.transitions, numerics=options.numerics,
+                precision=options.precision)
+    return inside_bracket(out, probability=True).value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -593,8 +594,9 @@ def _model_error_bounds(model: Any, property_text: str | Property, policy: Polic
             values, done = robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)
             bounds.append(float(values[init]))
             converged &= done
-    nominal = inside_bracket(check(to_storm(chain), formula, environment("sound", options.precision), matrix=chain.transitions,
-                            numerics="sound", precision=options.precision), probability=True).value
+    nominal = inside_bracket(check(to_storm(chain), formula, environment("sound", options.precision),
+                                   matrix=chain.transitions, numerics="sound", precision=options.precision),
+                             probability=True).value
     bounds = [min(max(b, 0.0), 1.0) for b in bounds]  # probabilities: inside [0, 1] whatever the solver's rounding
     timings["check"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
