@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,16 +20,22 @@ class ExactResult:
     number of matrix-vector steps and are exact up to rounding in every setting.
 
     Attributes:
-        value: for the (unique) initial state; in monolithic mode the Pmax (or Rmax) value.
-        lower, upper: bounds on the true value when known (monolithic: Pmin and Pmax).
-        satisfied: for threshold properties (``P<=0.1 [...]``), whether the bound holds.
+        value: for the (unique) initial state; a probability lies in [0, 1] and in ``[lower, upper]``. In
+            monolithic mode the optimum the property asks for: Pmin for ``Pmin``, Pmax for ``Pmax``; for a
+            bound without one, the optimum the bound is about (``P<=b``: Pmax, ``P>=b``: Pmin, as in
+            PRISM/Storm); for ``P=?``/``R=?``: Pmax (Rmax). ``pmin``/``pmax`` hold both.
+        lower, upper: a certified bracket of ``value`` when one is known (a certified computation, or
+            Storm's sound solver's bounds), else None.
+        satisfied: for threshold properties (``P<=0.1 [...]``), whether the bound holds — decided from
+            the bracket and exact graph analysis only (``P>0``, ``P>=1``... by graph analysis); None when
+            the bracket contains the threshold (a warning says so and what to change).
         states, transitions: size of the checked chain (mode monolithic: of the MDP).
         stalled_probability: probability that the run reaches the ``stalled`` sink (policy mass on
             unavailable actions) before the property is decided; 0 with ``unavailable='renormalize'``.
         timings: seconds per phase: parse, build, policy, induce, check, total.
         settings: the options used; versions: package versions.
         state_values: per-state values ``(states,)`` when requested, with ``state_valuations``
-            (model states only: the ``stalled`` sink is left out); monolithic mode: Pmax, with
+            (model states only: the ``stalled`` sink is left out; probabilities clipped to [0, 1]); monolithic mode: Pmax, with
             ``state_values_min`` = Pmin.
         untaken_choices: choices the policy names no action for (it never takes them), as name ->
             number of policy-reachable states offering them; a label, or ``label (command)``, or a
@@ -157,6 +162,7 @@ class FailurePaths:
         bound: the step bound (None: unbounded); mode: the policy mode of the chain.
         variables: the model's variables; ranges: each variable's (min, max) over the chain's states.
         timings: seconds per phase (build, check, search, policy, describe, total).
+        note: why fewer than ``k`` paths are listed although more exist (the search's memory cap), else None.
     """
 
     property: str
@@ -171,6 +177,7 @@ class FailurePaths:
     variables: tuple[str, ...] = ()
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict; each path as ``{"probability", "length", "steps": [...]}``."""
@@ -249,11 +256,7 @@ class SplittingResult:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (estimate, interval, confidence, relative_error, decisions, levels, ...)."""
-        d = _plain(asdict(self))
-        for key in ("relative_error", "std_error"):
-            if not math.isfinite(d[key]):
-                d[key] = None
-        return d
+        return _plain(asdict(self))  # an infinite relative error (estimate 0): "Infinity" in JSON (cli.options.finite)
 
 
 @dataclass(frozen=True)
@@ -575,7 +578,7 @@ class RiskMap:
 
     def to_json(self) -> dict[str, Any]:
         """Settings, counts and the grid: ``grid[name][i][j]`` is the cell ``x = x_values[j]``,
-        ``y = y_values[i]`` (None where the cell has no state of that set; infinite rewards as "inf")."""
+        ``y = y_values[i]`` (None where the cell has no state of that set; infinite rewards as "Infinity" in the CLI's JSON)."""
         grids = {"value": self.value, "optimum": self.optimum_value, "regret": self.regret,
                  "optimum_all_states": self.optimum_all, "policy_states": self.policy_states,
                  "mdp_states": self.mdp_states}

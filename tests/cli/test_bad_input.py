@@ -187,10 +187,14 @@ def test_all_states_leaves_out_the_stalled_sink_and_json_has_no_infinity(capsys,
     assert json.loads(out)["stalled_probability"] == pytest.approx(1.0)
     data = np.genfromtxt(out_file, delimiter=",", names=True)
     assert sorted(data["x"].tolist()) == [0.0, 1.0]  # x=0 and x=1 (where 'up' is unavailable); no sink row
-    # the expected reward to "top" is infinite (it is never reached): valid JSON, the value as "inf"
-    code, out = run(capsys, str(model), "-p", 'R{"r"}=? [F "top"]', "--policy", f"{pol}:pi", "--json")
-    assert code == 0, out
-    assert json.loads(out)["value"] == "inf"
+    # the expected reward to "top" is infinite (it is never reached): valid JSON, the value as "Infinity" (the
+    # proto3 JSON spelling, read back by float()), and a warning says why (the probability of missing the target)
+    code = main(["verify", str(model), "-p", 'R{"r"}=? [F "top"]', "--policy", f"{pol}:pi", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    data = json.loads(out.out)
+    assert data["value"] == "Infinity" and float(data["value"]) == float("inf")
+    assert any("infinite by definition" in w and "missed with probability 1" in w for w in data["warnings"])
 
 
 def test_all_states_monolithic_writes_pmin_and_pmax(capsys, model: Path, tmp_path: Path) -> None:

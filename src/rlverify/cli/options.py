@@ -108,9 +108,12 @@ def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequenc
 
 
 def finite(obj: Any) -> Any:
-    """JSON has no infinity: an infinite value (an expected reward whose target is missed with
-    positive probability) is written as the string "inf" / "-inf", NaN as null; numpy values as
-    plain numbers and lists."""
+    """The one JSON sanitiser of every result: JSON has no infinity, so an infinite number (an expected
+    reward whose target is missed with positive probability, a relative error of an estimate of 0) is
+    written as the string ``"Infinity"`` / ``"-Infinity"`` (the proto3 JSON mapping's spelling, which
+    Python's ``float()`` and JavaScript's ``Number()`` read back), NaN (no value) as ``null``; every other
+    number stays a JSON number; numpy values become plain numbers and lists. The result's warnings say
+    why a value is infinite."""
     if isinstance(obj, dict):
         return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -120,7 +123,7 @@ def finite(obj: Any) -> Any:
     if isinstance(obj, np.generic):
         return finite(obj.item())
     if isinstance(obj, float) and not np.isfinite(obj):
-        return None if np.isnan(obj) else ("inf" if obj > 0 else "-inf")
+        return None if np.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
     return obj
 
 

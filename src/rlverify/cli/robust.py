@@ -11,7 +11,7 @@ from rich.table import Table
 from rlverify.cli.console import console, status, styled
 from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
                                   dumps, names, outputs, policy_kwargs, print_warnings, write_json)
-from rlverify.cli.verify import shown_policy
+from rlverify.cli.verify import parse_size, shown_policy
 from rlverify.errors import OptionError
 from rlverify.exact import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
 from rlverify.results import IntervalResult, RobustnessResult
@@ -43,6 +43,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
                    help="follow every action with pi > 0 (default) or the argmax only")
     add_unavailable(p)
     p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build models with more states")
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="refuse when the estimated memory would exceed SIZE (e.g. 8G, 500M; default: 80%% of this "
+                        "machine's memory): the (state, perturbation) pairs are estimated before they are enumerated")
     add_outputs(p, kinds=".json (the result)", seed=False)
     p.set_defaults(run=run)
     return p
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     files = outputs(args, (".json",))
     observation_flags = [f for f, v in (("--epsilon", args.epsilon), ("--norm", args.norm), ("--perturb", args.perturb),
-                                        ("--worst", args.worst)) if v is not None]
+                                        ("--worst", args.worst), ("--max-memory", args.max_memory)) if v is not None]
     if args.delta is not None and observation_flags:
         raise OptionError(f"--delta (model error) does not combine with {', '.join(observation_flags)} "
                           "(observation perturbations): run them separately")
@@ -73,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
             result = robustness(target.model, target.property, target.policy, RobustnessOptions(
                 epsilon=_epsilon(args.epsilon), norm=args.norm or "linf", perturb=tuple(perturb) if perturb else None,
                 worst=args.worst, mode=args.mode, unavailable=args.unavailable, attack=not args.no_attack,
-                max_states=args.max_states))
+                max_states=args.max_states,
+                max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory")))
     result = dataclasses.replace(result, model=target.name)
     print_warnings(result.warnings)
     if ".json" in files:

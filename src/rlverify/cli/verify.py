@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from rlverify.cli.console import console, line, status, styled
+from rlverify.cli.console import console, line, status, styled, warning
 from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
                                   dumps, outputs, policy_kwargs, print_warnings, write_json)
 from rlverify.exact import ExactOptions, verify_exact
-from rlverify.exact.checking import NUMERICS
+from rlverify.exact.checking import MAX_WORK, NUMERICS
 from rlverify.exact.verify import MODES, STRATEGIES
+from rlverify.models.properties import parse_structure
 from rlverify.results import ExactResult, FailurePaths
 
 
@@ -36,8 +37,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-states", type=int, default=2_000_000,
                    help="refuse models (with --strategy merged: policy-reachable states) with more states (default 2M)")
     p.add_argument("--max-memory", metavar="SIZE",
-                   help="stop when resident memory would exceed SIZE (e.g. 8G, 500M; default: no limit): --strategy full "
-                        "refuses a phase before it starts from its estimate; merged checks after every batch")
+                   help="stop when resident memory would exceed SIZE (e.g. 8G, 500M; default: 80%% of this machine's "
+                        "memory): --strategy full refuses a phase before it starts from its estimate; merged checks "
+                        "after every batch")
+    p.add_argument("--max-work", type=float, default=MAX_WORK, metavar="N",
+                   help="budget of a step-bounded property (F<=k, U<=k, C<=k) in multiply-adds, steps x transitions "
+                        f"(default {MAX_WORK:.0e}, tens of seconds): reachability stops early at a fixed point or "
+                        "within --precision of the unbounded value, else is refused with the figures")
     p.add_argument("--explain", type=int, metavar="K",
                    help="also list the K most probable paths from the initial state to the target (P=? [F phi], "
                         "F<=k, U, U<=k): each path's probability, states, and the policy's distribution and actions per step")
@@ -81,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     options = ExactOptions(mode=args.mode, strategy=args.strategy, unavailable=args.unavailable, numerics=args.numerics,
                            precision=args.precision, max_states=args.max_states,
                            max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
+                           max_work=_max_work(args.max_work),
                            all_states=".csv" in files or ".npz" in files)
     # progress goes to stderr, so that --json output on stdout stays clean
     with status("verifying") as update:
@@ -116,6 +123,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _max_work(value: float) -> int:
+    from rlverify.errors import OptionError
+
+    if not (value >= 1) or value != value or value == float("inf"):
+        raise OptionError(f"--max-work: expected a positive number of multiply-adds (e.g. 1e10), got {value:g}")
+    return int(value)
+
+
 def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> None:
     """Refuse --explain settings that cannot work, before any model is built."""
     from rlverify.errors import OptionError
@@ -142,6 +157,8 @@ def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
     console.print(line(styled(f"{len(e.paths)} most probable paths to the target{bound}", "bold"),
                        f": together {e.covered:.6g}{share}",
                        styled(f" (only {len(e.paths)} exist: all listed)", "dim") if e.exhausted else ""))
+    if e.note:
+        warning(e.note)
     for rank, path in enumerate(e.paths, 1):
         t = Table(title=f"path {rank}: probability {path.probability:.6g}, {path.length} steps", title_justify="left")
         t.add_column("step", justify="right")
@@ -183,12 +200,17 @@ def print_result(r: ExactResult) -> None:
     t.add_row("property", r.property)
     if r.mode == "monolithic":
         t.add_row("Rmin / Rmax" if r.property.lstrip().startswith("R") else "Pmin / Pmax", f"{r.pmin:.6g} / {r.pmax:.6g}")
+        if r.lower is not None and r.upper is not None:
+            t.add_row("bounds", f"[{r.lower:.6g}, {r.upper:.6g}] (of {r.value:.6g}, the optimum asked for)")
     else:
         t.add_row("value", styled(f"{r.value:.6g}", "bold green"))
         if r.lower is not None and r.upper is not None:
             t.add_row("bounds", f"[{r.lower:.6g}, {r.upper:.6g}]")
     if r.satisfied is not None:
         t.add_row("satisfied", "yes" if r.satisfied else "no")
+    elif parse_structure(r.property).comparison is not None:
+        t.add_row("satisfied", line(styled("undecided", "yellow"),
+                                    " (the certified bracket contains the threshold: see the warning)"))
     guarantee = {"sound": f"sound (relative precision {r.precision:g})",
                  "direct": "direct (no convergence heuristic; not guaranteed exact)",
                  "unsound": "UNSOUND value iteration (convergence heuristic)"}[r.guarantee]

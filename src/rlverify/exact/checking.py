@@ -12,7 +12,12 @@ Numerics (``--numerics``):
   0.99922 instead of 0.999998); offered for speed studies only.
 
 Step-bounded properties (``F<=k``, ``U<=k``, ``C<=k``) are computed by k matrix-vector steps
-in every setting.
+in every setting; step-bounded reachability (:func:`bounded_until`, on a chain or an MDP) stops early,
+soundly, at a fixed point or once within ``precision`` of the unbounded value, within a work budget
+(``max_work``, steps x transitions); forms Storm iterates are refused up front above it.
+
+Threshold verdicts (:func:`verdict`) come from a certified bracket and exact graph analysis only
+(:func:`ranks`, :func:`qualitative`, :func:`storm_qualitative`), never from a rounded value.
 
 Unbounded reachability on a policy-induced chain (``P=? [F t]``, ``P=? [a U b]``; when
 :func:`check` is given the chain's ``matrix`` and ``numerics``) is solved here, not by Storm's
@@ -39,7 +44,7 @@ values below ``TINY`` are flagged: their relative error is unknown). Each outcom
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import math
@@ -68,6 +73,13 @@ class CheckOutcome:
     #: a note the user must see (the requested precision was not reached, a tiny value without a
     #: relative error bound); None when all is as asked
     warning: str | None = None
+    #: exact facts at the initial state from graph analysis (no floating point): the value is exactly 0 /
+    #: exactly 1; None where no such analysis was made
+    zero: bool | None = None
+    one: bool | None = None
+    #: ``(S,)`` per-state certified lower/upper bounds (same order as ``values``) when known
+    lowers: np.ndarray | None = field(default=None, repr=False)
+    uppers: np.ndarray | None = field(default=None, repr=False)
 
 
 def quantitative(prop: Any, *, optimality: str | None = None) -> tuple[Any, float | None, str | None]:
@@ -88,12 +100,67 @@ def quantitative(prop: Any, *, optimality: str | None = None) -> tuple[Any, floa
     return formula, threshold, comparison
 
 
-def compare(value: float, threshold: float, comparison: str) -> bool:
-    """``value <comparison> threshold`` for Storm's comparison type names."""
-    table = {"LESS": value < threshold, "LESS_EQUAL": value <= threshold, "GREATER": value > threshold,
-             "GREATER_EQUAL": value >= threshold}
-    table.update(LESS=table["LESS"], LEQ=table["LESS_EQUAL"], GREATER=table["GREATER"], GEQ=table["GREATER_EQUAL"])
-    return table[comparison]
+_OPERATOR = {"LESS": "<", "LESS_EQUAL": "<=", "GREATER": ">", "GREATER_EQUAL": ">=", "LEQ": "<=", "GEQ": ">=",
+             "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def verdict(threshold: float, comparison: str, lower: float | None, upper: float | None, *,
+            zero: bool | None = None, one: bool | None = None,
+            probability: bool = True) -> tuple[bool | None, str | None]:
+    """Whether ``true value <comparison> threshold`` holds, decided from what is certain only.
+
+    Args:
+        threshold, comparison: the bound (Storm's comparison names or ``<``, ``<=``, ``>``, ``>=``).
+        lower, upper: a certified bracket of the true value (None: none is known).
+        zero, one: exact graph-analysis facts: the true value is exactly 0 / exactly 1 (None: unknown).
+        probability: the value is a probability (in [0, 1] by definition).
+
+    Returns ``(satisfied, why)``: ``satisfied`` is True/False when the bracket (or, for the
+    qualitative thresholds ``>0``, ``<=0``, ``>=1``, ``<1``, the graph analysis) decides it, else None
+    with ``why`` saying why it is undecided and what to change. Never decided from a rounded value.
+    """
+    op, t = _OPERATOR[comparison], float(threshold)
+    if probability:
+        if (op == ">=" and t <= 0) or (op == "<=" and t >= 1):
+            return True, None
+        if (op == "<" and t <= 0) or (op == ">" and t >= 1):
+            return False, None
+        if t == 0 and zero is not None:  # > 0 or <= 0: is the target reachable at all
+            return (not zero) if op == ">" else zero, None
+        if t == 1 and one is not None:  # >= 1 or < 1: is it reached with probability 1
+            return one if op == ">=" else (not one), None
+    if lower is None or upper is None or math.isnan(lower) or math.isnan(upper):
+        return None, (f"undecided: no certified bracket of the value is known, so whether it is {op} {t:g} cannot be "
+                      "decided (use --numerics sound)")
+    holds = {"<": upper < t, "<=": upper <= t, ">": lower > t, ">=": lower >= t}[op]
+    fails = {"<": lower >= t, "<=": lower > t, ">": upper <= t, ">=": upper < t}[op]
+    if holds:
+        return True, None
+    if fails:
+        return False, None
+    return None, (f"undecided: the true value lies in the certified bracket [{lower:.17g}, {upper:.17g}], which "
+                  f"contains the threshold {t:g}; a smaller --precision (with --numerics sound) may decide it")
+
+
+def clipped(out: CheckOutcome, *, probability: bool) -> CheckOutcome:
+    """``out`` with its bracket inside [0, 1] (a probability) and its value inside its bracket."""
+    lower, upper, value = out.lower, out.upper, out.value
+    if probability:
+        lower = None if lower is None else min(max(lower, 0.0), 1.0)
+        upper = None if upper is None else min(max(upper, 0.0), 1.0)
+        value = min(max(value, 0.0), 1.0)
+    if lower is not None and upper is not None and lower <= upper:
+        value = min(max(value, lower), upper)
+    if (lower, upper, value) == (out.lower, out.upper, out.value):
+        return out
+    return replace(out, value=float(value), lower=lower, upper=upper)
+
+
+#: default budget of a step-bounded computation, in multiply-adds (steps x transitions): about 10-30 s
+MAX_WORK = 5_000_000_000
+#: above this much work (multiply-adds) a step-bounded iteration also computes the unbounded value's certified
+#: upper bound, so that it can stop as soon as [value after j steps, that bound] is within the precision
+_CAP_WORK = 200_000_000
 
 
 #: values below this are "tiny": their relative error is reported (or its absence said plainly)
@@ -108,16 +175,20 @@ _STORM_METHOD = {"sound": "Storm sound value iteration", "direct": "Storm Eigen 
 
 def check(storm_model: Any, formula: Any, env: Any, *, matrix: Any = None, numerics: str | None = None,
           precision: float | None = None, budget: float | None = None,
-          full_model: Callable[[], Any] | None = None) -> CheckOutcome:
+          full_model: Callable[[], Any] | None = None, max_work: int | None = MAX_WORK,
+          progress: Callable[[str], None] | None = None) -> CheckOutcome:
     """Check ``formula`` on ``storm_model``; value at the (single) initial state.
 
     With ``matrix`` (the chain's ``(S, S)`` CSR transition matrix, same state order as the Storm
     DTMC) and ``numerics``, unbounded reachability is solved by graph analysis + sparse LU + a
-    certified bracket (see the module docstring); everything else is Storm's, annotated with its
-    precision. Without them: Storm's answer as is (``method``/``note`` None). ``full_model``: when
-    ``storm_model`` carries only the chain's states, labels and valuations (for its state formulas;
-    the transitions are ``matrix``), a function returning the full Storm chain for when Storm must
-    check ``formula`` itself.
+    certified bracket and step-bounded reachability by :func:`bounded_until` (see the module docstring);
+    everything else is Storm's, annotated with its precision. Without them: Storm's answer as is
+    (``method``/``note`` None). ``full_model``: when ``storm_model`` carries only the chain's states, labels
+    and valuations (for its state formulas; the transitions are ``matrix``), a function returning the full
+    Storm chain for when Storm must check ``formula`` itself. ``max_work``: the budget of step-bounded
+    computations (steps x transitions, see :func:`bounded_until`); a step-bounded formula Storm computes is
+    refused up front above it. Reward-bounded formulas (``F{"r"}<=5``) are checked by Storm for the initial
+    state only (``values`` is NaN elsewhere).
     """
     import stormpy
 
@@ -133,23 +204,126 @@ def check(storm_model: Any, formula: Any, env: Any, *, matrix: Any = None, numer
                                 SOUND_BUDGET_SECONDS if budget is None else budget)
             if out is not None:
                 return out
-        bounded = _bounded_until(storm_model, formula)
+        bounded = step_bounded_sets(storm_model, formula)
         if bounded is not None:
-            return _bounded_reachability(matrix, *bounded, s)
+            phi, psi, k = bounded
+
+            def cap(m: Any = matrix, a: np.ndarray = phi, b: np.ndarray = psi) -> np.ndarray | None:
+                unbounded = _reachability(m, a, b, s, "sound", precision or 1e-6, SOUND_BUDGET_SECONDS)
+                return None if unbounded is None else unbounded.uppers
+
+            return bounded_until(matrix, phi, psi, k, s, precision=precision or 1e-6, max_work=max_work, cap=cap,
+                                 progress=progress)
     if full_model is not None:
         storm_model = full_model()
+    refuse_storm_steps(formula, storm_model, max_work)
+    reward_bounded = is_reward_bounded(formula)
     try:
-        result = stormpy.model_checking(storm_model, formula, environment=env)
+        result = stormpy.model_checking(storm_model, formula, environment=env, only_initial_states=reward_bounded)
     except RuntimeError as exc:
         raise PropertyError(f"Storm cannot check '{formula}' on this model: {storm_message(exc)}") from None
-    values = np.asarray(result.get_value_vector(), dtype=np.float64)
+    if reward_bounded:
+        values = np.full(storm_model.nr_states, np.nan)
+        values[s] = float(result.get_value(s))
+    else:
+        values = np.asarray(result.get_value_vector(), dtype=np.float64)
     lower = float(result.get_lower_bound(s)) if result.has_lower_bounds() else None
     upper = float(result.get_upper_bound(s)) if result.has_upper_bounds() else None
     value = float(values[s])
+    if _storm_steps(formula) is not None:  # Storm's bounds of a step-bounded result are its value: no rounding margin
+        lower = upper = None
+    if reward_bounded:  # Storm reports no bounds here; its sound setting claims |value - true| <= precision x true
+        p = precision or 1e-6
+        lower, upper = (value / (1 + p), value / (1 - p)) if numerics == "sound" else (None, None)
+        note = None if numerics is None else "reward-bounded: Storm's epoch unfolding for the initial state; " + (
+            f"its sound solver's relative error <= {p:g}: true value in [{lower:.6g}, {upper:.6g}]"
+            if lower is not None else "no error bound is known (--numerics sound gives one)")
+        return CheckOutcome(value=value, lower=lower, upper=upper, values=values, note=note,
+                            method=None if numerics is None else "Storm reward-bounded unfolding (initial state only)")
     if numerics is None:
         return CheckOutcome(value=value, lower=lower, upper=upper, values=values)
     return _annotate_storm(formula, value, lower if numerics == "sound" else None,
                            upper if numerics == "sound" else None, values, numerics, precision)
+
+
+def storm_qualitative(storm_model: Any, formula: Any) -> tuple[bool | None, bool | None]:
+    """``(zero, one)``: whether ``formula``'s value (optimality kept) at the initial state is exactly 0 / 1, by
+    Storm's graph analysis (its qualitative check of ``>0`` and ``>=1``).
+
+    Only for unbounded path formulas other than ``X`` (``F``, ``U``, ``G``, ``W``): Storm decides those by graph
+    analysis, whereas its qualitative answer for step- or reward-bounded forms and ``X`` comes from computed
+    values (measured: ``P>0 [F<=8 goal]`` false on a chain reaching the goal with probability 1e-600). Else
+    ``(None, None)``.
+    """
+    import stormpy
+
+    if not formula.is_probability_operator_formula:
+        return None, None
+    kind = type(formula.subformula).__name__
+    if kind in ("BoundedUntilFormula", "NextFormula") or kind not in (
+            "EventuallyFormula", "UntilFormula", "GloballyFormula", "WeakUntilFormula") \
+            or "[" in re.sub(r'"[^"]*"', "", str(formula.subformula)):
+        return None, None
+    s = int(storm_model.initial_states[0])
+    manager = _expression_manager()
+    answers = []
+    for comparison, t in ((stormpy.logic.ComparisonType.GREATER, 0), (stormpy.logic.ComparisonType.GEQ, 1)):
+        f = formula.clone()
+        f.set_bound(comparison, manager.rational(stormpy.Rational(t)))
+        try:
+            result = stormpy.model_checking(storm_model, f)
+        except RuntimeError:
+            return None, None
+        answers.append(s in set(result.get_truth_values_vector()))
+    positive, one = answers
+    return not positive, one
+
+
+def _expression_manager() -> Any:
+    """A fresh Storm expression manager (for the constant thresholds of qualitative checks)."""
+    from stormpy.developer.storage import ExpressionManager
+
+    return ExpressionManager()
+
+
+def is_reward_bounded(formula: Any) -> bool:
+    """Whether ``formula``'s path is bounded by a reward (``F{"r"}<=5``, ``a Urew{"r"}>=5 b``): Storm checks
+    those for the initial states only."""
+    sub = getattr(formula, "subformula", None)
+    return sub is not None and type(sub).__name__ == "BoundedUntilFormula" and \
+        "Urew" in re.sub(r'"[^"]*"', "", str(sub)).replace(" ", "")
+
+
+def _storm_steps(formula: Any) -> int | None:
+    """The step bound of a step-bounded path formula (``U<=k``, ``C<=k``, ``I=k``) Storm would iterate, else None."""
+    sub = getattr(formula, "subformula", None)
+    if sub is None or is_reward_bounded(formula):
+        return None
+    kind = type(sub).__name__
+    if kind == "BoundedUntilFormula":
+        try:
+            return int(sub.upper_bound_expression.evaluate_as_int())
+        except (AttributeError, RuntimeError, ValueError):
+            return None
+    if kind in ("CumulativeRewardFormula", "InstantaneousRewardFormula"):
+        m = re.fullmatch(r"[CI](<=|<|=)(\d+)", str(sub).replace(" ", ""))
+        return None if m is None else int(m.group(2)) - (m.group(1) == "<")
+    return None
+
+
+def refuse_storm_steps(formula: Any, storm_model: Any, max_work: int | None) -> None:
+    """Refuse (``PropertyError``) up front a step-bounded formula whose k Storm steps exceed ``max_work``
+    multiply-adds (Storm cannot stop early and shows no progress)."""
+    k = _storm_steps(formula)
+    if k is None or max_work is None:
+        return
+    nnz = max(int(storm_model.nr_transitions), 1)
+    if k * nnz > max_work:
+        raise PropertyError(
+            f"'{formula}': the step bound {k:,} needs {k:,} steps x {nnz:,} transitions = {k * nnz:.3g} multiply-adds "
+            f"(about {k * nnz / 3e8:.3g} s), above the budget --max-work {max_work:.3g}; raise --max-work or lower the "
+            "step bound (step-bounded reachability on a policy's chain or a monolithic MDP stops early at a fixed "
+            "point; this form is computed by Storm, step by step)")
 
 
 def _annotate_storm(formula: Any, value: float, lower: float | None, upper: float | None, values: np.ndarray,
@@ -234,7 +408,7 @@ def _step_upper_bound(sub: Any) -> int | None:
     return k - 1 if found[0][0] == "<" else k
 
 
-def _bounded_until(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.ndarray, int] | None:
+def step_bounded_sets(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.ndarray, int] | None:
     """``(phi, psi, k)`` when ``formula`` is ``P=? [phi U<=k psi]`` or ``P=? [F<=k psi]`` (step-bounded)."""
     if not formula.is_probability_operator_formula or type(formula.subformula).__name__ != "BoundedUntilFormula":
         return None
@@ -248,41 +422,197 @@ def _bounded_until(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.ndarr
         return None
 
 
-def _bounded_reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, init: int) -> CheckOutcome:
-    """``P(phi U<=steps psi)`` on a DTMC by ``steps`` matrix-vector products, with a certified bracket.
+def _rounding(steps: int, d: int) -> tuple[float, float, float]:
+    """``(lo_factor, hi_factor, absolute)`` of ``steps`` rounds of sums of at most ``d`` non-negative products.
 
-    Every product sums at most ``d`` (longest row) non-negative terms, so its computed value is
-    within a factor ``1 +- gamma``, ``gamma = d u / (1 - d u)``, of the exact sum of the computed
-    inputs; the matrix is monotone, so after ``k`` steps the true value (of this float chain) is
-    within ``[x / (1 + gamma)^k, x / (1 - gamma)^k]`` of the computed ``x``, plus an absolute
-    ``k d 2^-1074`` for underflow.
+    Each round's computed value is within a factor ``1 +- gamma``, ``gamma = d u / (1 - d u)``, of the exact
+    sum of its computed inputs (plus ``d`` subnormal roundings); the rounds are monotone, so the true value
+    after ``steps`` rounds lies in ``[x lo_factor - absolute, x hi_factor + absolute]`` of the computed ``x``.
+    """
+    u = 2.0 ** -53
+    gamma = d * u / (1.0 - d * u)
+    k = max(int(steps), 0)
+    lo = math.exp(-k * math.log1p(gamma)) * (1 - 4 * u)
+    hi = math.exp(min(-k * math.log1p(-gamma), 700.0)) * (1 + 4 * u)
+    return lo, hi, k * d * 2.0 ** -1074
+
+
+def ranks(transitions: Any, row_groups: np.ndarray | None, allowed: np.ndarray, target: np.ndarray, *,
+          all_choices: bool, all_successors: bool, limit: int) -> np.ndarray:
+    """``(S,)`` int64 exact step ranks of a graph game towards ``target`` (-1: above ``limit`` or never).
+
+    ``rank = 0`` on ``target``; on ``allowed`` states ``1 + Q_c Q_t rank(t)`` over the state's choices ``c``
+    and their successors ``t`` (positive entries of ``transitions``, ``(C, S)`` CSR; ``row_groups``
+    ``(S+1,)``, None: one choice per state), with ``Q_c`` max (``all_choices``) or min and ``Q_t`` max
+    (``all_successors``) or min. So ``rank <= k`` means: some path reaches the target within k steps
+    (min, min); for every scheduler some path does (max, min); surely within k steps under some scheduler
+    (min, max) or under every one (max, max). Pure graph analysis: no floating point.
+    """
+    import scipy.sparse as sp
+
+    T = sp.csr_matrix(transitions)
+    S = T.shape[1]
+    C = T.shape[0]
+    groups = np.arange(S + 1, dtype=np.int64) if row_groups is None else np.asarray(row_groups, dtype=np.int64)
+    choice_state = np.repeat(np.arange(S), np.diff(groups))
+    pattern = sp.csr_matrix(((T.data > 0).astype(np.int8), T.indices, T.indptr), shape=T.shape)
+    pattern.eliminate_zeros()
+    pattern.sum_duplicates()
+    reverse = pattern.T.tocsr()  # (S, C): the choices having each state as a successor
+    rank = np.full(S, -1, dtype=np.int64)
+    rank[target] = 0
+    choice_need = np.diff(pattern.indptr).astype(np.int64) if all_successors else np.ones(C, dtype=np.int64)
+    state_need = np.diff(groups).astype(np.int64) if all_choices else np.ones(S, dtype=np.int64)
+    choice_done = np.zeros(C, dtype=bool)
+    may = np.asarray(allowed, dtype=bool) & ~np.asarray(target, dtype=bool)
+    frontier = np.flatnonzero(target)
+    level = 0
+    while len(frontier) and level < limit:
+        starts, counts = reverse.indptr[frontier], np.diff(reverse.indptr)[frontier]
+        total = int(counts.sum())
+        if total == 0:
+            break
+        ch = reverse.indices[np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)]
+        ch = ch[~choice_done[ch]]
+        if all_successors:
+            np.subtract.at(choice_need, ch, 1)
+        else:
+            choice_need[ch] = 0
+        ch = np.unique(ch)
+        ch = ch[choice_need[ch] <= 0]
+        choice_done[ch] = True
+        st = choice_state[ch]
+        st = st[may[st] & (rank[st] < 0)]
+        if all_choices:
+            np.subtract.at(state_need, st, 1)
+        else:
+            state_need[st] = 0
+        st = np.unique(st)
+        st = st[state_need[st] <= 0]
+        level += 1
+        rank[st] = level
+        frontier = st
+    return rank
+
+
+def qualitative(transitions: Any, row_groups: np.ndarray | None, phi: np.ndarray, psi: np.ndarray, steps: int,
+                init: int, optimum: str | None = None) -> tuple[bool, bool]:
+    """``(zero, one)``: whether ``P(phi U<=steps psi)`` at ``init`` is exactly 0 / exactly 1 (graph analysis).
+
+    ``optimum``: ``"max"``/``"min"`` over an MDP's schedulers (step-dependent ones, as Storm's Pmax/Pmin of a
+    step-bounded property); None for a chain.
+    """
+    every = optimum == "min"
+    positive = ranks(transitions, row_groups, phi, psi, all_choices=every, all_successors=False, limit=steps)
+    surely = ranks(transitions, row_groups, phi, psi, all_choices=every, all_successors=True, limit=steps)
+    return bool(positive[init] < 0), bool(surely[init] >= 0)
+
+
+def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, init: int, *,
+                  row_groups: np.ndarray | None = None, optimum: str | None = None, precision: float = 1e-6,
+                  max_work: int | None = MAX_WORK, cap: Callable[[], np.ndarray | None] | None = None,
+                  progress: Callable[[str], None] | None = None) -> CheckOutcome:
+    """``P(phi U<=steps psi)`` by matrix-vector steps, with a certified bracket and exact graph facts.
+
+    ``matrix``: ``(C, S)`` CSR, a chain's (``row_groups`` None) or an MDP's (``optimum`` ``"max"``/``"min"``
+    over its choices, ``row_groups`` ``(S+1,)``). The step-j values ``x_j`` only grow with j and are at most the
+    unbounded value, so the iteration stops early, soundly, when
+
+    * ``x_{j+1} = x_j`` bit for bit: the computation would return ``x_j`` after every further step, and the
+      rounding analysis of ``steps`` steps (:func:`_rounding`) applies to it; or
+    * ``cap()`` (per-state certified upper bounds of the unbounded value, asked for when the work exceeds
+      ``_CAP_WORK``) is within ``precision`` (relative) of the certified lower bound of ``x_j`` in every state:
+      the step-``steps`` value lies between them.
+
+    Raises:
+        PropertyError: ``steps`` x transitions exceeds ``max_work`` and neither stop was reached within it
+            (the message gives the estimate, the bracket reached and the option to change).
     """
     import scipy.sparse as sp
 
     matrix = sp.csr_matrix(matrix, dtype=np.float64)
+    k = max(int(steps), 0)
+    nnz = max(int(matrix.nnz), 1)
     go = (phi & ~psi).astype(np.float64)
     target = psi.astype(np.float64)
-    x = target.copy()
-    for _ in range(max(steps, 0)):
-        x = target + go * (matrix @ x)  # psi and go are disjoint: no rounding outside the product
+    groups = None if row_groups is None else np.asarray(row_groups, dtype=np.int64)
+    if groups is not None and (np.diff(groups) <= 0).any():
+        raise PropertyError("internal: an MDP state without choices")
+    reduce = None if optimum is None else (np.maximum if optimum == "max" else np.minimum)
+
+    def step(x: np.ndarray) -> np.ndarray:
+        q = matrix @ x
+        if reduce is not None:
+            q = reduce.reduceat(q, groups[:-1])
+        return target + go * q  # psi and go are disjoint: no rounding outside the products' sums
+
     d = int(np.diff(matrix.indptr).max(initial=0)) + 1
-    u = 2.0 ** -53
-    gamma = d * u / (1.0 - d * u)
-    k = max(steps, 0)
-    lo_factor = math.exp(-k * math.log1p(gamma)) * (1 - 4 * u)
-    hi_factor = math.exp(-k * math.log1p(-gamma)) * (1 + 4 * u)
-    value = float(x[init])
-    lower = max(value * lo_factor - k * d * 2.0 ** -1074, 0.0)
-    upper = min(value * hi_factor + k * d * 2.0 ** -1074, 1.0)
+    budget = k if max_work is None or k * nnz <= max_work else max(max_work // nnz, 1)
+    upper_cap = cap() if cap is not None and k * nnz > _CAP_WORK else None
+    x = target.copy()
+    j, stop = 0, None
+    shown = time.perf_counter()
+    while j < min(k, budget):
+        nxt = step(x)
+        j += 1
+        if np.array_equal(nxt, x):
+            stop = "fixed point"
+            break
+        x = nxt
+        if upper_cap is not None and j % 16 == 0:
+            lo_f, _, ab = _rounding(j, d)
+            lo = np.maximum(x * lo_f - ab, 0.0)
+            if np.all(upper_cap - lo <= precision * lo):
+                stop = "precision"
+                break
+        if progress is not None and time.perf_counter() - shown > 0.5:
+            shown = time.perf_counter()
+            progress(f"step-bounded iteration: step {j:,} of {k:,}")
+    if stop is None and j < k:
+        lo_f, _, ab = _rounding(j, d)
+        reached = (f"after {j:,} steps the value is at least {max(x[init] * lo_f - ab, 0.0):.6g}"
+                   + (f" and at most {float(upper_cap[init]):.6g} (the unbounded value)" if upper_cap is not None else ""))
+        raise PropertyError(
+            f"the step bound {k:,} needs {k:,} x {nnz:,} transitions = {k * nnz:.3g} multiply-adds, above the budget "
+            f"--max-work {max_work:.3g} (about {max_work / 3e8:.0f} s), and the iteration neither reached a fixed point "
+            f"nor came within --precision {precision:g} of the unbounded value within it ({reached}); raise --max-work, "
+            "lower the step bound, or check the unbounded property (P=? [F ...])")
+    lo_j, _, ab_j = _rounding(j, d)
+    _, hi_k, ab_k = _rounding(k, d)
+    lowers = np.maximum(x * lo_j - ab_j, 0.0)
+    if stop == "precision":
+        uppers = np.minimum(upper_cap, 1.0)
+    else:  # every step done, or a fixed point: the computed step-k values are x
+        uppers = np.minimum(x * hi_k + ab_k, 1.0)
+        if upper_cap is not None:
+            uppers = np.minimum(uppers, upper_cap)
+    uppers = np.maximum(uppers, lowers)
+    zero, one = qualitative(matrix, groups, phi, psi, k, init, optimum)
+    value, lower, upper = float(x[init]), float(lowers[init]), float(uppers[init])
+    if zero:
+        value = lower = upper = 0.0
+    elif one:
+        value = lower = upper = 1.0
+    value = min(max(value, lower), upper)
+    how = {None: f"{k:,} matrix-vector steps",
+           "fixed point": f"{j:,} matrix-vector steps (a fixed point: every further step gives the same values)",
+           "precision": f"{j:,} of {k:,} matrix-vector steps (stopped when the values after {j:,} steps were within "
+                        f"{precision:g} of the unbounded value, an upper bound of the step-bounded one)"}[stop]
     rel = _relative(value, lower, upper)
-    note = (f"step-bounded: {k} matrix-vector steps; true value in [{lower:.12g}, {upper:.12g}] (certified: rounding of "
-            f"sums of non-negative terms), relative error <= {rel:.2g}")
+    note = (f"step-bounded: {how}; true value in [{lower:.12g}, {upper:.12g}] (certified: rounding of sums of "
+            f"non-negative terms{', and the unbounded value' if stop == 'precision' else ''}), relative error <= "
+            f"{rel:.2g}")
     warning = None
-    if lower <= 0 < value:
-        note = f"step-bounded: {k} matrix-vector steps; only an absolute bound is known: true value in [0, {upper:.3g}]"
-        warning = f"value {value:.3g}: only the absolute bound [0, {upper:.3g}] is known (underflow)"
-    return CheckOutcome(value=value, lower=lower, upper=upper, values=x, method="step-bounded matrix-vector steps "
-                        "(certified bracket)", note=note, warning=warning)
+    if zero or one:
+        note = f"step-bounded: exactly {int(one)} by graph analysis ({how} for the other states)"
+    elif lower <= 0 < upper:
+        note = f"step-bounded: {how}; only an absolute bound is known: true value in [0, {upper:.3g}] (positive: the " \
+               "target is reachable within the bound)"
+        warning = (f"value {value:.3g}: only the absolute bound [0, {upper:.3g}] is known (underflow); the value is "
+                   "positive (graph analysis)")
+    method = "step-bounded matrix-vector steps (certified bracket)"
+    return CheckOutcome(value=value, lower=lower, upper=upper, values=x, method=method, note=note, warning=warning,
+                        zero=zero, one=one, lowers=lowers, uppers=uppers)
 
 
 def _states(storm_model: Any, state_formula: Any) -> np.ndarray:
@@ -335,7 +665,8 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
     if m == 0:
         v = float(values[init])
         return CheckOutcome(value=v, lower=v, upper=v, values=values, method="graph analysis (exact)",
-                            note=f"exact: {graph_note}")
+                            note=f"exact: {graph_note}", zero=bool(no[init]), one=bool(yes[init]), lowers=values,
+                            uppers=values)
     if m > MAX_DIRECT_STATES:
         return None
     rows = matrix[maybe]
@@ -371,11 +702,13 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
             break
         x, lo, hi = x2, lo2, hi2
     method = "graph analysis + sparse LU + certified bracket"
+    facts = {"zero": bool(no[init]), "one": bool(yes[init])}
     if j is None:  # the initial state is decided by the graph analysis
         v = float(values[init])
         values[maybe] = x
         return CheckOutcome(value=v, lower=v, upper=v, values=values, method=method,
-                            note=f"exact: the initial state is decided by the graph analysis ({graph_note})")
+                            note=f"exact: the initial state is decided by the graph analysis ({graph_note})",
+                            lowers=_bounds(values, maybe, lo), uppers=_bounds(values, maybe, hi), **facts)
     rel = _relative(x[j], lo[j], hi[j])
     if numerics == "sound" and not rel <= precision and hi[j] > 1e-250:  # below: only an absolute bound exists
         lo, hi = _interval_iteration(a, b, lo, hi, j, precision, gamma, k, budget - (time.perf_counter() - t0))
@@ -395,14 +728,22 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
                        f"true value is in [{lower:.6g}, {upper:.6g}] (relative error <= {rel:.2g})")
     else:
         note = (f"{graph_note}; only an absolute bound is known: true value in [0, {upper:.3g}] (the certified lower "
-                "bound is 0)")
+                "bound is 0; the value is positive: the graph analysis finds the target reachable)")
         warning = (f"value {value:.3g}: no relative error bound could be certified; only the absolute bound "
                    f"[0, {upper:.3g}] is known")
+    lowers, uppers = _bounds(values, maybe, lo), _bounds(values, maybe, hi)
     if numerics == "direct" and lower <= 0:
         return CheckOutcome(value=value, lower=None, upper=None, values=values, method="graph analysis + sparse LU",
-                            note=note, warning=warning if value < TINY else None)
+                            note=note, warning=warning if value < TINY else None, **facts)
     return CheckOutcome(value=value, lower=lower, upper=upper, values=values, method=method, note=note,
-                        warning=warning)
+                        warning=warning, lowers=lowers, uppers=uppers, **facts)
+
+
+def _bounds(exact: np.ndarray, maybe: np.ndarray, solved: np.ndarray) -> np.ndarray:
+    """``(S,)``: the graph analysis's exact 0/1 values with ``solved`` on the ``maybe`` states."""
+    out = exact.copy()
+    out[maybe] = solved
+    return out
 
 
 def _relative(v: float, lo: float, hi: float) -> float:

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import OptionError, PolicyError, PropertyError, did_you_mean
-from rlverify.exact.checking import check, environment, quantitative
+from rlverify.exact.checking import check, clipped, environment, quantitative
 from rlverify.exact.verify import (ExactOptions, _choose_strategy, _induce, _MaskedExploration, model_and_property,
                                    names_commands)
 from rlverify.models.dynamics import ChoiceTable, choice_name, policy_weights
@@ -49,6 +49,10 @@ EXPLAINED_FORMS = "P=? [F phi], P=? [F<=k phi], P=? [psi U phi], P=? [psi U<=k p
 #: the bounded heuristic keeps one ``(S,)`` row per remaining step up to this many entries in all
 #: (80 MB); beyond, the unbounded heuristic (also a lower bound on the remaining cost) is used
 _HEURISTIC_ENTRIES = 10_000_000
+#: the most paths ``--explain`` lists (each is printed with every state it visits)
+MAX_PATHS = 10_000
+#: the most partial paths the search keeps (about 100 bytes each): it stops there with the paths found so far
+MAX_RECORDS = 5_000_000
 
 
 def check_explainable(prop: Property) -> None:
@@ -72,9 +76,12 @@ def check_explainable(prop: Property) -> None:
 
 
 def check_count(k: Any) -> int:
-    """``k`` as a positive int, else :class:`OptionError` naming ``--explain``."""
+    """``k`` as a positive int up to :data:`MAX_PATHS`, else :class:`OptionError` naming ``--explain``."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise OptionError(f"--explain: expected a positive number of paths, got {k!r}")
+    if k > MAX_PATHS:
+        raise OptionError(f"--explain {k}: at most {MAX_PATHS:,} paths are listed (each with every state it visits); "
+                          f"ask for fewer, e.g. --explain 100")
     return int(k)
 
 
@@ -136,7 +143,8 @@ def explain_paths(model: SymbolicModel | str | Path, property_text: str | Proper
     if value is None:
         t = time.perf_counter()
         formula, _, _ = quantitative(prop)
-        value = check(storm_chain, formula, environment(options.numerics, options.precision)).value
+        value = clipped(check(storm_chain, formula, environment(options.numerics, options.precision)),
+                        probability=True).value
         timings["check"] = time.perf_counter() - t
 
     say(f"searching the {k} most probable paths")
@@ -152,9 +160,13 @@ def explain_paths(model: SymbolicModel | str | Path, property_text: str | Proper
     covered = math.fsum(p.probability for p in paths)
     ranges = {v: (int(chain.valuations[origin >= 0, i].min()), int(chain.valuations[origin >= 0, i].max()))
               for i, v in enumerate(chain.variables)} if (origin >= 0).any() else {}
+    note = None
+    if len(paths) < k and not exhausted:
+        note = (f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
+                f"{k} paths asked for; ask for fewer (--explain) or a step bound")
     return FailurePaths(property=prop.text, k=k, paths=tuple(paths), value=float(value), covered=covered,
                         share=covered / value if value > 0 else None, exhausted=exhausted, bound=prop.bound,
-                        mode=options.mode, variables=tuple(chain.variables), ranges=ranges, timings=timings)
+                        mode=options.mode, variables=tuple(chain.variables), ranges=ranges, timings=timings, note=note)
 
 
 def _state_sets(prop: Property, storm_chain: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +191,8 @@ def _state_sets(prop: Property, storm_chain: Any) -> tuple[np.ndarray, np.ndarra
 
 
 def most_probable_paths(P: sp.csr_matrix, start: int, target: np.ndarray, allowed: np.ndarray, k: int, *,
-                        bound: int | None = None) -> tuple[list[tuple[list[int], float]], bool]:
+                        bound: int | None = None,
+                        max_records: int = MAX_RECORDS) -> tuple[list[tuple[list[int], float]], bool]:
     """The ``k`` most probable walks of a chain from ``start`` to its first ``target`` state.
 
     Args:
@@ -189,6 +202,8 @@ def most_probable_paths(P: sp.csr_matrix, start: int, target: np.ndarray, allowe
         allowed: ``(S,)`` bool; every state before the last must be allowed (the left formula of ``U``).
         k: how many walks.
         bound: at most this many steps (None: unbounded).
+        max_records: the search stops after keeping this many partial walks (memory), with the walks found
+            so far (then fewer than ``k`` and ``exhausted`` False).
 
     Returns:
         ``(walks, exhausted)``: up to ``k`` pairs ``(states, probability)`` with ``states`` the walk's
@@ -231,7 +246,7 @@ def most_probable_paths(P: sp.csr_matrix, start: int, target: np.ndarray, allowe
     expanded: dict[int, int] = {}
     found: list[int] = []
     stride = (bound + 1) if bound is not None else 1
-    while heap and len(found) < k:
+    while heap and len(found) < k and len(rec_state) < max_records:
         _, rec = heapq.heappop(heap)
         u, t, g = rec_state[rec], rec_steps[rec], rec_cost[rec]
         key = u * stride + (t if bound is not None else 0)
@@ -268,7 +283,7 @@ def most_probable_paths(P: sp.csr_matrix, start: int, target: np.ndarray, allowe
             p *= _entry(P, a, b)
         out.append((states, p))
     out.sort(key=lambda sp_: -sp_[1])
-    return out, len(out) < k
+    return out, len(out) < k and not heap
 
 
 class _Heuristic:

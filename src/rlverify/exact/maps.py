@@ -122,7 +122,7 @@ def risk_map(model: SymbolicModel | str | Path, property_text: str | Property, p
     grid_regret, _ = aggregate(p_cells, regret[p_keep], shape, options.agg)
     grid_all, n_mdp = aggregate(m_cells, m_opt[m_keep], shape, options.agg)
 
-    initial_opt = float(mono.lower if optimum == "min" else mono.upper)
+    initial_opt = float(mono.pmin if optimum == "min" else mono.pmax)
     initial_regret = pol.value - initial_opt if optimum == "min" else initial_opt - pol.value
     timings = {"policy_chain": pol.timings.get("total", 0.0), "optimum": mono.timings.get("total", 0.0),
                "map": time.perf_counter() - t_map, "total": time.perf_counter() - t0}

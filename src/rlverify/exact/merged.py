@@ -33,7 +33,8 @@ from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
 from rlverify.exact.induced import STALLED_LABEL, choice_weights
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import choice_table, forced_start_message
-from rlverify.models.explicit import ExplicitModel, encode_valuations, export_umb, format_bytes, read_umb, resident_bytes
+from rlverify.models.explicit import (ExplicitModel, encode_valuations, export_umb, format_bytes, memory_limit, read_umb,
+                                      resident_bytes)
 from rlverify.models.program import CompiledProgram, Unsupported, compile_expression
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
@@ -247,7 +248,8 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
         Unsupported: the program or property uses what :mod:`rlverify.models.program` does not evaluate
             (the caller builds with Storm instead).
         ModelTooLargeError: more than ``max_states`` policy-reachable states.
-        MemoryBudgetError: resident memory above ``max_memory`` (checked after every batch).
+        MemoryBudgetError: resident memory above ``max_memory`` (None: the default guard,
+            :func:`~rlverify.models.explicit.memory_limit`; checked after every batch).
         ModelError: an assignment out of range or probabilities not summing to 1 (as Storm refuses them).
         PolicyError: as with the ``full`` strategy (choices no policy can pick, renormalising nothing).
     """
@@ -256,6 +258,7 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
     if prop.operator != "P":
         raise Unsupported("reward properties need Storm's reward models")
     program = CompiledProgram(model.program, str(model.path))
+    memory_bound, memory_how = memory_limit(max_memory)
     probe = _probe(model, prop)
     say = progress or (lambda msg: None)
 
@@ -438,11 +441,11 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
             raise ModelTooLargeError(
                 f"{model.path}: the policy reaches more than --max-states={max_states} states (exploration stopped at "
                 f"{state_keys.n:,}); raise --max-states")
-        if max_memory is not None and resident_bytes() > max_memory:
+        if memory_bound is not None and resident_bytes() > memory_bound:
             raise MemoryBudgetError(
-                f"--max-memory={format_bytes(max_memory)}: exploring the policy's chain took {format_bytes(resident_bytes())} "
+                f"{memory_how}: exploring the policy's chain took {format_bytes(resident_bytes())} "
                 f"after {lo:,} states and {targets.n:,} transitions; raise --max-memory, or verify a smaller model",
-                phase="explore", estimate=resident_bytes(), limit=max_memory)
+                phase="explore", estimate=resident_bytes(), limit=memory_bound)
         if time.perf_counter() - last_report > 2.0:
             say(f"exploring and merging: {lo:,} of {state_keys.n:,} states so far, {targets.n:,} transitions")
             last_report = time.perf_counter()

@@ -38,10 +38,11 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from rlverify.errors import IntervalError, OptionError, PolicyError, PropertyError, did_you_mean
 from rlverify.exact.checking import check, quantitative
+from rlverify.exact.checking import clipped as inside_bracket
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
 from rlverify.exact.verify import MODES, model_and_property, names_commands, on_chain
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
-from rlverify.models.explicit import ExplicitModel, to_storm, write_umb
+from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm, write_umb
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
 from rlverify.models.summary import summarize
@@ -76,6 +77,8 @@ class RobustnessOptions:
         mode, unavailable: as in :class:`~rlverify.exact.ExactOptions` (the nominal engine's semantics).
         attack: also run the FGSM baseline (network policies only).
         numerics, precision, max_states: as in :class:`~rlverify.exact.ExactOptions`.
+        max_memory: refuse before the (state, perturbation) pairs are enumerated when their estimated memory
+            (:func:`pair_bytes` each) exceeds this; None: the default guard (80% of the machine's memory).
     """
 
     epsilon: int = 1
@@ -88,8 +91,11 @@ class RobustnessOptions:
     numerics: str = "sound"
     precision: float = 1e-6
     max_states: int | None = 2_000_000
+    max_memory: int | None = None
 
     def validate(self) -> None:
+        if self.max_memory is not None and self.max_memory <= 0:
+            raise OptionError(f"--max-memory: expected a positive size, got {self.max_memory}")
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, np.integer)) or self.epsilon < 0:
             raise OptionError(f"--epsilon: expected a non-negative integer (the features are integers), got {self.epsilon!r}")
         _choose("norm", self.norm, NORMS)
@@ -232,11 +238,35 @@ def robustness(model: Any, property_text: str | Property, policy: Policy,
     Returns a :class:`~rlverify.results.RobustnessResult`: nominal value, Pmax and Pmin of the
     adversarial MDP (exact, Storm's ``numerics``), the FGSM chain's value, the states where a
     perturbation changes the policy's argmax action and the worst perturbation per state.
+
+    Raises :class:`~rlverify.errors.MemoryBudgetError` before enumerating the (state, perturbation) pairs
+    when their estimate exceeds ``options.max_memory`` (or the default guard), and for a ``MemoryError``.
     """
+    try:
+        return _robustness(model, property_text, policy, options, constants=constants)
+    except MemoryError:
+        raise out_of_memory("the robustness analysis", _SHRINK) from None
+
+
+#: what makes the adversarial MDP smaller
+_SHRINK = ("perturb fewer features (--perturb F1,F2), lower --epsilon, use --norm l1 (fewer perturbations per state), "
+           "or verify a smaller model (constants); or raise --max-memory")
+
+
+def pair_bytes(features: int, perturbed: int, actions: int, row: float) -> float:
+    """Estimated peak bytes per (state, perturbation) pair: the perturbed observations and their sorted copies
+    (``4 x features`` float64), offsets, indices and keys (~8 int64), the policy's distribution (``actions``
+    float64) and the pair's row of the adversarial MDP (``row`` transitions, ~3 copies of 16 bytes while built)."""
+    return 8.0 * (4 * features + perturbed + 8 + actions) + 48.0 * row
+
+
+def _robustness(model: Any, property_text: str | Property, policy: Policy, options: RobustnessOptions, *,
+                constants: str | None) -> RobustnessResult:
     options.validate()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    model, prop, mdp, table = _prepare(model, property_text, policy, constants, options.max_states)
+    model, prop, mdp, table = _prepare(model, property_text, policy, constants, options.max_states,
+                                       max_memory=options.max_memory)
     timings["build"] = time.perf_counter() - t0
     features = tuple(policy.features)
     perturbed = tuple(features) if options.perturb is None else tuple(options.perturb)
@@ -259,6 +289,11 @@ def robustness(model: Any, property_text: str | Property, policy: Policy,
     x = mdp.feature_matrix(features, states)
     D = offsets(int(options.epsilon), len(columns), options.norm)
     P = len(D)
+    row = mdp.num_transitions / max(mdp.num_choices, 1)
+    memory_guard(options.max_memory, "perturb", states=K, transitions=K * P, what="(state, perturbation) pairs",
+                 extra=int(K * P * pair_bytes(len(features), len(columns), len(policy.actions), row)),
+                 advice=f"{P:,} perturbations per state ({options.norm} epsilon {options.epsilon} on "
+                        f"{len(columns)} features) x {K:,} decision states; " + _SHRINK)
     obs = np.repeat(x, P, axis=0)
     obs[:, columns] += np.tile(D, (K, 1))
     obs[:, columns] = np.clip(obs[:, columns], low[columns], high[columns])
@@ -307,8 +342,9 @@ def robustness(model: Any, property_text: str | Property, policy: Policy,
     storm_adv = to_storm(adv)
     fmax, _, _ = quantitative(on_chain(prop, adv, model), optimality="max")
     fmin, _, _ = quantitative(on_chain(prop, adv, model), optimality="min")
-    hi = check(storm_adv, fmax, env)
-    lo = check(storm_adv, fmin, env)
+    # probabilities reported inside [0, 1] and their bracket (a sum of rounded terms may exceed 1 by an ulp)
+    hi = inside_bracket(check(storm_adv, fmax, env), probability=True)
+    lo = inside_bracket(check(storm_adv, fmin, env), probability=True)
     nominal = _chain_value(mdp, policy, nominal_probs, states, table, options, prop, env, model)
     attack = None
     if attack_obs is not None:
@@ -449,8 +485,9 @@ def _chain_value(mdp: ExplicitModel, policy: Policy, probs: np.ndarray, states: 
     chain, _ = induced_chain(mdp, cw)
     formula, _, _ = quantitative(on_chain(prop, chain, model))
     # the exact engine's own solver (verify_exact's numbers, to the last digit)
-    return check(to_storm(chain), formula, env, matrix=chain.transitions, numerics=options.numerics,
-                 precision=options.precision).value
+    out = check(to_storm(chain), formula, env, matrix=chain.transitions, numerics=options.numerics,
+                precision=options.precision)
+    return inside_bracket(out, probability=True).value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,6 +502,15 @@ def model_error_bounds(model: Any, property_text: str | Property, policy: Policy
     for feasibility (each row: sum of lows <= 1 <= sum of highs) and Storm's interval-model solver
     gives the min and max. Returns an :class:`~rlverify.results.IntervalResult`.
     """
+    try:
+        return _model_error_bounds(model, property_text, policy, options, constants=constants)
+    except MemoryError:
+        raise out_of_memory("the model-error analysis", "verify a smaller model (constants), restrict --uncertain, "
+                            "or use --mode deterministic") from None
+
+
+def _model_error_bounds(model: Any, property_text: str | Property, policy: Policy, options: ModelErrorOptions, *,
+                        constants: str | None) -> IntervalResult:
     options.validate()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -548,8 +594,10 @@ def model_error_bounds(model: Any, property_text: str | Property, policy: Policy
             values, done = robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)
             bounds.append(float(values[init]))
             converged &= done
-    nominal = check(to_storm(chain), formula, environment("sound", options.precision), matrix=chain.transitions,
-                    numerics="sound", precision=options.precision).value
+    nominal = inside_bracket(check(to_storm(chain), formula, environment("sound", options.precision),
+                                   matrix=chain.transitions, numerics="sound", precision=options.precision),
+                             probability=True).value
+    bounds = [min(max(b, 0.0), 1.0) for b in bounds]  # probabilities: inside [0, 1] whatever the solver's rounding
     timings["check"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     notes = list(prop.notes)
@@ -711,7 +759,8 @@ def _to_storm_interval(chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matri
 
 
 def _prepare(model: Any, property_text: str | Property, policy: Policy, constants: str | None,
-             max_states: int | None) -> tuple[SymbolicModel, Property, ExplicitModel, ChoiceTable]:
+             max_states: int | None, *,
+             max_memory: int | None = None) -> tuple[SymbolicModel, Property, ExplicitModel, ChoiceTable]:
     """Load, parse and check the input; build the property-directed MDP and its choice table."""
     model, prop = model_and_property(model, property_text, constants)
     if prop.operator != "P" or prop.optimality is not None or prop.path not in PATHS:
@@ -721,7 +770,7 @@ def _prepare(model: Any, property_text: str | Property, policy: Policy, constant
     if policy is None:
         raise PolicyError("robustness needs a policy (--policy)")
     check_policy(policy, model)
-    mdp, _ = build_explicit(model, [prop], max_states=max_states,
+    mdp, _ = build_explicit(model, [prop], max_states=max_states, max_memory=max_memory,
                             command_names=True if names_commands(policy) else None)
     return model, prop, mdp, choice_table(mdp, policy.actions)
 

@@ -14,13 +14,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError
-from rlverify.exact.checking import NUMERICS, CheckOutcome, check, compare, environment, quantitative, solved_here
-from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
+from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError, RlverifyError
+from rlverify.exact.checking import (MAX_WORK, NUMERICS, CheckOutcome, bounded_until, check, clipped, environment,
+                                     is_reward_bounded, quantitative, solved_here, step_bounded_sets, storm_qualitative,
+                                     verdict)
+from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, choice_weights, induced_chain
 from rlverify.exact.merged import Unsupported, merged_chain
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, forced_start_message, untaken_message
-from rlverify.models.explicit import ExplicitModel, memory_guard, to_storm
+from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.properties import Property, excluding_label
 from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, parse_property
 from rlverify.policies.base import Policy, validate_probabilities
@@ -61,8 +63,15 @@ class ExactOptions:
         all_states: also return the value of every state of the chain.
         max_memory: refuse (``MemoryBudgetError``) before a phase whose estimated resident memory
             (bytes: current RSS + counts x measured bytes per transition, see
-            :func:`~rlverify.models.explicit.memory_guard`) exceeds this; None: no limit. Storm's own
-            build is bounded by ``max_states`` only (its counts are not known before it runs).
+            :func:`~rlverify.models.explicit.memory_guard`) exceeds this; None: the default guard, 80% of the
+            machine's memory (:func:`~rlverify.models.explicit.memory_limit`). Storm's own build is bounded by
+            ``max_states`` only (its counts are not known before it runs); a ``MemoryError`` anywhere becomes a
+            ``MemoryBudgetError`` saying what to change.
+        max_work: the budget of a step-bounded computation (``F<=k``, ``U<=k``, ``C<=k``, ``I=k``), in
+            multiply-adds (steps x transitions); None: no limit. Step-bounded reachability stops early,
+            soundly, at a fixed point or once within ``precision`` of the unbounded value
+            (:func:`~rlverify.exact.checking.bounded_until`); if neither happens within the budget it is refused
+            with the figures; forms Storm computes are refused up front when k x transitions exceeds it.
     """
 
     mode: str = "stochastic"
@@ -73,6 +82,7 @@ class ExactOptions:
     max_states: int | None = 2_000_000
     all_states: bool = False
     max_memory: int | None = None
+    max_work: int | None = MAX_WORK
 
     def validate(self) -> None:
         for name, value, allowed in (("mode", self.mode, MODES), ("strategy", self.strategy, STRATEGIES),
@@ -85,6 +95,8 @@ class ExactOptions:
             raise OptionError(f"--max-states: expected a positive number, got {self.max_states}")
         if self.max_memory is not None and self.max_memory <= 0:
             raise OptionError(f"--max-memory: expected a positive size, got {self.max_memory}")
+        if self.max_work is not None and (isinstance(self.max_work, bool) or self.max_work <= 0):
+            raise OptionError(f"--max-work: expected a positive number, got {self.max_work}")
 
 
 Progress = Callable[[str], None]
@@ -112,8 +124,20 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         policy: any :class:`~rlverify.policies.Policy` (None in monolithic mode).
 
     Returns an :class:`~rlverify.results.ExactResult` whose ``value`` is the property's value at
-    the initial state. Raises :class:`~rlverify.errors.RlverifyError` subclasses for bad input.
+    the initial state. Raises :class:`~rlverify.errors.RlverifyError` subclasses for bad input, and
+    :class:`~rlverify.errors.MemoryBudgetError` when memory runs out (estimated before a phase, or a
+    ``MemoryError`` during one).
     """
+    try:
+        return _verify_exact(model, property_text, policy, options, constants=constants, progress=progress)
+    except MemoryError:
+        raise out_of_memory("exact verification", "verify a smaller model (constants), lower --max-states, use "
+                            "--mode deterministic (fewer transitions), or set --max-memory below the machine's memory "
+                            "so that phases are refused from their estimates before they start") from None
+
+
+def _verify_exact(model: Any, property_text: str | Property, policy: Policy | None, options: ExactOptions, *,
+                  constants: str | None, progress: Progress | None) -> ExactResult:
     options.validate()
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -146,27 +170,40 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         say("checking Pmin and Pmax")
         fmin, threshold, comparison = quantitative(prop, optimality="min")
         fmax, _, _ = quantitative(prop, optimality="max")
-        lo = check(storm_mdp, fmin, env)
-        hi = check(storm_mdp, fmax, env)
+        probability = prop.operator == "P"
+        lo = _check_optimum(mdp, storm_mdp, fmin, "min", env, options, say, probability)
+        hi = _check_optimum(mdp, storm_mdp, fmax, "max", env, options, say, probability)
         timings["check"] = time.perf_counter() - t
         timings["total"] = model.parse_seconds + time.perf_counter() - t0
-        satisfied = None
+        # the optimum the property asks for: Pmin/Pmax by name; P<=b holds for every scheduler iff Pmax <= b (and
+        # P>=b iff Pmin >= b), as in PRISM/Storm; P=? without a bound reports Pmax (with Pmin beside it)
         raw = prop.storm_formula()
-        if threshold is not None and raw.has_optimality_type:  # Pmin<=b / Pmax>=b: that optimum's value
-            minimize = str(raw.optimality_type).endswith("MINIMIZE")
-            satisfied = compare(lo.value if minimize else hi.value, threshold, comparison)
-        elif threshold is not None:  # P<=b: PRISM/Storm semantics, the bound holds for every scheduler
-            upper_bound = comparison in ("LESS", "LESS_EQUAL", "LEQ")
-            satisfied = compare(hi.value if upper_bound else lo.value, threshold, comparison)
+        if raw.has_optimality_type:
+            asked = lo if str(raw.optimality_type).endswith("MINIMIZE") else hi
+        elif threshold is not None:
+            asked = hi if comparison in ("LESS", "LESS_EQUAL", "LEQ") else lo
+        else:
+            asked = hi
+        notes = list(prop.notes)
+        satisfied = None
+        if threshold is not None:
+            satisfied, why = _verdict(asked, threshold, comparison, probability, options)
+            if why:
+                notes.append(why)
+        notes += [o.warning for o in (lo, hi) if o.warning]
         return ExactResult(
-            property=property_text, mode="monolithic", strategy="full", value=hi.value, lower=lo.value, upper=hi.value,
+            property=property_text, mode="monolithic", strategy="full", value=asked.value,
+            lower=asked.lower if options.numerics == "sound" else None,
+            upper=asked.upper if options.numerics == "sound" else None, method=asked.method,
+            precision_note=asked.note,
             guarantee=_guarantee(options), precision=options.precision, satisfied=satisfied, states=mdp.num_states,
             transitions=mdp.num_transitions, choices=mdp.num_choices, stalled_probability=0.0, pmin=lo.value,
             pmax=hi.value, timings=timings, settings=_settings(options, "full", model), versions=versions(),
             model=str(model.path), policy=None,
-            state_values=hi.values if options.all_states else None,
-            state_values_min=lo.values if options.all_states else None,
-            state_valuations=mdp.valuations if options.all_states else None, variables=mdp.variables)
+            state_values=_per_state(hi.values, probability) if options.all_states else None,
+            state_values_min=_per_state(lo.values, probability) if options.all_states else None,
+            state_valuations=mdp.valuations if options.all_states else None, variables=mdp.variables,
+            warnings=notes)
 
     assert policy is not None
     estimates: dict[str, int] = {}
@@ -199,7 +236,7 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
     chain = dataclasses.replace(chain, transitions=matrix)
     if signed is None:
         out = check(storm_chain, formula, env, matrix=matrix, numerics=options.numerics,
-                    precision=options.precision, full_model=full_model)
+                    precision=options.precision, full_model=full_model, max_work=options.max_work, progress=say)
     else:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
         out = _check_signed(chain, signed, formula, env)
         notes.append(f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
@@ -209,8 +246,22 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         import stormpy
 
         stall_prop = stormpy.parse_properties(f'P=? [F "{STALLED_LABEL}"]')[0]
-        stalled = check(storm_chain, stall_prop.get_raw_formula(), env, matrix=matrix,
-                        numerics=options.numerics, precision=options.precision, full_model=full_model).value
+        stalled = clipped(check(storm_chain, stall_prop.get_raw_formula(), env, matrix=matrix,
+                                numerics=options.numerics, precision=options.precision, full_model=full_model),
+                          probability=True).value
+    probability = prop.operator == "P"
+    out = clipped(out, probability=probability)
+    satisfied = None
+    if threshold is not None:
+        if probability and threshold in (0.0, 1.0) and out.zero is None and out.one is None and not skeleton \
+                and signed is None and options.numerics != "fast":
+            zero, one = storm_qualitative(storm_chain, formula)
+            out = dataclasses.replace(out, zero=zero, one=one)
+        satisfied, why = _verdict(out, threshold, comparison, probability, options)
+        if why:
+            notes.append(why)
+    if prop.operator == "R" and math.isinf(out.value):
+        notes.append(_infinite_reward(prop, chain, model, storm_chain, env, options, stalled))
     timings["check"] = time.perf_counter() - t
     timings["total"] = model.parse_seconds + time.perf_counter() - t0
     bracketed = options.numerics == "sound" or out.method is not None
@@ -220,7 +271,7 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
         lower=out.lower if bracketed else None, upper=out.upper if bracketed else None, method=out.method,
         precision_note=out.note,
         guarantee=_guarantee(options), precision=options.precision,
-        satisfied=None if threshold is None else compare(out.value, threshold, comparison),
+        satisfied=satisfied,
         states=chain.num_states, transitions=n_transitions, choices=None, stalled_probability=stalled,
         timings=timings, settings={**_settings(options, strategy, model), "policy_queries": built.decision_states,
                                    "onthefly_policy_calls": built.onthefly_policy_calls,
@@ -228,11 +279,79 @@ def verify_exact(model: SymbolicModel | str | Path, property_text: str | Propert
                                    "memory_estimates": estimates},
         versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
         # per-state values of the model's states (the added `stalled` sink is not one of them)
-        state_values=out.values[origin >= 0] if options.all_states else None,
+        state_values=_per_state(out.values[origin >= 0], probability) if options.all_states else None,
         state_valuations=chain.valuations[origin >= 0] if options.all_states else None, variables=chain.variables,
         untaken_choices=untaken,
         warnings=notes + ([untaken_message(untaken, "policy-reachable states")] if untaken else [])
         + ([out.warning] if out.warning else []))
+
+
+def _per_state(values: np.ndarray, probability: bool) -> np.ndarray:
+    """Per-state values as reported: probabilities inside [0, 1] (sums of rounded terms may exceed 1 by an ulp)."""
+    return np.clip(values, 0.0, 1.0) if probability else values
+
+
+def _verdict(out: CheckOutcome, threshold: float, comparison: str, probability: bool,
+             options: ExactOptions) -> tuple[bool | None, str | None]:
+    """The threshold's verdict from ``out``'s certified bracket and exact graph facts only (see
+    :func:`~rlverify.exact.checking.verdict`); an infinite expected reward is exact (graph analysis)."""
+    certified = options.numerics == "sound" or (out.method is not None and out.lower is not None)
+    lower, upper = (out.lower, out.upper) if certified else (None, None)
+    if math.isinf(out.value):
+        lower = upper = out.value
+    return verdict(threshold, comparison, lower, upper, zero=out.zero, one=out.one, probability=probability)
+
+
+def _check_optimum(mdp: ExplicitModel, storm_mdp: Any, formula: Any, optimum: str, env: Any, options: ExactOptions,
+                   say: Progress, probability: bool) -> CheckOutcome:
+    """Pmin or Pmax (Rmin/Rmax) of the MDP at its initial state: step-bounded reachability by
+    :func:`~rlverify.exact.checking.bounded_until` on the MDP's arrays (certified bracket, exact graph facts, early
+    stop at a fixed point), else Storm's (its sound bounds; graph facts from Storm's qualitative check)."""
+    sets = step_bounded_sets(storm_mdp, formula) if options.numerics in ("sound", "direct") else None
+    if sets is not None:
+        phi, psi, k = sets
+        out = bounded_until(mdp.transitions, phi, psi, k, int(storm_mdp.initial_states[0]), row_groups=mdp.row_groups,
+                            optimum=optimum, precision=options.precision, max_work=options.max_work, progress=say)
+    else:
+        out = check(storm_mdp, formula, env, numerics=options.numerics, precision=options.precision,
+                    max_work=options.max_work)
+        if probability and options.numerics != "fast":
+            zero, one = storm_qualitative(storm_mdp, formula)
+            out = dataclasses.replace(out, zero=zero, one=one)
+            if (zero is False and out.upper is not None and out.upper <= 0) or \
+                    (one is False and out.lower is not None and out.lower >= 1):
+                # Storm's bounds collapsed onto 0 or 1 where the graph analysis proves the value is not: underflow
+                out = dataclasses.replace(out, lower=None, upper=None, warning=(
+                    f"P{optimum}: Storm's solver returned {out.value:g}, but the graph analysis shows the value is "
+                    f"{'positive' if zero is False else 'below 1'} (the difference is below the float range): no "
+                    "certified bracket is known"))
+    return clipped(out, probability=probability)
+
+
+def _infinite_reward(prop: Property, chain: ExplicitModel, model: SymbolicModel, storm_chain: Any, env: Any,
+                     options: ExactOptions, stalled: float) -> str:
+    """Why an expected reward is infinite: the probability that the target is missed (the reward accumulates
+    until the target; a run that never reaches it accumulates forever, so the expectation is infinite by
+    definition, whatever the rewards)."""
+    target = prop.right
+    miss = "a positive probability"
+    if target and prop.path == "F":
+        try:
+            reach_prop = parse_property(model, f"P=? [F ({target})]")
+            reach = clipped(check(storm_chain, quantitative(on_chain(reach_prop, chain, model))[0], env,
+                                  matrix=chain.transitions, numerics=options.numerics, precision=options.precision),
+                            probability=True)
+            if reach.lower is not None and reach.upper is not None:
+                miss = f"probability {1 - reach.value:.6g} (certified in [{1 - reach.upper:.6g}, {1 - reach.lower:.6g}])"
+            else:
+                miss = f"probability {1 - reach.value:.6g}"
+        except RlverifyError:
+            pass
+    stall = (f"; the policy stalls with probability {stalled:.6g} (mass on unavailable actions: a stalled run never "
+             "reaches the target)") if stalled > 0 else ""
+    return (f"the expected reward is infinite by definition: the target {target or ''} is missed with {miss}, and a "
+            f"run that never reaches it accumulates reward without end{stall}; R=? [F ...] is finite only when the "
+            "target is reached with probability 1 (JSON: \"Infinity\")")
 
 
 @dataclass
@@ -258,6 +377,12 @@ def _policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options:
     ``full`` strategy's memory ``estimates``."""
     t = time.perf_counter()
     declined = None
+    reward_bounded = is_reward_bounded(prop.storm_formula())
+    if strategy == "merged" and reward_bounded:
+        if options.strategy == "merged":
+            raise ModelError(f"{model.path}: --strategy merged cannot build this model (a reward-bounded property "
+                             "needs Storm's reward models); use --strategy full")
+        strategy, declined = "full", "a reward-bounded property needs Storm's reward models"
     if strategy == "merged":
         say("exploring the policy's chain (merging its actions as the states are explored)")
         try:
@@ -295,7 +420,9 @@ def _policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options:
     memory_guard(options.max_memory, "induce", states=mdp.num_states, transitions=mdp.num_transitions,
                  what="MDP transitions", estimates=estimates)
     all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable, consume=True)
+    chain, origin, n_queried, policy_seconds, table = _induce(mdp, policy, options, all_unavailable,
+                                                              consume=not reward_bounded,
+                                                              split=reward_bounded and bool(mdp.choice_rewards))
     timings["policy"] = policy_seconds
     timings["induce"] = time.perf_counter() - t - policy_seconds
     if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
@@ -374,7 +501,9 @@ def names_commands(policy: Policy) -> bool:
 
 
 def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions, all_unavailable: np.ndarray | None = None,
-            consume: bool = False) -> tuple[ExplicitModel, np.ndarray, int, float, ChoiceTable]:
+            consume: bool = False, split: bool = False) -> tuple[ExplicitModel, np.ndarray, int, float, ChoiceTable]:
+    """The chain ``policy`` induces on ``mdp`` (see :func:`~rlverify.exact.induced.induced_chain`); ``split``: with a
+    state per taken choice (:func:`_split_chain`), for reward-bounded properties."""
     table = choice_table(mdp, policy.actions)  # refuses choices no policy can pick before the policy is asked
     states = np.flatnonzero(table.decision)
     features = mdp.feature_matrix(policy.features, states)
@@ -385,8 +514,48 @@ def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions, all_unava
     validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
     cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable,
                         all_unavailable=all_unavailable, table=table)
-    chain, origin = induced_chain(mdp, cw, consume=consume)
+    if split:
+        chain, origin = _split_chain(mdp, cw)
+    else:
+        chain, origin = induced_chain(mdp, cw, consume=consume)
     return chain, origin, len(states), policy_seconds, table
+
+
+def _split_chain(mdp: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitModel, np.ndarray]:
+    """The induced chain with a state per taken choice: ``s -> (s, c)`` with probability ``pi(c|s)``, then
+    ``(s, c) -> s'`` with ``T(s, c, s')``; ``(s, c)`` copies ``s``'s labels and valuation and earns ``c``'s action
+    reward as its state reward (``s`` keeps its state reward).
+
+    The usual chain folds action rewards into ``sum_c pi(c|s) r(s, c)``, exact for expected rewards but not for
+    the reward a path accumulates, which a reward-bounded property (``F{"r"}<=5``) reads: it depends on the action
+    actually taken. A path ``s, (s, c), s'`` earns ``r(s) + r(s, c)`` as in the MDP, and ``(s, c)`` satisfies a
+    state formula iff ``s`` does, so unbounded and reward-bounded until keep their meaning (step counts double:
+    not for step-bounded properties). ``origin``: the MDP state of each chain state (-1: the ``stalled`` sink,
+    -2: a choice state).
+    """
+    S, C = mdp.num_states, mdp.num_choices
+    T = mdp.transitions.tocsr()
+    cs = mdp.choice_states()
+    row_groups = np.r_[mdp.row_groups, mdp.row_groups[-1] + np.arange(1, C + 1)].astype(np.int64)
+    to_choice = sp.csr_matrix((np.ones(C), (np.arange(C), S + np.arange(C))), shape=(C, S + C))
+    transitions = sp.vstack([to_choice, sp.hstack([T, sp.csr_matrix((C, C))])], format="csr")
+    rewards = {}
+    for name in set(mdp.state_rewards) | set(mdp.choice_rewards):
+        state = mdp.state_rewards.get(name, np.zeros(S))
+        rewards[name] = np.r_[state, mdp.choice_rewards.get(name, np.zeros(C))]
+    vbytes = None if mdp.valuation_bytes is None else np.vstack([mdp.valuation_bytes, mdp.valuation_bytes[cs]])
+    fake = ExplicitModel(
+        model_type="mdp", row_groups=row_groups, transitions=transitions,
+        choice_actions=np.r_[mdp.choice_actions, np.zeros(C, dtype=np.int32)].astype(np.int32),
+        action_names=mdp.action_names, variables=mdp.variables, valuations=np.vstack([mdp.valuations, mdp.valuations[cs]]),
+        initial_states=mdp.initial_states, labels={k: np.r_[m, m[cs]] for k, m in mdp.labels.items()},
+        label_aliases=dict(mdp.label_aliases), state_rewards=rewards, choice_rewards={}, valuation_bytes=vbytes,
+        valuation_spec=mdp.valuation_spec)
+    weights = ChoiceWeights(weights=np.r_[cw.weights, np.ones(C)], stalled=np.r_[cw.stalled, np.zeros(C)],
+                            decision_states=cw.decision_states)
+    chain, origin = induced_chain(fake, weights)
+    origin = np.where(origin >= S, -2, origin)
+    return chain, origin
 
 
 class _MaskedExploration:

@@ -407,23 +407,88 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
+#: the default memory guard: this fraction of the machine's memory (or of the process's cgroup limit, if lower)
+DEFAULT_MEMORY_FRACTION = 0.8
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process may use: the machine's (``/proc/meminfo`` MemTotal, else ``os.sysconf``),
+    or its cgroup's limit when lower; 0 when unknown."""
+    import os
+
+    total = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    total = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if not total:
+        try:
+            total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+        except (ValueError, OSError, AttributeError):
+            total = 0
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < (total or 1 << 62):
+            total = int(text)
+    return total
+
+
+def memory_limit(limit: int | None) -> tuple[int | None, str]:
+    """``(bytes, how)``: ``limit`` (``--max-memory``), or by default :data:`DEFAULT_MEMORY_FRACTION` of
+    :func:`machine_memory` (None when unknown); ``how`` names it for messages."""
+    if limit is not None:
+        return limit, f"--max-memory={format_bytes(limit)}"
+    total = machine_memory()
+    if not total:
+        return None, "no memory limit"
+    return int(DEFAULT_MEMORY_FRACTION * total), (
+        f"the default memory guard ({DEFAULT_MEMORY_FRACTION:.0%} of this machine's {format_bytes(total)}; "
+        "--max-memory SIZE sets another)")
+
+
 def memory_guard(limit: int | None, phase: str, *, states: int, transitions: int, what: str,
-                 estimates: dict[str, int] | None = None) -> None:
-    """Refuse (``MemoryBudgetError``) before ``phase`` when current RSS + its estimated growth exceeds ``limit``.
+                 estimates: dict[str, int] | None = None, extra: int | None = None, advice: str | None = None) -> None:
+    """Refuse (``MemoryBudgetError``) before ``phase`` when current RSS + its estimated growth exceeds ``limit``
+    (None: the default, a fraction of the machine's memory; see :func:`memory_limit`).
 
     ``transitions``: the count the phase scales with (the MDP's, or an upper bound of the chain's),
-    ``what`` names it for the message. The estimate (bytes) is recorded in ``estimates`` if given.
+    ``what`` names it for the message. ``extra``: the phase's estimated growth in bytes when it is not
+    ``PHASE_BYTES[phase]`` per transition; ``advice``: what shrinks it. The estimate (bytes) is recorded in
+    ``estimates`` if given.
     """
     from rlverify.errors import MemoryBudgetError
 
-    extra = int(PHASE_BYTES[phase] * transitions + STATE_BYTES * states)
+    if extra is None:
+        extra = int(PHASE_BYTES[phase] * transitions + STATE_BYTES * states)
+        per = f", ~{PHASE_BYTES[phase]:g} bytes per transition"
+    else:
+        per = ""
     now = resident_bytes()
     estimate = now + extra
     if estimates is not None:
         estimates[phase] = estimate
-    if limit is not None and estimate > limit:
+    bound, how = memory_limit(limit)
+    if bound is not None and estimate > bound:
         raise MemoryBudgetError(
-            f"--max-memory={format_bytes(limit)}: the {phase} phase needs an estimated {format_bytes(estimate)} "
-            f"({format_bytes(now)} in use + {format_bytes(extra)} for {transitions:,} {what} and {states:,} states, "
-            f"~{PHASE_BYTES[phase]:g} bytes per transition); raise --max-memory, or verify a smaller model "
-            "(constants), or use --mode deterministic (fewer transitions)", phase=phase, estimate=estimate, limit=limit)
+            f"{how}: the {phase} phase needs an estimated {format_bytes(estimate)} "
+            f"({format_bytes(now)} in use + {format_bytes(extra)} for {transitions:,} {what} and {states:,} states"
+            f"{per}); "
+            + (advice or "raise --max-memory, or verify a smaller model (constants), or use --mode deterministic "
+                         "(fewer transitions)"), phase=phase, estimate=estimate, limit=bound)
+
+
+def out_of_memory(what: str, advice: str) -> Any:
+    """The ``MemoryBudgetError`` to raise for a ``MemoryError`` during ``what`` (exit 2, saying what to change)."""
+    from rlverify.errors import MemoryBudgetError
+
+    bound, how = memory_limit(None)
+    return MemoryBudgetError(f"out of memory during {what} ({format_bytes(resident_bytes())} in use; {how}): {advice}",
+                             phase=what, estimate=resident_bytes(), limit=bound or 0)
