@@ -337,7 +337,7 @@ def test_env_kwargs_numbers_are_finite() -> None:
 # 5./6. files that are not what they claim to be; exceptions that only the input causes
 
 @pytest.mark.parametrize(("kind", "make", "expected"), [
-    ("model", lambda d: (d / "b.prism").write_bytes(b"mdp\n\xb1\xb1" + bytes(range(256))), r"not UTF-8 text"),
+    ("model", lambda d: (d / "b.prism").write_bytes(b"mdp\n\xb1\xb1" + bytes(range(256))), r"b.prism: not a PRISM file"),
     ("model", lambda d: (d / "b.prism").write_bytes(b""), r"b.prism: PRISM syntax error"),
     ("model", lambda d: (d / "b.prism").mkdir(), r"b.prism: model file not found"),
     ("policy", lambda d: (d / "b.json").write_bytes(bytes(range(256)) * 4), r"not UTF-8 text"),
