@@ -52,6 +52,8 @@ class Property:
         bound: the inclusive upper step bound (``F<5`` gives 4), None when unbounded or not an
             integer literal; bound_text: the bound as written (a constant name, say), with
             ``strict`` (``<`` rather than ``<=``) and ``lower_bounded`` (a ``>=``/interval bound).
+        reward_bound: the reward model of a reward bound (``F{"r"}<=5``: ``"r"``; ``""`` unnamed), else None;
+            ``bound`` is then None (it counts reward, not steps) and ``bound_text`` the bound as written.
         left, right: the state formulas' texts (``left`` only for ``U``/``W``).
         storm: Storm's parse against a PRISM/JANI model (``stormpy`` Property), else None.
         notes: what reading the property decided that every result must say (a named JANI ``Pmax``
@@ -70,6 +72,7 @@ class Property:
     bound_text: str | None = None
     strict: bool = False
     lower_bounded: bool = False
+    reward_bound: str | None = None
     left: str | None = None
     right: str | None = None
     storm: Any = None
@@ -165,19 +168,49 @@ def parse_structure(text: str, *, name: str | None = None) -> Property:
 def _path(base: Property, body: str) -> Property:
     words = _top_level_words(body)
     first = words[0] if words else None
-    if first is not None and first[1] == 0 and first[0] in ("F", "G", "X", "C", "I"):
+    if first is not None and first[1] == 0 and _operator(first[0]) in ("F", "G", "X", "C", "I"):
         rest = body[len(first[0]):]
-        bound, rest = _bound(base.text, rest)
-        return replace(base, path=first[0], right=rest.strip() or None, **bound)
+        bound, rest = _bound(base.text, rest, first[0].endswith("rew"))
+        return replace(base, path=_operator(first[0]), right=rest.strip() or None, **bound)
     for word, pos in words:
-        if word in ("U", "W"):
-            left, rest = body[:pos], body[pos + 1:]
-            bound, rest = _bound(base.text, rest)
-            return replace(base, path=word, left=left.strip(), right=rest.strip(), **bound)
+        if _operator(word) in ("U", "W"):
+            left, rest = body[:pos], body[pos + len(word):]
+            bound, rest = _bound(base.text, rest, word.endswith("rew"))
+            return replace(base, path=_operator(word), left=left.strip(), right=rest.strip(), **bound)
     return replace(base, path="other", right=body.strip())
 
 
-def _bound(text: str, rest: str) -> tuple[dict[str, Any], str]:
+def _operator(word: str) -> str:
+    """A path operator word: ``Frew``/``Urew`` (Storm's spelling of a reward bound) are ``F``/``U``."""
+    return word[:-3] if word in ("Frew", "Urew", "Grew", "Wrew") else word
+
+
+#: a reward bound's reward model after a path operator: ``F{"r"}<=5``, ``Urew{"r"}>=5``
+_REWARD_BOUND = re.compile(r'^\s*\{\s*"(?P<name>[^"]*)"\s*\}')
+
+
+def _bound(text: str, rest: str, rew: bool = False) -> tuple[dict[str, Any], str]:
+    reward = _REWARD_BOUND.match(rest)
+    if reward is not None or rew:  # a reward bound, not a step bound: no step count
+        start = reward.end() if reward is not None else 0
+        name = reward.group("name") if reward is not None else ""
+        if rest[start:].lstrip().startswith("["):  # an interval [a, b]
+            close = rest.index("]", start) + 1
+            return {"reward_bound": name, "bound_text": rest[:close].strip(), "lower_bounded": True}, rest[close:]
+        c = _CMP.match(rest[start:])
+        if c is None:
+            return {"reward_bound": reward.group("name") if reward is not None else ""}, rest[start:]
+        after = rest[start + c.end():]
+        m = re.match(r"\s*(\[[^\]]*\]|[^\s\[\]]+)", after)
+        value = m.group(1) if m else ""
+        return ({"reward_bound": reward.group("name") if reward is not None else "",
+                 "bound_text": rest[:start + c.end()].strip() + value,
+                 "strict": c.group(1) == "<", "lower_bounded": c.group(1) in (">=", ">")},
+                after[m.end() if m else 0:])
+    return _step_bound(text, rest)
+
+
+def _step_bound(text: str, rest: str) -> tuple[dict[str, Any], str]:
     if rest.lstrip().startswith("["):  # an interval bound [a, b]
         close = rest.index("]")
         return {"lower_bounded": True, "bound_text": rest[:close + 1].strip()}, rest[close + 1:]

@@ -551,7 +551,7 @@ def fixed_policy_note(model: SymbolicModel, prop: Property) -> str | None:
 
 def _storm_bound(structure: Property, storm_prop: Any) -> int | None:
     """The inclusive step bound as Storm evaluates it (``F<=(N+2)``), strictness read from the text."""
-    if structure.lower_bounded:
+    if structure.lower_bounded or structure.reward_bound is not None:
         return None
     try:
         path = storm_prop.get_raw_formula().subformula

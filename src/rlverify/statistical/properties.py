@@ -109,6 +109,9 @@ def decidable(prop: Property) -> None:
     if prop.path not in ("F", "U"):
         what = f"the path operator '{prop.path}'" if prop.path != "other" else f"the path formula '{prop.right}'"
         raise unsupported(text, f"{what} is not supported")
+    if prop.reward_bound is not None:
+        raise unsupported(text, f"reward bounds ('{prop.bound_text or 'rew'}') are not supported by the simulator "
+                                "(rlverify verify checks them exactly)")
     if prop.lower_bounded:
         raise unsupported(text, "lower step bounds are not supported")
     if prop.comparison is not None and prop.threshold is None:
