@@ -630,22 +630,9 @@ def _states(storm_model: Any, state_formula: Any) -> np.ndarray:
 
 def _backward(matrix: Any, seeds: np.ndarray, through: np.ndarray) -> np.ndarray:
     """States that reach ``seeds`` along positive transitions whose sources (except the seeds) are in ``through``."""
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import breadth_first_order
+    from rlverify.models.graph import can_reach
 
-    n = matrix.shape[0]
-    pos = matrix.copy()
-    pos.data = (pos.data > 0).astype(np.int8)
-    pos.eliminate_zeros()
-    # reversed graph: edge t -> s when P[s, t] > 0 and s may be passed through
-    rev = (sp.diags(through.astype(np.int8), dtype=np.int8) @ pos).T.tocsr()
-    super_edges = sp.csr_matrix((np.ones(int(seeds.sum()), dtype=np.int8), (np.zeros(int(seeds.sum()), dtype=np.int64),
-                                 np.flatnonzero(seeds))), shape=(1, n + 1))
-    graph = sp.vstack([sp.hstack([rev, sp.csr_matrix((n, 1), dtype=np.int8)]), super_edges]).tocsr()
-    order = breadth_first_order(graph, n, directed=True, return_predecessors=False)
-    out = np.zeros(n + 1, dtype=bool)
-    out[order] = True
-    return out[:n]
+    return can_reach(matrix, None, seeds, through)
 
 
 def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str, precision: float,

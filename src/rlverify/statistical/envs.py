@@ -144,26 +144,12 @@ class ExplicitEnv:
         ``left`` holds and ``right`` does not (absorbing ones excepted), over every choice of the MDP whatever the
         policy (graph analysis: positive transitions only); ``inf`` where no ``right`` state can be reached at all
         (``Pmax(left U right) = 0``: no policy, no chance reaches it from there)."""
-        import scipy.sparse as sp
-        from scipy.sparse.csgraph import shortest_path
+        from rlverify.models.graph import steps_to
 
-        model = self.model
-        S = model.num_states
-        states = np.arange(S)
+        states = np.arange(self.model.num_states)
         target = right.evaluate(self, states)
         through = left.evaluate(self, states) & ~target & ~self.terminal(states)
-        P = model.transitions.tocoo()
-        positive = P.data > 0
-        owner = model.choice_states()[P.row[positive]]
-        succ = P.col[positive].astype(np.int64)
-        passes = through[owner]
-        seeds = np.flatnonzero(target)
-        # reversed edges successor -> owner (owners that may be passed through), and a source S -> every target
-        rows = np.concatenate([succ[passes], np.full(len(seeds), S, dtype=np.int64)])
-        cols = np.concatenate([owner[passes], seeds])
-        graph = sp.csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)), shape=(S + 1, S + 1))
-        dist = shortest_path(graph, method="D", directed=True, unweighted=True, indices=S)
-        return np.asarray(dist[:S], dtype=np.float64) - 1.0  # inf stays inf
+        return steps_to(self.model.transitions, self.model.row_groups, target, through)
 
 
 def hopeless_states(env: ExplicitEnv, left: StateFormula, right: StateFormula) -> StateFormula:
