@@ -104,10 +104,7 @@ def run(args: argparse.Namespace) -> int:
                                         value=result.value, progress=update)
         result = dataclasses.replace(result, explanation=explanation)
         if grid is not None:
-            from rlverify.files import plain_figure_text, publishing
-
-            with plain_figure_text(), publishing(files[".png"], force=args.force, what="--out") as tmp:
-                plot_paths(explanation, tmp, grid)
+            plot_paths(explanation, files[".png"], grid, force=args.force)
     print_warnings(result.warnings)
     for suffix in (".csv", ".npz"):
         if suffix in files:

@@ -429,7 +429,7 @@ _STYLES = (("-", "o", "X"), ("--", "s", "P"), (":", "^", "*"), ("-.", "D", "v"))
 
 
 def plot_paths(explanation: FailurePaths, out: str | Path, pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (("x", "y"),),
-               *, title: str | None = None) -> Path:
+               *, title: str | None = None, force: bool = False) -> Path:
     """Draw the paths projected on variable pairs as a PNG (grid cells, legend, axes).
 
     ``pairs[0]`` (e.g. the agent's ``("x", "y")``) is drawn as a solid line per path, further pairs
@@ -489,11 +489,9 @@ def plot_paths(explanation: FailurePaths, out: str | Path, pairs: tuple[tuple[st
              else "the value is 0")
     ax.set_title(title or f"{explanation.property}\n{len(explanation.paths)} most probable paths: {share}", fontsize=9)
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    from rlverify.files import save_figure
+
+    return save_figure(fig, out, force=force, what="--out", dpi=120, bbox_inches="tight")
 
 
 __all__ = ["EXPLAINED_FORMS", "check_count", "check_explainable", "explain_paths", "map_variables",
