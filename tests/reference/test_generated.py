@@ -15,7 +15,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from rlverify import ExactOptions, verify_exact
@@ -258,16 +258,18 @@ def _all_names_policy(path: Path, gen: Generated):
     return CallablePolicy(lambda s: np.full((len(s), len(actions)), 1.0 / len(actions)), features, actions)
 
 
+# the default suite does not shrink a failing example (that can take minutes); the slow variant does
+FAST = dict(phases=[Phase.explicit, Phase.reuse, Phase.generate])
 SETTINGS = dict(derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=300, **SETTINGS, **FAST)
 @given(gen=prism_programs(), choice=combos())
 def test_generated_prism_matches_reference(gen: Generated, choice) -> None:
     check_generated(gen, *choice)
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=200, **SETTINGS, **FAST)
 @given(gen=jani_models(), choice=combos())
 def test_generated_jani_matches_reference(gen: Generated, choice) -> None:
     check_generated(gen, *choice)
