@@ -371,9 +371,9 @@ def _until_sets(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.ndarray]
     n = storm_model.nr_states
     try:  # a nested path formula (PCTL* / LTL: ((true U a) U b)) is no state formula: Storm's route then
         if kind == "EventuallyFormula":
-            return np.ones(n, dtype=bool), _states(storm_model, sub.subformula)
+            return np.ones(n, dtype=bool), state_set(storm_model, sub.subformula)
         if kind == "UntilFormula":
-            return _states(storm_model, sub.left_subformula), _states(storm_model, sub.right_subformula)
+            return state_set(storm_model, sub.left_subformula), state_set(storm_model, sub.right_subformula)
     except PropertyError:
         return None
     return None
@@ -387,14 +387,14 @@ def solved_here(formula: Any, numerics: str) -> bool:
     kind = type(sub).__name__
     if kind not in ("EventuallyFormula", "UntilFormula", "BoundedUntilFormula"):
         return False
-    if kind == "BoundedUntilFormula" and _step_upper_bound(sub) is None:
+    if kind == "BoundedUntilFormula" and step_upper_bound(sub) is None:
         return False
     # propositional state formulas only: a nested P/R operator needs the chain's transitions in Storm.
     # Storm prints every operator formula with a bracket (``P>0.5 [X a]``), expressions and labels have none
     return "[" not in re.sub(r'"[^"]*"', "", str(sub))
 
 
-def _step_upper_bound(sub: Any) -> int | None:
+def step_upper_bound(sub: Any) -> int | None:
     """``k`` of ``phi U<=k psi`` (``U<k``: k-1) with a step bound only (no lower bound, not reward-bounded), else None."""
     try:
         if sub.has_lower_bound or sub.is_multi_dimensional:
@@ -413,11 +413,11 @@ def step_bounded_sets(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.nd
     if not formula.is_probability_operator_formula or type(formula.subformula).__name__ != "BoundedUntilFormula":
         return None
     sub = formula.subformula
-    k = _step_upper_bound(sub)
+    k = step_upper_bound(sub)
     if k is None:
         return None
     try:
-        return _states(storm_model, sub.left_subformula), _states(storm_model, sub.right_subformula), k
+        return state_set(storm_model, sub.left_subformula), state_set(storm_model, sub.right_subformula), k
     except PropertyError:
         return None
 
@@ -615,7 +615,9 @@ def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, ini
                         zero=zero, one=one, lowers=lowers, uppers=uppers)
 
 
-def _states(storm_model: Any, state_formula: Any) -> np.ndarray:
+def state_set(storm_model: Any, state_formula: Any) -> np.ndarray:
+    """``(S,)`` bool: the states of ``storm_model`` satisfying the propositional ``state_formula`` (PropertyError if Storm
+    cannot evaluate it alone)."""
     import stormpy
 
     try:

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError, RlverifyError
 from rlverify.exact.checking import (MAX_WORK, NUMERICS, CheckOutcome, bounded_until, check, clipped, environment,
                                      is_reward_bounded, quantitative, solved_here, step_bounded_sets, storm_qualitative,
-                                     verdict)
+                                     state_set, step_upper_bound, verdict)
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, choice_weights, induced_chain
 from rlverify.exact.merged import Unsupported, merged_chain
 from rlverify.models.commands import is_command_name
@@ -220,7 +220,7 @@ def _verify_exact(model: Any, property_text: str | Property, policy: Policy | No
     # chain is given to Storm if a solver declines). The signed-reward split rebuilds the chain. Otherwise Storm
     # checks the chain alone, and the arrays are freed before it reads them.
     ours = solved_here(formula, options.numerics)
-    keep = signed is not None or ours or (STALLED_LABEL in chain.labels and options.numerics in ("sound", "direct"))
+    keep = signed is not None or ours or STALLED_LABEL in chain.labels
     skeleton = ours and signed is None
     # step-bounded on our side: a few vectors per state; else Storm's copy of the chain (or the LU's rows and fill-in)
     memory_guard(options.max_memory, "check", states=chain.num_states,
@@ -243,12 +243,7 @@ def _verify_exact(model: Any, property_text: str | Property, policy: Policy | No
                      "part], each checked by Storm (its solvers assume non-negative rewards)")
     stalled = 0.0
     if STALLED_LABEL in chain.labels:
-        import stormpy
-
-        stall_prop = stormpy.parse_properties(f'P=? [F "{STALLED_LABEL}"]')[0]
-        stalled = clipped(check(storm_chain, stall_prop.get_raw_formula(), env, matrix=matrix,
-                                numerics=options.numerics, precision=options.precision, full_model=full_model),
-                          probability=True).value
+        stalled = _stalled_probability(chain, storm_chain, formula, prop, env, options)
     probability = prop.operator == "P"
     out = clipped(out, probability=probability)
     satisfied = None
@@ -430,6 +425,54 @@ def _policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options:
     return _PolicyChain(chain, origin, strategy, n_queried, table.untaken(origin[origin >= 0]),
                         forced_start_message(table, prop.bound), merged_declined=declined,
                         onthefly_policy_calls=None if explorer is None else len(explorer.cache))
+
+
+def _stalled_probability(chain: ExplicitModel, storm_chain: Any, formula: Any, prop: Property, env: Any,
+                         options: ExactOptions) -> float:
+    """The probability that a run enters the ``stalled`` sink before the property is decided (README): on the chain
+    with every decided state made absorbing (a later stall changes nothing), reach the sink within the property's
+    step bound. ``formula``: the property as checked on the chain (its state formulas exclude the sink)."""
+    import stormpy
+
+    n = chain.num_states
+    undecided, steps = _undecided(storm_chain, formula, prop, n)
+    matrix = sp.csr_matrix(chain.transitions)
+    frozen = ~undecided
+    absorbing = (sp.diags(undecided.astype(np.float64)) @ matrix + sp.diags(frozen.astype(np.float64))).tocsr()
+    absorbing.eliminate_zeros()
+    text = f'P=? [F<={steps} "{STALLED_LABEL}"]' if steps is not None else f'P=? [F "{STALLED_LABEL}"]'
+    stall = stormpy.parse_properties(text)[0].get_raw_formula()
+    out = check(storm_chain, stall, env, matrix=absorbing, numerics=options.numerics, precision=options.precision,
+                full_model=lambda: to_storm(dataclasses.replace(chain, transitions=absorbing)),
+                max_work=options.max_work)
+    return clipped(out, probability=True).value
+
+
+def _undecided(storm_chain: Any, formula: Any, prop: Property, n: int) -> tuple[np.ndarray, int | None]:
+    """``(S,)`` bool: the chain's states where ``formula``'s path is not yet decided, and its step bound (None:
+    unbounded). ``F phi``: not phi; ``phi U psi`` (bounded or not): phi and not psi; ``G phi``: phi; ``X``, ``C<=k``,
+    ``I=k``: every state, 1 or k steps. A form not read here: every state, unbounded (a stall at any time counts)."""
+    everything = np.ones(n, dtype=bool)
+    sub = formula.subformula
+    kind = type(sub).__name__
+    try:
+        if kind == "EventuallyFormula":
+            return ~state_set(storm_chain, sub.subformula), None
+        if kind == "UntilFormula":
+            return state_set(storm_chain, sub.left_subformula) & ~state_set(storm_chain, sub.right_subformula), None
+        if kind == "BoundedUntilFormula":
+            k = step_upper_bound(sub)
+            if k is not None:
+                return state_set(storm_chain, sub.left_subformula) & ~state_set(storm_chain, sub.right_subformula), k
+        if kind == "GloballyFormula":
+            return state_set(storm_chain, sub.subformula), None
+    except PropertyError:  # a nested operator: not a propositional state formula
+        return everything, None
+    if prop.path == "X":
+        return everything, 1
+    if prop.path in ("C", "I") and prop.bound is not None:
+        return everything, prop.bound
+    return everything, None
 
 
 def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:

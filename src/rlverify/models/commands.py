@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,12 +114,18 @@ def choice_commands(storm_model: Any, commands: Sequence[Command], key: dict[int
     origins = storm_model.choice_origins
     jani = origins.is_jani_choice_origins()
     origins = origins.as_jani_choice_origins() if jani else origins.as_prism_choice_origins()
-    info_id: dict[str, int] = {}
+    # Storm describes an origin by its commands' text: two commands written alike (``[] x=0 -> (x'=1);`` twice)
+    # share a description but not an origin, so for those descriptions the command set itself is the key
+    described = [origins.get_identifier_info(i) for i in range(origins.get_number_of_identifiers())]
+    alike = {d for d, count in Counter(described).items() if count > 1}
+    info_id: dict[Any, int] = {}
     first: list[int] = []
     n = storm_model.nr_choices
     ids = np.empty(n, dtype=np.int32)
     for c in range(n):  # one string per choice; the command sets are read once per distinct origin
-        info = origins.get_choice_info(c)
+        info: Any = origins.get_choice_info(c)
+        if info in alike:
+            info = (info, tuple(int(x) for x in (origins.get_edge_index_set(c) if jani else origins.get_command_set(c))))
         i = info_id.get(info)
         if i is None:
             i = info_id[info] = len(first)
