@@ -296,3 +296,13 @@ def test_a_logits_or_q_values_policy_with_wrong_outputs_is_refused(capsys, tmp_p
                    f"def pi(s):\n    return {body}\n")
     code, out, err = verify(capsys, model, f"{mod}:pi")
     assert code == 2 and out == "" and expected in err and "Traceback" not in err, err
+
+
+def test_a_policy_that_swallows_every_exception_is_still_stopped(capsys, tmp_path, files):
+    model, _ = files
+    mod = tmp_path / "stubborn.py"
+    mod.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+                   "def pi(s):\n    for _ in range(4):\n        try:\n            while True:\n                pass\n"
+                   "        except BaseException:\n            pass\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
+    code, _, err = verify(capsys, model, f"{mod}:pi", "--policy-timeout", "0.3")
+    assert code == 2 and "stubborn.py:pi: the policy did not return within 0.3 s" in err

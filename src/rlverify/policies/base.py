@@ -14,7 +14,7 @@ import math
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 #: Absolute tolerance on ``|sum(row) - 1|`` for a policy output row.
 ROW_SUM_TOLERANCE = 1e-6
 
-#: Seconds one call of a policy (one batch of states) may take before it is stopped with a :class:`PolicyError`
-#: (``--policy-timeout`` / ``load_policy(timeout=...)``; None or 0: no limit). See :func:`run_policy_code`.
+#: Seconds one call of a policy loaded from a file (one batch of states) may take before it is stopped with a
+#: :class:`PolicyError` (``--policy-timeout`` / ``load_policy(timeout=...)``; None or 0: no limit); an adapter built
+#: in Python has no limit unless its ``timeout`` is set. See :func:`run_policy_code`.
 DEFAULT_POLICY_TIMEOUT = 120.0
 
 
@@ -75,8 +76,13 @@ class BasePolicy:
     #: the simulator's numpy work for some runs overlaps the evaluation for others
     #: (:attr:`~rlverify.statistical.SimulationOptions.threads`). False unless the adapter says so.
     concurrent: bool = False
-    #: seconds one call of the policy's code or runtime may take (None: no limit); see :func:`run_policy_code`.
-    timeout: float | None = DEFAULT_POLICY_TIMEOUT
+    #: seconds one call of the policy's code or runtime may take (None: no limit; :func:`~rlverify.policies.load_policy`
+    #: sets :data:`DEFAULT_POLICY_TIMEOUT` or its ``timeout``); see :func:`run_policy_code`.
+    timeout: float | None = None
+    #: whether the policy was loaded from a file the user gave (:func:`~rlverify.policies.load_policy`, the CLI):
+    #: then what its code raises is reported as a :class:`PolicyError` and what it prints goes to stderr. An
+    #: adapter built in Python around one's own function lets its exceptions through unchanged.
+    from_file: bool = False
 
     def __init__(self, features: list[str] | tuple[str, ...], actions: list[str] | tuple[str, ...], *, name: str = "policy") -> None:
         self._features = tuple(str(f) for f in features)
@@ -133,7 +139,9 @@ class BasePolicy:
     def _run_code(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``, a call into the policy's own code or runtime, under :attr:`timeout`; what it raises is
         reported as the policy's error (see :func:`run_policy_code`)."""
-        return run_policy_code(fn, *args, name=self.name, timeout=self.timeout)
+        if self.timeout is None and not self.from_file:
+            return fn(*args)
+        return run_policy_code(fn, *args, name=self.name, timeout=self.timeout, isolate=self.from_file)
 
     def _distribution(self, states: np.ndarray) -> tuple[np.ndarray, bool]:
         """Hook: :meth:`_probabilities`, and whether its rows are distributions by construction (a softmax or a
@@ -294,35 +302,45 @@ def check_timeout(seconds: float | None, option: str = "--policy-timeout") -> fl
     return value or None
 
 
-@contextlib.contextmanager
-def _alarm(seconds: float | None) -> Iterator[bool]:
-    """Arm a one-shot ``SIGALRM`` after ``seconds`` whose handler raises :class:`_Timeout`; yields whether it was
-    armed (only in the main thread, on platforms with ``setitimer``, and when no other interval timer runs: a
-    nested policy call runs under the outer call's limit)."""
-    usable = (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
-              and threading.current_thread() is threading.main_thread()
-              and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0)
-    if not usable:
-        yield False
-        return
-    armed = [True]
+class _Alarm:
+    """A ``SIGALRM`` timer around one policy call whose handler raises :class:`_Timeout` after ``seconds``.
 
-    def handler(signum: int, frame: Any) -> None:
-        if armed[0]:
-            armed[0] = False
+    It is armed only in the main thread, on platforms with ``setitimer``, and when no other interval timer runs
+    (a nested policy call runs under the outer call's limit). Code that swallows the exception (a bare
+    ``except:``) is hit again every half second until the call ends, and :attr:`fired` says that the limit was
+    reached even if the call then returned.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._armed = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self._armed:
+            self.fired = True
+            signal.setitimer(signal.ITIMER_REAL, 0.5)  # again, should the code swallow this one
             raise _Timeout
 
-    previous = signal.signal(signal.SIGALRM, handler)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, float(seconds))
-        yield True
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0.0)
-        armed[0] = False
-        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+    def __enter__(self) -> _Alarm:
+        seconds = self.seconds
+        if (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
+                and threading.current_thread() is threading.main_thread()
+                and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0):
+            self._previous = signal.signal(signal.SIGALRM, self._handler)
+            self._armed = True
+            signal.setitimer(signal.ITIMER_REAL, float(seconds))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._armed:
+            signal.setitimer(signal.ITIMER_REAL, 0.0)
+            self._armed = False
+            signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
 
 
-def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: float | None) -> Any:
+def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: float | None, isolate: bool = True) -> Any:
     """Call ``fn(*args)`` — a policy's own code (a Python callable) or runtime (onnxruntime, torch) — and make its
     failures the policy's.
 
@@ -331,21 +349,32 @@ def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: floa
       (loops, ``time.sleep``, waits), but a call that stays inside native code (one onnxruntime/torch kernel, a C
       extension) is stopped only when it returns to Python; calls from other threads (the simulator's second thread)
       are not limited.
-    * Any exception it raises, and ``SystemExit`` (``sys.exit`` in the user's code), becomes a :class:`PolicyError`
-      naming the policy and the exception (rlverify's own errors pass through unchanged).
-    * What it prints goes to stderr, so that ``--json`` output on stdout stays clean.
+    * With ``isolate`` (a policy loaded from the user's file): any exception it raises, and ``SystemExit``
+      (``sys.exit`` in the user's code), becomes a :class:`PolicyError` naming the policy and the exception
+      (rlverify's own errors pass through unchanged), and what it prints goes to stderr, so that ``--json``
+      output on stdout stays clean. Without it, exceptions pass through unchanged.
     """
+    alarm = _Alarm(timeout)
     try:
-        with _alarm(timeout), contextlib.redirect_stdout(sys.stderr):
-            return fn(*args)
+        with alarm, (contextlib.redirect_stdout(sys.stderr) if isolate else contextlib.nullcontext()):
+            out = fn(*args)
+        if alarm.fired:  # the code caught the timeout and went on to return
+            raise _Timeout
+        return out
     except _Timeout:
         raise PolicyError(f"{name}: the policy did not return within {timeout:g} s; if it is just slow, raise the "
                           "limit with --policy-timeout SECONDS (0: no limit)") from None
     except RlverifyError:
         raise
-    except SystemExit as exc:
-        raise PolicyError(f"{name}: the policy called sys.exit({exc.code!r}) while computing actions") from None
-    except Exception as exc:  # noqa: BLE001 - the user's code or file: its failure is bad input, named
-        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        raise PolicyError(f"{name}: evaluating the policy failed: {exc.__class__.__name__}"
-                          + (f": {text}" if text else "")) from None
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - the user's code or file: its failure is bad input
+        if not isolate:
+            raise
+        raise _as_policy_error(exc, name) from None
+
+
+def _as_policy_error(exc: BaseException, name: str) -> PolicyError:
+    """What the policy's code raised (or its ``sys.exit``), as the one-line :class:`PolicyError` naming it."""
+    if isinstance(exc, SystemExit):
+        return PolicyError(f"{name}: the policy called sys.exit({exc.code!r}) while computing actions")
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return PolicyError(f"{name}: evaluating the policy failed: {exc.__class__.__name__}" + (f": {text}" if text else ""))

@@ -55,6 +55,7 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
     policy = _load(spec, features, actions, output, dict(defaults or {}), trust_code)
     if isinstance(policy, BasePolicy):
         policy.timeout = timeout
+        policy.from_file = True  # its code's failures are the file's: PolicyErrors, exit code 2
     return policy
 
 
