@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import ModelTooLargeError, RlverifyError
+from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
 from rlverify.results import versions
 
 Progress = Callable[[str], None]
@@ -155,7 +156,8 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
                 constants: str | None = None, runs: int = 10_000, delta: float = 0.001, seed: int = 0,
                 epsilon: int = 1, explain: int = 5, map_vars: tuple[str, str] | None = None, optimum: str = "min",
                 features: list[str] | None = None, actions: list[str] | None = None, output: str | None = None,
-                env_kwargs: str | None = None, progress: Progress | None = None) -> Report:
+                env_kwargs: str | None = None, progress: Progress | None = None, trust_code: bool = False,
+                policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> Report:
     """Run every engine that applies to ``target`` and check them against each other.
 
     Args:
@@ -169,6 +171,8 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
             the default: a report asks how unsafe a policy is) or ``max`` (a goal: regret = Pmax - value).
         features, actions, output: overrides for policy files that do not declare them.
         env_kwargs: the arguments of a ``gym:ID`` target.
+        trust_code, policy_timeout: as :func:`rlverify.resolve.resolve` takes them (``--trust-code``,
+            ``--policy-timeout``).
 
     Returns:
         A :class:`Report`; ``report.ok`` is False when the engines disagree (nothing is raised for that).
@@ -177,7 +181,8 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
 
     say = progress or (lambda msg: None)
     t = resolve(target, constants=constants, policy=policy, features=features, actions=actions, output=output,
-                property=None, needs_policy=True, env_kwargs=env_kwargs)
+                property=None, needs_policy=True, env_kwargs=env_kwargs, trust_code=trust_code,
+                policy_timeout=policy_timeout)
     bench = t.benchmark
     if t.kind == "continuous":  # the system's unsafe set within its horizon: nothing to parse
         if property not in (None, "unsafe"):

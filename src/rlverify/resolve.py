@@ -17,7 +17,7 @@ from typing import Any
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.models.properties import Property, parse_structure
-from rlverify.policies.base import Policy
+from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, Policy
 
 MODEL_SUFFIXES = (".prism", ".pm", ".nm", ".jani")
 #: which engine checks which kind of benchmark (for messages)
@@ -56,7 +56,8 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
             features: Sequence[str] | None = None, actions: Sequence[str] | None = None, output: str | None = None,
             property: str | Property | None = None, needs_policy: bool = True,
             kinds: Sequence[str] = ("prism", "native", "continuous"), command: str = "",
-            env_kwargs: str | dict[str, Any] | None = None) -> Target:
+            env_kwargs: str | dict[str, Any] | None = None, trust_code: bool = False,
+            policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> Target:
     """Resolve a target, its policy and its property once.
 
     Args:
@@ -74,11 +75,15 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
         kinds: the kinds this command accepts; command: its name, for messages.
         env_kwargs: keyword arguments of a ``gym:ID`` target (``"map_name=8x8,is_slippery=false"`` or a
             JSON object; see :func:`rlverify.models.gymnasium.parse_env_kwargs`).
+        trust_code: the ``--trust-code`` opt-in: a ``gym:MODULE:ID`` target may import ``MODULE``, and an SB3
+            zip is loaded with Stable-Baselines3's loader (which unpickles and can run code). Without it
+            nothing but a ``path.py:NAME`` policy or system (code by design) runs code from the user's files.
+        policy_timeout: seconds one call of the policy may take (``--policy-timeout``; None or 0: no limit).
 
     Raises:
         InputFileError, BenchmarkError, ModelError, ConstantsError, PolicyError, PropertyError.
     """
-    bench, model, kind, name = _model(target, constants, env_kwargs)
+    bench, model, kind, name = _model(target, constants, env_kwargs, trust_code)
     if kind not in kinds:
         what = (f"a {kind} benchmark" if bench is not None else
                 {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model"))
@@ -89,15 +94,15 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
         raise PolicyError(f"{name} is a DTMC: it has no choices for a policy to make; check it with rlverify verify "
                           f"{given} --mode monolithic (its Pmin = Pmax is the value)")
     loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy,
-                             getattr(model, "policy_interface", None))
+                             getattr(model, "policy_interface", None), trust_code=trust_code, timeout=policy_timeout)
     fixed = needs_policy and loaded is not None
     prop = resolve_property(bench, model, kind, property, fixed_policy=fixed) if property is not None else None
     return Target(given=str(target) if not isinstance(target, Benchmark) else target.id, name=name, kind=kind,
                   model=model, benchmark=bench, constants=constants, policy=loaded, policy_source=source, property=prop)
 
 
-def _model(target: str | Path | Benchmark, constants: str | None,
-           env_kwargs: str | dict[str, Any] | None = None) -> tuple[Benchmark | None, Any, str, str]:
+def _model(target: str | Path | Benchmark, constants: str | None, env_kwargs: str | dict[str, Any] | None = None,
+           trust_code: bool = False) -> tuple[Benchmark | None, Any, str, str]:
     if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment with a finite model
         from rlverify.errors import OptionError
         from rlverify.models.gymnasium import model_from_target
@@ -105,7 +110,7 @@ def _model(target: str | Path | Benchmark, constants: str | None,
         if constants:
             raise OptionError(f"{target}: -c/--constants is for PRISM/JANI models and benchmarks; "
                               f"give the environment's arguments with --env-kwargs {constants!r}")
-        gym_model = model_from_target(target, env_kwargs)
+        gym_model = model_from_target(target, env_kwargs, trust_code=trust_code)
         return None, gym_model, "prism", gym_model.display_name
     if env_kwargs:
         from rlverify.errors import OptionError
@@ -139,7 +144,8 @@ def _model(target: str | Path | Benchmark, constants: str | None,
 
 def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, features: Sequence[str] | None,
             actions: Sequence[str] | None, output: str | None, needs_policy: bool,
-            interface: dict[str, list[str]] | None = None) -> tuple[Policy | None, str | None]:
+            interface: dict[str, list[str]] | None = None, *, trust_code: bool = False,
+            timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> tuple[Policy | None, str | None]:
     from rlverify.policies.loading import load_policy
 
     if policy is not None and not isinstance(policy, str):
@@ -163,7 +169,8 @@ def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, fea
     else:
         file = policy
     return load_policy(file, features=list(features) if features else None,
-                       actions=list(actions) if actions else None, output=output, defaults=interface), file
+                       actions=list(actions) if actions else None, output=output, defaults=interface,
+                       trust_code=trust_code, timeout=timeout), file
 
 
 def resolve_property(bench: Benchmark | None, model: Any, kind: str, given: str | Property, *,

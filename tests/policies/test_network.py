@@ -119,11 +119,11 @@ def test_callable_and_table_policies_say_why_they_have_no_network(tmp_path):
 
 def test_network_that_does_not_fit_the_declaration_is_refused(tmp_path):
     path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random([2, 4, 2], seed=0), features=["a", "b"], actions=["l", "r"])
-    policy = OnnxPolicy(path, features=["a", "b", "c"], actions=["l", "m", "r"])
-    with pytest.raises(PolicyError, match="does not fit the policy's declaration") as info:
-        policy.network()
+    # refused when loaded (before any evaluation), both sizes named
+    with pytest.raises(PolicyError, match="does not fit rlverify's policy contract") as info:
+        OnnxPolicy(path, features=["a", "b", "c"], actions=["l", "m", "r"])
     assert len(info.value.problems) == 2  # inputs and outputs, both named
-    assert "2 inputs" in info.value.problems[0] and "2 outputs" in info.value.problems[1]
+    assert "takes 2 features" in info.value.problems[0] and "has 2 outputs" in info.value.problems[1]
 
 
 def test_cross_check_refuses_weights_that_differ_from_the_runtime(tmp_path):

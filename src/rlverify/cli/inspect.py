@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     written = None
     if args.policy_template is not None:
         assert mdp is not None
-        written = policy_template(args.policy_template, summary, mdp, force=args.force)
+        written = policy_template(args.policy_template, summary, mdp, force=args.force, model=target.model)
     if args.json:
         print(dumps({**summary.to_json(), "target": target.name,
                      "policy_template": str(written) if written else None}))

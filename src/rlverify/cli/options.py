@@ -30,11 +30,25 @@ def add_target(p: argparse.ArgumentParser, *, kinds: str = "PRISM (.prism/.pm/.n
 
 
 def add_env_kwargs(p: argparse.ArgumentParser) -> None:
-    """``--env-kwargs``: the arguments of a ``gym:ID`` target (``gymnasium.make(ID, **kwargs)``)."""
+    """``--env-kwargs``: the arguments of a ``gym:ID`` target (``gymnasium.make(ID, **kwargs)``); and ``--trust-code``."""
     p.add_argument("--env-kwargs", metavar="K=V,...|JSON",
                    help="arguments of a gym:ID target (a Gymnasium environment with a finite model P: FrozenLake, "
                         "CliffWalking, Taxi), e.g. map_name=8x8,is_slippery=false (values read as JSON where they are: "
                         "true/false/numbers), or a JSON object for values with commas: '{\"desc\": [\"SFF\", \"FHG\"]}'")
+    add_trust_code(p)
+
+
+#: What ``--trust-code`` allows (its help, and the README's Security section).
+TRUST_CODE_HELP = ("allow running code from your inputs: a gym:MODULE:ID target imports MODULE (without it only ids "
+                   "in Gymnasium's registry are made), and an SB3 model.zip is loaded with Stable-Baselines3's loader, "
+                   "which unpickles and can run code (without it the zip's JSON and weights are read, no code). Only for "
+                   "files and modules you trust")
+
+
+def add_trust_code(p: argparse.ArgumentParser) -> None:
+    """``--trust-code`` (added once, by :func:`add_env_kwargs` or :func:`add_policy`, whichever comes first)."""
+    if "--trust-code" not in p._option_string_actions:  # noqa: SLF001 - argparse has no public lookup
+        p.add_argument("--trust-code", action="store_true", help=TRUST_CODE_HELP)
 
 
 def print_warnings(warnings: Sequence[str], console: Any = None) -> None:
@@ -53,6 +67,13 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
     p.add_argument("--actions", metavar="A,B,...", help="action labels in the policy's output order, overriding the file's")
     p.add_argument("--output", choices=("logits", "probabilities", "q-values"),
                    help="what the policy network outputs, overriding the file's metadata (q-values: greedy argmax)")
+    from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
+
+    p.add_argument("--policy-timeout", type=float, default=DEFAULT_POLICY_TIMEOUT, metavar="SECONDS",
+                   help=f"stop with an error when one call of the policy (one batch of states) takes longer than this "
+                        f"(default {DEFAULT_POLICY_TIMEOUT:g}; 0: no limit); interrupts Python code, and native code "
+                        "(onnxruntime, torch) when it returns")
+    add_trust_code(p)
 
 
 def add_property(p: argparse.ArgumentParser, *, required: bool = True, forms: str = "") -> None:
@@ -83,7 +104,11 @@ def names(text: str | None) -> list[str] | None:
 
 def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The policy options of ``args`` as keyword arguments of :func:`rlverify.resolve.resolve`."""
-    return {"policy": args.policy, "features": names(args.features), "actions": names(args.actions), "output": args.output}
+    from rlverify.policies.base import check_timeout
+
+    return {"policy": args.policy, "features": names(args.features), "actions": names(args.actions), "output": args.output,
+            "trust_code": bool(getattr(args, "trust_code", False)),
+            "policy_timeout": check_timeout(getattr(args, "policy_timeout", None))}
 
 
 def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequence[str] = ()) -> dict[str, Path]:

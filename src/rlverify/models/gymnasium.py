@@ -157,15 +157,19 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
 
 
 def from_gymnasium(env: Any, *, env_kwargs: str | Mapping[str, Any] | None = None, path: str | Path | None = None,
-                   initial: int | None = None, force: bool = False) -> GymnasiumModel:
+                   initial: int | None = None, force: bool = False, trust_code: bool = False) -> GymnasiumModel:
     """The MDP of a Gymnasium environment with a finite transition model, as a loaded PRISM model.
 
     Args:
         env: a ``gymnasium.Env`` (wrappers are looked through with ``env.unwrapped``; they must not
-            change the observation or action space), or a registered id (``"FrozenLake-v1"``,
-            made with ``gymnasium.make(id, **env_kwargs)``).
+            change the observation or action space), or an id in Gymnasium's registry (``"FrozenLake-v1"``,
+            made with ``gymnasium.make(id, **env_kwargs)``), or ``"MODULE:ID"`` (Gymnasium's spelling for
+            "import MODULE, which registers ID": only with ``trust_code``).
         env_kwargs: keyword arguments for ``gymnasium.make`` (a mapping, or text as
-            :func:`parse_env_kwargs` reads it); only with an id.
+            :func:`parse_env_kwargs` reads it); only with an id. They are checked against the environment's
+            constructor first (:func:`check_env_kwargs`): an unknown name, a bool parameter given anything but
+            true/false (``is_slippery=no``), a number parameter given text, NaN or infinity are refused.
+        trust_code: allow ``"MODULE:ID"``, which imports (runs) ``MODULE`` (``--trust-code``).
         path: where to write the PRISM program (default: a temporary directory of this process,
             removed at exit).
         initial: the start state index (default: the environment's ``initial_state_distrib``).
@@ -179,11 +183,12 @@ def from_gymnasium(env: Any, *, env_kwargs: str | Mapping[str, Any] | None = Non
         ModelError: the environment has no finite model (``unwrapped.P`` with Discrete
             ``observation_space``/``action_space``), an unknown id, or a ``P`` that is not a
             distribution table (the entry is named).
-        OptionError: bad ``env_kwargs``; InputFileError: ``path`` exists and not ``force``.
+        OptionError: bad ``env_kwargs``; InputFileError: ``path`` exists and not ``force``; ModelError also for
+            ``MODULE:ID`` without ``trust_code``, or a module that cannot be imported.
     """
     kwargs = parse_env_kwargs(env_kwargs)
     if isinstance(env, str):
-        env = _make(env, kwargs)
+        env = _make(env, kwargs, trust_code)
     elif kwargs:
         raise OptionError("env_kwargs: only with an environment id; this environment is already made")
     spec = getattr(env, "spec", None)
@@ -199,12 +204,14 @@ def from_gymnasium(env: Any, *, env_kwargs: str | Mapping[str, Any] | None = Non
                           policy_interface={"features": ["s"], "actions": list(actions)})
 
 
-def model_from_target(target: str, env_kwargs: str | Mapping[str, Any] | None) -> GymnasiumModel:
-    """The model of a ``gym:ID`` target (the front door's spelling), with ``--env-kwargs``."""
+def model_from_target(target: str, env_kwargs: str | Mapping[str, Any] | None, *,
+                      trust_code: bool = False) -> GymnasiumModel:
+    """The model of a ``gym:ID`` target (the front door's spelling), with ``--env-kwargs`` (and ``--trust-code`` for
+    ``gym:MODULE:ID``)."""
     env_id = target.removeprefix("gym:").strip()
     if not env_id:
         raise ModelError(f"{target}: expected gym:ID, e.g. gym:FrozenLake-v1")
-    return from_gymnasium(env_id, env_kwargs=env_kwargs)
+    return from_gymnasium(env_id, env_kwargs=env_kwargs, trust_code=trust_code)
 
 
 # --- reading the environment -----------------------------------------------------------------------
@@ -227,11 +234,37 @@ class _Table:
     module: str
 
 
-def _make(env_id: str, kwargs: dict[str, Any]) -> Any:
+def _make(env_id: str, kwargs: dict[str, Any], trust_code: bool = False) -> Any:
+    """``gymnasium.make(env_id, **kwargs)`` for an id in Gymnasium's registry (``MODULE:ID`` imports MODULE first, only
+    with ``trust_code``), its arguments checked against the constructor first."""
+    import contextlib
+    import importlib
+    import sys
     import warnings
 
     import gymnasium
 
+    given = env_id
+    module, sep, env_id = env_id.rpartition(":")
+    if sep:
+        if not trust_code:
+            raise ModelError(f"gym:{given}: gym:MODULE:ID imports the Python module '{module}' (runs its code) to register "
+                             f"'{env_id}'; pass --trust-code to allow that (without it gym: targets are made only from "
+                             "ids already in Gymnasium's registry)")
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # what it prints must not mix into --json output
+                importlib.import_module(module)
+        except SystemExit as exc:
+            raise ModelError(f"gym:{given}: importing module '{module}' called sys.exit({exc.code!r})") from None
+        except Exception as exc:  # noqa: BLE001 - the user's module: its failure is bad input
+            raise ModelError(f"gym:{given}: cannot import module '{module}' ({exc.__class__.__name__}: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+    if env_id not in gymnasium.registry:
+        known = [k for k in gymnasium.registry if "/" not in k]
+        raise ModelError(f"gym:{given}: no environment '{env_id}' in Gymnasium's registry"
+                         f"{did_you_mean(env_id, known)}" + ("" if sep else
+                         " (an environment registered by your own module: gym:MODULE:ID with --trust-code)"))
+    check_env_kwargs(env_id, kwargs)
     try:
         with warnings.catch_warnings():  # gymnasium's own deprecation notes (coloured); its errors say it plainly
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -241,8 +274,91 @@ def _make(env_id: str, kwargs: dict[str, Any]) -> Any:
     except gymnasium.error.Error as exc:
         known = [k for k in gymnasium.registry if "/" not in k]
         raise ModelError(f"gym:{env_id}: {exc}{did_you_mean(env_id, known) if 'Did you mean' not in str(exc) else ''}") from None
+    except ImportError as exc:
+        raise ModelError(f"gym:{env_id}: needs a Python package that is not installed ({exc})") from None
     except (ValueError, KeyError, IndexError, AssertionError, AttributeError) as exc:  # the env's own checks (a bad map)
         raise OptionError(f"--env-kwargs {kwargs}: gym:{env_id} refused them: {exc.__class__.__name__}: {exc}") from None
+
+
+def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], *, option: str = "--env-kwargs") -> None:
+    """Check ``kwargs`` against the constructor of the registered environment ``env_id``, before making it.
+
+    Refused (an :class:`OptionError` listing every problem): a name the constructor does not take; a value
+    of another type than the parameter's default or annotation says (``is_slippery=no``: a bool parameter
+    given a string, which Python would read as true; text for a number); NaN or infinity anywhere.
+    Parameters without a typed default or annotation are checked only for NaN/infinity.
+    """
+    import inspect
+
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    problems = [f"{k}: {v!r} is not a finite number" for k, v in kwargs.items() if not _finite_value(v)]
+    spec = gymnasium.spec(env_id)
+    try:
+        creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+        params = inspect.signature(creator).parameters
+    except Exception:  # noqa: BLE001 - no signature to check against: gymnasium.make reports what it refuses
+        params = None
+    if params is not None:
+        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        named = [n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                            inspect.Parameter.KEYWORD_ONLY)]
+        for key, value in kwargs.items():
+            if key not in params or key not in named:
+                if not var_kw:
+                    problems.append(f"gym:{env_id} takes no argument '{key}'{did_you_mean(key, named)} "
+                                    f"(it takes {', '.join(n for n in named if n != 'render_mode') or 'none'})")
+                continue
+            expected = _expected_type(params[key], spec.kwargs.get(key))
+            if expected is not None and not _is_of(value, expected):
+                problems.append(f"{key} expects {_TYPE_WORDS[expected]}, got {value!r}"
+                                + (" (a non-empty string would count as true)" if expected == "bool" else ""))
+    if problems:
+        raise OptionError(f"{option}: " + "; ".join(problems))
+
+
+_TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
+               "str|None": "a string or null", "list": "a list", "list|None": "a list or null"}
+
+
+def _expected_type(param: Any, registered: Any) -> str | None:
+    """What a constructor parameter takes, from its default (or the registered value) and its annotation."""
+    default = param.default if param.default is not param.empty else registered
+    annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "")
+    annotation = annotation.replace(" ", "")
+    if isinstance(default, bool) or annotation == "bool":
+        return "bool"
+    if annotation in ("int", "float") or (isinstance(default, (int, float)) and not annotation):
+        return "int" if annotation == "int" or (isinstance(default, int) and not annotation) else "float"
+    if annotation in ("str", "str|None", "None|str") or (isinstance(default, str) and not annotation):
+        return "str|None" if "None" in annotation else "str"
+    if annotation.startswith(("list[", "tuple[", "Sequence[")) or isinstance(default, (list, tuple)):
+        return "list|None" if "None" in annotation else "list"
+    return None
+
+
+def _is_of(value: Any, expected: str) -> bool:
+    if expected == "bool":
+        return isinstance(value, bool)
+    if expected == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected.startswith("str"):
+        return isinstance(value, str) or (value is None and expected.endswith("None"))
+    return isinstance(value, (list, tuple)) or (value is None and expected.endswith("None"))
+
+
+def _finite_value(value: Any) -> bool:
+    """False if ``value`` is (or contains, in lists and objects) a NaN or infinite number."""
+    if isinstance(value, float):
+        return bool(np.isfinite(value))
+    if isinstance(value, (list, tuple)):
+        return all(_finite_value(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(_finite_value(v) for v in value.values())
+    return True
 
 
 def _read_table(env: Any, env_id: str) -> _Table:

@@ -150,15 +150,17 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
 
 
 def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel, *, force: bool = False,
-                    max_rows: int = 20_000) -> Path:
+                    max_rows: int = 20_000, model: SymbolicModel | None = None) -> Path:
     """Write a policy skeleton for the model: ``.py`` (``FEATURES``, ``ACTIONS``, ``pi``) or ``.json`` (a table policy).
 
-    The skeleton is uniform over the choices available in each decision state of the reachable MDP
-    (listed per state, up to ``max_rows`` states; beyond that the ``.py`` is uniform over all actions
-    and says so: run it with ``--unavailable renormalize`` or fill in ``pi``).
+    The skeleton is uniform over the choices available in each decision state of the reachable MDP. Up to
+    ``max_rows`` decision states they are listed per state (the ``.json`` table, or ``AVAILABLE`` in the ``.py``);
+    beyond that the ``.py`` evaluates the PRISM program's guards on the state's features (``model`` is needed for
+    that), and the guards read are checked against the built MDP's availability in every decision state before
+    the file is written. The file is written atomically (a temporary file renamed into place).
 
     Raises:
-        OptionError: unknown suffix, too many states for a ``.json`` table.
+        OptionError: unknown suffix, too many states for a ``.json`` table (or for a JANI model's ``.py``).
         FileWriteError: the file exists without ``force``, or cannot be written (written atomically).
     """
     from rlverify.files import check_target, write_text
@@ -175,7 +177,6 @@ def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel,
     states = np.flatnonzero(table.decision)
     features = list(summary.features)
     actions = list(summary.actions)
-    rows = []
     if len(states) <= max_rows:
         values = mdp.feature_matrix(features, states).astype(np.int64)
         available = table.available(states)
@@ -184,16 +185,25 @@ def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel,
         for key, avail in zip(map(tuple, values.tolist()), available):
             merged[key] = merged.get(key, np.zeros(len(actions), dtype=bool)) | avail
         rows = [(k, [a for a, ok in zip(actions, avail) if ok]) for k, avail in merged.items() if avail.any()]
+        if suffix == ".json":
+            doc = {"features": features, "actions": actions,
+                   "table": [{"state": dict(zip(features, k)), "probabilities": {a: 1.0 / len(avail) for a in avail}}
+                             for k, avail in rows]}
+            text = json.dumps(doc, indent=1) + "\n"
+        else:
+            text = _python_template(summary, features, actions, rows)
     elif suffix == ".json":
         raise OptionError(f"--policy-template {path}: {len(states):,} decision states are too many for a table; "
                           "write a .py template")
-    if suffix == ".json":
-        doc = {"features": features, "actions": actions,
-               "table": [{"state": dict(zip(features, k)), "probabilities": {a: 1.0 / len(avail) for a in avail}}
-                         for k, avail in rows]}
-        return write_text(path, json.dumps(doc, indent=1) + "\n", force=force, what="--policy-template")
-    return write_text(path, _python_template(summary, features, actions, rows if len(states) <= max_rows else None),
-                      force=force, what="--policy-template")
+    else:
+        if model is None or model.kind != "prism":
+            raise OptionError(f"--policy-template {path}: {len(states):,} decision states are too many to list, and "
+                              "only a PRISM model's guards can be written as code; use a model with at most "
+                              f"{max_rows:,} decision states")
+        code = _guard_code(model, features, actions, path)
+        _check_guard_code(code, mdp, table, states, features, path)
+        text = _python_template(summary, features, actions, None, guard_code=code)
+    return write_text(path, text, force=force, what="--policy-template")
 
 
 def _inert(text: str) -> str:
@@ -203,23 +213,25 @@ def _inert(text: str) -> str:
 
 
 def _python_template(summary: ModelSummary, features: list[str], actions: list[str],
-                     rows: list[tuple[tuple[int, ...], list[str]]] | None) -> str:
+                     rows: list[tuple[tuple[int, ...], list[str]]] | None, *, guard_code: str = "") -> str:
     lines = [f'"""A policy for {_inert(summary.path)}, written by rlverify inspect: replace pi with your own.',
              "",
              "pi maps an (N, len(FEATURES)) array of feature values to (N, len(ACTIONS)) probabilities.",
              "Use it as --policy THIS_FILE.py:pi. Action names are the model's labels, or command names",
              "(MODULE:K, the K-th command of MODULE) where labels do not tell the choices apart.", '"""', "",
-             "import numpy as np", ""]
+             f"# model: {_one_line(summary.path)}" + (f" ({_one_line(summary.constants)})" if summary.constants else ""),
+             "", "import numpy as np", ""]
     codes = {v["name"]: v["locations"] for v in summary.variables if v.get("locations")}
     for name in features:
         if name in codes:  # a JANI automaton's location: say what each code means
             lines.append(f"# {_inert(name)}: " + ", ".join(f"{i} = {_inert(loc)}" for i, loc in enumerate(codes[name])))
     lines += [f"FEATURES = {features!r}", f"ACTIONS = {actions!r}", ""]
     if rows is None:
-        lines += ["", "def pi(states):",
-                  '    """Uniform over ALL actions: mass on actions a state does not offer stalls (or use',
-                  '    --unavailable renormalize to make this uniform over the available ones)."""',
-                  "    return np.full((len(states), len(ACTIONS)), 1.0 / len(ACTIONS))", ""]
+        lines += [guard_code, "", "def pi(states):",
+                  '    """Uniform over the actions available in each state (by the model\'s guards; none: uniform over all)."""',
+                  "    avail = available(states)",
+                  "    counts = avail.sum(axis=1, keepdims=True)",
+                  "    return np.where(counts > 0, avail / np.maximum(counts, 1), 1.0 / len(ACTIONS))", ""]
         return "\n".join(lines)
     lines += ["# the actions available in each reachable decision state, keyed by its feature values",
               "AVAILABLE = {"]
@@ -233,3 +245,125 @@ def _python_template(summary: ModelSummary, features: list[str], actions: list[s
               "            out[i] = [1.0 / len(avail) if a in avail else 0.0 for a in ACTIONS]",
               "    return out", ""]
     return "\n".join(lines)
+
+
+def _one_line(text: Any) -> str:
+    """``text`` for a ``#`` comment of a generated file (no line breaks)."""
+    return " ".join(str(text).split())
+
+
+def _guard_code(model: SymbolicModel, features: list[str], actions: list[str], path: Path) -> str:
+    """Python source of ``available(states) -> (N, |A|) bool``: each action's availability from the PRISM program's
+    guards (constants and formulas substituted), over the features' columns.
+
+    A label is available where every module with it in its alphabet has an enabled command with it; a command
+    name ``M:K`` (or ``M:K+N:J``, a synchronised choice) where its commands' guards hold."""
+    program = model.program.substitute_constants().substitute_formulas()
+    columns = {name: i for i, name in enumerate(features)}
+    bools = {v.name for v in program.global_boolean_variables} | {v.name for m in program.modules
+                                                                  for v in m.boolean_variables}
+    guards: dict[str, str] = {}
+    by_label: dict[str, list[list[str]]] = {}
+    try:
+        for module in program.modules:
+            per_label: dict[str, list[str]] = {}
+            for k, c in enumerate(module.commands):
+                guard = _source(c.guard_expression, columns, bools)
+                guards[f"{module.name}:{k + 1}"] = guard
+                if c.is_labeled:
+                    per_label.setdefault(c.action_name, []).append(guard)
+            for label, gs in per_label.items():
+                by_label.setdefault(label, []).append(gs)
+    except _NoSource as exc:
+        raise OptionError(f"--policy-template {path}: a guard cannot be written as code ({exc}); use a model with at "
+                          "most 20,000 decision states") from None
+
+    def either(gs: list[str]) -> str:
+        return gs[0] if len(gs) == 1 else f"_any({', '.join(gs)})"
+
+    lines = ["def _any(*xs):", "    return np.logical_or.reduce(np.broadcast_arrays(*xs))", "", "",
+             "def _all(*xs):", "    return np.logical_and.reduce(np.broadcast_arrays(*xs))", "", "",
+             "def available(states):",
+             '    """(N, len(ACTIONS)) bool: the actions whose guards hold in each state (from the model\'s commands)."""',
+             "    S = np.rint(np.asarray(states, dtype=float)).astype(np.int64)",
+             "    out = np.zeros((len(S), len(ACTIONS)), dtype=bool)"]
+    for j, action in enumerate(actions):
+        if action in by_label:
+            parts = [either(gs) for gs in by_label[action]]
+            expr = parts[0] if len(parts) == 1 else f"_all({', '.join(parts)})"
+        else:
+            names = action.split("+")
+            missing = [n for n in names if n not in guards]
+            if missing:
+                raise OptionError(f"--policy-template {path}: action {action!r} names no command of the program")
+            expr = guards[names[0]] if len(names) == 1 else f"_all({', '.join(guards[n] for n in names)})"
+        lines.append(f"    out[:, {j}] = {expr}  # {_one_line(action)}")
+    lines += ["    return out", ""]
+    return "\n".join(lines)
+
+
+class _NoSource(Exception):
+    """An expression :func:`_source` does not write."""
+
+
+def _source(expr: Any, columns: dict[str, int], bools: set[str]) -> str:
+    """numpy source of a Storm expression over ``S`` (``(N, d)`` int64 feature values; booleans as 0/1)."""
+    import stormpy
+
+    op_type = stormpy.expressions.OperatorType
+    if expr.is_literal():
+        if expr.has_boolean_type():
+            return "True" if expr.evaluate_as_bool() else "False"
+        if expr.has_integer_type():
+            return repr(int(expr.evaluate_as_int()))
+        return repr(float(expr.evaluate_as_double()))
+    if expr.is_variable():
+        name = expr.get_identifier()
+        if name not in columns:
+            raise _NoSource(f"the variable '{name}' is not a feature")
+        col = f"S[:, {columns[name]}]"
+        return f"({col} != 0)" if name in bools else col
+    try:
+        op = expr.operator
+    except Exception:  # noqa: BLE001 - e.g. a user-defined function: no operator
+        raise _NoSource(f"expression '{expr}'") from None
+    args = [_source(expr.get_operand(i), columns, bools) for i in range(expr.arity)]
+    if op == op_type.MINUS and len(args) == 1:
+        return f"(-{args[0]})"
+    if op == op_type.NOT:
+        return f"np.logical_not({args[0]})"
+    if op == op_type.ITE:
+        return f"np.where({args[0]}, {args[1]}, {args[2]})"
+    if op in (op_type.FLOOR, op_type.CEIL):
+        return f"np.{'floor' if op == op_type.FLOOR else 'ceil'}({args[0]}).astype(np.int64)"
+    if op == op_type.POWER:
+        power = f"np.power(np.asarray({args[0]}, dtype=np.float64), {args[1]})"
+        return f"np.trunc({power}).astype(np.int64)" if expr.has_integer_type() else power
+    binary = {op_type.AND: "np.logical_and", op_type.OR: "np.logical_or", op_type.XOR: "np.logical_xor",
+              op_type.IFF: "np.equal", op_type.PLUS: "np.add", op_type.MINUS: "np.subtract",
+              op_type.TIMES: "np.multiply", op_type.DIVIDE: "np.true_divide", op_type.MIN: "np.minimum",
+              op_type.MAX: "np.maximum", op_type.MODULO: "np.fmod", op_type.EQUAL: "np.equal",
+              op_type.NOT_EQUAL: "np.not_equal", op_type.LESS: "np.less", op_type.LESS_OR_EQUAL: "np.less_equal",
+              op_type.GREATER: "np.greater", op_type.GREATER_OR_EQUAL: "np.greater_equal"}
+    if op == op_type.IMPLIES and len(args) == 2:
+        return f"np.logical_or(np.logical_not({args[0]}), {args[1]})"
+    name = binary.get(op)
+    if name is None or len(args) != 2:
+        raise _NoSource(f"operator {op} in '{expr}'")
+    return f"{name}({args[0]}, {args[1]})"
+
+
+def _check_guard_code(code: str, mdp: ExplicitModel, table: Any, states: np.ndarray, features: list[str],
+                      path: Path) -> None:
+    """Run the generated ``available`` on every decision state and compare it with the built MDP's availability."""
+    namespace: dict[str, Any] = {"np": np, "ACTIONS": list(table.actions)}
+    exec(compile(code, f"<policy template {path}>", "exec"), namespace)  # noqa: S102 - our own generated source
+    for start in range(0, len(states), 200_000):
+        chunk = states[start:start + 200_000]
+        ours = np.asarray(namespace["available"](mdp.feature_matrix(features, chunk)), dtype=bool)
+        theirs = table.available(chunk)
+        differ = np.flatnonzero((ours != theirs).any(axis=1))
+        if len(differ):
+            s = int(chunk[differ[0]])
+            raise OptionError(f"--policy-template {path}: the guards read do not give the built model's choices in state "
+                              f"{mdp.valuation_dict(s)}; use a model with at most 20,000 decision states")

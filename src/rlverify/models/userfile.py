@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -12,8 +14,12 @@ from rlverify.errors import InputFileError
 def import_python_file(file: Path, what: str) -> ModuleType:
     """Execute ``file`` as a fresh module; ``what`` names it in messages (``"policy module"``).
 
+    This runs the user's code, by design (a Python policy or system declaration is code the user asked to run);
+    what it prints goes to stderr (stdout is for ``--json``).
+
     Raises:
-        InputFileError: the file is missing, or importing it raised (the exception's class and text).
+        InputFileError: the file is missing, or importing it raised (the exception's class and first line) or
+            called ``sys.exit``.
     """
     if not file.is_file():
         raise InputFileError(f"{file}: {what} not found")
@@ -22,7 +28,12 @@ def import_python_file(file: Path, what: str) -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(sys.stderr):  # what it prints must not mix into --json output
+            spec.loader.exec_module(module)
+    except SystemExit as exc:  # sys.exit() at import: bad input, not the end of rlverify
+        raise InputFileError(f"{file}: importing the {what} called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001 - any error in the user's file is reported as bad input
-        raise InputFileError(f"{file}: importing the {what} failed: {exc.__class__.__name__}: {exc}") from None
+        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise InputFileError(f"{file}: importing the {what} failed: {exc.__class__.__name__}"
+                             + (f": {text}" if text else "")) from None
     return module

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import DependencyNotInstalled, InputFileError, PolicyError
-from rlverify.policies.base import BasePolicy
+from rlverify.policies.base import BasePolicy, numeric_output
 from rlverify.policies.mlp import MLP, mlp_from_onnx, mlp_from_torch
 
 log = logging.getLogger(__name__)
@@ -89,20 +89,19 @@ class CallablePolicy(BasePolicy):
         self._fn = fn
         self.output = check_output_kind(output, name)
 
+    def _output(self, states: np.ndarray) -> np.ndarray:
+        """The function's ``(N, |A|)`` outputs as float64 (its errors, a timeout or non-numbers: a PolicyError)."""
+        return numeric_output(self._run_code(self._fn, states), self.name)
+
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
-        return to_probabilities(self._fn(states), self.output)
+        return to_probabilities(self._output(states), self.output)
 
     def _distribution(self, states: np.ndarray) -> tuple[np.ndarray, bool]:
-        return _distribution(self._fn(states), self.output)
+        return _distribution(self._output(states), self.output)
 
-    def choose(self, states: np.ndarray, u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        if self.output == "q-values":
-            states = self._states(states)
-            out = np.asarray(self._fn(states))
-            cols = greedy_columns(out) if out.shape == (len(states), len(self.actions)) else None
-            if cols is not None:
-                return cols, np.ones(len(cols), dtype=bool)
-        return super().choose(states, u)
+    def _greedy_columns(self, states: np.ndarray) -> np.ndarray | None:
+        out = self._output(states)
+        return greedy_columns(out) if out.shape == (len(states), len(self.actions)) else None
 
 
 class TablePolicy(BasePolicy):
@@ -128,41 +127,88 @@ class TablePolicy(BasePolicy):
 
     @classmethod
     def from_json(cls, path: str | Path) -> TablePolicy:
+        """Read a table policy file (format above), reporting every problem at once.
+
+        Keys are the integer (or boolean) feature values of a state: a row whose state has a non-integer value
+        (``x: 0.7``) is refused, not rounded, and so is a state listed twice (no row silently wins).
+
+        Raises:
+            InputFileError: not a readable JSON file. PolicyError: every problem of its contents, each named.
+        """
         path = Path(path)
         data = _read_json(path)
-        problems = []
-        for key in ("features", "actions", "table"):
-            if key not in data:
-                problems.append(f"missing field '{key}'")
+        if not isinstance(data, dict):
+            raise PolicyError(f"{path}: not a table policy (expected a JSON object with features, actions, table; got "
+                              f"{_json_type(data)})")
+        problems = [f"missing field '{key}'" for key in ("features", "actions", "table") if key not in data]
         if problems:
             raise PolicyError(f"{path}: not a table policy", problems)
-        features, actions = list(data["features"]), list(data["actions"])
+        features, actions = data["features"], data["actions"]
+        for key, names in (("features", features), ("actions", actions)):
+            if not is_name_list(names):
+                problems.append(f"'{key}' must be a list of names (strings), got {_json_type(names)}")
+        if not isinstance(data["table"], list):
+            problems.append(f"'table' must be a list of rows, got {_json_type(data['table'])}")
+        if problems:
+            raise PolicyError(f"{path}: invalid table policy", problems)
 
-        def dist(entry: Mapping[str, float], where: str) -> list[float]:
+        def dist(entry: Any, where: str) -> list[float] | None:
+            if not isinstance(entry, dict):
+                problems.append(f"{where}: expected an object {{action: probability}}, got {_json_type(entry)}")
+                return None
             unknown = [a for a in entry if a not in actions]
             if unknown:
                 problems.append(f"{where}: unknown actions {unknown} (declared: {actions})")
+            bad = [a for a, p in entry.items() if not _is_number(p)]
+            if bad:
+                problems.append(f"{where}: probabilities of {bad} are not finite numbers")
+                return None
             return [float(entry.get(a, 0.0)) for a in actions]
 
-        table = {}
+        def value(v: Any, where: str) -> int | None:
+            if isinstance(v, bool):
+                return int(v)
+            if _is_number(v) and float(v) == int(v):
+                return int(v)
+            problems.append(f"{where}: {v!r} is not an integer (table keys are the integer or boolean values of the "
+                            "features)")
+            return None
+
+        table: dict[tuple[int, ...], list[float]] = {}
+        first_row: dict[tuple[int, ...], int] = {}
         for i, row in enumerate(data["table"]):
             where = f"table[{i}]"
+            if not isinstance(row, dict):
+                problems.append(f"{where}: expected an object with 'state' and 'probabilities', got {_json_type(row)}")
+                continue
             state = row.get("state")
-            if isinstance(state, Mapping):
+            if isinstance(state, dict):
                 missing = [f for f in features if f not in state]
-                if missing:
-                    problems.append(f"{where}.state: missing features {missing}")
+                extra = [k for k in state if k not in features]
+                if missing or extra:
+                    problems.append(f"{where}.state: " + "; ".join(
+                        ([f"missing features {missing}"] if missing else []) + ([f"unknown features {extra}"] if extra else [])))
                     continue
-                key = tuple(int(state[f]) for f in features)
-            elif isinstance(state, Sequence) and len(state) == len(features):
-                key = tuple(int(v) for v in state)
+                raw = [(f, state[f]) for f in features]
+            elif isinstance(state, list) and len(state) == len(features):
+                raw = list(zip(features, state))
             else:
                 problems.append(f"{where}.state: expected an object or a list of {len(features)} values")
                 continue
-            table[key] = dist(row.get("probabilities", {}), f"{where}.probabilities")
+            values = [value(v, f"{where}.state.{f}") for f, v in raw]
+            p = dist(row.get("probabilities", {}), f"{where}.probabilities")
+            if any(v is None for v in values) or p is None:
+                continue
+            key = tuple(values)  # type: ignore[arg-type]
+            if key in first_row:
+                problems.append(f"{where}: the state {dict(zip(features, key))} is already given by table[{first_row[key]}]")
+                continue
+            first_row[key] = i
+            table[key] = p
         default = dist(data["default"], "default") if data.get("default") is not None else None
         if problems:
-            raise PolicyError(f"{path}: invalid table policy", problems)
+            raise PolicyError(f"{path}: invalid table policy", problems[:20] + (
+                [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []))
         return cls(features, actions, table, default=default, name=str(path))
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
@@ -221,7 +267,15 @@ class OnnxPolicy(BasePolicy):
             raise PolicyError(f"{path}: ONNX file has no {META_OUTPUT} metadata saying what the network outputs; "
                               "pass --output logits|probabilities|q-values")
         self.output = check_output_kind(kind, f"{path}: metadata {META_OUTPUT}")
-        self.training = json.loads(meta[META_TRAINING]) if META_TRAINING in meta else None
+        self.training = None
+        if META_TRAINING in meta:
+            try:
+                self.training = json.loads(meta[META_TRAINING])
+            except (json.JSONDecodeError, RecursionError):
+                self.training = None
+            if not isinstance(self.training, dict):
+                raise PolicyError(f"{path}: metadata {META_TRAINING} must be a JSON object (how the policy was trained), "
+                                  f"got {meta[META_TRAINING][:80]!r}")
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
@@ -235,9 +289,17 @@ class OnnxPolicy(BasePolicy):
             except Exception:  # noqa: BLE001 - e.g. an output type ArgMax does not take: numpy's argmax is used
                 argmax_model = None
         if self._session is None:
-            self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            try:
+                self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # noqa: BLE001 - onnxruntime's own errors: the file is bad input
+                first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                raise InputFileError(f"{path}: onnxruntime cannot run this model ({exc.__class__.__name__}: "
+                                     f"{first_line})") from None
+        self._check_signature(path)
         first = self._session.get_inputs()[0]
         self._input = first.name
+        self._input_type = np.float64 if first.type == "tensor(double)" else np.float32
+        self.input_dtype = self._input_type
         # a file exported without a dynamic batch axis takes exactly this many rows per call
         batch = first.shape[0] if first.shape else None
         self._fixed_batch = batch if isinstance(batch, int) and batch > 0 else None
@@ -249,17 +311,46 @@ class OnnxPolicy(BasePolicy):
         self._model = model  # for network(): the file is read once
         self.path = path
 
+    def _check_signature(self, path: Path) -> None:
+        """Refuse a network that does not take one ``(N, d)`` float tensor of features and give ``(N, |A|)`` floats."""
+        inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
+        problems = []
+        if len(inputs) != 1:
+            problems.append(f"it has {len(inputs)} inputs ({', '.join(repr(i.name) for i in inputs)}); rlverify feeds one "
+                            "(N, d) tensor of features")
+        else:
+            first = inputs[0]
+            if first.type not in ("tensor(float)", "tensor(double)"):
+                problems.append(f"its input {first.name!r} is {first.type}; rlverify feeds the features as floats "
+                                "(export with a float32 input and cast inside the graph if needed)")
+            shape = list(first.shape or [])
+            if len(shape) != 2:
+                problems.append(f"its input {first.name!r} has shape {shape}; rlverify feeds (N, d) = (batch, features)")
+            elif isinstance(shape[1], int) and shape[1] != len(self.features):
+                problems.append(f"its input {first.name!r} takes {shape[1]} features, the policy declares "
+                                f"{len(self.features)} {list(self.features)}")
+        if outputs and outputs[0].type not in ("tensor(float)", "tensor(double)", "tensor(float16)"):
+            problems.append(f"its first output {outputs[0].name!r} is {outputs[0].type}; rlverify reads (N, |A|) "
+                            "floats (logits, probabilities or q-values)")
+        out_shape = list(outputs[0].shape or []) if outputs else []
+        if len(out_shape) == 2 and isinstance(out_shape[1], int) and out_shape[1] != len(self.actions):
+            problems.append(f"its output {outputs[0].name!r} has {out_shape[1]} outputs, the policy declares "
+                            f"{len(self.actions)} actions {list(self.actions)}")
+        if problems:
+            raise PolicyError(f"{path}: the network does not fit rlverify's policy contract", problems)
+
     def _run(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """The runtime's ``(N, |A|)`` float32 outputs for ``(N, d)`` states, and their ``(N,)`` argmax if the session
         computes it."""
-        x = np.ascontiguousarray(states, dtype=np.float32)
+        x = np.ascontiguousarray(states, dtype=self._input_type)
+        run = self._session.run
         if self._fixed_batch is None or len(x) == self._fixed_batch:
-            res = self._session.run(self._outputs, {self._input: x})
+            res = self._run_code(run, self._outputs, {self._input: x})
             return res[0], (res[1] if len(res) > 1 else None)
         b = self._fixed_batch
         pad = (-len(x)) % b
         x = np.concatenate([x, np.repeat(x[-1:], pad, axis=0)]) if pad and len(x) else x
-        out = [self._session.run(self._outputs[:1], {self._input: x[i:i + b]})[0] for i in range(0, len(x), b)]
+        out = [self._run_code(run, self._outputs[:1], {self._input: x[i:i + b]})[0] for i in range(0, len(x), b)]
         return (np.concatenate(out) if out else np.zeros((0, len(self.actions)), dtype=np.float32))[:len(states)], None
 
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:
@@ -272,14 +363,9 @@ class OnnxPolicy(BasePolicy):
         out, cols = self._run(states)
         return _distribution(out, self.output, cols if self.output == "q-values" else None)
 
-    def choose(self, states: np.ndarray, u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        if self.output == "q-values":
-            states = self._states(states)
-            out, cols = self._run(states)
-            cols = greedy_columns(out, cols) if out.shape == (len(states), len(self.actions)) else None
-            if cols is not None:
-                return cols, np.ones(len(cols), dtype=bool)
-        return super().choose(states, u)
+    def _greedy_columns(self, states: np.ndarray) -> np.ndarray | None:
+        out, cols = self._run(states)
+        return greedy_columns(out, cols) if out.shape == (len(states), len(self.actions)) else None
 
     def _read_network(self) -> MLP:
         return mlp_from_onnx(self._model, name=self.name)
@@ -303,8 +389,16 @@ class TorchPolicy(BasePolicy):
 
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:
         torch = self._torch
-        with torch.no_grad():
-            return self._module(torch.as_tensor(states, dtype=torch.float32)).double().numpy()
+
+        def run() -> Any:
+            with torch.no_grad():
+                out = self._module(torch.as_tensor(states, dtype=torch.float32))
+            if not isinstance(out, torch.Tensor):
+                raise PolicyError(f"{self.name}: the module returned a {type(out).__name__}, not a tensor of "
+                                  "(N, |A|) outputs")
+            return out.double().numpy()
+
+        return self._run_code(run)
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         return to_probabilities(self._network_outputs(states), self.output)
@@ -318,13 +412,20 @@ class TorchPolicy(BasePolicy):
 
 class SB3Policy(BasePolicy):
     """A Stable-Baselines3 PPO/A2C or sb3-contrib MaskablePPO (action distribution) or DQN (greedy one-hot)
-    model (extra ``sb3``).
+    model zip (extra ``sb3``; reading it without SB3's loader needs only ``torch``).
 
-    The algorithm is read from the zip's ``data`` (its policy class), not guessed. Observations are
-    given to the network as SB3 gives them: a ``Discrete`` observation space takes the one feature
-    as an integer (SB3 one-hot encodes it inside the policy), a flat ``Box`` takes the features as
-    float32. ``output`` is ``logits`` (PPO/A2C/MaskablePPO: the categorical distribution's) or
-    ``q-values`` (DQN).
+    By default the zip is read without running any code from it (:mod:`rlverify.policies.sb3zip`: the JSON
+    ``data`` and the ``policy.pth`` weights, loaded with ``weights_only=True``) and the actor of an
+    ``MlpPolicy`` is rebuilt from them; anything it cannot read that way (a custom policy class or feature
+    extractor) is refused naming ``--trust-code``. With ``trust_code=True`` the zip is loaded with SB3's own
+    loader, which unpickles and can run code (only for files you trust). Either way the zip's members'
+    inflated sizes are checked first.
+
+    Observations are given to the network as SB3 gives them: a ``Discrete`` observation space takes the
+    one feature as a state index (one-hot encoded), ``MultiDiscrete`` one index per feature, a flat ``Box``
+    or ``MultiBinary`` the features as float32. ``output`` is ``logits`` (PPO/A2C/MaskablePPO: the
+    categorical distribution's) or ``q-values`` (DQN, greedy: the first maximal Q-value, as SB3's
+    ``predict`` picks).
 
     MaskablePPO: the probabilities are the network's *unmasked* distribution; the mask it was trained
     with is the model's action availability, so ``unavailable='renormalize'`` (renormalise over the
@@ -338,144 +439,189 @@ class SB3Policy(BasePolicy):
 
     no_network = None
 
-    def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str]) -> None:
+    def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str], *,
+                 trust_code: bool = False) -> None:
+        from rlverify.policies import sb3zip
+
         super().__init__(features, actions, name=str(path))
-        _import("stable_baselines3", "sb3")
-        self._torch = _import("torch", "torch")
-        self.algorithm, candidates = _sb3_algorithm(Path(path))
+        path = Path(path)
+        self._torch = _import("torch", "sb3")
+        sb3zip.check_sizes(path)
+        self.trusted = trust_code
+        if trust_code:
+            self._load_trusted(path)
+        else:
+            read = sb3zip.read_network(path, self._torch)
+            self.algorithm, self._space, self._net, self._n_actions = read.algorithm, read.obs, read.net, read.n_actions
+            self._forward = self._safe_forward
         self.maskable = self.algorithm == "MaskablePPO"
+        self.output = "q-values" if self.algorithm == "DQN" else "logits"
+        self._check_spaces()
+
+    def _load_trusted(self, path: Path) -> None:
+        """Load with SB3's own loader (it unpickles ``data``: runs whatever code the file carries)."""
+        from rlverify.policies import sb3zip
+
+        data = sb3zip.read_data(path)
+        module, _ = sb3zip.policy_class(data, path)
+        known = module in sb3zip.SB3_POLICY_MODULES or module.startswith("sb3_contrib.common.recurrent")
+        algorithm = sb3zip.algorithm_of(data, path)[0] if known else "custom"
+        sb3 = _import("stable_baselines3", "sb3")
+        if algorithm == "MaskablePPO":
+            candidates = [_import("sb3_contrib", "sb3").MaskablePPO]
+        elif algorithm == "DQN":
+            candidates = [sb3.DQN]
+        else:  # PPO, A2C, or a custom policy class of one of them
+            candidates = [sb3.PPO, sb3.A2C] + ([sb3.DQN] if algorithm == "custom" else [])
         last_exc: Exception | None = None
         for cls in candidates:
             try:
-                self._model = cls.load(str(path), device="cpu")
-                self.algorithm = cls.__name__
+                model = cls.load(str(path), device="cpu")
                 break
             except Exception as exc:  # noqa: BLE001 - SB3's load raises many kinds; PPO tried on an A2C zip: the next
                 last_exc = exc
         else:
-            raise InputFileError(f"{path}: cannot load the {self.algorithm} model ({last_exc.__class__.__name__}: {last_exc})")
-        self.output = "q-values" if self.algorithm == "DQN" else "logits"
-        self._check_spaces()
+            raise InputFileError(f"{path}: cannot load the model with Stable-Baselines3's loader "
+                                 f"({last_exc.__class__.__name__}: {last_exc})")
+        self.algorithm = "MaskablePPO" if algorithm == "MaskablePPO" else type(model).__name__
+        self._model = model
+        self._space = _space_of(model.observation_space, path)
+        act = model.action_space
+        if type(act).__name__ != "Discrete":
+            raise PolicyError(f"{path}: the action space is {act}, not Discrete (rlverify verifies policies over named "
+                              "actions)")
+        self._n_actions = int(act.n)
+        self._net = None
+        self._forward = self._trusted_forward
 
     def _check_spaces(self) -> None:
-        obs, act = self._model.observation_space, self._model.action_space
         problems = []
-        kind = type(obs).__name__
-        if kind == "Discrete":
-            if len(self.features) != 1:
-                problems.append(f"the observation space is {obs} (one state index), but {len(self.features)} features "
-                                f"are declared {list(self.features)}")
-        elif kind in ("Box", "MultiDiscrete", "MultiBinary"):
-            if len(obs.shape) != 1 or obs.shape[0] != len(self.features):
-                problems.append(f"the observation space is {obs}, but {len(self.features)} features are declared "
-                                f"{list(self.features)}")
-        else:
-            problems.append(f"the observation space is {obs}; rlverify feeds a flat vector of features (Box, "
-                            "MultiDiscrete, MultiBinary) or one state index (Discrete)")
-        if type(act).__name__ != "Discrete":
-            problems.append(f"the action space is {act}, not Discrete (rlverify verifies policies over named actions)")
-        elif int(act.n) != len(self.actions):
-            problems.append(f"the action space is {act}, but {len(self.actions)} actions are declared {list(self.actions)}")
+        space = self._space
+        if space.size != len(self.features):
+            what = "one state index" if space.kind == "Discrete" else f"{space.size} features"
+            problems.append(f"the observation space is {space} ({what}), but {len(self.features)} features are declared "
+                            f"{list(self.features)}")
+        if self._n_actions != len(self.actions):
+            problems.append(f"the action space is Discrete({self._n_actions}), but {len(self.actions)} actions are "
+                            f"declared {list(self.actions)}")
         if problems:
             raise PolicyError(f"{self.name}: the {self.algorithm} model does not fit the declared features/actions", problems)
 
-    def _obs(self, states: np.ndarray) -> Any:
-        """``(N, d)`` features as the tensor SB3's policy takes (``(N,)`` int64 for a Discrete space)."""
-        torch = self._torch
-        space = self._model.observation_space
-        kind = type(space).__name__
-        if kind == "Box":
-            return torch.as_tensor(states.reshape((-1, *space.shape)), dtype=torch.float32)
-        ints = np.rint(states).astype(np.int64)
+    def _check_observations(self, states: np.ndarray) -> None:
+        """Refuse rows that are not observations of the policy's space (a Discrete/MultiDiscrete index out of range
+        or not an integer; a MultiBinary value other than 0/1)."""
+        space = self._space
+        if space.kind == "Box":
+            return
+        ints = np.rint(states)
         bad = np.abs(states - ints) > 1e-9
-        if kind == "Discrete":
-            ints = ints[:, 0]
-            bad = bad[:, 0] | (ints < int(space.start)) | (ints >= int(space.start) + int(space.n))
+        if space.kind == "Discrete":
+            bad |= (ints < 0) | (ints >= space.n)
+        elif space.kind == "MultiDiscrete":
+            bad |= (ints < 0) | (ints >= np.asarray(space.nvec))
+        else:
+            bad |= (ints < 0) | (ints > 1)
         if bad.any():
-            i = int(np.flatnonzero(bad.reshape(len(states), -1).any(axis=1))[0])
-            raise PolicyError(f"{self.name}: state {dict(zip(self.features, states[i].tolist()))} is not an observation of "
-                              f"the policy's space {space}")
-        return torch.as_tensor(ints)
+            i = int(np.flatnonzero(bad.any(axis=1))[0])
+            raise PolicyError(f"{self.name}: state {dict(zip(self.features, states[i].tolist()))} is not an observation "
+                              f"of the policy's space {space}")
+
+    def _safe_forward(self, states: np.ndarray) -> Any:
+        """The rebuilt network's raw outputs (logits or Q-values), a float32 tensor, for ``(N, d)`` observations."""
+        from rlverify.policies.sb3zip import encode
+
+        with self._torch.no_grad():
+            return self._net(encode(states, self._space, self._torch))
+
+    def _trusted_forward(self, states: np.ndarray) -> Any:
+        """SB3's own policy's raw outputs for ``(N, d)`` observations (SB3 encodes them itself)."""
+        torch = self._torch
+        if self._space.kind == "Box":
+            obs = torch.as_tensor(np.ascontiguousarray(states, dtype=np.float32))
+        else:
+            ints = torch.as_tensor(np.rint(states).astype(np.int64))
+            obs = ints[:, 0] if self._space.kind == "Discrete" else ints
+        policy = self._model.policy
+        with torch.no_grad():
+            if self.algorithm == "DQN":
+                return policy.q_net(obs)
+            # MaskablePPO: no mask given, the network's own (unmasked) distribution
+            return policy.get_distribution(obs).distribution.logits
+
+    def _raw(self, states: np.ndarray) -> Any:
+        """``(N, |A|)`` float32 tensor: logits normalised as torch's ``Categorical(logits=...)`` keeps them
+        (PPO/A2C/MaskablePPO), or Q-values (DQN); computed under the policy timeout."""
+        self._check_observations(states)
+        torch = self._torch
+
+        def run() -> Any:
+            out = self._forward(states)
+            if self.algorithm != "DQN":
+                out = out - out.logsumexp(dim=-1, keepdim=True)
+            return out
+
+        out = self._run_code(run)
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(states), len(self.actions)):
+            raise PolicyError(f"{self.name}: the network gave outputs of shape {getattr(out, 'shape', None)}, expected "
+                              f"({len(states)}, {len(self.actions)})")
+        return out
+
+    def _network_outputs(self, states: np.ndarray) -> np.ndarray:
+        # normalised logits (log-probabilities): the network's shifted by a constant, the same softmax
+        return self._raw(states).double().numpy()
+
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        out = self._raw(states)
+        if self.algorithm == "DQN":
+            return to_probabilities(out.numpy(), "q-values")
+        return self._torch.softmax(out, dim=-1).double().numpy()  # torch's Categorical(logits=...).probs
+
+    def _greedy_columns(self, states: np.ndarray) -> np.ndarray | None:
+        return greedy_columns(self._raw(states).numpy())
 
     def _read_network(self) -> MLP:
         torch = self._torch
-        policy = self._model.policy
-        space = self._model.observation_space
-        if self.algorithm == "DQN":
-            extractor, layers, where = policy.q_net.features_extractor, list(policy.q_net.q_net), "q_net.q_net"
-        else:
-            extractor = getattr(policy, "pi_features_extractor", policy.features_extractor)
-            layers, where = list(policy.mlp_extractor.policy_net) + [policy.action_net], "mlp_extractor.policy_net + action_net"
         problems = []
-        if type(space).__name__ != "Box" or len(space.shape) != 1:
-            problems.append(f"the observation space is {space}, not a flat Box (an MLP takes the features as they are)")
-        if type(extractor).__name__ != "FlattenExtractor":
-            problems.append(f"the features extractor is {type(extractor).__name__}, not FlattenExtractor")
+        if self._space.kind != "Box":
+            problems.append(f"the observation space is {self._space}, not a flat Box (an MLP takes the features as they "
+                            "are; SB3 one-hot encodes a discrete observation first)")
+        if self._net is not None:
+            layers, where = self._net, ("q_net.q_net" if self.algorithm == "DQN" else "mlp_extractor.policy_net + action_net")
+        else:
+            policy = self._model.policy
+            if self.algorithm == "DQN":
+                extractor, seq, where = policy.q_net.features_extractor, list(policy.q_net.q_net), "q_net.q_net"
+            else:
+                extractor = getattr(policy, "pi_features_extractor", policy.features_extractor)
+                seq = list(policy.mlp_extractor.policy_net) + [policy.action_net]
+                where = "mlp_extractor.policy_net + action_net"
+            if type(extractor).__name__ != "FlattenExtractor":
+                problems.append(f"the features extractor is {type(extractor).__name__}, not FlattenExtractor")
+            layers = torch.nn.Sequential(*seq)
         if problems:
             raise PolicyError(f"{self.name}: this {self.algorithm} model cannot be read as a ReLU network; export the "
                               "network to ONNX (Gemm/Relu) instead", problems)
         try:
-            return mlp_from_torch(torch.nn.Sequential(*layers), name=f"{self.name} ({self.algorithm} {where})")
+            return mlp_from_torch(layers, name=f"{self.name} ({self.algorithm} {where})")
         except PolicyError as exc:
             raise PolicyError(f"{exc}; train with policy_kwargs={{'activation_fn': torch.nn.ReLU}} or export the "
                               "network to ONNX") from None
 
-    def _network_outputs(self, states: np.ndarray) -> np.ndarray:
-        obs = self._obs(states)
-        with self._torch.no_grad():
-            if self.algorithm == "DQN":
-                return self._model.policy.q_net(obs).double().numpy()
-            # normalised logits (log-probabilities): the network's shifted by a constant, the same softmax
-            return self._model.policy.get_distribution(obs).distribution.logits.double().numpy()
 
-    def _probabilities(self, states: np.ndarray) -> np.ndarray:
-        obs = self._obs(states)
-        with self._torch.no_grad():
-            if self.algorithm == "DQN":
-                q = self._model.policy.q_net(obs).numpy()
-                out = np.zeros_like(q, dtype=np.float64)
-                out[np.arange(len(q)), q.argmax(axis=1)] = 1.0
-                return out
-            # MaskablePPO: no mask given, the network's own (unmasked) distribution
-            return self._model.policy.get_distribution(obs).distribution.probs.double().numpy()
+def _space_of(space: Any, path: Path) -> Any:
+    """A gymnasium observation space (as SB3's loader made it) as :class:`~rlverify.policies.sb3zip.ObsSpace`."""
+    from rlverify.policies.sb3zip import ObsSpace
 
-
-#: SB3 policy classes rlverify reads, by module of the zip's ``policy_class``.
-_SB3_POLICY_MODULES = {
-    "stable_baselines3.common.policies": ("PPO", "A2C"),
-    "stable_baselines3.dqn.policies": ("DQN",),
-    "sb3_contrib.common.maskable.policies": ("MaskablePPO",),
-}
-
-
-def _sb3_algorithm(path: Path) -> tuple[str, list[Any]]:
-    """The algorithm of an SB3 zip (from its ``data``'s policy class) and the classes that load it."""
-    import re
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(path) as z:
-            data = json.loads(z.read("data"))
-        policy_class = data.get("policy_class", {})
-        module = policy_class.get("__module__", "")
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, AttributeError, OSError) as exc:
-        raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (no readable 'data': {exc.__class__.__name__})") from None
-    found = re.search(r"function (\w+)\.__init__", str(policy_class.get("__init__", "")))
-    cls_name = found.group(1) if found else module
-    if module.startswith("sb3_contrib.common.recurrent"):
-        raise PolicyError(f"{path}: a recurrent policy ({cls_name}, sb3-contrib RecurrentPPO) is refused: it keeps an LSTM "
-                          "state across steps, so its action depends on the history, and rlverify verifies memoryless "
-                          "policies (one distribution per state). Train a feed-forward policy (PPO, MaskablePPO, A2C, "
-                          "DQN), or put the memory into the model's state")
-    names = _SB3_POLICY_MODULES.get(module)
-    if names is None:
-        raise PolicyError(f"{path}: policy class {cls_name} ({module}) is not supported; rlverify reads PPO, A2C, DQN "
-                          "(stable-baselines3) and MaskablePPO (sb3-contrib) models with discrete actions")
-    if names == ("MaskablePPO",):
-        contrib = _import("sb3_contrib", "sb3")
-        return "MaskablePPO", [contrib.MaskablePPO]
-    sb3 = _import("stable_baselines3", "sb3")
-    return names[0], [getattr(sb3, n) for n in names]
+    kind = type(space).__name__
+    shape = tuple(int(d) for d in getattr(space, "shape", ()) or ())
+    if kind == "Discrete" and int(getattr(space, "start", 0)) == 0:
+        return ObsSpace("Discrete", 1, (), n=int(space.n))
+    if kind in ("Box", "MultiBinary") and len(shape) == 1:
+        return ObsSpace(kind, shape[0], shape)
+    if kind == "MultiDiscrete" and len(shape) == 1 and not np.any(getattr(space, "start", 0)):
+        return ObsSpace(kind, shape[0], shape, nvec=tuple(int(v) for v in space.nvec))
+    raise PolicyError(f"{path}: the observation space is {space}; rlverify feeds a flat vector of features (Box, "
+                      "MultiDiscrete, MultiBinary) or one state index (Discrete, starting at 0)")
 
 
 def _with_argmax(model: Any, n_actions: int) -> Any:
@@ -513,14 +659,37 @@ def _import(module: str, extra: str) -> Any:
 
 
 def _read_json(path: Path) -> Any:
+    """The JSON value in ``path``, or an :class:`InputFileError` naming what is wrong (unreadable, not UTF-8 text,
+    invalid JSON, nested too deeply)."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputFileError(f"{path}: cannot read file ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"{path}: not a JSON text file (byte {exc.start} is not UTF-8)") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputFileError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputFileError(f"{path}: invalid JSON: nested too deeply") from None
+
+
+def is_name_list(value: Any) -> bool:
+    """Whether ``value`` is a non-empty list (or tuple) of non-empty strings: feature or action names."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, str) and v for v in value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
+
+
+def _json_type(value: Any) -> str:
+    """How a JSON value is named in messages (``a number``, ``a string``, ``an object``, ...)."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else f"{kinds.get(type(value), type(value).__name__)} ({json.dumps(value)[:40]})"
 
 
 def _json_list(meta: Mapping[str, str], key: str, path: Path) -> list[str] | None:

@@ -9,17 +9,28 @@ action labels). Rows must be distributions: entries in [0, 1], finite, summing t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import contextlib
+import math
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rlverify.errors import PolicyError
+from rlverify.errors import OptionError, PolicyError, RlverifyError
 
 if TYPE_CHECKING:
     from rlverify.policies.mlp import MLP
 
 #: Absolute tolerance on ``|sum(row) - 1|`` for a policy output row.
 ROW_SUM_TOLERANCE = 1e-6
+
+#: Seconds one call of a policy loaded from a file (one batch of states) may take before it is stopped with a
+#: :class:`PolicyError` (``--policy-timeout`` / ``load_policy(timeout=...)``; None or 0: no limit); an adapter built
+#: in Python has no limit unless its ``timeout`` is set. See :func:`run_policy_code`.
+DEFAULT_POLICY_TIMEOUT = 120.0
 
 
 @runtime_checkable
@@ -65,6 +76,13 @@ class BasePolicy:
     #: the simulator's numpy work for some runs overlaps the evaluation for others
     #: (:attr:`~rlverify.statistical.SimulationOptions.threads`). False unless the adapter says so.
     concurrent: bool = False
+    #: seconds one call of the policy's code or runtime may take (None: no limit; :func:`~rlverify.policies.load_policy`
+    #: sets :data:`DEFAULT_POLICY_TIMEOUT` or its ``timeout``); see :func:`run_policy_code`.
+    timeout: float | None = None
+    #: whether the policy was loaded from a file the user gave (:func:`~rlverify.policies.load_policy`, the CLI):
+    #: then what its code raises is reported as a :class:`PolicyError` and what it prints goes to stderr. An
+    #: adapter built in Python around one's own function lets its exceptions through unchanged.
+    from_file: bool = False
 
     def __init__(self, features: list[str] | tuple[str, ...], actions: list[str] | tuple[str, ...], *, name: str = "policy") -> None:
         self._features = tuple(str(f) for f in features)
@@ -110,11 +128,20 @@ class BasePolicy:
         """Validated ``(N, |A|)`` float64 probabilities for ``(N, d)`` states (float64, or float32 for a network
         run in float32)."""
         states = self._states(states)
+        if not len(states):  # nothing to ask (e.g. every run of a batch is in a forced state)
+            return np.zeros((0, len(self._actions)))
         probs, valid = self._distribution(states)
-        probs = np.asarray(probs, dtype=np.float64)
+        probs = numeric_output(probs, self.name)
         if not valid or probs.shape != (len(states), len(self._actions)):
             validate_probabilities(probs, len(states), len(self._actions), source=self.name)
         return probs
+
+    def _run_code(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, a call into the policy's own code or runtime, under :attr:`timeout`; what it raises is
+        reported as the policy's error (see :func:`run_policy_code`)."""
+        if self.timeout is None and not self.from_file:
+            return fn(*args)
+        return run_policy_code(fn, *args, name=self.name, timeout=self.timeout, isolate=self.from_file)
 
     def _distribution(self, states: np.ndarray) -> tuple[np.ndarray, bool]:
         """Hook: :meth:`_probabilities`, and whether its rows are distributions by construction (a softmax or a
@@ -139,8 +166,20 @@ class BasePolicy:
         Raises:
             PolicyError: as :meth:`action_probabilities`.
         """
+        states = self._states(states)
+        if not len(states):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        if self.greedy:
+            cols = self._greedy_columns(states)
+            if cols is not None:
+                return cols, np.ones(len(cols), dtype=bool)
         probs = self.action_probabilities(states)
         return choose_columns(probs, None if self.greedy else u)
+
+    def _greedy_columns(self, states: np.ndarray) -> np.ndarray | None:
+        """Hook for greedy policies: the ``(N,)`` argmax columns for ``(N, d)`` states (N > 0) without building
+        probabilities, or None (then :meth:`action_probabilities` is used, and checks the outputs)."""
+        return None
 
     def network(self, sample: np.ndarray | None = None) -> MLP:
         """The policy's network as a ReLU :class:`~rlverify.policies.mlp.MLP` (what the abstraction engine bounds).
@@ -233,3 +272,109 @@ def validate_probabilities(probs: np.ndarray, n_states: int, n_actions: int, *, 
         )
     if problems:
         raise PolicyError(f"{source}: output is not a probability distribution per state", problems)
+
+
+def numeric_output(out: Any, source: str) -> np.ndarray:
+    """``out`` (a policy's raw output) as a float64 array, or a :class:`PolicyError` saying what it is instead."""
+    try:
+        return np.asarray(out, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        dtype = getattr(out, "dtype", None)
+        raise PolicyError(f"{source}: output is not an array of numbers ({type(out).__name__}"
+                          f"{f' of {dtype}' if dtype is not None else ''}: {str(exc).splitlines()[0][:120]})") from None
+
+
+class _Timeout(BaseException):
+    """Raised by the alarm handler inside a policy call that ran out of time (a BaseException: the user's code
+    should not catch it with ``except Exception``)."""
+
+
+def check_timeout(seconds: float | None, option: str = "--policy-timeout") -> float | None:
+    """``seconds`` as a policy timeout (None or 0: no limit), or an :class:`OptionError` naming ``option``."""
+    if seconds is None:
+        return None
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        raise OptionError(f"{option}: expected seconds (a number >= 0; 0 = no limit), got {seconds!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise OptionError(f"{option}: expected seconds (a number >= 0; 0 = no limit), got {seconds!r}")
+    return value or None
+
+
+class _Alarm:
+    """A ``SIGALRM`` timer around one policy call whose handler raises :class:`_Timeout` after ``seconds``.
+
+    It is armed only in the main thread, on platforms with ``setitimer``, and when no other interval timer runs
+    (a nested policy call runs under the outer call's limit). Code that swallows the exception (a bare
+    ``except:``) is hit again every half second until the call ends, and :attr:`fired` says that the limit was
+    reached even if the call then returned.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._armed = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self._armed:
+            self.fired = True
+            signal.setitimer(signal.ITIMER_REAL, 0.5)  # again, should the code swallow this one
+            raise _Timeout
+
+    def __enter__(self) -> _Alarm:
+        seconds = self.seconds
+        if (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
+                and threading.current_thread() is threading.main_thread()
+                and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0):
+            self._previous = signal.signal(signal.SIGALRM, self._handler)
+            self._armed = True
+            signal.setitimer(signal.ITIMER_REAL, float(seconds))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._armed:
+            signal.setitimer(signal.ITIMER_REAL, 0.0)
+            self._armed = False
+            signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
+
+
+def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: float | None, isolate: bool = True) -> Any:
+    """Call ``fn(*args)`` — a policy's own code (a Python callable) or runtime (onnxruntime, torch) — and make its
+    failures the policy's.
+
+    * The call is stopped after ``timeout`` seconds (None: no limit) with a :class:`PolicyError` naming the policy
+      and ``--policy-timeout``. The limit is a ``SIGALRM`` timer in the main thread: it interrupts Python code
+      (loops, ``time.sleep``, waits), but a call that stays inside native code (one onnxruntime/torch kernel, a C
+      extension) is stopped only when it returns to Python; calls from other threads (the simulator's second thread)
+      are not limited.
+    * With ``isolate`` (a policy loaded from the user's file): any exception it raises, and ``SystemExit``
+      (``sys.exit`` in the user's code), becomes a :class:`PolicyError` naming the policy and the exception
+      (rlverify's own errors pass through unchanged), and what it prints goes to stderr, so that ``--json``
+      output on stdout stays clean. Without it, exceptions pass through unchanged.
+    """
+    alarm = _Alarm(timeout)
+    try:
+        with alarm, (contextlib.redirect_stdout(sys.stderr) if isolate else contextlib.nullcontext()):
+            out = fn(*args)
+        if alarm.fired:  # the code caught the timeout and went on to return
+            raise _Timeout
+        return out
+    except _Timeout:
+        raise PolicyError(f"{name}: the policy did not return within {timeout:g} s; if it is just slow, raise the "
+                          "limit with --policy-timeout SECONDS (0: no limit)") from None
+    except RlverifyError:
+        raise
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - the user's code or file: its failure is bad input
+        if not isolate:
+            raise
+        raise _as_policy_error(exc, name) from None
+
+
+def _as_policy_error(exc: BaseException, name: str) -> PolicyError:
+    """What the policy's code raised (or its ``sys.exit``), as the one-line :class:`PolicyError` naming it."""
+    if isinstance(exc, SystemExit):
+        return PolicyError(f"{name}: the policy called sys.exit({exc.code!r}) while computing actions")
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return PolicyError(f"{name}: evaluating the policy failed: {exc.__class__.__name__}" + (f": {text}" if text else ""))

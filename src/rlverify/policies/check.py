@@ -46,6 +46,25 @@ def _default_sample(policy: Policy, model: Any) -> np.ndarray | None:
     if hasattr(model, "feature_matrix"):
         return model.feature_matrix(policy.features)[:1000]
     init = model.initial_valuation() if hasattr(model, "initial_valuation") else None
-    if init is None:
+    if init is None or not _asked_in(model, init):
         return None
     return np.asarray([[init[f] for f in policy.features]], dtype=np.float64)
+
+
+def _asked_in(model: Any, valuation: dict[str, int]) -> bool:
+    """Whether a policy is asked in the PRISM state ``valuation``: some labelled choice is enabled there, or more
+    than one choice (a state whose single choice is unlabelled — a reset step — is taken without asking, and the
+    policy need not accept its features). True when it cannot be told (the engines check what they ask)."""
+    program = getattr(model, "program", None)
+    if program is None or getattr(model, "kind", "") != "prism":
+        return True
+    try:
+        from rlverify.models.program import CompiledProgram
+
+        compiled = CompiledProgram(program, str(getattr(model, "path", "model")))
+        values = np.asarray([[valuation[v.name] for v in compiled.variables]], dtype=np.int64)
+        enabled = compiled.enabled(compiled.env(values), 1)[0]
+    except Exception:  # noqa: BLE001 - not compilable here (e.g. a DTMC): check the state as before
+        return True
+    labelled = np.asarray([bool(c.action) for c in compiled.choices], dtype=bool)
+    return bool((enabled & labelled).any() or enabled.sum() > 1)

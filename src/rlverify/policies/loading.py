@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.models.userfile import import_python_file
-from rlverify.policies.adapters import CallablePolicy, OnnxPolicy, SB3Policy, TablePolicy, TorchPolicy
-from rlverify.policies.base import Policy
+from rlverify.policies.adapters import (
+    OUTPUT_KINDS,
+    CallablePolicy,
+    OnnxPolicy,
+    SB3Policy,
+    TablePolicy,
+    TorchPolicy,
+    _json_type,
+    _read_json,
+    is_name_list,
+)
+from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, BasePolicy, Policy, check_timeout
 
 SPEC_HELP = (
     "path.py:NAME (module defining FEATURES, ACTIONS and callable NAME), file.onnx, table.json, "
@@ -25,7 +34,8 @@ SIDECAR_KEYS = ("features", "actions", "output", "benchmark", "params")
 
 
 def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
-                output: str | None = None, defaults: Mapping[str, Sequence[str]] | None = None) -> Policy:
+                output: str | None = None, defaults: Mapping[str, Sequence[str]] | None = None,
+                trust_code: bool = False, timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> Policy:
     """Load a policy from ``spec`` (see :data:`SPEC_HELP`).
 
     ``features``/``actions``/``output`` (``logits``, ``probabilities`` or ``q-values``) override the
@@ -34,8 +44,26 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
     ``defaults`` (``{"features": [...], "actions": [...]}``) are the names the *model* supplies for
     files that declare none (a model made from a Gymnasium environment knows that the agent saw the
     state index ``s`` and acted by action index); a file's own declaration comes first.
+
+    What runs code: a ``path.py:NAME`` policy is the user's Python module, imported and called by design.
+    No other format runs code from the file: an SB3 zip is read from its JSON and its weights
+    (:mod:`rlverify.policies.sb3zip`), unless ``trust_code`` (``--trust-code``) asks for Stable-Baselines3's
+    own loader, which unpickles and can run code. ``timeout``: seconds one call of the policy may take
+    (``--policy-timeout``; None or 0: no limit; see :func:`~rlverify.policies.base.run_policy_code`).
     """
-    defaults = dict(defaults or {})
+    timeout = check_timeout(timeout, "timeout")
+    policy = _load(spec, features, actions, output, dict(defaults or {}), trust_code)
+    if isinstance(policy, BasePolicy):
+        policy.timeout = timeout
+        policy.from_file = True  # its code's failures are the file's: PolicyErrors, exit code 2
+    return policy
+
+
+def _load(spec: str, features: Sequence[str] | None, actions: Sequence[str] | None, output: str | None,
+          defaults: dict[str, Sequence[str]], trust_code: bool) -> Policy:
+    for what, names in (("--features", features), ("--actions", actions)):
+        if names is not None and not is_name_list(list(names)):
+            raise PolicyError(f"{what}: expected a list of names, got {names!r}")
     if ".py:" in spec:
         file, _, name = spec.rpartition(":")
         return _load_python(Path(file), name, features, actions, defaults)
@@ -53,7 +81,7 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
     if suffix in (".pt", ".pth", ".zip"):
         if suffix == ".zip":
             feats, acts, _, meta = _sidecar(path, features, actions, "probabilities", defaults)
-            policy = SB3Policy(path, feats, acts)
+            policy = SB3Policy(path, feats, acts, trust_code=trust_code)
             policy.training = _recorded(meta)
             return policy
         from rlverify.policies.adapters import _import
@@ -103,14 +131,7 @@ def load_network_policy(spec: str, *, features: Sequence[str] | None = None, act
 def _sidecar(path: Path, features, actions, output: str | None,
              defaults: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str], str, dict[str, Any]]:
     side = path.with_name(path.name + ".json")
-    meta: dict[str, Any] = {}
-    if side.is_file():
-        try:
-            meta = json.loads(side.read_text())
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"{side}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-        if not isinstance(meta, dict):
-            raise InputFileError(f"{side}: expected a JSON object with {', '.join(SIDECAR_KEYS)}")
+    meta = read_sidecar(side) if side.is_file() else {}
     feats = list(features or meta.get("features") or defaults.get("features") or [])
     acts = list(actions or meta.get("actions") or defaults.get("actions") or [])
     if not feats or not acts:
@@ -121,6 +142,31 @@ def _sidecar(path: Path, features, actions, output: str | None,
         raise PolicyError(f"{path}: what the network outputs is unknown; pass --output logits|probabilities|q-values "
                           f'or add "output" to {side}')
     return feats, acts, kind, meta
+
+
+def read_sidecar(side: Path) -> dict[str, Any]:
+    """A policy sidecar (``model.zip.json``, ``module.pt.json``), its fields checked: ``features``/``actions`` lists of
+    names, ``output`` one of the output kinds, ``benchmark`` a string, ``params`` an object.
+
+    Raises:
+        InputFileError: not a JSON object. PolicyError: a field of the wrong type (each named).
+    """
+    meta = _read_json(side)
+    if not isinstance(meta, dict):
+        raise InputFileError(f"{side}: expected a JSON object with {', '.join(SIDECAR_KEYS)}, got {_json_type(meta)}")
+    problems = []
+    for key in ("features", "actions"):
+        if key in meta and not is_name_list(meta[key]):
+            problems.append(f"'{key}' must be a list of names (strings), got {_json_type(meta[key])}")
+    if "output" in meta and meta["output"] not in OUTPUT_KINDS:
+        problems.append(f"'output' must be one of {', '.join(repr(k) for k in OUTPUT_KINDS)}, got {_json_type(meta['output'])}")
+    if meta.get("benchmark") is not None and not isinstance(meta["benchmark"], str):
+        problems.append(f"'benchmark' must be a string, got {_json_type(meta['benchmark'])}")
+    if meta.get("params") is not None and not isinstance(meta["params"], dict):
+        problems.append(f"'params' must be an object, got {_json_type(meta['params'])}")
+    if problems:
+        raise PolicyError(f"{side}: invalid policy sidecar", problems)
+    return meta
 
 
 def _recorded(meta: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -200,10 +246,24 @@ def _load_python(file: Path, name: str, features, actions, defaults: Mapping[str
     fn = getattr(module, name, None)
     if fn is None or not callable(fn):
         raise PolicyError(f"{file}: defines no callable '{name}'")
-    feats = list(features or getattr(module, "FEATURES", []) or defaults.get("features") or [])
-    acts = list(actions or getattr(module, "ACTIONS", []) or defaults.get("actions") or [])
+    problems = []
+    for attr in ("FEATURES", "ACTIONS"):
+        value = getattr(module, attr, None)
+        if value is not None and not is_name_list(value):
+            problems.append(f"{attr} must be a list of names (strings), got {type(value).__name__} {_short(value)}")
+    output = getattr(module, "OUTPUT", "probabilities")
+    if output not in OUTPUT_KINDS:
+        problems.append(f"OUTPUT must be one of {', '.join(repr(k) for k in OUTPUT_KINDS)}, got {_short(output)}")
+    if problems:
+        raise PolicyError(f"{file}: invalid policy module", problems)
+    feats = list(features or getattr(module, "FEATURES", None) or defaults.get("features") or [])
+    acts = list(actions or getattr(module, "ACTIONS", None) or defaults.get("actions") or [])
     missing = [n for n, v in (("FEATURES", feats), ("ACTIONS", acts)) if not v]
     if missing:
         raise PolicyError(f"{file}: module must define {' and '.join(missing)} (lists of names) or pass --features/--actions")
-    output = getattr(module, "OUTPUT", "probabilities")
     return CallablePolicy(fn, feats, acts, output=output, name=f"{file}:{name}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

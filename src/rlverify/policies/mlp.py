@@ -303,7 +303,7 @@ def load_network(path: str | Path, *, n_actions: int | None = None) -> MLP:
     Raises:
         PolicyError: unsupported layer (named), another output kind, or a wrong output count.
     """
-    from rlverify.policies.adapters import META_OUTPUT, _import, _read_json
+    from rlverify.policies.adapters import META_OUTPUT, _import
 
     path = Path(path)
     if not path.is_file():
@@ -315,7 +315,9 @@ def load_network(path: str | Path, *, n_actions: int | None = None) -> MLP:
         except Exception as exc:
             raise InputFileError(f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with torch.jit.save") from None
         side = path.with_name(path.name + ".json")
-        kind = _read_json(side).get("output", "logits") if side.is_file() else "logits"
+        from rlverify.policies.loading import read_sidecar
+
+        kind = read_sidecar(side).get("output", "logits") if side.is_file() else "logits"
         mlp = mlp_from_torch(module, name=str(path))
 
         def run(x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,395 @@
+"""Read a Stable-Baselines3 model zip without running any code from it.
+
+SB3's own loader (``PPO.load``) unpickles the zip's ``data`` (cloudpickle), and a pickle can run any code:
+a policy file from someone else must never be opened that way unasked. This module reads only
+
+* ``data``: JSON, where SB3 stores each object it cannot write as JSON as
+  ``{":type:": ..., ":serialized:": base64-cloudpickle, <its fields as JSON or text>}``; only the readable
+  fields are used (the policy class's module and name, ``policy_kwargs``' ``net_arch`` and
+  ``activation_fn`` as text, the spaces' ``n`` / ``_shape`` / ``nvec``), the ``:serialized:`` blobs never;
+* ``policy.pth``: the policy's ``state_dict``, loaded with ``torch.load(..., weights_only=True)`` (tensors and
+  plain containers only; no code),
+
+and builds the actor (PPO, A2C, sb3-contrib MaskablePPO: ``mlp_extractor.policy_net`` then ``action_net``) or
+the Q-network (DQN: ``q_net.q_net``) of a ``MlpPolicy`` as a ``torch.nn.Sequential`` of ``Linear`` layers and
+one of the activations in :data:`ACTIVATIONS`. Observations are encoded as SB3 encodes them
+(``preprocess_obs``): a ``Discrete`` state index one-hot, ``MultiDiscrete`` one one-hot per component, a flat
+``Box`` or ``MultiBinary`` as float32.
+
+Anything else (a custom policy class or features extractor, a CNN or multi-input policy, policy arguments
+it does not know) is refused by a :class:`~rlverify.errors.PolicyError` naming ``--trust-code``, the opt-in
+that loads the zip with SB3's own loader instead (which unpickles and can run code).
+
+Every member's inflated size is read from the zip's directory first: a zip that would inflate beyond
+:data:`MAX_INFLATED_BYTES` is refused before anything is decompressed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlverify.errors import InputFileError, PolicyError
+
+#: The most bytes the members of a policy zip may inflate to in total (SB3 zips of MLP policies are a few MB).
+MAX_INFLATED_BYTES = 256 * 2**20
+
+#: What ``--trust-code`` does, for messages.
+TRUST_CODE = ("--trust-code (loads the zip with Stable-Baselines3's loader, which unpickles and can run code: "
+              "only for files you trust)")
+
+#: Activation classes (``torch.nn.NAME``, as ``policy_kwargs['activation_fn']`` names them) the reader builds.
+ACTIVATIONS = ("ReLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Softplus",
+               "ReLU6", "Hardtanh", "Hardswish", "Hardsigmoid", "Tanhshrink", "Softsign", "LogSigmoid")
+
+#: The MlpPolicy classes read, by (module, class whose __init__ the policy class has) -> (algorithm, default
+#: net_arch, default activation).
+_POLICIES = {
+    ("stable_baselines3.common.policies", "ActorCriticPolicy"): ("PPO", {"pi": [64, 64], "vf": [64, 64]}, "Tanh"),
+    ("sb3_contrib.common.maskable.policies", "MaskableActorCriticPolicy"): ("MaskablePPO", {"pi": [64, 64], "vf": [64, 64]},
+                                                                           "Tanh"),
+    ("stable_baselines3.dqn.policies", "DQNPolicy"): ("DQN", [64, 64], "ReLU"),
+}
+
+#: policy_kwargs that do not change what the actor computes for discrete actions and flat observations.
+_INERT_KWARGS = ("ortho_init", "log_std_init", "full_std", "use_expln", "squash_output", "share_features_extractor",
+                 "normalize_images", "optimizer_class", "optimizer_kwargs", "use_sde")
+
+#: Modules of the policy classes SB3's loader reads, by algorithm, for the algorithm's name.
+SB3_POLICY_MODULES = {
+    "stable_baselines3.common.policies": ("PPO", "A2C"),
+    "stable_baselines3.dqn.policies": ("DQN",),
+    "sb3_contrib.common.maskable.policies": ("MaskablePPO",),
+}
+
+
+@dataclass(frozen=True)
+class ObsSpace:
+    """An SB3 observation space as the reader sees it.
+
+    Attributes:
+        kind: ``Discrete``, ``Box``, ``MultiDiscrete`` or ``MultiBinary``.
+        size: the number of features it takes (1 for Discrete; the flat length otherwise).
+        n: Discrete: the number of states; nvec: MultiDiscrete: the number of values per component.
+        shape: the space's shape (``()`` for Discrete).
+    """
+
+    kind: str
+    size: int
+    shape: tuple[int, ...]
+    n: int = 0
+    nvec: tuple[int, ...] = ()
+
+    @property
+    def encoded_size(self) -> int:
+        """Inputs of the network after SB3's encoding (one-hot for Discrete/MultiDiscrete)."""
+        return self.n if self.kind == "Discrete" else sum(self.nvec) if self.kind == "MultiDiscrete" else self.size
+
+    def __str__(self) -> str:
+        if self.kind == "Discrete":
+            return f"Discrete({self.n})"
+        if self.kind == "MultiDiscrete":
+            return f"MultiDiscrete({list(self.nvec)})"
+        return f"{self.kind}(shape={self.shape})"
+
+
+@dataclass(frozen=True)
+class SB3Network:
+    """What the reader built: the algorithm, the spaces and the actor/Q-network.
+
+    Attributes:
+        algorithm: ``PPO``, ``A2C``, ``MaskablePPO`` or ``DQN``.
+        obs: the observation space; n_actions: the Discrete action space's size.
+        net: a ``torch.nn.Sequential`` from the encoded observation to the logits (PPO/A2C/MaskablePPO) or
+            Q-values (DQN), float32.
+        activation: the hidden layers' activation (``torch.nn`` class name).
+    """
+
+    algorithm: str
+    obs: ObsSpace
+    n_actions: int
+    net: Any
+    activation: str
+
+
+def read_data(path: Path) -> dict[str, Any]:
+    """The zip's ``data`` as JSON (nothing unpickled), after checking the members' inflated sizes.
+
+    Raises:
+        InputFileError: not a zip, no ``data``, ``data`` not a JSON object, or the zip inflates beyond
+            :data:`MAX_INFLATED_BYTES`.
+    """
+    raw = _read_members(path, ("data",))["data"]
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (its 'data' is not JSON: "
+                             f"{exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (its 'data' is not a JSON object)")
+    return data
+
+
+def check_sizes(path: Path) -> None:
+    """Refuse a zip whose members would inflate beyond :data:`MAX_INFLATED_BYTES` (read from its directory)."""
+    _read_members(path, ())
+
+
+def _read_members(path: Path, names: tuple[str, ...]) -> dict[str, bytes]:
+    try:
+        with zipfile.ZipFile(path) as z:
+            infos = z.infolist()
+            total = sum(max(int(i.file_size), 0) for i in infos)
+            if total > MAX_INFLATED_BYTES:
+                raise InputFileError(f"{path}: the zip's members inflate to {total / 2**20:,.0f} MiB (more than "
+                                     f"{MAX_INFLATED_BYTES // 2**20} MiB); refused without inflating it (a "
+                                     "Stable-Baselines3 MLP policy zip inflates to a few MiB)")
+            present = {i.filename for i in infos}
+            missing = [n for n in names if n not in present]
+            if missing:
+                raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (no {', '.join(missing)} in it)")
+            # ZipFile reads no more than a member's declared size, so the check above bounds what is inflated
+            return {n: z.read(n) for n in names}
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError) as exc:
+        raise InputFileError(f"{path}: not a readable zip ({exc.__class__.__name__}: {exc})") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+
+
+def policy_class(data: Mapping[str, Any], path: Path) -> tuple[str, str]:
+    """``(module, class name)`` of the zip's policy class, from the text fields SB3 writes beside the pickle."""
+    cls = data.get("policy_class")
+    if not isinstance(cls, Mapping):
+        raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (its 'data' has no policy_class)")
+    module = cls.get("__module__")
+    found = re.search(r"function (\w+)\.__init__", str(cls.get("__init__", "")))
+    return (module if isinstance(module, str) else ""), (found.group(1) if found else "")
+
+
+def algorithm_of(data: Mapping[str, Any], path: Path) -> tuple[str, str, str]:
+    """``(algorithm, module, class name)`` of the zip's policy, refusing recurrent and unknown policies.
+
+    The algorithm is named from the policy's module (PPO and A2C share one: a zip with PPO's ``clip_range``
+    is PPO). Raises :class:`PolicyError` for a recurrent policy or a policy module rlverify does not read.
+    """
+    module, cls_name = policy_class(data, path)
+    shown = cls_name or module or "?"
+    if module.startswith("sb3_contrib.common.recurrent"):
+        raise PolicyError(f"{path}: a recurrent policy ({shown}, sb3-contrib RecurrentPPO) is refused: it keeps an LSTM "
+                          "state across steps, so its action depends on the history, and rlverify verifies memoryless "
+                          "policies (one distribution per state). Train a feed-forward policy (PPO, MaskablePPO, A2C, "
+                          "DQN), or put the memory into the model's state")
+    names = SB3_POLICY_MODULES.get(module)
+    if names is None:
+        raise PolicyError(f"{path}: policy class {shown} ({module or 'no module'}) is not one rlverify reads: it reads "
+                          "PPO, A2C, DQN (stable-baselines3) and MaskablePPO (sb3-contrib) models with discrete "
+                          f"actions; for your own policy class pass {TRUST_CODE}")
+    if names == ("PPO", "A2C"):
+        return ("PPO" if "clip_range" in data else "A2C"), module, cls_name
+    return names[0], module, cls_name
+
+
+def read_network(path: Path, torch: Any) -> SB3Network:
+    """Build the actor (or Q-network) of an SB3 MlpPolicy zip from its JSON and its weights only.
+
+    Args:
+        path: the zip.
+        torch: the ``torch`` module.
+
+    Raises:
+        InputFileError: not an SB3 zip, too large, or ``policy.pth`` not a plain tensor state dict.
+        PolicyError: something it cannot read without running code (named), with the ``--trust-code`` hint; a
+            recurrent policy; non-Discrete actions; weights that do not fit the architecture.
+    """
+    data = read_data(path)
+    algorithm, module, cls_name = algorithm_of(data, path)
+    arch = _POLICIES.get((module, cls_name))
+    hint = f"; pass {TRUST_CODE}"
+    if arch is None:
+        raise PolicyError(f"{path}: the policy class is {cls_name or '?'} ({module}), not the MlpPolicy rlverify reads "
+                          f"without running code (CNN and multi-input policies, custom subclasses){hint}")
+    _, default_arch, default_act = arch
+    obs = observation_space(data.get("observation_space"), path, hint)
+    n_actions = action_space(data.get("action_space"), path)
+    net_arch, activation = _policy_kwargs(data.get("policy_kwargs"), default_arch, default_act, path, hint)
+    if algorithm == "DQN":
+        if not isinstance(net_arch, list):
+            raise PolicyError(f"{path}: DQN net_arch {net_arch!r} is not a list of layer sizes{hint}")
+        hidden, prefix = net_arch, "q_net.q_net."
+        names = [f"{prefix}{2 * i}" for i in range(len(hidden) + 1)]
+    else:
+        hidden = net_arch.get("pi", []) if isinstance(net_arch, dict) else net_arch
+        names = [f"mlp_extractor.policy_net.{2 * i}" for i in range(len(hidden))] + ["action_net"]
+    if not isinstance(hidden, list) or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden):
+        raise PolicyError(f"{path}: net_arch {net_arch!r} is not a list of positive layer sizes (or "
+                          f"{{'pi': [...], 'vf': [...]}}){hint}")
+    state = _state_dict(path, torch)
+    sizes = [obs.encoded_size, *hidden, n_actions]
+    layers: list[Any] = []
+    problems = []
+    for i, name in enumerate(names):
+        w, b = state.get(f"{name}.weight"), state.get(f"{name}.bias")
+        want = (sizes[i + 1], sizes[i])
+        if not _is_tensor(w, torch, want) or not _is_tensor(b, torch, want[:1]):
+            problems.append(f"{name}: expected weight {want} and bias {want[:1]}, got "
+                            f"{_shape(w)} and {_shape(b)}")
+            continue
+        linear = torch.nn.Linear(sizes[i], sizes[i + 1])
+        with torch.no_grad():
+            linear.weight.copy_(w.to(torch.float32))
+            linear.bias.copy_(b.to(torch.float32))
+        layers.append(linear)
+        if i < len(names) - 1:
+            layers.append(getattr(torch.nn, activation)())
+    if problems:
+        raise PolicyError(f"{path}: the weights in policy.pth do not fit the {algorithm} MlpPolicy its data describes "
+                          f"(observation {obs}, {n_actions} actions, hidden {hidden}){hint}", problems)
+    return SB3Network(algorithm=algorithm, obs=obs, n_actions=n_actions, net=torch.nn.Sequential(*layers).eval(),
+                      activation=activation)
+
+
+def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
+    """The observation space from its JSON fields in ``data`` (gymnasium or gym spaces)."""
+    kind = _space_kind(entry)
+    shape = _int_list(entry.get("_shape")) if isinstance(entry, Mapping) else None
+    if kind == "Discrete":
+        n, start = _int(entry.get("n")), _int(entry.get("start", 0))
+        if n is None or n <= 0 or start != 0:
+            raise PolicyError(f"{path}: cannot read the Discrete observation space (n={entry.get('n')!r}, "
+                              f"start={entry.get('start')!r}; rlverify reads Discrete(n) starting at 0){hint}")
+        return ObsSpace("Discrete", 1, (), n=n)
+    if kind in ("Box", "MultiBinary") and shape is not None and len(shape) == 1 and shape[0] > 0:
+        return ObsSpace(kind, shape[0], tuple(shape))
+    if kind == "MultiDiscrete" and shape is not None and len(shape) == 1:
+        nvec = _int_list(entry.get("nvec"))
+        start = _int_list(entry.get("start", "[]"))
+        if nvec is not None and len(nvec) == shape[0] and all(v > 0 for v in nvec) and not any(start or []):
+            return ObsSpace("MultiDiscrete", shape[0], tuple(shape), nvec=tuple(nvec))
+    shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
+    raise PolicyError(f"{path}: the observation space {shown} (shape {shape}) is not one rlverify reads: a flat "
+                      "vector of features (Box, MultiDiscrete, MultiBinary of one dimension) or one state index "
+                      "(Discrete)" + hint)
+
+
+def action_space(entry: Any, path: Path) -> int:
+    """The number of actions of a Discrete action space from its JSON fields in ``data``."""
+    n = _int(entry.get("n")) if isinstance(entry, Mapping) else None
+    if _space_kind(entry) != "Discrete" or n is None or n <= 0:
+        shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
+        raise PolicyError(f"{path}: the action space is {shown}, not Discrete (rlverify verifies policies over named "
+                          "actions)")
+    return n
+
+
+def _policy_kwargs(kwargs: Any, default_arch: Any, default_act: str, path: Path, hint: str) -> tuple[Any, str]:
+    """``(net_arch, activation class name)`` from ``policy_kwargs`` (plain JSON, or SB3's text fields)."""
+    if kwargs is None:
+        return default_arch, default_act
+    if not isinstance(kwargs, Mapping):
+        raise PolicyError(f"{path}: policy_kwargs is {type(kwargs).__name__}, not an object{hint}")
+    problems = []
+    net_arch = kwargs.get("net_arch", default_arch)
+    if net_arch is None:
+        net_arch = default_arch
+    if isinstance(net_arch, list) and net_arch and isinstance(net_arch[0], Mapping):  # SB3 1.x: [dict(pi=..., vf=...)]
+        net_arch = net_arch[0] if len(net_arch) == 1 else net_arch
+    if isinstance(net_arch, Mapping):
+        net_arch = dict(net_arch)
+    activation = default_act
+    if "activation_fn" in kwargs:
+        found = re.fullmatch(r"<class 'torch\.nn\.modules\.activation\.(\w+)'>", str(kwargs["activation_fn"]))
+        if found is None or found.group(1) not in ACTIVATIONS:
+            problems.append(f"activation_fn {kwargs['activation_fn']!r} is not one of torch.nn's "
+                            f"{', '.join(ACTIVATIONS)}")
+        else:
+            activation = found.group(1)
+    extractor = kwargs.get("features_extractor_class")
+    if extractor is not None and not re.fullmatch(r"<class 'stable_baselines3\.common\.torch_layers\.FlattenExtractor'>",
+                                                  str(extractor)):
+        problems.append(f"features_extractor_class {extractor!r} is not FlattenExtractor (a custom feature extractor "
+                        "is code)")
+    if kwargs.get("features_extractor_kwargs") not in (None, {}):
+        problems.append(f"features_extractor_kwargs {kwargs['features_extractor_kwargs']!r} (FlattenExtractor takes none)")
+    known = {"net_arch", "activation_fn", "features_extractor_class", "features_extractor_kwargs", *_INERT_KWARGS}
+    unknown = sorted(str(k) for k in kwargs if not str(k).startswith(":") and k not in known)
+    if unknown:
+        problems.append(f"policy_kwargs {', '.join(unknown)} (not read without running code)")
+    if problems:
+        raise PolicyError(f"{path}: this policy cannot be read without running code{hint}", problems)
+    return net_arch, activation
+
+
+def _state_dict(path: Path, torch: Any) -> dict[str, Any]:
+    raw = _read_members(path, ("policy.pth",))["policy.pth"]
+    try:
+        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - weights_only refuses anything but tensors and plain containers
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise InputFileError(f"{path}: policy.pth is not a plain tensor state dict ({exc.__class__.__name__}: {first}); "
+                             f"to load it anyway pass {TRUST_CODE}") from None
+    if not isinstance(state, Mapping):
+        raise InputFileError(f"{path}: policy.pth holds a {type(state).__name__}, not a state dict")
+    return dict(state)
+
+
+def _space_kind(entry: Any) -> str:
+    if not isinstance(entry, Mapping):
+        return ""
+    found = re.fullmatch(r"<class '(?:gymnasium|gym)\.spaces\.\w+\.(\w+)'>", str(entry.get(":type:", "")))
+    return found.group(1) if found else ""
+
+
+def _int(value: Any) -> int | None:
+    """An integer written as JSON or as text (SB3 writes numpy integers as ``'16'``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,12}\s*", value):
+        return int(value)
+    return None
+
+
+def _int_list(value: Any) -> list[int] | None:
+    """A list of integers written as JSON (``[3, 2]``) or as numpy's text (``'[3 2]'``)."""
+    if isinstance(value, list):
+        out = [_int(v) for v in value]
+        return None if any(v is None for v in out) else out  # type: ignore[misc]
+    if isinstance(value, str) and re.fullmatch(r"\s*\[[\s\d,-]*\]\s*", value) and len(value) < 100_000:
+        return [int(v) for v in re.findall(r"-?\d+", value)]
+    return None
+
+
+def _is_tensor(value: Any, torch: Any, shape: tuple[int, ...]) -> bool:
+    return isinstance(value, torch.Tensor) and tuple(value.shape) == shape and value.is_floating_point()
+
+
+def _shape(value: Any) -> str:
+    return str(tuple(value.shape)) if hasattr(value, "shape") else ("missing" if value is None else type(value).__name__)
+
+
+def encode(states: np.ndarray, obs: ObsSpace, torch: Any) -> Any:
+    """``(N, d)`` feature rows as the float32 tensor an SB3 MlpPolicy's network takes (SB3's ``preprocess_obs``).
+
+    The rows must be observations of ``obs`` (checked by the caller)."""
+    if obs.kind == "Discrete":
+        ints = np.rint(states[:, 0]).astype(np.int64)
+        out = np.zeros((len(states), obs.n), dtype=np.float32)
+        out[np.arange(len(states)), ints] = 1.0
+        return torch.from_numpy(out)
+    if obs.kind == "MultiDiscrete":
+        ints = np.rint(states).astype(np.int64)
+        out = np.zeros((len(states), sum(obs.nvec)), dtype=np.float32)
+        offsets = np.concatenate([[0], np.cumsum(obs.nvec)[:-1]]).astype(np.int64)
+        rows = np.repeat(np.arange(len(states)), len(obs.nvec))
+        out[rows, (ints + offsets).reshape(-1)] = 1.0
+        return torch.from_numpy(out)
+    return torch.as_tensor(np.ascontiguousarray(states, dtype=np.float32))

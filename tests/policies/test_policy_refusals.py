@@ -1,0 +1,308 @@
+"""Every bad policy is a clear refusal (issue 21): exit code 2 and a message naming the cause, never a traceback,
+never a silent repair; a policy that never returns is stopped by the policy timeout; empty batches never reach
+the policy's code."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlverify.cli.main import main
+from rlverify.errors import PolicyError
+from rlverify.policies import CallablePolicy, TablePolicy, load_policy
+
+MODEL = """mdp
+module m
+  x : [0..3] init 0;
+  [up] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
+  [stay] true -> (x'=x);
+endmodule
+label "top" = x=3;
+"""
+
+POLICIES = """import time
+import numpy as np
+FEATURES = ['x']
+ACTIONS = ['up', 'stay']
+
+def good(s):
+    return np.tile([0.9, 0.1], (len(s), 1))
+
+def raises(s):
+    raise ValueError("boom")
+
+def strings(s):
+    return [["a", "b"]] * len(s)
+
+def wide(s):
+    return np.full((len(s), 3), 1 / 3)
+
+def nan(s):
+    return np.full((len(s), 2), np.nan)
+
+def exits(s):
+    raise SystemExit(3)
+
+def forever(s):
+    while True:
+        pass
+
+def sleeps(s):
+    time.sleep(600)
+
+def swallows(s):
+    try:
+        while True:
+            pass
+    except Exception:
+        return np.tile([0.5, 0.5], (len(s), 1))
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    model = tmp_path / "m.prism"
+    model.write_text(MODEL)
+    policies = tmp_path / "pols.py"
+    policies.write_text(POLICIES)
+    return model, policies
+
+
+def verify(capsys, model: Path, policy: str, *extra: str) -> tuple[int, str, str]:
+    code = main(["verify", str(model), "-p", 'P=? [F "top"]', "--policy", policy, "--json", *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_what_a_policy_module_prints_stays_off_stdout(capsys, files, tmp_path):
+    model, policies = files
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text(POLICIES + "print('printed at import')\n"
+                      "def talks(s):\n    print('printed at call')\n    return good(s)\n")
+    code, out, err = verify(capsys, model, f"{chatty}:talks")
+    assert code == 0 and json.loads(out)["value"] == pytest.approx(1.0, abs=1e-9)  # stdout is the JSON alone
+    assert "printed at import" in err and "printed at call" in err
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("raises", "pols.py:raises: evaluating the policy failed: ValueError: boom"),
+    ("strings", "pols.py:strings: output is not an array of numbers (list: could not convert string to float: 'a')"),
+    ("wide", "pols.py:wide: output has shape (1, 3), expected (1, 2)"),
+    ("nan", "1 rows contain NaN or inf"),
+    ("exits", "pols.py:exits: the policy called sys.exit(3) while computing actions"),
+])
+def test_a_policy_that_fails_is_refused_naming_the_cause(capsys, files, name, expected):
+    model, policies = files
+    code, out, err = verify(capsys, model, f"{policies}:{name}")
+    assert code == 2 and out == "" and expected in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("name", ["forever", "sleeps", "swallows"])
+def test_a_policy_that_never_returns_is_stopped_by_the_timeout(capsys, files, name):
+    model, policies = files
+    start = time.monotonic()
+    code, _, err = verify(capsys, model, f"{policies}:{name}", "--policy-timeout", "0.5")
+    assert time.monotonic() - start < 30
+    assert code == 2 and f"pols.py:{name}: the policy did not return within 0.5 s" in err
+    assert "--policy-timeout SECONDS" in err
+
+
+def test_the_policy_timeout_option_is_checked(capsys, files):
+    model, policies = files
+    for bad in ("-1", "nan", "inf"):
+        code, _, err = verify(capsys, model, f"{policies}:good", "--policy-timeout", bad)
+        assert code == 2 and "--policy-timeout: expected seconds" in err
+
+
+def test_a_policy_module_exiting_at_import_is_refused(capsys, tmp_path, files):
+    model, _ = files
+    mod = tmp_path / "exits.py"
+    mod.write_text("import sys\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\nsys.exit(3)\ndef pi(s):\n    return s\n")
+    code, _, err = verify(capsys, model, f"{mod}:pi")
+    assert code == 2 and "importing the policy module called sys.exit(3)" in err
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("FEATURES = 5\nACTIONS = ['up', 'stay']", "FEATURES must be a list of names (strings), got int 5"),
+    ("FEATURES = 'x'\nACTIONS = ['up', 'stay']", "FEATURES must be a list of names (strings), got str 'x'"),
+    ("FEATURES = ['x']\nACTIONS = ['up', 'stay']\nOUTPUT = 3", "OUTPUT must be one of"),
+])
+def test_a_policy_module_with_wrong_declarations_is_refused(capsys, tmp_path, files, source, expected):
+    model, _ = files
+    mod = tmp_path / "decl.py"
+    mod.write_text(f"import numpy as np\n{source}\ndef pi(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
+    code, _, err = verify(capsys, model, f"{mod}:pi")
+    assert code == 2 and expected in err, err
+
+
+def _table(**over):
+    doc = {"features": ["x"], "actions": ["up", "stay"],
+           "table": [{"state": {"x": v}, "probabilities": {"up": 1.0}} for v in range(4)]}
+    doc.update(over)
+    return doc
+
+
+@pytest.mark.parametrize(("doc", "expected"), [
+    (_table(table=[{"state": {"x": 0}, "probabilities": {"up": 1.0}}, {"state": {"x": 0}, "probabilities": {"stay": 1.0}}],
+            default={"up": 1.0}),
+     "table[1]: the state {'x': 0} is already given by table[0]"),
+    (_table(table=[{"state": {"x": 0.7}, "probabilities": {"stay": 1.0}}], default={"up": 1.0}),
+     "table[0].state.x: 0.7 is not an integer"),
+    (_table(features="x"), "'features' must be a list of names (strings), got a string"),
+    (_table(actions=[1, 2]), "'actions' must be a list of names (strings), got a list"),
+    (_table(table={"x": 0}), "'table' must be a list of rows, got an object"),
+    (_table(table=[5]), "table[0]: expected an object with 'state' and 'probabilities', got a number"),
+    (_table(table=[{"state": {"x": "0"}, "probabilities": {"up": 1}}]), "table[0].state.x: '0' is not an integer"),
+    (_table(table=[{"state": {"x": 0}, "probabilities": [1, 0]}]), "table[0].probabilities: expected an object"),
+    (_table(table=[{"state": {"x": 0}, "probabilities": {"up": "1"}}]), "probabilities of ['up'] are not finite numbers"),
+    ([1, 2], "not a table policy (expected a JSON object"),
+])
+def test_a_table_policy_with_wrong_contents_is_refused(capsys, tmp_path, files, doc, expected):
+    model, _ = files
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    code, _, err = verify(capsys, model, str(path))
+    assert code == 2 and expected in err, err
+
+
+def test_binary_garbage_as_a_table_is_refused(capsys, tmp_path, files):
+    model, _ = files
+    path = tmp_path / "t.json"
+    path.write_bytes(bytes(range(256)) * 4)
+    code, _, err = verify(capsys, model, str(path))
+    assert code == 2 and "t.json: not a JSON text file (byte 128 is not UTF-8)" in err
+
+
+@pytest.mark.parametrize(("sidecar", "expected"), [
+    ({"features": 5, "actions": ["left", "down", "right", "up"]}, "'features' must be a list of names (strings), got a number"),
+    ({"features": "s", "actions": ["left", "down", "right", "up"]}, "'features' must be a list of names (strings), got a string"),
+    ({"output": 7}, "'output' must be one of"),
+    ({"params": [1]}, "'params' must be an object"),
+    ([1], "expected a JSON object"),
+])
+def test_a_sidecar_with_wrong_types_is_refused(capsys, tmp_path, sidecar, expected):
+    src = Path(__file__).resolve().parents[2] / "examples" / "gymnasium" / "ppo_frozenlake.zip"
+    path = tmp_path / "model.zip"
+    path.write_bytes(src.read_bytes())
+    (tmp_path / "model.zip.json").write_text(json.dumps(sidecar))
+    code = main(["verify", "gym:FrozenLake-v1", "--policy", str(path), "-p", 'P=? [F "goal"]'])
+    err = capsys.readouterr().err
+    assert code == 2 and "model.zip.json" in err and expected in err, err
+
+
+def test_a_torchscript_sidecar_with_wrong_types_is_refused(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "module.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(1, 2))), str(path))
+    (tmp_path / "module.pt.json").write_text(json.dumps({"features": ["x"], "actions": "up", "output": "logits"}))
+    with pytest.raises(PolicyError, match=r"module\.pt\.json: invalid policy sidecar\n  - 'actions' must be a list"):
+        load_policy(str(path))
+
+
+def _onnx(path: Path, *, inputs, nodes, meta, initializers=()):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])],
+                              initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    helper.set_model_props(model, meta)
+    onnx.save(model, str(path))
+    return path
+
+
+META = {"rlverify.features": '["x"]', "rlverify.actions": '["up", "stay"]', "rlverify.output": "logits"}
+
+
+def _weights():
+    from onnx import numpy_helper
+
+    return [numpy_helper.from_array(np.ones((1, 2), dtype=np.float32), "W")]
+
+
+def test_an_onnx_network_with_an_int64_input_is_refused(capsys, tmp_path, files):
+    from onnx import TensorProto, helper
+
+    model, _ = files
+    path = _onnx(tmp_path / "int.onnx", inputs=[helper.make_tensor_value_info("x", TensorProto.INT64, ["N", 1])],
+                 nodes=[helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+                        helper.make_node("MatMul", ["xf", "W"], ["y"])], meta=META, initializers=_weights())
+    code, _, err = verify(capsys, model, str(path))
+    assert code == 2 and "its input 'x' is tensor(int64); rlverify feeds the features as floats" in err, err
+
+
+def test_an_onnx_network_with_two_inputs_is_refused(capsys, tmp_path, files):
+    from onnx import TensorProto, helper
+
+    model, _ = files
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 1]) for n in ("a", "b")]
+    path = _onnx(tmp_path / "two.onnx", inputs=inputs, nodes=[helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+                 meta=META)
+    code, _, err = verify(capsys, model, str(path))
+    assert code == 2 and "it has 2 inputs ('a', 'b'); rlverify feeds one (N, d) tensor" in err, err
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("rlverify.features", "5", "metadata rlverify.features must be a JSON list of names"),
+    ("rlverify.features", '["x", 1]', "metadata rlverify.features must be a JSON list of names"),
+    ("rlverify.training", "{not json", "metadata rlverify.training must be a JSON object"),
+    ("rlverify.training", "[1, 2]", "metadata rlverify.training must be a JSON object"),
+])
+def test_malformed_onnx_metadata_is_refused(capsys, tmp_path, files, key, value, expected):
+    from onnx import TensorProto, helper
+
+    model, _ = files
+    path = _onnx(tmp_path / "meta.onnx", inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
+                 nodes=[helper.make_node("MatMul", ["x", "W"], ["y"])], meta={**META, key: value},
+                 initializers=_weights())
+    code, _, err = verify(capsys, model, str(path))
+    assert code == 2 and expected in err, err
+
+
+def test_empty_batches_never_reach_the_policys_code(tmp_path):
+    def explode(states):
+        raise AssertionError("called with an empty batch")
+
+    policy = CallablePolicy(explode, ["x"], ["up", "stay"])
+    assert policy.action_probabilities(np.zeros((0, 1))).shape == (0, 2)
+    cols, surely = policy.choose(np.zeros((0, 1)), np.zeros(0))
+    assert cols.shape == surely.shape == (0,)
+    greedy = CallablePolicy(explode, ["x"], ["up", "stay"], output="q-values")
+    assert greedy.choose(np.zeros((0, 1)))[0].shape == (0,)
+    table = TablePolicy(["x"], ["up", "stay"], {(0,): [1.0, 0.0]})
+    assert table.action_probabilities(np.zeros((0, 1))).shape == (0, 2)
+    pytest.importorskip("torch")
+    src = Path(__file__).resolve().parents[2] / "examples" / "gymnasium" / "ppo_frozenlake.zip"
+    sb3 = load_policy(str(src), features=["s"], actions=["left", "down", "right", "up"])
+    assert sb3.action_probabilities(np.zeros((0, 1))).shape == (0, 4)
+    assert sb3.choose(np.zeros((0, 1)), np.zeros(0))[0].shape == (0,)
+
+
+@pytest.mark.parametrize(("output", "body", "expected"), [
+    ("logits", "np.zeros(len(s))", "output has shape (1,), expected (1, 2)"),
+    ("logits", "np.zeros((len(s), 3))", "output has shape (1, 3), expected (1, 2)"),
+    ("q-values", "np.full((len(s), 2), np.nan)", "1 rows contain NaN or inf"),
+    ("q-values", "[['a', 'b']] * len(s)", "output is not an array of numbers"),
+])
+def test_a_logits_or_q_values_policy_with_wrong_outputs_is_refused(capsys, tmp_path, files, output, body, expected):
+    model, _ = files
+    mod = tmp_path / "net.py"
+    mod.write_text(f"import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\nOUTPUT = {output!r}\n"
+                   f"def pi(s):\n    return {body}\n")
+    code, out, err = verify(capsys, model, f"{mod}:pi")
+    assert code == 2 and out == "" and expected in err and "Traceback" not in err, err
+
+
+def test_a_policy_that_swallows_every_exception_is_still_stopped(capsys, tmp_path, files):
+    model, _ = files
+    mod = tmp_path / "stubborn.py"
+    mod.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+                   "def pi(s):\n    for _ in range(4):\n        try:\n            while True:\n                pass\n"
+                   "        except BaseException:\n            pass\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
+    code, _, err = verify(capsys, model, f"{mod}:pi", "--policy-timeout", "0.3")
+    assert code == 2 and "stubborn.py:pi: the policy did not return within 0.3 s" in err
