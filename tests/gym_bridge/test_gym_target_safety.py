@@ -47,7 +47,7 @@ def test_an_id_outside_the_registry_is_refused_with_the_close_one(capsys):
     ("is_slippery=no", "is_slippery expects true or false, got 'no'"),
     ("is_slippery=1", "is_slippery expects true or false, got 1"),
     ("is_slipery=false", "takes no argument 'is_slipery' (did you mean 'is_slippery'?)"),
-    ("success_rate=NaN", "success_rate: nan is not a finite number"),
+    ("success_rate=NaN", "success_rate: NaN is not a finite number"),
     ('{"success_rate": "high"}', "success_rate expects a number, got 'high'"),
     ("map_name=8", "map_name expects a string, got 8"),
 ])

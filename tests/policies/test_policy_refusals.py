@@ -73,7 +73,10 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def verify(capsys, model: Path, policy: str, *extra: str) -> tuple[int, str, str]:
-    code = main(["verify", str(model), "-p", 'P=? [F "top"]', "--policy", policy, "--json", *extra])
+    try:
+        code = main(["verify", str(model), "-p", 'P=? [F "top"]', "--policy", policy, "--json", *extra])
+    except SystemExit as exc:  # argparse's own refusal of an option value (exit 2, usage on stderr)
+        code = int(exc.code)
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -115,7 +118,7 @@ def test_the_policy_timeout_option_is_checked(capsys, files):
     model, policies = files
     for bad in ("-1", "nan", "inf"):
         code, _, err = verify(capsys, model, f"{policies}:good", "--policy-timeout", bad)
-        assert code == 2 and "--policy-timeout: expected seconds" in err
+        assert code == 2 and "--policy-timeout" in err and ("expected seconds" in err or "finite number" in err), err
 
 
 def test_a_policy_module_exiting_at_import_is_refused(capsys, tmp_path, files):

@@ -150,6 +150,8 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
                 value = json.loads(raw, parse_float=finite, parse_constant=refuse)
             except (json.JSONDecodeError, RecursionError):
                 value = raw
+            except OptionError:
+                raise OptionError(f"{option}: {key.strip()}: {raw} is not a finite number") from None
         if key.strip() in out:
             raise OptionError(f"{option}: '{key.strip()}' is given twice")
         out[key.strip()] = value
