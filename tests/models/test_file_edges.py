@@ -225,3 +225,18 @@ def test_jani_json_of_the_wrong_type_is_refused_naming_the_place(tmp_path, capsy
     assert main(["inspect", str(path)]) == 2
     err = capsys.readouterr().err
     assert "not a valid JANI model" in err and "Traceback" not in err
+
+
+def test_edges_with_constants_are_matched_after_the_constants_are_given(tmp_path):
+    """Guards reading an undefined constant: the edges are matched as the file writes them, then instantiated."""
+    edges = []
+    for k in range(1, 19):
+        edge = _edge(k)
+        edge["guard"] = {"exp": {"op": "<", "left": "y", "right": "N"}}
+        edges.append(edge)
+    data = _jani(edges)
+    data["constants"] = [{"name": "N", "type": "int"}]
+    path = tmp_path / "constants.jani"
+    path.write_text(json.dumps(data))
+    model = load_model(path, "N=1")
+    assert verify_exact(model, "P=? [F y=17]", _always(["aut:17"], [1.0])).value == 1.0

@@ -197,6 +197,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         raise ConstantsError(
             f"{path}: undefined constants {', '.join(missing)}; pass --constants "
             + ",".join(f"{c}=VALUE" for c in missing), missing=missing)
+    as_parsed = program  # the file's edges as Storm parsed them (matched to the file before constants are substituted)
     if given:
         try:
             program, _ = stormpy.instantiate_constants(program, {k: _constant_value(v) for k, v in given.items()})
@@ -218,7 +219,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         locations: dict[str, tuple[str, ...]] = {}
     else:
         ints, bools, actions, labels, rewards, locations = _jani_names(jani_data, program)
-    commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, program, jani_data)
+    commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, as_parsed, jani_data)
     return SymbolicModel(path=path, kind=kind, program=program, model_type=model_type,
                          variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
                          labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
