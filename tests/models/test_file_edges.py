@@ -159,7 +159,7 @@ def test_out_of_range_update_is_refused_by_every_strategy(wraps, strategy):
 
 
 def test_out_of_range_update_is_refused_in_monolithic_mode(wraps):
-    with pytest.raises(ModelError, match=r"in state \{.*'x': 3\}.*leaves a variable's declared range"):
+    with pytest.raises(ModelError, match=r"(command m:1|edge aut:1) assigns x=4 outside its range \[0\.\.3\] in state \{.*'x': 3\}"):
         verify_exact(load_model(wraps), "P=? [F x=0]", options=ExactOptions(mode="monolithic"))
 
 
@@ -179,7 +179,7 @@ def test_cli_refuses_the_wrapping_model_in_one_line(wraps, tmp_path, capsys):
         code = main(argv)
         err = capsys.readouterr().err
         assert code == 2, err
-        assert "declared range" in err and "Traceback" not in err
+        assert "assigns x=4 outside its range [0..3]" in err and "Traceback" not in err
 
 
 def test_an_in_range_model_builds_as_before_and_the_marker_is_not_a_variable(tmp_path):

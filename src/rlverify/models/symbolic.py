@@ -623,7 +623,73 @@ def ambiguous_choices(model: ExplicitModel) -> bool:
     return bool(several[cs[unlabelled]].any())
 
 
-def _distributions_checked(model: ExplicitModel, path: Path) -> ExplicitModel:
+def _out_of_range_update(model: SymbolicModel, valuation: dict[str, int]) -> str | None:
+    """Which command writes which value outside which variable's range in the state ``valuation`` (a PRISM
+    program's commands evaluated there, :mod:`rlverify.models.program`), as a message; None if not found."""
+    if model.kind != "prism":
+        return _out_of_range_edge(model, valuation)
+    from rlverify.models.program import CompiledProgram, Unsupported
+
+    try:
+        program = CompiledProgram(model.program, str(model.path))
+        row = np.asarray([[valuation[v.name] for v in program.variables]], dtype=np.int64)
+        keys = program.keys(row)
+        enabled = program.enabled(program.env(row), 1)[0]
+        for j, choice in enumerate(program.choices):
+            if enabled[j]:
+                program.successors(choice, row, keys)
+    except ModelError as exc:
+        if "outside its range" in str(exc):
+            return f"{exc} (PRISM and Storm's checks refuse this; rlverify does not wrap the value around)"
+        return None
+    except (Unsupported, KeyError, ValueError, RuntimeError):
+        return None
+    return None
+
+
+def _out_of_range_edge(model: SymbolicModel, valuation: dict[str, int]) -> str | None:
+    """:func:`_out_of_range_update` for a JANI model: its edges enabled in ``valuation`` (location and guard) and
+    their destinations' assignments, evaluated by Storm; None if none leaves a bounded variable's range."""
+    try:
+        program = model.program.substitute_constants()
+        manager = program.expression_manager
+        subst = {}
+        for name, value in valuation.items():
+            if manager.has_variable(name):
+                variable = manager.get_variable(name)
+                subst[variable] = (manager.boolean(bool(value)) if name in model.boolean_variables
+                                   else manager.integer(int(value)))
+        bounds = {}
+        for v in list(program.global_variables) + [v for a in program.automata for v in a.variables]:
+            if v.type.is_bounded_type and not v.is_transient:
+                bounds[v.expression_variable.name] = (int(v.type.lower_bound.evaluate_as_int()),
+                                                      int(v.type.upper_bound.evaluate_as_int()))
+        for ai, automaton in enumerate(program.automata):
+            location = valuation.get(automaton.location_variable.name, 0)
+            for ei, edge in enumerate(automaton.edges):
+                if edge.source_location_index != location or not edge.guard.substitute(subst).evaluate_as_bool():
+                    continue
+                for d, td in zip(edge.destinations, edge.template_edge.destinations):
+                    if float(d.probability.substitute(subst).evaluate_as_double()) <= 0:
+                        continue
+                    for a in td.assignments:
+                        name = a.variable.expression_variable.name
+                        if name not in bounds:
+                            continue
+                        new = int(a.expression.substitute(subst).evaluate_as_int())
+                        lo, hi = bounds[name]
+                        if not lo <= new <= hi:
+                            position = model.command_keys.get((ai << 32) | ei)
+                            edge_name = model.commands[position].name if position is not None else f"of {automaton.name}"
+                            return (f"{model.path}: edge {edge_name} assigns {name}={new} outside its range [{lo}..{hi}] "
+                                    f"in state {valuation} (JANI and Storm's checks refuse this; rlverify does not wrap "
+                                    "the value around)")
+    except (RuntimeError, ValueError, AttributeError, TypeError):
+        return None
+    return None
+
+
+def _distributions_checked(model: ExplicitModel, path: Path, symbolic: SymbolicModel | None = None) -> ExplicitModel:
     """``model``, after checking that no update left a variable's range and that every choice is a distribution.
 
     Storm's builder wraps an out-of-range value into the variable's bits (``x'=x+1`` from ``x=3`` for ``x:[0..3]``
@@ -642,9 +708,11 @@ def _distributions_checked(model: ExplicitModel, path: Path) -> ExplicitModel:
             c = int(sources[0])
             state = int(np.searchsorted(model.row_groups, c, side="right") - 1)
             label = model.action_names[model.choice_actions[c]] or "unlabelled"
-            raise ModelError(f"{path}: in state {model.valuation_dict(state)}, an update of the {label} choice leaves a "
-                             "variable's declared range (PRISM and Storm's checks refuse this; rlverify does not wrap the "
-                             "value around): guard the update or widen the range")
+            valuation = model.valuation_dict(state)
+            precise = _out_of_range_update(symbolic, valuation) if symbolic is not None else None
+            raise ModelError(precise or f"{path}: in state {valuation}, an update of the {label} choice leaves a "
+                             "variable's declared range (PRISM and Storm's checks refuse this; rlverify does not wrap "
+                             "the value around): guard the update or widen the range")
     sums = model.transitions @ np.ones(model.transitions.shape[1])
     bad = np.abs(sums - 1.0) > 1e-6
     if bad.any():
@@ -749,8 +817,8 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
         if not (keep_storm or origins):
             del storm_model  # Storm's copy goes before the arrays are read (stormpy frees it here)
             memory_guard(budget[0], "read", **counts, estimates=budget[1])
-            return _distributions_checked(read_umb(path), model.path), None
-        explicit = _distributions_checked(read_umb(path), model.path)
+            return _distributions_checked(read_umb(path), model.path, model), None
+        explicit = _distributions_checked(read_umb(path), model.path, model)
     if origins:
         labels = np.asarray(explicit.action_names, dtype=object)[explicit.choice_actions]
         ids, names = choice_commands(storm_model, model.commands, model.command_keys, labels)
