@@ -135,7 +135,7 @@ def mark_jani_edges(data: dict) -> tuple[dict, list[str]]:
     return data, markers
 
 
-def _options():
+def _options(checked: bool = False):
     import stormpy
 
     options = stormpy.BuilderOptions(build_full=True)
@@ -144,6 +144,8 @@ def _options():
     options.set_build_choice_origins()
     options.set_build_all_labels()
     options.set_build_all_reward_models()
+    if checked:
+        options.set_exploration_checks(True)
     return options
 
 
@@ -152,8 +154,17 @@ def _build(symbolic):
 
     import stormpy
 
-    # Storm's exploration checks would also catch this, but they refuse probabilities that do not sum to 1
-    # exactly in floating point (QVBS's PPDDL models); a valuation out of its range fails the build anyway
+    # Storm's exploration checks refuse every update leaving its range (without them the value wraps into the
+    # variable's bits, often silently); they also refuse probabilities that sum to 1 only up to rounding (QVBS's PPDDL
+    # models), which are then built unchecked: a valuation decoded out of its range still fails the build
+    try:
+        return stormpy.build_model(symbolic, options=_options(checked=True))
+    except RuntimeError as exc:
+        found = re.search(r"out-of-bounds value \(\S+\) for the variable '([^']+)'", str(exc))
+        if found:
+            raise OutOfRange(str(exc), found.group(1)) from None
+        if "sum to one" not in str(exc) and "some to one" not in str(exc):
+            raise
     try:
         return stormpy.build_model(symbolic, options=_options())
     except RuntimeError as exc:

@@ -35,7 +35,7 @@ from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import choice_table, forced_start_message
 from rlverify.models.explicit import (ExplicitModel, encode_valuations, export_umb, format_bytes, memory_limit, read_umb,
                                       resident_bytes)
-from rlverify.models.program import CompiledProgram, Unsupported, compile_expression
+from rlverify.models.program import CompiledProgram, Unsupported, compile_expression, terminal_functions
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
 from rlverify.policies.base import Policy, validate_probabilities
@@ -158,63 +158,6 @@ def _atoms(formula: Any) -> list[Any]:
     return out
 
 
-def _terminal(formula: Any, label_fn: Callable[[str], Any], variables: dict[str, Any]) -> list[tuple[Any, bool]]:
-    """Storm's property-directed terminal states: ``(function, value)`` pairs, a state is terminal when one
-    function takes its value there (the rules of Storm's ``getTerminalStatesFromFormula``)."""
-    import stormpy
-
-    L = stormpy.logic
-    out: list[tuple[Any, bool]] = []
-
-    def atom(f: Any, value: bool) -> None:
-        if isinstance(f, L.AtomicExpressionFormula):
-            out.append((compile_expression(f.get_expression(), variables), value))
-        elif isinstance(f, L.AtomicLabelFormula) and label_fn(f.label) is not None:
-            out.append((label_fn(f.label), value))
-
-    def is_atom(f: Any) -> bool:
-        return isinstance(f, (L.AtomicExpressionFormula, L.AtomicLabelFormula))
-
-    def path(f: Any) -> None:
-        if isinstance(f, L.EventuallyFormula):
-            if is_atom(f.subformula):
-                atom(f.subformula, True)
-        elif isinstance(f, L.BoundedUntilFormula):
-            if not _positive_lower_bound(f) and is_atom(f.right_subformula):
-                atom(f.right_subformula, True)
-            atom(f.left_subformula, False)
-        elif isinstance(f, L.UntilFormula):
-            if is_atom(f.right_subformula):
-                atom(f.right_subformula, True)
-            atom(f.left_subformula, False)
-
-    def simple(f: Any) -> bool:
-        return is_atom(f) or isinstance(f, L.BooleanLiteralFormula)
-
-    if isinstance(formula, L.ProbabilityOperatorFormula):
-        sub = formula.subformula
-        # only where every operand is an atom or a literal: for nested path formulas Storm's builder keeps
-        # exploring (measured: Freeway's P=? [(true U px24=0) U px17=0]), and exploring more never changes a value
-        operands = [getattr(sub, a) for a in ("subformula", "left_subformula", "right_subformula") if hasattr(sub, a)]
-        if isinstance(sub, (L.EventuallyFormula, L.UntilFormula, L.BoundedUntilFormula)) and all(map(simple, operands)):
-            path(sub)
-    return out
-
-
-def _positive_lower_bound(f: Any) -> bool:
-    """Whether a bounded until has a lower step bound other than a non-strict 0 (``U[0,k]``, ``U>=0`` count as none,
-    as in Storm; stormpy exposes only the upper bound, so the lower one is read from the formula's text)."""
-    if not f.has_lower_bound:
-        return False
-    import re
-
-    m = re.search(r"U\[\s*([^,\]]+?)\s*,", str(f)) or re.search(r"U>=\s*([^\s(]+)", str(f))
-    try:
-        return m is None or float(m.group(1)) != 0.0
-    except ValueError:  # a constant's name: not known to be 0
-        return True
-
-
 def _probe(model: SymbolicModel, prop: Property) -> ExplicitModel:
     """Storm's build of the initial state alone (every action masked): Storm's names and valuation layout."""
     import tempfile
@@ -282,7 +225,7 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
             label_plan.append((key, atoms[alias]))
         else:  # an atom the walk did not reach (under X, say): Storm names the label by its expression
             label_plan.append((key, program.parse(alias)))
-    terminal = _terminal(prop.storm.get_raw_formula(), label_fn, program.by_name)
+    terminal = terminal_functions(prop.storm.get_raw_formula(), label_fn, program.by_name)
 
     actions = ("",) + tuple(dict.fromkeys(c.action for c in program.choices if c.action))
     action_of = np.array([actions.index(c.action) for c in program.choices] + [0], dtype=np.int32)

@@ -184,7 +184,7 @@ def _verify_exact(model: Any, property_text: str | Property, policy: Policy | No
             asked = hi if comparison in ("LESS", "LESS_EQUAL", "LEQ") else lo
         else:
             asked = hi
-        notes = list(prop.notes)
+        notes = list(prop.notes) + list(mdp.notes)
         satisfied = None
         if threshold is not None:
             satisfied, why = _verdict(asked, threshold, comparison, probability, options)
@@ -213,7 +213,7 @@ def _verify_exact(model: Any, property_text: str | Property, policy: Policy | No
     say(f"checking on the induced chain ({chain.num_states} states, {n_transitions} transitions)")
     t = time.perf_counter()
     formula, threshold, comparison = quantitative(on_chain(prop, chain, model))
-    notes = list(prop.notes) + [n for n in [built.start_note] if n]
+    notes = list(prop.notes) + list(built.build_notes) + [n for n in [built.start_note] if n]
     signed = _signed_reward(prop, chain)
     # Reachability (bounded or not) is solved on the chain's matrix (checking.py): Storm then only evaluates the
     # state formulas, on a chain with the states, labels and valuations but self-loops for transitions (the full
@@ -363,6 +363,7 @@ class _PolicyChain:
     merged_declined: str | None = None
     onthefly_policy_calls: int | None = None
     mdp_branches: int | None = None
+    build_notes: tuple[str, ...] = ()
 
 
 def _policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, strategy: str,
@@ -424,7 +425,8 @@ def _policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options:
         chain = _state_rewards_only(chain, mdp, origin)
     return _PolicyChain(chain, origin, strategy, n_queried, table.untaken(origin[origin >= 0]),
                         forced_start_message(table, prop.bound), merged_declined=declined,
-                        onthefly_policy_calls=None if explorer is None else len(explorer.cache))
+                        onthefly_policy_calls=None if explorer is None else len(explorer.cache),
+                        build_notes=mdp.notes)
 
 
 def _stalled_probability(chain: ExplicitModel, storm_chain: Any, formula: Any, prop: Property, env: Any,

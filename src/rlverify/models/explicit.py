@@ -51,6 +51,8 @@ class ExplicitModel:
     #: the model was built with Storm's choice origins (see :mod:`rlverify.models.commands`); else None
     choice_commands: np.ndarray | None = None
     command_names: tuple[str, ...] = ()
+    #: what building it could not check, for every result that uses it to say (e.g. update ranges)
+    notes: tuple[str, ...] = ()
 
     @property
     def num_states(self) -> int:

@@ -346,3 +346,101 @@ def program_action_index(program: Any, label: str) -> int:
             if c.is_labeled and c.action_name == label:
                 return int(c.action_index)
     return 1 << 30
+
+
+def terminal_functions(formula: Any, label_fn: Callable[[str], Any], variables: dict[str, Any]) -> list[tuple[Any, bool]]:
+    """Storm's property-directed terminal states: ``(function, value)`` pairs, a state is terminal when one
+    function takes its value there (the rules of Storm's ``getTerminalStatesFromFormula``)."""
+    import stormpy
+
+    L = stormpy.logic
+    out: list[tuple[Any, bool]] = []
+
+    def atom(f: Any, value: bool) -> None:
+        if isinstance(f, L.AtomicExpressionFormula):
+            out.append((compile_expression(f.get_expression(), variables), value))
+        elif isinstance(f, L.AtomicLabelFormula) and label_fn(f.label) is not None:
+            out.append((label_fn(f.label), value))
+
+    def is_atom(f: Any) -> bool:
+        return isinstance(f, (L.AtomicExpressionFormula, L.AtomicLabelFormula))
+
+    def path(f: Any) -> None:
+        if isinstance(f, L.EventuallyFormula):
+            if is_atom(f.subformula):
+                atom(f.subformula, True)
+        elif isinstance(f, L.BoundedUntilFormula):
+            if not positive_lower_bound(f) and is_atom(f.right_subformula):
+                atom(f.right_subformula, True)
+            atom(f.left_subformula, False)
+        elif isinstance(f, L.UntilFormula):
+            if is_atom(f.right_subformula):
+                atom(f.right_subformula, True)
+            atom(f.left_subformula, False)
+
+    def simple(f: Any) -> bool:
+        return is_atom(f) or isinstance(f, L.BooleanLiteralFormula)
+
+    if isinstance(formula, L.ProbabilityOperatorFormula):
+        sub = formula.subformula
+        # only where every operand is an atom or a literal: for nested path formulas Storm's builder keeps
+        # exploring (measured: Freeway's P=? [(true U px24=0) U px17=0]), and exploring more never changes a value
+        operands = [getattr(sub, a) for a in ("subformula", "left_subformula", "right_subformula") if hasattr(sub, a)]
+        if isinstance(sub, (L.EventuallyFormula, L.UntilFormula, L.BoundedUntilFormula)) and all(map(simple, operands)):
+            path(sub)
+    return out
+
+
+def positive_lower_bound(f: Any) -> bool:
+    """Whether a bounded until has a lower step bound other than a non-strict 0 (``U[0,k]``, ``U>=0`` count as none,
+    as in Storm; stormpy exposes only the upper bound, so the lower one is read from the formula's text)."""
+    if not f.has_lower_bound:
+        return False
+    import re
+
+    m = re.search(r"U\[\s*([^,\]]+?)\s*,", str(f)) or re.search(r"U>=\s*([^\s(]+)", str(f))
+    try:
+        return m is None or float(m.group(1)) != 0.0
+    except ValueError:  # a constant's name: not known to be 0
+        return True
+
+
+def check_update_ranges(program: CompiledProgram, variables: tuple[str, ...], valuations: np.ndarray,
+                        terminal: list[tuple[Any, bool]], *, batch: int = 1 << 14) -> None:
+    """Refuse (``ModelError`` naming the command, the variable, the value and the state) an update of any command
+    enabled in one of the states ``valuations`` ``(S, len(variables))`` (columns named ``variables``, as Storm keeps
+    them: variables it dropped take their constant initial value) that leaves its variable's range. States where a
+    ``terminal`` function (:func:`terminal_functions`) takes its value are not expanded (Storm's rule).
+
+    Raises:
+        Unsupported: a variable of the program missing from ``variables`` without one initial value.
+    """
+    columns = []
+    for i, v in enumerate(program.variables):
+        if v.name in variables:
+            columns.append(("column", variables.index(v.name)))
+        elif len(program.initial) == 1:
+            columns.append(("constant", int(program.initial[0][i])))
+        else:
+            raise Unsupported(f"variable '{v.name}' is not in the built states and has several initial values")
+    for lo in range(0, len(valuations), batch):
+        part = valuations[lo:lo + batch]
+        n = len(part)
+        vals = np.empty((n, len(program.variables)), dtype=np.int64)
+        for i, (kind, x) in enumerate(columns):
+            vals[:, i] = part[:, x] if kind == "column" else x
+        inside = np.ones(n, dtype=bool)
+        for i, v in enumerate(program.variables):  # a value Storm could not store in range: checked by the caller
+            inside &= (vals[:, i] >= v.lo) & (vals[:, i] <= v.hi)
+        vals = vals[inside]
+        n = len(vals)
+        env = program.env(vals)
+        stop = np.zeros(n, dtype=bool)
+        for fn, value in terminal:
+            stop |= program.evaluate(fn, env, n) == value
+        enabled = program.enabled(env, n) & ~stop[:, None]
+        keys = program.keys(vals)
+        for j, choice in enumerate(program.choices):
+            rows = np.flatnonzero(enabled[:, j])
+            if len(rows):
+                program.successors(choice, vals[rows], keys[rows])

@@ -623,6 +623,33 @@ def ambiguous_choices(model: ExplicitModel) -> bool:
     return bool(several[cs[unlabelled]].any())
 
 
+def _ranges_checked(explicit: ExplicitModel, model: SymbolicModel, properties: list[Any] | None) -> ExplicitModel:
+    """``explicit`` (built without Storm's exploration checks) after refusing an update that leaves its variable's
+    range: a PRISM program's commands are evaluated in every expanded state (:func:`~rlverify.models.program.
+    check_update_ranges`); Storm's out-of-bounds state (:func:`_distributions_checked`) covers the rest, but not every
+    synchronised update, which the returned model's ``notes`` then say."""
+    note = None
+    if model.kind == "prism":
+        from rlverify.models.program import CompiledProgram, Unsupported, check_update_ranges, terminal_functions
+
+        try:
+            program = CompiledProgram(model.program, str(model.path))
+            terminal = (terminal_functions(properties[0].get_raw_formula(), program.label_functions.get,
+                                           program.by_name) if properties and len(properties) == 1 else [])
+            check_update_ranges(program, explicit.variables, explicit.valuations, terminal)
+        except Unsupported as exc:
+            note = (f"the updates' ranges were checked only where Storm reports them ({exc}): an update of synchronised "
+                    "commands leaving its variable's range may have wrapped around")
+    elif len(model.program.automata) > 1:
+        note = ("the updates' ranges were checked only where Storm reports them (its own checks refuse this model's "
+                "probabilities, which sum to 1 only up to rounding): an update of synchronised edges leaving its "
+                "variable's range may have wrapped around")
+    if note is not None:
+        log.warning("%s: %s", model.path, note)
+        explicit = replace(explicit, notes=explicit.notes + (note,))
+    return explicit
+
+
 def _out_of_range_update(model: SymbolicModel, valuation: dict[str, int]) -> str | None:
     """Which command writes which value outside which variable's range in the state ``valuation`` (a PRISM
     program's commands evaluated there, :mod:`rlverify.models.program`), as a message; None if not found."""
@@ -782,27 +809,49 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
 
     from rlverify.models.explicit import export_umb, memory_guard, read_umb
 
-    program, properties = _build_input(model, properties)
-    opts = stormpy.BuilderOptions(properties) if properties else stormpy.BuilderOptions()
-    # what the arrays need; choice origins (costly) only where commands must be named
-    opts.set_build_state_valuations()
-    opts.set_build_choice_labels()
-    opts.set_build_all_labels()
-    opts.set_build_all_reward_models()
-    if origins:
-        opts.set_build_choice_origins()
-    if not _defines_label(model, OUT_OF_BOUNDS):  # out-of-range updates to a labelled state, refused once built
-        opts.set_add_out_of_bounds_state()
-    else:
-        log.warning("%s defines a label '%s': out-of-range updates cannot be detected", model.path, OUT_OF_BOUNDS)
+    program, storm_properties = _build_input(model, properties)
     explore = dev.ExplicitModelBuilderOptions[float]()
     if max_states is not None:
         explore.exploration_state_limit = int(max_states) + 1
+
+    def options(checked: bool) -> Any:
+        opts = stormpy.BuilderOptions(storm_properties) if storm_properties else stormpy.BuilderOptions()
+        # what the arrays need; choice origins (costly) only where commands must be named
+        opts.set_build_state_valuations()
+        opts.set_build_choice_labels()
+        opts.set_build_all_labels()
+        opts.set_build_all_reward_models()
+        if origins:
+            opts.set_build_choice_origins()
+        if checked:
+            opts.set_exploration_checks(True)
+        elif not _defines_label(model, OUT_OF_BOUNDS):  # out-of-range updates to a labelled state, refused once built
+            opts.set_add_out_of_bounds_state()
+        return opts
+
+    # Storm's exploration checks refuse every update that leaves its variable's range (without them Storm wraps the
+    # value into the variable's bits); they also refuse distributions that sum to 1 only up to rounding (0.1 + 0.2 +
+    # 0.7, in Avoid, Freeway and the PPDDL models), and those are built again unchecked and range-checked here.
+    checked = True
     try:
-        builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), opts, mask, explore)
+        builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), options(True), mask,
+                                                         explore)
         storm_model = builder.build()
     except RuntimeError as exc:
-        raise ModelError(f"{model.path}: Storm could not build the model: {storm_message(exc)}") from None
+        message = storm_message(exc)
+        if "out-of-bounds value" in message:
+            raise ModelError(f"{model.path}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
+                             "does not wrap the value around): guard the update or widen the range") from None
+        if "sum to one" not in message and "some to one" not in message:
+            raise ModelError(f"{model.path}: Storm could not build the model: {message}") from None
+        checked = False
+        program, storm_properties = _build_input(model, properties)
+        try:
+            builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), options(False),
+                                                             mask, explore)
+            storm_model = builder.build()
+        except RuntimeError as exc2:
+            raise ModelError(f"{model.path}: Storm could not build the model: {storm_message(exc2)}") from None
     if max_states is not None and storm_model.nr_states > max_states:
         raise ModelTooLargeError(
             f"{model.path}: the model has more than --max-states={max_states} states "
@@ -817,8 +866,11 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
         if not (keep_storm or origins):
             del storm_model  # Storm's copy goes before the arrays are read (stormpy frees it here)
             memory_guard(budget[0], "read", **counts, estimates=budget[1])
-            return _distributions_checked(read_umb(path), model.path, model), None
+            explicit = _distributions_checked(read_umb(path), model.path, model)
+            return (explicit if checked else _ranges_checked(explicit, model, storm_properties)), None
         explicit = _distributions_checked(read_umb(path), model.path, model)
+    if not checked:
+        explicit = _ranges_checked(explicit, model, storm_properties)
     if origins:
         labels = np.asarray(explicit.action_names, dtype=object)[explicit.choice_actions]
         ids, names = choice_commands(storm_model, model.commands, model.command_keys, labels)

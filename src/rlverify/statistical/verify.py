@@ -404,7 +404,8 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
                  "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
         settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
         versions=versions(), untaken_choices=untaken,
-        warnings=list(prop.notes) + outcome_notes + ([forced_start] if forced_start else [])
+        warnings=list(prop.notes) + list(getattr(getattr(env, "model", None), "notes", ())) + outcome_notes
+        + ([forced_start] if forced_start else [])
         + ([untaken_message(untaken, "states of the model")] if untaken else []),
     )
 
