@@ -188,6 +188,11 @@ def _verify_exact(model: Any, property_text: str | Property, policy: Policy | No
         satisfied = None
         if threshold is not None:
             satisfied, why = _verdict(asked, threshold, comparison, probability, options)
+            if satisfied is None and mdp.num_states <= EXACT_TIE_STATES:
+                satisfied = _exact_verdict(model, prop)
+                if satisfied is not None:
+                    why = ("the certified bracket contains the threshold: decided by Storm in exact rational "
+                           f"arithmetic on the MDP ({mdp.num_states:,} states)")
             if why:
                 notes.append(why)
         notes += [o.warning for o in (lo, hi) if o.warning]
@@ -295,6 +300,27 @@ def _verdict(out: CheckOutcome, threshold: float, comparison: str, probability: 
     if math.isinf(out.value):
         lower = upper = out.value
     return verdict(threshold, comparison, lower, upper, zero=out.zero, one=out.one, probability=probability)
+
+
+#: largest MDP whose threshold verdict is decided in exact rational arithmetic when the float bracket cannot decide it
+EXACT_TIE_STATES = 50_000
+
+
+def _exact_verdict(model: SymbolicModel, prop: Property) -> bool | None:
+    """The threshold property's truth at the initial state, by Storm in exact rational arithmetic (Pmin/Pmax as
+    the property names them, ``P<=b`` over every scheduler): for a value equal to its threshold, which no float
+    bracket decides. None if Storm cannot (a reward-bounded or other form its exact engine lacks)."""
+    import stormpy
+
+    try:
+        exact = stormpy.build_model[stormpy.Rational](model.program, [prop.storm])
+        if len(exact.initial_states) != 1:
+            return None
+        result = stormpy.model_checking(exact, prop.storm, only_initial_states=True)
+        return int(exact.initial_states[0]) in set(result.get_truth_values_vector())
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        log.info("exact tie-break declined: %s", exc)
+        return None
 
 
 def _check_optimum(mdp: ExplicitModel, storm_mdp: Any, formula: Any, optimum: str, env: Any, options: ExactOptions,
