@@ -158,9 +158,6 @@ def clipped(out: CheckOutcome, *, probability: bool) -> CheckOutcome:
 
 #: default budget of a step-bounded computation, in multiply-adds (steps x transitions): about 10-30 s
 MAX_WORK = 5_000_000_000
-#: above this much work (multiply-adds) a step-bounded iteration also computes the unbounded value's certified
-#: upper bound, so that it can stop as soon as [value after j steps, that bound] is within the precision
-_CAP_WORK = 200_000_000
 
 
 #: values below this are "tiny": their relative error is reported (or its absence said plainly)
@@ -521,7 +518,7 @@ def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, ini
     * ``x_{j+1} = x_j`` bit for bit: the computation would return ``x_j`` after every further step, and the
       rounding analysis of ``steps`` steps (:func:`_rounding`) applies to it; or
     * ``cap()`` (per-state certified upper bounds of the unbounded value, asked for when the work exceeds
-      ``_CAP_WORK``) is within ``precision`` (relative) of the certified lower bound of ``x_j`` in every state:
+      ``max_work``) is within ``precision`` (relative) of the certified lower bound of ``x_j`` in every state:
       the step-``steps`` value lies between them.
 
     Raises:
@@ -548,7 +545,8 @@ def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, ini
 
     d = int(np.diff(matrix.indptr).max(initial=0)) + 1
     budget = k if max_work is None or k * nnz <= max_work else max(max_work // nnz, 1)
-    upper_cap = cap() if cap is not None and k * nnz > _CAP_WORK else None
+    # the unbounded value (an LU of the chain: memory and time) only where the k steps would exceed the budget
+    upper_cap = cap() if cap is not None and k * nnz > (MAX_WORK if max_work is None else max_work) else None
     x = target.copy()
     j, stop = 0, None
     shown = time.perf_counter()
