@@ -33,6 +33,7 @@ from rlverify.resolve import resolve
 from rlverify.statistical.engine import SimulationOptions
 from rlverify.statistical.heatmap import heatmap
 from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+from tests.small_models import UP_STAY
 
 RAY = BackendOptions(kind="ray")
 GOAL = 'P=? [!"crashed" U "goal"]'
@@ -329,14 +330,7 @@ def pi(s):
     return np.tile([0.9, 0.1], (len(s), 1))
 '''
 
-SMALL_MODEL = """mdp
-module m
-  x : [0..3] init 0;
-  [up] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
-  [stay] true -> (x'=x);
-endmodule
-label "top" = x=3;
-"""
+SMALL_MODEL = UP_STAY
 
 
 @pytest.mark.slow

@@ -10,15 +10,9 @@ import pytest
 
 from rlverify.cli.main import main
 from rlverify.policies import MLP, save_mlp_onnx
+from tests.small_models import UP_STAY
 
-GOOD = """mdp
-module m
-  x : [0..3] init 0;
-  [up] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
-  [stay] true -> (x'=x);
-endmodule
-label "top" = x=3;
-"""
+GOOD = UP_STAY
 
 
 @pytest.fixture

@@ -14,15 +14,9 @@ import pytest
 from rlverify.cli.main import main
 from rlverify.errors import PolicyError
 from rlverify.policies import CallablePolicy, TablePolicy, load_policy
+from tests.small_models import UP_STAY
 
-MODEL = """mdp
-module m
-  x : [0..3] init 0;
-  [up] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
-  [stay] true -> (x'=x);
-endmodule
-label "top" = x=3;
-"""
+MODEL = UP_STAY
 
 POLICIES = """import time
 import numpy as np
