@@ -9,6 +9,7 @@ All output goes through :mod:`rlverify.cli.console` (user text is never markup).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import math
@@ -155,6 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rlverify.models.symbolic import set_storm_logging
 
     set_storm_logging(args.verbose)
+    with results_only_on_stdout():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args) or 0)
     except RlverifyError as exc:
@@ -175,6 +181,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception:  # an internal error: show the trace, exit 1
         return _internal_error()
+
+
+@contextlib.contextmanager
+def results_only_on_stdout() -> Iterator[None]:
+    """While a command runs, file descriptor 1 is stderr's and only rlverify's own output (``sys.stdout``, on a copy of
+    the original descriptor) reaches the real stdout: what native code writes there (HiGHS's banner, Storm's log with
+    ``-v``, a policy's ``os.write(1, ...)``) goes to stderr, so ``--json`` output stays JSON. A no-op where
+    ``sys.stdout`` is not descriptor 1 (a captured stream)."""
+    import os
+
+    try:
+        if sys.stdout.fileno() != 1:
+            raise ValueError
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    original = sys.stdout
+    sys.stdout = os.fdopen(saved, "w", encoding=original.encoding, errors=original.errors, buffering=1)
+    try:
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        os.dup2(saved, 1)
+        try:
+            sys.stdout.close()
+        except (BrokenPipeError, OSError):
+            pass
+        sys.stdout = original
 
 
 def _input_problem(exc: BaseException) -> str | None:
