@@ -37,6 +37,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
                    help="okamoto (default), adaptive, clopper-pearson, wilson, or sprt (implied by --sprt)")
     p.add_argument("--runs", type=whole_number, help="a fixed number of runs for clopper-pearson (the default with --runs) "
                                                       "or wilson (a whole number; 1e6 is read as 1000000)")
+    p.add_argument("--max-states", type=int, default=2_000_000,
+                   help="refuse to build a PRISM/JANI model with more states (default 2000000; the model is built "
+                        "explicitly before it is simulated)")
     p.add_argument("--run-limit", type=whole_number, default=100_000_000,
                    help="refuse to plan more runs than this (default 100000000): the guard on --runs and on the "
                         "runs --epsilon/--delta need")
@@ -116,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         method = "clopper-pearson"  # a fixed number of runs: the exact interval
     options = StatisticalOptions(
         method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
-        run_limit=args.run_limit,
+        run_limit=args.run_limit, max_states=args.max_states,
         indifference=args.indifference, alpha=args.alpha, beta=args.beta,
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
                                      batch_size=args.batch_size, unavailable=args.unavailable),

@@ -24,7 +24,7 @@ from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, forced_start_message, untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.properties import Property, excluding_label
-from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, parse_property
+from rlverify.models.symbolic import SymbolicModel, as_symbolic, build_explicit, parse_property, storm_message
 from rlverify.policies.base import Policy, validate_probabilities
 from rlverify.policies.check import check_policy
 from rlverify.results import ExactResult, versions
@@ -518,7 +518,11 @@ def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:
                             "X, U or W, or --unavailable renormalize")
     import stormpy
 
-    return stormpy.parse_properties(text, model.program)[0]
+    try:
+        return stormpy.parse_properties(text, model.program)[0]
+    except RuntimeError as exc:
+        raise PropertyError(f"property '{prop.text}': on the policy's chain it reads '{text}', which Storm refuses: "
+                            f"{storm_message(exc)}") from None
 
 
 def _state_rewards_only(chain: ExplicitModel, mdp: ExplicitModel, origin: np.ndarray) -> ExplicitModel:

@@ -163,12 +163,17 @@ class CompiledProgram:
         radix = 1
         initial: list[int] = []
         for v, is_bool in declared:
+            if not is_bool and not all(str(e) != "__storm::notinitialized__"
+                                       for e in (v.lower_bound_expression, v.upper_bound_expression)):
+                raise Unsupported(f"variable '{v.name}' is an unbounded int")
             try:
                 lo, hi = (0, 1) if is_bool else (int(v.lower_bound_expression.evaluate_as_int()),
                                                  int(v.upper_bound_expression.evaluate_as_int()))
                 init = 0
                 if not init_block:
                     init_expr = v.initial_value_expression
+                    if str(init_expr) == "__storm::notinitialized__":
+                        raise Unsupported(f"variable '{v.name}' has no initial value")
                     init = int(init_expr.evaluate_as_bool()) if is_bool else int(init_expr.evaluate_as_int())
             except Exception as exc:  # a bound or initial value that is not a constant
                 raise Unsupported(f"variable '{v.name}': {exc}") from None

@@ -211,6 +211,13 @@ def _bound(text: str, rest: str, rew: bool = False) -> tuple[dict[str, Any], str
 
 
 def _step_bound(text: str, rest: str) -> tuple[dict[str, Any], str]:
+    literal = re.match(r"^\s*(<=|<|>=|>|=)\s*(-?\s*\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)(?![\w.])", rest)
+    if literal is not None:
+        number = literal.group(2).replace(" ", "")
+        if number.startswith("-"):
+            raise PropertyError(f"property '{text}': the step bound {number} is negative")
+        if not number.isdigit():
+            raise PropertyError(f"property '{text}': the step bound {number} is not a whole number of steps")
     if rest.lstrip().startswith("["):  # an interval bound [a, b]
         close = rest.index("]")
         return {"lower_bounded": True, "bound_text": rest[:close + 1].strip()}, rest[close + 1:]

@@ -109,12 +109,18 @@ def constant_value(expr: Any, *, as_bool: bool = False) -> int | None:
     Storm crashes (not raises) evaluating an expression over undefined identifiers; substitute the
     program's constants first (``program.substitute_constants()``).
     """
-    if expr is None or expr.contains_variables():
+    if not is_initialized(expr) or expr.contains_variables():
         return None
     try:
         return int(expr.evaluate_as_bool()) if as_bool else int(expr.evaluate_as_int())
     except (RuntimeError, ValueError):
         return None
+
+
+def is_initialized(expr: Any) -> bool:
+    """Whether a Storm expression is set: an unbounded PRISM ``int`` has no bound expressions, and Storm crashes the
+    process (SIGSEGV) on any use of one but printing it."""
+    return expr is not None and str(expr) != "__storm::notinitialized__"
 
 
 def parse_constants(text: str | Mapping[str, Any] | None) -> dict[str, str]:
@@ -557,10 +563,15 @@ def _storm_bound(structure: Property, storm_prop: Any) -> int | None:
     try:
         path = storm_prop.get_raw_formula().subformula
         if path.is_bounded_until_formula and not path.has_lower_bound:
-            return int(path.upper_bound_expression.evaluate_as_int()) - (1 if structure.strict else 0)
+            bound = int(path.upper_bound_expression.evaluate_as_int()) - (1 if structure.strict else 0)
+        else:
+            return None
     except (AttributeError, RuntimeError):
-        pass
-    return None
+        return None
+    if bound < 0:
+        raise PropertyError(f"property '{structure.text}': the step bound evaluates to "
+                            f"{bound + (1 if structure.strict else 0)}, which is negative")
+    return bound
 
 
 def _storm_threshold(storm_prop: Any) -> float | None:
@@ -855,8 +866,8 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
     if max_states is not None and storm_model.nr_states > max_states:
         raise ModelTooLargeError(
             f"{model.path}: the model has more than --max-states={max_states} states "
-            f"(exploration stopped at {storm_model.nr_states}); raise --max-states, or use "
-            "--strategy onthefly with a policy to explore only policy-reachable states")
+            f"(exploration stopped at {storm_model.nr_states}); raise --max-states, or (verify) use "
+            "--strategy merged or onthefly with a policy to explore only policy-reachable states")
     del builder
     counts = {"states": storm_model.nr_states, "transitions": storm_model.nr_transitions, "what": "MDP transitions"}
     memory_guard(budget[0], "export", **counts, estimates=budget[1])

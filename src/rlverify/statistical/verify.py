@@ -65,6 +65,7 @@ class StatisticalOptions:
     beta: float = 0.05
     max_runs: int = 1_000_000
     run_limit: int = 100_000_000
+    max_states: int | None = 2_000_000
     simulation: SimulationOptions = SimulationOptions()
     backend: BackendOptions = BackendOptions()
 
@@ -82,6 +83,8 @@ class StatisticalOptions:
             raise StatisticsError(f"max_runs: expected a positive whole number of runs, got {self.max_runs!r}")
         if not _positive_int(self.run_limit):
             raise StatisticsError(f"--run-limit: expected a positive whole number of runs, got {self.run_limit!r}")
+        if self.max_states is not None and not _positive_int(self.max_states):
+            raise StatisticsError(f"--max-states: expected a positive whole number of states, got {self.max_states!r}")
         self.simulation.validate()
         self.backend.validate()
 
@@ -175,7 +178,7 @@ Progress = Callable[[int, int], None]
 
 
 def prepare(target: Any, property_text: str | Property, *, constants: str | None = None,
-            actions: Sequence[str] = ()) -> tuple[Any, PathProperty, str]:
+            actions: Sequence[str] = (), max_states: int | None = 2_000_000) -> tuple[Any, PathProperty, str]:
     """The environment and parsed property for ``target``.
 
     ``target`` is a vectorised environment (e.g. :class:`~rlverify.models.racetrack.RacetrackEnv`),
@@ -210,7 +213,8 @@ def prepare(target: Any, property_text: str | Property, *, constants: str | None
         problems = check_names(commands, target.commands)
         if problems:
             raise PolicyError(f"the policy's actions do not fit model {target.path}", [m for _, m in problems])
-        mdp, storm_model = build_explicit(target, [prop], command_names=True if commands else None)
+        mdp, storm_model = build_explicit(target, [prop], command_names=True if commands else None,
+                                          max_states=max_states)
         env = ExplicitEnv(mdp, name=str(target.path),
                           actions=tuple(sorted(a for a in target.action_names if a)) + commands)
         return env, with_graph_analysis(env, property_from_storm(target, storm_model, prop)), str(target.path)
@@ -255,7 +259,8 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
     """
     options.validate()
     t0 = time.perf_counter()
-    env, prop, model_name = prepare(target, property_text, constants=constants, actions=policy.actions)
+    env, prop, model_name = prepare(target, property_text, constants=constants, actions=policy.actions,
+                                    max_states=options.max_states)
     if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
         raise PropertyError(f"{model_name}: the model has {len(env.initial_states())} initial states; "
                             "pass starts= to choose (the simulator does not pick among them)")
