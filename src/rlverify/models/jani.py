@@ -17,6 +17,8 @@ from typing import Any
 
 from rlverify.errors import InputFileError, ModelError
 
+#: the smallest positive normal double
+_TINY = 2.2250738585072014e-308
 #: the transient variable carrying an edge's file position (a prefix made unique against the file's names)
 _MARKER = "rlverifyFileEdge"
 
@@ -34,8 +36,15 @@ def read_jani(path: str | Path) -> Any:
         raise InputFileError(f"{path}: cannot read JANI file ({exc.strerror})") from None
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{path}: not a JANI file (not UTF-8 text: byte {exc.start})") from None
+    def number(literal: str) -> float:
+        value = float(literal)
+        if (value == 0.0 and any(c in "123456789" for c in literal.lower().split("e")[0])) or 0.0 < abs(value) < _TINY:
+            raise ModelError(f"{path}: the number {literal} is below the smallest normal double {_TINY:.3g} (rlverify "
+                             "computes in double precision: it would become 0 or lose its precision)")
+        return value
+
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=number)
     except json.JSONDecodeError as exc:
         raise InputFileError(f"{path}: not a JANI file (JSON syntax error at line {exc.lineno}, column {exc.colno}: "
                              f"{exc.msg})") from None

@@ -206,7 +206,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
     as_parsed = program  # the file's edges as Storm parsed them (matched to the file before constants are substituted)
     if given:
         try:
-            program, _ = stormpy.instantiate_constants(program, {k: _constant_value(v) for k, v in given.items()})
+            program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
         except (RuntimeError, ValueError, TypeError, StormError) as exc:
             raise ConstantsError(f"{path}: cannot define constants {given}: {storm_message(exc)} (values must be "
                                  "numbers, true/false, or rationals like 1/10)") from None
@@ -239,10 +239,12 @@ def _check_prism_text(path: Path) -> None:
     data = path.read_bytes()
     if b"\x00" in data:
         raise ModelError(f"{path}: not a PRISM file (it contains NUL bytes: binary data)")
+    text = data.decode("utf-8", errors="replace")
     try:
-        check_nesting(data.decode("utf-8", errors="replace"), str(path))
+        check_nesting(text, str(path))
     except PropertyError as exc:
         raise ModelError(str(exc)) from None
+    check_literals(text, str(path))
 
 
 def as_symbolic(model: SymbolicModel | str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:
@@ -408,6 +410,19 @@ def json_type(value: Any) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
+def _constant_values(program: Any, given: Mapping[str, str]) -> dict[str, Any]:
+    """The values of ``given`` constants for Storm; an integer given for a ``double`` constant becomes a float (PRISM
+    allows ``-c p=1``; Storm refuses an integer expression there)."""
+    types = {c.name: str(c.type) for c in program.constants}
+    out = {}
+    for k, v in given.items():
+        value = _constant_value(v)
+        if isinstance(value, int) and not isinstance(value, bool) and types.get(k) in ("rational", "double", "real"):
+            value = float(value)
+        out[k] = value
+    return out
+
+
 def _constant_value(text: str) -> Any:
     """A constant's value for Storm: a bool, a 64-bit integer, a finite float (also from a rational ``1/10``),
     else the text (which Storm then refuses).
@@ -434,7 +449,7 @@ def _constant_value(text: str) -> Any:
     else:
         if not np.isfinite(number):
             raise ValueError(f"{text} is not a finite number")
-        return number
+        return _normal(number, text)
     num, slash, den = text.partition("/")  # a rational, as PRISM writes them (1/10)
     if slash:
         try:
@@ -442,8 +457,38 @@ def _constant_value(text: str) -> Any:
         except (ValueError, ZeroDivisionError, OverflowError):
             pass
         else:
-            return number
+            return _normal(number, text)
     return text
+
+
+#: the smallest positive normal double: below it a probability loses precision or becomes 0
+SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
+
+
+def _normal(number: float, text: str) -> float:
+    """``number`` (read from ``text``), refused where double precision would change it beyond rounding: a non-zero
+    value that became 0 or lies below the smallest normal double (rlverify and Storm compute in doubles: a transition
+    of probability 1e-400 would silently vanish, and ``P>0`` flip)."""
+    if number == 0.0 and re.search(r"[1-9]", text.split("e")[0].split("E")[0]):
+        raise ValueError(f"{text} is below the smallest double and would become 0 (rlverify computes in double "
+                         f"precision; the smallest normal double is {SMALLEST_NORMAL:.3g})")
+    if 0.0 < abs(number) < SMALLEST_NORMAL:
+        raise ValueError(f"{text} is below the smallest normal double {SMALLEST_NORMAL:.3g} (its precision is lost)")
+    return number
+
+
+_NUMBER = re.compile(r"(?<![\w.])(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def check_literals(text: str, where: str) -> None:
+    """Refuse a number written in a model (``text``, ``//`` comments left out) that double precision turns into 0 or
+    a subnormal (:func:`_normal`), naming ``where``."""
+    code = re.sub(r"//[^\n]*", "", text)
+    for literal in _NUMBER.findall(code):
+        try:
+            _normal(float(literal), literal)
+        except ValueError as exc:
+            raise ModelError(f"{where}: the number {exc}") from None
 
 
 _LABEL = re.compile(r'"([^"]*)"')
@@ -793,7 +838,7 @@ def _build_input(model: SymbolicModel, properties: list[Any] | None) -> tuple[An
         else:
             program, by_name = stormpy.parse_prism_program(path, prism_compatibility=True), {}
         if given:
-            program, _ = stormpy.instantiate_constants(program, {k: _constant_value(v) for k, v in given.items()})
+            program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
     except (RuntimeError, OSError) as exc:
         raise ModelError(f"{model.path}: cannot read the model file again to build it (was it changed or removed "
                          f"since it was loaded?): {storm_message(exc)}") from None
