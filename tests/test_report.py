@@ -86,3 +86,22 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
     assert img.shape[:2] == (1600, 1200)
     # not blank: text and the heat map put dark and coloured pixels on the page
     assert img[..., :3].std() > 0.05 and (img[..., :3].min(axis=2) < 0.3).mean() > 0.005
+
+
+def test_infinite_expected_rewards_agree_across_engines(tmp_path):
+    """A policy that never reaches the target: every engine says R = infinity, which the checks must count as
+    agreement (inf vs inf was reported as a disagreement, exit 1), and the optimum is named Rmax."""
+    from tests.small_models import UP_STAY
+
+    model = tmp_path / "m.prism"
+    two = UP_STAY.replace("  x : [0..3] init 0;", "  x : [0..3] init 0;\n  y : [0..1] init 0;").replace(
+        "[stay] true -> (x'=x);", "[stay] true -> (y'=1-y);")
+    model.write_text(two + 'rewards "steps"\n  true : 1;\nendrewards\n')
+    pi = tmp_path / "stay.py"
+    pi.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+                  "def pi(x):\n    return np.tile([0.0, 1.0], (len(x), 1))\n")
+    report = make_report(str(model), property='R{"steps"}=? [F "top"]', policy=f"{pi}:pi", runs=200, optimum="max",
+                         map_vars=("x", "y"))
+    assert report.ok, [c for c in report.checks if not c.ok]
+    names = [c.name for c in report.checks]
+    assert "risk map's initial optimum = Rmax" in names and "risk map's initial value = exact value" in names

@@ -9,6 +9,8 @@ with probability at most ``delta`` when both engines are right.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -87,7 +89,7 @@ def cross_check(target: str | Path | Any, property: str, policy: str | Any | Non
         method="clopper-pearson", runs=runs, delta=delta,
         simulation=SimulationOptions(seed=seed, max_steps=max_steps)))
     stat = replace(stat, model=t.name)
-    slack = 2 * (exact.precision or 0.0) * max(1.0, abs(exact.value))
+    slack = 2 * (exact.precision or 0.0) * max(1.0, abs(exact.value)) if math.isfinite(exact.value) else 0.0
     assert optimum.pmin is not None and optimum.pmax is not None
     checks = {
         # mass the policy puts on unavailable actions stalls: no scheduler of the MDP does that, and a

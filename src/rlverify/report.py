@@ -19,6 +19,8 @@ A check fails with probability at most the statistical ``delta`` when every engi
 
 from __future__ import annotations
 
+import math
+
 import base64
 import html
 import time
@@ -143,6 +145,11 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.6g}"
 
 
+def _same(a: float, b: float, slack: float) -> bool:
+    """Whether two engines' values agree: equal (infinite expected rewards included) or within ``slack`` + 1e-9."""
+    return a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= slack + 1e-9)
+
+
 def _png(draw: Callable[[Path], Any]) -> bytes:
     import tempfile
 
@@ -231,7 +238,7 @@ def _prism(t: Any, sections: list[Section], checks: list[Check], timings: dict[s
     prop = t.property
     say("exact: the policy's chain")
     exact = _timed(timings, "exact", lambda: verify_exact(t.model, prop, t.policy, ExactOptions()))
-    slack = 2 * (exact.precision or 0.0) * max(1.0, abs(exact.value))
+    slack = 2 * (exact.precision or 0.0) * max(1.0, abs(exact.value)) if math.isfinite(exact.value) else 0.0
     sections.append(Section("Exact value (Storm, the induced chain)", rows=[
         ("value", _fmt(exact.value)), ("bounds", f"[{_fmt(exact.lower)}, {_fmt(exact.upper)}]"),
         ("numerics", exact.guarantee), ("chain", f"{exact.states:,} states, {exact.transitions:,} transitions"),
@@ -307,12 +314,12 @@ def _risk_map(t: Any, exact: Any, mono: Any, slack: float, chosen: tuple[str, ..
         ("regret at the initial state", _fmt(m.initial_regret)), ("largest regret in a cell", _fmt(float(np.nanmax(m.regret))))],
         note=f"{reading} (--optimum {'max' if optimum == 'min' else 'min'} for the other reading)",
         images=[("policy value, optimum and regret per cell", png)], data={"risk_map": m.to_json()}))
-    checks.append(Check("risk map's initial value = exact value", abs(m.initial_value - exact.value) <= slack + 1e-9,
+    checks.append(Check("risk map's initial value = exact value", _same(m.initial_value, exact.value, slack),
                         f"{_fmt(m.initial_value)} vs {_fmt(exact.value)}"))
     if mono is not None:
         expected = mono.pmin if optimum == "min" else mono.pmax
-        checks.append(Check(f"risk map's initial optimum = {'Pmin' if optimum == 'min' else 'Pmax'}",
-                            abs(m.initial_optimum - expected) <= slack + 1e-9,
+        name = ("R" if str(exact.property).lstrip().startswith("R") else "P") + optimum
+        checks.append(Check(f"risk map's initial optimum = {name}", _same(m.initial_optimum, expected, slack),
                             f"{_fmt(m.initial_optimum)} vs {_fmt(expected)}"))
 
 
@@ -374,7 +381,7 @@ def _robustness(t: Any, exact: Any, slack: float, chosen: tuple[str, ...] | None
     ok = r.worst + slack >= r.nominal >= r.best - slack if r.worst_is == "max" else r.worst - slack <= r.nominal <= r.best + slack
     checks.append(Check("worst >= nominal >= best (perturbed observations)", ok,
                         f"worst {_fmt(r.worst)}, nominal {_fmt(r.nominal)}, best {_fmt(r.best)}"))
-    checks.append(Check("robustness nominal = exact value", abs(r.nominal - exact.value) <= slack + 1e-9,
+    checks.append(Check("robustness nominal = exact value", _same(r.nominal, exact.value, slack),
                         f"{_fmt(r.nominal)} vs {_fmt(exact.value)}"))
     if r.attack is not None:
         checks.append(Check("FGSM attack within [Pmin, Pmax] of the adversarial MDP",
