@@ -265,6 +265,13 @@ def _prism(t: Any, sections: list[Section], checks: list[Check], timings: dict[s
                             f"Pmin {_fmt(mono.pmin)} <= value {_fmt(exact.value)} <= Pmax {_fmt(mono.pmax)}"
                             + (" (stalled mass: only the upper bound applies)" if exact.stalled_probability > 0 else "")))
     integer_features = [f for f in t.policy.features if f not in getattr(t.model, "boolean_variables", ())]
+    known = tuple(getattr(t.model, "variables", ())) or tuple(t.policy.features)
+    for name in map_vars or ():
+        if name not in known:
+            from rlverify.errors import OptionError, did_you_mean
+
+            raise OptionError(f"--map: '{name}' is not a model variable{did_you_mean(name, known)} "
+                              f"(variables: {', '.join(known)})")
     chosen = map_vars or (tuple(integer_features[:2]) if len(integer_features) >= 2 else None)
     settings.setdefault("map_variables", ",".join(chosen) if chosen else "")
     if chosen:

@@ -14,15 +14,29 @@ def register(sub: Any) -> None:
     p = sub.add_parser("benchmarks", help="list or describe the registered benchmarks")
     bsub = p.add_subparsers(dest="action", required=True)
     ls = bsub.add_parser("list", help="all benchmark ids")
+    ls.add_argument("--json", action="store_true", help="print the list as JSON to stdout")
     ls.set_defaults(run=run_list)
     show = bsub.add_parser("show", help="one benchmark's description, parameters, properties and policies")
     show.add_argument("name")
+    show.add_argument("--json", action="store_true", help="print the description as JSON to stdout")
     show.set_defaults(run=run_show)
+
+
+def _describe(s: Any) -> dict[str, Any]:
+    return {"id": s.id, "kind": s.kind, "description": s.doc.strip(),
+            "parameters": {k: {"default": p.default, "low": p.low, "high": p.high, "doc": p.doc}
+                           for k, p in s.parameters.items()},
+            "properties": dict(s.properties), "policies": {k: str(v) for k, v in s.policies.items()}}
 
 
 def run_list(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.registry import all_ids, spec
 
+    if args.json:
+        from rlverify.cli.options import dumps
+
+        print(dumps({"benchmarks": [_describe(spec(i)) for i in all_ids()]}))
+        return 0
     t = Table()
     t.add_column("id", no_wrap=True)  # ids are what users type: never cut
     for name in ("kind", "properties", "reference policies"):
@@ -38,6 +52,11 @@ def run_show(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.registry import spec
 
     s = spec(args.name)
+    if args.json:
+        from rlverify.cli.options import dumps
+
+        print(dumps(_describe(s)))
+        return 0
     console.print(line(styled(s.id, "bold"), f" ({s.kind})\n"))
     console.print(s.doc.strip(), soft_wrap=True)
     if s.parameters:

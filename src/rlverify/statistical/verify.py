@@ -338,7 +338,7 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
                                 "property as P=? [...]")
         threshold = options.threshold if options.threshold is not None else prop.threshold
         if threshold is None:
-            raise PropertyError(f"property '{property_text}': the SPRT needs a threshold: give --sprt THETA or "
+            raise PropertyError(f"property '{getattr(property_text, 'text', property_text)}': the SPRT needs a threshold: give --sprt THETA or "
                                 "write the property as P>=THETA [...]")
         test = sprt(threshold, indifference=options.indifference, alpha=options.alpha, beta=options.beta)
         check_run_limit(options.max_runs, options, backend)

@@ -107,3 +107,30 @@ def test_simulate_refuses_a_model_beyond_max_states(tmp_path):
     with pytest.raises(ModelTooLargeError, match="--max-states=500"):
         verify_statistical(load_model(path), 'P=? [F "goal"]', policy,
                            StatisticalOptions(method="clopper-pearson", runs=10, max_states=500))
+
+
+def test_messages_name_what_the_user_typed(tmp_path, capsys):
+    """The SPRT's refusal showed the Property object's repr; report --map blamed --explain-map."""
+    from tests.small_models import UP_STAY
+
+    path = tmp_path / "m.prism"
+    path.write_text(UP_STAY)
+    pi = tmp_path / "pi.py"
+    pi.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+                  "def pi(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n")
+    assert main(["simulate", str(path), "-p", 'P=? [F "top"]', "--policy", f"{pi}:pi", "--method", "sprt"]) == 2
+    err = capsys.readouterr().err
+    assert "property 'P=? [F \"top\"]': the SPRT needs a threshold" in err and "Property(" not in err
+    assert main(["report", str(path), "-p", 'P=? [F "top"]', "--policy", f"{pi}:pi", "--map", "x,q",
+                 "--out", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "--map: 'q' is not a model variable" in err and "explain-map" not in err
+
+
+def test_benchmarks_list_and_show_print_json(capsys):
+    assert main(["benchmarks", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert "avoid-v1" in [b["id"] for b in listed]
+    assert main(["benchmarks", "show", "avoid-v1", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["parameters"]["xMax"]["default"] == 4 and "collision-100" in shown["properties"]
