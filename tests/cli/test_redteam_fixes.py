@@ -134,3 +134,15 @@ def test_benchmarks_list_and_show_print_json(capsys):
     assert main(["benchmarks", "show", "avoid-v1", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["parameters"]["xMax"]["default"] == 4 and "collision-100" in shown["properties"]
+
+
+@pytest.mark.parametrize("text", ["P=? [F x/0=1]", 'P=? [F "top" & x=1/ 0.0]', "P=? [F x/(0)=1]"])
+def test_a_division_by_zero_in_a_property_is_refused(tmp_path, text):
+    """Storm evaluated x/0 to some number: P=? [F x/0=1] answered 0."""
+    from tests.small_models import UP_STAY
+
+    path = tmp_path / "m.prism"
+    path.write_text(UP_STAY)
+    with pytest.raises(PropertyError, match="division by zero"):
+        verify_exact(load_model(path), text, options=ExactOptions(mode="monolithic"))
+    assert verify_exact(load_model(path), "Pmax=? [F x/2=1]", options=ExactOptions(mode="monolithic")).value == 1.0

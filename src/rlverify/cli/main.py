@@ -153,6 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # libraries' warnings (numpy overflow in a policy's network, torch's notices) are details: shown with -v
+    logging.captureWarnings(True)
+    logging.getLogger("py.warnings").setLevel(logging.WARNING if args.verbose else logging.ERROR)
     from rlverify.models.symbolic import set_storm_logging
 
     set_storm_logging(args.verbose)

@@ -492,6 +492,7 @@ def check_literals(text: str, where: str) -> None:
 
 
 _LABEL = re.compile(r'"([^"]*)"')
+_DIVISION_BY_ZERO = re.compile(r"/\s*\(?\s*0+(?:\.0*)?\s*\)?(?![\w.])")
 #: Storm prints a JANI step bound as ``Usteps<=k`` (``Csteps<=k``), and ``F phi`` of a JANI file as ``true U phi``
 _STEPS_BOUND = re.compile(r'(?<![\w"])([UFC])\s*steps\s*(?=<=|<)')
 _TRUE_UNTIL = re.compile(r'^([^\[]*\[)\s*true\s+U(?![\w])')
@@ -566,6 +567,9 @@ def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: 
             raise PropertyError(f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
                                 f"the model defines: {', '.join(sorted(known_labels))}")
     check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'")
+    if _DIVISION_BY_ZERO.search(_LABEL.sub('""', text)):
+        raise PropertyError(f"property '{text}': a division by zero (Storm would evaluate it to some number and "
+                            "check the property on it)")
     try:
         props = stormpy.parse_properties(text, model.program)
     except RuntimeError as exc:
