@@ -893,6 +893,8 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
     # value into the variable's bits); they also refuse distributions that sum to 1 only up to rounding (0.1 + 0.2 +
     # 0.7, in Avoid, Freeway and the PPDDL models), and those are built again unchecked and range-checked here.
     checked = True
+    level = dev.get_log_level()
+    dev.set_log_level(dev.LogLevel.OFF)  # a refused attempt is reported by rlverify (or retried), not logged by Storm
     try:
         builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), options(True), mask,
                                                          explore)
@@ -912,6 +914,8 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
             storm_model = builder.build()
         except RuntimeError as exc2:
             raise ModelError(f"{model.path}: Storm could not build the model: {storm_message(exc2)}") from None
+    finally:
+        dev.set_log_level(level)
     if max_states is not None and storm_model.nr_states > max_states:
         raise ModelTooLargeError(
             f"{model.path}: the model has more than --max-states={max_states} states "
