@@ -29,6 +29,8 @@ def policy(tmp_path: Path) -> Path:
                     "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n"
                     "def nan(s):\n    return np.full((len(s), 2), np.nan)\n"
                     "def wide(s):\n    return np.full((len(s), 3), 1 / 3)\n")
+    # a module that declares no names: --features/--actions give them (options never change a declaration)
+    (tmp_path / "bare.py").write_text("import numpy as np\ndef pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n")
     return path
 
 
@@ -53,8 +55,12 @@ def test_good_input_works(capsys, model: Path, policy: Path) -> None:
         (lambda m, p: [str(m), "-p", "P=? [F x=3", "--mode", "monolithic"], r"does not parse.*expecting"),
         (lambda m, p: [str(m), "-p", 'P=? [F "tpo"]', "--mode", "monolithic"], r"unknown label \"tpo\" \(did you mean 'top'\?\)"),
         (lambda m, p: [str(m), "-p", "P=? [F y=3]", "--mode", "monolithic"], r"unknown name 'y'"),
-        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:pi", "--features", "z"], r"feature 'z' is not a model variable"),
-        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:pi", "--actions", "upp,stay"], r"action 'upp' is not an action of the model \(did you mean 'up'\?\)"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p.parent / 'bare.py'}:pi", "--features", "z",
+                       "--actions", "up,stay"], r"feature 'z' is not a model variable"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p.parent / 'bare.py'}:pi", "--features", "x",
+                       "--actions", "upp,stay"], r"action 'upp' is not an action of the model \(did you mean 'up'\?\)"),
+        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:pi", "--features", "z"],
+         r"--features z contradicts its features x"),
         (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:nan"], r"NaN"),
         (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:wide"], r"shape \(1, 3\), expected \(1, 2\)"),
         (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--mode", "monolithic", "--max-states", "2"], r"more than --max-states=2"),
@@ -64,7 +70,7 @@ def test_good_input_works(capsys, model: Path, policy: Path) -> None:
         (lambda m, p: ["running-exampel-v1", "-p", "x"], r"did you mean 'running-example-v1'"),
     ],
     ids=["missing-model", "directory-as-model", "missing-policy", "property-syntax", "unknown-label", "unknown-variable",
-         "feature-not-variable", "unknown-action", "nan-output", "wrong-shape", "max-states", "pmax-needs-monolithic",
+         "feature-not-variable", "unknown-action", "features-contradict-module", "nan-output", "wrong-shape", "max-states", "pmax-needs-monolithic",
          "no-policy", "unknown-benchmark", "benchmark-typo"],
 )
 def test_bad_input(capsys, model: Path, policy: Path, make_args, expected: str) -> None:

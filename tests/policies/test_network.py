@@ -118,10 +118,15 @@ def test_callable_and_table_policies_say_why_they_have_no_network(tmp_path):
 
 
 def test_network_that_does_not_fit_the_declaration_is_refused(tmp_path):
+    import onnx
+
     path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random([2, 4, 2], seed=0), features=["a", "b"], actions=["l", "r"])
+    model = onnx.load(str(path))
+    del model.metadata_props[:]  # names from the arguments (names contradicting the metadata are refused earlier)
+    onnx.save(model, str(path))
     # refused when loaded (before any evaluation), both sizes named
     with pytest.raises(PolicyError, match="does not fit rlverify's policy contract") as info:
-        OnnxPolicy(path, features=["a", "b", "c"], actions=["l", "m", "r"])
+        OnnxPolicy(path, features=["a", "b", "c"], actions=["l", "m", "r"], output="logits")
     assert len(info.value.problems) == 2  # inputs and outputs, both named
     assert "takes 2 features" in info.value.problems[0] and "has 2 outputs" in info.value.problems[1]
 

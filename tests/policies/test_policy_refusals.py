@@ -87,7 +87,7 @@ def test_what_a_policy_module_prints_stays_off_stdout(capsys, files, tmp_path):
 
 @pytest.mark.parametrize(("name", "expected"), [
     ("raises", "pols.py:raises: evaluating the policy failed: ValueError: boom"),
-    ("strings", "pols.py:strings: output is not an array of numbers (list: could not convert string to float: 'a')"),
+    ("strings", "pols.py:strings: output is not an array of numbers (list of <U1: strings)"),
     ("wide", "pols.py:wide: output has shape (1, 3), expected (1, 2)"),
     ("nan", "1 rows contain NaN or inf"),
     ("exits", "pols.py:exits: the policy called sys.exit(3) while computing actions"),

@@ -164,8 +164,9 @@ def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> N
         value = getattr(options, name)
         if not _whole(value) or value <= 0:
             raise AbstractionError(f"{name} must be a positive integer, got {value!r}")
-    if not _whole(options.seed):
-        raise AbstractionError(f"seed must be an integer, got {options.seed!r}")
+    if not _whole(options.seed) or not 0 <= options.seed < 2**63:
+        raise AbstractionError(f"seed must be a whole number in [0, 2**63-1] (numpy's generators take no negative "
+                               f"seed), got {options.seed!r}")
     if options.template is not None:
         try:
             t = np.asarray(options.template, dtype=np.float64)

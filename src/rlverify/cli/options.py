@@ -88,9 +88,30 @@ def add_unavailable(p: argparse.ArgumentParser) -> None:
                         "renormalised over the available actions (explicit opt-in)")
 
 
+#: Seeds every engine takes (numpy's SeedSequence: >= 0; the simulator's counter-based keys: 64 bits; the
+#: abstraction's per-state generators and training: numpy and torch), one range for every command.
+MAX_SEED = 2**63 - 1
+
+
+def seed_value(text: str) -> int:
+    """A ``--seed`` value: a whole number in [0, :data:`MAX_SEED`] (argparse reports the message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number in [0, 2**63-1], got '{text}'") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: a seed is a whole number in [0, 2**63-1]")
+    return value
+
+
+def add_seed(p: argparse.ArgumentParser, help: str = "random seed (default 0)") -> None:  # noqa: A002 - argparse's word
+    """``--seed N`` (default 0): the one seed option of every command (see :func:`seed_value`)."""
+    p.add_argument("--seed", type=seed_value, default=0, metavar="N", help=help)
+
+
 def add_outputs(p: argparse.ArgumentParser, *, kinds: str, seed: bool = True, seed_help: str = "random seed (default 0)") -> None:
     if seed:
-        p.add_argument("--seed", type=int, default=0, help=seed_help)
+        add_seed(p, seed_help)
     p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")
     p.add_argument("--out", "-o", metavar="FILE", action="append", default=[],
                    help=f"write an artefact; repeatable; the kind from the suffix: {kinds}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlverify.cli.console import console, status
+from rlverify.cli.options import add_seed
 from rlverify.errors import OptionError, TrainCommandError
 
 #: Benchmarks trained by ``rlverify.training.continuous`` (registered by ``rlverify.benchmarks.continuous``).
@@ -31,7 +32,7 @@ def register(sub: Any) -> None:
     p.add_argument("--algo", choices=("ppo", "dqn"), default=None,
                    help="training algorithm (default: ppo for PRISM and continuous benchmarks, dqn for Racetrack)")
     p.add_argument("--steps", type=int, help="environment steps (default: the benchmark's training setup)")
-    p.add_argument("--seed", type=int, default=0, help="training seed: the same seed gives the same network")
+    add_seed(p, "training seed (default 0): the same seed gives the same network")
     p.add_argument("--out", required=True, help="output .onnx file (never replaced without --force)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--hidden", help="hidden layer widths, e.g. 64,64 (default: the benchmark's setup)")
@@ -58,7 +59,8 @@ def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = No
         TrainCommandError: algorithm or options that the benchmark's trainer does not take, or a missing trainer.
         BenchmarkError: unknown benchmark or parameter.
     """
-    from rlverify.training.discrete import _parse_hidden, require_torch
+    from rlverify.training.discrete import require_torch
+    from rlverify.training.ppo import check_seed, parse_hidden
 
     kind = benchmark_kind(benchmark_id)
     expected = ALGORITHMS.get(kind)
@@ -68,7 +70,8 @@ def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = No
         raise TrainCommandError(f"{benchmark_id} is a {kind} benchmark, trained with --algo {expected} (got --algo {algo})")
     if steps is not None and steps <= 0:
         raise TrainCommandError(f"--steps: expected a positive number of environment steps, got {steps}")
-    hidden_t = _parse_hidden(hidden) if hidden is not None else None
+    seed = check_seed(seed)
+    hidden_t = parse_hidden(hidden) if hidden is not None else None
     require_torch()
     params = dict(params or {})
     if kind == "prism":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,37 @@ def check_output_kind(kind: str, where: str) -> str:
     return kind
 
 
+def declaration(name: str, where: str, given: Mapping[str, Any], declared: Mapping[str, Any]) -> dict[str, Any]:
+    """What a policy file is verified with, per key (``features``, ``actions``, ``output``): what the file declares
+    (``declared``; None: nothing), else the option's value (``given``, from ``--features/--actions/--output``; None or
+    empty: not given).
+
+    One rule for every format that declares names (a Python module's FEATURES/ACTIONS/OUTPUT, a table, ONNX
+    metadata, a sidecar ``FILE.json``): the options supply what the file does not declare and may repeat what it
+    does, but never change it: an option that contradicts the declaration is refused (the policy would be verified
+    as something other than what its file says). ``where`` names the declaration in the message.
+
+    Raises:
+        PolicyError: one line listing every contradicted declaration.
+    """
+    out: dict[str, Any] = {}
+    conflicts = []
+    for key in ("features", "actions", "output"):
+        have, want = declared.get(key), given.get(key)
+        if isinstance(have, (list, tuple)):
+            have = list(have) or None
+        if isinstance(want, (list, tuple)):
+            want = list(want) or None
+        if have is not None and want is not None and want != have:
+            show = (lambda v: ",".join(v) if isinstance(v, list) else str(v))  # noqa: E731
+            conflicts.append(f"--{key} {show(want)} contradicts its {key} {show(have)}")
+        out[key] = have if have is not None else want
+    if conflicts:
+        raise PolicyError(f"{name}: {'; '.join(conflicts)} (declared by {where}); a policy is verified as its file "
+                          f"declares it: drop {', '.join(c.split()[0] for c in conflicts)} or change the file")
+    return out
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax of an ``(N, |A|)`` array (float64, numerically stable)."""
     z = np.asarray(logits, dtype=np.float64)
@@ -122,8 +154,8 @@ class TablePolicy(BasePolicy):
     def __init__(self, features: Sequence[str], actions: Sequence[str], table: Mapping[tuple[int, ...], Sequence[float]],
                  *, default: Sequence[float] | None = None, name: str = "table policy") -> None:
         super().__init__(features, actions, name=name)
-        self._table = {tuple(int(v) for v in k): np.asarray(p, dtype=np.float64) for k, p in table.items()}
-        self._default = None if default is None else np.asarray(default, dtype=np.float64)
+        self._table = {tuple(int(v) for v in k): numeric_output(p, name) for k, p in table.items()}
+        self._default = None if default is None else numeric_output(default, name)
 
     @classmethod
     def from_json(cls, path: str | Path) -> TablePolicy:
@@ -161,17 +193,23 @@ class TablePolicy(BasePolicy):
                 problems.append(f"{where}: unknown actions {unknown} (declared: {actions})")
             bad = [a for a, p in entry.items() if not _is_number(p)]
             if bad:
-                problems.append(f"{where}: probabilities of {bad} are not finite numbers")
+                problems.append(f"{where}: probabilities of {bad} are not finite numbers (a float; an integer of at "
+                                f"most 64 bits), got {', '.join(_show_json(entry[a]) for a in bad[:3])}")
                 return None
             return [float(entry.get(a, 0.0)) for a in actions]
 
         def value(v: Any, where: str) -> int | None:
             if isinstance(v, bool):
                 return int(v)
-            if _is_number(v) and float(v) == int(v):
+            whole = isinstance(v, int) or (isinstance(v, float) and math.isfinite(v) and v == int(v))
+            if whole and -2**63 <= int(v) < 2**63:
                 return int(v)
-            problems.append(f"{where}: {v!r} is not an integer (table keys are the integer or boolean values of the "
-                            "features)")
+            if whole:
+                problems.append(f"{where}: {_show_json(v)} does not fit a 64-bit integer (table keys are the integer or "
+                                "boolean values of the features)")
+            else:
+                problems.append(f"{where}: {_show_json(v)} is not an integer (table keys are the integer or boolean "
+                                "values of the features)")
             return None
 
         table: dict[tuple[int, ...], list[float]] = {}
@@ -231,8 +269,8 @@ class OnnxPolicy(BasePolicy):
     """An ONNX network run with onnxruntime on float32 batches.
 
     Features, actions and the output kind come from ``metadata_props`` (keys
-    :data:`META_FEATURES`, :data:`META_ACTIONS` as JSON lists, :data:`META_OUTPUT`), and can be
-    overridden by the arguments. The first graph input takes ``(N, d)``; the first output gives
+    :data:`META_FEATURES`, :data:`META_ACTIONS` as JSON lists, :data:`META_OUTPUT`); the arguments
+    give what the metadata does not, and are refused where they contradict it (see :func:`declaration`). The first graph input takes ``(N, d)``; the first output gives
     ``(N, |A|)`` logits (softmax applied here), probabilities, or Q-values (greedy: one-hot argmax).
     The file is read once; :meth:`network` reads the weights from that copy.
     """
@@ -253,8 +291,13 @@ class OnnxPolicy(BasePolicy):
             raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
         meta = {p.key: p.value for p in model.metadata_props}
         self.metadata = meta
-        features = list(features) if features else (_json_list(meta, META_FEATURES, path) or defaults.get("features"))
-        actions = list(actions) if actions else (_json_list(meta, META_ACTIONS, path) or defaults.get("actions"))
+        if meta.get(META_OUTPUT) is not None:
+            check_output_kind(meta[META_OUTPUT], f"{path}: metadata {META_OUTPUT}")
+        given = declaration(str(path), "its metadata", {"features": features, "actions": actions, "output": output},
+                            {"features": _json_list(meta, META_FEATURES, path), "actions": _json_list(meta, META_ACTIONS, path),
+                             "output": meta.get(META_OUTPUT)})
+        features = given["features"] or defaults.get("features")
+        actions = given["actions"] or defaults.get("actions")
         missing = [k for k, v in (("features", features), ("actions", actions)) if v is None]
         if missing:
             raise PolicyError(
@@ -262,7 +305,7 @@ class OnnxPolicy(BasePolicy):
                 f"metadata; pass {' and '.join('--' + m for m in missing)} (e.g. --features x,y --actions up,down)"
             )
         super().__init__(features, actions, name=str(path))
-        kind = output or meta.get(META_OUTPUT)
+        kind = given["output"]
         if kind is None:
             raise PolicyError(f"{path}: ONNX file has no {META_OUTPUT} metadata saying what the network outputs; "
                               "pass --output logits|probabilities|q-values")
@@ -396,6 +439,9 @@ class TorchPolicy(BasePolicy):
             if not isinstance(out, torch.Tensor):
                 raise PolicyError(f"{self.name}: the module returned a {type(out).__name__}, not a tensor of "
                                   "(N, |A|) outputs")
+            if out.is_complex():  # .double() would drop the imaginary parts
+                raise PolicyError(f"{self.name}: output has complex numbers (a tensor of {out.dtype}); a policy gives "
+                                  "real probabilities, logits or Q-values (the imaginary parts are not dropped)")
             return out.double().numpy()
 
         return self._run_code(run)
@@ -675,6 +721,8 @@ def _read_json(path: Path) -> Any:
         raise InputFileError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise InputFileError(f"{path}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's int conversion limit)
+        raise InputFileError(f"{path}: invalid JSON: {str(exc).split(';')[0]}") from None
 
 
 def is_name_list(value: Any) -> bool:
@@ -683,7 +731,21 @@ def is_name_list(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
+    """Whether a JSON value is a number rlverify can hold: a finite float, or an integer of at most 64 bits (JSON
+    has no limit: ``99999999999999999999999`` is refused, not rounded)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, int):
+        return -2**63 <= value < 2**63
+    return math.isfinite(value)
+
+
+def _show_json(value: Any, limit: int = 40) -> str:
+    """A JSON value as messages show it: its repr, shortened (a 5,000-digit integer is not printed whole)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"an integer of {len(str(abs(value))) if value.bit_length() < 14000 else 'thousands of'} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _json_type(value: Any) -> str:

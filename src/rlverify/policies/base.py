@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import signal
 import sys
 import threading
@@ -31,6 +32,8 @@ ROW_SUM_TOLERANCE = 1e-6
 #: :class:`PolicyError` (``--policy-timeout`` / ``load_policy(timeout=...)``; None or 0: no limit); an adapter built
 #: in Python has no limit unless its ``timeout`` is set. See :func:`run_policy_code`.
 DEFAULT_POLICY_TIMEOUT = 120.0
+#: The largest policy timeout in seconds (larger ones are refused: 0 is no limit; the timer cannot hold any number).
+MAX_POLICY_TIMEOUT = 1e6
 
 
 @runtime_checkable
@@ -275,13 +278,71 @@ def validate_probabilities(probs: np.ndarray, n_states: int, n_actions: int, *, 
 
 
 def numeric_output(out: Any, source: str) -> np.ndarray:
-    """``out`` (a policy's raw output) as a float64 array, or a :class:`PolicyError` saying what it is instead."""
+    """``out`` (a policy's raw output) as a float64 array, or a :class:`PolicyError` saying what it is instead.
+
+    Only real numbers are converted: booleans, integers, floats, or an object array whose every entry is a real
+    number. Complex numbers (numpy would drop their imaginary part), strings (numpy would parse ``"0.5"``),
+    dates and other objects are refused, never converted."""
+    if isinstance(out, np.ndarray) and out.dtype == np.float64:
+        return out
     try:
-        return np.asarray(out, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        dtype = getattr(out, "dtype", None)
-        raise PolicyError(f"{source}: output is not an array of numbers ({type(out).__name__}"
-                          f"{f' of {dtype}' if dtype is not None else ''}: {str(exc).splitlines()[0][:120]})") from None
+        arr = np.asarray(out)
+    except Exception as exc:  # noqa: BLE001 - a ragged list, an object whose __array__ raises: not numbers
+        raise PolicyError(f"{source}: output is not an array of numbers ({_type_name(out)}: "
+                          f"{exception_text(exc)})") from None
+    kind = arr.dtype.kind
+    if kind in "biuf":
+        return arr.astype(np.float64, copy=False)
+    if kind == "O" and all(isinstance(v, numbers.Real) for v in arr.reshape(-1).tolist()):
+        try:
+            return arr.astype(np.float64)
+        except Exception as exc:  # noqa: BLE001 - a user's Real subclass whose __float__ fails
+            raise PolicyError(f"{source}: output is not an array of numbers ({exception_text(exc)})") from None
+    if kind == "c":
+        raise PolicyError(f"{source}: output has complex numbers ({_type_name(out)} of {arr.dtype}); a policy gives real "
+                          "probabilities, logits or Q-values (the imaginary parts are not dropped)")
+    what = {"U": "strings", "S": "bytes", "M": "dates", "m": "time spans", "V": "structured records"}.get(kind)
+    if kind == "O":
+        bad = next(v for v in arr.reshape(-1).tolist() if not isinstance(v, numbers.Real))
+        what = f"objects that are not real numbers, e.g. a {_type_name(bad)}"
+    raise PolicyError(f"{source}: output is not an array of numbers ({_type_name(out)} of {arr.dtype}: "
+                      f"{what or 'not numbers'})")
+
+
+def _type_name(value: Any) -> str:
+    """``type(value).__name__`` (a string even for an odd class)."""
+    try:
+        return str.__str__(type(value).__name__)
+    except Exception:  # noqa: BLE001 - a metaclass with a broken __name__
+        return "object"
+
+
+def exception_text(exc: BaseException, limit: int = 300) -> str:
+    """One line naming an exception that the user's code raised: ``ValueError: first line of its message``
+    (its class name alone when the message is empty; ``<unprintable E>`` when its ``__str__`` itself fails).
+    Never raises."""
+    name = _type_name(exc)
+    try:
+        text = str(exc)
+        text = str.__str__(text)  # a str subclass returned by __str__: a plain copy
+    except BaseException as inner:  # noqa: BLE001 - __str__ is the user's code; anything it raises is caught
+        if isinstance(inner, KeyboardInterrupt):
+            raise
+        return f"<unprintable {name}>"
+    lines = text.strip().splitlines()
+    return f"{name}: {lines[0].strip()[:limit]}" if lines else name
+
+
+def safe_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` shortened to ``limit`` characters, or ``<unprintable T>`` when ``__repr__`` fails. Never
+    raises."""
+    try:
+        text = str.__str__(repr(value))
+    except BaseException as inner:  # noqa: BLE001 - __repr__ is the user's code
+        if isinstance(inner, KeyboardInterrupt):
+            raise
+        return f"<unprintable {_type_name(value)}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class _Timeout(BaseException):
@@ -299,6 +360,9 @@ def check_timeout(seconds: float | None, option: str = "--policy-timeout") -> fl
         raise OptionError(f"{option}: expected seconds (a number >= 0; 0 = no limit), got {seconds!r}") from None
     if not math.isfinite(value) or value < 0:
         raise OptionError(f"{option}: expected seconds (a number >= 0; 0 = no limit), got {seconds!r}")
+    if value > MAX_POLICY_TIMEOUT:
+        raise OptionError(f"{option}: {value:g} s is beyond the largest limit, {MAX_POLICY_TIMEOUT:g} s (about "
+                          f"{MAX_POLICY_TIMEOUT / 86400:.1f} days); give 0 for no limit")
     return value or None
 
 
@@ -366,15 +430,17 @@ def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: floa
                           "limit with --policy-timeout SECONDS (0: no limit)") from None
     except RlverifyError:
         raise
-    except (SystemExit, Exception) as exc:  # noqa: BLE001 - the user's code or file: its failure is bad input
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's code or file: its failure (any kind) is bad input
         if not isolate:
             raise
         raise _as_policy_error(exc, name) from None
 
 
 def _as_policy_error(exc: BaseException, name: str) -> PolicyError:
-    """What the policy's code raised (or its ``sys.exit``), as the one-line :class:`PolicyError` naming it."""
+    """What the policy's code raised (or its ``sys.exit``), as the one-line :class:`PolicyError` naming it (see
+    :func:`exception_text`: an exception whose message cannot be printed is still named)."""
     if isinstance(exc, SystemExit):
-        return PolicyError(f"{name}: the policy called sys.exit({exc.code!r}) while computing actions")
-    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-    return PolicyError(f"{name}: evaluating the policy failed: {exc.__class__.__name__}" + (f": {text}" if text else ""))
+        return PolicyError(f"{name}: the policy called sys.exit({safe_repr(exc.code)}) while computing actions")
+    return PolicyError(f"{name}: evaluating the policy failed: {exception_text(exc)}")

@@ -8,7 +8,7 @@ import numpy as np
 
 from rlverify.errors import PolicyError
 from rlverify.models.dynamics import fit
-from rlverify.policies.base import Policy, validate_probabilities
+from rlverify.policies.base import Policy, numeric_output, validate_probabilities
 
 
 def check_policy(policy: Policy, model: Any, *, sample: np.ndarray | None = None) -> None:
@@ -33,7 +33,7 @@ def check_policy(policy: Policy, model: Any, *, sample: np.ndarray | None = None
         batch = _default_sample(policy, model) if sample is None else np.asarray(sample, dtype=np.float64)
     if batch is not None:
         try:
-            probs = np.asarray(policy.action_probabilities(batch), dtype=np.float64)
+            probs = numeric_output(policy.action_probabilities(batch), getattr(policy, "name", "policy"))
             validate_probabilities(probs, len(batch), len(policy.actions), source=getattr(policy, "name", "policy"))
         except PolicyError as exc:
             problems.append(str(exc))

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlverify.errors import InputFileError, PolicyError
+from rlverify.errors import InputFileError, PolicyError, RlverifyError
 from rlverify.models.userfile import import_python_file
 from rlverify.policies.adapters import (
     OUTPUT_KINDS,
@@ -16,10 +16,18 @@ from rlverify.policies.adapters import (
     TablePolicy,
     TorchPolicy,
     _json_type,
+    declaration,
     _read_json,
     is_name_list,
 )
-from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, BasePolicy, Policy, check_timeout
+from rlverify.policies.base import (
+    DEFAULT_POLICY_TIMEOUT,
+    BasePolicy,
+    Policy,
+    check_timeout,
+    exception_text,
+    safe_repr,
+)
 
 SPEC_HELP = (
     "path.py:NAME (module defining FEATURES, ACTIONS and callable NAME), file.onnx, table.json, "
@@ -38,8 +46,10 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
                 trust_code: bool = False, timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> Policy:
     """Load a policy from ``spec`` (see :data:`SPEC_HELP`).
 
-    ``features``/``actions``/``output`` (``logits``, ``probabilities`` or ``q-values``) override the
-    file's own. A network file must say what its outputs are (metadata, sidecar or ``output``):
+    ``features``/``actions``/``output`` (``logits``, ``probabilities`` or ``q-values``) give what the
+    file does not declare; one that contradicts the file's declaration (a module's FEATURES/ACTIONS/OUTPUT,
+    a table's names, ONNX metadata, a sidecar) is refused, never applied silently
+    (:func:`~rlverify.policies.adapters.declaration`). A network file must say what its outputs are (metadata, sidecar or ``output``):
     softmax applied to outputs that already are probabilities would give a valid-looking wrong policy.
     ``defaults`` (``{"features": [...], "actions": [...]}``) are the names the *model* supplies for
     files that declare none (a model made from a Gymnasium environment knows that the agent saw the
@@ -66,7 +76,7 @@ def _load(spec: str, features: Sequence[str] | None, actions: Sequence[str] | No
             raise PolicyError(f"{what}: expected a list of names, got {names!r}")
     if ".py:" in spec:
         file, _, name = spec.rpartition(":")
-        return _load_python(Path(file), name, features, actions, defaults)
+        return _load_python(Path(file), name, features, actions, output, defaults)
     path = Path(spec)
     if not path.is_file():
         raise InputFileError(f"{path}: policy file not found (expected {SPEC_HELP})")
@@ -75,13 +85,14 @@ def _load(spec: str, features: Sequence[str] | None, actions: Sequence[str] | No
         return OnnxPolicy(path, features=features, actions=actions, output=output, defaults=defaults)
     if suffix == ".json":
         policy = TablePolicy.from_json(path)
-        if features or actions:
-            raise PolicyError(f"{path}: a table policy declares its own features and actions; drop --features/--actions")
+        declaration(str(path), "the table", {"features": features, "actions": actions, "output": output},
+                    {"features": policy.features, "actions": policy.actions, "output": "probabilities"})
         return policy
     if suffix in (".pt", ".pth", ".zip"):
         if suffix == ".zip":
-            feats, acts, _, meta = _sidecar(path, features, actions, "probabilities", defaults)
+            feats, acts, _, meta = _sidecar(path, features, actions, "probabilities", defaults, output_known=True)
             policy = SB3Policy(path, feats, acts, trust_code=trust_code)
+            declaration(str(path), f"its {policy.algorithm} model", {"output": output}, {"output": policy.output})
             policy.training = _recorded(meta)
             return policy
         from rlverify.policies.adapters import _import
@@ -128,16 +139,23 @@ def load_network_policy(spec: str, *, features: Sequence[str] | None = None, act
         raise
 
 
-def _sidecar(path: Path, features, actions, output: str | None,
-             defaults: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str], str, dict[str, Any]]:
+def _sidecar(path: Path, features, actions, output: str | None, defaults: Mapping[str, Sequence[str]], *,
+             output_known: bool = False) -> tuple[list[str], list[str], str, dict[str, Any]]:
+    """Names and output kind of a TorchScript module or SB3 zip: its sidecar ``FILE.json``'s, else the options',
+    else ``defaults``; an option contradicting the sidecar is refused (``output_known``: the file itself says what
+    it outputs (an SB3 zip: its algorithm), the sidecar's ``output`` is not read)."""
     side = path.with_name(path.name + ".json")
     meta = read_sidecar(side) if side.is_file() else {}
-    feats = list(features or meta.get("features") or defaults.get("features") or [])
-    acts = list(actions or meta.get("actions") or defaults.get("actions") or [])
+    given = declaration(str(path), str(side), {"features": features, "actions": actions,
+                                               "output": None if output_known else output},
+                        {"features": meta.get("features"), "actions": meta.get("actions"),
+                         "output": None if output_known else meta.get("output")})
+    feats = list(given["features"] or defaults.get("features") or [])
+    acts = list(given["actions"] or defaults.get("actions") or [])
     if not feats or not acts:
         raise PolicyError(f"{path}: features/actions unknown; pass --features and --actions or write {side} "
                           '({"features": [...], "actions": [...]}; rlverify.gym.save_policy_metadata writes it)')
-    kind = output or meta.get("output")
+    kind = output if output_known else given["output"]
     if kind is None:
         raise PolicyError(f"{path}: what the network outputs is unknown; pass --output logits|probabilities|q-values "
                           f'or add "output" to {side}')
@@ -241,29 +259,59 @@ def _same_value(a: Any, b: Any) -> bool:
         return str(a).lower() == str(b).lower()
 
 
-def _load_python(file: Path, name: str, features, actions, defaults: Mapping[str, Sequence[str]]) -> Policy:
-    module = import_python_file(file, "policy module")
+def _load_python(file: Path, name: str, features, actions, output: str | None,
+                 defaults: Mapping[str, Sequence[str]]) -> Policy:
+    """The callable ``name`` of the user's module ``file`` as a policy; the module's FEATURES/ACTIONS/OUTPUT are its
+    declaration (see :func:`~rlverify.policies.adapters.declaration`). Whatever the module's objects raise while
+    they are read (a FEATURES whose ``__iter__`` fails, ...) is a :class:`PolicyError`."""
+    try:
+        module = import_python_file(file, "policy module")
+    except RlverifyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the import's own error report failed (an exception whose __str__ raises)
+        cause = exc.__context__ if exc.__context__ is not None else exc
+        raise PolicyError(f"{file}: importing the policy module failed: {exception_text(cause)}") from None
+    try:
+        fn, declared = _declared(module, file, name)
+    except RlverifyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the module's own objects (list subclasses, properties) raised
+        raise PolicyError(f"{file}: reading the policy module's {name}, FEATURES, ACTIONS and OUTPUT failed: "
+                          f"{exception_text(exc)}") from None
+    given = declaration(f"{file}:{name}", "the module's FEATURES/ACTIONS/OUTPUT",
+                        {"features": features, "actions": actions, "output": output}, declared)
+    feats = list(given["features"] or defaults.get("features") or [])
+    acts = list(given["actions"] or defaults.get("actions") or [])
+    missing = [n for n, v in (("FEATURES", feats), ("ACTIONS", acts)) if not v]
+    if missing:
+        raise PolicyError(f"{file}: module must define {' and '.join(missing)} (lists of names) or pass --features/--actions")
+    return CallablePolicy(fn, feats, acts, output=given["output"] or "probabilities", name=f"{file}:{name}")
+
+
+def _declared(module: Any, file: Path, name: str) -> tuple[Any, dict[str, Any]]:
+    """The callable ``name`` of ``module`` and its declaration (FEATURES and ACTIONS as lists of plain strings,
+    OUTPUT; None where absent), checked. The module's objects are the user's code: this may raise anything."""
     fn = getattr(module, name, None)
     if fn is None or not callable(fn):
         raise PolicyError(f"{file}: defines no callable '{name}'")
     problems = []
-    for attr in ("FEATURES", "ACTIONS"):
+    declared: dict[str, Any] = {}
+    for attr, key in (("FEATURES", "features"), ("ACTIONS", "actions")):
         value = getattr(module, attr, None)
-        if value is not None and not is_name_list(value):
+        if value is None:
+            declared[key] = None
+        elif not is_name_list(value):
             problems.append(f"{attr} must be a list of names (strings), got {type(value).__name__} {_short(value)}")
-    output = getattr(module, "OUTPUT", "probabilities")
-    if output not in OUTPUT_KINDS:
+        else:
+            declared[key] = [str.__str__(v) for v in value]  # plain strings, read once
+    output = getattr(module, "OUTPUT", None)
+    declared["output"] = None if output is None or not isinstance(output, str) else str.__str__(output)
+    if output is not None and declared["output"] not in OUTPUT_KINDS:
         problems.append(f"OUTPUT must be one of {', '.join(repr(k) for k in OUTPUT_KINDS)}, got {_short(output)}")
     if problems:
         raise PolicyError(f"{file}: invalid policy module", problems)
-    feats = list(features or getattr(module, "FEATURES", None) or defaults.get("features") or [])
-    acts = list(actions or getattr(module, "ACTIONS", None) or defaults.get("actions") or [])
-    missing = [n for n, v in (("FEATURES", feats), ("ACTIONS", acts)) if not v]
-    if missing:
-        raise PolicyError(f"{file}: module must define {' and '.join(missing)} (lists of names) or pass --features/--actions")
-    return CallablePolicy(fn, feats, acts, output=output, name=f"{file}:{name}")
+    return fn, declared
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return safe_repr(value)

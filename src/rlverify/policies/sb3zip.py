@@ -29,6 +29,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import warnings
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import InputFileError, PolicyError
+from rlverify.policies.base import exception_text
 
 #: The most bytes the members of a policy zip may inflate to in total (SB3 zips of MLP policies are a few MB).
 MAX_INFLATED_BYTES = 256 * 2**20
@@ -330,10 +332,11 @@ def _policy_kwargs(kwargs: Any, default_arch: Any, default_act: str, path: Path,
 def _state_dict(path: Path, torch: Any) -> dict[str, Any]:
     raw = _read_members(path, ("policy.pth",))["policy.pth"]
     try:
-        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about what weights_only=True refuses on purpose (pickle
+            warnings.simplefilter("ignore")  # protocols, the default's change): the refusal below says it once
+            state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - weights_only refuses anything but tensors and plain containers
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise InputFileError(f"{path}: policy.pth is not a plain tensor state dict ({exc.__class__.__name__}: {first}); "
+        raise InputFileError(f"{path}: policy.pth is not a plain tensor state dict ({exception_text(exc, 200)}); "
                              f"to load it anyway pass {TRUST_CODE}") from None
     if not isinstance(state, Mapping):
         raise InputFileError(f"{path}: policy.pth holds a {type(state).__name__}, not a state dict")

@@ -11,7 +11,7 @@ import numpy as np
 
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.policies.mlp import MLP, save_mlp_onnx
-from rlverify.training.ppo import PPOConfig, train_ppo
+from rlverify.training.ppo import PPOConfig, check_seed, parse_hidden, train_ppo
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +114,11 @@ def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | Non
     setup = SETUPS[benchmark_id]
     from rlverify.files import check_target, publishing
 
+    seed = check_seed(seed)
+    if hidden is not None:
+        setup = TrainingSetup(**{**setup.__dict__, "hidden": parse_hidden(hidden)})
     if out is not None:
         check_target(out, force=force)  # before the training, not after it
-    if hidden is not None:
-        setup = TrainingSetup(**{**setup.__dict__, "hidden": tuple(hidden)})
     system = make(benchmark_id)
     env = ContinuousEnv(system, setup)
     steps = int(total_steps or setup.total_steps)

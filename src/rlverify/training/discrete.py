@@ -30,7 +30,7 @@ from rlverify.errors import TrainingError
 from rlverify.gym.dynamics import MDPDynamics
 from rlverify.policies.adapters import softmax
 from rlverify.policies.mlp import MLP, save_mlp_onnx
-from rlverify.training.ppo import PPOConfig, train_ppo
+from rlverify.training.ppo import PPOConfig, check_seed, parse_hidden, train_ppo
 
 log = logging.getLogger(__name__)
 
@@ -192,18 +192,6 @@ def setup_for(benchmark_id: str) -> DiscreteSetup:
     return SETUPS.get(benchmark_id, DiscreteSetup())
 
 
-def _parse_hidden(hidden: Any) -> tuple[int, ...]:
-    if isinstance(hidden, str):
-        try:
-            hidden = tuple(int(h) for h in hidden.split(",") if h.strip())
-        except ValueError:
-            raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}'") from None
-    hidden = tuple(int(h) for h in hidden)
-    if not hidden or any(h <= 0 for h in hidden):
-        raise TrainingError(f"hidden: expected one or more positive layer widths, got {hidden}")
-    return hidden
-
-
 def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None, steps: int | None = None,
                    seed: int = 0, hidden: tuple[int, ...] | str | None = None, out: str | Path | None = None,
                    config: PPOConfig | None = None, n_envs: int | None = None, force: bool = False) -> TrainingReport:
@@ -228,6 +216,7 @@ def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None
         BenchmarkError: unknown benchmark or parameter out of range.
         TrainingError: not a PRISM benchmark, bad ``steps``/``hidden``/``n_envs``.
     """
+    seed = check_seed(seed)
     require_torch()
     from rlverify import __version__
     from rlverify.benchmarks.registry import spec
@@ -245,7 +234,7 @@ def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None
         raise TrainingError(f"steps: expected a positive number of environment steps, got {steps}")
     if n_envs is not None and int(n_envs) <= 0:
         raise TrainingError(f"n_envs: expected a positive number, got {n_envs}")
-    hidden_t = _parse_hidden(hidden) if hidden is not None else setup.hidden
+    hidden_t = parse_hidden(hidden) if hidden is not None else setup.hidden
     cfg = config or setup.config
     n = int(n_envs or setup.n_envs)
     total = int(steps or setup.total_steps)

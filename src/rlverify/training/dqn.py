@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.training.ppo import import_torch, restores_torch_settings
+from rlverify.training.ppo import check_seed, import_torch, restores_torch_settings
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
         The trained network as an :class:`~rlverify.policies.MLP` (raw features in, Q/100 out) and
         a dict of training facts (settings, seed, time, final evaluation).
     """
+    seed = check_seed(seed)
     torch = import_torch()
     from rlverify.models.racetrack.env import ACCELERATIONS, AT_GOAL, CRASHED, move
     from rlverify.policies.mlp import MLP
@@ -278,6 +279,7 @@ def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps:
     from rlverify.files import check_target, publishing
     from rlverify.policies.mlp import save_mlp_onnx
 
+    seed = check_seed(seed)
     check_target(out, force=force)  # before the training, not after it
     params = {} if noise is None else {"noise": noise}
     env = make_racetrack(benchmark_id, **params)

@@ -15,14 +15,14 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from rlverify.errors import DependencyNotInstalled
+from rlverify.errors import DependencyNotInstalled, TrainingError
 from rlverify.policies.mlp import MLP
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,79 @@ class PPOConfig:
     ent_coef: float = 0.0
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+
+
+#: Seeds the trainers take (numpy's generators refuse negative ones; torch's take 64 bits).
+MAX_SEED = 2**63 - 1
+#: Bytes per network parameter while training: float32 weights, gradients and Adam's two moments (16), the
+#: float64 copy and the ONNX file written at the end (12), and slack for temporaries (clipping, the optimizer step).
+BYTES_PER_PARAMETER = 32
+#: Bytes per hidden unit per batch row: float32 activations, ReLU outputs and their gradients in the forward and
+#: backward passes.
+BYTES_PER_ACTIVATION = 16
+#: Hidden layers at most (a deeper network trains for ever and bounds badly; it is a typo in --hidden).
+MAX_HIDDEN_LAYERS = 64
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int if it is a whole number in [0, :data:`MAX_SEED`], else a :class:`TrainingError`."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) <= MAX_SEED:
+        raise TrainingError(f"seed: expected a whole number in [0, 2**63-1], got {seed!r}")
+    return int(seed)
+
+
+def parse_hidden(hidden: Any) -> tuple[int, ...]:
+    """Hidden layer widths from ``"64,64"`` or a sequence of positive integers, or a :class:`TrainingError` naming
+    what is wrong (an empty width as in ``64,,64``, a zero, a non-integer, too many layers)."""
+    if isinstance(hidden, str):
+        parts = [h.strip() for h in hidden.split(",")]
+        if not hidden.strip() or any(not h for h in parts):
+            raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}' "
+                                "(an empty layer width)")
+        if not all(h.isdigit() for h in parts):
+            raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}'")
+        widths: list[Any] = [int(h) for h in parts]
+    else:
+        try:
+            widths = list(hidden)
+        except TypeError:
+            raise TrainingError(f"hidden: expected layer widths like (64, 64), got {hidden!r}") from None
+    if not widths or any(isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h <= 0 for h in widths):
+        raise TrainingError(f"hidden: expected one or more positive whole layer widths, got {hidden!r}")
+    if len(widths) > MAX_HIDDEN_LAYERS:
+        raise TrainingError(f"hidden: {len(widths)} layers; at most {MAX_HIDDEN_LAYERS} hidden layers")
+    return tuple(int(h) for h in widths)
+
+
+def layer_parameters(sizes: Sequence[int]) -> int:
+    """Weights and biases of a fully connected network with layer sizes ``sizes`` (inputs, hidden..., outputs)."""
+    return sum(int(a) * int(b) + int(b) for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+def check_training_memory(networks: Sequence[Sequence[int]], batch: int, *, option: str = "--hidden") -> int:
+    """Refuse (:class:`TrainingError`) before any allocation a training whose networks (each given by its layer
+    sizes) would not fit the memory guard: :data:`~rlverify.models.explicit.DEFAULT_MEMORY_FRACTION` of this
+    machine's memory, less what the process uses. Returns the estimate in bytes.
+
+    The estimate: :data:`BYTES_PER_PARAMETER` per parameter plus :data:`BYTES_PER_ACTIVATION` per hidden unit and
+    row of the largest ``batch`` (minibatch or rollout step), over all networks."""
+    from rlverify.models.explicit import DEFAULT_MEMORY_FRACTION, format_bytes, machine_memory, resident_bytes
+
+    params = sum(layer_parameters(sizes) for sizes in networks)
+    units = sum(sum(int(h) for h in sizes[1:]) for sizes in networks)
+    estimate = BYTES_PER_PARAMETER * params + BYTES_PER_ACTIVATION * units * int(batch)
+    total = machine_memory()
+    if total:
+        now = resident_bytes()
+        bound = int(DEFAULT_MEMORY_FRACTION * total)
+        if now + estimate > bound:
+            shape = " and ".join("-".join(str(n) for n in sizes) for sizes in networks)
+            raise TrainingError(
+                f"{option}: training the network {shape} ({params:,} parameters) needs an estimated "
+                f"{format_bytes(estimate)} (weights, gradients, Adam's state, batches of {batch:,} rows), beyond the "
+                f"memory guard of {format_bytes(bound - now)} ({DEFAULT_MEMORY_FRACTION:.0%} of this machine's "
+                f"{format_bytes(total)}, less {format_bytes(now)} in use); give smaller layer widths")
+    return estimate
 
 
 def import_torch() -> Any:
@@ -105,6 +178,10 @@ def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: i
         ``stats`` with ``steps``, ``updates``, ``final_mean_return`` (mean undiscounted return of the
         episodes finished in the last 10% of training), ``episodes``, ``seconds``.
     """
+    seed = check_seed(seed)
+    hidden = parse_hidden(hidden)
+    check_training_memory([[env.obs_dim, *hidden, env.n_actions], [env.obs_dim, *hidden, 1]],
+                          max(config.minibatch, env.n_envs))
     torch = import_torch()
     nn = torch.nn
     torch.manual_seed(seed)
