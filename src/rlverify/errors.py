@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
 class RlverifyError(Exception):
@@ -127,3 +128,41 @@ class MemoryBudgetError(RlverifyError):
     def __init__(self, message: str, *, phase: str, estimate: int, limit: int) -> None:
         super().__init__(message)
         self.phase, self.estimate, self.limit = phase, estimate, limit
+
+
+# Naming what the user's code raised, without running more of it than needed
+
+def type_name(value: Any) -> str:
+    """``type(value).__name__`` (a string even for an odd class)."""
+    try:
+        return str.__str__(type(value).__name__)
+    except Exception:  # noqa: BLE001 - a metaclass with a broken __name__
+        return "object"
+
+
+def exception_text(exc: BaseException, limit: int = 300) -> str:
+    """One line naming an exception that the user's code raised: ``ValueError: first line of its message``
+    (its class name alone when the message is empty; ``<unprintable E>`` when its ``__str__`` itself fails).
+    Never raises."""
+    name = type_name(exc)
+    try:
+        text = str(exc)
+        text = str.__str__(text)  # a str subclass returned by __str__: a plain copy
+    except BaseException as inner:  # noqa: BLE001 - __str__ is the user's code; anything it raises is caught
+        if isinstance(inner, KeyboardInterrupt):
+            raise
+        return f"<unprintable {name}>"
+    lines = text.strip().splitlines()
+    return f"{name}: {lines[0].strip()[:limit]}" if lines else name
+
+
+def safe_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` shortened to ``limit`` characters, or ``<unprintable T>`` when ``__repr__`` fails. Never
+    raises."""
+    try:
+        text = str.__str__(repr(value))
+    except BaseException as inner:  # noqa: BLE001 - __repr__ is the user's code
+        if isinstance(inner, KeyboardInterrupt):
+            raise
+        return f"<unprintable {type_name(value)}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."

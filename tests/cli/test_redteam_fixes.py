@@ -146,3 +146,12 @@ def test_a_division_by_zero_in_a_property_is_refused(tmp_path, text):
     with pytest.raises(PropertyError, match="division by zero"):
         verify_exact(load_model(path), text, options=ExactOptions(mode="monolithic"))
     assert verify_exact(load_model(path), "Pmax=? [F x/2=1]", options=ExactOptions(mode="monolithic")).value == 1.0
+
+
+def test_an_unprintable_exception_in_a_system_declaration_is_one_line(tmp_path, capsys):
+    """A declaration file raising an exception whose __str__ raises ended in a traceback (its message was read)."""
+    path = tmp_path / "bad.py"
+    path.write_text("class E(Exception):\n    def __str__(self):\n        raise ValueError('str fails')\nraise E()\n")
+    assert main(["abstract", f"{path}:SYSTEM", "-k", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "importing the system declaration file failed: <unprintable E>" in err and "Traceback" not in err

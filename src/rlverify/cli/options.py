@@ -63,10 +63,13 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
 
     p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; or a benchmark's reference policy name ({default_note})")
     p.add_argument("--features", metavar="A,B,...", help="feature (model variable) names in the policy's input order, "
-                                                         "overriding the policy file's")
-    p.add_argument("--actions", metavar="A,B,...", help="action labels in the policy's output order, overriding the file's")
+                                                         "for a policy file that does not declare them (one "
+                                                         "contradicting the file's declaration is refused)")
+    p.add_argument("--actions", metavar="A,B,...", help="action labels in the policy's output order, for a policy file "
+                                                        "that does not declare them (a contradiction is refused)")
     p.add_argument("--output", choices=("logits", "probabilities", "q-values"),
-                   help="what the policy network outputs, overriding the file's metadata (q-values: greedy argmax)")
+                   help="what the policy network outputs (q-values: greedy argmax), for a file that does not declare "
+                        "it (a contradiction is refused)")
     from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
 
     p.add_argument("--policy-timeout", type=float, default=DEFAULT_POLICY_TIMEOUT, metavar="SECONDS",

@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from rlverify.cli.console import console, err_console, error, status, styled
-from rlverify.cli.options import add_env_kwargs, add_policy, add_target, dumps, policy_kwargs
+from rlverify.cli.options import add_env_kwargs, add_policy, add_seed, add_target, dumps, policy_kwargs
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -24,7 +24,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_policy(p)
     p.add_argument("--runs", type=int, default=10_000, help="simulated runs (default 10,000)")
     p.add_argument("--delta", type=float, default=0.001, help="1 - confidence of the statistical interval (default 0.001)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_seed(p)
     p.add_argument("--epsilon", type=int, default=1, help="observation-perturbation budget of the robustness section")
     p.add_argument("--explain", type=int, default=5, metavar="K", help="failure paths to list (default 5)")
     p.add_argument("--map", metavar="X,Y", help="the two variables of the risk map (default: the first two integer features)")

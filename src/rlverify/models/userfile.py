@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from rlverify.errors import InputFileError
+from rlverify.errors import InputFileError, exception_text, safe_repr
 
 
 def import_python_file(file: Path, what: str) -> ModuleType:
@@ -31,9 +31,7 @@ def import_python_file(file: Path, what: str) -> ModuleType:
         with contextlib.redirect_stdout(sys.stderr):  # what it prints must not mix into --json output
             spec.loader.exec_module(module)
     except SystemExit as exc:  # sys.exit() at import: bad input, not the end of rlverify
-        raise InputFileError(f"{file}: importing the {what} called sys.exit({exc.code!r})") from None
+        raise InputFileError(f"{file}: importing the {what} called sys.exit({safe_repr(exc.code)})") from None
     except Exception as exc:  # noqa: BLE001 - any error in the user's file is reported as bad input
-        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        raise InputFileError(f"{file}: importing the {what} failed: {exc.__class__.__name__}"
-                             + (f": {text}" if text else "")) from None
+        raise InputFileError(f"{file}: importing the {what} failed: {exception_text(exc)}") from None
     return module

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rlverify.errors import OptionError, PolicyError, RlverifyError
+from rlverify.errors import exception_text, safe_repr, type_name as _type_name, OptionError, PolicyError, RlverifyError
 
 if TYPE_CHECKING:
     from rlverify.policies.mlp import MLP
@@ -307,42 +307,6 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
         what = f"objects that are not real numbers, e.g. a {_type_name(bad)}"
     raise PolicyError(f"{source}: output is not an array of numbers ({_type_name(out)} of {arr.dtype}: "
                       f"{what or 'not numbers'})")
-
-
-def _type_name(value: Any) -> str:
-    """``type(value).__name__`` (a string even for an odd class)."""
-    try:
-        return str.__str__(type(value).__name__)
-    except Exception:  # noqa: BLE001 - a metaclass with a broken __name__
-        return "object"
-
-
-def exception_text(exc: BaseException, limit: int = 300) -> str:
-    """One line naming an exception that the user's code raised: ``ValueError: first line of its message``
-    (its class name alone when the message is empty; ``<unprintable E>`` when its ``__str__`` itself fails).
-    Never raises."""
-    name = _type_name(exc)
-    try:
-        text = str(exc)
-        text = str.__str__(text)  # a str subclass returned by __str__: a plain copy
-    except BaseException as inner:  # noqa: BLE001 - __str__ is the user's code; anything it raises is caught
-        if isinstance(inner, KeyboardInterrupt):
-            raise
-        return f"<unprintable {name}>"
-    lines = text.strip().splitlines()
-    return f"{name}: {lines[0].strip()[:limit]}" if lines else name
-
-
-def safe_repr(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` shortened to ``limit`` characters, or ``<unprintable T>`` when ``__repr__`` fails. Never
-    raises."""
-    try:
-        text = str.__str__(repr(value))
-    except BaseException as inner:  # noqa: BLE001 - __repr__ is the user's code
-        if isinstance(inner, KeyboardInterrupt):
-            raise
-        return f"<unprintable {_type_name(value)}>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class _Timeout(BaseException):
