@@ -209,7 +209,10 @@ def test_choose_equals_sampling_from_action_probabilities(tmp_path):
     random = save_mlp_onnx(tmp_path / "r.onnx", MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=3),
                            features=FEATURES, actions=ACTIONS, output="q-values")
     mlp = MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=3)
-    policies = [OnnxPolicy(ties), OnnxPolicy(random), OnnxPolicy(random, output="logits"),
+    # the same network declared as logits (an option may not contradict what a file declares)
+    as_logits = save_mlp_onnx(tmp_path / "r_logits.onnx", MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=3),
+                              features=FEATURES, actions=ACTIONS, output="logits")
+    policies = [OnnxPolicy(ties), OnnxPolicy(random), OnnxPolicy(as_logits),
                 CallablePolicy(mlp, FEATURES, ACTIONS, output="q-values"), CallablePolicy(mlp, FEATURES, ACTIONS, output="logits")]
     for policy in policies:
         probs = policy.action_probabilities(x)
