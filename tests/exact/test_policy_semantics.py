@@ -134,3 +134,30 @@ def test_greedy_policy_whose_choice_is_unavailable_is_not_renormalised_to_the_fi
         verify_exact(model, 'P=? [F "top"]', greedy, ExactOptions(mode="deterministic", unavailable="renormalize"))
     stall = verify_exact(model, 'P=? [F "top"]', greedy, ExactOptions(mode="deterministic"))
     assert stall.stalled_probability == pytest.approx(1.0, abs=1e-6)
+
+
+def test_renormalize_refuses_only_states_the_policy_reaches(tmp_path):
+    """A decision state with no available mass that the policy never reaches (only 'a' is taken from s=0, which
+    leads to s=1; s=2 offers only 'b', which the policy never names) must not fail the verification: the full
+    strategy queries every decision state of the MDP, merged only the reached ones; both agree (value 1)."""
+    import numpy as np
+
+    from rlverify import ExactOptions, verify_exact
+    from rlverify.errors import PolicyError
+    from rlverify.policies import CallablePolicy
+
+    path = tmp_path / "m.prism"
+    path.write_text("mdp\nmodule m\n  s : [0..3] init 0;\n  [a] s=0 -> (s'=1);\n  [b] s=0 -> (s'=2);\n"
+                    "  [a] s=1 -> (s'=3);\n  [b] s=2 -> (s'=3);\nendmodule\n")
+    only_a = CallablePolicy(lambda x: np.tile([1.0], (len(x), 1)), ["s"], ["a"])
+    for strategy in ("full", "onthefly", "merged"):
+        result = verify_exact(path, "P=? [F s=3]", only_a, ExactOptions(strategy=strategy, unavailable="renormalize"))
+        assert result.value == 1.0, strategy
+    # reached: from s=0 the policy now plays b half the time, and s=2 offers b only... which it names: fine; but a
+    # policy naming only 'a' that is forced to s=2 by the model is refused
+    forced = tmp_path / "f.prism"
+    forced.write_text("mdp\nmodule m\n  s : [0..3] init 0;\n  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);\n"
+                      "  [a] s=1 -> (s'=3);\n  [b] s=2 -> (s'=3);\nendmodule\n")
+    for strategy in ("full", "onthefly", "merged"):
+        with pytest.raises(PolicyError, match=r"all its mass on unavailable actions in state \{'s': 2\}"):
+            verify_exact(forced, "P=? [F s=3]", only_a, ExactOptions(strategy=strategy, unavailable="renormalize"))

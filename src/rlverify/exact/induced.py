@@ -35,6 +35,9 @@ class ChoiceWeights:
     weights: np.ndarray
     stalled: np.ndarray
     decision_states: np.ndarray
+    #: ``(S,)`` bool or None: states with no available mass to renormalise (``renormalize``, deferred): refused by
+    #: :func:`induced_chain` if the policy reaches one
+    nothing: np.ndarray | None = None
 
 
 def policy_action_columns(model: ExplicitModel, policy: Policy) -> np.ndarray:
@@ -55,20 +58,23 @@ def decision_states(model: ExplicitModel, columns: np.ndarray | None = None) -> 
 
 def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, states: np.ndarray, *,
                    mode: str, unavailable: str, all_unavailable: np.ndarray | None = None,
-                   table: ChoiceTable | None = None) -> ChoiceWeights:
+                   table: ChoiceTable | None = None, defer: bool = False) -> ChoiceWeights:
     """Weights of every choice given ``probs`` ``(len(states), |A|)`` evaluated at ``states``.
 
     ``mode='deterministic'`` keeps only the argmax action (ties: the first in the policy's action
     order; with ``renormalize``, the argmax among available actions). ``all_unavailable`` marks
     states (``(S,)`` bool) where an on-the-fly build masked out every available action because the
     policy gives them probability 0: all their mass is on unavailable actions. ``table``: the
-    model's :func:`~rlverify.models.dynamics.choice_table` for ``policy.actions`` (built if None).
+    model's :func:`~rlverify.models.dynamics.choice_table` for ``policy.actions`` (built if None). ``defer``: with
+    ``renormalize``, a state with no available mass is refused only if the policy reaches it (by
+    :func:`induced_chain`), not where it is merely queried (the full MDP's decision states).
     """
     table = choice_table(model, policy.actions) if table is None else table
     states = np.asarray(states, dtype=np.int64)
     choice_of = table.choice_of[states]
+    defer = defer and unavailable == "renormalize"
     p, stalled_mass = policy_weights(probs, choice_of >= 0, mode=mode, unavailable=unavailable,
-                                     where=lambda i: model.valuation_dict(int(states[i])))
+                                     where=lambda i: model.valuation_dict(int(states[i])), refuse=not defer)
     choice_state = model.choice_states()
     is_decision = np.zeros(model.num_states, dtype=bool)
     is_decision[states] = True
@@ -79,12 +85,18 @@ def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, stat
     weights[choice_of[chosen]] = p[chosen]
     stalled = np.zeros(model.num_states)
     stalled[states] = stalled_mass
+    nothing = None
+    if defer:
+        nothing = np.zeros(model.num_states, dtype=bool)
+        nothing[states] = stalled_mass > 0
     if all_unavailable is not None and all_unavailable.any():
-        if unavailable == "renormalize":
+        if unavailable == "renormalize" and not defer:
             refuse_all_unavailable(all_unavailable, where=model.valuation_dict)
         weights[all_unavailable[choice_state]] = 0.0
         stalled[all_unavailable] = 1.0
-    return ChoiceWeights(weights=weights, stalled=stalled, decision_states=states)
+        if nothing is not None:
+            nothing |= all_unavailable
+    return ChoiceWeights(weights=weights, stalled=stalled, decision_states=states, nothing=nothing)
 
 
 #: choices whose weights are expanded to their entries at a time (bounds the temporary arrays)
@@ -138,6 +150,8 @@ def induced_chain(model: ExplicitModel, cw: ChoiceWeights, *, consume: bool = Fa
     M.sum_duplicates()  # sorts each row's columns and merges parallel transitions (in place)
     M.eliminate_zeros()  # choices of weight 0
     reach = _reachable(M, model.initial_states)
+    if cw.nothing is not None and cw.nothing[reach].any():
+        refuse_all_unavailable(cw.nothing[reach], where=lambda i: model.valuation_dict(int(reach[i])))
     stalled = cw.stalled[reach]
     has_sink = bool(stalled.sum() > 0)
     n = len(reach)

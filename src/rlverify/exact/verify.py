@@ -587,7 +587,7 @@ def _induce(mdp: ExplicitModel, policy: Policy, options: ExactOptions, all_unava
     policy_seconds = time.perf_counter() - t
     probs = np.asarray(probs, dtype=np.float64)
     validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
-    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable,
+    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable, defer=True,
                         all_unavailable=all_unavailable, table=table)
     if split:
         chain, origin = _split_chain(mdp, cw)

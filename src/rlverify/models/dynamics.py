@@ -403,7 +403,7 @@ def untaken_message(untaken: dict[str, int], where: str = "states") -> str:
 
 
 def policy_weights(probs: np.ndarray, available: np.ndarray, *, mode: str, unavailable: str,
-                   where: Callable[[int], Any]) -> tuple[np.ndarray, np.ndarray]:
+                   where: Callable[[int], Any], refuse: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The distribution over actions a policy is followed with, and the mass that stalls.
 
     Args:
@@ -419,8 +419,11 @@ def policy_weights(probs: np.ndarray, available: np.ndarray, *, mode: str, unava
         ``(p, stalled)``: ``(N, A)`` float64 weights (zero on unavailable actions with ``renormalize``)
         and ``(N,)`` float64 mass on unavailable actions (0 with ``renormalize``).
 
+        refuse: with ``renormalize``, raise for a row with no available mass (False: give it no weight and all its
+            mass as stalled, for a caller that refuses only if such a state is reached under the policy).
+
     Raises:
-        PolicyError: with ``renormalize``, a row with all its mass on unavailable actions.
+        PolicyError: with ``renormalize`` and ``refuse``, a row with all its mass on unavailable actions.
     """
     p = np.asarray(probs, dtype=np.float64)
     renormalize = unavailable == "renormalize"
@@ -431,16 +434,19 @@ def policy_weights(probs: np.ndarray, available: np.ndarray, *, mode: str, unava
     if mode == "deterministic":
         scores = np.where(available, p, -np.inf) if renormalize else p
         best = np.argmax(scores, axis=1)
-        if renormalize and len(p):  # e.g. a greedy (q-values) policy whose choice is unavailable: no order is left
-            refuse_all_unavailable(scores[np.arange(len(p)), best] <= 0.0, where)
+        nothing = scores[np.arange(len(p)), best] <= 0.0 if renormalize and len(p) else np.zeros(len(p), dtype=bool)
         p = np.zeros_like(p)
         p[np.arange(len(p)), best] = 1.0
+        p[nothing] = 0.0  # a greedy (q-values) policy whose choice is unavailable: no order is left
     stalled = np.where(available, 0.0, p).sum(axis=1)
     if renormalize:
         kept = 1.0 - stalled
         # no available action has mass (1 - stalled may round to a tiny positive number then)
-        refuse_all_unavailable((kept <= 0) | ~(available & (p > 0)).any(axis=1), where)
-        return np.where(available, p, 0.0) / kept[:, None], np.zeros(len(p))
+        nothing = (kept <= 0) | ~(available & (p > 0)).any(axis=1)
+        if refuse:
+            refuse_all_unavailable(nothing, where)
+        out = np.where(available & ~nothing[:, None], p, 0.0) / np.where(nothing, 1.0, kept)[:, None]
+        return out, nothing.astype(np.float64)
     return p, stalled
 
 
