@@ -6,7 +6,9 @@ The CLI maps :class:`RlverifyError` (bad input) to exit code 2 and anything else
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
 
@@ -56,6 +58,28 @@ class ModelTooLargeError(RlverifyError):
 
 class DependencyNotInstalled(RlverifyError):
     """An optional backend is needed; the message names the extra to install."""
+
+
+def require(module: str, extra: str, *, purpose: str = "this feature") -> ModuleType:
+    """Import the optional dependency ``module`` when it is first needed (the one way rlverify does it).
+
+    Args:
+        module: what to import (``torch``, ``stable_baselines3``, ``ray.util``).
+        extra: the extra of rlverify that installs it (``torch``, ``sb3``, ``ray``).
+        purpose: what needs it, for the message (``training``, ``a TorchScript policy``).
+
+    Raises:
+        DependencyNotInstalled: ``module`` cannot be imported; the message names the package and
+            ``pip install 'rlverify[EXTRA]'`` (and the import's own error when a package it needs is missing).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        package = module.split(".")[0]
+        missing = exc.name.split(".")[0] if exc.name else package
+        cause = "which is not installed" if missing == package else f"which cannot be imported ({exception_text(exc)})"
+        raise DependencyNotInstalled(f"{purpose} needs the Python package '{package}', {cause}: "
+                                     f"pip install 'rlverify[{extra}]'") from None
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
