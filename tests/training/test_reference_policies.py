@@ -12,7 +12,7 @@ from rlverify.benchmarks.discrete import data_path
 from rlverify.errors import PolicyError
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.policies import CallablePolicy, check_policy
-from rlverify.policies.adapters import META_TRAINING
+from rlverify.policies.formats import META_TRAINING
 
 # benchmark, parameters, property trained for, whether lower is better, network sizes (paper Table 1)
 CASES = [

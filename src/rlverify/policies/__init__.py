@@ -1,13 +1,44 @@
-"""Policies: one contract (:class:`Policy`) and its adapters; the one place that reads networks."""
+"""Policies: one contract (:class:`Policy`) and its adapters; the one place that reads networks.
 
-from rlverify.policies.adapters import CallablePolicy, OnnxPolicy, SB3Policy, TablePolicy, TorchPolicy, softmax
+Modules, bottom first (each imports only those below it; ``tests/policies/test_module_order.py`` checks it):
+``formats`` and ``sb3zip`` (what policy files declare; SB3 zips read without running code), ``mlp`` (the
+weights), ``base`` (the contract and the adapters' base), ``adapters``, ``check`` (:func:`as_policy`,
+:func:`check_policy`), ``loading`` (:func:`load_policy` from a spec).
+"""
+
+from rlverify.policies.adapters import (
+    CallablePolicy,
+    OnnxPolicy,
+    ProtocolPolicy,
+    SB3Policy,
+    TablePolicy,
+    TorchPolicy,
+)
 from rlverify.policies.base import ROW_SUM_TOLERANCE, BasePolicy, Policy, validate_probabilities
-from rlverify.policies.check import check_policy
+from rlverify.policies.check import as_policy, check_policy
+from rlverify.policies.formats import softmax
 from rlverify.policies.loading import load_network_policy, load_policy
 from rlverify.policies.mlp import MLP, load_network, mlp_from_onnx, mlp_from_torch, save_mlp_onnx
 
 __all__ = [
-    "BasePolicy", "CallablePolicy", "MLP", "OnnxPolicy", "Policy", "ROW_SUM_TOLERANCE", "SB3Policy", "TablePolicy",
-    "TorchPolicy", "check_policy", "load_network", "load_network_policy", "load_policy", "mlp_from_onnx",
-    "mlp_from_torch", "save_mlp_onnx", "softmax", "validate_probabilities",
+    "MLP",
+    "ROW_SUM_TOLERANCE",
+    "BasePolicy",
+    "CallablePolicy",
+    "OnnxPolicy",
+    "Policy",
+    "ProtocolPolicy",
+    "SB3Policy",
+    "TablePolicy",
+    "TorchPolicy",
+    "as_policy",
+    "check_policy",
+    "load_network",
+    "load_network_policy",
+    "load_policy",
+    "mlp_from_onnx",
+    "mlp_from_torch",
+    "save_mlp_onnx",
+    "softmax",
+    "validate_probabilities",
 ]

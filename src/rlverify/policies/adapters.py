@@ -1,34 +1,34 @@
-"""Policy adapters: plain callables, tables, ONNX networks, PyTorch modules, Stable-Baselines3."""
+"""Policy adapters: plain callables, tables, ONNX networks, PyTorch modules, Stable-Baselines3, and a user's own
+policy object (:class:`ProtocolPolicy`).
+
+Each adapter is a :class:`~rlverify.policies.base.BasePolicy`: it reads its file's declaration with
+:mod:`rlverify.policies.formats`, its weights with :mod:`rlverify.policies.mlp` (SB3 zips with
+:mod:`rlverify.policies.sb3zip`), and validates what its runtime gives.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlverify.errors import DependencyNotInstalled, InputFileError, PolicyError
+from rlverify.errors import InputFileError, PolicyError, require
+from rlverify.policies import sb3zip
 from rlverify.policies.base import BasePolicy, numeric_output
+from rlverify.policies.formats import (
+    check_output_kind,
+    onnx_names,
+    onnx_output,
+    onnx_training,
+    read_table,
+    softmax,
+)
 from rlverify.policies.mlp import MLP, mlp_from_onnx, mlp_from_torch
 
 log = logging.getLogger(__name__)
-
-#: ONNX ``metadata_props`` keys of a self-describing rlverify policy file.
-META_FEATURES = "rlverify.features"
-META_ACTIONS = "rlverify.actions"
-META_OUTPUT = "rlverify.output"  # one of OUTPUT_KINDS
-META_TRAINING = "rlverify.training"  # JSON: algorithm, seed, steps, benchmark, ...
-
-
-#: How a network's outputs become action probabilities: ``probabilities`` as they are, ``logits``
-#: through a softmax, ``q-values`` greedily (a one-hot argmax; ties go to the first action in the
-#: declared order), as a DQN policy acts.
-OUTPUT_KINDS = ("probabilities", "logits", "q-values")
-
 
 def to_probabilities(out: np.ndarray, kind: str, columns: np.ndarray | None = None) -> np.ndarray:
     """``(N, |A|)`` network outputs of ``kind`` (see :data:`OUTPUT_KINDS`) as action probabilities.
@@ -63,52 +63,6 @@ def greedy_columns(out: np.ndarray, columns: np.ndarray | None = None) -> np.nda
     return np.argmax(out, axis=1) if columns is None else np.asarray(columns, dtype=np.int64)
 
 
-def check_output_kind(kind: str, where: str) -> str:
-    """``kind`` if it is one of :data:`OUTPUT_KINDS`, else a :class:`PolicyError` naming ``where``."""
-    if kind not in OUTPUT_KINDS:
-        raise PolicyError(f"{where}: output must be one of {', '.join(repr(k) for k in OUTPUT_KINDS)}, got {kind!r}")
-    return kind
-
-
-def declaration(name: str, where: str, given: Mapping[str, Any], declared: Mapping[str, Any]) -> dict[str, Any]:
-    """What a policy file is verified with, per key (``features``, ``actions``, ``output``): what the file declares
-    (``declared``; None: nothing), else the option's value (``given``, from ``--features/--actions/--output``; None or
-    empty: not given).
-
-    One rule for every format that declares names (a Python module's FEATURES/ACTIONS/OUTPUT, a table, ONNX
-    metadata, a sidecar ``FILE.json``): the options supply what the file does not declare and may repeat what it
-    does, but never change it: an option that contradicts the declaration is refused (the policy would be verified
-    as something other than what its file says). ``where`` names the declaration in the message.
-
-    Raises:
-        PolicyError: one line listing every contradicted declaration.
-    """
-    out: dict[str, Any] = {}
-    conflicts = []
-    for key in ("features", "actions", "output"):
-        have, want = declared.get(key), given.get(key)
-        if isinstance(have, (list, tuple)):
-            have = list(have) or None
-        if isinstance(want, (list, tuple)):
-            want = list(want) or None
-        if have is not None and want is not None and want != have:
-            show = (lambda v: ",".join(v) if isinstance(v, list) else str(v))  # noqa: E731
-            conflicts.append(f"--{key} {show(want)} contradicts its {key} {show(have)}")
-        out[key] = have if have is not None else want
-    if conflicts:
-        raise PolicyError(f"{name}: {'; '.join(conflicts)} (declared by {where}); a policy is verified as its file "
-                          f"declares it: drop {', '.join(c.split()[0] for c in conflicts)} or change the file")
-    return out
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax of an ``(N, |A|)`` array (float64, numerically stable)."""
-    z = np.asarray(logits, dtype=np.float64)
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
 class CallablePolicy(BasePolicy):
     """Wrap ``fn(states: (N, d) array) -> (N, |A|) probabilities`` (or logits with ``output='logits'``)."""
 
@@ -137,15 +91,8 @@ class CallablePolicy(BasePolicy):
 
 
 class TablePolicy(BasePolicy):
-    """A finite table from feature valuations to distributions.
-
-    JSON format::
-
-        {"features": ["x"], "actions": ["UP", "NOP", "DOWN"],
-         "table": [{"state": {"x": 1}, "probabilities": {"UP": 0.3, "DOWN": 0.7}}, ...],
-         "default": {"NOP": 1.0}}            # optional; without it an unlisted state is an error
-
-    Actions missing from a row's ``probabilities`` get probability 0.
+    """A finite table from feature valuations to distributions (its JSON file: see
+    :func:`~rlverify.policies.formats.read_table`). Actions missing from a row get probability 0.
     """
 
     no_network = ("a table policy cannot be bounded (it gives distributions for listed states, not a network over "
@@ -159,95 +106,14 @@ class TablePolicy(BasePolicy):
 
     @classmethod
     def from_json(cls, path: str | Path) -> TablePolicy:
-        """Read a table policy file (format above), reporting every problem at once.
-
-        Keys are the integer (or boolean) feature values of a state: a row whose state has a non-integer value
-        (``x: 0.7``) is refused, not rounded, and so is a state listed twice (no row silently wins).
+        """Read a table policy file (:func:`~rlverify.policies.formats.read_table`), reporting every problem at once.
 
         Raises:
             InputFileError: not a readable JSON file. PolicyError: every problem of its contents, each named.
         """
         path = Path(path)
-        data = _read_json(path)
-        if not isinstance(data, dict):
-            raise PolicyError(f"{path}: not a table policy (expected a JSON object with features, actions, table; got "
-                              f"{_json_type(data)})")
-        problems = [f"missing field '{key}'" for key in ("features", "actions", "table") if key not in data]
-        if problems:
-            raise PolicyError(f"{path}: not a table policy", problems)
-        features, actions = data["features"], data["actions"]
-        for key, names in (("features", features), ("actions", actions)):
-            if not is_name_list(names):
-                problems.append(f"'{key}' must be a list of names (strings), got {_json_type(names)}")
-        if not isinstance(data["table"], list):
-            problems.append(f"'table' must be a list of rows, got {_json_type(data['table'])}")
-        if problems:
-            raise PolicyError(f"{path}: invalid table policy", problems)
-
-        def dist(entry: Any, where: str) -> list[float] | None:
-            if not isinstance(entry, dict):
-                problems.append(f"{where}: expected an object {{action: probability}}, got {_json_type(entry)}")
-                return None
-            unknown = [a for a in entry if a not in actions]
-            if unknown:
-                problems.append(f"{where}: unknown actions {unknown} (declared: {actions})")
-            bad = [a for a, p in entry.items() if not _is_number(p)]
-            if bad:
-                problems.append(f"{where}: probabilities of {bad} are not finite numbers (a float; an integer of at "
-                                f"most 64 bits), got {', '.join(_show_json(entry[a]) for a in bad[:3])}")
-                return None
-            return [float(entry.get(a, 0.0)) for a in actions]
-
-        def value(v: Any, where: str) -> int | None:
-            if isinstance(v, bool):
-                return int(v)
-            whole = isinstance(v, int) or (isinstance(v, float) and math.isfinite(v) and v == int(v))
-            if whole and -2**63 <= int(v) < 2**63:
-                return int(v)
-            if whole:
-                problems.append(f"{where}: {_show_json(v)} does not fit a 64-bit integer (table keys are the integer or "
-                                "boolean values of the features)")
-            else:
-                problems.append(f"{where}: {_show_json(v)} is not an integer (table keys are the integer or boolean "
-                                "values of the features)")
-            return None
-
-        table: dict[tuple[int, ...], list[float]] = {}
-        first_row: dict[tuple[int, ...], int] = {}
-        for i, row in enumerate(data["table"]):
-            where = f"table[{i}]"
-            if not isinstance(row, dict):
-                problems.append(f"{where}: expected an object with 'state' and 'probabilities', got {_json_type(row)}")
-                continue
-            state = row.get("state")
-            if isinstance(state, dict):
-                missing = [f for f in features if f not in state]
-                extra = [k for k in state if k not in features]
-                if missing or extra:
-                    problems.append(f"{where}.state: " + "; ".join(
-                        ([f"missing features {missing}"] if missing else []) + ([f"unknown features {extra}"] if extra else [])))
-                    continue
-                raw = [(f, state[f]) for f in features]
-            elif isinstance(state, list) and len(state) == len(features):
-                raw = list(zip(features, state))
-            else:
-                problems.append(f"{where}.state: expected an object or a list of {len(features)} values")
-                continue
-            values = [value(v, f"{where}.state.{f}") for f, v in raw]
-            p = dist(row.get("probabilities", {}), f"{where}.probabilities")
-            if any(v is None for v in values) or p is None:
-                continue
-            key = tuple(values)  # type: ignore[arg-type]
-            if key in first_row:
-                problems.append(f"{where}: the state {dict(zip(features, key))} is already given by table[{first_row[key]}]")
-                continue
-            first_row[key] = i
-            table[key] = p
-        default = dist(data["default"], "default") if data.get("default") is not None else None
-        if problems:
-            raise PolicyError(f"{path}: invalid table policy", problems[:20] + (
-                [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []))
-        return cls(features, actions, table, default=default, name=str(path))
+        file = read_table(path)
+        return cls(file.features, file.actions, file.table, default=file.default, name=str(path))
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         out = np.empty((len(states), len(self.actions)))
@@ -258,86 +124,88 @@ class TablePolicy(BasePolicy):
                 if self._default is None:
                     raise PolicyError(
                         f"{self.name}: no entry for state "
-                        f"{dict(zip(self.features, row))} and no 'default' distribution"
+                        f"{dict(zip(self.features, row, strict=True))} and no 'default' distribution"
                     )
                 p = self._default
             out[i] = p
         return out
 
 
+class ProtocolPolicy(BasePolicy):
+    """A policy object of the user's own class (the :class:`~rlverify.policies.base.Policy` protocol: ``features``,
+    ``actions``, ``action_probabilities``) as an adapter; made by :func:`~rlverify.policies.as_policy`.
+
+    Its outputs are checked on every call like any adapter's, and it has a :attr:`name`: the object's own ``name``
+    if that is a string, else its class name. What engines read besides the protocol is the object's own: its
+    ``output``, ``training`` and ``maskable`` (copied when it has them), and its ``network()`` (what the abstraction
+    engine bounds), unless it has none or its ``no_network`` says why not. Exceptions its code raises pass through
+    unchanged, as for :class:`CallablePolicy`.
+
+    Attributes:
+        policy: the object wrapped.
+    """
+
+    transient_input = False  # the object is the user's: it may keep the array it is given
+
+    def __init__(self, policy: Any, features: Sequence[str], actions: Sequence[str], *, name: str) -> None:
+        super().__init__(features, actions, name=name)
+        self.policy = policy
+        for attr in ("output", "training", "maskable"):
+            if hasattr(policy, attr):
+                setattr(self, attr, getattr(policy, attr))
+        reason = getattr(policy, "no_network", None)
+        has_network = reason is None and callable(getattr(policy, "network", None))
+        self.no_network = None if has_network else str(reason or "this policy exposes no network (method network() -> MLP)")
+
+    @property
+    def greedy(self) -> bool:
+        """False: the object's probabilities are sampled from as they are, whatever its ``output`` says."""
+        return False
+
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        return self._run_code(self.policy.action_probabilities, states)
+
+    def network(self, sample: np.ndarray | None = None) -> MLP:
+        """The object's own ``network()`` (called with ``sample`` when one is given), or a :class:`PolicyError`
+        saying why it has none."""
+        if self.no_network is not None:
+            raise PolicyError(f"{self.name}: {self.no_network}")
+        return self.policy.network() if sample is None else self.policy.network(sample)
+
+
 class OnnxPolicy(BasePolicy):
     """An ONNX network run with onnxruntime on float32 batches.
 
     Features, actions and the output kind come from ``metadata_props`` (keys
-    :data:`META_FEATURES`, :data:`META_ACTIONS` as JSON lists, :data:`META_OUTPUT`); the arguments
-    give what the metadata does not, and are refused where they contradict it (see :func:`declaration`). The first graph input takes ``(N, d)``; the first output gives
-    ``(N, |A|)`` logits (softmax applied here), probabilities, or Q-values (greedy: one-hot argmax).
-    The file is read once; :meth:`network` reads the weights from that copy.
+    :data:`~rlverify.policies.formats.META_FEATURES`, :data:`~rlverify.policies.formats.META_ACTIONS` as JSON lists,
+    :data:`~rlverify.policies.formats.META_OUTPUT`); the arguments give what the metadata does not, and are refused
+    where they contradict it (see :func:`~rlverify.policies.formats.declaration`). The first graph input takes
+    ``(N, d)``; the first output gives ``(N, |A|)`` logits (softmax applied here), probabilities, or Q-values (greedy:
+    one-hot argmax). The file is read once; :meth:`network` reads the weights from that copy.
     """
 
     no_network = None
-    input_dtype = np.float32
+    input_dtype: type = np.float32
     concurrent = True  # InferenceSession.run is thread-safe and releases the GIL while it evaluates
 
     def __init__(self, path: str | Path, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
                  output: str | None = None, defaults: Mapping[str, Sequence[str]] | None = None) -> None:
+        import onnx
+
         path = Path(path)
-        defaults = defaults or {}
-        onnx = _import("onnx", "onnx")
-        ort = _import("onnxruntime", "onnxruntime")
         try:
             model = onnx.load(str(path))
         except Exception as exc:  # onnx raises DecodeError/ValueError variants
             raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
         meta = {p.key: p.value for p in model.metadata_props}
         self.metadata = meta
-        if meta.get(META_OUTPUT) is not None:
-            check_output_kind(meta[META_OUTPUT], f"{path}: metadata {META_OUTPUT}")
-        given = declaration(str(path), "its metadata", {"features": features, "actions": actions, "output": output},
-                            {"features": _json_list(meta, META_FEATURES, path), "actions": _json_list(meta, META_ACTIONS, path),
-                             "output": meta.get(META_OUTPUT)})
-        features = given["features"] or defaults.get("features")
-        actions = given["actions"] or defaults.get("actions")
-        missing = [k for k, v in (("features", features), ("actions", actions)) if v is None]
-        if missing:
-            raise PolicyError(
-                f"{path}: ONNX file has no {' or '.join(META_FEATURES if m == 'features' else META_ACTIONS for m in missing)} "
-                f"metadata; pass {' and '.join('--' + m for m in missing)} (e.g. --features x,y --actions up,down)"
-            )
-        super().__init__(features, actions, name=str(path))
-        kind = given["output"]
-        if kind is None:
-            raise PolicyError(f"{path}: ONNX file has no {META_OUTPUT} metadata saying what the network outputs; "
-                              "pass --output logits|probabilities|q-values")
-        self.output = check_output_kind(kind, f"{path}: metadata {META_OUTPUT}")
-        self.training = None
-        if META_TRAINING in meta:
-            try:
-                self.training = json.loads(meta[META_TRAINING])
-            except (json.JSONDecodeError, RecursionError):
-                self.training = None
-            if not isinstance(self.training, dict):
-                raise PolicyError(f"{path}: metadata {META_TRAINING} must be a JSON object (how the policy was trained), "
-                                  f"got {meta[META_TRAINING][:80]!r}")
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        opts.inter_op_num_threads = 1
+        names, acts, kind = onnx_names(meta, path, {"features": features, "actions": actions, "output": output},
+                                       defaults or {})
+        super().__init__(names, acts, name=str(path))
+        self.output = onnx_output(kind, path)
+        self.training = onnx_training(meta, path)
         # greedy policies: the runtime also gives the argmax (a second output), cheaper than numpy's per-row one
-        argmax_model = _with_argmax(model, len(actions)) if self.output == "q-values" else None
-        self._session = None
-        if argmax_model is not None:
-            try:
-                self._session = ort.InferenceSession(argmax_model.SerializeToString(), opts,
-                                                     providers=["CPUExecutionProvider"])
-            except Exception:  # noqa: BLE001 - e.g. an output type ArgMax does not take: numpy's argmax is used
-                argmax_model = None
-        if self._session is None:
-            try:
-                self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-            except Exception as exc:  # noqa: BLE001 - onnxruntime's own errors: the file is bad input
-                first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                raise InputFileError(f"{path}: onnxruntime cannot run this model ({exc.__class__.__name__}: "
-                                     f"{first_line})") from None
+        self._session, with_argmax = _session(model, path, len(acts), argmax=self.output == "q-values")
         self._check_signature(path)
         first = self._session.get_inputs()[0]
         self._input = first.name
@@ -346,7 +214,7 @@ class OnnxPolicy(BasePolicy):
         # a file exported without a dynamic batch axis takes exactly this many rows per call
         batch = first.shape[0] if first.shape else None
         self._fixed_batch = batch if isinstance(batch, int) and batch > 0 else None
-        self._outputs = [self._session.get_outputs()[0].name] + ([_ARGMAX] if argmax_model is not None else [])
+        self._outputs = [self._session.get_outputs()[0].name, *([_ARGMAX] if with_argmax else [])]
         if self._fixed_batch is not None:
             log.warning("%s: the network's batch dimension is fixed at %d (exported without dynamic_axes): it is "
                         "evaluated %d row(s) per call, which is slow; export with dynamic_axes={'input': {0: 'batch'}}",
@@ -426,7 +294,7 @@ class TorchPolicy(BasePolicy):
     def __init__(self, module: Any, features: Sequence[str], actions: Sequence[str], *, output: str = "logits",
                  name: str = "torch policy") -> None:
         super().__init__(features, actions, name=name)
-        self._torch = _import("torch", "torch")
+        self._torch = require("torch", "torch", purpose="a TorchScript policy")
         self._module = module.eval()
         self.output = check_output_kind(output, name)
 
@@ -487,11 +355,9 @@ class SB3Policy(BasePolicy):
 
     def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str], *,
                  trust_code: bool = False) -> None:
-        from rlverify.policies import sb3zip
-
         super().__init__(features, actions, name=str(path))
         path = Path(path)
-        self._torch = _import("torch", "sb3")
+        self._torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
         sb3zip.check_sizes(path)
         self.trusted = trust_code
         if trust_code:
@@ -506,15 +372,14 @@ class SB3Policy(BasePolicy):
 
     def _load_trusted(self, path: Path) -> None:
         """Load with SB3's own loader (it unpickles ``data``: runs whatever code the file carries)."""
-        from rlverify.policies import sb3zip
-
         data = sb3zip.read_data(path)
         module, _ = sb3zip.policy_class(data, path)
         known = module in sb3zip.SB3_POLICY_MODULES or module.startswith("sb3_contrib.common.recurrent")
         algorithm = sb3zip.algorithm_of(data, path)[0] if known else "custom"
-        sb3 = _import("stable_baselines3", "sb3")
+        purpose = "loading a Stable-Baselines3 zip with --trust-code"
+        sb3 = require("stable_baselines3", "sb3", purpose=purpose)
         if algorithm == "MaskablePPO":
-            candidates = [_import("sb3_contrib", "sb3").MaskablePPO]
+            candidates = [require("sb3_contrib", "sb3", purpose=purpose).MaskablePPO]
         elif algorithm == "DQN":
             candidates = [sb3.DQN]
         else:  # PPO, A2C, or a custom policy class of one of them
@@ -524,14 +389,14 @@ class SB3Policy(BasePolicy):
             try:
                 model = cls.load(str(path), device="cpu")
                 break
-            except Exception as exc:  # noqa: BLE001 - SB3's load raises many kinds; PPO tried on an A2C zip: the next
+            except Exception as exc:  # SB3's load raises many kinds; PPO tried on an A2C zip: the next
                 last_exc = exc
         else:
             raise InputFileError(f"{path}: cannot load the model with Stable-Baselines3's loader "
                                  f"({last_exc.__class__.__name__}: {last_exc})")
         self.algorithm = "MaskablePPO" if algorithm == "MaskablePPO" else type(model).__name__
         self._model = model
-        self._space = _space_of(model.observation_space, path)
+        self._space = sb3zip.space_of(model.observation_space, path)
         act = model.action_space
         if type(act).__name__ != "Discrete":
             raise PolicyError(f"{path}: the action space is {act}, not Discrete (rlverify verifies policies over named "
@@ -569,15 +434,13 @@ class SB3Policy(BasePolicy):
             bad |= (ints < 0) | (ints > 1)
         if bad.any():
             i = int(np.flatnonzero(bad.any(axis=1))[0])
-            raise PolicyError(f"{self.name}: state {dict(zip(self.features, states[i].tolist()))} is not an observation "
-                              f"of the policy's space {space}")
+            state = dict(zip(self.features, states[i].tolist(), strict=True))
+            raise PolicyError(f"{self.name}: state {state} is not an observation of the policy's space {space}")
 
     def _safe_forward(self, states: np.ndarray) -> Any:
         """The rebuilt network's raw outputs (logits or Q-values), a float32 tensor, for ``(N, d)`` observations."""
-        from rlverify.policies.sb3zip import encode
-
         with self._torch.no_grad():
-            return self._net(encode(states, self._space, self._torch))
+            return self._net(sb3zip.encode(states, self._space, self._torch))
 
     def _trusted_forward(self, states: np.ndarray) -> Any:
         """SB3's own policy's raw outputs for ``(N, d)`` observations (SB3 encodes them itself)."""
@@ -639,7 +502,7 @@ class SB3Policy(BasePolicy):
                 extractor, seq, where = policy.q_net.features_extractor, list(policy.q_net.q_net), "q_net.q_net"
             else:
                 extractor = getattr(policy, "pi_features_extractor", policy.features_extractor)
-                seq = list(policy.mlp_extractor.policy_net) + [policy.action_net]
+                seq = [*policy.mlp_extractor.policy_net, policy.action_net]
                 where = "mlp_extractor.policy_net + action_net"
             if type(extractor).__name__ != "FlattenExtractor":
                 problems.append(f"the features extractor is {type(extractor).__name__}, not FlattenExtractor")
@@ -654,20 +517,30 @@ class SB3Policy(BasePolicy):
                               "network to ONNX") from None
 
 
-def _space_of(space: Any, path: Path) -> Any:
-    """A gymnasium observation space (as SB3's loader made it) as :class:`~rlverify.policies.sb3zip.ObsSpace`."""
-    from rlverify.policies.sb3zip import ObsSpace
+def _session(model: Any, path: Path, n_actions: int, *, argmax: bool) -> tuple[Any, bool]:
+    """An onnxruntime session of ``model`` (one thread), and whether it also gives the argmax of the first output
+    (second output :data:`_ARGMAX`; asked by ``argmax``, given when the model allows it: see :func:`_with_argmax`).
 
-    kind = type(space).__name__
-    shape = tuple(int(d) for d in getattr(space, "shape", ()) or ())
-    if kind == "Discrete" and int(getattr(space, "start", 0)) == 0:
-        return ObsSpace("Discrete", 1, (), n=int(space.n))
-    if kind in ("Box", "MultiBinary") and len(shape) == 1:
-        return ObsSpace(kind, shape[0], shape)
-    if kind == "MultiDiscrete" and len(shape) == 1 and not np.any(getattr(space, "start", 0)):
-        return ObsSpace(kind, shape[0], shape, nvec=tuple(int(v) for v in space.nvec))
-    raise PolicyError(f"{path}: the observation space is {space}; rlverify feeds a flat vector of features (Box, "
-                      "MultiDiscrete, MultiBinary) or one state index (Discrete, starting at 0)")
+    Raises:
+        InputFileError: onnxruntime cannot run the model (its own error, first line).
+    """
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    argmax_model = _with_argmax(model, n_actions) if argmax else None
+    if argmax_model is not None:
+        try:
+            return ort.InferenceSession(argmax_model.SerializeToString(), opts, providers=["CPUExecutionProvider"]), True
+        except Exception:  # e.g. an output type ArgMax does not take: numpy's argmax is used
+            pass
+    try:
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]), False
+    except Exception as exc:  # onnxruntime's own errors: the file is bad input
+        first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise InputFileError(f"{path}: onnxruntime cannot run this model ({exc.__class__.__name__}: "
+                             f"{first_line})") from None
 
 
 def _with_argmax(model: Any, n_actions: int) -> Any:
@@ -690,77 +563,3 @@ def _with_argmax(model: Any, n_actions: int) -> Any:
 
 
 _ARGMAX = "rlverify_argmax"  # the name of the output _with_argmax adds
-
-
-def _import(module: str, extra: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise DependencyNotInstalled(
-            f"this policy format needs the Python package '{module.split('.')[0]}': install it with "
-            f"pip install 'rlverify[{extra}]'" if extra in ("torch", "sb3") else f"pip install {module}"
-        ) from None
-
-
-def _read_json(path: Path) -> Any:
-    """The JSON value in ``path``, or an :class:`InputFileError` naming what is wrong (unreadable, not UTF-8 text,
-    invalid JSON, nested too deeply)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read file ({exc.strerror})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputFileError(f"{path}: not a JSON text file (byte {exc.start} is not UTF-8)") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    except RecursionError:
-        raise InputFileError(f"{path}: invalid JSON: nested too deeply") from None
-    except ValueError as exc:  # an integer of more than 4,300 digits (Python's int conversion limit)
-        raise InputFileError(f"{path}: invalid JSON: {str(exc).split(';')[0]}") from None
-
-
-def is_name_list(value: Any) -> bool:
-    """Whether ``value`` is a non-empty list (or tuple) of non-empty strings: feature or action names."""
-    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, str) and v for v in value)
-
-
-def _is_number(value: Any) -> bool:
-    """Whether a JSON value is a number rlverify can hold: a finite float, or an integer of at most 64 bits (JSON
-    has no limit: ``99999999999999999999999`` is refused, not rounded)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    if isinstance(value, int):
-        return -2**63 <= value < 2**63
-    return math.isfinite(value)
-
-
-def _show_json(value: Any, limit: int = 40) -> str:
-    """A JSON value as messages show it: its repr, shortened (a 5,000-digit integer is not printed whole)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
-        return f"an integer of {len(str(abs(value))) if value.bit_length() < 14000 else 'thousands of'} digits"
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _json_type(value: Any) -> str:
-    """How a JSON value is named in messages (``a number``, ``a string``, ``an object``, ...)."""
-    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-    return "null" if value is None else f"{kinds.get(type(value), type(value).__name__)} ({json.dumps(value)[:40]})"
-
-
-def _json_list(meta: Mapping[str, str], key: str, path: Path) -> list[str] | None:
-    if key not in meta:
-        return None
-    try:
-        value = json.loads(meta[key])
-    except json.JSONDecodeError:
-        value = [v.strip() for v in meta[key].split(",") if v.strip()]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise PolicyError(f"{path}: metadata {key} must be a JSON list of names, got {meta[key]!r}")
-    return value

@@ -15,15 +15,13 @@ import numbers
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rlverify.errors import exception_text, safe_repr, type_name as _type_name, OptionError, PolicyError, RlverifyError
-
-if TYPE_CHECKING:
-    from rlverify.policies.mlp import MLP
+from rlverify.errors import OptionError, PolicyError, RlverifyError, exception_text, safe_repr, type_name
+from rlverify.policies.mlp import MLP, cross_check_network, default_check_sample
 
 #: Absolute tolerance on ``|sum(row) - 1|`` for a policy output row.
 ROW_SUM_TOLERANCE = 1e-6
@@ -38,12 +36,19 @@ MAX_POLICY_TIMEOUT = 1e6
 
 @runtime_checkable
 class Policy(Protocol):
-    """Anything with named features, named actions and batched action probabilities.
+    """Anything with a name, named features, named actions and batched action probabilities.
 
     A policy is memoryless: the same features always give the same distribution, whatever was
     asked before (every engine relies on it: the exact engine queries each state once, the
-    simulator decides a run that surely stands still at once).
+    simulator decides a run that surely stands still at once). What a user passes in (an object
+    of their own class, with or without a ``name``; a callable) becomes one by
+    :func:`~rlverify.policies.as_policy`, once, at the door.
     """
+
+    @property
+    def name(self) -> str:
+        """How results and messages name the policy (its file, its spec, or its class)."""
+        ...
 
     @property
     def features(self) -> tuple[str, ...]: ...
@@ -64,6 +69,8 @@ class BasePolicy:
         name: how messages name the policy (its file or spec).
         no_network: why this kind of policy has no network to read (a class attribute), or None for
             adapters that wrap a network (ONNX, TorchScript, SB3).
+        training: how the policy was trained, as its file records it (ONNX ``rlverify.training``, a sidecar's
+            ``benchmark``/``params``), or None.
     """
 
     no_network: str | None = ("this policy exposes no network; give an ONNX or TorchScript ReLU network "
@@ -86,8 +93,9 @@ class BasePolicy:
     #: then what its code raises is reported as a :class:`PolicyError` and what it prints goes to stderr. An
     #: adapter built in Python around one's own function lets its exceptions through unchanged.
     from_file: bool = False
+    training: dict[str, Any] | None = None
 
-    def __init__(self, features: list[str] | tuple[str, ...], actions: list[str] | tuple[str, ...], *, name: str = "policy") -> None:
+    def __init__(self, features: Sequence[str], actions: Sequence[str], *, name: str = "policy") -> None:
         self._features = tuple(str(f) for f in features)
         self._actions = tuple(str(a) for a in actions)
         self.name = name
@@ -199,9 +207,8 @@ class BasePolicy:
                 a layer or operator that is not Linear/ReLU (named), sizes that do not fit the declared
                 features/actions, or weights that do not reproduce the runtime's outputs.
         """
-        from rlverify.policies.mlp import cross_check_network, default_check_sample
-
-        if getattr(self, "_mlp", None) is None:  # read once
+        mlp = self._mlp
+        if mlp is None:  # read once
             mlp = self._read_network()
             problems = []
             if mlp.sizes[0] != len(self._features):
@@ -216,9 +223,9 @@ class BasePolicy:
         sample = default_check_sample(len(self._features)) if sample is None else np.asarray(sample, dtype=np.float64)
         if sample.ndim != 2 or sample.shape[1] != len(self._features):
             raise PolicyError(f"{self.name}: expected a check sample of shape (N, {len(self._features)}), got {sample.shape}")
-        cross_check_network(self._mlp, sample, self._network_outputs(sample), output=getattr(self, "output", "probabilities"),
+        cross_check_network(mlp, sample, self._network_outputs(sample), output=getattr(self, "output", "probabilities"),
                             name=self.name)
-        return self._mlp
+        return mlp
 
     def _read_network(self) -> MLP:
         """Hook: the network's weights (read once by :meth:`network`); by default, why there is none."""
@@ -263,7 +270,8 @@ def validate_probabilities(probs: np.ndarray, n_states: int, n_actions: int, *, 
         problems.append(f"{int(bad.sum())} rows contain NaN or inf (first row {int(np.argmax(bad))})")
     neg = (probs < 0).any(axis=1)
     if neg.any():
-        problems.append(f"{int(neg.sum())} rows have negative entries (first row {int(np.argmax(neg))}, min {np.nanmin(probs):.3g})")
+        problems.append(f"{int(neg.sum())} rows have negative entries (first row {int(np.argmax(neg))}, "
+                        f"min {np.nanmin(probs):.3g})")
     with np.errstate(invalid="ignore"):
         off = np.abs(probs.sum(axis=1) - 1.0) > ROW_SUM_TOLERANCE
     off &= ~bad
@@ -287,8 +295,8 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
         return out
     try:
         arr = np.asarray(out)
-    except Exception as exc:  # noqa: BLE001 - a ragged list, an object whose __array__ raises: not numbers
-        raise PolicyError(f"{source}: output is not an array of numbers ({_type_name(out)}: "
+    except Exception as exc:  # a ragged list, an object whose __array__ raises: not numbers
+        raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)}: "
                           f"{exception_text(exc)})") from None
     kind = arr.dtype.kind
     if kind in "biuf":
@@ -296,16 +304,16 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
     if kind == "O" and all(isinstance(v, numbers.Real) for v in arr.reshape(-1).tolist()):
         try:
             return arr.astype(np.float64)
-        except Exception as exc:  # noqa: BLE001 - a user's Real subclass whose __float__ fails
+        except Exception as exc:  # a user's Real subclass whose __float__ fails
             raise PolicyError(f"{source}: output is not an array of numbers ({exception_text(exc)})") from None
     if kind == "c":
-        raise PolicyError(f"{source}: output has complex numbers ({_type_name(out)} of {arr.dtype}); a policy gives real "
+        raise PolicyError(f"{source}: output has complex numbers ({type_name(out)} of {arr.dtype}); a policy gives real "
                           "probabilities, logits or Q-values (the imaginary parts are not dropped)")
     what = {"U": "strings", "S": "bytes", "M": "dates", "m": "time spans", "V": "structured records"}.get(kind)
     if kind == "O":
         bad = next(v for v in arr.reshape(-1).tolist() if not isinstance(v, numbers.Real))
-        what = f"objects that are not real numbers, e.g. a {_type_name(bad)}"
-    raise PolicyError(f"{source}: output is not an array of numbers ({_type_name(out)} of {arr.dtype}: "
+        what = f"objects that are not real numbers, e.g. a {type_name(bad)}"
+    raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)} of {arr.dtype}: "
                       f"{what or 'not numbers'})")
 
 
@@ -396,7 +404,7 @@ def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: floa
         raise
     except KeyboardInterrupt:
         raise
-    except BaseException as exc:  # noqa: BLE001 - the user's code or file: its failure (any kind) is bad input
+    except BaseException as exc:  # the user's code or file: its failure (any kind) is bad input
         if not isolate:
             raise
         raise _as_policy_error(exc, name) from None

@@ -1,31 +1,121 @@
-"""Validate a policy against a model before any work, reporting every problem at once."""
+"""The door for policies: :func:`as_policy` wraps what the user passes once; :func:`check_policy` validates a policy
+against a model before any work, reporting every problem at once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from rlverify.errors import PolicyError
+from rlverify.errors import PolicyError, safe_repr, type_name
 from rlverify.models.dynamics import fit
-from rlverify.policies.base import Policy, numeric_output, validate_probabilities
+from rlverify.policies.adapters import CallablePolicy, ProtocolPolicy
+from rlverify.policies.base import BasePolicy, numeric_output, validate_probabilities
+from rlverify.policies.formats import check_name_options, declaration
+
+#: What a policy object has (the :class:`~rlverify.policies.base.Policy` protocol, but its ``name``).
+PROTOCOL = ("features", "actions", "action_probabilities")
 
 
-def check_policy(policy: Policy, model: Any, *, sample: np.ndarray | None = None) -> None:
+def as_policy(policy: Any, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
+              output: str | None = None) -> BasePolicy:
+    """``policy`` as the one kind of policy the engines take (a :class:`~rlverify.policies.base.BasePolicy`, which
+    has a ``name`` and checks its outputs), wrapped once and its shape checked up front.
+
+    * an adapter (what :func:`~rlverify.policies.load_policy` gives, a :class:`CallablePolicy`, ...): itself;
+    * an object with ``features``, ``actions`` and ``action_probabilities``, of the user's own class: a
+      :class:`~rlverify.policies.adapters.ProtocolPolicy` named by its ``name`` (a string) or else its class name;
+    * a function ``fn(states (N, d)) -> (N, |A|)`` outputs of kind ``output`` (default ``probabilities``): a
+      :class:`CallablePolicy` over ``features`` and ``actions`` (both needed), named by the function's name.
+
+    For a policy object, ``features``/``actions``/``output`` may repeat what it declares but never change it (the
+    rule of policy files, :func:`~rlverify.policies.formats.declaration`). What :func:`check_policy` checks without a
+    model is checked here: the protocol's attributes are there, its names are lists of distinct non-empty strings,
+    ``action_probabilities`` can be called. ``as_policy(as_policy(p))`` is ``as_policy(p)``.
+
+    Raises:
+        PolicyError: not a policy (what is missing, named), invalid names, an option contradicting the policy.
+    """
+    check_name_options(features, actions)
+    if isinstance(policy, type):
+        cls = _class_name(policy)
+        raise PolicyError(f"{cls} is a class, not a policy: pass an instance ({cls}(...))")
+    if isinstance(policy, BasePolicy):
+        wrapped = policy
+    elif all(hasattr(policy, attr) for attr in PROTOCOL) or not callable(policy):
+        wrapped = _wrap_object(policy)
+    else:
+        return _wrap_function(policy, features, actions, output)
+    declaration(wrapped.name, "the policy object", {"features": features, "actions": actions, "output": output},
+                {"features": wrapped.features, "actions": wrapped.actions,
+                 "output": getattr(wrapped, "output", "probabilities")})
+    return wrapped
+
+
+def _class_name(cls: type) -> str:
+    """A class's name for messages (a string even for an odd metaclass)."""
+    name = getattr(cls, "__name__", None)
+    return str.__str__(name) if isinstance(name, str) else "object"
+
+
+def _wrap_object(policy: Any) -> ProtocolPolicy:
+    """A policy object of the user's class as a :class:`ProtocolPolicy`, its shape checked."""
+    for attr in PROTOCOL:
+        if not hasattr(policy, attr):
+            raise PolicyError(f"{safe_repr(policy)} is not a policy: it has no '{attr}' (see rlverify.policies.Policy)")
+    own = getattr(policy, "name", None)
+    name = str.__str__(own) if isinstance(own, str) and own else type_name(policy)
+    problems = []
+    if not callable(policy.action_probabilities):
+        problems.append(f"its action_probabilities is a {type_name(policy.action_probabilities)}, not a method "
+                        "(states (N, d) -> probabilities (N, |A|))")
+    features, feature_problems = _names(policy.features, "features")
+    actions, action_problems = _names(policy.actions, "actions")
+    problems += feature_problems + action_problems
+    if problems:
+        raise PolicyError(f"{name}: not a policy as rlverify takes one", problems)
+    return ProtocolPolicy(policy, features, actions, name=name)
+
+
+def _names(value: Any, kind: str) -> tuple[list[str], list[str]]:
+    """A policy object's ``features`` or ``actions`` as a list of plain strings, and what is wrong with them.
+
+    Emptiness and duplicates are checked by the adapter (:class:`~rlverify.policies.base.BasePolicy`)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return [], [f"its {kind} is {safe_repr(value)}, not a list of names"]
+    names = list(value)
+    bad = [v for v in names if not isinstance(v, str) or not v]
+    if bad:
+        return [], [f"its {kind} must be non-empty strings, got {', '.join(safe_repr(v) for v in bad[:3])}"]
+    return [str.__str__(v) for v in names], []
+
+
+def _wrap_function(fn: Callable[..., Any], features: Sequence[str] | None, actions: Sequence[str] | None,
+                   output: str | None) -> CallablePolicy:
+    """A function of the user's as a :class:`CallablePolicy`, named by its ``__name__`` (a lambda: ``callable policy``)."""
+    own = getattr(fn, "__name__", None)
+    name = str.__str__(own) if isinstance(own, str) and own and own != "<lambda>" else "callable policy"
+    if not features or not actions:
+        missing = " and ".join(k for k, v in (("features", features), ("actions", actions)) if not v)
+        raise PolicyError(f"{name}: a function is a policy only with its {missing} (as_policy(fn, features=[...], "
+                          "actions=[...]), or rlverify.policies.CallablePolicy)")
+    return CallablePolicy(fn, list(features), list(actions), output=output or "probabilities", name=name)
+
+
+def check_policy(policy: Any, model: Any, *, sample: np.ndarray | None = None) -> None:
     """Check names, shapes and distributions of ``policy`` against ``model``.
 
-    ``model`` needs ``variables`` and ``action_names`` (a :class:`~rlverify.models.SymbolicModel`,
-    whose command names a policy may also use, or an :class:`~rlverify.models.ExplicitModel`). The policy's output is checked on ``sample`` (an
-    ``(N, d)`` feature batch) or, if None, on the model's initial state (explicit models: up to
-    1,000 states) when it is known.
+    ``policy`` is anything :func:`as_policy` takes. ``model`` needs ``variables`` and ``action_names`` (a
+    :class:`~rlverify.models.SymbolicModel`, whose command names a policy may also use, or an
+    :class:`~rlverify.models.ExplicitModel`). The policy's output is checked on ``sample`` (an ``(N, d)`` feature
+    batch) or, if None, on the model's initial state (explicit models: up to 1,000 states) when it is known.
 
     Raises:
         PolicyError: listing every problem found.
     """
+    policy = as_policy(policy)
     problems: list[str] = []
-    for attr in ("features", "actions", "action_probabilities"):
-        if not hasattr(policy, attr):
-            raise PolicyError(f"{policy!r} is not a policy: it has no '{attr}' (see rlverify.policies.Policy)")
     problems += fit(policy.features, policy.actions, variables=model.variables, model_actions=model.action_names,
                     commands=getattr(model, "commands", ())).problems()
     batch = None
@@ -33,16 +123,15 @@ def check_policy(policy: Policy, model: Any, *, sample: np.ndarray | None = None
         batch = _default_sample(policy, model) if sample is None else np.asarray(sample, dtype=np.float64)
     if batch is not None:
         try:
-            probs = numeric_output(policy.action_probabilities(batch), getattr(policy, "name", "policy"))
-            validate_probabilities(probs, len(batch), len(policy.actions), source=getattr(policy, "name", "policy"))
+            probs = numeric_output(policy.action_probabilities(batch), policy.name)
+            validate_probabilities(probs, len(batch), len(policy.actions), source=policy.name)
         except PolicyError as exc:
             problems.append(str(exc))
     if problems:
-        name = getattr(policy, "name", type(policy).__name__)
-        raise PolicyError(f"policy {name} does not fit model {getattr(model, 'path', '')}", problems)
+        raise PolicyError(f"policy {policy.name} does not fit model {getattr(model, 'path', '')}", problems)
 
 
-def _default_sample(policy: Policy, model: Any) -> np.ndarray | None:
+def _default_sample(policy: BasePolicy, model: Any) -> np.ndarray | None:
     if hasattr(model, "feature_matrix"):
         return model.feature_matrix(policy.features)[:1000]
     init = model.initial_valuation() if hasattr(model, "initial_valuation") else None
@@ -64,7 +153,7 @@ def _asked_in(model: Any, valuation: dict[str, int]) -> bool:
         compiled = CompiledProgram(program, str(getattr(model, "path", "model")))
         values = np.asarray([[valuation[v.name] for v in compiled.variables]], dtype=np.int64)
         enabled = compiled.enabled(compiled.env(values), 1)[0]
-    except Exception:  # noqa: BLE001 - not compilable here (e.g. a DTMC): check the state as before
+    except Exception:  # not compilable here (e.g. a DTMC): check the state as before
         return True
     labelled = np.asarray([bool(c.action) for c in compiled.choices], dtype=bool)
     return bool((enabled & labelled).any() or enabled.sum() > 1)

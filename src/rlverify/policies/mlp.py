@@ -1,6 +1,6 @@
 """Feed-forward ReLU networks as plain numpy weights, read from and written to policy files.
 
-The ONNX files rlverify writes are self-describing (see :mod:`rlverify.policies.adapters` for the
+The ONNX files rlverify writes are self-describing (see :mod:`rlverify.policies.formats` for the
 metadata keys) and use only ``Gemm`` and ``Relu`` nodes. This module is the one place that reads a
 network's weights: :func:`mlp_from_onnx` (Gemm/MatMul/Add/Relu graphs) and :func:`mlp_from_torch`
 (``Sequential`` of ``Linear`` and ``ReLU``), used by the policies' ``network()`` methods (the
@@ -11,14 +11,16 @@ read is checked against the file's own runtime by :func:`cross_check_network`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlverify.errors import InputFileError, PolicyError
+from rlverify.errors import InputFileError, PolicyError, require
+from rlverify.policies.formats import META_ACTIONS, META_FEATURES, META_OUTPUT, META_TRAINING, read_sidecar, softmax
 
 #: What :func:`mlp_from_torch` reads, for error messages.
 TORCH_SHAPE = "a torch.nn.Sequential alternating Linear and ReLU layers, ending with the output Linear"
@@ -43,7 +45,7 @@ class MLP:
     def __post_init__(self) -> None:
         if len(self.weights) != len(self.biases) or not self.weights:
             raise PolicyError("MLP: need one bias per weight matrix and at least one layer")
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             if w.ndim != 2 or b.shape != (w.shape[0],):
                 raise PolicyError(f"MLP layer {i}: weight {w.shape} and bias {b.shape} do not fit")
             if i and w.shape[1] != self.weights[i - 1].shape[0]:
@@ -52,12 +54,12 @@ class MLP:
     @property
     def sizes(self) -> tuple[int, ...]:
         """Layer widths, input first, e.g. ``(2, 64, 64, 3)``."""
-        return (self.weights[0].shape[1],) + tuple(w.shape[0] for w in self.weights)
+        return (self.weights[0].shape[1], *(w.shape[0] for w in self.weights))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Outputs ``(N, out)`` for inputs ``(N, in)`` (float64)."""
         h = np.asarray(x, dtype=np.float64)
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             h = h @ w.T
             h += b  # in place: the same sums as h @ w.T + b, one temporary less
             if i < len(self.weights) - 1:
@@ -69,7 +71,7 @@ class MLP:
         """He-initialised random network with the given layer widths (for tests and benchmarks)."""
         rng = np.random.default_rng(seed)
         ws, bs = [], []
-        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        for n_in, n_out in pairwise(sizes):
             ws.append(rng.normal(0.0, np.sqrt(2.0 / n_in), size=(n_out, n_in)))
             bs.append(rng.normal(0.0, 0.1, size=n_out))
         return cls(tuple(ws), tuple(bs))
@@ -81,13 +83,11 @@ def save_mlp_onnx(path: str | Path, mlp: MLP, *, features: Sequence[str], action
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from rlverify.policies.adapters import META_ACTIONS, META_FEATURES, META_OUTPUT, META_TRAINING
-
     if mlp.sizes[0] != len(features) or mlp.sizes[-1] != len(actions):
         raise PolicyError(f"network sizes {mlp.sizes} do not fit {len(features)} features and {len(actions)} actions")
     nodes, inits = [], []
     prev = "state"
-    for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases)):
+    for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases, strict=True)):
         inits.append(numpy_helper.from_array(w.astype(np.float32), f"W{i}"))
         inits.append(numpy_helper.from_array(b.astype(np.float32), f"b{i}"))
         out = "output" if i == len(mlp.weights) - 1 else f"h{i}"
@@ -146,92 +146,127 @@ def mlp_from_onnx(source: str | Path | Any, *, name: str | None = None) -> MLP:
     from onnx import numpy_helper
 
     if isinstance(source, (str, Path)):
-        path = Path(source)
         try:
-            model = onnx.load(str(path))
+            model = onnx.load(str(source))
         except Exception as exc:
-            raise InputFileError(f"{path}: not a readable ONNX model ({exc})") from None
+            raise InputFileError(f"{Path(source)}: not a readable ONNX model ({exc})") from None
+        shown = name or str(Path(source))
     else:
-        model, path = source, name or "ONNX model"
-    path = name or path
+        model, shown = source, name or "ONNX model"
     init = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in init]
     if len(inputs) != 1 or len(model.graph.output) != 1:
-        raise PolicyError(f"{path}: expected one input and one output, got {len(inputs)} inputs and "
+        raise PolicyError(f"{shown}: expected one input and one output, got {len(inputs)} inputs and "
                           f"{len(model.graph.output)} outputs")
-    current = inputs[0]
-    shape = "a chain of affine layers (Gemm, MatMul[+Add]) with one Relu between consecutive layers"
-    ws: list[np.ndarray] = []
-    bs: list[np.ndarray] = []
-    last = "input"  # what produced `current`: input, affine (awaiting an optional Add), bias, relu
-
-    def refuse(node: Any, why: str) -> PolicyError:
-        return PolicyError(f"{path}: node '{node.name or node.op_type}' ({node.op_type}) {why}; "
-                           f"rlverify reads {shape}")
-
+    chain = _OnnxChain(shown, init, inputs[0])
     for node in model.graph.node:
+        chain.read(node)
+    return chain.mlp(model.graph.output[0].name)
+
+
+#: What :func:`mlp_from_onnx` reads, for error messages.
+_ONNX_SHAPE = "a chain of affine layers (Gemm, MatMul[+Add]) with one Relu between consecutive layers"
+
+_FLOAT_TYPES = (1, 11)  # onnx.TensorProto.FLOAT, DOUBLE
+
+
+@dataclass
+class _OnnxChain:
+    """The layers of an ONNX graph read so far, node by node (:meth:`read`), as :func:`mlp_from_onnx` reads them.
+
+    ``current`` is the tensor the last node produced; ``last`` what produced it: ``input``, ``affine`` (a MatMul,
+    awaiting an optional Add), ``bias`` or ``relu``.
+    """
+
+    name: str
+    init: dict[str, np.ndarray]
+    current: str
+    last: str = "input"
+    ws: list[np.ndarray] = field(default_factory=list)
+    bs: list[np.ndarray] = field(default_factory=list)
+
+    def refuse(self, node: Any, why: str) -> PolicyError:
+        return PolicyError(f"{self.name}: node '{node.name or node.op_type}' ({node.op_type}) {why}; "
+                           f"rlverify reads {_ONNX_SHAPE}")
+
+    def read(self, node: Any) -> None:
+        """Take one node: an affine layer, its bias, a Relu, or an operator that keeps the values; else refuse it."""
         op = node.op_type
-        data_inputs = [i for i in node.input if i and i not in init]
-        if data_inputs != [current]:
-            raise refuse(node, f"does not take the previous node's output '{current}' alone")
-        if op in ("Gemm", "MatMul"):
-            if last in ("affine", "bias"):
-                raise refuse(node, "follows an affine layer without a Relu between")
-            if node.input[0] != current or node.input[1] not in init:
-                raise refuse(node, "needs its weight as an initializer")
-            if op == "Gemm":
-                attrs = {a.name: helper_attr(a) for a in node.attribute}
-                w = init[node.input[1]]
-                if attrs.get("transB", 0) != 1:
-                    w = w.T
-                if attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
-                    raise refuse(node, "uses transA/alpha/beta")
-                b = init[node.input[2]] if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0])
-                if b.size not in (1, w.shape[0]):
-                    raise refuse(node, f"has a bias of shape {b.shape} for {w.shape[0]} outputs")
-                ws.append(w)
-                bs.append(np.broadcast_to(b.reshape(-1), (w.shape[0],)).copy())
-                last = "bias"
-            else:
-                ws.append(init[node.input[1]].T)
-                bs.append(np.zeros(ws[-1].shape[0]))
-                last = "affine"
-        elif op == "Add":
-            if last != "affine":
-                raise refuse(node, "is not the bias of a MatMul")
-            bs[-1] = bs[-1] + np.broadcast_to(init[[i for i in node.input if i in init][0]].reshape(-1), bs[-1].shape)
-            last = "bias"
-        elif op == "Relu":
-            if last not in ("affine", "bias"):
-                raise refuse(node, "does not follow an affine layer")
-            last = "relu"
-        elif op == "Identity":
-            pass  # the same values
-        elif op == "Flatten" and {a.name: helper_attr(a) for a in node.attribute}.get("axis", 1) == 1:
-            pass  # (N, d) stays (N, d)
-        elif op == "Cast" and {a.name: helper_attr(a) for a in node.attribute}.get("to") in _FLOAT_TYPES:
-            pass  # float32/float64: the same values up to rounding (covered by the cross-check)
-        else:
-            raise PolicyError(f"{path}: layer '{node.name or op}' uses operator {op}, which rlverify cannot read "
+        data_inputs = [i for i in node.input if i and i not in self.init]
+        if data_inputs != [self.current]:
+            raise self.refuse(node, f"does not take the previous node's output '{self.current}' alone")
+        steps: dict[str, Callable[[Any], None]] = {"Gemm": self._affine, "MatMul": self._affine, "Add": self._add,
+                                                   "Relu": self._relu}
+        if op in steps:
+            steps[op](node)
+        elif not _keeps_values(node):
+            raise PolicyError(f"{self.name}: layer '{node.name or op}' uses operator {op}, which rlverify cannot read "
                               "as a ReLU network (supported: Gemm, MatMul, Add, Relu)")
-        current = node.output[0]
-    if last == "relu":
-        raise PolicyError(f"{path}: the network ends in a Relu; rlverify reads the last affine layer (no Relu after "
-                          "it) as the output: export the logits")
-    if not ws:
-        raise PolicyError(f"{path}: no affine layer found; rlverify reads {shape}")
-    if current != model.graph.output[0].name:
-        raise PolicyError(f"{path}: the graph output '{model.graph.output[0].name}' is not the last layer's output")
-    return MLP(tuple(ws), tuple(bs))
+        self.current = node.output[0]
+
+    def _affine(self, node: Any) -> None:
+        if self.last in ("affine", "bias"):
+            raise self.refuse(node, "follows an affine layer without a Relu between")
+        if node.input[0] != self.current or node.input[1] not in self.init:
+            raise self.refuse(node, "needs its weight as an initializer")
+        if node.op_type == "MatMul":
+            self.ws.append(self.init[node.input[1]].T)
+            self.bs.append(np.zeros(self.ws[-1].shape[0]))
+            self.last = "affine"
+            return
+        attrs = {a.name: helper_attr(a) for a in node.attribute}
+        w = self.init[node.input[1]]
+        if attrs.get("transB", 0) != 1:
+            w = w.T
+        if attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
+            raise self.refuse(node, "uses transA/alpha/beta")
+        b = self.init[node.input[2]] if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0])
+        if b.size not in (1, w.shape[0]):
+            raise self.refuse(node, f"has a bias of shape {b.shape} for {w.shape[0]} outputs")
+        self.ws.append(w)
+        self.bs.append(np.broadcast_to(b.reshape(-1), (w.shape[0],)).copy())
+        self.last = "bias"
+
+    def _add(self, node: Any) -> None:
+        if self.last != "affine":
+            raise self.refuse(node, "is not the bias of a MatMul")
+        found = next((i for i in node.input if i in self.init), None)
+        if found is None:
+            raise self.refuse(node, "needs its bias as an initializer")
+        bias = self.init[found]
+        self.bs[-1] = self.bs[-1] + np.broadcast_to(bias.reshape(-1), self.bs[-1].shape)
+        self.last = "bias"
+
+    def _relu(self, node: Any) -> None:
+        if self.last not in ("affine", "bias"):
+            raise self.refuse(node, "does not follow an affine layer")
+        self.last = "relu"
+
+    def mlp(self, output: str) -> MLP:
+        """The network read, once every node is read; ``output``: the graph's output tensor."""
+        if self.last == "relu":
+            raise PolicyError(f"{self.name}: the network ends in a Relu; rlverify reads the last affine layer (no Relu "
+                              "after it) as the output: export the logits")
+        if not self.ws:
+            raise PolicyError(f"{self.name}: no affine layer found; rlverify reads {_ONNX_SHAPE}")
+        if self.current != output:
+            raise PolicyError(f"{self.name}: the graph output '{output}' is not the last layer's output")
+        return MLP(tuple(self.ws), tuple(self.bs))
+
+
+def _keeps_values(node: Any) -> bool:
+    """Whether an ONNX node passes its input on unchanged (up to float rounding, covered by the cross-check):
+    Identity, Flatten of an ``(N, d)`` input on axis 1, a Cast to float32/float64."""
+    attrs = {a.name: helper_attr(a) for a in node.attribute}
+    return (node.op_type == "Identity" or (node.op_type == "Flatten" and attrs.get("axis", 1) == 1)
+            or (node.op_type == "Cast" and attrs.get("to") in _FLOAT_TYPES))
 
 
 def helper_attr(attr: Any) -> Any:
+    """The value of an ONNX node attribute."""
     from onnx import helper
 
     return helper.get_attribute_value(attr)
-
-
-_FLOAT_TYPES = (1, 11)  # onnx.TensorProto.FLOAT, DOUBLE
 
 
 def mlp_from_torch(module: Any, *, name: str = "torch module") -> MLP:
@@ -277,7 +312,7 @@ def _torch_kind(module: Any) -> str:
     return str(getattr(module, "original_name", None) or type(module).__name__)
 
 
-def _torch_layers(module: Any, prefix: str):
+def _torch_layers(module: Any, prefix: str) -> Iterator[tuple[str, Any]]:
     for child_name, child in module.named_children():
         if _torch_kind(child) == "Sequential":
             yield from _torch_layers(child, f"{prefix}{child_name}.")
@@ -303,40 +338,11 @@ def load_network(path: str | Path, *, n_actions: int | None = None) -> MLP:
     Raises:
         PolicyError: unsupported layer (named), another output kind, or a wrong output count.
     """
-    from rlverify.policies.adapters import META_OUTPUT, _import
-
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"{path}: network file not found")
-    if path.suffix.lower() in (".pt", ".pth"):
-        torch = _import("torch", "torch")
-        try:
-            module = torch.jit.load(str(path), map_location="cpu")
-        except Exception as exc:
-            raise InputFileError(f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with torch.jit.save") from None
-        side = path.with_name(path.name + ".json")
-        from rlverify.policies.loading import read_sidecar
-
-        kind = read_sidecar(side).get("output", "logits") if side.is_file() else "logits"
-        mlp = mlp_from_torch(module, name=str(path))
-
-        def run(x: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                return module(torch.as_tensor(x, dtype=torch.float32)).double().numpy()
-    else:
-        import onnx
-
-        ort = _import("onnxruntime", "onnxruntime")
-        try:
-            model = onnx.load(str(path))
-        except Exception as exc:
-            raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
-        kind = {p.key: p.value for p in model.metadata_props}.get(META_OUTPUT, "logits")
-        mlp = mlp_from_onnx(model, name=str(path))
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-
-        def run(x: np.ndarray) -> np.ndarray:
-            return np.asarray(session.run(None, {session.get_inputs()[0].name: x.astype(np.float32)})[0], dtype=np.float64)
+    read = _torchscript_network if path.suffix.lower() in (".pt", ".pth") else _onnx_network
+    mlp, kind, run = read(path)
     if kind != "logits":
         raise PolicyError(f"{path}: the network outputs {kind!r}, not logits; the abstraction engine bounds a softmax "
                           "over logits: export the logits layer")
@@ -345,6 +351,48 @@ def load_network(path: str | Path, *, n_actions: int | None = None) -> MLP:
     sample = default_check_sample(mlp.sizes[0])
     cross_check_network(mlp, sample, run(sample), output="logits", name=str(path))
     return mlp
+
+
+#: A network file's own runtime: ``(N, d)`` inputs to its ``(N, out)`` float64 outputs.
+Runtime = Callable[[np.ndarray], np.ndarray]
+
+
+def _torchscript_network(path: Path) -> tuple[MLP, str, Runtime]:
+    """The weights of a TorchScript file, its output kind (its sidecar's; default logits) and its runtime."""
+    torch = require("torch", "torch", purpose="a TorchScript network")
+    try:
+        module = torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:
+        raise InputFileError(f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with "
+                             "torch.jit.save") from None
+    side = path.with_name(path.name + ".json")
+    kind = read_sidecar(side).get("output", "logits") if side.is_file() else "logits"
+    mlp = mlp_from_torch(module, name=str(path))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return module(torch.as_tensor(x, dtype=torch.float32)).double().numpy()
+
+    return mlp, kind, run
+
+
+def _onnx_network(path: Path) -> tuple[MLP, str, Runtime]:
+    """The weights of an ONNX file, its output kind (its metadata's; default logits) and its runtime."""
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:
+        raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
+    kind = {p.key: p.value for p in model.metadata_props}.get(META_OUTPUT, "logits")
+    mlp = mlp_from_onnx(model, name=str(path))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.asarray(session.run(None, {session.get_inputs()[0].name: x.astype(np.float32)})[0], dtype=np.float64)
+
+    return mlp, kind, run
 
 
 def default_check_sample(n_features: int) -> np.ndarray:
@@ -367,8 +415,6 @@ def cross_check_network(mlp: MLP, sample: np.ndarray, outputs: np.ndarray, *, ou
     Raises:
         PolicyError: the largest difference exceeds :data:`CROSS_CHECK_TOLERANCE`.
     """
-    from rlverify.policies.adapters import softmax
-
     ours = mlp(sample)
     theirs = np.asarray(outputs, dtype=np.float64)
     if theirs.shape != ours.shape:

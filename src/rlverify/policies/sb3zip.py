@@ -34,12 +34,11 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
-from rlverify.errors import InputFileError, PolicyError
-from rlverify.policies.base import exception_text
+from rlverify.errors import InputFileError, PolicyError, exception_text
 
 #: The most bytes the members of a policy zip may inflate to in total (SB3 zips of MLP policies are a few MB).
 MAX_INFLATED_BYTES = 256 * 2**20
@@ -272,13 +271,27 @@ def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
         return ObsSpace(kind, shape[0], tuple(shape))
     if kind == "MultiDiscrete" and shape is not None and len(shape) == 1:
         nvec = _int_list(entry.get("nvec"))
-        start = _int_list(entry.get("start", "[]"))
-        if nvec is not None and len(nvec) == shape[0] and all(v > 0 for v in nvec) and not any(start or []):
+        starts = _int_list(entry.get("start", "[]"))
+        if nvec is not None and len(nvec) == shape[0] and all(v > 0 for v in nvec) and not any(starts or []):
             return ObsSpace("MultiDiscrete", shape[0], tuple(shape), nvec=tuple(nvec))
     shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
     raise PolicyError(f"{path}: the observation space {shown} (shape {shape}) is not one rlverify reads: a flat "
                       "vector of features (Box, MultiDiscrete, MultiBinary of one dimension) or one state index "
                       "(Discrete)" + hint)
+
+
+def space_of(space: Any, path: Path) -> ObsSpace:
+    """A gymnasium observation space (as SB3's loader made it) as an :class:`ObsSpace`."""
+    kind = type(space).__name__
+    shape = tuple(int(d) for d in getattr(space, "shape", ()) or ())
+    if kind == "Discrete" and int(getattr(space, "start", 0)) == 0:
+        return ObsSpace("Discrete", 1, (), n=int(space.n))
+    if kind in ("Box", "MultiBinary") and len(shape) == 1:
+        return ObsSpace(kind, shape[0], shape)
+    if kind == "MultiDiscrete" and len(shape) == 1 and not np.any(getattr(space, "start", 0)):
+        return ObsSpace(kind, shape[0], shape, nvec=tuple(int(v) for v in space.nvec))
+    raise PolicyError(f"{path}: the observation space is {space}; rlverify feeds a flat vector of features (Box, "
+                      "MultiDiscrete, MultiBinary) or one state index (Discrete, starting at 0)")
 
 
 def action_space(entry: Any, path: Path) -> int:
@@ -335,7 +348,7 @@ def _state_dict(path: Path, torch: Any) -> dict[str, Any]:
         with warnings.catch_warnings():  # torch warns about what weights_only=True refuses on purpose (pickle
             warnings.simplefilter("ignore")  # protocols, the default's change): the refusal below says it once
             state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - weights_only refuses anything but tensors and plain containers
+    except Exception as exc:  # weights_only refuses anything but tensors and plain containers
         raise InputFileError(f"{path}: policy.pth is not a plain tensor state dict ({exception_text(exc, 200)}); "
                              f"to load it anyway pass {TRUST_CODE}") from None
     if not isinstance(state, Mapping):
@@ -365,13 +378,15 @@ def _int_list(value: Any) -> list[int] | None:
     """A list of integers written as JSON (``[3, 2]``) or as numpy's text (``'[3 2]'``)."""
     if isinstance(value, list):
         out = [_int(v) for v in value]
-        return None if any(v is None for v in out) else out  # type: ignore[misc]
+        ints = [v for v in out if v is not None]
+        return ints if len(ints) == len(out) else None
     if isinstance(value, str) and re.fullmatch(r"\s*\[[\s\d,-]*\]\s*", value) and len(value) < 100_000:
         return [int(v) for v in re.findall(r"-?\d+", value)]
     return None
 
 
-def _is_tensor(value: Any, torch: Any, shape: tuple[int, ...]) -> bool:
+def _is_tensor(value: Any, torch: Any, shape: tuple[int, ...]) -> TypeGuard[Any]:
+    """Whether ``value`` is a floating-point tensor of ``shape`` (not None: a member the state dict lacks)."""
     return isinstance(value, torch.Tensor) and tuple(value.shape) == shape and value.is_floating_point()
 
 
