@@ -146,10 +146,12 @@ def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, fea
             actions: Sequence[str] | None, output: str | None, needs_policy: bool,
             interface: dict[str, list[str]] | None = None, *, trust_code: bool = False,
             timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> tuple[Policy | None, str | None]:
+    from rlverify.policies.check import as_policy
     from rlverify.policies.loading import load_policy
 
-    if policy is not None and not isinstance(policy, str):
-        return policy, getattr(policy, "name", type(policy).__name__)
+    if policy is not None and not isinstance(policy, str):  # a policy object (or function) given through the API
+        wrapped = as_policy(policy, features=features, actions=actions, output=output)
+        return wrapped, wrapped.name
     if policy is None:
         if not needs_policy:
             return None, None
