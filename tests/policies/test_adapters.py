@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ def test_onnx_without_metadata_needs_features_and_actions(tmp_path: Path) -> Non
     with pytest.raises(PolicyError, match="--features and --actions"):
         load_policy(str(path))
     # what the outputs are must be said too: softmax over probabilities would be a wrong, valid-looking policy
-    with pytest.raises(PolicyError, match="--output logits|probabilities|q-values"):
+    with pytest.raises(PolicyError, match=re.escape("--output logits|probabilities|q-values")):
         load_policy(str(path), features=["x", "y"], actions=["l", "r"])
     policy = load_policy(str(path), features=["x", "y"], actions=["l", "r"], output="logits")
     assert policy.action_probabilities(np.zeros((3, 2))).shape == (3, 2)
@@ -58,7 +59,8 @@ def test_table_policy(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="no entry for state"):
         policy.action_probabilities(np.array([[2.0]]))
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"features": ["x"], "actions": ["u"], "table": [{"state": {"y": 1}, "probabilities": {"z": 1}}]}))
+    bad.write_text(json.dumps({"features": ["x"], "actions": ["u"],
+                               "table": [{"state": {"y": 1}, "probabilities": {"z": 1}}]}))
     with pytest.raises(PolicyError, match=r"missing features \['x'\]"):
         TablePolicy.from_json(bad)
     broken = tmp_path / "broken.json"
@@ -148,7 +150,7 @@ def test_torchscript_softmax_network_verifies_exactly_like_its_onnx_twin(tmp_pat
     onnx_policy = bench.load_policy("reference")
     net = mlp_from_onnx(str(bench.policies["reference"]))
     layers = []
-    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+    for i, (w, b) in enumerate(zip(net.weights, net.biases, strict=True)):
         lin = torch.nn.Linear(w.shape[1], w.shape[0])
         with torch.no_grad():
             lin.weight.copy_(torch.as_tensor(w))

@@ -87,7 +87,7 @@ def test_torchscript_network_equals_torch(tmp_path):
     np.testing.assert_allclose(policy.network()(X), theirs, rtol=1e-5, atol=1e-4 * (1 + np.abs(theirs).max()))
     # a plain (not scripted) module reads the same
     plain = TorchPolicy(net, ["a", "b", "c"], ["l", "r"], output="logits")
-    assert all(np.array_equal(u, v) for u, v in zip(plain.network().weights, policy.network().weights))
+    assert all(np.array_equal(u, v) for u, v in zip(plain.network().weights, policy.network().weights, strict=True))
 
 
 def test_torch_module_that_is_no_sequential_is_refused():

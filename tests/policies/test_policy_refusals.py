@@ -76,7 +76,7 @@ def verify(capsys, model: Path, policy: str, *extra: str) -> tuple[int, str, str
 
 
 def test_what_a_policy_module_prints_stays_off_stdout(capsys, files, tmp_path):
-    model, policies = files
+    model, _ = files
     chatty = tmp_path / "chatty.py"
     chatty.write_text(POLICIES + "print('printed at import')\n"
                       "def talks(s):\n    print('printed at call')\n    return good(s)\n")
@@ -175,8 +175,10 @@ def test_binary_garbage_as_a_table_is_refused(capsys, tmp_path, files):
 
 
 @pytest.mark.parametrize(("sidecar", "expected"), [
-    ({"features": 5, "actions": ["left", "down", "right", "up"]}, "'features' must be a list of names (strings), got a number"),
-    ({"features": "s", "actions": ["left", "down", "right", "up"]}, "'features' must be a list of names (strings), got a string"),
+    ({"features": 5, "actions": ["left", "down", "right", "up"]},
+     "'features' must be a list of names (strings), got a number"),
+    ({"features": "s", "actions": ["left", "down", "right", "up"]},
+     "'features' must be a list of names (strings), got a string"),
     ({"output": 7}, "'output' must be one of"),
     ({"params": [1]}, "'params' must be an object"),
     ([1], "expected a JSON object"),

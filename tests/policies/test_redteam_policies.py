@@ -70,7 +70,7 @@ def test_non_real_outputs_are_refused_and_real_ones_converted_exactly():
         numeric_output(np.array([[0.5 + 0j, 0.5]]), "p")  # even with imaginary part 0: not what a policy gives
     with pytest.raises(PolicyError, match=r"not an array of numbers \(list of <U3: strings\)"):
         numeric_output([["0.5", "0.5"]], "p")  # numpy would parse the strings
-    with pytest.raises(PolicyError, match="objects that are not real numbers, e.g. a NoneType"):
+    with pytest.raises(PolicyError, match=r"objects that are not real numbers, e\.g\. a NoneType"):
         numeric_output(np.array([[0.5, None]], dtype=object), "p")
     with pytest.raises(PolicyError, match="dates"):
         numeric_output(np.array([[1, 0]], dtype="datetime64[s]"), "p")
@@ -189,7 +189,7 @@ def test_output_contradicting_an_sb3_zips_algorithm_is_refused(tmp_path):
     pytest.importorskip("stable_baselines3")
     zip_file = ROOT / "examples" / "gymnasium" / "ppo_frozenlake.zip"
     lake = ["left", "down", "right", "up"]
-    with pytest.raises(PolicyError, match="--output q-values contradicts its output logits .declared by its PPO model"):
+    with pytest.raises(PolicyError, match=r"--output q-values contradicts its output logits \(declared by its PPO model"):
         load_policy(str(zip_file), features=["s"], actions=lake, output="q-values")
     assert load_policy(str(zip_file), features=["s"], actions=lake, output="logits").output == "logits"
 

@@ -87,7 +87,7 @@ def test_recurrent_ppo_is_refused_with_the_reason(tmp_path):
     path = tmp_path / "lstm.zip"
     model.save(str(path))
     env.save_policy_metadata(path)
-    with pytest.raises(PolicyError, match="recurrent.*memoryless"):
+    with pytest.raises(PolicyError, match=r"recurrent.*memoryless"):
         load_policy(str(path))
 
 

@@ -35,6 +35,6 @@ def test_sb3_ppo_zip_verifies_with_its_own_action_distribution(tmp_path):
     # by hand from SB3's own probabilities of UP in A, B, C (x = 1, 2, 3): reaching D within two
     # steps from A needs UP in A, then UP in B (0.8 to D) or UP in C (1.0 to D)
     up = env.action_names.index("UP")
-    p_up = {int(s[0]): p[up] for s, p in zip(obs, own)}
+    p_up = {int(s[0]): p[up] for s, p in zip(obs, own, strict=True)}
     expected = p_up[1] * (0.2 * p_up[2] * 0.8 + 0.8 * p_up[3])
     assert r.value == pytest.approx(expected, rel=1e-5)

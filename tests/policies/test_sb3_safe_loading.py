@@ -149,7 +149,7 @@ def test_a_custom_policy_class_is_refused_naming_trust_code_which_then_loads_it(
     assert isinstance(model.policy, ActorCriticPolicy)
     path = tmp_path / "custom.zip"
     model.save(str(path))
-    with pytest.raises(PolicyError, match="--trust-code .loads the zip with Stable-Baselines3's loader, which unpickles"):
+    with pytest.raises(PolicyError, match=r"--trust-code \(loads the zip with Stable-Baselines3's loader, which unpickles"):
         load_policy(str(path), features=["s"], actions=LAKE)
     trusted = load_policy(str(path), features=["s"], actions=LAKE, trust_code=True)
     obs = np.arange(16)[:, None]
