@@ -131,6 +131,13 @@ def test_a_class_instead_of_an_instance_is_refused():
         as_policy(Nameless)
 
 
+def test_a_file_is_loaded_not_wrapped(tiny):
+    with pytest.raises(PolicyError, match=r"policy\.onnx: a policy file or spec is loaded by rlverify\.load_policy"):
+        as_policy("policy.onnx")
+    with pytest.raises(PolicyError, match=r"a policy file or spec is loaded by rlverify\.load_policy"):
+        as_policy(tiny)
+
+
 def test_options_may_repeat_a_policy_object_but_not_change_it(tiny):
     assert resolve(str(tiny), policy=Nameless(), features=["x"], actions=["a", "b", "c"]).policy.name == "Nameless"
     contradiction = r"Nameless: --features y contradicts its features x \(declared by the policy object\)"

@@ -4,6 +4,7 @@ against a model before any work, reporting every problem at once."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,8 @@ def as_policy(policy: Any, *, features: Sequence[str] | None = None, actions: Se
     * a function ``fn(states (N, d)) -> (N, |A|)`` outputs of kind ``output`` (default ``probabilities``): a
       :class:`CallablePolicy` over ``features`` and ``actions`` (both needed), named by the function's name.
 
+    A file or spec (a string, a path) is refused: :func:`~rlverify.policies.load_policy` reads those.
+
     For a policy object, ``features``/``actions``/``output`` may repeat what it declares but never change it (the
     rule of policy files, :func:`~rlverify.policies.formats.declaration`). What :func:`check_policy` checks without a
     model is checked here: the protocol's attributes are there, its names are lists of distinct non-empty strings,
@@ -38,6 +41,9 @@ def as_policy(policy: Any, *, features: Sequence[str] | None = None, actions: Se
         PolicyError: not a policy (what is missing, named), invalid names, an option contradicting the policy.
     """
     check_name_options(features, actions)
+    if isinstance(policy, (str, PurePath)):
+        raise PolicyError(f"{policy}: a policy file or spec is loaded by rlverify.load_policy (or given to resolve); "
+                          "as_policy takes a policy object or function")
     if isinstance(policy, type):
         cls = _class_name(policy)
         raise PolicyError(f"{cls} is a class, not a policy: pass an instance ({cls}(...))")
