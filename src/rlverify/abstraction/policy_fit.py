@@ -52,7 +52,7 @@ def policy_network(system: ContinuousSystem, policy: Policy | str | Path | MLP, 
         return policy, "MLP"
     if isinstance(policy, (str, Path)):
         policy = load_network_policy(str(policy))
-    if not isinstance(policy, Policy):
+    if not all(hasattr(policy, attr) for attr in ("features", "actions", "action_probabilities")):  # a name: not needed
         raise PolicyError(f"{policy!r} is not a policy: give a policy file, a loaded policy (rlverify.load_policy) or "
                           "an MLP")
     name = str(getattr(policy, "name", type(policy).__name__))
