@@ -159,6 +159,19 @@ def test_onnx_cast_to_integers_is_refused(tmp_path):
         load_network(path)
 
 
+def test_onnx_add_without_a_bias_is_refused_not_a_crash(tmp_path):
+    # an Add taking only the MatMul's output (no initializer): was an IndexError from rlverify.policies.load_network
+    # (a policy file gets onnxruntime's refusal first, an InputFileError)
+    w = numpy_helper.from_array(np.ones((2, 2), dtype=np.float32), "W")
+    nodes = [helper.make_node("MatMul", ["s", "W"], ["h"]), helper.make_node("Add", ["h"], ["out"], name="lonely")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])], [w])
+    path = tmp_path / "add.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    with pytest.raises(PolicyError, match=r"node 'lonely' \(Add\) needs its bias as an initializer"):
+        load_network(path)
+
+
 def test_sb3_relu_ppo_network_gives_its_distribution_and_tanh_is_refused(tmp_path):
     sb3 = pytest.importorskip("stable_baselines3")
     torch = pytest.importorskip("torch")
