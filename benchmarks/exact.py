@@ -27,7 +27,6 @@ from rlverify.models import SymbolicModel, build_explicit, parse_property
 from rlverify.policies import OnnxPolicy
 
 
-
 def storm_monolithic(model: SymbolicModel, prop_text: str) -> float:
     import stormpy
 

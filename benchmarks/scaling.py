@@ -20,6 +20,7 @@ The prior tool (the 2024 paper's) ran out of 16 GB at 13x13.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import resource
@@ -48,8 +49,8 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> di
     net = MLP.random((len(model.variables), 64, 64, len(actions)), seed=0)
     scale = np.array([1.0 if v == "done" else 1.0 / size for v in model.variables])
     policy = CallablePolicy(lambda x: net(x * scale), model.variables, actions, output="logits", name="random 2x64")
-    import scipy.sparse  # noqa: F401  (loaded before the baseline, as verify_exact loads them)
-    import stormpy  # noqa: F401
+    for module in ("scipy.sparse", "stormpy"):  # loaded before the baseline, as verify_exact loads them
+        importlib.import_module(module)
 
     base = _rss_mb()  # the process before the model is built: imports, parsed program, policy
     result = verify_exact(model, PROPERTY, policy, ExactOptions(mode=mode, strategy=strategy, max_states=None))

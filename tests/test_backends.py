@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 import ray
 
-import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
 from rlverify.abstraction import AbstractionOptions, verify_abstraction
 from rlverify.backends import BackendError, BackendOptions, open_backend
 from rlverify.benchmarks.registry import make

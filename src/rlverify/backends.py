@@ -202,7 +202,7 @@ def _cancel(ray: Any, refs: Sequence[Any]) -> None:
     for ref in refs:
         try:
             ray.cancel(ref)
-        except Exception:  # noqa: BLE001  (the runtime may be gone already: nothing left to cancel)
+        except Exception:  # the runtime may be gone already: nothing left to cancel
             pass
 
 
@@ -302,7 +302,7 @@ def _authentication_refused(address: str) -> BaseException | None:
         GcsClient(address=address, cluster_id=None)
     except _authentication_errors(ray) as exc:
         return exc
-    except Exception:  # noqa: BLE001  (a private API: any other failure means no answer about authentication)
+    except Exception:  # a private API: any other failure means no answer about authentication
         return None
     return None
 

@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pytest
 
-import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
 from rlverify.benchmarks.registry import BenchmarkError, make, spec
 from rlverify.errors import DependencyNotInstalled, InputFileError
 from rlverify.models.continuous import ContinuousSystem

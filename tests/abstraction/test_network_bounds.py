@@ -71,7 +71,10 @@ def test_two_action_bounds_equal_sigmoid_of_difference():
     dl = np.array([[0.0, -1.0], [-2.0, 0.0]])
     du = np.array([[0.0, 2.0], [1.0, 0.0]])
     lo, hi = probabilities_from_differences(dl, du)
-    sig = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731
+
+    def sig(z: float) -> float:
+        return 1.0 / (1.0 + np.exp(-z))
+
     assert np.allclose(lo, [sig(-2.0), sig(-1.0)])
     assert np.allclose(hi, [sig(1.0), sig(2.0)])
 

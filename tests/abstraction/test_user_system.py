@@ -412,7 +412,7 @@ def test_module_docstring_example_is_a_valid_declaration():
     code = text[text.index("    SYSTEM = {"):text.index("Fields (required")]
     namespace: dict = {}
     source = "\n".join(line[4:] for line in code.splitlines())
-    exec(compile(source, "docstring", "exec"), namespace)  # noqa: S102 - the docstring's own example, as written
+    exec(compile(source, "docstring", "exec"), namespace)  # the docstring's own example, as written
     system = declare(namespace["SYSTEM"])
     assert system.features == ("x", "v") and system.horizon == 8 and system.default_initial == "default"
     x = np.array([[0.2, 0.95], [0.0, -0.5]])

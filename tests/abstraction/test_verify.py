@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
-from rlverify.abstraction import (GUARANTEE, AbstractionError, AbstractionOptions, DomainError, verify_abstraction)
+from rlverify.abstraction import GUARANTEE, AbstractionError, AbstractionOptions, DomainError, verify_abstraction
 from rlverify.abstraction.verify import part_polytopes
 from rlverify.benchmarks.registry import make
 from rlverify.errors import PolicyError, RlverifyError

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rlverify.cli.main import main
 
@@ -374,9 +376,6 @@ def test_an_internal_error_stays_exit_1_with_the_trace(capsys, here, monkeypatch
 
 # ---------------------------------------------------------------------------------------------------
 # generated hostile names, through the CLI
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 #: fragments that broke, or could break, a printer or a figure: Rich markup, emoji codes, TeX, format
 #: braces, terminal escapes, right-to-left and wide characters

@@ -68,7 +68,7 @@ def reach(P: np.ndarray, goal: np.ndarray, start: int) -> float:
     n = len(P)
     can = goal.copy()
     for _ in range(n):
-        can = can | ((P[:, can].sum(axis=1) > 0))
+        can = can | (P[:, can].sum(axis=1) > 0)
     free = can & ~goal
     A = np.eye(free.sum()) - P[np.ix_(free, free)]
     b = P[np.ix_(free, goal)].sum(axis=1)

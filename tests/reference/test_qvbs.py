@@ -21,8 +21,7 @@ from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from tests.reference import corpus as C
 from tests.reference import oracle as O
-from tests.reference.harness import ALL_COMBOS, COMBOS, Combo, assert_value, check_exact, policy_for, reference, \
-    rl_policy
+from tests.reference.harness import ALL_COMBOS, COMBOS, Combo, assert_value, check_exact, policy_for, reference, rl_policy
 
 PRISM_STRATEGIES = ("auto", "full", "merged", "onthefly")
 JANI_STRATEGIES = ("auto", "full")
@@ -135,7 +134,7 @@ def model_path(case: Case, restricted: Path) -> Path:
     return C.path(case.family, case.file)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ref_model(path: str, constants: str | None) -> O.RefModel:
     return O.build_jani(path, constants or "") if path.endswith(".jani") else O.build_prism(path, constants or "")
 

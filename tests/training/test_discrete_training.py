@@ -15,8 +15,7 @@ from rlverify.errors import DependencyNotInstalled
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.policies import OnnxPolicy, check_policy, load_policy, softmax
 from rlverify.policies.adapters import META_TRAINING
-from rlverify.training.discrete import (SETUPS, DiscreteSetup, TrainingError, evaluate_returns, setup_for,
-                                        train_discrete)
+from rlverify.training.discrete import SETUPS, DiscreteSetup, TrainingError, evaluate_returns, setup_for, train_discrete
 
 
 @pytest.mark.parametrize(("bench_id", "params", "steps"), [
@@ -75,8 +74,6 @@ def test_bad_input_names_the_field():
     with pytest.raises(TrainingError, match="hidden"):
         train_discrete("running-example-v1", steps=100, hidden="64,x")
     with pytest.raises(TrainingError, match="prism|PRISM"):
-        import rlverify.benchmarks.racetrack  # noqa: F401  (registers the native benchmarks)
-
         train_discrete("racetrack-barto-small-v1", steps=100)
     from rlverify.benchmarks import BenchmarkError
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 from collections.abc import Iterator
 
 _SETTERS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
@@ -20,7 +21,7 @@ _SETTERS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_thread
 
 
 def _openblas() -> tuple[object, object] | None:
-    import numpy  # noqa: F401  (make sure numpy's BLAS is loaded)
+    importlib.import_module("numpy")  # loads numpy's BLAS, which is looked up next
 
     try:
         with open("/proc/self/maps") as f:

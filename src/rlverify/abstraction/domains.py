@@ -20,8 +20,6 @@ import numpy as np
 
 from rlverify.errors import DomainError
 
-
-
 #: Relative and absolute outward rounding applied to every computed bound.
 PAD_REL = 1e-9
 PAD_ABS = 1e-9

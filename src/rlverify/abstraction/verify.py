@@ -41,7 +41,7 @@ from rlverify.errors import AbstractionBudgetError, AbstractionError, DomainErro
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.policies.base import Policy
 from rlverify.policies.mlp import MLP
-from rlverify.results import AbstractionResult, PartBound, Timings, versions  # noqa: F401 (re-exported)
+from rlverify.results import AbstractionResult, PartBound, Timings, versions  # re-exported
 
 log = logging.getLogger(__name__)
 
@@ -507,6 +507,15 @@ def part_polytopes(result: AbstractionResult) -> list[Polytope]:
     return [Polytope(t, np.array(p.lo), np.array(p.hi)) for p in result.parts]
 
 
-__all__: Sequence[str] = ["AbstractionBudgetError", "AbstractionError", "AbstractionOptions", "AbstractionProgress",
-                          "AbstractionResult",
-                          "GUARANTEE", "PartBound", "Timings", "part_polytopes", "verify_abstraction"]
+__all__: Sequence[str] = [
+    "GUARANTEE",
+    "AbstractionBudgetError",
+    "AbstractionError",
+    "AbstractionOptions",
+    "AbstractionProgress",
+    "AbstractionResult",
+    "PartBound",
+    "Timings",
+    "part_polytopes",
+    "verify_abstraction",
+]

@@ -11,8 +11,17 @@ import numpy as np
 from rich.table import Table
 
 from rlverify.cli.console import console, err_console, progress_bar
-from rlverify.cli.options import (add_backend_options, add_outputs, add_policy, add_target, backend_from_args, dumps,
-                                  outputs, policy_kwargs, write_json)
+from rlverify.cli.options import (
+    add_backend_options,
+    add_outputs,
+    add_policy,
+    add_target,
+    backend_from_args,
+    dumps,
+    outputs,
+    policy_kwargs,
+    write_json,
+)
 from rlverify.errors import InputFileError, OptionError
 
 

@@ -155,7 +155,7 @@ def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # checked when compiled
     args = [_number(_eval(a, column, where)) for a in node.args]
     name = node.func.id
-    if name == "abs" and len(args) != 1 or name != "abs" and len(args) < 2:
+    if (name == "abs" and len(args) != 1) or (name != "abs" and len(args) < 2):
         raise OptionError(f"{where}: {name} takes {'one argument' if name == 'abs' else 'two or more arguments'}")
     out = args[0] if name != "abs" else np.abs(args[0])
     for a in args[1:]:

@@ -103,7 +103,7 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
         return lambda env: env[name]
     try:
         op = expr.operator
-    except Exception:  # noqa: BLE001 - e.g. a user-defined function: no operator
+    except Exception:  # e.g. a user-defined function: no operator
         raise Unsupported(f"expression '{expr}'") from None
     args = [compile_expression(expr.get_operand(i), variables) for i in range(expr.arity)]
     integer = expr.has_integer_type()
@@ -251,7 +251,7 @@ class CompiledProgram:
         parser.set_identifier_mapping(self._storm_variables)
         try:
             expr = parser.parse_from_string(text, False)
-        except Exception as exc:  # noqa: BLE001 - Storm's parse error
+        except Exception as exc:  # Storm's parse error
             raise Unsupported(f"expression '{text}': {exc}") from None
         return compile_expression(expr, self.by_name)
 

@@ -140,13 +140,17 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
             name = f"{module}_{v['name']}" if module else v["name"]  # Storm's name of a local variable
             vtype = v.get("type")
             base = vtype.get("base") if isinstance(vtype, dict) else vtype
-            literal = lambda x: x if isinstance(x, (int, bool)) else None  # noqa: E731
-            low, high = (0, 1) if base == "bool" else (literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
-                                                       literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None)
-            init = literal(v.get("initial-value"))
+            low, high = (0, 1) if base == "bool" else (_literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
+                                                       _literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None)
+            init = _literal(v.get("initial-value"))
             out.append({"name": name, "type": "bool" if base == "bool" else "int", "module": module,
                         "low": low, "high": high, "init": int(init) if init is not None else None})
     return out
+
+
+def _literal(x: Any) -> int | bool | None:
+    """A bound written as a literal in JANI, or None (an expression)."""
+    return x if isinstance(x, (int, bool)) else None
 
 
 def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel, *, force: bool = False,
@@ -325,7 +329,7 @@ def _source(expr: Any, columns: dict[str, int], bools: set[str]) -> str:
         return f"({col} != 0)" if name in bools else col
     try:
         op = expr.operator
-    except Exception:  # noqa: BLE001 - e.g. a user-defined function: no operator
+    except Exception:  # e.g. a user-defined function: no operator
         raise _NoSource(f"expression '{expr}'") from None
     args = [_source(expr.get_operand(i), columns, bools) for i in range(expr.arity)]
     if op == op_type.MINUS and len(args) == 1:
@@ -357,7 +361,7 @@ def _check_guard_code(code: str, mdp: ExplicitModel, table: Any, states: np.ndar
                       path: Path) -> None:
     """Run the generated ``available`` on every decision state and compare it with the built MDP's availability."""
     namespace: dict[str, Any] = {"np": np, "ACTIONS": list(table.actions)}
-    exec(compile(code, f"<policy template {path}>", "exec"), namespace)  # noqa: S102 - our own generated source
+    exec(compile(code, f"<policy template {path}>", "exec"), namespace)  # our own generated source
     for start in range(0, len(states), 200_000):
         chunk = states[start:start + 200_000]
         ours = np.asarray(namespace["available"](mdp.feature_matrix(features, chunk)), dtype=bool)

@@ -275,8 +275,8 @@ def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps:
         The written path; the final evaluation is stored in the ONNX training metadata.
     """
     from rlverify.benchmarks.racetrack import make_racetrack
-    from rlverify.models.racetrack.env import ACTIONS, FEATURES
     from rlverify.files import check_target, publishing
+    from rlverify.models.racetrack.env import ACTIONS, FEATURES
     from rlverify.policies.mlp import save_mlp_onnx
 
     seed = check_seed(seed)
