@@ -17,7 +17,6 @@ from typing import Any
 from rlverify.errors import BenchmarkError, BenchmarkPolicyError, did_you_mean
 
 
-
 @dataclass(frozen=True)
 class Parameter:
     """A benchmark parameter: default and inclusive range (``None`` = unbounded)."""
@@ -240,7 +239,7 @@ class BenchmarkSpec:
 def parse_parameters(text: str | None) -> dict[str, Any]:
     """``"xMax=4,slickness=0.1"`` (the CLI's ``--constants``) as benchmark parameters: numbers where
     the value reads as one, else the text (which :meth:`BenchmarkSpec.resolve` then refuses by name)."""
-    from rlverify.models.symbolic import parse_constants
+    from rlverify.models.assignments import parse_assignments
 
     def number(text: str) -> Any:
         for cast in (int, float):
@@ -250,7 +249,7 @@ def parse_parameters(text: str | None) -> dict[str, Any]:
                 pass
         return text
 
-    return {k: number(v) for k, v in parse_constants(text).items()}
+    return {k: number(v) for k, v in parse_assignments(text).items()}
 
 
 _REGISTRY: dict[str, BenchmarkSpec] = {}

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import ModelError, OptionError, did_you_mean
+from rlverify.models.assignments import parse_assignments
 from rlverify.models.symbolic import SymbolicModel, load_model
 
 #: Action names of the environments rlverify knows, in action-index order (Gymnasium's documentation).
@@ -100,17 +101,34 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
         OptionError: malformed text, naming ``option``; a number that is not finite (``nan``, ``1e999``);
             a name given twice.
     """
-    if text is None or text == "":
-        return {}
     if isinstance(text, Mapping):
         return {str(k): v for k, v in text.items()}
-    text = text.strip()
+    text = (text or "").strip()
+    if text.startswith("{"):
+        return _json_kwargs(text, option)
+
+    def malformed(entry: str) -> str:
+        return f"{option}: expected NAME=VALUE, got '{entry}' (or a JSON object '{{\"desc\": [...]}}' for values with commas)"
+
+    pairs = parse_assignments(text, option=option, what="argument", error=OptionError, malformed=malformed,
+                              names=r"[A-Za-z_]\w*")
+    return {key: _kwarg_value(key, raw, option) for key, raw in pairs.items()}
+
+
+def _finite_json_number(option: str) -> Callable[[str], float]:
+    """``json.loads``'s ``parse_float``: a finite float, else an :class:`OptionError` naming ``option``."""
 
     def finite(raw: str) -> float:
         value = float(raw)
         if not np.isfinite(value):
             raise OptionError(f"{option}: {raw} is not a finite number")
         return value
+
+    return finite
+
+
+def _json_kwargs(text: str, option: str) -> dict[str, Any]:
+    """The JSON-object form of ``--env-kwargs`` (numbers finite, no name twice)."""
 
     def refuse(raw: str) -> Any:
         raise OptionError(f"{option}: {raw} is not a finite number")
@@ -123,39 +141,32 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
             out[key] = value
         return out
 
-    if text.startswith("{"):
-        try:
-            value = json.loads(text, parse_float=finite, parse_constant=refuse, object_pairs_hook=unique)
-        except json.JSONDecodeError as exc:
-            raise OptionError(f"{option}: invalid JSON at column {exc.colno}: {exc.msg}") from None
-        except RecursionError:
-            raise OptionError(f"{option}: the JSON is nested too deeply") from None
-        if not isinstance(value, dict):
-            raise OptionError(f"{option}: expected a JSON object, got {type(value).__name__}")
-        return value
-    out: dict[str, Any] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        key, eq, raw = part.partition("=")
-        if not eq or not key.strip() or not re.fullmatch(r"[A-Za-z_]\w*", key.strip()):
-            raise OptionError(f"{option}: expected NAME=VALUE, got '{part.strip()}' (or a JSON object "
-                              "'{\"desc\": [...]}' for values with commas)")
-        raw = raw.strip()
-        lowered = raw.lower()
-        if lowered in ("true", "false"):  # Python spellings too
-            value: Any = lowered == "true"
-        else:
-            try:
-                value = json.loads(raw, parse_float=finite, parse_constant=refuse)
-            except (json.JSONDecodeError, RecursionError):
-                value = raw
-            except OptionError:
-                raise OptionError(f"{option}: {key.strip()}: {raw} is not a finite number") from None
-        if key.strip() in out:
-            raise OptionError(f"{option}: '{key.strip()}' is given twice")
-        out[key.strip()] = value
-    return out
+    try:
+        value = json.loads(text, parse_float=_finite_json_number(option), parse_constant=refuse, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"{option}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise OptionError(f"{option}: the JSON is nested too deeply") from None
+    if not isinstance(value, dict):
+        raise OptionError(f"{option}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _kwarg_value(key: str, raw: str, option: str) -> Any:
+    """One ``K=V`` value: ``true``/``false`` (any case), JSON where it is JSON (finite numbers), else the text."""
+    lowered = raw.lower()
+    if lowered in ("true", "false"):  # Python spellings too
+        return lowered == "true"
+
+    def refuse(raw: str) -> Any:
+        raise OptionError(f"{option}: {raw} is not a finite number")
+
+    try:
+        return json.loads(raw, parse_float=_finite_json_number(option), parse_constant=refuse)
+    except (json.JSONDecodeError, RecursionError):
+        return raw
+    except OptionError:
+        raise OptionError(f"{option}: {key}: {raw} is not a finite number") from None
 
 
 def from_gymnasium(env: Any, *, env_kwargs: str | Mapping[str, Any] | None = None, path: str | Path | None = None,
@@ -258,7 +269,7 @@ def _make(env_id: str, kwargs: dict[str, Any], trust_code: bool = False) -> Any:
                 importlib.import_module(module)
         except SystemExit as exc:
             raise ModelError(f"gym:{given}: importing module '{module}' called sys.exit({exc.code!r})") from None
-        except Exception as exc:  # noqa: BLE001 - the user's module: its failure is bad input
+        except Exception as exc:  # the user's module: its failure is bad input
             raise ModelError(f"gym:{given}: cannot import module '{module}' ({exc.__class__.__name__}: "
                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
     if env_id not in gymnasium.registry:
@@ -300,7 +311,7 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], *, option: str = "-
     try:
         creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
         params = inspect.signature(creator).parameters
-    except Exception:  # noqa: BLE001 - no signature to check against: gymnasium.make reports what it refuses
+    except Exception:  # no signature to check against: gymnasium.make reports what it refuses
         params = None
     if params is not None:
         var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
+from rlverify.models.assignments import parse_assignments
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.jani import read_jani
@@ -130,22 +131,9 @@ def parse_constants(text: str | Mapping[str, Any] | None) -> dict[str, str]:
         ConstantsError: an entry that is not ``NAME=VALUE`` (or has an empty name), or a name given twice
             (``N=3,N=4`` would otherwise silently mean ``N=4``).
     """
-    if text is None or text == "":
-        return {}
     if isinstance(text, Mapping):
         return {str(k): str(v) for k, v in text.items()}
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        k, eq, v = part.partition("=")
-        if not eq or not k.strip():
-            raise ConstantsError(f"--constants: expected NAME=VALUE, got '{part.strip()}'")
-        if k.strip() in out:
-            raise ConstantsError(f"--constants: '{k.strip()}' is given twice ({k.strip()}={out[k.strip()]} and "
-                                 f"{k.strip()}={v.strip()}); give each constant once")
-        out[k.strip()] = v.strip()
-    return out
+    return parse_assignments(text)
 
 
 def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:

@@ -78,6 +78,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import ConstantsError, InputFileError, ModelError, did_you_mean
+from rlverify.models.assignments import parse_assignments
 from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece, UnsafeSet
 from rlverify.models.expressions import MAX_DEPTH, syntax_depth
 from rlverify.models.userfile import import_python_file
@@ -940,20 +941,24 @@ def declare(declaration: Mapping[str, Any], **constants: float) -> DeclaredSyste
 
 
 def parse_constants(text: str | None) -> dict[str, float]:
-    """``"a=1,b=2.5"`` -> ``{"a": 1.0, "b": 2.5}``."""
+    """``"a=1,b=2.5"`` -> ``{"a": 1.0, "b": 2.5}``.
+
+    Raises:
+        ConstantsError: an entry that is not ``NAME=NUMBER`` (or has an empty name), a name given
+            twice, or a number that is not finite.
+    """
+
+    def malformed(entry: str) -> str:
+        return f"malformed constant '{entry}'; expected NAME=NUMBER[,NAME=NUMBER...]"
+
     out: dict[str, float] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        name, eq, value = item.partition("=")
+    for name, value in parse_assignments(text, malformed=malformed).items():
         try:
-            if not eq:
-                raise ValueError
-            out[name.strip()] = float(value)
+            out[name] = float(value)
         except ValueError:
-            raise ConstantsError(f"malformed constant '{item.strip()}'; expected NAME=NUMBER[,NAME=NUMBER...]") from None
-        if not math.isfinite(out[name.strip()]):
-            raise ConstantsError(f"constant '{item.strip()}': expected a finite number", missing=[name.strip()])
+            raise ConstantsError(malformed(f"{name}={value}")) from None
+        if not math.isfinite(out[name]):
+            raise ConstantsError(f"constant '{name}={value}': expected a finite number", missing=[name])
     return out
 
 
