@@ -70,10 +70,6 @@ class ExplicitModel:
         """``(C,)`` int64: the state each choice belongs to."""
         return np.repeat(np.arange(self.num_states), np.diff(self.row_groups))
 
-    def label_states(self, name: str) -> np.ndarray:
-        """``(S,)`` bool mask of label ``name``."""
-        return self.labels[name]
-
     def valuation_dict(self, state: int) -> dict[str, int]:
         """Variable name -> value of ``state`` (for messages)."""
         if not self.variables:

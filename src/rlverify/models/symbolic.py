@@ -81,11 +81,6 @@ class SymbolicModel:
     command_keys: dict[int, int] = field(default_factory=dict, repr=False)
     locations: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    @property
-    def choice_names(self) -> tuple[str, ...]:
-        """Names a policy may give its actions: the action labels, then the command names."""
-        return tuple(a for a in self.action_names if a) + tuple(c.name for c in self.commands)
-
     def initial_valuation(self) -> dict[str, int] | None:
         """Variable -> initial value when every variable has a constant initial value (PRISM), else None."""
         if self.kind != "prism" or self.program.has_initial_states_expression:
