@@ -283,10 +283,12 @@ def _make(env_id: str, kwargs: dict[str, Any], trust_code: bool = False) -> Any:
             warnings.simplefilter("ignore", DeprecationWarning)
             return gymnasium.make(env_id, **kwargs)
     except TypeError as exc:
-        raise OptionError(f"--env-kwargs {kwargs}: gym:{env_id} does not accept them: {str(exc).split(' was raised')[0]}") from None
+        raise OptionError(f"--env-kwargs {kwargs}: gym:{env_id} does not accept them: "
+                          f"{str(exc).split(' was raised')[0]}") from None
     except gymnasium.error.Error as exc:
         known = [k for k in gymnasium.registry if "/" not in k]
-        raise ModelError(f"gym:{env_id}: {exc}{did_you_mean(env_id, known) if 'Did you mean' not in str(exc) else ''}") from None
+        close = did_you_mean(env_id, known) if "Did you mean" not in str(exc) else ""
+        raise ModelError(f"gym:{env_id}: {exc}{close}") from None
     except ImportError as exc:
         raise ModelError(f"gym:{env_id}: needs a Python package that is not installed ({exc})") from None
     except (ValueError, KeyError, IndexError, AssertionError, AttributeError) as exc:  # the env's own checks (a bad map)
@@ -310,7 +312,7 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], *, option: str = "-
     spec = gymnasium.spec(env_id)
     try:
         creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
-        params = inspect.signature(creator).parameters
+        params = inspect.signature(creator).parameters if creator is not None else None
     except Exception:  # no signature to check against: gymnasium.make reports what it refuses
         params = None
     if params is not None:
@@ -375,32 +377,12 @@ def _finite_value(value: Any) -> bool:
 
 
 def _read_table(env: Any, env_id: str) -> _Table:
-    from gymnasium import spaces
-
     u = getattr(env, "unwrapped", env)
-    obs, act = getattr(u, "observation_space", None), getattr(u, "action_space", None)
-    P = getattr(u, "P", None)
-    missing = []
-    if P is None:
-        missing.append("no finite transition model env.unwrapped.P (P[s][a] = [(p, s', r, terminated), ...])")
-    if not isinstance(obs, spaces.Discrete):
-        missing.append(f"observation_space is {obs}, not Discrete")
-    if not isinstance(act, spaces.Discrete):
-        missing.append(f"action_space is {act}, not Discrete")
-    if missing:
-        raise ModelError(f"gym:{env_id}: not a finite MDP rlverify can read: " + "; ".join(missing)
-                         + " (FrozenLake, CliffWalking and Taxi have one)")
-    if getattr(env, "observation_space", obs) != obs or getattr(env, "action_space", act) != act:
-        raise ModelError(f"gym:{env_id}: a wrapper changes the observation or action space "
-                         f"({env.observation_space} / {env.action_space}); rlverify models the unwrapped environment: "
-                         "pass env.unwrapped, or verify the wrapped observation with your own PRISM model")
+    S, A, P = _finite_model(env, u, env_id)
     kind = type(u).__name__
     if kind == "TaxiEnv" and getattr(u, "fickle_passenger", False):
         raise ModelError(f"gym:{env_id}: fickle_passenger=True changes the destination in step() outside P; "
                          "only fickle_passenger=False has a finite model")
-    S, A = int(obs.n), int(act.n)
-    if int(obs.start) != 0 or int(act.start) != 0:
-        raise ModelError(f"gym:{env_id}: Discrete spaces with a start other than 0 are not supported")
     actions = ACTION_NAMES.get(kind, tuple(f"a{i}" for i in range(A)))
     if len(actions) != A:
         actions = tuple(f"a{i}" for i in range(A))
@@ -411,19 +393,11 @@ def _read_table(env: Any, env_id: str) -> _Table:
         row = []
         entry = P.get(s) if isinstance(P, Mapping) else (P[s] if s < len(P) else None)
         for a in range(A):
-            listed = entry.get(a, []) if isinstance(entry, Mapping) else (entry[a] if entry is not None and a < len(entry) else [])
+            listed = entry.get(a, []) if isinstance(entry, Mapping) else (entry[a] if entry is not None and a < len(entry)
+                                                                          else [])
             merged: dict[tuple[int, int, bool], float] = {}
             for i, item in enumerate(listed):
-                where = f"gym:{env_id}: P[{s}][{a}][{i}]"
-                try:
-                    p, s2, r, term = item[0], item[1], item[2], item[3]
-                    p, s2, r, term = float(p), int(s2), float(r), bool(term)
-                except (TypeError, ValueError, IndexError):
-                    raise ModelError(f"{where}: expected (probability, next_state, reward, terminated), got {item!r}") from None
-                if not (0.0 <= p <= 1.0 + 1e-12) or not np.isfinite(r):
-                    raise ModelError(f"{where}: probability {p} / reward {r} out of range")
-                if not 0 <= s2 < S:
-                    raise ModelError(f"{where}: next state {s2} is outside 0..{S - 1}")
+                p, s2, r, term = _outcome(item, f"gym:{env_id}: P[{s}][{a}][{i}]", S)
                 if p == 0.0:
                     continue
                 ev = classify(s, a, s2, r, term)
@@ -486,10 +460,54 @@ def _initial_distribution(u: Any, env_id: str, S: int) -> dict[int, float]:
     return {int(s): float(dist[s]) for s in np.flatnonzero(dist > 0)}
 
 
+def _finite_model(env: Any, u: Any, env_id: str) -> tuple[int, int, Any]:
+    """The number of states and actions and the transition model ``P`` of the unwrapped environment ``u``.
+
+    Raises:
+        ModelError: no ``P``, a space that is not ``Discrete`` (or starts other than at 0), a wrapper
+            that changes a space.
+    """
+    from gymnasium import spaces
+
+    obs, act = getattr(u, "observation_space", None), getattr(u, "action_space", None)
+    P = getattr(u, "P", None)
+    missing = []
+    if P is None:
+        missing.append("no finite transition model env.unwrapped.P (P[s][a] = [(p, s', r, terminated), ...])")
+    if not isinstance(obs, spaces.Discrete):
+        missing.append(f"observation_space is {obs}, not Discrete")
+    if not isinstance(act, spaces.Discrete):
+        missing.append(f"action_space is {act}, not Discrete")
+    if P is None or not isinstance(obs, spaces.Discrete) or not isinstance(act, spaces.Discrete):
+        raise ModelError(f"gym:{env_id}: not a finite MDP rlverify can read: " + "; ".join(missing)
+                         + " (FrozenLake, CliffWalking and Taxi have one)")
+    if getattr(env, "observation_space", obs) != obs or getattr(env, "action_space", act) != act:
+        raise ModelError(f"gym:{env_id}: a wrapper changes the observation or action space "
+                         f"({env.observation_space} / {env.action_space}); rlverify models the unwrapped environment: "
+                         "pass env.unwrapped, or verify the wrapped observation with your own PRISM model")
+    if int(obs.start) != 0 or int(act.start) != 0:
+        raise ModelError(f"gym:{env_id}: Discrete spaces with a start other than 0 are not supported")
+    return int(obs.n), int(act.n), P
+
+
+def _outcome(item: Any, where: str, n_states: int) -> tuple[float, int, float, bool]:
+    """One entry ``(probability, next_state, reward, terminated)`` of ``P[s][a]``, checked."""
+    try:
+        p, s2, r, term = float(item[0]), int(item[1]), float(item[2]), bool(item[3])
+    except (TypeError, ValueError, IndexError):
+        raise ModelError(f"{where}: expected (probability, next_state, reward, terminated), got {item!r}") from None
+    if not (0.0 <= p <= 1.0 + 1e-12) or not np.isfinite(r):
+        raise ModelError(f"{where}: probability {p} / reward {r} out of range")
+    if not 0 <= s2 < n_states:
+        raise ModelError(f"{where}: next state {s2} is outside 0..{n_states - 1}")
+    return p, s2, r, term
+
+
 # --- writing the program ---------------------------------------------------------------------------
 
 
-def _program(t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def _program(t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | None
+             ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     if initial is not None:
         if not 0 <= int(initial) < t.n_states:
             raise OptionError(f"initial: state {initial} is outside 0..{t.n_states - 1}")
@@ -537,15 +555,22 @@ def _program(t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | N
     lines += ["endmodule", ""]
     lines += [f'label "{e}" = ev={i + 1};' for i, e in enumerate(t.events)]
     lines += ['label "terminal" = done;', ""]
+    lines += _reward_lines(t)
+    return "\n".join(lines), t.events, t.actions
+
+
+def _reward_lines(t: _Table) -> list[str]:
+    """The reward models: the environment's rewards, and (if some are negative) their gain and penalty parts."""
     models = {REWARD_MODEL: t.rewards}
     if (t.penalties > 0).any():  # non-negative parts for Storm's unbounded reward solvers
         models.update({"gain": t.gains, "penalty": t.penalties})
+    lines: list[str] = []
     for reward_name, values in models.items():
         entries = [f"  [{name}] !done & s={s} : {_number(values[s, a])};"
                    for s in range(t.n_states) for a, name in enumerate(t.actions)
                    if t.outcomes[s][a] and values[s, a] != 0.0]
         lines += [f'rewards "{reward_name}"', *(entries or ["  true : 0;  // no such reward"]), "endrewards", ""]
-    return "\n".join(lines), t.events, t.actions
+    return lines
 
 
 def _number(x: float) -> str:
