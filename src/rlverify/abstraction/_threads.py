@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 _SETTERS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
             ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
@@ -20,7 +21,7 @@ _SETTERS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_thread
             ("openblas_set_num_threads", "openblas_get_num_threads"))
 
 
-def _openblas() -> tuple[object, object] | None:
+def _openblas() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     importlib.import_module("numpy")  # loads numpy's BLAS, which is looked up next
 
     try:
