@@ -227,7 +227,8 @@ class BenchmarkSpec:
             if kind in (int, float):
                 whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not whole):
-                    raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {'a whole number' if kind is int else 'a number'}")
+                    what = "a whole number" if kind is int else "a number"
+                    raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {what}")
             if isinstance(v, float) and not math.isfinite(v):
                 raise BenchmarkError(f"{self.id}: parameter {k}={v} must be a finite number")
             if (p.low is not None and v < p.low) or (p.high is not None and v > p.high):

@@ -112,7 +112,8 @@ def add_seed(p: argparse.ArgumentParser, help: str = "random seed (default 0)") 
     p.add_argument("--seed", type=seed_value, default=0, metavar="N", help=help)
 
 
-def add_outputs(p: argparse.ArgumentParser, *, kinds: str, seed: bool = True, seed_help: str = "random seed (default 0)") -> None:
+def add_outputs(p: argparse.ArgumentParser, *, kinds: str, seed: bool = True,
+                seed_help: str = "random seed (default 0)") -> None:
     if seed:
         add_seed(p, seed_help)
     p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")
