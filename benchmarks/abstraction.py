@@ -67,8 +67,8 @@ def run_row(row: tuple, timeout: float, max_states: int) -> dict:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     t0 = time.perf_counter()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps([bid, initial, k, domain, phi, containment, max_states])],
-                             capture_output=True, text=True, timeout=timeout, env=env)
+        args = json.dumps([bid, initial, k, domain, phi, containment, max_states])
+        out = subprocess.run([sys.executable, "-c", CHILD, args], capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"status": f"timeout ({timeout:.0f} s)", "seconds": time.perf_counter() - t0}
     if out.returncode != 0:

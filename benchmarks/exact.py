@@ -27,7 +27,6 @@ from rlverify.models import SymbolicModel, build_explicit, parse_property
 from rlverify.policies import OnnxPolicy
 
 
-
 def storm_monolithic(model: SymbolicModel, prop_text: str) -> float:
     import stormpy
 
@@ -82,7 +81,7 @@ def per_state_baseline(model: SymbolicModel, prop_text: str, policy: OnnxPolicy,
     def allowed(valuation, action_index):
         calls[0] += 1
         x = np.asarray([[int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
-                         for v, b in zip(variables, is_bool)]], dtype=np.float64)
+                         for v, b in zip(variables, is_bool, strict=True)]], dtype=np.float64)
         p = policy.action_probabilities(x)[0]
         c = col.get(model.program.get_action_name(action_index))
         return c is not None and p[c] > 0
@@ -107,7 +106,7 @@ def masked_build_without_network(model: SymbolicModel, prop_text: str, policy: O
 
     def allowed(valuation, action_index):
         np.asarray([[int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
-                     for v, b in zip(variables, is_bool)]], dtype=np.float64)
+                     for v, b in zip(variables, is_bool, strict=True)]], dtype=np.float64)
         model.program.get_action_name(action_index)
         return True
 
@@ -167,9 +166,9 @@ def main() -> None:
     for r in rows:
         if "floor" in r:
             f, t = r["floor"], r["timings"]
-            print(f"\n{r['case']} {r['mode']}: rlverify whole pipeline (verify_exact: parse, build (merged exploration, or Storm + export), policy, "
-                  f"induce, check) {t['total']:.2f} s  [build {t['build']:.2f}, policy {t['policy']:.2f}, "
-                  f"induce {t.get('induce', 0):.2f}, check {t['check']:.2f}]")
+            print(f"\n{r['case']} {r['mode']}: rlverify whole pipeline (verify_exact: parse, build (merged exploration, "
+                  f"or Storm + export), policy, induce, check) {t['total']:.2f} s  [build {t['build']:.2f}, "
+                  f"policy {t['policy']:.2f}, induce {t.get('induce', 0):.2f}, check {t['check']:.2f}]")
             print(f"Storm's in-process floor: build the property-directed MDP {f['build_s']:.2f} s "
                   f"({f['mdp_transitions']:,} transitions) + check a DTMC of the chain's size {f['check_s']:.2f} s "
                   f"({f['chain_transitions']:,} transitions) = {f['total_s']:.2f} s (value {f['value']:.12g}, "

@@ -11,12 +11,12 @@ Models with exact values between 1e-6 and 1e-9:
    engine (Storm on the induced chain): 1.4e-6. Importance ``-abs(x-obstacle1_x)-abs(y-obstacle1_y)``.
 
 For each, fixed-effort splitting and RESTART (levels from a pilot; estimate, t-interval, relative error, decisions);
-crude MC with the same number of decisions (estimate, Clopper-Pearson interval, relative error); and the crude-MC decisions the same
-relative error would need, ``(1 - p) / (p re^2) x mean run length`` with the exact ``p``, and the ratio to the
-splitting's decisions. Then cases where splitting does not help (see docs/rare-events.md): a misleading
+crude MC with the same number of decisions (estimate, Clopper-Pearson interval, relative error); and the crude-MC
+decisions the same relative error would need, ``(1 - p) / (p re^2) x mean run length`` with the exact ``p``, and
+the ratio to the splitting's decisions. Then cases where splitting does not help (see docs/rare-events.md): a misleading
 importance function (``i % 4`` on the birth-death chain); a failure that is one improbable jump (probability 1e-4
-per step for 20 steps, 2e-3 in all, not rare, so that crude MC sees it; importance ``c``); and other importance functions on the Avoid variant, all at
-the same effort.
+per step for 20 steps, 2e-3 in all, not rare, so that crude MC sees it; importance ``c``); and other importance
+functions on the Avoid variant, all at the same effort.
 
 Timings are wall clock on a shared machine. Usage: python benchmarks/rare.py [--effort 1000] [--repetitions 20]
 [--seed 0]

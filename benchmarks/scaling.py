@@ -3,9 +3,9 @@
 For xMax = yMax = 4, 5, ... (grid (n+1) x (n+1), at most (n+1)^6 states) it verifies
 ``P=? [F<=100 COLLISION=true]`` for a random 2x64 ReLU network policy (``MLP.random``, seed 0) in
 each mode: the shipped reference policy is trained for the 4x4 grid only, and a fixed random network
-of the same size costs the same per state on every grid (what is measured here is the engine). Every (size, mode) runs in its own subprocess, so its
-peak resident memory (``ru_maxrss``) is measured alone; an address-space limit and a timeout stop a
-run before it takes the machine down. A mode stops growing at its first failure (timeout, memory).
+of the same size costs the same per state on every grid (what is measured here is the engine). Every (size, mode)
+runs in its own subprocess, so its peak resident memory (``ru_maxrss``) is measured alone; an address-space limit
+and a timeout stop a run before it takes the machine down. A mode stops growing at its first failure (timeout, memory).
 Prints a table and saves a PNG plot (and JSON with ``--json``).
 
     .venv/bin/python benchmarks/scaling.py [--sizes 4-20] [--modes deterministic,stochastic]
@@ -20,6 +20,7 @@ The prior tool (the 2024 paper's) ran out of 16 GB at 13x13.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import resource
@@ -48,8 +49,8 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> di
     net = MLP.random((len(model.variables), 64, 64, len(actions)), seed=0)
     scale = np.array([1.0 if v == "done" else 1.0 / size for v in model.variables])
     policy = CallablePolicy(lambda x: net(x * scale), model.variables, actions, output="logits", name="random 2x64")
-    import scipy.sparse  # noqa: F401  (loaded before the baseline, as verify_exact loads them)
-    import stormpy  # noqa: F401
+    for module in ("scipy.sparse", "stormpy"):  # loaded before the baseline, as verify_exact loads them
+        importlib.import_module(module)
 
     base = _rss_mb()  # the process before the model is built: imports, parsed program, policy
     result = verify_exact(model, PROPERTY, policy, ExactOptions(mode=mode, strategy=strategy, max_states=None))
@@ -76,7 +77,8 @@ def run_one(size: int, mode: str, slickness: float, timeout: float, mem_gb: floa
         cap = int(mem_gb * 1024 ** 3)
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(size), mode, "--slickness", str(slickness), "--strategy", strategy]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(size), mode, "--slickness", str(slickness),
+           "--strategy", strategy]
     t0 = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
@@ -87,7 +89,8 @@ def run_one(size: int, mode: str, slickness: float, timeout: float, mem_gb: floa
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        kind = "out of memory" if "MemoryError" in proc.stderr or "bad_alloc" in proc.stderr or proc.returncode in (-9, 137) else "failed"
+        memory = "MemoryError" in proc.stderr or "bad_alloc" in proc.stderr or proc.returncode in (-9, 137)
+        kind = "out of memory" if memory else "failed"
         return {"size": size, "mode": mode, "error": f"{kind} (exit {proc.returncode}): {tail[:160]}", "wall": wall}
     out = json.loads(lines[-1])
     out["wall"] = wall
@@ -105,7 +108,8 @@ def table(rows: list[dict]) -> str:
     """Rows as text. ``B/tr``: peak RSS growth over the process before the build, per chain transition;
     ``slope``: (peak - previous size's peak) / (transitions - previous size's transitions), same mode."""
     head = f"{'size':>5} {'mode':<13} {'states':>11} {'transitions':>13} {'value':>8} {'strategy':<9} " \
-           f"{'build s':>8} {'policy s':>8} {'check s':>8} {'total s':>8} {'wall s':>7} {'peak MB':>8} {'B/tr':>6} {'slope':>6}"
+           f"{'build s':>8} {'policy s':>8} {'check s':>8} {'total s':>8} {'wall s':>7} {'peak MB':>8} " \
+           f"{'B/tr':>6} {'slope':>6}"
     lines = [head, "-" * len(head)]
     previous: dict[str, dict] = {}
     for r in rows:

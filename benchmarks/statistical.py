@@ -31,6 +31,7 @@ Usage: python benchmarks/statistical.py [--skip-heatmap] [--skip-percall] [--bat
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import tempfile
 import time
@@ -151,28 +152,27 @@ def network_speed(env, label: str, path: str | Path, *, batch: int, runs: int, r
 
     best: dict[tuple[str, str], float] = {}
     clocks = {"wall": time.perf_counter, "cpu": time.process_time}
+    def keep(cname: str, key: str, value: float, *, high: bool) -> None:
+        old = best.get((cname, key), value)
+        best[(cname, key)] = max(old, value) if high else min(old, value)
+
     for _ in range(repeats):  # interleaved, so a burst of load hits every figure alike
         for cname, clock in clocks.items():
-            def keep(key: str, value: float, *, high: bool) -> None:
-                old = best.get((cname, key), value)
-                best[(cname, key)] = max(old, value) if high else min(old, value)
-
-            def per_call(fn: Callable[[], object]) -> float:
-                return seconds_per_call(fn, clock=clock)
-
-            keep("bare", batch / per_call(lambda: session.run(None, {name: x32})), high=True)
+            per_call = functools.partial(seconds_per_call, clock=clock)
+            keep(cname, "bare", batch / per_call(lambda: session.run(None, {name: x32})), high=True)
             for k in paths:
                 rate, n, _, _ = decisions_per_second(env, policy, runs=runs, batch=batch, threads=k, clock=clock)
-                keep(f"lockstep {k}", rate, high=True)
-                mean = max(1, int(round(np.mean(sizes[k]))))
-                keep(f"bare at mean {k}", mean / per_call(lambda: session.run(None, {name: x32[:mean]})), high=True)
-                keep(f"bare same calls {k}", sum(sizes[k]) / per_call(same_calls(k)), high=True)
-            keep("onnx network", per_call(lambda: session.run(None, {name: x32})), high=False)
-            keep("onnx wrapper", per_call(lambda: policy.action_probabilities(x32)), high=False)
-            keep("onnx choose", per_call(lambda: policy.choose(x32)), high=False)
-            keep("numpy network", per_call(lambda: net(x64)), high=False)
-            keep("numpy wrapper", per_call(lambda: numpy_policy.action_probabilities(x64)), high=False)
-            keep("numpy choose", per_call(lambda: numpy_policy.choose(x64)), high=False)
+                keep(cname, f"lockstep {k}", rate, high=True)
+                mean = max(1, round(np.mean(sizes[k])))
+                keep(cname, f"bare at mean {k}", mean / per_call(functools.partial(session.run, None, {name: x32[:mean]})),
+                     high=True)
+                keep(cname, f"bare same calls {k}", sum(sizes[k]) / per_call(same_calls(k)), high=True)
+            keep(cname, "onnx network", per_call(lambda: session.run(None, {name: x32})), high=False)
+            keep(cname, "onnx wrapper", per_call(lambda: policy.action_probabilities(x32)), high=False)
+            keep(cname, "onnx choose", per_call(lambda: policy.choose(x32)), high=False)
+            keep(cname, "numpy network", per_call(lambda: net(x64)), high=False)
+            keep(cname, "numpy wrapper", per_call(lambda: numpy_policy.action_probabilities(x64)), high=False)
+            keep(cname, "numpy choose", per_call(lambda: numpy_policy.choose(x64)), high=False)
     print(f"-- {label} network {net.sizes}, batch B = {batch:,}, {runs:,} runs ({n:,} decisions), best of {repeats}, "
           "wall clock [CPU time of this process]")
 

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 import ray
 
-import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
 from rlverify.abstraction import AbstractionOptions, verify_abstraction
 from rlverify.backends import BackendError, BackendOptions, open_backend
 from rlverify.benchmarks.registry import make
@@ -208,8 +207,9 @@ def test_cli_on_a_loopback_cluster_matches_local(loopback_cluster, capsys):
     abstract = ["abstract", "acc-v1", "-k", "3", "--domain", "octagon", "--phi", "0.5", "--containment", "--seed", "4",
                 "--json"]
     sim_keys = ("estimate", "interval", "runs", "successes", "undecided", "stalled", "decisions")
-    for args, keys in ((sim, sim_keys), (heat, ("cells", "decisions")), (abstract, ("upper_bound", "parts", "n_abstract_states"))):
-        remote = run_cli(args + ["--backend", "ray", "--address", loopback_cluster], env=NO_AUTH)
+    abstract_keys = ("upper_bound", "parts", "n_abstract_states")
+    for args, keys in ((sim, sim_keys), (heat, ("cells", "decisions")), (abstract, abstract_keys)):
+        remote = run_cli([*args, "--backend", "ray", "--address", loopback_cluster], env=NO_AUTH)
         assert remote.returncode == 0, remote.stderr[-3000:]
         assert main(args) == 0
         local = json.loads(capsys.readouterr().out)
@@ -224,7 +224,7 @@ def test_cli_on_a_loopback_cluster_matches_local(loopback_cluster, capsys):
 def test_cli_starts_its_own_ray_runtime(capsys):
     """``--backend ray`` without ``--address`` in a fresh process: Ray is started there (and ends with it)."""
     args = ["abstract", "acc-v1", "-k", "2", "--domain", "octagon", "--phi", "0.5", "--seed", "1", "--json"]
-    remote = run_cli(args + ["--backend", "ray"])
+    remote = run_cli([*args, "--backend", "ray"])
     assert remote.returncode == 0, remote.stderr[-3000:]
     assert main(args) == 0
     local = json.loads(capsys.readouterr().out)
@@ -261,7 +261,7 @@ def test_silent_address_fails_after_a_bounded_wait():
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)  # the kernel completes the handshakes; nobody answers
-        address = "127.0.0.1:%d" % listener.getsockname()[1]
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
         code = ("from rlverify.backends import BackendError, BackendOptions, open_backend\n"
                 "try:\n"
                 f"    open_backend(BackendOptions(kind='ray', address='{address}', connect_timeout=2))\n"
@@ -292,7 +292,7 @@ def test_address_without_ray_backend_on_the_cli(capsys):
 
 
 def test_unknown_host_is_named():
-    with pytest.raises(BackendError, match="unknown host 'no-such-host.invalid'"):
+    with pytest.raises(BackendError, match=r"unknown host 'no-such-host\.invalid'"):
         open_backend(BackendOptions(kind="ray", address="no-such-host.invalid:6379", connect_timeout=2))
 
 
@@ -301,7 +301,7 @@ def test_an_object_that_cannot_be_shipped_is_named(ray_runtime):
     torch = pytest.importorskip("torch")  # the torch extra; the error path itself needs no torch
     from rlverify.backends import RayBackend
 
-    with pytest.raises(BackendError, match="cannot ship this job to Ray workers.*export.*ONNX"):
+    with pytest.raises(BackendError, match=r"cannot ship this job to Ray workers.*export.*ONNX"):
         RayBackend(RAY).share(torch.jit.script(torch.nn.Linear(2, 2)))
 
 

@@ -17,7 +17,7 @@ def test_readme_python_examples_run_and_agree(capsys, tmp_path, monkeypatch):
     assert len(blocks) >= 2
     namespace: dict = {}
     for block in blocks:
-        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
+        exec(compile(block, str(README), "exec"), namespace)  # our own documentation
     result, est, bound = namespace["result"], namespace["est"], namespace["bound"]
     assert (result.states, result.transitions) == (15_625, 892_165)  # the paper's Table 2 and its reference file
     assert est.interval[0] - 1e-9 <= result.value <= est.interval[1] + 1e-9  # fails with probability <= 0.05
@@ -58,7 +58,7 @@ def test_readme_front_door_example_values(capsys):
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     block = next(b for b in blocks if "cross_check" in b)
     namespace: dict = {}
-    exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
+    exec(compile(block, str(README), "exec"), namespace)  # our own documentation
     target, agreement = namespace["target"], namespace["agreement"]
     assert target.property.bound == 100 and target.policy is None and target.name.startswith("avoid-v1 (xMax=2")
     assert agreement.ok and agreement.exact.value == pytest.approx(0.264, abs=1e-9)

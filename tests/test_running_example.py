@@ -59,7 +59,10 @@ def test_same_values_from_the_jani_translation(bench, tmp_path) -> None:
 
 def test_monolithic_threshold_holds_for_every_scheduler(bench) -> None:
     model = bench.load_model()
-    mono = lambda text: verify_exact(model, text, None, ExactOptions(mode="monolithic"))  # noqa: E731
+
+    def mono(text):
+        return verify_exact(model, text, None, ExactOptions(mode="monolithic"))
+
     # Pmin = 0, Pmax = 0.96 for F<=2 "goal": P<=0.97 holds for all schedulers, P<=0.5 and P>=0.1 do not
     assert mono('P<=0.97 [F<=2 "goal"]').satisfied is True
     assert mono('P<=0.5 [F<=2 "goal"]').satisfied is False
@@ -69,7 +72,10 @@ def test_monolithic_threshold_holds_for_every_scheduler(bench) -> None:
 
 def test_monolithic_explicit_optimum_thresholds(bench) -> None:
     model = bench.load_model()
-    mono = lambda text: verify_exact(model, text, None, ExactOptions(mode="monolithic")).satisfied  # noqa: E731
+
+    def mono(text):
+        return verify_exact(model, text, None, ExactOptions(mode="monolithic")).satisfied
+
     # Pmin = 0 and Pmax = 0.96 for F<=2 "goal": an explicit optimum is compared as that optimum's value
     assert mono('Pmin<=0.5 [F<=2 "goal"]') is True and mono('Pmin>0 [F<=2 "goal"]') is False
     assert mono('Pmax>=0.5 [F<=2 "goal"]') is True and mono('Pmax<0.96 [F<=2 "goal"]') is False

@@ -137,7 +137,7 @@ def import_ray(options: BackendOptions | None = None) -> Any:
     default it retries for minutes): call this before anything imports Ray.
     """
     if options is not None and options.address is not None and "ray" not in sys.modules:
-        timeout = str(max(1, int(round(options.connect_timeout))))
+        timeout = str(max(1, round(options.connect_timeout)))
         for key, value in (("RAY_gcs_server_port_wait_time_s", "1"), ("RAY_py_gcs_connect_timeout_s", timeout),
                            ("RAY_gcs_rpc_server_connect_timeout_s", timeout)):
             os.environ.setdefault(key, value)
@@ -202,7 +202,7 @@ def _cancel(ray: Any, refs: Sequence[Any]) -> None:
     for ref in refs:
         try:
             ray.cancel(ref)
-        except Exception:  # noqa: BLE001  (the runtime may be gone already: nothing left to cancel)
+        except Exception:  # the runtime may be gone already: nothing left to cancel
             pass
 
 
@@ -297,12 +297,12 @@ def _authentication_refused(address: str) -> BaseException | None:
     import ray
 
     try:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # ray's _raylet.pyi omits it; the module has it
 
         GcsClient(address=address, cluster_id=None)
     except _authentication_errors(ray) as exc:
         return exc
-    except Exception:  # noqa: BLE001  (a private API: any other failure means no answer about authentication)
+    except Exception:  # a private API: any other failure means no answer about authentication
         return None
     return None
 

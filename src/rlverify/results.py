@@ -182,7 +182,7 @@ class FailurePaths:
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict; each path as ``{"probability", "length", "steps": [...]}``."""
         d = _plain(asdict(self))
-        for path, out in zip(self.paths, d["paths"]):
+        for path, out in zip(self.paths, d["paths"], strict=True):
             out["length"] = path.length
         return d
 
@@ -325,7 +325,8 @@ class StatisticalResult:
     hopeless: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (keys estimate, interval, confidence, method, runs, undecided, stalled, seed, timings, ...)."""
+        """A JSON-serialisable dict (keys estimate, interval, confidence, method, runs, undecided, stalled, seed,
+        timings, ...)."""
         d = asdict(self)
         d["interval"] = list(self.interval)
         return d
@@ -388,7 +389,7 @@ class HeatmapResult:
                  **({"optimal": float(self.optimal[i])} if self.optimal is not None else {})}
                 for i, ((x, y), g, (a, b), c, (e, f), r, u, s) in enumerate(zip(
                     self.cells, self.goal, self.goal_interval, self.crash, self.crash_interval, self.runs,
-                    self.undecided, self.stalled))
+                    self.undecided, self.stalled, strict=True))
             ],
         }
         return out
@@ -578,7 +579,8 @@ class RiskMap:
 
     def to_json(self) -> dict[str, Any]:
         """Settings, counts and the grid: ``grid[name][i][j]`` is the cell ``x = x_values[j]``,
-        ``y = y_values[i]`` (None where the cell has no state of that set; infinite rewards as "Infinity" in the CLI's JSON)."""
+        ``y = y_values[i]`` (None where the cell has no state of that set; infinite rewards as "Infinity" in the
+        CLI's JSON)."""
         grids = {"value": self.value, "optimum": self.optimum_value, "regret": self.regret,
                  "optimum_all_states": self.optimum_all, "policy_states": self.policy_states,
                  "mdp_states": self.mdp_states}
@@ -600,13 +602,14 @@ class RiskMap:
         cmap = "RdYlGn_r" if bad else "RdYlGn"
         if not probability:
             cmap = "viridis"
-        rng = (0.0, 1.0) if probability else (None, None)
+        vmin, vmax = (0.0, 1.0) if probability else (None, None)
         what = "probability" if probability else "expected reward"
         opt = {("min", True): "Pmin", ("max", True): "Pmax", ("min", False): "Rmin", ("max", False): "Rmax"}[
             (self.optimum, probability)]
         panels = (
-            MapPanel(f"policy: {self.agg} {what}", self.value, cmap, *rng, f"{what} under the policy"),
-            MapPanel(f"optimum: {self.agg} {opt} (all policies)", self.optimum_value, cmap, *rng, f"{opt} per state"),
+            MapPanel(f"policy: {self.agg} {what}", self.value, cmap, vmin, vmax, f"{what} under the policy"),
+            MapPanel(f"optimum: {self.agg} {opt} (all policies)", self.optimum_value, cmap, vmin, vmax,
+                     f"{opt} per state"),
             MapPanel(f"regret: {self.agg} of " + ("value - " + opt if bad else opt + " - value"), self.regret,
                      "magma_r", 0.0, None, f"value - {opt}: what the policy gives away" if bad
                      else f"{opt} - value: what the policy leaves"),
@@ -711,7 +714,7 @@ class MapFigure:
         fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False, layout="constrained")
         for ax in axes.ravel()[len(self.panels):]:
             ax.set_axis_off()
-        for ax, p in zip(axes.ravel(), self.panels):
+        for ax, p in zip(axes.ravel()[:len(self.panels)], self.panels, strict=True):
             v = np.asarray(p.values, dtype=np.float64)
             finite = v[np.isfinite(v)]
             lo = p.vmin if p.vmin is not None else (float(finite.min()) if finite.size else 0.0)
@@ -725,7 +728,7 @@ class MapFigure:
             for s in self.shades:
                 ys, xs = np.nonzero(s.mask)
                 if len(ys):
-                    rects = [Rectangle((j - 0.5, i - 0.5), 1, 1) for i, j in zip(ys, xs)]
+                    rects = [Rectangle((j - 0.5, i - 0.5), 1, 1) for i, j in zip(ys, xs, strict=True)]
                     ax.add_collection(PatchCollection(rects, facecolor=s.color, hatch=s.hatch, linewidth=0,
                                                       edgecolor="#707070" if s.hatch else s.color))
             ax.set_xlim(-0.5, W - 0.5)
@@ -814,7 +817,7 @@ class RobustnessResult:
         d["worst_perturbations"] = self.worst_perturbations[:listed]
         d["worst_perturbations_total"] = len(self.worst_perturbations)
         vals = self.changed_valuations if self.changed_valuations is not None else np.zeros((0, len(self.variables)))
-        d["changed_valuations"] = [dict(zip(self.variables, map(int, v))) for v in vals[:listed]]
+        d["changed_valuations"] = [dict(zip(self.variables, map(int, v), strict=True)) for v in vals[:listed]]
         return _plain(d)
 
 

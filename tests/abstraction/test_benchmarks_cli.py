@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pytest
 
-import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
 from rlverify.benchmarks.registry import BenchmarkError, make, spec
 from rlverify.errors import DependencyNotInstalled, InputFileError
 from rlverify.models.continuous import ContinuousSystem
@@ -105,7 +104,7 @@ def test_ppo_is_reproducible_and_returns_logit_mlp():
     a, stats = train()
     b, _ = train()
     assert a.sizes == (2, 8, 8, 2)
-    assert all(np.array_equal(x, y) for x, y in zip(a.weights, b.weights))
+    assert all(np.array_equal(x, y) for x, y in zip(a.weights, b.weights, strict=True))
     assert stats["steps"] >= 2048 and np.isfinite(stats["final_mean_return"])
 
 

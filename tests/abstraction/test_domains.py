@@ -94,7 +94,7 @@ def test_hit_and_run_stays_inside_and_spreads():
 
 
 def test_unbounded_template_names_the_direction():
-    with pytest.raises(DomainError, match="unbounded along .*y") as info:
+    with pytest.raises(DomainError, match=r"unbounded along .*y") as info:
         Template(np.array([[1.0, 0.0], [2.0, 0.0]]), NAMES)
     assert isinstance(info.value, RlverifyError)
 

@@ -111,9 +111,9 @@ def test_pieces_declared_box_independent_do_not_depend_on_the_box(system):
         hi = lo + (system.domain_hi - lo) * rng.random(2)
         got = system.pieces(lo, hi)
         assert len(got) == len(ref)
-        for p, q in zip(got, ref):
+        for p, q in zip(got, ref, strict=True):
             assert np.array_equal(p.g_mat, q.g_mat) and np.array_equal(p.g_vec, q.g_vec)
-            for m, n in zip(p.maps, q.maps):
+            for m, n in zip(p.maps, q.maps, strict=True):
                 assert np.array_equal(m.a, n.a) and np.array_equal(m.c, n.c) and np.array_equal(m.b, n.b)
 
 
@@ -127,13 +127,13 @@ def test_batched_successors_contain_concrete_successors_and_match_per_part(syste
     parts = random_parts(system, t, 60, rng)
     batched = successors_many(system, t, parts)
     assert len(batched) == len(parts)
-    for part, succ in zip(parts, batched):
+    for part, succ in zip(parts, batched, strict=True):
         assert_successors_enclose(system, part, succ, rng)
         single = {s.piece: s for s in part_successors(system, part, t)}
         assert set(single) <= {s.piece for s in succ}
         for s in succ:
             if s.piece in single:  # a piece only touched may be kept by one path and not the other
-                for p, q in zip(s.polytopes, single[s.piece].polytopes):
+                for p, q in zip(s.polytopes, single[s.piece].polytopes, strict=True):
                     assert np.allclose(p.lo, q.lo, rtol=1e-9, atol=1e-9) and np.allclose(p.hi, q.hi, rtol=1e-9, atol=1e-9)
 
 
@@ -152,7 +152,7 @@ def test_batched_unsafe_check_agrees_with_single_check(system, kind):
     assert batched.tolist() == single.tolist()
     assert 50 < batched.sum() < 250  # both answers occur
     # and both agree with sampled points: a part with an unsafe sample meets the unsafe set
-    for part, meets in zip(parts, batched):
+    for part, meets in zip(parts, batched, strict=True):
         if system.is_unsafe(part.sample(100, rng)).any():
             assert meets
 

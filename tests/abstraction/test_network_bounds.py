@@ -40,7 +40,7 @@ def test_batched_interval_bounds_contain_samples_and_match_single_interval_bound
     parts = [t.hull(rng.normal(size=(4, 2)) * rng.uniform(0.01, 0.5) + rng.normal(size=2)) for _ in range(40)]
     lower, upper = bounder.interval_bounds_many(parts)
     assert lower.shape == upper.shape == (40, sizes[-1])
-    for part, lo, hi in zip(parts, lower, upper):
+    for part, lo, hi in zip(parts, lower, upper, strict=True):
         probs = bounder(part.sample(500, rng))
         assert (probs >= lo - 1e-12).all() and (probs <= hi + 1e-12).all()
         single = bounder.bounds(part, milp=False, enough=1.0)  # interval bounds are always "enough" here
@@ -71,22 +71,25 @@ def test_two_action_bounds_equal_sigmoid_of_difference():
     dl = np.array([[0.0, -1.0], [-2.0, 0.0]])
     du = np.array([[0.0, 2.0], [1.0, 0.0]])
     lo, hi = probabilities_from_differences(dl, du)
-    sig = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731
+
+    def sig(z: float) -> float:
+        return 1.0 / (1.0 + np.exp(-z))
+
     assert np.allclose(lo, [sig(-2.0), sig(-1.0)])
     assert np.allclose(hi, [sig(1.0), sig(2.0)])
 
 
 def test_softmax_bounds_match_notes_formula_for_independent_logits():
-    # with logit intervals [l, u] and differences bounded by u_j - l_i etc. the bounds are the NOTES formulas
-    l = np.array([0.0, -1.0, 0.5])
-    u = np.array([1.0, 0.0, 0.7])
-    dl = l[None, :] - u[:, None]
-    du = u[None, :] - l[:, None]
+    # with logit intervals [lb, ub] and differences bounded by ub_j - lb_i etc. the bounds are the NOTES formulas
+    lb = np.array([0.0, -1.0, 0.5])
+    ub = np.array([1.0, 0.0, 0.7])
+    dl = lb[None, :] - ub[:, None]
+    du = ub[None, :] - lb[:, None]
     lo, hi = probabilities_from_differences(dl, du)
     for i in range(3):
         others = [j for j in range(3) if j != i]
-        exp_hi = np.exp(u[i]) / (np.exp(u[i]) + np.exp(l[others]).sum())
-        exp_lo = np.exp(l[i]) / (np.exp(l[i]) + np.exp(u[others]).sum())
+        exp_hi = np.exp(ub[i]) / (np.exp(ub[i]) + np.exp(lb[others]).sum())
+        exp_lo = np.exp(lb[i]) / (np.exp(lb[i]) + np.exp(ub[others]).sum())
         assert hi[i] <= exp_hi + 1e-12 and lo[i] >= exp_lo - 1e-12
 
 
@@ -112,7 +115,7 @@ def test_unsupported_layer_is_named(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     path = tmp_path / "sigmoid.onnx"
     onnx.save(model, str(path))
-    with pytest.raises(PolicyError, match="squash1.*Sigmoid"):
+    with pytest.raises(PolicyError, match=r"squash1.*Sigmoid"):
         load_network(str(path), n_actions=2)
 
 
@@ -152,7 +155,7 @@ def test_refine_many_accepts_what_refine_accepts_and_keeps_interval_bounds_narro
     many = refine_many(polys, bounder, opts, np.random.default_rng(0))
     methods = {part.bounds.method for parts in many for part in parts}
     assert "interval" in methods and methods & {"linear", "milp"}  # both paths taken
-    for poly, parts in zip(polys, many):
+    for poly, parts in zip(polys, many, strict=True):
         for part in parts:
             spread = part.bounds.spread
             assert spread <= opts.phi or part.bounds.method == "milp"

@@ -67,7 +67,7 @@ def test_declaration_refused_naming_the_entry(changes, match):
 def test_constant_override_nan_refused():
     from rlverify.models.continuous.declared import parse_constants
 
-    with pytest.raises(ConstantsError, match="limit=nan.*finite"):
+    with pytest.raises(ConstantsError, match=r"limit=nan.*finite"):
         parse_constants("dt=0.1,limit=nan")
 
 

@@ -47,7 +47,7 @@ def test_torchscript_twin_gives_the_identical_bound(acc, from_path, tmp_path):
     torch = pytest.importorskip("torch")
     net = mlp_from_onnx(acc.policies["ppo"])
     layers = []
-    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+    for i, (w, b) in enumerate(zip(net.weights, net.biases, strict=True)):
         lin = torch.nn.Linear(w.shape[1], w.shape[0])
         with torch.no_grad():
             lin.weight.copy_(torch.as_tensor(w))

@@ -23,7 +23,7 @@ def random_imdp(rng: np.random.Generator, n_states: int = 5, max_choices: int = 
             p = rng.dirichlet(np.ones(m))
             lo = np.clip(p - rng.uniform(0, 0.3, m), 0, 1)
             hi = np.clip(p + rng.uniform(0, 0.3, m), 0, 1)
-            b.add_choice(s, {int(t): (float(l), float(h)) for t, l, h in zip(targets, lo, hi)})
+            b.add_choice(s, {int(t): (float(lb), float(h)) for t, lb, h in zip(targets, lo, hi, strict=True)})
     return b.build()
 
 
@@ -35,7 +35,7 @@ def vertices_of_interval_simplex(lo: np.ndarray, hi: np.ndarray) -> list[np.ndar
         others = [i for i in range(m) if i != free]
         for choice in itertools.product((0, 1), repeat=len(others)):
             p = np.zeros(m)
-            for i, c in zip(others, choice):
+            for i, c in zip(others, choice, strict=True):
                 p[i] = hi[i] if c else lo[i]
             p[free] = 1.0 - p[others].sum()
             if lo[free] - 1e-12 <= p[free] <= hi[free] + 1e-12:

@@ -150,13 +150,13 @@ def test_bound_is_above_the_exact_failure_probability_of_every_start_state(files
     policy = load_policy(files[2])
     rng = np.random.default_rng(2)
     lo, hi = np.array(result.initial_lo), np.array(result.initial_hi)
-    corners = np.array(np.meshgrid(*zip(lo, hi))).reshape(2, -1).T
+    corners = np.array(np.meshgrid(*zip(lo, hi, strict=True))).reshape(2, -1).T
     x0 = np.vstack([corners, lo + (hi - lo) * rng.random((400, 2))])
     exact = exact_failure(policy, x0, OPTIONS.horizon)
     polys = part_polytopes(result)
     bounds = np.array([p.bound for p in result.parts])
-    for x, e in zip(x0, exact):
-        containing = [b for p, b in zip(polys, bounds) if p.contains_points(x[None, :], tol=1e-9)[0]]
+    for x, e in zip(x0, exact, strict=True):
+        containing = [b for p, b in zip(polys, bounds, strict=True) if p.contains_points(x[None, :], tol=1e-9)[0]]
         assert containing, f"start state {x} in no initial part"
         assert e <= min(containing) + 1e-9, f"start {x}: exact {e} above its part's bound {min(containing)}"
     # not vacuous: the worst start (a corner, moving fast towards the edge) fails often, the bound is informative
@@ -183,7 +183,7 @@ def test_cli_gives_the_api_bound_and_the_constants_take_effect(files, capsys):
     assert out["upper_bound"] == result.upper_bound and out["guarantee"] == "sound upper bound"
     assert out["benchmark"] == "saturated-double-integrator"
     # a wider rail (limit 0.95): the exact worst failure drops, and so must not rise above the new bound
-    assert main(args + ["-c", "limit=0.95"]) == 0
+    assert main([*args, "-c", "limit=0.95"]) == 0
     wide = json.loads(capsys.readouterr().out)
     assert load_system(target, "limit=0.95").constants["limit"] == 0.95
     assert wide["upper_bound"] < out["upper_bound"]
@@ -264,7 +264,7 @@ def test_a_factory_gets_the_constants_and_a_non_declaration_is_refused(tmp_path)
     assert load_system(f"{path}:make", "limit=0.5").constants["limit"] == 0.5
     with pytest.raises(ConstantsError, match="cannot pass accel"):
         load_system(f"{path}:make", "accel=1")
-    with pytest.raises(ModelError, match="expected a system declaration .* got int"):
+    with pytest.raises(ModelError, match=r"expected a system declaration .* got int"):
         load_system(f"{path}:NOT_A_SYSTEM")
 
 
@@ -307,7 +307,7 @@ def test_terms_and_saturations_enclose_step(tmp_path):
                 om1 = 0.98 * om + 0.1 * np.sin(th) + 0.05 * np.cos(2 * th + 1) + 0.1 * np.tanh(om - th) + 0.2 * (-1.0, 1.0)[a]
                 np.testing.assert_allclose(y[:, 1], np.clip(om1, -3, 3), atol=1e-12)
                 assert in_enclosure(piece.maps[a], x, y).all()
-                assert not in_enclosure(piece.maps[a], x, y + [0.0, 7.0]).any()  # the check can fail
+                assert not in_enclosure(piece.maps[a], x, y + np.array([0.0, 7.0])).any()  # the check can fail
 
 
 def test_pendulum_enclosure_is_sound_on_wide_boxes():
@@ -382,9 +382,9 @@ def test_shipped_example_and_its_policy(tmp_path, capsys):
         hand = np.stack([x[:, 0] + 0.1 * x[:, 1] + 0.01 * u, np.clip(x[:, 1] + 0.1 * u, -1, 1)], axis=1)
         np.testing.assert_allclose(system.step(x, np.full(len(x), a)), hand, atol=1e-12)
     common = ["abstract", target, "--policy", policy, "-k", "4", "--containment", "--json"]
-    assert main(common + ["--phi", "0.3"]) == 0
+    assert main([*common, "--phi", "0.3"]) == 0
     assert json.loads(capsys.readouterr().out)["upper_bound"] == 0.0
-    assert main(common + ["--phi", "0.2", "-c", "limit=0.7"]) == 0
+    assert main([*common, "--phi", "0.2", "-c", "limit=0.7"]) == 0
     bound = json.loads(capsys.readouterr().out)["upper_bound"]
     corners = np.array([[-0.5, -0.8], [-0.5, 0.8], [0.5, -0.8], [0.5, 0.8]])
     worst = float(simulate_exact(system, shipped, corners, 4).max())
@@ -412,7 +412,7 @@ def test_module_docstring_example_is_a_valid_declaration():
     code = text[text.index("    SYSTEM = {"):text.index("Fields (required")]
     namespace: dict = {}
     source = "\n".join(line[4:] for line in code.splitlines())
-    exec(compile(source, "docstring", "exec"), namespace)  # noqa: S102 - the docstring's own example, as written
+    exec(compile(source, "docstring", "exec"), namespace)  # the docstring's own example, as written
     system = declare(namespace["SYSTEM"])
     assert system.features == ("x", "v") and system.horizon == 8 and system.default_initial == "default"
     x = np.array([[0.2, 0.95], [0.0, -0.5]])

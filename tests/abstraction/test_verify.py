@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-import rlverify.benchmarks.continuous  # noqa: F401  (registers the continuous benchmarks)
-from rlverify.abstraction import (GUARANTEE, AbstractionError, AbstractionOptions, DomainError, verify_abstraction)
+from rlverify.abstraction import GUARANTEE, AbstractionError, AbstractionOptions, DomainError, verify_abstraction
 from rlverify.abstraction.verify import part_polytopes
 from rlverify.benchmarks.registry import make
 from rlverify.errors import PolicyError, RlverifyError
@@ -79,13 +78,13 @@ def check_parts_against_exact(system, policy_file: str, result, count: int, seed
     lo, hi = np.array(result.initial_lo), np.array(result.initial_hi)
     x0 = lo + (hi - lo) * rng.random((count, system.n))
     # the corners are the riskiest start states of these benchmarks
-    corners = np.array(np.meshgrid(*zip(lo, hi))).reshape(system.n, -1).T
+    corners = np.array(np.meshgrid(*zip(lo, hi, strict=True))).reshape(system.n, -1).T
     x0 = np.vstack([corners, x0])
     exact = exact_failure(system, load_policy(policy_file), x0, result.options.horizon)
     polys = part_polytopes(result)
     bounds = np.array([p.bound for p in result.parts])
-    for x, e in zip(x0, exact):
-        containing = [b for p, b in zip(polys, bounds) if p.contains_points(x[None, :], tol=1e-9)[0]]
+    for x, e in zip(x0, exact, strict=True):
+        containing = [b for p, b in zip(polys, bounds, strict=True) if p.contains_points(x[None, :], tol=1e-9)[0]]
         assert containing, f"start state {x} is in no initial part"
         # sound for every part that contains the state (boundary states may be in several)
         assert e <= min(containing) + 1e-9, f"state {x}: exact {e} above part bound {min(containing)}"
@@ -199,7 +198,7 @@ def test_sampled_initial_probabilities_lie_in_part_intervals(acc_risky):
     system, policy_file, result = acc_risky
     policy = load_policy(policy_file)
     rng = np.random.default_rng(7)
-    for poly, part in zip(part_polytopes(result), result.parts):
+    for poly, part in zip(part_polytopes(result), result.parts, strict=True):
         x = poly.sample(50, rng)
         probs = policy.action_probabilities(system.observe(x))
         assert (probs >= np.array(part.probability_lower)).all()
@@ -271,7 +270,7 @@ def test_unsupported_layer_is_named(tmp_path):
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])], initializer=[w])
     path = tmp_path / "tanh.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    with pytest.raises(PolicyError, match="act0.*Tanh") as info:
+    with pytest.raises(PolicyError, match=r"act0.*Tanh") as info:
         verify_abstraction(make("acc-v1"), str(path), AbstractionOptions(horizon=2))
     assert isinstance(info.value, RlverifyError)
 

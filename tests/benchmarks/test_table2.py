@@ -72,9 +72,10 @@ def test_json_and_markdown(reduced, tmp_path):
 
 
 def test_methods_subset_and_policy_override():
+    import numpy as np
+
     from rlverify.benchmarks import make
     from rlverify.policies import CallablePolicy
-    import numpy as np
 
     model = make("freeway-v1").load_model()
     uniform = CallablePolicy(lambda x: np.full((len(x), 3), 1 / 3), model.variables, ["NOP", "UP", "DOWN"], name="uniform")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rlverify.cli.main import main
 
@@ -78,7 +80,7 @@ def test_publishing_never_clobbers_a_file_that_appears_while_writing(tmp_path) -
     from rlverify.files import FileWriteError, publishing, write_text
 
     target = tmp_path / "out.json"
-    with pytest.raises(FileWriteError, match="out.json: a file appeared there while rlverify was running"):
+    with pytest.raises(FileWriteError, match=r"out\.json: a file appeared there while rlverify was running"):
         with publishing(target, what="--out") as tmp:
             tmp.write_text("second")
             write_text(target, "first")  # the other run finishes first
@@ -101,7 +103,7 @@ def test_out_suffix_in_capitals_writes_that_format(capsys, here) -> None:
     code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F<=1 x=1]', "--policy", "p.py:pi", "--out", "V.NPZ")
     assert code == 0, err
     with np.load(here / "V.NPZ") as data:  # a zip archive, not CSV text
-        values = dict(zip(map(tuple, data["valuations"].tolist()), data["values"].tolist()))
+        values = dict(zip(map(tuple, data["valuations"].tolist()), data["values"].tolist(), strict=True))
     assert list(data_variables(here / "V.NPZ")) == ["x", "y"]
     assert values[(0, 0)] == pytest.approx(0.9 * 0.5)  # up (0.9) succeeds (0.5) in one step
 
@@ -237,8 +239,8 @@ def test_control_characters_are_shown_escaped(capsys, here) -> None:
 def test_tex_in_names_does_not_break_figures(capsys, here) -> None:
     name = "r$\\frac{x$.prism"  # a broken TeX formula in the file name, which is in the figure's title
     (here / name).write_text(MODEL)
-    code, out, err = cli(capsys, "map", name, "-p", 'P=? [F<=3 "top"]', "--policy", "p.py:pi", "--map", "x,y",
-                         "--optimum", "max", "--out", "$m$.png")
+    code, _, err = cli(capsys, "map", name, "-p", 'P=? [F<=3 "top"]', "--policy", "p.py:pi", "--map", "x,y",
+                       "--optimum", "max", "--out", "$m$.png")
     assert code == 0, err
     assert (here / "$m$.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -374,9 +376,6 @@ def test_an_internal_error_stays_exit_1_with_the_trace(capsys, here, monkeypatch
 
 # ---------------------------------------------------------------------------------------------------
 # generated hostile names, through the CLI
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 #: fragments that broke, or could break, a printer or a figure: Rich markup, emoji codes, TeX, format
 #: braces, terminal escapes, right-to-left and wide characters

@@ -135,7 +135,10 @@ def test_custom_desc_map_non_slippery():
     model = from_gymnasium(env)
     pi = random_policy(9, 4, seed=1)
     goal = goal_of(env)
-    hole = (lambda s, a, s2, r, t: bool(t and np.asarray(env.unwrapped.desc).flat[s2] == b"H"))
+
+    def hole(s, a, s2, r, t):
+        return bool(t and np.asarray(env.unwrapped.desc).flat[s2] == b"H")
+
     policy = table_policy(model, pi)
     for prop, event in (('P=? [F "goal"]', goal), ('P=? [F "hole"]', hole)):
         M, b, _ = chain(env, pi, event)
@@ -175,7 +178,10 @@ def test_cliffwalking_cliff_is_an_event_and_rewards_are_the_environment_s():
     assert "cliff" in model.labels and "reward" in model.reward_models
     pi = random_policy(48, 4, seed=2)
     policy = table_policy(model, pi)
-    cliff = lambda s, a, s2, r, t: r == -100  # not terminal in Gymnasium 1.x: the event is the step
+
+    def cliff(s, a, s2, r, t):  # not terminal in Gymnasium 1.x: the event is the step
+        return r == -100
+
     M, b, _ = chain(env, pi, cliff)
     for k in (1, 5, 30):
         value = verify_exact(model, f'P=? [F<={k} "cliff"]', policy, OPTS).value
@@ -205,7 +211,10 @@ def test_taxi_loads_with_decoded_features_and_a_reset_step():
     assert {"taxi_row", "taxi_col", "passenger", "destination"} <= set(model.variables)
     assert {"delivered", "illegal", "terminal"} <= set(model.labels)
     pi = np.full((500, 6), 1 / 6)
-    illegal = lambda s, a, s2, r, t: r == -10
+
+    def illegal(s, a, s2, r, t):
+        return r == -10
+
     M, b, _ = chain(env, pi, illegal)
     mu = env.unwrapped.initial_state_distrib
     # the model's first step draws the start state (the policy is not asked): F<=k covers k-1 agent steps

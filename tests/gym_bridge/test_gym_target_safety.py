@@ -88,7 +88,7 @@ def _delivered_within(model, agent_steps: int) -> float:
         pi = model.policy.get_distribution(obs).distribution.probs.double().numpy()
     # one row per (s, a, outcome): weight pi(a|s) * p, and whether it delivers / ends the episode
     rows = [(s, pi[s, a] * p, s2, r == 20, term) for s in range(500) for a in range(6) for p, s2, r, term in env.P[s][a]]
-    src, w, dst, hit, term = (np.asarray(c) for c in zip(*rows))
+    src, w, dst, hit, term = (np.asarray(c) for c in zip(*rows, strict=True))
     v = np.zeros(500)
     for _ in range(agent_steps):
         v = np.bincount(src, weights=w * np.where(hit, 1.0, np.where(term, 0.0, v[dst])), minlength=500)

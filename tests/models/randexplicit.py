@@ -55,7 +55,8 @@ def random_explicit(rng: np.random.Generator, n: int = 10) -> RandomExplicit:
         if kinds[s] in ("decision", "sink"):
             labels = [a for a in MODEL_LABELS[1:] if rng.random() < 0.5] or [MODEL_LABELS[1 + int(rng.integers(4))]]
             if kinds[s] == "decision":  # (drawn as before, so the models stay the same otherwise)
-                rng.random()  # no unlabelled choice beside labelled ones: every engine refuses those (tests/test_front_door.py)
+                # no unlabelled choice beside labelled ones: every engine refuses those (tests/test_front_door.py)
+                rng.random()
         else:
             labels = [""]
         for a in labels:

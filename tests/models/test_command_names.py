@@ -68,7 +68,7 @@ def reach(P: np.ndarray, goal: np.ndarray, start: int) -> float:
     n = len(P)
     can = goal.copy()
     for _ in range(n):
-        can = can | ((P[:, can].sum(axis=1) > 0))
+        can = can | (P[:, can].sum(axis=1) > 0)
     free = can & ~goal
     A = np.eye(free.sum()) - P[np.ix_(free, free)]
     b = P[np.ix_(free, goal)].sum(axis=1)
@@ -155,7 +155,7 @@ def test_a_label_synchronising_modules_that_offer_it_twice(tmp_path):
     P = np.zeros((6, 6))
     mx = {1: [(1, 0.9), (2, 0.1)], 2: [(2, 1.0)]}
     ny = {1: [(1, 1.0)], 2: [(1, 0.5), (0, 0.5)]}
-    for wi, (i, j) in zip(w, [(1, 1), (1, 2), (2, 1), (2, 2)]):
+    for wi, (i, j) in zip(w, [(1, 1), (1, 2), (2, 1), (2, 2)], strict=True):
         for x2, px in mx[i]:
             for y2, py in ny[j]:
                 P[s(0, 0), s(x2, y2)] += wi * px * py
@@ -186,8 +186,8 @@ def test_jani_edges_are_named_by_their_position_in_the_file(tmp_path):
     edges = json.loads(jani.read_text())["automata"][0]["edges"]
     # find, from the file alone, which edge is the 0.5/0.5 command and which the 0.25/0.75 one
     def probs(e):
-        return sorted(float(d.get("probability", {}).get("exp", 1)) if isinstance(d.get("probability", {}).get("exp", 1), (int, float))
-                      else 0.0 for d in e["destinations"])
+        exps = [d.get("probability", {}).get("exp", 1) for d in e["destinations"]]
+        return sorted(float(x) if isinstance(x, (int, float)) else 0.0 for x in exps)
 
     first = next(i for i, e in enumerate(edges) if len(e["destinations"]) == 2 and 0.5 in probs(e)) + 1
     second = next(i for i, e in enumerate(edges) if len(e["destinations"]) == 2 and 0.75 in probs(e)) + 1

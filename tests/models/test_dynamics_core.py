@@ -20,7 +20,7 @@ from tests.models.randexplicit import AGENT, MODEL_LABELS, RandomExplicit, rando
 
 SEEDS = list(range(6))
 #: the model as declared (the agent's 'z' is one of its actions; this build never offers it)
-DECLARED = SimpleNamespace(variables=("s",), action_names=MODEL_LABELS + ("z",))
+DECLARED = SimpleNamespace(variables=("s",), action_names=(*MODEL_LABELS, "z"))
 #: |count - n p| beyond this many standard deviations (+1) is a false alarm with probability < 1e-8 per entry
 Z = 6.0
 
@@ -75,14 +75,15 @@ def test_cumulative_and_sampler_are_the_inverse_cdf_of_each_row(seed):
     table = choice_table(m, AGENT)
     P = m.transitions
     for c in range(m.num_choices):  # exact per row: the same sums as numpy's sequential cumsum of the row
-        np.testing.assert_array_equal(table.cumulative[P.indptr[c]:P.indptr[c + 1]], np.cumsum(P.data[P.indptr[c]:P.indptr[c + 1]]))
+        row = slice(P.indptr[c], P.indptr[c + 1])
+        np.testing.assert_array_equal(table.cumulative[row], np.cumsum(P.data[row]))
     rng = np.random.default_rng(seed)
     choices = rng.integers(m.num_choices, size=5000)
     u = rng.random(5000)
     u[:10] = 0.0
     u[10:20] = np.nextafter(1.0, 0.0)
     expected = []
-    for c, x in zip(choices, u):
+    for c, x in zip(choices, u, strict=True):
         row = np.cumsum(P.data[P.indptr[c]:P.indptr[c + 1]])
         k = min(int(np.searchsorted(row, x * row[-1], side="right")), len(row) - 1)
         expected.append(P.indices[P.indptr[c] + k])

@@ -91,7 +91,7 @@ def _solve(A: list[list[Fraction]], b: list[Fraction]) -> list[Fraction]:
         M[c] = [x / M[c][c] for x in M[c]]
         for r in range(n):
             if r != c and M[r][c] != 0:
-                M[r] = [x - M[r][c] * y for x, y in zip(M[r], M[c])]
+                M[r] = [x - M[r][c] * y for x, y in zip(M[r], M[c], strict=True)]
     return [M[i][n] for i in range(n)]
 
 

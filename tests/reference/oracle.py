@@ -378,65 +378,19 @@ def induced_chain(model: RefModel, policy: RefPolicy, *, mode: str = "stochastic
     that decide the property (made absorbing, the policy not asked). Raises :class:`Refused`."""
     assert mode in ("stochastic", "deterministic") and unavailable in ("stall", "renormalize")
     S, C = model.num_states, model.num_choices
-    A = len(policy.actions)
     absorbing = np.zeros(S, dtype=bool) if absorbing is None else np.asarray(absorbing, dtype=bool)
-    index = {a: i for i, a in enumerate(policy.actions)}
-    column = np.full(C, -1, dtype=np.int64)
-    by_label = np.zeros(C, dtype=bool)
-    for c in range(C):
-        name, label = model.choice_name[c], model.choice_label[c]
-        if name and name in index:
-            column[c] = index[name]
-        elif label and label in index:
-            column[c] = index[label]
-            by_label[c] = True
     cs = model.choice_states()
     n_choices = np.diff(model.row_start)
     labelled = np.zeros(S, dtype=bool)
     labelled[cs[[bool(a) for a in model.choice_label]]] = True
     decision = (labelled | (n_choices > 1)) & ~absorbing
-    ambiguous = np.zeros(S, dtype=bool)  # which states a policy cannot be followed in (checked where reached)
-    choice_of = np.full((S, A), -1, dtype=np.int64)
-    for s in np.flatnonzero(decision):
-        lo, hi = model.row_start[s], model.row_start[s + 1]
-        labels_here = [model.choice_label[c] for c in range(lo, hi)]
-        for c in range(lo, hi):
-            a = column[c]
-            if a < 0:
-                continue
-            if choice_of[s, a] >= 0:
-                ambiguous[s] = True
-            choice_of[s, a] = c
-            if by_label[c] and labels_here.count(model.choice_label[c]) > 1:
-                ambiguous[s] = True
-    dec = np.flatnonzero(decision)
+    choice_of, ambiguous = _choice_table(model, policy, decision)
     weights = np.zeros(C)
     stalled = np.zeros(S)
     nothing = np.zeros(S, dtype=bool)  # renormalize with no available mass
+    dec = np.flatnonzero(decision)
     if len(dec):
-        feats = [model.features.index(f) for f in policy.features]
-        probs = np.asarray(policy.fn(model.values[dec][:, feats].astype(np.float64)), dtype=np.float64)
-        assert probs.shape == (len(dec), A)
-        probs = probs / probs.sum(axis=1, keepdims=True)
-        avail = choice_of[dec] >= 0
-        if mode == "deterministic":
-            scores = np.where(avail, probs, -np.inf) if unavailable == "renormalize" else probs
-            best = np.argmax(scores, axis=1)
-            if unavailable == "renormalize":
-                nothing[dec] = scores[np.arange(len(dec)), best] <= 0
-            probs = np.zeros_like(probs)
-            probs[np.arange(len(dec)), best] = 1.0
-        off = np.where(avail, 0.0, probs).sum(axis=1)
-        if unavailable == "renormalize":
-            kept = np.where(avail, probs, 0.0)
-            total = kept.sum(axis=1)
-            nothing[dec] |= total <= 0
-            probs = kept / np.where(total > 0, total, 1.0)[:, None]
-        else:
-            stalled[dec] = off
-        for i, s in enumerate(dec):
-            for a in np.flatnonzero(avail[i]):
-                weights[choice_of[s, a]] = probs[i, a]
+        _decision_weights(model, policy, dec, choice_of, mode, unavailable, weights, stalled, nothing)
     forced = ~decision & ~absorbing
     for s in np.flatnonzero(forced):
         assert n_choices[s] == 1, f"state {s}: {n_choices[s]} choices and not a decision state"
@@ -465,6 +419,66 @@ def induced_chain(model: RefModel, policy: RefPolicy, *, mode: str = "stochastic
         r = model.state_rewards[name] + np.bincount(cs, weights=weights * model.action_rewards[name], minlength=S)
         rewards[name] = np.r_[np.where(absorbing, model.state_rewards[name], r), 0.0]
     return Chain(P=P, rewards=rewards, reachable=reachable, initial=model.initial)
+
+
+def _choice_table(model: RefModel, policy: RefPolicy, decision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, A)`` the choice each action of the policy takes in each decision state (-1: none), by command name
+    first, then label; and ``(S,)`` which states a policy cannot be followed in (checked where reached)."""
+    S, C, A = model.num_states, model.num_choices, len(policy.actions)
+    index = {a: i for i, a in enumerate(policy.actions)}
+    column = np.full(C, -1, dtype=np.int64)
+    by_label = np.zeros(C, dtype=bool)
+    for c in range(C):
+        name, label = model.choice_name[c], model.choice_label[c]
+        if name and name in index:
+            column[c] = index[name]
+        elif label and label in index:
+            column[c] = index[label]
+            by_label[c] = True
+    ambiguous = np.zeros(S, dtype=bool)
+    choice_of = np.full((S, A), -1, dtype=np.int64)
+    for s in np.flatnonzero(decision):
+        lo, hi = model.row_start[s], model.row_start[s + 1]
+        labels_here = [model.choice_label[c] for c in range(lo, hi)]
+        for c in range(lo, hi):
+            a = column[c]
+            if a < 0:
+                continue
+            if choice_of[s, a] >= 0:
+                ambiguous[s] = True
+            choice_of[s, a] = c
+            if by_label[c] and labels_here.count(model.choice_label[c]) > 1:
+                ambiguous[s] = True
+    return choice_of, ambiguous
+
+
+def _decision_weights(model: RefModel, policy: RefPolicy, dec: np.ndarray, choice_of: np.ndarray, mode: str,
+                      unavailable: str, weights: np.ndarray, stalled: np.ndarray, nothing: np.ndarray) -> None:
+    """Fill ``weights`` (per choice), ``stalled`` and ``nothing`` (per state) for the decision states ``dec``."""
+    A = len(policy.actions)
+    feats = [model.features.index(f) for f in policy.features]
+    probs = np.asarray(policy.fn(model.values[dec][:, feats].astype(np.float64)), dtype=np.float64)
+    assert probs.shape == (len(dec), A)
+    probs = probs / probs.sum(axis=1, keepdims=True)
+    avail = choice_of[dec] >= 0
+    if mode == "deterministic":
+        scores = np.where(avail, probs, -np.inf) if unavailable == "renormalize" else probs
+        best = np.argmax(scores, axis=1)
+        if unavailable == "renormalize":
+            nothing[dec] = scores[np.arange(len(dec)), best] <= 0
+        probs = np.zeros_like(probs)
+        probs[np.arange(len(dec)), best] = 1.0
+    off = np.where(avail, 0.0, probs).sum(axis=1)
+    if unavailable == "renormalize":
+        kept = np.where(avail, probs, 0.0)
+        total = kept.sum(axis=1)
+        nothing[dec] |= total <= 0
+        probs = kept / np.where(total > 0, total, 1.0)[:, None]
+    else:
+        stalled[dec] = off
+    for i, s in enumerate(dec):
+        for a in np.flatnonzero(avail[i]):
+            weights[choice_of[s, a]] = probs[i, a]
 
 
 def _forward(P: sp.csr_matrix, start: int) -> np.ndarray:

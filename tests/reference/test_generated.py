@@ -260,7 +260,8 @@ def _all_names_policy(path: Path, gen: Generated):
 
 # the default suite does not shrink a failing example (that can take minutes); the slow variant does
 FAST = dict(phases=[Phase.explicit, Phase.reuse, Phase.generate])
-SETTINGS = dict(derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = dict(derandomize=True, database=None, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @settings(max_examples=300, **SETTINGS, **FAST)

@@ -21,8 +21,7 @@ from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from tests.reference import corpus as C
 from tests.reference import oracle as O
-from tests.reference.harness import ALL_COMBOS, COMBOS, Combo, assert_value, check_exact, policy_for, reference, \
-    rl_policy
+from tests.reference.harness import ALL_COMBOS, COMBOS, Combo, assert_value, check_exact, policy_for, reference, rl_policy
 
 PRISM_STRATEGIES = ("auto", "full", "merged", "onthefly")
 JANI_STRATEGIES = ("auto", "full")
@@ -130,12 +129,12 @@ def restricted_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def model_path(case: Case, restricted: Path) -> Path:
     if case.file == "restricted":
-        name, k = RESTRICT[case.family]
+        _, k = RESTRICT[case.family]
         return restricted / f"{case.family}.k{k}.jani"
     return C.path(case.family, case.file)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ref_model(path: str, constants: str | None) -> O.RefModel:
     return O.build_jani(path, constants or "") if path.endswith(".jani") else O.build_prism(path, constants or "")
 
@@ -317,7 +316,7 @@ def test_cli_verify_json_matches_reference(case_id: str, restricted_dir: Path, t
     probs = policy.fn(model.values[:, [model.features.index(f) for f in policy.features]].astype(float))
     table = {"features": list(policy.features), "actions": list(policy.actions),
              "table": [{"state": [int(v) for v in model.values[s]],
-                        "probabilities": {a: float(p) for a, p in zip(policy.actions, probs[s]) if p > 0}}
+                        "probabilities": {a: float(p) for a, p in zip(policy.actions, probs[s], strict=True) if p > 0}}
                        for s in range(model.num_states)]}
     policy_file = tmp_path / "policy.json"
     policy_file.write_text(json.dumps(table))

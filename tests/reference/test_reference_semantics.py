@@ -127,7 +127,10 @@ def test_identical_commands_have_their_own_names(tmp_path: Path, strategy: str) 
     ref = O.build_prism(path)
     s = ref.initial
     assert sorted(ref.choice_name[ref.row_start[s]:ref.row_start[s + 1]]) == ["m:1", "m:2", "m:3"]
-    fn = lambda st: np.tile([0.3, 0.3, 0.4], (len(st), 1))  # noqa: E731
+
+    def fn(st):
+        return np.tile([0.3, 0.3, 0.4], (len(st), 1))
+
     ans = O.evaluate(ref, O.RefPolicy(["x"], ["m:1", "m:2", "m:3"], fn), O.Query("U", lambda m: m.var("x") == 1,
                                                                                   bound=1))
     assert ans.value == pytest.approx(0.6)

@@ -4,10 +4,34 @@ from rlverify.abstraction.domains import Polytope, Template
 from rlverify.abstraction.imdp import IMDP
 from rlverify.abstraction.policy_fit import policy_network
 from rlverify.abstraction.robust_vi import bounded_reachability
-from rlverify.abstraction.verify import (GUARANTEE, AbstractionBudgetError, AbstractionError, AbstractionOptions,
-                                         AbstractionProgress, AbstractionResult, PartBound, Timings, verify_abstraction)
+from rlverify.abstraction.verify import (
+    GUARANTEE,
+    AbstractionBudgetError,
+    AbstractionError,
+    AbstractionOptions,
+    AbstractionProgress,
+    AbstractionResult,
+    PartBound,
+    Timings,
+    verify_abstraction,
+)
 from rlverify.errors import DomainError, IntervalError
 
-__all__ = ["AbstractionBudgetError", "AbstractionError", "AbstractionOptions", "AbstractionProgress", "AbstractionResult", "DomainError", "GUARANTEE",
-           "IMDP", "IntervalError", "PartBound", "Polytope", "Template", "Timings", "bounded_reachability",
-           "policy_network", "verify_abstraction"]
+__all__ = [
+    "GUARANTEE",
+    "IMDP",
+    "AbstractionBudgetError",
+    "AbstractionError",
+    "AbstractionOptions",
+    "AbstractionProgress",
+    "AbstractionResult",
+    "DomainError",
+    "IntervalError",
+    "PartBound",
+    "Polytope",
+    "Template",
+    "Timings",
+    "bounded_reachability",
+    "policy_network",
+    "verify_abstraction",
+]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from collections.abc import Iterator
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any
 
 _SETTERS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
             ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
@@ -19,8 +21,8 @@ _SETTERS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_thread
             ("openblas_set_num_threads", "openblas_get_num_threads"))
 
 
-def _openblas() -> tuple[object, object] | None:
-    import numpy  # noqa: F401  (make sure numpy's BLAS is loaded)
+def _openblas() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+    importlib.import_module("numpy")  # loads numpy's BLAS, which is looked up next
 
     try:
         with open("/proc/self/maps") as f:

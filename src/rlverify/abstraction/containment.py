@@ -54,7 +54,8 @@ class VisitedIndex:
         if not np.isfinite(lo).all() or int(np.prod(span)) > self.max_cells:
             self.large.append(i)
             return
-        ranges = [range(int(a), int(b) + 1) for a, b in zip(c0, c1)]
+        ranges = [range(int(a), int(b) + 1) for a, b in zip(c0, c1, strict=True)]
+        keys: list[tuple[int, ...]]
         if self.g == 1:
             keys = [(a,) for a in ranges[0]]
         else:

@@ -20,8 +20,6 @@ import numpy as np
 
 from rlverify.errors import DomainError
 
-
-
 #: Relative and absolute outward rounding applied to every computed bound.
 PAD_REL = 1e-9
 PAD_ABS = 1e-9
@@ -62,7 +60,7 @@ class Template:
             # find a variable direction that is not bounded: a null-space vector of the axes
             _, _, vt = np.linalg.svd(axes)
             free = vt[-1]
-            desc = " + ".join(f"{c:.3g}*{v}" for c, v in zip(free, self.variables) if abs(c) > 1e-9)
+            desc = " + ".join(f"{c:.3g}*{v}" for c, v in zip(free, self.variables, strict=True) if abs(c) > 1e-9)
             raise DomainError(f"template: the directions do not bound the state space (rank {np.linalg.matrix_rank(axes)}"
                               f" < {n} variables); the polyhedron is unbounded along {desc}. Add a direction "
                               "with a component along it (e.g. the box directions)")
@@ -142,7 +140,7 @@ class Template:
 
     def from_box(self, lo: np.ndarray, hi: np.ndarray) -> Polytope:
         """The tight template polytope of the box ``[lo, hi]`` (shapes ``(n,)``)."""
-        corners = np.array(list(itertools.product(*zip(lo, hi))), dtype=np.float64)
+        corners = np.array(list(itertools.product(*zip(lo, hi, strict=True))), dtype=np.float64)
         return self.hull(corners)
 
 

@@ -15,7 +15,6 @@ import numpy as np
 from rlverify.errors import IntervalError
 
 
-
 @dataclass(frozen=True)
 class IMDP:
     """An interval MDP (see the module docstring for the layout).

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ def fold_observation(mlp: MLP, obs_matrix: np.ndarray, obs_offset: np.ndarray) -
     """The network as a function of the state: ``x -> mlp(O x + o)`` (first layer folded)."""
     w0 = mlp.weights[0] @ obs_matrix
     b0 = mlp.weights[0] @ obs_offset + mlp.biases[0]
-    return MLP((w0,) + tuple(mlp.weights[1:]), (b0,) + tuple(mlp.biases[1:]))
+    return MLP((w0, *mlp.weights[1:]), (b0, *mlp.biases[1:]))
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def probabilities_from_differences(dl: np.ndarray, du: np.ndarray) -> tuple[np.n
     # log(1 + sum_j exp(d_ij)) via logsumexp over [0, d_i1, ...]
     def lse(d: np.ndarray) -> np.ndarray:
         rows = np.where(off, d, -np.inf)
-        full = np.concatenate([np.zeros(d.shape[:-1] + (1,)), rows], axis=-1)
+        full = np.concatenate([np.zeros((*d.shape[:-1], 1)), rows], axis=-1)
         m = full.max(axis=-1, keepdims=True)
         return (m + np.log(np.exp(full - m).sum(axis=-1, keepdims=True)))[..., 0]
 
@@ -105,7 +106,7 @@ class NetworkBounder:
 
     # ---------------------------------------------------------------- bound propagation
     def preactivation_bounds(self, poly: Polytope, *, linear: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Bounds ``(l, u)`` on the pre-activations of every hidden layer (sound, padded).
+        """Bounds ``(lb, ub)`` on the pre-activations of every hidden layer (sound, padded).
 
         Layer 1 is exact over the polytope (support function); deeper layers take the tighter of
         interval propagation and (if ``linear``) backward linear relaxation (CROWN-style) from the
@@ -117,24 +118,24 @@ class NetworkBounder:
         if s is None:
             raise PolicyError("cannot bound the network over an empty polytope")
         h = w0.shape[0]
-        u, l = s[:h] + b0, -s[h:] + b0
-        pad = 1e-9 * (1 + np.abs(l) + np.abs(u))
-        l, u = l - pad, u + pad
-        out = [(l, u)]
-        for k, (w, bias) in enumerate(zip(self.mlp.weights[1:-1], self.mlp.biases[1:-1]), start=1):
-            lo, hi = np.maximum(l, 0.0), np.maximum(u, 0.0)
+        ub, lb = s[:h] + b0, -s[h:] + b0
+        pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
+        lb, ub = lb - pad, ub + pad
+        out = [(lb, ub)]
+        for k, (w, bias) in enumerate(zip(self.mlp.weights[1:-1], self.mlp.biases[1:-1], strict=True), start=1):
+            lo, hi = np.maximum(lb, 0.0), np.maximum(ub, 0.0)
             wp, wn = np.maximum(w, 0.0), np.minimum(w, 0.0)
-            l = wp @ lo + wn @ hi + bias
-            u = wp @ hi + wn @ lo + bias
+            lb = wp @ lo + wn @ hi + bias
+            ub = wp @ hi + wn @ lo + bias
             if linear:
                 m = w.shape[0]
                 eye = np.eye(m)
                 lin = self._backward(np.vstack([eye, -eye]), np.zeros(2 * m), k, out, a, b)
-                l = np.maximum(l, lin[:m])
-                u = np.minimum(u, -lin[m:])
-            pad = 1e-9 * (1 + np.abs(l) + np.abs(u))
-            l, u = l - pad, u + pad
-            out.append((l, u))
+                lb = np.maximum(lb, lin[:m])
+                ub = np.minimum(ub, -lin[m:])
+            pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
+            lb, ub = lb - pad, ub + pad
+            out.append((lb, ub))
         return out
 
     def _backward(self, lam: np.ndarray, const: np.ndarray, layer: int, pre: list[tuple[np.ndarray, np.ndarray]],
@@ -151,14 +152,14 @@ class NetworkBounder:
         const = const + lam @ bias
         lam = lam @ w  # over y_{layer-1}
         for k in range(layer - 1, -1, -1):
-            l, u = pre[k]
-            active = l >= 0
-            dead = u <= 0
+            lb, ub = pre[k]
+            active = lb >= 0
+            dead = ub <= 0
             unstable = ~active & ~dead
-            denom = np.where(unstable, u - l, 1.0)
-            up_slope = np.where(active, 1.0, np.where(unstable, u / denom, 0.0))
-            up_icpt = np.where(unstable, -u * l / denom, 0.0)
-            lo_slope = np.where(active, 1.0, np.where(unstable & (u >= -l), 1.0, 0.0))
+            denom = np.where(unstable, ub - lb, 1.0)
+            up_slope = np.where(active, 1.0, np.where(unstable, ub / denom, 0.0))
+            up_icpt = np.where(unstable, -ub * lb / denom, 0.0)
+            lo_slope = np.where(active, 1.0, np.where(unstable & (ub >= -lb), 1.0, 0.0))
             pos = lam >= 0
             slope = np.where(pos, lo_slope[None, :], up_slope[None, :])
             icpt = np.where(pos, 0.0, up_icpt[None, :])
@@ -172,7 +173,8 @@ class NetworkBounder:
             raise PolicyError("cannot bound the network over an empty polytope")
         return const - s
 
-    def difference_bounds_crown(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    def difference_bounds_crown(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]
+                                ) -> tuple[np.ndarray, np.ndarray]:
         """Bounds ``(|A|, |A|)`` on ``z_j - z_i`` by backward linear relaxation over the polytope."""
         na = self.n_actions
         pairs = [(i, j) for i in range(na) for j in range(na) if i != j]
@@ -190,8 +192,8 @@ class NetworkBounder:
 
     def difference_bounds_ibp(self, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """Bounds ``(|A|, |A|)`` on ``z_j - z_i`` through the last layer from the last hidden bounds."""
-        l, u = pre[-1]
-        lo, hi = np.maximum(l, 0.0), np.maximum(u, 0.0)
+        lb, ub = pre[-1]
+        lo, hi = np.maximum(lb, 0.0), np.maximum(ub, 0.0)
         w, b = self.mlp.weights[-1], self.mlp.biases[-1]
         dw = w[None, :, :] - w[:, None, :]  # [i, j] = w_j - w_i
         db = b[None, :] - b[:, None]
@@ -205,80 +207,9 @@ class NetworkBounder:
         """Tighten ``dl`` (minima of ``z_j - z_i``) by MILP; ``du`` follows as ``du_ij = -dl_ji``."""
         import highspy
 
-        inf = highspy.kHighsInf
-        a_poly, b_poly = poly.constraints
-        box_lo, box_hi = poly.box()
-        n = poly.template.n
-        cols_lo: list[float] = list(box_lo)
-        cols_hi: list[float] = list(box_hi)
-        integ: list = [highspy.HighsVarType.kContinuous] * n
-        rows: list[tuple[dict[int, float], float, float]] = []
-        for r in range(len(b_poly)):
-            rows.append(({j: a_poly[r, j] for j in range(n) if a_poly[r, j] != 0.0}, -inf, b_poly[r]))
-        prev = list(range(n))
-        last_vars: list[int] = []
-        for layer, ((l, u), w, bias) in enumerate(zip(pre, self.mlp.weights[:-1], self.mlp.biases[:-1])):
-            cur: list[int] = []
-            for i in range(len(bias)):
-                y = len(cols_lo)
-                cols_lo.append(0.0)
-                cols_hi.append(float(max(u[i], 0.0)))
-                integ.append(highspy.HighsVarType.kContinuous)
-                cur.append(y)
-                if u[i] <= 0.0:
-                    cols_hi[y] = 0.0
-                    continue
-                lin = {prev[j]: -float(w[i, j]) for j in range(w.shape[1]) if w[i, j] != 0.0}
-                if l[i] >= 0.0:
-                    row = dict(lin)
-                    row[y] = 1.0
-                    rows.append((row, float(bias[i]), float(bias[i])))  # y = W x + b
-                    continue
-                z = len(cols_lo)
-                cols_lo.append(0.0)
-                cols_hi.append(1.0)
-                integ.append(highspy.HighsVarType.kInteger)
-                row = dict(lin)
-                row[y] = 1.0
-                rows.append((row, float(bias[i]), inf))  # y >= W x + b
-                row = dict(lin)
-                row[y] = 1.0
-                row[z] = -float(l[i])
-                rows.append((row, -inf, float(bias[i] - l[i])))  # y <= W x + b - l (1 - z)
-                rows.append(({y: 1.0, z: -float(u[i])}, -inf, 0.0))  # y <= u z
-            prev = cur
-            last_vars = cur
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)
-        h.setOptionValue("time_limit", float(self.milp_time_limit))
-        h.setOptionValue("mip_rel_gap", 1e-6)
-        h.setOptionValue("mip_abs_gap", 1e-7)
-        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-        h.setOptionValue("mip_feasibility_tolerance", 1e-9)
-        lp = highspy.HighsLp()
-        lp.num_col_ = len(cols_lo)
-        lp.num_row_ = len(rows)
-        lp.col_cost_ = np.zeros(lp.num_col_)
-        lp.col_lower_ = np.array(cols_lo)
-        lp.col_upper_ = np.array(cols_hi)
-        lp.row_lower_ = np.array([r[1] for r in rows])
-        lp.row_upper_ = np.array([r[2] for r in rows])
-        starts, index, value = [0], [], []
-        for row, _, _ in rows:
-            for j, v in row.items():
-                index.append(j)
-                value.append(v)
-            starts.append(len(index))
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
-        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.array(value)
-        lp.integrality_ = integ
-        h.passModel(lp)
+        h, last_vars, is_mip = self._milp_model(poly, pre)
         w_out, b_out = self.mlp.weights[-1], self.mlp.biases[-1]
         idx = np.array(last_vars, dtype=np.int32)
-        is_mip = any(v == highspy.HighsVarType.kInteger for v in integ)
         # a concrete point of the polytope: no sound lower bound can exceed its value
         z_ref = self.mlp(poly.interior_point()[None, :])[0]
         dl = dl.copy()
@@ -311,6 +242,84 @@ class NetworkBounder:
                 dl[i, j] = max(dl[i, j], value)
         du = np.minimum(du, -dl.T)
         return dl, du
+
+    def _milp_model(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[Any, list[int], bool]:
+        """The network over ``poly`` as a HiGHS model (big-M encoding of each unstable ReLU, ``pre`` its
+        pre-activation bounds), the columns of the last hidden layer, and whether any column is integer."""
+        import highspy
+
+        inf = highspy.kHighsInf
+        a_poly, b_poly = poly.constraints
+        box_lo, box_hi = poly.box()
+        n = poly.template.n
+        cols_lo: list[float] = list(box_lo)
+        cols_hi: list[float] = list(box_hi)
+        integ: list = [highspy.HighsVarType.kContinuous] * n
+        rows: list[tuple[dict[int, float], float, float]] = []
+        for r in range(len(b_poly)):
+            rows.append(({j: a_poly[r, j] for j in range(n) if a_poly[r, j] != 0.0}, -inf, b_poly[r]))
+        prev = list(range(n))
+        last_vars: list[int] = []
+        for (lb, ub), w, bias in zip(pre, self.mlp.weights[:-1], self.mlp.biases[:-1], strict=True):
+            cur: list[int] = []
+            for i in range(len(bias)):
+                y = len(cols_lo)
+                cols_lo.append(0.0)
+                cols_hi.append(float(max(ub[i], 0.0)))
+                integ.append(highspy.HighsVarType.kContinuous)
+                cur.append(y)
+                if ub[i] <= 0.0:
+                    cols_hi[y] = 0.0
+                    continue
+                lin = {prev[j]: -float(w[i, j]) for j in range(w.shape[1]) if w[i, j] != 0.0}
+                if lb[i] >= 0.0:
+                    row = dict(lin)
+                    row[y] = 1.0
+                    rows.append((row, float(bias[i]), float(bias[i])))  # y = W x + b
+                    continue
+                z = len(cols_lo)
+                cols_lo.append(0.0)
+                cols_hi.append(1.0)
+                integ.append(highspy.HighsVarType.kInteger)
+                row = dict(lin)
+                row[y] = 1.0
+                rows.append((row, float(bias[i]), inf))  # y >= W x + b
+                row = dict(lin)
+                row[y] = 1.0
+                row[z] = -float(lb[i])
+                rows.append((row, -inf, float(bias[i] - lb[i])))  # y <= W x + b - lb (1 - z)
+                rows.append(({y: 1.0, z: -float(ub[i])}, -inf, 0.0))  # y <= ub z
+            prev = cur
+            last_vars = cur
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("time_limit", float(self.milp_time_limit))
+        h.setOptionValue("mip_rel_gap", 1e-6)
+        h.setOptionValue("mip_abs_gap", 1e-7)
+        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+        h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(cols_lo)
+        lp.num_row_ = len(rows)
+        lp.col_cost_ = np.zeros(lp.num_col_)
+        lp.col_lower_ = np.array(cols_lo)
+        lp.col_upper_ = np.array(cols_hi)
+        lp.row_lower_ = np.array([r[1] for r in rows])
+        lp.row_upper_ = np.array([r[2] for r in rows])
+        starts, index, value = [0], [], []
+        for row, _, _ in rows:
+            for j, v in row.items():
+                index.append(j)
+                value.append(v)
+            starts.append(len(index))
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.array(value)
+        lp.integrality_ = integ
+        h.passModel(lp)
+        return h, last_vars, any(v == highspy.HighsVarType.kInteger for v in integ)
 
     # ---------------------------------------------------------------- public
     def bounds(self, poly: Polytope, *, milp: bool, enough: float | None = None) -> ProbabilityBounds:
@@ -372,17 +381,17 @@ class NetworkBounder:
             if not feasible.any(axis=1).all():
                 raise PolicyError("cannot bound the network over an empty polytope")
             z = pts @ w0.T  # (N, P, h)
-            u = np.where(feasible[:, :, None], z, -np.inf).max(axis=1) + b0
-            l = np.where(feasible[:, :, None], z, np.inf).min(axis=1) + b0
-            pad = 1e-9 * (1 + np.abs(l) + np.abs(u))
-            l, u = l - pad, u + pad
-            for w, bias in zip(self.mlp.weights[1:-1], self.mlp.biases[1:-1]):
-                rl, ru = np.maximum(l, 0.0), np.maximum(u, 0.0)
+            ub = np.where(feasible[:, :, None], z, -np.inf).max(axis=1) + b0
+            lb = np.where(feasible[:, :, None], z, np.inf).min(axis=1) + b0
+            pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
+            lb, ub = lb - pad, ub + pad
+            for w, bias in zip(self.mlp.weights[1:-1], self.mlp.biases[1:-1], strict=True):
+                rl, ru = np.maximum(lb, 0.0), np.maximum(ub, 0.0)
                 wp, wn = np.maximum(w, 0.0), np.minimum(w, 0.0)
-                l, u = rl @ wp.T + ru @ wn.T + bias, ru @ wp.T + rl @ wn.T + bias
-                pad = 1e-9 * (1 + np.abs(l) + np.abs(u))
-                l, u = l - pad, u + pad
-            rl, ru = np.maximum(l, 0.0), np.maximum(u, 0.0)
+                lb, ub = rl @ wp.T + ru @ wn.T + bias, ru @ wp.T + rl @ wn.T + bias
+                pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
+                lb, ub = lb - pad, ub + pad
+            rl, ru = np.maximum(lb, 0.0), np.maximum(ub, 0.0)
             w, b = self.mlp.weights[-1], self.mlp.biases[-1]
             dw = w[None, :, :] - w[:, None, :]  # [i, j] = w_j - w_i
             dwp, dwn = np.maximum(dw, 0.0), np.minimum(dw, 0.0)

@@ -44,9 +44,11 @@ def policy_network(system: ContinuousSystem, policy: Policy | str | Path | MLP, 
     if isinstance(policy, MLP):
         problems = []
         if policy.sizes[0] != len(system.features):
-            problems.append(f"network takes {policy.sizes[0]} inputs but {system.name} has features {list(system.features)}")
+            problems.append(f"network takes {policy.sizes[0]} inputs but {system.name} has features "
+                            f"{list(system.features)}")
         if policy.sizes[-1] != len(system.actions):
-            problems.append(f"network has {policy.sizes[-1]} outputs but {system.name} has actions {list(system.actions)}")
+            problems.append(f"network has {policy.sizes[-1]} outputs but {system.name} has actions "
+                            f"{list(system.actions)}")
         if problems:
             raise PolicyError(f"MLP {policy.sizes}: does not fit {system.name}", problems)
         return policy, "MLP"
@@ -60,18 +62,20 @@ def policy_network(system: ContinuousSystem, policy: Policy | str | Path | MLP, 
     engine: list[str] = []  # why the policy cannot be bounded, whatever the system
     mlp = None
     reason = getattr(policy, "no_network", None)
-    has_network = reason is None and callable(getattr(policy, "network", None))
-    if not has_network:
+    network = getattr(policy, "network", None) if reason is None else None
+    has_network = callable(network)
+    if not callable(network):
         engine.append(f"{name}: {reason or 'this policy exposes no network (method network() -> MLP)'}")
     else:
         sample = None
         if len(policy.features) == len(system.features):
             rng = np.random.default_rng(seed)
             lo, hi = np.asarray(system.domain_lo, dtype=np.float64), np.asarray(system.domain_hi, dtype=np.float64)
-            states = np.vstack([system.sample_initial(CHECK_STATES, rng), lo + rng.random((CHECK_STATES, len(lo))) * (hi - lo)])
+            states = np.vstack([system.sample_initial(CHECK_STATES, rng),
+                                lo + rng.random((CHECK_STATES, len(lo))) * (hi - lo)])
             sample = system.observe(states)
         try:
-            mlp = policy.network(sample)
+            mlp = network(sample)
         except PolicyError as exc:
             engine.append(str(exc))
     kind = getattr(policy, "output", None)

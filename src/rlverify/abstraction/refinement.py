@@ -149,11 +149,11 @@ def refine_many(polys: Sequence[Polytope], bounder: NetworkBounder, options: Ref
         t0 = time.perf_counter()
         lower, upper = bounder.interval_bounds_many(polys)
         stats.bounds_time += time.perf_counter() - t0
-        for i in np.flatnonzero((upper - lower).max(axis=1) <= min(options.phi, options.interval_spread)):
+        for i in map(int, np.flatnonzero((upper - lower).max(axis=1) <= min(options.phi, options.interval_spread))):
             out[i] = [Part(polys[i], ProbabilityBounds(lower[i], upper[i], "interval"))]
             stats.parts += 1
     return [parts if parts is not None else refine(p, bounder, options, r, stats)
-            for p, parts, r in zip(polys, out, rngs)]
+            for p, parts, r in zip(polys, out, rngs, strict=True)]
 
 
 def merge_stats(into: RefinementStats, other: RefinementStats) -> RefinementStats:
@@ -236,6 +236,6 @@ def choose_split(p: Polytope, x: np.ndarray, y: np.ndarray, splittable: np.ndarr
         if cost < best[0]:
             best = (cost, int(k), c)
     if best[1] < 0:  # no axis: bisect the widest
-        k = int(np.argmax(p.widths() / np.linalg.norm(q, axis=1)))
-        return k, 0.5 * (p.lo[k] + p.hi[k])
+        widest = int(np.argmax(p.widths() / np.linalg.norm(q, axis=1)))
+        return widest, float(0.5 * (p.lo[widest] + p.hi[widest]))
     return best[1], best[2]

@@ -107,7 +107,7 @@ def storm_bounded_reachability(imdp: IMDP, horizon: int, *, mode: str = "maxmax"
                 lines.append(f"\t\t{tgt} : [{lo!r}, {min(hi, 1.0)!r}]")
             n_choices += 1
     text = "\n".join(["@type: MDP", "@parameters", "", "@reward_models", "", "@nr_states", str(imdp.n_states),
-                      "@nr_choices", str(n_choices), "@model"] + lines) + "\n"
+                      "@nr_choices", str(n_choices), "@model", *lines]) + "\n"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "imdp.drn"
         path.write_text(text)

@@ -71,11 +71,11 @@ def part_successors(system: ContinuousSystem, part: Polytope, template: Template
             polys = []
             empty = False
             for m in piece.maps:
-                s = support(a, b, dirs @ m.a)
-                if s is None:
+                found = support(a, b, dirs @ m.a)
+                if found is None:
                     empty = True
                     break
-                s = s + dirs @ m.c
+                s = found + dirs @ m.c
                 if m.b.shape[1]:
                     db = dirs @ m.b
                     s = s + np.maximum(db * m.w_lo, db * m.w_hi).sum(axis=1)
@@ -96,7 +96,7 @@ def intersects_unsafe(system: ContinuousSystem, poly: Polytope) -> bool:
     axes = poly.template.axes
     for a, b in system.unsafe.polyhedra:
         separated = False
-        for row, rhs in zip(a, b):
+        for row, rhs in zip(a, b, strict=True):
             # min over poly of row . x > rhs  =>  disjoint from this polyhedron
             cos = axes @ row / (np.linalg.norm(axes, axis=1) * np.linalg.norm(row))
             j = int(np.argmax(np.abs(cos)))

@@ -22,7 +22,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from rlverify.errors import AbstractionBudgetError, AbstractionError, DomainErro
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.policies.base import Policy
 from rlverify.policies.mlp import MLP
-from rlverify.results import AbstractionResult, PartBound, Timings, versions  # noqa: F401 (re-exported)
+from rlverify.results import AbstractionResult, PartBound, Timings, versions  # re-exported
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class AbstractionOptions:
     seed: int = 0
     refine_everywhere: bool = True
     chunk: int = 16
-    backend: BackendOptions = BackendOptions()
+    backend: BackendOptions = field(default_factory=BackendOptions)
 
 
 #: the most hit-and-run samples per refinement step accepted (memory grows with them)
@@ -137,6 +137,25 @@ def _whole(x: object) -> bool:
 
 def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> None:
     """Raise an :class:`AbstractionError` naming the first bad setting."""
+    _validate_method(options)
+    _validate_budgets(options)
+    if options.template is not None:
+        try:
+            t = np.asarray(options.template, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise AbstractionError("template: expected rows of numbers, one direction per row") from None
+        if t.ndim != 2 or t.shape[1] != system.n or not np.isfinite(t).all():
+            raise AbstractionError(f"template: expected rows of {system.n} finite numbers (one direction over "
+                                   f"{list(system.variables)} per row), got {options.template!r}")
+    if options.initial is not None and not isinstance(options.initial, str):
+        initial_box(system, options)  # refuses bad bounds naming them
+    if isinstance(options.chunk, bool) or not isinstance(options.chunk, (int, np.integer)) or options.chunk <= 0:
+        raise AbstractionError(f"chunk must be a positive integer number of abstract states, got {options.chunk!r}")
+    options.backend.validate()
+
+
+def _validate_method(options: AbstractionOptions) -> None:
+    """The horizon, phi, domain, MILP use, samples and split settings."""
     h = options.horizon
     if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h <= 0:
         raise AbstractionError(f"horizon must be a positive integer number of steps, got {h!r}")
@@ -157,6 +176,10 @@ def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> N
     if options.min_width is not None and not (isinstance(options.min_width, (int, float))
                                               and 0.0 < options.min_width < math.inf):
         raise AbstractionError(f"min_width must be a positive finite number (state units), got {options.min_width!r}")
+
+
+def _validate_budgets(options: AbstractionOptions) -> None:
+    """The MILP time limit, the part and state budgets and the seed."""
     if not (isinstance(options.milp_time_limit, (int, float)) and 0.0 < options.milp_time_limit < math.inf):
         raise AbstractionError(f"milp_time_limit must be a positive finite number of seconds, got "
                                f"{options.milp_time_limit!r}")
@@ -167,19 +190,6 @@ def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> N
     if not _whole(options.seed) or not 0 <= options.seed < 2**63:
         raise AbstractionError(f"seed must be a whole number in [0, 2**63-1] (numpy's generators take no negative "
                                f"seed), got {options.seed!r}")
-    if options.template is not None:
-        try:
-            t = np.asarray(options.template, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise AbstractionError("template: expected rows of numbers, one direction per row") from None
-        if t.ndim != 2 or t.shape[1] != system.n or not np.isfinite(t).all():
-            raise AbstractionError(f"template: expected rows of {system.n} finite numbers (one direction over "
-                                   f"{list(system.variables)} per row), got {options.template!r}")
-    if options.initial is not None and not isinstance(options.initial, str):
-        initial_box(system, options)  # refuses bad bounds naming them
-    if isinstance(options.chunk, bool) or not isinstance(options.chunk, (int, np.integer)) or options.chunk <= 0:
-        raise AbstractionError(f"chunk must be a positive integer number of abstract states, got {options.chunk!r}")
-    options.backend.validate()
 
 
 def make_template(system: ContinuousSystem, options: AbstractionOptions) -> Template:
@@ -318,95 +328,112 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
                               min_width=options.min_width if options.min_width is not None else system.min_width,
                               min_split_fraction=options.min_split_fraction, max_parts=options.max_parts,
                               milp=options.milp)
-    stats = RefinementStats()
-    t_succ = 0.0
     backend = open_backend(options.backend)
     expand_job = backend.share(_ExpandJob(system, template, bounder, ropts, int(options.seed)))
-
-    builder = IMDPBuilder()
-    fail_sink = builder.add_state(fail=True)
-    safe_leaf = -1  # one shared leaf for every safe successor at the horizon (its value is 0)
-    # grid cells of ~1/16 of the initial region's extent along the first template axes
-    cell = np.maximum((root_poly.hi - root_poly.lo) / 16.0, 1e-9)
-    visited = VisitedIndex(template.k, cell)
-    identical: dict[bytes, int] = {}  # template bounds -> the abstract state of exactly that set
-    merges = shared = unrefined = 0
-    polys: dict[int, Polytope] = {}
-    next_frontier: list[int] = []
-
-    def new_state(poly: Polytope, depth: int, key: bytes) -> int:
-        state = builder.add_state()
-        polys[state] = poly
-        identical[key] = state
-        if options.containment:
-            visited.add(state, poly.lo, poly.hi, depth)
-        if state + 1 > options.max_states:  # states are numbered from 0 in creation order
-            raise AbstractionBudgetError(
-                f"the abstraction exceeded max_states={options.max_states} abstract states at "
-                f"depth {depth} of {options.horizon}; use a larger phi, --containment, an "
-                "octagon domain, a smaller horizon or a larger max_states")
-        return state
-
-    def successor_state(sp: Polytope, unsafe: bool, depth: int) -> int:
-        """The abstract state of successor ``sp`` reached at ``depth``.
-
-        The fail sink if ``sp`` meets the unsafe set; the shared safe leaf at the horizon; else the
-        state of the very same set reached before (at this or a smaller depth: its subtree is at least
-        as deep, so sharing loses nothing); else (with containment) a visited state containing it;
-        else a new state on the next frontier.
-        """
-        nonlocal merges, shared, safe_leaf
-        if unsafe:
-            return fail_sink
-        if depth == options.horizon:
-            if safe_leaf < 0:
-                safe_leaf = builder.add_state()
-            return safe_leaf
-        key = sp.lo.tobytes() + sp.hi.tobytes()
-        same = identical.get(key)
-        if same is not None:
-            shared += 1
-            return same
-        if options.containment:
-            found = visited.find(sp.lo, sp.hi, depth)
-            if found is not None:
-                merges += 1
-                return found
-        target = new_state(sp, depth, key)
-        next_frontier.append(target)
-        return target
-
-    root_fail = intersects_unsafe(system, root_poly)
-    root = builder.add_state(fail=root_fail)
-    polys[root] = root_poly
-    if options.containment:
-        visited.add(root, root_poly.lo, root_poly.hi, 0)
-    identical[root_poly.lo.tobytes() + root_poly.hi.tobytes()] = root
-    frontier = [] if root_fail else [root]
-    root_parts: list = []
-    root_choice_part: list[int] = []
-
-    def report(depth: int, stage: str) -> None:
-        if progress is not None:
-            progress(AbstractionProgress(depth=depth, horizon=options.horizon, frontier=len(frontier),
-                                         states=len(builder.fail), polyhedra=stats.parts, stage=stage))
-
+    u = _Unfolding(system, template, options, root_poly, progress)
+    frontier = [] if u.root_fail else [u.root]
     for depth in range(options.horizon):
-        next_frontier = []
-        report(depth + 1, "refining")
-        # 1. successors of every frontier state as a whole, where they can spare a refinement: at the
-        #    last step, a state whose successors are all safe (or, with refine_everywhere=False, all
-        #    unsafe) needs none; with refine_everywhere=False neither does a state where every action
-        #    leads to the same successor (a ball out of the paddle's reach). Each choice of such a
-        #    state goes to one target with probability 1: the policy's probabilities cannot matter
+        frontier = u.expand(frontier, depth, backend, expand_job)
+
+    u.report(options.horizon, "solving", frontier)
+    t0 = time.perf_counter()
+    imdp = u.builder.build().tightened()  # validates the intervals as built, then tightens
+    values, q = bounded_reachability(imdp, options.horizon, mode="maxmax")
+    vmin, _ = bounded_reachability(imdp, options.horizon, mode="maxmin", validate=False)
+    t_solve = time.perf_counter() - t0
+    upper, part_bounds = u.root_bounds(values, q)
+    stats = u.stats
+    return AbstractionResult(
+        guarantee=GUARANTEE, upper_bound=upper, maxmin_value=float(vmin[u.root]), parts=tuple(part_bounds),
+        n_abstract_states=imdp.n_states, n_polyhedra=stats.parts, n_containment_merges=u.merges,
+        n_shared_successors=u.shared, n_unrefined_states=u.unrefined,
+        n_choices=imdp.n_choices, n_transitions=imdp.n_transitions, n_unresolved_parts=stats.unresolved,
+        n_milp_parts=stats.milp_parts,
+        timings=Timings(bounds=stats.bounds_time, refinement=stats.refine_time, successors=u.t_succ, solving=t_solve,
+                        total=time.perf_counter() - t_start),
+        options=options, seed=options.seed, benchmark=system.name, policy=policy_name,
+        variables=tuple(system.variables), actions=tuple(system.actions),
+        template_axes=tuple(tuple(map(float, r)) for r in template.axes),
+        initial_lo=tuple(map(float, lo0)), initial_hi=tuple(map(float, hi0)), versions=tuple(versions().items()),
+        imdp=imdp,
+    )
+
+
+#: one refined part of a frontier state: ``(state, part index, part)``
+_PartJob = tuple[int, int, Part]
+
+
+class _Unfolding:
+    """The ``k``-step unfolding being built: the IMDP builder and the bookkeeping of its abstract states.
+
+    States are numbered in creation order: the fail sink (0), the root (1), then as reached; the
+    shared safe leaf when first needed.
+    """
+
+    def __init__(self, system: ContinuousSystem, template: Template, options: AbstractionOptions, root_poly: Polytope,
+                 progress: Callable[[AbstractionProgress], None] | None) -> None:
+        self.system, self.template, self.options, self.progress = system, template, options, progress
+        self.builder = IMDPBuilder()
+        self.fail_sink = self.builder.add_state(fail=True)
+        self.safe_leaf = -1  # one shared leaf for every safe successor at the horizon (its value is 0)
+        # grid cells of ~1/16 of the initial region's extent along the first template axes
+        self.visited = VisitedIndex(template.k, np.maximum((root_poly.hi - root_poly.lo) / 16.0, 1e-9))
+        self.identical: dict[bytes, int] = {}  # template bounds -> the abstract state of exactly that set
+        self.merges = self.shared = self.unrefined = 0
+        self.polys: dict[int, Polytope] = {}
+        self.next_frontier: list[int] = []
+        self.stats = RefinementStats()
+        self.t_succ = 0.0  # seconds spent on successors
+        self.root_fail = intersects_unsafe(system, root_poly)
+        self.root = self.builder.add_state(fail=self.root_fail)
+        self.polys[self.root] = root_poly
+        if options.containment:
+            self.visited.add(self.root, root_poly.lo, root_poly.hi, 0)
+        self.identical[root_poly.lo.tobytes() + root_poly.hi.tobytes()] = self.root
+        self.root_parts: list[Part] = []
+        self.root_choice_part: list[int] = []  # the root's part of each of its choices, in choice order
+
+    def report(self, depth: int, stage: str, frontier: Sequence[int]) -> None:
+        if self.progress is not None:
+            self.progress(AbstractionProgress(depth=depth, horizon=self.options.horizon, frontier=len(frontier),
+                                              states=len(self.builder.fail), polyhedra=self.stats.parts, stage=stage))
+
+    def expand(self, frontier: list[int], depth: int, backend: Any, expand_job: Any) -> list[int]:
+        """Add the choices of every ``frontier`` state (reached after ``depth`` steps); the next frontier."""
+        self.next_frontier = []
+        self.report(depth + 1, "refining", frontier)
+        simple = self.expand_whole(frontier, depth)
+        to_refine = [st for st in frontier if st not in simple]
+        jobs, part_succ, unsafe = self.refine(to_refine, backend, expand_job)
+        self.report(depth + 1, "successors", frontier)
+        self.add_part_choices(jobs, part_succ, unsafe, depth)
+        log.info("depth %d/%d: %d abstract states expanded (%d without refinement), %d new, %d states and %d parts so "
+                 "far, %d identical successors shared, %d containment merges", depth + 1, self.options.horizon,
+                 len(frontier), len(simple), len(self.next_frontier), len(self.builder.fail), self.stats.parts,
+                 self.shared, self.merges)
+        self.report(depth + 1, "expanded", frontier)
+        for st in frontier:  # expanded: only the frontier's polytopes are needed from here on
+            del self.polys[st]
+        return self.next_frontier
+
+    def expand_whole(self, frontier: list[int], depth: int) -> set[int]:
+        """Step 1: the states expanded as a whole (one choice per action and piece, probability 1).
+
+        At the last step, a state whose successors are all safe (or, with ``refine_everywhere=False``,
+        all unsafe) needs no refinement; with ``refine_everywhere=False`` neither does a state where
+        every action leads to the same successor (a ball out of the paddle's reach): the policy's
+        probabilities cannot matter there.
+        """
         t0 = time.perf_counter()
+        options = self.options
         last = depth + 1 == options.horizon
-        candidates = [st for st in frontier if st != root] if last or not options.refine_everywhere else []
-        whole = successors_many(system, template, [polys[st] for st in candidates])
-        unsafe_whole = meets_unsafe_many(system, template, [sp for lst in whole for sc in lst for sp in sc.polytopes])
-        simple, skipped = [], set()
+        candidates = [st for st in frontier if st != self.root] if last or not options.refine_everywhere else []
+        whole = successors_many(self.system, self.template, [self.polys[st] for st in candidates])
+        unsafe_whole = meets_unsafe_many(self.system, self.template,
+                                         [sp for lst in whole for sc in lst for sp in sc.polytopes])
+        simple: list[tuple[int, list[Successors], list[bool]]] = []
         pos = 0
-        for st, lst in zip(candidates, whole):
+        for st, lst in zip(candidates, whole, strict=True):
             flags, ok = [], True
             for sc in lst:
                 f = unsafe_whole[pos:pos + len(sc.polytopes)]
@@ -418,87 +445,113 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
                     ok = ok and ((last and bool((f == f[0]).all())) or _same_for_all_actions(sc))
             if ok:
                 simple.append((st, lst, flags))
-                skipped.add(st)
-        to_refine = [st for st in frontier if st not in skipped]
         for st, lst, flags in simple:
-            for sc, f in zip(lst, flags):
-                builder.add_choice(st, {successor_state(sc.polytopes[0], f, depth + 1): (1.0, 1.0)})
-        unrefined += len(simple)
-        t_succ += time.perf_counter() - t0
-        # 2. refine the others into parts with narrow action-probability intervals, and map every part
-        #    and action to its successor: tasks of `chunk` states, fixed before any runs, read in order
-        tasks = [([(st, polys[st]) for st in to_refine[a:b]],) for a, b in chunks(0, len(to_refine), options.chunk)]
+            for sc, unsafe in zip(lst, flags, strict=True):
+                self.builder.add_choice(st, {self.successor_state(sc.polytopes[0], unsafe, depth + 1): (1.0, 1.0)})
+        self.unrefined += len(simple)
+        self.t_succ += time.perf_counter() - t0
+        return {st for st, _, _ in simple}
+
+    def refine(self, to_refine: list[int], backend: Any, expand_job: Any
+               ) -> tuple[list[_PartJob], list[list[Successors]], list[np.ndarray]]:
+        """Step 2: refine ``to_refine`` into parts with narrow action-probability intervals and map every part
+        and action to its successor, in tasks of ``chunk`` states fixed before any runs (read in order).
+
+        Returns:
+            the parts ``(state, part index, part)``, the successors of each part, and the unsafe flags of
+            the successor polytopes (per task, in order).
+        """
+        tasks = [([(st, self.polys[st]) for st in to_refine[a:b]],)
+                 for a, b in chunks(0, len(to_refine), self.options.chunk)]
         done = backend.map(expand_chunk, expand_job, tasks)
-        jobs, part_succ, unsafe = [], [], []
-        for (chunk,), (chunk_parts, chunk_succ, chunk_unsafe, chunk_stats, seconds) in zip(tasks, done):
-            for (st, _), parts in zip(chunk, chunk_parts):
+        jobs: list[_PartJob] = []
+        part_succ: list[list[Successors]] = []
+        unsafe: list[np.ndarray] = []
+        for (chunk,), (chunk_parts, chunk_succ, chunk_unsafe, chunk_stats, seconds) in zip(tasks, done, strict=True):
+            for (st, _), parts in zip(chunk, chunk_parts, strict=True):
                 jobs.extend((st, pi, part) for pi, part in enumerate(parts))
-                if st == root:
-                    root_parts = parts
+                if st == self.root:
+                    self.root_parts = parts
             part_succ.extend(chunk_succ)
             unsafe.append(chunk_unsafe)
-            merge_stats(stats, chunk_stats)
-            t_succ += seconds
-        # 3. actions with the same successor share its target (successor_state returns the state already
-        #    made for an identical set), intervals summed
-        report(depth + 1, "successors")
+            merge_stats(self.stats, chunk_stats)
+            self.t_succ += seconds
+        return jobs, part_succ, unsafe
+
+    def add_part_choices(self, jobs: list[_PartJob], part_succ: list[list[Successors]], unsafe: list[np.ndarray],
+                         depth: int) -> None:
+        """Step 3: one choice per part and piece; actions with the same successor share its target
+        (:meth:`successor_state` returns the state already made for an identical set), intervals summed."""
         t0 = time.perf_counter()
         flags = iter(np.concatenate(unsafe) if unsafe else np.zeros(0, dtype=bool))
-        for (st, pi, part), lst in zip(jobs, part_succ):
+        for (st, pi, part), lst in zip(jobs, part_succ, strict=True):
             for sc in lst:
                 trans: dict[int, tuple[float, float]] = {}
                 for a, sp in enumerate(sc.polytopes):
-                    target = successor_state(sp, bool(next(flags)), depth + 1)  # equal sets: one state
+                    target = self.successor_state(sp, bool(next(flags)), depth + 1)  # equal sets: one state
                     lo_p, hi_p = trans.get(target, (0.0, 0.0))
                     trans[target] = (lo_p + float(part.bounds.lower[a]), hi_p + float(part.bounds.upper[a]))
-                builder.add_choice(st, trans)
-                if st == root:
-                    root_choice_part.append(pi)
-        t_succ += time.perf_counter() - t0
-        log.info("depth %d/%d: %d abstract states expanded (%d without refinement), %d new, %d states and %d parts so "
-                 "far, %d identical successors shared, %d containment merges", depth + 1, options.horizon, len(frontier),
-                 len(simple), len(next_frontier), len(builder.fail), stats.parts, shared, merges)
-        report(depth + 1, "expanded")
-        for st in frontier:  # expanded: only the frontier's polytopes are needed from here on
-            del polys[st]
-        frontier = next_frontier
+                self.builder.add_choice(st, trans)
+                if st == self.root:
+                    self.root_choice_part.append(pi)
+        self.t_succ += time.perf_counter() - t0
 
-    report(options.horizon, "solving")
-    t0 = time.perf_counter()
-    imdp = builder.build().tightened()  # validates the intervals as built, then tightens
-    remap = builder.choice_index_map()
-    values, q = bounded_reachability(imdp, options.horizon, mode="maxmax")
-    vmin, _ = bounded_reachability(imdp, options.horizon, mode="maxmin", validate=False)
-    t_solve = time.perf_counter() - t0
+    def new_state(self, poly: Polytope, depth: int, key: bytes) -> int:
+        state = self.builder.add_state()
+        self.polys[state] = poly
+        self.identical[key] = state
+        if self.options.containment:
+            self.visited.add(state, poly.lo, poly.hi, depth)
+        if state + 1 > self.options.max_states:  # states are numbered from 0 in creation order
+            raise AbstractionBudgetError(
+                f"the abstraction exceeded max_states={self.options.max_states} abstract states at "
+                f"depth {depth} of {self.options.horizon}; use a larger phi, --containment, an "
+                "octagon domain, a smaller horizon or a larger max_states")
+        return state
 
-    part_bounds = []
-    if root_fail:
-        upper = 1.0
-    else:
-        upper = float(values[root])
-        root_choices = np.flatnonzero(np.asarray(builder.choice_state) == root)
-        per_part = np.zeros(len(root_parts))
-        for c_ins, pi in zip(root_choices, root_choice_part):
+    def successor_state(self, sp: Polytope, unsafe: bool, depth: int) -> int:
+        """The abstract state of successor ``sp`` reached at ``depth``.
+
+        The fail sink if ``sp`` meets the unsafe set; the shared safe leaf at the horizon; else the
+        state of the very same set reached before (at this or a smaller depth: its subtree is at least
+        as deep, so sharing loses nothing); else (with containment) a visited state containing it;
+        else a new state on the next frontier.
+        """
+        if unsafe:
+            return self.fail_sink
+        if depth == self.options.horizon:
+            if self.safe_leaf < 0:
+                self.safe_leaf = self.builder.add_state()
+            return self.safe_leaf
+        key = sp.lo.tobytes() + sp.hi.tobytes()
+        same = self.identical.get(key)
+        if same is not None:
+            self.shared += 1
+            return same
+        if self.options.containment:
+            found = self.visited.find(sp.lo, sp.hi, depth)
+            if found is not None:
+                self.merges += 1
+                return found
+        target = self.new_state(sp, depth, key)
+        self.next_frontier.append(target)
+        return target
+
+    def root_bounds(self, values: np.ndarray, q: np.ndarray) -> tuple[float, list[PartBound]]:
+        """The bound from the initial region (1 if it meets the unsafe set) and the bound of each of its parts,
+        from the robust values of the states and of the (tightened IMDP's) choices."""
+        if self.root_fail:
+            return 1.0, []
+        remap = self.builder.choice_index_map()
+        root_choices = np.flatnonzero(np.asarray(self.builder.choice_state) == self.root)
+        per_part = np.zeros(len(self.root_parts))
+        for c_ins, pi in zip(root_choices, self.root_choice_part, strict=True):
             per_part[pi] = max(per_part[pi], q[remap[c_ins]])
-        for part, val in zip(root_parts, per_part):
-            part_bounds.append(PartBound(tuple(map(float, part.polytope.lo)), tuple(map(float, part.polytope.hi)),
-                                         tuple(map(float, part.bounds.lower)), tuple(map(float, part.bounds.upper)),
-                                         float(min(val, 1.0))))
-    upper = float(min(upper, 1.0))
-    total = time.perf_counter() - t_start
-    return AbstractionResult(
-        guarantee=GUARANTEE, upper_bound=upper, maxmin_value=float(vmin[root]), parts=tuple(part_bounds),
-        n_abstract_states=imdp.n_states, n_polyhedra=stats.parts, n_containment_merges=merges,
-        n_shared_successors=shared, n_unrefined_states=unrefined,
-        n_choices=imdp.n_choices, n_transitions=imdp.n_transitions, n_unresolved_parts=stats.unresolved,
-        n_milp_parts=stats.milp_parts,
-        timings=Timings(bounds=stats.bounds_time, refinement=stats.refine_time, successors=t_succ, solving=t_solve,
-                        total=total),
-        options=options, seed=options.seed, benchmark=system.name, policy=policy_name,
-        variables=tuple(system.variables), actions=tuple(system.actions),
-        template_axes=tuple(tuple(map(float, r)) for r in template.axes),
-        initial_lo=tuple(map(float, lo0)), initial_hi=tuple(map(float, hi0)), versions=tuple(versions().items()), imdp=imdp,
-    )
+        part_bounds = [PartBound(tuple(map(float, part.polytope.lo)), tuple(map(float, part.polytope.hi)),
+                                 tuple(map(float, part.bounds.lower)), tuple(map(float, part.bounds.upper)),
+                                 float(min(val, 1.0)))
+                       for part, val in zip(self.root_parts, per_part, strict=True)]
+        return float(min(float(values[self.root]), 1.0)), part_bounds
 
 
 def part_polytopes(result: AbstractionResult) -> list[Polytope]:
@@ -507,6 +560,15 @@ def part_polytopes(result: AbstractionResult) -> list[Polytope]:
     return [Polytope(t, np.array(p.lo), np.array(p.hi)) for p in result.parts]
 
 
-__all__: Sequence[str] = ["AbstractionBudgetError", "AbstractionError", "AbstractionOptions", "AbstractionProgress",
-                          "AbstractionResult",
-                          "GUARANTEE", "PartBound", "Timings", "part_polytopes", "verify_abstraction"]
+__all__: Sequence[str] = [
+    "GUARANTEE",
+    "AbstractionBudgetError",
+    "AbstractionError",
+    "AbstractionOptions",
+    "AbstractionProgress",
+    "AbstractionResult",
+    "PartBound",
+    "Timings",
+    "part_polytopes",
+    "verify_abstraction",
+]

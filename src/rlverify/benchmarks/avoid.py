@@ -110,7 +110,7 @@ def _move(xv: str, yv: str, dx: int, dy: int) -> str:
     return f"({yv}'=min({yv}+1, yMax))" if dy > 0 else f"({yv}'=max({yv}-1, 0))"
 
 
-def make(xMax: int = 4, yMax: int = 4, slickness: float = 0.1) -> Built:  # noqa: N803 (paper's names)
+def make(xMax: int = 4, yMax: int = 4, slickness: float = 0.1) -> Built:  # paper's names
     """Avoid on an (xMax+1) x (yMax+1) grid.
 
     The reference policy is attached only on the grid it was trained on (xMax = yMax = 4; any

@@ -10,7 +10,6 @@ from __future__ import annotations
 from rlverify.benchmarks.registry import BenchmarkSpec, Built, Parameter, register
 from rlverify.models.continuous.systems import AdaptiveCruiseControl, BouncingBall, InvertedPendulum
 
-
 POLICIES = {
     "bouncing-ball-v1": {"ppo": "policies/bouncing_ball_ppo.onnx"},
     "acc-v1": {"ppo": "policies/acc_ppo.onnx"},

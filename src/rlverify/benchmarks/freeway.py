@@ -100,7 +100,7 @@ def _scroll(a: int, b: int) -> list[str]:
     for row in LANES:
         for cols in ((0, 1, 2), (4, 5, 6)):
             order = cols if LEFTWARD[row] else cols[::-1]  # downstream first
-            for src, dst in zip(order[1:], order[:-1]):
+            for src, dst in zip(order[1:], order[:-1], strict=True):
                 ups.append(f"({px(row, dst)}'={px(row, src)})")
             ups.append(f"({px(row, order[-1])}'={new[SPAWN_GROUP[row]]})")
     return ups

@@ -92,11 +92,6 @@ def make_racetrack(benchmark_id: str, **params: Any) -> Any:
     return make(benchmark_id, **params).model()
 
 
-def is_racetrack(benchmark_id: str) -> bool:
-    """Whether ``benchmark_id`` is one of the Racetrack benchmarks."""
-    return benchmark_id in MAPS
-
-
 for _id in MAPS:
     _SPECS[_id] = register(BenchmarkSpec(
         id=_id, kind="native", entry_point=_entry(_id),

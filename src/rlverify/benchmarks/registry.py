@@ -17,7 +17,6 @@ from typing import Any
 from rlverify.errors import BenchmarkError, BenchmarkPolicyError, did_you_mean
 
 
-
 @dataclass(frozen=True)
 class Parameter:
     """A benchmark parameter: default and inclusive range (``None`` = unbounded)."""
@@ -228,7 +227,8 @@ class BenchmarkSpec:
             if kind in (int, float):
                 whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not whole):
-                    raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {'a whole number' if kind is int else 'a number'}")
+                    what = "a whole number" if kind is int else "a number"
+                    raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {what}")
             if isinstance(v, float) and not math.isfinite(v):
                 raise BenchmarkError(f"{self.id}: parameter {k}={v} must be a finite number")
             if (p.low is not None and v < p.low) or (p.high is not None and v > p.high):
@@ -240,7 +240,7 @@ class BenchmarkSpec:
 def parse_parameters(text: str | None) -> dict[str, Any]:
     """``"xMax=4,slickness=0.1"`` (the CLI's ``--constants``) as benchmark parameters: numbers where
     the value reads as one, else the text (which :meth:`BenchmarkSpec.resolve` then refuses by name)."""
-    from rlverify.models.symbolic import parse_constants
+    from rlverify.models.assignments import parse_assignments
 
     def number(text: str) -> Any:
         for cast in (int, float):
@@ -250,7 +250,7 @@ def parse_parameters(text: str | None) -> dict[str, Any]:
                 pass
         return text
 
-    return {k: number(v) for k, v in parse_constants(text).items()}
+    return {k: number(v) for k, v in parse_assignments(text).items()}
 
 
 _REGISTRY: dict[str, BenchmarkSpec] = {}

@@ -11,8 +11,17 @@ import numpy as np
 from rich.table import Table
 
 from rlverify.cli.console import console, err_console, progress_bar
-from rlverify.cli.options import (add_backend_options, add_outputs, add_policy, add_target, backend_from_args, dumps,
-                                  outputs, policy_kwargs, write_json)
+from rlverify.cli.options import (
+    add_backend_options,
+    add_outputs,
+    add_policy,
+    add_target,
+    backend_from_args,
+    dumps,
+    outputs,
+    policy_kwargs,
+    write_json,
+)
 from rlverify.errors import InputFileError, OptionError
 
 
@@ -27,9 +36,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
     p.add_argument("--domain", choices=("box", "octagon", "template"), default="box", help="abstract domain")
     p.add_argument("--template", metavar="FILE", help="directions for --domain template: JSON list of rows or CSV "
-                                                      "(one direction per line), each used in both signs; they must bound the state space (include the box rows). "
-                                                      "Without it, the system's documented default directions (shown in the output); a system "
-                                                      "without defaults needs it")
+                                                      "(one direction per line), each used in both signs; they must "
+                                                      "bound the state space (include the box rows). Without it, the "
+                                                      "system's documented default directions (shown in the output); a "
+                                                      "system without defaults needs it")
     p.add_argument("--phi", type=float, default=0.1, help="maximum probability spread per part, in (0, 1] (default 0.1)")
     p.add_argument("--containment", action="store_true", help="merge successors contained in visited abstract states")
     p.add_argument("--refine-where-action-matters", action="store_true",
@@ -91,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     template = read_template(args.template) if args.template else None
     target = resolve(args.target, constants=args.constants, kinds=("continuous",), command="rlverify abstract",
                      **policy_kwargs(args))
-    system = target.model
+    system, policy = target.model, target.policy
+    if policy is None:  # resolve refuses a missing policy (needs_policy is set)
+        raise RuntimeError(f"resolve returned no policy for {args.target}")
     params = dict(target.benchmark.parameters) if target.benchmark is not None else dict(getattr(system, "constants", {}))
     options = AbstractionOptions(
         horizon=args.horizon if args.horizon is not None else system.horizon, domain=args.domain,
@@ -109,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             bar.update(task, completed=done, description=f"{p.stage}: frontier {p.frontier:,}, "
                                                          f"{p.states:,} states explored, {p.polyhedra:,} polyhedra")
 
-        result = verify_abstraction(system, target.policy, options, progress=show)
+        result = verify_abstraction(system, policy, options, progress=show)
     if ".png" in files:
         from rlverify.abstraction.plots import plot_result
 
@@ -137,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         ("states not refined (safe last step, or the action cannot matter)", str(result.n_unrefined_states)),
         ("IMDP states / choices / transitions", f"{result.n_abstract_states} / {result.n_choices} / {result.n_transitions}"),
         ("parts above phi (min size) / MILP parts", f"{result.n_unresolved_parts} / {result.n_milp_parts}"),
-        ("time: bounds / refinement / successors / solving", f"{t.bounds:.1f} / {t.refinement:.1f} / {t.successors:.1f} / {t.solving:.2f} s"),
+        ("time: bounds / refinement / successors / solving",
+         f"{t.bounds:.1f} / {t.refinement:.1f} / {t.successors:.1f} / {t.solving:.2f} s"),
         ("time: total", f"{t.total:.1f} s"),
     ]
     for r in rows:
@@ -149,6 +162,6 @@ def run(args: argparse.Namespace) -> int:
         pt.add_column("bound", justify="right")
         pt.add_column("part")
         for p in worst:
-            pt.add_row(f"{p.bound:.4g}", ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(p.lo, p.hi)))
+            pt.add_row(f"{p.bound:.4g}", ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(p.lo, p.hi, strict=True)))
         console.print(pt)
     return 0

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rlverify.cli.console import error, err_console
+from rlverify.cli.console import err_console, error
 from rlverify.errors import RlverifyError
 
 #: Modules adding subcommands; each defines ``register(subparsers)``.
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     for p in _parsers(parser):
         if p is not parser:  # -v after the subcommand too (not overriding one given before it)
             p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        for action in p._actions:  # noqa: SLF001  every number option refuses NaN/inf and what its type cannot hold
+        for action in p._actions:  # every number option refuses NaN/inf and what its type cannot hold
             if action.type is float:
                 action.type = finite_float
             elif action.type is int:
@@ -88,12 +88,12 @@ def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParse
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> Any:
-    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)  # noqa: SLF001
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
 
 
 def _option(parser: argparse.ArgumentParser, token: str) -> argparse.Action | None:
     """The action ``token`` names in ``parser`` (an option string or an unambiguous ``--`` prefix), or None."""
-    known = parser._option_string_actions  # noqa: SLF001
+    known = parser._option_string_actions
     key = token.split("=", 1)[0]
     if key in known:
         return known[key]

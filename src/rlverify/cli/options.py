@@ -47,7 +47,7 @@ TRUST_CODE_HELP = ("allow running code from your inputs: a gym:MODULE:ID target 
 
 def add_trust_code(p: argparse.ArgumentParser) -> None:
     """``--trust-code`` (added once, by :func:`add_env_kwargs` or :func:`add_policy`, whichever comes first)."""
-    if "--trust-code" not in p._option_string_actions:  # noqa: SLF001 - argparse has no public lookup
+    if "--trust-code" not in p._option_string_actions:  # argparse has no public lookup
         p.add_argument("--trust-code", action="store_true", help=TRUST_CODE_HELP)
 
 
@@ -107,12 +107,13 @@ def seed_value(text: str) -> int:
     return value
 
 
-def add_seed(p: argparse.ArgumentParser, help: str = "random seed (default 0)") -> None:  # noqa: A002 - argparse's word
+def add_seed(p: argparse.ArgumentParser, help: str = "random seed (default 0)") -> None:  # argparse's word
     """``--seed N`` (default 0): the one seed option of every command (see :func:`seed_value`)."""
     p.add_argument("--seed", type=seed_value, default=0, metavar="N", help=help)
 
 
-def add_outputs(p: argparse.ArgumentParser, *, kinds: str, seed: bool = True, seed_help: str = "random seed (default 0)") -> None:
+def add_outputs(p: argparse.ArgumentParser, *, kinds: str, seed: bool = True,
+                seed_help: str = "random seed (default 0)") -> None:
     if seed:
         add_seed(p, seed_help)
     p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")

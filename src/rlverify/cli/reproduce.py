@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from rlverify.cli.console import console, line, status, styled
 
@@ -64,7 +65,7 @@ def run_table2(args: argparse.Namespace) -> int:
             for col in ("states", "trans.", "result", "time s"):
                 t.add_column(f"{short}\n{col}".strip(), justify="right", no_wrap=True)
         for r in table.rows:
-            cells = [r.environment, r.measurement]
+            cells: list[str | Text] = [r.environment, r.measurement]
             for m in group:
                 c = table.cells[r.id][m]
                 p = PAPER_TABLE2[r.id][m]

@@ -13,6 +13,19 @@ from rlverify.gym.build import EnvDefaults, benchmark_dynamics, benchmark_envs, 
 from rlverify.gym.dynamics import EnvError, MDPDynamics, UnavailableActionError, dynamics_from_explicit
 from rlverify.gym.env import MDPEnv, RewardWarning, VectorMDPEnv, entry_rewards, save_policy_metadata
 
-__all__ = ["benchmark_envs", "EnvDefaults", "EnvError", "MDPDynamics", "MDPEnv", "RewardWarning", "UnavailableActionError",
-           "VectorMDPEnv", "benchmark_dynamics", "dynamics_from_explicit", "entry_rewards", "load_dynamics", "reward_spec",
-           "save_policy_metadata"]
+__all__ = [
+    "EnvDefaults",
+    "EnvError",
+    "MDPDynamics",
+    "MDPEnv",
+    "RewardWarning",
+    "UnavailableActionError",
+    "VectorMDPEnv",
+    "benchmark_dynamics",
+    "benchmark_envs",
+    "dynamics_from_explicit",
+    "entry_rewards",
+    "load_dynamics",
+    "reward_spec",
+    "save_policy_metadata",
+]

@@ -44,8 +44,8 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
     named = True if actions is not None and any(is_command_name(a) for a in actions) else None
     if terminal is None:
         mdp, _ = build_explicit(symbolic, None, max_states=max_states, command_names=named)
-        return dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, unavailable=unavailable, declared=symbolic,
-                                      dtype=dtype)
+        return dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, unavailable=unavailable,
+                                      declared=symbolic, dtype=dtype)
     text = terminal.strip()
     is_label = re.fullmatch(r'"[^"]*"', text) is not None or (text in symbolic.labels and text not in symbolic.variables)
     condition = f'"{text.strip(chr(34))}"' if is_label else f"({text})"
@@ -94,7 +94,8 @@ def reward_spec(reward: str | None, reward_label: str | None = None) -> tuple[st
     return reward, labels or None
 
 
-def benchmark_dynamics(benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any) -> tuple[MDPDynamics, EnvDefaults]:
+def benchmark_dynamics(benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any
+                       ) -> tuple[MDPDynamics, EnvDefaults]:
     """Simulation arrays of a registered PRISM benchmark with its training defaults (overridable)."""
     from rlverify.benchmarks import make, spec
 
@@ -103,7 +104,7 @@ def benchmark_dynamics(benchmark_id: str, params: Mapping[str, Any] | None = Non
         raise EnvError(f"{benchmark_id} is a '{s.kind}' benchmark; the Gymnasium bridge plays PRISM/JANI MDPs")
     bench = make(benchmark_id, **dict(params or {}))
     defaults = bench.env or EnvDefaults(reward=None, terminal=None)
-    kwargs = {"reward": defaults.reward, "terminal": defaults.terminal}
+    kwargs: dict[str, Any] = {"reward": defaults.reward, "terminal": defaults.terminal}
     kwargs.update({k: v for k, v in overrides.items() if k != "max_episode_steps"})
     dyn = load_dynamics(bench.load_model(), **kwargs)
     steps = overrides.get("max_episode_steps", defaults.max_episode_steps)
@@ -115,4 +116,5 @@ def benchmark_envs() -> dict[str, EnvDefaults]:
     """How each registered PRISM benchmark is played (its registry entry's ``env``)."""
     from rlverify.benchmarks import all_ids, spec
 
-    return {i: spec(i).env for i in all_ids() if spec(i).kind == "prism" and spec(i).env is not None}
+    specs = [spec(i) for i in all_ids()]
+    return {s.id: s.env for s in specs if s.kind == "prism" and s.env is not None}

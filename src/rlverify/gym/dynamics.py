@@ -74,7 +74,8 @@ class MDPDynamics:
         """``(N, A)`` bool: which actions are available in ``states`` (all of them on a forced step)."""
         return self.choice_of[states] >= 0
 
-    def step(self, states: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def step(self, states: np.ndarray, actions: np.ndarray, rng: np.random.Generator
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One synchronous step of ``N`` copies.
 
         Args:
@@ -95,14 +96,15 @@ class MDPDynamics:
             raise EnvError(f"expected {states.shape[0]} actions, got shape {actions.shape}")
         bad_index = (actions < 0) | (actions >= len(self.actions))
         if bad_index.any():
-            raise EnvError(f"action {int(actions[np.argmax(bad_index)])} is not in 0..{len(self.actions) - 1} ({list(self.actions)})")
+            raise EnvError(f"action {int(actions[np.argmax(bad_index)])} is not in 0..{len(self.actions) - 1} "
+                           f"({list(self.actions)})")
         choices = self.choice_of[states, actions]
         stalled = choices < 0
         u = rng.random(len(states))
         if stalled.any() and self.unavailable == "renormalize":
             i = int(np.argmax(stalled))
             s = int(states[i])
-            avail = [a for a, ok in zip(self.actions, self.choice_of[s] >= 0) if ok]
+            avail = [a for a, ok in zip(self.actions, self.choice_of[s] >= 0, strict=True) if ok]
             raise UnavailableActionError(
                 f"action '{self.actions[actions[i]]}' is not available in state {self.model.valuation_dict(s)} "
                 f"(available: {avail}); with unavailable='renormalize' choose among the action mask "
@@ -191,7 +193,7 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
     if term[model.initial_states].all():
         raise ModelError(f"every initial state is terminal ({description}): episodes would end before they start")
 
-    observations = model.feature_matrix(features).astype(dtype)
+    observations: np.ndarray = model.feature_matrix(features).astype(dtype)
     low, high = _bounds(model, features)
     log.info("gym: %d states, %d actions %s, %d features, reward %s, terminal %s (%d states, %d dead ends)",
              S, A, list(actions), len(features), reward, description, int(mask.sum()), int(table.dead_end.sum()))

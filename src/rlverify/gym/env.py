@@ -126,12 +126,11 @@ class MDPEnv(gymnasium.Env):
     :meth:`policy_metadata`.
     """
 
-    metadata = {"render_modes": []}
-
     def __init__(self, dynamics: MDPDynamics, *, max_episode_steps: int | None = None,
                  reward_labels: Mapping[str, float] | None = None, source: Mapping[str, Any] | None = None) -> None:
         if max_episode_steps is not None and max_episode_steps <= 0:
             raise EnvError(f"max_episode_steps must be positive, got {max_episode_steps}")
+        self.metadata = {"render_modes": []}  # per environment (Gymnasium's class-level dict would be shared)
         self.dynamics = dynamics
         self.reward_labels = dict(reward_labels or {})
         self._entry = entry_rewards(dynamics, self.reward_labels)
@@ -231,12 +230,10 @@ class VectorMDPEnv(VectorEnv):
 
     Same semantics as :class:`MDPEnv` per copy. Autoreset is same-step: a copy whose episode ended
     is reset within the same ``step`` call; its last observation and state are in
-    ``infos['final_obs']`` / ``infos['final_state']`` (rows where ``infos['_final_obs']`` is True). ``infos`` also has ``state`` ``(N,)``,
-    ``action_mask`` ``(N, |A|)`` and ``stalled`` ``(N,)``. One generator (seeded by
+    ``infos['final_obs']`` / ``infos['final_state']`` (rows where ``infos['_final_obs']`` is True).
+    ``infos`` also has ``state`` ``(N,)``, ``action_mask`` ``(N, |A|)`` and ``stalled`` ``(N,)``. One generator (seeded by
     ``reset(seed=...)``) drives all copies, so a seed fixes every trajectory for given actions.
     """
-
-    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, dynamics: MDPDynamics, num_envs: int, *, max_episode_steps: int | None = None,
                  reward_labels: Mapping[str, float] | None = None) -> None:
@@ -244,6 +241,7 @@ class VectorMDPEnv(VectorEnv):
             raise EnvError(f"num_envs must be positive, got {num_envs}")
         if max_episode_steps is not None and max_episode_steps <= 0:
             raise EnvError(f"max_episode_steps must be positive, got {max_episode_steps}")
+        self.metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}  # per environment
         self.dynamics = dynamics
         self.reward_labels = dict(reward_labels or {})
         self._entry = entry_rewards(dynamics, self.reward_labels)
@@ -278,7 +276,8 @@ class VectorMDPEnv(VectorEnv):
         """``(N,)`` int64 current state indices (a copy)."""
         return self._states.copy()
 
-    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray, dict[str, Any]]:
         if isinstance(seed, (list, tuple)):
             seed = int(seed[0]) if seed and seed[0] is not None else None
         if seed is not None:

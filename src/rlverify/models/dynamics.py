@@ -224,7 +224,7 @@ class ChoiceTable:
         keys = self.model.choice_actions[choices].astype(np.int64) * (len(self.model.command_names) + 1) + commands
         _, first, counts = np.unique(keys, return_index=True, return_counts=True)
         out: dict[str, int] = {}
-        for f, n in zip(first, counts):
+        for f, n in zip(first, counts, strict=True):
             name = choice_name(self.model, int(choices[f]))
             out[name] = out.get(name, 0) + int(n)
         return dict(sorted(out.items()))
@@ -253,7 +253,10 @@ class ChoiceTable:
         return self.choice_of[states] >= 0
 
     def taken(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """``(N,)`` int64 choice taken in ``states`` for agent actions ``actions`` (the forced one where forced; -1: unavailable)."""
+        """``(N,)`` int64 choice taken in ``states`` for agent actions ``actions``.
+
+        The forced choice where a state is forced; -1 where the action is unavailable.
+        """
         states = np.asarray(states, dtype=np.int64)
         out = self.forced[states].astype(np.int64)
         free = out < 0
@@ -309,16 +312,16 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
         first = int(keys[np.argmax(counts > 1)])
         duplicate = (first // A, first % A, int(counts[np.argmax(counts > 1)]))
     if duplicate is None and model.choice_commands is not None:
-        _refuse_label_beside_its_commands(model, actions, cols, cs)
+        _refuse_label_beside_its_commands(model, actions, cols, cs, model.choice_commands)
     n_choices = np.diff(model.row_groups)
     decision = labelled_states(model)
-    named = model.choice_commands is not None
-    if named:  # several choices, some unlabelled: a decision among command names
+    by_command = model.choice_commands is not None
+    if by_command:  # several choices, some unlabelled: a decision among command names
         decision |= n_choices > 1
     unlabelled = ~np.array([bool(a) for a in model.action_names], dtype=bool)[model.choice_actions]
-    mixed = None if named else decision & (np.bincount(cs[unlabelled], minlength=S) > 0)
+    mixed = None if by_command else decision & (np.bincount(cs[unlabelled], minlength=S) > 0)
     refuse_ambiguous(model, actions, duplicate, ~decision & (n_choices > 1), mixed)
-    forced = np.where(~decision & (n_choices == 1), model.row_groups[:-1], -1).astype(dtype)
+    forced: np.ndarray = np.where(~decision & (n_choices == 1), model.row_groups[:-1], -1).astype(dtype)
 
     indptr, targets = model.transitions.indptr, model.transitions.indices
     single = np.flatnonzero(np.diff(indptr) == 1)
@@ -332,7 +335,7 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
 
 
 def _refuse_label_beside_its_commands(model: ExplicitModel, actions: Sequence[str], cols: np.ndarray,
-                                      cs: np.ndarray) -> None:
+                                      cs: np.ndarray, commands: np.ndarray) -> None:
     """Refuse a label that addresses a choice in a state offering another choice of that label.
 
     With ``actions = ("m:1", "go")`` and two ``go`` commands in a state, ``go`` would silently mean
@@ -345,13 +348,13 @@ def _refuse_label_beside_its_commands(model: ExplicitModel, actions: Sequence[st
         return
     A = len(model.action_names)
     keys = cs * A + model.choice_actions
-    uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     bad = by_label & (counts[inverse] > 1)
     if bad.any():
         c = int(np.argmax(bad))
         s, label = int(cs[c]), model.action_names[model.choice_actions[c]]
         same = np.flatnonzero(keys == keys[c])
-        names = [model.command_names[model.choice_commands[i]] for i in same]
+        names = [model.command_names[commands[i]] for i in same]
         raise PolicyError(f"state {model.valuation_dict(s)} has {len(same)} choices labelled '{label}' (commands "
                           f"{', '.join(names)}); the policy names some by command, so its action '{label}' does not "
                           f"say which of the others it means: name each of them by command "

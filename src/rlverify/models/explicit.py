@@ -70,15 +70,11 @@ class ExplicitModel:
         """``(C,)`` int64: the state each choice belongs to."""
         return np.repeat(np.arange(self.num_states), np.diff(self.row_groups))
 
-    def label_states(self, name: str) -> np.ndarray:
-        """``(S,)`` bool mask of label ``name``."""
-        return self.labels[name]
-
     def valuation_dict(self, state: int) -> dict[str, int]:
         """Variable name -> value of ``state`` (for messages)."""
         if not self.variables:
             return {"state": int(state)}
-        return {v: int(x) for v, x in zip(self.variables, self.valuations[state])}
+        return {v: int(x) for v, x in zip(self.variables, self.valuations[state], strict=True)}
 
     def feature_matrix(self, features: tuple[str, ...] | list[str], states: np.ndarray | None = None) -> np.ndarray:
         """``(N, d)`` float64 valuations of ``states`` (all if None) in the order of ``features``."""
@@ -300,20 +296,26 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
         kinds = []
         if name in model.state_rewards:
             kinds.append("states")
-            files.append((f"annotations/rewards/{key}/states/values.bin", np.asarray(model.state_rewards[name], np.float64).tobytes()))
+            values = np.asarray(model.state_rewards[name], np.float64)
+            files.append((f"annotations/rewards/{key}/states/values.bin", values.tobytes()))
         if name in model.choice_rewards:
             kinds.append("choices")
-            files.append((f"annotations/rewards/{key}/choices/values.bin", np.asarray(model.choice_rewards[name], np.float64).tobytes()))
+            values = np.asarray(model.choice_rewards[name], np.float64)
+            files.append((f"annotations/rewards/{key}/choices/values.bin", values.tobytes()))
         index["annotations"]["rewards"][key] = {"alias": name, "applies-to": kinds, "type": {"size": 64, "type": "double"}}
     if model.valuation_bytes is not None and model.valuation_spec is not None:
         index["valuations"] = {"states": model.valuation_spec}
         files.append(("valuations/states/valuations.bin", np.ascontiguousarray(model.valuation_bytes).tobytes()))
-    with tarfile.open(path, "w", copybufsize=_CHUNK) as out:
-        for name, data in [("index.json", json.dumps(index).encode())] + files:
+    with tarfile.TarFile(path, "w", copybufsize=_CHUNK) as out:
+        for name, data in [("index.json", json.dumps(index).encode()), *files]:
             info = tarfile.TarInfo(name)
-            stream = io.BytesIO(data) if isinstance(data, bytes) else _ArrayStream(*data)
-            info.size = len(data) if isinstance(data, bytes) else stream.size
-            out.addfile(info, stream)
+            if isinstance(data, bytes):
+                info.size = len(data)
+                out.addfile(info, io.BytesIO(data))
+            else:
+                stream = _ArrayStream(*data)
+                info.size = stream.size
+                out.addfile(info, stream)
 
 
 class _ArrayStream:
@@ -326,15 +328,16 @@ class _ArrayStream:
         self.pending = memoryview(b"")
         self.offset = 0  # bytes of ``pending`` already read
 
-    def read(self, n: int) -> bytes:
-        pieces, need = [], n
+    def read(self, n: int = -1, /) -> bytes:
+        """Up to ``n`` bytes (all that are left if ``n`` is negative)."""
+        pieces, need = [], n if n >= 0 else self.size
         while need > 0:
             if self.offset >= len(self.pending):
                 if self.pos >= len(self.array):
                     break
                 part = self.array[self.pos: self.pos + _CHUNK]
                 self.pos += len(part)
-                self.pending, self.offset = memoryview(np.ascontiguousarray(part, dtype=self.dtype)).cast("B"), 0
+                self.pending, self.offset = np.ascontiguousarray(part, dtype=self.dtype).data.cast("B"), 0
             piece = self.pending[self.offset: self.offset + need]
             self.offset += len(piece)
             need -= len(piece)

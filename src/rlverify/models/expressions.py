@@ -50,45 +50,13 @@ def compile_expression(text: str, variables: Sequence[str], *, option: str, bool
         OptionError: a syntax error, an unknown variable or function (naming the known ones), another
             construct, a number where a condition is needed; when evaluated: a division by zero.
     """
-    source = text
-    py = re.sub(r"&&?", " and ", text)
-    py = re.sub(r"\|\|?", " or ", py)
-    py = re.sub(r"!(?!=)", " not ", py)
-    py = re.sub(r"(?<![<>!=])=(?!=)", "==", py)
-    where = f"{option} {source!r}" if len(source) <= 200 else f"{option} {source[:100]!r}... ({len(source):,} characters)"
-    try:
-        tree = ast.parse(py.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise OptionError(f"{where}: syntax error ({exc.msg}); use {ALLOWED}") from None
-    except (RecursionError, MemoryError):
-        raise OptionError(f"{where}: nested too deeply to parse (at most {MAX_DEPTH} levels)") from None
-    depth = syntax_depth(tree)
-    if depth > MAX_DEPTH:
-        raise OptionError(f"{where}: nested {depth} levels deep, more than {MAX_DEPTH} (split it, or use min()/max() "
-                          "with many arguments)")
+    where = f"{option} {text!r}" if len(text) <= 200 else f"{option} {text[:100]!r}... ({len(text):,} characters)"
+    py = _python_spelling(text).strip()
+    tree = _parse(py, where)
     known = list(variables)
-    for node in ast.walk(tree):
-        call_ok = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords
-        if not isinstance(node, _NODES) or (isinstance(node, ast.Call) and not call_ok) or \
-                (isinstance(node, ast.Constant) and not isinstance(node.value, (int, float))):
-            shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
-            raise OptionError(f"{where}: '{shown}' is not allowed; use {ALLOWED}")
-        if call_ok and node.func.id not in _FUNCS:
-            raise OptionError(f"{where}: '{ast.unparse(node)}' is not allowed: unknown function "
-                              f"'{node.func.id}'; the functions: {', '.join(_FUNCS)}")
-    functions = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and id(node) not in functions and node.id not in known \
-                and node.id not in _CONSTANTS:
-            raise OptionError(f"{where}: unknown variable '{node.id}'{did_you_mean(node.id, known)}; "
-                              f"the variables: {', '.join(known)}")
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, float) and not np.isfinite(node.value):
-                raise OptionError(f"{where}: the number '{ast.get_source_segment(py.strip(), node) or node.value}' "
-                                  "is too large for a float")
-            if isinstance(node.value, int) and not isinstance(node.value, bool) and abs(node.value) >= 2**63:
-                raise OptionError(f"{where}: the number {node.value} does not fit in 64 bits")
+    _check_constructs(tree, where)
+    _check_names(tree, known, where)
+    _check_numbers(tree, py, where)
     flags = set(booleans)
 
     def evaluate(values: np.ndarray) -> np.ndarray:
@@ -105,6 +73,63 @@ def compile_expression(text: str, variables: Sequence[str], *, option: str, bool
     return evaluate
 
 
+def _python_spelling(text: str) -> str:
+    """``text`` with PRISM's ``& | ! =`` (and ``&& ||``) spelled as Python's ``and or not ==``."""
+    py = re.sub(r"&&?", " and ", text)
+    py = re.sub(r"\|\|?", " or ", py)
+    py = re.sub(r"!(?!=)", " not ", py)
+    return re.sub(r"(?<![<>!=])=(?!=)", "==", py)
+
+
+def _parse(py: str, where: str) -> ast.Expression:
+    """The syntax tree of ``py``, refusing a syntax error and nesting deeper than :data:`MAX_DEPTH`."""
+    try:
+        tree = ast.parse(py, mode="eval")
+    except SyntaxError as exc:
+        raise OptionError(f"{where}: syntax error ({exc.msg}); use {ALLOWED}") from None
+    except (RecursionError, MemoryError):
+        raise OptionError(f"{where}: nested too deeply to parse (at most {MAX_DEPTH} levels)") from None
+    depth = syntax_depth(tree)
+    if depth > MAX_DEPTH:
+        raise OptionError(f"{where}: nested {depth} levels deep, more than {MAX_DEPTH} (split it, or use min()/max() "
+                          "with many arguments)")
+    return tree
+
+
+def _check_constructs(tree: ast.Expression, where: str) -> None:
+    """Refuse every construct outside the language (and a call of an unknown function)."""
+    for node in ast.walk(tree):
+        call = node if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords else None
+        if not isinstance(node, _NODES) or (isinstance(node, ast.Call) and call is None) or \
+                (isinstance(node, ast.Constant) and not isinstance(node.value, (int, float))):
+            shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
+            raise OptionError(f"{where}: '{shown}' is not allowed; use {ALLOWED}")
+        if call is not None and isinstance(call.func, ast.Name) and call.func.id not in _FUNCS:
+            raise OptionError(f"{where}: '{ast.unparse(call)}' is not allowed: unknown function "
+                              f"'{call.func.id}'; the functions: {', '.join(_FUNCS)}")
+
+
+def _check_names(tree: ast.Expression, known: list[str], where: str) -> None:
+    """Refuse a name that is neither a variable in ``known``, a constant, nor a called function."""
+    functions = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and id(node) not in functions and node.id not in known \
+                and node.id not in _CONSTANTS:
+            raise OptionError(f"{where}: unknown variable '{node.id}'{did_you_mean(node.id, known)}; "
+                              f"the variables: {', '.join(known)}")
+
+
+def _check_numbers(tree: ast.Expression, py: str, where: str) -> None:
+    """Refuse a float literal that overflows and an integer literal beyond 64 bits."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, float) and not np.isfinite(node.value):
+                raise OptionError(f"{where}: the number '{ast.get_source_segment(py, node) or node.value}' "
+                                  "is too large for a float")
+            if isinstance(node.value, int) and not isinstance(node.value, bool) and abs(node.value) >= 2**63:
+                raise OptionError(f"{where}: the number {node.value} does not fit in 64 bits")
+
+
 def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
     if isinstance(node, ast.Name):
         return column[node.id] if node.id in column else _CONSTANTS[node.id]
@@ -119,43 +144,60 @@ def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
             return np.logical_not(_condition(v, where))
         return -_number(v) if isinstance(node.op, ast.USub) else _number(v)
     if isinstance(node, ast.BinOp):
-        left, right = _number(_eval(node.left, column, where)), _number(_eval(node.right, column, where))
-        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and (right == 0).any():
-            raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (in some state)")
-        whole = left.dtype.kind in "iu" and right.dtype.kind in "iu"
-        if isinstance(node.op, ast.Pow):
-            if ((left == 0) & (right < 0)).any():
-                raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (0 to a negative power, in some state)")
-            if whole and (right < 0).any():  # a negative integer power is a fraction, as in Python
-                left, whole = left.astype(np.float64), False
-        op = _ARITH[type(node.op)]
-        if whole and not isinstance(node.op, (ast.Div, ast.Mod)):  # int64 arithmetic: refuse what would wrap
-            with np.errstate(all="ignore"):
-                approx = op(left.astype(np.float64), right.astype(np.float64))
-            if (np.abs(approx) >= _INT_LIMIT).any():
-                raise OptionError(f"{where}: '{ast.unparse(node)}' is beyond 64-bit integers (in some state); "
-                                  "write a float (e.g. 2.0**64) for an approximate value")
-        try:
-            with np.errstate(over="raise", invalid="raise", divide="raise"):
-                return op(left, right)
-        except FloatingPointError as exc:
-            what = "overflows a float" if "overflow" in str(exc) else "is not a real number"
-            raise OptionError(f"{where}: '{ast.unparse(node)}' {what} (in some state)") from None
+        return _arithmetic(node, _number(_eval(node.left, column, where)), _number(_eval(node.right, column, where)),
+                           where)
     if isinstance(node, ast.Compare):
-        left = _eval(node.left, column, where)
-        out: Any = True
-        for op, right_node in zip(node.ops, node.comparators):
-            right = _eval(right_node, column, where)
-            out = np.logical_and(out, _CMP[type(op)](left, right))
-            left = right
-        return out
+        return _compare(node, column, where)
     if isinstance(node, ast.IfExp):
         return np.where(_condition(_eval(node.test, column, where), where), _eval(node.body, column, where),
                         _eval(node.orelse, column, where))
-    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # checked when compiled
+    return _call(node, column, where)
+
+
+def _arithmetic(node: ast.BinOp, left: np.ndarray, right: np.ndarray, where: str) -> Any:
+    """``left op right``, refusing a division by zero, an integer result beyond 64 bits, a float overflow
+    and a result that is not a real number."""
+    if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and (right == 0).any():
+        raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (in some state)")
+    whole = left.dtype.kind in "iu" and right.dtype.kind in "iu"
+    if isinstance(node.op, ast.Pow):
+        if ((left == 0) & (right < 0)).any():
+            raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (0 to a negative power, in some state)")
+        if whole and (right < 0).any():  # a negative integer power is a fraction, as in Python
+            left, whole = left.astype(np.float64), False
+    op = _ARITH[type(node.op)]
+    if whole and not isinstance(node.op, (ast.Div, ast.Mod)):  # int64 arithmetic: refuse what would wrap
+        with np.errstate(all="ignore"):
+            approx = op(left.astype(np.float64), right.astype(np.float64))
+        if (np.abs(approx) >= _INT_LIMIT).any():
+            raise OptionError(f"{where}: '{ast.unparse(node)}' is beyond 64-bit integers (in some state); "
+                              "write a float (e.g. 2.0**64) for an approximate value")
+    try:
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            return op(left, right)
+    except FloatingPointError as exc:
+        what = "overflows a float" if "overflow" in str(exc) else "is not a real number"
+        raise OptionError(f"{where}: '{ast.unparse(node)}' {what} (in some state)") from None
+
+
+def _compare(node: ast.Compare, column: dict[str, np.ndarray], where: str) -> Any:
+    """A comparison, chains too (``0 < x <= 3``)."""
+    left = _eval(node.left, column, where)
+    out: Any = True
+    for cmp, right_node in zip(node.ops, node.comparators, strict=True):
+        right = _eval(right_node, column, where)
+        out = np.logical_and(out, _CMP[type(cmp)](left, right))
+        left = right
+    return out
+
+
+def _call(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
+    """``abs(x)``, ``min(a, b, ...)`` or ``max(a, b, ...)``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):  # refused when compiled
+        raise TypeError(f"not an expression of the language: {ast.dump(node)}")
     args = [_number(_eval(a, column, where)) for a in node.args]
     name = node.func.id
-    if name == "abs" and len(args) != 1 or name != "abs" and len(args) < 2:
+    if (name == "abs" and len(args) != 1) or (name != "abs" and len(args) < 2):
         raise OptionError(f"{where}: {name} takes {'one argument' if name == 'abs' else 'two or more arguments'}")
     out = args[0] if name != "abs" else np.abs(args[0])
     for a in args[1:]:

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import ModelError, OptionError, did_you_mean
+from rlverify.models.assignments import parse_assignments
 from rlverify.models.symbolic import SymbolicModel, load_model
 
 #: Action names of the environments rlverify knows, in action-index order (Gymnasium's documentation).
@@ -100,17 +101,34 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
         OptionError: malformed text, naming ``option``; a number that is not finite (``nan``, ``1e999``);
             a name given twice.
     """
-    if text is None or text == "":
-        return {}
     if isinstance(text, Mapping):
         return {str(k): v for k, v in text.items()}
-    text = text.strip()
+    text = (text or "").strip()
+    if text.startswith("{"):
+        return _json_kwargs(text, option)
+
+    def malformed(entry: str) -> str:
+        return f"{option}: expected NAME=VALUE, got '{entry}' (or a JSON object '{{\"desc\": [...]}}' for values with commas)"
+
+    pairs = parse_assignments(text, option=option, what="argument", error=OptionError, malformed=malformed,
+                              names=r"[A-Za-z_]\w*")
+    return {key: _kwarg_value(key, raw, option) for key, raw in pairs.items()}
+
+
+def _finite_json_number(option: str) -> Callable[[str], float]:
+    """``json.loads``'s ``parse_float``: a finite float, else an :class:`OptionError` naming ``option``."""
 
     def finite(raw: str) -> float:
         value = float(raw)
         if not np.isfinite(value):
             raise OptionError(f"{option}: {raw} is not a finite number")
         return value
+
+    return finite
+
+
+def _json_kwargs(text: str, option: str) -> dict[str, Any]:
+    """The JSON-object form of ``--env-kwargs`` (numbers finite, no name twice)."""
 
     def refuse(raw: str) -> Any:
         raise OptionError(f"{option}: {raw} is not a finite number")
@@ -123,39 +141,32 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
             out[key] = value
         return out
 
-    if text.startswith("{"):
-        try:
-            value = json.loads(text, parse_float=finite, parse_constant=refuse, object_pairs_hook=unique)
-        except json.JSONDecodeError as exc:
-            raise OptionError(f"{option}: invalid JSON at column {exc.colno}: {exc.msg}") from None
-        except RecursionError:
-            raise OptionError(f"{option}: the JSON is nested too deeply") from None
-        if not isinstance(value, dict):
-            raise OptionError(f"{option}: expected a JSON object, got {type(value).__name__}")
-        return value
-    out: dict[str, Any] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        key, eq, raw = part.partition("=")
-        if not eq or not key.strip() or not re.fullmatch(r"[A-Za-z_]\w*", key.strip()):
-            raise OptionError(f"{option}: expected NAME=VALUE, got '{part.strip()}' (or a JSON object "
-                              "'{\"desc\": [...]}' for values with commas)")
-        raw = raw.strip()
-        lowered = raw.lower()
-        if lowered in ("true", "false"):  # Python spellings too
-            value: Any = lowered == "true"
-        else:
-            try:
-                value = json.loads(raw, parse_float=finite, parse_constant=refuse)
-            except (json.JSONDecodeError, RecursionError):
-                value = raw
-            except OptionError:
-                raise OptionError(f"{option}: {key.strip()}: {raw} is not a finite number") from None
-        if key.strip() in out:
-            raise OptionError(f"{option}: '{key.strip()}' is given twice")
-        out[key.strip()] = value
-    return out
+    try:
+        value = json.loads(text, parse_float=_finite_json_number(option), parse_constant=refuse, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"{option}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise OptionError(f"{option}: the JSON is nested too deeply") from None
+    if not isinstance(value, dict):
+        raise OptionError(f"{option}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _kwarg_value(key: str, raw: str, option: str) -> Any:
+    """One ``K=V`` value: ``true``/``false`` (any case), JSON where it is JSON (finite numbers), else the text."""
+    lowered = raw.lower()
+    if lowered in ("true", "false"):  # Python spellings too
+        return lowered == "true"
+
+    def refuse(raw: str) -> Any:
+        raise OptionError(f"{option}: {raw} is not a finite number")
+
+    try:
+        return json.loads(raw, parse_float=_finite_json_number(option), parse_constant=refuse)
+    except (json.JSONDecodeError, RecursionError):
+        return raw
+    except OptionError:
+        raise OptionError(f"{option}: {key}: {raw} is not a finite number") from None
 
 
 def from_gymnasium(env: Any, *, env_kwargs: str | Mapping[str, Any] | None = None, path: str | Path | None = None,
@@ -258,7 +269,7 @@ def _make(env_id: str, kwargs: dict[str, Any], trust_code: bool = False) -> Any:
                 importlib.import_module(module)
         except SystemExit as exc:
             raise ModelError(f"gym:{given}: importing module '{module}' called sys.exit({exc.code!r})") from None
-        except Exception as exc:  # noqa: BLE001 - the user's module: its failure is bad input
+        except Exception as exc:  # the user's module: its failure is bad input
             raise ModelError(f"gym:{given}: cannot import module '{module}' ({exc.__class__.__name__}: "
                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
     if env_id not in gymnasium.registry:
@@ -272,10 +283,12 @@ def _make(env_id: str, kwargs: dict[str, Any], trust_code: bool = False) -> Any:
             warnings.simplefilter("ignore", DeprecationWarning)
             return gymnasium.make(env_id, **kwargs)
     except TypeError as exc:
-        raise OptionError(f"--env-kwargs {kwargs}: gym:{env_id} does not accept them: {str(exc).split(' was raised')[0]}") from None
+        raise OptionError(f"--env-kwargs {kwargs}: gym:{env_id} does not accept them: "
+                          f"{str(exc).split(' was raised')[0]}") from None
     except gymnasium.error.Error as exc:
         known = [k for k in gymnasium.registry if "/" not in k]
-        raise ModelError(f"gym:{env_id}: {exc}{did_you_mean(env_id, known) if 'Did you mean' not in str(exc) else ''}") from None
+        close = did_you_mean(env_id, known) if "Did you mean" not in str(exc) else ""
+        raise ModelError(f"gym:{env_id}: {exc}{close}") from None
     except ImportError as exc:
         raise ModelError(f"gym:{env_id}: needs a Python package that is not installed ({exc})") from None
     except (ValueError, KeyError, IndexError, AssertionError, AttributeError) as exc:  # the env's own checks (a bad map)
@@ -299,8 +312,8 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], *, option: str = "-
     spec = gymnasium.spec(env_id)
     try:
         creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
-        params = inspect.signature(creator).parameters
-    except Exception:  # noqa: BLE001 - no signature to check against: gymnasium.make reports what it refuses
+        params = inspect.signature(creator).parameters if creator is not None else None
+    except Exception:  # no signature to check against: gymnasium.make reports what it refuses
         params = None
     if params is not None:
         var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -364,32 +377,12 @@ def _finite_value(value: Any) -> bool:
 
 
 def _read_table(env: Any, env_id: str) -> _Table:
-    from gymnasium import spaces
-
     u = getattr(env, "unwrapped", env)
-    obs, act = getattr(u, "observation_space", None), getattr(u, "action_space", None)
-    P = getattr(u, "P", None)
-    missing = []
-    if P is None:
-        missing.append("no finite transition model env.unwrapped.P (P[s][a] = [(p, s', r, terminated), ...])")
-    if not isinstance(obs, spaces.Discrete):
-        missing.append(f"observation_space is {obs}, not Discrete")
-    if not isinstance(act, spaces.Discrete):
-        missing.append(f"action_space is {act}, not Discrete")
-    if missing:
-        raise ModelError(f"gym:{env_id}: not a finite MDP rlverify can read: " + "; ".join(missing)
-                         + " (FrozenLake, CliffWalking and Taxi have one)")
-    if getattr(env, "observation_space", obs) != obs or getattr(env, "action_space", act) != act:
-        raise ModelError(f"gym:{env_id}: a wrapper changes the observation or action space "
-                         f"({env.observation_space} / {env.action_space}); rlverify models the unwrapped environment: "
-                         "pass env.unwrapped, or verify the wrapped observation with your own PRISM model")
+    S, A, P = _finite_model(env, u, env_id)
     kind = type(u).__name__
     if kind == "TaxiEnv" and getattr(u, "fickle_passenger", False):
         raise ModelError(f"gym:{env_id}: fickle_passenger=True changes the destination in step() outside P; "
                          "only fickle_passenger=False has a finite model")
-    S, A = int(obs.n), int(act.n)
-    if int(obs.start) != 0 or int(act.start) != 0:
-        raise ModelError(f"gym:{env_id}: Discrete spaces with a start other than 0 are not supported")
     actions = ACTION_NAMES.get(kind, tuple(f"a{i}" for i in range(A)))
     if len(actions) != A:
         actions = tuple(f"a{i}" for i in range(A))
@@ -400,19 +393,11 @@ def _read_table(env: Any, env_id: str) -> _Table:
         row = []
         entry = P.get(s) if isinstance(P, Mapping) else (P[s] if s < len(P) else None)
         for a in range(A):
-            listed = entry.get(a, []) if isinstance(entry, Mapping) else (entry[a] if entry is not None and a < len(entry) else [])
+            listed = entry.get(a, []) if isinstance(entry, Mapping) else (entry[a] if entry is not None and a < len(entry)
+                                                                          else [])
             merged: dict[tuple[int, int, bool], float] = {}
             for i, item in enumerate(listed):
-                where = f"gym:{env_id}: P[{s}][{a}][{i}]"
-                try:
-                    p, s2, r, term = item[0], item[1], item[2], item[3]
-                    p, s2, r, term = float(p), int(s2), float(r), bool(term)
-                except (TypeError, ValueError, IndexError):
-                    raise ModelError(f"{where}: expected (probability, next_state, reward, terminated), got {item!r}") from None
-                if not (0.0 <= p <= 1.0 + 1e-12) or not np.isfinite(r):
-                    raise ModelError(f"{where}: probability {p} / reward {r} out of range")
-                if not 0 <= s2 < S:
-                    raise ModelError(f"{where}: next state {s2} is outside 0..{S - 1}")
+                p, s2, r, term = _outcome(item, f"gym:{env_id}: P[{s}][{a}][{i}]", S)
                 if p == 0.0:
                     continue
                 ev = classify(s, a, s2, r, term)
@@ -475,10 +460,54 @@ def _initial_distribution(u: Any, env_id: str, S: int) -> dict[int, float]:
     return {int(s): float(dist[s]) for s in np.flatnonzero(dist > 0)}
 
 
+def _finite_model(env: Any, u: Any, env_id: str) -> tuple[int, int, Any]:
+    """The number of states and actions and the transition model ``P`` of the unwrapped environment ``u``.
+
+    Raises:
+        ModelError: no ``P``, a space that is not ``Discrete`` (or starts other than at 0), a wrapper
+            that changes a space.
+    """
+    from gymnasium import spaces
+
+    obs, act = getattr(u, "observation_space", None), getattr(u, "action_space", None)
+    P = getattr(u, "P", None)
+    missing = []
+    if P is None:
+        missing.append("no finite transition model env.unwrapped.P (P[s][a] = [(p, s', r, terminated), ...])")
+    if not isinstance(obs, spaces.Discrete):
+        missing.append(f"observation_space is {obs}, not Discrete")
+    if not isinstance(act, spaces.Discrete):
+        missing.append(f"action_space is {act}, not Discrete")
+    if P is None or not isinstance(obs, spaces.Discrete) or not isinstance(act, spaces.Discrete):
+        raise ModelError(f"gym:{env_id}: not a finite MDP rlverify can read: " + "; ".join(missing)
+                         + " (FrozenLake, CliffWalking and Taxi have one)")
+    if getattr(env, "observation_space", obs) != obs or getattr(env, "action_space", act) != act:
+        raise ModelError(f"gym:{env_id}: a wrapper changes the observation or action space "
+                         f"({env.observation_space} / {env.action_space}); rlverify models the unwrapped environment: "
+                         "pass env.unwrapped, or verify the wrapped observation with your own PRISM model")
+    if int(obs.start) != 0 or int(act.start) != 0:
+        raise ModelError(f"gym:{env_id}: Discrete spaces with a start other than 0 are not supported")
+    return int(obs.n), int(act.n), P
+
+
+def _outcome(item: Any, where: str, n_states: int) -> tuple[float, int, float, bool]:
+    """One entry ``(probability, next_state, reward, terminated)`` of ``P[s][a]``, checked."""
+    try:
+        p, s2, r, term = float(item[0]), int(item[1]), float(item[2]), bool(item[3])
+    except (TypeError, ValueError, IndexError):
+        raise ModelError(f"{where}: expected (probability, next_state, reward, terminated), got {item!r}") from None
+    if not (0.0 <= p <= 1.0 + 1e-12) or not np.isfinite(r):
+        raise ModelError(f"{where}: probability {p} / reward {r} out of range")
+    if not 0 <= s2 < n_states:
+        raise ModelError(f"{where}: next state {s2} is outside 0..{n_states - 1}")
+    return p, s2, r, term
+
+
 # --- writing the program ---------------------------------------------------------------------------
 
 
-def _program(t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def _program(t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | None
+             ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     if initial is not None:
         if not 0 <= int(initial) < t.n_states:
             raise OptionError(f"initial: state {initial} is outside 0..{t.n_states - 1}")
@@ -526,15 +555,22 @@ def _program(t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | N
     lines += ["endmodule", ""]
     lines += [f'label "{e}" = ev={i + 1};' for i, e in enumerate(t.events)]
     lines += ['label "terminal" = done;', ""]
+    lines += _reward_lines(t)
+    return "\n".join(lines), t.events, t.actions
+
+
+def _reward_lines(t: _Table) -> list[str]:
+    """The reward models: the environment's rewards, and (if some are negative) their gain and penalty parts."""
     models = {REWARD_MODEL: t.rewards}
     if (t.penalties > 0).any():  # non-negative parts for Storm's unbounded reward solvers
         models.update({"gain": t.gains, "penalty": t.penalties})
+    lines: list[str] = []
     for reward_name, values in models.items():
         entries = [f"  [{name}] !done & s={s} : {_number(values[s, a])};"
                    for s in range(t.n_states) for a, name in enumerate(t.actions)
                    if t.outcomes[s][a] and values[s, a] != 0.0]
         lines += [f'rewards "{reward_name}"', *(entries or ["  true : 0;  // no such reward"]), "endrewards", ""]
-    return "\n".join(lines), t.events, t.actions
+    return lines
 
 
 def _number(x: float) -> str:

@@ -78,8 +78,8 @@ def _marked(data: Any) -> tuple[Any, str]:
         i += 1
         marker = f"{_MARKER}{i}"
     out = dict(data)
-    out["variables"] = list(data.get("variables", []) or []) + [
-        {"name": marker, "type": "int", "transient": True, "initial-value": 0}]
+    out["variables"] = [*(data.get("variables", []) or []),
+                        {"name": marker, "type": "int", "transient": True, "initial-value": 0}]
     automata = []
     for automaton in data.get("automata", []) or []:
         automaton = dict(automaton)
@@ -89,8 +89,8 @@ def _marked(data: Any) -> tuple[Any, str]:
             destinations = []
             for destination in edge.get("destinations", []) or []:
                 destination = dict(destination)
-                destination["assignments"] = list(destination.get("assignments", []) or []) + [
-                    {"ref": marker, "value": k + 1}]
+                destination["assignments"] = [*(destination.get("assignments", []) or []),
+                                              {"ref": marker, "value": k + 1}]
                 destinations.append(destination)
             edge["destinations"] = destinations
             edges.append(edge)
@@ -105,7 +105,7 @@ def _signature(edge: Any, skip: str | None = None) -> tuple:
     assignments (the marker's left out): two edges with one signature are interchangeable."""
     template = edge.template_edge
     destinations = []
-    for d, td in zip(edge.destinations, template.destinations):
+    for d, td in zip(edge.destinations, template.destinations, strict=True):
         assignments = tuple(sorted((a.variable.name, str(a.expression)) for a in td.assignments
                                    if a.variable.name != skip))
         destinations.append((d.target_location_index, str(d.probability), assignments))

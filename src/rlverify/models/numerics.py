@@ -42,8 +42,9 @@ def environment(numerics: str, precision: float) -> Any:
 
 
 def _rational(x: float) -> Any:
-    import stormpy
     from fractions import Fraction
+
+    import stormpy
 
     f = Fraction(x).limit_denominator(10**15)
     return stormpy.Rational(f"{f.numerator}/{f.denominator}")

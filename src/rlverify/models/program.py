@@ -103,7 +103,7 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
         return lambda env: env[name]
     try:
         op = expr.operator
-    except Exception:  # noqa: BLE001 - e.g. a user-defined function: no operator
+    except Exception:  # e.g. a user-defined function: no operator
         raise Unsupported(f"expression '{expr}'") from None
     args = [compile_expression(expr.get_operand(i), variables) for i in range(expr.arity)]
     integer = expr.has_integer_type()
@@ -118,8 +118,8 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
         return lambda env: np.where(c(env), a(env), b(env))
     if op in (op_type.FLOOR, op_type.CEIL):
         a, = args
-        f = np.floor if op == op_type.FLOOR else np.ceil
-        return lambda env: np.asarray(f(a(env))).astype(np.int64)
+        rounding = np.floor if op == op_type.FLOOR else np.ceil
+        return lambda env: np.asarray(rounding(a(env))).astype(np.int64)
     binary: dict[Any, Callable[[Any, Any], Any]] = {
         op_type.AND: np.logical_and, op_type.OR: np.logical_or, op_type.XOR: np.logical_xor,
         op_type.IMPLIES: lambda x, y: np.logical_or(np.logical_not(x), y), op_type.IFF: np.equal,
@@ -144,8 +144,8 @@ class CompiledProgram:
     """A PRISM MDP's variables, choices and labels as numpy functions (see the module docstring).
 
     Raises :class:`Unsupported` for what it does not evaluate: a model type other than MDP, an
-    ``init ... endinit`` block over more than :data:`MAX_INIT_DOMAIN` valuations, variable bounds that are not constants, two modules writing one variable,
-    a domain product above :data:`MAX_DOMAIN`.
+    ``init ... endinit`` block over more than :data:`MAX_INIT_DOMAIN` valuations, variable bounds that are
+    not constants, two modules writing one variable, a domain product above :data:`MAX_DOMAIN`.
     """
 
     def __init__(self, program: Any, path: str = "model") -> None:
@@ -194,7 +194,7 @@ class CompiledProgram:
             where = compile_expression(program.initial_states_expression, self.by_name)
             self.initial = every[self.evaluate(where, self.env(every), radix)]
         else:
-            for v, init in zip(vars_, initial):
+            for v, init in zip(vars_, initial, strict=True):
                 if not v.lo <= init <= v.hi:
                     raise ModelError(f"{path}: the initial value {init} of variable '{v.name}' is outside [{v.lo}..{v.hi}]")
             self.initial = np.asarray([initial], dtype=np.int64)
@@ -251,7 +251,7 @@ class CompiledProgram:
         parser.set_identifier_mapping(self._storm_variables)
         try:
             expr = parser.parse_from_string(text, False)
-        except Exception as exc:  # noqa: BLE001 - Storm's parse error
+        except Exception as exc:  # Storm's parse error
             raise Unsupported(f"expression '{text}': {exc}") from None
         return compile_expression(expr, self.by_name)
 
@@ -341,7 +341,7 @@ class CompiledProgram:
         return out_keys, out_probs
 
     def describe(self, row: np.ndarray) -> dict[str, int]:
-        return {v.name: int(x) for v, x in zip(self.variables, row)}
+        return {v.name: int(x) for v, x in zip(self.variables, row, strict=True)}
 
 
 def program_action_index(program: Any, label: str) -> int:

@@ -78,11 +78,6 @@ class Property:
     storm: Any = None
     notes: tuple[str, ...] = ()
 
-    @property
-    def is_threshold(self) -> bool:
-        """Whether the property asks yes/no (``P>=0.9 [...]``) rather than for a value (``P=?``)."""
-        return self.comparison is not None
-
     def holds(self, value: float) -> bool:
         """Whether ``value`` satisfies the threshold (only for threshold forms)."""
         if self.threshold is None or self.comparison is None:

@@ -86,9 +86,10 @@ def summarize(model: SymbolicModel, *, build: bool = True, max_states: int | Non
         if c.action and c.action not in m["actions"]:
             m["actions"].append(c.action)
         m["commands"].append({"name": c.name, "action": c.action, "guard": c.guard})
-    common = dict(path=str(model.path), kind=model.kind, model_type=model.model_type, constants=model.constants,
-                  variables=variables, modules=list(modules.values()), labels=list(model.labels),
-                  reward_models=list(model.reward_models), features=list(model.variables))
+    common: dict[str, Any] = dict(path=str(model.path), kind=model.kind, model_type=model.model_type,
+                                  constants=model.constants, variables=variables, modules=list(modules.values()),
+                                  labels=list(model.labels), reward_models=list(model.reward_models),
+                                  features=list(model.variables))
     if not build:
         return ModelSummary(**common, actions=[a for a in model.action_names if a], built=False), None
     mdp, _ = build_explicit(model, None, max_states=max_states)
@@ -132,21 +133,25 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
             out.append({"name": feature, "type": "location", "module": a["name"], "low": 0, "high": len(names) - 1,
                         "init": names.index(initial[0]) if len(initial) == 1 and initial[0] in names else None,
                         "locations": names})
-    scopes = [("", data.get("variables", []))] + [(a["name"], a.get("variables", [])) for a in data.get("automata", [])]
-    for module, declared in scopes:
+    jani_scopes = [("", data.get("variables", [])), *((a["name"], a.get("variables", [])) for a in data.get("automata", []))]
+    for module, declared in jani_scopes:
         for v in declared:
             if v.get("transient"):
                 continue
             name = f"{module}_{v['name']}" if module else v["name"]  # Storm's name of a local variable
             vtype = v.get("type")
             base = vtype.get("base") if isinstance(vtype, dict) else vtype
-            literal = lambda x: x if isinstance(x, (int, bool)) else None  # noqa: E731
-            low, high = (0, 1) if base == "bool" else (literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
-                                                       literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None)
-            init = literal(v.get("initial-value"))
+            low, high = (0, 1) if base == "bool" else (_literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
+                                                       _literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None)
+            init = _literal(v.get("initial-value"))
             out.append({"name": name, "type": "bool" if base == "bool" else "int", "module": module,
                         "low": low, "high": high, "init": int(init) if init is not None else None})
     return out
+
+
+def _literal(x: Any) -> int | bool | None:
+    """A bound written as a literal in JANI, or None (an expression)."""
+    return x if isinstance(x, (int, bool)) else None
 
 
 def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel, *, force: bool = False,
@@ -182,13 +187,14 @@ def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel,
         available = table.available(states)
         # one row per observation: states that look alike to the policy share it (union of their choices)
         merged: dict[tuple[int, ...], np.ndarray] = {}
-        for key, avail in zip(map(tuple, values.tolist()), available):
+        for key, avail in zip(map(tuple, values.tolist()), available, strict=True):
             merged[key] = merged.get(key, np.zeros(len(actions), dtype=bool)) | avail
-        rows = [(k, [a for a, ok in zip(actions, avail) if ok]) for k, avail in merged.items() if avail.any()]
+        rows = [(k, [a for a, ok in zip(actions, avail, strict=True) if ok])
+                for k, avail in merged.items() if avail.any()]
         if suffix == ".json":
             doc = {"features": features, "actions": actions,
-                   "table": [{"state": dict(zip(features, k)), "probabilities": {a: 1.0 / len(avail) for a in avail}}
-                             for k, avail in rows]}
+                   "table": [{"state": dict(zip(features, k, strict=True)),
+                              "probabilities": {a: 1.0 / len(avail) for a in avail}} for k, avail in rows]}
             text = json.dumps(doc, indent=1) + "\n"
         else:
             text = _python_template(summary, features, actions, rows)
@@ -228,7 +234,8 @@ def _python_template(summary: ModelSummary, features: list[str], actions: list[s
     lines += [f"FEATURES = {features!r}", f"ACTIONS = {actions!r}", ""]
     if rows is None:
         lines += [guard_code, "", "def pi(states):",
-                  '    """Uniform over the actions available in each state (by the model\'s guards; none: uniform over all)."""',
+                  '    """Uniform over the actions available in each state '
+                  '(by the model\'s guards; none: uniform over all)."""',
                   "    avail = available(states)",
                   "    counts = avail.sum(axis=1, keepdims=True)",
                   "    return np.where(counts > 0, avail / np.maximum(counts, 1), 1.0 / len(ACTIONS))", ""]
@@ -325,7 +332,7 @@ def _source(expr: Any, columns: dict[str, int], bools: set[str]) -> str:
         return f"({col} != 0)" if name in bools else col
     try:
         op = expr.operator
-    except Exception:  # noqa: BLE001 - e.g. a user-defined function: no operator
+    except Exception:  # e.g. a user-defined function: no operator
         raise _NoSource(f"expression '{expr}'") from None
     args = [_source(expr.get_operand(i), columns, bools) for i in range(expr.arity)]
     if op == op_type.MINUS and len(args) == 1:
@@ -357,7 +364,7 @@ def _check_guard_code(code: str, mdp: ExplicitModel, table: Any, states: np.ndar
                       path: Path) -> None:
     """Run the generated ``available`` on every decision state and compare it with the built MDP's availability."""
     namespace: dict[str, Any] = {"np": np, "ACTIONS": list(table.actions)}
-    exec(compile(code, f"<policy template {path}>", "exec"), namespace)  # noqa: S102 - our own generated source
+    exec(compile(code, f"<policy template {path}>", "exec"), namespace)  # our own generated source
     for start in range(0, len(states), 200_000):
         chunk = states[start:start + 200_000]
         ours = np.asarray(namespace["available"](mdp.feature_matrix(features, chunk)), dtype=bool)

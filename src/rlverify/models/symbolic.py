@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
+from rlverify.models.assignments import parse_assignments
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.jani import read_jani
@@ -80,22 +81,18 @@ class SymbolicModel:
     command_keys: dict[int, int] = field(default_factory=dict, repr=False)
     locations: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    @property
-    def choice_names(self) -> tuple[str, ...]:
-        """Names a policy may give its actions: the action labels, then the command names."""
-        return tuple(a for a in self.action_names if a) + tuple(c.name for c in self.commands)
-
     def initial_valuation(self) -> dict[str, int] | None:
         """Variable -> initial value when every variable has a constant initial value (PRISM), else None."""
         if self.kind != "prism" or self.program.has_initial_states_expression:
             return None
         p = self.program.substitute_constants()
-        out = {}
-        for v in list(p.global_integer_variables) + [v for m in p.modules for v in m.integer_variables]:
+        out: dict[str, int | None] = {}
+        for v in [*p.global_integer_variables, *(v for m in p.modules for v in m.integer_variables)]:
             out[v.name] = constant_value(v.initial_value_expression)
-        for v in list(p.global_boolean_variables) + [v for m in p.modules for v in m.boolean_variables]:
+        for v in [*p.global_boolean_variables, *(v for m in p.modules for v in m.boolean_variables)]:
             out[v.name] = constant_value(v.initial_value_expression, as_bool=True)
-        return None if any(x is None for x in out.values()) else out
+        constant = {name: x for name, x in out.items() if x is not None}
+        return constant if len(constant) == len(out) else None
 
     def description(self) -> Any:
         import stormpy.developer as dev
@@ -130,22 +127,9 @@ def parse_constants(text: str | Mapping[str, Any] | None) -> dict[str, str]:
         ConstantsError: an entry that is not ``NAME=VALUE`` (or has an empty name), or a name given twice
             (``N=3,N=4`` would otherwise silently mean ``N=4``).
     """
-    if text is None or text == "":
-        return {}
     if isinstance(text, Mapping):
         return {str(k): str(v) for k, v in text.items()}
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        k, eq, v = part.partition("=")
-        if not eq or not k.strip():
-            raise ConstantsError(f"--constants: expected NAME=VALUE, got '{part.strip()}'")
-        if k.strip() in out:
-            raise ConstantsError(f"--constants: '{k.strip()}' is given twice ({k.strip()}={out[k.strip()]} and "
-                                 f"{k.strip()}={v.strip()}); give each constant once")
-        out[k.strip()] = v.strip()
-    return out
+    return parse_assignments(text)
 
 
 def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:
@@ -186,7 +170,8 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
             program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
             kind = "prism"
     except RuntimeError as exc:
-        raise ModelError(f"{path}: {'JANI' if path.suffix.lower() == '.jani' else 'PRISM'} syntax error: {storm_message(exc)}") from None
+        language = "JANI" if path.suffix.lower() == ".jani" else "PRISM"
+        raise ModelError(f"{path}: {language} syntax error: {storm_message(exc)}") from None
     except UnicodeDecodeError:  # Storm's message quotes the file's bytes, which are not text
         raise ModelError(f"{path}: not a {'JANI' if path.suffix.lower() == '.jani' else 'PRISM'} file "
                          "(Storm's parser stopped at bytes that are not UTF-8 text)") from None
@@ -217,8 +202,10 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
                          "continuous-time models and Markov automata have no discrete-step policy semantics)")
 
     if kind == "prism":
-        ints = [v.name for v in program.global_integer_variables] + [v.name for m in program.modules for v in m.integer_variables]
-        bools = [v.name for v in program.global_boolean_variables] + [v.name for m in program.modules for v in m.boolean_variables]
+        ints = [v.name for v in program.global_integer_variables]
+        ints += [v.name for m in program.modules for v in m.integer_variables]
+        bools = [v.name for v in program.global_boolean_variables]
+        bools += [v.name for m in program.modules for v in m.boolean_variables]
         actions = sorted({c.action_name for m in program.modules for c in m.commands})
         labels = tuple(lab.name for lab in program.labels)
         rewards = tuple(r.name for r in program.reward_models)
@@ -354,47 +341,53 @@ def _check_jani_supported(path: Path, data: Any) -> None:
 def _check_jani_shape(path: Path, data: dict[str, Any]) -> None:
     """Refuse JSON of the wrong type where the JANI format has lists and objects (Storm's parser does not always
     refuse them: a variable whose type is a list crashes it), naming the place."""
-
-    def fail(where: str, expected: str, value: Any) -> None:
-        raise ModelError(f"{path}: not a valid JANI model: {where} must be {expected}, not {json_type(value)}")
-
-    def objects(value: Any, where: str) -> list[dict[str, Any]]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            fail(where, "a list", value)
-        for i, item in enumerate(value):
-            if not isinstance(item, dict):
-                fail(f"{where}[{i}]", "an object", item)
-        return value
-
-    def variables(value: Any, where: str) -> None:
-        for i, v in enumerate(objects(value, where)):
-            if not isinstance(v.get("name"), str):
-                fail(f"{where}[{i}].name", "a string", v.get("name"))
-            vtype = v.get("type")
-            if isinstance(vtype, dict):
-                if not isinstance(vtype.get("kind"), str):
-                    fail(f"{where}[{i}].type.kind", "a string", vtype.get("kind"))
-                if "base" in vtype and not isinstance(vtype["base"], (str, dict)):
-                    fail(f"{where}[{i}].type.base", "a string", vtype["base"])
-            elif not isinstance(vtype, str):
-                fail(f"{where}[{i}].type", "a string or an object", vtype)
-
     features = data.get("features")
     if features is not None and not (isinstance(features, list) and all(isinstance(f, str) for f in features)):
-        fail("'features'", "a list of strings", features)
-    variables(data.get("variables"), "'variables'")
-    objects(data.get("constants"), "'constants'")
-    objects(data.get("actions"), "'actions'")
-    objects(data.get("properties"), "'properties'")
-    for i, automaton in enumerate(objects(data.get("automata"), "'automata'")):
+        _jani_shape_error(path, "'features'", "a list of strings", features)
+    _jani_variables(path, data.get("variables"), "'variables'")
+    _jani_objects(path, data.get("constants"), "'constants'")
+    _jani_objects(path, data.get("actions"), "'actions'")
+    _jani_objects(path, data.get("properties"), "'properties'")
+    for i, automaton in enumerate(_jani_objects(path, data.get("automata"), "'automata'")):
         where = f"automaton {automaton.get('name', i)!r}"
-        variables(automaton.get("variables"), f"{where}: 'variables'")
-        objects(automaton.get("locations"), f"{where}: 'locations'")
-        for j, edge in enumerate(objects(automaton.get("edges"), f"{where}: 'edges'")):
-            for k, destination in enumerate(objects(edge.get("destinations"), f"{where}: edge {j + 1} 'destinations'")):
-                objects(destination.get("assignments"), f"{where}: edge {j + 1} destination {k + 1} 'assignments'")
+        _jani_variables(path, automaton.get("variables"), f"{where}: 'variables'")
+        _jani_objects(path, automaton.get("locations"), f"{where}: 'locations'")
+        for j, edge in enumerate(_jani_objects(path, automaton.get("edges"), f"{where}: 'edges'")):
+            destinations = _jani_objects(path, edge.get("destinations"), f"{where}: edge {j + 1} 'destinations'")
+            for k, destination in enumerate(destinations):
+                _jani_objects(path, destination.get("assignments"),
+                              f"{where}: edge {j + 1} destination {k + 1} 'assignments'")
+
+
+def _jani_shape_error(path: Path, where: str, expected: str, value: Any) -> NoReturn:
+    raise ModelError(f"{path}: not a valid JANI model: {where} must be {expected}, not {json_type(value)}")
+
+
+def _jani_objects(path: Path, value: Any, where: str) -> list[dict[str, Any]]:
+    """``value`` as a list of JSON objects (``None``: empty), else a :class:`ModelError` naming ``where``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        _jani_shape_error(path, where, "a list", value)
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            _jani_shape_error(path, f"{where}[{i}]", "an object", item)
+    return value
+
+
+def _jani_variables(path: Path, value: Any, where: str) -> None:
+    """Refuse a variable declaration whose name or type has the wrong JSON type."""
+    for i, v in enumerate(_jani_objects(path, value, where)):
+        if not isinstance(v.get("name"), str):
+            _jani_shape_error(path, f"{where}[{i}].name", "a string", v.get("name"))
+        vtype = v.get("type")
+        if isinstance(vtype, dict):
+            if not isinstance(vtype.get("kind"), str):
+                _jani_shape_error(path, f"{where}[{i}].type.kind", "a string", vtype.get("kind"))
+            if "base" in vtype and not isinstance(vtype["base"], (str, dict)):
+                _jani_shape_error(path, f"{where}[{i}].type.base", "a string", vtype["base"])
+        elif not isinstance(vtype, str):
+            _jani_shape_error(path, f"{where}[{i}].type", "a string or an object", vtype)
 
 
 def json_type(value: Any) -> str:
@@ -529,37 +522,55 @@ def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: 
         if text.storm is not None:
             return text
         text = text.text
-    name = None
     if model.kind == "jani" and text in model.file_properties:
-        name, storm_prop = text, model.file_properties[text]
-        formula = storm_prop.get_raw_formula()
-        if fixed_policy and getattr(formula, "has_optimality_type", False) and formula.has_optimality_type:
-            import stormpy.developer as dev
-
-            formula = formula.clone()
-            formula.remove_optimality_type()
-            storm_prop = dev.Property(name, formula, set())
-        accumulated = _ACCUMULATION.search(str(formula))
-        if accumulated is not None:
-            raise PropertyError(
-                f"{model.path}: property '{name}' ({formula}) accumulates only "
-                f"[{accumulated.group(2) or 'nothing'}] of its rewards: a JANI reward accumulation other than "
-                "state and action rewards together is not supported; declare \"accumulate\": [\"steps\", \"exit\"] "
-                "(state rewards are exit rewards in discrete time) or give the property as text, e.g. "
-                "R{\"r\"}=? [F \"goal\"]")
-        structure = parse_structure(_prism_text(str(formula)), name=name)
-        structure = structure.with_storm(storm_prop, _storm_bound(structure, storm_prop), _storm_threshold(storm_prop))
-        note = fixed_policy_note(model, structure)
-        return replace(structure, notes=(note,)) if note else structure
+        return _named_jani_property(model, text, fixed_policy=fixed_policy)
+    malformed: PropertyError | None = None
     try:
         structure = parse_structure(text)
     except PropertyError as exc:  # Storm's message says more (with the position) where it parses the text too
         structure, malformed = Property(text=text), exc
-    else:
-        malformed = None
+    _check_names_and_values(model, text, structure)
+    try:
+        props = stormpy.parse_properties(text, model.program)
+    except RuntimeError as exc:
+        raise _storm_parse_error(model, text, structure, exc) from None
+    if malformed is not None:
+        raise malformed
+    if len(props) != 1:
+        raise PropertyError(f"expected exactly one property, got {len(props)} in '{text}'")
+    return structure.with_storm(props[0], _storm_bound(structure, props[0]), _storm_threshold(props[0]))
+
+
+def _named_jani_property(model: SymbolicModel, name: str, *, fixed_policy: bool) -> Property:
+    """The JANI file's property ``name`` (see :func:`parse_property` for ``fixed_policy``)."""
+    storm_prop = model.file_properties[name]
+    formula = storm_prop.get_raw_formula()
+    if fixed_policy and getattr(formula, "has_optimality_type", False) and formula.has_optimality_type:
+        import stormpy.developer as dev
+
+        formula = formula.clone()
+        formula.remove_optimality_type()
+        storm_prop = dev.Property(name, formula, set())
+    accumulated = _ACCUMULATION.search(str(formula))
+    if accumulated is not None:
+        raise PropertyError(
+            f"{model.path}: property '{name}' ({formula}) accumulates only "
+            f"[{accumulated.group(2) or 'nothing'}] of its rewards: a JANI reward accumulation other than "
+            "state and action rewards together is not supported; declare \"accumulate\": [\"steps\", \"exit\"] "
+            "(state rewards are exit rewards in discrete time) or give the property as text, e.g. "
+            "R{\"r\"}=? [F \"goal\"]")
+    structure = parse_structure(_prism_text(str(formula)), name=name)
+    structure = structure.with_storm(storm_prop, _storm_bound(structure, storm_prop), _storm_threshold(storm_prop))
+    note = fixed_policy_note(model, structure)
+    return replace(structure, notes=(note,)) if note else structure
+
+
+def _check_names_and_values(model: SymbolicModel, text: str, structure: Property) -> None:
+    """Refuse an unknown reward model or label (naming close ones), too deep a nesting, a division by zero."""
     reward = structure.reward_model
     if reward and reward not in model.reward_models:
-        raise PropertyError(f"property '{text}': unknown reward model \"{reward}\"{did_you_mean(reward, model.reward_models)}; "
+        raise PropertyError(f"property '{text}': unknown reward model \"{reward}\""
+                            f"{did_you_mean(reward, model.reward_models)}; "
                             f"the model defines: {', '.join(repr(x) for x in model.reward_models) or 'none'}")
     known_labels = set(model.labels) | {"init", "deadlock"}
     for lab in _LABEL.findall(_REWARD_NAME.sub("", text)):
@@ -570,24 +581,21 @@ def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: 
     if _DIVISION_BY_ZERO.search(_LABEL.sub('""', text)):
         raise PropertyError(f"property '{text}': a division by zero (Storm would evaluate it to some number and "
                             "check the property on it)")
-    try:
-        props = stormpy.parse_properties(text, model.program)
-    except RuntimeError as exc:
-        names = set(model.variables) | {c.name for c in model.program.constants} | _KEYWORDS | ({reward} if reward else set())
-        unknown = [w for w in _IDENT.findall(_LABEL.sub("", text)) if w not in names and not w.isdigit()]
-        hint = f" (unknown name '{unknown[0]}'{did_you_mean(unknown[0], model.variables)})" if unknown else ""
-        if structure.path == "G" and structure.bound_text is not None:
-            hint += " (Storm has no step-bounded G; use P=? [F<=k !phi] and 1 minus its value)"
-        if model.file_properties and not re.match(r"\s*[PR](min|max)?\s*[=<>{]", text):  # a misspelt property name?
-            close = did_you_mean(text, model.file_properties)
-            raise PropertyError(f"property '{text}' is neither a property of {model.path}{close} nor a formula; its "
-                                f"properties: {', '.join(repr(n) for n in model.file_properties)}")
-        raise PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}") from None
-    if malformed is not None:
-        raise malformed
-    if len(props) != 1:
-        raise PropertyError(f"expected exactly one property, got {len(props)} in '{text}'")
-    return structure.with_storm(props[0], _storm_bound(structure, props[0]), _storm_threshold(props[0]))
+
+
+def _storm_parse_error(model: SymbolicModel, text: str, structure: Property, exc: Exception) -> PropertyError:
+    """The error for a property Storm does not parse: an unknown name, a misspelt property name of the file."""
+    reward = structure.reward_model
+    names = set(model.variables) | {c.name for c in model.program.constants} | _KEYWORDS | ({reward} if reward else set())
+    unknown = [w for w in _IDENT.findall(_LABEL.sub("", text)) if w not in names and not w.isdigit()]
+    hint = f" (unknown name '{unknown[0]}'{did_you_mean(unknown[0], model.variables)})" if unknown else ""
+    if structure.path == "G" and structure.bound_text is not None:
+        hint += " (Storm has no step-bounded G; use P=? [F<=k !phi] and 1 minus its value)"
+    if model.file_properties and not re.match(r"\s*[PR](min|max)?\s*[=<>{]", text):  # a misspelt property name?
+        close = did_you_mean(text, model.file_properties)
+        return PropertyError(f"property '{text}' is neither a property of {model.path}{close} nor a formula; its "
+                             f"properties: {', '.join(repr(n) for n in model.file_properties)}")
+    return PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}")
 
 
 def fixed_policy_note(model: SymbolicModel, prop: Property) -> str | None:
@@ -706,7 +714,7 @@ def _ranges_checked(explicit: ExplicitModel, model: SymbolicModel, properties: l
                 "variable's range may have wrapped around")
     if note is not None:
         log.warning("%s: %s", model.path, note)
-        explicit = replace(explicit, notes=explicit.notes + (note,))
+        explicit = replace(explicit, notes=(*explicit.notes, note))
     return explicit
 
 
@@ -756,7 +764,7 @@ def _out_of_range_edge(model: SymbolicModel, valuation: dict[str, int]) -> str |
             for ei, edge in enumerate(automaton.edges):
                 if edge.source_location_index != location or not edge.guard.substitute(subst).evaluate_as_bool():
                     continue
-                for d, td in zip(edge.destinations, edge.template_edge.destinations):
+                for d, td in zip(edge.destinations, edge.template_edge.destinations, strict=True):
                     if float(d.probability.substitute(subst).evaluate_as_double()) <= 0:
                         continue
                     for a in td.assignments:

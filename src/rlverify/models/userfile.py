@@ -32,6 +32,6 @@ def import_python_file(file: Path, what: str) -> ModuleType:
             spec.loader.exec_module(module)
     except SystemExit as exc:  # sys.exit() at import: bad input, not the end of rlverify
         raise InputFileError(f"{file}: importing the {what} called sys.exit({safe_repr(exc.code)})") from None
-    except Exception as exc:  # noqa: BLE001 - any error in the user's file is reported as bad input
+    except Exception as exc:  # any error in the user's file is reported as bad input
         raise InputFileError(f"{file}: importing the {what} failed: {exception_text(exc)}") from None
     return module

@@ -89,7 +89,7 @@ class ContinuousEnv:
 
 
 def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | None = None, out: str | Path | None = None,
-                     hidden: tuple[int, ...] | None = None, config: PPOConfig = PPOConfig(),
+                     hidden: tuple[int, ...] | None = None, config: PPOConfig | None = None,
                      force: bool = False) -> tuple[Path, MLP, dict[str, Any]]:
     """Train the reference PPO policy of a continuous benchmark and save it as a self-describing ONNX file.
 
@@ -99,6 +99,7 @@ def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | Non
         total_steps: environment steps (default: the benchmark's setup).
         out: output path (default: the packaged policy file, which is replaced); written atomically.
         hidden: hidden widths (default: the setup's).
+        config: the PPO settings (default: ``PPOConfig()``).
         force: replace an existing ``out`` file (else :class:`~rlverify.files.FileWriteError`, before training).
 
     Returns:
@@ -115,16 +116,18 @@ def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | Non
     from rlverify.files import check_target, publishing
 
     seed = check_seed(seed)
+    config = config if config is not None else PPOConfig()
     if hidden is not None:
         setup = TrainingSetup(**{**setup.__dict__, "hidden": parse_hidden(hidden)})
     if out is not None:
         check_target(out, force=force)  # before the training, not after it
-    system = make(benchmark_id)
+    system = make(benchmark_id).model()
     env = ContinuousEnv(system, setup)
     steps = int(total_steps or setup.total_steps)
     mlp, stats = train_ppo(env, hidden=setup.hidden, total_steps=steps, seed=seed,
                            obs_scale=np.array(setup.obs_scale), config=config)
-    path = Path(out) if out is not None else Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "policies" / setup.policy_file
+    packaged = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "policies" / setup.policy_file
+    path = Path(out) if out is not None else packaged
     training = {"algorithm": "PPO (rlverify.training.ppo)", "seed": seed, "steps": stats["steps"],
                 "final_mean_return": round(stats["final_mean_return"], 3), "benchmark": benchmark_id,
                 "hidden": list(setup.hidden), "episode_steps": setup.episode_steps, "lr": config.lr,

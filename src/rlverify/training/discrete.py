@@ -166,7 +166,7 @@ class DiscreteVecEnv:
         if done.any():
             idx = np.flatnonzero(done)
             ok = self._successful(infos["final_state"][idx], terminated[idx], infos["stalled"][idx])
-            for i, s in zip(idx, ok):
+            for i, s in zip(idx, ok, strict=True):
                 self.episodes.append((self.steps, float(self._ret[i]), bool(s)))
             self._ret[done] = 0.0
         return obs, rew * self.reward_scale, done, infos
@@ -351,7 +351,7 @@ def evaluate_returns(benchmark_id: str, mlp: MLP | None = None, *, params: Mappi
         ended = np.flatnonzero(done & alive)
         if len(ended):
             finished = env.episodes[before:]
-            flags = dict(zip(np.flatnonzero(done), (ok for _, _, ok in finished)))
+            flags = dict(zip(np.flatnonzero(done), (ok for _, _, ok in finished), strict=True))
             for i in ended:
                 success[i] = flags[i]
             alive[ended] = False

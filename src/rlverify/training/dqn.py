@@ -15,6 +15,7 @@ deterministic algorithms, seeded numpy generator).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -134,7 +135,7 @@ def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
 
     def net() -> Any:
         layers: list[Any] = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        for i, (a, b) in enumerate(itertools.pairwise(sizes)):
             layers.append(torch.nn.Linear(a, b))
             if i < len(sizes) - 2:
                 layers.append(torch.nn.ReLU())
@@ -237,7 +238,7 @@ def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
     return mlp, facts
 
 
-def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict[str, float]:
+def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict[str, float | str]:
     """Goal rate of the greedy policy from the start line and from random free cells (simulated, deterministic mode)."""
     from rlverify.models.racetrack.env import ACTIONS, FEATURES
     from rlverify.policies.adapters import CallablePolicy
@@ -247,10 +248,11 @@ def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict
     policy = CallablePolicy(mlp, FEATURES, ACTIONS, output="q-values", name="dqn")
     opts = StatisticalOptions(method="clopper-pearson", runs=runs, delta=0.05,
                               simulation=SimulationOptions(mode="deterministic", max_steps=1_000, seed=seed))
-    out: dict[str, float] = {}
+    out: dict[str, float | str] = {}
     line = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, opts)
     crash = verify_statistical(env, 'P=? [F "crashed"]', policy, opts)
-    anywhere = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, opts, starts=env.start_states(env.track.free_cells()))
+    anywhere = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, opts,
+                                  starts=env.start_states(env.track.free_cells()))
     out["goal_rate_start_line"] = round(line.estimate, 4)
     out["crash_rate_start_line"] = round(crash.estimate, 4)
     out["goal_rate_random_cells"] = round(anywhere.estimate, 4)
@@ -275,8 +277,8 @@ def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps:
         The written path; the final evaluation is stored in the ONNX training metadata.
     """
     from rlverify.benchmarks.racetrack import make_racetrack
-    from rlverify.models.racetrack.env import ACTIONS, FEATURES
     from rlverify.files import check_target, publishing
+    from rlverify.models.racetrack.env import ACTIONS, FEATURES
     from rlverify.policies.mlp import save_mlp_onnx
 
     seed = check_seed(seed)

@@ -13,6 +13,7 @@ Torch is imported lazily; without it :class:`~rlverify.errors.DependencyNotInsta
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -100,7 +101,7 @@ def parse_hidden(hidden: Any) -> tuple[int, ...]:
 
 def layer_parameters(sizes: Sequence[int]) -> int:
     """Weights and biases of a fully connected network with layer sizes ``sizes`` (inputs, hidden..., outputs)."""
-    return sum(int(a) * int(b) + int(b) for a, b in zip(sizes[:-1], sizes[1:]))
+    return sum(int(a) * int(b) + int(b) for a, b in itertools.pairwise(sizes))
 
 
 def check_training_memory(networks: Sequence[Sequence[int]], batch: int, *, option: str = "--hidden") -> int:
@@ -271,7 +272,8 @@ def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: i
         updates += 1
         if updates % 10 == 0:
             recent = [r for s, r in finished[-200:]]
-            log.info("PPO: %d steps, mean return of recent episodes %.2f", steps, float(np.mean(recent)) if recent else float("nan"))
+            log.info("PPO: %d steps, mean return of recent episodes %.2f", steps,
+                     float(np.mean(recent)) if recent else float("nan"))
     tail = [r for s, r in finished if s >= 0.9 * steps] or [r for _, r in finished[-100:]]
     weights, biases = [], []
     for layer in actor:

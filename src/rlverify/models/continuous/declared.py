@@ -78,6 +78,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import ConstantsError, InputFileError, ModelError, did_you_mean
+from rlverify.models.assignments import parse_assignments
 from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece, UnsafeSet
 from rlverify.models.expressions import MAX_DEPTH, syntax_depth
 from rlverify.models.userfile import import_python_file
@@ -303,7 +304,7 @@ class _Compiler:
         sides = [node.left, *node.comparators]
         lins = [self._node(s, text, where, env) for s in sides]
         rows = []
-        for op, a, b in zip(node.ops, lins, lins[1:]):
+        for op, a, b in zip(node.ops, lins[:-1], lins[1:], strict=True):
             if isinstance(op, ast.LtE):
                 d = a - b
             elif isinstance(op, ast.GtE):
@@ -335,69 +336,84 @@ class _Compiler:
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
             return self.const(node.value)
         if isinstance(node, ast.Name):
-            if node.id in env:
-                value = env[node.id]
-                if isinstance(value, _ActionDependent):
-                    raise self.fail(where, f"'{text}' uses '{node.id}', which depends on the action; only updates "
-                                           "('next' expressions) may")
-                return value
-            if node.id in TERMS or node.id in SATURATIONS:
-                raise self.fail(where, f"'{text}': {node.id} is a function; call it as {node.id}(...)")
-            raise self.fail(where, f"unknown name '{node.id}' in '{text}'{did_you_mean(node.id, env)}; known: "
-                                   f"{', '.join(env)}")
+            return self._name(node, text, where, env)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             inner = self._node(node.operand, text, where, env)
             return inner.scale(-1.0) if isinstance(node.op, ast.USub) else inner
         if isinstance(node, ast.BinOp):
-            a = self._node(node.left, text, where, env)
-            b = self._node(node.right, text, where, env)
-            if isinstance(node.op, ast.Add):
-                return a + b
-            if isinstance(node.op, ast.Sub):
-                return a - b
-            if isinstance(node.op, ast.Mult):
-                if a.is_const:
-                    return b.scale(a.const)
-                if b.is_const:
-                    return a.scale(b.const)
-                raise self.fail(where, f"'{text}' is not affine: it multiplies two state-dependent expressions; "
-                                       "split the state space into pieces ('when') or use a declared term "
-                                       f"({', '.join(TERMS)})")
-            if isinstance(node.op, ast.Div):
-                if not b.is_const:
-                    raise self.fail(where, f"'{text}' is not affine: it divides by a state-dependent expression")
-                if b.const == 0:
-                    raise self.fail(where, f"'{text}' divides by zero")
-                return a.divide(b.const)
-            if isinstance(node.op, ast.Pow):
-                if a.is_const and b.is_const:
-                    if a.const == 0 and b.const < 0:
-                        raise self.fail(where, f"'{text}' divides by zero (0 to a negative power)")
-                    value = a.const ** b.const
-                    if not isinstance(value, float):  # complex: a fractional power of a negative number
-                        raise TypeError(value)
-                    return self.const(value)
-                raise self.fail(where, f"'{text}' is not affine: a power of a state-dependent expression")
+            return self._binary(node, text, where, env)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            name = node.func.id
-            if name in SATURATIONS:
-                raise self.fail(where, f"'{text}': {name}(...) may only enclose a whole update (the outermost call "
-                                       "of a 'next' expression)")
-            if name not in TERMS:
-                raise self.fail(where, f"unknown term '{name}' in '{text}'{did_you_mean(name, TERMS)}: the engine "
-                                       f"can bound {', '.join(TERMS)} (of an affine argument), and "
-                                       f"{' and '.join(SATURATIONS)} around a whole update")
-            if len(node.args) != 1 or node.keywords:
-                raise self.fail(where, f"'{text}': {name} takes one argument")
-            arg = self._node(node.args[0], text, where, env)
-            if arg.terms:
-                raise self.fail(where, f"'{text}': the argument of {name} must be affine in the state")
-            if arg.is_const:
-                return self.const(float(TERMS[name].f(np.array([arg.const]))[0]))
-            key = (name, tuple(float(c) for c in arg.coef), float(arg.const))
-            return _Lin(np.zeros(self.n), 0.0, {key: 1.0})
-        raise self.fail(where, f"'{text}': unsupported syntax ({type(node).__name__}); use numbers, names, + - * /, "
-                               f"parentheses and {', '.join(TERMS)}")
+            return self._term(node, node.func.id, text, where, env)
+        raise self._unsupported(node, text, where)
+
+    def _unsupported(self, node: ast.AST, text: str, where: str) -> ModelError:
+        return self.fail(where, f"'{text}': unsupported syntax ({type(node).__name__}); use numbers, names, + - * /, "
+                                f"parentheses and {', '.join(TERMS)}")
+
+    def _name(self, node: ast.Name, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
+        """A variable, constant, action value or ``let`` name."""
+        if node.id in env:
+            value = env[node.id]
+            if isinstance(value, _ActionDependent):
+                raise self.fail(where, f"'{text}' uses '{node.id}', which depends on the action; only updates "
+                                       "('next' expressions) may")
+            return value
+        if node.id in TERMS or node.id in SATURATIONS:
+            raise self.fail(where, f"'{text}': {node.id} is a function; call it as {node.id}(...)")
+        raise self.fail(where, f"unknown name '{node.id}' in '{text}'{did_you_mean(node.id, env)}; known: "
+                               f"{', '.join(env)}")
+
+    def _binary(self, node: ast.BinOp, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
+        """``a + b``, ``a - b``; ``a * b`` and ``a / b`` with a constant factor or divisor; ``a ** b`` of constants."""
+        a = self._node(node.left, text, where, env)
+        b = self._node(node.right, text, where, env)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            if a.is_const:
+                return b.scale(a.const)
+            if b.is_const:
+                return a.scale(b.const)
+            raise self.fail(where, f"'{text}' is not affine: it multiplies two state-dependent expressions; "
+                                   "split the state space into pieces ('when') or use a declared term "
+                                   f"({', '.join(TERMS)})")
+        if isinstance(node.op, ast.Div):
+            if not b.is_const:
+                raise self.fail(where, f"'{text}' is not affine: it divides by a state-dependent expression")
+            if b.const == 0:
+                raise self.fail(where, f"'{text}' divides by zero")
+            return a.divide(b.const)
+        if not isinstance(node.op, ast.Pow):
+            raise self._unsupported(node, text, where)
+        if not (a.is_const and b.is_const):
+            raise self.fail(where, f"'{text}' is not affine: a power of a state-dependent expression")
+        if a.const == 0 and b.const < 0:
+            raise self.fail(where, f"'{text}' divides by zero (0 to a negative power)")
+        value = a.const ** b.const
+        if not isinstance(value, float):  # complex: a fractional power of a negative number
+            raise TypeError(value)
+        return self.const(value)
+
+    def _term(self, node: ast.Call, name: str, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
+        """A declared term ``f(affine)`` (a saturation only around a whole update, see :meth:`update`)."""
+        if name in SATURATIONS:
+            raise self.fail(where, f"'{text}': {name}(...) may only enclose a whole update (the outermost call "
+                                   "of a 'next' expression)")
+        if name not in TERMS:
+            raise self.fail(where, f"unknown term '{name}' in '{text}'{did_you_mean(name, TERMS)}: the engine "
+                                   f"can bound {', '.join(TERMS)} (of an affine argument), and "
+                                   f"{' and '.join(SATURATIONS)} around a whole update")
+        if len(node.args) != 1 or node.keywords:
+            raise self.fail(where, f"'{text}': {name} takes one argument")
+        arg = self._node(node.args[0], text, where, env)
+        if arg.terms:
+            raise self.fail(where, f"'{text}': the argument of {name} must be affine in the state")
+        if arg.is_const:
+            return self.const(float(TERMS[name].f(np.array([arg.const]))[0]))
+        key = (name, tuple(float(c) for c in arg.coef), float(arg.const))
+        return _Lin(np.zeros(self.n), 0.0, {key: 1.0})
 
 
 # -------------------------------------------------------------------------------------- compiled maps
@@ -517,6 +533,13 @@ class DeclaredSystem(ContinuousSystem):
             ConstantsError for an override of an undeclared constant.
     """
 
+    #: the declaration's constants (overrides applied)
+    constants: dict[str, float]
+    _pieces: tuple[_Piece, ...]          # compiled, in declaration order
+    _regions: tuple[Piece, ...]          # each piece's region (no maps), for step()
+    _static: tuple[Piece, ...] | None    # the enclosure when it does not depend on the box (no terms, no saturations)
+    _reward: Callable[..., Any] | None   # the declaration's reward (training only)
+
     def __init__(self, declaration: Mapping[str, Any], *, source: str = "declaration",
                  overrides: Mapping[str, float] | None = None) -> None:
         self.source = source
@@ -532,7 +555,7 @@ class DeclaredSystem(ContinuousSystem):
             raise ModelError(f"{self.name}: action index out of range 0..{len(self.actions) - 1}")
         out = np.empty_like(x)
         todo = np.ones(len(x), dtype=bool)
-        for piece, region in zip(self._pieces, self._regions):
+        for piece, region in zip(self._pieces, self._regions, strict=True):
             inside = todo & region.contains(x)
             if not inside.any():
                 continue
@@ -889,7 +912,7 @@ class _Builder:
         s = self.sys
         point = uncovered_point([(p.g_mat, p.g_vec) for p in s._pieces], len(s.variables))
         if point is not None:
-            shown = ", ".join(f"{v}={x:.6g}" for v, x in zip(s.variables, point))
+            shown = ", ".join(f"{v}={x:.6g}" for v, x in zip(s.variables, point, strict=True))
             raise self.fail("pieces", f"the pieces' 'when' regions do not cover the state space: e.g. ({shown}) lies "
                                       "in no piece; add a piece for it (the dynamics must be defined everywhere, also "
                                       "outside the domain, since successors may leave it)")
@@ -940,20 +963,24 @@ def declare(declaration: Mapping[str, Any], **constants: float) -> DeclaredSyste
 
 
 def parse_constants(text: str | None) -> dict[str, float]:
-    """``"a=1,b=2.5"`` -> ``{"a": 1.0, "b": 2.5}``."""
+    """``"a=1,b=2.5"`` -> ``{"a": 1.0, "b": 2.5}``.
+
+    Raises:
+        ConstantsError: an entry that is not ``NAME=NUMBER`` (or has an empty name), a name given
+            twice, or a number that is not finite.
+    """
+
+    def malformed(entry: str) -> str:
+        return f"malformed constant '{entry}'; expected NAME=NUMBER[,NAME=NUMBER...]"
+
     out: dict[str, float] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        name, eq, value = item.partition("=")
+    for name, value in parse_assignments(text, malformed=malformed).items():
         try:
-            if not eq:
-                raise ValueError
-            out[name.strip()] = float(value)
+            out[name] = float(value)
         except ValueError:
-            raise ConstantsError(f"malformed constant '{item.strip()}'; expected NAME=NUMBER[,NAME=NUMBER...]") from None
-        if not math.isfinite(out[name.strip()]):
-            raise ConstantsError(f"constant '{item.strip()}': expected a finite number", missing=[name.strip()])
+            raise ConstantsError(malformed(f"{name}={value}")) from None
+        if not math.isfinite(out[name]):
+            raise ConstantsError(f"constant '{name}={value}': expected a finite number", missing=[name])
     return out
 
 

@@ -2,7 +2,7 @@
 
 from rlverify.models.racetrack.env import ACCELERATIONS, ACTIONS, FEATURES, LABELS, RacetrackEnv, move
 from rlverify.models.racetrack.explicit import RacetrackMDP, build_racetrack_mdp, pmax_goal
-from rlverify.models.racetrack.track import GOAL, START, WALL, FREE, Track, TrackError, load_track, parse_track
+from rlverify.models.racetrack.track import FREE, GOAL, START, WALL, Track, TrackError, load_track, parse_track
 
 __all__ = ["ACCELERATIONS", "ACTIONS", "FEATURES", "FREE", "GOAL", "LABELS", "START", "WALL", "RacetrackEnv",
            "RacetrackMDP", "Track", "TrackError", "build_racetrack_mdp", "load_track", "move", "parse_track", "pmax_goal"]
