@@ -47,8 +47,7 @@ from rlverify.models.dynamics import check_unavailable
 from rlverify.policies.base import BasePolicy, Policy, choose_columns
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key
-from rlverify.statistical.step import (Binding, Moves, Stepper, Verdicts, bind_policy, check_labels, decide,
-                                       draw_starts)
+from rlverify.statistical.step import Binding, Moves, Stepper, Verdicts, bind_policy, check_labels, decide, draw_starts
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +62,9 @@ MAX_STEPS = 10_000_000
 MAX_BATCH = 10_000_000
 
 
-def _positive_int(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > 0  # type: ignore[operator]
+def positive_int(x: object) -> bool:
+    """Whether ``x`` is a positive whole number (an integer type, not a bool)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and int(x) > 0
 
 
 @dataclass(frozen=True)
@@ -95,13 +95,13 @@ class SimulationOptions:
     def validate(self) -> None:
         if self.mode not in MODES:
             raise OptionError(f"--mode: expected one of {', '.join(MODES)}, got '{self.mode}'")
-        if not _positive_int(self.max_steps):
+        if not positive_int(self.max_steps):
             raise OptionError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps!r}")
         if self.max_steps > MAX_STEPS:
             raise OptionError(f"--max-steps {self.max_steps:,}: more than {MAX_STEPS:,} steps per run, refused (every "
                               "step of an open run is a policy call for its batch: a run that never decides would keep "
                               "it going for days); runs still open after --max-steps are reported undecided")
-        if not _positive_int(self.batch_size):
+        if not positive_int(self.batch_size):
             raise OptionError(f"--batch-size: expected a positive integer, got {self.batch_size!r}")
         if self.batch_size > MAX_BATCH:
             raise OptionError(f"--batch-size {self.batch_size:,}: more than {MAX_BATCH:,} runs in lockstep, refused "
@@ -249,7 +249,7 @@ def _run_parts(pool: ThreadPoolExecutor, run: Callable[..., None], batches: list
 
     futures = [[pool.submit(part, a, b) for a, b in batch] for batch in batches]
     try:
-        for batch, done in zip(batches, futures):
+        for batch, done in zip(batches, futures, strict=True):
             wait(done)
             if any(f.exception() is not None for f in done):
                 break

@@ -275,4 +275,5 @@ def _takes_out(env: Any) -> bool:
         return False
 
 
-__all__ = ["BOX_STREAM", "ENV_STREAM", "POLICY_STREAM", "START_STREAM", "Binding", "Moves", "Stepper", "Verdicts", "bind_policy", "check_labels", "decide", "draw_starts", "pick_starts"]
+__all__ = ["BOX_STREAM", "ENV_STREAM", "POLICY_STREAM", "START_STREAM", "Binding", "Moves", "Stepper", "Verdicts",
+           "bind_policy", "check_labels", "decide", "draw_starts", "pick_starts"]
