@@ -165,3 +165,20 @@ def test_simulate_a_continuous_benchmark(capsys):
 def test_simulate_without_a_property_names_the_option(capsys):
     code, _, err = cli(capsys, "simulate", "running-example-v1", "--runs", "10")
     assert code == 2 and "--property" in err
+
+
+def test_fixed_effort_splitting_runs_a_continuous_system(system, policy):
+    from rlverify.statistical import SplittingOptions, verify_splitting
+
+    r = verify_splitting(system, unsafe_property(system), policy, SplittingOptions(
+        importance="x", levels=(0.8, 0.9), effort=4000, repetitions=10, simulation=SimulationOptions(seed=4)))
+    assert r.interval[0] <= float(closed_form(4)) <= r.interval[1] and r.interval[1] - r.interval[0] < 0.05
+
+
+def test_restart_refuses_a_continuous_initial_region(system, policy):
+    from rlverify.errors import OptionError
+    from rlverify.statistical import SplittingOptions, verify_splitting
+
+    with pytest.raises(OptionError, match="RESTART needs finitely many start states.*--rare splitting"):
+        verify_splitting(system, unsafe_property(system), policy, SplittingOptions(
+            method="restart", importance="x", levels=(0.8, 0.9), effort=100, repetitions=2))
