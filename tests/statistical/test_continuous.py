@@ -182,3 +182,12 @@ def test_restart_refuses_a_continuous_initial_region(system, policy):
     with pytest.raises(OptionError, match="RESTART needs finitely many start states.*--rare splitting"):
         verify_splitting(system, unsafe_property(system), policy, SplittingOptions(
             method="restart", importance="x", levels=(0.8, 0.9), effort=100, repetitions=2))
+
+
+def test_given_start_states_replace_the_region_and_its_note(system, policy):
+    # from x0 = 0.95 one step to the right is enough: P(unsafe within 4) = 1 - 0.7^4
+    r = verify_statistical(system, unsafe_property(system), policy, StatisticalOptions(
+        method="clopper-pearson", runs=20_000, delta=1e-6, simulation=SimulationOptions(seed=6)),
+        starts=np.array([[0.95]]))
+    assert r.interval[0] <= 1 - 0.7**4 <= r.interval[1] and r.interval[1] - r.interval[0] < 0.03
+    assert not any("start uniformly at random" in w for w in r.warnings)

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,12 +21,15 @@ from rlverify.statistical.results import HeatmapResult
 from rlverify.statistical.stats import clopper_pearson, okamoto_runs
 from rlverify.statistical.verify import SimulationJob, StatisticalOptions, check_run_limit, simulate_runs, task_runs
 
+if TYPE_CHECKING:
+    from rlverify.models.racetrack import RacetrackEnv
+
 log = logging.getLogger(__name__)
 
 GOAL_PROPERTY = 'P=? [!"crashed" U "goal"]'
 
 
-def heatmap(env: Any, policy: Policy, options: StatisticalOptions | None = None, *,
+def heatmap(env: RacetrackEnv, policy: Policy, options: StatisticalOptions | None = None, *,
             cells: np.ndarray | None = None, optimal: bool = False, benchmark: str = "",
             progress: Callable[[int, int], None] | None = None) -> HeatmapResult:
     """Estimate goal (``!"crashed" U "goal"``) and crash probability from every start cell at velocity 0.

@@ -54,6 +54,7 @@ from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key, uniforms
 from rlverify.statistical.stats import check_unit
 from rlverify.statistical.step import Moves, Stepper, bind_policy, check_labels, decide, draw_starts
+from rlverify.statistical.verify import SimulatedModel, prepare, with_start_note
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +336,7 @@ def _student_t(delta: float, dof: int) -> float:
     return float(student.ppf(1.0 - delta / 2.0, dof))
 
 
-def verify_splitting(model: Any, prop: str | Property | PathProperty, policy: Policy,
+def verify_splitting(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy,
                      options: SplittingOptions | None = None, *, starts: np.ndarray | None = None,
                      progress: Callable[[int, int], None] | None = None) -> SplittingResult:
     """Estimate a (rare) path-property probability under ``policy`` by fixed-effort importance splitting.
@@ -397,11 +398,10 @@ class _Setup:
     untaken: dict[str, Any]
 
 
-def _setup(model: Any, prop: str | Property | PathProperty, policy: Policy, options: SplittingOptions,
+def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy, options: SplittingOptions,
            starts: np.ndarray | None) -> _Setup:
-    from rlverify.statistical.verify import prepare
-
     env, path, name = prepare(model, prop, actions=policy.actions)
+    path = with_start_note(env, path, starts)
     if path.threshold is not None:
         raise PropertyError(f"property '{path.text}': splitting estimates a probability; write it as P=? [...] "
                             f"(a threshold {path.comparison} {path.threshold:g} is not tested by --rare)")

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -30,7 +30,14 @@ from rlverify.statistical.results import StatisticalResult
 from rlverify.statistical.stats import SprtBounds, StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
 from rlverify.statistical.step import Binding, bind_policy
 
+if TYPE_CHECKING:
+    from rlverify.models.symbolic import SymbolicModel
+
 log = logging.getLogger(__name__)
+
+#: what the statistical engine simulates: a resolved model (:func:`rlverify.resolve.resolve` turns files and benchmark
+#: ids into one)
+SimulatedModel: TypeAlias = "SymbolicModel | ExplicitModel | ContinuousSystem | VectorEnv"
 
 METHODS = ("okamoto", "adaptive", "clopper-pearson", "wilson", "sprt")
 
@@ -176,7 +183,7 @@ def simulate_runs(backend: Backend, shared: Any, first: int, stop: int, size: in
 Progress = Callable[[int, int], None]
 
 
-def prepare(model: Any, prop: str | Property | PathProperty, *, actions: Sequence[str] = (),
+def prepare(model: SimulatedModel, prop: str | Property | PathProperty, *, actions: Sequence[str] = (),
             max_states: int | None = 2_000_000) -> tuple[Any, PathProperty, str]:
     """The environment, the path property and the model's name for a resolved ``model`` (see
     :func:`rlverify.resolve.resolve`).
@@ -216,7 +223,7 @@ def _path_property(env: Any, prop: str | Property | PathProperty) -> PathPropert
     return prop if isinstance(prop, PathProperty) else parse_path_property(prop, tuple(env.labels))
 
 
-def _symbolic(model: Any, prop: str | Property | PathProperty, actions: Sequence[str],
+def _symbolic(model: SymbolicModel, prop: str | Property | PathProperty, actions: Sequence[str],
               max_states: int | None) -> tuple[ExplicitEnv, PathProperty, str]:
     """A PRISM/JANI model built property-directed by Storm, as an explicit environment."""
     from rlverify.models.symbolic import build_explicit, parse_property
@@ -236,7 +243,7 @@ def _symbolic(model: Any, prop: str | Property | PathProperty, actions: Sequence
 
 
 def _continuous(env: ContinuousEnv, prop: str | Property | PathProperty) -> tuple[ContinuousEnv, PathProperty, str]:
-    """A continuous system's environment and property, with a note on where the runs start."""
+    """A continuous system's environment and property (``Pmax``/``Pmin``, over the start states, refused)."""
     if isinstance(prop, PathProperty):
         return env, prop, env.name
     parsed = prop if isinstance(prop, Property) else parse_structure(prop)
@@ -246,11 +253,18 @@ def _continuous(env: ContinuousEnv, prop: str | Property | PathProperty) -> tupl
                             "states of the initial region (rlverify abstract bounds the largest); the simulator "
                             f"estimates P=? [...] from a uniformly random start state (e.g. "
                             f"{unsafe_property(env.system).text})")
-    path = parse_path_property(parsed, env.labels)
+    return env, parse_path_property(parsed, env.labels), env.name
+
+
+def with_start_note(env: Any, prop: PathProperty, starts: np.ndarray | None) -> PathProperty:
+    """``prop`` with a note saying where the runs start when they start anywhere in a continuous initial region
+    (``starts`` None and an env with an ``initial_box``): the estimate is then an average over the region."""
+    if starts is not None or not isinstance(env, ContinuousEnv):
+        return prop
     note = (f"{env.name}: the runs start uniformly at random in the initial region '{env.region}' "
             f"({env.describe_start()}): the estimate is the probability from a random start state there, not the "
             "largest over the region (which rlverify abstract bounds)")
-    return env, dataclasses.replace(path, notes=(*path.notes, note)), env.name
+    return dataclasses.replace(prop, notes=(*prop.notes, note))
 
 
 def with_graph_analysis(env: ExplicitEnv, prop: PathProperty) -> PathProperty:
@@ -280,9 +294,10 @@ class _Setup:
     forced_start: str | None
 
 
-def _setup(model: Any, prop: str | Property | PathProperty, policy: Policy, options: StatisticalOptions,
+def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy, options: StatisticalOptions,
            starts: np.ndarray | None) -> _Setup:
     env, path, name = prepare(model, prop, actions=policy.actions, max_states=options.max_states)
+    path = with_start_note(env, path, starts)
     if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
         raise PropertyError(f"{name}: the model has {len(env.initial_states())} initial states; "
                             "pass starts= to choose (the simulator does not pick among them)")
@@ -294,7 +309,7 @@ def _setup(model: Any, prop: str | Property | PathProperty, policy: Policy, opti
     return _Setup(env, path, binding, name, untaken, forced_start)
 
 
-def verify_statistical(model: Any, prop: str | Property | PathProperty, policy: Policy,
+def verify_statistical(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy,
                        options: StatisticalOptions | None = None, *, starts: np.ndarray | None = None,
                        progress: Progress | None = None) -> StatisticalResult:
     """Estimate the probability of ``prop`` under ``policy`` by simulation (deep statistical model checking).
