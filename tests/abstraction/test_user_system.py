@@ -23,8 +23,9 @@ from rlverify.abstraction import AbstractionOptions, AbstractionProgress, verify
 from rlverify.abstraction.verify import part_polytopes
 from rlverify.cli.main import main
 from rlverify.errors import ConstantsError, ModelError
-from rlverify.models.continuous import DeclaredSystem, InvertedPendulum, declare, load_system, simulate
+from rlverify.models.continuous import DeclaredSystem, InvertedPendulum, declare, load_system, unsafe_property
 from rlverify.policies import MLP, load_policy, save_mlp_onnx
+from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
 
 # x' = x + dt v', v' = clip(v + dt u, -vmax, vmax): the saturation depends on the action, so the
 # velocity axis is split where some action's v + dt u crosses +-vmax (7 pieces, maps per action).
@@ -167,11 +168,12 @@ def test_bound_is_above_the_exact_failure_probability_of_every_start_state(files
 
 def test_bound_is_above_monte_carlo_from_the_worst_start(files, verified):
     system, result = verified
-    x0 = np.tile([[-0.5, -0.8]], (20000, 1))  # the worst corner (exact: about 0.11)
-    fails = int(simulate(system, load_policy(files[2]), x0, OPTIONS.horizon, np.random.default_rng(3)).sum())
-    assert 0.08 < fails / len(x0) < 0.14
-    cp_lower = beta.ppf(1e-6, fails, len(x0) - fails + 1)
-    assert cp_lower <= result.upper_bound
+    worst = np.array([[-0.5, -0.8]])  # the worst corner (exact: about 0.11)
+    stat = verify_statistical(system, unsafe_property(system, OPTIONS.horizon), load_policy(files[2]),
+                              StatisticalOptions(method="clopper-pearson", runs=20000, delta=2e-6,
+                                                 simulation=SimulationOptions(seed=3)), starts=worst)
+    assert 0.08 < stat.estimate < 0.14
+    assert stat.interval[0] <= result.upper_bound  # the lower end: beta.ppf(1e-6, k, n - k + 1)
 
 
 def test_cli_gives_the_api_bound_and_the_constants_take_effect(files, capsys):

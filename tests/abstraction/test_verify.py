@@ -21,9 +21,10 @@ from rlverify.abstraction import GUARANTEE, AbstractionError, AbstractionOptions
 from rlverify.abstraction.verify import part_polytopes
 from rlverify.benchmarks.registry import make
 from rlverify.errors import PolicyError, RlverifyError
-from rlverify.models.continuous import simulate
+from rlverify.models.continuous import unsafe_property
 from rlverify.policies import load_policy
 from rlverify.policies.mlp import MLP, save_mlp_onnx
+from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
 
 
 def exact_failure(system, policy, x0: np.ndarray, horizon: int) -> np.ndarray:
@@ -120,9 +121,10 @@ def test_acc_risky_monte_carlo_below_bound(acc_risky):
     # start in the riskiest part: simulate from uniform points of it
     part = part_polytopes(result)[int(np.argmax([p.bound for p in result.parts]))]
     x0 = part.sample(4000, rng)
-    fails = int(simulate(system, load_policy(policy), x0, result.options.horizon, rng).sum())
-    cp_lower = beta.ppf(1e-6, fails, 4000 - fails + 1) if fails else 0.0
-    assert cp_lower <= max(p.bound for p in result.parts)
+    stat = verify_statistical(system.model(), unsafe_property(system.model(), result.options.horizon),
+                              load_policy(policy), StatisticalOptions(method="clopper-pearson", runs=4000, delta=2e-6,
+                                                                      simulation=SimulationOptions(seed=3)), starts=x0)
+    assert stat.interval[0] <= max(p.bound for p in result.parts)  # the lower end: beta.ppf(1e-6, k, n - k + 1)
 
 
 def test_pendulum_risky_bound_is_sound(tmp_module):
@@ -188,9 +190,10 @@ def test_shipped_bouncing_ball_simulation_below_bound():
                                                                    containment=True, initial="small"))
     rng = np.random.default_rng(6)
     x0 = system.sample_initial(5000, rng, "small")
-    fails = int(simulate(system, load_policy(policy), x0, 8, rng).sum())
-    cp_lower = beta.ppf(1e-6, fails, 5000 - fails + 1) if fails else 0.0
-    assert cp_lower <= result.upper_bound
+    stat = verify_statistical(system.model(), unsafe_property(system.model(), 8), load_policy(policy),
+                              StatisticalOptions(method="clopper-pearson", runs=5000, delta=2e-6,
+                                                 simulation=SimulationOptions(seed=6)), starts=x0)
+    assert stat.interval[0] <= result.upper_bound
 
 
 def test_sampled_initial_probabilities_lie_in_part_intervals(acc_risky):

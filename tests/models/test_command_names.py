@@ -100,7 +100,7 @@ def check_both_engines(path, pol: CallablePolicy, expected: float) -> None:
     r = verify_exact(path, 'P=? [F "goal"]', pol)
     assert r.value == pytest.approx(expected, abs=1e-12)
     assert r.untaken_choices == {}
-    s = verify_statistical(path, 'P=? [F "goal"]', pol, StatisticalOptions(
+    s = verify_statistical(load_model(path), 'P=? [F "goal"]', pol, StatisticalOptions(
         method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(seed=3)))
     assert s.interval[0] <= expected <= s.interval[1] and s.stalled == 0
 
@@ -225,7 +225,7 @@ def test_a_forced_first_step_is_said_when_a_step_bound_counts_it(tmp_path):
     r = verify_exact(path, 'P=? [F<=3 "goal"]', pol)
     assert r.value == pytest.approx(1 - 0.5**2)  # the reset is one of the 3 steps: 2 tries of 1/2
     assert any("at most 2 steps are the policy's" in w for w in r.warnings)
-    s = verify_statistical(path, 'P=? [F<=3 "goal"]', pol, StatisticalOptions(
+    s = verify_statistical(load_model(path), 'P=? [F<=3 "goal"]', pol, StatisticalOptions(
         method="clopper-pearson", runs=200, simulation=SimulationOptions(seed=0)))
     assert any("at most 2 steps are the policy's" in w for w in s.warnings)
     assert not any("forced step" in w for w in verify_exact(path, 'P=? [F "goal"]', pol).warnings)

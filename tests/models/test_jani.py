@@ -165,7 +165,7 @@ def test_simulate_weather_by_name_covers_the_exact_value():
     assert r.interval[0] <= expected <= r.interval[1]
     assert verify_statistical(t.model, t.property, t.policy, opts).estimate == r.estimate  # same seed, same result
     assert t.property.notes[0] in r.warnings  # the simulator says how the named Pmax was read, as verify does
-    by_name = verify_statistical(str(WEATHER), "reach", t.policy, opts)  # the API reads the name alike
+    by_name = verify_statistical(load_model(WEATHER), "reach", t.policy, opts)  # the API reads the name alike
     assert by_name.estimate == r.estimate and t.property.notes[0] in by_name.warnings
 
 

@@ -289,7 +289,9 @@ def test_simulation_interval_covers_reference(case_id: str, combo: Combo, restri
     options = StatisticalOptions(method="clopper-pearson", runs=3000, delta=0.001,
                                  simulation=SimulationOptions(mode=combo.mode, unavailable=combo.unavailable, seed=7,
                                                               max_steps=100))
-    result = verify_statistical(path, case.text, rl_policy(policy), options, constants=case.constants)
+    from rlverify.models import load_model
+
+    result = verify_statistical(load_model(path, case.constants), case.text, rl_policy(policy), options)
     low, high = result.interval
     assert low <= expected.value <= high, f"interval [{low}, {high}] misses the reference {expected.value}"
     assert result.undecided == 0

@@ -67,3 +67,23 @@ def test_bad_counts_and_sprt_range():
         sprt(0.995, indifference=0.01)
     with pytest.raises(StatisticsError, match="alpha"):
         sprt(0.5, alpha=0)
+
+
+def test_one_sided_clopper_pearson_lower_bound_against_the_binomial_tail():
+    """The one-sided lower bound L at level 1 - alpha solves P(X >= k | n, L) = alpha (the binomial tail, computed
+    by scipy's binom, not by the beta quantile); elementwise over arrays, 0 where k = 0."""
+    import numpy as np
+    from scipy.stats import binom
+
+    from rlverify.statistical import clopper_pearson_lower
+
+    k, n, alpha = np.array([0, 1, 7, 150, 200]), np.array([10, 10, 20, 200, 200]), 1e-4
+    low = clopper_pearson_lower(k, n, alpha)
+    assert low.shape == (5,) and low[0] == 0.0
+    assert binom.sf(k[1:] - 1, n[1:], low[1:]) == pytest.approx(alpha, rel=1e-6)
+    assert float(clopper_pearson_lower(3, 10, 0.025)) == clopper_pearson(3, 10, 0.05)[0]  # the two-sided interval's end
+    assert clopper_pearson_lower(np.array([3.0]), np.array([10]), 0.05)[0] > 0  # whole numbers given as floats
+    with pytest.raises(StatisticsError, match="0 <= successes <= runs"):
+        clopper_pearson_lower(np.array([11]), np.array([10]), 0.05)
+    with pytest.raises(StatisticsError, match="whole numbers"):
+        clopper_pearson_lower(np.array([2.5]), np.array([10]), 0.05)

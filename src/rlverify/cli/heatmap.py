@@ -6,8 +6,17 @@ import argparse
 from typing import Any
 
 from rlverify.cli.console import console, line, progress_bar, styled
-from rlverify.cli.options import (add_backend_options, add_outputs, add_policy, add_target, backend_from_args, dumps,
-                                  outputs, policy_kwargs, write_json)
+from rlverify.cli.options import (
+    add_backend_options,
+    add_outputs,
+    add_policy,
+    add_target,
+    backend_from_args,
+    dumps,
+    outputs,
+    policy_kwargs,
+    write_json,
+)
 from rlverify.errors import OptionError
 
 
@@ -30,7 +39,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--optimal", action="store_true", help="add Storm's optimal Pmax(goal) map and the gap map")
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
     p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
-                   help="sample actions from pi (stochastic, default) or take the argmax; Q-value policies (DQN) are greedy in both")
+                   help="sample actions from pi (stochastic, default) or take the argmax; Q-value policies (DQN) are "
+                        "greedy in both")
     p.add_argument("--batch-size", type=int, default=50_000)
     add_backend_options(p)
     add_outputs(p, kinds=".png (the maps), .json (per-cell values)")
@@ -42,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.cli.simulate import constants_with_noise
     from rlverify.resolve import resolve
     from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.heatmap import heatmap, plot_heatmap, stuck_share
+    from rlverify.statistical.heatmap import heatmap, stuck_share
     from rlverify.statistical.verify import StatisticalOptions
 
     files = outputs(args, (".png", ".json"))
@@ -51,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError("nothing to write: give --out FILE.png (the maps) and/or --out FILE.json, or --json")
     target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise), kinds=("native",),
                      command="rlverify heatmap", **policy_kwargs(args))
-    env = target.model
+    env, bench, policy = target.model, target.benchmark, target.policy
+    if bench is None or policy is None:  # (a native target is a benchmark; resolve loads its policy or refuses)
+        raise OptionError(f"{args.target}: a heat map needs a Racetrack benchmark and a policy")
     options = StatisticalOptions(
         method="clopper-pearson" if args.runs else "okamoto", epsilon=args.epsilon, delta=args.delta, runs=args.runs,
         run_limit=args.run_limit,
@@ -59,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         backend=backend)
     with progress_bar("simulating") as bar:
         task = bar.add_task("runs", total=None)
-        result = heatmap(env, target.policy, options, optimal=args.optimal, benchmark=target.benchmark.id,
+        result = heatmap(env, policy, options, optimal=args.optimal, benchmark=bench.id,
                          progress=lambda done, total: bar.update(task, completed=done, total=total))
     if ".png" in files:
         from rlverify.statistical.heatmap import heatmap_figure
@@ -70,13 +82,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(result.to_json()))
         return 0
-    console.print(line(styled(target.benchmark.id, "bold"),
+    console.print(line(styled(bench.id, "bold"),
                        f" noise {env.noise:g}, policy {result.policy} ({args.mode}): "
                        f"{len(result.cells)} cells x {int(result.runs[0]):,} runs in {result.timings['total']:.1f} s "
                        f"({result.timings['decisions_per_second']:,.0f} decisions/s)"))
+    gap = result.gap
     console.print(f"mean goal probability {result.goal.mean():.4f}, mean crash probability {result.crash.mean():.4f}"
-                  + (f", mean optimal {result.optimal.mean():.4f}, max gap {result.gap.max():.4f}"
-                     if result.optimal is not None else "")
+                  + (f", mean optimal {result.optimal.mean():.4f}, max gap {gap.max():.4f}"
+                     if result.optimal is not None and gap is not None else "")
                   + f"; undecided runs {int(result.undecided.sum()):,}, stalled {int(result.stalled.sum()):,} "
                     f"(largest share in one cell {stuck_share(result).max():.3f})")
     if files:

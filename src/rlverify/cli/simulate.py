@@ -11,9 +11,20 @@ from typing import Any
 from rich.table import Table
 
 from rlverify.cli.console import console, err_console
-from rlverify.cli.options import (add_backend_options, add_env_kwargs, add_outputs, add_policy, add_property,
-                                  add_target, add_unavailable, backend_from_args, emit, outputs, policy_kwargs,
-                                  with_progress)
+from rlverify.cli.options import (
+    add_backend_options,
+    add_env_kwargs,
+    add_outputs,
+    add_policy,
+    add_property,
+    add_target,
+    add_unavailable,
+    backend_from_args,
+    emit,
+    outputs,
+    policy_kwargs,
+    with_progress,
+)
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
 
@@ -25,9 +36,12 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="statistical verification: simulate the policy in lockstep (DSMC)",
                        description="Estimate the probability of a path property under a policy by simulating many "
                                    "runs in lockstep, with a statistical guarantee.")
-    add_target(p, kinds="PRISM/JANI file, a benchmark id with a simulator (PRISM benchmarks, Racetrack), or gym:ID")
+    add_target(p, kinds="PRISM/JANI file, a benchmark id (PRISM, Racetrack, continuous), gym:ID, or a continuous "
+                        "system FILE.py:NAME")
     add_env_kwargs(p)
-    add_property(p, forms=SUPPORTED_FORMS)
+    add_property(p, required=False, forms=SUPPORTED_FORMS + '; a continuous system: default unsafe, P=? [F<=k '
+                                                             '"unsafe"] with k its horizon, from a uniformly random '
+                                                             'start state in its initial region')
     add_policy(p)
     p.add_argument("--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2; "
                                                "the same as -c noise=...)")
@@ -94,17 +108,13 @@ def constants_with_noise(constants: str | None, noise: float | None) -> str | No
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.resolve import resolve
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+    from rlverify.statistical.verify import verify_statistical
 
     files = outputs(args, (".json",))
     backend = backend_from_args(args)
     if args.noise is not None and (Path(args.target).suffix or "/" in args.target):
         raise OptionError("--noise applies to Racetrack benchmarks only (for a model file, set its constants with -c)")
-    target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise), property=args.property,
-                     kinds=("prism", "native"), command="rlverify simulate", env_kwargs=args.env_kwargs,
-                     **policy_kwargs(args))
+    target = resolved(args)
     from rlverify.cli.rare import refuse_rare_options, run_rare
 
     if args.rare is not None:  # rare events: importance splitting (rlverify.statistical.splitting)
@@ -112,26 +122,61 @@ def run(args: argparse.Namespace) -> int:
             raise OptionError("--backend ray is not supported with --rare (importance splitting runs in this process)")
         return run_rare(args, target)
     refuse_rare_options(args)
-    if args.sprt is not None and args.method not in (None, "sprt"):
-        raise StatisticsError(f"--sprt runs Wald's sequential test; it cannot be combined with --method {args.method}")
-    method = "sprt" if args.sprt is not None else (args.method or "okamoto")
-    if args.runs is not None and args.method is None and args.sprt is None:
-        method = "clopper-pearson"  # a fixed number of runs: the exact interval
-    options = StatisticalOptions(
-        method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
-        run_limit=args.run_limit, max_states=args.max_states,
-        indifference=args.indifference, alpha=args.alpha, beta=args.beta,
-        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
-                                     batch_size=args.batch_size, unavailable=args.unavailable),
-        backend=backend)
+    options = statistical_options(args, backend)
     result = with_progress("simulating", err_console, lambda progress: verify_statistical(
         target.model, target.property, target.policy, options, progress=progress))
     from rlverify.policies.loading import policy_warnings
 
     result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings)
                                  + policy_warnings(target.policy, target, unavailable=args.unavailable))
-    if emit(result.to_json(), result.warnings, args, files, err_console):
-        return 0
+    if not emit(result.to_json(), result.warnings, args, files, err_console):
+        console.print(render(result, args))
+    return 0
+
+
+def resolved(args: argparse.Namespace) -> Any:
+    """The target, its policy and its property (:func:`rlverify.resolve.resolve`); a continuous system's default
+    property (and ``unsafe``) is :func:`~rlverify.models.continuous.unsafe_property`: an unsafe state within its
+    horizon, from a uniformly random start state."""
+    from rlverify.models.continuous import unsafe_property
+    from rlverify.resolve import resolve, resolve_property
+
+    target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise),
+                     kinds=("prism", "native", "continuous"), command="rlverify simulate", env_kwargs=args.env_kwargs,
+                     **policy_kwargs(args))
+    if target.kind == "continuous" and args.property in (None, "unsafe"):
+        prop = unsafe_property(target.model)
+    elif args.property is None:
+        raise OptionError("--property: give the property to estimate, a formula (e.g. 'P=? [F \"goal\"]') or a "
+                          "property name of the benchmark (rlverify benchmarks list)")
+    else:
+        prop = resolve_property(target.benchmark, target.model, target.kind, args.property)
+    return dataclasses.replace(target, property=prop)
+
+
+def statistical_options(args: argparse.Namespace, backend: Any) -> Any:
+    """The :class:`~rlverify.statistical.StatisticalOptions` of the command line (``--sprt`` implies the SPRT,
+    ``--runs`` alone Clopper-Pearson)."""
+    from rlverify.statistical.engine import SimulationOptions
+    from rlverify.statistical.verify import StatisticalOptions
+
+    if args.sprt is not None and args.method not in (None, "sprt"):
+        raise StatisticsError(f"--sprt runs Wald's sequential test; it cannot be combined with --method {args.method}")
+    method = "sprt" if args.sprt is not None else (args.method or "okamoto")
+    if args.runs is not None and args.method is None and args.sprt is None:
+        method = "clopper-pearson"  # a fixed number of runs: the exact interval
+    return StatisticalOptions(
+        method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
+        run_limit=args.run_limit, max_states=args.max_states,
+        indifference=args.indifference, alpha=args.alpha, beta=args.beta,
+        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
+                                     batch_size=args.batch_size, unavailable=args.unavailable),
+        backend=backend)
+
+
+def render(result: Any, args: argparse.Namespace) -> Table:
+    """A rich table of a :class:`~rlverify.statistical.StatisticalResult`."""
+    method = result.method
     table = Table(title=result.property, show_header=False)
     table.add_row("model", result.model)
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
@@ -158,5 +203,4 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("seed", str(result.seed))
     table.add_row("time", f"{result.timings['total']:.2f} s ({result.decisions:,} decisions, "
                           f"{result.timings['decisions_per_second']:,.0f}/s)")
-    console.print(table)
-    return 0
+    return table

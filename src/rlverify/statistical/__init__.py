@@ -11,14 +11,22 @@ from rlverify.statistical.heatmap import heatmap, plot_heatmap
 from rlverify.statistical.properties import SUPPORTED_FORMS, PathProperty, parse_path_property
 from rlverify.statistical.results import HeatmapResult, SplittingResult, StatisticalResult
 from rlverify.statistical.splitting import RARE_METHODS, SplittingOptions, verify_splitting
-from rlverify.statistical.stats import (SprtBounds, StatisticsError, adaptive_runs, clopper_pearson, okamoto_runs,
-                                        sprt, wilson)
+from rlverify.statistical.stats import (
+                                        SprtBounds,
+                                        StatisticsError,
+                                        adaptive_runs,
+                                        clopper_pearson,
+                                        clopper_pearson_lower,
+                                        okamoto_runs,
+                                        sprt,
+                                        wilson,
+)
 from rlverify.statistical.verify import METHODS, StatisticalOptions, verify_statistical
 
 __all__ = [
     "METHODS", "RARE_METHODS", "SUPPORTED_FORMS", "ExplicitEnv", "HeatmapResult", "PathProperty", "RunOutcomes",
     "SimulationOptions", "SplittingOptions", "SplittingResult", "SprtBounds", "StatisticalOptions",
-    "StatisticalResult", "StatisticsError", "VectorEnv", "adaptive_runs", "clopper_pearson", "heatmap",
-    "okamoto_runs", "parse_path_property", "plot_heatmap", "simulate", "sprt", "verify_splitting",
+    "StatisticalResult", "StatisticsError", "VectorEnv", "adaptive_runs", "clopper_pearson", "clopper_pearson_lower",
+    "heatmap", "okamoto_runs", "parse_path_property", "plot_heatmap", "simulate", "sprt", "verify_splitting",
     "verify_statistical", "wilson",
 ]

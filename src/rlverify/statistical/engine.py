@@ -1,24 +1,16 @@
 """The lockstep simulator: many runs advance together, the policy is called once per step on all of them.
 
-Semantics (as in the exact engine and the DSMC paper):
-
-* at each step the policy gives ``pi(.|s)`` for every active run; ``stochastic`` mode samples the
-  action from it, ``deterministic`` takes the argmax (ties: first in the policy's action order);
-  runs in states whose single choice is unlabelled take it without asking the policy (the env's
-  optional ``forced``);
-* if the chosen action is not available in the run's state, the run *stalls* (``unavailable='stall'``,
-  the default): it ends, counts as not satisfying the property and is reported in ``stalled`` (never
-  replaced by another action); with ``unavailable='renormalize'`` (explicit opt-in) the policy's
-  probabilities of unavailable actions are zeroed and its row rescaled before choosing, as the exact
-  engine does (:func:`~rlverify.models.dynamics.policy_weights`);
-* the property ``left U<=k right`` is decided on the fly: satisfied as soon as ``right`` holds,
-  violated as soon as neither holds, or when the bound ``k`` is reached, or when the run sits in
-  an absorbing state where ``right`` is false, or in a state from which no policy can reach ``right``
-  any more (the property's :attr:`~rlverify.statistical.properties.PathProperty.hopeless` states, found
-  by graph analysis of an explicit model; such runs are counted in ``hopeless``), or when the policy
-  surely takes an action that surely leads back to the same state (the env's optional ``self_loops``:
-  the run would stay there forever); a run still undecided after ``max_steps`` steps is *undecided*
-  (neither true nor false).
+Semantics (as in the exact engine and the DSMC paper): each step is :meth:`~rlverify.statistical.step.Stepper.step`
+(the one step, shared with importance splitting: forced states, stochastic or deterministic choice, stalling on an
+unavailable action or, opted in, renormalising, sure self-loops); before it, :func:`~rlverify.statistical.step.decide`
+decides the property ``left U<=k right`` on the fly: satisfied as soon as ``right`` holds, violated as soon as
+neither holds, or when the bound ``k`` is reached, or when the run sits in an absorbing state where ``right`` is
+false, or in a state from which no policy can reach ``right`` any more (the property's
+:attr:`~rlverify.statistical.properties.PathProperty.hopeless` states, found by graph analysis of an explicit model;
+such runs are counted in ``hopeless``). A run that stalls (its chosen action is unavailable; the default
+``unavailable='stall'``) ends, counts as not satisfying the property and is reported in ``stalled``; a run whose
+policy surely takes an action that surely leads back to the same state is violated (it would stay there forever);
+a run still undecided after ``max_steps`` steps is *undecided* (neither true nor false).
 
 Randomness is counter-based (:mod:`rlverify.statistical.rng`): run ``i`` uses the same random
 numbers whatever the batch size, so results depend only on the seed.
@@ -39,28 +31,29 @@ own random numbers and start state, so the parts give exactly what the whole bat
 from __future__ import annotations
 
 import contextlib
-import inspect
+import itertools
 import logging
 import numbers
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from rlverify.errors import OptionError, PolicyError, PropertyError
-from rlverify.models.dynamics import check_unavailable, fit, policy_weights
-from rlverify.policies.base import BasePolicy, Policy, choose_columns, validate_probabilities
+from rlverify.errors import OptionError, PropertyError
+from rlverify.models.dynamics import check_unavailable
+from rlverify.policies.base import BasePolicy, Policy, choose_columns
 from rlverify.statistical.properties import PathProperty
-from rlverify.statistical.rng import run_keys, seed_key, uniforms
+from rlverify.statistical.rng import run_keys, seed_key
+from rlverify.statistical.step import Binding, Moves, Stepper, Verdicts, bind_policy, check_labels, decide, draw_starts
 
 log = logging.getLogger(__name__)
 
 MODES = ("stochastic", "deterministic")
 #: run outcome codes
 SATISFIED, VIOLATED, UNDECIDED = 1, 0, -1
-_POLICY_STREAM, _ENV_STREAM, _START_STREAM = 0, 1, 2
 #: a batch is cut between threads only if every part gets at least this many runs (smaller policy calls cost
 #: more per row than the overlap saves; the results are the same either way)
 MIN_PART_RUNS = 1024
@@ -69,8 +62,9 @@ MAX_STEPS = 10_000_000
 MAX_BATCH = 10_000_000
 
 
-def _positive_int(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > 0  # type: ignore[operator]
+def positive_int(x: object) -> bool:
+    """Whether ``x`` is a positive whole number (an integer type, not a bool)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and int(x) > 0
 
 
 @dataclass(frozen=True)
@@ -101,13 +95,13 @@ class SimulationOptions:
     def validate(self) -> None:
         if self.mode not in MODES:
             raise OptionError(f"--mode: expected one of {', '.join(MODES)}, got '{self.mode}'")
-        if not _positive_int(self.max_steps):
+        if not positive_int(self.max_steps):
             raise OptionError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps!r}")
         if self.max_steps > MAX_STEPS:
             raise OptionError(f"--max-steps {self.max_steps:,}: more than {MAX_STEPS:,} steps per run, refused (every "
                               "step of an open run is a policy call for its batch: a run that never decides would keep "
                               "it going for days); runs still open after --max-steps are reported undecided")
-        if not _positive_int(self.batch_size):
+        if not positive_int(self.batch_size):
             raise OptionError(f"--batch-size: expected a positive integer, got {self.batch_size!r}")
         if self.batch_size > MAX_BATCH:
             raise OptionError(f"--batch-size {self.batch_size:,}: more than {MAX_BATCH:,} runs in lockstep, refused "
@@ -140,41 +134,15 @@ class RunOutcomes:
     hopeless: np.ndarray
 
 
-@dataclass(frozen=True)
-class Binding:
-    """How a policy's features and actions map onto an environment's."""
-
-    feature_columns: np.ndarray
-    action_index: np.ndarray  # (|A_policy|,) env action index of each policy action
-
-
-def bind_policy(env: object, policy: Policy) -> Binding:
-    """Check names and map the policy's features/actions to the environment's, reporting every problem.
-
-    Raises:
-        PolicyError: features the environment does not observe, actions it does not have.
-    """
-    for attr in ("features", "actions", "action_probabilities"):
-        if not hasattr(policy, attr):
-            raise PolicyError(f"{policy!r} is not a policy: it has no '{attr}' (see rlverify.policies.Policy)")
-    features, actions = tuple(env.features), tuple(env.actions)  # type: ignore[attr-defined]
-    names = fit(policy.features, policy.actions, variables=features, model_actions=actions)
-    if not names.ok:
-        raise PolicyError(f"policy {getattr(policy, 'name', type(policy).__name__)} does not fit {env.name}",  # type: ignore[attr-defined]
-                          names.problems(where=env.name))  # type: ignore[attr-defined]
-    return Binding(np.array([features.index(f) for f in policy.features], dtype=np.int64),
-                   np.array([actions.index(a) for a in policy.actions], dtype=np.int64))
-
-
 def choose_actions(probs: np.ndarray, u: np.ndarray | None) -> np.ndarray:
     """Policy column per row of ``probs`` ``(N, |A|)``: argmax when ``u`` is None, else sampled with uniforms ``u`` ``(N,)``
     (see :func:`~rlverify.policies.base.choose_columns`)."""
     return choose_columns(probs, u)[0]
 
 
-def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarray, *,
+def simulate(env: Any, policy: Policy, prop: PathProperty, run_ids: np.ndarray, *,
              starts: np.ndarray | None = None, start_of_run: np.ndarray | None = None,
-             options: SimulationOptions = SimulationOptions(), record: tuple[str, ...] = (),
+             options: SimulationOptions | None = None, record: tuple[str, ...] = (),
              binding: Binding | None = None, on_batch: Callable[[int], None] | None = None) -> RunOutcomes:
     """Simulate runs ``run_ids`` ``(N,)`` (global indices: they select the random numbers).
 
@@ -183,59 +151,61 @@ def simulate(env: object, policy: Policy, prop: PathProperty, run_ids: np.ndarra
         policy: the oracle; called once per step on every active run of a batch.
         prop: the path property decided on the fly.
         run_ids: ``(N,)`` int64 global run indices.
-        starts: ``(K, ...)`` start states (default ``env.initial_states()``).
+        starts: ``(K, ...)`` start states (default: the environment's initial states, or its initial box).
         start_of_run: ``(N,)`` index into ``starts`` per run (default: uniform at random, from the seed).
-        options: mode, maximal run length, seed, batch size, threads.
+        options: mode, maximal run length, seed, batch size, threads (default :class:`SimulationOptions`).
         record: labels whose value in the final state is returned (e.g. ``("crashed",)``).
+        binding: ``bind_policy(env, policy)`` if already known.
         on_batch: called with the number of runs finished after each batch (progress).
     """
+    options = SimulationOptions() if options is None else options
     options.validate()
-    binding = binding or bind_policy(env, policy)
-    for name in prop.left.labels() | prop.right.labels() | set(record):
-        if name not in env.labels:  # type: ignore[attr-defined]
-            env.label(name, env.initial_states()[:1])  # type: ignore[attr-defined]  # raises the unknown-label error
-    starts = env.initial_states() if starts is None else starts  # type: ignore[attr-defined]
-    if len(starts) == 0:
-        raise PropertyError(f"{env.name}: no initial state")  # type: ignore[attr-defined]
+    stepper = Stepper(env, policy, binding or bind_policy(env, policy), mode=options.mode,
+                      unavailable=options.unavailable)
+    check_labels(env, prop.left.labels() | prop.right.labels() | set(record))
+    if starts is None and (start_of_run is not None or getattr(env, "initial_box", None) is None):
+        starts = env.initial_states()
+    if starts is not None and len(starts) == 0:
+        raise PropertyError(f"{env.name}: no initial state")
     run_ids = np.asarray(run_ids, dtype=np.int64)
     key = seed_key(options.seed)
-    N = len(run_ids)
-    outcome = np.full(N, UNDECIDED, dtype=np.int8)
-    stalled = np.zeros(N, dtype=bool)
-    steps = np.zeros(N, dtype=np.int64)
-    hopeless = np.zeros(N, dtype=bool)
-    recorded = {name: np.zeros(N, dtype=bool) for name in record}
-    parts = int(options.threads) if isinstance(policy, BasePolicy) and policy.concurrent else 1
-    if parts > 1 and min(N, options.batch_size) < 2 * MIN_PART_RUNS:
-        parts = 1
-    batches = []  # per batch, its parts: (first, stop) run positions
-    for b0 in range(0, N, options.batch_size):
-        n = min(N, b0 + options.batch_size) - b0
-        k = max(1, min(parts, n // MIN_PART_RUNS))
-        cuts = [b0 + n * i // k for i in range(k + 1)]
-        batches.append(list(zip(cuts, cuts[1:])))
+    out = _Batch.empty(len(run_ids), record)
 
     def run(a: int, b: int, turn: _Turn | None = None) -> None:  # runs a .. b - 1, into the result arrays
         keys = run_keys(key, run_ids[a:b])
-        if start_of_run is None:
-            pick = np.minimum((uniforms(keys, -1, _START_STREAM) * len(starts)).astype(np.int64), len(starts) - 1)
+        if start_of_run is None or starts is None:  # (starts is known when start_of_run is given)
+            first = draw_starts(env, starts, keys)
         else:
-            pick = np.asarray(start_of_run[a:b], dtype=np.int64)
-        res = _simulate_batch(env, policy, prop, binding, starts[pick], keys, options, record, turn=turn)
-        outcome[a:b], stalled[a:b], steps[a:b], hopeless[a:b] = res[0], res[1], res[2], res[4]
-        for name in record:
-            recorded[name][a:b] = res[3][name]
+            first = starts[np.asarray(start_of_run[a:b], dtype=np.int64)]
+        out.put(a, b, _simulate_batch(stepper, prop, first, keys, options.max_steps, record, turn=turn))
 
-    if parts == 1:
+    batches = _plan(len(run_ids), options, policy)
+    if all(len(batch) == 1 for batch in batches):
         for batch in batches:
             for a, b in batch:
                 run(a, b)
             if on_batch is not None:
                 on_batch(batch[-1][1] - batch[0][0])
     else:
-        with ThreadPoolExecutor(parts, thread_name_prefix="rlverify-sim") as pool:
+        with ThreadPoolExecutor(int(options.threads), thread_name_prefix="rlverify-sim") as pool:
             _run_parts(pool, run, batches, on_batch)
-    return RunOutcomes(outcome=outcome, stalled=stalled, steps=steps, recorded=recorded, hopeless=hopeless)
+    return RunOutcomes(outcome=out.outcome, stalled=out.stalled, steps=out.steps, recorded=out.recorded,
+                       hopeless=out.hopeless)
+
+
+def _plan(n: int, options: SimulationOptions, policy: Policy) -> list[list[tuple[int, int]]]:
+    """Per batch of ``options.batch_size`` runs, its parts ``(first, stop)`` (run positions), one per thread: more
+    than one only for a policy that may be called from several threads and parts of ``MIN_PART_RUNS`` runs or more."""
+    parts = int(options.threads) if isinstance(policy, BasePolicy) and policy.concurrent else 1
+    if parts > 1 and min(n, options.batch_size) < 2 * MIN_PART_RUNS:
+        parts = 1
+    batches = []
+    for b0 in range(0, n, options.batch_size):
+        size = min(n, b0 + options.batch_size) - b0
+        k = max(1, min(parts, size // MIN_PART_RUNS))
+        cuts = [b0 + size * i // k for i in range(k + 1)]
+        batches.append(list(itertools.pairwise(cuts)))
+    return batches
 
 
 class _Cancelled(Exception):
@@ -279,7 +249,7 @@ def _run_parts(pool: ThreadPoolExecutor, run: Callable[..., None], batches: list
 
     futures = [[pool.submit(part, a, b) for a, b in batch] for batch in batches]
     try:
-        for batch, done in zip(batches, futures):
+        for batch, done in zip(batches, futures, strict=True):
             wait(done)
             if any(f.exception() is not None for f in done):
                 break
@@ -301,141 +271,86 @@ def _run_parts(pool: ThreadPoolExecutor, run: Callable[..., None], batches: list
                 raise err
 
 
-_NO_TURN = contextlib.nullcontext()
-
-
-def _simulate_batch(env, policy, prop: PathProperty, binding: Binding, states: np.ndarray, keys: np.ndarray,
-                    options: SimulationOptions, record: tuple[str, ...], *, turn: _Turn | None = None):
-    """Outcomes of the runs with ``keys`` ``(n,)`` from ``states``; policy calls are made holding ``turn`` (if
-    given: the parts of a batch in threads)."""
-    n = len(keys)
-    outcome = np.full(n, UNDECIDED, dtype=np.int8)
-    stalled = np.zeros(n, dtype=bool)
-    steps = np.zeros(n, dtype=np.int64)  # set when a run is decided: the step count t at that moment
-    hopeless = np.zeros(n, dtype=bool)
-    recorded = {name: np.zeros(n, dtype=bool) for name in record}
-    active = np.arange(n)
+def _simulate_batch(stepper: Stepper, prop: PathProperty, states: np.ndarray, keys: np.ndarray, max_steps: int,
+                    record: tuple[str, ...], *, turn: _Turn | None = None) -> _Batch:
+    """Outcomes of the runs with ``keys`` ``(n,)`` from ``states``: decided (:func:`~.step.decide`) before every
+    step (:meth:`~.step.Stepper.step`); policy calls are made holding ``turn`` (if given: the parts of a batch in
+    threads)."""
+    env = stepper.env
+    out = _Batch.empty(len(keys), record)
+    active = np.arange(len(keys))
     akeys = keys  # keys of the active runs, compacted with them
-    bound = prop.bound
-    deterministic = options.mode == "deterministic"
-    forced_fn = getattr(env, "forced", None)
-    loops_fn = getattr(env, "self_loops", None)  # optional: (states, actions) -> returns surely to the same state
-    describe = getattr(env, "describe", None)  # optional: state -> its description (messages)
-    renormalize = options.unavailable == "renormalize"
-    n_actions = len(policy.actions)
-    # an adapter validates its own output and chooses in one call (BasePolicy.choose); a greedy one needs no
-    # random numbers; observations go to it in its input dtype, in one buffer reused every step if it allows
-    fused = isinstance(policy, BasePolicy)
-    greedy = fused and policy.greedy
-    columns = binding.feature_columns
-    all_columns = len(columns) == len(env.features) and np.array_equal(columns, np.arange(len(columns)))
-    action_index = None if np.array_equal(binding.action_index, np.arange(n_actions)) else binding.action_index
-    turn = _NO_TURN if turn is None else turn
-    buf = None
-    if fused and policy.transient_input and all_columns and _takes_out(env):
-        buf = np.empty((n, len(columns)), dtype=policy.input_dtype)
+    buf = stepper.buffer(len(keys))
     t = 0
     while len(active):
-        right = prop.right.evaluate(env, states)
-        left = prop.left.evaluate(env, states)
-        violated = ~right & (~left | env.terminal(states))
-        if bound is not None and t >= bound:
-            violated |= ~right
-        if prop.hopeless is not None:
-            doomed = prop.hopeless.evaluate(env, states) & ~violated & ~right
-            if doomed.any():
-                hopeless[active[doomed]] = True
-                violated |= doomed
-        done = right | violated
-        if t >= options.max_steps:
-            done = np.ones(len(active), dtype=bool)
-        if done.any():
-            idx = active[done]
-            outcome[idx] = np.where(right[done], SATISFIED, np.where(violated[done], VIOLATED, UNDECIDED))
-            steps[idx] = t
-            for name in record:
-                recorded[name][idx] = env.label(name, states[done])
+        verdicts = decide(env, prop, states, t)
+        done = out.finish(env, active, states, verdicts, t, everything=t >= max_steps)
+        if done is not None:
             keep = np.flatnonzero(~done)
             active, states, akeys = active[keep], states.take(keep, axis=0), akeys[keep]
             if not len(active):
                 break
-        # runs in forced states take their single choice: the policy is asked only where it decides
-        asked = None if forced_fn is None else ~forced_fn(states)
-        if asked is not None and asked.all():
-            asked = None
-        at = states if asked is None else states.take(np.flatnonzero(asked), axis=0)
-        avail = env.available(states)
-        if not len(at):  # every run is in a forced state (e.g. a reset step drawing the start): no policy call
-            col, surely = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-        else:
-            if buf is not None:
-                obs = env.observe(at, out=buf[:len(at)])
-            else:
-                obs = env.observe(at)
-                obs = obs if all_columns else obs[:, columns]
-            u = None
-            if not deterministic and not greedy:
-                u = uniforms(akeys if asked is None else akeys[asked], t, _POLICY_STREAM)
-            if fused and (not renormalize or avail is None):
-                with turn:
-                    col, surely = policy.choose(obs, u)
-            else:
-                with turn:
-                    probs = policy.action_probabilities(obs)
-                probs = np.asarray(probs, dtype=np.float64)
-                if not fused:  # adapters validate their own output; a bare protocol object is checked here
-                    validate_probabilities(probs, len(at), n_actions, source=getattr(policy, "name", type(policy).__name__))
-                if renormalize and avail is not None:
-                    probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, binding.action_index],
-                                              mode=options.mode, unavailable="renormalize",
-                                              where=lambda i: describe(at[i]) if describe is not None else at[i])
-                col, surely = choose_columns(probs, u)  # surely: the policy takes this action with probability 1
-            if deterministic:
-                surely = np.ones(len(col), dtype=bool)
-        chosen = col if action_index is None else action_index[col]
-        if asked is None:
-            actions, sure = chosen, surely
-        else:  # forced runs: any action index (the env takes the forced choice), surely
-            actions, sure = np.zeros(len(active), dtype=np.int64), np.ones(len(active), dtype=bool)
-            actions[asked], sure[asked] = chosen, surely
-        if avail is not None:
-            ok = avail[np.arange(len(active)), actions]
-            if asked is not None:
-                ok |= ~asked
-            if not ok.all():
-                bad = active[~ok]
-                stalled[bad] = True
-                outcome[bad] = VIOLATED
-                steps[bad] = t
-                for name in record:
-                    recorded[name][bad] = False
-                keep = np.flatnonzero(ok)
-                active, states, actions, sure, akeys = (active[keep], states.take(keep, axis=0), actions[keep], sure[keep],
-                                                        akeys[keep])
-                if not len(active):
-                    break
-        if loops_fn is not None:
-            # a run whose policy surely takes an action leading back to the same state with
-            # probability 1 stays there forever: `right` (false now) never holds, so it is decided
-            stuck = sure & loops_fn(states, actions)
-            if stuck.any():
-                idx = active[stuck]
-                outcome[idx] = VIOLATED
-                steps[idx] = t
-                for name in record:
-                    recorded[name][idx] = env.label(name, states[stuck])
-                keep = np.flatnonzero(~stuck)
-                active, states, actions, akeys = active[keep], states.take(keep, axis=0), actions[keep], akeys[keep]
-                if not len(active):
-                    break
-        states = env.step(states, actions, uniforms(akeys, t, _ENV_STREAM))
+        moves = stepper.step(states, akeys, t, buf=buf, turn=_NO_TURN if turn is None else turn)
+        out.stop(env, active, states, moves, t)
+        active, akeys, states = moves.select(active), moves.select(akeys), moves.successors
         t += 1
-    return outcome, stalled, steps, recorded, hopeless
+    return out
 
 
-def _takes_out(env: object) -> bool:
-    """Whether ``env.observe`` takes ``out=`` (a preallocated observation buffer)."""
-    try:
-        return "out" in inspect.signature(env.observe).parameters  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        return False
+_NO_TURN = contextlib.nullcontext()
+
+
+@dataclass
+class _Batch:
+    """Per-run outcomes of a batch being simulated (see :class:`RunOutcomes`)."""
+
+    outcome: np.ndarray
+    stalled: np.ndarray
+    steps: np.ndarray  # set when a run is decided: the step count t at that moment
+    recorded: dict[str, np.ndarray]
+    hopeless: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int, record: tuple[str, ...]) -> _Batch:
+        return cls(np.full(n, UNDECIDED, dtype=np.int8), np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64),
+                   {name: np.zeros(n, dtype=bool) for name in record}, np.zeros(n, dtype=bool))
+
+    def put(self, a: int, b: int, part: _Batch) -> None:
+        """The outcomes of runs ``a .. b - 1``, simulated as ``part``."""
+        self.outcome[a:b], self.stalled[a:b], self.steps[a:b], self.hopeless[a:b] = (part.outcome, part.stalled,
+                                                                                     part.steps, part.hopeless)
+        for name, values in part.recorded.items():
+            self.recorded[name][a:b] = values
+
+    def finish(self, env: Any, active: np.ndarray, states: np.ndarray, verdicts: Verdicts, t: int, *,
+               everything: bool) -> np.ndarray | None:
+        """Record the runs ``active`` (in ``states``) that are decided at step ``t`` (``everything``: all of them,
+        the undecided ones as undecided); returns which are (a mask over ``active``), None when none is."""
+        right, violated = verdicts.right, verdicts.violated
+        if verdicts.hopeless is not None and verdicts.hopeless.any():
+            self.hopeless[active[verdicts.hopeless]] = True
+        done = np.ones(len(active), dtype=bool) if everything else right | violated
+        if not done.any():
+            return None
+        idx = active[done]
+        self.outcome[idx] = np.where(right[done], SATISFIED, np.where(violated[done], VIOLATED, UNDECIDED))
+        self.steps[idx] = t
+        for name in self.recorded:
+            self.recorded[name][idx] = env.label(name, states[done])
+        return done
+
+    def stop(self, env: Any, active: np.ndarray, states: np.ndarray, moves: Moves, t: int) -> None:
+        """Record the runs ``active`` (in ``states``) that stalled or got stuck in step ``t`` (violated)."""
+        if moves.stalled is not None:
+            bad = active[moves.stalled]
+            self.stalled[bad] = True
+            self.outcome[bad] = VIOLATED
+            self.steps[bad] = t
+            for name in self.recorded:
+                self.recorded[name][bad] = False
+        if moves.stuck is not None:  # surely back to the same state forever: `right` (false now) never holds
+            idx = active[moves.stuck]
+            self.outcome[idx] = VIOLATED
+            self.steps[idx] = t
+            for name in self.recorded:
+                self.recorded[name][idx] = env.label(name, states.take(moves.stuck, axis=0))

@@ -62,7 +62,9 @@ class VectorEnv(Protocol):
 
     # Optional (explicit MDPs): ``forced(states)`` ``(N,)`` bool, states whose single choice is taken without
     # asking the policy; ``self_loops(states, actions)`` ``(N,)`` bool, the step surely returns to the same
-    # state; ``describe(state)``, a state for messages.
+    # state; ``describe(state)``, a state for messages. Optional (continuous systems,
+    # :class:`~rlverify.models.continuous.ContinuousEnv`): ``initial_box``, ``(lo, hi)`` of ``(n,)`` arrays: runs
+    # start uniformly in this box (the simulator draws the states), not among :meth:`initial_states`.
 
 
 class ExplicitEnv:

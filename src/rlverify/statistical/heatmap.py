@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,12 +21,15 @@ from rlverify.statistical.results import HeatmapResult
 from rlverify.statistical.stats import clopper_pearson, okamoto_runs
 from rlverify.statistical.verify import SimulationJob, StatisticalOptions, check_run_limit, simulate_runs, task_runs
 
+if TYPE_CHECKING:
+    from rlverify.models.racetrack import RacetrackEnv
+
 log = logging.getLogger(__name__)
 
 GOAL_PROPERTY = 'P=? [!"crashed" U "goal"]'
 
 
-def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalOptions(), *,
+def heatmap(env: RacetrackEnv, policy: Policy, options: StatisticalOptions | None = None, *,
             cells: np.ndarray | None = None, optimal: bool = False, benchmark: str = "",
             progress: Callable[[int, int], None] | None = None) -> HeatmapResult:
     """Estimate goal (``!"crashed" U "goal"``) and crash probability from every start cell at velocity 0.
@@ -35,8 +38,8 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
         env: a :class:`~rlverify.models.racetrack.RacetrackEnv`.
         policy: the oracle (15 Racetrack features, the 9 acceleration actions).
         options: ``okamoto`` (``n = okamoto_runs(epsilon, delta)`` runs per cell, intervals
-            ``p_hat +- epsilon``) or ``clopper-pearson`` (``runs`` per cell, default the Okamoto number);
-            ``options.backend``: where the runs are simulated (the same arrays on every backend).
+            ``p_hat +- epsilon``; the default) or ``clopper-pearson`` (``runs`` per cell, default the Okamoto
+            number); ``options.backend``: where the runs are simulated (the same arrays on every backend).
         cells: ``(M, 2)`` start cells ``(x, y)``; default every non-wall, non-goal cell.
         optimal: also compute Storm's ``Pmax=? [F "goal"]`` per cell on the explicit MDP.
         progress: ``progress(done_runs, total_runs)``.
@@ -44,6 +47,7 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
     Returns:
         A :class:`~rlverify.statistical.results.HeatmapResult` (per-cell statistical guarantees).
     """
+    options = StatisticalOptions() if options is None else options
     options.validate()
     if options.method not in ("okamoto", "clopper-pearson"):
         raise PropertyError(f"heat maps support the methods okamoto and clopper-pearson, got '{options.method}'")
@@ -90,8 +94,10 @@ def heatmap(env: Any, policy: Policy, options: StatisticalOptions = StatisticalO
         gi = np.stack([np.maximum(k / n - eps, 0), np.minimum((k + u) / n + eps, 1)], axis=1)
         ci = np.stack([np.maximum(c / n - eps, 0), np.minimum((c + u) / n + eps, 1)], axis=1)
     else:
-        gi = np.array([(clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1]) for a, b in zip(k, u)])
-        ci = np.array([(clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1]) for a, b in zip(c, u)])
+        gi = np.array([(clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
+                       for a, b in zip(k.tolist(), u.tolist(), strict=True)])
+        ci = np.array([(clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
+                       for a, b in zip(c.tolist(), u.tolist(), strict=True)])
     opt = None
     timings = {"backend": t_sim0 - t0, "simulate": t_sim}
     if optimal:

@@ -142,82 +142,104 @@ def parse_path_property(text: str | Property, labels: tuple[str, ...] | None = N
 
 def parse_state_formula(formula: str, text: str, labels: tuple[str, ...] | None) -> StateFormula:
     """A propositional formula over quoted labels (``!"crashed" & ("goal" | false)``) of property ``text``."""
-    tokens: list[tuple[str, str, int]] = []
+    return _FormulaParser(_tokens(formula, text), text, labels).parse()
+
+
+Token = tuple[str, str, int]  # (kind, text, column from 0 in the property text)
+
+
+def _tokens(formula: str, text: str) -> list[Token]:
+    """The tokens of ``formula`` (a part of property ``text``), ending with an ``end`` token."""
+    tokens: list[Token] = []
     pos = 0
     offset = max(text.find(formula), 0)
     formula_s = formula.rstrip()
     while pos < len(formula_s):
         m = _TOKEN.match(formula_s, pos)
-        if not m or m.end() == pos:
+        if not m or m.end() == pos or m.lastgroup is None:
             raise PropertyError(f"property '{text}': unexpected character {formula_s[pos:].lstrip()[:1]!r} "
                                 f"at column {offset + pos + 1}")
         kind = m.lastgroup
-        assert kind is not None
         tokens.append((kind, m.group(kind), offset + m.start(kind)))
         pos = m.end()
     tokens.append(("end", "", offset + len(formula_s)))
-    i = 0
+    return tokens
 
-    def peek() -> tuple[str, str, int]:
-        return tokens[i]
 
-    def take(kind: str | None = None, value: str | None = None) -> tuple[str, str, int]:
-        nonlocal i
-        tok = tokens[i]
+class _FormulaParser:
+    """Recursive descent over the tokens: ``state := conj ('|' conj)*``, ``conj := unary ('&' unary)*``,
+    ``unary := '!' unary | '(' state ')' | "label" | true | false``."""
+
+    def __init__(self, tokens: list[Token], text: str, labels: tuple[str, ...] | None) -> None:
+        self.tokens, self.text, self.labels, self.i = tokens, text, labels, 0
+
+    def parse(self) -> StateFormula:
+        f = self.state()
+        if self.peek()[0] != "end":
+            raise PropertyError(f"property '{self.text}': unexpected '{self.peek()[1]}' at column {self.peek()[2] + 1}")
+        return f
+
+    def peek(self) -> Token:
+        return self.tokens[self.i]
+
+    def take(self, kind: str | None = None, value: str | None = None) -> Token:
+        tok = self.tokens[self.i]
         if (kind and tok[0] != kind) or (value and tok[1] != value):
             want = value or kind
             got = tok[1] or "end of text"
-            raise PropertyError(f"property '{text}': expected '{want}' at column {tok[2] + 1}, got '{got}'")
-        i += 1
+            raise PropertyError(f"property '{self.text}': expected '{want}' at column {tok[2] + 1}, got '{got}'")
+        self.i += 1
         return tok
 
-    def state() -> StateFormula:
-        left = conj()
-        while peek()[:2] == ("op", "|"):
-            take()
-            left = StateFormula("or", (left, conj()))
+    def state(self) -> StateFormula:
+        left = self.conj()
+        while self.peek()[:2] == ("op", "|"):
+            self.take()
+            left = StateFormula("or", (left, self.conj()))
         return left
 
-    def conj() -> StateFormula:
-        left = unary()
-        while peek()[:2] == ("op", "&"):
-            take()
-            left = StateFormula("and", (left, unary()))
+    def conj(self) -> StateFormula:
+        left = self.unary()
+        while self.peek()[:2] == ("op", "&"):
+            self.take()
+            left = StateFormula("and", (left, self.unary()))
         return left
 
-    def unary() -> StateFormula:
-        t = peek()
+    def unary(self) -> StateFormula:
+        t = self.peek()
         if t[:2] == ("op", "!"):
-            take()
-            return StateFormula("not", (unary(),))
+            self.take()
+            return StateFormula("not", (self.unary(),))
         if t[:2] == ("op", "("):
-            take()
-            f = state()
-            take("op", ")")
+            self.take()
+            f = self.state()
+            self.take("op", ")")
             return f
         if t[0] == "label":
-            take()
-            name = t[1][1:-1]
-            if labels is not None and name not in labels:
-                from rlverify.errors import did_you_mean
-
-                raise PropertyError(f"property '{text}': unknown label \"{name}\"{did_you_mean(name, labels)}; "
-                                    f"labels: {', '.join(repr(x) for x in labels)}")
-            return StateFormula("label", (name,))
+            self.take()
+            return self.label(t[1][1:-1])
         if t[0] == "ident" and t[1] in ("true", "false"):
-            take()
+            self.take()
             return StateFormula("const", (t[1] == "true",))
-        if t[0] == "ident" and t[1] in ("F", "G", "X", "U", "W", "R", "P"):
-            raise unsupported(text, f"nested or unsupported temporal operator '{t[1]}' at column {t[2] + 1}")
-        if t[0] == "ident":
-            raise PropertyError(f"property '{text}': '{t[1]}' at column {t[2] + 1} is not a label; write labels in "
-                                f"quotes (\"{t[1]}\")")
-        raise PropertyError(f"property '{text}': expected a state formula at column {t[2] + 1}, got '{t[1] or 'end of text'}'")
+        raise self.unexpected(t)
 
-    f = state()
-    if peek()[0] != "end":
-        raise PropertyError(f"property '{text}': unexpected '{peek()[1]}' at column {peek()[2] + 1}")
-    return f
+    def label(self, name: str) -> StateFormula:
+        if self.labels is not None and name not in self.labels:
+            from rlverify.errors import did_you_mean
+
+            raise PropertyError(f"property '{self.text}': unknown label \"{name}\"{did_you_mean(name, self.labels)}; "
+                                f"labels: {', '.join(repr(x) for x in self.labels)}")
+        return StateFormula("label", (name,))
+
+    def unexpected(self, t: Token) -> PropertyError:
+        text = self.text
+        if t[0] == "ident" and t[1] in ("F", "G", "X", "U", "W", "R", "P"):
+            return unsupported(text, f"nested or unsupported temporal operator '{t[1]}' at column {t[2] + 1}")
+        if t[0] == "ident":
+            return PropertyError(f"property '{text}': '{t[1]}' at column {t[2] + 1} is not a label; write labels in "
+                                 f"quotes (\"{t[1]}\")")
+        return PropertyError(f"property '{text}': expected a state formula at column {t[2] + 1}, got "
+                             f"'{t[1] or 'end of text'}'")
 
 
 # ------------------------------------------------------------------------------------------
@@ -247,8 +269,8 @@ def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> P
         try:
             return StateFormula("mask", (truth_values(storm_model, sub),))
         except (RuntimeError, AttributeError) as exc:
-            raise unsupported(prop.text, f"the state formula '{sub}' cannot be evaluated per state "
-                                         f"({storm_message(exc) if isinstance(exc, RuntimeError) else 'not propositional'})") from None
+            why = storm_message(exc) if isinstance(exc, RuntimeError) else "not propositional"
+            raise unsupported(prop.text, f"the state formula '{sub}' cannot be evaluated per state ({why})") from None
 
     left = TRUE if sub_left is None else mask(sub_left)
     return PathProperty(text=prop.text, left=left, right=mask(sub_right), bound=prop.bound, threshold=prop.threshold,

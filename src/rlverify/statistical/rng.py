@@ -31,8 +31,9 @@ def seed_key(seed: int) -> np.uint64:
         return np.uint64(_mix(np.asarray([np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF) + _GOLDEN], dtype=np.uint64))[0])
 
 
-def run_keys(key: np.uint64, runs: np.ndarray) -> np.ndarray:
-    """``(N,)`` uint64 per-run keys for global run indices ``runs`` ``(N,)``."""
+def run_keys(key: np.uint64 | np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """``(N,)`` uint64 per-run keys for global run indices ``runs`` ``(N,)`` (``key``: one key, or ``(N,)`` keys, one per
+    run)."""
     with np.errstate(over="ignore"):
         return _mix((np.asarray(runs, dtype=np.uint64) + np.uint64(1)) * _GOLDEN ^ key)
 

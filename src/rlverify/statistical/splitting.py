@@ -37,35 +37,36 @@ import math
 import numbers
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rlverify.errors import OptionError, PropertyError
-from rlverify.models.dynamics import choice_table, policy_weights, untaken_message
+from rlverify.models.dynamics import choice_table, untaken_message
 from rlverify.models.expressions import compile_expression
 from rlverify.models.properties import Property
-from rlverify.policies.base import BasePolicy, Policy, choose_columns, validate_probabilities
+from rlverify.policies.base import Policy
 from rlverify.results import SplittingResult, versions
-from rlverify.statistical.engine import Binding, SimulationOptions, bind_policy
+from rlverify.statistical.engine import SimulationOptions
 from rlverify.statistical.envs import ExplicitEnv
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key, uniforms
 from rlverify.statistical.stats import check_unit
+from rlverify.statistical.step import Moves, Stepper, bind_policy, check_labels, decide, draw_starts
+from rlverify.statistical.verify import SimulatedModel, prepare, with_start_note
 
 log = logging.getLogger(__name__)
 
 #: ``--rare`` values: ``splitting`` (fixed effort) and ``restart`` (RESTART)
 RARE_METHODS = ("splitting", "restart")
 _RESTART_STAGE = 1 << 30  # key index of RESTART's main trials (fixed-effort stages are 0 .. m)
-_POLICY_STREAM, _ENV_STREAM, _START_STREAM, _RESAMPLE_STREAM = 0, 1, 2, 3
+_RESAMPLE_STREAM = 3  # (the step's streams: rlverify.statistical.step)
 _PILOT_REPETITION = 1 << 40  # key index of the pilot (estimation repetitions are 0 .. R-1)
 #: outcomes of a stage run
 CROSSED, FAILED, STALLED, UNDECIDED = 1, 0, 2, -1
 #: RESTART: the largest product of splitting factors (a target hit's weight; exact in int64 and float64)
 MAX_SPLIT_PRODUCT = 2**53
-_MOVED, _STUCK = 0, 3  # statuses of one step besides STALLED (a stuck run surely loops forever: it is violated)
 
 Importance = Callable[[np.ndarray], np.ndarray]
 
@@ -114,9 +115,18 @@ class SplittingOptions:
     method: str = "splitting"
     splits: tuple[int, ...] | None = None
     max_live: int = 2_000_000
-    simulation: SimulationOptions = SimulationOptions()
+    simulation: SimulationOptions = field(default_factory=SimulationOptions)
 
     def validate(self) -> None:
+        """Refuse (:class:`OptionError`, naming the option) a setting that is out of range."""
+        self._check_method()
+        self._check_sizes()
+        self._check_levels()
+        if not (isinstance(self.importance, str) or callable(self.importance)):
+            raise OptionError(f"--importance: expected an expression, 'auto' or a callable, got {self.importance!r}")
+        self.simulation.validate()
+
+    def _check_method(self) -> None:
         if self.method not in RARE_METHODS:
             raise OptionError(f"--rare: expected one of {', '.join(RARE_METHODS)}, got '{self.method}'")
         if self.splits is not None:
@@ -127,10 +137,13 @@ class SplittingOptions:
                                   f"{len(self.splits)} factors)")
             if any(not _whole(k) or k < 1 for k in self.splits):
                 raise OptionError(f"splits: splitting factors must be positive integers, got {list(self.splits)}")
+
+    def _check_sizes(self) -> None:
         if not _whole(self.effort) or self.effort < 1:
             raise OptionError(f"--effort: runs per level must be a positive integer, got {self.effort!r}")
         if not _whole(self.repetitions) or self.repetitions < 2:
-            raise OptionError(f"--repetitions: the interval needs at least 2 independent repetitions, got {self.repetitions!r}")
+            raise OptionError(f"--repetitions: the interval needs at least 2 independent repetitions, got "
+                              f"{self.repetitions!r}")
         if not _whole(self.max_live) or self.max_live < 1:
             raise OptionError(f"max_live: expected a positive integer, got {self.max_live!r}")
         if self.effort * self.repetitions > self.max_live:
@@ -146,6 +159,8 @@ class SplittingOptions:
             raise OptionError(f"max_levels: expected a non-negative integer, got {self.max_levels!r}")
         if not 0.0 < self.pilot_fraction < 1.0:
             raise OptionError(f"pilot_fraction must be in (0, 1), got {self.pilot_fraction}")
+
+    def _check_levels(self) -> None:
         if self.levels is not None:
             try:
                 lv = [float(x) for x in self.levels]
@@ -155,9 +170,6 @@ class SplittingOptions:
                 raise OptionError(f"--levels: expected finite, strictly increasing thresholds, got {list(self.levels)}")
             if len(lv) > self.max_levels:
                 raise OptionError(f"--levels: {len(lv)} thresholds, more than max_levels={self.max_levels}")
-        if not (isinstance(self.importance, str) or callable(self.importance)):
-            raise OptionError(f"--importance: expected an expression, 'auto' or a callable, got {self.importance!r}")
-        self.simulation.validate()
 
 
 def _whole(x: object) -> bool:
@@ -201,18 +213,13 @@ class _Stage:
 
 
 class _Runner:
-    """Advances runs of one environment and policy in lockstep until they cross a threshold or are decided."""
+    """Advances runs of one environment and policy in lockstep until they cross a threshold or are decided (each step
+    is the simulator's own, :meth:`~rlverify.statistical.step.Stepper.step`)."""
 
-    def __init__(self, env: Any, policy: Policy, prop: PathProperty, binding: Binding, level: Callable[[np.ndarray], np.ndarray],
+    def __init__(self, stepper: Stepper, prop: PathProperty, level: Callable[[np.ndarray], np.ndarray],
                  sim: SimulationOptions) -> None:
-        self.env, self.policy, self.prop, self.binding, self.sim = env, policy, prop, binding, sim
+        self.stepper, self.env, self.prop, self.sim = stepper, stepper.env, prop, sim
         self.imp = level  # importance of non-right states (float64, may be -inf)
-        self.forced = getattr(env, "forced", None)
-        self.loops = getattr(env, "self_loops", None)
-        self.describe = getattr(env, "describe", None)
-        self.fused = isinstance(policy, BasePolicy)
-        self.greedy = self.fused and policy.greedy  # type: ignore[union-attr]
-        self.all_columns = np.array_equal(binding.feature_columns, np.arange(len(env.features)))
 
     def level_value(self, states: np.ndarray) -> np.ndarray:
         """``(N,)`` float64: +inf where ``right`` holds, else the importance."""
@@ -241,94 +248,29 @@ class _Runner:
         return _Stage(outcome, ent_s[hit], ent_t[hit], peak, steps, hopeless)
 
     def classify(self, states: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(violated, value, hopeless)`` ``(N,)``: the run is decided as violated (``left`` false, an absorbing state,
-        the step bound reached, a state from which no policy reaches ``right``: the property's ``hopeless`` states),
-        the level value (+inf where ``right`` holds, -inf where violated, else the importance), and whether it was
+        """``(violated, value, hopeless)`` ``(N,)``: the run is decided as violated (:func:`~.step.decide`: ``left``
+        false, an absorbing state, the step bound reached, a state from which no policy reaches ``right``), the
+        level value (+inf where ``right`` holds, -inf where violated, else the importance), and whether it was
         violated only for being hopeless."""
-        env, prop = self.env, self.prop
-        right = prop.right.evaluate(env, states)
-        left = prop.left.evaluate(env, states)
-        violated = ~right & (~left | env.terminal(states))
-        if prop.bound is not None:
-            violated |= ~right & (t >= prop.bound)
-        doomed = np.zeros(len(violated), dtype=bool)
-        if prop.hopeless is not None:
-            doomed = prop.hopeless.evaluate(env, states) & ~violated & ~right
-            violated |= doomed
-        value = np.where(violated, -np.inf, self.imp(states))
-        value[right] = np.inf
-        return violated, value, doomed
+        verdicts = decide(self.env, self.prop, states, t)
+        value = np.where(verdicts.violated, -np.inf, self.imp(states))
+        value[verdicts.right] = np.inf
+        doomed = np.zeros(len(states), dtype=bool) if verdicts.hopeless is None else verdicts.hopeless
+        return verdicts.violated, value, doomed
 
-    def act(self, states: np.ndarray, keys: np.ndarray, local: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One step of undecided runs: the policy is called once on all of them (the simulator's rules: forced states,
-        stalls, renormalisation, sure self-loops). Returns ``(status, moved, successors)``: ``(N,)`` int8 status (_MOVED,
-        STALLED, _STUCK: surely loops forever), the indices of the runs that moved and their successor states; the
-        random numbers are ``uniforms(keys, local, stream)``."""
-        env, sim = self.env, self.sim
-        n = len(keys)
-        status = np.zeros(n, dtype=np.int8)
-        deterministic = sim.mode == "deterministic"
-        aidx = self.binding.action_index
-        asked = None if self.forced is None else ~self.forced(states)
-        if asked is not None and asked.all():
-            asked = None
-        at = states if asked is None else states[asked]
-        avail = env.available(states)
-        if not len(at):  # every run is in a forced state (e.g. a reset step drawing the start): no policy call
-            col, surely = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-        else:
-            col, surely = self._ask(at, asked, keys, local, avail)
-        if deterministic:
-            surely = np.ones(len(col), dtype=bool)
-        chosen = aidx[col]
-        if asked is None:
-            actions, sure = chosen, surely
-        else:
-            actions, sure = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
-            actions[asked], sure[asked] = chosen, surely
-        if avail is not None:
-            ok = avail[np.arange(n), actions]
-            if asked is not None:
-                ok |= ~asked
-            status[~ok] = STALLED
-        if self.loops is not None:  # surely back to the same state forever: `right` never holds
-            stuck = (status == _MOVED) & sure & self.loops(states, actions)
-            status[stuck] = _STUCK
-        moved = np.flatnonzero(status == _MOVED)
-        succ = env.step(states[moved], actions[moved], uniforms(keys[moved], local, _ENV_STREAM)) if len(moved) \
-            else states[:0]
-        return status, moved, succ
+    def step(self, states: np.ndarray, keys: np.ndarray, local: int, buf: np.ndarray | None = None) -> Moves:
+        """One step of undecided runs (the policy is called once on all of them); the random numbers are
+        ``uniforms(keys, local, stream)``."""
+        return self.stepper.step(states, keys, local, buf=buf)
 
-    def _ask(self, at: np.ndarray, asked: np.ndarray | None, keys: np.ndarray, local: int,
-             avail: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """The policy's choice (column, surely) for the run states ``at`` (at least one) where it is asked."""
-        sim = self.sim
-        aidx = self.binding.action_index
-        obs = self.env.observe(at)
-        obs = obs if self.all_columns else obs[:, self.binding.feature_columns]
-        u = None
-        if sim.mode != "deterministic" and not self.greedy:
-            u = uniforms(keys if asked is None else keys[asked], local, _POLICY_STREAM)
-        if self.fused and (sim.unavailable != "renormalize" or avail is None):
-            return self.policy.choose(obs, u)  # type: ignore[attr-defined]
-        probs = np.asarray(self.policy.action_probabilities(obs), dtype=np.float64)
-        if not self.fused:
-            validate_probabilities(probs, len(at), len(self.policy.actions),
-                                   source=getattr(self.policy, "name", type(self.policy).__name__))
-        if sim.unavailable == "renormalize" and avail is not None:
-            describe = self.describe
-            probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, aidx],
-                                      mode=sim.mode, unavailable="renormalize",
-                                      where=lambda i: describe(at[i]) if describe is not None else at[i])
-        return choose_columns(probs, u)
-
-    def _batch(self, states: np.ndarray, t: np.ndarray, keys: np.ndarray, threshold: float, track_peak: bool):
-        sim = self.sim
+    def _batch(self, states: np.ndarray, t: np.ndarray, keys: np.ndarray, threshold: float,
+               track_peak: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
         n = len(keys)
         outcome = np.full(n, UNDECIDED, dtype=np.int8)
         peak = np.full(n, -np.inf)
         ent_s, ent_t = states.copy(), t.copy()
         active = np.arange(n)
+        buf = self.stepper.buffer(n)
         local = 0  # steps taken in this stage (selects the random numbers together with the run key)
         steps = hopeless = 0
         while len(active):
@@ -338,7 +280,7 @@ class _Runner:
                 np.maximum.at(peak, active, value)
             crossed = value >= threshold
             failed = violated & ~crossed
-            open_ = ~(crossed | failed) & (t >= sim.max_steps)
+            open_ = ~(crossed | failed) & (t >= self.sim.max_steps)
             done = crossed | failed | open_
             if done.any():
                 idx = active[done]
@@ -348,11 +290,13 @@ class _Runner:
                 active, states, t, keys = active[keep], states[keep], t[keep], keys[keep]
                 if not len(active):
                     break
-            status, moved, states = self.act(states, keys, local)
-            outcome[active[status == STALLED]] = STALLED
-            outcome[active[status == _STUCK]] = FAILED
-            active, t, keys = active[moved], t[moved] + 1, keys[moved]
-            steps += len(moved)
+            moves = self.step(states, keys, local, buf)
+            if moves.stalled is not None:
+                outcome[active[moves.stalled]] = STALLED
+            if moves.stuck is not None:  # surely back to the same state forever: `right` never holds
+                outcome[active[moves.stuck]] = FAILED
+            active, t, keys, states = moves.select(active), moves.select(t) + 1, moves.select(keys), moves.successors
+            steps += len(active)
             local += 1
         return outcome, ent_s, ent_t, peak, steps, hopeless
 
@@ -392,19 +336,21 @@ def _student_t(delta: float, dof: int) -> float:
     return float(student.ppf(1.0 - delta / 2.0, dof))
 
 
-def verify_splitting(target: Any, property_text: str | Property, policy: Policy,
-                     options: SplittingOptions = SplittingOptions(), *, constants: str | None = None,
-                     starts: np.ndarray | None = None,
+def verify_splitting(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy,
+                     options: SplittingOptions | None = None, *, starts: np.ndarray | None = None,
                      progress: Callable[[int, int], None] | None = None) -> SplittingResult:
     """Estimate a (rare) path-property probability under ``policy`` by fixed-effort importance splitting.
 
     Args:
-        target: as for :func:`~rlverify.statistical.verify.verify_statistical` (a PRISM/JANI file or model,
-            an explicit model, a benchmark, a vectorised environment such as Racetrack).
-        property_text: ``P=? [F phi]``, ``[F<=k phi]``, ``[phi1 U phi2]`` or ``[phi1 U<=k phi2]``.
+        model: a resolved model, as for :func:`~rlverify.statistical.verify.verify_statistical` (a SymbolicModel, an
+            ExplicitModel, a ContinuousSystem, a vectorised environment such as Racetrack).
+        prop: ``P=? [F phi]``, ``[F<=k phi]``, ``[phi1 U phi2]`` or ``[phi1 U<=k phi2]`` (a Property, its text, or a
+            PathProperty over an environment).
         policy: the oracle; called once per step on all live runs of a stage (all repetitions together).
-        options: importance function, levels, effort, repetitions, confidence, simulation settings.
-        starts: start states (default: the environment's initial states; several: uniform at random).
+        options: importance function, levels, effort, repetitions, confidence, simulation settings (default
+            :class:`SplittingOptions`).
+        starts: start states (default: the environment's initial states, or its initial region; several: uniform
+            at random).
         progress: ``progress(stages_done, stages)`` after each stage.
 
     Returns:
@@ -415,76 +361,128 @@ def verify_splitting(target: Any, property_text: str | Property, policy: Policy,
         PropertyError: a property that is not a reachability/until form, or has a threshold.
         OptionError: a bad importance expression (unknown variable...), levels, effort or repetitions.
     """
-    from rlverify.statistical.verify import prepare
-
+    options = SplittingOptions() if options is None else options
     options.validate()
     t0 = time.perf_counter()
-    env, prop, model_name = prepare(target, property_text, constants=constants, actions=policy.actions)
-    if prop.threshold is not None:
-        raise PropertyError(f"property '{prop.text}': splitting estimates a probability; write it as P=? [...] "
-                            f"(a threshold {prop.comparison} {prop.threshold:g} is not tested by --rare)")
-    if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
-        raise PropertyError(f"{model_name}: the model has {len(env.initial_states())} initial states; "
-                            "pass starts= to choose (the simulator does not pick among them)")
-    binding = bind_policy(env, policy)
-    for name in prop.left.labels() | prop.right.labels():
-        if name not in env.labels:
-            env.label(name, env.initial_states()[:1])  # raises the unknown-label error
-    untaken = choice_table(env.model, policy.actions).untaken() if isinstance(env, ExplicitEnv) else {}
-    level, importance_text = _importance(env, prop, options.importance)
-    sim = options.simulation
-    runner = _Runner(env, policy, prop, binding, level, sim)
-    starts = env.initial_states() if starts is None else np.asarray(starts)
-    if len(starts) == 0:
-        raise PropertyError(f"{model_name}: no initial state")
-    base = seed_key(sim.seed)
+    setup = _setup(model, prop, policy, options, starts)
+    base = seed_key(options.simulation.seed)
     t_prep = time.perf_counter() - t0
-    warnings: list[str] = list(prop.notes)
+    warnings: list[str] = list(setup.prop.notes)
 
     def initial(reps: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         keys = _stage_keys(base, reps, 0, n)
-        pick = np.minimum((uniforms(keys, -1, _START_STREAM) * len(starts)).astype(np.int64), len(starts) - 1)
-        return starts[pick], np.zeros(len(keys), dtype=np.int64)
+        return draw_starts(setup.runner.env, setup.starts, keys), np.zeros(len(keys), dtype=np.int64)
 
     # ---- levels: given, or from a pilot (adaptive multilevel splitting on independent runs)
     t1 = time.perf_counter()
-    pilot_decisions = 0
-    if options.levels is not None:
-        levels, levels_from = tuple(float(x) for x in options.levels), "given"
-        top = getattr(level, "highest", None)
-        if top is not None and levels and levels[-1] > top:
-            raise OptionError(f"--levels: threshold {levels[-1]:g} is above the highest importance of any state "
-                              f"({top:g} for {importance_text!r}): only reaching the target itself would cross it")
-    else:
-        levels, pilot_decisions = _pilot(runner, initial, base, options)
-        levels_from = "pilot"
+    levels, levels_from, pilot_decisions = _levels(setup, initial, base, options)
     t_pilot = time.perf_counter() - t1
-
     # ---- estimation: R independent repetitions, all in lockstep
+    t2 = time.perf_counter()
+    est = _estimate(setup, levels, initial, base, options, warnings, progress)
+    timings = {"prepare": t_prep, "pilot": t_pilot, "simulate": time.perf_counter() - t2}
+    return _splitting_result(setup, est, levels_from, pilot_decisions + est.pilot_steps, options, policy, warnings,
+                             timings, t0)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What a splitting estimate simulates: the runner (environment, policy, property, importance), the start
+    states (None: the environment's initial box), the model's name and the choices the policy never takes."""
+
+    runner: _Runner
+    prop: PathProperty
+    starts: np.ndarray | None
+    name: str
+    importance: str
+    untaken: dict[str, Any]
+
+
+def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy, options: SplittingOptions,
+           starts: np.ndarray | None) -> _Setup:
+    env, path, name = prepare(model, prop, actions=policy.actions)
+    path = with_start_note(env, path, starts)
+    if path.threshold is not None:
+        raise PropertyError(f"property '{path.text}': splitting estimates a probability; write it as P=? [...] "
+                            f"(a threshold {path.comparison} {path.threshold:g} is not tested by --rare)")
+    if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
+        raise PropertyError(f"{name}: the model has {len(env.initial_states())} initial states; "
+                            "pass starts= to choose (the simulator does not pick among them)")
+    binding = bind_policy(env, policy)
+    check_labels(env, path.left.labels() | path.right.labels())
+    untaken = choice_table(env.model, policy.actions).untaken() if isinstance(env, ExplicitEnv) else {}
+    level, importance_text = _importance(env, path, options.importance)
+    sim = options.simulation
+    runner = _Runner(Stepper(env, policy, binding, mode=sim.mode, unavailable=sim.unavailable), path, level, sim)
+    if starts is None and getattr(env, "initial_box", None) is not None:
+        if options.method == "restart":
+            raise OptionError(f"--rare restart: {name} starts anywhere in its initial region, and RESTART needs "
+                              "finitely many start states (it drops the levels a start state already reaches); use "
+                              "--rare splitting (fixed effort)")
+        return _Setup(runner, path, None, name, importance_text, untaken)
+    starts = env.initial_states() if starts is None else np.asarray(starts)
+    if len(starts) == 0:
+        raise PropertyError(f"{name}: no initial state")
+    return _Setup(runner, path, starts, name, importance_text, untaken)
+
+
+Initial = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+
+
+def _levels(setup: _Setup, initial: Initial, base: np.uint64,
+            options: SplittingOptions) -> tuple[tuple[float, ...], str, int]:
+    """The thresholds (given, checked against the highest importance of an explicit model's states; or chosen by a
+    pilot), where they come from, and the pilot's decisions."""
+    if options.levels is None:
+        levels, steps = _pilot(setup.runner, initial, base, options)
+        return levels, "pilot", steps
+    levels = tuple(float(x) for x in options.levels)
+    top = getattr(setup.runner.imp, "highest", None)
+    if top is not None and levels and levels[-1] > top:
+        raise OptionError(f"--levels: threshold {levels[-1]:g} is above the highest importance of any state "
+                          f"({top:g} for {setup.importance!r}): only reaching the target itself would cross it")
+    return levels, "given", 0
+
+
+@dataclass
+class _Estimate:
+    """Per-repetition estimates of fixed effort or RESTART, and what their runs did."""
+
+    products: np.ndarray  # (R,) per-repetition estimates
+    fractions: np.ndarray  # (R, m + 1) crossing fraction per repetition and stage (RESTART: (R, 0))
+    hits: list[int]
+    steps: int
+    undecided: int
+    stalled: int
+    hopeless: int
+    levels: tuple[float, ...]
+    splits: tuple[int, ...] | None = None
+    pilot_steps: int = 0  # RESTART: the fixed-effort pass that chose the splitting factors
+
+
+def _estimate(setup: _Setup, levels: tuple[float, ...], initial: Initial, base: np.uint64, options: SplittingOptions,
+              warnings: list[str], progress: Callable[[int, int], None] | None) -> _Estimate:
+    """``R`` independent repetitions, all in lockstep: fixed effort, or RESTART."""
     R, n = options.repetitions, options.effort
     reps = np.arange(R, dtype=np.int64)
-    t2 = time.perf_counter()
     if options.method == "splitting":
-        fe = _fixed_effort(runner, levels, reps, n, base, initial, progress)
-        products, fractions, hits_total = np.prod(fe.fractions, axis=1), fe.fractions, fe.hits
-        decisions, undecided, stalled, hopeless, splits = fe.steps, fe.undecided, fe.stalled, fe.hopeless, None
-    else:
-        levels, splits, steps_k = _restart_levels(runner, levels, options, base, initial, starts, warnings)
-        pilot_decisions += steps_k
-        rs = _restart(runner, levels, splits, reps, n, base, initial, options.max_live, progress)
-        products, hits_total = rs.products, rs.hits
-        decisions, undecided, stalled, hopeless = rs.steps, rs.undecided, rs.stalled, rs.hopeless
-        fractions = np.zeros((R, 0))
-    t_sim = time.perf_counter() - t2
+        fe = _fixed_effort(setup.runner, levels, reps, n, base, initial, progress)
+        return _Estimate(np.prod(fe.fractions, axis=1), fe.fractions, fe.hits, fe.steps, fe.undecided, fe.stalled,
+                         fe.hopeless, levels)
+    assert setup.starts is not None  # (a RESTART setup has its start states)
+    levels, splits, steps_k = _restart_levels(setup.runner, levels, options, base, initial, setup.starts, warnings)
+    rs = _restart(setup.runner, levels, splits, reps, n, base, initial, options.max_live, progress)
+    return _Estimate(rs.products, np.zeros((R, 0)), rs.hits, rs.steps, rs.undecided, rs.stalled, rs.hopeless, levels,
+                     splits, steps_k)
 
-    estimate = float(products.mean())
-    sd = float(products.std(ddof=1))
-    se = sd / math.sqrt(R)
-    half = _student_t(options.delta, R - 1) * se
-    interval = (max(0.0, estimate - half), min(1.0, estimate + half))
-    rel = se / estimate if estimate > 0 else math.inf
-    zero = int((products == 0).sum())
-    what = "no run crossing some level" if splits is None else "no run reaching the target"
+
+def _splitting_warnings(est: _Estimate, options: SplittingOptions, untaken: dict[str, Any],
+                        warnings: list[str]) -> list[str]:
+    """``warnings`` and what the result must say about the repetitions and the runs."""
+    R, sim = options.repetitions, options.simulation
+    zero = int((est.products == 0).sum())
+    what = "no run crossing some level" if est.splits is None else "no run reaching the target"
+    warnings = list(warnings)
     if zero == R:
         warnings.append(f"every repetition estimated 0: the interval [0, 0] says nothing about the probability "
                         f"(only that each repetition had {what}); raise --effort or add levels")
@@ -493,33 +491,48 @@ def verify_splitting(target: Any, property_text: str | Property, policy: Policy,
                         "estimator stays unbiased, but so many zeros mean the rare paths are barely sampled, and in "
                         "practice the estimate is then likely too low and the interval too narrow; raise --effort "
                         "or add levels")
-    if undecided:
-        warnings.append(f"{undecided} stage runs were still undecided after {sim.max_steps} steps and count as not "
+    if est.undecided:
+        warnings.append(f"{est.undecided} stage runs were still undecided after {sim.max_steps} steps and count as not "
                         "crossing: the estimate is of the probability within max_steps (raise --max-steps)")
-    if stalled:
-        warnings.append(f"{stalled} stage runs stalled (the policy chose an unavailable action) and count as violated")
+    if est.stalled:
+        warnings.append(f"{est.stalled} stage runs stalled (the policy chose an unavailable action) and count as "
+                        "violated")
     if untaken:
         warnings.append(untaken_message(untaken, "states of the model"))
     for w in warnings:
         log.warning("%s", w)
+    return warnings
+
+
+def _splitting_result(setup: _Setup, est: _Estimate, levels_from: str, pilot_decisions: int,
+                      options: SplittingOptions, policy: Policy, warnings: list[str], timings: dict[str, float],
+                      t0: float) -> SplittingResult:
+    R, sim, products = options.repetitions, options.simulation, est.products
+    estimate = float(products.mean())
+    se = float(products.std(ddof=1)) / math.sqrt(R)
+    half = _student_t(options.delta, R - 1) * se
     settings = {k: v for k, v in asdict(options).items() if k not in ("simulation", "importance")}
     settings.update(asdict(sim))
+    t_sim = timings["simulate"]
     return SplittingResult(
-        property=prop.text, method="fixed-effort splitting" if splits is None else "RESTART", estimate=estimate,
-        interval=interval, splits=None if splits is None else tuple(int(k) for k in splits),
+        property=setup.prop.text, method="fixed-effort splitting" if est.splits is None else "RESTART",
+        estimate=estimate, interval=(max(0.0, estimate - half), min(1.0, estimate + half)),
+        splits=None if est.splits is None else tuple(int(k) for k in est.splits),
         confidence=1.0 - options.delta,
         interval_kind=f"Student t over {R} independent repetitions of the "
-                      f"{'product' if splits is None else 'RESTART'} estimator (CLT, approximate)",
-        std_error=se, relative_error=rel, repetitions=R, effort=n, levels=tuple(levels), levels_from=levels_from,
-        level_probabilities=tuple(float(x) for x in fractions.mean(axis=0)), level_hits=tuple(int(h) for h in hits_total),
-        repetition_estimates=tuple(float(x) for x in products), zero_repetitions=zero, decisions=int(decisions),
-        pilot_decisions=int(pilot_decisions), undecided=undecided, stalled=stalled, hopeless=hopeless, seed=sim.seed,
-        mode=sim.mode,
-        max_steps=sim.max_steps, importance=importance_text, model=model_name,
+                      f"{'product' if est.splits is None else 'RESTART'} estimator (CLT, approximate)",
+        std_error=se, relative_error=se / estimate if estimate > 0 else math.inf, repetitions=R, effort=options.effort,
+        levels=tuple(est.levels), levels_from=levels_from,
+        level_probabilities=tuple(float(x) for x in est.fractions.mean(axis=0)),
+        level_hits=tuple(int(h) for h in est.hits), repetition_estimates=tuple(float(x) for x in products),
+        zero_repetitions=int((products == 0).sum()), decisions=int(est.steps), pilot_decisions=int(pilot_decisions),
+        undecided=est.undecided, stalled=est.stalled, hopeless=est.hopeless, seed=sim.seed, mode=sim.mode,
+        max_steps=sim.max_steps, importance=setup.importance, model=setup.name,
         policy=getattr(policy, "name", type(policy).__name__),
-        timings={"prepare": t_prep, "pilot": t_pilot, "simulate": t_sim, "total": time.perf_counter() - t0,
-                 "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
-        settings=settings, versions=versions(), warnings=warnings, untaken_choices=untaken,
+        timings={**timings, "total": time.perf_counter() - t0,
+                 "decisions_per_second": est.steps / t_sim if t_sim > 0 else math.inf},
+        settings=settings, versions=versions(), warnings=_splitting_warnings(est, options, setup.untaken, warnings),
+        untaken_choices=setup.untaken,
     )
 
 
@@ -585,7 +598,8 @@ def _restart_levels(runner: _Runner, levels: tuple[float, ...], options: Splitti
     start_value = float(runner.level_value(starts).max())
     keep = [i for i, x in enumerate(levels) if x > start_value]
     if len(keep) < len(levels):
-        warnings.append(f"RESTART starts below its first level: dropped levels {[levels[i] for i in range(len(levels)) if i not in keep]} "
+        dropped = [levels[i] for i in range(len(levels)) if i not in keep]
+        warnings.append(f"RESTART starts below its first level: dropped levels {dropped} "
                         f"that a start state (level value {start_value:g}) already reaches")
     new = tuple(levels[i] for i in keep)
     if options.splits is not None:
@@ -673,10 +687,12 @@ def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...]
                               f"factors {list(splits)} are too large for these levels; give smaller ones or fewer levels")
         if not len(keys):
             break
-        status, moved, states = runner.act(states, keys, local)
-        stalled += int((status == STALLED).sum())
-        t, keys, rep, birth, region = t[moved] + 1, keys[moved], rep[moved], birth[moved], region[moved]
-        steps += len(moved)
+        moves = runner.step(states, keys, local)
+        stalled += 0 if moves.stalled is None else len(moves.stalled)
+        t, keys, rep, birth, region = (moves.select(t) + 1, moves.select(keys), moves.select(rep), moves.select(birth),
+                                       moves.select(region))
+        states = moves.successors
+        steps += len(keys)
         local += 1
     if progress:
         progress(1, 1)

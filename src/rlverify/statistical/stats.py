@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlverify.errors import StatisticsError
+import numpy as np
 
+from rlverify.errors import StatisticsError
 
 
 def check_unit(name: str, value: float) -> float:
@@ -34,7 +35,7 @@ def okamoto_runs(epsilon: float, delta: float) -> int:
     if not n < 2.0**62:
         raise StatisticsError(f"epsilon {epsilon:g} is too small: Okamoto's bound ln(2/delta)/(2 epsilon^2) asks for "
                               f"{f'{n:.3g}' if math.isfinite(n) else 'more than 1e300'} runs; give a larger epsilon")
-    return int(math.ceil(n))
+    return math.ceil(n)
 
 
 def adaptive_runs(p_hat: float, epsilon: float, delta: float) -> int:
@@ -48,21 +49,47 @@ def adaptive_runs(p_hat: float, epsilon: float, delta: float) -> int:
     if not (0.0 <= p_hat <= 1.0):
         raise StatisticsError(f"p_hat must be in [0, 1], got {p_hat}")
     dist = max(abs(p_hat - 0.5) - 2.0 * epsilon / 3.0, 0.0)
-    return int(math.ceil(4.0 * n0 * (0.25 - dist * dist)))
+    return math.ceil(4.0 * n0 * (0.25 - dist * dist))
 
 
 def clopper_pearson(successes: int, runs: int, delta: float) -> tuple[float, float]:
     """Exact (Clopper–Pearson) two-sided ``1 - delta`` interval for a binomial proportion.
 
-    Lower bound ``Beta(delta/2; k, n-k+1)``, upper ``Beta(1-delta/2; k+1, n-k)`` (0 and 1 at the extremes).
+    Lower bound ``Beta(delta/2; k, n-k+1)`` (:func:`clopper_pearson_lower` at ``delta/2``), upper
+    ``Beta(1-delta/2; k+1, n-k)`` (0 and 1 at the extremes).
     """
     from scipy.stats import beta
 
     delta = check_unit("delta", delta)
     k, n = _counts(successes, runs)
-    lo = 0.0 if k == 0 else float(beta.ppf(delta / 2.0, k, n - k + 1))
+    lo = float(clopper_pearson_lower(k, n, delta / 2.0))
     hi = 1.0 if k == n else float(beta.isf(delta / 2.0, k + 1, n - k))  # isf: accurate for a tiny delta
     return lo, hi
+
+
+def clopper_pearson_lower(successes: int | np.ndarray, runs: int | np.ndarray, alpha: float) -> np.ndarray:
+    """Exact one-sided lower confidence bound at level ``1 - alpha`` for binomial proportions: ``Beta(alpha; k, n-k+1)``,
+    0 where ``k = 0``; elementwise over arrays of counts (e.g. one bound per cell, at ``alpha = delta / cells`` for a
+    Bonferroni check of all of them at once).
+
+    Returns:
+        float64 array of the broadcast shape of ``successes`` and ``runs`` (0-d for two numbers).
+
+    Raises:
+        StatisticsError: ``alpha`` outside (0, 1), or counts with ``runs <= 0`` or outside ``0 <= successes <= runs``.
+    """
+    from scipy.stats import beta
+
+    alpha = check_unit("alpha", alpha)
+    k, n = np.asarray(successes), np.asarray(runs)
+    if k.dtype.kind not in "iu" or n.dtype.kind not in "iu":
+        k_int, n_int = np.rint(k).astype(np.int64), np.rint(n).astype(np.int64)
+        if (k_int != k).any() or (n_int != n).any():
+            raise StatisticsError("Clopper-Pearson: the successes and runs must be whole numbers")
+        k, n = k_int, n_int
+    if (n <= 0).any() or (k < 0).any() or (k > n).any():
+        raise StatisticsError("need 0 <= successes <= runs and runs > 0 for every count")
+    return np.where(k > 0, beta.ppf(alpha, np.maximum(k, 1), n - k + 1), 0.0)
 
 
 def wilson(successes: int, runs: int, delta: float) -> tuple[float, float]:

@@ -5,29 +5,39 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import numbers
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from rlverify.backends import Backend, BackendOptions, chunks, open_backend
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.models.commands import check_names, is_command_name
+from rlverify.models.continuous.base import ContinuousSystem
+from rlverify.models.continuous.env import ContinuousEnv, unsafe_property
 from rlverify.models.dynamics import choice_table, forced_start_message, untaken_message
-from rlverify.models.properties import Property
+from rlverify.models.explicit import ExplicitModel
+from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import Policy
 from rlverify.results import versions
-from rlverify.statistical.engine import SATISFIED, UNDECIDED, Binding, RunOutcomes, SimulationOptions, bind_policy, simulate
-from rlverify.statistical.envs import ExplicitEnv, hopeless_states
+from rlverify.statistical.engine import SATISFIED, UNDECIDED, RunOutcomes, SimulationOptions, positive_int, simulate
+from rlverify.statistical.envs import ExplicitEnv, VectorEnv, hopeless_states
 from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
 from rlverify.statistical.results import StatisticalResult
-from rlverify.statistical.stats import StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
+from rlverify.statistical.stats import SprtBounds, StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
+from rlverify.statistical.step import Binding, bind_policy
+
+if TYPE_CHECKING:
+    from rlverify.models.symbolic import SymbolicModel
 
 log = logging.getLogger(__name__)
+
+#: what the statistical engine simulates: a resolved model (:func:`rlverify.resolve.resolve` turns files and benchmark
+#: ids into one)
+SimulatedModel: TypeAlias = "SymbolicModel | ExplicitModel | ContinuousSystem | VectorEnv"
 
 METHODS = ("okamoto", "adaptive", "clopper-pearson", "wilson", "sprt")
 
@@ -66,31 +76,27 @@ class StatisticalOptions:
     max_runs: int = 1_000_000
     run_limit: int = 100_000_000
     max_states: int | None = 2_000_000
-    simulation: SimulationOptions = SimulationOptions()
-    backend: BackendOptions = BackendOptions()
+    simulation: SimulationOptions = field(default_factory=SimulationOptions)
+    backend: BackendOptions = field(default_factory=BackendOptions)
 
     def validate(self) -> None:
         if self.method not in METHODS:
             raise OptionError(f"--method: expected one of {', '.join(METHODS)}, got '{self.method}'")
         check_unit("epsilon", self.epsilon)
         check_unit("delta", self.delta)
-        if self.runs is not None and not _positive_int(self.runs):
+        if self.runs is not None and not positive_int(self.runs):
             raise StatisticsError(f"--runs: expected a positive whole number of runs, got {self.runs!r}")
         if self.runs is not None and self.method not in ("clopper-pearson", "wilson"):
             raise StatisticsError(f"--runs fixes the number of runs of the clopper-pearson and wilson methods; "
                                   f"method '{self.method}' chooses its own (drop --runs or pick one of those methods)")
-        if not _positive_int(self.max_runs):
+        if not positive_int(self.max_runs):
             raise StatisticsError(f"max_runs: expected a positive whole number of runs, got {self.max_runs!r}")
-        if not _positive_int(self.run_limit):
+        if not positive_int(self.run_limit):
             raise StatisticsError(f"--run-limit: expected a positive whole number of runs, got {self.run_limit!r}")
-        if self.max_states is not None and not _positive_int(self.max_states):
+        if self.max_states is not None and not positive_int(self.max_states):
             raise StatisticsError(f"--max-states: expected a positive whole number of states, got {self.max_states!r}")
         self.simulation.validate()
         self.backend.validate()
-
-
-def _positive_int(x: Any) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > 0
 
 
 def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend, *, what: str | None = None) -> None:
@@ -177,54 +183,88 @@ def simulate_runs(backend: Backend, shared: Any, first: int, stop: int, size: in
 Progress = Callable[[int, int], None]
 
 
-def prepare(target: Any, property_text: str | Property, *, constants: str | None = None,
-            actions: Sequence[str] = (), max_states: int | None = 2_000_000) -> tuple[Any, PathProperty, str]:
-    """The environment and parsed property for ``target``.
+def prepare(model: SimulatedModel, prop: str | Property | PathProperty, *, actions: Sequence[str] = (),
+            max_states: int | None = 2_000_000) -> tuple[Any, PathProperty, str]:
+    """The environment, the path property and the model's name for a resolved ``model`` (see
+    :func:`rlverify.resolve.resolve`).
 
-    ``target`` is a vectorised environment (e.g. :class:`~rlverify.models.racetrack.RacetrackEnv`),
-    an :class:`~rlverify.models.ExplicitModel` (label-based properties), a
-    :class:`~rlverify.models.SymbolicModel` or a path to a PRISM/JANI file (built property-directed
-    by Storm; any propositional state formulas), or a benchmark (``rlverify.benchmarks.make(...)``).
-    Actions of a PRISM/JANI model are its declared action labels, also those the property-directed
-    build never offers (the policy may name them; they are unavailable where they are not offered),
-    plus the command names (``m:2``) among ``actions`` (the policy's), for which the model is built
-    with its commands named.
+    ``model`` is a :class:`~rlverify.models.SymbolicModel` (built property-directed by Storm; any propositional
+    state formulas), an :class:`~rlverify.models.ExplicitModel` (label-based properties), a
+    :class:`~rlverify.models.continuous.ContinuousSystem` (runs start uniformly in its initial region; one label,
+    ``unsafe``: :class:`~rlverify.models.continuous.ContinuousEnv`) or a vectorised environment
+    (:class:`~rlverify.statistical.envs.VectorEnv`, e.g. :class:`~rlverify.models.racetrack.RacetrackEnv`).
+    ``prop`` is a parsed :class:`~rlverify.models.Property` (or its text, parsed for ``model``), or, for an
+    environment, a :class:`PathProperty` over it. Actions of a PRISM/JANI model are its declared action labels,
+    also those the property-directed build never offers (the policy may name them; they are unavailable where they
+    are not offered), plus the command names (``m:2``) among ``actions`` (the policy's), for which the model is
+    built with its commands named.
+
+    Raises:
+        PropertyError: a property the simulator cannot decide, or a model of another kind.
     """
-    from pathlib import Path
+    from rlverify.models.symbolic import SymbolicModel
 
-    from rlverify.models.explicit import ExplicitModel
-    from rlverify.models.symbolic import (
-        SymbolicModel,
-        build_explicit,
-        load_model,
-        parse_property,
-    )
+    if isinstance(model, SymbolicModel):
+        return _symbolic(model, prop, actions, max_states)
+    if isinstance(model, ExplicitModel):
+        env = ExplicitEnv(model)
+        return env, with_graph_analysis(env, _path_property(env, prop)), env.name
+    if isinstance(model, ContinuousSystem):
+        return _continuous(ContinuousEnv(model), prop)
+    if isinstance(model, VectorEnv):
+        return model, _path_property(model, prop), model.name
+    raise PropertyError(f"cannot simulate {type(model).__name__}: expected a SymbolicModel, an ExplicitModel, a "
+                        "ContinuousSystem or a vectorised environment (resolve a file or benchmark id first: "
+                        "rlverify.resolve.resolve)")
 
-    if callable(getattr(target, "model", None)) and hasattr(target, "kind"):  # a benchmark: its model and names
-        if isinstance(property_text, str):
-            property_text = target.property(property_text)[0]
-        target = target.model()
-    if isinstance(target, (str, Path)):
-        target = load_model(target, constants)
-    if isinstance(target, SymbolicModel):
-        prop = parse_property(target, property_text, fixed_policy=True)  # a named JANI Pmax: P=? (its notes say so)
-        decidable(prop)
-        commands = tuple(a for a in actions if is_command_name(a))
-        problems = check_names(commands, target.commands)
-        if problems:
-            raise PolicyError(f"the policy's actions do not fit model {target.path}", [m for _, m in problems])
-        mdp, storm_model = build_explicit(target, [prop], command_names=True if commands else None,
-                                          max_states=max_states)
-        env = ExplicitEnv(mdp, name=str(target.path),
-                          actions=tuple(sorted(a for a in target.action_names if a)) + commands)
-        return env, with_graph_analysis(env, property_from_storm(target, storm_model, prop)), str(target.path)
-    if isinstance(target, ExplicitModel):
-        env = ExplicitEnv(target)
-        return env, with_graph_analysis(env, parse_path_property(property_text, env.labels)), env.name
-    if all(hasattr(target, a) for a in ("observe", "step", "label", "features", "actions")):
-        return target, parse_path_property(property_text, tuple(target.labels)), getattr(target, "name", "")
-    raise PropertyError(f"cannot simulate {type(target).__name__}: expected a model file, a SymbolicModel, an "
-                        "ExplicitModel, a benchmark with a simulator or a vectorised environment")
+
+def _path_property(env: Any, prop: str | Property | PathProperty) -> PathProperty:
+    """``prop`` over the labels of ``env``."""
+    return prop if isinstance(prop, PathProperty) else parse_path_property(prop, tuple(env.labels))
+
+
+def _symbolic(model: SymbolicModel, prop: str | Property | PathProperty, actions: Sequence[str],
+              max_states: int | None) -> tuple[ExplicitEnv, PathProperty, str]:
+    """A PRISM/JANI model built property-directed by Storm, as an explicit environment."""
+    from rlverify.models.symbolic import build_explicit, parse_property
+
+    if isinstance(prop, PathProperty):
+        raise PropertyError(f"property '{prop.text}': a PathProperty is over one environment's states; give the "
+                            f"property of {model.path} (text or Property) to simulate it")
+    parsed = parse_property(model, prop, fixed_policy=True)  # a named JANI Pmax: P=? (its notes say so)
+    decidable(parsed)
+    commands = tuple(a for a in actions if is_command_name(a))
+    problems = check_names(commands, model.commands)
+    if problems:
+        raise PolicyError(f"the policy's actions do not fit model {model.path}", [m for _, m in problems])
+    mdp, storm_model = build_explicit(model, [parsed], command_names=True if commands else None, max_states=max_states)
+    env = ExplicitEnv(mdp, name=str(model.path), actions=tuple(sorted(a for a in model.action_names if a)) + commands)
+    return env, with_graph_analysis(env, property_from_storm(model, storm_model, parsed)), str(model.path)
+
+
+def _continuous(env: ContinuousEnv, prop: str | Property | PathProperty) -> tuple[ContinuousEnv, PathProperty, str]:
+    """A continuous system's environment and property (``Pmax``/``Pmin``, over the start states, refused)."""
+    if isinstance(prop, PathProperty):
+        return env, prop, env.name
+    parsed = prop if isinstance(prop, Property) else parse_structure(prop)
+    if parsed.optimality is not None:
+        raise PropertyError(f"property '{parsed.text}': on a continuous system P{parsed.optimality} is the "
+                            f"{'largest' if parsed.optimality == 'max' else 'smallest'} probability over the start "
+                            "states of the initial region (rlverify abstract bounds the largest); the simulator "
+                            f"estimates P=? [...] from a uniformly random start state (e.g. "
+                            f"{unsafe_property(env.system).text})")
+    return env, parse_path_property(parsed, env.labels), env.name
+
+
+def with_start_note(env: Any, prop: PathProperty, starts: np.ndarray | None) -> PathProperty:
+    """``prop`` with a note saying where the runs start when they start anywhere in a continuous initial region
+    (``starts`` None and an env with an ``initial_box``): the estimate is then an average over the region."""
+    if starts is not None or not isinstance(env, ContinuousEnv):
+        return prop
+    note = (f"{env.name}: the runs start uniformly at random in the initial region '{env.region}' "
+            f"({env.describe_start()}): the estimate is the probability from a random start state there, not the "
+            "largest over the region (which rlverify abstract bounds)")
+    return dataclasses.replace(prop, notes=(*prop.notes, note))
 
 
 def with_graph_analysis(env: ExplicitEnv, prop: PathProperty) -> PathProperty:
@@ -241,177 +281,236 @@ def threshold_verdict(comparison: str, threshold: float, low: float, high: float
     return True if holds else False if fails else None
 
 
-def verify_statistical(target: Any, property_text: str | Property, policy: Policy,
-                       options: StatisticalOptions = StatisticalOptions(), *, constants: str | None = None,
-                       starts: np.ndarray | None = None, progress: Progress | None = None) -> StatisticalResult:
-    """Estimate the probability of ``property_text`` under ``policy`` by simulation (deep statistical model checking).
+@dataclass(frozen=True)
+class _Setup:
+    """What one statistical verification simulates: the environment, the path property, the policy's binding, the
+    model's name, and what the result must say about the policy's choices."""
 
-    Args:
-        target: see :func:`prepare`.
-        property_text: one of the forms in :data:`rlverify.statistical.properties.SUPPORTED_FORMS`.
-        policy: any :class:`~rlverify.policies.Policy`; called once per step on all active runs.
-        options: the statistical method and simulation settings.
-        starts: start states (default: the environment's initial states; several: uniform at random).
-        progress: ``progress(done_runs, planned_runs)`` after each batch.
+    env: Any
+    prop: PathProperty
+    binding: Binding
+    name: str
+    untaken: dict[str, Any]
+    forced_start: str | None
 
-    Returns:
-        A :class:`~rlverify.statistical.results.StatisticalResult` (a statistical guarantee).
-    """
-    options.validate()
-    t0 = time.perf_counter()
-    env, prop, model_name = prepare(target, property_text, constants=constants, actions=policy.actions,
-                                    max_states=options.max_states)
+
+def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy, options: StatisticalOptions,
+           starts: np.ndarray | None) -> _Setup:
+    env, path, name = prepare(model, prop, actions=policy.actions, max_states=options.max_states)
+    path = with_start_note(env, path, starts)
     if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
-        raise PropertyError(f"{model_name}: the model has {len(env.initial_states())} initial states; "
+        raise PropertyError(f"{name}: the model has {len(env.initial_states())} initial states; "
                             "pass starts= to choose (the simulator does not pick among them)")
     binding = bind_policy(env, policy)
     # choices the policy names no action for are never taken: say so (over the model's states)
     table = choice_table(env.model, policy.actions) if isinstance(env, ExplicitEnv) else None
     untaken = table.untaken() if table is not None else {}
-    forced_start = forced_start_message(table, prop.bound) if table is not None and starts is None else None
+    forced_start = forced_start_message(table, path.bound) if table is not None and starts is None else None
+    return _Setup(env, path, binding, name, untaken, forced_start)
+
+
+def verify_statistical(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy,
+                       options: StatisticalOptions | None = None, *, starts: np.ndarray | None = None,
+                       progress: Progress | None = None) -> StatisticalResult:
+    """Estimate the probability of ``prop`` under ``policy`` by simulation (deep statistical model checking).
+
+    Args:
+        model: a resolved model (see :func:`prepare`: a SymbolicModel, an ExplicitModel, a ContinuousSystem or a
+            vectorised environment; :func:`rlverify.resolve.resolve` turns files and benchmark ids into one).
+        prop: the property (a :class:`~rlverify.models.Property`, its text, or a :class:`PathProperty` over an
+            environment), one of the forms in :data:`rlverify.statistical.properties.SUPPORTED_FORMS`.
+        policy: a :class:`~rlverify.policies.Policy`; called once per step on all active runs.
+        options: the statistical method and simulation settings (default :class:`StatisticalOptions`).
+        starts: start states (default: the environment's initial states, or its initial region; several: uniform at
+            random).
+        progress: ``progress(done_runs, planned_runs)`` after each batch.
+
+    Returns:
+        A :class:`~rlverify.statistical.results.StatisticalResult` (a statistical guarantee).
+    """
+    options = StatisticalOptions() if options is None else options
+    options.validate()
+    t0 = time.perf_counter()
+    setup = _setup(model, prop, policy, options, starts)
+    threshold, test = setup.prop.threshold, None  # answered from the interval at its confidence
+    if options.method == "sprt":
+        theta = _sprt_threshold(setup.prop, options)
+        threshold, test = theta, sprt(theta, indifference=options.indifference, alpha=options.alpha, beta=options.beta)
     t_prep = time.perf_counter() - t0
-    sim = options.simulation
-    eps, delta = options.epsilon, options.delta
-    decisions = 0
-    k = u = s = n = 0
     backend = open_backend(options.backend)
     t_backend = time.perf_counter() - t0 - t_prep
-    shared = backend.share(SimulationJob(env, policy, prop, binding, starts, sim))
-    tpw = options.backend.tasks_per_worker
-
-    def run(first: int, count: int, size: int, on_task: Callable[[int], None] | None = None) -> RunOutcomes:
-        """Runs ``first .. first + count - 1`` in tasks of ``size`` runs (one round of a sequential method)."""
-        nonlocal decisions
-        res = simulate_runs(backend, shared, first, first + count, size, on_task=on_task)
-        decisions += int(res.steps.sum())
-        return res
-
-    decision = satisfied = threshold = None
-    tally = _Tally()
+    shared = backend.share(SimulationJob(setup.env, policy, setup.prop, setup.binding, starts, options.simulation))
     t1 = time.perf_counter()
-    if options.method in ("okamoto", "clopper-pearson", "wilson"):
-        n = options.runs if (options.runs is not None and options.method != "okamoto") else okamoto_runs(eps, delta)
-        check_run_limit(n, options, backend)
-        size = task_runs(backend, n, sim.batch_size, tpw)
-        done = 0
-
-        def on_task(runs: int) -> None:
-            nonlocal done
-            done += runs
-            if progress:
-                progress(done, n)
-
-        # in rounds of a few tasks per worker: memory does not grow with the number of runs
-        first = 0
-        while first < n:
-            count = min(size * backend.workers * tpw, n - first)
-            tally.add(run(first, count, size, on_task))
-            first += count
+    if test is not None:
+        tally = _sequential(backend, shared, options, options.max_runs, _sprt_stop(test), progress)
     elif options.method == "adaptive":
-        n_max = okamoto_runs(eps, delta)
-        check_run_limit(n_max, options, backend)
-        # sequential methods proceed in rounds fixed in advance (a batch locally, a task per worker on a
-        # parallel backend), read in run order: the stopping run is the same on every backend
-        size = task_runs(backend, n_max, sim.batch_size, tpw)
-        n = 0
-        while n < n_max:
-            count = min(size * backend.workers, n_max - n)
-            res = run(n, count, size)
-            sat = res.outcome == SATISFIED
-            cum = tally.k + np.cumsum(sat)
-            idx = np.arange(n + 1, n + count + 1)
-            need = _adaptive_vec(cum / idx, eps, delta)
-            stop = np.flatnonzero(idx >= need)
-            take = int(stop[0]) + 1 if len(stop) else count
-            tally.add(res, take)
-            decisions -= int(res.steps[take:].sum())
-            n += take
-            if progress:
-                progress(n, n_max)
-            if len(stop):
-                break
-    else:  # sprt
-        if options.threshold is not None and prop.threshold is not None and (
-                options.threshold != prop.threshold or (prop.comparison or ">=") not in (">=", ">")):
-            raise PropertyError(f"property '{prop.text}' has its own threshold ({prop.comparison} {prop.threshold:g}); "
-                                f"the SPRT would test P >= {options.threshold:g} instead: drop --sprt, or write the "
-                                "property as P=? [...]")
-        threshold = options.threshold if options.threshold is not None else prop.threshold
-        if threshold is None:
-            raise PropertyError(f"property '{getattr(property_text, 'text', property_text)}': the SPRT needs a threshold: give --sprt THETA or "
-                                "write the property as P>=THETA [...]")
-        test = sprt(threshold, indifference=options.indifference, alpha=options.alpha, beta=options.beta)
-        check_run_limit(options.max_runs, options, backend)
-        size = task_runs(backend, options.max_runs, sim.batch_size, tpw)
-        n = 0
-        while n < options.max_runs and decision is None:
-            count = min(size * backend.workers, options.max_runs - n)
-            res = run(n, count, size)
-            sat = res.outcome == SATISFIED
-            cum = tally.k + np.cumsum(sat)
-            cum_u = tally.u + np.cumsum(res.outcome == UNDECIDED)
-            idx = np.arange(n + 1, n + count + 1)
-            # undecided runs may go either way: accept a hypothesis only when it holds for both readings
-            llr_fail = cum * test.step_success + (idx - cum) * test.step_failure  # undecided = violated
-            llr_sat = (cum + cum_u) * test.step_success + (idx - cum - cum_u) * test.step_failure  # = satisfied
-            h0, h1 = llr_fail <= test.accept_h0, llr_sat >= test.accept_h1
-            hit = np.flatnonzero(h0 | h1)
-            take = int(hit[0]) + 1 if len(hit) else count
-            tally.add(res, take)
-            decisions -= int(res.steps[take:].sum())
-            n += take
-            if len(hit):
-                decision = "H0" if h0[take - 1] else "H1"
-            if progress:
-                progress(n, options.max_runs)
-        if decision is not None:
-            cmp = prop.comparison or ">="
-            holds_ge = decision == "H0"
-            satisfied = holds_ge if cmp in (">=", ">") else not holds_ge
-    k, u, s = tally.k, tally.u, tally.s
+        tally = _sequential(backend, shared, options, okamoto_runs(options.epsilon, options.delta),
+                            _adaptive_stop(options.epsilon, options.delta), progress)
+    else:
+        tally = _fixed_runs(backend, shared, options, progress)
     t_sim = time.perf_counter() - t1
+    timings = {"prepare": t_prep, "backend": t_backend, "simulate": t_sim}
+    return _result(setup, tally, threshold, options, backend, policy, timings, t0)
 
-    estimate = k / n
+
+def _sprt_threshold(prop: PathProperty, options: StatisticalOptions) -> float:
+    """The SPRT's ``theta``: ``options.threshold`` or the property's (refused when they disagree, or when there is
+    none)."""
+    if options.threshold is not None and prop.threshold is not None and (
+            options.threshold != prop.threshold or (prop.comparison or ">=") not in (">=", ">")):
+        raise PropertyError(f"property '{prop.text}' has its own threshold ({prop.comparison} {prop.threshold:g}); "
+                            f"the SPRT would test P >= {options.threshold:g} instead: drop --sprt, or write the "
+                            "property as P=? [...]")
+    threshold = options.threshold if options.threshold is not None else prop.threshold
+    if threshold is None:
+        raise PropertyError(f"property '{prop.text}': the SPRT needs a threshold: give --sprt THETA or "
+                            "write the property as P>=THETA [...]")
+    return threshold
+
+
+def _fixed_runs(backend: Backend, shared: Any, options: StatisticalOptions, progress: Progress | None) -> _Tally:
+    """``runs`` runs (default: Okamoto's number for ``epsilon``, ``delta``), in rounds of a few tasks per worker
+    (memory does not grow with the number of runs)."""
+    n = options.runs if (options.runs is not None and options.method != "okamoto") else okamoto_runs(
+        options.epsilon, options.delta)
+    check_run_limit(n, options, backend)
+    tpw = options.backend.tasks_per_worker
+    size = task_runs(backend, n, options.simulation.batch_size, tpw)
+    tally = _Tally()
+    done = 0
+
+    def on_task(runs: int) -> None:
+        nonlocal done
+        done += runs
+        if progress:
+            progress(done, n)
+
+    while tally.n < n:
+        count = min(size * backend.workers * tpw, n - tally.n)
+        tally.add(simulate_runs(backend, shared, tally.n, tally.n + count, size, on_task=on_task))
+    return tally
+
+
+#: where a sequential method stops in a round: ``stop(round's outcomes, tally before it)`` -> None (go on), or the
+#: position of the run it stops at and its decision (the SPRT's ``H0``/``H1``; None for the adaptive method)
+Stop = Callable[[RunOutcomes, "_Tally"], "tuple[int, str | None] | None"]
+
+
+def _sequential(backend: Backend, shared: Any, options: StatisticalOptions, limit: int, stop: Stop,
+                progress: Progress | None) -> _Tally:
+    """Up to ``limit`` runs in rounds fixed in advance (a batch locally, a task per worker on a parallel backend),
+    read in run order until ``stop`` says so: the stopping run is the same on every backend."""
+    check_run_limit(limit, options, backend)
+    size = task_runs(backend, limit, options.simulation.batch_size, options.backend.tasks_per_worker)
+    tally = _Tally()
+    while tally.n < limit:
+        count = min(size * backend.workers, limit - tally.n)
+        res = simulate_runs(backend, shared, tally.n, tally.n + count, size)
+        hit = stop(res, tally)
+        tally.add(res, count if hit is None else hit[0] + 1)
+        if hit is not None:
+            tally.decision = hit[1]
+        if progress:
+            progress(tally.n, limit)
+        if hit is not None:
+            break
+    return tally
+
+
+def _adaptive_stop(eps: float, delta: float) -> Stop:
+    """The adaptive method stops at the first run ``n`` with ``n >= adaptive_runs(p_hat_n)``."""
+    def stop(res: RunOutcomes, tally: _Tally) -> tuple[int, str | None] | None:
+        cum = tally.k + np.cumsum(res.outcome == SATISFIED)
+        idx = np.arange(tally.n + 1, tally.n + len(res.outcome) + 1)
+        hit = np.flatnonzero(idx >= _adaptive_vec(cum / idx, eps, delta))
+        return (int(hit[0]), None) if len(hit) else None
+    return stop
+
+
+def _sprt_stop(test: SprtBounds) -> Stop:
+    """Wald's SPRT stops at the first run where a hypothesis is accepted; undecided runs may go either way, so a
+    hypothesis is accepted only when it holds for both readings."""
+    def stop(res: RunOutcomes, tally: _Tally) -> tuple[int, str | None] | None:
+        cum = tally.k + np.cumsum(res.outcome == SATISFIED)
+        cum_u = tally.u + np.cumsum(res.outcome == UNDECIDED)
+        idx = np.arange(tally.n + 1, tally.n + len(res.outcome) + 1)
+        llr_fail = cum * test.step_success + (idx - cum) * test.step_failure  # undecided = violated
+        llr_sat = (cum + cum_u) * test.step_success + (idx - cum - cum_u) * test.step_failure  # = satisfied
+        h0, h1 = llr_fail <= test.accept_h0, llr_sat >= test.accept_h1
+        hit = np.flatnonzero(h0 | h1)
+        if not len(hit):
+            return None
+        return int(hit[0]), "H0" if h0[hit[0]] else "H1"
+    return stop
+
+
+def _interval(tally: _Tally, options: StatisticalOptions) -> tuple[float, float]:
+    """The method's interval; undecided runs are counted both ways."""
+    k, u, n, delta = tally.k, tally.u, tally.n, options.delta
     if options.method in ("okamoto", "adaptive"):
-        lo, hi = okamoto_interval(k, u, n, eps)
-    elif options.method == "wilson":
-        lo, hi = wilson(k, n, delta)[0], wilson(k + u, n, delta)[1]
-    else:  # clopper-pearson, and the informative interval of the SPRT
-        lo, hi = clopper_pearson(k, n, delta)[0], clopper_pearson(k + u, n, delta)[1]
-    if options.method != "sprt" and prop.threshold is not None:  # answered from the interval at its confidence
-        threshold = prop.threshold
-        satisfied = threshold_verdict(prop.comparison or ">=", threshold, lo, hi)
-    outcome_notes = []
-    if u:  # in the result (every output shows it), not only in the log
-        outcome_notes.append(f"{u:,} of {n:,} runs were still undecided after --max-steps {sim.max_steps:,} steps: the "
-                             "interval counts them both ways (raise --max-steps to decide them)")
-    if s:
-        outcome_notes.append(f"{s:,} of {n:,} runs stalled (the policy chose an unavailable action) and count as "
-                             "not satisfying the property")
-    for note in outcome_notes:
+        return okamoto_interval(k, u, n, options.epsilon)
+    if options.method == "wilson":
+        return wilson(k, n, delta)[0], wilson(k + u, n, delta)[1]
+    return clopper_pearson(k, n, delta)[0], clopper_pearson(k + u, n, delta)[1]  # and the SPRT's informative one
+
+
+def _satisfied(prop: PathProperty, tally: _Tally, threshold: float | None, interval: tuple[float, float],
+               options: StatisticalOptions) -> bool | None:
+    """The verdict on the threshold: the SPRT's decision, or read from the interval at its confidence."""
+    if options.method == "sprt":
+        if tally.decision is None:
+            return None
+        holds_ge = tally.decision == "H0"
+        return holds_ge if (prop.comparison or ">=") in (">=", ">") else not holds_ge
+    if threshold is None:
+        return None
+    return threshold_verdict(prop.comparison or ">=", threshold, *interval)
+
+
+def _notes(tally: _Tally, sim: SimulationOptions) -> list[str]:
+    """What the result must say about the runs (every output shows it, not only the log)."""
+    n, notes = tally.n, []
+    if tally.u:
+        notes.append(f"{tally.u:,} of {n:,} runs were still undecided after --max-steps {sim.max_steps:,} steps: the "
+                     "interval counts them both ways (raise --max-steps to decide them)")
+    if tally.s:
+        notes.append(f"{tally.s:,} of {n:,} runs stalled (the policy chose an unavailable action) and count as "
+                     "not satisfying the property")
+    for note in notes:
         log.info("%s", note)
     if tally.h:
         log.info("%d of %d runs were decided false by graph analysis (a state from which no policy reaches the "
                  "target)", tally.h, n)
+    return notes
+
+
+def _result(setup: _Setup, tally: _Tally, threshold: float | None, options: StatisticalOptions, backend: Backend,
+            policy: Policy, timings: dict[str, float], t0: float) -> StatisticalResult:
+    sim, prop = options.simulation, setup.prop
+    lo, hi = _interval(tally, options)
+    satisfied = _satisfied(prop, tally, threshold, (lo, hi), options)
     settings = {k_: v for k_, v in asdict(options).items() if k_ not in ("simulation", "backend")}
     settings.update(asdict(sim))
     settings["backend"] = {**asdict(options.backend), "workers": backend.workers}
+    model_notes = list(setup.env.model.notes) if isinstance(setup.env, ExplicitEnv) else []
+    t_sim = timings["simulate"]
     return StatisticalResult(
-        property=prop.text, method=options.method, estimate=estimate, interval=(lo, hi),
+        property=prop.text, method=options.method, estimate=tally.k / tally.n, interval=(lo, hi),
         # the SPRT's guarantee is its error bounds (alpha, beta); its interval is informative only
-        confidence=1.0 - max(options.alpha, options.beta) if options.method == "sprt" else 1.0 - delta,
-        runs=n, successes=k, undecided=u, stalled=s, hopeless=tally.h, seed=sim.seed,
-        epsilon=eps if options.method in ("okamoto", "adaptive") else None, delta=delta, max_steps=sim.max_steps,
-        mode=sim.mode, decisions=decisions, decision=decision, satisfied=satisfied, threshold=threshold,
+        confidence=1.0 - max(options.alpha, options.beta) if options.method == "sprt" else 1.0 - options.delta,
+        runs=tally.n, successes=tally.k, undecided=tally.u, stalled=tally.s, hopeless=tally.h, seed=sim.seed,
+        epsilon=options.epsilon if options.method in ("okamoto", "adaptive") else None, delta=options.delta,
+        max_steps=sim.max_steps, mode=sim.mode, decisions=tally.decisions, decision=tally.decision,
+        satisfied=satisfied, threshold=threshold,
         comparison=(prop.comparison or ">=") if threshold is not None else None,
         verdict=None if threshold is None else {True: "yes", False: "no", None: "undecided"}[satisfied],
-        timings={"prepare": t_prep, "backend": t_backend, "simulate": t_sim, "total": time.perf_counter() - t0,
-                 "decisions_per_second": decisions / t_sim if t_sim > 0 else math.inf},
-        settings=settings, model=model_name, policy=getattr(policy, "name", type(policy).__name__),
-        versions=versions(), untaken_choices=untaken,
-        warnings=list(prop.notes) + list(getattr(getattr(env, "model", None), "notes", ())) + outcome_notes
-        + ([forced_start] if forced_start else [])
-        + ([untaken_message(untaken, "states of the model")] if untaken else []),
+        timings={**timings, "total": time.perf_counter() - t0,
+                 "decisions_per_second": tally.decisions / t_sim if t_sim > 0 else math.inf},
+        settings=settings, model=setup.name, policy=getattr(policy, "name", type(policy).__name__),
+        versions=versions(), untaken_choices=setup.untaken,
+        warnings=list(prop.notes) + model_notes + _notes(tally, sim)
+        + ([setup.forced_start] if setup.forced_start else [])
+        + ([untaken_message(setup.untaken, "states of the model")] if setup.untaken else []),
     )
 
 
@@ -419,18 +518,23 @@ def verify_statistical(target: Any, property_text: str | Property, policy: Polic
 class _Tally:
     """Counts over the runs simulated so far (per-run outcomes are not kept: memory does not grow with the runs)."""
 
+    n: int = 0  # runs counted
     k: int = 0  # satisfied
     u: int = 0  # undecided after max_steps
     s: int = 0  # stalled
     h: int = 0  # decided false by graph analysis (hopeless)
+    decisions: int = 0  # policy decisions of the runs counted
+    decision: str | None = None  # the SPRT's: H0 or H1 (None: none)
 
     def add(self, res: RunOutcomes, take: int | None = None) -> None:
         """Count the first ``take`` runs of ``res`` (all: None)."""
         cut = slice(None, take)
+        self.n += len(res.outcome[cut])
         self.k += int((res.outcome[cut] == SATISFIED).sum())
         self.u += int((res.outcome[cut] == UNDECIDED).sum())
         self.s += int(res.stalled[cut].sum())
         self.h += int(res.hopeless[cut].sum())
+        self.decisions += int(res.steps[cut].sum())
 
 
 def okamoto_interval(successes: int, undecided: int, runs: int, epsilon: float) -> tuple[float, float]:

@@ -187,31 +187,3 @@ class ContinuousSystem:
         lo, hi = self.initial_region(region)
         return lo + (hi - lo) * rng.random((count, self.n))
 
-
-def simulate(system: ContinuousSystem, policy, states: np.ndarray, horizon: int, rng: np.random.Generator) -> np.ndarray:
-    """Simulate runs in lockstep, sampling actions from ``policy`` (batched; one call per step).
-
-    Args:
-        system: the dynamics.
-        policy: anything with ``action_probabilities((N, d) features) -> (N, |A|)``.
-        states: ``(N, n)`` start states.
-        horizon: number of steps ``k``.
-        rng: random generator for the action draws.
-
-    Returns:
-        Boolean ``(N,)``: whether each run visits an unsafe state within ``k`` steps (steps 0..k).
-    """
-    x = np.array(states, dtype=np.float64)
-    failed = system.is_unsafe(x)
-    for _ in range(horizon):
-        alive = ~failed
-        if not alive.any():
-            break
-        xa = x[alive]
-        probs = policy.action_probabilities(system.observe(xa))
-        cum = np.cumsum(probs, axis=1)
-        u = rng.random(len(xa))[:, None] * cum[:, -1:]
-        act = (u > cum).sum(axis=1).clip(0, probs.shape[1] - 1)
-        x[alive] = system.step(xa, act)
-        failed[alive] = system.is_unsafe(x[alive])
-    return failed
