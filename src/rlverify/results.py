@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -860,7 +860,7 @@ class RobustnessResult:
 
     def to_json(self, *, listed: int = 20) -> dict[str, Any]:
         """A JSON-serialisable dict; the ``listed`` largest-gain worst perturbations and changed states."""
-        d = asdict(self)
+        d = asdict(replace(self, worst_perturbations=[], changed_valuations=None))  # cut below: not copied whole
         d["perturbed"] = list(self.perturbed)
         d["variables"] = list(self.variables)
         d["worst_perturbations"] = self.worst_perturbations[:listed]

@@ -531,33 +531,33 @@ def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray,
     rows_i, cols_a = np.nonzero(keep)
     W = sp.csr_matrix((p[rows_i, cols_a], (rows_i, choice_of[rows_i, cols_a].astype(np.int64))),
                       shape=(len(probs), mdp.num_choices))
-    dec_rows = sp.hstack([W @ mdp.transitions, sp.csr_matrix(stalled.reshape(-1, 1))], format="csr")
+    T = mdp.transitions.tocsr()
+    with_sink = sp.csr_matrix((T.data, T.indices, T.indptr), shape=(T.shape[0], S + 1))  # column S: the sink
+    dec_rows = (W @ with_sink).tocsr()
+    if stalled.any():
+        at = np.flatnonzero(stalled)
+        dec_rows = (dec_rows + sp.csr_matrix((stalled[at], (at, np.full(len(at), S))), shape=dec_rows.shape)).tocsr()
     forced_states = np.flatnonzero(~table.decision)
-    forced_rows = sp.hstack([mdp.transitions[table.forced[forced_states].astype(np.int64)],
-                             sp.csr_matrix((len(forced_states), 1))], format="csr")
+    forced_rows = with_sink[table.forced[forced_states].astype(np.int64)]
     owner = np.r_[s_of_pair, forced_states]
     pair = np.r_[np.arange(len(probs)), np.full(len(forced_states), -1)]
     order = np.argsort(owner, kind="stable")  # each state's nominal pair stays first
     rows = sp.vstack([dec_rows, forced_rows], format="csr")[order]
     owner, pair = owner[order], pair[order]
     rows.eliminate_zeros()
-    # reachable states (through any choice) from the initial states
-    per_state = sp.csr_matrix((np.ones(len(owner)), (owner, np.arange(len(owner)))), shape=(S + 1, len(owner)))
-    graph = (per_state @ (rows != 0).astype(np.float64)).tocsr()  # (S+1, S+1), row S (the sink) empty
-    root = sp.csr_matrix((np.ones(len(mdp.initial_states)), (np.zeros(len(mdp.initial_states), dtype=np.int64),
-                                                               mdp.initial_states)), shape=(1, S + 1))
-    graph = sp.vstack([graph, root], format="csr")
-    graph = sp.hstack([graph, sp.csr_matrix((S + 2, 1))], format="csr")
-    reached = breadth_first_order(graph, S + 1, directed=True, return_predecessors=False)
-    reach = np.sort(reached[reached < S])
-    has_sink = bool((reached == S).any())
+    reach, has_sink = _reachable(rows, owner, S, mdp.initial_states)
     n = len(reach)
     new_index = np.full(S + 1, -1, dtype=np.int64)
     new_index[reach] = np.arange(n)
     if has_sink:
         new_index[S] = n
     in_reach = new_index[owner] >= 0
-    sub = rows[in_reach][:, np.r_[reach, S] if has_sink else reach].tocsr()
+    if n == S:  # every state reached: the columns stay (the sink's, S, only where it is reached)
+        sub = rows[in_reach]
+        if not has_sink:
+            sub = sp.csr_matrix((sub.data, sub.indices, sub.indptr), shape=(sub.shape[0], S))
+    else:
+        sub = rows[in_reach][:, np.r_[reach, S] if has_sink else reach].tocsr()
     counts = np.bincount(new_index[owner[in_reach]], minlength=n)
     pair = pair[in_reach]
     if has_sink:
@@ -571,6 +571,18 @@ def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray,
     adv = _restricted(mdp, reach, has_sink, "mdp", np.r_[0, np.cumsum(counts)].astype(np.int64), sub, new_index)
     origin = np.r_[reach, [-1]] if has_sink else reach
     return adv, origin, pair
+
+
+def _reachable(rows: sp.csr_matrix, owner: np.ndarray, S: int, initial: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The states reachable (through any choice) from the initial states, sorted, and whether the sink (column
+    ``S`` of ``rows``, whose row ``i`` is a choice of state ``owner[i]``) is."""
+    m = rows.shape[0]
+    per_state = sp.csr_matrix((np.ones(m), (owner, np.arange(m))), shape=(S + 1, m))
+    pattern = sp.csr_matrix((np.ones(rows.nnz), rows.indices, rows.indptr), shape=(m, S + 2))  # stored: nonzero
+    root = sp.csr_matrix((np.ones(len(initial)), (np.zeros(len(initial), dtype=np.int64), initial)), shape=(1, S + 2))
+    graph = sp.vstack([per_state @ pattern, root], format="csr")  # (S+2, S+2): row S (the sink) empty, S+1 the root
+    reached = breadth_first_order(graph, S + 1, directed=True, return_predecessors=False)
+    return np.sort(reached[reached < S]), bool((reached == S).any())
 
 
 def _restricted(mdp: ExplicitModel, reach: np.ndarray, has_sink: bool, model_type: str, row_groups: np.ndarray,
