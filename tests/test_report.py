@@ -105,3 +105,27 @@ def test_infinite_expected_rewards_agree_across_engines(tmp_path):
     assert report.ok, [c for c in report.checks if not c.ok]
     names = [c.name for c in report.checks]
     assert "risk map's initial optimum = Rmax" in names and "risk map's initial value = exact value" in names
+
+
+def test_the_policy_chain_and_the_full_mdp_are_built_once(monkeypatch):
+    """Every exact section reads one stochastic chain and one full MDP (before, the report built the chain three
+    times and the MDP three times: exact, risk map, robustness; optimum, risk map, paths); the timing table says so."""
+    import rlverify.exact.chain as chain_module
+
+    built: list[str] = []
+    for name in ("merged_chain", "build_explicit"):
+        real = getattr(chain_module, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            built.append(_name if _name == "build_explicit" else f"{_name} {kwargs['mode']}")
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(chain_module, name, counted)
+    r = make_report("running-example-v1", property="reach-goal-2", options=ReportOptions(runs=200, explain=2))
+    assert r.ok, r.disagreements()
+    assert sorted(built) == ["build_explicit", "merged_chain deterministic", "merged_chain stochastic"]
+    assert list(r.timings) == ["chain (stochastic)", "exact", "full MDP", "monolithic", "deterministic", "paths",
+                               "robustness", "statistical"]
+    titles = [s.title.split(" (")[0] for s in r.sections]
+    assert titles == ["Exact value", "Deterministic estimate", "Optimum over all schedulers", "Failure paths",
+                      "Robustness to perturbed observations", "Statistical estimate"]

@@ -466,3 +466,19 @@ def test_cli_map_needs_variables_without_x_y(capsys, tmp_path: Path) -> None:
                          "--explain", "2", "--out", str(tmp_path / "p.png"))
     assert code == 2
     assert "no variables named x and y" in err and "variables: s" in err
+
+
+def test_the_value_explained_is_verify_exacts_when_the_policy_stalls(tmp_path: Path) -> None:
+    """Without ``value=``, explain_paths checks the value as verify_exact does: a stalled run satisfies no state
+    formula. It used to ask Storm about the property as written, so the ``stalled`` sink (no labels) satisfied
+    ``!"busy"``: value 1.0 (every run stalls) where the true value is 0 (no state of the model is not busy)."""
+    path = tmp_path / "busy.prism"
+    path.write_text("mdp\nmodule m\n  x : [0..3] init 1;\n  [go] x=1 -> 0.5:(x'=2) + 0.5:(x'=1);\n"
+                    "  [stay] x=2 -> true;\nendmodule\nlabel \"busy\" = x=1 | x=2;\n")
+    model = load_model(path)
+    half = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["x"], ["go", "stay"], name="half")
+    prop = parsed(model, 'P=? [F !"busy"]')
+    fp = explain_paths(model, prop, half, 3)
+    result = verify_exact(model, prop, half)
+    assert result.stalled_probability == pytest.approx(1.0) and result.value == 0.0
+    assert fp.value == 0.0 and fp.paths == () and fp.share is None

@@ -325,3 +325,24 @@ def test_cli_bad_input_exit_2(grid_model, policy_file, capsys):
         err = " ".join(capsys.readouterr().err.split())
         assert all(w in err for w in words), (extra, err)
 
+
+
+def test_the_map_reads_a_given_chain_and_optimum(grid_model, monkeypatch):
+    """The report hands the map its stochastic chain and its optimum: the same map, nothing built again."""
+    import rlverify.exact.chain as chain_module
+    from rlverify.exact import optimum, policy_chain
+
+    model = load_model(grid_model)
+    prop = parsed(model, CRASH)
+    alone = risk_map(model, prop, POLICY, "x,y", MapOptions(optimum="min"))
+    chain, best, other = policy_chain(model, prop, POLICY), optimum(model, prop), optimum(model, parsed(model, GOAL))
+    for name in ("merged_chain", "build_explicit"):
+        monkeypatch.setattr(chain_module, name, lambda *a, **k: pytest.fail("a chain or an MDP was built again"))
+    shared = risk_map(model, prop, POLICY, "x,y", MapOptions(optimum="min"), chain=chain, optimum=best)
+    for grid in ("value", "optimum_value", "regret", "optimum_all"):
+        np.testing.assert_allclose(getattr(shared, grid), getattr(alone, grid), rtol=0, atol=1e-12)
+    value, optimum_by_hand = policy_values(pit), optimum_values(pit, "min")
+    assert shared.initial_value == pytest.approx(value[(0, 0, 0)], abs=1e-5)
+    assert shared.initial_optimum == pytest.approx(optimum_by_hand[(0, 0, 0)], abs=1e-5)
+    with pytest.raises(OptionError, match="optimum given is of property"):
+        risk_map(model, prop, POLICY, "x,y", MapOptions(optimum="min"), chain=chain, optimum=other)
