@@ -52,7 +52,8 @@ def verify_exact(model: SymbolicModel | str | Path | Any, property: str | Proper
     benchmark's or JANI file's property name, or parsed. Resolved once, then
     :func:`rlverify.exact.verify_exact` (``options``: :class:`~rlverify.exact.ExactOptions`, None: the defaults).
     """
-    from rlverify.resolve import resolve, resolve_property
+    from rlverify.models import parse_property
+    from rlverify.resolve import resolve
 
     options = ExactOptions() if options is None else options
     with_policy = options.mode != "monolithic"
@@ -61,7 +62,7 @@ def verify_exact(model: SymbolicModel | str | Path | Any, property: str | Proper
             from rlverify.errors import ConstantsError
 
             raise ConstantsError(f"{model.path}: constants are fixed when a model is loaded; pass them to load_model")
-        prop = resolve_property(None, model, "prism", property, fixed_policy=with_policy)
+        prop = parse_property(model, property, fixed_policy=with_policy)  # a parsed one as it is
         if isinstance(policy, str):
             policy = load_policy(policy)
         return exact.verify_exact(model, prop, policy, options, progress=progress)

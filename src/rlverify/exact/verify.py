@@ -102,7 +102,7 @@ class _StormChain:
     """Storm's copy of the chain: the full chain, or (``skeleton``) its states, labels and valuations with
     self-loops for transitions when the chain's matrix is solved here; ``full`` then builds the full one."""
 
-    model: Any
+    chain: Any
     full: Callable[[], Any] | None = None
     skeleton: bool = False
 
@@ -134,7 +134,7 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     signed = signed_reward(prop, chain)
     storm, chain = _storm_chain(prop, chain, formula, signed, options, estimates)
     if signed is None:
-        out = check(storm.model, formula, env, matrix=chain.transitions, numerics=options.numerics,
+        out = check(storm.chain, formula, env, matrix=chain.transitions, numerics=options.numerics,
                     precision=options.precision, full_model=storm.full, max_work=options.max_work, progress=say)
     else:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
         out = _check_signed(chain, signed, formula, env)
@@ -142,17 +142,17 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
                      "part], each checked by Storm (its solvers assume non-negative rewards)")
     stalled = 0.0
     if STALLED_LABEL in chain.labels:
-        stalled = _stalled_probability(chain, storm.model, formula, prop, env, options)
+        stalled = _stalled_probability(chain, storm.chain, formula, prop, env, options)
     probability = prop.operator == "P"
     out = clipped(out, probability=probability)
     satisfied = None
     if threshold is not None:
         assert comparison is not None
         qualitative = probability and threshold in (0.0, 1.0) and not storm.skeleton and signed is None
-        out, satisfied = _decide(out, storm.model, formula, threshold, comparison, probability, qualitative, options,
+        out, satisfied = _decide(out, storm.chain, formula, threshold, comparison, probability, qualitative, options,
                                  notes)
     if prop.operator == "R" and math.isinf(out.value):
-        notes.append(_infinite_reward(prop, chain, model, storm.model, env, options, stalled))
+        notes.append(_infinite_reward(prop, chain, model, storm.chain, env, options, stalled))
     return _Checked(out=out, stalled=stalled, satisfied=satisfied, notes=notes, estimates=estimates)
 
 
@@ -174,9 +174,9 @@ def _storm_chain(prop: Property, chain: ExplicitModel, formula: Any, signed: str
                  what="chain transitions", estimates=estimates)
     if skeleton:
         loops = dataclasses.replace(chain, transitions=sp.identity(chain.num_states, format="csr"))
-        storm = _StormChain(model=to_storm(loops), full=functools.partial(to_storm, chain), skeleton=True)
+        storm = _StormChain(chain=to_storm(loops), full=functools.partial(to_storm, chain), skeleton=True)
     else:
-        storm = _StormChain(model=to_storm(chain))
+        storm = _StormChain(chain=to_storm(chain))
     return storm, dataclasses.replace(chain, transitions=chain.transitions if keep else None)
 
 
