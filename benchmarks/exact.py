@@ -44,7 +44,7 @@ def storm_floor(model: SymbolicModel, prop_text: str, policy: OnnxPolicy, mode: 
     import stormpy
 
     from rlverify.exact.checking import environment
-    from rlverify.exact.verify import induce
+    from rlverify.exact import induce
     from rlverify.models import to_storm
 
     prop = parse_property(model, prop_text)
@@ -119,7 +119,7 @@ def masked_build_without_network(model: SymbolicModel, prop_text: str, policy: O
 def run_case(name: str, model: SymbolicModel, prop: str, policy: OnnxPolicy, mode: str, baseline: bool,
              limit: int | None, floor: bool = False) -> dict:
     storm = storm_monolithic(model, prop)
-    res = verify_exact(model, prop, policy, ExactOptions(mode=mode))
+    res = verify_exact(model, parse_property(model, prop, fixed_policy=True), policy, ExactOptions(mode=mode))
     row = {"case": name, "mode": mode, "states": res.states, "transitions": res.transitions, "value": res.value,
            "timings": res.timings, "storm_monolithic_s": storm, "ratio_vs_storm": res.timings["total"] / storm}
     if floor:

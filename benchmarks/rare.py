@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlverify.exact import verify_exact
+from rlverify import verify_exact
 from rlverify.models import load_model
 from rlverify.policies import CallablePolicy
 from rlverify.statistical import SimulationOptions, clopper_pearson, simulate

@@ -17,6 +17,7 @@ import time
 
 from rlverify.benchmarks import make
 from rlverify.exact import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
+from rlverify.models import parse_property
 
 
 def main() -> None:
@@ -28,9 +29,9 @@ def main() -> None:
 
     bench = make("avoid-v1")
     model, policy = bench.model(), bench.load_policy("reference")
-    prop = bench.properties["collision-100"]
+    prop = parse_property(model, bench.properties["collision-100"], fixed_policy=True)
     figures = {}
-    print(f"avoid-v1 (4x4, slickness 0.1), shipped PPO policy, {prop}")
+    print(f"avoid-v1 (4x4, slickness 0.1), shipped PPO policy, {prop.text}")
     for norm in ("linf", "l1"):
         t = time.perf_counter()
         r = robustness(model, prop, policy, RobustnessOptions(epsilon=args.epsilon, norm=norm, perturb=("x", "y")))

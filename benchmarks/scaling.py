@@ -38,7 +38,7 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> di
     import numpy as np
 
     import rlverify.benchmarks.avoid as avoid
-    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify import ExactOptions, verify_exact
     from rlverify.policies import MLP, CallablePolicy
 
     t0 = time.perf_counter()

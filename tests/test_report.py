@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlverify.cli.main import main
-from rlverify.report import make_report
+from rlverify.report import ReportOptions, make_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,7 @@ def test_a_disagreement_is_an_error_with_both_numbers(tmp_path, capsys):
 
 
 def test_a_racetrack_report_draws_the_heat_map_and_checks_it_against_the_optimum(tmp_path):
-    r = make_report("racetrack-barto-small-v1", runs=2000)
+    r = make_report("racetrack-barto-small-v1", options=ReportOptions(runs=2000))
     assert r.kind == "native" and r.ok
     heat = next(s for s in r.sections if s.images)
     assert heat.images[0][1][:8] == b"\x89PNG\r\n\x1a\n"
@@ -63,7 +63,7 @@ def test_a_racetrack_report_draws_the_heat_map_and_checks_it_against_the_optimum
 
 def test_a_continuous_report_holds_the_bound_against_simulation(tmp_path):
     r = make_report(str(ROOT / "examples/double_integrator.py:SYSTEM"),
-                    policy=str(ROOT / "examples/double_integrator.onnx"), runs=4000)
+                    policy=str(ROOT / "examples/double_integrator.onnx"), options=ReportOptions(runs=4000))
     bound = next(s for s in r.sections if s.title.startswith("Sound abstraction"))
     stat = next(s for s in r.sections if s.title.startswith("Statistical"))
     assert r.kind == "continuous" and r.ok
@@ -74,7 +74,7 @@ def test_a_continuous_report_holds_the_bound_against_simulation(tmp_path):
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt install chromium)")
 def test_the_page_renders_in_headless_chromium(tmp_path):
     page = tmp_path / "report.html"
-    page.write_text(make_report("racetrack-barto-small-v1", runs=2000).to_html())
+    page.write_text(make_report("racetrack-barto-small-v1", options=ReportOptions(runs=2000)).to_html())
     shot = tmp_path / "shot.png"
     subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -100,8 +100,32 @@ def test_infinite_expected_rewards_agree_across_engines(tmp_path):
     pi = tmp_path / "stay.py"
     pi.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
                   "def pi(x):\n    return np.tile([0.0, 1.0], (len(x), 1))\n")
-    report = make_report(str(model), property='R{"steps"}=? [F "top"]', policy=f"{pi}:pi", runs=200, optimum="max",
-                         map_vars=("x", "y"))
+    report = make_report(str(model), property='R{"steps"}=? [F "top"]', policy=f"{pi}:pi",
+                         options=ReportOptions(runs=200, optimum="max", map_vars=("x", "y")))
     assert report.ok, [c for c in report.checks if not c.ok]
     names = [c.name for c in report.checks]
     assert "risk map's initial optimum = Rmax" in names and "risk map's initial value = exact value" in names
+
+
+def test_the_policy_chain_and_the_full_mdp_are_built_once(monkeypatch):
+    """Every exact section reads one stochastic chain and one full MDP (before, the report built the chain three
+    times and the MDP three times: exact, risk map, robustness; optimum, risk map, paths); the timing table says so."""
+    import rlverify.exact.chain as chain_module
+
+    built: list[str] = []
+    for name in ("merged_chain", "build_explicit"):
+        real = getattr(chain_module, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            built.append(_name if _name == "build_explicit" else f"{_name} {kwargs['mode']}")
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(chain_module, name, counted)
+    r = make_report("running-example-v1", property="reach-goal-2", options=ReportOptions(runs=200, explain=2))
+    assert r.ok, r.disagreements()
+    assert sorted(built) == ["build_explicit", "merged_chain deterministic", "merged_chain stochastic"]
+    assert list(r.timings) == ["chain (stochastic)", "exact", "full MDP", "monolithic", "deterministic", "paths",
+                               "robustness", "statistical"]
+    titles = [s.title.split(" (")[0] for s in r.sections]
+    assert titles == ["Exact value", "Deterministic estimate", "Optimum over all schedulers", "Failure paths",
+                      "Robustness to perturbed observations", "Statistical estimate"]

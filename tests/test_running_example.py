@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlverify.benchmarks import make
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 
 
 @pytest.fixture(scope="module")

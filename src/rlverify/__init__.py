@@ -10,12 +10,15 @@ The exact engine is imported eagerly; the abstraction and statistical engines lo
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
+from rlverify import exact
 from rlverify.errors import RlverifyError
-from rlverify.exact import ExactOptions, verify_exact
-from rlverify.models import load_model
-from rlverify.policies import check_policy, load_policy
+from rlverify.exact import ExactOptions
+from rlverify.exact.options import Progress
+from rlverify.models import Property, SymbolicModel, load_model
+from rlverify.policies import Policy, check_policy, load_policy
 from rlverify.results import ExactResult
 
 __version__ = "0.1.0"
@@ -39,6 +42,34 @@ __all__ = ["AbstractionOptions", "AbstractionResult", "Agreement", "ExactOptions
            "RlverifyError", "StatisticalOptions", "StatisticalResult", "Target", "benchmarks", "check_policy",
            "cross_check", "load_model", "load_policy", "parse_property", "verify_abstraction", "verify_exact",
            "verify_statistical"]
+
+
+def verify_exact(model: SymbolicModel | str | Path | Any, property: str | Property, policy: Policy | str | None = None,
+                 options: ExactOptions | None = None, *, constants: str | None = None,
+                 progress: Progress | None = None) -> ExactResult:
+    """The exact engine on a model given any way the front door takes it (:func:`rlverify.resolve.resolve`: a
+    PRISM/JANI file with ``constants``, a benchmark id or object), or a loaded model; the property as text, a
+    benchmark's or JANI file's property name, or parsed. Resolved once, then
+    :func:`rlverify.exact.verify_exact` (``options``: :class:`~rlverify.exact.ExactOptions`, None: the defaults).
+    """
+    from rlverify.models import parse_property
+    from rlverify.resolve import resolve
+
+    options = ExactOptions() if options is None else options
+    with_policy = options.mode != "monolithic"
+    if isinstance(model, SymbolicModel):
+        if constants:
+            from rlverify.errors import ConstantsError
+
+            raise ConstantsError(f"{model.path}: constants are fixed when a model is loaded; pass them to load_model")
+        prop = parse_property(model, property, fixed_policy=with_policy)  # a parsed one as it is
+        if isinstance(policy, str):
+            policy = load_policy(policy)
+        return exact.verify_exact(model, prop, policy, options, progress=progress)
+    target = resolve(model, constants=constants, policy=policy, property=property, needs_policy=with_policy,
+                     kinds=("prism",), command="verify_exact")
+    assert target.property is not None
+    return exact.verify_exact(target.model, target.property, target.policy, options, progress=progress)
 
 
 def __getattr__(name: str) -> Any:

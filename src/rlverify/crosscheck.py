@@ -5,17 +5,51 @@ checks it exactly (Storm on the induced chain), bounds it by the optimum over al
 and Pmax of the MDP) and estimates it by simulation, and says whether the three agree:
 ``Pmin <= value <= Pmax`` and the exact value inside the statistical interval. The latter fails
 with probability at most ``delta`` when both engines are right.
+
+The consistency predicates (:func:`within_optimum`, :func:`ordered`, :func:`inside`, :func:`same`) are the ones
+``rlverify report`` composes too; each allows the exact value's numerical ``slack`` (:func:`slack`).
 """
 
 from __future__ import annotations
 
+import builtins
 import math
-
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rlverify.results import ExactResult, StatisticalResult, versions
+from rlverify.results import ExactResult, OptimumResult, StatisticalResult, versions
+
+
+def slack(exact: ExactResult) -> float:
+    """The numerical slack of an exact value in the consistency checks: twice its relative precision (0 for an
+    infinite expected reward, which is exact)."""
+    return 2 * (exact.precision or 0.0) * max(1.0, abs(exact.value)) if math.isfinite(exact.value) else 0.0
+
+
+def within_optimum(value: float, pmin: float, pmax: float, slack: float, *, stalled: bool = False) -> bool:
+    """``Pmin <= value <= Pmax`` within ``slack``. With ``stalled`` mass (the policy puts mass on unavailable
+    actions: no scheduler of the MDP does that, and a stalled run never satisfies the property) only
+    ``value <= Pmax`` must hold."""
+    return (pmin - slack <= value or stalled) and value <= pmax + slack
+
+
+def ordered(worst: float, nominal: float, best: float, *, worst_is: str = "max", slack: float = 0.0) -> bool:
+    """``worst >= nominal >= best`` within ``slack`` (``worst_is`` ``max``: the property names a failure), or
+    ``worst <= nominal <= best`` (``min``: a goal)."""
+    if worst_is == "max":
+        return worst + slack >= nominal >= best - slack
+    return worst - slack <= nominal <= best + slack
+
+
+def inside(value: float, low: float, high: float, slack: float) -> bool:
+    """``low <= value <= high`` within ``slack``."""
+    return low - slack <= value <= high + slack
+
+
+def same(a: float, b: float, slack: float) -> bool:
+    """Whether two engines' values agree: equal (infinite expected rewards included) or within ``slack`` + 1e-9."""
+    return a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= slack + 1e-9)
 
 
 @dataclass(frozen=True)
@@ -34,12 +68,12 @@ class Agreement:
     property: str
     policy: str | None
     exact: ExactResult
-    optimum: ExactResult
+    optimum: OptimumResult
     statistical: StatisticalResult
     checks: dict[str, bool] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
 
-    @property
+    @builtins.property
     def ok(self) -> bool:
         """Whether every check passed."""
         return all(self.checks.values())
@@ -76,27 +110,29 @@ def cross_check(target: str | Path | Any, property: str, policy: str | Any | Non
     Returns:
         An :class:`Agreement` (``ok`` is False when an engine disagrees; nothing is raised for that).
     """
-    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify.exact import ExactOptions, optimum, verify_exact
     from rlverify.resolve import resolve
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
     t = resolve(target, constants=constants, policy=policy, property=property, kinds=("prism",),
                 command="cross_check")
-    exact = replace(verify_exact(t.model, t.property, t.policy, ExactOptions()), model=t.name)
-    optimum = replace(verify_exact(t.model, t.property, None, ExactOptions(mode="monolithic")), model=t.name)
-    stat = verify_statistical(t.model, t.property, t.policy, StatisticalOptions(
+    prop, pol = t.property, t.policy
+    assert prop is not None and pol is not None  # resolved with a property and (needs_policy) a policy
+    exact = replace(verify_exact(t.model, prop, pol, ExactOptions()), model=t.name)
+    best = replace(optimum(t.model, prop, ExactOptions()), model=t.name)
+    stat = verify_statistical(t.model, prop, pol, StatisticalOptions(
         method="clopper-pearson", runs=runs, delta=delta,
         simulation=SimulationOptions(seed=seed, max_steps=max_steps)))
     stat = replace(stat, model=t.name)
-    slack = 2 * (exact.precision or 0.0) * max(1.0, abs(exact.value)) if math.isfinite(exact.value) else 0.0
-    assert optimum.pmin is not None and optimum.pmax is not None
+    within = slack(exact)
     checks = {
-        # mass the policy puts on unavailable actions stalls: no scheduler of the MDP does that, and a
-        # stalled run never satisfies the property, so then only value <= Pmax must hold
-        "pmin <= value <= pmax": ((optimum.pmin - slack <= exact.value or exact.stalled_probability > 0)
-                                  and exact.value <= optimum.pmax + slack),
-        "value in statistical interval": stat.interval[0] - slack <= exact.value <= stat.interval[1] + slack,
+        "pmin <= value <= pmax": within_optimum(exact.value, best.pmin, best.pmax, within,
+                                                stalled=exact.stalled_probability > 0),
+        "value in statistical interval": inside(exact.value, stat.interval[0], stat.interval[1], within),
     }
-    return Agreement(target=t.name, property=t.property.name or t.property.text, policy=t.policy_source,
-                     exact=exact, optimum=optimum, statistical=stat, checks=checks, versions=versions())
+    return Agreement(target=t.name, property=prop.name or prop.text, policy=t.policy_source,
+                     exact=exact, optimum=best, statistical=stat, checks=checks, versions=versions())
+
+
+__all__ = ["Agreement", "cross_check", "inside", "ordered", "same", "slack", "within_optimum"]

@@ -19,21 +19,41 @@ A check fails with probability at most the statistical ``delta`` when every engi
 
 from __future__ import annotations
 
-import math
-
 import base64
+import builtins
 import html
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from rlverify.errors import ModelTooLargeError, RlverifyError
+from rlverify.crosscheck import inside, ordered, same, slack, within_optimum
+from rlverify.errors import ModelTooLargeError, OptionError, RlverifyError, did_you_mean
+from rlverify.exact import (
+    ExactOptions,
+    FullMDP,
+    MapOptions,
+    PolicyChain,
+    RobustnessOptions,
+    explain_paths,
+    full_mdp,
+    optimum,
+    plot_paths,
+    policy_chain,
+    risk_map,
+    robustness,
+    verify_exact,
+)
+from rlverify.exact.explain import check_explainable
+from rlverify.exact.optimum import as_exact_result
 from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
-from rlverify.results import versions
+from rlverify.resolve import Target
+from rlverify.results import ExactResult, OptimumResult, versions
+
+T = TypeVar("T")
 
 Progress = Callable[[str], None]
 #: the heat map's optimum comes from Storm's value iteration (a convergence heuristic): compared with this slack
@@ -82,7 +102,7 @@ class Report:
     timings: dict[str, float]
     versions: dict[str, str]
 
-    @property
+    @builtins.property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
 
@@ -145,11 +165,6 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.6g}"
 
 
-def _same(a: float, b: float, slack: float) -> bool:
-    """Whether two engines' values agree: equal (infinite expected rewards included) or within ``slack`` + 1e-9."""
-    return a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= slack + 1e-9)
-
-
 def _png(draw: Callable[[Path], Any]) -> bytes:
     import tempfile
 
@@ -159,23 +174,85 @@ def _png(draw: Callable[[Path], Any]) -> bytes:
         return path.read_bytes()
 
 
-def make_report(target: str | Path | Any, *, property: str | None = None, policy: str | Any | None = None,
-                constants: str | None = None, runs: int = 10_000, delta: float = 0.001, seed: int = 0,
-                epsilon: int = 1, explain: int = 5, map_vars: tuple[str, str] | None = None, optimum: str = "min",
-                features: list[str] | None = None, actions: list[str] | None = None, output: str | None = None,
-                env_kwargs: str | None = None, progress: Progress | None = None, trust_code: bool = False,
+@dataclass(frozen=True)
+class ReportOptions:
+    """Settings of one report.
+
+    Attributes:
+        runs, delta, seed: the simulation (a Clopper–Pearson interval at confidence ``1 - delta``).
+        epsilon: the observation-perturbation budget of the robustness section (L-infinity, integer).
+        explain: how many failure paths to list.
+        map_vars: the two variables of the risk map (None: the first two integer features of the policy, if any).
+        optimum: the risk map's reading of the property: ``min`` (a failure: regret = value - Pmin, the default:
+            a report asks how unsafe a policy is) or ``max`` (a goal: regret = Pmax - value).
+        heatmap_runs_per_cell: a native environment's heat map: runs per start cell.
+        horizon, domain, phi: a continuous system's abstraction (horizon None: the system's, else 3).
+    """
+
+    runs: int = 10_000
+    delta: float = 0.001
+    seed: int = 0
+    epsilon: int = 1
+    explain: int = 5
+    map_vars: tuple[str, str] | None = None
+    optimum: str = "min"
+    heatmap_runs_per_cell: int = 200
+    horizon: int | None = None
+    domain: str = "box"
+    phi: float = 0.5
+
+    def validate(self) -> None:
+        """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""
+        for name in ("runs", "explain"):
+            if getattr(self, name) <= 0:
+                raise OptionError(f"--{name} must be positive, got {getattr(self, name)}")
+        if self.epsilon < 0:
+            raise OptionError(f"--epsilon must be a non-negative integer, got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise OptionError(f"--delta must be in (0, 1), got {self.delta}")
+        if self.optimum not in ("min", "max"):
+            raise OptionError(f"--optimum: expected min or max, got '{self.optimum}'")
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What more than one section reads, built once before the sections run.
+
+    Attributes:
+        say: the progress callback; timings: the report's timing table (seconds per engine run), filled as they run.
+        chain: the policy's stochastic chain (PRISM/JANI); exact: its value (:func:`~rlverify.exact.verify_exact`).
+        mdp: the property-directed MDP (None when it is too large: ``mdp_skipped`` says why); optimum: Pmin/Pmax on it.
+        slack: the exact value's numerical slack in the consistency checks (:func:`~rlverify.crosscheck.slack`).
+        map_vars: the risk map's variables (None: no map); horizon: a continuous system's abstraction horizon.
+    """
+
+    say: Progress
+    timings: dict[str, float]
+    chain: PolicyChain | None = None
+    exact: ExactResult | None = None
+    mdp: FullMDP | None = None
+    mdp_skipped: str | None = None
+    optimum: OptimumResult | None = None
+    slack: float = 0.0
+    map_vars: tuple[str, str] | None = None
+    horizon: int | None = None
+
+
+#: a section of a report: the target, the options and what is shared -> its section and its consistency checks
+SectionFn = Callable[[Target, ReportOptions, Shared], tuple[Section, list[Check]]]
+
+
+def make_report(target: str | Path | Any, *, options: ReportOptions | None = None, property: str | None = None,
+                policy: str | Any | None = None, constants: str | None = None, features: list[str] | None = None,
+                actions: list[str] | None = None, output: str | None = None, env_kwargs: str | None = None,
+                progress: Progress | None = None, trust_code: bool = False,
                 policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> Report:
     """Run every engine that applies to ``target`` and check them against each other.
 
     Args:
         target, constants, policy, property: as for :func:`rlverify.resolve.resolve` (default property:
             the benchmark's first; default policy: its reference policy).
-        runs, delta, seed: the simulation (Clopper–Pearson interval at confidence ``1 - delta``).
-        epsilon: the observation-perturbation budget of the robustness section (L-infinity, integer).
-        explain: how many failure paths to list; map_vars: the two variables of the risk map
-            (default: the first two integer features of the policy, if any).
-        optimum: the risk map's reading of the property: ``min`` (a failure: regret = value - Pmin,
-            the default: a report asks how unsafe a policy is) or ``max`` (a goal: regret = Pmax - value).
+        options: :class:`ReportOptions` (None: the defaults).
         features, actions, output: overrides for policy files that do not declare them.
         env_kwargs: the arguments of a ``gym:ID`` target.
         trust_code, policy_timeout: as :func:`rlverify.resolve.resolve` takes them (``--trust-code``,
@@ -184,34 +261,52 @@ def make_report(target: str | Path | Any, *, property: str | None = None, policy
     Returns:
         A :class:`Report`; ``report.ok`` is False when the engines disagree (nothing is raised for that).
     """
-    from rlverify.resolve import resolve, resolve_property
+    from rlverify.resolve import resolve
 
+    options = ReportOptions() if options is None else options
+    options.validate()
     say = progress or (lambda msg: None)
     t = resolve(target, constants=constants, policy=policy, features=features, actions=actions, output=output,
                 property=None, needs_policy=True, env_kwargs=env_kwargs, trust_code=trust_code,
                 policy_timeout=policy_timeout)
-    bench = t.benchmark
+    t, prop_name = _with_property(t, property)
+    shared = _SHARED[t.kind](t, options, Shared(say=say, timings={}))
+    sections, checks = _KINDS[t.kind](t, options, shared)
+    return Report(target=t.name, kind=t.kind, property=prop_name, policy=_shown(t.policy_source), sections=sections,
+                  checks=checks, settings=_settings(t, options, shared), timings=shared.timings, versions=versions())
+
+
+def _with_property(t: Target, property: str | None) -> tuple[Target, str]:
+    """The target with its property parsed (default: the benchmark's first), and the property's name for the page;
+    a continuous system is checked for its unsafe set."""
+    from rlverify.resolve import resolve_property
+
     if t.kind == "continuous":  # the system's unsafe set within its horizon: nothing to parse
         if property not in (None, "unsafe"):
             raise RlverifyError(f"{t.name}: a continuous system is checked for its unsafe set ('unsafe'); drop --property")
-        prop_name = "unsafe"
-    else:
-        if property is None:
-            if bench is None or not bench.properties:
-                raise RlverifyError(f"{t.name}: give --property (a model file has no default property)")
-            property = next(iter(bench.properties))
-        t = replace(t, property=resolve_property(bench, t.model, t.kind, property))  # the model is built once
-        prop_name = t.property.name or t.property.text
-    settings = {"runs": runs, "delta": delta, "seed": seed, "constants": constants or ""}
+        return t, "unsafe"
+    bench = t.benchmark
+    if property is None:
+        if bench is None or not bench.properties:
+            raise RlverifyError(f"{t.name}: give --property (a model file has no default property)")
+        property = next(iter(bench.properties))
+    t = replace(t, property=resolve_property(bench, t.model, t.kind, property))  # the model is built once
+    assert t.property is not None
+    return t, t.property.name or t.property.text
+
+
+def _settings(t: Target, options: ReportOptions, shared: Shared) -> dict[str, Any]:
+    """The settings the page and the JSON show."""
+    settings: dict[str, Any] = {"runs": options.runs, "delta": options.delta, "seed": options.seed,
+                                "constants": t.constants or ""}
     if t.kind == "prism":
-        settings.update(epsilon=epsilon, explain=explain, optimum=optimum)
-    sections: list[Section] = []
-    checks: list[Check] = []
-    timings: dict[str, float] = {}
-    run = {"prism": _prism, "native": _native, "continuous": _continuous}[t.kind]
-    run(t, sections, checks, timings, settings, say, map_vars)
-    return Report(target=t.name, kind=t.kind, property=prop_name, policy=_shown(t.policy_source),
-                  sections=sections, checks=checks, settings=settings, timings=timings, versions=versions())
+        settings.update(epsilon=options.epsilon, explain=options.explain, optimum=options.optimum,
+                        map_variables=",".join(shared.map_vars) if shared.map_vars else "")
+    elif t.kind == "native":
+        settings["heatmap_runs_per_cell"] = options.heatmap_runs_per_cell
+    else:
+        settings.update(horizon=shared.horizon, domain=options.domain, phi=options.phi)
+    return settings
 
 
 def _shown(source: str | None) -> str | None:
@@ -221,7 +316,7 @@ def _shown(source: str | None) -> str | None:
     return source
 
 
-def _timed(timings: dict[str, float], name: str, fn: Callable[[], Any]) -> Any:
+def _timed(timings: dict[str, float], name: str, fn: Callable[[], T]) -> T:
     start = time.perf_counter()
     try:
         return fn()
@@ -229,151 +324,177 @@ def _timed(timings: dict[str, float], name: str, fn: Callable[[], Any]) -> Any:
         timings[name] = time.perf_counter() - start
 
 
-def _prism(t: Any, sections: list[Section], checks: list[Check], timings: dict[str, float], settings: dict[str, Any],
-           say: Progress, map_vars: tuple[str, str] | None) -> None:
-    from rlverify.exact import ExactOptions, verify_exact
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+# ---------------------------------------------------------------------------------------------
+# PRISM/JANI: one chain, one MDP, every analysis reads them
 
-    prop = t.property
+
+def _prism_shared(t: Target, options: ReportOptions, shared: Shared) -> Shared:
+    """The stochastic chain and its value, the full MDP and its optimum: each built once for every section."""
+    prop, say, timings = t.property, shared.say, shared.timings
+    assert prop is not None and t.policy is not None
+    policy = t.policy
+    chosen = _map_variables(t, options)
     say("exact: the policy's chain")
-    exact = _timed(timings, "exact", lambda: verify_exact(t.model, prop, t.policy, ExactOptions()))
-    slack = 2 * (exact.precision or 0.0) * max(1.0, abs(exact.value)) if math.isfinite(exact.value) else 0.0
-    sections.append(Section("Exact value (Storm, the induced chain)", rows=[
+    chain = _timed(timings, "chain (stochastic)", lambda: policy_chain(t.model, prop, policy, ExactOptions(),
+                                                                       progress=say))
+    exact = _timed(timings, "exact", lambda: verify_exact(t.model, prop, policy, ExactOptions(), chain=chain))
+    mdp, skipped, best = None, None, None
+    try:
+        mdp = _timed(timings, "full MDP", lambda: full_mdp(t.model, prop, ExactOptions(), policy=policy, progress=say))
+    except ModelTooLargeError as exc:
+        skipped = str(exc)
+    if mdp is not None:
+        say("exact: Pmin/Pmax over all schedulers")
+        best = _timed(timings, "monolithic", lambda: optimum(t.model, prop, ExactOptions(), mdp=mdp))
+    return replace(shared, chain=chain, exact=exact, mdp=mdp, mdp_skipped=skipped, optimum=best, slack=slack(exact),
+                   map_vars=chosen)
+
+
+def _map_variables(t: Target, options: ReportOptions) -> tuple[str, str] | None:
+    """The risk map's variables: as asked (checked against the model), else the policy's first two integer features."""
+    assert t.policy is not None
+    integer_features = [f for f in t.policy.features if f not in getattr(t.model, "boolean_variables", ())]
+    known = tuple(getattr(t.model, "variables", ())) or tuple(t.policy.features)
+    for name in options.map_vars or ():
+        if name not in known:
+            raise OptionError(f"--map: '{name}' is not a model variable{did_you_mean(name, known)} "
+                              f"(variables: {', '.join(known)})")
+    if options.map_vars:
+        return options.map_vars
+    return (integer_features[0], integer_features[1]) if len(integer_features) >= 2 else None
+
+
+def _prism(t: Target, options: ReportOptions, shared: Shared) -> tuple[list[Section], list[Check]]:
+    """The sections of a PRISM/JANI model, in the page's order."""
+    assert t.property is not None
+    plan: list[SectionFn] = [_exact, _deterministic, _optimum]
+    if shared.map_vars:
+        plan.append(_risk_map)
+    if t.property.operator == "P":
+        plan += [_paths, _robustness]
+    plan.append(_statistical)
+    return _run(plan, t, options, shared)
+
+
+def _run(plan: list[SectionFn], t: Target, options: ReportOptions,
+         shared: Shared) -> tuple[list[Section], list[Check]]:
+    sections, checks = [], []
+    for section in plan:
+        s, c = section(t, options, shared)
+        sections.append(s)
+        checks += c
+    return sections, checks
+
+
+def _exact(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
+    exact = shared.exact
+    assert exact is not None
+    return Section("Exact value (Storm, the induced chain)", rows=[
         ("value", _fmt(exact.value)), ("bounds", f"[{_fmt(exact.lower)}, {_fmt(exact.upper)}]"),
         ("numerics", exact.guarantee), ("chain", f"{exact.states:,} states, {exact.transitions:,} transitions"),
         ("stalled probability", _fmt(exact.stalled_probability)),
-        ("warnings", "; ".join(exact.warnings) or "—")], data={"exact": exact.to_json()}))
-    say("exact: deterministic estimate")
-    det = _timed(timings, "deterministic", lambda: verify_exact(t.model, prop, t.policy, ExactOptions(mode="deterministic")))
-    sections.append(Section("Deterministic estimate (argmax action)", rows=[
+        ("warnings", "; ".join(exact.warnings) or "—")], data={"exact": exact.to_json()}), []
+
+
+def _deterministic(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
+    assert t.property is not None
+    prop, policy = t.property, t.policy
+    shared.say("exact: deterministic estimate")
+    det = _timed(shared.timings, "deterministic",
+                 lambda: verify_exact(t.model, prop, policy, ExactOptions(mode="deterministic")))
+    return Section("Deterministic estimate (argmax action)", rows=[
         ("value", _fmt(det.value)), ("chain", f"{det.states:,} states"),
         ("note", "the policy's argmax action only: an estimate, not the stochastic policy's value")],
-        data={"deterministic": det.to_json()}))
-    say("exact: Pmin/Pmax over all schedulers")
-    try:
-        mono = _timed(timings, "monolithic", lambda: verify_exact(t.model, prop, None, ExactOptions(mode="monolithic")))
-    except ModelTooLargeError as exc:
-        sections.append(Section("Optimum over all schedulers", note=f"skipped: {exc}"))
-        mono = None
-    if mono is not None:
-        sections.append(Section("Optimum over all schedulers (Pmin / Pmax of the MDP)", rows=[
-            ("Pmin / Pmax", f"{_fmt(mono.pmin)} / {_fmt(mono.pmax)}"), ("MDP", f"{mono.states:,} states")],
-            data={"monolithic": mono.to_json()}))
-        lo_ok = mono.pmin - slack <= exact.value or exact.stalled_probability > 0
-        checks.append(Check("Pmin <= value <= Pmax", lo_ok and exact.value <= mono.pmax + slack,
-                            f"Pmin {_fmt(mono.pmin)} <= value {_fmt(exact.value)} <= Pmax {_fmt(mono.pmax)}"
-                            + (" (stalled mass: only the upper bound applies)" if exact.stalled_probability > 0 else "")))
-    integer_features = [f for f in t.policy.features if f not in getattr(t.model, "boolean_variables", ())]
-    known = tuple(getattr(t.model, "variables", ())) or tuple(t.policy.features)
-    for name in map_vars or ():
-        if name not in known:
-            from rlverify.errors import OptionError, did_you_mean
-
-            raise OptionError(f"--map: '{name}' is not a model variable{did_you_mean(name, known)} "
-                              f"(variables: {', '.join(known)})")
-    chosen = map_vars or (tuple(integer_features[:2]) if len(integer_features) >= 2 else None)
-    settings.setdefault("map_variables", ",".join(chosen) if chosen else "")
-    if chosen:
-        _risk_map(t, exact, mono, slack, chosen, sections, checks, timings, settings, say)
-    if prop.operator == "P":
-        _paths(t, exact, slack, chosen, sections, checks, timings, settings, say)
-        _robustness(t, exact, slack, chosen, sections, checks, timings, settings, say)
-    stat = None
-    if prop.operator == "P":
-        say("simulation")
-        try:
-            stat = _timed(timings, "statistical", lambda: verify_statistical(t.model, prop, t.policy, StatisticalOptions(
-                method="clopper-pearson", runs=settings["runs"], delta=settings["delta"],
-                simulation=SimulationOptions(seed=settings["seed"]))))
-        except RlverifyError as exc:
-            sections.append(Section("Statistical estimate", note=f"skipped: {exc}"))
-    if stat is not None:
-        a, b = stat.interval
-        sections.append(Section("Statistical estimate (simulation, Clopper–Pearson)", rows=[
-            ("estimate", _fmt(stat.estimate)), ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
-            ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})"), ("seed", str(stat.seed))],
-            data={"statistical": stat.to_json()}))
-        checks.append(Check("exact value inside the statistical interval", a - slack <= exact.value <= b + slack,
-                            f"value {_fmt(exact.value)} in [{_fmt(a)}, {_fmt(b)}] ({stat.confidence:.1%} confidence)"))
-    elif prop.operator != "P":
-        sections.append(Section("Statistical estimate", note="skipped: the simulator estimates probabilities "
-                                                             "(P=?), not expected rewards"))
+        data={"deterministic": det.to_json()}), []
 
 
-def _risk_map(t: Any, exact: Any, mono: Any, slack: float, chosen: tuple[str, ...], sections: list[Section],
-              checks: list[Check], timings: dict[str, float], settings: dict[str, Any], say: Progress) -> None:
+def _optimum(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
+    exact, best = shared.exact, shared.optimum
+    assert exact is not None
+    if best is None:
+        return Section("Optimum over all schedulers", note=f"skipped: {shared.mdp_skipped}"), []
+    stalled = exact.stalled_probability > 0
+    return Section("Optimum over all schedulers (Pmin / Pmax of the MDP)", rows=[
+        ("Pmin / Pmax", f"{_fmt(best.pmin)} / {_fmt(best.pmax)}"), ("MDP", f"{best.states:,} states")],
+        data={"monolithic": as_exact_result(best).to_json()}), [
+        Check("Pmin <= value <= Pmax", within_optimum(exact.value, best.pmin, best.pmax, shared.slack, stalled=stalled),
+              f"Pmin {_fmt(best.pmin)} <= value {_fmt(exact.value)} <= Pmax {_fmt(best.pmax)}"
+              + (" (stalled mass: only the upper bound applies)" if stalled else ""))]
+
+
+def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     """Value, optimum and regret per cell of the two map variables (worst case over the other variables)."""
-    from rlverify.exact import MapOptions, risk_map
-
-    optimum = settings.setdefault("optimum", "min")
-    say(f"risk map on {chosen[0]}, {chosen[1]}")
+    exact, chosen, prop, policy = shared.exact, shared.map_vars, t.property, t.policy
+    assert exact is not None and chosen is not None and prop is not None and policy is not None
+    optimum = options.optimum
+    if shared.optimum is None:
+        return Section("Risk and regret map", note=f"skipped: {shared.mdp_skipped}"), []
+    shared.say(f"risk map on {chosen[0]}, {chosen[1]}")
     try:
-        m = _timed(timings, "risk map", lambda: risk_map(t.model, t.property, t.policy, chosen,
-                                                         MapOptions(agg="max", optimum=optimum)))
+        m = _timed(shared.timings, "risk map", lambda: risk_map(
+            t.model, prop, policy, chosen, MapOptions(agg="max", optimum=optimum), chain=shared.chain,
+            optimum=shared.optimum))
     except RlverifyError as exc:
-        sections.append(Section("Risk and regret map", note=f"skipped: {exc}"))
-        return
+        return Section("Risk and regret map", note=f"skipped: {exc}"), []
     png = _png(lambda path: m.figure().draw(path))
     reading = ("the property read as a failure: regret = value - Pmin" if optimum == "min" else
                "the property read as a goal: regret = Pmax - value")
-    sections.append(Section(f"Risk and regret map on {chosen[0]}, {chosen[1]} (max over the other variables)", rows=[
-        ("regret at the initial state", _fmt(m.initial_regret)), ("largest regret in a cell", _fmt(float(np.nanmax(m.regret))))],
+    expected = shared.optimum.pmin if optimum == "min" else shared.optimum.pmax
+    name = ("R" if str(exact.property).lstrip().startswith("R") else "P") + optimum
+    return Section(f"Risk and regret map on {chosen[0]}, {chosen[1]} (max over the other variables)", rows=[
+        ("regret at the initial state", _fmt(m.initial_regret)),
+        ("largest regret in a cell", _fmt(float(np.nanmax(m.regret))))],
         note=f"{reading} (--optimum {'max' if optimum == 'min' else 'min'} for the other reading)",
-        images=[("policy value, optimum and regret per cell", png)], data={"risk_map": m.to_json()}))
-    checks.append(Check("risk map's initial value = exact value", _same(m.initial_value, exact.value, slack),
-                        f"{_fmt(m.initial_value)} vs {_fmt(exact.value)}"))
-    if mono is not None:
-        expected = mono.pmin if optimum == "min" else mono.pmax
-        name = ("R" if str(exact.property).lstrip().startswith("R") else "P") + optimum
-        checks.append(Check(f"risk map's initial optimum = {name}", _same(m.initial_optimum, expected, slack),
-                            f"{_fmt(m.initial_optimum)} vs {_fmt(expected)}"))
+        images=[("policy value, optimum and regret per cell", png)], data={"risk_map": m.to_json()}), [
+        Check("risk map's initial value = exact value", same(m.initial_value, exact.value, shared.slack),
+              f"{_fmt(m.initial_value)} vs {_fmt(exact.value)}"),
+        Check(f"risk map's initial optimum = {name}", same(m.initial_optimum, expected, shared.slack),
+              f"{_fmt(m.initial_optimum)} vs {_fmt(expected)}")]
 
 
-def _paths(t: Any, exact: Any, slack: float, chosen: tuple[str, ...] | None, sections: list[Section],
-           checks: list[Check], timings: dict[str, float], settings: dict[str, Any], say: Progress) -> None:
+def _paths(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     """The most probable paths to the target, drawn on the map variables when there are two."""
-    from rlverify.exact import explain_paths, plot_paths
-    from rlverify.exact.explain import check_explainable
-
+    exact, chosen, prop, policy = shared.exact, shared.map_vars, t.property, t.policy
+    assert exact is not None and prop is not None and policy is not None
     try:
-        check_explainable(t.property)
+        check_explainable(prop)
     except RlverifyError as exc:
-        sections.append(Section("Failure paths", note=f"skipped: {exc}"))
-        return
-    k = settings["explain"]
-    say(f"failure paths: the {k} most probable")
-    fp = _timed(timings, "paths", lambda: explain_paths(t.model, t.property, t.policy, k, value=exact.value))
+        return Section("Failure paths", note=f"skipped: {exc}"), []
+    if shared.mdp is None:  # the steps are described with the MDP's choices
+        return Section("Failure paths", note=f"skipped: {shared.mdp_skipped}"), []
+    k = options.explain
+    shared.say(f"failure paths: the {k} most probable")
+    fp = _timed(shared.timings, "paths", lambda: explain_paths(t.model, prop, policy, k, chain=shared.chain,
+                                                               mdp=shared.mdp, value=exact.value))
     rows = [[str(i + 1), f"{p.probability:.4g}", str(p.length),
              ", ".join(f"{k_}={v}" for k_, v in p.steps[-1].state.items())] for i, p in enumerate(fp.paths)]
     images = []
     if chosen:
         images.append((f"the paths on {chosen[0]}, {chosen[1]}", _png(lambda path: plot_paths(fp, path, [chosen]))))
     share = "—" if fp.share is None else f"{fp.share:.3g}"
-    sections.append(Section(f"Failure paths (the {k} most probable paths to the target)", rows=[
+    return Section(f"Failure paths (the {k} most probable paths to the target)", rows=[
         ("paths listed", f"{len(fp.paths)}" + (" (all there are)" if fp.exhausted else "")),
         ("their probability / share of the value", f"{fp.covered:.4g} / {share}")],
         tables=[("paths (each step, with the policy's distribution: in the JSON)", ["#", "probability", "steps",
                                                                                    "target state reached"], rows)],
-        images=images, data={"paths": fp.to_json()}))
-    checks.append(Check("the listed paths' probability <= the value", fp.covered <= exact.value + slack,
-                        f"{fp.covered:.6g} <= {_fmt(exact.value)}"))
+        images=images, data={"paths": fp.to_json()}), [
+        Check("the listed paths' probability <= the value", inside(fp.covered, 0.0, exact.value, shared.slack),
+              f"{fp.covered:.6g} <= {_fmt(exact.value)}")]
 
 
-def _robustness(t: Any, exact: Any, slack: float, chosen: tuple[str, ...] | None, sections: list[Section],
-                checks: list[Check], timings: dict[str, float], settings: dict[str, Any], say: Progress) -> None:
-    """Observation perturbations at ``settings["epsilon"]`` (L-infinity) on the map variables (or all features)."""
-    from rlverify.exact import RobustnessOptions, robustness
-
-    eps = settings["epsilon"]
-    say(f"robustness: perturbed observations (epsilon {eps})")
+def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
+    """Observation perturbations at ``options.epsilon`` (L-infinity) on the map variables (or all features)."""
+    exact, prop, policy, eps, tolerance = shared.exact, t.property, t.policy, options.epsilon, shared.slack
+    assert exact is not None and prop is not None and policy is not None
+    if shared.mdp is None:
+        return Section("Robustness to perturbed observations", note=f"skipped: {shared.mdp_skipped}"), []
+    shared.say(f"robustness: perturbed observations (epsilon {eps})")
+    worst = "max" if options.optimum == "min" else "min"  # a failure's worst case is its max
     try:
-        worst = "max" if settings.get("optimum", "min") == "min" else "min"  # a failure's worst case is its max
-        r = _timed(timings, "robustness", lambda: robustness(t.model, t.property, t.policy, RobustnessOptions(
-            epsilon=eps, perturb=chosen, worst=worst)))
+        r = _timed(shared.timings, "robustness", lambda: robustness(t.model, prop, policy, RobustnessOptions(
+            epsilon=eps, perturb=shared.map_vars, worst=worst), chain=shared.chain, mdp=shared.mdp))
     except RlverifyError as exc:
-        sections.append(Section("Robustness to perturbed observations", note=f"skipped: {exc}"))
-        return
+        return Section("Robustness to perturbed observations", note=f"skipped: {exc}"), []
     rows = [("features perturbed", ", ".join(r.perturbed)), ("budget", f"epsilon {r.epsilon} ({r.norm})"),
             ("nominal / worst / best", f"{_fmt(r.nominal)} / {_fmt(r.worst)} / {_fmt(r.best)}"),
             ("FGSM attack (one gradient-sign perturbation per state)", _fmt(r.attack)),
@@ -381,65 +502,119 @@ def _robustness(t: Any, exact: Any, slack: float, chosen: tuple[str, ...] | None
             ("adversarial MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions")]
     top = r.worst_perturbations[:10]
     table = [[str(w.get("state")), str(w.get("observed")), f"{w.get('gain', 0.0):.3g}"] for w in top]
-    sections.append(Section("Robustness to perturbed observations (exact: Pmax/Pmin of the adversarial MDP)",
-                            rows=rows, tables=[("worst perturbations (largest gain first)",
-                                                ["state", "observation shown", "gain"], table)] if table else [],
-                            data={"robustness": r.to_json()}))
-    ok = r.worst + slack >= r.nominal >= r.best - slack if r.worst_is == "max" else r.worst - slack <= r.nominal <= r.best + slack
-    checks.append(Check("worst >= nominal >= best (perturbed observations)", ok,
-                        f"worst {_fmt(r.worst)}, nominal {_fmt(r.nominal)}, best {_fmt(r.best)}"))
-    checks.append(Check("robustness nominal = exact value", _same(r.nominal, exact.value, slack),
-                        f"{_fmt(r.nominal)} vs {_fmt(exact.value)}"))
+    checks = [Check("worst >= nominal >= best (perturbed observations)",
+                    ordered(r.worst, r.nominal, r.best, worst_is=r.worst_is, slack=tolerance),
+                    f"worst {_fmt(r.worst)}, nominal {_fmt(r.nominal)}, best {_fmt(r.best)}"),
+              Check("robustness nominal = exact value", same(r.nominal, exact.value, tolerance),
+                    f"{_fmt(r.nominal)} vs {_fmt(exact.value)}")]
     if r.attack is not None:
         checks.append(Check("FGSM attack within [Pmin, Pmax] of the adversarial MDP",
-                            r.pmin - slack <= r.attack <= r.pmax + slack,
+                            inside(r.attack, r.pmin, r.pmax, tolerance),
                             f"{_fmt(r.pmin)} <= {_fmt(r.attack)} <= {_fmt(r.pmax)}"))
+    return Section("Robustness to perturbed observations (exact: Pmax/Pmin of the adversarial MDP)",
+                   rows=rows, tables=[("worst perturbations (largest gain first)",
+                                       ["state", "observation shown", "gain"], table)] if table else [],
+                   data={"robustness": r.to_json()}), checks
 
 
-def _native(t: Any, sections: list[Section], checks: list[Check], timings: dict[str, float], settings: dict[str, Any],
-            say: Progress, map_vars: tuple[str, str] | None) -> None:
+def _statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.heatmap import heatmap, plot_heatmap
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
-    say("simulation")
-    stat = _timed(timings, "statistical", lambda: verify_statistical(t.model, t.property, t.policy, StatisticalOptions(
-        method="clopper-pearson", runs=settings["runs"], delta=settings["delta"],
-        simulation=SimulationOptions(seed=settings["seed"]))))
+    exact, prop, policy = shared.exact, t.property, t.policy
+    assert exact is not None and prop is not None and policy is not None
+    if prop.operator != "P":
+        return Section("Statistical estimate", note="skipped: the simulator estimates probabilities (P=?), not "
+                                                    "expected rewards"), []
+    shared.say("simulation")
+    try:
+        stat = _timed(shared.timings, "statistical", lambda: verify_statistical(t.model, prop, policy, StatisticalOptions(
+            method="clopper-pearson", runs=options.runs, delta=options.delta,
+            simulation=SimulationOptions(seed=options.seed))))
+    except RlverifyError as exc:
+        return Section("Statistical estimate", note=f"skipped: {exc}"), []
     a, b = stat.interval
-    sections.append(Section("Statistical estimate (simulation from the start line)", rows=[
+    return Section("Statistical estimate (simulation, Clopper–Pearson)", rows=[
+        ("estimate", _fmt(stat.estimate)), ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
+        ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})"), ("seed", str(stat.seed))],
+        data={"statistical": stat.to_json()}), [
+        Check("exact value inside the statistical interval", inside(exact.value, a, b, shared.slack),
+              f"value {_fmt(exact.value)} in [{_fmt(a)}, {_fmt(b)}] ({stat.confidence:.1%} confidence)")]
+
+
+# ---------------------------------------------------------------------------------------------
+# native environments (Racetrack): simulation and the per-start-cell heat map
+
+
+def _native(t: Target, options: ReportOptions, shared: Shared) -> tuple[list[Section], list[Check]]:
+    return _run([_native_statistical, _heatmap], t, options, shared)
+
+
+def _native_statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
+    from rlverify.statistical.engine import SimulationOptions
+    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+
+    prop, policy = t.property, t.policy
+    assert prop is not None and policy is not None
+    shared.say("simulation")
+    stat = _timed(shared.timings, "statistical", lambda: verify_statistical(t.model, prop, policy, StatisticalOptions(
+        method="clopper-pearson", runs=options.runs, delta=options.delta,
+        simulation=SimulationOptions(seed=options.seed))))
+    a, b = stat.interval
+    return Section("Statistical estimate (simulation from the start line)", rows=[
         ("estimate", _fmt(stat.estimate)), ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
         ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})")],
-        data={"statistical": stat.to_json()}))
-    say("heat map: every start cell, with Storm's optimum")
-    cell_runs = settings.setdefault("heatmap_runs_per_cell", 200)
-    hm = _timed(timings, "heatmap", lambda: heatmap(t.model, t.policy, StatisticalOptions(
-        method="clopper-pearson", runs=cell_runs, delta=settings["delta"],
-        simulation=SimulationOptions(seed=settings["seed"])), optimal=True, benchmark=t.benchmark.id))
-    png = _png(lambda p: plot_heatmap(hm, p))
-    # one check over M cells: each cell's lower end at delta / M (Bonferroni), so that a false alarm has
-    # probability <= delta overall
+        data={"statistical": stat.to_json()}), []
+
+
+def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     from scipy.stats import beta
 
+    from rlverify.statistical.engine import SimulationOptions
+    from rlverify.statistical.heatmap import heatmap, plot_heatmap
+    from rlverify.statistical.verify import StatisticalOptions
+
+    assert t.benchmark is not None and t.policy is not None
+    policy, bench = t.policy, t.benchmark
+    shared.say("heat map: every start cell, with Storm's optimum")
+    hm = _timed(shared.timings, "heatmap", lambda: heatmap(t.model, policy, StatisticalOptions(
+        method="clopper-pearson", runs=options.heatmap_runs_per_cell, delta=options.delta,
+        simulation=SimulationOptions(seed=options.seed)), optimal=True, benchmark=bench.id))
+    png = _png(lambda p: plot_heatmap(hm, p))
+    optimal, gap = hm.optimal, hm.gap
+    assert optimal is not None and gap is not None  # asked for (optimal=True)
+    # one check over M cells: each cell's lower end at delta / M (Bonferroni), so that a false alarm has
+    # probability <= delta overall
     k = np.rint(hm.goal * hm.runs)
-    level = settings["delta"] / max(1, len(hm.cells))
+    level = options.delta / max(1, len(hm.cells))
     low = np.where(k > 0, beta.ppf(level, np.maximum(k, 1), hm.runs - k + 1), 0.0)
-    over = low - OPTIMUM_SLACK > hm.optimal
-    sections.append(Section("Per start cell: goal and crash probability, Storm's optimum, the gap", rows=[
-        ("cells", f"{len(hm.cells):,} x {int(hm.runs[0]):,} runs"), ("mean goal / crash", f"{hm.goal.mean():.4f} / "
-                                                                                    f"{hm.crash.mean():.4f}"),
-        ("mean optimum / max gap", f"{hm.optimal.mean():.4f} / {hm.gap.max():.4f}")],
-        images=[("goal, crash, optimum and gap per start cell", png)]))
-    checks.append(Check(f"each cell's goal estimate (lower end at delta/{len(hm.cells)} per cell) at or below Storm's "
-                        f"optimum (+{OPTIMUM_SLACK:g})", not over.any(),
-                        f"{int(over.sum())} of {len(hm.cells)} cells above the optimum"
-                        + (f" (first: cell {hm.cells[int(np.argmax(over))].tolist()}, lower end "
-                           f"{low[int(np.argmax(over))]:.4f} > optimum {hm.optimal[int(np.argmax(over))]:.4f})"
-                           if over.any() else "")))
+    over = low - OPTIMUM_SLACK > optimal
+    first = int(np.argmax(over))
+    return Section("Per start cell: goal and crash probability, Storm's optimum, the gap", rows=[
+        ("cells", f"{len(hm.cells):,} x {int(hm.runs[0]):,} runs"),
+        ("mean goal / crash", f"{hm.goal.mean():.4f} / {hm.crash.mean():.4f}"),
+        ("mean optimum / max gap", f"{optimal.mean():.4f} / {gap.max():.4f}")],
+        images=[("goal, crash, optimum and gap per start cell", png)]), [
+        Check(f"each cell's goal estimate (lower end at delta/{len(hm.cells)} per cell) at or below Storm's "
+              f"optimum (+{OPTIMUM_SLACK:g})", not over.any(),
+              f"{int(over.sum())} of {len(hm.cells)} cells above the optimum"
+              + (f" (first: cell {hm.cells[first].tolist()}, lower end {low[first]:.4f} > optimum "
+                 f"{optimal[first]:.4f})" if over.any() else ""))]
 
 
-def _continuous(t: Any, sections: list[Section], checks: list[Check], timings: dict[str, float],
-                settings: dict[str, Any], say: Progress, map_vars: tuple[str, str] | None) -> None:
+# ---------------------------------------------------------------------------------------------
+# continuous systems: the abstraction's bound and a simulation estimate
+
+
+def _continuous_shared(t: Target, options: ReportOptions, shared: Shared) -> Shared:
+    from rlverify.abstraction.verify import continuous_system
+
+    horizon = options.horizon or int(getattr(continuous_system(t.model), "horizon", 0) or 3)
+    return replace(shared, horizon=horizon)
+
+
+def _continuous(t: Target, report: ReportOptions, shared: Shared) -> tuple[list[Section], list[Check]]:
+    """The abstraction's sound bound and a simulation from random starts (two sections)."""
     from scipy.stats import beta
 
     from rlverify.abstraction import AbstractionOptions, verify_abstraction
@@ -447,12 +622,17 @@ def _continuous(t: Any, sections: list[Section], checks: list[Check], timings: d
     from rlverify.abstraction.verify import continuous_system, initial_box
     from rlverify.models.continuous.base import simulate
 
+    sections: list[Section] = []
+    checks: list[Check] = []
+    policy = t.policy
+    assert policy is not None
+    timings, say = shared.timings, shared.say
+    settings: dict[str, Any] = {"seed": report.seed, "runs": report.runs, "delta": report.delta}
     system = continuous_system(t.model)
-    horizon = settings.setdefault("horizon", int(getattr(system, "horizon", 0) or 3))
-    options = AbstractionOptions(horizon=horizon, domain=settings.setdefault("domain", "box"),
-                                 phi=settings.setdefault("phi", 0.5), seed=settings["seed"])
+    horizon = shared.horizon or 3
+    options = AbstractionOptions(horizon=horizon, domain=report.domain, phi=report.phi, seed=settings["seed"])
     say("abstraction: sound upper bound")
-    bound = _timed(timings, "abstraction", lambda: verify_abstraction(system, t.policy, options))
+    bound = _timed(timings, "abstraction", lambda: verify_abstraction(system, policy, options))
     images = []
     if len(bound.variables) == 2:
         images.append(("initial region: parts by bound and by action probability", _png(lambda p: plot_result(bound, p))))
@@ -464,7 +644,7 @@ def _continuous(t: Any, sections: list[Section], checks: list[Check], timings: d
     rng = np.random.default_rng(settings["seed"])
     n = settings["runs"]
     starts = lo + (hi - lo) * rng.random((n, len(lo)))
-    failed = _timed(timings, "statistical", lambda: simulate(system, t.policy, starts, horizon, rng))
+    failed = _timed(timings, "statistical", lambda: simulate(system, policy, starts, horizon, rng))
     k = int(failed.sum())
     a = float(beta.ppf(settings["delta"] / 2, k, n - k + 1)) if k > 0 else 0.0
     b = float(beta.ppf(1 - settings["delta"] / 2, k + 1, n - k)) if k < n else 1.0
@@ -474,6 +654,13 @@ def _continuous(t: Any, sections: list[Section], checks: list[Check], timings: d
     checks.append(Check("abstraction bound >= the statistical interval's lower end", bound.upper_bound >= a - 1e-12,
                         f"bound {_fmt(bound.upper_bound)} >= {_fmt(a)} (the bound holds for every start state, "
                         "the estimate averages over random ones)"))
+    return sections, checks
+
+
+_SHARED: dict[str, Callable[[Target, ReportOptions, Shared], Shared]] = {
+    "prism": _prism_shared, "native": lambda t, options, shared: shared, "continuous": _continuous_shared}
+_KINDS: dict[str, Callable[[Target, ReportOptions, Shared], tuple[list[Section], list[Check]]]] = {
+    "prism": _prism, "native": _native, "continuous": _continuous}
 
 
 def write_report(report: Report, path: str | Path, *, force: bool = False) -> Path:
@@ -487,4 +674,4 @@ def write_report(report: Report, path: str | Path, *, force: bool = False) -> Pa
     return write_text(path, report.to_html(), force=force, what="--out")
 
 
-__all__ = ["Check", "Report", "Section", "make_report", "write_report"]
+__all__ = ["Check", "Report", "ReportOptions", "Section", "Shared", "make_report", "write_report"]

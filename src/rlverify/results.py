@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -86,6 +86,58 @@ class ExactResult:
         d["variables"] = list(self.variables)
         d["explanation"] = self.explanation.to_json() if self.explanation is not None else None
         return d
+
+
+@dataclass(frozen=True)
+class OptimumResult:
+    """Pmin and Pmax (Rmin and Rmax) of a property over all schedulers of an MDP: no policy (``rlverify verify
+    --mode monolithic``; :func:`rlverify.exact.optimum`).
+
+    Attributes:
+        property: as checked; asked: ``min`` or ``max``, the optimum the property asks for: ``Pmin``/``Pmax`` by
+            name; ``P<=b`` holds for every scheduler iff Pmax <= b, ``P>=b`` iff Pmin >= b (as in PRISM/Storm); for
+            ``P=?``/``R=?`` Pmax (Rmax). value: that optimum at the (unique) initial state.
+        pmin, pmax: both optima at the initial state; pmin_bounds, pmax_bounds: each one's certified bracket
+            ``(lower, upper)`` when one is known (``guarantee`` sound), else None.
+        satisfied: for threshold properties, whether the bound holds for every scheduler (decided from the
+            bracket, graph analysis, or Storm's exact arithmetic on a tie; None: undecided, a warning says why).
+        guarantee, precision, method, precision_note: as in :class:`ExactResult` (method and note: of ``value``).
+        states, transitions, choices: size of the MDP.
+        state_pmin, state_pmax: ``(states,)`` per-state optima (probabilities clipped to [0, 1]), with
+            ``state_valuations`` ``(states, V)`` in ``variables`` order.
+    """
+
+    property: str
+    asked: str
+    value: float
+    pmin: float
+    pmax: float
+    pmin_bounds: tuple[float, float] | None
+    pmax_bounds: tuple[float, float] | None
+    satisfied: bool | None
+    guarantee: str
+    precision: float | None
+    states: int
+    transitions: int
+    choices: int
+    method: str | None = None
+    precision_note: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    model: str = ""
+    state_pmin: np.ndarray | None = field(default=None, repr=False, compare=False)
+    state_pmax: np.ndarray | None = field(default=None, repr=False, compare=False)
+    state_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
+    variables: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (per-state arrays left out)."""
+        d = asdict(self)
+        for key in ("state_pmin", "state_pmax", "state_valuations"):
+            d.pop(key)
+        return _plain(d)
 
 
 @dataclass(frozen=True)
@@ -811,7 +863,7 @@ class RobustnessResult:
 
     def to_json(self, *, listed: int = 20) -> dict[str, Any]:
         """A JSON-serialisable dict; the ``listed`` largest-gain worst perturbations and changed states."""
-        d = asdict(self)
+        d = asdict(replace(self, worst_perturbations=[], changed_valuations=None))  # cut below: not copied whole
         d["perturbed"] = list(self.perturbed)
         d["variables"] = list(self.variables)
         d["worst_perturbations"] = self.worst_perturbations[:listed]

@@ -10,7 +10,7 @@ import pytest
 
 from rlverify.cli.main import main
 from rlverify.errors import ConstantsError, ModelError, ModelTooLargeError, PropertyError
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.models.properties import parse_structure
 from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy

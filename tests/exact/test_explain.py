@@ -19,10 +19,12 @@ import scipy.sparse as sp
 
 from rlverify.cli.main import main
 from rlverify.errors import OptionError, PropertyError
-from rlverify.exact import ExactOptions, explain_paths, most_probable_paths, verify_exact
+from rlverify import verify_exact
+from rlverify.exact import ExactOptions, explain_paths, most_probable_paths
 from rlverify.exact import explain as explain_module
 from rlverify.models import load_model
 from rlverify.policies import CallablePolicy
+from tests.exact.resolved import parsed
 from tests.exact.randmdp import ACTIONS, bounded_reach, induced_matrix, policy_matrix, random_mdp, reach_probability
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +138,7 @@ def test_random_models_k_most_probable_paths(tmp_path: Path, seed: int, form: st
     value = (bounded_reach(P, goal, bound, allowed=allowed) if bound is not None
              else reach_probability(P, goal, allowed=allowed))[0]
     k = 6
-    fp = explain_paths(model, text, policy, k)
+    fp = explain_paths(model, parsed(model, text), policy, k)
     assert fp.value == pytest.approx(value, abs=1e-6)
     assert fp.bound == bound
     check_paths(fp, P, goal, allowed, k, bound, value)
@@ -165,10 +167,10 @@ def test_deterministic_mode_follows_the_argmax(tmp_path: Path, seed: int) -> Non
     goal = np.r_[mdp.goal, False]
     allowed = np.ones(mdp.n + 1, dtype=bool)
     value = bounded_reach(P, goal, 5)[0]
-    fp = explain_paths(model, 'P=? [F<=5 "goal"]', policy, 4, ExactOptions(mode="deterministic"))
+    fp = explain_paths(model, parsed(model, 'P=? [F<=5 "goal"]'), policy, 4, ExactOptions(mode="deterministic"))
     check_paths(fp, P, goal, allowed, 4, 5, value)
     # the on-the-fly build explores the same chain
-    otf = explain_paths(model, 'P=? [F<=5 "goal"]', policy, 4, ExactOptions(mode="deterministic", strategy="onthefly"))
+    otf = explain_paths(model, parsed(model, 'P=? [F<=5 "goal"]'), policy, 4, ExactOptions(mode="deterministic", strategy="onthefly"))
     assert [p.probability for p in otf.paths] == [p.probability for p in fp.paths]
     for path in fp.paths:
         for step in path.steps[:-1]:
@@ -206,7 +208,7 @@ def _loop(tmp_path: Path):
 
 def test_known_paths_with_a_loop_shared_successor_and_forced_step(tmp_path: Path) -> None:
     model, policy, P = _loop(tmp_path)
-    fp = explain_paths(model, 'P=? [F "goal"]', policy, 3)
+    fp = explain_paths(model, parsed(model, 'P=? [F "goal"]'), policy, 3)
     # 0 1 2 3: 0.8 * 1 * 0.2; then a stay at 2 (x0.6) or a stay at 0 (x0.2)
     assert [p.probability for p in fp.paths] == pytest.approx([0.16, 0.096, 0.0576], rel=1e-12)
     assert [tuple(chain_index(s.state) for s in p.steps) for p in fp.paths] == [(0, 1, 2, 3), (0, 1, 2, 2, 3),
@@ -234,7 +236,7 @@ def test_policy_is_evaluated_in_batches(tmp_path: Path) -> None:
         calls.append(len(x))
         return np.tile([0.4, 0.6], (len(x), 1))
 
-    fp = explain_paths(model, 'P=? [F "goal"]', CallablePolicy(fn, ["s"], ["a", "b"]), 20)
+    fp = explain_paths(model, parsed(model, 'P=? [F "goal"]'), CallablePolicy(fn, ["s"], ["a", "b"]), 20)
     assert len(fp.paths) == 20
     # the fit check (initial state), the chain (all decision states: 0 and 2), the paths' decision states (0 and 2)
     assert calls == [1, 2, 2]
@@ -243,20 +245,20 @@ def test_policy_is_evaluated_in_batches(tmp_path: Path) -> None:
 def test_bounded_lists_all_paths_when_fewer_exist(tmp_path: Path) -> None:
     model, policy, _ = _loop(tmp_path)
     # within 4 steps: 0 1 2 3 (0.16), 0 0 1 2 3 (0.032), 0 1 2 2 3 (0.096)
-    fp = explain_paths(model, 'P=? [F<=4 "goal"]', policy, 10)
+    fp = explain_paths(model, parsed(model, 'P=? [F<=4 "goal"]'), policy, 10)
     assert sorted(p.probability for p in fp.paths) == pytest.approx([0.032, 0.096, 0.16], rel=1e-12)
     assert fp.exhausted and fp.k == 10
     assert fp.covered == pytest.approx(0.288, rel=1e-12) and fp.value == pytest.approx(0.288, rel=1e-12)
     assert fp.share == pytest.approx(1.0, rel=1e-12)
     # U: the left formula excludes s=2 from the middle of a path: no path reaches the goal
-    fp = explain_paths(model, 'P=? [s<2 U "goal"]', policy, 3)
+    fp = explain_paths(model, parsed(model, 'P=? [s<2 U "goal"]'), policy, 3)
     assert fp.paths == () and fp.exhausted and fp.value == pytest.approx(0.0) and fp.share is None
 
 
 def test_verify_result_carries_the_explanation_as_json(tmp_path: Path) -> None:
     model, policy, _ = _loop(tmp_path)
     res = verify_exact(model, 'P=? [F<=5 "goal"]', policy)
-    fp = explain_paths(model, 'P=? [F<=5 "goal"]', policy, 2, value=res.value)
+    fp = explain_paths(model, parsed(model, 'P=? [F<=5 "goal"]'), policy, 2, value=res.value)
     assert fp.value == res.value
     import dataclasses
 
@@ -323,16 +325,16 @@ def test_unexplainable_properties_are_refused(tmp_path: Path, prop: str, match: 
         path.write_text(LOOP + 'rewards "r"\n  true : 1;\nendrewards\n')
         model = load_model(path)
     with pytest.raises(PropertyError, match=match):
-        explain_paths(model, prop, policy, 3)
+        explain_paths(model, parsed(model, prop), policy, 3)
 
 
 def test_bad_counts_and_monolithic_mode_are_refused(tmp_path: Path) -> None:
     model, policy, _ = _loop(tmp_path)
     for k in (0, -2):
         with pytest.raises(OptionError, match=rf"--explain: expected a positive number of paths, got {k}"):
-            explain_paths(model, 'P=? [F "goal"]', policy, k)
+            explain_paths(model, parsed(model, 'P=? [F "goal"]'), policy, k)
     with pytest.raises(OptionError, match="monolithic mode has no policy"):
-        explain_paths(model, 'P=? [F "goal"]', policy, 3, ExactOptions(mode="monolithic"))
+        explain_paths(model, parsed(model, 'P=? [F "goal"]'), policy, 3, ExactOptions(mode="monolithic"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,3 +466,19 @@ def test_cli_map_needs_variables_without_x_y(capsys, tmp_path: Path) -> None:
                          "--explain", "2", "--out", str(tmp_path / "p.png"))
     assert code == 2
     assert "no variables named x and y" in err and "variables: s" in err
+
+
+def test_the_value_explained_is_verify_exacts_when_the_policy_stalls(tmp_path: Path) -> None:
+    """Without ``value=``, explain_paths checks the value as verify_exact does: a stalled run satisfies no state
+    formula. It used to ask Storm about the property as written, so the ``stalled`` sink (no labels) satisfied
+    ``!"busy"``: value 1.0 (every run stalls) where the true value is 0 (no state of the model is not busy)."""
+    path = tmp_path / "busy.prism"
+    path.write_text("mdp\nmodule m\n  x : [0..3] init 1;\n  [go] x=1 -> 0.5:(x'=2) + 0.5:(x'=1);\n"
+                    "  [stay] x=2 -> true;\nendmodule\nlabel \"busy\" = x=1 | x=2;\n")
+    model = load_model(path)
+    half = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["x"], ["go", "stay"], name="half")
+    prop = parsed(model, 'P=? [F !"busy"]')
+    fp = explain_paths(model, prop, half, 3)
+    result = verify_exact(model, prop, half)
+    assert result.stalled_probability == pytest.approx(1.0) and result.value == 0.0
+    assert fp.value == 0.0 and fp.paths == () and fp.share is None

@@ -54,7 +54,7 @@ WORKER = textwrap.dedent("""
     import numpy as np
     import rlverify.benchmarks.avoid as avoid
     from rlverify.benchmarks import make
-    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify import ExactOptions, verify_exact
     from rlverify.policies import MLP, CallablePolicy
 
     def hwm():
@@ -241,7 +241,8 @@ def test_bounded_reachability_matches_storm(tmp_path, seed, prop):
 def test_values_with_and_without_the_full_storm_chain_match_brute_force(tmp_path, monkeypatch, seed):
     """verify_exact hands Storm self-loops (for the state formulas) when it solves the property on the matrix;
     when its solver declines (here: forced by a zero size limit), Storm must get the real chain."""
-    from rlverify.exact import ExactOptions, checking, verify_exact
+    from rlverify import ExactOptions, verify_exact
+    from rlverify.exact import checking
     from rlverify.models import load_model
     from rlverify.policies import CallablePolicy
     from tests.exact.randmdp import ACTIONS, bounded_reach, induced_matrix, policy_matrix, random_mdp, reach_probability

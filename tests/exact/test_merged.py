@@ -15,7 +15,7 @@ import pytest
 
 from rlverify.cli.main import main
 from rlverify.errors import ModelError, PolicyError, PropertyError
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.models.summary import summarize
 from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy

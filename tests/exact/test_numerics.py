@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.models import load_model
 from rlverify.policies import CallablePolicy
 

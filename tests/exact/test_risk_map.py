@@ -14,6 +14,7 @@ from rlverify.errors import OptionError, PropertyError, RlverifyError
 from rlverify.exact.maps import MapOptions, compile_where, risk_map
 from rlverify.models import load_model
 from rlverify.policies import CallablePolicy
+from tests.exact.resolved import parsed
 
 #: a 4x3 grid; the agent starts at (0,0); a pit whose place flips with `obs` (every move flips it, waiting
 #: flips it with probability 1/2); a wall at (1,2) (a cell with no state); the goal at (3,2)
@@ -171,7 +172,8 @@ def cell(grid, r, x, y):
 @pytest.mark.parametrize("agg", ["max", "min", "mean"])
 def test_cells_equal_the_values_computed_by_hand(grid_model, prop, kind, target, agg):
     value, optimum = policy_values(target), optimum_values(target, kind)
-    r = risk_map(load_model(grid_model), prop, POLICY, "x,y", MapOptions(agg=agg, optimum=kind))
+    model = load_model(grid_model)
+    r = risk_map(model, parsed(model, prop), POLICY, "x,y", MapOptions(agg=agg, optimum=kind))
     assert r.states == {"mdp": len(optimum), "policy": len(value), "mdp_only": len(optimum) - len(value),
                         "mdp_filtered": len(optimum), "policy_filtered": len(value)}
     assert r.initial_value == pytest.approx(value[(0, 0, 0)], abs=1e-5)
@@ -190,7 +192,8 @@ def test_cells_equal_the_values_computed_by_hand(grid_model, prop, kind, target,
 
 
 def test_sets_of_states_wall_and_unreached_cells(grid_model):
-    r = risk_map(load_model(grid_model), CRASH, POLICY, ("x", "y"), MapOptions(optimum="min"))
+    model = load_model(grid_model)
+    r = risk_map(model, parsed(model, CRASH), POLICY, ("x", "y"), MapOptions(optimum="min"))
     # the wall (1,2) has no state; (0,1), (0,2) are MDP states the policy (never north at x=0) does not reach
     assert r.mdp_states[2, 1] == 0 and r.policy_states[2, 1] == 0
     assert r.mdp_states[1, 0] > 0 and r.policy_states[1, 0] == 0 and r.mdp_states[2, 0] > 0
@@ -208,7 +211,8 @@ def test_sets_of_states_wall_and_unreached_cells(grid_model):
 ])
 def test_where_filter(grid_model, where, keep):
     value, optimum = policy_values(pit), optimum_values(pit, "min")
-    r = risk_map(load_model(grid_model), CRASH, POLICY, "x,y", MapOptions(agg="max", optimum="min", where=where))
+    model = load_model(grid_model)
+    r = risk_map(model, parsed(model, CRASH), POLICY, "x,y", MapOptions(agg="max", optimum="min", where=where))
     assert r.states["policy_filtered"] == sum(keep(s) for s in value)
     assert r.states["mdp_filtered"] == sum(keep(s) for s in optimum)
     for (x, y), (v, o, g, o_all, n_pol, n_mdp) in expected_grids(value, optimum, "min", "max", keep).items():
@@ -251,10 +255,10 @@ def test_bad_input_names_the_problem(grid_model):
     for kwargs, error, words in cases:
         args = {"xy": "x,y", "prop": CRASH, "options": MapOptions(optimum="min"), **kwargs}
         with pytest.raises(error) as err:
-            risk_map(model, args["prop"], POLICY, args["xy"], args["options"])
+            risk_map(model, parsed(model, args["prop"]), POLICY, args["xy"], args["options"])
         assert all(w in str(err.value) for w in words), (kwargs, str(err.value))
     # a threshold form says the direction itself
-    r = risk_map(model, 'P<=0.1 [F "crash"]', POLICY, "x,y")
+    r = risk_map(model, parsed(model, 'P<=0.1 [F "crash"]'), POLICY, "x,y")
     assert r.optimum == "min" and "<=" in r.optimum_source
 
 
@@ -263,7 +267,8 @@ def test_several_initial_states_are_refused(tmp_path: Path):
     path.write_text(GRID.replace("x : [0..3] init 0;", "x : [0..3];").replace("y : [0..2] init 0;", "y : [0..2];")
                     .replace("obs : [0..1] init 0;", "obs : [0..1];").replace("module grid", "init x=0 & y=0 endinit\nmodule grid"))
     with pytest.raises(RlverifyError) as err:
-        risk_map(load_model(path), CRASH, POLICY, "x,y", MapOptions(optimum="min"))
+        model = load_model(path)
+        risk_map(model, parsed(model, CRASH), POLICY, "x,y", MapOptions(optimum="min"))
     assert "initial states" in str(err.value)
 
 
@@ -287,7 +292,8 @@ def test_cli_png_and_json(grid_model, policy_file, tmp_path, capsys):
             "--agg", "mean", "--y-down", "--out", str(png), "--out", str(cells)]
     assert main(argv) == 0
     image = np.asarray(Image.open(png).convert("RGB"), dtype=np.float64)
-    r = risk_map(load_model(grid_model), CRASH, POLICY, "x,y", MapOptions(agg="mean", optimum="min"))
+    model = load_model(grid_model)
+    r = risk_map(model, parsed(model, CRASH), POLICY, "x,y", MapOptions(agg="mean", optimum="min"))
     _, _, (w, h) = r.figure().layout()
     assert image.shape[:2] == (round(h * 110), round(w * 110))
     assert image.std() > 20  # not blank
@@ -319,3 +325,24 @@ def test_cli_bad_input_exit_2(grid_model, policy_file, capsys):
         err = " ".join(capsys.readouterr().err.split())
         assert all(w in err for w in words), (extra, err)
 
+
+
+def test_the_map_reads_a_given_chain_and_optimum(grid_model, monkeypatch):
+    """The report hands the map its stochastic chain and its optimum: the same map, nothing built again."""
+    import rlverify.exact.chain as chain_module
+    from rlverify.exact import optimum, policy_chain
+
+    model = load_model(grid_model)
+    prop = parsed(model, CRASH)
+    alone = risk_map(model, prop, POLICY, "x,y", MapOptions(optimum="min"))
+    chain, best, other = policy_chain(model, prop, POLICY), optimum(model, prop), optimum(model, parsed(model, GOAL))
+    for name in ("merged_chain", "build_explicit"):
+        monkeypatch.setattr(chain_module, name, lambda *a, **k: pytest.fail("a chain or an MDP was built again"))
+    shared = risk_map(model, prop, POLICY, "x,y", MapOptions(optimum="min"), chain=chain, optimum=best)
+    for grid in ("value", "optimum_value", "regret", "optimum_all"):
+        np.testing.assert_allclose(getattr(shared, grid), getattr(alone, grid), rtol=0, atol=1e-12)
+    value, optimum_by_hand = policy_values(pit), optimum_values(pit, "min")
+    assert shared.initial_value == pytest.approx(value[(0, 0, 0)], abs=1e-5)
+    assert shared.initial_optimum == pytest.approx(optimum_by_hand[(0, 0, 0)], abs=1e-5)
+    with pytest.raises(OptionError, match="optimum given is of property"):
+        risk_map(model, prop, POLICY, "x,y", MapOptions(optimum="min"), chain=chain, optimum=other)

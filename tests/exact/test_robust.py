@@ -15,11 +15,12 @@ import pytest
 
 from rlverify.cli.main import main
 from rlverify.errors import OptionError, PropertyError
-from rlverify.exact import (ExactOptions, ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness,
-                            verify_exact)
+from rlverify import verify_exact
+from rlverify.exact import ExactOptions, ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
 from rlverify.exact.robust import fgsm, offsets
 from rlverify.models import load_model
 from rlverify.policies import MLP, load_policy, save_mlp_onnx
+from tests.exact.resolved import parsed
 
 # a 3 x 2 grid: start (0,0); crash at (1,1), goal at (2,1); moves slip
 GRID = """mdp
@@ -141,7 +142,7 @@ def brute_force(policy, epsilon: int, norm: str, perturb: tuple[str, ...], label
 def test_worst_and_best_case_equal_brute_force(grid, tmp_path, seed, norm):
     policy = network_policy(tmp_path, seed)
     for label in ("crash", "goal"):
-        r = robustness(grid, f'P=? [F "{label}"]', policy, RobustnessOptions(epsilon=1, norm=norm))
+        r = robustness(grid, parsed(grid, f'P=? [F "{label}"]'), policy, RobustnessOptions(epsilon=1, norm=norm))
         nominal, hi, lo = brute_force(policy, 1, norm, ("x", "y"), label)
         assert r.nominal == pytest.approx(nominal, abs=1e-6)
         assert r.pmax == pytest.approx(hi, abs=1e-6)
@@ -151,8 +152,8 @@ def test_worst_and_best_case_equal_brute_force(grid, tmp_path, seed, norm):
 
 def test_l1_is_a_smaller_budget_than_linf_and_brute_force_tells_them_apart(grid, tmp_path):
     policy = network_policy(tmp_path, 3)
-    linf = robustness(grid, 'P=? [F "crash"]', policy, RobustnessOptions(epsilon=1, norm="linf"))
-    l1 = robustness(grid, 'P=? [F "crash"]', policy, RobustnessOptions(epsilon=1, norm="l1"))
+    linf = robustness(grid, parsed(grid, 'P=? [F "crash"]'), policy, RobustnessOptions(epsilon=1, norm="linf"))
+    l1 = robustness(grid, parsed(grid, 'P=? [F "crash"]'), policy, RobustnessOptions(epsilon=1, norm="l1"))
     bl = brute_force(policy, 1, "linf", ("x", "y"), "crash")
     b1 = brute_force(policy, 1, "l1", ("x", "y"), "crash")
     assert (linf.pmax, l1.pmax) == (pytest.approx(bl[1], abs=1e-6), pytest.approx(b1[1], abs=1e-6))
@@ -165,7 +166,7 @@ def test_l1_is_a_smaller_budget_than_linf_and_brute_force_tells_them_apart(grid,
 @pytest.mark.parametrize("unavailable", ["stall", "renormalize"])
 def test_feature_mask_perturbs_only_the_named_features(grid, tmp_path, unavailable):
     policy = network_policy(tmp_path, 4)
-    r = robustness(grid, 'P=? [F "goal"]', policy,
+    r = robustness(grid, parsed(grid, 'P=? [F "goal"]'), policy,
                    RobustnessOptions(epsilon=1, perturb=("x",), unavailable=unavailable))
     nominal, hi, lo = brute_force(policy, 1, "linf", ("x",), "goal", unavailable)
     assert r.perturbed == ("x",) and r.perturbations_per_state == 3
@@ -179,7 +180,7 @@ def test_epsilon_zero_is_the_nominal_value(grid, tmp_path):
     policy = network_policy(tmp_path, 5)
     for prop in ('P=? [F "goal"]', 'P=? [F<=4 "crash"]'):
         exact = verify_exact(grid, prop, policy, ExactOptions())
-        r = robustness(grid, prop, policy, RobustnessOptions(epsilon=0))
+        r = robustness(grid, parsed(grid, prop), policy, RobustnessOptions(epsilon=0))
         assert r.nominal == exact.value
         assert r.pmax == pytest.approx(exact.value, abs=1e-9) and r.pmin == pytest.approx(exact.value, abs=1e-9)
         assert r.attack == pytest.approx(exact.value, abs=1e-9)
@@ -190,7 +191,7 @@ def test_epsilon_zero_is_the_nominal_value(grid, tmp_path):
 def test_step_bounded_worst_case_brackets_every_memoryless_adversary(grid, tmp_path):
     # for F<=k the worst adversary may depend on the step; memoryless ones can only do worse
     policy = network_policy(tmp_path, 6)
-    r = robustness(grid, 'P=? [F<=3 "crash"]', policy, RobustnessOptions(epsilon=1))
+    r = robustness(grid, parsed(grid, 'P=? [F<=3 "crash"]'), policy, RobustnessOptions(epsilon=1))
     options = {}
     for cell in CELLS:
         if cell not in STOP:
@@ -208,7 +209,7 @@ def test_step_bounded_worst_case_brackets_every_memoryless_adversary(grid, tmp_p
 
 def test_changed_states_are_those_where_some_observation_changes_the_argmax(grid, tmp_path):
     policy = network_policy(tmp_path, 7, scale=3.0)
-    r = robustness(grid, 'P=? [F "crash"]', policy, RobustnessOptions(epsilon=1))
+    r = robustness(grid, parsed(grid, 'P=? [F "crash"]'), policy, RobustnessOptions(epsilon=1))
     expected = set()
     for cell in CELLS:
         if cell in STOP:
@@ -309,7 +310,7 @@ def test_model_error_bounds_equal_brute_force_over_vertices(tmp_path, delta, rel
     from rlverify.policies import CallablePolicy
 
     policy = CallablePolicy(lambda s: np.tile(pi, (len(s), 1)), ["x"], ["right", "left"], name="fixed")
-    r = model_error_bounds(model, 'P=? [F "goal"]', policy, ModelErrorOptions(delta=delta, relative=relative))
+    r = model_error_bounds(model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=delta, relative=relative))
     per_action = walk_intervals(pi, delta, relative)
     # the interval chain: pi-weighted intervals; brute force over the vertices of each row
     rows = {x: (pi[0] * per_action[x, "right"][0] + pi[1] * per_action[x, "left"][0],
@@ -344,7 +345,7 @@ def test_model_error_bounds_equal_brute_force_over_vertices(tmp_path, delta, rel
     if r.clipped:  # a low of 0: Storm refuses unbounded properties there; rlverify's robust VI answers, and says so
         assert "clipped" in r.warnings[0] and "rlverify's robust value iteration" in r.guarantee
         # step-bounded: Storm's solver; every memoryless vertex resolution stays inside its bounds
-        b = model_error_bounds(model, 'P=? [F<=6 "goal"]', policy, ModelErrorOptions(delta=delta))
+        b = model_error_bounds(model, parsed(model, 'P=? [F<=6 "goal"]'), policy, ModelErrorOptions(delta=delta))
         assert b.guarantee.startswith("exact")
         for pick in itertools.product(*(verts[x] for x in (1, 2, 3))):
             P = np.zeros((5, 5))
@@ -364,10 +365,10 @@ def test_model_error_only_for_chosen_actions(tmp_path):
     from rlverify.policies import CallablePolicy
 
     policy = CallablePolicy(lambda s: np.tile([0.55, 0.45], (len(s), 1)), ["x"], ["right", "left"], name="fixed")
-    everything = model_error_bounds(model, 'P=? [F "goal"]', policy, ModelErrorOptions(delta=0.05))
-    right = model_error_bounds(model, 'P=? [F "goal"]', policy, ModelErrorOptions(delta=0.05, actions=("right",)))
+    everything = model_error_bounds(model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=0.05))
+    right = model_error_bounds(model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=0.05, actions=("right",)))
     assert everything.lower < right.lower <= right.nominal <= right.upper < everything.upper
-    zero = model_error_bounds(model, 'P=? [F "goal"]', policy, ModelErrorOptions(delta=0.0))
+    zero = model_error_bounds(model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=0.0))
     assert zero.lower == pytest.approx(zero.nominal, abs=1e-8) and zero.upper == pytest.approx(zero.nominal, abs=1e-8)
     assert zero.clipped == 0 and not zero.warnings
 
@@ -379,17 +380,17 @@ def test_model_error_only_for_chosen_actions(tmp_path):
 def test_bad_input_is_named(grid, tmp_path):
     policy = network_policy(tmp_path, 0)
     with pytest.raises(OptionError, match="non-negative integer"):
-        robustness(grid, 'P=? [F "goal"]', policy, RobustnessOptions(epsilon=0.5))  # type: ignore[arg-type]
+        robustness(grid, parsed(grid, 'P=? [F "goal"]'), policy, RobustnessOptions(epsilon=0.5))  # type: ignore[arg-type]
     with pytest.raises(OptionError, match="non-negative integer"):
-        robustness(grid, 'P=? [F "goal"]', policy, RobustnessOptions(epsilon=-1))
+        robustness(grid, parsed(grid, 'P=? [F "goal"]'), policy, RobustnessOptions(epsilon=-1))
     with pytest.raises(OptionError, match="'z' is not a feature.*did you mean|'z' is not a feature"):
-        robustness(grid, 'P=? [F "goal"]', policy, RobustnessOptions(perturb=("z",)))
+        robustness(grid, parsed(grid, 'P=? [F "goal"]'), policy, RobustnessOptions(perturb=("z",)))
     with pytest.raises(PropertyError, match="probability properties"):
-        robustness(grid, 'Pmax=? [F "goal"]', policy)
+        robustness(grid, parsed(grid, 'Pmax=? [F "goal"]'), policy)
     with pytest.raises(OptionError, match="--delta"):
-        model_error_bounds(grid, 'P=? [F "goal"]', policy, ModelErrorOptions(delta=-0.1))
+        model_error_bounds(grid, parsed(grid, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=-0.1))
     with pytest.raises(OptionError, match="--uncertain: 'jump'"):
-        model_error_bounds(grid, 'P=? [F "goal"]', policy, ModelErrorOptions(actions=("jump",)))
+        model_error_bounds(grid, parsed(grid, 'P=? [F "goal"]'), policy, ModelErrorOptions(actions=("jump",)))
 
 
 def test_cli(grid, tmp_path, capsys):
@@ -400,7 +401,7 @@ def test_cli(grid, tmp_path, capsys):
     model = str(grid.path)
     assert main(["robust", model, "--policy", spec, "-p", 'P=? [F "crash"]', "--epsilon", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    r = robustness(grid, 'P=? [F "crash"]', policy, RobustnessOptions(epsilon=1))
+    r = robustness(grid, parsed(grid, 'P=? [F "crash"]'), policy, RobustnessOptions(epsilon=1))
     assert data["worst"] == pytest.approx(r.worst) and data["states"] == r.states
     assert main(["robust", model, "--policy", spec, "-p", 'P=? [F "crash"]', "--delta", "0.01", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

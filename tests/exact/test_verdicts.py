@@ -128,7 +128,7 @@ def test_monolithic_json_value_is_the_optimum_asked_for(capsys, files, text, ask
 
 
 def test_monolithic_api_value_is_pmin_for_pmin(files) -> None:
-    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify import ExactOptions, verify_exact
 
     r = verify_exact(files["rewards.prism"], 'Pmin=? [F<=3 "goal"]', None, ExactOptions(mode="monolithic"))
     assert r.value == pytest.approx(0.6, rel=1e-12) and r.pmin == r.value and r.pmax == pytest.approx(0.757)

@@ -16,7 +16,7 @@ from gymnasium import spaces
 
 from rlverify.cli.main import main
 from rlverify.errors import InputFileError, ModelError, OptionError
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.gym import MDPEnv
 from rlverify.models import from_gymnasium
 from rlverify.models.gymnasium import parse_env_kwargs

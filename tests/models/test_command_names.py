@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rlverify.errors import PolicyError
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.models import build_explicit, load_model
 from rlverify.models.dynamics import agent_actions, choice_table
 from rlverify.policies import CallablePolicy

@@ -301,7 +301,7 @@ def unavailable_model(tmp_path_factory):
 @pytest.mark.parametrize("unavailable", ["stall", "renormalize"])
 @pytest.mark.parametrize("mode", ["stochastic", "deterministic"])
 def test_simulation_interval_covers_the_exact_value(unavailable_model, mode, unavailable):
-    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify import ExactOptions, verify_exact
 
     policy = CallablePolicy(lambda x: np.tile([0.6, 0.3, 0.1], (len(x), 1)), ["s"], ["a", "b", "c"])
     prop = 'P=? [F "goal"]'
@@ -318,7 +318,7 @@ def test_simulation_interval_covers_the_exact_value(unavailable_model, mode, una
 
 
 def test_all_mass_on_unavailable_actions_is_refused_alike(unavailable_model):
-    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify import ExactOptions, verify_exact
 
     only_c = CallablePolicy(lambda x: np.tile([0.0, 0.0, 1.0], (len(x), 1)), ["s"], ["a", "b", "c"])
     prop = 'P=? [F "goal"]'

@@ -18,7 +18,7 @@ import pytest
 
 from rlverify.cli.main import main
 from rlverify.errors import InputFileError, ModelError
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.models.symbolic import build_explicit, load_model, parse_property
 from rlverify.policies import CallablePolicy
 from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical

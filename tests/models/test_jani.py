@@ -21,7 +21,7 @@ import pytest
 
 from rlverify.benchmarks import make
 from rlverify.errors import ModelError, PolicyError, PropertyError
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.models.summary import policy_template, summarize
 from rlverify.models.symbolic import load_model, parse_property
 from rlverify.policies import CallablePolicy

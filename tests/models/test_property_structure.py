@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlverify.errors import PropertyError
-from rlverify.exact import verify_exact
+from rlverify import verify_exact
 from rlverify.models.properties import parse_structure
 from rlverify.models.symbolic import load_model, parse_property
 from rlverify.policies import CallablePolicy

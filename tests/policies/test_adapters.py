@@ -144,7 +144,7 @@ def test_torchscript_softmax_network_verifies_exactly_like_its_onnx_twin(tmp_pat
     # a real TorchScript module whose graph ends in a float32 softmax (rows sum to 1 +- 1e-7)
     torch = pytest.importorskip("torch")
     from rlverify.benchmarks import make
-    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify import ExactOptions, verify_exact
 
     bench = make("freeway-v1")
     onnx_policy = bench.load_policy("reference")

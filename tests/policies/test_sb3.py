@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rlverify.benchmarks import make
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.gym import MDPEnv
 from rlverify.policies import load_policy
 

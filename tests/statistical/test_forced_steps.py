@@ -72,7 +72,7 @@ def test_taxi_simulates_and_covers_the_exact_value():
     """Taxi-v4's model begins with a reset step that draws the start: the simulator takes it, then asks the policy."""
     import gymnasium as gym
 
-    from rlverify.exact import verify_exact
+    from rlverify import verify_exact
     from rlverify.models import from_gymnasium
 
     model = from_gymnasium(gym.make("Taxi-v4"))

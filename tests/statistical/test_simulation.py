@@ -31,7 +31,7 @@ label "goal" = s=3;
 
 @pytest.fixture(scope="module")
 def avoid_exact(avoid_model, avoid_policy):
-    from rlverify.exact import verify_exact
+    from rlverify import verify_exact
 
     return verify_exact(avoid_model, AVOID_PROP, avoid_policy).value
 
@@ -60,7 +60,7 @@ def test_other_methods_cover_exact_value(avoid_model, avoid_policy, avoid_exact,
 
 
 def test_deterministic_mode_matches_exact(avoid_model, avoid_policy):
-    from rlverify.exact import ExactOptions, verify_exact
+    from rlverify import ExactOptions, verify_exact
 
     exact = verify_exact(avoid_model, AVOID_PROP, avoid_policy, ExactOptions(mode="deterministic")).value
     r = verify_statistical(avoid_model, AVOID_PROP, avoid_policy,
@@ -119,7 +119,7 @@ def test_stall_counted_and_never_repaired(stall_model):
     """pi = (1/2, 1/2) everywhere. By hand: goal with 1/2 (b) + 1/4 * 1/2 (a, s2, b) = 0.625; stall in s2
     with 1/4 * 1/2 = 0.125 (a is unavailable there, and is not replaced by b); s1 (probability 1/4) is
     absorbing without the goal, so the run is decided (violated) on arrival."""
-    from rlverify.exact import verify_exact
+    from rlverify import verify_exact
     from rlverify.statistical import clopper_pearson
 
     policy = CallablePolicy(lambda x: np.full((len(x), 2), 0.5), ["s"], ["a", "b"])
@@ -138,7 +138,7 @@ def test_coverage_rate_is_consistent_with_confidence(stall_model):
     """200 seeds: the number of Clopper-Pearson intervals (confidence 0.9) covering the exact value
     (exact engine; by hand 0.3 + 0.7 * 0.5 * 0.3 = 0.405) is not significantly below 0.9 * 200
     (one-sided binomial test)."""
-    from rlverify.exact import verify_exact
+    from rlverify import verify_exact
 
     policy = CallablePolicy(lambda x: np.tile([0.7, 0.3], (len(x), 1)), ["s"], ["a", "b"])
     exact = verify_exact(stall_model, 'P=? [F "goal"]', policy).value
@@ -269,7 +269,7 @@ def test_sprt_does_not_decide_on_undecided_runs(avoid_model, avoid_policy, avoid
 def test_coverage_of_the_other_intervals(stall_model, method):
     """As above for Okamoto (epsilon 0.05, delta 0.1: 600 runs) and Wilson (200 runs): coverage not
     significantly below 1 - delta over 200 seeds."""
-    from rlverify.exact import verify_exact
+    from rlverify import verify_exact
 
     policy = CallablePolicy(lambda x: np.tile([0.7, 0.3], (len(x), 1)), ["s"], ["a", "b"])
     exact = verify_exact(stall_model, 'P=? [F "goal"]', policy).value

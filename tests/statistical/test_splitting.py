@@ -207,7 +207,7 @@ def avoid_one_obstacle(tmp_path_factory):
                                                ("auto", "splitting"), ("auto", "restart")],
                          ids=["expression", "auto", "auto-restart"])
 def test_avoid_matches_exact_engine(avoid_one_obstacle, importance, method):
-    from rlverify.exact import verify_exact
+    from rlverify import verify_exact
 
     model, policy = avoid_one_obstacle
     exact = verify_exact(model, AVOID_PROP, policy).value

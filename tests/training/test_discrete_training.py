@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 
 from rlverify.benchmarks import make
 from rlverify.errors import DependencyNotInstalled
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.policies import OnnxPolicy, check_policy, load_policy, softmax
 from rlverify.policies.formats import META_TRAINING
 from rlverify.training.discrete import SETUPS, DiscreteSetup, TrainingError, evaluate_returns, setup_for, train_discrete

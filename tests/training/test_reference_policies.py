@@ -10,7 +10,7 @@ import pytest
 from rlverify.benchmarks import make, spec
 from rlverify.benchmarks.discrete import data_path
 from rlverify.errors import PolicyError
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify import ExactOptions, verify_exact
 from rlverify.policies import CallablePolicy, check_policy
 from rlverify.policies.formats import META_TRAINING
 

@@ -253,6 +253,7 @@ def compute_table2(rows: Sequence[str] | None = None, *, methods: Sequence[str] 
     """
     from rlverify.benchmarks.registry import make
     from rlverify.exact import ExactOptions, verify_exact
+    from rlverify.models.symbolic import parse_property
     from rlverify.policies.loading import load_policy
     from rlverify.results import versions
 
@@ -290,7 +291,8 @@ def compute_table2(rows: Sequence[str] | None = None, *, methods: Sequence[str] 
                 continue
             say(f"{row.environment} {row.measurement}: {m}")
             opts = ExactOptions(mode=m, strategy="full" if m == "monolithic" else strategy, numerics=numerics)
-            r = verify_exact(model, prop, None if m == "monolithic" else policy, opts)
+            parsed = parse_property(model, prop, fixed_policy=m != "monolithic")
+            r = verify_exact(model, parsed, None if m == "monolithic" else policy, opts)
             cells[row.id][m] = Cell(states=r.states, transitions=r.transitions, value=float(r.value),
                                     seconds=float(r.timings["total"]), strategy=r.strategy,
                                     guarantee=r.guarantee, pmin=r.pmin if m == "monolithic" else None)

@@ -10,8 +10,19 @@ import numpy as np
 from rich.table import Table
 
 from rlverify.cli.console import console, status
-from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
-                                  dumps, outputs, policy_kwargs, print_warnings, write_json)
+from rlverify.cli.options import (
+    add_env_kwargs,
+    add_outputs,
+    add_policy,
+    add_property,
+    add_target,
+    add_unavailable,
+    dumps,
+    outputs,
+    policy_kwargs,
+    print_warnings,
+    write_json,
+)
 from rlverify.exact.checking import NUMERICS
 from rlverify.exact.maps import AGGREGATES, OPTIMA
 
@@ -50,7 +61,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from rlverify.cli.verify import shown_policy
     from rlverify.exact.maps import MapOptions, risk_map
-    from rlverify.exact.verify import ExactOptions
+    from rlverify.exact.options import ExactOptions
     from rlverify.policies.loading import policy_warnings
     from rlverify.resolve import resolve
 
@@ -61,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
     options.validate()
     target = resolve(args.target, constants=args.constants, property=args.property, kinds=("prism",),
                      command="rlverify map", env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    prop, policy = target.property, target.policy
+    assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     with status("mapping") as update:
-        result = risk_map(target.model, target.property, target.policy, args.xy, options, progress=update)
+        result = risk_map(target.model, prop, policy, args.xy, options, progress=update)
     notes = policy_warnings(target.policy, target, unavailable=args.unavailable)
     result = dataclasses.replace(result, model=target.name, policy=shown_policy(result.policy) or None,
                                  warnings=list(result.warnings) + notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -41,30 +42,23 @@ def register(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from rlverify.errors import OptionError
     from rlverify.files import check_target
-    from rlverify.report import make_report, write_report
+    from rlverify.report import ReportOptions, make_report, write_report
 
     out = args.out or Path("report.html")
     if out.suffix.lower() not in (".html", ".htm"):
         raise OptionError(f"--out {out}: expected an .html file name")
     check_target(out, force=args.force, what="--out")
-    for name in ("runs", "explain"):
-        if getattr(args, name) <= 0:
-            raise OptionError(f"--{name} must be positive, got {getattr(args, name)}")
-    if args.epsilon < 0:
-        raise OptionError(f"--epsilon must be a non-negative integer, got {args.epsilon}")
-    if not 0 < args.delta < 1:
-        raise OptionError(f"--delta must be in (0, 1), got {args.delta}")
-    map_vars = None
+    options = ReportOptions(runs=args.runs, delta=args.delta, seed=args.seed, epsilon=args.epsilon,
+                            explain=args.explain, optimum=args.optimum)
+    options.validate()
     if args.map:
         parts = [v.strip() for v in args.map.split(",")]
         if len(parts) != 2 or not all(parts):
             raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
-        map_vars = (parts[0], parts[1])
-    kw = policy_kwargs(args)
+        options = dataclasses.replace(options, map_vars=(parts[0], parts[1]))
     with status("report") as update:
-        report = make_report(args.target, property=args.property, constants=args.constants, runs=args.runs,
-                             delta=args.delta, seed=args.seed, epsilon=args.epsilon, explain=args.explain,
-                             map_vars=map_vars, optimum=args.optimum, env_kwargs=args.env_kwargs, progress=update, **kw)
+        report = make_report(args.target, options=options, property=args.property, constants=args.constants,
+                             env_kwargs=args.env_kwargs, progress=update, **policy_kwargs(args))
     path = write_report(report, out, force=args.force)
     if args.json:
         print(dumps(report.to_json()))

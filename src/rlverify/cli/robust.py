@@ -9,8 +9,20 @@ from typing import Any
 from rich.table import Table
 
 from rlverify.cli.console import console, status, styled
-from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
-                                  dumps, names, outputs, policy_kwargs, print_warnings, write_json)
+from rlverify.cli.options import (
+    add_env_kwargs,
+    add_outputs,
+    add_policy,
+    add_property,
+    add_target,
+    add_unavailable,
+    dumps,
+    names,
+    outputs,
+    policy_kwargs,
+    print_warnings,
+    write_json,
+)
 from rlverify.cli.verify import parse_size, shown_policy
 from rlverify.errors import OptionError
 from rlverify.exact import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
@@ -64,20 +76,23 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError("--relative and --uncertain need --delta")
     target = resolve(args.target, constants=args.constants, property=args.property, needs_policy=True,
                      kinds=("prism",), command="rlverify robust", env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    prop, policy = target.property, target.policy
+    assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     result: RobustnessResult | IntervalResult
-    with status("checking"):
+    with status("checking") as update:
         if args.delta is not None:
             uncertain = names(args.uncertain)
-            result = model_error_bounds(target.model, target.property, target.policy, ModelErrorOptions(
+            result = model_error_bounds(target.model, prop, policy, ModelErrorOptions(
                 delta=args.delta, relative=args.relative, actions=tuple(uncertain) if uncertain else None,
-                mode=args.mode, unavailable=args.unavailable, max_states=args.max_states))
+                mode=args.mode, unavailable=args.unavailable, max_states=args.max_states), progress=update)
         else:
             perturb = names(args.perturb)
-            result = robustness(target.model, target.property, target.policy, RobustnessOptions(
+            result = robustness(target.model, prop, policy, RobustnessOptions(
                 epsilon=_epsilon(args.epsilon), norm=args.norm or "linf", perturb=tuple(perturb) if perturb else None,
                 worst=args.worst, mode=args.mode, unavailable=args.unavailable, attack=not args.no_attack,
                 max_states=args.max_states,
-                max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory")))
+                max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory")),
+                progress=update)
     result = dataclasses.replace(result, model=target.name)
     print_warnings(result.warnings)
     if ".json" in files:

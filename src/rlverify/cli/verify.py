@@ -9,13 +9,25 @@ from typing import Any
 
 import numpy as np
 from rich.table import Table
+from rich.text import Text
 
 from rlverify.cli.console import console, line, status, styled, warning
-from rlverify.cli.options import (add_env_kwargs, add_outputs, add_policy, add_property, add_target, add_unavailable,
-                                  dumps, outputs, policy_kwargs, print_warnings, write_json)
-from rlverify.exact import ExactOptions, verify_exact
+from rlverify.cli.options import (
+    add_env_kwargs,
+    add_outputs,
+    add_policy,
+    add_property,
+    add_target,
+    add_unavailable,
+    dumps,
+    outputs,
+    policy_kwargs,
+    print_warnings,
+    write_json,
+)
+from rlverify.exact import ExactOptions, policy_chain, verify_exact
 from rlverify.exact.checking import MAX_WORK, NUMERICS
-from rlverify.exact.verify import MODES, STRATEGIES
+from rlverify.exact.options import MODES, STRATEGIES
 from rlverify.models.properties import parse_structure
 from rlverify.results import ExactResult, FailurePaths
 
@@ -28,11 +40,15 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_property(p)
     add_policy(p, default_note="default for benchmarks: 'reference'")
     p.add_argument("--mode", choices=MODES, default="stochastic",
-                   help="stochastic: all actions with pi>0 (default); deterministic: argmax only; monolithic: Pmin/Pmax without policy")
-    p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="merged (default for PRISM: explore the policy's chain, never the MDP), full (Storm builds the MDP), onthefly")
+                   help="stochastic: all actions with pi>0 (default); deterministic: argmax only; "
+                        "monolithic: Pmin/Pmax without policy")
+    p.add_argument("--strategy", choices=STRATEGIES, default="auto",
+                   help="merged (default for PRISM: explore the policy's chain, never the MDP), "
+                        "full (Storm builds the MDP), onthefly")
     add_unavailable(p)
     p.add_argument("--numerics", choices=NUMERICS, default="sound",
-                   help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), fast (unsound value iteration)")
+                   help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), "
+                        "fast (unsound value iteration)")
     p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
     p.add_argument("--max-states", type=int, default=2_000_000,
                    help="refuse models (with --strategy merged: policy-reachable states) with more states (default 2M)")
@@ -77,11 +93,13 @@ def run(args: argparse.Namespace) -> int:
     target = resolve(args.target, constants=args.constants, property=args.property,
                      needs_policy=args.mode != "monolithic", kinds=("prism",), command="rlverify verify",
                      env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    prop = target.property
+    assert prop is not None  # asked for: resolve parsed it
     grid = None
     if args.explain is not None:  # refuse what cannot be explained before verifying
         from rlverify.exact.explain import check_explainable, map_variables
 
-        check_explainable(target.property)
+        check_explainable(prop)
         if ".png" in files:
             grid = map_variables(target.model.variables, args.explain_map)
     options = ExactOptions(mode=args.mode, strategy=args.strategy, unavailable=args.unavailable, numerics=args.numerics,
@@ -91,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
                            all_states=".csv" in files or ".npz" in files)
     # progress goes to stderr, so that --json output on stdout stays clean
     with status("verifying") as update:
-        result = verify_exact(target.model, target.property, target.policy, options, progress=update)
+        chain = None
+        if args.explain is not None:  # one chain for the value and the paths (with the MDP it was induced on)
+            assert target.policy is not None
+            chain = policy_chain(target.model, prop, target.policy, options, keep_mdp=True, progress=update)
+        result = verify_exact(target.model, prop, target.policy, options, chain=chain, progress=update)
     from rlverify.policies.loading import policy_warnings
 
     notes = policy_warnings(target.policy, target, unavailable=args.unavailable) if target.policy is not None else []
@@ -99,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
     if args.explain is not None:
         from rlverify.exact.explain import explain_paths, plot_paths
 
+        assert target.policy is not None
         with status("explaining") as update:
-            explanation = explain_paths(target.model, target.property, target.policy, args.explain, options,
+            explanation = explain_paths(target.model, prop, target.policy, args.explain, options, chain=chain,
                                         value=result.value, progress=update)
         result = dataclasses.replace(result, explanation=explanation)
         if grid is not None:
@@ -177,7 +200,8 @@ def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
                 if sum(1 for _, p in top if p > 0) > max_actions:
                     policy += ", …"
             ranked = sorted(step.actions, key=lambda a: -a.probability)
-            taken = " + ".join(f"{a.action or a.choice} {a.weight:.3g}x{a.transition:.3g}" for a in ranked[:max_actions])
+            taken: str | Text = " + ".join(f"{a.action or a.choice} {a.weight:.3g}x{a.transition:.3g}"
+                                           for a in ranked[:max_actions])
             if len(ranked) > max_actions:
                 taken += " + …"
             if step.probability is None:
@@ -227,18 +251,19 @@ def _write_states(path: Path, r: ExactResult, *, suffix: str, force: bool) -> No
     """Every state's value with its valuation, as ``suffix`` (``.csv`` or ``.npz``, whatever the case of ``path``'s)."""
     from rlverify.files import write_bytes
 
-    assert r.state_values is not None and r.state_valuations is not None
+    valuations = r.state_valuations
+    assert r.state_values is not None and valuations is not None
     if r.state_values_min is not None:  # monolithic: Pmin and Pmax per state
         columns, values = ["pmin", "pmax"], [r.state_values_min, r.state_values]
     else:
         columns, values = ["value"], [r.state_values]
     if suffix == ".npz":
-        write_bytes(path, lambda f: np.savez_compressed(
-            f, valuations=r.state_valuations, variables=np.array(r.variables),
-            **dict(zip(["values"] if len(values) == 1 else columns, values))), force=force, what="--out")
+        arrays: dict[str, Any] = {"valuations": valuations, "variables": np.array(r.variables),
+                                  **dict(zip(["values"] if len(values) == 1 else columns, values, strict=True))}
+        write_bytes(path, lambda f: np.savez_compressed(f, **arrays), force=force, what="--out")
     else:
         header = ",".join(list(r.variables) + columns)
-        data = np.column_stack([r.state_valuations.astype(np.float64), *values])
+        data = np.column_stack([valuations.astype(np.float64), *values])
         fmt = ["%d"] * len(r.variables) + ["%.17g"] * len(values)
         write_bytes(path, lambda f: np.savetxt(f, data, delimiter=",", header=header, comments="", fmt=fmt),
                     force=force, what="--out")

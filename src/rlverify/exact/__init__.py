@@ -1,12 +1,22 @@
 """Exact engine: policy-induced Markov chains checked by Storm; deterministic and monolithic baselines;
-failure paths, risk maps and robustness built on the same chains."""
+failure paths, risk maps and robustness built on the same chains.
 
+Every analysis of a policy reads its chain (:class:`PolicyChain`, built once by :func:`policy_chain`); those that
+range over the whole MDP read it as a :class:`FullMDP` (built once by :func:`full_mdp`). Engines take resolved
+input: a loaded model and a parsed property (:func:`rlverify.resolve.resolve`, or :func:`rlverify.load_model` and
+:func:`rlverify.parse_property`).
+"""
+
+from rlverify.exact.chain import FullMDP, PolicyChain, full_mdp, induce, policy_chain
 from rlverify.exact.explain import EXPLAINED_FORMS, explain_paths, most_probable_paths, plot_paths
 from rlverify.exact.induced import STALLED_LABEL, induced_chain
 from rlverify.exact.maps import MapOptions, risk_map
+from rlverify.exact.optimum import optimum
+from rlverify.exact.options import ExactOptions
 from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
-from rlverify.exact.verify import ExactOptions, induce, verify_exact
+from rlverify.exact.verify import verify_exact
 
-__all__ = ["EXPLAINED_FORMS", "STALLED_LABEL", "ExactOptions", "MapOptions", "ModelErrorOptions", "RobustnessOptions",
-           "explain_paths", "induce", "induced_chain", "model_error_bounds", "most_probable_paths", "plot_paths",
-           "risk_map", "robustness", "verify_exact"]
+__all__ = ["EXPLAINED_FORMS", "STALLED_LABEL", "ExactOptions", "FullMDP", "MapOptions", "ModelErrorOptions",
+           "PolicyChain", "RobustnessOptions", "explain_paths", "full_mdp", "induce", "induced_chain",
+           "model_error_bounds", "most_probable_paths", "optimum", "plot_paths", "policy_chain", "risk_map",
+           "robustness", "verify_exact"]

@@ -43,20 +43,23 @@ values below ``TINY`` are flagged: their relative error is unknown). Each outcom
 
 from __future__ import annotations
 
+import math
+import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import math
-import re
-import time
-
 import numpy as np
 
 from rlverify.errors import PropertyError
+from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
-from rlverify.models.numerics import NUMERICS, environment  # noqa: F401 (re-exported)
 from rlverify.models.symbolic import storm_message
+
+__all__ = ["MAX_WORK", "NUMERICS", "CheckOutcome", "bounded_until", "check", "clipped", "environment",
+           "is_reward_bounded", "quantitative", "ranks", "solved_here", "state_set", "step_bounded_sets",
+           "step_upper_bound", "storm_qualitative", "verdict"]
 
 @dataclass(frozen=True)
 class CheckOutcome:
@@ -93,8 +96,8 @@ def quantitative(prop: Any, *, optimality: str | None = None) -> tuple[Any, floa
         comparison = str(formula.comparison_type).rsplit(".", 1)[-1]
         formula.remove_bound()
     if optimality is not None:
-        direction = stormpy.logic.OptimizationDirection.MINIMIZE if optimality == "min" else stormpy.logic.OptimizationDirection.MAXIMIZE
-        formula.set_optimality_type(direction)
+        directions = stormpy.logic.OptimizationDirection
+        formula.set_optimality_type(directions.MINIMIZE if optimality == "min" else directions.MAXIMIZE)
     elif formula.has_optimality_type:
         formula.remove_optimality_type()
     return formula, threshold, comparison
@@ -540,6 +543,7 @@ def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, ini
     def step(x: np.ndarray) -> np.ndarray:
         q = matrix @ x
         if reduce is not None:
+            assert groups is not None
             q = reduce.reduceat(q, groups[:-1])
         return target + go * q  # psi and go are disjoint: no rounding outside the products' sums
 
@@ -547,38 +551,16 @@ def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, ini
     budget = k if max_work is None or k * nnz <= max_work else max(max_work // nnz, 1)
     # the unbounded value (an LU of the chain: memory and time) only where the k steps would exceed the budget
     upper_cap = cap() if cap is not None and k * nnz > (MAX_WORK if max_work is None else max_work) else None
-    x = target.copy()
-    j, stop = 0, None
-    shown = time.perf_counter()
-    while j < min(k, budget):
-        nxt = step(x)
-        j += 1
-        if np.array_equal(nxt, x):
-            stop = "fixed point"
-            break
-        x = nxt
-        if upper_cap is not None and j % 16 == 0:
-            lo_f, _, ab = _rounding(j, d)
-            lo = np.maximum(x * lo_f - ab, 0.0)
-            if np.all(upper_cap - lo <= precision * lo):
-                stop = "precision"
-                break
-        if progress is not None and time.perf_counter() - shown > 0.5:
-            shown = time.perf_counter()
-            progress(f"step-bounded iteration: step {j:,} of {k:,}")
+    x, j, stop = _iterate(step, target, k, budget, d, upper_cap, precision, progress)
     if stop is None and j < k:
-        lo_f, _, ab = _rounding(j, d)
-        reached = (f"after {j:,} steps the value is at least {max(x[init] * lo_f - ab, 0.0):.6g}"
-                   + (f" and at most {float(upper_cap[init]):.6g} (the unbounded value)" if upper_cap is not None else ""))
-        raise PropertyError(
-            f"the step bound {k:,} needs {k:,} x {nnz:,} transitions = {k * nnz:.3g} multiply-adds, above the budget "
-            f"--max-work {max_work:.3g} (about {max_work / 3e8:.0f} s), and the iteration neither reached a fixed point "
-            f"nor came within --precision {precision:g} of the unbounded value within it ({reached}); raise --max-work, "
-            "lower the step bound, or check the unbounded property (P=? [F ...])")
+        assert max_work is not None  # the budget stopped the iteration
+        raise _over_budget(k, nnz, max_work, precision, j, d, float(x[init]),
+                           None if upper_cap is None else float(upper_cap[init]))
     lo_j, _, ab_j = _rounding(j, d)
     _, hi_k, ab_k = _rounding(k, d)
     lowers = np.maximum(x * lo_j - ab_j, 0.0)
     if stop == "precision":
+        assert upper_cap is not None
         uppers = np.minimum(upper_cap, 1.0)
     else:  # every step done, or a fixed point: the computed step-k values are x
         uppers = np.minimum(x * hi_k + ab_k, 1.0)
@@ -611,6 +593,46 @@ def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, ini
     method = "step-bounded matrix-vector steps (certified bracket)"
     return CheckOutcome(value=value, lower=lower, upper=upper, values=x, method=method, note=note, warning=warning,
                         zero=zero, one=one, lowers=lowers, uppers=uppers)
+
+
+def _iterate(step: Callable[[np.ndarray], np.ndarray], target: np.ndarray, k: int, budget: int, d: int,
+             upper_cap: np.ndarray | None, precision: float,
+             progress: Callable[[str], None] | None) -> tuple[np.ndarray, int, str | None]:
+    """The step-``j`` values from ``target`` until ``k`` steps, the ``budget``, a fixed point (``stop`` ``"fixed
+    point"``) or, with ``upper_cap``, the certified lower bound within ``precision`` of it (``"precision"``)."""
+    x = target.copy()
+    j, stop = 0, None
+    shown = time.perf_counter()
+    while j < min(k, budget):
+        nxt = step(x)
+        j += 1
+        if np.array_equal(nxt, x):
+            stop = "fixed point"
+            break
+        x = nxt
+        if upper_cap is not None and j % 16 == 0:
+            lo_f, _, ab = _rounding(j, d)
+            lo = np.maximum(x * lo_f - ab, 0.0)
+            if np.all(upper_cap - lo <= precision * lo):
+                stop = "precision"
+                break
+        if progress is not None and time.perf_counter() - shown > 0.5:
+            shown = time.perf_counter()
+            progress(f"step-bounded iteration: step {j:,} of {k:,}")
+    return x, j, stop
+
+
+def _over_budget(k: int, nnz: int, max_work: int, precision: float, j: int, d: int, value: float,
+                 cap: float | None) -> PropertyError:
+    """The refusal of a step bound the budget did not reach, with the bracket reached after ``j`` steps."""
+    lo_f, _, ab = _rounding(j, d)
+    reached = (f"after {j:,} steps the value is at least {max(value * lo_f - ab, 0.0):.6g}"
+               + (f" and at most {cap:.6g} (the unbounded value)" if cap is not None else ""))
+    return PropertyError(
+        f"the step bound {k:,} needs {k:,} x {nnz:,} transitions = {k * nnz:.3g} multiply-adds, above the budget "
+        f"--max-work {max_work:.3g} (about {max_work / 3e8:.0f} s), and the iteration neither reached a fixed point "
+        f"nor came within --precision {precision:g} of the unbounded value within it ({reached}); raise --max-work, "
+        "lower the step bound, or check the unbounded property (P=? [F ...])")
 
 
 def state_set(storm_model: Any, state_formula: Any) -> np.ndarray:
@@ -689,13 +711,13 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
             break
         x, lo, hi = x2, lo2, hi2
     method = "graph analysis + sparse LU + certified bracket"
-    facts = {"zero": bool(no[init]), "one": bool(yes[init])}
+    zero, one = bool(no[init]), bool(yes[init])
     if j is None:  # the initial state is decided by the graph analysis
         v = float(values[init])
         values[maybe] = x
         return CheckOutcome(value=v, lower=v, upper=v, values=values, method=method,
                             note=f"exact: the initial state is decided by the graph analysis ({graph_note})",
-                            lowers=_bounds(values, maybe, lo), uppers=_bounds(values, maybe, hi), **facts)
+                            lowers=_bounds(values, maybe, lo), uppers=_bounds(values, maybe, hi), zero=zero, one=one)
     rel = _relative(x[j], lo[j], hi[j])
     if numerics == "sound" and not rel <= precision and hi[j] > 1e-250:  # below: only an absolute bound exists
         lo, hi = _interval_iteration(a, b, lo, hi, j, precision, gamma, k, budget - (time.perf_counter() - t0))
@@ -721,9 +743,9 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
     lowers, uppers = _bounds(values, maybe, lo), _bounds(values, maybe, hi)
     if numerics == "direct" and lower <= 0:
         return CheckOutcome(value=value, lower=None, upper=None, values=values, method="graph analysis + sparse LU",
-                            note=note, warning=warning if value < TINY else None, **facts)
+                            note=note, warning=warning if value < TINY else None, zero=zero, one=one)
     return CheckOutcome(value=value, lower=lower, upper=upper, values=values, method=method, note=note,
-                        warning=warning, lowers=lowers, uppers=uppers, **facts)
+                        warning=warning, lowers=lowers, uppers=uppers, zero=zero, one=one)
 
 
 def _bounds(exact: np.ndarray, maybe: np.ndarray, solved: np.ndarray) -> np.ndarray:

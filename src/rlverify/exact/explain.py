@@ -17,11 +17,12 @@ their deviations.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -30,15 +31,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import OptionError, PolicyError, PropertyError, did_you_mean
-from rlverify.exact.checking import check, clipped, environment, quantitative
-from rlverify.exact.verify import (ExactOptions, _choose_strategy, _induce, _MaskedExploration, model_and_property,
-                                   names_commands)
-from rlverify.models.dynamics import ChoiceTable, choice_name, policy_weights
+from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, mdp_for, policy_chain, states_of
+from rlverify.exact.induced import ask_policy
+from rlverify.exact.options import ExactOptions, Progress
+from rlverify.exact.verify import verify_exact
+from rlverify.models.dynamics import ChoiceTable, choice_name, choice_table, policy_weights
 from rlverify.models.explicit import ExplicitModel, to_storm
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel, build_explicit, storm_message, truth_values
-from rlverify.policies.base import Policy, validate_probabilities
-from rlverify.policies.check import check_policy
+from rlverify.models.symbolic import SymbolicModel, storm_message, truth_values
+from rlverify.policies.base import Policy
 from rlverify.results import FailurePath, FailurePaths, PathStep, StepAction
 
 log = logging.getLogger(__name__)
@@ -85,20 +86,22 @@ def check_count(k: Any) -> int:
     return int(k)
 
 
-def explain_paths(model: SymbolicModel | str | Path, property_text: str | Property, policy: Policy, k: int,
-                  options: ExactOptions | None = None, *, constants: str | None = None, value: float | None = None,
-                  progress: Callable[[str], None] | None = None) -> FailurePaths:
+def explain_paths(model: SymbolicModel, prop: Property, policy: Policy, k: int, options: ExactOptions | None = None, *,
+                  chain: PolicyChain | None = None, mdp: FullMDP | None = None, value: float | None = None,
+                  progress: Progress | None = None) -> FailurePaths:
     """The ``k`` most probable paths of the chain ``policy`` induces on ``model`` to the property's target.
 
     Args:
-        model: a loaded model, or a PRISM/JANI file (loaded with ``constants``).
-        property_text: PCTL text or a parsed property of a form in :data:`EXPLAINED_FORMS`.
+        model: a loaded PRISM/JANI model; prop: its parsed property, of a form in :data:`EXPLAINED_FORMS`.
         policy: any :class:`~rlverify.policies.Policy`.
         k: how many paths (> 0).
         options: :class:`~rlverify.exact.ExactOptions` (mode ``stochastic``/``deterministic``,
             ``unavailable``, ``strategy``, ``numerics``); the chain is the one :func:`verify_exact` checks.
+        chain: the policy's chain when already built (:func:`~rlverify.exact.chain.policy_chain`, same mode).
+        mdp: the property-directed MDP when already built (:func:`~rlverify.exact.chain.full_mdp`): the paths'
+            steps are described with its choices (built here when the chain did not keep the MDP it was induced on).
         value: the property's value if already known (``verify_exact(...).value`` with the same
-            options); else Storm checks it here.
+            options); else it is checked here (:func:`verify_exact` on the chain).
 
     Returns:
         :class:`~rlverify.results.FailurePaths`: the paths, most probable first, each with its exact
@@ -117,46 +120,90 @@ def explain_paths(model: SymbolicModel | str | Path, property_text: str | Proper
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    model, prop = model_and_property(model, property_text, constants)
     check_explainable(prop)
-    check_policy(policy, model)
-
     say("building the chain to explain")
-    t = time.perf_counter()
-    strategy = _choose_strategy(model, options)
-    mask = explorer = None
-    if strategy == "onthefly":
-        explorer = _MaskedExploration(model, policy, options, progress=say)
-        mask = explorer.mask()
-    mdp, _ = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
-                            command_names=True if names_commands(policy) else None)
-    all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    chain, origin, _, _, table = _induce(mdp, policy, options, all_unavailable)
-    storm_chain = to_storm(chain)
-    if len(chain.initial_states) != 1:
-        raise PropertyError(f"the model has {len(chain.initial_states)} initial states; --explain lists the paths "
-                            "from a single one")
-    left, right = _state_sets(prop, storm_chain)
-    sink = origin < 0  # the `stalled` sink satisfies no state formula: a stalled run never reaches the target
-    left, right = left & ~sink, right & ~sink
-    timings["build"] = time.perf_counter() - t
+    built, full = _chain_and_mdp(model, prop, policy, options, chain, mdp, say)
+    search = _search_space(prop, built)
+    timings["build"] = time.perf_counter() - t0
     if value is None:
         t = time.perf_counter()
-        formula, _, _ = quantitative(prop)
-        value = clipped(check(storm_chain, formula, environment(options.numerics, options.precision)),
-                        probability=True).value
+        value = verify_exact(model, prop, policy, options, chain=built).value
         timings["check"] = time.perf_counter() - t
-
     say(f"searching the {k} most probable paths")
     t = time.perf_counter()
-    found, exhausted = most_probable_paths(chain.transitions, int(chain.initial_states[0]), right, left, k,
+    found, exhausted = most_probable_paths(built.chain.transitions, search.start, search.right, search.left, k,
                                            bound=prop.bound)
     timings["search"] = time.perf_counter() - t
     t = time.perf_counter()
-    paths, policy_seconds = _describe(found, chain, origin, mdp, table, policy, options)
+    where = _described_mdp(model, prop, policy, options, built, full, found, say)
+    paths, policy_seconds = _describe(found, built.chain, where, policy, options)
     timings["policy"] = policy_seconds
     timings["describe"] = time.perf_counter() - t - policy_seconds
     timings["total"] = time.perf_counter() - t0
+    return _explanation(prop, k, paths, exhausted, float(value), built, options, timings)
+
+
+@dataclass(frozen=True)
+class _Search:
+    """Where the paths start and the states they may pass (``left``) and end at (``right``), ``(S,)`` bool."""
+
+    start: int
+    left: np.ndarray
+    right: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The MDP whose choices describe the paths' steps, its choice table for the policy, and the MDP state of each
+    chain state on a path (-1: the ``stalled`` sink)."""
+
+    mdp: ExplicitModel
+    table: ChoiceTable
+    state: dict[int, int]
+
+
+def _chain_and_mdp(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions,
+                   chain: PolicyChain | None, mdp: FullMDP | None, say: Progress) -> tuple[PolicyChain, FullMDP | None]:
+    """The chain to explain, and the full MDP when one is at hand. Without a chain, it is induced on the MDP, kept
+    to describe the steps (``auto`` as ``full``: on ``mdp`` when given); ``merged`` keeps none."""
+    if chain is not None:
+        return chain_for(model, prop, policy, options, chain), mdp
+    whole = options if options.strategy in ("merged", "onthefly") else dataclasses.replace(options, strategy="full")
+    return policy_chain(model, prop, policy, whole, mdp=mdp, keep_mdp=True, progress=say), mdp
+
+
+def _search_space(prop: Property, built: PolicyChain) -> _Search:
+    """The initial state and the state formulas' sets on the chain (the ``stalled`` sink satisfies none)."""
+    chain = built.chain
+    if len(chain.initial_states) != 1:
+        raise PropertyError(f"the model has {len(chain.initial_states)} initial states; --explain lists the paths "
+                            "from a single one")
+    if (built.origin == -2).any():
+        raise PropertyError(f"--explain: property '{prop.text}': its chain has a state per taken choice (a reward "
+                            f"bound); explained forms: {EXPLAINED_FORMS}")
+    loops = dataclasses.replace(chain, transitions=sp.identity(chain.num_states, format="csr"))
+    left, right = _state_sets(prop, to_storm(loops))  # the state formulas read labels and valuations only
+    sink = built.origin < 0  # a stalled run never reaches the target
+    return _Search(start=int(chain.initial_states[0]), left=left & ~sink, right=right & ~sink)
+
+
+def _described_mdp(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, built: PolicyChain,
+                   full: FullMDP | None, found: list[tuple[list[int], float]], say: Progress) -> _Where:
+    """The MDP whose choices describe the paths: the one the chain was induced on when kept, else the full MDP
+    (given, or built here), the paths' states found in it by their valuations."""
+    on_path = sorted({u for states, _ in found for u in states if built.origin[u] >= 0})
+    if built.source is not None and built.table is not None:
+        state = {u: int(built.origin[u]) for u in on_path}
+        return _Where(mdp=built.source, table=built.table, state=state)
+    full = mdp_for(model, prop, options, full, policy=policy, progress=say)
+    at = states_of(full.mdp.valuations, full.mdp.variables, built.chain.valuations[on_path], built.chain.variables)
+    return _Where(mdp=full.mdp, table=choice_table(full.mdp, policy.actions),
+                  state={u: int(s) for u, s in zip(on_path, at, strict=True)})
+
+
+def _explanation(prop: Property, k: int, paths: list[FailurePath], exhausted: bool, value: float, built: PolicyChain,
+                 options: ExactOptions, timings: dict[str, float]) -> FailurePaths:
+    chain, origin = built.chain, built.origin
     covered = math.fsum(p.probability for p in paths)
     ranges = {v: (int(chain.valuations[origin >= 0, i].min()), int(chain.valuations[origin >= 0, i].max()))
               for i, v in enumerate(chain.variables)} if (origin >= 0).any() else {}
@@ -164,7 +211,7 @@ def explain_paths(model: SymbolicModel | str | Path, property_text: str | Proper
     if len(paths) < k and not exhausted:
         note = (f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
                 f"{k} paths asked for; ask for fewer (--explain) or a step bound")
-    return FailurePaths(property=prop.text, k=k, paths=tuple(paths), value=float(value), covered=covered,
+    return FailurePaths(property=prop.text, k=k, paths=tuple(paths), value=value, covered=covered,
                         share=covered / value if value > 0 else None, exhausted=exhausted, bound=prop.bound,
                         mode=options.mode, variables=tuple(chain.variables), ranges=ranges, timings=timings, note=note)
 
@@ -264,7 +311,7 @@ def most_probable_paths(P: sp.csr_matrix, start: int, target: np.ndarray, allowe
         h = heuristic.row(None if bound is None else bound - t - 1)[succ]
         ok = np.isfinite(h)
         g2 = g + cost[lo:hi][ok]
-        for v, gv, f in zip(succ[ok].tolist(), g2.tolist(), (g2 + h[ok]).tolist()):
+        for v, gv, f in zip(succ[ok].tolist(), g2.tolist(), (g2 + h[ok]).tolist(), strict=True):
             rec_state.append(v)
             rec_parent.append(rec)
             rec_steps.append(t + 1)
@@ -287,7 +334,8 @@ def most_probable_paths(P: sp.csr_matrix, start: int, target: np.ndarray, allowe
 
 
 class _Heuristic:
-    """Exact cost of the most probable remaining path per state: ``row(r)`` ``(S,)`` within ``r`` steps, ``row(None)`` unbounded."""
+    """Exact cost of the most probable remaining path per state: ``row(r)`` ``(S,)`` within ``r`` steps, ``row(None)``
+    unbounded."""
 
     def __init__(self, S: int, indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, target: np.ndarray,
                  bound: int | None) -> None:
@@ -348,55 +396,56 @@ def _entry(P: sp.csr_matrix, a: int, b: int) -> float:
     return float(P.data[lo + hit].sum())
 
 
-def _describe(found: list[tuple[list[int], float]], chain: ExplicitModel, origin: np.ndarray, mdp: ExplicitModel,
-              table: ChoiceTable, policy: Policy, options: ExactOptions) -> tuple[list[FailurePath], float]:
+def _describe(found: list[tuple[list[int], float]], chain: ExplicitModel, where: _Where, policy: Policy,
+              options: ExactOptions) -> tuple[list[FailurePath], float]:
     """The paths with valuations, the policy's distributions (one batched call) and the actions per step."""
-    acting = sorted({int(origin[u]) for states, _ in found for u in states[:-1] if origin[u] >= 0})
+    mdp, table = where.mdp, where.table
+    acting = sorted({where.state[u] for states, _ in found for u in states[:-1] if u in where.state})
     decision = np.array([s for s in acting if table.decision[s]], dtype=np.int64)
     row_of = {int(s): i for i, s in enumerate(decision)}
-    t = time.perf_counter()
-    if len(decision):
-        probs = np.asarray(policy.action_probabilities(mdp.feature_matrix(policy.features, decision)), dtype=np.float64)
-    else:
-        probs = np.zeros((0, len(policy.actions)))
-    seconds = time.perf_counter() - t
-    validate_probabilities(probs, len(decision), len(policy.actions), source=getattr(policy, "name", "policy"))
+    probs, seconds = ask_policy(mdp, policy, decision)
     if len(decision):
         raw = probs / probs.sum(axis=1, keepdims=True)
         followed, _ = policy_weights(probs, table.available(decision), mode=options.mode,
                                      unavailable=options.unavailable, where=lambda i: mdp.valuation_dict(int(decision[i])))
     else:
         raw = followed = probs
-    T = mdp.transitions
     paths = []
     for states, p in found:
         steps = []
         for i, u in enumerate(states):
-            s = int(origin[u])
+            s = where.state.get(u, -1)
             valuation = chain.valuation_dict(u) if s >= 0 else {"state": "stalled"}
             if i == len(states) - 1:
                 steps.append(PathStep(state=valuation, policy=None, actions=(), probability=None))
                 continue
             v = states[i + 1]
-            s2 = int(origin[v])
             row = row_of.get(s)
-            actions = []
-            for c in range(int(mdp.row_groups[s]), int(mdp.row_groups[s + 1])):
-                col = int(table.columns[c])
-                if row is None:
-                    weight = 1.0  # a forced step: the state's only choice, the policy is not asked
-                else:
-                    weight = float(followed[row, col]) if col >= 0 else 0.0
-                tr = _entry(T, c, s2) if s2 >= 0 else 0.0
-                if weight > 0 and tr > 0:
-                    actions.append(StepAction(action=policy.actions[col] if (row is not None and col >= 0) else None,
-                                              choice=choice_name(mdp, c), weight=weight, transition=tr,
-                                              probability=weight * tr))
-            dist = None if row is None else {a: float(x) for a, x in zip(policy.actions, raw[row])}
+            actions = _step_actions(mdp, table, policy, s, where.state.get(v, -1), None if row is None else followed[row])
+            dist = None if row is None else {a: float(x) for a, x in zip(policy.actions, raw[row], strict=True)}
             steps.append(PathStep(state=valuation, policy=dist, actions=tuple(actions),
                                   probability=_entry(chain.transitions, u, v)))
         paths.append(FailurePath(probability=p, steps=tuple(steps)))
     return paths, seconds
+
+
+def _step_actions(mdp: ExplicitModel, table: ChoiceTable, policy: Policy, s: int, s2: int,
+                  followed: np.ndarray | None) -> list[StepAction]:
+    """The choices of MDP state ``s`` that lead to ``s2`` (-1: the ``stalled`` sink, which no choice leads to), with
+    the weight the chain gives each (``followed``: the policy's per action; None: a forced step, weight 1)."""
+    actions = []
+    for c in range(int(mdp.row_groups[s]), int(mdp.row_groups[s + 1])):
+        col = int(table.columns[c])
+        if followed is None:
+            weight = 1.0  # a forced step: the state's only choice, the policy is not asked
+        else:
+            weight = float(followed[col]) if col >= 0 else 0.0
+        tr = _entry(mdp.transitions, c, s2) if s2 >= 0 else 0.0
+        if weight > 0 and tr > 0:
+            actions.append(StepAction(action=policy.actions[col] if (followed is not None and col >= 0) else None,
+                                      choice=choice_name(mdp, c), weight=weight, transition=tr,
+                                      probability=weight * tr))
+    return actions
 
 
 def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> tuple[tuple[str, str], ...]:
@@ -425,11 +474,13 @@ def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> t
     return pairs
 
 
-_STYLES = (("-", "o", "X"), ("--", "s", "P"), (":", "^", "*"), ("-.", "D", "v"))
+#: line style (matplotlib accepts these strings), start and end markers of each variable pair
+_STYLES: tuple[tuple[Any, str, str], ...] = (("-", "o", "X"), ("--", "s", "P"), (":", "^", "*"), ("-.", "D", "v"))
 
 
-def plot_paths(explanation: FailurePaths, out: str | Path, pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (("x", "y"),),
-               *, title: str | None = None, force: bool = False) -> Path:
+def plot_paths(explanation: FailurePaths, out: str | Path,
+               pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (("x", "y"),), *, title: str | None = None,
+               force: bool = False) -> Path:
     """Draw the paths projected on variable pairs as a PNG (grid cells, legend, axes).
 
     ``pairs[0]`` (e.g. the agent's ``("x", "y")``) is drawn as a solid line per path, further pairs
@@ -443,7 +494,7 @@ def plot_paths(explanation: FailurePaths, out: str | Path, pairs: tuple[tuple[st
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    pairs = tuple(tuple(p) for p in pairs)
+    pairs = tuple((str(a), str(b)) for a, b in pairs)
     map_variables(explanation.variables, ",".join(n for p in pairs for n in p))  # the same checks as the CLI
     xs_names, ys_names = [p[0] for p in pairs], [p[1] for p in pairs]
     x0 = min(explanation.ranges[n][0] for n in xs_names)

@@ -8,15 +8,21 @@ sink; ``unavailable='renormalize'`` (explicit opt-in) rescales the available act
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from rlverify.models.dynamics import (ChoiceTable, action_columns, choice_table, labelled_states, policy_weights,
-                                     refuse_all_unavailable)
+from rlverify.models.dynamics import (
+    ChoiceTable,
+    choice_table,
+    labelled_states,
+    policy_weights,
+    refuse_all_unavailable,
+)
 from rlverify.models.explicit import ExplicitModel
-from rlverify.policies.base import Policy
+from rlverify.policies.base import Policy, validate_probabilities
 
 STALLED_LABEL = "stalled"
 
@@ -38,11 +44,6 @@ class ChoiceWeights:
     #: ``(S,)`` bool or None: states with no available mass to renormalise (``renormalize``, deferred): refused by
     #: :func:`induced_chain` if the policy reaches one
     nothing: np.ndarray | None = None
-
-
-def policy_action_columns(model: ExplicitModel, policy: Policy) -> np.ndarray:
-    """``(C,)`` int64 column of each choice's action in the policy output, -1 for actions the policy lacks."""
-    return action_columns(model, policy.actions)
 
 
 def decision_states(model: ExplicitModel, columns: np.ndarray | None = None) -> np.ndarray:
@@ -97,6 +98,37 @@ def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, stat
         if nothing is not None:
             nothing |= all_unavailable
     return ChoiceWeights(weights=weights, stalled=stalled, decision_states=states, nothing=nothing)
+
+
+def ask_policy(model: ExplicitModel, policy: Policy, states: np.ndarray) -> tuple[np.ndarray, float]:
+    """The policy's distributions ``(K, |A|)`` float64 at ``states`` ``(K,)`` of ``model``: one batched call on
+    their features, validated (:func:`~rlverify.policies.base.validate_probabilities`); and the call's seconds."""
+    t = time.perf_counter()
+    if len(states):
+        features = model.feature_matrix(policy.features, states)
+        t = time.perf_counter()
+        probs = np.asarray(policy.action_probabilities(features), dtype=np.float64)
+    else:
+        probs = np.zeros((0, len(policy.actions)))
+    seconds = time.perf_counter() - t
+    validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
+    return probs, seconds
+
+
+def weigh(model: ExplicitModel, policy: Policy, *, mode: str, unavailable: str, table: ChoiceTable | None = None,
+          all_unavailable: np.ndarray | None = None, defer: bool = False) -> tuple[ChoiceWeights, ChoiceTable, float]:
+    """The policy's weight on every choice of ``model``: the policy asked once on every decision state
+    (:func:`ask_policy`), its distributions applied to the choices (:func:`choice_weights`, same arguments).
+
+    Returns the weights, the choice table (``table``, or :func:`~rlverify.models.dynamics.choice_table` built here:
+    it refuses choices no policy can pick before the policy is asked) and the seconds spent in the policy.
+    """
+    table = choice_table(model, policy.actions) if table is None else table
+    states = np.flatnonzero(table.decision)
+    probs, seconds = ask_policy(model, policy, states)
+    cw = choice_weights(model, policy, probs, states, mode=mode, unavailable=unavailable,
+                        all_unavailable=all_unavailable, table=table, defer=defer)
+    return cw, table, seconds
 
 
 #: choices whose weights are expanded to their entries at a time (bounds the temporary arrays)

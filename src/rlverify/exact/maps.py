@@ -13,16 +13,19 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+
 import numpy as np
 
 from rlverify.errors import OptionError, PropertyError, did_you_mean
-from rlverify.exact.verify import ExactOptions, Progress, model_and_property, verify_exact
+from rlverify.exact.chain import PolicyChain, states_of
+from rlverify.exact.optimum import optimum as over_all_schedulers
+from rlverify.exact.options import ExactOptions, Progress
+from rlverify.exact.verify import verify_exact
 from rlverify.models.expressions import compile_expression
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
-from rlverify.results import RiskMap, versions
+from rlverify.results import ExactResult, OptimumResult, RiskMap, versions
 
 AGGREGATES = ("max", "min", "mean")
 OPTIMA = ("min", "max")
@@ -62,18 +65,21 @@ class MapOptions:
         self.exact.validate()
 
 
-def risk_map(model: SymbolicModel | str | Path, property_text: str | Property, policy: Policy,
-             xy: str | Sequence[str], options: MapOptions = MapOptions(), *, constants: str | None = None,
-             progress: Progress | None = None) -> RiskMap:
+def risk_map(model: SymbolicModel, prop: Property, policy: Policy, xy: str | Sequence[str],
+             options: MapOptions | None = None, *, chain: PolicyChain | None = None,
+             optimum: OptimumResult | None = None, progress: Progress | None = None) -> RiskMap:
     """The policy's value, the optimum and the regret per state, projected onto the variables ``xy``.
 
     Args:
-        model: a loaded model (or a benchmark, whose property names are then accepted), or a
-            PRISM/JANI file (loaded with ``constants``).
-        property_text: ``P=? [...]`` or ``R=? [...]`` (or a threshold form, which also sets the
+        model: a loaded PRISM/JANI model.
+        prop: its parsed property, ``P=? [...]`` or ``R=? [...]`` (or a threshold form, which also sets the
             optimum's direction); one initial state.
-        policy: any :class:`~rlverify.policies.Policy`; evaluated in one batch on the MDP's states.
+        policy: any :class:`~rlverify.policies.Policy`.
         xy: the two variables of the map, ``"x,y"`` or ``("x", "y")``.
+        options: :class:`MapOptions` (None: the defaults).
+        chain: the policy's chain when already built (:func:`~rlverify.exact.chain.policy_chain`, same mode).
+        optimum: the optimum over all schedulers when already computed (:func:`~rlverify.exact.optimum.optimum` of
+            ``prop`` with the same numerics: its per-state optima are read); else it is computed here.
 
     Returns:
         A :class:`~rlverify.results.RiskMap` (exact per state up to the solver's precision).
@@ -82,33 +88,86 @@ def risk_map(model: SymbolicModel | str | Path, property_text: str | Property, p
         OptionError: an unknown map variable, a bad filter, an unknown aggregate.
         PropertyError: not a P/R value or threshold property, Pmin/Pmax forms, no direction for the optimum.
     """
+    options = MapOptions() if options is None else options
     options.validate()
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
-    model, prop = model_and_property(model, property_text, constants)
-    optimum, source = _direction(prop, options.optimum)
+    direction, source = _direction(prop, options.optimum)
     x, y = _map_variables(xy, model.variables)
     where = compile_where(options.where, model.variables, model.boolean_variables) if options.where else None
-
     say("checking the policy's chain")
     ex = dataclasses.replace(options.exact, all_states=True)
-    pol = verify_exact(model, prop, policy, ex, progress=progress)
+    pol = verify_exact(model, prop, policy, ex, chain=chain, progress=progress)
     say("checking the optimum over all policies (full MDP)")
-    mono = verify_exact(model, prop, None, dataclasses.replace(ex, mode="monolithic", strategy="full"),
-                        progress=progress)
+    best = _optimum(model, prop, ex, optimum, progress)
     t_map = time.perf_counter()
+    grids = _grids(pol, best, direction, x, y, where, options.agg)
+    timings = {"policy_chain": pol.timings.get("total", 0.0), "optimum": best.timings.get("total", 0.0),
+               "map": time.perf_counter() - t_map, "total": time.perf_counter() - t0}
+    warnings = list(pol.warnings)
+    if where is not None and not grids.p_keep.any():
+        warnings.append(f"--where {options.where}: no state of the policy's chain satisfies it")
+    initial_opt = float(best.pmin if direction == "min" else best.pmax)
+    initial_regret = pol.value - initial_opt if direction == "min" else initial_opt - pol.value
+    return RiskMap(
+        model=str(model.path), policy=pol.policy, property=prop.text, mode=options.exact.mode, optimum=direction,
+        optimum_source=source, agg=options.agg, where=options.where, x=x, y=y, x_values=grids.x_values,
+        y_values=grids.y_values, value=grids.value, optimum_value=grids.optimum, regret=grids.regret,
+        optimum_all=grids.optimum_all, policy_states=grids.policy_states, mdp_states=grids.mdp_states,
+        initial_value=float(pol.value), initial_optimum=initial_opt, initial_regret=float(initial_regret),
+        states=grids.states, guarantee=pol.guarantee, precision=pol.precision,
+        stalled_probability=pol.stalled_probability, variables=grids.variables, timings=timings,
+        settings={**pol.settings, "agg": options.agg, "where": options.where, "optimum": direction},
+        versions=versions(), warnings=warnings, state_valuations=grids.p_vals, state_value=grids.state_value,
+        state_optimum=grids.state_optimum)
+
+
+def _optimum(model: SymbolicModel, prop: Property, ex: ExactOptions, given: OptimumResult | None,
+             progress: Progress | None) -> OptimumResult:
+    """``given`` (refused unless it is of ``prop`` with per-state optima), else the optimum computed here."""
+    if given is None:
+        return over_all_schedulers(model, prop, dataclasses.replace(ex, mode="monolithic", strategy="full"),
+                                   progress=progress)
+    if given.property != prop.text or given.state_pmin is None or given.state_pmax is None:
+        raise OptionError(f"the optimum given is of property '{given.property}' (or has no per-state optima), not "
+                          f"'{prop.text}': compute it with optimum(...) for this property")
+    return given
+
+
+@dataclass(frozen=True)
+class _Grids:
+    """The per-state values joined on the valuations, and their cells."""
+
+    variables: tuple[str, ...]
+    x_values: np.ndarray
+    y_values: np.ndarray
+    value: np.ndarray
+    optimum: np.ndarray
+    regret: np.ndarray
+    optimum_all: np.ndarray
+    policy_states: np.ndarray
+    mdp_states: np.ndarray
+    states: dict[str, int]
+    p_vals: np.ndarray
+    p_keep: np.ndarray
+    state_value: np.ndarray
+    state_optimum: np.ndarray
+
+
+def _grids(pol: ExactResult, best: OptimumResult, direction: str, x: str, y: str, where: Where | None,
+           agg: str) -> _Grids:
+    """Join the policy's per-state values with the optimum's on the states' valuations, and aggregate both per cell."""
     assert pol.state_values is not None and pol.state_valuations is not None
-    assert mono.state_values is not None and mono.state_values_min is not None and mono.state_valuations is not None
-    variables = tuple(mono.variables)
+    assert best.state_pmin is not None and best.state_pmax is not None and best.state_valuations is not None
+    variables = tuple(best.variables)
     p_vals = _reorder(pol.state_valuations, tuple(pol.variables), variables)
-    m_vals = mono.state_valuations
-    m_opt = mono.state_values_min if optimum == "min" else mono.state_values
-    at = _join(m_vals, p_vals)  # MDP index of each state of the policy's chain
+    m_vals = best.state_valuations
+    m_opt = best.state_pmin if direction == "min" else best.state_pmax
+    at = states_of(m_vals, variables, p_vals, variables)  # MDP index of each state of the policy's chain
     value = np.asarray(pol.state_values, dtype=np.float64)
     opt = m_opt[at]
     with np.errstate(invalid="ignore"):
-        regret = value - opt if optimum == "min" else opt - value
-
+        regret = value - opt if direction == "min" else opt - value
     ix_col, iy_col = variables.index(x), variables.index(y)
     x_values = _axis(m_vals[:, ix_col])
     y_values = _axis(m_vals[:, iy_col])
@@ -117,29 +176,15 @@ def risk_map(model: SymbolicModel | str | Path, property_text: str | Property, p
     shape = (len(y_values), len(x_values))
     p_cells = (np.searchsorted(y_values, p_vals[p_keep, iy_col]), np.searchsorted(x_values, p_vals[p_keep, ix_col]))
     m_cells = (np.searchsorted(y_values, m_vals[m_keep, iy_col]), np.searchsorted(x_values, m_vals[m_keep, ix_col]))
-    grid_value, n_policy = aggregate(p_cells, value[p_keep], shape, options.agg)
-    grid_opt, _ = aggregate(p_cells, opt[p_keep], shape, options.agg)
-    grid_regret, _ = aggregate(p_cells, regret[p_keep], shape, options.agg)
-    grid_all, n_mdp = aggregate(m_cells, m_opt[m_keep], shape, options.agg)
-
-    initial_opt = float(mono.pmin if optimum == "min" else mono.pmax)
-    initial_regret = pol.value - initial_opt if optimum == "min" else initial_opt - pol.value
-    timings = {"policy_chain": pol.timings.get("total", 0.0), "optimum": mono.timings.get("total", 0.0),
-               "map": time.perf_counter() - t_map, "total": time.perf_counter() - t0}
+    grid_value, n_policy = aggregate(p_cells, value[p_keep], shape, agg)
+    grid_opt, _ = aggregate(p_cells, opt[p_keep], shape, agg)
+    grid_regret, _ = aggregate(p_cells, regret[p_keep], shape, agg)
+    grid_all, n_mdp = aggregate(m_cells, m_opt[m_keep], shape, agg)
     states = {"mdp": len(m_vals), "policy": len(p_vals), "mdp_only": int(len(m_vals) - len(p_vals)),
               "mdp_filtered": int(m_keep.sum()), "policy_filtered": int(p_keep.sum())}
-    warnings = list(pol.warnings)
-    if where is not None and not p_keep.any():
-        warnings.append(f"--where {options.where}: no state of the policy's chain satisfies it")
-    return RiskMap(
-        model=str(model.path), policy=pol.policy, property=prop.text, mode=options.exact.mode, optimum=optimum,
-        optimum_source=source, agg=options.agg, where=options.where, x=x, y=y, x_values=x_values, y_values=y_values,
-        value=grid_value, optimum_value=grid_opt, regret=grid_regret, optimum_all=grid_all, policy_states=n_policy,
-        mdp_states=n_mdp, initial_value=float(pol.value), initial_optimum=initial_opt,
-        initial_regret=float(initial_regret), states=states, guarantee=pol.guarantee, precision=pol.precision,
-        stalled_probability=pol.stalled_probability, variables=variables, timings=timings,
-        settings={**pol.settings, "agg": options.agg, "where": options.where, "optimum": optimum},
-        versions=versions(), warnings=warnings, state_valuations=p_vals, state_value=value, state_optimum=opt)
+    return _Grids(variables=variables, x_values=x_values, y_values=y_values, value=grid_value, optimum=grid_opt,
+                  regret=grid_regret, optimum_all=grid_all, policy_states=n_policy, mdp_states=n_mdp, states=states,
+                  p_vals=p_vals, p_keep=p_keep, state_value=value, state_optimum=opt)
 
 
 def _direction(prop: Property, optimum: str | None) -> tuple[str, str]:
@@ -183,19 +228,6 @@ def _reorder(valuations: np.ndarray, have: tuple[str, ...], want: tuple[str, ...
     if set(have) != set(want):
         raise PropertyError(f"the policy's chain has variables {have}, the full MDP {want}; cannot join their states")
     return valuations[:, [have.index(v) for v in want]]
-
-
-def _join(mdp: np.ndarray, chain: np.ndarray) -> np.ndarray:
-    """``(P,)`` int64: the row of ``mdp`` ``(N, V)`` with the valuation of each row of ``chain`` ``(P, V)``."""
-    n = len(mdp)
-    _, inverse = np.unique(np.vstack([mdp, chain]), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    lookup = np.full(int(inverse.max()) + 1 if len(inverse) else 0, -1, dtype=np.int64)
-    lookup[inverse[:n]] = np.arange(n)
-    at = lookup[inverse[n:]]
-    if (at < 0).any():  # the chain is built from the same property-directed MDP: a bug, not bad input
-        raise RuntimeError(f"{int((at < 0).sum())} states of the policy's chain are not states of the full MDP")
-    return at
 
 
 def _axis(column: np.ndarray) -> np.ndarray:

@@ -30,15 +30,22 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
-from rlverify.exact.induced import STALLED_LABEL, choice_weights
+from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, weigh
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import choice_table, forced_start_message
-from rlverify.models.explicit import (ExplicitModel, encode_valuations, export_umb, format_bytes, memory_limit, read_umb,
-                                      resident_bytes)
+from rlverify.models.explicit import (
+    ExplicitModel,
+    encode_valuations,
+    export_umb,
+    format_bytes,
+    memory_limit,
+    read_umb,
+    resident_bytes,
+)
 from rlverify.models.program import CompiledProgram, Unsupported, compile_expression, terminal_functions
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
-from rlverify.policies.base import Policy, validate_probabilities
+from rlverify.policies.base import Policy
 
 __all__ = ["MergedChain", "Unsupported", "merged_chain"]
 
@@ -73,18 +80,18 @@ class _Growing:
 
     def __init__(self, dtype: Any, width: int | None = None, capacity: int = 1 << 16) -> None:
         self.shape_tail = () if width is None else (width,)
-        self.data = np.zeros((capacity,) + self.shape_tail, dtype=dtype)
+        self.data = np.zeros((capacity, *self.shape_tail), dtype=dtype)
         self.n = 0
 
     def extend(self, values: np.ndarray) -> None:
         need = self.n + len(values)
         if need > len(self.data):
-            self.data.resize((max(need, len(self.data) + len(self.data) // 16),) + self.shape_tail, refcheck=False)
+            self.data.resize((max(need, len(self.data) + len(self.data) // 16), *self.shape_tail), refcheck=False)
         self.data[self.n: need] = values
         self.n = need
 
     def final(self) -> np.ndarray:
-        self.data.resize((self.n,) + self.shape_tail, refcheck=False)
+        self.data.resize((self.n, *self.shape_tail), refcheck=False)
         return self.data
 
 
@@ -200,75 +207,94 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
         raise Unsupported("JANI models are built by Storm")
     if prop.operator != "P":
         raise Unsupported("reward properties need Storm's reward models")
-    program = CompiledProgram(model.program, str(model.path))
-    memory_bound, memory_how = memory_limit(max_memory)
-    probe = _probe(model, prop)
-    say = progress or (lambda msg: None)
+    exploration = _Exploration(model, prop, policy, mode=mode, unavailable=unavailable,
+                               say=progress or (lambda msg: None))
+    exploration.explore(max_states, max_memory)
+    return exploration.result()
 
-    names = [v.name for v in program.variables]
-    missing = [v for v in probe.variables if v not in program.index]
-    if missing:
-        raise Unsupported(f"Storm's states have variables {missing} the program does not declare")
-    storm_cols = [program.index[v] for v in probe.variables]
 
-    def label_fn(name: str) -> Any:
-        return program.label_functions.get(name)  # None: Storm's own labels (init, deadlock): no terminal states
+class _Exploration:
+    """The breadth-first exploration of the policy's chain: states, their merged rows and labels, grown per batch."""
 
-    atoms = {str(e): compile_expression(e, program.by_name) for e in _atoms(prop.storm.get_raw_formula())}
-    label_plan: list[tuple[str, Any]] = []  # (UMB key, function or "init"/"deadlock")
-    for key, alias in probe.label_aliases.items():
-        if alias in ("init", "deadlock"):
-            label_plan.append((key, alias))
-        elif alias in program.label_functions:
-            label_plan.append((key, program.label_functions[alias]))
-        elif alias in atoms:
-            label_plan.append((key, atoms[alias]))
-        else:  # an atom the walk did not reach (under X, say): Storm names the label by its expression
-            label_plan.append((key, program.parse(alias)))
-    terminal = terminal_functions(prop.storm.get_raw_formula(), label_fn, program.by_name)
+    def __init__(self, model: SymbolicModel, prop: Property, policy: Policy, *, mode: str, unavailable: str,
+                 say: Callable[[str], None]) -> None:
+        self.model, self.prop, self.policy, self.mode, self.unavailable, self.say = (model, prop, policy, mode,
+                                                                                   unavailable, say)
+        self.program = program = CompiledProgram(model.program, str(model.path))
+        self.probe = _probe(model, prop)
+        self.names = [v.name for v in program.variables]
+        missing = [v for v in self.probe.variables if v not in program.index]
+        if missing:
+            raise Unsupported(f"Storm's states have variables {missing} the program does not declare")
+        self.storm_cols = [program.index[v] for v in self.probe.variables]
+        self.label_plan = _label_plan(program, self.probe, prop)
+        self.terminal = terminal_functions(prop.storm.get_raw_formula(), program.label_functions.get, program.by_name)
+        self.actions = ("", *dict.fromkeys(c.action for c in program.choices if c.action))
+        self.action_of = np.array([self.actions.index(c.action) for c in program.choices] + [0], dtype=np.int32)
+        self.commands = ("", *(c.name for c in program.choices))
+        # choice j is command name j + 1; Storm's self-loop at terminal states and deadlocks (last kind) has none
+        self.command_of = np.r_[np.arange(1, len(program.choices) + 1), 0].astype(np.int32)
+        self.J = len(program.choices)
+        self.index = _StateIndex(program.domain)
+        self.state_keys = _Growing(np.int64)
+        self.values = _Growing(np.int64, len(self.names))
+        self.init_keys = program.keys(program.initial)  # sorted and unique (an init block's are found in key order)
+        if not len(self.init_keys):
+            raise ModelError(f"{model.path}: no state satisfies the init ... endinit block")
+        self.index.ids(np.unique(self.init_keys))
+        self.state_keys.extend(self.init_keys)
+        self.values.extend(program.initial)
+        self.targets = _Growing(np.int32, capacity=1 << 20)
+        self.probs = _Growing(np.float64, capacity=1 << 20)
+        self.row_lengths = _Growing(np.int64)
+        self.label_parts: dict[str, list[np.ndarray]] = {k: [] for k, _ in self.label_plan}
+        self.untaken: dict[str, int] = {}
+        self.untaken_by_label: dict[str, int] = {}
+        # without command names in the policy, Storm's build names choices by label unless some state is ambiguous
+        self.by_label = not any(is_command_name(a) for a in policy.actions)
+        self.start_note: str | None = None
+        self.n_decision = 0
+        self.policy_seconds = 0.0
+        self.branches_total = 0
+        self.any_stalled = False
+        per_state = max(1, sum(int(np.prod([len(p.updates) for p in c.parts])) for c in program.choices))
+        self.batch = max(256, BATCH_BRANCHES // per_state)
 
-    actions = ("",) + tuple(dict.fromkeys(c.action for c in program.choices if c.action))
-    action_of = np.array([actions.index(c.action) for c in program.choices] + [0], dtype=np.int32)
-    commands = ("",) + tuple(c.name for c in program.choices)
-    # choice j is command name j + 1; Storm's self-loop at terminal states and deadlocks (last kind) has none
-    command_of = np.r_[np.arange(1, len(program.choices) + 1), 0].astype(np.int32)
-    J = len(program.choices)
+    def explore(self, max_states: int | None, max_memory: int | None) -> None:
+        """Explore batch by batch until no new state is found (refusing beyond ``max_states`` or ``max_memory``)."""
+        memory_bound, memory_how = memory_limit(max_memory)
+        lo = 0
+        last_report = time.perf_counter()
+        while lo < self.state_keys.n:
+            hi = min(self.state_keys.n, lo + self.batch)
+            self._batch(lo, hi)
+            lo = hi
+            self._guard(lo, max_states, memory_bound, memory_how)
+            if time.perf_counter() - last_report > 2.0:
+                self.say(f"exploring and merging: {lo:,} of {self.state_keys.n:,} states so far, "
+                         f"{self.targets.n:,} transitions")
+                last_report = time.perf_counter()
 
-    index = _StateIndex(program.domain)
-    state_keys = _Growing(np.int64)
-    values = _Growing(np.int64, len(names))
-    init_keys = program.keys(program.initial)  # sorted and unique (an init block's are found in key order)
-    if not len(init_keys):
-        raise ModelError(f"{model.path}: no state satisfies the init ... endinit block")
-    index.ids(np.unique(init_keys))
-    state_keys.extend(init_keys)
-    values.extend(program.initial)
-    targets = _Growing(np.int32, capacity=1 << 20)
-    probs = _Growing(np.float64, capacity=1 << 20)
-    row_lengths = _Growing(np.int64)
-    label_parts: dict[str, list[np.ndarray]] = {key: [] for key, _ in label_plan}
-    untaken: dict[str, int] = {}
-    untaken_by_label: dict[str, int] = {}
-    # without command names in the policy, Storm's build names choices by label unless some state is ambiguous
-    by_label = not any(is_command_name(a) for a in policy.actions)
-    start_note = None
-    n_decision = 0
-    policy_seconds = 0.0
-    branches_total = 0
-    sink = np.int32(-1)  # placeholder target of stalled mass, replaced by the sink's index at the end
-    any_stalled = False
-    per_state = max(1, sum(int(np.prod([len(p.updates) for p in c.parts])) for c in program.choices))
-    batch = max(256, BATCH_BRANCHES // per_state)
-    lo = 0
-    last_report = time.perf_counter()
-    while lo < state_keys.n:
-        hi = min(state_keys.n, lo + batch)
+    def _batch(self, lo: int, hi: int) -> None:
+        """States ``lo:hi``: their choices, the policy's weights, their merged rows, their new successors, labels."""
         B = hi - lo
-        vals = values.data[lo:hi].copy()
-        keys = state_keys.data[lo:hi].copy()
-        env = program.env(vals)
+        vals = self.values.data[lo:hi].copy()
+        keys = self.state_keys.data[lo:hi].copy()
+        env = self.program.env(vals)
+        fragment, c_state, c_kind, deadlock = self._fragment(lo, hi, vals, keys, env)
+        cw = self._weigh(fragment, lo)
+        row, key, w = self._branches(cw, c_state, c_kind, vals, keys)
+        row, key, w = self._merged_rows(row, key, w, B)
+        self._append(row, key, w, B)
+        self._labels(lo, hi, env, deadlock)
+
+    def _fragment(self, lo: int, hi: int, vals: np.ndarray, keys: np.ndarray,
+                  env: Any) -> tuple[ExplicitModel, np.ndarray, np.ndarray, np.ndarray]:
+        """The batch's states as an MDP fragment (the one dynamics core reads it), with each choice's state and kind
+        (``(C,)`` each: program choice index, or ``J`` for Storm's self-loop) and the deadlocks ``(B,)`` bool."""
+        program, J, B = self.program, self.J, hi - lo
         stop = np.zeros(B, dtype=bool)
-        for fn, value in terminal:
+        for fn, value in self.terminal:
             stop |= program.evaluate(fn, env, B) == value
         enabled = np.zeros((B, J + 1), dtype=bool)
         enabled[:, :J] = program.enabled(env, B) & ~stop[:, None]
@@ -279,75 +305,85 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
         row_groups = np.zeros(B + 1, dtype=np.int64)
         np.cumsum(np.bincount(c_state, minlength=B), out=row_groups[1:])
         C = len(c_state)
-        # the fragment's transitions only say which choices loop back (Storm's self-loops, and lone commands of the
-        # initial states that loop back: the forced-start note needs them); every other choice points elsewhere
-        dummy_cols = np.where(c_kind == J, c_state, B)
-        n_init_here = max(0, min(hi, len(init_keys)) - lo)
-        for ci in np.flatnonzero((c_state < n_init_here) & (c_kind < J)):
-            s_ = c_state[ci]
-            if row_groups[s_ + 1] - row_groups[s_] == 1:
-                k_, pr_ = program.successors(program.choices[c_kind[ci]], vals[[s_]], keys[[s_]])
-                if np.all(k_[pr_ > 0] == keys[s_]):
-                    dummy_cols[ci] = s_
+        n_init = max(0, min(hi, len(self.init_keys)) - lo)
+        dummy_cols = self._loops(c_state, c_kind, row_groups, n_init, vals, keys)
         fragment = ExplicitModel(
             model_type="mdp", row_groups=row_groups,
             transitions=sp.csr_matrix((np.ones(C), dummy_cols, np.arange(C + 1)), shape=(C, B + 1)),
-            choice_actions=action_of[c_kind], action_names=actions, variables=tuple(names), valuations=vals,
-            initial_states=np.arange(lo, max(lo, min(hi, len(init_keys)))) - lo,
-            choice_commands=command_of[c_kind], command_names=commands)
-        table = choice_table(fragment, policy.actions)
-        decision = np.flatnonzero(table.decision)
-        features = fragment.feature_matrix(policy.features, decision)
-        t = time.perf_counter()
-        p = policy.action_probabilities(features) if len(decision) else np.zeros((0, len(policy.actions)))
-        policy_seconds += time.perf_counter() - t
-        p = np.asarray(p, dtype=np.float64)
-        validate_probabilities(p, len(decision), len(policy.actions), source=getattr(policy, "name", "policy"))
-        n_decision += len(decision)
-        cw = choice_weights(fragment, policy, p, decision, mode=mode, unavailable=unavailable, table=table)
+            choice_actions=self.action_of[c_kind], action_names=self.actions, variables=tuple(self.names),
+            valuations=vals, initial_states=np.arange(lo, max(lo, min(hi, len(self.init_keys)))) - lo,
+            choice_commands=self.command_of[c_kind], command_names=self.commands)
+        return fragment, c_state, c_kind, deadlock
+
+    def _loops(self, c_state: np.ndarray, c_kind: np.ndarray, row_groups: np.ndarray, n_init: int, vals: np.ndarray,
+               keys: np.ndarray) -> np.ndarray:
+        """``(C,)`` the fragment's dummy column of each choice: the transitions only say which choices loop back
+        (Storm's self-loops, and lone commands of the initial states that loop back: the forced-start note needs
+        them); every other choice points elsewhere (column ``B``)."""
+        B = len(row_groups) - 1
+        dummy_cols = np.where(c_kind == self.J, c_state, B)
+        for ci in np.flatnonzero((c_state < n_init) & (c_kind < self.J)):
+            s_ = c_state[ci]
+            if row_groups[s_ + 1] - row_groups[s_] == 1:
+                k_, pr_ = self.program.successors(self.program.choices[c_kind[ci]], vals[[s_]], keys[[s_]])
+                if np.all(k_[pr_ > 0] == keys[s_]):
+                    dummy_cols[ci] = s_
+        return dummy_cols
+
+    def _weigh(self, fragment: ExplicitModel, lo: int) -> ChoiceWeights:
+        """The policy's weights on the batch's choices (asked once on its decision states), and what it leaves
+        untaken; the forced-start note from the first batch (the initial states)."""
+        cw, table, seconds = weigh(fragment, self.policy, mode=self.mode, unavailable=self.unavailable)
+        self.policy_seconds += seconds
+        self.n_decision += len(cw.decision_states)
         for name, n in table.untaken().items():
-            untaken[name] = untaken.get(name, 0) + n
-        if by_label:  # name untaken choices as the full strategy does: by label, unless labels are ambiguous
+            self.untaken[name] = self.untaken.get(name, 0) + n
+        if self.by_label:  # name untaken choices as the full strategy does: by label, unless labels are ambiguous
             plain = replace(fragment, choice_commands=None, command_names=())
             if ambiguous_choices(plain):
-                by_label = False
+                self.by_label = False
             else:
-                for name, n in choice_table(plain, policy.actions).untaken().items():
-                    untaken_by_label[name] = untaken_by_label.get(name, 0) + n
+                for name, n in choice_table(plain, self.policy.actions).untaken().items():
+                    self.untaken_by_label[name] = self.untaken_by_label.get(name, 0) + n
         if lo == 0:
-            start_note = forced_start_message(table, prop.bound)
+            self.start_note = forced_start_message(table, self.prop.bound)
+        return cw
 
+    def _branches(self, cw: ChoiceWeights, c_state: np.ndarray, c_kind: np.ndarray, vals: np.ndarray,
+                  keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(row, successor key, mass)`` of every branch of the choices the policy takes (key -1: the sink)."""
         rows, succ, mass = [], [], []
         taken = cw.weights > 0
-        for j, c in enumerate(program.choices):
+        for j, c in enumerate(self.program.choices):
             pick = np.flatnonzero(taken & (c_kind == j))
             if not len(pick):
                 continue
             s = c_state[pick]
-            k, pr = program.successors(c, vals[s], keys[s])
-            branches_total += k.size
+            k, pr = self.program.successors(c, vals[s], keys[s])
+            self.branches_total += k.size
             rows.append(np.repeat(s, k.shape[1]))
             succ.append(k.ravel())
             mass.append((pr * cw.weights[pick][:, None]).ravel())
-        loops = np.flatnonzero(taken & (c_kind == J))
+        loops = np.flatnonzero(taken & (c_kind == self.J))
         rows.append(c_state[loops])
         succ.append(keys[c_state[loops]])
         mass.append(cw.weights[loops])
         stalled = np.flatnonzero(cw.stalled > 0)
         if len(stalled):
-            any_stalled = True
+            self.any_stalled = True
             rows.append(stalled)
             succ.append(np.full(len(stalled), -1, dtype=np.int64))
             mass.append(cw.stalled[stalled])
-        row = np.concatenate(rows)
-        key = np.concatenate(succ)
-        w = np.concatenate(mass)
-        del rows, succ, mass
+        row, key, w = np.concatenate(rows), np.concatenate(succ), np.concatenate(mass)
         positive = w > 0
-        row, key, w = row[positive], key[positive], w[positive]
-        # merge parallel branches: sort by (row, key) and sum runs
-        if program.domain < (1 << 62) // (B + 1):
-            composite = row * (program.domain + 1) + (key + 1)
+        return row[positive], key[positive], w[positive]
+
+    def _merged_rows(self, row: np.ndarray, key: np.ndarray, w: np.ndarray,
+                     B: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Parallel branches merged: sorted by (row, key), each run's mass summed."""
+        domain = self.program.domain
+        if domain < (1 << 62) // (B + 1):
+            composite = row * (domain + 1) + (key + 1)
             order = np.argsort(composite, kind="stable")
             composite = composite[order]
             starts = np.flatnonzero(np.r_[True, composite[1:] != composite[:-1]])
@@ -356,82 +392,123 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
             rk = np.stack([row[order], key[order]])
             starts = np.flatnonzero(np.r_[True, (rk[:, 1:] != rk[:, :-1]).any(axis=0)])
         w = np.add.reduceat(w[order], starts) if len(starts) else w[:0]
-        row, key = row[order][starts], key[order][starts]
-        row_lengths.extend(np.bincount(row, minlength=B))
+        return row[order][starts], key[order][starts], w
+
+    def _append(self, row: np.ndarray, key: np.ndarray, w: np.ndarray, B: int) -> None:
+        """The batch's merged rows appended; successors seen for the first time become new states."""
+        self.row_lengths.extend(np.bincount(row, minlength=B))
         real = key >= 0
-        ids, added = index.lookup(key[real])
+        ids, added = self.index.lookup(key[real])
         if len(added):
-            state_keys.extend(added)
-            values.extend(program.values(added))
-        tgt = np.full(len(key), sink, dtype=np.int32)
+            self.state_keys.extend(added)
+            self.values.extend(self.program.values(added))
+        tgt = np.full(len(key), _SINK, dtype=np.int32)
         tgt[real] = ids
-        targets.extend(tgt)
-        probs.extend(w)
-        for k_, plan in label_plan:
+        self.targets.extend(tgt)
+        self.probs.extend(w)
+
+    def _labels(self, lo: int, hi: int, env: Any, deadlock: np.ndarray) -> None:
+        B = hi - lo
+        for k_, plan in self.label_plan:
             if plan == "init":
                 part = np.zeros(B, dtype=bool)
-                part[: max(0, min(hi, len(init_keys)) - lo)] = True
+                part[: max(0, min(hi, len(self.init_keys)) - lo)] = True
             elif plan == "deadlock":
                 part = deadlock
             else:
-                part = program.evaluate(plan, env, B)
-            label_parts[k_].append(part.copy())
-        lo = hi
-        if state_keys.n >= np.iinfo(np.int32).max - 1:
-            raise ModelTooLargeError(f"{model.path}: the policy reaches more than 2**31 states (int32 indices); "
+                part = self.program.evaluate(plan, env, B)
+            self.label_parts[k_].append(part.copy())
+
+    def _guard(self, lo: int, max_states: int | None, memory_bound: int | None, memory_how: str) -> None:
+        """Refuse beyond int32 indices, ``max_states`` states or the memory bound (after each batch)."""
+        n = self.state_keys.n
+        if n >= np.iinfo(np.int32).max - 1:
+            raise ModelTooLargeError(f"{self.model.path}: the policy reaches more than 2**31 states (int32 indices); "
                                      "verify a smaller model")
-        if max_states is not None and state_keys.n > max_states:
+        if max_states is not None and n > max_states:
             raise ModelTooLargeError(
-                f"{model.path}: the policy reaches more than --max-states={max_states} states (exploration stopped at "
-                f"{state_keys.n:,}); raise --max-states")
+                f"{self.model.path}: the policy reaches more than --max-states={max_states} states (exploration stopped "
+                f"at {n:,}); raise --max-states")
         if memory_bound is not None and resident_bytes() > memory_bound:
             raise MemoryBudgetError(
                 f"{memory_how}: exploring the policy's chain took {format_bytes(resident_bytes())} "
-                f"after {lo:,} states and {targets.n:,} transitions; raise --max-memory, or verify a smaller model",
+                f"after {lo:,} states and {self.targets.n:,} transitions; raise --max-memory, or verify a smaller model",
                 phase="explore", estimate=resident_bytes(), limit=memory_bound)
-        if time.perf_counter() - last_report > 2.0:
-            say(f"exploring and merging: {lo:,} of {state_keys.n:,} states so far, {targets.n:,} transitions")
-            last_report = time.perf_counter()
 
-    S = state_keys.n
-    del index, state_keys
-    n = S + int(any_stalled)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(row_lengths.final(), out=indptr[1:S + 1])
-    data = probs.final()
-    indices = targets.final()
-    if any_stalled:
-        indices[indices == sink] = S
-        indptr[-1] = indptr[-2] + 1
-        indices = _append(indices, np.int32(S))
-        data = _append(data, 1.0)
-    if indptr[-1] < np.iinfo(np.int32).max:
-        indptr = indptr.astype(np.int32)
-    M = sp.csr_matrix((data, indices, indptr), shape=(n, n), copy=False)
-    M.has_sorted_indices = False
-    M.sort_indices()  # rows were merged by key; sort them by state index (in place)
-    row_sums = M @ np.ones(n)
-    if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-6:
-        bad = int(np.argmax(np.abs(row_sums - 1.0)))
-        raise AssertionError(f"internal: merged chain row {bad} sums to {row_sums[bad]!r}")
+    def result(self) -> MergedChain:
+        """The explored chain (its arrays handed over, not copied) and what exploring it measured."""
+        S = self.state_keys.n
+        del self.index, self.state_keys
+        M = self._matrix(S)
+        chain = self._chain(M, S)
+        untaken = self.untaken_by_label if self.by_label else self.untaken
+        return MergedChain(chain=chain, decision_states=self.n_decision, policy_seconds=self.policy_seconds,
+                           untaken=dict(sorted(untaken.items())), start_note=self.start_note,
+                           mdp_branches=self.branches_total)
 
-    vals = values.final()[:, storm_cols]
-    labels = {k_: np.concatenate(parts) if parts else np.zeros(0, dtype=bool) for k_, parts in label_parts.items()}
-    aliases = dict(probe.label_aliases)
-    if any_stalled:
-        vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
-        labels = {k_: np.r_[m, [False]] for k_, m in labels.items()}
-        labels[STALLED_LABEL] = np.r_[np.zeros(S, dtype=bool), [True]]
-        aliases[STALLED_LABEL] = STALLED_LABEL
-    spec = probe.valuation_spec
-    vbytes = encode_valuations(vals, spec["classes"][0]["variables"]) if spec is not None else None
-    chain = ExplicitModel(
-        model_type="dtmc", row_groups=np.arange(n + 1, dtype=np.int64), transitions=M,
-        choice_actions=np.zeros(n, dtype=np.int32), action_names=("",), variables=probe.variables, valuations=vals,
-        initial_states=np.arange(len(init_keys)), labels=labels, label_aliases=aliases, state_rewards={},
-        choice_rewards={}, valuation_bytes=vbytes, valuation_spec=spec)
-    return MergedChain(chain=chain, decision_states=n_decision, policy_seconds=policy_seconds,
-                       untaken=dict(sorted((untaken_by_label if by_label else untaken).items())), start_note=start_note, mdp_branches=branches_total)
+    def _matrix(self, S: int) -> sp.csr_matrix:
+        """``(n, n)`` CSR of the merged rows (``n = S`` plus the ``stalled`` sink when stalled mass was found)."""
+        n = S + int(self.any_stalled)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(self.row_lengths.final(), out=indptr[1:S + 1])
+        data = self.probs.final()
+        indices = self.targets.final()
+        if self.any_stalled:
+            indices[indices == _SINK] = S
+            indptr[-1] = indptr[-2] + 1
+            indices = _append(indices, np.int32(S))
+            data = _append(data, 1.0)
+        if indptr[-1] < np.iinfo(np.int32).max:
+            indptr = indptr.astype(np.int32)
+        M = sp.csr_matrix((data, indices, indptr), shape=(n, n), copy=False)
+        M.has_sorted_indices = False
+        M.sort_indices()  # rows were merged by key; sort them by state index (in place)
+        row_sums = M @ np.ones(n)
+        if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-6:
+            bad = int(np.argmax(np.abs(row_sums - 1.0)))
+            raise AssertionError(f"internal: merged chain row {bad} sums to {row_sums[bad]!r}")
+        return M
+
+    def _chain(self, M: sp.csr_matrix, S: int) -> ExplicitModel:
+        """The chain around ``M``: Storm's variable order, labels and valuation layout (from the probe)."""
+        n = M.shape[0]
+        vals = self.values.final()[:, self.storm_cols]
+        labels = {k_: np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+                  for k_, parts in self.label_parts.items()}
+        aliases = dict(self.probe.label_aliases)
+        if self.any_stalled:
+            vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
+            labels = {k_: np.r_[m, [False]] for k_, m in labels.items()}
+            labels[STALLED_LABEL] = np.r_[np.zeros(S, dtype=bool), [True]]
+            aliases[STALLED_LABEL] = STALLED_LABEL
+        spec = self.probe.valuation_spec
+        vbytes = encode_valuations(vals, spec["classes"][0]["variables"]) if spec is not None else None
+        return ExplicitModel(
+            model_type="dtmc", row_groups=np.arange(n + 1, dtype=np.int64), transitions=M,
+            choice_actions=np.zeros(n, dtype=np.int32), action_names=("",), variables=self.probe.variables,
+            valuations=vals, initial_states=np.arange(len(self.init_keys)), labels=labels, label_aliases=aliases,
+            state_rewards={}, choice_rewards={}, valuation_bytes=vbytes, valuation_spec=spec)
+
+
+#: placeholder target of stalled mass, replaced by the sink's index at the end
+_SINK = np.int32(-1)
+
+
+def _label_plan(program: CompiledProgram, probe: ExplicitModel, prop: Property) -> list[tuple[str, Any]]:
+    """``(UMB key, function or "init"/"deadlock")`` per label of Storm's build: the program's labels, Storm's own,
+    and the expression labels Storm adds for the property's atoms."""
+    atoms = {str(e): compile_expression(e, program.by_name) for e in _atoms(prop.storm.get_raw_formula())}
+    plan: list[tuple[str, Any]] = []
+    for key, alias in probe.label_aliases.items():
+        if alias in ("init", "deadlock"):
+            plan.append((key, alias))
+        elif alias in program.label_functions:
+            plan.append((key, program.label_functions[alias]))
+        elif alias in atoms:
+            plan.append((key, atoms[alias]))
+        else:  # an atom the walk did not reach (under X, say): Storm names the label by its expression
+            plan.append((key, program.parse(alias)))
+    return plan
 
 
 def _append(a: np.ndarray, value: Any) -> np.ndarray:

@@ -21,6 +21,7 @@ Storm's interval-model solver gives the min and max of the property over every c
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import itertools
 import json
@@ -37,20 +38,20 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from rlverify.errors import IntervalError, OptionError, PolicyError, PropertyError, did_you_mean
-from rlverify.exact.checking import check, quantitative
-from rlverify.exact.checking import clipped as inside_bracket
+from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, mdp_for, on_chain, policy_chain
+from rlverify.exact.checking import MAX_WORK, CheckOutcome, is_reward_bounded, quantitative
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
-from rlverify.exact.verify import MODES, model_and_property, names_commands, on_chain
+from rlverify.exact.optimum import mdp_optimum
+from rlverify.exact.options import MODES, ExactOptions, Progress, guarantee
+from rlverify.exact.verify import verify_exact
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm, write_umb
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
 from rlverify.models.summary import summarize
-from rlverify.models.symbolic import (SymbolicModel, build_explicit, storm_message,
-                                      truth_values)
+from rlverify.models.symbolic import SymbolicModel, storm_message, truth_values
 from rlverify.policies.adapters import softmax
 from rlverify.policies.base import Policy, validate_probabilities
-from rlverify.policies.check import check_policy
 from rlverify.results import IntervalResult, RobustnessResult, versions
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ def offsets(epsilon: int, m: int, norm: str) -> np.ndarray:
     size = np.abs(grid).max(axis=1, initial=0) if norm == "linf" else np.abs(grid).sum(axis=1)
     grid = grid[size <= epsilon]
     size = size[size <= epsilon]
-    order = np.lexsort(tuple(grid.T[::-1]) + (size,))
+    order = np.lexsort((*grid.T[::-1], size))
     return grid[order]
 
 
@@ -200,7 +201,7 @@ def fgsm(policy: Policy, features: np.ndarray, epsilon: int, norm: str, columns:
     mlp = network()
     x = np.asarray(features, dtype=np.float64)
     h, masks = x, []
-    for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases)):
+    for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases, strict=True)):
         h = h @ w.T + b
         if i < len(mlp.weights) - 1:
             masks.append(h > 0)
@@ -226,24 +227,31 @@ def fgsm(policy: Policy, features: np.ndarray, epsilon: int, norm: str, columns:
     return out
 
 
-def robustness(model: Any, property_text: str | Property, policy: Policy,
-               options: RobustnessOptions = RobustnessOptions(), *, constants: str | None = None) -> RobustnessResult:
+def robustness(model: SymbolicModel, prop: Property, policy: Policy, options: RobustnessOptions | None = None, *,
+               chain: PolicyChain | None = None, mdp: FullMDP | None = None,
+               progress: Progress | None = None) -> RobustnessResult:
     """The property's exact range when an adversary perturbs the policy's observations.
 
     Args:
-        model: a loaded model, a PRISM/JANI file (loaded with ``constants``) or a benchmark.
-        property_text: a probability property (``P=? [F ...]``, ``U``, ``G``, ``X``, bounded or not).
+        model: a loaded PRISM/JANI model.
+        prop: its parsed property, a probability property (``P=? [F ...]``, ``U``, ``G``, ``X``, bounded or not).
         policy: any :class:`~rlverify.policies.Policy`; the FGSM baseline needs a network policy.
+        options: :class:`RobustnessOptions` (None: the defaults).
+        chain: the policy's chain when already built (:func:`~rlverify.exact.chain.policy_chain`, same mode and
+            ``unavailable``): the nominal value is checked on it.
+        mdp: the property-directed MDP when already built (:func:`~rlverify.exact.chain.full_mdp` with the policy):
+            the adversarial MDP is built from its decision states.
 
     Returns a :class:`~rlverify.results.RobustnessResult`: nominal value, Pmax and Pmin of the
-    adversarial MDP (exact, Storm's ``numerics``), the FGSM chain's value, the states where a
+    adversarial MDP (exact, ``numerics``), the FGSM chain's value, the states where a
     perturbation changes the policy's argmax action and the worst perturbation per state.
 
     Raises :class:`~rlverify.errors.MemoryBudgetError` before enumerating the (state, perturbation) pairs
     when their estimate exceeds ``options.max_memory`` (or the default guard), and for a ``MemoryError``.
     """
+    options = RobustnessOptions() if options is None else options
     try:
-        return _robustness(model, property_text, policy, options, constants=constants)
+        return _robustness(model, prop, policy, options, chain, mdp, progress or (lambda msg: None))
     except MemoryError:
         raise out_of_memory("the robustness analysis", _SHRINK) from None
 
@@ -260,14 +268,111 @@ def pair_bytes(features: int, perturbed: int, actions: int, row: float) -> float
     return 8.0 * (4 * features + perturbed + 8 + actions) + 48.0 * row
 
 
-def _robustness(model: Any, property_text: str | Property, policy: Policy, options: RobustnessOptions, *,
-                constants: str | None) -> RobustnessResult:
+@dataclass(frozen=True)
+class _Perturbed:
+    """The features the adversary may change: the policy's features, the perturbed ``columns`` among them and each
+    feature's declared range ``(low, high)`` (``(d,)`` float64 each)."""
+
+    features: tuple[str, ...]
+    columns: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """Every (decision state, perturbation) pair and the policy's distribution at each distinct observation.
+
+    ``states`` ``(K,)`` the MDP's decision states; ``D`` ``(P, m)`` the perturbations; ``unique`` the distinct
+    observations (pairs, then the FGSM ones) and ``probs`` the policy's distribution at each; ``pair_obs`` ``(K, P)``
+    each pair's observation; ``pair_k``, ``pair_j`` ``(N,)``: the pairs that give a state a distinct distribution
+    (one adversarial choice each, the nominal first); ``attack`` ``(K,)`` each state's FGSM observation (or None);
+    ``changed`` ``(K,)``: some perturbation changes the argmax action.
+    """
+
+    states: np.ndarray
+    D: np.ndarray
+    unique: np.ndarray
+    probs: np.ndarray
+    pair_obs: np.ndarray
+    pair_k: np.ndarray
+    pair_j: np.ndarray
+    attack: np.ndarray | None
+    changed: np.ndarray
+    policy_seconds: float
+
+
+def _robustness(model: SymbolicModel, prop: Property, policy: Policy, options: RobustnessOptions,
+                given: PolicyChain | None, mdp: FullMDP | None, say: Progress) -> RobustnessResult:
+    """Parse (done by the caller) -> the nominal chain and the MDP -> the adversarial MDP -> its optima."""
     options.validate()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    model, prop, mdp, table = _prepare(model, property_text, policy, constants, options.max_states,
-                                       max_memory=options.max_memory)
+    _check_input(prop, policy)
+    chain, full, table = _nominal_and_mdp(model, prop, policy, _exact_options(options), given, mdp, say)
     timings["build"] = time.perf_counter() - t0
+    perturbed = _perturbed(model, policy, options)
+    worst = options.worst or ("min" if prop.comparison in (">=", ">") else "max")
+    notes: list[str] = list(prop.notes)
+    t = time.perf_counter()
+    pairs = _pairs(full, table, policy, perturbed, options, notes)
+    timings["policy"] = pairs.policy_seconds
+    adv, origin, row_pair = _adversarial_mdp(full, table, pairs.states, pairs.probs[pairs.pair_obs[pairs.pair_k,
+                                                                                                  pairs.pair_j]],
+                                             pairs.pair_k, options)
+    timings["induce"] = time.perf_counter() - t - timings["policy"]
+    t = time.perf_counter()
+    say("checking Pmax and Pmin of the adversarial MDP")
+    lo, hi = _optima(adv, prop, model, options)
+    exact = _exact_options(options)
+    nominal = verify_exact(model, prop, policy, exact, chain=chain).value
+    attack = None
+    if pairs.attack is not None:
+        attack = _attack_value(model, prop, policy, exact, full, table, pairs)
+    timings["check"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+    if attack is not None and not (lo.value - 1e-6 <= attack <= hi.value + 1e-6):
+        raise AssertionError(f"internal: the FGSM chain's value {attack} lies outside [Pmin, Pmax] = [{lo.value}, {hi.value}]")
+    values = hi.values if worst == "max" else lo.values
+    listed, changed = _worst_perturbations(full, adv, origin, row_pair, pairs, perturbed, values, worst)
+    features, columns = perturbed.features, perturbed.columns
+    return RobustnessResult(
+        property=prop.text, epsilon=int(options.epsilon), norm=options.norm, perturbed=tuple(features[c] for c in columns),
+        worst_is=worst, nominal=nominal, pmax=hi.value, pmin=lo.value,
+        worst=hi.value if worst == "max" else lo.value, best=lo.value if worst == "max" else hi.value,
+        attack=attack, attack_method="fgsm" if attack is not None else None,
+        states=adv.num_states, choices=adv.num_choices, transitions=adv.num_transitions,
+        decision_states=len(pairs.states), perturbations_per_state=len(pairs.D), observations=len(pairs.unique),
+        changed_states=len(changed), changed_valuations=changed,
+        worst_perturbations=listed, guarantee=guarantee(options.numerics), precision=options.precision,
+        timings=timings, settings=_settings(options, model), versions=versions(), model=str(model.path),
+        policy=getattr(policy, "name", type(policy).__name__), variables=full.variables, warnings=notes)
+
+
+def _exact_options(options: RobustnessOptions) -> ExactOptions:
+    """The nominal engine's settings for the analyses' chains (mode, unavailable, numerics, sizes)."""
+    return ExactOptions(mode=options.mode, unavailable=options.unavailable, numerics=options.numerics,
+                        precision=options.precision, max_states=options.max_states, max_memory=options.max_memory)
+
+
+def _nominal_and_mdp(model: SymbolicModel, prop: Property, policy: Policy, exact: ExactOptions,
+                     chain: PolicyChain | None, mdp: FullMDP | None,
+                     say: Progress) -> tuple[PolicyChain, ExplicitModel, ChoiceTable]:
+    """The policy's chain (given, or induced here on the full MDP, which it keeps) and the full MDP with its choice
+    table for the policy (the chain's when it was induced on it; else ``mdp`` or one built here)."""
+    if chain is None:
+        chain = policy_chain(model, prop, policy, dataclasses.replace(exact, strategy="full"), mdp=mdp, keep_mdp=True,
+                             progress=say)
+    else:
+        chain = chain_for(model, prop, policy, exact, chain)
+    if chain.strategy == "full" and chain.source is not None and chain.table is not None:
+        return chain, chain.source, chain.table
+    full = mdp_for(model, prop, exact, mdp, policy=policy, progress=say).mdp
+    return chain, full, choice_table(full, policy.actions)
+
+
+def _perturbed(model: SymbolicModel, policy: Policy, options: RobustnessOptions) -> _Perturbed:
+    """The perturbed features, checked: the policy's, each with a constant declared range to clip to."""
     features = tuple(policy.features)
     perturbed = tuple(features) if options.perturb is None else tuple(options.perturb)
     for f in perturbed:
@@ -280,24 +385,26 @@ def _robustness(model: Any, property_text: str | Property, policy: Policy, optio
     if unknown:
         raise OptionError(f"--perturb: feature(s) {', '.join(unknown)} have no constant declared range to clip to; "
                           "leave them out of --perturb")
-    worst = options.worst or ("min" if prop.comparison in (">=", ">") else "max")
+    return _Perturbed(features=features, columns=columns, low=low, high=high)
 
-    # every (decision state, perturbation) pair, and the FGSM observation of each state: one policy call
-    t = time.perf_counter()
+
+def _pairs(mdp: ExplicitModel, table: ChoiceTable, policy: Policy, perturbed: _Perturbed, options: RobustnessOptions,
+           notes: list[str]) -> _Pairs:
+    """Every (decision state, perturbation) pair, and the FGSM observation of each state: one policy call."""
+    columns, low, high = perturbed.columns, perturbed.low, perturbed.high
     states = np.flatnonzero(table.decision)
     K = len(states)
-    x = mdp.feature_matrix(features, states)
+    x = mdp.feature_matrix(perturbed.features, states)
     D = offsets(int(options.epsilon), len(columns), options.norm)
     P = len(D)
     row = mdp.num_transitions / max(mdp.num_choices, 1)
     memory_guard(options.max_memory, "perturb", states=K, transitions=K * P, what="(state, perturbation) pairs",
-                 extra=int(K * P * pair_bytes(len(features), len(columns), len(policy.actions), row)),
+                 extra=int(K * P * pair_bytes(len(perturbed.features), len(columns), len(policy.actions), row)),
                  advice=f"{P:,} perturbations per state ({options.norm} epsilon {options.epsilon} on "
                         f"{len(columns)} features) x {K:,} decision states; " + _SHRINK)
     obs = np.repeat(x, P, axis=0)
     obs[:, columns] += np.tile(D, (K, 1))
     obs[:, columns] = np.clip(obs[:, columns], low[columns], high[columns])
-    notes: list[str] = list(prop.notes)
     attack_obs = None
     if options.attack and K:
         try:
@@ -313,11 +420,19 @@ def _robustness(model: Any, property_text: str | Property, policy: Policy, optio
     tp = time.perf_counter()
     probs = (np.asarray(policy.action_probabilities(unique), dtype=np.float64) if len(unique)
              else np.zeros((0, len(policy.actions))))
-    timings["policy"] = time.perf_counter() - tp
+    policy_seconds = time.perf_counter() - tp
     validate_probabilities(probs, len(unique), len(policy.actions), source=getattr(policy, "name", "policy"))
     pair_obs = inverse[: K * P].reshape(K, P)
+    pair_k, pair_j = _distinct_choices(probs, pair_obs, K, P)
+    argmax = np.argmax(probs, axis=1) if len(probs) else np.zeros(0, dtype=np.int64)
+    changed = (argmax[pair_obs] != argmax[pair_obs[:, :1]]).any(axis=1) if K else np.zeros(0, dtype=bool)
+    return _Pairs(states=states, D=D, unique=unique, probs=probs, pair_obs=pair_obs, pair_k=pair_k, pair_j=pair_j,
+                  attack=None if attack_obs is None else inverse[K * P:], changed=changed,
+                  policy_seconds=policy_seconds)
 
-    # one choice per distinct distribution per state (the nominal one first)
+
+def _distinct_choices(probs: np.ndarray, pair_obs: np.ndarray, K: int, P: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(pair_k, pair_j)``: one pair per distinct distribution per state, state-major, each state's nominal first."""
     if len(probs):
         _, dist_of_obs = np.unique(probs, axis=0, return_inverse=True)
         dist_of_obs = dist_of_obs.reshape(-1)
@@ -327,67 +442,68 @@ def _robustness(model: Any, property_text: str | Property, policy: Policy, optio
     keys = np.arange(K)[:, None] * (int(dist_of_obs.max(initial=0)) + 1) + pair_dist
     _, first = np.unique(keys.reshape(-1), return_index=True)
     first = np.sort(first)  # state-major, then by perturbation order: each state's nominal choice first
-    pair_k, pair_j = first // P, first % P
-    rep_obs = pair_obs[pair_k, pair_j]
+    return first // P, first % P
 
-    nominal_probs = probs[pair_obs[:, 0]] if K else probs[:0]
-    argmax = np.argmax(probs, axis=1) if len(probs) else np.zeros(0, dtype=np.int64)
-    changed = (argmax[pair_obs] != argmax[pair_obs[:, :1]]).any(axis=1) if K else np.zeros(0, dtype=bool)
 
-    adv, origin, row_pair = _adversarial_mdp(mdp, table, states, probs[rep_obs], pair_k, options)
-    timings["induce"] = time.perf_counter() - t - timings["policy"]
-
-    t = time.perf_counter()
+def _optima(adv: ExplicitModel, prop: Property, model: SymbolicModel,
+            options: RobustnessOptions) -> tuple[CheckOutcome, CheckOutcome]:
+    """Pmin and Pmax of the adversarial MDP (:func:`~rlverify.exact.optimum.mdp_optimum`: step-bounded forms on its
+    arrays, Storm's model built only when Storm checks), probabilities and their brackets inside [0, 1]."""
     env = environment(options.numerics, options.precision)
-    storm_adv = to_storm(adv)
-    fmax, _, _ = quantitative(on_chain(prop, adv, model), optimality="max")
-    fmin, _, _ = quantitative(on_chain(prop, adv, model), optimality="min")
-    # probabilities reported inside [0, 1] and their bracket (a sum of rounded terms may exceed 1 by an ulp)
-    hi = inside_bracket(check(storm_adv, fmax, env), probability=True)
-    lo = inside_bracket(check(storm_adv, fmin, env), probability=True)
-    nominal = _chain_value(mdp, policy, nominal_probs, states, table, options, prop, env, model)
-    attack = None
-    if attack_obs is not None:
-        attack = _chain_value(mdp, policy, probs[inverse[K * P:]], states, table, options, prop, env, model)
-    timings["check"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t0
+    n = adv.num_states
+    loops = dataclasses.replace(adv, model_type="dtmc", row_groups=np.arange(n + 1, dtype=np.int64),
+                                transitions=sp.identity(n, format="csr"), choice_actions=np.zeros(n, dtype=np.int32))
+    labels = to_storm(loops)  # the state formulas read labels and valuations only
+    formula = on_chain(prop, adv, model)
+    out = []
+    for optimum in ("min", "max"):
+        f, _, _ = quantitative(formula, optimality=optimum)
+        out.append(mdp_optimum(adv, labels, f, optimum, env=env, numerics=options.numerics,
+                               precision=options.precision, max_work=MAX_WORK, probability=True,
+                               full_model=lambda: to_storm(adv)))
+    return out[0], out[1]
 
-    # the worst perturbation per reachable decision state: the choice best for the adversary one step ahead
-    values = hi.values if worst == "max" else lo.values
+
+def _attack_value(model: SymbolicModel, prop: Property, policy: Policy, exact: ExactOptions, mdp: ExplicitModel,
+                  table: ChoiceTable, pairs: _Pairs) -> float:
+    """The value of the chain the FGSM observations induce (one per decision state), checked as
+    :func:`~rlverify.exact.verify_exact` checks the policy's chain."""
+    assert pairs.attack is not None
+    cw = choice_weights(mdp, policy, pairs.probs[pairs.attack], pairs.states, mode=exact.mode,
+                        unavailable=exact.unavailable, table=table)
+    chain, origin = induced_chain(mdp, cw)
+    attacked = PolicyChain(chain=chain, origin=origin, strategy="full", property=prop.text, mode=exact.mode,
+                           unavailable=exact.unavailable, decision_states=len(pairs.states))
+    return verify_exact(model, prop, policy, exact, chain=attacked).value
+
+
+def _worst_perturbations(mdp: ExplicitModel, adv: ExplicitModel, origin: np.ndarray, row_pair: np.ndarray,
+                         pairs: _Pairs, perturbed: _Perturbed, values: np.ndarray,
+                         worst: str) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Per reachable decision state, the perturbation best for the adversary one step ahead (largest gain first),
+    and the valuations ``(n, V)`` of the reachable decision states where some perturbation changes the argmax."""
+    features, columns, states = perturbed.features, perturbed.columns, pairs.states
     q = adv.transitions @ values
     sign = 1.0 if worst == "max" else -1.0
     reach_state = np.full(mdp.num_states, -1, dtype=np.int64)
     reach_state[origin[origin >= 0]] = np.flatnonzero(origin >= 0)
     state_of_k = reach_state[states]
-    perturbations = []
+    listed: list[dict[str, Any]] = []
     for k in np.flatnonzero(state_of_k >= 0):
         s = state_of_k[k]
         rows = np.arange(adv.row_groups[s], adv.row_groups[s + 1])
         best = rows[np.argmax(sign * q[rows])]
         gain = sign * (q[best] - q[rows[0]])  # rows[0]: the nominal observation
         if gain > 0:
-            j = pair_j[row_pair[best]]
-            perturbations.append({
+            j = pairs.pair_j[row_pair[best]]
+            listed.append({
                 "state": mdp.valuation_dict(int(states[k])),
-                "observed": {features[c]: int(unique[pair_obs[k, j], c]) for c in columns},
-                "offset": {features[c]: int(v) for c, v in zip(columns, D[j])},
+                "observed": {features[c]: int(pairs.unique[pairs.pair_obs[k, j], c]) for c in columns},
+                "offset": {features[c]: int(v) for c, v in zip(columns, pairs.D[j], strict=True)},
                 "gain": float(gain)})
-    perturbations.sort(key=lambda p: -p["gain"])
-    reachable_changed = changed & (state_of_k >= 0)
-    changed_vals = mdp.valuations[states[reachable_changed]]
-    if attack is not None and not (lo.value - 1e-6 <= attack <= hi.value + 1e-6):
-        raise AssertionError(f"internal: the FGSM chain's value {attack} lies outside [Pmin, Pmax] = [{lo.value}, {hi.value}]")
-    return RobustnessResult(
-        property=prop.text, epsilon=int(options.epsilon), norm=options.norm, perturbed=tuple(features[c] for c in columns),
-        worst_is=worst, nominal=nominal, pmax=hi.value, pmin=lo.value,
-        worst=hi.value if worst == "max" else lo.value, best=lo.value if worst == "max" else hi.value,
-        attack=attack, attack_method="fgsm" if attack is not None else None,
-        states=adv.num_states, choices=adv.num_choices, transitions=adv.num_transitions,
-        decision_states=K, perturbations_per_state=P, observations=len(unique),
-        changed_states=int(reachable_changed.sum()), changed_valuations=changed_vals,
-        worst_perturbations=perturbations, guarantee=_guarantee(options.numerics), precision=options.precision,
-        timings=timings, settings=_settings(options, model), versions=versions(), model=str(model.path),
-        policy=getattr(policy, "name", type(policy).__name__), variables=mdp.variables, warnings=notes)
+    listed.sort(key=lambda p: -p["gain"])
+    reachable_changed = pairs.changed & (state_of_k >= 0)
+    return listed, mdp.valuations[states[reachable_changed]]
 
 
 def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray, probs: np.ndarray,
@@ -415,33 +531,33 @@ def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray,
     rows_i, cols_a = np.nonzero(keep)
     W = sp.csr_matrix((p[rows_i, cols_a], (rows_i, choice_of[rows_i, cols_a].astype(np.int64))),
                       shape=(len(probs), mdp.num_choices))
-    dec_rows = sp.hstack([W @ mdp.transitions, sp.csr_matrix(stalled.reshape(-1, 1))], format="csr")
+    T = mdp.transitions.tocsr()
+    with_sink = sp.csr_matrix((T.data, T.indices, T.indptr), shape=(T.shape[0], S + 1))  # column S: the sink
+    dec_rows = (W @ with_sink).tocsr()
+    if stalled.any():
+        at = np.flatnonzero(stalled)
+        dec_rows = (dec_rows + sp.csr_matrix((stalled[at], (at, np.full(len(at), S))), shape=dec_rows.shape)).tocsr()
     forced_states = np.flatnonzero(~table.decision)
-    forced_rows = sp.hstack([mdp.transitions[table.forced[forced_states].astype(np.int64)],
-                             sp.csr_matrix((len(forced_states), 1))], format="csr")
+    forced_rows = with_sink[table.forced[forced_states].astype(np.int64)]
     owner = np.r_[s_of_pair, forced_states]
     pair = np.r_[np.arange(len(probs)), np.full(len(forced_states), -1)]
     order = np.argsort(owner, kind="stable")  # each state's nominal pair stays first
     rows = sp.vstack([dec_rows, forced_rows], format="csr")[order]
     owner, pair = owner[order], pair[order]
     rows.eliminate_zeros()
-    # reachable states (through any choice) from the initial states
-    per_state = sp.csr_matrix((np.ones(len(owner)), (owner, np.arange(len(owner)))), shape=(S + 1, len(owner)))
-    graph = (per_state @ (rows != 0).astype(np.float64)).tocsr()  # (S+1, S+1), row S (the sink) empty
-    root = sp.csr_matrix((np.ones(len(mdp.initial_states)), (np.zeros(len(mdp.initial_states), dtype=np.int64),
-                                                               mdp.initial_states)), shape=(1, S + 1))
-    graph = sp.vstack([graph, root], format="csr")
-    graph = sp.hstack([graph, sp.csr_matrix((S + 2, 1))], format="csr")
-    reached = breadth_first_order(graph, S + 1, directed=True, return_predecessors=False)
-    reach = np.sort(reached[reached < S])
-    has_sink = bool((reached == S).any())
+    reach, has_sink = _reachable(rows, owner, S, mdp.initial_states)
     n = len(reach)
     new_index = np.full(S + 1, -1, dtype=np.int64)
     new_index[reach] = np.arange(n)
     if has_sink:
         new_index[S] = n
     in_reach = new_index[owner] >= 0
-    sub = rows[in_reach][:, np.r_[reach, S] if has_sink else reach].tocsr()
+    if n == S:  # every state reached: the columns stay (the sink's, S, only where it is reached)
+        sub = rows[in_reach]
+        if not has_sink:
+            sub = sp.csr_matrix((sub.data, sub.indices, sub.indptr), shape=(sub.shape[0], S))
+    else:
+        sub = rows[in_reach][:, np.r_[reach, S] if has_sink else reach].tocsr()
     counts = np.bincount(new_index[owner[in_reach]], minlength=n)
     pair = pair[in_reach]
     if has_sink:
@@ -455,6 +571,18 @@ def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray,
     adv = _restricted(mdp, reach, has_sink, "mdp", np.r_[0, np.cumsum(counts)].astype(np.int64), sub, new_index)
     origin = np.r_[reach, [-1]] if has_sink else reach
     return adv, origin, pair
+
+
+def _reachable(rows: sp.csr_matrix, owner: np.ndarray, S: int, initial: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The states reachable (through any choice) from the initial states, sorted, and whether the sink (column
+    ``S`` of ``rows``, whose row ``i`` is a choice of state ``owner[i]``) is."""
+    m = rows.shape[0]
+    per_state = sp.csr_matrix((np.ones(m), (owner, np.arange(m))), shape=(S + 1, m))
+    pattern = sp.csr_matrix((np.ones(rows.nnz), rows.indices, rows.indptr), shape=(m, S + 2))  # stored: nonzero
+    root = sp.csr_matrix((np.ones(len(initial)), (np.zeros(len(initial), dtype=np.int64), initial)), shape=(1, S + 2))
+    graph = sp.vstack([per_state @ pattern, root], format="csr")  # (S+2, S+2): row S (the sink) empty, S+1 the root
+    reached = breadth_first_order(graph, S + 1, directed=True, return_predecessors=False)
+    return np.sort(reached[reached < S]), bool((reached == S).any())
 
 
 def _restricted(mdp: ExplicitModel, reach: np.ndarray, has_sink: bool, model_type: str, row_groups: np.ndarray,
@@ -478,68 +606,128 @@ def _restricted(mdp: ExplicitModel, reach: np.ndarray, has_sink: bool, model_typ
                          label_aliases=aliases, valuation_bytes=vbytes, valuation_spec=mdp.valuation_spec)
 
 
-def _chain_value(mdp: ExplicitModel, policy: Policy, probs: np.ndarray, states: np.ndarray, table: ChoiceTable,
-                 options: Any, prop: Property, env: Any, model: SymbolicModel) -> float:
-    """The property's value on the chain the distributions ``probs`` ``(K, A)`` at ``states`` induce."""
-    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable, table=table)
-    chain, _ = induced_chain(mdp, cw)
-    formula, _, _ = quantitative(on_chain(prop, chain, model))
-    # the exact engine's own solver (verify_exact's numbers, to the last digit)
-    out = check(to_storm(chain), formula, env, matrix=chain.transitions, numerics=options.numerics,
-                precision=options.precision)
-    return inside_bracket(out, probability=True).value
-
-
 # ---------------------------------------------------------------------------------------------
 # model error
 
 
-def model_error_bounds(model: Any, property_text: str | Property, policy: Policy,
-                       options: ModelErrorOptions = ModelErrorOptions(), *, constants: str | None = None) -> IntervalResult:
+def model_error_bounds(model: SymbolicModel, prop: Property, policy: Policy, options: ModelErrorOptions | None = None,
+                       *, chain: PolicyChain | None = None, mdp: FullMDP | None = None,
+                       progress: Progress | None = None) -> IntervalResult:
     """The property's range over every MDP whose transition probabilities are within ``delta`` of the model's.
 
     The induced chain becomes an interval chain (see the module docstring); its rows are checked
     for feasibility (each row: sum of lows <= 1 <= sum of highs) and Storm's interval-model solver
     gives the min and max. Returns an :class:`~rlverify.results.IntervalResult`.
+
+    Args:
+        model, prop, policy: a loaded model, its parsed probability property and the policy.
+        options: :class:`ModelErrorOptions` (None: the defaults).
+        chain: the policy's chain when already built with its MDP kept (``policy_chain(..., keep_mdp=True)``, or
+            induced on a :class:`~rlverify.exact.chain.FullMDP`): the intervals are read from the MDP's choices it
+            weighs; a chain without them is induced again. mdp: the property-directed MDP when already built.
     """
+    options = ModelErrorOptions() if options is None else options
     try:
-        return _model_error_bounds(model, property_text, policy, options, constants=constants)
+        return _model_error_bounds(model, prop, policy, options, chain, mdp, progress or (lambda msg: None))
     except MemoryError:
         raise out_of_memory("the model-error analysis", "verify a smaller model (constants), restrict --uncertain, "
                             "or use --mode deterministic") from None
 
 
-def _model_error_bounds(model: Any, property_text: str | Property, policy: Policy, options: ModelErrorOptions, *,
-                        constants: str | None) -> IntervalResult:
+def _model_error_bounds(model: SymbolicModel, prop: Property, policy: Policy, options: ModelErrorOptions,
+                        given: PolicyChain | None, mdp: FullMDP | None, say: Progress) -> IntervalResult:
+    """Parse (done by the caller) -> the chain on the MDP -> its interval rows -> their min and max."""
     options.validate()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    model, prop, mdp, table = _prepare(model, property_text, policy, constants, options.max_states)
+    _check_input(prop, policy)
+    exact = ExactOptions(mode=options.mode, unavailable=options.unavailable, precision=options.precision,
+                         max_states=options.max_states)
+    built = _chain_on_mdp(model, prop, policy, exact, given, mdp, say)
     timings["build"] = time.perf_counter() - t0
     t = time.perf_counter()
-    states = np.flatnonzero(table.decision)
-    probs = (np.asarray(policy.action_probabilities(mdp.feature_matrix(policy.features, states)), dtype=np.float64)
-             if len(states) else np.zeros((0, len(policy.actions))))
-    validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
-    cw = choice_weights(mdp, policy, probs, states, mode=options.mode, unavailable=options.unavailable, table=table)
-    chain, origin = induced_chain(mdp, cw)
+    lo, hi, n_clipped = _intervals(model, built, options)
+    _check_feasible(lo, hi, built.chain)
+    timings["policy_and_induce"] = time.perf_counter() - t
+    t = time.perf_counter()
+    bounds, solver, converged = _interval_bounds(model, prop, built.chain, lo, hi, options)
+    nominal = verify_exact(model, prop, policy, exact, chain=built).value
+    timings["check"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+    notes, says = _interval_notes(prop, options, n_clipped, solver, converged)
+    chain, d = built.chain, options.delta
+    return IntervalResult(
+        property=prop.text, delta=float(d), relative=options.relative,
+        uncertain_actions=None if options.actions is None else tuple(options.actions),
+        nominal=nominal, lower=bounds[0], upper=bounds[1], states=chain.num_states, transitions=chain.num_transitions,
+        clipped=n_clipped, guarantee=says, precision=options.precision, timings=timings,
+        settings={"mode": options.mode, "unavailable": options.unavailable, "max_states": options.max_states,
+                  "constants": model.constants},
+        versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__), warnings=notes)
 
-    uncertain = np.ones(mdp.num_choices, dtype=bool)
-    if options.actions is not None:
-        label = np.asarray(mdp.action_names, dtype=object)[mdp.choice_actions]
-        names = set(label.tolist())
-        if mdp.choice_commands is not None:
-            command = np.asarray(mdp.command_names, dtype=object)[mdp.choice_commands]
-            names |= set(command.tolist())
-        else:
-            command = np.full(mdp.num_choices, "", dtype=object)
-        known = {n for n in names if n} | {c.name for c in model.commands} | {a for a in model.action_names if a}
-        for a in options.actions:
-            if a not in known:
-                raise OptionError(f"--uncertain: '{a}' is neither an action label nor a command name of the model"
-                                  f"{did_you_mean(a, sorted(known))}")
-        uncertain = np.isin(label, list(options.actions)) | np.isin(command, list(options.actions))
+
+def _interval_notes(prop: Property, options: ModelErrorOptions, n_clipped: int, solver: str,
+                    converged: bool) -> tuple[list[str], str]:
+    """The model-error result's notes, and what its bounds guarantee."""
+    notes = list(prop.notes)
+    if n_clipped:
+        notes.append(f"{n_clipped} transition probabilities of the MDP choices the policy takes left [0, 1] at "
+                     f"delta={options.delta}{' (relative)' if options.relative else ''} and were clipped to it")
+    if solver == "rlverify":
+        notes.append("some lower bounds are 0, which Storm's interval solver refuses for unbounded properties: "
+                     "the bounds come from rlverify's robust value iteration (the minimum iterated from 0, the "
+                     "maximum from 1: sound wherever they stop)")
+        if not converged:
+            notes.append("the robust value iteration stopped at its iteration limit before converging: the bounds "
+                         "are sound but may be loose")
+    if prop.bound is not None:
+        return notes, "exact up to rounding (k steps of Storm's robust value iteration)"
+    if solver == "storm":
+        return notes, ("Storm's robust value iteration: converges from below and stops when a step changes no value by "
+                       f"more than the precision ({options.precision:g}); not a certified bound")
+    return notes, ("sound: rlverify's robust value iteration, the lower bound iterated from 0 and the upper from 1 "
+                   f"(stopping when a step changes no value by more than {options.precision:g})")
+
+
+def _chain_on_mdp(model: SymbolicModel, prop: Property, policy: Policy, exact: ExactOptions, given: PolicyChain | None,
+                  mdp: FullMDP | None, say: Progress) -> PolicyChain:
+    """The policy's chain with the MDP it was induced on and its choices' weights: ``given`` when it kept them,
+    else induced here on the full MDP (``mdp`` when given)."""
+    if given is not None:
+        given = chain_for(model, prop, policy, exact, given)
+        if given.source is not None and given.weights is not None:
+            return given
+    return policy_chain(model, prop, policy, dataclasses.replace(exact, strategy="full"), mdp=mdp, keep_mdp=True,
+                        progress=say)
+
+
+def _uncertain(model: SymbolicModel, mdp: ExplicitModel, actions: tuple[str, ...] | None) -> np.ndarray:
+    """``(C,)`` bool: the choices whose probabilities are uncertain (``actions``: by label or command name)."""
+    if actions is None:
+        return np.ones(mdp.num_choices, dtype=bool)
+    label = np.asarray(mdp.action_names, dtype=object)[mdp.choice_actions]
+    names = set(label.tolist())
+    if mdp.choice_commands is not None:
+        command = np.asarray(mdp.command_names, dtype=object)[mdp.choice_commands]
+        names |= set(command.tolist())
+    else:
+        command = np.full(mdp.num_choices, "", dtype=object)
+    known = {n for n in names if n} | {c.name for c in model.commands} | {a for a in model.action_names if a}
+    for a in actions:
+        if a not in known:
+            raise OptionError(f"--uncertain: '{a}' is neither an action label nor a command name of the model"
+                              f"{did_you_mean(a, sorted(known))}")
+    return np.isin(label, list(actions)) | np.isin(command, list(actions))
+
+
+def _intervals(model: SymbolicModel, built: PolicyChain,
+               options: ModelErrorOptions) -> tuple[sp.csr_matrix, sp.csr_matrix, int]:
+    """The interval rows ``(lo, hi)`` of the induced chain, and how many probabilities of taken choices were
+    clipped to [0, 1]."""
+    mdp, cw, origin = built.source, built.weights, built.origin
+    assert mdp is not None and cw is not None
     T = mdp.transitions.tocsr()
+    uncertain = _uncertain(model, mdp, options.actions)
     uncertain &= np.diff(T.indptr) > 1  # a choice with one successor goes there with probability 1 whatever delta
     branch_uncertain = np.repeat(uncertain, np.diff(T.indptr))
     d = options.delta
@@ -550,24 +738,24 @@ def _model_error_bounds(model: Any, property_text: str | Property, policy: Polic
     reached_choice = np.zeros(mdp.num_states, dtype=bool)
     reached_choice[origin[origin >= 0]] = True
     taken = np.repeat(reached_choice[mdp.choice_states()] & (cw.weights > 0), np.diff(T.indptr))
-    n_clipped = int((clipped & taken).sum())
     T_lo = sp.csr_matrix((lo_data, T.indices, T.indptr), shape=T.shape)
     T_hi = sp.csr_matrix((hi_data, T.indices, T.indptr), shape=T.shape)
     lo, hi = _interval_rows(mdp, cw, T_lo, T_hi, origin)
-    _check_feasible(lo, hi, chain)
-    timings["policy_and_induce"] = time.perf_counter() - t
+    return lo, hi, int((clipped & taken).sum())
 
-    t = time.perf_counter()
+
+def _interval_bounds(model: SymbolicModel, prop: Property, chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matrix,
+                     options: ModelErrorOptions) -> tuple[list[float], str, bool]:
+    """The min and max of the property over the interval chain (inside [0, 1]), which solver gave them (``storm``
+    or ``rlverify``) and whether rlverify's robust value iteration converged."""
     import stormpy
 
-    storm_chain = _to_storm_interval(chain, lo, hi)
     formula, _, _ = quantitative(on_chain(prop, chain, model))
-    env = environment("sound", options.precision)
     bounded = prop.bound is not None
     # Storm's interval solver needs the graph kept (every low > 0) for unbounded properties
-    keeps_graph = bool((lo.data > 0).all())
-    if bounded or keeps_graph:
-        solver = "storm"
+    if bounded or bool((lo.data > 0).all()):
+        storm_chain = _to_storm_interval(chain, lo, hi)
+        env = environment("sound", options.precision)
         bounds = []
         for mode in (stormpy.UncertaintyResolutionMode.MINIMIZE, stormpy.UncertaintyResolutionMode.MAXIMIZE):
             try:
@@ -575,58 +763,25 @@ def _model_error_bounds(model: Any, property_text: str | Property, policy: Polic
             except RuntimeError as exc:
                 raise PropertyError(f"Storm cannot check '{prop.text}' on the interval chain: {storm_message(exc)}") from None
             bounds.append(float(result.get_value(int(storm_chain.initial_states[0]))))
-    else:
-        if prop.path not in ("F", "U"):
-            raise PropertyError(f"property '{prop.text}': with delta={options.delta} some probabilities may be 0, "
-                                "which Storm's interval solver refuses for unbounded properties; rlverify's own "
-                                "robust value iteration covers F and U (use a step bound or a smaller delta)")
-        solver = "rlverify"
-        plain = to_storm(chain)
-        raw = prop.storm_formula().subformula
-        target = truth_values(plain, raw.right_subformula if prop.path == "U" else raw.subformula)
-        stay = truth_values(plain, raw.left_subformula) if prop.path == "U" else np.ones(chain.num_states, dtype=bool)
-        sink = chain.labels.get(STALLED_LABEL)
-        if sink is not None:  # a stalled run satisfies no state formula
-            target, stay = target & ~sink, stay & ~sink
-        init = int(chain.initial_states[0])
-        bounds, converged = [], True
-        for m in (False, True):
-            values, done = robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)
-            bounds.append(float(values[init]))
-            converged &= done
-    nominal = inside_bracket(check(to_storm(chain), formula, environment("sound", options.precision),
-                                   matrix=chain.transitions, numerics="sound", precision=options.precision),
-                             probability=True).value
-    bounds = [min(max(b, 0.0), 1.0) for b in bounds]  # probabilities: inside [0, 1] whatever the solver's rounding
-    timings["check"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t0
-    notes = list(prop.notes)
-    if n_clipped:
-        notes.append(f"{n_clipped} transition probabilities of the MDP choices the policy takes left [0, 1] at delta={d}"
-                     f"{' (relative)' if options.relative else ''} and were clipped to it")
-    if solver == "rlverify":
-        notes.append("some lower bounds are 0, which Storm's interval solver refuses for unbounded properties: "
-                     "the bounds come from rlverify's robust value iteration (the minimum iterated from 0, the "
-                     "maximum from 1: sound wherever they stop)")
-        if not converged:
-            notes.append("the robust value iteration stopped at its iteration limit before converging: the bounds "
-                         "are sound but may be loose")
-    if bounded:
-        guarantee = "exact up to rounding (k steps of Storm's robust value iteration)"
-    elif solver == "storm":
-        guarantee = ("Storm's robust value iteration: converges from below and stops when a step changes no value by "
-                     f"more than the precision ({options.precision:g}); not a certified bound")
-    else:
-        guarantee = ("sound: rlverify's robust value iteration, the lower bound iterated from 0 and the upper from 1 "
-                     f"(stopping when a step changes no value by more than {options.precision:g})")
-    return IntervalResult(
-        property=prop.text, delta=float(d), relative=options.relative,
-        uncertain_actions=None if options.actions is None else tuple(options.actions),
-        nominal=nominal, lower=bounds[0], upper=bounds[1], states=chain.num_states, transitions=chain.num_transitions,
-        clipped=n_clipped, guarantee=guarantee, precision=options.precision, timings=timings,
-        settings={"mode": options.mode, "unavailable": options.unavailable, "max_states": options.max_states,
-                  "constants": model.constants},
-        versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__), warnings=notes)
+        return [min(max(b, 0.0), 1.0) for b in bounds], "storm", True
+    if prop.path not in ("F", "U"):
+        raise PropertyError(f"property '{prop.text}': with delta={options.delta} some probabilities may be 0, "
+                            "which Storm's interval solver refuses for unbounded properties; rlverify's own "
+                            "robust value iteration covers F and U (use a step bound or a smaller delta)")
+    plain = to_storm(chain)
+    raw = prop.storm_formula().subformula
+    target = truth_values(plain, raw.right_subformula if prop.path == "U" else raw.subformula)
+    stay = truth_values(plain, raw.left_subformula) if prop.path == "U" else np.ones(chain.num_states, dtype=bool)
+    sink = chain.labels.get(STALLED_LABEL)
+    if sink is not None:  # a stalled run satisfies no state formula
+        target, stay = target & ~sink, stay & ~sink
+    init = int(chain.initial_states[0])
+    bounds, converged = [], True
+    for m in (False, True):
+        values, done = robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)
+        bounds.append(float(values[init]))
+        converged &= done
+    return [min(max(b, 0.0), 1.0) for b in bounds], "rlverify", converged
 
 
 def _interval_rows(mdp: ExplicitModel, cw: Any, T_lo: sp.csr_matrix, T_hi: sp.csr_matrix,
@@ -682,6 +837,7 @@ def robust_reachability(lo: sp.csr_matrix, hi: sp.csr_matrix, target: np.ndarray
     rows = np.repeat(np.arange(n), np.diff(hi.indptr))
     cap = hi.data - lo.data
     free = 1.0 - np.asarray(lo.sum(axis=1)).ravel()
+    v: np.ndarray
     if maximize:  # states that cannot reach the target through stay states are 0 whatever the adversary does
         can = target.copy()
         graph = hi.tocsc()
@@ -738,8 +894,9 @@ def _to_storm_interval(chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matri
         path = Path(tmp) / "interval.umb"
         with tarfile.open(plain) as src, tarfile.open(path, "w") as dst:
             for member in src.getmembers():
-                data = src.extractfile(member).read() if member.isfile() else None  # type: ignore[union-attr]
-                if member.name == "index.json":
+                stored = src.extractfile(member) if member.isfile() else None
+                data = stored.read() if stored is not None else None
+                if member.name == "index.json" and data is not None:
                     index = json.loads(data)
                     index["transition-system"]["branch-probability-type"] = {"size": 128, "type": "double-interval"}
                     data = json.dumps(index).encode()
@@ -758,31 +915,20 @@ def _to_storm_interval(chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matri
 # shared
 
 
-def _prepare(model: Any, property_text: str | Property, policy: Policy, constants: str | None,
-             max_states: int | None, *,
-             max_memory: int | None = None) -> tuple[SymbolicModel, Property, ExplicitModel, ChoiceTable]:
-    """Load, parse and check the input; build the property-directed MDP and its choice table."""
-    model, prop = model_and_property(model, property_text, constants)
-    if prop.operator != "P" or prop.optimality is not None or prop.path not in PATHS:
+def _check_input(prop: Property, policy: Policy | None) -> None:
+    """Refuse what these analyses do not compute: other than probability properties of the forms :data:`PATHS`
+    (step-bounded or not, no reward bound), and no policy."""
+    if prop.operator != "P" or prop.optimality is not None or prop.path not in PATHS \
+            or is_reward_bounded(prop.storm_formula()):
         raise PropertyError(f"property '{prop.text}': robustness is computed for probability properties "
                             "(P=? or P<=b / P>=b with F, U, G, X or W, step-bounded or not); rewards, Pmin/Pmax "
                             "and other forms are not supported")
     if policy is None:
         raise PolicyError("robustness needs a policy (--policy)")
-    check_policy(policy, model)
-    mdp, _ = build_explicit(model, [prop], max_states=max_states, max_memory=max_memory,
-                            command_names=True if names_commands(policy) else None)
-    return model, prop, mdp, choice_table(mdp, policy.actions)
-
-
-def _guarantee(numerics: str) -> str:
-    return {"sound": "sound", "direct": "direct", "fast": "unsound"}[numerics]
 
 
 def _settings(options: RobustnessOptions, model: SymbolicModel) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    d = asdict(options)
+    d = dataclasses.asdict(options)
     d["perturb"] = None if options.perturb is None else list(options.perturb)
     d["constants"] = model.constants
     return d

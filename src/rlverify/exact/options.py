@@ -1,0 +1,111 @@
+"""The exact engine's settings (:class:`ExactOptions`) and the checks every exact analysis makes of its input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rlverify.errors import OptionError, PropertyError
+from rlverify.exact.checking import MAX_WORK, NUMERICS
+from rlverify.models.dynamics import UNAVAILABLE
+from rlverify.models.properties import Property
+from rlverify.models.symbolic import SymbolicModel
+
+MODES = ("stochastic", "deterministic", "monolithic")
+STRATEGIES = ("auto", "full", "onthefly", "merged")
+
+#: a progress callback: one line of text per call (the CLI shows it; the library only calls it)
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ExactOptions:
+    """Settings of one exact verification.
+
+    Attributes:
+        mode: ``stochastic`` (every action with pi > 0), ``deterministic`` (argmax action only;
+            ties go to the first action in the policy's order) or ``monolithic`` (no policy;
+            Pmin and Pmax over all schedulers).
+        strategy: ``merged`` (the policy's chain explored in numpy batches, never the MDP:
+            :mod:`rlverify.exact.merged`), ``full`` (Storm builds the whole property-directed MDP; the policy is
+            evaluated on all its decision states in one batch), ``onthefly`` (Storm's explicit
+            builder with an action mask explores only policy-reachable states; the policy is
+            called per newly explored state, cached) or ``auto`` (``merged`` for PRISM programs, falling back
+            to ``full`` where it does not apply; ``full`` for JANI).
+        unavailable: ``stall`` (mass on unavailable actions goes to an absorbing ``stalled``
+            state) or ``renormalize`` (rescale the available actions' probabilities).
+        numerics: ``sound``, ``direct`` or ``fast`` (see :mod:`rlverify.exact.checking`).
+        precision: relative precision of iterative solvers.
+        max_states: refuse models with more states (None: no limit). The default, 2M, keeps dense
+            models within this class of machine (24 GB) with either strategy: peak memory grows with
+            transitions, ~15-21 bytes per chain transition on stochastic Avoid with ``merged`` and ~56 with
+            ``full`` (Storm's build and its UMB export of the MDP; docs/scaling.md): its chain at n = 10
+            (1.8M states, 127M transitions) took 2.0 GB (merged) and 6.8 GB (full).
+        all_states: also return the value of every state of the chain.
+        max_memory: refuse (``MemoryBudgetError``) before a phase whose estimated resident memory
+            (bytes: current RSS + counts x measured bytes per transition, see
+            :func:`~rlverify.models.explicit.memory_guard`) exceeds this; None: the default guard, 80% of the
+            machine's memory (:func:`~rlverify.models.explicit.memory_limit`). Storm's own build is bounded by
+            ``max_states`` only (its counts are not known before it runs); a ``MemoryError`` anywhere becomes a
+            ``MemoryBudgetError`` saying what to change.
+        max_work: the budget of a step-bounded computation (``F<=k``, ``U<=k``, ``C<=k``, ``I=k``), in
+            multiply-adds (steps x transitions); None: no limit. Step-bounded reachability stops early,
+            soundly, at a fixed point or once within ``precision`` of the unbounded value
+            (:func:`~rlverify.exact.checking.bounded_until`); if neither happens within the budget it is refused
+            with the figures; forms Storm computes are refused up front when k x transitions exceeds it.
+    """
+
+    mode: str = "stochastic"
+    strategy: str = "auto"
+    unavailable: str = "stall"
+    numerics: str = "sound"
+    precision: float = 1e-6
+    max_states: int | None = 2_000_000
+    all_states: bool = False
+    max_memory: int | None = None
+    max_work: int | None = MAX_WORK
+
+    def validate(self) -> None:
+        """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""
+        for name, value, allowed in (("mode", self.mode, MODES), ("strategy", self.strategy, STRATEGIES),
+                                     ("unavailable", self.unavailable, UNAVAILABLE),
+                                     ("numerics", self.numerics, NUMERICS)):
+            if value not in allowed:
+                raise OptionError(f"--{name}: expected one of {', '.join(allowed)}, got '{value}'")
+        if not (0 < self.precision < 1):
+            raise OptionError(f"--precision: expected a number in (0, 1), got {self.precision}")
+        if self.max_states is not None and self.max_states <= 0:
+            raise OptionError(f"--max-states: expected a positive number, got {self.max_states}")
+        if self.max_memory is not None and self.max_memory <= 0:
+            raise OptionError(f"--max-memory: expected a positive size, got {self.max_memory}")
+        if self.max_work is not None and (isinstance(self.max_work, bool) or self.max_work <= 0):
+            raise OptionError(f"--max-work: expected a positive number, got {self.max_work}")
+
+
+def check_operator(prop: Property, mode: str) -> None:
+    """Refuse what the exact engine does not check: no P/R operator, ``R=? [F<=k ...]``, and ``Pmin``/``Pmax``
+    (``Rmin``/``Rmax``) on a policy's chain (``mode`` other than ``monolithic``)."""
+    text = prop.text
+    formula = prop.storm_formula()
+    if not (formula.is_probability_operator_formula or formula.is_reward_operator_formula):
+        raise PropertyError(f"property '{text}': expected a P or R operator (P=? [...], R{{\"r\"}}=? [...])")
+    if prop.operator == "R" and prop.path == "F" and prop.bound is not None:
+        raise PropertyError(f"property '{text}': a step-bounded reachability reward (R=? [F<=k ...]) is not supported "
+                            "(Storm does not check it); use the cumulative reward R=? [C<=k] for the first k steps")
+    if mode != "monolithic" and formula.has_optimality_type:
+        raise PropertyError(f"property '{text}': Pmin/Pmax/Rmin/Rmax need --mode monolithic; "
+                            "on the policy's chain use P=? or R=?")
+
+
+def guarantee(numerics: str) -> str:
+    """What a result computed with ``numerics`` guarantees: ``sound``, ``direct`` or ``unsound``."""
+    return {"sound": "sound", "direct": "direct", "fast": "unsound"}[numerics]
+
+
+def settings(options: Any, strategy: str, model: SymbolicModel) -> dict[str, Any]:
+    """The settings a result records: the options (a dataclass), the strategy used and the model's constants."""
+    d = asdict(options)
+    d["strategy"] = strategy
+    d["constants"] = model.constants
+    return d

@@ -1,0 +1,64 @@
+"""One policy chain: built once by policy_chain, read by every exact analysis of the policy (same numbers as when
+each builds its own), refused where it was built for something else."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlverify.benchmarks import make
+from rlverify.errors import OptionError
+from rlverify.exact import (ExactOptions, ModelErrorOptions, RobustnessOptions, explain_paths, full_mdp,
+                            model_error_bounds, optimum, policy_chain, robustness, verify_exact)
+from tests.exact.resolved import parsed
+
+
+@pytest.fixture(scope="module")
+def running():
+    bench = make("running-example-v1")
+    model = bench.load_model()
+    return model, parsed(model, 'P=? [F<=2 "goal"]'), bench.load_policy()
+
+
+@pytest.fixture
+def nothing_is_built(monkeypatch):
+    """After the fixture: building a chain or an MDP fails the test."""
+    import rlverify.exact.chain as chain_module
+
+    def refuse(*args, **kwargs):
+        pytest.fail("a chain or an MDP was built again")
+
+    return lambda: [monkeypatch.setattr(chain_module, name, refuse) for name in ("merged_chain", "build_explicit")]
+
+
+def test_every_analysis_reads_the_chain_built_once(running, nothing_is_built) -> None:
+    model, prop, policy = running
+    alone = {"exact": verify_exact(model, prop, policy).value,
+             "paths": explain_paths(model, prop, policy, 3).covered,
+             "robust": robustness(model, prop, policy, RobustnessOptions(epsilon=1)).nominal,
+             "interval": model_error_bounds(model, prop, policy, ModelErrorOptions(delta=0.01)).nominal}
+    chain = policy_chain(model, prop, policy)
+    mdp = full_mdp(model, prop, policy=policy)
+    kept = policy_chain(model, prop, policy, ExactOptions(strategy="full"), mdp=mdp)
+    best = optimum(model, prop, mdp=mdp)
+    nothing_is_built()
+    assert chain.strategy == "merged" and kept.strategy == "full" and kept.source is mdp.mdp
+    shared = {"exact": verify_exact(model, prop, policy, chain=chain).value,
+              "paths": explain_paths(model, prop, policy, 3, chain=chain, mdp=mdp).covered,
+              "robust": robustness(model, prop, policy, RobustnessOptions(epsilon=1), chain=chain, mdp=mdp).nominal,
+              "interval": model_error_bounds(model, prop, policy, ModelErrorOptions(delta=0.01), chain=kept).nominal}
+    # 0.3 * (0.2 * 0.5 * 0.8 + 0.8) by hand (tests/test_running_example.py)
+    assert alone == pytest.approx(shared, abs=1e-12) and shared["exact"] == pytest.approx(0.264, abs=1e-12)
+    assert shared["paths"] == pytest.approx(0.264, abs=1e-12)  # F<=2: the three paths are all there are
+    assert (best.pmin, best.pmax) == (0.0, pytest.approx(0.96, abs=1e-12))
+
+
+def test_a_chain_built_for_something_else_is_refused(running) -> None:
+    model, prop, policy = running
+    chain = policy_chain(model, prop, policy)
+    other = parsed(model, 'P=? [F "goal"]')
+    with pytest.raises(OptionError, match=r"built for property 'P=\? \[F<=2 \"goal\"\]', not 'P=\? \[F \"goal\"\]'"):
+        verify_exact(model, other, policy, chain=chain)
+    with pytest.raises(OptionError, match="built for mode 'stochastic', not 'deterministic'"):
+        verify_exact(model, prop, policy, ExactOptions(mode="deterministic"), chain=chain)
+    with pytest.raises(OptionError, match="built for unavailable 'stall', not 'renormalize'"):
+        explain_paths(model, prop, policy, 2, ExactOptions(unavailable="renormalize"), chain=chain)
