@@ -53,7 +53,7 @@ from rlverify.benchmarks.registry import make
 from rlverify.abstraction import AbstractionOptions, verify_abstraction
 bid, initial, k, domain, phi, containment, max_states = json.loads(sys.argv[1])
 system = make(bid)
-r = verify_abstraction(system, system.policies["ppo"], AbstractionOptions(
+r = verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(
     horizon=k, domain=domain, phi=phi, containment=containment, initial=initial, max_states=max_states))
 print(json.dumps({"bound": r.upper_bound, "states": r.n_abstract_states, "polyhedra": r.n_polyhedra,
                   "merges": r.n_containment_merges, "shared": r.n_shared_successors,

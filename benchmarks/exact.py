@@ -43,8 +43,8 @@ def storm_floor(model: SymbolicModel, prop_text: str, policy: OnnxPolicy, mode: 
     itself, handed to Storm untimed), with the sound environment rlverify uses by default."""
     import stormpy
 
-    from rlverify.exact.checking import environment
     from rlverify.exact import induce
+    from rlverify.exact.checking import environment
     from rlverify.models import to_storm
 
     prop = parse_property(model, prop_text)

@@ -116,8 +116,8 @@ def test_heatmap_arrays_identical_to_local(ray_runtime, racetrack):
 def test_abstraction_bound_identical_to_local(ray_runtime):
     system = make("acc-v1")
     opts = dict(horizon=3, domain="octagon", phi=0.5, containment=True, seed=4, chunk=4)
-    local = verify_abstraction(system, system.policies["ppo"], AbstractionOptions(**opts))
-    distributed = verify_abstraction(system, system.policies["ppo"], AbstractionOptions(**opts, backend=RAY))
+    local = verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(**opts))
+    distributed = verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(**opts, backend=RAY))
     for field in ("upper_bound", "maxmin_value", "parts", "n_abstract_states", "n_polyhedra", "n_choices",
                   "n_transitions", "n_shared_successors", "n_containment_merges"):
         assert getattr(local, field) == getattr(distributed, field), field

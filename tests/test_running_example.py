@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlverify.benchmarks import make
 from rlverify import ExactOptions, verify_exact
+from rlverify.benchmarks import make
 
 
 @pytest.fixture(scope="module")

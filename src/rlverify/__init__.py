@@ -69,7 +69,8 @@ def verify_exact(model: SymbolicModel | str | Path | Any, property: str | Proper
     target = resolve(model, constants=constants, policy=policy, property=property, needs_policy=with_policy,
                      kinds=("prism",), command="verify_exact")
     assert target.property is not None
-    return exact.verify_exact(target.model, target.property, target.policy, options, progress=progress)
+    result = exact.verify_exact(target.model, target.property, target.policy, options, progress=progress)
+    return target.stamp(result, unavailable=options.unavailable)
 
 
 def __getattr__(name: str) -> Any:

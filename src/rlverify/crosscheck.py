@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,12 +119,12 @@ def cross_check(target: str | Path | Any, property: str, policy: str | Any | Non
                 command="cross_check")
     prop, pol = t.property, t.policy
     assert prop is not None and pol is not None  # resolved with a property and (needs_policy) a policy
-    exact = replace(verify_exact(t.model, prop, pol, ExactOptions()), model=t.name)
-    best = replace(optimum(t.model, prop, ExactOptions()), model=t.name)
+    exact = t.stamp(verify_exact(t.model, prop, pol, ExactOptions()))
+    best = t.stamp(optimum(t.model, prop, ExactOptions()))
     stat = verify_statistical(t.model, prop, pol, StatisticalOptions(
         method="clopper-pearson", runs=runs, delta=delta,
         simulation=SimulationOptions(seed=seed, max_steps=max_steps)))
-    stat = replace(stat, model=t.name)
+    stat = t.stamp(stat)
     within = slack(exact)
     checks = {
         "pmin <= value <= pmax": within_optimum(exact.value, best.pmin, best.pmax, within,

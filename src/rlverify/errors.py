@@ -160,7 +160,7 @@ def type_name(value: Any) -> str:
     """``type(value).__name__`` (a string even for an odd class)."""
     try:
         return str.__str__(type(value).__name__)
-    except Exception:  # noqa: BLE001 - a metaclass with a broken __name__
+    except Exception:  # a metaclass with a broken __name__
         return "object"
 
 
@@ -172,7 +172,7 @@ def exception_text(exc: BaseException, limit: int = 300) -> str:
     try:
         text = str(exc)
         text = str.__str__(text)  # a str subclass returned by __str__: a plain copy
-    except BaseException as inner:  # noqa: BLE001 - __str__ is the user's code; anything it raises is caught
+    except BaseException as inner:  # __str__ is the user's code; anything it raises is caught
         if isinstance(inner, KeyboardInterrupt):
             raise
         return f"<unprintable {name}>"
@@ -185,7 +185,7 @@ def safe_repr(value: Any, limit: int = 60) -> str:
     raises."""
     try:
         text = str.__str__(repr(value))
-    except BaseException as inner:  # noqa: BLE001 - __repr__ is the user's code
+    except BaseException as inner:  # __repr__ is the user's code
         if isinstance(inner, KeyboardInterrupt):
             raise
         return f"<unprintable {type_name(value)}>"

@@ -337,7 +337,7 @@ def _prism_shared(t: Target, options: ReportOptions, shared: Shared) -> Shared:
     say("exact: the policy's chain")
     chain = _timed(timings, "chain (stochastic)", lambda: policy_chain(t.model, prop, policy, ExactOptions(),
                                                                        progress=say))
-    exact = _timed(timings, "exact", lambda: verify_exact(t.model, prop, policy, ExactOptions(), chain=chain))
+    exact = _timed(timings, "exact", lambda: t.stamp(verify_exact(t.model, prop, policy, ExactOptions(), chain=chain)))
     mdp, skipped, best = None, None, None
     try:
         mdp = _timed(timings, "full MDP", lambda: full_mdp(t.model, prop, ExactOptions(), policy=policy, progress=say))
@@ -568,8 +568,7 @@ def _native_statistical(t: Target, options: ReportOptions, shared: Shared) -> tu
 
 
 def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
-    from scipy.stats import beta
-
+    from rlverify.statistical import clopper_pearson_lower
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.heatmap import heatmap, plot_heatmap
     from rlverify.statistical.verify import StatisticalOptions
@@ -585,9 +584,7 @@ def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section
     assert optimal is not None and gap is not None  # asked for (optimal=True)
     # one check over M cells: each cell's lower end at delta / M (Bonferroni), so that a false alarm has
     # probability <= delta overall
-    k = np.rint(hm.goal * hm.runs)
-    level = options.delta / max(1, len(hm.cells))
-    low = np.where(k > 0, beta.ppf(level, np.maximum(k, 1), hm.runs - k + 1), 0.0)
+    low = clopper_pearson_lower(np.rint(hm.goal * hm.runs), hm.runs, options.delta / max(1, len(hm.cells)))
     over = low - OPTIMUM_SLACK > optimal
     first = int(np.argmax(over))
     return Section("Per start cell: goal and crash probability, Storm's optimum, the gap", rows=[
@@ -607,53 +604,42 @@ def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section
 
 
 def _continuous_shared(t: Target, options: ReportOptions, shared: Shared) -> Shared:
-    from rlverify.abstraction.verify import continuous_system
-
-    horizon = options.horizon or int(getattr(continuous_system(t.model), "horizon", 0) or 3)
+    horizon = options.horizon or int(getattr(t.model, "horizon", 0) or 3)
     return replace(shared, horizon=horizon)
 
 
 def _continuous(t: Target, report: ReportOptions, shared: Shared) -> tuple[list[Section], list[Check]]:
-    """The abstraction's sound bound and a simulation from random starts (two sections)."""
-    from scipy.stats import beta
-
+    """The abstraction's sound bound and a simulation from uniform random starts (two sections)."""
     from rlverify.abstraction import AbstractionOptions, verify_abstraction
     from rlverify.abstraction.plots import plot_result
-    from rlverify.abstraction.verify import continuous_system, initial_box
-    from rlverify.models.continuous.base import simulate
+    from rlverify.models.continuous import unsafe_property
+    from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
 
-    sections: list[Section] = []
-    checks: list[Check] = []
-    policy = t.policy
+    policy, system = t.policy, t.model
     assert policy is not None
     timings, say = shared.timings, shared.say
-    settings: dict[str, Any] = {"seed": report.seed, "runs": report.runs, "delta": report.delta}
-    system = continuous_system(t.model)
     horizon = shared.horizon or 3
-    options = AbstractionOptions(horizon=horizon, domain=report.domain, phi=report.phi, seed=settings["seed"])
+    options = AbstractionOptions(horizon=horizon, domain=report.domain, phi=report.phi, seed=report.seed)
     say("abstraction: sound upper bound")
     bound = _timed(timings, "abstraction", lambda: verify_abstraction(system, policy, options))
     images = []
     if len(bound.variables) == 2:
         images.append(("initial region: parts by bound and by action probability", _png(lambda p: plot_result(bound, p))))
-    sections.append(Section("Sound abstraction (upper bound on failure within k steps)", rows=[
+    sections = [Section("Sound abstraction (upper bound on failure within k steps)", rows=[
         ("upper bound", _fmt(bound.upper_bound)), ("guarantee", bound.guarantee), ("horizon", str(horizon)),
-        ("abstract states", f"{bound.n_abstract_states:,}"), ("domain", options.domain)], images=images))
+        ("abstract states", f"{bound.n_abstract_states:,}"), ("domain", options.domain)], images=images)]
     say("simulation from random start states")
-    lo, hi = initial_box(system, options)
-    rng = np.random.default_rng(settings["seed"])
-    n = settings["runs"]
-    starts = lo + (hi - lo) * rng.random((n, len(lo)))
-    failed = _timed(timings, "statistical", lambda: simulate(system, policy, starts, horizon, rng))
-    k = int(failed.sum())
-    a = float(beta.ppf(settings["delta"] / 2, k, n - k + 1)) if k > 0 else 0.0
-    b = float(beta.ppf(1 - settings["delta"] / 2, k + 1, n - k)) if k < n else 1.0
+    stat = _timed(timings, "statistical", lambda: verify_statistical(
+        system, unsafe_property(system, horizon), policy, StatisticalOptions(
+            method="clopper-pearson", runs=report.runs, delta=report.delta,
+            simulation=SimulationOptions(seed=report.seed))))
+    a, b = stat.interval
     sections.append(Section("Statistical estimate (uniform random starts in the initial region)", rows=[
-        ("estimate", _fmt(k / n)), ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {1 - settings['delta']:.1%}"),
-        ("runs", f"{n:,}")]))
-    checks.append(Check("abstraction bound >= the statistical interval's lower end", bound.upper_bound >= a - 1e-12,
-                        f"bound {_fmt(bound.upper_bound)} >= {_fmt(a)} (the bound holds for every start state, "
-                        "the estimate averages over random ones)"))
+        ("estimate", _fmt(stat.estimate)), ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
+        ("runs", f"{stat.runs:,}")], data={"statistical": stat.to_json()}))
+    checks = [Check("abstraction bound >= the statistical interval's lower end", bound.upper_bound >= a - 1e-12,
+                    f"bound {_fmt(bound.upper_bound)} >= {_fmt(a)} (the bound holds for every start state, "
+                    "the estimate averages over random ones)")]
     return sections, checks
 
 

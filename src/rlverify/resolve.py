@@ -10,14 +10,16 @@ all resolve their input here, so the same input means the same thing in every co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, Policy
+
+R = TypeVar("R")
 
 MODEL_SUFFIXES = (".prism", ".pm", ".nm", ".jani")
 #: which engine checks which kind of benchmark (for messages)
@@ -50,6 +52,31 @@ class Target:
     policy: Policy | None = None
     policy_source: str | None = None
     property: Property | None = None
+
+    def notes(self, *, unavailable: str | None = None) -> list[str]:
+        """What a result about this target must say besides its own warnings: the property's notes and the
+        policy's (trained on another benchmark or with other parameters; a MaskablePPO policy with ``stall``)."""
+        from rlverify.policies.loading import policy_warnings
+
+        notes = list(self.property.notes) if self.property is not None else []
+        if self.policy is not None:
+            notes += policy_warnings(self.policy, self, unavailable=unavailable)
+        return notes
+
+    def stamp(self, result: R, *, unavailable: str | None = None) -> R:
+        """``result`` named after this target (its ``model`` or ``benchmark`` field) with :meth:`notes` added to
+        its ``warnings`` (once each): the one way every command, the report, ``cross_check`` and the API label
+        a result."""
+        names = {f.name for f in fields(result)}  # type: ignore[arg-type]
+        changes: dict[str, Any] = {}
+        for field_name in ("model", "benchmark"):
+            if field_name in names:
+                changes[field_name] = self.name
+                break
+        if "warnings" in names:
+            have = list(cast(Any, result).warnings)
+            changes["warnings"] = have + [n for n in self.notes(unavailable=unavailable) if n not in have]
+        return replace(result, **changes)  # type: ignore[type-var]
 
 
 def resolve(target: str | Path | Benchmark, *, constants: str | None = None, policy: str | Policy | None = None,

@@ -423,6 +423,7 @@ class HeatmapResult:
     optimal: np.ndarray | None = None
     optimal_numerics: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def gap(self) -> np.ndarray | None:
@@ -432,7 +433,7 @@ class HeatmapResult:
     def to_json(self) -> dict[str, Any]:
         """Per-cell values as lists plus the settings."""
         out: dict[str, Any] = {
-            "benchmark": self.benchmark, "policy": self.policy, "noise": self.noise, "method": self.method,
+            "benchmark": self.benchmark, "policy": self.policy, "warnings": self.warnings, "noise": self.noise, "method": self.method,
             "confidence": self.confidence, "epsilon": self.epsilon, "seed": self.seed, "max_steps": self.max_steps,
             "decisions": self.decisions, "timings": self.timings, "optimal_numerics": self.optimal_numerics,
             "cells": [
@@ -528,6 +529,7 @@ class AbstractionResult:
     initial_hi: tuple[float, ...]
     versions: tuple[tuple[str, str], ...]
     imdp: Any = field(default=None, repr=False, compare=False)  # rlverify.abstraction.imdp.IMDP
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (without the IMDP arrays)."""

@@ -82,7 +82,7 @@ def test_a_policy_for_another_system_is_refused(tmp_path):
     path = save_mlp_onnx(tmp_path / "swapped.onnx", net, features=list(acc.features),
                          actions=list(reversed(acc.actions)))
     with pytest.raises(PolicyError, match="made for another system") as info:
-        verify_abstraction(acc, path, AbstractionOptions(horizon=1))
+        verify_abstraction(acc.model(), path, AbstractionOptions(horizon=1))
     assert "actions" in str(info.value) and "features" not in str(info.value).split("system")[-1]
 
 

@@ -30,13 +30,13 @@ def acc():
 
 @pytest.fixture(scope="module")
 def from_path(acc):
-    return verify_abstraction(acc, acc.policies["ppo"], OPTIONS)
+    return verify_abstraction(acc.model(), acc.policies["ppo"], OPTIONS)
 
 
 def test_loaded_policy_path_and_mlp_give_the_identical_bound(acc, from_path):
     policy = load_policy(str(acc.policies["ppo"]))
-    from_policy = verify_abstraction(acc, policy, OPTIONS)
-    from_mlp = verify_abstraction(acc, mlp_from_onnx(acc.policies["ppo"]), OPTIONS)
+    from_policy = verify_abstraction(acc.model(), policy, OPTIONS)
+    from_mlp = verify_abstraction(acc.model(), mlp_from_onnx(acc.policies["ppo"]), OPTIONS)
     same_result(from_policy, from_path)
     same_result(from_mlp, from_path)
     assert from_policy.policy == from_path.policy == str(acc.policies["ppo"]) and from_mlp.policy == "MLP"
@@ -57,8 +57,8 @@ def test_torchscript_twin_gives_the_identical_bound(acc, from_path, tmp_path):
     torch.jit.save(torch.jit.script(torch.nn.Sequential(*layers)), str(path))
     (tmp_path / "acc.pt.json").write_text(json.dumps({"features": list(acc.features), "actions": list(acc.actions),
                                                        "output": "logits"}))
-    same_result(verify_abstraction(acc, load_policy(str(path)), OPTIONS), from_path)
-    same_result(verify_abstraction(acc, str(path), OPTIONS), from_path)
+    same_result(verify_abstraction(acc.model(), load_policy(str(path)), OPTIONS), from_path)
+    same_result(verify_abstraction(acc.model(), str(path), OPTIONS), from_path)
 
 
 def test_python_callable_is_refused_with_the_reason(acc, tmp_path):
@@ -69,7 +69,7 @@ def test_python_callable_is_refused_with_the_reason(acc, tmp_path):
     message = rf"^{spec}: a Python callable cannot be bounded; give an ONNX or TorchScript ReLU network"
     for policy in (load_policy(spec), spec):
         with pytest.raises(PolicyError, match=message):
-            verify_abstraction(acc, policy, OPTIONS)
+            verify_abstraction(acc.model(), policy, OPTIONS)
 
 
 def test_table_policy_is_refused_with_the_reason(acc, tmp_path):
@@ -77,14 +77,14 @@ def test_table_policy_is_refused_with_the_reason(acc, tmp_path):
     path.write_text(json.dumps({"features": list(acc.features), "actions": list(acc.actions), "table": [],
                                 "default": {"decelerate": 1.0}}))
     with pytest.raises(PolicyError, match=r"t\.json: a table policy cannot be bounded .* give an ONNX or TorchScript"):
-        verify_abstraction(acc, load_policy(str(path)), OPTIONS)
+        verify_abstraction(acc.model(), load_policy(str(path)), OPTIONS)
 
 
 def test_policy_for_other_features_and_actions_is_refused_with_every_problem(acc, tmp_path):
     path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random([3, 8, 2], seed=0), features=["v", "dx", "gap"],
                          actions=["brake", "accelerate"])
     with pytest.raises(PolicyError, match="made for another system") as info:
-        verify_abstraction(acc, load_policy(str(path)), OPTIONS)
+        verify_abstraction(acc.model(), load_policy(str(path)), OPTIONS)
     problems = info.value.problems
     assert len(problems) == 2
     assert problems[0].startswith("the policy takes 3 features but acc-v1 gives 2") and "'v_rel'" in problems[0]
@@ -94,14 +94,14 @@ def test_policy_for_other_features_and_actions_is_refused_with_every_problem(acc
                          actions=["decelerate", "accelerate"])
     with pytest.raises(PolicyError, match=r"features \['v_rel', 'dxx'\] != acc-v1's \['v_rel', 'dx'\] .*'dxx' "
                                           r"\(did you mean 'dx'\?\)"):
-        verify_abstraction(acc, str(path), OPTIONS)
+        verify_abstraction(acc.model(), str(path), OPTIONS)
 
 
 def test_q_value_network_is_refused(acc, tmp_path):
     path = save_mlp_onnx(tmp_path / "dqn.onnx", MLP.random([2, 8, 2], seed=0), features=list(acc.features),
                          actions=list(acc.actions), output="q-values")
     with pytest.raises(PolicyError, match=r"outputs Q-values .* bounds a softmax over logits"):
-        verify_abstraction(acc, load_policy(str(path)), OPTIONS)
+        verify_abstraction(acc.model(), load_policy(str(path)), OPTIONS)
 
 
 def test_bare_file_names_missing_declaration_and_network_problem_at_once(acc, tmp_path):
@@ -110,16 +110,16 @@ def test_bare_file_names_missing_declaration_and_network_problem_at_once(acc, tm
     torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))),
                    str(path))
     with pytest.raises(PolicyError, match="cannot be bounded as given") as info:
-        verify_abstraction(acc, str(path), OPTIONS)
+        verify_abstraction(acc.model(), str(path), OPTIONS)
     assert "--features and --actions" in info.value.problems[0] and "layer '1' is Tanh" in info.value.problems[1]
 
 
 def test_template_domain_uses_the_systems_documented_default_and_says_so(acc):
-    default = verify_abstraction(acc, acc.policies["ppo"], AbstractionOptions(horizon=2, domain="template", phi=0.5))
+    default = verify_abstraction(acc.model(), acc.policies["ppo"], AbstractionOptions(horizon=2, domain="template", phi=0.5))
     expected = np.vstack([np.eye(2), [[-0.5, 1.0], [1.0, 0.5]]])  # as AdaptiveCruiseControl's docstring says
     np.testing.assert_array_equal(acc.model().default_template(), expected)
     assert default.template_axes == tuple(map(tuple, expected.tolist()))
-    explicit = verify_abstraction(acc, acc.policies["ppo"], AbstractionOptions(
+    explicit = verify_abstraction(acc.model(), acc.policies["ppo"], AbstractionOptions(
         horizon=2, domain="template", phi=0.5, template=tuple(map(tuple, expected.tolist()))))
     same_result(default, explicit)
 

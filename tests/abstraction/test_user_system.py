@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import beta
 
 from rlverify.abstraction import AbstractionOptions, AbstractionProgress, verify_abstraction
 from rlverify.abstraction.verify import part_polytopes

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import beta
 
 from rlverify.abstraction import GUARANTEE, AbstractionError, AbstractionOptions, DomainError, verify_abstraction
 from rlverify.abstraction.verify import part_polytopes
@@ -102,7 +101,7 @@ def tmp_module(tmp_path_factory):
 def acc_risky(tmp_module):
     system = make("acc-v1")
     policy = risky_policy(tmp_module, "acc-v1")
-    result = verify_abstraction(system, policy, AbstractionOptions(horizon=7, domain="octagon", phi=0.3,
+    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=7, domain="octagon", phi=0.3,
                                                                    containment=True, seed=1))
     return system, policy, result
 
@@ -130,7 +129,7 @@ def test_acc_risky_monte_carlo_below_bound(acc_risky):
 def test_pendulum_risky_bound_is_sound(tmp_module):
     system = make("pendulum-v1")
     policy = risky_policy(tmp_module, "pendulum-v1")
-    result = verify_abstraction(system, policy, AbstractionOptions(horizon=5, domain="box", phi=0.3, containment=True))
+    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=5, domain="box", phi=0.3, containment=True))
     worst = check_parts_against_exact(system, policy, result, count=150, seed=4)
     assert worst > 0.01
     assert worst <= result.upper_bound < 1.0
@@ -147,7 +146,7 @@ def test_bouncing_ball_risky_bound_is_sound_and_tight(tmp_module, domain, contai
     """
     system = make("bouncing-ball-v1")
     policy = risky_policy(tmp_module, "bouncing-ball-v1")
-    result = verify_abstraction(system, policy, AbstractionOptions(horizon=10, domain=domain, phi=0.2,
+    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=10, domain=domain, phi=0.2,
                                                                    containment=containment, refine_everywhere=everywhere,
                                                                    initial=((4.2, -0.3), (4.6, 0.3))))
     worst = check_parts_against_exact(system, policy, result, count=200, seed=12)
@@ -168,8 +167,8 @@ def test_refining_every_state_keeps_the_successors_of_parts_apart(tmp_path):
     policy = str(save_mlp_onnx(tmp_path / "step.onnx", mlp, features=list(system.features),
                                actions=list(system.actions), training={"algorithm": "hand-made"}))
     opts = dict(horizon=2, phi=0.1, domain="octagon", max_parts=64, initial=((2.4, -5.54), (2.7, -4.54)))
-    tight = verify_abstraction(system, policy, AbstractionOptions(**opts))
-    coarse = verify_abstraction(system, policy, AbstractionOptions(**opts, refine_everywhere=False))
+    tight = verify_abstraction(system.model(), policy, AbstractionOptions(**opts))
+    coarse = verify_abstraction(system.model(), policy, AbstractionOptions(**opts, refine_everywhere=False))
     check_parts_against_exact(system, policy, tight, count=300, seed=13)
     check_parts_against_exact(system, policy, coarse, count=100, seed=14)
     assert tight.upper_bound < 1e-9 < coarse.upper_bound  # both sound; the default is tighter here
@@ -178,7 +177,7 @@ def test_refining_every_state_keeps_the_successors_of_parts_apart(tmp_path):
 def test_shipped_acc_policy_bound_is_sound():
     system = make("acc-v1")
     policy = str(system.policies["ppo"])
-    result = verify_abstraction(system, policy, AbstractionOptions(horizon=3, domain="octagon", phi=0.5,
+    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=3, domain="octagon", phi=0.5,
                                                                    containment=True))
     check_parts_against_exact(system, policy, result, count=200, seed=5)
 
@@ -186,7 +185,7 @@ def test_shipped_acc_policy_bound_is_sound():
 def test_shipped_bouncing_ball_simulation_below_bound():
     system = make("bouncing-ball-v1")
     policy = str(system.policies["ppo"])
-    result = verify_abstraction(system, policy, AbstractionOptions(horizon=8, domain="octagon", phi=0.3,
+    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=8, domain="octagon", phi=0.3,
                                                                    containment=True, initial="small"))
     rng = np.random.default_rng(6)
     x0 = system.sample_initial(5000, rng, "small")
@@ -220,15 +219,15 @@ def test_result_records_settings_seed_and_versions(acc_risky):
 def test_same_seed_same_result():
     system = make("acc-v1")
     opts = AbstractionOptions(horizon=2, domain="octagon", phi=0.5, containment=True, seed=4)
-    a = verify_abstraction(system, system.policies["ppo"], opts)
-    b = verify_abstraction(system, system.policies["ppo"], opts)
+    a = verify_abstraction(system.model(), system.policies["ppo"], opts)
+    b = verify_abstraction(system.model(), system.policies["ppo"], opts)
     assert a.upper_bound == b.upper_bound
     assert a.n_abstract_states == b.n_abstract_states and a.n_polyhedra == b.n_polyhedra
 
 
 def test_initial_region_meeting_unsafe_set_gives_one():
     system = make("acc-v1")
-    r = verify_abstraction(system, system.policies["ppo"],
+    r = verify_abstraction(system.model(), system.policies["ppo"],
                            AbstractionOptions(horizon=2, initial=((-1.0, 26.0), (1.0, 27.0))))
     assert r.upper_bound == 1.0
 
@@ -238,21 +237,21 @@ def test_initial_region_meeting_unsafe_set_gives_one():
 def test_initial_region_outside_domain():
     system = make("acc-v1")
     with pytest.raises(DomainError, match=r"outside the state domain: v in \[30, 40\]"):
-        verify_abstraction(system, system.policies["ppo"], AbstractionOptions(horizon=2, initial=((5, 30), (6, 40))))
+        verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(horizon=2, initial=((5, 30), (6, 40))))
 
 
 @pytest.mark.parametrize("horizon", [0, -3])
 def test_horizon_must_be_positive(horizon):
     system = make("acc-v1")
     with pytest.raises(AbstractionError, match="horizon must be a positive integer"):
-        verify_abstraction(system, system.policies["ppo"], AbstractionOptions(horizon=horizon))
+        verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(horizon=horizon))
 
 
 @pytest.mark.parametrize("phi", [0.0, -0.1, 1.5])
 def test_phi_must_be_in_unit_interval(phi):
     system = make("acc-v1")
     with pytest.raises(AbstractionError, match=r"phi .* must be in \(0, 1\]"):
-        verify_abstraction(system, system.policies["ppo"], AbstractionOptions(horizon=2, phi=phi))
+        verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(horizon=2, phi=phi))
 
 
 def test_unbounded_template_is_rejected():
@@ -274,21 +273,21 @@ def test_unsupported_layer_is_named(tmp_path):
     path = tmp_path / "tanh.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     with pytest.raises(PolicyError, match=r"act0.*Tanh") as info:
-        verify_abstraction(make("acc-v1"), str(path), AbstractionOptions(horizon=2))
+        verify_abstraction(make("acc-v1").model(), str(path), AbstractionOptions(horizon=2))
     assert isinstance(info.value, RlverifyError)
 
 
 def test_network_of_wrong_size_is_rejected(tmp_path):
     path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random((2, 4, 3), seed=0), features=["a", "b"], actions=["x", "y", "z"])
     with pytest.raises(PolicyError, match="3 outputs but the benchmark has 2 actions"):
-        verify_abstraction(make("acc-v1"), str(path), AbstractionOptions(horizon=2))
+        verify_abstraction(make("acc-v1").model(), str(path), AbstractionOptions(horizon=2))
 
 
 @pytest.mark.parametrize("domain,containment", [("box", False), ("template", True), ("octagon", False)])
 def test_acc_risky_other_domains_are_sound(tmp_module, domain, containment):
     system = make("acc-v1")
     policy = risky_policy(tmp_module, "acc-v1")
-    result = verify_abstraction(system, policy, AbstractionOptions(horizon=5, domain=domain, phi=0.3,
+    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=5, domain=domain, phi=0.3,
                                                                    containment=containment))
     check_parts_against_exact(system, policy, result, count=100, seed=8)
     assert result.n_containment_merges == 0 or containment
@@ -297,7 +296,7 @@ def test_acc_risky_other_domains_are_sound(tmp_module, domain, containment):
 def test_shipped_pendulum_policy_bound_is_sound():
     system = make("pendulum-v1")
     policy = str(system.policies["ppo"])
-    result = verify_abstraction(system, policy, AbstractionOptions(horizon=3, domain="box", phi=0.5, containment=True))
+    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=3, domain="box", phi=0.5, containment=True))
     check_parts_against_exact(system, policy, result, count=100, seed=9)
 
 
@@ -306,7 +305,7 @@ def test_shipped_policies_at_paper_horizons_are_sound():
     for bid, k, dom, phi in (("acc-v1", 7, "octagon", 0.5), ("pendulum-v1", 6, "box", 0.5)):
         system = make(bid)
         policy = str(system.policies["ppo"])
-        result = verify_abstraction(system, policy, AbstractionOptions(horizon=k, domain=dom, phi=phi, containment=True))
+        result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=k, domain=dom, phi=phi, containment=True))
         check_parts_against_exact(system, policy, result, count=300, seed=10)
 
 
@@ -325,5 +324,5 @@ def test_budget_of_abstract_states_is_enforced_with_advice():
 
     system = make("bouncing-ball-v1")
     with pytest.raises(AbstractionBudgetError, match=r"exceeded max_states=40 .*--containment"):
-        verify_abstraction(system, system.policies["ppo"], AbstractionOptions(horizon=20, domain="box", phi=0.1,
+        verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(horizon=20, domain="box", phi=0.1,
                                                                               max_states=40))

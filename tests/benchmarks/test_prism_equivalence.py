@@ -22,8 +22,8 @@ import pytest
 import scipy.sparse as sp
 
 import rlverify.benchmarks.freeway as freeway
-from rlverify.benchmarks import make
 from rlverify import ExactOptions, verify_exact
+from rlverify.benchmarks import make
 from rlverify.models import ExplicitModel, build_explicit, load_model, parse_property
 from rlverify.policies import MLP, CallablePolicy
 

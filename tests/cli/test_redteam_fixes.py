@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import ConstantsError, ModelError, ModelTooLargeError, PropertyError
-from rlverify import ExactOptions, verify_exact
 from rlverify.models.properties import parse_structure
 from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy

@@ -7,8 +7,18 @@ import pytest
 
 from rlverify.benchmarks import make
 from rlverify.errors import OptionError
-from rlverify.exact import (ExactOptions, ModelErrorOptions, RobustnessOptions, explain_paths, full_mdp,
-                            model_error_bounds, optimum, policy_chain, robustness, verify_exact)
+from rlverify.exact import (
+    ExactOptions,
+    ModelErrorOptions,
+    RobustnessOptions,
+    explain_paths,
+    full_mdp,
+    model_error_bounds,
+    optimum,
+    policy_chain,
+    robustness,
+    verify_exact,
+)
 from tests.exact.resolved import parsed
 
 

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from rlverify import verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import OptionError, PropertyError
-from rlverify import verify_exact
 from rlverify.exact import ExactOptions, explain_paths, most_probable_paths
 from rlverify.exact import explain as explain_module
 from rlverify.models import load_model
 from rlverify.policies import CallablePolicy
-from tests.exact.resolved import parsed
 from tests.exact.randmdp import ACTIONS, bounded_reach, induced_matrix, policy_matrix, random_mdp, reach_probability
+from tests.exact.resolved import parsed
 
 # ---------------------------------------------------------------------------------------------
 # brute force

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import ModelError, PolicyError, PropertyError
-from rlverify import ExactOptions, verify_exact
 from rlverify.models.summary import summarize
 from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy
@@ -80,7 +80,7 @@ def test_storm_examples_merged_equals_full(name, constants, props, mode, unavail
     path = _storm_examples() / name
     try:
         model = load_model(path, constants)
-    except Exception as exc:  # noqa: BLE001 - a constant this test guessed wrong
+    except Exception as exc:
         pytest.fail(f"{name}: {exc}")
     summary, _ = summarize(model)
     # a policy over every choice name, and one that lacks the last action (its mass stalls or renormalises)
@@ -92,8 +92,8 @@ def test_storm_examples_merged_equals_full(name, constants, props, mode, unavail
 
 
 def test_avoid_merged_equals_full_and_is_what_auto_picks():
-    from rlverify.benchmarks import make
     import rlverify.benchmarks.avoid as avoid
+    from rlverify.benchmarks import make
 
     model = make("avoid-v1", xMax=3, yMax=3, slickness=0.1).model()
     policy = _mixing_policy(model.variables, list(avoid.MOVES))

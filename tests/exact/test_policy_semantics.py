@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlverify.benchmarks import make
 from rlverify import ExactOptions, verify_exact
+from rlverify.benchmarks import make
 from rlverify.models import load_model
 from rlverify.policies import CallablePolicy
 

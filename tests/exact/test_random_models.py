@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlverify.errors import PolicyError
 from rlverify import ExactOptions, verify_exact
+from rlverify.errors import PolicyError
 from rlverify.models import load_model
 from rlverify.policies import CallablePolicy
 from tests.exact.randmdp import ACTIONS, bounded_reach, induced_matrix, policy_matrix, random_mdp, reach_probability

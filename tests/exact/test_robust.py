@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlverify import verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import OptionError, PropertyError
-from rlverify import verify_exact
 from rlverify.exact import ExactOptions, ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
 from rlverify.exact.robust import fgsm, offsets
 from rlverify.models import load_model

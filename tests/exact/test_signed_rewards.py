@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlverify.errors import PropertyError
 from rlverify import ExactOptions, verify_exact
+from rlverify.errors import PropertyError
 from rlverify.policies import CallablePolicy
 
 # from x<3: forward with 1/2, back to 0 with 1/2; reward per step 2 at x=0 and -1 elsewhere

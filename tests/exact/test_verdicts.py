@@ -11,15 +11,14 @@ import os
 import subprocess
 import sys
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rlverify.cli.main import main
-
 import rlverify
+from rlverify.cli.main import main
 
 #: the source tree of the rlverify under test (subprocesses run the same code)
 SRC = str(Path(rlverify.__file__).resolve().parents[1])
@@ -256,7 +255,7 @@ def test_explain_count_is_bounded(files) -> None:
 # -- 5. reward-bounded until ------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def within(s: int, budget: int, optimum: str | None) -> float:
     """P(reach the goal having earned at most ``budget``) from ``s``: the policy PI, or Pmin/Pmax over actions."""
     if budget < 0:

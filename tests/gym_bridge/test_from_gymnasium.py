@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import InputFileError, ModelError, OptionError
-from rlverify import ExactOptions, verify_exact
 from rlverify.gym import MDPEnv
 from rlverify.models import from_gymnasium
 from rlverify.models.gymnasium import parse_env_kwargs

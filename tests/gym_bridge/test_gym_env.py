@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.benchmarks import all_ids, make, spec
 from rlverify.benchmarks.discrete import data_path
 from rlverify.errors import PropertyError, RlverifyError
-from rlverify import ExactOptions, verify_exact
 from rlverify.gym import EnvError, MDPEnv, UnavailableActionError, VectorMDPEnv, load_dynamics
 from rlverify.models import load_model
 from rlverify.policies import CallablePolicy

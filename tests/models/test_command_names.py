@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from rlverify.errors import PolicyError
 from rlverify import ExactOptions, verify_exact
+from rlverify.errors import PolicyError
 from rlverify.models import build_explicit, load_model
 from rlverify.models.dynamics import agent_actions, choice_table
 from rlverify.policies import CallablePolicy

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import InputFileError, ModelError
-from rlverify import ExactOptions, verify_exact
 from rlverify.models.symbolic import build_explicit, load_model, parse_property
 from rlverify.policies import CallablePolicy
 from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.benchmarks import make
 from rlverify.errors import ModelError, PolicyError, PropertyError
-from rlverify import ExactOptions, verify_exact
 from rlverify.models.summary import policy_template, summarize
 from rlverify.models.symbolic import load_model, parse_property
 from rlverify.policies import CallablePolicy

@@ -9,8 +9,8 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from rlverify.errors import PropertyError
 from rlverify import verify_exact
+from rlverify.errors import PropertyError
 from rlverify.models.properties import parse_structure
 from rlverify.models.symbolic import load_model, parse_property
 from rlverify.policies import CallablePolicy

@@ -143,8 +143,8 @@ def test_unknown_output_kind_is_named():
 def test_torchscript_softmax_network_verifies_exactly_like_its_onnx_twin(tmp_path: Path) -> None:
     # a real TorchScript module whose graph ends in a float32 softmax (rows sum to 1 +- 1e-7)
     torch = pytest.importorskip("torch")
-    from rlverify.benchmarks import make
     from rlverify import ExactOptions, verify_exact
+    from rlverify.benchmarks import make
 
     bench = make("freeway-v1")
     onnx_policy = bench.load_policy("reference")

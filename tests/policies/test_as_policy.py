@@ -182,7 +182,6 @@ def test_what_engines_read_besides_the_protocol_is_the_objects_own():
 def test_the_abstraction_engine_still_takes_a_nameless_object_with_a_network():
     # Policy has a name now; an object without one, given to the engine directly, is still a policy there
     from rlverify.abstraction.policy_fit import policy_network
-    from rlverify.abstraction.verify import continuous_system
     from rlverify.benchmarks import make
     from rlverify.policies import load_policy
 
@@ -198,7 +197,7 @@ def test_the_abstraction_engine_still_takes_a_nameless_object_with_a_network():
         def network(self, sample=None):
             return loaded.network(sample)
 
-    system = continuous_system(acc)
+    system = acc.model()
     for policy in (Own(), as_policy(Own())):
         mlp, name = policy_network(system, policy)
         assert name == "Own" and all(np.array_equal(a, b) for a, b in zip(mlp.weights, loaded.network().weights, strict=True))

@@ -9,10 +9,10 @@ import warnings
 import numpy as np
 import pytest
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.benchmarks.discrete import data_path
 from rlverify.cli.main import main
 from rlverify.errors import EnvError, InputFileError, PolicyError
-from rlverify import ExactOptions, verify_exact
 from rlverify.gym import MDPEnv, RewardWarning, reward_spec
 from rlverify.policies import load_policy
 from rlverify.policies.loading import policy_warnings

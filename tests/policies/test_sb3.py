@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from rlverify.benchmarks import make
 from rlverify import ExactOptions, verify_exact
+from rlverify.benchmarks import make
 from rlverify.gym import MDPEnv
 from rlverify.policies import load_policy
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-
 from rlverify.errors import RlverifyError
 
 

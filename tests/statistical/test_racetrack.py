@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlverify.models.racetrack import (ACTIONS, FEATURES, RacetrackEnv, TrackError, build_racetrack_mdp, load_track,
-                                       move, parse_track)
+from rlverify.models.racetrack import (
+    ACTIONS,
+    FEATURES,
+    RacetrackEnv,
+    TrackError,
+    build_racetrack_mdp,
+    load_track,
+    move,
+    parse_track,
+)
 from rlverify.models.racetrack.env import AT_GOAL, CRASHED, DRIVING
 
 # x = column, y = row (0 at the top)

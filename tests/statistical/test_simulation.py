@@ -8,8 +8,13 @@ from scipy.stats import binomtest
 
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.policies import CallablePolicy
-from rlverify.statistical import (SimulationOptions, StatisticalOptions, StatisticsError, parse_path_property,
-                                  verify_statistical)
+from rlverify.statistical import (
+    SimulationOptions,
+    StatisticalOptions,
+    StatisticsError,
+    parse_path_property,
+    verify_statistical,
+)
 from rlverify.statistical.envs import ExplicitEnv
 from rlverify.statistical.verify import prepare
 

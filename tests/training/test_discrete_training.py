@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("torch")
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.benchmarks import make
 from rlverify.errors import DependencyNotInstalled
-from rlverify import ExactOptions, verify_exact
 from rlverify.policies import OnnxPolicy, check_policy, load_policy, softmax
 from rlverify.policies.formats import META_TRAINING
 from rlverify.training.discrete import SETUPS, DiscreteSetup, TrainingError, evaluate_returns, setup_for, train_discrete

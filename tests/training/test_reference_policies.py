@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from rlverify import ExactOptions, verify_exact
 from rlverify.benchmarks import make, spec
 from rlverify.benchmarks.discrete import data_path
 from rlverify.errors import PolicyError
-from rlverify import ExactOptions, verify_exact
 from rlverify.policies import CallablePolicy, check_policy
 from rlverify.policies.formats import META_TRAINING
 

@@ -275,7 +275,7 @@ def _same_for_all_actions(succ: Successors) -> bool:
     return all(np.array_equal(p.lo, first.lo) and np.array_equal(p.hi, first.hi) for p in succ.polytopes[1:])
 
 
-def verify_abstraction(system: ContinuousSystem | Any, policy: Policy | str | Path | MLP, options: AbstractionOptions,
+def verify_abstraction(system: ContinuousSystem, policy: Policy | str | Path | MLP, options: AbstractionOptions,
                        *, progress: Callable[[AbstractionProgress], None] | None = None) -> AbstractionResult:
     """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile.
 
@@ -283,16 +283,14 @@ def verify_abstraction(system: ContinuousSystem | Any, policy: Policy | str | Pa
     """
     from rlverify.abstraction._threads import single_threaded_blas
 
+    if not isinstance(system, ContinuousSystem):
+        raise AbstractionError(f"verify_abstraction takes a continuous system, not a {type(system).__name__}: a "
+                               "benchmark's system is make(ID).model(), a file's is rlverify.resolve.resolve(TARGET).model")
+    if not isinstance(system, ContinuousSystem):
+        raise AbstractionError(f"verify_abstraction takes a continuous system, not a {type(system).__name__}: a "
+                               "benchmark's system is make(ID).model(), a file's is rlverify.resolve.resolve(TARGET).model")
     with single_threaded_blas():
-        return _verify(continuous_system(system), policy, options, progress)
-
-
-def continuous_system(system: Any) -> ContinuousSystem:
-    """``system`` itself, or the system of a built continuous benchmark (``rlverify.benchmarks.make("acc-v1")``)."""
-    if not isinstance(system, ContinuousSystem) and getattr(system, "kind", None) == "continuous" \
-            and callable(getattr(system, "model", None)):
-        return system.model()
-    return system
+        return _verify(system, policy, options, progress)
 
 
 def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options: AbstractionOptions,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from rlverify.cli.console import console, err_console, progress_bar
+from rlverify.cli.console import console, err_console, print_warnings, progress_bar
 from rlverify.cli.options import (
     add_backend_options,
     add_outputs,
@@ -122,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
                                                          f"{p.states:,} states explored, {p.polyhedra:,} polyhedra")
 
         result = verify_abstraction(system, policy, options, progress=show)
+    result = target.stamp(result)
+    print_warnings(result.warnings)
     if ".png" in files:
         from rlverify.abstraction.plots import plot_result
 

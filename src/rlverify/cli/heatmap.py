@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rlverify.cli.console import console, line, progress_bar, styled
+from rlverify.cli.console import console, line, print_warnings, progress_bar, styled
 from rlverify.cli.options import (
     add_backend_options,
     add_outputs,
@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         task = bar.add_task("runs", total=None)
         result = heatmap(env, policy, options, optimal=args.optimal, benchmark=bench.id,
                          progress=lambda done, total: bar.update(task, completed=done, total=total))
+    result = target.stamp(result)
+    print_warnings(result.warnings)
     if ".png" in files:
         from rlverify.statistical.heatmap import heatmap_figure
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from rlverify.cli.console import console, status
+from rlverify.cli.console import console, print_warnings, status
 from rlverify.cli.options import (
     add_env_kwargs,
     add_outputs,
@@ -20,7 +20,6 @@ from rlverify.cli.options import (
     dumps,
     outputs,
     policy_kwargs,
-    print_warnings,
     write_json,
 )
 from rlverify.exact.checking import NUMERICS
@@ -62,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.cli.verify import shown_policy
     from rlverify.exact.maps import MapOptions, risk_map
     from rlverify.exact.options import ExactOptions
-    from rlverify.policies.loading import policy_warnings
     from rlverify.resolve import resolve
 
     files = outputs(args, (".png", ".json"))
@@ -76,9 +74,8 @@ def run(args: argparse.Namespace) -> int:
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     with status("mapping") as update:
         result = risk_map(target.model, prop, policy, args.xy, options, progress=update)
-    notes = policy_warnings(target.policy, target, unavailable=args.unavailable)
-    result = dataclasses.replace(result, model=target.name, policy=shown_policy(result.policy) or None,
-                                 warnings=list(result.warnings) + notes)
+    result = dataclasses.replace(target.stamp(result, unavailable=args.unavailable),
+                                 policy=shown_policy(result.policy) or None)
     print_warnings(result.warnings)
     if ".png" in files:
         result.figure(origin="upper" if args.y_down else "lower").draw(files[".png"], force=args.force)

@@ -51,13 +51,6 @@ def add_trust_code(p: argparse.ArgumentParser) -> None:
         p.add_argument("--trust-code", action="store_true", help=TRUST_CODE_HELP)
 
 
-def print_warnings(warnings: Sequence[str], console: Any = None) -> None:
-    """Print a result's warnings to stderr, one per line, as text (see :mod:`rlverify.cli.console`)."""
-    from rlverify.cli.console import print_warnings as show
-
-    show(warnings)
-
-
 def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the benchmark's reference policy") -> None:
     from rlverify.policies.loading import SPEC_HELP
 
@@ -201,6 +194,8 @@ def emit(data: dict[str, Any], warnings: Sequence[str], args: argparse.Namespace
          console: Any) -> bool:
     """A result's warnings to ``console`` (stderr), its JSON to ``--out FILE.json`` and, with ``--json``, to stdout;
     True when the JSON was printed (then nothing else is)."""
+    from rlverify.cli.console import print_warnings
+
     print_warnings(warnings)
     if ".json" in files:
         write_json(files[".json"], data, force=args.force)

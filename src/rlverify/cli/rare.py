@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from typing import Any
 
@@ -62,7 +61,6 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
 def run_rare(args: argparse.Namespace, target: Any) -> int:
     """Estimate with :func:`~rlverify.statistical.splitting.verify_splitting` and print the result."""
     from rlverify.cli.options import emit, outputs, with_progress
-    from rlverify.policies.loading import policy_warnings
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting
 
@@ -79,8 +77,7 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
                                      batch_size=args.batch_size, unavailable=args.unavailable))
     result = with_progress("splitting", err_console, lambda progress: verify_splitting(
         target.model, target.property, target.policy, options, progress=progress))
-    result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings)
-                                 + policy_warnings(target.policy, target, unavailable=args.unavailable))
+    result = target.stamp(result, unavailable=args.unavailable)
     if not emit(result.to_json(), result.warnings, args, files, err_console):
         console.print(render(result))
     return 0

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 from rich.table import Table
 
-from rlverify.cli.console import console, status, styled
+from rlverify.cli.console import console, print_warnings, status, styled
 from rlverify.cli.options import (
     add_env_kwargs,
     add_outputs,
@@ -20,7 +19,6 @@ from rlverify.cli.options import (
     names,
     outputs,
     policy_kwargs,
-    print_warnings,
     write_json,
 )
 from rlverify.cli.verify import parse_size, shown_policy
@@ -93,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 max_states=args.max_states,
                 max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory")),
                 progress=update)
-    result = dataclasses.replace(result, model=target.name)
+    result = target.stamp(result, unavailable=args.unavailable)
     print_warnings(result.warnings)
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)

@@ -125,10 +125,7 @@ def run(args: argparse.Namespace) -> int:
     options = statistical_options(args, backend)
     result = with_progress("simulating", err_console, lambda progress: verify_statistical(
         target.model, target.property, target.policy, options, progress=progress))
-    from rlverify.policies.loading import policy_warnings
-
-    result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings)
-                                 + policy_warnings(target.policy, target, unavailable=args.unavailable))
+    result = target.stamp(result, unavailable=args.unavailable)
     if not emit(result.to_json(), result.warnings, args, files, err_console):
         console.print(render(result, args))
     return 0

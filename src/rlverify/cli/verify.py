@@ -11,7 +11,7 @@ import numpy as np
 from rich.table import Table
 from rich.text import Text
 
-from rlverify.cli.console import console, line, status, styled, warning
+from rlverify.cli.console import console, line, print_warnings, status, styled, warning
 from rlverify.cli.options import (
     add_env_kwargs,
     add_outputs,
@@ -22,7 +22,6 @@ from rlverify.cli.options import (
     dumps,
     outputs,
     policy_kwargs,
-    print_warnings,
     write_json,
 )
 from rlverify.exact import ExactOptions, policy_chain, verify_exact
@@ -114,10 +113,7 @@ def run(args: argparse.Namespace) -> int:
             assert target.policy is not None
             chain = policy_chain(target.model, prop, target.policy, options, keep_mdp=True, progress=update)
         result = verify_exact(target.model, prop, target.policy, options, chain=chain, progress=update)
-    from rlverify.policies.loading import policy_warnings
-
-    notes = policy_warnings(target.policy, target, unavailable=args.unavailable) if target.policy is not None else []
-    result = dataclasses.replace(result, model=target.name, warnings=list(result.warnings) + notes)
+    result = target.stamp(result, unavailable=args.unavailable)
     if args.explain is not None:
         from rlverify.exact.explain import explain_paths, plot_paths
 

@@ -234,23 +234,6 @@ def _check_prism_text(path: Path) -> None:
     check_literals(text, str(path))
 
 
-def as_symbolic(model: SymbolicModel | str | Path, constants: str | Mapping[str, Any] | None = None) -> SymbolicModel:
-    """``model`` itself, or the PRISM/JANI file it names loaded with ``constants``.
-
-    Anything else (a benchmark object: pass ``bench.model()``; a continuous system; an environment)
-    is a :class:`ModelError` naming what was given.
-    """
-    if isinstance(model, SymbolicModel):
-        if constants:
-            raise ConstantsError(f"{model.path}: constants are fixed when a model is loaded; pass them to load_model")
-        return model
-    if isinstance(model, (str, Path)):
-        return load_model(model, constants)
-    if getattr(model, "kind", None) == "prism" and callable(getattr(model, "model", None)):  # a PRISM benchmark
-        return model.model()
-    raise ModelError(f"expected a PRISM/JANI model (a file path or rlverify.load_model(...)), got {type(model).__name__}")
-
-
 def _property_name(prop: Any) -> str:
     """A JANI property's name (stormpy 2.0 spells it ``get_name()``; older versions ``name``)."""
     getter = getattr(prop, "get_name", None)
