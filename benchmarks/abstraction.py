@@ -97,8 +97,22 @@ def main() -> None:
     if args.only:
         rows = [r for r in rows if args.only in r[0]]
     table = Table(title="Table 1 (Bacci & Parker 2022) with rlverify: sound upper bounds on P(F<=k unsafe)")
-    for col in ("benchmark", "S0", "k", "domain", "phi", "contain", "paper bound", "paper min",
-                "our bound", "our time (s)", "IMDP states", "polyhedra", "merges", "status"):
+    for col in (
+        "benchmark",
+        "S0",
+        "k",
+        "domain",
+        "phi",
+        "contain",
+        "paper bound",
+        "paper min",
+        "our bound",
+        "our time (s)",
+        "IMDP states",
+        "polyhedra",
+        "merges",
+        "status",
+    ):
         table.add_column(col, justify="right" if col not in ("benchmark", "domain", "status") else "left")
     console = Console(width=max(170, Console().width))  # the table has 14 columns: never fold them
     results = []
@@ -108,10 +122,22 @@ def main() -> None:
         results.append({"row": row, **res})
         console.print(f"{bid} {initial or ''} k={k} {domain} phi={phi} containment={containment}: {res}", highlight=False)
         ok = res["status"] == "ok"
-        table.add_row(bid, initial or "-", str(k), domain, f"{phi:g}", "yes" if containment else "no", f"{pbound:g}",
-                      str(pmin), f"{res['bound']:.3g}" if ok else "-", f"{res['seconds']:.0f}",
-                      str(res.get("states", "-")), str(res.get("polyhedra", "-")), str(res.get("merges", "-")),
-                      res["status"])
+        table.add_row(
+            bid,
+            initial or "-",
+            str(k),
+            domain,
+            f"{phi:g}",
+            "yes" if containment else "no",
+            f"{pbound:g}",
+            str(pmin),
+            f"{res['bound']:.3g}" if ok else "-",
+            f"{res['seconds']:.0f}",
+            str(res.get("states", "-")),
+            str(res.get("polyhedra", "-")),
+            str(res.get("merges", "-")),
+            res["status"],
+        )
     console.print(table)
     if args.json:
         with open(args.json, "w") as f:

@@ -63,9 +63,16 @@ def storm_floor(model: SymbolicModel, prop_text: str, policy: OnnxPolicy, mode: 
     t = time.perf_counter()  # Storm's default environment (no soundness guarantee) for comparison
     stormpy.model_checking(storm_chain, formula)
     check_default = time.perf_counter() - t
-    return {"build_s": build, "check_s": check, "total_s": build + check, "value": float(value),
-            "check_default_s": check_default, "total_default_s": build + check_default,
-            "mdp_transitions": mdp_transitions, "chain_transitions": chain.num_transitions}
+    return {
+        "build_s": build,
+        "check_s": check,
+        "total_s": build + check,
+        "value": float(value),
+        "check_default_s": check_default,
+        "total_default_s": build + check_default,
+        "mdp_transitions": mdp_transitions,
+        "chain_transitions": chain.num_transitions,
+    }
 
 
 def per_state_baseline(model: SymbolicModel, prop_text: str, policy: OnnxPolicy, limit: int | None) -> tuple[float, int]:
@@ -80,8 +87,15 @@ def per_state_baseline(model: SymbolicModel, prop_text: str, policy: OnnxPolicy,
 
     def allowed(valuation, action_index):
         calls[0] += 1
-        x = np.asarray([[int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
-                         for v, b in zip(variables, is_bool, strict=True)]], dtype=np.float64)
+        x = np.asarray(
+            [
+                [
+                    int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
+                    for v, b in zip(variables, is_bool, strict=True)
+                ]
+            ],
+            dtype=np.float64,
+        )
         p = policy.action_probabilities(x)[0]
         c = col.get(model.program.get_action_name(action_index))
         return c is not None and p[c] > 0
@@ -105,8 +119,15 @@ def masked_build_without_network(model: SymbolicModel, prop_text: str, policy: O
     is_bool = [f in model.boolean_variables for f in policy.features]
 
     def allowed(valuation, action_index):
-        np.asarray([[int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
-                     for v, b in zip(variables, is_bool, strict=True)]], dtype=np.float64)
+        np.asarray(
+            [
+                [
+                    int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
+                    for v, b in zip(variables, is_bool, strict=True)
+                ]
+            ],
+            dtype=np.float64,
+        )
         model.program.get_action_name(action_index)
         return True
 
@@ -116,12 +137,28 @@ def masked_build_without_network(model: SymbolicModel, prop_text: str, policy: O
     return time.perf_counter() - t
 
 
-def run_case(name: str, model: SymbolicModel, prop: str, policy: OnnxPolicy, mode: str, baseline: bool,
-             limit: int | None, floor: bool = False) -> dict:
+def run_case(
+    name: str,
+    model: SymbolicModel,
+    prop: str,
+    policy: OnnxPolicy,
+    mode: str,
+    baseline: bool,
+    limit: int | None,
+    floor: bool = False,
+) -> dict:
     storm = storm_monolithic(model, prop)
     res = verify_exact(model, parse_property(model, prop, fixed_policy=True), policy, ExactOptions(mode=mode))
-    row = {"case": name, "mode": mode, "states": res.states, "transitions": res.transitions, "value": res.value,
-           "timings": res.timings, "storm_monolithic_s": storm, "ratio_vs_storm": res.timings["total"] / storm}
+    row = {
+        "case": name,
+        "mode": mode,
+        "states": res.states,
+        "transitions": res.transitions,
+        "value": res.value,
+        "timings": res.timings,
+        "storm_monolithic_s": storm,
+        "ratio_vs_storm": res.timings["total"] / storm,
+    }
     if floor:
         f = storm_floor(model, prop, policy, mode)
         row.update(floor=f, ratio_vs_floor=res.timings["total"] / f["total_s"])
@@ -131,8 +168,7 @@ def run_case(name: str, model: SymbolicModel, prop: str, policy: OnnxPolicy, mod
             row.update(baseline_s=secs, baseline_calls=calls, speedup_vs_baseline=secs / res.timings["total"])
             network = max(secs - masked_build_without_network(model, prop, policy), 0.0)
             # the policy phase alone: the baseline's network calls vs our batched evaluation
-            row.update(baseline_network_s=network,
-                       policy_speedup=network / max(res.timings["policy"], 1e-9))
+            row.update(baseline_network_s=network, policy_speedup=network / max(res.timings["policy"], 1e-9))
         except Exception as exc:  # report, do not hide, a failed baseline
             row.update(baseline_note=str(exc).splitlines()[0])
     return row
@@ -147,35 +183,66 @@ def main() -> None:
     avoid = make("avoid-v1", xMax=4, yMax=4, slickness=0.1)
     pol = avoid.load_policy("reference")
     for mode in ("stochastic", "deterministic"):
-        rows.append(run_case("Avoid 4x4, 2x64", avoid.load_model(), avoid.properties["collision-100"], pol, mode, True, None,
-                             floor=mode == "stochastic"))
+        rows.append(
+            run_case(
+                "Avoid 4x4, 2x64",
+                avoid.load_model(),
+                avoid.properties["collision-100"],
+                pol,
+                mode,
+                True,
+                None,
+                floor=mode == "stochastic",
+            )
+        )
     climber = make("crazy-climber-v1")
-    rows.append(run_case("Crazy Climber, 2x1024", climber.load_model(), climber.properties["collision"],
-                         climber.load_policy("reference"), "stochastic", not args.quick, None))
-    print(f"{'case':24} {'mode':13} {'states':>8} {'transitions':>11} {'total s':>8} {'build':>6} {'policy':>6} "
-          f"{'check':>6} {'storm s':>8} {'/storm':>7} {'baseline s':>10} {'speed-up':>8} {'net s':>6} {'policy x':>9}")
+    rows.append(
+        run_case(
+            "Crazy Climber, 2x1024",
+            climber.load_model(),
+            climber.properties["collision"],
+            climber.load_policy("reference"),
+            "stochastic",
+            not args.quick,
+            None,
+        )
+    )
+    print(
+        f"{'case':24} {'mode':13} {'states':>8} {'transitions':>11} {'total s':>8} {'build':>6} {'policy':>6} "
+        f"{'check':>6} {'storm s':>8} {'/storm':>7} {'baseline s':>10} {'speed-up':>8} {'net s':>6} {'policy x':>9}"
+    )
     for r in rows:
         t = r["timings"]
-        print(f"{r['case']:24} {r['mode']:13} {r['states']:8d} {r['transitions']:11d} {t['total']:8.2f} {t['build']:6.2f} "
-              f"{t['policy']:6.2f} {t['check']:6.2f} {r['storm_monolithic_s']:8.2f} {r['ratio_vs_storm']:7.2f} "
-              f"{r.get('baseline_s', float('nan')):10.2f} {r.get('speedup_vs_baseline', float('nan')):8.1f}x "
-              f"{r.get('baseline_network_s', float('nan')):6.2f} {r.get('policy_speedup', float('nan')):8.0f}x")
-    print("speed-up = baseline build (one network call per state and command, no cache) / our end-to-end time; "
-          "net s = the baseline's network-call time (its build minus the same build without network calls); "
-          "policy x = net s / our batched policy phase. /storm = our end-to-end / Storm's monolithic build+check.")
+        print(
+            f"{r['case']:24} {r['mode']:13} {r['states']:8d} {r['transitions']:11d} {t['total']:8.2f} {t['build']:6.2f} "
+            f"{t['policy']:6.2f} {t['check']:6.2f} {r['storm_monolithic_s']:8.2f} {r['ratio_vs_storm']:7.2f} "
+            f"{r.get('baseline_s', float('nan')):10.2f} {r.get('speedup_vs_baseline', float('nan')):8.1f}x "
+            f"{r.get('baseline_network_s', float('nan')):6.2f} {r.get('policy_speedup', float('nan')):8.0f}x"
+        )
+    print(
+        "speed-up = baseline build (one network call per state and command, no cache) / our end-to-end time; "
+        "net s = the baseline's network-call time (its build minus the same build without network calls); "
+        "policy x = net s / our batched policy phase. /storm = our end-to-end / Storm's monolithic build+check."
+    )
     for r in rows:
         if "floor" in r:
             f, t = r["floor"], r["timings"]
-            print(f"\n{r['case']} {r['mode']}: rlverify whole pipeline (verify_exact: parse, build (merged exploration, "
-                  f"or Storm + export), policy, induce, check) {t['total']:.2f} s  [build {t['build']:.2f}, "
-                  f"policy {t['policy']:.2f}, induce {t.get('induce', 0):.2f}, check {t['check']:.2f}]")
-            print(f"Storm's in-process floor: build the property-directed MDP {f['build_s']:.2f} s "
-                  f"({f['mdp_transitions']:,} transitions) + check a DTMC of the chain's size {f['check_s']:.2f} s "
-                  f"({f['chain_transitions']:,} transitions) = {f['total_s']:.2f} s (value {f['value']:.12g}, "
-                  f"rlverify {r['value']:.12g})")
-            print(f"ratio rlverify / Storm floor = {r['ratio_vs_floor']:.2f} (target <= 1.0); with Storm's default "
-                  f"(unsound) environment its check takes {f['check_default_s']:.2f} s: ratio "
-                  f"{t['total'] / f['total_default_s']:.2f}")
+            print(
+                f"\n{r['case']} {r['mode']}: rlverify whole pipeline (verify_exact: parse, build (merged exploration, "
+                f"or Storm + export), policy, induce, check) {t['total']:.2f} s  [build {t['build']:.2f}, "
+                f"policy {t['policy']:.2f}, induce {t.get('induce', 0):.2f}, check {t['check']:.2f}]"
+            )
+            print(
+                f"Storm's in-process floor: build the property-directed MDP {f['build_s']:.2f} s "
+                f"({f['mdp_transitions']:,} transitions) + check a DTMC of the chain's size {f['check_s']:.2f} s "
+                f"({f['chain_transitions']:,} transitions) = {f['total_s']:.2f} s (value {f['value']:.12g}, "
+                f"rlverify {r['value']:.12g})"
+            )
+            print(
+                f"ratio rlverify / Storm floor = {r['ratio_vs_floor']:.2f} (target <= 1.0); with Storm's default "
+                f"(unsound) environment its check takes {f['check_default_s']:.2f} s: ratio "
+                f"{t['total'] / f['total_default_s']:.2f}"
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -86,8 +86,9 @@ def avoid_one(tmp: Path, size: int = 11, slickness: float = 0.1, horizon: int = 
         ny = np.clip(y[:, None] + MOVES[None, :, 1], 0, size)
         return 3.0 * (np.abs(nx - ox[:, None]) + np.abs(ny - oy[:, None]))
 
-    policy = CallablePolicy(flee, ["x", "y", "obstacle1_x", "obstacle1_y"], ["north", "east", "south", "west"],
-                            output="logits", name="flee")
+    policy = CallablePolicy(
+        flee, ["x", "y", "obstacle1_x", "obstacle1_y"], ["north", "east", "south", "west"], output="logits", name="flee"
+    )
     return load_model(path), f"P=? [F<={horizon} COLLISION=true]", policy, None
 
 
@@ -117,8 +118,16 @@ def crude(model, prop_text, policy, decisions: int, seed: int) -> dict:
     p = hits / runs
     lo, hi = clopper_pearson(hits, runs, 0.05)
     rel = math.sqrt(p * (1 - p) / runs) / p if hits else math.inf
-    return {"estimate": p, "interval": (lo, hi), "relative_error": rel, "runs": runs, "decisions": used,
-            "hits": hits, "mean_length": used / runs, "seconds": time.perf_counter() - t0}
+    return {
+        "estimate": p,
+        "interval": (lo, hi),
+        "relative_error": rel,
+        "runs": runs,
+        "decisions": used,
+        "hits": hits,
+        "mean_length": used / runs,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def row(name: str, model, prop_text: str, policy, closed: float | None, importance: str, args) -> None:
@@ -132,46 +141,71 @@ def row(name: str, model, prop_text: str, policy, closed: float | None, importan
     else:
         print(f"exact value            {exact:.4g} (exact engine, {t_exact:.1f} s)")
     for method in ("splitting", "restart"):
-        res = verify_splitting(model, prop_text, policy,
-                               SplittingOptions(method=method, importance=importance, effort=args.effort,
-                                                repetitions=args.repetitions, simulation=SimulationOptions(seed=args.seed)))
+        res = verify_splitting(
+            model,
+            prop_text,
+            policy,
+            SplittingOptions(
+                method=method,
+                importance=importance,
+                effort=args.effort,
+                repetitions=args.repetitions,
+                simulation=SimulationOptions(seed=args.seed),
+            ),
+        )
         total = res.decisions + res.pilot_decisions
         mc = crude(model, prop_text, policy, total, args.seed)
         label = f"{res.method:22}"
         if not math.isfinite(res.relative_error):
-            print(f"{label} estimated 0 in every repetition ({total:,} decisions); crude MC with as many: "
-                  f"{mc['estimate']:.4g} ({mc['hits']} hits)")
+            print(
+                f"{label} estimated 0 in every repetition ({total:,} decisions); crude MC with as many: "
+                f"{mc['estimate']:.4g} ({mc['hits']} hits)"
+            )
             continue
         need_runs = (1 - p) / (p * res.relative_error**2)
         need = need_runs * mc["mean_length"]
         covers = res.interval[0] <= p <= res.interval[1]
-        print(f"{label} {res.estimate:.4g}  95% t-interval [{res.interval[0]:.4g}, {res.interval[1]:.4g}] "
-              f"({'covers' if covers else 'MISSES'} the exact value)  relative error {res.relative_error:.3f}")
-        how = f"{res.effort} runs per level" if res.splits is None else \
-            f"{res.effort} main trials, splits {list(res.splits)}"
-        print(f"  importance {importance!r}, {len(res.levels)} levels from the pilot, {res.repetitions} x {how}; "
-              f"decisions {res.decisions:,} + pilot {res.pilot_decisions:,} = {total:,} ({res.timings['total']:.1f} s)")
+        print(
+            f"{label} {res.estimate:.4g}  95% t-interval [{res.interval[0]:.4g}, {res.interval[1]:.4g}] "
+            f"({'covers' if covers else 'MISSES'} the exact value)  relative error {res.relative_error:.3f}"
+        )
+        how = f"{res.effort} runs per level" if res.splits is None else f"{res.effort} main trials, splits {list(res.splits)}"
+        print(
+            f"  importance {importance!r}, {len(res.levels)} levels from the pilot, {res.repetitions} x {how}; "
+            f"decisions {res.decisions:,} + pilot {res.pilot_decisions:,} = {total:,} ({res.timings['total']:.1f} s)"
+        )
         mc_rel = "inf (no hit)" if not math.isfinite(mc["relative_error"]) else f"{mc['relative_error']:.3f}"
-        print(f"  crude MC, same budget {mc['estimate']:.4g}  95% Clopper-Pearson [{mc['interval'][0]:.4g}, "
-              f"{mc['interval'][1]:.4g}]  relative error {mc_rel}  ({mc['runs']:,} runs, {mc['hits']} hits, "
-              f"{mc['decisions']:,} decisions, {mc['seconds']:.1f} s)")
-        print(f"  crude MC for relative error {res.relative_error:.3f}: (1-p)/(p re^2) = {need_runs:.3g} runs x "
-              f"{mc['mean_length']:.2f} decisions = {need:.3g} decisions; ratio to {res.method} "
-              f"{need / total:,.{2 if need < 10 * total else 0}f}x")
+        print(
+            f"  crude MC, same budget {mc['estimate']:.4g}  95% Clopper-Pearson [{mc['interval'][0]:.4g}, "
+            f"{mc['interval'][1]:.4g}]  relative error {mc_rel}  ({mc['runs']:,} runs, {mc['hits']} hits, "
+            f"{mc['decisions']:,} decisions, {mc['seconds']:.1f} s)"
+        )
+        print(
+            f"  crude MC for relative error {res.relative_error:.3f}: (1-p)/(p re^2) = {need_runs:.3g} runs x "
+            f"{mc['mean_length']:.2f} decisions = {need:.3g} decisions; ratio to {res.method} "
+            f"{need / total:,.{2 if need < 10 * total else 0}f}x"
+        )
 
 
 def no_help(name: str, model, prop_text: str, policy, p: float, importances: list[str], args) -> None:
     print(f"\n== when splitting does not help: {name}, same effort ({args.repetitions} x {args.effort})")
     for imp in importances:
-        res = verify_splitting(model, prop_text, policy,
-                               SplittingOptions(importance=imp, effort=args.effort, repetitions=args.repetitions,
-                                                simulation=SimulationOptions(seed=args.seed)))
+        res = verify_splitting(
+            model,
+            prop_text,
+            policy,
+            SplittingOptions(
+                importance=imp, effort=args.effort, repetitions=args.repetitions, simulation=SimulationOptions(seed=args.seed)
+            ),
+        )
         total = res.decisions + res.pilot_decisions
         rel = f"{res.relative_error:.3f}" if math.isfinite(res.relative_error) else "inf"
-        print(f"  importance {imp!r:42} estimate {res.estimate:.4g} [{res.interval[0]:.3g}, {res.interval[1]:.3g}] "
-              f"relative error {rel}, {len(res.levels)} levels, zero repetitions {res.zero_repetitions}, "
-              f"decisions {total:,}, work-normalised variance (re^2 x decisions / 1e6) "
-              f"{res.relative_error**2 * total / 1e6 if math.isfinite(res.relative_error) else math.inf:.3g}")
+        print(
+            f"  importance {imp!r:42} estimate {res.estimate:.4g} [{res.interval[0]:.3g}, {res.interval[1]:.3g}] "
+            f"relative error {rel}, {len(res.levels)} levels, zero repetitions {res.zero_repetitions}, "
+            f"decisions {total:,}, work-normalised variance (re^2 x decisions / 1e6) "
+            f"{res.relative_error**2 * total / 1e6 if math.isfinite(res.relative_error) else math.inf:.3g}"
+        )
     print(f"  (exact {p:.4g})")
 
 
@@ -192,9 +226,15 @@ def main() -> None:
         no_help("birth-death N=25", bd[0], bd[1], bd[2], bd[3], ["i", "i % 4"], args)
         row("one improbable jump (no intermediate level exists)", *one_jump(tmp), "c", args)
         av_exact = verify_exact(av[0], av[1], av[2]).value
-        no_help("avoid-1 12x12", av[0], av[1], av[2], av_exact,
-                ["-abs(x-obstacle1_x)-abs(y-obstacle1_y)", "auto", "-max(abs(x-obstacle1_x), abs(y-obstacle1_y))"],
-                args)
+        no_help(
+            "avoid-1 12x12",
+            av[0],
+            av[1],
+            av[2],
+            av_exact,
+            ["-abs(x-obstacle1_x)-abs(y-obstacle1_y)", "auto", "-max(abs(x-obstacle1_x), abs(y-obstacle1_y))"],
+            args,
+        )
 
 
 if __name__ == "__main__":

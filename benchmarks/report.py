@@ -59,8 +59,7 @@ def main() -> None:
                 print(f"run {i + 1}: {name:10s} {seconds:6.1f} s", flush=True)
                 if name not in best or seconds < best[name][0]:
                     best[name] = (seconds, timings)
-    print(f"\nrlverify report {args.target} --property {args.property}: best of {args.repeat} (wall seconds, "
-          "whole command)")
+    print(f"\nrlverify report {args.target} --property {args.property}: best of {args.repeat} (wall seconds, whole command)")
     for name, (seconds, timings) in best.items():
         table = ", ".join(f"{k} {v:.1f}" for k, v in timings.items())
         print(f"  {name:10s} {seconds:6.1f} s  [{table}]  ({trees[name]})")

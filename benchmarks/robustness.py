@@ -36,24 +36,46 @@ def main() -> None:
         t = time.perf_counter()
         r = robustness(model, prop, policy, RobustnessOptions(epsilon=args.epsilon, norm=norm, perturb=("x", "y")))
         wall = time.perf_counter() - t
-        figures[norm] = {"nominal": r.nominal, "worst": r.worst, "best": r.best, "fgsm": r.attack,
-                         "states": r.states, "choices": r.choices, "transitions": r.transitions,
-                         "changed_states": r.changed_states, "decision_states": r.decision_states,
-                         "observations": r.observations, "seconds": wall, "timings": r.timings}
+        figures[norm] = {
+            "nominal": r.nominal,
+            "worst": r.worst,
+            "best": r.best,
+            "fgsm": r.attack,
+            "states": r.states,
+            "choices": r.choices,
+            "transitions": r.transitions,
+            "changed_states": r.changed_states,
+            "decision_states": r.decision_states,
+            "observations": r.observations,
+            "seconds": wall,
+            "timings": r.timings,
+        }
         print(f"\nobservation perturbation of x, y: {norm} epsilon = {args.epsilon}")
-        print(f"  collision probability  nominal {r.nominal:.6f}   worst (Pmax) {r.worst:.6f}   best (Pmin) "
-              f"{r.best:.6f}   FGSM {r.attack:.6f}")
+        print(
+            f"  collision probability  nominal {r.nominal:.6f}   worst (Pmax) {r.worst:.6f}   best (Pmin) "
+            f"{r.best:.6f}   FGSM {r.attack:.6f}"
+        )
         print(f"  worst - nominal        {r.worst - r.nominal:+.6f} ({(r.worst - r.nominal) / r.nominal:+.3%})")
         print(f"  adversarial MDP        {r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions")
         print(f"  argmax changes         {r.changed_states:,} of {r.decision_states:,} decision states")
-        print(f"  policy queries         {r.observations:,} distinct observations "
-              f"({r.decision_states:,} states x {r.perturbations_per_state} perturbations), one batch")
+        print(
+            f"  policy queries         {r.observations:,} distinct observations "
+            f"({r.decision_states:,} states x {r.perturbations_per_state} perturbations), one batch"
+        )
         print(f"  time                   {wall:.1f} s (" + ", ".join(f"{k} {v:.2f}s" for k, v in r.timings.items()) + ")")
     t = time.perf_counter()
     e = model_error_bounds(model, prop, policy, ModelErrorOptions(delta=args.delta))
     wall = time.perf_counter() - t
-    figures["model_error"] = {"delta": args.delta, "nominal": e.nominal, "lower": e.lower, "upper": e.upper,
-                              "states": e.states, "transitions": e.transitions, "clipped": e.clipped, "seconds": wall}
+    figures["model_error"] = {
+        "delta": args.delta,
+        "nominal": e.nominal,
+        "lower": e.lower,
+        "upper": e.upper,
+        "states": e.states,
+        "transitions": e.transitions,
+        "clipped": e.clipped,
+        "seconds": wall,
+    }
     print(f"\nmodel error: every transition probability within +-{args.delta:g} (absolute)")
     print(f"  collision probability  nominal {e.nominal:.6f}   range [{e.lower:.6f}, {e.upper:.6f}]")
     print(f"  interval chain         {e.states:,} states, {e.transitions:,} transitions; {e.clipped:,} intervals clipped")

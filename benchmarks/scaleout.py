@@ -41,12 +41,15 @@ def main() -> None:
     target = resolve("racetrack-barto-small-v1", kinds=("native",), property=GOAL, command="benchmarks/scaleout.py")
     n = okamoto_runs(args.epsilon, 0.05)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; ray {ray.__version__}")
-    print(f"job: {target.benchmark.id}, shipped policy, {GOAL}, Okamoto epsilon={args.epsilon:g} delta=0.05 "
-          f"({n:,} runs), stochastic, batch {args.batch:,}")
+    print(
+        f"job: {target.benchmark.id}, shipped policy, {GOAL}, Okamoto epsilon={args.epsilon:g} delta=0.05 "
+        f"({n:,} runs), stochastic, batch {args.batch:,}"
+    )
 
     def job(backend: BackendOptions):
-        opts = StatisticalOptions(epsilon=args.epsilon, simulation=SimulationOptions(seed=1, batch_size=args.batch),
-                                  backend=backend)
+        opts = StatisticalOptions(
+            epsilon=args.epsilon, simulation=SimulationOptions(seed=1, batch_size=args.batch), backend=backend
+        )
         t = time.perf_counter()
         res = verify_statistical(target.model, target.property, target.policy, opts)
         return res, time.perf_counter() - t
@@ -75,17 +78,25 @@ def main() -> None:
     ref = results["local"]
     print(f"\n{'backend':<14}{'job (s)':>10}{'decisions/s':>14}{'estimate':>11}  identical to local")
     for name, res in results.items():
-        same = all(getattr(res, f) == getattr(ref, f) for f in ("estimate", "interval", "runs", "successes",
-                                                                 "undecided", "stalled", "decisions"))
-        print(f"{name:<14}{times[name]:>10.2f}{res.decisions / times[name]:>14,.0f}{res.estimate:>11.6f}  "
-              f"{'yes' if same else 'NO'}")
-    print(f"\nspeed-up from 1 to 2 workers: {times['ray, 1 CPU'] / times['ray, 2 CPUs']:.2f}x; "
-          f"2 workers vs local: {times['local'] / times['ray, 2 CPUs']:.2f}x; "
-          f"1 worker vs local: {times['local'] / times['ray, 1 CPU']:.2f}x")
+        same = all(
+            getattr(res, f) == getattr(ref, f)
+            for f in ("estimate", "interval", "runs", "successes", "undecided", "stalled", "decisions")
+        )
+        print(
+            f"{name:<14}{times[name]:>10.2f}{res.decisions / times[name]:>14,.0f}{res.estimate:>11.6f}  "
+            f"{'yes' if same else 'NO'}"
+        )
+    print(
+        f"\nspeed-up from 1 to 2 workers: {times['ray, 1 CPU'] / times['ray, 2 CPUs']:.2f}x; "
+        f"2 workers vs local: {times['local'] / times['ray, 2 CPUs']:.2f}x; "
+        f"1 worker vs local: {times['local'] / times['ray, 1 CPU']:.2f}x"
+    )
     print(f"Ray runtime start-up (once per process): {startup[1]:.1f} s (1 CPU), {startup[2]:.1f} s (2 CPUs)")
     print(f"shipping the environment and policy once (ray.put): {ship[1] * 1e3:.1f} ms / {ship[2] * 1e3:.1f} ms")
-    print(f"overhead per task ({args.tasks} tiny tasks): {overhead[1] * 1e3:.2f} ms with 1 worker, "
-          f"{overhead[2] * 1e3:.2f} ms with 2 workers (wall time / tasks); local: {local_task * 1e6:.1f} us")
+    print(
+        f"overhead per task ({args.tasks} tiny tasks): {overhead[1] * 1e3:.2f} ms with 1 worker, "
+        f"{overhead[2] * 1e3:.2f} ms with 2 workers (wall time / tasks); local: {local_task * 1e6:.1f} us"
+    )
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 

@@ -55,12 +55,21 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> di
     base = _rss_mb()  # the process before the model is built: imports, parsed program, policy
     result = verify_exact(model, PROPERTY, policy, ExactOptions(mode=mode, strategy=strategy, max_states=None))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return {"size": size, "mode": mode, "states": result.states, "transitions": result.transitions,
-            "value": result.value, "strategy": result.strategy, "timings": result.timings,
-            "seconds": time.perf_counter() - t0, "base_rss_mb": base, "peak_rss_mb": peak,
-            # peak growth over the process before the build, per transition of the chain
-            "bytes_per_transition": (peak - base) * 2 ** 20 / max(result.transitions, 1),
-            "memory_estimates_mb": {k: v / 2 ** 20 for k, v in result.settings.get("memory_estimates", {}).items()}}
+    return {
+        "size": size,
+        "mode": mode,
+        "states": result.states,
+        "transitions": result.transitions,
+        "value": result.value,
+        "strategy": result.strategy,
+        "timings": result.timings,
+        "seconds": time.perf_counter() - t0,
+        "base_rss_mb": base,
+        "peak_rss_mb": peak,
+        # peak growth over the process before the build, per transition of the chain
+        "bytes_per_transition": (peak - base) * 2**20 / max(result.transitions, 1),
+        "memory_estimates_mb": {k: v / 2**20 for k, v in result.settings.get("memory_estimates", {}).items()},
+    }
 
 
 def _rss_mb() -> float:
@@ -73,12 +82,22 @@ def _rss_mb() -> float:
 
 def run_one(size: int, mode: str, slickness: float, timeout: float, mem_gb: float, strategy: str = "auto") -> dict:
     """One (size, mode) in a subprocess with a memory cap; failures are reported, not raised."""
+
     def limit() -> None:  # runs in the child before exec
-        cap = int(mem_gb * 1024 ** 3)
+        cap = int(mem_gb * 1024**3)
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(size), mode, "--slickness", str(slickness),
-           "--strategy", strategy]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        str(size),
+        mode,
+        "--slickness",
+        str(slickness),
+        "--strategy",
+        strategy,
+    ]
     t0 = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
@@ -107,9 +126,11 @@ def parse_sizes(text: str) -> list[int]:
 def table(rows: list[dict]) -> str:
     """Rows as text. ``B/tr``: peak RSS growth over the process before the build, per chain transition;
     ``slope``: (peak - previous size's peak) / (transitions - previous size's transitions), same mode."""
-    head = f"{'size':>5} {'mode':<13} {'states':>11} {'transitions':>13} {'value':>8} {'strategy':<9} " \
-           f"{'build s':>8} {'policy s':>8} {'check s':>8} {'total s':>8} {'wall s':>7} {'peak MB':>8} " \
-           f"{'B/tr':>6} {'slope':>6}"
+    head = (
+        f"{'size':>5} {'mode':<13} {'states':>11} {'transitions':>13} {'value':>8} {'strategy':<9} "
+        f"{'build s':>8} {'policy s':>8} {'check s':>8} {'total s':>8} {'wall s':>7} {'peak MB':>8} "
+        f"{'B/tr':>6} {'slope':>6}"
+    )
     lines = [head, "-" * len(head)]
     previous: dict[str, dict] = {}
     for r in rows:
@@ -120,15 +141,21 @@ def table(rows: list[dict]) -> str:
         per = r.get("bytes_per_transition")
         prev = previous.get(r["mode"])
         slope = None
-        if prev is not None and r["transitions"] > prev["transitions"] and prev.get("size", 0) < r["size"] \
-                and prev.get("engine") == r.get("engine"):  # rows saved by an older engine carry its name
-            slope = (r["peak_rss_mb"] - prev["peak_rss_mb"]) * 2 ** 20 / (r["transitions"] - prev["transitions"])
+        if (
+            prev is not None
+            and r["transitions"] > prev["transitions"]
+            and prev.get("size", 0) < r["size"]
+            and prev.get("engine") == r.get("engine")
+        ):  # rows saved by an older engine carry its name
+            slope = (r["peak_rss_mb"] - prev["peak_rss_mb"]) * 2**20 / (r["transitions"] - prev["transitions"])
         previous[r["mode"]] = r
         mode = r["mode"] + ("*" if r.get("engine") else "")
-        lines.append(f"{r['size']:>5} {mode:<13} {r['states']:>11,} {r['transitions']:>13,} {r['value']:>8.4f} "
-                     f"{r['strategy']:<9} {t.get('build', 0):>8.2f} {t.get('policy', 0):>8.2f} {t.get('check', 0):>8.2f} "
-                     f"{t.get('total', 0):>8.2f} {r['wall']:>7.1f} {r['peak_rss_mb']:>8.0f} "
-                     f"{'' if per is None else f'{per:.0f}':>6} {'' if slope is None else f'{slope:.0f}':>6}")
+        lines.append(
+            f"{r['size']:>5} {mode:<13} {r['states']:>11,} {r['transitions']:>13,} {r['value']:>8.4f} "
+            f"{r['strategy']:<9} {t.get('build', 0):>8.2f} {t.get('policy', 0):>8.2f} {t.get('check', 0):>8.2f} "
+            f"{t.get('total', 0):>8.2f} {r['wall']:>7.1f} {r['peak_rss_mb']:>8.0f} "
+            f"{'' if per is None else f'{per:.0f}':>6} {'' if slope is None else f'{slope:.0f}':>6}"
+        )
     return "\n".join(lines)
 
 
@@ -147,18 +174,40 @@ def plot(rows: list[dict], path: Path) -> None:
         ax_t.plot(sizes, [r["timings"]["total"] for r in ok], marker=marker, label=f"{mode}")
         ax_m.plot(sizes, [r["peak_rss_mb"] for r in ok], marker=marker, label=f"{mode}")
         for r in ok[-1:]:
-            ax_t.annotate(f"{r['states']:,} states", (r["size"], r["timings"]["total"]), fontsize=8,
-                          textcoords="offset points", xytext=(-40, 6))
+            ax_t.annotate(
+                f"{r['states']:,} states",
+                (r["size"], r["timings"]["total"]),
+                fontsize=8,
+                textcoords="offset points",
+                xytext=(-40, 6),
+            )
         color = ax_t.get_lines()[-1].get_color()
         for r in (r for r in rows if r["mode"] == mode and "error" in r):
             ax_t.axvline(r["size"], linestyle=":", color=color)
             what = r["error"].split(" (")[0].split(":")[0]
-            ax_t.text(r["size"], 0.03, f" {mode}: {what}", transform=ax_t.get_xaxis_transform(), rotation=90,
-                      fontsize=7, color=color, va="bottom", ha="right")
-    ax_t.set(xlabel="Avoid grid size n (xMax = yMax = n)", ylabel="verification time (s)", yscale="log",
-             title=f"Exact engine, {PROPERTY}")
-    ax_m.set(xlabel="Avoid grid size n (xMax = yMax = n)", ylabel="peak resident memory (MB)", yscale="log",
-             title="Peak memory per run (own process)")
+            ax_t.text(
+                r["size"],
+                0.03,
+                f" {mode}: {what}",
+                transform=ax_t.get_xaxis_transform(),
+                rotation=90,
+                fontsize=7,
+                color=color,
+                va="bottom",
+                ha="right",
+            )
+    ax_t.set(
+        xlabel="Avoid grid size n (xMax = yMax = n)",
+        ylabel="verification time (s)",
+        yscale="log",
+        title=f"Exact engine, {PROPERTY}",
+    )
+    ax_m.set(
+        xlabel="Avoid grid size n (xMax = yMax = n)",
+        ylabel="peak resident memory (MB)",
+        yscale="log",
+        title="Peak memory per run (own process)",
+    )
     from matplotlib.ticker import MaxNLocator
 
     for ax in (ax_t, ax_m):
@@ -181,8 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "scaling.png", help="PNG plot path")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     ap.add_argument("--from-json", type=Path, default=None, help="only print and plot rows saved by --json")
-    ap.add_argument("--merge", type=Path, default=None,
-                    help="start from the rows saved by --json in this file; new (size, mode) rows replace old ones")
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        help="start from the rows saved by --json in this file; new (size, mode) rows replace old ones",
+    )
     ap.add_argument("--worker", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 

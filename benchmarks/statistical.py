@@ -48,8 +48,16 @@ from rlverify.statistical import SimulationOptions, StatisticalOptions, heatmap,
 from rlverify.statistical.properties import parse_path_property
 
 
-def decisions_per_second(env, policy, *, runs: int, batch: int, max_steps: int = 200, threads: int | None = None,
-                         clock: Callable[[], float] = time.perf_counter) -> tuple[float, int, float, float]:
+def decisions_per_second(
+    env,
+    policy,
+    *,
+    runs: int,
+    batch: int,
+    max_steps: int = 200,
+    threads: int | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[float, int, float, float]:
     """Lockstep decisions/s from the start line (by ``clock``; ``threads``: None for the default); also the
     decisions, the seconds and the mean rows per policy call."""
     prop = parse_path_property('P=? [!"crashed" U "goal"]', env.labels)
@@ -60,12 +68,13 @@ def decisions_per_second(env, policy, *, runs: int, batch: int, max_steps: int =
     res = simulate(env, policy, prop, np.arange(runs), starts=starts, options=opts)
     dt = clock() - t
     n = int(res.steps.sum())
-    calls = sum(int(res.steps[b:b + batch].max()) for b in range(0, runs, batch))  # one call per step of a batch
+    calls = sum(int(res.steps[b : b + batch].max()) for b in range(0, runs, batch))  # one call per step of a batch
     return n / dt, n, dt, n / max(calls, 1)
 
 
-def seconds_per_call(fn: Callable[[], object], *, min_time: float = 0.3,
-                     clock: Callable[[], float] = time.perf_counter) -> float:
+def seconds_per_call(
+    fn: Callable[[], object], *, min_time: float = 0.3, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Mean seconds of ``fn()`` (by ``clock``) over at least ``min_time`` seconds (after one warm-up call)."""
     fn()
     k, t = 0, clock()
@@ -148,10 +157,12 @@ def network_speed(env, label: str, path: str | Path, *, batch: int, runs: int, r
         def run() -> None:
             for rows in sizes[k]:
                 session.run(None, {name: x32[:rows]})
+
         return run
 
     best: dict[tuple[str, str], float] = {}
     clocks = {"wall": time.perf_counter, "cpu": time.process_time}
+
     def keep(cname: str, key: str, value: float, *, high: bool) -> None:
         old = best.get((cname, key), value)
         best[(cname, key)] = max(old, value) if high else min(old, value)
@@ -164,8 +175,12 @@ def network_speed(env, label: str, path: str | Path, *, batch: int, runs: int, r
                 rate, n, _, _ = decisions_per_second(env, policy, runs=runs, batch=batch, threads=k, clock=clock)
                 keep(cname, f"lockstep {k}", rate, high=True)
                 mean = max(1, round(np.mean(sizes[k])))
-                keep(cname, f"bare at mean {k}", mean / per_call(functools.partial(session.run, None, {name: x32[:mean]})),
-                     high=True)
+                keep(
+                    cname,
+                    f"bare at mean {k}",
+                    mean / per_call(functools.partial(session.run, None, {name: x32[:mean]})),
+                    high=True,
+                )
                 keep(cname, f"bare same calls {k}", sum(sizes[k]) / per_call(same_calls(k)), high=True)
             keep(cname, "onnx network", per_call(lambda: session.run(None, {name: x32})), high=False)
             keep(cname, "onnx wrapper", per_call(lambda: policy.action_probabilities(x32)), high=False)
@@ -173,8 +188,10 @@ def network_speed(env, label: str, path: str | Path, *, batch: int, runs: int, r
             keep(cname, "numpy network", per_call(lambda: net(x64)), high=False)
             keep(cname, "numpy wrapper", per_call(lambda: numpy_policy.action_probabilities(x64)), high=False)
             keep(cname, "numpy choose", per_call(lambda: numpy_policy.choose(x64)), high=False)
-    print(f"-- {label} network {net.sizes}, batch B = {batch:,}, {runs:,} runs ({n:,} decisions), best of {repeats}, "
-          "wall clock [CPU time of this process]")
+    print(
+        f"-- {label} network {net.sizes}, batch B = {batch:,}, {runs:,} runs ({n:,} decisions), best of {repeats}, "
+        "wall clock [CPU time of this process]"
+    )
 
     def both(key: str, fmt: str, k: int = 1) -> str:
         cpu = f"{best[('cpu', key)]:{fmt}}" if k == 1 else "n/a"
@@ -186,23 +203,34 @@ def network_speed(env, label: str, path: str | Path, *, batch: int, runs: int, r
 
     print(f"   bare onnxruntime forward, B rows/call (one onnxruntime thread): {both('bare', ',.0f')} rows/s")
     for k in paths:
-        how = "one thread" if k == 1 else (f"default: {k} threads, each batch cut in {k} parts, at most one network "
-                                           "call at a time")
+        how = (
+            "one thread"
+            if k == 1
+            else (f"default: {k} threads, each batch cut in {k} parts, at most one network call at a time")
+        )
         print(f"   lockstep simulation, batch B, {how}:")
-        print(f"      {both(f'lockstep {k}', ',.0f', k)} decisions/s -> ratio to the bare forward at B rows "
-              f"{ratio(f'lockstep {k}', 'bare', k)} (target >= 0.9)")
-        print(f"      bare forward at this path's mean rows per call ({np.mean(sizes[k]):,.0f}): "
-              f"{both(f'bare at mean {k}', ',.0f')} rows/s -> ratio {ratio(f'lockstep {k}', f'bare at mean {k}', k)}")
-        print(f"      bare forward on exactly this path's {len(sizes[k])} calls ({sum(sizes[k]):,} rows): "
-              f"{both(f'bare same calls {k}', ',.0f')} rows/s -> ratio {ratio(f'lockstep {k}', f'bare same calls {k}', k)} "
-              "(with one thread: the share of the simulation's time spent in the network)")
+        print(
+            f"      {both(f'lockstep {k}', ',.0f', k)} decisions/s -> ratio to the bare forward at B rows "
+            f"{ratio(f'lockstep {k}', 'bare', k)} (target >= 0.9)"
+        )
+        print(
+            f"      bare forward at this path's mean rows per call ({np.mean(sizes[k]):,.0f}): "
+            f"{both(f'bare at mean {k}', ',.0f')} rows/s -> ratio {ratio(f'lockstep {k}', f'bare at mean {k}', k)}"
+        )
+        print(
+            f"      bare forward on exactly this path's {len(sizes[k])} calls ({sum(sizes[k]):,} rows): "
+            f"{both(f'bare same calls {k}', ',.0f')} rows/s -> ratio {ratio(f'lockstep {k}', f'bare same calls {k}', k)} "
+            "(with one thread: the share of the simulation's time spent in the network)"
+        )
     for kind in ("onnx", "numpy"):
         for what in ("wrapper", "choose"):
             call = "action_probabilities" if what == "wrapper" else "choose (fused)"
             over = [100 * (best[(c, f"{kind} {what}")] / best[(c, f"{kind} network")] - 1) for c in clocks]
-            print(f"   {kind:5s} {call:21s} vs bare network : {best[('wall', f'{kind} {what}')] * 1e3:8.2f} ms vs "
-                  f"{best[('wall', f'{kind} network')] * 1e3:8.2f} ms per {batch:,} rows -> overhead {over[0]:+6.1f} % "
-                  f"[{over[1]:+6.1f} %] (target < 10 %)")
+            print(
+                f"   {kind:5s} {call:21s} vs bare network : {best[('wall', f'{kind} {what}')] * 1e3:8.2f} ms vs "
+                f"{best[('wall', f'{kind} network')] * 1e3:8.2f} ms per {batch:,} rows -> overhead {over[0]:+6.1f} % "
+                f"[{over[1]:+6.1f} %] (target < 10 %)"
+            )
 
 
 def main() -> None:
@@ -224,10 +252,21 @@ def main() -> None:
         print("== 1. simulation at the network's speed: Barto-small, deterministic mode, from the start line")
         network_speed(env, "shipped 2x64 DQN", spec, batch=args.batch, runs=4 * args.batch, repeats=args.repeats)
         with tempfile.TemporaryDirectory() as tmp:
-            large = save_mlp_onnx(Path(tmp) / "widened_2x1024.onnx", widened(mlp_from_onnx(spec), 1024, seed=0),
-                                  features=FEATURES, actions=ACTIONS, output="q-values")
-            network_speed(env, "2x1024 (shipped + random units)", large, batch=args.batch_large, runs=2 * args.batch_large,
-                          repeats=max(1, args.repeats // 2))
+            large = save_mlp_onnx(
+                Path(tmp) / "widened_2x1024.onnx",
+                widened(mlp_from_onnx(spec), 1024, seed=0),
+                features=FEATURES,
+                actions=ACTIONS,
+                output="q-values",
+            )
+            network_speed(
+                env,
+                "2x1024 (shipped + random units)",
+                large,
+                batch=args.batch_large,
+                runs=2 * args.batch_large,
+                repeats=max(1, args.repeats // 2),
+            )
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if not args.skip_percall:
         onnx_policy = load_policy(spec)
@@ -244,7 +283,7 @@ def main() -> None:
             obs = env.observe(env.start_states(env.track.free_cells()))
             t = time.perf_counter()
             for i in range(2000):
-                pol.action_probabilities(obs[i % len(obs): i % len(obs) + 1])
+                pol.action_probabilities(obs[i % len(obs) : i % len(obs) + 1])
             calls = 2000 / (time.perf_counter() - t)
             print(f"{name:12s} network alone, 1 state/call: {calls:>12,.0f} calls/s -> lockstep is {lock / calls:,.0f}x")
     if args.skip_heatmap:
@@ -252,16 +291,28 @@ def main() -> None:
     onnx_policy = load_policy(spec)
     print("== 3. full Barto-small heat map, epsilon=0.01, delta=0.05 (Okamoto, 18,445 runs per cell), shipped DQN policy")
     t = time.perf_counter()
-    res = heatmap(env, onnx_policy, StatisticalOptions(epsilon=0.01, delta=0.05, simulation=SimulationOptions(
-        mode="deterministic", max_steps=args.max_steps, seed=0, batch_size=100_000)), optimal=True,
-        benchmark="racetrack-barto-small-v1")
+    res = heatmap(
+        env,
+        onnx_policy,
+        StatisticalOptions(
+            epsilon=0.01,
+            delta=0.05,
+            simulation=SimulationOptions(mode="deterministic", max_steps=args.max_steps, seed=0, batch_size=100_000),
+        ),
+        optimal=True,
+        benchmark="racetrack-barto-small-v1",
+    )
     dt = time.perf_counter() - t
     plot_heatmap(res, args.out)
-    print(f"{len(res.cells)} cells x {int(res.runs[0]):,} runs = {int(res.runs.sum()):,} runs, "
-          f"{res.decisions:,} decisions in {dt:.1f} s ({res.timings['decisions_per_second']:,.0f} decisions/s); "
-          f"Storm Pmax {res.timings.get('optimal', 0):.2f} s")
-    print(f"mean goal {res.goal.mean():.4f}, mean crash {res.crash.mean():.4f}, mean optimal {res.optimal.mean():.4f}, "
-          f"max gap {res.gap.max():.4f}; undecided {int(res.undecided.sum())}, stalled {int(res.stalled.sum())}")
+    print(
+        f"{len(res.cells)} cells x {int(res.runs[0]):,} runs = {int(res.runs.sum()):,} runs, "
+        f"{res.decisions:,} decisions in {dt:.1f} s ({res.timings['decisions_per_second']:,.0f} decisions/s); "
+        f"Storm Pmax {res.timings.get('optimal', 0):.2f} s"
+    )
+    print(
+        f"mean goal {res.goal.mean():.4f}, mean crash {res.crash.mean():.4f}, mean optimal {res.optimal.mean():.4f}, "
+        f"max gap {res.gap.max():.4f}; undecided {int(res.undecided.sum())}, stalled {int(res.stalled.sum())}"
+    )
     print(f"wrote {args.out}")
 
 

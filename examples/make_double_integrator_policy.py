@@ -25,7 +25,15 @@ def saturated_controller(gain: float = 3.0) -> MLP:
 
 if __name__ == "__main__":
     out = Path(__file__).with_name("double_integrator.onnx")
-    save_mlp_onnx(out, saturated_controller(), features=["x", "v"], actions=["left", "coast", "right"],
-                  training={"algorithm": "hand-made saturated linear feedback", "seed": 0,
-                            "benchmark": "examples/double_integrator.py:SYSTEM"})
+    save_mlp_onnx(
+        out,
+        saturated_controller(),
+        features=["x", "v"],
+        actions=["left", "coast", "right"],
+        training={
+            "algorithm": "hand-made saturated linear feedback",
+            "seed": 0,
+            "benchmark": "examples/double_integrator.py:SYSTEM",
+        },
+    )
     print(f"wrote {out} ({out.stat().st_size} bytes)")

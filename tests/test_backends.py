@@ -63,8 +63,19 @@ def racetrack():
 
 
 def same_statistical(a, b) -> None:
-    for field in ("estimate", "interval", "runs", "successes", "undecided", "stalled", "decisions", "decision",
-                  "satisfied", "seed", "method"):
+    for field in (
+        "estimate",
+        "interval",
+        "runs",
+        "successes",
+        "undecided",
+        "stalled",
+        "decisions",
+        "decision",
+        "satisfied",
+        "seed",
+        "method",
+    ):
         assert getattr(a, field) == getattr(b, field), field
 
 
@@ -81,8 +92,13 @@ def test_statistical_results_identical_to_local(ray_runtime, racetrack, method):
         kw.update(threshold=0.9, indifference=0.05)
     local = verify_statistical(racetrack.model, racetrack.property, racetrack.policy, StatisticalOptions(**kw))
     seen = []
-    distributed = verify_statistical(racetrack.model, racetrack.property, racetrack.policy,
-                                     StatisticalOptions(**kw, backend=RAY), progress=lambda d, t: seen.append((d, t)))
+    distributed = verify_statistical(
+        racetrack.model,
+        racetrack.property,
+        racetrack.policy,
+        StatisticalOptions(**kw, backend=RAY),
+        progress=lambda d, t: seen.append((d, t)),
+    )
     same_statistical(local, distributed)
     assert distributed.settings["backend"]["kind"] == "ray" and distributed.settings["backend"]["workers"] == 2
     assert local.settings["backend"]["kind"] == "local"
@@ -95,8 +111,7 @@ def test_prism_model_and_its_policy_are_shipped(ray_runtime):
     target = resolve("avoid-v1", kinds=("prism", "native"), property="collision-100", command="test")
     opts = dict(method="clopper-pearson", runs=400, simulation=SimulationOptions(seed=5, batch_size=120))
     local = verify_statistical(target.model, target.property, target.policy, StatisticalOptions(**opts))
-    distributed = verify_statistical(target.model, target.property, target.policy,
-                                     StatisticalOptions(**opts, backend=RAY))
+    distributed = verify_statistical(target.model, target.property, target.policy, StatisticalOptions(**opts, backend=RAY))
     same_statistical(local, distributed)
     assert 0 < local.successes < local.runs  # collisions happen and not always: the comparison can tell
 
@@ -118,8 +133,17 @@ def test_abstraction_bound_identical_to_local(ray_runtime):
     opts = dict(horizon=3, domain="octagon", phi=0.5, containment=True, seed=4, chunk=4)
     local = verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(**opts))
     distributed = verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(**opts, backend=RAY))
-    for field in ("upper_bound", "maxmin_value", "parts", "n_abstract_states", "n_polyhedra", "n_choices",
-                  "n_transitions", "n_shared_successors", "n_containment_merges"):
+    for field in (
+        "upper_bound",
+        "maxmin_value",
+        "parts",
+        "n_abstract_states",
+        "n_polyhedra",
+        "n_choices",
+        "n_transitions",
+        "n_shared_successors",
+        "n_containment_merges",
+    ):
         assert getattr(local, field) == getattr(distributed, field), field
     assert local.n_abstract_states > 3 * opts["chunk"]  # the frontiers were cut into several tasks
 
@@ -136,6 +160,7 @@ def test_worker_errors_are_the_users_errors(ray_runtime):
 
 
 # ------------------------------------------------------------------------------------ a real cluster
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -171,15 +196,29 @@ def loopback_cluster():
     common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"]
     procs = []
     try:
-        procs.append(subprocess.Popen([ray_cli, "start", "--head", f"--port={port}", "--include-dashboard=false",
-                                       f"--temp-dir={temp}", *common], env=env, start_new_session=True,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        procs.append(subprocess.Popen([ray_cli, "start", f"--address=127.0.0.1:{port}", *common], env=env,
-                                      start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [ray_cli, "start", "--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}", *common],
+                env=env,
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [ray_cli, "start", f"--address=127.0.0.1:{port}", *common],
+                env=env,
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         deadline = time.monotonic() + 90
         while True:  # both nodes up: the cluster has 2 CPUs
-            status = subprocess.run([ray_cli, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True,
-                                    text=True, timeout=60)
+            status = subprocess.run(
+                [ray_cli, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True, text=True, timeout=60
+            )
             if "/2.0 CPU" in status.stdout:
                 break
             assert all(p.poll() is None for p in procs), "a Ray node exited while starting"
@@ -193,19 +232,60 @@ def loopback_cluster():
 
 
 def run_cli(args: list[str], *, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlverify.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "rlverify.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_cli_on_a_loopback_cluster_matches_local(loopback_cluster, capsys):
     """``rlverify simulate``, ``heatmap`` and ``abstract`` with ``--backend ray --address`` on the two-node cluster
     give the local results (the CLI run here in this process with the default backend)."""
-    sim = ["simulate", "racetrack-barto-small-v1", "-p", GOAL, "--epsilon", "0.05", "--batch-size", "300",
-           "--max-steps", "200", "--seed", "3", "--json"]
-    heat = ["heatmap", "racetrack-barto-small-v1", "--runs", "30", "--batch-size", "400", "--max-steps", "200",
-            "--seed", "2", "--json"]
-    abstract = ["abstract", "acc-v1", "-k", "3", "--domain", "octagon", "--phi", "0.5", "--containment", "--seed", "4",
-                "--json"]
+    sim = [
+        "simulate",
+        "racetrack-barto-small-v1",
+        "-p",
+        GOAL,
+        "--epsilon",
+        "0.05",
+        "--batch-size",
+        "300",
+        "--max-steps",
+        "200",
+        "--seed",
+        "3",
+        "--json",
+    ]
+    heat = [
+        "heatmap",
+        "racetrack-barto-small-v1",
+        "--runs",
+        "30",
+        "--batch-size",
+        "400",
+        "--max-steps",
+        "200",
+        "--seed",
+        "2",
+        "--json",
+    ]
+    abstract = [
+        "abstract",
+        "acc-v1",
+        "-k",
+        "3",
+        "--domain",
+        "octagon",
+        "--phi",
+        "0.5",
+        "--containment",
+        "--seed",
+        "4",
+        "--json",
+    ]
     sim_keys = ("estimate", "interval", "runs", "successes", "undecided", "stalled", "decisions")
     abstract_keys = ("upper_bound", "parts", "n_abstract_states")
     for args, keys in ((sim, sim_keys), (heat, ("cells", "decisions")), (abstract, abstract_keys)):
@@ -235,13 +315,17 @@ def test_cli_starts_its_own_ray_runtime(capsys):
 
 # ---------------------------------------------------------------------------------------------- bad input
 
+
 def test_backend_ray_without_the_extra_names_it(tmp_path):
     """A real failed import: a package ``ray`` on PYTHONPATH whose import raises ImportError."""
     shim = tmp_path / "shim" / "ray"
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text('raise ImportError("ray is hidden by the test")\n')
-    res = run_cli(["heatmap", "racetrack-barto-small-v1", "--json", "--backend", "ray"], timeout=120,
-                  env={"PYTHONPATH": str(shim.parent)})
+    res = run_cli(
+        ["heatmap", "racetrack-barto-small-v1", "--json", "--backend", "ray"],
+        timeout=120,
+        env={"PYTHONPATH": str(shim.parent)},
+    )
     assert res.returncode == 2, res.stderr
     assert "pip install 'rlverify[ray]'" in res.stderr and "Traceback" not in res.stderr
 
@@ -262,11 +346,13 @@ def test_silent_address_fails_after_a_bounded_wait():
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)  # the kernel completes the handshakes; nobody answers
         address = f"127.0.0.1:{listener.getsockname()[1]}"
-        code = ("from rlverify.backends import BackendError, BackendOptions, open_backend\n"
-                "try:\n"
-                f"    open_backend(BackendOptions(kind='ray', address='{address}', connect_timeout=2))\n"
-                "except BackendError as exc:\n"
-                "    print('BackendError:', exc)\n")
+        code = (
+            "from rlverify.backends import BackendError, BackendOptions, open_backend\n"
+            "try:\n"
+            f"    open_backend(BackendOptions(kind='ray', address='{address}', connect_timeout=2))\n"
+            "except BackendError as exc:\n"
+            "    print('BackendError:', exc)\n"
+        )
         t0 = time.monotonic()
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         elapsed = time.monotonic() - t0
@@ -274,13 +360,17 @@ def test_silent_address_fails_after_a_bounded_wait():
     assert elapsed < 60
 
 
-@pytest.mark.parametrize("options,message", [
-    (BackendOptions(kind="spark"), "--backend: expected one of local, ray, got 'spark'"),
-    (BackendOptions(address="10.0.0.5:6379"), "an address is used with --backend ray only"),
-    (BackendOptions(kind="ray", address="10.0.0.5"), "expected 'auto' or HOST:PORT"),
-    (BackendOptions(kind="ray", address="head:99999"), "expected 'auto' or HOST:PORT"),
-    (BackendOptions(kind="ray", connect_timeout=0), "connect_timeout"),
-], ids=["unknown-kind", "address-without-ray", "no-port", "bad-port", "timeout"])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (BackendOptions(kind="spark"), "--backend: expected one of local, ray, got 'spark'"),
+        (BackendOptions(address="10.0.0.5:6379"), "an address is used with --backend ray only"),
+        (BackendOptions(kind="ray", address="10.0.0.5"), "expected 'auto' or HOST:PORT"),
+        (BackendOptions(kind="ray", address="head:99999"), "expected 'auto' or HOST:PORT"),
+        (BackendOptions(kind="ray", connect_timeout=0), "connect_timeout"),
+    ],
+    ids=["unknown-kind", "address-without-ray", "no-port", "bad-port", "timeout"],
+)
 def test_bad_backend_options_are_named(options, message):
     with pytest.raises(OptionError, match=message.replace("(", r"\(").replace("'", "'")):
         open_backend(options)
@@ -307,7 +397,7 @@ def test_an_object_that_cannot_be_shipped_is_named(ray_runtime):
 
 # ------------------------------------------------------------------------------------------ Ray failing
 
-KILLER_POLICY = '''
+KILLER_POLICY = """
 import os, signal, time
 import numpy as np
 FEATURES = ["x"]
@@ -328,15 +418,19 @@ def pi(s):
         os.kill(os.getpid() if TARGET == "worker" else raylet(), signal.SIGKILL)
         time.sleep(120)  # the worker ends with its raylet
     return np.tile([0.9, 0.1], (len(s), 1))
-'''
+"""
 
 SMALL_MODEL = UP_STAY
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target,cause", [("worker", "a Ray worker process died while running a task, and again on "
-                                                     "each of its retries"),
-                                          ("raylet", "LocalRayletDiedError")])
+@pytest.mark.parametrize(
+    "target,cause",
+    [
+        ("worker", "a Ray worker process died while running a task, and again on each of its retries"),
+        ("raylet", "LocalRayletDiedError"),
+    ],
+)
 def test_a_dying_worker_or_raylet_is_one_line_and_stdout_stays_clean(tmp_path, target, cause):
     """A real local Ray runtime whose worker is killed on every try (or whose raylet is killed): exit 2 with one line
     naming what happened, no traceback; Ray's messages (8 KB of raylet logs) never reach stdout. (After its raylet
@@ -344,8 +438,23 @@ def test_a_dying_worker_or_raylet_is_one_line_and_stdout_stays_clean(tmp_path, t
     model, policy = tmp_path / "m.prism", tmp_path / "killer.py"
     model.write_text(SMALL_MODEL)
     policy.write_text(KILLER_POLICY.format(target=target))
-    res = run_cli(["simulate", str(model), "-p", 'P=? [F "top"]', "--policy", f"{policy}:pi", "--runs", "100",
-                   "--backend", "ray", "--json"], timeout=300, env={"RAY_num_cpus": "1"})
+    res = run_cli(
+        [
+            "simulate",
+            str(model),
+            "-p",
+            'P=? [F "top"]',
+            "--policy",
+            f"{policy}:pi",
+            "--runs",
+            "100",
+            "--backend",
+            "ray",
+            "--json",
+        ],
+        timeout=300,
+        env={"RAY_num_cpus": "1"},
+    )
     assert res.returncode == 2 or (target == "raylet" and res.returncode == 1), res.stderr[-3000:]
     assert res.stdout == ""
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
@@ -362,22 +471,40 @@ def test_a_head_that_requires_a_token_is_named(tmp_path):
     token = "rlverify-test-token-0123456789abcdef"
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
     env.pop("RAY_AUTH_TOKEN_PATH", None)
-    head = subprocess.Popen([ray_cli, "start", "--head", f"--port={port}", "--include-dashboard=false",
-                             f"--temp-dir={temp}", "--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
-                             "--block"], env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    head = subprocess.Popen(
+        [
+            ray_cli,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--include-dashboard=false",
+            f"--temp-dir={temp}",
+            "--num-cpus=1",
+            "--node-ip-address=127.0.0.1",
+            "--disable-usage-stats",
+            "--block",
+        ],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 90
         while True:  # the head is up when it answers its owner (with the token)
-            status = subprocess.run([ray_cli, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True,
-                                    text=True, timeout=60)
+            status = subprocess.run(
+                [ray_cli, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True, text=True, timeout=60
+            )
             if "1.0 CPU" in status.stdout:
                 break
             assert head.poll() is None, "the Ray head exited while starting"
             assert time.monotonic() < deadline, f"the Ray head did not come up:\n{status.stdout}{status.stderr}"
             time.sleep(2)
-        res = run_cli(["abstract", "acc-v1", "-k", "1", "--backend", "ray", "--address", f"127.0.0.1:{port}", "--json"],
-                      timeout=120, env={"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": "", "HOME": str(tmp_path)})
+        res = run_cli(
+            ["abstract", "acc-v1", "-k", "1", "--backend", "ray", "--address", f"127.0.0.1:{port}", "--json"],
+            timeout=120,
+            env={"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": "", "HOME": str(tmp_path)},
+        )
         assert res.returncode == 2, res.stderr[-3000:]
         assert res.stdout == ""
         assert f"--address 127.0.0.1:{port}: the Ray cluster there requires authentication" in res.stderr

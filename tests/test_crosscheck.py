@@ -15,9 +15,13 @@ from rlverify.crosscheck import cross_check
 #: unbounded properties whose runs under the reference policy take thousands of steps of a large
 #: network (minutes of simulation): checked in the slow suite
 SLOW = {("crazy-climber-v1", "collision"), ("avoid-v1", "collision")}
-CASES = [pytest.param(i, name, id=f"{i}:{name}", marks=[pytest.mark.slow] if (i, name) in SLOW else [])
-         for i in all_ids() if spec(i).kind == "prism" and spec(i).policies
-         for name, text in spec(i).properties.items() if text.startswith("P=?") and "((" not in text]
+CASES = [
+    pytest.param(i, name, id=f"{i}:{name}", marks=[pytest.mark.slow] if (i, name) in SLOW else [])
+    for i in all_ids()
+    if spec(i).kind == "prism" and spec(i).policies
+    for name, text in spec(i).properties.items()
+    if text.startswith("P=?") and "((" not in text
+]
 
 
 def test_every_prism_benchmark_is_covered():
@@ -37,8 +41,9 @@ def test_a_disagreement_is_reported_with_both_numbers():
     from dataclasses import replace
 
     a = cross_check("running-example-v1", "reach-goal-2", runs=500)
-    wrong = replace(a, exact=replace(a.exact, value=0.99),
-                    checks={"pmin <= value <= pmax": False, "value in statistical interval": False})
+    wrong = replace(
+        a, exact=replace(a.exact, value=0.99), checks={"pmin <= value <= pmax": False, "value in statistical interval": False}
+    )
     lines = wrong.disagreements()
     assert not wrong.ok and len(lines) == 2
     assert "0.99" in lines[0] and "0.96" in lines[0]  # the value and Pmax = 0.96 of the running example

@@ -66,8 +66,12 @@ def robot_brute_force(k: int) -> float:
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
     out = {}
-    for name, text in (("robot.prism", ROBOT), ("robot_pi.py", ROBOT_POLICY), ("unlabelled.prism", UNLABELLED),
-                       ("a_pi.py", A_POLICY)):
+    for name, text in (
+        ("robot.prism", ROBOT),
+        ("robot_pi.py", ROBOT_POLICY),
+        ("unlabelled.prism", UNLABELLED),
+        ("a_pi.py", A_POLICY),
+    ):
         out[name] = tmp_path / name
         out[name].write_text(text)
     return out
@@ -84,8 +88,9 @@ def test_verify_and_simulate_agree_on_an_action_only_the_goal_offers(capsys, fil
     model, pol = str(files["robot.prism"]), f"{files['robot_pi.py']}:pi"
     code, out, _ = run(capsys, "verify", model, "-p", 'P=? [F<=6 "goal"]', "--policy", pol, "--json")
     assert code == 0 and json.loads(out)["value"] == pytest.approx(exact_value, abs=1e-9)
-    code, out, err = run(capsys, "simulate", model, "-p", 'P=? [F<=6 "goal"]', "--policy", pol, "--runs", "4000",
-                         "--delta", "0.001", "--json")
+    code, out, err = run(
+        capsys, "simulate", model, "-p", 'P=? [F<=6 "goal"]', "--policy", pol, "--runs", "4000", "--delta", "0.001", "--json"
+    )
     assert code == 0, err
     r = json.loads(out)
     assert r["interval"][0] <= exact_value <= r["interval"][1] and r["stalled"] == 0
@@ -103,19 +108,21 @@ def test_unlabelled_choices_the_policy_does_not_name_stall_alike_in_verify_and_s
     assert code == 0 and r["stalled"] == 100 and r["successes"] == 0 and r["untaken_choices"] == {"m:1": 1, "m:2": 1}
     # a policy naming the commands chooses between them: 0.3 * 0 + 0.7 * 1 exactly, in both engines
     named = files["a_pi.py"].parent / "named.py"
-    named.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['m:1', 'm:2', 'a']\n"
-                     "def pi(s):\n    return np.where(s[:, :1] == 0, [0.3, 0.7, 0.0], [0.0, 0.0, 1.0])\n")
+    named.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['m:1', 'm:2', 'a']\n"
+        "def pi(s):\n    return np.where(s[:, :1] == 0, [0.3, 0.7, 0.0], [0.0, 0.0, 1.0])\n"
+    )
     code, out, _ = run(capsys, "verify", model, "-p", 'P=? [F "two"]', "--policy", f"{named}:pi", "--json")
     r = json.loads(out)
     assert code == 0 and r["value"] == pytest.approx(0.7, abs=1e-12) and r["untaken_choices"] == {}
-    code, out, _ = run(capsys, "simulate", model, "-p", 'P=? [F "two"]', "--policy", f"{named}:pi",
-                       "--runs", "3000", "--json")
+    code, out, _ = run(capsys, "simulate", model, "-p", 'P=? [F "two"]', "--policy", f"{named}:pi", "--runs", "3000", "--json")
     r = json.loads(out)
     assert code == 0 and r["interval"][0] <= 0.7 <= r["interval"][1] and r["stalled"] == 0
 
 
-@pytest.mark.parametrize("text,verdict", [('P>=0.5 [F<=2 "goal"]', "no"), ('P<=0.5 [F<=2 "goal"]', "yes"),
-                                          ('P>0.26 [F<=2 "goal"]', "undecided")])
+@pytest.mark.parametrize(
+    "text,verdict", [('P>=0.5 [F<=2 "goal"]', "no"), ('P<=0.5 [F<=2 "goal"]', "yes"), ('P>0.26 [F<=2 "goal"]', "undecided")]
+)
 def test_simulate_answers_threshold_properties_without_sprt(capsys, text, verdict):
     # running example: P(F<=2 goal) = 0.264 exactly (worked out by hand in tests/test_running_example.py)
     code, out, _ = run(capsys, "simulate", "running-example-v1", "-p", text, "--runs", "2000", "--json")
@@ -126,8 +133,18 @@ def test_simulate_answers_threshold_properties_without_sprt(capsys, text, verdic
 
 
 def test_simulate_takes_registered_prism_benchmarks_and_their_reference_policy(capsys):
-    code, out, err = run(capsys, "simulate", "running-example-v1", "--policy", "reference", "--property", "reach-goal-2",
-                         "--runs", "3000", "--json")
+    code, out, err = run(
+        capsys,
+        "simulate",
+        "running-example-v1",
+        "--policy",
+        "reference",
+        "--property",
+        "reach-goal-2",
+        "--runs",
+        "3000",
+        "--json",
+    )
     assert code == 0, err
     r = json.loads(out)
     assert r["interval"][0] <= 0.264 <= r["interval"][1] and r["model"] == "running-example-v1"
@@ -144,18 +161,37 @@ def test_an_unknown_benchmark_property_name_says_so(capsys):
 def test_unavailable_renormalize_means_the_same_in_verify_and_simulate(capsys, files):
     # the uniform policy over {up, stay, down} offers `up` where it is unavailable (x=4): renormalised there
     model = files["robot.prism"].parent / "col.prism"
-    model.write_text("mdp\nmodule m\n  x : [0..2] init 0;\n  [up] x<2 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);\n"
-                     "  [down] x>0 -> (x'=x-1);\nendmodule\nlabel \"top\" = x=2;\n")
+    model.write_text(
+        "mdp\nmodule m\n  x : [0..2] init 0;\n  [up] x<2 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);\n"
+        '  [down] x>0 -> (x\'=x-1);\nendmodule\nlabel "top" = x=2;\n'
+    )
     pol = model.parent / "ud.py"
-    pol.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'down']\n"
-                   "def pi(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
+    pol.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'down']\n"
+        "def pi(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n"
+    )
     values = {}
     for how in ("stall", "renormalize"):
-        code, out, _ = run(capsys, "verify", str(model), "-p", 'P=? [F<=4 "top"]', "--policy", f"{pol}:pi",
-                           "--unavailable", how, "--json")
+        code, out, _ = run(
+            capsys, "verify", str(model), "-p", 'P=? [F<=4 "top"]', "--policy", f"{pol}:pi", "--unavailable", how, "--json"
+        )
         values[how] = json.loads(out)["value"]
-        code, out, err = run(capsys, "simulate", str(model), "-p", 'P=? [F<=4 "top"]', "--policy", f"{pol}:pi",
-                             "--unavailable", how, "--runs", "4000", "--delta", "0.001", "--json")
+        code, out, err = run(
+            capsys,
+            "simulate",
+            str(model),
+            "-p",
+            'P=? [F<=4 "top"]',
+            "--policy",
+            f"{pol}:pi",
+            "--unavailable",
+            how,
+            "--runs",
+            "4000",
+            "--delta",
+            "0.001",
+            "--json",
+        )
         assert code == 0, err
         r = json.loads(out)
         assert r["interval"][0] <= values[how] <= r["interval"][1], (how, values[how], r["interval"])
@@ -186,8 +222,20 @@ def test_a_usage_error_prints_the_subcommands_usage(capsys):
 
 def test_heatmap_json_prints_and_out_writes(capsys, tmp_path):
     png, cells = tmp_path / "m.png", tmp_path / "cells.json"
-    code, out, err = run(capsys, "heatmap", "racetrack-barto-small-v1", "--runs", "5", "--max-steps", "50",
-                         "--json", "--out", str(png), "--out", str(cells))
+    code, out, err = run(
+        capsys,
+        "heatmap",
+        "racetrack-barto-small-v1",
+        "--runs",
+        "5",
+        "--max-steps",
+        "50",
+        "--json",
+        "--out",
+        str(png),
+        "--out",
+        str(cells),
+    )
     assert code == 0, err
     printed, written = json.loads(out), json.loads(cells.read_text())
     assert printed["cells"] == written["cells"] and png.stat().st_size > 0
@@ -205,8 +253,10 @@ def test_python_api_accepts_paths(files):
 
 def test_abstract_refuses_a_python_callable_with_the_reason(capsys, tmp_path):
     pol = tmp_path / "x.py"
-    pol.write_text("import numpy as np\nFEATURES = ['dv', 'dx']\nACTIONS = ['decelerate', 'accelerate']\n"
-                   "def pi(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
+    pol.write_text(
+        "import numpy as np\nFEATURES = ['dv', 'dx']\nACTIONS = ['decelerate', 'accelerate']\n"
+        "def pi(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n"
+    )
     code, _, err = run(capsys, "abstract", "acc-v1", "-k", "1", "--policy", f"{pol}:pi")
     err = " ".join(err.split())
     assert code == 2 and "a Python callable cannot be bounded" in err and "policy file not found" not in err
@@ -223,15 +273,18 @@ def test_a_prism_benchmark_given_to_abstract_points_to_the_right_engine(capsys):
     assert code == 2 and "use rlverify verify avoid-v1" in " ".join(err.split())
 
 
-SIMULATED = [(i, name) for i in all_ids() if spec(i).kind in ("prism", "native")
-             for name, text in spec(i).properties.items()
-             if text.startswith("P=?") and "((" not in text][:20]
+SIMULATED = [
+    (i, name)
+    for i in all_ids()
+    if spec(i).kind in ("prism", "native")
+    for name, text in spec(i).properties.items()
+    if text.startswith("P=?") and "((" not in text
+][:20]
 
 
 @pytest.mark.parametrize("bench_id,name", SIMULATED, ids=[f"{i}:{n}" for i, n in SIMULATED])
 def test_simulate_every_registered_benchmark_property_by_name(capsys, bench_id, name):
-    code, out, err = run(capsys, "simulate", bench_id, "--property", name, "--runs", "50", "--max-steps", "300",
-                         "--json")
+    code, out, err = run(capsys, "simulate", bench_id, "--property", name, "--runs", "50", "--max-steps", "300", "--json")
     assert code == 0, err
     r = json.loads(out)
     assert r["runs"] == 50 and r["property"] == spec(bench_id).properties[name]
@@ -259,10 +312,25 @@ def test_a_jani_file_with_a_properties_section_verifies_and_simulates(capsys, tm
     program = stormpy.parse_prism_program(str(data_path("models/running_example.prism")))
     jani, _ = program.to_jani([])
     model = json.loads(str(jani))
-    model["properties"] = [{"name": "reach-2", "expression": {
-        "op": "filter", "fun": "values", "states": {"op": "initial"},
-        "values": {"op": "Pmax", "exp": {"op": "U", "left": True, "right": {"op": "=", "left": "x", "right": 4},
-                                         "step-bounds": {"upper": 2}}}}}]
+    model["properties"] = [
+        {
+            "name": "reach-2",
+            "expression": {
+                "op": "filter",
+                "fun": "values",
+                "states": {"op": "initial"},
+                "values": {
+                    "op": "Pmax",
+                    "exp": {
+                        "op": "U",
+                        "left": True,
+                        "right": {"op": "=", "left": "x", "right": 4},
+                        "step-bounds": {"upper": 2},
+                    },
+                },
+            },
+        }
+    ]
     path = tmp_path / "running_example.jani"
     path.write_text(json.dumps(model))
     policy = str(data_path("policies/running_example.json"))
@@ -271,8 +339,9 @@ def test_a_jani_file_with_a_properties_section_verifies_and_simulates(capsys, tm
     assert json.loads(out)["pmax"] == pytest.approx(0.96, abs=1e-9)  # UP twice from A: 0.2*0.8 + 0.8 (by hand)
     code, out, _ = run(capsys, "verify", str(path), "-p", 'P=? [F<=2 "goal"]', "--policy", policy, "--json")
     assert json.loads(out)["value"] == pytest.approx(0.264, abs=1e-9)
-    code, out, _ = run(capsys, "simulate", str(path), "-p", 'P=? [F<=2 "goal"]', "--policy", policy, "--runs", "3000",
-                       "--json")
+    code, out, _ = run(
+        capsys, "simulate", str(path), "-p", 'P=? [F<=2 "goal"]', "--policy", policy, "--runs", "3000", "--json"
+    )
     lo, hi = json.loads(out)["interval"]
     assert code == 0 and lo <= 0.264 <= hi
 
@@ -303,8 +372,10 @@ def test_an_unlabelled_command_beside_labelled_ones_is_never_dropped_silently(ca
     assert dyn.actions == ("a", "m:2")
     # a policy naming the command takes it: P(F x=2) = 0.4 with pi(m:2) = 0.4 at x=0
     both = tmp_path / "both.py"
-    both.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['a', 'm:2']\n"
-                    "def pi(s):\n    return np.tile([0.6, 0.4], (len(s), 1))\n")
+    both.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['a', 'm:2']\n"
+        "def pi(s):\n    return np.tile([0.6, 0.4], (len(s), 1))\n"
+    )
     code, out, _ = run(capsys, "verify", str(model), "-p", "P=? [F x=2]", "--policy", f"{both}:pi", "--json")
     r = json.loads(out)
     assert code == 0 and r["value"] == pytest.approx(0.4, abs=1e-12) and r["stalled_probability"] == pytest.approx(0.6)
@@ -323,13 +394,26 @@ def test_step_bounds_written_as_expressions_mean_the_same_in_every_engine(capsys
     exact_value = robot_brute_force(6)  # every spelling is the bound 6
     code, out, _ = run(capsys, "verify", str(model), "-p", f'P=? [{bounded} "goal"]', "--policy", pol, "--json")
     assert code == 0 and json.loads(out)["value"] == pytest.approx(exact_value, abs=1e-9)
-    code, out, _ = run(capsys, "simulate", str(model), "-p", f'P=? [{bounded} "goal"]', "--policy", pol,
-                       "--runs", "3000", "--seed", "5", "--json")
+    code, out, _ = run(
+        capsys,
+        "simulate",
+        str(model),
+        "-p",
+        f'P=? [{bounded} "goal"]',
+        "--policy",
+        pol,
+        "--runs",
+        "3000",
+        "--seed",
+        "5",
+        "--json",
+    )
     r = json.loads(out)
     assert r["interval"][0] <= exact_value <= r["interval"][1]
     # the same seed gives the same runs: every spelling of the bound decides them alike
-    code, out, _ = run(capsys, "simulate", str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", pol,
-                       "--runs", "3000", "--seed", "5", "--json")
+    code, out, _ = run(
+        capsys, "simulate", str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", pol, "--runs", "3000", "--seed", "5", "--json"
+    )
     assert json.loads(out)["successes"] == r["successes"]
 
 
@@ -342,8 +426,7 @@ def test_a_threshold_written_as_a_constant_is_evaluated_by_storm(capsys, files):
     assert code == 0, err
     r = json.loads(out)
     assert r["value"] == pytest.approx(v, abs=1e-9) and r["satisfied"] == (v >= 0.3)
-    code, out, _ = run(capsys, "simulate", str(model), "-p", 'P>=p [F<=6 "goal"]', "--policy", pol, "--runs", "3000",
-                       "--json")
+    code, out, _ = run(capsys, "simulate", str(model), "-p", 'P>=p [F<=6 "goal"]', "--policy", pol, "--runs", "3000", "--json")
     assert json.loads(out)["threshold"] == 0.3
 
 
@@ -356,11 +439,14 @@ def test_cross_check_allows_stalled_mass_below_pmin(tmp_path):
     from rlverify import cross_check
 
     model = tmp_path / "stall.prism"
-    model.write_text("mdp\nmodule m\n  s : [0..2] init 0;\n  [a] s=0 -> (s'=1);\n  [b] s=0 -> (s'=2);\n"
-                     "  [c] s>0 -> (s'=s);\nendmodule\nlabel \"goal\" = s=1;\n")
+    model.write_text(
+        "mdp\nmodule m\n  s : [0..2] init 0;\n  [a] s=0 -> (s'=1);\n  [b] s=0 -> (s'=2);\n"
+        '  [c] s>0 -> (s\'=s);\nendmodule\nlabel "goal" = s=1;\n'
+    )
     pol = tmp_path / "p.py"  # half its mass on `c`, unavailable in s=0: stalls (no scheduler of the MDP does that)
-    pol.write_text("import numpy as np\nFEATURES = ['s']\nACTIONS = ['a', 'c']\n"
-                   "def pi(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n")
+    pol.write_text(
+        "import numpy as np\nFEATURES = ['s']\nACTIONS = ['a', 'c']\ndef pi(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n"
+    )
     a = cross_check(str(model), 'P=? [F "goal"]', f"{pol}:pi", runs=2000)
     assert a.exact.value == pytest.approx(0.5) and a.exact.stalled_probability == pytest.approx(0.5)
     assert a.ok, a.disagreements()

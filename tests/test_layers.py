@@ -47,30 +47,42 @@ def test_the_scan_sees_imports():
     assert any(target_package(m) == "models" for _, m, _, _ in found)
 
 
-@pytest.mark.parametrize("layer,forbidden", [
-    (BOTTOM, ENGINES | ABOVE),
-    (ENGINES, ABOVE),
-    (SHARED, ENGINES | ABOVE),
-], ids=["models-policies-import-no-engine", "engines-import-nothing-above", "backends-import-no-engine"])
+@pytest.mark.parametrize(
+    "layer,forbidden",
+    [
+        (BOTTOM, ENGINES | ABOVE),
+        (ENGINES, ABOVE),
+        (SHARED, ENGINES | ABOVE),
+    ],
+    ids=["models-policies-import-no-engine", "engines-import-nothing-above", "backends-import-no-engine"],
+)
 def test_no_edge_points_up(layer, forbidden):
-    bad = [f"{file}:{line} imports {m}" for pkg, m, line, file in imports()
-           if pkg in layer and target_package(m) in forbidden]
+    bad = [f"{file}:{line} imports {m}" for pkg, m, line, file in imports() if pkg in layer and target_package(m) in forbidden]
     assert not bad, "\n".join(bad)
 
 
 def test_foundation_modules_import_only_errors():
-    bad = [f"{file}:{line} imports {m}" for pkg, m, line, file in imports()
-           if pkg in FOUNDATION and target_package(m) is not None and m != "rlverify.errors"]
+    bad = [
+        f"{file}:{line} imports {m}"
+        for pkg, m, line, file in imports()
+        if pkg in FOUNDATION and target_package(m) is not None and m != "rlverify.errors"
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_engines_do_not_import_each_other_except_through_models():
-    bad = [f"{file}:{line} imports {m}" for pkg, m, line, file in imports()
-           if pkg in ENGINES and target_package(m) in ENGINES - {pkg}]
+    bad = [
+        f"{file}:{line} imports {m}"
+        for pkg, m, line, file in imports()
+        if pkg in ENGINES and target_package(m) in ENGINES - {pkg}
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_only_models_exact_and_abstraction_touch_stormpy():
-    bad = [f"{file}:{line} imports {m}" for pkg, m, line, file in imports()
-           if m.split(".")[0] == "stormpy" and pkg not in STORM_ALLOWED]
+    bad = [
+        f"{file}:{line} imports {m}"
+        for pkg, m, line, file in imports()
+        if m.split(".")[0] == "stormpy" and pkg not in STORM_ALLOWED
+    ]
     assert not bad, "\n".join(bad)

@@ -90,6 +90,12 @@ def test_readme_audience_blocks_run_as_written(tmp_path, index):
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # the environment running the tests
     (tmp_path / "examples").symlink_to(root / "examples")
     block = scratch_blocks()[index]
-    done = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "100"})
+    done = subprocess.run(
+        ["bash", "-e", "-c", block],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "100"},
+    )
     assert done.returncode == 0, (block, done.stdout[-2000:], done.stderr[-2000:])

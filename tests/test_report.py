@@ -45,8 +45,21 @@ def test_a_disagreement_is_an_error_with_both_numbers(tmp_path, capsys):
     # 20 runs at 5 % confidence: with seed 1 the interval [0.175, 0.236] misses the exact 0.264 (a real
     # statistical disagreement, which a 99.9 % interval makes rare)
     out = tmp_path / "r.html"
-    code, _, err = run(capsys, "report", "running-example-v1", "-p", "reach-goal-2", "--runs", "20", "--delta", "0.95",
-                       "--seed", "1", "--out", str(out))
+    code, _, err = run(
+        capsys,
+        "report",
+        "running-example-v1",
+        "-p",
+        "reach-goal-2",
+        "--runs",
+        "20",
+        "--delta",
+        "0.95",
+        "--seed",
+        "1",
+        "--out",
+        str(out),
+    )
     err = " ".join(err.split())
     assert code == 1 and "engines disagree" in err and "value 0.264 in [0.175286, 0.235513]" in err
     assert "ENGINES DISAGREE" in out.read_text()
@@ -62,8 +75,11 @@ def test_a_racetrack_report_draws_the_heat_map_and_checks_it_against_the_optimum
 
 
 def test_a_continuous_report_holds_the_bound_against_simulation(tmp_path):
-    r = make_report(str(ROOT / "examples/double_integrator.py:SYSTEM"),
-                    policy=str(ROOT / "examples/double_integrator.onnx"), options=ReportOptions(runs=4000))
+    r = make_report(
+        str(ROOT / "examples/double_integrator.py:SYSTEM"),
+        policy=str(ROOT / "examples/double_integrator.onnx"),
+        options=ReportOptions(runs=4000),
+    )
     bound = next(s for s in r.sections if s.title.startswith("Sound abstraction"))
     stat = next(s for s in r.sections if s.title.startswith("Statistical"))
     assert r.kind == "continuous" and r.ok
@@ -76,10 +92,26 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
     page = tmp_path / "report.html"
     page.write_text(make_report("racetrack-barto-small-v1", options=ReportOptions(runs=2000)).to_html())
     shot = tmp_path / "shot.png"
-    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,1600",
-                    page.as_uri()], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,1600",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     import matplotlib.image as mpimg
 
     img = mpimg.imread(shot)
@@ -95,13 +127,20 @@ def test_infinite_expected_rewards_agree_across_engines(tmp_path):
 
     model = tmp_path / "m.prism"
     two = UP_STAY.replace("  x : [0..3] init 0;", "  x : [0..3] init 0;\n  y : [0..1] init 0;").replace(
-        "[stay] true -> (x'=x);", "[stay] true -> (y'=1-y);")
+        "[stay] true -> (x'=x);", "[stay] true -> (y'=1-y);"
+    )
     model.write_text(two + 'rewards "steps"\n  true : 1;\nendrewards\n')
     pi = tmp_path / "stay.py"
-    pi.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
-                  "def pi(x):\n    return np.tile([0.0, 1.0], (len(x), 1))\n")
-    report = make_report(str(model), property='R{"steps"}=? [F "top"]', policy=f"{pi}:pi",
-                         options=ReportOptions(runs=200, optimum="max", map_vars=("x", "y")))
+    pi.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+        "def pi(x):\n    return np.tile([0.0, 1.0], (len(x), 1))\n"
+    )
+    report = make_report(
+        str(model),
+        property='R{"steps"}=? [F "top"]',
+        policy=f"{pi}:pi",
+        options=ReportOptions(runs=200, optimum="max", map_vars=("x", "y")),
+    )
     assert report.ok, [c for c in report.checks if not c.ok]
     names = [c.name for c in report.checks]
     assert "risk map's initial optimum = Rmax" in names and "risk map's initial value = exact value" in names
@@ -124,8 +163,22 @@ def test_the_policy_chain_and_the_full_mdp_are_built_once(monkeypatch):
     r = make_report("running-example-v1", property="reach-goal-2", options=ReportOptions(runs=200, explain=2))
     assert r.ok, r.disagreements()
     assert sorted(built) == ["build_explicit", "merged_chain deterministic", "merged_chain stochastic"]
-    assert list(r.timings) == ["chain (stochastic)", "exact", "full MDP", "monolithic", "deterministic", "paths",
-                               "robustness", "statistical"]
+    assert list(r.timings) == [
+        "chain (stochastic)",
+        "exact",
+        "full MDP",
+        "monolithic",
+        "deterministic",
+        "paths",
+        "robustness",
+        "statistical",
+    ]
     titles = [s.title.split(" (")[0] for s in r.sections]
-    assert titles == ["Exact value", "Deterministic estimate", "Optimum over all schedulers", "Failure paths",
-                      "Robustness to perturbed observations", "Statistical estimate"]
+    assert titles == [
+        "Exact value",
+        "Deterministic estimate",
+        "Optimum over all schedulers",
+        "Failure paths",
+        "Robustness to perturbed observations",
+        "Statistical estimate",
+    ]

@@ -21,9 +21,16 @@ def _says_trained_elsewhere(warnings: list[str]) -> bool:
     return any("was trained with xMax=4, yMax=4" in w and "verified with xMax=2, yMax=2" in w for w in warnings)
 
 
-@pytest.mark.parametrize("command", [["verify"], ["simulate", "--runs", "200"], ["robust"],
-                                     ["simulate", "--rare", "splitting", "--effort", "100", "--repetitions", "5"]],
-                         ids=["verify", "simulate", "robust", "rare"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["verify"],
+        ["simulate", "--runs", "200"],
+        ["robust"],
+        ["simulate", "--rare", "splitting", "--effort", "100", "--repetitions", "5"],
+    ],
+    ids=["verify", "simulate", "robust", "rare"],
+)
 def test_every_command_names_the_target_and_warns(capsys, command):
     assert main([*command, *SMALL, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -45,7 +52,12 @@ def test_the_api_cross_check_and_report_warn():
     assert _says_trained_elsewhere(result.warnings) and result.model == "avoid-v1 (xMax=2, yMax=2, slickness=0.1)"
     agreement = rlverify.cross_check("avoid-v1", "collision-100", POLICY, constants="xMax=2,yMax=2", runs=200)
     assert _says_trained_elsewhere(agreement.exact.warnings) and _says_trained_elsewhere(agreement.statistical.warnings)
-    report = make_report("avoid-v1", property="collision-100", policy=POLICY, constants="xMax=2,yMax=2",
-                         options=ReportOptions(runs=200, epsilon=1, explain=1))
+    report = make_report(
+        "avoid-v1",
+        property="collision-100",
+        policy=POLICY,
+        constants="xMax=2,yMax=2",
+        options=ReportOptions(runs=200, epsilon=1, explain=1),
+    )
     exact = next(s for s in report.sections if "exact" in s.data)
     assert _says_trained_elsewhere(exact.data["exact"]["warnings"])

@@ -19,7 +19,7 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="ppo_frozenlake.zip", help="where to save the model (default ppo_frozenlake.zip)")
-    parser.add_argument("--env-kwargs", default="{}", help='JSON arguments of gymnasium.make, e.g. \'{"is_slippery": false}\'')
+    parser.add_argument("--env-kwargs", default="{}", help="JSON arguments of gymnasium.make, e.g. '{\"is_slippery\": false}'")
     parser.add_argument("--steps", type=int, default=8192, help="training steps (default 8192)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     parser.add_argument("--force", action="store_true", help="overwrite --out")
@@ -32,8 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     from stable_baselines3 import PPO
 
     env = gym.make("FrozenLake-v1", **json.loads(args.env_kwargs))
-    model = PPO("MlpPolicy", env, n_steps=512, batch_size=64, n_epochs=4, learning_rate=3e-3, ent_coef=0.01,
-                seed=args.seed, device="cpu", policy_kwargs={"net_arch": [32]})
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=512,
+        batch_size=64,
+        n_epochs=4,
+        learning_rate=3e-3,
+        ent_coef=0.01,
+        seed=args.seed,
+        device="cpu",
+        policy_kwargs={"net_arch": [32]},
+    )
     model.learn(total_timesteps=args.steps)
     model.save(str(out))
     print(f"saved {out} (PPO, {args.steps} steps, seed {args.seed})")

@@ -38,15 +38,38 @@ _LAZY = {
     "parse_property": "rlverify.models",
 }
 
-__all__ = ["AbstractionOptions", "AbstractionResult", "Agreement", "ExactOptions", "ExactResult", "Property",
-           "RlverifyError", "StatisticalOptions", "StatisticalResult", "Target", "benchmarks", "check_policy",
-           "cross_check", "load_model", "load_policy", "parse_property", "verify_abstraction", "verify_exact",
-           "verify_statistical"]
+__all__ = [
+    "AbstractionOptions",
+    "AbstractionResult",
+    "Agreement",
+    "ExactOptions",
+    "ExactResult",
+    "Property",
+    "RlverifyError",
+    "StatisticalOptions",
+    "StatisticalResult",
+    "Target",
+    "benchmarks",
+    "check_policy",
+    "cross_check",
+    "load_model",
+    "load_policy",
+    "parse_property",
+    "verify_abstraction",
+    "verify_exact",
+    "verify_statistical",
+]
 
 
-def verify_exact(model: SymbolicModel | str | Path | Any, property: str | Property, policy: Policy | str | None = None,
-                 options: ExactOptions | None = None, *, constants: str | None = None,
-                 progress: Progress | None = None) -> ExactResult:
+def verify_exact(
+    model: SymbolicModel | str | Path | Any,
+    property: str | Property,
+    policy: Policy | str | None = None,
+    options: ExactOptions | None = None,
+    *,
+    constants: str | None = None,
+    progress: Progress | None = None,
+) -> ExactResult:
     """The exact engine on a model given any way the front door takes it (:func:`rlverify.resolve.resolve`: a
     PRISM/JANI file with ``constants``, a benchmark id or object), or a loaded model; the property as text, a
     benchmark's or JANI file's property name, or parsed. Resolved once, then
@@ -66,8 +89,15 @@ def verify_exact(model: SymbolicModel | str | Path | Any, property: str | Proper
         if isinstance(policy, str):
             policy = load_policy(policy)
         return exact.verify_exact(model, prop, policy, options, progress=progress)
-    target = resolve(model, constants=constants, policy=policy, property=property, needs_policy=with_policy,
-                     kinds=("prism",), command="verify_exact")
+    target = resolve(
+        model,
+        constants=constants,
+        policy=policy,
+        property=property,
+        needs_policy=with_policy,
+        kinds=("prism",),
+        command="verify_exact",
+    )
     assert target.property is not None
     result = exact.verify_exact(target.model, target.property, target.policy, options, progress=progress)
     return target.stamp(result, unavailable=options.unavailable)

@@ -77,8 +77,10 @@ class BackendOptions:
 def _host_port(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise OptionError(f"--address {address}: expected 'auto' or HOST:PORT (the head node's address and the port "
-                          "given to 'ray start --head --port', e.g. 10.0.0.5:6379)")
+        raise OptionError(
+            f"--address {address}: expected 'auto' or HOST:PORT (the head node's address and the port "
+            "given to 'ray start --head --port', e.g. 10.0.0.5:6379)"
+        )
     return host.strip("[]"), int(port)
 
 
@@ -97,8 +99,14 @@ class Backend:
         """A handle to ``obj`` that tasks receive as ``shared`` (shipped to each worker once)."""
         return obj
 
-    def map(self, fn: Callable[..., Any], shared: Any, tasks: Sequence[tuple[Any, ...]], *,
-            on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+    def map(
+        self,
+        fn: Callable[..., Any],
+        shared: Any,
+        tasks: Sequence[tuple[Any, ...]],
+        *,
+        on_result: Callable[[int, Any], None] | None = None,
+    ) -> list[Any]:
         """``[fn(shared, *args) for args in tasks]``; ``on_result(i, result)`` as each task finishes."""
         out = []
         for i, args in enumerate(tasks):
@@ -138,8 +146,11 @@ def import_ray(options: BackendOptions | None = None) -> Any:
     """
     if options is not None and options.address is not None and "ray" not in sys.modules:
         timeout = str(max(1, round(options.connect_timeout)))
-        for key, value in (("RAY_gcs_server_port_wait_time_s", "1"), ("RAY_py_gcs_connect_timeout_s", timeout),
-                           ("RAY_gcs_rpc_server_connect_timeout_s", timeout)):
+        for key, value in (
+            ("RAY_gcs_server_port_wait_time_s", "1"),
+            ("RAY_py_gcs_connect_timeout_s", timeout),
+            ("RAY_gcs_rpc_server_connect_timeout_s", timeout),
+        ):
             os.environ.setdefault(key, value)
     try:
         import ray
@@ -165,12 +176,20 @@ class RayBackend(Backend):
         try:
             return _Shared(self._ray.put(obj))
         except (TypeError, ValueError, AttributeError, RuntimeError) as exc:  # pickling an unpicklable part
-            raise BackendError(f"cannot ship this job to Ray workers: a part of it cannot be serialised "
-                               f"({str(exc).splitlines()[0][:300]}); a TorchScript policy can be exported "
-                               "to ONNX (which ships), or use --backend local") from None
+            raise BackendError(
+                f"cannot ship this job to Ray workers: a part of it cannot be serialised "
+                f"({str(exc).splitlines()[0][:300]}); a TorchScript policy can be exported "
+                "to ONNX (which ships), or use --backend local"
+            ) from None
 
-    def map(self, fn: Callable[..., Any], shared: Any, tasks: Sequence[tuple[Any, ...]], *,
-            on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+    def map(
+        self,
+        fn: Callable[..., Any],
+        shared: Any,
+        tasks: Sequence[tuple[Any, ...]],
+        *,
+        on_result: Callable[[int, Any], None] | None = None,
+    ) -> list[Any]:
         ray = self._ray
         if not isinstance(shared, _Shared):
             shared = self.share(shared)
@@ -212,13 +231,22 @@ def _ray_failure(exc: BaseException) -> str:
 
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     if isinstance(exc, ray.exceptions.WorkerCrashedError):
-        return ("a Ray worker process died while running a task, and again on each of its retries (killed, out of "
-                f"memory, or crashed: {type(exc).__name__}); the result would be incomplete, so there is none. "
-                "Check the workers' memory, or use --backend local")
-    if isinstance(exc, ray.exceptions.ActorDiedError | ray.exceptions.NodeDiedError | ray.exceptions.RaySystemError
-                  | ray.exceptions.ObjectLostError):
-        return (f"the Ray runtime failed while running tasks ({type(exc).__name__}: {first}): a node, its raylet or "
-                "an object was lost; the result would be incomplete, so there is none (rerun, or use --backend local)")
+        return (
+            "a Ray worker process died while running a task, and again on each of its retries (killed, out of "
+            f"memory, or crashed: {type(exc).__name__}); the result would be incomplete, so there is none. "
+            "Check the workers' memory, or use --backend local"
+        )
+    if isinstance(
+        exc,
+        ray.exceptions.ActorDiedError
+        | ray.exceptions.NodeDiedError
+        | ray.exceptions.RaySystemError
+        | ray.exceptions.ObjectLostError,
+    ):
+        return (
+            f"the Ray runtime failed while running tasks ({type(exc).__name__}: {first}): a node, its raylet or "
+            "an object was lost; the result would be incomplete, so there is none (rerun, or use --backend local)"
+        )
     return f"Ray failed while running tasks ({type(exc).__name__}: {first}); rerun, or use --backend local"
 
 
@@ -261,8 +289,12 @@ def _connect(options: BackendOptions) -> Any:
     if ray.is_initialized():
         log.info("using the Ray runtime already initialised in this process")
         return ray
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
-                              "configure_logging": False}
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+        "configure_logging": False,
+    }
     _errors_to_stderr()
     t0 = time.perf_counter()
     if options.address is None:
@@ -277,10 +309,12 @@ def _connect(options: BackendOptions) -> Any:
         refused = _authentication_refused(options.address)
         if refused is not None:
             raise BackendError(_needs_token(options.address, refused)) from None
-        raise BackendError(f"--address {options.address}: no Ray cluster answered within "
-                           f"{time.perf_counter() - t0:.0f} s ({type(exc).__name__}: {exc}); start one with "
-                           "'ray start --head --port PORT' on the head node and pass --address HEAD:PORT, or drop "
-                           "--address to start Ray on this machine") from None
+        raise BackendError(
+            f"--address {options.address}: no Ray cluster answered within "
+            f"{time.perf_counter() - t0:.0f} s ({type(exc).__name__}: {exc}); start one with "
+            "'ray start --head --port PORT' on the head node and pass --address HEAD:PORT, or drop "
+            "--address to start Ray on this machine"
+        ) from None
     log.info("joined the Ray cluster at %s (%.1f s)", options.address, time.perf_counter() - t0)
     return ray
 
@@ -310,9 +344,11 @@ def _authentication_refused(address: str) -> BaseException | None:
 def _needs_token(address: str, exc: BaseException) -> str:
     mode = os.environ.get("RAY_AUTH_MODE", "disabled")
     first = (str(exc).strip().splitlines() or [""])[0].split(". Note:")[0][:200]
-    return (f"--address {address}: the Ray cluster there requires authentication ({first}); RAY_AUTH_MODE is "
-            f"'{mode}' here: set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or a file named by "
-            "RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token)")
+    return (
+        f"--address {address}: the Ray cluster there requires authentication ({first}); RAY_AUTH_MODE is "
+        f"'{mode}' here: set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or a file named by "
+        "RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token)"
+    )
 
 
 def _errors_to_stderr() -> None:
@@ -348,11 +384,14 @@ def _check_reachable(address: str, timeout: float) -> None:
         raise BackendError(f"--address {address}: unknown host '{host}' ({exc.strerror})") from None
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        raise BackendError(f"--address {address}: cannot reach a Ray head node there ({why} after at most "
-                           f"{timeout:g} s); is 'ray start --head --port {port}' running on {host}?") from None
+        raise BackendError(
+            f"--address {address}: cannot reach a Ray head node there ({why} after at most "
+            f"{timeout:g} s); is 'ray start --head --port {port}' running on {host}?"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------- shipping
+
 
 def _register_serializers(ray: Any) -> None:
     """Teach Ray to ship an ONNX policy: its onnxruntime session cannot be pickled, so the policy travels
@@ -369,8 +408,13 @@ def _onnx_state(policy: Any) -> dict[str, Any]:
     model = getattr(policy, "_model", None)
     data = model.SerializeToString() if model is not None else Path(policy.path).read_bytes()
     plain = {k: v for k, v in policy.__dict__.items() if isinstance(v, (str, int, float, bool, tuple, Path, type(None)))}
-    return {"onnx": data, "features": list(policy.features), "actions": list(policy.actions),
-            "output": policy.output, "attributes": plain}
+    return {
+        "onnx": data,
+        "features": list(policy.features),
+        "actions": list(policy.actions),
+        "output": policy.output,
+        "attributes": plain,
+    }
 
 
 def _onnx_restore(state: dict[str, Any]) -> Any:

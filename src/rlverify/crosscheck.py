@@ -86,19 +86,38 @@ class Agreement:
             out.append(f"{self.target} {self.property}: exact value {v:.6g} outside [Pmin, Pmax] = [{lo:.6g}, {hi:.6g}]")
         if not self.checks.get("value in statistical interval", True):
             a, b = self.statistical.interval
-            out.append(f"{self.target} {self.property}: exact value {v:.6g} outside the statistical interval "
-                       f"[{a:.6g}, {b:.6g}] ({self.statistical.confidence:.1%} confidence, {self.statistical.runs} runs)")
+            out.append(
+                f"{self.target} {self.property}: exact value {v:.6g} outside the statistical interval "
+                f"[{a:.6g}, {b:.6g}] ({self.statistical.confidence:.1%} confidence, {self.statistical.runs} runs)"
+            )
         return out
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (the three results and the checks)."""
-        return {"target": self.target, "property": self.property, "policy": self.policy, "ok": self.ok,
-                "checks": dict(self.checks), "exact": self.exact.to_json(), "optimum": self.optimum.to_json(),
-                "statistical": self.statistical.to_json(), "versions": self.versions}
+        return {
+            "target": self.target,
+            "property": self.property,
+            "policy": self.policy,
+            "ok": self.ok,
+            "checks": dict(self.checks),
+            "exact": self.exact.to_json(),
+            "optimum": self.optimum.to_json(),
+            "statistical": self.statistical.to_json(),
+            "versions": self.versions,
+        }
 
 
-def cross_check(target: str | Path | Any, property: str, policy: str | Any | None = None, *, constants: str | None = None,
-                runs: int = 4_000, delta: float = 0.001, seed: int = 0, max_steps: int = 10_000) -> Agreement:
+def cross_check(
+    target: str | Path | Any,
+    property: str,
+    policy: str | Any | None = None,
+    *,
+    constants: str | None = None,
+    runs: int = 4_000,
+    delta: float = 0.001,
+    seed: int = 0,
+    max_steps: int = 10_000,
+) -> Agreement:
     """Check ``property`` of ``policy`` on ``target`` with the exact and the statistical engine.
 
     Args:
@@ -115,24 +134,37 @@ def cross_check(target: str | Path | Any, property: str, policy: str | Any | Non
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
-    t = resolve(target, constants=constants, policy=policy, property=property, kinds=("prism",),
-                command="cross_check")
+    t = resolve(target, constants=constants, policy=policy, property=property, kinds=("prism",), command="cross_check")
     prop, pol = t.property, t.policy
     assert prop is not None and pol is not None  # resolved with a property and (needs_policy) a policy
     exact = t.stamp(verify_exact(t.model, prop, pol, ExactOptions()))
     best = t.stamp(optimum(t.model, prop, ExactOptions()))
-    stat = verify_statistical(t.model, prop, pol, StatisticalOptions(
-        method="clopper-pearson", runs=runs, delta=delta,
-        simulation=SimulationOptions(seed=seed, max_steps=max_steps)))
+    stat = verify_statistical(
+        t.model,
+        prop,
+        pol,
+        StatisticalOptions(
+            method="clopper-pearson", runs=runs, delta=delta, simulation=SimulationOptions(seed=seed, max_steps=max_steps)
+        ),
+    )
     stat = t.stamp(stat)
     within = slack(exact)
     checks = {
-        "pmin <= value <= pmax": within_optimum(exact.value, best.pmin, best.pmax, within,
-                                                stalled=exact.stalled_probability > 0),
+        "pmin <= value <= pmax": within_optimum(
+            exact.value, best.pmin, best.pmax, within, stalled=exact.stalled_probability > 0
+        ),
         "value in statistical interval": inside(exact.value, stat.interval[0], stat.interval[1], within),
     }
-    return Agreement(target=t.name, property=prop.name or prop.text, policy=t.policy_source,
-                     exact=exact, optimum=best, statistical=stat, checks=checks, versions=versions())
+    return Agreement(
+        target=t.name,
+        property=prop.name or prop.text,
+        policy=t.policy_source,
+        exact=exact,
+        optimum=best,
+        statistical=stat,
+        checks=checks,
+        versions=versions(),
+    )
 
 
 __all__ = ["Agreement", "cross_check", "inside", "ordered", "same", "slack", "within_optimum"]

@@ -78,8 +78,9 @@ def require(module: str, extra: str, *, purpose: str = "this feature") -> Module
         package = module.split(".")[0]
         missing = exc.name.split(".")[0] if exc.name else package
         cause = "which is not installed" if missing == package else f"which cannot be imported ({exception_text(exc)})"
-        raise DependencyNotInstalled(f"{purpose} needs the Python package '{package}', {cause}: "
-                                     f"pip install 'rlverify[{extra}]'") from None
+        raise DependencyNotInstalled(
+            f"{purpose} needs the Python package '{package}', {cause}: pip install 'rlverify[{extra}]'"
+        ) from None
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
@@ -93,6 +94,7 @@ class BenchmarkPolicyError(PolicyError):
 
 
 # Errors of the engines and layers above; each module re-exports its own.
+
 
 class BenchmarkError(RlverifyError):
     """Unknown benchmark id or parameter out of range."""
@@ -142,7 +144,6 @@ class TrainCommandError(RlverifyError):
     """The training request does not fit the benchmark (algorithm, options) or its trainer is missing."""
 
 
-
 class MemoryBudgetError(RlverifyError):
     """A phase of the exact engine would exceed ``--max-memory`` (estimated before the phase starts).
 
@@ -155,6 +156,7 @@ class MemoryBudgetError(RlverifyError):
 
 
 # Naming what the user's code raised, without running more of it than needed
+
 
 def type_name(value: Any) -> str:
     """``type(value).__name__`` (a string even for an odd class)."""
@@ -189,4 +191,4 @@ def safe_repr(value: Any, limit: int = 60) -> str:
         if isinstance(inner, KeyboardInterrupt):
             raise
         return f"<unprintable {type_name(value)}>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -31,8 +31,16 @@ from typing import IO, Any
 
 from rlverify.errors import InputFileError
 
-__all__ = ["FileWriteError", "check_target", "plain_figure_text", "private_temp_dir", "publishing", "save_figure",
-           "write_bytes", "write_text"]
+__all__ = [
+    "FileWriteError",
+    "check_target",
+    "plain_figure_text",
+    "private_temp_dir",
+    "publishing",
+    "save_figure",
+    "write_bytes",
+    "write_text",
+]
 
 #: pseudo file systems whose "files" are kernel interfaces, never outputs
 _KERNEL_DIRS = ("/proc", "/sys", "/dev")
@@ -156,8 +164,7 @@ def publishing(path: str | Path, *, force: bool = False, private: bool = False, 
     directory = path.parent if str(path.parent) else Path(".")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp" + path.suffix.lower(),
-                                        dir=directory)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp" + path.suffix.lower(), dir=directory)
     except OSError as exc:
         raise FileWriteError(f"{name}: cannot create a file in {directory} ({_describe(exc)})") from None
     os.close(fd)
@@ -200,8 +207,9 @@ def _publish(tmp: Path, path: Path, *, force: bool, name: str, hint: str) -> Non
     try:
         os.link(tmp, path)  # fails if anything exists at path: never clobbers
     except FileExistsError:
-        raise FileWriteError(f"{name}: a file appeared there while rlverify was running; {hint} "
-                             "(nothing was written)") from None
+        raise FileWriteError(
+            f"{name}: a file appeared there while rlverify was running; {hint} (nothing was written)"
+        ) from None
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
             raise
@@ -215,13 +223,15 @@ def _publish_without_links(tmp: Path, path: Path, name: str, hint: str) -> None:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        raise FileWriteError(f"{name}: a file appeared there while rlverify was running; {hint} "
-                             "(nothing was written)") from None
+        raise FileWriteError(
+            f"{name}: a file appeared there while rlverify was running; {hint} (nothing was written)"
+        ) from None
     os.replace(tmp, path)
 
 
-def write_bytes(path: str | Path, data: bytes | Callable[[IO[bytes]], Any], *, force: bool = False,
-                private: bool = False, what: str = "") -> Path:
+def write_bytes(
+    path: str | Path, data: bytes | Callable[[IO[bytes]], Any], *, force: bool = False, private: bool = False, what: str = ""
+) -> Path:
     """Write ``data`` (bytes, or a function writing to a binary file object) to ``path`` atomically.
 
     Raises:
@@ -243,6 +253,7 @@ def write_text(path: str | Path, text: str, *, force: bool = False, private: boo
 
 # ---------------------------------------------------------------------------------------------
 # figures: text is text (no mathtext), saved through publishing()
+
 
 @contextlib.contextmanager
 def plain_figure_text() -> Iterator[None]:

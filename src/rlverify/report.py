@@ -111,46 +111,66 @@ class Report:
         return [f"{self.target}: {c.name}: {c.detail}" for c in self.checks if not c.ok]
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "kind": self.kind, "property": self.property, "policy": self.policy,
-                "ok": self.ok, "checks": [vars(c) for c in self.checks],
-                "sections": [{"title": s.title, "rows": dict(s.rows), "note": s.note, **s.data} for s in self.sections],
-                "settings": self.settings, "timings": self.timings, "versions": self.versions}
+        return {
+            "target": self.target,
+            "kind": self.kind,
+            "property": self.property,
+            "policy": self.policy,
+            "ok": self.ok,
+            "checks": [vars(c) for c in self.checks],
+            "sections": [{"title": s.title, "rows": dict(s.rows), "note": s.note, **s.data} for s in self.sections],
+            "settings": self.settings,
+            "timings": self.timings,
+            "versions": self.versions,
+        }
 
     def to_html(self) -> str:
         """The page: one self-contained HTML document (inline CSS, images as data URIs)."""
         e = html.escape
-        parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rlverify report — {e(self.target)}"
-                 f"</title><style>{_CSS}</style></head><body>",
-                 f"<h1>rlverify report</h1><p class='sub'>{e(self.target)} · {e(self.property)} · policy "
-                 f"{e(self.policy or '—')}</p>"]
+        parts = [
+            f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rlverify report — {e(self.target)}"
+            f"</title><style>{_CSS}</style></head><body>",
+            f"<h1>rlverify report</h1><p class='sub'>{e(self.target)} · {e(self.property)} · policy "
+            f"{e(self.policy or '—')}</p>",
+        ]
         verdict = "all engines agree" if self.ok else "ENGINES DISAGREE"
-        parts.append(f"<h2 id='checks'>Consistency <span class='{'ok' if self.ok else 'bad'}'>{verdict}</span></h2>"
-                     "<table><tr><th>check</th><th>holds</th><th>numbers</th></tr>")
+        parts.append(
+            f"<h2 id='checks'>Consistency <span class='{'ok' if self.ok else 'bad'}'>{verdict}</span></h2>"
+            "<table><tr><th>check</th><th>holds</th><th>numbers</th></tr>"
+        )
         for c in self.checks:
-            parts.append(f"<tr><td>{e(c.name)}</td><td class='{'ok' if c.ok else 'bad'}'>{'yes' if c.ok else 'NO'}"
-                         f"</td><td>{e(c.detail)}</td></tr>")
+            parts.append(
+                f"<tr><td>{e(c.name)}</td><td class='{'ok' if c.ok else 'bad'}'>{'yes' if c.ok else 'NO'}"
+                f"</td><td>{e(c.detail)}</td></tr>"
+            )
         parts.append("</table>")
         for s in self.sections:
             parts.append(f"<h2>{e(s.title)}</h2>")
             if s.note:
                 parts.append(f"<p class='note'>{e(s.note)}</p>")
             if s.rows:
-                parts.append("<table>" + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in s.rows)
-                             + "</table>")
+                parts.append("<table>" + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in s.rows) + "</table>")
             for caption, header, rows in s.tables:
-                parts.append(f"<table><caption>{e(caption)}</caption><tr>"
-                             + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
-                             + "".join("<tr>" + "".join(f"<td>{e(str(x))}</td>" for x in r) + "</tr>" for r in rows)
-                             + "</table>")
+                parts.append(
+                    f"<table><caption>{e(caption)}</caption><tr>"
+                    + "".join(f"<th>{e(h)}</th>" for h in header)
+                    + "</tr>"
+                    + "".join("<tr>" + "".join(f"<td>{e(str(x))}</td>" for x in r) + "</tr>" for r in rows)
+                    + "</table>"
+                )
             for caption, png in s.images:
                 data = base64.b64encode(png).decode("ascii")
-                parts.append(f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
-                             f"<figcaption>{e(caption)}</figcaption></figure>")
-        parts.append("<h2>Settings, timings, versions</h2><table>"
-                     + "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in self.settings.items())
-                     + "".join(f"<tr><th>time: {e(k)}</th><td>{v:.2f} s</td></tr>" for k, v in self.timings.items())
-                     + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in self.versions.items())
-                     + "</table></body></html>")
+                parts.append(
+                    f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
+                    f"<figcaption>{e(caption)}</figcaption></figure>"
+                )
+        parts.append(
+            "<h2>Settings, timings, versions</h2><table>"
+            + "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in self.settings.items())
+            + "".join(f"<tr><th>time: {e(k)}</th><td>{v:.2f} s</td></tr>" for k, v in self.timings.items())
+            + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in self.versions.items())
+            + "</table></body></html>"
+        )
         return "\n".join(parts)
 
 
@@ -242,11 +262,21 @@ class Shared:
 SectionFn = Callable[[Target, ReportOptions, Shared], tuple[Section, list[Check]]]
 
 
-def make_report(target: str | Path | Any, *, options: ReportOptions | None = None, property: str | None = None,
-                policy: str | Any | None = None, constants: str | None = None, features: list[str] | None = None,
-                actions: list[str] | None = None, output: str | None = None, env_kwargs: str | None = None,
-                progress: Progress | None = None, trust_code: bool = False,
-                policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> Report:
+def make_report(
+    target: str | Path | Any,
+    *,
+    options: ReportOptions | None = None,
+    property: str | None = None,
+    policy: str | Any | None = None,
+    constants: str | None = None,
+    features: list[str] | None = None,
+    actions: list[str] | None = None,
+    output: str | None = None,
+    env_kwargs: str | None = None,
+    progress: Progress | None = None,
+    trust_code: bool = False,
+    policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+) -> Report:
     """Run every engine that applies to ``target`` and check them against each other.
 
     Args:
@@ -266,14 +296,33 @@ def make_report(target: str | Path | Any, *, options: ReportOptions | None = Non
     options = ReportOptions() if options is None else options
     options.validate()
     say = progress or (lambda msg: None)
-    t = resolve(target, constants=constants, policy=policy, features=features, actions=actions, output=output,
-                property=None, needs_policy=True, env_kwargs=env_kwargs, trust_code=trust_code,
-                policy_timeout=policy_timeout)
+    t = resolve(
+        target,
+        constants=constants,
+        policy=policy,
+        features=features,
+        actions=actions,
+        output=output,
+        property=None,
+        needs_policy=True,
+        env_kwargs=env_kwargs,
+        trust_code=trust_code,
+        policy_timeout=policy_timeout,
+    )
     t, prop_name = _with_property(t, property)
     shared = _SHARED[t.kind](t, options, Shared(say=say, timings={}))
     sections, checks = _KINDS[t.kind](t, options, shared)
-    return Report(target=t.name, kind=t.kind, property=prop_name, policy=_shown(t.policy_source), sections=sections,
-                  checks=checks, settings=_settings(t, options, shared), timings=shared.timings, versions=versions())
+    return Report(
+        target=t.name,
+        kind=t.kind,
+        property=prop_name,
+        policy=_shown(t.policy_source),
+        sections=sections,
+        checks=checks,
+        settings=_settings(t, options, shared),
+        timings=shared.timings,
+        versions=versions(),
+    )
 
 
 def _with_property(t: Target, property: str | None) -> tuple[Target, str]:
@@ -297,11 +346,19 @@ def _with_property(t: Target, property: str | None) -> tuple[Target, str]:
 
 def _settings(t: Target, options: ReportOptions, shared: Shared) -> dict[str, Any]:
     """The settings the page and the JSON show."""
-    settings: dict[str, Any] = {"runs": options.runs, "delta": options.delta, "seed": options.seed,
-                                "constants": t.constants or ""}
+    settings: dict[str, Any] = {
+        "runs": options.runs,
+        "delta": options.delta,
+        "seed": options.seed,
+        "constants": t.constants or "",
+    }
     if t.kind == "prism":
-        settings.update(epsilon=options.epsilon, explain=options.explain, optimum=options.optimum,
-                        map_variables=",".join(shared.map_vars) if shared.map_vars else "")
+        settings.update(
+            epsilon=options.epsilon,
+            explain=options.explain,
+            optimum=options.optimum,
+            map_variables=",".join(shared.map_vars) if shared.map_vars else "",
+        )
     elif t.kind == "native":
         settings["heatmap_runs_per_cell"] = options.heatmap_runs_per_cell
     else:
@@ -335,8 +392,7 @@ def _prism_shared(t: Target, options: ReportOptions, shared: Shared) -> Shared:
     policy = t.policy
     chosen = _map_variables(t, options)
     say("exact: the policy's chain")
-    chain = _timed(timings, "chain (stochastic)", lambda: policy_chain(t.model, prop, policy, ExactOptions(),
-                                                                       progress=say))
+    chain = _timed(timings, "chain (stochastic)", lambda: policy_chain(t.model, prop, policy, ExactOptions(), progress=say))
     exact = _timed(timings, "exact", lambda: t.stamp(verify_exact(t.model, prop, policy, ExactOptions(), chain=chain)))
     mdp, skipped, best = None, None, None
     try:
@@ -346,8 +402,9 @@ def _prism_shared(t: Target, options: ReportOptions, shared: Shared) -> Shared:
     if mdp is not None:
         say("exact: Pmin/Pmax over all schedulers")
         best = _timed(timings, "monolithic", lambda: optimum(t.model, prop, ExactOptions(), mdp=mdp))
-    return replace(shared, chain=chain, exact=exact, mdp=mdp, mdp_skipped=skipped, optimum=best, slack=slack(exact),
-                   map_vars=chosen)
+    return replace(
+        shared, chain=chain, exact=exact, mdp=mdp, mdp_skipped=skipped, optimum=best, slack=slack(exact), map_vars=chosen
+    )
 
 
 def _map_variables(t: Target, options: ReportOptions) -> tuple[str, str] | None:
@@ -357,8 +414,9 @@ def _map_variables(t: Target, options: ReportOptions) -> tuple[str, str] | None:
     known = tuple(getattr(t.model, "variables", ())) or tuple(t.policy.features)
     for name in options.map_vars or ():
         if name not in known:
-            raise OptionError(f"--map: '{name}' is not a model variable{did_you_mean(name, known)} "
-                              f"(variables: {', '.join(known)})")
+            raise OptionError(
+                f"--map: '{name}' is not a model variable{did_you_mean(name, known)} (variables: {', '.join(known)})"
+            )
     if options.map_vars:
         return options.map_vars
     return (integer_features[0], integer_features[1]) if len(integer_features) >= 2 else None
@@ -376,8 +434,7 @@ def _prism(t: Target, options: ReportOptions, shared: Shared) -> tuple[list[Sect
     return _run(plan, t, options, shared)
 
 
-def _run(plan: list[SectionFn], t: Target, options: ReportOptions,
-         shared: Shared) -> tuple[list[Section], list[Check]]:
+def _run(plan: list[SectionFn], t: Target, options: ReportOptions, shared: Shared) -> tuple[list[Section], list[Check]]:
     sections, checks = [], []
     for section in plan:
         s, c = section(t, options, shared)
@@ -389,23 +446,36 @@ def _run(plan: list[SectionFn], t: Target, options: ReportOptions,
 def _exact(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     exact = shared.exact
     assert exact is not None
-    return Section("Exact value (Storm, the induced chain)", rows=[
-        ("value", _fmt(exact.value)), ("bounds", f"[{_fmt(exact.lower)}, {_fmt(exact.upper)}]"),
-        ("numerics", exact.guarantee), ("chain", f"{exact.states:,} states, {exact.transitions:,} transitions"),
-        ("stalled probability", _fmt(exact.stalled_probability)),
-        ("warnings", "; ".join(exact.warnings) or "—")], data={"exact": exact.to_json()}), []
+    return Section(
+        "Exact value (Storm, the induced chain)",
+        rows=[
+            ("value", _fmt(exact.value)),
+            ("bounds", f"[{_fmt(exact.lower)}, {_fmt(exact.upper)}]"),
+            ("numerics", exact.guarantee),
+            ("chain", f"{exact.states:,} states, {exact.transitions:,} transitions"),
+            ("stalled probability", _fmt(exact.stalled_probability)),
+            ("warnings", "; ".join(exact.warnings) or "—"),
+        ],
+        data={"exact": exact.to_json()},
+    ), []
 
 
 def _deterministic(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     assert t.property is not None
     prop, policy = t.property, t.policy
     shared.say("exact: deterministic estimate")
-    det = _timed(shared.timings, "deterministic",
-                 lambda: verify_exact(t.model, prop, policy, ExactOptions(mode="deterministic")))
-    return Section("Deterministic estimate (argmax action)", rows=[
-        ("value", _fmt(det.value)), ("chain", f"{det.states:,} states"),
-        ("note", "the policy's argmax action only: an estimate, not the stochastic policy's value")],
-        data={"deterministic": det.to_json()}), []
+    det = _timed(
+        shared.timings, "deterministic", lambda: verify_exact(t.model, prop, policy, ExactOptions(mode="deterministic"))
+    )
+    return Section(
+        "Deterministic estimate (argmax action)",
+        rows=[
+            ("value", _fmt(det.value)),
+            ("chain", f"{det.states:,} states"),
+            ("note", "the policy's argmax action only: an estimate, not the stochastic policy's value"),
+        ],
+        data={"deterministic": det.to_json()},
+    ), []
 
 
 def _optimum(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -414,12 +484,18 @@ def _optimum(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section
     if best is None:
         return Section("Optimum over all schedulers", note=f"skipped: {shared.mdp_skipped}"), []
     stalled = exact.stalled_probability > 0
-    return Section("Optimum over all schedulers (Pmin / Pmax of the MDP)", rows=[
-        ("Pmin / Pmax", f"{_fmt(best.pmin)} / {_fmt(best.pmax)}"), ("MDP", f"{best.states:,} states")],
-        data={"monolithic": as_exact_result(best).to_json()}), [
-        Check("Pmin <= value <= Pmax", within_optimum(exact.value, best.pmin, best.pmax, shared.slack, stalled=stalled),
-              f"Pmin {_fmt(best.pmin)} <= value {_fmt(exact.value)} <= Pmax {_fmt(best.pmax)}"
-              + (" (stalled mass: only the upper bound applies)" if stalled else ""))]
+    return Section(
+        "Optimum over all schedulers (Pmin / Pmax of the MDP)",
+        rows=[("Pmin / Pmax", f"{_fmt(best.pmin)} / {_fmt(best.pmax)}"), ("MDP", f"{best.states:,} states")],
+        data={"monolithic": as_exact_result(best).to_json()},
+    ), [
+        Check(
+            "Pmin <= value <= Pmax",
+            within_optimum(exact.value, best.pmin, best.pmax, shared.slack, stalled=stalled),
+            f"Pmin {_fmt(best.pmin)} <= value {_fmt(exact.value)} <= Pmax {_fmt(best.pmax)}"
+            + (" (stalled mass: only the upper bound applies)" if stalled else ""),
+        )
+    ]
 
 
 def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -431,25 +507,50 @@ def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sectio
         return Section("Risk and regret map", note=f"skipped: {shared.mdp_skipped}"), []
     shared.say(f"risk map on {chosen[0]}, {chosen[1]}")
     try:
-        m = _timed(shared.timings, "risk map", lambda: risk_map(
-            t.model, prop, policy, chosen, MapOptions(agg="max", optimum=optimum), chain=shared.chain,
-            optimum=shared.optimum))
+        m = _timed(
+            shared.timings,
+            "risk map",
+            lambda: risk_map(
+                t.model,
+                prop,
+                policy,
+                chosen,
+                MapOptions(agg="max", optimum=optimum),
+                chain=shared.chain,
+                optimum=shared.optimum,
+            ),
+        )
     except RlverifyError as exc:
         return Section("Risk and regret map", note=f"skipped: {exc}"), []
     png = _png(lambda path: m.figure().draw(path))
-    reading = ("the property read as a failure: regret = value - Pmin" if optimum == "min" else
-               "the property read as a goal: regret = Pmax - value")
+    reading = (
+        "the property read as a failure: regret = value - Pmin"
+        if optimum == "min"
+        else "the property read as a goal: regret = Pmax - value"
+    )
     expected = shared.optimum.pmin if optimum == "min" else shared.optimum.pmax
     name = ("R" if str(exact.property).lstrip().startswith("R") else "P") + optimum
-    return Section(f"Risk and regret map on {chosen[0]}, {chosen[1]} (max over the other variables)", rows=[
-        ("regret at the initial state", _fmt(m.initial_regret)),
-        ("largest regret in a cell", _fmt(float(np.nanmax(m.regret))))],
+    return Section(
+        f"Risk and regret map on {chosen[0]}, {chosen[1]} (max over the other variables)",
+        rows=[
+            ("regret at the initial state", _fmt(m.initial_regret)),
+            ("largest regret in a cell", _fmt(float(np.nanmax(m.regret)))),
+        ],
         note=f"{reading} (--optimum {'max' if optimum == 'min' else 'min'} for the other reading)",
-        images=[("policy value, optimum and regret per cell", png)], data={"risk_map": m.to_json()}), [
-        Check("risk map's initial value = exact value", same(m.initial_value, exact.value, shared.slack),
-              f"{_fmt(m.initial_value)} vs {_fmt(exact.value)}"),
-        Check(f"risk map's initial optimum = {name}", same(m.initial_optimum, expected, shared.slack),
-              f"{_fmt(m.initial_optimum)} vs {_fmt(expected)}")]
+        images=[("policy value, optimum and regret per cell", png)],
+        data={"risk_map": m.to_json()},
+    ), [
+        Check(
+            "risk map's initial value = exact value",
+            same(m.initial_value, exact.value, shared.slack),
+            f"{_fmt(m.initial_value)} vs {_fmt(exact.value)}",
+        ),
+        Check(
+            f"risk map's initial optimum = {name}",
+            same(m.initial_optimum, expected, shared.slack),
+            f"{_fmt(m.initial_optimum)} vs {_fmt(expected)}",
+        ),
+    ]
 
 
 def _paths(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -464,22 +565,41 @@ def _paths(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, 
         return Section("Failure paths", note=f"skipped: {shared.mdp_skipped}"), []
     k = options.explain
     shared.say(f"failure paths: the {k} most probable")
-    fp = _timed(shared.timings, "paths", lambda: explain_paths(t.model, prop, policy, k, chain=shared.chain,
-                                                               mdp=shared.mdp, value=exact.value))
-    rows = [[str(i + 1), f"{p.probability:.4g}", str(p.length),
-             ", ".join(f"{k_}={v}" for k_, v in p.steps[-1].state.items())] for i, p in enumerate(fp.paths)]
+    fp = _timed(
+        shared.timings,
+        "paths",
+        lambda: explain_paths(t.model, prop, policy, k, chain=shared.chain, mdp=shared.mdp, value=exact.value),
+    )
+    rows = [
+        [str(i + 1), f"{p.probability:.4g}", str(p.length), ", ".join(f"{k_}={v}" for k_, v in p.steps[-1].state.items())]
+        for i, p in enumerate(fp.paths)
+    ]
     images = []
     if chosen:
         images.append((f"the paths on {chosen[0]}, {chosen[1]}", _png(lambda path: plot_paths(fp, path, [chosen]))))
     share = "—" if fp.share is None else f"{fp.share:.3g}"
-    return Section(f"Failure paths (the {k} most probable paths to the target)", rows=[
-        ("paths listed", f"{len(fp.paths)}" + (" (all there are)" if fp.exhausted else "")),
-        ("their probability / share of the value", f"{fp.covered:.4g} / {share}")],
-        tables=[("paths (each step, with the policy's distribution: in the JSON)", ["#", "probability", "steps",
-                                                                                   "target state reached"], rows)],
-        images=images, data={"paths": fp.to_json()}), [
-        Check("the listed paths' probability <= the value", inside(fp.covered, 0.0, exact.value, shared.slack),
-              f"{fp.covered:.6g} <= {_fmt(exact.value)}")]
+    return Section(
+        f"Failure paths (the {k} most probable paths to the target)",
+        rows=[
+            ("paths listed", f"{len(fp.paths)}" + (" (all there are)" if fp.exhausted else "")),
+            ("their probability / share of the value", f"{fp.covered:.4g} / {share}"),
+        ],
+        tables=[
+            (
+                "paths (each step, with the policy's distribution: in the JSON)",
+                ["#", "probability", "steps", "target state reached"],
+                rows,
+            )
+        ],
+        images=images,
+        data={"paths": fp.to_json()},
+    ), [
+        Check(
+            "the listed paths' probability <= the value",
+            inside(fp.covered, 0.0, exact.value, shared.slack),
+            f"{fp.covered:.6g} <= {_fmt(exact.value)}",
+        )
+    ]
 
 
 def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -491,30 +611,56 @@ def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sect
     shared.say(f"robustness: perturbed observations (epsilon {eps})")
     worst = "max" if options.optimum == "min" else "min"  # a failure's worst case is its max
     try:
-        r = _timed(shared.timings, "robustness", lambda: robustness(t.model, prop, policy, RobustnessOptions(
-            epsilon=eps, perturb=shared.map_vars, worst=worst), chain=shared.chain, mdp=shared.mdp))
+        r = _timed(
+            shared.timings,
+            "robustness",
+            lambda: robustness(
+                t.model,
+                prop,
+                policy,
+                RobustnessOptions(epsilon=eps, perturb=shared.map_vars, worst=worst),
+                chain=shared.chain,
+                mdp=shared.mdp,
+            ),
+        )
     except RlverifyError as exc:
         return Section("Robustness to perturbed observations", note=f"skipped: {exc}"), []
-    rows = [("features perturbed", ", ".join(r.perturbed)), ("budget", f"epsilon {r.epsilon} ({r.norm})"),
-            ("nominal / worst / best", f"{_fmt(r.nominal)} / {_fmt(r.worst)} / {_fmt(r.best)}"),
-            ("FGSM attack (one gradient-sign perturbation per state)", _fmt(r.attack)),
-            ("states where a perturbation changes the action", f"{r.changed_states:,} of {r.decision_states:,}"),
-            ("adversarial MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions")]
+    rows = [
+        ("features perturbed", ", ".join(r.perturbed)),
+        ("budget", f"epsilon {r.epsilon} ({r.norm})"),
+        ("nominal / worst / best", f"{_fmt(r.nominal)} / {_fmt(r.worst)} / {_fmt(r.best)}"),
+        ("FGSM attack (one gradient-sign perturbation per state)", _fmt(r.attack)),
+        ("states where a perturbation changes the action", f"{r.changed_states:,} of {r.decision_states:,}"),
+        ("adversarial MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions"),
+    ]
     top = r.worst_perturbations[:10]
     table = [[str(w.get("state")), str(w.get("observed")), f"{w.get('gain', 0.0):.3g}"] for w in top]
-    checks = [Check("worst >= nominal >= best (perturbed observations)",
-                    ordered(r.worst, r.nominal, r.best, worst_is=r.worst_is, slack=tolerance),
-                    f"worst {_fmt(r.worst)}, nominal {_fmt(r.nominal)}, best {_fmt(r.best)}"),
-              Check("robustness nominal = exact value", same(r.nominal, exact.value, tolerance),
-                    f"{_fmt(r.nominal)} vs {_fmt(exact.value)}")]
+    checks = [
+        Check(
+            "worst >= nominal >= best (perturbed observations)",
+            ordered(r.worst, r.nominal, r.best, worst_is=r.worst_is, slack=tolerance),
+            f"worst {_fmt(r.worst)}, nominal {_fmt(r.nominal)}, best {_fmt(r.best)}",
+        ),
+        Check(
+            "robustness nominal = exact value",
+            same(r.nominal, exact.value, tolerance),
+            f"{_fmt(r.nominal)} vs {_fmt(exact.value)}",
+        ),
+    ]
     if r.attack is not None:
-        checks.append(Check("FGSM attack within [Pmin, Pmax] of the adversarial MDP",
-                            inside(r.attack, r.pmin, r.pmax, tolerance),
-                            f"{_fmt(r.pmin)} <= {_fmt(r.attack)} <= {_fmt(r.pmax)}"))
-    return Section("Robustness to perturbed observations (exact: Pmax/Pmin of the adversarial MDP)",
-                   rows=rows, tables=[("worst perturbations (largest gain first)",
-                                       ["state", "observation shown", "gain"], table)] if table else [],
-                   data={"robustness": r.to_json()}), checks
+        checks.append(
+            Check(
+                "FGSM attack within [Pmin, Pmax] of the adversarial MDP",
+                inside(r.attack, r.pmin, r.pmax, tolerance),
+                f"{_fmt(r.pmin)} <= {_fmt(r.attack)} <= {_fmt(r.pmax)}",
+            )
+        )
+    return Section(
+        "Robustness to perturbed observations (exact: Pmax/Pmin of the adversarial MDP)",
+        rows=rows,
+        tables=[("worst perturbations (largest gain first)", ["state", "observation shown", "gain"], table)] if table else [],
+        data={"robustness": r.to_json()},
+    ), checks
 
 
 def _statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -524,22 +670,45 @@ def _statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sec
     exact, prop, policy = shared.exact, t.property, t.policy
     assert exact is not None and prop is not None and policy is not None
     if prop.operator != "P":
-        return Section("Statistical estimate", note="skipped: the simulator estimates probabilities (P=?), not "
-                                                    "expected rewards"), []
+        return Section(
+            "Statistical estimate", note="skipped: the simulator estimates probabilities (P=?), not expected rewards"
+        ), []
     shared.say("simulation")
     try:
-        stat = _timed(shared.timings, "statistical", lambda: verify_statistical(t.model, prop, policy, StatisticalOptions(
-            method="clopper-pearson", runs=options.runs, delta=options.delta,
-            simulation=SimulationOptions(seed=options.seed))))
+        stat = _timed(
+            shared.timings,
+            "statistical",
+            lambda: verify_statistical(
+                t.model,
+                prop,
+                policy,
+                StatisticalOptions(
+                    method="clopper-pearson",
+                    runs=options.runs,
+                    delta=options.delta,
+                    simulation=SimulationOptions(seed=options.seed),
+                ),
+            ),
+        )
     except RlverifyError as exc:
         return Section("Statistical estimate", note=f"skipped: {exc}"), []
     a, b = stat.interval
-    return Section("Statistical estimate (simulation, Clopper–Pearson)", rows=[
-        ("estimate", _fmt(stat.estimate)), ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
-        ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})"), ("seed", str(stat.seed))],
-        data={"statistical": stat.to_json()}), [
-        Check("exact value inside the statistical interval", inside(exact.value, a, b, shared.slack),
-              f"value {_fmt(exact.value)} in [{_fmt(a)}, {_fmt(b)}] ({stat.confidence:.1%} confidence)")]
+    return Section(
+        "Statistical estimate (simulation, Clopper–Pearson)",
+        rows=[
+            ("estimate", _fmt(stat.estimate)),
+            ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
+            ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})"),
+            ("seed", str(stat.seed)),
+        ],
+        data={"statistical": stat.to_json()},
+    ), [
+        Check(
+            "exact value inside the statistical interval",
+            inside(exact.value, a, b, shared.slack),
+            f"value {_fmt(exact.value)} in [{_fmt(a)}, {_fmt(b)}] ({stat.confidence:.1%} confidence)",
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -557,14 +726,31 @@ def _native_statistical(t: Target, options: ReportOptions, shared: Shared) -> tu
     prop, policy = t.property, t.policy
     assert prop is not None and policy is not None
     shared.say("simulation")
-    stat = _timed(shared.timings, "statistical", lambda: verify_statistical(t.model, prop, policy, StatisticalOptions(
-        method="clopper-pearson", runs=options.runs, delta=options.delta,
-        simulation=SimulationOptions(seed=options.seed))))
+    stat = _timed(
+        shared.timings,
+        "statistical",
+        lambda: verify_statistical(
+            t.model,
+            prop,
+            policy,
+            StatisticalOptions(
+                method="clopper-pearson",
+                runs=options.runs,
+                delta=options.delta,
+                simulation=SimulationOptions(seed=options.seed),
+            ),
+        ),
+    )
     a, b = stat.interval
-    return Section("Statistical estimate (simulation from the start line)", rows=[
-        ("estimate", _fmt(stat.estimate)), ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
-        ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})")],
-        data={"statistical": stat.to_json()}), []
+    return Section(
+        "Statistical estimate (simulation from the start line)",
+        rows=[
+            ("estimate", _fmt(stat.estimate)),
+            ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
+            ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})"),
+        ],
+        data={"statistical": stat.to_json()},
+    ), []
 
 
 def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -576,9 +762,22 @@ def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section
     assert t.benchmark is not None and t.policy is not None
     policy, bench = t.policy, t.benchmark
     shared.say("heat map: every start cell, with Storm's optimum")
-    hm = _timed(shared.timings, "heatmap", lambda: heatmap(t.model, policy, StatisticalOptions(
-        method="clopper-pearson", runs=options.heatmap_runs_per_cell, delta=options.delta,
-        simulation=SimulationOptions(seed=options.seed)), optimal=True, benchmark=bench.id))
+    hm = _timed(
+        shared.timings,
+        "heatmap",
+        lambda: heatmap(
+            t.model,
+            policy,
+            StatisticalOptions(
+                method="clopper-pearson",
+                runs=options.heatmap_runs_per_cell,
+                delta=options.delta,
+                simulation=SimulationOptions(seed=options.seed),
+            ),
+            optimal=True,
+            benchmark=bench.id,
+        ),
+    )
     png = _png(lambda p: plot_heatmap(hm, p))
     optimal, gap = hm.optimal, hm.gap
     assert optimal is not None and gap is not None  # asked for (optimal=True)
@@ -587,16 +786,27 @@ def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section
     low = clopper_pearson_lower(np.rint(hm.goal * hm.runs), hm.runs, options.delta / max(1, len(hm.cells)))
     over = low - OPTIMUM_SLACK > optimal
     first = int(np.argmax(over))
-    return Section("Per start cell: goal and crash probability, Storm's optimum, the gap", rows=[
-        ("cells", f"{len(hm.cells):,} x {int(hm.runs[0]):,} runs"),
-        ("mean goal / crash", f"{hm.goal.mean():.4f} / {hm.crash.mean():.4f}"),
-        ("mean optimum / max gap", f"{optimal.mean():.4f} / {gap.max():.4f}")],
-        images=[("goal, crash, optimum and gap per start cell", png)]), [
-        Check(f"each cell's goal estimate (lower end at delta/{len(hm.cells)} per cell) at or below Storm's "
-              f"optimum (+{OPTIMUM_SLACK:g})", not over.any(),
-              f"{int(over.sum())} of {len(hm.cells)} cells above the optimum"
-              + (f" (first: cell {hm.cells[first].tolist()}, lower end {low[first]:.4f} > optimum "
-                 f"{optimal[first]:.4f})" if over.any() else ""))]
+    return Section(
+        "Per start cell: goal and crash probability, Storm's optimum, the gap",
+        rows=[
+            ("cells", f"{len(hm.cells):,} x {int(hm.runs[0]):,} runs"),
+            ("mean goal / crash", f"{hm.goal.mean():.4f} / {hm.crash.mean():.4f}"),
+            ("mean optimum / max gap", f"{optimal.mean():.4f} / {gap.max():.4f}"),
+        ],
+        images=[("goal, crash, optimum and gap per start cell", png)],
+    ), [
+        Check(
+            f"each cell's goal estimate (lower end at delta/{len(hm.cells)} per cell) at or below Storm's "
+            f"optimum (+{OPTIMUM_SLACK:g})",
+            not over.any(),
+            f"{int(over.sum())} of {len(hm.cells)} cells above the optimum"
+            + (
+                f" (first: cell {hm.cells[first].tolist()}, lower end {low[first]:.4f} > optimum {optimal[first]:.4f})"
+                if over.any()
+                else ""
+            ),
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -625,28 +835,65 @@ def _continuous(t: Target, report: ReportOptions, shared: Shared) -> tuple[list[
     images = []
     if len(bound.variables) == 2:
         images.append(("initial region: parts by bound and by action probability", _png(lambda p: plot_result(bound, p))))
-    sections = [Section("Sound abstraction (upper bound on failure within k steps)", rows=[
-        ("upper bound", _fmt(bound.upper_bound)), ("guarantee", bound.guarantee), ("horizon", str(horizon)),
-        ("abstract states", f"{bound.n_abstract_states:,}"), ("domain", options.domain)], images=images)]
+    sections = [
+        Section(
+            "Sound abstraction (upper bound on failure within k steps)",
+            rows=[
+                ("upper bound", _fmt(bound.upper_bound)),
+                ("guarantee", bound.guarantee),
+                ("horizon", str(horizon)),
+                ("abstract states", f"{bound.n_abstract_states:,}"),
+                ("domain", options.domain),
+            ],
+            images=images,
+        )
+    ]
     say("simulation from random start states")
-    stat = _timed(timings, "statistical", lambda: verify_statistical(
-        system, unsafe_property(system, horizon), policy, StatisticalOptions(
-            method="clopper-pearson", runs=report.runs, delta=report.delta,
-            simulation=SimulationOptions(seed=report.seed))))
+    stat = _timed(
+        timings,
+        "statistical",
+        lambda: verify_statistical(
+            system,
+            unsafe_property(system, horizon),
+            policy,
+            StatisticalOptions(
+                method="clopper-pearson", runs=report.runs, delta=report.delta, simulation=SimulationOptions(seed=report.seed)
+            ),
+        ),
+    )
     a, b = stat.interval
-    sections.append(Section("Statistical estimate (uniform random starts in the initial region)", rows=[
-        ("estimate", _fmt(stat.estimate)), ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
-        ("runs", f"{stat.runs:,}")], data={"statistical": stat.to_json()}))
-    checks = [Check("abstraction bound >= the statistical interval's lower end", bound.upper_bound >= a - 1e-12,
-                    f"bound {_fmt(bound.upper_bound)} >= {_fmt(a)} (the bound holds for every start state, "
-                    "the estimate averages over random ones)")]
+    sections.append(
+        Section(
+            "Statistical estimate (uniform random starts in the initial region)",
+            rows=[
+                ("estimate", _fmt(stat.estimate)),
+                ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
+                ("runs", f"{stat.runs:,}"),
+            ],
+            data={"statistical": stat.to_json()},
+        )
+    )
+    checks = [
+        Check(
+            "abstraction bound >= the statistical interval's lower end",
+            bound.upper_bound >= a - 1e-12,
+            f"bound {_fmt(bound.upper_bound)} >= {_fmt(a)} (the bound holds for every start state, "
+            "the estimate averages over random ones)",
+        )
+    ]
     return sections, checks
 
 
 _SHARED: dict[str, Callable[[Target, ReportOptions, Shared], Shared]] = {
-    "prism": _prism_shared, "native": lambda t, options, shared: shared, "continuous": _continuous_shared}
+    "prism": _prism_shared,
+    "native": lambda t, options, shared: shared,
+    "continuous": _continuous_shared,
+}
 _KINDS: dict[str, Callable[[Target, ReportOptions, Shared], tuple[list[Section], list[Check]]]] = {
-    "prism": _prism, "native": _native, "continuous": _continuous}
+    "prism": _prism,
+    "native": _native,
+    "continuous": _continuous,
+}
 
 
 def write_report(report: Report, path: str | Path, *, force: bool = False) -> Path:

@@ -79,12 +79,22 @@ class Target:
         return replace(result, **changes)  # type: ignore[type-var]
 
 
-def resolve(target: str | Path | Benchmark, *, constants: str | None = None, policy: str | Policy | None = None,
-            features: Sequence[str] | None = None, actions: Sequence[str] | None = None, output: str | None = None,
-            property: str | Property | None = None, needs_policy: bool = True,
-            kinds: Sequence[str] = ("prism", "native", "continuous"), command: str = "",
-            env_kwargs: str | dict[str, Any] | None = None, trust_code: bool = False,
-            policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> Target:
+def resolve(
+    target: str | Path | Benchmark,
+    *,
+    constants: str | None = None,
+    policy: str | Policy | None = None,
+    features: Sequence[str] | None = None,
+    actions: Sequence[str] | None = None,
+    output: str | None = None,
+    property: str | Property | None = None,
+    needs_policy: bool = True,
+    kinds: Sequence[str] = ("prism", "native", "continuous"),
+    command: str = "",
+    env_kwargs: str | dict[str, Any] | None = None,
+    trust_code: bool = False,
+    policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+) -> Target:
     """Resolve a target, its policy and its property once.
 
     Args:
@@ -112,31 +122,63 @@ def resolve(target: str | Path | Benchmark, *, constants: str | None = None, pol
     """
     bench, model, kind, name = _model(target, constants, env_kwargs, trust_code)
     if kind not in kinds:
-        what = (f"a {kind} benchmark" if bench is not None else
-                {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model"))
-        raise BenchmarkError(f"{name} is {what}; {command or 'this command'} takes "
-                             f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else target}")
+        what = (
+            f"a {kind} benchmark"
+            if bench is not None
+            else {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model")
+        )
+        raise BenchmarkError(
+            f"{name} is {what}; {command or 'this command'} takes "
+            f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else target}"
+        )
     if needs_policy and policy is None and getattr(model, "model_type", "") == "dtmc":
         given = bench.id if bench is not None else target
-        raise PolicyError(f"{name} is a DTMC: it has no choices for a policy to make; check it with rlverify verify "
-                          f"{given} --mode monolithic (its Pmin = Pmax is the value)")
-    loaded, source = _policy(bench, name, policy, features, actions, output, needs_policy,
-                             getattr(model, "policy_interface", None), trust_code=trust_code, timeout=policy_timeout)
+        raise PolicyError(
+            f"{name} is a DTMC: it has no choices for a policy to make; check it with rlverify verify "
+            f"{given} --mode monolithic (its Pmin = Pmax is the value)"
+        )
+    loaded, source = _policy(
+        bench,
+        name,
+        policy,
+        features,
+        actions,
+        output,
+        needs_policy,
+        getattr(model, "policy_interface", None),
+        trust_code=trust_code,
+        timeout=policy_timeout,
+    )
     fixed = needs_policy and loaded is not None
     prop = resolve_property(bench, model, kind, property, fixed_policy=fixed) if property is not None else None
-    return Target(given=str(target) if not isinstance(target, Benchmark) else target.id, name=name, kind=kind,
-                  model=model, benchmark=bench, constants=constants, policy=loaded, policy_source=source, property=prop)
+    return Target(
+        given=str(target) if not isinstance(target, Benchmark) else target.id,
+        name=name,
+        kind=kind,
+        model=model,
+        benchmark=bench,
+        constants=constants,
+        policy=loaded,
+        policy_source=source,
+        property=prop,
+    )
 
 
-def _model(target: str | Path | Benchmark, constants: str | None, env_kwargs: str | dict[str, Any] | None = None,
-           trust_code: bool = False) -> tuple[Benchmark | None, Any, str, str]:
+def _model(
+    target: str | Path | Benchmark,
+    constants: str | None,
+    env_kwargs: str | dict[str, Any] | None = None,
+    trust_code: bool = False,
+) -> tuple[Benchmark | None, Any, str, str]:
     if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment with a finite model
         from rlverify.errors import OptionError
         from rlverify.models.gymnasium import model_from_target
 
         if constants:
-            raise OptionError(f"{target}: -c/--constants is for PRISM/JANI models and benchmarks; "
-                              f"give the environment's arguments with --env-kwargs {constants!r}")
+            raise OptionError(
+                f"{target}: -c/--constants is for PRISM/JANI models and benchmarks; "
+                f"give the environment's arguments with --env-kwargs {constants!r}"
+            )
         gym_model = model_from_target(target, env_kwargs, trust_code=trust_code)
         return None, gym_model, "prism", gym_model.display_name
     if env_kwargs:
@@ -152,8 +194,9 @@ def _model(target: str | Path | Benchmark, constants: str | None, env_kwargs: st
     from rlverify.models.continuous.declared import is_declaration_target, load_system
 
     if text.lower().endswith(".py"):
-        raise InputFileError(f"{text}: a continuous system is given as FILE.py:NAME, NAME being the declaration "
-                             f"(e.g. {text}:SYSTEM)")
+        raise InputFileError(
+            f"{text}: a continuous system is given as FILE.py:NAME, NAME being the declaration (e.g. {text}:SYSTEM)"
+        )
     if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
         return None, load_system(text, constants), "continuous", text
     if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():
@@ -169,10 +212,19 @@ def _model(target: str | Path | Benchmark, constants: str | None, env_kwargs: st
     return bench, bench.model(), bench.kind, bench.name
 
 
-def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, features: Sequence[str] | None,
-            actions: Sequence[str] | None, output: str | None, needs_policy: bool,
-            interface: dict[str, list[str]] | None = None, *, trust_code: bool = False,
-            timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> tuple[Policy | None, str | None]:
+def _policy(
+    bench: Benchmark | None,
+    name: str,
+    policy: str | Policy | None,
+    features: Sequence[str] | None,
+    actions: Sequence[str] | None,
+    output: str | None,
+    needs_policy: bool,
+    interface: dict[str, list[str]] | None = None,
+    *,
+    trust_code: bool = False,
+    timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+) -> tuple[Policy | None, str | None]:
     from rlverify.policies.check import as_policy
     from rlverify.policies.loading import load_policy
 
@@ -183,27 +235,40 @@ def _policy(bench: Benchmark | None, name: str, policy: str | Policy | None, fea
         if not needs_policy:
             return None, None
         if bench is None:
-            raise PolicyError(f"{name}: checking a policy needs --policy FILE (a model file has no reference policy), "
-                              "or (rlverify verify) --mode monolithic for Pmin/Pmax over all policies")
+            raise PolicyError(
+                f"{name}: checking a policy needs --policy FILE (a model file has no reference policy), "
+                "or (rlverify verify) --mode monolithic for Pmin/Pmax over all policies"
+            )
         if not bench.policies:
             shipped = ""
             if bench is not None and spec(bench.id).policies:
-                shipped = (f" (its reference policies {', '.join(spec(bench.id).policies)} were trained for the default "
-                           "parameters only)")
-            raise PolicyError(f"{name} has no reference policy{shipped}; pass --policy FILE"
-                              + (", or (rlverify verify) --mode monolithic for Pmin/Pmax" if bench.kind == "prism" else ""))
+                shipped = (
+                    f" (its reference policies {', '.join(spec(bench.id).policies)} were trained for the default "
+                    "parameters only)"
+                )
+            raise PolicyError(
+                f"{name} has no reference policy{shipped}; pass --policy FILE"
+                + (", or (rlverify verify) --mode monolithic for Pmin/Pmax" if bench.kind == "prism" else "")
+            )
         policy = next(iter(bench.policies))
     if bench is not None and policy in bench.policies:
         file = str(bench.policy_file(policy))
     else:
         file = policy
-    return load_policy(file, features=list(features) if features else None,
-                       actions=list(actions) if actions else None, output=output, defaults=interface,
-                       trust_code=trust_code, timeout=timeout), file
+    return load_policy(
+        file,
+        features=list(features) if features else None,
+        actions=list(actions) if actions else None,
+        output=output,
+        defaults=interface,
+        trust_code=trust_code,
+        timeout=timeout,
+    ), file
 
 
-def resolve_property(bench: Benchmark | None, model: Any, kind: str, given: str | Property, *,
-                     fixed_policy: bool = True) -> Property:
+def resolve_property(
+    bench: Benchmark | None, model: Any, kind: str, given: str | Property, *, fixed_policy: bool = True
+) -> Property:
     """A property text or name (of the benchmark or JANI file) parsed for an already resolved model.
 
     ``fixed_policy``: evaluated on a policy's chain (every engine but ``verify --mode monolithic``): a
@@ -225,6 +290,5 @@ def resolve_property(bench: Benchmark | None, model: Any, kind: str, given: str 
 
 
 def _kind_words(kinds: Sequence[str]) -> list[str]:
-    words = {"prism": "a PRISM/JANI model", "native": "a native environment (Racetrack)",
-             "continuous": "a continuous system"}
+    words = {"prism": "a PRISM/JANI model", "native": "a native environment (Racetrack)", "continuous": "a continuous system"}
     return [words[k] for k in kinds]

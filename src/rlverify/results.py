@@ -433,16 +433,44 @@ class HeatmapResult:
     def to_json(self) -> dict[str, Any]:
         """Per-cell values as lists plus the settings."""
         out: dict[str, Any] = {
-            "benchmark": self.benchmark, "policy": self.policy, "warnings": self.warnings, "noise": self.noise, "method": self.method,
-            "confidence": self.confidence, "epsilon": self.epsilon, "seed": self.seed, "max_steps": self.max_steps,
-            "decisions": self.decisions, "timings": self.timings, "optimal_numerics": self.optimal_numerics,
+            "benchmark": self.benchmark,
+            "policy": self.policy,
+            "warnings": self.warnings,
+            "noise": self.noise,
+            "method": self.method,
+            "confidence": self.confidence,
+            "epsilon": self.epsilon,
+            "seed": self.seed,
+            "max_steps": self.max_steps,
+            "decisions": self.decisions,
+            "timings": self.timings,
+            "optimal_numerics": self.optimal_numerics,
             "cells": [
-                {"x": int(x), "y": int(y), "goal": float(g), "goal_interval": [float(a), float(b)], "crash": float(c),
-                 "crash_interval": [float(e), float(f)], "runs": int(r), "undecided": int(u), "stalled": int(s),
-                 **({"optimal": float(self.optimal[i])} if self.optimal is not None else {})}
-                for i, ((x, y), g, (a, b), c, (e, f), r, u, s) in enumerate(zip(
-                    self.cells, self.goal, self.goal_interval, self.crash, self.crash_interval, self.runs,
-                    self.undecided, self.stalled, strict=True))
+                {
+                    "x": int(x),
+                    "y": int(y),
+                    "goal": float(g),
+                    "goal_interval": [float(a), float(b)],
+                    "crash": float(c),
+                    "crash_interval": [float(e), float(f)],
+                    "runs": int(r),
+                    "undecided": int(u),
+                    "stalled": int(s),
+                    **({"optimal": float(self.optimal[i])} if self.optimal is not None else {}),
+                }
+                for i, ((x, y), g, (a, b), c, (e, f), r, u, s) in enumerate(
+                    zip(
+                        self.cells,
+                        self.goal,
+                        self.goal_interval,
+                        self.crash,
+                        self.crash_interval,
+                        self.runs,
+                        self.undecided,
+                        self.stalled,
+                        strict=True,
+                    )
+                )
             ],
         }
         return out
@@ -635,18 +663,41 @@ class RiskMap:
         """Settings, counts and the grid: ``grid[name][i][j]`` is the cell ``x = x_values[j]``,
         ``y = y_values[i]`` (None where the cell has no state of that set; infinite rewards as "Infinity" in the
         CLI's JSON)."""
-        grids = {"value": self.value, "optimum": self.optimum_value, "regret": self.regret,
-                 "optimum_all_states": self.optimum_all, "policy_states": self.policy_states,
-                 "mdp_states": self.mdp_states}
-        return _plain({
-            "model": self.model, "policy": self.policy, "property": self.property, "mode": self.mode,
-            "optimum": self.optimum, "optimum_source": self.optimum_source, "agg": self.agg, "where": self.where,
-            "x": self.x, "y": self.y, "x_values": self.x_values, "y_values": self.y_values,
-            "initial": {"value": self.initial_value, "optimum": self.initial_optimum, "regret": self.initial_regret},
-            "states": dict(self.states), "guarantee": self.guarantee, "precision": self.precision,
-            "stalled_probability": self.stalled_probability, "variables": list(self.variables),
-            "grid": grids, "timings": self.timings, "settings": self.settings, "versions": self.versions,
-            "warnings": list(self.warnings)})
+        grids = {
+            "value": self.value,
+            "optimum": self.optimum_value,
+            "regret": self.regret,
+            "optimum_all_states": self.optimum_all,
+            "policy_states": self.policy_states,
+            "mdp_states": self.mdp_states,
+        }
+        return _plain(
+            {
+                "model": self.model,
+                "policy": self.policy,
+                "property": self.property,
+                "mode": self.mode,
+                "optimum": self.optimum,
+                "optimum_source": self.optimum_source,
+                "agg": self.agg,
+                "where": self.where,
+                "x": self.x,
+                "y": self.y,
+                "x_values": self.x_values,
+                "y_values": self.y_values,
+                "initial": {"value": self.initial_value, "optimum": self.initial_optimum, "regret": self.initial_regret},
+                "states": dict(self.states),
+                "guarantee": self.guarantee,
+                "precision": self.precision,
+                "stalled_probability": self.stalled_probability,
+                "variables": list(self.variables),
+                "grid": grids,
+                "timings": self.timings,
+                "settings": self.settings,
+                "versions": self.versions,
+                "warnings": list(self.warnings),
+            }
+        )
 
     def figure(self, *, origin: str = "lower") -> MapFigure:
         """The three panels (policy value, optimum, regret) as a :class:`MapFigure` (``origin="upper"``:
@@ -659,28 +710,48 @@ class RiskMap:
         vmin, vmax = (0.0, 1.0) if probability else (None, None)
         what = "probability" if probability else "expected reward"
         opt = {("min", True): "Pmin", ("max", True): "Pmax", ("min", False): "Rmin", ("max", False): "Rmax"}[
-            (self.optimum, probability)]
+            (self.optimum, probability)
+        ]
         panels = (
             MapPanel(f"policy: {self.agg} {what}", self.value, cmap, vmin, vmax, f"{what} under the policy"),
-            MapPanel(f"optimum: {self.agg} {opt} (all policies)", self.optimum_value, cmap, vmin, vmax,
-                     f"{opt} per state"),
-            MapPanel(f"regret: {self.agg} of " + ("value - " + opt if bad else opt + " - value"), self.regret,
-                     "magma_r", 0.0, None, f"value - {opt}: what the policy gives away" if bad
-                     else f"{opt} - value: what the policy leaves"),
+            MapPanel(f"optimum: {self.agg} {opt} (all policies)", self.optimum_value, cmap, vmin, vmax, f"{opt} per state"),
+            MapPanel(
+                f"regret: {self.agg} of " + ("value - " + opt if bad else opt + " - value"),
+                self.regret,
+                "magma_r",
+                0.0,
+                None,
+                f"value - {opt}: what the policy gives away" if bad else f"{opt} - value: what the policy leaves",
+            ),
         )
         no_state = self.mdp_states == 0
         unreached = (self.mdp_states > 0) & (self.policy_states == 0)
-        shades = (MapShade(no_state, "no state" + (f" with {self.where}" if self.where else ""), "#ffffff", "////"),
-                  MapShade(unreached, "states the policy never reaches", "#b0b0b0"))
+        shades = (
+            MapShade(no_state, "no state" + (f" with {self.where}" if self.where else ""), "#ffffff", "////"),
+            MapShade(unreached, "states the policy never reaches", "#b0b0b0"),
+        )
         where = f", where {self.where}" if self.where else ""
-        title = (f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); {self.agg} over the other "
-                 f"variables{where}; initial state: value {self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}")
+        title = (
+            f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); {self.agg} over the other "
+            f"variables{where}; initial state: value {self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}"
+        )
         s = self.states
-        note = (f"states: {s['policy']:,} in the policy's chain, {s['mdp']:,} in the full MDP ({s['mdp_only']:,} never "
-                f"reached by the policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}. "
-                f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the {self.agg}).")
-        return MapFigure(panels=panels, x_label=self.x, y_label=self.y, x_values=self.x_values,
-                         y_values=self.y_values, title=title, shades=shades, origin=origin, note=note)
+        note = (
+            f"states: {s['policy']:,} in the policy's chain, {s['mdp']:,} in the full MDP ({s['mdp_only']:,} never "
+            f"reached by the policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}. "
+            f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the {self.agg})."
+        )
+        return MapFigure(
+            panels=panels,
+            x_label=self.x,
+            y_label=self.y,
+            x_values=self.x_values,
+            y_values=self.y_values,
+            title=title,
+            shades=shades,
+            origin=origin,
+            note=note,
+        )
 
 
 @dataclass(frozen=True)
@@ -766,9 +837,9 @@ class MapFigure:
         H, W = len(self.y_values), len(self.x_values)
         nrows, ncols, size = self.layout()
         fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False, layout="constrained")
-        for ax in axes.ravel()[len(self.panels):]:
+        for ax in axes.ravel()[len(self.panels) :]:
             ax.set_axis_off()
-        for ax, p in zip(axes.ravel()[:len(self.panels)], self.panels, strict=True):
+        for ax, p in zip(axes.ravel()[: len(self.panels)], self.panels, strict=True):
             v = np.asarray(p.values, dtype=np.float64)
             finite = v[np.isfinite(v)]
             lo = p.vmin if p.vmin is not None else (float(finite.min()) if finite.size else 0.0)
@@ -777,18 +848,30 @@ class MapFigure:
                 lo = min(lo, float(finite.min()))  # never hide values below the intended floor (e.g. tiny negatives)
             hi = max(hi, lo + 1e-9)
             cmap = plt.get_cmap(p.cmap).with_extremes(bad=(0, 0, 0, 0))  # NaN: transparent (a shade explains it)
-            im = ax.imshow(np.ma.masked_invalid(v), cmap=cmap, vmin=lo, vmax=hi, origin=self.origin,
-                           interpolation="nearest", aspect="equal")
+            im = ax.imshow(
+                np.ma.masked_invalid(v),
+                cmap=cmap,
+                vmin=lo,
+                vmax=hi,
+                origin=self.origin,
+                interpolation="nearest",
+                aspect="equal",
+            )
             for s in self.shades:
                 ys, xs = np.nonzero(s.mask)
                 if len(ys):
                     rects = [Rectangle((j - 0.5, i - 0.5), 1, 1) for i, j in zip(ys, xs, strict=True)]
-                    ax.add_collection(PatchCollection(rects, facecolor=s.color, hatch=s.hatch, linewidth=0,
-                                                      edgecolor="#707070" if s.hatch else s.color))
+                    ax.add_collection(
+                        PatchCollection(
+                            rects, facecolor=s.color, hatch=s.hatch, linewidth=0, edgecolor="#707070" if s.hatch else s.color
+                        )
+                    )
             ax.set_xlim(-0.5, W - 0.5)
             ax.set_ylim(*((-0.5, H - 0.5) if self.origin == "lower" else (H - 0.5, -0.5)))
-            for axis, values, set_ticks, set_labels in ((W, self.x_values, ax.set_xticks, ax.set_xticklabels),
-                                                        (H, self.y_values, ax.set_yticks, ax.set_yticklabels)):
+            for axis, values, set_ticks, set_labels in (
+                (W, self.x_values, ax.set_xticks, ax.set_xticklabels),
+                (H, self.y_values, ax.set_yticks, ax.set_yticklabels),
+            ):
                 step = max(1, int(np.ceil(axis / 16)))
                 set_ticks(np.arange(0, axis, step))
                 set_labels([str(int(t)) if float(t).is_integer() else f"{t:g}" for t in values[::step]], fontsize=7)
@@ -796,8 +879,11 @@ class MapFigure:
             ax.set_ylabel(self.y_label)
             ax.set_title(p.title, fontsize=9)
             fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04).set_label(p.label, fontsize=8)
-        handles = [Patch(facecolor=s.color, hatch=s.hatch, edgecolor="#707070", label=s.label)
-                   for s in self.shades if np.asarray(s.mask).any()]
+        handles = [
+            Patch(facecolor=s.color, hatch=s.hatch, edgecolor="#707070", label=s.label)
+            for s in self.shades
+            if np.asarray(s.mask).any()
+        ]
         if handles:
             fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
         if self.title:

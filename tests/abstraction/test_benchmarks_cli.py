@@ -54,8 +54,25 @@ def cli(argv):
 
 def test_cli_json_and_png(tmp_path, capsys):
     png = tmp_path / "acc.png"
-    assert cli(["abstract", "pendulum-v1", "--horizon", "2", "--domain", "octagon", "--phi", "0.5", "--containment",
-                "--json", "--out-png", str(png)]) == 0
+    assert (
+        cli(
+            [
+                "abstract",
+                "pendulum-v1",
+                "--horizon",
+                "2",
+                "--domain",
+                "octagon",
+                "--phi",
+                "0.5",
+                "--containment",
+                "--json",
+                "--out-png",
+                str(png),
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["guarantee"] == "sound upper bound"
     assert 0.0 <= out["upper_bound"] <= 1.0

@@ -64,8 +64,11 @@ def test_pieces_enclose_step(system, lo, hi):
         assert ok.all(), f"action {a}: {int((~ok).sum())} successors outside every piece"
 
 
-CENTRES = {"bouncing-ball-v1": ([0.0, -12.0], [9.0, 12.0]), "acc-v1": ([-2.0, 25.0], [12.0, 36.5]),
-           "pendulum-v1": ([-0.3, -1.0], [0.3, 1.0])}
+CENTRES = {
+    "bouncing-ball-v1": ([0.0, -12.0], [9.0, 12.0]),
+    "acc-v1": ([-2.0, 25.0], [12.0, 36.5]),
+    "pendulum-v1": ([-0.3, -1.0], [0.3, 1.0]),
+}
 
 
 def random_parts(system, template, count: int, rng: np.random.Generator) -> list:
@@ -91,8 +94,9 @@ def assert_successors_enclose(system, part, succ, rng: np.random.Generator) -> N
         assert ok.all(), f"action {a}: {int((~ok).sum())} true successors outside the abstract successors"
 
 
-@pytest.mark.parametrize("system", [BouncingBall(), AdaptiveCruiseControl(), InvertedPendulum()],
-                         ids=["ball", "acc", "pendulum"])
+@pytest.mark.parametrize(
+    "system", [BouncingBall(), AdaptiveCruiseControl(), InvertedPendulum()], ids=["ball", "acc", "pendulum"]
+)
 @pytest.mark.parametrize("kind", ["box", "octagon"])
 def test_concrete_successors_lie_in_abstract_successors(system, kind):
     rng = np.random.default_rng(1)
@@ -117,8 +121,9 @@ def test_pieces_declared_box_independent_do_not_depend_on_the_box(system):
                 assert np.array_equal(m.a, n.a) and np.array_equal(m.c, n.c) and np.array_equal(m.b, n.b)
 
 
-@pytest.mark.parametrize("system", [BouncingBall(), AdaptiveCruiseControl(), InvertedPendulum()],
-                         ids=["ball", "acc", "pendulum"])
+@pytest.mark.parametrize(
+    "system", [BouncingBall(), AdaptiveCruiseControl(), InvertedPendulum()], ids=["ball", "acc", "pendulum"]
+)
 @pytest.mark.parametrize("kind", ["box", "octagon"])
 def test_batched_successors_contain_concrete_successors_and_match_per_part(system, kind):
     """successors_many (vectorised over the batch) encloses every true successor and equals part_successors."""
@@ -145,8 +150,7 @@ def test_batched_unsafe_check_agrees_with_single_check(system, kind):
     # parts around the unsafe set's boundary: p = 1 / |v| = 7 for the ball, dx = 0 for ACC
     centre = {"bouncing-ball-v1": ([0.5, -9.0], [1.5, 9.0]), "acc-v1": ([-1.0, 25.0], [1.0, 36.0])}[system.name]
     clo, chi = (np.array(v) for v in centre)
-    parts = [t.hull(clo + (chi - clo) * rng.random(2) + rng.normal(size=(4, 2)) * rng.uniform(0.01, 0.5))
-             for _ in range(300)]
+    parts = [t.hull(clo + (chi - clo) * rng.random(2) + rng.normal(size=(4, 2)) * rng.uniform(0.01, 0.5)) for _ in range(300)]
     batched = meets_unsafe_many(system, t, parts)
     single = np.array([intersects_unsafe(system, p) for p in parts])
     assert batched.tolist() == single.tolist()

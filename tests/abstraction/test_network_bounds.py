@@ -107,11 +107,18 @@ def test_unsupported_layer_is_named(tmp_path):
 
     w = numpy_helper.from_array(np.ones((2, 2), dtype=np.float32), "W")
     b = numpy_helper.from_array(np.zeros(2, dtype=np.float32), "b")
-    nodes = [helper.make_node("Gemm", ["s", "W", "b"], ["z"], transB=1),
-             helper.make_node("Sigmoid", ["z"], ["h"], name="squash1"),
-             helper.make_node("Gemm", ["h", "W", "b"], ["out"], transB=1)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])], initializer=[w, b])
+    nodes = [
+        helper.make_node("Gemm", ["s", "W", "b"], ["z"], transB=1),
+        helper.make_node("Sigmoid", ["z"], ["h"], name="squash1"),
+        helper.make_node("Gemm", ["h", "W", "b"], ["out"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])],
+        initializer=[w, b],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     path = tmp_path / "sigmoid.onnx"
     onnx.save(model, str(path))
@@ -120,8 +127,9 @@ def test_unsupported_layer_is_named(tmp_path):
 
 
 def test_probability_output_network_is_rejected(tmp_path):
-    path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random((2, 4, 2), seed=0), features=["a", "b"], actions=["x", "y"],
-                         output="probabilities")
+    path = save_mlp_onnx(
+        tmp_path / "p.onnx", MLP.random((2, 4, 2), seed=0), features=["a", "b"], actions=["x", "y"], output="probabilities"
+    )
     with pytest.raises(PolicyError, match="logits"):
         load_network(str(path), n_actions=2)
 

@@ -43,21 +43,24 @@ def test_cli_constant_nan_is_refused_not_proved_safe(capsys, value):
     assert "limit" in out.err and "finite" in out.err and "Traceback" not in out.err
 
 
-@pytest.mark.parametrize("changes,match", [
-    ({"constants": {"dt": 0.1, "limit": math.nan}}, "constants.limit': expected a finite number"),
-    ({"constants": {"dt": 0.1, "limit": math.inf}}, "constants.limit': expected a finite number"),
-    ({"constants": {"dt": 0.1, "limit": 10**400}}, "constants.limit': expected a finite number"),
-    ({"action_values": {"u": {"left": "-1e999", "right": 1}}}, "is not a finite real number"),
-    ({"action_values": {"u": {"left": "10.0**400", "right": 1}}}, "is not a finite real number"),
-    ({"action_values": {"u": {"left": "(-8)**0.5", "right": 1}}}, "is not a finite real number"),
-    ({"unsafe": ["x >= 1e308 * 10"]}, "is not a finite real number"),
-    ({"initial": {"default": {"x": [-0.5, math.nan], "v": [-0.2, 0.2]}}}, "initial.default"),
-    ({"domain": {"x": [-math.inf, 2], "v": [-1, 1]}}, "domain"),
-    ({"min_width": math.inf}, "min_width"),
-    ({"pieces": [{"next": {"x": "x + " + "+".join(["dt*v"] * 5000), "v": "v"}}]}, "nested"),
-    ({"pieces": [{"next": {"x": "-" * 5000 + "x", "v": "v"}}]}, "nested"),
-    ({"unsafe": ["x >= " + "(" * 300 + "1" + ")" * 300]}, "nested|parse"),
-])
+@pytest.mark.parametrize(
+    "changes,match",
+    [
+        ({"constants": {"dt": 0.1, "limit": math.nan}}, "constants.limit': expected a finite number"),
+        ({"constants": {"dt": 0.1, "limit": math.inf}}, "constants.limit': expected a finite number"),
+        ({"constants": {"dt": 0.1, "limit": 10**400}}, "constants.limit': expected a finite number"),
+        ({"action_values": {"u": {"left": "-1e999", "right": 1}}}, "is not a finite real number"),
+        ({"action_values": {"u": {"left": "10.0**400", "right": 1}}}, "is not a finite real number"),
+        ({"action_values": {"u": {"left": "(-8)**0.5", "right": 1}}}, "is not a finite real number"),
+        ({"unsafe": ["x >= 1e308 * 10"]}, "is not a finite real number"),
+        ({"initial": {"default": {"x": [-0.5, math.nan], "v": [-0.2, 0.2]}}}, "initial.default"),
+        ({"domain": {"x": [-math.inf, 2], "v": [-1, 1]}}, "domain"),
+        ({"min_width": math.inf}, "min_width"),
+        ({"pieces": [{"next": {"x": "x + " + "+".join(["dt*v"] * 5000), "v": "v"}}]}, "nested"),
+        ({"pieces": [{"next": {"x": "-" * 5000 + "x", "v": "v"}}]}, "nested"),
+        ({"unsafe": ["x >= " + "(" * 300 + "1" + ")" * 300]}, "nested|parse"),
+    ],
+)
 def test_declaration_refused_naming_the_entry(changes, match):
     with pytest.raises(ModelError, match=match) as exc:
         declare(system(**changes))
@@ -71,16 +74,19 @@ def test_constant_override_nan_refused():
         parse_constants("dt=0.1,limit=nan")
 
 
-@pytest.mark.parametrize("kw,error,match", [
-    ({"min_width": math.nan}, AbstractionError, "min_width"),
-    ({"min_width": math.inf}, AbstractionError, "min_width"),
-    ({"milp_time_limit": math.inf}, AbstractionError, "milp_time_limit"),
-    ({"samples": 10**12}, AbstractionError, "samples"),
-    ({"horizon": 10**12}, AbstractionError, "horizon"),
-    ({"template": ((1.0, math.inf), (0.0, 1.0))}, AbstractionError, "template"),
-    ({"initial": ((math.nan, 0.0), (0.1, 0.1))}, DomainError, "initial region.*finite"),
-    ({"initial": ((0.0, 0.0), (math.inf, 0.1))}, DomainError, "initial region.*finite"),
-])
+@pytest.mark.parametrize(
+    "kw,error,match",
+    [
+        ({"min_width": math.nan}, AbstractionError, "min_width"),
+        ({"min_width": math.inf}, AbstractionError, "min_width"),
+        ({"milp_time_limit": math.inf}, AbstractionError, "milp_time_limit"),
+        ({"samples": 10**12}, AbstractionError, "samples"),
+        ({"horizon": 10**12}, AbstractionError, "horizon"),
+        ({"template": ((1.0, math.inf), (0.0, 1.0))}, AbstractionError, "template"),
+        ({"initial": ((math.nan, 0.0), (0.1, 0.1))}, DomainError, "initial region.*finite"),
+        ({"initial": ((0.0, 0.0), (math.inf, 0.1))}, DomainError, "initial region.*finite"),
+    ],
+)
 def test_abstraction_options_refused(kw, error, match):
     s = declare(system())
     options = AbstractionOptions(**{"horizon": 2, **kw})

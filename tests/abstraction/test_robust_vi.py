@@ -91,9 +91,14 @@ def test_known_value_by_hand():
     assert bounded_reachability(imdp, 0)[0][s1] == 0.0
 
 
-@pytest.mark.parametrize("lo,hi,match", [((0.6, 0.6), (0.7, 0.7), "lower bounds sum above 1"),
-                                         ((0.1, 0.1), (0.3, 0.3), "upper bounds sum below 1"),
-                                         ((0.5, 0.6), (0.4, 0.9), "not a sub-interval")])
+@pytest.mark.parametrize(
+    "lo,hi,match",
+    [
+        ((0.6, 0.6), (0.7, 0.7), "lower bounds sum above 1"),
+        ((0.1, 0.1), (0.3, 0.3), "upper bounds sum below 1"),
+        ((0.5, 0.6), (0.4, 0.9), "not a sub-interval"),
+    ],
+)
 def test_infeasible_intervals_are_rejected(lo, hi, match):
     b = IMDPBuilder()
     f, s1, s2 = b.add_state(fail=True), b.add_state(), b.add_state()

@@ -28,7 +28,7 @@ from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_s
 
 # x' = x + dt v', v' = clip(v + dt u, -vmax, vmax): the saturation depends on the action, so the
 # velocity axis is split where some action's v + dt u crosses +-vmax (7 pieces, maps per action).
-SYSTEM_FILE = '''
+SYSTEM_FILE = """
 FREE = {"x": "x + dt*v + dt*dt*u", "v": "v + dt*u"}
 LOW = {"x": "x - dt*vmax", "v": "-vmax"}
 HIGH = {"x": "x + dt*vmax", "v": "vmax"}
@@ -54,7 +54,7 @@ SYSTEM = {
         {"when": "v >= vmax + dt*accel", "next": HIGH},
     ],
 }
-'''
+"""
 
 U = np.array([-2.0, 0.0, 2.0])
 
@@ -100,8 +100,13 @@ def files(tmp_path_factory):
     system = root / "my_system.py"
     system.write_text(SYSTEM_FILE)
     policy = root / "net.onnx"
-    save_mlp_onnx(policy, controller(1.0), features=["x", "v"], actions=["left", "coast", "right"],
-                  training={"algorithm": "hand-made", "seed": 0})
+    save_mlp_onnx(
+        policy,
+        controller(1.0),
+        features=["x", "v"],
+        actions=["left", "coast", "right"],
+        training={"algorithm": "hand-made", "seed": 0},
+    )
     return root, f"{system}:SYSTEM", str(policy)
 
 
@@ -124,8 +129,7 @@ def test_declared_step_is_the_hand_written_dynamics(files):
     x = np.array([-3.0, -2.0]) + np.array([6.0, 4.0]) * rng.random((20000, 2))  # beyond the domain too
     x[:50, 1] = [-1.2, -1.0, -0.8, 0.8, 1.0, 1.2, 0.9, -0.9, 1.1, -1.1] * 5  # on the pieces' boundaries
     for a in range(3):
-        np.testing.assert_allclose(system.step(x, np.full(len(x), a)), hand_step(x, np.full(len(x), a)),
-                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(system.step(x, np.full(len(x), a)), hand_step(x, np.full(len(x), a)), rtol=0, atol=1e-12)
     assert system.is_unsafe(x).tolist() == hand_unsafe(x).tolist()
 
 
@@ -168,9 +172,13 @@ def test_bound_is_above_the_exact_failure_probability_of_every_start_state(files
 def test_bound_is_above_monte_carlo_from_the_worst_start(files, verified):
     system, result = verified
     worst = np.array([[-0.5, -0.8]])  # the worst corner (exact: about 0.11)
-    stat = verify_statistical(system, unsafe_property(system, OPTIONS.horizon), load_policy(files[2]),
-                              StatisticalOptions(method="clopper-pearson", runs=20000, delta=2e-6,
-                                                 simulation=SimulationOptions(seed=3)), starts=worst)
+    stat = verify_statistical(
+        system,
+        unsafe_property(system, OPTIONS.horizon),
+        load_policy(files[2]),
+        StatisticalOptions(method="clopper-pearson", runs=20000, delta=2e-6, simulation=SimulationOptions(seed=3)),
+        starts=worst,
+    )
     assert 0.08 < stat.estimate < 0.14
     assert stat.interval[0] <= result.upper_bound  # the lower end: beta.ppf(1e-6, k, n - k + 1)
 
@@ -222,25 +230,41 @@ def broken(text: str, old: str, new: str) -> str:
 
 
 MALFORMED = {
-    "missing-field": (broken(SYSTEM_FILE, '"unsafe": ["x >= limit", "x <= -limit"],', ""),
-                      "missing field 'unsafe' (expected a list of polyhedra, each an inequality like 'x >= 1'"),
-    "non-affine-piece": (broken(SYSTEM_FILE, '"x + dt*v + dt*dt*u"', '"x + dt*v*x"'),
-                         ("field 'pieces[1].next.right.x': 'x + dt*v*x' is not affine: it multiplies two "
-                          "state-dependent expressions")),
-    "unknown-term": (broken(SYSTEM_FILE, '"v": "v + dt*u"}', '"v": "v + dt*log(u + 3)"}'),
-                     ("field 'pieces[1].next.right.v': unknown term 'log' in 'v + dt*log(u + 3)': the engine can "
-                      "bound sin, cos, tanh, exp")),
-    "wrong-shape": (broken(SYSTEM_FILE, '"x": [-2, 2], "v": [-1.5, 1.5]}', '"x": [-2, 2, 3], "v": [-1.5, 1.5]}'),
-                    "field 'domain': expected [lo, hi] for each variable"),
-    "pieces-leave-a-gap": (broken(SYSTEM_FILE, '{"when": "v >= vmax + dt*accel", "next": HIGH},', ""),
-                           "field 'pieces': the pieces' 'when' regions do not cover the state space: e.g. (x="),
-    "guard-uses-the-action": (broken(SYSTEM_FILE, '"when": "v <= -vmax - dt*accel"', '"when": "v <= -vmax - dt*u"'),
-                              "field 'pieces[0].when[0]': 'v <= -vmax - dt*u' uses 'u', which depends on the action"),
-    "missing-update": (broken(SYSTEM_FILE, '"next": {"left": LOW, "coast": LOW, "right": FREE}',
-                              '"next": {"left": LOW, "right": FREE}'),
-                       "field 'pieces[1].next': no update for action(s) ['coast']"),
-    "unbounded-term": (broken(SYSTEM_FILE, '"v": "v + dt*u"}', '"v": "v + dt*u + 1e-300*exp(1000*x)"}'),
-                       "field 'pieces[1].next': action right: a term cannot be bounded on the box"),
+    "missing-field": (
+        broken(SYSTEM_FILE, '"unsafe": ["x >= limit", "x <= -limit"],', ""),
+        "missing field 'unsafe' (expected a list of polyhedra, each an inequality like 'x >= 1'",
+    ),
+    "non-affine-piece": (
+        broken(SYSTEM_FILE, '"x + dt*v + dt*dt*u"', '"x + dt*v*x"'),
+        ("field 'pieces[1].next.right.x': 'x + dt*v*x' is not affine: it multiplies two state-dependent expressions"),
+    ),
+    "unknown-term": (
+        broken(SYSTEM_FILE, '"v": "v + dt*u"}', '"v": "v + dt*log(u + 3)"}'),
+        (
+            "field 'pieces[1].next.right.v': unknown term 'log' in 'v + dt*log(u + 3)': the engine can "
+            "bound sin, cos, tanh, exp"
+        ),
+    ),
+    "wrong-shape": (
+        broken(SYSTEM_FILE, '"x": [-2, 2], "v": [-1.5, 1.5]}', '"x": [-2, 2, 3], "v": [-1.5, 1.5]}'),
+        "field 'domain': expected [lo, hi] for each variable",
+    ),
+    "pieces-leave-a-gap": (
+        broken(SYSTEM_FILE, '{"when": "v >= vmax + dt*accel", "next": HIGH},', ""),
+        "field 'pieces': the pieces' 'when' regions do not cover the state space: e.g. (x=",
+    ),
+    "guard-uses-the-action": (
+        broken(SYSTEM_FILE, '"when": "v <= -vmax - dt*accel"', '"when": "v <= -vmax - dt*u"'),
+        "field 'pieces[0].when[0]': 'v <= -vmax - dt*u' uses 'u', which depends on the action",
+    ),
+    "missing-update": (
+        broken(SYSTEM_FILE, '"next": {"left": LOW, "coast": LOW, "right": FREE}', '"next": {"left": LOW, "right": FREE}'),
+        "field 'pieces[1].next': no update for action(s) ['coast']",
+    ),
+    "unbounded-term": (
+        broken(SYSTEM_FILE, '"v": "v + dt*u"}', '"v": "v + dt*u + 1e-300*exp(1000*x)"}'),
+        "field 'pieces[1].next': action right: a term cannot be bounded on the box",
+    ),
 }
 
 
@@ -260,8 +284,10 @@ def test_malformed_declaration_is_a_clear_error_with_exit_code_2(case, files, ca
 
 def test_a_factory_gets_the_constants_and_a_non_declaration_is_refused(tmp_path):
     path = tmp_path / "factory.py"
-    path.write_text(SYSTEM_FILE + "\ndef make(limit=0.8):\n    return dict(SYSTEM, constants=dict(SYSTEM['constants'], "
-                                  "limit=limit))\n\nNOT_A_SYSTEM = 3\n")
+    path.write_text(
+        SYSTEM_FILE + "\ndef make(limit=0.8):\n    return dict(SYSTEM, constants=dict(SYSTEM['constants'], "
+        "limit=limit))\n\nNOT_A_SYSTEM = 3\n"
+    )
     assert load_system(f"{path}:make", "limit=0.5").constants["limit"] == 0.5
     with pytest.raises(ConstantsError, match="cannot pass accel"):
         load_system(f"{path}:make", "accel=1")
@@ -288,12 +314,18 @@ def in_enclosure(m, x: np.ndarray, y: np.ndarray, tol: float = 1e-9) -> np.ndarr
 
 def test_terms_and_saturations_enclose_step(tmp_path):
     """A damped pendulum with sin, cos and tanh terms and clip/wrap: the enclosure contract on random boxes."""
-    system = declare({
-        "variables": ["th", "om"], "domain": {"th": [-3.2, 3.2], "om": [-4, 4]}, "actions": ["l", "r"],
-        "action_values": {"u": [-1, 1]}, "initial": {"s": {"th": [-0.1, 0.1], "om": [-0.1, 0.1]}},
-        "unsafe": ["th >= 1"], "let": {"om1": "0.98*om + 0.1*sin(th) + 0.05*cos(2*th + 1) + 0.1*tanh(om - th) + 0.2*u"},
-        "pieces": [{"next": {"th": "wrap(th + 0.1*om1, -pi, pi)", "om": "clip(om1, -3, 3)"}}],
-    })
+    system = declare(
+        {
+            "variables": ["th", "om"],
+            "domain": {"th": [-3.2, 3.2], "om": [-4, 4]},
+            "actions": ["l", "r"],
+            "action_values": {"u": [-1, 1]},
+            "initial": {"s": {"th": [-0.1, 0.1], "om": [-0.1, 0.1]}},
+            "unsafe": ["th >= 1"],
+            "let": {"om1": "0.98*om + 0.1*sin(th) + 0.05*cos(2*th + 1) + 0.1*tanh(om - th) + 0.2*u"},
+            "pieces": [{"next": {"th": "wrap(th + 0.1*om1, -pi, pi)", "om": "clip(om1, -3, 3)"}}],
+        }
+    )
     assert system.pieces_depend_on_box
     rng = np.random.default_rng(4)
     for width in (0.01, 0.3, 2.0, 8.0):
@@ -326,8 +358,9 @@ def test_progress_reports_every_depth_and_the_states_explored(files):
     _, target, policy = files
     events: list[AbstractionProgress] = []
     result = verify_abstraction(load_system(target), policy, OPTIONS, progress=events.append)
-    assert [(e.depth, e.stage) for e in events] == \
-        [(d, s) for d in range(1, 5) for s in ("refining", "successors", "expanded")] + [(4, "solving")]
+    assert [(e.depth, e.stage) for e in events] == [
+        (d, s) for d in range(1, 5) for s in ("refining", "successors", "expanded")
+    ] + [(4, "solving")]
     assert all(e.horizon == 4 for e in events)
     states = [e.states for e in events]
     assert states == sorted(states) and states[0] == 2  # the fail sink and the root
@@ -410,7 +443,7 @@ def test_module_docstring_example_is_a_valid_declaration():
     from rlverify.models.continuous import declared
 
     text = declared.__doc__
-    code = text[text.index("    SYSTEM = {"):text.index("Fields (required")]
+    code = text[text.index("    SYSTEM = {") : text.index("Fields (required")]
     namespace: dict = {}
     source = "\n".join(line[4:] for line in code.splitlines())
     exec(compile(source, "docstring", "exec"), namespace)  # the docstring's own example, as written

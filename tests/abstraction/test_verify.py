@@ -67,8 +67,13 @@ def risky_policy(tmp_path, benchmark: str) -> str:
         w0, b0 = rng.normal(0, 1.0, (8, 2)), np.ones(8)
         w1, b1 = rng.normal(0, 0.2, (3, 8)), np.array([0.0, -0.5, 0.8])  # push right ~ 0.5
     path = tmp_path / f"risky-{benchmark}.onnx"
-    save_mlp_onnx(path, MLP((w0, w1), (b0, b1)), features=list(system.features), actions=list(system.actions),
-                  training={"algorithm": "hand-made", "seed": 11, "benchmark": benchmark})
+    save_mlp_onnx(
+        path,
+        MLP((w0, w1), (b0, b1)),
+        features=list(system.features),
+        actions=list(system.actions),
+        training={"algorithm": "hand-made", "seed": 11, "benchmark": benchmark},
+    )
     return str(path)
 
 
@@ -101,8 +106,9 @@ def tmp_module(tmp_path_factory):
 def acc_risky(tmp_module):
     system = make("acc-v1")
     policy = risky_policy(tmp_module, "acc-v1")
-    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=7, domain="octagon", phi=0.3,
-                                                                   containment=True, seed=1))
+    result = verify_abstraction(
+        system.model(), policy, AbstractionOptions(horizon=7, domain="octagon", phi=0.3, containment=True, seed=1)
+    )
     return system, policy, result
 
 
@@ -120,9 +126,13 @@ def test_acc_risky_monte_carlo_below_bound(acc_risky):
     # start in the riskiest part: simulate from uniform points of it
     part = part_polytopes(result)[int(np.argmax([p.bound for p in result.parts]))]
     x0 = part.sample(4000, rng)
-    stat = verify_statistical(system.model(), unsafe_property(system.model(), result.options.horizon),
-                              load_policy(policy), StatisticalOptions(method="clopper-pearson", runs=4000, delta=2e-6,
-                                                                      simulation=SimulationOptions(seed=3)), starts=x0)
+    stat = verify_statistical(
+        system.model(),
+        unsafe_property(system.model(), result.options.horizon),
+        load_policy(policy),
+        StatisticalOptions(method="clopper-pearson", runs=4000, delta=2e-6, simulation=SimulationOptions(seed=3)),
+        starts=x0,
+    )
     assert stat.interval[0] <= max(p.bound for p in result.parts)  # the lower end: beta.ppf(1e-6, k, n - k + 1)
 
 
@@ -146,9 +156,18 @@ def test_bouncing_ball_risky_bound_is_sound_and_tight(tmp_module, domain, contai
     """
     system = make("bouncing-ball-v1")
     policy = risky_policy(tmp_module, "bouncing-ball-v1")
-    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=10, domain=domain, phi=0.2,
-                                                                   containment=containment, refine_everywhere=everywhere,
-                                                                   initial=((4.2, -0.3), (4.6, 0.3))))
+    result = verify_abstraction(
+        system.model(),
+        policy,
+        AbstractionOptions(
+            horizon=10,
+            domain=domain,
+            phi=0.2,
+            containment=containment,
+            refine_everywhere=everywhere,
+            initial=((4.2, -0.3), (4.6, 0.3)),
+        ),
+    )
     worst = check_parts_against_exact(system, policy, result, count=200, seed=12)
     assert worst > 0.5
     assert result.upper_bound < worst + 0.05  # the bound is close to the true worst case
@@ -162,10 +181,18 @@ def test_refining_every_state_keeps_the_successors_of_parts_apart(tmp_path):
     """
     system = make("bouncing-ball-v1")
     # hit iff v > 6 (a steep step in v): the policy splits the states along v
-    mlp = MLP((np.array([[0.0, 20.0], [0.0, -20.0]]), np.array([[1.0, -1.0], [-1.0, 1.0]])),
-              (np.array([120.0, -120.0]), np.zeros(2)))
-    policy = str(save_mlp_onnx(tmp_path / "step.onnx", mlp, features=list(system.features),
-                               actions=list(system.actions), training={"algorithm": "hand-made"}))
+    mlp = MLP(
+        (np.array([[0.0, 20.0], [0.0, -20.0]]), np.array([[1.0, -1.0], [-1.0, 1.0]])), (np.array([120.0, -120.0]), np.zeros(2))
+    )
+    policy = str(
+        save_mlp_onnx(
+            tmp_path / "step.onnx",
+            mlp,
+            features=list(system.features),
+            actions=list(system.actions),
+            training={"algorithm": "hand-made"},
+        )
+    )
     opts = dict(horizon=2, phi=0.1, domain="octagon", max_parts=64, initial=((2.4, -5.54), (2.7, -4.54)))
     tight = verify_abstraction(system.model(), policy, AbstractionOptions(**opts))
     coarse = verify_abstraction(system.model(), policy, AbstractionOptions(**opts, refine_everywhere=False))
@@ -177,21 +204,27 @@ def test_refining_every_state_keeps_the_successors_of_parts_apart(tmp_path):
 def test_shipped_acc_policy_bound_is_sound():
     system = make("acc-v1")
     policy = str(system.policies["ppo"])
-    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=3, domain="octagon", phi=0.5,
-                                                                   containment=True))
+    result = verify_abstraction(
+        system.model(), policy, AbstractionOptions(horizon=3, domain="octagon", phi=0.5, containment=True)
+    )
     check_parts_against_exact(system, policy, result, count=200, seed=5)
 
 
 def test_shipped_bouncing_ball_simulation_below_bound():
     system = make("bouncing-ball-v1")
     policy = str(system.policies["ppo"])
-    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=8, domain="octagon", phi=0.3,
-                                                                   containment=True, initial="small"))
+    result = verify_abstraction(
+        system.model(), policy, AbstractionOptions(horizon=8, domain="octagon", phi=0.3, containment=True, initial="small")
+    )
     rng = np.random.default_rng(6)
     x0 = system.sample_initial(5000, rng, "small")
-    stat = verify_statistical(system.model(), unsafe_property(system.model(), 8), load_policy(policy),
-                              StatisticalOptions(method="clopper-pearson", runs=5000, delta=2e-6,
-                                                 simulation=SimulationOptions(seed=6)), starts=x0)
+    stat = verify_statistical(
+        system.model(),
+        unsafe_property(system.model(), 8),
+        load_policy(policy),
+        StatisticalOptions(method="clopper-pearson", runs=5000, delta=2e-6, simulation=SimulationOptions(seed=6)),
+        starts=x0,
+    )
     assert stat.interval[0] <= result.upper_bound
 
 
@@ -227,12 +260,14 @@ def test_same_seed_same_result():
 
 def test_initial_region_meeting_unsafe_set_gives_one():
     system = make("acc-v1")
-    r = verify_abstraction(system.model(), system.policies["ppo"],
-                           AbstractionOptions(horizon=2, initial=((-1.0, 26.0), (1.0, 27.0))))
+    r = verify_abstraction(
+        system.model(), system.policies["ppo"], AbstractionOptions(horizon=2, initial=((-1.0, 26.0), (1.0, 27.0)))
+    )
     assert r.upper_bound == 1.0
 
 
 # ---------------------------------------------------------------------------------------- bad input
+
 
 def test_initial_region_outside_domain():
     system = make("acc-v1")
@@ -268,8 +303,13 @@ def test_unsupported_layer_is_named(tmp_path):
 
     w = numpy_helper.from_array(np.ones((2, 2), dtype=np.float32), "W")
     nodes = [helper.make_node("MatMul", ["s", "W"], ["z"]), helper.make_node("Tanh", ["z"], ["out"], name="act0")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])], initializer=[w])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])],
+        initializer=[w],
+    )
     path = tmp_path / "tanh.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     with pytest.raises(PolicyError, match=r"act0.*Tanh") as info:
@@ -287,8 +327,9 @@ def test_network_of_wrong_size_is_rejected(tmp_path):
 def test_acc_risky_other_domains_are_sound(tmp_module, domain, containment):
     system = make("acc-v1")
     policy = risky_policy(tmp_module, "acc-v1")
-    result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=5, domain=domain, phi=0.3,
-                                                                   containment=containment))
+    result = verify_abstraction(
+        system.model(), policy, AbstractionOptions(horizon=5, domain=domain, phi=0.3, containment=containment)
+    )
     check_parts_against_exact(system, policy, result, count=100, seed=8)
     assert result.n_containment_merges == 0 or containment
 
@@ -305,7 +346,9 @@ def test_shipped_policies_at_paper_horizons_are_sound():
     for bid, k, dom, phi in (("acc-v1", 7, "octagon", 0.5), ("pendulum-v1", 6, "box", 0.5)):
         system = make(bid)
         policy = str(system.policies["ppo"])
-        result = verify_abstraction(system.model(), policy, AbstractionOptions(horizon=k, domain=dom, phi=phi, containment=True))
+        result = verify_abstraction(
+            system.model(), policy, AbstractionOptions(horizon=k, domain=dom, phi=phi, containment=True)
+        )
         check_parts_against_exact(system, policy, result, count=300, seed=10)
 
 
@@ -324,5 +367,6 @@ def test_budget_of_abstract_states_is_enforced_with_advice():
 
     system = make("bouncing-ball-v1")
     with pytest.raises(AbstractionBudgetError, match=r"exceeded max_states=40 .*--containment"):
-        verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(horizon=20, domain="box", phi=0.1,
-                                                                              max_states=40))
+        verify_abstraction(
+            system.model(), system.policies["ppo"], AbstractionOptions(horizon=20, domain="box", phi=0.1, max_states=40)
+        )

@@ -51,23 +51,25 @@ def test_avoid_parameters_reach_the_model():
     assert mdp.valuations[:, x].max() == 3 and mdp.valuations[:, y].max() == 1
     # from the start, "east" moves the agent with probability 0.75 (each obstacle walks with 1/4 per direction)
     s0 = int(mdp.initial_states[0])
-    east = [c for c in range(mdp.row_groups[s0], mdp.row_groups[s0 + 1])
-            if mdp.action_names[mdp.choice_actions[c]] == "east"]
+    east = [c for c in range(mdp.row_groups[s0], mdp.row_groups[s0 + 1]) if mdp.action_names[mdp.choice_actions[c]] == "east"]
     row = mdp.transitions[east[0]]
     moved = mdp.valuations[row.indices, x] == 1
     assert row.data[moved].sum() == pytest.approx(0.75)
 
 
-@pytest.mark.parametrize(("params", "needle"), [
-    ({"xMax": 0}, "xMax=0 out of range"),
-    ({"yMax": 65}, "yMax=65 out of range"),
-    ({"slickness": 1.5}, "slickness=1.5 out of range"),
-    ({"slickness": -0.1}, "slickness=-0.1 out of range"),
-    ({"xmax": 4}, "did you mean 'xMax'"),
-    ({"xMax": 4.7}, "xMax=4.7 must be a whole number"),
-    ({"slickness": True}, "slickness=True must be a number"),
-    ({"slickness": "abc"}, "slickness='abc' must be a number"),
-])
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"xMax": 0}, "xMax=0 out of range"),
+        ({"yMax": 65}, "yMax=65 out of range"),
+        ({"slickness": 1.5}, "slickness=1.5 out of range"),
+        ({"slickness": -0.1}, "slickness=-0.1 out of range"),
+        ({"xmax": 4}, "did you mean 'xMax'"),
+        ({"xMax": 4.7}, "xMax=4.7 must be a whole number"),
+        ({"slickness": True}, "slickness=True must be a number"),
+        ({"slickness": "abc"}, "slickness='abc' must be a number"),
+    ],
+)
 def test_avoid_bad_parameters(params, needle):
     with pytest.raises(BenchmarkError, match=needle.replace("(", r"\(").replace(".", r"\.")):
         make("avoid-v1", **params)
@@ -78,8 +80,9 @@ def test_parameterless_benchmark_rejects_parameters():
         make("freeway-v1", xMax=4)
 
 
-@pytest.mark.parametrize(("wrong", "right"), [("freway-v1", "freeway-v1"), ("avoid-v2", "avoid-v1"),
-                                              ("crazy-climber", "crazy-climber-v1")])
+@pytest.mark.parametrize(
+    ("wrong", "right"), [("freway-v1", "freeway-v1"), ("avoid-v2", "avoid-v1"), ("crazy-climber", "crazy-climber-v1")]
+)
 def test_unknown_id_suggests_near_name(wrong, right):
     with pytest.raises(BenchmarkError, match=f"unknown benchmark '{wrong}'.*did you mean '{right}'"):
         make(wrong)

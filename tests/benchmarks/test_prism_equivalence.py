@@ -36,8 +36,9 @@ def avoid_params(x_max: int, y_max: int, slickness: float) -> dict:
 
 def uniform(model) -> CallablePolicy:
     actions = [a for a in model.action_names if a]
-    return CallablePolicy(lambda x: np.full((len(x), len(actions)), 1.0 / len(actions)), model.variables, actions,
-                          name="uniform")
+    return CallablePolicy(
+        lambda x: np.full((len(x), len(actions)), 1.0 / len(actions)), model.variables, actions, name="uniform"
+    )
 
 
 def mlp_policy(model, seed: int) -> CallablePolicy:
@@ -141,13 +142,17 @@ def mdp_facts(model: ExplicitModel, labels: tuple[str, ...]) -> MdpFacts:
     (reward,) = rewards.values()
     assert len(model.initial_states) == 1
     return MdpFacts(
-        states=model.num_states, choices=model.num_choices, transitions=model.num_transitions,
-        variables=model.variables, actions=tuple(actions),
+        states=model.num_states,
+        choices=model.num_choices,
+        transitions=model.num_transitions,
+        variables=model.variables,
+        actions=tuple(actions),
         initial=tuple(int(x) for x in model.valuations[model.initial_states[0]]),
         valuations=int((np.arange(1, len(vals) + 1)[:, None] * vals * np.arange(1, vals.shape[1] + 1)).sum()),
         transition_fingerprint=math.fsum(t.data * u[t.row] * v[t.col]),
         reward_fingerprint=math.fsum(reward * u),
-        labels={name: (int(model.labels[name].sum()), int(rank[model.labels[name]].sum())) for name in labels})
+        labels={name: (int(model.labels[name].sum()), int(rank[model.labels[name]].sum())) for name in labels},
+    )
 
 
 def assert_facts(model: ExplicitModel, recorded: MdpFacts) -> None:
@@ -174,41 +179,149 @@ AVOID_VARIABLES = ("done", "x", "y", "obstacle1_x", "obstacle1_y", "obstacle2_x"
 AVOID_ACTIONS = ("", "east", "north", "south", "west")
 REFERENCE_FACTS: dict[str, MdpFacts] = {
     "freeway-full": MdpFacts(
-        608, 1_824, 3_456, FREEWAY_VARIABLES, ("DOWN", "NOP", "UP"), FREEWAY_INITIAL, 139_413_680,
-        4106.50642828515, 263.7761837091454, {"deadlock": (0, 0), "fail": (224, 96656), "goal": (176, 66024)}),
+        608,
+        1_824,
+        3_456,
+        FREEWAY_VARIABLES,
+        ("DOWN", "NOP", "UP"),
+        FREEWAY_INITIAL,
+        139_413_680,
+        4106.50642828515,
+        263.7761837091454,
+        {"deadlock": (0, 0), "fail": (224, 96656), "goal": (176, 66024)},
+    ),
     "freeway-goal": MdpFacts(
-        496, 1_360, 2_800, FREEWAY_VARIABLES, ("", "DOWN", "NOP", "UP"), FREEWAY_INITIAL, 91_790_408,
-        3062.8613116269953, 0.0, {"deadlock": (0, 0), "fail": (176, 71720), "goal": (64, 9184)}),
+        496,
+        1_360,
+        2_800,
+        FREEWAY_VARIABLES,
+        ("", "DOWN", "NOP", "UP"),
+        FREEWAY_INITIAL,
+        91_790_408,
+        3062.8613116269953,
+        0.0,
+        {"deadlock": (0, 0), "fail": (176, 71720), "goal": (64, 9184)},
+    ),
     "freeway-mid": MdpFacts(
-        272, 688, 1_552, FREEWAY_VARIABLES, ("", "DOWN", "NOP", "UP"), FREEWAY_INITIAL, 27_268_296,
-        1555.3112302021154, 0.0, {"deadlock": (0, 0), "fail": (80, 18520), "goal": (0, 0)}),
+        272,
+        688,
+        1_552,
+        FREEWAY_VARIABLES,
+        ("", "DOWN", "NOP", "UP"),
+        FREEWAY_INITIAL,
+        27_268_296,
+        1555.3112302021154,
+        0.0,
+        {"deadlock": (0, 0), "fail": (80, 18520), "goal": (0, 0)},
+    ),
     "crazy-climber-collision": MdpFacts(
-        40_960, 114_688, 385_024, CRAZY_CLIMBER_VARIABLES, ("", "left", "right", "tick", "up"),
-        CRAZY_CLIMBER_INITIAL, 181_658_881_024, 257964.92506879225, 36863.566923985396, {"deadlock": (0, 0)}),
+        40_960,
+        114_688,
+        385_024,
+        CRAZY_CLIMBER_VARIABLES,
+        ("", "left", "right", "tick", "up"),
+        CRAZY_CLIMBER_INITIAL,
+        181_658_881_024,
+        257964.92506879225,
+        36863.566923985396,
+        {"deadlock": (0, 0)},
+    ),
     "avoid-4x4": MdpFacts(
-        15_625, 58_825, 1_529_185, AVOID_VARIABLES, AVOID_ACTIONS, (0, 0, 0, 4, 4, 4, 4), 6_866_812_500,
-        132351.48160241317, 8639968.726353068, {"collide": (1225, 9569700), "deadlock": (0, 0)}),
+        15_625,
+        58_825,
+        1_529_185,
+        AVOID_VARIABLES,
+        AVOID_ACTIONS,
+        (0, 0, 0, 4, 4, 4, 4),
+        6_866_812_500,
+        132351.48160241317,
+        8639968.726353068,
+        {"collide": (1225, 9569700), "deadlock": (0, 0)},
+    ),
     "avoid-2x3-full": MdpFacts(
-        2_620, 8_542, 161_790, AVOID_VARIABLES, AVOID_ACTIONS, (0, 0, 0, 2, 3, 2, 3), 124_554_710,
-        19198.622824035752, 871487.6768563048, {"collide": (522, 773007), "deadlock": (646, 1404081)}),
+        2_620,
+        8_542,
+        161_790,
+        AVOID_VARIABLES,
+        AVOID_ACTIONS,
+        (0, 0, 0, 2, 3, 2, 3),
+        124_554_710,
+        19198.622824035752,
+        871487.6768563048,
+        {"collide": (522, 773007), "deadlock": (646, 1404081)},
+    ),
     "avoid-1x1-slick0": MdpFacts(
-        124, 400, 3_344, AVOID_VARIABLES, AVOID_ACTIONS, (0, 0, 0, 1, 1, 1, 1), 116_196, 902.3906897582548,
-        21650.310079757855, {"collide": (56, 3500), "deadlock": (32, 2992)}),
+        124,
+        400,
+        3_344,
+        AVOID_VARIABLES,
+        AVOID_ACTIONS,
+        (0, 0, 0, 1, 1, 1, 1),
+        116_196,
+        902.3906897582548,
+        21650.310079757855,
+        {"collide": (56, 3500), "deadlock": (32, 2992)},
+    ),
     "avoid-3x1-slick1": MdpFacts(
-        64, 211, 2_515, AVOID_VARIABLES, AVOID_ACTIONS, (0, 0, 0, 3, 1, 3, 1), 50_512, 472.05326040535937,
-        29307.577758374067, {"collide": (15, 252), "deadlock": (0, 0)}),
+        64,
+        211,
+        2_515,
+        AVOID_VARIABLES,
+        AVOID_ACTIONS,
+        (0, 0, 0, 3, 1, 3, 1),
+        50_512,
+        472.05326040535937,
+        29307.577758374067,
+        {"collide": (15, 252), "deadlock": (0, 0)},
+    ),
     "crazy-climber-full": MdpFacts(
-        57_344, 229_376, 499_712, CRAZY_CLIMBER_VARIABLES, ("left", "right", "tick", "up"),
-        CRAZY_CLIMBER_INITIAL, 380_638_536_704, 516287.975401283, 36865.492877684715, {"deadlock": (0, 0)}),
+        57_344,
+        229_376,
+        499_712,
+        CRAZY_CLIMBER_VARIABLES,
+        ("left", "right", "tick", "up"),
+        CRAZY_CLIMBER_INITIAL,
+        380_638_536_704,
+        516287.975401283,
+        36865.492877684715,
+        {"deadlock": (0, 0)},
+    ),
     "avoid-4x4-full": MdpFacts(
-        20_053, 69_496, 1_653_548, AVOID_VARIABLES, AVOID_ACTIONS, (0, 0, 0, 4, 4, 4, 4), 11_271_584_652,
-        156329.844469055, 8639968.726353068, {"collide": (2081, 24839456), "deadlock": (3572, 63719122)}),
+        20_053,
+        69_496,
+        1_653_548,
+        AVOID_VARIABLES,
+        AVOID_ACTIONS,
+        (0, 0, 0, 4, 4, 4, 4),
+        11_271_584_652,
+        156329.844469055,
+        8639968.726353068,
+        {"collide": (2081, 24839456), "deadlock": (3572, 63719122)},
+    ),
     "avoid-5x3-full": MdpFacts(
-        17_884, 61_804, 1_453_092, AVOID_VARIABLES, AVOID_ACTIONS, (0, 0, 0, 5, 3, 5, 3), 8_750_990_222,
-        139017.21414453242, 7617320.635634398, {"collide": (1944, 20732628), "deadlock": (3244, 51428754)}),
+        17_884,
+        61_804,
+        1_453_092,
+        AVOID_VARIABLES,
+        AVOID_ACTIONS,
+        (0, 0, 0, 5, 3, 5, 3),
+        8_750_990_222,
+        139017.21414453242,
+        7617320.635634398,
+        {"collide": (1944, 20732628), "deadlock": (3244, 51428754)},
+    ),
     "avoid-1x1-slick0.2-full": MdpFacts(
-        124, 400, 3_992, AVOID_VARIABLES, AVOID_ACTIONS, (0, 0, 0, 1, 1, 1, 1), 116_196, 902.2662826537812,
-        21650.310079757855, {"collide": (56, 3500), "deadlock": (32, 2992)}),
+        124,
+        400,
+        3_992,
+        AVOID_VARIABLES,
+        AVOID_ACTIONS,
+        (0, 0, 0, 1, 1, 1, 1),
+        116_196,
+        902.2662826537812,
+        21650.310079757855,
+        {"collide": (56, 3500), "deadlock": (32, 2992)},
+    ),
 }
 
 
@@ -227,8 +340,9 @@ STRUCTURE_CASES = [
     case("avoid-4x4", "avoid-v1", avoid_params(4, 4, 0.1), "avoid.prism", AVOID_4, AVOID_COLLISION),
     case("avoid-2x3-full", "avoid-v1", avoid_params(2, 3, 0.3), "avoid.prism", "xMax=2,yMax=3,slickness=0.3", None),
     case("avoid-1x1-slick0", "avoid-v1", avoid_params(1, 1, 0.0), "avoid.prism", "xMax=1,yMax=1,slickness=0.0", None),
-    case("avoid-3x1-slick1", "avoid-v1", avoid_params(3, 1, 1.0), "avoid.prism", "xMax=3,yMax=1,slickness=1.0",
-         AVOID_COLLISION),
+    case(
+        "avoid-3x1-slick1", "avoid-v1", avoid_params(3, 1, 1.0), "avoid.prism", "xMax=3,yMax=1,slickness=1.0", AVOID_COLLISION
+    ),
 ]
 FULL_CASES = [
     case("crazy-climber-full", "crazy-climber-v1", {}, "crazy_climber.prism", None, None),
@@ -272,8 +386,11 @@ def test_same_mdp_does_detect_a_difference(prism_reference):
         assert_facts(ref, REFERENCE_FACTS[case])
     recorded = REFERENCE_FACTS[case]
     # same size and support: only the fingerprint tells slickness 0.1 from 0.2
-    assert (ours.num_states, ours.num_choices, ours.num_transitions) == (recorded.states, recorded.choices,
-                                                                          recorded.transitions)
+    assert (ours.num_states, ours.num_choices, ours.num_transitions) == (
+        recorded.states,
+        recorded.choices,
+        recorded.transitions,
+    )
     with pytest.raises(AssertionError):
         assert_facts(ours, recorded)
     # ... and they do match the right model
@@ -302,10 +419,26 @@ PAPER_CASES = [
     # benchmark id, params, reference file, constants, property, stochastic (states, transitions), monolithic
     pytest.param("freeway-v1", {}, "freeway.prism", None, 'P=? [F "goal"]', (496, 2_080), (496, 2_800), id="freeway-goal"),
     pytest.param("freeway-v1", {}, "freeway.prism", None, "P=? [F px17=0]", (272, 1_120), (272, 1_552), id="freeway-mid"),
-    pytest.param("crazy-climber-v1", {}, "crazy_climber.prism", None, "P=? [F COLLISION=true]", (40_960, 270_336),
-                 (40_960, 385_024), id="crazy-climber"),
-    pytest.param("avoid-v1", {"xMax": 4, "yMax": 4, "slickness": 0.1}, "avoid.prism", AVOID_4,
-                 "P=? [F<=100 COLLISION=true]", (15_625, 892_165), (15_625, 1_529_185), id="avoid-4x4"),
+    pytest.param(
+        "crazy-climber-v1",
+        {},
+        "crazy_climber.prism",
+        None,
+        "P=? [F COLLISION=true]",
+        (40_960, 270_336),
+        (40_960, 385_024),
+        id="crazy-climber",
+    ),
+    pytest.param(
+        "avoid-v1",
+        {"xMax": 4, "yMax": 4, "slickness": 0.1},
+        "avoid.prism",
+        AVOID_4,
+        "P=? [F<=100 COLLISION=true]",
+        (15_625, 892_165),
+        (15_625, 1_529_185),
+        id="avoid-4x4",
+    ),
 ]
 
 
@@ -315,8 +448,7 @@ def close(recorded: float):
 
 
 @pytest.mark.parametrize(("bench_id", "params", "ref_file", "constants", "prop", "stochastic", "monolithic"), PAPER_CASES)
-def test_paper_sizes_and_values(request, bench_id, params, ref_file, constants, prop, stochastic, monolithic,
-                                prism_reference):
+def test_paper_sizes_and_values(request, bench_id, params, ref_file, constants, prop, stochastic, monolithic, prism_reference):
     pmin, pmax, uniform_value = PAPER_VALUES[request.node.callspec.id]
     ours = make(bench_id, **params).load_model()
     path = prism_reference(ref_file)
@@ -349,14 +481,23 @@ NETWORK_VALUES = {  # (case, mode): (states, transitions, value)
 }
 
 
-@pytest.mark.parametrize(("case", "bench_id", "params", "ref_file", "constants", "prop"), [
-    pytest.param("freeway-goal", "freeway-v1", {}, "freeway.prism", None, 'P=? [F "goal"]', id="freeway-goal"),
-    pytest.param("avoid-3x2", "avoid-v1", {"xMax": 3, "yMax": 2, "slickness": 0.2}, "avoid.prism",
-                 "xMax=3,yMax=2,slickness=0.2", "P=? [F<=30 COLLISION=true]", id="avoid-3x2"),
-])
+@pytest.mark.parametrize(
+    ("case", "bench_id", "params", "ref_file", "constants", "prop"),
+    [
+        pytest.param("freeway-goal", "freeway-v1", {}, "freeway.prism", None, 'P=? [F "goal"]', id="freeway-goal"),
+        pytest.param(
+            "avoid-3x2",
+            "avoid-v1",
+            {"xMax": 3, "yMax": 2, "slickness": 0.2},
+            "avoid.prism",
+            "xMax=3,yMax=2,slickness=0.2",
+            "P=? [F<=30 COLLISION=true]",
+            id="avoid-3x2",
+        ),
+    ],
+)
 @pytest.mark.parametrize("mode", ["stochastic", "deterministic"])
-def test_network_policy_same_value_as_reference(case, bench_id, params, ref_file, constants, prop, mode,
-                                                prism_reference):
+def test_network_policy_same_value_as_reference(case, bench_id, params, ref_file, constants, prop, mode, prism_reference):
     states, transitions, value = NETWORK_VALUES[case, mode]
     ours = make(bench_id, **params).load_model()
     a = verify_exact(ours, prop, mlp_policy(ours, 3), ExactOptions(mode=mode))

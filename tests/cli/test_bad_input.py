@@ -25,10 +25,12 @@ def model(tmp_path: Path) -> Path:
 @pytest.fixture
 def policy(tmp_path: Path) -> Path:
     path = tmp_path / "p.py"
-    path.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
-                    "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n"
-                    "def nan(s):\n    return np.full((len(s), 2), np.nan)\n"
-                    "def wide(s):\n    return np.full((len(s), 3), 1 / 3)\n")
+    path.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+        "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n"
+        "def nan(s):\n    return np.full((len(s), 2), np.nan)\n"
+        "def wide(s):\n    return np.full((len(s), 3), 1 / 3)\n"
+    )
     # a module that declares no names: --features/--actions give them (options never change a declaration)
     (tmp_path / "bare.py").write_text("import numpy as np\ndef pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n")
     return path
@@ -49,20 +51,50 @@ def test_good_input_works(capsys, model: Path, policy: Path) -> None:
 @pytest.mark.parametrize(
     ("make_args", "expected"),
     [
-        (lambda m, p: ["/nonexistent/model.prism", "-p", "P=? [F x=3]", "--mode", "monolithic"],
-         r"model\.prism: model file not found"),
+        (
+            lambda m, p: ["/nonexistent/model.prism", "-p", "P=? [F x=3]", "--mode", "monolithic"],
+            r"model\.prism: model file not found",
+        ),
         (lambda m, p: [str(m.parent), "-p", "P=? [F x=3]", "--mode", "monolithic"], "model file not found"),
         (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", "/nonexistent/p.onnx"], r"p\.onnx: policy file not found"),
         (lambda m, p: [str(m), "-p", "P=? [F x=3", "--mode", "monolithic"], r"does not parse.*expecting"),
-        (lambda m, p: [str(m), "-p", 'P=? [F "tpo"]', "--mode", "monolithic"],
-         r"unknown label \"tpo\" \(did you mean 'top'\?\)"),
+        (
+            lambda m, p: [str(m), "-p", 'P=? [F "tpo"]', "--mode", "monolithic"],
+            r"unknown label \"tpo\" \(did you mean 'top'\?\)",
+        ),
         (lambda m, p: [str(m), "-p", "P=? [F y=3]", "--mode", "monolithic"], r"unknown name 'y'"),
-        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p.parent / 'bare.py'}:pi", "--features", "z",
-                       "--actions", "up,stay"], r"feature 'z' is not a model variable"),
-        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p.parent / 'bare.py'}:pi", "--features", "x",
-                       "--actions", "upp,stay"], r"action 'upp' is not an action of the model \(did you mean 'up'\?\)"),
-        (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:pi", "--features", "z"],
-         r"--features z contradicts its features x"),
+        (
+            lambda m, p: [
+                str(m),
+                "-p",
+                "P=? [F x=3]",
+                "--policy",
+                f"{p.parent / 'bare.py'}:pi",
+                "--features",
+                "z",
+                "--actions",
+                "up,stay",
+            ],
+            r"feature 'z' is not a model variable",
+        ),
+        (
+            lambda m, p: [
+                str(m),
+                "-p",
+                "P=? [F x=3]",
+                "--policy",
+                f"{p.parent / 'bare.py'}:pi",
+                "--features",
+                "x",
+                "--actions",
+                "upp,stay",
+            ],
+            r"action 'upp' is not an action of the model \(did you mean 'up'\?\)",
+        ),
+        (
+            lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:pi", "--features", "z"],
+            r"--features z contradicts its features x",
+        ),
         (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:nan"], r"NaN"),
         (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--policy", f"{p}:wide"], r"shape \(1, 3\), expected \(1, 2\)"),
         (lambda m, p: [str(m), "-p", "P=? [F x=3]", "--mode", "monolithic", "--max-states", "2"], r"more than --max-states=2"),
@@ -71,10 +103,24 @@ def test_good_input_works(capsys, model: Path, policy: Path) -> None:
         (lambda m, p: ["no-such-benchmark", "-p", "x"], r"unknown benchmark 'no-such-benchmark'"),
         (lambda m, p: ["running-exampel-v1", "-p", "x"], r"did you mean 'running-example-v1'"),
     ],
-    ids=["missing-model", "directory-as-model", "missing-policy", "property-syntax", "unknown-label", "unknown-variable",
-         "feature-not-variable", "unknown-action", "features-contradict-module", "nan-output", "wrong-shape", "max-states",
-         "pmax-needs-monolithic",
-         "no-policy", "unknown-benchmark", "benchmark-typo"],
+    ids=[
+        "missing-model",
+        "directory-as-model",
+        "missing-policy",
+        "property-syntax",
+        "unknown-label",
+        "unknown-variable",
+        "feature-not-variable",
+        "unknown-action",
+        "features-contradict-module",
+        "nan-output",
+        "wrong-shape",
+        "max-states",
+        "pmax-needs-monolithic",
+        "no-policy",
+        "unknown-benchmark",
+        "benchmark-typo",
+    ],
 )
 def test_bad_input(capsys, model: Path, policy: Path, make_args, expected: str) -> None:
     code, out = run(capsys, *make_args(model, policy))
@@ -92,8 +138,10 @@ def test_prism_syntax_error_names_line(capsys, tmp_path: Path) -> None:
 
 def test_undefined_constants_are_all_listed(capsys, tmp_path: Path) -> None:
     path = tmp_path / "c.prism"
-    path.write_text("mdp\nconst int N;\nconst double p;\nmodule m\n  x : [0..N] init 0;\n"
-                    "  [a] x<N -> p : (x'=x+1) + 1-p : true;\nendmodule\n")
+    path.write_text(
+        "mdp\nconst int N;\nconst double p;\nmodule m\n  x : [0..N] init 0;\n"
+        "  [a] x<N -> p : (x'=x+1) + 1-p : true;\nendmodule\n"
+    )
     code, out = run(capsys, str(path), "-p", "P=? [F x=1]", "--mode", "monolithic")
     assert code == 2 and "undefined constants N, p" in out
     code, out = run(capsys, str(path), "-p", "P=? [F x=1]", "--mode", "monolithic", "-c", "N=2,q=1")
@@ -118,11 +166,25 @@ def test_onnx_without_metadata(capsys, model: Path, tmp_path: Path) -> None:
     onnx.save(m, str(path))
     code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path))
     assert code == 2 and "no rlverify.features or rlverify.actions metadata" in " ".join(out.split())
-    code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path), "--features", "x", "--actions", "up,stay",
-                    "--json")
+    code, out = run(
+        capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path), "--features", "x", "--actions", "up,stay", "--json"
+    )
     assert code == 2 and "--output logits|probabilities|q-values" in out
-    code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", str(path), "--features", "x", "--actions", "up,stay",
-                    "--output", "logits", "--json")
+    code, out = run(
+        capsys,
+        str(model),
+        "-p",
+        "P=? [F x=3]",
+        "--policy",
+        str(path),
+        "--features",
+        "x",
+        "--actions",
+        "up,stay",
+        "--output",
+        "logits",
+        "--json",
+    )
     assert code == 0
 
 
@@ -131,8 +193,9 @@ def test_all_states_file_is_not_overwritten(capsys, model: Path, policy: Path, t
     out_file.write_text("mine")
     code, out = run(capsys, str(model), "-p", "P=? [F x=3]", "--policy", f"{policy}:pi", "--all-states", str(out_file))
     assert code == 2 and "pass --force" in out and out_file.read_text() == "mine"
-    code, _ = run(capsys, str(model), "-p", "P=? [F<=2 x=3]", "--policy", f"{policy}:pi", "--all-states", str(out_file),
-                  "--force")
+    code, _ = run(
+        capsys, str(model), "-p", "P=? [F<=2 x=3]", "--policy", f"{policy}:pi", "--all-states", str(out_file), "--force"
+    )
     assert code == 0
     data = np.genfromtxt(out_file, delimiter=",", names=True)
     # x=0 -> two steps up needs both to succeed: 0.9*0.5 then 0.9*0.5
@@ -184,11 +247,14 @@ def test_all_states_leaves_out_the_stalled_sink_and_json_has_no_infinity(capsys,
     model = tmp_path / "stalls.prism"
     model.write_text(STALLS)
     pol = tmp_path / "up.py"
-    pol.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
-                   "def pi(s):\n    return np.tile([1.0, 0.0], (len(s), 1))\n")
+    pol.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+        "def pi(s):\n    return np.tile([1.0, 0.0], (len(s), 1))\n"
+    )
     out_file = tmp_path / "v.csv"
-    code, out = run(capsys, str(model), "-p", 'P=? [F "top"]', "--policy", f"{pol}:pi", "--all-states", str(out_file),
-                    "--json")
+    code, out = run(
+        capsys, str(model), "-p", 'P=? [F "top"]', "--policy", f"{pol}:pi", "--all-states", str(out_file), "--json"
+    )
     assert code == 0, out
     assert json.loads(out)["stalled_probability"] == pytest.approx(1.0)
     data = np.genfromtxt(out_file, delimiter=",", names=True)

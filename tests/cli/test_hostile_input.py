@@ -26,8 +26,10 @@ endmodule
 label "top" = x=3;
 """
 
-POLICY = ("import numpy as np\nFEATURES = ['x', 'y']\nACTIONS = ['up', 'stay']\n"
-          "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n")
+POLICY = (
+    "import numpy as np\nFEATURES = ['x', 'y']\nACTIONS = ['up', 'stay']\n"
+    "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n"
+)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -58,6 +60,7 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # ---------------------------------------------------------------------------------------------------
 # 1. one safe way to write a file
+
 
 def test_a_file_created_while_verify_runs_is_not_overwritten(capsys, here, monkeypatch) -> None:
     import rlverify.cli.verify as cli_verify
@@ -93,14 +96,13 @@ def test_publishing_never_clobbers_a_file_that_appears_while_writing(tmp_path) -
 
 def test_with_force_the_file_is_replaced_atomically(capsys, here) -> None:
     (here / "v.json").write_text("old")
-    code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--out", "v.json",
-                       "--force")
+    code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--out", "v.json", "--force")
     assert code == 0, err
     assert json.loads((here / "v.json").read_text())["value"] == pytest.approx(1.0, abs=1e-6)
 
 
 def test_out_suffix_in_capitals_writes_that_format(capsys, here) -> None:
-    code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F<=1 x=1]', "--policy", "p.py:pi", "--out", "V.NPZ")
+    code, _, err = cli(capsys, "verify", "m.prism", "-p", "P=? [F<=1 x=1]", "--policy", "p.py:pi", "--out", "V.NPZ")
     assert code == 0, err
     with np.load(here / "V.NPZ") as data:  # a zip archive, not CSV text
         values = dict(zip(map(tuple, data["valuations"].tolist()), data["values"].tolist(), strict=True))
@@ -113,18 +115,21 @@ def data_variables(path: Path) -> list[str]:
         return [str(v) for v in data["variables"]]
 
 
-@pytest.mark.parametrize(("target", "expected"), [
-    ("adir.csv", r"--out adir.csv: is a directory"),
-    ("full.csv", r"--out full.csv: /dev is a system file system"),  # a symlink to /dev/full
-    ("m.prism/x.csv", r"--out m.prism/x.csv: (a parent of the file is not a directory|m.prism is not a directory)"),
-    ("/proc/self/x.csv", r"--out /proc/self/x.csv: /proc is a system file system"),
-    ("/sys/x.csv", r"--out /sys/x.csv: /sys is a system file system"),
-], ids=["directory", "link-to-dev-full", "parent-is-a-file", "proc", "sys"])
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("adir.csv", r"--out adir.csv: is a directory"),
+        ("full.csv", r"--out full.csv: /dev is a system file system"),  # a symlink to /dev/full
+        ("m.prism/x.csv", r"--out m.prism/x.csv: (a parent of the file is not a directory|m.prism is not a directory)"),
+        ("/proc/self/x.csv", r"--out /proc/self/x.csv: /proc is a system file system"),
+        ("/sys/x.csv", r"--out /sys/x.csv: /sys is a system file system"),
+    ],
+    ids=["directory", "link-to-dev-full", "parent-is-a-file", "proc", "sys"],
+)
 def test_bad_out_targets_exit_2_with_one_line(capsys, here, target: str, expected: str) -> None:
     (here / "adir.csv").mkdir()
     (here / "full.csv").symlink_to("/dev/full")
-    code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--out", target,
-                       "--force")
+    code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--out", target, "--force")
     assert code == 2 and re.search(expected, one_line(err)), err
 
 
@@ -164,8 +169,7 @@ def test_train_out_is_checked_before_training_and_never_overwritten(capsys, here
 def test_train_with_force_replaces_the_file(capsys, here) -> None:
     pytest.importorskip("torch")
     (here / "x.onnx").write_text("mine")
-    code, _, err = cli(capsys, "train", "running-example-v1", "--steps", "2048", "--hidden", "4", "--out", "x.onnx",
-                       "--force")
+    code, _, err = cli(capsys, "train", "running-example-v1", "--steps", "2048", "--hidden", "4", "--out", "x.onnx", "--force")
     assert code == 0, err
     from rlverify.policies import load_policy
 
@@ -174,6 +178,7 @@ def test_train_with_force_replaces_the_file(capsys, here) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # 2. generated model files: never under a predictable name in the shared temp dir
+
 
 def test_benchmark_model_files_are_private(tmp_path) -> None:
     import hashlib
@@ -187,8 +192,10 @@ def test_benchmark_model_files_are_private(tmp_path) -> None:
     victim = tmp_path / "victim"
     victim.write_text("precious")
     shared = Path(tempfile.gettempdir())
-    planted = [shared / f"rlverify-running-example-v1-{digest}.prism",
-               shared / f"rlverify-running-example-v1-{digest}.{digest}.{os.getpid()}.tmp"]
+    planted = [
+        shared / f"rlverify-running-example-v1-{digest}.prism",
+        shared / f"rlverify-running-example-v1-{digest}.{digest}.{os.getpid()}.tmp",
+    ]
     for link in planted:
         if not link.is_symlink() and not link.exists():
             link.symlink_to(victim)
@@ -210,6 +217,7 @@ def test_benchmark_model_files_are_private(tmp_path) -> None:
 # ---------------------------------------------------------------------------------------------------
 # 3. user text is text: Rich markup and TeX in names
 
+
 def test_markup_in_paths_is_shown_verbatim(capsys, here) -> None:
     model, policy = "a[bold]/m[/]x.prism", "p[bold]y.py:pi"  # directories a[bold] and a[bold]/m[, file ]x.prism
     (here / model).parent.mkdir(parents=True)
@@ -219,8 +227,9 @@ def test_markup_in_paths_is_shown_verbatim(capsys, here) -> None:
         code, out, err = cli(capsys, command[0], model, "-p", 'P=? [F<=3 "top"]', "--policy", policy, *command[1:])
         assert code == 0, err
         assert model in out and policy in out, out
-    code, out, err = cli(capsys, "map", model, "-p", 'P=? [F<=3 "top"]', "--policy", policy, "--map", "x,y",
-                         "--optimum", "max")
+    code, out, err = cli(
+        capsys, "map", model, "-p", 'P=? [F<=3 "top"]', "--policy", policy, "--map", "x,y", "--optimum", "max"
+    )
     assert code == 0 and model in out and policy in out, err
     code, out, err = cli(capsys, "inspect", model)
     assert code == 0 and model in out, err
@@ -239,8 +248,21 @@ def test_control_characters_are_shown_escaped(capsys, here) -> None:
 def test_tex_in_names_does_not_break_figures(capsys, here) -> None:
     name = "r$\\frac{x$.prism"  # a broken TeX formula in the file name, which is in the figure's title
     (here / name).write_text(MODEL)
-    code, _, err = cli(capsys, "map", name, "-p", 'P=? [F<=3 "top"]', "--policy", "p.py:pi", "--map", "x,y",
-                       "--optimum", "max", "--out", "$m$.png")
+    code, _, err = cli(
+        capsys,
+        "map",
+        name,
+        "-p",
+        'P=? [F<=3 "top"]',
+        "--policy",
+        "p.py:pi",
+        "--map",
+        "x,y",
+        "--optimum",
+        "max",
+        "--out",
+        "$m$.png",
+    )
     assert code == 0, err
     assert (here / "$m$.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -256,7 +278,8 @@ def test_tex_and_markup_in_a_declared_system(capsys, here) -> None:
         '  "pieces": [{"when": "v <= 0", "next": {"left": {"x": "x + 0.1*v", "v": "v"},\n'
         '                                       "right": {"x": "x + 0.1*v + 0.1", "v": "v"}}},\n'
         '             {"when": "v >= 0", "next": {"left": {"x": "x + 0.1*v", "v": "v"},\n'
-        '                                       "right": {"x": "x + 0.1*v + 0.1", "v": "v"}}}]}\n')
+        '                                       "right": {"x": "x + 0.1*v + 0.1", "v": "v"}}}]}\n'
+    )
     save_mlp_onnx(here / "c.onnx", MLP.random([2, 4, 2], seed=0), features=["x", "v"], actions=["left", "right"])
     code, out, err = cli(capsys, "abstract", "sys[/].py:SYSTEM", "--policy", "c.onnx", "--out", "a.png")
     assert code == 0, err
@@ -266,9 +289,25 @@ def test_tex_and_markup_in_a_declared_system(capsys, here) -> None:
 # ---------------------------------------------------------------------------------------------------
 # 4. options: values starting with '-', numbers that are not finite or do not fit, duplicates
 
+
 def test_option_values_may_start_with_a_dash(capsys, here) -> None:
-    code, out, err = cli(capsys, "simulate", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--rare",
-                         "splitting", "--importance", "-abs(x-3)", "--effort", "20", "--repetitions", "2")
+    code, out, err = cli(
+        capsys,
+        "simulate",
+        "m.prism",
+        "-p",
+        'P=? [F "top"]',
+        "--policy",
+        "p.py:pi",
+        "--rare",
+        "splitting",
+        "--importance",
+        "-abs(x-3)",
+        "--effort",
+        "20",
+        "--repetitions",
+        "2",
+    )
     assert code == 0, err
     assert "-abs(x-3)" in out
     code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--mode", "monolithic", "--max-memory", "-5G")
@@ -284,13 +323,17 @@ def test_verbose_after_the_subcommand(capsys, here) -> None:
 CONSTANT_MODEL = MODEL.replace("mdp\n", "mdp\nconst int N;\nconst double q;\n").replace("[0..3]", "[0..N]")
 
 
-@pytest.mark.parametrize(("constants", "expected"), [
-    ("N=99999999999999999999,q=0.5", "99999999999999999999 does not fit a 64-bit integer"),
-    ("N=3,q=nan", "nan is not a finite number"),
-    ("N=3,q=1e999", "1e999 is not a finite number"),
-    ("N=3,N=4,q=0.5", "'N' is given twice (N=3 and N=4)"),
-    ("=3,q=0.5", "expected NAME=VALUE, got '=3'"),
-], ids=["int-overflow", "nan", "inf", "duplicate", "no-name"])
+@pytest.mark.parametrize(
+    ("constants", "expected"),
+    [
+        ("N=99999999999999999999,q=0.5", "99999999999999999999 does not fit a 64-bit integer"),
+        ("N=3,q=nan", "nan is not a finite number"),
+        ("N=3,q=1e999", "1e999 is not a finite number"),
+        ("N=3,N=4,q=0.5", "'N' is given twice (N=3 and N=4)"),
+        ("=3,q=0.5", "expected NAME=VALUE, got '=3'"),
+    ],
+    ids=["int-overflow", "nan", "inf", "duplicate", "no-name"],
+)
 def test_bad_constants(capsys, here, constants: str, expected: str) -> None:
     (here / "c.prism").write_text(CONSTANT_MODEL)
     code, _, err = cli(capsys, "verify", "c.prism", "-c", constants, "-p", "P=? [F x=3]", "--mode", "monolithic")
@@ -300,22 +343,32 @@ def test_bad_constants(capsys, here, constants: str, expected: str) -> None:
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_non_finite_benchmark_parameters(capsys, value: str) -> None:
-    code, _, err = cli(capsys, "verify", "avoid-v1", "-c", f"slickness={value}", "-p", "P=? [F x=1]", "--mode",
-                       "monolithic")
+    code, _, err = cli(capsys, "verify", "avoid-v1", "-c", f"slickness={value}", "-p", "P=? [F x=1]", "--mode", "monolithic")
     line = one_line(err)
     assert code == 2 and f"avoid-v1: parameter slickness={float(value)} must be a finite number" in line
     assert "/tmp" not in line and ".prism" not in line
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["verify", "m.prism", "--mode", "monolithic", "--precision", "nan"], "--precision: expected a finite number, got 'nan'"),
-    (["simulate", "m.prism", "--policy", "p.py:pi", "--epsilon", "inf"], "--epsilon: expected a finite number, got 'inf'"),
-    (["simulate", "m.prism", "--policy", "p.py:pi", "--delta", "-nan"], "--delta: expected a finite number, got '-nan'"),
-    (["verify", "m.prism", "--mode", "monolithic", "--max-states", "99999999999999999999"],
-     "--max-states: 99999999999999999999 is out of range (a 64-bit integer)"),
-    (["simulate", "m.prism", "--policy", "p.py:pi", "--seed", "-99999999999999999999"],
-     "--seed: -99999999999999999999 is out of range"),
-], ids=["precision-nan", "epsilon-inf", "delta-negative-nan", "max-states-overflow", "seed-overflow"])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["verify", "m.prism", "--mode", "monolithic", "--precision", "nan"],
+            "--precision: expected a finite number, got 'nan'",
+        ),
+        (["simulate", "m.prism", "--policy", "p.py:pi", "--epsilon", "inf"], "--epsilon: expected a finite number, got 'inf'"),
+        (["simulate", "m.prism", "--policy", "p.py:pi", "--delta", "-nan"], "--delta: expected a finite number, got '-nan'"),
+        (
+            ["verify", "m.prism", "--mode", "monolithic", "--max-states", "99999999999999999999"],
+            "--max-states: 99999999999999999999 is out of range (a 64-bit integer)",
+        ),
+        (
+            ["simulate", "m.prism", "--policy", "p.py:pi", "--seed", "-99999999999999999999"],
+            "--seed: -99999999999999999999 is out of range",
+        ),
+    ],
+    ids=["precision-nan", "epsilon-inf", "delta-negative-nan", "max-states-overflow", "seed-overflow"],
+)
 def test_numeric_options_are_finite_and_fit(capsys, here, args: list[str], expected: str) -> None:
     code, _, err = cli(capsys, *args, "-p", 'P=? [F "top"]')
     assert code == 2 and expected in err and "Traceback" not in err, err
@@ -338,19 +391,34 @@ def test_env_kwargs_numbers_are_finite() -> None:
 # ---------------------------------------------------------------------------------------------------
 # 5./6. files that are not what they claim to be; exceptions that only the input causes
 
-@pytest.mark.parametrize(("kind", "make", "expected"), [
-    ("model", lambda d: (d / "b.prism").write_bytes(b"mdp\n\xb1\xb1" + bytes(range(256))), r"b.prism: not a PRISM file"),
-    ("model", lambda d: (d / "b.prism").write_bytes(b""), r"b.prism: PRISM syntax error"),
-    ("model", lambda d: (d / "b.prism").mkdir(), r"b.prism: model file not found"),
-    ("policy", lambda d: (d / "b.json").write_bytes(bytes(range(256)) * 4), r"b.json: not a JSON text file.*not UTF-8"),
-    ("policy", lambda d: (d / "b.json").write_text("[" * 100_000 + "]" * 100_000), r"nested too deeply"),
-    ("policy", lambda d: (d / "b.json").write_bytes(b""), r"b.json: invalid JSON"),
-    ("template", lambda d: (d / "b.csv").write_bytes(bytes(range(256)) * 4), r"b.csv: not a text file"),
-    ("template", lambda d: (d / "b.csv").write_bytes(b""), r"b.csv: expected a matrix"),
-    ("template", lambda d: (d / "b.csv").write_text("1,nan\n0,1\n"), r"b.csv: every direction must be finite"),
-    ("template", lambda d: (d / "b.csv").mkdir(), r"b.csv: template file not found"),
-], ids=["binary-model", "empty-model", "directory-model", "binary-policy", "deep-policy", "empty-policy",
-        "binary-template", "empty-template", "nan-template", "directory-template"])
+
+@pytest.mark.parametrize(
+    ("kind", "make", "expected"),
+    [
+        ("model", lambda d: (d / "b.prism").write_bytes(b"mdp\n\xb1\xb1" + bytes(range(256))), r"b.prism: not a PRISM file"),
+        ("model", lambda d: (d / "b.prism").write_bytes(b""), r"b.prism: PRISM syntax error"),
+        ("model", lambda d: (d / "b.prism").mkdir(), r"b.prism: model file not found"),
+        ("policy", lambda d: (d / "b.json").write_bytes(bytes(range(256)) * 4), r"b.json: not a JSON text file.*not UTF-8"),
+        ("policy", lambda d: (d / "b.json").write_text("[" * 100_000 + "]" * 100_000), r"nested too deeply"),
+        ("policy", lambda d: (d / "b.json").write_bytes(b""), r"b.json: invalid JSON"),
+        ("template", lambda d: (d / "b.csv").write_bytes(bytes(range(256)) * 4), r"b.csv: not a text file"),
+        ("template", lambda d: (d / "b.csv").write_bytes(b""), r"b.csv: expected a matrix"),
+        ("template", lambda d: (d / "b.csv").write_text("1,nan\n0,1\n"), r"b.csv: every direction must be finite"),
+        ("template", lambda d: (d / "b.csv").mkdir(), r"b.csv: template file not found"),
+    ],
+    ids=[
+        "binary-model",
+        "empty-model",
+        "directory-model",
+        "binary-policy",
+        "deep-policy",
+        "empty-policy",
+        "binary-template",
+        "empty-template",
+        "nan-template",
+        "directory-template",
+    ],
+)
 def test_garbage_files_exit_2_with_one_line(capsys, here, kind: str, make, expected: str) -> None:
     make(here)
     if kind == "model":
@@ -379,13 +447,44 @@ def test_an_internal_error_stays_exit_1_with_the_trace(capsys, here, monkeypatch
 
 #: fragments that broke, or could break, a printer or a figure: Rich markup, emoji codes, TeX, format
 #: braces, terminal escapes, right-to-left and wide characters
-FRAGMENTS = ["[/]", "[bold]", "[red]x[/red]", "[link=file:///etc]", ":smile:", "$x$", "$\\frac", "\\", "{}", "{0}",
-             "%s", "\x1b[31m", "\x07", "\u202e", "\u00e9", "\u6f22", "\U0001f600", " ", "-", "'", '"', "*", "..", "#"]
-NAMES = st.lists(st.one_of(st.sampled_from(FRAGMENTS),
-                           st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00\n\r\t:"),
-                                   max_size=3)),
-                 min_size=1, max_size=3).map("".join).filter(
-    lambda s: 0 < len(s.encode()) < 60 and ".." not in s.split("/") and not s.endswith("/"))
+FRAGMENTS = [
+    "[/]",
+    "[bold]",
+    "[red]x[/red]",
+    "[link=file:///etc]",
+    ":smile:",
+    "$x$",
+    "$\\frac",
+    "\\",
+    "{}",
+    "{0}",
+    "%s",
+    "\x1b[31m",
+    "\x07",
+    "\u202e",
+    "\u00e9",
+    "\u6f22",
+    "\U0001f600",
+    " ",
+    "-",
+    "'",
+    '"',
+    "*",
+    "..",
+    "#",
+]
+NAMES = (
+    st.lists(
+        st.one_of(
+            st.sampled_from(FRAGMENTS),
+            st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00\n\r\t:"), max_size=3),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+    .map("".join)
+    .filter(lambda s: 0 < len(s.encode()) < 60 and ".." not in s.split("/") and not s.endswith("/"))
+)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -401,8 +500,10 @@ def test_generated_hostile_names_are_printed_verbatim(capsys, here, name: str) -
     model.write_text(MODEL)
     policy.write_text(POLICY)
     try:
-        runs = [("verify", f"./{model}", "-p", "P=? [F<=1 x=1]", "--policy", f"./{policy}:pi"),
-                ("inspect", f"./{model}", "--no-build")]
+        runs = [
+            ("verify", f"./{model}", "-p", "P=? [F<=1 x=1]", "--policy", f"./{policy}:pi"),
+            ("inspect", f"./{model}", "--no-build"),
+        ]
         for args in runs:
             code, out, err = cli(capsys, *args)
             assert code in (0, 2), err

@@ -41,8 +41,10 @@ def test_inspect_lists_variables_commands_and_the_names_a_policy_needs(capsys, m
     code, out, _ = run(capsys, "inspect", str(model), "--json")
     s = json.loads(out)
     assert code == 0
-    assert s["variables"] == [{"name": "x", "type": "int", "module": "m", "low": 0, "high": 2, "init": 0},
-                              {"name": "b", "type": "bool", "module": "m", "low": 0, "high": 1, "init": 0}]
+    assert s["variables"] == [
+        {"name": "x", "type": "int", "module": "m", "low": 0, "high": 2, "init": 0},
+        {"name": "b", "type": "bool", "module": "m", "low": 0, "high": 1, "init": 0},
+    ]
     assert [(c["name"], c["action"]) for c in s["modules"][0]["commands"]] == [("m:1", "a"), ("m:2", ""), ("m:3", "a")]
     assert s["features"] == ["x", "b"] and s["actions"] == ["a", "m:2"] and s["ambiguous"] is True
     # reachable: (x,b) = (0,0), (1,0), (2,1); x=0 is the one state with two choices
@@ -83,8 +85,10 @@ def test_inspect_takes_benchmark_ids_and_refuses_what_it_cannot_describe(capsys,
 
 def test_a_dtmc_needs_no_policy_and_gets_no_template(capsys, tmp_path):
     dtmc = tmp_path / "coin.pm"
-    dtmc.write_text("dtmc\nmodule c\n  s : [0..2] init 0;\n  [flip] s=0 -> 0.5 : (s'=1) + 0.5 : (s'=2);\n"
-                    "  [] s>0 -> true;\nendmodule\nlabel \"heads\" = s=1;\n")
+    dtmc.write_text(
+        "dtmc\nmodule c\n  s : [0..2] init 0;\n  [flip] s=0 -> 0.5 : (s'=1) + 0.5 : (s'=2);\n"
+        '  [] s>0 -> true;\nendmodule\nlabel "heads" = s=1;\n'
+    )
     code, out, _ = run(capsys, "inspect", str(dtmc), "--json")
     assert code == 0 and json.loads(out)["actions"] == [] and json.loads(out)["decision_states"] == 0
     code, _, err = run(capsys, "inspect", str(dtmc), "--policy-template", str(tmp_path / "p.py"))
@@ -112,9 +116,17 @@ def test_a_misspelt_jani_property_name_gets_the_close_one(capsys, tmp_path):
     prism.write_text(MIXED)
     jani = tmp_path / "m.jani"
     model = json.loads(str(stormpy.parse_prism_program(str(prism)).to_jani([])[0]))
-    model["properties"] = [{"name": "reach_two", "expression": {
-        "op": "filter", "fun": "values", "states": {"op": "initial"},
-        "values": {"op": "Pmax", "exp": {"op": "U", "left": True, "right": {"op": "=", "left": "x", "right": 2}}}}}]
+    model["properties"] = [
+        {
+            "name": "reach_two",
+            "expression": {
+                "op": "filter",
+                "fun": "values",
+                "states": {"op": "initial"},
+                "values": {"op": "Pmax", "exp": {"op": "U", "left": True, "right": {"op": "=", "left": "x", "right": 2}}},
+            },
+        }
+    ]
     jani.write_text(json.dumps(model))
     code, _, err = run(capsys, "verify", str(jani), "-p", "reach_tow", "--mode", "monolithic")
     err = " ".join(err.split())

@@ -50,11 +50,14 @@ def test_an_integer_for_a_double_constant_is_its_value(tmp_path):
     assert verify_exact(load_model(path, "p=0"), 'P=? [F "goal"]', GO).value == 0.0
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('P=? [F<=-1 "goal"]', "the step bound -1 is negative"),
-    ('P=? [F<=1.5 "goal"]', "1.5 is not a whole number"),
-    ('P=? [!"goal" U<=1e3 "goal"]', "1e3 is not a whole number"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('P=? [F<=-1 "goal"]', "the step bound -1 is negative"),
+        ('P=? [F<=1.5 "goal"]', "1.5 is not a whole number"),
+        ('P=? [!"goal" U<=1e3 "goal"]', "1e3 is not a whole number"),
+    ],
+)
 def test_negative_or_fractional_step_bounds_are_refused(tmp_path, capsys, text, expected):
     """simulate answered F<=-1 with 1.0; verify ended in an internal error."""
     with pytest.raises(PropertyError, match=expected):
@@ -63,8 +66,10 @@ def test_negative_or_fractional_step_bounds_are_refused(tmp_path, capsys, text, 
     path.write_text(PC)
     pi = tmp_path / "go.py"
     pi.write_text("import numpy as np\nFEATURES = ['s']\nACTIONS = ['go']\ndef pi(x):\n    return np.ones((len(x), 1))\n")
-    for argv in (["verify", str(path), "-c", "p=0.5", "-p", text, "--mode", "monolithic"],
-                 ["simulate", str(path), "-c", "p=0.5", "-p", text, "--runs", "10", "--policy", f"{pi}:pi"]):
+    for argv in (
+        ["verify", str(path), "-c", "p=0.5", "-p", text, "--mode", "monolithic"],
+        ["simulate", str(path), "-c", "p=0.5", "-p", text, "--runs", "10", "--policy", f"{pi}:pi"],
+    ):
         assert main(argv) == 2
         assert expected in capsys.readouterr().err
 
@@ -101,12 +106,14 @@ def test_an_unbounded_int_does_not_crash_the_process(tmp_path, capsys):
 def test_simulate_refuses_a_model_beyond_max_states(tmp_path):
     """simulate built an infinite model for minutes (no state limit)."""
     path = tmp_path / "grow.prism"
-    path.write_text("mdp\nmodule m\n  x : int init 0;\n  [go] true -> 0.5:(x'=x+1) + 0.5:true;\nendmodule\n"
-                    'label "goal" = x=-1;\n')
+    path.write_text(
+        'mdp\nmodule m\n  x : int init 0;\n  [go] true -> 0.5:(x\'=x+1) + 0.5:true;\nendmodule\nlabel "goal" = x=-1;\n'
+    )
     policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["x"], ["go"])
     with pytest.raises(ModelTooLargeError, match="--max-states=500"):
-        verify_statistical(load_model(path), 'P=? [F "goal"]', policy,
-                           StatisticalOptions(method="clopper-pearson", runs=10, max_states=500))
+        verify_statistical(
+            load_model(path), 'P=? [F "goal"]', policy, StatisticalOptions(method="clopper-pearson", runs=10, max_states=500)
+        )
 
 
 def test_messages_name_what_the_user_typed(tmp_path, capsys):
@@ -116,13 +123,30 @@ def test_messages_name_what_the_user_typed(tmp_path, capsys):
     path = tmp_path / "m.prism"
     path.write_text(UP_STAY)
     pi = tmp_path / "pi.py"
-    pi.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
-                  "def pi(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n")
+    pi.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+        "def pi(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n"
+    )
     assert main(["simulate", str(path), "-p", 'P=? [F "top"]', "--policy", f"{pi}:pi", "--method", "sprt"]) == 2
     err = capsys.readouterr().err
     assert "property 'P=? [F \"top\"]': the SPRT needs a threshold" in err and "Property(" not in err
-    assert main(["report", str(path), "-p", 'P=? [F "top"]', "--policy", f"{pi}:pi", "--map", "x,q",
-                 "--out", str(tmp_path / "r.html")]) == 2
+    assert (
+        main(
+            [
+                "report",
+                str(path),
+                "-p",
+                'P=? [F "top"]',
+                "--policy",
+                f"{pi}:pi",
+                "--map",
+                "x,q",
+                "--out",
+                str(tmp_path / "r.html"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--map: 'q' is not a model variable" in err and "explain-map" not in err
 

@@ -20,11 +20,15 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, out.out + out.err
 
 
-@pytest.mark.parametrize("argv", [
-    ["abstract", "acc-v1", "-k", "1"],
-    ["train", "running-example-v1", "--steps", "64", "--out", "{tmp}/s.onnx"],
-    ["simulate", "running-example-v1", "-p", "reach-goal-2", "--runs", "10"],
-], ids=["abstract", "train", "simulate"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["abstract", "acc-v1", "-k", "1"],
+        ["train", "running-example-v1", "--steps", "64", "--out", "{tmp}/s.onnx"],
+        ["simulate", "running-example-v1", "-p", "reach-goal-2", "--runs", "10"],
+    ],
+    ids=["abstract", "train", "simulate"],
+)
 @pytest.mark.parametrize("seed", ["-1", str(2**63)])
 def test_a_seed_no_engine_can_use_is_refused(capsys, tmp_path, argv, seed):
     code, out = run(capsys, *[a.replace("{tmp}", str(tmp_path)) for a in argv], "--seed", seed)
@@ -35,8 +39,9 @@ def test_a_seed_no_engine_can_use_is_refused(capsys, tmp_path, argv, seed):
 def test_the_largest_seed_runs(capsys):
     import json
 
-    code, out = run(capsys, "simulate", "running-example-v1", "-p", "reach-goal-2", "--runs", "10", "--seed", str(MAX),
-                    "--json")
+    code, out = run(
+        capsys, "simulate", "running-example-v1", "-p", "reach-goal-2", "--runs", "10", "--seed", str(MAX), "--json"
+    )
     assert code == 0 and json.loads(out)["runs"] == 10
 
 
@@ -55,8 +60,9 @@ def test_the_python_apis_refuse_a_negative_seed():
 
 def test_a_network_too_large_for_memory_is_refused_before_training(capsys, tmp_path):
     pytest.importorskip("torch")
-    code, out = run(capsys, "train", "running-example-v1", "--hidden", "100000,100000", "--steps", "64",
-                    "--out", str(tmp_path / "h.onnx"))
+    code, out = run(
+        capsys, "train", "running-example-v1", "--hidden", "100000,100000", "--steps", "64", "--out", str(tmp_path / "h.onnx")
+    )
     lines = out.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "--hidden" in out and "20,001,000,004 parameters" in out
     assert "GB" in out and "memory guard" in out and not (tmp_path / "h.onnx").exists()
@@ -69,8 +75,9 @@ def test_the_memory_estimate_counts_the_networks_parameters(monkeypatch):
     from rlverify.training.ppo import BYTES_PER_ACTIVATION, BYTES_PER_PARAMETER, check_training_memory
 
     sizes = [3, 50, 40, 5]
-    net = torch.nn.Sequential(torch.nn.Linear(3, 50), torch.nn.ReLU(), torch.nn.Linear(50, 40), torch.nn.ReLU(),
-                              torch.nn.Linear(40, 5))
+    net = torch.nn.Sequential(
+        torch.nn.Linear(3, 50), torch.nn.ReLU(), torch.nn.Linear(50, 40), torch.nn.ReLU(), torch.nn.Linear(40, 5)
+    )
     params = sum(p.numel() for p in net.parameters())  # torch's own count: 3*50+50 + 50*40+40 + 40*5+5
     estimate = check_training_memory([sizes], 100)
     assert estimate == BYTES_PER_PARAMETER * params + BYTES_PER_ACTIVATION * (50 + 40 + 5) * 100
@@ -81,18 +88,22 @@ def test_the_memory_estimate_counts_the_networks_parameters(monkeypatch):
         check_training_memory([[3, 10000, 10000, 3]], 100)  # 3.2 GB > 80% of 1 GiB
 
 
-@pytest.mark.parametrize(("hidden", "says"), [
-    ("64,,64", "an empty layer width"),
-    ("64,64,", "an empty layer width"),
-    ("0", "positive whole layer widths"),
-    ("64,-1", "expected comma-separated positive integers"),
-    ("1e3", "expected comma-separated positive integers"),
-    (",".join(["2"] * 65), "at most 64 hidden layers"),
-])
+@pytest.mark.parametrize(
+    ("hidden", "says"),
+    [
+        ("64,,64", "an empty layer width"),
+        ("64,64,", "an empty layer width"),
+        ("0", "positive whole layer widths"),
+        ("64,-1", "expected comma-separated positive integers"),
+        ("1e3", "expected comma-separated positive integers"),
+        (",".join(["2"] * 65), "at most 64 hidden layers"),
+    ],
+)
 def test_bad_layer_widths_are_refused(capsys, tmp_path, hidden, says):
     pytest.importorskip("torch")
-    code, out = run(capsys, "train", "running-example-v1", f"--hidden={hidden}", "--steps", "64",
-                    "--out", str(tmp_path / "h.onnx"))
+    code, out = run(
+        capsys, "train", "running-example-v1", f"--hidden={hidden}", "--steps", "64", "--out", str(tmp_path / "h.onnx")
+    )
     assert code == 2 and says in out and len(out.strip().splitlines()) == 1
 
 

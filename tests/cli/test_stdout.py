@@ -16,17 +16,27 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def rlverify(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "rlverify.cli.main", *argv], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "rlverify.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_a_policy_writing_to_descriptor_1_does_not_break_json(tmp_path):
     (tmp_path / "m.prism").write_text(UP_STAY)
-    (tmp_path / "noisy.py").write_text("import os\nimport numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
-                                       "def pi(x):\n    os.write(1, b'native noise\\n')\n"
-                                       "    return np.tile([0.5, 0.5], (len(x), 1))\n")
-    run = rlverify("verify", str(tmp_path / "m.prism"), "-p", 'P=? [F "top"]', "--policy",
-                   f"{tmp_path / 'noisy.py'}:pi", "--json")
+    (tmp_path / "noisy.py").write_text(
+        "import os\nimport numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+        "def pi(x):\n    os.write(1, b'native noise\\n')\n"
+        "    return np.tile([0.5, 0.5], (len(x), 1))\n"
+    )
+    run = rlverify(
+        "verify", str(tmp_path / "m.prism"), "-p", 'P=? [F "top"]', "--policy", f"{tmp_path / 'noisy.py'}:pi", "--json"
+    )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["value"] > 0  # stdout is exactly the JSON document
     assert "native noise" in run.stderr

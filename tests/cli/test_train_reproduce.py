@@ -20,12 +20,28 @@ def run(argv, capsys):
 def test_train_a_prism_benchmark_writes_a_verifiable_policy(tmp_path, capsys):
     pytest.importorskip("torch")
     out = tmp_path / "re.onnx"
-    code, stdout, err = run(["train", "running-example-v1", "--algo", "ppo", "--steps", "2048", "--seed", "5",
-                             "--out", str(out), "--hidden", "8,8"], capsys)
+    code, stdout, err = run(
+        [
+            "train",
+            "running-example-v1",
+            "--algo",
+            "ppo",
+            "--steps",
+            "2048",
+            "--seed",
+            "5",
+            "--out",
+            str(out),
+            "--hidden",
+            "8,8",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert out.is_file() and "saved" in stdout
-    code, stdout, err = run(["verify", "running-example-v1", "--property", "reach-goal", "--policy", str(out), "--json"],
-                            capsys)
+    code, stdout, err = run(
+        ["verify", "running-example-v1", "--property", "reach-goal", "--policy", str(out), "--json"], capsys
+    )
     assert code == 0, err
     assert json.loads(stdout)["value"] == pytest.approx(1.0, abs=1e-6)
 
@@ -33,8 +49,9 @@ def test_train_a_prism_benchmark_writes_a_verifiable_policy(tmp_path, capsys):
 def test_train_with_benchmark_parameters(tmp_path, capsys):
     pytest.importorskip("torch")
     out = tmp_path / "a.onnx"
-    code, _, err = run(["train", "avoid-v1", "--steps", "1024", "--out", str(out), "-c", "xMax=2,yMax=3,slickness=0.2"],
-                       capsys)
+    code, _, err = run(
+        ["train", "avoid-v1", "--steps", "1024", "--out", str(out), "-c", "xMax=2,yMax=3,slickness=0.2"], capsys
+    )
     assert code == 0, err
     from rlverify.policies import load_policy
 
@@ -42,19 +59,22 @@ def test_train_with_benchmark_parameters(tmp_path, capsys):
     assert meta["params"] == {"xMax": 2, "yMax": 3, "slickness": 0.2}
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["train", "freway-v1", "--out", "x.onnx"], "did you mean 'freeway-v1'"),
-    (["train", "avoid-v1", "--out", "x.onnx", "-c", "xMax=99"], "xMax=99 out of range"),
-    (["train", "avoid-v1", "--out", "x.onnx", "-c", "size=3"], "unknown parameter 'size'"),
-    (["train", "avoid-v1", "--algo", "dqn", "--out", "x.onnx"], "--algo ppo"),
-    (["train", "acc-v1", "--algo", "dqn", "--out", "x.onnx"], "--algo ppo"),
-    (["train", "racetrack-barto-small-v1", "--algo", "ppo", "--out", "x.onnx"], "--algo dqn"),
-    (["train", "avoid-v1", "--steps", "0", "--out", "x.onnx"], "--steps"),
-    (["train", "avoid-v1", "--hidden", "64,,-1", "--out", "x.onnx"], "hidden"),
-    (["train", "acc-v1", "--out", "x.onnx", "-c", "accel=2"], "takes no parameters"),
-    (["train", "racetrack-barto-small-v1", "--hidden", "32,32", "--out", "x.onnx"], "drop --hidden"),
-    (["reproduce", "table2", "--rows", "avoid"], "rows:"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "freway-v1", "--out", "x.onnx"], "did you mean 'freeway-v1'"),
+        (["train", "avoid-v1", "--out", "x.onnx", "-c", "xMax=99"], "xMax=99 out of range"),
+        (["train", "avoid-v1", "--out", "x.onnx", "-c", "size=3"], "unknown parameter 'size'"),
+        (["train", "avoid-v1", "--algo", "dqn", "--out", "x.onnx"], "--algo ppo"),
+        (["train", "acc-v1", "--algo", "dqn", "--out", "x.onnx"], "--algo ppo"),
+        (["train", "racetrack-barto-small-v1", "--algo", "ppo", "--out", "x.onnx"], "--algo dqn"),
+        (["train", "avoid-v1", "--steps", "0", "--out", "x.onnx"], "--steps"),
+        (["train", "avoid-v1", "--hidden", "64,,-1", "--out", "x.onnx"], "hidden"),
+        (["train", "acc-v1", "--out", "x.onnx", "-c", "accel=2"], "takes no parameters"),
+        (["train", "racetrack-barto-small-v1", "--hidden", "32,32", "--out", "x.onnx"], "drop --hidden"),
+        (["reproduce", "table2", "--rows", "avoid"], "rows:"),
+    ],
+)
 def test_bad_input_exits_2_naming_the_problem(argv, message, capsys, tmp_path, monkeypatch):
     pytest.importorskip("torch")
     monkeypatch.chdir(tmp_path)
@@ -88,8 +108,9 @@ def test_benchmark_kinds():
 
 
 def test_reproduce_table2_reduced_rows_json_and_files(tmp_path, capsys):
-    code, stdout, err = run(["reproduce", "table2", "--rows", "freeway-goal,freeway-mid", "--json", "--out",
-                             str(tmp_path)], capsys)
+    code, stdout, err = run(
+        ["reproduce", "table2", "--rows", "freeway-goal,freeway-mid", "--json", "--out", str(tmp_path)], capsys
+    )
     assert code == 0, err
     data = json.loads(stdout)
     assert [r["id"] for r in data["rows"]] == ["freeway-goal", "freeway-mid"]

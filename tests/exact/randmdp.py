@@ -26,7 +26,7 @@ class RandomMdp:
             lines.append(f"  [{ACTIONS[a]}] s={s} -> {succ};")
         lines.append("endmodule")
         lines.append('rewards "r"')
-        for (s, a) in sorted(self.T):
+        for s, a in sorted(self.T):
             lines.append(f"  [{ACTIONS[a]}] s={s} : {float(self.reward[s, a])!r};")
         lines.append("endrewards")
         goal = " | ".join(f"s={s}" for s in np.flatnonzero(self.goal)) or "false"

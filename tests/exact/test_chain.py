@@ -42,20 +42,24 @@ def nothing_is_built(monkeypatch):
 
 def test_every_analysis_reads_the_chain_built_once(running, nothing_is_built) -> None:
     model, prop, policy = running
-    alone = {"exact": verify_exact(model, prop, policy).value,
-             "paths": explain_paths(model, prop, policy, 3).covered,
-             "robust": robustness(model, prop, policy, RobustnessOptions(epsilon=1)).nominal,
-             "interval": model_error_bounds(model, prop, policy, ModelErrorOptions(delta=0.01)).nominal}
+    alone = {
+        "exact": verify_exact(model, prop, policy).value,
+        "paths": explain_paths(model, prop, policy, 3).covered,
+        "robust": robustness(model, prop, policy, RobustnessOptions(epsilon=1)).nominal,
+        "interval": model_error_bounds(model, prop, policy, ModelErrorOptions(delta=0.01)).nominal,
+    }
     chain = policy_chain(model, prop, policy)
     mdp = full_mdp(model, prop, policy=policy)
     kept = policy_chain(model, prop, policy, ExactOptions(strategy="full"), mdp=mdp)
     best = optimum(model, prop, mdp=mdp)
     nothing_is_built()
     assert chain.strategy == "merged" and kept.strategy == "full" and kept.source is mdp.mdp
-    shared = {"exact": verify_exact(model, prop, policy, chain=chain).value,
-              "paths": explain_paths(model, prop, policy, 3, chain=chain, mdp=mdp).covered,
-              "robust": robustness(model, prop, policy, RobustnessOptions(epsilon=1), chain=chain, mdp=mdp).nominal,
-              "interval": model_error_bounds(model, prop, policy, ModelErrorOptions(delta=0.01), chain=kept).nominal}
+    shared = {
+        "exact": verify_exact(model, prop, policy, chain=chain).value,
+        "paths": explain_paths(model, prop, policy, 3, chain=chain, mdp=mdp).covered,
+        "robust": robustness(model, prop, policy, RobustnessOptions(epsilon=1), chain=chain, mdp=mdp).nominal,
+        "interval": model_error_bounds(model, prop, policy, ModelErrorOptions(delta=0.01), chain=kept).nominal,
+    }
     # 0.3 * (0.2 * 0.5 * 0.8 + 0.8) by hand (tests/test_running_example.py)
     assert alone == pytest.approx(shared, abs=1e-12) and shared["exact"] == pytest.approx(0.264, abs=1e-12)
     assert shared["paths"] == pytest.approx(0.264, abs=1e-12)  # F<=2: the three paths are all there are

@@ -41,8 +41,9 @@ def can_reach(P: np.ndarray, target: np.ndarray, allowed: np.ndarray) -> np.ndar
         can = new
 
 
-def brute_force_walks(P: np.ndarray, start: int, target: np.ndarray, allowed: np.ndarray, k: int,
-                      bound: int | None) -> tuple[list[tuple[tuple[int, ...], float]], bool]:
+def brute_force_walks(
+    P: np.ndarray, start: int, target: np.ndarray, allowed: np.ndarray, k: int, bound: int | None
+) -> tuple[list[tuple[tuple[int, ...], float]], bool]:
     """All walks to the first target with probability >= tau, tau lowered until k are found (or all exist).
 
     Returns the walks (states, probability) sorted by probability, and whether the list is complete
@@ -69,7 +70,7 @@ def brute_force_walks(P: np.ndarray, start: int, target: np.ndarray, allowed: np
                 if q < tau:
                     pruned = True
                     continue
-                stack.append((walk + (int(v),), q))
+                stack.append(((*walk, int(v)), q))
         done.sort(key=lambda w: -w[1])
         if len(done) >= k or not pruned:
             return done, not pruned
@@ -80,19 +81,18 @@ def chain_index(step_state: dict) -> int:
     return int(step_state["s"])
 
 
-def check_paths(fp, P: np.ndarray, target: np.ndarray, allowed: np.ndarray, k: int, bound: int | None,
-                value: float) -> None:
+def check_paths(fp, P: np.ndarray, target: np.ndarray, allowed: np.ndarray, k: int, bound: int | None, value: float) -> None:
     """The listed paths are valid, distinct, exact and the k most probable (by probability multiset)."""
     expected, complete = brute_force_walks(P, 0, target, allowed, k, bound)
     listed = [tuple(chain_index(s.state) for s in path.steps) for path in fp.paths]
     assert len(set(listed)) == len(listed), "paths are distinct"
-    for walk, path in zip(listed, fp.paths):
+    for walk, path in zip(listed, fp.paths, strict=True):
         assert walk[0] == 0 and target[walk[-1]]
         assert not target[list(walk[:-1])].any() and allowed[list(walk[:-1])].all()
         assert bound is None or len(walk) - 1 <= bound
         exact = float(np.prod([P[a, b] for a, b in pairwise(walk)]))
         assert path.probability == pytest.approx(exact, rel=1e-12)
-        for step, (a, b) in zip(path.steps, pairwise(walk)):
+        for step, (a, b) in zip(path.steps, pairwise(walk), strict=True):
             assert step.probability == pytest.approx(P[a, b], rel=1e-12)
     got = [p.probability for p in fp.paths]
     assert got == sorted(got, reverse=True)
@@ -135,8 +135,9 @@ def test_random_models_k_most_probable_paths(tmp_path: Path, seed: int, form: st
     left = "" if form.startswith("F") else '!"avoid" '
     op = "F" if form.startswith("F") else "U"
     text = f'P=? [{left}{op}{"<=" + str(bound) if bound is not None else ""} "goal"]'
-    value = (bounded_reach(P, goal, bound, allowed=allowed) if bound is not None
-             else reach_probability(P, goal, allowed=allowed))[0]
+    value = (
+        bounded_reach(P, goal, bound, allowed=allowed) if bound is not None else reach_probability(P, goal, allowed=allowed)
+    )[0]
     k = 6
     fp = explain_paths(model, parsed(model, text), policy, k)
     assert fp.value == pytest.approx(value, abs=1e-6)
@@ -144,12 +145,15 @@ def test_random_models_k_most_probable_paths(tmp_path: Path, seed: int, form: st
     check_paths(fp, P, goal, allowed, k, bound, value)
     # per step: the policy's distribution, and the actions that lead to the next state
     for path in fp.paths:
-        for step, nxt in zip(path.steps[:-1], path.steps[1:]):
+        for step, nxt in zip(path.steps[:-1], path.steps[1:], strict=True):
             s, t = chain_index(step.state), chain_index(nxt.state)
             assert step.policy is not None
             np.testing.assert_allclose([step.policy[a] for a in ACTIONS], pi[s] / pi[s].sum(), rtol=1e-12)
-            expected = {ACTIONS[a]: (pi[s, a], mdp.T[(s, a)][t]) for a in range(len(ACTIONS))
-                        if (s, a) in mdp.T and mdp.T[(s, a)][t] > 0}
+            expected = {
+                ACTIONS[a]: (pi[s, a], mdp.T[(s, a)][t])
+                for a in range(len(ACTIONS))
+                if (s, a) in mdp.T and mdp.T[(s, a)][t] > 0
+            }
             got = {a.action: (a.weight, a.transition) for a in step.actions}
             assert sorted(got) == sorted(expected)
             for name, (w, tr) in expected.items():
@@ -170,7 +174,9 @@ def test_deterministic_mode_follows_the_argmax(tmp_path: Path, seed: int) -> Non
     fp = explain_paths(model, parsed(model, 'P=? [F<=5 "goal"]'), policy, 4, ExactOptions(mode="deterministic"))
     check_paths(fp, P, goal, allowed, 4, 5, value)
     # the on-the-fly build explores the same chain
-    otf = explain_paths(model, parsed(model, 'P=? [F<=5 "goal"]'), policy, 4, ExactOptions(mode="deterministic", strategy="onthefly"))
+    otf = explain_paths(
+        model, parsed(model, 'P=? [F<=5 "goal"]'), policy, 4, ExactOptions(mode="deterministic", strategy="onthefly")
+    )
     assert [p.probability for p in otf.paths] == [p.probability for p in fp.paths]
     for path in fp.paths:
         for step in path.steps[:-1]:
@@ -211,15 +217,20 @@ def test_known_paths_with_a_loop_shared_successor_and_forced_step(tmp_path: Path
     fp = explain_paths(model, parsed(model, 'P=? [F "goal"]'), policy, 3)
     # 0 1 2 3: 0.8 * 1 * 0.2; then a stay at 2 (x0.6) or a stay at 0 (x0.2)
     assert [p.probability for p in fp.paths] == pytest.approx([0.16, 0.096, 0.0576], rel=1e-12)
-    assert [tuple(chain_index(s.state) for s in p.steps) for p in fp.paths] == [(0, 1, 2, 3), (0, 1, 2, 2, 3),
-                                                                                (0, 1, 2, 2, 2, 3)]
+    assert [tuple(chain_index(s.state) for s in p.steps) for p in fp.paths] == [
+        (0, 1, 2, 3),
+        (0, 1, 2, 2, 3),
+        (0, 1, 2, 2, 2, 3),
+    ]
     assert fp.value == pytest.approx(1.0, abs=1e-6) and not fp.exhausted
     assert fp.covered == pytest.approx(0.16 + 0.096 + 0.0576, rel=1e-12)
     first = fp.paths[0].steps
     assert first[0].policy == pytest.approx({"a": 0.4, "b": 0.6})
     assert [(a.action, a.choice) for a in first[0].actions] == [("a", "a"), ("b", "b")]
     assert [(a.weight, a.transition, a.probability) for a in first[0].actions] == [
-        pytest.approx((0.4, 0.5, 0.2), rel=1e-12), pytest.approx((0.6, 1.0, 0.6), rel=1e-12)]
+        pytest.approx((0.4, 0.5, 0.2), rel=1e-12),
+        pytest.approx((0.6, 1.0, 0.6), rel=1e-12),
+    ]
     assert first[0].probability == pytest.approx(0.8, rel=1e-12)
     forced = first[1]  # the lone unlabelled command: the policy is not asked
     assert forced.policy is None
@@ -312,12 +323,15 @@ def test_search_with_probability_one_edges_and_memory_cap(monkeypatch: pytest.Mo
 # bad input
 
 
-@pytest.mark.parametrize(("prop", "match"), [
-    ('R{"r"}=? [F "goal"]', r"reward \(R\) property.*explained forms: P=\? \[F phi\]"),
-    ('P=? [G s<3]', r"path formula is G \(for G phi, explain its complement: P=\? \[F !phi\]\)"),
-    ('P=? [X "goal"]', r"path formula is X.*explained forms"),
-    ('P=? [F>=2 "goal"]', r"lower end"),
-])
+@pytest.mark.parametrize(
+    ("prop", "match"),
+    [
+        ('R{"r"}=? [F "goal"]', r"reward \(R\) property.*explained forms: P=\? \[F phi\]"),
+        ("P=? [G s<3]", r"path formula is G \(for G phi, explain its complement: P=\? \[F !phi\]\)"),
+        ('P=? [X "goal"]', r"path formula is X.*explained forms"),
+        ('P=? [F>=2 "goal"]', r"lower end"),
+    ],
+)
 def test_unexplainable_properties_are_refused(tmp_path: Path, prop: str, match: str) -> None:
     model, policy, _ = _loop(tmp_path)
     if prop.startswith("R"):
@@ -358,8 +372,10 @@ def grid(tmp_path: Path) -> tuple[Path, Path]:
     model = tmp_path / "grid.prism"
     model.write_text(GRID)
     pol = tmp_path / "pi.py"
-    pol.write_text("import numpy as np\nFEATURES = ['x', 'y']\nACTIONS = ['right', 'up', 'down']\n"
-                   "def pi(s):\n    return np.tile([0.5, 0.3, 0.2], (len(s), 1))\n")
+    pol.write_text(
+        "import numpy as np\nFEATURES = ['x', 'y']\nACTIONS = ['right', 'up', 'down']\n"
+        "def pi(s):\n    return np.tile([0.5, 0.3, 0.2], (len(s), 1))\n"
+    )
     return model, pol
 
 
@@ -407,8 +423,7 @@ def test_cli_explain_json_table_and_map(capsys, grid, tmp_path: Path) -> None:
     allowed = np.ones(7, dtype=bool)
     value = bounded_reach(P, target, 6)[0]
     expected, _ = brute_force_walks(P, 0, target, allowed, 3, 6)
-    code, out, err = run(capsys, str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", f"{pol}:pi", "--explain", "3",
-                         "--json")
+    code, out, err = run(capsys, str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", f"{pol}:pi", "--explain", "3", "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["value"] == pytest.approx(value, rel=1e-9)
@@ -424,8 +439,9 @@ def test_cli_explain_json_table_and_map(capsys, grid, tmp_path: Path) -> None:
     assert e["ranges"] == {"x": [0, 2], "y": [0, 1]}
 
     png = tmp_path / "paths.png"
-    code, out, err = run(capsys, str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", f"{pol}:pi", "--explain", "3",
-                         "--out", str(png))
+    code, out, err = run(
+        capsys, str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", f"{pol}:pi", "--explain", "3", "--out", str(png)
+    )
     assert code == 0, err
     assert "3 most probable paths to the target within 6 steps" in out
     p1 = expected[0][1]
@@ -437,16 +453,22 @@ def test_cli_explain_json_table_and_map(capsys, grid, tmp_path: Path) -> None:
     assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
 
 
-@pytest.mark.parametrize(("extra", "match"), [
-    (["--explain", "0"], "--explain: expected a positive number of paths, got 0"),
-    (["--explain", "-1"], "--explain: expected a positive number of paths, got -1"),
-    (["--explain", "2", "-p", 'P=? [G x<2]'], r"has no target paths to list.*explained forms"),
-    (["--explain", "2", "--mode", "monolithic", "-p", 'Pmax=? [F "goal"]'], "monolithic mode has no policy"),
-    (["--explain", "2", "--out", "{tmp}/m.png", "--explain-map", "x,yy"], r"'yy' is not a model variable \(did you mean 'y'\?\)"),
-    (["--explain", "2", "--out", "{tmp}/m.png", "--explain-map", "x"], "in pairs X,Y"),
-    (["--explain-map", "x,y"], "add --explain K"),
-    (["--out", "{tmp}/m.png"], r"m\.png: verify draws a \.png of the failure paths only: add --explain K"),
-])
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--explain", "0"], "--explain: expected a positive number of paths, got 0"),
+        (["--explain", "-1"], "--explain: expected a positive number of paths, got -1"),
+        (["--explain", "2", "-p", "P=? [G x<2]"], r"has no target paths to list.*explained forms"),
+        (["--explain", "2", "--mode", "monolithic", "-p", 'Pmax=? [F "goal"]'], "monolithic mode has no policy"),
+        (
+            ["--explain", "2", "--out", "{tmp}/m.png", "--explain-map", "x,yy"],
+            r"'yy' is not a model variable \(did you mean 'y'\?\)",
+        ),
+        (["--explain", "2", "--out", "{tmp}/m.png", "--explain-map", "x"], "in pairs X,Y"),
+        (["--explain-map", "x,y"], "add --explain K"),
+        (["--out", "{tmp}/m.png"], r"m\.png: verify draws a \.png of the failure paths only: add --explain K"),
+    ],
+)
 def test_cli_bad_explain_input_exits_2(capsys, grid, tmp_path: Path, extra: list[str], match: str) -> None:
     model, pol = grid
     extra = [a.replace("{tmp}", str(tmp_path)) for a in extra]
@@ -460,10 +482,21 @@ def test_cli_bad_explain_input_exits_2(capsys, grid, tmp_path: Path, extra: list
 def test_cli_map_needs_variables_without_x_y(capsys, tmp_path: Path) -> None:
     _loop(tmp_path)  # writes loop.prism
     pol = tmp_path / "loop_pi.py"
-    pol.write_text("import numpy as np\nFEATURES = ['s']\nACTIONS = ['a', 'b']\n"
-                   "def pi(x):\n    return np.tile([0.4, 0.6], (len(x), 1))\n")
-    code, _, err = run(capsys, str(tmp_path / "loop.prism"), "-p", 'P=? [F "goal"]', "--policy", f"{pol}:pi",
-                         "--explain", "2", "--out", str(tmp_path / "p.png"))
+    pol.write_text(
+        "import numpy as np\nFEATURES = ['s']\nACTIONS = ['a', 'b']\ndef pi(x):\n    return np.tile([0.4, 0.6], (len(x), 1))\n"
+    )
+    code, _, err = run(
+        capsys,
+        str(tmp_path / "loop.prism"),
+        "-p",
+        'P=? [F "goal"]',
+        "--policy",
+        f"{pol}:pi",
+        "--explain",
+        "2",
+        "--out",
+        str(tmp_path / "p.png"),
+    )
     assert code == 2
     assert "no variables named x and y" in err and "variables: s" in err
 
@@ -473,8 +506,10 @@ def test_the_value_explained_is_verify_exacts_when_the_policy_stalls(tmp_path: P
     formula. It used to ask Storm about the property as written, so the ``stalled`` sink (no labels) satisfied
     ``!"busy"``: value 1.0 (every run stalls) where the true value is 0 (no state of the model is not busy)."""
     path = tmp_path / "busy.prism"
-    path.write_text("mdp\nmodule m\n  x : [0..3] init 1;\n  [go] x=1 -> 0.5:(x'=2) + 0.5:(x'=1);\n"
-                    "  [stay] x=2 -> true;\nendmodule\nlabel \"busy\" = x=1 | x=2;\n")
+    path.write_text(
+        "mdp\nmodule m\n  x : [0..3] init 1;\n  [go] x=1 -> 0.5:(x'=2) + 0.5:(x'=1);\n"
+        '  [stay] x=2 -> true;\nendmodule\nlabel "busy" = x=1 | x=2;\n'
+    )
     model = load_model(path)
     half = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["x"], ["go", "stay"], name="half")
     prop = parsed(model, 'P=? [F !"busy"]')

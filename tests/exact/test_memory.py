@@ -80,8 +80,15 @@ WORKER = textwrap.dedent("""
 
 
 def _avoid5(strategy: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", WORKER, "5", strategy], capture_output=True, text=True, cwd=ROOT,
-                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", WORKER, "5", strategy],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -139,10 +146,16 @@ def _random_mdp(rng: np.random.Generator, S: int) -> ExplicitModel:
         dense[c, 1] = 1.0
     actions = rng.integers(0, 3, size=C).astype(np.int32)
     return ExplicitModel(
-        model_type="mdp", row_groups=row_groups.astype(np.int64), transitions=sp.csr_matrix(dense),
-        choice_actions=actions, action_names=("a", "b", "c"), variables=("s",),
-        valuations=np.arange(S).reshape(-1, 1), initial_states=np.array([1, 2]),
-        labels={"odd": np.arange(S) % 2 == 1})
+        model_type="mdp",
+        row_groups=row_groups.astype(np.int64),
+        transitions=sp.csr_matrix(dense),
+        choice_actions=actions,
+        action_names=("a", "b", "c"),
+        variables=("s",),
+        valuations=np.arange(S).reshape(-1, 1),
+        initial_states=np.array([1, 2]),
+        labels={"odd": np.arange(S) % 2 == 1},
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -207,9 +220,12 @@ def _random_dtmc(rng: np.random.Generator, n: int) -> str:
             continue
         succ = rng.choice(n, size=int(rng.integers(1, 5)), replace=False)
         w = rng.integers(1, 20, size=len(succ))
-        lines.append(f"  [] s={s} -> " + " + ".join(f"{int(x)}/{int(w.sum())} : (s'={t})" for t, x in zip(succ, w)) + ";")
-    return "\n".join(lines + ["endmodule", 'label "odd" = mod(s, 2) = 1;', 'label "five" = s=5;',
-                               'label "three" = s=3;']) + "\n"
+        lines.append(
+            f"  [] s={s} -> " + " + ".join(f"{int(x)}/{int(w.sum())} : (s'={t})" for t, x in zip(succ, w, strict=True)) + ";"
+        )
+    return (
+        "\n".join([*lines, "endmodule", 'label "odd" = mod(s, 2) = 1;', 'label "five" = s=5;', 'label "three" = s=3;']) + "\n"
+    )
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -256,8 +272,10 @@ def test_values_with_and_without_the_full_storm_chain_match_brute_force(tmp_path
     P, _ = induced_matrix(mdp, pi)
     goal = np.r_[mdp.goal, False]
     allowed = np.r_[~mdp.avoid, True]
-    expected = {'P=? [!"avoid" U "goal"]': reach_probability(P, goal, allowed=allowed)[0],
-                'P=? [!"avoid" U<=3 "goal"]': bounded_reach(P, goal, 3, allowed=allowed)[0]}
+    expected = {
+        'P=? [!"avoid" U "goal"]': reach_probability(P, goal, allowed=allowed)[0],
+        'P=? [!"avoid" U<=3 "goal"]': bounded_reach(P, goal, 3, allowed=allowed)[0],
+    }
     model = load_model(path)
     for prop, value in expected.items():
         ours = verify_exact(model, prop, policy, ExactOptions())

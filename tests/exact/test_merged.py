@@ -73,8 +73,9 @@ STORM_EXAMPLES = [
 ]
 
 
-@pytest.mark.parametrize("mode,unavailable", [("stochastic", "stall"), ("deterministic", "stall"),
-                                              ("stochastic", "renormalize")])
+@pytest.mark.parametrize(
+    "mode,unavailable", [("stochastic", "stall"), ("deterministic", "stall"), ("stochastic", "renormalize")]
+)
 @pytest.mark.parametrize("name,constants,props", STORM_EXAMPLES, ids=[e[0] for e in STORM_EXAMPLES])
 def test_storm_examples_merged_equals_full(name, constants, props, mode, unavailable):
     path = _storm_examples() / name
@@ -136,14 +137,23 @@ label "far" = g>=2;
 def test_hand_written_program_with_synchronisation_and_every_operator(tmp_path):
     path = tmp_path / "prog.prism"
     # module o writes y (module n's): PRISM allows writes to another module's variable only for globals
-    path.write_text(PROGRAM.replace("[d] z=1 -> (y'=0);", "[d] z=1 -> (g'=max(g-1, -3));")
-                    .replace("[d] y=2 & g<4 -> (g'=g+1);", "[d] y=2 & g<4 -> true;"))
+    path.write_text(
+        PROGRAM.replace("[d] z=1 -> (y'=0);", "[d] z=1 -> (g'=max(g-1, -3));").replace(
+            "[d] y=2 & g<4 -> (g'=g+1);", "[d] y=2 & g<4 -> true;"
+        )
+    )
     model = load_model(path)
     summary, _ = summarize(model)
     for seed in range(3):
         policy = _mixing_policy(model.variables, list(summary.actions), seed=seed)
-        for text in ('P=? [F "top"]', 'P=? [F<=7 "far" | "top"]', 'P=? [!"far" U<=9 x=-2]', 'P=? [F "deadlock"]',
-                     'P=? [X y=1]', 'P=? [G !"far"]'):
+        for text in (
+            'P=? [F "top"]',
+            'P=? [F<=7 "far" | "top"]',
+            'P=? [!"far" U<=9 x=-2]',
+            'P=? [F "deadlock"]',
+            "P=? [X y=1]",
+            'P=? [G !"far"]',
+        ):
             for mode in ("stochastic", "deterministic"):
                 full, merged = _both(model, text, policy, mode=mode, precision=1e-10)
                 _same(full, merged, f"{text} {mode} seed {seed}")
@@ -199,7 +209,7 @@ def test_init_block_is_evaluated_over_the_domain(tmp_path):
     full, merged = _both(path, 'P=? [F<=3 "done"]', policy)
     _same(full, merged)
     # from s=2 only `go` is available (stay's 0.5 stalls): each step reaches done with 0.5 * 0.2, stays with 0.5 * 0.8
-    assert merged.value == pytest.approx(0.1 * (1 + 0.4 + 0.4 ** 2), abs=1e-12)
+    assert merged.value == pytest.approx(0.1 * (1 + 0.4 + 0.4**2), abs=1e-12)
     path.write_text(TWO_STEP.replace("s : [0..3] init 0;", "s : [0..3];") + "init s=0 | s=1 endinit\n")
     full, merged = _both(path, 'P=? [F "done"]', policy)
     assert full is merged is PropertyError  # rlverify reports the value of one initial state
@@ -230,10 +240,13 @@ def test_out_of_range_assignment_and_bad_probabilities_are_refused_like_storm(tm
     with pytest.raises(ModelError, match=r"probabilities of a 'go' command sum to 0.9, not 1, in state \{'s': 2\}"):
         verify_exact(bad_sum, 'P=? [F "done"]', policy, ExactOptions(strategy="full"))
     pol = tmp_path / "pol.py"
-    pol.write_text("import numpy as np\nFEATURES = ['s']\nACTIONS = ['go', 'stay']\n"
-                   "def policy(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n")
-    code = main(["verify", str(bad_range), "--property", 'P=? [F "done"]', "--policy", f"{pol}:policy",
-                 "--strategy", "merged"])
+    pol.write_text(
+        "import numpy as np\nFEATURES = ['s']\nACTIONS = ['go', 'stay']\n"
+        "def policy(x):\n    return np.tile([0.5, 0.5], (len(x), 1))\n"
+    )
+    code = main(
+        ["verify", str(bad_range), "--property", 'P=? [F "done"]', "--policy", f"{pol}:policy", "--strategy", "merged"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and "outside its range" in err
 
@@ -243,8 +256,7 @@ def test_command_names_policy_on_unlabelled_choices(tmp_path):
     path = tmp_path / "inter.prism"
     path.write_text(INTERLEAVED)
     p = 0.3
-    policy = CallablePolicy(lambda s: np.where((s == 0).all(axis=1)[:, None], [p, 1 - p], 0.5), ["x", "y"],
-                            ["m:1", "n:1"])
+    policy = CallablePolicy(lambda s: np.where((s == 0).all(axis=1)[:, None], [p, 1 - p], 0.5), ["x", "y"], ["m:1", "n:1"])
     full, merged = _both(path, 'P=? [F "goal"]', policy)
     _same(full, merged)
     assert merged.value == pytest.approx(p * 0.5 + (1 - p), abs=1e-12)
@@ -316,10 +328,13 @@ label "g" = x=1;
 def test_a_label_synchronising_too_many_command_combinations_is_left_to_storm(tmp_path):
     # 7 modules x 5 commands of one label: 78,125 combinations, each would be evaluated on every state
     path = tmp_path / "combo.prism"
-    path.write_text("mdp\nmodule m1\n  a1 : [0..4] init 0;\n"
-                    + "".join(f"  [s] a1={i} -> (a1'={(i + 1) % 5});\n" for i in range(5)) + "endmodule\n"
-                    + "".join(f"module m{k} = m1 [a1=a{k}] endmodule\n" for k in range(2, 8))
-                    + 'label "g" = a1=3 & a7=3;\n')
+    path.write_text(
+        "mdp\nmodule m1\n  a1 : [0..4] init 0;\n"
+        + "".join(f"  [s] a1={i} -> (a1'={(i + 1) % 5});\n" for i in range(5))
+        + "endmodule\n"
+        + "".join(f"module m{k} = m1 [a1=a{k}] endmodule\n" for k in range(2, 8))
+        + 'label "g" = a1=3 & a7=3;\n'
+    )
     policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["a1"], ["s"])
     r = verify_exact(path, 'P=? [F "g"]', policy)
     assert r.strategy == "full" and "78,125 command combinations" in r.settings["merged_declined"]
@@ -335,19 +350,20 @@ def test_every_states_value_and_valuation_as_with_full(tmp_path):
     from rlverify.models.symbolic import parse_property
 
     path = tmp_path / "neg.prism"
-    path.write_text("mdp\nglobal g : [-3..4] init -3;\nmodule m\n  b : bool init true;\n"
-                    "  [a] g<4 -> 0.5:(g'=g+1) + 0.5:(b'=!b);\n  [c] b -> 0.3:(g'=max(g-2,-3)) + 0.7:true;\nendmodule\n"
-                    'label "t" = g=4;\n')
+    path.write_text(
+        "mdp\nglobal g : [-3..4] init -3;\nmodule m\n  b : bool init true;\n"
+        "  [a] g<4 -> 0.5:(g'=g+1) + 0.5:(b'=!b);\n  [c] b -> 0.3:(g'=max(g-2,-3)) + 0.7:true;\nendmodule\n"
+        'label "t" = g=4;\n'
+    )
     policy = _mixing_policy(["g", "b"], ["a", "c"])
     maps = []
     for strategy in ("full", "merged"):
         r = verify_exact(path, 'P=? [F<=6 "t"]', policy, ExactOptions(strategy=strategy, all_states=True))
-        maps.append({tuple(v): x for v, x in zip(r.state_valuations.tolist(), r.state_values)})
+        maps.append({tuple(v): x for v, x in zip(r.state_valuations.tolist(), r.state_values, strict=True)})
     assert maps[0].keys() == maps[1].keys() and len(maps[0]) == 16
     assert all(maps[1][k] == pytest.approx(maps[0][k], rel=1e-12, abs=1e-15) for k in maps[0])
     model = load_model(path)
-    chain = merged_chain(model, parse_property(model, 'P=? [F<=6 "t"]'), policy, mode="stochastic",
-                         unavailable="stall").chain
+    chain = merged_chain(model, parse_property(model, 'P=? [F<=6 "t"]'), policy, mode="stochastic", unavailable="stall").chain
     with tempfile.TemporaryDirectory() as d:
         write_umb(Path(d) / "c.umb", chain)
         back = read_umb(Path(d) / "c.umb")
@@ -361,8 +377,11 @@ def test_state_index_and_batch_size_do_not_change_the_chain(tmp_path, monkeypatc
     import rlverify.exact.merged as merged_module
 
     path = tmp_path / "prog.prism"
-    path.write_text(PROGRAM.replace("[d] z=1 -> (y'=0);", "[d] z=1 -> (g'=max(g-1, -3));")
-                    .replace("[d] y=2 & g<4 -> (g'=g+1);", "[d] y=2 & g<4 -> true;"))
+    path.write_text(
+        PROGRAM.replace("[d] z=1 -> (y'=0);", "[d] z=1 -> (g'=max(g-1, -3));").replace(
+            "[d] y=2 & g<4 -> (g'=g+1);", "[d] y=2 & g<4 -> true;"
+        )
+    )
     model = load_model(path)
     summary, _ = summarize(model)
     policy = _mixing_policy(model.variables, list(summary.actions), seed=1)

@@ -21,8 +21,15 @@ UNIFORM = CallablePolicy(lambda s: np.ones((len(s), 1)), ["x"], ["go"])
 SLACK = 1e-12
 
 
-def _write(tmp_path: Path, name: str, rows: dict[int, dict[int, float]], n: int, init: int,
-           actions: tuple[str, ...] = ("go",), rewards: bool = False) -> Path:
+def _write(
+    tmp_path: Path,
+    name: str,
+    rows: dict[int, dict[int, float]],
+    n: int,
+    init: int,
+    actions: tuple[str, ...] = ("go",),
+    rewards: bool = False,
+) -> Path:
     """An MDP with one command per state and action (rows[a_index][s] = {s': p} when actions > 1)."""
     lines = ["mdp", "module c", f"  x : [0..{n - 1}] init {init};"]
     per_action = rows if len(actions) > 1 else {0: rows}
@@ -108,16 +115,17 @@ def _check_claims(result, exact: Fraction, precision: float = 1e-6) -> None:
     if result.lower is not None:  # a bracket is claimed: it holds (up to the float-vs-rational model slack)
         assert Fraction(result.lower) * (1 - Fraction(SLACK)) <= exact <= Fraction(result.upper) * (1 + Fraction(SLACK))
     if result.guarantee == "sound" and result.lower and result.lower > 0 and not result.warnings:
-        assert abs(Fraction(result.value) - exact) <= Fraction(precision) * exact * (1 + Fraction(SLACK)) + \
-            Fraction(SLACK) * exact
+        assert (
+            abs(Fraction(result.value) - exact)
+            <= Fraction(precision) * exact * (1 + Fraction(SLACK)) + Fraction(SLACK) * exact
+        )
     if result.value < 1e-10 and result.lower in (None, 0.0):  # no relative error: said plainly
         assert any("relative error" in w or "absolute" in w for w in result.warnings)
 
 
 @pytest.mark.parametrize("length, forward, back", [(12, 0.1, 0.3), (20, 0.1, 0.5), (30, 0.1, 0.2), (25, 0.06, 0.9)])
 @pytest.mark.parametrize("numerics", ["sound", "direct", "fast"])
-def test_tiny_reachability_every_setting(tmp_path: Path, length: int, forward: float, back: float,
-                                         numerics: str) -> None:
+def test_tiny_reachability_every_setting(tmp_path: Path, length: int, forward: float, back: float, numerics: str) -> None:
     rows, n = _geometric(length, forward, back)
     exact = _exact_reach(rows, n, {length}, 0)
     assert Fraction(1, 10**40) < exact < Fraction(1, 10**11)

@@ -15,10 +15,34 @@ from rlverify.exact.optimum import as_exact_result
 from tests.exact.resolved import parsed
 
 #: the keys of `rlverify verify --mode monolithic --json` (a user-facing format)
-MONOLITHIC_KEYS = {"property", "mode", "strategy", "value", "lower", "upper", "guarantee", "precision", "satisfied",
-                   "states", "transitions", "choices", "stalled_probability", "pmin", "pmax", "timings", "settings",
-                   "versions", "model", "policy", "variables", "warnings", "untaken_choices", "explanation", "method",
-                   "precision_note"}
+MONOLITHIC_KEYS = {
+    "property",
+    "mode",
+    "strategy",
+    "value",
+    "lower",
+    "upper",
+    "guarantee",
+    "precision",
+    "satisfied",
+    "states",
+    "transitions",
+    "choices",
+    "stalled_probability",
+    "pmin",
+    "pmax",
+    "timings",
+    "settings",
+    "versions",
+    "model",
+    "policy",
+    "variables",
+    "warnings",
+    "untaken_choices",
+    "explanation",
+    "method",
+    "precision_note",
+}
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,6 @@ def test_float32_probabilities_within_tolerance_are_accepted():
     assert b.value == pytest.approx(a.value, abs=1e-6)
 
 
-
 def test_model_rows_rounded_by_its_author(tmp_path: Path):
     path = tmp_path / "rounded.prism"
     path.write_text(ROUNDED)
@@ -92,10 +91,13 @@ def test_check_policy_reports_every_problem_at_once():
     assert "feature 'why'" in text and "action 'jump'" in text  # both problems, one error
 
 
-@pytest.mark.parametrize("bench_id,params,prop", [
-    ("freeway-v1", {}, "goal"),                                       # boolean variables (done, won)
-    ("avoid-v1", {"xMax": 2, "yMax": 2, "slickness": 0.1}, "collision-100"),
-])
+@pytest.mark.parametrize(
+    "bench_id,params,prop",
+    [
+        ("freeway-v1", {}, "goal"),  # boolean variables (done, won)
+        ("avoid-v1", {"xMax": 2, "yMax": 2, "slickness": 0.1}, "collision-100"),
+    ],
+)
 @pytest.mark.parametrize("mode", ["stochastic", "deterministic"])
 def test_full_and_onthefly_give_the_same_chain_on_benchmarks(bench_id, params, prop, mode):
     bench = make(bench_id, **params)
@@ -128,8 +130,7 @@ def test_greedy_policy_whose_choice_is_unavailable_is_not_renormalised_to_the_fi
     path.write_text(ONLY_UNKNOWN.replace("[stay] x=1", "[down] x=1"))  # x=1 offers 'down' only
     model = load_model(path)
     # q-values: 'up' is greedy everywhere; one-hot rows carry no order among the other actions
-    greedy = CallablePolicy(lambda s: np.tile([2.0, 1.0, 0.0], (len(s), 1)), ["x"], ["up", "down", "stay"],
-                            output="q-values")
+    greedy = CallablePolicy(lambda s: np.tile([2.0, 1.0, 0.0], (len(s), 1)), ["x"], ["up", "down", "stay"], output="q-values")
     with pytest.raises(PolicyError, match="all its mass on unavailable actions"):
         verify_exact(model, 'P=? [F "top"]', greedy, ExactOptions(mode="deterministic", unavailable="renormalize"))
     stall = verify_exact(model, 'P=? [F "top"]', greedy, ExactOptions(mode="deterministic"))
@@ -147,8 +148,10 @@ def test_renormalize_refuses_only_states_the_policy_reaches(tmp_path):
     from rlverify.policies import CallablePolicy
 
     path = tmp_path / "m.prism"
-    path.write_text("mdp\nmodule m\n  s : [0..3] init 0;\n  [a] s=0 -> (s'=1);\n  [b] s=0 -> (s'=2);\n"
-                    "  [a] s=1 -> (s'=3);\n  [b] s=2 -> (s'=3);\nendmodule\n")
+    path.write_text(
+        "mdp\nmodule m\n  s : [0..3] init 0;\n  [a] s=0 -> (s'=1);\n  [b] s=0 -> (s'=2);\n"
+        "  [a] s=1 -> (s'=3);\n  [b] s=2 -> (s'=3);\nendmodule\n"
+    )
     only_a = CallablePolicy(lambda x: np.tile([1.0], (len(x), 1)), ["s"], ["a"])
     for strategy in ("full", "onthefly", "merged"):
         result = verify_exact(path, "P=? [F s=3]", only_a, ExactOptions(strategy=strategy, unavailable="renormalize"))
@@ -156,8 +159,10 @@ def test_renormalize_refuses_only_states_the_policy_reaches(tmp_path):
     # reached: from s=0 the policy now plays b half the time, and s=2 offers b only... which it names: fine; but a
     # policy naming only 'a' that is forced to s=2 by the model is refused
     forced = tmp_path / "f.prism"
-    forced.write_text("mdp\nmodule m\n  s : [0..3] init 0;\n  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);\n"
-                      "  [a] s=1 -> (s'=3);\n  [b] s=2 -> (s'=3);\nendmodule\n")
+    forced.write_text(
+        "mdp\nmodule m\n  s : [0..3] init 0;\n  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);\n"
+        "  [a] s=1 -> (s'=3);\n  [b] s=2 -> (s'=3);\nendmodule\n"
+    )
     for strategy in ("full", "onthefly", "merged"):
         with pytest.raises(PolicyError, match=r"all its mass on unavailable actions in state \{'s': 2\}"):
             verify_exact(forced, "P=? [F s=3]", only_a, ExactOptions(strategy=strategy, unavailable="renormalize"))

@@ -132,12 +132,19 @@ def test_same_inputs_same_output(tmp_path: Path) -> None:
     _, model, policy, _ = _setup(tmp_path, 3)
     a = verify_exact(model, 'P=? [F "goal"]', policy)
     b = verify_exact(model, 'P=? [F "goal"]', policy)
-    assert (a.value, a.states, a.transitions, a.stalled_probability) == (b.value, b.states, b.transitions, b.stalled_probability)
+    assert (a.value, a.states, a.transitions, a.stalled_probability) == (
+        b.value,
+        b.states,
+        b.transitions,
+        b.stalled_probability,
+    )
 
 
 def test_two_choices_with_one_label_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "dup.prism"
-    path.write_text("mdp\nmodule m\n s : [0..2] init 0;\n [a] s=0 -> (s'=1);\n [a] s=0 -> (s'=2);\n [b] s>0 -> true;\nendmodule\n")
+    path.write_text(
+        "mdp\nmodule m\n s : [0..2] init 0;\n [a] s=0 -> (s'=1);\n [a] s=0 -> (s'=2);\n [b] s>0 -> true;\nendmodule\n"
+    )
     policy = CallablePolicy(lambda x: np.full((len(x), 2), 0.5), ["s"], ["a", "b"])
     with pytest.raises(PolicyError, match="2 choices labelled 'a'"):
         verify_exact(load_model(path), "P=? [F s=2]", policy)
@@ -170,8 +177,10 @@ def test_sparse_policies_full_and_onthefly_agree_with_brute_force(tmp_path: Path
 
 def test_onthefly_stalls_where_every_available_action_has_probability_zero(tmp_path: Path) -> None:
     path = tmp_path / "st.prism"
-    path.write_text("mdp\nmodule m\n s : [0..3] init 0;\n [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);\n"
-                    " [b] s=1 -> (s'=3);\n [a] s=2 -> (s'=3);\n [a] s=3 -> true;\nendmodule\n")
+    path.write_text(
+        "mdp\nmodule m\n s : [0..3] init 0;\n [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=2);\n"
+        " [b] s=1 -> (s'=3);\n [a] s=2 -> (s'=3);\n [a] s=3 -> true;\nendmodule\n"
+    )
     policy = CallablePolicy(lambda x: np.tile([1.0, 0.0], (len(x), 1)), ["s"], ["a", "b"])
     for strategy in ("full", "onthefly"):
         res = verify_exact(load_model(path), "P=? [F s=3]", policy, ExactOptions(strategy=strategy))

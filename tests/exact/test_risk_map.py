@@ -122,7 +122,7 @@ def policy_values(target):
         elif s in can:
             for p, t in chain(s):
                 A[i, idx[t]] -= p
-    return {s: v for s, v in zip(S, np.linalg.solve(A, b))}
+    return {s: v for s, v in zip(S, np.linalg.solve(A, b), strict=True)}
 
 
 def optimum_values(target, kind):
@@ -148,9 +148,14 @@ def expected_grids(value, optimum, kind, agg, keep=lambda s: True):
             pol = [s for s in value if s[:2] == (x, y) and keep(s)]
             every = [s for s in optimum if s[:2] == (x, y) and keep(s)]
             regret = [value[s] - optimum[s] if kind == "min" else optimum[s] - value[s] for s in pol]
-            out[(x, y)] = (f([value[s] for s in pol]) if pol else None, f([optimum[s] for s in pol]) if pol else None,
-                           f(regret) if pol else None, f([optimum[s] for s in every]) if every else None,
-                           len(pol), len(every))
+            out[(x, y)] = (
+                f([value[s] for s in pol]) if pol else None,
+                f([optimum[s] for s in pol]) if pol else None,
+                f(regret) if pol else None,
+                f([optimum[s] for s in every]) if every else None,
+                len(pol),
+                len(every),
+            )
     return out
 
 
@@ -167,28 +172,35 @@ def cell(grid, r, x, y):
     return None if np.isnan(v) else float(v)
 
 
-@pytest.mark.parametrize("prop,kind,target", [(CRASH, "min", pit), (GOAL, "max", lambda x, y, o: x == 3 and y == 2)],
-                         ids=["crash-min", "goal-max"])
+@pytest.mark.parametrize(
+    "prop,kind,target", [(CRASH, "min", pit), (GOAL, "max", lambda x, y, o: x == 3 and y == 2)], ids=["crash-min", "goal-max"]
+)
 @pytest.mark.parametrize("agg", ["max", "min", "mean"])
 def test_cells_equal_the_values_computed_by_hand(grid_model, prop, kind, target, agg):
     value, optimum = policy_values(target), optimum_values(target, kind)
     model = load_model(grid_model)
     r = risk_map(model, parsed(model, prop), POLICY, "x,y", MapOptions(agg=agg, optimum=kind))
-    assert r.states == {"mdp": len(optimum), "policy": len(value), "mdp_only": len(optimum) - len(value),
-                        "mdp_filtered": len(optimum), "policy_filtered": len(value)}
+    assert r.states == {
+        "mdp": len(optimum),
+        "policy": len(value),
+        "mdp_only": len(optimum) - len(value),
+        "mdp_filtered": len(optimum),
+        "policy_filtered": len(value),
+    }
     assert r.initial_value == pytest.approx(value[(0, 0, 0)], abs=1e-5)
     assert r.initial_optimum == pytest.approx(optimum[(0, 0, 0)], abs=1e-5)
     assert list(r.x_values) == [0, 1, 2, 3] and list(r.y_values) == [0, 1, 2]
     for (x, y), (v, o, g, o_all, n_pol, n_mdp) in expected_grids(value, optimum, kind, agg).items():
-        got = [cell(r.value, r, x, y), cell(r.optimum_value, r, x, y), cell(r.regret, r, x, y),
-               cell(r.optimum_all, r, x, y)]
-        for a, b in zip(got, [v, o, g, o_all]):
+        got = [cell(r.value, r, x, y), cell(r.optimum_value, r, x, y), cell(r.regret, r, x, y), cell(r.optimum_all, r, x, y)]
+        for a, b in zip(got, [v, o, g, o_all], strict=True):
             assert (a is None) == (b is None), (x, y)
             if b is not None:
                 assert a == pytest.approx(b, abs=1e-5), (x, y)
         assert (cell(r.policy_states, r, x, y), cell(r.mdp_states, r, x, y)) == (n_pol, n_mdp)
     # per state: the policy never beats the optimum
-    assert (r.state_value >= r.state_optimum - 1e-6).all() if kind == "min" else (r.state_value <= r.state_optimum + 1e-6).all()
+    assert (
+        (r.state_value >= r.state_optimum - 1e-6).all() if kind == "min" else (r.state_value <= r.state_optimum + 1e-6).all()
+    )
 
 
 def test_sets_of_states_wall_and_unreached_cells(grid_model):
@@ -201,22 +213,27 @@ def test_sets_of_states_wall_and_unreached_cells(grid_model):
     fig = r.figure()
     no_state, unreached = (s.mask for s in fig.shades)
     assert no_state.sum() == 1 and no_state[2, 1]
-    assert set(zip(*np.nonzero(unreached))) == {(1, 0), (2, 0)}
+    assert set(zip(*np.nonzero(unreached), strict=True)) == {(1, 0), (2, 0)}
 
 
-@pytest.mark.parametrize("where,keep", [
-    ("obs=1", lambda s: s[2] == 1),
-    ("obs == 0 and x >= 1", lambda s: s[2] == 0 and s[0] >= 1),
-    ("!(obs=1) | x+y>3", lambda s: s[2] != 1 or s[0] + s[1] > 3),
-])
+@pytest.mark.parametrize(
+    "where,keep",
+    [
+        ("obs=1", lambda s: s[2] == 1),
+        ("obs == 0 and x >= 1", lambda s: s[2] == 0 and s[0] >= 1),
+        ("!(obs=1) | x+y>3", lambda s: s[2] != 1 or s[0] + s[1] > 3),
+    ],
+)
 def test_where_filter(grid_model, where, keep):
     value, optimum = policy_values(pit), optimum_values(pit, "min")
     model = load_model(grid_model)
     r = risk_map(model, parsed(model, CRASH), POLICY, "x,y", MapOptions(agg="max", optimum="min", where=where))
     assert r.states["policy_filtered"] == sum(keep(s) for s in value)
     assert r.states["mdp_filtered"] == sum(keep(s) for s in optimum)
-    for (x, y), (v, o, g, o_all, n_pol, n_mdp) in expected_grids(value, optimum, "min", "max", keep).items():
-        for a, b in zip([cell(r.value, r, x, y), cell(r.regret, r, x, y), cell(r.optimum_all, r, x, y)], [v, g, o_all]):
+    for (x, y), (v, _o, g, o_all, _n_pol, _n_mdp) in expected_grids(value, optimum, "min", "max", keep).items():
+        for a, b in zip(
+            [cell(r.value, r, x, y), cell(r.regret, r, x, y), cell(r.optimum_all, r, x, y)], [v, g, o_all], strict=True
+        ):
             assert (a is None) == (b is None) and (b is None or a == pytest.approx(b, abs=1e-5)), (x, y, where)
 
 
@@ -227,9 +244,14 @@ def test_compile_where_is_a_restricted_language():
     assert f(vals, names).tolist() == [False, False, True]
     assert compile_where("1 <= x < 3 or done=true", names, ["done"])(vals, names).tolist() == [False, True, False]
     assert compile_where("true", names)(vals, names).tolist() == [True, True, True]
-    for bad, words in [("z=1", ["unknown variable 'z'", "x, y, done"]), ("x==", ["syntax error"]),
-                       ("__import__('os')", ["not allowed"]), ("x.real > 0", ["not allowed"]),
-                       ("x+1", ["not a condition"]), ("[x][0] = 1", ["not allowed"])]:
+    for bad, words in [
+        ("z=1", ["unknown variable 'z'", "x, y, done"]),
+        ("x==", ["syntax error"]),
+        ("__import__('os')", ["not allowed"]),
+        ("x.real > 0", ["not allowed"]),
+        ("x+1", ["not a condition"]),
+        ("[x][0] = 1", ["not allowed"]),
+    ]:
         with pytest.raises(OptionError) as err:
             compile_where(bad, names, ["done"])
         assert all(w in str(err.value) for w in words), (bad, str(err.value))
@@ -264,8 +286,12 @@ def test_bad_input_names_the_problem(grid_model):
 
 def test_several_initial_states_are_refused(tmp_path: Path):
     path = tmp_path / "two_inits.prism"
-    path.write_text(GRID.replace("x : [0..3] init 0;", "x : [0..3];").replace("y : [0..2] init 0;", "y : [0..2];")
-                    .replace("obs : [0..1] init 0;", "obs : [0..1];").replace("module grid", "init x=0 & y=0 endinit\nmodule grid"))
+    path.write_text(
+        GRID.replace("x : [0..3] init 0;", "x : [0..3];")
+        .replace("y : [0..2] init 0;", "y : [0..2];")
+        .replace("obs : [0..1] init 0;", "obs : [0..1];")
+        .replace("module grid", "init x=0 & y=0 endinit\nmodule grid")
+    )
     with pytest.raises(RlverifyError) as err:
         model = load_model(path)
         risk_map(model, parsed(model, CRASH), POLICY, "x,y", MapOptions(optimum="min"))
@@ -278,8 +304,12 @@ def policy_file(tmp_path_factory):
     import inspect
 
     path = tmp_path_factory.mktemp("policy") / "pi.py"
-    path.write_text("import numpy as np\nFEATURES = ['x', 'y', 'obs']\nACTIONS = " + repr(ACTIONS) + "\n\n"
-                    + "\n".join(inspect.getsource(f) for f in (pit, stop, actions, policy_probs, pi)))
+    path.write_text(
+        "import numpy as np\nFEATURES = ['x', 'y', 'obs']\nACTIONS = "
+        + repr(ACTIONS)
+        + "\n\n"
+        + "\n".join(inspect.getsource(f) for f in (pit, stop, actions, policy_probs, pi))
+    )
     return path
 
 
@@ -288,8 +318,25 @@ def test_cli_png_and_json(grid_model, policy_file, tmp_path, capsys):
 
     png, cells = tmp_path / "risk.png", tmp_path / "cells.json"
     pol = policy_file
-    argv = ["map", str(grid_model), "-p", CRASH, "--policy", f"{pol}:pi", "--map", "x,y", "--optimum", "min",
-            "--agg", "mean", "--y-down", "--out", str(png), "--out", str(cells)]
+    argv = [
+        "map",
+        str(grid_model),
+        "-p",
+        CRASH,
+        "--policy",
+        f"{pol}:pi",
+        "--map",
+        "x,y",
+        "--optimum",
+        "min",
+        "--agg",
+        "mean",
+        "--y-down",
+        "--out",
+        str(png),
+        "--out",
+        str(cells),
+    ]
     assert main(argv) == 0
     image = np.asarray(Image.open(png).convert("RGB"), dtype=np.float64)
     model = load_model(grid_model)
@@ -303,28 +350,29 @@ def test_cli_png_and_json(grid_model, policy_file, tmp_path, capsys):
     assert data["optimum"] == "min" and data["agg"] == "mean" and data["x"] == "x" and data["y"] == "y"
     assert data["x_values"] == [0, 1, 2, 3] and data["y_values"] == [0, 1, 2]
     value, optimum = policy_values(pit), optimum_values(pit, "min")
-    for (x, y), (v, o, g, o_all, n_pol, n_mdp) in expected_grids(value, optimum, "min", "mean").items():
+    for (x, y), (v, _o, _g, _o_all, n_pol, n_mdp) in expected_grids(value, optimum, "min", "mean").items():
         got = data["grid"]["value"][y][x]
         assert (got is None) == (v is None) and (v is None or got == pytest.approx(v, abs=1e-5))
         assert data["grid"]["policy_states"][y][x] == n_pol and data["grid"]["mdp_states"][y][x] == n_mdp
     assert data["states"]["policy"] == len(value) and data["states"]["mdp"] == len(optimum)
     # --json prints the same grid
     capsys.readouterr()
-    assert main(argv[:-4] + ["--json"]) == 0
+    assert main([*argv[:-4], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["grid"] == data["grid"]
 
 
 def test_cli_bad_input_exit_2(grid_model, policy_file, capsys):
     base = ["map", str(grid_model), "-p", CRASH, "--policy", f"{policy_file}:pi"]
-    for extra, words in [(["--map", "x,q", "--optimum", "min"], ["unknown variable 'q'", "x, y, obs"]),
-                         (["--map", "x,y", "--optimum", "min", "--where", "x=(1"], ["syntax error"]),
-                         (["--map", "x,y", "--optimum", "min", "--where", "q=1"], ["unknown variable 'q'"]),
-                         (["--map", "x,y"], ["--optimum"])]:
+    for extra, words in [
+        (["--map", "x,q", "--optimum", "min"], ["unknown variable 'q'", "x, y, obs"]),
+        (["--map", "x,y", "--optimum", "min", "--where", "x=(1"], ["syntax error"]),
+        (["--map", "x,y", "--optimum", "min", "--where", "q=1"], ["unknown variable 'q'"]),
+        (["--map", "x,y"], ["--optimum"]),
+    ]:
         capsys.readouterr()
         assert main(base + extra) == 2, extra
         err = " ".join(capsys.readouterr().err.split())
         assert all(w in err for w in words), (extra, err)
-
 
 
 def test_the_map_reads_a_given_chain_and_optimum(grid_model, monkeypatch):

@@ -102,14 +102,15 @@ def chain(choice: dict, unavailable: str) -> np.ndarray:
             p = np.where(avail, p, 0.0) / p[avail].sum()
         else:
             P[i, n] += p[~avail].sum()
-        for a, pa in zip(ACTIONS, p):
+        for a, pa in zip(ACTIONS, p, strict=True):
             for q, cell in moves.get(a, []):
                 P[i, CELLS.index(cell)] += pa * q
     return P
 
 
-def brute_force(policy, epsilon: int, norm: str, perturb: tuple[str, ...], label: str,
-                unavailable: str = "stall") -> tuple[float, float, float]:
+def brute_force(
+    policy, epsilon: int, norm: str, perturb: tuple[str, ...], label: str, unavailable: str = "stall"
+) -> tuple[float, float, float]:
     """(nominal, max, min) of P(F label) over every memoryless deterministic adversary."""
     options = {}
     for cell in CELLS:
@@ -132,7 +133,7 @@ def brute_force(policy, epsilon: int, norm: str, perturb: tuple[str, ...], label
     cells = list(options)
     values = []
     for pick in itertools.product(*(range(len(options[c])) for c in cells)):
-        values.append(reach(chain({c: options[c][k] for c, k in zip(cells, pick)}, unavailable), target)[start])
+        values.append(reach(chain({c: options[c][k] for c, k in zip(cells, pick, strict=True)}, unavailable), target)[start])
     nominal = reach(chain({c: options[c][0] for c in cells}, unavailable), target)[start]
     return nominal, max(values), min(values)
 
@@ -166,12 +167,16 @@ def test_l1_is_a_smaller_budget_than_linf_and_brute_force_tells_them_apart(grid,
 @pytest.mark.parametrize("unavailable", ["stall", "renormalize"])
 def test_feature_mask_perturbs_only_the_named_features(grid, tmp_path, unavailable):
     policy = network_policy(tmp_path, 4)
-    r = robustness(grid, parsed(grid, 'P=? [F "goal"]'), policy,
-                   RobustnessOptions(epsilon=1, perturb=("x",), unavailable=unavailable))
+    r = robustness(
+        grid, parsed(grid, 'P=? [F "goal"]'), policy, RobustnessOptions(epsilon=1, perturb=("x",), unavailable=unavailable)
+    )
     nominal, hi, lo = brute_force(policy, 1, "linf", ("x",), "goal", unavailable)
     assert r.perturbed == ("x",) and r.perturbations_per_state == 3
-    assert (r.nominal, r.pmax, r.pmin) == (pytest.approx(nominal, abs=1e-6), pytest.approx(hi, abs=1e-6),
-                                          pytest.approx(lo, abs=1e-6))
+    assert (r.nominal, r.pmax, r.pmin) == (
+        pytest.approx(nominal, abs=1e-6),
+        pytest.approx(hi, abs=1e-6),
+        pytest.approx(lo, abs=1e-6),
+    )
     for p in r.worst_perturbations:
         assert set(p["offset"]) == {"x"}
 
@@ -195,12 +200,13 @@ def test_step_bounded_worst_case_brackets_every_memoryless_adversary(grid, tmp_p
     options = {}
     for cell in CELLS:
         if cell not in STOP:
-            seen = sorted({(min(max(cell[0] + dx, 0), 2), min(max(cell[1] + dy, 0), 1))
-                           for dx in (-1, 0, 1) for dy in (-1, 0, 1)})
+            seen = sorted(
+                {(min(max(cell[0] + dx, 0), 2), min(max(cell[1] + dy, 0), 1)) for dx in (-1, 0, 1) for dy in (-1, 0, 1)}
+            )
             options[cell] = list(policy.action_probabilities(np.array(seen, dtype=float)))
     start, target = CELLS.index((0, 0)), np.array([c == (1, 1) for c in CELLS] + [False])
     for pick in itertools.product(*(range(len(v)) for v in options.values())):
-        P = chain({c: options[c][k] for c, k in zip(options, pick)}, "stall")
+        P = chain({c: options[c][k] for c, k in zip(options, pick, strict=True)}, "stall")
         v = target.astype(float)
         for _ in range(3):
             v = np.where(target, 1.0, P @ v)
@@ -239,7 +245,10 @@ def test_fgsm_perturbations_are_admissible(grid, tmp_path):
     mlp = policy.network()
     adv = fgsm(policy, x, 1, "linf", np.array([0, 1]), low, high)
     a = np.argmax(mlp(x), axis=1)
-    loss = lambda z: -np.log(np.exp(z - z.max(1, keepdims=True))[np.arange(len(z)), a] / np.exp(z - z.max(1, keepdims=True)).sum(1))
+
+    def loss(z):
+        return -np.log(np.exp(z - z.max(1, keepdims=True))[np.arange(len(z)), a] / np.exp(z - z.max(1, keepdims=True)).sum(1))
+
     assert (loss(mlp(adv)) >= loss(mlp(x)) - 1e-9).sum() >= 3
 
 
@@ -272,7 +281,7 @@ def vertices(lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
         others = [i for i in range(n) if i != free]
         for bits in itertools.product((0, 1), repeat=len(others)):
             p = np.zeros(n)
-            for i, b in zip(others, bits):
+            for i, b in zip(others, bits, strict=True):
                 p[i] = hi[i] if b else lo[i]
             p[free] = 1.0 - p.sum()
             if lo[free] - 1e-12 <= p[free] <= hi[free] + 1e-12 and not any(np.allclose(p, q) for q in out):
@@ -313,21 +322,30 @@ def test_model_error_bounds_equal_brute_force_over_vertices(tmp_path, delta, rel
     r = model_error_bounds(model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=delta, relative=relative))
     per_action = walk_intervals(pi, delta, relative)
     # the interval chain: pi-weighted intervals; brute force over the vertices of each row
-    rows = {x: (pi[0] * per_action[x, "right"][0] + pi[1] * per_action[x, "left"][0],
-                pi[0] * per_action[x, "right"][1] + pi[1] * per_action[x, "left"][1]) for x in (1, 2, 3)}
+    rows = {
+        x: (
+            pi[0] * per_action[x, "right"][0] + pi[1] * per_action[x, "left"][0],
+            pi[0] * per_action[x, "right"][1] + pi[1] * per_action[x, "left"][1],
+        )
+        for x in (1, 2, 3)
+    }
     support = {x: np.flatnonzero(rows[x][1] > 0) for x in rows}
     verts = {x: vertices(rows[x][0][support[x]], rows[x][1][support[x]]) for x in rows}
     values = []
     for pick in itertools.product(*(verts[x] for x in (1, 2, 3))):
         full = {}
-        for x, v in zip((1, 2, 3), pick):
+        for x, v in zip((1, 2, 3), pick, strict=True):
             full[x] = np.zeros(5)
             full[x][support[x]] = v
         values.append(walk_value(full))
     assert r.lower == pytest.approx(min(values), abs=1e-6)
     assert r.upper == pytest.approx(max(values), abs=1e-6)
-    nominal = walk_value({x: sum(pi[i] * sum(np.eye(5)[x + dx] * p for p, dx in WALK_MOVES[a])
-                                 for i, a in enumerate(("right", "left"))) for x in (1, 2, 3)})
+    nominal = walk_value(
+        {
+            x: sum(pi[i] * sum(np.eye(5)[x + dx] * p for p, dx in WALK_MOVES[a]) for i, a in enumerate(("right", "left")))
+            for x in (1, 2, 3)
+        }
+    )
     assert r.nominal == pytest.approx(nominal, abs=1e-6)
     assert r.lower <= r.nominal <= r.upper
     # sound for the real uncertainty: every model with per-action probabilities in their intervals
@@ -336,7 +354,7 @@ def test_model_error_bounds_equal_brute_force_over_vertices(tmp_path, delta, rel
     keys = sorted(action_verts)
     for pick in itertools.product(*(action_verts[k] for k in keys)):
         rows_m = {x: np.zeros(5) for x in (1, 2, 3)}
-        for (x, a), v in zip(keys, pick):
+        for (x, a), v in zip(keys, pick, strict=True):
             full = np.zeros(5)
             full[per_action[x, a][1] > 0] = v
             rows_m[x] += pi[0 if a == "right" else 1] * full
@@ -350,7 +368,7 @@ def test_model_error_bounds_equal_brute_force_over_vertices(tmp_path, delta, rel
         for pick in itertools.product(*(verts[x] for x in (1, 2, 3))):
             P = np.zeros((5, 5))
             P[0, 0] = P[4, 4] = 1.0
-            for x, v in zip((1, 2, 3), pick):
+            for x, v in zip((1, 2, 3), pick, strict=True):
                 P[x, support[x]] = v
             val = (np.arange(5) == 4).astype(float)
             for _ in range(6):
@@ -366,7 +384,9 @@ def test_model_error_only_for_chosen_actions(tmp_path):
 
     policy = CallablePolicy(lambda s: np.tile([0.55, 0.45], (len(s), 1)), ["x"], ["right", "left"], name="fixed")
     everything = model_error_bounds(model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=0.05))
-    right = model_error_bounds(model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=0.05, actions=("right",)))
+    right = model_error_bounds(
+        model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=0.05, actions=("right",))
+    )
     assert everything.lower < right.lower <= right.nominal <= right.upper < everything.upper
     zero = model_error_bounds(model, parsed(model, 'P=? [F "goal"]'), policy, ModelErrorOptions(delta=0.0))
     assert zero.lower == pytest.approx(zero.nominal, abs=1e-8) and zero.upper == pytest.approx(zero.nominal, abs=1e-8)
@@ -383,7 +403,7 @@ def test_bad_input_is_named(grid, tmp_path):
         robustness(grid, parsed(grid, 'P=? [F "goal"]'), policy, RobustnessOptions(epsilon=0.5))  # type: ignore[arg-type]
     with pytest.raises(OptionError, match="non-negative integer"):
         robustness(grid, parsed(grid, 'P=? [F "goal"]'), policy, RobustnessOptions(epsilon=-1))
-    with pytest.raises(OptionError, match="'z' is not a feature.*did you mean|'z' is not a feature"):
+    with pytest.raises(OptionError, match=r"'z' is not a feature.*did you mean|'z' is not a feature"):
         robustness(grid, parsed(grid, 'P=? [F "goal"]'), policy, RobustnessOptions(perturb=("z",)))
     with pytest.raises(PropertyError, match="probability properties"):
         robustness(grid, parsed(grid, 'Pmax=? [F "goal"]'), policy)

@@ -55,7 +55,7 @@ def test_step_bounded_signed_rewards_and_the_monolithic_refusal(tmp_path):
     with pytest.raises(PropertyError, match="negative rewards; Storm's Rmin/Rmax"):
         verify_exact(path, 'Rmax=? [F "goal"]', None, ExactOptions(mode="monolithic"))
     # Rmax over C<=2: go at x=0 twice (2 + E) vs stay: stay pays nothing; best = 2 + 0.5*2 + 0.5*max(-1, 0)
-    r = verify_exact(path, 'Rmax=? [C<=2]', None, ExactOptions(mode="monolithic"))
+    r = verify_exact(path, "Rmax=? [C<=2]", None, ExactOptions(mode="monolithic"))
     assert r.pmax == pytest.approx(2 + 0.5 * 2 + 0.5 * 0)
 
 

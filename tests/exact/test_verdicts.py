@@ -54,7 +54,7 @@ rewards "r"
   x=2 : 3;
 endrewards
 """
-T = {(0, "a"): {1: .5, 2: .5}, (0, "b"): {2: .9, 3: .1}, (1, "a"): {3: .5, 0: .5}, (2, "a"): {3: .7, 0: .3}}
+T = {(0, "a"): {1: 0.5, 2: 0.5}, (0, "b"): {2: 0.9, 3: 0.1}, (1, "a"): {3: 0.5, 0: 0.5}, (2, "a"): {3: 0.7, 0: 0.3}}
 STATE_R = {1: 1, 2: 3}
 ACTION_R = {(0, "a"): 2, (0, "b"): 1}
 PI = {0: {"a": 0.3, "b": 0.7}, 1: {"a": 1.0}, 2: {"a": 1.0}}
@@ -74,15 +74,22 @@ endrewards
 """
 
 ONE_ACTION = "import numpy as np\nFEATURES = ['x']\nACTIONS = ['go']\ndef pi(s):\n    return np.ones((len(s), 1))\n"
-TWO_ACTIONS = ("import numpy as np\nFEATURES = ['x']\nACTIONS = ['a', 'b']\ndef pi(s):\n"
-               "    out = np.tile([1.0, 0.0], (len(s), 1))\n    out[s[:, 0] == 0] = [0.3, 0.7]\n    return out\n")
+TWO_ACTIONS = (
+    "import numpy as np\nFEATURES = ['x']\nACTIONS = ['a', 'b']\ndef pi(s):\n"
+    "    out = np.tile([1.0, 0.0], (len(s), 1))\n    out[s[:, 0] == 0] = [0.3, 0.7]\n    return out\n"
+)
 
 
 @pytest.fixture()
 def files(tmp_path: Path) -> dict[str, Path]:
     out = {}
-    for name, text in (("underflow.prism", UNDERFLOW), ("rewards.prism", REWARDS), ("geometric.prism", GEOMETRIC),
-                       ("one.py", ONE_ACTION), ("two.py", TWO_ACTIONS)):
+    for name, text in (
+        ("underflow.prism", UNDERFLOW),
+        ("rewards.prism", REWARDS),
+        ("geometric.prism", GEOMETRIC),
+        ("one.py", ONE_ACTION),
+        ("two.py", TWO_ACTIONS),
+    ):
         out[name] = tmp_path / name
         out[name].write_text(text)
     return out
@@ -101,17 +108,28 @@ def pmin_pmax_within(steps: int) -> tuple[float, float]:
     """Pmin/Pmax of F<=steps goal on REWARDS by backward induction (hand-checkable: 0.6 and 0.757 for 3 steps)."""
     lo = hi = {s: float(s == 3) for s in range(4)}
     for _ in range(steps):
+
         def q(v: dict[int, float], s: int, a: str) -> float:
             return sum(p * v[t] for t, p in T[(s, a)].items())
-        lo = {s: 1.0 if s == 3 else min(q(lo, s, a) for a in PI[s]) if s else min(q(lo, 0, "a"), q(lo, 0, "b"))
-              for s in range(4)}
-        hi = {s: 1.0 if s == 3 else max(q(hi, s, a) for a in PI[s]) if s else max(q(hi, 0, "a"), q(hi, 0, "b"))
-              for s in range(4)}
+
+        lo = {
+            s: 1.0 if s == 3 else min(q(lo, s, a) for a in PI[s]) if s else min(q(lo, 0, "a"), q(lo, 0, "b")) for s in range(4)
+        }
+        hi = {
+            s: 1.0 if s == 3 else max(q(hi, s, a) for a in PI[s]) if s else max(q(hi, 0, "a"), q(hi, 0, "b")) for s in range(4)
+        }
     return lo[0], hi[0]
 
 
-@pytest.mark.parametrize("text,asked", [('Pmin=? [F<=3 "goal"]', "min"), ('Pmax=? [F<=3 "goal"]', "max"),
-                                        ('P>=0.5 [F<=3 "goal"]', "min"), ('P<=0.7 [F<=3 "goal"]', "max")])
+@pytest.mark.parametrize(
+    "text,asked",
+    [
+        ('Pmin=? [F<=3 "goal"]', "min"),
+        ('Pmax=? [F<=3 "goal"]', "max"),
+        ('P>=0.5 [F<=3 "goal"]', "min"),
+        ('P<=0.7 [F<=3 "goal"]', "max"),
+    ],
+)
 def test_monolithic_json_value_is_the_optimum_asked_for(capsys, files, text, asked) -> None:
     pmin, pmax = pmin_pmax_within(3)
     assert (pmin, pmax) == pytest.approx((0.6, 0.757))
@@ -137,13 +155,24 @@ def test_monolithic_api_value_is_pmin_for_pmin(files) -> None:
 
 
 @pytest.mark.parametrize("strategy", ["merged", "full", "onthefly"])
-@pytest.mark.parametrize("text,expected", [
-    ('P>0 [F<=8 "goal"]', True), ('P<=0 [F<=8 "goal"]', False), ('P>0 [F "goal"]', True), ('P<=0 [F "goal"]', False),
-    ('P<1 [F "goal"]', True), ('P>=1 [F "goal"]', False), ('P>=0.5 [F<=8 "goal"]', False), ('P<=1 [F<=8 "goal"]', True),
-    ('P>0 [F<=1 "goal"]', False)])  # the goal is 2 steps away
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ('P>0 [F<=8 "goal"]', True),
+        ('P<=0 [F<=8 "goal"]', False),
+        ('P>0 [F "goal"]', True),
+        ('P<=0 [F "goal"]', False),
+        ('P<1 [F "goal"]', True),
+        ('P>=1 [F "goal"]', False),
+        ('P>=0.5 [F<=8 "goal"]', False),
+        ('P<=1 [F<=8 "goal"]', True),
+        ('P>0 [F<=1 "goal"]', False),
+    ],
+)  # the goal is 2 steps away
 def test_qualitative_verdicts_on_the_policy_chain_follow_graph_analysis(capsys, files, strategy, text, expected) -> None:
-    code, data, err = verify(capsys, str(files["underflow.prism"]), "-p", text, "--policy", f"{files['one.py']}:pi",
-                             "--strategy", strategy)
+    code, data, err = verify(
+        capsys, str(files["underflow.prism"]), "-p", text, "--policy", f"{files['one.py']}:pi", "--strategy", strategy
+    )
     assert code == 0, err
     assert data["satisfied"] is expected
     assert 0.0 <= data["value"] <= 1.0
@@ -152,10 +181,18 @@ def test_qualitative_verdicts_on_the_policy_chain_follow_graph_analysis(capsys, 
         assert data["upper"] < 1e-250  # the value is 1e-600: only an absolute bound exists
 
 
-@pytest.mark.parametrize("text,expected", [
-    ('P>0 [F<=8 "goal"]', True), ('P<=0 [F<=8 "goal"]', False), ('Pmax>0 [F "goal"]', True),
-    ('Pmin>0 [F "goal"]', True), ('P<=0 [F "goal"]', False), ('Pmax>=1 [F "goal"]', False),
-    ('P>0 [F<=1000000000 "goal"]', True)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ('P>0 [F<=8 "goal"]', True),
+        ('P<=0 [F<=8 "goal"]', False),
+        ('Pmax>0 [F "goal"]', True),
+        ('Pmin>0 [F "goal"]', True),
+        ('P<=0 [F "goal"]', False),
+        ('Pmax>=1 [F "goal"]', False),
+        ('P>0 [F<=1000000000 "goal"]', True),
+    ],
+)
 def test_qualitative_verdicts_in_monolithic_mode_follow_graph_analysis(capsys, files, text, expected) -> None:
     code, data, err = verify(capsys, str(files["underflow.prism"]), "-p", text, "--mode", "monolithic")
     assert code == 0, err
@@ -166,8 +203,9 @@ def test_qualitative_verdicts_in_monolithic_mode_follow_graph_analysis(capsys, f
 
 def test_verdict_is_undecided_when_the_bracket_contains_the_threshold(capsys, files) -> None:
     # P(F{"r"}<=5 goal) = 0.70948 exactly (dynamic program below); Storm's sound bracket contains it
-    code, data, err = verify(capsys, str(files["rewards.prism"]), "-p", 'P>=0.70948 [F{"r"}<=5 "goal"]', "--policy",
-                             f"{files['two.py']}:pi")
+    code, data, err = verify(
+        capsys, str(files["rewards.prism"]), "-p", 'P>=0.70948 [F{"r"}<=5 "goal"]', "--policy", f"{files['two.py']}:pi"
+    )
     assert code == 0, err
     assert data["satisfied"] is None
     assert any("undecided" in w and "0.70948" in w and "--precision" in w for w in data["warnings"])
@@ -199,7 +237,7 @@ def test_ranks_are_exact_step_counts() -> None:
     from rlverify.exact.checking import ranks
 
     # 0 -> {1, 2}, 1 -> 3, 2 -> 2 (sink), 3 target
-    m = sp.csr_matrix(np.array([[0, .5, .5, 0], [0, 0, 0, 1.], [0, 0, 1., 0], [0, 0, 0, 1.]]))
+    m = sp.csr_matrix(np.array([[0, 0.5, 0.5, 0], [0, 0, 0, 1.0], [0, 0, 1.0, 0], [0, 0, 0, 1.0]]))
     allowed, target = np.ones(4, bool), np.array([0, 0, 0, 1], bool)
     assert ranks(m, None, allowed, target, all_choices=False, all_successors=False, limit=10).tolist() == [2, 1, -1, 0]
     assert ranks(m, None, allowed, target, all_choices=False, all_successors=True, limit=10).tolist() == [-1, 1, -1, 0]
@@ -210,8 +248,13 @@ def test_ranks_are_exact_step_counts() -> None:
 
 
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rlverify.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": SRC})
+    return subprocess.run(
+        [sys.executable, "-m", "rlverify.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
 
 
 @pytest.mark.parametrize("mode", ["stochastic", "monolithic"])
@@ -229,8 +272,9 @@ def test_a_huge_step_bound_answers_fast(files, mode) -> None:
 
 
 def test_a_huge_cumulative_reward_bound_is_refused_up_front(files) -> None:
-    done = run_cli("verify", str(files["geometric.prism"]), "-p", 'R{"steps"}=? [C<=1000000000000]', "--policy",
-                   f"{files['one.py']}:pi")
+    done = run_cli(
+        "verify", str(files["geometric.prism"]), "-p", 'R{"steps"}=? [C<=1000000000000]', "--policy", f"{files['one.py']}:pi"
+    )
     assert done.returncode == 2, done.stderr
     assert "--max-work" in done.stderr and "1,000,000,000,000" in done.stderr
     assert "Traceback" not in done.stderr
@@ -238,16 +282,32 @@ def test_a_huge_cumulative_reward_bound_is_refused_up_front(files) -> None:
 
 def test_the_step_budget_refuses_with_the_bracket_reached(capsys, files) -> None:
     # a budget of 20 multiply-adds (4 steps): no fixed point and not within the precision yet
-    code, _, err = verify(capsys, str(files["geometric.prism"]), "-p", 'P=? [F<=100000 "goal"]', "--policy",
-                          f"{files['one.py']}:pi", "--max-work", "20")
+    code, _, err = verify(
+        capsys,
+        str(files["geometric.prism"]),
+        "-p",
+        'P=? [F<=100000 "goal"]',
+        "--policy",
+        f"{files['one.py']}:pi",
+        "--max-work",
+        "20",
+    )
     assert code == 2
     assert "--max-work" in err and "100,000" in err
 
 
 def test_explain_count_is_bounded(files) -> None:
     # the chain has infinitely many paths to the goal (a self-loop): a search for 1e9 of them never ended
-    done = run_cli("verify", str(files["geometric.prism"]), "-p", 'P=? [F "goal"]', "--policy",
-                   f"{files['one.py']}:pi", "--explain", "1000000000")
+    done = run_cli(
+        "verify",
+        str(files["geometric.prism"]),
+        "-p",
+        'P=? [F "goal"]',
+        "--policy",
+        f"{files['one.py']}:pi",
+        "--explain",
+        "1000000000",
+    )
     assert done.returncode == 2
     assert "--explain" in done.stderr and "10,000" in done.stderr
 
@@ -292,9 +352,10 @@ def at_least(s: int, need: int, optimum: str | None, depth: int = 0) -> float:
     return (min if optimum == "min" else max)(q(a) for a in actions)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ('P=? [F{"r"}<=5 "goal"]', lambda: within(0, 5, None)),
-    ('P=? [true Urew{"r"}>=5 "goal"]', lambda: at_least(0, 5, None))])
+@pytest.mark.parametrize(
+    "text,expected",
+    [('P=? [F{"r"}<=5 "goal"]', lambda: within(0, 5, None)), ('P=? [true Urew{"r"}>=5 "goal"]', lambda: at_least(0, 5, None))],
+)
 def test_reward_bounded_until_on_the_policy_chain(capsys, files, text, expected) -> None:
     value = expected()
     assert value == pytest.approx(0.70948 if "<=" in text else 0.40875, rel=1e-9)  # by hand, too
@@ -306,10 +367,14 @@ def test_reward_bounded_until_on_the_policy_chain(capsys, files, text, expected)
     assert data["lower"] <= value <= data["upper"]
 
 
-@pytest.mark.parametrize("text,expected", [
-    ('Pmax=? [F{"r"}<=5 "goal"]', lambda: within(0, 5, "max")),
-    ('Pmin=? [F{"r"}<=5 "goal"]', lambda: within(0, 5, "min")),
-    ('Pmin=? [true Urew{"r"}>=5 "goal"]', lambda: at_least(0, 5, "min"))])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ('Pmax=? [F{"r"}<=5 "goal"]', lambda: within(0, 5, "max")),
+        ('Pmin=? [F{"r"}<=5 "goal"]', lambda: within(0, 5, "min")),
+        ('Pmin=? [true Urew{"r"}>=5 "goal"]', lambda: at_least(0, 5, "min")),
+    ],
+)
 def test_reward_bounded_until_in_monolithic_mode(capsys, files, text, expected) -> None:
     value = expected()
     code, data, err = verify(capsys, str(files["rewards.prism"]), "-p", text, "--mode", "monolithic")

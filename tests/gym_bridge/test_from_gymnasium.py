@@ -29,8 +29,12 @@ from rlverify.resolve import resolve
 def outcomes(env):
     """``[(s, a, p, s2, r, terminated)]`` straight from ``env.unwrapped.P``."""
     u = env.unwrapped
-    return [(s, a, float(p), int(s2), float(r), bool(t))
-            for s in range(u.observation_space.n) for a in range(u.action_space.n) for p, s2, r, t in u.P[s][a]]
+    return [
+        (s, a, float(p), int(s2), float(r), bool(t))
+        for s in range(u.observation_space.n)
+        for a in range(u.action_space.n)
+        for p, s2, r, t in u.P[s][a]
+    ]
 
 
 def chain(env, pi, event):
@@ -94,8 +98,12 @@ def goal_of(env):
 
 def table_policy(model, pi):
     """The policy ``pi[s]`` over the model's interface (feature ``s``, action names)."""
-    return CallablePolicy(lambda st: pi[np.rint(st[:, 0]).astype(int)], model.policy_interface["features"],
-                          model.policy_interface["actions"], name="table")
+    return CallablePolicy(
+        lambda st: pi[np.rint(st[:, 0]).astype(int)],
+        model.policy_interface["features"],
+        model.policy_interface["actions"],
+        name="table",
+    )
 
 
 def random_policy(S, A, seed):
@@ -150,7 +158,7 @@ def test_custom_desc_map_non_slippery():
     assert mono.pmax == pytest.approx(1.0)
     assert verify_exact(model, 'Pmax=? [F<=3 "goal"]', None, ExactOptions(mode="monolithic")).pmax == 0.0
     # decoded features are the cell's row/col
-    r = verify_exact(model, 'P=? [F row=2 & col=2]', policy, OPTS)
+    r = verify_exact(model, "P=? [F row=2 & col=2]", policy, OPTS)
     assert r.value == pytest.approx(reach(M, b)[0], rel=1e-7)
 
 
@@ -243,10 +251,11 @@ class TwoStates(gym.Env):
     def __init__(self):
         self.observation_space = spaces.Discrete(3)
         self.action_space = spaces.Discrete(2)
-        self.P = {0: {0: [(0.25, 1, 0.0, False), (0.5, 0, 0.0, False), (0.25, 1, 0.0, False)],
-                      1: [(1.0, 2, 1.0, True)]},
-                  1: {0: [(1.0, 2, 5.0, True)], 1: [(1.0, 1, 0.0, False)]},
-                  2: {0: [(1.0, 2, 0.0, True)], 1: [(1.0, 2, 0.0, True)]}}
+        self.P = {
+            0: {0: [(0.25, 1, 0.0, False), (0.5, 0, 0.0, False), (0.25, 1, 0.0, False)], 1: [(1.0, 2, 1.0, True)]},
+            1: {0: [(1.0, 2, 5.0, True)], 1: [(1.0, 1, 0.0, False)]},
+            2: {0: [(1.0, 2, 0.0, True)], 1: [(1.0, 2, 0.0, True)]},
+        }
         self.initial_state_distrib = np.array([1.0, 0.0, 0.0])
 
 
@@ -285,8 +294,9 @@ def test_env_kwargs_forms():
 
 
 def test_front_door_resolves_gym_targets_with_env_kwargs():
-    t = resolve("gym:FrozenLake-v1", env_kwargs="map_name=8x8,is_slippery=false", property='P=? [F "goal"]',
-                needs_policy=False)
+    t = resolve(
+        "gym:FrozenLake-v1", env_kwargs="map_name=8x8,is_slippery=false", property='P=? [F "goal"]', needs_policy=False
+    )
     assert t.kind == "prism" and t.name.startswith("gym:FrozenLake-v1 (") and "map_name=8x8" in t.name
     assert t.model.env_kwargs["is_slippery"] is False
     with pytest.raises(OptionError, match="--env-kwargs"):
@@ -295,13 +305,17 @@ def test_front_door_resolves_gym_targets_with_env_kwargs():
         resolve("gym:FrozenLake-v1", constants="is_slippery=false", needs_policy=False)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["gym:FrozenLak-v1"], "FrozenLake"),
-    (["gym:FrozenLake-v1", "--env-kwargs", "foo=1"], "--env-kwargs"),
-    (["gym:FrozenLake-v1", "--env-kwargs", "map_name"], "NAME=VALUE"),
-    (["gym:CartPole-v1"], "unwrapped.P"),
-    (["gym:FrozenLake-v1", "-p", 'P=? [F "gold"]'], "goal"),
-], ids=["unknown-id", "unknown-kwarg", "malformed-kwargs", "no-finite-model", "unknown-label"])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["gym:FrozenLak-v1"], "FrozenLake"),
+        (["gym:FrozenLake-v1", "--env-kwargs", "foo=1"], "--env-kwargs"),
+        (["gym:FrozenLake-v1", "--env-kwargs", "map_name"], "NAME=VALUE"),
+        (["gym:CartPole-v1"], "unwrapped.P"),
+        (["gym:FrozenLake-v1", "-p", 'P=? [F "gold"]'], "goal"),
+    ],
+    ids=["unknown-id", "unknown-kwarg", "malformed-kwargs", "no-finite-model", "unknown-label"],
+)
 def test_cli_bad_gym_input_exits_2(capsys, args, message):
     argv = ["verify", *args] + ([] if "-p" in args else ["-p", 'P=? [F "goal"]']) + ["--mode", "monolithic"]
     assert main(argv) == 2
@@ -316,8 +330,9 @@ def test_sb3_ppo_trained_on_frozenlake_verifies_through_the_cli(tmp_path, capsys
     sb3 = pytest.importorskip("stable_baselines3")
     torch = pytest.importorskip("torch")
     env = gym.make("FrozenLake-v1")
-    ppo = sb3.PPO("MlpPolicy", env, n_steps=256, batch_size=64, n_epochs=2, seed=0, device="cpu",
-                  policy_kwargs={"net_arch": [16]})
+    ppo = sb3.PPO(
+        "MlpPolicy", env, n_steps=256, batch_size=64, n_epochs=2, seed=0, device="cpu", policy_kwargs={"net_arch": [16]}
+    )
     ppo.learn(total_timesteps=2048)
     path = tmp_path / "ppo.zip"
     ppo.save(str(path))
@@ -327,16 +342,32 @@ def test_sb3_ppo_trained_on_frozenlake_verifies_through_the_cli(tmp_path, capsys
         pi = ppo.policy.get_distribution(obs).distribution.probs.double().numpy()
     M, b, _ = chain(env, pi, goal_of(env))
     expected = reach(M, b)[0]
-    code = main(["verify", "gym:FrozenLake-v1", "--policy", str(path), "--property", 'P=? [F "goal"]', "--json",
-                 "--precision", "1e-9"])
+    code = main(
+        ["verify", "gym:FrozenLake-v1", "--policy", str(path), "--property", 'P=? [F "goal"]', "--json", "--precision", "1e-9"]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     result = json.loads(out.out)
     assert result["value"] == pytest.approx(expected, rel=1e-6)
     assert result["states"] <= 16
     # the statistical engine on the same target agrees (99.9% interval covers the exact value)
-    code = main(["simulate", "gym:FrozenLake-v1", "--policy", str(path), "--property", 'P=? [F "goal"]', "--json",
-                 "--runs", "4000", "--delta", "0.001", "--seed", "3"])
+    code = main(
+        [
+            "simulate",
+            "gym:FrozenLake-v1",
+            "--policy",
+            str(path),
+            "--property",
+            'P=? [F "goal"]',
+            "--json",
+            "--runs",
+            "4000",
+            "--delta",
+            "0.001",
+            "--seed",
+            "3",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     lo, hi = json.loads(out.out)["interval"]

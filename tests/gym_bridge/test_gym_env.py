@@ -151,7 +151,8 @@ def test_terminal_expression_and_label_give_the_same_states(avoid_small):
         m = dyn.model
         v = {name: m.valuations[:, i] for i, name in enumerate(m.variables)}
         collision = ((v["obstacle1_x"] == v["x"]) & (v["obstacle1_y"] == v["y"])) | (
-            (v["obstacle2_x"] == v["x"]) & (v["obstacle2_y"] == v["y"]))
+            (v["obstacle2_x"] == v["x"]) & (v["obstacle2_y"] == v["y"])
+        )
         np.testing.assert_array_equal(dyn.terminal & ~dyn.dead_end, collision & ~dyn.dead_end)
         assert collision[dyn.terminal].all()
     assert by_expr.num_states == by_label.num_states
@@ -214,14 +215,17 @@ def test_vector_env_same_seed_same_trajectories(avoid_small):
     assert not np.array_equal(run(3), run(4))
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"reward": "rewards"}, "unknown reward model 'rewards' (did you mean 'reward'?)"),
-    ({"terminal": '"colide"'}, 'unknown label "colide"'),
-    ({"features": ("x", "z")}, "features ['z'] are not model variables"),
-    ({"actions": ("north", "up")}, "action 'up' is not an action of the model"),
-    ({"unavailable": "skip"}, "unavailable: expected one of stall, renormalize"),
-    ({"terminal": '"collide" | x=1'}, "expected one label or one expression"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"reward": "rewards"}, "unknown reward model 'rewards' (did you mean 'reward'?)"),
+        ({"terminal": '"colide"'}, 'unknown label "colide"'),
+        ({"features": ("x", "z")}, "features ['z'] are not model variables"),
+        ({"actions": ("north", "up")}, "action 'up' is not an action of the model"),
+        ({"unavailable": "skip"}, "unavailable: expected one of stall, renormalize"),
+        ({"terminal": '"collide" | x=1'}, "expected one label or one expression"),
+    ],
+)
 def test_bad_input(avoid_small, kwargs, needle):
     with pytest.raises(RlverifyError) as err:  # EnvError, or PropertyError for an unknown label
         load_dynamics(avoid_small, **kwargs)
@@ -249,7 +253,7 @@ def test_bad_actions_and_lengths(avoid_small):
 def test_benchmark_overrides_and_non_prism_refusal():
     env = MDPEnv.from_benchmark("avoid-v1", {"xMax": 2, "yMax": 2}, max_episode_steps=7)
     assert env.max_episode_steps == 7
-    assert env.dynamics.observations.shape[0] == 9 ** 3
+    assert env.dynamics.observations.shape[0] == 9**3
     with pytest.raises(RlverifyError, match="out of range"):
         MDPEnv.from_benchmark("avoid-v1", {"xMax": 0})
 

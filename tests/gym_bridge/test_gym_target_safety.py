@@ -43,14 +43,17 @@ def test_an_id_outside_the_registry_is_refused_with_the_close_one(capsys):
     assert code == 2 and "no environment 'FrozenLak-v1'" in err and "did you mean 'FrozenLake-v1'" in err
 
 
-@pytest.mark.parametrize(("kwargs", "expected"), [
-    ("is_slippery=no", "is_slippery expects true or false, got 'no'"),
-    ("is_slippery=1", "is_slippery expects true or false, got 1"),
-    ("is_slipery=false", "takes no argument 'is_slipery' (did you mean 'is_slippery'?)"),
-    ("success_rate=NaN", "success_rate: NaN is not a finite number"),
-    ('{"success_rate": "high"}', "success_rate expects a number, got 'high'"),
-    ("map_name=8", "map_name expects a string, got 8"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ("is_slippery=no", "is_slippery expects true or false, got 'no'"),
+        ("is_slippery=1", "is_slippery expects true or false, got 1"),
+        ("is_slipery=false", "takes no argument 'is_slipery' (did you mean 'is_slippery'?)"),
+        ("success_rate=NaN", "success_rate: NaN is not a finite number"),
+        ('{"success_rate": "high"}', "success_rate expects a number, got 'high'"),
+        ("map_name=8", "map_name expects a string, got 8"),
+    ],
+)
 def test_env_kwargs_are_checked_against_the_constructor(capsys, kwargs, expected):
     code, out, err = run(capsys, "verify", "gym:FrozenLake-v1", "--env-kwargs", kwargs, *MONO)
     assert code == 2 and out == "" and expected in err, err
@@ -69,8 +72,16 @@ def test_a_bool_argument_given_as_a_bool_still_builds_the_lake_asked_for(capsys)
 def taxi_ppo(tmp_path_factory):
     """An SB3 PPO on Taxi-v4 (trained for one tiny update) and its path."""
     sb3 = pytest.importorskip("stable_baselines3")
-    model = sb3.PPO("MlpPolicy", gym.make("Taxi-v4"), n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu",
-                    policy_kwargs={"net_arch": [16]})
+    model = sb3.PPO(
+        "MlpPolicy",
+        gym.make("Taxi-v4"),
+        n_steps=32,
+        batch_size=32,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [16]},
+    )
     model.learn(total_timesteps=32)
     path = tmp_path_factory.mktemp("taxi") / "taxi_ppo.zip"
     model.save(str(path))
@@ -98,8 +109,7 @@ def _delivered_within(model, agent_steps: int) -> float:
 @pytest.mark.slow  # ~5 s on an idle machine (Storm builds Taxi's 500-state model), more when the cores are shared
 def test_taxi_verifies_with_the_users_sb3_zip(capsys, taxi_ppo):
     path, expected = taxi_ppo
-    code, out, err = run(capsys, "verify", "gym:Taxi-v4", "--policy", str(path), "-p", 'P=? [F<=60 "delivered"]',
-                         "--json")
+    code, out, err = run(capsys, "verify", "gym:Taxi-v4", "--policy", str(path), "-p", 'P=? [F<=60 "delivered"]', "--json")
     assert code == 0, err
     # the bound counts the reset step that draws the start: 59 steps are the policy's
     assert json.loads(out)["value"] == pytest.approx(expected, rel=1e-6, abs=1e-12) and expected > 1e-4
@@ -108,8 +118,9 @@ def test_taxi_verifies_with_the_users_sb3_zip(capsys, taxi_ppo):
 @pytest.mark.slow
 def test_taxi_simulates_with_the_users_sb3_zip(capsys, taxi_ppo):
     path, expected = taxi_ppo
-    code, out, err = run(capsys, "simulate", "gym:Taxi-v4", "--policy", str(path), "-p", 'P=? [F<=60 "delivered"]',
-                         "--runs", "400", "--json")
+    code, out, err = run(
+        capsys, "simulate", "gym:Taxi-v4", "--policy", str(path), "-p", 'P=? [F<=60 "delivered"]', "--runs", "400", "--json"
+    )
     assert code == 0, err
     result = json.loads(out)
     low, high = result["interval"]

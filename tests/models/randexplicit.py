@@ -75,10 +75,17 @@ def random_explicit(rng: np.random.Generator, n: int = 10) -> RandomExplicit:
     labels = {f"is_{k}": np.arange(n) == k for k in range(n)}
     labels["never"] = np.zeros(n, dtype=bool)
     model = ExplicitModel(
-        model_type="mdp", row_groups=np.array(row_groups, dtype=np.int64), transitions=transitions,
-        choice_actions=np.array(choice_actions, dtype=np.int32), action_names=MODEL_LABELS, variables=("s",),
-        valuations=np.arange(n, dtype=np.int64)[:, None], initial_states=np.array([0]), labels=labels,
-        label_aliases={k: k for k in labels})
+        model_type="mdp",
+        row_groups=np.array(row_groups, dtype=np.int64),
+        transitions=transitions,
+        choice_actions=np.array(choice_actions, dtype=np.int32),
+        action_names=MODEL_LABELS,
+        variables=("s",),
+        valuations=np.arange(n, dtype=np.int64)[:, None],
+        initial_states=np.array([0]),
+        labels=labels,
+        label_aliases={k: k for k in labels},
+    )
     return RandomExplicit(model=model, kind=kinds, T=T)
 
 
@@ -100,6 +107,14 @@ def with_choices(base: RandomExplicit, state: int, labels: tuple[str, ...]) -> E
                 acts.append(int(m.choice_actions[c]))
         groups.append(len(rows))
     return ExplicitModel(
-        model_type="mdp", row_groups=np.array(groups, dtype=np.int64), transitions=sp.csr_matrix(np.array(rows)),
-        choice_actions=np.array(acts, dtype=np.int32), action_names=m.action_names, variables=m.variables,
-        valuations=m.valuations, initial_states=m.initial_states, labels=m.labels, label_aliases=m.label_aliases)
+        model_type="mdp",
+        row_groups=np.array(groups, dtype=np.int64),
+        transitions=sp.csr_matrix(np.array(rows)),
+        choice_actions=np.array(acts, dtype=np.int32),
+        action_names=m.action_names,
+        variables=m.variables,
+        valuations=m.valuations,
+        initial_states=m.initial_states,
+        labels=m.labels,
+        label_aliases=m.label_aliases,
+    )

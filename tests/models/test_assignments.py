@@ -20,11 +20,15 @@ def test_syntax_order_and_blank_entries() -> None:
     assert out == {"b": "2", "a": "x=y", "c": ""} and list(out) == ["b", "a", "c"]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("N", "--constants: expected NAME=VALUE, got 'N'"),
-    ("N=1, =3", "--constants: expected NAME=VALUE, got '=3'"),
-    ("N=3,N = 4", "--constants: 'N' is given twice (N=3 and N=4); give each constant once"),
-], ids=["no-equals", "empty-name", "duplicate"])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("N", "--constants: expected NAME=VALUE, got 'N'"),
+        ("N=1, =3", "--constants: expected NAME=VALUE, got '=3'"),
+        ("N=3,N = 4", "--constants: 'N' is given twice (N=3 and N=4); give each constant once"),
+    ],
+    ids=["no-equals", "empty-name", "duplicate"],
+)
 def test_errors_name_the_entry(text: str, message: str) -> None:
     with pytest.raises(ConstantsError) as err:
         parse_assignments(text)
@@ -38,8 +42,7 @@ def test_callers_convert_values_to_their_type() -> None:
     assert parse_env_kwargs("map_name=8x8,is_slippery=false,n=3") == {"map_name": "8x8", "is_slippery": False, "n": 3}
 
 
-@pytest.mark.parametrize("parse", [model_constants, parse_parameters, system_constants],
-                         ids=["model", "benchmark", "system"])
+@pytest.mark.parametrize("parse", [model_constants, parse_parameters, system_constants], ids=["model", "benchmark", "system"])
 def test_every_minus_c_refuses_a_constant_given_twice(parse) -> None:
     with pytest.raises(ConstantsError, match=r"'limit' is given twice \(limit=1 and limit=2\)"):
         parse("limit=1,limit=2")

@@ -89,6 +89,7 @@ def same_label_expected(q: float) -> float:
 
 def policy(actions: list[str], start: list[float], features: list[str]) -> CallablePolicy:
     """``start`` in the initial state (all features 0), uniform over the actions elsewhere."""
+
     def pi(s: np.ndarray) -> np.ndarray:
         at_start = (s == 0).all(axis=1)
         return np.where(at_start[:, None], np.asarray(start), 1.0 / len(actions))
@@ -100,8 +101,12 @@ def check_both_engines(path, pol: CallablePolicy, expected: float) -> None:
     r = verify_exact(path, 'P=? [F "goal"]', pol)
     assert r.value == pytest.approx(expected, abs=1e-12)
     assert r.untaken_choices == {}
-    s = verify_statistical(load_model(path), 'P=? [F "goal"]', pol, StatisticalOptions(
-        method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(seed=3)))
+    s = verify_statistical(
+        load_model(path),
+        'P=? [F "goal"]',
+        pol,
+        StatisticalOptions(method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(seed=3)),
+    )
     assert s.interval[0] <= expected <= s.interval[1] and s.stalled == 0
 
 
@@ -148,6 +153,7 @@ def test_a_label_synchronising_modules_that_offer_it_twice(tmp_path):
     names = ["m:1+n:1", "m:1+n:2", "m:2+n:1", "m:2+n:2"]
     assert agent_actions(mdp) == ("done", *names)
     w = np.array([0.1, 0.2, 0.3, 0.4])
+
     # states (x, y) in row-major order over x in 0..2, y in 0..1
     def s(x, y):
         return 2 * x + y
@@ -184,6 +190,7 @@ def test_jani_edges_are_named_by_their_position_in_the_file(tmp_path):
     jani = tmp_path / "same.jani"
     stormpy.io.export_jani_to_file(str(jani), stormpy.parse_prism_program(str(prism)).to_jani(False))
     edges = json.loads(jani.read_text())["automata"][0]["edges"]
+
     # find, from the file alone, which edge is the 0.5/0.5 command and which the 0.25/0.75 one
     def probs(e):
         exps = [d.get("probability", {}).get("exp", 1) for d in e["destinations"]]
@@ -219,14 +226,20 @@ def test_untaken_choices_count_the_states_offering_them(tmp_path):
 def test_a_forced_first_step_is_said_when_a_step_bound_counts_it(tmp_path):
     # the first (unlabelled, lone) command draws the start; then `go` reaches the goal with 1/2 per step
     path = tmp_path / "reset.prism"
-    path.write_text("mdp\nmodule m\n  x : [-1..2] init -1;\n  [] x=-1 -> 0.5 : (x'=0) + 0.5 : (x'=1);\n"
-                    "  [go] x>=0 & x<2 -> 0.5 : (x'=2) + 0.5 : (x'=x);\nendmodule\nlabel \"goal\" = x=2;\n")
+    path.write_text(
+        "mdp\nmodule m\n  x : [-1..2] init -1;\n  [] x=-1 -> 0.5 : (x'=0) + 0.5 : (x'=1);\n"
+        "  [go] x>=0 & x<2 -> 0.5 : (x'=2) + 0.5 : (x'=x);\nendmodule\nlabel \"goal\" = x=2;\n"
+    )
     pol = policy(["go"], [1.0], ["x"])
     r = verify_exact(path, 'P=? [F<=3 "goal"]', pol)
     assert r.value == pytest.approx(1 - 0.5**2)  # the reset is one of the 3 steps: 2 tries of 1/2
     assert any("at most 2 steps are the policy's" in w for w in r.warnings)
-    s = verify_statistical(load_model(path), 'P=? [F<=3 "goal"]', pol, StatisticalOptions(
-        method="clopper-pearson", runs=200, simulation=SimulationOptions(seed=0)))
+    s = verify_statistical(
+        load_model(path),
+        'P=? [F<=3 "goal"]',
+        pol,
+        StatisticalOptions(method="clopper-pearson", runs=200, simulation=SimulationOptions(seed=0)),
+    )
     assert any("at most 2 steps are the policy's" in w for w in s.warnings)
     assert not any("forced step" in w for w in verify_exact(path, 'P=? [F "goal"]', pol).warnings)
 
@@ -264,16 +277,21 @@ def test_a_label_does_not_address_a_choice_beside_another_of_its_label(tmp_path)
 def test_a_command_that_runs_synchronised_is_named_with_its_partners(tmp_path):
     path = tmp_path / "sync.prism"
     path.write_text(SYNC)
-    with pytest.raises(PolicyError, match=r"label 'b' synchronises modules m, n: a choice takes one command of each, "
-                                          r"e.g. 'm:1\+n:1'"):
+    with pytest.raises(
+        PolicyError,
+        match=r"label 'b' synchronises modules m, n: a choice takes one command of each, "
+        r"e.g. 'm:1\+n:1'",
+    ):
         verify_exact(path, 'P=? [F "goal"]', policy(["m:1"], [1.0], ["x", "y"]))
 
 
 def test_instantaneous_rewards_read_state_rewards_only(tmp_path):
     # an action reward is not a state reward: I=k sees only state rewards (PRISM's semantics; Storm's)
     path = tmp_path / "ik.prism"
-    path.write_text("mdp\nmodule m\n  x : [0..2] init 0;\n  [go] x<2 -> (x'=x+1);\n  [end] x=2 -> true;\nendmodule\n"
-                    "rewards \"r\"\n  [go] true : 1;\n  x=1 : 5;\nendrewards\n")
+    path.write_text(
+        "mdp\nmodule m\n  x : [0..2] init 0;\n  [go] x<2 -> (x'=x+1);\n  [end] x=2 -> true;\nendmodule\n"
+        'rewards "r"\n  [go] true : 1;\n  x=1 : 5;\nendrewards\n'
+    )
     pol = CallablePolicy(lambda s: np.where(s[:, :1] < 2, [[1.0, 0.0]], [[0.0, 1.0]]), ["x"], ["go", "end"])
     assert verify_exact(path, 'R{"r"}=? [I=1]', pol).value == pytest.approx(5.0)  # at x=1 after one step
     assert verify_exact(path, 'R{"r"}=? [I=2]', pol).value == pytest.approx(0.0)
@@ -283,11 +301,13 @@ def test_instantaneous_rewards_read_state_rewards_only(tmp_path):
 def test_a_stalled_run_satisfies_no_state_formula_negated_or_over_variables(tmp_path):
     # the stalled sink has no labels and all-zero variables: `!"alive"` and `x=0` must not hold there
     path = tmp_path / "stall.prism"
-    path.write_text("mdp\nmodule m\n  x : [0..2] init 1;\n  [l] x=1 -> 0.5 : (x'=0) + 0.5 : (x'=2);\n"
-                    "  [r] x=1 -> (x'=2);\n  [] x=0 -> true;\n  [j] x=2 -> true;\nendmodule\nlabel \"alive\" = x>0;\n")
+    path.write_text(
+        "mdp\nmodule m\n  x : [0..2] init 1;\n  [l] x=1 -> 0.5 : (x'=0) + 0.5 : (x'=2);\n"
+        '  [r] x=1 -> (x\'=2);\n  [] x=0 -> true;\n  [j] x=2 -> true;\nendmodule\nlabel "alive" = x>0;\n'
+    )
     # at x=1: pi(l) = 0.6, pi(j) = 0.4 (j is not offered there: it stalls); crash (x=0) = 0.6 * 0.5
     pol = CallablePolicy(lambda s: np.where(s[:, :1] == 2, [0.0, 0.0, 1.0], [0.6, 0.0, 0.4]), ["x"], ["l", "r", "j"])
-    for text in ('P=? [F x=0]', 'P=? [F !"alive"]', 'P=? [F !(x>0)]', 'P=? [true U x=0]'):
+    for text in ("P=? [F x=0]", 'P=? [F !"alive"]', "P=? [F !(x>0)]", "P=? [true U x=0]"):
         r = verify_exact(path, text, pol)
         assert r.value == pytest.approx(0.3, abs=1e-9) and r.stalled_probability == pytest.approx(0.4), text
     # G: a stalled run does not satisfy "always alive" either: 0.6 * 0.5 (to x=2) only

@@ -44,9 +44,13 @@ def _random_pi(seed: int, n: int) -> np.ndarray:
 
 def _expected(r: RandomExplicit) -> dict[str, np.ndarray]:
     kind = r.kind
-    return {"decision": np.isin(kind, ["decision", "sink"]), "forced": np.isin(kind, ["forced", "dead"]),
-            "dead_end": kind == "dead", "absorbing": np.isin(kind, ["dead", "sink"]),
-            "available": r.available(AGENT) & np.isin(kind, ["decision", "sink"])[:, None]}
+    return {
+        "decision": np.isin(kind, ["decision", "sink"]),
+        "forced": np.isin(kind, ["forced", "dead"]),
+        "dead_end": kind == "dead",
+        "absorbing": np.isin(kind, ["dead", "sink"]),
+        "available": r.available(AGENT) & np.isin(kind, ["decision", "sink"])[:, None],
+    }
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -84,12 +88,13 @@ def test_cumulative_and_sampler_are_the_inverse_cdf_of_each_row(seed):
     u[10:20] = np.nextafter(1.0, 0.0)
     expected = []
     for c, x in zip(choices, u, strict=True):
-        row = np.cumsum(P.data[P.indptr[c]:P.indptr[c + 1]])
+        row = np.cumsum(P.data[P.indptr[c] : P.indptr[c + 1]])
         k = min(int(np.searchsorted(row, x * row[-1], side="right")), len(row) - 1)
         expected.append(P.indices[P.indptr[c] + k])
     np.testing.assert_array_equal(table.sample(choices, u), expected)
-    loops = np.array([P.indptr[c + 1] - P.indptr[c] == 1 and P.indices[P.indptr[c]] == s
-                      for c, s in enumerate(m.choice_states())])
+    loops = np.array(
+        [P.indptr[c + 1] - P.indptr[c] == 1 and P.indices[P.indptr[c]] == s for c, s in enumerate(m.choice_states())]
+    )
     np.testing.assert_array_equal(table.self_loop(np.arange(m.num_choices)), loops)
 
 
@@ -123,17 +128,26 @@ def test_the_three_adapters_see_the_same_model(seed):
     np.testing.assert_array_equal(env.terminal(all_states), exp["absorbing"])
 
 
-@pytest.mark.parametrize(("labels", "needle"), [
-    (("a", "a"), "{'s': 0} has 2 choices labelled 'a': a policy over action labels cannot tell them apart"),
-    (("", ""), "{'s': 0} has 2 unlabelled choices: no agent action can choose between them"),
-])
+@pytest.mark.parametrize(
+    ("labels", "needle"),
+    [
+        (("a", "a"), "{'s': 0} has 2 choices labelled 'a': a policy over action labels cannot tell them apart"),
+        (("", ""), "{'s': 0} has 2 unlabelled choices: no agent action can choose between them"),
+    ],
+)
 def test_every_adapter_refuses_with_the_same_error(labels, needle):
     model = with_choices(_random(0), 0, labels)
     policy = _table_policy(_random_pi(0, model.num_states))
     attempts = {
         "core": lambda: choice_table(model, AGENT),
-        "exact": lambda: choice_weights(model, policy, policy.action_probabilities(model.valuations.astype(float)),
-                                        np.arange(model.num_states), mode="stochastic", unavailable="stall"),
+        "exact": lambda: choice_weights(
+            model,
+            policy,
+            policy.action_probabilities(model.valuations.astype(float)),
+            np.arange(model.num_states),
+            mode="stochastic",
+            unavailable="stall",
+        ),
         "simulator": lambda: ExplicitEnv(model, actions=AGENT),
         "gym": lambda: dynamics_from_explicit(model, actions=AGENT, declared=DECLARED),
     }
@@ -241,8 +255,15 @@ def test_samplers_follow_the_model_and_stall_alike(seed):
             if forced and i > 0:
                 continue  # any action: the forced choice
             policy = _table_policy(np.tile(np.eye(len(AGENT))[i], (S, 1)))
-            runs = simulate(env, policy, prop, np.arange(n), starts=np.array([s]), record=record,
-                            options=SimulationOptions(mode="deterministic", seed=seed))
+            runs = simulate(
+                env,
+                policy,
+                prop,
+                np.arange(n),
+                starts=np.array([s]),
+                record=record,
+                options=SimulationOptions(mode="deterministic", seed=seed),
+            )
             nxt, _, stalled = dyn.step(np.full(n, s), np.full(n, i), rng)
             if not (forced or avail[s, i]):
                 assert stalled.all(), (s, a)
@@ -306,9 +327,17 @@ def test_simulation_interval_covers_the_exact_value(unavailable_model, mode, una
     policy = CallablePolicy(lambda x: np.tile([0.6, 0.3, 0.1], (len(x), 1)), ["s"], ["a", "b", "c"])
     prop = 'P=? [F "goal"]'
     exact = verify_exact(unavailable_model, prop, policy, ExactOptions(mode=mode, unavailable=unavailable))
-    est = verify_statistical(unavailable_model, prop, policy, StatisticalOptions(
-        method="clopper-pearson", runs=20_000, delta=0.001,
-        simulation=SimulationOptions(mode=mode, unavailable=unavailable, seed=7, max_steps=500)))
+    est = verify_statistical(
+        unavailable_model,
+        prop,
+        policy,
+        StatisticalOptions(
+            method="clopper-pearson",
+            runs=20_000,
+            delta=0.001,
+            simulation=SimulationOptions(mode=mode, unavailable=unavailable, seed=7, max_steps=500),
+        ),
+    )
     assert est.interval[0] <= exact.value <= est.interval[1], (est.interval, exact.value)
     if unavailable == "renormalize":
         assert est.stalled == 0 and exact.stalled_probability == 0.0
@@ -323,9 +352,15 @@ def test_all_mass_on_unavailable_actions_is_refused_alike(unavailable_model):
     only_c = CallablePolicy(lambda x: np.tile([0.0, 0.0, 1.0], (len(x), 1)), ["s"], ["a", "b", "c"])
     prop = 'P=? [F "goal"]'
     messages = []
-    for run in (lambda: verify_exact(unavailable_model, prop, only_c, ExactOptions(unavailable="renormalize")),
-                lambda: verify_statistical(unavailable_model, prop, only_c, StatisticalOptions(
-                    method="wilson", runs=100, simulation=SimulationOptions(unavailable="renormalize")))):
+    for run in (
+        lambda: verify_exact(unavailable_model, prop, only_c, ExactOptions(unavailable="renormalize")),
+        lambda: verify_statistical(
+            unavailable_model,
+            prop,
+            only_c,
+            StatisticalOptions(method="wilson", runs=100, simulation=SimulationOptions(unavailable="renormalize")),
+        ),
+    ):
         with pytest.raises(PolicyError) as err:
             run()
         messages.append(str(err.value))

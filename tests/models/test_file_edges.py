@@ -25,22 +25,29 @@ from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_s
 
 
 def _edge(k: int, *, action: str | None = None, location: str = "l") -> dict:
-    edge = {"location": location, "guard": {"exp": {"op": "=", "left": "y", "right": 0}},
-            "destinations": [{"location": location, "probability": {"exp": 1},
-                              "assignments": [{"ref": "y", "value": k}]}]}
+    edge = {
+        "location": location,
+        "guard": {"exp": {"op": "=", "left": "y", "right": 0}},
+        "destinations": [{"location": location, "probability": {"exp": 1}, "assignments": [{"ref": "y", "value": k}]}],
+    }
     if action is not None:
         edge["action"] = action
     return edge
 
 
 def _jani(edges: list[dict], actions: tuple[str, ...] = (), top: int = 20) -> dict:
-    return {"jani-version": 1, "name": "edges", "type": "mdp", "actions": [{"name": a} for a in actions],
-            "variables": [{"name": "y", "type": {"kind": "bounded", "base": "int", "lower-bound": 0,
-                                                 "upper-bound": top}, "initial-value": 0}],
-            "automata": [{"name": "aut", "locations": [{"name": "l"}], "initial-locations": ["l"], "edges": edges}],
-            "system": {"elements": [{"automaton": "aut"}],
-                       "syncs": [{"synchronise": [a], "result": a} for a in actions]},
-            "properties": []}
+    return {
+        "jani-version": 1,
+        "name": "edges",
+        "type": "mdp",
+        "actions": [{"name": a} for a in actions],
+        "variables": [
+            {"name": "y", "type": {"kind": "bounded", "base": "int", "lower-bound": 0, "upper-bound": top}, "initial-value": 0}
+        ],
+        "automata": [{"name": "aut", "locations": [{"name": "l"}], "initial-locations": ["l"], "edges": edges}],
+        "system": {"elements": [{"automaton": "aut"}], "syncs": [{"synchronise": [a], "result": a} for a in actions]},
+        "properties": [],
+    }
 
 
 def _always(names: list[str], weights: list[float]) -> CallablePolicy:
@@ -126,15 +133,38 @@ endmodule
 label "zero" = x=0;
 """
 
-WRAPS_JANI = {"jani-version": 1, "name": "wraps", "type": "mdp", "actions": [{"name": "up"}],
-              "variables": [{"name": "x", "type": {"kind": "bounded", "base": "int", "lower-bound": 0,
-                                                   "upper-bound": 3}, "initial-value": 3}],
-              "automata": [{"name": "aut", "locations": [{"name": "l"}], "initial-locations": ["l"], "edges": [
-                  {"location": "l", "action": "up", "guard": {"exp": True}, "destinations": [
-                      {"location": "l", "probability": {"exp": 1},
-                       "assignments": [{"ref": "x", "value": {"op": "+", "left": "x", "right": 1}}]}]}]}],
-              "system": {"elements": [{"automaton": "aut"}], "syncs": [{"synchronise": ["up"], "result": "up"}]},
-              "properties": []}
+WRAPS_JANI = {
+    "jani-version": 1,
+    "name": "wraps",
+    "type": "mdp",
+    "actions": [{"name": "up"}],
+    "variables": [
+        {"name": "x", "type": {"kind": "bounded", "base": "int", "lower-bound": 0, "upper-bound": 3}, "initial-value": 3}
+    ],
+    "automata": [
+        {
+            "name": "aut",
+            "locations": [{"name": "l"}],
+            "initial-locations": ["l"],
+            "edges": [
+                {
+                    "location": "l",
+                    "action": "up",
+                    "guard": {"exp": True},
+                    "destinations": [
+                        {
+                            "location": "l",
+                            "probability": {"exp": 1},
+                            "assignments": [{"ref": "x", "value": {"op": "+", "left": "x", "right": 1}}],
+                        }
+                    ],
+                }
+            ],
+        }
+    ],
+    "system": {"elements": [{"automaton": "aut"}], "syncs": [{"synchronise": ["up"], "result": "up"}]},
+    "properties": [],
+}
 
 #: the refusal names the variable and the value (Storm's checks' words, or rlverify's own where Storm's cannot run)
 OUT_OF_RANGE = r"(x=4 outside its range \[0\.\.3\]|out-of-bounds value \(4\) for the variable 'x')"
@@ -168,17 +198,22 @@ def test_out_of_range_update_is_refused_in_monolithic_mode(wraps):
 
 def test_out_of_range_update_is_refused_by_simulation(wraps):
     with pytest.raises(ModelError, match="range"):
-        verify_statistical(load_model(wraps), "P=? [F x=0]", UP,
-                           StatisticalOptions(method="clopper-pearson", runs=100, simulation=SimulationOptions(seed=0)))
+        verify_statistical(
+            load_model(wraps),
+            "P=? [F x=0]",
+            UP,
+            StatisticalOptions(method="clopper-pearson", runs=100, simulation=SimulationOptions(seed=0)),
+        )
 
 
 def test_cli_refuses_the_wrapping_model_in_one_line(wraps, tmp_path, capsys):
     pi = tmp_path / "up.py"
-    pi.write_text('import numpy as np\nFEATURES = ["x"]\nACTIONS = ["up"]\n'
-                  'def pi(x):\n    return np.ones((len(x), 1))\n')
-    for argv in (["verify", str(wraps), "-p", "P=? [F x=0]", "--mode", "monolithic"],
-                 ["verify", str(wraps), "-p", "P=? [F x=0]", "--policy", f"{pi}:pi", "--strategy", "full"],
-                 ["simulate", str(wraps), "-p", "P=? [F x=0]", "--runs", "100", "--policy", f"{pi}:pi"]):
+    pi.write_text('import numpy as np\nFEATURES = ["x"]\nACTIONS = ["up"]\ndef pi(x):\n    return np.ones((len(x), 1))\n')
+    for argv in (
+        ["verify", str(wraps), "-p", "P=? [F x=0]", "--mode", "monolithic"],
+        ["verify", str(wraps), "-p", "P=? [F x=0]", "--policy", f"{pi}:pi", "--strategy", "full"],
+        ["simulate", str(wraps), "-p", "P=? [F x=0]", "--runs", "100", "--policy", f"{pi}:pi"],
+    ):
         code = main(argv)
         err = capsys.readouterr().err
         assert code == 2, err
@@ -190,7 +225,7 @@ def test_an_in_range_model_builds_as_before_and_the_marker_is_not_a_variable(tmp
     path = tmp_path / "ok.nm"
     path.write_text(WRAPS.replace("x'=x+1", "x'=min(x+1,3)").replace("init 3", "init 0"))
     model = load_model(path)
-    prop = parse_property(model, 'P=? [F x=3]')
+    prop = parse_property(model, "P=? [F x=3]")
     for _ in range(3):  # a second build of one program takes a fresh parse (Storm declares its marker once)
         mdp, _ = build_explicit(model, [prop])
         assert mdp.variables == ("x",)
@@ -208,16 +243,27 @@ def test_without_the_edge_map_a_command_name_is_refused_not_guessed(twenty_silen
         verify_exact(model, "P=? [F y=2]", _always(["aut:2"], [1.0]))
 
 
-@pytest.mark.parametrize("change, where", [
-    (lambda d: d.update(features=5), "'features' must be a list of strings"),
-    (lambda d: d.update(features=[{"a": 1}]), "'features' must be a list of strings"),
-    (lambda d: d.update(variables=5), "'variables' must be a list"),
-    (lambda d: d["variables"][0].update(type=[1]), "'variables'[0].type must be a string or an object"),  # Storm: SIGSEGV
-    (lambda d: d.update(automata=5), "'automata' must be a list"),
-    (lambda d: d.update(automata=["x"]), "'automata'[0] must be an object"),
-    (lambda d: d["automata"][0].update(edges=5), "automaton 'aut': 'edges' must be a list"),
-], ids=["features-int", "features-objects", "variables-int", "variable-type-list", "automata-int", "automata-strings",
-        "edges-int"])
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        (lambda d: d.update(features=5), "'features' must be a list of strings"),
+        (lambda d: d.update(features=[{"a": 1}]), "'features' must be a list of strings"),
+        (lambda d: d.update(variables=5), "'variables' must be a list"),
+        (lambda d: d["variables"][0].update(type=[1]), "'variables'[0].type must be a string or an object"),  # Storm: SIGSEGV
+        (lambda d: d.update(automata=5), "'automata' must be a list"),
+        (lambda d: d.update(automata=["x"]), "'automata'[0] must be an object"),
+        (lambda d: d["automata"][0].update(edges=5), "automaton 'aut': 'edges' must be a list"),
+    ],
+    ids=[
+        "features-int",
+        "features-objects",
+        "variables-int",
+        "variable-type-list",
+        "automata-int",
+        "automata-strings",
+        "edges-int",
+    ],
+)
 def test_jani_json_of_the_wrong_type_is_refused_naming_the_place(tmp_path, capsys, change, where):
     data = json.loads(json.dumps(WRAPS_JANI))
     change(data)
@@ -277,8 +323,12 @@ def test_a_jani_model_storm_cannot_check_says_what_was_not_checked(tmp_path):
     edge = data["automata"][0]["edges"][0]
     edge["guard"] = {"exp": {"op": "<", "left": "x", "right": 3}}
     data["automata"][0]["edges"].append(
-        {"location": "l", "guard": {"exp": True},
-         "destinations": [{"location": "l", "probability": {"exp": p}} for p in (0.5, 0.2, 0.2, 0.1)]})
+        {
+            "location": "l",
+            "guard": {"exp": True},
+            "destinations": [{"location": "l", "probability": {"exp": p}} for p in (0.5, 0.2, 0.2, 0.1)],
+        }
+    )
     second = json.loads(json.dumps(data["automata"][0]))
     second["name"] = "other"
     second["edges"] = [second["edges"][1]]

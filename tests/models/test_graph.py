@@ -10,14 +10,19 @@ from rlverify.models.graph import can_reach, steps_to
 
 def test_chain_distances_and_blocked_states():
     # 0 -> 1 -> 2 -> 3 (target); 4 -> 4 (trap); 5 -> 3 but 5 is not passable; zero-probability entry 4 -> 3 ignored
-    P = sp.lil_matrix(np.array([
-        [0, 1, 0, 0, 0, 0],
-        [0, 0, 1, 0, 0, 0],
-        [0, 0, 0, 1, 0, 0],
-        [0, 0, 0, 1, 0, 0],
-        [0, 0, 0, 0, 1, 0],
-        [0, 0, 0, 1, 0, 0],
-    ], dtype=float))
+    P = sp.lil_matrix(
+        np.array(
+            [
+                [0, 1, 0, 0, 0, 0],
+                [0, 0, 1, 0, 0, 0],
+                [0, 0, 0, 1, 0, 0],
+                [0, 0, 0, 1, 0, 0],
+                [0, 0, 0, 0, 1, 0],
+                [0, 0, 0, 1, 0, 0],
+            ],
+            dtype=float,
+        )
+    )
     P[4, 3] = 1.0
     P = P.tocsr()
     P.data[P.indptr[4]] = 0.0  # an explicit zero (4 -> 3): not an edge

@@ -39,8 +39,9 @@ def test_nesting_within_the_limit_and_brackets_in_comments_are_fine(tmp_path):
     assert parse_property(model, "P=? [F " + "(" * 300 + "x=3" + ")" * 300 + "]").path == "F"
 
 
-@pytest.mark.parametrize("content", [b"\x00\x01binary\xff", b"mdp\nmodule m \xff\xfe\x80 endmodule"],
-                         ids=["nul-bytes", "not-utf8"])
+@pytest.mark.parametrize(
+    "content", [b"\x00\x01binary\xff", b"mdp\nmodule m \xff\xfe\x80 endmodule"], ids=["nul-bytes", "not-utf8"]
+)
 def test_binary_prism_files_are_refused_in_one_line(tmp_path, capsys, content):
     path = _write(tmp_path, content)
     with pytest.raises(ModelError, match=r"m\.nm: not a PRISM file"):

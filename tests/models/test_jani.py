@@ -97,6 +97,7 @@ def _solve(A: list[list[Fraction]], b: list[Fraction]) -> list[Fraction]:
 
 # --- the hand-written multi-automaton model ---------------------------------------------------------------
 
+
 def test_weather_names_locations_local_variables_labels_and_rewards():
     m = load_model(WEATHER)
     # Storm's names, which its state valuations (hence the policy features) carry
@@ -147,8 +148,12 @@ def test_named_pmax_keeps_its_meaning_over_all_schedulers():
 
 def test_the_policy_sees_locations():
     # the same policy without the env's location cannot tell calm from windy: its value is another one
-    blind = CallablePolicy(lambda x: np.tile([0.8, 0.2], (len(x), 1)) * (x[:, :1] == 0) + [0.0, 1.0] * (x[:, :1] == 1),
-                           ["_loc_agent"], ["go", "rest"], name="blind")
+    blind = CallablePolicy(
+        lambda x: np.tile([0.8, 0.2], (len(x), 1)) * (x[:, :1] == 0) + [0.0, 1.0] * (x[:, :1] == 1),
+        ["_loc_agent"],
+        ["go", "rest"],
+        name="blind",
+    )
     t = resolve(str(WEATHER), property="reach", policy=blind)
     seeing = verify_exact(t.model, t.property, WEATHER_POLICY).value
     assert verify_exact(t.model, t.property, blind).value != pytest.approx(seeing, abs=1e-3)
@@ -205,14 +210,33 @@ def test_cli_verify_and_simulate_read_a_named_property_alike(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["value"] == pytest.approx(expected, rel=1e-6) and out["property"] == 'P=? [F "goal"]'
     assert any("asks Pmax" in w for w in out["warnings"])
-    assert main(["simulate", str(WEATHER), "--property", "reach", "--policy", policy, "--runs", "3000",
-                 "--delta", "1e-6", "--seed", "5", "--json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                str(WEATHER),
+                "--property",
+                "reach",
+                "--policy",
+                policy,
+                "--runs",
+                "3000",
+                "--delta",
+                "1e-6",
+                "--seed",
+                "5",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["interval"][0] <= expected <= out["interval"][1]
     assert any("asks Pmax" in w for w in out["warnings"])
 
 
 # --- bad input ---------------------------------------------------------------------------------------------
+
 
 def test_unknown_property_name_lists_the_file_s_properties():
     with pytest.raises(PropertyError) as err:
@@ -228,16 +252,26 @@ def _variant(tmp_path: Path, name: str, change) -> Path:
     return path
 
 
-@pytest.mark.parametrize("what, change, expected", [
-    ("pta", lambda d: d.update(type="pta"), "model type 'pta'"),
-    ("ctmc", lambda d: d.update(type="ctmc"), "model type 'ctmc'"),
-    ("clock", lambda d: d["automata"][0]["variables"].append({"name": "c", "type": "clock", "initial-value": 0}),
-     "clock variable 'c' (automaton 'agent')"),
-    ("nondet", lambda d: d["features"].append("nondet-selection"), "feature 'nondet-selection'"),
-    ("array", lambda d: d["automata"][1]["variables"].append(
-        {"name": "a", "type": {"kind": "array", "base": "bool"}, "initial-value": {"op": "av", "elements": [False]}}),
-     "array variable 'a' (automaton 'env')"),
-])
+@pytest.mark.parametrize(
+    "what, change, expected",
+    [
+        ("pta", lambda d: d.update(type="pta"), "model type 'pta'"),
+        ("ctmc", lambda d: d.update(type="ctmc"), "model type 'ctmc'"),
+        (
+            "clock",
+            lambda d: d["automata"][0]["variables"].append({"name": "c", "type": "clock", "initial-value": 0}),
+            "clock variable 'c' (automaton 'agent')",
+        ),
+        ("nondet", lambda d: d["features"].append("nondet-selection"), "feature 'nondet-selection'"),
+        (
+            "array",
+            lambda d: d["automata"][1]["variables"].append(
+                {"name": "a", "type": {"kind": "array", "base": "bool"}, "initial-value": {"op": "av", "elements": [False]}}
+            ),
+            "array variable 'a' (automaton 'env')",
+        ),
+    ],
+)
 def test_unsupported_jani_features_are_refused_naming_them(tmp_path, what, change, expected):
     path = _variant(tmp_path, what, change)
     with pytest.raises(ModelError) as err:
@@ -248,8 +282,9 @@ def test_unsupported_jani_features_are_refused_naming_them(tmp_path, what, chang
 def test_cli_exit_code_2_names_the_feature(tmp_path, capsys):
     from rlverify.cli.main import main
 
-    path = _variant(tmp_path, "clock", lambda d: d["automata"][1]["variables"].append(
-        {"name": "t", "type": "clock", "initial-value": 0}))
+    path = _variant(
+        tmp_path, "clock", lambda d: d["automata"][1]["variables"].append({"name": "t", "type": "clock", "initial-value": 0})
+    )
     assert main(["verify", str(path), "--property", "reach", "--mode", "monolithic"]) == 2
     err = capsys.readouterr().err
     assert "clock variable 't'" in err and "Traceback" not in err
@@ -265,6 +300,7 @@ def test_partial_reward_accumulation_is_refused(tmp_path):
 
 
 # --- PRISM benchmarks through Storm's own JANI export ------------------------------------------------------
+
 
 def _storm_examples() -> Path:
     from stormpy.examples import files
@@ -298,8 +334,9 @@ def _export(model, properties: dict[str, str], path: Path) -> Path:
     import stormpy.developer as dev
     from stormpy.developer import storage
 
-    props = [dev.Property(n, stormpy.parse_properties(t, model.program)[0].get_raw_formula(), set())
-             for n, t in properties.items()]
+    props = [
+        dev.Property(n, stormpy.parse_properties(t, model.program)[0].get_raw_formula(), set()) for n, t in properties.items()
+    ]
     jani, jani_props = model.program.to_jani(props, all_variables_global=True)
     storage.JsonExporter.to_file(jani, jani_props, str(path))
     return path
@@ -326,8 +363,12 @@ def test_converted_jani_equals_the_prism_original_exactly(converted):
     assert set(jani.file_properties) == set(texts)
     for name, text in texts.items():
         want = verify_exact(prism, text, policy, ExactOptions(numerics="sound", precision=1e-10))
-        got = verify_exact(jani, resolve(str(jani.path), property=name, policy=policy).property, policy,
-                           ExactOptions(numerics="sound", precision=1e-10))
+        got = verify_exact(
+            jani,
+            resolve(str(jani.path), property=name, policy=policy).property,
+            policy,
+            ExactOptions(numerics="sound", precision=1e-10),
+        )
         assert got.value == pytest.approx(want.value, rel=1e-9, abs=1e-12), name
         assert (got.states, got.transitions) == (want.states, want.transitions), name
 
@@ -337,8 +378,9 @@ def test_converted_jani_simulates_as_the_prism_original(converted):
     summary, _ = summarize(prism)
     policy = _mixing_policy(prism.variables, summary.actions)
     name, text = next((n, t) for n, t in texts.items() if t.lstrip().startswith("P"))
-    opts = StatisticalOptions(method="clopper-pearson", runs=400, delta=1e-6,
-                              simulation=SimulationOptions(seed=11, max_steps=2000))
+    opts = StatisticalOptions(
+        method="clopper-pearson", runs=400, delta=1e-6, simulation=SimulationOptions(seed=11, max_steps=2000)
+    )
     want = verify_statistical(prism, text, policy, opts)
     got = verify_statistical(jani, resolve(str(jani.path), property=name, policy=policy).property, policy, opts)
     exact = verify_exact(prism, text, policy).value

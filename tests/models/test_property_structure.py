@@ -17,12 +17,15 @@ from rlverify.policies import CallablePolicy
 from rlverify.statistical import verify_statistical
 
 
-@pytest.mark.parametrize("text, path, left, right, bound_text, lower", [
-    ('P=? [F{"r"}<=5 "goal"]', "F", None, '"goal"', '{"r"}<=5', False),
-    ('Pmin=? [true Urew{"r"}>=5 "goal"]', "U", "true", '"goal"', '{"r"}>=5', True),
-    ('P=? [!"bad" U{"r"}<3 x=1]', "U", '!"bad"', "x=1", '{"r"}<3', False),
-    ('P=? [F{"r"}[1,5] "goal"]', "F", None, '"goal"', '{"r"}[1,5]', True),
-])
+@pytest.mark.parametrize(
+    "text, path, left, right, bound_text, lower",
+    [
+        ('P=? [F{"r"}<=5 "goal"]', "F", None, '"goal"', '{"r"}<=5', False),
+        ('Pmin=? [true Urew{"r"}>=5 "goal"]', "U", "true", '"goal"', '{"r"}>=5', True),
+        ('P=? [!"bad" U{"r"}<3 x=1]', "U", '!"bad"', "x=1", '{"r"}<3', False),
+        ('P=? [F{"r"}[1,5] "goal"]', "F", None, '"goal"', '{"r"}[1,5]', True),
+    ],
+)
 def test_a_reward_bound_is_read_as_one(text, path, left, right, bound_text, lower):
     p = parse_structure(text)
     assert (p.path, p.left, p.right, p.bound_text, p.lower_bounded) == (path, left, right, bound_text, lower)
@@ -50,6 +53,7 @@ label "goal" = x=3;
 
 def _by_hand(limit: int) -> float:
     """P(reach x=3 having earned at most ``limit``) under a = b = 1/2: a earns 1 and moves w.p. 1/2, b earns 2 and moves."""
+
     @lru_cache(None)
     def f(x: int, r: int) -> float:
         if r > limit:
@@ -57,6 +61,7 @@ def _by_hand(limit: int) -> float:
         if x == 3:
             return 1.0
         return 0.5 * (0.5 * f(x + 1, r + 1) + 0.5 * f(x, r + 1)) + 0.5 * f(x + 1, r + 2)
+
     return f(0, 0)
 
 

@@ -15,8 +15,13 @@ from rlverify.policies import MLP, CallablePolicy, OnnxPolicy, TablePolicy, load
 
 def test_onnx_round_trip_matches_numpy_network(tmp_path: Path) -> None:
     net = MLP.random([3, 16, 16, 4], seed=1)
-    path = save_mlp_onnx(tmp_path / "p.onnx", net, features=["a", "b", "c"], actions=["n", "e", "s", "w"],
-                         training={"algorithm": "none", "seed": 1})
+    path = save_mlp_onnx(
+        tmp_path / "p.onnx",
+        net,
+        features=["a", "b", "c"],
+        actions=["n", "e", "s", "w"],
+        training={"algorithm": "none", "seed": 1},
+    )
     policy = load_policy(str(path))
     assert isinstance(policy, OnnxPolicy)
     assert policy.features == ("a", "b", "c") and policy.actions == ("n", "e", "s", "w")
@@ -52,27 +57,33 @@ def test_onnx_without_metadata_needs_features_and_actions(tmp_path: Path) -> Non
 
 def test_table_policy(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"features": ["x"], "actions": ["u", "d"],
-                                "table": [{"state": {"x": 1}, "probabilities": {"u": 0.25, "d": 0.75}}]}))
+    path.write_text(
+        json.dumps(
+            {"features": ["x"], "actions": ["u", "d"], "table": [{"state": {"x": 1}, "probabilities": {"u": 0.25, "d": 0.75}}]}
+        )
+    )
     policy = load_policy(str(path))
     np.testing.assert_allclose(policy.action_probabilities(np.array([[1.0]])), [[0.25, 0.75]])
     with pytest.raises(PolicyError, match="no entry for state"):
         policy.action_probabilities(np.array([[2.0]]))
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"features": ["x"], "actions": ["u"],
-                               "table": [{"state": {"y": 1}, "probabilities": {"z": 1}}]}))
+    bad.write_text(
+        json.dumps({"features": ["x"], "actions": ["u"], "table": [{"state": {"y": 1}, "probabilities": {"z": 1}}]})
+    )
     with pytest.raises(PolicyError, match=r"missing features \['x'\]"):
         TablePolicy.from_json(bad)
     broken = tmp_path / "broken.json"
-    broken.write_text("{\n  \"features\": [\n")
+    broken.write_text('{\n  "features": [\n')
     with pytest.raises(InputFileError, match="line 3"):
         load_policy(str(broken))
 
 
 def test_python_file_policy(tmp_path: Path) -> None:
     path = tmp_path / "pol.py"
-    path.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['a', 'b']\n"
-                    "def act(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
+    path.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['a', 'b']\n"
+        "def act(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n"
+    )
     policy = load_policy(f"{path}:act")
     assert policy.actions == ("a", "b")
     with pytest.raises(PolicyError, match="no callable 'nope'"):
@@ -124,8 +135,7 @@ def test_q_values_are_read_greedily_with_ties_to_the_first_action(tmp_path):
 
     q = np.array([[1.0, 3.0, 2.0], [5.0, 5.0, 0.0], [-1.0, -2.0, -1.0]])
     c = CallablePolicy(lambda s: q[s[:, 0].astype(int)], ["x"], ["a", "b", "c"], output="q-values")
-    np.testing.assert_array_equal(c.action_probabilities(np.array([[0.0], [1.0], [2.0]])),
-                                  [[0, 1, 0], [1, 0, 0], [1, 0, 0]])
+    np.testing.assert_array_equal(c.action_probabilities(np.array([[0.0], [1.0], [2.0]])), [[0, 1, 0], [1, 0, 0], [1, 0, 0]])
     # an ONNX file that declares q-values: one-hot argmax of the network's outputs, not a softmax
     net = MLP.random([2, 8, 3], seed=1)
     path = save_mlp_onnx(tmp_path / "q.onnx", net, features=["x", "y"], actions=["a", "b", "c"], output="q-values")
@@ -158,8 +168,9 @@ def test_torchscript_softmax_network_verifies_exactly_like_its_onnx_twin(tmp_pat
         layers += [lin] + ([torch.nn.ReLU()] if i < len(net.weights) - 1 else [torch.nn.Softmax(dim=1)])
     path = tmp_path / "freeway.pt"
     torch.jit.save(torch.jit.script(torch.nn.Sequential(*layers)), str(path))
-    path.with_name("freeway.pt.json").write_text(json.dumps(
-        {"features": list(onnx_policy.features), "actions": list(onnx_policy.actions), "output": "probabilities"}))
+    path.with_name("freeway.pt.json").write_text(
+        json.dumps({"features": list(onnx_policy.features), "actions": list(onnx_policy.actions), "output": "probabilities"})
+    )
     pt = load_policy(str(path))
     model = bench.load_model()
     a = verify_exact(model, bench.properties["goal"], onnx_policy, ExactOptions())

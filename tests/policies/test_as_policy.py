@@ -109,17 +109,27 @@ def test_the_wrapped_object_gives_its_own_probabilities_checked_on_every_call():
         as_policy(Leaky()).action_probabilities(states)
 
 
-@pytest.mark.parametrize("attrs,message", [
-    ({"features": ("x",), "actions": ("a",)}, "is not a policy: it has no 'action_probabilities'"),
-    ({"features": "x", "actions": ("a",), "action_probabilities": probabilities},
-     "its features is 'x', not a list of names"),
-    ({"features": ("x", 1), "actions": ("a",), "action_probabilities": probabilities},
-     "its features must be non-empty strings, got 1"),
-    ({"features": ("x",), "actions": ("a", "a"), "action_probabilities": probabilities}, "duplicate action names: a"),
-    ({"features": ("x",), "actions": (), "action_probabilities": probabilities}, "no actions declared"),
-    ({"features": ("x",), "actions": ("a",), "action_probabilities": 0.5},
-     "its action_probabilities is a float, not a method"),
-], ids=["no-method", "a-string", "not-strings", "duplicates", "no-actions", "not-callable"])
+@pytest.mark.parametrize(
+    "attrs,message",
+    [
+        ({"features": ("x",), "actions": ("a",)}, "is not a policy: it has no 'action_probabilities'"),
+        (
+            {"features": "x", "actions": ("a",), "action_probabilities": probabilities},
+            "its features is 'x', not a list of names",
+        ),
+        (
+            {"features": ("x", 1), "actions": ("a",), "action_probabilities": probabilities},
+            "its features must be non-empty strings, got 1",
+        ),
+        ({"features": ("x",), "actions": ("a", "a"), "action_probabilities": probabilities}, "duplicate action names: a"),
+        ({"features": ("x",), "actions": (), "action_probabilities": probabilities}, "no actions declared"),
+        (
+            {"features": ("x",), "actions": ("a",), "action_probabilities": 0.5},
+            "its action_probabilities is a float, not a method",
+        ),
+    ],
+    ids=["no-method", "a-string", "not-strings", "duplicates", "no-actions", "not-callable"],
+)
 def test_the_shape_is_checked_up_front(attrs, message):
     cls = type("Odd", (), {k: (staticmethod(v) if callable(v) else v) for k, v in attrs.items()})
     with pytest.raises(PolicyError, match=message):

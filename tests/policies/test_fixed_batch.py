@@ -17,8 +17,11 @@ def test_a_fixed_batch_onnx_policy_evaluates_any_batch_like_the_network(tmp_path
     path = tmp_path / "fixed.onnx"
     torch.onnx.export(net, torch.zeros(1, 2), str(path), dynamo=False)  # batch dimension fixed at 1
     model = onnx.load(str(path))
-    for key, value in (("rlverify.features", '["x", "y"]'), ("rlverify.actions", '["a", "b", "c"]'),
-                       ("rlverify.output", "logits")):
+    for key, value in (
+        ("rlverify.features", '["x", "y"]'),
+        ("rlverify.actions", '["a", "b", "c"]'),
+        ("rlverify.output", "logits"),
+    ):
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
     onnx.save(model, str(path))

@@ -80,15 +80,19 @@ def test_imports_go_down_only(module):
     assert not violations(module, (POLICIES / f"{module}.py").read_text())
 
 
-@pytest.mark.parametrize("source,expected", [
-    ("from rlverify.policies.loading import load_policy", "imports loading (level 5 >= its own 1)"),
-    ("def f():\n    from rlverify.policies.adapters import softmax", "imports adapters (level 3 >= its own 1)"),
-    ("from . import base", "imports base (level 2 >= its own 1)"),
-    ("from .check import as_policy", "imports check (level 4 >= its own 1)"),
-    ("import rlverify.policies.base", "imports base (level 2 >= its own 1)"),
-    ("from rlverify.policies import softmax", "imports __init__ (level 6 >= its own 1)"),
-    ("from rlverify.policies.formats import _declared_value", "imports the private name formats._declared_value"),
-], ids=["up", "inside-a-function", "relative-module", "relative-name", "plain-import", "the-package", "private"])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("from rlverify.policies.loading import load_policy", "imports loading (level 5 >= its own 1)"),
+        ("def f():\n    from rlverify.policies.adapters import softmax", "imports adapters (level 3 >= its own 1)"),
+        ("from . import base", "imports base (level 2 >= its own 1)"),
+        ("from .check import as_policy", "imports check (level 4 >= its own 1)"),
+        ("import rlverify.policies.base", "imports base (level 2 >= its own 1)"),
+        ("from rlverify.policies import softmax", "imports __init__ (level 6 >= its own 1)"),
+        ("from rlverify.policies.formats import _declared_value", "imports the private name formats._declared_value"),
+    ],
+    ids=["up", "inside-a-function", "relative-module", "relative-name", "plain-import", "the-package", "private"],
+)
 def test_the_check_sees_an_upward_or_private_import(source, expected):
     # mlp (level 1) importing what it must not: each way of writing it is seen
     assert any(expected in v for v in violations("mlp", source)), violations("mlp", source)

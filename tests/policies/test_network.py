@@ -30,19 +30,33 @@ def matmul_add_file(tmp_path: Path) -> Path:
     """A 3-16-16-4 network as a torch-style export: MatMul + Add, Identity and a float Cast in between."""
     ws = [RNG.normal(0, 0.6, (16, 3)), RNG.normal(0, 0.3, (16, 16)), RNG.normal(0, 0.3, (4, 16))]
     bs = [RNG.normal(size=16), RNG.normal(size=16), RNG.normal(size=4)]
-    nodes = [helper.make_node("Identity", ["x"], ["x0"]),
-             helper.make_node("MatMul", ["x0", "w0"], ["m0"]), helper.make_node("Add", ["m0", "b0"], ["a0"]),
-             helper.make_node("Relu", ["a0"], ["r0"]), helper.make_node("Cast", ["r0"], ["c0"], to=TensorProto.FLOAT),
-             helper.make_node("MatMul", ["c0", "w1"], ["m1"]), helper.make_node("Add", ["b1", "m1"], ["a1"]),
-             helper.make_node("Relu", ["a1"], ["r1"]),
-             helper.make_node("MatMul", ["r1", "w2"], ["m2"]), helper.make_node("Add", ["m2", "b2"], ["out"])]
+    nodes = [
+        helper.make_node("Identity", ["x"], ["x0"]),
+        helper.make_node("MatMul", ["x0", "w0"], ["m0"]),
+        helper.make_node("Add", ["m0", "b0"], ["a0"]),
+        helper.make_node("Relu", ["a0"], ["r0"]),
+        helper.make_node("Cast", ["r0"], ["c0"], to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["c0", "w1"], ["m1"]),
+        helper.make_node("Add", ["b1", "m1"], ["a1"]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("MatMul", ["r1", "w2"], ["m2"]),
+        helper.make_node("Add", ["m2", "b2"], ["out"]),
+    ]
     inits = [numpy_helper.from_array(w.T.astype(np.float32).copy(), f"w{i}") for i, w in enumerate(ws)]
     inits += [numpy_helper.from_array(b.astype(np.float32), f"b{i}") for i, b in enumerate(bs)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 4])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 4])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    for key, value in (("rlverify.features", '["a", "b", "c"]'), ("rlverify.actions", '["n", "e", "s", "w"]'),
-                       ("rlverify.output", "logits")):
+    for key, value in (
+        ("rlverify.features", '["a", "b", "c"]'),
+        ("rlverify.actions", '["n", "e", "s", "w"]'),
+        ("rlverify.output", "logits"),
+    ):
         model.metadata_props.add(key=key, value=value)
     path = tmp_path / "export.onnx"
     onnx.save(model, str(path))
@@ -52,8 +66,9 @@ def matmul_add_file(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("kind", ["gemm", "matmul-add"])
 def test_onnx_network_equals_onnxruntime(tmp_path, kind):
     if kind == "gemm":
-        path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random([3, 32, 32, 4], seed=3), features=["a", "b", "c"],
-                             actions=["n", "e", "s", "w"])
+        path = save_mlp_onnx(
+            tmp_path / "p.onnx", MLP.random([3, 32, 32, 4], seed=3), features=["a", "b", "c"], actions=["n", "e", "s", "w"]
+        )
     else:
         path = matmul_add_file(tmp_path)
     policy = load_policy(str(path))
@@ -78,8 +93,7 @@ def test_torchscript_network_equals_torch(tmp_path):
     net = nn.Sequential(nn.Sequential(nn.Linear(3, 16), nn.ReLU()), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 2))
     path = tmp_path / "p.pt"
     torch.jit.save(torch.jit.script(net), str(path))
-    (tmp_path / "p.pt.json").write_text(json.dumps({"features": ["a", "b", "c"], "actions": ["l", "r"],
-                                                     "output": "logits"}))
+    (tmp_path / "p.pt.json").write_text(json.dumps({"features": ["a", "b", "c"], "actions": ["l", "r"], "output": "logits"}))
     policy = load_policy(str(path))
     assert isinstance(policy, TorchPolicy)
     with torch.no_grad():
@@ -108,8 +122,11 @@ def test_torch_module_that_is_no_sequential_is_refused():
 def test_callable_and_table_policies_say_why_they_have_no_network(tmp_path):
     module = tmp_path / "x.py"
     module.write_text("FEATURES = ['a']\nACTIONS = ['l', 'r']\ndef pi(s):\n    return [[0.5, 0.5]] * len(s)\n")
-    with pytest.raises(PolicyError, match=r"x\.py:pi: a Python callable cannot be bounded; give an ONNX or TorchScript "
-                                          "ReLU network"):
+    with pytest.raises(
+        PolicyError,
+        match=r"x\.py:pi: a Python callable cannot be bounded; give an ONNX or TorchScript "
+        "ReLU network",
+    ):
         load_policy(f"{module}:pi").network()
     table = tmp_path / "t.json"
     table.write_text(json.dumps({"features": ["a"], "actions": ["l", "r"], "default": {"l": 1.0}, "table": []}))
@@ -148,11 +165,18 @@ def test_cross_check_refuses_weights_that_differ_from_the_runtime(tmp_path):
 
 def test_onnx_cast_to_integers_is_refused(tmp_path):
     w = numpy_helper.from_array(np.ones((2, 2), dtype=np.float32), "W")
-    nodes = [helper.make_node("Cast", ["s"], ["i"], to=TensorProto.INT32, name="trunc"),
-             helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
-             helper.make_node("Gemm", ["f", "W"], ["out"], transB=1)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])], [w])
+    nodes = [
+        helper.make_node("Cast", ["s"], ["i"], to=TensorProto.INT32, name="trunc"),
+        helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+        helper.make_node("Gemm", ["f", "W"], ["out"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])],
+        [w],
+    )
     path = tmp_path / "cast.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     with pytest.raises(PolicyError, match="'trunc' uses operator Cast"):
@@ -164,8 +188,13 @@ def test_onnx_add_without_a_bias_is_refused_not_a_crash(tmp_path):
     # (a policy file gets onnxruntime's refusal first, an InputFileError)
     w = numpy_helper.from_array(np.ones((2, 2), dtype=np.float32), "W")
     nodes = [helper.make_node("MatMul", ["s", "W"], ["h"]), helper.make_node("Add", ["h"], ["out"], name="lonely")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])], [w])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2])],
+        [w],
+    )
     path = tmp_path / "add.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     with pytest.raises(PolicyError, match=r"node 'lonely' \(Add\) needs its bias as an initializer"):

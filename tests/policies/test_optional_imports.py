@@ -24,8 +24,9 @@ def test_require_gives_the_module():
 def test_a_missing_package_names_the_extra():
     with pytest.raises(DependencyNotInstalled) as err:
         require("rlverify_no_such_package.sub", "sb3", purpose="a thing")
-    assert str(err.value) == ("a thing needs the Python package 'rlverify_no_such_package', which is not installed: "
-                              "pip install 'rlverify[sb3]'")
+    assert str(err.value) == (
+        "a thing needs the Python package 'rlverify_no_such_package', which is not installed: pip install 'rlverify[sb3]'"
+    )
 
 
 def test_a_package_that_cannot_import_its_own_dependency_says_which(tmp_path, monkeypatch):
@@ -34,9 +35,11 @@ def test_a_package_that_cannot_import_its_own_dependency_says_which(tmp_path, mo
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(DependencyNotInstalled) as err:
         require("rlverify_half_installed", "torch")
-    assert str(err.value) == ("this feature needs the Python package 'rlverify_half_installed', which cannot be imported "
-                              "(ModuleNotFoundError: No module named 'rlverify_its_missing_dependency'): "
-                              "pip install 'rlverify[torch]'")
+    assert str(err.value) == (
+        "this feature needs the Python package 'rlverify_half_installed', which cannot be imported "
+        "(ModuleNotFoundError: No module named 'rlverify_its_missing_dependency'): "
+        "pip install 'rlverify[torch]'"
+    )
 
 
 def _without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,8 +58,9 @@ def _without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_sb3_zip_without_torch_names_the_sb3_extra(monkeypatch):
     zip_file = ROOT / "examples" / "gymnasium" / "ppo_frozenlake.zip"
     _without_torch(monkeypatch)
-    expected = ("a Stable-Baselines3 policy needs the Python package 'torch', which is not installed: "
-                "pip install 'rlverify[sb3]'")
+    expected = (
+        "a Stable-Baselines3 policy needs the Python package 'torch', which is not installed: pip install 'rlverify[sb3]'"
+    )
     with pytest.raises(DependencyNotInstalled, match=re.escape(expected)):
         load_policy(str(zip_file), features=["s"], actions=["left", "down", "right", "up"])
 

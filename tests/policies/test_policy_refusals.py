@@ -78,20 +78,24 @@ def verify(capsys, model: Path, policy: str, *extra: str) -> tuple[int, str, str
 def test_what_a_policy_module_prints_stays_off_stdout(capsys, files, tmp_path):
     model, _ = files
     chatty = tmp_path / "chatty.py"
-    chatty.write_text(POLICIES + "print('printed at import')\n"
-                      "def talks(s):\n    print('printed at call')\n    return good(s)\n")
+    chatty.write_text(
+        POLICIES + "print('printed at import')\ndef talks(s):\n    print('printed at call')\n    return good(s)\n"
+    )
     code, out, err = verify(capsys, model, f"{chatty}:talks")
     assert code == 0 and json.loads(out)["value"] == pytest.approx(1.0, abs=1e-9)  # stdout is the JSON alone
     assert "printed at import" in err and "printed at call" in err
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("raises", "pols.py:raises: evaluating the policy failed: ValueError: boom"),
-    ("strings", "pols.py:strings: output is not an array of numbers (list of <U1: strings)"),
-    ("wide", "pols.py:wide: output has shape (1, 3), expected (1, 2)"),
-    ("nan", "1 rows contain NaN or inf"),
-    ("exits", "pols.py:exits: the policy called sys.exit(3) while computing actions"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("raises", "pols.py:raises: evaluating the policy failed: ValueError: boom"),
+        ("strings", "pols.py:strings: output is not an array of numbers (list of <U1: strings)"),
+        ("wide", "pols.py:wide: output has shape (1, 3), expected (1, 2)"),
+        ("nan", "1 rows contain NaN or inf"),
+        ("exits", "pols.py:exits: the policy called sys.exit(3) while computing actions"),
+    ],
+)
 def test_a_policy_that_fails_is_refused_naming_the_cause(capsys, files, name, expected):
     model, policies = files
     code, out, err = verify(capsys, model, f"{policies}:{name}")
@@ -123,11 +127,14 @@ def test_a_policy_module_exiting_at_import_is_refused(capsys, tmp_path, files):
     assert code == 2 and "importing the policy module called sys.exit(3)" in err
 
 
-@pytest.mark.parametrize(("source", "expected"), [
-    ("FEATURES = 5\nACTIONS = ['up', 'stay']", "FEATURES must be a list of names (strings), got int 5"),
-    ("FEATURES = 'x'\nACTIONS = ['up', 'stay']", "FEATURES must be a list of names (strings), got str 'x'"),
-    ("FEATURES = ['x']\nACTIONS = ['up', 'stay']\nOUTPUT = 3", "OUTPUT must be one of"),
-])
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("FEATURES = 5\nACTIONS = ['up', 'stay']", "FEATURES must be a list of names (strings), got int 5"),
+        ("FEATURES = 'x'\nACTIONS = ['up', 'stay']", "FEATURES must be a list of names (strings), got str 'x'"),
+        ("FEATURES = ['x']\nACTIONS = ['up', 'stay']\nOUTPUT = 3", "OUTPUT must be one of"),
+    ],
+)
 def test_a_policy_module_with_wrong_declarations_is_refused(capsys, tmp_path, files, source, expected):
     model, _ = files
     mod = tmp_path / "decl.py"
@@ -137,27 +144,39 @@ def test_a_policy_module_with_wrong_declarations_is_refused(capsys, tmp_path, fi
 
 
 def _table(**over):
-    doc = {"features": ["x"], "actions": ["up", "stay"],
-           "table": [{"state": {"x": v}, "probabilities": {"up": 1.0}} for v in range(4)]}
+    doc = {
+        "features": ["x"],
+        "actions": ["up", "stay"],
+        "table": [{"state": {"x": v}, "probabilities": {"up": 1.0}} for v in range(4)],
+    }
     doc.update(over)
     return doc
 
 
-@pytest.mark.parametrize(("doc", "expected"), [
-    (_table(table=[{"state": {"x": 0}, "probabilities": {"up": 1.0}}, {"state": {"x": 0}, "probabilities": {"stay": 1.0}}],
-            default={"up": 1.0}),
-     "table[1]: the state {'x': 0} is already given by table[0]"),
-    (_table(table=[{"state": {"x": 0.7}, "probabilities": {"stay": 1.0}}], default={"up": 1.0}),
-     "table[0].state.x: 0.7 is not an integer"),
-    (_table(features="x"), "'features' must be a list of names (strings), got a string"),
-    (_table(actions=[1, 2]), "'actions' must be a list of names (strings), got a list"),
-    (_table(table={"x": 0}), "'table' must be a list of rows, got an object"),
-    (_table(table=[5]), "table[0]: expected an object with 'state' and 'probabilities', got a number"),
-    (_table(table=[{"state": {"x": "0"}, "probabilities": {"up": 1}}]), "table[0].state.x: '0' is not an integer"),
-    (_table(table=[{"state": {"x": 0}, "probabilities": [1, 0]}]), "table[0].probabilities: expected an object"),
-    (_table(table=[{"state": {"x": 0}, "probabilities": {"up": "1"}}]), "probabilities of ['up'] are not finite numbers"),
-    ([1, 2], "not a table policy (expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (
+            _table(
+                table=[{"state": {"x": 0}, "probabilities": {"up": 1.0}}, {"state": {"x": 0}, "probabilities": {"stay": 1.0}}],
+                default={"up": 1.0},
+            ),
+            "table[1]: the state {'x': 0} is already given by table[0]",
+        ),
+        (
+            _table(table=[{"state": {"x": 0.7}, "probabilities": {"stay": 1.0}}], default={"up": 1.0}),
+            "table[0].state.x: 0.7 is not an integer",
+        ),
+        (_table(features="x"), "'features' must be a list of names (strings), got a string"),
+        (_table(actions=[1, 2]), "'actions' must be a list of names (strings), got a list"),
+        (_table(table={"x": 0}), "'table' must be a list of rows, got an object"),
+        (_table(table=[5]), "table[0]: expected an object with 'state' and 'probabilities', got a number"),
+        (_table(table=[{"state": {"x": "0"}, "probabilities": {"up": 1}}]), "table[0].state.x: '0' is not an integer"),
+        (_table(table=[{"state": {"x": 0}, "probabilities": [1, 0]}]), "table[0].probabilities: expected an object"),
+        (_table(table=[{"state": {"x": 0}, "probabilities": {"up": "1"}}]), "probabilities of ['up'] are not finite numbers"),
+        ([1, 2], "not a table policy (expected a JSON object"),
+    ],
+)
 def test_a_table_policy_with_wrong_contents_is_refused(capsys, tmp_path, files, doc, expected):
     model, _ = files
     path = tmp_path / "t.json"
@@ -174,15 +193,22 @@ def test_binary_garbage_as_a_table_is_refused(capsys, tmp_path, files):
     assert code == 2 and "t.json: not a JSON text file (byte 128 is not UTF-8)" in err
 
 
-@pytest.mark.parametrize(("sidecar", "expected"), [
-    ({"features": 5, "actions": ["left", "down", "right", "up"]},
-     "'features' must be a list of names (strings), got a number"),
-    ({"features": "s", "actions": ["left", "down", "right", "up"]},
-     "'features' must be a list of names (strings), got a string"),
-    ({"output": 7}, "'output' must be one of"),
-    ({"params": [1]}, "'params' must be an object"),
-    ([1], "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("sidecar", "expected"),
+    [
+        (
+            {"features": 5, "actions": ["left", "down", "right", "up"]},
+            "'features' must be a list of names (strings), got a number",
+        ),
+        (
+            {"features": "s", "actions": ["left", "down", "right", "up"]},
+            "'features' must be a list of names (strings), got a string",
+        ),
+        ({"output": 7}, "'output' must be one of"),
+        ({"params": [1]}, "'params' must be an object"),
+        ([1], "expected a JSON object"),
+    ],
+)
 def test_a_sidecar_with_wrong_types_is_refused(capsys, tmp_path, sidecar, expected):
     src = Path(__file__).resolve().parents[2] / "examples" / "gymnasium" / "ppo_frozenlake.zip"
     path = tmp_path / "model.zip"
@@ -206,8 +232,9 @@ def _onnx(path: Path, *, inputs, nodes, meta, initializers=()):
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])],
-                              initializer=list(initializers))
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])], initializer=list(initializers)
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     helper.set_model_props(model, meta)
@@ -228,9 +255,13 @@ def test_an_onnx_network_with_an_int64_input_is_refused(capsys, tmp_path, files)
     from onnx import TensorProto, helper
 
     model, _ = files
-    path = _onnx(tmp_path / "int.onnx", inputs=[helper.make_tensor_value_info("x", TensorProto.INT64, ["N", 1])],
-                 nodes=[helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
-                        helper.make_node("MatMul", ["xf", "W"], ["y"])], meta=META, initializers=_weights())
+    path = _onnx(
+        tmp_path / "int.onnx",
+        inputs=[helper.make_tensor_value_info("x", TensorProto.INT64, ["N", 1])],
+        nodes=[helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT), helper.make_node("MatMul", ["xf", "W"], ["y"])],
+        meta=META,
+        initializers=_weights(),
+    )
     code, _, err = verify(capsys, model, str(path))
     assert code == 2 and "its input 'x' is tensor(int64); rlverify feeds the features as floats" in err, err
 
@@ -240,25 +271,33 @@ def test_an_onnx_network_with_two_inputs_is_refused(capsys, tmp_path, files):
 
     model, _ = files
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 1]) for n in ("a", "b")]
-    path = _onnx(tmp_path / "two.onnx", inputs=inputs, nodes=[helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
-                 meta=META)
+    path = _onnx(
+        tmp_path / "two.onnx", inputs=inputs, nodes=[helper.make_node("Concat", ["a", "b"], ["y"], axis=1)], meta=META
+    )
     code, _, err = verify(capsys, model, str(path))
     assert code == 2 and "it has 2 inputs ('a', 'b'); rlverify feeds one (N, d) tensor" in err, err
 
 
-@pytest.mark.parametrize(("key", "value", "expected"), [
-    ("rlverify.features", "5", "metadata rlverify.features must be a JSON list of names"),
-    ("rlverify.features", '["x", 1]', "metadata rlverify.features must be a JSON list of names"),
-    ("rlverify.training", "{not json", "metadata rlverify.training must be a JSON object"),
-    ("rlverify.training", "[1, 2]", "metadata rlverify.training must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("rlverify.features", "5", "metadata rlverify.features must be a JSON list of names"),
+        ("rlverify.features", '["x", 1]', "metadata rlverify.features must be a JSON list of names"),
+        ("rlverify.training", "{not json", "metadata rlverify.training must be a JSON object"),
+        ("rlverify.training", "[1, 2]", "metadata rlverify.training must be a JSON object"),
+    ],
+)
 def test_malformed_onnx_metadata_is_refused(capsys, tmp_path, files, key, value, expected):
     from onnx import TensorProto, helper
 
     model, _ = files
-    path = _onnx(tmp_path / "meta.onnx", inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-                 nodes=[helper.make_node("MatMul", ["x", "W"], ["y"])], meta={**META, key: value},
-                 initializers=_weights())
+    path = _onnx(
+        tmp_path / "meta.onnx",
+        inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
+        nodes=[helper.make_node("MatMul", ["x", "W"], ["y"])],
+        meta={**META, key: value},
+        initializers=_weights(),
+    )
     code, _, err = verify(capsys, model, str(path))
     assert code == 2 and expected in err, err
 
@@ -282,17 +321,21 @@ def test_empty_batches_never_reach_the_policys_code(tmp_path):
     assert sb3.choose(np.zeros((0, 1)), np.zeros(0))[0].shape == (0,)
 
 
-@pytest.mark.parametrize(("output", "body", "expected"), [
-    ("logits", "np.zeros(len(s))", "output has shape (1,), expected (1, 2)"),
-    ("logits", "np.zeros((len(s), 3))", "output has shape (1, 3), expected (1, 2)"),
-    ("q-values", "np.full((len(s), 2), np.nan)", "1 rows contain NaN or inf"),
-    ("q-values", "[['a', 'b']] * len(s)", "output is not an array of numbers"),
-])
+@pytest.mark.parametrize(
+    ("output", "body", "expected"),
+    [
+        ("logits", "np.zeros(len(s))", "output has shape (1,), expected (1, 2)"),
+        ("logits", "np.zeros((len(s), 3))", "output has shape (1, 3), expected (1, 2)"),
+        ("q-values", "np.full((len(s), 2), np.nan)", "1 rows contain NaN or inf"),
+        ("q-values", "[['a', 'b']] * len(s)", "output is not an array of numbers"),
+    ],
+)
 def test_a_logits_or_q_values_policy_with_wrong_outputs_is_refused(capsys, tmp_path, files, output, body, expected):
     model, _ = files
     mod = tmp_path / "net.py"
-    mod.write_text(f"import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\nOUTPUT = {output!r}\n"
-                   f"def pi(s):\n    return {body}\n")
+    mod.write_text(
+        f"import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\nOUTPUT = {output!r}\ndef pi(s):\n    return {body}\n"
+    )
     code, out, err = verify(capsys, model, f"{mod}:pi")
     assert code == 2 and out == "" and expected in err and "Traceback" not in err, err
 
@@ -300,8 +343,10 @@ def test_a_logits_or_q_values_policy_with_wrong_outputs_is_refused(capsys, tmp_p
 def test_a_policy_that_swallows_every_exception_is_still_stopped(capsys, tmp_path, files):
     model, _ = files
     mod = tmp_path / "stubborn.py"
-    mod.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
-                   "def pi(s):\n    for _ in range(4):\n        try:\n            while True:\n                pass\n"
-                   "        except BaseException:\n            pass\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
+    mod.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+        "def pi(s):\n    for _ in range(4):\n        try:\n            while True:\n                pass\n"
+        "        except BaseException:\n            pass\n    return np.tile([0.5, 0.5], (len(s), 1))\n"
+    )
     code, _, err = verify(capsys, model, f"{mod}:pi", "--policy-timeout", "0.3")
     assert code == 2 and "stubborn.py:pi: the policy did not return within 0.3 s" in err

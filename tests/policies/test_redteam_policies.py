@@ -51,11 +51,16 @@ def module(tmp_path: Path, name: str, body: str, *, declare: str = "FEATURES = [
 
 # 1. complex (and other non-real) outputs are refused, not truncated to their real part ----------------------------
 
-@pytest.mark.parametrize("body", [
-    "def pi(s):\n    return np.full((len(s), 2), 0.5) + 1j\n",  # complex128 array
-    "def pi(s):\n    return [[0.5 + 0j, 0.5]] * len(s)\n",  # a list of Python complex numbers
-    "def pi(s):\n    return np.array([[0.5 + 1j, 0.5]] * len(s), dtype=object)\n",  # complex inside an object array
-], ids=["ndarray", "list", "object-array"])
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def pi(s):\n    return np.full((len(s), 2), 0.5) + 1j\n",  # complex128 array
+        "def pi(s):\n    return [[0.5 + 0j, 0.5]] * len(s)\n",  # a list of Python complex numbers
+        "def pi(s):\n    return np.array([[0.5 + 1j, 0.5]] * len(s), dtype=object)\n",  # complex inside an object array
+    ],
+    ids=["ndarray", "list", "object-array"],
+)
 def test_a_complex_output_is_refused_naming_the_policy(capsys, tmp_path, model, body):
     pol = module(tmp_path, "c.py", body)
     with warnings.catch_warnings():
@@ -116,17 +121,32 @@ def test_check_policy_refuses_a_protocol_policy_giving_complex_numbers(model):
 
 # 2. an option never changes what a file declares; it gives what the file does not ----------------------------------
 
+
 def test_options_contradicting_a_python_module_are_refused(capsys, tmp_path, model):
     pol = module(tmp_path, "p.py", "OUTPUT = 'probabilities'\ndef pi(s):\n    return np.tile([0.6, 0.4], (len(s), 1))\n")
-    for option, value, says in (("--features", "y", "--features y contradicts its features x"),
-                                ("--actions", "stay,up", "--actions stay,up contradicts its actions up,stay"),
-                                ("--output", "q-values", "--output q-values contradicts its output probabilities")):
-        line = one_line_error(*verify(capsys, str(model), "-p", "P=? [F<=2 x=3]", "--policy", f"{pol}:pi",
-                                      option, value)[::2])
+    for option, value, says in (
+        ("--features", "y", "--features y contradicts its features x"),
+        ("--actions", "stay,up", "--actions stay,up contradicts its actions up,stay"),
+        ("--output", "q-values", "--output q-values contradicts its output probabilities"),
+    ):
+        line = one_line_error(*verify(capsys, str(model), "-p", "P=? [F<=2 x=3]", "--policy", f"{pol}:pi", option, value)[::2])
         assert says in line and f"{pol}:pi" in line and "drop " + option in line
     # repeating the declaration is no contradiction
-    code, out, _ = verify(capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", f"{pol}:pi", "--features", "x",
-                          "--actions", "up,stay", "--output", "probabilities", "--json")
+    code, out, _ = verify(
+        capsys,
+        str(model),
+        "-p",
+        "P=? [F<=3 x=3]",
+        "--policy",
+        f"{pol}:pi",
+        "--features",
+        "x",
+        "--actions",
+        "up,stay",
+        "--output",
+        "probabilities",
+        "--json",
+    )
     assert code == 0 and json.loads(out)["value"] == pytest.approx((0.6 * 0.5) ** 3, abs=1e-9)  # 3 ups, each 0.6 * 1/2
 
 
@@ -135,13 +155,14 @@ def test_output_is_applied_to_a_module_that_declares_none(capsys, tmp_path, mode
     pol = module(tmp_path, "p.py", "def pi(s):\n    return np.tile([0.6, 0.4], (len(s), 1))\n")
     values = {}
     for output in ("probabilities", "q-values"):
-        code, out, err = verify(capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", f"{pol}:pi", "--output", output,
-                                "--json")
+        code, out, err = verify(
+            capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", f"{pol}:pi", "--output", output, "--json"
+        )
         assert code == 0, err
         values[output] = json.loads(out)["value"]
     # reaching x=3 within 3 steps needs 3 successful ups, each with probability p * 1/2
     assert values["probabilities"] == pytest.approx((0.6 * 0.5) ** 3, abs=1e-9)
-    assert values["q-values"] == pytest.approx(0.5 ** 3, abs=1e-9)
+    assert values["q-values"] == pytest.approx(0.5**3, abs=1e-9)
     code, out, _ = verify(capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", f"{pol}:pi", "--json")
     assert json.loads(out)["value"] == pytest.approx(values["probabilities"])  # without OUTPUT or --output
 
@@ -149,20 +170,33 @@ def test_output_is_applied_to_a_module_that_declares_none(capsys, tmp_path, mode
 def test_options_contradicting_a_table_are_refused(capsys, tmp_path, model):
     table = tmp_path / "t.json"
     table.write_text(json.dumps({"features": ["x"], "actions": ["up", "stay"], "table": [], "default": {"up": 1}}))
-    for option, value, says in (("--features", "y", "--features y contradicts its features x"),
-                                ("--actions", "stay,up", "--actions stay,up contradicts its actions up,stay"),
-                                ("--output", "logits", "--output logits contradicts its output probabilities")):
-        line = one_line_error(*verify(capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", str(table),
-                                      option, value)[::2])
+    for option, value, says in (
+        ("--features", "y", "--features y contradicts its features x"),
+        ("--actions", "stay,up", "--actions stay,up contradicts its actions up,stay"),
+        ("--output", "logits", "--output logits contradicts its output probabilities"),
+    ):
+        line = one_line_error(*verify(capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", str(table), option, value)[::2])
         assert says in line and "declared by the table" in line
-    code, out, _ = verify(capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", str(table), "--features", "x",
-                          "--output", "probabilities", "--json")
-    assert code == 0 and json.loads(out)["value"] == pytest.approx(0.5 ** 3, abs=1e-9)
+    code, out, _ = verify(
+        capsys,
+        str(model),
+        "-p",
+        "P=? [F<=3 x=3]",
+        "--policy",
+        str(table),
+        "--features",
+        "x",
+        "--output",
+        "probabilities",
+        "--json",
+    )
+    assert code == 0 and json.loads(out)["value"] == pytest.approx(0.5**3, abs=1e-9)
 
 
 def test_options_contradicting_onnx_metadata_are_refused(tmp_path):
-    path = save_mlp_onnx(tmp_path / "p.onnx", MLP.random([1, 4, 2], seed=0), features=["x"], actions=["up", "stay"],
-                         output="logits")
+    path = save_mlp_onnx(
+        tmp_path / "p.onnx", MLP.random([1, 4, 2], seed=0), features=["x"], actions=["up", "stay"], output="logits"
+    )
     with pytest.raises(PolicyError, match=r"--features y contradicts its features x \(declared by its metadata\)"):
         load_policy(str(path), features=["y"])
     with pytest.raises(PolicyError, match="--actions stay,up contradicts its actions up,stay"):
@@ -196,15 +230,23 @@ def test_output_contradicting_an_sb3_zips_algorithm_is_refused(tmp_path):
 
 # 5. numbers that do not fit are refused naming the row ------------------------------------------------------------
 
-@pytest.mark.parametrize(("content", "says"), [
-    ({"table": [{"state": {"x": 99999999999999999999999}, "probabilities": {"up": 1}}]},
-     "table[0].state.x: 99999999999999999999999 does not fit a 64-bit integer"),
-    ({"table": [{"state": {"x": 1e300}, "probabilities": {"up": 1}}]}, "table[0].state.x: 1e+300 does not fit"),
-    ({"table": [], "default": {"up": 99999999999999999999999}},
-     "default: probabilities of ['up'] are not finite numbers"),
-    ({"table": [{"state": {"x": 0}, "probabilities": {"up": 2**64}}]},
-     "table[0].probabilities: probabilities of ['up'] are not finite numbers"),
-], ids=["bigint-state", "huge-float-state", "bigint-default", "bigint-probability"])
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (
+            {"table": [{"state": {"x": 99999999999999999999999}, "probabilities": {"up": 1}}]},
+            "table[0].state.x: 99999999999999999999999 does not fit a 64-bit integer",
+        ),
+        ({"table": [{"state": {"x": 1e300}, "probabilities": {"up": 1}}]}, "table[0].state.x: 1e+300 does not fit"),
+        ({"table": [], "default": {"up": 99999999999999999999999}}, "default: probabilities of ['up'] are not finite numbers"),
+        (
+            {"table": [{"state": {"x": 0}, "probabilities": {"up": 2**64}}]},
+            "table[0].probabilities: probabilities of ['up'] are not finite numbers",
+        ),
+    ],
+    ids=["bigint-state", "huge-float-state", "bigint-default", "bigint-probability"],
+)
 def test_numbers_a_table_cannot_hold_are_refused_naming_the_row(capsys, tmp_path, model, content, says):
     table = tmp_path / "t.json"
     table.write_text(json.dumps({"features": ["x"], "actions": ["up", "stay"], **content}))
@@ -224,18 +266,38 @@ def test_an_integer_longer_than_python_reads_is_a_json_error(tmp_path):
 BAD_STR = "class E(Exception):\n    def __str__(self):\n        raise ValueError('str fails')\n"
 
 
-@pytest.mark.parametrize(("name", "body", "declare", "says"), [
-    ("badstr", BAD_STR + "def pi(s):\n    raise E()\n", None, "evaluating the policy failed: <unprintable E>"),
-    ("importbadstr", BAD_STR + "raise E()\ndef pi(s):\n    pass\n", None,
-     "importing the policy module failed: <unprintable E>"),
-    ("featiter", "class F(list):\n    def __iter__(self):\n        raise RuntimeError('iter')\n"
-                 "FEATURES = F(['x'])\nACTIONS = ['up', 'stay']\ndef pi(s):\n    return np.full((len(s), 2), 0.5)\n", "",
-     "reading the policy module's pi, FEATURES, ACTIONS and OUTPUT failed: RuntimeError: iter"),
-    ("baseexc", "class B(BaseException):\n    pass\ndef pi(s):\n    raise B('out')\n", None,
-     "evaluating the policy failed: B: out"),
-    ("exitrepr", "class C:\n    def __repr__(self):\n        raise ValueError('no')\n"
-                 "import sys\ndef pi(s):\n    sys.exit(C())\n", None, "called sys.exit(<unprintable C>)"),
-], ids=["str-raises", "str-raises-at-import", "features-iter-raises", "base-exception", "exit-code-repr-raises"])
+@pytest.mark.parametrize(
+    ("name", "body", "declare", "says"),
+    [
+        ("badstr", BAD_STR + "def pi(s):\n    raise E()\n", None, "evaluating the policy failed: <unprintable E>"),
+        (
+            "importbadstr",
+            BAD_STR + "raise E()\ndef pi(s):\n    pass\n",
+            None,
+            "importing the policy module failed: <unprintable E>",
+        ),
+        (
+            "featiter",
+            "class F(list):\n    def __iter__(self):\n        raise RuntimeError('iter')\n"
+            "FEATURES = F(['x'])\nACTIONS = ['up', 'stay']\ndef pi(s):\n    return np.full((len(s), 2), 0.5)\n",
+            "",
+            "reading the policy module's pi, FEATURES, ACTIONS and OUTPUT failed: RuntimeError: iter",
+        ),
+        (
+            "baseexc",
+            "class B(BaseException):\n    pass\ndef pi(s):\n    raise B('out')\n",
+            None,
+            "evaluating the policy failed: B: out",
+        ),
+        (
+            "exitrepr",
+            "class C:\n    def __repr__(self):\n        raise ValueError('no')\nimport sys\ndef pi(s):\n    sys.exit(C())\n",
+            None,
+            "called sys.exit(<unprintable C>)",
+        ),
+    ],
+    ids=["str-raises", "str-raises-at-import", "features-iter-raises", "base-exception", "exit-code-repr-raises"],
+)
 def test_user_exceptions_become_one_line(capsys, tmp_path, model, name, body, declare, says):
     pol = module(tmp_path, f"{name}.py", body, **({} if declare is None else {"declare": declare}))
     code, _, err = verify(capsys, str(model), "-p", "P=? [F x=3]", "--policy", f"{pol}:pi")
@@ -271,10 +333,14 @@ def test_a_python_api_callable_keeps_its_own_exceptions():
 
 # 7. --policy-timeout beyond what a timer holds -----------------------------------------------------------------------
 
+
 def test_a_huge_policy_timeout_is_refused_as_an_option(capsys, tmp_path, model):
     pol = module(tmp_path, "p.py", "def pi(s):\n    return np.tile([0.5, 0.5], (len(s), 1))\n")
-    line = one_line_error(*verify(capsys, str(model), "-p", "P=? [F x=3]", "--policy", f"{pol}:pi",
-                                  "--policy-timeout", "99999999999999999999")[::2])
+    line = one_line_error(
+        *verify(capsys, str(model), "-p", "P=? [F x=3]", "--policy", f"{pol}:pi", "--policy-timeout", "99999999999999999999")[
+            ::2
+        ]
+    )
     assert "--policy-timeout" in line and "0 for no limit" in line and "evaluating the policy" not in line
     assert check_timeout(1e6) == 1e6 and check_timeout(0) is None
     with pytest.raises(OptionError, match="timeout"):
@@ -282,6 +348,7 @@ def test_a_huge_policy_timeout_is_refused_as_an_option(capsys, tmp_path, model):
 
 
 # 8. torch's warnings about weights_only loading are not shown -------------------------------------------------------
+
 
 def test_refusing_sb3_weights_shows_no_torch_warning(tmp_path, recwarn):
     pytest.importorskip("torch")

@@ -21,18 +21,22 @@ RUNNING = data_path("models/running_example.prism")
 AVOID_POLICY = data_path("policies/avoid_4x4_ppo.onnx")
 
 # The running example by hand (its PRISM file): T[x][action] = {x': p}; UP is not available in D (x = 4).
-T = {1: {"UP": {2: 0.2, 3: 0.8}, "NOP": {1: 1.0}, "DOWN": {1: 1.0}},
-     2: {"UP": {3: 0.2, 4: 0.8}, "NOP": {2: 1.0}, "DOWN": {1: 1.0}},
-     3: {"UP": {4: 1.0}, "NOP": {3: 1.0}, "DOWN": {2: 1.0}},
-     4: {"NOP": {4: 1.0}, "DOWN": {3: 1.0}}}
+T = {
+    1: {"UP": {2: 0.2, 3: 0.8}, "NOP": {1: 1.0}, "DOWN": {1: 1.0}},
+    2: {"UP": {3: 0.2, 4: 0.8}, "NOP": {2: 1.0}, "DOWN": {1: 1.0}},
+    3: {"UP": {4: 1.0}, "NOP": {3: 1.0}, "DOWN": {2: 1.0}},
+    4: {"NOP": {4: 1.0}, "DOWN": {3: 1.0}},
+}
 
 
 def bounded_reach(pi, target, k, start=1):
     """P(F<=k x=target) from ``start`` under ``pi[x] = {action: p}``, by k steps of iteration."""
     v = {x: 1.0 if x == target else 0.0 for x in T}
     for _ in range(k):
-        v = {x: 1.0 if x == target else sum(pa * sum(p * v[y] for y, p in T[x][a].items()) for a, pa in pi[x].items())
-             for x in T}
+        v = {
+            x: 1.0 if x == target else sum(pa * sum(p * v[y] for y, p in T[x][a].items()) for a, pa in pi[x].items())
+            for x in T
+        }
     return v[start]
 
 
@@ -40,8 +44,9 @@ def test_maskable_ppo_trained_on_the_gym_bridge_verifies_as_its_masked_policy(tm
     contrib = pytest.importorskip("sb3_contrib")
     torch = pytest.importorskip("torch")
     env = MDPEnv.from_model(RUNNING, reward="label:goal=1", unavailable="renormalize", max_episode_steps=10)
-    model = contrib.MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu",
-                                policy_kwargs={"net_arch": [8]})
+    model = contrib.MaskablePPO(
+        "MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu", policy_kwargs={"net_arch": [8]}
+    )
     model.learn(total_timesteps=128)
     path = tmp_path / "maskable.zip"
     model.save(str(path))
@@ -69,8 +74,9 @@ def test_maskable_ppo_trained_on_the_gym_bridge_verifies_as_its_masked_policy(tm
 def test_maskable_stall_note_reaches_the_cli_result(tmp_path, capsys):
     contrib = pytest.importorskip("sb3_contrib")
     env = MDPEnv.from_model(RUNNING, reward="steps", unavailable="renormalize", max_episode_steps=5)
-    model = contrib.MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=1, device="cpu",
-                                policy_kwargs={"net_arch": [4]})
+    model = contrib.MaskablePPO(
+        "MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=1, device="cpu", policy_kwargs={"net_arch": [4]}
+    )
     path = tmp_path / "m.zip"
     model.save(str(path))
     env.save_policy_metadata(path)
@@ -97,8 +103,9 @@ def test_policy_metadata_and_sidecar_round_trip(tmp_path):
     meta = env.policy_metadata(algorithm="PPO")
     assert meta["features"] == list(env.dynamics.features) and meta["actions"] == list(env.action_names)
     assert meta["benchmark"] == "avoid-v1" and meta["params"]["xMax"] == 2 and meta["output"] == "logits"
-    model = sb3.PPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu",
-                    policy_kwargs={"net_arch": [4]})
+    model = sb3.PPO(
+        "MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu", policy_kwargs={"net_arch": [4]}
+    )
     path = tmp_path / "avoid.zip"
     model.save(str(path))
     side = env.save_policy_metadata(path, algorithm="PPO")

@@ -17,13 +17,15 @@ def test_sb3_ppo_zip_verifies_with_its_own_action_distribution(tmp_path):
     sb3 = pytest.importorskip("stable_baselines3")
     torch = pytest.importorskip("torch")
     env = MDPEnv.from_benchmark("running-example-v1")
-    model = sb3.PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu",
-                    policy_kwargs={"net_arch": [8]})
+    model = sb3.PPO(
+        "MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu", policy_kwargs={"net_arch": [8]}
+    )
     model.learn(total_timesteps=128)
     path = tmp_path / "ppo.zip"
     model.save(str(path))
-    (tmp_path / "ppo.zip.json").write_text(json.dumps({"features": list(env.unwrapped.dynamics.features),
-                                                        "actions": list(env.action_names)}))
+    (tmp_path / "ppo.zip.json").write_text(
+        json.dumps({"features": list(env.unwrapped.dynamics.features), "actions": list(env.action_names)})
+    )
     policy = load_policy(str(path))
     # the adapter's probabilities are SB3's own distribution
     obs = env.unwrapped.dynamics.observations.astype(np.float32)

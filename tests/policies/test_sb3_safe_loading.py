@@ -107,13 +107,17 @@ def _box_env():
     return MDPEnv.from_benchmark("running-example-v1")
 
 
-@pytest.mark.parametrize(("algo", "kwargs"), [
-    ("PPO", {"net_arch": [8, 8]}),  # default Tanh
-    ("PPO", {"net_arch": {"pi": [6], "vf": [5]}, "activation_fn": "ReLU"}),
-    ("A2C", {"net_arch": [7], "activation_fn": "ELU"}),
-    ("DQN", {"net_arch": [8]}),
-    ("MaskablePPO", {"net_arch": [8], "activation_fn": "ReLU"}),
-], ids=["ppo-tanh", "ppo-relu-dict", "a2c-elu", "dqn", "maskable"])
+@pytest.mark.parametrize(
+    ("algo", "kwargs"),
+    [
+        ("PPO", {"net_arch": [8, 8]}),  # default Tanh
+        ("PPO", {"net_arch": {"pi": [6], "vf": [5]}, "activation_fn": "ReLU"}),
+        ("A2C", {"net_arch": [7], "activation_fn": "ELU"}),
+        ("DQN", {"net_arch": [8]}),
+        ("MaskablePPO", {"net_arch": [8], "activation_fn": "ReLU"}),
+    ],
+    ids=["ppo-tanh", "ppo-relu-dict", "a2c-elu", "dqn", "maskable"],
+)
 def test_models_trained_here_give_sb3s_own_numbers(tmp_path, algo, kwargs):
     env = _box_env()
     kwargs = dict(kwargs)
@@ -162,8 +166,15 @@ def test_a_custom_feature_extractor_is_refused_naming_trust_code(tmp_path):
     class MyExtractor(FlattenExtractor):
         pass
 
-    model = sb3.PPO("MlpPolicy", gym.make("FrozenLake-v1"), n_steps=32, batch_size=32, seed=0, device="cpu",
-                    policy_kwargs={"features_extractor_class": MyExtractor})
+    model = sb3.PPO(
+        "MlpPolicy",
+        gym.make("FrozenLake-v1"),
+        n_steps=32,
+        batch_size=32,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"features_extractor_class": MyExtractor},
+    )
     path = tmp_path / "extractor.zip"
     model.save(str(path))
     with pytest.raises(PolicyError, match="cannot be read without running code; pass --trust-code") as info:

@@ -61,15 +61,15 @@ def restrict_steps(source: Path, target: Path, k: int) -> Path:
     part is the states within ``k`` steps.
     """
     data = read_jani(source)
-    data["variables"].append({"name": STEPS, "type": {"kind": "bounded", "base": "int", "lower-bound": 0,
-                                                       "upper-bound": k}, "initial-value": 0})
+    data["variables"].append(
+        {"name": STEPS, "type": {"kind": "bounded", "base": "int", "lower-bound": 0, "upper-bound": k}, "initial-value": 0}
+    )
     for automaton in data["automata"]:
         for edge in automaton["edges"]:
             more = {"op": "<", "left": STEPS, "right": k}
             guard = edge.get("guard", {}).get("exp", True)
             edge["guard"] = {"exp": {"op": "∧", "left": guard, "right": more}}
             for dest in edge["destinations"]:
-                dest.setdefault("assignments", []).append(
-                    {"ref": STEPS, "value": {"op": "+", "left": STEPS, "right": 1}})
+                dest.setdefault("assignments", []).append({"ref": STEPS, "value": {"op": "+", "left": STEPS, "right": 1}})
     target.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     return target

@@ -48,8 +48,13 @@ COMBOS = [
     Combo("natural", "sparse", "deterministic", "stall"),
     Combo("commands", "uniform", "deterministic", "renormalize"),
 ]
-ALL_COMBOS = [Combo(a, k, m, u) for a in ("natural", "commands", "partial") for k in O.POLICY_KINDS
-              for m in ("stochastic", "deterministic") for u in ("stall", "renormalize")]
+ALL_COMBOS = [
+    Combo(a, k, m, u)
+    for a in ("natural", "commands", "partial")
+    for k in O.POLICY_KINDS
+    for m in ("stochastic", "deterministic")
+    for u in ("stall", "renormalize")
+]
 
 
 def policy_for(model: O.RefModel, combo: Combo, seed: int = 0) -> O.RefPolicy:
@@ -77,8 +82,9 @@ def reference(model: O.RefModel, policy: O.RefPolicy, query: O.Query, combo: Com
         return exc
 
 
-def assert_value(value: float, expected: float, lower: float | None = None, upper: float | None = None,
-                 what: str = "value") -> None:
+def assert_value(
+    value: float, expected: float, lower: float | None = None, upper: float | None = None, what: str = "value"
+) -> None:
     """``value`` equals ``expected`` to :data:`TOL` (absolute and relative), or the bracket holds it."""
     if math.isinf(expected) or math.isinf(value):
         assert value == expected, f"{what}: rlverify {value}, reference {expected}"
@@ -90,8 +96,18 @@ def assert_value(value: float, expected: float, lower: float | None = None, uppe
     pytest.fail(f"{what}: rlverify {value!r} (bracket [{lower}, {upper}]), reference {expected!r}")
 
 
-def check_exact(path: Path, text: str, model: O.RefModel, query: O.Query, combo: Combo, strategy: str, *,
-                constants: str | None = None, seed: int = 0, compare_states: bool = True) -> None:
+def check_exact(
+    path: Path,
+    text: str,
+    model: O.RefModel,
+    query: O.Query,
+    combo: Combo,
+    strategy: str,
+    *,
+    constants: str | None = None,
+    seed: int = 0,
+    compare_states: bool = True,
+) -> None:
     """rlverify's exact engine with ``strategy`` equals the reference: value, stalled mass, chain size; or both
     refuse the policy."""
     ref_policy = policy_for(model, combo, seed)

@@ -205,10 +205,9 @@ def build_jani(path: str | Path, constants: str = "", *, check_same: bool = True
     automata = [a["name"] for a in data["automata"]]
     # not features: transient variables (labels, rewards, the markers), which Storm lists in its valuations
     transient = {v["name"] for v in marked["variables"] if v.get("transient")}
-    transient |= {f'{a["name"]}_{v["name"]}' for a in data["automata"] for v in a.get("variables", [])
-                  if v.get("transient")}
+    transient |= {f"{a['name']}_{v['name']}" for a in data["automata"] for v in a.get("variables", []) if v.get("transient")}
     # an automaton with one location has no location feature
-    transient |= {f'_loc_{a["name"]}' for a in data["automata"] if len(a["locations"]) == 1}
+    transient |= {f"_loc_{a['name']}" for a in data["automata"] if len(a["locations"]) == 1}
     mdp = _build_jani_text(json.dumps(marked), constants)
     if check_same:
         plain = _build_jani_text(json.dumps(data), constants)
@@ -282,14 +281,25 @@ def _assemble(mdp, kind: str, names: list[str], drop: tuple[str, ...]) -> RefMod
         if name.startswith(MARKER) and name in drop:
             continue
         state_rewards[name] = np.asarray(rm.state_rewards, dtype=np.float64) if rm.has_state_rewards else np.zeros(S)
-        action_rewards[name] = (np.asarray(rm.state_action_rewards, dtype=np.float64)
-                                if rm.has_state_action_rewards else np.zeros(C))
+        action_rewards[name] = (
+            np.asarray(rm.state_action_rewards, dtype=np.float64) if rm.has_state_action_rewards else np.zeros(C)
+        )
         assert not rm.has_transition_rewards, "transition rewards are not handled by the reference"
     initial = list(mdp.initial_states)
     assert len(initial) == 1, f"{len(initial)} initial states"
-    return RefModel(kind=kind, features=tuple(features), values=values, initial=int(initial[0]), row_start=row_start,
-                    choice_label=labels_of, choice_name=names, T=T, labels=labels, state_rewards=state_rewards,
-                    action_rewards=action_rewards)
+    return RefModel(
+        kind=kind,
+        features=tuple(features),
+        values=values,
+        initial=int(initial[0]),
+        row_start=row_start,
+        choice_label=labels_of,
+        choice_name=names,
+        T=T,
+        labels=labels,
+        state_rewards=state_rewards,
+        action_rewards=action_rewards,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -372,8 +382,14 @@ class Chain:
         return int(self.reachable.sum())
 
 
-def induced_chain(model: RefModel, policy: RefPolicy, *, mode: str = "stochastic", unavailable: str = "stall",
-                  absorbing: np.ndarray | None = None) -> Chain:
+def induced_chain(
+    model: RefModel,
+    policy: RefPolicy,
+    *,
+    mode: str = "stochastic",
+    unavailable: str = "stall",
+    absorbing: np.ndarray | None = None,
+) -> Chain:
     """The chain ``P(s,s') = sum_a pi(a|s) T(s,a,s')`` (plus the ``stalled`` sink); ``absorbing`` ``(S,)``: states
     that decide the property (made absorbing, the policy not asked). Raises :class:`Refused`."""
     assert mode in ("stochastic", "deterministic") and unavailable in ("stall", "renormalize")
@@ -402,9 +418,10 @@ def induced_chain(model: RefModel, policy: RefPolicy, *, mode: str = "stochastic
     for s in np.flatnonzero(absorbing):
         P.rows[s], P.data[s] = [s], [1.0]
     P = P.tocsr()
-    P = P + sp.csr_matrix((np.r_[stalled[stalled > 0], 1.0], (np.r_[np.flatnonzero(stalled > 0), S],
-                                                               np.full(int((stalled > 0).sum()) + 1, S))),
-                          shape=(S + 1, S + 1))
+    P = P + sp.csr_matrix(
+        (np.r_[stalled[stalled > 0], 1.0], (np.r_[np.flatnonzero(stalled > 0), S], np.full(int((stalled > 0).sum()) + 1, S))),
+        shape=(S + 1, S + 1),
+    )
     P = P.tocsr()
     P.eliminate_zeros()
     reachable = _forward(P, model.initial)
@@ -452,8 +469,17 @@ def _choice_table(model: RefModel, policy: RefPolicy, decision: np.ndarray) -> t
     return choice_of, ambiguous
 
 
-def _decision_weights(model: RefModel, policy: RefPolicy, dec: np.ndarray, choice_of: np.ndarray, mode: str,
-                      unavailable: str, weights: np.ndarray, stalled: np.ndarray, nothing: np.ndarray) -> None:
+def _decision_weights(
+    model: RefModel,
+    policy: RefPolicy,
+    dec: np.ndarray,
+    choice_of: np.ndarray,
+    mode: str,
+    unavailable: str,
+    weights: np.ndarray,
+    stalled: np.ndarray,
+    nothing: np.ndarray,
+) -> None:
     """Fill ``weights`` (per choice), ``stalled`` and ``nothing`` (per state) for the decision states ``dec``."""
     A = len(policy.actions)
     feats = [model.features.index(f) for f in policy.features]
@@ -591,8 +617,15 @@ def _optimum(model: RefModel, y: np.ndarray, maximize: bool) -> np.ndarray:
     return f(y, model.row_start[:-1])
 
 
-def optimal_until(model: RefModel, target: np.ndarray, left: np.ndarray | None = None, *, maximize: bool,
-                  tol: float = 1e-14, max_iter: int = 1_000_000) -> np.ndarray:
+def optimal_until(
+    model: RefModel,
+    target: np.ndarray,
+    left: np.ndarray | None = None,
+    *,
+    maximize: bool,
+    tol: float = 1e-14,
+    max_iter: int = 1_000_000,
+) -> np.ndarray:
     """Pmax or Pmin of ``left U target`` per state, by value iteration from below after graph analysis.
 
     Pmax = 0 where no path reaches the target; Pmin = 0 where some scheduler avoids it forever (the greatest
@@ -630,8 +663,9 @@ def optimal_until(model: RefModel, target: np.ndarray, left: np.ndarray | None =
     raise RuntimeError("value iteration did not converge")
 
 
-def optimal_reach_reward(model: RefModel, reward: str, target: np.ndarray, *, maximize: bool,
-                         tol: float = 1e-12, max_iter: int = 10_000_000) -> np.ndarray:
+def optimal_reach_reward(
+    model: RefModel, reward: str, target: np.ndarray, *, maximize: bool, tol: float = 1e-12, max_iter: int = 10_000_000
+) -> np.ndarray:
     """Rmax or Rmin of ``F target`` per state by value iteration from below; only for models where every
     scheduler reaches the target with probability 1 (checked: Pmin = 1)."""
     target = np.asarray(target, dtype=bool)
@@ -679,8 +713,9 @@ class Answer:
     states: int
 
 
-def evaluate(model: RefModel, policy: RefPolicy, query: Query, *, mode: str = "stochastic",
-             unavailable: str = "stall") -> Answer:
+def evaluate(
+    model: RefModel, policy: RefPolicy, query: Query, *, mode: str = "stochastic", unavailable: str = "stall"
+) -> Answer:
     """The value of ``query`` on the chain ``policy`` induces on ``model`` (property-directed: states that
     decide it are absorbing: the target, and states outside ``left``). Raises :class:`Refused`.
 
@@ -701,8 +736,7 @@ def evaluate(model: RefModel, policy: RefPolicy, query: Query, *, mode: str = "s
     else:
         raise ValueError(query.path)
     # stalled before the property is decided: within the step bound, if any (after it the property is decided)
-    return Answer(value=float(x[chain.initial]), stalled=stalled_probability(chain, query.bound),
-                  states=chain.num_states)
+    return Answer(value=float(x[chain.initial]), stalled=stalled_probability(chain, query.bound), states=chain.num_states)
 
 
 # ---------------------------------------------------------------------------------------------------------------

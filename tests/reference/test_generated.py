@@ -95,13 +95,20 @@ def prism_programs(draw) -> Generated:
             lines.append(f"  [{label}] {guard} -> " + " + ".join(branches) + ";")
         lines += ["endmodule", ""]
     v = draw(st.sampled_from(everything))
-    return Generated("prism", "\n".join(lines), tuple(everything), (v.name, draw(st.integers(0, v.high))),
-                     wrapping=tuple(sorted(wrapping)))
+    return Generated(
+        "prism", "\n".join(lines), tuple(everything), (v.name, draw(st.integers(0, v.high))), wrapping=tuple(sorted(wrapping))
+    )
 
 
 def _prism_value(name: str, kind: str, c: int, high: int) -> str:
-    return {"const": str(c), "inc": f"min({name}+1,{high})", "dec": f"max({name}-1,0)", "const!": str(c),
-            "inc!": f"{name}+1", "dec!": f"{name}-1"}[kind]
+    return {
+        "const": str(c),
+        "inc": f"min({name}+1,{high})",
+        "dec": f"max({name}-1,0)",
+        "const!": str(c),
+        "inc!": f"{name}+1",
+        "dec!": f"{name}-1",
+    }[kind]
 
 
 def _jani_value(name: str, kind: str, c: int, high: int):
@@ -140,35 +147,60 @@ def jani_models(draw) -> Generated:
             for p in draw(st.sampled_from(PROBS)):
                 upd = _update(draw, own[i], wrap)
                 wrapping |= {n for n, k, _ in upd if k in ("inc!", "dec!")}
-                dests.append({"location": draw(st.sampled_from(locations)), "probability": {"exp": p},
-                              "assignments": [{"ref": n, "value": _jani_value(n, k, c, highs[n])} for n, k, c in upd]})
+                dests.append(
+                    {
+                        "location": draw(st.sampled_from(locations)),
+                        "probability": {"exp": p},
+                        "assignments": [{"ref": n, "value": _jani_value(n, k, c, highs[n])} for n, k, c in upd],
+                    }
+                )
             edge = {"location": draw(st.sampled_from(locations)), "guard": {"exp": guard}, "destinations": dests}
             if action:
                 edge["action"] = action
                 used[i].add(action)
             edges.append(edge)
-        automata.append({"name": f"A{i}", "locations": [{"name": n} for n in locations],
-                         "initial-locations": ["l0"], "edges": edges})
+        automata.append(
+            {"name": f"A{i}", "locations": [{"name": n} for n in locations], "initial-locations": ["l0"], "edges": edges}
+        )
     actions = sorted(set().union(*used))
     syncs = [{"synchronise": [a if a in used[i] else None for i in range(n_automata)], "result": a} for a in actions]
-    data = {"jani-version": 1, "name": "generated", "type": "mdp", "features": [],
-            "actions": [{"name": a} for a in actions],
-            "variables": [{"name": v.name, "type": {"kind": "bounded", "base": "int", "lower-bound": 0,
-                                                     "upper-bound": v.high}, "initial-value": v.init}
-                          for v in everything],
-            "automata": automata,
-            "system": {"elements": [{"automaton": a["name"]} for a in automata], "syncs": syncs},
-            "properties": []}
+    data = {
+        "jani-version": 1,
+        "name": "generated",
+        "type": "mdp",
+        "features": [],
+        "actions": [{"name": a} for a in actions],
+        "variables": [
+            {
+                "name": v.name,
+                "type": {"kind": "bounded", "base": "int", "lower-bound": 0, "upper-bound": v.high},
+                "initial-value": v.init,
+            }
+            for v in everything
+        ],
+        "automata": automata,
+        "system": {"elements": [{"automaton": a["name"]} for a in automata], "syncs": syncs},
+        "properties": [],
+    }
     v = draw(st.sampled_from(everything))
-    return Generated("jani", json.dumps(data, ensure_ascii=False, indent=1), tuple(everything),
-                     (v.name, draw(st.integers(0, v.high))), bom=draw(st.integers(0, 4)) == 0,
-                     wrapping=tuple(sorted(wrapping)))
+    return Generated(
+        "jani",
+        json.dumps(data, ensure_ascii=False, indent=1),
+        tuple(everything),
+        (v.name, draw(st.integers(0, v.high))),
+        bom=draw(st.integers(0, 4)) == 0,
+        wrapping=tuple(sorted(wrapping)),
+    )
 
 
 @st.composite
 def combos(draw) -> tuple[Combo, int, int | None]:
-    combo = Combo(draw(st.sampled_from(["natural", "commands", "partial"])), draw(st.sampled_from(O.POLICY_KINDS)),
-                  draw(st.sampled_from(["stochastic", "deterministic"])), draw(st.sampled_from(["stall", "renormalize"])))
+    combo = Combo(
+        draw(st.sampled_from(["natural", "commands", "partial"])),
+        draw(st.sampled_from(O.POLICY_KINDS)),
+        draw(st.sampled_from(["stochastic", "deterministic"])),
+        draw(st.sampled_from(["stall", "renormalize"])),
+    )
     return combo, draw(st.integers(0, 2**16)), draw(st.sampled_from([None, None, 1, 3, 6]))
 
 
@@ -200,8 +232,12 @@ def check_generated(gen: Generated, combo: Combo, seed: int, bound: int | None) 
             names = "|".join(gen.wrapping)
             for strategy in strategies:
                 with pytest.raises(RlverifyError, match=rf"\b({names})\b"):
-                    verify_exact(path, f"P=? [F {gen.variables[0].name}>{gen.variables[0].high}]",
-                                 _all_names_policy(path, gen), ExactOptions(strategy=strategy))
+                    verify_exact(
+                        path,
+                        f"P=? [F {gen.variables[0].name}>{gen.variables[0].high}]",
+                        _all_names_policy(path, gen),
+                        ExactOptions(strategy=strategy),
+                    )
             return
         if not model.features or (not O.natural_actions(model) and not O.all_command_names(model)):
             return  # nothing for a policy to name (e.g. every variable constant): not this test's subject
@@ -243,12 +279,12 @@ def _all_names_policy(path: Path, gen: Generated):
 
         program = stormpy.parse_prism_program(str(path))
         for m in program.modules:
-            per_module.append((m.name, [(c.action_name if c.is_labeled else "", f"{m.name}:{k + 1}")
-                                        for k, c in enumerate(m.commands)]))
+            per_module.append(
+                (m.name, [(c.action_name if c.is_labeled else "", f"{m.name}:{k + 1}") for k, c in enumerate(m.commands)])
+            )
     else:
         for a in O.read_jani(path)["automata"]:
-            per_module.append((a["name"], [(e.get("action", ""), f"{a['name']}:{k + 1}")
-                                           for k, e in enumerate(a["edges"])]))
+            per_module.append((a["name"], [(e.get("action", ""), f"{a['name']}:{k + 1}") for k, e in enumerate(a["edges"])]))
     actions = [n for _, cs in per_module for label, n in cs if not label]
     for label in sorted({label for _, cs in per_module for label, _ in cs if label}):
         groups = [[n for l2, n in cs if l2 == label] for _, cs in per_module]
@@ -260,8 +296,9 @@ def _all_names_policy(path: Path, gen: Generated):
 
 # the default suite does not shrink a failing example (that can take minutes); the slow variant does
 FAST = dict(phases=[Phase.explicit, Phase.reuse, Phase.generate])
-SETTINGS = dict(derandomize=True, database=None, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = dict(
+    derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @settings(max_examples=300, **SETTINGS, **FAST)

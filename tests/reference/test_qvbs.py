@@ -79,41 +79,117 @@ class Case:
 
 FINISHED_1 = 'P=? [F "finished" & "all_coins_equal_1"]'
 CASES = [
-    Case("consensus-prism-reach", "consensus", "consensus.2.prism", FINISHED_1,
-         O.Query("U", both("finished", "all_coins_equal_1")), "K=2"),
-    Case("consensus-prism-bounded", "consensus", "consensus.2.prism", 'P=? [F<=12 "finished"]',
-         O.Query("U", label("finished"), bound=12), "K=2"),
-    Case("consensus-prism-steps", "consensus", "consensus.2.prism", 'R{"steps"}=? [F "finished"]',
-         O.Query("R", label("finished"), reward="steps"), "K=2"),
-    Case("consensus-prism-cumulative", "consensus", "consensus.2.prism", 'R{"steps"}=? [C<=6]',
-         O.Query("C", bound=6, reward="steps"), "K=2"),
-    Case("consensus-jani-reach", "consensus", "consensus.2.jani", FINISHED_1,
-         O.Query("U", both("finished", "all_coins_equal_1")), "K=2"),
-    Case("consensus-jani-disagree", "consensus", "consensus.2.jani", 'P=? [F<=14 "finished" & !"agree"]',
-         O.Query("U", both("finished", "agree", negate_b=True), bound=14), "K=2"),
-    Case("consensus-jani-steps", "consensus", "consensus.2.jani", 'R{"steps"}=? [F "finished"]',
-         O.Query("R", label("finished"), reward="steps"), "K=2"),
+    Case(
+        "consensus-prism-reach",
+        "consensus",
+        "consensus.2.prism",
+        FINISHED_1,
+        O.Query("U", both("finished", "all_coins_equal_1")),
+        "K=2",
+    ),
+    Case(
+        "consensus-prism-bounded",
+        "consensus",
+        "consensus.2.prism",
+        'P=? [F<=12 "finished"]',
+        O.Query("U", label("finished"), bound=12),
+        "K=2",
+    ),
+    Case(
+        "consensus-prism-steps",
+        "consensus",
+        "consensus.2.prism",
+        'R{"steps"}=? [F "finished"]',
+        O.Query("R", label("finished"), reward="steps"),
+        "K=2",
+    ),
+    Case(
+        "consensus-prism-cumulative",
+        "consensus",
+        "consensus.2.prism",
+        'R{"steps"}=? [C<=6]',
+        O.Query("C", bound=6, reward="steps"),
+        "K=2",
+    ),
+    Case(
+        "consensus-jani-reach",
+        "consensus",
+        "consensus.2.jani",
+        FINISHED_1,
+        O.Query("U", both("finished", "all_coins_equal_1")),
+        "K=2",
+    ),
+    Case(
+        "consensus-jani-disagree",
+        "consensus",
+        "consensus.2.jani",
+        'P=? [F<=14 "finished" & !"agree"]',
+        O.Query("U", both("finished", "agree", negate_b=True), bound=14),
+        "K=2",
+    ),
+    Case(
+        "consensus-jani-steps",
+        "consensus",
+        "consensus.2.jani",
+        'R{"steps"}=? [F "finished"]',
+        O.Query("R", label("finished"), reward="steps"),
+        "K=2",
+    ),
     Case("ij-prism-reach", "ij", "ij.3.prism", "P=? [F q1+q2+q3=1]", O.Query("U", tokens_one)),
     Case("ij-prism-bounded", "ij", "ij.3.prism", "P=? [F<=2 q1+q2+q3=1]", O.Query("U", tokens_one, bound=2)),
     Case("ij-jani-reach", "ij", "ij.3.jani", "P=? [F q1+q2+q3=1]", O.Query("U", tokens_one)),
     Case("ij-jani-bounded", "ij", "ij.3.jani", "P=? [F<=2 q1+q2+q3=1]", O.Query("U", tokens_one, bound=2)),
-    Case("philosophers-jani-eat", "philosophers-mdp", "philosophers-mdp.3.jani",
-         "P=? [F (p1>=8 & p1<=9) | (p2>=8 & p2<=9) | (p3>=8 & p3<=9)]", O.Query("U", eating)),
-    Case("philosophers-jani-eat-bounded", "philosophers-mdp", "philosophers-mdp.3.jani",
-         "P=? [F<=6 (p1>=8 & p1<=9) | (p2>=8 & p2<=9) | (p3>=8 & p3<=9)]", O.Query("U", eating, bound=6)),
-    Case("csma-prism-until", "csma", "csma.3-2.prism", 'P=? [!"collision_max_backoff" U "all_delivered"]',
-         O.Query("U", label("all_delivered"), left=lambda m: ~m.labels["collision_max_backoff"]),
-         compare_states=False, strategies=("auto", "full")),
-    Case("csma-prism-time", "csma", "csma.3-2.prism", 'R{"time"}=? [F "all_delivered"]',
-         O.Query("R", label("all_delivered"), reward="time"), strategies=("full",)),
-    Case("csma-prism-onthefly", "csma", "csma.3-2.prism", 'P=? [F<=40 "one_delivered"]',
-         O.Query("U", label("one_delivered"), bound=40), slow=True, strategies=("onthefly",)),
-    Case("csma-jani-until", "csma", "csma.3-2.jani", 'P=? [!"collision_max_backoff" U "all_delivered"]',
-         O.Query("U", label("all_delivered"), left=lambda m: ~m.labels["collision_max_backoff"]),
-         compare_states=False, strategies=("full",)),
+    Case(
+        "philosophers-jani-eat",
+        "philosophers-mdp",
+        "philosophers-mdp.3.jani",
+        "P=? [F (p1>=8 & p1<=9) | (p2>=8 & p2<=9) | (p3>=8 & p3<=9)]",
+        O.Query("U", eating),
+    ),
+    Case(
+        "philosophers-jani-eat-bounded",
+        "philosophers-mdp",
+        "philosophers-mdp.3.jani",
+        "P=? [F<=6 (p1>=8 & p1<=9) | (p2>=8 & p2<=9) | (p3>=8 & p3<=9)]",
+        O.Query("U", eating, bound=6),
+    ),
+    Case(
+        "csma-prism-until",
+        "csma",
+        "csma.3-2.prism",
+        'P=? [!"collision_max_backoff" U "all_delivered"]',
+        O.Query("U", label("all_delivered"), left=lambda m: ~m.labels["collision_max_backoff"]),
+        compare_states=False,
+        strategies=("auto", "full"),
+    ),
+    Case(
+        "csma-prism-time",
+        "csma",
+        "csma.3-2.prism",
+        'R{"time"}=? [F "all_delivered"]',
+        O.Query("R", label("all_delivered"), reward="time"),
+        strategies=("full",),
+    ),
+    Case(
+        "csma-prism-onthefly",
+        "csma",
+        "csma.3-2.prism",
+        'P=? [F<=40 "one_delivered"]',
+        O.Query("U", label("one_delivered"), bound=40),
+        slow=True,
+        strategies=("onthefly",),
+    ),
+    Case(
+        "csma-jani-until",
+        "csma",
+        "csma.3-2.jani",
+        'P=? [!"collision_max_backoff" U "all_delivered"]',
+        O.Query("U", label("all_delivered"), left=lambda m: ~m.labels["collision_max_backoff"]),
+        compare_states=False,
+        strategies=("full",),
+    ),
     Case("zenotravel-k5-reach", "zenotravel", "restricted", "P=? [F var0=2]", O.Query("U", var_eq("var0", 2))),
-    Case("zenotravel-k5-bounded", "zenotravel", "restricted", "P=? [F<=4 var6=4]",
-         O.Query("U", var_eq("var6", 4), bound=4)),
+    Case("zenotravel-k5-bounded", "zenotravel", "restricted", "P=? [F<=4 var6=4]", O.Query("U", var_eq("var6", 4), bound=4)),
     Case("boxworld-k3-reach", "boxworld", "restricted", "P=? [F var12=2]", O.Query("U", var_eq("var12", 2))),
 ]
 CSMA = {"csma-prism-until", "csma-prism-time", "csma-jani-until"}
@@ -155,14 +231,13 @@ def exact_params(combos: list[Combo], *, slow: bool) -> list:
 def test_exact_matches_reference(case: Case, combo: Combo, strategy: str, restricted_dir: Path) -> None:
     path = model_path(case, restricted_dir)
     model = ref_model(str(path), case.constants)
-    check_exact(path, case.text, model, case.query, combo, strategy, constants=case.constants,
-                compare_states=case.compare_states)
+    check_exact(
+        path, case.text, model, case.query, combo, strategy, constants=case.constants, compare_states=case.compare_states
+    )
 
 
-@pytest.mark.parametrize(("case", "combo", "strategy"),
-                         exact_params([c for c in ALL_COMBOS if c not in COMBOS], slow=True))
-def test_exact_matches_reference_all_combinations(case: Case, combo: Combo, strategy: str,
-                                                  restricted_dir: Path) -> None:
+@pytest.mark.parametrize(("case", "combo", "strategy"), exact_params([c for c in ALL_COMBOS if c not in COMBOS], slow=True))
+def test_exact_matches_reference_all_combinations(case: Case, combo: Combo, strategy: str, restricted_dir: Path) -> None:
     test_exact_matches_reference(case, combo, strategy, restricted_dir)
 
 
@@ -200,37 +275,131 @@ class Published:
 
 
 PUBLISHED = [
-    Published("consensus-prism-c2", "consensus", "consensus.2.prism", 'Pmin=? [F "finished" & "all_coins_equal_1"]',
-              ("Storm.2-2.2018-10-12.json", "c2"), O.Query("U", both("finished", "all_coins_equal_1")), "min", "K=2"),
-    Published("consensus-prism-disagree", "consensus", "consensus.2.prism", 'Pmax=? [F "finished" & !"agree"]',
-              ("Storm.2-2.2018-10-12.json", "disagree"), O.Query("U", both("finished", "agree", True)), "max", "K=2"),
-    Published("consensus-prism-steps-max", "consensus", "consensus.2.prism", 'R{"steps"}max=? [F "finished"]',
-              ("Storm.2-2.2018-10-12.json", "steps_max"), O.Query("R", label("finished"), reward="steps"), "max",
-              "K=2"),
-    Published("consensus-jani-c2", "consensus", "consensus.2.jani", "c2", ("Storm.2-2.2018-10-12.json", "c2"),
-              O.Query("U", both("finished", "all_coins_equal_1")), "min", "K=2"),
-    Published("consensus-jani-disagree", "consensus", "consensus.2.jani", "disagree",
-              ("Storm.2-2.2018-10-12.json", "disagree"), O.Query("U", both("finished", "agree", True)), "max", "K=2"),
-    Published("consensus-jani-steps-min", "consensus", "consensus.2.jani", "steps_min",
-              ("Storm.2-2.2018-10-12.json", "steps_min"), O.Query("R", label("finished"), reward="steps"), "min",
-              "K=2"),
-    Published("ij-prism-stable", "ij", "ij.3.prism", "Pmax=? [F q1+q2+q3=1]", ("Storm.exact.3.2018-11-22.json", "stable"),
-              O.Query("U", tokens_one), "max"),
-    Published("ij-jani-stable", "ij", "ij.3.jani", "stable", ("Storm.exact.3.2018-11-22.json", "stable"),
-              O.Query("U", tokens_one), "max"),
-    Published("philosophers-jani-eat", "philosophers-mdp", "philosophers-mdp.3.jani", "eat",
-              ("Storm.exact.3.2018-11-22.json", "eat"), O.Query("U", eating), "max"),
-    Published("csma-prism-all-before-min", "csma", "csma.3-2.prism",
-              'Pmin=? [!"collision_max_backoff" U "all_delivered"]', ("Storm.exact.3-2.2018-10-17.json", "all_before_min"),
-              O.Query("U", label("all_delivered"), left=lambda m: ~m.labels["collision_max_backoff"]), "min"),
-    Published("csma-jani-all-before-max", "csma", "csma.3-2.jani", "all_before_max",
-              ("Storm.exact.3-2.2018-10-17.json", "all_before_max"),
-              O.Query("U", label("all_delivered"), left=lambda m: ~m.labels["collision_max_backoff"]), "max"),
-    Published("csma-jani-time-max", "csma", "csma.3-2.jani", "time_max", ("Storm.exact.3-2.2018-10-17.json", "time_max"),
-              O.Query("R", label("all_delivered"), reward="time"), "max", slow=True),
-    Published("zenotravel-goal", "zenotravel", "zenotravel.4-2-2.jani", "goal",
-              ("Storm.exact.4-2-2.2018-10-03.json", "goal"),
-              O.Query("U", lambda m: (m.var("var7") == 1) & (m.var("var6") == 2)), "max", slow=True),
+    Published(
+        "consensus-prism-c2",
+        "consensus",
+        "consensus.2.prism",
+        'Pmin=? [F "finished" & "all_coins_equal_1"]',
+        ("Storm.2-2.2018-10-12.json", "c2"),
+        O.Query("U", both("finished", "all_coins_equal_1")),
+        "min",
+        "K=2",
+    ),
+    Published(
+        "consensus-prism-disagree",
+        "consensus",
+        "consensus.2.prism",
+        'Pmax=? [F "finished" & !"agree"]',
+        ("Storm.2-2.2018-10-12.json", "disagree"),
+        O.Query("U", both("finished", "agree", True)),
+        "max",
+        "K=2",
+    ),
+    Published(
+        "consensus-prism-steps-max",
+        "consensus",
+        "consensus.2.prism",
+        'R{"steps"}max=? [F "finished"]',
+        ("Storm.2-2.2018-10-12.json", "steps_max"),
+        O.Query("R", label("finished"), reward="steps"),
+        "max",
+        "K=2",
+    ),
+    Published(
+        "consensus-jani-c2",
+        "consensus",
+        "consensus.2.jani",
+        "c2",
+        ("Storm.2-2.2018-10-12.json", "c2"),
+        O.Query("U", both("finished", "all_coins_equal_1")),
+        "min",
+        "K=2",
+    ),
+    Published(
+        "consensus-jani-disagree",
+        "consensus",
+        "consensus.2.jani",
+        "disagree",
+        ("Storm.2-2.2018-10-12.json", "disagree"),
+        O.Query("U", both("finished", "agree", True)),
+        "max",
+        "K=2",
+    ),
+    Published(
+        "consensus-jani-steps-min",
+        "consensus",
+        "consensus.2.jani",
+        "steps_min",
+        ("Storm.2-2.2018-10-12.json", "steps_min"),
+        O.Query("R", label("finished"), reward="steps"),
+        "min",
+        "K=2",
+    ),
+    Published(
+        "ij-prism-stable",
+        "ij",
+        "ij.3.prism",
+        "Pmax=? [F q1+q2+q3=1]",
+        ("Storm.exact.3.2018-11-22.json", "stable"),
+        O.Query("U", tokens_one),
+        "max",
+    ),
+    Published(
+        "ij-jani-stable",
+        "ij",
+        "ij.3.jani",
+        "stable",
+        ("Storm.exact.3.2018-11-22.json", "stable"),
+        O.Query("U", tokens_one),
+        "max",
+    ),
+    Published(
+        "philosophers-jani-eat",
+        "philosophers-mdp",
+        "philosophers-mdp.3.jani",
+        "eat",
+        ("Storm.exact.3.2018-11-22.json", "eat"),
+        O.Query("U", eating),
+        "max",
+    ),
+    Published(
+        "csma-prism-all-before-min",
+        "csma",
+        "csma.3-2.prism",
+        'Pmin=? [!"collision_max_backoff" U "all_delivered"]',
+        ("Storm.exact.3-2.2018-10-17.json", "all_before_min"),
+        O.Query("U", label("all_delivered"), left=lambda m: ~m.labels["collision_max_backoff"]),
+        "min",
+    ),
+    Published(
+        "csma-jani-all-before-max",
+        "csma",
+        "csma.3-2.jani",
+        "all_before_max",
+        ("Storm.exact.3-2.2018-10-17.json", "all_before_max"),
+        O.Query("U", label("all_delivered"), left=lambda m: ~m.labels["collision_max_backoff"]),
+        "max",
+    ),
+    Published(
+        "csma-jani-time-max",
+        "csma",
+        "csma.3-2.jani",
+        "time_max",
+        ("Storm.exact.3-2.2018-10-17.json", "time_max"),
+        O.Query("R", label("all_delivered"), reward="time"),
+        "max",
+        slow=True,
+    ),
+    Published(
+        "zenotravel-goal",
+        "zenotravel",
+        "zenotravel.4-2-2.jani",
+        "goal",
+        ("Storm.exact.4-2-2.2018-10-03.json", "goal"),
+        O.Query("U", lambda m: (m.var("var7") == 1) & (m.var("var6") == 2)),
+        "max",
+        slow=True,
+    ),
 ]
 
 
@@ -246,8 +415,7 @@ def reference_optimum(model: O.RefModel, query: O.Query, optimum: str) -> float:
 def test_monolithic_matches_published_results(case: Published) -> None:
     path = C.path(case.family, case.file)
     jani = case.file.replace(".prism", ".jani")
-    constants = dict((k, int(v)) for k, v in (kv.split("=") for kv in case.constants.split(","))) \
-        if case.constants else None
+    constants = dict((k, int(v)) for k, v in (kv.split("=") for kv in case.constants.split(","))) if case.constants else None
     exact = C.exact_result(case.family, jani, case.published[1], constants)
     # the published run (Storm's default, not exact) agrees with the exact result to its own precision
     published = C.published(case.family, case.published[0])[case.published[1]]
@@ -286,9 +454,12 @@ def test_simulation_interval_covers_reference(case_id: str, combo: Combo, restri
     policy = policy_for(model, combo)
     expected = reference(model, policy, case.query, combo)
     assert isinstance(expected, O.Answer)
-    options = StatisticalOptions(method="clopper-pearson", runs=3000, delta=0.001,
-                                 simulation=SimulationOptions(mode=combo.mode, unavailable=combo.unavailable, seed=7,
-                                                              max_steps=100))
+    options = StatisticalOptions(
+        method="clopper-pearson",
+        runs=3000,
+        delta=0.001,
+        simulation=SimulationOptions(mode=combo.mode, unavailable=combo.unavailable, seed=7, max_steps=100),
+    )
     from rlverify.models import load_model
 
     result = verify_statistical(load_model(path, case.constants), case.text, rl_policy(policy), options)
@@ -301,13 +472,21 @@ def test_simulation_interval_covers_reference(case_id: str, combo: Combo, restri
 # the CLI, once per family: a table policy file from the same random table
 
 
-CLI_CASES = ["consensus-prism-reach", "consensus-jani-steps", "ij-prism-bounded", "philosophers-jani-eat",
-             "csma-prism-until", "zenotravel-k5-reach", "boxworld-k3-reach"]
+CLI_CASES = [
+    "consensus-prism-reach",
+    "consensus-jani-steps",
+    "ij-prism-bounded",
+    "philosophers-jani-eat",
+    "csma-prism-until",
+    "zenotravel-k5-reach",
+    "boxworld-k3-reach",
+]
 
 
 @pytest.mark.parametrize("case_id", CLI_CASES)
-def test_cli_verify_json_matches_reference(case_id: str, restricted_dir: Path, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_verify_json_matches_reference(
+    case_id: str, restricted_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     case = next(c for c in CASES if c.id == case_id)
     path = model_path(case, restricted_dir)
     model = ref_model(str(path), case.constants)
@@ -316,16 +495,25 @@ def test_cli_verify_json_matches_reference(case_id: str, restricted_dir: Path, t
     expected = reference(model, policy, case.query, combo)
     assert isinstance(expected, O.Answer)
     probs = policy.fn(model.values[:, [model.features.index(f) for f in policy.features]].astype(float))
-    table = {"features": list(policy.features), "actions": list(policy.actions),
-             "table": [{"state": [int(v) for v in model.values[s]],
-                        "probabilities": {a: float(p) for a, p in zip(policy.actions, probs[s], strict=True) if p > 0}}
-                       for s in range(model.num_states)]}
+    table = {
+        "features": list(policy.features),
+        "actions": list(policy.actions),
+        "table": [
+            {
+                "state": [int(v) for v in model.values[s]],
+                "probabilities": {a: float(p) for a, p in zip(policy.actions, probs[s], strict=True) if p > 0},
+            }
+            for s in range(model.num_states)
+        ],
+    }
     policy_file = tmp_path / "policy.json"
     policy_file.write_text(json.dumps(table))
-    argv = ["verify", str(path), "-p", case.text, "--policy", str(policy_file), "--unavailable", "renormalize",
-            "--json"] + (["-c", case.constants] if case.constants else [])
+    argv = ["verify", str(path), "-p", case.text, "--policy", str(policy_file), "--unavailable", "renormalize", "--json"] + (
+        ["-c", case.constants] if case.constants else []
+    )
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     value = out["value"]
-    assert_value(math.inf if value in ("inf", "Infinity", None) else float(value), expected.value, out.get("lower"),
-                 out.get("upper"))
+    assert_value(
+        math.inf if value in ("inf", "Infinity", None) else float(value), expected.value, out.get("lower"), out.get("upper")
+    )

@@ -24,21 +24,53 @@ def test_reference_imports_nothing_from_rlverify(module: str) -> None:
     assert not [m for m in imported if m.split(".")[0] == "rlverify"]
 
 
-MIXED = {"jani-version": 1, "name": "t", "type": "mdp", "features": [], "actions": [{"name": "go"}, {"name": "b"}],
-         "variables": [{"name": "x", "type": {"kind": "bounded", "base": "int", "lower-bound": 0, "upper-bound": 3},
-                        "initial-value": 0}],
-         "automata": [{"name": "a", "locations": [{"name": "l0"}], "initial-locations": ["l0"], "edges": [
-             {"location": "l0", "action": "go", "guard": {"exp": {"op": "=", "left": "x", "right": 0}},
-              "destinations": [{"location": "l0", "assignments": [{"ref": "x", "value": 1}]}]},
-             {"location": "l0", "guard": {"exp": {"op": "=", "left": "x", "right": 0}},
-              "destinations": [{"location": "l0", "assignments": [{"ref": "x", "value": 2}]}]},
-             {"location": "l0", "action": "b", "guard": {"exp": {"op": "=", "left": "x", "right": 0}},
-              "destinations": [{"location": "l0", "assignments": [{"ref": "x", "value": 3}]}]},
-             {"location": "l0", "action": "go", "guard": {"exp": {"op": "=", "left": "x", "right": 0}},
-              "destinations": [{"location": "l0", "probability": {"exp": 0.5},
-                                "assignments": [{"ref": "x", "value": 3}]},
-                               {"location": "l0", "probability": {"exp": 0.5}, "assignments": []}]}]}],
-         "system": {"elements": [{"automaton": "a"}]}, "properties": []}
+MIXED = {
+    "jani-version": 1,
+    "name": "t",
+    "type": "mdp",
+    "features": [],
+    "actions": [{"name": "go"}, {"name": "b"}],
+    "variables": [
+        {"name": "x", "type": {"kind": "bounded", "base": "int", "lower-bound": 0, "upper-bound": 3}, "initial-value": 0}
+    ],
+    "automata": [
+        {
+            "name": "a",
+            "locations": [{"name": "l0"}],
+            "initial-locations": ["l0"],
+            "edges": [
+                {
+                    "location": "l0",
+                    "action": "go",
+                    "guard": {"exp": {"op": "=", "left": "x", "right": 0}},
+                    "destinations": [{"location": "l0", "assignments": [{"ref": "x", "value": 1}]}],
+                },
+                {
+                    "location": "l0",
+                    "guard": {"exp": {"op": "=", "left": "x", "right": 0}},
+                    "destinations": [{"location": "l0", "assignments": [{"ref": "x", "value": 2}]}],
+                },
+                {
+                    "location": "l0",
+                    "action": "b",
+                    "guard": {"exp": {"op": "=", "left": "x", "right": 0}},
+                    "destinations": [{"location": "l0", "assignments": [{"ref": "x", "value": 3}]}],
+                },
+                {
+                    "location": "l0",
+                    "action": "go",
+                    "guard": {"exp": {"op": "=", "left": "x", "right": 0}},
+                    "destinations": [
+                        {"location": "l0", "probability": {"exp": 0.5}, "assignments": [{"ref": "x", "value": 3}]},
+                        {"location": "l0", "probability": {"exp": 0.5}, "assignments": []},
+                    ],
+                },
+            ],
+        }
+    ],
+    "system": {"elements": [{"automaton": "a"}]},
+    "properties": [],
+}
 
 
 def test_jani_choices_are_named_by_file_position(tmp_path: Path) -> None:
@@ -86,13 +118,18 @@ label "bad" = x=1;
 
 
 @pytest.mark.parametrize("strategy", ["full", "merged"])
-@pytest.mark.parametrize(("prop", "stalled"), [
-    ("P=? [F x=3]", 1.0),  # the run stalls at x=2 (the policy always asks for 'a')
-    ("P=? [F<=1 x=3]", 0.0),  # ... at step 2: after the bound decided the property (false)
-    ('P=? [!"bad" U x=3]', 0.0),  # ... after x=1 violated the left side: decided (false) before it stalls
-], ids=["unbounded", "after-the-bound", "after-leaving-left"])
-def test_stalled_probability_counts_only_before_the_property_is_decided(tmp_path: Path, prop: str, stalled: float,
-                                                                        strategy: str) -> None:
+@pytest.mark.parametrize(
+    ("prop", "stalled"),
+    [
+        ("P=? [F x=3]", 1.0),  # the run stalls at x=2 (the policy always asks for 'a')
+        ("P=? [F<=1 x=3]", 0.0),  # ... at step 2: after the bound decided the property (false)
+        ('P=? [!"bad" U x=3]', 0.0),  # ... after x=1 violated the left side: decided (false) before it stalls
+    ],
+    ids=["unbounded", "after-the-bound", "after-leaving-left"],
+)
+def test_stalled_probability_counts_only_before_the_property_is_decided(
+    tmp_path: Path, prop: str, stalled: float, strategy: str
+) -> None:
     """README: stalled_probability = P(reach `stalled` before the property is decided)."""
     path = tmp_path / "stall.prism"
     path.write_text(STALL)
@@ -103,8 +140,11 @@ def test_stalled_probability_counts_only_before_the_property_is_decided(tmp_path
     ref = O.build_prism(path)
     bound = 1 if "<=1" in prop else None
     left = (lambda m: ~m.labels["bad"]) if "U" in prop else None
-    ans = O.evaluate(ref, O.RefPolicy(["x"], ["a", "b"], lambda s: np.tile([1.0, 0.0], (len(s), 1))),
-                     O.Query("U", lambda m: m.var("x") == 3, left=left, bound=bound))
+    ans = O.evaluate(
+        ref,
+        O.RefPolicy(["x"], ["a", "b"], lambda s: np.tile([1.0, 0.0], (len(s), 1))),
+        O.Query("U", lambda m: m.var("x") == 3, left=left, bound=bound),
+    )
     assert ans.stalled == pytest.approx(stalled, abs=1e-12)
 
 
@@ -126,14 +166,14 @@ def test_identical_commands_have_their_own_names(tmp_path: Path, strategy: str) 
     path.write_text(TWINS)
     ref = O.build_prism(path)
     s = ref.initial
-    assert sorted(ref.choice_name[ref.row_start[s]:ref.row_start[s + 1]]) == ["m:1", "m:2", "m:3"]
+    assert sorted(ref.choice_name[ref.row_start[s] : ref.row_start[s + 1]]) == ["m:1", "m:2", "m:3"]
 
     def fn(st):
         return np.tile([0.3, 0.3, 0.4], (len(st), 1))
 
-    ans = O.evaluate(ref, O.RefPolicy(["x"], ["m:1", "m:2", "m:3"], fn), O.Query("U", lambda m: m.var("x") == 1,
-                                                                                  bound=1))
+    ans = O.evaluate(ref, O.RefPolicy(["x"], ["m:1", "m:2", "m:3"], fn), O.Query("U", lambda m: m.var("x") == 1, bound=1))
     assert ans.value == pytest.approx(0.6)
-    result = verify_exact(path, "P=? [F<=1 x=1]", CallablePolicy(fn, ["x"], ["m:1", "m:2", "m:3"]),
-                          ExactOptions(strategy=strategy))
+    result = verify_exact(
+        path, "P=? [F<=1 x=1]", CallablePolicy(fn, ["x"], ["m:1", "m:2", "m:3"]), ExactOptions(strategy=strategy)
+    )
     assert result.value == pytest.approx(0.6, abs=1e-12)

@@ -22,13 +22,13 @@ def run(argv):
         return exc.exit_code, str(exc)
 
 
-POLICY = '''
+POLICY = """
 import numpy as np
 from rlverify.models.racetrack import FEATURES, ACTIONS
 OUTPUT = "probabilities"
 def pi(x):
     return np.full((len(x), 9), 1 / 9)
-'''
+"""
 
 
 def model_args(model) -> list[str]:
@@ -38,10 +38,27 @@ def model_args(model) -> list[str]:
 
 def test_simulate_json(avoid_model, capsys, tmp_path):
     pol = tmp_path / "p.py"
-    pol.write_text("import numpy as np\nFEATURES=['x','y']\nACTIONS=['north','east','south','west']\n"
-                   "def pi(x):\n    return np.full((len(x), 4), 0.25)\n")
-    code = run(["simulate", *model_args(avoid_model), "--policy", f"{pol}:pi", "--property",
-                "P=? [F<=100 COLLISION=true]", "--epsilon", "0.05", "--delta", "0.1", "--seed", "3", "--json"])
+    pol.write_text(
+        "import numpy as np\nFEATURES=['x','y']\nACTIONS=['north','east','south','west']\n"
+        "def pi(x):\n    return np.full((len(x), 4), 0.25)\n"
+    )
+    code = run(
+        [
+            "simulate",
+            *model_args(avoid_model),
+            "--policy",
+            f"{pol}:pi",
+            "--property",
+            "P=? [F<=100 COLLISION=true]",
+            "--epsilon",
+            "0.05",
+            "--delta",
+            "0.1",
+            "--seed",
+            "3",
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("estimate", "interval", "confidence", "method", "runs", "undecided", "stalled", "seed", "timings"):
@@ -53,11 +70,11 @@ def test_simulate_bad_input_exit_code_2(avoid_model, tmp_path):
     pol = tmp_path / "p.py"
     pol.write_text("import numpy as np\nFEATURES=['x']\nACTIONS=['north']\ndef pi(x):\n    return np.ones((len(x), 1))\n")
     base = ["simulate", *model_args(avoid_model), "--policy", f"{pol}:pi"]
-    code, msg = run(base + ["--property", "P=? [F<=100 COLLISION=true]", "--epsilon", "1.5"])
+    code, msg = run([*base, "--property", "P=? [F<=100 COLLISION=true]", "--epsilon", "1.5"])
     assert code == 2 and "epsilon" in msg
-    code, msg = run(base + ["--property", "P=? [G COLLISION=false]"])
+    code, msg = run([*base, "--property", "P=? [G COLLISION=false]"])
     assert code == 2 and "supported" in msg
-    code, msg = run(base + ["--property", "P=? [F<=100 COLLISION=true]", "--max-steps", "0"])
+    code, msg = run([*base, "--property", "P=? [F<=100 COLLISION=true]", "--max-steps", "0"])
     assert code == 2 and "max-steps" in msg
 
 
@@ -65,8 +82,23 @@ def test_heatmap_png(tmp_path, capsys):
     pol = tmp_path / "uniform.py"
     pol.write_text(POLICY)
     out = tmp_path / "map.png"
-    code = run(["heatmap", "racetrack-barto-small-v1", "--policy", f"{pol}:pi", "--out", str(out), "--runs", "20",
-                "--max-steps", "200", "--optimal", "--out", str(tmp_path / "cells.json")])
+    code = run(
+        [
+            "heatmap",
+            "racetrack-barto-small-v1",
+            "--policy",
+            f"{pol}:pi",
+            "--out",
+            str(out),
+            "--runs",
+            "20",
+            "--max-steps",
+            "200",
+            "--optimal",
+            "--out",
+            str(tmp_path / "cells.json"),
+        ]
+    )
     assert code == 0 and out.stat().st_size > 1000
     cells = json.loads((tmp_path / "cells.json").read_text())["cells"]
     assert len(cells) == 233 and all(0 <= c["goal"] <= 1 and 0 <= c["optimal"] <= 1 for c in cells)
@@ -79,8 +111,23 @@ def test_shipped_policy_heatmap_never_beats_the_optimum(tmp_path):
     at the training noise 0.2 and in the stress test at noise 0.5 (the shipped DQN policy)."""
     for noise in ("0.2", "0.5"):
         out, cells_json = tmp_path / f"map{noise}.png", tmp_path / f"cells{noise}.json"
-        code = run(["heatmap", "racetrack-barto-small-v1", "--noise", noise, "--out", str(out), "--runs", "300",
-                    "--optimal", "--out", str(cells_json), "--seed", "4"])
+        code = run(
+            [
+                "heatmap",
+                "racetrack-barto-small-v1",
+                "--noise",
+                noise,
+                "--out",
+                str(out),
+                "--runs",
+                "300",
+                "--optimal",
+                "--out",
+                str(cells_json),
+                "--seed",
+                "4",
+            ]
+        )
         assert code == 0 and out.stat().st_size > 1000
         data = json.loads(cells_json.read_text())
         assert data["noise"] == float(noise) and "unsound" in data["optimal_numerics"]
@@ -100,6 +147,5 @@ def test_simulate_shipped_racetrack_policy_and_sprt(capsys):
     assert code == 0
     r = json.loads(capsys.readouterr().out)
     assert r["decision"] == "H0" and r["satisfied"] is True  # P(goal) >= 0.5 + indifference
-    code, msg = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--sprt", "0.5",
-                     "--method", "wilson"])
+    code, msg = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--sprt", "0.5", "--method", "wilson"])
     assert code == 2 and "--sprt" in msg

@@ -42,8 +42,9 @@ def pi(x):
 """
 
 
-def closed_form(k: int, right: Fraction = Fraction(3, 10), lo: Fraction = Fraction(6, 10),
-                hi: Fraction = Fraction(11, 10)) -> Fraction:
+def closed_form(
+    k: int, right: Fraction = Fraction(3, 10), lo: Fraction = Fraction(6, 10), hi: Fraction = Fraction(11, 10)
+) -> Fraction:
     """P(x0 + R/10 >= 1) for x0 uniform in [lo, hi], R ~ Binomial(k, right), by summing over R (exact rationals)."""
     total = Fraction(0)
     for r in range(k + 1):
@@ -71,8 +72,12 @@ def policy():
 
 @pytest.mark.parametrize("k", [0, 2, 4])
 def test_failure_probability_within_the_horizon_is_the_closed_form(system, policy, k):
-    r = verify_statistical(system, unsafe_property(system, k), policy, StatisticalOptions(
-        method="clopper-pearson", runs=40_000, delta=1e-6, simulation=SimulationOptions(seed=1)))
+    r = verify_statistical(
+        system,
+        unsafe_property(system, k),
+        policy,
+        StatisticalOptions(method="clopper-pearson", runs=40_000, delta=1e-6, simulation=SimulationOptions(seed=1)),
+    )
     exact = float(closed_form(k))
     assert r.property == f'P=? [F<={k} "unsafe"]' and r.runs == 40_000 and r.undecided == 0 and r.stalled == 0
     assert r.interval[0] <= exact <= r.interval[1]
@@ -85,23 +90,35 @@ def test_the_start_states_are_drawn_from_the_chosen_region(system, policy):
     # from [0, 0.5] the unsafe set is out of reach within 4 steps; a run that started on a corner of 'default'
     # (the env's initial_states) or outside 'low' would show up as a failure
     env = ContinuousEnv(system, region="low")
-    r = verify_statistical(env, unsafe_property(system).text, policy, StatisticalOptions(
-        method="clopper-pearson", runs=5_000, simulation=SimulationOptions(seed=2)))
+    r = verify_statistical(
+        env,
+        unsafe_property(system).text,
+        policy,
+        StatisticalOptions(method="clopper-pearson", runs=5_000, simulation=SimulationOptions(seed=2)),
+    )
     assert r.successes == 0 and r.runs == 5_000
     assert np.array_equal(env.initial_states(), [[0.0], [0.5]])
 
 
 def test_unbounded_reachability_is_decided_by_the_dynamics(system, policy):
     # F "unsafe" without a bound: every run drifts right eventually (p = 0.3 per step), so all become unsafe
-    r = verify_statistical(system, 'P=? [F "unsafe"]', policy, StatisticalOptions(
-        method="clopper-pearson", runs=2_000, simulation=SimulationOptions(seed=3)))
+    r = verify_statistical(
+        system,
+        'P=? [F "unsafe"]',
+        policy,
+        StatisticalOptions(method="clopper-pearson", runs=2_000, simulation=SimulationOptions(seed=3)),
+    )
     assert r.successes == r.runs == 2_000 and r.undecided == 0
 
 
 def test_same_seed_same_result_and_batching_does_not_matter(system, policy):
     def once(batch):
-        return verify_statistical(system, unsafe_property(system), policy, StatisticalOptions(
-            method="wilson", runs=3_000, simulation=SimulationOptions(seed=5, batch_size=batch)))
+        return verify_statistical(
+            system,
+            unsafe_property(system),
+            policy,
+            StatisticalOptions(method="wilson", runs=3_000, simulation=SimulationOptions(seed=5, batch_size=batch)),
+        )
 
     a, b = once(3_000), once(128)
     assert (a.successes, a.decisions) == (b.successes, b.decisions)
@@ -110,8 +127,11 @@ def test_same_seed_same_result_and_batching_does_not_matter(system, policy):
 def test_pmax_on_a_continuous_system_is_refused_with_the_reading(system, policy):
     from rlverify.errors import PropertyError
 
-    with pytest.raises(PropertyError, match=r"Pmax is the largest probability over the start states.*"
-                                            r'P=\? \[F<=4 "unsafe"\]'):
+    with pytest.raises(
+        PropertyError,
+        match=r"Pmax is the largest probability over the start states.*"
+        r'P=\? \[F<=4 "unsafe"\]',
+    ):
         verify_statistical(system, 'Pmax=? [F<=4 "unsafe"]', policy)
     with pytest.raises(PropertyError, match=r"unknown label \"crash\"; labels: 'unsafe'"):
         verify_statistical(system, 'P=? [F "crash"]', policy)
@@ -170,8 +190,12 @@ def test_simulate_without_a_property_names_the_option(capsys):
 def test_fixed_effort_splitting_runs_a_continuous_system(system, policy):
     from rlverify.statistical import SplittingOptions, verify_splitting
 
-    r = verify_splitting(system, unsafe_property(system), policy, SplittingOptions(
-        importance="x", levels=(0.8, 0.9), effort=4000, repetitions=10, simulation=SimulationOptions(seed=4)))
+    r = verify_splitting(
+        system,
+        unsafe_property(system),
+        policy,
+        SplittingOptions(importance="x", levels=(0.8, 0.9), effort=4000, repetitions=10, simulation=SimulationOptions(seed=4)),
+    )
     assert r.interval[0] <= float(closed_form(4)) <= r.interval[1] and r.interval[1] - r.interval[0] < 0.05
 
 
@@ -179,15 +203,23 @@ def test_restart_refuses_a_continuous_initial_region(system, policy):
     from rlverify.errors import OptionError
     from rlverify.statistical import SplittingOptions, verify_splitting
 
-    with pytest.raises(OptionError, match="RESTART needs finitely many start states.*--rare splitting"):
-        verify_splitting(system, unsafe_property(system), policy, SplittingOptions(
-            method="restart", importance="x", levels=(0.8, 0.9), effort=100, repetitions=2))
+    with pytest.raises(OptionError, match=r"RESTART needs finitely many start states.*--rare splitting"):
+        verify_splitting(
+            system,
+            unsafe_property(system),
+            policy,
+            SplittingOptions(method="restart", importance="x", levels=(0.8, 0.9), effort=100, repetitions=2),
+        )
 
 
 def test_given_start_states_replace_the_region_and_its_note(system, policy):
     # from x0 = 0.95 one step to the right is enough: P(unsafe within 4) = 1 - 0.7^4
-    r = verify_statistical(system, unsafe_property(system), policy, StatisticalOptions(
-        method="clopper-pearson", runs=20_000, delta=1e-6, simulation=SimulationOptions(seed=6)),
-        starts=np.array([[0.95]]))
+    r = verify_statistical(
+        system,
+        unsafe_property(system),
+        policy,
+        StatisticalOptions(method="clopper-pearson", runs=20_000, delta=1e-6, simulation=SimulationOptions(seed=6)),
+        starts=np.array([[0.95]]),
+    )
     assert r.interval[0] <= 1 - 0.7**4 <= r.interval[1] and r.interval[1] - r.interval[0] < 0.03
     assert not any("start uniformly at random" in w for w in r.warnings)

@@ -16,32 +16,38 @@ def number(text: str) -> np.ndarray:
     return compile_expression(text, ["x"], option="--importance", kind="number")(X)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("x**-1", [1 / 3, 1 / 2, -1 / 4]),  # a negative integer power is a fraction, as in Python
-    ("x**-2 + 1", [1 + 1 / 9, 1 + 1 / 4, 1 + 1 / 16]),
-    ("2**62 + x", [2**62 + 3, 2**62 + 2, 2**62 - 4]),
-    ("2.0**64", [2.0**64] * 3),
-    ("x**2 // 3", [3, 1, 5]),
-    ("True + x", [4, 3, -3]),
-    ("+".join(["x"] * (MAX_DEPTH - 5)), [3 * (MAX_DEPTH - 5), 2 * (MAX_DEPTH - 5), -4 * (MAX_DEPTH - 5)]),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("x**-1", [1 / 3, 1 / 2, -1 / 4]),  # a negative integer power is a fraction, as in Python
+        ("x**-2 + 1", [1 + 1 / 9, 1 + 1 / 4, 1 + 1 / 16]),
+        ("2**62 + x", [2**62 + 3, 2**62 + 2, 2**62 - 4]),
+        ("2.0**64", [2.0**64] * 3),
+        ("x**2 // 3", [3, 1, 5]),
+        ("True + x", [4, 3, -3]),
+        ("+".join(["x"] * (MAX_DEPTH - 5)), [3 * (MAX_DEPTH - 5), 2 * (MAX_DEPTH - 5), -4 * (MAX_DEPTH - 5)]),
+    ],
+)
 def test_values(text, expected):
     assert number(text) == pytest.approx(expected, rel=1e-15)
 
 
-@pytest.mark.parametrize("text,match", [
-    ("2**64", "beyond 64-bit integers"),
-    ("x**64", "beyond 64-bit integers"),
-    ("x * 2**62 * 4", "beyond 64-bit integers"),
-    ("9223372036854775808 + x", "does not fit in 64 bits"),
-    ("10.0**400", "overflows a float"),
-    ("1e999 + x", "too large for a float"),
-    ("(x - 3)**-1", "divides by zero"),
-    ("(-8.0)**0.5 + x", "not a real number"),
-    ("1+" * 5000 + "x", "nested too deeply|nested .* levels deep"),
-    ("-" * 5000 + "x", "nested too deeply|nested .* levels deep"),
-    ("abs(x)" + "-1" * (MAX_DEPTH + 10), f"more than {MAX_DEPTH}"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("2**64", "beyond 64-bit integers"),
+        ("x**64", "beyond 64-bit integers"),
+        ("x * 2**62 * 4", "beyond 64-bit integers"),
+        ("9223372036854775808 + x", "does not fit in 64 bits"),
+        ("10.0**400", "overflows a float"),
+        ("1e999 + x", "too large for a float"),
+        ("(x - 3)**-1", "divides by zero"),
+        ("(-8.0)**0.5 + x", "not a real number"),
+        ("1+" * 5000 + "x", "nested too deeply|nested .* levels deep"),
+        ("-" * 5000 + "x", "nested too deeply|nested .* levels deep"),
+        ("abs(x)" + "-1" * (MAX_DEPTH + 10), f"more than {MAX_DEPTH}"),
+    ],
+)
 def test_refused_with_one_line(text, match):
     with pytest.raises(OptionError, match=match) as exc:
         number(text)
@@ -58,11 +64,27 @@ def test_cli_importance_overflow_exit_2(tmp_path, capsys):
     from rlverify.cli.main import main
 
     model, policy = tmp_path / "m.prism", tmp_path / "p.py"
-    model.write_text("mdp\nmodule m\n  x : [0..3] init 0;\n  [up] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);\n"
-                     "  [stay] true -> (x'=x);\nendmodule\nlabel \"top\" = x=3;\n")
-    policy.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
-                      "def pi(s):\n    return np.tile([1.0, 0.0], (len(s), 1))\n")
-    code = main(["simulate", str(model), "-p", 'P=? [F "top"]', "--policy", f"{policy}:pi", "--rare", "splitting",
-                 "--importance", "x * 2**63"])
+    model.write_text(
+        "mdp\nmodule m\n  x : [0..3] init 0;\n  [up] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);\n"
+        '  [stay] true -> (x\'=x);\nendmodule\nlabel "top" = x=3;\n'
+    )
+    policy.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+        "def pi(s):\n    return np.tile([1.0, 0.0], (len(s), 1))\n"
+    )
+    code = main(
+        [
+            "simulate",
+            str(model),
+            "-p",
+            'P=? [F "top"]',
+            "--policy",
+            f"{policy}:pi",
+            "--rare",
+            "splitting",
+            "--importance",
+            "x * 2**63",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "beyond 64-bit integers" in err and "Traceback" not in err

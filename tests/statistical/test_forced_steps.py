@@ -46,8 +46,12 @@ def reset_model(tmp_path_factory):
 def test_reset_step_is_taken_without_the_policy(reset_model):
     CALLS.clear()
     policy = CallablePolicy(always_a, ["s"], ["a", "b"], name="always a")
-    r = verify_statistical(reset_model, 'P=? [F "goal"]', policy, StatisticalOptions(
-        method="clopper-pearson", runs=2000, delta=0.001, simulation=SimulationOptions(batch_size=500)))
+    r = verify_statistical(
+        reset_model,
+        'P=? [F "goal"]',
+        policy,
+        StatisticalOptions(method="clopper-pearson", runs=2000, delta=0.001, simulation=SimulationOptions(batch_size=500)),
+    )
     assert r.interval[0] <= 0.5 <= r.interval[1] and r.undecided == 0 and r.stalled == 0
     assert CALLS and min(CALLS) > 0
     # the reset step is one step; in s1 the policy's step reaches the goal (2 steps), in s2 its action surely loops
@@ -61,8 +65,7 @@ def test_splitting_takes_the_reset_step_without_the_policy(reset_model, method):
 
     CALLS.clear()
     policy = CallablePolicy(always_a, ["s"], ["a", "b"], name="always a")
-    r = verify_splitting(reset_model, 'P=? [F "goal"]', policy, SplittingOptions(
-        effort=200, repetitions=5, method=method))
+    r = verify_splitting(reset_model, 'P=? [F "goal"]', policy, SplittingOptions(effort=200, repetitions=5, method=method))
     assert CALLS and min(CALLS) > 0
     assert r.interval[0] <= 0.5 <= r.interval[1]
 
@@ -84,6 +87,7 @@ def test_taxi_simulates_and_covers_the_exact_value():
 
     policy = CallablePolicy(pi, ["s"], ["south", "north", "east", "west", "pickup", "dropoff"])
     exact = verify_exact(model, 'P=? [F<=200 "delivered"]', policy).value
-    r = verify_statistical(model, 'P=? [F<=200 "delivered"]', policy,
-                           StatisticalOptions(method="clopper-pearson", runs=3000, delta=0.001))
+    r = verify_statistical(
+        model, 'P=? [F<=200 "delivered"]', policy, StatisticalOptions(method="clopper-pearson", runs=3000, delta=0.001)
+    )
     assert r.interval[0] <= exact <= r.interval[1] and r.undecided == 0

@@ -23,8 +23,10 @@ MODEL = UP_STAY
 def files(tmp_path: Path) -> tuple[Path, Path]:
     model, policy = tmp_path / "m.prism", tmp_path / "p.py"
     model.write_text(MODEL)
-    policy.write_text("import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
-                      "def pi(s):\n    return np.tile([1.0, 0.0], (len(s), 1))\n")
+    policy.write_text(
+        "import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\n"
+        "def pi(s):\n    return np.tile([1.0, 0.0], (len(s), 1))\n"
+    )
     return model, policy
 
 
@@ -52,13 +54,13 @@ def test_runs_must_be_a_positive_whole_number(capsys, files, runs):
 
 
 def test_epsilon_needing_too_many_runs_is_refused(capsys, files):
-    code, out, err = simulate(capsys, files, "--epsilon", "1e-6")
+    code, _out, err = simulate(capsys, files, "--epsilon", "1e-6")
     assert code == 2 and "--epsilon 1e-06" in err and "--run-limit" in err
 
 
 def test_runs_as_1e_notation_accepted_and_exact(capsys, files):
     # P(F<=2 top) = 0 from x=0 (three steps needed): all 2000 runs false
-    code, out, err = simulate(capsys, files, "--runs", "2e3", "--json")
+    code, out, _err = simulate(capsys, files, "--runs", "2e3", "--json")
     assert code == 0 and json.loads(out)["runs"] == 2000 and json.loads(out)["successes"] == 0
 
 
@@ -70,8 +72,12 @@ def test_memory_does_not_grow_with_the_runs(files):
 
     def peak(runs: int) -> int:
         tracemalloc.start()
-        r = verify_statistical(model, 'P=? [F<=1 "top"]', policy, StatisticalOptions(
-            method="clopper-pearson", runs=runs, simulation=SimulationOptions(batch_size=2000)))
+        r = verify_statistical(
+            model,
+            'P=? [F<=1 "top"]',
+            policy,
+            StatisticalOptions(method="clopper-pearson", runs=runs, simulation=SimulationOptions(batch_size=2000)),
+        )
         assert r.runs == runs and r.successes == 0
         size = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
@@ -82,21 +88,29 @@ def test_memory_does_not_grow_with_the_runs(files):
     assert large < small + 1_000_000, (small, large)  # per-run outcomes are not kept (400k runs: > 4 MB)
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"max_steps": 10**12}, "--max-steps 1,000,000,000,000: more than 10,000,000"),
-    ({"max_steps": float("inf")}, "--max-steps"),
-    ({"max_steps": 2.5}, "--max-steps"),
-    ({"batch_size": 10**12}, "--batch-size"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"max_steps": 10**12}, "--max-steps 1,000,000,000,000: more than 10,000,000"),
+        ({"max_steps": float("inf")}, "--max-steps"),
+        ({"max_steps": 2.5}, "--max-steps"),
+        ({"batch_size": 10**12}, "--batch-size"),
+    ],
+)
 def test_simulation_guards(kw, match):
     with pytest.raises(OptionError, match=match):
         SimulationOptions(**kw).validate()
 
 
-@pytest.mark.parametrize("kw,match", [({"runs": 10**13, "method": "wilson"}, "--run-limit"),
-                                      ({"runs": 2.5, "method": "wilson"}, "--runs"),
-                                      ({"runs": True, "method": "wilson"}, "--runs"),
-                                      ({"max_runs": 10**12, "method": "sprt", "threshold": 0.5}, "max_runs")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"runs": 10**13, "method": "wilson"}, "--run-limit"),
+        ({"runs": 2.5, "method": "wilson"}, "--runs"),
+        ({"runs": True, "method": "wilson"}, "--runs"),
+        ({"max_runs": 10**12, "method": "sprt", "threshold": 0.5}, "max_runs"),
+    ],
+)
 def test_statistical_guards(files, kw, match):
     from rlverify.models import load_model
 
@@ -133,11 +147,17 @@ def test_undecided_runs_are_in_the_results_warnings(tmp_path):
     from rlverify.models import load_model
 
     path = tmp_path / "loop.prism"  # from s0, b reaches the goal; the policy always takes a and cycles s0 <-> s1
-    path.write_text("mdp\nmodule m\n  s : [0..2] init 0;\n  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=0);\n  [a] s=1 -> (s'=0);\n"
-                    "  [b] s=0 -> (s'=2);\n  [a] s=2 -> (s'=2);\nendmodule\nlabel \"goal\" = s=2;\n")
+    path.write_text(
+        "mdp\nmodule m\n  s : [0..2] init 0;\n  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=0);\n  [a] s=1 -> (s'=0);\n"
+        "  [b] s=0 -> (s'=2);\n  [a] s=2 -> (s'=2);\nendmodule\nlabel \"goal\" = s=2;\n"
+    )
     policy = CallablePolicy(lambda x: np.tile([1.0, 0.0], (len(x), 1)), ["s"], ["a", "b"])
-    r = verify_statistical(load_model(path), 'P=? [F "goal"]', policy, StatisticalOptions(
-        method="clopper-pearson", runs=50, simulation=SimulationOptions(max_steps=20)))
+    r = verify_statistical(
+        load_model(path),
+        'P=? [F "goal"]',
+        policy,
+        StatisticalOptions(method="clopper-pearson", runs=50, simulation=SimulationOptions(max_steps=20)),
+    )
     assert r.undecided == 50 and r.hopeless == 0  # the goal stays reachable (by b): graph analysis cannot decide
     assert any("50 of 50 runs were still undecided after --max-steps 20" in w for w in r.warnings)
 
@@ -148,20 +168,33 @@ def test_restart_refuses_a_split_product_beyond_exact_weights(tmp_path):
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting
 
     path = tmp_path / "chain.prism"
-    path.write_text("mdp\nmodule m\n  x : [0..12] init 0;\n  [up] x<12 -> 0.5:(x'=x+1) + 0.5:(x'=0);\n"
-                    "  [up] x=12 -> (x'=12);\nendmodule\nlabel \"goal\" = x=12;\n")
+    path.write_text(
+        "mdp\nmodule m\n  x : [0..12] init 0;\n  [up] x<12 -> 0.5:(x'=x+1) + 0.5:(x'=0);\n"
+        '  [up] x=12 -> (x\'=12);\nendmodule\nlabel "goal" = x=12;\n'
+    )
     policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["x"], ["up"])
-    options = SplittingOptions(method="restart", importance="x", levels=tuple(float(i) for i in range(1, 12)),
-                               splits=(100,) * 11, effort=10, repetitions=2)
+    options = SplittingOptions(
+        method="restart",
+        importance="x",
+        levels=tuple(float(i) for i in range(1, 12)),
+        splits=(100,) * 11,
+        effort=10,
+        repetitions=2,
+    )
     with pytest.raises(OptionError, match=r"multiply to 1e\+22, more than 9\.01e\+15"):
         verify_splitting(load_model(path), 'P=? [F "goal"]', policy, options)
 
 
-@pytest.mark.parametrize("kw,match", [({"effort": 10**7, "repetitions": 20}, "runs per stage, more than max_live"),
-                                      ({"effort": 1.5}, "--effort"),
-                                      ({"repetitions": float("nan")}, "--repetitions"),
-                                      ({"levels": (1.0, float("nan"))}, "--levels"),
-                                      ({"method": "restart", "levels": (1.0,), "splits": (float("inf"),)}, "splits")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"effort": 10**7, "repetitions": 20}, "runs per stage, more than max_live"),
+        ({"effort": 1.5}, "--effort"),
+        ({"repetitions": float("nan")}, "--repetitions"),
+        ({"levels": (1.0, float("nan"))}, "--levels"),
+        ({"method": "restart", "levels": (1.0,), "splits": (float("inf"),)}, "splits"),
+    ],
+)
 def test_splitting_guards(kw, match):
     from rlverify.statistical.splitting import SplittingOptions
 
@@ -202,5 +235,5 @@ def test_intervals_stay_finite_for_a_tiny_delta():
 
 
 def test_run_limit_with_rare_is_refused_not_ignored(capsys, files):
-    code, out, err = simulate(capsys, files, "--rare", "splitting", "--run-limit", "5")
+    code, _out, err = simulate(capsys, files, "--rare", "splitting", "--run-limit", "5")
     assert code == 2 and "--run-limit" in err

@@ -22,8 +22,13 @@ def short_runs():
     env = resolve("racetrack-barto-small-v1", kinds=("native",), needs_policy=False).model
     uniform = CallablePolicy(lambda x: np.full((len(x), 9), 1 / 9), FEATURES, ACTIONS, name="uniform")
     cells = env.track.free_cells()[::6][:40]
-    return heatmap(env, uniform, StatisticalOptions(method="clopper-pearson", runs=30, simulation=SimulationOptions(
-        max_steps=6, seed=3)), cells=cells, benchmark="racetrack-barto-small-v1")
+    return heatmap(
+        env,
+        uniform,
+        StatisticalOptions(method="clopper-pearson", runs=30, simulation=SimulationOptions(max_steps=6, seed=3)),
+        cells=cells,
+        benchmark="racetrack-barto-small-v1",
+    )
 
 
 def test_stuck_share_is_the_undecided_and_stalled_counts(short_runs):

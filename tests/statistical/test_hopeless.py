@@ -43,12 +43,17 @@ def _policy(p_a: float) -> CallablePolicy:
     return CallablePolicy(lambda x: np.tile([p_a, 1.0 - p_a], (len(x), 1)), ["s"], ["a", "b"], name="fixed")
 
 
-@pytest.mark.parametrize("prop", ['P=? [F "goal"]', 'P=? [F<=1000 "goal"]', 'P=? [!"bad" U "goal"]',
-                                  'P=? [!"bad" U<=1000 "goal"]'])
+@pytest.mark.parametrize(
+    "prop", ['P=? [F "goal"]', 'P=? [F<=1000 "goal"]', 'P=? [!"bad" U "goal"]', 'P=? [!"bad" U<=1000 "goal"]']
+)
 def test_trapped_runs_are_decided_false_at_once(trap, prop):
     # always a: P(F goal) = 0.3 exactly; the 70% of runs in the trap cycle are decided by graph analysis
-    r = verify_statistical(trap, prop, _policy(1.0), StatisticalOptions(
-        method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(max_steps=50)))
+    r = verify_statistical(
+        trap,
+        prop,
+        _policy(1.0),
+        StatisticalOptions(method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(max_steps=50)),
+    )
     assert r.undecided == 0
     assert r.interval[0] <= 0.3 <= r.interval[1]
     assert r.interval[1] - r.interval[0] < 0.06  # not [0.3, 1]: the trapped runs are known to fail
@@ -59,11 +64,19 @@ def test_trapped_runs_are_decided_false_at_once(trap, prop):
 def test_until_counts_the_states_that_violate_the_left_side(trap):
     # a with 1/2, b with 1/2 at s0: goal with 0.5 * 0.3 = 0.15 directly; b leads to "bad", which violates
     # !"bad" (decided false by the left side, not counted as hopeless) although the goal is reachable from it
-    r = verify_statistical(trap, 'P=? [!"bad" U "goal"]', _policy(0.5), StatisticalOptions(
-        method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(max_steps=50)))
+    r = verify_statistical(
+        trap,
+        'P=? [!"bad" U "goal"]',
+        _policy(0.5),
+        StatisticalOptions(method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(max_steps=50)),
+    )
     assert r.undecided == 0 and r.interval[0] <= 0.15 <= r.interval[1]
-    f = verify_statistical(trap, 'P=? [F "goal"]', _policy(0.5), StatisticalOptions(
-        method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(max_steps=50)))
+    f = verify_statistical(
+        trap,
+        'P=? [F "goal"]',
+        _policy(0.5),
+        StatisticalOptions(method="clopper-pearson", runs=4000, delta=0.001, simulation=SimulationOptions(max_steps=50)),
+    )
     assert f.undecided == 0 and f.interval[0] <= 0.65 <= f.interval[1]  # 0.15 + 0.5 (through "bad")
     assert 0 < r.hopeless < r.runs - r.successes  # the runs into "bad" are violated by the left side instead
     assert f.hopeless == f.runs - f.successes
@@ -71,16 +84,25 @@ def test_until_counts_the_states_that_violate_the_left_side(trap):
 
 @pytest.mark.parametrize("method", ["okamoto", "adaptive", "wilson"])
 def test_every_method_counts_hopeless_runs(trap, method):
-    r = verify_statistical(trap, 'P=? [F "goal"]', _policy(1.0), StatisticalOptions(
-        method=method, epsilon=0.05, runs=1000 if method == "wilson" else None,
-        simulation=SimulationOptions(max_steps=50)))
+    r = verify_statistical(
+        trap,
+        'P=? [F "goal"]',
+        _policy(1.0),
+        StatisticalOptions(
+            method=method, epsilon=0.05, runs=1000 if method == "wilson" else None, simulation=SimulationOptions(max_steps=50)
+        ),
+    )
     assert r.undecided == 0 and r.hopeless == r.runs - r.successes
     assert r.interval[0] <= 0.3 <= r.interval[1] and r.interval[1] - r.interval[0] < 0.15
 
 
 def test_sprt_decides_with_hopeless_runs(trap):
-    r = verify_statistical(trap, 'P>=0.5 [F "goal"]', _policy(1.0), StatisticalOptions(
-        method="sprt", threshold=None, indifference=0.05, simulation=SimulationOptions(max_steps=50)))
+    r = verify_statistical(
+        trap,
+        'P>=0.5 [F "goal"]',
+        _policy(1.0),
+        StatisticalOptions(method="sprt", threshold=None, indifference=0.05, simulation=SimulationOptions(max_steps=50)),
+    )
     assert r.decision == "H1" and r.satisfied is False and r.undecided == 0
 
 
@@ -88,7 +110,11 @@ def test_sprt_decides_with_hopeless_runs(trap):
 def test_importance_splitting_decides_trapped_runs(trap, method):
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting
 
-    r = verify_splitting(trap, 'P=? [F "goal"]', _policy(1.0), SplittingOptions(
-        effort=400, repetitions=10, method=method, simulation=SimulationOptions(max_steps=50)))
+    r = verify_splitting(
+        trap,
+        'P=? [F "goal"]',
+        _policy(1.0),
+        SplittingOptions(effort=400, repetitions=10, method=method, simulation=SimulationOptions(max_steps=50)),
+    )
     assert r.undecided == 0 and r.hopeless > 0
     assert r.interval[0] <= 0.3 <= r.interval[1]

@@ -40,16 +40,19 @@ def moved(track, x, y, vx, vy):
     return move(track, state(x, y), np.array([[vx, vy]]))[0].tolist()
 
 
-@pytest.mark.parametrize("text,line,col,what", [
-    ("", 1, 1, "dim"),
-    ("size: 2 2\n..\n.g\n", 1, 1, "dim"),
-    ("dim: 2 z\n..\n.g\n", 1, 8, "COLS"),
-    ("dim: 2 3\n...\n.g\n", 3, 3, "2 cells"),
-    ("dim: 2 3\n...\n.gq\n", 3, 3, "unknown cell 'q'"),
-    ("dim: 3 2\n..\n.g\n", 4, 1, "expected 3 map rows"),
-    ("dim: 1 2\n..\n.g\n", 3, 1, "more map rows"),
-    ("dim: 2 2\n..\n..\n", 2, 1, "no goal"),
-])
+@pytest.mark.parametrize(
+    "text,line,col,what",
+    [
+        ("", 1, 1, "dim"),
+        ("size: 2 2\n..\n.g\n", 1, 1, "dim"),
+        ("dim: 2 z\n..\n.g\n", 1, 8, "COLS"),
+        ("dim: 2 3\n...\n.g\n", 3, 3, "2 cells"),
+        ("dim: 2 3\n...\n.gq\n", 3, 3, "unknown cell 'q'"),
+        ("dim: 3 2\n..\n.g\n", 4, 1, "expected 3 map rows"),
+        ("dim: 1 2\n..\n.g\n", 3, 1, "more map rows"),
+        ("dim: 2 2\n..\n..\n", 2, 1, "no goal"),
+    ],
+)
 def test_malformed_tracks_name_line_and_column(text, line, col, what):
     with pytest.raises(TrackError) as exc:
         parse_track(text, source="t.track")
@@ -110,7 +113,7 @@ def test_noise_and_actions():
 def test_features_by_hand():
     env = RacetrackEnv(parse_track(OPEN))
     obs = env.observe(np.array([[1, 1, 1, -1, 0]]))[0]
-    f = dict(zip(FEATURES, obs))
+    f = dict(zip(FEATURES, obs, strict=True))
     assert (f["x"], f["y"], f["vx"], f["vy"]) == (1, 1, 1, -1)
     # steps to the first blocked cell (edge or wall) from (1, 1) on a 6x5 map with a wall at (3, 3)
     assert (f["wall_n"], f["wall_e"], f["wall_s"], f["wall_w"]) == (2, 5, 4, 2)
@@ -129,12 +132,12 @@ def test_explicit_mdp_transitions_by_hand():
     assert names == list(ACTIONS)
     c = m.row_groups[s0] + ACTIONS.index("ax+1_ay+0")
     row = m.transitions[c]
-    succ = {tuple(r.states[j]) if j < len(r.states) else j: p for j, p in zip(row.indices, row.data)}
+    succ = {tuple(r.states[j]) if j < len(r.states) else j: p for j, p in zip(row.indices, row.data, strict=True)}
     assert succ == pytest.approx({(1, 1, 1, 0): 0.8, (0, 1, 0, 0): 0.2})
     up = m.row_groups[s0] + ACTIONS.index("ax+0_ay-1")  # into the wall above: crash with 0.8
     row = m.transitions[up]
     crash_sink = len(r.states) + 1
-    assert dict(zip(row.indices.tolist(), row.data.tolist())) == pytest.approx({s0: 0.2, crash_sink: 0.8})
+    assert dict(zip(row.indices.tolist(), row.data.tolist(), strict=True)) == pytest.approx({s0: 0.2, crash_sink: 0.8})
     assert np.allclose(np.asarray(m.transitions.sum(axis=1)).ravel(), 1.0)
 
 
@@ -166,13 +169,20 @@ def test_native_env_agrees_with_storm_on_explicit_mdp():
     chain, _ = induce(mdp.model, policy)
     sm = to_storm(chain)
     # step-bounded: Storm computes these by matrix-vector steps (no solver convergence question)
-    for prop, label in (('P=? [F<=40 "goal"]', "goal"), ('P=? [!"crashed" U<=40 "goal"]', "goal"),
-                        ('P=? [F<=40 "crashed"]', "crashed")):
+    for prop, label in (
+        ('P=? [F<=40 "goal"]', "goal"),
+        ('P=? [!"crashed" U<=40 "goal"]', "goal"),
+        ('P=? [F<=40 "crashed"]', "crashed"),
+    ):
         res = stormpy.model_checking(sm, stormpy.parse_properties(prop)[0])
         exact = res.get_value(sm.initial_states[0])
-        stat = verify_statistical(env, prop, policy, StatisticalOptions(method="clopper-pearson", runs=20_000, delta=0.001,
-                                                                        simulation=SimulationOptions(seed=7)),
-                                  starts=env.start_states(cell))
+        stat = verify_statistical(
+            env,
+            prop,
+            policy,
+            StatisticalOptions(method="clopper-pearson", runs=20_000, delta=0.001, simulation=SimulationOptions(seed=7)),
+            starts=env.start_states(cell),
+        )
         assert stat.undecided == 0
         assert stat.interval[0] <= exact <= stat.interval[1], (label, exact, stat.interval)
         assert 0.02 < exact < 0.98  # a non-trivial value
@@ -182,7 +192,7 @@ def test_unknown_label_and_noise_range():
     from rlverify.errors import PropertyError
     from rlverify.statistical import parse_path_property
 
-    with pytest.raises(PropertyError, match='unknown label "crash".*did you mean'):
+    with pytest.raises(PropertyError, match=r'unknown label "crash".*did you mean'):
         parse_path_property('P=? [F "crash"]', ("goal", "crashed", "driving"))
     with pytest.raises(PropertyError, match="noise"):
         RacetrackEnv(parse_track(OPEN), noise=1.0)
@@ -203,18 +213,26 @@ def test_standing_still_is_decided_not_left_undecided():
         return p
 
     policy = CallablePolicy(never_accelerate, FEATURES, ACTIONS, name="still")
-    r = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, StatisticalOptions(
-        method="clopper-pearson", runs=500, simulation=SimulationOptions(max_steps=100_000)))
+    r = verify_statistical(
+        env,
+        'P=? [!"crashed" U "goal"]',
+        policy,
+        StatisticalOptions(method="clopper-pearson", runs=500, simulation=SimulationOptions(max_steps=100_000)),
+    )
     assert r.estimate == 0.0 and r.undecided == 0 and r.decisions == 0
+
     # with any mass on moving, the run is not stuck: it moves eventually (and here always crashes or arrives)
     def mostly_still(x):
         p = np.full((len(x), 9), 0.01 / 8)
         p[:, still] = 0.99
         return p
 
-    r2 = verify_statistical(env, 'P=? [F "crashed" | "goal"]', CallablePolicy(mostly_still, FEATURES, ACTIONS),
-                            StatisticalOptions(method="clopper-pearson", runs=200,
-                                               simulation=SimulationOptions(max_steps=100_000)))
+    r2 = verify_statistical(
+        env,
+        'P=? [F "crashed" | "goal"]',
+        CallablePolicy(mostly_still, FEATURES, ACTIONS),
+        StatisticalOptions(method="clopper-pearson", runs=200, simulation=SimulationOptions(max_steps=100_000)),
+    )
     assert r2.estimate == 1.0 and r2.decisions > 200
 
 
@@ -229,8 +247,14 @@ def test_shipped_dqn_policies_reach_the_goal(bench_id):
     env = make_racetrack(bench_id)
     policy = load_policy(str(policy_path(bench_id)))
     assert policy.output == "q-values"
-    r = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, StatisticalOptions(
-        method="clopper-pearson", runs=1000, delta=1e-3, simulation=SimulationOptions(seed=7, max_steps=2000)))
+    r = verify_statistical(
+        env,
+        'P=? [!"crashed" U "goal"]',
+        policy,
+        StatisticalOptions(
+            method="clopper-pearson", runs=1000, delta=1e-3, simulation=SimulationOptions(seed=7, max_steps=2000)
+        ),
+    )
     recorded = policy.training["evaluation"]["goal_rate_start_line"]
     assert r.interval[0] > 0.5
     assert r.interval[0] - 0.02 <= recorded <= r.interval[1] + 0.02

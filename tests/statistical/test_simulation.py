@@ -57,8 +57,9 @@ def test_okamoto_interval_covers_exact_value(avoid_model, avoid_policy, avoid_ex
 @pytest.mark.parametrize("method", ["adaptive", "clopper-pearson", "wilson"])
 def test_other_methods_cover_exact_value(avoid_model, avoid_policy, avoid_exact, method):
     runs = None if method == "adaptive" else 2000  # the adaptive method chooses its own number of runs
-    r = verify_statistical(avoid_model, AVOID_PROP, avoid_policy,
-                           StatisticalOptions(method=method, epsilon=0.03, delta=0.01, runs=runs))
+    r = verify_statistical(
+        avoid_model, AVOID_PROP, avoid_policy, StatisticalOptions(method=method, epsilon=0.03, delta=0.01, runs=runs)
+    )
     assert r.interval[0] <= avoid_exact <= r.interval[1]
     if method == "adaptive":
         assert r.runs < 2944  # fewer than Okamoto's ceil(ln(200)/(2*0.03^2)) = 2944 when p is far from 1/2
@@ -68,16 +69,25 @@ def test_deterministic_mode_matches_exact(avoid_model, avoid_policy):
     from rlverify import ExactOptions, verify_exact
 
     exact = verify_exact(avoid_model, AVOID_PROP, avoid_policy, ExactOptions(mode="deterministic")).value
-    r = verify_statistical(avoid_model, AVOID_PROP, avoid_policy,
-                           StatisticalOptions(method="clopper-pearson", runs=2000, delta=0.001,
-                                              simulation=SimulationOptions(mode="deterministic")))
+    r = verify_statistical(
+        avoid_model,
+        AVOID_PROP,
+        avoid_policy,
+        StatisticalOptions(
+            method="clopper-pearson", runs=2000, delta=0.001, simulation=SimulationOptions(mode="deterministic")
+        ),
+    )
     assert r.interval[0] <= exact <= r.interval[1]
 
 
 def test_same_seed_same_result_independent_of_batch_size(avoid_model, avoid_policy):
     def run(seed, batch):
-        return verify_statistical(avoid_model, AVOID_PROP, avoid_policy, StatisticalOptions(
-            method="clopper-pearson", runs=600, simulation=SimulationOptions(seed=seed, batch_size=batch)))
+        return verify_statistical(
+            avoid_model,
+            AVOID_PROP,
+            avoid_policy,
+            StatisticalOptions(method="clopper-pearson", runs=600, simulation=SimulationOptions(seed=seed, batch_size=batch)),
+        )
 
     a, b, c = run(5, 600), run(5, 277), run(6, 600)
     assert (a.successes, a.decisions, a.interval) == (b.successes, b.decisions, b.interval)
@@ -97,16 +107,33 @@ def test_per_run_outcomes_independent_of_batch_size(avoid_prepared, avoid_policy
 
 def test_sequential_methods_independent_of_batch_size(avoid_model, avoid_policy):
     for method in ("adaptive", "sprt"):
-        rs = [verify_statistical(avoid_model, "P>=0.8 [F<=100 COLLISION=true]", avoid_policy, StatisticalOptions(
-            method=method, epsilon=0.05, indifference=0.03, simulation=SimulationOptions(seed=1, batch_size=b))) for b in (20_000, 123)]
+        rs = [
+            verify_statistical(
+                avoid_model,
+                "P>=0.8 [F<=100 COLLISION=true]",
+                avoid_policy,
+                StatisticalOptions(
+                    method=method, epsilon=0.05, indifference=0.03, simulation=SimulationOptions(seed=1, batch_size=b)
+                ),
+            )
+            for b in (20_000, 123)
+        ]
         assert (rs[0].runs, rs[0].successes, rs[0].decision) == (rs[1].runs, rs[1].successes, rs[1].decision)
 
 
 def test_sprt_decides_correct_side(avoid_model, avoid_policy, avoid_exact):
-    low = verify_statistical(avoid_model, AVOID_PROP, avoid_policy,
-                             StatisticalOptions(method="sprt", threshold=avoid_exact - 0.05, indifference=0.03))
-    high = verify_statistical(avoid_model, AVOID_PROP, avoid_policy,
-                              StatisticalOptions(method="sprt", threshold=avoid_exact + 0.05, indifference=0.03))
+    low = verify_statistical(
+        avoid_model,
+        AVOID_PROP,
+        avoid_policy,
+        StatisticalOptions(method="sprt", threshold=avoid_exact - 0.05, indifference=0.03),
+    )
+    high = verify_statistical(
+        avoid_model,
+        AVOID_PROP,
+        avoid_policy,
+        StatisticalOptions(method="sprt", threshold=avoid_exact + 0.05, indifference=0.03),
+    )
     assert (low.decision, low.satisfied) == ("H0", True)
     assert (high.decision, high.satisfied) == ("H1", False)
 
@@ -128,8 +155,9 @@ def test_stall_counted_and_never_repaired(stall_model):
     from rlverify.statistical import clopper_pearson
 
     policy = CallablePolicy(lambda x: np.full((len(x), 2), 0.5), ["s"], ["a", "b"])
-    r = verify_statistical(stall_model, 'P=? [F "goal"]', policy,
-                           StatisticalOptions(method="clopper-pearson", runs=20_000, delta=0.001))
+    r = verify_statistical(
+        stall_model, 'P=? [F "goal"]', policy, StatisticalOptions(method="clopper-pearson", runs=20_000, delta=0.001)
+    )
     assert r.undecided == 0
     assert r.interval[0] <= 0.625 <= r.interval[1]
     slo, shi = clopper_pearson(r.stalled, r.runs, 0.001)
@@ -151,8 +179,14 @@ def test_coverage_rate_is_consistent_with_confidence(stall_model):
     env, prop, _ = prepare(stall_model, 'P=? [F "goal"]')
     seeds, delta, covered, widths = 200, 0.1, 0, []
     for seed in range(seeds):
-        r = verify_statistical(env, prop.text, policy, StatisticalOptions(
-            method="clopper-pearson", runs=200, delta=delta, simulation=SimulationOptions(seed=10_000 + seed)))
+        r = verify_statistical(
+            env,
+            prop.text,
+            policy,
+            StatisticalOptions(
+                method="clopper-pearson", runs=200, delta=delta, simulation=SimulationOptions(seed=10_000 + seed)
+            ),
+        )
         covered += r.interval[0] <= exact <= r.interval[1]
         widths.append(r.interval[1] - r.interval[0])
     assert binomtest(covered, seeds, 1 - delta, alternative="less").pvalue > 1e-3, covered
@@ -180,24 +214,35 @@ def test_undecided_runs_reported(tmp_path):
     path.write_text(LOOP_MODEL)
     model = load_model(path)
     policy = CallablePolicy(lambda x: np.tile([1.0, 0.0], (len(x), 1)), ["s"], ["a", "b"])
-    r = verify_statistical(model, 'P=? [F "goal"]', policy, StatisticalOptions(
-        method="clopper-pearson", runs=500, simulation=SimulationOptions(max_steps=50)))
+    r = verify_statistical(
+        model,
+        'P=? [F "goal"]',
+        policy,
+        StatisticalOptions(method="clopper-pearson", runs=500, simulation=SimulationOptions(max_steps=50)),
+    )
     assert (r.successes, r.stalled, r.undecided) == (0, 0, 500)
     assert r.interval == (0.0, 1.0)  # undecided runs may be either: the interval says so
-    bounded = verify_statistical(model, 'P=? [F<=10 "goal"]', policy, StatisticalOptions(
-        method="wilson", runs=500, simulation=SimulationOptions(max_steps=50)))
+    bounded = verify_statistical(
+        model,
+        'P=? [F<=10 "goal"]',
+        policy,
+        StatisticalOptions(method="wilson", runs=500, simulation=SimulationOptions(max_steps=50)),
+    )
     assert (bounded.undecided, bounded.successes) == (0, 0)  # the step bound decides every run
 
 
-@pytest.mark.parametrize("text,match", [
-    ('P=? [G "goal"]', "supported"),
-    ('P=? [X "goal"]', "supported"),
-    ('Pmax=? [F "goal"]', "Pmin/Pmax"),
-    ('R=? [F "goal"]', "supported"),
-    ('P=? [F>=3 "goal"]', "lower step bounds"),
-    ('P=? [F goal]', 'write labels in quotes'),
-    ('P=? [F "goal"', "expected"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ('P=? [G "goal"]', "supported"),
+        ('P=? [X "goal"]', "supported"),
+        ('Pmax=? [F "goal"]', "Pmin/Pmax"),
+        ('R=? [F "goal"]', "supported"),
+        ('P=? [F>=3 "goal"]', "lower step bounds"),
+        ("P=? [F goal]", "write labels in quotes"),
+        ('P=? [F "goal"', "expected"),
+    ],
+)
 def test_unsupported_property_forms_list_supported_ones(text, match):
     with pytest.raises(PropertyError, match=match) as exc:
         parse_path_property(text, ("goal", "crashed"))
@@ -214,21 +259,22 @@ def test_parser_accepts_supported_forms():
 
 def test_unsupported_prism_properties(avoid_model, avoid_policy):
     for text in ("P=? [G COLLISION=false]", "Pmax=? [F COLLISION=true]", 'R=? [F "collide"]'):
-        with pytest.raises(PropertyError, match="supported|Pmin/Pmax|does not"):
+        with pytest.raises(PropertyError, match=r"supported|Pmin/Pmax|does not"):
             verify_statistical(avoid_model, text, avoid_policy)
 
 
 @pytest.mark.parametrize("kw", [{"epsilon": 0.0}, {"epsilon": 1.0}, {"delta": 0.0}, {"delta": 2.0}])
 def test_bad_epsilon_delta(avoid_model, avoid_policy, kw):
-    with pytest.raises(StatisticsError, match="epsilon|delta"):
+    with pytest.raises(StatisticsError, match=r"epsilon|delta"):
         verify_statistical(avoid_model, AVOID_PROP, avoid_policy, StatisticalOptions(**kw))
 
 
 @pytest.mark.parametrize("steps", [0, -5])
 def test_max_steps_must_be_positive(avoid_model, avoid_policy, steps):
     with pytest.raises(OptionError, match="max-steps"):
-        verify_statistical(avoid_model, AVOID_PROP, avoid_policy,
-                           StatisticalOptions(simulation=SimulationOptions(max_steps=steps)))
+        verify_statistical(
+            avoid_model, AVOID_PROP, avoid_policy, StatisticalOptions(simulation=SimulationOptions(max_steps=steps))
+        )
 
 
 def test_policy_features_must_match():
@@ -237,7 +283,7 @@ def test_policy_features_must_match():
 
     env = make_racetrack("racetrack-barto-small-v1")
     bad = CallablePolicy(lambda x: np.full((len(x), 9), 1 / 9), ["x", "y", "goal_distance"], ACTIONS)
-    with pytest.raises(PolicyError, match="goal_distance.*not observed") as exc:
+    with pytest.raises(PolicyError, match=r"goal_distance.*not observed") as exc:
         verify_statistical(env, 'P=? [F "goal"]', bad)
     assert "did you mean" in str(exc.value)
     wrong_action = CallablePolicy(lambda x: np.full((len(x), 2), 0.5), ["x", "y"], ["left", "right"])
@@ -262,9 +308,14 @@ def test_runs_with_a_method_that_chooses_its_own_is_refused():
 
 def test_sprt_does_not_decide_on_undecided_runs(avoid_model, avoid_policy, avoid_exact):
     # with max_steps 1 every run is undecided: no evidence either way, so no decision may be taken
-    r = verify_statistical(avoid_model, AVOID_PROP, avoid_policy, StatisticalOptions(
-        method="sprt", threshold=0.5, indifference=0.05, max_runs=3000,
-        simulation=SimulationOptions(max_steps=1, seed=3)))
+    r = verify_statistical(
+        avoid_model,
+        AVOID_PROP,
+        avoid_policy,
+        StatisticalOptions(
+            method="sprt", threshold=0.5, indifference=0.05, max_runs=3000, simulation=SimulationOptions(max_steps=1, seed=3)
+        ),
+    )
     assert r.undecided == r.runs == 3000
     assert r.decision is None and r.satisfied is None
     assert r.confidence == pytest.approx(0.95)  # 1 - max(alpha, beta)
@@ -281,9 +332,11 @@ def test_coverage_of_the_other_intervals(stall_model, method):
     env, prop, _ = prepare(stall_model, 'P=? [F "goal"]')
     seeds, delta, covered = 200, 0.1, 0
     for seed in range(seeds):
-        opts = (StatisticalOptions(method="okamoto", epsilon=0.05, delta=delta, simulation=SimulationOptions(seed=seed))
-                if method == "okamoto" else
-                StatisticalOptions(method="wilson", runs=200, delta=delta, simulation=SimulationOptions(seed=seed)))
+        opts = (
+            StatisticalOptions(method="okamoto", epsilon=0.05, delta=delta, simulation=SimulationOptions(seed=seed))
+            if method == "okamoto"
+            else StatisticalOptions(method="wilson", runs=200, delta=delta, simulation=SimulationOptions(seed=seed))
+        )
         r = verify_statistical(env, prop.text, policy, opts)
         covered += r.interval[0] <= exact <= r.interval[1]
     assert binomtest(covered, seeds, 1 - delta, alternative="less").pvalue > 1e-3, covered
@@ -294,8 +347,10 @@ def test_duplicate_action_labels_are_refused(tmp_path):
     from rlverify.models import build_explicit, load_model
 
     path = tmp_path / "dup.prism"
-    path.write_text('mdp\nmodule m\n  x : [0..2] init 0;\n  [a] x=0 -> (x\'=1);\n  [a] x=0 -> (x\'=2);\n'
-                    '  [a] x>0 -> true;\nendmodule\nlabel "goal" = x=2;\n')
+    path.write_text(
+        "mdp\nmodule m\n  x : [0..2] init 0;\n  [a] x=0 -> (x'=1);\n  [a] x=0 -> (x'=2);\n"
+        '  [a] x>0 -> true;\nendmodule\nlabel "goal" = x=2;\n'
+    )
     mdp, _ = build_explicit(load_model(path), None)
     # by default the two 'a' commands are addressed by their command names
     env, _, _ = prepare(mdp, 'P=? [F "goal"]')
@@ -308,8 +363,17 @@ def test_duplicate_action_labels_are_refused(tmp_path):
 def test_sprt_decides_correctly_with_a_few_undecided_runs(avoid_model, avoid_policy, avoid_exact):
     # max_steps 80 < 100 leaves some runs of F<=100 open (about 1 in 8); P = 0.895 >= 0.795 + 0.02
     # is still accepted, because it holds whichever way the open runs end
-    r = verify_statistical(avoid_model, AVOID_PROP, avoid_policy, StatisticalOptions(
-        method="sprt", threshold=avoid_exact - 0.1, indifference=0.02, max_runs=20_000,
-        simulation=SimulationOptions(max_steps=80, seed=5)))
+    r = verify_statistical(
+        avoid_model,
+        AVOID_PROP,
+        avoid_policy,
+        StatisticalOptions(
+            method="sprt",
+            threshold=avoid_exact - 0.1,
+            indifference=0.02,
+            max_runs=20_000,
+            simulation=SimulationOptions(max_steps=80, seed=5),
+        ),
+    )
     assert 0 < r.undecided < r.runs
     assert r.decision == "H0" and r.satisfied is True

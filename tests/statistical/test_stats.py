@@ -56,7 +56,7 @@ def test_sprt_by_hand():
 
 @pytest.mark.parametrize("eps,delta", [(0, 0.05), (1, 0.05), (0.01, 0), (0.01, 1.5), (-0.1, 0.05), (float("nan"), 0.1)])
 def test_epsilon_delta_outside_unit_interval(eps, delta):
-    with pytest.raises(StatisticsError, match="epsilon|delta"):
+    with pytest.raises(StatisticsError, match=r"epsilon|delta"):
         okamoto_runs(eps, delta)
 
 

@@ -45,8 +45,9 @@ def env():
 def net_file(tmp_path_factory):
     """A random 15-64-64-9 Q-value network as a self-describing ONNX file."""
     path = tmp_path_factory.mktemp("net") / "q.onnx"
-    return save_mlp_onnx(path, MLP.random([len(FEATURES), 64, 64, len(ACTIONS)], seed=4), features=FEATURES,
-                         actions=ACTIONS, output="q-values")
+    return save_mlp_onnx(
+        path, MLP.random([len(FEATURES), 64, 64, len(ACTIONS)], seed=4), features=FEATURES, actions=ACTIONS, output="q-values"
+    )
 
 
 class Plain:
@@ -68,8 +69,9 @@ def test_step_matches_cell_by_cell_move(env):
     """Every cell (walls and off-map positions included), velocities up to 3 beyond the table, every action,
     failing or not: the table step gives :func:`move`'s successor."""
     H, W, V = env.track.height, env.track.width, env._vmax
-    xs, ys, vxs, vys = np.meshgrid(np.arange(-1, W + 1), np.arange(-1, H + 1), np.arange(-V - 3, V + 4),
-                                   np.arange(-V - 3, V + 4), indexing="ij")
+    xs, ys, vxs, vys = np.meshgrid(
+        np.arange(-1, W + 1), np.arange(-1, H + 1), np.arange(-V - 3, V + 4), np.arange(-V - 3, V + 4), indexing="ij"
+    )
     states = np.zeros((xs.size, 5), dtype=np.int64)
     states[:, 0], states[:, 1], states[:, 2], states[:, 3] = xs.ravel(), ys.ravel(), vxs.ravel(), vys.ravel()
     rng = np.random.default_rng(0)
@@ -78,8 +80,13 @@ def test_step_matches_cell_by_cell_move(env):
         u = rng.random(len(states))
         want = move(env.track, states, states[:, 2:4] + np.where((u < env.noise)[:, None], 0, ACCELERATIONS[actions]))
         assert np.array_equal(env.step(states, actions, u), want)
-    on_table = (np.abs(states[:, 2:4]) <= V - 1).all(axis=1) & (states[:, 0] >= 0) & (states[:, 0] < W) \
-        & (states[:, 1] >= 0) & (states[:, 1] < H)
+    on_table = (
+        (np.abs(states[:, 2:4]) <= V - 1).all(axis=1)
+        & (states[:, 0] >= 0)
+        & (states[:, 0] < W)
+        & (states[:, 1] >= 0)
+        & (states[:, 1] < H)
+    )
     inside = states[on_table]  # only table look-ups
     u = rng.random(len(inside))
     actions = rng.integers(0, len(ACTIONS), len(inside))
@@ -168,8 +175,9 @@ def test_simulation_matches_one_run_at_a_time(env, net_file, mode, kind):
     prop = parse_path_property('P=? [!"crashed" U "goal"]', env.labels)
     starts = env.start_states(env.track.free_cells())
     runs = np.arange(40, 240)
-    res = simulate(env, policy, prop, runs, starts=starts,
-                   options=SimulationOptions(mode=mode, max_steps=25, seed=11, batch_size=64))
+    res = simulate(
+        env, policy, prop, runs, starts=starts, options=SimulationOptions(mode=mode, max_steps=25, seed=11, batch_size=64)
+    )
     want = [reference_run(env, policy, int(r), seed=11, mode=mode, max_steps=25, starts=starts) for r in runs]
     assert res.outcome.tolist() == [o for o, _ in want]
     assert res.steps.tolist() == [s for _, s in want]
@@ -204,16 +212,36 @@ def test_choose_equals_sampling_from_action_probabilities(tmp_path):
     rng = np.random.default_rng(1)
     x = rng.normal(size=(500, len(FEATURES))) * 5
     u = rng.random(500)
-    ties = save_mlp_onnx(tmp_path / "ties.onnx", tie_network([1, 3, 3, 0, 3, -1, 2, 2, 0]), features=FEATURES,
-                         actions=ACTIONS, output="q-values")
-    random = save_mlp_onnx(tmp_path / "r.onnx", MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=3),
-                           features=FEATURES, actions=ACTIONS, output="q-values")
+    ties = save_mlp_onnx(
+        tmp_path / "ties.onnx",
+        tie_network([1, 3, 3, 0, 3, -1, 2, 2, 0]),
+        features=FEATURES,
+        actions=ACTIONS,
+        output="q-values",
+    )
+    random = save_mlp_onnx(
+        tmp_path / "r.onnx",
+        MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=3),
+        features=FEATURES,
+        actions=ACTIONS,
+        output="q-values",
+    )
     mlp = MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=3)
     # the same network declared as logits (an option may not contradict what a file declares)
-    as_logits = save_mlp_onnx(tmp_path / "r_logits.onnx", MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=3),
-                              features=FEATURES, actions=ACTIONS, output="logits")
-    policies = [OnnxPolicy(ties), OnnxPolicy(random), OnnxPolicy(as_logits),
-                CallablePolicy(mlp, FEATURES, ACTIONS, output="q-values"), CallablePolicy(mlp, FEATURES, ACTIONS, output="logits")]
+    as_logits = save_mlp_onnx(
+        tmp_path / "r_logits.onnx",
+        MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=3),
+        features=FEATURES,
+        actions=ACTIONS,
+        output="logits",
+    )
+    policies = [
+        OnnxPolicy(ties),
+        OnnxPolicy(random),
+        OnnxPolicy(as_logits),
+        CallablePolicy(mlp, FEATURES, ACTIONS, output="q-values"),
+        CallablePolicy(mlp, FEATURES, ACTIONS, output="logits"),
+    ]
     for policy in policies:
         probs = policy.action_probabilities(x)
         for uu in (None, u):
@@ -234,7 +262,11 @@ def test_non_finite_outputs_are_reported_by_every_path(tmp_path):
     path = save_mlp_onnx(tmp_path / "nan.onnx", tie_network(bias), features=FEATURES, actions=ACTIONS, output="q-values")
     x = np.zeros((3, len(FEATURES)))
     for policy in (OnnxPolicy(path), CallablePolicy(tie_network(bias), FEATURES, ACTIONS, output="q-values")):
-        for call in (lambda: policy.action_probabilities(x), lambda: policy.choose(x), lambda: policy.choose(x, np.zeros(3))):
+        for call in (
+            lambda p=policy: p.action_probabilities(x),
+            lambda p=policy: p.choose(x),
+            lambda p=policy: p.choose(x, np.zeros(3)),
+        ):
             with pytest.raises(PolicyError, match="NaN or inf"):
                 call()
 
@@ -289,7 +321,7 @@ def splitmix_uniform(seed: int, run: int, step: int, stream: int) -> float:
     key = mix((seed + 0x9E3779B97F4A7C15) & M)
     run_key = mix((((run + 1) * 0x9E3779B97F4A7C15) & M) ^ key)
     offset = ((step + 1) * 0xD1B54A32D192ED03 + (stream + 1) * 0x8CB92BA72F3D8DD7) & M
-    return (mix((run_key + offset) & M) >> 11) / 2.0 ** 53
+    return (mix((run_key + offset) & M) >> 11) / 2.0**53
 
 
 def test_uniforms_are_splitmix64():
@@ -331,6 +363,7 @@ class Watched:
                 if outer:
                     with self._guard:
                         self.busy -= 1
+
         return call
 
 
@@ -349,8 +382,13 @@ def avoid_onnx(avoid_model, avoid_policy, tmp_path_factory):
     from rlverify.statistical.verify import prepare
 
     env, prop, _ = prepare(avoid_model, "P=? [F<=100 COLLISION=true]")
-    path = save_mlp_onnx(tmp_path_factory.mktemp("avoid") / "avoid.onnx", MLP.random([6, 64, 64, 4], seed=1),
-                         features=avoid_policy.features, actions=avoid_policy.actions, output="logits")
+    path = save_mlp_onnx(
+        tmp_path_factory.mktemp("avoid") / "avoid.onnx",
+        MLP.random([6, 64, 64, 4], seed=1),
+        features=avoid_policy.features,
+        actions=avoid_policy.actions,
+        output="logits",
+    )
     return env, prop, path
 
 
@@ -376,11 +414,9 @@ def test_threaded_parts_equal_one_thread(barto_small, avoid_onnx, monkeypatch, c
     for k in (1, threads):
         policy = OnnxPolicy(path)
         watch = Watched(policy)
-        opts = SimulationOptions(mode=mode, max_steps=max_steps, seed=17, batch_size=1900, threads=k,
-                                 unavailable=unavailable)
+        opts = SimulationOptions(mode=mode, max_steps=max_steps, seed=17, batch_size=1900, threads=k, unavailable=unavailable)
         progress = []
-        results.append(simulate(env, policy, prop, runs, starts=starts, options=opts, record=record,
-                                on_batch=progress.append))
+        results.append(simulate(env, policy, prop, runs, starts=starts, options=opts, record=record, on_batch=progress.append))
         assert progress == [1900, 1900, 300]  # batch by batch, in order
         assert watch.most == 1
         main = threading.get_ident()
@@ -410,7 +446,7 @@ def test_threaded_error_propagates_unchanged(barto_small, monkeypatch, tmp_path)
     import rlverify.statistical.engine as engine
 
     monkeypatch.setattr(engine, "MIN_PART_RUNS", 300)
-    env, prop, path, starts = barto_small
+    env, prop, _path, starts = barto_small
     net = MLP.random([len(FEATURES), 16, len(ACTIONS)], seed=2)
     raised, calls = [], []
 
@@ -423,26 +459,37 @@ def test_threaded_error_propagates_unchanged(barto_small, monkeypatch, tmp_path)
 
     policy = ConcurrentCallable(fails_on_third_call, FEATURES, ACTIONS, output="q-values")
     with pytest.raises(Boom) as info:
-        simulate(env, policy, prop, np.arange(2000), starts=starts,
-                 options=SimulationOptions(mode="deterministic", max_steps=50, seed=1, batch_size=2000, threads=2))
+        simulate(
+            env,
+            policy,
+            prop,
+            np.arange(2000),
+            starts=starts,
+            options=SimulationOptions(mode="deterministic", max_steps=50, seed=1, batch_size=2000, threads=2),
+        )
     assert info.value is raised[0]
     assert len(calls) == 3  # the other part took no turn after the failure
 
     bias = [0.0] * len(ACTIONS)
     bias[2] = np.nan
-    nan_file = save_mlp_onnx(tmp_path / "nan.onnx", tie_network(bias), features=FEATURES,
-                             actions=ACTIONS, output="q-values")
+    nan_file = save_mlp_onnx(tmp_path / "nan.onnx", tie_network(bias), features=FEATURES, actions=ACTIONS, output="q-values")
     errors = []
     for threads in (1, 2):
         with pytest.raises(PolicyError, match="NaN or inf") as info:
-            simulate(env, OnnxPolicy(nan_file), prop, np.arange(2000), starts=starts,
-                     options=SimulationOptions(mode="stochastic", seed=1, batch_size=2000, threads=threads))
+            simulate(
+                env,
+                OnnxPolicy(nan_file),
+                prop,
+                np.arange(2000),
+                starts=starts,
+                options=SimulationOptions(mode="stochastic", seed=1, batch_size=2000, threads=threads),
+            )
         errors.append(info.value)
     assert type(errors[0]) is type(errors[1]) and str(errors[0]).split("\n")[0] == str(errors[1]).split("\n")[0]
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2", None])
 def test_threads_option_must_be_a_positive_integer(barto_small, threads):
-    env, prop, path, starts = barto_small
+    env, prop, path, _starts = barto_small
     with pytest.raises(OptionError, match="threads: expected a positive integer"):
         simulate(env, OnnxPolicy(path), prop, np.arange(10), options=SimulationOptions(threads=threads))

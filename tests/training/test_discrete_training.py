@@ -18,10 +18,13 @@ from rlverify.policies.formats import META_TRAINING
 from rlverify.training.discrete import SETUPS, DiscreteSetup, TrainingError, evaluate_returns, setup_for, train_discrete
 
 
-@pytest.mark.parametrize(("bench_id", "params", "steps"), [
-    pytest.param("running-example-v1", None, 20_000, id="running-example"),
-    pytest.param("avoid-v1", {"xMax": 2, "yMax": 2, "slickness": 0.1}, 60_000, id="avoid-2x2"),
-])
+@pytest.mark.parametrize(
+    ("bench_id", "params", "steps"),
+    [
+        pytest.param("running-example-v1", None, 20_000, id="running-example"),
+        pytest.param("avoid-v1", {"xMax": 2, "yMax": 2, "slickness": 0.1}, 60_000, id="avoid-2x2"),
+    ],
+)
 def test_short_training_beats_the_uniform_random_policy(bench_id, params, steps):
     report = train_discrete(bench_id, params=params, steps=steps, seed=0)
     sign = np.sign(setup_for(bench_id).reward_scale)  # -1: the reward model is a cost (running example: steps)
@@ -64,7 +67,7 @@ def test_policy_file_is_self_describing_and_verifies(tmp_path):
     x = np.array([[x[f] for f in policy.features]], dtype=np.float64)
     np.testing.assert_allclose(policy.action_probabilities(x), softmax(report.mlp(x)), atol=1e-5)
     check_policy(policy, model)
-    r = verify_exact(model, 'P=? [F<=10 COLLISION=true]', policy, ExactOptions(mode="stochastic"))
+    r = verify_exact(model, "P=? [F<=10 COLLISION=true]", policy, ExactOptions(mode="stochastic"))
     assert 0.0 <= r.value <= 1.0
 
 

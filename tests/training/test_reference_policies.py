@@ -23,17 +23,17 @@ CASES = [
 ]
 
 
-
 def uniform(model, actions):
-    return CallablePolicy(lambda x: np.full((len(x), len(actions)), 1.0 / len(actions)), model.variables, actions,
-                          name="uniform")
+    return CallablePolicy(
+        lambda x: np.full((len(x), len(actions)), 1.0 / len(actions)), model.variables, actions, name="uniform"
+    )
 
 
 @pytest.mark.parametrize(("bench_id", "params", "prop", "lower_better", "sizes"), CASES)
 def test_registered_and_self_describing(bench_id, params, prop, lower_better, sizes):
     rel = spec(bench_id).policies["reference"]
     path = data_path(rel)
-    assert path.is_file() and path.stat().st_size < 10 * 1024 ** 2
+    assert path.is_file() and path.stat().st_size < 10 * 1024**2
     bench = make(bench_id, **params)
     assert bench.policies["reference"] == path
     policy = bench.load_policy("reference")
@@ -70,12 +70,16 @@ def test_avoid_reference_policy_is_attached_only_on_its_grid():
     assert make("avoid-v1", xMax=5, yMax=5).policies == {}
 
 
-@pytest.mark.parametrize(("policy_of", "model_of", "problem"), [
-    pytest.param("freeway-v1", "avoid-v1", "feature 'px0' is not a model variable", id="freeway-on-avoid"),
-    pytest.param("avoid-v1", "crazy-climber-v1", "feature 'x' is not a model variable", id="avoid-on-crazy-climber"),
-    pytest.param("crazy-climber-v1", "freeway-v1", "action 'left' is not an action of the model",
-                 id="crazy-climber-on-freeway"),
-])
+@pytest.mark.parametrize(
+    ("policy_of", "model_of", "problem"),
+    [
+        pytest.param("freeway-v1", "avoid-v1", "feature 'px0' is not a model variable", id="freeway-on-avoid"),
+        pytest.param("avoid-v1", "crazy-climber-v1", "feature 'x' is not a model variable", id="avoid-on-crazy-climber"),
+        pytest.param(
+            "crazy-climber-v1", "freeway-v1", "action 'left' is not an action of the model", id="crazy-climber-on-freeway"
+        ),
+    ],
+)
 def test_policy_of_another_benchmark_is_rejected(policy_of, model_of, problem):
     policy = make(policy_of).load_policy("reference")
     model = make(model_of).load_model()

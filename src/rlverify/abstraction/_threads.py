@@ -15,10 +15,12 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-_SETTERS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
-            ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
-            ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
-            ("openblas_set_num_threads", "openblas_get_num_threads"))
+_SETTERS = (
+    ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+    ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
+    ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
+    ("openblas_set_num_threads", "openblas_get_num_threads"),
+)
 
 
 def _openblas() -> tuple[Callable[..., Any], Callable[..., Any]] | None:

@@ -51,8 +51,9 @@ class Template:
         axes = np.asarray(self.axes, dtype=np.float64)
         n = len(self.variables)
         if axes.ndim != 2 or axes.shape[1] != n:
-            raise DomainError(f"template: directions must be a (k, {n}) matrix over {list(self.variables)}, "
-                              f"got shape {axes.shape}")
+            raise DomainError(
+                f"template: directions must be a (k, {n}) matrix over {list(self.variables)}, got shape {axes.shape}"
+            )
         norms = np.linalg.norm(axes, axis=1)
         if (norms == 0).any() or not np.isfinite(axes).all():
             raise DomainError(f"template: direction {int(np.argmax(norms == 0))} is zero or not finite")
@@ -61,9 +62,11 @@ class Template:
             _, _, vt = np.linalg.svd(axes)
             free = vt[-1]
             desc = " + ".join(f"{c:.3g}*{v}" for c, v in zip(free, self.variables, strict=True) if abs(c) > 1e-9)
-            raise DomainError(f"template: the directions do not bound the state space (rank {np.linalg.matrix_rank(axes)}"
-                              f" < {n} variables); the polyhedron is unbounded along {desc}. Add a direction "
-                              "with a component along it (e.g. the box directions)")
+            raise DomainError(
+                f"template: the directions do not bound the state space (rank {np.linalg.matrix_rank(axes)}"
+                f" < {n} variables); the polyhedron is unbounded along {desc}. Add a direction "
+                "with a component along it (e.g. the box directions)"
+            )
         object.__setattr__(self, "axes", axes)
         object.__setattr__(self, "_axis_is_unit", np.isclose(np.abs(axes), 1.0).sum(axis=1) == 1)
 
@@ -100,8 +103,9 @@ class Template:
         """A custom template from a ``(k, n)`` direction matrix (box directions prepended by default)."""
         d = np.asarray(directions, dtype=np.float64)
         if d.ndim != 2 or d.shape[1] != len(variables):
-            raise DomainError(f"template: directions must be a (k, {len(variables)}) matrix over {list(variables)}, "
-                              f"got shape {d.shape}")
+            raise DomainError(
+                f"template: directions must be a (k, {len(variables)}) matrix over {list(variables)}, got shape {d.shape}"
+            )
         if include_box:
             d = np.vstack([np.eye(len(variables)), d])
         # drop duplicates (up to sign and scale) so a direction is not split twice
@@ -114,8 +118,10 @@ class Template:
             if all(c < 1.0 - 1e-12 for c in cosines):
                 if any(c > 1.0 - 1e-10 for c in cosines):
                     # nearly parallel, not equal: their intersection points would carry large rounding errors
-                    raise DomainError(f"template: direction {i} {row.tolist()} is nearly parallel to another one "
-                                      "(angle below 1e-5 rad); drop it or make them clearly different")
+                    raise DomainError(
+                        f"template: direction {i} {row.tolist()} is nearly parallel to another one "
+                        "(angle below 1e-5 rad); drop it or make them clearly different"
+                    )
                 keep.append(row)
         return cls(np.array(keep) if keep else d, tuple(variables), "template")
 
@@ -373,8 +379,13 @@ class Polytope:
         a, b = self.constraints
         n = self.template.n
         norms = np.linalg.norm(a, axis=1)
-        res = linprog(np.r_[np.zeros(n), -1.0], A_ub=np.hstack([a, norms[:, None]]), b_ub=b,
-                      bounds=[(None, None)] * n + [(0, None)], method="highs")
+        res = linprog(
+            np.r_[np.zeros(n), -1.0],
+            A_ub=np.hstack([a, norms[:, None]]),
+            b_ub=b,
+            bounds=[(None, None)] * n + [(0, None)],
+            method="highs",
+        )
         if res.status != 0:
             raise DomainError(f"cannot find a point of the polytope: {res.message}")
         return res.x[:n]
@@ -425,7 +436,8 @@ def validate_region_inside(region: Polytope, lo: np.ndarray, hi: np.ndarray, nam
         # tolerate the outward padding of the bounding box
         tol = 1e-6 * (1.0 + abs(lo[i]) + abs(hi[i]))
         if blo[i] < lo[i] - tol or bhi[i] > hi[i] + tol:
-            problems.append(f"{name} in [{blo[i]:.6g}, {bhi[i]:.6g}] is not within the declared domain "
-                            f"[{lo[i]:.6g}, {hi[i]:.6g}]")
+            problems.append(
+                f"{name} in [{blo[i]:.6g}, {bhi[i]:.6g}] is not within the declared domain [{lo[i]:.6g}, {hi[i]:.6g}]"
+            )
     if problems:
         raise DomainError(f"{what} lies outside the state domain: " + "; ".join(problems))

@@ -60,12 +60,17 @@ class IMDP:
         slo = np.bincount(self.trans_choice, weights=lo, minlength=c)
         shi = np.bincount(self.trans_choice, weights=hi, minlength=c)
         n_tr = np.bincount(self.trans_choice, minlength=c)
-        for name, mask in (("lower bounds sum above 1", slo > 1 + tol), ("upper bounds sum below 1", shi < 1 - tol),
-                           ("no transitions", n_tr == 0)):
+        for name, mask in (
+            ("lower bounds sum above 1", slo > 1 + tol),
+            ("upper bounds sum below 1", shi < 1 - tol),
+            ("no transitions", n_tr == 0),
+        ):
             if mask.any():
                 i = int(np.argmax(mask))
-                problems.append(f"{int(mask.sum())} choices with {name} (first: choice {i} of state "
-                                f"{int(self.choice_state[i])}, sums [{slo[i]:.6g}, {shi[i]:.6g}])")
+                problems.append(
+                    f"{int(mask.sum())} choices with {name} (first: choice {i} of state "
+                    f"{int(self.choice_state[i])}, sums [{slo[i]:.6g}, {shi[i]:.6g}])"
+                )
         if problems:
             raise IntervalError("infeasible interval MDP: " + "; ".join(problems))
 
@@ -81,8 +86,15 @@ class IMDP:
         shi = np.bincount(self.trans_choice, weights=self.trans_hi, minlength=c)[self.trans_choice]
         lo = np.maximum(self.trans_lo, 1.0 - (shi - self.trans_hi))
         hi = np.minimum(self.trans_hi, 1.0 - (slo - self.trans_lo))
-        return IMDP(self.n_states, self.fail, self.choice_state, self.trans_choice, self.trans_target,
-                    np.clip(lo, 0.0, 1.0), np.clip(np.maximum(hi, lo), 0.0, 1.0))
+        return IMDP(
+            self.n_states,
+            self.fail,
+            self.choice_state,
+            self.trans_choice,
+            self.trans_target,
+            np.clip(lo, 0.0, 1.0),
+            np.clip(np.maximum(hi, lo), 0.0, 1.0),
+        )
 
 
 class IMDPBuilder:

@@ -63,14 +63,14 @@ class ProbabilityBounds:
 
 
 def _widen(dl: np.ndarray, du: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return (dl - LOGIT_MARGIN_ABS - LOGIT_MARGIN_REL * np.abs(dl),
-            du + LOGIT_MARGIN_ABS + LOGIT_MARGIN_REL * np.abs(du))
+    return (dl - LOGIT_MARGIN_ABS - LOGIT_MARGIN_REL * np.abs(dl), du + LOGIT_MARGIN_ABS + LOGIT_MARGIN_REL * np.abs(du))
 
 
 def probabilities_from_differences(dl: np.ndarray, du: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Probability bounds ``(..., |A|)`` from bounds ``(..., |A|, |A|)`` on ``d_ij = z_j - z_i`` (diagonal ignored)."""
     n = dl.shape[-1]
     off = ~np.eye(n, dtype=bool)
+
     # log(1 + sum_j exp(d_ij)) via logsumexp over [0, d_i1, ...]
     def lse(d: np.ndarray) -> np.ndarray:
         rows = np.where(off, d, -np.inf)
@@ -138,8 +138,15 @@ class NetworkBounder:
             out.append((lb, ub))
         return out
 
-    def _backward(self, lam: np.ndarray, const: np.ndarray, layer: int, pre: list[tuple[np.ndarray, np.ndarray]],
-                  a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def _backward(
+        self,
+        lam: np.ndarray,
+        const: np.ndarray,
+        layer: int,
+        pre: list[tuple[np.ndarray, np.ndarray]],
+        a: np.ndarray,
+        b: np.ndarray,
+    ) -> np.ndarray:
         """Lower bounds of ``lam @ z_layer + const`` (``z_layer`` = pre-activations of hidden layer
         ``layer``, 0-based; ``layer == len(hidden)`` means the output) over the polytope ``a x <= b``.
 
@@ -173,8 +180,9 @@ class NetworkBounder:
             raise PolicyError("cannot bound the network over an empty polytope")
         return const - s
 
-    def difference_bounds_crown(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]
-                                ) -> tuple[np.ndarray, np.ndarray]:
+    def difference_bounds_crown(
+        self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Bounds ``(|A|, |A|)`` on ``z_j - z_i`` by backward linear relaxation over the polytope."""
         na = self.n_actions
         pairs = [(i, j) for i in range(na) for j in range(na) if i != j]
@@ -202,8 +210,9 @@ class NetworkBounder:
         return dl, du
 
     # ---------------------------------------------------------------- MILP
-    def difference_bounds_milp(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]],
-                               dl: np.ndarray, du: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def difference_bounds_milp(
+        self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]], dl: np.ndarray, du: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Tighten ``dl`` (minima of ``z_j - z_i``) by MILP; ``du`` follows as ``du_ij = -dl_ji``."""
         import highspy
 
@@ -236,8 +245,9 @@ class NetworkBounder:
                     continue
                 value = bound + b_out[j] - b_out[i]
                 if value > z_ref[j] - z_ref[i] + 1e-6 * (1 + abs(value)):
-                    log.warning("MILP bound %.9g above a concrete value %.9g (status %s); ignored", value,
-                                z_ref[j] - z_ref[i], status)
+                    log.warning(
+                        "MILP bound %.9g above a concrete value %.9g (status %s); ignored", value, z_ref[j] - z_ref[i], status
+                    )
                     continue
                 dl[i, j] = max(dl[i, j], value)
         du = np.minimum(du, -dl.T)
@@ -353,8 +363,10 @@ class NetworkBounder:
         # never silently continue with bounds that exclude a concrete value: that is a bug
         p_ref = self(poly.interior_point()[None, :])[0]
         if (p_ref < lower - 1e-9).any() or (p_ref > upper + 1e-9).any() or lower.sum() > 1 + 1e-9:
-            raise RuntimeError(f"internal error: probability bounds [{lower}, {upper}] ({method}) exclude the "
-                               f"network's value {p_ref} at a point of the polytope")
+            raise RuntimeError(
+                f"internal error: probability bounds [{lower}, {upper}] ({method}) exclude the "
+                f"network's value {p_ref} at a point of the polytope"
+            )
         return ProbabilityBounds(lower, upper, method)
 
     def interval_bounds_many(self, polys: Sequence[Polytope]) -> tuple[np.ndarray, np.ndarray]:
@@ -376,7 +388,7 @@ class NetworkBounder:
         lowers, uppers = [], []
         w0, b0 = self.mlp.weights[0], self.mlp.biases[0]
         for start in range(0, len(polys), 2048):
-            lo, hi = lo_all[start:start + 2048], hi_all[start:start + 2048]
+            lo, hi = lo_all[start : start + 2048], hi_all[start : start + 2048]
             pts, feasible = pairwise_vertices_2d(a, np.hstack([hi, -lo]))
             if not feasible.any(axis=1).all():
                 raise PolicyError("cannot bound the network over an empty polytope")
@@ -405,8 +417,9 @@ class NetworkBounder:
             inside = (pts * feasible[:, :, None]).sum(axis=1) / feasible.sum(axis=1)[:, None]
             p_ref = self(inside)
             if (p_ref < lower - 1e-9).any() or (p_ref > upper + 1e-9).any() or (lower.sum(axis=1) > 1 + 1e-9).any():
-                raise RuntimeError("internal error: interval probability bounds exclude the network's value at a "
-                                   "point of a polytope")
+                raise RuntimeError(
+                    "internal error: interval probability bounds exclude the network's value at a point of a polytope"
+                )
             lowers.append(lower)
             uppers.append(upper)
         return np.vstack(lowers), np.vstack(uppers)

@@ -44,19 +44,16 @@ def policy_network(system: ContinuousSystem, policy: Policy | str | Path | MLP, 
     if isinstance(policy, MLP):
         problems = []
         if policy.sizes[0] != len(system.features):
-            problems.append(f"network takes {policy.sizes[0]} inputs but {system.name} has features "
-                            f"{list(system.features)}")
+            problems.append(f"network takes {policy.sizes[0]} inputs but {system.name} has features {list(system.features)}")
         if policy.sizes[-1] != len(system.actions):
-            problems.append(f"network has {policy.sizes[-1]} outputs but {system.name} has actions "
-                            f"{list(system.actions)}")
+            problems.append(f"network has {policy.sizes[-1]} outputs but {system.name} has actions {list(system.actions)}")
         if problems:
             raise PolicyError(f"MLP {policy.sizes}: does not fit {system.name}", problems)
         return policy, "MLP"
     if isinstance(policy, (str, Path)):
         policy = load_network_policy(str(policy))
     if not all(hasattr(policy, attr) for attr in ("features", "actions", "action_probabilities")):  # a name: not needed
-        raise PolicyError(f"{policy!r} is not a policy: give a policy file, a loaded policy (rlverify.load_policy) or "
-                          "an MLP")
+        raise PolicyError(f"{policy!r} is not a policy: give a policy file, a loaded policy (rlverify.load_policy) or an MLP")
     name = str(getattr(policy, "name", type(policy).__name__))
     names = fit_problems(system, tuple(policy.features), tuple(policy.actions))
     engine: list[str] = []  # why the policy cannot be bounded, whatever the system
@@ -71,8 +68,9 @@ def policy_network(system: ContinuousSystem, policy: Policy | str | Path | MLP, 
         if len(policy.features) == len(system.features):
             rng = np.random.default_rng(seed)
             lo, hi = np.asarray(system.domain_lo, dtype=np.float64), np.asarray(system.domain_hi, dtype=np.float64)
-            states = np.vstack([system.sample_initial(CHECK_STATES, rng),
-                                lo + rng.random((CHECK_STATES, len(lo))) * (hi - lo)])
+            states = np.vstack(
+                [system.sample_initial(CHECK_STATES, rng), lo + rng.random((CHECK_STATES, len(lo))) * (hi - lo)]
+            )
             sample = system.observe(states)
         try:
             mlp = network(sample)
@@ -80,11 +78,14 @@ def policy_network(system: ContinuousSystem, policy: Policy | str | Path | MLP, 
             engine.append(str(exc))
     kind = getattr(policy, "output", None)
     if has_network and kind != "logits":
-        why = {None: "does not say what its network outputs (attribute output)",
-               "q-values": "outputs Q-values (the policy is their argmax)",
-               "probabilities": "outputs probabilities"}.get(kind, f"outputs {kind!r}")
-        engine.append(f"{name}: {why}; the abstraction engine bounds a softmax over logits: give a network that "
-                      "outputs logits")
+        why = {
+            None: "does not say what its network outputs (attribute output)",
+            "q-values": "outputs Q-values (the policy is their argmax)",
+            "probabilities": "outputs probabilities",
+        }.get(kind, f"outputs {kind!r}")
+        engine.append(
+            f"{name}: {why}; the abstraction engine bounds a softmax over logits: give a network that outputs logits"
+        )
     if names:
         raise PolicyError(f"{name}: the policy was made for another system", names + engine)
     if len(engine) == 1:
@@ -99,11 +100,25 @@ def fit_problems(system: ContinuousSystem, features: tuple[str, ...], actions: t
     """Every way the declared ``features``/``actions`` differ from the system's (same names, same order)."""
     problems = []
     if features != tuple(system.features):
-        problems.append(_differ("features", features, tuple(system.features), system.name,
-                                f"the policy takes {len(features)} features but {system.name} gives {len(system.features)}"))
+        problems.append(
+            _differ(
+                "features",
+                features,
+                tuple(system.features),
+                system.name,
+                f"the policy takes {len(features)} features but {system.name} gives {len(system.features)}",
+            )
+        )
     if actions != tuple(system.actions):
-        problems.append(_differ("actions", actions, tuple(system.actions), system.name,
-                                f"network has {len(actions)} outputs but the benchmark has {len(system.actions)} actions"))
+        problems.append(
+            _differ(
+                "actions",
+                actions,
+                tuple(system.actions),
+                system.name,
+                f"network has {len(actions)} outputs but the benchmark has {len(system.actions)} actions",
+            )
+        )
     return problems
 
 

@@ -80,8 +80,13 @@ class Part:
     bounds: ProbabilityBounds
 
 
-def refine(poly: Polytope, bounder: NetworkBounder, options: RefinementOptions, rng: np.random.Generator,
-           stats: RefinementStats | None = None) -> list[Part]:
+def refine(
+    poly: Polytope,
+    bounder: NetworkBounder,
+    options: RefinementOptions,
+    rng: np.random.Generator,
+    stats: RefinementStats | None = None,
+) -> list[Part]:
     """Partition ``poly`` into parts whose probability spread is at most ``phi`` where possible.
 
     Returns:
@@ -130,9 +135,13 @@ def refine(poly: Polytope, bounder: NetworkBounder, options: RefinementOptions, 
     return done
 
 
-def refine_many(polys: Sequence[Polytope], bounder: NetworkBounder, options: RefinementOptions,
-                rng: np.random.Generator | Sequence[np.random.Generator],
-                stats: RefinementStats | None = None) -> list[list[Part]]:
+def refine_many(
+    polys: Sequence[Polytope],
+    bounder: NetworkBounder,
+    options: RefinementOptions,
+    rng: np.random.Generator | Sequence[np.random.Generator],
+    stats: RefinementStats | None = None,
+) -> list[list[Part]]:
     """:func:`refine` for each polytope; in 2-D the polytopes whose interval bounds are already
     within ``min(phi, interval_spread)`` (where the policy barely varies) are accepted in one
     vectorised pass, as :func:`refine` would accept them.
@@ -152,8 +161,10 @@ def refine_many(polys: Sequence[Polytope], bounder: NetworkBounder, options: Ref
         for i in map(int, np.flatnonzero((upper - lower).max(axis=1) <= min(options.phi, options.interval_spread))):
             out[i] = [Part(polys[i], ProbabilityBounds(lower[i], upper[i], "interval"))]
             stats.parts += 1
-    return [parts if parts is not None else refine(p, bounder, options, r, stats)
-            for p, parts, r in zip(polys, out, rngs, strict=True)]
+    return [
+        parts if parts is not None else refine(p, bounder, options, r, stats)
+        for p, parts, r in zip(polys, out, rngs, strict=True)
+    ]
 
 
 def merge_stats(into: RefinementStats, other: RefinementStats) -> RefinementStats:
@@ -169,8 +180,16 @@ def merge_stats(into: RefinementStats, other: RefinementStats) -> RefinementStat
     return into
 
 
-def _split(p: Polytope, x: np.ndarray, probs: np.ndarray, spread: np.ndarray, splittable: np.ndarray,
-           options: RefinementOptions, todo: list[Polytope], stats: RefinementStats) -> None:
+def _split(
+    p: Polytope,
+    x: np.ndarray,
+    probs: np.ndarray,
+    spread: np.ndarray,
+    splittable: np.ndarray,
+    options: RefinementOptions,
+    todo: list[Polytope],
+    stats: RefinementStats,
+) -> None:
     t0 = time.perf_counter()
     axis, value = choose_split(p, x, probs[:, int(np.argmax(spread))], splittable, options)
     left, right = p.split(axis, value)
@@ -181,8 +200,9 @@ def _split(p: Polytope, x: np.ndarray, probs: np.ndarray, spread: np.ndarray, sp
     stats.refine_time += time.perf_counter() - t0
 
 
-def choose_split(p: Polytope, x: np.ndarray, y: np.ndarray, splittable: np.ndarray,
-                 options: RefinementOptions) -> tuple[int, float]:
+def choose_split(
+    p: Polytope, x: np.ndarray, y: np.ndarray, splittable: np.ndarray, options: RefinementOptions
+) -> tuple[int, float]:
     """Axis index and split value minimising weighted binary cross-entropy.
 
     Args:
@@ -213,8 +233,8 @@ def choose_split(p: Polytope, x: np.ndarray, y: np.ndarray, splittable: np.ndarr
             proj = x @ q[k]
             order = np.argsort(proj)
             ps, ws, ys = proj[order], w[order], yc[order]
-            l1 = -ws * np.log(ys)       # cost of labelling a point 1 (action likely)
-            l0 = -ws * np.log(1 - ys)   # cost of labelling it 0
+            l1 = -ws * np.log(ys)  # cost of labelling a point 1 (action likely)
+            l0 = -ws * np.log(1 - ys)  # cost of labelling it 0
             c1 = np.concatenate([[0.0], np.cumsum(l1)])
             c0 = np.concatenate([[0.0], np.cumsum(l0)])
             # first t points on one side (t = 1..m-1), labelled 1 (a) or 0 (b)

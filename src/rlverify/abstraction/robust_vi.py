@@ -38,8 +38,9 @@ def choice_values(imdp: IMDP, values: np.ndarray, mode: str = "maxmax") -> np.nd
     return np.bincount(ch, weights=(lo + extra) * v, minlength=c)
 
 
-def bounded_reachability(imdp: IMDP, horizon: int, *, mode: str = "maxmax", validate: bool = True
-                         ) -> tuple[np.ndarray, np.ndarray]:
+def bounded_reachability(
+    imdp: IMDP, horizon: int, *, mode: str = "maxmax", validate: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """Probability of reaching ``fail`` within ``horizon`` steps, per state.
 
     Args:
@@ -106,14 +107,29 @@ def storm_bounded_reachability(imdp: IMDP, horizon: int, *, mode: str = "maxmax"
                 lo, hi = merged[tgt]
                 lines.append(f"\t\t{tgt} : [{lo!r}, {min(hi, 1.0)!r}]")
             n_choices += 1
-    text = "\n".join(["@type: MDP", "@parameters", "", "@reward_models", "", "@nr_states", str(imdp.n_states),
-                      "@nr_choices", str(n_choices), "@model", *lines]) + "\n"
+    text = (
+        "\n".join(
+            [
+                "@type: MDP",
+                "@parameters",
+                "",
+                "@reward_models",
+                "",
+                "@nr_states",
+                str(imdp.n_states),
+                "@nr_choices",
+                str(n_choices),
+                "@model",
+                *lines,
+            ]
+        )
+        + "\n"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "imdp.drn"
         path.write_text(text)
         model = stormpy.build_model_from_drn[stormpy.Interval](str(path))
     prop = stormpy.parse_properties(f'Pmax=? [F<={int(horizon)} "fail"]')[0]
-    resolution = (stormpy.UncertaintyResolutionMode.MAXIMIZE if mode == "maxmax"
-                  else stormpy.UncertaintyResolutionMode.ROBUST)
+    resolution = stormpy.UncertaintyResolutionMode.MAXIMIZE if mode == "maxmax" else stormpy.UncertaintyResolutionMode.ROBUST
     result = stormpy.model_checking(model, prop, uncertainty_resolution_mode=resolution)
     return np.array([result.get_value(st) for st in range(imdp.n_states)])

@@ -137,7 +137,7 @@ def successors_many(system: ContinuousSystem, template: Template, polys: Sequenc
     lo_all = np.array([p.lo for p in polys])
     hi_all = np.array([p.hi for p in polys])
     for start in range(0, len(polys), _CHUNK):
-        lo, hi = lo_all[start:start + _CHUNK], hi_all[start:start + _CHUNK]
+        lo, hi = lo_all[start : start + _CHUNK], hi_all[start : start + _CHUNK]
         n = len(lo)
         for idx, piece in enumerate(pieces):
             if len(piece.g_vec):
@@ -178,9 +178,9 @@ def meets_unsafe_many(system: ContinuousSystem, template: Template, polys: Seque
     for ua, ub in system.unsafe.polyhedra:
         a = np.vstack([dirs, ua])
         for start in range(0, len(polys), _CHUNK):
-            lo, hi = lo_all[start:start + _CHUNK], hi_all[start:start + _CHUNK]
+            lo, hi = lo_all[start : start + _CHUNK], hi_all[start : start + _CHUNK]
             b = np.hstack([hi, -lo, np.broadcast_to(ub, (len(lo), len(ub)))])
             b = b + PAD_ABS + PAD_REL * np.abs(b)  # touching counts (as in Polytope.intersects)
             _, feasible = pairwise_vertices_2d(a, b)
-            out[start:start + len(lo)] |= feasible.any(axis=1)
+            out[start : start + len(lo)] |= feasible.any(axis=1)
     return out

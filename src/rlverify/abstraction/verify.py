@@ -145,8 +145,10 @@ def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> N
         except (TypeError, ValueError):
             raise AbstractionError("template: expected rows of numbers, one direction per row") from None
         if t.ndim != 2 or t.shape[1] != system.n or not np.isfinite(t).all():
-            raise AbstractionError(f"template: expected rows of {system.n} finite numbers (one direction over "
-                                   f"{list(system.variables)} per row), got {options.template!r}")
+            raise AbstractionError(
+                f"template: expected rows of {system.n} finite numbers (one direction over "
+                f"{list(system.variables)} per row), got {options.template!r}"
+            )
     if options.initial is not None and not isinstance(options.initial, str):
         initial_box(system, options)  # refuses bad bounds naming them
     if isinstance(options.chunk, bool) or not isinstance(options.chunk, (int, np.integer)) or options.chunk <= 0:
@@ -160,8 +162,10 @@ def _validate_method(options: AbstractionOptions) -> None:
     if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h <= 0:
         raise AbstractionError(f"horizon must be a positive integer number of steps, got {h!r}")
     if h > MAX_HORIZON:
-        raise AbstractionError(f"horizon {h:,}: more than {MAX_HORIZON:,} steps, refused (the abstraction and its "
-                               "robust value iteration take time in every step)")
+        raise AbstractionError(
+            f"horizon {h:,}: more than {MAX_HORIZON:,} steps, refused (the abstraction and its "
+            "robust value iteration take time in every step)"
+        )
     if not (isinstance(options.phi, (int, float)) and 0.0 < float(options.phi) <= 1.0):
         raise AbstractionError(f"phi (maximum probability spread) must be in (0, 1], got {options.phi!r}")
     if options.domain not in ("box", "octagon", "template"):
@@ -169,27 +173,30 @@ def _validate_method(options: AbstractionOptions) -> None:
     if options.milp not in ("auto", "always", "never"):
         raise AbstractionError(f"milp must be 'auto', 'always' or 'never', got {options.milp!r}")
     if not _whole(options.samples) or not 2 <= options.samples <= MAX_SAMPLES:
-        raise AbstractionError(f"samples (hit-and-run samples per refinement step) must be an integer in "
-                               f"[2, {MAX_SAMPLES:,}], got {options.samples!r}")
+        raise AbstractionError(
+            f"samples (hit-and-run samples per refinement step) must be an integer in "
+            f"[2, {MAX_SAMPLES:,}], got {options.samples!r}"
+        )
     if not (isinstance(options.min_split_fraction, (int, float)) and 0.0 <= options.min_split_fraction < 0.5):
         raise AbstractionError(f"min_split_fraction must be in [0, 0.5), got {options.min_split_fraction!r}")
-    if options.min_width is not None and not (isinstance(options.min_width, (int, float))
-                                              and 0.0 < options.min_width < math.inf):
+    if options.min_width is not None and not (
+        isinstance(options.min_width, (int, float)) and 0.0 < options.min_width < math.inf
+    ):
         raise AbstractionError(f"min_width must be a positive finite number (state units), got {options.min_width!r}")
 
 
 def _validate_budgets(options: AbstractionOptions) -> None:
     """The MILP time limit, the part and state budgets and the seed."""
     if not (isinstance(options.milp_time_limit, (int, float)) and 0.0 < options.milp_time_limit < math.inf):
-        raise AbstractionError(f"milp_time_limit must be a positive finite number of seconds, got "
-                               f"{options.milp_time_limit!r}")
+        raise AbstractionError(f"milp_time_limit must be a positive finite number of seconds, got {options.milp_time_limit!r}")
     for name in ("max_parts", "max_states"):
         value = getattr(options, name)
         if not _whole(value) or value <= 0:
             raise AbstractionError(f"{name} must be a positive integer, got {value!r}")
     if not _whole(options.seed) or not 0 <= options.seed < 2**63:
-        raise AbstractionError(f"seed must be a whole number in [0, 2**63-1] (numpy's generators take no negative "
-                               f"seed), got {options.seed!r}")
+        raise AbstractionError(
+            f"seed must be a whole number in [0, 2**63-1] (numpy's generators take no negative seed), got {options.seed!r}"
+        )
 
 
 def make_template(system: ContinuousSystem, options: AbstractionOptions) -> Template:
@@ -210,7 +217,8 @@ def make_template(system: ContinuousSystem, options: AbstractionOptions) -> Temp
                 raise AbstractionError(
                     f"domain 'template' needs template= directions: a (k, {system.n}) matrix over "
                     f"{list(system.variables)}, one direction per row (CLI: --template FILE); {system.name} "
-                    "declares no default template")
+                    "declares no default template"
+                )
             log.info("domain 'template': %s's default template %s", system.name, directions.tolist())
     return Template.named(options.domain, system.variables, directions)
 
@@ -225,12 +233,14 @@ def initial_box(system: ContinuousSystem, options: AbstractionOptions) -> tuple[
         except (TypeError, ValueError):
             raise DomainError(f"initial region must be a name or a pair of bound vectors, got {options.initial!r}") from None
         if lo.shape != (system.n,) or hi.shape != (system.n,):
-            raise DomainError(f"initial region bounds must have {system.n} values ({list(system.variables)}), "
-                              f"got {lo.shape} and {hi.shape}")
+            raise DomainError(
+                f"initial region bounds must have {system.n} values ({list(system.variables)}), got {lo.shape} and {hi.shape}"
+            )
         if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
             i = int(np.argmax(~(np.isfinite(lo) & np.isfinite(hi))))
-            raise DomainError(f"initial region: the bounds of {system.variables[i]} must be finite numbers, got "
-                              f"[{lo[i]}, {hi[i]}]")
+            raise DomainError(
+                f"initial region: the bounds of {system.variables[i]} must be finite numbers, got [{lo[i]}, {hi[i]}]"
+            )
         if (lo > hi).any():
             i = int(np.argmax(lo > hi))
             raise DomainError(f"initial region: lower bound {lo[i]} of {system.variables[i]} exceeds upper bound {hi[i]}")
@@ -261,8 +271,13 @@ def expand_chunk(job: _ExpandJob, states: Sequence[tuple[int, Polytope]]):
 
     with single_threaded_blas():
         stats = RefinementStats()
-        parts = refine_many([p for _, p in states], job.bounder, job.refinement,
-                            [np.random.default_rng([job.seed, st]) for st, _ in states], stats)
+        parts = refine_many(
+            [p for _, p in states],
+            job.bounder,
+            job.refinement,
+            [np.random.default_rng([job.seed, st]) for st, _ in states],
+            stats,
+        )
         t0 = time.perf_counter()
         flat: list[Part] = [part for lst in parts for part in lst]
         succ = successors_many(job.system, job.template, [part.polytope for part in flat])
@@ -275,8 +290,13 @@ def _same_for_all_actions(succ: Successors) -> bool:
     return all(np.array_equal(p.lo, first.lo) and np.array_equal(p.hi, first.hi) for p in succ.polytopes[1:])
 
 
-def verify_abstraction(system: ContinuousSystem, policy: Policy | str | Path | MLP, options: AbstractionOptions,
-                       *, progress: Callable[[AbstractionProgress], None] | None = None) -> AbstractionResult:
+def verify_abstraction(
+    system: ContinuousSystem,
+    policy: Policy | str | Path | MLP,
+    options: AbstractionOptions,
+    *,
+    progress: Callable[[AbstractionProgress], None] | None = None,
+) -> AbstractionResult:
     """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile.
 
     ``progress`` (optional) is called with an :class:`AbstractionProgress` at each stage of each depth.
@@ -284,17 +304,25 @@ def verify_abstraction(system: ContinuousSystem, policy: Policy | str | Path | M
     from rlverify.abstraction._threads import single_threaded_blas
 
     if not isinstance(system, ContinuousSystem):
-        raise AbstractionError(f"verify_abstraction takes a continuous system, not a {type(system).__name__}: a "
-                               "benchmark's system is make(ID).model(), a file's is rlverify.resolve.resolve(TARGET).model")
+        raise AbstractionError(
+            f"verify_abstraction takes a continuous system, not a {type(system).__name__}: a "
+            "benchmark's system is make(ID).model(), a file's is rlverify.resolve.resolve(TARGET).model"
+        )
     if not isinstance(system, ContinuousSystem):
-        raise AbstractionError(f"verify_abstraction takes a continuous system, not a {type(system).__name__}: a "
-                               "benchmark's system is make(ID).model(), a file's is rlverify.resolve.resolve(TARGET).model")
+        raise AbstractionError(
+            f"verify_abstraction takes a continuous system, not a {type(system).__name__}: a "
+            "benchmark's system is make(ID).model(), a file's is rlverify.resolve.resolve(TARGET).model"
+        )
     with single_threaded_blas():
         return _verify(system, policy, options, progress)
 
 
-def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options: AbstractionOptions,
-            progress: Callable[[AbstractionProgress], None] | None = None) -> AbstractionResult:
+def _verify(
+    system: ContinuousSystem,
+    policy: Policy | str | Path | MLP,
+    options: AbstractionOptions,
+    progress: Callable[[AbstractionProgress], None] | None = None,
+) -> AbstractionResult:
     """Sound upper bound on ``Pr(F<=k fail)`` from every state of the initial region.
 
     Args:
@@ -320,12 +348,17 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
     root_poly = template.from_box(lo0, hi0)
     validate_region_inside(root_poly, system.domain_lo, system.domain_hi, system.variables, "initial region")
     mlp, policy_name = policy_network(system, policy, seed=options.seed)
-    bounder = NetworkBounder(fold_observation(mlp, system.obs_matrix, system.obs_offset),
-                             milp_time_limit=options.milp_time_limit)
-    ropts = RefinementOptions(phi=float(options.phi), samples=options.samples,
-                              min_width=options.min_width if options.min_width is not None else system.min_width,
-                              min_split_fraction=options.min_split_fraction, max_parts=options.max_parts,
-                              milp=options.milp)
+    bounder = NetworkBounder(
+        fold_observation(mlp, system.obs_matrix, system.obs_offset), milp_time_limit=options.milp_time_limit
+    )
+    ropts = RefinementOptions(
+        phi=float(options.phi),
+        samples=options.samples,
+        min_width=options.min_width if options.min_width is not None else system.min_width,
+        min_split_fraction=options.min_split_fraction,
+        max_parts=options.max_parts,
+        milp=options.milp,
+    )
     backend = open_backend(options.backend)
     expand_job = backend.share(_ExpandJob(system, template, bounder, ropts, int(options.seed)))
     u = _Unfolding(system, template, options, root_poly, progress)
@@ -342,17 +375,36 @@ def _verify(system: ContinuousSystem, policy: Policy | str | Path | MLP, options
     upper, part_bounds = u.root_bounds(values, q)
     stats = u.stats
     return AbstractionResult(
-        guarantee=GUARANTEE, upper_bound=upper, maxmin_value=float(vmin[u.root]), parts=tuple(part_bounds),
-        n_abstract_states=imdp.n_states, n_polyhedra=stats.parts, n_containment_merges=u.merges,
-        n_shared_successors=u.shared, n_unrefined_states=u.unrefined,
-        n_choices=imdp.n_choices, n_transitions=imdp.n_transitions, n_unresolved_parts=stats.unresolved,
+        guarantee=GUARANTEE,
+        upper_bound=upper,
+        maxmin_value=float(vmin[u.root]),
+        parts=tuple(part_bounds),
+        n_abstract_states=imdp.n_states,
+        n_polyhedra=stats.parts,
+        n_containment_merges=u.merges,
+        n_shared_successors=u.shared,
+        n_unrefined_states=u.unrefined,
+        n_choices=imdp.n_choices,
+        n_transitions=imdp.n_transitions,
+        n_unresolved_parts=stats.unresolved,
         n_milp_parts=stats.milp_parts,
-        timings=Timings(bounds=stats.bounds_time, refinement=stats.refine_time, successors=u.t_succ, solving=t_solve,
-                        total=time.perf_counter() - t_start),
-        options=options, seed=options.seed, benchmark=system.name, policy=policy_name,
-        variables=tuple(system.variables), actions=tuple(system.actions),
+        timings=Timings(
+            bounds=stats.bounds_time,
+            refinement=stats.refine_time,
+            successors=u.t_succ,
+            solving=t_solve,
+            total=time.perf_counter() - t_start,
+        ),
+        options=options,
+        seed=options.seed,
+        benchmark=system.name,
+        policy=policy_name,
+        variables=tuple(system.variables),
+        actions=tuple(system.actions),
         template_axes=tuple(tuple(map(float, r)) for r in template.axes),
-        initial_lo=tuple(map(float, lo0)), initial_hi=tuple(map(float, hi0)), versions=tuple(versions().items()),
+        initial_lo=tuple(map(float, lo0)),
+        initial_hi=tuple(map(float, hi0)),
+        versions=tuple(versions().items()),
         imdp=imdp,
     )
 
@@ -368,8 +420,14 @@ class _Unfolding:
     shared safe leaf when first needed.
     """
 
-    def __init__(self, system: ContinuousSystem, template: Template, options: AbstractionOptions, root_poly: Polytope,
-                 progress: Callable[[AbstractionProgress], None] | None) -> None:
+    def __init__(
+        self,
+        system: ContinuousSystem,
+        template: Template,
+        options: AbstractionOptions,
+        root_poly: Polytope,
+        progress: Callable[[AbstractionProgress], None] | None,
+    ) -> None:
         self.system, self.template, self.options, self.progress = system, template, options, progress
         self.builder = IMDPBuilder()
         self.fail_sink = self.builder.add_state(fail=True)
@@ -393,8 +451,16 @@ class _Unfolding:
 
     def report(self, depth: int, stage: str, frontier: Sequence[int]) -> None:
         if self.progress is not None:
-            self.progress(AbstractionProgress(depth=depth, horizon=self.options.horizon, frontier=len(frontier),
-                                              states=len(self.builder.fail), polyhedra=self.stats.parts, stage=stage))
+            self.progress(
+                AbstractionProgress(
+                    depth=depth,
+                    horizon=self.options.horizon,
+                    frontier=len(frontier),
+                    states=len(self.builder.fail),
+                    polyhedra=self.stats.parts,
+                    stage=stage,
+                )
+            )
 
     def expand(self, frontier: list[int], depth: int, backend: Any, expand_job: Any) -> list[int]:
         """Add the choices of every ``frontier`` state (reached after ``depth`` steps); the next frontier."""
@@ -405,10 +471,19 @@ class _Unfolding:
         jobs, part_succ, unsafe = self.refine(to_refine, backend, expand_job)
         self.report(depth + 1, "successors", frontier)
         self.add_part_choices(jobs, part_succ, unsafe, depth)
-        log.info("depth %d/%d: %d abstract states expanded (%d without refinement), %d new, %d states and %d parts so "
-                 "far, %d identical successors shared, %d containment merges", depth + 1, self.options.horizon,
-                 len(frontier), len(simple), len(self.next_frontier), len(self.builder.fail), self.stats.parts,
-                 self.shared, self.merges)
+        log.info(
+            "depth %d/%d: %d abstract states expanded (%d without refinement), %d new, %d states and %d parts so "
+            "far, %d identical successors shared, %d containment merges",
+            depth + 1,
+            self.options.horizon,
+            len(frontier),
+            len(simple),
+            len(self.next_frontier),
+            len(self.builder.fail),
+            self.stats.parts,
+            self.shared,
+            self.merges,
+        )
         self.report(depth + 1, "expanded", frontier)
         for st in frontier:  # expanded: only the frontier's polytopes are needed from here on
             del self.polys[st]
@@ -427,14 +502,15 @@ class _Unfolding:
         last = depth + 1 == options.horizon
         candidates = [st for st in frontier if st != self.root] if last or not options.refine_everywhere else []
         whole = successors_many(self.system, self.template, [self.polys[st] for st in candidates])
-        unsafe_whole = meets_unsafe_many(self.system, self.template,
-                                         [sp for lst in whole for sc in lst for sp in sc.polytopes])
+        unsafe_whole = meets_unsafe_many(
+            self.system, self.template, [sp for lst in whole for sc in lst for sp in sc.polytopes]
+        )
         simple: list[tuple[int, list[Successors], list[bool]]] = []
         pos = 0
         for st, lst in zip(candidates, whole, strict=True):
             flags, ok = [], True
             for sc in lst:
-                f = unsafe_whole[pos:pos + len(sc.polytopes)]
+                f = unsafe_whole[pos : pos + len(sc.polytopes)]
                 pos += len(sc.polytopes)
                 flags.append(bool(f[0]))
                 if options.refine_everywhere:  # lossless: only a last step that is safe whatever happens
@@ -450,8 +526,9 @@ class _Unfolding:
         self.t_succ += time.perf_counter() - t0
         return {st for st, _, _ in simple}
 
-    def refine(self, to_refine: list[int], backend: Any, expand_job: Any
-               ) -> tuple[list[_PartJob], list[list[Successors]], list[np.ndarray]]:
+    def refine(
+        self, to_refine: list[int], backend: Any, expand_job: Any
+    ) -> tuple[list[_PartJob], list[list[Successors]], list[np.ndarray]]:
         """Step 2: refine ``to_refine`` into parts with narrow action-probability intervals and map every part
         and action to its successor, in tasks of ``chunk`` states fixed before any runs (read in order).
 
@@ -459,8 +536,7 @@ class _Unfolding:
             the parts ``(state, part index, part)``, the successors of each part, and the unsafe flags of
             the successor polytopes (per task, in order).
         """
-        tasks = [([(st, self.polys[st]) for st in to_refine[a:b]],)
-                 for a, b in chunks(0, len(to_refine), self.options.chunk)]
+        tasks = [([(st, self.polys[st]) for st in to_refine[a:b]],) for a, b in chunks(0, len(to_refine), self.options.chunk)]
         done = backend.map(expand_chunk, expand_job, tasks)
         jobs: list[_PartJob] = []
         part_succ: list[list[Successors]] = []
@@ -476,8 +552,9 @@ class _Unfolding:
             self.t_succ += seconds
         return jobs, part_succ, unsafe
 
-    def add_part_choices(self, jobs: list[_PartJob], part_succ: list[list[Successors]], unsafe: list[np.ndarray],
-                         depth: int) -> None:
+    def add_part_choices(
+        self, jobs: list[_PartJob], part_succ: list[list[Successors]], unsafe: list[np.ndarray], depth: int
+    ) -> None:
         """Step 3: one choice per part and piece; actions with the same successor share its target
         (:meth:`successor_state` returns the state already made for an identical set), intervals summed."""
         t0 = time.perf_counter()
@@ -504,7 +581,8 @@ class _Unfolding:
             raise AbstractionBudgetError(
                 f"the abstraction exceeded max_states={self.options.max_states} abstract states at "
                 f"depth {depth} of {self.options.horizon}; use a larger phi, --containment, an "
-                "octagon domain, a smaller horizon or a larger max_states")
+                "octagon domain, a smaller horizon or a larger max_states"
+            )
         return state
 
     def successor_state(self, sp: Polytope, unsafe: bool, depth: int) -> int:
@@ -545,10 +623,16 @@ class _Unfolding:
         per_part = np.zeros(len(self.root_parts))
         for c_ins, pi in zip(root_choices, self.root_choice_part, strict=True):
             per_part[pi] = max(per_part[pi], q[remap[c_ins]])
-        part_bounds = [PartBound(tuple(map(float, part.polytope.lo)), tuple(map(float, part.polytope.hi)),
-                                 tuple(map(float, part.bounds.lower)), tuple(map(float, part.bounds.upper)),
-                                 float(min(val, 1.0)))
-                       for part, val in zip(self.root_parts, per_part, strict=True)]
+        part_bounds = [
+            PartBound(
+                tuple(map(float, part.polytope.lo)),
+                tuple(map(float, part.polytope.hi)),
+                tuple(map(float, part.bounds.lower)),
+                tuple(map(float, part.bounds.upper)),
+                float(min(val, 1.0)),
+            )
+            for part, val in zip(self.root_parts, per_part, strict=True)
+        ]
         return float(min(float(values[self.root]), 1.0)), part_bounds
 
 

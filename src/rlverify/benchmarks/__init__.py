@@ -13,5 +13,15 @@ from rlverify.benchmarks.registry import (
     spec,
 )
 
-__all__ = ["Benchmark", "BenchmarkError", "BenchmarkSpec", "Built", "EnvDefaults", "Parameter", "all_ids", "make",
-           "register", "spec"]
+__all__ = [
+    "Benchmark",
+    "BenchmarkError",
+    "BenchmarkSpec",
+    "Built",
+    "EnvDefaults",
+    "Parameter",
+    "all_ids",
+    "make",
+    "register",
+    "spec",
+]

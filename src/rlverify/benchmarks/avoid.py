@@ -121,6 +121,15 @@ def make(xMax: int = 4, yMax: int = 4, slickness: float = 0.1) -> Built:  # pape
     return prism_built(ID, prism_source(xMax, yMax, slickness), policies)
 
 
-register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, parameters=PARAMETERS, properties=PROPERTIES,
-                       policies=POLICIES, doc=DOC,
-                       env=EnvDefaults(reward="reward", terminal="COLLISION=true", max_episode_steps=100)))
+register(
+    BenchmarkSpec(
+        id=ID,
+        kind="prism",
+        entry_point=make,
+        parameters=PARAMETERS,
+        properties=PROPERTIES,
+        policies=POLICIES,
+        doc=DOC,
+        env=EnvDefaults(reward="reward", terminal="COLLISION=true", max_episode_steps=100),
+    )
+)

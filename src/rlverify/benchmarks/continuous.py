@@ -39,7 +39,8 @@ Reference policy "ppo": trained with rlverify's PPO (``rlverify.training``); the
     seed, steps and final mean return.
 """
 
-DOC_BB = """Bouncing ball (Bacci & Parker 2022; equations of their published code).
+DOC_BB = (
+    """Bouncing ball (Bacci & Parker 2022; equations of their published code).
 
 Description: a ball falls under gravity and bounces losing 10% of its speed; a paddle can hit it
     down (adding 4 m/s) when it is at height >= 4 m. The policy must keep it bouncing.
@@ -48,9 +49,12 @@ Actions: nohit, hit.
 Labels/failure: unsafe = p <= 1 and -7 <= v <= 7 (the ball stopped bouncing).
 Initial states: "large" p in [5, 9], v in [-1, 1] (default); "small" p in [5, 9], v in [-0.1, 0].
 Reference results: paper Table 1, k = 20, phi = 0.1: bound 0.0 for S and L with octagons.
-""" + _COMMON
+"""
+    + _COMMON
+)
 
-DOC_ACC = """Adaptive cruise control (Bacci & Parker 2022).
+DOC_ACC = (
+    """Adaptive cruise control (Bacci & Parker 2022).
 
 Description: the ego car follows a lead car at 28 m/s by choosing to accelerate or decelerate.
 State: dx (distance, m), v (ego speed, m/s); dt = 0.1 s. Network input (28 - v, dx).
@@ -59,9 +63,12 @@ Actions: decelerate (-a), accelerate (+a); parameter accel = a, default 3 m/s^2 
 Labels/failure: dx <= 0.
 Initial states: dx in [3, 10], v in [26, 32].
 Reference results: paper Table 1, k = 7: octagons, phi = 0.33, containment: 0.078.
-""" + _COMMON
+"""
+    + _COMMON
+)
 
-DOC_PENDULUM = """Inverted pendulum (discrete-action Pendulum-v0; Bacci & Parker 2022).
+DOC_PENDULUM = (
+    """Inverted pendulum (discrete-action Pendulum-v0; Bacci & Parker 2022).
 
 Description: keep a pole upright by applying torque 0, -2 or +2.
 State: theta (rad, 0 upright), omega (rad/s); g = 10, m = l = 1, dt = 0.05 s.
@@ -69,14 +76,38 @@ Actions: noop, left (-2), right (+2).
 Labels/failure: |theta| >= 12 degrees.
 Initial states: theta, omega in [-0.05, 0.05].
 Reference results: paper Table 1, k = 6, boxes, phi = 0.5: 0.057.
-""" + _COMMON
+"""
+    + _COMMON
+)
 
-register(BenchmarkSpec(id="bouncing-ball-v1", kind="continuous", entry_point=make_bouncing_ball,
-                       properties={"unsafe": 'Pmax=? [F<=20 "unsafe"]'}, policies=POLICIES["bouncing-ball-v1"],
-                       doc=DOC_BB))
-register(BenchmarkSpec(id="acc-v1", kind="continuous", entry_point=make_acc,
-                       parameters={"accel": Parameter(3.0, 0.1, 10.0, "acceleration magnitude (m/s^2)")},
-                       properties={"unsafe": 'Pmax=? [F<=7 "unsafe"]'}, policies=POLICIES["acc-v1"], doc=DOC_ACC))
-register(BenchmarkSpec(id="pendulum-v1", kind="continuous", entry_point=make_pendulum,
-                       properties={"unsafe": 'Pmax=? [F<=6 "unsafe"]'}, policies=POLICIES["pendulum-v1"],
-                       doc=DOC_PENDULUM))
+register(
+    BenchmarkSpec(
+        id="bouncing-ball-v1",
+        kind="continuous",
+        entry_point=make_bouncing_ball,
+        properties={"unsafe": 'Pmax=? [F<=20 "unsafe"]'},
+        policies=POLICIES["bouncing-ball-v1"],
+        doc=DOC_BB,
+    )
+)
+register(
+    BenchmarkSpec(
+        id="acc-v1",
+        kind="continuous",
+        entry_point=make_acc,
+        parameters={"accel": Parameter(3.0, 0.1, 10.0, "acceleration magnitude (m/s^2)")},
+        properties={"unsafe": 'Pmax=? [F<=7 "unsafe"]'},
+        policies=POLICIES["acc-v1"],
+        doc=DOC_ACC,
+    )
+)
+register(
+    BenchmarkSpec(
+        id="pendulum-v1",
+        kind="continuous",
+        entry_point=make_pendulum,
+        properties={"unsafe": 'Pmax=? [F<=6 "unsafe"]'},
+        policies=POLICIES["pendulum-v1"],
+        doc=DOC_PENDULUM,
+    )
+)

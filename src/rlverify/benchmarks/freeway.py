@@ -156,5 +156,14 @@ def make() -> Built:
     return prism_built(ID, prism_source(), POLICIES)
 
 
-register(BenchmarkSpec(id=ID, kind="prism", entry_point=make, properties=PROPERTIES, policies=POLICIES, doc=DOC,
-                       env=EnvDefaults(reward="reward", terminal="done", max_episode_steps=100)))
+register(
+    BenchmarkSpec(
+        id=ID,
+        kind="prism",
+        entry_point=make,
+        properties=PROPERTIES,
+        policies=POLICIES,
+        doc=DOC,
+        env=EnvDefaults(reward="reward", terminal="done", max_episode_steps=100),
+    )
+)

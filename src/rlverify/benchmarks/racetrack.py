@@ -69,8 +69,9 @@ def _map(benchmark_id: str) -> tuple[str, str]:
     try:
         return MAPS[benchmark_id]
     except KeyError:
-        raise BenchmarkError(f"unknown Racetrack benchmark '{benchmark_id}'{did_you_mean(benchmark_id, MAPS)}; "
-                             f"known: {', '.join(MAPS)}") from None
+        raise BenchmarkError(
+            f"unknown Racetrack benchmark '{benchmark_id}'{did_you_mean(benchmark_id, MAPS)}; known: {', '.join(MAPS)}"
+        ) from None
 
 
 def _entry(benchmark_id: str) -> Any:
@@ -93,10 +94,14 @@ def make_racetrack(benchmark_id: str, **params: Any) -> Any:
 
 
 for _id in MAPS:
-    _SPECS[_id] = register(BenchmarkSpec(
-        id=_id, kind="native", entry_point=_entry(_id),
-        parameters={"noise": Parameter(0.2, 0.0, 0.99, "probability that an acceleration fails (velocity unchanged)")},
-        properties=dict(PROPERTIES),
-        policies={"dqn": f"policies/{MAPS[_id][1]}"},
-        doc=__doc__ or "",
-    ))
+    _SPECS[_id] = register(
+        BenchmarkSpec(
+            id=_id,
+            kind="native",
+            entry_point=_entry(_id),
+            parameters={"noise": Parameter(0.2, 0.0, 0.99, "probability that an acceleration fails (velocity unchanged)")},
+            properties=dict(PROPERTIES),
+            policies={"dqn": f"policies/{MAPS[_id][1]}"},
+            doc=__doc__ or "",
+        )
+    )

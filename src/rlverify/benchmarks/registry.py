@@ -99,8 +99,12 @@ class Benchmark:
         """The id with the parameters, for results and tables (``avoid-v1 (xMax=2, ...)``)."""
         if not self.parameters:
             return self.id
-        return self.id + " (" + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                                          for k, v in self.parameters.items()) + ")"
+        return (
+            self.id
+            + " ("
+            + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
+            + ")"
+        )
 
     def model(self) -> Any:
         """The model: a fresh :class:`~rlverify.models.SymbolicModel` for ``prism`` benchmarks
@@ -138,16 +142,20 @@ class Benchmark:
         if name_or_text in self.properties:
             return self.properties[name_or_text], name_or_text
         if looks_like_name(name_or_text):
-            raise BenchmarkError(f"{self.id} has no property '{name_or_text}'{did_you_mean(name_or_text, self.properties)}; "
-                                 f"its properties: {', '.join(self.properties) or 'none'} (or give a formula, "
-                                 "e.g. 'P=? [F \"goal\"]')")
+            raise BenchmarkError(
+                f"{self.id} has no property '{name_or_text}'{did_you_mean(name_or_text, self.properties)}; "
+                f"its properties: {', '.join(self.properties) or 'none'} (or give a formula, "
+                "e.g. 'P=? [F \"goal\"]')"
+            )
         return name_or_text, None
 
     def policy_file(self, name: str = "reference") -> Path:
         """The shipped reference policy ``name`` (a :class:`BenchmarkPolicyError` listing the others)."""
         if name not in self.policies:
-            raise BenchmarkPolicyError(f"{self.name}: no reference policy '{name}'{did_you_mean(name, self.policies)}; "
-                                       f"shipped for these parameters: {', '.join(self.policies) or 'none'}")
+            raise BenchmarkPolicyError(
+                f"{self.name}: no reference policy '{name}'{did_you_mean(name, self.policies)}; "
+                f"shipped for these parameters: {', '.join(self.policies) or 'none'}"
+            )
         return self.policies[name]
 
     def load_policy(self, name: str = "reference") -> Any:
@@ -218,8 +226,10 @@ class BenchmarkSpec:
         unknown = [k for k in params if k not in self.parameters]
         if unknown:
             k = unknown[0]
-            raise BenchmarkError(f"{self.id}: unknown parameter '{k}'{did_you_mean(k, self.parameters)}; "
-                                 f"parameters: {', '.join(self.parameters) or 'none'}")
+            raise BenchmarkError(
+                f"{self.id}: unknown parameter '{k}'{did_you_mean(k, self.parameters)}; "
+                f"parameters: {', '.join(self.parameters) or 'none'}"
+            )
         out = {k: p.default for k, p in self.parameters.items()}
         for k, v in params.items():
             p = self.parameters[k]
@@ -270,8 +280,9 @@ def spec(benchmark_id: str) -> BenchmarkSpec:
     try:
         return _REGISTRY[benchmark_id]
     except KeyError:
-        raise BenchmarkError(f"unknown benchmark '{benchmark_id}'{did_you_mean(benchmark_id, _REGISTRY)}; "
-                             f"known: {', '.join(sorted(_REGISTRY))}") from None
+        raise BenchmarkError(
+            f"unknown benchmark '{benchmark_id}'{did_you_mean(benchmark_id, _REGISTRY)}; known: {', '.join(sorted(_REGISTRY))}"
+        ) from None
 
 
 def make(benchmark_id: str, **params: Any) -> Benchmark:
@@ -279,9 +290,17 @@ def make(benchmark_id: str, **params: Any) -> Benchmark:
     s = spec(benchmark_id)
     values = s.resolve(params)
     built = s.entry_point(**values)
-    return Benchmark(id=s.id, kind=s.kind, parameters=values, properties=dict(s.properties),
-                     policies={k: data_path(v) for k, v in built.policies.items()}, doc=s.doc, env=s.env,
-                     source=built.source, _build=built.model)
+    return Benchmark(
+        id=s.id,
+        kind=s.kind,
+        parameters=values,
+        properties=dict(s.properties),
+        policies={k: data_path(v) for k, v in built.policies.items()},
+        doc=s.doc,
+        env=s.env,
+        source=built.source,
+        _build=built.model,
+    )
 
 
 def all_ids() -> list[str]:

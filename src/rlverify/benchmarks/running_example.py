@@ -27,10 +27,21 @@ Reference results (reference policy pi(UP|A)=0.3, pi(DOWN|A)=0.7, B: UP/NOP 0.5/
 
 def make() -> Built:
     """The running example with its table policy."""
-    return prism_built("running-example-v1", data_path("models/running_example.prism").read_text(),
-                       {"reference": "policies/running_example.json"})
+    return prism_built(
+        "running-example-v1",
+        data_path("models/running_example.prism").read_text(),
+        {"reference": "policies/running_example.json"},
+    )
 
 
-register(BenchmarkSpec(id="running-example-v1", kind="prism", entry_point=make, properties=PROPERTIES,
-                       policies={"reference": "policies/running_example.json"}, doc=DOC,
-                       env=EnvDefaults(reward="steps", terminal='"goal"', max_episode_steps=100)))
+register(
+    BenchmarkSpec(
+        id="running-example-v1",
+        kind="prism",
+        entry_point=make,
+        properties=PROPERTIES,
+        policies={"reference": "policies/running_example.json"},
+        doc=DOC,
+        env=EnvDefaults(reward="steps", terminal='"goal"', max_episode_steps=100),
+    )
+)

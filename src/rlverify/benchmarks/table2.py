@@ -55,8 +55,7 @@ ROWS: tuple[Row, ...] = (
     # the paper's P(mid U mid_-1); `F px17=0` is the encoding giving its 272 states (see freeway.DOC)
     Row("freeway-mid", "Freeway", "P(mid U mid₋₁)", "freeway-v1", {}, "mid-until-mid-1"),
     Row("crazy-climber-coll", "Crazy Climber", "P(◇coll)", "crazy-climber-v1", {}, "collision"),
-    Row("avoid-coll-100", "Avoidance", "P(◇≤100 coll)", "avoid-v1", {"xMax": 4, "yMax": 4, "slickness": 0.1},
-        "collision-100"),
+    Row("avoid-coll-100", "Avoidance", "P(◇≤100 coll)", "avoid-v1", {"xMax": 4, "yMax": 4, "slickness": 0.1}, "collision-100"),
 )
 
 #: The paper's Table 2, copied from Gross & Spieker, "Probabilistic Model Checking of Stochastic
@@ -65,16 +64,27 @@ ROWS: tuple[Row, ...] = (
 #: The Freeway goal row's stochastic transitions are printed as 2,000 there; Storm builds 2,080
 #: both for our model and for the authors' reference PRISM file (see freeway.DOC).
 PAPER_TABLE2: dict[str, dict[str, tuple[int, int, float, float]]] = {
-    "freeway-goal": {"deterministic": (123, 340, 0.7, 2.5), "stochastic": (496, 2_000, 0.7, 11.0),
-                     "monolithic": (496, 2_800, 1.0, 0.06)},
-    "freeway-mid": {"deterministic": (21, 36, 1.0, 0.5), "stochastic": (272, 1_120, 1.0, 6.0),
-                    "monolithic": (272, 1_552, 1.0, 0.07)},
-    "crazy-climber-coll": {"deterministic": (8_192, 32_768, 0.0, 146.0), "stochastic": (40_960, 270_336, 1.0, 1_313.0),
-                           "monolithic": (40_960, 385_024, 1.0, 0.4)},
-    "avoid-coll-100": {"deterministic": (625, 8_698, 0.84, 1.5), "stochastic": (15_625, 892_165, 0.84, 1_325.0),
-                       "monolithic": (15_625, 1_529_185, 1.0, 2.0)},
+    "freeway-goal": {
+        "deterministic": (123, 340, 0.7, 2.5),
+        "stochastic": (496, 2_000, 0.7, 11.0),
+        "monolithic": (496, 2_800, 1.0, 0.06),
+    },
+    "freeway-mid": {
+        "deterministic": (21, 36, 1.0, 0.5),
+        "stochastic": (272, 1_120, 1.0, 6.0),
+        "monolithic": (272, 1_552, 1.0, 0.07),
+    },
+    "crazy-climber-coll": {
+        "deterministic": (8_192, 32_768, 0.0, 146.0),
+        "stochastic": (40_960, 270_336, 1.0, 1_313.0),
+        "monolithic": (40_960, 385_024, 1.0, 0.4),
+    },
+    "avoid-coll-100": {
+        "deterministic": (625, 8_698, 0.84, 1.5),
+        "stochastic": (15_625, 892_165, 0.84, 1_325.0),
+        "monolithic": (15_625, 1_529_185, 1.0, 2.0),
+    },
 }
-
 
 
 @dataclass(frozen=True)
@@ -129,15 +139,35 @@ class Table2:
             for m, c in self.cells[r.id].items():
                 p = paper.get(m)
                 methods[m] = {
-                    "ours": {"states": c.states, "transitions": c.transitions, "result": c.value, "pmin": c.pmin,
-                             "seconds": round(c.seconds, 3), "strategy": c.strategy, "guarantee": c.guarantee},
+                    "ours": {
+                        "states": c.states,
+                        "transitions": c.transitions,
+                        "result": c.value,
+                        "pmin": c.pmin,
+                        "seconds": round(c.seconds, 3),
+                        "strategy": c.strategy,
+                        "guarantee": c.guarantee,
+                    },
                     "paper": None if p is None else {"states": p[0], "transitions": p[1], "result": p[2], "seconds": p[3]},
                 }
-            out.append({"id": r.id, "environment": r.environment, "measurement": r.measurement, "benchmark": r.benchmark,
-                        "params": dict(r.params), "property": self.properties[r.id], "policy": self.policies[r.id],
-                        "methods": methods})
-        return {"table": "Gross & Spieker 2024, Table 2", "rows": out, "seconds": round(self.seconds, 2),
-                "versions": dict(self.versions)}
+            out.append(
+                {
+                    "id": r.id,
+                    "environment": r.environment,
+                    "measurement": r.measurement,
+                    "benchmark": r.benchmark,
+                    "params": dict(r.params),
+                    "property": self.properties[r.id],
+                    "policy": self.policies[r.id],
+                    "methods": methods,
+                }
+            )
+        return {
+            "table": "Gross & Spieker 2024, Table 2",
+            "rows": out,
+            "seconds": round(self.seconds, 2),
+            "versions": dict(self.versions),
+        }
 
     def to_markdown(self) -> str:
         """A Markdown table: per row, our figures and the paper's (``ours / paper``)."""
@@ -155,8 +185,12 @@ class Table2:
                     cells += ["—"] * 4
                     continue
                 res = format_result(c)
-                cells += [_pair(f"{c.states:,}", p and f"{p[0]:,}"), _pair(f"{c.transitions:,}", p and f"{p[1]:,}"),
-                          _pair(res, p and f"{p[2]:g}"), _pair(f"{c.seconds:.2f}", p and f"{p[3]:g}")]
+                cells += [
+                    _pair(f"{c.states:,}", p and f"{p[0]:,}"),
+                    _pair(f"{c.transitions:,}", p and f"{p[1]:,}"),
+                    _pair(res, p and f"{p[2]:g}"),
+                    _pair(f"{c.seconds:.2f}", p and f"{p[3]:g}"),
+                ]
             lines.append("| " + " | ".join(cells) + " |")
         notes = [
             "",
@@ -182,9 +216,14 @@ class Table2:
         for path in (js, md):  # both refused before either is written
             check_target(path, force=force, what="--out")
         write_text(js, json.dumps(self.to_json(), indent=2) + "\n", force=force, what="--out")
-        write_text(md, "# Table 2 of Gross & Spieker (2024), reproduced\n\n"
-                   f"Regenerate with `rlverify reproduce table2 --out DIR`; this run took {self.seconds:.1f} s.\n\n"
-                   + self.to_markdown(), force=force, what="--out")
+        write_text(
+            md,
+            "# Table 2 of Gross & Spieker (2024), reproduced\n\n"
+            f"Regenerate with `rlverify reproduce table2 --out DIR`; this run took {self.seconds:.1f} s.\n\n"
+            + self.to_markdown(),
+            force=force,
+            what="--out",
+        )
         return js, md
 
 
@@ -227,9 +266,15 @@ def select_rows(ids: Sequence[str] | None) -> tuple[Row, ...]:
     return tuple(r for r in ROWS if r.id in set(ids))
 
 
-def compute_table2(rows: Sequence[str] | None = None, *, methods: Sequence[str] = METHODS,
-                   policies: Mapping[str, Any] | None = None, strategy: str = "full", numerics: str = "sound",
-                   progress: Callable[[str], None] | None = None) -> Table2:
+def compute_table2(
+    rows: Sequence[str] | None = None,
+    *,
+    methods: Sequence[str] = METHODS,
+    policies: Mapping[str, Any] | None = None,
+    strategy: str = "full",
+    numerics: str = "sound",
+    progress: Callable[[str], None] | None = None,
+) -> Table2:
     """Compute Table 2 with the exact engine.
 
     Args:
@@ -293,10 +338,24 @@ def compute_table2(rows: Sequence[str] | None = None, *, methods: Sequence[str] 
             opts = ExactOptions(mode=m, strategy="full" if m == "monolithic" else strategy, numerics=numerics)
             parsed = parse_property(model, prop, fixed_policy=m != "monolithic")
             r = verify_exact(model, parsed, None if m == "monolithic" else policy, opts)
-            cells[row.id][m] = Cell(states=r.states, transitions=r.transitions, value=float(r.value),
-                                    seconds=float(r.timings["total"]), strategy=r.strategy,
-                                    guarantee=r.guarantee, pmin=r.pmin if m == "monolithic" else None)
-            log.info("table2 %s %s: %d states, %d transitions, %.6g, %.2f s", row.id, m, r.states, r.transitions,
-                     r.value, r.timings["total"])
-    return Table2(rows=chosen, cells=cells, policies=used, properties=props, seconds=time.perf_counter() - t0,
-                  versions=versions())
+            cells[row.id][m] = Cell(
+                states=r.states,
+                transitions=r.transitions,
+                value=float(r.value),
+                seconds=float(r.timings["total"]),
+                strategy=r.strategy,
+                guarantee=r.guarantee,
+                pmin=r.pmin if m == "monolithic" else None,
+            )
+            log.info(
+                "table2 %s %s: %d states, %d transitions, %.6g, %.2f s",
+                row.id,
+                m,
+                r.states,
+                r.transitions,
+                r.value,
+                r.timings["total"],
+            )
+    return Table2(
+        rows=chosen, cells=cells, policies=used, properties=props, seconds=time.perf_counter() - t0, versions=versions()
+    )

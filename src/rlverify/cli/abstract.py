@@ -27,32 +27,52 @@ from rlverify.errors import InputFileError, OptionError
 
 def register(sub: Any) -> argparse.ArgumentParser:
     """Add the ``abstract`` subcommand to ``sub`` (an argparse subparsers object)."""
-    p = sub.add_parser("abstract", help="sound upper bound by interval-MDP abstraction (continuous systems)",
-                       description="Build a k-step interval-MDP abstraction over template polyhedra and report a sound "
-                                   "upper bound on the probability of reaching an unsafe state within k steps.")
-    add_target(p, kinds="continuous benchmark id (bouncing-ball-v1, acc-v1, pendulum-v1), or path.py:NAME, a system "
-                        "declared in a Python file (see rlverify.models.continuous.declared; -c K=V sets its constants)")
+    p = sub.add_parser(
+        "abstract",
+        help="sound upper bound by interval-MDP abstraction (continuous systems)",
+        description="Build a k-step interval-MDP abstraction over template polyhedra and report a sound "
+        "upper bound on the probability of reaching an unsafe state within k steps.",
+    )
+    add_target(
+        p,
+        kinds="continuous benchmark id (bouncing-ball-v1, acc-v1, pendulum-v1), or path.py:NAME, a system "
+        "declared in a Python file (see rlverify.models.continuous.declared; -c K=V sets its constants)",
+    )
     add_policy(p, default_note="default: the benchmark's 'ppo'; the abstraction bounds ONNX/TorchScript ReLU networks")
     p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
     p.add_argument("--domain", choices=("box", "octagon", "template"), default="box", help="abstract domain")
-    p.add_argument("--template", metavar="FILE", help="directions for --domain template: JSON list of rows or CSV "
-                                                      "(one direction per line), each used in both signs; they must "
-                                                      "bound the state space (include the box rows). Without it, the "
-                                                      "system's documented default directions (shown in the output); a "
-                                                      "system without defaults needs it")
+    p.add_argument(
+        "--template",
+        metavar="FILE",
+        help="directions for --domain template: JSON list of rows or CSV "
+        "(one direction per line), each used in both signs; they must "
+        "bound the state space (include the box rows). Without it, the "
+        "system's documented default directions (shown in the output); a "
+        "system without defaults needs it",
+    )
     p.add_argument("--phi", type=float, default=0.1, help="maximum probability spread per part, in (0, 1] (default 0.1)")
     p.add_argument("--containment", action="store_true", help="merge successors contained in visited abstract states")
-    p.add_argument("--refine-where-action-matters", action="store_true",
-                   help="refine only states where the action can change the successor (faster, still sound, coarser; "
-                        "default: refine every state, as the paper)")
+    p.add_argument(
+        "--refine-where-action-matters",
+        action="store_true",
+        help="refine only states where the action can change the successor (faster, still sound, coarser; "
+        "default: refine every state, as the paper)",
+    )
     p.add_argument("--initial", help="initial region name (e.g. 'small' / 'large' for the bouncing ball)")
-    p.add_argument("--milp", choices=("auto", "always", "never"), default="auto",
-                   help="MILP use: auto (only where splitting cannot help), always (as the paper), never")
+    p.add_argument(
+        "--milp",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="MILP use: auto (only where splitting cannot help), always (as the paper), never",
+    )
     p.add_argument("--samples", type=int, default=400, help="hit-and-run samples per refinement step")
     p.add_argument("--max-states", type=int, default=200_000, help="abort beyond this many abstract states")
     add_backend_options(p)
-    add_outputs(p, kinds=".png (initial parts by bound and action probability), .json (the result)",
-                seed_help="seed of the refinement sampling (the bound is sound for any; default 0)")
+    add_outputs(
+        p,
+        kinds=".png (initial parts by bound and action probability), .json (the result)",
+        seed_help="seed of the refinement sampling (the bound is sound for any; default 0)",
+    )
     p.add_argument("--out-png", dest="out", action="append", help=argparse.SUPPRESS)  # the former spelling of --out
     p.set_defaults(run=run)
     return p
@@ -66,8 +86,9 @@ def read_template(path: str) -> np.ndarray:
     try:
         text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputFileError(f"{file}: not a text file ({exc.reason} at byte {exc.start}); expected JSON or CSV "
-                             "directions") from None
+        raise InputFileError(
+            f"{file}: not a text file ({exc.reason} at byte {exc.start}); expected JSON or CSV directions"
+        ) from None
     except OSError as exc:
         raise InputFileError(f"{file}: cannot read the template file ({exc.strerror})") from None
     try:
@@ -75,14 +96,19 @@ def read_template(path: str) -> np.ndarray:
             data = json.loads(text)
             rows = data["directions"] if isinstance(data, dict) else data
         else:
-            rows = [[float(v) for v in line.replace(";", ",").split(",") if v.strip()]
-                    for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+            rows = [
+                [float(v) for v in line.replace(";", ",").split(",") if v.strip()]
+                for line in text.splitlines()
+                if line.strip() and not line.lstrip().startswith("#")
+            ]
         arr = np.asarray(rows, dtype=np.float64)
     except RecursionError:
         raise InputFileError(f"{file}: nested too deeply; expected rows of numbers, one direction per row") from None
     except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
-        raise InputFileError(f"{file}: not a direction matrix ({exc.__class__.__name__}: {exc}); expected rows of "
-                             "numbers, one direction per row") from None
+        raise InputFileError(
+            f"{file}: not a direction matrix ({exc.__class__.__name__}: {exc}); expected rows of "
+            "numbers, one direction per row"
+        ) from None
     if arr.ndim != 2 or arr.size == 0:
         raise InputFileError(f"{file}: expected a matrix with one direction per row, got shape {arr.shape}")
     if not np.isfinite(arr).all():
@@ -99,18 +125,27 @@ def run(args: argparse.Namespace) -> int:
     if args.template and args.domain != "template":
         raise OptionError("--template is used with --domain template")
     template = read_template(args.template) if args.template else None
-    target = resolve(args.target, constants=args.constants, kinds=("continuous",), command="rlverify abstract",
-                     **policy_kwargs(args))
+    target = resolve(
+        args.target, constants=args.constants, kinds=("continuous",), command="rlverify abstract", **policy_kwargs(args)
+    )
     system, policy = target.model, target.policy
     if policy is None:  # resolve refuses a missing policy (needs_policy is set)
         raise RuntimeError(f"resolve returned no policy for {args.target}")
     params = dict(target.benchmark.parameters) if target.benchmark is not None else dict(getattr(system, "constants", {}))
     options = AbstractionOptions(
-        horizon=args.horizon if args.horizon is not None else system.horizon, domain=args.domain,
-        template=None if template is None else tuple(map(tuple, template.tolist())), phi=args.phi,
-        containment=args.containment, initial=args.initial, milp=args.milp, samples=args.samples,
-        max_states=args.max_states, seed=args.seed, refine_everywhere=not args.refine_where_action_matters,
-        backend=backend)
+        horizon=args.horizon if args.horizon is not None else system.horizon,
+        domain=args.domain,
+        template=None if template is None else tuple(map(tuple, template.tolist())),
+        phi=args.phi,
+        containment=args.containment,
+        initial=args.initial,
+        milp=args.milp,
+        samples=args.samples,
+        max_states=args.max_states,
+        seed=args.seed,
+        refine_everywhere=not args.refine_where_action_matters,
+        backend=backend,
+    )
     # progress on stderr (transient; shown only when stderr is a terminal, as for simulate), so that --json output
     # on stdout stays clean; -v also logs one line per depth
     with progress_bar("abstracting: depth", detail=True, target=err_console) as bar:
@@ -118,8 +153,11 @@ def run(args: argparse.Namespace) -> int:
 
         def show(p: AbstractionProgress) -> None:
             done = p.depth if p.stage in ("expanded", "solving") else p.depth - 1
-            bar.update(task, completed=done, description=f"{p.stage}: frontier {p.frontier:,}, "
-                                                         f"{p.states:,} states explored, {p.polyhedra:,} polyhedra")
+            bar.update(
+                task,
+                completed=done,
+                description=f"{p.stage}: frontier {p.frontier:,}, {p.states:,} states explored, {p.polyhedra:,} polyhedra",
+            )
 
         result = verify_abstraction(system, policy, options, progress=show)
     result = target.stamp(result)
@@ -142,17 +180,26 @@ def run(args: argparse.Namespace) -> int:
         ("upper bound (all initial states)", f"{result.upper_bound:.6g}"),
         ("domain / phi / containment", f"{options.domain} / {options.phi:g} / {'on' if options.containment else 'off'}"),
         ("refinement", "every state" if options.refine_everywhere else "where the action matters"),
-        *([("template directions" + (" (the system's default)" if options.template is None else ""),
-            "; ".join("(" + ", ".join(f"{x:g}" for x in row) + ")" for row in result.template_axes))]
-          if options.domain == "template" else []),
+        *(
+            [
+                (
+                    "template directions" + (" (the system's default)" if options.template is None else ""),
+                    "; ".join("(" + ", ".join(f"{x:g}" for x in row) + ")" for row in result.template_axes),
+                )
+            ]
+            if options.domain == "template"
+            else []
+        ),
         ("initial parts", str(len(result.parts))),
         ("polyhedra (refined parts)", str(result.n_polyhedra)),
         ("containment merges / identical successors shared", f"{result.n_containment_merges} / {result.n_shared_successors}"),
         ("states not refined (safe last step, or the action cannot matter)", str(result.n_unrefined_states)),
         ("IMDP states / choices / transitions", f"{result.n_abstract_states} / {result.n_choices} / {result.n_transitions}"),
         ("parts above phi (min size) / MILP parts", f"{result.n_unresolved_parts} / {result.n_milp_parts}"),
-        ("time: bounds / refinement / successors / solving",
-         f"{t.bounds:.1f} / {t.refinement:.1f} / {t.successors:.1f} / {t.solving:.2f} s"),
+        (
+            "time: bounds / refinement / successors / solving",
+            f"{t.bounds:.1f} / {t.refinement:.1f} / {t.successors:.1f} / {t.solving:.2f} s",
+        ),
         ("time: total", f"{t.total:.1f} s"),
     ]
     for r in rows:

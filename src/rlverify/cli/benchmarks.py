@@ -23,10 +23,14 @@ def register(sub: Any) -> None:
 
 
 def _describe(s: Any) -> dict[str, Any]:
-    return {"id": s.id, "kind": s.kind, "description": s.doc.strip(),
-            "parameters": {k: {"default": p.default, "low": p.low, "high": p.high, "doc": p.doc}
-                           for k, p in s.parameters.items()},
-            "properties": dict(s.properties), "policies": {k: str(v) for k, v in s.policies.items()}}
+    return {
+        "id": s.id,
+        "kind": s.kind,
+        "description": s.doc.strip(),
+        "parameters": {k: {"default": p.default, "low": p.low, "high": p.high, "doc": p.doc} for k, p in s.parameters.items()},
+        "properties": dict(s.properties),
+        "policies": {k: str(v) for k, v in s.policies.items()},
+    }
 
 
 def run_list(args: argparse.Namespace) -> int:

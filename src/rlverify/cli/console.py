@@ -21,8 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["console", "err_console", "error", "line", "print_warnings", "progress_bar", "shown", "status", "styled",
-           "warning"]
+__all__ = ["console", "err_console", "error", "line", "print_warnings", "progress_bar", "shown", "status", "styled", "warning"]
 
 #: C0/C1 control characters other than tab and newline
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -21,26 +21,39 @@ from rlverify.errors import OptionError
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("heatmap", help="Racetrack heat map: goal/crash probability per start cell (PNG)",
-                       description="Simulate the policy from every free cell (velocity 0) and draw goal and crash "
-                                   "probability and the share of undecided or stalled runs; with --optimal also "
-                                   "Storm's Pmax(goal) and the gap.")
+    p = sub.add_parser(
+        "heatmap",
+        help="Racetrack heat map: goal/crash probability per start cell (PNG)",
+        description="Simulate the policy from every free cell (velocity 0) and draw goal and crash "
+        "probability and the share of undecided or stalled runs; with --optimal also "
+        "Storm's Pmax(goal) and the gap.",
+    )
     add_target(p, kinds="a Racetrack benchmark id, e.g. racetrack-barto-small-v1")
     add_policy(p, default_note="default: the shipped DQN policy")
-    p.add_argument("--noise", type=float, help="probability that an acceleration fails (default 0.2; e.g. 0.5 for a "
-                                               "stress test; the same as -c noise=...)")
+    p.add_argument(
+        "--noise",
+        type=float,
+        help="probability that an acceleration fails (default 0.2; e.g. 0.5 for a stress test; the same as -c noise=...)",
+    )
     p.add_argument("--epsilon", type=float, default=0.01, help="per-cell interval half-width (default 0.01)")
     p.add_argument("--delta", type=float, default=0.05, help="per-cell error probability (default 0.05)")
     from rlverify.cli.simulate import whole_number
 
     p.add_argument("--runs", type=whole_number, help="runs per cell with Clopper-Pearson intervals instead of Okamoto")
-    p.add_argument("--run-limit", type=whole_number, default=100_000_000,
-                   help="refuse to plan more runs in all (cells x runs per cell) than this (default 100000000)")
+    p.add_argument(
+        "--run-limit",
+        type=whole_number,
+        default=100_000_000,
+        help="refuse to plan more runs in all (cells x runs per cell) than this (default 100000000)",
+    )
     p.add_argument("--optimal", action="store_true", help="add Storm's optimal Pmax(goal) map and the gap map")
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
-    p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
-                   help="sample actions from pi (stochastic, default) or take the argmax; Q-value policies (DQN) are "
-                        "greedy in both")
+    p.add_argument(
+        "--mode",
+        choices=("stochastic", "deterministic"),
+        default="stochastic",
+        help="sample actions from pi (stochastic, default) or take the argmax; Q-value policies (DQN) are greedy in both",
+    )
     p.add_argument("--batch-size", type=int, default=50_000)
     add_backend_options(p)
     add_outputs(p, kinds=".png (the maps), .json (per-cell values)")
@@ -59,20 +72,35 @@ def run(args: argparse.Namespace) -> int:
     backend = backend_from_args(args)
     if not files and not args.json:
         raise OptionError("nothing to write: give --out FILE.png (the maps) and/or --out FILE.json, or --json")
-    target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise), kinds=("native",),
-                     command="rlverify heatmap", **policy_kwargs(args))
+    target = resolve(
+        args.target,
+        constants=constants_with_noise(args.constants, args.noise),
+        kinds=("native",),
+        command="rlverify heatmap",
+        **policy_kwargs(args),
+    )
     env, bench, policy = target.model, target.benchmark, target.policy
     if bench is None or policy is None:  # (a native target is a benchmark; resolve loads its policy or refuses)
         raise OptionError(f"{args.target}: a heat map needs a Racetrack benchmark and a policy")
     options = StatisticalOptions(
-        method="clopper-pearson" if args.runs else "okamoto", epsilon=args.epsilon, delta=args.delta, runs=args.runs,
+        method="clopper-pearson" if args.runs else "okamoto",
+        epsilon=args.epsilon,
+        delta=args.delta,
+        runs=args.runs,
         run_limit=args.run_limit,
         simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size),
-        backend=backend)
+        backend=backend,
+    )
     with progress_bar("simulating") as bar:
         task = bar.add_task("runs", total=None)
-        result = heatmap(env, policy, options, optimal=args.optimal, benchmark=bench.id,
-                         progress=lambda done, total: bar.update(task, completed=done, total=total))
+        result = heatmap(
+            env,
+            policy,
+            options,
+            optimal=args.optimal,
+            benchmark=bench.id,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     result = target.stamp(result)
     print_warnings(result.warnings)
     if ".png" in files:
@@ -84,16 +112,25 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(result.to_json()))
         return 0
-    console.print(line(styled(bench.id, "bold"),
-                       f" noise {env.noise:g}, policy {result.policy} ({args.mode}): "
-                       f"{len(result.cells)} cells x {int(result.runs[0]):,} runs in {result.timings['total']:.1f} s "
-                       f"({result.timings['decisions_per_second']:,.0f} decisions/s)"))
+    console.print(
+        line(
+            styled(bench.id, "bold"),
+            f" noise {env.noise:g}, policy {result.policy} ({args.mode}): "
+            f"{len(result.cells)} cells x {int(result.runs[0]):,} runs in {result.timings['total']:.1f} s "
+            f"({result.timings['decisions_per_second']:,.0f} decisions/s)",
+        )
+    )
     gap = result.gap
-    console.print(f"mean goal probability {result.goal.mean():.4f}, mean crash probability {result.crash.mean():.4f}"
-                  + (f", mean optimal {result.optimal.mean():.4f}, max gap {gap.max():.4f}"
-                     if result.optimal is not None and gap is not None else "")
-                  + f"; undecided runs {int(result.undecided.sum()):,}, stalled {int(result.stalled.sum()):,} "
-                    f"(largest share in one cell {stuck_share(result).max():.3f})")
+    console.print(
+        f"mean goal probability {result.goal.mean():.4f}, mean crash probability {result.crash.mean():.4f}"
+        + (
+            f", mean optimal {result.optimal.mean():.4f}, max gap {gap.max():.4f}"
+            if result.optimal is not None and gap is not None
+            else ""
+        )
+        + f"; undecided runs {int(result.undecided.sum()):,}, stalled {int(result.stalled.sum()):,} "
+        f"(largest share in one cell {stuck_share(result).max():.3f})"
+    )
     if files:
         console.print("wrote " + " and ".join(str(f) for f in files.values()))
     return 0

@@ -14,17 +14,29 @@ from rlverify.cli.options import add_env_kwargs, add_target, dumps
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("inspect", help="what a model offers a policy: variables, actions, command names, labels, size",
-                       description="Print a PRISM/JANI model's variables (types, ranges), action labels and command "
-                                   "names per module, labels, reward models, initial states and reachable size, and "
-                                   "the feature and action names a policy must declare.")
+    p = sub.add_parser(
+        "inspect",
+        help="what a model offers a policy: variables, actions, command names, labels, size",
+        description="Print a PRISM/JANI model's variables (types, ranges), action labels and command "
+        "names per module, labels, reward models, initial states and reachable size, and "
+        "the feature and action names a policy must declare.",
+    )
     add_target(p)
     add_env_kwargs(p)
-    p.add_argument("--max-states", type=int, default=1_000_000, metavar="N",
-                   help="refuse to build more reachable states than N (default 1,000,000)")
+    p.add_argument(
+        "--max-states",
+        type=int,
+        default=1_000_000,
+        metavar="N",
+        help="refuse to build more reachable states than N (default 1,000,000)",
+    )
     p.add_argument("--no-build", action="store_true", help="only read the declarations; do not build the state space")
-    p.add_argument("--policy-template", metavar="FILE.py|FILE.json", type=Path,
-                   help="write a policy skeleton with FEATURES/ACTIONS filled in, uniform over the available choices")
+    p.add_argument(
+        "--policy-template",
+        metavar="FILE.py|FILE.json",
+        type=Path,
+        help="write a policy skeleton with FEATURES/ACTIONS filled in, uniform over the available choices",
+    )
     p.add_argument("--force", action="store_true", help="overwrite an existing --policy-template file")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=run)
@@ -40,8 +52,14 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError(f"--max-states must be positive, got {args.max_states}")
     if args.policy_template is not None and args.no_build:
         raise OptionError("--policy-template needs the state space (the available choices per state): drop --no-build")
-    target = resolve(args.target, constants=args.constants, needs_policy=False, kinds=("prism",),
-                     command="rlverify inspect", env_kwargs=args.env_kwargs)
+    target = resolve(
+        args.target,
+        constants=args.constants,
+        needs_policy=False,
+        kinds=("prism",),
+        command="rlverify inspect",
+        env_kwargs=args.env_kwargs,
+    )
     summary, mdp = summarize(target.model, build=not args.no_build, max_states=args.max_states)
     summary = dataclasses.replace(summary, path=target.name)
     written = None
@@ -49,13 +67,13 @@ def run(args: argparse.Namespace) -> int:
         assert mdp is not None
         written = policy_template(args.policy_template, summary, mdp, force=args.force, model=target.model)
     if args.json:
-        print(dumps({**summary.to_json(), "target": target.name,
-                     "policy_template": str(written) if written else None}))
+        print(dumps({**summary.to_json(), "target": target.name, "policy_template": str(written) if written else None}))
     else:
         show(summary, target.name)
         if written is not None:
-            err_console.print(f"wrote {written}" + (f" (use --policy {written}:pi)" if written.suffix == ".py" else ""),
-                          soft_wrap=True)
+            err_console.print(
+                f"wrote {written}" + (f" (use --policy {written}:pi)" if written.suffix == ".py" else ""), soft_wrap=True
+            )
     return 0
 
 
@@ -70,8 +88,13 @@ def show(s: Any, name: str) -> None:
             rng += " " + ", ".join(f"{i}={name}" for i, name in enumerate(v["locations"]))
         t.add_row(v["name"], v["type"], rng, _v(v["init"]), v["module"] or "(global)")
     console.print(t)
-    t = Table("command", "action", "guard", title="commands (a policy may name a choice by label or by command)",
-              title_justify="left")
+    t = Table(
+        "command",
+        "action",
+        "guard",
+        title="commands (a policy may name a choice by label or by command)",
+        title_justify="left",
+    )
     for m in s.modules:
         for c in m["commands"]:
             t.add_row(c["name"], c["action"] or "(unlabelled)", c["guard"])
@@ -82,8 +105,11 @@ def show(s: Any, name: str) -> None:
     t.add_row("labels", ", ".join(f'"{lab}"' for lab in s.labels) or "—")
     t.add_row("reward models", ", ".join(f'"{r}"' for r in s.reward_models) or "—")
     if s.built:
-        t.add_row("reachable", f"{s.states:,} states, {s.choices:,} choices, {s.transitions:,} transitions; "
-                               f"{s.decision_states:,} decision states")
+        t.add_row(
+            "reachable",
+            f"{s.states:,} states, {s.choices:,} choices, {s.transitions:,} transitions; "
+            f"{s.decision_states:,} decision states",
+        )
         shown = "; ".join(", ".join(f"{k}={v}" for k, v in init.items()) for init in s.initial_states)
         more = f" (+{s.n_initial - len(s.initial_states)} more)" if s.n_initial > len(s.initial_states) else ""
         t.add_row("initial", shown + more)

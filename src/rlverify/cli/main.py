@@ -125,8 +125,15 @@ def dash_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[st
             i += 1
             continue
         action = _option(current, token)
-        if (action is not None and action.nargs is None and "=" not in token and i + 1 < len(argv)
-                and argv[i + 1].startswith("-") and argv[i + 1] != "-" and _option(current, argv[i + 1]) is None):
+        if (
+            action is not None
+            and action.nargs is None
+            and "=" not in token
+            and i + 1 < len(argv)
+            and argv[i + 1].startswith("-")
+            and argv[i + 1] != "-"
+            and _option(current, argv[i + 1]) is None
+        ):
             out.append(f"{token}={argv[i + 1]}")
             i += 2
         elif action is not None and action.nargs is None and "=" not in token and i + 1 < len(argv):
@@ -228,13 +235,17 @@ def _input_problem(exc: BaseException) -> str | None:
     is not UTF-8, input nested too deeply to parse, a number too large, exhausted memory.
     """
     if isinstance(exc, MemoryError):
-        return ("out of memory: the model, the number of runs or the abstraction is too large for this machine "
-                "(see --max-states / --max-memory / --batch-size)")
+        return (
+            "out of memory: the model, the number of runs or the abstraction is too large for this machine "
+            "(see --max-states / --max-memory / --batch-size)"
+        )
     if isinstance(exc, RecursionError):
         return "the input is nested too deeply to be read (a property, expression or JSON file)"
     if isinstance(exc, UnicodeDecodeError):
-        return (f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start}: "
-                f"{bytes(exc.object[exc.start:exc.start + 1])!r}); rlverify reads text files as UTF-8")
+        return (
+            f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start}: "
+            f"{bytes(exc.object[exc.start : exc.start + 1])!r}); rlverify reads text files as UTF-8"
+        )
     if isinstance(exc, OverflowError):
         return f"a number is too large: {exc}"
     if isinstance(exc, OSError) and exc.filename is not None:

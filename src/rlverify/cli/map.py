@@ -27,27 +27,47 @@ from rlverify.exact.maps import AGGREGATES, OPTIMA
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("map", help="risk/regret map: policy value, optimum over all policies, and the regret per cell",
-                       description="Check the property on the policy's chain and Pmin/Pmax (Rmin/Rmax) on the full MDP "
-                                   "with Storm, per state; join the states on their valuations and draw value, "
-                                   "optimum and regret over two variables (the others aggregated).")
+    p = sub.add_parser(
+        "map",
+        help="risk/regret map: policy value, optimum over all policies, and the regret per cell",
+        description="Check the property on the policy's chain and Pmin/Pmax (Rmin/Rmax) on the full MDP "
+        "with Storm, per state; join the states on their valuations and draw value, "
+        "optimum and regret over two variables (the others aggregated).",
+    )
     add_target(p)
     add_env_kwargs(p)
     add_property(p, forms="P=? or R=? (or a threshold form, whose comparison gives --optimum)")
     add_policy(p, default_note="default for benchmarks: 'reference'")
     p.add_argument("--map", dest="xy", required=True, metavar="X,Y", help="the two variables of the map, e.g. x,y")
-    p.add_argument("--agg", choices=AGGREGATES, default="max",
-                   help="aggregate over the other variables: max (default: the worst case of a bad event), min, mean")
-    p.add_argument("--where", metavar="EXPR",
-                   help="keep the states satisfying EXPR, e.g. 'done=false & obstacle1_x=4' (variables, numbers, "
-                        "= != < <= > >=, & | !, + - * / %%)")
-    p.add_argument("--optimum", choices=OPTIMA,
-                   help="min: the property is a bad event (the best policy minimises it: Pmin); max: a goal (Pmax). "
-                        "Default: from the property's comparison (P<=b: min, P>=b: max); needed for P=?/R=?")
-    p.add_argument("--y-down", action="store_true",
-                   help="draw the smallest y value at the top (as grid worlds such as FrozenLake print their rows)")
-    p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
-                   help="stochastic: all actions with pi>0 (default); deterministic: argmax only")
+    p.add_argument(
+        "--agg",
+        choices=AGGREGATES,
+        default="max",
+        help="aggregate over the other variables: max (default: the worst case of a bad event), min, mean",
+    )
+    p.add_argument(
+        "--where",
+        metavar="EXPR",
+        help="keep the states satisfying EXPR, e.g. 'done=false & obstacle1_x=4' (variables, numbers, "
+        "= != < <= > >=, & | !, + - * / %%)",
+    )
+    p.add_argument(
+        "--optimum",
+        choices=OPTIMA,
+        help="min: the property is a bad event (the best policy minimises it: Pmin); max: a goal (Pmax). "
+        "Default: from the property's comparison (P<=b: min, P>=b: max); needed for P=?/R=?",
+    )
+    p.add_argument(
+        "--y-down",
+        action="store_true",
+        help="draw the smallest y value at the top (as grid worlds such as FrozenLake print their rows)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("stochastic", "deterministic"),
+        default="stochastic",
+        help="stochastic: all actions with pi>0 (default); deterministic: argmax only",
+    )
     add_unavailable(p)
     p.add_argument("--numerics", choices=NUMERICS, default="sound", help="as for verify (default sound)")
     p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers")
@@ -64,18 +84,35 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.resolve import resolve
 
     files = outputs(args, (".png", ".json"))
-    options = MapOptions(agg=args.agg, where=args.where, optimum=args.optimum, exact=ExactOptions(
-        mode=args.mode, unavailable=args.unavailable, numerics=args.numerics, precision=args.precision,
-        max_states=args.max_states))
+    options = MapOptions(
+        agg=args.agg,
+        where=args.where,
+        optimum=args.optimum,
+        exact=ExactOptions(
+            mode=args.mode,
+            unavailable=args.unavailable,
+            numerics=args.numerics,
+            precision=args.precision,
+            max_states=args.max_states,
+        ),
+    )
     options.validate()
-    target = resolve(args.target, constants=args.constants, property=args.property, kinds=("prism",),
-                     command="rlverify map", env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    target = resolve(
+        args.target,
+        constants=args.constants,
+        property=args.property,
+        kinds=("prism",),
+        command="rlverify map",
+        env_kwargs=args.env_kwargs,
+        **policy_kwargs(args),
+    )
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     with status("mapping") as update:
         result = risk_map(target.model, prop, policy, args.xy, options, progress=update)
-    result = dataclasses.replace(target.stamp(result, unavailable=args.unavailable),
-                                 policy=shown_policy(result.policy) or None)
+    result = dataclasses.replace(
+        target.stamp(result, unavailable=args.unavailable), policy=shown_policy(result.policy) or None
+    )
     print_warnings(result.warnings)
     if ".png" in files:
         result.figure(origin="upper" if args.y_down else "lower").draw(files[".png"], force=args.force)
@@ -104,8 +141,11 @@ def print_map(r: Any, top: int = 5) -> None:
         t.add_row("where", r.where)
     t.add_row("initial state", f"value {r.initial_value:.6g}, {opt} {r.initial_optimum:.6g}, regret {r.initial_regret:.6g}")
     s = r.states
-    t.add_row("states", f"policy's chain {s['policy']:,}; full MDP {s['mdp']:,} ({s['mdp_only']:,} never reached by the "
-                        f"policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}")
+    t.add_row(
+        "states",
+        f"policy's chain {s['policy']:,}; full MDP {s['mdp']:,} ({s['mdp_only']:,} never reached by the "
+        f"policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}",
+    )
     t.add_row("time", ", ".join(f"{k} {v:.2f}s" for k, v in r.timings.items()))
     console.print(t)
     flat = np.where(np.isfinite(r.regret), r.regret, -np.inf).ravel()
@@ -116,6 +156,12 @@ def print_map(r: Any, top: int = 5) -> None:
             cells.add_column(c, justify="right")
         for i in order:
             row, col = divmod(i, r.regret.shape[1])
-            cells.add_row(str(r.x_values[col]), str(r.y_values[row]), f"{r.value[row, col]:.4g}",
-                          f"{r.optimum_value[row, col]:.4g}", f"{r.regret[row, col]:.4g}", str(r.policy_states[row, col]))
+            cells.add_row(
+                str(r.x_values[col]),
+                str(r.y_values[row]),
+                f"{r.value[row, col]:.4g}",
+                f"{r.optimum_value[row, col]:.4g}",
+                f"{r.regret[row, col]:.4g}",
+                str(r.policy_states[row, col]),
+            )
         console.print(cells)

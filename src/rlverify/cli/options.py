@@ -22,27 +22,40 @@ from rlverify.files import check_target, write_text
 UNAVAILABLE = ("stall", "renormalize")
 
 
-def add_target(p: argparse.ArgumentParser, *, kinds: str = "PRISM (.prism/.pm/.nm) or JANI (.jani) file, a benchmark id, "
-                                                          "or gym:ID (a Gymnasium environment with a finite model)") -> None:
+def add_target(
+    p: argparse.ArgumentParser,
+    *,
+    kinds: str = "PRISM (.prism/.pm/.nm) or JANI (.jani) file, a benchmark id, "
+    "or gym:ID (a Gymnasium environment with a finite model)",
+) -> None:
     p.add_argument("target", metavar="TARGET", help=f"{kinds} (see 'rlverify benchmarks list')")
-    p.add_argument("--constants", "-c", metavar="K=V,...",
-                   help="model constants (files) or benchmark parameters, e.g. xMax=4,yMax=4,slickness=0.1")
+    p.add_argument(
+        "--constants",
+        "-c",
+        metavar="K=V,...",
+        help="model constants (files) or benchmark parameters, e.g. xMax=4,yMax=4,slickness=0.1",
+    )
 
 
 def add_env_kwargs(p: argparse.ArgumentParser) -> None:
     """``--env-kwargs``: the arguments of a ``gym:ID`` target (``gymnasium.make(ID, **kwargs)``); and ``--trust-code``."""
-    p.add_argument("--env-kwargs", metavar="K=V,...|JSON",
-                   help="arguments of a gym:ID target (a Gymnasium environment with a finite model P: FrozenLake, "
-                        "CliffWalking, Taxi), e.g. map_name=8x8,is_slippery=false (values read as JSON where they are: "
-                        "true/false/numbers), or a JSON object for values with commas: '{\"desc\": [\"SFF\", \"FHG\"]}'")
+    p.add_argument(
+        "--env-kwargs",
+        metavar="K=V,...|JSON",
+        help="arguments of a gym:ID target (a Gymnasium environment with a finite model P: FrozenLake, "
+        "CliffWalking, Taxi), e.g. map_name=8x8,is_slippery=false (values read as JSON where they are: "
+        'true/false/numbers), or a JSON object for values with commas: \'{"desc": ["SFF", "FHG"]}\'',
+    )
     add_trust_code(p)
 
 
 #: What ``--trust-code`` allows (its help, and the README's Security section).
-TRUST_CODE_HELP = ("allow running code from your inputs: a gym:MODULE:ID target imports MODULE (without it only ids "
-                   "in Gymnasium's registry are made), and an SB3 model.zip is loaded with Stable-Baselines3's loader, "
-                   "which unpickles and can run code (without it the zip's JSON and weights are read, no code). Only for "
-                   "files and modules you trust")
+TRUST_CODE_HELP = (
+    "allow running code from your inputs: a gym:MODULE:ID target imports MODULE (without it only ids "
+    "in Gymnasium's registry are made), and an SB3 model.zip is loaded with Stable-Baselines3's loader, "
+    "which unpickles and can run code (without it the zip's JSON and weights are read, no code). Only for "
+    "files and modules you trust"
+)
 
 
 def add_trust_code(p: argparse.ArgumentParser) -> None:
@@ -55,33 +68,57 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
     from rlverify.policies.loading import SPEC_HELP
 
     p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; or a benchmark's reference policy name ({default_note})")
-    p.add_argument("--features", metavar="A,B,...", help="feature (model variable) names in the policy's input order, "
-                                                         "for a policy file that does not declare them (one "
-                                                         "contradicting the file's declaration is refused)")
-    p.add_argument("--actions", metavar="A,B,...", help="action labels in the policy's output order, for a policy file "
-                                                        "that does not declare them (a contradiction is refused)")
-    p.add_argument("--output", choices=("logits", "probabilities", "q-values"),
-                   help="what the policy network outputs (q-values: greedy argmax), for a file that does not declare "
-                        "it (a contradiction is refused)")
+    p.add_argument(
+        "--features",
+        metavar="A,B,...",
+        help="feature (model variable) names in the policy's input order, "
+        "for a policy file that does not declare them (one "
+        "contradicting the file's declaration is refused)",
+    )
+    p.add_argument(
+        "--actions",
+        metavar="A,B,...",
+        help="action labels in the policy's output order, for a policy file "
+        "that does not declare them (a contradiction is refused)",
+    )
+    p.add_argument(
+        "--output",
+        choices=("logits", "probabilities", "q-values"),
+        help="what the policy network outputs (q-values: greedy argmax), for a file that does not declare "
+        "it (a contradiction is refused)",
+    )
     from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
 
-    p.add_argument("--policy-timeout", type=float, default=DEFAULT_POLICY_TIMEOUT, metavar="SECONDS",
-                   help=f"stop with an error when one call of the policy (one batch of states) takes longer than this "
-                        f"(default {DEFAULT_POLICY_TIMEOUT:g}; 0: no limit); interrupts Python code, and native code "
-                        "(onnxruntime, torch) when it returns")
+    p.add_argument(
+        "--policy-timeout",
+        type=float,
+        default=DEFAULT_POLICY_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop with an error when one call of the policy (one batch of states) takes longer than this "
+        f"(default {DEFAULT_POLICY_TIMEOUT:g}; 0: no limit); interrupts Python code, and native code "
+        "(onnxruntime, torch) when it returns",
+    )
     add_trust_code(p)
 
 
 def add_property(p: argparse.ArgumentParser, *, required: bool = True, forms: str = "") -> None:
-    p.add_argument("--property", "-p", required=required,
-                   help="PCTL property, e.g. 'P=? [F<=100 COLLISION=true]', or a property name of the benchmark "
-                        "(or of the JANI file)" + (f"; {forms}" if forms else ""))
+    p.add_argument(
+        "--property",
+        "-p",
+        required=required,
+        help="PCTL property, e.g. 'P=? [F<=100 COLLISION=true]', or a property name of the benchmark "
+        "(or of the JANI file)" + (f"; {forms}" if forms else ""),
+    )
 
 
 def add_unavailable(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--unavailable", choices=UNAVAILABLE, default="stall",
-                   help="policy mass on actions a state does not offer: to a 'stalled' sink, reported (default), or "
-                        "renormalised over the available actions (explicit opt-in)")
+    p.add_argument(
+        "--unavailable",
+        choices=UNAVAILABLE,
+        default="stall",
+        help="policy mass on actions a state does not offer: to a 'stalled' sink, reported (default), or "
+        "renormalised over the available actions (explicit opt-in)",
+    )
 
 
 #: Seeds every engine takes (numpy's SeedSequence: >= 0; the simulator's counter-based keys: 64 bits; the
@@ -105,13 +142,20 @@ def add_seed(p: argparse.ArgumentParser, help: str = "random seed (default 0)") 
     p.add_argument("--seed", type=seed_value, default=0, metavar="N", help=help)
 
 
-def add_outputs(p: argparse.ArgumentParser, *, kinds: str, seed: bool = True,
-                seed_help: str = "random seed (default 0)") -> None:
+def add_outputs(
+    p: argparse.ArgumentParser, *, kinds: str, seed: bool = True, seed_help: str = "random seed (default 0)"
+) -> None:
     if seed:
         add_seed(p, seed_help)
     p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")
-    p.add_argument("--out", "-o", metavar="FILE", action="append", default=[],
-                   help=f"write an artefact; repeatable; the kind from the suffix: {kinds}")
+    p.add_argument(
+        "--out",
+        "-o",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help=f"write an artefact; repeatable; the kind from the suffix: {kinds}",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing --out files")
 
 
@@ -124,9 +168,14 @@ def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The policy options of ``args`` as keyword arguments of :func:`rlverify.resolve.resolve`."""
     from rlverify.policies.base import check_timeout
 
-    return {"policy": args.policy, "features": names(args.features), "actions": names(args.actions), "output": args.output,
-            "trust_code": bool(getattr(args, "trust_code", False)),
-            "policy_timeout": check_timeout(getattr(args, "policy_timeout", None))}
+    return {
+        "policy": args.policy,
+        "features": names(args.features),
+        "actions": names(args.actions),
+        "output": args.output,
+        "trust_code": bool(getattr(args, "trust_code", False)),
+        "policy_timeout": check_timeout(getattr(args, "policy_timeout", None)),
+    }
 
 
 def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequence[str] = ()) -> dict[str, Path]:
@@ -190,8 +239,9 @@ def with_progress(label: str, console: Any, fn: Any) -> Any:
         return fn(lambda done, total: bar.update(task, completed=done, total=total))
 
 
-def emit(data: dict[str, Any], warnings: Sequence[str], args: argparse.Namespace, files: dict[str, Path],
-         console: Any) -> bool:
+def emit(
+    data: dict[str, Any], warnings: Sequence[str], args: argparse.Namespace, files: dict[str, Path], console: Any
+) -> bool:
     """A result's warnings to ``console`` (stderr), its JSON to ``--out FILE.json`` and, with ``--json``, to stdout;
     True when the JSON was printed (then nothing else is)."""
     from rlverify.cli.console import print_warnings
@@ -209,12 +259,19 @@ def add_backend_options(p: argparse.ArgumentParser) -> None:
     """``--backend {local,ray}`` and ``--address ADDR``: where the work runs (results do not depend on it)."""
     from rlverify.backends import KINDS
 
-    p.add_argument("--backend", choices=KINDS, default="local",
-                   help="where the work runs: local (this process, default) or ray (Ray tasks on this machine or a "
-                        "cluster; needs pip install 'rlverify[ray]'); the same result for the same seed either way")
-    p.add_argument("--address", metavar="ADDR",
-                   help="with --backend ray: join a Ray cluster, 'auto' (the one started on this machine with "
-                        "'ray start') or HOST:PORT of its head node (default: start Ray on this machine)")
+    p.add_argument(
+        "--backend",
+        choices=KINDS,
+        default="local",
+        help="where the work runs: local (this process, default) or ray (Ray tasks on this machine or a "
+        "cluster; needs pip install 'rlverify[ray]'); the same result for the same seed either way",
+    )
+    p.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="with --backend ray: join a Ray cluster, 'auto' (the one started on this machine with "
+        "'ray start') or HOST:PORT of its head node (default: start Ray on this machine)",
+    )
 
 
 def backend_from_args(args: argparse.Namespace) -> Any:

@@ -21,19 +21,25 @@ def add_rare_arguments(p: argparse.ArgumentParser) -> None:
     from rlverify.statistical.splitting import RARE_METHODS
 
     g = p.add_argument_group("rare events (importance splitting)")
-    g.add_argument("--rare", choices=RARE_METHODS,
-                   help="estimate a rare probability by importance splitting instead of plain simulation: splitting "
-                        "(fixed effort) or restart (RESTART) "
-                        "(P=? [F phi], [F<=k phi], [phi1 U phi2], [phi1 U<=k phi2]); the interval is a Student-t "
-                        "interval over independent repetitions at confidence 1-delta")
-    g.add_argument("--importance", metavar="EXPR|auto",
-                   help="importance function over the state variables/features, higher = closer to the target "
-                        "(e.g. '-abs(x-ox)-abs(y-oy)'), or auto (explicit models: minus the graph distance to the "
-                        "target; default)")
-    g.add_argument("--levels", metavar="L1,L2,...",
-                   help="importance thresholds, increasing (default: chosen by a pilot run)")
-    g.add_argument("--effort", type=int, help="runs per level and repetition; restart: main trials per repetition "
-                                              "(default 1000)")
+    g.add_argument(
+        "--rare",
+        choices=RARE_METHODS,
+        help="estimate a rare probability by importance splitting instead of plain simulation: splitting "
+        "(fixed effort) or restart (RESTART) "
+        "(P=? [F phi], [F<=k phi], [phi1 U phi2], [phi1 U<=k phi2]); the interval is a Student-t "
+        "interval over independent repetitions at confidence 1-delta",
+    )
+    g.add_argument(
+        "--importance",
+        metavar="EXPR|auto",
+        help="importance function over the state variables/features, higher = closer to the target "
+        "(e.g. '-abs(x-ox)-abs(y-oy)'), or auto (explicit models: minus the graph distance to the "
+        "target; default)",
+    )
+    g.add_argument("--levels", metavar="L1,L2,...", help="importance thresholds, increasing (default: chosen by a pilot run)")
+    g.add_argument(
+        "--effort", type=int, help="runs per level and repetition; restart: main trials per repetition (default 1000)"
+    )
     g.add_argument("--repetitions", type=int, help="independent repetitions for the interval (default 20)")
 
 
@@ -53,8 +59,9 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
         try:
             out.append(float(item))
         except ValueError:
-            raise OptionError(f"--levels: '{item.strip()}' is not a number; expected increasing thresholds like "
-                              "'2,4,6'") from None
+            raise OptionError(
+                f"--levels: '{item.strip()}' is not a number; expected increasing thresholds like '2,4,6'"
+            ) from None
     return tuple(out)
 
 
@@ -66,17 +73,27 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
 
     given = [f"--{k.replace('_', '-')}" for k, default in _PLAIN_ONLY.items() if getattr(args, k, default) != default]
     if given:
-        raise OptionError(f"--rare splitting chooses its own runs and interval: {', '.join(given)} do not apply "
-                          "(use --effort, --repetitions, --delta)")
+        raise OptionError(
+            f"--rare splitting chooses its own runs and interval: {', '.join(given)} do not apply "
+            "(use --effort, --repetitions, --delta)"
+        )
     files = outputs(args, (".json",))
     options = SplittingOptions(
-        method=args.rare, importance="auto" if args.importance is None else args.importance, levels=parse_levels(args.levels),
+        method=args.rare,
+        importance="auto" if args.importance is None else args.importance,
+        levels=parse_levels(args.levels),
         effort=1000 if args.effort is None else args.effort,
-        repetitions=20 if args.repetitions is None else args.repetitions, delta=args.delta,
-        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
-                                     batch_size=args.batch_size, unavailable=args.unavailable))
-    result = with_progress("splitting", err_console, lambda progress: verify_splitting(
-        target.model, target.property, target.policy, options, progress=progress))
+        repetitions=20 if args.repetitions is None else args.repetitions,
+        delta=args.delta,
+        simulation=SimulationOptions(
+            mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size, unavailable=args.unavailable
+        ),
+    )
+    result = with_progress(
+        "splitting",
+        err_console,
+        lambda progress: verify_splitting(target.model, target.property, target.policy, options, progress=progress),
+    )
     result = target.stamp(result, unavailable=args.unavailable)
     if not emit(result.to_json(), result.warnings, args, files, err_console):
         console.print(render(result))
@@ -91,8 +108,10 @@ def render(result: Any) -> Table:
     table.add_row("model", result.model)
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
     table.add_row("estimate", f"{result.estimate:.4g}")
-    table.add_row("interval", f"[{result.interval[0]:.4g}, {result.interval[1]:.4g}] at {result.confidence:.1%} "
-                              f"confidence ({result.interval_kind})")
+    table.add_row(
+        "interval",
+        f"[{result.interval[0]:.4g}, {result.interval[1]:.4g}] at {result.confidence:.1%} confidence ({result.interval_kind})",
+    )
     rel = "inf" if not math.isfinite(result.relative_error) else f"{result.relative_error:.3f}"
     table.add_row("relative error", f"{rel} (standard error / estimate)")
     per = "runs per level" if result.splits is None else "main trials"
@@ -109,8 +128,11 @@ def render(result: Any) -> Table:
         table.add_row("zero repetitions", f"{result.zero_repetitions} of {result.repetitions} (biased low in practice)")
     table.add_row("undecided / stalled", f"{result.undecided:,} / {result.stalled:,} stage runs")
     if result.hopeless:
-        table.add_row("decided by graph analysis", f"{result.hopeless:,} stage runs reached a state from which no "
-                                                   "policy satisfies the property (counted false at once)")
+        table.add_row(
+            "decided by graph analysis",
+            f"{result.hopeless:,} stage runs reached a state from which no "
+            "policy satisfies the property (counted false at once)",
+        )
     table.add_row("seed", str(result.seed))
     table.add_row("decisions", f"{result.decisions:,} (+ {result.pilot_decisions:,} in the pilot)")
     table.add_row("time", f"{result.timings['total']:.2f} s ({result.timings['decisions_per_second']:,.0f} decisions/s)")

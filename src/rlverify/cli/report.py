@@ -14,11 +14,14 @@ from rlverify.cli.options import add_env_kwargs, add_policy, add_seed, add_targe
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("report", help="run every engine that applies, check them against each other, write one HTML page",
-                       description="Exact value, deterministic estimate and Pmin/Pmax (PRISM/JANI), simulation (always), "
-                                   "failure paths, risk map and robustness (discrete models), heat maps (Racetrack), the "
-                                   "abstraction's bound (continuous systems); cross-method consistency is asserted: a "
-                                   "disagreement is printed with both numbers and exits 1.")
+    p = sub.add_parser(
+        "report",
+        help="run every engine that applies, check them against each other, write one HTML page",
+        description="Exact value, deterministic estimate and Pmin/Pmax (PRISM/JANI), simulation (always), "
+        "failure paths, risk map and robustness (discrete models), heat maps (Racetrack), the "
+        "abstraction's bound (continuous systems); cross-method consistency is asserted: a "
+        "disagreement is printed with both numbers and exits 1.",
+    )
     add_target(p)
     add_env_kwargs(p)
     p.add_argument("--property", "-p", metavar="TEXT|NAME", help="property (default: the benchmark's first)")
@@ -29,9 +32,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=int, default=1, help="observation-perturbation budget of the robustness section")
     p.add_argument("--explain", type=int, default=5, metavar="K", help="failure paths to list (default 5)")
     p.add_argument("--map", metavar="X,Y", help="the two variables of the risk map (default: the first two integer features)")
-    p.add_argument("--optimum", choices=("min", "max"), default="min",
-                   help="the risk map's reading of the property: min = a failure (regret = value - Pmin; default), "
-                        "max = a goal (regret = Pmax - value)")
+    p.add_argument(
+        "--optimum",
+        choices=("min", "max"),
+        default="min",
+        help="the risk map's reading of the property: min = a failure (regret = value - Pmin; default), "
+        "max = a goal (regret = Pmax - value)",
+    )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.html", help="where to write the page (default report.html)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--json", action="store_true", help="also print the report's numbers as JSON")
@@ -48,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
     if out.suffix.lower() not in (".html", ".htm"):
         raise OptionError(f"--out {out}: expected an .html file name")
     check_target(out, force=args.force, what="--out")
-    options = ReportOptions(runs=args.runs, delta=args.delta, seed=args.seed, epsilon=args.epsilon,
-                            explain=args.explain, optimum=args.optimum)
+    options = ReportOptions(
+        runs=args.runs, delta=args.delta, seed=args.seed, epsilon=args.epsilon, explain=args.explain, optimum=args.optimum
+    )
     options.validate()
     if args.map:
         parts = [v.strip() for v in args.map.split(",")]
@@ -57,8 +65,15 @@ def run(args: argparse.Namespace) -> int:
             raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
         options = dataclasses.replace(options, map_vars=(parts[0], parts[1]))
     with status("report") as update:
-        report = make_report(args.target, options=options, property=args.property, constants=args.constants,
-                             env_kwargs=args.env_kwargs, progress=update, **policy_kwargs(args))
+        report = make_report(
+            args.target,
+            options=options,
+            property=args.property,
+            constants=args.constants,
+            env_kwargs=args.env_kwargs,
+            progress=update,
+            **policy_kwargs(args),
+        )
     path = write_report(report, out, force=args.force)
     if args.json:
         print(dumps(report.to_json()))

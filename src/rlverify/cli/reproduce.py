@@ -19,16 +19,24 @@ def register(sub: Any) -> None:
     """Add the ``reproduce`` subcommand (``reproduce table2``)."""
     p = sub.add_parser("reproduce", help="reproduce a paper's experiment (table2: Gross & Spieker 2024)")
     rsub = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
-    t2 = rsub.add_parser("table2", help="Table 2 of Gross & Spieker 2024: deterministic / stochastic / monolithic",
-                         description="Verify the shipped reference policies on Freeway, Crazy Climber and Avoid three "
-                                     "ways and print the results beside the paper's.")
+    t2 = rsub.add_parser(
+        "table2",
+        help="Table 2 of Gross & Spieker 2024: deterministic / stochastic / monolithic",
+        description="Verify the shipped reference policies on Freeway, Crazy Climber and Avoid three "
+        "ways and print the results beside the paper's.",
+    )
     t2.add_argument("--out", help="directory to write table2.json and table2.md into")
     t2.add_argument("--force", action="store_true", help="overwrite table2.json / table2.md in --out")
     t2.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    t2.add_argument("--rows", help="comma-separated row ids (default: all): "
-                                   "freeway-goal, freeway-mid, crazy-climber-coll, avoid-coll-100")
-    t2.add_argument("--strategy", choices=("full", "onthefly", "auto"), default="full",
-                    help="build strategy of the policy columns (default full: same chain, faster here)")
+    t2.add_argument(
+        "--rows", help="comma-separated row ids (default: all): freeway-goal, freeway-mid, crazy-climber-coll, avoid-coll-100"
+    )
+    t2.add_argument(
+        "--strategy",
+        choices=("full", "onthefly", "auto"),
+        default="full",
+        help="build strategy of the policy columns (default full: same chain, faster here)",
+    )
     t2.set_defaults(run=run_table2)
 
 
@@ -69,14 +77,21 @@ def run_table2(args: argparse.Namespace) -> int:
             for m in group:
                 c = table.cells[r.id][m]
                 p = PAPER_TABLE2[r.id][m]
-                cells += [line(f"{c.states:,}\n", styled(f"{p[0]:,}", "dim")),
-                          line(f"{c.transitions:,}\n", styled(f"{p[1]:,}", "dim")),
-                          line(f"{format_result(c)}\n", styled(f"{p[2]:g}", "dim")),
-                          line(f"{c.seconds:.2f}\n", styled(f"{p[3]:g}", "dim"))]
+                cells += [
+                    line(f"{c.states:,}\n", styled(f"{p[0]:,}", "dim")),
+                    line(f"{c.transitions:,}\n", styled(f"{p[1]:,}", "dim")),
+                    line(f"{format_result(c)}\n", styled(f"{p[2]:g}", "dim")),
+                    line(f"{c.seconds:.2f}\n", styled(f"{p[3]:g}", "dim")),
+                ]
             t.add_row(*cells)
         console.print(t)
-    console.print(styled("second line of each cell: the paper's figure; monolithic result = Pmin–Pmax "
-                         "(the paper prints Pmax); our time = parse + build + policy + induce + check", "dim"))
+    console.print(
+        styled(
+            "second line of each cell: the paper's figure; monolithic result = Pmin–Pmax "
+            "(the paper prints Pmax); our time = parse + build + policy + induce + check",
+            "dim",
+        )
+    )
     console.print(f"total {table.seconds:.1f} s")
     if args.out:
         console.print(f"wrote {js} and {md}")

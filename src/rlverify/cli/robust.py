@@ -28,34 +28,52 @@ from rlverify.results import IntervalResult, RobustnessResult
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("robust", help="robustness to observation perturbations (exact) or to model error (intervals)",
-                       description="Worst and best case of a probability property when an adversary perturbs the "
-                                   "policy's observations within an integer budget (Pmax/Pmin of the adversarial MDP, "
-                                   "checked by Storm; plus an FGSM attack baseline), or, with --delta, when the "
-                                   "model's transition probabilities are known only within +-delta (interval chain).")
+    p = sub.add_parser(
+        "robust",
+        help="robustness to observation perturbations (exact) or to model error (intervals)",
+        description="Worst and best case of a probability property when an adversary perturbs the "
+        "policy's observations within an integer budget (Pmax/Pmin of the adversarial MDP, "
+        "checked by Storm; plus an FGSM attack baseline), or, with --delta, when the "
+        "model's transition probabilities are known only within +-delta (interval chain).",
+    )
     add_target(p)
     add_env_kwargs(p)
     add_property(p, forms="P=? or P<=b/P>=b with F, U, G, X or W")
     add_policy(p, default_note="default for benchmarks: 'reference'")
-    p.add_argument("--epsilon", default=None, metavar="N",
-                   help="observation budget, a non-negative integer in feature units (default 1)")
+    p.add_argument(
+        "--epsilon", default=None, metavar="N", help="observation budget, a non-negative integer in feature units (default 1)"
+    )
     p.add_argument("--norm", choices=("linf", "l1"), default=None, help="budget norm: linf (default) or l1")
     p.add_argument("--perturb", metavar="F1,F2", help="features the adversary may change (default: all)")
-    p.add_argument("--worst", choices=("max", "min"),
-                   help="which optimum is the worst case: max when the property is a failure (default, and for P<=b), "
-                        "min when it is a goal (default for P>=b)")
+    p.add_argument(
+        "--worst",
+        choices=("max", "min"),
+        help="which optimum is the worst case: max when the property is a failure (default, and for P<=b), "
+        "min when it is a goal (default for P>=b)",
+    )
     p.add_argument("--no-attack", action="store_true", help="skip the FGSM attack baseline")
-    p.add_argument("--delta", type=float, default=None,
-                   help="model error instead: every transition probability p is in [p-delta, p+delta] (clipped to [0, 1])")
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="model error instead: every transition probability p is in [p-delta, p+delta] (clipped to [0, 1])",
+    )
     p.add_argument("--relative", action="store_true", help="with --delta: p*(1-delta) .. p*(1+delta)")
     p.add_argument("--uncertain", metavar="A,B", help="with --delta: only these action labels / command names are uncertain")
-    p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
-                   help="follow every action with pi > 0 (default) or the argmax only")
+    p.add_argument(
+        "--mode",
+        choices=("stochastic", "deterministic"),
+        default="stochastic",
+        help="follow every action with pi > 0 (default) or the argmax only",
+    )
     add_unavailable(p)
     p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build models with more states")
-    p.add_argument("--max-memory", metavar="SIZE",
-                   help="refuse when the estimated memory would exceed SIZE (e.g. 8G, 500M; default: 80%% of this "
-                        "machine's memory): the (state, perturbation) pairs are estimated before they are enumerated")
+    p.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="refuse when the estimated memory would exceed SIZE (e.g. 8G, 500M; default: 80%% of this "
+        "machine's memory): the (state, perturbation) pairs are estimated before they are enumerated",
+    )
     add_outputs(p, kinds=".json (the result)", seed=False)
     p.set_defaults(run=run)
     return p
@@ -65,32 +83,73 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.resolve import resolve
 
     files = outputs(args, (".json",))
-    observation_flags = [f for f, v in (("--epsilon", args.epsilon), ("--norm", args.norm), ("--perturb", args.perturb),
-                                        ("--worst", args.worst), ("--max-memory", args.max_memory)) if v is not None]
+    observation_flags = [
+        f
+        for f, v in (
+            ("--epsilon", args.epsilon),
+            ("--norm", args.norm),
+            ("--perturb", args.perturb),
+            ("--worst", args.worst),
+            ("--max-memory", args.max_memory),
+        )
+        if v is not None
+    ]
     if args.delta is not None and observation_flags:
-        raise OptionError(f"--delta (model error) does not combine with {', '.join(observation_flags)} "
-                          "(observation perturbations): run them separately")
+        raise OptionError(
+            f"--delta (model error) does not combine with {', '.join(observation_flags)} "
+            "(observation perturbations): run them separately"
+        )
     if args.delta is None and (args.relative or args.uncertain):
         raise OptionError("--relative and --uncertain need --delta")
-    target = resolve(args.target, constants=args.constants, property=args.property, needs_policy=True,
-                     kinds=("prism",), command="rlverify robust", env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    target = resolve(
+        args.target,
+        constants=args.constants,
+        property=args.property,
+        needs_policy=True,
+        kinds=("prism",),
+        command="rlverify robust",
+        env_kwargs=args.env_kwargs,
+        **policy_kwargs(args),
+    )
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     result: RobustnessResult | IntervalResult
     with status("checking") as update:
         if args.delta is not None:
             uncertain = names(args.uncertain)
-            result = model_error_bounds(target.model, prop, policy, ModelErrorOptions(
-                delta=args.delta, relative=args.relative, actions=tuple(uncertain) if uncertain else None,
-                mode=args.mode, unavailable=args.unavailable, max_states=args.max_states), progress=update)
+            result = model_error_bounds(
+                target.model,
+                prop,
+                policy,
+                ModelErrorOptions(
+                    delta=args.delta,
+                    relative=args.relative,
+                    actions=tuple(uncertain) if uncertain else None,
+                    mode=args.mode,
+                    unavailable=args.unavailable,
+                    max_states=args.max_states,
+                ),
+                progress=update,
+            )
         else:
             perturb = names(args.perturb)
-            result = robustness(target.model, prop, policy, RobustnessOptions(
-                epsilon=_epsilon(args.epsilon), norm=args.norm or "linf", perturb=tuple(perturb) if perturb else None,
-                worst=args.worst, mode=args.mode, unavailable=args.unavailable, attack=not args.no_attack,
-                max_states=args.max_states,
-                max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory")),
-                progress=update)
+            result = robustness(
+                target.model,
+                prop,
+                policy,
+                RobustnessOptions(
+                    epsilon=_epsilon(args.epsilon),
+                    norm=args.norm or "linf",
+                    perturb=tuple(perturb) if perturb else None,
+                    worst=args.worst,
+                    mode=args.mode,
+                    unavailable=args.unavailable,
+                    attack=not args.no_attack,
+                    max_states=args.max_states,
+                    max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
+                ),
+                progress=update,
+            )
     result = target.stamp(result, unavailable=args.unavailable)
     print_warnings(result.warnings)
     if ".json" in files:
@@ -129,14 +188,18 @@ def _print_robustness(r: RobustnessResult) -> None:
     t.add_row("perturbed", ", ".join(r.perturbed))
     t.add_row("nominal", f"{r.nominal:.6g}")
     reading = "the property read as a failure" if r.worst_is == "max" else "the property read as a goal"
-    t.add_row(f"worst (P{r.worst_is}: {reading}; --worst {'min' if r.worst_is == 'max' else 'max'} for the other)",
-              styled(f"{r.worst:.6g}", "bold red"))
+    t.add_row(
+        f"worst (P{r.worst_is}: {reading}; --worst {'min' if r.worst_is == 'max' else 'max'} for the other)",
+        styled(f"{r.worst:.6g}", "bold red"),
+    )
     t.add_row(f"best (P{'min' if r.worst_is == 'max' else 'max'})", styled(f"{r.best:.6g}", "bold green"))
     t.add_row("FGSM attack", "—" if r.attack is None else f"{r.attack:.6g}")
     t.add_row("argmax changes", f"{r.changed_states:,} of {r.decision_states:,} decision states")
     t.add_row("adversarial MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions")
-    t.add_row("policy queries", f"{r.observations:,} distinct observations "
-                                f"({r.decision_states:,} states x {r.perturbations_per_state} perturbations)")
+    t.add_row(
+        "policy queries",
+        f"{r.observations:,} distinct observations ({r.decision_states:,} states x {r.perturbations_per_state} perturbations)",
+    )
     for p in r.worst_perturbations[:5]:
         state = ", ".join(f"{k}={v}" for k, v in p["state"].items())
         shown = ", ".join(f"{k}={v}" for k, v in p["observed"].items())

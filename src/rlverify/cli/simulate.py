@@ -33,38 +33,67 @@ def register(sub: Any) -> argparse.ArgumentParser:
     from rlverify.statistical.properties import SUPPORTED_FORMS
     from rlverify.statistical.verify import METHODS
 
-    p = sub.add_parser("simulate", help="statistical verification: simulate the policy in lockstep (DSMC)",
-                       description="Estimate the probability of a path property under a policy by simulating many "
-                                   "runs in lockstep, with a statistical guarantee.")
-    add_target(p, kinds="PRISM/JANI file, a benchmark id (PRISM, Racetrack, continuous), gym:ID, or a continuous "
-                        "system FILE.py:NAME")
+    p = sub.add_parser(
+        "simulate",
+        help="statistical verification: simulate the policy in lockstep (DSMC)",
+        description="Estimate the probability of a path property under a policy by simulating many "
+        "runs in lockstep, with a statistical guarantee.",
+    )
+    add_target(
+        p, kinds="PRISM/JANI file, a benchmark id (PRISM, Racetrack, continuous), gym:ID, or a continuous system FILE.py:NAME"
+    )
     add_env_kwargs(p)
-    add_property(p, required=False, forms=SUPPORTED_FORMS + '; a continuous system: default unsafe, P=? [F<=k '
-                                                             '"unsafe"] with k its horizon, from a uniformly random '
-                                                             'start state in its initial region')
+    add_property(
+        p,
+        required=False,
+        forms=SUPPORTED_FORMS + "; a continuous system: default unsafe, P=? [F<=k "
+        '"unsafe"] with k its horizon, from a uniformly random '
+        "start state in its initial region",
+    )
     add_policy(p)
-    p.add_argument("--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2; "
-                                               "the same as -c noise=...)")
+    p.add_argument(
+        "--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2; the same as -c noise=...)"
+    )
     p.add_argument("--epsilon", type=float, default=0.01, help="half-width of the interval (default 0.01)")
     p.add_argument("--delta", type=float, default=0.05, help="error probability; confidence 1-delta (default 0.05)")
-    p.add_argument("--method", choices=METHODS, default=None,
-                   help="okamoto (default), adaptive, clopper-pearson, wilson, or sprt (implied by --sprt)")
-    p.add_argument("--runs", type=whole_number, help="a fixed number of runs for clopper-pearson (the default with --runs) "
-                                                      "or wilson (a whole number; 1e6 is read as 1000000)")
-    p.add_argument("--max-states", type=int, default=2_000_000,
-                   help="refuse to build a PRISM/JANI model with more states (default 2000000; the model is built "
-                        "explicitly before it is simulated)")
-    p.add_argument("--run-limit", type=whole_number, default=100_000_000,
-                   help="refuse to plan more runs than this (default 100000000): the guard on --runs and on the "
-                        "runs --epsilon/--delta need")
+    p.add_argument(
+        "--method",
+        choices=METHODS,
+        default=None,
+        help="okamoto (default), adaptive, clopper-pearson, wilson, or sprt (implied by --sprt)",
+    )
+    p.add_argument(
+        "--runs",
+        type=whole_number,
+        help="a fixed number of runs for clopper-pearson (the default with --runs) "
+        "or wilson (a whole number; 1e6 is read as 1000000)",
+    )
+    p.add_argument(
+        "--max-states",
+        type=int,
+        default=2_000_000,
+        help="refuse to build a PRISM/JANI model with more states (default 2000000; the model is built "
+        "explicitly before it is simulated)",
+    )
+    p.add_argument(
+        "--run-limit",
+        type=whole_number,
+        default=100_000_000,
+        help="refuse to plan more runs than this (default 100000000): the guard on --runs and on the "
+        "runs --epsilon/--delta need",
+    )
     p.add_argument("--sprt", type=float, metavar="THETA", help="test P >= THETA with Wald's SPRT")
     p.add_argument("--indifference", type=float, default=0.01, help="SPRT indifference half-width (default 0.01)")
     p.add_argument("--alpha", type=float, default=0.05, help="SPRT bound on wrongly rejecting P >= THETA")
     p.add_argument("--beta", type=float, default=0.05, help="SPRT bound on wrongly accepting P >= THETA")
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
-    p.add_argument("--mode", choices=("stochastic", "deterministic"), default="stochastic",
-                   help="sample actions from pi (stochastic, default) or take the argmax (deterministic); "
-                        "Q-value policies (DQN) are greedy in both")
+    p.add_argument(
+        "--mode",
+        choices=("stochastic", "deterministic"),
+        default="stochastic",
+        help="sample actions from pi (stochastic, default) or take the argmax (deterministic); "
+        "Q-value policies (DQN) are greedy in both",
+    )
     add_unavailable(p)
     p.add_argument("--batch-size", type=int, default=20_000, help="runs simulated in lockstep (default 20000)")
     add_backend_options(p)
@@ -123,8 +152,11 @@ def run(args: argparse.Namespace) -> int:
         return run_rare(args, target)
     refuse_rare_options(args)
     options = statistical_options(args, backend)
-    result = with_progress("simulating", err_console, lambda progress: verify_statistical(
-        target.model, target.property, target.policy, options, progress=progress))
+    result = with_progress(
+        "simulating",
+        err_console,
+        lambda progress: verify_statistical(target.model, target.property, target.policy, options, progress=progress),
+    )
     result = target.stamp(result, unavailable=args.unavailable)
     if not emit(result.to_json(), result.warnings, args, files, err_console):
         console.print(render(result, args))
@@ -138,14 +170,21 @@ def resolved(args: argparse.Namespace) -> Any:
     from rlverify.models.continuous import unsafe_property
     from rlverify.resolve import resolve, resolve_property
 
-    target = resolve(args.target, constants=constants_with_noise(args.constants, args.noise),
-                     kinds=("prism", "native", "continuous"), command="rlverify simulate", env_kwargs=args.env_kwargs,
-                     **policy_kwargs(args))
+    target = resolve(
+        args.target,
+        constants=constants_with_noise(args.constants, args.noise),
+        kinds=("prism", "native", "continuous"),
+        command="rlverify simulate",
+        env_kwargs=args.env_kwargs,
+        **policy_kwargs(args),
+    )
     if target.kind == "continuous" and args.property in (None, "unsafe"):
         prop = unsafe_property(target.model)
     elif args.property is None:
-        raise OptionError("--property: give the property to estimate, a formula (e.g. 'P=? [F \"goal\"]') or a "
-                          "property name of the benchmark (rlverify benchmarks list)")
+        raise OptionError(
+            "--property: give the property to estimate, a formula (e.g. 'P=? [F \"goal\"]') or a "
+            "property name of the benchmark (rlverify benchmarks list)"
+        )
     else:
         prop = resolve_property(target.benchmark, target.model, target.kind, args.property)
     return dataclasses.replace(target, property=prop)
@@ -163,12 +202,21 @@ def statistical_options(args: argparse.Namespace, backend: Any) -> Any:
     if args.runs is not None and args.method is None and args.sprt is None:
         method = "clopper-pearson"  # a fixed number of runs: the exact interval
     return StatisticalOptions(
-        method=method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, threshold=args.sprt,
-        run_limit=args.run_limit, max_states=args.max_states,
-        indifference=args.indifference, alpha=args.alpha, beta=args.beta,
-        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed,
-                                     batch_size=args.batch_size, unavailable=args.unavailable),
-        backend=backend)
+        method=method,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        runs=args.runs,
+        threshold=args.sprt,
+        run_limit=args.run_limit,
+        max_states=args.max_states,
+        indifference=args.indifference,
+        alpha=args.alpha,
+        beta=args.beta,
+        simulation=SimulationOptions(
+            mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size, unavailable=args.unavailable
+        ),
+        backend=backend,
+    )
 
 
 def render(result: Any, args: argparse.Namespace) -> Table:
@@ -178,26 +226,33 @@ def render(result: Any, args: argparse.Namespace) -> Table:
     table.add_row("model", result.model)
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
     if result.decision is not None or method == "sprt":
-        verdict = {None: "no decision", "H0": f"P >= {result.threshold!r} (accept H0)",
-                   "H1": f"P < {result.threshold!r} (accept H1)"}[result.decision]
+        verdict = {
+            None: "no decision",
+            "H0": f"P >= {result.threshold!r} (accept H0)",
+            "H1": f"P < {result.threshold!r} (accept H1)",
+        }[result.decision]
         table.add_row("SPRT", f"{verdict}; alpha={args.alpha:g}, beta={args.beta:g}, indifference={args.indifference:g}")
     if result.verdict is not None:
         how = "by the SPRT" if method == "sprt" else f"from the interval at {result.confidence:.1%} confidence"
         table.add_row("satisfied", f"{result.verdict} (P {result.comparison} {result.threshold!r}, {how})")
     table.add_row("estimate", f"{result.estimate:.6f}")
     if method == "sprt":
-        table.add_row("interval", f"{shown_interval(result.interval)} (informative only: "
-                                  "Clopper-Pearson after a sequential stop)")
+        table.add_row(
+            "interval", f"{shown_interval(result.interval)} (informative only: Clopper-Pearson after a sequential stop)"
+        )
     else:
-        table.add_row("interval", f"{shown_interval(result.interval)} at {result.confidence:.1%} "
-                                  f"confidence ({result.method})")
+        table.add_row("interval", f"{shown_interval(result.interval)} at {result.confidence:.1%} confidence ({result.method})")
     table.add_row("runs", f"{result.runs:,} ({result.successes:,} satisfied)")
     table.add_row("undecided", f"{result.undecided:,} (after {result.max_steps:,} steps)")
     table.add_row("stalled", f"{result.stalled:,}")
     if result.hopeless:
-        table.add_row("decided by graph analysis", f"{result.hopeless:,} runs reached a state from which no policy "
-                                                   "satisfies the property (counted false at once)")
+        table.add_row(
+            "decided by graph analysis",
+            f"{result.hopeless:,} runs reached a state from which no policy satisfies the property (counted false at once)",
+        )
     table.add_row("seed", str(result.seed))
-    table.add_row("time", f"{result.timings['total']:.2f} s ({result.decisions:,} decisions, "
-                          f"{result.timings['decisions_per_second']:,.0f}/s)")
+    table.add_row(
+        "time",
+        f"{result.timings['total']:.2f} s ({result.decisions:,} decisions, {result.timings['decisions_per_second']:,.0f}/s)",
+    )
     return table

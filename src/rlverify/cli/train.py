@@ -22,15 +22,21 @@ from rlverify.errors import OptionError, TrainCommandError
 ALGORITHMS = {"prism": "ppo", "continuous": "ppo", "native": "dqn"}
 
 
-
 def register(sub: Any) -> None:
     """Add the ``train`` subcommand."""
-    p = sub.add_parser("train", help="train a policy on a benchmark (needs the torch extra)",
-                       description="Train a policy on a registered benchmark and write a self-describing ONNX file "
-                                   "(features, actions, training metadata and seed) that 'rlverify verify' loads.")
+    p = sub.add_parser(
+        "train",
+        help="train a policy on a benchmark (needs the torch extra)",
+        description="Train a policy on a registered benchmark and write a self-describing ONNX file "
+        "(features, actions, training metadata and seed) that 'rlverify verify' loads.",
+    )
     p.add_argument("benchmark", help="benchmark id, e.g. freeway-v1, avoid-v1, acc-v1, racetrack-barto-small-v1")
-    p.add_argument("--algo", choices=("ppo", "dqn"), default=None,
-                   help="training algorithm (default: ppo for PRISM and continuous benchmarks, dqn for Racetrack)")
+    p.add_argument(
+        "--algo",
+        choices=("ppo", "dqn"),
+        default=None,
+        help="training algorithm (default: ppo for PRISM and continuous benchmarks, dqn for Racetrack)",
+    )
     p.add_argument("--steps", type=int, help="environment steps (default: the benchmark's training setup)")
     add_seed(p, "training seed (default 0): the same seed gives the same network")
     p.add_argument("--out", required=True, help="output .onnx file (never replaced without --force)")
@@ -47,9 +53,17 @@ def benchmark_kind(benchmark_id: str) -> str:
     return spec(benchmark_id).kind
 
 
-def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = None, steps: int | None = None,
-                    seed: int = 0, hidden: str | tuple[int, ...] | None = None,
-                    params: Mapping[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
+def train_benchmark(
+    benchmark_id: str,
+    *,
+    out: str | Path,
+    algo: str | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    hidden: str | tuple[int, ...] | None = None,
+    params: Mapping[str, Any] | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
     """Train ``benchmark_id`` with its trainer and write ``out`` (atomically; an existing file only with ``force``);
     returns a summary (path, sizes, final figures).
 
@@ -77,29 +91,45 @@ def train_benchmark(benchmark_id: str, *, out: str | Path, algo: str | None = No
     if kind == "prism":
         from rlverify.training.discrete import train_discrete
 
-        rep = train_discrete(benchmark_id, params=params or None, steps=steps, seed=seed, hidden=hidden_t, out=out,
-                             force=force)
-        return {"path": str(rep.path), "benchmark": benchmark_id, "algorithm": "ppo", "network": list(rep.mlp.sizes),
-                "steps": rep.steps, "final_mean_return": rep.final_mean_return,
-                "final_success_rate": rep.final_success_rate, "seconds": round(rep.seconds, 1)}
+        rep = train_discrete(
+            benchmark_id, params=params or None, steps=steps, seed=seed, hidden=hidden_t, out=out, force=force
+        )
+        return {
+            "path": str(rep.path),
+            "benchmark": benchmark_id,
+            "algorithm": "ppo",
+            "network": list(rep.mlp.sizes),
+            "steps": rep.steps,
+            "final_mean_return": rep.final_mean_return,
+            "final_success_rate": rep.final_success_rate,
+            "seconds": round(rep.seconds, 1),
+        }
     if kind == "continuous":
         train_continuous = _trainer("rlverify.training.continuous", "train_continuous")
         if params:
-            raise TrainCommandError(f"{benchmark_id}: the continuous trainer takes no parameters (-c {_show(params)}); "
-                                    "its training setup is fixed in rlverify.training.continuous.SETUPS")
-        path, mlp, stats = train_continuous(benchmark_id, seed=seed, total_steps=steps, out=out, hidden=hidden_t,
-                                            force=force)
-        return {"path": str(path), "benchmark": benchmark_id, "algorithm": "ppo", "network": list(mlp.sizes),
-                "steps": stats.get("steps"), "final_mean_return": stats.get("final_mean_return"),
-                "seconds": stats.get("seconds")}
+            raise TrainCommandError(
+                f"{benchmark_id}: the continuous trainer takes no parameters (-c {_show(params)}); "
+                "its training setup is fixed in rlverify.training.continuous.SETUPS"
+            )
+        path, mlp, stats = train_continuous(benchmark_id, seed=seed, total_steps=steps, out=out, hidden=hidden_t, force=force)
+        return {
+            "path": str(path),
+            "benchmark": benchmark_id,
+            "algorithm": "ppo",
+            "network": list(mlp.sizes),
+            "steps": stats.get("steps"),
+            "final_mean_return": stats.get("final_mean_return"),
+            "seconds": stats.get("seconds"),
+        }
     train_racetrack = _trainer("rlverify.training.dqn", "train_racetrack")
     if hidden_t is not None:
         raise TrainCommandError(f"{benchmark_id}: the Racetrack DQN has the DSMC paper's fixed 2x64 network; drop --hidden")
     unknown = [k for k in params if k != "noise"]
     if unknown:
         raise TrainCommandError(f"{benchmark_id}: unknown parameter '{unknown[0]}'; Racetrack training takes -c noise=P")
-    path = train_racetrack(benchmark_id, out, seed=seed, steps=steps,
-                           noise=float(params["noise"]) if "noise" in params else None, force=force)
+    path = train_racetrack(
+        benchmark_id, out, seed=seed, steps=steps, noise=float(params["noise"]) if "noise" in params else None, force=force
+    )
     return {"path": str(path), "benchmark": benchmark_id, "algorithm": "dqn"}
 
 
@@ -109,8 +139,9 @@ def _trainer(module: str, name: str) -> Any:
         mod = importlib.import_module(module)
     except ImportError as exc:
         if exc.name == module:
-            raise TrainCommandError(f"the trainer module {module} is not available in this installation "
-                                    f"(it provides {name}); update rlverify") from None
+            raise TrainCommandError(
+                f"the trainer module {module} is not available in this installation (it provides {name}); update rlverify"
+            ) from None
         raise
     fn = getattr(mod, name, None)
     if fn is None:
@@ -132,12 +163,22 @@ def run(args: argparse.Namespace) -> int:
     check_target(args.out, force=args.force, what="--out")  # before the training (and again when writing)
     target = resolve(args.benchmark, constants=args.constants, needs_policy=False)  # the one way to read a target
     if target.benchmark is None:
-        raise TrainCommandError(f"{args.benchmark}: 'rlverify train' trains on a registered benchmark (see 'rlverify "
-                                "benchmarks list'); for your own model use rlverify.gym.MDPEnv.from_model")
+        raise TrainCommandError(
+            f"{args.benchmark}: 'rlverify train' trains on a registered benchmark (see 'rlverify "
+            "benchmarks list'); for your own model use rlverify.gym.MDPEnv.from_model"
+        )
     params = parse_parameters(args.constants)  # only the parameters given (trainers refuse what they cannot vary)
     with status(f"training {args.benchmark}"):
-        summary = train_benchmark(args.benchmark, out=args.out, algo=args.algo, steps=args.steps, seed=args.seed,
-                                  hidden=args.hidden, params=params, force=args.force)
+        summary = train_benchmark(
+            args.benchmark,
+            out=args.out,
+            algo=args.algo,
+            steps=args.steps,
+            seed=args.seed,
+            hidden=args.hidden,
+            params=params,
+            force=args.force,
+        )
     parts = [f"saved {summary['path']}"]
     if "network" in summary:
         parts.append(f"network {'-'.join(str(n) for n in summary['network'])}")

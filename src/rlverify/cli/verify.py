@@ -32,41 +32,76 @@ from rlverify.results import ExactResult, FailurePaths
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("verify", help="exact verification of a policy with Storm",
-                       description="Build the Markov chain the policy induces on an MDP and check a PCTL property with Storm.")
+    p = sub.add_parser(
+        "verify",
+        help="exact verification of a policy with Storm",
+        description="Build the Markov chain the policy induces on an MDP and check a PCTL property with Storm.",
+    )
     add_target(p)
     add_env_kwargs(p)
     add_property(p)
     add_policy(p, default_note="default for benchmarks: 'reference'")
-    p.add_argument("--mode", choices=MODES, default="stochastic",
-                   help="stochastic: all actions with pi>0 (default); deterministic: argmax only; "
-                        "monolithic: Pmin/Pmax without policy")
-    p.add_argument("--strategy", choices=STRATEGIES, default="auto",
-                   help="merged (default for PRISM: explore the policy's chain, never the MDP), "
-                        "full (Storm builds the MDP), onthefly")
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="stochastic",
+        help="stochastic: all actions with pi>0 (default); deterministic: argmax only; monolithic: Pmin/Pmax without policy",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="auto",
+        help="merged (default for PRISM: explore the policy's chain, never the MDP), full (Storm builds the MDP), onthefly",
+    )
     add_unavailable(p)
-    p.add_argument("--numerics", choices=NUMERICS, default="sound",
-                   help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), "
-                        "fast (unsound value iteration)")
+    p.add_argument(
+        "--numerics",
+        choices=NUMERICS,
+        default="sound",
+        help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), fast (unsound value iteration)",
+    )
     p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
-    p.add_argument("--max-states", type=int, default=2_000_000,
-                   help="refuse models (with --strategy merged: policy-reachable states) with more states (default 2M)")
-    p.add_argument("--max-memory", metavar="SIZE",
-                   help="stop when resident memory would exceed SIZE (e.g. 8G, 500M; default: 80%% of this machine's "
-                        "memory): --strategy full refuses a phase before it starts from its estimate; merged checks "
-                        "after every batch")
-    p.add_argument("--max-work", type=float, default=MAX_WORK, metavar="N",
-                   help="budget of a step-bounded property (F<=k, U<=k, C<=k) in multiply-adds, steps x transitions "
-                        f"(default {MAX_WORK:.0e}, tens of seconds): reachability stops early at a fixed point or "
-                        "within --precision of the unbounded value, else is refused with the figures")
-    p.add_argument("--explain", type=int, metavar="K",
-                   help="also list the K most probable paths from the initial state to the target (P=? [F phi], "
-                        "F<=k, U, U<=k): each path's probability, states, and the policy's distribution and actions per step")
-    p.add_argument("--explain-map", metavar="X,Y[,X2,Y2...]",
-                   help="integer variables to draw the --explain paths on (--out paths.png; default: x,y when the "
-                        "model has them); further pairs (an obstacle's coordinates) are drawn dashed")
-    add_outputs(p, kinds=".csv/.npz (every state's value with its valuation), .json (the result), "
-                         ".png (the --explain paths drawn on the X,Y grid)", seed=False)
+    p.add_argument(
+        "--max-states",
+        type=int,
+        default=2_000_000,
+        help="refuse models (with --strategy merged: policy-reachable states) with more states (default 2M)",
+    )
+    p.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="stop when resident memory would exceed SIZE (e.g. 8G, 500M; default: 80%% of this machine's "
+        "memory): --strategy full refuses a phase before it starts from its estimate; merged checks "
+        "after every batch",
+    )
+    p.add_argument(
+        "--max-work",
+        type=float,
+        default=MAX_WORK,
+        metavar="N",
+        help="budget of a step-bounded property (F<=k, U<=k, C<=k) in multiply-adds, steps x transitions "
+        f"(default {MAX_WORK:.0e}, tens of seconds): reachability stops early at a fixed point or "
+        "within --precision of the unbounded value, else is refused with the figures",
+    )
+    p.add_argument(
+        "--explain",
+        type=int,
+        metavar="K",
+        help="also list the K most probable paths from the initial state to the target (P=? [F phi], "
+        "F<=k, U, U<=k): each path's probability, states, and the policy's distribution and actions per step",
+    )
+    p.add_argument(
+        "--explain-map",
+        metavar="X,Y[,X2,Y2...]",
+        help="integer variables to draw the --explain paths on (--out paths.png; default: x,y when the "
+        "model has them); further pairs (an obstacle's coordinates) are drawn dashed",
+    )
+    add_outputs(
+        p,
+        kinds=".csv/.npz (every state's value with its valuation), .json (the result), "
+        ".png (the --explain paths drawn on the X,Y grid)",
+        seed=False,
+    )
     p.add_argument("--all-states", dest="out", action="append", help=argparse.SUPPRESS)  # the former spelling of --out
     p.set_defaults(run=run)
     return p
@@ -89,9 +124,16 @@ def run(args: argparse.Namespace) -> int:
 
     files = outputs(args, (".csv", ".npz", ".json", ".png"))
     _check_explain_options(args, files)
-    target = resolve(args.target, constants=args.constants, property=args.property,
-                     needs_policy=args.mode != "monolithic", kinds=("prism",), command="rlverify verify",
-                     env_kwargs=args.env_kwargs, **policy_kwargs(args))
+    target = resolve(
+        args.target,
+        constants=args.constants,
+        property=args.property,
+        needs_policy=args.mode != "monolithic",
+        kinds=("prism",),
+        command="rlverify verify",
+        env_kwargs=args.env_kwargs,
+        **policy_kwargs(args),
+    )
     prop = target.property
     assert prop is not None  # asked for: resolve parsed it
     grid = None
@@ -101,11 +143,17 @@ def run(args: argparse.Namespace) -> int:
         check_explainable(prop)
         if ".png" in files:
             grid = map_variables(target.model.variables, args.explain_map)
-    options = ExactOptions(mode=args.mode, strategy=args.strategy, unavailable=args.unavailable, numerics=args.numerics,
-                           precision=args.precision, max_states=args.max_states,
-                           max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
-                           max_work=_max_work(args.max_work),
-                           all_states=".csv" in files or ".npz" in files)
+    options = ExactOptions(
+        mode=args.mode,
+        strategy=args.strategy,
+        unavailable=args.unavailable,
+        numerics=args.numerics,
+        precision=args.precision,
+        max_states=args.max_states,
+        max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
+        max_work=_max_work(args.max_work),
+        all_states=".csv" in files or ".npz" in files,
+    )
     # progress goes to stderr, so that --json output on stdout stays clean
     with status("verifying") as update:
         chain = None
@@ -119,8 +167,9 @@ def run(args: argparse.Namespace) -> int:
 
         assert target.policy is not None
         with status("explaining") as update:
-            explanation = explain_paths(target.model, prop, target.policy, args.explain, options, chain=chain,
-                                        value=result.value, progress=update)
+            explanation = explain_paths(
+                target.model, prop, target.policy, args.explain, options, chain=chain, value=result.value, progress=update
+            )
         result = dataclasses.replace(result, explanation=explanation)
         if grid is not None:
             plot_paths(explanation, files[".png"], grid, force=args.force)
@@ -160,8 +209,10 @@ def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> 
         return
     check_count(args.explain)
     if args.mode == "monolithic":
-        raise OptionError("--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over all "
-                          "schedulers); use --mode stochastic or deterministic")
+        raise OptionError(
+            "--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over all "
+            "schedulers); use --mode stochastic or deterministic"
+        )
     if args.explain_map is not None and ".png" not in files:
         raise OptionError("--explain-map: add --out FILE.png to draw the paths")
 
@@ -170,9 +221,13 @@ def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
     """The most probable paths as one table each: state, the policy's distribution, the actions taken, p(step)."""
     share = f" = {100 * e.share:.3g}% of the value {e.value:.6g}" if e.share is not None else " (the value is 0)"
     bound = f" within {e.bound} steps" if e.bound is not None else ""
-    console.print(line(styled(f"{len(e.paths)} most probable paths to the target{bound}", "bold"),
-                       f": together {e.covered:.6g}{share}",
-                       styled(f" (only {len(e.paths)} exist: all listed)", "dim") if e.exhausted else ""))
+    console.print(
+        line(
+            styled(f"{len(e.paths)} most probable paths to the target{bound}", "bold"),
+            f": together {e.covered:.6g}{share}",
+            styled(f" (only {len(e.paths)} exist: all listed)", "dim") if e.exhausted else "",
+        )
+    )
     if e.note:
         warning(e.note)
     for rank, path in enumerate(e.paths, 1):
@@ -196,14 +251,14 @@ def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
                 if sum(1 for _, p in top if p > 0) > max_actions:
                     policy += ", …"
             ranked = sorted(step.actions, key=lambda a: -a.probability)
-            taken: str | Text = " + ".join(f"{a.action or a.choice} {a.weight:.3g}x{a.transition:.3g}"
-                                           for a in ranked[:max_actions])
+            taken: str | Text = " + ".join(
+                f"{a.action or a.choice} {a.weight:.3g}x{a.transition:.3g}" for a in ranked[:max_actions]
+            )
             if len(ranked) > max_actions:
                 taken += " + …"
             if step.probability is None:
                 taken = styled("target", "bold red")
-            t.add_row(str(i), state, policy, taken,
-                      "" if step.probability is None else f"{step.probability:.4g}")
+            t.add_row(str(i), state, policy, taken, "" if step.probability is None else f"{step.probability:.4g}")
         console.print(t)
 
 
@@ -226,19 +281,28 @@ def print_result(r: ExactResult) -> None:
     if r.satisfied is not None:
         t.add_row("satisfied", "yes" if r.satisfied else "no")
     elif parse_structure(r.property).comparison is not None:
-        t.add_row("satisfied", line(styled("undecided", "yellow"),
-                                    " (the certified bracket contains the threshold: see the warning)"))
-    guarantee = {"sound": f"sound (relative precision {r.precision:g})",
-                 "direct": "direct (no convergence heuristic; not guaranteed exact)",
-                 "unsound": "UNSOUND value iteration (convergence heuristic)"}[r.guarantee]
+        t.add_row(
+            "satisfied",
+            line(styled("undecided", "yellow"), " (the certified bracket contains the threshold: see the warning)"),
+        )
+    guarantee = {
+        "sound": f"sound (relative precision {r.precision:g})",
+        "direct": "direct (no convergence heuristic; not guaranteed exact)",
+        "unsound": "UNSOUND value iteration (convergence heuristic)",
+    }[r.guarantee]
     t.add_row("numerics", f"{guarantee}: {r.method}" if r.method else guarantee)
     if r.precision_note:
         t.add_row("precision", r.precision_note)
     t.add_row("chain" if r.mode != "monolithic" else "MDP", f"{r.states:,} states, {r.transitions:,} transitions")
     t.add_row("strategy", r.strategy)
     if r.mode != "monolithic":
-        t.add_row("stalled", line(f"{r.stalled_probability:.6g}", styled("  (policy uses unavailable actions)", "yellow")
-                                  if r.stalled_probability > 0 else ""))
+        t.add_row(
+            "stalled",
+            line(
+                f"{r.stalled_probability:.6g}",
+                styled("  (policy uses unavailable actions)", "yellow") if r.stalled_probability > 0 else "",
+            ),
+        )
     t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
     console.print(t)
 
@@ -254,15 +318,19 @@ def _write_states(path: Path, r: ExactResult, *, suffix: str, force: bool) -> No
     else:
         columns, values = ["value"], [r.state_values]
     if suffix == ".npz":
-        arrays: dict[str, Any] = {"valuations": valuations, "variables": np.array(r.variables),
-                                  **dict(zip(["values"] if len(values) == 1 else columns, values, strict=True))}
+        arrays: dict[str, Any] = {
+            "valuations": valuations,
+            "variables": np.array(r.variables),
+            **dict(zip(["values"] if len(values) == 1 else columns, values, strict=True)),
+        }
         write_bytes(path, lambda f: np.savez_compressed(f, **arrays), force=force, what="--out")
     else:
         header = ",".join(list(r.variables) + columns)
         data = np.column_stack([valuations.astype(np.float64), *values])
         fmt = ["%d"] * len(r.variables) + ["%.17g"] * len(values)
-        write_bytes(path, lambda f: np.savetxt(f, data, delimiter=",", header=header, comments="", fmt=fmt),
-                    force=force, what="--out")
+        write_bytes(
+            path, lambda f: np.savetxt(f, data, delimiter=",", header=header, comments="", fmt=fmt), force=force, what="--out"
+        )
 
 
 def shown_policy(name: str | None) -> str:

@@ -16,7 +16,25 @@ from rlverify.exact.options import ExactOptions
 from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
 from rlverify.exact.verify import verify_exact
 
-__all__ = ["EXPLAINED_FORMS", "STALLED_LABEL", "ExactOptions", "FullMDP", "MapOptions", "ModelErrorOptions",
-           "PolicyChain", "RobustnessOptions", "explain_paths", "full_mdp", "induce", "induced_chain",
-           "model_error_bounds", "most_probable_paths", "optimum", "plot_paths", "policy_chain", "risk_map",
-           "robustness", "verify_exact"]
+__all__ = [
+    "EXPLAINED_FORMS",
+    "STALLED_LABEL",
+    "ExactOptions",
+    "FullMDP",
+    "MapOptions",
+    "ModelErrorOptions",
+    "PolicyChain",
+    "RobustnessOptions",
+    "explain_paths",
+    "full_mdp",
+    "induce",
+    "induced_chain",
+    "model_error_bounds",
+    "most_probable_paths",
+    "optimum",
+    "plot_paths",
+    "policy_chain",
+    "risk_map",
+    "robustness",
+    "verify_exact",
+]

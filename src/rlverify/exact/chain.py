@@ -38,8 +38,10 @@ from rlverify.policies.check import check_policy
 log = logging.getLogger(__name__)
 
 #: what makes a chain or an MDP smaller (the advice of an out-of-memory error)
-SHRINK = ("verify a smaller model (constants), lower --max-states, use --mode deterministic (fewer transitions), or "
-          "set --max-memory below the machine's memory so that phases are refused from their estimates before they start")
+SHRINK = (
+    "verify a smaller model (constants), lower --max-states, use --mode deterministic (fewer transitions), or "
+    "set --max-memory below the machine's memory so that phases are refused from their estimates before they start"
+)
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,16 @@ class PolicyChain:
     weights: ChoiceWeights | None = None
 
 
-def policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions | None = None, *,
-                 mdp: FullMDP | None = None, keep_mdp: bool = False, progress: Progress | None = None) -> PolicyChain:
+def policy_chain(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions | None = None,
+    *,
+    mdp: FullMDP | None = None,
+    keep_mdp: bool = False,
+    progress: Progress | None = None,
+) -> PolicyChain:
     """The chain ``policy`` induces on ``model`` for ``prop``, built once by ``options.strategy``.
 
     Args:
@@ -126,8 +136,10 @@ def policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options: 
     try:
         options.validate()
         if options.mode == "monolithic":
-            raise OptionError("a policy's chain needs --mode stochastic or deterministic (monolithic mode has no "
-                              "policy: Pmin/Pmax range over all schedulers)")
+            raise OptionError(
+                "a policy's chain needs --mode stochastic or deterministic (monolithic mode has no "
+                "policy: Pmin/Pmax range over all schedulers)"
+            )
         if policy is None:
             raise PolicyError(f"mode '{options.mode}' needs a policy (--policy); use --mode monolithic for Pmin/Pmax")
         check_policy(policy, model)
@@ -137,22 +149,41 @@ def policy_chain(model: SymbolicModel, prop: Property, policy: Policy, options: 
         raise out_of_memory("exact verification", SHRINK) from None
 
 
-def chain_for(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions,
-              chain: PolicyChain | None = None, *, mdp: FullMDP | None = None, keep_mdp: bool = False,
-              progress: Progress | None = None) -> PolicyChain:
+def chain_for(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions,
+    chain: PolicyChain | None = None,
+    *,
+    mdp: FullMDP | None = None,
+    keep_mdp: bool = False,
+    progress: Progress | None = None,
+) -> PolicyChain:
     """``chain`` when given (refused unless it was built for ``prop`` in ``options``' mode), else :func:`policy_chain`."""
     if chain is None:
         return policy_chain(model, prop, policy, options, mdp=mdp, keep_mdp=keep_mdp, progress=progress)
-    for what, built, asked in (("property", chain.property, prop.text), ("mode", chain.mode, options.mode),
-                               ("unavailable", chain.unavailable, options.unavailable)):
+    for what, built, asked in (
+        ("property", chain.property, prop.text),
+        ("mode", chain.mode, options.mode),
+        ("unavailable", chain.unavailable, options.unavailable),
+    ):
         if built != asked:
-            raise OptionError(f"the policy's chain given was built for {what} '{built}', not '{asked}': build it "
-                              "with policy_chain(...) for this property and these options")
+            raise OptionError(
+                f"the policy's chain given was built for {what} '{built}', not '{asked}': build it "
+                "with policy_chain(...) for this property and these options"
+            )
     return chain
 
 
-def full_mdp(model: SymbolicModel, prop: Property, options: ExactOptions | None = None, *,
-             policy: Policy | None = None, progress: Progress | None = None) -> FullMDP:
+def full_mdp(
+    model: SymbolicModel,
+    prop: Property,
+    options: ExactOptions | None = None,
+    *,
+    policy: Policy | None = None,
+    progress: Progress | None = None,
+) -> FullMDP:
     """The property-directed MDP of ``model`` for ``prop``, built by Storm once (``options.max_states``,
     ``options.max_memory``; None: the defaults); with ``policy``, its choices are named by command where the policy
     names them so."""
@@ -160,15 +191,27 @@ def full_mdp(model: SymbolicModel, prop: Property, options: ExactOptions | None 
     (progress or (lambda msg: None))("building the full MDP")
     t = time.perf_counter()
     try:
-        explicit, storm = build_explicit(model, [prop], max_states=options.max_states, max_memory=options.max_memory,
-                                         command_names=True if policy is not None and names_commands(policy) else None)
+        explicit, storm = build_explicit(
+            model,
+            [prop],
+            max_states=options.max_states,
+            max_memory=options.max_memory,
+            command_names=True if policy is not None and names_commands(policy) else None,
+        )
     except MemoryError:
         raise out_of_memory("building the full MDP", SHRINK) from None
     return FullMDP(mdp=explicit, storm=storm, property=prop.text, seconds=time.perf_counter() - t)
 
 
-def mdp_for(model: SymbolicModel, prop: Property, options: ExactOptions, mdp: FullMDP | None = None, *,
-            policy: Policy | None = None, progress: Progress | None = None) -> FullMDP:
+def mdp_for(
+    model: SymbolicModel,
+    prop: Property,
+    options: ExactOptions,
+    mdp: FullMDP | None = None,
+    *,
+    policy: Policy | None = None,
+    progress: Progress | None = None,
+) -> FullMDP:
     """``mdp`` when given (refused unless it was built for ``prop``, with command names if ``policy`` uses them),
     else :func:`full_mdp`."""
     if mdp is None:
@@ -176,8 +219,10 @@ def mdp_for(model: SymbolicModel, prop: Property, options: ExactOptions, mdp: Fu
     if mdp.property != prop.text:
         raise OptionError(f"the full MDP given was built for property '{mdp.property}', not '{prop.text}'")
     if policy is not None and names_commands(policy) and mdp.mdp.choice_commands is None:
-        raise OptionError("the full MDP given was built without command names, which the policy uses: build it with "
-                          "full_mdp(..., policy=policy)")
+        raise OptionError(
+            "the full MDP given was built without command names, which the policy uses: build it with "
+            "full_mdp(..., policy=policy)"
+        )
     return mdp
 
 
@@ -200,8 +245,9 @@ def names_commands(policy: Policy) -> bool:
     return any(is_command_name(a) for a in policy.actions)
 
 
-def induce(mdp: ExplicitModel, policy: Policy, *, mode: str = "stochastic",
-           unavailable: str = "stall") -> tuple[ExplicitModel, np.ndarray]:
+def induce(
+    mdp: ExplicitModel, policy: Policy, *, mode: str = "stochastic", unavailable: str = "stall"
+) -> tuple[ExplicitModel, np.ndarray]:
     """The reachable chain ``policy`` induces on an explicit MDP (policy evaluated in one batch), and each chain
     state's MDP state (``(n,)`` int64; -1: the ``stalled`` sink)."""
     cw, _, _ = weigh(mdp, policy, mode=mode, unavailable=unavailable, defer=True)
@@ -218,20 +264,24 @@ def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:
         return prop
     text = excluding_label(prop, STALLED_LABEL)
     if text is None:
-        raise PropertyError(f"property '{prop.text}': the policy's mass stalls (unavailable actions), and rlverify "
-                            "cannot make the stalled runs satisfy no state formula of this form; use P=? with F, G, "
-                            "X, U or W, or --unavailable renormalize")
+        raise PropertyError(
+            f"property '{prop.text}': the policy's mass stalls (unavailable actions), and rlverify "
+            "cannot make the stalled runs satisfy no state formula of this form; use P=? with F, G, "
+            "X, U or W, or --unavailable renormalize"
+        )
     import stormpy
 
     try:
         return stormpy.parse_properties(text, model.program)[0]
     except RuntimeError as exc:
-        raise PropertyError(f"property '{prop.text}': on the policy's chain it reads '{text}', which Storm refuses: "
-                            f"{storm_message(exc)}") from None
+        raise PropertyError(
+            f"property '{prop.text}': on the policy's chain it reads '{text}', which Storm refuses: {storm_message(exc)}"
+        ) from None
 
 
-def states_of(known: np.ndarray, known_variables: tuple[str, ...], valuations: np.ndarray,
-              variables: tuple[str, ...]) -> np.ndarray:
+def states_of(
+    known: np.ndarray, known_variables: tuple[str, ...], valuations: np.ndarray, variables: tuple[str, ...]
+) -> np.ndarray:
     """``(P,)`` int64: the row of ``known`` ``(N, V)`` (an MDP's valuations, columns ``known_variables``) with each row
     of ``valuations`` ``(P, V)`` (columns ``variables``).
 
@@ -258,8 +308,15 @@ def states_of(known: np.ndarray, known_variables: tuple[str, ...], valuations: n
 # building
 
 
-def _build(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, mdp: FullMDP | None,
-           keep_mdp: bool, say: Progress) -> PolicyChain:
+def _build(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions,
+    mdp: FullMDP | None,
+    keep_mdp: bool,
+    say: Progress,
+) -> PolicyChain:
     """The chain by the strategy ``options`` ask for (``merged`` falling back to ``full`` under ``auto``)."""
     strategy = choose_strategy(model, options)
     declined = None
@@ -271,16 +328,25 @@ def _build(model: SymbolicModel, prop: Property, policy: Policy, options: ExactO
     return _induced(model, prop, policy, options, strategy, declined, mdp, keep_mdp, say)
 
 
-def _merged(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions,
-            say: Progress) -> tuple[PolicyChain | None, str | None]:
+def _merged(
+    model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, say: Progress
+) -> tuple[PolicyChain | None, str | None]:
     """The chain by ``merged``, or None and why it does not apply (refused when ``merged`` was asked for by name)."""
     reason = "a reward-bounded property needs Storm's reward models" if is_reward_bounded(prop.storm_formula()) else None
     if reason is None:
         say("exploring the policy's chain (merging its actions as the states are explored)")
         t = time.perf_counter()
         try:
-            built = merged_chain(model, prop, policy, mode=options.mode, unavailable=options.unavailable,
-                                 max_states=options.max_states, max_memory=options.max_memory, progress=say)
+            built = merged_chain(
+                model,
+                prop,
+                policy,
+                mode=options.mode,
+                unavailable=options.unavailable,
+                max_states=options.max_states,
+                max_memory=options.max_memory,
+                progress=say,
+            )
         except Unsupported as exc:
             reason = str(exc)
         else:
@@ -296,13 +362,32 @@ def _from_merged(built: MergedChain, prop: Property, options: ExactOptions, seco
     if STALLED_LABEL in built.chain.labels:
         origin[-1] = -1
     timings = {"policy": built.policy_seconds, "build": seconds - built.policy_seconds, "induce": 0.0}
-    return PolicyChain(chain=built.chain, origin=origin, strategy="merged", property=prop.text, mode=options.mode,
-                       unavailable=options.unavailable, decision_states=built.decision_states, untaken=built.untaken,
-                       start_note=built.start_note, mdp_branches=built.mdp_branches, timings=timings)
+    return PolicyChain(
+        chain=built.chain,
+        origin=origin,
+        strategy="merged",
+        property=prop.text,
+        mode=options.mode,
+        unavailable=options.unavailable,
+        decision_states=built.decision_states,
+        untaken=built.untaken,
+        start_note=built.start_note,
+        mdp_branches=built.mdp_branches,
+        timings=timings,
+    )
 
 
-def _induced(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, strategy: str,
-             declined: str | None, given: FullMDP | None, keep_mdp: bool, say: Progress) -> PolicyChain:
+def _induced(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions,
+    strategy: str,
+    declined: str | None,
+    given: FullMDP | None,
+    keep_mdp: bool,
+    say: Progress,
+) -> PolicyChain:
     """The chain induced on an explicit MDP: ``given`` (``full``), or one Storm builds here (whole, or masked by the
     policy: ``onthefly``), kept in the result when it was given or ``keep_mdp`` asks for it."""
     timings: dict[str, float] = {}
@@ -322,17 +407,31 @@ def _induced(model: SymbolicModel, prop: Property, policy: Policy, options: Exac
             mask = explorer.mask()
         # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
         # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
-        mdp = build_explicit(model, [prop], max_states=options.max_states, mask=mask,
-                             command_names=True if names_commands(policy) else None, keep_storm=False,
-                             max_memory=options.max_memory, memory_estimates=estimates)[0]
+        mdp = build_explicit(
+            model,
+            [prop],
+            max_states=options.max_states,
+            mask=mask,
+            command_names=True if names_commands(policy) else None,
+            keep_storm=False,
+            max_memory=options.max_memory,
+            memory_estimates=estimates,
+        )[0]
     timings["build"] = time.perf_counter() - t
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
-    memory_guard(options.max_memory, "induce", states=mdp.num_states, transitions=mdp.num_transitions,
-                 what="MDP transitions", estimates=estimates)
+    memory_guard(
+        options.max_memory,
+        "induce",
+        states=mdp.num_states,
+        transitions=mdp.num_transitions,
+        what="MDP transitions",
+        estimates=estimates,
+    )
     all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    cw, table, policy_seconds = weigh(mdp, policy, mode=options.mode, unavailable=options.unavailable,
-                                      all_unavailable=all_unavailable, defer=True)
+    cw, table, policy_seconds = weigh(
+        mdp, policy, mode=options.mode, unavailable=options.unavailable, all_unavailable=all_unavailable, defer=True
+    )
     reward_bounded = is_reward_bounded(prop.storm_formula())
     if reward_bounded and mdp.choice_rewards:
         chain, origin = _split_chain(mdp, cw)
@@ -342,12 +441,25 @@ def _induced(model: SymbolicModel, prop: Property, policy: Policy, options: Exac
     timings["induce"] = time.perf_counter() - t - policy_seconds
     if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
         chain = _state_rewards_only(chain, mdp, origin)
-    return PolicyChain(chain=chain, origin=origin, strategy=strategy, property=prop.text, mode=options.mode,
-                       unavailable=options.unavailable, decision_states=len(cw.decision_states),
-                       untaken=table.untaken(origin[origin >= 0]), start_note=forced_start_message(table, prop.bound),
-                       merged_declined=declined, policy_calls=None if explorer is None else len(explorer.cache),
-                       build_notes=mdp.notes, timings=timings, memory_estimates=estimates,
-                       source=mdp if kept else None, table=table if kept else None, weights=cw if kept else None)
+    return PolicyChain(
+        chain=chain,
+        origin=origin,
+        strategy=strategy,
+        property=prop.text,
+        mode=options.mode,
+        unavailable=options.unavailable,
+        decision_states=len(cw.decision_states),
+        untaken=table.untaken(origin[origin >= 0]),
+        start_note=forced_start_message(table, prop.bound),
+        merged_declined=declined,
+        policy_calls=None if explorer is None else len(explorer.cache),
+        build_notes=mdp.notes,
+        timings=timings,
+        memory_estimates=estimates,
+        source=mdp if kept else None,
+        table=table if kept else None,
+        weights=cw if kept else None,
+    )
 
 
 def _state_rewards_only(chain: ExplicitModel, mdp: ExplicitModel, origin: np.ndarray) -> ExplicitModel:
@@ -384,14 +496,24 @@ def _split_chain(mdp: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitModel, 
         rewards[name] = np.r_[state, mdp.choice_rewards.get(name, np.zeros(C))]
     vbytes = None if mdp.valuation_bytes is None else np.vstack([mdp.valuation_bytes, mdp.valuation_bytes[cs]])
     fake = ExplicitModel(
-        model_type="mdp", row_groups=row_groups, transitions=transitions,
+        model_type="mdp",
+        row_groups=row_groups,
+        transitions=transitions,
         choice_actions=np.r_[mdp.choice_actions, np.zeros(C, dtype=np.int32)].astype(np.int32),
-        action_names=mdp.action_names, variables=mdp.variables, valuations=np.vstack([mdp.valuations, mdp.valuations[cs]]),
-        initial_states=mdp.initial_states, labels={k: np.r_[m, m[cs]] for k, m in mdp.labels.items()},
-        label_aliases=dict(mdp.label_aliases), state_rewards=rewards, choice_rewards={}, valuation_bytes=vbytes,
-        valuation_spec=mdp.valuation_spec)
-    weights = ChoiceWeights(weights=np.r_[cw.weights, np.ones(C)], stalled=np.r_[cw.stalled, np.zeros(C)],
-                            decision_states=cw.decision_states)
+        action_names=mdp.action_names,
+        variables=mdp.variables,
+        valuations=np.vstack([mdp.valuations, mdp.valuations[cs]]),
+        initial_states=mdp.initial_states,
+        labels={k: np.r_[m, m[cs]] for k, m in mdp.labels.items()},
+        label_aliases=dict(mdp.label_aliases),
+        state_rewards=rewards,
+        choice_rewards={},
+        valuation_bytes=vbytes,
+        valuation_spec=mdp.valuation_spec,
+    )
+    weights = ChoiceWeights(
+        weights=np.r_[cw.weights, np.ones(C)], stalled=np.r_[cw.stalled, np.zeros(C)], decision_states=cw.decision_states
+    )
     chain, origin = induced_chain(fake, weights)
     origin = np.where(origin >= S, -2, origin)
     return chain, origin
@@ -404,8 +526,7 @@ class _MaskedExploration:
     probability 0), which Storm then treats as deadlocks: their mass is stalled, as with ``full``.
     """
 
-    def __init__(self, model: SymbolicModel, policy: Policy, options: ExactOptions,
-                 progress: Progress | None = None) -> None:
+    def __init__(self, model: SymbolicModel, policy: Policy, options: ExactOptions, progress: Progress | None = None) -> None:
         self.model, self.policy, self.options = model, policy, options
         self.progress = progress
         manager = model.program.expression_manager
@@ -437,8 +558,10 @@ class _MaskedExploration:
 
     def _keep(self, valuation: Any) -> np.ndarray:
         """``(|A|,)`` bool: the actions the policy may take in the state (one policy call per state, cached)."""
-        key = tuple(int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
-                    for v, b in zip(self.variables, self.is_bool, strict=True))
+        key = tuple(
+            int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
+            for v, b in zip(self.variables, self.is_bool, strict=True)
+        )
         keep = self.cache.get(key)
         if keep is None:
             p = np.asarray(self.policy.action_probabilities(np.asarray([key], dtype=np.float64)), dtype=np.float64)[0]
@@ -491,5 +614,17 @@ def available_actions(model: SymbolicModel, valuation: dict[str, int]) -> set[st
     return {a for a, on in enabled.items() if on} | ({""} if unlabelled else set())
 
 
-__all__ = ["FullMDP", "PolicyChain", "available_actions", "chain_for", "choose_strategy", "full_mdp", "induce",
-           "mdp_for", "names_commands", "on_chain", "policy_chain", "states_of"]
+__all__ = [
+    "FullMDP",
+    "PolicyChain",
+    "available_actions",
+    "chain_for",
+    "choose_strategy",
+    "full_mdp",
+    "induce",
+    "mdp_for",
+    "names_commands",
+    "on_chain",
+    "policy_chain",
+    "states_of",
+]

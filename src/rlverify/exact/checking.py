@@ -57,9 +57,25 @@ from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import storm_message
 
-__all__ = ["MAX_WORK", "NUMERICS", "CheckOutcome", "bounded_until", "check", "clipped", "environment",
-           "is_reward_bounded", "quantitative", "ranks", "solved_here", "state_set", "step_bounded_sets",
-           "step_upper_bound", "storm_qualitative", "verdict"]
+__all__ = [
+    "MAX_WORK",
+    "NUMERICS",
+    "CheckOutcome",
+    "bounded_until",
+    "check",
+    "clipped",
+    "environment",
+    "is_reward_bounded",
+    "quantitative",
+    "ranks",
+    "solved_here",
+    "state_set",
+    "step_bounded_sets",
+    "step_upper_bound",
+    "storm_qualitative",
+    "verdict",
+]
+
 
 @dataclass(frozen=True)
 class CheckOutcome:
@@ -103,13 +119,30 @@ def quantitative(prop: Any, *, optimality: str | None = None) -> tuple[Any, floa
     return formula, threshold, comparison
 
 
-_OPERATOR = {"LESS": "<", "LESS_EQUAL": "<=", "GREATER": ">", "GREATER_EQUAL": ">=", "LEQ": "<=", "GEQ": ">=",
-             "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_OPERATOR = {
+    "LESS": "<",
+    "LESS_EQUAL": "<=",
+    "GREATER": ">",
+    "GREATER_EQUAL": ">=",
+    "LEQ": "<=",
+    "GEQ": ">=",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+}
 
 
-def verdict(threshold: float, comparison: str, lower: float | None, upper: float | None, *,
-            zero: bool | None = None, one: bool | None = None,
-            probability: bool = True) -> tuple[bool | None, str | None]:
+def verdict(
+    threshold: float,
+    comparison: str,
+    lower: float | None,
+    upper: float | None,
+    *,
+    zero: bool | None = None,
+    one: bool | None = None,
+    probability: bool = True,
+) -> tuple[bool | None, str | None]:
     """Whether ``true value <comparison> threshold`` holds, decided from what is certain only.
 
     Args:
@@ -133,16 +166,20 @@ def verdict(threshold: float, comparison: str, lower: float | None, upper: float
         if t == 1 and one is not None:  # >= 1 or < 1: is it reached with probability 1
             return one if op == ">=" else (not one), None
     if lower is None or upper is None or math.isnan(lower) or math.isnan(upper):
-        return None, (f"undecided: no certified bracket of the value is known, so whether it is {op} {t:g} cannot be "
-                      "decided (use --numerics sound)")
+        return None, (
+            f"undecided: no certified bracket of the value is known, so whether it is {op} {t:g} cannot be "
+            "decided (use --numerics sound)"
+        )
     holds = {"<": upper < t, "<=": upper <= t, ">": lower > t, ">=": lower >= t}[op]
     fails = {"<": lower >= t, "<=": lower > t, ">": upper <= t, ">=": upper < t}[op]
     if holds:
         return True, None
     if fails:
         return False, None
-    return None, (f"undecided: the true value lies in the certified bracket [{lower:.17g}, {upper:.17g}], which "
-                  f"contains the threshold {t:g}; a smaller --precision (with --numerics sound) may decide it")
+    return None, (
+        f"undecided: the true value lies in the certified bracket [{lower:.17g}, {upper:.17g}], which "
+        f"contains the threshold {t:g}; a smaller --precision (with --numerics sound) may decide it"
+    )
 
 
 def clipped(out: CheckOutcome, *, probability: bool) -> CheckOutcome:
@@ -169,14 +206,26 @@ TINY = 1e-10
 MAX_DIRECT_STATES = 2_000_000
 #: seconds the sound interval-iteration fallback may take before it reports the bracket it reached
 SOUND_BUDGET_SECONDS = 10.0
-_STORM_METHOD = {"sound": "Storm sound value iteration", "direct": "Storm Eigen solver",
-                 "fast": "Storm plain value iteration (heuristic stop)"}
+_STORM_METHOD = {
+    "sound": "Storm sound value iteration",
+    "direct": "Storm Eigen solver",
+    "fast": "Storm plain value iteration (heuristic stop)",
+}
 
 
-def check(storm_model: Any, formula: Any, env: Any, *, matrix: Any = None, numerics: str | None = None,
-          precision: float | None = None, budget: float | None = None,
-          full_model: Callable[[], Any] | None = None, max_work: int | None = MAX_WORK,
-          progress: Callable[[str], None] | None = None) -> CheckOutcome:
+def check(
+    storm_model: Any,
+    formula: Any,
+    env: Any,
+    *,
+    matrix: Any = None,
+    numerics: str | None = None,
+    precision: float | None = None,
+    budget: float | None = None,
+    full_model: Callable[[], Any] | None = None,
+    max_work: int | None = MAX_WORK,
+    progress: Callable[[str], None] | None = None,
+) -> CheckOutcome:
     """Check ``formula`` on ``storm_model``; value at the (single) initial state.
 
     With ``matrix`` (the chain's ``(S, S)`` CSR transition matrix, same state order as the Storm
@@ -196,12 +245,18 @@ def check(storm_model: Any, formula: Any, env: Any, *, matrix: Any = None, numer
     if len(init) != 1:
         raise PropertyError(f"the model has {len(init)} initial states; rlverify reports the value of a single one")
     s = int(init[0])
-    if numerics is not None and matrix is not None and numerics in ("sound", "direct") \
-            and str(storm_model.model_type).endswith("DTMC") and matrix.shape == (storm_model.nr_states,) * 2:
+    if (
+        numerics is not None
+        and matrix is not None
+        and numerics in ("sound", "direct")
+        and str(storm_model.model_type).endswith("DTMC")
+        and matrix.shape == (storm_model.nr_states,) * 2
+    ):
         sets = _until_sets(storm_model, formula)
         if sets is not None:
-            out = _reachability(matrix, sets[0], sets[1], s, numerics, precision or 1e-6,
-                                SOUND_BUDGET_SECONDS if budget is None else budget)
+            out = _reachability(
+                matrix, sets[0], sets[1], s, numerics, precision or 1e-6, SOUND_BUDGET_SECONDS if budget is None else budget
+            )
             if out is not None:
                 return out
         bounded = step_bounded_sets(storm_model, formula)
@@ -212,8 +267,9 @@ def check(storm_model: Any, formula: Any, env: Any, *, matrix: Any = None, numer
                 unbounded = _reachability(m, a, b, s, "sound", precision or 1e-6, SOUND_BUDGET_SECONDS)
                 return None if unbounded is None else unbounded.uppers
 
-            return bounded_until(matrix, phi, psi, k, s, precision=precision or 1e-6, max_work=max_work, cap=cap,
-                                 progress=progress)
+            return bounded_until(
+                matrix, phi, psi, k, s, precision=precision or 1e-6, max_work=max_work, cap=cap, progress=progress
+            )
     if full_model is not None:
         storm_model = full_model()
     refuse_storm_steps(formula, storm_model, max_work)
@@ -235,15 +291,35 @@ def check(storm_model: Any, formula: Any, env: Any, *, matrix: Any = None, numer
     if reward_bounded:  # Storm reports no bounds here; its sound setting claims |value - true| <= precision x true
         p = precision or 1e-6
         lower, upper = (value / (1 + p), value / (1 - p)) if numerics == "sound" else (None, None)
-        note = None if numerics is None else "reward-bounded: Storm's epoch unfolding for the initial state; " + (
-            f"its sound solver's relative error <= {p:g}: true value in [{lower:.6g}, {upper:.6g}]"
-            if lower is not None else "no error bound is known (--numerics sound gives one)")
-        return CheckOutcome(value=value, lower=lower, upper=upper, values=values, note=note,
-                            method=None if numerics is None else "Storm reward-bounded unfolding (initial state only)")
+        note = (
+            None
+            if numerics is None
+            else "reward-bounded: Storm's epoch unfolding for the initial state; "
+            + (
+                f"its sound solver's relative error <= {p:g}: true value in [{lower:.6g}, {upper:.6g}]"
+                if lower is not None
+                else "no error bound is known (--numerics sound gives one)"
+            )
+        )
+        return CheckOutcome(
+            value=value,
+            lower=lower,
+            upper=upper,
+            values=values,
+            note=note,
+            method=None if numerics is None else "Storm reward-bounded unfolding (initial state only)",
+        )
     if numerics is None:
         return CheckOutcome(value=value, lower=lower, upper=upper, values=values)
-    return _annotate_storm(formula, value, lower if numerics == "sound" else None,
-                           upper if numerics == "sound" else None, values, numerics, precision)
+    return _annotate_storm(
+        formula,
+        value,
+        lower if numerics == "sound" else None,
+        upper if numerics == "sound" else None,
+        values,
+        numerics,
+        precision,
+    )
 
 
 def storm_qualitative(storm_model: Any, formula: Any) -> tuple[bool | None, bool | None]:
@@ -260,9 +336,11 @@ def storm_qualitative(storm_model: Any, formula: Any) -> tuple[bool | None, bool
     if not formula.is_probability_operator_formula:
         return None, None
     kind = type(formula.subformula).__name__
-    if kind in ("BoundedUntilFormula", "NextFormula") or kind not in (
-            "EventuallyFormula", "UntilFormula", "GloballyFormula", "WeakUntilFormula") \
-            or "[" in re.sub(r'"[^"]*"', "", str(formula.subformula)):
+    if (
+        kind in ("BoundedUntilFormula", "NextFormula")
+        or kind not in ("EventuallyFormula", "UntilFormula", "GloballyFormula", "WeakUntilFormula")
+        or "[" in re.sub(r'"[^"]*"', "", str(formula.subformula))
+    ):
         return None, None
     s = int(storm_model.initial_states[0])
     manager = _expression_manager()
@@ -290,8 +368,11 @@ def is_reward_bounded(formula: Any) -> bool:
     """Whether ``formula``'s path is bounded by a reward (``F{"r"}<=5``, ``a Urew{"r"}>=5 b``): Storm checks
     those for the initial states only."""
     sub = getattr(formula, "subformula", None)
-    return sub is not None and type(sub).__name__ == "BoundedUntilFormula" and \
-        "Urew" in re.sub(r'"[^"]*"', "", str(sub)).replace(" ", "")
+    return (
+        sub is not None
+        and type(sub).__name__ == "BoundedUntilFormula"
+        and "Urew" in re.sub(r'"[^"]*"', "", str(sub)).replace(" ", "")
+    )
 
 
 def _storm_steps(formula: Any) -> int | None:
@@ -323,22 +404,35 @@ def refuse_storm_steps(formula: Any, storm_model: Any, max_work: int | None) -> 
             f"'{formula}': the step bound {k:,} needs {k:,} steps x {nnz:,} transitions = {k * nnz:.3g} multiply-adds "
             f"(about {k * nnz / 3e8:.3g} s), above the budget --max-work {max_work:.3g}; raise --max-work or lower the "
             "step bound (step-bounded reachability on a policy's chain or a monolithic MDP stops early at a fixed "
-            "point; this form is computed by Storm, step by step)")
+            "point; this form is computed by Storm, step by step)"
+        )
 
 
-def _annotate_storm(formula: Any, value: float, lower: float | None, upper: float | None, values: np.ndarray,
-                    numerics: str, precision: float | None) -> CheckOutcome:
+def _annotate_storm(
+    formula: Any,
+    value: float,
+    lower: float | None,
+    upper: float | None,
+    values: np.ndarray,
+    numerics: str,
+    precision: float | None,
+) -> CheckOutcome:
     """Storm's answer with the method and what is known of its precision."""
     sub = formula.subformula if hasattr(formula, "subformula") else None
-    bounded = sub is not None and type(sub).__name__ in ("BoundedUntilFormula", "CumulativeRewardFormula",
-                                                         "InstantaneousRewardFormula")
+    bounded = sub is not None and type(sub).__name__ in (
+        "BoundedUntilFormula",
+        "CumulativeRewardFormula",
+        "InstantaneousRewardFormula",
+    )
     method = "Storm step-bounded matrix-vector steps" if bounded else _STORM_METHOD[numerics]
     warning = None
     if bounded and formula.is_probability_operator_formula:
         steps = _step_bound(sub)
         # k steps of sums of non-negative products: each step adds at most ~(row length) roundings
-        note = ("step-bounded: exact up to floating-point rounding in sums of non-negative terms (relative error "
-                f"about {steps if steps else 'k'} steps x row length x 1.1e-16)")
+        note = (
+            "step-bounded: exact up to floating-point rounding in sums of non-negative terms (relative error "
+            f"about {steps if steps else 'k'} steps x row length x 1.1e-16)"
+        )
     elif bounded:
         note = "step-bounded: exact up to floating-point rounding"
     elif numerics == "sound" and lower is not None and upper is not None:
@@ -348,11 +442,12 @@ def _annotate_storm(formula: Any, value: float, lower: float | None, upper: floa
     else:
         note = "plain value iteration stopped by a heuristic: no error bound"
     if not bounded and numerics != "sound" and 0 < abs(value) < TINY:
-        warning = (f"value {value:.3g} is below {TINY:g} and {method} gives no relative error bound: only an "
-                   "absolute error (at best ~1e-16 x the largest value, far more on slowly mixing chains) is known; "
-                   "use --numerics sound for a certified bracket")
-    return CheckOutcome(value=value, lower=lower, upper=upper, values=values, method=method, note=note,
-                        warning=warning)
+        warning = (
+            f"value {value:.3g} is below {TINY:g} and {method} gives no relative error bound: only an "
+            "absolute error (at best ~1e-16 x the largest value, far more on slowly mixing chains) is known; "
+            "use --numerics sound for a certified bracket"
+        )
+    return CheckOutcome(value=value, lower=lower, upper=upper, values=values, method=method, note=note, warning=warning)
 
 
 def _step_bound(sub: Any) -> int | None:
@@ -429,16 +524,24 @@ def _rounding(steps: int, d: int) -> tuple[float, float, float]:
     sum of its computed inputs (plus ``d`` subnormal roundings); the rounds are monotone, so the true value
     after ``steps`` rounds lies in ``[x lo_factor - absolute, x hi_factor + absolute]`` of the computed ``x``.
     """
-    u = 2.0 ** -53
+    u = 2.0**-53
     gamma = d * u / (1.0 - d * u)
     k = max(int(steps), 0)
     lo = math.exp(-k * math.log1p(gamma)) * (1 - 4 * u)
     hi = math.exp(min(-k * math.log1p(-gamma), 700.0)) * (1 + 4 * u)
-    return lo, hi, k * d * 2.0 ** -1074
+    return lo, hi, k * d * 2.0**-1074
 
 
-def ranks(transitions: Any, row_groups: np.ndarray | None, allowed: np.ndarray, target: np.ndarray, *,
-          all_choices: bool, all_successors: bool, limit: int) -> np.ndarray:
+def ranks(
+    transitions: Any,
+    row_groups: np.ndarray | None,
+    allowed: np.ndarray,
+    target: np.ndarray,
+    *,
+    all_choices: bool,
+    all_successors: bool,
+    limit: int,
+) -> np.ndarray:
     """``(S,)`` int64 exact step ranks of a graph game towards ``target`` (-1: above ``limit`` or never).
 
     ``rank = 0`` on ``target``; on ``allowed`` states ``1 + Q_c Q_t rank(t)`` over the state's choices ``c``
@@ -495,8 +598,15 @@ def ranks(transitions: Any, row_groups: np.ndarray | None, allowed: np.ndarray, 
     return rank
 
 
-def qualitative(transitions: Any, row_groups: np.ndarray | None, phi: np.ndarray, psi: np.ndarray, steps: int,
-                init: int, optimum: str | None = None) -> tuple[bool, bool]:
+def qualitative(
+    transitions: Any,
+    row_groups: np.ndarray | None,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    steps: int,
+    init: int,
+    optimum: str | None = None,
+) -> tuple[bool, bool]:
     """``(zero, one)``: whether ``P(phi U<=steps psi)`` at ``init`` is exactly 0 / exactly 1 (graph analysis).
 
     ``optimum``: ``"max"``/``"min"`` over an MDP's schedulers (step-dependent ones, as Storm's Pmax/Pmin of a
@@ -508,10 +618,20 @@ def qualitative(transitions: Any, row_groups: np.ndarray | None, phi: np.ndarray
     return bool(positive[init] < 0), bool(surely[init] >= 0)
 
 
-def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, init: int, *,
-                  row_groups: np.ndarray | None = None, optimum: str | None = None, precision: float = 1e-6,
-                  max_work: int | None = MAX_WORK, cap: Callable[[], np.ndarray | None] | None = None,
-                  progress: Callable[[str], None] | None = None) -> CheckOutcome:
+def bounded_until(
+    matrix: Any,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    steps: int,
+    init: int,
+    *,
+    row_groups: np.ndarray | None = None,
+    optimum: str | None = None,
+    precision: float = 1e-6,
+    max_work: int | None = MAX_WORK,
+    cap: Callable[[], np.ndarray | None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CheckOutcome:
     """``P(phi U<=steps psi)`` by matrix-vector steps, with a certified bracket and exact graph facts.
 
     ``matrix``: ``(C, S)`` CSR, a chain's (``row_groups`` None) or an MDP's (``optimum`` ``"max"``/``"min"``
@@ -554,8 +674,9 @@ def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, ini
     x, j, stop = _iterate(step, target, k, budget, d, upper_cap, precision, progress)
     if stop is None and j < k:
         assert max_work is not None  # the budget stopped the iteration
-        raise _over_budget(k, nnz, max_work, precision, j, d, float(x[init]),
-                           None if upper_cap is None else float(upper_cap[init]))
+        raise _over_budget(
+            k, nnz, max_work, precision, j, d, float(x[init]), None if upper_cap is None else float(upper_cap[init])
+        )
     lo_j, _, ab_j = _rounding(j, d)
     _, hi_k, ab_k = _rounding(k, d)
     lowers = np.maximum(x * lo_j - ab_j, 0.0)
@@ -574,30 +695,56 @@ def bounded_until(matrix: Any, phi: np.ndarray, psi: np.ndarray, steps: int, ini
     elif one:
         value = lower = upper = 1.0
     value = min(max(value, lower), upper)
-    how = {None: f"{k:,} matrix-vector steps",
-           "fixed point": f"{j:,} matrix-vector steps (a fixed point: every further step gives the same values)",
-           "precision": f"{j:,} of {k:,} matrix-vector steps (stopped when the values after {j:,} steps were within "
-                        f"{precision:g} of the unbounded value, an upper bound of the step-bounded one)"}[stop]
+    how = {
+        None: f"{k:,} matrix-vector steps",
+        "fixed point": f"{j:,} matrix-vector steps (a fixed point: every further step gives the same values)",
+        "precision": f"{j:,} of {k:,} matrix-vector steps (stopped when the values after {j:,} steps were within "
+        f"{precision:g} of the unbounded value, an upper bound of the step-bounded one)",
+    }[stop]
     rel = _relative(value, lower, upper)
-    note = (f"step-bounded: {how}; true value in [{lower:.12g}, {upper:.12g}] (certified: rounding of sums of "
-            f"non-negative terms{', and the unbounded value' if stop == 'precision' else ''}), relative error <= "
-            f"{rel:.2g}")
+    note = (
+        f"step-bounded: {how}; true value in [{lower:.12g}, {upper:.12g}] (certified: rounding of sums of "
+        f"non-negative terms{', and the unbounded value' if stop == 'precision' else ''}), relative error <= "
+        f"{rel:.2g}"
+    )
     warning = None
     if zero or one:
         note = f"step-bounded: exactly {int(one)} by graph analysis ({how} for the other states)"
     elif lower <= 0 < upper:
-        note = f"step-bounded: {how}; only an absolute bound is known: true value in [0, {upper:.3g}] (positive: the " \
-               "target is reachable within the bound)"
-        warning = (f"value {value:.3g}: only the absolute bound [0, {upper:.3g}] is known (underflow); the value is "
-                   "positive (graph analysis)")
+        note = (
+            f"step-bounded: {how}; only an absolute bound is known: true value in [0, {upper:.3g}] (positive: the "
+            "target is reachable within the bound)"
+        )
+        warning = (
+            f"value {value:.3g}: only the absolute bound [0, {upper:.3g}] is known (underflow); the value is "
+            "positive (graph analysis)"
+        )
     method = "step-bounded matrix-vector steps (certified bracket)"
-    return CheckOutcome(value=value, lower=lower, upper=upper, values=x, method=method, note=note, warning=warning,
-                        zero=zero, one=one, lowers=lowers, uppers=uppers)
+    return CheckOutcome(
+        value=value,
+        lower=lower,
+        upper=upper,
+        values=x,
+        method=method,
+        note=note,
+        warning=warning,
+        zero=zero,
+        one=one,
+        lowers=lowers,
+        uppers=uppers,
+    )
 
 
-def _iterate(step: Callable[[np.ndarray], np.ndarray], target: np.ndarray, k: int, budget: int, d: int,
-             upper_cap: np.ndarray | None, precision: float,
-             progress: Callable[[str], None] | None) -> tuple[np.ndarray, int, str | None]:
+def _iterate(
+    step: Callable[[np.ndarray], np.ndarray],
+    target: np.ndarray,
+    k: int,
+    budget: int,
+    d: int,
+    upper_cap: np.ndarray | None,
+    precision: float,
+    progress: Callable[[str], None] | None,
+) -> tuple[np.ndarray, int, str | None]:
     """The step-``j`` values from ``target`` until ``k`` steps, the ``budget``, a fixed point (``stop`` ``"fixed
     point"``) or, with ``upper_cap``, the certified lower bound within ``precision`` of it (``"precision"``)."""
     x = target.copy()
@@ -622,17 +769,20 @@ def _iterate(step: Callable[[np.ndarray], np.ndarray], target: np.ndarray, k: in
     return x, j, stop
 
 
-def _over_budget(k: int, nnz: int, max_work: int, precision: float, j: int, d: int, value: float,
-                 cap: float | None) -> PropertyError:
+def _over_budget(
+    k: int, nnz: int, max_work: int, precision: float, j: int, d: int, value: float, cap: float | None
+) -> PropertyError:
     """The refusal of a step bound the budget did not reach, with the bracket reached after ``j`` steps."""
     lo_f, _, ab = _rounding(j, d)
-    reached = (f"after {j:,} steps the value is at least {max(value * lo_f - ab, 0.0):.6g}"
-               + (f" and at most {cap:.6g} (the unbounded value)" if cap is not None else ""))
+    reached = f"after {j:,} steps the value is at least {max(value * lo_f - ab, 0.0):.6g}" + (
+        f" and at most {cap:.6g} (the unbounded value)" if cap is not None else ""
+    )
     return PropertyError(
         f"the step bound {k:,} needs {k:,} x {nnz:,} transitions = {k * nnz:.3g} multiply-adds, above the budget "
         f"--max-work {max_work:.3g} (about {max_work / 3e8:.0f} s), and the iteration neither reached a fixed point "
         f"nor came within --precision {precision:g} of the unbounded value within it ({reached}); raise --max-work, "
-        "lower the step bound, or check the unbounded property (P=? [F ...])")
+        "lower the step bound, or check the unbounded property (P=? [F ...])"
+    )
 
 
 def state_set(storm_model: Any, state_formula: Any) -> np.ndarray:
@@ -657,8 +807,9 @@ def _backward(matrix: Any, seeds: np.ndarray, through: np.ndarray) -> np.ndarray
     return can_reach(matrix, None, seeds, through)
 
 
-def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str, precision: float,
-                  budget: float) -> CheckOutcome | None:
+def _reachability(
+    matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str, precision: float, budget: float
+) -> CheckOutcome | None:
     """``P(phi U psi)`` on a DTMC: graph analysis, sparse LU, certified bracket (see the module docstring)."""
     import scipy.sparse as sp
     from scipy.sparse.linalg import splu
@@ -673,9 +824,18 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
     graph_note = f"graph analysis: {int(yes.sum())} states 1, {int(no.sum())} states 0, {m} solved"
     if m == 0:
         v = float(values[init])
-        return CheckOutcome(value=v, lower=v, upper=v, values=values, method="graph analysis (exact)",
-                            note=f"exact: {graph_note}", zero=bool(no[init]), one=bool(yes[init]), lowers=values,
-                            uppers=values)
+        return CheckOutcome(
+            value=v,
+            lower=v,
+            upper=v,
+            values=values,
+            method="graph analysis (exact)",
+            note=f"exact: {graph_note}",
+            zero=bool(no[init]),
+            one=bool(yes[init]),
+            lowers=values,
+            uppers=values,
+        )
     if m > MAX_DIRECT_STATES:
         return None
     rows = matrix[maybe]
@@ -683,7 +843,7 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
     b = np.asarray(rows[:, yes].sum(axis=1)).ravel()
     # rounding margin for fl(A v + b) over non-negative terms: row length + 1 additions/products
     k = int(np.diff(a.indptr).max(initial=0)) + 2
-    gamma = 2.0 * k * 2.0 ** -53
+    gamma = 2.0 * k * 2.0**-53
     t0 = time.perf_counter()
     system = (sp.identity(m, format="csc") - a.tocsc()).tocsc()
     try:
@@ -715,9 +875,18 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
     if j is None:  # the initial state is decided by the graph analysis
         v = float(values[init])
         values[maybe] = x
-        return CheckOutcome(value=v, lower=v, upper=v, values=values, method=method,
-                            note=f"exact: the initial state is decided by the graph analysis ({graph_note})",
-                            lowers=_bounds(values, maybe, lo), uppers=_bounds(values, maybe, hi), zero=zero, one=one)
+        return CheckOutcome(
+            value=v,
+            lower=v,
+            upper=v,
+            values=values,
+            method=method,
+            note=f"exact: the initial state is decided by the graph analysis ({graph_note})",
+            lowers=_bounds(values, maybe, lo),
+            uppers=_bounds(values, maybe, hi),
+            zero=zero,
+            one=one,
+        )
     rel = _relative(x[j], lo[j], hi[j])
     if numerics == "sound" and not rel <= precision and hi[j] > 1e-250:  # below: only an absolute bound exists
         lo, hi = _interval_iteration(a, b, lo, hi, j, precision, gamma, k, budget - (time.perf_counter() - t0))
@@ -733,19 +902,44 @@ def _reachability(matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, nume
     if lower > 0:
         note = f"{graph_note}; true value in [{lower:.6g}, {upper:.6g}] (certified): relative error <= {rel:.2g}"
         if numerics == "sound" and rel > precision:
-            warning = (f"the requested precision {precision:g} (relative) was not reached within {budget:g} s: the "
-                       f"true value is in [{lower:.6g}, {upper:.6g}] (relative error <= {rel:.2g})")
+            warning = (
+                f"the requested precision {precision:g} (relative) was not reached within {budget:g} s: the "
+                f"true value is in [{lower:.6g}, {upper:.6g}] (relative error <= {rel:.2g})"
+            )
     else:
-        note = (f"{graph_note}; only an absolute bound is known: true value in [0, {upper:.3g}] (the certified lower "
-                "bound is 0; the value is positive: the graph analysis finds the target reachable)")
-        warning = (f"value {value:.3g}: no relative error bound could be certified; only the absolute bound "
-                   f"[0, {upper:.3g}] is known")
+        note = (
+            f"{graph_note}; only an absolute bound is known: true value in [0, {upper:.3g}] (the certified lower "
+            "bound is 0; the value is positive: the graph analysis finds the target reachable)"
+        )
+        warning = (
+            f"value {value:.3g}: no relative error bound could be certified; only the absolute bound [0, {upper:.3g}] is known"
+        )
     lowers, uppers = _bounds(values, maybe, lo), _bounds(values, maybe, hi)
     if numerics == "direct" and lower <= 0:
-        return CheckOutcome(value=value, lower=None, upper=None, values=values, method="graph analysis + sparse LU",
-                            note=note, warning=warning if value < TINY else None, zero=zero, one=one)
-    return CheckOutcome(value=value, lower=lower, upper=upper, values=values, method=method, note=note,
-                        warning=warning, lowers=lowers, uppers=uppers, zero=zero, one=one)
+        return CheckOutcome(
+            value=value,
+            lower=None,
+            upper=None,
+            values=values,
+            method="graph analysis + sparse LU",
+            note=note,
+            warning=warning if value < TINY else None,
+            zero=zero,
+            one=one,
+        )
+    return CheckOutcome(
+        value=value,
+        lower=lower,
+        upper=upper,
+        values=values,
+        method=method,
+        note=note,
+        warning=warning,
+        lowers=lowers,
+        uppers=uppers,
+        zero=zero,
+        one=one,
+    )
 
 
 def _bounds(exact: np.ndarray, maybe: np.ndarray, solved: np.ndarray) -> np.ndarray:
@@ -807,7 +1001,7 @@ def _certify(a: Any, b: np.ndarray, x: np.ndarray, solve: Any, gamma: float, k: 
     lo, hi = np.zeros_like(x), np.ones_like(x)
     found_lo = found_hi = False
     for e in range(-15, 1):
-        eps = 10.0 ** e
+        eps = 10.0**e
         if not found_lo:
             cand = np.maximum(x - eps * y - w, 0.0)
             if np.all(_sub_solution(a, b, cand, gamma, k) >= cand):
@@ -822,8 +1016,9 @@ def _certify(a: Any, b: np.ndarray, x: np.ndarray, solve: Any, gamma: float, k: 
     return lo, hi
 
 
-def _interval_iteration(a: Any, b: np.ndarray, lo: np.ndarray, hi: np.ndarray, j: int, precision: float,
-                        gamma: float, k: int, budget: float) -> tuple[np.ndarray, np.ndarray]:
+def _interval_iteration(
+    a: Any, b: np.ndarray, lo: np.ndarray, hi: np.ndarray, j: int, precision: float, gamma: float, k: int, budget: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Sound interval iteration from a certified bracket, rounded outwards, until state ``j``'s bracket is
     within ``precision`` (relative) or ``budget`` seconds pass."""
     deadline = time.perf_counter() + max(budget, 0.0)

@@ -72,8 +72,9 @@ def check_explainable(prop: Property) -> None:
     elif prop.bound_text is not None and prop.bound is None:
         why = f"its step bound '{prop.bound_text}' is not an integer"
     if why is not None:
-        raise PropertyError(f"--explain: property '{prop.text}' has no target paths to list: {why}; "
-                            f"explained forms: {EXPLAINED_FORMS}")
+        raise PropertyError(
+            f"--explain: property '{prop.text}' has no target paths to list: {why}; explained forms: {EXPLAINED_FORMS}"
+        )
 
 
 def check_count(k: Any) -> int:
@@ -81,14 +82,25 @@ def check_count(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise OptionError(f"--explain: expected a positive number of paths, got {k!r}")
     if k > MAX_PATHS:
-        raise OptionError(f"--explain {k}: at most {MAX_PATHS:,} paths are listed (each with every state it visits); "
-                          f"ask for fewer, e.g. --explain 100")
+        raise OptionError(
+            f"--explain {k}: at most {MAX_PATHS:,} paths are listed (each with every state it visits); "
+            f"ask for fewer, e.g. --explain 100"
+        )
     return int(k)
 
 
-def explain_paths(model: SymbolicModel, prop: Property, policy: Policy, k: int, options: ExactOptions | None = None, *,
-                  chain: PolicyChain | None = None, mdp: FullMDP | None = None, value: float | None = None,
-                  progress: Progress | None = None) -> FailurePaths:
+def explain_paths(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    k: int,
+    options: ExactOptions | None = None,
+    *,
+    chain: PolicyChain | None = None,
+    mdp: FullMDP | None = None,
+    value: float | None = None,
+    progress: Progress | None = None,
+) -> FailurePaths:
     """The ``k`` most probable paths of the chain ``policy`` induces on ``model`` to the property's target.
 
     Args:
@@ -113,8 +125,10 @@ def explain_paths(model: SymbolicModel, prop: Property, policy: Policy, k: int, 
     k = check_count(k)
     options.validate()
     if options.mode == "monolithic":
-        raise OptionError("--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over "
-                          "all schedulers); use --mode stochastic or deterministic")
+        raise OptionError(
+            "--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over "
+            "all schedulers); use --mode stochastic or deterministic"
+        )
     if policy is None:
         raise PolicyError("--explain needs a policy (--policy)")
     say = progress or (lambda msg: None)
@@ -131,8 +145,9 @@ def explain_paths(model: SymbolicModel, prop: Property, policy: Policy, k: int, 
         timings["check"] = time.perf_counter() - t
     say(f"searching the {k} most probable paths")
     t = time.perf_counter()
-    found, exhausted = most_probable_paths(built.chain.transitions, search.start, search.right, search.left, k,
-                                           bound=prop.bound)
+    found, exhausted = most_probable_paths(
+        built.chain.transitions, search.start, search.right, search.left, k, bound=prop.bound
+    )
     timings["search"] = time.perf_counter() - t
     t = time.perf_counter()
     where = _described_mdp(model, prop, policy, options, built, full, found, say)
@@ -162,8 +177,15 @@ class _Where:
     state: dict[int, int]
 
 
-def _chain_and_mdp(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions,
-                   chain: PolicyChain | None, mdp: FullMDP | None, say: Progress) -> tuple[PolicyChain, FullMDP | None]:
+def _chain_and_mdp(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions,
+    chain: PolicyChain | None,
+    mdp: FullMDP | None,
+    say: Progress,
+) -> tuple[PolicyChain, FullMDP | None]:
     """The chain to explain, and the full MDP when one is at hand. Without a chain, it is induced on the MDP, kept
     to describe the steps (``auto`` as ``full``: on ``mdp`` when given); ``merged`` keeps none."""
     if chain is not None:
@@ -176,19 +198,30 @@ def _search_space(prop: Property, built: PolicyChain) -> _Search:
     """The initial state and the state formulas' sets on the chain (the ``stalled`` sink satisfies none)."""
     chain = built.chain
     if len(chain.initial_states) != 1:
-        raise PropertyError(f"the model has {len(chain.initial_states)} initial states; --explain lists the paths "
-                            "from a single one")
+        raise PropertyError(
+            f"the model has {len(chain.initial_states)} initial states; --explain lists the paths from a single one"
+        )
     if (built.origin == -2).any():
-        raise PropertyError(f"--explain: property '{prop.text}': its chain has a state per taken choice (a reward "
-                            f"bound); explained forms: {EXPLAINED_FORMS}")
+        raise PropertyError(
+            f"--explain: property '{prop.text}': its chain has a state per taken choice (a reward "
+            f"bound); explained forms: {EXPLAINED_FORMS}"
+        )
     loops = dataclasses.replace(chain, transitions=sp.identity(chain.num_states, format="csr"))
     left, right = _state_sets(prop, to_storm(loops))  # the state formulas read labels and valuations only
     sink = built.origin < 0  # a stalled run never reaches the target
     return _Search(start=int(chain.initial_states[0]), left=left & ~sink, right=right & ~sink)
 
 
-def _described_mdp(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, built: PolicyChain,
-                   full: FullMDP | None, found: list[tuple[list[int], float]], say: Progress) -> _Where:
+def _described_mdp(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions,
+    built: PolicyChain,
+    full: FullMDP | None,
+    found: list[tuple[list[int], float]],
+    say: Progress,
+) -> _Where:
     """The MDP whose choices describe the paths: the one the chain was induced on when kept, else the full MDP
     (given, or built here), the paths' states found in it by their valuations."""
     on_path = sorted({u for states, _ in found for u in states if built.origin[u] >= 0})
@@ -197,23 +230,52 @@ def _described_mdp(model: SymbolicModel, prop: Property, policy: Policy, options
         return _Where(mdp=built.source, table=built.table, state=state)
     full = mdp_for(model, prop, options, full, policy=policy, progress=say)
     at = states_of(full.mdp.valuations, full.mdp.variables, built.chain.valuations[on_path], built.chain.variables)
-    return _Where(mdp=full.mdp, table=choice_table(full.mdp, policy.actions),
-                  state={u: int(s) for u, s in zip(on_path, at, strict=True)})
+    return _Where(
+        mdp=full.mdp, table=choice_table(full.mdp, policy.actions), state={u: int(s) for u, s in zip(on_path, at, strict=True)}
+    )
 
 
-def _explanation(prop: Property, k: int, paths: list[FailurePath], exhausted: bool, value: float, built: PolicyChain,
-                 options: ExactOptions, timings: dict[str, float]) -> FailurePaths:
+def _explanation(
+    prop: Property,
+    k: int,
+    paths: list[FailurePath],
+    exhausted: bool,
+    value: float,
+    built: PolicyChain,
+    options: ExactOptions,
+    timings: dict[str, float],
+) -> FailurePaths:
     chain, origin = built.chain, built.origin
     covered = math.fsum(p.probability for p in paths)
-    ranges = {v: (int(chain.valuations[origin >= 0, i].min()), int(chain.valuations[origin >= 0, i].max()))
-              for i, v in enumerate(chain.variables)} if (origin >= 0).any() else {}
+    ranges = (
+        {
+            v: (int(chain.valuations[origin >= 0, i].min()), int(chain.valuations[origin >= 0, i].max()))
+            for i, v in enumerate(chain.variables)
+        }
+        if (origin >= 0).any()
+        else {}
+    )
     note = None
     if len(paths) < k and not exhausted:
-        note = (f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
-                f"{k} paths asked for; ask for fewer (--explain) or a step bound")
-    return FailurePaths(property=prop.text, k=k, paths=tuple(paths), value=value, covered=covered,
-                        share=covered / value if value > 0 else None, exhausted=exhausted, bound=prop.bound,
-                        mode=options.mode, variables=tuple(chain.variables), ranges=ranges, timings=timings, note=note)
+        note = (
+            f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
+            f"{k} paths asked for; ask for fewer (--explain) or a step bound"
+        )
+    return FailurePaths(
+        property=prop.text,
+        k=k,
+        paths=tuple(paths),
+        value=value,
+        covered=covered,
+        share=covered / value if value > 0 else None,
+        exhausted=exhausted,
+        bound=prop.bound,
+        mode=options.mode,
+        variables=tuple(chain.variables),
+        ranges=ranges,
+        timings=timings,
+        note=note,
+    )
 
 
 def _state_sets(prop: Property, storm_chain: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -228,18 +290,26 @@ def _state_sets(prop: Property, storm_chain: Any) -> tuple[np.ndarray, np.ndarra
         try:
             return truth_values(storm_chain, sub)
         except (RuntimeError, AttributeError) as exc:
-            raise PropertyError(f"--explain: property '{prop.text}': the state formula '{sub}' cannot be evaluated per "
-                                f"state ({storm_message(exc) if isinstance(exc, RuntimeError) else 'not propositional'})"
-                                ) from None
+            raise PropertyError(
+                f"--explain: property '{prop.text}': the state formula '{sub}' cannot be evaluated per "
+                f"state ({storm_message(exc) if isinstance(exc, RuntimeError) else 'not propositional'})"
+            ) from None
 
     right = mask(sub_right)
     left = np.ones(storm_chain.nr_states, dtype=bool) if sub_left is None else mask(sub_left)
     return left, right
 
 
-def most_probable_paths(P: sp.csr_matrix, start: int, target: np.ndarray, allowed: np.ndarray, k: int, *,
-                        bound: int | None = None,
-                        max_records: int = MAX_RECORDS) -> tuple[list[tuple[list[int], float]], bool]:
+def most_probable_paths(
+    P: sp.csr_matrix,
+    start: int,
+    target: np.ndarray,
+    allowed: np.ndarray,
+    k: int,
+    *,
+    bound: int | None = None,
+    max_records: int = MAX_RECORDS,
+) -> tuple[list[tuple[list[int], float]], bool]:
     """The ``k`` most probable walks of a chain from ``start`` to its first ``target`` state.
 
     Args:
@@ -337,8 +407,9 @@ class _Heuristic:
     """Exact cost of the most probable remaining path per state: ``row(r)`` ``(S,)`` within ``r`` steps, ``row(None)``
     unbounded."""
 
-    def __init__(self, S: int, indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, target: np.ndarray,
-                 bound: int | None) -> None:
+    def __init__(
+        self, S: int, indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, target: np.ndarray, bound: int | None
+    ) -> None:
         self.S, self.indptr, self.indices, self.cost, self.target = S, indptr, indices, cost, target
         self.rows: list[np.ndarray] = []
         self.converged = False
@@ -396,8 +467,9 @@ def _entry(P: sp.csr_matrix, a: int, b: int) -> float:
     return float(P.data[lo + hit].sum())
 
 
-def _describe(found: list[tuple[list[int], float]], chain: ExplicitModel, where: _Where, policy: Policy,
-              options: ExactOptions) -> tuple[list[FailurePath], float]:
+def _describe(
+    found: list[tuple[list[int], float]], chain: ExplicitModel, where: _Where, policy: Policy, options: ExactOptions
+) -> tuple[list[FailurePath], float]:
     """The paths with valuations, the policy's distributions (one batched call) and the actions per step."""
     mdp, table = where.mdp, where.table
     acting = sorted({where.state[u] for states, _ in found for u in states[:-1] if u in where.state})
@@ -406,8 +478,13 @@ def _describe(found: list[tuple[list[int], float]], chain: ExplicitModel, where:
     probs, seconds = ask_policy(mdp, policy, decision)
     if len(decision):
         raw = probs / probs.sum(axis=1, keepdims=True)
-        followed, _ = policy_weights(probs, table.available(decision), mode=options.mode,
-                                     unavailable=options.unavailable, where=lambda i: mdp.valuation_dict(int(decision[i])))
+        followed, _ = policy_weights(
+            probs,
+            table.available(decision),
+            mode=options.mode,
+            unavailable=options.unavailable,
+            where=lambda i: mdp.valuation_dict(int(decision[i])),
+        )
     else:
         raw = followed = probs
     paths = []
@@ -423,14 +500,16 @@ def _describe(found: list[tuple[list[int], float]], chain: ExplicitModel, where:
             row = row_of.get(s)
             actions = _step_actions(mdp, table, policy, s, where.state.get(v, -1), None if row is None else followed[row])
             dist = None if row is None else {a: float(x) for a, x in zip(policy.actions, raw[row], strict=True)}
-            steps.append(PathStep(state=valuation, policy=dist, actions=tuple(actions),
-                                  probability=_entry(chain.transitions, u, v)))
+            steps.append(
+                PathStep(state=valuation, policy=dist, actions=tuple(actions), probability=_entry(chain.transitions, u, v))
+            )
         paths.append(FailurePath(probability=p, steps=tuple(steps)))
     return paths, seconds
 
 
-def _step_actions(mdp: ExplicitModel, table: ChoiceTable, policy: Policy, s: int, s2: int,
-                  followed: np.ndarray | None) -> list[StepAction]:
+def _step_actions(
+    mdp: ExplicitModel, table: ChoiceTable, policy: Policy, s: int, s2: int, followed: np.ndarray | None
+) -> list[StepAction]:
     """The choices of MDP state ``s`` that lead to ``s2`` (-1: the ``stalled`` sink, which no choice leads to), with
     the weight the chain gives each (``followed``: the policy's per action; None: a forced step, weight 1)."""
     actions = []
@@ -442,9 +521,15 @@ def _step_actions(mdp: ExplicitModel, table: ChoiceTable, policy: Policy, s: int
             weight = float(followed[col]) if col >= 0 else 0.0
         tr = _entry(mdp.transitions, c, s2) if s2 >= 0 else 0.0
         if weight > 0 and tr > 0:
-            actions.append(StepAction(action=policy.actions[col] if (followed is not None and col >= 0) else None,
-                                      choice=choice_name(mdp, c), weight=weight, transition=tr,
-                                      probability=weight * tr))
+            actions.append(
+                StepAction(
+                    action=policy.actions[col] if (followed is not None and col >= 0) else None,
+                    choice=choice_name(mdp, c),
+                    weight=weight,
+                    transition=tr,
+                    probability=weight * tr,
+                )
+            )
     return actions
 
 
@@ -458,16 +543,19 @@ def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> t
     if spec is None:
         if "x" in variables and "y" in variables:
             return (("x", "y"),)
-        raise OptionError("--explain-map: the model has no variables named x and y; name two integer variables "
-                          f"to draw the paths on, e.g. --explain-map {','.join(variables[:2]) or 'X,Y'} "
-                          f"(variables: {', '.join(variables)})")
+        raise OptionError(
+            "--explain-map: the model has no variables named x and y; name two integer variables "
+            f"to draw the paths on, e.g. --explain-map {','.join(variables[:2]) or 'X,Y'} "
+            f"(variables: {', '.join(variables)})"
+        )
     names = [n.strip() for n in spec.split(",")]
     if len(names) < 2 or len(names) % 2 or not all(names):
         raise OptionError(f"--explain-map: expected variable names in pairs X,Y (or X,Y,X2,Y2,...), got '{spec}'")
     for n in names:
         if n not in variables:
-            raise OptionError(f"--explain-map: '{n}' is not a model variable{did_you_mean(n, variables)} "
-                              f"(variables: {', '.join(variables)})")
+            raise OptionError(
+                f"--explain-map: '{n}' is not a model variable{did_you_mean(n, variables)} (variables: {', '.join(variables)})"
+            )
     pairs = tuple((names[i], names[i + 1]) for i in range(0, len(names), 2))
     if any(a == b for a, b in pairs):
         raise OptionError(f"--explain-map: a pair needs two different variables, got '{spec}'")
@@ -478,9 +566,14 @@ def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> t
 _STYLES: tuple[tuple[Any, str, str], ...] = (("-", "o", "X"), ("--", "s", "P"), (":", "^", "*"), ("-.", "D", "v"))
 
 
-def plot_paths(explanation: FailurePaths, out: str | Path,
-               pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (("x", "y"),), *, title: str | None = None,
-               force: bool = False) -> Path:
+def plot_paths(
+    explanation: FailurePaths,
+    out: str | Path,
+    pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (("x", "y"),),
+    *,
+    title: str | None = None,
+    force: bool = False,
+) -> Path:
     """Draw the paths projected on variable pairs as a PNG (grid cells, legend, axes).
 
     ``pairs[0]`` (e.g. the agent's ``("x", "y")``) is drawn as a solid line per path, further pairs
@@ -532,12 +625,17 @@ def plot_paths(explanation: FailurePaths, out: str | Path,
                 labels.append(f"#{i + 1}  p = {path.probability:.3g}  ({path.length} steps)")
     for j, (x, y) in enumerate(pairs):
         line, start, end = _STYLES[j % len(_STYLES)]
-        handles += [Line2D([], [], linestyle=line, color="grey"),
-                    Line2D([], [], linestyle="", color="grey", marker=start, markerfacecolor="none", markeredgewidth=2),
-                    Line2D([], [], linestyle="", color="grey", marker=end)]
+        handles += [
+            Line2D([], [], linestyle=line, color="grey"),
+            Line2D([], [], linestyle="", color="grey", marker=start, markerfacecolor="none", markeredgewidth=2),
+            Line2D([], [], linestyle="", color="grey", marker=end),
+        ]
         labels += [f"({x}, {y})", "  start", "  end (target)"]
-    share = (f"{100 * explanation.share:.3g}% of the value {explanation.value:.4g}" if explanation.share is not None
-             else "the value is 0")
+    share = (
+        f"{100 * explanation.share:.3g}% of the value {explanation.value:.4g}"
+        if explanation.share is not None
+        else "the value is 0"
+    )
     ax.set_title(title or f"{explanation.property}\n{len(explanation.paths)} most probable paths: {share}", fontsize=9)
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     from rlverify.files import save_figure
@@ -545,5 +643,12 @@ def plot_paths(explanation: FailurePaths, out: str | Path,
     return save_figure(fig, out, force=force, what="--out", dpi=120, bbox_inches="tight")
 
 
-__all__ = ["EXPLAINED_FORMS", "check_count", "check_explainable", "explain_paths", "map_variables",
-           "most_probable_paths", "plot_paths"]
+__all__ = [
+    "EXPLAINED_FORMS",
+    "check_count",
+    "check_explainable",
+    "explain_paths",
+    "map_variables",
+    "most_probable_paths",
+    "plot_paths",
+]

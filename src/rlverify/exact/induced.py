@@ -57,9 +57,18 @@ def decision_states(model: ExplicitModel, columns: np.ndarray | None = None) -> 
     return np.flatnonzero(labelled_states(model))
 
 
-def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, states: np.ndarray, *,
-                   mode: str, unavailable: str, all_unavailable: np.ndarray | None = None,
-                   table: ChoiceTable | None = None, defer: bool = False) -> ChoiceWeights:
+def choice_weights(
+    model: ExplicitModel,
+    policy: Policy,
+    probs: np.ndarray,
+    states: np.ndarray,
+    *,
+    mode: str,
+    unavailable: str,
+    all_unavailable: np.ndarray | None = None,
+    table: ChoiceTable | None = None,
+    defer: bool = False,
+) -> ChoiceWeights:
     """Weights of every choice given ``probs`` ``(len(states), |A|)`` evaluated at ``states``.
 
     ``mode='deterministic'`` keeps only the argmax action (ties: the first in the policy's action
@@ -74,8 +83,14 @@ def choice_weights(model: ExplicitModel, policy: Policy, probs: np.ndarray, stat
     states = np.asarray(states, dtype=np.int64)
     choice_of = table.choice_of[states]
     defer = defer and unavailable == "renormalize"
-    p, stalled_mass = policy_weights(probs, choice_of >= 0, mode=mode, unavailable=unavailable,
-                                     where=lambda i: model.valuation_dict(int(states[i])), refuse=not defer)
+    p, stalled_mass = policy_weights(
+        probs,
+        choice_of >= 0,
+        mode=mode,
+        unavailable=unavailable,
+        where=lambda i: model.valuation_dict(int(states[i])),
+        refuse=not defer,
+    )
     choice_state = model.choice_states()
     is_decision = np.zeros(model.num_states, dtype=bool)
     is_decision[states] = True
@@ -115,8 +130,16 @@ def ask_policy(model: ExplicitModel, policy: Policy, states: np.ndarray) -> tupl
     return probs, seconds
 
 
-def weigh(model: ExplicitModel, policy: Policy, *, mode: str, unavailable: str, table: ChoiceTable | None = None,
-          all_unavailable: np.ndarray | None = None, defer: bool = False) -> tuple[ChoiceWeights, ChoiceTable, float]:
+def weigh(
+    model: ExplicitModel,
+    policy: Policy,
+    *,
+    mode: str,
+    unavailable: str,
+    table: ChoiceTable | None = None,
+    all_unavailable: np.ndarray | None = None,
+    defer: bool = False,
+) -> tuple[ChoiceWeights, ChoiceTable, float]:
     """The policy's weight on every choice of ``model``: the policy asked once on every decision state
     (:func:`ask_policy`), its distributions applied to the choices (:func:`choice_weights`, same arguments).
 
@@ -126,8 +149,17 @@ def weigh(model: ExplicitModel, policy: Policy, *, mode: str, unavailable: str, 
     table = choice_table(model, policy.actions) if table is None else table
     states = np.flatnonzero(table.decision)
     probs, seconds = ask_policy(model, policy, states)
-    cw = choice_weights(model, policy, probs, states, mode=mode, unavailable=unavailable,
-                        all_unavailable=all_unavailable, table=table, defer=defer)
+    cw = choice_weights(
+        model,
+        policy,
+        probs,
+        states,
+        mode=mode,
+        unavailable=unavailable,
+        all_unavailable=all_unavailable,
+        table=table,
+        defer=defer,
+    )
     return cw, table, seconds
 
 
@@ -176,7 +208,7 @@ def induced_chain(model: ExplicitModel, cw: ChoiceWeights, *, consume: bool = Fa
     per_choice = np.diff(T.indptr)
     for lo in range(0, len(per_choice), _CHOICE_CHUNK):  # data[entries of c] *= weight[c], chunk by chunk
         hi = min(lo + _CHOICE_CHUNK, len(per_choice))
-        data[T.indptr[lo]: T.indptr[hi]] *= np.repeat(cw.weights[lo:hi], per_choice[lo:hi])
+        data[T.indptr[lo] : T.indptr[hi]] *= np.repeat(cw.weights[lo:hi], per_choice[lo:hi])
     M = sp.csr_matrix((data, indices, T.indptr[model.row_groups].astype(indices.dtype)), shape=(S, S), copy=False)
     del T, data, indices
     M.sum_duplicates()  # sorts each row's columns and merges parallel transitions (in place)
@@ -235,10 +267,20 @@ def induced_chain(model: ExplicitModel, cw: ChoiceWeights, *, consume: bool = Fa
         if vbytes is not None:
             vbytes = np.vstack([vbytes, np.zeros((1, vbytes.shape[1]), dtype=np.uint8)])
     chain = ExplicitModel(
-        model_type="dtmc", row_groups=np.arange(n_total + 1, dtype=np.int64), transitions=sub,
-        choice_actions=np.zeros(n_total, dtype=np.int32), action_names=("",), variables=model.variables,
-        valuations=vals, initial_states=new_index[model.initial_states], labels=labels, label_aliases=aliases,
-        state_rewards=rewards, choice_rewards={}, valuation_bytes=vbytes, valuation_spec=model.valuation_spec,
+        model_type="dtmc",
+        row_groups=np.arange(n_total + 1, dtype=np.int64),
+        transitions=sub,
+        choice_actions=np.zeros(n_total, dtype=np.int32),
+        action_names=("",),
+        variables=model.variables,
+        valuations=vals,
+        initial_states=new_index[model.initial_states],
+        labels=labels,
+        label_aliases=aliases,
+        state_rewards=rewards,
+        choice_rewards={},
+        valuation_bytes=vbytes,
+        valuation_spec=model.valuation_spec,
     )
     origin = np.r_[reach, [-1]] if has_sink else reach
     return chain, origin

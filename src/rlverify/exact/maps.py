@@ -65,9 +65,17 @@ class MapOptions:
         self.exact.validate()
 
 
-def risk_map(model: SymbolicModel, prop: Property, policy: Policy, xy: str | Sequence[str],
-             options: MapOptions | None = None, *, chain: PolicyChain | None = None,
-             optimum: OptimumResult | None = None, progress: Progress | None = None) -> RiskMap:
+def risk_map(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    xy: str | Sequence[str],
+    options: MapOptions | None = None,
+    *,
+    chain: PolicyChain | None = None,
+    optimum: OptimumResult | None = None,
+    progress: Progress | None = None,
+) -> RiskMap:
     """The policy's value, the optimum and the regret per state, projected onto the variables ``xy``.
 
     Args:
@@ -102,35 +110,65 @@ def risk_map(model: SymbolicModel, prop: Property, policy: Policy, xy: str | Seq
     best = _optimum(model, prop, ex, optimum, progress)
     t_map = time.perf_counter()
     grids = _grids(pol, best, direction, x, y, where, options.agg)
-    timings = {"policy_chain": pol.timings.get("total", 0.0), "optimum": best.timings.get("total", 0.0),
-               "map": time.perf_counter() - t_map, "total": time.perf_counter() - t0}
+    timings = {
+        "policy_chain": pol.timings.get("total", 0.0),
+        "optimum": best.timings.get("total", 0.0),
+        "map": time.perf_counter() - t_map,
+        "total": time.perf_counter() - t0,
+    }
     warnings = list(pol.warnings)
     if where is not None and not grids.p_keep.any():
         warnings.append(f"--where {options.where}: no state of the policy's chain satisfies it")
     initial_opt = float(best.pmin if direction == "min" else best.pmax)
     initial_regret = pol.value - initial_opt if direction == "min" else initial_opt - pol.value
     return RiskMap(
-        model=str(model.path), policy=pol.policy, property=prop.text, mode=options.exact.mode, optimum=direction,
-        optimum_source=source, agg=options.agg, where=options.where, x=x, y=y, x_values=grids.x_values,
-        y_values=grids.y_values, value=grids.value, optimum_value=grids.optimum, regret=grids.regret,
-        optimum_all=grids.optimum_all, policy_states=grids.policy_states, mdp_states=grids.mdp_states,
-        initial_value=float(pol.value), initial_optimum=initial_opt, initial_regret=float(initial_regret),
-        states=grids.states, guarantee=pol.guarantee, precision=pol.precision,
-        stalled_probability=pol.stalled_probability, variables=grids.variables, timings=timings,
+        model=str(model.path),
+        policy=pol.policy,
+        property=prop.text,
+        mode=options.exact.mode,
+        optimum=direction,
+        optimum_source=source,
+        agg=options.agg,
+        where=options.where,
+        x=x,
+        y=y,
+        x_values=grids.x_values,
+        y_values=grids.y_values,
+        value=grids.value,
+        optimum_value=grids.optimum,
+        regret=grids.regret,
+        optimum_all=grids.optimum_all,
+        policy_states=grids.policy_states,
+        mdp_states=grids.mdp_states,
+        initial_value=float(pol.value),
+        initial_optimum=initial_opt,
+        initial_regret=float(initial_regret),
+        states=grids.states,
+        guarantee=pol.guarantee,
+        precision=pol.precision,
+        stalled_probability=pol.stalled_probability,
+        variables=grids.variables,
+        timings=timings,
         settings={**pol.settings, "agg": options.agg, "where": options.where, "optimum": direction},
-        versions=versions(), warnings=warnings, state_valuations=grids.p_vals, state_value=grids.state_value,
-        state_optimum=grids.state_optimum)
+        versions=versions(),
+        warnings=warnings,
+        state_valuations=grids.p_vals,
+        state_value=grids.state_value,
+        state_optimum=grids.state_optimum,
+    )
 
 
-def _optimum(model: SymbolicModel, prop: Property, ex: ExactOptions, given: OptimumResult | None,
-             progress: Progress | None) -> OptimumResult:
+def _optimum(
+    model: SymbolicModel, prop: Property, ex: ExactOptions, given: OptimumResult | None, progress: Progress | None
+) -> OptimumResult:
     """``given`` (refused unless it is of ``prop`` with per-state optima), else the optimum computed here."""
     if given is None:
-        return over_all_schedulers(model, prop, dataclasses.replace(ex, mode="monolithic", strategy="full"),
-                                   progress=progress)
+        return over_all_schedulers(model, prop, dataclasses.replace(ex, mode="monolithic", strategy="full"), progress=progress)
     if given.property != prop.text or given.state_pmin is None or given.state_pmax is None:
-        raise OptionError(f"the optimum given is of property '{given.property}' (or has no per-state optima), not "
-                          f"'{prop.text}': compute it with optimum(...) for this property")
+        raise OptionError(
+            f"the optimum given is of property '{given.property}' (or has no per-state optima), not "
+            f"'{prop.text}': compute it with optimum(...) for this property"
+        )
     return given
 
 
@@ -154,8 +192,7 @@ class _Grids:
     state_optimum: np.ndarray
 
 
-def _grids(pol: ExactResult, best: OptimumResult, direction: str, x: str, y: str, where: Where | None,
-           agg: str) -> _Grids:
+def _grids(pol: ExactResult, best: OptimumResult, direction: str, x: str, y: str, where: Where | None, agg: str) -> _Grids:
     """Join the policy's per-state values with the optimum's on the states' valuations, and aggregate both per cell."""
     assert pol.state_values is not None and pol.state_valuations is not None
     assert best.state_pmin is not None and best.state_pmax is not None and best.state_valuations is not None
@@ -180,11 +217,29 @@ def _grids(pol: ExactResult, best: OptimumResult, direction: str, x: str, y: str
     grid_opt, _ = aggregate(p_cells, opt[p_keep], shape, agg)
     grid_regret, _ = aggregate(p_cells, regret[p_keep], shape, agg)
     grid_all, n_mdp = aggregate(m_cells, m_opt[m_keep], shape, agg)
-    states = {"mdp": len(m_vals), "policy": len(p_vals), "mdp_only": int(len(m_vals) - len(p_vals)),
-              "mdp_filtered": int(m_keep.sum()), "policy_filtered": int(p_keep.sum())}
-    return _Grids(variables=variables, x_values=x_values, y_values=y_values, value=grid_value, optimum=grid_opt,
-                  regret=grid_regret, optimum_all=grid_all, policy_states=n_policy, mdp_states=n_mdp, states=states,
-                  p_vals=p_vals, p_keep=p_keep, state_value=value, state_optimum=opt)
+    states = {
+        "mdp": len(m_vals),
+        "policy": len(p_vals),
+        "mdp_only": int(len(m_vals) - len(p_vals)),
+        "mdp_filtered": int(m_keep.sum()),
+        "policy_filtered": int(p_keep.sum()),
+    }
+    return _Grids(
+        variables=variables,
+        x_values=x_values,
+        y_values=y_values,
+        value=grid_value,
+        optimum=grid_opt,
+        regret=grid_regret,
+        optimum_all=grid_all,
+        policy_states=n_policy,
+        mdp_states=n_mdp,
+        states=states,
+        p_vals=p_vals,
+        p_keep=p_keep,
+        state_value=value,
+        state_optimum=opt,
+    )
 
 
 def _direction(prop: Property, optimum: str | None) -> tuple[str, str]:
@@ -193,18 +248,24 @@ def _direction(prop: Property, optimum: str | None) -> tuple[str, str]:
     if prop.operator not in ("P", "R"):
         raise PropertyError(f"property '{text}': a risk map needs a P or R property (P=? [...], R{{\"r\"}}=? [...])")
     if prop.optimality is not None:
-        raise PropertyError(f"property '{text}': give P=? (or R=?) and say the optimum with --optimum "
-                            f"{prop.optimality}: the map checks the policy and the optimum of the same formula")
+        raise PropertyError(
+            f"property '{text}': give P=? (or R=?) and say the optimum with --optimum "
+            f"{prop.optimality}: the map checks the policy and the optimum of the same formula"
+        )
     if prop.comparison is not None:
         implied = "min" if prop.comparison in ("<", "<=") else "max"
         if optimum is not None and optimum != implied:
-            raise OptionError(f"--optimum {optimum}: property '{text}' bounds its value with {prop.comparison} "
-                              f"(a {'bad event' if implied == 'min' else 'goal'}: optimum {implied}); "
-                              "give P=? to choose freely")
+            raise OptionError(
+                f"--optimum {optimum}: property '{text}' bounds its value with {prop.comparison} "
+                f"(a {'bad event' if implied == 'min' else 'goal'}: optimum {implied}); "
+                "give P=? to choose freely"
+            )
         return implied, f"the property's comparison {prop.comparison}"
     if optimum is None:
-        raise OptionError(f"property '{text}' does not say whether it is a bad event or a goal: give --optimum min "
-                          "(a bad event such as a crash; the best policy minimises it) or --optimum max (a goal)")
+        raise OptionError(
+            f"property '{text}' does not say whether it is a bad event or a goal: give --optimum min "
+            "(a bad event such as a crash; the best policy minimises it) or --optimum max (a goal)"
+        )
     return optimum, "option"
 
 
@@ -214,8 +275,9 @@ def _map_variables(xy: str | Sequence[str], known: Sequence[str]) -> tuple[str, 
         raise OptionError(f"--map: expected two variables 'x,y', got {xy!r}; the model's variables: {', '.join(known)}")
     for n in names:
         if n not in known:
-            raise OptionError(f"--map: unknown variable '{n}'{did_you_mean(n, known)}; "
-                              f"the model's variables: {', '.join(known)}")
+            raise OptionError(
+                f"--map: unknown variable '{n}'{did_you_mean(n, known)}; the model's variables: {', '.join(known)}"
+            )
     if names[0] == names[1]:
         raise OptionError(f"--map: expected two different variables, got '{names[0]}' twice")
     return names[0], names[1]
@@ -240,8 +302,9 @@ def _axis(column: np.ndarray) -> np.ndarray:
     return np.unique(column).astype(np.int64)
 
 
-def aggregate(cells: tuple[np.ndarray, np.ndarray], values: np.ndarray, shape: tuple[int, int],
-              agg: str) -> tuple[np.ndarray, np.ndarray]:
+def aggregate(
+    cells: tuple[np.ndarray, np.ndarray], values: np.ndarray, shape: tuple[int, int], agg: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Aggregate per-state ``values`` ``(S,)`` into cells ``(rows (S,), cols (S,))`` of a ``shape`` grid.
 
     Returns ``(grid, counts)``: ``(H, W)`` float64 (NaN in empty cells) and ``(H, W)`` int64 states per cell.

@@ -87,7 +87,7 @@ class _Growing:
         need = self.n + len(values)
         if need > len(self.data):
             self.data.resize((max(need, len(self.data) + len(self.data) // 16), *self.shape_tail), refcheck=False)
-        self.data[self.n: need] = values
+        self.data[self.n : need] = values
         self.n = need
 
     def final(self) -> np.ndarray:
@@ -179,8 +179,9 @@ def _probe(model: SymbolicModel, prop: Property) -> ExplicitModel:
     opts.set_build_all_labels()
     mask = dev.StateValuationFunctionMask[float](lambda valuation, action: False)
     try:
-        storm_model = dev.make_explicit_model_builder[float](model.description(), opts, mask,
-                                                             dev.ExplicitModelBuilderOptions[float]()).build()
+        storm_model = dev.make_explicit_model_builder[float](
+            model.description(), opts, mask, dev.ExplicitModelBuilderOptions[float]()
+        ).build()
     except RuntimeError as exc:
         raise Unsupported(f"Storm's build of the initial state failed: {storm_message(exc)}") from None
     with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
@@ -189,9 +190,17 @@ def _probe(model: SymbolicModel, prop: Property) -> ExplicitModel:
         return read_umb(path)
 
 
-def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: str, unavailable: str,
-                 max_states: int | None = None, max_memory: int | None = None,
-                 progress: Callable[[str], None] | None = None) -> MergedChain:
+def merged_chain(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    *,
+    mode: str,
+    unavailable: str,
+    max_states: int | None = None,
+    max_memory: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> MergedChain:
     """The chain ``policy`` induces on a PRISM MDP, explored and merged in batches (see the module docstring).
 
     Raises:
@@ -207,8 +216,7 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
         raise Unsupported("JANI models are built by Storm")
     if prop.operator != "P":
         raise Unsupported("reward properties need Storm's reward models")
-    exploration = _Exploration(model, prop, policy, mode=mode, unavailable=unavailable,
-                               say=progress or (lambda msg: None))
+    exploration = _Exploration(model, prop, policy, mode=mode, unavailable=unavailable, say=progress or (lambda msg: None))
     exploration.explore(max_states, max_memory)
     return exploration.result()
 
@@ -216,10 +224,17 @@ def merged_chain(model: SymbolicModel, prop: Property, policy: Policy, *, mode: 
 class _Exploration:
     """The breadth-first exploration of the policy's chain: states, their merged rows and labels, grown per batch."""
 
-    def __init__(self, model: SymbolicModel, prop: Property, policy: Policy, *, mode: str, unavailable: str,
-                 say: Callable[[str], None]) -> None:
-        self.model, self.prop, self.policy, self.mode, self.unavailable, self.say = (model, prop, policy, mode,
-                                                                                   unavailable, say)
+    def __init__(
+        self, model: SymbolicModel, prop: Property, policy: Policy, *, mode: str, unavailable: str, say: Callable[[str], None]
+    ) -> None:
+        self.model, self.prop, self.policy, self.mode, self.unavailable, self.say = (
+            model,
+            prop,
+            policy,
+            mode,
+            unavailable,
+            say,
+        )
         self.program = program = CompiledProgram(model.program, str(model.path))
         self.probe = _probe(model, prop)
         self.names = [v.name for v in program.variables]
@@ -271,8 +286,9 @@ class _Exploration:
             lo = hi
             self._guard(lo, max_states, memory_bound, memory_how)
             if time.perf_counter() - last_report > 2.0:
-                self.say(f"exploring and merging: {lo:,} of {self.state_keys.n:,} states so far, "
-                         f"{self.targets.n:,} transitions")
+                self.say(
+                    f"exploring and merging: {lo:,} of {self.state_keys.n:,} states so far, {self.targets.n:,} transitions"
+                )
                 last_report = time.perf_counter()
 
     def _batch(self, lo: int, hi: int) -> None:
@@ -288,8 +304,9 @@ class _Exploration:
         self._append(row, key, w, B)
         self._labels(lo, hi, env, deadlock)
 
-    def _fragment(self, lo: int, hi: int, vals: np.ndarray, keys: np.ndarray,
-                  env: Any) -> tuple[ExplicitModel, np.ndarray, np.ndarray, np.ndarray]:
+    def _fragment(
+        self, lo: int, hi: int, vals: np.ndarray, keys: np.ndarray, env: Any
+    ) -> tuple[ExplicitModel, np.ndarray, np.ndarray, np.ndarray]:
         """The batch's states as an MDP fragment (the one dynamics core reads it), with each choice's state and kind
         (``(C,)`` each: program choice index, or ``J`` for Storm's self-loop) and the deadlocks ``(B,)`` bool."""
         program, J, B = self.program, self.J, hi - lo
@@ -308,15 +325,22 @@ class _Exploration:
         n_init = max(0, min(hi, len(self.init_keys)) - lo)
         dummy_cols = self._loops(c_state, c_kind, row_groups, n_init, vals, keys)
         fragment = ExplicitModel(
-            model_type="mdp", row_groups=row_groups,
+            model_type="mdp",
+            row_groups=row_groups,
             transitions=sp.csr_matrix((np.ones(C), dummy_cols, np.arange(C + 1)), shape=(C, B + 1)),
-            choice_actions=self.action_of[c_kind], action_names=self.actions, variables=tuple(self.names),
-            valuations=vals, initial_states=np.arange(lo, max(lo, min(hi, len(self.init_keys)))) - lo,
-            choice_commands=self.command_of[c_kind], command_names=self.commands)
+            choice_actions=self.action_of[c_kind],
+            action_names=self.actions,
+            variables=tuple(self.names),
+            valuations=vals,
+            initial_states=np.arange(lo, max(lo, min(hi, len(self.init_keys)))) - lo,
+            choice_commands=self.command_of[c_kind],
+            command_names=self.commands,
+        )
         return fragment, c_state, c_kind, deadlock
 
-    def _loops(self, c_state: np.ndarray, c_kind: np.ndarray, row_groups: np.ndarray, n_init: int, vals: np.ndarray,
-               keys: np.ndarray) -> np.ndarray:
+    def _loops(
+        self, c_state: np.ndarray, c_kind: np.ndarray, row_groups: np.ndarray, n_init: int, vals: np.ndarray, keys: np.ndarray
+    ) -> np.ndarray:
         """``(C,)`` the fragment's dummy column of each choice: the transitions only say which choices loop back
         (Storm's self-loops, and lone commands of the initial states that loop back: the forced-start note needs
         them); every other choice points elsewhere (column ``B``)."""
@@ -349,8 +373,9 @@ class _Exploration:
             self.start_note = forced_start_message(table, self.prop.bound)
         return cw
 
-    def _branches(self, cw: ChoiceWeights, c_state: np.ndarray, c_kind: np.ndarray, vals: np.ndarray,
-                  keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _branches(
+        self, cw: ChoiceWeights, c_state: np.ndarray, c_kind: np.ndarray, vals: np.ndarray, keys: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(row, successor key, mass)`` of every branch of the choices the policy takes (key -1: the sink)."""
         rows, succ, mass = [], [], []
         taken = cw.weights > 0
@@ -378,8 +403,9 @@ class _Exploration:
         positive = w > 0
         return row[positive], key[positive], w[positive]
 
-    def _merged_rows(self, row: np.ndarray, key: np.ndarray, w: np.ndarray,
-                     B: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _merged_rows(
+        self, row: np.ndarray, key: np.ndarray, w: np.ndarray, B: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Parallel branches merged: sorted by (row, key), each run's mass summed."""
         domain = self.program.domain
         if domain < (1 << 62) // (B + 1):
@@ -423,17 +449,22 @@ class _Exploration:
         """Refuse beyond int32 indices, ``max_states`` states or the memory bound (after each batch)."""
         n = self.state_keys.n
         if n >= np.iinfo(np.int32).max - 1:
-            raise ModelTooLargeError(f"{self.model.path}: the policy reaches more than 2**31 states (int32 indices); "
-                                     "verify a smaller model")
+            raise ModelTooLargeError(
+                f"{self.model.path}: the policy reaches more than 2**31 states (int32 indices); verify a smaller model"
+            )
         if max_states is not None and n > max_states:
             raise ModelTooLargeError(
                 f"{self.model.path}: the policy reaches more than --max-states={max_states} states (exploration stopped "
-                f"at {n:,}); raise --max-states")
+                f"at {n:,}); raise --max-states"
+            )
         if memory_bound is not None and resident_bytes() > memory_bound:
             raise MemoryBudgetError(
                 f"{memory_how}: exploring the policy's chain took {format_bytes(resident_bytes())} "
                 f"after {lo:,} states and {self.targets.n:,} transitions; raise --max-memory, or verify a smaller model",
-                phase="explore", estimate=resident_bytes(), limit=memory_bound)
+                phase="explore",
+                estimate=resident_bytes(),
+                limit=memory_bound,
+            )
 
     def result(self) -> MergedChain:
         """The explored chain (its arrays handed over, not copied) and what exploring it measured."""
@@ -442,15 +473,20 @@ class _Exploration:
         M = self._matrix(S)
         chain = self._chain(M, S)
         untaken = self.untaken_by_label if self.by_label else self.untaken
-        return MergedChain(chain=chain, decision_states=self.n_decision, policy_seconds=self.policy_seconds,
-                           untaken=dict(sorted(untaken.items())), start_note=self.start_note,
-                           mdp_branches=self.branches_total)
+        return MergedChain(
+            chain=chain,
+            decision_states=self.n_decision,
+            policy_seconds=self.policy_seconds,
+            untaken=dict(sorted(untaken.items())),
+            start_note=self.start_note,
+            mdp_branches=self.branches_total,
+        )
 
     def _matrix(self, S: int) -> sp.csr_matrix:
         """``(n, n)`` CSR of the merged rows (``n = S`` plus the ``stalled`` sink when stalled mass was found)."""
         n = S + int(self.any_stalled)
         indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(self.row_lengths.final(), out=indptr[1:S + 1])
+        np.cumsum(self.row_lengths.final(), out=indptr[1 : S + 1])
         data = self.probs.final()
         indices = self.targets.final()
         if self.any_stalled:
@@ -473,8 +509,7 @@ class _Exploration:
         """The chain around ``M``: Storm's variable order, labels and valuation layout (from the probe)."""
         n = M.shape[0]
         vals = self.values.final()[:, self.storm_cols]
-        labels = {k_: np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
-                  for k_, parts in self.label_parts.items()}
+        labels = {k_: np.concatenate(parts) if parts else np.zeros(0, dtype=bool) for k_, parts in self.label_parts.items()}
         aliases = dict(self.probe.label_aliases)
         if self.any_stalled:
             vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
@@ -484,10 +519,21 @@ class _Exploration:
         spec = self.probe.valuation_spec
         vbytes = encode_valuations(vals, spec["classes"][0]["variables"]) if spec is not None else None
         return ExplicitModel(
-            model_type="dtmc", row_groups=np.arange(n + 1, dtype=np.int64), transitions=M,
-            choice_actions=np.zeros(n, dtype=np.int32), action_names=("",), variables=self.probe.variables,
-            valuations=vals, initial_states=np.arange(len(self.init_keys)), labels=labels, label_aliases=aliases,
-            state_rewards={}, choice_rewards={}, valuation_bytes=vbytes, valuation_spec=spec)
+            model_type="dtmc",
+            row_groups=np.arange(n + 1, dtype=np.int64),
+            transitions=M,
+            choice_actions=np.zeros(n, dtype=np.int32),
+            action_names=("",),
+            variables=self.probe.variables,
+            valuations=vals,
+            initial_states=np.arange(len(self.init_keys)),
+            labels=labels,
+            label_aliases=aliases,
+            state_rewards={},
+            choice_rewards={},
+            valuation_bytes=vbytes,
+            valuation_spec=spec,
+        )
 
 
 #: placeholder target of stalled mass, replaced by the sink's index at the end

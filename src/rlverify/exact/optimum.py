@@ -42,8 +42,14 @@ log = logging.getLogger(__name__)
 EXACT_TIE_STATES = 50_000
 
 
-def optimum(model: SymbolicModel, prop: Property, options: ExactOptions | None = None, *,
-            mdp: FullMDP | None = None, progress: Progress | None = None) -> OptimumResult:
+def optimum(
+    model: SymbolicModel,
+    prop: Property,
+    options: ExactOptions | None = None,
+    *,
+    mdp: FullMDP | None = None,
+    progress: Progress | None = None,
+) -> OptimumResult:
     """Pmin and Pmax (Rmin and Rmax) of ``prop`` over all schedulers of ``model``.
 
     Args:
@@ -58,14 +64,16 @@ def optimum(model: SymbolicModel, prop: Property, options: ExactOptions | None =
     :class:`~rlverify.errors.MemoryBudgetError` when memory runs out.
     """
     try:
-        return _optimum(model, prop, dataclasses.replace(options or ExactOptions(), mode="monolithic"), mdp,
-                        progress or (lambda msg: None))
+        return _optimum(
+            model, prop, dataclasses.replace(options or ExactOptions(), mode="monolithic"), mdp, progress or (lambda msg: None)
+        )
     except MemoryError:
         raise out_of_memory("exact verification", SHRINK) from None
 
 
-def _optimum(model: SymbolicModel, prop: Property, options: ExactOptions, given: FullMDP | None,
-             say: Progress) -> OptimumResult:
+def _optimum(
+    model: SymbolicModel, prop: Property, options: ExactOptions, given: FullMDP | None, say: Progress
+) -> OptimumResult:
     options.validate()
     check_operator(prop, "monolithic")
     choose_strategy(model, options)  # refuses --strategy merged/onthefly: they need a policy
@@ -78,9 +86,21 @@ def _optimum(model: SymbolicModel, prop: Property, options: ExactOptions, given:
     fmax, _, _ = quantitative(prop, optimality="max")
     probability = prop.operator == "P"
     env = environment(options.numerics, options.precision)
-    lo, hi = (mdp_optimum(mdp, built.storm, f, o, env=env, numerics=options.numerics, precision=options.precision,
-                          max_work=options.max_work, probability=probability, progress=say)
-              for f, o in ((fmin, "min"), (fmax, "max")))
+    lo, hi = (
+        mdp_optimum(
+            mdp,
+            built.storm,
+            f,
+            o,
+            env=env,
+            numerics=options.numerics,
+            precision=options.precision,
+            max_work=options.max_work,
+            probability=probability,
+            progress=say,
+        )
+        for f, o in ((fmin, "min"), (fmax, "max"))
+    )
     check_seconds = time.perf_counter() - t
     timings = {"parse": model.parse_seconds, "build": built.seconds, "check": check_seconds}
     timings["total"] = sum(timings.values())
@@ -96,13 +116,31 @@ def _optimum(model: SymbolicModel, prop: Property, options: ExactOptions, given:
     notes += [o.warning for o in (lo, hi) if o.warning]
     sound = options.numerics == "sound"
     return OptimumResult(
-        property=prop.text, asked=asked, value=out.value, pmin=lo.value, pmax=hi.value,
-        pmin_bounds=_bracket(lo) if sound else None, pmax_bounds=_bracket(hi) if sound else None,
-        satisfied=satisfied, guarantee=guarantee(options.numerics), precision=options.precision, states=mdp.num_states,
-        transitions=mdp.num_transitions, choices=mdp.num_choices, method=out.method, precision_note=out.note,
-        timings=timings, settings=settings(options, "full", model), versions=versions(), model=str(model.path),
-        state_pmin=per_state(lo.values, probability), state_pmax=per_state(hi.values, probability),
-        state_valuations=mdp.valuations, variables=mdp.variables, warnings=notes)
+        property=prop.text,
+        asked=asked,
+        value=out.value,
+        pmin=lo.value,
+        pmax=hi.value,
+        pmin_bounds=_bracket(lo) if sound else None,
+        pmax_bounds=_bracket(hi) if sound else None,
+        satisfied=satisfied,
+        guarantee=guarantee(options.numerics),
+        precision=options.precision,
+        states=mdp.num_states,
+        transitions=mdp.num_transitions,
+        choices=mdp.num_choices,
+        method=out.method,
+        precision_note=out.note,
+        timings=timings,
+        settings=settings(options, "full", model),
+        versions=versions(),
+        model=str(model.path),
+        state_pmin=per_state(lo.values, probability),
+        state_pmax=per_state(hi.values, probability),
+        state_valuations=mdp.valuations,
+        variables=mdp.variables,
+        warnings=notes,
+    )
 
 
 def as_exact_result(result: OptimumResult) -> ExactResult:
@@ -112,20 +150,50 @@ def as_exact_result(result: OptimumResult) -> ExactResult:
     bounds = result.pmin_bounds if result.asked == "min" else result.pmax_bounds
     every = bool(result.settings.get("all_states"))
     return ExactResult(
-        property=result.property, mode="monolithic", strategy="full", value=result.value,
-        lower=None if bounds is None else bounds[0], upper=None if bounds is None else bounds[1],
-        method=result.method, precision_note=result.precision_note, guarantee=result.guarantee,
-        precision=result.precision, satisfied=result.satisfied, states=result.states, transitions=result.transitions,
-        choices=result.choices, stalled_probability=0.0, pmin=result.pmin, pmax=result.pmax, timings=result.timings,
-        settings=result.settings, versions=result.versions, model=result.model, policy=None,
-        state_values=result.state_pmax if every else None, state_values_min=result.state_pmin if every else None,
-        state_valuations=result.state_valuations if every else None, variables=result.variables,
-        warnings=list(result.warnings))
+        property=result.property,
+        mode="monolithic",
+        strategy="full",
+        value=result.value,
+        lower=None if bounds is None else bounds[0],
+        upper=None if bounds is None else bounds[1],
+        method=result.method,
+        precision_note=result.precision_note,
+        guarantee=result.guarantee,
+        precision=result.precision,
+        satisfied=result.satisfied,
+        states=result.states,
+        transitions=result.transitions,
+        choices=result.choices,
+        stalled_probability=0.0,
+        pmin=result.pmin,
+        pmax=result.pmax,
+        timings=result.timings,
+        settings=result.settings,
+        versions=result.versions,
+        model=result.model,
+        policy=None,
+        state_values=result.state_pmax if every else None,
+        state_values_min=result.state_pmin if every else None,
+        state_valuations=result.state_valuations if every else None,
+        variables=result.variables,
+        warnings=list(result.warnings),
+    )
 
 
-def mdp_optimum(mdp: ExplicitModel, storm_model: Any, formula: Any, optimum: str, *, env: Any, numerics: str,
-                precision: float, max_work: int | None, probability: bool,
-                full_model: Callable[[], Any] | None = None, progress: Progress | None = None) -> CheckOutcome:
+def mdp_optimum(
+    mdp: ExplicitModel,
+    storm_model: Any,
+    formula: Any,
+    optimum: str,
+    *,
+    env: Any,
+    numerics: str,
+    precision: float,
+    max_work: int | None,
+    probability: bool,
+    full_model: Callable[[], Any] | None = None,
+    progress: Progress | None = None,
+) -> CheckOutcome:
     """Pmin or Pmax (``optimum`` ``"min"``/``"max"``; Rmin/Rmax) of ``formula`` at the initial state of ``mdp``.
 
     Step-bounded reachability (``numerics`` sound or direct) by :func:`~rlverify.exact.checking.bounded_until` on the
@@ -137,21 +205,38 @@ def mdp_optimum(mdp: ExplicitModel, storm_model: Any, formula: Any, optimum: str
     sets = step_bounded_sets(storm_model, formula) if numerics in ("sound", "direct") else None
     if sets is not None:
         phi, psi, k = sets
-        out = bounded_until(mdp.transitions, phi, psi, k, int(storm_model.initial_states[0]), row_groups=mdp.row_groups,
-                            optimum=optimum, precision=precision, max_work=max_work, progress=progress)
+        out = bounded_until(
+            mdp.transitions,
+            phi,
+            psi,
+            k,
+            int(storm_model.initial_states[0]),
+            row_groups=mdp.row_groups,
+            optimum=optimum,
+            precision=precision,
+            max_work=max_work,
+            progress=progress,
+        )
         return clipped(out, probability=probability)
     storm_full = storm_model if full_model is None else full_model()
     out = check(storm_full, formula, env, numerics=numerics, precision=precision, max_work=max_work)
     if probability and numerics != "fast":
         zero, one = storm_qualitative(storm_full, formula)
         out = dataclasses.replace(out, zero=zero, one=one)
-        if (zero is False and out.upper is not None and out.upper <= 0) or \
-                (one is False and out.lower is not None and out.lower >= 1):
+        if (zero is False and out.upper is not None and out.upper <= 0) or (
+            one is False and out.lower is not None and out.lower >= 1
+        ):
             # Storm's bounds collapsed onto 0 or 1 where the graph analysis proves the value is not: underflow
-            out = dataclasses.replace(out, lower=None, upper=None, warning=(
-                f"P{optimum}: Storm's solver returned {out.value:g}, but the graph analysis shows the value is "
-                f"{'positive' if zero is False else 'below 1'} (the difference is below the float range): no "
-                "certified bracket is known"))
+            out = dataclasses.replace(
+                out,
+                lower=None,
+                upper=None,
+                warning=(
+                    f"P{optimum}: Storm's solver returned {out.value:g}, but the graph analysis shows the value is "
+                    f"{'positive' if zero is False else 'below 1'} (the difference is below the float range): no "
+                    "certified bracket is known"
+                ),
+            )
     return clipped(out, probability=probability)
 
 
@@ -160,8 +245,9 @@ def per_state(values: np.ndarray, probability: bool) -> np.ndarray:
     return np.clip(values, 0.0, 1.0) if probability else values
 
 
-def certified_verdict(out: CheckOutcome, threshold: float, comparison: str, probability: bool,
-                      numerics: str) -> tuple[bool | None, str | None]:
+def certified_verdict(
+    out: CheckOutcome, threshold: float, comparison: str, probability: bool, numerics: str
+) -> tuple[bool | None, str | None]:
     """The threshold's verdict from ``out``'s certified bracket and exact graph facts only (see
     :func:`~rlverify.exact.checking.verdict`); an infinite expected reward is exact (graph analysis)."""
     certified = numerics == "sound" or (out.method is not None and out.lower is not None)
@@ -184,10 +270,12 @@ def signed_reward(prop: Property, model: ExplicitModel) -> str | None:
 def _refuse_signed(prop: Property, mdp: ExplicitModel) -> None:
     signed = signed_reward(prop, mdp)
     if signed is not None and prop.bound is None:
-        raise PropertyError(f"property '{prop.text}': reward model '{signed}' has negative rewards; Storm's "
-                            "Rmin/Rmax over all schedulers assume non-negative rewards (and the optimum of a "
-                            "difference is not the difference of optima): split it into two non-negative reward "
-                            "models, or check a policy (its value is computed exactly with signed rewards)")
+        raise PropertyError(
+            f"property '{prop.text}': reward model '{signed}' has negative rewards; Storm's "
+            "Rmin/Rmax over all schedulers assume non-negative rewards (and the optimum of a "
+            "difference is not the difference of optima): split it into two non-negative reward "
+            "models, or check a policy (its value is computed exactly with signed rewards)"
+        )
 
 
 def _asked(prop: Property, threshold: float | None, comparison: str | None) -> str:
@@ -201,15 +289,25 @@ def _asked(prop: Property, threshold: float | None, comparison: str | None) -> s
     return "max"
 
 
-def _decided(model: SymbolicModel, prop: Property, out: CheckOutcome, threshold: float, comparison: str,
-             probability: bool, options: ExactOptions, states: int) -> tuple[bool | None, str | None]:
+def _decided(
+    model: SymbolicModel,
+    prop: Property,
+    out: CheckOutcome,
+    threshold: float,
+    comparison: str,
+    probability: bool,
+    options: ExactOptions,
+    states: int,
+) -> tuple[bool | None, str | None]:
     """The verdict of a threshold over every scheduler, with Storm's exact arithmetic for a tie on a small MDP."""
     satisfied, why = certified_verdict(out, threshold, comparison, probability, options.numerics)
     if satisfied is None and states <= EXACT_TIE_STATES:
         satisfied = _exact_verdict(model, prop)
         if satisfied is not None:
-            why = ("the certified bracket contains the threshold: decided by Storm in exact rational "
-                   f"arithmetic on the MDP ({states:,} states)")
+            why = (
+                "the certified bracket contains the threshold: decided by Storm in exact rational "
+                f"arithmetic on the MDP ({states:,} states)"
+            )
     return satisfied, why
 
 
@@ -234,5 +332,4 @@ def _bracket(out: CheckOutcome) -> tuple[float, float] | None:
     return None if out.lower is None or out.upper is None else (out.lower, out.upper)
 
 
-__all__ = ["EXACT_TIE_STATES", "as_exact_result", "certified_verdict", "mdp_optimum", "optimum", "per_state",
-           "signed_reward"]
+__all__ = ["EXACT_TIE_STATES", "as_exact_result", "certified_verdict", "mdp_optimum", "optimum", "per_state", "signed_reward"]

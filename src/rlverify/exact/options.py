@@ -68,9 +68,12 @@ class ExactOptions:
 
     def validate(self) -> None:
         """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""
-        for name, value, allowed in (("mode", self.mode, MODES), ("strategy", self.strategy, STRATEGIES),
-                                     ("unavailable", self.unavailable, UNAVAILABLE),
-                                     ("numerics", self.numerics, NUMERICS)):
+        for name, value, allowed in (
+            ("mode", self.mode, MODES),
+            ("strategy", self.strategy, STRATEGIES),
+            ("unavailable", self.unavailable, UNAVAILABLE),
+            ("numerics", self.numerics, NUMERICS),
+        ):
             if value not in allowed:
                 raise OptionError(f"--{name}: expected one of {', '.join(allowed)}, got '{value}'")
         if not (0 < self.precision < 1):
@@ -91,11 +94,14 @@ def check_operator(prop: Property, mode: str) -> None:
     if not (formula.is_probability_operator_formula or formula.is_reward_operator_formula):
         raise PropertyError(f"property '{text}': expected a P or R operator (P=? [...], R{{\"r\"}}=? [...])")
     if prop.operator == "R" and prop.path == "F" and prop.bound is not None:
-        raise PropertyError(f"property '{text}': a step-bounded reachability reward (R=? [F<=k ...]) is not supported "
-                            "(Storm does not check it); use the cumulative reward R=? [C<=k] for the first k steps")
+        raise PropertyError(
+            f"property '{text}': a step-bounded reachability reward (R=? [F<=k ...]) is not supported "
+            "(Storm does not check it); use the cumulative reward R=? [C<=k] for the first k steps"
+        )
     if mode != "monolithic" and formula.has_optimality_type:
-        raise PropertyError(f"property '{text}': Pmin/Pmax/Rmin/Rmax need --mode monolithic; "
-                            "on the policy's chain use P=? or R=?")
+        raise PropertyError(
+            f"property '{text}': Pmin/Pmax/Rmin/Rmax need --mode monolithic; on the policy's chain use P=? or R=?"
+        )
 
 
 def guarantee(numerics: str) -> str:

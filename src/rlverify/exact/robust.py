@@ -134,8 +134,10 @@ class ModelErrorOptions:
         if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or not (0 <= self.delta < np.inf):
             raise OptionError(f"--delta: expected a non-negative number, got {self.delta!r}")
         if not self.relative and self.delta >= 1:
-            raise OptionError(f"--delta {self.delta}: an absolute error of 1 or more says nothing about any "
-                              "probability (every interval is [0, 1])")
+            raise OptionError(
+                f"--delta {self.delta}: an absolute error of 1 or more says nothing about any "
+                "probability (every interval is [0, 1])"
+            )
         _choose("mode", self.mode, MODES[:2])
         _choose("unavailable", self.unavailable, UNAVAILABLE)
         if not (0 < self.precision < 1):
@@ -161,8 +163,10 @@ def offsets(epsilon: int, m: int, norm: str) -> np.ndarray:
     """
     _choose("norm", norm, NORMS)
     if (2 * epsilon + 1) ** m > MAX_OFFSETS:
-        raise OptionError(f"--epsilon {epsilon} on {m} features gives up to {(2 * epsilon + 1) ** m:,} perturbations "
-                          f"per state (limit {MAX_OFFSETS:,}): perturb fewer features (--perturb) or lower epsilon")
+        raise OptionError(
+            f"--epsilon {epsilon} on {m} features gives up to {(2 * epsilon + 1) ** m:,} perturbations "
+            f"per state (limit {MAX_OFFSETS:,}): perturb fewer features (--perturb) or lower epsilon"
+        )
     grid = np.array(list(itertools.product(range(-epsilon, epsilon + 1), repeat=m)), dtype=np.int64).reshape(-1, m)
     size = np.abs(grid).max(axis=1, initial=0) if norm == "linf" else np.abs(grid).sum(axis=1)
     grid = grid[size <= epsilon]
@@ -182,8 +186,9 @@ def feature_ranges(model: SymbolicModel, features: tuple[str, ...]) -> tuple[np.
     return lo, hi
 
 
-def fgsm(policy: Policy, features: np.ndarray, epsilon: int, norm: str, columns: np.ndarray,
-         low: np.ndarray, high: np.ndarray) -> np.ndarray:
+def fgsm(
+    policy: Policy, features: np.ndarray, epsilon: int, norm: str, columns: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
     """One gradient-sign perturbation per row: ``(N, d)`` perturbed features (integers, clipped).
 
     The gradient of the cross-entropy loss of the network's own argmax action (for ``logits``; of
@@ -196,8 +201,9 @@ def fgsm(policy: Policy, features: np.ndarray, epsilon: int, norm: str, columns:
     """
     network = getattr(policy, "network", None)
     if network is None:
-        raise PolicyError(f"{getattr(policy, 'name', 'policy')}: the FGSM attack needs a ReLU network policy "
-                          "(ONNX, TorchScript, SB3)")
+        raise PolicyError(
+            f"{getattr(policy, 'name', 'policy')}: the FGSM attack needs a ReLU network policy (ONNX, TorchScript, SB3)"
+        )
     mlp = network()
     x = np.asarray(features, dtype=np.float64)
     h, masks = x, []
@@ -227,9 +233,16 @@ def fgsm(policy: Policy, features: np.ndarray, epsilon: int, norm: str, columns:
     return out
 
 
-def robustness(model: SymbolicModel, prop: Property, policy: Policy, options: RobustnessOptions | None = None, *,
-               chain: PolicyChain | None = None, mdp: FullMDP | None = None,
-               progress: Progress | None = None) -> RobustnessResult:
+def robustness(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: RobustnessOptions | None = None,
+    *,
+    chain: PolicyChain | None = None,
+    mdp: FullMDP | None = None,
+    progress: Progress | None = None,
+) -> RobustnessResult:
     """The property's exact range when an adversary perturbs the policy's observations.
 
     Args:
@@ -257,8 +270,10 @@ def robustness(model: SymbolicModel, prop: Property, policy: Policy, options: Ro
 
 
 #: what makes the adversarial MDP smaller
-_SHRINK = ("perturb fewer features (--perturb F1,F2), lower --epsilon, use --norm l1 (fewer perturbations per state), "
-           "or verify a smaller model (constants); or raise --max-memory")
+_SHRINK = (
+    "perturb fewer features (--perturb F1,F2), lower --epsilon, use --norm l1 (fewer perturbations per state), "
+    "or verify a smaller model (constants); or raise --max-memory"
+)
 
 
 def pair_bytes(features: int, perturbed: int, actions: int, row: float) -> float:
@@ -302,8 +317,15 @@ class _Pairs:
     policy_seconds: float
 
 
-def _robustness(model: SymbolicModel, prop: Property, policy: Policy, options: RobustnessOptions,
-                given: PolicyChain | None, mdp: FullMDP | None, say: Progress) -> RobustnessResult:
+def _robustness(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: RobustnessOptions,
+    given: PolicyChain | None,
+    mdp: FullMDP | None,
+    say: Progress,
+) -> RobustnessResult:
     """Parse (done by the caller) -> the nominal chain and the MDP -> the adversarial MDP -> its optima."""
     options.validate()
     t0 = time.perf_counter()
@@ -317,9 +339,9 @@ def _robustness(model: SymbolicModel, prop: Property, policy: Policy, options: R
     t = time.perf_counter()
     pairs = _pairs(full, table, policy, perturbed, options, notes)
     timings["policy"] = pairs.policy_seconds
-    adv, origin, row_pair = _adversarial_mdp(full, table, pairs.states, pairs.probs[pairs.pair_obs[pairs.pair_k,
-                                                                                                  pairs.pair_j]],
-                                             pairs.pair_k, options)
+    adv, origin, row_pair = _adversarial_mdp(
+        full, table, pairs.states, pairs.probs[pairs.pair_obs[pairs.pair_k, pairs.pair_j]], pairs.pair_k, options
+    )
     timings["induce"] = time.perf_counter() - t - timings["policy"]
     t = time.perf_counter()
     say("checking Pmax and Pmin of the adversarial MDP")
@@ -337,32 +359,66 @@ def _robustness(model: SymbolicModel, prop: Property, policy: Policy, options: R
     listed, changed = _worst_perturbations(full, adv, origin, row_pair, pairs, perturbed, values, worst)
     features, columns = perturbed.features, perturbed.columns
     return RobustnessResult(
-        property=prop.text, epsilon=int(options.epsilon), norm=options.norm, perturbed=tuple(features[c] for c in columns),
-        worst_is=worst, nominal=nominal, pmax=hi.value, pmin=lo.value,
-        worst=hi.value if worst == "max" else lo.value, best=lo.value if worst == "max" else hi.value,
-        attack=attack, attack_method="fgsm" if attack is not None else None,
-        states=adv.num_states, choices=adv.num_choices, transitions=adv.num_transitions,
-        decision_states=len(pairs.states), perturbations_per_state=len(pairs.D), observations=len(pairs.unique),
-        changed_states=len(changed), changed_valuations=changed,
-        worst_perturbations=listed, guarantee=guarantee(options.numerics), precision=options.precision,
-        timings=timings, settings=_settings(options, model), versions=versions(), model=str(model.path),
-        policy=getattr(policy, "name", type(policy).__name__), variables=full.variables, warnings=notes)
+        property=prop.text,
+        epsilon=int(options.epsilon),
+        norm=options.norm,
+        perturbed=tuple(features[c] for c in columns),
+        worst_is=worst,
+        nominal=nominal,
+        pmax=hi.value,
+        pmin=lo.value,
+        worst=hi.value if worst == "max" else lo.value,
+        best=lo.value if worst == "max" else hi.value,
+        attack=attack,
+        attack_method="fgsm" if attack is not None else None,
+        states=adv.num_states,
+        choices=adv.num_choices,
+        transitions=adv.num_transitions,
+        decision_states=len(pairs.states),
+        perturbations_per_state=len(pairs.D),
+        observations=len(pairs.unique),
+        changed_states=len(changed),
+        changed_valuations=changed,
+        worst_perturbations=listed,
+        guarantee=guarantee(options.numerics),
+        precision=options.precision,
+        timings=timings,
+        settings=_settings(options, model),
+        versions=versions(),
+        model=str(model.path),
+        policy=getattr(policy, "name", type(policy).__name__),
+        variables=full.variables,
+        warnings=notes,
+    )
 
 
 def _exact_options(options: RobustnessOptions) -> ExactOptions:
     """The nominal engine's settings for the analyses' chains (mode, unavailable, numerics, sizes)."""
-    return ExactOptions(mode=options.mode, unavailable=options.unavailable, numerics=options.numerics,
-                        precision=options.precision, max_states=options.max_states, max_memory=options.max_memory)
+    return ExactOptions(
+        mode=options.mode,
+        unavailable=options.unavailable,
+        numerics=options.numerics,
+        precision=options.precision,
+        max_states=options.max_states,
+        max_memory=options.max_memory,
+    )
 
 
-def _nominal_and_mdp(model: SymbolicModel, prop: Property, policy: Policy, exact: ExactOptions,
-                     chain: PolicyChain | None, mdp: FullMDP | None,
-                     say: Progress) -> tuple[PolicyChain, ExplicitModel, ChoiceTable]:
+def _nominal_and_mdp(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    exact: ExactOptions,
+    chain: PolicyChain | None,
+    mdp: FullMDP | None,
+    say: Progress,
+) -> tuple[PolicyChain, ExplicitModel, ChoiceTable]:
     """The policy's chain (given, or induced here on the full MDP, which it keeps) and the full MDP with its choice
     table for the policy (the chain's when it was induced on it; else ``mdp`` or one built here)."""
     if chain is None:
-        chain = policy_chain(model, prop, policy, dataclasses.replace(exact, strategy="full"), mdp=mdp, keep_mdp=True,
-                             progress=say)
+        chain = policy_chain(
+            model, prop, policy, dataclasses.replace(exact, strategy="full"), mdp=mdp, keep_mdp=True, progress=say
+        )
     else:
         chain = chain_for(model, prop, policy, exact, chain)
     if chain.strategy == "full" and chain.source is not None and chain.table is not None:
@@ -377,19 +433,23 @@ def _perturbed(model: SymbolicModel, policy: Policy, options: RobustnessOptions)
     perturbed = tuple(features) if options.perturb is None else tuple(options.perturb)
     for f in perturbed:
         if f not in features:
-            raise OptionError(f"--perturb: '{f}' is not a feature of the policy{did_you_mean(f, features)} "
-                              f"(features: {', '.join(features)})")
+            raise OptionError(
+                f"--perturb: '{f}' is not a feature of the policy{did_you_mean(f, features)} (features: {', '.join(features)})"
+            )
     columns = np.array([features.index(f) for f in dict.fromkeys(perturbed)], dtype=np.int64)
     low, high = feature_ranges(model, features)
     unknown = [features[c] for c in columns if np.isnan(low[c]) or np.isnan(high[c])]
     if unknown:
-        raise OptionError(f"--perturb: feature(s) {', '.join(unknown)} have no constant declared range to clip to; "
-                          "leave them out of --perturb")
+        raise OptionError(
+            f"--perturb: feature(s) {', '.join(unknown)} have no constant declared range to clip to; "
+            "leave them out of --perturb"
+        )
     return _Perturbed(features=features, columns=columns, low=low, high=high)
 
 
-def _pairs(mdp: ExplicitModel, table: ChoiceTable, policy: Policy, perturbed: _Perturbed, options: RobustnessOptions,
-           notes: list[str]) -> _Pairs:
+def _pairs(
+    mdp: ExplicitModel, table: ChoiceTable, policy: Policy, perturbed: _Perturbed, options: RobustnessOptions, notes: list[str]
+) -> _Pairs:
     """Every (decision state, perturbation) pair, and the FGSM observation of each state: one policy call."""
     columns, low, high = perturbed.columns, perturbed.low, perturbed.high
     states = np.flatnonzero(table.decision)
@@ -398,10 +458,16 @@ def _pairs(mdp: ExplicitModel, table: ChoiceTable, policy: Policy, perturbed: _P
     D = offsets(int(options.epsilon), len(columns), options.norm)
     P = len(D)
     row = mdp.num_transitions / max(mdp.num_choices, 1)
-    memory_guard(options.max_memory, "perturb", states=K, transitions=K * P, what="(state, perturbation) pairs",
-                 extra=int(K * P * pair_bytes(len(perturbed.features), len(columns), len(policy.actions), row)),
-                 advice=f"{P:,} perturbations per state ({options.norm} epsilon {options.epsilon} on "
-                        f"{len(columns)} features) x {K:,} decision states; " + _SHRINK)
+    memory_guard(
+        options.max_memory,
+        "perturb",
+        states=K,
+        transitions=K * P,
+        what="(state, perturbation) pairs",
+        extra=int(K * P * pair_bytes(len(perturbed.features), len(columns), len(policy.actions), row)),
+        advice=f"{P:,} perturbations per state ({options.norm} epsilon {options.epsilon} on "
+        f"{len(columns)} features) x {K:,} decision states; " + _SHRINK,
+    )
     obs = np.repeat(x, P, axis=0)
     obs[:, columns] += np.tile(D, (K, 1))
     obs[:, columns] = np.clip(obs[:, columns], low[columns], high[columns])
@@ -418,17 +484,29 @@ def _pairs(mdp: ExplicitModel, table: ChoiceTable, policy: Policy, perturbed: _P
     else:
         unique, inverse = everything, np.zeros(0, dtype=np.int64)
     tp = time.perf_counter()
-    probs = (np.asarray(policy.action_probabilities(unique), dtype=np.float64) if len(unique)
-             else np.zeros((0, len(policy.actions))))
+    probs = (
+        np.asarray(policy.action_probabilities(unique), dtype=np.float64)
+        if len(unique)
+        else np.zeros((0, len(policy.actions)))
+    )
     policy_seconds = time.perf_counter() - tp
     validate_probabilities(probs, len(unique), len(policy.actions), source=getattr(policy, "name", "policy"))
     pair_obs = inverse[: K * P].reshape(K, P)
     pair_k, pair_j = _distinct_choices(probs, pair_obs, K, P)
     argmax = np.argmax(probs, axis=1) if len(probs) else np.zeros(0, dtype=np.int64)
     changed = (argmax[pair_obs] != argmax[pair_obs[:, :1]]).any(axis=1) if K else np.zeros(0, dtype=bool)
-    return _Pairs(states=states, D=D, unique=unique, probs=probs, pair_obs=pair_obs, pair_k=pair_k, pair_j=pair_j,
-                  attack=None if attack_obs is None else inverse[K * P:], changed=changed,
-                  policy_seconds=policy_seconds)
+    return _Pairs(
+        states=states,
+        D=D,
+        unique=unique,
+        probs=probs,
+        pair_obs=pair_obs,
+        pair_k=pair_k,
+        pair_j=pair_j,
+        attack=None if attack_obs is None else inverse[K * P :],
+        changed=changed,
+        policy_seconds=policy_seconds,
+    )
 
 
 def _distinct_choices(probs: np.ndarray, pair_obs: np.ndarray, K: int, P: int) -> tuple[np.ndarray, np.ndarray]:
@@ -445,41 +523,80 @@ def _distinct_choices(probs: np.ndarray, pair_obs: np.ndarray, K: int, P: int) -
     return first // P, first % P
 
 
-def _optima(adv: ExplicitModel, prop: Property, model: SymbolicModel,
-            options: RobustnessOptions) -> tuple[CheckOutcome, CheckOutcome]:
+def _optima(
+    adv: ExplicitModel, prop: Property, model: SymbolicModel, options: RobustnessOptions
+) -> tuple[CheckOutcome, CheckOutcome]:
     """Pmin and Pmax of the adversarial MDP (:func:`~rlverify.exact.optimum.mdp_optimum`: step-bounded forms on its
     arrays, Storm's model built only when Storm checks), probabilities and their brackets inside [0, 1]."""
     env = environment(options.numerics, options.precision)
     n = adv.num_states
-    loops = dataclasses.replace(adv, model_type="dtmc", row_groups=np.arange(n + 1, dtype=np.int64),
-                                transitions=sp.identity(n, format="csr"), choice_actions=np.zeros(n, dtype=np.int32))
+    loops = dataclasses.replace(
+        adv,
+        model_type="dtmc",
+        row_groups=np.arange(n + 1, dtype=np.int64),
+        transitions=sp.identity(n, format="csr"),
+        choice_actions=np.zeros(n, dtype=np.int32),
+    )
     labels = to_storm(loops)  # the state formulas read labels and valuations only
     formula = on_chain(prop, adv, model)
     out = []
     for optimum in ("min", "max"):
         f, _, _ = quantitative(formula, optimality=optimum)
-        out.append(mdp_optimum(adv, labels, f, optimum, env=env, numerics=options.numerics,
-                               precision=options.precision, max_work=MAX_WORK, probability=True,
-                               full_model=lambda: to_storm(adv)))
+        out.append(
+            mdp_optimum(
+                adv,
+                labels,
+                f,
+                optimum,
+                env=env,
+                numerics=options.numerics,
+                precision=options.precision,
+                max_work=MAX_WORK,
+                probability=True,
+                full_model=lambda: to_storm(adv),
+            )
+        )
     return out[0], out[1]
 
 
-def _attack_value(model: SymbolicModel, prop: Property, policy: Policy, exact: ExactOptions, mdp: ExplicitModel,
-                  table: ChoiceTable, pairs: _Pairs) -> float:
+def _attack_value(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    exact: ExactOptions,
+    mdp: ExplicitModel,
+    table: ChoiceTable,
+    pairs: _Pairs,
+) -> float:
     """The value of the chain the FGSM observations induce (one per decision state), checked as
     :func:`~rlverify.exact.verify_exact` checks the policy's chain."""
     assert pairs.attack is not None
-    cw = choice_weights(mdp, policy, pairs.probs[pairs.attack], pairs.states, mode=exact.mode,
-                        unavailable=exact.unavailable, table=table)
+    cw = choice_weights(
+        mdp, policy, pairs.probs[pairs.attack], pairs.states, mode=exact.mode, unavailable=exact.unavailable, table=table
+    )
     chain, origin = induced_chain(mdp, cw)
-    attacked = PolicyChain(chain=chain, origin=origin, strategy="full", property=prop.text, mode=exact.mode,
-                           unavailable=exact.unavailable, decision_states=len(pairs.states))
+    attacked = PolicyChain(
+        chain=chain,
+        origin=origin,
+        strategy="full",
+        property=prop.text,
+        mode=exact.mode,
+        unavailable=exact.unavailable,
+        decision_states=len(pairs.states),
+    )
     return verify_exact(model, prop, policy, exact, chain=attacked).value
 
 
-def _worst_perturbations(mdp: ExplicitModel, adv: ExplicitModel, origin: np.ndarray, row_pair: np.ndarray,
-                         pairs: _Pairs, perturbed: _Perturbed, values: np.ndarray,
-                         worst: str) -> tuple[list[dict[str, Any]], np.ndarray]:
+def _worst_perturbations(
+    mdp: ExplicitModel,
+    adv: ExplicitModel,
+    origin: np.ndarray,
+    row_pair: np.ndarray,
+    pairs: _Pairs,
+    perturbed: _Perturbed,
+    values: np.ndarray,
+    worst: str,
+) -> tuple[list[dict[str, Any]], np.ndarray]:
     """Per reachable decision state, the perturbation best for the adversary one step ahead (largest gain first),
     and the valuations ``(n, V)`` of the reachable decision states where some perturbation changes the argmax."""
     features, columns, states = perturbed.features, perturbed.columns, pairs.states
@@ -496,18 +613,27 @@ def _worst_perturbations(mdp: ExplicitModel, adv: ExplicitModel, origin: np.ndar
         gain = sign * (q[best] - q[rows[0]])  # rows[0]: the nominal observation
         if gain > 0:
             j = pairs.pair_j[row_pair[best]]
-            listed.append({
-                "state": mdp.valuation_dict(int(states[k])),
-                "observed": {features[c]: int(pairs.unique[pairs.pair_obs[k, j], c]) for c in columns},
-                "offset": {features[c]: int(v) for c, v in zip(columns, pairs.D[j], strict=True)},
-                "gain": float(gain)})
+            listed.append(
+                {
+                    "state": mdp.valuation_dict(int(states[k])),
+                    "observed": {features[c]: int(pairs.unique[pairs.pair_obs[k, j], c]) for c in columns},
+                    "offset": {features[c]: int(v) for c, v in zip(columns, pairs.D[j], strict=True)},
+                    "gain": float(gain),
+                }
+            )
     listed.sort(key=lambda p: -p["gain"])
     reachable_changed = pairs.changed & (state_of_k >= 0)
     return listed, mdp.valuations[states[reachable_changed]]
 
 
-def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray, probs: np.ndarray,
-                     pair_k: np.ndarray, options: RobustnessOptions) -> tuple[ExplicitModel, np.ndarray, np.ndarray]:
+def _adversarial_mdp(
+    mdp: ExplicitModel,
+    table: ChoiceTable,
+    states: np.ndarray,
+    probs: np.ndarray,
+    pair_k: np.ndarray,
+    options: RobustnessOptions,
+) -> tuple[ExplicitModel, np.ndarray, np.ndarray]:
     """The MDP whose choices in decision state ``states[pair_k[i]]`` are the distributions ``probs[i]``.
 
     Args:
@@ -521,16 +647,24 @@ def _adversarial_mdp(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray,
     s_of_pair = states[pair_k]
     choice_of = table.choice_of[s_of_pair]
     try:
-        p, stalled = policy_weights(probs, choice_of >= 0, mode=options.mode, unavailable=options.unavailable,
-                                    where=lambda i: mdp.valuation_dict(int(s_of_pair[i])))
+        p, stalled = policy_weights(
+            probs,
+            choice_of >= 0,
+            mode=options.mode,
+            unavailable=options.unavailable,
+            where=lambda i: mdp.valuation_dict(int(s_of_pair[i])),
+        )
     except PolicyError as exc:  # at an observation the adversary shows, not at the state's own
-        raise PolicyError(f"{exc} — at an observation the adversary may show there (the nominal one is fine "
-                          "if verify answers); with --unavailable renormalize every admissible observation must put "
-                          "some mass on an available action: use stall, or a smaller --epsilon/--perturb") from None
+        raise PolicyError(
+            f"{exc} — at an observation the adversary may show there (the nominal one is fine "
+            "if verify answers); with --unavailable renormalize every admissible observation must put "
+            "some mass on an available action: use stall, or a smaller --epsilon/--perturb"
+        ) from None
     keep = (choice_of >= 0) & (p > 0)
     rows_i, cols_a = np.nonzero(keep)
-    W = sp.csr_matrix((p[rows_i, cols_a], (rows_i, choice_of[rows_i, cols_a].astype(np.int64))),
-                      shape=(len(probs), mdp.num_choices))
+    W = sp.csr_matrix(
+        (p[rows_i, cols_a], (rows_i, choice_of[rows_i, cols_a].astype(np.int64))), shape=(len(probs), mdp.num_choices)
+    )
     T = mdp.transitions.tocsr()
     with_sink = sp.csr_matrix((T.data, T.indices, T.indptr), shape=(T.shape[0], S + 1))  # column S: the sink
     dec_rows = (W @ with_sink).tocsr()
@@ -585,8 +719,15 @@ def _reachable(rows: sp.csr_matrix, owner: np.ndarray, S: int, initial: np.ndarr
     return np.sort(reached[reached < S]), bool((reached == S).any())
 
 
-def _restricted(mdp: ExplicitModel, reach: np.ndarray, has_sink: bool, model_type: str, row_groups: np.ndarray,
-                transitions: sp.csr_matrix, new_index: np.ndarray) -> ExplicitModel:
+def _restricted(
+    mdp: ExplicitModel,
+    reach: np.ndarray,
+    has_sink: bool,
+    model_type: str,
+    row_groups: np.ndarray,
+    transitions: sp.csr_matrix,
+    new_index: np.ndarray,
+) -> ExplicitModel:
     """``mdp``'s labels and valuations on ``reach`` (plus a ``stalled`` sink) around new transitions."""
     n = len(reach)
     labels = {k: (np.r_[m[reach], [False]] if has_sink else m[reach]) for k, m in mdp.labels.items()}
@@ -600,19 +741,36 @@ def _restricted(mdp: ExplicitModel, reach: np.ndarray, has_sink: bool, model_typ
         if vbytes is not None:
             vbytes = np.vstack([vbytes, np.zeros((1, vbytes.shape[1]), dtype=np.uint8)])
     C = transitions.shape[0]
-    return ExplicitModel(model_type=model_type, row_groups=row_groups, transitions=transitions,
-                         choice_actions=np.zeros(C, dtype=np.int32), action_names=("",), variables=mdp.variables,
-                         valuations=vals, initial_states=new_index[mdp.initial_states], labels=labels,
-                         label_aliases=aliases, valuation_bytes=vbytes, valuation_spec=mdp.valuation_spec)
+    return ExplicitModel(
+        model_type=model_type,
+        row_groups=row_groups,
+        transitions=transitions,
+        choice_actions=np.zeros(C, dtype=np.int32),
+        action_names=("",),
+        variables=mdp.variables,
+        valuations=vals,
+        initial_states=new_index[mdp.initial_states],
+        labels=labels,
+        label_aliases=aliases,
+        valuation_bytes=vbytes,
+        valuation_spec=mdp.valuation_spec,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # model error
 
 
-def model_error_bounds(model: SymbolicModel, prop: Property, policy: Policy, options: ModelErrorOptions | None = None,
-                       *, chain: PolicyChain | None = None, mdp: FullMDP | None = None,
-                       progress: Progress | None = None) -> IntervalResult:
+def model_error_bounds(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ModelErrorOptions | None = None,
+    *,
+    chain: PolicyChain | None = None,
+    mdp: FullMDP | None = None,
+    progress: Progress | None = None,
+) -> IntervalResult:
     """The property's range over every MDP whose transition probabilities are within ``delta`` of the model's.
 
     The induced chain becomes an interval chain (see the module docstring); its rows are checked
@@ -630,19 +788,28 @@ def model_error_bounds(model: SymbolicModel, prop: Property, policy: Policy, opt
     try:
         return _model_error_bounds(model, prop, policy, options, chain, mdp, progress or (lambda msg: None))
     except MemoryError:
-        raise out_of_memory("the model-error analysis", "verify a smaller model (constants), restrict --uncertain, "
-                            "or use --mode deterministic") from None
+        raise out_of_memory(
+            "the model-error analysis", "verify a smaller model (constants), restrict --uncertain, or use --mode deterministic"
+        ) from None
 
 
-def _model_error_bounds(model: SymbolicModel, prop: Property, policy: Policy, options: ModelErrorOptions,
-                        given: PolicyChain | None, mdp: FullMDP | None, say: Progress) -> IntervalResult:
+def _model_error_bounds(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ModelErrorOptions,
+    given: PolicyChain | None,
+    mdp: FullMDP | None,
+    say: Progress,
+) -> IntervalResult:
     """Parse (done by the caller) -> the chain on the MDP -> its interval rows -> their min and max."""
     options.validate()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     _check_input(prop, policy)
-    exact = ExactOptions(mode=options.mode, unavailable=options.unavailable, precision=options.precision,
-                         max_states=options.max_states)
+    exact = ExactOptions(
+        mode=options.mode, unavailable=options.unavailable, precision=options.precision, max_states=options.max_states
+    )
     built = _chain_on_mdp(model, prop, policy, exact, given, mdp, say)
     timings["build"] = time.perf_counter() - t0
     t = time.perf_counter()
@@ -657,48 +824,82 @@ def _model_error_bounds(model: SymbolicModel, prop: Property, policy: Policy, op
     notes, says = _interval_notes(prop, options, n_clipped, solver, converged)
     chain, d = built.chain, options.delta
     return IntervalResult(
-        property=prop.text, delta=float(d), relative=options.relative,
+        property=prop.text,
+        delta=float(d),
+        relative=options.relative,
         uncertain_actions=None if options.actions is None else tuple(options.actions),
-        nominal=nominal, lower=bounds[0], upper=bounds[1], states=chain.num_states, transitions=chain.num_transitions,
-        clipped=n_clipped, guarantee=says, precision=options.precision, timings=timings,
-        settings={"mode": options.mode, "unavailable": options.unavailable, "max_states": options.max_states,
-                  "constants": model.constants},
-        versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__), warnings=notes)
+        nominal=nominal,
+        lower=bounds[0],
+        upper=bounds[1],
+        states=chain.num_states,
+        transitions=chain.num_transitions,
+        clipped=n_clipped,
+        guarantee=says,
+        precision=options.precision,
+        timings=timings,
+        settings={
+            "mode": options.mode,
+            "unavailable": options.unavailable,
+            "max_states": options.max_states,
+            "constants": model.constants,
+        },
+        versions=versions(),
+        model=str(model.path),
+        policy=getattr(policy, "name", type(policy).__name__),
+        warnings=notes,
+    )
 
 
-def _interval_notes(prop: Property, options: ModelErrorOptions, n_clipped: int, solver: str,
-                    converged: bool) -> tuple[list[str], str]:
+def _interval_notes(
+    prop: Property, options: ModelErrorOptions, n_clipped: int, solver: str, converged: bool
+) -> tuple[list[str], str]:
     """The model-error result's notes, and what its bounds guarantee."""
     notes = list(prop.notes)
     if n_clipped:
-        notes.append(f"{n_clipped} transition probabilities of the MDP choices the policy takes left [0, 1] at "
-                     f"delta={options.delta}{' (relative)' if options.relative else ''} and were clipped to it")
+        notes.append(
+            f"{n_clipped} transition probabilities of the MDP choices the policy takes left [0, 1] at "
+            f"delta={options.delta}{' (relative)' if options.relative else ''} and were clipped to it"
+        )
     if solver == "rlverify":
-        notes.append("some lower bounds are 0, which Storm's interval solver refuses for unbounded properties: "
-                     "the bounds come from rlverify's robust value iteration (the minimum iterated from 0, the "
-                     "maximum from 1: sound wherever they stop)")
+        notes.append(
+            "some lower bounds are 0, which Storm's interval solver refuses for unbounded properties: "
+            "the bounds come from rlverify's robust value iteration (the minimum iterated from 0, the "
+            "maximum from 1: sound wherever they stop)"
+        )
         if not converged:
-            notes.append("the robust value iteration stopped at its iteration limit before converging: the bounds "
-                         "are sound but may be loose")
+            notes.append(
+                "the robust value iteration stopped at its iteration limit before converging: the bounds "
+                "are sound but may be loose"
+            )
     if prop.bound is not None:
         return notes, "exact up to rounding (k steps of Storm's robust value iteration)"
     if solver == "storm":
-        return notes, ("Storm's robust value iteration: converges from below and stops when a step changes no value by "
-                       f"more than the precision ({options.precision:g}); not a certified bound")
-    return notes, ("sound: rlverify's robust value iteration, the lower bound iterated from 0 and the upper from 1 "
-                   f"(stopping when a step changes no value by more than {options.precision:g})")
+        return notes, (
+            "Storm's robust value iteration: converges from below and stops when a step changes no value by "
+            f"more than the precision ({options.precision:g}); not a certified bound"
+        )
+    return notes, (
+        "sound: rlverify's robust value iteration, the lower bound iterated from 0 and the upper from 1 "
+        f"(stopping when a step changes no value by more than {options.precision:g})"
+    )
 
 
-def _chain_on_mdp(model: SymbolicModel, prop: Property, policy: Policy, exact: ExactOptions, given: PolicyChain | None,
-                  mdp: FullMDP | None, say: Progress) -> PolicyChain:
+def _chain_on_mdp(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    exact: ExactOptions,
+    given: PolicyChain | None,
+    mdp: FullMDP | None,
+    say: Progress,
+) -> PolicyChain:
     """The policy's chain with the MDP it was induced on and its choices' weights: ``given`` when it kept them,
     else induced here on the full MDP (``mdp`` when given)."""
     if given is not None:
         given = chain_for(model, prop, policy, exact, given)
         if given.source is not None and given.weights is not None:
             return given
-    return policy_chain(model, prop, policy, dataclasses.replace(exact, strategy="full"), mdp=mdp, keep_mdp=True,
-                        progress=say)
+    return policy_chain(model, prop, policy, dataclasses.replace(exact, strategy="full"), mdp=mdp, keep_mdp=True, progress=say)
 
 
 def _uncertain(model: SymbolicModel, mdp: ExplicitModel, actions: tuple[str, ...] | None) -> np.ndarray:
@@ -715,13 +916,16 @@ def _uncertain(model: SymbolicModel, mdp: ExplicitModel, actions: tuple[str, ...
     known = {n for n in names if n} | {c.name for c in model.commands} | {a for a in model.action_names if a}
     for a in actions:
         if a not in known:
-            raise OptionError(f"--uncertain: '{a}' is neither an action label nor a command name of the model"
-                              f"{did_you_mean(a, sorted(known))}")
+            raise OptionError(
+                f"--uncertain: '{a}' is neither an action label nor a command name of the model"
+                f"{did_you_mean(a, sorted(known))}"
+            )
     return np.isin(label, list(actions)) | np.isin(command, list(actions))
 
 
-def _intervals(model: SymbolicModel, built: PolicyChain,
-               options: ModelErrorOptions) -> tuple[sp.csr_matrix, sp.csr_matrix, int]:
+def _intervals(
+    model: SymbolicModel, built: PolicyChain, options: ModelErrorOptions
+) -> tuple[sp.csr_matrix, sp.csr_matrix, int]:
     """The interval rows ``(lo, hi)`` of the induced chain, and how many probabilities of taken choices were
     clipped to [0, 1]."""
     mdp, cw, origin = built.source, built.weights, built.origin
@@ -744,8 +948,14 @@ def _intervals(model: SymbolicModel, built: PolicyChain,
     return lo, hi, int((clipped & taken).sum())
 
 
-def _interval_bounds(model: SymbolicModel, prop: Property, chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matrix,
-                     options: ModelErrorOptions) -> tuple[list[float], str, bool]:
+def _interval_bounds(
+    model: SymbolicModel,
+    prop: Property,
+    chain: ExplicitModel,
+    lo: sp.csr_matrix,
+    hi: sp.csr_matrix,
+    options: ModelErrorOptions,
+) -> tuple[list[float], str, bool]:
     """The min and max of the property over the interval chain (inside [0, 1]), which solver gave them (``storm``
     or ``rlverify``) and whether rlverify's robust value iteration converged."""
     import stormpy
@@ -765,9 +975,11 @@ def _interval_bounds(model: SymbolicModel, prop: Property, chain: ExplicitModel,
             bounds.append(float(result.get_value(int(storm_chain.initial_states[0]))))
         return [min(max(b, 0.0), 1.0) for b in bounds], "storm", True
     if prop.path not in ("F", "U"):
-        raise PropertyError(f"property '{prop.text}': with delta={options.delta} some probabilities may be 0, "
-                            "which Storm's interval solver refuses for unbounded properties; rlverify's own "
-                            "robust value iteration covers F and U (use a step bound or a smaller delta)")
+        raise PropertyError(
+            f"property '{prop.text}': with delta={options.delta} some probabilities may be 0, "
+            "which Storm's interval solver refuses for unbounded properties; rlverify's own "
+            "robust value iteration covers F and U (use a step bound or a smaller delta)"
+        )
     plain = to_storm(chain)
     raw = prop.storm_formula().subformula
     target = truth_values(plain, raw.right_subformula if prop.path == "U" else raw.subformula)
@@ -784,8 +996,9 @@ def _interval_bounds(model: SymbolicModel, prop: Property, chain: ExplicitModel,
     return [min(max(b, 0.0), 1.0) for b in bounds], "rlverify", converged
 
 
-def _interval_rows(mdp: ExplicitModel, cw: Any, T_lo: sp.csr_matrix, T_hi: sp.csr_matrix,
-                   origin: np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+def _interval_rows(
+    mdp: ExplicitModel, cw: Any, T_lo: sp.csr_matrix, T_hi: sp.csr_matrix, origin: np.ndarray
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Interval rows of the induced chain (states in ``origin``'s order): ``(n, n)`` CSR lows and highs, one pattern."""
     S = mdp.num_states
     cs = mdp.choice_states()
@@ -820,9 +1033,16 @@ def _interval_rows(mdp: ExplicitModel, cw: Any, T_lo: sp.csr_matrix, T_hi: sp.cs
     return L, H
 
 
-def robust_reachability(lo: sp.csr_matrix, hi: sp.csr_matrix, target: np.ndarray, stay: np.ndarray, *,
-                        maximize: bool, precision: float = 1e-10,
-                        max_iterations: int = 1_000_000) -> tuple[np.ndarray, bool]:
+def robust_reachability(
+    lo: sp.csr_matrix,
+    hi: sp.csr_matrix,
+    target: np.ndarray,
+    stay: np.ndarray,
+    *,
+    maximize: bool,
+    precision: float = 1e-10,
+    max_iterations: int = 1_000_000,
+) -> tuple[np.ndarray, bool]:
     """A sound bound ``(n,)`` on the min (from below) or max (from above) over the interval chain of ``P(stay U target)``.
 
     ``lo``/``hi``: ``(n, n)`` CSR with one pattern (feasible rows). Each step gives every row the
@@ -880,8 +1100,10 @@ def _check_feasible(lo: sp.csr_matrix, hi: sp.csr_matrix, chain: ExplicitModel, 
     bad = (slo > 1 + tol) | (shi < 1 - tol) | (np.asarray(crossed.sum(axis=1)).ravel() > 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise IntervalError(f"infeasible interval chain: {int(bad.sum())} rows admit no distribution (first: state "
-                            f"{chain.valuation_dict(i)}, lows sum to {slo[i]:.6g}, highs to {shi[i]:.6g})")
+        raise IntervalError(
+            f"infeasible interval chain: {int(bad.sum())} rows admit no distribution (first: state "
+            f"{chain.valuation_dict(i)}, lows sum to {slo[i]:.6g}, highs to {shi[i]:.6g})"
+        )
 
 
 def _to_storm_interval(chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matrix) -> Any:
@@ -918,11 +1140,17 @@ def _to_storm_interval(chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matri
 def _check_input(prop: Property, policy: Policy | None) -> None:
     """Refuse what these analyses do not compute: other than probability properties of the forms :data:`PATHS`
     (step-bounded or not, no reward bound), and no policy."""
-    if prop.operator != "P" or prop.optimality is not None or prop.path not in PATHS \
-            or is_reward_bounded(prop.storm_formula()):
-        raise PropertyError(f"property '{prop.text}': robustness is computed for probability properties "
-                            "(P=? or P<=b / P>=b with F, U, G, X or W, step-bounded or not); rewards, Pmin/Pmax "
-                            "and other forms are not supported")
+    if (
+        prop.operator != "P"
+        or prop.optimality is not None
+        or prop.path not in PATHS
+        or is_reward_bounded(prop.storm_formula())
+    ):
+        raise PropertyError(
+            f"property '{prop.text}': robustness is computed for probability properties "
+            "(P=? or P<=b / P>=b with F, U, G, X or W, step-bounded or not); rewards, Pmin/Pmax "
+            "and other forms are not supported"
+        )
     if policy is None:
         raise PolicyError("robustness needs a policy (--policy)")
 

@@ -47,9 +47,15 @@ log = logging.getLogger(__name__)
 __all__ = ["ExactOptions", "verify_exact"]
 
 
-def verify_exact(model: SymbolicModel, prop: Property, policy: Policy | None = None,
-                 options: ExactOptions | None = None, *, chain: PolicyChain | None = None,
-                 progress: Progress | None = None) -> ExactResult:
+def verify_exact(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy | None = None,
+    options: ExactOptions | None = None,
+    *,
+    chain: PolicyChain | None = None,
+    progress: Progress | None = None,
+) -> ExactResult:
     """Check a property on the chain ``policy`` induces on ``model`` (or Pmin/Pmax in monolithic mode).
 
     Args:
@@ -74,8 +80,14 @@ def verify_exact(model: SymbolicModel, prop: Property, policy: Policy | None = N
         raise out_of_memory("exact verification", SHRINK) from None
 
 
-def _monolithic(model: SymbolicModel, prop: Property, policy: Policy | None, options: ExactOptions,
-                chain: PolicyChain | None, progress: Progress | None) -> ExactResult:
+def _monolithic(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy | None,
+    options: ExactOptions,
+    chain: PolicyChain | None,
+    progress: Progress | None,
+) -> ExactResult:
     """Monolithic mode: the optimum over all schedulers, reported as ``verify --mode monolithic`` reports it."""
     options.validate()
     if chain is not None:
@@ -107,8 +119,14 @@ class _StormChain:
     skeleton: bool = False
 
 
-def _on_chain(model: SymbolicModel, prop: Property, policy: Policy | None, options: ExactOptions,
-              given: PolicyChain | None, say: Progress) -> ExactResult:
+def _on_chain(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy | None,
+    options: ExactOptions,
+    given: PolicyChain | None,
+    say: Progress,
+) -> ExactResult:
     """A policy's mode: the chain (built here unless given), then the property checked on it."""
     options.validate()
     if policy is None:
@@ -121,8 +139,7 @@ def _on_chain(model: SymbolicModel, prop: Property, policy: Policy | None, optio
     return _result(model, prop, policy, options, built, checked, time.perf_counter() - t)
 
 
-def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, options: ExactOptions,
-                 say: Progress) -> _Checked:
+def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, options: ExactOptions, say: Progress) -> _Checked:
     """Check ``prop`` on the chain (:mod:`rlverify.exact.checking`): its value, the probability of stalling before
     the property is decided, and a threshold's verdict from the certified bracket and exact graph facts only."""
     chain = built.chain
@@ -134,12 +151,23 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     signed = signed_reward(prop, chain)
     storm, chain = _storm_chain(prop, chain, formula, signed, options, estimates)
     if signed is None:
-        out = check(storm.chain, formula, env, matrix=chain.transitions, numerics=options.numerics,
-                    precision=options.precision, full_model=storm.full, max_work=options.max_work, progress=say)
+        out = check(
+            storm.chain,
+            formula,
+            env,
+            matrix=chain.transitions,
+            numerics=options.numerics,
+            precision=options.precision,
+            full_model=storm.full,
+            max_work=options.max_work,
+            progress=say,
+        )
     else:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
         out = _check_signed(chain, signed, formula, env)
-        notes.append(f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
-                     "part], each checked by Storm (its solvers assume non-negative rewards)")
+        notes.append(
+            f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
+            "part], each checked by Storm (its solvers assume non-negative rewards)"
+        )
     stalled = 0.0
     if STALLED_LABEL in chain.labels:
         stalled = _stalled_probability(chain, storm.chain, formula, prop, env, options)
@@ -149,15 +177,15 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     if threshold is not None:
         assert comparison is not None
         qualitative = probability and threshold in (0.0, 1.0) and not storm.skeleton and signed is None
-        out, satisfied = _decide(out, storm.chain, formula, threshold, comparison, probability, qualitative, options,
-                                 notes)
+        out, satisfied = _decide(out, storm.chain, formula, threshold, comparison, probability, qualitative, options, notes)
     if prop.operator == "R" and math.isinf(out.value):
         notes.append(_infinite_reward(prop, chain, model, storm.chain, env, options, stalled))
     return _Checked(out=out, stalled=stalled, satisfied=satisfied, notes=notes, estimates=estimates)
 
 
-def _storm_chain(prop: Property, chain: ExplicitModel, formula: Any, signed: str | None, options: ExactOptions,
-                 estimates: dict[str, int]) -> tuple[_StormChain, ExplicitModel]:
+def _storm_chain(
+    prop: Property, chain: ExplicitModel, formula: Any, signed: str | None, options: ExactOptions, estimates: dict[str, int]
+) -> tuple[_StormChain, ExplicitModel]:
     """Storm's copy of the chain, and the chain with its transition arrays kept only where a check needs them.
 
     Reachability (bounded or not) is solved on the chain's matrix (checking.py): Storm then only evaluates the
@@ -169,9 +197,14 @@ def _storm_chain(prop: Property, chain: ExplicitModel, formula: Any, signed: str
     keep = signed is not None or ours or STALLED_LABEL in chain.labels
     skeleton = ours and signed is None
     # step-bounded on our side: a few vectors per state; else Storm's copy of the chain (or the LU's rows and fill-in)
-    memory_guard(options.max_memory, "check", states=chain.num_states,
-                 transitions=0 if skeleton and prop.bound is not None else chain.num_transitions,
-                 what="chain transitions", estimates=estimates)
+    memory_guard(
+        options.max_memory,
+        "check",
+        states=chain.num_states,
+        transitions=0 if skeleton and prop.bound is not None else chain.num_transitions,
+        what="chain transitions",
+        estimates=estimates,
+    )
     if skeleton:
         loops = dataclasses.replace(chain, transitions=sp.identity(chain.num_states, format="csr"))
         storm = _StormChain(chain=to_storm(loops), full=functools.partial(to_storm, chain), skeleton=True)
@@ -180,8 +213,17 @@ def _storm_chain(prop: Property, chain: ExplicitModel, formula: Any, signed: str
     return storm, dataclasses.replace(chain, transitions=chain.transitions if keep else None)
 
 
-def _decide(out: CheckOutcome, storm_chain: Any, formula: Any, threshold: float, comparison: str, probability: bool,
-            qualitative: bool, options: ExactOptions, notes: list[str]) -> tuple[CheckOutcome, bool | None]:
+def _decide(
+    out: CheckOutcome,
+    storm_chain: Any,
+    formula: Any,
+    threshold: float,
+    comparison: str,
+    probability: bool,
+    qualitative: bool,
+    options: ExactOptions,
+    notes: list[str],
+) -> tuple[CheckOutcome, bool | None]:
     """A threshold's verdict (its reason appended to ``notes`` when undecided); ``qualitative``: a threshold 0 or 1
     may be decided by Storm's graph analysis where the check made none."""
     if qualitative and out.zero is None and out.one is None and options.numerics != "fast":
@@ -193,8 +235,15 @@ def _decide(out: CheckOutcome, storm_chain: Any, formula: Any, threshold: float,
     return out, satisfied
 
 
-def _result(model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, built: PolicyChain,
-            checked: _Checked, check_seconds: float) -> ExactResult:
+def _result(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions,
+    built: PolicyChain,
+    checked: _Checked,
+    check_seconds: float,
+) -> ExactResult:
     """The :class:`~rlverify.results.ExactResult` of a policy's chain (timings: the chain's phases, then the check)."""
     out, chain, origin = checked.out, built.chain, built.origin
     probability = prop.operator == "P"
@@ -203,26 +252,54 @@ def _result(model: SymbolicModel, prop: Property, policy: Policy, options: Exact
     bracketed = options.numerics == "sound" or out.method is not None
     untaken = built.untaken
     return ExactResult(
-        property=prop.text, mode=options.mode, strategy=built.strategy, value=out.value,
+        property=prop.text,
+        mode=options.mode,
+        strategy=built.strategy,
+        value=out.value,
         # check() reports bounds only when they bracket the true value (sound solver, certified bracket)
-        lower=out.lower if bracketed else None, upper=out.upper if bracketed else None, method=out.method,
-        precision_note=out.note, guarantee=guarantee(options.numerics), precision=options.precision,
-        satisfied=checked.satisfied, states=chain.num_states, transitions=chain.num_transitions, choices=None,
-        stalled_probability=checked.stalled, timings=timings,
-        settings={**settings(options, built.strategy, model), "policy_queries": built.decision_states,
-                  "onthefly_policy_calls": built.policy_calls, "merged_declined": built.merged_declined,
-                  "mdp_branches": built.mdp_branches, "memory_estimates": checked.estimates},
-        versions=versions(), model=str(model.path), policy=getattr(policy, "name", type(policy).__name__),
+        lower=out.lower if bracketed else None,
+        upper=out.upper if bracketed else None,
+        method=out.method,
+        precision_note=out.note,
+        guarantee=guarantee(options.numerics),
+        precision=options.precision,
+        satisfied=checked.satisfied,
+        states=chain.num_states,
+        transitions=chain.num_transitions,
+        choices=None,
+        stalled_probability=checked.stalled,
+        timings=timings,
+        settings={
+            **settings(options, built.strategy, model),
+            "policy_queries": built.decision_states,
+            "onthefly_policy_calls": built.policy_calls,
+            "merged_declined": built.merged_declined,
+            "mdp_branches": built.mdp_branches,
+            "memory_estimates": checked.estimates,
+        },
+        versions=versions(),
+        model=str(model.path),
+        policy=getattr(policy, "name", type(policy).__name__),
         # per-state values of the model's states (the added `stalled` sink is not one of them)
         state_values=per_state(out.values[origin >= 0], probability) if options.all_states else None,
-        state_valuations=chain.valuations[origin >= 0] if options.all_states else None, variables=chain.variables,
+        state_valuations=chain.valuations[origin >= 0] if options.all_states else None,
+        variables=chain.variables,
         untaken_choices=untaken,
-        warnings=checked.notes + ([untaken_message(untaken, "policy-reachable states")] if untaken else [])
-        + ([out.warning] if out.warning else []))
+        warnings=checked.notes
+        + ([untaken_message(untaken, "policy-reachable states")] if untaken else [])
+        + ([out.warning] if out.warning else []),
+    )
 
 
-def _infinite_reward(prop: Property, chain: ExplicitModel, model: SymbolicModel, storm_chain: Any, env: Any,
-                     options: ExactOptions, stalled: float) -> str:
+def _infinite_reward(
+    prop: Property,
+    chain: ExplicitModel,
+    model: SymbolicModel,
+    storm_chain: Any,
+    env: Any,
+    options: ExactOptions,
+    stalled: float,
+) -> str:
     """Why an expected reward is infinite: the probability that the target is missed (the reward accumulates
     until the target; a run that never reaches it accumulates forever, so the expectation is infinite by
     definition, whatever the rewards)."""
@@ -231,24 +308,41 @@ def _infinite_reward(prop: Property, chain: ExplicitModel, model: SymbolicModel,
     if target and prop.path == "F":
         try:
             reach_prop = parse_property(model, f"P=? [F ({target})]")
-            reach = clipped(check(storm_chain, quantitative(on_chain(reach_prop, chain, model))[0], env,
-                                  matrix=chain.transitions, numerics=options.numerics, precision=options.precision),
-                            probability=True)
+            reach = clipped(
+                check(
+                    storm_chain,
+                    quantitative(on_chain(reach_prop, chain, model))[0],
+                    env,
+                    matrix=chain.transitions,
+                    numerics=options.numerics,
+                    precision=options.precision,
+                ),
+                probability=True,
+            )
             if reach.lower is not None and reach.upper is not None:
                 miss = f"probability {1 - reach.value:.6g} (certified in [{1 - reach.upper:.6g}, {1 - reach.lower:.6g}])"
             else:
                 miss = f"probability {1 - reach.value:.6g}"
         except RlverifyError:
             pass
-    stall = (f"; the policy stalls with probability {stalled:.6g} (mass on unavailable actions: a stalled run never "
-             "reaches the target)") if stalled > 0 else ""
-    return (f"the expected reward is infinite by definition: the target {target or ''} is missed with {miss}, and a "
-            f"run that never reaches it accumulates reward without end{stall}; R=? [F ...] is finite only when the "
-            "target is reached with probability 1 (JSON: \"Infinity\")")
+    stall = (
+        (
+            f"; the policy stalls with probability {stalled:.6g} (mass on unavailable actions: a stalled run never "
+            "reaches the target)"
+        )
+        if stalled > 0
+        else ""
+    )
+    return (
+        f"the expected reward is infinite by definition: the target {target or ''} is missed with {miss}, and a "
+        f"run that never reaches it accumulates reward without end{stall}; R=? [F ...] is finite only when the "
+        'target is reached with probability 1 (JSON: "Infinity")'
+    )
 
 
-def _stalled_probability(chain: ExplicitModel, storm_chain: Any, formula: Any, prop: Property, env: Any,
-                         options: ExactOptions) -> float:
+def _stalled_probability(
+    chain: ExplicitModel, storm_chain: Any, formula: Any, prop: Property, env: Any, options: ExactOptions
+) -> float:
     """The probability that a run enters the ``stalled`` sink before the property is decided (README): on the chain
     with every decided state made absorbing (a later stall changes nothing), reach the sink within the property's
     step bound. ``formula``: the property as checked on the chain (its state formulas exclude the sink)."""
@@ -262,9 +356,16 @@ def _stalled_probability(chain: ExplicitModel, storm_chain: Any, formula: Any, p
     absorbing.eliminate_zeros()
     text = f'P=? [F<={steps} "{STALLED_LABEL}"]' if steps is not None else f'P=? [F "{STALLED_LABEL}"]'
     stall = stormpy.parse_properties(text)[0].get_raw_formula()
-    out = check(storm_chain, stall, env, matrix=absorbing, numerics=options.numerics, precision=options.precision,
-                full_model=lambda: to_storm(dataclasses.replace(chain, transitions=absorbing)),
-                max_work=options.max_work)
+    out = check(
+        storm_chain,
+        stall,
+        env,
+        matrix=absorbing,
+        numerics=options.numerics,
+        precision=options.precision,
+        full_model=lambda: to_storm(dataclasses.replace(chain, transitions=absorbing)),
+        max_work=options.max_work,
+    )
     return clipped(out, probability=True).value
 
 
@@ -305,12 +406,12 @@ def _check_signed(chain: ExplicitModel, name: str, formula: Any, env: Any) -> Ch
         parts.append(check(to_storm(split), formula, env))
     pos, neg = parts
     if math.isinf(pos.value) and math.isinf(neg.value):
-        raise PropertyError(f"reward model '{name}': both its positive and its negative part are infinite from the "
-                            "initial state (the target is missed with positive probability): the value is undefined")
+        raise PropertyError(
+            f"reward model '{name}': both its positive and its negative part are infinite from the "
+            "initial state (the target is missed with positive probability): the value is undefined"
+        )
     lower = pos.lower - neg.upper if pos.lower is not None and neg.upper is not None else None
     upper = pos.upper - neg.lower if pos.upper is not None and neg.lower is not None else None
     with np.errstate(invalid="ignore"):
         values = pos.values - neg.values
     return CheckOutcome(value=pos.value - neg.value, lower=lower, upper=upper, values=values)
-
-

@@ -16,10 +16,18 @@ from rlverify.models.commands import is_command_name
 from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
 
 
-def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping[str, Any] | None = None,
-                  terminal: str | None = None, reward: str | None = None, features: Sequence[str] | None = None,
-                  actions: Sequence[str] | None = None, unavailable: str = "stall", max_states: int | None = 10_000_000,
-                  dtype: type = np.float32) -> MDPDynamics:
+def load_dynamics(
+    model: SymbolicModel | str | Path,
+    *,
+    constants: str | Mapping[str, Any] | None = None,
+    terminal: str | None = None,
+    reward: str | None = None,
+    features: Sequence[str] | None = None,
+    actions: Sequence[str] | None = None,
+    unavailable: str = "stall",
+    max_states: int | None = 10_000_000,
+    dtype: type = np.float32,
+) -> MDPDynamics:
     """Build ``model`` with Storm and return its simulation arrays.
 
     With ``terminal`` the build is property-directed for ``F terminal`` (as the verifier builds
@@ -44,8 +52,9 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
     named = True if actions is not None and any(is_command_name(a) for a in actions) else None
     if terminal is None:
         mdp, _ = build_explicit(symbolic, None, max_states=max_states, command_names=named)
-        return dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, unavailable=unavailable,
-                                      declared=symbolic, dtype=dtype)
+        return dynamics_from_explicit(
+            mdp, features=features, actions=actions, reward=reward, unavailable=unavailable, declared=symbolic, dtype=dtype
+        )
     text = terminal.strip()
     is_label = re.fullmatch(r'"[^"]*"', text) is not None or (text in symbolic.labels and text not in symbolic.variables)
     condition = f'"{text.strip(chr(34))}"' if is_label else f"({text})"
@@ -56,12 +65,22 @@ def load_dynamics(model: SymbolicModel | str | Path, *, constants: str | Mapping
     else:
         state_formula = prop.storm_formula().subformula.subformula
         if not hasattr(state_formula, "get_expression"):
-            raise EnvError(f"terminal '{terminal}': expected one label or one expression over variables, not a "
-                           "combination of labels; define a label for it in the model")
+            raise EnvError(
+                f"terminal '{terminal}': expected one label or one expression over variables, not a "
+                "combination of labels; define a label for it in the model"
+            )
         key = label_key(mdp, str(state_formula))
     mask = mdp.labels[key]
-    dyn = dynamics_from_explicit(mdp, features=features, actions=actions, reward=reward, terminal=mask, declared=symbolic,
-                                 unavailable=unavailable, dtype=dtype)
+    dyn = dynamics_from_explicit(
+        mdp,
+        features=features,
+        actions=actions,
+        reward=reward,
+        terminal=mask,
+        declared=symbolic,
+        unavailable=unavailable,
+        dtype=dtype,
+    )
     return replace(dyn, terminal_description=text)
 
 
@@ -94,8 +113,9 @@ def reward_spec(reward: str | None, reward_label: str | None = None) -> tuple[st
     return reward, labels or None
 
 
-def benchmark_dynamics(benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any
-                       ) -> tuple[MDPDynamics, EnvDefaults]:
+def benchmark_dynamics(
+    benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any
+) -> tuple[MDPDynamics, EnvDefaults]:
     """Simulation arrays of a registered PRISM benchmark with its training defaults (overridable)."""
     from rlverify.benchmarks import make, spec
 
@@ -109,7 +129,6 @@ def benchmark_dynamics(benchmark_id: str, params: Mapping[str, Any] | None = Non
     dyn = load_dynamics(bench.load_model(), **kwargs)
     steps = overrides.get("max_episode_steps", defaults.max_episode_steps)
     return dyn, EnvDefaults(reward=dyn.reward_model, terminal=kwargs["terminal"], max_episode_steps=steps)
-
 
 
 def benchmark_envs() -> dict[str, EnvDefaults]:

@@ -74,8 +74,9 @@ class MDPDynamics:
         """``(N, A)`` bool: which actions are available in ``states`` (all of them on a forced step)."""
         return self.choice_of[states] >= 0
 
-    def step(self, states: np.ndarray, actions: np.ndarray, rng: np.random.Generator
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def step(
+        self, states: np.ndarray, actions: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One synchronous step of ``N`` copies.
 
         Args:
@@ -96,8 +97,9 @@ class MDPDynamics:
             raise EnvError(f"expected {states.shape[0]} actions, got shape {actions.shape}")
         bad_index = (actions < 0) | (actions >= len(self.actions))
         if bad_index.any():
-            raise EnvError(f"action {int(actions[np.argmax(bad_index)])} is not in 0..{len(self.actions) - 1} "
-                           f"({list(self.actions)})")
+            raise EnvError(
+                f"action {int(actions[np.argmax(bad_index)])} is not in 0..{len(self.actions) - 1} ({list(self.actions)})"
+            )
         choices = self.choice_of[states, actions]
         stalled = choices < 0
         u = rng.random(len(states))
@@ -108,7 +110,8 @@ class MDPDynamics:
             raise UnavailableActionError(
                 f"action '{self.actions[actions[i]]}' is not available in state {self.model.valuation_dict(s)} "
                 f"(available: {avail}); with unavailable='renormalize' choose among the action mask "
-                "(info['action_mask'] / action_masks()), or use unavailable='stall'")
+                "(info['action_mask'] / action_masks()), or use unavailable='stall'"
+            )
         nxt = states.copy()
         ok = ~stalled
         if ok.any():
@@ -117,10 +120,17 @@ class MDPDynamics:
         return nxt, rewards, stalled
 
 
-def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | None = None,
-                           actions: Sequence[str] | None = None, reward: str | None = None,
-                           terminal: np.ndarray | str | None = None, unavailable: str = "stall",
-                           dtype: type = np.float32, declared: Any = None) -> MDPDynamics:
+def dynamics_from_explicit(
+    model: ExplicitModel,
+    *,
+    features: Sequence[str] | None = None,
+    actions: Sequence[str] | None = None,
+    reward: str | None = None,
+    terminal: np.ndarray | str | None = None,
+    unavailable: str = "stall",
+    dtype: type = np.float32,
+    declared: Any = None,
+) -> MDPDynamics:
     """Arrays for simulating ``model``.
 
     Args:
@@ -149,14 +159,23 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
     if actions is None and model.choice_commands is not None:  # labels that tell the choices apart, then commands
         agent = agent_actions(model)
         built = set(model.action_names)
-        actions = tuple(sorted([a for a in agent if not is_command_name(a)] + [a for a in labelled if a not in built])
-                        + [a for a in agent if is_command_name(a)])
+        actions = tuple(
+            sorted([a for a in agent if not is_command_name(a)] + [a for a in labelled if a not in built])
+            + [a for a in agent if is_command_name(a)]
+        )
     actions = tuple(labelled if actions is None else actions)
-    names = fit(features, actions, variables=model.variables, model_actions=declared.action_names,
-                commands=getattr(declared, "commands", ()))
+    names = fit(
+        features,
+        actions,
+        variables=model.variables,
+        model_actions=declared.action_names,
+        commands=getattr(declared, "commands", ()),
+    )
     if names.missing_features:
-        raise EnvError(f"features {list(names.missing_features)} are not model variables"
-                       f"{did_you_mean(names.missing_features[0], model.variables)}; variables: {', '.join(model.variables)}")
+        raise EnvError(
+            f"features {list(names.missing_features)} are not model variables"
+            f"{did_you_mean(names.missing_features[0], model.variables)}; variables: {', '.join(model.variables)}"
+        )
     if names.missing_actions:
         raise EnvError("; ".join(names.problems()))
     if not actions:
@@ -172,8 +191,10 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
     if reward is not None:
         reward_names = list(dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards)))
         if reward not in reward_names:
-            raise EnvError(f"unknown reward model '{reward}'{did_you_mean(reward, reward_names)}; "
-                           f"the model has: {', '.join(repr(n) for n in reward_names) or 'none'}")
+            raise EnvError(
+                f"unknown reward model '{reward}'{did_you_mean(reward, reward_names)}; "
+                f"the model has: {', '.join(repr(n) for n in reward_names) or 'none'}"
+            )
         if reward in model.state_rewards:
             rewards += np.asarray(model.state_rewards[reward])[:, None]
         if reward in model.choice_rewards:
@@ -195,12 +216,33 @@ def dynamics_from_explicit(model: ExplicitModel, *, features: Sequence[str] | No
 
     observations: np.ndarray = model.feature_matrix(features).astype(dtype)
     low, high = _bounds(model, features)
-    log.info("gym: %d states, %d actions %s, %d features, reward %s, terminal %s (%d states, %d dead ends)",
-             S, A, list(actions), len(features), reward, description, int(mask.sum()), int(table.dead_end.sum()))
-    return MDPDynamics(model=model, table=table, features=features, actions=actions, reward_model=reward,
-                       terminal_description=description, unavailable=unavailable, choice_of=choice_of, rewards=rewards,
-                       terminal=term, dead_end=table.dead_end, observations=observations, obs_low=low.astype(dtype),
-                       obs_high=high.astype(dtype))
+    log.info(
+        "gym: %d states, %d actions %s, %d features, reward %s, terminal %s (%d states, %d dead ends)",
+        S,
+        A,
+        list(actions),
+        len(features),
+        reward,
+        description,
+        int(mask.sum()),
+        int(table.dead_end.sum()),
+    )
+    return MDPDynamics(
+        model=model,
+        table=table,
+        features=features,
+        actions=actions,
+        reward_model=reward,
+        terminal_description=description,
+        unavailable=unavailable,
+        choice_of=choice_of,
+        rewards=rewards,
+        terminal=term,
+        dead_end=table.dead_end,
+        observations=observations,
+        obs_low=low.astype(dtype),
+        obs_high=high.astype(dtype),
+    )
 
 
 def label_key(model: ExplicitModel, name: str) -> str:
@@ -210,7 +252,7 @@ def label_key(model: ExplicitModel, name: str) -> str:
         if key == name or model.label_aliases.get(key) == name:
             return key
     known = sorted(model.label_aliases.get(k, k) for k in model.labels)
-    raise EnvError(f"unknown label \"{name}\"{did_you_mean(name, known)}; the model has: {', '.join(known) or 'none'}")
+    raise EnvError(f'unknown label "{name}"{did_you_mean(name, known)}; the model has: {", ".join(known) or "none"}')
 
 
 def _bounds(model: ExplicitModel, features: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -45,13 +45,20 @@ def entry_rewards(dynamics: MDPDynamics, labels: Mapping[str, float] | None) -> 
     if dynamics.reward_model is None and not labels:
         rewards = [repr(n) for n in dict.fromkeys(list(dynamics.model.state_rewards) + list(dynamics.model.choice_rewards))]
         labelled = sorted(dynamics.model.label_aliases.get(k, k) for k in dynamics.model.labels)
-        warnings.warn(f"no reward model selected: every reward is 0, an agent learns nothing; pass reward=NAME "
-                      f"(the model has {', '.join(rewards) or 'none'}) or reward='label:NAME=VALUE' to reward entering "
-                      f"a labelled state (labels: {', '.join(labelled) or 'none'})", RewardWarning, stacklevel=3)
+        warnings.warn(
+            f"no reward model selected: every reward is 0, an agent learns nothing; pass reward=NAME "
+            f"(the model has {', '.join(rewards) or 'none'}) or reward='label:NAME=VALUE' to reward entering "
+            f"a labelled state (labels: {', '.join(labelled) or 'none'})",
+            RewardWarning,
+            stacklevel=3,
+        )
     elif not np.any(dynamics.rewards) and not np.any(entry):
-        warnings.warn(f"every reward is 0 (reward model {dynamics.reward_model!r}"
-                      f"{', label rewards ' + str(dict(labels)) if labels else ''}): an agent learns nothing",
-                      RewardWarning, stacklevel=3)
+        warnings.warn(
+            f"every reward is 0 (reward model {dynamics.reward_model!r}"
+            f"{', label rewards ' + str(dict(labels)) if labels else ''}): an agent learns nothing",
+            RewardWarning,
+            stacklevel=3,
+        )
     return entry
 
 
@@ -126,8 +133,14 @@ class MDPEnv(gymnasium.Env):
     :meth:`policy_metadata`.
     """
 
-    def __init__(self, dynamics: MDPDynamics, *, max_episode_steps: int | None = None,
-                 reward_labels: Mapping[str, float] | None = None, source: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        dynamics: MDPDynamics,
+        *,
+        max_episode_steps: int | None = None,
+        reward_labels: Mapping[str, float] | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> None:
         if max_episode_steps is not None and max_episode_steps <= 0:
             raise EnvError(f"max_episode_steps must be positive, got {max_episode_steps}")
         self.metadata = {"render_modes": []}  # per environment (Gymnasium's class-level dict would be shared)
@@ -153,8 +166,12 @@ class MDPEnv(gymnasium.Env):
         observes it (the state index ``s``) unless ``features`` say otherwise.
         """
         kwargs, labels = _model_kwargs(model, kwargs)
-        return cls(load_dynamics(model, **kwargs), max_episode_steps=max_episode_steps, reward_labels=labels,
-                   source=_source(model, kwargs.get("constants")))
+        return cls(
+            load_dynamics(model, **kwargs),
+            max_episode_steps=max_episode_steps,
+            reward_labels=labels,
+            source=_source(model, kwargs.get("constants")),
+        )
 
     @classmethod
     def from_benchmark(cls, benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any) -> MDPEnv:
@@ -162,8 +179,11 @@ class MDPEnv(gymnasium.Env):
         from rlverify.benchmarks import spec
 
         dyn, defaults = benchmark_dynamics(benchmark_id, params, **overrides)
-        return cls(dyn, max_episode_steps=defaults.max_episode_steps,
-                   source={"benchmark": benchmark_id, "params": dict(spec(benchmark_id).resolve(dict(params or {})))})
+        return cls(
+            dyn,
+            max_episode_steps=defaults.max_episode_steps,
+            source={"benchmark": benchmark_id, "params": dict(spec(benchmark_id).resolve(dict(params or {})))},
+        )
 
     def policy_metadata(self, *, output: str = "logits", **extra: Any) -> dict[str, Any]:
         """What a policy trained on this environment declares: ``features`` (the observation, in order),
@@ -171,16 +191,26 @@ class MDPEnv(gymnasium.Env):
         networks, ``q-values`` for DQN; an SB3 zip's distribution is read directly), ``benchmark`` and
         ``params`` (where it was trained: a verification with other parameters warns), how the
         environment played the model (``env``), and ``extra`` (algorithm, seed, steps, ...)."""
-        return {"features": list(self.dynamics.features), "actions": list(self.action_names), "output": output,
-                "benchmark": self.source.get("benchmark"), "params": self.source.get("params", {}),
-                **({"model": self.source["model"]} if self.source.get("model") else {}),
-                "env": {"reward_model": self.dynamics.reward_model, "reward_labels": self.reward_labels,
-                        "terminal": self.dynamics.terminal_description, "unavailable": self.dynamics.unavailable,
-                        "max_episode_steps": self.max_episode_steps},
-                **extra}
+        return {
+            "features": list(self.dynamics.features),
+            "actions": list(self.action_names),
+            "output": output,
+            "benchmark": self.source.get("benchmark"),
+            "params": self.source.get("params", {}),
+            **({"model": self.source["model"]} if self.source.get("model") else {}),
+            "env": {
+                "reward_model": self.dynamics.reward_model,
+                "reward_labels": self.reward_labels,
+                "terminal": self.dynamics.terminal_description,
+                "unavailable": self.dynamics.unavailable,
+                "max_episode_steps": self.max_episode_steps,
+            },
+            **extra,
+        }
 
-    def save_policy_metadata(self, policy_path: str | Path, *, output: str = "logits", force: bool = False,
-                             **extra: Any) -> Path:
+    def save_policy_metadata(
+        self, policy_path: str | Path, *, output: str = "logits", force: bool = False, **extra: Any
+    ) -> Path:
         """Write :meth:`policy_metadata` as the sidecar ``<policy_path>.json`` (``model.zip.json``); see
         :func:`save_policy_metadata`. Returns its path."""
         return save_policy_metadata(policy_path, self.policy_metadata(output=output, **extra), force=force)
@@ -235,8 +265,14 @@ class VectorMDPEnv(VectorEnv):
     ``reset(seed=...)``) drives all copies, so a seed fixes every trajectory for given actions.
     """
 
-    def __init__(self, dynamics: MDPDynamics, num_envs: int, *, max_episode_steps: int | None = None,
-                 reward_labels: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        dynamics: MDPDynamics,
+        num_envs: int,
+        *,
+        max_episode_steps: int | None = None,
+        reward_labels: Mapping[str, float] | None = None,
+    ) -> None:
         if num_envs <= 0:
             raise EnvError(f"num_envs must be positive, got {num_envs}")
         if max_episode_steps is not None and max_episode_steps <= 0:
@@ -265,8 +301,9 @@ class VectorMDPEnv(VectorEnv):
         return cls(load_dynamics(model, **kwargs), num_envs, max_episode_steps=max_episode_steps, reward_labels=labels)
 
     @classmethod
-    def from_benchmark(cls, benchmark_id: str, num_envs: int, params: Mapping[str, Any] | None = None,
-                       **overrides: Any) -> VectorMDPEnv:
+    def from_benchmark(
+        cls, benchmark_id: str, num_envs: int, params: Mapping[str, Any] | None = None, **overrides: Any
+    ) -> VectorMDPEnv:
         """A registered PRISM benchmark with its training defaults."""
         dyn, defaults = benchmark_dynamics(benchmark_id, params, **overrides)
         return cls(dyn, num_envs, max_episode_steps=defaults.max_episode_steps)
@@ -276,8 +313,9 @@ class VectorMDPEnv(VectorEnv):
         """``(N,)`` int64 current state indices (a copy)."""
         return self._states.copy()
 
-    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         if isinstance(seed, (list, tuple)):
             seed = int(seed[0]) if seed and seed[0] is not None else None
         if seed is not None:

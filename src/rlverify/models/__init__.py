@@ -6,6 +6,21 @@ from rlverify.models.gymnasium import GymnasiumModel, from_gymnasium
 from rlverify.models.properties import Property, parse_structure
 from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_constants, parse_property
 
-__all__ = ["ChoiceTable", "ExplicitModel", "GymnasiumModel", "Property", "SymbolicModel", "build_explicit", "choice_table",
-           "fit", "from_gymnasium", "load_model", "parse_constants", "parse_property", "parse_structure", "read_umb",
-           "to_storm", "write_umb"]
+__all__ = [
+    "ChoiceTable",
+    "ExplicitModel",
+    "GymnasiumModel",
+    "Property",
+    "SymbolicModel",
+    "build_explicit",
+    "choice_table",
+    "fit",
+    "from_gymnasium",
+    "load_model",
+    "parse_constants",
+    "parse_property",
+    "parse_structure",
+    "read_umb",
+    "to_storm",
+    "write_umb",
+]

@@ -13,9 +13,15 @@ from collections.abc import Callable
 from rlverify.errors import ConstantsError, RlverifyError
 
 
-def parse_assignments(text: str | None, *, option: str = "--constants", what: str = "constant",
-                      error: type[RlverifyError] = ConstantsError, malformed: Callable[[str], str] | None = None,
-                      names: str | None = None) -> dict[str, str]:
+def parse_assignments(
+    text: str | None,
+    *,
+    option: str = "--constants",
+    what: str = "constant",
+    error: type[RlverifyError] = ConstantsError,
+    malformed: Callable[[str], str] | None = None,
+    names: str | None = None,
+) -> dict[str, str]:
     """``"K=V,K2=V2"`` as ``{"K": "V", "K2": "V2"}`` (names and values stripped, in the given order).
 
     Args:

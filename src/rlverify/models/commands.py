@@ -68,8 +68,15 @@ def prism_commands(program: Any) -> tuple[tuple[Command, ...], dict[int, int]]:
             key[int(c.global_index)] = len(commands)
             label = c.action_name if c.is_labeled else ""
             together = tuple(m for m, acts in alphabet.items() if label in acts) if label else ()
-            commands.append(Command(f"{module.name}:{k + 1}", module.name, label, str(c.guard_expression),
-                                    together if len(together) > 1 else ()))
+            commands.append(
+                Command(
+                    f"{module.name}:{k + 1}",
+                    module.name,
+                    label,
+                    str(c.guard_expression),
+                    together if len(together) > 1 else (),
+                )
+            )
     return tuple(commands), key
 
 
@@ -96,15 +103,22 @@ def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Comma
         base = len(commands)
         for i, e in enumerate(edges):
             guard = e.get("guard", {}).get("exp", True) if isinstance(e.get("guard"), dict) else True
-            commands.append(Command(f"{automaton.name}:{i + 1}", automaton.name, e.get("action", ""),
-                                    json.dumps(guard) if not isinstance(guard, str) else guard))
+            commands.append(
+                Command(
+                    f"{automaton.name}:{i + 1}",
+                    automaton.name,
+                    e.get("action", ""),
+                    json.dumps(guard) if not isinstance(guard, str) else guard,
+                )
+            )
         for storm_index, file_index in enumerate(order[automaton.name] if order is not None else ()):
             key[(ai << _JANI_SHIFT) | storm_index] = base + file_index
     return tuple(commands), key
 
 
-def choice_commands(storm_model: Any, commands: Sequence[Command], key: dict[int, int],
-                    labels: Sequence[str]) -> tuple[np.ndarray, tuple[str, ...]]:
+def choice_commands(
+    storm_model: Any, commands: Sequence[Command], key: dict[int, int], labels: Sequence[str]
+) -> tuple[np.ndarray, tuple[str, ...]]:
     """Per choice of a Storm model built with choice origins: ``(C,)`` int32 index into the returned names.
 
     Name 0 is ``""`` (no command: Storm's deadlock self-loops). ``labels`` ``(C,)`` are the choices'
@@ -137,8 +151,10 @@ def choice_commands(storm_model: Any, commands: Sequence[Command], key: dict[int
     for i, c in enumerate(first):
         raw = tuple(int(x) for x in (origins.get_edge_index_set(c) if jani else origins.get_command_set(c)))
         if any(x not in key for x in raw):
-            raise ModelError("cannot tell which command/edge of the file one of Storm's choices is, so no choice can be "
-                             "named by command here (see the warning above); name choices by action label")
+            raise ModelError(
+                "cannot tell which command/edge of the file one of Storm's choices is, so no choice can be "
+                "named by command here (see the warning above); name choices by action label"
+            )
         parts = sorted(key[x] for x in raw)
         name = "+".join(commands[p].name for p in parts)
         actions = {commands[p].action for p in parts}
@@ -164,8 +180,13 @@ def check_names(names: Sequence[str], commands: Sequence[Command]) -> list[tuple
         if unknown:
             u = unknown[0]
             where = "" if parts == [u] else f" (in '{name}')"
-            problems.append((name, f"action '{u}'{where} is not a command of the model{did_you_mean(u, by_name)} "
-                                   "(rlverify inspect MODEL lists the command names)"))
+            problems.append(
+                (
+                    name,
+                    f"action '{u}'{where} is not a command of the model{did_you_mean(u, by_name)} "
+                    "(rlverify inspect MODEL lists the command names)",
+                )
+            )
             continue
         cs = [by_name[p] for p in parts]
         if len(cs) > 1 and (len({c.action for c in cs}) != 1 or not cs[0].action):
@@ -173,11 +194,17 @@ def check_names(names: Sequence[str], commands: Sequence[Command]) -> list[tuple
         elif len({c.module for c in cs}) != len(cs):
             problems.append((name, f"'{name}': names two commands of one module"))
         elif cs[0].synchronises and {c.module for c in cs} != set(cs[0].synchronises):
-            example = "+".join(next(c.name for c in commands if c.module == m and c.action == cs[0].action)
-                               for m in cs[0].synchronises)
-            problems.append((name, f"'{name}': label '{cs[0].action}' synchronises modules "
-                                   f"{', '.join(cs[0].synchronises)}: a choice takes one command of each, e.g. "
-                                   f"'{example}' (rlverify inspect lists the choices)"))
+            example = "+".join(
+                next(c.name for c in commands if c.module == m and c.action == cs[0].action) for m in cs[0].synchronises
+            )
+            problems.append(
+                (
+                    name,
+                    f"'{name}': label '{cs[0].action}' synchronises modules "
+                    f"{', '.join(cs[0].synchronises)}: a choice takes one command of each, e.g. "
+                    f"'{example}' (rlverify inspect lists the choices)",
+                )
+            )
         elif [c.module for c in cs] != sorted((c.module for c in cs), key=modules.index):
             canonical = "+".join(sorted(parts, key=lambda p: modules.index(by_name[p].module)))
             problems.append((name, f"'{name}': write the commands in module order: '{canonical}'"))

@@ -73,11 +73,16 @@ class Fit:
             feature, variables, owner, actions = "a model variable", "model variables", "the model", "model actions"
         else:
             feature, variables, owner, actions = f"observed by {where}", "features", where, "actions"
-        return ([f"feature '{f}' is not {feature}{did_you_mean(f, self.variables)} "
-                 f"({variables}: {', '.join(self.variables)})" for f in self.missing_features]
-                + [self.reasons[a] if a in self.reasons else
-                   f"action '{a}' is not an action of {owner}{did_you_mean(a, self.actions + self.commands)} "
-                   f"({actions}: {', '.join(self.actions)}{self._command_hint()})" for a in self.missing_actions])
+        return [
+            f"feature '{f}' is not {feature}{did_you_mean(f, self.variables)} ({variables}: {', '.join(self.variables)})"
+            for f in self.missing_features
+        ] + [
+            self.reasons[a]
+            if a in self.reasons
+            else f"action '{a}' is not an action of {owner}{did_you_mean(a, self.actions + self.commands)} "
+            f"({actions}: {', '.join(self.actions)}{self._command_hint()})"
+            for a in self.missing_actions
+        ]
 
     def _command_hint(self) -> str:
         if not self.commands:
@@ -86,8 +91,14 @@ class Fit:
         return f"; command names: {shown} (rlverify inspect MODEL lists them)"
 
 
-def fit(features: Sequence[str], actions: Sequence[str], *, variables: Sequence[str],
-        model_actions: Sequence[str], commands: Sequence[Command] = ()) -> Fit:
+def fit(
+    features: Sequence[str],
+    actions: Sequence[str],
+    *,
+    variables: Sequence[str],
+    model_actions: Sequence[str],
+    commands: Sequence[Command] = (),
+) -> Fit:
     """How an agent's feature and action names fit a model's: the one name check of every engine.
 
     Pass the names of the model as declared (a :class:`~rlverify.models.SymbolicModel`'s
@@ -99,9 +110,14 @@ def fit(features: Sequence[str], actions: Sequence[str], *, variables: Sequence[
     labelled = tuple(a for a in model_actions if a)
     bad = dict(check_names([a for a in actions if a not in labelled], commands))
     missing = tuple(a for a in actions if a not in labelled and (not is_command_name(a) or not commands or a in bad))
-    return Fit(missing_features=tuple(f for f in features if f not in variables), missing_actions=missing,
-               variables=variables, actions=labelled, reasons={a: bad[a] for a in missing if a in bad},
-               commands=tuple(c.name for c in commands))
+    return Fit(
+        missing_features=tuple(f for f in features if f not in variables),
+        missing_actions=missing,
+        variables=variables,
+        actions=labelled,
+        reasons={a: bad[a] for a in missing if a in bad},
+        commands=tuple(c.name for c in commands),
+    )
 
 
 def labelled_states(model: ExplicitModel) -> np.ndarray:
@@ -135,8 +151,13 @@ def choice_name(model: ExplicitModel, choice: int) -> str:
     return label or command or "(unlabelled)"
 
 
-def refuse_ambiguous(model: ExplicitModel, actions: Sequence[str], duplicate: tuple[int, int, int] | None,
-                     unresolved: np.ndarray, mixed: np.ndarray | None = None) -> None:
+def refuse_ambiguous(
+    model: ExplicitModel,
+    actions: Sequence[str],
+    duplicate: tuple[int, int, int] | None,
+    unresolved: np.ndarray,
+    mixed: np.ndarray | None = None,
+) -> None:
     """Raise :class:`PolicyError` for the first choice a policy over ``actions`` cannot pick.
 
     Args:
@@ -152,26 +173,34 @@ def refuse_ambiguous(model: ExplicitModel, actions: Sequence[str], duplicate: tu
         same = [lo + i for i in np.flatnonzero(cols == a)]
         if model.choice_commands is not None:
             names = [model.command_names[model.choice_commands[c]] for c in same]
-            raise PolicyError(f"state {model.valuation_dict(s)} has {n} choices labelled '{actions[a]}' "
-                              f"(commands {', '.join(names)}): a policy cannot tell them apart by the label; "
-                              "name the commands in the policy's actions instead (rlverify inspect lists them)")
-        raise PolicyError(f"state {model.valuation_dict(s)} has {n} choices labelled '{actions[a]}': a policy over "
-                          "action labels cannot tell them apart (label the commands differently, or build the "
-                          "model from its PRISM/JANI file so that rlverify can name the commands)")
+            raise PolicyError(
+                f"state {model.valuation_dict(s)} has {n} choices labelled '{actions[a]}' "
+                f"(commands {', '.join(names)}): a policy cannot tell them apart by the label; "
+                "name the commands in the policy's actions instead (rlverify inspect lists them)"
+            )
+        raise PolicyError(
+            f"state {model.valuation_dict(s)} has {n} choices labelled '{actions[a]}': a policy over "
+            "action labels cannot tell them apart (label the commands differently, or build the "
+            "model from its PRISM/JANI file so that rlverify can name the commands)"
+        )
     if unresolved.any():
         s = int(np.argmax(unresolved))
         n = int(model.row_groups[s + 1] - model.row_groups[s])
-        raise PolicyError(f"state {model.valuation_dict(s)} has {n} unlabelled choices: no agent action can choose "
-                          "between them (label the commands, or build the model from its PRISM/JANI file so that "
-                          "rlverify can name the commands)")
+        raise PolicyError(
+            f"state {model.valuation_dict(s)} has {n} unlabelled choices: no agent action can choose "
+            "between them (label the commands, or build the model from its PRISM/JANI file so that "
+            "rlverify can name the commands)"
+        )
     if mixed is not None and mixed.any():
         s = int(np.argmax(mixed))
         lo, hi = model.row_groups[s], model.row_groups[s + 1]
         labels = sorted({model.action_names[a] for a in model.choice_actions[lo:hi] if model.action_names[a]})
-        raise PolicyError(f"state {model.valuation_dict(s)} offers an unlabelled command beside the labelled actions "
-                          f"{labels}: a policy over action labels would never take it, which would change what is "
-                          "verified (label the command, or build the model from its PRISM/JANI file so that "
-                          "rlverify can name the commands)")
+        raise PolicyError(
+            f"state {model.valuation_dict(s)} offers an unlabelled command beside the labelled actions "
+            f"{labels}: a policy over action labels would never take it, which would change what is "
+            "verified (label the command, or build the model from its PRISM/JANI file so that "
+            "rlverify can name the commands)"
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -297,8 +326,10 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
     actions = agent_actions(model) if actions is None else tuple(actions)
     if model.choice_commands is None and any(is_command_name(a) for a in actions):
         named = [a for a in actions if is_command_name(a)]
-        raise PolicyError(f"actions {named} are command names, but the model was built without them: build it with "
-                          "build_explicit(..., command_names=True)")
+        raise PolicyError(
+            f"actions {named} are command names, but the model was built without them: build it with "
+            "build_explicit(..., command_names=True)"
+        )
     S, C, A = model.num_states, model.num_choices, len(actions)
     dtype = np.int32 if C < 2**31 - 1 else np.int64
     cs = model.choice_states()
@@ -330,12 +361,22 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
     dead_end = forced >= 0
     dead_end[dead_end] = loop[forced[dead_end]]
     absorbing = (n_choices > 0) & (np.bincount(cs[loop], minlength=S) == n_choices)
-    return ChoiceTable(model=model, actions=actions, choice_of=choice_of, decision=decision, forced=forced,
-                       dead_end=dead_end, absorbing=absorbing, loop=loop, columns=cols)
+    return ChoiceTable(
+        model=model,
+        actions=actions,
+        choice_of=choice_of,
+        decision=decision,
+        forced=forced,
+        dead_end=dead_end,
+        absorbing=absorbing,
+        loop=loop,
+        columns=cols,
+    )
 
 
-def _refuse_label_beside_its_commands(model: ExplicitModel, actions: Sequence[str], cols: np.ndarray,
-                                      cs: np.ndarray, commands: np.ndarray) -> None:
+def _refuse_label_beside_its_commands(
+    model: ExplicitModel, actions: Sequence[str], cols: np.ndarray, cs: np.ndarray, commands: np.ndarray
+) -> None:
     """Refuse a label that addresses a choice in a state offering another choice of that label.
 
     With ``actions = ("m:1", "go")`` and two ``go`` commands in a state, ``go`` would silently mean
@@ -355,10 +396,12 @@ def _refuse_label_beside_its_commands(model: ExplicitModel, actions: Sequence[st
         s, label = int(cs[c]), model.action_names[model.choice_actions[c]]
         same = np.flatnonzero(keys == keys[c])
         names = [model.command_names[commands[i]] for i in same]
-        raise PolicyError(f"state {model.valuation_dict(s)} has {len(same)} choices labelled '{label}' (commands "
-                          f"{', '.join(names)}); the policy names some by command, so its action '{label}' does not "
-                          f"say which of the others it means: name each of them by command "
-                          f"({', '.join(n for n in names if n not in lookup)})")
+        raise PolicyError(
+            f"state {model.valuation_dict(s)} has {len(same)} choices labelled '{label}' (commands "
+            f"{', '.join(names)}); the policy names some by command, so its action '{label}' does not "
+            f"say which of the others it means: name each of them by command "
+            f"({', '.join(n for n in names if n not in lookup)})"
+        )
 
 
 def agent_actions(model: ExplicitModel) -> tuple[str, ...]:
@@ -379,8 +422,10 @@ def agent_actions(model: ExplicitModel) -> tuple[str, ...]:
     decision = labelled_states(model) | (n_choices > 1)
     label_of = np.asarray(model.action_names, dtype=object)[model.choice_actions]
     by_command = decision[cs] & np.isin(label_of, list(repeated | {""})) & (model.choice_commands > 0)
-    commands = sorted((model.command_names[int(c)] for c in np.unique(model.choice_commands[by_command])),
-                      key=lambda n: [(m, int(k)) for m, _, k in (p.rpartition(":") for p in n.split("+"))])
+    commands = sorted(
+        (model.command_names[int(c)] for c in np.unique(model.choice_commands[by_command])),
+        key=lambda n: [(m, int(k)) for m, _, k in (p.rpartition(":") for p in n.split("+"))],
+    )
     return tuple(a for a in labels if a not in repeated) + tuple(commands)
 
 
@@ -393,20 +438,25 @@ def forced_start_message(table: ChoiceTable, bound: int | None) -> str | None:
     init = np.asarray(table.model.initial_states, dtype=np.int64)
     if bound is None or not len(init) or not ((table.forced[init] >= 0) & ~table.dead_end[init]).all():
         return None
-    return (f"the initial state takes a forced step (a lone unlabelled command) before the policy is asked: the step "
-            f"bound {bound} counts it, so at most {bound - 1} steps are the policy's")
+    return (
+        f"the initial state takes a forced step (a lone unlabelled command) before the policy is asked: the step "
+        f"bound {bound} counts it, so at most {bound - 1} steps are the policy's"
+    )
 
 
 def untaken_message(untaken: dict[str, int], where: str = "states") -> str:
     """One line saying which choices a policy never takes (for warnings), from :meth:`ChoiceTable.untaken`."""
     shown = ", ".join(f"{name} ({n} {where})" for name, n in list(untaken.items())[:8])
     more = f" and {len(untaken) - 8} more" if len(untaken) > 8 else ""
-    return (f"the policy names no action for these choices, so it never takes them: {shown}{more}; "
-            "add them to its actions to let it (rlverify inspect MODEL lists the names)")
+    return (
+        f"the policy names no action for these choices, so it never takes them: {shown}{more}; "
+        "add them to its actions to let it (rlverify inspect MODEL lists the names)"
+    )
 
 
-def policy_weights(probs: np.ndarray, available: np.ndarray, *, mode: str, unavailable: str,
-                   where: Callable[[int], Any], refuse: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def policy_weights(
+    probs: np.ndarray, available: np.ndarray, *, mode: str, unavailable: str, where: Callable[[int], Any], refuse: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """The distribution over actions a policy is followed with, and the mass that stalls.
 
     Args:
@@ -456,5 +506,7 @@ def policy_weights(probs: np.ndarray, available: np.ndarray, *, mode: str, unava
 def refuse_all_unavailable(zero: np.ndarray, where: Callable[[int], Any]) -> None:
     """With ``renormalize``: raise :class:`PolicyError` for the first row of ``zero`` ``(N,)`` bool (no available mass)."""
     if zero.any():
-        raise PolicyError(f"policy puts all its mass on unavailable actions in state {where(int(np.argmax(zero)))}; "
-                          "nothing to renormalise (use --unavailable stall)")
+        raise PolicyError(
+            f"policy puts all its mass on unavailable actions in state {where(int(np.argmax(zero)))}; "
+            "nothing to renormalise (use --unavailable stall)"
+        )

@@ -109,7 +109,7 @@ def read_umb(path: str | Path, *, keep_valuation_bytes: bool = True) -> Explicit
             out = np.empty(count, dtype=dtype)
             for start in range(0, count, _CHUNK):
                 part = np.fromfile(raw_file, dtype=np.uint64, count=min(_CHUNK, count - start))
-                out[start: start + len(part)] = part
+                out[start : start + len(part)] = part
             return out
 
         index = json.loads(arr("index.json", np.uint8).tobytes())
@@ -133,7 +133,7 @@ def read_umb(path: str | Path, *, keep_valuation_bytes: bool = True) -> Explicit
             choice_actions = arr("actions/choices/values.bin", np.uint32).astype(np.int32)[:n_choices]
             offsets = arr("actions/choices/string-mapping.bin", np.uint64).astype(np.int64)
             blob = arr("actions/choices/strings.bin", np.uint8).tobytes()
-            action_names = tuple(blob[offsets[i]: offsets[i + 1]].decode() for i in range(len(offsets) - 1))
+            action_names = tuple(blob[offsets[i] : offsets[i + 1]].decode() for i in range(len(offsets) - 1))
 
         labels: dict[str, np.ndarray] = {}
         aliases: dict[str, str] = {}
@@ -168,10 +168,20 @@ def read_umb(path: str | Path, *, keep_valuation_bytes: bool = True) -> Explicit
 
     model_type = "dtmc" if int(ts.get("#players", 1)) == 0 else "mdp"
     return ExplicitModel(
-        model_type=model_type, row_groups=row_groups, transitions=transitions, choice_actions=choice_actions,
-        action_names=action_names, variables=variables, valuations=valuations, initial_states=initial,
-        labels=labels, label_aliases=aliases, state_rewards=state_rewards, choice_rewards=choice_rewards,
-        valuation_bytes=vbytes, valuation_spec=vspec,
+        model_type=model_type,
+        row_groups=row_groups,
+        transitions=transitions,
+        choice_actions=choice_actions,
+        action_names=action_names,
+        variables=variables,
+        valuations=valuations,
+        initial_states=initial,
+        labels=labels,
+        label_aliases=aliases,
+        state_rewards=state_rewards,
+        choice_rewards=choice_rewards,
+        valuation_bytes=vbytes,
+        valuation_spec=vspec,
     )
 
 
@@ -211,7 +221,7 @@ def _decode_valuations(vbytes: np.ndarray, spec: list[dict[str, Any]]) -> tuple[
         if v["type"]["type"] == "double":  # transient reward variables of JANI models: not state features
             pos += size
             continue
-        chunk = bits[:, pos: pos + size].astype(np.int64)
+        chunk = bits[:, pos : pos + size].astype(np.int64)
         raw = chunk @ (np.int64(1) << np.arange(size, dtype=np.int64))
         kind = v["type"]["type"]
         if kind == "int":  # two's complement
@@ -230,7 +240,7 @@ def encode_valuations(values: np.ndarray, spec: list[dict[str, Any]]) -> np.ndar
     width = sum(_bit_size(v) for v in spec)
     out = np.zeros((len(values), (width + 7) // 8), dtype=np.uint8)
     for start in range(0, len(values), _CHUNK // 4):
-        part = values[start: start + _CHUNK // 4]
+        part = values[start : start + _CHUNK // 4]
         bits = np.zeros((len(part), width), dtype=np.uint8)
         pos, col = 0, 0
         for v in spec:
@@ -238,10 +248,10 @@ def encode_valuations(values: np.ndarray, spec: list[dict[str, Any]]) -> np.ndar
             if "padding" not in v and v["type"]["type"] != "double":
                 raw = part[:, col].astype(np.int64) - int(v.get("offset", 0))
                 raw = np.where(raw < 0, raw + (1 << size), raw)  # two's complement of signed ints
-                bits[:, pos: pos + size] = (raw[:, None] >> np.arange(size, dtype=np.int64)) & 1
+                bits[:, pos : pos + size] = (raw[:, None] >> np.arange(size, dtype=np.int64)) & 1
                 col += 1
             pos += size
-        out[start: start + len(part)] = np.packbits(bits, axis=1, bitorder="little")
+        out[start : start + len(part)] = np.packbits(bits, axis=1, bitorder="little")
     return out
 
 
@@ -264,10 +274,16 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
         "format-revision": 0,
         "file-data": {"tool": "rlverify"},
         "transition-system": {
-            "#branch-actions": 0, "#branches": int(P.nnz), "#choice-actions": len(model.action_names) if is_mdp else 0,
-            "#choices": model.num_choices, "#initial-states": len(model.initial_states), "#observations": 0,
-            "#players": 1 if is_mdp else 0, "#states": n,
-            "branch-probability-type": {"size": 64, "type": "double"}, "time": "discrete",
+            "#branch-actions": 0,
+            "#branches": int(P.nnz),
+            "#choice-actions": len(model.action_names) if is_mdp else 0,
+            "#choices": model.num_choices,
+            "#initial-states": len(model.initial_states),
+            "#observations": 0,
+            "#players": 1 if is_mdp else 0,
+            "#states": n,
+            "branch-probability-type": {"size": 64, "type": "double"},
+            "time": "discrete",
         },
         "annotations": {"aps": {}, "rewards": {}},
     }
@@ -283,12 +299,17 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
         files.append(("state-to-choices.bin", np.asarray(model.row_groups, dtype=np.uint64).tobytes()))
         blobs = [a.encode() for a in model.action_names]
         offsets = np.cumsum([0] + [len(b) for b in blobs]).astype(np.uint64)
-        files += [("actions/choices/values.bin", np.asarray(model.choice_actions, dtype=np.uint32).tobytes()),
-                  ("actions/choices/string-mapping.bin", offsets.tobytes()),
-                  ("actions/choices/strings.bin", b"".join(blobs))]
+        files += [
+            ("actions/choices/values.bin", np.asarray(model.choice_actions, dtype=np.uint32).tobytes()),
+            ("actions/choices/string-mapping.bin", offsets.tobytes()),
+            ("actions/choices/strings.bin", b"".join(blobs)),
+        ]
     for key, mask in model.labels.items():
-        index["annotations"]["aps"][key] = {"alias": model.label_aliases.get(key, key), "applies-to": ["states"],
-                                            "type": {"size": 1, "type": "bool"}}
+        index["annotations"]["aps"][key] = {
+            "alias": model.label_aliases.get(key, key),
+            "applies-to": ["states"],
+            "type": {"size": 1, "type": "bool"},
+        }
         files.append((f"annotations/aps/{key}/states/values.bin", _pack(mask)))
     reward_names = list(dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards)))
     for i, name in enumerate(reward_names):
@@ -335,10 +356,10 @@ class _ArrayStream:
             if self.offset >= len(self.pending):
                 if self.pos >= len(self.array):
                     break
-                part = self.array[self.pos: self.pos + _CHUNK]
+                part = self.array[self.pos : self.pos + _CHUNK]
                 self.pos += len(part)
                 self.pending, self.offset = np.ascontiguousarray(part, dtype=self.dtype).data.cast("B"), 0
-            piece = self.pending[self.offset: self.offset + need]
+            piece = self.pending[self.offset : self.offset + need]
             self.offset += len(piece)
             need -= len(piece)
             pieces.append(piece)
@@ -456,11 +477,21 @@ def memory_limit(limit: int | None) -> tuple[int | None, str]:
         return None, "no memory limit"
     return int(DEFAULT_MEMORY_FRACTION * total), (
         f"the default memory guard ({DEFAULT_MEMORY_FRACTION:.0%} of this machine's {format_bytes(total)}; "
-        "--max-memory SIZE sets another)")
+        "--max-memory SIZE sets another)"
+    )
 
 
-def memory_guard(limit: int | None, phase: str, *, states: int, transitions: int, what: str,
-                 estimates: dict[str, int] | None = None, extra: int | None = None, advice: str | None = None) -> None:
+def memory_guard(
+    limit: int | None,
+    phase: str,
+    *,
+    states: int,
+    transitions: int,
+    what: str,
+    estimates: dict[str, int] | None = None,
+    extra: int | None = None,
+    advice: str | None = None,
+) -> None:
     """Refuse (``MemoryBudgetError``) before ``phase`` when current RSS + its estimated growth exceeds ``limit``
     (None: the default, a fraction of the machine's memory; see :func:`memory_limit`).
 
@@ -486,8 +517,14 @@ def memory_guard(limit: int | None, phase: str, *, states: int, transitions: int
             f"{how}: the {phase} phase needs an estimated {format_bytes(estimate)} "
             f"({format_bytes(now)} in use + {format_bytes(extra)} for {transitions:,} {what} and {states:,} states"
             f"{per}); "
-            + (advice or "raise --max-memory, or verify a smaller model (constants), or use --mode deterministic "
-                         "(fewer transitions)"), phase=phase, estimate=estimate, limit=bound)
+            + (
+                advice
+                or "raise --max-memory, or verify a smaller model (constants), or use --mode deterministic (fewer transitions)"
+            ),
+            phase=phase,
+            estimate=estimate,
+            limit=bound,
+        )
 
 
 def out_of_memory(what: str, advice: str) -> Any:
@@ -495,5 +532,9 @@ def out_of_memory(what: str, advice: str) -> Any:
     from rlverify.errors import MemoryBudgetError
 
     bound, how = memory_limit(None)
-    return MemoryBudgetError(f"out of memory during {what} ({format_bytes(resident_bytes())} in use; {how}): {advice}",
-                             phase=what, estimate=resident_bytes(), limit=bound or 0)
+    return MemoryBudgetError(
+        f"out of memory during {what} ({format_bytes(resident_bytes())} in use; {how}): {advice}",
+        phase=what,
+        estimate=resident_bytes(),
+        limit=bound or 0,
+    )

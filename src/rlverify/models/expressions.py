@@ -21,16 +21,48 @@ import numpy as np
 
 from rlverify.errors import OptionError, did_you_mean
 
-ALLOWED = ("variables, numbers, true/false, comparisons = != < <= > >=, & | ! (or and/or/not), "
-           "+ - * / // % **, abs(), min(), max(), 'a if c else b', parentheses")
-_CMP = {ast.Eq: np.equal, ast.NotEq: np.not_equal, ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater,
-        ast.GtE: np.greater_equal}
-_ARITH = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
-          ast.FloorDiv: np.floor_divide, ast.Mod: np.mod, ast.Pow: np.power}
+ALLOWED = (
+    "variables, numbers, true/false, comparisons = != < <= > >=, & | ! (or and/or/not), "
+    "+ - * / // % **, abs(), min(), max(), 'a if c else b', parentheses"
+)
+_CMP = {
+    ast.Eq: np.equal,
+    ast.NotEq: np.not_equal,
+    ast.Lt: np.less,
+    ast.LtE: np.less_equal,
+    ast.Gt: np.greater,
+    ast.GtE: np.greater_equal,
+}
+_ARITH = {
+    ast.Add: np.add,
+    ast.Sub: np.subtract,
+    ast.Mult: np.multiply,
+    ast.Div: np.true_divide,
+    ast.FloorDiv: np.floor_divide,
+    ast.Mod: np.mod,
+    ast.Pow: np.power,
+}
 _FUNCS = {"abs": np.abs, "min": np.minimum, "max": np.maximum}
 _CONSTANTS = {"true": True, "false": False, "True": True, "False": False}
-_NODES = (ast.Expression, ast.Name, ast.Load, ast.Constant, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not,
-          ast.USub, ast.UAdd, ast.BinOp, ast.Compare, ast.IfExp, ast.Call, *_CMP, *_ARITH)
+_NODES = (
+    ast.Expression,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.UAdd,
+    ast.BinOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Call,
+    *_CMP,
+    *_ARITH,
+)
 
 Expression = Callable[[np.ndarray], np.ndarray]
 #: the deepest syntax tree accepted (nesting of operators and parentheses)
@@ -38,8 +70,9 @@ MAX_DEPTH = 200
 _INT_LIMIT = 2.0**63  # |integer result| from here on does not fit int64
 
 
-def compile_expression(text: str, variables: Sequence[str], *, option: str, booleans: Sequence[str] = (),
-                       kind: str = "condition") -> Expression:
+def compile_expression(
+    text: str, variables: Sequence[str], *, option: str, booleans: Sequence[str] = (), kind: str = "condition"
+) -> Expression:
     """Parse ``text`` over ``variables`` into ``f(values (N, len(variables))) -> (N,)``.
 
     ``kind``: ``"condition"`` (the result must be a comparison or logic: bool) or ``"number"`` (float64;
@@ -91,8 +124,9 @@ def _parse(py: str, where: str) -> ast.Expression:
         raise OptionError(f"{where}: nested too deeply to parse (at most {MAX_DEPTH} levels)") from None
     depth = syntax_depth(tree)
     if depth > MAX_DEPTH:
-        raise OptionError(f"{where}: nested {depth} levels deep, more than {MAX_DEPTH} (split it, or use min()/max() "
-                          "with many arguments)")
+        raise OptionError(
+            f"{where}: nested {depth} levels deep, more than {MAX_DEPTH} (split it, or use min()/max() with many arguments)"
+        )
     return tree
 
 
@@ -100,23 +134,28 @@ def _check_constructs(tree: ast.Expression, where: str) -> None:
     """Refuse every construct outside the language (and a call of an unknown function)."""
     for node in ast.walk(tree):
         call = node if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords else None
-        if not isinstance(node, _NODES) or (isinstance(node, ast.Call) and call is None) or \
-                (isinstance(node, ast.Constant) and not isinstance(node.value, (int, float))):
+        if (
+            not isinstance(node, _NODES)
+            or (isinstance(node, ast.Call) and call is None)
+            or (isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)))
+        ):
             shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
             raise OptionError(f"{where}: '{shown}' is not allowed; use {ALLOWED}")
         if call is not None and isinstance(call.func, ast.Name) and call.func.id not in _FUNCS:
-            raise OptionError(f"{where}: '{ast.unparse(call)}' is not allowed: unknown function "
-                              f"'{call.func.id}'; the functions: {', '.join(_FUNCS)}")
+            raise OptionError(
+                f"{where}: '{ast.unparse(call)}' is not allowed: unknown function "
+                f"'{call.func.id}'; the functions: {', '.join(_FUNCS)}"
+            )
 
 
 def _check_names(tree: ast.Expression, known: list[str], where: str) -> None:
     """Refuse a name that is neither a variable in ``known``, a constant, nor a called function."""
     functions = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and id(node) not in functions and node.id not in known \
-                and node.id not in _CONSTANTS:
-            raise OptionError(f"{where}: unknown variable '{node.id}'{did_you_mean(node.id, known)}; "
-                              f"the variables: {', '.join(known)}")
+        if isinstance(node, ast.Name) and id(node) not in functions and node.id not in known and node.id not in _CONSTANTS:
+            raise OptionError(
+                f"{where}: unknown variable '{node.id}'{did_you_mean(node.id, known)}; the variables: {', '.join(known)}"
+            )
 
 
 def _check_numbers(tree: ast.Expression, py: str, where: str) -> None:
@@ -124,8 +163,9 @@ def _check_numbers(tree: ast.Expression, py: str, where: str) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant):
             if isinstance(node.value, float) and not np.isfinite(node.value):
-                raise OptionError(f"{where}: the number '{ast.get_source_segment(py, node) or node.value}' "
-                                  "is too large for a float")
+                raise OptionError(
+                    f"{where}: the number '{ast.get_source_segment(py, node) or node.value}' is too large for a float"
+                )
             if isinstance(node.value, int) and not isinstance(node.value, bool) and abs(node.value) >= 2**63:
                 raise OptionError(f"{where}: the number {node.value} does not fit in 64 bits")
 
@@ -144,13 +184,15 @@ def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
             return np.logical_not(_condition(v, where))
         return -_number(v) if isinstance(node.op, ast.USub) else _number(v)
     if isinstance(node, ast.BinOp):
-        return _arithmetic(node, _number(_eval(node.left, column, where)), _number(_eval(node.right, column, where)),
-                           where)
+        return _arithmetic(node, _number(_eval(node.left, column, where)), _number(_eval(node.right, column, where)), where)
     if isinstance(node, ast.Compare):
         return _compare(node, column, where)
     if isinstance(node, ast.IfExp):
-        return np.where(_condition(_eval(node.test, column, where), where), _eval(node.body, column, where),
-                        _eval(node.orelse, column, where))
+        return np.where(
+            _condition(_eval(node.test, column, where), where),
+            _eval(node.body, column, where),
+            _eval(node.orelse, column, where),
+        )
     return _call(node, column, where)
 
 
@@ -170,8 +212,10 @@ def _arithmetic(node: ast.BinOp, left: np.ndarray, right: np.ndarray, where: str
         with np.errstate(all="ignore"):
             approx = op(left.astype(np.float64), right.astype(np.float64))
         if (np.abs(approx) >= _INT_LIMIT).any():
-            raise OptionError(f"{where}: '{ast.unparse(node)}' is beyond 64-bit integers (in some state); "
-                              "write a float (e.g. 2.0**64) for an approximate value")
+            raise OptionError(
+                f"{where}: '{ast.unparse(node)}' is beyond 64-bit integers (in some state); "
+                "write a float (e.g. 2.0**64) for an approximate value"
+            )
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             return op(left, right)
@@ -219,8 +263,7 @@ def syntax_depth(tree: ast.AST) -> int:
 def _condition(v: Any, where: str) -> np.ndarray:
     a = np.asarray(v)
     if a.dtype != np.bool_:
-        raise OptionError(f"{where}: 'and'/'or'/'not' (& | !) and 'if' need conditions, got a number "
-                          "(compare it: x=1, x>=2)")
+        raise OptionError(f"{where}: 'and'/'or'/'not' (& | !) and 'if' need conditions, got a number (compare it: x=1, x>=2)")
     return a
 
 

@@ -110,8 +110,9 @@ def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--e
     def malformed(entry: str) -> str:
         return f"{option}: expected NAME=VALUE, got '{entry}' (or a JSON object '{{\"desc\": [...]}}' for values with commas)"
 
-    pairs = parse_assignments(text, option=option, what="argument", error=OptionError, malformed=malformed,
-                              names=r"[A-Za-z_]\w*")
+    pairs = parse_assignments(
+        text, option=option, what="argument", error=OptionError, malformed=malformed, names=r"[A-Za-z_]\w*"
+    )
     return {key: _kwarg_value(key, raw, option) for key, raw in pairs.items()}
 
 
@@ -169,8 +170,15 @@ def _kwarg_value(key: str, raw: str, option: str) -> Any:
         raise OptionError(f"{option}: {key}: {raw} is not a finite number") from None
 
 
-def from_gymnasium(env: Any, *, env_kwargs: str | Mapping[str, Any] | None = None, path: str | Path | None = None,
-                   initial: int | None = None, force: bool = False, trust_code: bool = False) -> GymnasiumModel:
+def from_gymnasium(
+    env: Any,
+    *,
+    env_kwargs: str | Mapping[str, Any] | None = None,
+    path: str | Path | None = None,
+    initial: int | None = None,
+    force: bool = False,
+    trust_code: bool = False,
+) -> GymnasiumModel:
     """The MDP of a Gymnasium environment with a finite transition model, as a loaded PRISM model.
 
     Args:
@@ -213,12 +221,12 @@ def from_gymnasium(env: Any, *, env_kwargs: str | Mapping[str, Any] | None = Non
     file = _write(text, env_id, kwargs, initial, path, force)
     loaded = load_model(file)
     base = {f.name: getattr(loaded, f.name) for f in fields(SymbolicModel)}
-    return GymnasiumModel(**base, env_id=env_id, env_kwargs=kwargs, events=events,
-                          policy_interface={"features": ["s"], "actions": list(actions)})
+    return GymnasiumModel(
+        **base, env_id=env_id, env_kwargs=kwargs, events=events, policy_interface={"features": ["s"], "actions": list(actions)}
+    )
 
 
-def model_from_target(target: str, env_kwargs: str | Mapping[str, Any] | None, *,
-                      trust_code: bool = False) -> GymnasiumModel:
+def model_from_target(target: str, env_kwargs: str | Mapping[str, Any] | None, *, trust_code: bool = False) -> GymnasiumModel:
     """The model of a ``gym:ID`` target (the front door's spelling), with ``--env-kwargs`` (and ``--trust-code`` for
     ``gym:MODULE:ID``)."""
     env_id = target.removeprefix("gym:").strip()
@@ -261,30 +269,37 @@ def _make(env_id: str, kwargs: dict[str, Any], trust_code: bool = False) -> Any:
     module, sep, env_id = env_id.rpartition(":")
     if sep:
         if not trust_code:
-            raise ModelError(f"gym:{given}: gym:MODULE:ID imports the Python module '{module}' (runs its code) to register "
-                             f"'{env_id}'; pass --trust-code to allow that (without it gym: targets are made only from "
-                             "ids already in Gymnasium's registry)")
+            raise ModelError(
+                f"gym:{given}: gym:MODULE:ID imports the Python module '{module}' (runs its code) to register "
+                f"'{env_id}'; pass --trust-code to allow that (without it gym: targets are made only from "
+                "ids already in Gymnasium's registry)"
+            )
         try:
             with contextlib.redirect_stdout(sys.stderr):  # what it prints must not mix into --json output
                 importlib.import_module(module)
         except SystemExit as exc:
             raise ModelError(f"gym:{given}: importing module '{module}' called sys.exit({exc.code!r})") from None
         except Exception as exc:  # the user's module: its failure is bad input
-            raise ModelError(f"gym:{given}: cannot import module '{module}' ({exc.__class__.__name__}: "
-                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+            raise ModelError(
+                f"gym:{given}: cannot import module '{module}' ({exc.__class__.__name__}: "
+                f"{str(exc).splitlines()[0][:200] if str(exc) else ''})"
+            ) from None
     if env_id not in gymnasium.registry:
         known = [k for k in gymnasium.registry if "/" not in k]
-        raise ModelError(f"gym:{given}: no environment '{env_id}' in Gymnasium's registry"
-                         f"{did_you_mean(env_id, known)}" + ("" if sep else
-                         " (an environment registered by your own module: gym:MODULE:ID with --trust-code)"))
+        raise ModelError(
+            f"gym:{given}: no environment '{env_id}' in Gymnasium's registry"
+            f"{did_you_mean(env_id, known)}"
+            + ("" if sep else " (an environment registered by your own module: gym:MODULE:ID with --trust-code)")
+        )
     check_env_kwargs(env_id, kwargs)
     try:
         with warnings.catch_warnings():  # gymnasium's own deprecation notes (coloured); its errors say it plainly
             warnings.simplefilter("ignore", DeprecationWarning)
             return gymnasium.make(env_id, **kwargs)
     except TypeError as exc:
-        raise OptionError(f"--env-kwargs {kwargs}: gym:{env_id} does not accept them: "
-                          f"{str(exc).split(' was raised')[0]}") from None
+        raise OptionError(
+            f"--env-kwargs {kwargs}: gym:{env_id} does not accept them: {str(exc).split(' was raised')[0]}"
+        ) from None
     except gymnasium.error.Error as exc:
         known = [k for k in gymnasium.registry if "/" not in k]
         close = did_you_mean(env_id, known) if "Did you mean" not in str(exc) else ""
@@ -317,24 +332,36 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], *, option: str = "-
         params = None
     if params is not None:
         var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        named = [n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                            inspect.Parameter.KEYWORD_ONLY)]
+        named = [
+            n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        ]
         for key, value in kwargs.items():
             if key not in params or key not in named:
                 if not var_kw:
-                    problems.append(f"gym:{env_id} takes no argument '{key}'{did_you_mean(key, named)} "
-                                    f"(it takes {', '.join(n for n in named if n != 'render_mode') or 'none'})")
+                    problems.append(
+                        f"gym:{env_id} takes no argument '{key}'{did_you_mean(key, named)} "
+                        f"(it takes {', '.join(n for n in named if n != 'render_mode') or 'none'})"
+                    )
                 continue
             expected = _expected_type(params[key], spec.kwargs.get(key))
             if expected is not None and not _is_of(value, expected):
-                problems.append(f"{key} expects {_TYPE_WORDS[expected]}, got {value!r}"
-                                + (" (a non-empty string would count as true)" if expected == "bool" else ""))
+                problems.append(
+                    f"{key} expects {_TYPE_WORDS[expected]}, got {value!r}"
+                    + (" (a non-empty string would count as true)" if expected == "bool" else "")
+                )
     if problems:
         raise OptionError(f"{option}: " + "; ".join(problems))
 
 
-_TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
-               "str|None": "a string or null", "list": "a list", "list|None": "a list or null"}
+_TYPE_WORDS = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "str|None": "a string or null",
+    "list": "a list",
+    "list|None": "a list or null",
+}
 
 
 def _expected_type(param: Any, registered: Any) -> str | None:
@@ -381,8 +408,10 @@ def _read_table(env: Any, env_id: str) -> _Table:
     S, A, P = _finite_model(env, u, env_id)
     kind = type(u).__name__
     if kind == "TaxiEnv" and getattr(u, "fickle_passenger", False):
-        raise ModelError(f"gym:{env_id}: fickle_passenger=True changes the destination in step() outside P; "
-                         "only fickle_passenger=False has a finite model")
+        raise ModelError(
+            f"gym:{env_id}: fickle_passenger=True changes the destination in step() outside P; "
+            "only fickle_passenger=False has a finite model"
+        )
     actions = ACTION_NAMES.get(kind, tuple(f"a{i}" for i in range(A)))
     if len(actions) != A:
         actions = tuple(f"a{i}" for i in range(A))
@@ -393,8 +422,9 @@ def _read_table(env: Any, env_id: str) -> _Table:
         row = []
         entry = P.get(s) if isinstance(P, Mapping) else (P[s] if s < len(P) else None)
         for a in range(A):
-            listed = entry.get(a, []) if isinstance(entry, Mapping) else (entry[a] if entry is not None and a < len(entry)
-                                                                          else [])
+            listed = (
+                entry.get(a, []) if isinstance(entry, Mapping) else (entry[a] if entry is not None and a < len(entry) else [])
+            )
             merged: dict[tuple[int, int, bool], float] = {}
             for i, item in enumerate(listed):
                 p, s2, r, term = _outcome(item, f"gym:{env_id}: P[{s}][{a}][{i}]", S)
@@ -411,10 +441,19 @@ def _read_table(env: Any, env_id: str) -> _Table:
                 raise ModelError(f"gym:{env_id}: P[{s}][{a}] sums to {total!r}, not 1")
             row.append(merged)
         outcomes.append(row)
-    return _Table(n_states=S, n_actions=A, actions=actions, outcomes=outcomes, rewards=rewards, gains=gains,
-                  penalties=penalties,
-                  initial=_initial_distribution(u, env_id, S), events=events, features=_features(u, kind, S),
-                  module=re.sub(r"\W", "_", kind.removesuffix("Env").lower()) or "env")
+    return _Table(
+        n_states=S,
+        n_actions=A,
+        actions=actions,
+        outcomes=outcomes,
+        rewards=rewards,
+        gains=gains,
+        penalties=penalties,
+        initial=_initial_distribution(u, env_id, S),
+        events=events,
+        features=_features(u, kind, S),
+        module=re.sub(r"\W", "_", kind.removesuffix("Env").lower()) or "env",
+    )
 
 
 def _events(u: Any, kind: str) -> tuple[Callable[[int, int, int, float, bool], str | None], tuple[str, ...]]:
@@ -431,8 +470,10 @@ def _events(u: Any, kind: str) -> tuple[Callable[[int, int, int, float, bool], s
     if kind == "CliffWalkingEnv":
         return (lambda s, a, s2, r, term: "cliff" if r == -100 else ("goal" if term else None)), ("cliff", "goal")
     if kind == "TaxiEnv":
-        return (lambda s, a, s2, r, term: "delivered" if (term and r > 0) else ("illegal" if r == -10 else None)), \
-            ("delivered", "illegal")
+        return (lambda s, a, s2, r, term: "delivered" if (term and r > 0) else ("illegal" if r == -10 else None)), (
+            "delivered",
+            "illegal",
+        )
     return (lambda s, a, s2, r, term: None), ()
 
 
@@ -479,12 +520,17 @@ def _finite_model(env: Any, u: Any, env_id: str) -> tuple[int, int, Any]:
     if not isinstance(act, spaces.Discrete):
         missing.append(f"action_space is {act}, not Discrete")
     if P is None or not isinstance(obs, spaces.Discrete) or not isinstance(act, spaces.Discrete):
-        raise ModelError(f"gym:{env_id}: not a finite MDP rlverify can read: " + "; ".join(missing)
-                         + " (FrozenLake, CliffWalking and Taxi have one)")
+        raise ModelError(
+            f"gym:{env_id}: not a finite MDP rlverify can read: "
+            + "; ".join(missing)
+            + " (FrozenLake, CliffWalking and Taxi have one)"
+        )
     if getattr(env, "observation_space", obs) != obs or getattr(env, "action_space", act) != act:
-        raise ModelError(f"gym:{env_id}: a wrapper changes the observation or action space "
-                         f"({env.observation_space} / {env.action_space}); rlverify models the unwrapped environment: "
-                         "pass env.unwrapped, or verify the wrapped observation with your own PRISM model")
+        raise ModelError(
+            f"gym:{env_id}: a wrapper changes the observation or action space "
+            f"({env.observation_space} / {env.action_space}); rlverify models the unwrapped environment: "
+            "pass env.unwrapped, or verify the wrapped observation with your own PRISM model"
+        )
     if int(obs.start) != 0 or int(act.start) != 0:
         raise ModelError(f"gym:{env_id}: Discrete spaces with a start other than 0 are not supported")
     return int(obs.n), int(act.n), P
@@ -506,8 +552,9 @@ def _outcome(item: Any, where: str, n_states: int) -> tuple[float, int, float, b
 # --- writing the program ---------------------------------------------------------------------------
 
 
-def _program(t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | None
-             ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def _program(
+    t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | None
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     if initial is not None:
         if not 0 <= int(initial) < t.n_states:
             raise OptionError(f"initial: state {initial} is outside 0..{t.n_states - 1}")
@@ -530,9 +577,13 @@ def _program(t: _Table, env_id: str, kwargs: Mapping[str, Any], initial: int | N
             parts.append("(done'=true)")
         return "&".join(parts)
 
-    lines = [f"// generated by rlverify.models.from_gymnasium from {env_id} {json.dumps(dict(kwargs), default=str)}",
-             "// the state index s is the observation the agent sees; do not edit (regenerate instead)",
-             "mdp", "", f"module {t.module}"]
+    lines = [
+        f"// generated by rlverify.models.from_gymnasium from {env_id} {json.dumps(dict(kwargs), default=str)}",
+        "// the state index s is the observation the agent sees; do not edit (regenerate instead)",
+        "mdp",
+        "",
+        f"module {t.module}",
+    ]
     lines.append(f"  s : [{low}..{t.n_states - 1}] init {init(None)};" + ("  // -1: before the reset" if reset else ""))
     for name, values in t.features.items():
         lines.append(f"  {name} : [{min(low, int(values.min()))}..{int(values.max())}] init {init(values)};")
@@ -566,9 +617,12 @@ def _reward_lines(t: _Table) -> list[str]:
         models.update({"gain": t.gains, "penalty": t.penalties})
     lines: list[str] = []
     for reward_name, values in models.items():
-        entries = [f"  [{name}] !done & s={s} : {_number(values[s, a])};"
-                   for s in range(t.n_states) for a, name in enumerate(t.actions)
-                   if t.outcomes[s][a] and values[s, a] != 0.0]
+        entries = [
+            f"  [{name}] !done & s={s} : {_number(values[s, a])};"
+            for s in range(t.n_states)
+            for a, name in enumerate(t.actions)
+            if t.outcomes[s][a] and values[s, a] != 0.0
+        ]
         lines += [f'rewards "{reward_name}"', *(entries or ["  true : 0;  // no such reward"]), "endrewards", ""]
     return lines
 
@@ -581,8 +635,9 @@ def _number(x: float) -> str:
     return repr(float(x))
 
 
-def _write(text: str, env_id: str, kwargs: Mapping[str, Any], initial: int | None, path: str | Path | None,
-           force: bool) -> Path:
+def _write(
+    text: str, env_id: str, kwargs: Mapping[str, Any], initial: int | None, path: str | Path | None, force: bool
+) -> Path:
     from rlverify.files import private_temp_dir, write_text
 
     if path is not None:

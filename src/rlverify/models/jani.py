@@ -36,18 +36,22 @@ def read_jani(path: str | Path) -> Any:
         raise InputFileError(f"{path}: cannot read JANI file ({exc.strerror})") from None
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{path}: not a JANI file (not UTF-8 text: byte {exc.start})") from None
+
     def number(literal: str) -> float:
         value = float(literal)
         if (value == 0.0 and any(c in "123456789" for c in literal.lower().split("e")[0])) or 0.0 < abs(value) < _TINY:
-            raise ModelError(f"{path}: the number {literal} is below the smallest normal double {_TINY:.3g} (rlverify "
-                             "computes in double precision: it would become 0 or lose its precision)")
+            raise ModelError(
+                f"{path}: the number {literal} is below the smallest normal double {_TINY:.3g} (rlverify "
+                "computes in double precision: it would become 0 or lose its precision)"
+            )
         return value
 
     try:
         return json.loads(text, parse_float=number)
     except json.JSONDecodeError as exc:
-        raise InputFileError(f"{path}: not a JANI file (JSON syntax error at line {exc.lineno}, column {exc.colno}: "
-                             f"{exc.msg})") from None
+        raise InputFileError(
+            f"{path}: not a JANI file (JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
     except RecursionError:
         raise InputFileError(f"{path}: not a JANI file (JSON nested too deeply)") from None
 
@@ -78,8 +82,10 @@ def _marked(data: Any) -> tuple[Any, str]:
         i += 1
         marker = f"{_MARKER}{i}"
     out = dict(data)
-    out["variables"] = [*(data.get("variables", []) or []),
-                        {"name": marker, "type": "int", "transient": True, "initial-value": 0}]
+    out["variables"] = [
+        *(data.get("variables", []) or []),
+        {"name": marker, "type": "int", "transient": True, "initial-value": 0},
+    ]
     automata = []
     for automaton in data.get("automata", []) or []:
         automaton = dict(automaton)
@@ -89,8 +95,7 @@ def _marked(data: Any) -> tuple[Any, str]:
             destinations = []
             for destination in edge.get("destinations", []) or []:
                 destination = dict(destination)
-                destination["assignments"] = [*(destination.get("assignments", []) or []),
-                                              {"ref": marker, "value": k + 1}]
+                destination["assignments"] = [*(destination.get("assignments", []) or []), {"ref": marker, "value": k + 1}]
                 destinations.append(destination)
             edge["destinations"] = destinations
             edges.append(edge)
@@ -106,17 +111,14 @@ def _signature(edge: Any, skip: str | None = None) -> tuple:
     template = edge.template_edge
     destinations = []
     for d, td in zip(edge.destinations, template.destinations, strict=True):
-        assignments = tuple(sorted((a.variable.name, str(a.expression)) for a in td.assignments
-                                   if a.variable.name != skip))
+        assignments = tuple(sorted((a.variable.name, str(a.expression)) for a in td.assignments if a.variable.name != skip))
         destinations.append((d.target_location_index, str(d.probability), assignments))
-    edge_level = tuple(sorted((a.variable.name, str(a.expression)) for a in template.assignments
-                              if a.variable.name != skip))
+    edge_level = tuple(sorted((a.variable.name, str(a.expression)) for a in template.assignments if a.variable.name != skip))
     return (edge.source_location_index, edge.action_index, str(edge.guard), edge_level, tuple(destinations))
 
 
 def _marker_value(edge: Any, marker: str) -> int | None:
-    values = {str(a.expression) for td in edge.template_edge.destinations for a in td.assignments
-              if a.variable.name == marker}
+    values = {str(a.expression) for td in edge.template_edge.destinations for a in td.assignments if a.variable.name == marker}
     values |= {str(a.expression) for a in edge.template_edge.assignments if a.variable.name == marker}
     if len(values) != 1:
         return None
@@ -166,8 +168,9 @@ def file_edge_order(path: str | Path, data: Any, model: Any) -> dict[str, list[i
         for i, edge in enumerate(automaton.edges):
             candidates = pool.get(_signature(edge))
             if not candidates:
-                raise ModelError(f"{path}: edge {i} of automaton '{automaton.name}' in Storm's model matches no edge "
-                                 "of the file")
+                raise ModelError(
+                    f"{path}: edge {i} of automaton '{automaton.name}' in Storm's model matches no edge of the file"
+                )
             positions.append(candidates.pop())
         order[automaton.name] = positions
     return order

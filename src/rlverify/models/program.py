@@ -28,7 +28,7 @@ Env = dict[str, np.ndarray]
 Fn = Callable[[Env], Any]
 
 #: largest product of the variables' domains a key can hold
-MAX_DOMAIN = 2 ** 62
+MAX_DOMAIN = 2**62
 #: most command combinations one label may synchronise (each is a choice evaluated on every state)
 MAX_COMBINATIONS = 1 << 16
 #: largest domain searched for the states of an ``init ... endinit`` block
@@ -108,30 +108,41 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
     args = [compile_expression(expr.get_operand(i), variables) for i in range(expr.arity)]
     integer = expr.has_integer_type()
     if op == op_type.MINUS and len(args) == 1:
-        a, = args
+        (a,) = args
         return lambda env: -a(env)
     if op == op_type.NOT:
-        a, = args
+        (a,) = args
         return lambda env: np.logical_not(a(env))
     if op == op_type.ITE:
         c, a, b = args
         return lambda env: np.where(c(env), a(env), b(env))
     if op in (op_type.FLOOR, op_type.CEIL):
-        a, = args
+        (a,) = args
         rounding = np.floor if op == op_type.FLOOR else np.ceil
         return lambda env: np.asarray(rounding(a(env))).astype(np.int64)
     binary: dict[Any, Callable[[Any, Any], Any]] = {
-        op_type.AND: np.logical_and, op_type.OR: np.logical_or, op_type.XOR: np.logical_xor,
-        op_type.IMPLIES: lambda x, y: np.logical_or(np.logical_not(x), y), op_type.IFF: np.equal,
-        op_type.PLUS: np.add, op_type.MINUS: np.subtract, op_type.TIMES: np.multiply,
+        op_type.AND: np.logical_and,
+        op_type.OR: np.logical_or,
+        op_type.XOR: np.logical_xor,
+        op_type.IMPLIES: lambda x, y: np.logical_or(np.logical_not(x), y),
+        op_type.IFF: np.equal,
+        op_type.PLUS: np.add,
+        op_type.MINUS: np.subtract,
+        op_type.TIMES: np.multiply,
         op_type.DIVIDE: lambda x, y: np.true_divide(x, y),
-        op_type.MIN: np.minimum, op_type.MAX: np.maximum,
+        op_type.MIN: np.minimum,
+        op_type.MAX: np.maximum,
         op_type.MODULO: np.fmod,
         # Storm evaluates pow in double (std::pow) and truncates an integer result; negative exponents are fine
-        op_type.POWER: (lambda x, y: np.trunc(np.power(np.asarray(x, dtype=np.float64), y)).astype(np.int64)) if integer
+        op_type.POWER: (lambda x, y: np.trunc(np.power(np.asarray(x, dtype=np.float64), y)).astype(np.int64))
+        if integer
         else (lambda x, y: np.power(np.asarray(x, dtype=np.float64), y)),
-        op_type.EQUAL: np.equal, op_type.NOT_EQUAL: np.not_equal, op_type.LESS: np.less,
-        op_type.LESS_OR_EQUAL: np.less_equal, op_type.GREATER: np.greater, op_type.GREATER_OR_EQUAL: np.greater_equal,
+        op_type.EQUAL: np.equal,
+        op_type.NOT_EQUAL: np.not_equal,
+        op_type.LESS: np.less,
+        op_type.LESS_OR_EQUAL: np.less_equal,
+        op_type.GREATER: np.greater,
+        op_type.GREATER_OR_EQUAL: np.greater_equal,
     }
     f = binary.get(op)
     if f is None or len(args) != 2:
@@ -155,20 +166,25 @@ class CompiledProgram:
         init_block = bool(program.has_initial_states_expression)
         program = program.substitute_constants().substitute_formulas()
         self.program = program
-        declared = [(v, False) for v in program.global_integer_variables] + \
-                   [(v, True) for v in program.global_boolean_variables]
+        declared = [(v, False) for v in program.global_integer_variables] + [
+            (v, True) for v in program.global_boolean_variables
+        ]
         for m in program.modules:
             declared += [(v, False) for v in m.integer_variables] + [(v, True) for v in m.boolean_variables]
         vars_: list[Var] = []
         radix = 1
         initial: list[int] = []
         for v, is_bool in declared:
-            if not is_bool and not all(str(e) != "__storm::notinitialized__"
-                                       for e in (v.lower_bound_expression, v.upper_bound_expression)):
+            if not is_bool and not all(
+                str(e) != "__storm::notinitialized__" for e in (v.lower_bound_expression, v.upper_bound_expression)
+            ):
                 raise Unsupported(f"variable '{v.name}' is an unbounded int")
             try:
-                lo, hi = (0, 1) if is_bool else (int(v.lower_bound_expression.evaluate_as_int()),
-                                                 int(v.upper_bound_expression.evaluate_as_int()))
+                lo, hi = (
+                    (0, 1)
+                    if is_bool
+                    else (int(v.lower_bound_expression.evaluate_as_int()), int(v.upper_bound_expression.evaluate_as_int()))
+                )
                 init = 0
                 if not init_block:
                     init_expr = v.initial_value_expression
@@ -199,8 +215,9 @@ class CompiledProgram:
                     raise ModelError(f"{path}: the initial value {init} of variable '{v.name}' is outside [{v.lo}..{v.hi}]")
             self.initial = np.asarray([initial], dtype=np.int64)
         self.choices = self._choices()
-        self.label_functions = {lab.name: compile_expression(program.get_label_expression(lab.name), self.by_name)
-                                for lab in program.labels}
+        self.label_functions = {
+            lab.name: compile_expression(program.get_label_expression(lab.name), self.by_name) for lab in program.labels
+        }
 
     def _part(self, module: Any, k: int, command: Any) -> Part:
         updates = []
@@ -314,8 +331,10 @@ class CompiledProgram:
                 live = probs[:, j] > 0  # Storm skips updates of probability 0 (their targets are never checked)
                 if (probs[:, j] < 0).any():
                     s = int(np.argmax(probs[:, j] < 0))
-                    raise ModelError(f"{self.path}: command {part.name} has a negative probability {probs[s, j]:.6g} "
-                                     f"(update {j + 1}) in state {self.describe(values[s])}")
+                    raise ModelError(
+                        f"{self.path}: command {part.name} has a negative probability {probs[s, j]:.6g} "
+                        f"(update {j + 1}) in state {self.describe(values[s])}"
+                    )
                 for i, fn in u.assignments:
                     v = self.variables[i]
                     with np.errstate(all="ignore"):
@@ -328,14 +347,18 @@ class CompiledProgram:
                     bad = ((new < v.lo) | (new > v.hi)) & live
                     if bad.any():
                         s = int(np.argmax(bad))
-                        raise ModelError(f"{self.path}: command {part.name} assigns {v.name}={int(new[s])} outside its range "
-                                         f"[{v.lo}..{v.hi}] in state {self.describe(values[s])}")
+                        raise ModelError(
+                            f"{self.path}: command {part.name} assigns {v.name}={int(new[s])} outside its range "
+                            f"[{v.lo}..{v.hi}] in state {self.describe(values[s])}"
+                        )
                     deltas[:, j] += (new - values[:, i]) * v.radix
             total = probs.sum(axis=1)
             if np.abs(total - 1.0).max(initial=0.0) > 1e-6:
                 s = int(np.argmax(np.abs(total - 1.0)))
-                raise ModelError(f"{self.path}: the probabilities of command {part.name} sum to {float(total[s]):.6g}, not 1, "
-                                 f"in state {self.describe(values[s])}")
+                raise ModelError(
+                    f"{self.path}: the probabilities of command {part.name} sum to {float(total[s]):.6g}, not 1, "
+                    f"in state {self.describe(values[s])}"
+                )
             out_keys = (out_keys[:, :, None] + deltas[:, None, :]).reshape(n, -1)
             out_probs = (out_probs[:, :, None] * probs[:, None, :]).reshape(n, -1)
         return out_keys, out_probs
@@ -410,8 +433,14 @@ def positive_lower_bound(f: Any) -> bool:
         return True
 
 
-def check_update_ranges(program: CompiledProgram, variables: tuple[str, ...], valuations: np.ndarray,
-                        terminal: list[tuple[Any, bool]], *, batch: int = 1 << 14) -> None:
+def check_update_ranges(
+    program: CompiledProgram,
+    variables: tuple[str, ...],
+    valuations: np.ndarray,
+    terminal: list[tuple[Any, bool]],
+    *,
+    batch: int = 1 << 14,
+) -> None:
     """Refuse (``ModelError`` naming the command, the variable, the value and the state) an update of any command
     enabled in one of the states ``valuations`` ``(S, len(variables))`` (columns named ``variables``, as Storm keeps
     them: variables it dropped take their constant initial value) that leaves its variable's range. States where a
@@ -429,7 +458,7 @@ def check_update_ranges(program: CompiledProgram, variables: tuple[str, ...], va
         else:
             raise Unsupported(f"variable '{v.name}' is not in the built states and has several initial values")
     for lo in range(0, len(valuations), batch):
-        part = valuations[lo:lo + batch]
+        part = valuations[lo : lo + batch]
         n = len(part)
         vals = np.empty((n, len(program.variables)), dtype=np.int64)
         for i, (kind, x) in enumerate(columns):

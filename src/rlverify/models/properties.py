@@ -25,12 +25,14 @@ from rlverify.errors import PropertyError
 PATHS = ("F", "G", "X", "U", "W", "C", "I", "other")
 
 _HEAD = re.compile(
-    r"^\s*(?:(?P<name>[A-Za-z_][\w.-]*)\s*:\s*)?"          # an optional "name:" (PRISM property files)
+    r"^\s*(?:(?P<name>[A-Za-z_][\w.-]*)\s*:\s*)?"  # an optional "name:" (PRISM property files)
     r"(?P<op>Pmin|Pmax|P|Rmin|Rmax|R|S|LRA)\s*"
     r'(?:\{\s*"(?P<reward>[^"]*)"\s*\})?\s*'
     r"(?P<opt>min|max)?\s*"
     r"(?:(?P<query>=\s*\?)|(?P<cmp><=|>=|<|>)\s*(?P<threshold>[^\s\[]+))\s*"
-    r"\[(?P<body>.*)\]\s*$", re.S)
+    r"\[(?P<body>.*)\]\s*$",
+    re.S,
+)
 _BOUND = re.compile(r"^\s*(?P<cmp><=|<|>=|>|=)\s*(?P<k>[A-Za-z_0-9.]+)\s*", re.S)
 _CMP = re.compile(r"^\s*(<=|<|>=|>|=)")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -93,8 +95,12 @@ class Property:
 
     def with_storm(self, storm_property: Any, bound: int | None, threshold: float | None = None) -> Property:
         """A copy with Storm's parse attached, and the step bound and threshold as Storm evaluated them."""
-        return replace(self, storm=storm_property, bound=bound if bound is not None else self.bound,
-                       threshold=self.threshold if self.threshold is not None else threshold)
+        return replace(
+            self,
+            storm=storm_property,
+            bound=bound if bound is not None else self.bound,
+            threshold=self.threshold if self.threshold is not None else threshold,
+        )
 
 
 def excluding_label(prop: Property, label: str) -> str | None:
@@ -111,18 +117,18 @@ def excluding_label(prop: Property, label: str) -> str | None:
     if m is None:
         return None
     body = _strip_parens(m.group("body"))
-    head = text[:m.start("body")]
-    tail = text[m.end("body"):]
+    head = text[: m.start("body")]
+    tail = text[m.end("body") :]
     no = f' & !"{label}"'
     k = body.rfind(prop.right)
     if k < 0:
         return None
-    out = body[:k] + f"(({prop.right}){no})" + body[k + len(prop.right):]
+    out = body[:k] + f"(({prop.right}){no})" + body[k + len(prop.right) :]
     if prop.path in ("U", "W") and prop.left:
         j = out.find(prop.left)
         if j != 0:
             return None
-        out = f"(({prop.left}){no})" + out[len(prop.left):]
+        out = f"(({prop.left}){no})" + out[len(prop.left) :]
     return head + out + tail
 
 
@@ -155,8 +161,15 @@ def parse_structure(text: str, *, name: str | None = None) -> Property:
     reward = m.group("reward")
     if operator == "R" and reward is None:
         reward = ""
-    base = Property(text=text, name=name or m.group("name"), operator=operator, optimality=optimality,
-                    comparison=comparison, threshold=threshold, reward_model=reward)
+    base = Property(
+        text=text,
+        name=name or m.group("name"),
+        operator=operator,
+        optimality=optimality,
+        comparison=comparison,
+        threshold=threshold,
+        reward_model=reward,
+    )
     return _path(base, _strip_parens(m.group("body")))
 
 
@@ -164,12 +177,12 @@ def _path(base: Property, body: str) -> Property:
     words = _top_level_words(body)
     first = words[0] if words else None
     if first is not None and first[1] == 0 and _operator(first[0]) in ("F", "G", "X", "C", "I"):
-        rest = body[len(first[0]):]
+        rest = body[len(first[0]) :]
         bound, rest = _bound(base.text, rest, first[0].endswith("rew"))
         return replace(base, path=_operator(first[0]), right=rest.strip() or None, **bound)
     for word, pos in words:
         if _operator(word) in ("U", "W"):
-            left, rest = body[:pos], body[pos + len(word):]
+            left, rest = body[:pos], body[pos + len(word) :]
             bound, rest = _bound(base.text, rest, word.endswith("rew"))
             return replace(base, path=_operator(word), left=left.strip(), right=rest.strip(), **bound)
     return replace(base, path="other", right=body.strip())
@@ -195,13 +208,18 @@ def _bound(text: str, rest: str, rew: bool = False) -> tuple[dict[str, Any], str
         c = _CMP.match(rest[start:])
         if c is None:
             return {"reward_bound": reward.group("name") if reward is not None else ""}, rest[start:]
-        after = rest[start + c.end():]
+        after = rest[start + c.end() :]
         m = re.match(r"\s*(\[[^\]]*\]|[^\s\[\]]+)", after)
         value = m.group(1) if m else ""
-        return ({"reward_bound": reward.group("name") if reward is not None else "",
-                 "bound_text": rest[:start + c.end()].strip() + value,
-                 "strict": c.group(1) == "<", "lower_bounded": c.group(1) in (">=", ">")},
-                after[m.end() if m else 0:])
+        return (
+            {
+                "reward_bound": reward.group("name") if reward is not None else "",
+                "bound_text": rest[: start + c.end()].strip() + value,
+                "strict": c.group(1) == "<",
+                "lower_bounded": c.group(1) in (">=", ">"),
+            },
+            after[m.end() if m else 0 :],
+        )
     return _step_bound(text, rest)
 
 
@@ -215,15 +233,18 @@ def _step_bound(text: str, rest: str) -> tuple[dict[str, Any], str]:
             raise PropertyError(f"property '{text}': the step bound {number} is not a whole number of steps")
     if rest.lstrip().startswith("["):  # an interval bound [a, b]
         close = rest.index("]")
-        return {"lower_bounded": True, "bound_text": rest[:close + 1].strip()}, rest[close + 1:]
+        return {"lower_bounded": True, "bound_text": rest[: close + 1].strip()}, rest[close + 1 :]
     m = _BOUND.match(rest)
-    if m is None or not re.fullmatch(r"\d+", m.group("k")) or rest[m.end():m.end() + 1] in ("*", "+", "-", "/"):
+    if m is None or not re.fullmatch(r"\d+", m.group("k")) or rest[m.end() : m.end() + 1] in ("*", "+", "-", "/"):
         c = _CMP.match(rest)
         if c is None:
             return {}, rest
         # an expression bound (F<=(N+2), F<=2*N): its value comes from Storm (PRISM/JANI models only)
-        return {"bound_text": rest[c.end():].strip(), "strict": c.group(1) == "<",
-                "lower_bounded": c.group(1) in (">=", ">")}, rest[c.end():]
+        return {
+            "bound_text": rest[c.end() :].strip(),
+            "strict": c.group(1) == "<",
+            "lower_bounded": c.group(1) in (">=", ">"),
+        }, rest[c.end() :]
     cmp, k = m.group("cmp"), m.group("k")
     out: dict[str, Any] = {"bound_text": k}
     if cmp in (">=", ">"):
@@ -235,7 +256,7 @@ def _step_bound(text: str, rest: str) -> tuple[dict[str, Any], str]:
             if value < 0:
                 raise PropertyError(f"property '{text}': the step bound '<{k}' admits no step")
             out["bound"] = value
-    return out, rest[m.end():]
+    return out, rest[m.end() :]
 
 
 def _top_level_words(body: str) -> list[tuple[str, int]]:
@@ -319,8 +340,10 @@ def nesting_depth(text: str) -> int:
 def check_nesting(text: str, what: str) -> None:
     """Refuse ``text`` nested deeper than :data:`MAX_NESTING` (``what`` names it: "property '...'", a file)."""
     if nesting_depth(text) > MAX_NESTING:
-        raise PropertyError(f"{what}: brackets nested more than {MAX_NESTING} deep (Storm's parser would run out of "
-                            "stack); simplify the expression")
+        raise PropertyError(
+            f"{what}: brackets nested more than {MAX_NESTING} deep (Storm's parser would run out of "
+            "stack); simplify the expression"
+        )
 
 
 def _check_balanced(text: str) -> None:

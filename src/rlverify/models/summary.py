@@ -70,8 +70,9 @@ class ModelSummary:
         return asdict(self)
 
 
-def summarize(model: SymbolicModel, *, build: bool = True, max_states: int | None = None
-              ) -> tuple[ModelSummary, ExplicitModel | None]:
+def summarize(
+    model: SymbolicModel, *, build: bool = True, max_states: int | None = None
+) -> tuple[ModelSummary, ExplicitModel | None]:
     """Summarize ``model``; with ``build``, also its reachable state space (refused beyond ``max_states``).
 
     Returns the summary and the built explicit model (None without ``build``).
@@ -86,24 +87,47 @@ def summarize(model: SymbolicModel, *, build: bool = True, max_states: int | Non
         if c.action and c.action not in m["actions"]:
             m["actions"].append(c.action)
         m["commands"].append({"name": c.name, "action": c.action, "guard": c.guard})
-    common: dict[str, Any] = dict(path=str(model.path), kind=model.kind, model_type=model.model_type,
-                                  constants=model.constants, variables=variables, modules=list(modules.values()),
-                                  labels=list(model.labels), reward_models=list(model.reward_models),
-                                  features=list(model.variables))
+    common: dict[str, Any] = dict(
+        path=str(model.path),
+        kind=model.kind,
+        model_type=model.model_type,
+        constants=model.constants,
+        variables=variables,
+        modules=list(modules.values()),
+        labels=list(model.labels),
+        reward_models=list(model.reward_models),
+        features=list(model.variables),
+    )
     if not build:
         return ModelSummary(**common, actions=[a for a in model.action_names if a], built=False), None
     mdp, _ = build_explicit(model, None, max_states=max_states)
     if model.model_type == "dtmc":  # no choices: nothing for a policy to decide
-        return ModelSummary(**common, actions=[], built=True, ambiguous=False, states=mdp.num_states,
-                            transitions=mdp.num_transitions, choices=mdp.num_choices, decision_states=0,
-                            n_initial=len(mdp.initial_states),
-                            initial_states=[mdp.valuation_dict(int(s)) for s in mdp.initial_states[:MAX_LISTED]]), mdp
+        return ModelSummary(
+            **common,
+            actions=[],
+            built=True,
+            ambiguous=False,
+            states=mdp.num_states,
+            transitions=mdp.num_transitions,
+            choices=mdp.num_choices,
+            decision_states=0,
+            n_initial=len(mdp.initial_states),
+            initial_states=[mdp.valuation_dict(int(s)) for s in mdp.initial_states[:MAX_LISTED]],
+        ), mdp
     table = choice_table(mdp, agent_actions(mdp))
     init = [mdp.valuation_dict(int(s)) for s in mdp.initial_states[:MAX_LISTED]]
-    return ModelSummary(**common, actions=list(table.actions), built=True, ambiguous=mdp.choice_commands is not None,
-                        states=mdp.num_states, transitions=mdp.num_transitions, choices=mdp.num_choices,
-                        decision_states=int(table.decision.sum()), n_initial=len(mdp.initial_states),
-                        initial_states=init), mdp
+    return ModelSummary(
+        **common,
+        actions=list(table.actions),
+        built=True,
+        ambiguous=mdp.choice_commands is not None,
+        states=mdp.num_states,
+        transitions=mdp.num_transitions,
+        choices=mdp.num_choices,
+        decision_states=int(table.decision.sum()),
+        n_initial=len(mdp.initial_states),
+        initial_states=init,
+    ), mdp
 
 
 def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
@@ -117,12 +141,27 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
         scopes += [(m.name, m.integer_variables, m.boolean_variables) for m in p.modules]
         for module, ints, bools in scopes:
             for v in ints:
-                out.append({"name": v.name, "type": "int", "module": module, "low": value(v.lower_bound_expression),
-                            "high": value(v.upper_bound_expression),
-                            "init": value(v.initial_value_expression) if has_init else None})
+                out.append(
+                    {
+                        "name": v.name,
+                        "type": "int",
+                        "module": module,
+                        "low": value(v.lower_bound_expression),
+                        "high": value(v.upper_bound_expression),
+                        "init": value(v.initial_value_expression) if has_init else None,
+                    }
+                )
             for v in bools:
-                out.append({"name": v.name, "type": "bool", "module": module, "low": 0, "high": 1,
-                            "init": value(v.initial_value_expression, as_bool=True) if has_init else None})
+                out.append(
+                    {
+                        "name": v.name,
+                        "type": "bool",
+                        "module": module,
+                        "low": 0,
+                        "high": 1,
+                        "init": value(v.initial_value_expression, as_bool=True) if has_init else None,
+                    }
+                )
         return out
     data = read_jani(model.path)
     for a in data.get("automata", []):
@@ -130,9 +169,17 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
         if feature in model.locations:
             names = list(model.locations[feature])
             initial = a.get("initial-locations", [])
-            out.append({"name": feature, "type": "location", "module": a["name"], "low": 0, "high": len(names) - 1,
-                        "init": names.index(initial[0]) if len(initial) == 1 and initial[0] in names else None,
-                        "locations": names})
+            out.append(
+                {
+                    "name": feature,
+                    "type": "location",
+                    "module": a["name"],
+                    "low": 0,
+                    "high": len(names) - 1,
+                    "init": names.index(initial[0]) if len(initial) == 1 and initial[0] in names else None,
+                    "locations": names,
+                }
+            )
     jani_scopes = [("", data.get("variables", [])), *((a["name"], a.get("variables", [])) for a in data.get("automata", []))]
     for module, declared in jani_scopes:
         for v in declared:
@@ -141,11 +188,25 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
             name = f"{module}_{v['name']}" if module else v["name"]  # Storm's name of a local variable
             vtype = v.get("type")
             base = vtype.get("base") if isinstance(vtype, dict) else vtype
-            low, high = (0, 1) if base == "bool" else (_literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
-                                                       _literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None)
+            low, high = (
+                (0, 1)
+                if base == "bool"
+                else (
+                    _literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
+                    _literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None,
+                )
+            )
             init = _literal(v.get("initial-value"))
-            out.append({"name": name, "type": "bool" if base == "bool" else "int", "module": module,
-                        "low": low, "high": high, "init": int(init) if init is not None else None})
+            out.append(
+                {
+                    "name": name,
+                    "type": "bool" if base == "bool" else "int",
+                    "module": module,
+                    "low": low,
+                    "high": high,
+                    "init": int(init) if init is not None else None,
+                }
+            )
     return out
 
 
@@ -154,8 +215,15 @@ def _literal(x: Any) -> int | bool | None:
     return x if isinstance(x, (int, bool)) else None
 
 
-def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel, *, force: bool = False,
-                    max_rows: int = 20_000, model: SymbolicModel | None = None) -> Path:
+def policy_template(
+    path: str | Path,
+    summary: ModelSummary,
+    mdp: ExplicitModel,
+    *,
+    force: bool = False,
+    max_rows: int = 20_000,
+    model: SymbolicModel | None = None,
+) -> Path:
     """Write a policy skeleton for the model: ``.py`` (``FEATURES``, ``ACTIONS``, ``pi``) or ``.json`` (a table policy).
 
     The skeleton is uniform over the choices available in each decision state of the reachable MDP. Up to
@@ -176,8 +244,10 @@ def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel,
         raise OptionError(f"--policy-template {path}: expected a .py or .json file name")
     check_target(path, force=force, what="--policy-template")
     if not summary.actions:
-        raise OptionError(f"--policy-template {path}: {summary.path} has no decision states ({summary.model_type.upper()}"
-                          "): no policy is needed; check it with rlverify verify --mode monolithic")
+        raise OptionError(
+            f"--policy-template {path}: {summary.path} has no decision states ({summary.model_type.upper()}"
+            "): no policy is needed; check it with rlverify verify --mode monolithic"
+        )
     table = choice_table(mdp, summary.actions)
     states = np.flatnonzero(table.decision)
     features = list(summary.features)
@@ -189,23 +259,30 @@ def policy_template(path: str | Path, summary: ModelSummary, mdp: ExplicitModel,
         merged: dict[tuple[int, ...], np.ndarray] = {}
         for key, avail in zip(map(tuple, values.tolist()), available, strict=True):
             merged[key] = merged.get(key, np.zeros(len(actions), dtype=bool)) | avail
-        rows = [(k, [a for a, ok in zip(actions, avail, strict=True) if ok])
-                for k, avail in merged.items() if avail.any()]
+        rows = [(k, [a for a, ok in zip(actions, avail, strict=True) if ok]) for k, avail in merged.items() if avail.any()]
         if suffix == ".json":
-            doc = {"features": features, "actions": actions,
-                   "table": [{"state": dict(zip(features, k, strict=True)),
-                              "probabilities": {a: 1.0 / len(avail) for a in avail}} for k, avail in rows]}
+            doc = {
+                "features": features,
+                "actions": actions,
+                "table": [
+                    {"state": dict(zip(features, k, strict=True)), "probabilities": {a: 1.0 / len(avail) for a in avail}}
+                    for k, avail in rows
+                ],
+            }
             text = json.dumps(doc, indent=1) + "\n"
         else:
             text = _python_template(summary, features, actions, rows)
     elif suffix == ".json":
-        raise OptionError(f"--policy-template {path}: {len(states):,} decision states are too many for a table; "
-                          "write a .py template")
+        raise OptionError(
+            f"--policy-template {path}: {len(states):,} decision states are too many for a table; write a .py template"
+        )
     else:
         if model is None or model.kind != "prism":
-            raise OptionError(f"--policy-template {path}: {len(states):,} decision states are too many to list, and "
-                              "only a PRISM model's guards can be written as code; use a model with at most "
-                              f"{max_rows:,} decision states")
+            raise OptionError(
+                f"--policy-template {path}: {len(states):,} decision states are too many to list, and "
+                "only a PRISM model's guards can be written as code; use a model with at most "
+                f"{max_rows:,} decision states"
+            )
         code = _guard_code(model, features, actions, path)
         _check_guard_code(code, mdp, table, states, features, path)
         text = _python_template(summary, features, actions, None, guard_code=code)
@@ -218,39 +295,60 @@ def _inert(text: str) -> str:
     return repr(str(text))[1:-1].replace('"', '\\"')
 
 
-def _python_template(summary: ModelSummary, features: list[str], actions: list[str],
-                     rows: list[tuple[tuple[int, ...], list[str]]] | None, *, guard_code: str = "") -> str:
-    lines = [f'"""A policy for {_inert(summary.path)}, written by rlverify inspect: replace pi with your own.',
-             "",
-             "pi maps an (N, len(FEATURES)) array of feature values to (N, len(ACTIONS)) probabilities.",
-             "Use it as --policy THIS_FILE.py:pi. Action names are the model's labels, or command names",
-             "(MODULE:K, the K-th command of MODULE) where labels do not tell the choices apart.", '"""', "",
-             f"# model: {_one_line(summary.path)}" + (f" ({_one_line(summary.constants)})" if summary.constants else ""),
-             "", "import numpy as np", ""]
+def _python_template(
+    summary: ModelSummary,
+    features: list[str],
+    actions: list[str],
+    rows: list[tuple[tuple[int, ...], list[str]]] | None,
+    *,
+    guard_code: str = "",
+) -> str:
+    lines = [
+        f'"""A policy for {_inert(summary.path)}, written by rlverify inspect: replace pi with your own.',
+        "",
+        "pi maps an (N, len(FEATURES)) array of feature values to (N, len(ACTIONS)) probabilities.",
+        "Use it as --policy THIS_FILE.py:pi. Action names are the model's labels, or command names",
+        "(MODULE:K, the K-th command of MODULE) where labels do not tell the choices apart.",
+        '"""',
+        "",
+        f"# model: {_one_line(summary.path)}" + (f" ({_one_line(summary.constants)})" if summary.constants else ""),
+        "",
+        "import numpy as np",
+        "",
+    ]
     codes = {v["name"]: v["locations"] for v in summary.variables if v.get("locations")}
     for name in features:
         if name in codes:  # a JANI automaton's location: say what each code means
             lines.append(f"# {_inert(name)}: " + ", ".join(f"{i} = {_inert(loc)}" for i, loc in enumerate(codes[name])))
     lines += [f"FEATURES = {features!r}", f"ACTIONS = {actions!r}", ""]
     if rows is None:
-        lines += [guard_code, "", "def pi(states):",
-                  '    """Uniform over the actions available in each state '
-                  '(by the model\'s guards; none: uniform over all)."""',
-                  "    avail = available(states)",
-                  "    counts = avail.sum(axis=1, keepdims=True)",
-                  "    return np.where(counts > 0, avail / np.maximum(counts, 1), 1.0 / len(ACTIONS))", ""]
+        lines += [
+            guard_code,
+            "",
+            "def pi(states):",
+            '    """Uniform over the actions available in each state (by the model\'s guards; none: uniform over all)."""',
+            "    avail = available(states)",
+            "    counts = avail.sum(axis=1, keepdims=True)",
+            "    return np.where(counts > 0, avail / np.maximum(counts, 1), 1.0 / len(ACTIONS))",
+            "",
+        ]
         return "\n".join(lines)
-    lines += ["# the actions available in each reachable decision state, keyed by its feature values",
-              "AVAILABLE = {"]
+    lines += ["# the actions available in each reachable decision state, keyed by its feature values", "AVAILABLE = {"]
     lines += [f"    {k!r}: {avail!r}," for k, avail in rows]
-    lines += ["}", "", "", "def pi(states):",
-              '    """Uniform over the actions available in each state (a state not listed: uniform over all)."""',
-              "    out = np.full((len(states), len(ACTIONS)), 1.0 / len(ACTIONS))",
-              "    for i, row in enumerate(np.rint(states).astype(int).tolist()):",
-              "        avail = AVAILABLE.get(tuple(row))",
-              "        if avail:",
-              "            out[i] = [1.0 / len(avail) if a in avail else 0.0 for a in ACTIONS]",
-              "    return out", ""]
+    lines += [
+        "}",
+        "",
+        "",
+        "def pi(states):",
+        '    """Uniform over the actions available in each state (a state not listed: uniform over all)."""',
+        "    out = np.full((len(states), len(ACTIONS)), 1.0 / len(ACTIONS))",
+        "    for i, row in enumerate(np.rint(states).astype(int).tolist()):",
+        "        avail = AVAILABLE.get(tuple(row))",
+        "        if avail:",
+        "            out[i] = [1.0 / len(avail) if a in avail else 0.0 for a in ACTIONS]",
+        "    return out",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -267,8 +365,7 @@ def _guard_code(model: SymbolicModel, features: list[str], actions: list[str], p
     name ``M:K`` (or ``M:K+N:J``, a synchronised choice) where its commands' guards hold."""
     program = model.program.substitute_constants().substitute_formulas()
     columns = {name: i for i, name in enumerate(features)}
-    bools = {v.name for v in program.global_boolean_variables} | {v.name for m in program.modules
-                                                                  for v in m.boolean_variables}
+    bools = {v.name for v in program.global_boolean_variables} | {v.name for m in program.modules for v in m.boolean_variables}
     guards: dict[str, str] = {}
     by_label: dict[str, list[list[str]]] = {}
     try:
@@ -282,18 +379,28 @@ def _guard_code(model: SymbolicModel, features: list[str], actions: list[str], p
             for label, gs in per_label.items():
                 by_label.setdefault(label, []).append(gs)
     except _NoSource as exc:
-        raise OptionError(f"--policy-template {path}: a guard cannot be written as code ({exc}); use a model with at "
-                          "most 20,000 decision states") from None
+        raise OptionError(
+            f"--policy-template {path}: a guard cannot be written as code ({exc}); use a model with at "
+            "most 20,000 decision states"
+        ) from None
 
     def either(gs: list[str]) -> str:
         return gs[0] if len(gs) == 1 else f"_any({', '.join(gs)})"
 
-    lines = ["def _any(*xs):", "    return np.logical_or.reduce(np.broadcast_arrays(*xs))", "", "",
-             "def _all(*xs):", "    return np.logical_and.reduce(np.broadcast_arrays(*xs))", "", "",
-             "def available(states):",
-             '    """(N, len(ACTIONS)) bool: the actions whose guards hold in each state (from the model\'s commands)."""',
-             "    S = np.rint(np.asarray(states, dtype=float)).astype(np.int64)",
-             "    out = np.zeros((len(S), len(ACTIONS)), dtype=bool)"]
+    lines = [
+        "def _any(*xs):",
+        "    return np.logical_or.reduce(np.broadcast_arrays(*xs))",
+        "",
+        "",
+        "def _all(*xs):",
+        "    return np.logical_and.reduce(np.broadcast_arrays(*xs))",
+        "",
+        "",
+        "def available(states):",
+        '    """(N, len(ACTIONS)) bool: the actions whose guards hold in each state (from the model\'s commands)."""',
+        "    S = np.rint(np.asarray(states, dtype=float)).astype(np.int64)",
+        "    out = np.zeros((len(S), len(ACTIONS)), dtype=bool)",
+    ]
     for j, action in enumerate(actions):
         if action in by_label:
             parts = [either(gs) for gs in by_label[action]]
@@ -346,12 +453,25 @@ def _source(expr: Any, columns: dict[str, int], bools: set[str]) -> str:
     if op == op_type.POWER:
         power = f"np.power(np.asarray({args[0]}, dtype=np.float64), {args[1]})"
         return f"np.trunc({power}).astype(np.int64)" if expr.has_integer_type() else power
-    binary = {op_type.AND: "np.logical_and", op_type.OR: "np.logical_or", op_type.XOR: "np.logical_xor",
-              op_type.IFF: "np.equal", op_type.PLUS: "np.add", op_type.MINUS: "np.subtract",
-              op_type.TIMES: "np.multiply", op_type.DIVIDE: "np.true_divide", op_type.MIN: "np.minimum",
-              op_type.MAX: "np.maximum", op_type.MODULO: "np.fmod", op_type.EQUAL: "np.equal",
-              op_type.NOT_EQUAL: "np.not_equal", op_type.LESS: "np.less", op_type.LESS_OR_EQUAL: "np.less_equal",
-              op_type.GREATER: "np.greater", op_type.GREATER_OR_EQUAL: "np.greater_equal"}
+    binary = {
+        op_type.AND: "np.logical_and",
+        op_type.OR: "np.logical_or",
+        op_type.XOR: "np.logical_xor",
+        op_type.IFF: "np.equal",
+        op_type.PLUS: "np.add",
+        op_type.MINUS: "np.subtract",
+        op_type.TIMES: "np.multiply",
+        op_type.DIVIDE: "np.true_divide",
+        op_type.MIN: "np.minimum",
+        op_type.MAX: "np.maximum",
+        op_type.MODULO: "np.fmod",
+        op_type.EQUAL: "np.equal",
+        op_type.NOT_EQUAL: "np.not_equal",
+        op_type.LESS: "np.less",
+        op_type.LESS_OR_EQUAL: "np.less_equal",
+        op_type.GREATER: "np.greater",
+        op_type.GREATER_OR_EQUAL: "np.greater_equal",
+    }
     if op == op_type.IMPLIES and len(args) == 2:
         return f"np.logical_or(np.logical_not({args[0]}), {args[1]})"
     name = binary.get(op)
@@ -360,17 +480,18 @@ def _source(expr: Any, columns: dict[str, int], bools: set[str]) -> str:
     return f"{name}({args[0]}, {args[1]})"
 
 
-def _check_guard_code(code: str, mdp: ExplicitModel, table: Any, states: np.ndarray, features: list[str],
-                      path: Path) -> None:
+def _check_guard_code(code: str, mdp: ExplicitModel, table: Any, states: np.ndarray, features: list[str], path: Path) -> None:
     """Run the generated ``available`` on every decision state and compare it with the built MDP's availability."""
     namespace: dict[str, Any] = {"np": np, "ACTIONS": list(table.actions)}
     exec(compile(code, f"<policy template {path}>", "exec"), namespace)  # our own generated source
     for start in range(0, len(states), 200_000):
-        chunk = states[start:start + 200_000]
+        chunk = states[start : start + 200_000]
         ours = np.asarray(namespace["available"](mdp.feature_matrix(features, chunk)), dtype=bool)
         theirs = table.available(chunk)
         differ = np.flatnonzero((ours != theirs).any(axis=1))
         if len(differ):
             s = int(chunk[differ[0]])
-            raise OptionError(f"--policy-template {path}: the guards read do not give the built model's choices in state "
-                              f"{mdp.valuation_dict(s)}; use a model with at most 20,000 decision states")
+            raise OptionError(
+                f"--policy-template {path}: the guards read do not give the built model's choices in state "
+                f"{mdp.valuation_dict(s)}; use a model with at most 20,000 decision states"
+            )

@@ -173,33 +173,42 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         language = "JANI" if path.suffix.lower() == ".jani" else "PRISM"
         raise ModelError(f"{path}: {language} syntax error: {storm_message(exc)}") from None
     except UnicodeDecodeError:  # Storm's message quotes the file's bytes, which are not text
-        raise ModelError(f"{path}: not a {'JANI' if path.suffix.lower() == '.jani' else 'PRISM'} file "
-                         "(Storm's parser stopped at bytes that are not UTF-8 text)") from None
+        raise ModelError(
+            f"{path}: not a {'JANI' if path.suffix.lower() == '.jani' else 'PRISM'} file "
+            "(Storm's parser stopped at bytes that are not UTF-8 text)"
+        ) from None
 
     defined_names = {c.name for c in program.constants}
     unknown = [k for k in given if k not in defined_names]
     if unknown:
         k = unknown[0]
-        raise ConstantsError(f"{path}: unknown constant '{k}'{did_you_mean(k, defined_names)}; "
-                             f"the model declares: {', '.join(sorted(defined_names)) or 'no constants'}")
+        raise ConstantsError(
+            f"{path}: unknown constant '{k}'{did_you_mean(k, defined_names)}; "
+            f"the model declares: {', '.join(sorted(defined_names)) or 'no constants'}"
+        )
     undefined = [c.name for c in program.constants if not c.defined]
     missing = [c for c in undefined if c not in given]
     if missing:
         raise ConstantsError(
-            f"{path}: undefined constants {', '.join(missing)}; pass --constants "
-            + ",".join(f"{c}=VALUE" for c in missing), missing=missing)
+            f"{path}: undefined constants {', '.join(missing)}; pass --constants " + ",".join(f"{c}=VALUE" for c in missing),
+            missing=missing,
+        )
     as_parsed = program  # the file's edges as Storm parsed them (matched to the file before constants are substituted)
     if given:
         try:
             program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
         except (RuntimeError, ValueError, TypeError, StormError) as exc:
-            raise ConstantsError(f"{path}: cannot define constants {given}: {storm_message(exc)} (values must be "
-                                 "numbers, true/false, or rationals like 1/10)") from None
+            raise ConstantsError(
+                f"{path}: cannot define constants {given}: {storm_message(exc)} (values must be "
+                "numbers, true/false, or rationals like 1/10)"
+            ) from None
 
     model_type = str(program.model_type).rsplit(".", 1)[-1].lower()
     if model_type not in ("mdp", "dtmc"):
-        raise ModelError(f"{path}: model type {model_type.upper()} is not supported (expected an MDP or a DTMC; "
-                         "continuous-time models and Markov automata have no discrete-step policy semantics)")
+        raise ModelError(
+            f"{path}: model type {model_type.upper()} is not supported (expected an MDP or a DTMC; "
+            "continuous-time models and Markov automata have no discrete-step policy semantics)"
+        )
 
     if kind == "prism":
         ints = [v.name for v in program.global_integer_variables]
@@ -213,11 +222,23 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
     else:
         ints, bools, actions, labels, rewards, locations = _jani_names(jani_data, program)
     commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, as_parsed, jani_data)
-    return SymbolicModel(path=path, kind=kind, program=program, model_type=model_type,
-                         variables=tuple(ints + bools), boolean_variables=tuple(bools), action_names=tuple(actions),
-                         labels=labels, reward_models=rewards, constants=",".join(f"{k}={v}" for k, v in given.items()),
-                         file_properties=file_props, parse_seconds=time.perf_counter() - started,
-                         commands=commands, command_keys=keys, locations=locations)
+    return SymbolicModel(
+        path=path,
+        kind=kind,
+        program=program,
+        model_type=model_type,
+        variables=tuple(ints + bools),
+        boolean_variables=tuple(bools),
+        action_names=tuple(actions),
+        labels=labels,
+        reward_models=rewards,
+        constants=",".join(f"{k}={v}" for k, v in given.items()),
+        file_properties=file_props,
+        parse_seconds=time.perf_counter() - started,
+        commands=commands,
+        command_keys=keys,
+        locations=locations,
+    )
 
 
 def _check_prism_text(path: Path) -> None:
@@ -240,8 +261,9 @@ def _property_name(prop: Any) -> str:
     return getter() if callable(getter) else prop.name
 
 
-def _jani_names(data: Any, program: Any) -> tuple[list[str], list[str], list[str], tuple[str, ...], tuple[str, ...],
-                                                 dict[str, tuple[str, ...]]]:
+def _jani_names(
+    data: Any, program: Any
+) -> tuple[list[str], list[str], list[str], tuple[str, ...], tuple[str, ...], dict[str, tuple[str, ...]]]:
     """State variables, actions, labels (transient booleans), reward names (transient numbers) and location
     features of a JANI model, named as Storm names them in the states it builds.
 
@@ -300,25 +322,32 @@ def _check_jani_supported(path: Path, data: Any) -> None:
     _check_jani_shape(path, data)
     mtype = data.get("type")
     if isinstance(mtype, str) and mtype.lower() not in _JANI_TYPES:
-        raise ModelError(f"{path}: JANI model type '{mtype}' is not supported (expected \"dtmc\" or \"mdp\"; "
-                         "continuous-time, timed and hybrid models have no discrete-step policy semantics)")
+        raise ModelError(
+            f'{path}: JANI model type \'{mtype}\' is not supported (expected "dtmc" or "mdp"; '
+            "continuous-time, timed and hybrid models have no discrete-step policy semantics)"
+        )
     for feature in data.get("features", []) or []:
         if feature in _JANI_UNSUPPORTED:
             raise ModelError(f"{path}: JANI feature '{feature}' is not supported: {_JANI_UNSUPPORTED[feature]}")
-    scopes = [("", data.get("variables", []))] + [(a.get("name", "?"), a.get("variables", []))
-                                                  for a in data.get("automata", [])]
+    scopes = [("", data.get("variables", []))] + [
+        (a.get("name", "?"), a.get("variables", [])) for a in data.get("automata", [])
+    ]
     for owner, declared in scopes:
         for v in declared or []:
             vtype = v.get("type")
             kind = vtype if isinstance(vtype, str) else vtype.get("kind")
             where = f"automaton '{owner}'" if owner else "the global variables"
             if kind in ("clock", "continuous"):
-                raise ModelError(f"{path}: JANI {kind} variable '{v.get('name')}' ({where}) is not supported: "
-                                 "timed and hybrid automata have no discrete-step policy semantics")
+                raise ModelError(
+                    f"{path}: JANI {kind} variable '{v.get('name')}' ({where}) is not supported: "
+                    "timed and hybrid automata have no discrete-step policy semantics"
+                )
             if kind == "array" and not v.get("transient"):
-                raise ModelError(f"{path}: JANI array variable '{v.get('name')}' ({where}) is not supported (feature "
-                                 "'arrays'): Storm flattens an array into variables NAME_at_I, which a policy could "
-                                 "not name before the model is built; declare one variable per element")
+                raise ModelError(
+                    f"{path}: JANI array variable '{v.get('name')}' ({where}) is not supported (feature "
+                    "'arrays'): Storm flattens an array into variables NAME_at_I, which a policy could "
+                    "not name before the model is built; declare one variable per element"
+                )
 
 
 def _check_jani_shape(path: Path, data: dict[str, Any]) -> None:
@@ -338,8 +367,7 @@ def _check_jani_shape(path: Path, data: dict[str, Any]) -> None:
         for j, edge in enumerate(_jani_objects(path, automaton.get("edges"), f"{where}: 'edges'")):
             destinations = _jani_objects(path, edge.get("destinations"), f"{where}: edge {j + 1} 'destinations'")
             for k, destination in enumerate(destinations):
-                _jani_objects(path, destination.get("assignments"),
-                              f"{where}: edge {j + 1} destination {k + 1} 'assignments'")
+                _jani_objects(path, destination.get("assignments"), f"{where}: edge {j + 1} destination {k + 1} 'assignments'")
 
 
 def _jani_shape_error(path: Path, where: str, expected: str, value: Any) -> NoReturn:
@@ -446,8 +474,10 @@ def _normal(number: float, text: str) -> float:
     value that became 0 or lies below the smallest normal double (rlverify and Storm compute in doubles: a transition
     of probability 1e-400 would silently vanish, and ``P>0`` flip)."""
     if number == 0.0 and re.search(r"[1-9]", text.split("e")[0].split("E")[0]):
-        raise ValueError(f"{text} is below the smallest double and would become 0 (rlverify computes in double "
-                         f"precision; the smallest normal double is {SMALLEST_NORMAL:.3g})")
+        raise ValueError(
+            f"{text} is below the smallest double and would become 0 (rlverify computes in double "
+            f"precision; the smallest normal double is {SMALLEST_NORMAL:.3g})"
+        )
     if 0.0 < abs(number) < SMALLEST_NORMAL:
         raise ValueError(f"{text} is below the smallest normal double {SMALLEST_NORMAL:.3g} (its precision is lost)")
     return number
@@ -471,7 +501,7 @@ _LABEL = re.compile(r'"([^"]*)"')
 _DIVISION_BY_ZERO = re.compile(r"/\s*\(?\s*0+(?:\.0*)?\s*\)?(?![\w.])")
 #: Storm prints a JANI step bound as ``Usteps<=k`` (``Csteps<=k``), and ``F phi`` of a JANI file as ``true U phi``
 _STEPS_BOUND = re.compile(r'(?<![\w"])([UFC])\s*steps\s*(?=<=|<)')
-_TRUE_UNTIL = re.compile(r'^([^\[]*\[)\s*true\s+U(?![\w])')
+_TRUE_UNTIL = re.compile(r"^([^\[]*\[)\s*true\s+U(?![\w])")
 
 
 def _prism_text(text: str) -> str:
@@ -484,8 +514,36 @@ def _prism_text(text: str) -> str:
 _ACCUMULATION = re.compile(r'(?<![\w"])([FCI])\s*\[\s*((?:steps|time|exit)(?:\s*,\s*(?:steps|time|exit))*)?\s*\]')
 _REWARD_NAME = re.compile(r'\{\s*"[^"]*"\s*\}')
 _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\b")
-_KEYWORDS = {"P", "R", "Pmin", "Pmax", "Rmin", "Rmax", "F", "G", "U", "X", "C", "I", "true", "false", "min", "max",
-             "S", "LRA", "T", "W", "floor", "ceil", "pow", "mod", "log", "filter", "forall", "exists"}
+_KEYWORDS = {
+    "P",
+    "R",
+    "Pmin",
+    "Pmax",
+    "Rmin",
+    "Rmax",
+    "F",
+    "G",
+    "U",
+    "X",
+    "C",
+    "I",
+    "true",
+    "false",
+    "min",
+    "max",
+    "S",
+    "LRA",
+    "T",
+    "W",
+    "floor",
+    "ceil",
+    "pow",
+    "mod",
+    "log",
+    "filter",
+    "forall",
+    "exists",
+}
 
 
 def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: bool = False) -> Property:
@@ -539,9 +597,10 @@ def _named_jani_property(model: SymbolicModel, name: str, *, fixed_policy: bool)
         raise PropertyError(
             f"{model.path}: property '{name}' ({formula}) accumulates only "
             f"[{accumulated.group(2) or 'nothing'}] of its rewards: a JANI reward accumulation other than "
-            "state and action rewards together is not supported; declare \"accumulate\": [\"steps\", \"exit\"] "
+            'state and action rewards together is not supported; declare "accumulate": ["steps", "exit"] '
             "(state rewards are exit rewards in discrete time) or give the property as text, e.g. "
-            "R{\"r\"}=? [F \"goal\"]")
+            'R{"r"}=? [F "goal"]'
+        )
     structure = parse_structure(_prism_text(str(formula)), name=name)
     structure = structure.with_storm(storm_prop, _storm_bound(structure, storm_prop), _storm_threshold(storm_prop))
     note = fixed_policy_note(model, structure)
@@ -552,18 +611,23 @@ def _check_names_and_values(model: SymbolicModel, text: str, structure: Property
     """Refuse an unknown reward model or label (naming close ones), too deep a nesting, a division by zero."""
     reward = structure.reward_model
     if reward and reward not in model.reward_models:
-        raise PropertyError(f"property '{text}': unknown reward model \"{reward}\""
-                            f"{did_you_mean(reward, model.reward_models)}; "
-                            f"the model defines: {', '.join(repr(x) for x in model.reward_models) or 'none'}")
+        raise PropertyError(
+            f"property '{text}': unknown reward model \"{reward}\""
+            f"{did_you_mean(reward, model.reward_models)}; "
+            f"the model defines: {', '.join(repr(x) for x in model.reward_models) or 'none'}"
+        )
     known_labels = set(model.labels) | {"init", "deadlock"}
     for lab in _LABEL.findall(_REWARD_NAME.sub("", text)):
         if lab not in known_labels:
-            raise PropertyError(f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
-                                f"the model defines: {', '.join(sorted(known_labels))}")
+            raise PropertyError(
+                f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
+                f"the model defines: {', '.join(sorted(known_labels))}"
+            )
     check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'")
     if _DIVISION_BY_ZERO.search(_LABEL.sub('""', text)):
-        raise PropertyError(f"property '{text}': a division by zero (Storm would evaluate it to some number and "
-                            "check the property on it)")
+        raise PropertyError(
+            f"property '{text}': a division by zero (Storm would evaluate it to some number and check the property on it)"
+        )
 
 
 def _storm_parse_error(model: SymbolicModel, text: str, structure: Property, exc: Exception) -> PropertyError:
@@ -576,8 +640,10 @@ def _storm_parse_error(model: SymbolicModel, text: str, structure: Property, exc
         hint += " (Storm has no step-bounded G; use P=? [F<=k !phi] and 1 minus its value)"
     if model.file_properties and not re.match(r"\s*[PR](min|max)?\s*[=<>{]", text):  # a misspelt property name?
         close = did_you_mean(text, model.file_properties)
-        return PropertyError(f"property '{text}' is neither a property of {model.path}{close} nor a formula; its "
-                             f"properties: {', '.join(repr(n) for n in model.file_properties)}")
+        return PropertyError(
+            f"property '{text}' is neither a property of {model.path}{close} nor a formula; its "
+            f"properties: {', '.join(repr(n) for n in model.file_properties)}"
+        )
     return PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}")
 
 
@@ -590,10 +656,13 @@ def fixed_policy_note(model: SymbolicModel, prop: Property) -> str | None:
     if not (getattr(formula, "has_optimality_type", False) and formula.has_optimality_type):
         return None
     asked = ("P" if formula.is_probability_operator_formula else "R") + (
-        "min" if str(formula.optimality_type).endswith("MINIMIZE") else "max")
+        "min" if str(formula.optimality_type).endswith("MINIMIZE") else "max"
+    )
     plain = asked[0]
-    return (f"property '{prop.name}' of {model.path.name} asks {asked}; under the fixed policy it is evaluated as "
-            f"{plain}=? ({prop.text}): on the policy's chain {plain}min = {plain}max = {plain}")
+    return (
+        f"property '{prop.name}' of {model.path.name} asks {asked}; under the fixed policy it is evaluated as "
+        f"{plain}=? ({prop.text}): on the policy's chain {plain}min = {plain}max = {plain}"
+    )
 
 
 def _storm_bound(structure: Property, storm_prop: Any) -> int | None:
@@ -609,8 +678,10 @@ def _storm_bound(structure: Property, storm_prop: Any) -> int | None:
     except (AttributeError, RuntimeError):
         return None
     if bound < 0:
-        raise PropertyError(f"property '{structure.text}': the step bound evaluates to "
-                            f"{bound + (1 if structure.strict else 0)}, which is negative")
+        raise PropertyError(
+            f"property '{structure.text}': the step bound evaluates to "
+            f"{bound + (1 if structure.strict else 0)}, which is negative"
+        )
     return bound
 
 
@@ -632,10 +703,17 @@ def truth_values(storm_model: Any, state_formula: Any) -> Any:
     return out
 
 
-def build_explicit(model: SymbolicModel, properties: list[Any] | None, *, max_states: int | None = None,
-                   mask: Any = None, command_names: bool | None = None, keep_storm: bool = True,
-                   max_memory: int | None = None, memory_estimates: dict[str, int] | None = None,
-                   ) -> tuple[ExplicitModel, Any]:
+def build_explicit(
+    model: SymbolicModel,
+    properties: list[Any] | None,
+    *,
+    max_states: int | None = None,
+    mask: Any = None,
+    command_names: bool | None = None,
+    keep_storm: bool = True,
+    max_memory: int | None = None,
+    memory_estimates: dict[str, int] | None = None,
+) -> tuple[ExplicitModel, Any]:
     """Build the model with Storm (property-directed when ``properties`` are given) as arrays.
 
     Property-directed: states that already decide the properties are terminal (absorbing), as in
@@ -685,16 +763,23 @@ def _ranges_checked(explicit: ExplicitModel, model: SymbolicModel, properties: l
 
         try:
             program = CompiledProgram(model.program, str(model.path))
-            terminal = (terminal_functions(properties[0].get_raw_formula(), program.label_functions.get,
-                                           program.by_name) if properties and len(properties) == 1 else [])
+            terminal = (
+                terminal_functions(properties[0].get_raw_formula(), program.label_functions.get, program.by_name)
+                if properties and len(properties) == 1
+                else []
+            )
             check_update_ranges(program, explicit.variables, explicit.valuations, terminal)
         except Unsupported as exc:
-            note = (f"the updates' ranges were checked only where Storm reports them ({exc}): an update of synchronised "
-                    "commands leaving its variable's range may have wrapped around")
+            note = (
+                f"the updates' ranges were checked only where Storm reports them ({exc}): an update of synchronised "
+                "commands leaving its variable's range may have wrapped around"
+            )
     elif len(model.program.automata) > 1:
-        note = ("the updates' ranges were checked only where Storm reports them (its own checks refuse this model's "
-                "probabilities, which sum to 1 only up to rounding): an update of synchronised edges leaving its "
-                "variable's range may have wrapped around")
+        note = (
+            "the updates' ranges were checked only where Storm reports them (its own checks refuse this model's "
+            "probabilities, which sum to 1 only up to rounding): an update of synchronised edges leaving its "
+            "variable's range may have wrapped around"
+        )
     if note is not None:
         log.warning("%s: %s", model.path, note)
         explicit = replace(explicit, notes=(*explicit.notes, note))
@@ -735,13 +820,16 @@ def _out_of_range_edge(model: SymbolicModel, valuation: dict[str, int]) -> str |
         for name, value in valuation.items():
             if manager.has_variable(name):
                 variable = manager.get_variable(name)
-                subst[variable] = (manager.boolean(bool(value)) if name in model.boolean_variables
-                                   else manager.integer(int(value)))
+                subst[variable] = (
+                    manager.boolean(bool(value)) if name in model.boolean_variables else manager.integer(int(value))
+                )
         bounds = {}
         for v in list(program.global_variables) + [v for a in program.automata for v in a.variables]:
             if v.type.is_bounded_type and not v.is_transient:
-                bounds[v.expression_variable.name] = (int(v.type.lower_bound.evaluate_as_int()),
-                                                      int(v.type.upper_bound.evaluate_as_int()))
+                bounds[v.expression_variable.name] = (
+                    int(v.type.lower_bound.evaluate_as_int()),
+                    int(v.type.upper_bound.evaluate_as_int()),
+                )
         for ai, automaton in enumerate(program.automata):
             location = valuation.get(automaton.location_variable.name, 0)
             for ei, edge in enumerate(automaton.edges):
@@ -759,9 +847,11 @@ def _out_of_range_edge(model: SymbolicModel, valuation: dict[str, int]) -> str |
                         if not lo <= new <= hi:
                             position = model.command_keys.get((ai << 32) | ei)
                             edge_name = model.commands[position].name if position is not None else f"of {automaton.name}"
-                            return (f"{model.path}: edge {edge_name} assigns {name}={new} outside its range [{lo}..{hi}] "
-                                    f"in state {valuation} (JANI and Storm's checks refuse this; rlverify does not wrap "
-                                    "the value around)")
+                            return (
+                                f"{model.path}: edge {edge_name} assigns {name}={new} outside its range [{lo}..{hi}] "
+                                f"in state {valuation} (JANI and Storm's checks refuse this; rlverify does not wrap "
+                                "the value around)"
+                            )
     except (RuntimeError, ValueError, AttributeError, TypeError):
         return None
     return None
@@ -788,17 +878,22 @@ def _distributions_checked(model: ExplicitModel, path: Path, symbolic: SymbolicM
             label = model.action_names[model.choice_actions[c]] or "unlabelled"
             valuation = model.valuation_dict(state)
             precise = _out_of_range_update(symbolic, valuation) if symbolic is not None else None
-            raise ModelError(precise or f"{path}: in state {valuation}, an update of the {label} choice leaves a "
-                             "variable's declared range (PRISM and Storm's checks refuse this; rlverify does not wrap "
-                             "the value around): guard the update or widen the range")
+            raise ModelError(
+                precise
+                or f"{path}: in state {valuation}, an update of the {label} choice leaves a "
+                "variable's declared range (PRISM and Storm's checks refuse this; rlverify does not wrap "
+                "the value around): guard the update or widen the range"
+            )
     sums = model.transitions @ np.ones(model.transitions.shape[1])
     bad = np.abs(sums - 1.0) > 1e-6
     if bad.any():
         c = int(np.argmax(bad))
         state = int(np.searchsorted(model.row_groups, c, side="right") - 1)
         label = model.action_names[model.choice_actions[c]] or "unlabelled"
-        raise ModelError(f"{path}: the probabilities of a '{label}' command sum to {float(sums[c]):.6g}, not 1, in state "
-                         f"{model.valuation_dict(state)}")
+        raise ModelError(
+            f"{path}: the probabilities of a '{label}' command sum to {float(sums[c]):.6g}, not 1, in state "
+            f"{model.valuation_dict(state)}"
+        )
     return model
 
 
@@ -835,8 +930,10 @@ def _build_input(model: SymbolicModel, properties: list[Any] | None) -> tuple[An
         if given:
             program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
     except (RuntimeError, OSError) as exc:
-        raise ModelError(f"{model.path}: cannot read the model file again to build it (was it changed or removed "
-                         f"since it was loaded?): {storm_message(exc)}") from None
+        raise ModelError(
+            f"{model.path}: cannot read the model file again to build it (was it changed or removed "
+            f"since it was loaded?): {storm_message(exc)}"
+        ) from None
     if not properties:
         return program, None
     fresh = []
@@ -850,9 +947,15 @@ def _build_input(model: SymbolicModel, properties: list[Any] | None) -> tuple[An
     return program, fresh
 
 
-def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int | None, mask: Any,
-           origins: bool, keep_storm: bool = True,
-           budget: tuple[int | None, dict[str, int] | None] = (None, None)) -> tuple[ExplicitModel, Any]:
+def _build(
+    model: SymbolicModel,
+    properties: list[Any] | None,
+    max_states: int | None,
+    mask: Any,
+    origins: bool,
+    keep_storm: bool = True,
+    budget: tuple[int | None, dict[str, int] | None] = (None, None),
+) -> tuple[ExplicitModel, Any]:
     import tempfile
 
     import stormpy
@@ -887,21 +990,23 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
     level = dev.get_log_level()
     dev.set_log_level(dev.LogLevel.OFF)  # a refused attempt is reported by rlverify (or retried), not logged by Storm
     try:
-        builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), options(True), mask,
-                                                         explore)
+        builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), options(True), mask, explore)
         storm_model = builder.build()
     except RuntimeError as exc:
         message = storm_message(exc)
         if "out-of-bounds value" in message:
-            raise ModelError(f"{model.path}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
-                             "does not wrap the value around): guard the update or widen the range") from None
+            raise ModelError(
+                f"{model.path}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
+                "does not wrap the value around): guard the update or widen the range"
+            ) from None
         if "sum to one" not in message and "some to one" not in message:
             raise ModelError(f"{model.path}: Storm could not build the model: {message}") from None
         checked = False
         program, storm_properties = _build_input(model, properties)
         try:
-            builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), options(False),
-                                                             mask, explore)
+            builder = dev.make_explicit_model_builder[float](
+                dev.SymbolicModelDescription(program), options(False), mask, explore
+            )
             storm_model = builder.build()
         except RuntimeError as exc2:
             raise ModelError(f"{model.path}: Storm could not build the model: {storm_message(exc2)}") from None
@@ -911,7 +1016,8 @@ def _build(model: SymbolicModel, properties: list[Any] | None, max_states: int |
         raise ModelTooLargeError(
             f"{model.path}: the model has more than --max-states={max_states} states "
             f"(exploration stopped at {storm_model.nr_states}); raise --max-states, or (verify) use "
-            "--strategy merged or onthefly with a policy to explore only policy-reachable states")
+            "--strategy merged or onthefly with a policy to explore only policy-reachable states"
+        )
     del builder
     counts = {"states": storm_model.nr_states, "transitions": storm_model.nr_transitions, "what": "MDP transitions"}
     memory_guard(budget[0], "export", **counts, estimates=budget[1])

@@ -30,6 +30,7 @@ from rlverify.policies.mlp import MLP, mlp_from_onnx, mlp_from_torch
 
 log = logging.getLogger(__name__)
 
+
 def to_probabilities(out: np.ndarray, kind: str, columns: np.ndarray | None = None) -> np.ndarray:
     """``(N, |A|)`` network outputs of ``kind`` (see :data:`OUTPUT_KINDS`) as action probabilities.
 
@@ -69,8 +70,15 @@ class CallablePolicy(BasePolicy):
     no_network = "a Python callable cannot be bounded; give an ONNX or TorchScript ReLU network (file.onnx, module.pt)"
     transient_input = False  # the function is the user's: it may keep the array it is given
 
-    def __init__(self, fn: Callable[[np.ndarray], Any], features: Sequence[str], actions: Sequence[str], *,
-                 output: str = "probabilities", name: str = "callable policy") -> None:
+    def __init__(
+        self,
+        fn: Callable[[np.ndarray], Any],
+        features: Sequence[str],
+        actions: Sequence[str],
+        *,
+        output: str = "probabilities",
+        name: str = "callable policy",
+    ) -> None:
         super().__init__(features, actions, name=name)
         self._fn = fn
         self.output = check_output_kind(output, name)
@@ -95,11 +103,20 @@ class TablePolicy(BasePolicy):
     :func:`~rlverify.policies.formats.read_table`). Actions missing from a row get probability 0.
     """
 
-    no_network = ("a table policy cannot be bounded (it gives distributions for listed states, not a network over "
-                  "regions); give an ONNX or TorchScript ReLU network (file.onnx, module.pt)")
+    no_network = (
+        "a table policy cannot be bounded (it gives distributions for listed states, not a network over "
+        "regions); give an ONNX or TorchScript ReLU network (file.onnx, module.pt)"
+    )
 
-    def __init__(self, features: Sequence[str], actions: Sequence[str], table: Mapping[tuple[int, ...], Sequence[float]],
-                 *, default: Sequence[float] | None = None, name: str = "table policy") -> None:
+    def __init__(
+        self,
+        features: Sequence[str],
+        actions: Sequence[str],
+        table: Mapping[tuple[int, ...], Sequence[float]],
+        *,
+        default: Sequence[float] | None = None,
+        name: str = "table policy",
+    ) -> None:
         super().__init__(features, actions, name=name)
         self._table = {tuple(int(v) for v in k): numeric_output(p, name) for k, p in table.items()}
         self._default = None if default is None else numeric_output(default, name)
@@ -188,8 +205,15 @@ class OnnxPolicy(BasePolicy):
     input_dtype: type = np.float32
     concurrent = True  # InferenceSession.run is thread-safe and releases the GIL while it evaluates
 
-    def __init__(self, path: str | Path, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
-                 output: str | None = None, defaults: Mapping[str, Sequence[str]] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        features: Sequence[str] | None = None,
+        actions: Sequence[str] | None = None,
+        output: str | None = None,
+        defaults: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         import onnx
 
         path = Path(path)
@@ -199,8 +223,9 @@ class OnnxPolicy(BasePolicy):
             raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
         meta = {p.key: p.value for p in model.metadata_props}
         self.metadata = meta
-        names, acts, kind = onnx_names(meta, path, {"features": features, "actions": actions, "output": output},
-                                       defaults or {})
+        names, acts, kind = onnx_names(
+            meta, path, {"features": features, "actions": actions, "output": output}, defaults or {}
+        )
         super().__init__(names, acts, name=str(path))
         self.output = onnx_output(kind, path)
         self.training = onnx_training(meta, path)
@@ -216,9 +241,13 @@ class OnnxPolicy(BasePolicy):
         self._fixed_batch = batch if isinstance(batch, int) and batch > 0 else None
         self._outputs = [self._session.get_outputs()[0].name, *([_ARGMAX] if with_argmax else [])]
         if self._fixed_batch is not None:
-            log.warning("%s: the network's batch dimension is fixed at %d (exported without dynamic_axes): it is "
-                        "evaluated %d row(s) per call, which is slow; export with dynamic_axes={'input': {0: 'batch'}}",
-                        path, self._fixed_batch, self._fixed_batch)
+            log.warning(
+                "%s: the network's batch dimension is fixed at %d (exported without dynamic_axes): it is "
+                "evaluated %d row(s) per call, which is slow; export with dynamic_axes={'input': {0: 'batch'}}",
+                path,
+                self._fixed_batch,
+                self._fixed_batch,
+            )
         self._model = model  # for network(): the file is read once
         self.path = path
 
@@ -227,26 +256,36 @@ class OnnxPolicy(BasePolicy):
         inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
         problems = []
         if len(inputs) != 1:
-            problems.append(f"it has {len(inputs)} inputs ({', '.join(repr(i.name) for i in inputs)}); rlverify feeds one "
-                            "(N, d) tensor of features")
+            problems.append(
+                f"it has {len(inputs)} inputs ({', '.join(repr(i.name) for i in inputs)}); rlverify feeds one "
+                "(N, d) tensor of features"
+            )
         else:
             first = inputs[0]
             if first.type not in ("tensor(float)", "tensor(double)"):
-                problems.append(f"its input {first.name!r} is {first.type}; rlverify feeds the features as floats "
-                                "(export with a float32 input and cast inside the graph if needed)")
+                problems.append(
+                    f"its input {first.name!r} is {first.type}; rlverify feeds the features as floats "
+                    "(export with a float32 input and cast inside the graph if needed)"
+                )
             shape = list(first.shape or [])
             if len(shape) != 2:
                 problems.append(f"its input {first.name!r} has shape {shape}; rlverify feeds (N, d) = (batch, features)")
             elif isinstance(shape[1], int) and shape[1] != len(self.features):
-                problems.append(f"its input {first.name!r} takes {shape[1]} features, the policy declares "
-                                f"{len(self.features)} {list(self.features)}")
+                problems.append(
+                    f"its input {first.name!r} takes {shape[1]} features, the policy declares "
+                    f"{len(self.features)} {list(self.features)}"
+                )
         if outputs and outputs[0].type not in ("tensor(float)", "tensor(double)", "tensor(float16)"):
-            problems.append(f"its first output {outputs[0].name!r} is {outputs[0].type}; rlverify reads (N, |A|) "
-                            "floats (logits, probabilities or q-values)")
+            problems.append(
+                f"its first output {outputs[0].name!r} is {outputs[0].type}; rlverify reads (N, |A|) "
+                "floats (logits, probabilities or q-values)"
+            )
         out_shape = list(outputs[0].shape or []) if outputs else []
         if len(out_shape) == 2 and isinstance(out_shape[1], int) and out_shape[1] != len(self.actions):
-            problems.append(f"its output {outputs[0].name!r} has {out_shape[1]} outputs, the policy declares "
-                            f"{len(self.actions)} actions {list(self.actions)}")
+            problems.append(
+                f"its output {outputs[0].name!r} has {out_shape[1]} outputs, the policy declares "
+                f"{len(self.actions)} actions {list(self.actions)}"
+            )
         if problems:
             raise PolicyError(f"{path}: the network does not fit rlverify's policy contract", problems)
 
@@ -261,8 +300,8 @@ class OnnxPolicy(BasePolicy):
         b = self._fixed_batch
         pad = (-len(x)) % b
         x = np.concatenate([x, np.repeat(x[-1:], pad, axis=0)]) if pad and len(x) else x
-        out = [self._run_code(run, self._outputs[:1], {self._input: x[i:i + b]})[0] for i in range(0, len(x), b)]
-        return (np.concatenate(out) if out else np.zeros((0, len(self.actions)), dtype=np.float32))[:len(states)], None
+        out = [self._run_code(run, self._outputs[:1], {self._input: x[i : i + b]})[0] for i in range(0, len(x), b)]
+        return (np.concatenate(out) if out else np.zeros((0, len(self.actions)), dtype=np.float32))[: len(states)], None
 
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:
         return np.asarray(self._run(states)[0], dtype=np.float64)
@@ -291,8 +330,15 @@ class TorchPolicy(BasePolicy):
     no_network = None
     input_dtype = np.float32
 
-    def __init__(self, module: Any, features: Sequence[str], actions: Sequence[str], *, output: str = "logits",
-                 name: str = "torch policy") -> None:
+    def __init__(
+        self,
+        module: Any,
+        features: Sequence[str],
+        actions: Sequence[str],
+        *,
+        output: str = "logits",
+        name: str = "torch policy",
+    ) -> None:
         super().__init__(features, actions, name=name)
         self._torch = require("torch", "torch", purpose="a TorchScript policy")
         self._module = module.eval()
@@ -305,11 +351,12 @@ class TorchPolicy(BasePolicy):
             with torch.no_grad():
                 out = self._module(torch.as_tensor(states, dtype=torch.float32))
             if not isinstance(out, torch.Tensor):
-                raise PolicyError(f"{self.name}: the module returned a {type(out).__name__}, not a tensor of "
-                                  "(N, |A|) outputs")
+                raise PolicyError(f"{self.name}: the module returned a {type(out).__name__}, not a tensor of (N, |A|) outputs")
             if out.is_complex():  # .double() would drop the imaginary parts
-                raise PolicyError(f"{self.name}: output has complex numbers (a tensor of {out.dtype}); a policy gives "
-                                  "real probabilities, logits or Q-values (the imaginary parts are not dropped)")
+                raise PolicyError(
+                    f"{self.name}: output has complex numbers (a tensor of {out.dtype}); a policy gives "
+                    "real probabilities, logits or Q-values (the imaginary parts are not dropped)"
+                )
             return out.double().numpy()
 
         return self._run_code(run)
@@ -353,8 +400,7 @@ class SB3Policy(BasePolicy):
 
     no_network = None
 
-    def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str], *,
-                 trust_code: bool = False) -> None:
+    def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str], *, trust_code: bool = False) -> None:
         super().__init__(features, actions, name=str(path))
         path = Path(path)
         self._torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
@@ -392,15 +438,17 @@ class SB3Policy(BasePolicy):
             except Exception as exc:  # SB3's load raises many kinds; PPO tried on an A2C zip: the next
                 last_exc = exc
         else:
-            raise InputFileError(f"{path}: cannot load the model with Stable-Baselines3's loader "
-                                 f"({last_exc.__class__.__name__}: {last_exc})")
+            raise InputFileError(
+                f"{path}: cannot load the model with Stable-Baselines3's loader ({last_exc.__class__.__name__}: {last_exc})"
+            )
         self.algorithm = "MaskablePPO" if algorithm == "MaskablePPO" else type(model).__name__
         self._model = model
         self._space = sb3zip.space_of(model.observation_space, path)
         act = model.action_space
         if type(act).__name__ != "Discrete":
-            raise PolicyError(f"{path}: the action space is {act}, not Discrete (rlverify verifies policies over named "
-                              "actions)")
+            raise PolicyError(
+                f"{path}: the action space is {act}, not Discrete (rlverify verifies policies over named actions)"
+            )
         self._n_actions = int(act.n)
         self._net = None
         self._forward = self._trusted_forward
@@ -410,11 +458,15 @@ class SB3Policy(BasePolicy):
         space = self._space
         if space.size != len(self.features):
             what = "one state index" if space.kind == "Discrete" else f"{space.size} features"
-            problems.append(f"the observation space is {space} ({what}), but {len(self.features)} features are declared "
-                            f"{list(self.features)}")
+            problems.append(
+                f"the observation space is {space} ({what}), but {len(self.features)} features are declared "
+                f"{list(self.features)}"
+            )
         if self._n_actions != len(self.actions):
-            problems.append(f"the action space is Discrete({self._n_actions}), but {len(self.actions)} actions are "
-                            f"declared {list(self.actions)}")
+            problems.append(
+                f"the action space is Discrete({self._n_actions}), but {len(self.actions)} actions are "
+                f"declared {list(self.actions)}"
+            )
         if problems:
             raise PolicyError(f"{self.name}: the {self.algorithm} model does not fit the declared features/actions", problems)
 
@@ -471,8 +523,10 @@ class SB3Policy(BasePolicy):
 
         out = self._run_code(run)
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(states), len(self.actions)):
-            raise PolicyError(f"{self.name}: the network gave outputs of shape {getattr(out, 'shape', None)}, expected "
-                              f"({len(states)}, {len(self.actions)})")
+            raise PolicyError(
+                f"{self.name}: the network gave outputs of shape {getattr(out, 'shape', None)}, expected "
+                f"({len(states)}, {len(self.actions)})"
+            )
         return out
 
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:
@@ -492,8 +546,10 @@ class SB3Policy(BasePolicy):
         torch = self._torch
         problems = []
         if self._space.kind != "Box":
-            problems.append(f"the observation space is {self._space}, not a flat Box (an MLP takes the features as they "
-                            "are; SB3 one-hot encodes a discrete observation first)")
+            problems.append(
+                f"the observation space is {self._space}, not a flat Box (an MLP takes the features as they "
+                "are; SB3 one-hot encodes a discrete observation first)"
+            )
         if self._net is not None:
             layers, where = self._net, ("q_net.q_net" if self.algorithm == "DQN" else "mlp_extractor.policy_net + action_net")
         else:
@@ -508,13 +564,17 @@ class SB3Policy(BasePolicy):
                 problems.append(f"the features extractor is {type(extractor).__name__}, not FlattenExtractor")
             layers = torch.nn.Sequential(*seq)
         if problems:
-            raise PolicyError(f"{self.name}: this {self.algorithm} model cannot be read as a ReLU network; export the "
-                              "network to ONNX (Gemm/Relu) instead", problems)
+            raise PolicyError(
+                f"{self.name}: this {self.algorithm} model cannot be read as a ReLU network; export the "
+                "network to ONNX (Gemm/Relu) instead",
+                problems,
+            )
         try:
             return mlp_from_torch(layers, name=f"{self.name} ({self.algorithm} {where})")
         except PolicyError as exc:
-            raise PolicyError(f"{exc}; train with policy_kwargs={{'activation_fn': torch.nn.ReLU}} or export the "
-                              "network to ONNX") from None
+            raise PolicyError(
+                f"{exc}; train with policy_kwargs={{'activation_fn': torch.nn.ReLU}} or export the network to ONNX"
+            ) from None
 
 
 def _session(model: Any, path: Path, n_actions: int, *, argmax: bool) -> tuple[Any, bool]:
@@ -539,8 +599,7 @@ def _session(model: Any, path: Path, n_actions: int, *, argmax: bool) -> tuple[A
         return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]), False
     except Exception as exc:  # onnxruntime's own errors: the file is bad input
         first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise InputFileError(f"{path}: onnxruntime cannot run this model ({exc.__class__.__name__}: "
-                             f"{first_line})") from None
+        raise InputFileError(f"{path}: onnxruntime cannot run this model ({exc.__class__.__name__}: {first_line})") from None
 
 
 def _with_argmax(model: Any, n_actions: int) -> Any:
@@ -556,8 +615,9 @@ def _with_argmax(model: Any, n_actions: int) -> Any:
         return None
     out = ModelProto()
     out.CopyFrom(model)
-    out.graph.node.append(helper.make_node("ArgMax", [model.graph.output[0].name], [_ARGMAX], axis=1, keepdims=0,
-                                           select_last_index=0))
+    out.graph.node.append(
+        helper.make_node("ArgMax", [model.graph.output[0].name], [_ARGMAX], axis=1, keepdims=0, select_last_index=0)
+    )
     out.graph.output.append(helper.make_tensor_value_info(_ARGMAX, TensorProto.INT64, [None]))
     return out
 

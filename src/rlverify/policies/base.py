@@ -73,8 +73,7 @@ class BasePolicy:
             ``benchmark``/``params``), or None.
     """
 
-    no_network: str | None = ("this policy exposes no network; give an ONNX or TorchScript ReLU network "
-                              "(file.onnx, module.pt)")
+    no_network: str | None = "this policy exposes no network; give an ONNX or TorchScript ReLU network (file.onnx, module.pt)"
     #: dtype the hooks take the states in (float32 for runtimes that compute in float32: a float32 batch
     #: is then passed on without a copy; the values the network sees are the same either way).
     input_dtype: type = np.float64
@@ -212,19 +211,24 @@ class BasePolicy:
             mlp = self._read_network()
             problems = []
             if mlp.sizes[0] != len(self._features):
-                problems.append(f"the network takes {mlp.sizes[0]} inputs, the policy declares {len(self._features)} "
-                                f"features {list(self._features)}")
+                problems.append(
+                    f"the network takes {mlp.sizes[0]} inputs, the policy declares {len(self._features)} "
+                    f"features {list(self._features)}"
+                )
             if mlp.sizes[-1] != len(self._actions):
-                problems.append(f"the network has {mlp.sizes[-1]} outputs, the policy declares {len(self._actions)} "
-                                f"actions {list(self._actions)}")
+                problems.append(
+                    f"the network has {mlp.sizes[-1]} outputs, the policy declares {len(self._actions)} "
+                    f"actions {list(self._actions)}"
+                )
             if problems:
                 raise PolicyError(f"{self.name}: the network does not fit the policy's declaration", problems)
             self._mlp = mlp
         sample = default_check_sample(len(self._features)) if sample is None else np.asarray(sample, dtype=np.float64)
         if sample.ndim != 2 or sample.shape[1] != len(self._features):
             raise PolicyError(f"{self.name}: expected a check sample of shape (N, {len(self._features)}), got {sample.shape}")
-        cross_check_network(mlp, sample, self._network_outputs(sample), output=getattr(self, "output", "probabilities"),
-                            name=self.name)
+        cross_check_network(
+            mlp, sample, self._network_outputs(sample), output=getattr(self, "output", "probabilities"), name=self.name
+        )
         return mlp
 
     def _read_network(self) -> MLP:
@@ -270,16 +274,16 @@ def validate_probabilities(probs: np.ndarray, n_states: int, n_actions: int, *, 
         problems.append(f"{int(bad.sum())} rows contain NaN or inf (first row {int(np.argmax(bad))})")
     neg = (probs < 0).any(axis=1)
     if neg.any():
-        problems.append(f"{int(neg.sum())} rows have negative entries (first row {int(np.argmax(neg))}, "
-                        f"min {np.nanmin(probs):.3g})")
+        problems.append(
+            f"{int(neg.sum())} rows have negative entries (first row {int(np.argmax(neg))}, min {np.nanmin(probs):.3g})"
+        )
     with np.errstate(invalid="ignore"):
         off = np.abs(probs.sum(axis=1) - 1.0) > ROW_SUM_TOLERANCE
     off &= ~bad
     if off.any():
         i = int(np.argmax(off))
         problems.append(
-            f"{int(off.sum())} rows do not sum to 1 within {ROW_SUM_TOLERANCE:g} "
-            f"(first row {i} sums to {probs[i].sum():.9g})"
+            f"{int(off.sum())} rows do not sum to 1 within {ROW_SUM_TOLERANCE:g} (first row {i} sums to {probs[i].sum():.9g})"
         )
     if problems:
         raise PolicyError(f"{source}: output is not a probability distribution per state", problems)
@@ -296,8 +300,7 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
     try:
         arr = np.asarray(out)
     except Exception as exc:  # a ragged list, an object whose __array__ raises: not numbers
-        raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)}: "
-                          f"{exception_text(exc)})") from None
+        raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)}: {exception_text(exc)})") from None
     kind = arr.dtype.kind
     if kind in "biuf":
         return arr.astype(np.float64, copy=False)
@@ -307,14 +310,17 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
         except Exception as exc:  # a user's Real subclass whose __float__ fails
             raise PolicyError(f"{source}: output is not an array of numbers ({exception_text(exc)})") from None
     if kind == "c":
-        raise PolicyError(f"{source}: output has complex numbers ({type_name(out)} of {arr.dtype}); a policy gives real "
-                          "probabilities, logits or Q-values (the imaginary parts are not dropped)")
+        raise PolicyError(
+            f"{source}: output has complex numbers ({type_name(out)} of {arr.dtype}); a policy gives real "
+            "probabilities, logits or Q-values (the imaginary parts are not dropped)"
+        )
     what = {"U": "strings", "S": "bytes", "M": "dates", "m": "time spans", "V": "structured records"}.get(kind)
     if kind == "O":
         bad = next(v for v in arr.reshape(-1).tolist() if not isinstance(v, numbers.Real))
         what = f"objects that are not real numbers, e.g. a {type_name(bad)}"
-    raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)} of {arr.dtype}: "
-                      f"{what or 'not numbers'})")
+    raise PolicyError(
+        f"{source}: output is not an array of numbers ({type_name(out)} of {arr.dtype}: {what or 'not numbers'})"
+    )
 
 
 class _Timeout(BaseException):
@@ -333,8 +339,10 @@ def check_timeout(seconds: float | None, option: str = "--policy-timeout") -> fl
     if not math.isfinite(value) or value < 0:
         raise OptionError(f"{option}: expected seconds (a number >= 0; 0 = no limit), got {seconds!r}")
     if value > MAX_POLICY_TIMEOUT:
-        raise OptionError(f"{option}: {value:g} s is beyond the largest limit, {MAX_POLICY_TIMEOUT:g} s (about "
-                          f"{MAX_POLICY_TIMEOUT / 86400:.1f} days); give 0 for no limit")
+        raise OptionError(
+            f"{option}: {value:g} s is beyond the largest limit, {MAX_POLICY_TIMEOUT:g} s (about "
+            f"{MAX_POLICY_TIMEOUT / 86400:.1f} days); give 0 for no limit"
+        )
     return value or None
 
 
@@ -361,9 +369,13 @@ class _Alarm:
 
     def __enter__(self) -> _Alarm:
         seconds = self.seconds
-        if (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
-                and threading.current_thread() is threading.main_thread()
-                and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0):
+        if (
+            seconds is not None
+            and seconds > 0
+            and hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
+        ):
             self._previous = signal.signal(signal.SIGALRM, self._handler)
             self._armed = True
             signal.setitimer(signal.ITIMER_REAL, float(seconds))
@@ -392,14 +404,16 @@ def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: floa
     """
     alarm = _Alarm(timeout)
     try:
-        with alarm, (contextlib.redirect_stdout(sys.stderr) if isolate else contextlib.nullcontext()):
+        with alarm, contextlib.redirect_stdout(sys.stderr) if isolate else contextlib.nullcontext():
             out = fn(*args)
         if alarm.fired:  # the code caught the timeout and went on to return
             raise _Timeout
         return out
     except _Timeout:
-        raise PolicyError(f"{name}: the policy did not return within {timeout:g} s; if it is just slow, raise the "
-                          "limit with --policy-timeout SECONDS (0: no limit)") from None
+        raise PolicyError(
+            f"{name}: the policy did not return within {timeout:g} s; if it is just slow, raise the "
+            "limit with --policy-timeout SECONDS (0: no limit)"
+        ) from None
     except RlverifyError:
         raise
     except KeyboardInterrupt:

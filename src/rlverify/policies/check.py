@@ -19,8 +19,9 @@ from rlverify.policies.formats import check_name_options, declaration
 PROTOCOL = ("features", "actions", "action_probabilities")
 
 
-def as_policy(policy: Any, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
-              output: str | None = None) -> BasePolicy:
+def as_policy(
+    policy: Any, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None, output: str | None = None
+) -> BasePolicy:
     """``policy`` as the one kind of policy the engines take (a :class:`~rlverify.policies.base.BasePolicy`, which
     has a ``name`` and checks its outputs), wrapped once and its shape checked up front.
 
@@ -42,8 +43,10 @@ def as_policy(policy: Any, *, features: Sequence[str] | None = None, actions: Se
     """
     check_name_options(features, actions)
     if isinstance(policy, (str, PurePath)):
-        raise PolicyError(f"{policy}: a policy file or spec is loaded by rlverify.load_policy (or given to resolve); "
-                          "as_policy takes a policy object or function")
+        raise PolicyError(
+            f"{policy}: a policy file or spec is loaded by rlverify.load_policy (or given to resolve); "
+            "as_policy takes a policy object or function"
+        )
     if isinstance(policy, type):
         cls = _class_name(policy)
         raise PolicyError(f"{cls} is a class, not a policy: pass an instance ({cls}(...))")
@@ -53,9 +56,12 @@ def as_policy(policy: Any, *, features: Sequence[str] | None = None, actions: Se
         wrapped = _wrap_object(policy)
     else:
         return _wrap_function(policy, features, actions, output)
-    declaration(wrapped.name, "the policy object", {"features": features, "actions": actions, "output": output},
-                {"features": wrapped.features, "actions": wrapped.actions,
-                 "output": getattr(wrapped, "output", "probabilities")})
+    declaration(
+        wrapped.name,
+        "the policy object",
+        {"features": features, "actions": actions, "output": output},
+        {"features": wrapped.features, "actions": wrapped.actions, "output": getattr(wrapped, "output", "probabilities")},
+    )
     return wrapped
 
 
@@ -74,8 +80,10 @@ def _wrap_object(policy: Any) -> ProtocolPolicy:
     name = str.__str__(own) if isinstance(own, str) and own else type_name(policy)
     problems = []
     if not callable(policy.action_probabilities):
-        problems.append(f"its action_probabilities is a {type_name(policy.action_probabilities)}, not a method "
-                        "(states (N, d) -> probabilities (N, |A|))")
+        problems.append(
+            f"its action_probabilities is a {type_name(policy.action_probabilities)}, not a method "
+            "(states (N, d) -> probabilities (N, |A|))"
+        )
     features, feature_problems = _names(policy.features, "features")
     actions, action_problems = _names(policy.actions, "actions")
     problems += feature_problems + action_problems
@@ -97,15 +105,18 @@ def _names(value: Any, kind: str) -> tuple[list[str], list[str]]:
     return [str.__str__(v) for v in names], []
 
 
-def _wrap_function(fn: Callable[..., Any], features: Sequence[str] | None, actions: Sequence[str] | None,
-                   output: str | None) -> CallablePolicy:
+def _wrap_function(
+    fn: Callable[..., Any], features: Sequence[str] | None, actions: Sequence[str] | None, output: str | None
+) -> CallablePolicy:
     """A function of the user's as a :class:`CallablePolicy`, named by its ``__name__`` (a lambda: ``callable policy``)."""
     own = getattr(fn, "__name__", None)
     name = str.__str__(own) if isinstance(own, str) and own and own != "<lambda>" else "callable policy"
     if not features or not actions:
         missing = " and ".join(k for k, v in (("features", features), ("actions", actions)) if not v)
-        raise PolicyError(f"{name}: a function is a policy only with its {missing} (as_policy(fn, features=[...], "
-                          "actions=[...]), or rlverify.policies.CallablePolicy)")
+        raise PolicyError(
+            f"{name}: a function is a policy only with its {missing} (as_policy(fn, features=[...], "
+            "actions=[...]), or rlverify.policies.CallablePolicy)"
+        )
     return CallablePolicy(fn, list(features), list(actions), output=output or "probabilities", name=name)
 
 
@@ -122,8 +133,13 @@ def check_policy(policy: Any, model: Any, *, sample: np.ndarray | None = None) -
     """
     policy = as_policy(policy)
     problems: list[str] = []
-    problems += fit(policy.features, policy.actions, variables=model.variables, model_actions=model.action_names,
-                    commands=getattr(model, "commands", ())).problems()
+    problems += fit(
+        policy.features,
+        policy.actions,
+        variables=model.variables,
+        model_actions=model.action_names,
+        commands=getattr(model, "commands", ()),
+    ).problems()
     batch = None
     if not problems:
         batch = _default_sample(policy, model) if sample is None else np.asarray(sample, dtype=np.float64)

@@ -83,8 +83,10 @@ def declaration(name: str, where: str, given: Mapping[str, Any], declared: Mappi
             conflicts.append(f"--{key} {_show_declared(want)} contradicts its {key} {_show_declared(have)}")
         out[key] = have if have is not None else want
     if conflicts:
-        raise PolicyError(f"{name}: {'; '.join(conflicts)} (declared by {where}); a policy is verified as its file "
-                          f"declares it: drop {', '.join(c.split()[0] for c in conflicts)} or change the file")
+        raise PolicyError(
+            f"{name}: {'; '.join(conflicts)} (declared by {where}); a policy is verified as its file "
+            f"declares it: drop {', '.join(c.split()[0] for c in conflicts)} or change the file"
+        )
     return out
 
 
@@ -141,7 +143,7 @@ def is_number(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     if isinstance(value, int):
-        return -2**63 <= value < 2**63
+        return -(2**63) <= value < 2**63
     return math.isfinite(value)
 
 
@@ -150,7 +152,7 @@ def show_json(value: Any, limit: int = 40) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
         return f"an integer of {len(str(abs(value))) if value.bit_length() < 14000 else 'thousands of'} digits"
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def json_type(value: Any) -> str:
@@ -162,8 +164,9 @@ def json_type(value: Any) -> str:
 # ------------------------------------------------------------------------------------------------ ONNX metadata
 
 
-def onnx_names(meta: Mapping[str, str], path: Path, given: Mapping[str, Any],
-               defaults: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str], str | None]:
+def onnx_names(
+    meta: Mapping[str, str], path: Path, given: Mapping[str, Any], defaults: Mapping[str, Sequence[str]]
+) -> tuple[list[str], list[str], str | None]:
     """``(features, actions, output or None)`` of an ONNX policy from its ``metadata_props`` ``meta``, the options
     ``given`` (``features``/``actions``/``output``; see :func:`declaration`) and the model's ``defaults``.
 
@@ -172,9 +175,16 @@ def onnx_names(meta: Mapping[str, str], path: Path, given: Mapping[str, Any],
     """
     if meta.get(META_OUTPUT) is not None:
         check_output_kind(meta[META_OUTPUT], f"{path}: metadata {META_OUTPUT}")
-    merged = declaration(str(path), "its metadata", given,
-                         {"features": _json_list(meta, META_FEATURES, path), "actions": _json_list(meta, META_ACTIONS, path),
-                          "output": meta.get(META_OUTPUT)})
+    merged = declaration(
+        str(path),
+        "its metadata",
+        given,
+        {
+            "features": _json_list(meta, META_FEATURES, path),
+            "actions": _json_list(meta, META_ACTIONS, path),
+            "output": meta.get(META_OUTPUT),
+        },
+    )
     features = merged["features"] or defaults.get("features")
     actions = merged["actions"] or defaults.get("actions")
     missing = [k for k, v in (("features", features), ("actions", actions)) if v is None]
@@ -190,8 +200,10 @@ def onnx_output(kind: str | None, path: Path) -> str:
     """What an ONNX policy's network outputs (``kind``, from :func:`onnx_names`), or a :class:`PolicyError` saying
     that nobody said so."""
     if kind is None:
-        raise PolicyError(f"{path}: ONNX file has no {META_OUTPUT} metadata saying what the network outputs; "
-                          "pass --output logits|probabilities|q-values")
+        raise PolicyError(
+            f"{path}: ONNX file has no {META_OUTPUT} metadata saying what the network outputs; "
+            "pass --output logits|probabilities|q-values"
+        )
     return check_output_kind(kind, f"{path}: metadata {META_OUTPUT}")
 
 
@@ -207,8 +219,10 @@ def onnx_training(meta: Mapping[str, str], path: Path) -> dict[str, Any] | None:
     except (json.JSONDecodeError, RecursionError):
         training = None
     if not isinstance(training, dict):
-        raise PolicyError(f"{path}: metadata {META_TRAINING} must be a JSON object (how the policy was trained), "
-                          f"got {meta[META_TRAINING][:80]!r}")
+        raise PolicyError(
+            f"{path}: metadata {META_TRAINING} must be a JSON object (how the policy was trained), "
+            f"got {meta[META_TRAINING][:80]!r}"
+        )
     return training
 
 
@@ -252,9 +266,15 @@ def read_sidecar(side: Path) -> dict[str, Any]:
     return meta
 
 
-def sidecar_declaration(path: Path, features: Sequence[str] | None, actions: Sequence[str] | None, output: str | None,
-                        defaults: Mapping[str, Sequence[str]], *,
-                        output_known: bool = False) -> tuple[list[str], list[str], str, dict[str, Any]]:
+def sidecar_declaration(
+    path: Path,
+    features: Sequence[str] | None,
+    actions: Sequence[str] | None,
+    output: str | None,
+    defaults: Mapping[str, Sequence[str]],
+    *,
+    output_known: bool = False,
+) -> tuple[list[str], list[str], str, dict[str, Any]]:
     """Names and output kind of a TorchScript module or SB3 zip, and its sidecar: the sidecar ``FILE.json``'s, else the
     options', else ``defaults``; an option contradicting the sidecar is refused (``output_known``: the file itself says
     what it outputs (an SB3 zip: its algorithm), the sidecar's ``output`` is not read and ``output`` is returned).
@@ -264,19 +284,29 @@ def sidecar_declaration(path: Path, features: Sequence[str] | None, actions: Seq
     """
     side = path.with_name(path.name + ".json")
     meta = read_sidecar(side) if side.is_file() else {}
-    given = declaration(str(path), str(side), {"features": features, "actions": actions,
-                                               "output": None if output_known else output},
-                        {"features": meta.get("features"), "actions": meta.get("actions"),
-                         "output": None if output_known else meta.get("output")})
+    given = declaration(
+        str(path),
+        str(side),
+        {"features": features, "actions": actions, "output": None if output_known else output},
+        {
+            "features": meta.get("features"),
+            "actions": meta.get("actions"),
+            "output": None if output_known else meta.get("output"),
+        },
+    )
     feats = list(given["features"] or defaults.get("features") or [])
     acts = list(given["actions"] or defaults.get("actions") or [])
     if not feats or not acts:
-        raise PolicyError(f"{path}: features/actions unknown; pass --features and --actions or write {side} "
-                          '({"features": [...], "actions": [...]}; rlverify.gym.save_policy_metadata writes it)')
+        raise PolicyError(
+            f"{path}: features/actions unknown; pass --features and --actions or write {side} "
+            '({"features": [...], "actions": [...]}; rlverify.gym.save_policy_metadata writes it)'
+        )
     kind = output if output_known else given["output"]
     if kind is None:
-        raise PolicyError(f"{path}: what the network outputs is unknown; pass --output logits|probabilities|q-values "
-                          f'or add "output" to {side}')
+        raise PolicyError(
+            f"{path}: what the network outputs is unknown; pass --output logits|probabilities|q-values "
+            f'or add "output" to {side}'
+        )
     return feats, acts, kind, meta
 
 
@@ -330,16 +360,18 @@ def read_table(path: Path) -> TableFile:
     problems = reader.problems
     if problems:
         extra = len(problems) - MAX_TABLE_PROBLEMS
-        raise PolicyError(f"{path}: invalid table policy",
-                          problems[:MAX_TABLE_PROBLEMS] + ([f"... and {extra} more"] if extra > 0 else []))
+        raise PolicyError(
+            f"{path}: invalid table policy", problems[:MAX_TABLE_PROBLEMS] + ([f"... and {extra} more"] if extra > 0 else [])
+        )
     return TableFile(features, actions, reader.table, default)
 
 
 def _table_names(data: Any, path: Path) -> tuple[list[str], list[str]]:
     """The features and actions of a table file's JSON value ``data``, after checking its fields' types."""
     if not isinstance(data, dict):
-        raise PolicyError(f"{path}: not a table policy (expected a JSON object with features, actions, table; got "
-                          f"{json_type(data)})")
+        raise PolicyError(
+            f"{path}: not a table policy (expected a JSON object with features, actions, table; got {json_type(data)})"
+        )
     problems = [f"missing field '{key}'" for key in ("features", "actions", "table") if key not in data]
     if problems:
         raise PolicyError(f"{path}: not a table policy", problems)
@@ -376,8 +408,10 @@ class _TableReader:
         if len(key) < len(values) or p is None:
             return
         if key in self._first_row:
-            self.problems.append(f"{where}: the state {dict(zip(self.features, key, strict=True))} is already given by "
-                                 f"table[{self._first_row[key]}]")
+            self.problems.append(
+                f"{where}: the state {dict(zip(self.features, key, strict=True))} is already given by "
+                f"table[{self._first_row[key]}]"
+            )
             return
         self._first_row[key] = i
         self.table[key] = p
@@ -389,8 +423,12 @@ class _TableReader:
             missing = [f for f in features if f not in state]
             extra = [k for k in state if k not in features]
             if missing or extra:
-                self.problems.append(f"{where}.state: " + "; ".join(
-                    ([f"missing features {missing}"] if missing else []) + ([f"unknown features {extra}"] if extra else [])))
+                self.problems.append(
+                    f"{where}.state: "
+                    + "; ".join(
+                        ([f"missing features {missing}"] if missing else []) + ([f"unknown features {extra}"] if extra else [])
+                    )
+                )
                 return None
             return [(f, state[f]) for f in features]
         if isinstance(state, list) and len(state) == len(features):
@@ -403,14 +441,17 @@ class _TableReader:
         if isinstance(v, bool):
             return int(v)
         whole = isinstance(v, int) or (isinstance(v, float) and math.isfinite(v) and v == int(v))
-        if whole and -2**63 <= int(v) < 2**63:
+        if whole and -(2**63) <= int(v) < 2**63:
             return int(v)
         if whole:
-            self.problems.append(f"{where}: {show_json(v)} does not fit a 64-bit integer (table keys are the integer or "
-                                 "boolean values of the features)")
+            self.problems.append(
+                f"{where}: {show_json(v)} does not fit a 64-bit integer (table keys are the integer or "
+                "boolean values of the features)"
+            )
         else:
-            self.problems.append(f"{where}: {show_json(v)} is not an integer (table keys are the integer or boolean "
-                                 "values of the features)")
+            self.problems.append(
+                f"{where}: {show_json(v)} is not an integer (table keys are the integer or boolean values of the features)"
+            )
         return None
 
     def distribution(self, entry: Any, where: str) -> list[float] | None:
@@ -424,8 +465,10 @@ class _TableReader:
             self.problems.append(f"{where}: unknown actions {unknown} (declared: {actions})")
         bad = [a for a, p in entry.items() if not is_number(p)]
         if bad:
-            self.problems.append(f"{where}: probabilities of {bad} are not finite numbers (a float; an integer of at "
-                                 f"most 64 bits), got {', '.join(show_json(entry[a]) for a in bad[:3])}")
+            self.problems.append(
+                f"{where}: probabilities of {bad} are not finite numbers (a float; an integer of at "
+                f"most 64 bits), got {', '.join(show_json(entry[a]) for a in bad[:3])}"
+            )
             return None
         return [float(entry.get(a, 0.0)) for a in actions]
 

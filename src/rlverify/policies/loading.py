@@ -26,9 +26,17 @@ SPEC_HELP = (
     "model.zip (Stable-Baselines3 PPO/A2C/DQN or sb3-contrib MaskablePPO; same)"
 )
 
-def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
-                output: str | None = None, defaults: Mapping[str, Sequence[str]] | None = None,
-                trust_code: bool = False, timeout: float | None = DEFAULT_POLICY_TIMEOUT) -> BasePolicy:
+
+def load_policy(
+    spec: str,
+    *,
+    features: Sequence[str] | None = None,
+    actions: Sequence[str] | None = None,
+    output: str | None = None,
+    defaults: Mapping[str, Sequence[str]] | None = None,
+    trust_code: bool = False,
+    timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+) -> BasePolicy:
     """Load a policy from ``spec`` (see :data:`SPEC_HELP`).
 
     ``features``/``actions``/``output`` (``logits``, ``probabilities`` or ``q-values``) give what the
@@ -53,8 +61,14 @@ def load_policy(spec: str, *, features: Sequence[str] | None = None, actions: Se
     return policy
 
 
-def _load(spec: str, features: Sequence[str] | None, actions: Sequence[str] | None, output: str | None,
-          defaults: dict[str, Sequence[str]], trust_code: bool) -> BasePolicy:
+def _load(
+    spec: str,
+    features: Sequence[str] | None,
+    actions: Sequence[str] | None,
+    output: str | None,
+    defaults: dict[str, Sequence[str]],
+    trust_code: bool,
+) -> BasePolicy:
     check_name_options(features, actions)
     if ".py:" in spec:
         file, _, name = spec.rpartition(":")
@@ -67,21 +81,30 @@ def _load(spec: str, features: Sequence[str] | None, actions: Sequence[str] | No
         return OnnxPolicy(path, features=features, actions=actions, output=output, defaults=defaults)
     if suffix == ".json":
         table = TablePolicy.from_json(path)
-        declaration(str(path), "the table", {"features": features, "actions": actions, "output": output},
-                    {"features": table.features, "actions": table.actions, "output": "probabilities"})
+        declaration(
+            str(path),
+            "the table",
+            {"features": features, "actions": actions, "output": output},
+            {"features": table.features, "actions": table.actions, "output": "probabilities"},
+        )
         return table
     if suffix == ".zip":
         return _load_sb3(path, features, actions, output, defaults, trust_code)
     if suffix in (".pt", ".pth"):
         return _load_torchscript(path, features, actions, output, defaults)
     if suffix == ".py":
-        raise InputFileError(f"{path}: a Python policy is given as FILE.py:NAME, NAME being the callable "
-                             f"(e.g. {path}:pi)")
+        raise InputFileError(f"{path}: a Python policy is given as FILE.py:NAME, NAME being the callable (e.g. {path}:pi)")
     raise InputFileError(f"{path}: unknown policy format '{suffix}' (expected {SPEC_HELP})")
 
 
-def _load_sb3(path: Path, features: Sequence[str] | None, actions: Sequence[str] | None, output: str | None,
-              defaults: Mapping[str, Sequence[str]], trust_code: bool) -> SB3Policy:
+def _load_sb3(
+    path: Path,
+    features: Sequence[str] | None,
+    actions: Sequence[str] | None,
+    output: str | None,
+    defaults: Mapping[str, Sequence[str]],
+    trust_code: bool,
+) -> SB3Policy:
     """An SB3 zip: names from its sidecar or the options; its output kind is its algorithm's."""
     feats, acts, _, meta = sidecar_declaration(path, features, actions, "probabilities", defaults, output_known=True)
     policy = SB3Policy(path, feats, acts, trust_code=trust_code)
@@ -90,23 +113,30 @@ def _load_sb3(path: Path, features: Sequence[str] | None, actions: Sequence[str]
     return policy
 
 
-def _load_torchscript(path: Path, features: Sequence[str] | None, actions: Sequence[str] | None, output: str | None,
-                      defaults: Mapping[str, Sequence[str]]) -> TorchPolicy:
+def _load_torchscript(
+    path: Path,
+    features: Sequence[str] | None,
+    actions: Sequence[str] | None,
+    output: str | None,
+    defaults: Mapping[str, Sequence[str]],
+) -> TorchPolicy:
     """A TorchScript module: names and output kind from its sidecar or the options."""
     torch = require("torch", "torch", purpose="a TorchScript policy")
     feats, acts, kind, meta = sidecar_declaration(path, features, actions, output, defaults)
     try:
         module = torch.jit.load(str(path), map_location="cpu")
     except Exception as exc:
-        raise InputFileError(f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with "
-                             "torch.jit.save") from None
+        raise InputFileError(
+            f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with torch.jit.save"
+        ) from None
     policy = TorchPolicy(module, feats, acts, output=kind, name=str(path))
     policy.training = recorded_training(meta)
     return policy
 
 
-def load_network_policy(spec: str, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None,
-                        output: str | None = None) -> BasePolicy:
+def load_network_policy(
+    spec: str, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None, output: str | None = None
+) -> BasePolicy:
     """:func:`load_policy` for an engine that bounds the policy's network (the abstraction engine).
 
     The same policy as :func:`load_policy`; its network is ``policy.network()``. When a network
@@ -156,20 +186,26 @@ def policy_warnings(policy: Any, target: Any = None, *, unavailable: str | None 
         bench, params = _target_identity(target)
         trained_on, trained_params = recorded.get("benchmark"), recorded.get("params")
         if bench and trained_on and trained_on != bench:
-            out.append(f"{name} was trained on {trained_on}, not on {bench}: its features and actions may mean "
-                       "something else here")
+            out.append(
+                f"{name} was trained on {trained_on}, not on {bench}: its features and actions may mean something else here"
+            )
         elif isinstance(trained_params, Mapping) and (bench is None or trained_on == bench):
-            differ = sorted(k for k in set(trained_params) | set(params)
-                            if not _same_value(trained_params.get(k), params.get(k)))
+            differ = sorted(
+                k for k in set(trained_params) | set(params) if not _same_value(trained_params.get(k), params.get(k))
+            )
             if differ:
                 was = ", ".join(f"{k}={trained_params.get(k, '(default)')}" for k in differ)
                 now = ", ".join(f"{k}={params.get(k, '(default)')}" for k in differ)
-                out.append(f"{name} was trained with {was}; it is verified with {now}: the result is about a "
-                           "policy used outside the setting it was trained for")
+                out.append(
+                    f"{name} was trained with {was}; it is verified with {now}: the result is about a "
+                    "policy used outside the setting it was trained for"
+                )
     if getattr(policy, "maskable", False) and unavailable == "stall":
-        out.append(f"{name} is a MaskablePPO policy: its action mask is the model's action availability, so "
-                   "--unavailable renormalize gives the policy as trained (masked); with 'stall' the mass its "
-                   "unmasked network puts on unavailable actions goes to the 'stalled' sink")
+        out.append(
+            f"{name} is a MaskablePPO policy: its action mask is the model's action availability, so "
+            "--unavailable renormalize gives the policy as trained (masked); with 'stall' the mass its "
+            "unmasked network puts on unavailable actions goes to the 'stalled' sink"
+        )
     return out
 
 
@@ -196,8 +232,14 @@ def _same_value(a: Any, b: Any) -> bool:
         return str(a).lower() == str(b).lower()
 
 
-def _load_python(file: Path, name: str, features: Sequence[str] | None, actions: Sequence[str] | None,
-                 output: str | None, defaults: Mapping[str, Sequence[str]]) -> CallablePolicy:
+def _load_python(
+    file: Path,
+    name: str,
+    features: Sequence[str] | None,
+    actions: Sequence[str] | None,
+    output: str | None,
+    defaults: Mapping[str, Sequence[str]],
+) -> CallablePolicy:
     """The callable ``name`` of the user's module ``file`` as a policy; the module's FEATURES/ACTIONS/OUTPUT are its
     declaration (see :func:`~rlverify.policies.formats.declaration`). Whatever the module's objects raise while
     they are read (a FEATURES whose ``__iter__`` fails, ...) is a :class:`PolicyError`."""
@@ -213,10 +255,15 @@ def _load_python(file: Path, name: str, features: Sequence[str] | None, actions:
     except RlverifyError:
         raise
     except Exception as exc:  # the module's own objects (list subclasses, properties) raised
-        raise PolicyError(f"{file}: reading the policy module's {name}, FEATURES, ACTIONS and OUTPUT failed: "
-                          f"{exception_text(exc)}") from None
-    given = declaration(f"{file}:{name}", "the module's FEATURES/ACTIONS/OUTPUT",
-                        {"features": features, "actions": actions, "output": output}, declared)
+        raise PolicyError(
+            f"{file}: reading the policy module's {name}, FEATURES, ACTIONS and OUTPUT failed: {exception_text(exc)}"
+        ) from None
+    given = declaration(
+        f"{file}:{name}",
+        "the module's FEATURES/ACTIONS/OUTPUT",
+        {"features": features, "actions": actions, "output": output},
+        declared,
+    )
     feats = list(given["features"] or defaults.get("features") or [])
     acts = list(given["actions"] or defaults.get("actions") or [])
     missing = [n for n, v in (("FEATURES", feats), ("ACTIONS", acts)) if not v]

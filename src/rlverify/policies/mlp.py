@@ -77,8 +77,15 @@ class MLP:
         return cls(tuple(ws), tuple(bs))
 
 
-def save_mlp_onnx(path: str | Path, mlp: MLP, *, features: Sequence[str], actions: Sequence[str],
-                  output: str = "logits", training: Mapping[str, Any] | None = None) -> Path:
+def save_mlp_onnx(
+    path: str | Path,
+    mlp: MLP,
+    *,
+    features: Sequence[str],
+    actions: Sequence[str],
+    output: str = "logits",
+    training: Mapping[str, Any] | None = None,
+) -> Path:
     """Write ``mlp`` as a self-describing ONNX policy file (float32 weights). Returns the path."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -97,7 +104,8 @@ def save_mlp_onnx(path: str | Path, mlp: MLP, *, features: Sequence[str], action
             nodes.append(helper.make_node("Relu", [gemm_out], [out]))
         prev = out
     graph = helper.make_graph(
-        nodes, "policy",
+        nodes,
+        "policy",
         [helper.make_tensor_value_info("state", TensorProto.FLOAT, ["N", len(features)])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", len(actions)])],
         initializer=inits,
@@ -156,8 +164,9 @@ def mlp_from_onnx(source: str | Path | Any, *, name: str | None = None) -> MLP:
     init = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in init]
     if len(inputs) != 1 or len(model.graph.output) != 1:
-        raise PolicyError(f"{shown}: expected one input and one output, got {len(inputs)} inputs and "
-                          f"{len(model.graph.output)} outputs")
+        raise PolicyError(
+            f"{shown}: expected one input and one output, got {len(inputs)} inputs and {len(model.graph.output)} outputs"
+        )
     chain = _OnnxChain(shown, init, inputs[0])
     for node in model.graph.node:
         chain.read(node)
@@ -186,8 +195,9 @@ class _OnnxChain:
     bs: list[np.ndarray] = field(default_factory=list)
 
     def refuse(self, node: Any, why: str) -> PolicyError:
-        return PolicyError(f"{self.name}: node '{node.name or node.op_type}' ({node.op_type}) {why}; "
-                           f"rlverify reads {_ONNX_SHAPE}")
+        return PolicyError(
+            f"{self.name}: node '{node.name or node.op_type}' ({node.op_type}) {why}; rlverify reads {_ONNX_SHAPE}"
+        )
 
     def read(self, node: Any) -> None:
         """Take one node: an affine layer, its bias, a Relu, or an operator that keeps the values; else refuse it."""
@@ -195,13 +205,19 @@ class _OnnxChain:
         data_inputs = [i for i in node.input if i and i not in self.init]
         if data_inputs != [self.current]:
             raise self.refuse(node, f"does not take the previous node's output '{self.current}' alone")
-        steps: dict[str, Callable[[Any], None]] = {"Gemm": self._affine, "MatMul": self._affine, "Add": self._add,
-                                                   "Relu": self._relu}
+        steps: dict[str, Callable[[Any], None]] = {
+            "Gemm": self._affine,
+            "MatMul": self._affine,
+            "Add": self._add,
+            "Relu": self._relu,
+        }
         if op in steps:
             steps[op](node)
         elif not _keeps_values(node):
-            raise PolicyError(f"{self.name}: layer '{node.name or op}' uses operator {op}, which rlverify cannot read "
-                              "as a ReLU network (supported: Gemm, MatMul, Add, Relu)")
+            raise PolicyError(
+                f"{self.name}: layer '{node.name or op}' uses operator {op}, which rlverify cannot read "
+                "as a ReLU network (supported: Gemm, MatMul, Add, Relu)"
+            )
         self.current = node.output[0]
 
     def _affine(self, node: Any) -> None:
@@ -245,8 +261,10 @@ class _OnnxChain:
     def mlp(self, output: str) -> MLP:
         """The network read, once every node is read; ``output``: the graph's output tensor."""
         if self.last == "relu":
-            raise PolicyError(f"{self.name}: the network ends in a Relu; rlverify reads the last affine layer (no Relu "
-                              "after it) as the output: export the logits")
+            raise PolicyError(
+                f"{self.name}: the network ends in a Relu; rlverify reads the last affine layer (no Relu "
+                "after it) as the output: export the logits"
+            )
         if not self.ws:
             raise PolicyError(f"{self.name}: no affine layer found; rlverify reads {_ONNX_SHAPE}")
         if self.current != output:
@@ -258,8 +276,11 @@ def _keeps_values(node: Any) -> bool:
     """Whether an ONNX node passes its input on unchanged (up to float rounding, covered by the cross-check):
     Identity, Flatten of an ``(N, d)`` input on axis 1, a Cast to float32/float64."""
     attrs = {a.name: helper_attr(a) for a in node.attribute}
-    return (node.op_type == "Identity" or (node.op_type == "Flatten" and attrs.get("axis", 1) == 1)
-            or (node.op_type == "Cast" and attrs.get("to") in _FLOAT_TYPES))
+    return (
+        node.op_type == "Identity"
+        or (node.op_type == "Flatten" and attrs.get("axis", 1) == 1)
+        or (node.op_type == "Cast" and attrs.get("to") in _FLOAT_TYPES)
+    )
 
 
 def helper_attr(attr: Any) -> Any:
@@ -282,8 +303,10 @@ def mlp_from_torch(module: Any, *, name: str = "torch module") -> MLP:
         PolicyError: naming the first layer that is not of that shape.
     """
     if _torch_kind(module) != "Sequential":
-        raise PolicyError(f"{name}: the module is a {_torch_kind(module)}, not a Sequential; rlverify reads {TORCH_SHAPE} "
-                          "(wrap the layers in torch.nn.Sequential, without pre- or post-processing in forward)")
+        raise PolicyError(
+            f"{name}: the module is a {_torch_kind(module)}, not a Sequential; rlverify reads {TORCH_SHAPE} "
+            "(wrap the layers in torch.nn.Sequential, without pre- or post-processing in forward)"
+        )
     weights, biases = [], []
     expect_linear = True
     for layer, child in _torch_layers(module, ""):
@@ -296,14 +319,18 @@ def mlp_from_torch(module: Any, *, name: str = "torch module") -> MLP:
         elif kind == "ReLU" and not expect_linear:
             expect_linear = True
         else:
-            raise PolicyError(f"{name}: layer '{layer}' is {kind}"
-                              f"{' after a Linear without a ReLU between' if kind == 'Linear' else ''}, which rlverify "
-                              f"cannot read as a ReLU network (supported: {TORCH_SHAPE})")
+            raise PolicyError(
+                f"{name}: layer '{layer}' is {kind}"
+                f"{' after a Linear without a ReLU between' if kind == 'Linear' else ''}, which rlverify "
+                f"cannot read as a ReLU network (supported: {TORCH_SHAPE})"
+            )
     if not weights:
         raise PolicyError(f"{name}: no Linear layers found; rlverify reads {TORCH_SHAPE}")
     if expect_linear:
-        raise PolicyError(f"{name}: the network ends in a ReLU; rlverify reads the last Linear (no ReLU after it) as "
-                          "the output: export the logits")
+        raise PolicyError(
+            f"{name}: the network ends in a ReLU; rlverify reads the last Linear (no ReLU after it) as "
+            "the output: export the logits"
+        )
     return MLP(tuple(weights), tuple(biases))
 
 
@@ -344,8 +371,10 @@ def load_network(path: str | Path, *, n_actions: int | None = None) -> MLP:
     read = _torchscript_network if path.suffix.lower() in (".pt", ".pth") else _onnx_network
     mlp, kind, run = read(path)
     if kind != "logits":
-        raise PolicyError(f"{path}: the network outputs {kind!r}, not logits; the abstraction engine bounds a softmax "
-                          "over logits: export the logits layer")
+        raise PolicyError(
+            f"{path}: the network outputs {kind!r}, not logits; the abstraction engine bounds a softmax "
+            "over logits: export the logits layer"
+        )
     if n_actions is not None and mlp.sizes[-1] != n_actions:
         raise PolicyError(f"{path}: network has {mlp.sizes[-1]} outputs but the benchmark has {n_actions} actions")
     sample = default_check_sample(mlp.sizes[0])
@@ -363,8 +392,9 @@ def _torchscript_network(path: Path) -> tuple[MLP, str, Runtime]:
     try:
         module = torch.jit.load(str(path), map_location="cpu")
     except Exception as exc:
-        raise InputFileError(f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with "
-                             "torch.jit.save") from None
+        raise InputFileError(
+            f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with torch.jit.save"
+        ) from None
     side = path.with_name(path.name + ".json")
     kind = read_sidecar(side).get("output", "logits") if side.is_file() else "logits"
     mlp = mlp_from_torch(module, name=str(path))
@@ -427,6 +457,8 @@ def cross_check_network(mlp: MLP, sample: np.ndarray, outputs: np.ndarray, *, ou
         err = float((np.abs(ours - theirs) / scale).max(initial=0.0))
         what = "relative output"
     if not err <= CROSS_CHECK_TOLERANCE:  # also NaN
-        raise PolicyError(f"{name}: the weights read as a Linear/ReLU network do not reproduce the file's outputs "
-                          f"(max {what} difference {err:.3g} on {len(sample)} inputs); rlverify bounds only plain "
-                          "Linear/ReLU networks")
+        raise PolicyError(
+            f"{name}: the weights read as a Linear/ReLU network do not reproduce the file's outputs "
+            f"(max {what} difference {err:.3g} on {len(sample)} inputs); rlverify bounds only plain "
+            "Linear/ReLU networks"
+        )

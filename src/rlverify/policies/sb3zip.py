@@ -44,25 +44,57 @@ from rlverify.errors import InputFileError, PolicyError, exception_text
 MAX_INFLATED_BYTES = 256 * 2**20
 
 #: What ``--trust-code`` does, for messages.
-TRUST_CODE = ("--trust-code (loads the zip with Stable-Baselines3's loader, which unpickles and can run code: "
-              "only for files you trust)")
+TRUST_CODE = (
+    "--trust-code (loads the zip with Stable-Baselines3's loader, which unpickles and can run code: only for files you trust)"
+)
 
 #: Activation classes (``torch.nn.NAME``, as ``policy_kwargs['activation_fn']`` names them) the reader builds.
-ACTIVATIONS = ("ReLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Softplus",
-               "ReLU6", "Hardtanh", "Hardswish", "Hardsigmoid", "Tanhshrink", "Softsign", "LogSigmoid")
+ACTIVATIONS = (
+    "ReLU",
+    "Tanh",
+    "Sigmoid",
+    "LeakyReLU",
+    "ELU",
+    "SELU",
+    "CELU",
+    "GELU",
+    "SiLU",
+    "Mish",
+    "Softplus",
+    "ReLU6",
+    "Hardtanh",
+    "Hardswish",
+    "Hardsigmoid",
+    "Tanhshrink",
+    "Softsign",
+    "LogSigmoid",
+)
 
 #: The MlpPolicy classes read, by (module, class whose __init__ the policy class has) -> (algorithm, default
 #: net_arch, default activation).
 _POLICIES = {
     ("stable_baselines3.common.policies", "ActorCriticPolicy"): ("PPO", {"pi": [64, 64], "vf": [64, 64]}, "Tanh"),
-    ("sb3_contrib.common.maskable.policies", "MaskableActorCriticPolicy"): ("MaskablePPO", {"pi": [64, 64], "vf": [64, 64]},
-                                                                           "Tanh"),
+    ("sb3_contrib.common.maskable.policies", "MaskableActorCriticPolicy"): (
+        "MaskablePPO",
+        {"pi": [64, 64], "vf": [64, 64]},
+        "Tanh",
+    ),
     ("stable_baselines3.dqn.policies", "DQNPolicy"): ("DQN", [64, 64], "ReLU"),
 }
 
 #: policy_kwargs that do not change what the actor computes for discrete actions and flat observations.
-_INERT_KWARGS = ("ortho_init", "log_std_init", "full_std", "use_expln", "squash_output", "share_features_extractor",
-                 "normalize_images", "optimizer_class", "optimizer_kwargs", "use_sde")
+_INERT_KWARGS = (
+    "ortho_init",
+    "log_std_init",
+    "full_std",
+    "use_expln",
+    "squash_output",
+    "share_features_extractor",
+    "normalize_images",
+    "optimizer_class",
+    "optimizer_kwargs",
+    "use_sde",
+)
 
 #: Modules of the policy classes SB3's loader reads, by algorithm, for the algorithm's name.
 SB3_POLICY_MODULES = {
@@ -132,8 +164,9 @@ def read_data(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (its 'data' is not JSON: "
-                             f"{exc.__class__.__name__})") from None
+        raise InputFileError(
+            f"{path}: not a Stable-Baselines3 model zip (its 'data' is not JSON: {exc.__class__.__name__})"
+        ) from None
     if not isinstance(data, dict):
         raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (its 'data' is not a JSON object)")
     return data
@@ -150,9 +183,11 @@ def _read_members(path: Path, names: tuple[str, ...]) -> dict[str, bytes]:
             infos = z.infolist()
             total = sum(max(int(i.file_size), 0) for i in infos)
             if total > MAX_INFLATED_BYTES:
-                raise InputFileError(f"{path}: the zip's members inflate to {total / 2**20:,.0f} MiB (more than "
-                                     f"{MAX_INFLATED_BYTES // 2**20} MiB); refused without inflating it (a "
-                                     "Stable-Baselines3 MLP policy zip inflates to a few MiB)")
+                raise InputFileError(
+                    f"{path}: the zip's members inflate to {total / 2**20:,.0f} MiB (more than "
+                    f"{MAX_INFLATED_BYTES // 2**20} MiB); refused without inflating it (a "
+                    "Stable-Baselines3 MLP policy zip inflates to a few MiB)"
+                )
             present = {i.filename for i in infos}
             missing = [n for n in names if n not in present]
             if missing:
@@ -184,15 +219,19 @@ def algorithm_of(data: Mapping[str, Any], path: Path) -> tuple[str, str, str]:
     module, cls_name = policy_class(data, path)
     shown = cls_name or module or "?"
     if module.startswith("sb3_contrib.common.recurrent"):
-        raise PolicyError(f"{path}: a recurrent policy ({shown}, sb3-contrib RecurrentPPO) is refused: it keeps an LSTM "
-                          "state across steps, so its action depends on the history, and rlverify verifies memoryless "
-                          "policies (one distribution per state). Train a feed-forward policy (PPO, MaskablePPO, A2C, "
-                          "DQN), or put the memory into the model's state")
+        raise PolicyError(
+            f"{path}: a recurrent policy ({shown}, sb3-contrib RecurrentPPO) is refused: it keeps an LSTM "
+            "state across steps, so its action depends on the history, and rlverify verifies memoryless "
+            "policies (one distribution per state). Train a feed-forward policy (PPO, MaskablePPO, A2C, "
+            "DQN), or put the memory into the model's state"
+        )
     names = SB3_POLICY_MODULES.get(module)
     if names is None:
-        raise PolicyError(f"{path}: policy class {shown} ({module or 'no module'}) is not one rlverify reads: it reads "
-                          "PPO, A2C, DQN (stable-baselines3) and MaskablePPO (sb3-contrib) models with discrete "
-                          f"actions; for your own policy class pass {TRUST_CODE}")
+        raise PolicyError(
+            f"{path}: policy class {shown} ({module or 'no module'}) is not one rlverify reads: it reads "
+            "PPO, A2C, DQN (stable-baselines3) and MaskablePPO (sb3-contrib) models with discrete "
+            f"actions; for your own policy class pass {TRUST_CODE}"
+        )
     if names == ("PPO", "A2C"):
         return ("PPO" if "clip_range" in data else "A2C"), module, cls_name
     return names[0], module, cls_name
@@ -215,8 +254,10 @@ def read_network(path: Path, torch: Any) -> SB3Network:
     arch = _POLICIES.get((module, cls_name))
     hint = f"; pass {TRUST_CODE}"
     if arch is None:
-        raise PolicyError(f"{path}: the policy class is {cls_name or '?'} ({module}), not the MlpPolicy rlverify reads "
-                          f"without running code (CNN and multi-input policies, custom subclasses){hint}")
+        raise PolicyError(
+            f"{path}: the policy class is {cls_name or '?'} ({module}), not the MlpPolicy rlverify reads "
+            f"without running code (CNN and multi-input policies, custom subclasses){hint}"
+        )
     _, default_arch, default_act = arch
     obs = observation_space(data.get("observation_space"), path, hint)
     n_actions = action_space(data.get("action_space"), path)
@@ -230,8 +271,9 @@ def read_network(path: Path, torch: Any) -> SB3Network:
         hidden = net_arch.get("pi", []) if isinstance(net_arch, dict) else net_arch
         names = [f"mlp_extractor.policy_net.{2 * i}" for i in range(len(hidden))] + ["action_net"]
     if not isinstance(hidden, list) or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden):
-        raise PolicyError(f"{path}: net_arch {net_arch!r} is not a list of positive layer sizes (or "
-                          f"{{'pi': [...], 'vf': [...]}}){hint}")
+        raise PolicyError(
+            f"{path}: net_arch {net_arch!r} is not a list of positive layer sizes (or {{'pi': [...], 'vf': [...]}}){hint}"
+        )
     state = _state_dict(path, torch)
     sizes = [obs.encoded_size, *hidden, n_actions]
     layers: list[Any] = []
@@ -240,8 +282,7 @@ def read_network(path: Path, torch: Any) -> SB3Network:
         w, b = state.get(f"{name}.weight"), state.get(f"{name}.bias")
         want = (sizes[i + 1], sizes[i])
         if not _is_tensor(w, torch, want) or not _is_tensor(b, torch, want[:1]):
-            problems.append(f"{name}: expected weight {want} and bias {want[:1]}, got "
-                            f"{_shape(w)} and {_shape(b)}")
+            problems.append(f"{name}: expected weight {want} and bias {want[:1]}, got {_shape(w)} and {_shape(b)}")
             continue
         linear = torch.nn.Linear(sizes[i], sizes[i + 1])
         with torch.no_grad():
@@ -251,10 +292,14 @@ def read_network(path: Path, torch: Any) -> SB3Network:
         if i < len(names) - 1:
             layers.append(getattr(torch.nn, activation)())
     if problems:
-        raise PolicyError(f"{path}: the weights in policy.pth do not fit the {algorithm} MlpPolicy its data describes "
-                          f"(observation {obs}, {n_actions} actions, hidden {hidden}){hint}", problems)
-    return SB3Network(algorithm=algorithm, obs=obs, n_actions=n_actions, net=torch.nn.Sequential(*layers).eval(),
-                      activation=activation)
+        raise PolicyError(
+            f"{path}: the weights in policy.pth do not fit the {algorithm} MlpPolicy its data describes "
+            f"(observation {obs}, {n_actions} actions, hidden {hidden}){hint}",
+            problems,
+        )
+    return SB3Network(
+        algorithm=algorithm, obs=obs, n_actions=n_actions, net=torch.nn.Sequential(*layers).eval(), activation=activation
+    )
 
 
 def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
@@ -264,8 +309,10 @@ def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
     if kind == "Discrete":
         n, start = _int(entry.get("n")), _int(entry.get("start", 0))
         if n is None or n <= 0 or start != 0:
-            raise PolicyError(f"{path}: cannot read the Discrete observation space (n={entry.get('n')!r}, "
-                              f"start={entry.get('start')!r}; rlverify reads Discrete(n) starting at 0){hint}")
+            raise PolicyError(
+                f"{path}: cannot read the Discrete observation space (n={entry.get('n')!r}, "
+                f"start={entry.get('start')!r}; rlverify reads Discrete(n) starting at 0){hint}"
+            )
         return ObsSpace("Discrete", 1, (), n=n)
     if kind in ("Box", "MultiBinary") and shape is not None and len(shape) == 1 and shape[0] > 0:
         return ObsSpace(kind, shape[0], tuple(shape))
@@ -275,9 +322,11 @@ def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
         if nvec is not None and len(nvec) == shape[0] and all(v > 0 for v in nvec) and not any(starts or []):
             return ObsSpace("MultiDiscrete", shape[0], tuple(shape), nvec=tuple(nvec))
     shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
-    raise PolicyError(f"{path}: the observation space {shown} (shape {shape}) is not one rlverify reads: a flat "
-                      "vector of features (Box, MultiDiscrete, MultiBinary of one dimension) or one state index "
-                      "(Discrete)" + hint)
+    raise PolicyError(
+        f"{path}: the observation space {shown} (shape {shape}) is not one rlverify reads: a flat "
+        "vector of features (Box, MultiDiscrete, MultiBinary of one dimension) or one state index "
+        "(Discrete)" + hint
+    )
 
 
 def space_of(space: Any, path: Path) -> ObsSpace:
@@ -290,8 +339,10 @@ def space_of(space: Any, path: Path) -> ObsSpace:
         return ObsSpace(kind, shape[0], shape)
     if kind == "MultiDiscrete" and len(shape) == 1 and not np.any(getattr(space, "start", 0)):
         return ObsSpace(kind, shape[0], shape, nvec=tuple(int(v) for v in space.nvec))
-    raise PolicyError(f"{path}: the observation space is {space}; rlverify feeds a flat vector of features (Box, "
-                      "MultiDiscrete, MultiBinary) or one state index (Discrete, starting at 0)")
+    raise PolicyError(
+        f"{path}: the observation space is {space}; rlverify feeds a flat vector of features (Box, "
+        "MultiDiscrete, MultiBinary) or one state index (Discrete, starting at 0)"
+    )
 
 
 def action_space(entry: Any, path: Path) -> int:
@@ -299,8 +350,7 @@ def action_space(entry: Any, path: Path) -> int:
     n = _int(entry.get("n")) if isinstance(entry, Mapping) else None
     if _space_kind(entry) != "Discrete" or n is None or n <= 0:
         shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
-        raise PolicyError(f"{path}: the action space is {shown}, not Discrete (rlverify verifies policies over named "
-                          "actions)")
+        raise PolicyError(f"{path}: the action space is {shown}, not Discrete (rlverify verifies policies over named actions)")
     return n
 
 
@@ -322,15 +372,14 @@ def _policy_kwargs(kwargs: Any, default_arch: Any, default_act: str, path: Path,
     if "activation_fn" in kwargs:
         found = re.fullmatch(r"<class 'torch\.nn\.modules\.activation\.(\w+)'>", str(kwargs["activation_fn"]))
         if found is None or found.group(1) not in ACTIVATIONS:
-            problems.append(f"activation_fn {kwargs['activation_fn']!r} is not one of torch.nn's "
-                            f"{', '.join(ACTIVATIONS)}")
+            problems.append(f"activation_fn {kwargs['activation_fn']!r} is not one of torch.nn's {', '.join(ACTIVATIONS)}")
         else:
             activation = found.group(1)
     extractor = kwargs.get("features_extractor_class")
-    if extractor is not None and not re.fullmatch(r"<class 'stable_baselines3\.common\.torch_layers\.FlattenExtractor'>",
-                                                  str(extractor)):
-        problems.append(f"features_extractor_class {extractor!r} is not FlattenExtractor (a custom feature extractor "
-                        "is code)")
+    if extractor is not None and not re.fullmatch(
+        r"<class 'stable_baselines3\.common\.torch_layers\.FlattenExtractor'>", str(extractor)
+    ):
+        problems.append(f"features_extractor_class {extractor!r} is not FlattenExtractor (a custom feature extractor is code)")
     if kwargs.get("features_extractor_kwargs") not in (None, {}):
         problems.append(f"features_extractor_kwargs {kwargs['features_extractor_kwargs']!r} (FlattenExtractor takes none)")
     known = {"net_arch", "activation_fn", "features_extractor_class", "features_extractor_kwargs", *_INERT_KWARGS}
@@ -349,8 +398,10 @@ def _state_dict(path: Path, torch: Any) -> dict[str, Any]:
             warnings.simplefilter("ignore")  # protocols, the default's change): the refusal below says it once
             state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses anything but tensors and plain containers
-        raise InputFileError(f"{path}: policy.pth is not a plain tensor state dict ({exception_text(exc, 200)}); "
-                             f"to load it anyway pass {TRUST_CODE}") from None
+        raise InputFileError(
+            f"{path}: policy.pth is not a plain tensor state dict ({exception_text(exc, 200)}); "
+            f"to load it anyway pass {TRUST_CODE}"
+        ) from None
     if not isinstance(state, Mapping):
         raise InputFileError(f"{path}: policy.pth holds a {type(state).__name__}, not a state dict")
     return dict(state)

@@ -98,15 +98,19 @@ class SimulationOptions:
         if not positive_int(self.max_steps):
             raise OptionError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps!r}")
         if self.max_steps > MAX_STEPS:
-            raise OptionError(f"--max-steps {self.max_steps:,}: more than {MAX_STEPS:,} steps per run, refused (every "
-                              "step of an open run is a policy call for its batch: a run that never decides would keep "
-                              "it going for days); runs still open after --max-steps are reported undecided")
+            raise OptionError(
+                f"--max-steps {self.max_steps:,}: more than {MAX_STEPS:,} steps per run, refused (every "
+                "step of an open run is a policy call for its batch: a run that never decides would keep "
+                "it going for days); runs still open after --max-steps are reported undecided"
+            )
         if not positive_int(self.batch_size):
             raise OptionError(f"--batch-size: expected a positive integer, got {self.batch_size!r}")
         if self.batch_size > MAX_BATCH:
-            raise OptionError(f"--batch-size {self.batch_size:,}: more than {MAX_BATCH:,} runs in lockstep, refused "
-                              "(memory grows with the batch: states, observations and the policy's output per run); "
-                              "the batch size never changes a result")
+            raise OptionError(
+                f"--batch-size {self.batch_size:,}: more than {MAX_BATCH:,} runs in lockstep, refused "
+                "(memory grows with the batch: states, observations and the policy's output per run); "
+                "the batch size never changes a result"
+            )
         if not isinstance(self.seed, numbers.Integral) or isinstance(self.seed, bool):
             raise OptionError(f"--seed: expected an integer, got {self.seed!r}")
         check_unavailable(self.unavailable)
@@ -140,10 +144,19 @@ def choose_actions(probs: np.ndarray, u: np.ndarray | None) -> np.ndarray:
     return choose_columns(probs, u)[0]
 
 
-def simulate(env: Any, policy: Policy, prop: PathProperty, run_ids: np.ndarray, *,
-             starts: np.ndarray | None = None, start_of_run: np.ndarray | None = None,
-             options: SimulationOptions | None = None, record: tuple[str, ...] = (),
-             binding: Binding | None = None, on_batch: Callable[[int], None] | None = None) -> RunOutcomes:
+def simulate(
+    env: Any,
+    policy: Policy,
+    prop: PathProperty,
+    run_ids: np.ndarray,
+    *,
+    starts: np.ndarray | None = None,
+    start_of_run: np.ndarray | None = None,
+    options: SimulationOptions | None = None,
+    record: tuple[str, ...] = (),
+    binding: Binding | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> RunOutcomes:
     """Simulate runs ``run_ids`` ``(N,)`` (global indices: they select the random numbers).
 
     Args:
@@ -160,8 +173,7 @@ def simulate(env: Any, policy: Policy, prop: PathProperty, run_ids: np.ndarray, 
     """
     options = SimulationOptions() if options is None else options
     options.validate()
-    stepper = Stepper(env, policy, binding or bind_policy(env, policy), mode=options.mode,
-                      unavailable=options.unavailable)
+    stepper = Stepper(env, policy, binding or bind_policy(env, policy), mode=options.mode, unavailable=options.unavailable)
     check_labels(env, prop.left.labels() | prop.right.labels() | set(record))
     if starts is None and (start_of_run is not None or getattr(env, "initial_box", None) is None):
         starts = env.initial_states()
@@ -189,8 +201,7 @@ def simulate(env: Any, policy: Policy, prop: PathProperty, run_ids: np.ndarray, 
     else:
         with ThreadPoolExecutor(int(options.threads), thread_name_prefix="rlverify-sim") as pool:
             _run_parts(pool, run, batches, on_batch)
-    return RunOutcomes(outcome=out.outcome, stalled=out.stalled, steps=out.steps, recorded=out.recorded,
-                       hopeless=out.hopeless)
+    return RunOutcomes(outcome=out.outcome, stalled=out.stalled, steps=out.steps, recorded=out.recorded, hopeless=out.hopeless)
 
 
 def _plan(n: int, options: SimulationOptions, policy: Policy) -> list[list[tuple[int, int]]]:
@@ -232,8 +243,12 @@ class _Turn:
         self.lock.release()
 
 
-def _run_parts(pool: ThreadPoolExecutor, run: Callable[..., None], batches: list[list[tuple[int, int]]],
-               on_batch: Callable[[int], None] | None) -> None:
+def _run_parts(
+    pool: ThreadPoolExecutor,
+    run: Callable[..., None],
+    batches: list[list[tuple[int, int]]],
+    on_batch: Callable[[int], None] | None,
+) -> None:
     """``run(a, b, turn)`` for every part of every batch in the threads of ``pool``, in order, one policy call at a
     time: a thread that finishes a part takes the next one (also of the next batch) while the others finish
     theirs. ``on_batch`` is called (in this thread) as each batch is complete, in order. The first error in part
@@ -271,8 +286,16 @@ def _run_parts(pool: ThreadPoolExecutor, run: Callable[..., None], batches: list
                 raise err
 
 
-def _simulate_batch(stepper: Stepper, prop: PathProperty, states: np.ndarray, keys: np.ndarray, max_steps: int,
-                    record: tuple[str, ...], *, turn: _Turn | None = None) -> _Batch:
+def _simulate_batch(
+    stepper: Stepper,
+    prop: PathProperty,
+    states: np.ndarray,
+    keys: np.ndarray,
+    max_steps: int,
+    record: tuple[str, ...],
+    *,
+    turn: _Turn | None = None,
+) -> _Batch:
     """Outcomes of the runs with ``keys`` ``(n,)`` from ``states``: decided (:func:`~.step.decide`) before every
     step (:meth:`~.step.Stepper.step`); policy calls are made holding ``turn`` (if given: the parts of a batch in
     threads)."""
@@ -312,18 +335,28 @@ class _Batch:
 
     @classmethod
     def empty(cls, n: int, record: tuple[str, ...]) -> _Batch:
-        return cls(np.full(n, UNDECIDED, dtype=np.int8), np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64),
-                   {name: np.zeros(n, dtype=bool) for name in record}, np.zeros(n, dtype=bool))
+        return cls(
+            np.full(n, UNDECIDED, dtype=np.int8),
+            np.zeros(n, dtype=bool),
+            np.zeros(n, dtype=np.int64),
+            {name: np.zeros(n, dtype=bool) for name in record},
+            np.zeros(n, dtype=bool),
+        )
 
     def put(self, a: int, b: int, part: _Batch) -> None:
         """The outcomes of runs ``a .. b - 1``, simulated as ``part``."""
-        self.outcome[a:b], self.stalled[a:b], self.steps[a:b], self.hopeless[a:b] = (part.outcome, part.stalled,
-                                                                                     part.steps, part.hopeless)
+        self.outcome[a:b], self.stalled[a:b], self.steps[a:b], self.hopeless[a:b] = (
+            part.outcome,
+            part.stalled,
+            part.steps,
+            part.hopeless,
+        )
         for name, values in part.recorded.items():
             self.recorded[name][a:b] = values
 
-    def finish(self, env: Any, active: np.ndarray, states: np.ndarray, verdicts: Verdicts, t: int, *,
-               everything: bool) -> np.ndarray | None:
+    def finish(
+        self, env: Any, active: np.ndarray, states: np.ndarray, verdicts: Verdicts, t: int, *, everything: bool
+    ) -> np.ndarray | None:
         """Record the runs ``active`` (in ``states``) that are decided at step ``t`` (``everything``: all of them,
         the undecided ones as undecided); returns which are (a mask over ``active``), None when none is."""
         right, violated = verdicts.right, verdicts.violated

@@ -134,8 +134,9 @@ class ExplicitEnv:
     def label(self, name: str, states: np.ndarray) -> np.ndarray:
         mask = self._labels.get(name)
         if mask is None:
-            raise PropertyError(f"unknown label \"{name}\"{did_you_mean(name, self.labels)}; labels: "
-                                + ", ".join(f'"{x}"' for x in self.labels))
+            raise PropertyError(
+                f'unknown label "{name}"{did_you_mean(name, self.labels)}; labels: ' + ", ".join(f'"{x}"' for x in self.labels)
+            )
         return mask[states]
 
     def terminal(self, states: np.ndarray) -> np.ndarray:

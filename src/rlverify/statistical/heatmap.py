@@ -29,9 +29,16 @@ log = logging.getLogger(__name__)
 GOAL_PROPERTY = 'P=? [!"crashed" U "goal"]'
 
 
-def heatmap(env: RacetrackEnv, policy: Policy, options: StatisticalOptions | None = None, *,
-            cells: np.ndarray | None = None, optimal: bool = False, benchmark: str = "",
-            progress: Callable[[int, int], None] | None = None) -> HeatmapResult:
+def heatmap(
+    env: RacetrackEnv,
+    policy: Policy,
+    options: StatisticalOptions | None = None,
+    *,
+    cells: np.ndarray | None = None,
+    optimal: bool = False,
+    benchmark: str = "",
+    progress: Callable[[int, int], None] | None = None,
+) -> HeatmapResult:
     """Estimate goal (``!"crashed" U "goal"``) and crash probability from every start cell at velocity 0.
 
     Args:
@@ -84,8 +91,12 @@ def heatmap(env: RacetrackEnv, policy: Policy, options: StatisticalOptions | Non
         count = min(size * backend.workers * tpw, total - first)
         res = simulate_runs(backend, shared, first, first + count, size, on_task=on_batch, record=("crashed",))
         cell_of = np.arange(first, first + count, dtype=np.int64) // n
-        for acc, hit in ((k, res.outcome == SATISFIED), (c, res.recorded["crashed"]), (u, res.outcome == UNDECIDED),
-                         (s, res.stalled)):
+        for acc, hit in (
+            (k, res.outcome == SATISFIED),
+            (c, res.recorded["crashed"]),
+            (u, res.outcome == UNDECIDED),
+            (s, res.stalled),
+        ):
             acc += np.bincount(cell_of[hit], minlength=M)
         decisions += int(res.steps.sum())
         first += count
@@ -94,10 +105,18 @@ def heatmap(env: RacetrackEnv, policy: Policy, options: StatisticalOptions | Non
         gi = np.stack([np.maximum(k / n - eps, 0), np.minimum((k + u) / n + eps, 1)], axis=1)
         ci = np.stack([np.maximum(c / n - eps, 0), np.minimum((c + u) / n + eps, 1)], axis=1)
     else:
-        gi = np.array([(clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
-                       for a, b in zip(k.tolist(), u.tolist(), strict=True)])
-        ci = np.array([(clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
-                       for a, b in zip(c.tolist(), u.tolist(), strict=True)])
+        gi = np.array(
+            [
+                (clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
+                for a, b in zip(k.tolist(), u.tolist(), strict=True)
+            ]
+        )
+        ci = np.array(
+            [
+                (clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
+                for a, b in zip(c.tolist(), u.tolist(), strict=True)
+            ]
+        )
     opt = None
     timings = {"backend": t_sim0 - t0, "simulate": t_sim}
     if optimal:
@@ -109,17 +128,37 @@ def heatmap(env: RacetrackEnv, policy: Policy, options: StatisticalOptions | Non
     timings["total"] = time.perf_counter() - t0
     timings["decisions_per_second"] = decisions / t_sim if t_sim > 0 else float("inf")
     return HeatmapResult(
-        benchmark=benchmark or env.name, policy=getattr(policy, "name", None), noise=float(env.noise), cells=cells,
-        goal=k / n, crash=c / n, goal_interval=gi, crash_interval=ci, runs=np.full(M, n, dtype=np.int64),
-        undecided=u, stalled=s, grid=track.grid.copy(), method=options.method, confidence=1.0 - delta,
-        epsilon=eps if options.method == "okamoto" else None, seed=sim.seed, max_steps=sim.max_steps,
-        decisions=decisions, optimal=opt, timings=timings,
-        optimal_numerics=None if opt is None else "Storm value iteration, relative precision 1e-6 (unsound heuristic)")
+        benchmark=benchmark or env.name,
+        policy=getattr(policy, "name", None),
+        noise=float(env.noise),
+        cells=cells,
+        goal=k / n,
+        crash=c / n,
+        goal_interval=gi,
+        crash_interval=ci,
+        runs=np.full(M, n, dtype=np.int64),
+        undecided=u,
+        stalled=s,
+        grid=track.grid.copy(),
+        method=options.method,
+        confidence=1.0 - delta,
+        epsilon=eps if options.method == "okamoto" else None,
+        seed=sim.seed,
+        max_steps=sim.max_steps,
+        decisions=decisions,
+        optimal=opt,
+        timings=timings,
+        optimal_numerics=None if opt is None else "Storm value iteration, relative precision 1e-6 (unsound heuristic)",
+    )
 
 
-PANELS = {"goal": "goal probability (policy)", "crash": "crash probability (policy)",
-          "stuck": "undecided or stalled runs (share)",
-          "optimal": "optimal goal probability (Storm Pmax, value iteration)", "gap": "gap: optimal - policy goal"}
+PANELS = {
+    "goal": "goal probability (policy)",
+    "crash": "crash probability (policy)",
+    "stuck": "undecided or stalled runs (share)",
+    "optimal": "optimal goal probability (Storm Pmax, value iteration)",
+    "gap": "gap: optimal - policy goal",
+}
 
 
 def stuck_share(result: HeatmapResult) -> np.ndarray:
@@ -128,8 +167,7 @@ def stuck_share(result: HeatmapResult) -> np.ndarray:
     return (result.undecided + result.stalled) / result.runs
 
 
-def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = None,
-                   title: str | None = None) -> MapFigure:
+def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = None, title: str | None = None) -> MapFigure:
     """The heat map as a :class:`~rlverify.results.MapFigure` (the drawing the exact risk maps use too).
 
     ``panels`` from ``goal``, ``crash``, ``stuck`` (:func:`stuck_share`), ``optimal``, ``gap`` (default:
@@ -147,11 +185,20 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
         if p in ("optimal", "gap") and result.optimal is None:
             raise PropertyError(f"panel '{p}' needs the optimal values (heatmap(..., optimal=True) / --optimal)")
     H, W = result.grid.shape
-    values = {"goal": result.goal, "crash": result.crash, "stuck": stuck_share(result), "optimal": result.optimal,
-              "gap": result.gap}
-    style = {"goal": ("RdYlGn", 0.0, 1.0, "P(goal before a crash)"), "crash": ("RdYlGn_r", 0.0, 1.0, "P(crash)"),
-             "stuck": ("Purples", 0.0, 1.0, "share of the runs"), "optimal": ("RdYlGn", 0.0, 1.0, "Pmax(goal)"),
-             "gap": ("magma_r", 0.0, None, "Pmax(goal) - estimate")}
+    values = {
+        "goal": result.goal,
+        "crash": result.crash,
+        "stuck": stuck_share(result),
+        "optimal": result.optimal,
+        "gap": result.gap,
+    }
+    style = {
+        "goal": ("RdYlGn", 0.0, 1.0, "P(goal before a crash)"),
+        "crash": ("RdYlGn_r", 0.0, 1.0, "P(crash)"),
+        "stuck": ("Purples", 0.0, 1.0, "share of the runs"),
+        "optimal": ("RdYlGn", 0.0, 1.0, "Pmax(goal)"),
+        "gap": ("magma_r", 0.0, None, "Pmax(goal) - estimate"),
+    }
     out = []
     for p in panels:
         img = np.full((H, W), np.nan)
@@ -161,20 +208,35 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
     simulated = np.zeros((H, W), dtype=bool)
     simulated[result.cells[:, 1], result.cells[:, 0]] = True
     walls, goals = result.grid == WALL, result.grid == GOAL
-    shades = (MapShade(walls, "wall", "#404040"), MapShade(goals, "goal cell (not a start)", "#d9f0d3", "xx"),
-              MapShade(~(simulated | walls | goals), "not simulated", "#e0e0e0", ".."))
+    shades = (
+        MapShade(walls, "wall", "#404040"),
+        MapShade(goals, "goal cell (not a start)", "#d9f0d3", "xx"),
+        MapShade(~(simulated | walls | goals), "not simulated", "#e0e0e0", ".."),
+    )
     conf = f"{result.confidence:.1%} confidence" + (f", ±{result.epsilon:g}" if result.epsilon else "")
-    note = (f"start cells at velocity 0; per-cell intervals at {conf}; {int(result.undecided.sum()):,} undecided "
-            f"(after {result.max_steps:,} steps) and {int(result.stalled.sum()):,} stalled runs of "
-            f"{int(result.runs.sum()):,}")
-    return MapFigure(panels=tuple(out), x_label="x", y_label="y", x_values=np.arange(W), y_values=np.arange(H),
-                     title=title or f"{result.benchmark} (noise {result.noise:g}; policy {Path(str(result.policy)).name}; "
-                                    f"{result.runs[0]} runs/cell, {conf})",
-                     shades=shades, origin="upper", note=note)
+    note = (
+        f"start cells at velocity 0; per-cell intervals at {conf}; {int(result.undecided.sum()):,} undecided "
+        f"(after {result.max_steps:,} steps) and {int(result.stalled.sum()):,} stalled runs of "
+        f"{int(result.runs.sum()):,}"
+    )
+    return MapFigure(
+        panels=tuple(out),
+        x_label="x",
+        y_label="y",
+        x_values=np.arange(W),
+        y_values=np.arange(H),
+        title=title
+        or f"{result.benchmark} (noise {result.noise:g}; policy {Path(str(result.policy)).name}; "
+        f"{result.runs[0]} runs/cell, {conf})",
+        shades=shades,
+        origin="upper",
+        note=note,
+    )
 
 
-def plot_heatmap(result: HeatmapResult, out: str | Path, *, panels: tuple[str, ...] | None = None,
-                 title: str | None = None) -> Path:
+def plot_heatmap(
+    result: HeatmapResult, out: str | Path, *, panels: tuple[str, ...] | None = None, title: str | None = None
+) -> Path:
     """Draw the heat map (:func:`heatmap_figure`) as a PNG: one panel per quantity, each with axes and a
     colour bar; walls, goal cells and unsimulated cells shaded and explained in the legend."""
     return heatmap_figure(result, panels=panels, title=title).draw(out)

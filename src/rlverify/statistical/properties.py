@@ -22,9 +22,11 @@ import numpy as np
 from rlverify.errors import PropertyError
 from rlverify.models.properties import Property, parse_structure
 
-SUPPORTED_FORMS = ('P=? [F phi], P=? [F<=k phi], P=? [phi1 U phi2], P=? [phi1 U<=k phi2] '
-                   '(or P>=theta / P>theta / P<=theta / P<theta [...] for hypothesis tests), '
-                   'e.g. P=? [!"crashed" U "goal"]')
+SUPPORTED_FORMS = (
+    "P=? [F phi], P=? [F<=k phi], P=? [phi1 U phi2], P=? [phi1 U<=k phi2] "
+    "(or P>=theta / P>theta / P<=theta / P<theta [...] for hypothesis tests), "
+    'e.g. P=? [!"crashed" U "goal"]'
+)
 
 
 @dataclass(frozen=True)
@@ -87,15 +89,16 @@ class PathProperty:
 
 
 def unsupported(text: str, what: str) -> PropertyError:
-    return PropertyError(f"property '{text}': {what}; the simulator decides these forms on finite runs: "
-                         f"{SUPPORTED_FORMS}")
+    return PropertyError(f"property '{text}': {what}; the simulator decides these forms on finite runs: {SUPPORTED_FORMS}")
 
 
 # ------------------------------------------------------------------------------------------
 # native environments: a small parser over labels
 
-_TOKEN = re.compile(r'\s*(?:(?P<label>"[^"]*")|(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)'
-                    r'|(?P<op><=|>=|=\?|<|>|!|&|\||\(|\)|\[|\])|(?P<ident>[A-Za-z_][A-Za-z0-9_]*))')
+_TOKEN = re.compile(
+    r'\s*(?:(?P<label>"[^"]*")|(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)'
+    r"|(?P<op><=|>=|=\?|<|>|!|&|\||\(|\)|\[|\])|(?P<ident>[A-Za-z_][A-Za-z0-9_]*))"
+)
 
 
 def decidable(prop: Property) -> None:
@@ -110,16 +113,24 @@ def decidable(prop: Property) -> None:
         what = f"the path operator '{prop.path}'" if prop.path != "other" else f"the path formula '{prop.right}'"
         raise unsupported(text, f"{what} is not supported")
     if prop.reward_bound is not None:
-        raise unsupported(text, f"reward bounds ('{prop.bound_text or 'rew'}') are not supported by the simulator "
-                                "(rlverify verify checks them exactly)")
+        raise unsupported(
+            text,
+            f"reward bounds ('{prop.bound_text or 'rew'}') are not supported by the simulator "
+            "(rlverify verify checks them exactly)",
+        )
     if prop.lower_bounded:
         raise unsupported(text, "lower step bounds are not supported")
     if prop.comparison is not None and prop.threshold is None:
-        raise PropertyError(f"property '{text}': the threshold is not a number (on a PRISM/JANI model a constant "
-                            "or expression is evaluated by Storm)")
+        raise PropertyError(
+            f"property '{text}': the threshold is not a number (on a PRISM/JANI model a constant "
+            "or expression is evaluated by Storm)"
+        )
     if prop.bound_text is not None and prop.bound is None:
-        raise unsupported(text, f"the step bound '{prop.bound_text}' is not a whole number (define it as a constant of "
-                                "a PRISM model, or write the number)")
+        raise unsupported(
+            text,
+            f"the step bound '{prop.bound_text}' is not a whole number (define it as a constant of "
+            "a PRISM model, or write the number)",
+        )
     if prop.right is None or not prop.right.strip():
         raise PropertyError(f"property '{text}': expected a state formula after '{prop.path}'")
 
@@ -136,8 +147,9 @@ def parse_path_property(text: str | Property, labels: tuple[str, ...] | None = N
     decidable(prop)
     left = TRUE if prop.left is None else parse_state_formula(prop.left, prop.text, labels)
     right = parse_state_formula(prop.right or "", prop.text, labels)
-    return PathProperty(text=prop.text, left=left, right=right, bound=prop.bound, threshold=prop.threshold,
-                        comparison=prop.comparison)
+    return PathProperty(
+        text=prop.text, left=left, right=right, bound=prop.bound, threshold=prop.threshold, comparison=prop.comparison
+    )
 
 
 def parse_state_formula(formula: str, text: str, labels: tuple[str, ...] | None) -> StateFormula:
@@ -157,8 +169,9 @@ def _tokens(formula: str, text: str) -> list[Token]:
     while pos < len(formula_s):
         m = _TOKEN.match(formula_s, pos)
         if not m or m.end() == pos or m.lastgroup is None:
-            raise PropertyError(f"property '{text}': unexpected character {formula_s[pos:].lstrip()[:1]!r} "
-                                f"at column {offset + pos + 1}")
+            raise PropertyError(
+                f"property '{text}': unexpected character {formula_s[pos:].lstrip()[:1]!r} at column {offset + pos + 1}"
+            )
         kind = m.lastgroup
         tokens.append((kind, m.group(kind), offset + m.start(kind)))
         pos = m.end()
@@ -227,8 +240,10 @@ class _FormulaParser:
         if self.labels is not None and name not in self.labels:
             from rlverify.errors import did_you_mean
 
-            raise PropertyError(f"property '{self.text}': unknown label \"{name}\"{did_you_mean(name, self.labels)}; "
-                                f"labels: {', '.join(repr(x) for x in self.labels)}")
+            raise PropertyError(
+                f"property '{self.text}': unknown label \"{name}\"{did_you_mean(name, self.labels)}; "
+                f"labels: {', '.join(repr(x) for x in self.labels)}"
+            )
         return StateFormula("label", (name,))
 
     def unexpected(self, t: Token) -> PropertyError:
@@ -236,15 +251,16 @@ class _FormulaParser:
         if t[0] == "ident" and t[1] in ("F", "G", "X", "U", "W", "R", "P"):
             return unsupported(text, f"nested or unsupported temporal operator '{t[1]}' at column {t[2] + 1}")
         if t[0] == "ident":
-            return PropertyError(f"property '{text}': '{t[1]}' at column {t[2] + 1} is not a label; write labels in "
-                                 f"quotes (\"{t[1]}\")")
-        return PropertyError(f"property '{text}': expected a state formula at column {t[2] + 1}, got "
-                             f"'{t[1] or 'end of text'}'")
+            return PropertyError(
+                f"property '{text}': '{t[1]}' at column {t[2] + 1} is not a label; write labels in quotes (\"{t[1]}\")"
+            )
+        return PropertyError(
+            f"property '{text}': expected a state formula at column {t[2] + 1}, got '{t[1] or 'end of text'}'"
+        )
 
 
 # ------------------------------------------------------------------------------------------
 # PRISM/JANI models: Storm parses, and computes the satisfying states of the state subformulas
-
 
 
 def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> PathProperty:
@@ -273,5 +289,12 @@ def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> P
             raise unsupported(prop.text, f"the state formula '{sub}' cannot be evaluated per state ({why})") from None
 
     left = TRUE if sub_left is None else mask(sub_left)
-    return PathProperty(text=prop.text, left=left, right=mask(sub_right), bound=prop.bound, threshold=prop.threshold,
-                        comparison=prop.comparison, notes=prop.notes)
+    return PathProperty(
+        text=prop.text,
+        left=left,
+        right=mask(sub_right),
+        bound=prop.bound,
+        threshold=prop.threshold,
+        comparison=prop.comparison,
+        notes=prop.notes,
+    )

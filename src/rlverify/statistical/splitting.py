@@ -133,8 +133,10 @@ class SplittingOptions:
             if self.method != "restart":
                 raise OptionError("splits (splitting factors per level) apply to --rare restart only")
             if self.levels is None or len(self.splits) != len(self.levels):
-                raise OptionError(f"splits: one splitting factor per level needed ({len(self.levels or ())} levels given, "
-                                  f"{len(self.splits)} factors)")
+                raise OptionError(
+                    f"splits: one splitting factor per level needed ({len(self.levels or ())} levels given, "
+                    f"{len(self.splits)} factors)"
+                )
             if any(not _whole(k) or k < 1 for k in self.splits):
                 raise OptionError(f"splits: splitting factors must be positive integers, got {list(self.splits)}")
 
@@ -142,19 +144,23 @@ class SplittingOptions:
         if not _whole(self.effort) or self.effort < 1:
             raise OptionError(f"--effort: runs per level must be a positive integer, got {self.effort!r}")
         if not _whole(self.repetitions) or self.repetitions < 2:
-            raise OptionError(f"--repetitions: the interval needs at least 2 independent repetitions, got "
-                              f"{self.repetitions!r}")
+            raise OptionError(
+                f"--repetitions: the interval needs at least 2 independent repetitions, got {self.repetitions!r}"
+            )
         if not _whole(self.max_live) or self.max_live < 1:
             raise OptionError(f"max_live: expected a positive integer, got {self.max_live!r}")
         if self.effort * self.repetitions > self.max_live:
-            raise OptionError(f"--effort {self.effort:,} x --repetitions {self.repetitions:,} = "
-                              f"{self.effort * self.repetitions:,} runs per stage, more than max_live={self.max_live:,} "
-                              "(every stage keeps all its runs in memory, about 100 bytes each); lower --effort or "
-                              "--repetitions")
+            raise OptionError(
+                f"--effort {self.effort:,} x --repetitions {self.repetitions:,} = "
+                f"{self.effort * self.repetitions:,} runs per stage, more than max_live={self.max_live:,} "
+                "(every stage keeps all its runs in memory, about 100 bytes each); lower --effort or "
+                "--repetitions"
+            )
         check_unit("delta", self.delta)
         if self.pilot_effort is not None and (not _whole(self.pilot_effort) or not 1 <= self.pilot_effort <= self.max_live):
-            raise OptionError(f"pilot_effort must be a positive integer up to max_live={self.max_live:,}, got "
-                              f"{self.pilot_effort!r}")
+            raise OptionError(
+                f"pilot_effort must be a positive integer up to max_live={self.max_live:,}, got {self.pilot_effort!r}"
+            )
         if not _whole(self.max_levels) or self.max_levels < 0:
             raise OptionError(f"max_levels: expected a non-negative integer, got {self.max_levels!r}")
         if not 0.0 < self.pilot_fraction < 1.0:
@@ -178,6 +184,7 @@ def _whole(x: object) -> bool:
 
 # ------------------------------------------------------------------------------------------------
 # importance functions
+
 
 def compile_importance(text: str, features: Sequence[str]) -> Importance:
     """A numeric expression over ``features`` as ``f(observations (N, len(features)) float64) -> (N,) float64``
@@ -216,8 +223,9 @@ class _Runner:
     """Advances runs of one environment and policy in lockstep until they cross a threshold or are decided (each step
     is the simulator's own, :meth:`~rlverify.statistical.step.Stepper.step`)."""
 
-    def __init__(self, stepper: Stepper, prop: PathProperty, level: Callable[[np.ndarray], np.ndarray],
-                 sim: SimulationOptions) -> None:
+    def __init__(
+        self, stepper: Stepper, prop: PathProperty, level: Callable[[np.ndarray], np.ndarray], sim: SimulationOptions
+    ) -> None:
         self.stepper, self.env, self.prop, self.sim = stepper, stepper.env, prop, sim
         self.imp = level  # importance of non-right states (float64, may be -inf)
 
@@ -228,8 +236,9 @@ class _Runner:
         out[right] = np.inf
         return out
 
-    def run(self, states: np.ndarray, t: np.ndarray, keys: np.ndarray, threshold: float, *,
-            track_peak: bool = False) -> _Stage:
+    def run(
+        self, states: np.ndarray, t: np.ndarray, keys: np.ndarray, threshold: float, *, track_peak: bool = False
+    ) -> _Stage:
         """Simulate runs from ``states`` (``(N, ...)``, at global steps ``t`` ``(N,)``, keys ``(N,)``) until each
         reaches level value ``>= threshold`` (crossed) or is decided; in batches of ``batch_size`` runs."""
         n, B = len(keys), self.sim.batch_size
@@ -263,8 +272,9 @@ class _Runner:
         ``uniforms(keys, local, stream)``."""
         return self.stepper.step(states, keys, local, buf=buf)
 
-    def _batch(self, states: np.ndarray, t: np.ndarray, keys: np.ndarray, threshold: float,
-               track_peak: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
+    def _batch(
+        self, states: np.ndarray, t: np.ndarray, keys: np.ndarray, threshold: float, track_peak: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
         n = len(keys)
         outcome = np.full(n, UNDECIDED, dtype=np.int8)
         peak = np.full(n, -np.inf)
@@ -336,9 +346,15 @@ def _student_t(delta: float, dof: int) -> float:
     return float(student.ppf(1.0 - delta / 2.0, dof))
 
 
-def verify_splitting(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy,
-                     options: SplittingOptions | None = None, *, starts: np.ndarray | None = None,
-                     progress: Callable[[int, int], None] | None = None) -> SplittingResult:
+def verify_splitting(
+    model: SimulatedModel,
+    prop: str | Property | PathProperty,
+    policy: Policy,
+    options: SplittingOptions | None = None,
+    *,
+    starts: np.ndarray | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SplittingResult:
     """Estimate a (rare) path-property probability under ``policy`` by fixed-effort importance splitting.
 
     Args:
@@ -381,8 +397,9 @@ def verify_splitting(model: SimulatedModel, prop: str | Property | PathProperty,
     t2 = time.perf_counter()
     est = _estimate(setup, levels, initial, base, options, warnings, progress)
     timings = {"prepare": t_prep, "pilot": t_pilot, "simulate": time.perf_counter() - t2}
-    return _splitting_result(setup, est, levels_from, pilot_decisions + est.pilot_steps, options, policy, warnings,
-                             timings, t0)
+    return _splitting_result(
+        setup, est, levels_from, pilot_decisions + est.pilot_steps, options, policy, warnings, timings, t0
+    )
 
 
 @dataclass(frozen=True)
@@ -398,16 +415,25 @@ class _Setup:
     untaken: dict[str, Any]
 
 
-def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy, options: SplittingOptions,
-           starts: np.ndarray | None) -> _Setup:
+def _setup(
+    model: SimulatedModel,
+    prop: str | Property | PathProperty,
+    policy: Policy,
+    options: SplittingOptions,
+    starts: np.ndarray | None,
+) -> _Setup:
     env, path, name = prepare(model, prop, actions=policy.actions)
     path = with_start_note(env, path, starts)
     if path.threshold is not None:
-        raise PropertyError(f"property '{path.text}': splitting estimates a probability; write it as P=? [...] "
-                            f"(a threshold {path.comparison} {path.threshold:g} is not tested by --rare)")
+        raise PropertyError(
+            f"property '{path.text}': splitting estimates a probability; write it as P=? [...] "
+            f"(a threshold {path.comparison} {path.threshold:g} is not tested by --rare)"
+        )
     if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
-        raise PropertyError(f"{name}: the model has {len(env.initial_states())} initial states; "
-                            "pass starts= to choose (the simulator does not pick among them)")
+        raise PropertyError(
+            f"{name}: the model has {len(env.initial_states())} initial states; "
+            "pass starts= to choose (the simulator does not pick among them)"
+        )
     binding = bind_policy(env, policy)
     check_labels(env, path.left.labels() | path.right.labels())
     untaken = choice_table(env.model, policy.actions).untaken() if isinstance(env, ExplicitEnv) else {}
@@ -416,9 +442,11 @@ def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: P
     runner = _Runner(Stepper(env, policy, binding, mode=sim.mode, unavailable=sim.unavailable), path, level, sim)
     if starts is None and getattr(env, "initial_box", None) is not None:
         if options.method == "restart":
-            raise OptionError(f"--rare restart: {name} starts anywhere in its initial region, and RESTART needs "
-                              "finitely many start states (it drops the levels a start state already reaches); use "
-                              "--rare splitting (fixed effort)")
+            raise OptionError(
+                f"--rare restart: {name} starts anywhere in its initial region, and RESTART needs "
+                "finitely many start states (it drops the levels a start state already reaches); use "
+                "--rare splitting (fixed effort)"
+            )
         return _Setup(runner, path, None, name, importance_text, untaken)
     starts = env.initial_states() if starts is None else np.asarray(starts)
     if len(starts) == 0:
@@ -429,8 +457,7 @@ def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: P
 Initial = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 
-def _levels(setup: _Setup, initial: Initial, base: np.uint64,
-            options: SplittingOptions) -> tuple[tuple[float, ...], str, int]:
+def _levels(setup: _Setup, initial: Initial, base: np.uint64, options: SplittingOptions) -> tuple[tuple[float, ...], str, int]:
     """The thresholds (given, checked against the highest importance of an explicit model's states; or chosen by a
     pilot), where they come from, and the pilot's decisions."""
     if options.levels is None:
@@ -439,8 +466,10 @@ def _levels(setup: _Setup, initial: Initial, base: np.uint64,
     levels = tuple(float(x) for x in options.levels)
     top = getattr(setup.runner.imp, "highest", None)
     if top is not None and levels and levels[-1] > top:
-        raise OptionError(f"--levels: threshold {levels[-1]:g} is above the highest importance of any state "
-                          f"({top:g} for {setup.importance!r}): only reaching the target itself would cross it")
+        raise OptionError(
+            f"--levels: threshold {levels[-1]:g} is above the highest importance of any state "
+            f"({top:g} for {setup.importance!r}): only reaching the target itself would cross it"
+        )
     return levels, "given", 0
 
 
@@ -460,43 +489,56 @@ class _Estimate:
     pilot_steps: int = 0  # RESTART: the fixed-effort pass that chose the splitting factors
 
 
-def _estimate(setup: _Setup, levels: tuple[float, ...], initial: Initial, base: np.uint64, options: SplittingOptions,
-              warnings: list[str], progress: Callable[[int, int], None] | None) -> _Estimate:
+def _estimate(
+    setup: _Setup,
+    levels: tuple[float, ...],
+    initial: Initial,
+    base: np.uint64,
+    options: SplittingOptions,
+    warnings: list[str],
+    progress: Callable[[int, int], None] | None,
+) -> _Estimate:
     """``R`` independent repetitions, all in lockstep: fixed effort, or RESTART."""
     R, n = options.repetitions, options.effort
     reps = np.arange(R, dtype=np.int64)
     if options.method == "splitting":
         fe = _fixed_effort(setup.runner, levels, reps, n, base, initial, progress)
-        return _Estimate(np.prod(fe.fractions, axis=1), fe.fractions, fe.hits, fe.steps, fe.undecided, fe.stalled,
-                         fe.hopeless, levels)
+        return _Estimate(
+            np.prod(fe.fractions, axis=1), fe.fractions, fe.hits, fe.steps, fe.undecided, fe.stalled, fe.hopeless, levels
+        )
     assert setup.starts is not None  # (a RESTART setup has its start states)
     levels, splits, steps_k = _restart_levels(setup.runner, levels, options, base, initial, setup.starts, warnings)
     rs = _restart(setup.runner, levels, splits, reps, n, base, initial, options.max_live, progress)
-    return _Estimate(rs.products, np.zeros((R, 0)), rs.hits, rs.steps, rs.undecided, rs.stalled, rs.hopeless, levels,
-                     splits, steps_k)
+    return _Estimate(
+        rs.products, np.zeros((R, 0)), rs.hits, rs.steps, rs.undecided, rs.stalled, rs.hopeless, levels, splits, steps_k
+    )
 
 
-def _splitting_warnings(est: _Estimate, options: SplittingOptions, untaken: dict[str, Any],
-                        warnings: list[str]) -> list[str]:
+def _splitting_warnings(est: _Estimate, options: SplittingOptions, untaken: dict[str, Any], warnings: list[str]) -> list[str]:
     """``warnings`` and what the result must say about the repetitions and the runs."""
     R, sim = options.repetitions, options.simulation
     zero = int((est.products == 0).sum())
     what = "no run crossing some level" if est.splits is None else "no run reaching the target"
     warnings = list(warnings)
     if zero == R:
-        warnings.append(f"every repetition estimated 0: the interval [0, 0] says nothing about the probability "
-                        f"(only that each repetition had {what}); raise --effort or add levels")
+        warnings.append(
+            f"every repetition estimated 0: the interval [0, 0] says nothing about the probability "
+            f"(only that each repetition had {what}); raise --effort or add levels"
+        )
     elif zero:
-        warnings.append(f"{zero} of {R} repetitions had {what} (their estimate is 0): the "
-                        "estimator stays unbiased, but so many zeros mean the rare paths are barely sampled, and in "
-                        "practice the estimate is then likely too low and the interval too narrow; raise --effort "
-                        "or add levels")
+        warnings.append(
+            f"{zero} of {R} repetitions had {what} (their estimate is 0): the "
+            "estimator stays unbiased, but so many zeros mean the rare paths are barely sampled, and in "
+            "practice the estimate is then likely too low and the interval too narrow; raise --effort "
+            "or add levels"
+        )
     if est.undecided:
-        warnings.append(f"{est.undecided} stage runs were still undecided after {sim.max_steps} steps and count as not "
-                        "crossing: the estimate is of the probability within max_steps (raise --max-steps)")
+        warnings.append(
+            f"{est.undecided} stage runs were still undecided after {sim.max_steps} steps and count as not "
+            "crossing: the estimate is of the probability within max_steps (raise --max-steps)"
+        )
     if est.stalled:
-        warnings.append(f"{est.stalled} stage runs stalled (the policy chose an unavailable action) and count as "
-                        "violated")
+        warnings.append(f"{est.stalled} stage runs stalled (the policy chose an unavailable action) and count as violated")
     if untaken:
         warnings.append(untaken_message(untaken, "states of the model"))
     for w in warnings:
@@ -504,9 +546,17 @@ def _splitting_warnings(est: _Estimate, options: SplittingOptions, untaken: dict
     return warnings
 
 
-def _splitting_result(setup: _Setup, est: _Estimate, levels_from: str, pilot_decisions: int,
-                      options: SplittingOptions, policy: Policy, warnings: list[str], timings: dict[str, float],
-                      t0: float) -> SplittingResult:
+def _splitting_result(
+    setup: _Setup,
+    est: _Estimate,
+    levels_from: str,
+    pilot_decisions: int,
+    options: SplittingOptions,
+    policy: Policy,
+    warnings: list[str],
+    timings: dict[str, float],
+    t0: float,
+) -> SplittingResult:
     R, sim, products = options.repetitions, options.simulation, est.products
     estimate = float(products.mean())
     se = float(products.std(ddof=1)) / math.sqrt(R)
@@ -515,23 +565,43 @@ def _splitting_result(setup: _Setup, est: _Estimate, levels_from: str, pilot_dec
     settings.update(asdict(sim))
     t_sim = timings["simulate"]
     return SplittingResult(
-        property=setup.prop.text, method="fixed-effort splitting" if est.splits is None else "RESTART",
-        estimate=estimate, interval=(max(0.0, estimate - half), min(1.0, estimate + half)),
+        property=setup.prop.text,
+        method="fixed-effort splitting" if est.splits is None else "RESTART",
+        estimate=estimate,
+        interval=(max(0.0, estimate - half), min(1.0, estimate + half)),
         splits=None if est.splits is None else tuple(int(k) for k in est.splits),
         confidence=1.0 - options.delta,
         interval_kind=f"Student t over {R} independent repetitions of the "
-                      f"{'product' if est.splits is None else 'RESTART'} estimator (CLT, approximate)",
-        std_error=se, relative_error=se / estimate if estimate > 0 else math.inf, repetitions=R, effort=options.effort,
-        levels=tuple(est.levels), levels_from=levels_from,
+        f"{'product' if est.splits is None else 'RESTART'} estimator (CLT, approximate)",
+        std_error=se,
+        relative_error=se / estimate if estimate > 0 else math.inf,
+        repetitions=R,
+        effort=options.effort,
+        levels=tuple(est.levels),
+        levels_from=levels_from,
         level_probabilities=tuple(float(x) for x in est.fractions.mean(axis=0)),
-        level_hits=tuple(int(h) for h in est.hits), repetition_estimates=tuple(float(x) for x in products),
-        zero_repetitions=int((products == 0).sum()), decisions=int(est.steps), pilot_decisions=int(pilot_decisions),
-        undecided=est.undecided, stalled=est.stalled, hopeless=est.hopeless, seed=sim.seed, mode=sim.mode,
-        max_steps=sim.max_steps, importance=setup.importance, model=setup.name,
+        level_hits=tuple(int(h) for h in est.hits),
+        repetition_estimates=tuple(float(x) for x in products),
+        zero_repetitions=int((products == 0).sum()),
+        decisions=int(est.steps),
+        pilot_decisions=int(pilot_decisions),
+        undecided=est.undecided,
+        stalled=est.stalled,
+        hopeless=est.hopeless,
+        seed=sim.seed,
+        mode=sim.mode,
+        max_steps=sim.max_steps,
+        importance=setup.importance,
+        model=setup.name,
         policy=getattr(policy, "name", type(policy).__name__),
-        timings={**timings, "total": time.perf_counter() - t0,
-                 "decisions_per_second": est.steps / t_sim if t_sim > 0 else math.inf},
-        settings=settings, versions=versions(), warnings=_splitting_warnings(est, options, setup.untaken, warnings),
+        timings={
+            **timings,
+            "total": time.perf_counter() - t0,
+            "decisions_per_second": est.steps / t_sim if t_sim > 0 else math.inf,
+        },
+        settings=settings,
+        versions=versions(),
+        warnings=_splitting_warnings(est, options, setup.untaken, warnings),
         untaken_choices=setup.untaken,
     )
 
@@ -546,9 +616,15 @@ class _FixedEffort:
     hopeless: int
 
 
-def _fixed_effort(runner: _Runner, levels: Sequence[float], reps: np.ndarray, n: int, base: np.uint64,
-                  initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
-                  progress: Callable[[int, int], None] | None = None) -> _FixedEffort:
+def _fixed_effort(
+    runner: _Runner,
+    levels: Sequence[float],
+    reps: np.ndarray,
+    n: int,
+    base: np.uint64,
+    initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
+    progress: Callable[[int, int], None] | None = None,
+) -> _FixedEffort:
     """Fixed-effort splitting over ``levels`` for repetitions ``reps``, stage by stage, all repetitions in lockstep."""
     R = len(reps)
     thresholds = [*levels, math.inf]
@@ -579,7 +655,7 @@ def _fixed_effort(runner: _Runner, levels: Sequence[float], reps: np.ndarray, n:
         offsets = np.concatenate([[0], np.cumsum(counts)])
         for r in np.flatnonzero(new_alive):
             lo, hi = offsets[r], offsets[r + 1]
-            pick = _resample(int(hi - lo), n, _stage_key(base, reps[r:r + 1], j)[0])
+            pick = _resample(int(hi - lo), n, _stage_key(base, reps[r : r + 1], j)[0])
             nxt_s.append(res.states[lo:hi][pick])
             nxt_t.append(res.t[lo:hi][pick])
         alive = new_alive
@@ -589,9 +665,15 @@ def _fixed_effort(runner: _Runner, levels: Sequence[float], reps: np.ndarray, n:
     return _FixedEffort(fractions, hits_total, decisions, undecided, stalled, hopeless)
 
 
-def _restart_levels(runner: _Runner, levels: tuple[float, ...], options: SplittingOptions, base: np.uint64,
-                    initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]], starts: np.ndarray,
-                    warnings: list[str]) -> tuple[tuple[float, ...], tuple[int, ...], int]:
+def _restart_levels(
+    runner: _Runner,
+    levels: tuple[float, ...],
+    options: SplittingOptions,
+    base: np.uint64,
+    initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
+    starts: np.ndarray,
+    warnings: list[str],
+) -> tuple[tuple[float, ...], tuple[int, ...], int]:
     """RESTART's levels (those any start state already reaches are dropped: every main trial starts below ``l_1``, which
     the estimator hits / (n prod k_j) assumes) and splitting factors (given, or ``round(1 / p_j)`` from a
     one-repetition fixed-effort pass); returns them and the pass's steps."""
@@ -599,13 +681,14 @@ def _restart_levels(runner: _Runner, levels: tuple[float, ...], options: Splitti
     keep = [i for i, x in enumerate(levels) if x > start_value]
     if len(keep) < len(levels):
         dropped = [levels[i] for i in range(len(levels)) if i not in keep]
-        warnings.append(f"RESTART starts below its first level: dropped levels {dropped} "
-                        f"that a start state (level value {start_value:g}) already reaches")
+        warnings.append(
+            f"RESTART starts below its first level: dropped levels {dropped} "
+            f"that a start state (level value {start_value:g}) already reaches"
+        )
     new = tuple(levels[i] for i in keep)
     if options.splits is not None:
         return new, tuple(int(options.splits[i]) for i in keep), 0
-    fe = _fixed_effort(runner, new, np.array([_PILOT_REPETITION + 1]), options.pilot_effort or options.effort, base,
-                       initial)
+    fe = _fixed_effort(runner, new, np.array([_PILOT_REPETITION + 1]), options.pilot_effort or options.effort, base, initial)
     p = fe.fractions[0, 1:]  # P(cross l_{j+1} | l_j) for j = 1..m (the last: the target from l_m)
     return new, tuple(int(min(100, max(1, round(1.0 / x)))) if x > 0 else 100 for x in p), fe.steps
 
@@ -620,9 +703,17 @@ class _Restart:
     hopeless: int
 
 
-def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...], reps: np.ndarray, n: int,
-             base: np.uint64, initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]], max_live: int,
-             progress: Callable[[int, int], None] | None = None) -> _Restart:
+def _restart(
+    runner: _Runner,
+    levels: tuple[float, ...],
+    splits: tuple[int, ...],
+    reps: np.ndarray,
+    n: int,
+    base: np.uint64,
+    initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
+    max_live: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> _Restart:
     """RESTART (Villen-Altamirano): ``n`` main trials per repetition, all runs of all repetitions in lockstep. A run
     that up-crosses ``l_j`` is split into ``k_j`` copies; the ``k_j - 1`` new ones (born at ``j``) die when their level
     value falls below ``l_j``. A run reaching the target from region ``c`` counts ``prod_{j > c} k_j`` hits (the copies it
@@ -633,9 +724,11 @@ def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...]
     k = np.asarray(splits, dtype=np.int64)
     product = math.prod(int(x) for x in splits)
     if product > MAX_SPLIT_PRODUCT:
-        raise OptionError(f"RESTART: the splitting factors {list(splits)} multiply to {product:.3g}, more than "
-                          f"{MAX_SPLIT_PRODUCT:.3g} (a hit's weight would not be exact): give smaller factors or fewer "
-                          "levels")
+        raise OptionError(
+            f"RESTART: the splitting factors {list(splits)} multiply to {product:.3g}, more than "
+            f"{MAX_SPLIT_PRODUCT:.3g} (a hit's weight would not be exact): give smaller factors or fewer "
+            "levels"
+        )
     tail = np.ones(m + 1, dtype=np.int64)  # tail[c] = prod_{j > c} k_j (levels numbered 1..m)
     for c in range(m - 1, -1, -1):
         tail[c] = tail[c + 1] * k[c]
@@ -683,14 +776,21 @@ def _restart(runner: _Runner, levels: tuple[float, ...], splits: tuple[int, ...]
             new_region, birth = np.concatenate([new_region, new_region[src]]), np.concatenate([birth, np.full(len(src), j)])
         region = new_region
         if len(keys) > max_live:
-            raise OptionError(f"RESTART: {len(keys):,} live runs (more than max_live={max_live:,}): the splitting "
-                              f"factors {list(splits)} are too large for these levels; give smaller ones or fewer levels")
+            raise OptionError(
+                f"RESTART: {len(keys):,} live runs (more than max_live={max_live:,}): the splitting "
+                f"factors {list(splits)} are too large for these levels; give smaller ones or fewer levels"
+            )
         if not len(keys):
             break
         moves = runner.step(states, keys, local)
         stalled += 0 if moves.stalled is None else len(moves.stalled)
-        t, keys, rep, birth, region = (moves.select(t) + 1, moves.select(keys), moves.select(rep), moves.select(birth),
-                                       moves.select(region))
+        t, keys, rep, birth, region = (
+            moves.select(t) + 1,
+            moves.select(keys),
+            moves.select(rep),
+            moves.select(birth),
+            moves.select(region),
+        )
         states = moves.successors
         steps += len(keys)
         local += 1
@@ -704,14 +804,17 @@ def _importance(env: Any, prop: PathProperty, spec: str | Importance) -> tuple[C
     features = tuple(env.features)
     if isinstance(spec, str) and spec.strip() == "auto":
         if not isinstance(env, ExplicitEnv):
-            raise OptionError(f"--importance auto needs an explicit model (a PRISM/JANI file or benchmark); "
-                              f"{env.name} is simulated natively: give an expression over its features "
-                              f"({', '.join(features)})")
+            raise OptionError(
+                f"--importance auto needs an explicit model (a PRISM/JANI file or benchmark); "
+                f"{env.name} is simulated natively: give an expression over its features "
+                f"({', '.join(features)})"
+            )
         return _Table(graph_distance_importance(env, prop)), "auto: minus the graph distance (steps) to the target"
     if isinstance(spec, str):
         if not spec.strip():
-            raise OptionError("--importance: empty expression; give an expression over the variables "
-                              f"({', '.join(features)}) or 'auto'")
+            raise OptionError(
+                f"--importance: empty expression; give an expression over the variables ({', '.join(features)}) or 'auto'"
+            )
         f = compile_importance(spec, features)
         text = spec
     else:
@@ -740,13 +843,19 @@ def _checked(values: Any, n: int, text: str) -> np.ndarray:
     if np.isnan(out).any():
         raise OptionError(f"--importance {text!r}: is NaN in some states (e.g. 0/0)")
     if np.isposinf(out).any():  # +inf is the target's level value: a state outside the target must not have it
-        raise OptionError(f"--importance {text!r}: is +inf in some states (an overflow?); give finite values "
-                          "(the target's own level is above every value)")
+        raise OptionError(
+            f"--importance {text!r}: is +inf in some states (an overflow?); give finite values "
+            "(the target's own level is above every value)"
+        )
     return out.copy()
 
 
-def _pilot(runner: _Runner, initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]], base: np.uint64,
-           options: SplittingOptions) -> tuple[tuple[float, ...], int]:
+def _pilot(
+    runner: _Runner,
+    initial: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
+    base: np.uint64,
+    options: SplittingOptions,
+) -> tuple[tuple[float, ...], int]:
     """Thresholds by adaptive multilevel splitting on runs independent of the estimation's: each threshold is the
     ``1 - pilot_fraction`` quantile of the highest level value the stage's runs reach; the same runs (same keys)
     are then replayed to the threshold for their entrance states. Returns the thresholds and the pilot's steps."""

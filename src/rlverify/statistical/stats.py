@@ -33,8 +33,10 @@ def okamoto_runs(epsilon: float, delta: float) -> int:
     epsilon, delta = check_unit("epsilon", epsilon), check_unit("delta", delta)
     n = math.log(2.0 / delta) / (2.0 * epsilon * epsilon) if epsilon > 1e-150 else math.inf
     if not n < 2.0**62:
-        raise StatisticsError(f"epsilon {epsilon:g} is too small: Okamoto's bound ln(2/delta)/(2 epsilon^2) asks for "
-                              f"{f'{n:.3g}' if math.isfinite(n) else 'more than 1e300'} runs; give a larger epsilon")
+        raise StatisticsError(
+            f"epsilon {epsilon:g} is too small: Okamoto's bound ln(2/delta)/(2 epsilon^2) asks for "
+            f"{f'{n:.3g}' if math.isfinite(n) else 'more than 1e300'} runs; give a larger epsilon"
+        )
     return math.ceil(n)
 
 
@@ -171,6 +173,7 @@ def sprt(theta: float, *, indifference: float = 0.01, alpha: float = 0.05, beta:
     alpha, beta = check_unit("alpha", alpha), check_unit("beta", beta)
     p0, p1 = theta + indifference, theta - indifference
     if not (0.0 < p1 < p0 < 1.0):
-        raise StatisticsError(f"SPRT: theta +- indifference = [{p1:g}, {p0:g}] must lie inside (0, 1); "
-                              "choose a smaller indifference")
+        raise StatisticsError(
+            f"SPRT: theta +- indifference = [{p1:g}, {p0:g}] must lie inside (0, 1); choose a smaller indifference"
+        )
     return SprtBounds(p0=p0, p1=p1, alpha=alpha, beta=beta)

@@ -65,10 +65,13 @@ def bind_policy(env: Any, policy: Policy) -> Binding:
     features, actions = tuple(env.features), tuple(env.actions)
     names = fit(policy.features, policy.actions, variables=features, model_actions=actions)
     if not names.ok:
-        raise PolicyError(f"policy {getattr(policy, 'name', type(policy).__name__)} does not fit {env.name}",
-                          names.problems(where=env.name))
-    return Binding(np.array([features.index(f) for f in policy.features], dtype=np.int64),
-                   np.array([actions.index(a) for a in policy.actions], dtype=np.int64))
+        raise PolicyError(
+            f"policy {getattr(policy, 'name', type(policy).__name__)} does not fit {env.name}", names.problems(where=env.name)
+        )
+    return Binding(
+        np.array([features.index(f) for f in policy.features], dtype=np.int64),
+        np.array([actions.index(a) for a in policy.actions], dtype=np.int64),
+    )
 
 
 def check_labels(env: Any, names: Iterable[str]) -> None:
@@ -177,12 +180,12 @@ class Stepper:
         self.adapter = policy if isinstance(policy, BasePolicy) else None
         self.greedy = self.adapter is not None and self.adapter.greedy
         self.columns = binding.feature_columns
-        self.all_columns = len(self.columns) == len(env.features) and np.array_equal(self.columns,
-                                                                                     np.arange(len(self.columns)))
+        self.all_columns = len(self.columns) == len(env.features) and np.array_equal(
+            self.columns, np.arange(len(self.columns))
+        )
         n_actions = len(policy.actions)
         self.action_index = None if np.array_equal(binding.action_index, np.arange(n_actions)) else binding.action_index
-        self.buffered = (self.adapter is not None and self.adapter.transient_input and self.all_columns
-                         and _takes_out(env))
+        self.buffered = self.adapter is not None and self.adapter.transient_input and self.all_columns and _takes_out(env)
         self.name = getattr(policy, "name", type(policy).__name__)
 
     def buffer(self, n: int) -> np.ndarray | None:
@@ -192,8 +195,15 @@ class Stepper:
             return None
         return np.empty((n, len(self.columns)), dtype=self.adapter.input_dtype)
 
-    def step(self, states: np.ndarray, keys: np.ndarray, index: int, *, buf: np.ndarray | None = None,
-             turn: contextlib.AbstractContextManager[Any] = _NO_TURN) -> Moves:
+    def step(
+        self,
+        states: np.ndarray,
+        keys: np.ndarray,
+        index: int,
+        *,
+        buf: np.ndarray | None = None,
+        turn: contextlib.AbstractContextManager[Any] = _NO_TURN,
+    ) -> Moves:
         """One step of the undecided runs in ``states`` ``(n, ...)`` with keys ``(n,)``; ``index`` selects their
         random numbers; ``buf`` from :meth:`buffer`; policy calls are made holding ``turn``."""
         n = len(keys)
@@ -220,9 +230,16 @@ class Stepper:
         successors = self.env.step(states, actions, uniforms(keys, index, ENV_STREAM)) if len(keys) else states[:0]
         return Moves(successors, moved, stalled, stuck)
 
-    def _actions(self, states: np.ndarray, keys: np.ndarray, index: int, asked: np.ndarray | None,
-                 avail: np.ndarray | None, buf: np.ndarray | None,
-                 turn: contextlib.AbstractContextManager[Any]) -> tuple[np.ndarray, np.ndarray]:
+    def _actions(
+        self,
+        states: np.ndarray,
+        keys: np.ndarray,
+        index: int,
+        asked: np.ndarray | None,
+        avail: np.ndarray | None,
+        buf: np.ndarray | None,
+        turn: contextlib.AbstractContextManager[Any],
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(n,)`` env action indices and ``(n,)`` bool: the action is taken surely (a forced run: its single
         choice, whatever index; the policy is asked about the others)."""
         at = states if asked is None else states.take(np.flatnonzero(asked), axis=0)
@@ -239,12 +256,20 @@ class Stepper:
         actions[asked], sure[asked] = chosen, surely
         return actions, sure
 
-    def _ask(self, at: np.ndarray, keys: np.ndarray, index: int, avail: np.ndarray | None, asked: np.ndarray | None,
-             buf: np.ndarray | None, turn: contextlib.AbstractContextManager[Any]) -> tuple[np.ndarray, np.ndarray]:
+    def _ask(
+        self,
+        at: np.ndarray,
+        keys: np.ndarray,
+        index: int,
+        avail: np.ndarray | None,
+        asked: np.ndarray | None,
+        buf: np.ndarray | None,
+        turn: contextlib.AbstractContextManager[Any],
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The policy's choice ``(column, surely)`` in the run states ``at`` (at least one; keys ``(len(at),)``):
         the runs ``asked`` of the batch (None: all), whose availability is ``avail`` (None: every action)."""
         if buf is not None:
-            obs = self.env.observe(at, out=buf[:len(at)])
+            obs = self.env.observe(at, out=buf[: len(at)])
         else:
             obs = self.env.observe(at)
             obs = obs if self.all_columns else obs[:, self.columns]
@@ -261,9 +286,13 @@ class Stepper:
             validate_probabilities(probs, len(at), len(self.policy.actions), source=self.name)
         if self.renormalize and avail is not None:
             describe = self.describe
-            probs, _ = policy_weights(probs, (avail if asked is None else avail[asked])[:, self.binding.action_index],
-                                      mode=self.mode, unavailable="renormalize",
-                                      where=lambda i: describe(at[i]) if describe is not None else at[i])
+            probs, _ = policy_weights(
+                probs,
+                (avail if asked is None else avail[asked])[:, self.binding.action_index],
+                mode=self.mode,
+                unavailable="renormalize",
+                where=lambda i: describe(at[i]) if describe is not None else at[i],
+            )
         return choose_columns(probs, u)
 
 
@@ -275,5 +304,18 @@ def _takes_out(env: Any) -> bool:
         return False
 
 
-__all__ = ["BOX_STREAM", "ENV_STREAM", "POLICY_STREAM", "START_STREAM", "Binding", "Moves", "Stepper", "Verdicts",
-           "bind_policy", "check_labels", "decide", "draw_starts", "pick_starts"]
+__all__ = [
+    "BOX_STREAM",
+    "ENV_STREAM",
+    "POLICY_STREAM",
+    "START_STREAM",
+    "Binding",
+    "Moves",
+    "Stepper",
+    "Verdicts",
+    "bind_policy",
+    "check_labels",
+    "decide",
+    "draw_starts",
+    "pick_starts",
+]

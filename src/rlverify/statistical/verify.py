@@ -87,8 +87,10 @@ class StatisticalOptions:
         if self.runs is not None and not positive_int(self.runs):
             raise StatisticsError(f"--runs: expected a positive whole number of runs, got {self.runs!r}")
         if self.runs is not None and self.method not in ("clopper-pearson", "wilson"):
-            raise StatisticsError(f"--runs fixes the number of runs of the clopper-pearson and wilson methods; "
-                                  f"method '{self.method}' chooses its own (drop --runs or pick one of those methods)")
+            raise StatisticsError(
+                f"--runs fixes the number of runs of the clopper-pearson and wilson methods; "
+                f"method '{self.method}' chooses its own (drop --runs or pick one of those methods)"
+            )
         if not positive_int(self.max_runs):
             raise StatisticsError(f"max_runs: expected a positive whole number of runs, got {self.max_runs!r}")
         if not positive_int(self.run_limit):
@@ -111,14 +113,23 @@ def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend,
     elif options.runs is not None:
         why = f"--runs {planned:,} asks for {planned:,} runs"
     else:
-        why = (f"--epsilon {options.epsilon:g} and --delta {options.delta:g} need {planned:,} runs "
-               f"(Okamoto's bound ln(2/delta)/(2 epsilon^2))")
+        why = (
+            f"--epsilon {options.epsilon:g} and --delta {options.delta:g} need {planned:,} runs "
+            f"(Okamoto's bound ln(2/delta)/(2 epsilon^2))"
+        )
     seconds = planned / 1e6
-    shown = (f"{seconds / 86400:,.0f} days" if seconds >= 2 * 86400 else f"{seconds / 3600:,.1f} hours"
-             if seconds >= 7200 else f"{seconds / 60:,.0f} minutes")
-    raise StatisticsError(f"{why}, more than the guard --run-limit {options.run_limit:,}: at a million runs per second "
-                          f"(a fast model) that is {shown}; memory stays bounded (runs are counted in rounds). Raise "
-                          "--run-limit to simulate them, or ask for fewer runs")
+    shown = (
+        f"{seconds / 86400:,.0f} days"
+        if seconds >= 2 * 86400
+        else f"{seconds / 3600:,.1f} hours"
+        if seconds >= 7200
+        else f"{seconds / 60:,.0f} minutes"
+    )
+    raise StatisticsError(
+        f"{why}, more than the guard --run-limit {options.run_limit:,}: at a million runs per second "
+        f"(a fast model) that is {shown}; memory stays bounded (runs are counted in rounds). Raise "
+        "--run-limit to simulate them, or ask for fewer runs"
+    )
 
 
 @dataclass(frozen=True)
@@ -148,18 +159,28 @@ def simulate_range(job: SimulationJob, first: int, stop: int) -> RunOutcomes:
     """Simulate runs ``first .. stop - 1`` of ``job`` (a task: its result depends only on ``job`` and the range,
     because run ``i``'s random numbers depend only on the seed and ``i``)."""
     ids = np.arange(first, stop, dtype=np.int64)
-    return simulate(job.env, job.policy, job.prop, ids, starts=job.starts,
-                    start_of_run=None if job.runs_per_start is None else ids // job.runs_per_start,
-                    options=job.options, record=job.record, binding=job.binding)
+    return simulate(
+        job.env,
+        job.policy,
+        job.prop,
+        ids,
+        starts=job.starts,
+        start_of_run=None if job.runs_per_start is None else ids // job.runs_per_start,
+        options=job.options,
+        record=job.record,
+        binding=job.binding,
+    )
 
 
 def concat_outcomes(parts: Sequence[RunOutcomes], record: Sequence[str] = ()) -> RunOutcomes:
     """The outcomes of consecutive run ranges as one :class:`RunOutcomes` (in run order)."""
-    return RunOutcomes(outcome=np.concatenate([p.outcome for p in parts]),
-                       stalled=np.concatenate([p.stalled for p in parts]),
-                       steps=np.concatenate([p.steps for p in parts]),
-                       recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record},
-                       hopeless=np.concatenate([p.hopeless for p in parts]))
+    return RunOutcomes(
+        outcome=np.concatenate([p.outcome for p in parts]),
+        stalled=np.concatenate([p.stalled for p in parts]),
+        steps=np.concatenate([p.steps for p in parts]),
+        recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record},
+        hopeless=np.concatenate([p.hopeless for p in parts]),
+    )
 
 
 def task_runs(backend: Backend, planned: int, batch_size: int, tasks_per_worker: int) -> int:
@@ -170,21 +191,35 @@ def task_runs(backend: Backend, planned: int, batch_size: int, tasks_per_worker:
     return max(1, min(batch_size, -(-planned // (backend.workers * tasks_per_worker))))
 
 
-def simulate_runs(backend: Backend, shared: Any, first: int, stop: int, size: int, *,
-                  on_task: Callable[[int], None] | None = None, record: Sequence[str] = ()) -> RunOutcomes:
+def simulate_runs(
+    backend: Backend,
+    shared: Any,
+    first: int,
+    stop: int,
+    size: int,
+    *,
+    on_task: Callable[[int], None] | None = None,
+    record: Sequence[str] = (),
+) -> RunOutcomes:
     """Runs ``first .. stop - 1`` of the shared :class:`SimulationJob`, cut into tasks of ``size`` runs fixed
     before any task runs; ``on_task(runs)`` as each task finishes (in any order: progress only)."""
     tasks = chunks(first, stop, size)
-    parts = backend.map(simulate_range, shared, tasks,
-                        on_result=None if on_task is None else (lambda i, _: on_task(tasks[i][1] - tasks[i][0])))
+    parts = backend.map(
+        simulate_range, shared, tasks, on_result=None if on_task is None else (lambda i, _: on_task(tasks[i][1] - tasks[i][0]))
+    )
     return concat_outcomes(parts, record)
 
 
 Progress = Callable[[int, int], None]
 
 
-def prepare(model: SimulatedModel, prop: str | Property | PathProperty, *, actions: Sequence[str] = (),
-            max_states: int | None = 2_000_000) -> tuple[Any, PathProperty, str]:
+def prepare(
+    model: SimulatedModel,
+    prop: str | Property | PathProperty,
+    *,
+    actions: Sequence[str] = (),
+    max_states: int | None = 2_000_000,
+) -> tuple[Any, PathProperty, str]:
     """The environment, the path property and the model's name for a resolved ``model`` (see
     :func:`rlverify.resolve.resolve`).
 
@@ -213,9 +248,11 @@ def prepare(model: SimulatedModel, prop: str | Property | PathProperty, *, actio
         return _continuous(ContinuousEnv(model), prop)
     if isinstance(model, VectorEnv):
         return model, _path_property(model, prop), model.name
-    raise PropertyError(f"cannot simulate {type(model).__name__}: expected a SymbolicModel, an ExplicitModel, a "
-                        "ContinuousSystem or a vectorised environment (resolve a file or benchmark id first: "
-                        "rlverify.resolve.resolve)")
+    raise PropertyError(
+        f"cannot simulate {type(model).__name__}: expected a SymbolicModel, an ExplicitModel, a "
+        "ContinuousSystem or a vectorised environment (resolve a file or benchmark id first: "
+        "rlverify.resolve.resolve)"
+    )
 
 
 def _path_property(env: Any, prop: str | Property | PathProperty) -> PathProperty:
@@ -223,14 +260,17 @@ def _path_property(env: Any, prop: str | Property | PathProperty) -> PathPropert
     return prop if isinstance(prop, PathProperty) else parse_path_property(prop, tuple(env.labels))
 
 
-def _symbolic(model: SymbolicModel, prop: str | Property | PathProperty, actions: Sequence[str],
-              max_states: int | None) -> tuple[ExplicitEnv, PathProperty, str]:
+def _symbolic(
+    model: SymbolicModel, prop: str | Property | PathProperty, actions: Sequence[str], max_states: int | None
+) -> tuple[ExplicitEnv, PathProperty, str]:
     """A PRISM/JANI model built property-directed by Storm, as an explicit environment."""
     from rlverify.models.symbolic import build_explicit, parse_property
 
     if isinstance(prop, PathProperty):
-        raise PropertyError(f"property '{prop.text}': a PathProperty is over one environment's states; give the "
-                            f"property of {model.path} (text or Property) to simulate it")
+        raise PropertyError(
+            f"property '{prop.text}': a PathProperty is over one environment's states; give the "
+            f"property of {model.path} (text or Property) to simulate it"
+        )
     parsed = parse_property(model, prop, fixed_policy=True)  # a named JANI Pmax: P=? (its notes say so)
     decidable(parsed)
     commands = tuple(a for a in actions if is_command_name(a))
@@ -248,11 +288,13 @@ def _continuous(env: ContinuousEnv, prop: str | Property | PathProperty) -> tupl
         return env, prop, env.name
     parsed = prop if isinstance(prop, Property) else parse_structure(prop)
     if parsed.optimality is not None:
-        raise PropertyError(f"property '{parsed.text}': on a continuous system P{parsed.optimality} is the "
-                            f"{'largest' if parsed.optimality == 'max' else 'smallest'} probability over the start "
-                            "states of the initial region (rlverify abstract bounds the largest); the simulator "
-                            f"estimates P=? [...] from a uniformly random start state (e.g. "
-                            f"{unsafe_property(env.system).text})")
+        raise PropertyError(
+            f"property '{parsed.text}': on a continuous system P{parsed.optimality} is the "
+            f"{'largest' if parsed.optimality == 'max' else 'smallest'} probability over the start "
+            "states of the initial region (rlverify abstract bounds the largest); the simulator "
+            f"estimates P=? [...] from a uniformly random start state (e.g. "
+            f"{unsafe_property(env.system).text})"
+        )
     return env, parse_path_property(parsed, env.labels), env.name
 
 
@@ -261,9 +303,11 @@ def with_start_note(env: Any, prop: PathProperty, starts: np.ndarray | None) -> 
     (``starts`` None and an env with an ``initial_box``): the estimate is then an average over the region."""
     if starts is not None or not isinstance(env, ContinuousEnv):
         return prop
-    note = (f"{env.name}: the runs start uniformly at random in the initial region '{env.region}' "
-            f"({env.describe_start()}): the estimate is the probability from a random start state there, not the "
-            "largest over the region (which rlverify abstract bounds)")
+    note = (
+        f"{env.name}: the runs start uniformly at random in the initial region '{env.region}' "
+        f"({env.describe_start()}): the estimate is the probability from a random start state there, not the "
+        "largest over the region (which rlverify abstract bounds)"
+    )
     return dataclasses.replace(prop, notes=(*prop.notes, note))
 
 
@@ -294,13 +338,20 @@ class _Setup:
     forced_start: str | None
 
 
-def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy, options: StatisticalOptions,
-           starts: np.ndarray | None) -> _Setup:
+def _setup(
+    model: SimulatedModel,
+    prop: str | Property | PathProperty,
+    policy: Policy,
+    options: StatisticalOptions,
+    starts: np.ndarray | None,
+) -> _Setup:
     env, path, name = prepare(model, prop, actions=policy.actions, max_states=options.max_states)
     path = with_start_note(env, path, starts)
     if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
-        raise PropertyError(f"{name}: the model has {len(env.initial_states())} initial states; "
-                            "pass starts= to choose (the simulator does not pick among them)")
+        raise PropertyError(
+            f"{name}: the model has {len(env.initial_states())} initial states; "
+            "pass starts= to choose (the simulator does not pick among them)"
+        )
     binding = bind_policy(env, policy)
     # choices the policy names no action for are never taken: say so (over the model's states)
     table = choice_table(env.model, policy.actions) if isinstance(env, ExplicitEnv) else None
@@ -309,9 +360,15 @@ def _setup(model: SimulatedModel, prop: str | Property | PathProperty, policy: P
     return _Setup(env, path, binding, name, untaken, forced_start)
 
 
-def verify_statistical(model: SimulatedModel, prop: str | Property | PathProperty, policy: Policy,
-                       options: StatisticalOptions | None = None, *, starts: np.ndarray | None = None,
-                       progress: Progress | None = None) -> StatisticalResult:
+def verify_statistical(
+    model: SimulatedModel,
+    prop: str | Property | PathProperty,
+    policy: Policy,
+    options: StatisticalOptions | None = None,
+    *,
+    starts: np.ndarray | None = None,
+    progress: Progress | None = None,
+) -> StatisticalResult:
     """Estimate the probability of ``prop`` under ``policy`` by simulation (deep statistical model checking).
 
     Args:
@@ -344,8 +401,14 @@ def verify_statistical(model: SimulatedModel, prop: str | Property | PathPropert
     if test is not None:
         tally = _sequential(backend, shared, options, options.max_runs, _sprt_stop(test), progress)
     elif options.method == "adaptive":
-        tally = _sequential(backend, shared, options, okamoto_runs(options.epsilon, options.delta),
-                            _adaptive_stop(options.epsilon, options.delta), progress)
+        tally = _sequential(
+            backend,
+            shared,
+            options,
+            okamoto_runs(options.epsilon, options.delta),
+            _adaptive_stop(options.epsilon, options.delta),
+            progress,
+        )
     else:
         tally = _fixed_runs(backend, shared, options, progress)
     t_sim = time.perf_counter() - t1
@@ -356,23 +419,32 @@ def verify_statistical(model: SimulatedModel, prop: str | Property | PathPropert
 def _sprt_threshold(prop: PathProperty, options: StatisticalOptions) -> float:
     """The SPRT's ``theta``: ``options.threshold`` or the property's (refused when they disagree, or when there is
     none)."""
-    if options.threshold is not None and prop.threshold is not None and (
-            options.threshold != prop.threshold or (prop.comparison or ">=") not in (">=", ">")):
-        raise PropertyError(f"property '{prop.text}' has its own threshold ({prop.comparison} {prop.threshold:g}); "
-                            f"the SPRT would test P >= {options.threshold:g} instead: drop --sprt, or write the "
-                            "property as P=? [...]")
+    if (
+        options.threshold is not None
+        and prop.threshold is not None
+        and (options.threshold != prop.threshold or (prop.comparison or ">=") not in (">=", ">"))
+    ):
+        raise PropertyError(
+            f"property '{prop.text}' has its own threshold ({prop.comparison} {prop.threshold:g}); "
+            f"the SPRT would test P >= {options.threshold:g} instead: drop --sprt, or write the "
+            "property as P=? [...]"
+        )
     threshold = options.threshold if options.threshold is not None else prop.threshold
     if threshold is None:
-        raise PropertyError(f"property '{prop.text}': the SPRT needs a threshold: give --sprt THETA or "
-                            "write the property as P>=THETA [...]")
+        raise PropertyError(
+            f"property '{prop.text}': the SPRT needs a threshold: give --sprt THETA or write the property as P>=THETA [...]"
+        )
     return threshold
 
 
 def _fixed_runs(backend: Backend, shared: Any, options: StatisticalOptions, progress: Progress | None) -> _Tally:
     """``runs`` runs (default: Okamoto's number for ``epsilon``, ``delta``), in rounds of a few tasks per worker
     (memory does not grow with the number of runs)."""
-    n = options.runs if (options.runs is not None and options.method != "okamoto") else okamoto_runs(
-        options.epsilon, options.delta)
+    n = (
+        options.runs
+        if (options.runs is not None and options.method != "okamoto")
+        else okamoto_runs(options.epsilon, options.delta)
+    )
     check_run_limit(n, options, backend)
     tpw = options.backend.tasks_per_worker
     size = task_runs(backend, n, options.simulation.batch_size, tpw)
@@ -396,8 +468,9 @@ def _fixed_runs(backend: Backend, shared: Any, options: StatisticalOptions, prog
 Stop = Callable[[RunOutcomes, "_Tally"], "tuple[int, str | None] | None"]
 
 
-def _sequential(backend: Backend, shared: Any, options: StatisticalOptions, limit: int, stop: Stop,
-                progress: Progress | None) -> _Tally:
+def _sequential(
+    backend: Backend, shared: Any, options: StatisticalOptions, limit: int, stop: Stop, progress: Progress | None
+) -> _Tally:
     """Up to ``limit`` runs in rounds fixed in advance (a batch locally, a task per worker on a parallel backend),
     read in run order until ``stop`` says so: the stopping run is the same on every backend."""
     check_run_limit(limit, options, backend)
@@ -419,17 +492,20 @@ def _sequential(backend: Backend, shared: Any, options: StatisticalOptions, limi
 
 def _adaptive_stop(eps: float, delta: float) -> Stop:
     """The adaptive method stops at the first run ``n`` with ``n >= adaptive_runs(p_hat_n)``."""
+
     def stop(res: RunOutcomes, tally: _Tally) -> tuple[int, str | None] | None:
         cum = tally.k + np.cumsum(res.outcome == SATISFIED)
         idx = np.arange(tally.n + 1, tally.n + len(res.outcome) + 1)
         hit = np.flatnonzero(idx >= _adaptive_vec(cum / idx, eps, delta))
         return (int(hit[0]), None) if len(hit) else None
+
     return stop
 
 
 def _sprt_stop(test: SprtBounds) -> Stop:
     """Wald's SPRT stops at the first run where a hypothesis is accepted; undecided runs may go either way, so a
     hypothesis is accepted only when it holds for both readings."""
+
     def stop(res: RunOutcomes, tally: _Tally) -> tuple[int, str | None] | None:
         cum = tally.k + np.cumsum(res.outcome == SATISFIED)
         cum_u = tally.u + np.cumsum(res.outcome == UNDECIDED)
@@ -441,6 +517,7 @@ def _sprt_stop(test: SprtBounds) -> Stop:
         if not len(hit):
             return None
         return int(hit[0]), "H0" if h0[hit[0]] else "H1"
+
     return stop
 
 
@@ -454,8 +531,9 @@ def _interval(tally: _Tally, options: StatisticalOptions) -> tuple[float, float]
     return clopper_pearson(k, n, delta)[0], clopper_pearson(k + u, n, delta)[1]  # and the SPRT's informative one
 
 
-def _satisfied(prop: PathProperty, tally: _Tally, threshold: float | None, interval: tuple[float, float],
-               options: StatisticalOptions) -> bool | None:
+def _satisfied(
+    prop: PathProperty, tally: _Tally, threshold: float | None, interval: tuple[float, float], options: StatisticalOptions
+) -> bool | None:
     """The verdict on the threshold: the SPRT's decision, or read from the interval at its confidence."""
     if options.method == "sprt":
         if tally.decision is None:
@@ -471,21 +549,34 @@ def _notes(tally: _Tally, sim: SimulationOptions) -> list[str]:
     """What the result must say about the runs (every output shows it, not only the log)."""
     n, notes = tally.n, []
     if tally.u:
-        notes.append(f"{tally.u:,} of {n:,} runs were still undecided after --max-steps {sim.max_steps:,} steps: the "
-                     "interval counts them both ways (raise --max-steps to decide them)")
+        notes.append(
+            f"{tally.u:,} of {n:,} runs were still undecided after --max-steps {sim.max_steps:,} steps: the "
+            "interval counts them both ways (raise --max-steps to decide them)"
+        )
     if tally.s:
-        notes.append(f"{tally.s:,} of {n:,} runs stalled (the policy chose an unavailable action) and count as "
-                     "not satisfying the property")
+        notes.append(
+            f"{tally.s:,} of {n:,} runs stalled (the policy chose an unavailable action) and count as "
+            "not satisfying the property"
+        )
     for note in notes:
         log.info("%s", note)
     if tally.h:
-        log.info("%d of %d runs were decided false by graph analysis (a state from which no policy reaches the "
-                 "target)", tally.h, n)
+        log.info(
+            "%d of %d runs were decided false by graph analysis (a state from which no policy reaches the target)", tally.h, n
+        )
     return notes
 
 
-def _result(setup: _Setup, tally: _Tally, threshold: float | None, options: StatisticalOptions, backend: Backend,
-            policy: Policy, timings: dict[str, float], t0: float) -> StatisticalResult:
+def _result(
+    setup: _Setup,
+    tally: _Tally,
+    threshold: float | None,
+    options: StatisticalOptions,
+    backend: Backend,
+    policy: Policy,
+    timings: dict[str, float],
+    t0: float,
+) -> StatisticalResult:
     sim, prop = options.simulation, setup.prop
     lo, hi = _interval(tally, options)
     satisfied = _satisfied(prop, tally, threshold, (lo, hi), options)
@@ -495,20 +586,41 @@ def _result(setup: _Setup, tally: _Tally, threshold: float | None, options: Stat
     model_notes = list(setup.env.model.notes) if isinstance(setup.env, ExplicitEnv) else []
     t_sim = timings["simulate"]
     return StatisticalResult(
-        property=prop.text, method=options.method, estimate=tally.k / tally.n, interval=(lo, hi),
+        property=prop.text,
+        method=options.method,
+        estimate=tally.k / tally.n,
+        interval=(lo, hi),
         # the SPRT's guarantee is its error bounds (alpha, beta); its interval is informative only
         confidence=1.0 - max(options.alpha, options.beta) if options.method == "sprt" else 1.0 - options.delta,
-        runs=tally.n, successes=tally.k, undecided=tally.u, stalled=tally.s, hopeless=tally.h, seed=sim.seed,
-        epsilon=options.epsilon if options.method in ("okamoto", "adaptive") else None, delta=options.delta,
-        max_steps=sim.max_steps, mode=sim.mode, decisions=tally.decisions, decision=tally.decision,
-        satisfied=satisfied, threshold=threshold,
+        runs=tally.n,
+        successes=tally.k,
+        undecided=tally.u,
+        stalled=tally.s,
+        hopeless=tally.h,
+        seed=sim.seed,
+        epsilon=options.epsilon if options.method in ("okamoto", "adaptive") else None,
+        delta=options.delta,
+        max_steps=sim.max_steps,
+        mode=sim.mode,
+        decisions=tally.decisions,
+        decision=tally.decision,
+        satisfied=satisfied,
+        threshold=threshold,
         comparison=(prop.comparison or ">=") if threshold is not None else None,
         verdict=None if threshold is None else {True: "yes", False: "no", None: "undecided"}[satisfied],
-        timings={**timings, "total": time.perf_counter() - t0,
-                 "decisions_per_second": tally.decisions / t_sim if t_sim > 0 else math.inf},
-        settings=settings, model=setup.name, policy=getattr(policy, "name", type(policy).__name__),
-        versions=versions(), untaken_choices=setup.untaken,
-        warnings=list(prop.notes) + model_notes + _notes(tally, sim)
+        timings={
+            **timings,
+            "total": time.perf_counter() - t0,
+            "decisions_per_second": tally.decisions / t_sim if t_sim > 0 else math.inf,
+        },
+        settings=settings,
+        model=setup.name,
+        policy=getattr(policy, "name", type(policy).__name__),
+        versions=versions(),
+        untaken_choices=setup.untaken,
+        warnings=list(prop.notes)
+        + model_notes
+        + _notes(tally, sim)
         + ([setup.forced_start] if setup.forced_start else [])
         + ([untaken_message(setup.untaken, "states of the model")] if setup.untaken else []),
     )

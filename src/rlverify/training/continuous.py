@@ -42,11 +42,11 @@ class TrainingSetup:
 
 #: Reference setups. Sizes as in the paper's text (2x32 bouncing ball, 2x64 ACC and pendulum).
 SETUPS: dict[str, TrainingSetup] = {
-    "bouncing-ball-v1": TrainingSetup((32, 32), 2_000_000, 200, (3.0, -3.0), (10.0, 3.0), -20.0, (0.2, 0.1),
-                                      "bouncing_ball_ppo.onnx"),
+    "bouncing-ball-v1": TrainingSetup(
+        (32, 32), 2_000_000, 200, (3.0, -3.0), (10.0, 3.0), -20.0, (0.2, 0.1), "bouncing_ball_ppo.onnx"
+    ),
     "acc-v1": TrainingSetup((64, 64), 1_000_000, 100, (3.0, 26.0), (10.0, 32.0), -20.0, (0.5, 0.1), "acc_ppo.onnx"),
-    "pendulum-v1": TrainingSetup((64, 64), 1_000_000, 100, (-0.1, -0.1), (0.1, 0.1), 0.0, (5.0, 1.0),
-                                 "pendulum_ppo.onnx"),
+    "pendulum-v1": TrainingSetup((64, 64), 1_000_000, 100, (-0.1, -0.1), (0.1, 0.1), 0.0, (5.0, 1.0), "pendulum_ppo.onnx"),
 }
 
 
@@ -88,9 +88,16 @@ class ContinuousEnv:
         return self.system.observe(nx), reward, done, {"crash": crash}
 
 
-def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | None = None, out: str | Path | None = None,
-                     hidden: tuple[int, ...] | None = None, config: PPOConfig | None = None,
-                     force: bool = False) -> tuple[Path, MLP, dict[str, Any]]:
+def train_continuous(
+    benchmark_id: str,
+    *,
+    seed: int = 0,
+    total_steps: int | None = None,
+    out: str | Path | None = None,
+    hidden: tuple[int, ...] | None = None,
+    config: PPOConfig | None = None,
+    force: bool = False,
+) -> tuple[Path, MLP, dict[str, Any]]:
     """Train the reference PPO policy of a continuous benchmark and save it as a self-describing ONNX file.
 
     Args:
@@ -110,8 +117,10 @@ def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | Non
     if benchmark_id not in SETUPS:
         from rlverify.errors import did_you_mean
 
-        raise BenchmarkError(f"no training setup for '{benchmark_id}'{did_you_mean(benchmark_id, SETUPS)}; "
-                             f"continuous benchmarks: {', '.join(SETUPS)}")
+        raise BenchmarkError(
+            f"no training setup for '{benchmark_id}'{did_you_mean(benchmark_id, SETUPS)}; "
+            f"continuous benchmarks: {', '.join(SETUPS)}"
+        )
     setup = SETUPS[benchmark_id]
     from rlverify.files import check_target, publishing
 
@@ -124,17 +133,27 @@ def train_continuous(benchmark_id: str, *, seed: int = 0, total_steps: int | Non
     system = make(benchmark_id).model()
     env = ContinuousEnv(system, setup)
     steps = int(total_steps or setup.total_steps)
-    mlp, stats = train_ppo(env, hidden=setup.hidden, total_steps=steps, seed=seed,
-                           obs_scale=np.array(setup.obs_scale), config=config)
+    mlp, stats = train_ppo(
+        env, hidden=setup.hidden, total_steps=steps, seed=seed, obs_scale=np.array(setup.obs_scale), config=config
+    )
     packaged = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "policies" / setup.policy_file
     path = Path(out) if out is not None else packaged
-    training = {"algorithm": "PPO (rlverify.training.ppo)", "seed": seed, "steps": stats["steps"],
-                "final_mean_return": round(stats["final_mean_return"], 3), "benchmark": benchmark_id,
-                "hidden": list(setup.hidden), "episode_steps": setup.episode_steps, "lr": config.lr,
-                "init_box": [list(setup.init_lo), list(setup.init_hi)], "crash_reward": setup.crash_reward,
-                "seconds": stats["seconds"]}
+    training = {
+        "algorithm": "PPO (rlverify.training.ppo)",
+        "seed": seed,
+        "steps": stats["steps"],
+        "final_mean_return": round(stats["final_mean_return"], 3),
+        "benchmark": benchmark_id,
+        "hidden": list(setup.hidden),
+        "episode_steps": setup.episode_steps,
+        "lr": config.lr,
+        "init_box": [list(setup.init_lo), list(setup.init_hi)],
+        "crash_reward": setup.crash_reward,
+        "seconds": stats["seconds"],
+    }
     with publishing(path, force=force or out is None) as tmp:
-        save_mlp_onnx(tmp, mlp, features=list(system.features), actions=list(system.actions), output="logits",
-                      training=training)
+        save_mlp_onnx(
+            tmp, mlp, features=list(system.features), actions=list(system.actions), output="logits", training=training
+        )
     log.info("saved %s (%s)", path, training)
     return path, mlp, stats

@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 SUCCESS_KINDS = ("reach", "survive")
 
 
-
 @dataclass(frozen=True)
 class DiscreteSetup:
     """How a PRISM benchmark is trained with PPO.
@@ -69,17 +68,41 @@ class DiscreteSetup:
 
 #: Per-benchmark training setups (network sizes as in Table 1 of Gross & Spieker 2024).
 SETUPS: dict[str, DiscreteSetup] = {
-    "freeway-v1": DiscreteSetup(hidden=(64, 64), total_steps=1_000_000, success="reach", success_variable="won",
-                                config=PPOConfig(lr=5e-4, ent_coef=0.01), policy_file="freeway_ppo.onnx"),
-    "avoid-v1": DiscreteSetup(hidden=(64, 64), total_steps=1_000_000, reward_scale=0.01, success="survive",
-                              config=PPOConfig(lr=5e-4, ent_coef=0.01), policy_file="avoid_4x4_ppo.onnx",
-                              params={"xMax": 4, "yMax": 4, "slickness": 0.1}),
-    "crazy-climber-v1": DiscreteSetup(hidden=(1024, 1024), total_steps=250_000, n_envs=32, reward_scale=0.1,
-                                      success="survive", config=PPOConfig(lr=2e-4, epochs=3, ent_coef=0.01),
-                                      policy_file="crazy_climber_ppo.onnx"),
+    "freeway-v1": DiscreteSetup(
+        hidden=(64, 64),
+        total_steps=1_000_000,
+        success="reach",
+        success_variable="won",
+        config=PPOConfig(lr=5e-4, ent_coef=0.01),
+        policy_file="freeway_ppo.onnx",
+    ),
+    "avoid-v1": DiscreteSetup(
+        hidden=(64, 64),
+        total_steps=1_000_000,
+        reward_scale=0.01,
+        success="survive",
+        config=PPOConfig(lr=5e-4, ent_coef=0.01),
+        policy_file="avoid_4x4_ppo.onnx",
+        params={"xMax": 4, "yMax": 4, "slickness": 0.1},
+    ),
+    "crazy-climber-v1": DiscreteSetup(
+        hidden=(1024, 1024),
+        total_steps=250_000,
+        n_envs=32,
+        reward_scale=0.1,
+        success="survive",
+        config=PPOConfig(lr=2e-4, epochs=3, ent_coef=0.01),
+        policy_file="crazy_climber_ppo.onnx",
+    ),
     # reward model "steps" counts actions: minimise it (reach the goal fast)
-    "running-example-v1": DiscreteSetup(hidden=(16, 16), total_steps=20_000, n_envs=16, reward_scale=-1.0,
-                                        success="reach", config=PPOConfig(n_steps=64, minibatch=256)),
+    "running-example-v1": DiscreteSetup(
+        hidden=(16, 16),
+        total_steps=20_000,
+        n_envs=16,
+        reward_scale=-1.0,
+        success="reach",
+        config=PPOConfig(n_steps=64, minibatch=256),
+    ),
 }
 
 
@@ -128,8 +151,16 @@ class DiscreteVecEnv:
     reward units, before ``reward_scale``) for the training curve.
     """
 
-    def __init__(self, dynamics: MDPDynamics, n_envs: int, *, max_episode_steps: int | None, reward_scale: float = 1.0,
-                 success: str = "reach", success_variable: str | None = None) -> None:
+    def __init__(
+        self,
+        dynamics: MDPDynamics,
+        n_envs: int,
+        *,
+        max_episode_steps: int | None,
+        reward_scale: float = 1.0,
+        success: str = "reach",
+        success_variable: str | None = None,
+    ) -> None:
         from rlverify.gym.env import VectorMDPEnv
 
         if success not in SUCCESS_KINDS:
@@ -144,8 +175,10 @@ class DiscreteVecEnv:
         self._success_col = None
         if success_variable is not None:
             if success_variable not in dynamics.model.variables:
-                raise TrainingError(f"success_variable '{success_variable}' is not a model variable "
-                                    f"(variables: {', '.join(dynamics.model.variables)})")
+                raise TrainingError(
+                    f"success_variable '{success_variable}' is not a model variable "
+                    f"(variables: {', '.join(dynamics.model.variables)})"
+                )
             self._success_col = dynamics.model.variables.index(success_variable)
         self.steps = 0
         self.episodes: list[tuple[int, float, bool]] = []
@@ -192,9 +225,18 @@ def setup_for(benchmark_id: str) -> DiscreteSetup:
     return SETUPS.get(benchmark_id, DiscreteSetup())
 
 
-def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None, steps: int | None = None,
-                   seed: int = 0, hidden: tuple[int, ...] | str | None = None, out: str | Path | None = None,
-                   config: PPOConfig | None = None, n_envs: int | None = None, force: bool = False) -> TrainingReport:
+def train_discrete(
+    benchmark_id: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    hidden: tuple[int, ...] | str | None = None,
+    out: str | Path | None = None,
+    config: PPOConfig | None = None,
+    n_envs: int | None = None,
+    force: bool = False,
+) -> TrainingReport:
     """Train a PPO policy on a registered PRISM benchmark and save it as a verifier-ready ONNX file.
 
     Args:
@@ -241,8 +283,14 @@ def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None
     resolved = s.resolve(dict(setup.params) if params is None else dict(params))
 
     dyn, defaults = benchmark_dynamics(benchmark_id, resolved)
-    env = DiscreteVecEnv(dyn, n, max_episode_steps=defaults.max_episode_steps, reward_scale=setup.reward_scale,
-                         success=setup.success, success_variable=setup.success_variable)
+    env = DiscreteVecEnv(
+        dyn,
+        n,
+        max_episode_steps=defaults.max_episode_steps,
+        reward_scale=setup.reward_scale,
+        success=setup.success,
+        success_variable=setup.success_variable,
+    )
     scale = 1.0 / np.maximum(np.maximum(np.abs(dyn.obs_low), np.abs(dyn.obs_high)), 1.0).astype(np.float64)
     log.info("training PPO on %s %s: %d steps, hidden %s, %d envs, seed %d", benchmark_id, resolved, total, hidden_t, n, seed)
     t0 = time.perf_counter()
@@ -261,10 +309,16 @@ def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None
         "seed": int(seed),
         "steps": taken,
         "hidden": list(hidden_t),
-        "hyperparameters": {**asdict(cfg), "n_envs": n, "reward_scale": setup.reward_scale,
-                            "reward_model": dyn.reward_model, "terminal": dyn.terminal_description,
-                            "max_episode_steps": defaults.max_episode_steps, "obs_scale": [round(float(x), 6) for x in scale],
-                            "unavailable_actions": dyn.unavailable},
+        "hyperparameters": {
+            **asdict(cfg),
+            "n_envs": n,
+            "reward_scale": setup.reward_scale,
+            "reward_model": dyn.reward_model,
+            "terminal": dyn.terminal_description,
+            "max_episode_steps": defaults.max_episode_steps,
+            "obs_scale": [round(float(x), 6) for x in scale],
+            "unavailable_actions": dyn.unavailable,
+        },
         "final_mean_return": _finite(final_return),
         "final_success_rate": _finite(final_success),
         "final_episodes": len(tail),
@@ -276,14 +330,26 @@ def train_discrete(benchmark_id: str, *, params: Mapping[str, Any] | None = None
     path = None
     if out is not None:
         with publishing(out, force=force) as tmp:
-            save_mlp_onnx(tmp, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits",
-                          training=metadata)
+            save_mlp_onnx(tmp, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits", training=metadata)
         path = Path(out)
         log.info("saved %s", path)
-    return TrainingReport(benchmark=benchmark_id, params=resolved, path=path, mlp=mlp, features=tuple(dyn.features),
-                          actions=tuple(dyn.actions), seed=int(seed), steps=taken, hidden=hidden_t,
-                          final_mean_return=final_return, final_success_rate=final_success, final_episodes=len(tail),
-                          curve=curve, seconds=seconds, metadata=metadata)
+    return TrainingReport(
+        benchmark=benchmark_id,
+        params=resolved,
+        path=path,
+        mlp=mlp,
+        features=tuple(dyn.features),
+        actions=tuple(dyn.actions),
+        seed=int(seed),
+        steps=taken,
+        hidden=hidden_t,
+        final_mean_return=final_return,
+        final_success_rate=final_success,
+        final_episodes=len(tail),
+        curve=curve,
+        seconds=seconds,
+        metadata=metadata,
+    )
 
 
 def _finite(x: float) -> float | None:
@@ -306,8 +372,15 @@ def _curve(episodes: list[tuple[int, float, bool]], per_update: int) -> tuple[tu
     return tuple(out)
 
 
-def evaluate_returns(benchmark_id: str, mlp: MLP | None = None, *, params: Mapping[str, Any] | None = None,
-                     episodes: int = 1000, seed: int = 0, greedy: bool = False) -> tuple[float, float]:
+def evaluate_returns(
+    benchmark_id: str,
+    mlp: MLP | None = None,
+    *,
+    params: Mapping[str, Any] | None = None,
+    episodes: int = 1000,
+    seed: int = 0,
+    greedy: bool = False,
+) -> tuple[float, float]:
     """Mean return and success rate of a policy by simulation (a statistical estimate, not a guarantee).
 
     Args:
@@ -330,8 +403,13 @@ def evaluate_returns(benchmark_id: str, mlp: MLP | None = None, *, params: Mappi
     dyn, defaults = benchmark_dynamics(benchmark_id, resolved)
     if defaults.max_episode_steps is None:
         raise TrainingError(f"{benchmark_id}: evaluation needs a finite max_episode_steps")
-    env = DiscreteVecEnv(dyn, episodes, max_episode_steps=defaults.max_episode_steps, success=setup.success,
-                         success_variable=setup.success_variable)
+    env = DiscreteVecEnv(
+        dyn,
+        episodes,
+        max_episode_steps=defaults.max_episode_steps,
+        success=setup.success,
+        success_variable=setup.success_variable,
+    )
     rng = np.random.default_rng(seed)
     obs = env.reset(rng)
     alive = np.ones(episodes, dtype=bool)
@@ -358,4 +436,3 @@ def evaluate_returns(benchmark_id: str, mlp: MLP | None = None, *, params: Mappi
         if not alive.any():
             break
     return float(returns.mean()), float(success.mean())
-

@@ -73,11 +73,28 @@ class DQNConfig:
 #: Per-benchmark training setups that differ from :class:`DQNConfig`'s defaults (larger maps need
 #: longer episodes and more experience before the goal's reward propagates back).
 BENCHMARK_CONFIGS: dict[str, DQNConfig] = {
-    "racetrack-barto-big-v1": DQNConfig(steps=6_000_000, max_episode_steps=300, buffer_size=500_000, shaping=1.0,
-                                        updates_per_step=2, lr=5e-4, target_every=1000, eps_end=0.02,
-                                        eps_fraction=0.3),
-    "racetrack-ring-v1": DQNConfig(steps=6_000_000, max_episode_steps=300, buffer_size=500_000, shaping=1.0,
-                                   updates_per_step=2, lr=5e-4, target_every=1000, eps_end=0.02, eps_fraction=0.3),
+    "racetrack-barto-big-v1": DQNConfig(
+        steps=6_000_000,
+        max_episode_steps=300,
+        buffer_size=500_000,
+        shaping=1.0,
+        updates_per_step=2,
+        lr=5e-4,
+        target_every=1000,
+        eps_end=0.02,
+        eps_fraction=0.3,
+    ),
+    "racetrack-ring-v1": DQNConfig(
+        steps=6_000_000,
+        max_episode_steps=300,
+        buffer_size=500_000,
+        shaping=1.0,
+        updates_per_step=2,
+        lr=5e-4,
+        target_every=1000,
+        eps_end=0.02,
+        eps_fraction=0.3,
+    ),
 }
 
 
@@ -111,8 +128,9 @@ def feature_scale(env: Any) -> np.ndarray:
 
 
 @restores_torch_settings
-def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
-              progress: Callable[[int, int], None] | None = None) -> tuple[Any, dict[str, Any]]:
+def train_dqn(
+    env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(), progress: Callable[[int, int], None] | None = None
+) -> tuple[Any, dict[str, Any]]:
     """Train a DQN on a :class:`~rlverify.models.racetrack.RacetrackEnv`.
 
     Returns:
@@ -227,11 +245,18 @@ def train_dqn(env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(),
     mlp = MLP(tuple(ws), tuple(bs))
     train_time = time.perf_counter() - t0
     facts = {
-        "algorithm": "DQN (double, Huber, hard target updates)", "seed": seed, "steps": n_steps * config.n_envs,
-        "gradient_updates": updates, "episodes": episodes, "train_goal_episodes": goals, "train_crash_episodes": crashes,
-        "train_seconds": round(train_time, 1), "reward": {"goal": config.goal_reward, "crash": config.crash_reward,
-                                                          "scaled_by": 0.01},
-        "gamma": config.gamma, "noise": env.noise, "start": "random free cell, velocity 0",
+        "algorithm": "DQN (double, Huber, hard target updates)",
+        "seed": seed,
+        "steps": n_steps * config.n_envs,
+        "gradient_updates": updates,
+        "episodes": episodes,
+        "train_goal_episodes": goals,
+        "train_crash_episodes": crashes,
+        "train_seconds": round(train_time, 1),
+        "reward": {"goal": config.goal_reward, "crash": config.crash_reward, "scaled_by": 0.01},
+        "gamma": config.gamma,
+        "noise": env.noise,
+        "start": "random free cell, velocity 0",
         "output": "Q-values / 100 (rlverify.output = q-values: the policy is their argmax)",
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
     }
@@ -246,13 +271,18 @@ def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
     policy = CallablePolicy(mlp, FEATURES, ACTIONS, output="q-values", name="dqn")
-    opts = StatisticalOptions(method="clopper-pearson", runs=runs, delta=0.05,
-                              simulation=SimulationOptions(mode="deterministic", max_steps=1_000, seed=seed))
+    opts = StatisticalOptions(
+        method="clopper-pearson",
+        runs=runs,
+        delta=0.05,
+        simulation=SimulationOptions(mode="deterministic", max_steps=1_000, seed=seed),
+    )
     out: dict[str, float | str] = {}
     line = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, opts)
     crash = verify_statistical(env, 'P=? [F "crashed"]', policy, opts)
-    anywhere = verify_statistical(env, 'P=? [!"crashed" U "goal"]', policy, opts,
-                                  starts=env.start_states(env.track.free_cells()))
+    anywhere = verify_statistical(
+        env, 'P=? [!"crashed" U "goal"]', policy, opts, starts=env.start_states(env.track.free_cells())
+    )
     out["goal_rate_start_line"] = round(line.estimate, 4)
     out["crash_rate_start_line"] = round(crash.estimate, 4)
     out["goal_rate_random_cells"] = round(anywhere.estimate, 4)
@@ -261,9 +291,16 @@ def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict
     return out
 
 
-def train_racetrack(benchmark_id: str, out: str | Path, *, seed: int = 0, steps: int | None = None,
-                    noise: float | None = None, progress: Callable[[int, int], None] | None = None,
-                    force: bool = False) -> Path:
+def train_racetrack(
+    benchmark_id: str,
+    out: str | Path,
+    *,
+    seed: int = 0,
+    steps: int | None = None,
+    noise: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    force: bool = False,
+) -> Path:
     """Train a DQN reference policy for a registered Racetrack benchmark and save it as self-describing ONNX.
 
     Args:

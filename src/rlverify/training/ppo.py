@@ -82,8 +82,9 @@ def parse_hidden(hidden: Any) -> tuple[int, ...]:
     if isinstance(hidden, str):
         parts = [h.strip() for h in hidden.split(",")]
         if not hidden.strip() or any(not h for h in parts):
-            raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}' "
-                                "(an empty layer width)")
+            raise TrainingError(
+                f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}' (an empty layer width)"
+            )
         if not all(h.isdigit() for h in parts):
             raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}'")
         widths: list[Any] = [int(h) for h in parts]
@@ -126,7 +127,8 @@ def check_training_memory(networks: Sequence[Sequence[int]], batch: int, *, opti
                 f"{option}: training the network {shape} ({params:,} parameters) needs an estimated "
                 f"{format_bytes(estimate)} (weights, gradients, Adam's state, batches of {batch:,} rows), beyond the "
                 f"memory guard of {format_bytes(bound - now)} ({DEFAULT_MEMORY_FRACTION:.0%} of this machine's "
-                f"{format_bytes(total)}, less {format_bytes(now)} in use); give smaller layer widths")
+                f"{format_bytes(total)}, less {format_bytes(now)} in use); give smaller layer widths"
+            )
     return estimate
 
 
@@ -153,16 +155,25 @@ def torch_settings_restored() -> Iterator[None]:
 
 def restores_torch_settings(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: run ``fn`` inside :func:`torch_settings_restored`."""
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with torch_settings_restored():
             return fn(*args, **kwargs)
+
     return wrapper
 
 
 @restores_torch_settings
-def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: int = 200_000, seed: int = 0,
-              obs_scale: np.ndarray | None = None, config: PPOConfig = PPOConfig()) -> tuple[MLP, dict[str, Any]]:
+def train_ppo(
+    env: VecEnv,
+    *,
+    hidden: tuple[int, ...] = (64, 64),
+    total_steps: int = 200_000,
+    seed: int = 0,
+    obs_scale: np.ndarray | None = None,
+    config: PPOConfig = PPOConfig(),
+) -> tuple[MLP, dict[str, Any]]:
     """Train a softmax policy with PPO.
 
     Args:
@@ -181,8 +192,9 @@ def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: i
     """
     seed = check_seed(seed)
     hidden = parse_hidden(hidden)
-    check_training_memory([[env.obs_dim, *hidden, env.n_actions], [env.obs_dim, *hidden, 1]],
-                          max(config.minibatch, env.n_envs))
+    check_training_memory(
+        [[env.obs_dim, *hidden, env.n_actions], [env.obs_dim, *hidden, 1]], max(config.minibatch, env.n_envs)
+    )
     torch = import_torch()
     nn = torch.nn
     torch.manual_seed(seed)
@@ -253,7 +265,7 @@ def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: i
         for _ in range(config.epochs):
             perm = torch.as_tensor(rng.permutation(size))
             for start in range(0, size, config.minibatch):
-                idx = perm[start:start + config.minibatch]
+                idx = perm[start : start + config.minibatch]
                 logits = actor(f_obs[idx])
                 logp_all = torch.log_softmax(logits, dim=1)
                 logp = logp_all.gather(1, f_act[idx][:, None])[:, 0]
@@ -272,8 +284,9 @@ def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: i
         updates += 1
         if updates % 10 == 0:
             recent = [r for s, r in finished[-200:]]
-            log.info("PPO: %d steps, mean return of recent episodes %.2f", steps,
-                     float(np.mean(recent)) if recent else float("nan"))
+            log.info(
+                "PPO: %d steps, mean return of recent episodes %.2f", steps, float(np.mean(recent)) if recent else float("nan")
+            )
     tail = [r for s, r in finished if s >= 0.9 * steps] or [r for _, r in finished[-100:]]
     weights, biases = [], []
     for layer in actor:
@@ -281,7 +294,11 @@ def train_ppo(env: VecEnv, *, hidden: tuple[int, ...] = (64, 64), total_steps: i
             weights.append(layer.weight.detach().double().numpy().copy())
             biases.append(layer.bias.detach().double().numpy().copy())
     weights[0] = weights[0] * scale[None, :]
-    stats = {"steps": int(steps), "updates": updates, "episodes": len(finished),
-             "final_mean_return": float(np.mean(tail)) if tail else float("nan"),
-             "seconds": round(time.perf_counter() - t0, 1)}
+    stats = {
+        "steps": int(steps),
+        "updates": updates,
+        "episodes": len(finished),
+        "final_mean_return": float(np.mean(tail)) if tail else float("nan"),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     return MLP(tuple(weights), tuple(biases)), stats

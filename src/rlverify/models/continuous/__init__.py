@@ -5,5 +5,17 @@ from rlverify.models.continuous.declared import DeclaredSystem, declare, load_sy
 from rlverify.models.continuous.env import ContinuousEnv, unsafe_property
 from rlverify.models.continuous.systems import AdaptiveCruiseControl, BouncingBall, InvertedPendulum
 
-__all__ = ["ActionMap", "AdaptiveCruiseControl", "BouncingBall", "ContinuousEnv", "ContinuousSystem", "DeclaredSystem",
-           "InvertedPendulum", "Piece", "UnsafeSet", "declare", "load_system", "unsafe_property"]
+__all__ = [
+    "ActionMap",
+    "AdaptiveCruiseControl",
+    "BouncingBall",
+    "ContinuousEnv",
+    "ContinuousSystem",
+    "DeclaredSystem",
+    "InvertedPendulum",
+    "Piece",
+    "UnsafeSet",
+    "declare",
+    "load_system",
+    "unsafe_property",
+]

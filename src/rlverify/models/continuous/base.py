@@ -177,8 +177,10 @@ class ContinuousSystem:
 
         name = name or self.default_initial
         if name not in self.initial_regions:
-            raise DomainError(f"{self.name}: unknown initial region '{name}'{did_you_mean(name, self.initial_regions)};"
-                              f" known: {', '.join(self.initial_regions)}")
+            raise DomainError(
+                f"{self.name}: unknown initial region '{name}'{did_you_mean(name, self.initial_regions)};"
+                f" known: {', '.join(self.initial_regions)}"
+            )
         lo, hi = self.initial_regions[name]
         return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
 
@@ -186,4 +188,3 @@ class ContinuousSystem:
         """Uniform states ``(count, n)`` from an initial box."""
         lo, hi = self.initial_region(region)
         return lo + (hi - lo) * rng.random((count, self.n))
-

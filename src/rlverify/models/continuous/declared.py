@@ -84,8 +84,19 @@ from rlverify.models.expressions import MAX_DEPTH, syntax_depth
 from rlverify.models.userfile import import_python_file
 
 REQUIRED = ("variables", "domain", "actions", "initial", "unsafe", "pieces")
-OPTIONAL = ("name", "observation", "constants", "action_values", "let", "horizon", "default_initial", "template",
-            "min_width", "reward", "description")
+OPTIONAL = (
+    "name",
+    "observation",
+    "constants",
+    "action_values",
+    "let",
+    "horizon",
+    "default_initial",
+    "template",
+    "min_width",
+    "reward",
+    "description",
+)
 EXPECTED = {
     "variables": "a list of state variable names, e.g. ['x', 'v']",
     "domain": "a box {var: [lo, hi]} over every variable",
@@ -97,6 +108,7 @@ EXPECTED = {
 
 
 # --------------------------------------------------------------------------------------------- terms
+
 
 def _critical(lo: float, hi: float, roots: Sequence[float], period: float | None) -> list[float]:
     """Points ``root + k period`` (or the roots themselves) inside ``[lo, hi]``."""
@@ -186,10 +198,18 @@ def _exp_slope(lo: float, hi: float, s: float) -> list[float]:
 
 #: the terms a declaration may use (each bounded soundly on every finite interval)
 TERMS: dict[str, Term] = {
-    "sin": Term("sin", np.sin, np.cos, lambda lo, hi: _critical(lo, hi, (np.pi / 2,), np.pi), _sin_slope, (-1.0, 1.0),
-                20 * np.pi),
-    "cos": Term("cos", np.cos, lambda t: -np.sin(t), lambda lo, hi: _critical(lo, hi, (0.0,), np.pi), _cos_slope,
-                (-1.0, 1.0), 20 * np.pi),
+    "sin": Term(
+        "sin", np.sin, np.cos, lambda lo, hi: _critical(lo, hi, (np.pi / 2,), np.pi), _sin_slope, (-1.0, 1.0), 20 * np.pi
+    ),
+    "cos": Term(
+        "cos",
+        np.cos,
+        lambda t: -np.sin(t),
+        lambda lo, hi: _critical(lo, hi, (0.0,), np.pi),
+        _cos_slope,
+        (-1.0, 1.0),
+        20 * np.pi,
+    ),
     "tanh": Term("tanh", np.tanh, lambda t: 1.0 - np.tanh(t) ** 2, lambda lo, hi: [], _tanh_slope),
     "exp": Term("exp", np.exp, np.exp, lambda lo, hi: [], _exp_slope),
 }
@@ -198,6 +218,7 @@ SATURATIONS = ("clip", "wrap")
 
 
 # ---------------------------------------------------------------------------------------- expressions
+
 
 class _ActionDependent(Exception):
     """A name that depends on the action was used where only the state may appear."""
@@ -275,8 +296,10 @@ class _Compiler:
         lin = self._node(node, text, where, env)
         if lin.terms and not terms:
             names = ", ".join(sorted({k[0] for k in lin.terms}))
-            raise self.fail(where, f"'{text}' is not affine in the state (it uses {names}); only updates "
-                                   "('next' expressions) may use terms")
+            raise self.fail(
+                where,
+                f"'{text}' is not affine in the state (it uses {names}); only updates ('next' expressions) may use terms",
+            )
         return lin
 
     def update(self, text: Any, where: str, env: Mapping[str, Any]) -> tuple[_Lin, str | None, float, float]:
@@ -321,15 +344,21 @@ class _Compiler:
         try:
             with np.errstate(all="raise"):
                 lin = self._value(node, text, where, env)
-            finite = np.isfinite(lin.coef).all() and math.isfinite(lin.const) and all(
-                math.isfinite(w) and math.isfinite(k[2]) and all(math.isfinite(c) for c in k[1])
-                for k, w in lin.terms.items())
+            finite = (
+                np.isfinite(lin.coef).all()
+                and math.isfinite(lin.const)
+                and all(
+                    math.isfinite(w) and math.isfinite(k[2]) and all(math.isfinite(c) for c in k[1])
+                    for k, w in lin.terms.items()
+                )
+            )
         except (OverflowError, FloatingPointError, TypeError):  # TypeError: a complex number, e.g. (-8) ** 0.5
             finite = False
         if not finite:
             part = ast.get_source_segment(text.strip(), node) or ast.unparse(node)
-            raise self.fail(where, f"'{part}' in '{text}' is not a finite real number (overflow, or a root of a "
-                                   "negative number?)")
+            raise self.fail(
+                where, f"'{part}' in '{text}' is not a finite real number (overflow, or a root of a negative number?)"
+            )
         return lin
 
     def _value(self, node: ast.AST, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
@@ -347,21 +376,24 @@ class _Compiler:
         raise self._unsupported(node, text, where)
 
     def _unsupported(self, node: ast.AST, text: str, where: str) -> ModelError:
-        return self.fail(where, f"'{text}': unsupported syntax ({type(node).__name__}); use numbers, names, + - * /, "
-                                f"parentheses and {', '.join(TERMS)}")
+        return self.fail(
+            where,
+            f"'{text}': unsupported syntax ({type(node).__name__}); use numbers, names, + - * /, "
+            f"parentheses and {', '.join(TERMS)}",
+        )
 
     def _name(self, node: ast.Name, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
         """A variable, constant, action value or ``let`` name."""
         if node.id in env:
             value = env[node.id]
             if isinstance(value, _ActionDependent):
-                raise self.fail(where, f"'{text}' uses '{node.id}', which depends on the action; only updates "
-                                       "('next' expressions) may")
+                raise self.fail(
+                    where, f"'{text}' uses '{node.id}', which depends on the action; only updates ('next' expressions) may"
+                )
             return value
         if node.id in TERMS or node.id in SATURATIONS:
             raise self.fail(where, f"'{text}': {node.id} is a function; call it as {node.id}(...)")
-        raise self.fail(where, f"unknown name '{node.id}' in '{text}'{did_you_mean(node.id, env)}; known: "
-                               f"{', '.join(env)}")
+        raise self.fail(where, f"unknown name '{node.id}' in '{text}'{did_you_mean(node.id, env)}; known: {', '.join(env)}")
 
     def _binary(self, node: ast.BinOp, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
         """``a + b``, ``a - b``; ``a * b`` and ``a / b`` with a constant factor or divisor; ``a ** b`` of constants."""
@@ -376,9 +408,12 @@ class _Compiler:
                 return b.scale(a.const)
             if b.is_const:
                 return a.scale(b.const)
-            raise self.fail(where, f"'{text}' is not affine: it multiplies two state-dependent expressions; "
-                                   "split the state space into pieces ('when') or use a declared term "
-                                   f"({', '.join(TERMS)})")
+            raise self.fail(
+                where,
+                f"'{text}' is not affine: it multiplies two state-dependent expressions; "
+                "split the state space into pieces ('when') or use a declared term "
+                f"({', '.join(TERMS)})",
+            )
         if isinstance(node.op, ast.Div):
             if not b.is_const:
                 raise self.fail(where, f"'{text}' is not affine: it divides by a state-dependent expression")
@@ -391,7 +426,7 @@ class _Compiler:
             raise self.fail(where, f"'{text}' is not affine: a power of a state-dependent expression")
         if a.const == 0 and b.const < 0:
             raise self.fail(where, f"'{text}' divides by zero (0 to a negative power)")
-        value = a.const ** b.const
+        value = a.const**b.const
         if not isinstance(value, float):  # complex: a fractional power of a negative number
             raise TypeError(value)
         return self.const(value)
@@ -399,12 +434,16 @@ class _Compiler:
     def _term(self, node: ast.Call, name: str, text: str, where: str, env: Mapping[str, Any]) -> _Lin:
         """A declared term ``f(affine)`` (a saturation only around a whole update, see :meth:`update`)."""
         if name in SATURATIONS:
-            raise self.fail(where, f"'{text}': {name}(...) may only enclose a whole update (the outermost call "
-                                   "of a 'next' expression)")
+            raise self.fail(
+                where, f"'{text}': {name}(...) may only enclose a whole update (the outermost call of a 'next' expression)"
+            )
         if name not in TERMS:
-            raise self.fail(where, f"unknown term '{name}' in '{text}'{did_you_mean(name, TERMS)}: the engine "
-                                   f"can bound {', '.join(TERMS)} (of an affine argument), and "
-                                   f"{' and '.join(SATURATIONS)} around a whole update")
+            raise self.fail(
+                where,
+                f"unknown term '{name}' in '{text}'{did_you_mean(name, TERMS)}: the engine "
+                f"can bound {', '.join(TERMS)} (of an affine argument), and "
+                f"{' and '.join(SATURATIONS)} around a whole update",
+            )
         if len(node.args) != 1 or node.keywords:
             raise self.fail(where, f"'{text}': {name} takes one argument")
         arg = self._node(node.args[0], text, where, env)
@@ -418,15 +457,16 @@ class _Compiler:
 
 # -------------------------------------------------------------------------------------- compiled maps
 
+
 @dataclass(frozen=True)
 class _Map:
     """One action's update in one piece: ``y = a0 x + c0 + k f(g x + g0)``, then saturations."""
 
-    a0: np.ndarray                      # (n, n)
-    c0: np.ndarray                      # (n,)
-    terms: tuple[tuple[str, np.ndarray, float], ...]   # (name, g (n,), g0)
-    k: np.ndarray                       # (n, T)
-    saturations: tuple[tuple[int, str, float, float], ...]   # (output, clip|wrap, lo, hi)
+    a0: np.ndarray  # (n, n)
+    c0: np.ndarray  # (n,)
+    terms: tuple[tuple[str, np.ndarray, float], ...]  # (name, g (n,), g0)
+    k: np.ndarray  # (n, T)
+    saturations: tuple[tuple[int, str, float, float], ...]  # (output, clip|wrap, lo, hi)
 
     def evaluate(self, x: np.ndarray) -> np.ndarray:
         y = x @ self.a0.T + self.c0
@@ -489,12 +529,16 @@ class _Map:
                 w_hi.append(rng[1])
         used = [j for j, col in enumerate(cols) if col.any()]  # a saturation may zero a term's column entirely
         b = np.stack([cols[j] for j in used], axis=1) if used else np.zeros((n, 0))
-        out = ActionMap(a, c, b, np.array([w_lo[j] for j in used], dtype=np.float64),
-                        np.array([w_hi[j] for j in used], dtype=np.float64))
-        if not (np.isfinite(out.a).all() and np.isfinite(out.c).all() and np.isfinite(out.w_lo).all()
-                and np.isfinite(out.w_hi).all()):
-            raise ModelError(f"a term cannot be bounded on the box [{lo.tolist()}, {hi.tolist()}] (non-finite "
-                             "enclosure)")
+        out = ActionMap(
+            a, c, b, np.array([w_lo[j] for j in used], dtype=np.float64), np.array([w_hi[j] for j in used], dtype=np.float64)
+        )
+        if not (
+            np.isfinite(out.a).all()
+            and np.isfinite(out.c).all()
+            and np.isfinite(out.w_lo).all()
+            and np.isfinite(out.w_hi).all()
+        ):
+            raise ModelError(f"a term cannot be bounded on the box [{lo.tolist()}, {hi.tolist()}] (non-finite enclosure)")
         return out
 
 
@@ -520,6 +564,7 @@ class _Piece:
 
 # ------------------------------------------------------------------------------------------ the system
 
+
 class DeclaredSystem(ContinuousSystem):
     """A :class:`ContinuousSystem` built from a declaration (see the module docstring).
 
@@ -535,13 +580,14 @@ class DeclaredSystem(ContinuousSystem):
 
     #: the declaration's constants (overrides applied)
     constants: dict[str, float]
-    _pieces: tuple[_Piece, ...]          # compiled, in declaration order
-    _regions: tuple[Piece, ...]          # each piece's region (no maps), for step()
-    _static: tuple[Piece, ...] | None    # the enclosure when it does not depend on the box (no terms, no saturations)
-    _reward: Callable[..., Any] | None   # the declaration's reward (training only)
+    _pieces: tuple[_Piece, ...]  # compiled, in declaration order
+    _regions: tuple[Piece, ...]  # each piece's region (no maps), for step()
+    _static: tuple[Piece, ...] | None  # the enclosure when it does not depend on the box (no terms, no saturations)
+    _reward: Callable[..., Any] | None  # the declaration's reward (training only)
 
-    def __init__(self, declaration: Mapping[str, Any], *, source: str = "declaration",
-                 overrides: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self, declaration: Mapping[str, Any], *, source: str = "declaration", overrides: Mapping[str, float] | None = None
+    ) -> None:
         self.source = source
         self.declaration = declaration
         _Builder(self, declaration, source, dict(overrides or {})).build()
@@ -593,8 +639,10 @@ class _Builder:
     def build(self) -> None:
         d = self.decl
         if not isinstance(d, Mapping):
-            raise ModelError(f"{self.source}: a system declaration is a mapping of fields ({', '.join(REQUIRED)}, ...), "
-                             f"got {type(d).__name__}")
+            raise ModelError(
+                f"{self.source}: a system declaration is a mapping of fields ({', '.join(REQUIRED)}, ...), "
+                f"got {type(d).__name__}"
+            )
         missing = [f for f in REQUIRED if f not in d]
         unknown = [f for f in d if f not in REQUIRED + OPTIONAL]
         if missing or unknown:
@@ -630,8 +678,10 @@ class _Builder:
             except (TypeError, ValueError):
                 t = None
             if t is None or t.ndim != 2 or t.shape[1] != n or not np.isfinite(t).all():
-                raise self.fail("template", f"expected rows of {n} numbers (one direction over {list(s.variables)} "
-                                            f"per row), got {d['template']!r}")
+                raise self.fail(
+                    "template",
+                    f"expected rows of {n} numbers (one direction over {list(s.variables)} per row), got {d['template']!r}",
+                )
             s.template_directions = t
         reward = d.get("reward")
         if reward is not None and not callable(reward):
@@ -647,8 +697,12 @@ class _Builder:
 
     def names(self, field: str) -> tuple[str, ...]:
         value = self.decl[field]
-        if isinstance(value, str) or not isinstance(value, Sequence) or not value \
-                or not all(isinstance(v, str) and v.isidentifier() for v in value):
+        if (
+            isinstance(value, str)
+            or not isinstance(value, Sequence)
+            or not value
+            or not all(isinstance(v, str) and v.isidentifier() for v in value)
+        ):
             raise self.fail(field, f"expected {EXPECTED[field]} (non-empty, identifiers), got {value!r}")
         if len(set(value)) != len(value):
             raise self.fail(field, f"names must be unique, got {list(value)}")
@@ -693,8 +747,11 @@ class _Builder:
         unknown = [k for k in self.overrides if k not in consts]
         if unknown:
             known = ", ".join(consts) or "none"
-            raise ConstantsError(f"{self.source}: no constant '{unknown[0]}'{did_you_mean(unknown[0], consts)} to "
-                                 f"set (declared constants: {known})", missing=unknown)
+            raise ConstantsError(
+                f"{self.source}: no constant '{unknown[0]}'{did_you_mean(unknown[0], consts)} to "
+                f"set (declared constants: {known})",
+                missing=unknown,
+            )
         values = {}
         for name, value in consts.items():
             self.reserve("constants", name)
@@ -747,8 +804,11 @@ class _Builder:
         for name, box in regions.items():
             lo, hi = self.box(f"initial.{name}", box)
             if (lo < s.domain_lo).any() or (hi > s.domain_hi).any():
-                raise self.fail(f"initial.{name}", f"the region [{lo.tolist()}, {hi.tolist()}] is not inside the domain "
-                                                   f"[{s.domain_lo.tolist()}, {s.domain_hi.tolist()}]")
+                raise self.fail(
+                    f"initial.{name}",
+                    f"the region [{lo.tolist()}, {hi.tolist()}] is not inside the domain "
+                    f"[{s.domain_lo.tolist()}, {s.domain_hi.tolist()}]",
+                )
             s.initial_regions[str(name)] = (lo, hi)
         default = d.get("default_initial", next(iter(s.initial_regions)))
         if default not in s.initial_regions:
@@ -764,8 +824,9 @@ class _Builder:
             texts = [item] if isinstance(item, str) else item
             if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
                 raise self.fail(f"unsafe[{i}]", f"expected an inequality or a list of them, got {item!r}")
-            rows = [r for j, t in enumerate(texts) for r in self.comp.inequalities(t, f"field 'unsafe[{i}][{j}]'",
-                                                                                     self.comp.env)]
+            rows = [
+                r for j, t in enumerate(texts) for r in self.comp.inequalities(t, f"field 'unsafe[{i}][{j}]'", self.comp.env)
+            ]
             polys.append((np.array([r[0] for r in rows]), np.array([r[1] for r in rows])))
         self.sys.unsafe = UnsafeSet(tuple(polys))
 
@@ -794,14 +855,20 @@ class _Builder:
                 missing = [a for a in s.actions if a not in by_action]
                 extra = [a for a in by_action if a not in s.actions]
                 if missing or extra:
-                    raise self.fail(where, f"expected a number for each action {list(s.actions)}; "
-                                           + (f"missing {missing}" if missing else f"unknown actions {extra}"))
+                    raise self.fail(
+                        where,
+                        f"expected a number for each action {list(s.actions)}; "
+                        + (f"missing {missing}" if missing else f"unknown actions {extra}"),
+                    )
                 vals = [self.constant(f"{where}.{a}", by_action[a]) for a in s.actions]
             elif isinstance(by_action, Sequence) and not isinstance(by_action, str) and len(by_action) == len(s.actions):
                 vals = [self.constant(where, v) for v in by_action]
             else:
-                raise self.fail(where, f"expected {{action: number}} for {list(s.actions)} or a list of "
-                                       f"{len(s.actions)} numbers, got {by_action!r}")
+                raise self.fail(
+                    where,
+                    f"expected {{action: number}} for {list(s.actions)} or a list of "
+                    f"{len(s.actions)} numbers, got {by_action!r}",
+                )
             self.per_action[name] = vals
 
     def lets(self) -> None:
@@ -817,8 +884,11 @@ class _Builder:
             self.state_env[name] = _ActionDependent(name)
         for name, text in self.let_items:
             try:
-                self.state_env[name] = self.comp.expr(text, f"field 'let.{name}'", {
-                    k: v for k, v in self.state_env.items() if not isinstance(v, _ActionDependent)})
+                self.state_env[name] = self.comp.expr(
+                    text,
+                    f"field 'let.{name}'",
+                    {k: v for k, v in self.state_env.items() if not isinstance(v, _ActionDependent)},
+                )
             except ModelError:
                 self.state_env[name] = _ActionDependent(name)
         # one environment per action
@@ -850,8 +920,7 @@ class _Builder:
             when = [when] if isinstance(when, str) else when
             if not isinstance(when, Sequence):
                 raise self.fail(f"{where}.when", f"expected a list of inequalities, got {when!r}")
-            rows = [r for j, t in enumerate(when)
-                    for r in comp.inequalities(t, f"field '{where}.when[{j}]'", self.state_env)]
+            rows = [r for j, t in enumerate(when) for r in comp.inequalities(t, f"field '{where}.when[{j}]'", self.state_env)]
             g_mat = np.array([r[0] for r in rows]) if rows else np.zeros((0, len(s.variables)))
             g_vec = np.array([r[1] for r in rows]) if rows else np.zeros(0)
             maps = tuple(self.update_map(item["next"], f"{where}.next", ai) for ai in range(len(s.actions)))
@@ -862,16 +931,19 @@ class _Builder:
         s.pieces_depend_on_box = not static
         s._static = None
         if static:
-            s._static = tuple(Piece(p.g_mat, p.g_vec, tuple(m.enclosure(s.domain_lo, s.domain_hi) for m in p.maps))
-                              for p in compiled)
+            s._static = tuple(
+                Piece(p.g_mat, p.g_vec, tuple(m.enclosure(s.domain_lo, s.domain_hi) for m in p.maps)) for p in compiled
+            )
         else:  # every term must be boundable on the domain
             for i, p in enumerate(compiled):
                 for ai, m in enumerate(p.maps):
                     try:
                         m.enclosure(s.domain_lo, s.domain_hi)
                     except (ModelError, FloatingPointError, OverflowError) as exc:
-                        raise self.fail(f"pieces[{i}].next", f"action {s.actions[ai]}: {exc}; the terms "
-                                                             "must have finite bounds on the domain") from None
+                        raise self.fail(
+                            f"pieces[{i}].next",
+                            f"action {s.actions[ai]}: {exc}; the terms must have finite bounds on the domain",
+                        ) from None
 
     def update_map(self, nxt: Any, where: str, ai: int) -> _Map:
         s, comp = self.sys, self.comp
@@ -881,16 +953,20 @@ class _Builder:
         if keys <= set(s.actions) and all(isinstance(v, Mapping) for v in nxt.values()):
             missing = [a for a in s.actions if a not in nxt]
             if missing:
-                raise self.fail(where, f"no update for action(s) {missing}; give one per action {list(s.actions)} "
-                                       "or one {var: expression} for all")
+                raise self.fail(
+                    where,
+                    f"no update for action(s) {missing}; give one per action {list(s.actions)} "
+                    "or one {var: expression} for all",
+                )
             action = s.actions[ai]
             nxt, where = nxt[action], f"{where}.{action}"
         missing = [v for v in s.variables if v not in nxt]
         extra = [k for k in nxt if k not in s.variables]
         if missing or extra:
             what = f"no update for {missing}" if missing else f"unknown variable(s) {extra}"
-            raise self.fail(where, f"{what}; expected an expression for each of {list(s.variables)} "
-                                   f"(or per action {list(s.actions)})")
+            raise self.fail(
+                where, f"{what}; expected an expression for each of {list(s.variables)} (or per action {list(s.actions)})"
+            )
         n = len(s.variables)
         env = self.action_envs[ai]
         outs = [comp.update(nxt[v], f"field '{where}.{v}'", env) for v in s.variables]
@@ -903,9 +979,13 @@ class _Builder:
         for i, (lin, _, _, _) in enumerate(outs):
             for key, coef in lin.terms.items():
                 k[i, keys_order.index(key)] = coef
-        return _Map(a0=np.array([lin.coef for lin, _, _, _ in outs]), c0=np.array([lin.const for lin, _, _, _ in outs]),
-                    terms=tuple((key[0], np.array(key[1]), key[2]) for key in keys_order), k=k,
-                    saturations=tuple((i, op, lo, hi) for i, (_, op, lo, hi) in enumerate(outs) if op is not None))
+        return _Map(
+            a0=np.array([lin.coef for lin, _, _, _ in outs]),
+            c0=np.array([lin.const for lin, _, _, _ in outs]),
+            terms=tuple((key[0], np.array(key[1]), key[2]) for key in keys_order),
+            k=k,
+            saturations=tuple((i, op, lo, hi) for i, (_, op, lo, hi) in enumerate(outs) if op is not None),
+        )
 
     def coverage(self) -> None:
         """Refuse pieces that leave a region of the state space (of positive width) without dynamics."""
@@ -913,9 +993,12 @@ class _Builder:
         point = uncovered_point([(p.g_mat, p.g_vec) for p in s._pieces], len(s.variables))
         if point is not None:
             shown = ", ".join(f"{v}={x:.6g}" for v, x in zip(s.variables, point, strict=True))
-            raise self.fail("pieces", f"the pieces' 'when' regions do not cover the state space: e.g. ({shown}) lies "
-                                      "in no piece; add a piece for it (the dynamics must be defined everywhere, also "
-                                      "outside the domain, since successors may leave it)")
+            raise self.fail(
+                "pieces",
+                f"the pieces' 'when' regions do not cover the state space: e.g. ({shown}) lies "
+                "in no piece; add a piece for it (the dynamics must be defined everywhere, also "
+                "outside the domain, since successors may leave it)",
+            )
 
 
 def uncovered_point(guards: Sequence[tuple[np.ndarray, np.ndarray]], n: int, tol: float = 1e-9) -> np.ndarray | None:
@@ -930,8 +1013,8 @@ def uncovered_point(guards: Sequence[tuple[np.ndarray, np.ndarray]], n: int, tol
         new = []
         for ra, rb in regions:
             for j in range(len(g_vec)):  # inside the first j guards, outside guard j
-                na = np.vstack([ra, g_mat[:j], -g_mat[j:j + 1]])
-                nb = np.concatenate([rb, g_vec[:j], -g_vec[j:j + 1]])
+                na = np.vstack([ra, g_mat[:j], -g_mat[j : j + 1]])
+                nb = np.concatenate([rb, g_vec[:j], -g_vec[j : j + 1]])
                 if _interior(na, nb)[0] > tol:
                     new.append((na, nb))
         regions = new
@@ -948,14 +1031,20 @@ def _interior(a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray | None]:
     if len(b) == 0:
         return 1.0, np.zeros(n)
     norms = np.linalg.norm(a, axis=1)
-    res = linprog(np.r_[np.zeros(n), -1.0], A_ub=np.hstack([a, norms[:, None]]), b_ub=b,
-                  bounds=[(None, None)] * n + [(None, 1.0)], method="highs")
+    res = linprog(
+        np.r_[np.zeros(n), -1.0],
+        A_ub=np.hstack([a, norms[:, None]]),
+        b_ub=b,
+        bounds=[(None, None)] * n + [(None, 1.0)],
+        method="highs",
+    )
     if res.status != 0:
         return -np.inf, None
     return float(-res.fun), res.x[:n]
 
 
 # ------------------------------------------------------------------------------------------- loading
+
 
 def declare(declaration: Mapping[str, Any], **constants: float) -> DeclaredSystem:
     """Build a :class:`DeclaredSystem` from a declaration mapping; ``constants`` override its ``constants``."""
@@ -1009,8 +1098,10 @@ def load_system(target: str, constants: str | None = None) -> DeclaredSystem:
     source = f"{file}:{name}"
     if not hasattr(module, name):
         public = [k for k in vars(module) if not k.startswith("_")]
-        raise ModelError(f"{file}: defines no '{name}'{did_you_mean(name, public)} (expected a system declaration: a "
-                         "mapping, a DeclaredSystem, or a function returning one)")
+        raise ModelError(
+            f"{file}: defines no '{name}'{did_you_mean(name, public)} (expected a system declaration: a "
+            "mapping, a DeclaredSystem, or a function returning one)"
+        )
     obj = getattr(module, name)
     overrides = parse_constants(constants)
     if callable(obj) and not isinstance(obj, (Mapping, DeclaredSystem)):
@@ -1018,16 +1109,21 @@ def load_system(target: str, constants: str | None = None) -> DeclaredSystem:
             obj = obj(**overrides)
         except TypeError as exc:
             if overrides:
-                raise ConstantsError(f"{source}: cannot pass {', '.join(overrides)} to {name}(): {exc}",
-                                     missing=list(overrides)) from None
+                raise ConstantsError(
+                    f"{source}: cannot pass {', '.join(overrides)} to {name}(): {exc}", missing=list(overrides)
+                ) from None
             raise ModelError(f"{source}: calling {name}() failed: {exc}") from None
         overrides = {}
     if isinstance(obj, DeclaredSystem):
         if overrides:
-            raise ConstantsError(f"{source}: the system is already built; declare it as a mapping with 'constants' "
-                                 "(or a function taking them) to set constants")
+            raise ConstantsError(
+                f"{source}: the system is already built; declare it as a mapping with 'constants' "
+                "(or a function taking them) to set constants"
+            )
         return obj
     if isinstance(obj, Mapping):
         return DeclaredSystem(obj, source=source, overrides=overrides)
-    raise ModelError(f"{source}: expected a system declaration (a mapping of fields, a DeclaredSystem, or a function "
-                     f"returning one), got {type(obj).__name__}")
+    raise ModelError(
+        f"{source}: expected a system declaration (a mapping of fields, a DeclaredSystem, or a function "
+        f"returning one), got {type(obj).__name__}"
+    )

@@ -63,8 +63,10 @@ class ContinuousEnv:
     def label(self, name: str, states: np.ndarray) -> np.ndarray:
         """``(N,)`` bool: ``unsafe`` holds in the states of the system's unsafe set."""
         if name != UNSAFE:
-            raise PropertyError(f"unknown label \"{name}\"{did_you_mean(name, self.labels)}; a continuous system "
-                                f"has one label, \"{UNSAFE}\" (its unsafe set)")
+            raise PropertyError(
+                f'unknown label "{name}"{did_you_mean(name, self.labels)}; a continuous system '
+                f'has one label, "{UNSAFE}" (its unsafe set)'
+            )
         return self.system.is_unsafe(states)
 
     def terminal(self, states: np.ndarray) -> np.ndarray:

@@ -32,21 +32,31 @@ def bouncing_ball_declaration() -> dict[str, Any]:
         # after free fall: v1 = v - 0.981, p1 = p + 0.1 v1 (before the floor and the paddle act)
         "let": {"p1": "p + 0.1*v - 0.0981", "v1": "v - 0.981"},
         "pieces": [
-            {"when": ["p1 <= 0", "v1 <= 0"], "next": {"p": "0", "v": "-0.9*v1"}},            # bounce
-            {"when": ["p1 <= 0", "v1 >= 0"], "next": {"p": "0", "v": "v1"}},                 # on the floor, rising
-            {"when": ["0 <= p1 <= 4"], "next": {"p": "p1", "v": "v1"}},                      # below the paddle
-            {"when": ["p1 >= 4", "v1 <= 0"], "next": {"nohit": {"p": "p1", "v": "v1"},        # paddle, falling
-                                                      "hit": {"p": "4", "v": "v1 - 4"}}},
-            {"when": ["p1 >= 4", "v1 >= 0"], "next": {"nohit": {"p": "p1", "v": "v1"},        # paddle, rising
-                                                      "hit": {"p": "4", "v": "-0.9*v1 - 4"}}},
+            {"when": ["p1 <= 0", "v1 <= 0"], "next": {"p": "0", "v": "-0.9*v1"}},  # bounce
+            {"when": ["p1 <= 0", "v1 >= 0"], "next": {"p": "0", "v": "v1"}},  # on the floor, rising
+            {"when": ["0 <= p1 <= 4"], "next": {"p": "p1", "v": "v1"}},  # below the paddle
+            {
+                "when": ["p1 >= 4", "v1 <= 0"],
+                "next": {
+                    "nohit": {"p": "p1", "v": "v1"},  # paddle, falling
+                    "hit": {"p": "4", "v": "v1 - 4"},
+                },
+            },
+            {
+                "when": ["p1 >= 4", "v1 >= 0"],
+                "next": {
+                    "nohit": {"p": "p1", "v": "v1"},  # paddle, rising
+                    "hit": {"p": "4", "v": "-0.9*v1 - 4"},
+                },
+            },
         ],
     }
 
 
 def acc_declaration(accel: float = 3.0) -> dict[str, Any]:
     """Adaptive cruise control's declaration with acceleration magnitude ``accel`` (m/s^2)."""
-    unclipped = {"dx": "dx - 0.1*v + 0.1*(28 - 0.1*acc)", "v": "v + 0.1*acc"}   # v' = v + 0.1 acc
-    clipped = {"dx": "dx + 0.1*(28 - 36)", "v": "36"}                           # v' = 36
+    unclipped = {"dx": "dx - 0.1*v + 0.1*(28 - 0.1*acc)", "v": "v + 0.1*acc"}  # v' = v + 0.1 acc
+    clipped = {"dx": "dx + 0.1*(28 - 36)", "v": "36"}  # v' = 36
     return {
         "name": "acc-v1",
         "variables": ["dx", "v"],
@@ -63,8 +73,7 @@ def acc_declaration(accel: float = 3.0) -> dict[str, Any]:
         "template": [[-0.5, 1.0], [1.0, 0.5]],
         "pieces": [
             {"when": ["v <= 36 - 0.1*accel"], "next": unclipped},
-            {"when": ["v >= 36 - 0.1*accel", "v <= 36 + 0.1*accel"],
-             "next": {"decelerate": unclipped, "accelerate": clipped}},
+            {"when": ["v >= 36 - 0.1*accel", "v <= 36 + 0.1*accel"], "next": {"decelerate": unclipped, "accelerate": clipped}},
             {"when": ["v >= 36 + 0.1*accel"], "next": clipped},
         ],
     }
@@ -87,10 +96,14 @@ def pendulum_declaration() -> dict[str, Any]:
         "min_width": 1e-4,
         # the reference policy's decision boundaries have normal ~(1, 0.26) (fitted on samples around S0)
         "template": [[1.0, 0.25], [1.0, -0.25]],
-        "pieces": [{"next": {
-            "theta": "wrap(theta + 0.05*omega + 0.0375*sin(theta) + 0.0075*u, -pi, pi)",
-            "omega": "clip(omega + 0.75*sin(theta) + 0.15*u, -8, 8)",
-        }}],
+        "pieces": [
+            {
+                "next": {
+                    "theta": "wrap(theta + 0.05*omega + 0.0375*sin(theta) + 0.0075*u, -pi, pi)",
+                    "omega": "clip(omega + 0.75*sin(theta) + 0.15*u, -8, 8)",
+                }
+            }
+        ],
     }
 
 
@@ -165,4 +178,4 @@ class InvertedPendulum(DeclaredSystem):
 
     def reward(self, states: np.ndarray, actions: np.ndarray, next_states: np.ndarray) -> np.ndarray:
         th, om = next_states[:, 0], next_states[:, 1]
-        return 1.0 - (th / self.limit) ** 2 - 0.01 * om ** 2
+        return 1.0 - (th / self.limit) ** 2 - 0.01 * om**2

@@ -4,5 +4,22 @@ from rlverify.models.racetrack.env import ACCELERATIONS, ACTIONS, FEATURES, LABE
 from rlverify.models.racetrack.explicit import RacetrackMDP, build_racetrack_mdp, pmax_goal
 from rlverify.models.racetrack.track import FREE, GOAL, START, WALL, Track, TrackError, load_track, parse_track
 
-__all__ = ["ACCELERATIONS", "ACTIONS", "FEATURES", "FREE", "GOAL", "LABELS", "START", "WALL", "RacetrackEnv",
-           "RacetrackMDP", "Track", "TrackError", "build_racetrack_mdp", "load_track", "move", "parse_track", "pmax_goal"]
+__all__ = [
+    "ACCELERATIONS",
+    "ACTIONS",
+    "FEATURES",
+    "FREE",
+    "GOAL",
+    "LABELS",
+    "START",
+    "WALL",
+    "RacetrackEnv",
+    "RacetrackMDP",
+    "Track",
+    "TrackError",
+    "build_racetrack_mdp",
+    "load_track",
+    "move",
+    "parse_track",
+    "pmax_goal",
+]

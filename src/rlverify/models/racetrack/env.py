@@ -37,8 +37,7 @@ _MOVE_TABLES: dict[tuple[bytes, int, int, int], np.ndarray] = {}  # per map and 
 #: Action names, e.g. ``"ax-1_ay+0"``.
 ACTIONS: tuple[str, ...] = tuple(f"ax{ax:+d}_ay{ay:+d}" for ax, ay in ACCELERATIONS.tolist())
 #: Compass directions of the wall-distance features: ``(dx, dy)`` with y growing downwards.
-DIRECTIONS = {"n": (0, -1), "ne": (1, -1), "e": (1, 0), "se": (1, 1), "s": (0, 1), "sw": (-1, 1),
-              "w": (-1, 0), "nw": (-1, -1)}
+DIRECTIONS = {"n": (0, -1), "ne": (1, -1), "e": (1, 0), "se": (1, 1), "s": (0, 1), "sw": (-1, 1), "w": (-1, 0), "nw": (-1, -1)}
 #: The 15 observation features.
 FEATURES: tuple[str, ...] = ("x", "y", "vx", "vy", *(f"wall_{d}" for d in DIRECTIONS), "goal_dx", "goal_dy", "goal_dist")
 #: Atomic propositions a property can use.
@@ -77,8 +76,9 @@ def nearest_goals(track: Track) -> np.ndarray:
     dx = goals[None, None, :, 0] - xs[:, :, None]
     dy = goals[None, None, :, 1] - ys[:, :, None]
     best = np.argmin(np.abs(dx) + np.abs(dy), axis=2)  # argmin takes the first minimum
-    return np.stack([np.take_along_axis(dx, best[..., None], 2)[..., 0],
-                     np.take_along_axis(dy, best[..., None], 2)[..., 0]], axis=2)
+    return np.stack(
+        [np.take_along_axis(dx, best[..., None], 2)[..., 0], np.take_along_axis(dy, best[..., None], 2)[..., 0]], axis=2
+    )
 
 
 def move(track: Track, states: np.ndarray, velocities: np.ndarray) -> np.ndarray:
@@ -281,8 +281,10 @@ class RacetrackEnv:
             return status == CRASHED
         if name == "driving":
             return status == DRIVING
-        raise PropertyError(f"unknown label \"{name}\"{did_you_mean(name, self.labels)}; Racetrack labels: "
-                            + ", ".join(f'"{lab}"' for lab in self.labels))
+        raise PropertyError(
+            f'unknown label "{name}"{did_you_mean(name, self.labels)}; Racetrack labels: '
+            + ", ".join(f'"{lab}"' for lab in self.labels)
+        )
 
     def terminal(self, states: np.ndarray) -> np.ndarray:
         """``(N,)`` bool: the run has ended (goal or crash); the simulator stops such runs."""

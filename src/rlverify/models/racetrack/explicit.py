@@ -98,7 +98,7 @@ def build_racetrack_mdp(env: RacetrackEnv, start_cells: np.ndarray | None = None
     if p == 0.0:
         n_br[:] = 1
     indptr = np.zeros(C + 3, dtype=np.int64)
-    indptr[1:C + 1] = np.cumsum(n_br)
+    indptr[1 : C + 1] = np.cumsum(n_br)
     indptr[C + 1] = indptr[C] + 1
     indptr[C + 2] = indptr[C + 1] + 1
     nnz = int(indptr[-1])
@@ -131,17 +131,24 @@ def build_racetrack_mdp(env: RacetrackEnv, start_cells: np.ndarray | None = None
     start_index[start_states[:, 4] == AT_GOAL] = goal_sink
     initial = np.unique(start_index)
     model = ExplicitModel(
-        model_type="mdp", row_groups=row_groups, transitions=transitions, choice_actions=choice_actions,
-        action_names=action_names, variables=FEATURES, valuations=valuations, initial_states=initial,
-        labels=labels, label_aliases={k: k for k in labels},
+        model_type="mdp",
+        row_groups=row_groups,
+        transitions=transitions,
+        choice_actions=choice_actions,
+        action_names=action_names,
+        variables=FEATURES,
+        valuations=valuations,
+        initial_states=initial,
+        labels=labels,
+        label_aliases={k: k for k in labels},
     )
-    log.info("racetrack MDP: %d states, %d choices, %d transitions in %.2fs", K + 2, C + 2, nnz,
-             time.perf_counter() - t0)
+    log.info("racetrack MDP: %d states, %d choices, %d transitions in %.2fs", K + 2, C + 2, nnz, time.perf_counter() - t0)
     return RacetrackMDP(model=model, states=states, start_index=start_index, start_cells=cells)
 
 
-def pmax_goal(env: RacetrackEnv, start_cells: np.ndarray | None = None, *, precision: float = 1e-6,
-              sound: bool = False) -> np.ndarray:
+def pmax_goal(
+    env: RacetrackEnv, start_cells: np.ndarray | None = None, *, precision: float = 1e-6, sound: bool = False
+) -> np.ndarray:
     """Optimal probability ``Pmax=? [F "goal"]`` per start cell at velocity 0, computed by Storm.
 
     ``sound=False`` (default) uses Storm's plain value iteration with relative precision

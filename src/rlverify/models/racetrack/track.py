@@ -24,7 +24,6 @@ _CODES = {".": FREE, "x": WALL, "s": START, "g": GOAL}
 _DIM = re.compile(r"^dim:\s*(\S+)\s+(\S+)\s*$")
 
 
-
 @dataclass(frozen=True)
 class Track:
     """A Racetrack map.
@@ -90,8 +89,9 @@ def parse_track(text: str, *, source: str = "<string>") -> Track:
     while body and not body[-1].strip():
         body.pop()
     if len(body) < rows:
-        raise TrackError(f"{source}: line {len(body) + 2}, column 1: expected {rows} map rows after the 'dim' line, "
-                         f"found {len(body)}")
+        raise TrackError(
+            f"{source}: line {len(body) + 2}, column 1: expected {rows} map rows after the 'dim' line, found {len(body)}"
+        )
     if len(body) > rows:
         raise TrackError(f"{source}: line {rows + 2}, column 1: more map rows than the {rows} declared in line 1")
     grid = np.empty((rows, cols), dtype=np.uint8)
@@ -101,13 +101,16 @@ def parse_track(text: str, *, source: str = "<string>") -> Track:
         for j, ch in enumerate(line[:cols]):
             code = _CODES.get(ch)
             if code is None:
-                raise TrackError(f"{source}: line {line_no}, column {j + 1}: unknown cell {ch!r} "
-                                 "(expected 'x' wall, '.' free, 's' start or 'g' goal)")
+                raise TrackError(
+                    f"{source}: line {line_no}, column {j + 1}: unknown cell {ch!r} "
+                    "(expected 'x' wall, '.' free, 's' start or 'g' goal)"
+                )
             grid[i, j] = code
         if len(line) != cols:
             col = min(len(line), cols) + 1
-            raise TrackError(f"{source}: line {line_no}, column {col}: row has {len(line)} cells, expected {cols} "
-                             "(from the 'dim' line)")
+            raise TrackError(
+                f"{source}: line {line_no}, column {col}: row has {len(line)} cells, expected {cols} (from the 'dim' line)"
+            )
     if not (grid == GOAL).any():
         raise TrackError(f"{source}: line 2, column 1: the map has no goal cell ('g')")
     if not ((grid == FREE) | (grid == START)).any():
