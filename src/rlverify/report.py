@@ -663,33 +663,26 @@ def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sect
     ), checks
 
 
-def _statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+def _simulation(model: Any, prop: Any, policy: Any, options: ReportOptions, shared: Shared, what: str) -> Any:
+    """The report's one simulation: ``options.runs`` runs, Clopper–Pearson at ``1 - options.delta``, its seed."""
+    from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
 
+    shared.say(what)
+    settings = StatisticalOptions(
+        method="clopper-pearson", runs=options.runs, delta=options.delta, simulation=SimulationOptions(seed=options.seed)
+    )
+    return _timed(shared.timings, "statistical", lambda: verify_statistical(model, prop, policy, settings))
+
+
+def _statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     exact, prop, policy = shared.exact, t.property, t.policy
     assert exact is not None and prop is not None and policy is not None
     if prop.operator != "P":
         return Section(
             "Statistical estimate", note="skipped: the simulator estimates probabilities (P=?), not expected rewards"
         ), []
-    shared.say("simulation")
     try:
-        stat = _timed(
-            shared.timings,
-            "statistical",
-            lambda: verify_statistical(
-                t.model,
-                prop,
-                policy,
-                StatisticalOptions(
-                    method="clopper-pearson",
-                    runs=options.runs,
-                    delta=options.delta,
-                    simulation=SimulationOptions(seed=options.seed),
-                ),
-            ),
-        )
+        stat = _simulation(t.model, prop, policy, options, shared, "simulation")
     except RlverifyError as exc:
         return Section("Statistical estimate", note=f"skipped: {exc}"), []
     a, b = stat.interval
@@ -720,27 +713,9 @@ def _native(t: Target, options: ReportOptions, shared: Shared) -> tuple[list[Sec
 
 
 def _native_statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
-
     prop, policy = t.property, t.policy
     assert prop is not None and policy is not None
-    shared.say("simulation")
-    stat = _timed(
-        shared.timings,
-        "statistical",
-        lambda: verify_statistical(
-            t.model,
-            prop,
-            policy,
-            StatisticalOptions(
-                method="clopper-pearson",
-                runs=options.runs,
-                delta=options.delta,
-                simulation=SimulationOptions(seed=options.seed),
-            ),
-        ),
-    )
+    stat = _simulation(t.model, prop, policy, options, shared, "simulation")
     a, b = stat.interval
     return Section(
         "Statistical estimate (simulation from the start line)",
@@ -823,7 +798,6 @@ def _continuous(t: Target, report: ReportOptions, shared: Shared) -> tuple[list[
     from rlverify.abstraction import AbstractionOptions, verify_abstraction
     from rlverify.abstraction.plots import plot_result
     from rlverify.models.continuous import unsafe_property
-    from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
 
     policy, system = t.policy, t.model
     assert policy is not None
@@ -848,19 +822,7 @@ def _continuous(t: Target, report: ReportOptions, shared: Shared) -> tuple[list[
             images=images,
         )
     ]
-    say("simulation from random start states")
-    stat = _timed(
-        timings,
-        "statistical",
-        lambda: verify_statistical(
-            system,
-            unsafe_property(system, horizon),
-            policy,
-            StatisticalOptions(
-                method="clopper-pearson", runs=report.runs, delta=report.delta, simulation=SimulationOptions(seed=report.seed)
-            ),
-        ),
-    )
+    stat = _simulation(system, unsafe_property(system, horizon), policy, report, shared, "simulation from random start states")
     a, b = stat.interval
     sections.append(
         Section(
