@@ -76,3 +76,24 @@ def test_a_chain_built_for_something_else_is_refused(running) -> None:
         verify_exact(model, prop, policy, ExactOptions(mode="deterministic"), chain=chain)
     with pytest.raises(OptionError, match="built for unavailable 'stall', not 'renormalize'"):
         explain_paths(model, prop, policy, 2, ExactOptions(unavailable="renormalize"), chain=chain)
+
+
+def test_the_engines_refuse_text_and_paths_with_the_way_in():
+    # a user calling the engine module directly with text or a path got an AttributeError traceback
+    from rlverify.benchmarks.discrete import data_path
+    from rlverify.errors import PropertyError
+    from rlverify.exact import ExactOptions, optimum, policy_chain, verify_exact
+    from rlverify.models import load_model, parse_property
+    from rlverify.policies import load_policy
+
+    path = data_path("models/running_example.prism")
+    model = load_model(path)
+    prop = parse_property(model, 'P=? [F "goal"]')
+    policy = load_policy(str(data_path("policies/running_example.json")))
+    with pytest.raises(PropertyError, match=r"takes a parsed property .*parse_property.*not a str"):
+        verify_exact(model, 'P=? [F "goal"]', policy)
+    with pytest.raises(PropertyError, match=r"takes a loaded model .*load_model.*not a PosixPath"):
+        policy_chain(path, prop, policy, ExactOptions())
+    with pytest.raises(PropertyError, match=r"takes a loaded model .*not a str"):
+        optimum(str(path), prop, ExactOptions(mode="monolithic"))
+    assert verify_exact(model, prop, policy).value == pytest.approx(1.0)

@@ -26,7 +26,7 @@ from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError
 from rlverify.exact.checking import is_reward_bounded
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, induced_chain, weigh
 from rlverify.exact.merged import MergedChain, Unsupported, merged_chain
-from rlverify.exact.options import ExactOptions, Progress, check_operator
+from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import ChoiceTable, forced_start_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory
@@ -142,6 +142,7 @@ def policy_chain(
             )
         if policy is None:
             raise PolicyError(f"mode '{options.mode}' needs a policy (--policy); use --mode monolithic for Pmin/Pmax")
+        check_resolved(model, prop)
         check_policy(policy, model)
         check_operator(prop, options.mode)
         return _build(model, prop, policy, options, mdp, keep_mdp, progress or (lambda msg: None))

@@ -30,7 +30,7 @@ from rlverify.exact.checking import (
     storm_qualitative,
     verdict,
 )
-from rlverify.exact.options import ExactOptions, Progress, check_operator, guarantee, settings
+from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, settings
 from rlverify.models.explicit import ExplicitModel, out_of_memory
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
@@ -74,6 +74,7 @@ def optimum(
 def _optimum(
     model: SymbolicModel, prop: Property, options: ExactOptions, given: FullMDP | None, say: Progress
 ) -> OptimumResult:
+    check_resolved(model, prop)
     options.validate()
     check_operator(prop, "monolithic")
     choose_strategy(model, options)  # refuses --strategy merged/onthefly: they need a policy

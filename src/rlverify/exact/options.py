@@ -86,6 +86,21 @@ class ExactOptions:
             raise OptionError(f"--max-work: expected a positive number, got {self.max_work}")
 
 
+def check_resolved(model: object, prop: object) -> None:
+    """Refuse what the engines take from the front door only: a path or benchmark for a loaded model, property text
+    for a parsed :class:`Property` (a :class:`PropertyError` naming the way in, never an ``AttributeError``)."""
+    if not isinstance(model, SymbolicModel):
+        raise PropertyError(
+            f"the exact engine takes a loaded model (rlverify.load_model(path, constants), or resolve), not a "
+            f"{type(model).__name__}; rlverify.verify_exact (the package's) also takes a path or a benchmark id"
+        )
+    if not isinstance(prop, Property):
+        raise PropertyError(
+            f"the exact engine takes a parsed property (rlverify.models.parse_property(model, text)), not a "
+            f"{type(prop).__name__}; rlverify.verify_exact (the package's) also takes the text"
+        )
+
+
 def check_operator(prop: Property, mode: str) -> None:
     """Refuse what the exact engine does not check: no P/R operator, ``R=? [F<=k ...]``, and ``Pmin``/``Pmax``
     (``Rmin``/``Rmax``) on a policy's chain (``mode`` other than ``monolithic``)."""

@@ -34,7 +34,7 @@ from rlverify.exact.checking import (
 )
 from rlverify.exact.induced import STALLED_LABEL
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
-from rlverify.exact.options import ExactOptions, Progress, check_operator, guarantee, settings
+from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, settings
 from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.properties import Property
@@ -128,6 +128,7 @@ def _on_chain(
     say: Progress,
 ) -> ExactResult:
     """A policy's mode: the chain (built here unless given), then the property checked on it."""
+    check_resolved(model, prop)
     options.validate()
     if policy is None:
         raise PolicyError(f"mode '{options.mode}' needs a policy (--policy); use --mode monolithic for Pmin/Pmax")
