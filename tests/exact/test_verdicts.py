@@ -244,6 +244,61 @@ def test_ranks_are_exact_step_counts() -> None:
     assert ranks(m, None, allowed, target, all_choices=False, all_successors=False, limit=1).tolist() == [-1, 1, -1, 0]
 
 
+
+def _brute_ranks(dense, groups, allowed, target, all_choices, all_successors, limit):
+    """The definition of :func:`ranks`, level by level over a dense matrix (independent of the sparse code)."""
+    S = dense.shape[1]
+    within = target.copy()  # rank <= level
+    rank = np.where(target, 0, -1)
+    for level in range(1, limit + 1):
+        nxt = within.copy()
+        for s in range(S):
+            if within[s] or not allowed[s]:
+                continue
+            per_choice = []
+            for c in range(groups[s], groups[s + 1]):
+                succ = np.flatnonzero(dense[c] > 0)
+                hit = within[succ]
+                per_choice.append(bool(len(succ)) and (hit.all() if all_successors else hit.any()))
+            if per_choice and (all(per_choice) if all_choices else any(per_choice)):
+                nxt[s] = True
+                rank[s] = level
+        within = nxt
+    return rank
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_ranks_match_the_definition_and_leave_a_matrix_with_zeros_and_duplicates_alone(seed) -> None:
+    import scipy.sparse as sp
+
+    from rlverify.exact.checking import ranks
+
+    rng = np.random.default_rng(seed)
+    S = 9
+    groups = np.r_[0, np.cumsum(rng.integers(1, 4, size=S))]
+    C = int(groups[-1])
+    dense = (rng.random((C, S)) < 0.25) * rng.random((C, S))
+    rows, cols = np.nonzero(np.ones((C, S)))
+    keep = rng.random(len(rows)) < 0.4  # explicit zeros and duplicates in a non-canonical CSR
+    data = dense[rows[keep], cols[keep]]
+    dup = rng.random(keep.sum()) < 0.3
+    coo = sp.coo_matrix(
+        (np.r_[data, np.zeros(dup.sum())], (np.r_[rows[keep], rows[keep][dup]], np.r_[cols[keep], cols[keep][dup]])),
+        shape=(C, S),
+    )
+    m = sp.csr_matrix((coo.data, coo.col, np.r_[0, np.cumsum(np.bincount(coo.row, minlength=C))]), shape=(C, S))
+    m = sp.csr_matrix((m.data, m.indices, m.indptr), shape=(C, S))
+    dense = m.toarray()  # what the matrix means (duplicates summed)
+    before = (m.data.copy(), m.indices.copy(), m.indptr.copy())
+    allowed, target = rng.random(S) < 0.8, rng.random(S) < 0.2
+    for all_choices in (False, True):
+        for all_successors in (False, True):
+            got = ranks(m, groups, allowed, target, all_choices=all_choices, all_successors=all_successors, limit=6)
+            want = _brute_ranks(dense, groups, allowed, target, all_choices, all_successors, 6)
+            assert got.tolist() == want.tolist(), (all_choices, all_successors)
+    for a, b in zip(before, (m.data, m.indices, m.indptr), strict=True):
+        assert np.array_equal(a, b)  # the caller's matrix is never compacted in place
+
 # -- 3. huge step bounds ---------------------------------------------------------------------------------------------
 
 

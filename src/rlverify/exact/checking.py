@@ -532,6 +532,23 @@ def _rounding(steps: int, d: int) -> tuple[float, float, float]:
     return lo, hi, k * d * 2.0**-1074
 
 
+def positive_pattern(transitions: Any) -> Any:
+    """``(C, S)`` int8 CSR of the positive entries of ``transitions`` (CSR), canonical, the input left untouched.
+
+    Its index arrays are the input's own when it is canonical with no zero entries (1 byte per transition).
+    """
+    import scipy.sparse as sp
+
+    T = sp.csr_matrix(transitions)
+    positive = T.data > 0
+    if positive.all() and T.has_canonical_format:
+        return sp.csr_matrix((positive.view(np.int8), T.indices, T.indptr), shape=T.shape, copy=False)
+    pattern = sp.csr_matrix((positive.view(np.int8), T.indices.copy(), T.indptr.copy()), shape=T.shape)
+    pattern.eliminate_zeros()
+    pattern.sum_duplicates()
+    return pattern
+
+
 def ranks(
     transitions: Any,
     row_groups: np.ndarray | None,
@@ -551,31 +568,24 @@ def ranks(
     (min, min); for every scheduler some path does (max, min); surely within k steps under some scheduler
     (min, max) or under every one (max, max). Pure graph analysis: no floating point.
     """
-    import scipy.sparse as sp
-
-    T = sp.csr_matrix(transitions)
-    S = T.shape[1]
-    C = T.shape[0]
+    C, S = transitions.shape
     groups = np.arange(S + 1, dtype=np.int64) if row_groups is None else np.asarray(row_groups, dtype=np.int64)
     choice_state = np.repeat(np.arange(S), np.diff(groups))
-    pattern = sp.csr_matrix(((T.data > 0).astype(np.int8), T.indices, T.indptr), shape=T.shape)
-    pattern.eliminate_zeros()
-    pattern.sum_duplicates()
+    pattern = positive_pattern(transitions)
+    choice_need = np.diff(pattern.indptr).astype(np.int64) if all_successors else np.ones(C, dtype=np.int64)
     reverse = pattern.T.tocsr()  # (S, C): the choices having each state as a successor
+    del pattern
     rank = np.full(S, -1, dtype=np.int64)
     rank[target] = 0
-    choice_need = np.diff(pattern.indptr).astype(np.int64) if all_successors else np.ones(C, dtype=np.int64)
     state_need = np.diff(groups).astype(np.int64) if all_choices else np.ones(S, dtype=np.int64)
     choice_done = np.zeros(C, dtype=bool)
     may = np.asarray(allowed, dtype=bool) & ~np.asarray(target, dtype=bool)
     frontier = np.flatnonzero(target)
     level = 0
     while len(frontier) and level < limit:
-        starts, counts = reverse.indptr[frontier], np.diff(reverse.indptr)[frontier]
-        total = int(counts.sum())
-        if total == 0:
+        ch = reverse[frontier].indices  # scipy's row gather: 5 bytes per entry, not three int64 index arrays
+        if len(ch) == 0:
             break
-        ch = reverse.indices[np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)]
         ch = ch[~choice_done[ch]]
         if all_successors:
             np.subtract.at(choice_need, ch, 1)
