@@ -244,7 +244,6 @@ def test_ranks_are_exact_step_counts() -> None:
     assert ranks(m, None, allowed, target, all_choices=False, all_successors=False, limit=1).tolist() == [-1, 1, -1, 0]
 
 
-
 def _brute_ranks(dense, groups, allowed, target, all_choices, all_successors, limit):
     """The definition of :func:`ranks`, level by level over a dense matrix (independent of the sparse code)."""
     S = dense.shape[1]
@@ -298,6 +297,7 @@ def test_ranks_match_the_definition_and_leave_a_matrix_with_zeros_and_duplicates
             assert got.tolist() == want.tolist(), (all_choices, all_successors)
     for a, b in zip(before, (m.data, m.indices, m.indptr), strict=True):
         assert np.array_equal(a, b)  # the caller's matrix is never compacted in place
+
 
 # -- 3. huge step bounds ---------------------------------------------------------------------------------------------
 
