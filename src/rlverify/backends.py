@@ -24,12 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlverify.errors import DependencyNotInstalled, OptionError, RlverifyError
+from rlverify.errors import OptionError, RlverifyError, require
 
 log = logging.getLogger(__name__)
 
 KINDS = ("local", "ray")
-RAY_EXTRA = "pip install 'rlverify[ray]'"
 
 
 class BackendError(RlverifyError):
@@ -152,11 +151,7 @@ def import_ray(options: BackendOptions | None = None) -> Any:
             ("RAY_gcs_rpc_server_connect_timeout_s", timeout),
         ):
             os.environ.setdefault(key, value)
-    try:
-        import ray
-    except ImportError as exc:
-        raise DependencyNotInstalled(f"--backend ray needs Ray, which is not installed ({exc}): {RAY_EXTRA}") from None
-    return ray
+    return require("ray", "ray", purpose="--backend ray")
 
 
 class RayBackend(Backend):

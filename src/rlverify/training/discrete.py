@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import TrainingError
+from rlverify.errors import TrainingError, require
 from rlverify.gym.dynamics import MDPDynamics
 from rlverify.policies.adapters import softmax
 from rlverify.policies.mlp import MLP, save_mlp_onnx
@@ -215,9 +215,7 @@ class DiscreteVecEnv:
 
 def require_torch() -> None:
     """Raise :class:`DependencyNotInstalled` naming the extra when PyTorch is missing."""
-    from rlverify.training.ppo import import_torch
-
-    import_torch()
+    require("torch", "torch", purpose="training")
 
 
 def setup_for(benchmark_id: str) -> DiscreteSetup:

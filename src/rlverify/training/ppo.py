@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rlverify.errors import DependencyNotInstalled, TrainingError
+from rlverify.errors import TrainingError, require
 from rlverify.policies.mlp import MLP
 
 log = logging.getLogger(__name__)
@@ -133,12 +133,8 @@ def check_training_memory(networks: Sequence[Sequence[int]], batch: int, *, opti
 
 
 def import_torch() -> Any:
-    """The ``torch`` module, or :class:`DependencyNotInstalled` naming the extra to install."""
-    try:
-        import torch
-    except ImportError:
-        raise DependencyNotInstalled("training needs PyTorch, which is not installed: pip install 'rlverify[torch]'") from None
-    return torch
+    """The ``torch`` module, or :class:`DependencyNotInstalled` naming the extra (:func:`rlverify.errors.require`)."""
+    return require("torch", "torch", purpose="training")
 
 
 @contextmanager
