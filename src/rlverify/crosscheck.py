@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlverify.results import ExactResult, OptimumResult, StatisticalResult, versions
+from rlverify.results import ExactResult, OptimumResult, Provenance, Result, StatisticalResult, versions
 
 
 def slack(exact: ExactResult) -> float:
@@ -53,25 +53,21 @@ def same(a: float, b: float, slack: float) -> bool:
 
 
 @dataclass(frozen=True)
-class Agreement:
+class Agreement(Result):
     """What the engines said about one (model, policy, property), and whether it agrees.
 
     Attributes:
-        target, property: as resolved (names); policy: the policy's source.
+        provenance: model, property (as resolved: names), policy (its source), versions.
         exact: the induced chain's value (stochastic mode); optimum: Pmin/Pmax over all schedulers.
         statistical: the simulation estimate with its interval (confidence ``1 - delta``).
         checks: check name -> passed: ``"pmin <= value <= pmax"`` (within the solver's precision) and
             ``"value in statistical interval"``.
     """
 
-    target: str
-    property: str
-    policy: str | None
     exact: ExactResult
     optimum: OptimumResult
     statistical: StatisticalResult
     checks: dict[str, bool] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
 
     @builtins.property
     def ok(self) -> bool:
@@ -83,28 +79,18 @@ class Agreement:
         out = []
         v, lo, hi = self.exact.value, self.optimum.pmin, self.optimum.pmax
         if not self.checks.get("pmin <= value <= pmax", True):
-            out.append(f"{self.target} {self.property}: exact value {v:.6g} outside [Pmin, Pmax] = [{lo:.6g}, {hi:.6g}]")
+            out.append(f"{self.model} {self.property}: exact value {v:.6g} outside [Pmin, Pmax] = [{lo:.6g}, {hi:.6g}]")
         if not self.checks.get("value in statistical interval", True):
             a, b = self.statistical.interval
             out.append(
-                f"{self.target} {self.property}: exact value {v:.6g} outside the statistical interval "
+                f"{self.model} {self.property}: exact value {v:.6g} outside the statistical interval "
                 f"[{a:.6g}, {b:.6g}] ({self.statistical.confidence:.1%} confidence, {self.statistical.runs} runs)"
             )
         return out
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (the three results and the checks)."""
-        return {
-            "target": self.target,
-            "property": self.property,
-            "policy": self.policy,
-            "ok": self.ok,
-            "checks": dict(self.checks),
-            "exact": self.exact.to_json(),
-            "optimum": self.optimum.to_json(),
-            "statistical": self.statistical.to_json(),
-            "versions": self.versions,
-        }
+    def _json(self, own: dict[str, Any]) -> dict[str, Any]:
+        """``ok``, the checks and the three results."""
+        return {"ok": self.ok, **own}
 
 
 def cross_check(
@@ -156,14 +142,11 @@ def cross_check(
         "value in statistical interval": inside(exact.value, stat.interval[0], stat.interval[1], within),
     }
     return Agreement(
-        target=t.name,
-        property=prop.name or prop.text,
-        policy=t.policy_source,
         exact=exact,
         optimum=best,
         statistical=stat,
         checks=checks,
-        versions=versions(),
+        provenance=Provenance(model=t.name, property=prop.name or prop.text, policy=t.policy_source, versions=versions()),
     )
 
 

@@ -51,7 +51,7 @@ from rlverify.exact.explain import check_explainable
 from rlverify.exact.optimum import as_exact_result
 from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
 from rlverify.resolve import Target
-from rlverify.results import ExactResult, OptimumResult, versions
+from rlverify.results import ExactResult, OptimumResult, Provenance, Result, versions
 
 T = TypeVar("T")
 
@@ -81,56 +81,46 @@ class Check:
     detail: str
 
 
-@dataclass
-class Report:
+@dataclass(frozen=True)
+class Report(Result):
     """What every applicable engine said about one target, and whether they agree.
 
     Attributes:
-        target, kind, property, policy: as resolved.
+        kind: the target's kind (model, property, policy: the provenance's, as resolved).
         sections: one per engine run (or skipped, with the reason).
         checks: the cross-method consistency checks.
-        settings: runs, seed, delta, epsilon, ...; timings: seconds per section; versions: packages.
+        provenance: settings (runs, seed, delta, epsilon, ...); timings (seconds per section); versions.
     """
 
-    target: str
     kind: str
-    property: str
-    policy: str | None
     sections: list[Section]
     checks: list[Check]
-    settings: dict[str, Any]
-    timings: dict[str, float]
-    versions: dict[str, str]
 
     @builtins.property
     def ok(self) -> bool:
+        """Whether every check passed."""
         return all(c.ok for c in self.checks)
 
     def disagreements(self) -> list[str]:
         """One line per failed check, with both numbers."""
-        return [f"{self.target}: {c.name}: {c.detail}" for c in self.checks if not c.ok]
+        return [f"{self.model}: {c.name}: {c.detail}" for c in self.checks if not c.ok]
 
-    def to_json(self) -> dict[str, Any]:
+    def _json(self, own: dict[str, Any]) -> dict[str, Any]:
+        """``ok``, the checks, and each section's rows, note and data."""
         return {
-            "target": self.target,
             "kind": self.kind,
-            "property": self.property,
-            "policy": self.policy,
             "ok": self.ok,
             "checks": [vars(c) for c in self.checks],
             "sections": [{"title": s.title, "rows": dict(s.rows), "note": s.note, **s.data} for s in self.sections],
-            "settings": self.settings,
-            "timings": self.timings,
-            "versions": self.versions,
         }
 
     def to_html(self) -> str:
         """The page: one self-contained HTML document (inline CSS, images as data URIs)."""
         e = html.escape
         parts = [
-            f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rlverify report — {e(self.target)}"
+            f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rlverify report — {e(self.model)}"
             f"</title><style>{_CSS}</style></head><body>",
-            f"<h1>rlverify report</h1><p class='sub'>{e(self.target)} · {e(self.property)} · policy "
+            f"<h1>rlverify report</h1><p class='sub'>{e(self.model)} · {e(self.property)} · policy "
             f"{e(self.policy or '—')}</p>",
         ]
         verdict = "all engines agree" if self.ok else "ENGINES DISAGREE"
@@ -313,15 +303,17 @@ def make_report(
     shared = _SHARED[t.kind](t, options, Shared(say=say, timings={}))
     sections, checks = _KINDS[t.kind](t, options, shared)
     return Report(
-        target=t.name,
         kind=t.kind,
-        property=prop_name,
-        policy=_shown(t.policy_source),
         sections=sections,
         checks=checks,
-        settings=_settings(t, options, shared),
-        timings=shared.timings,
-        versions=versions(),
+        provenance=Provenance(
+            model=t.name,
+            property=prop_name,
+            policy=_shown(t.policy_source),
+            settings=_settings(t, options, shared),
+            timings=shared.timings,
+            versions=versions(),
+        ),
     )
 
 

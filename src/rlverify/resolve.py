@@ -10,16 +10,17 @@ all resolve their input here, so the same input means the same thing in every co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, Policy
+from rlverify.results import Result
 
-R = TypeVar("R")
+R = TypeVar("R", bound=Result)
 
 MODEL_SUFFIXES = (".prism", ".pm", ".nm", ".jani")
 #: which engine checks which kind of benchmark (for messages)
@@ -67,14 +68,11 @@ class Target:
         """``result`` named after this target (its ``model`` field) with :meth:`notes` added to
         its ``warnings`` (once each): the one way every command, the report, ``cross_check`` and the API label
         a result."""
-        names = {f.name for f in fields(result)}  # type: ignore[arg-type]
-        changes: dict[str, Any] = {}
-        if "model" in names:  # (a heat map's or abstraction's ``benchmark`` is the bare id its output builds on)
+        have = list(result.warnings)
+        changes: dict[str, Any] = {"warnings": have + [n for n in self.notes(unavailable=unavailable) if n not in have]}
+        if not result.KEEPS_MODEL_NAME:
             changes["model"] = self.name
-        if "warnings" in names:
-            have = list(cast(Any, result).warnings)
-            changes["warnings"] = have + [n for n in self.notes(unavailable=unavailable) if n not in have]
-        return replace(result, **changes)  # type: ignore[type-var]
+        return result.with_provenance(**changes)
 
 
 def resolve(

@@ -1,15 +1,140 @@
-"""Frozen result types; each says what kind of guarantee it carries."""
+"""Frozen result types; each says what kind of guarantee it carries.
+
+Every result is a :class:`Result`: its own numbers plus one :class:`Provenance` (what was verified, with what, how
+long it took, what to know before trusting it), one JSON form (:meth:`Result.to_json`) and one sanitiser
+(:func:`jsonable`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+import builtins
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+R = TypeVar("R", bound="Result")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provenance:
+    """What a result is about and how it was made: the envelope every :class:`Result` carries.
+
+    Attributes:
+        model: the target's name (a file's path, a benchmark id with its parameters); property: what was checked, as
+            text ("" where the command checks a fixed event, as a heat map's goal and crash); policy: the policy's
+            name (None: no policy).
+        settings: the options used (seeds among them); timings: wall-clock seconds per phase; versions: the packages
+            that decide the numbers (:func:`versions`); warnings: what to know before trusting the number (the CLI
+            prints them).
+    """
+
+    model: str = ""
+    property: str = ""
+    policy: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    """The base of every result: its :class:`Provenance` (read through ``model``, ``property``, ``policy``,
+    ``settings``, ``timings``, ``versions``, ``warnings``) and its one JSON form."""
+
+    provenance: Provenance = field(default_factory=Provenance)
+    #: fields left out of :meth:`to_json` (per-state arrays, solver objects)
+    NOT_IN_JSON: ClassVar[tuple[str, ...]] = ()
+    #: :meth:`rlverify.resolve.Target.stamp` keeps the engine's ``model`` (a bare benchmark id its output adds the
+    #: parameters to) instead of the target's name
+    KEEPS_MODEL_NAME: ClassVar[bool] = False
+
+    @builtins.property
+    def model(self) -> str:
+        """The target's name (:class:`Provenance`)."""
+        return self.provenance.model
+
+    @builtins.property
+    def property(self) -> str:
+        """What was checked, as text (:class:`Provenance`)."""
+        return self.provenance.property
+
+    @builtins.property
+    def policy(self) -> str | None:
+        """The policy's name, None without one (:class:`Provenance`)."""
+        return self.provenance.policy
+
+    @builtins.property
+    def settings(self) -> dict[str, Any]:
+        """The options used (:class:`Provenance`)."""
+        return self.provenance.settings
+
+    @builtins.property
+    def timings(self) -> dict[str, float]:
+        """Wall-clock seconds per phase (:class:`Provenance`)."""
+        return self.provenance.timings
+
+    @builtins.property
+    def versions(self) -> dict[str, str]:
+        """Package versions (:class:`Provenance`)."""
+        return self.provenance.versions
+
+    @builtins.property
+    def warnings(self) -> list[str]:
+        """What to know before trusting the number (:class:`Provenance`)."""
+        return self.provenance.warnings
+
+    def with_provenance(self: R, **changes: Any) -> R:
+        """A copy whose provenance has ``changes`` (``model=``, ``warnings=``, ...)."""
+        return replace(self, provenance=replace(self.provenance, **changes))
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as JSON-ready data (:func:`jsonable`): ``model``, ``property``, ``policy``, the result's own
+        fields (without :attr:`NOT_IN_JSON`), then ``settings``, ``timings``, ``versions``, ``warnings``."""
+        p = self.provenance
+        left_out = ("provenance", *self.NOT_IN_JSON)
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in left_out}
+        head = {"model": p.model, "property": p.property, "policy": p.policy}
+        tail = {"settings": p.settings, "timings": p.timings, "versions": p.versions, "warnings": p.warnings}
+        return jsonable({**head, **self._json(own), **tail})
+
+    def _json(self, own: dict[str, Any]) -> dict[str, Any]:
+        """Hook: the result's own fields as they go into JSON (a type with a custom layout overrides it)."""
+        return own
+
+
+def jsonable(obj: Any) -> Any:
+    """The one JSON sanitiser of every result: nested results and dataclasses as dicts, tuples as lists, numpy values
+    as plain numbers and lists, paths as text; JSON has no infinity, so an infinite number (an expected reward whose
+    target is missed with positive probability, the relative error of an estimate of 0) is written as the string
+    ``"Infinity"`` / ``"-Infinity"`` (the proto3 JSON mapping's spelling, which Python's ``float()`` and
+    JavaScript's ``Number()`` read back) and NaN (no value) as ``null``; every other number stays a JSON number.
+    The result's warnings say why a value is infinite."""
+    if isinstance(obj, Result):
+        return obj.to_json()
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: jsonable(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
 
 @dataclass(frozen=True)
-class ExactResult:
+class ExactResult(Result):
     """The value of a PCTL property on a policy-induced Markov chain (or Pmin/Pmax of an MDP).
 
     ``guarantee`` says how far the number can be trusted: ``"sound"`` (Storm's sound solver;
@@ -32,8 +157,9 @@ class ExactResult:
         states, transitions: size of the checked chain (mode monolithic: of the MDP).
         stalled_probability: probability that the run reaches the ``stalled`` sink (policy mass on
             unavailable actions) before the property is decided; 0 with ``unavailable='renormalize'``.
-        timings: seconds per phase: parse, build, policy, induce, check, total.
-        settings: the options used; versions: package versions.
+        provenance: model, property, policy; timings (seconds per phase: parse, build, policy, induce, check,
+            total); settings (the options used); versions; warnings (a policy verified outside the parameters it
+            was trained for, a MaskablePPO policy with unavailable='stall', ...).
         state_values: per-state values ``(states,)`` when requested, with ``state_valuations``
             (model states only: the ``stalled`` sink is left out; probabilities clipped to [0, 1]); monolithic mode: Pmax, with
             ``state_values_min`` = Pmin.
@@ -42,7 +168,6 @@ class ExactResult:
             command name for unlabelled commands (see :mod:`rlverify.models.commands`).
     """
 
-    property: str
     mode: str
     strategy: str
     value: float
@@ -57,18 +182,10 @@ class ExactResult:
     stalled_probability: float
     pmin: float | None = None
     pmax: float | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    model: str = ""
-    policy: str | None = None
     state_values: np.ndarray | None = field(default=None, repr=False, compare=False)
     state_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
     state_values_min: np.ndarray | None = field(default=None, repr=False, compare=False)
     variables: tuple[str, ...] = ()
-    #: what the user should know before trusting the number (a policy verified outside the parameters
-    #: it was trained for, a MaskablePPO policy with unavailable='stall', ...); the CLI prints them
-    warnings: list[str] = field(default_factory=list)
     untaken_choices: dict[str, int] = field(default_factory=dict)
     #: the most probable paths to the target when asked for (``rlverify.exact.explain_paths``, ``--explain K``)
     explanation: FailurePaths | None = field(default=None, compare=False)
@@ -77,19 +194,11 @@ class ExactResult:
     method: str | None = None
     precision_note: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (per-state arrays left out; ``explanation`` as :meth:`FailurePaths.to_json`)."""
-        d = asdict(self)
-        d.pop("state_values")
-        d.pop("state_valuations")
-        d.pop("state_values_min")
-        d["variables"] = list(self.variables)
-        d["explanation"] = self.explanation.to_json() if self.explanation is not None else None
-        return d
+    NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("state_values", "state_valuations", "state_values_min")
 
 
 @dataclass(frozen=True)
-class OptimumResult:
+class OptimumResult(Result):
     """Pmin and Pmax (Rmin and Rmax) of a property over all schedulers of an MDP: no policy (``rlverify verify
     --mode monolithic``; :func:`rlverify.exact.optimum`).
 
@@ -107,7 +216,6 @@ class OptimumResult:
             ``state_valuations`` ``(states, V)`` in ``variables`` order.
     """
 
-    property: str
     asked: str
     value: float
     pmin: float
@@ -122,22 +230,12 @@ class OptimumResult:
     choices: int
     method: str | None = None
     precision_note: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    model: str = ""
     state_pmin: np.ndarray | None = field(default=None, repr=False, compare=False)
     state_pmax: np.ndarray | None = field(default=None, repr=False, compare=False)
     state_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
     variables: tuple[str, ...] = ()
-    warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (per-state arrays left out)."""
-        d = asdict(self)
-        for key in ("state_pmin", "state_pmax", "state_valuations"):
-            d.pop(key)
-        return _plain(d)
+    NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("state_pmin", "state_pmax", "state_valuations")
 
 
 @dataclass(frozen=True)
@@ -199,13 +297,13 @@ class FailurePath:
 
 
 @dataclass(frozen=True)
-class FailurePaths:
+class FailurePaths(Result):
     """The K most probable paths to a property's target on a policy-induced chain (exact, not sampled).
 
     Paths may revisit states; the property's value is the sum over all its paths, so ``covered <= value``.
 
     Attributes:
-        property: the property explained; k: the number of paths asked for.
+        k: the number of paths asked for (the property explained: ``provenance.property``).
         paths: most probable first (ties in any order).
         value: the property's value (Storm, as in :class:`ExactResult`).
         covered: the sum of the listed paths' probabilities; share: ``covered / value`` (None when
@@ -213,11 +311,10 @@ class FailurePaths:
         exhausted: fewer than ``k`` paths exist, and all are listed.
         bound: the step bound (None: unbounded); mode: the policy mode of the chain.
         variables: the model's variables; ranges: each variable's (min, max) over the chain's states.
-        timings: seconds per phase (build, check, search, policy, describe, total).
+        provenance: timings (seconds per phase: build, check, search, policy, describe, total), ...
         note: why fewer than ``k`` paths are listed although more exist (the search's memory cap), else None.
     """
 
-    property: str
     k: int
     paths: tuple[FailurePath, ...]
     value: float
@@ -228,19 +325,15 @@ class FailurePaths:
     mode: str
     variables: tuple[str, ...] = ()
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
     note: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; each path as ``{"probability", "length", "steps": [...]}``."""
-        d = _plain(asdict(self))
-        for path, out in zip(self.paths, d["paths"], strict=True):
-            out["length"] = path.length
-        return d
+    def _json(self, own: dict[str, Any]) -> dict[str, Any]:
+        """Each path as ``{"probability", "steps": [...], "length"}``."""
+        return {**own, "paths": [{**jsonable(path), "length": path.length} for path in self.paths]}
 
 
 @dataclass(frozen=True)
-class SplittingResult:
+class SplittingResult(Result):
     """A rare-event estimate of ``P(path property)`` by importance splitting: fixed effort or RESTART (a *statistical*
     estimate).
 
@@ -251,7 +344,7 @@ class SplittingResult:
     then of the probability within ``max_steps`` (a lower bound of the property's value).
 
     Attributes:
-        property, model, policy, importance: what was estimated, how levels were measured.
+        importance: how levels were measured (what was estimated: the provenance's property, model and policy).
         estimate: mean of the repetitions' products; interval: ``(low, high)`` (low clipped at 0).
         confidence: ``1 - delta``; interval_kind: how the interval was made.
         std_error: standard deviation of the repetitions' products over ``sqrt(R)``;
@@ -269,10 +362,9 @@ class SplittingResult:
         undecided, stalled: stage runs open after ``max_steps`` / whose policy chose an unavailable action.
         hopeless: stage runs decided false at once by graph analysis of the explicit model (they reached a
             state from which no policy can satisfy the property any more).
-        seed, mode, max_steps, settings, versions, timings, warnings: as for the other results.
+        seed, mode, max_steps: as for :class:`StatisticalResult`.
     """
 
-    property: str
     method: str
     estimate: float
     interval: tuple[float, float]
@@ -296,23 +388,13 @@ class SplittingResult:
     mode: str
     max_steps: int
     importance: str
-    model: str = ""
-    policy: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
     untaken_choices: dict[str, int] = field(default_factory=dict)
     splits: tuple[int, ...] | None = None
     hopeless: int = 0
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (estimate, interval, confidence, relative_error, decisions, levels, ...)."""
-        return _plain(asdict(self))  # an infinite relative error (estimate 0): "Infinity" in JSON (cli.options.finite)
-
 
 @dataclass(frozen=True)
-class StatisticalResult:
+class StatisticalResult(Result):
     """An estimate of ``P(path property)`` from simulated runs (a *statistical* guarantee, not a bound).
 
     The guarantee: with probability at least ``confidence`` the true value lies in ``interval``
@@ -322,7 +404,6 @@ class StatisticalResult:
     count as violated.
 
     Attributes:
-        property: as given.
         method: ``okamoto``, ``adaptive``, ``clopper-pearson``, ``wilson`` or ``sprt``.
         estimate: fraction of runs that satisfied the property.
         interval: ``(low, high)``.
@@ -340,13 +421,11 @@ class StatisticalResult:
         satisfied, verdict: whether the threshold property holds — by the SPRT, or else from the
             interval at ``confidence``: ``"yes"`` (the whole interval satisfies it), ``"no"`` (none of
             it does) or ``"undecided"`` (it straddles the threshold; ``satisfied`` None).
-        decisions: policy decisions made (steps over all runs); timings: seconds per phase.
-        versions: package versions.
+        decisions: policy decisions made (steps over all runs).
         untaken_choices: choices of the model's decision states the policy names no action for (it
             never takes them): name -> number of states of the built model offering them.
     """
 
-    property: str
     method: str
     estimate: float
     interval: tuple[float, float]
@@ -366,26 +445,12 @@ class StatisticalResult:
     threshold: float | None = None
     comparison: str | None = None
     verdict: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    model: str = ""
-    policy: str | None = None
-    versions: dict[str, str] = field(default_factory=dict)
-    #: as ExactResult.warnings
-    warnings: list[str] = field(default_factory=list)
     untaken_choices: dict[str, int] = field(default_factory=dict)
     hopeless: int = 0
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (keys estimate, interval, confidence, method, runs, undecided, stalled, seed,
-        timings, ...)."""
-        d = asdict(self)
-        d["interval"] = list(self.interval)
-        return d
-
 
 @dataclass(frozen=True)
-class HeatmapResult:
+class HeatmapResult(Result):
     """Goal and crash probability per start cell (velocity 0) of a Racetrack map, estimated by simulation.
 
     Every per-cell interval holds with probability ``confidence`` (a per-cell guarantee, not a
@@ -400,10 +465,9 @@ class HeatmapResult:
             optimal_numerics: how Storm computed it (plain value iteration: a convergence heuristic,
             not a guaranteed bound; Storm's sound methods do not finish on Racetrack MDPs in minutes).
         grid: ``(rows, cols)`` cell codes of the map (for plotting).
+        provenance: model (the benchmark), policy, timings, warnings, ...
     """
 
-    benchmark: str
-    policy: str | None
     noise: float
     cells: np.ndarray
     goal: np.ndarray
@@ -422,29 +486,19 @@ class HeatmapResult:
     decisions: int
     optimal: np.ndarray | None = None
     optimal_numerics: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
 
-    @property
+    KEEPS_MODEL_NAME: ClassVar[bool] = True
+
+    @builtins.property
     def gap(self) -> np.ndarray | None:
         """``(M,)`` optimal goal probability minus the policy's estimate (None without ``optimal``)."""
         return None if self.optimal is None else self.optimal - self.goal
 
-    def to_json(self) -> dict[str, Any]:
-        """Per-cell values as lists plus the settings."""
+    def _json(self, own: dict[str, Any]) -> dict[str, Any]:
+        """The settings, then one record per cell (``cells``)."""
+        keep = ("noise", "method", "confidence", "epsilon", "seed", "max_steps", "decisions", "optimal_numerics")
         out: dict[str, Any] = {
-            "benchmark": self.benchmark,
-            "policy": self.policy,
-            "warnings": self.warnings,
-            "noise": self.noise,
-            "method": self.method,
-            "confidence": self.confidence,
-            "epsilon": self.epsilon,
-            "seed": self.seed,
-            "max_steps": self.max_steps,
-            "decisions": self.decisions,
-            "timings": self.timings,
-            "optimal_numerics": self.optimal_numerics,
+            **{k: own[k] for k in keep},
             "cells": [
                 {
                     "x": int(x),
@@ -494,18 +548,7 @@ class PartBound:
 
 
 @dataclass(frozen=True)
-class Timings:
-    """Wall time (s) of each phase."""
-
-    bounds: float
-    refinement: float
-    successors: float
-    solving: float
-    total: float
-
-
-@dataclass(frozen=True)
-class AbstractionResult:
+class AbstractionResult(Result):
     """Result of :func:`verify_abstraction`: a sound upper bound on the failure probability.
 
     Attributes:
@@ -525,11 +568,11 @@ class AbstractionResult:
         n_choices, n_transitions: IMDP size.
         n_unresolved_parts: parts accepted with spread above ``phi`` (minimum size or budget).
         n_milp_parts: parts bounded by MILP.
-        timings: :class:`Timings`.
         options: the :class:`AbstractionOptions` used; seed: their seed.
-        benchmark, policy: names; variables, actions; template_axes: the axes of the domain.
+        variables, actions; template_axes: the axes of the domain.
         initial_lo, initial_hi: the initial box.
-        versions: package versions (name, version).
+        provenance: model (the system's name), property (the failure event, ``F<=k fail``), policy; timings
+            (seconds: bounds, refinement, successors, solving, total); versions; warnings.
     """
 
     guarantee: str
@@ -545,28 +588,17 @@ class AbstractionResult:
     n_transitions: int
     n_unresolved_parts: int
     n_milp_parts: int
-    timings: Timings
     options: Any  # rlverify.abstraction.AbstractionOptions
     seed: int
-    benchmark: str
-    policy: str
     variables: tuple[str, ...]
     actions: tuple[str, ...]
     template_axes: tuple[tuple[float, ...], ...]
     initial_lo: tuple[float, ...]
     initial_hi: tuple[float, ...]
-    versions: tuple[tuple[str, str], ...]
     imdp: Any = field(default=None, repr=False, compare=False)  # rlverify.abstraction.imdp.IMDP
-    warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (without the IMDP arrays)."""
-        d = asdict(self)
-        d.pop("imdp", None)
-        d["versions"] = dict(self.versions)
-        return _plain(d)
-
-    to_dict = to_json
+    NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("imdp",)
+    KEEPS_MODEL_NAME: ClassVar[bool] = True
 
 
 def versions() -> dict[str, str]:
@@ -582,21 +614,8 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _plain(obj: Any) -> Any:
-    """``obj`` with numpy arrays and scalars turned into lists and Python numbers (for JSON)."""
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
-
-
 @dataclass(frozen=True)
-class RiskMap:
+class RiskMap(Result):
     """Per-state values of a property under a policy and the optimum over all policies, on two variables.
 
     Exact per state (Storm; ``guarantee`` as in :class:`ExactResult`), then aggregated per cell
@@ -610,7 +629,7 @@ class RiskMap:
     absorbing, and a step-bounded property's state value counts its bound from that state.
 
     Attributes:
-        model, policy, property, mode: as verified; optimum: ``"min"`` or ``"max"``;
+        mode: as verified (model, policy, property: the provenance's); optimum: ``"min"`` or ``"max"``;
             optimum_source: where that choice came from (``"option"`` or the property's comparison).
         agg: ``max``, ``min`` or ``mean`` (unweighted over states); where: the filter, or None.
         x, y: the map's variables; x_values ``(W,)``, y_values ``(H,)`` int64: the axes.
@@ -625,9 +644,6 @@ class RiskMap:
             ``(P,)`` float64: per state of the policy's chain (before the filter).
     """
 
-    model: str
-    policy: str | None
-    property: str
     mode: str
     optimum: str
     optimum_source: str
@@ -651,18 +667,13 @@ class RiskMap:
     precision: float | None
     stalled_probability: float
     variables: tuple[str, ...] = ()
-    timings: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
     state_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
     state_value: np.ndarray | None = field(default=None, repr=False, compare=False)
     state_optimum: np.ndarray | None = field(default=None, repr=False, compare=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def _json(self, own: dict[str, Any]) -> dict[str, Any]:
         """Settings, counts and the grid: ``grid[name][i][j]`` is the cell ``x = x_values[j]``,
-        ``y = y_values[i]`` (None where the cell has no state of that set; infinite rewards as "Infinity" in the
-        CLI's JSON)."""
+        ``y = y_values[i]`` (None where the cell has no state of that set; infinite rewards as "Infinity")."""
         grids = {
             "value": self.value,
             "optimum": self.optimum_value,
@@ -671,33 +682,24 @@ class RiskMap:
             "policy_states": self.policy_states,
             "mdp_states": self.mdp_states,
         }
-        return _plain(
-            {
-                "model": self.model,
-                "policy": self.policy,
-                "property": self.property,
-                "mode": self.mode,
-                "optimum": self.optimum,
-                "optimum_source": self.optimum_source,
-                "agg": self.agg,
-                "where": self.where,
-                "x": self.x,
-                "y": self.y,
-                "x_values": self.x_values,
-                "y_values": self.y_values,
-                "initial": {"value": self.initial_value, "optimum": self.initial_optimum, "regret": self.initial_regret},
-                "states": dict(self.states),
-                "guarantee": self.guarantee,
-                "precision": self.precision,
-                "stalled_probability": self.stalled_probability,
-                "variables": list(self.variables),
-                "grid": grids,
-                "timings": self.timings,
-                "settings": self.settings,
-                "versions": self.versions,
-                "warnings": list(self.warnings),
-            }
-        )
+        return {
+            "mode": self.mode,
+            "optimum": self.optimum,
+            "optimum_source": self.optimum_source,
+            "agg": self.agg,
+            "where": self.where,
+            "x": self.x,
+            "y": self.y,
+            "x_values": self.x_values,
+            "y_values": self.y_values,
+            "initial": {"value": self.initial_value, "optimum": self.initial_optimum, "regret": self.initial_regret},
+            "states": dict(self.states),
+            "guarantee": self.guarantee,
+            "precision": self.precision,
+            "stalled_probability": self.stalled_probability,
+            "variables": list(self.variables),
+            "grid": grids,
+        }
 
     def figure(self, *, origin: str = "lower") -> MapFigure:
         """The three panels (policy value, optimum, regret) as a :class:`MapFigure` (``origin="upper"``:
@@ -894,7 +896,7 @@ class MapFigure:
 
 
 @dataclass(frozen=True)
-class RobustnessResult:
+class RobustnessResult(Result):
     """The property's exact range when an adversary perturbs the policy's observations (``rlverify robust``).
 
     ``pmax``/``pmin`` are Storm's Pmax/Pmin of the adversarial MDP (one choice per distinct policy
@@ -918,7 +920,6 @@ class RobustnessResult:
             largest gain first.
     """
 
-    property: str
     epsilon: int
     norm: str
     perturbed: tuple[str, ...]
@@ -941,28 +942,24 @@ class RobustnessResult:
     precision: float
     changed_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
     worst_perturbations: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
-    timings: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    model: str = ""
-    policy: str | None = None
     variables: tuple[str, ...] = ()
-    warnings: list[str] = field(default_factory=list)
 
-    def to_json(self, *, listed: int = 20) -> dict[str, Any]:
-        """A JSON-serialisable dict; the ``listed`` largest-gain worst perturbations and changed states."""
-        d = asdict(replace(self, worst_perturbations=[], changed_valuations=None))  # cut below: not copied whole
-        d["perturbed"] = list(self.perturbed)
-        d["variables"] = list(self.variables)
-        d["worst_perturbations"] = self.worst_perturbations[:listed]
-        d["worst_perturbations_total"] = len(self.worst_perturbations)
+    #: worst perturbations and changed states listed in JSON (largest gain first; the total is given)
+    LISTED: ClassVar[int] = 20
+
+    def _json(self, own: dict[str, Any]) -> dict[str, Any]:
+        """The :attr:`LISTED` largest-gain worst perturbations and changed states (valuations by variable)."""
         vals = self.changed_valuations if self.changed_valuations is not None else np.zeros((0, len(self.variables)))
-        d["changed_valuations"] = [dict(zip(self.variables, map(int, v), strict=True)) for v in vals[:listed]]
-        return _plain(d)
+        return {
+            **own,
+            "worst_perturbations": self.worst_perturbations[: self.LISTED],
+            "worst_perturbations_total": len(self.worst_perturbations),
+            "changed_valuations": [dict(zip(self.variables, map(int, v), strict=True)) for v in vals[: self.LISTED]],
+        }
 
 
 @dataclass(frozen=True)
-class IntervalResult:
+class IntervalResult(Result):
     """The property's range over every model whose transition probabilities are within ``delta`` of the model's.
 
     ``lower``/``upper``: min and max over the interval chain (Storm's interval-model solver), which
@@ -978,7 +975,6 @@ class IntervalResult:
         clipped: transition probabilities of the chain's choices whose interval left [0, 1] and was clipped.
     """
 
-    property: str
     delta: float
     relative: bool
     uncertain_actions: tuple[str, ...] | None
@@ -990,13 +986,3 @@ class IntervalResult:
     clipped: int
     guarantee: str
     precision: float
-    timings: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    model: str = ""
-    policy: str | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable dict."""
-        return _plain(asdict(self))

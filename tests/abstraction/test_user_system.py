@@ -190,7 +190,7 @@ def test_cli_gives_the_api_bound_and_the_constants_take_effect(files, capsys):
     out = json.loads(capsys.readouterr().out)
     result = verify_abstraction(load_system(target), policy, OPTIONS)
     assert out["upper_bound"] == result.upper_bound and out["guarantee"] == "sound upper bound"
-    assert out["benchmark"] == "saturated-double-integrator"
+    assert out["model"] == "saturated-double-integrator"
     # a wider rail (limit 0.95): the exact worst failure drops, and so must not rise above the new bound
     assert main([*args, "-c", "limit=0.95"]) == 0
     wide = json.loads(capsys.readouterr().out)

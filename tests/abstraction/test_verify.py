@@ -242,11 +242,11 @@ def test_sampled_initial_probabilities_lie_in_part_intervals(acc_risky):
 
 def test_result_records_settings_seed_and_versions(acc_risky):
     _, _, result = acc_risky
-    d = result.to_dict()
+    d = result.to_json()
     assert d["options"]["horizon"] == 7 and d["options"]["domain"] == "octagon" and d["seed"] == 1
     assert {"numpy", "scipy", "highspy", "rlverify"} <= set(d["versions"])
     assert result.n_abstract_states == result.imdp.n_states
-    assert result.timings.total >= result.timings.solving
+    assert result.timings["total"] >= result.timings["solving"]
 
 
 def test_same_seed_same_result():

@@ -3,7 +3,6 @@ a full MDP built once; ``verify --mode monolithic`` reports it with the same fie
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -78,7 +77,7 @@ def test_verify_monolithic_reports_the_optimum_as_before(running, capsys) -> Non
     model, prop = running
     exact = verify_exact(model, prop, None, ExactOptions(mode="monolithic"))
     best = optimum(model, prop)
-    assert exact == dataclasses.replace(as_exact_result(best), timings=exact.timings)
+    assert exact == as_exact_result(best).with_provenance(timings=exact.timings)
     assert (exact.value, exact.pmin, exact.pmax) == (best.pmax, best.pmin, best.pmax)
     assert (exact.lower, exact.upper) == best.pmax_bounds  # the bracket of the value asked for
     assert main(["verify", "running-example-v1", "-p", 'P<=0.5 [F<=2 "goal"]', "--mode", "monolithic", "--json"]) == 0

@@ -12,7 +12,6 @@ from rlverify.abstraction.verify import (
     AbstractionProgress,
     AbstractionResult,
     PartBound,
-    Timings,
     verify_abstraction,
 )
 from rlverify.errors import DomainError, IntervalError
@@ -30,7 +29,6 @@ __all__ = [
     "PartBound",
     "Polytope",
     "Template",
-    "Timings",
     "bounded_reachability",
     "policy_network",
     "verify_abstraction",

@@ -39,7 +39,7 @@ def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = Fa
     coll.set_clim(0.0, top if top > 0 else 1.0)  # scaled to the largest bound; 0..1 when all are 0
     ax.add_collection(coll)
     fig.colorbar(coll, ax=ax, label="upper bound on P(fail within k)")
-    ax.set_title(f"{result.benchmark}: bound per initial part (overall {result.upper_bound:.4g})")
+    ax.set_title(f"{result.model}: bound per initial part (overall {result.upper_bound:.4g})")
     ax = axes[1]
     if mid.shape[1] == 3:
         colours = np.clip(mid[:, [0, 2, 1]], 0, 1)

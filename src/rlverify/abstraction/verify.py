@@ -41,7 +41,7 @@ from rlverify.errors import AbstractionBudgetError, AbstractionError, DomainErro
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.policies.base import Policy
 from rlverify.policies.mlp import MLP
-from rlverify.results import AbstractionResult, PartBound, Timings, versions  # re-exported
+from rlverify.results import AbstractionResult, PartBound, Provenance, versions  # re-exported
 
 log = logging.getLogger(__name__)
 
@@ -388,24 +388,27 @@ def _verify(
         n_transitions=imdp.n_transitions,
         n_unresolved_parts=stats.unresolved,
         n_milp_parts=stats.milp_parts,
-        timings=Timings(
-            bounds=stats.bounds_time,
-            refinement=stats.refine_time,
-            successors=u.t_succ,
-            solving=t_solve,
-            total=time.perf_counter() - t_start,
-        ),
         options=options,
         seed=options.seed,
-        benchmark=system.name,
-        policy=policy_name,
         variables=tuple(system.variables),
         actions=tuple(system.actions),
         template_axes=tuple(tuple(map(float, r)) for r in template.axes),
         initial_lo=tuple(map(float, lo0)),
         initial_hi=tuple(map(float, hi0)),
-        versions=tuple(versions().items()),
         imdp=imdp,
+        provenance=Provenance(
+            timings={
+                "bounds": stats.bounds_time,
+                "refinement": stats.refine_time,
+                "successors": u.t_succ,
+                "solving": t_solve,
+                "total": time.perf_counter() - t_start,
+            },
+            model=system.name,
+            property=f'Pmax=? [F<={options.horizon} "fail"]',
+            policy=policy_name,
+            versions=versions(),
+        ),
     )
 
 
@@ -650,7 +653,6 @@ __all__: Sequence[str] = [
     "AbstractionProgress",
     "AbstractionResult",
     "PartBound",
-    "Timings",
     "part_polytopes",
     "verify_abstraction",
 ]

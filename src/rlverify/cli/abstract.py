@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(result.to_json()))
         return 0
-    shown = result.benchmark + (" (" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")" if params else "")
+    shown = result.model + (" (" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")" if params else "")
     table = Table(title=f"{shown}: P(F<={options.horizon} unsafe) — {result.guarantee}")
     table.add_column("quantity")
     table.add_column("value", justify="right")
@@ -198,9 +198,9 @@ def run(args: argparse.Namespace) -> int:
         ("parts above phi (min size) / MILP parts", f"{result.n_unresolved_parts} / {result.n_milp_parts}"),
         (
             "time: bounds / refinement / successors / solving",
-            f"{t.bounds:.1f} / {t.refinement:.1f} / {t.successors:.1f} / {t.solving:.2f} s",
+            f"{t['bounds']:.1f} / {t['refinement']:.1f} / {t['successors']:.1f} / {t['solving']:.2f} s",
         ),
-        ("time: total", f"{t.total:.1f} s"),
+        ("time: total", f"{t['total']:.1f} s"),
     ]
     for r in rows:
         table.add_row(*r)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -110,9 +109,8 @@ def run(args: argparse.Namespace) -> int:
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     with status("mapping") as update:
         result = risk_map(target.model, prop, policy, args.xy, options, progress=update)
-    result = dataclasses.replace(
-        target.stamp(result, unavailable=args.unavailable), policy=shown_policy(result.policy) or None
-    )
+    result = target.stamp(result, unavailable=args.unavailable)
+    result = result.with_provenance(policy=shown_policy(result.policy) or None)
     print_warnings(result.warnings)
     if ".png" in files:
         result.figure(origin="upper" if args.y_down else "lower").draw(files[".png"], force=args.force)

@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlverify.errors import OptionError
 from rlverify.files import check_target, write_text
 
@@ -199,29 +197,11 @@ def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequenc
     return out
 
 
-def finite(obj: Any) -> Any:
-    """The one JSON sanitiser of every result: JSON has no infinity, so an infinite number (an expected
-    reward whose target is missed with positive probability, a relative error of an estimate of 0) is
-    written as the string ``"Infinity"`` / ``"-Infinity"`` (the proto3 JSON mapping's spelling, which
-    Python's ``float()`` and JavaScript's ``Number()`` read back), NaN (no value) as ``null``; every other
-    number stays a JSON number; numpy values become plain numbers and lists. The result's warnings say
-    why a value is infinite."""
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return finite(obj.tolist())
-    if isinstance(obj, np.generic):
-        return finite(obj.item())
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None if np.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
-    return obj
-
-
 def dumps(data: dict[str, Any]) -> str:
-    """``data`` as indented JSON (see :func:`finite`)."""
-    return json.dumps(finite(data), indent=2, allow_nan=False, default=str)
+    """``data`` as indented JSON (:func:`rlverify.results.jsonable`, the one sanitiser; anything else as text)."""
+    from rlverify.results import jsonable
+
+    return json.dumps(jsonable(data), indent=2, allow_nan=False, default=str)
 
 
 def write_json(path: Path, data: dict[str, Any], *, force: bool = False) -> None:

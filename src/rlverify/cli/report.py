@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(report.to_json()))
     else:
-        t = Table(title=f"rlverify report — {report.target}", show_header=True, title_justify="left")
+        t = Table(title=f"rlverify report — {report.model}", show_header=True, title_justify="left")
         t.add_column("check")
         t.add_column("holds")
         t.add_column("numbers")

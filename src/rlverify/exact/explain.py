@@ -40,7 +40,7 @@ from rlverify.models.explicit import ExplicitModel, to_storm
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, storm_message, truth_values
 from rlverify.policies.base import Policy
-from rlverify.results import FailurePath, FailurePaths, PathStep, StepAction
+from rlverify.results import FailurePath, FailurePaths, PathStep, Provenance, StepAction
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +262,6 @@ def _explanation(
             f"{k} paths asked for; ask for fewer (--explain) or a step bound"
         )
     return FailurePaths(
-        property=prop.text,
         k=k,
         paths=tuple(paths),
         value=value,
@@ -273,8 +272,8 @@ def _explanation(
         mode=options.mode,
         variables=tuple(chain.variables),
         ranges=ranges,
-        timings=timings,
         note=note,
+        provenance=Provenance(property=prop.text, timings=timings),
     )
 
 

@@ -25,7 +25,7 @@ from rlverify.models.expressions import compile_expression
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
-from rlverify.results import ExactResult, OptimumResult, RiskMap, versions
+from rlverify.results import ExactResult, OptimumResult, Provenance, RiskMap, versions
 
 AGGREGATES = ("max", "min", "mean")
 OPTIMA = ("min", "max")
@@ -122,9 +122,6 @@ def risk_map(
     initial_opt = float(best.pmin if direction == "min" else best.pmax)
     initial_regret = pol.value - initial_opt if direction == "min" else initial_opt - pol.value
     return RiskMap(
-        model=str(model.path),
-        policy=pol.policy,
-        property=prop.text,
         mode=options.exact.mode,
         optimum=direction,
         optimum_source=source,
@@ -148,13 +145,18 @@ def risk_map(
         precision=pol.precision,
         stalled_probability=pol.stalled_probability,
         variables=grids.variables,
-        timings=timings,
-        settings={**pol.settings, "agg": options.agg, "where": options.where, "optimum": direction},
-        versions=versions(),
-        warnings=warnings,
         state_valuations=grids.p_vals,
         state_value=grids.state_value,
         state_optimum=grids.state_optimum,
+        provenance=Provenance(
+            model=str(model.path),
+            policy=pol.policy,
+            property=prop.text,
+            timings=timings,
+            settings={**pol.settings, "agg": options.agg, "where": options.where, "optimum": direction},
+            versions=versions(),
+            warnings=warnings,
+        ),
     )
 
 

@@ -34,7 +34,7 @@ from rlverify.exact.options import ExactOptions, Progress, check_operator, check
 from rlverify.models.explicit import ExplicitModel, out_of_memory
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
-from rlverify.results import ExactResult, OptimumResult, versions
+from rlverify.results import ExactResult, OptimumResult, Provenance, versions
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,6 @@ def _optimum(
     notes += [o.warning for o in (lo, hi) if o.warning]
     sound = options.numerics == "sound"
     return OptimumResult(
-        property=prop.text,
         asked=asked,
         value=out.value,
         pmin=lo.value,
@@ -132,15 +131,18 @@ def _optimum(
         choices=mdp.num_choices,
         method=out.method,
         precision_note=out.note,
-        timings=timings,
-        settings=settings(options, "full", model),
-        versions=versions(),
-        model=str(model.path),
         state_pmin=per_state(lo.values, probability),
         state_pmax=per_state(hi.values, probability),
         state_valuations=mdp.valuations,
         variables=mdp.variables,
-        warnings=notes,
+        provenance=Provenance(
+            property=prop.text,
+            timings=timings,
+            settings=settings(options, "full", model),
+            versions=versions(),
+            model=str(model.path),
+            warnings=notes,
+        ),
     )
 
 
@@ -151,7 +153,6 @@ def as_exact_result(result: OptimumResult) -> ExactResult:
     bounds = result.pmin_bounds if result.asked == "min" else result.pmax_bounds
     every = bool(result.settings.get("all_states"))
     return ExactResult(
-        property=result.property,
         mode="monolithic",
         strategy="full",
         value=result.value,
@@ -168,16 +169,19 @@ def as_exact_result(result: OptimumResult) -> ExactResult:
         stalled_probability=0.0,
         pmin=result.pmin,
         pmax=result.pmax,
-        timings=result.timings,
-        settings=result.settings,
-        versions=result.versions,
-        model=result.model,
-        policy=None,
         state_values=result.state_pmax if every else None,
         state_values_min=result.state_pmin if every else None,
         state_valuations=result.state_valuations if every else None,
         variables=result.variables,
-        warnings=list(result.warnings),
+        provenance=Provenance(
+            property=result.property,
+            timings=result.timings,
+            settings=result.settings,
+            versions=result.versions,
+            model=result.model,
+            policy=None,
+            warnings=list(result.warnings),
+        ),
     )
 
 

@@ -52,7 +52,7 @@ from rlverify.models.summary import summarize
 from rlverify.models.symbolic import SymbolicModel, storm_message, truth_values
 from rlverify.policies.adapters import softmax
 from rlverify.policies.base import Policy, validate_probabilities
-from rlverify.results import IntervalResult, RobustnessResult, versions
+from rlverify.results import IntervalResult, Provenance, RobustnessResult, versions
 
 log = logging.getLogger(__name__)
 
@@ -359,7 +359,6 @@ def _robustness(
     listed, changed = _worst_perturbations(full, adv, origin, row_pair, pairs, perturbed, values, worst)
     features, columns = perturbed.features, perturbed.columns
     return RobustnessResult(
-        property=prop.text,
         epsilon=int(options.epsilon),
         norm=options.norm,
         perturbed=tuple(features[c] for c in columns),
@@ -382,13 +381,16 @@ def _robustness(
         worst_perturbations=listed,
         guarantee=guarantee(options.numerics),
         precision=options.precision,
-        timings=timings,
-        settings=_settings(options, model),
-        versions=versions(),
-        model=str(model.path),
-        policy=getattr(policy, "name", type(policy).__name__),
         variables=full.variables,
-        warnings=notes,
+        provenance=Provenance(
+            property=prop.text,
+            timings=timings,
+            settings=_settings(options, model),
+            versions=versions(),
+            model=str(model.path),
+            policy=getattr(policy, "name", type(policy).__name__),
+            warnings=notes,
+        ),
     )
 
 
@@ -824,7 +826,6 @@ def _model_error_bounds(
     notes, says = _interval_notes(prop, options, n_clipped, solver, converged)
     chain, d = built.chain, options.delta
     return IntervalResult(
-        property=prop.text,
         delta=float(d),
         relative=options.relative,
         uncertain_actions=None if options.actions is None else tuple(options.actions),
@@ -836,17 +837,20 @@ def _model_error_bounds(
         clipped=n_clipped,
         guarantee=says,
         precision=options.precision,
-        timings=timings,
-        settings={
-            "mode": options.mode,
-            "unavailable": options.unavailable,
-            "max_states": options.max_states,
-            "constants": model.constants,
-        },
-        versions=versions(),
-        model=str(model.path),
-        policy=getattr(policy, "name", type(policy).__name__),
-        warnings=notes,
+        provenance=Provenance(
+            property=prop.text,
+            timings=timings,
+            settings={
+                "mode": options.mode,
+                "unavailable": options.unavailable,
+                "max_states": options.max_states,
+                "constants": model.constants,
+            },
+            versions=versions(),
+            model=str(model.path),
+            policy=getattr(policy, "name", type(policy).__name__),
+            warnings=notes,
+        ),
     )
 
 

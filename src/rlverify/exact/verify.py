@@ -40,7 +40,7 @@ from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory,
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, parse_property
 from rlverify.policies.base import Policy
-from rlverify.results import ExactResult, versions
+from rlverify.results import ExactResult, Provenance, versions
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,6 @@ def _result(
     bracketed = options.numerics == "sound" or out.method is not None
     untaken = built.untaken
     return ExactResult(
-        property=prop.text,
         mode=options.mode,
         strategy=built.strategy,
         value=out.value,
@@ -269,26 +268,29 @@ def _result(
         transitions=chain.num_transitions,
         choices=None,
         stalled_probability=checked.stalled,
-        timings=timings,
-        settings={
-            **settings(options, built.strategy, model),
-            "policy_queries": built.decision_states,
-            "onthefly_policy_calls": built.policy_calls,
-            "merged_declined": built.merged_declined,
-            "mdp_branches": built.mdp_branches,
-            "memory_estimates": checked.estimates,
-        },
-        versions=versions(),
-        model=str(model.path),
-        policy=getattr(policy, "name", type(policy).__name__),
         # per-state values of the model's states (the added `stalled` sink is not one of them)
         state_values=per_state(out.values[origin >= 0], probability) if options.all_states else None,
         state_valuations=chain.valuations[origin >= 0] if options.all_states else None,
         variables=chain.variables,
         untaken_choices=untaken,
-        warnings=checked.notes
-        + ([untaken_message(untaken, "policy-reachable states")] if untaken else [])
-        + ([out.warning] if out.warning else []),
+        provenance=Provenance(
+            property=prop.text,
+            timings=timings,
+            settings={
+                **settings(options, built.strategy, model),
+                "policy_queries": built.decision_states,
+                "onthefly_policy_calls": built.policy_calls,
+                "merged_declined": built.merged_declined,
+                "mdp_branches": built.mdp_branches,
+                "memory_estimates": checked.estimates,
+            },
+            versions=versions(),
+            model=str(model.path),
+            policy=getattr(policy, "name", type(policy).__name__),
+            warnings=checked.notes
+            + ([untaken_message(untaken, "policy-reachable states")] if untaken else [])
+            + ([out.warning] if out.warning else []),
+        ),
     )
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from rlverify.backends import open_backend
 from rlverify.errors import PropertyError
 from rlverify.policies.base import Policy
-from rlverify.results import MapFigure, MapPanel, MapShade
+from rlverify.results import MapFigure, MapPanel, MapShade, Provenance
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy
 from rlverify.statistical.properties import parse_path_property
 from rlverify.statistical.results import HeatmapResult
@@ -128,8 +128,6 @@ def heatmap(
     timings["total"] = time.perf_counter() - t0
     timings["decisions_per_second"] = decisions / t_sim if t_sim > 0 else float("inf")
     return HeatmapResult(
-        benchmark=benchmark or env.name,
-        policy=getattr(policy, "name", None),
         noise=float(env.noise),
         cells=cells,
         goal=k / n,
@@ -147,8 +145,8 @@ def heatmap(
         max_steps=sim.max_steps,
         decisions=decisions,
         optimal=opt,
-        timings=timings,
         optimal_numerics=None if opt is None else "Storm value iteration, relative precision 1e-6 (unsound heuristic)",
+        provenance=Provenance(model=benchmark or env.name, policy=getattr(policy, "name", None), timings=timings),
     )
 
 
@@ -226,7 +224,7 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
         x_values=np.arange(W),
         y_values=np.arange(H),
         title=title
-        or f"{result.benchmark} (noise {result.noise:g}; policy {Path(str(result.policy)).name}; "
+        or f"{result.model} (noise {result.noise:g}; policy {Path(str(result.policy)).name}; "
         f"{result.runs[0]} runs/cell, {conf})",
         shades=shades,
         origin="upper",

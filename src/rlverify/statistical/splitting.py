@@ -47,7 +47,7 @@ from rlverify.models.dynamics import choice_table, untaken_message
 from rlverify.models.expressions import compile_expression
 from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
-from rlverify.results import SplittingResult, versions
+from rlverify.results import Provenance, SplittingResult, versions
 from rlverify.statistical.engine import SimulationOptions
 from rlverify.statistical.envs import ExplicitEnv
 from rlverify.statistical.properties import PathProperty
@@ -565,7 +565,6 @@ def _splitting_result(
     settings.update(asdict(sim))
     t_sim = timings["simulate"]
     return SplittingResult(
-        property=setup.prop.text,
         method="fixed-effort splitting" if est.splits is None else "RESTART",
         estimate=estimate,
         interval=(max(0.0, estimate - half), min(1.0, estimate + half)),
@@ -592,17 +591,20 @@ def _splitting_result(
         mode=sim.mode,
         max_steps=sim.max_steps,
         importance=setup.importance,
-        model=setup.name,
-        policy=getattr(policy, "name", type(policy).__name__),
-        timings={
-            **timings,
-            "total": time.perf_counter() - t0,
-            "decisions_per_second": est.steps / t_sim if t_sim > 0 else math.inf,
-        },
-        settings=settings,
-        versions=versions(),
-        warnings=_splitting_warnings(est, options, setup.untaken, warnings),
         untaken_choices=setup.untaken,
+        provenance=Provenance(
+            property=setup.prop.text,
+            model=setup.name,
+            policy=getattr(policy, "name", type(policy).__name__),
+            timings={
+                **timings,
+                "total": time.perf_counter() - t0,
+                "decisions_per_second": est.steps / t_sim if t_sim > 0 else math.inf,
+            },
+            settings=settings,
+            versions=versions(),
+            warnings=_splitting_warnings(est, options, setup.untaken, warnings),
+        ),
     )
 
 

@@ -22,7 +22,7 @@ from rlverify.models.dynamics import choice_table, forced_start_message, untaken
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import Policy
-from rlverify.results import versions
+from rlverify.results import Provenance, versions
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, RunOutcomes, SimulationOptions, positive_int, simulate
 from rlverify.statistical.envs import ExplicitEnv, VectorEnv, hopeless_states
 from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
@@ -586,7 +586,6 @@ def _result(
     model_notes = list(setup.env.model.notes) if isinstance(setup.env, ExplicitEnv) else []
     t_sim = timings["simulate"]
     return StatisticalResult(
-        property=prop.text,
         method=options.method,
         estimate=tally.k / tally.n,
         interval=(lo, hi),
@@ -608,21 +607,24 @@ def _result(
         threshold=threshold,
         comparison=(prop.comparison or ">=") if threshold is not None else None,
         verdict=None if threshold is None else {True: "yes", False: "no", None: "undecided"}[satisfied],
-        timings={
-            **timings,
-            "total": time.perf_counter() - t0,
-            "decisions_per_second": tally.decisions / t_sim if t_sim > 0 else math.inf,
-        },
-        settings=settings,
-        model=setup.name,
-        policy=getattr(policy, "name", type(policy).__name__),
-        versions=versions(),
         untaken_choices=setup.untaken,
-        warnings=list(prop.notes)
-        + model_notes
-        + _notes(tally, sim)
-        + ([setup.forced_start] if setup.forced_start else [])
-        + ([untaken_message(setup.untaken, "states of the model")] if setup.untaken else []),
+        provenance=Provenance(
+            property=prop.text,
+            timings={
+                **timings,
+                "total": time.perf_counter() - t0,
+                "decisions_per_second": tally.decisions / t_sim if t_sim > 0 else math.inf,
+            },
+            settings=settings,
+            model=setup.name,
+            policy=getattr(policy, "name", type(policy).__name__),
+            versions=versions(),
+            warnings=list(prop.notes)
+            + model_notes
+            + _notes(tally, sim)
+            + ([setup.forced_start] if setup.forced_start else [])
+            + ([untaken_message(setup.untaken, "states of the model")] if setup.untaken else []),
+        ),
     )
 
 
