@@ -30,11 +30,11 @@ from rlverify.exact.checking import (
     storm_qualitative,
     verdict,
 )
-from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, settings
+from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.models.explicit import ExplicitModel, out_of_memory
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
-from rlverify.results import ExactResult, OptimumResult, Provenance, versions
+from rlverify.results import ExactResult, OptimumResult
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +135,7 @@ def _optimum(
         state_pmax=per_state(hi.values, probability),
         state_valuations=mdp.valuations,
         variables=mdp.variables,
-        provenance=Provenance(
-            property=prop.text,
-            timings=timings,
-            settings=settings(options, "full", model),
-            versions=versions(),
-            model=str(model.path),
-            warnings=notes,
-        ),
+        provenance=provenance(model, prop, None, timings=timings, settings=settings(options, "full", model), warnings=notes),
     )
 
 
@@ -173,15 +166,7 @@ def as_exact_result(result: OptimumResult) -> ExactResult:
         state_values_min=result.state_pmin if every else None,
         state_valuations=result.state_valuations if every else None,
         variables=result.variables,
-        provenance=Provenance(
-            property=result.property,
-            timings=result.timings,
-            settings=result.settings,
-            versions=result.versions,
-            model=result.model,
-            policy=None,
-            warnings=list(result.warnings),
-        ),
+        provenance=result.provenance,
     )
 
 

@@ -11,6 +11,8 @@ from rlverify.exact.checking import MAX_WORK, NUMERICS
 from rlverify.models.dynamics import UNAVAILABLE
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
+from rlverify.policies.base import Policy
+from rlverify.results import Provenance, versions
 
 MODES = ("stochastic", "deterministic", "monolithic")
 STRATEGIES = ("auto", "full", "onthefly", "merged")
@@ -130,3 +132,25 @@ def settings(options: Any, strategy: str, model: SymbolicModel) -> dict[str, Any
     d["strategy"] = strategy
     d["constants"] = model.constants
     return d
+
+
+def provenance(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy | None,
+    *,
+    settings: dict[str, Any],
+    timings: dict[str, float],
+    warnings: list[str] | None = None,
+) -> Provenance:
+    """What an exact analysis records of what it verified: the model's path, the property's text, the policy's name
+    (None: no policy), the settings and timings given, the package versions and ``warnings``."""
+    return Provenance(
+        model=str(model.path),
+        property=prop.text,
+        policy=None if policy is None else policy.name,
+        settings=settings,
+        timings=timings,
+        versions=versions(),
+        warnings=list(warnings or []),
+    )

@@ -42,7 +42,7 @@ from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, mdp_for, on_ch
 from rlverify.exact.checking import MAX_WORK, CheckOutcome, is_reward_bounded, quantitative
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
 from rlverify.exact.optimum import mdp_optimum
-from rlverify.exact.options import MODES, ExactOptions, Progress, guarantee
+from rlverify.exact.options import MODES, ExactOptions, Progress, guarantee, provenance
 from rlverify.exact.verify import verify_exact
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm, write_umb
@@ -52,7 +52,7 @@ from rlverify.models.summary import summarize
 from rlverify.models.symbolic import SymbolicModel, storm_message, truth_values
 from rlverify.policies.adapters import softmax
 from rlverify.policies.base import Policy, validate_probabilities
-from rlverify.results import IntervalResult, Provenance, RobustnessResult, versions
+from rlverify.results import IntervalResult, RobustnessResult
 
 log = logging.getLogger(__name__)
 
@@ -382,15 +382,7 @@ def _robustness(
         guarantee=guarantee(options.numerics),
         precision=options.precision,
         variables=full.variables,
-        provenance=Provenance(
-            property=prop.text,
-            timings=timings,
-            settings=_settings(options, model),
-            versions=versions(),
-            model=str(model.path),
-            policy=getattr(policy, "name", type(policy).__name__),
-            warnings=notes,
-        ),
+        provenance=provenance(model, prop, policy, timings=timings, settings=_settings(options, model), warnings=notes),
     )
 
 
@@ -837,8 +829,10 @@ def _model_error_bounds(
         clipped=n_clipped,
         guarantee=says,
         precision=options.precision,
-        provenance=Provenance(
-            property=prop.text,
+        provenance=provenance(
+            model,
+            prop,
+            policy,
             timings=timings,
             settings={
                 "mode": options.mode,
@@ -846,9 +840,6 @@ def _model_error_bounds(
                 "max_states": options.max_states,
                 "constants": model.constants,
             },
-            versions=versions(),
-            model=str(model.path),
-            policy=getattr(policy, "name", type(policy).__name__),
             warnings=notes,
         ),
     )

@@ -34,13 +34,13 @@ from rlverify.exact.checking import (
 )
 from rlverify.exact.induced import STALLED_LABEL
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
-from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, settings
+from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, parse_property
 from rlverify.policies.base import Policy
-from rlverify.results import ExactResult, Provenance, versions
+from rlverify.results import ExactResult
 
 log = logging.getLogger(__name__)
 
@@ -273,8 +273,10 @@ def _result(
         state_valuations=chain.valuations[origin >= 0] if options.all_states else None,
         variables=chain.variables,
         untaken_choices=untaken,
-        provenance=Provenance(
-            property=prop.text,
+        provenance=provenance(
+            model,
+            prop,
+            policy,
             timings=timings,
             settings={
                 **settings(options, built.strategy, model),
@@ -284,9 +286,6 @@ def _result(
                 "mdp_branches": built.mdp_branches,
                 "memory_estimates": checked.estimates,
             },
-            versions=versions(),
-            model=str(model.path),
-            policy=getattr(policy, "name", type(policy).__name__),
             warnings=checked.notes
             + ([untaken_message(untaken, "policy-reachable states")] if untaken else [])
             + ([out.warning] if out.warning else []),

@@ -1,5 +1,5 @@
 """Racetrack heat maps: goal and crash probability per start cell, the share of undecided or stalled runs, and
-the gap to Storm's optimum — drawn as a :class:`~rlverify.results.MapFigure`, like the exact risk maps."""
+the gap to Storm's optimum — drawn as a :class:`~rlverify.figures.MapFigure`, like the exact risk maps."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import numpy as np
 
 from rlverify.backends import open_backend
 from rlverify.errors import PropertyError
+from rlverify.figures import MapFigure, MapPanel, MapShade
 from rlverify.policies.base import Policy
-from rlverify.results import MapFigure, MapPanel, MapShade, Provenance
+from rlverify.results import Provenance
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy
 from rlverify.statistical.properties import parse_path_property
 from rlverify.statistical.results import HeatmapResult
@@ -166,7 +167,7 @@ def stuck_share(result: HeatmapResult) -> np.ndarray:
 
 
 def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = None, title: str | None = None) -> MapFigure:
-    """The heat map as a :class:`~rlverify.results.MapFigure` (the drawing the exact risk maps use too).
+    """The heat map as a :class:`~rlverify.figures.MapFigure` (the drawing the exact risk maps use too).
 
     ``panels`` from ``goal``, ``crash``, ``stuck`` (:func:`stuck_share`), ``optimal``, ``gap`` (default:
     goal, crash and stuck, plus optimal and gap when the result has the optimum). Cells are ``(x, y)``
