@@ -43,3 +43,10 @@ def prism_reference():
         return path
 
     return find
+
+
+@pytest.fixture(autouse=True, scope="session")
+def sb3_logs_stay_in_the_test_tmp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """SB3's learn() makes a log folder in the system's temporary directory unless SB3_LOGDIR names one: the tests'
+    training runs write theirs under pytest's own temporary directory instead of leaving /tmp/SB3-* behind."""
+    os.environ.setdefault("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))

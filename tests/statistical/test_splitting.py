@@ -407,6 +407,14 @@ def cli_files(tmp_path_factory):
     return d
 
 
+def _simulate(cli_files, *options: str) -> int:
+    """``rlverify simulate`` on the birth-death file with its policy and ``P=? [F "top"]``, then ``options``."""
+    from rlverify.cli.main import main
+
+    policy = f"{cli_files / 'pol.py'}:pi"
+    return main(["simulate", str(cli_files / "bd.prism"), "--policy", policy, "--property", 'P=? [F "top"]', *options])
+
+
 @pytest.mark.parametrize(
     "extra,message",
     [
@@ -433,39 +441,14 @@ def cli_files(tmp_path_factory):
     ],
 )
 def test_cli_bad_input(cli_files, capsys, extra, message):
-    from rlverify.cli.main import main
-
-    args = [
-        "simulate",
-        str(cli_files / "bd.prism"),
-        "--policy",
-        f"{cli_files / 'pol.py'}:pi",
-        "--property",
-        'P=? [F "top"]',
-        "--rare",
-        "splitting",
-    ]
-    code = main([*args, *extra])
+    code = _simulate(cli_files, "--rare", "splitting", *extra)
     err = capsys.readouterr().err
     assert code == 2, err
     assert message in " ".join(err.split()), err
 
 
 def test_cli_splitting_options_need_rare(cli_files, capsys):
-    from rlverify.cli.main import main
-
-    code = main(
-        [
-            "simulate",
-            str(cli_files / "bd.prism"),
-            "--policy",
-            f"{cli_files / 'pol.py'}:pi",
-            "--property",
-            'P=? [F "top"]',
-            "--effort",
-            "10",
-        ]
-    )
+    code = _simulate(cli_files, "--effort", "10")
     assert code == 2
     assert "--effort only apply to rare-event estimation: add --rare splitting" in " ".join(capsys.readouterr().err.split())
 
@@ -473,31 +456,8 @@ def test_cli_splitting_options_need_rare(cli_files, capsys):
 def test_cli_json(cli_files, capsys):
     import json
 
-    from rlverify.cli.main import main
-
-    code = main(
-        [
-            "simulate",
-            str(cli_files / "bd.prism"),
-            "--policy",
-            f"{cli_files / 'pol.py'}:pi",
-            "--property",
-            'P=? [F "top"]',
-            "--rare",
-            "splitting",
-            "--importance",
-            "i",
-            "--levels",
-            "2,3,4,5,6,7",
-            "--effort",
-            "200",
-            "--repetitions",
-            "5",
-            "--seed",
-            "4",
-            "--json",
-        ]
-    )
+    options = ["--importance", "i", "--levels", "2,3,4,5,6,7", "--effort", "200", "--repetitions", "5", "--seed", "4"]
+    code = _simulate(cli_files, "--rare", "splitting", *options, "--json")
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     exact = float(ruin(8))
@@ -509,27 +469,7 @@ def test_cli_json(cli_files, capsys):
 def test_cli_restart(cli_files, capsys):
     import json
 
-    from rlverify.cli.main import main
-
-    code = main(
-        [
-            "simulate",
-            str(cli_files / "bd.prism"),
-            "--policy",
-            f"{cli_files / 'pol.py'}:pi",
-            "--property",
-            'P=? [F "top"]',
-            "--rare",
-            "restart",
-            "--importance",
-            "i",
-            "--effort",
-            "300",
-            "--repetitions",
-            "10",
-            "--json",
-        ]
-    )
+    code = _simulate(cli_files, "--rare", "restart", "--importance", "i", "--effort", "300", "--repetitions", "10", "--json")
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     exact = float(ruin(8))
