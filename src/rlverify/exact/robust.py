@@ -817,6 +817,12 @@ def _model_error_bounds(
     timings["total"] = time.perf_counter() - t0
     notes, says = _interval_notes(prop, options, n_clipped, solver, converged)
     chain, d = built.chain, options.delta
+    recorded = {
+        "mode": options.mode,
+        "unavailable": options.unavailable,
+        "max_states": options.max_states,
+        "constants": model.constants,
+    }
     return IntervalResult(
         delta=float(d),
         relative=options.relative,
@@ -829,19 +835,7 @@ def _model_error_bounds(
         clipped=n_clipped,
         guarantee=says,
         precision=options.precision,
-        provenance=provenance(
-            model,
-            prop,
-            policy,
-            timings=timings,
-            settings={
-                "mode": options.mode,
-                "unavailable": options.unavailable,
-                "max_states": options.max_states,
-                "constants": model.constants,
-            },
-            warnings=notes,
-        ),
+        provenance=provenance(model, prop, policy, timings=timings, settings=recorded, warnings=notes),
     )
 
 
