@@ -57,8 +57,8 @@ r = verify_abstraction(system.model(), system.policies["ppo"], AbstractionOption
     horizon=k, domain=domain, phi=phi, containment=containment, initial=initial, max_states=max_states))
 print(json.dumps({"bound": r.upper_bound, "states": r.n_abstract_states, "polyhedra": r.n_polyhedra,
                   "merges": r.n_containment_merges, "shared": r.n_shared_successors,
-                  "unrefined": r.n_unrefined_states, "seconds": r.timings.total, "unresolved": r.n_unresolved_parts,
-                  "milp": r.n_milp_parts, "timings": r.timings.__dict__}))
+                  "unrefined": r.n_unrefined_states, "seconds": r.timings["total"], "unresolved": r.n_unresolved_parts,
+                  "milp": r.n_milp_parts, "timings": r.timings}))
 """
 
 

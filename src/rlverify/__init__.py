@@ -19,7 +19,7 @@ from rlverify.exact import ExactOptions
 from rlverify.exact.options import Progress
 from rlverify.models import Property, SymbolicModel, load_model
 from rlverify.policies import Policy, check_policy, load_policy
-from rlverify.results import ExactResult
+from rlverify.results import ExactResult, Provenance, Result
 
 __version__ = "0.1.0"
 
@@ -45,6 +45,8 @@ __all__ = [
     "ExactOptions",
     "ExactResult",
     "Property",
+    "Provenance",
+    "Result",
     "RlverifyError",
     "StatisticalOptions",
     "StatisticalResult",

@@ -1,12 +1,20 @@
-"""Figures: the one drawing of maps in rlverify (:class:`MapFigure`), described as data by the results and drawn
-with matplotlib (imported when a figure is drawn, with the Agg backend unless one is chosen)."""
+"""Figures: rlverify's drawings — maps (:class:`MapFigure`, described as data by the results: exact risk maps and
+Racetrack heat maps) and failure paths (:func:`plot_paths`) — drawn with matplotlib (imported when a figure is drawn,
+with the Agg backend unless one is chosen), written atomically, every text as written (:func:`rlverify.files.save_figure`).
+The abstraction's part plots stay with its polytope geometry (:mod:`rlverify.abstraction.plots`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from rlverify.errors import OptionError, did_you_mean
+
+if TYPE_CHECKING:
+    from rlverify.results import FailurePaths
 
 
 @dataclass(frozen=True)
@@ -148,4 +156,114 @@ class MapFigure:
         return save_figure(fig, out, force=force, dpi=dpi)
 
 
-__all__ = ["MapFigure", "MapPanel", "MapShade"]
+def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> tuple[tuple[str, str], ...]:
+    """The variable pairs to draw paths on: ``spec`` ``"X,Y"`` (or ``"X,Y,X2,Y2,..."``: further pairs, e.g. the
+    obstacles of a grid world) checked against ``variables``; None: ``(("x", "y"),)`` when both exist.
+
+    Raises :class:`OptionError` naming the problem and the close names.
+    """
+    variables = tuple(variables)
+    if spec is None:
+        if "x" in variables and "y" in variables:
+            return (("x", "y"),)
+        raise OptionError(
+            "--explain-map: the model has no variables named x and y; name two integer variables "
+            f"to draw the paths on, e.g. --explain-map {','.join(variables[:2]) or 'X,Y'} "
+            f"(variables: {', '.join(variables)})"
+        )
+    names = [n.strip() for n in spec.split(",")]
+    if len(names) < 2 or len(names) % 2 or not all(names):
+        raise OptionError(f"--explain-map: expected variable names in pairs X,Y (or X,Y,X2,Y2,...), got '{spec}'")
+    for n in names:
+        if n not in variables:
+            raise OptionError(
+                f"--explain-map: '{n}' is not a model variable{did_you_mean(n, variables)} (variables: {', '.join(variables)})"
+            )
+    pairs = tuple((names[i], names[i + 1]) for i in range(0, len(names), 2))
+    if any(a == b for a, b in pairs):
+        raise OptionError(f"--explain-map: a pair needs two different variables, got '{spec}'")
+    return pairs
+
+
+#: line style (matplotlib accepts these strings), start and end markers of each variable pair
+_STYLES: tuple[tuple[Any, str, str], ...] = (("-", "o", "X"), ("--", "s", "P"), (":", "^", "*"), ("-.", "D", "v"))
+
+
+def plot_paths(
+    explanation: FailurePaths,
+    out: str | Path,
+    pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (("x", "y"),),
+    *,
+    title: str | None = None,
+    force: bool = False,
+) -> Path:
+    """Draw the paths projected on variable pairs as a PNG (grid cells, legend, axes).
+
+    ``pairs[0]`` (e.g. the agent's ``("x", "y")``) is drawn as a solid line per path, further pairs
+    (e.g. an obstacle's coordinates) dashed/dotted in the same colour. Each path is slightly offset so
+    that shared cells stay visible; a circle marks its start and a cross its end (the target state).
+    The legend gives each path's rank, probability and number of steps.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    pairs = tuple((str(a), str(b)) for a, b in pairs)
+    map_variables(explanation.variables, ",".join(n for p in pairs for n in p))  # the same checks as the CLI
+    xs_names, ys_names = [p[0] for p in pairs], [p[1] for p in pairs]
+    x0 = min(explanation.ranges[n][0] for n in xs_names)
+    x1 = max(explanation.ranges[n][1] for n in xs_names)
+    y0 = min(explanation.ranges[n][0] for n in ys_names)
+    y1 = max(explanation.ranges[n][1] for n in ys_names)
+    width, height = x1 - x0 + 1, y1 - y0 + 1
+    fig, ax = plt.subplots(figsize=(min(12.0, 2.0 + 0.6 * width) + 3.0, min(12.0, 2.0 + 0.6 * height)))
+    ax.set_xlim(x0 - 0.5, x1 + 0.5)
+    ax.set_ylim(y0 - 0.5, y1 + 0.5)
+    ax.set_xticks(range(x0, x1 + 1))
+    ax.set_yticks(range(y0, y1 + 1))
+    ax.set_xticks(np.arange(x0 - 0.5, x1 + 1), minor=True)
+    ax.set_yticks(np.arange(y0 - 0.5, y1 + 1), minor=True)
+    ax.grid(which="minor", color="#cccccc", linewidth=0.8)
+    ax.tick_params(which="minor", length=0)
+    ax.set_aspect("equal")
+    ax.set_xlabel(" / ".join(dict.fromkeys(xs_names)))
+    ax.set_ylabel(" / ".join(dict.fromkeys(ys_names)))
+    colors = plt.get_cmap("tab10")
+    n = max(len(explanation.paths), 1)
+    handles, labels = [], []
+    for i, path in enumerate(explanation.paths):
+        off = (i - (n - 1) / 2) * min(0.3 / n, 0.08)
+        c = colors(i % 10)
+        for j, (x, y) in enumerate(pairs):
+            line, start, end = _STYLES[j % len(_STYLES)]
+            xs = np.array([s.state[x] for s in path.steps], dtype=float) + off
+            ys = np.array([s.state[y] for s in path.steps], dtype=float) + off
+            h = ax.plot(xs, ys, line, color=c, linewidth=2 if j == 0 else 1.3, alpha=0.8, marker=".", markersize=5)[0]
+            ax.plot(xs[0], ys[0], start, color=c, markersize=10 if j == 0 else 7, markerfacecolor="none", markeredgewidth=2)
+            ax.plot(xs[-1], ys[-1], end, color=c, markersize=11 if j == 0 else 8)
+            if j == 0:
+                handles.append(h)
+                labels.append(f"#{i + 1}  p = {path.probability:.3g}  ({path.length} steps)")
+    for j, (x, y) in enumerate(pairs):
+        line, start, end = _STYLES[j % len(_STYLES)]
+        handles += [
+            Line2D([], [], linestyle=line, color="grey"),
+            Line2D([], [], linestyle="", color="grey", marker=start, markerfacecolor="none", markeredgewidth=2),
+            Line2D([], [], linestyle="", color="grey", marker=end),
+        ]
+        labels += [f"({x}, {y})", "  start", "  end (target)"]
+    share = (
+        f"{100 * explanation.share:.3g}% of the value {explanation.value:.4g}"
+        if explanation.share is not None
+        else "the value is 0"
+    )
+    ax.set_title(title or f"{explanation.property}\n{len(explanation.paths)} most probable paths: {share}", fontsize=9)
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    from rlverify.files import save_figure
+
+    return save_figure(fig, out, force=force, what="--out", dpi=120, bbox_inches="tight")
+
+
+__all__ = ["MapFigure", "MapPanel", "MapShade", "map_variables", "plot_paths"]
