@@ -45,6 +45,7 @@ import numpy as np
 from rlverify.errors import OptionError, PropertyError
 from rlverify.models.dynamics import check_unavailable
 from rlverify.policies.base import BasePolicy, Policy, choose_columns
+from rlverify.statistical.envs import VectorEnv
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key
 from rlverify.statistical.step import Binding, Moves, Stepper, Verdicts, bind_policy, check_labels, decide, draw_starts
@@ -145,7 +146,7 @@ def choose_actions(probs: np.ndarray, u: np.ndarray | None) -> np.ndarray:
 
 
 def simulate(
-    env: Any,
+    env: VectorEnv,
     policy: Policy,
     prop: PathProperty,
     run_ids: np.ndarray,
