@@ -75,3 +75,11 @@ def test_figure_axes_shades_and_png(short_runs, tmp_path):
         heatmap_figure(r, panels=("gap",))
     with pytest.raises(PropertyError, match="stuck"):
         heatmap_figure(r, panels=("nope",))
+
+
+def test_the_heat_map_records_its_provenance(short_runs):
+    r = short_runs
+    assert r.model == "racetrack-barto-small-v1" and r.versions["stormpy"] and r.timings
+    out = r.to_json()
+    assert {"model", "property", "policy", "settings", "timings", "versions", "warnings"} <= set(out)
+    assert out["versions"] == r.versions and len(out["cells"]) == len(r.cells)

@@ -15,7 +15,7 @@ from rlverify.backends import open_backend
 from rlverify.errors import PropertyError
 from rlverify.figures import MapFigure, MapPanel, MapShade
 from rlverify.policies.base import Policy
-from rlverify.results import Provenance
+from rlverify.results import Provenance, versions
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy
 from rlverify.statistical.properties import parse_path_property
 from rlverify.statistical.results import HeatmapResult
@@ -147,7 +147,7 @@ def heatmap(
         decisions=decisions,
         optimal=opt,
         optimal_numerics=None if opt is None else "Storm value iteration, relative precision 1e-6 (unsound heuristic)",
-        provenance=Provenance(model=benchmark or env.name, policy=getattr(policy, "name", None), timings=timings),
+        provenance=Provenance(model=benchmark or env.name, policy=policy.name, timings=timings, versions=versions()),
     )
 
 
