@@ -39,3 +39,53 @@ def test_mdp_any_choice_counts():
     groups = np.array([0, 2, 3, 4])  # state 0: rows 0-1; state 1: row 2 (loops); state 2: row 3
     d = steps_to(P, groups, np.array([0, 0, 1], dtype=bool), np.ones(3, dtype=bool))
     assert d.tolist() == [1, np.inf, 0]
+
+
+def _bfs(P: sp.csr_matrix, target: np.ndarray, through: np.ndarray) -> list[float]:
+    """Distances by a plain Python breadth-first search over reversed positive edges (the reference)."""
+    n = P.shape[0]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for t, p in zip(P.indices[P.indptr[s] : P.indptr[s + 1]], P.data[P.indptr[s] : P.indptr[s + 1]], strict=True):
+            if p > 0:
+                preds[t].append(s)
+    dist = [0.0 if target[s] else np.inf for s in range(n)]
+    frontier = [s for s in range(n) if target[s]]
+    while frontier:
+        nxt = []
+        for t in frontier:
+            for s in preds[t]:
+                if through[s] and not target[s] and np.isinf(dist[s]):
+                    dist[s] = dist[t] + 1
+                    nxt.append(s)
+        frontier = nxt
+    return dist
+
+
+def test_random_chain_matches_a_plain_search():
+    rng = np.random.default_rng(3)
+    n = 300
+    P = sp.random(n, n, density=0.01, random_state=4, format="csr")
+    P.data[rng.random(P.nnz) < 0.1] = 0.0  # explicit zeros are no edges
+    target = rng.random(n) < 0.02
+    through = rng.random(n) < 0.8
+    assert steps_to(P, None, target, through).tolist() == _bfs(P, target, through)
+
+
+def test_memory_is_a_few_bytes_per_transition():
+    """Issue 23: the unbounded check's graph analysis took ~70 bytes per transition (COO and int64 copies): a
+    stochastic Avoid n = 11 check peaked at 80 bytes per chain transition instead of 14."""
+    import tracemalloc
+
+    n, per_row = 100_000, 20
+    indices = np.random.default_rng(0).integers(0, n, size=n * per_row).astype(np.int32)
+    P = sp.csr_matrix((np.full(n * per_row, 0.05), indices, np.arange(0, n * per_row + 1, per_row)), shape=(n, n))
+    target = np.zeros(n, dtype=bool)
+    target[:10] = True
+    tracemalloc.start()
+    try:
+        can_reach(P, None, target, np.ones(n, dtype=bool))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak / P.nnz < 10, f"{peak / P.nnz:.1f} bytes per transition"

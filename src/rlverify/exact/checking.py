@@ -698,7 +698,7 @@ def bounded_until(
         if upper_cap is not None:
             uppers = np.minimum(uppers, upper_cap)
     uppers = np.maximum(uppers, lowers)
-    zero, one = qualitative(matrix, groups, phi, psi, k, init, optimum)
+    zero, one = _facts(matrix, groups, phi, psi, k, init, optimum, x if stop != "precision" else None, d)
     value, lower, upper = float(x[init]), float(lowers[init]), float(uppers[init])
     if zero:
         value = lower = upper = 0.0
@@ -743,6 +743,35 @@ def bounded_until(
         lowers=lowers,
         uppers=uppers,
     )
+
+
+def _facts(
+    matrix: Any,
+    groups: np.ndarray | None,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    k: int,
+    init: int,
+    optimum: str | None,
+    x: np.ndarray | None,
+    d: int,
+) -> tuple[bool, bool]:
+    """``(zero, one)`` of :func:`qualitative`, read off the computed step-``k`` values ``x`` where they decide both
+    (no reversed graph: ~6 bytes per transition), else by :func:`qualitative`.
+
+    On a chain, computed values are sums of products of the stored (non-negative) probabilities, so ``x[init] > 0``
+    means a path of positive transitions reaches ``psi`` within ``k`` steps: not zero. If every path reached ``psi``
+    within ``k`` steps, the value would be at least ``m^k`` for ``m`` the least row sum of the ``phi & ~psi`` rows
+    (by induction on the steps), so a computed ``x[init]`` below its rounding-adjusted bound means: not one.
+    """
+    if optimum is None and x is not None and x[init] > 0:
+        go = phi & ~psi
+        row_sums = matrix @ np.ones(matrix.shape[1])
+        least = float(row_sums[go].min(initial=1.0)) * (1.0 - d * 2.0**-52)  # computed sums round by < d ulps
+        _, hi_f, ab = _rounding(k, d)  # the true value is at most x hi_f + ab
+        if least > 0 and x[init] * hi_f + ab < math.exp(k * math.log(min(least, 1.0))):
+            return False, False
+    return qualitative(matrix, groups, phi, psi, k, init, optimum)
 
 
 def _iterate(

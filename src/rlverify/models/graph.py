@@ -14,24 +14,37 @@ def steps_to(transitions: Any, row_groups: np.ndarray | None, target: np.ndarray
 
     ``transitions``: ``(C, S)`` sparse, a row per choice (``row_groups`` ``(S+1,)`` int, the choices of each state;
     None for a chain: one row per state). Any choice may be taken: on an MDP ``inf`` means ``Pmax(through U target)
-    = 0``; on a chain, probability 0. BFS in scipy (linear in the transitions)."""
+    = 0``; on a chain, probability 0. Breadth-first from the targets over the reversed positive pattern (linear in
+    the transitions; about 6 bytes per transition besides the input: int8 positivity, int32 reversed indices)."""
     import scipy.sparse as sp
-    from scipy.sparse.csgraph import shortest_path
 
-    T = sp.coo_matrix(transitions)
-    S = T.shape[1]
-    positive = T.data > 0
-    rows = T.row[positive].astype(np.int64)
-    owner = rows if row_groups is None else np.repeat(np.arange(S), np.diff(np.asarray(row_groups)))[rows]
-    succ = T.col[positive].astype(np.int64)
-    passes = np.asarray(through, dtype=bool)[owner] & ~np.asarray(target, dtype=bool)[owner]
-    seeds = np.flatnonzero(target)
-    # reversed edges successor -> owner (owners that may be passed through), and a source S -> every target
-    r = np.concatenate([succ[passes], np.full(len(seeds), S, dtype=np.int64)])
-    c = np.concatenate([owner[passes], seeds])
-    graph = sp.csr_matrix((np.ones(len(r), dtype=np.float64), (r, c)), shape=(S + 1, S + 1))
-    dist = shortest_path(graph, method="D", directed=True, unweighted=True, indices=S)
-    return np.asarray(dist[:S], dtype=np.float64) - 1.0  # inf stays inf
+    T = sp.csr_matrix(transitions)
+    C, S = T.shape
+    target = np.asarray(target, dtype=bool)
+    owner = None if row_groups is None else np.repeat(np.arange(S), np.diff(np.asarray(row_groups)))
+    # (S, C): the choices having each state as a positive successor (entries of zero probability removed)
+    pattern = sp.csr_matrix(((T.data > 0).view(np.int8), T.indices, T.indptr), shape=(C, S), copy=False)
+    reverse = pattern.T.tocsr()
+    del pattern
+    reverse.eliminate_zeros()
+    passes = np.asarray(through, dtype=bool) & ~target
+    dist = np.full(S, np.inf)
+    dist[target] = 0.0
+    frontier = np.flatnonzero(target)
+    level = 0
+    while len(frontier):
+        level += 1
+        found = []
+        # the frontier's reversed rows gathered in parts of about 2**18 entries (bounded temporaries)
+        per_part = max(1, (1 << 18) * S // max(reverse.nnz, 1))
+        for i in range(0, len(frontier), per_part):
+            st = reverse[frontier[i : i + per_part]].indices
+            st = st if owner is None else owner[st]
+            st = np.unique(st[passes[st] & np.isinf(dist[st])])
+            dist[st] = level
+            found.append(st)
+        frontier = np.concatenate(found)
+    return dist
 
 
 def can_reach(transitions: Any, row_groups: np.ndarray | None, target: np.ndarray, through: np.ndarray) -> np.ndarray:
