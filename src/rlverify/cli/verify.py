@@ -84,6 +84,12 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "within --precision of the unbounded value, else is refused with the figures",
     )
     p.add_argument(
+        "--chain-dir",
+        metavar="DIR",
+        help="hold the policy's chain on disk in DIR (new or empty; --force replaces an earlier chain there): "
+        "memory per state, not per transition; step-bounded reachability (F<=k, U<=k) with the merged strategy",
+    )
+    p.add_argument(
         "--explain",
         type=int,
         metavar="K",
@@ -153,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
         max_work=_max_work(args.max_work),
         all_states=".csv" in files or ".npz" in files,
+        chain_dir=args.chain_dir,
+        chain_dir_force=args.force,
     )
     # progress goes to stderr, so that --json output on stdout stays clean
     with status("verifying") as update:
@@ -208,6 +216,8 @@ def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> 
             raise OptionError(f"--out {files['.png']}: verify draws a .png of the failure paths only: add --explain K")
         return
     check_count(args.explain)
+    if args.chain_dir is not None:
+        raise OptionError("--explain reads the policy's chain in memory: drop --chain-dir")
     if args.mode == "monolithic":
         raise OptionError(
             "--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over all "

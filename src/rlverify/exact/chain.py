@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError
-from rlverify.exact.checking import is_reward_bounded
+from rlverify.exact.checking import is_reward_bounded, solved_here, step_upper_bound
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, induced_chain, weigh
 from rlverify.exact.merged import MergedChain, Unsupported, merged_chain
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved
@@ -241,6 +241,26 @@ def choose_strategy(model: SymbolicModel, options: ExactOptions) -> str:
     return "merged" if model.kind == "prism" else "full"
 
 
+def check_on_disk(model: SymbolicModel, prop: Property, options: ExactOptions, strategy: str) -> None:
+    """Refuse (``OptionError``, before anything is built) what a chain on disk (``--chain-dir``) cannot check: it is
+    built by the ``merged`` strategy (PRISM programs) and checked for step-bounded reachability by
+    :func:`~rlverify.exact.checking.bounded_until` (``--numerics sound`` or ``direct``) only."""
+    if strategy != "merged":
+        why = "JANI models are built by Storm" if model.kind != "prism" else f"not with --strategy {options.strategy}"
+        raise OptionError(f"--chain-dir needs the merged strategy (PRISM programs, --strategy auto or merged): {why}")
+    formula = prop.storm_formula()
+    sub = getattr(formula, "subformula", None)
+    if (
+        not solved_here(formula, options.numerics)
+        or type(sub).__name__ != "BoundedUntilFormula"
+        or step_upper_bound(sub) is None
+    ):
+        raise OptionError(
+            f"--chain-dir checks step-bounded reachability only (P=? [F<=k phi] or P=? [phi U<=k psi] over labels "
+            f"and expressions, --numerics sound or direct), not '{prop.text}' with --numerics {options.numerics}"
+        )
+
+
 def names_commands(policy: Policy) -> bool:
     """Whether ``policy`` names some of its actions by command (``m:2``) rather than by label."""
     return any(is_command_name(a) for a in policy.actions)
@@ -320,6 +340,8 @@ def _build(
 ) -> PolicyChain:
     """The chain by the strategy ``options`` ask for (``merged`` falling back to ``full`` under ``auto``)."""
     strategy = choose_strategy(model, options)
+    if options.chain_dir is not None:
+        check_on_disk(model, prop, options, strategy)
     declined = None
     if strategy == "merged":
         merged, declined = _merged(model, prop, policy, options, say)
@@ -347,11 +369,15 @@ def _merged(
                 max_states=options.max_states,
                 max_memory=options.max_memory,
                 progress=say,
+                chain_dir=options.chain_dir,
+                force=options.chain_dir_force,
             )
         except Unsupported as exc:
             reason = str(exc)
         else:
             return _from_merged(built, prop, options, time.perf_counter() - t), None
+    if options.chain_dir is not None:
+        raise OptionError(f"{model.path}: --chain-dir needs the merged strategy, which cannot build this model ({reason})")
     if options.strategy == "merged":
         raise ModelError(f"{model.path}: --strategy merged cannot build this model ({reason}); use --strategy full")
     log.info("strategy merged declined (%s): building the MDP with Storm", reason)
@@ -620,6 +646,7 @@ __all__ = [
     "PolicyChain",
     "available_actions",
     "chain_for",
+    "check_on_disk",
     "choose_strategy",
     "full_mdp",
     "induce",

@@ -660,7 +660,8 @@ def bounded_until(
     """
     import scipy.sparse as sp
 
-    matrix = sp.csr_matrix(matrix, dtype=np.float64)
+    if not _on_disk(matrix):
+        matrix = sp.csr_matrix(matrix, dtype=np.float64)
     k = max(int(steps), 0)
     nnz = max(int(matrix.nnz), 1)
     go = (phi & ~psi).astype(np.float64)
@@ -771,7 +772,19 @@ def _facts(
         _, hi_f, ab = _rounding(k, d)  # the true value is at most x hi_f + ab
         if least > 0 and x[init] * hi_f + ab < math.exp(k * math.log(min(least, 1.0))):
             return False, False
+    if _on_disk(matrix):  # the ranks by passes over the row blocks (no reversed chain on disk)
+        from rlverify.exact.ondisk import block_ranks
+
+        positive, surely = block_ranks(matrix, phi, psi, k)
+        return bool(positive[init] < 0), bool(surely[init] >= 0)
     return qualitative(matrix, groups, phi, psi, k, init, optimum)
+
+
+def _on_disk(matrix: Any) -> bool:
+    """Whether ``matrix`` is a chain on disk (:class:`~rlverify.exact.ondisk.RowBlocks`: read in row blocks)."""
+    from rlverify.exact.ondisk import RowBlocks
+
+    return isinstance(matrix, RowBlocks)
 
 
 def _iterate(

@@ -24,13 +24,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, weigh
+from rlverify.exact.ondisk import ChainWriter, RowBlocks, prepare
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import choice_table, forced_start_message
 from rlverify.models.explicit import (
@@ -200,6 +201,8 @@ def merged_chain(
     max_states: int | None = None,
     max_memory: int | None = None,
     progress: Callable[[str], None] | None = None,
+    chain_dir: str | None = None,
+    force: bool = False,
 ) -> MergedChain:
     """The chain ``policy`` induces on a PRISM MDP, explored and merged in batches (see the module docstring).
 
@@ -211,14 +214,27 @@ def merged_chain(
             :func:`~rlverify.models.explicit.memory_limit`; checked after every batch).
         ModelError: an assignment out of range or probabilities not summing to 1 (as Storm refuses them).
         PolicyError: as with the ``full`` strategy (choices no policy can pick, renormalising nothing).
+        OptionError: ``chain_dir`` is not a new or empty directory (``force``: it may hold an earlier chain's files,
+            replaced) or cannot be written.
+
+    With ``chain_dir`` the chain's rows are written to files there as they are explored
+    (:mod:`rlverify.exact.ondisk`) and the chain's ``transitions`` is a :class:`~rlverify.exact.ondisk.RowBlocks`
+    reading them back: memory per state, not per transition.
     """
     if model.kind != "prism":
         raise Unsupported("JANI models are built by Storm")
     if prop.operator != "P":
         raise Unsupported("reward properties need Storm's reward models")
-    exploration = _Exploration(model, prop, policy, mode=mode, unavailable=unavailable, say=progress or (lambda msg: None))
-    exploration.explore(max_states, max_memory)
-    return exploration.result()
+    writer = None if chain_dir is None else ChainWriter(*prepare(chain_dir, force=force))
+    try:
+        exploration = _Exploration(model, prop, policy, mode=mode, unavailable=unavailable, say=progress or (lambda msg: None))
+        exploration.writer = writer
+        exploration.explore(max_states, max_memory)
+        return exploration.result()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
 
 
 class _Exploration:
@@ -261,6 +277,8 @@ class _Exploration:
         self.values.extend(program.initial)
         self.targets = _Growing(np.int32, capacity=1 << 20)
         self.probs = _Growing(np.float64, capacity=1 << 20)
+        #: the chain's rows go to files instead of ``targets``/``probs`` (``--chain-dir``)
+        self.writer: ChainWriter | None = None
         self.row_lengths = _Growing(np.int64)
         self.label_parts: dict[str, list[np.ndarray]] = {k: [] for k, _ in self.label_plan}
         self.untaken: dict[str, int] = {}
@@ -287,7 +305,7 @@ class _Exploration:
             self._guard(lo, max_states, memory_bound, memory_how)
             if time.perf_counter() - last_report > 2.0:
                 self.say(
-                    f"exploring and merging: {lo:,} of {self.state_keys.n:,} states so far, {self.targets.n:,} transitions"
+                    f"exploring and merging: {lo:,} of {self.state_keys.n:,} states so far, {self.transitions:,} transitions"
                 )
                 last_report = time.perf_counter()
 
@@ -430,8 +448,16 @@ class _Exploration:
             self.values.extend(self.program.values(added))
         tgt = np.full(len(key), _SINK, dtype=np.int32)
         tgt[real] = ids
-        self.targets.extend(tgt)
-        self.probs.extend(w)
+        if self.writer is not None:
+            self.writer.append(row, tgt, w, B)
+        else:
+            self.targets.extend(tgt)
+            self.probs.extend(w)
+
+    @property
+    def transitions(self) -> int:
+        """The chain's transitions so far."""
+        return self.targets.n if self.writer is None else self.writer.n
 
     def _labels(self, lo: int, hi: int, env: Any, deadlock: np.ndarray) -> None:
         B = hi - lo
@@ -460,7 +486,7 @@ class _Exploration:
         if memory_bound is not None and resident_bytes() > memory_bound:
             raise MemoryBudgetError(
                 f"{memory_how}: exploring the policy's chain took {format_bytes(resident_bytes())} "
-                f"after {lo:,} states and {self.targets.n:,} transitions; raise --max-memory, or verify a smaller model",
+                f"after {lo:,} states and {self.transitions:,} transitions; raise --max-memory, or verify a smaller model",
                 phase="explore",
                 estimate=resident_bytes(),
                 limit=memory_bound,
@@ -470,7 +496,7 @@ class _Exploration:
         """The explored chain (its arrays handed over, not copied) and what exploring it measured."""
         S = self.state_keys.n
         del self.index, self.state_keys
-        M = self._matrix(S)
+        M = self._matrix(S) if self.writer is None else self.writer.finish(S, self.any_stalled)
         chain = self._chain(M, S)
         untaken = self.untaken_by_label if self.by_label else self.untaken
         return MergedChain(
@@ -505,7 +531,7 @@ class _Exploration:
             raise AssertionError(f"internal: merged chain row {bad} sums to {row_sums[bad]!r}")
         return M
 
-    def _chain(self, M: sp.csr_matrix, S: int) -> ExplicitModel:
+    def _chain(self, M: sp.csr_matrix | RowBlocks, S: int) -> ExplicitModel:
         """The chain around ``M``: Storm's variable order, labels and valuation layout (from the probe)."""
         n = M.shape[0]
         vals = self.values.final()[:, self.storm_cols]
@@ -521,7 +547,8 @@ class _Exploration:
         return ExplicitModel(
             model_type="dtmc",
             row_groups=np.arange(n + 1, dtype=np.int64),
-            transitions=M,
+            # on disk: the row blocks, read by the checks (which take ``@``, ``shape``, ``nnz``, ``indptr``)
+            transitions=cast(sp.csr_matrix, M),
             choice_actions=np.zeros(n, dtype=np.int32),
             action_names=("",),
             variables=self.probe.variables,

@@ -56,6 +56,12 @@ class ExactOptions:
             soundly, at a fixed point or once within ``precision`` of the unbounded value
             (:func:`~rlverify.exact.checking.bounded_until`); if neither happens within the budget it is refused
             with the figures; forms Storm computes are refused up front when k x transitions exceeds it.
+        chain_dir: a new or empty directory to hold the policy's chain on disk (strategy ``merged`` on PRISM
+            programs, step-bounded reachability ``P=? [F<=k ...]``/``[... U<=k ...]``): its rows are written there
+            as they are explored and read back in row blocks (:mod:`rlverify.exact.ondisk`), so memory grows per
+            state, not per transition; the value is bit-identical to the in-memory run. Read by
+            :func:`~rlverify.exact.verify_exact` only. None: the chain is held in memory.
+        chain_dir_force: ``chain_dir`` may hold an earlier chain's files (replaced; nothing else is).
     """
 
     mode: str = "stochastic"
@@ -67,6 +73,8 @@ class ExactOptions:
     all_states: bool = False
     max_memory: int | None = None
     max_work: int | None = MAX_WORK
+    chain_dir: str | None = None
+    chain_dir_force: bool = False
 
     def validate(self) -> None:
         """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""

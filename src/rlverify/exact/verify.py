@@ -23,16 +23,19 @@ from rlverify.errors import OptionError, PolicyError, PropertyError, RlverifyErr
 from rlverify.exact.chain import SHRINK, PolicyChain, chain_for, on_chain
 from rlverify.exact.checking import (
     CheckOutcome,
+    bounded_until,
     check,
     clipped,
     environment,
     quantitative,
     solved_here,
     state_set,
+    step_bounded_sets,
     step_upper_bound,
     storm_qualitative,
 )
 from rlverify.exact.induced import STALLED_LABEL
+from rlverify.exact.ondisk import RowBlocks
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.models.dynamics import untaken_message
@@ -92,6 +95,8 @@ def _monolithic(
     options.validate()
     if chain is not None:
         raise OptionError("monolithic mode checks the full MDP: it reads no policy's chain")
+    if options.chain_dir is not None:
+        raise OptionError("--chain-dir holds a policy's chain: monolithic mode checks the full MDP in memory")
     if policy is not None:
         log.info("monolithic mode ignores the policy")
     return as_exact_result(optimum(model, prop, options, progress=progress))
@@ -150,8 +155,16 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     estimates = dict(built.memory_estimates)
     env = environment(options.numerics, options.precision)
     signed = signed_reward(prop, chain)
+    on_disk = isinstance(chain.transitions, RowBlocks)
+    if on_disk and STALLED_LABEL in chain.labels:
+        raise PropertyError(
+            "--chain-dir: the policy's mass stalls (unavailable actions) and the probability of stalling is computed "
+            "on a chain in memory only; use --unavailable renormalize, or verify without --chain-dir"
+        )
     storm, chain = _storm_chain(prop, chain, formula, signed, options, estimates)
-    if signed is None:
+    if on_disk:
+        out = _check_on_disk(storm.chain, formula, chain.transitions, options, say)
+    elif signed is None:
         out = check(
             storm.chain,
             formula,
@@ -182,6 +195,22 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     if prop.operator == "R" and math.isinf(out.value):
         notes.append(_infinite_reward(prop, chain, model, storm.chain, env, options, stalled))
     return _Checked(out=out, stalled=stalled, satisfied=satisfied, notes=notes, estimates=estimates)
+
+
+def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: ExactOptions, say: Progress) -> CheckOutcome:
+    """Step-bounded reachability on a chain on disk: :func:`~rlverify.exact.checking.bounded_until` over its row
+    blocks (the state formulas evaluated by Storm on the chain's states, labels and valuations), as in memory but
+    without the unbounded value as an early stop (it needs the chain in memory)."""
+    bounded = step_bounded_sets(storm_chain, formula)
+    if bounded is None:  # refused before the build (chain.check_on_disk): a state formula Storm cannot evaluate alone
+        raise PropertyError(f"--chain-dir: '{formula}' is not step-bounded reachability over state formulas")
+    phi, psi, k = bounded
+    init = storm_chain.initial_states
+    if len(init) != 1:
+        raise PropertyError(f"the model has {len(init)} initial states; rlverify reports the value of a single one")
+    return bounded_until(
+        blocks, phi, psi, k, int(init[0]), precision=options.precision, max_work=options.max_work, progress=say
+    )
 
 
 def _storm_chain(
