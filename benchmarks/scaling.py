@@ -15,6 +15,15 @@ Prints a table and saves a PNG plot (and JSON with ``--json``).
         --merge out/scaling.json --json out/scaling.json    # extend a saved study (same size+mode replaced)
 
 The prior tool (the 2024 paper's) ran out of 16 GB at 13x13.
+
+On disk (``--chain-dir``: the chain's rows in files, read back in row blocks; memory per state):
+
+    .venv/bin/python benchmarks/scaling.py --sizes 8,12 --modes stochastic --storage memory,disk \
+        --chain-dir /tmp/chains --mem-gb 22 --timeout 1800 --json out/disk.json
+
+Each disk run writes ``DIR/avoid-N-MODE`` and removes it afterwards (``--keep-chains`` keeps it). Both storages
+run with ``max_work=None`` (all 100 steps, no budget). Extra columns: ``B/state`` (peak growth per chain state) and
+``ns/step-tr`` (check seconds per step x transition, 100 steps).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import importlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -33,8 +43,9 @@ PROPERTY = "P=? [F<=100 COLLISION=true]"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> dict:
-    """Verify Avoid ``size`` x ``size`` in ``mode`` in this process; return the figures."""
+def worker(size: int, mode: str, slickness: float, strategy: str = "auto", chain_dir: str | None = None) -> dict:
+    """Verify Avoid ``size`` x ``size`` in ``mode`` in this process (``chain_dir``: the chain on disk there); return
+    the figures."""
     import numpy as np
 
     import rlverify.benchmarks.avoid as avoid
@@ -53,7 +64,8 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> di
         importlib.import_module(module)
 
     base = _rss_mb()  # the process before the model is built: imports, parsed program, policy
-    result = verify_exact(model, PROPERTY, policy, ExactOptions(mode=mode, strategy=strategy, max_states=None))
+    options = ExactOptions(mode=mode, strategy=strategy, max_states=None, max_work=None, chain_dir=chain_dir)
+    result = verify_exact(model, PROPERTY, policy, options)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return {
         "size": size,
@@ -62,12 +74,16 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto") -> di
         "transitions": result.transitions,
         "value": result.value,
         "strategy": result.strategy,
+        "storage": "memory" if chain_dir is None else "disk",
+        "value_repr": repr(result.value),
+        "method_note": result.precision_note,
         "timings": result.timings,
         "seconds": time.perf_counter() - t0,
         "base_rss_mb": base,
         "peak_rss_mb": peak,
         # peak growth over the process before the build, per transition of the chain
         "bytes_per_transition": (peak - base) * 2**20 / max(result.transitions, 1),
+        "bytes_per_state": (peak - base) * 2**20 / max(result.states, 1),
         "memory_estimates_mb": {k: v / 2**20 for k, v in result.settings.get("memory_estimates", {}).items()},
     }
 
@@ -80,13 +96,18 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def run_one(size: int, mode: str, slickness: float, timeout: float, mem_gb: float, strategy: str = "auto") -> dict:
-    """One (size, mode) in a subprocess with a memory cap; failures are reported, not raised."""
-
-    def limit() -> None:  # runs in the child before exec
-        cap = int(mem_gb * 1024**3)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
+def run_one(
+    size: int,
+    mode: str,
+    slickness: float,
+    timeout: float,
+    mem_gb: float,
+    strategy: str = "auto",
+    chain_dir: Path | None = None,
+    keep: bool = False,
+) -> dict:
+    """One (size, mode) in a subprocess with a memory cap (``chain_dir``: the chain on disk in a new subdirectory
+    of it, removed afterwards unless ``keep``); failures are reported, not raised."""
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -98,19 +119,50 @@ def run_one(size: int, mode: str, slickness: float, timeout: float, mem_gb: floa
         "--strategy",
         strategy,
     ]
+    where = None
+    if chain_dir is not None:
+        where = chain_dir / f"avoid-{size}-{mode}"
+        shutil.rmtree(where, ignore_errors=True)
+        cmd += ["--chain-dir", str(where)]
+    try:
+        return _run(cmd, size, mode, timeout, mem_gb, limit_storage="memory" if chain_dir is None else "disk")
+    finally:
+        if where is not None and not keep:
+            shutil.rmtree(where, ignore_errors=True)
+
+
+def _run(cmd: list[str], size: int, mode: str, timeout: float, mem_gb: float, limit_storage: str) -> dict:
+    """``cmd`` (a worker) in a subprocess under an address-space cap of ``mem_gb`` and ``timeout``: its JSON row."""
+
+    def limit() -> None:  # runs in the child before exec
+        cap = int(mem_gb * 1024**3)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
     t0 = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=limit, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        return {"size": size, "mode": mode, "error": f"timeout after {timeout:.0f} s", "wall": time.perf_counter() - t0}
+        return {
+            "size": size,
+            "mode": mode,
+            "storage": limit_storage,
+            "error": f"timeout after {timeout:.0f} s",
+            "wall": time.perf_counter() - t0,
+        }
     wall = time.perf_counter() - t0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         memory = "MemoryError" in proc.stderr or "bad_alloc" in proc.stderr or proc.returncode in (-9, 137)
         kind = "out of memory" if memory else "failed"
-        return {"size": size, "mode": mode, "error": f"{kind} (exit {proc.returncode}): {tail[:160]}", "wall": wall}
+        return {
+            "size": size,
+            "mode": mode,
+            "storage": limit_storage,
+            "error": f"{kind} (exit {proc.returncode}): {tail[:160]}",
+            "wall": wall,
+        }
     out = json.loads(lines[-1])
     out["wall"] = wall
     return out
@@ -129,17 +181,18 @@ def table(rows: list[dict]) -> str:
     head = (
         f"{'size':>5} {'mode':<13} {'states':>11} {'transitions':>13} {'value':>8} {'strategy':<9} "
         f"{'build s':>8} {'policy s':>8} {'check s':>8} {'total s':>8} {'wall s':>7} {'peak MB':>8} "
-        f"{'B/tr':>6} {'slope':>6}"
+        f"{'B/tr':>6} {'slope':>6} {'storage':<7} {'B/state':>8} {'ns/step-tr':>10}"
     )
     lines = [head, "-" * len(head)]
     previous: dict[str, dict] = {}
     for r in rows:
         if "error" in r:
-            lines.append(f"{r['size']:>5} {r['mode']:<13} {r['error']}")
+            lines.append(f"{r['size']:>5} {r['mode']:<13} {r.get('storage', 'memory')}: {r['error']}")
             continue
         t = r["timings"]
         per = r.get("bytes_per_transition")
-        prev = previous.get(r["mode"])
+        storage = r.get("storage", "memory")
+        prev = previous.get(r["mode"] + storage)
         slope = None
         if (
             prev is not None
@@ -148,13 +201,16 @@ def table(rows: list[dict]) -> str:
             and prev.get("engine") == r.get("engine")
         ):  # rows saved by an older engine carry its name
             slope = (r["peak_rss_mb"] - prev["peak_rss_mb"]) * 2**20 / (r["transitions"] - prev["transitions"])
-        previous[r["mode"]] = r
+        previous[r["mode"] + storage] = r
+        per_state = r.get("bytes_per_state")
+        ns = t.get("check", 0) / (100 * max(r["transitions"], 1)) * 1e9
         mode = r["mode"] + ("*" if r.get("engine") else "")
         lines.append(
             f"{r['size']:>5} {mode:<13} {r['states']:>11,} {r['transitions']:>13,} {r['value']:>8.4f} "
             f"{r['strategy']:<9} {t.get('build', 0):>8.2f} {t.get('policy', 0):>8.2f} {t.get('check', 0):>8.2f} "
             f"{t.get('total', 0):>8.2f} {r['wall']:>7.1f} {r['peak_rss_mb']:>8.0f} "
-            f"{'' if per is None else f'{per:.0f}':>6} {'' if slope is None else f'{slope:.0f}':>6}"
+            f"{'' if per is None else f'{per:.0f}':>6} {'' if slope is None else f'{slope:.0f}':>6} {storage:<7} "
+            f"{'' if per_state is None else f'{per_state:.0f}':>8} {ns:>10.2f}"
         )
     return "\n".join(lines)
 
@@ -236,26 +292,41 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="start from the rows saved by --json in this file; new (size, mode) rows replace old ones",
     )
+    ap.add_argument("--storage", default="memory", help="memory, disk or memory,disk (disk needs --chain-dir)")
+    ap.add_argument("--chain-dir", type=Path, default=None, help="directory for the chains on disk (--storage disk)")
+    ap.add_argument("--keep-chains", action="store_true", help="keep the chain directories of disk runs")
     ap.add_argument("--worker", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.worker:
-        print(json.dumps(worker(int(args.worker[0]), args.worker[1], args.slickness, args.strategy)), flush=True)
+        chain = None if args.chain_dir is None else str(args.chain_dir)
+        print(json.dumps(worker(int(args.worker[0]), args.worker[1], args.slickness, args.strategy, chain)), flush=True)
         return 0
 
     rows: list[dict] = json.loads(args.from_json.read_text()) if args.from_json else []
     if args.merge and not args.from_json:
         rows = json.loads(args.merge.read_text())
+    storages = args.storage.split(",")
+    if "disk" in storages and args.chain_dir is None:
+        ap.error("--storage disk needs --chain-dir DIR")
+    failed: set[tuple[str, str]] = set()
     for mode in [] if args.from_json else args.modes.split(","):
         for size in parse_sizes(args.sizes):
-            row = run_one(size, mode, args.slickness, args.timeout, args.mem_gb, args.strategy)
-            row["limits"] = {"timeout_s": args.timeout, "mem_gb": args.mem_gb}
-            rows = [r for r in rows if (r["size"], r["mode"]) != (size, mode)] + [row]
-            print(table([row]).splitlines()[-1], flush=True)
-            if "error" in row:
-                break
+            for storage in storages:  # side by side: each size in each storage before the next size
+                if (mode, storage) in failed:
+                    continue
+                chain_dir = args.chain_dir if storage == "disk" else None
+                row = run_one(
+                    size, mode, args.slickness, args.timeout, args.mem_gb, args.strategy, chain_dir, args.keep_chains
+                )
+                row["limits"] = {"timeout_s": args.timeout, "mem_gb": args.mem_gb}
+                key = (size, mode, storage)
+                rows = [r for r in rows if (r["size"], r["mode"], r.get("storage", "memory")) != key] + [row]
+                print(table([row]).splitlines()[-1], flush=True)
+                if "error" in row:
+                    failed.add((mode, storage))
     order = {"deterministic": 0, "stochastic": 1}
-    rows.sort(key=lambda r: (order.get(r["mode"], 2), r["size"]))
+    rows.sort(key=lambda r: (order.get(r["mode"], 2), r.get("storage", "memory"), r["size"]))
     print()
     print(table(rows))
     plot(rows, args.out)

@@ -205,3 +205,14 @@ def test_cli_refuses_jani(capsys, tmp_path):
         capsys, str(WEATHER), "-p", "P=? [F<=3 true]", "--policy", f"{policy}:pi", "--chain-dir", str(tmp_path / "d")
     )
     assert code == 2 and len(out.splitlines()) == 1 and "JANI" in out, out
+
+
+def test_stalled_sink_is_the_last_column_and_row(tmp_path):
+    # row 0: 0.5 to state 1, 0.5 stalled (-1); row 1: itself. The sink is state 2, written last in row 0.
+    writer = ChainWriter(*prepare(tmp_path / "c"))
+    writer.append(np.array([0, 0, 1]), np.array([-1, 1, 1], dtype=np.int32), np.array([0.5, 0.5, 1.0]), 2)
+    blocks = writer.finish(2, stalled=True)
+    expected = sp.csr_matrix(np.array([[0, 0.5, 0.5], [0, 1, 0], [0, 0, 1]]))
+    assert np.fromfile(tmp_path / "c" / "indices.i32", dtype=np.int32).tolist() == [1, -1, 1, 2]
+    x = np.array([0.25, 0.5, 1.0])
+    assert np.array_equal(blocks @ x, expected @ x)

@@ -91,11 +91,21 @@ class ChainWriter:
         if np.abs(sums - 1.0).max(initial=0.0) > 1e-6:
             bad = int(np.argmax(np.abs(sums - 1.0)))
             raise AssertionError(f"internal: merged chain row {self.n}+{bad} sums to {sums[bad]!r}")
-        column = np.where(target == _SINK, np.iinfo(np.int32).max, target)
-        order = np.lexsort((column, row))
-        target[order].astype(np.int32, copy=False).tofile(self.indices)
-        np.asarray(w, dtype=np.float64)[order].tofile(self.data)
-        self.lengths.append(np.bincount(row, minlength=B).astype(np.int64))
+        import scipy.sparse as sp
+
+        top = np.iinfo(np.int32).max  # the sink sorts last, as its index (the last) does in memory
+        lengths = np.bincount(row, minlength=B).astype(np.int64)
+        ptr = np.zeros(B + 1, dtype=np.int64)
+        np.cumsum(lengths, out=ptr[1:])
+        column = np.where(target == _SINK, top, target).astype(np.int32)
+        part = sp.csr_matrix((np.asarray(w, dtype=np.float64), column, ptr.astype(np.int32)), shape=(B, top), copy=False)
+        part.has_sorted_indices = False
+        part.sort_indices()  # in place, per row: as the in-memory chain's sort_indices
+        idx = part.indices
+        idx[idx == top] = _SINK
+        idx.tofile(self.indices)
+        part.data.tofile(self.data)
+        self.lengths.append(lengths)
         self.n += len(w)
 
     def finish(self, S: int, stalled: bool) -> RowBlocks:
@@ -163,7 +173,7 @@ class RowBlocks:
                 _read(fd, val, 8 * a)
                 if self.sink is not None:
                     idx[idx == _SINK] = self.sink
-                ptr = self.indptr[r0 : r1 + 1] - a
+                ptr = (self.indptr[r0 : r1 + 1] - a).astype(np.int32)  # int32 like the indices: no upcast copy
                 yield int(r0), sp.csr_matrix((val, idx, ptr), shape=(int(r1 - r0), self.shape[1]), copy=False)
 
     def __matmul__(self, x: np.ndarray) -> np.ndarray:
