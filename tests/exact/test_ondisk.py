@@ -111,7 +111,7 @@ def chains(draw):
 def test_generated_chains(tmp_path_factory, case):
     P, phi, psi, k = case
     blocks = _write(tmp_path_factory.mktemp("g"), P)
-    blocks = ondisk.RowBlocks(blocks.where, blocks.indptr, block=3)  # a few rows per block
+    blocks = ondisk.RowBlocks(blocks.where, blocks.indptr, blocks.vptr, block=3)  # a few rows per block
     x = np.random.default_rng(0).random(P.shape[0])
     assert np.array_equal(blocks @ x, P @ x)
     pos, sure = block_ranks(blocks, phi, psi, k)
@@ -214,5 +214,25 @@ def test_stalled_sink_is_the_last_column_and_row(tmp_path):
     blocks = writer.finish(2, stalled=True)
     expected = sp.csr_matrix(np.array([[0, 0.5, 0.5], [0, 1, 0], [0, 0, 1]]))
     assert np.fromfile(tmp_path / "c" / "indices.i32", dtype=np.int32).tolist() == [1, -1, 1, 2]
+    assert np.fromfile(tmp_path / "c" / "values.f64").tolist() == [0.5, 1.0, 1.0]  # row tables: {0.5}, {1}, {1}
     x = np.array([0.25, 0.5, 1.0])
     assert np.array_equal(blocks @ x, expected @ x)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 600), st.integers(1, 400)), min_size=1, max_size=6),
+    st.integers(0, 2**32 - 1),
+)
+def test_compression_round_trip(rows, seed):
+    """Rows of ``length`` transitions drawing from ``pool`` distinct values: rows above 256 distinct values are
+    stored whole; every value comes back bit for bit."""
+    rng = np.random.default_rng(seed)
+    parts = [rng.choice(rng.random(pool) / length, size=length) for length, pool in rows]
+    ptr = np.r_[0, np.cumsum([len(p) for p in parts])].astype(np.int32)
+    data = np.concatenate(parts)
+    codes, table, table_lengths = ondisk.encode(ptr, data)
+    tptr = np.r_[0, np.cumsum(table_lengths)]
+    out = ondisk.decode(ptr, codes, table, tptr, np.empty_like(data))
+    assert np.array_equal(out.view(np.int64), data.view(np.int64))
+    assert len(table) == sum(len(np.unique(p)) if len(np.unique(p)) <= 256 else len(p) for p in parts)
