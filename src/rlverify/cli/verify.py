@@ -13,12 +13,14 @@ from rich.text import Text
 
 from rlverify.cli.console import console, line, print_warnings, status, styled, warning
 from rlverify.cli.options import (
+    add_backend_options,
     add_env_kwargs,
     add_outputs,
     add_policy,
     add_property,
     add_target,
     add_unavailable,
+    backend_from_args,
     dumps,
     outputs,
     policy_kwargs,
@@ -89,6 +91,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="hold the policy's chain on disk in DIR (new or empty; --force replaces an earlier chain there): "
         "memory per state, not per transition; step-bounded reachability (F<=k, U<=k) with the merged strategy",
     )
+    add_backend_options(p)  # --backend ray: the --chain-dir chain's rows partitioned across Ray actors
     p.add_argument(
         "--explain",
         type=int,
@@ -161,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         all_states=".csv" in files or ".npz" in files,
         chain_dir=args.chain_dir,
         chain_dir_force=args.force,
+        backend=backend_from_args(args) if args.backend != "local" else None,
     )
     # progress goes to stderr, so that --json output on stdout stays clean
     with status("verifying") as update:

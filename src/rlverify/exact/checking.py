@@ -775,16 +775,17 @@ def _facts(
     if _on_disk(matrix):  # the ranks by passes over the row blocks (no reversed chain on disk)
         from rlverify.exact.ondisk import block_ranks
 
-        positive, surely = block_ranks(matrix, phi, psi, k)
+        positive, surely = block_ranks(matrix.local, phi, psi, k)
         return bool(positive[init] < 0), bool(surely[init] >= 0)
     return qualitative(matrix, groups, phi, psi, k, init, optimum)
 
 
 def _on_disk(matrix: Any) -> bool:
-    """Whether ``matrix`` is a chain on disk (:class:`~rlverify.exact.ondisk.RowBlocks`: read in row blocks)."""
+    """Whether ``matrix`` is a chain on disk (:class:`~rlverify.exact.ondisk.RowBlocks`: read in row blocks, or
+    partitioned across Ray actors: its ``local`` rows are those on disk)."""
     from rlverify.exact.ondisk import RowBlocks
 
-    return isinstance(matrix, RowBlocks)
+    return isinstance(getattr(matrix, "local", None), RowBlocks)
 
 
 def _iterate(

@@ -166,13 +166,21 @@ class RowBlocks:
     state)."""
 
     def __init__(
-        self, where: Path, indptr: np.ndarray, vptr: np.ndarray, *, sink: int | None = None, block: int | None = None
+        self,
+        where: Path,
+        indptr: np.ndarray,
+        vptr: np.ndarray,
+        *,
+        sink: int | None = None,
+        block: int | None = None,
+        columns: int | None = None,
     ) -> None:
         block = BLOCK_ENTRIES if block is None else block
         self.where = where
-        self.indptr, self.vptr = indptr, vptr
-        self.shape = (len(indptr) - 1, len(indptr) - 1)
-        self.nnz = int(indptr[-1])
+        self.indptr, self.vptr = indptr, vptr  # a slice of the chain's (consecutive rows): offsets stay absolute
+        self.shape = (len(indptr) - 1, len(indptr) - 1 if columns is None else columns)
+        self.local = self  # the rows on this machine's disk (a partition across Ray actors keeps them as ``local``)
+        self.nnz = int(indptr[-1] - indptr[0])
         self.dtype = np.dtype(np.float64)
         self.sink = sink
         starts = [0]
@@ -210,6 +218,21 @@ class RowBlocks:
         finally:
             for f in files:
                 f.close()
+
+    def load(self) -> Any:
+        """The rows as one CSR in memory (12 bytes per transition: a Ray actor's partition)."""
+        import scipy.sparse as sp
+
+        indices = np.empty(self.nnz, dtype=np.int32)
+        data = np.empty(self.nnz, dtype=np.float64)
+        base = int(self.indptr[0])
+        for r0, part in self.blocks():
+            a = int(self.indptr[r0]) - base
+            indices[a : a + part.nnz] = part.indices
+            data[a : a + part.nnz] = part.data
+        indptr = self.indptr - base
+        indptr = indptr.astype(np.int32) if self.nnz < np.iinfo(np.int32).max else indptr
+        return sp.csr_matrix((data, indices, indptr), shape=self.shape, copy=False)
 
     def __matmul__(self, x: np.ndarray) -> np.ndarray:
         """``(n,)``: the product with ``x`` ``(n,)``, row block by row block (scipy's CSR product on each)."""

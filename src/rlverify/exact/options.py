@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rlverify.backends import BackendOptions
 from rlverify.errors import OptionError, PropertyError
 from rlverify.exact.checking import MAX_WORK, NUMERICS
 from rlverify.models.dynamics import UNAVAILABLE
@@ -62,6 +63,9 @@ class ExactOptions:
             state, not per transition; the value is bit-identical to the in-memory run. Read by
             :func:`~rlverify.exact.verify_exact` only. None: the chain is held in memory.
         chain_dir_force: ``chain_dir`` may hold an earlier chain's files (replaced; nothing else is).
+        backend: with ``chain_dir``: ``BackendOptions(kind="ray", ...)`` partitions the chain's rows across Ray actors
+            (:mod:`rlverify.exact.partition`; bit-identical values); None: this process.
+        partitions: with a Ray backend: the number of actors (None: one per CPU of the cluster).
     """
 
     mode: str = "stochastic"
@@ -75,6 +79,8 @@ class ExactOptions:
     max_work: int | None = MAX_WORK
     chain_dir: str | None = None
     chain_dir_force: bool = False
+    backend: BackendOptions | None = None
+    partitions: int | None = None
 
     def validate(self) -> None:
         """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""
@@ -94,6 +100,12 @@ class ExactOptions:
             raise OptionError(f"--max-memory: expected a positive size, got {self.max_memory}")
         if self.max_work is not None and (isinstance(self.max_work, bool) or self.max_work <= 0):
             raise OptionError(f"--max-work: expected a positive number, got {self.max_work}")
+        if self.backend is not None:
+            self.backend.validate()
+            if self.backend.kind == "ray" and self.chain_dir is None:
+                raise OptionError("--backend ray partitions a chain on disk across Ray actors: add --chain-dir DIR")
+        if self.partitions is not None and (isinstance(self.partitions, bool) or int(self.partitions) <= 0):
+            raise OptionError(f"partitions: expected a positive number of Ray actors, got {self.partitions!r}")
 
 
 def check_resolved(model: object, prop: object) -> None:

@@ -208,9 +208,20 @@ def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: E
     init = storm_chain.initial_states
     if len(init) != 1:
         raise PropertyError(f"the model has {len(init)} initial states; rlverify reports the value of a single one")
-    return bounded_until(
-        blocks, phi, psi, k, int(init[0]), precision=options.precision, max_work=options.max_work, progress=say
-    )
+    if options.backend is None or options.backend.kind != "ray":
+        return bounded_until(
+            blocks, phi, psi, k, int(init[0]), precision=options.precision, max_work=options.max_work, progress=say
+        )
+    from rlverify.exact.partition import RayRows
+
+    say(f"loading the chain's rows into Ray actors ({blocks.nnz:,} transitions)")
+    rows = RayRows(blocks, options.backend, options.partitions)
+    try:
+        return bounded_until(
+            rows, phi, psi, k, int(init[0]), precision=options.precision, max_work=options.max_work, progress=say
+        )
+    finally:
+        rows.close()
 
 
 def _storm_chain(
