@@ -21,6 +21,10 @@ On disk (``--chain-dir``: the chain's rows in files, read back in row blocks; me
     .venv/bin/python benchmarks/scaling.py --sizes 8,12 --modes stochastic --storage memory,disk \
         --chain-dir /tmp/chains --mem-gb 22 --timeout 1800 --json out/disk.json
 
+Partitioned across Ray actors (a Ray runtime on this machine; each actor holds its rows; per-actor peak memory):
+
+    .venv/bin/python benchmarks/scaling.py --sizes 8 --modes stochastic --ray-actors 1,2,4 --chain-dir /tmp/chains
+
 Each disk run writes ``DIR/avoid-N-MODE`` and removes it afterwards (``--keep-chains`` keeps it). Both storages
 run with ``max_work=None`` (all 100 steps, no budget). Extra columns: ``B/state`` (peak growth per chain state) and
 ``ns/step-tr`` (check seconds per step x transition, 100 steps).
@@ -86,6 +90,62 @@ def worker(size: int, mode: str, slickness: float, strategy: str = "auto", chain
         "bytes_per_state": (peak - base) * 2**20 / max(result.states, 1),
         "memory_estimates_mb": {k: v / 2**20 for k, v in result.settings.get("memory_estimates", {}).items()},
     }
+
+
+def ray_study(size: int, mode: str, slickness: float, chain_root: Path, actors: list[int]) -> list[dict]:
+    """The chain of ``size`` on disk, then its rows held by 1, 2, 4... Ray actors (a runtime on this machine):
+    per actor its peak resident memory and transitions, the time of a product, and that it equals the local one."""
+    import numpy as np
+    import ray
+
+    import rlverify.benchmarks.avoid as avoid
+    from rlverify import ExactOptions, verify_exact
+    from rlverify.backends import BackendOptions
+    from rlverify.benchmarks import make
+    from rlverify.exact.ondisk import RowBlocks
+    from rlverify.exact.partition import RayRows
+    from rlverify.policies import MLP, CallablePolicy
+
+    where = chain_root / f"avoid-{size}-{mode}-ray"
+    shutil.rmtree(where, ignore_errors=True)
+    model = make("avoid-v1", xMax=size, yMax=size, slickness=slickness).model()
+    net = MLP.random((len(model.variables), 64, 64, len(avoid.MOVES)), seed=0)
+    scale = np.array([1.0 if v == "done" else 1.0 / size for v in model.variables])
+    policy = CallablePolicy(lambda x: net(x * scale), model.variables, list(avoid.MOVES), output="logits")
+    options = ExactOptions(mode=mode, max_states=None, max_work=None, chain_dir=str(where))
+    result = verify_exact(model, PROPERTY, policy, options)
+    indptr = np.fromfile(where / "indptr.i64", dtype=np.int64)
+    blocks = RowBlocks(where, indptr, np.fromfile(where / "vptr.i64", dtype=np.int64))
+    x = np.random.default_rng(0).random(blocks.shape[0])
+    local = blocks @ x
+    rows = []
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        for k in actors:
+            parts = RayRows(blocks, BackendOptions(kind="ray"), k)
+            parts @ x  # the actors have loaded their rows
+            t0 = time.perf_counter()
+            y = parts @ x
+            seconds = time.perf_counter() - t0
+            memory = parts.memory()
+            parts.close()
+            rows.append(
+                {
+                    "size": size,
+                    "states": result.states,
+                    "transitions": result.transitions,
+                    "actors": k,
+                    "identical": bool(np.array_equal(y, local)),
+                    "product_s": seconds,
+                    "nodes": len({m["node"] for m in memory}),
+                    "actor_peak_mb": [m["peak_rss"] / 2**20 for m in memory],
+                    "actor_transitions": [m["transitions"] for m in memory],
+                }
+            )
+    finally:
+        ray.shutdown()
+        shutil.rmtree(where, ignore_errors=True)
+    return rows
 
 
 def _rss_mb() -> float:
@@ -295,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--storage", default="memory", help="memory, disk or memory,disk (disk needs --chain-dir)")
     ap.add_argument("--chain-dir", type=Path, default=None, help="directory for the chains on disk (--storage disk)")
     ap.add_argument("--keep-chains", action="store_true", help="keep the chain directories of disk runs")
+    ap.add_argument("--ray-actors", default=None, help="e.g. 1,2,4: the chain's rows held by that many Ray actors")
     ap.add_argument("--worker", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -303,6 +364,23 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(int(args.worker[0]), args.worker[1], args.slickness, args.strategy, chain)), flush=True)
         return 0
 
+    if args.ray_actors:
+        if args.chain_dir is None:
+            ap.error("--ray-actors needs --chain-dir DIR")
+        actors = [int(k) for k in args.ray_actors.split(",")]
+        print(
+            f"{'size':>5} {'transitions':>13} {'actors':>6} {'nodes':>5} {'product s':>9} {'identical':>9}  per-actor peak MB"
+        )
+        for mode in args.modes.split(","):
+            for size in parse_sizes(args.sizes):
+                for r in ray_study(size, mode, args.slickness, args.chain_dir, actors):
+                    peaks = ", ".join(f"{m:.0f}" for m in r["actor_peak_mb"])
+                    print(
+                        f"{r['size']:>5} {r['transitions']:>13,} {r['actors']:>6} {r['nodes']:>5} "
+                        f"{r['product_s']:>9.3f} {r['identical']!s:>9}  {peaks}",
+                        flush=True,
+                    )
+        return 0
     rows: list[dict] = json.loads(args.from_json.read_text()) if args.from_json else []
     if args.merge and not args.from_json:
         rows = json.loads(args.merge.read_text())
