@@ -236,3 +236,16 @@ def test_compression_round_trip(rows, seed):
     out = ondisk.decode(ptr, codes, table, tptr, np.empty_like(data))
     assert np.array_equal(out.view(np.int64), data.view(np.int64))
     assert len(table) == sum(len(np.unique(p)) if len(np.unique(p)) <= 256 else len(p) for p in parts)
+
+
+def test_a_full_disk_stops_the_exploration_and_cleans_up(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    from rlverify.errors import MemoryBudgetError
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(ondisk.shutil, "disk_usage", lambda path: usage(2**31, 2**31 - 2**29, 2**29))  # 0.5 GB free
+    model, policy = _avoid(3)
+    with pytest.raises(MemoryBudgetError, match=r"--chain-dir .*: the disk is nearly full after 0 transitions"):
+        verify_exact(model, "P=? [F<=5 COLLISION=true]", policy, ExactOptions(chain_dir=str(tmp_path / "c")))
+    assert list((tmp_path / "c").iterdir()) == []  # the temporary subdirectory is gone
