@@ -49,7 +49,7 @@ from rlverify.exact import (
 )
 from rlverify.exact.explain import check_explainable
 from rlverify.exact.optimum import as_exact_result
-from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
+from rlverify.policies.settings import DEFAULT_POLICY_TIMEOUT
 from rlverify.resolve import Target
 from rlverify.results import ExactResult, OptimumResult, Provenance, Result, versions
 

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.models.properties import Property, parse_structure
-from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, Policy
+from rlverify.policies.base import Policy
+from rlverify.policies.settings import DEFAULT_POLICY_TIMEOUT
 from rlverify.results import Result
 
 R = TypeVar("R", bound=Result)
@@ -187,14 +188,15 @@ def _model(
         return target, target.model(), target.kind, target.name
     path = Path(target)
     text = str(target)
-    from rlverify.models.continuous.declared import is_declaration_target, load_system
-
     if text.lower().endswith(".py"):
         raise InputFileError(
             f"{text}: a continuous system is given as FILE.py:NAME, NAME being the declaration (e.g. {text}:SYSTEM)"
         )
-    if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
-        return None, load_system(text, constants), "continuous", text
+    if ".py:" in text.lower():  # (the continuous engine's module is imported only for such a target)
+        from rlverify.models.continuous.declared import is_declaration_target, load_system
+
+        if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
+            return None, load_system(text, constants), "continuous", text
     if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():
         if not path.is_file():
             raise InputFileError(f"{path}: model file not found")

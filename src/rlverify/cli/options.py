@@ -63,7 +63,7 @@ def add_trust_code(p: argparse.ArgumentParser) -> None:
 
 
 def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the benchmark's reference policy") -> None:
-    from rlverify.policies.loading import SPEC_HELP
+    from rlverify.policies.settings import DEFAULT_POLICY_TIMEOUT, SPEC_HELP
 
     p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; or a benchmark's reference policy name ({default_note})")
     p.add_argument(
@@ -85,8 +85,6 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
         help="what the policy network outputs (q-values: greedy argmax), for a file that does not declare "
         "it (a contradiction is refused)",
     )
-    from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
-
     p.add_argument(
         "--policy-timeout",
         type=float,
@@ -164,7 +162,7 @@ def names(text: str | None) -> list[str] | None:
 
 def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The policy options of ``args`` as keyword arguments of :func:`rlverify.resolve.resolve`."""
-    from rlverify.policies.base import check_timeout
+    from rlverify.policies.settings import check_timeout
 
     return {
         "policy": args.policy,

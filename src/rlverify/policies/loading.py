@@ -10,7 +10,7 @@ from typing import Any
 from rlverify.errors import InputFileError, PolicyError, RlverifyError, exception_text, require
 from rlverify.models.userfile import import_python_file
 from rlverify.policies.adapters import CallablePolicy, OnnxPolicy, SB3Policy, TablePolicy, TorchPolicy
-from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, BasePolicy, check_timeout
+from rlverify.policies.base import BasePolicy
 from rlverify.policies.formats import (
     check_name_options,
     declaration,
@@ -19,12 +19,7 @@ from rlverify.policies.formats import (
     sidecar_declaration,
 )
 from rlverify.policies.mlp import load_network
-
-SPEC_HELP = (
-    "path.py:NAME (module defining FEATURES, ACTIONS and callable NAME), file.onnx, table.json, "
-    "module.pt (TorchScript; features/actions from --features/--actions or file.pt.json), "
-    "model.zip (Stable-Baselines3 PPO/A2C/DQN or sb3-contrib MaskablePPO; same)"
-)
+from rlverify.policies.settings import DEFAULT_POLICY_TIMEOUT, SPEC_HELP, check_timeout
 
 
 def load_policy(
