@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import time
 from collections import OrderedDict
@@ -371,6 +370,8 @@ def _errors_to_stderr() -> None:
 
 def _check_reachable(address: str, timeout: float) -> None:
     """A TCP connection to ``address`` within ``timeout`` s, else :class:`BackendError` (refused, unknown host...)."""
+    import socket
+
     host, port = _host_port(address)
     try:
         with socket.create_connection((host, port), timeout=timeout):
