@@ -18,7 +18,7 @@ from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import Policy
-from rlverify.policies.settings import DEFAULT_POLICY_TIMEOUT
+from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
 from rlverify.results import Result
 
 R = TypeVar("R", bound=Result)
@@ -91,6 +91,7 @@ def resolve(
     env_kwargs: str | dict[str, Any] | None = None,
     trust_code: bool = False,
     policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+    policy_threads: int = DEFAULT_POLICY_THREADS,
 ) -> Target:
     """Resolve a target, its policy and its property once.
 
@@ -113,6 +114,8 @@ def resolve(
             zip is loaded with Stable-Baselines3's loader (which unpickles and can run code). Without it
             nothing but a ``path.py:NAME`` policy or system (code by design) runs code from the user's files.
         policy_timeout: seconds one call of the policy may take (``--policy-timeout``; None or 0: no limit).
+        policy_threads: threads of a network policy's runtime (``--policy-threads``; see
+            :func:`rlverify.policies.load_policy`: torch's setting is process-global).
 
     Raises:
         InputFileError, BenchmarkError, ModelError, ConstantsError, PolicyError, PropertyError.
@@ -145,6 +148,7 @@ def resolve(
         getattr(model, "policy_interface", None),
         trust_code=trust_code,
         timeout=policy_timeout,
+        threads=policy_threads,
     )
     fixed = needs_policy and loaded is not None
     prop = resolve_property(bench, model, kind, property, fixed_policy=fixed) if property is not None else None
@@ -222,6 +226,7 @@ def _policy(
     *,
     trust_code: bool = False,
     timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+    threads: int = DEFAULT_POLICY_THREADS,
 ) -> tuple[Policy | None, str | None]:
     from rlverify.policies.check import as_policy
     from rlverify.policies.loading import load_policy
@@ -261,6 +266,7 @@ def _policy(
         defaults=interface,
         trust_code=trust_code,
         timeout=timeout,
+        threads=threads,
     ), file
 
 
