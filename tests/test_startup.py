@@ -149,3 +149,52 @@ def test_a_misspelt_command_is_refused_naming_the_commands(capsys):
         main(["verfy", "running-example-v1"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "invalid choice: 'verfy'" in err and "'verify'" in err and "'robust'" in err
+
+
+def test_versions_are_the_package_metadatas():
+    from importlib.metadata import version
+
+    from rlverify.results import versions
+
+    recorded = versions()
+    assert {"rlverify", "numpy", "scipy", "stormpy"} <= set(recorded)
+    assert recorded == {package: version(package) for package in recorded}
+
+
+class _Dist:
+    """A distribution whose metadata is ``text`` (and whose email-parsed version is ``parsed``)."""
+
+    def __init__(self, text: str | None, parsed: str = "9.9") -> None:
+        self.text, self.version = text, parsed
+
+    def read_text(self, name: str) -> str | None:
+        return self.text if name == "METADATA" else None
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Metadata-Version: 2.1\nName: x\nVersion: 1.2.3\n\nVersion: 7 (in the description)\n", "1.2.3"),
+        ("Name: x\nversion:  4.5 \n", "4.5"),  # header names are case-insensitive
+        ("Name: x\n\nVersion: 7\n", "9.9"),  # only a description mentions one: importlib's own reading
+        (None, "9.9"),  # no METADATA file
+    ],
+    ids=["header", "lower-case", "description-only", "no-metadata"],
+)
+def test_a_version_is_read_from_the_metadata_header(text, expected):
+    from rlverify.results import _version
+
+    assert _version(_Dist(text)) == expected
+
+
+def test_no_spinner_is_made_where_stderr_is_no_terminal(capsys):
+    import threading
+
+    from rlverify.cli.console import err_console, status
+
+    assert not err_console.is_terminal  # pytest captures stderr
+    before = threading.active_count()
+    with status("verifying") as update:
+        update("step 2")
+        assert threading.active_count() == before  # Rich's spinner would run a refresh thread
+    assert capsys.readouterr().err == ""

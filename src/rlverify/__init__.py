@@ -9,12 +9,13 @@ statistical (simulation with the policy as oracle) verification of RL policies.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlverify.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rlverify.abstraction.verify import AbstractionOptions, AbstractionResult, verify_abstraction
     from rlverify.crosscheck import Agreement, cross_check
     from rlverify.errors import RlverifyError

@@ -104,10 +104,18 @@ def print_warnings(warnings: Sequence[str], target: Any = None) -> None:
 
 @contextlib.contextmanager
 def status(label: str, target: Console | None = None) -> Iterator[Callable[[Any], None]]:
-    """A transient spinner on stderr; yields ``update(message)`` (the message shown verbatim)."""
+    """A transient spinner on stderr; yields ``update(message)`` (the message shown verbatim).
+
+    Where stderr is not a terminal (a pipe, a file: scripts, sweeps, CI) Rich's spinner shows nothing, so none is
+    made (nor its refresh thread).
+    """
     from rich.text import Text
 
-    with (target or err_console).status(Text(shown(label))) as st:
+    con = target or err_console
+    if not (con.is_terminal or con.is_jupyter):
+        yield lambda message: None
+        return
+    with con.status(Text(shown(label))) as st:
         yield lambda message: st.update(Text(shown(message)))
 
 

@@ -9,7 +9,6 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -456,6 +455,8 @@ def _constant_value(text: str) -> Any:
         return _normal(number, text)
     num, slash, den = text.partition("/")  # a rational, as PRISM writes them (1/10)
     if slash:
+        from fractions import Fraction  # (and decimal: 4 ms of every start-up otherwise)
+
         try:
             number = float(Fraction(int(num.strip()), int(den.strip())))
         except (ValueError, ZeroDivisionError, OverflowError):
