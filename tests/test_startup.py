@@ -198,3 +198,38 @@ def test_no_spinner_is_made_where_stderr_is_no_terminal(capsys):
         update("step 2")
         assert threading.active_count() == before  # Rich's spinner would run a refresh thread
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("verbose,level", [(False, "OFF"), (True, "WARN")])
+def test_storms_log_level_is_set_when_stormpy_is_first_imported(verbose, level):
+    code = f"""
+import json, sys
+from rlverify.models.numerics import set_storm_logging
+set_storm_logging({verbose})
+before = "stormpy" in sys.modules
+import stormpy.developer as dev  # the submodule first: stormpy's own set-up runs before it, then the level
+print(json.dumps([before, dev.get_log_level().name]))
+"""
+    assert loaded_after(code) == [False, level]
+
+
+def test_a_command_without_storm_loads_neither_storm_nor_numpy():
+    code = f"""
+import contextlib, io, json, sys
+from rlverify.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()):
+    assert main(["benchmarks", "list"]) == 0
+{HEAVY_LOADED}
+"""
+    assert loaded_after(code) == ["rich"]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_storms_own_parse_error_log_shows_with_v_only(tmp_path, verbose):
+    bad = tmp_path / "bad.prism"
+    bad.write_text("mdp\nmodule m\n x : [0..1] init 0;\n [a] y=1 -> true;\nendmodule\n")
+    argv = [*(["-v"] if verbose else []), "verify", str(bad), "-p", "P=? [F x=1]", "--mode", "monolithic"]
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-m", "rlverify.cli.main", *argv], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and f"{bad}: PRISM syntax error: Parsing error at 4:5" in done.stderr
+    assert ("SpiritErrorHandler" in done.stderr) is verbose and done.stdout == ""

@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # libraries' warnings (numpy overflow in a policy's network, torch's notices) are details: shown with -v
     logging.captureWarnings(True)
     logging.getLogger("py.warnings").setLevel(logging.WARNING if args.verbose else logging.ERROR)
-    from rlverify.models.symbolic import set_storm_logging
+    from rlverify.models.numerics import set_storm_logging  # (loads no stormpy: applied when a command does)
 
     set_storm_logging(args.verbose)
     with results_only_on_stdout():

@@ -26,14 +26,6 @@ log = logging.getLogger(__name__)
 _STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.DOTALL)
 
 
-def set_storm_logging(verbose: bool) -> None:
-    """Storm logs parse errors to stdout itself; rlverify reports them (with line) as its own errors,
-    so Storm's own log is off unless ``verbose`` (then warnings)."""
-    import stormpy.developer as dev
-
-    dev.set_log_level(dev.LogLevel.WARN if verbose else dev.LogLevel.OFF)
-
-
 def storm_message(exc: BaseException) -> str:
     """Storm's exception text without the C++ exception class prefix, on one line where possible."""
     text = _STORM_MSG.sub("", str(exc)).strip()
