@@ -233,3 +233,15 @@ def test_storms_own_parse_error_log_shows_with_v_only(tmp_path, verbose):
     done = subprocess.run([sys.executable, "-m", "rlverify.cli.main", *argv], env=env, capture_output=True, text=True)
     assert done.returncode == 2 and f"{bad}: PRISM syntax error: Parsing error at 4:5" in done.stderr
     assert ("SpiritErrorHandler" in done.stderr) is verbose and done.stdout == ""
+
+
+def test_only_files_that_outlive_the_process_are_flushed_to_disk(tmp_path, monkeypatch):
+    from rlverify import files
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    generated = files.write_text(files.private_temp_dir("models") / "m.prism", "dtmc\n", private=True)
+    assert generated.read_text() == "dtmc\n" and synced == []  # removed at exit: no fsync (80 ms of a start-up)
+    users = files.write_text(tmp_path / "out.json", "{}")
+    assert users.read_text() == "{}" and len(synced) == 1
