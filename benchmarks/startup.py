@@ -2,14 +2,16 @@
 
 Each command runs in its own process (``PYTHONPATH`` = the tree's ``src``, the same interpreter), ``--repeat`` times
 per tree with the trees alternating (so both see the same machine state); the median wall time is printed (the
-fastest in brackets) with the ratio after/before and the targets of issue 23:
+fastest in brackets, then the median CPU time, user + system, less sensitive to other processes on a shared machine)
+with the ratio after/before and the targets of issue 23:
 
 * ``rlverify --help``: < 0.25 s;
 * ``rlverify verify running-example-v1 -p reach-goal-2`` (a 4-state chain: nearly all start-up): < 0.6 s;
 * ``python -c "import rlverify"`` (no target; what a script pays for the package).
 
 A reference row times what the verify command cannot avoid whatever rlverify does: the interpreter importing numpy,
-scipy.sparse (the chain's matrices), stormpy and Rich's console and table. Then, for each command and tree, one run
+scipy.sparse (the chain's matrices), stormpy and Rich's console and table; what each tree's verify takes above it is
+printed too. Then, for each command and tree, one run
 under ``python -X importtime``: the heavy libraries it imported, and the modules with the largest cumulative import
 time. Bytecode is cached as after an install (a fresh ``PYTHONPYCACHEPREFIX`` directory, filled by one warm-up run
 per command and tree, so neither tree compiles its sources while timed, whatever ``__pycache__`` it has).
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -61,14 +64,17 @@ def environment(src: Path | None, cache: Path) -> dict[str, str]:
     return env
 
 
-def wall(cmd: list[str], env: dict[str, str]) -> float:
-    """Seconds the process ``cmd`` takes, start to exit; refuses a failing command (a broken tree is no figure)."""
+def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds the process ``cmd`` takes, start to exit, and its CPU seconds (user + system); refuses a failing
+    command (a broken tree is no figure)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def importtime(cmd: list[str], env: dict[str, str]) -> list[tuple[int, int, str]]:
@@ -92,6 +98,12 @@ def show_imports(label: str, rows: list[tuple[int, int, str]], top: int) -> None
         print(f"    {cumulative / 1e6:7.3f} s  (self {own / 1e6:.3f})  {module}")
 
 
+def _cell(runs: list[tuple[float, float]]) -> str:
+    """``median wall [fastest] cpu median`` of ``runs`` (wall, cpu)."""
+    walls = [w for w, _ in runs]
+    return f"{statistics.median(walls):.3f} [{min(walls):.3f}] {statistics.median(c for _, c in runs):.3f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", type=Path, help="the src directory of the tree before the change, e.g. /work/main/src")
@@ -113,26 +125,31 @@ def main() -> None:
             for label, _ in trees:
                 wall(argv(args.python, name, cmd_args), envs[label])
         wall([args.python, "-c", FLOOR], floor_env)
-        times: dict[tuple[str, str], list[float]] = {}
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for _ in range(args.repeat):
             for name, cmd_args, _ in COMMANDS:
                 for label, _ in trees:
                     times.setdefault((name, label), []).append(wall(argv(args.python, name, cmd_args), envs[label]))
             times.setdefault(("floor", ""), []).append(wall([args.python, "-c", FLOOR], floor_env))
-        print(f"\nmedian wall time [fastest], seconds (load average now {os.getloadavg()[0]:.2f})")
-        head = "".join(f"{label:>18}" for label, _ in trees)
+        print(f"\nseconds: median wall time [fastest] cpu median (load average now {os.getloadavg()[0]:.2f})")
+        head = "".join(f"{label:>25}" for label, _ in trees)
         print(f"  {'command':<52}{head}{'  after/before' if len(trees) > 1 else ''}  target")
+        medians: dict[tuple[str, str], float] = {}
         for name, _, target in COMMANDS:
-            cells, medians = "", {}
+            cells = ""
             for label, _ in trees:
-                ts = times[(name, label)]
-                medians[label] = statistics.median(ts)
-                cells += f"{medians[label]:>10.3f} [{min(ts):.3f}]"
-            ratio = f"{medians['after'] / medians['before']:>14.2f}" if len(trees) > 1 else ""
-            verdict = "" if target is None else f"  < {target:g} s: {'PASS' if medians['after'] < target else 'FAIL'}"
+                runs = times[(name, label)]
+                medians[(name, label)] = statistics.median(w for w, _ in runs)
+                cells += f"{_cell(runs):>25}"
+            ratio = f"{medians[(name, 'after')] / medians[(name, 'before')]:>14.2f}" if len(trees) > 1 else ""
+            passed = medians[(name, "after")] < target if target is not None else False
+            verdict = "" if target is None else f"  < {target:g} s: {'PASS' if passed else 'FAIL'}"
             print(f"  {name:<52}{cells}{ratio}{verdict}")
-        ts = times[("floor", "")]
-        print(f"  {'reference: python -c ' + repr(FLOOR):<52}\n  {'':<52}{statistics.median(ts):>10.3f} [{min(ts):.3f}]")
+        floor = statistics.median(w for w, _ in times[("floor", "")])
+        print(f"  reference (the floor): python -c {FLOOR!r}\n  {'':<52}{_cell(times[('floor', '')]):>25}")
+        verify = COMMANDS[1][0]
+        above = ", ".join(f"{label} {medians[(verify, label)] - floor:.3f} s" for label, _ in trees)
+        print(f"  verify above the floor (median): {above}")
         for name, cmd_args, _ in COMMANDS:
             print(f"\n-X importtime, {name} (top {args.top} by cumulative time)")
             for label, _ in trees:
