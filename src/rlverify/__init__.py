@@ -3,40 +3,34 @@
 Exact (Storm on the policy-induced Markov chain), sound (interval-MDP abstraction) and
 statistical (simulation with the policy as oracle) verification of RL policies.
 
-The exact engine is imported eagerly; the abstraction and statistical engines load on first use
-(``rlverify.verify_abstraction``, ``rlverify.verify_statistical``).
+``import rlverify`` loads no engine: each name below is imported from its module on first use
+(:mod:`rlverify.lazy`), so the CLI and scripts pay only for what they call.
 """
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlverify import exact
-from rlverify.errors import RlverifyError
-from rlverify.exact import ExactOptions
-from rlverify.exact.options import Progress
-from rlverify.models import Property, SymbolicModel, load_model
-from rlverify.policies import Policy, check_policy, load_policy
-from rlverify.results import ExactResult, Provenance, Result
+from rlverify.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rlverify.abstraction.verify import AbstractionOptions, AbstractionResult, verify_abstraction
+    from rlverify.crosscheck import Agreement, cross_check
+    from rlverify.errors import RlverifyError
+    from rlverify.exact.options import ExactOptions, Progress
+    from rlverify.models.properties import Property
+    from rlverify.models.symbolic import SymbolicModel, load_model, parse_property
+    from rlverify.policies.base import Policy
+    from rlverify.policies.check import check_policy
+    from rlverify.policies.loading import load_policy
+    from rlverify.resolve import Target
+    from rlverify.results import ExactResult, Provenance, Result
+    from rlverify.statistical.results import StatisticalResult
+    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
 __version__ = "0.1.0"
-
-_LAZY = {
-    "verify_abstraction": "rlverify.abstraction",
-    "AbstractionOptions": "rlverify.abstraction",
-    "AbstractionResult": "rlverify.abstraction",
-    "verify_statistical": "rlverify.statistical",
-    "StatisticalOptions": "rlverify.statistical",
-    "StatisticalResult": "rlverify.statistical",
-    "benchmarks": "rlverify.benchmarks",
-    "Target": "rlverify.resolve",
-    "cross_check": "rlverify.crosscheck",
-    "Agreement": "rlverify.crosscheck",
-    "Property": "rlverify.models",
-    "parse_property": "rlverify.models",
-}
 
 __all__ = [
     "AbstractionOptions",
@@ -51,16 +45,40 @@ __all__ = [
     "StatisticalOptions",
     "StatisticalResult",
     "Target",
+    "abstraction",
     "benchmarks",
     "check_policy",
     "cross_check",
+    "exact",
     "load_model",
     "load_policy",
+    "models",
     "parse_property",
+    "policies",
+    "statistical",
     "verify_abstraction",
     "verify_exact",
     "verify_statistical",
 ]
+
+lazy_exports(
+    __name__,
+    {
+        "rlverify.abstraction.verify": "AbstractionOptions AbstractionResult verify_abstraction",
+        "rlverify.crosscheck": "Agreement cross_check",
+        "rlverify.errors": "RlverifyError",
+        "rlverify.exact.options": "ExactOptions",
+        "rlverify.models.properties": "Property",
+        "rlverify.models.symbolic": "load_model parse_property",
+        "rlverify.policies.check": "check_policy",
+        "rlverify.policies.loading": "load_policy",
+        "rlverify.resolve": "Target",
+        "rlverify.results": "ExactResult Provenance Result",
+        "rlverify.statistical.results": "StatisticalResult",
+        "rlverify.statistical.verify": "StatisticalOptions verify_statistical",
+    },
+    submodules="abstraction benchmarks exact models policies statistical",
+)
 
 
 def verify_exact(
@@ -77,7 +95,10 @@ def verify_exact(
     benchmark's or JANI file's property name, or parsed. Resolved once, then
     :func:`rlverify.exact.verify_exact` (``options``: :class:`~rlverify.exact.ExactOptions`, None: the defaults).
     """
-    from rlverify.models import parse_property
+    from rlverify.exact.options import ExactOptions
+    from rlverify.exact.verify import verify_exact as exact_verify
+    from rlverify.models.symbolic import SymbolicModel, parse_property
+    from rlverify.policies.loading import load_policy
     from rlverify.resolve import resolve
 
     options = ExactOptions() if options is None else options
@@ -90,7 +111,7 @@ def verify_exact(
         prop = parse_property(model, property, fixed_policy=with_policy)  # a parsed one as it is
         if isinstance(policy, str):
             policy = load_policy(policy)
-        return exact.verify_exact(model, prop, policy, options, progress=progress)
+        return exact_verify(model, prop, policy, options, progress=progress)
     target = resolve(
         model,
         constants=constants,
@@ -101,13 +122,5 @@ def verify_exact(
         command="verify_exact",
     )
     assert target.property is not None
-    result = exact.verify_exact(target.model, target.property, target.policy, options, progress=progress)
+    result = exact_verify(target.model, target.property, target.policy, options, progress=progress)
     return target.stamp(result, unavailable=options.unavailable)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlverify' has no attribute '{name}'")
-    mod = importlib.import_module(module)
-    return mod if name == "benchmarks" else getattr(mod, name)

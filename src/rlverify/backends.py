@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import time
 from collections import OrderedDict
@@ -371,6 +370,8 @@ def _errors_to_stderr() -> None:
 
 def _check_reachable(address: str, timeout: float) -> None:
     """A TCP connection to ``address`` within ``timeout`` s, else :class:`BackendError` (refused, unknown host...)."""
+    import socket
+
     host, port = _host_port(address)
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -417,11 +418,15 @@ def _onnx_restore(state: dict[str, Any]) -> Any:
     from pathlib import Path
 
     from rlverify.policies.adapters import OnnxPolicy
+    from rlverify.policies.settings import DEFAULT_POLICY_THREADS
 
     with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
         path = Path(tmp) / "policy.onnx"
         path.write_bytes(state["onnx"])
-        policy = OnnxPolicy(path, features=state["features"], actions=state["actions"], output=state["output"])
+        threads = state["attributes"].get("threads", DEFAULT_POLICY_THREADS)  # the driver's session's threads
+        policy = OnnxPolicy(
+            path, features=state["features"], actions=state["actions"], output=state["output"], threads=threads
+        )
     policy.__dict__.update(state["attributes"])  # the driver's name, path and other plain settings
     return policy
 

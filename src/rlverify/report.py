@@ -49,7 +49,7 @@ from rlverify.exact import (
 )
 from rlverify.exact.explain import check_explainable
 from rlverify.exact.optimum import as_exact_result
-from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
+from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
 from rlverify.resolve import Target
 from rlverify.results import ExactResult, OptimumResult, Provenance, Result, versions
 
@@ -266,6 +266,7 @@ def make_report(
     progress: Progress | None = None,
     trust_code: bool = False,
     policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+    policy_threads: int = DEFAULT_POLICY_THREADS,
 ) -> Report:
     """Run every engine that applies to ``target`` and check them against each other.
 
@@ -275,8 +276,8 @@ def make_report(
         options: :class:`ReportOptions` (None: the defaults).
         features, actions, output: overrides for policy files that do not declare them.
         env_kwargs: the arguments of a ``gym:ID`` target.
-        trust_code, policy_timeout: as :func:`rlverify.resolve.resolve` takes them (``--trust-code``,
-            ``--policy-timeout``).
+        trust_code, policy_timeout, policy_threads: as :func:`rlverify.resolve.resolve` takes them
+            (``--trust-code``, ``--policy-timeout``, ``--policy-threads``).
 
     Returns:
         A :class:`Report`; ``report.ok`` is False when the engines disagree (nothing is raised for that).
@@ -298,6 +299,7 @@ def make_report(
         env_kwargs=env_kwargs,
         trust_code=trust_code,
         policy_timeout=policy_timeout,
+        policy_threads=policy_threads,
     )
     t, prop_name = _with_property(t, property)
     shared = _SHARED[t.kind](t, options, Shared(say=say, timings={}))

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
 from rlverify.errors import InputFileError, PolicyError
 from rlverify.models.properties import Property, parse_structure
-from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, Policy
+from rlverify.policies.base import Policy
+from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
 from rlverify.results import Result
 
 R = TypeVar("R", bound=Result)
@@ -90,6 +91,7 @@ def resolve(
     env_kwargs: str | dict[str, Any] | None = None,
     trust_code: bool = False,
     policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+    policy_threads: int = DEFAULT_POLICY_THREADS,
 ) -> Target:
     """Resolve a target, its policy and its property once.
 
@@ -112,6 +114,8 @@ def resolve(
             zip is loaded with Stable-Baselines3's loader (which unpickles and can run code). Without it
             nothing but a ``path.py:NAME`` policy or system (code by design) runs code from the user's files.
         policy_timeout: seconds one call of the policy may take (``--policy-timeout``; None or 0: no limit).
+        policy_threads: threads of a network policy's runtime (``--policy-threads``; see
+            :func:`rlverify.policies.load_policy`: torch's setting is process-global).
 
     Raises:
         InputFileError, BenchmarkError, ModelError, ConstantsError, PolicyError, PropertyError.
@@ -144,6 +148,7 @@ def resolve(
         getattr(model, "policy_interface", None),
         trust_code=trust_code,
         timeout=policy_timeout,
+        threads=policy_threads,
     )
     fixed = needs_policy and loaded is not None
     prop = resolve_property(bench, model, kind, property, fixed_policy=fixed) if property is not None else None
@@ -187,14 +192,15 @@ def _model(
         return target, target.model(), target.kind, target.name
     path = Path(target)
     text = str(target)
-    from rlverify.models.continuous.declared import is_declaration_target, load_system
-
     if text.lower().endswith(".py"):
         raise InputFileError(
             f"{text}: a continuous system is given as FILE.py:NAME, NAME being the declaration (e.g. {text}:SYSTEM)"
         )
-    if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
-        return None, load_system(text, constants), "continuous", text
+    if ".py:" in text.lower():  # (the continuous engine's module is imported only for such a target)
+        from rlverify.models.continuous.declared import is_declaration_target, load_system
+
+        if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
+            return None, load_system(text, constants), "continuous", text
     if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():
         if not path.is_file():
             raise InputFileError(f"{path}: model file not found")
@@ -220,6 +226,7 @@ def _policy(
     *,
     trust_code: bool = False,
     timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+    threads: int = DEFAULT_POLICY_THREADS,
 ) -> tuple[Policy | None, str | None]:
     from rlverify.policies.check import as_policy
     from rlverify.policies.loading import load_policy
@@ -259,6 +266,7 @@ def _policy(
         defaults=interface,
         trust_code=trust_code,
         timeout=timeout,
+        threads=threads,
     ), file
 
 

@@ -63,15 +63,15 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_file_created_while_verify_runs_is_not_overwritten(capsys, here, monkeypatch) -> None:
-    import rlverify.cli.verify as cli_verify
+    import rlverify.exact.verify as engine  # the CLI imports the engine's function when it runs
 
-    real = cli_verify.verify_exact
+    real = engine.verify_exact
 
     def slow_verify(*args, **kwargs):  # another program (or a second run) writes the file meanwhile
         (here / "values.csv").write_text("theirs")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cli_verify, "verify_exact", slow_verify)
+    monkeypatch.setattr(engine, "verify_exact", slow_verify)
     code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--out", "values.csv")
     assert code == 2 and "--out values.csv: file exists; pass --force to overwrite it" in one_line(err)
     assert (here / "values.csv").read_text() == "theirs"
@@ -432,12 +432,12 @@ def test_garbage_files_exit_2_with_one_line(capsys, here, kind: str, make, expec
 
 
 def test_an_internal_error_stays_exit_1_with_the_trace(capsys, here, monkeypatch) -> None:
-    import rlverify.cli.verify as cli_verify
+    import rlverify.exact.verify as engine  # the CLI imports the engine's function when it runs
 
     def broken(*args, **kwargs):
         raise OSError("no file involved")  # an OSError without a file name is no input problem
 
-    monkeypatch.setattr(cli_verify, "verify_exact", broken)
+    monkeypatch.setattr(engine, "verify_exact", broken)
     code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--mode", "monolithic")
     assert code == 1 and "internal error" in err and "Traceback" in err and "no file involved" in err
 

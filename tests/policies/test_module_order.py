@@ -17,7 +17,9 @@ POLICIES = Path(__file__).resolve().parents[2] / "src" / "rlverify" / "policies"
 #: The order of the policies modules, bottom first; a module may import only modules on lower levels (two modules
 #: on one level are independent). ``__init__`` (the package) is above them all: no module imports it.
 LEVELS: list[set[str]] = [
-    {"formats", "sb3zip"},  # what a policy file declares (names, output kind, sidecars, ONNX metadata); SB3 zips
+    # what a policy file declares (names, output kind, sidecars, ONNX metadata); SB3 zips; what a policy is loaded
+    # with (settings: spec syntax, timeout, threads; no numpy, the CLI's parser reads it)
+    {"formats", "sb3zip", "settings"},
     {"mlp"},  # the weights: MLP, reading and writing networks
     {"base"},  # the contract: Policy, BasePolicy, output validation, timeouts
     {"adapters"},  # ONNX, torch, SB3, callable, table, a user's object

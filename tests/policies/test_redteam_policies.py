@@ -16,7 +16,8 @@ import pytest
 from rlverify.cli.main import main
 from rlverify.errors import InputFileError, OptionError, PolicyError
 from rlverify.policies import MLP, CallablePolicy, load_policy, save_mlp_onnx
-from rlverify.policies.base import check_timeout, numeric_output
+from rlverify.policies.base import numeric_output
+from rlverify.policies.settings import check_timeout
 from tests.small_models import UP_STAY
 
 ROOT = Path(__file__).resolve().parents[2]

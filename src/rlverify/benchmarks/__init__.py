@@ -1,17 +1,24 @@
 """Named, versioned benchmarks: ``rlverify.benchmarks.make("avoid-v1", xMax=4)`` returns a :class:`Benchmark`."""
 
-from rlverify.benchmarks.registry import (
-    Benchmark,
-    BenchmarkError,
-    BenchmarkSpec,
-    Built,
-    EnvDefaults,
-    Parameter,
-    all_ids,
-    make,
-    register,
-    spec,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlverify.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlverify.benchmarks.registry import (
+        Benchmark,
+        BenchmarkError,
+        BenchmarkSpec,
+        Built,
+        EnvDefaults,
+        Parameter,
+        all_ids,
+        make,
+        register,
+        spec,
+    )
 
 __all__ = [
     "Benchmark",
@@ -25,3 +32,12 @@ __all__ = [
     "register",
     "spec",
 ]
+
+lazy_exports(
+    __name__,
+    {
+        "rlverify.benchmarks.registry": (
+            "Benchmark BenchmarkError BenchmarkSpec Built EnvDefaults Parameter all_ids make register spec"
+        ),
+    },
+)

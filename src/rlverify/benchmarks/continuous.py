@@ -8,7 +8,6 @@ benchmark's ``policies`` name its reference policies (name -> ONNX path). Verify
 from __future__ import annotations
 
 from rlverify.benchmarks.registry import BenchmarkSpec, Built, Parameter, register
-from rlverify.models.continuous.systems import AdaptiveCruiseControl, BouncingBall, InvertedPendulum
 
 POLICIES = {
     "bouncing-ball-v1": {"ppo": "policies/bouncing_ball_ppo.onnx"},
@@ -19,16 +18,22 @@ POLICIES = {
 
 def make_bouncing_ball() -> Built:
     """The bouncing ball (see :class:`BouncingBall`)."""
+    from rlverify.models.continuous.systems import BouncingBall  # when made: the registry is read by every command
+
     return Built(model=BouncingBall, policies=POLICIES["bouncing-ball-v1"])
 
 
 def make_acc(accel: float = 3.0) -> Built:
     """Adaptive cruise control with acceleration magnitude ``accel`` (m/s^2)."""
+    from rlverify.models.continuous.systems import AdaptiveCruiseControl
+
     return Built(model=lambda: AdaptiveCruiseControl(accel=accel), policies=POLICIES["acc-v1"])
 
 
 def make_pendulum() -> Built:
     """The inverted pendulum (see :class:`InvertedPendulum`)."""
+    from rlverify.models.continuous.systems import InvertedPendulum
+
     return Built(model=InvertedPendulum, policies=POLICIES["pendulum-v1"])
 
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, err_console, print_warnings, progress_bar
 from rlverify.cli.options import (
@@ -23,6 +20,9 @@ from rlverify.cli.options import (
     write_json,
 )
 from rlverify.errors import InputFileError, OptionError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -80,6 +80,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 def read_template(path: str) -> np.ndarray:
     """Direction matrix from a JSON (``[[1, 0.5], ...]`` or ``{"directions": [...]}``) or CSV file."""
+    import numpy as np
+
     file = Path(path)
     if not file.is_file():
         raise InputFileError(f"{file}: template file not found")
@@ -117,6 +119,8 @@ def read_template(path: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from rlverify.abstraction import AbstractionOptions, AbstractionProgress, verify_abstraction
     from rlverify.resolve import resolve
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.table import Table
-
 from rlverify.cli.console import console, line, styled
 
 
@@ -34,6 +32,8 @@ def _describe(s: Any) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from rlverify.benchmarks.registry import all_ids, spec
 
     if args.json:
@@ -53,6 +53,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from rlverify.benchmarks.registry import spec
 
     s = spec(args.name)

@@ -8,7 +8,8 @@ explicit (:func:`styled`, :func:`line`). Control characters (an ANSI escape in a
 shown as escapes (``\\x1b``) so that user text cannot move the cursor or recolour the terminal.
 
 Every CLI print goes through :data:`console` (stdout) or :data:`err_console` (stderr, for progress,
-warnings and errors, so that ``--json`` on stdout stays clean).
+warnings and errors, so that ``--json`` on stdout stays clean). Both are made on first use: importing this
+module does not import Rich (``rlverify --help`` never does).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from rich.console import Console
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 __all__ = ["console", "err_console", "error", "line", "print_warnings", "progress_bar", "shown", "status", "styled", "warning"]
 
@@ -32,29 +34,55 @@ def shown(text: Any) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
 
 
-class PlainConsole(Console):
+def plain_console(**kwargs: Any) -> Console:
     """A Rich console that renders every string as plain text (no markup, emoji or highlighting)."""
+    from rich.console import Console
+
+    class PlainConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Text:  # every str a table, title or print renders
+            kwargs["markup"] = False
+            kwargs["emoji"] = False
+            return super().render_str(shown(text), **kwargs)
+
+    return PlainConsole(markup=False, emoji=False, highlight=False, **kwargs)
+
+
+class _OnFirstUse:
+    """Stands for the console :func:`plain_console` makes (with ``kwargs``) when it is first used."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(markup=False, emoji=False, highlight=False, **kwargs)
+        self._kwargs = kwargs
+        self._console: Console | None = None
 
-    def render_str(self, text: str, **kwargs: Any) -> Text:  # every str a table, title or print renders
-        kwargs["markup"] = False
-        kwargs["emoji"] = False
-        return super().render_str(shown(text), **kwargs)
+    def made(self) -> Console:
+        if self._console is None:
+            self._console = plain_console(**self._kwargs)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made(), name)
 
 
-console = PlainConsole()
-err_console = PlainConsole(stderr=True)
+console = cast("Console", _OnFirstUse())
+err_console = cast("Console", _OnFirstUse(stderr=True))
+
+
+def real(target: Console) -> Console:
+    """The Rich console ``target`` stands for (:data:`console` is made on first use), for Rich's own classes."""
+    return target.made() if isinstance(target, _OnFirstUse) else target
 
 
 def styled(text: Any, style: str) -> Text:
     """``text`` (shown verbatim) in ``style`` (e.g. ``"bold red"``)."""
+    from rich.text import Text
+
     return Text(shown(text), style=style)
 
 
 def line(*parts: str | Text) -> Text:
     """One line of plain strings (verbatim) and :func:`styled` pieces."""
+    from rich.text import Text
+
     return Text.assemble(*(p if isinstance(p, Text) else shown(p) for p in parts))
 
 
@@ -76,8 +104,18 @@ def print_warnings(warnings: Sequence[str], target: Any = None) -> None:
 
 @contextlib.contextmanager
 def status(label: str, target: Console | None = None) -> Iterator[Callable[[Any], None]]:
-    """A transient spinner on stderr; yields ``update(message)`` (the message shown verbatim)."""
-    with (target or err_console).status(Text(shown(label))) as st:
+    """A transient spinner on stderr; yields ``update(message)`` (the message shown verbatim).
+
+    Where stderr is not a terminal (a pipe, a file: scripts, sweeps, CI) Rich's spinner shows nothing, so none is
+    made (nor its refresh thread).
+    """
+    from rich.text import Text
+
+    con = target or err_console
+    if not (con.is_terminal or con.is_jupyter):
+        yield lambda message: None
+        return
+    with con.status(Text(shown(label))) as st:
         yield lambda message: st.update(Text(shown(message)))
 
 
@@ -90,4 +128,4 @@ def progress_bar(label: str, *, detail: bool = False, target: Console | None = N
     if detail:
         columns.append(TextColumn("{task.description}", markup=False))
     columns.append(TimeElapsedColumn())
-    return Progress(*columns, console=target or err_console, transient=True)
+    return Progress(*columns, console=real(target or err_console), transient=True)

@@ -7,8 +7,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from rlverify.cli.console import console, err_console, styled
 from rlverify.cli.options import add_env_kwargs, add_target, dumps
 
@@ -79,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
 def show(s: Any, name: str) -> None:
     """Readable tables of a :class:`~rlverify.models.summary.ModelSummary`."""
+    from rich.table import Table
+
     head = f"{name} — {s.kind.upper()} {s.model_type.upper()}" + (f" ({s.constants})" if s.constants else "")
     console.print(styled(head, "bold"))
     t = Table("variable", "type", "range", "init", "module", title="variables (policy features)", title_justify="left")

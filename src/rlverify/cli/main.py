@@ -20,31 +20,41 @@ from typing import Any
 from rlverify.cli.console import err_console, error
 from rlverify.errors import RlverifyError
 
-#: Modules adding subcommands; each defines ``register(subparsers)``.
-COMMAND_MODULES = [
-    "rlverify.cli.verify",
-    "rlverify.cli.abstract",
-    "rlverify.cli.simulate",
-    "rlverify.cli.heatmap",
-    "rlverify.cli.map",
-    "rlverify.cli.train",
-    "rlverify.cli.reproduce",
-    "rlverify.cli.inspect",
-    "rlverify.cli.report",
-    "rlverify.cli.benchmarks",
-    "rlverify.cli.robust",
-]
+#: The subcommands, in the order ``--help`` lists them; ``rlverify.cli.NAME`` defines ``register(subparsers)``.
+COMMANDS = (
+    "verify",
+    "abstract",
+    "simulate",
+    "heatmap",
+    "map",
+    "train",
+    "reproduce",
+    "inspect",
+    "report",
+    "benchmarks",
+    "robust",
+)
+COMMAND_MODULES = [f"rlverify.cli.{name}" for name in COMMANDS]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser: every subcommand's, or (``command``) only that one's in full and the others by name.
+
+    The modules of the subcommands import only the standard library and rlverify's light modules (their
+    options' choices): ``rlverify --help`` loads no engine. A parser for one ``command`` skips importing
+    and building the others (their names remain, for argparse's messages).
+    """
     from rlverify import __version__
 
     parser = argparse.ArgumentParser(prog="rlverify", description="How safe is this trained policy, really?")
     parser.add_argument("--version", action="version", version=f"rlverify {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for name in COMMANDS:
+        if command in (None, name):
+            importlib.import_module(f"rlverify.cli.{name}").register(sub)
+        else:
+            sub.add_parser(name)
     for p in _parsers(parser):
         if p is not parser:  # -v after the subcommand too (not overriding one given before it)
             p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -155,15 +165,22 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
+def invoked(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option, if a subcommand), or None."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(invoked(argv))
     args = parse(parser, argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # libraries' warnings (numpy overflow in a policy's network, torch's notices) are details: shown with -v
     logging.captureWarnings(True)
     logging.getLogger("py.warnings").setLevel(logging.WARNING if args.verbose else logging.ERROR)
-    from rlverify.models.symbolic import set_storm_logging
+    from rlverify.models.numerics import set_storm_logging  # (loads no stormpy: applied when a command does)
 
     set_storm_logging(args.verbose)
     with results_only_on_stdout():

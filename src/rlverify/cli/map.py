@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import numpy as np
-from rich.table import Table
-
 from rlverify.cli.console import console, print_warnings, status
 from rlverify.cli.options import (
     add_env_kwargs,
@@ -21,11 +18,11 @@ from rlverify.cli.options import (
     policy_kwargs,
     write_json,
 )
-from rlverify.exact.checking import NUMERICS
-from rlverify.exact.maps import AGGREGATES, OPTIMA
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
+    from rlverify.exact.options import AGGREGATES, NUMERICS, OPTIMA
+
     p = sub.add_parser(
         "map",
         help="risk/regret map: policy value, optimum over all policies, and the regret per cell",
@@ -127,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
 
 def print_map(r: Any, top: int = 5) -> None:
     """A summary of a :class:`~rlverify.results.RiskMap`: the initial state, the state sets, the worst cells."""
+    import numpy as np
+    from rich.table import Table
+
     opt = ("P" if r.property.lstrip().startswith("P") else "R") + r.optimum
     t = Table(title=f"rlverify map — {r.x},{r.y} ({r.agg})", show_header=False, title_justify="left")
     t.add_column(style="bold")

@@ -63,7 +63,7 @@ def add_trust_code(p: argparse.ArgumentParser) -> None:
 
 
 def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the benchmark's reference policy") -> None:
-    from rlverify.policies.loading import SPEC_HELP
+    from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP
 
     p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; or a benchmark's reference policy name ({default_note})")
     p.add_argument(
@@ -85,8 +85,6 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
         help="what the policy network outputs (q-values: greedy argmax), for a file that does not declare "
         "it (a contradiction is refused)",
     )
-    from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT
-
     p.add_argument(
         "--policy-timeout",
         type=float,
@@ -95,6 +93,14 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
         help=f"stop with an error when one call of the policy (one batch of states) takes longer than this "
         f"(default {DEFAULT_POLICY_TIMEOUT:g}; 0: no limit); interrupts Python code, and native code "
         "(onnxruntime, torch) when it returns",
+    )
+    p.add_argument(
+        "--policy-threads",
+        type=int,
+        default=DEFAULT_POLICY_THREADS,
+        metavar="N",
+        help=f"threads the policy's network runtime (onnxruntime, torch) computes a batch with (default "
+        f"{DEFAULT_POLICY_THREADS}: rlverify keeps the cores busy itself; torch's count is process-wide)",
     )
     add_trust_code(p)
 
@@ -164,7 +170,7 @@ def names(text: str | None) -> list[str] | None:
 
 def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The policy options of ``args`` as keyword arguments of :func:`rlverify.resolve.resolve`."""
-    from rlverify.policies.base import check_timeout
+    from rlverify.policies.settings import DEFAULT_POLICY_THREADS, check_threads, check_timeout
 
     return {
         "policy": args.policy,
@@ -173,6 +179,7 @@ def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "output": args.output,
         "trust_code": bool(getattr(args, "trust_code", False)),
         "policy_timeout": check_timeout(getattr(args, "policy_timeout", None)),
+        "policy_threads": check_threads(getattr(args, "policy_threads", DEFAULT_POLICY_THREADS)),
     }
 
 

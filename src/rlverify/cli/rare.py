@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, err_console
 from rlverify.errors import OptionError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 #: plain-simulation options that --rare does not use (it would silently ignore them otherwise)
 _PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01, "run_limit": 100_000_000}
@@ -18,7 +19,7 @@ _PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01, "run
 
 def add_rare_arguments(p: argparse.ArgumentParser) -> None:
     """``--rare``, ``--importance``, ``--levels``, ``--effort``, ``--repetitions``."""
-    from rlverify.statistical.splitting import RARE_METHODS
+    from rlverify.statistical.choices import RARE_METHODS
 
     g = p.add_argument_group("rare events (importance splitting)")
     g.add_argument(
@@ -102,6 +103,8 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
 
 def render(result: Any) -> Table:
     """A rich table of a :class:`~rlverify.statistical.splitting.SplittingResult`."""
+    from rich.table import Table
+
     from rlverify.cli.verify import shown_policy
 
     table = Table(title=result.property, show_header=False)

@@ -7,8 +7,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from rlverify.cli.console import console, err_console, error, status, styled
 from rlverify.cli.options import add_env_kwargs, add_policy, add_seed, add_target, dumps, policy_kwargs
 
@@ -47,6 +45,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from rlverify.errors import OptionError
     from rlverify.files import check_target
     from rlverify.report import ReportOptions, make_report, write_report

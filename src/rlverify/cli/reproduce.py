@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, line, status, styled
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 #: Terminal width from which Table 2 is printed as one table (else one table per method).
 WIDE = 150
@@ -41,6 +41,8 @@ def register(sub: Any) -> None:
 
 
 def run_table2(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from rlverify.benchmarks.table2 import METHODS, PAPER_TABLE2, compute_table2, format_result
 
     rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None

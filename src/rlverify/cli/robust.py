@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, print_warnings, status, styled
 from rlverify.cli.options import (
@@ -23,8 +21,11 @@ from rlverify.cli.options import (
 )
 from rlverify.cli.verify import parse_size, shown_policy
 from rlverify.errors import OptionError
-from rlverify.exact import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
-from rlverify.results import IntervalResult, RobustnessResult
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from rlverify.results import IntervalResult, RobustnessResult
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -80,7 +81,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
     from rlverify.resolve import resolve
+    from rlverify.results import IntervalResult
 
     files = outputs(args, (".json",))
     observation_flags = [
@@ -174,6 +177,8 @@ def _epsilon(text: str | None) -> int:
 
 
 def _table(title: str, r: Any) -> Table:
+    from rich.table import Table
+
     t = Table(title=title, show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()

@@ -6,9 +6,7 @@ import argparse
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, err_console
 from rlverify.cli.options import (
@@ -28,10 +26,12 @@ from rlverify.cli.options import (
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.statistical.properties import SUPPORTED_FORMS
-    from rlverify.statistical.verify import METHODS
+    from rlverify.statistical.choices import METHODS, SUPPORTED_FORMS
 
     p = sub.add_parser(
         "simulate",
@@ -221,6 +221,8 @@ def statistical_options(args: argparse.Namespace, backend: Any) -> Any:
 
 def render(result: Any, args: argparse.Namespace) -> Table:
     """A rich table of a :class:`~rlverify.statistical.StatisticalResult`."""
+    from rich.table import Table
+
     method = result.method
     table = Table(title=result.property, show_header=False)
     table.add_row("model", result.model)

@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, line, print_warnings, status, styled, warning
 from rlverify.cli.options import (
@@ -26,14 +22,16 @@ from rlverify.cli.options import (
     policy_kwargs,
     write_json,
 )
-from rlverify.exact import ExactOptions, policy_chain, verify_exact
-from rlverify.exact.checking import MAX_WORK, NUMERICS
-from rlverify.exact.options import MODES, STRATEGIES
-from rlverify.models.properties import parse_structure
-from rlverify.results import ExactResult, FailurePaths
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from rlverify.results import ExactResult, FailurePaths
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
+    from rlverify.exact.options import MAX_WORK, MODES, NUMERICS, STRATEGIES
+
     p = sub.add_parser(
         "verify",
         help="exact verification of a policy with Storm",
@@ -129,6 +127,9 @@ def parse_size(text: str, option: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlverify.exact.chain import policy_chain
+    from rlverify.exact.options import ExactOptions
+    from rlverify.exact.verify import verify_exact
     from rlverify.resolve import resolve
 
     files = outputs(args, (".csv", ".npz", ".json", ".png"))
@@ -211,7 +212,6 @@ def _max_work(value: float) -> int:
 def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> None:
     """Refuse --explain settings that cannot work, before any model is built."""
     from rlverify.errors import OptionError
-    from rlverify.exact.explain import check_count
 
     if args.explain is None:
         if args.explain_map is not None:
@@ -219,6 +219,8 @@ def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> 
         if ".png" in files:
             raise OptionError(f"--out {files['.png']}: verify draws a .png of the failure paths only: add --explain K")
         return
+    from rlverify.exact.explain import check_count
+
     check_count(args.explain)
     if args.chain_dir is not None:
         raise OptionError("--explain reads the policy's chain in memory: drop --chain-dir")
@@ -233,6 +235,8 @@ def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> 
 
 def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
     """The most probable paths as one table each: state, the policy's distribution, the actions taken, p(step)."""
+    from rich.table import Table
+
     share = f" = {100 * e.share:.3g}% of the value {e.value:.6g}" if e.share is not None else " (the value is 0)"
     bound = f" within {e.bound} steps" if e.bound is not None else ""
     console.print(
@@ -278,6 +282,10 @@ def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
 
 def print_result(r: ExactResult) -> None:
     """A readable table of ``r``."""
+    from rich.table import Table
+
+    from rlverify.models.properties import parse_structure
+
     t = Table(title=f"rlverify exact — {r.mode}", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
@@ -323,6 +331,8 @@ def print_result(r: ExactResult) -> None:
 
 def _write_states(path: Path, r: ExactResult, *, suffix: str, force: bool) -> None:
     """Every state's value with its valuation, as ``suffix`` (``.csv`` or ``.npz``, whatever the case of ``path``'s)."""
+    import numpy as np
+
     from rlverify.files import write_bytes
 
     valuations = r.state_valuations

@@ -7,14 +7,21 @@ input: a loaded model and a parsed property (:func:`rlverify.resolve.resolve`, o
 :func:`rlverify.parse_property`).
 """
 
-from rlverify.exact.chain import FullMDP, PolicyChain, full_mdp, induce, policy_chain
-from rlverify.exact.explain import EXPLAINED_FORMS, explain_paths, most_probable_paths, plot_paths
-from rlverify.exact.induced import STALLED_LABEL, induced_chain
-from rlverify.exact.maps import MapOptions, risk_map
-from rlverify.exact.optimum import optimum
-from rlverify.exact.options import ExactOptions
-from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
-from rlverify.exact.verify import verify_exact
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlverify.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlverify.exact.chain import FullMDP, PolicyChain, full_mdp, induce, policy_chain
+    from rlverify.exact.explain import EXPLAINED_FORMS, explain_paths, most_probable_paths, plot_paths
+    from rlverify.exact.induced import STALLED_LABEL, induced_chain
+    from rlverify.exact.maps import MapOptions, risk_map
+    from rlverify.exact.optimum import optimum
+    from rlverify.exact.options import ExactOptions
+    from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
+    from rlverify.exact.verify import verify_exact
 
 __all__ = [
     "EXPLAINED_FORMS",
@@ -38,3 +45,17 @@ __all__ = [
     "robustness",
     "verify_exact",
 ]
+
+lazy_exports(
+    __name__,
+    {
+        "rlverify.exact.chain": "FullMDP PolicyChain full_mdp induce policy_chain",
+        "rlverify.exact.explain": "EXPLAINED_FORMS explain_paths most_probable_paths plot_paths",
+        "rlverify.exact.induced": "STALLED_LABEL induced_chain",
+        "rlverify.exact.maps": "MapOptions risk_map",
+        "rlverify.exact.optimum": "optimum",
+        "rlverify.exact.options": "ExactOptions",
+        "rlverify.exact.robust": "ModelErrorOptions RobustnessOptions model_error_bounds robustness",
+        "rlverify.exact.verify": "verify_exact",
+    },
+)

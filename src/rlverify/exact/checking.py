@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import PropertyError
+from rlverify.exact.options import MAX_WORK
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import storm_message
@@ -194,10 +195,6 @@ def clipped(out: CheckOutcome, *, probability: bool) -> CheckOutcome:
     if (lower, upper, value) == (out.lower, out.upper, out.value):
         return out
     return replace(out, value=float(value), lower=lower, upper=upper)
-
-
-#: default budget of a step-bounded computation, in multiply-adds (steps x transitions): about 10-30 s
-MAX_WORK = 5_000_000_000
 
 
 #: values below this are "tiny": their relative error is reported (or its absence said plainly)

@@ -19,7 +19,7 @@ import numpy as np
 from rlverify.errors import OptionError, PropertyError, did_you_mean
 from rlverify.exact.chain import PolicyChain, states_of
 from rlverify.exact.optimum import optimum as over_all_schedulers
-from rlverify.exact.options import ExactOptions, Progress
+from rlverify.exact.options import AGGREGATES, OPTIMA, ExactOptions, Progress
 from rlverify.exact.verify import verify_exact
 from rlverify.models.expressions import compile_expression
 from rlverify.models.properties import Property
@@ -27,8 +27,6 @@ from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.results import ExactResult, OptimumResult, Provenance, RiskMap, versions
 
-AGGREGATES = ("max", "min", "mean")
-OPTIMA = ("min", "max")
 #: an axis spans every integer between its smallest and largest value (so missing values show as
 #: cells with no state) unless that is more than this many cells; then only the values that occur
 MAX_DENSE_AXIS = 256

@@ -1,22 +1,34 @@
-"""The exact engine's settings (:class:`ExactOptions`) and the checks every exact analysis makes of its input."""
+"""The exact engine's settings (:class:`ExactOptions`), the choices of every exact analysis' options, and the
+checks every exact analysis makes of its input.
+
+Imports neither numpy nor Storm at module level: the CLI's parser reads the choices here (``rlverify --help``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlverify.backends import BackendOptions
 from rlverify.errors import OptionError, PropertyError
-from rlverify.exact.checking import MAX_WORK, NUMERICS
-from rlverify.models.dynamics import UNAVAILABLE
-from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel
-from rlverify.policies.base import Policy
-from rlverify.results import Provenance, versions
+from rlverify.models.numerics import NUMERICS
+
+if TYPE_CHECKING:
+    from rlverify.models.properties import Property
+    from rlverify.models.symbolic import SymbolicModel
+    from rlverify.policies.base import Policy
+    from rlverify.results import Provenance
+
+__all__ = ["AGGREGATES", "MAX_WORK", "MODES", "NUMERICS", "OPTIMA", "STRATEGIES", "ExactOptions", "Progress"]
 
 MODES = ("stochastic", "deterministic", "monolithic")
 STRATEGIES = ("auto", "full", "onthefly", "merged")
+#: default budget of a step-bounded computation, in multiply-adds (steps x transitions): about 10-30 s
+MAX_WORK = 5_000_000_000
+#: how a risk map aggregates the states of one cell, and which optimum it compares with (:mod:`rlverify.exact.maps`)
+AGGREGATES = ("max", "min", "mean")
+OPTIMA = ("min", "max")
 
 #: a progress callback: one line of text per call (the CLI shows it; the library only calls it)
 Progress = Callable[[str], None]
@@ -84,6 +96,8 @@ class ExactOptions:
 
     def validate(self) -> None:
         """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""
+        from rlverify.models.dynamics import UNAVAILABLE
+
         for name, value, allowed in (
             ("mode", self.mode, MODES),
             ("strategy", self.strategy, STRATEGIES),
@@ -111,6 +125,9 @@ class ExactOptions:
 def check_resolved(model: object, prop: object) -> None:
     """Refuse what the engines take from the front door only: a path or benchmark for a loaded model, property text
     for a parsed :class:`Property` (a :class:`PropertyError` naming the way in, never an ``AttributeError``)."""
+    from rlverify.models.properties import Property
+    from rlverify.models.symbolic import SymbolicModel
+
     if not isinstance(model, SymbolicModel):
         raise PropertyError(
             f"the exact engine takes a loaded model (rlverify.load_model(path, constants), or resolve), not a "
@@ -165,6 +182,8 @@ def provenance(
 ) -> Provenance:
     """What an exact analysis records of what it verified: the model's path, the property's text, the policy's name
     (None: no policy), the settings and timings given, the package versions and ``warnings``."""
+    from rlverify.results import Provenance, versions
+
     return Provenance(
         model=str(model.path),
         property=prop.text,

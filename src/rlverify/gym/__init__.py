@@ -9,9 +9,16 @@ handled as the verifier handles them (``stall`` or ``renormalize``)::
     envs = VectorMDPEnv.from_model("model.prism", 256, reward="r", terminal='"goal"')
 """
 
-from rlverify.gym.build import EnvDefaults, benchmark_dynamics, benchmark_envs, load_dynamics, reward_spec
-from rlverify.gym.dynamics import EnvError, MDPDynamics, UnavailableActionError, dynamics_from_explicit
-from rlverify.gym.env import MDPEnv, RewardWarning, VectorMDPEnv, entry_rewards, save_policy_metadata
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlverify.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlverify.gym.build import EnvDefaults, benchmark_dynamics, benchmark_envs, load_dynamics, reward_spec
+    from rlverify.gym.dynamics import EnvError, MDPDynamics, UnavailableActionError, dynamics_from_explicit
+    from rlverify.gym.env import MDPEnv, RewardWarning, VectorMDPEnv, entry_rewards, save_policy_metadata
 
 __all__ = [
     "EnvDefaults",
@@ -29,3 +36,12 @@ __all__ = [
     "reward_spec",
     "save_policy_metadata",
 ]
+
+lazy_exports(
+    __name__,
+    {
+        "rlverify.gym.build": "EnvDefaults benchmark_dynamics benchmark_envs load_dynamics reward_spec",
+        "rlverify.gym.dynamics": "EnvError MDPDynamics UnavailableActionError dynamics_from_explicit",
+        "rlverify.gym.env": "MDPEnv RewardWarning VectorMDPEnv entry_rewards save_policy_metadata",
+    },
+)

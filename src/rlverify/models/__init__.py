@@ -1,10 +1,17 @@
 """Environment models: PRISM/JANI through stormpy as explicit numpy arrays."""
 
-from rlverify.models.dynamics import ChoiceTable, choice_table, fit
-from rlverify.models.explicit import ExplicitModel, read_umb, to_storm, write_umb
-from rlverify.models.gymnasium import GymnasiumModel, from_gymnasium
-from rlverify.models.properties import Property, parse_structure
-from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_constants, parse_property
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlverify.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlverify.models.dynamics import ChoiceTable, choice_table, fit
+    from rlverify.models.explicit import ExplicitModel, read_umb, to_storm, write_umb
+    from rlverify.models.gymnasium import GymnasiumModel, from_gymnasium
+    from rlverify.models.properties import Property, parse_structure
+    from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_constants, parse_property
 
 __all__ = [
     "ChoiceTable",
@@ -24,3 +31,14 @@ __all__ = [
     "to_storm",
     "write_umb",
 ]
+
+lazy_exports(
+    __name__,
+    {
+        "rlverify.models.dynamics": "ChoiceTable choice_table fit",
+        "rlverify.models.explicit": "ExplicitModel read_umb to_storm write_umb",
+        "rlverify.models.gymnasium": "GymnasiumModel from_gymnasium",
+        "rlverify.models.properties": "Property parse_structure",
+        "rlverify.models.symbolic": "SymbolicModel build_explicit load_model parse_constants parse_property",
+    },
+)

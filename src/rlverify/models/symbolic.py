@@ -9,7 +9,6 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,14 +24,6 @@ from rlverify.models.properties import Property, check_nesting, parse_structure
 log = logging.getLogger(__name__)
 
 _STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.DOTALL)
-
-
-def set_storm_logging(verbose: bool) -> None:
-    """Storm logs parse errors to stdout itself; rlverify reports them (with line) as its own errors,
-    so Storm's own log is off unless ``verbose`` (then warnings)."""
-    import stormpy.developer as dev
-
-    dev.set_log_level(dev.LogLevel.WARN if verbose else dev.LogLevel.OFF)
 
 
 def storm_message(exc: BaseException) -> str:
@@ -456,6 +447,8 @@ def _constant_value(text: str) -> Any:
         return _normal(number, text)
     num, slash, den = text.partition("/")  # a rational, as PRISM writes them (1/10)
     if slash:
+        from fractions import Fraction  # (and decimal: 4 ms of every start-up otherwise)
+
         try:
             number = float(Fraction(int(num.strip()), int(den.strip())))
         except (ValueError, ZeroDivisionError, OverflowError):

@@ -6,19 +6,26 @@ weights), ``base`` (the contract and the adapters' base), ``adapters``, ``check`
 :func:`check_policy`), ``loading`` (:func:`load_policy` from a spec).
 """
 
-from rlverify.policies.adapters import (
-    CallablePolicy,
-    OnnxPolicy,
-    ProtocolPolicy,
-    SB3Policy,
-    TablePolicy,
-    TorchPolicy,
-)
-from rlverify.policies.base import ROW_SUM_TOLERANCE, BasePolicy, Policy, validate_probabilities
-from rlverify.policies.check import as_policy, check_policy
-from rlverify.policies.formats import softmax
-from rlverify.policies.loading import load_network_policy, load_policy
-from rlverify.policies.mlp import MLP, load_network, mlp_from_onnx, mlp_from_torch, save_mlp_onnx
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlverify.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlverify.policies.adapters import (
+        CallablePolicy,
+        OnnxPolicy,
+        ProtocolPolicy,
+        SB3Policy,
+        TablePolicy,
+        TorchPolicy,
+    )
+    from rlverify.policies.base import ROW_SUM_TOLERANCE, BasePolicy, Policy, validate_probabilities
+    from rlverify.policies.check import as_policy, check_policy
+    from rlverify.policies.formats import softmax
+    from rlverify.policies.loading import load_network_policy, load_policy
+    from rlverify.policies.mlp import MLP, load_network, mlp_from_onnx, mlp_from_torch, save_mlp_onnx
 
 __all__ = [
     "MLP",
@@ -42,3 +49,15 @@ __all__ = [
     "softmax",
     "validate_probabilities",
 ]
+
+lazy_exports(
+    __name__,
+    {
+        "rlverify.policies.adapters": "CallablePolicy OnnxPolicy ProtocolPolicy SB3Policy TablePolicy TorchPolicy",
+        "rlverify.policies.base": "ROW_SUM_TOLERANCE BasePolicy Policy validate_probabilities",
+        "rlverify.policies.check": "as_policy check_policy",
+        "rlverify.policies.formats": "softmax",
+        "rlverify.policies.loading": "load_network_policy load_policy",
+        "rlverify.policies.mlp": "MLP load_network mlp_from_onnx mlp_from_torch save_mlp_onnx",
+    },
+)

@@ -27,6 +27,7 @@ from rlverify.policies.formats import (
     softmax,
 )
 from rlverify.policies.mlp import MLP, mlp_from_onnx, mlp_from_torch
+from rlverify.policies.settings import DEFAULT_POLICY_THREADS, check_threads
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,9 @@ class OnnxPolicy(BasePolicy):
     :data:`~rlverify.policies.formats.META_OUTPUT`); the arguments give what the metadata does not, and are refused
     where they contradict it (see :func:`~rlverify.policies.formats.declaration`). The first graph input takes
     ``(N, d)``; the first output gives ``(N, |A|)`` logits (softmax applied here), probabilities, or Q-values (greedy:
-    one-hot argmax). The file is read once; :meth:`network` reads the weights from that copy.
+    one-hot argmax). The file is read once; :meth:`network` reads the weights from that copy. onnxruntime computes
+    with ``threads`` threads (intra-op; one inter-op thread; default
+    :data:`~rlverify.policies.settings.DEFAULT_POLICY_THREADS`, ``--policy-threads``).
     """
 
     no_network = None
@@ -213,9 +216,11 @@ class OnnxPolicy(BasePolicy):
         actions: Sequence[str] | None = None,
         output: str | None = None,
         defaults: Mapping[str, Sequence[str]] | None = None,
+        threads: int = DEFAULT_POLICY_THREADS,
     ) -> None:
         import onnx
 
+        self.threads = check_threads(threads, "threads")
         path = Path(path)
         try:
             model = onnx.load(str(path))
@@ -230,7 +235,7 @@ class OnnxPolicy(BasePolicy):
         self.output = onnx_output(kind, path)
         self.training = onnx_training(meta, path)
         # greedy policies: the runtime also gives the argmax (a second output), cheaper than numpy's per-row one
-        self._session, with_argmax = _session(model, path, len(acts), argmax=self.output == "q-values")
+        self._session, with_argmax = _session(model, path, len(acts), argmax=self.output == "q-values", threads=self.threads)
         self._check_signature(path)
         first = self._session.get_inputs()[0]
         self._input = first.name
@@ -325,6 +330,7 @@ class TorchPolicy(BasePolicy):
     """A ``torch.nn.Module`` mapping ``(N, d)`` float32 tensors to ``output`` (optional extra ``torch``).
 
     Its :meth:`network` is read from a ``Sequential`` of ``Linear`` and ``ReLU`` layers (plain or TorchScript).
+    Making one limits torch to ``threads`` threads (:func:`limit_torch_threads`: process-global).
     """
 
     no_network = None
@@ -338,9 +344,12 @@ class TorchPolicy(BasePolicy):
         *,
         output: str = "logits",
         name: str = "torch policy",
+        threads: int = DEFAULT_POLICY_THREADS,
     ) -> None:
         super().__init__(features, actions, name=name)
+        self.threads = check_threads(threads, "threads")
         self._torch = require("torch", "torch", purpose="a TorchScript policy")
+        limit_torch_threads(self._torch, self.threads)
         self._module = module.eval()
         self.output = check_output_kind(output, name)
 
@@ -396,14 +405,26 @@ class SB3Policy(BasePolicy):
     Its :meth:`network` is the actor (``mlp_extractor.policy_net`` then ``action_net``) or the Q-network,
     for a ``MlpPolicy`` with a flat Box observation and ReLU activations
     (``policy_kwargs={"activation_fn": torch.nn.ReLU}``; PPO's default is Tanh).
+
+    Making one limits torch to ``threads`` threads (:func:`limit_torch_threads`: process-global).
     """
 
     no_network = None
 
-    def __init__(self, path: str | Path, features: Sequence[str], actions: Sequence[str], *, trust_code: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        features: Sequence[str],
+        actions: Sequence[str],
+        *,
+        trust_code: bool = False,
+        threads: int = DEFAULT_POLICY_THREADS,
+    ) -> None:
         super().__init__(features, actions, name=str(path))
         path = Path(path)
+        self.threads = check_threads(threads, "threads")
         self._torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
+        limit_torch_threads(self._torch, self.threads)
         sb3zip.check_sizes(path)
         self.trusted = trust_code
         if trust_code:
@@ -577,9 +598,29 @@ class SB3Policy(BasePolicy):
             ) from None
 
 
-def _session(model: Any, path: Path, n_actions: int, *, argmax: bool) -> tuple[Any, bool]:
-    """An onnxruntime session of ``model`` (one thread), and whether it also gives the argmax of the first output
-    (second output :data:`_ARGMAX`; asked by ``argmax``, given when the model allows it: see :func:`_with_argmax`).
+def limit_torch_threads(torch: Any, threads: int) -> None:
+    """Let torch compute with ``threads`` intra-op threads and one inter-op thread, as onnxruntime does for an
+    :class:`OnnxPolicy`.
+
+    torch's thread counts are process-global: every torch computation in this process (another policy, a user's
+    training loop) uses them from then on. Left at torch's default (one thread per core), each call of a policy's
+    small network on a batch wakes a thread per core; on a machine whose cores are busy (the simulator's own
+    threads, other processes) that made an SB3 policy's simulation 15-45x slower. The inter-op count can be set only
+    before torch's first parallel work; where that has passed it is left as it is (it serves only
+    ``torch.jit.fork``, which rlverify does not use).
+    """
+    torch.set_num_threads(threads)
+    if torch.get_num_interop_threads() != 1:
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError as exc:  # "cannot set number of interop threads after parallel work has started"
+            log.debug("torch's inter-op threads stay at %d: %s", torch.get_num_interop_threads(), exc)
+
+
+def _session(model: Any, path: Path, n_actions: int, *, argmax: bool, threads: int) -> tuple[Any, bool]:
+    """An onnxruntime session of ``model`` (``threads`` intra-op threads, one inter-op), and whether it also gives
+    the argmax of the first output (second output :data:`_ARGMAX`; asked by ``argmax``, given when the model allows
+    it: see :func:`_with_argmax`).
 
     Raises:
         InputFileError: onnxruntime cannot run the model (its own error, first line).
@@ -587,7 +628,7 @@ def _session(model: Any, path: Path, n_actions: int, *, argmax: bool) -> tuple[A
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
+    opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     argmax_model = _with_argmax(model, n_actions) if argmax else None
     if argmax_model is not None:

@@ -10,7 +10,6 @@ action labels). Rows must be distributions: entries in [0, 1], finite, summing t
 from __future__ import annotations
 
 import contextlib
-import math
 import numbers
 import signal
 import sys
@@ -20,18 +19,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rlverify.errors import OptionError, PolicyError, RlverifyError, exception_text, safe_repr, type_name
+from rlverify.errors import PolicyError, RlverifyError, exception_text, safe_repr, type_name
 from rlverify.policies.mlp import MLP, cross_check_network, default_check_sample
 
 #: Absolute tolerance on ``|sum(row) - 1|`` for a policy output row.
 ROW_SUM_TOLERANCE = 1e-6
-
-#: Seconds one call of a policy loaded from a file (one batch of states) may take before it is stopped with a
-#: :class:`PolicyError` (``--policy-timeout`` / ``load_policy(timeout=...)``; None or 0: no limit); an adapter built
-#: in Python has no limit unless its ``timeout`` is set. See :func:`run_policy_code`.
-DEFAULT_POLICY_TIMEOUT = 120.0
-#: The largest policy timeout in seconds (larger ones are refused: 0 is no limit; the timer cannot hold any number).
-MAX_POLICY_TIMEOUT = 1e6
 
 
 @runtime_checkable
@@ -86,7 +78,7 @@ class BasePolicy:
     #: (:attr:`~rlverify.statistical.SimulationOptions.threads`). False unless the adapter says so.
     concurrent: bool = False
     #: seconds one call of the policy's code or runtime may take (None: no limit; :func:`~rlverify.policies.load_policy`
-    #: sets :data:`DEFAULT_POLICY_TIMEOUT` or its ``timeout``); see :func:`run_policy_code`.
+    #: sets :data:`~rlverify.policies.settings.DEFAULT_POLICY_TIMEOUT` or its ``timeout``); see :func:`run_policy_code`.
     timeout: float | None = None
     #: whether the policy was loaded from a file the user gave (:func:`~rlverify.policies.load_policy`, the CLI):
     #: then what its code raises is reported as a :class:`PolicyError` and what it prints goes to stderr. An
@@ -326,24 +318,6 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
 class _Timeout(BaseException):
     """Raised by the alarm handler inside a policy call that ran out of time (a BaseException: the user's code
     should not catch it with ``except Exception``)."""
-
-
-def check_timeout(seconds: float | None, option: str = "--policy-timeout") -> float | None:
-    """``seconds`` as a policy timeout (None or 0: no limit), or an :class:`OptionError` naming ``option``."""
-    if seconds is None:
-        return None
-    try:
-        value = float(seconds)
-    except (TypeError, ValueError):
-        raise OptionError(f"{option}: expected seconds (a number >= 0; 0 = no limit), got {seconds!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise OptionError(f"{option}: expected seconds (a number >= 0; 0 = no limit), got {seconds!r}")
-    if value > MAX_POLICY_TIMEOUT:
-        raise OptionError(
-            f"{option}: {value:g} s is beyond the largest limit, {MAX_POLICY_TIMEOUT:g} s (about "
-            f"{MAX_POLICY_TIMEOUT / 86400:.1f} days); give 0 for no limit"
-        )
-    return value or None
 
 
 class _Alarm:

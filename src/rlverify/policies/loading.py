@@ -10,7 +10,7 @@ from typing import Any
 from rlverify.errors import InputFileError, PolicyError, RlverifyError, exception_text, require
 from rlverify.models.userfile import import_python_file
 from rlverify.policies.adapters import CallablePolicy, OnnxPolicy, SB3Policy, TablePolicy, TorchPolicy
-from rlverify.policies.base import DEFAULT_POLICY_TIMEOUT, BasePolicy, check_timeout
+from rlverify.policies.base import BasePolicy
 from rlverify.policies.formats import (
     check_name_options,
     declaration,
@@ -19,12 +19,7 @@ from rlverify.policies.formats import (
     sidecar_declaration,
 )
 from rlverify.policies.mlp import load_network
-
-SPEC_HELP = (
-    "path.py:NAME (module defining FEATURES, ACTIONS and callable NAME), file.onnx, table.json, "
-    "module.pt (TorchScript; features/actions from --features/--actions or file.pt.json), "
-    "model.zip (Stable-Baselines3 PPO/A2C/DQN or sb3-contrib MaskablePPO; same)"
-)
+from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP, check_threads, check_timeout
 
 
 def load_policy(
@@ -36,6 +31,7 @@ def load_policy(
     defaults: Mapping[str, Sequence[str]] | None = None,
     trust_code: bool = False,
     timeout: float | None = DEFAULT_POLICY_TIMEOUT,
+    threads: int = DEFAULT_POLICY_THREADS,
 ) -> BasePolicy:
     """Load a policy from ``spec`` (see :data:`SPEC_HELP`).
 
@@ -53,9 +49,15 @@ def load_policy(
     (:mod:`rlverify.policies.sb3zip`), unless ``trust_code`` (``--trust-code``) asks for Stable-Baselines3's
     own loader, which unpickles and can run code. ``timeout``: seconds one call of the policy may take
     (``--policy-timeout``; None or 0: no limit; see :func:`~rlverify.policies.base.run_policy_code`).
+
+    ``threads``: the threads a network's runtime computes one batch with (``--policy-threads``; default 1, see
+    :data:`~rlverify.policies.settings.DEFAULT_POLICY_THREADS`): onnxruntime's, for this policy's session; torch's
+    (TorchScript and SB3 policies) for the whole process, as torch's setting is process-global
+    (:func:`~rlverify.policies.adapters.limit_torch_threads`). Python policies and tables run as they are.
     """
     timeout = check_timeout(timeout, "timeout")
-    policy = _load(spec, features, actions, output, dict(defaults or {}), trust_code)
+    threads = check_threads(threads, "threads")
+    policy = _load(spec, features, actions, output, dict(defaults or {}), trust_code, threads)
     policy.timeout = timeout
     policy.from_file = True  # its code's failures are the file's: PolicyErrors, exit code 2
     return policy
@@ -68,6 +70,7 @@ def _load(
     output: str | None,
     defaults: dict[str, Sequence[str]],
     trust_code: bool,
+    threads: int = DEFAULT_POLICY_THREADS,
 ) -> BasePolicy:
     check_name_options(features, actions)
     if ".py:" in spec:
@@ -78,7 +81,7 @@ def _load(
         raise InputFileError(f"{path}: policy file not found (expected {SPEC_HELP})")
     suffix = path.suffix.lower()
     if suffix == ".onnx":
-        return OnnxPolicy(path, features=features, actions=actions, output=output, defaults=defaults)
+        return OnnxPolicy(path, features=features, actions=actions, output=output, defaults=defaults, threads=threads)
     if suffix == ".json":
         table = TablePolicy.from_json(path)
         declaration(
@@ -89,9 +92,9 @@ def _load(
         )
         return table
     if suffix == ".zip":
-        return _load_sb3(path, features, actions, output, defaults, trust_code)
+        return _load_sb3(path, features, actions, output, defaults, trust_code, threads)
     if suffix in (".pt", ".pth"):
-        return _load_torchscript(path, features, actions, output, defaults)
+        return _load_torchscript(path, features, actions, output, defaults, threads)
     if suffix == ".py":
         raise InputFileError(f"{path}: a Python policy is given as FILE.py:NAME, NAME being the callable (e.g. {path}:pi)")
     raise InputFileError(f"{path}: unknown policy format '{suffix}' (expected {SPEC_HELP})")
@@ -104,10 +107,11 @@ def _load_sb3(
     output: str | None,
     defaults: Mapping[str, Sequence[str]],
     trust_code: bool,
+    threads: int = DEFAULT_POLICY_THREADS,
 ) -> SB3Policy:
     """An SB3 zip: names from its sidecar or the options; its output kind is its algorithm's."""
     feats, acts, _, meta = sidecar_declaration(path, features, actions, "probabilities", defaults, output_known=True)
-    policy = SB3Policy(path, feats, acts, trust_code=trust_code)
+    policy = SB3Policy(path, feats, acts, trust_code=trust_code, threads=threads)
     declaration(str(path), f"its {policy.algorithm} model", {"output": output}, {"output": policy.output})
     policy.training = recorded_training(meta)
     return policy
@@ -119,6 +123,7 @@ def _load_torchscript(
     actions: Sequence[str] | None,
     output: str | None,
     defaults: Mapping[str, Sequence[str]],
+    threads: int = DEFAULT_POLICY_THREADS,
 ) -> TorchPolicy:
     """A TorchScript module: names and output kind from its sidecar or the options."""
     torch = require("torch", "torch", purpose="a TorchScript policy")
@@ -129,7 +134,7 @@ def _load_torchscript(
         raise InputFileError(
             f"{path}: not a TorchScript module ({exc.__class__.__name__}); save with torch.jit.save"
         ) from None
-    policy = TorchPolicy(module, feats, acts, output=kind, name=str(path))
+    policy = TorchPolicy(module, feats, acts, output=kind, name=str(path), threads=threads)
     policy.training = recorded_training(meta)
     return policy
 

@@ -5,23 +5,31 @@ with Okamoto / adaptive / Clopper–Pearson / Wilson intervals or Wald's SPRT; r
 splitting (fixed effort, RESTART); Racetrack heat maps.
 """
 
-from rlverify.statistical.engine import RunOutcomes, SimulationOptions, simulate
-from rlverify.statistical.envs import ExplicitEnv, VectorEnv
-from rlverify.statistical.heatmap import heatmap, plot_heatmap
-from rlverify.statistical.properties import SUPPORTED_FORMS, PathProperty, parse_path_property
-from rlverify.statistical.results import HeatmapResult, SplittingResult, StatisticalResult
-from rlverify.statistical.splitting import RARE_METHODS, SplittingOptions, verify_splitting
-from rlverify.statistical.stats import (
-    SprtBounds,
-    StatisticsError,
-    adaptive_runs,
-    clopper_pearson,
-    clopper_pearson_lower,
-    okamoto_runs,
-    sprt,
-    wilson,
-)
-from rlverify.statistical.verify import METHODS, StatisticalOptions, verify_statistical
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlverify.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlverify.statistical.choices import METHODS, RARE_METHODS, SUPPORTED_FORMS
+    from rlverify.statistical.engine import RunOutcomes, SimulationOptions, simulate
+    from rlverify.statistical.envs import ExplicitEnv, VectorEnv
+    from rlverify.statistical.heatmap import heatmap, plot_heatmap
+    from rlverify.statistical.properties import PathProperty, parse_path_property
+    from rlverify.statistical.results import HeatmapResult, SplittingResult, StatisticalResult
+    from rlverify.statistical.splitting import SplittingOptions, verify_splitting
+    from rlverify.statistical.stats import (
+        SprtBounds,
+        StatisticsError,
+        adaptive_runs,
+        clopper_pearson,
+        clopper_pearson_lower,
+        okamoto_runs,
+        sprt,
+        wilson,
+    )
+    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
 __all__ = [
     "METHODS",
@@ -52,3 +60,20 @@ __all__ = [
     "verify_statistical",
     "wilson",
 ]
+
+lazy_exports(
+    __name__,
+    {
+        "rlverify.statistical.choices": "METHODS RARE_METHODS SUPPORTED_FORMS",
+        "rlverify.statistical.engine": "RunOutcomes SimulationOptions simulate",
+        "rlverify.statistical.envs": "ExplicitEnv VectorEnv",
+        "rlverify.statistical.heatmap": "heatmap plot_heatmap",
+        "rlverify.statistical.properties": "PathProperty parse_path_property",
+        "rlverify.statistical.results": "HeatmapResult SplittingResult StatisticalResult",
+        "rlverify.statistical.splitting": "SplittingOptions verify_splitting",
+        "rlverify.statistical.stats": (
+            "SprtBounds StatisticsError adaptive_runs clopper_pearson clopper_pearson_lower okamoto_runs sprt wilson"
+        ),
+        "rlverify.statistical.verify": "StatisticalOptions verify_statistical",
+    },
+)

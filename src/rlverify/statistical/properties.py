@@ -21,12 +21,7 @@ import numpy as np
 
 from rlverify.errors import PropertyError
 from rlverify.models.properties import Property, parse_structure
-
-SUPPORTED_FORMS = (
-    "P=? [F phi], P=? [F<=k phi], P=? [phi1 U phi2], P=? [phi1 U<=k phi2] "
-    "(or P>=theta / P>theta / P<=theta / P<theta [...] for hypothesis tests), "
-    'e.g. P=? [!"crashed" U "goal"]'
-)
+from rlverify.statistical.choices import SUPPORTED_FORMS
 
 
 @dataclass(frozen=True)

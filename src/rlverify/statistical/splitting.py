@@ -48,6 +48,7 @@ from rlverify.models.expressions import compile_expression
 from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
 from rlverify.results import Provenance, SplittingResult, versions
+from rlverify.statistical.choices import RARE_METHODS
 from rlverify.statistical.engine import SimulationOptions
 from rlverify.statistical.envs import ExplicitEnv
 from rlverify.statistical.properties import PathProperty
@@ -58,8 +59,6 @@ from rlverify.statistical.verify import SimulatedModel, prepare, with_start_note
 
 log = logging.getLogger(__name__)
 
-#: ``--rare`` values: ``splitting`` (fixed effort) and ``restart`` (RESTART)
-RARE_METHODS = ("splitting", "restart")
 _RESTART_STAGE = 1 << 30  # key index of RESTART's main trials (fixed-effort stages are 0 .. m)
 _RESAMPLE_STREAM = 3  # (the step's streams: rlverify.statistical.step)
 _PILOT_REPETITION = 1 << 40  # key index of the pilot (estimation repetitions are 0 .. R-1)

@@ -23,6 +23,7 @@ from rlverify.models.explicit import ExplicitModel
 from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import Policy
 from rlverify.results import Provenance, versions
+from rlverify.statistical.choices import METHODS
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, RunOutcomes, SimulationOptions, positive_int, simulate
 from rlverify.statistical.envs import ExplicitEnv, VectorEnv, hopeless_states
 from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
@@ -38,8 +39,6 @@ log = logging.getLogger(__name__)
 #: what the statistical engine simulates: a resolved model (:func:`rlverify.resolve.resolve` turns files and benchmark
 #: ids into one)
 SimulatedModel: TypeAlias = "SymbolicModel | ExplicitModel | ContinuousSystem | VectorEnv"
-
-METHODS = ("okamoto", "adaptive", "clopper-pearson", "wilson", "sprt")
 
 
 @dataclass(frozen=True)

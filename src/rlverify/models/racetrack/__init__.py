@@ -1,8 +1,15 @@
 """Racetrack (the DSMC case study): maps, a vectorised numpy environment, and the explicit MDP for Storm."""
 
-from rlverify.models.racetrack.env import ACCELERATIONS, ACTIONS, FEATURES, LABELS, RacetrackEnv, move
-from rlverify.models.racetrack.explicit import RacetrackMDP, build_racetrack_mdp, pmax_goal
-from rlverify.models.racetrack.track import FREE, GOAL, START, WALL, Track, TrackError, load_track, parse_track
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlverify.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlverify.models.racetrack.env import ACCELERATIONS, ACTIONS, FEATURES, LABELS, RacetrackEnv, move
+    from rlverify.models.racetrack.explicit import RacetrackMDP, build_racetrack_mdp, pmax_goal
+    from rlverify.models.racetrack.track import FREE, GOAL, START, WALL, Track, TrackError, load_track, parse_track
 
 __all__ = [
     "ACCELERATIONS",
@@ -23,3 +30,12 @@ __all__ = [
     "parse_track",
     "pmax_goal",
 ]
+
+lazy_exports(
+    __name__,
+    {
+        "rlverify.models.racetrack.env": "ACCELERATIONS ACTIONS FEATURES LABELS RacetrackEnv move",
+        "rlverify.models.racetrack.explicit": "RacetrackMDP build_racetrack_mdp pmax_goal",
+        "rlverify.models.racetrack.track": "FREE GOAL START WALL Track TrackError load_track parse_track",
+    },
+)
