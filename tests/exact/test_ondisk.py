@@ -381,7 +381,7 @@ def test_running_example_thresholds_decided_by_the_bracket_only(tmp_path):
 
 
 def test_avoid_unbounded_budget_exhausted_returns_the_bracket(tmp_path):
-    # Avoid 3x3 has ~2.5e5 transitions: a budget of 3e6 multiply-adds is ~12 passes over the files
+    # Avoid 3x3 has ~1.6e5 transitions: a budget of 3e6 multiply-adds is ~18 passes over the files
     disk, P, val, collision = _avoid_disk(tmp_path, "P=? [!COLLISION U x=3]", max_work=3_000_000)
     x = _brute(P, ~collision, val["x"] == 3)[2][0]
     assert disk.lower <= x <= disk.upper and disk.upper - disk.lower > 1e-6 * disk.lower

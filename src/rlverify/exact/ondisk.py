@@ -528,11 +528,11 @@ def _unbounded_outcome(
         note += f"relative error <= {rel:.2g}" if lower > 0 else "only an absolute bound is known (the lower bound is 0)"
         if stop != "precision" and warning is None:
             why = (
-                f"within --max-work {max_work:.3g} ({steps:,} steps x transitions); raise --max-work"
+                f"within --max-work {max_work:.3g} ({steps:,} steps, each a pass over the files; raise --max-work)"
                 if stop == "budget"
                 else f"by the rounded iteration (a fixed point after {steps:,} steps)"
             )
-            warning = f"the requested precision {precision:g} (relative) was not reached {why}: the {bracket}"
+            warning = f"the requested precision {precision:g} (relative) was not reached {why}: {bracket}"
     return CheckOutcome(
         value=value,
         lower=lower,
