@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from rlverify.benchmarks import make
 from rlverify.cli.main import main
 from rlverify.exact import ondisk
 from rlverify.exact.checking import bounded_until, ranks
-from rlverify.exact.ondisk import ChainWriter, block_ranks, prepare
+from rlverify.exact.ondisk import ChainWriter, block_ranks, prepare, unbounded_until
 from rlverify.policies import MLP, CallablePolicy
 
 WEATHER = Path(__file__).resolve().parents[1] / "models" / "data" / "weather.jani"
@@ -174,12 +175,13 @@ def test_cli_on_disk_equals_in_memory(capsys, tmp_path, model_file, policy_file)
         (lambda d: d.write_text("a file"), [], "is not a directory"),
         (lambda d: (d.parent / "f").write_text("x"), ["--chain-dir-under-file"], "cannot write there"),
         (lambda d: None, ["--strategy", "full"], "needs the merged strategy.*--strategy full"),
-        (lambda d: None, ["-p", 'P=? [F "top"]'], "step-bounded reachability only"),
-        (lambda d: None, ["--numerics", "fast"], "step-bounded reachability only"),
+        (lambda d: None, ["-p", 'P=? [G "top"]'], r"reachability only .*not 'P=\? \[G"),
+        (lambda d: None, ["-p", 'R=? [F "top"]'], r"reachability only .*not 'R=\? \[F"),
+        (lambda d: None, ["--numerics", "fast"], "reachability only.*--numerics fast"),
         (lambda d: None, ["--mode", "monolithic"], "monolithic"),
         (lambda d: None, ["-p", "P=? [F<=5 x>3]"], "stalls.*--unavailable renormalize"),  # 'up' at x = 3
     ],
-    ids=["not-empty", "a-file", "unwritable", "strategy-full", "unbounded", "numerics-fast", "monolithic", "stalled"],
+    ids=["not-empty", "a-file", "unwritable", "strategy-full", "globally", "reward", "numerics-fast", "monolithic", "stalled"],
 )
 def test_cli_refusals(capsys, tmp_path, model_file, policy_file, setup, extra, expected):
     import re
@@ -249,3 +251,174 @@ def test_a_full_disk_stops_the_exploration_and_cleans_up(tmp_path, monkeypatch):
     with pytest.raises(MemoryBudgetError, match=r"--chain-dir .*: the disk is nearly full after 0 transitions"):
         verify_exact(model, "P=? [F<=5 COLLISION=true]", policy, ExactOptions(chain_dir=str(tmp_path / "c")))
     assert list((tmp_path / "c").iterdir()) == []  # the temporary subdirectory is gone
+
+
+# ---------------------------------------------------------------------------------------------
+# unbounded reachability on disk (P=? [F phi], P=? [a U b], thresholds): graph analysis by passes + interval iteration
+# The oracle: the chain read from its files by numpy here, a breadth-first graph analysis and np.linalg.solve of the
+# maybe states' system (no rlverify code).
+
+
+def _files_matrix(where: Path) -> np.ndarray:
+    """The ``(n, n)`` dense matrix of a chain directory, decoded here from its files (module docstring's layout)."""
+    indptr = np.fromfile(where / "indptr.i64", dtype=np.int64)
+    vptr = np.fromfile(where / "vptr.i64", dtype=np.int64)
+    indices = np.fromfile(where / "indices.i32", dtype=np.int32)
+    codes = np.fromfile(where / "codes.u8", dtype=np.uint8)
+    table = np.fromfile(where / "values.f64")
+    n = len(indptr) - 1
+    P = np.zeros((n, n))
+    for r in range(n):
+        a, b = indptr[r], indptr[r + 1]
+        whole = vptr[r + 1] - vptr[r] > 256  # a row stored whole: its values in column order
+        vals = table[vptr[r] : vptr[r + 1]] if whole else table[vptr[r] + codes[a:b].astype(np.int64)]
+        P[r, indices[a:b]] = vals
+    return P
+
+
+def _brute(P: np.ndarray, phi: np.ndarray, psi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(no, yes, x)``: prob0 / prob1 states by breadth-first search backwards, ``x`` ``(n,)`` P(phi U psi) by
+    np.linalg.solve on the other states."""
+
+    before = np.ascontiguousarray(P.T > 0)  # before[t, s]: s -> t is a positive transition
+
+    def backward(seeds: np.ndarray, through: np.ndarray) -> np.ndarray:
+        found, frontier = seeds.copy(), list(np.flatnonzero(seeds))
+        while frontier:
+            t = frontier.pop()
+            for s in np.flatnonzero(before[t]):
+                if through[s] and not found[s]:
+                    found[s] = True
+                    frontier.append(s)
+        return found
+
+    go = phi & ~psi
+    no = ~backward(psi, go)
+    yes = ~backward(no, go)
+    maybe = ~no & ~yes
+    x = yes.astype(float)
+    A = P[np.ix_(maybe, maybe)]
+    b = P[np.ix_(maybe, yes)].sum(axis=1)
+    x[maybe] = np.linalg.solve(np.eye(int(maybe.sum())) - A, b)
+    return no, yes, x
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(), st.integers(0, 11))
+def test_unbounded_on_generated_chains(tmp_path_factory, case, start):
+    P, phi, psi, _ = case
+    init = start % P.shape[0]
+    blocks = _write(tmp_path_factory.mktemp("u"), P)
+    blocks = ondisk.RowBlocks(blocks.where, blocks.indptr, blocks.vptr, block=3)
+    dense = _files_matrix(blocks.where)
+    assert np.array_equal(dense, P.toarray())
+    no, yes, x = _brute(dense, phi, psi)
+    graph = ondisk._graph(blocks, phi, psi, None)
+    assert graph.complete and np.array_equal(graph.no, no) and np.array_equal(graph.yes, yes)
+    out = unbounded_until(blocks, phi, psi, init, precision=1e-9, max_work=None)
+    assert out.method == "interval iteration over the chain on disk"
+    assert (out.zero, out.one) == (bool(no[init]), bool(yes[init]))
+    if no[init] or yes[init]:
+        assert out.value == out.lower == out.upper == float(yes[init]) and "exact" in out.note
+        return
+    assert out.lower <= x[init] * (1 + 1e-12) and x[init] * (1 - 1e-12) <= out.upper  # np.linalg.solve's own error
+    if out.warning is None:  # within the precision (a rounded fixed point short of it says so)
+        assert out.upper - out.lower <= 1e-9 * out.lower * 2 and abs(out.value - x[init]) <= 1e-9 * x[init] + 1e-15
+    assert (out.lowers <= out.uppers).all() and (out.lowers[~np.isnan(out.values)] <= out.values[~np.isnan(out.values)]).all()
+
+
+def _avoid_disk(tmp_path: Path, prop: str, **kw):
+    model, policy = _avoid(3)
+    disk = verify_exact(model, prop, policy, ExactOptions(all_states=True, chain_dir=str(tmp_path / "c"), **kw))
+    names = list(disk.variables)
+    val = {v: disk.state_valuations[:, names.index(v)] for v in names}
+    collision = ((val["obstacle1_x"] == val["x"]) & (val["obstacle1_y"] == val["y"])) | (
+        (val["obstacle2_x"] == val["x"]) & (val["obstacle2_y"] == val["y"])
+    )
+    return disk, _files_matrix(tmp_path / "c"), val, collision
+
+
+def test_avoid_unbounded_until_on_disk_against_numpy(tmp_path):
+    disk, P, val, collision = _avoid_disk(tmp_path, "P=? [!COLLISION U x=3]")
+    no, yes, x = _brute(P, ~collision, val["x"] == 3)
+    init = 0  # the initial state is explored first
+    assert (val["x"][init], val["y"][init]) == (0, 0)
+    assert disk.lower <= x[init] <= disk.upper and disk.upper - disk.lower <= 2e-6 * disk.lower
+    assert abs(disk.value - x[init]) <= 1e-6 * x[init] and disk.warnings == []
+    assert disk.method == "interval iteration over the chain on disk"
+    assert re.search(
+        rf"graph analysis in \d+ \+ \d+ passes .*{int(yes.sum())} states 1, {int(no.sum())} states 0", disk.precision_note
+    )
+    assert re.search(r"\d+ interval-iteration steps", disk.precision_note)
+    maybe = ~no & ~yes
+    assert np.array_equal(disk.state_values[no], np.zeros(int(no.sum()))) and (disk.state_values[yes] == 1).all()
+    assert np.allclose(disk.state_values[maybe], x[maybe], rtol=1e-4, atol=1e-12)  # only the initial state's is asked to 1e-6
+
+
+def test_avoid_threshold_at_the_value_is_undecided(tmp_path):
+    _, P, val, collision = _avoid_disk(tmp_path / "a", "P=? [!COLLISION U x=3]")
+    x = float(_brute(P, ~collision, val["x"] == 3)[2][0])
+    at, _, _, _ = _avoid_disk(tmp_path / "b", f"P<={x!r} [!COLLISION U x=3]")  # the bracket contains the bound
+    assert at.lower <= x <= at.upper and at.satisfied is None and any("undecided" in w for w in at.warnings), at.warnings
+
+
+def _running(tmp_path: Path, prop: str, **kw):
+    built = make("running-example-v1")
+    return verify_exact(built.model(), prop, built.load_policy(), ExactOptions(all_states=True, chain_dir=str(tmp_path), **kw))
+
+
+def test_running_example_thresholds_decided_by_the_bracket_only(tmp_path):
+    first = _running(tmp_path / "a", 'P=? [x<3 U "goal"]')
+    x_of = first.state_valuations[:, 0]
+    x = float(_brute(_files_matrix(tmp_path / "a"), x_of < 3, x_of == 4)[2][0])
+    assert 0 < x < 1 and first.lower <= x <= first.upper and abs(first.value - x) <= 1e-6 * x
+    for name, bound, expected in [("below", x * (1 - 1e-4), False), ("above", x * (1 + 1e-4), True), ("at", x, None)]:
+        got = _running(tmp_path / name, f'P<={bound!r} [x<3 U "goal"]')
+        assert got.satisfied is expected, (name, got.lower, got.upper, bound)
+        assert (expected is None) == any("undecided" in w for w in got.warnings)
+    assert _running(tmp_path / "pos", 'P>0 [x<3 U "goal"]').satisfied is True  # the graph facts: reachable
+    assert _running(tmp_path / "one", 'P>=1 [x<3 U "goal"]').satisfied is False  # and not surely
+
+
+def test_avoid_unbounded_budget_exhausted_returns_the_bracket(tmp_path):
+    # Avoid 3x3 has ~1.6e5 transitions: a budget of 3e6 multiply-adds is ~18 passes over the files
+    disk, P, val, collision = _avoid_disk(tmp_path, "P=? [!COLLISION U x=3]", max_work=3_000_000)
+    x = _brute(P, ~collision, val["x"] == 3)[2][0]
+    assert disk.lower <= x <= disk.upper and disk.upper - disk.lower > 1e-6 * disk.lower
+    (warning,) = [w for w in disk.warnings if "not reached" in w]
+    assert "--max-work" in warning and f"[{disk.lower:.12g}, {disk.upper:.12g}]" in warning
+
+
+def test_graph_passes_budget_exhausted_keeps_a_sound_bracket(tmp_path):
+    # a line 0 -> 1 -> ... -> 9 (target), each step 1/2 forward, 1/2 to the trap 10: one pass per block (one row
+    # each, last first) finds the whole line at once, so rows in reverse order need many passes
+    n = 11
+    P = np.zeros((n, n))
+    for s in range(9):
+        P[s, s + 1] = P[s, 10] = 0.5
+    P[9, 9] = P[10, 10] = 1.0
+    order = np.r_[9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 10]  # state i is stored as row where(order == i)
+    perm = np.argsort(order)
+    Q = sp.csr_matrix(P[np.ix_(order, order)])
+    blocks = _write(tmp_path, Q)
+    blocks = ondisk.RowBlocks(blocks.where, blocks.indptr, blocks.vptr, block=1)
+    psi, phi = np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
+    psi[perm[9]] = True
+    init = int(perm[0])
+    full = unbounded_until(blocks, phi, psi, init, precision=1e-12, max_work=None)
+    assert full.lower <= 0.5**9 <= full.upper and full.warning is None and full.note.startswith("graph analysis in 10 + ")
+    cut = unbounded_until(blocks, phi, psi, init, precision=1e-12, max_work=3 * Q.nnz)
+    assert cut.lower <= 0.5**9 <= cut.upper and cut.zero is None and cut.one is None
+    assert "did not finish within --max-work" in cut.warning and "incomplete" in cut.note
+
+
+def test_cli_unbounded_on_disk(capsys, tmp_path, model_file, policy_file):
+    prop = 'P=? [F "top"]'
+    code, mem = _cli(capsys, model_file, "-p", prop, "--policy", policy_file, "--json")
+    assert code == 0
+    code, disk = _cli(capsys, model_file, "-p", prop, "--policy", policy_file, "--json", "--chain-dir", str(tmp_path / "d"))
+    assert code == 0
+    mem_json, disk_json = json.loads(mem), json.loads(disk)
+    assert disk_json["method"] == "interval iteration over the chain on disk"
+    assert disk_json["value"] == mem_json["value"] == 1.0  # 'up' (0.9) moves w.p. 1/2: x = 3 is reached surely
+    assert "exact: the initial state is decided by the graph analysis" in disk_json["precision_note"]

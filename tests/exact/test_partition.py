@@ -17,7 +17,7 @@ pytest.importorskip("ray")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("prop", ["P=? [F<=30 COLLISION=true]", "P=? [F<=0 COLLISION=true]"])
+@pytest.mark.parametrize("prop", ["P=? [F<=30 COLLISION=true]", "P=? [F<=0 COLLISION=true]", "P=? [!COLLISION U x=3]"])
 def test_ray_partitions_equal_the_local_run(loopback_cluster, monkeypatch, tmp_path, prop):  # noqa: F811
     import ray
 

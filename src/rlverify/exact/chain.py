@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError
-from rlverify.exact.checking import is_reward_bounded, solved_here, step_upper_bound
+from rlverify.exact.checking import is_reward_bounded, solved_here
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, induced_chain, weigh
 from rlverify.exact.merged import MergedChain, Unsupported, merged_chain
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved
@@ -243,21 +243,17 @@ def choose_strategy(model: SymbolicModel, options: ExactOptions) -> str:
 
 def check_on_disk(model: SymbolicModel, prop: Property, options: ExactOptions, strategy: str) -> None:
     """Refuse (``OptionError``, before anything is built) what a chain on disk (``--chain-dir``) cannot check: it is
-    built by the ``merged`` strategy (PRISM programs) and checked for step-bounded reachability by
-    :func:`~rlverify.exact.checking.bounded_until` (``--numerics sound`` or ``direct``) only."""
+    built by the ``merged`` strategy (PRISM programs) and checked for reachability, step-bounded or not
+    (:func:`~rlverify.exact.checking.solved_here`: ``--numerics sound`` or ``direct``), only."""
     if strategy != "merged":
         why = "JANI models are built by Storm" if model.kind != "prism" else f"not with --strategy {options.strategy}"
         raise OptionError(f"--chain-dir needs the merged strategy (PRISM programs, --strategy auto or merged): {why}")
     formula = prop.storm_formula()
-    sub = getattr(formula, "subformula", None)
-    if (
-        not solved_here(formula, options.numerics)
-        or type(sub).__name__ != "BoundedUntilFormula"
-        or step_upper_bound(sub) is None
-    ):
+    if not solved_here(formula, options.numerics):  # F, U (bounded by steps or not) over state formulas
         raise OptionError(
-            f"--chain-dir checks step-bounded reachability only (P=? [F<=k phi] or P=? [phi U<=k psi] over labels "
-            f"and expressions, --numerics sound or direct), not '{prop.text}' with --numerics {options.numerics}"
+            f"--chain-dir checks reachability only (P=? [F phi], P=? [phi U psi], their step-bounded forms F<=k, "
+            f"U<=k, and thresholds, over labels and expressions, --numerics sound or direct), not '{prop.text}' "
+            f"with --numerics {options.numerics}"
         )
 
 

@@ -74,6 +74,7 @@ __all__ = [
     "step_bounded_sets",
     "step_upper_bound",
     "storm_qualitative",
+    "until_sets",
     "verdict",
 ]
 
@@ -249,7 +250,7 @@ def check(
         and str(storm_model.model_type).endswith("DTMC")
         and matrix.shape == (storm_model.nr_states,) * 2
     ):
-        sets = _until_sets(storm_model, formula)
+        sets = until_sets(storm_model, formula)
         if sets is not None:
             out = _reachability(
                 matrix, sets[0], sets[1], s, numerics, precision or 1e-6, SOUND_BUDGET_SECONDS if budget is None else budget
@@ -454,7 +455,7 @@ def _step_bound(sub: Any) -> int | None:
         return None
 
 
-def _until_sets(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.ndarray] | None:
+def until_sets(storm_model: Any, formula: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """``(phi, psi)`` state masks when ``formula`` is ``P=? [phi U psi]`` or ``P=? [F psi]`` (unbounded)."""
     if not formula.is_probability_operator_formula:
         return None
@@ -891,9 +892,7 @@ def _reachability(
     rows = matrix[maybe]
     a = rows[:, maybe].tocsr()
     b = np.asarray(rows[:, yes].sum(axis=1)).ravel()
-    # rounding margin for fl(A v + b) over non-negative terms: row length + 1 additions/products
-    k = int(np.diff(a.indptr).max(initial=0)) + 2
-    gamma = 2.0 * k * 2.0**-53
+    gamma, k = sum_margin(int(np.diff(a.indptr).max(initial=0)))
     t0 = time.perf_counter()
     system = (sp.identity(m, format="csc") - a.tocsc()).tocsc()
     try:
@@ -1025,11 +1024,29 @@ _ETA = 5e-324
 def _sub_solution(a: Any, b: np.ndarray, v: np.ndarray, gamma: float, k: int) -> np.ndarray:
     """A rigorous lower bound of ``A v + b`` for ``v >= 0``: relative margin ``gamma`` (non-negative sums of
     row length ``k``) plus ``k`` subnormal roundings."""
-    return np.maximum((a @ v + b) * (1.0 - gamma) - k * _ETA, 0.0)
+    return rounded_down(a @ v + b, gamma, k)
 
 
 def _super_solution(a: Any, b: np.ndarray, v: np.ndarray, gamma: float, k: int) -> np.ndarray:
-    return (a @ v + b) * (1.0 + gamma) + k * _ETA
+    return rounded_up(a @ v + b, gamma, k)
+
+
+def sum_margin(row_length: int) -> tuple[float, int]:
+    """``(gamma, k)`` of :func:`rounded_down` / :func:`rounded_up` for ``fl(A v + b)`` over non-negative terms, rows
+    of at most ``row_length`` entries: ``row_length + 1`` additions/products."""
+    k = int(row_length) + 2
+    return 2.0 * k * 2.0**-53, k
+
+
+def rounded_down(computed: np.ndarray, gamma: float, k: int) -> np.ndarray:
+    """A rigorous lower bound of the exact sums whose computed values are ``computed`` (each a float sum of at most
+    ``k`` non-negative products, ``gamma = 2 k u``): relative margin ``gamma`` plus ``k`` subnormal roundings."""
+    return np.maximum(computed * (1.0 - gamma) - k * _ETA, 0.0)
+
+
+def rounded_up(computed: np.ndarray, gamma: float, k: int) -> np.ndarray:
+    """A rigorous upper bound of the exact sums whose computed values are ``computed`` (see :func:`rounded_down`)."""
+    return computed * (1.0 + gamma) + k * _ETA
 
 
 def _certify(a: Any, b: np.ndarray, x: np.ndarray, solve: Any, gamma: float, k: int) -> tuple[np.ndarray, np.ndarray]:

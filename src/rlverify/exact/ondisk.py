@@ -25,14 +25,18 @@ import json
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlverify.errors import MemoryBudgetError, OptionError
+from rlverify.exact.checking import MAX_WORK, CheckOutcome, _relative, rounded_down, rounded_up, sum_margin
 
-__all__ = ["BLOCK_ENTRIES", "ChainWriter", "RowBlocks", "block_ranks", "prepare"]
+__all__ = ["BLOCK_ENTRIES", "ChainWriter", "RowBlocks", "block_ranks", "prepare", "rank_passes", "unbounded_until"]
 
 #: transitions per row block read for a product (~21 bytes each in buffers: ~45 MB)
 BLOCK_ENTRIES = 1 << 21
@@ -235,8 +239,9 @@ class RowBlocks:
         return sp.csr_matrix((data, indices, indptr), shape=self.shape, copy=False)
 
     def __matmul__(self, x: np.ndarray) -> np.ndarray:
-        """``(n,)``: the product with ``x`` ``(n,)``, row block by row block (scipy's CSR product on each)."""
-        y = np.empty(self.shape[0], dtype=np.float64)
+        """``(n,)`` (or ``(n, c)``): the product with ``x`` ``(n,)`` (or ``(n, c)``), row block by row block (scipy's
+        CSR product on each)."""
+        y = np.empty((self.shape[0], *x.shape[1:]), dtype=np.float64)
         for r0, part in self.blocks():
             y[r0 : r0 + part.shape[0]] = part @ x
         return y
@@ -298,7 +303,27 @@ def _read(f: Any, out: np.ndarray, offset: int) -> None:
 def block_ranks(matrix: RowBlocks, phi: np.ndarray, psi: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """``(positive, surely)`` ``(n,)`` int64 step ranks of :func:`~rlverify.exact.checking.ranks` on a chain
     (``all_choices`` irrelevant; ``all_successors`` False, True), -1 above ``limit`` or never, computed by passes
-    over the row blocks (no reversed graph).
+    over the row blocks (no reversed graph): :func:`rank_passes`."""
+    pos, sure, _, _ = rank_passes(matrix, phi, psi, limit)
+    assert sure is not None
+    pos[pos > limit] = -1
+    sure[sure > limit] = -1
+    return pos, sure
+
+
+def rank_passes(
+    matrix: RowBlocks,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    limit: int,
+    *,
+    surely: bool = True,
+    max_passes: int | None = None,
+) -> tuple[np.ndarray, np.ndarray | None, int, bool]:
+    """``(positive, surely, passes, exact)``: the step ranks of :func:`block_ranks` (``(n,)`` int64, ``limit + 1``:
+    above ``limit`` or never; ``surely`` False: not computed, None), the passes over the files made, and whether the
+    ranks are exact (else ``max_passes`` stopped the passes: then a finite ``positive`` rank is still a path's
+    length, and ``limit + 1`` means unknown).
 
     Each pass updates, in place, ``rank(s) = 1 + min`` (resp. ``max``) over ``s``'s positive successors for
     ``phi & ~psi`` states, from ``limit + 1`` (never) everywhere but ``psi`` (0). Values only decrease and stay
@@ -309,33 +334,219 @@ def block_ranks(matrix: RowBlocks, phi: np.ndarray, psi: np.ndarray, limit: int)
     never = limit + 1
     go = np.asarray(phi, dtype=bool) & ~np.asarray(psi, dtype=bool)
     pos = np.where(psi, 0, never).astype(np.int64)
-    sure = pos.copy()
-    for _ in range(limit + 2):
-        changed = False
-        for r0, part in matrix.blocks(reverse=True):  # successors mostly come later (breadth-first order)
-            r1 = r0 + part.shape[0]
-            rows = np.flatnonzero(go[r0:r1])
-            if not len(rows):
-                continue
-            keep = part.data > 0
-            owner = np.repeat(np.arange(part.shape[0]), np.diff(part.indptr))[keep]
-            cols = part.indices[keep]
-            counts = np.bincount(owner, minlength=part.shape[0])
-            some = counts > 0
-            starts = (np.cumsum(counts) - counts)[some]
-            best = np.full(part.shape[0], never, dtype=np.int64)
-            worst = np.full(part.shape[0], never, dtype=np.int64)  # no positive successor: never surely
-            if len(starts):
-                best[some] = np.minimum.reduceat(pos[cols], starts)
-                worst[some] = np.maximum.reduceat(sure[cols], starts)
-            new_pos = np.minimum(pos[r0:r1], np.minimum(best + 1, never))
-            new_sure = np.minimum(sure[r0:r1], np.minimum(worst + 1, never))
-            at = r0 + rows
-            if (new_pos[rows] != pos[at]).any() or (new_sure[rows] != sure[at]).any():
-                changed = True
-                pos[at], sure[at] = new_pos[rows], new_sure[rows]
-        if not changed:
+    sure = pos.copy() if surely else None
+    most = limit + 2 if max_passes is None else min(limit + 2, max(int(max_passes), 1))
+    passes, exact = 0, False
+    while passes < most:
+        passes += 1
+        if not _rank_pass(matrix, go, pos, sure, never):
+            exact = True
             break
-    pos[pos > limit] = -1
-    sure[sure > limit] = -1
-    return pos, sure
+    return pos, sure, passes, exact or passes >= limit + 2
+
+
+def _rank_pass(matrix: RowBlocks, go: np.ndarray, pos: np.ndarray, sure: np.ndarray | None, never: int) -> bool:
+    """One pass of :func:`rank_passes` over the blocks (last block first); whether it changed a rank."""
+    changed = False
+    for r0, part in matrix.blocks(reverse=True):  # successors mostly come later (breadth-first order)
+        r1 = r0 + part.shape[0]
+        rows = np.flatnonzero(go[r0:r1])
+        if not len(rows):
+            continue
+        keep = part.data > 0
+        owner = np.repeat(np.arange(part.shape[0]), np.diff(part.indptr))[keep]
+        cols = part.indices[keep]
+        counts = np.bincount(owner, minlength=part.shape[0])
+        some = counts > 0
+        starts = (np.cumsum(counts) - counts)[some]
+        at = r0 + rows
+        best = np.full(part.shape[0], never, dtype=np.int64)
+        if len(starts):
+            best[some] = np.minimum.reduceat(pos[cols], starts)
+        new_pos = np.minimum(pos[r0:r1], np.minimum(best + 1, never))
+        if (new_pos[rows] != pos[at]).any():
+            changed = True
+            pos[at] = new_pos[rows]
+        if sure is None:
+            continue
+        worst = np.full(part.shape[0], never, dtype=np.int64)  # no positive successor: never surely
+        if len(starts):
+            worst[some] = np.maximum.reduceat(sure[cols], starts)
+        new_sure = np.minimum(sure[r0:r1], np.minimum(worst + 1, never))
+        if (new_sure[rows] != sure[at]).any():
+            changed = True
+            sure[at] = new_sure[rows]
+    return changed
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """The exact graph facts of ``P(phi U psi)`` on a chain on disk: ``no`` / ``yes`` ``(n,)`` bool, states whose
+    value is exactly 0 / 1 (all of them when ``complete``; else only the trivial ones: ``~phi & ~psi`` / ``psi``),
+    and the passes over the files each fixed point took."""
+
+    no: np.ndarray
+    yes: np.ndarray
+    passes: tuple[int, ...]
+    complete: bool
+
+
+def _graph(blocks: RowBlocks, phi: np.ndarray, psi: np.ndarray, max_passes: int | None) -> _Graph:
+    """prob0: the states that cannot reach ``psi`` through ``phi & ~psi`` states; prob1: those that cannot reach a
+    prob0 state through ``phi & ~psi`` states (on a chain, probability 1); by :func:`rank_passes` with the ranks'
+    limit the number of states (every shortest path is shorter), ``max_passes`` each."""
+    n = blocks.shape[0]
+    go = phi & ~psi
+    pos, _, first, exact = rank_passes(blocks, phi, psi, n, surely=False, max_passes=max_passes)
+    if not exact:
+        return _Graph(no=~phi & ~psi, yes=psi.copy(), passes=(first,), complete=False)
+    no = pos > n
+    pos, _, second, exact = rank_passes(blocks, go, no, n, surely=False, max_passes=max_passes)
+    yes = pos > n if exact else psi.copy()
+    return _Graph(no=no, yes=yes, passes=(first, second), complete=exact)
+
+
+def unbounded_until(
+    matrix: Any,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    init: int,
+    *,
+    precision: float = 1e-6,
+    max_work: int | None = MAX_WORK,
+    progress: Callable[[str], None] | None = None,
+) -> CheckOutcome:
+    """``P(phi U psi)`` (``F psi``: ``phi`` all true) at ``init`` on a chain on disk, with a certified bracket.
+
+    ``matrix``: the chain's :class:`RowBlocks` (or rows partitioned across Ray actors, its ``local`` the blocks);
+    ``phi``, ``psi`` ``(n,)`` bool. Graph analysis by passes over the blocks (:func:`_graph`: exact 0 and 1 states),
+    then interval iteration on the remaining "maybe" states: the lower bounds from 0, the upper from 1, each step
+    ``x' = A x + b`` one blocked product of both (``(n, 2)``), rounded outwards with the in-memory check's margins
+    (:func:`~rlverify.exact.checking.rounded_down`, ``rounded_up``), so each iterate stays a certified bracket. Stops
+    when the bracket at ``init`` is within ``precision`` (relative), after ``max_work / transitions`` steps (each a
+    pass over the files; the graph analysis's fixed points get as many passes each), or when a step changes no
+    bound (the rounded iteration's fixed point); short of the precision the outcome's ``warning`` says so and gives
+    the bracket reached. Memory per state: the vectors and the masks.
+    """
+    blocks: RowBlocks = matrix.local
+    phi, psi = np.asarray(phi, dtype=bool), np.asarray(psi, dtype=bool)
+    nnz = max(int(blocks.nnz), 1)
+    budget = None if max_work is None else max(int(max_work) // nnz, 1)
+    if progress is not None:
+        progress(f"graph analysis by passes over the chain's files ({nnz:,} transitions)")
+    graph = _graph(blocks, phi, psi, budget)
+    maybe = ~graph.yes & ~graph.no
+    values = graph.yes.astype(np.float64)
+    lowers, uppers = values.copy(), values.copy()
+    lowers[maybe], uppers[maybe] = 0.0, 1.0
+    steps, stop = 0, "decided"
+    if maybe[init]:
+        steps, stop = _interval_steps(matrix, graph.yes, maybe, init, lowers, uppers, precision, budget, progress)
+    values[maybe] = (lowers[maybe] + uppers[maybe]) / 2
+    return _unbounded_outcome(graph, maybe, init, values, lowers, uppers, steps, stop, precision, max_work)
+
+
+def _interval_steps(
+    matrix: Any,
+    yes: np.ndarray,
+    maybe: np.ndarray,
+    init: int,
+    lowers: np.ndarray,
+    uppers: np.ndarray,
+    precision: float,
+    budget: int | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[int, str]:
+    """Interval iteration on the ``maybe`` states, ``lowers``/``uppers`` ``(n,)`` updated in place (see
+    :func:`unbounded_until`); ``(steps, why it stopped)``: ``"precision"``, ``"budget"`` or ``"fixed point"``."""
+    idx = np.flatnonzero(maybe)
+    gamma, k = sum_margin(int(np.diff(matrix.local.indptr).max(initial=0)))
+    v = np.zeros((len(maybe), 2), dtype=np.float64)
+    v[yes] = 1.0  # exactly 1: the products with them are the row's probabilities; the 0 states add exact zeros
+    lo, hi = lowers[idx], uppers[idx]
+    j = int(np.searchsorted(idx, init))
+    steps, shown = 0, time.perf_counter()
+    while True:
+        if _relative((lo[j] + hi[j]) / 2, lo[j], hi[j]) <= precision:
+            stop = "precision"
+            break
+        if budget is not None and steps >= budget:
+            stop = "budget"
+            break
+        v[idx, 0], v[idx, 1] = lo, hi
+        s = (matrix @ v)[idx]
+        new_lo, new_hi = np.maximum(lo, rounded_down(s[:, 0], gamma, k)), np.minimum(hi, rounded_up(s[:, 1], gamma, k))
+        steps += 1
+        if np.array_equal(new_lo, lo) and np.array_equal(new_hi, hi):
+            stop = "fixed point"
+            break
+        lo, hi = new_lo, new_hi
+        if progress is not None and time.perf_counter() - shown > 0.5:
+            shown = time.perf_counter()
+            progress(f"interval iteration on disk: step {steps:,}, value in [{lo[j]:.6g}, {hi[j]:.6g}]")
+    lowers[idx], uppers[idx] = lo, hi
+    return steps, stop
+
+
+def _unbounded_outcome(
+    graph: _Graph,
+    maybe: np.ndarray,
+    init: int,
+    values: np.ndarray,
+    lowers: np.ndarray,
+    uppers: np.ndarray,
+    steps: int,
+    stop: str,
+    precision: float,
+    max_work: int | None,
+) -> CheckOutcome:
+    """The :class:`~rlverify.exact.checking.CheckOutcome` of :func:`unbounded_until`: value, bracket, exact facts,
+    and a note saying what was computed (passes, steps, bracket) and a warning when short of ``precision``."""
+    value, lower, upper = float(values[init]), float(lowers[init]), float(uppers[init])
+    passes = " + ".join(str(p) for p in graph.passes)
+    graph_note = (
+        f"graph analysis in {passes} passes over the chain's files: {int(graph.yes.sum())} states 1, "
+        f"{int(graph.no.sum())} states 0, {int(maybe.sum())} iterated"
+    )
+    zero = True if graph.no[init] else (False if graph.complete or lower > 0 else None)
+    one = True if graph.yes[init] else (False if graph.complete or upper < 1 else None)
+    warning = None
+    if not graph.complete:
+        graph_note += f" (incomplete: --max-work {max_work:.3g} stopped the passes; only the trivial 0/1 states known)"
+        warning = (
+            f"the graph analysis did not finish within --max-work {max_work:.3g}: the true value is in "
+            f"[{lower:.6g}, {upper:.6g}]; raise --max-work"
+        )
+    if stop == "decided":
+        note = f"exact: the initial state is decided by the graph analysis ({graph_note}; other states not iterated)"
+        values[maybe] = np.nan
+        lower = upper = value
+    else:
+        rel = _relative(value, lower, upper)
+        bracket = f"true value in [{lower:.12g}, {upper:.12g}] (certified: outward rounding)"
+        note = f"{graph_note}; {steps:,} interval-iteration steps (each a pass over the files); {bracket}, "
+        note += f"relative error <= {rel:.2g}" if lower > 0 else "only an absolute bound is known (the lower bound is 0)"
+        if stop != "precision" and warning is None:
+            why = (
+                f"within --max-work {max_work:.3g} ({steps:,} steps, each a pass over the files; raise --max-work)"
+                if stop == "budget"
+                else f"by the rounded iteration (a fixed point after {steps:,} steps)"
+            )
+            warning = f"the requested precision {precision:g} (relative) was not reached {why}: {bracket}"
+    return CheckOutcome(
+        value=value,
+        lower=lower,
+        upper=upper,
+        values=values,
+        method=METHOD,
+        note=note,
+        warning=warning,
+        zero=zero,
+        one=one,
+        lowers=lowers,
+        uppers=uppers,
+    )
+
+
+#: the ``method`` of :func:`unbounded_until`'s outcomes
+METHOD = "interval iteration over the chain on disk"

@@ -33,9 +33,10 @@ from rlverify.exact.checking import (
     step_bounded_sets,
     step_upper_bound,
     storm_qualitative,
+    until_sets,
 )
 from rlverify.exact.induced import STALLED_LABEL
-from rlverify.exact.ondisk import RowBlocks
+from rlverify.exact.ondisk import RowBlocks, unbounded_until
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.models.dynamics import untaken_message
@@ -198,28 +199,34 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
 
 
 def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: ExactOptions, say: Progress) -> CheckOutcome:
-    """Step-bounded reachability on a chain on disk: :func:`~rlverify.exact.checking.bounded_until` over its row
-    blocks (the state formulas evaluated by Storm on the chain's states, labels and valuations), as in memory but
-    without the unbounded value as an early stop (it needs the chain in memory)."""
+    """Reachability on a chain on disk, over its row blocks (the state formulas evaluated by Storm on the chain's
+    states, labels and valuations): step-bounded by :func:`~rlverify.exact.checking.bounded_until`, as in memory but
+    without the unbounded value as an early stop; unbounded by :func:`~rlverify.exact.ondisk.unbounded_until`
+    (graph analysis by passes over the blocks, then interval iteration)."""
     bounded = step_bounded_sets(storm_chain, formula)
-    if bounded is None:  # refused before the build (chain.check_on_disk): a state formula Storm cannot evaluate alone
-        raise PropertyError(f"--chain-dir: '{formula}' is not step-bounded reachability over state formulas")
-    phi, psi, k = bounded
+    unbounded = None if bounded is not None else until_sets(storm_chain, formula)
+    if bounded is None and unbounded is None:  # refused before the build (chain.check_on_disk)
+        raise PropertyError(f"--chain-dir: '{formula}' is not reachability (F, U, F<=k, U<=k) over state formulas")
     init = storm_chain.initial_states
     if len(init) != 1:
         raise PropertyError(f"the model has {len(init)} initial states; rlverify reports the value of a single one")
+    s, precision, max_work = int(init[0]), options.precision, options.max_work
+
+    def run(matrix: Any) -> CheckOutcome:
+        if bounded is not None:
+            phi, psi, k = bounded
+            return bounded_until(matrix, phi, psi, k, s, precision=precision, max_work=max_work, progress=say)
+        assert unbounded is not None
+        return unbounded_until(matrix, *unbounded, s, precision=precision, max_work=max_work, progress=say)
+
     if options.backend is None or options.backend.kind != "ray":
-        return bounded_until(
-            blocks, phi, psi, k, int(init[0]), precision=options.precision, max_work=options.max_work, progress=say
-        )
+        return run(blocks)
     from rlverify.exact.partition import RayRows
 
     say(f"loading the chain's rows into Ray actors ({blocks.nnz:,} transitions)")
     rows = RayRows(blocks, options.backend, options.partitions)
     try:
-        return bounded_until(
-            rows, phi, psi, k, int(init[0]), precision=options.precision, max_work=options.max_work, progress=say
-        )
+        return run(rows)
     finally:
         rows.close()
 
@@ -242,7 +249,9 @@ def _storm_chain(
         options.max_memory,
         "check",
         states=chain.num_states,
-        transitions=0 if skeleton and prop.bound is not None else chain.num_transitions,
+        transitions=0
+        if skeleton and (prop.bound is not None or isinstance(chain.transitions, RowBlocks))
+        else chain.num_transitions,
         what="chain transitions",
         estimates=estimates,
     )
