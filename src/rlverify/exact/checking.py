@@ -858,6 +858,27 @@ def _backward(matrix: Any, seeds: np.ndarray, through: np.ndarray) -> np.ndarray
     return can_reach(matrix, None, seeds, through)
 
 
+#: largest estimated work of a sparse LU (multiply-adds) tried before leaving the solve to Storm's sound solver
+MAX_LU_WORK = 2e10
+
+
+def lu_work(system: Any) -> float:
+    """An estimate of a sparse LU's multiply-adds on ``system`` ``(m, m)``: ``m * w**2`` for ``w`` the half-bandwidth
+    after a reverse Cuthill-McKee ordering (a banded factorisation's cost; SuperLU's own ordering does no worse on
+    the grid-like chains where this matters). Linear time in the entries."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    pattern = sp.csr_matrix(system)
+    pattern = (pattern + pattern.T).tocsr()
+    order = reverse_cuthill_mckee(pattern, symmetric_mode=True)
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    coo = pattern.tocoo()
+    width = int(np.abs(place[coo.row] - place[coo.col]).max(initial=0))
+    return float(pattern.shape[0]) * float(width) ** 2
+
+
 def _reachability(
     matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str, precision: float, budget: float
 ) -> CheckOutcome | None:
@@ -895,6 +916,8 @@ def _reachability(
     gamma, k = sum_margin(int(np.diff(a.indptr).max(initial=0)))
     t0 = time.perf_counter()
     system = (sp.identity(m, format="csc") - a.tocsc()).tocsc()
+    if lu_work(system) > MAX_LU_WORK:  # the factors' fill would take minutes to hours (6-D grids): Storm solves it
+        return None
     try:
         lu = splu(system)
     except (RuntimeError, MemoryError):
