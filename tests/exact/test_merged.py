@@ -325,8 +325,8 @@ label "g" = x=1;
     assert not any("forced step" in w for w in merged.warnings)
 
 
-def test_a_label_synchronising_too_many_command_combinations_is_left_to_storm(tmp_path):
-    # 7 modules x 5 commands of one label: 78,125 combinations, each would be evaluated on every state
+def test_a_label_synchronising_many_command_combinations_forms_only_the_enabled_ones(tmp_path):
+    # 7 modules x 5 commands of one label: 78,125 combinations, one enabled per state (merged declined them before)
     path = tmp_path / "combo.prism"
     path.write_text(
         "mdp\nmodule m1\n  a1 : [0..4] init 0;\n"
@@ -336,9 +336,40 @@ def test_a_label_synchronising_too_many_command_combinations_is_left_to_storm(tm
         + 'label "g" = a1=3 & a7=3;\n'
     )
     policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["a1"], ["s"])
+    full, merged = _both(path, 'P=? [F "g"]', policy)
+    _same(full, merged)
+    auto = verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
+    assert auto.strategy == "merged"
+    assert merged.value == 1.0 and merged.states == 4  # every module steps together: (0..0), (1..1), (2..2), (3..3)
+
+
+def test_a_label_with_too_many_enabled_combinations_in_a_state_is_left_to_storm(tmp_path, monkeypatch):
+    """Three modules with five enabled commands of one label each: 125 choices in the initial state."""
+    import rlverify.models.program as program
+
+    path = tmp_path / "combo.prism"
+    path.write_text(
+        "mdp\nmodule m1\n  a1 : [0..5] init 0;\n"
+        + "".join(f"  [s] a1=0 -> (a1'={k});\n" for k in range(1, 6))
+        + "  [s] a1>0 -> true;\nendmodule\n"
+        + "".join(f"module m{k} = m1 [a1=a{k}] endmodule\n" for k in (2, 3))
+        + 'label "g" = a1=5 & a2=5 & a3=5;\n'
+    )
+    # the choices are told apart by command name; then every module loops (m1:6+m2:6+m3:6)
+    names = [f"m1:{a}+m2:{b}+m3:{c}" for a in range(1, 6) for b in range(1, 6) for c in range(1, 6)]
+    start, then = np.r_[np.full(125, 1 / 125), 0.0], np.r_[np.zeros(125), 1.0]
+    policy = CallablePolicy(lambda x: np.where(x[:, :1] == 0, start, then), ["a1"], [*names, "m1:6+m2:6+m3:6"], name="uniform")
+    want = verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
+    assert want.states == 1 + 125 and want.value == pytest.approx(1 / 125, rel=1e-12)  # the uniform policy: 1/125
+    monkeypatch.setattr(program, "MAX_ENABLED", 100)
     r = verify_exact(path, 'P=? [F "g"]', policy)
-    assert r.strategy == "full" and "78,125 command combinations" in r.settings["merged_declined"]
-    assert r.value == 1.0 and r.states == 4  # every module steps together: (0..0), (1..1), (2..2), (3..3) reaches g
+    assert r.strategy == "full" and r.value == pytest.approx(1 / 125, rel=1e-12)
+    assert (
+        "label 's' has 125 enabled command combinations in state {'a1': 0, 'a2': 0, 'a3': 0}"
+        in (r.settings["merged_declined"])
+    )
+    with pytest.raises(ModelError, match=r"--strategy merged cannot build this model \(label 's' has 125 enabled"):
+        verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
 
 
 def test_every_states_value_and_valuation_as_with_full(tmp_path):

@@ -42,7 +42,7 @@ from rlverify.models.explicit import (
     read_umb,
     resident_bytes,
 )
-from rlverify.models.program import CompiledProgram, Unsupported, compile_expression, terminal_functions
+from rlverify.models.program import CompiledProgram, Enabled, Unsupported, compile_expression, terminal_functions
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
 from rlverify.policies.base import Policy
@@ -51,6 +51,9 @@ __all__ = ["MergedChain", "Unsupported", "merged_chain"]
 
 #: branches generated per batch (bounds the batch's temporary arrays: ~40 bytes per branch)
 BATCH_BRANCHES = 1 << 19
+#: states in the first batch (before the branches per state are measured) and at most in any batch
+FIRST_BATCH = 256
+BATCH_STATES = 1 << 16
 #: largest domain indexed by a dense array (4 bytes per domain point, touched pages only)
 DENSE_DOMAIN = 1 << 27
 
@@ -244,12 +247,10 @@ class _Exploration:
         self.storm_cols = [program.index[v] for v in self.probe.variables]
         self.label_plan = _label_plan(program, self.probe, prop)
         self.terminal = terminal_functions(prop.storm.get_raw_formula(), program.label_functions.get, program.by_name)
-        self.actions = ("", *dict.fromkeys(c.action for c in program.choices if c.action))
-        self.action_of = np.array([self.actions.index(c.action) for c in program.choices] + [0], dtype=np.int32)
-        self.commands = ("", *(c.name for c in program.choices))
-        # choice j is command name j + 1; Storm's self-loop at terminal states and deadlocks (last kind) has none
-        self.command_of = np.r_[np.arange(1, len(program.choices) + 1), 0].astype(np.int32)
-        self.J = len(program.choices)
+        self.actions = ("", *program.actions)
+        # each choice's action by its group; Storm's self-loop at terminal states and deadlocks (choice J) has none
+        self.action_of_group = np.array([self.actions.index(g.action) for g in program.groups] + [0], dtype=np.int32)
+        self.J = program.num_choices
         self.index = _StateIndex(program.domain)
         self.state_keys = _Growing(np.int64)
         self.values = _Growing(np.int64, len(self.names))
@@ -272,8 +273,7 @@ class _Exploration:
         self.policy_seconds = 0.0
         self.branches_total = 0
         self.any_stalled = False
-        per_state = max(1, sum(int(np.prod([len(p.updates) for p in c.parts])) for c in program.choices))
-        self.batch = max(256, BATCH_BRANCHES // per_state)
+        self.branches_per_state = 0.0  # the MDP's branches of the choices taken per state explored so far
 
     def explore(self, max_states: int | None, max_memory: int | None) -> None:
         """Explore batch by batch until no new state is found (refusing beyond ``max_states`` or ``max_memory``)."""
@@ -281,7 +281,7 @@ class _Exploration:
         lo = 0
         last_report = time.perf_counter()
         while lo < self.state_keys.n:
-            hi = min(self.state_keys.n, lo + self.batch)
+            hi = min(self.state_keys.n, lo + self._batch_size(lo))
             self._batch(lo, hi)
             lo = hi
             self._guard(lo, max_states, memory_bound, memory_how)
@@ -291,67 +291,94 @@ class _Exploration:
                 )
                 last_report = time.perf_counter()
 
+    def _batch_size(self, explored: int) -> int:
+        """States in the next batch: :data:`BATCH_BRANCHES` branches at the rate of the states explored so far (the
+        MDP's branches of the choices the policy takes), at most :data:`BATCH_STATES` states."""
+        if explored == 0:
+            return FIRST_BATCH
+        rate = max(1.0, self.branches_total / explored)
+        return int(max(1, min(BATCH_STATES, BATCH_BRANCHES // rate)))
+
     def _batch(self, lo: int, hi: int) -> None:
         """States ``lo:hi``: their choices, the policy's weights, their merged rows, their new successors, labels."""
         B = hi - lo
         vals = self.values.data[lo:hi].copy()
         keys = self.state_keys.data[lo:hi].copy()
         env = self.program.env(vals)
-        fragment, c_state, c_kind, deadlock = self._fragment(lo, hi, vals, keys, env)
+        fragment, choices, deadlock = self._fragment(lo, hi, vals, keys, env)
         cw = self._weigh(fragment, lo)
-        row, key, w = self._branches(cw, c_state, c_kind, vals, keys)
+        row, key, w = self._branches(cw, choices, vals, keys)
         row, key, w = self._merged_rows(row, key, w, B)
         self._append(row, key, w, B)
         self._labels(lo, hi, env, deadlock)
 
     def _fragment(
         self, lo: int, hi: int, vals: np.ndarray, keys: np.ndarray, env: Any
-    ) -> tuple[ExplicitModel, np.ndarray, np.ndarray, np.ndarray]:
-        """The batch's states as an MDP fragment (the one dynamics core reads it), with each choice's state and kind
-        (``(C,)`` each: program choice index, or ``J`` for Storm's self-loop) and the deadlocks ``(B,)`` bool."""
+    ) -> tuple[ExplicitModel, Enabled, np.ndarray]:
+        """The batch's states as an MDP fragment (the one dynamics core reads it), its choices (``kind`` ``J``: Storm's
+        self-loop at terminal states and deadlocks, last in program order) and the deadlocks ``(B,)`` bool."""
         program, J, B = self.program, self.J, hi - lo
         stop = np.zeros(B, dtype=bool)
         for fn, value in self.terminal:
             stop |= program.evaluate(fn, env, B) == value
-        enabled = np.zeros((B, J + 1), dtype=bool)
-        enabled[:, :J] = program.enabled(env, B) & ~stop[:, None]
-        none = ~enabled[:, :J].any(axis=1)
-        deadlock = none & ~stop
-        enabled[:, J] = none
-        c_state, c_kind = np.nonzero(enabled)  # choices in state order, then program order; self-loops last
+        if stop.any():
+            active = np.flatnonzero(~stop)
+            found = program.enabled({k: v[active] for k, v in env.items()}, len(active))
+            state = active[found.state]
+        else:
+            found = program.enabled(env, B)
+            state = found.state
+        count = np.bincount(state, minlength=B)
+        deadlock = (count == 0) & ~stop
         row_groups = np.zeros(B + 1, dtype=np.int64)
-        np.cumsum(np.bincount(c_state, minlength=B), out=row_groups[1:])
-        C = len(c_state)
+        np.cumsum(np.maximum(count, 1), out=row_groups[1:])
+        C = int(row_groups[-1])
+        # the enabled choices in their rows (state order, then program order); one self-loop in each row without
+        first = np.cumsum(count) - count
+        pos = row_groups[state] + np.arange(len(state)) - first[state]
+        choices = Enabled(
+            np.repeat(np.arange(B), np.maximum(count, 1)),
+            np.full(C, J, dtype=np.int64),
+            np.full((C, found.parts.shape[1]), -1, dtype=np.int64),
+        )
+        choices.kind[pos] = found.kind
+        choices.parts[pos] = found.parts
+        group = np.full(C, len(program.groups), dtype=np.int64)
+        group[pos] = program.group_of(found.kind)
+        kinds, local = np.unique(found.kind, return_inverse=True)
+        commands = np.zeros(C, dtype=np.int32)
+        commands[pos] = local.reshape(-1) + 1
         n_init = max(0, min(hi, len(self.init_keys)) - lo)
-        dummy_cols = self._loops(c_state, c_kind, row_groups, n_init, vals, keys)
         fragment = ExplicitModel(
             model_type="mdp",
             row_groups=row_groups,
-            transitions=sp.csr_matrix((np.ones(C), dummy_cols, np.arange(C + 1)), shape=(C, B + 1)),
-            choice_actions=self.action_of[c_kind],
+            transitions=sp.csr_matrix(
+                (np.ones(C), self._loops(choices, row_groups, n_init, vals, keys), np.arange(C + 1)), shape=(C, B + 1)
+            ),
+            choice_actions=self.action_of_group[group],
             action_names=self.actions,
             variables=tuple(self.names),
             valuations=vals,
-            initial_states=np.arange(lo, max(lo, min(hi, len(self.init_keys)))) - lo,
-            choice_commands=self.command_of[c_kind],
-            command_names=self.commands,
+            initial_states=np.arange(n_init),
+            choice_commands=commands,
+            command_names=("", *(program.choice_name(int(k)) for k in kinds)),
         )
-        return fragment, c_state, c_kind, deadlock
+        return fragment, choices, deadlock
 
-    def _loops(
-        self, c_state: np.ndarray, c_kind: np.ndarray, row_groups: np.ndarray, n_init: int, vals: np.ndarray, keys: np.ndarray
-    ) -> np.ndarray:
+    def _loops(self, choices: Enabled, row_groups: np.ndarray, n_init: int, vals: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """``(C,)`` the fragment's dummy column of each choice: the transitions only say which choices loop back
         (Storm's self-loops, and lone commands of the initial states that loop back: the forced-start note needs
         them); every other choice points elsewhere (column ``B``)."""
         B = len(row_groups) - 1
+        c_state, c_kind = choices.state, choices.kind
         dummy_cols = np.where(c_kind == self.J, c_state, B)
-        for ci in np.flatnonzero((c_state < n_init) & (c_kind < self.J)):
-            s_ = c_state[ci]
-            if row_groups[s_ + 1] - row_groups[s_] == 1:
-                k_, pr_ = self.program.successors(self.program.choices[c_kind[ci]], vals[[s_]], keys[[s_]])
-                if np.all(k_[pr_ > 0] == keys[s_]):
-                    dummy_cols[ci] = s_
+        lone = np.flatnonzero((c_state < n_init) & (c_kind < self.J) & (np.diff(row_groups)[c_state] == 1))
+        if len(lone):
+            br = self.program.branches(choices.parts[lone], c_state[lone], vals, keys)
+            away = (br.probs > 0) & (br.keys != keys[c_state[lone]][br.owner])
+            loops = np.ones(len(lone), dtype=bool)
+            loops[br.owner[away]] = False
+            dummy_cols[lone[loops]] = c_state[lone[loops]]
         return dummy_cols
 
     def _weigh(self, fragment: ExplicitModel, lo: int) -> ChoiceWeights:
@@ -374,21 +401,16 @@ class _Exploration:
         return cw
 
     def _branches(
-        self, cw: ChoiceWeights, c_state: np.ndarray, c_kind: np.ndarray, vals: np.ndarray, keys: np.ndarray
+        self, cw: ChoiceWeights, choices: Enabled, vals: np.ndarray, keys: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(row, successor key, mass)`` of every branch of the choices the policy takes (key -1: the sink)."""
-        rows, succ, mass = [], [], []
+        """``(row, successor key, mass)`` of every branch of the choices the policy takes (key -1: the sink), in
+        the order (row, choice, branch); parallel branches are summed in this order by :meth:`_merged_rows`."""
         taken = cw.weights > 0
-        for j, c in enumerate(self.program.choices):
-            pick = np.flatnonzero(taken & (c_kind == j))
-            if not len(pick):
-                continue
-            s = c_state[pick]
-            k, pr = self.program.successors(c, vals[s], keys[s])
-            self.branches_total += k.size
-            rows.append(np.repeat(s, k.shape[1]))
-            succ.append(k.ravel())
-            mass.append((pr * cw.weights[pick][:, None]).ravel())
+        c_state, c_kind = choices.state, choices.kind
+        pick = np.flatnonzero(taken & (c_kind < self.J))
+        br = self.program.branches(choices.parts[pick], c_state[pick], vals, keys)
+        self.branches_total += len(br.owner)
+        rows, succ, mass = [c_state[pick][br.owner]], [br.keys], [br.probs * cw.weights[pick][br.owner]]
         loops = np.flatnonzero(taken & (c_kind == self.J))
         rows.append(c_state[loops])
         succ.append(keys[c_state[loops]])

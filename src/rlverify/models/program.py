@@ -15,7 +15,6 @@ the MDP; everything here is cross-checked against Storm's builder in tests.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +28,10 @@ Fn = Callable[[Env], Any]
 
 #: largest product of the variables' domains a key can hold
 MAX_DOMAIN = 2**62
-#: most command combinations one label may synchronise (each is a choice evaluated on every state)
-MAX_COMBINATIONS = 1 << 16
+#: most combinations of enabled commands one label may form in one state (each is a choice of that state)
+MAX_ENABLED = 1 << 16
+#: most choices a program may have in all (choice indices are int64; only enabled combinations are ever formed)
+MAX_CHOICES = 1 << 62
 #: largest domain searched for the states of an ``init ... endinit`` block
 MAX_INIT_DOMAIN = 1 << 22
 
@@ -59,21 +60,67 @@ class Update:
 
 
 @dataclass(frozen=True)
-class Part:
-    """One module's command inside a choice."""
+class Command:
+    """One module's command: its module (position), name (``m:2``), label (``""``: unlabelled), guard and updates."""
 
+    module: int
     name: str
+    action: str
     guard: Fn
     updates: tuple[Update, ...]
 
+    @property
+    def written(self) -> frozenset[int]:
+        """The variables (indices) some update of the command assigns."""
+        return frozenset(i for u in self.updates for i, _ in u.assignments)
+
 
 @dataclass(frozen=True)
-class Choice:
-    """A choice of the program: its label (``""``: unlabelled), command name and the module commands it runs."""
+class Group:
+    """The choices of one unlabelled command, or of one label, numbered ``offset`` to ``offset + count - 1``.
+
+    ``modules`` holds, per module whose alphabet has the label (module order), its commands with the label
+    (command ids, program order). Choice ``offset + r`` runs the ``r``-th combination in :func:`itertools.product`
+    order: ``r`` is the mixed-radix number of the commands' positions, the first module's the most significant
+    digit (``strides``). An unlabelled command is a group of one module and one command.
+    """
 
     action: str
-    name: str
-    parts: tuple[Part, ...]
+    modules: tuple[tuple[int, ...], ...]
+    offset: int
+    count: int
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Enabled:
+    """The choices enabled in a batch of states, in Storm's order: by state, then program order.
+
+    Attributes:
+        state: ``(C,)`` int64, the batch row of each choice.
+        kind: ``(C,)`` int64, its choice index (program order: :attr:`CompiledProgram.num_choices` of them).
+        parts: ``(C, K)`` int64, the commands it runs (command ids, module order; -1 pads).
+    """
+
+    state: np.ndarray
+    kind: np.ndarray
+    parts: np.ndarray
+
+
+@dataclass(frozen=True)
+class Branches:
+    """The branches of some choices, choice by choice, each choice's in :func:`itertools.product` order of its
+    commands' updates (branches to one successor not merged, probability-0 updates kept).
+
+    Attributes:
+        owner: ``(K,)`` int64, the choice (position in the choices given) of each branch.
+        keys: ``(K,)`` int64 successor keys; probs: ``(K,)`` float64 probabilities (the product of the commands'
+            update probabilities, multiplied in module order).
+    """
+
+    owner: np.ndarray
+    keys: np.ndarray
+    probs: np.ndarray
 
 
 def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
@@ -214,12 +261,17 @@ class CompiledProgram:
                 if not v.lo <= init <= v.hi:
                     raise ModelError(f"{path}: the initial value {init} of variable '{v.name}' is outside [{v.lo}..{v.hi}]")
             self.initial = np.asarray([initial], dtype=np.int64)
-        self.choices = self._choices()
+        self.groups = self._groups()
+        self._offsets = np.asarray([g.offset for g in self.groups], dtype=np.int64)
+        #: how many choices the program has (choice indices are ``0 .. num_choices - 1``, program order)
+        self.num_choices = self.groups[-1].offset + self.groups[-1].count if self.groups else 0
+        self._names: dict[int, str] = {}
+        self._n_updates = np.asarray([len(c.updates) for c in self.commands] + [1], dtype=np.int64)
         self.label_functions = {
             lab.name: compile_expression(program.get_label_expression(lab.name), self.by_name) for lab in program.labels
         }
 
-    def _part(self, module: Any, k: int, command: Any) -> Part:
+    def _command(self, m: int, module: Any, k: int, command: Any) -> Command:
         updates = []
         for u in command.updates:
             assigns = []
@@ -229,36 +281,99 @@ class CompiledProgram:
                     raise Unsupported(f"assignment to unknown variable '{name}'")
                 assigns.append((self.index[name], compile_expression(a.expression, self.by_name)))
             updates.append(Update(compile_expression(u.probability_expression, self.by_name), tuple(assigns)))
-        return Part(f"{module.name}:{k + 1}", compile_expression(command.guard_expression, self.by_name), tuple(updates))
+        return Command(
+            m,
+            f"{module.name}:{k + 1}",
+            command.action_name if command.is_labeled else "",
+            compile_expression(command.guard_expression, self.by_name),
+            tuple(updates),
+        )
 
-    def _choices(self) -> tuple[Choice, ...]:
+    def _groups(self) -> tuple[Group, ...]:
+        """The program's choices in Storm's order: unlabelled commands (module order), then the labels by Storm's
+        action index, each label's command combinations in :func:`itertools.product` order."""
         program = self.program
-        choices: list[Choice] = []
-        labelled: dict[str, list[list[Part]]] = {}
-        order: list[str] = []
-        for module in program.modules:
-            per_label: dict[str, list[Part]] = {}
+        commands: list[Command] = []
+        groups: list[Group] = []
+        labelled: dict[str, list[tuple[int, ...]]] = {}
+        offset = 0
+        for m, module in enumerate(program.modules):
+            per_label: dict[str, list[int]] = {}
             for k, c in enumerate(module.commands):
-                part = self._part(module, k, c)
+                cid = len(commands)
+                commands.append(self._command(m, module, k, c))
                 if c.is_labeled:
-                    per_label.setdefault(c.action_name, []).append(part)
+                    per_label.setdefault(c.action_name, []).append(cid)
                 else:
-                    choices.append(Choice("", part.name, (part,)))
-            for label, parts in per_label.items():
-                if label not in labelled:
-                    labelled[label] = []
-                    order.append(label)
-                labelled[label].append(parts)
-        for label in sorted(order, key=lambda a: program_action_index(program, a)):
-            combos = int(np.prod([len(parts) for parts in labelled[label]]))
-            if combos > MAX_COMBINATIONS:  # each is evaluated on every state: Storm finds the enabled ones per state
-                raise Unsupported(f"label '{label}' synchronises {combos:,} command combinations")
-            for combo in itertools.product(*labelled[label]):
-                written = [{i for u in p.updates for i, _ in u.assignments} for p in combo]
-                if len(combo) > 1 and any(written[i] & written[j] for i in range(len(combo)) for j in range(i)):
-                    raise Unsupported(f"commands {'+'.join(p.name for p in combo)} write one variable twice")
-                choices.append(Choice(label, "+".join(p.name for p in combo), tuple(combo)))
-        return tuple(choices)
+                    groups.append(Group("", ((cid,),), offset, 1, (1,)))
+                    offset += 1
+            for label, cids in per_label.items():
+                labelled.setdefault(label, []).append(tuple(cids))
+        self.commands = tuple(commands)
+        for label in sorted(labelled, key=lambda a: program_action_index(program, a)):
+            modules = tuple(labelled[label])
+            sizes = [len(cids) for cids in modules]
+            strides = [int(np.prod(sizes[i + 1 :], dtype=object)) for i in range(len(sizes))]
+            count = int(np.prod(sizes, dtype=object))
+            if offset + count > MAX_CHOICES:
+                raise Unsupported(f"label '{label}' synchronises {count:,} command combinations")
+            self._refuse_shared_writes(modules)
+            groups.append(Group(label, modules, offset, count, tuple(strides)))
+            offset += count
+        return tuple(groups)
+
+    def _refuse_shared_writes(self, modules: tuple[tuple[int, ...], ...]) -> None:
+        """Refuse a label whose commands of two modules may write one variable (naming the first such combination
+        in :func:`itertools.product` order; checked per pair of modules, never per combination)."""
+        written = [[self.commands[c].written for c in cids] for cids in modules]
+
+        def clash(i: int, a: int, j: int, b: int) -> bool:
+            return bool(written[i][a] & written[j][b])
+
+        def completes(prefix: list[int]) -> bool:  # some completion of the prefix has a clash
+            m = len(prefix)
+            if any(clash(i, prefix[i], j, prefix[j]) for j in range(m) for i in range(j)):
+                return True
+            later = range(m, len(modules))
+            if any(clash(i, prefix[i], j, b) for i in range(m) for j in later for b in range(len(modules[j]))):
+                return True
+            return any(
+                clash(i, a, j, b)
+                for j in later
+                for i in range(m, j)
+                for a in range(len(modules[i]))
+                for b in range(len(modules[j]))
+            )
+
+        if len(modules) < 2 or not completes([]):
+            return
+        prefix: list[int] = []
+        for cids in modules:
+            prefix.append(next(a for a in range(len(cids)) if completes([*prefix, a])))
+        names = "+".join(self.commands[cids[a]].name for cids, a in zip(modules, prefix, strict=True))
+        raise Unsupported(f"commands {names} write one variable twice")
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The program's action labels in Storm's order (of its synchronising choices)."""
+        return tuple(g.action for g in self.groups if g.action)
+
+    def group_of(self, kind: np.ndarray) -> np.ndarray:
+        """``(C,)`` int64: the group (position in :attr:`groups`) of each choice index in ``kind``."""
+        return np.searchsorted(self._offsets, kind, side="right") - 1
+
+    def choice_parts(self, kind: int) -> tuple[int, ...]:
+        """The commands (ids) choice ``kind`` runs, in module order."""
+        g = self.groups[int(self.group_of(np.asarray([kind]))[0])]
+        r = kind - g.offset
+        return tuple(cids[(r // stride) % len(cids)] for cids, stride in zip(g.modules, g.strides, strict=True))
+
+    def choice_name(self, kind: int) -> str:
+        """Choice ``kind``'s command name (``m:2+n:1``, :mod:`rlverify.models.commands`)."""
+        name = self._names.get(kind)
+        if name is None:
+            name = self._names[kind] = "+".join(self.commands[c].name for c in self.choice_parts(kind))
+        return name
 
     def parse(self, text: str) -> Fn:
         """A numpy function of an expression over the program's variables, given as text (Storm's syntax)."""
@@ -297,71 +412,239 @@ class CompiledProgram:
             out = np.asarray(fn(env))
         return np.broadcast_to(out, (n,)).astype(dtype, copy=False) if out.ndim == 0 else out.astype(dtype, copy=False)
 
-    def enabled(self, env: Env, n: int) -> np.ndarray:
-        """``(n, J)`` bool: states where choice ``j``'s guards all hold (each command's guard evaluated once)."""
-        guards: dict[int, np.ndarray] = {}
-        out = np.ones((n, len(self.choices)), dtype=bool)
-        for j, choice in enumerate(self.choices):
-            for part in choice.parts:
-                g = guards.get(id(part))
-                if g is None:
-                    g = guards[id(part)] = self.evaluate(part.guard, env, n)
-                out[:, j] &= g
-        return out
-
-    def successors(self, choice: Choice, values: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Branches of ``choice`` from states ``values`` ``(N, V)`` with ``keys`` ``(N,)`` (all enabled).
-
-        Returns ``(N, U)`` int64 successor keys and ``(N, U)`` float64 probabilities, ``U`` the product of
-        the parts' update counts (branches to one successor are not merged here).
+    def enabled(self, env: Env, n: int) -> Enabled:
+        """The choices enabled in ``n`` states (``env``), in Storm's order. Each command's guard is evaluated once;
+        a label's choices are only the combinations of its commands enabled in a state (cost follows them).
 
         Raises:
-            ModelError: an assignment outside a variable's bounds, or a command whose probabilities do not
-                sum to 1 (the command and the state named, as Storm would refuse to build it).
+            Unsupported: a label with more than :data:`MAX_ENABLED` enabled combinations in one state.
         """
-        n = len(keys)
-        env = self.env(values)
-        out_keys = keys[:, None]
-        out_probs = np.ones((n, 1))
-        for part in choice.parts:
-            deltas = np.zeros((n, len(part.updates)), dtype=np.int64)
-            probs = np.empty((n, len(part.updates)))
-            for j, u in enumerate(part.updates):
-                probs[:, j] = self.evaluate(u.probability, env, n, np.float64)
-                live = probs[:, j] > 0  # Storm skips updates of probability 0 (their targets are never checked)
-                if (probs[:, j] < 0).any():
-                    s = int(np.argmax(probs[:, j] < 0))
-                    raise ModelError(
-                        f"{self.path}: command {part.name} has a negative probability {probs[s, j]:.6g} "
-                        f"(update {j + 1}) in state {self.describe(values[s])}"
-                    )
-                for i, fn in u.assignments:
-                    v = self.variables[i]
-                    with np.errstate(all="ignore"):
-                        new = np.asarray(fn(env))
-                    if new.dtype.kind == "f":
-                        if not np.all((new == np.floor(new)) | ~live):
-                            raise Unsupported(f"a non-integer value assigned to '{v.name}' in {part.name}")
-                        new = new.astype(np.int64)
-                    new = np.broadcast_to(new.astype(np.int64, copy=False), (n,))
-                    bad = ((new < v.lo) | (new > v.hi)) & live
-                    if bad.any():
-                        s = int(np.argmax(bad))
-                        raise ModelError(
-                            f"{self.path}: command {part.name} assigns {v.name}={int(new[s])} outside its range "
-                            f"[{v.lo}..{v.hi}] in state {self.describe(values[s])}"
-                        )
-                    deltas[:, j] += (new - values[:, i]) * v.radix
-            total = probs.sum(axis=1)
-            if np.abs(total - 1.0).max(initial=0.0) > 1e-6:
-                s = int(np.argmax(np.abs(total - 1.0)))
-                raise ModelError(
-                    f"{self.path}: the probabilities of command {part.name} sum to {float(total[s]):.6g}, not 1, "
-                    f"in state {self.describe(values[s])}"
+        guards: list[np.ndarray | None] = [None] * len(self.commands)
+
+        def guard(c: int) -> np.ndarray:
+            g = guards[c]
+            if g is None:
+                g = guards[c] = self.evaluate(self.commands[c].guard, env, n)
+            return g
+
+        width = max((len(g.modules) for g in self.groups), default=1)
+        states, kinds, parts = [], [], []
+        for group in self.groups:
+            found = self._combinations(group, guard, n, env)
+            if found is None:
+                continue
+            rows, kind, cids = found
+            block = np.full((len(rows), width), -1, dtype=np.int64)
+            block[:, : cids.shape[1]] = cids
+            states.append(rows)
+            kinds.append(kind)
+            parts.append(block)
+        if not states:
+            empty = np.zeros(0, dtype=np.int64)
+            return Enabled(empty, empty, np.zeros((0, width), dtype=np.int64))
+        state = np.concatenate(states)
+        order = np.argsort(state, kind="stable")  # groups are in program order; each is sorted by (state, choice)
+        return Enabled(state[order], np.concatenate(kinds)[order], np.concatenate(parts)[order])
+
+    def _combinations(
+        self, group: Group, guard: Callable[[int], np.ndarray], n: int, env: Env
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """A group's enabled choices: ``(rows, choice indices, commands (C, modules))`` sorted by (row, choice);
+        None where none is enabled."""
+        if len(group.modules) == 1 and len(group.modules[0]) == 1:  # an unlabelled command (or a lone one)
+            c = group.modules[0][0]
+            rows = np.flatnonzero(guard(c))
+            if not len(rows):
+                return None
+            return rows, np.full(len(rows), group.offset, dtype=np.int64), np.full((len(rows), 1), c, dtype=np.int64)
+        tables = []
+        alive = np.ones(n, dtype=bool)
+        for cids in group.modules:
+            table = np.stack([guard(c) for c in cids], axis=1)  # (n, commands of the module)
+            alive &= table.any(axis=1)
+            if not alive.any():
+                return None
+            tables.append(table)
+        rows = np.flatnonzero(alive)
+        tables = [t[rows] for t in tables]
+        counts = np.stack([t.sum(axis=1) for t in tables], axis=1)  # (R, modules)
+        if counts.max() == 1:  # one combination per state (the common case)
+            local = np.stack([t.argmax(axis=1) for t in tables], axis=1)
+            return rows, group.offset + local @ np.asarray(group.strides, dtype=np.int64), self._cids(group, local)
+        per_state = counts.prod(axis=1, dtype=np.float64)
+        if per_state.max() > MAX_ENABLED:
+            s = int(rows[np.argmax(per_state)])
+            raise Unsupported(
+                f"label '{group.action}' has {int(per_state.max()):,} enabled command combinations in state "
+                f"{self.describe(np.asarray([env[v.name][s] for v in self.variables]))} (at most {MAX_ENABLED:,})"
+            )
+        number = counts.prod(axis=1)
+        owner = np.repeat(np.arange(len(rows)), number)
+        r = np.arange(len(owner)) - np.repeat(np.cumsum(number) - number, number)  # rank within the state
+        local = np.empty((len(owner), len(tables)), dtype=np.int64)
+        for i in reversed(range(len(tables))):  # mixed radix over the enabled counts, the last module fastest
+            cnt = counts[owner, i]
+            digit = r % cnt
+            r //= cnt
+            _, hit_cmd = np.nonzero(tables[i])  # enabled commands, by row then command
+            first = np.zeros(len(rows) + 1, dtype=np.int64)
+            np.cumsum(counts[:, i], out=first[1:])
+            local[:, i] = hit_cmd[first[owner] + digit]
+        return rows[owner], group.offset + local @ np.asarray(group.strides, dtype=np.int64), self._cids(group, local)
+
+    @staticmethod
+    def _cids(group: Group, local: np.ndarray) -> np.ndarray:
+        """``(C, modules)`` command ids of positions ``local`` within each module's commands of the group."""
+        out = np.empty_like(local)
+        for i, cids in enumerate(group.modules):
+            out[:, i] = np.asarray(cids, dtype=np.int64)[local[:, i]]
+        return out
+
+    def branches(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray) -> Branches:
+        """The branches of the choices running commands ``parts`` ``(P, K)`` (as :attr:`Enabled.parts`) in batch
+        rows ``rows`` ``(P,)`` of the states ``values`` ``(n, V)`` with ``keys`` ``(n,)``.
+
+        Each command's updates are evaluated once per batch, on the rows where it runs; a synchronised choice's
+        branches combine its commands' by broadcasting (probabilities multiplied in module order, key deltas summed).
+
+        Raises:
+            ModelError: an assignment outside a variable's bounds, a negative probability, or a command whose
+                probabilities do not sum to 1 (the command and the state named, as Storm would refuse to build it;
+                with several, the first state's first choice in program order).
+            Unsupported: a non-integer value assigned to an integer variable.
+        """
+        table = self._updates(parts, rows, values)
+        pair, off, size, fprob, fdelta = table
+        P, K = pair.shape
+        shape = size[pair]  # (P, K) updates per command (1 for padding)
+        number = shape.prod(axis=1)
+        total = int(number.sum())
+        owner = np.repeat(np.arange(P), number)
+        r = np.arange(total) - np.repeat(np.cumsum(number) - number, number)
+        index = [np.empty(0, dtype=np.int64)] * K
+        for i in reversed(range(K)):  # the last command's updates fastest (the product's order)
+            cnt = shape[owner, i]
+            index[i] = off[pair[owner, i]] + r % cnt
+            r //= cnt
+        probs = fprob[index[0]]
+        succ = keys[rows][owner] + fdelta[index[0]]
+        for i in range(1, K):
+            probs = probs * fprob[index[i]]
+            succ += fdelta[index[i]]
+        return Branches(owner, succ, probs)
+
+    def _updates(
+        self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every (command, row) pair of ``parts`` at ``rows`` evaluated once: ``(pair (P, K), offset (Q+1,), updates
+        (Q+1,), probabilities, key deltas)``: pair ``q``'s updates are entries ``offset[q] ..`` of the flat arrays; the
+        padding (-1) points to pair ``Q``, one update of probability 1 changing nothing."""
+        n = len(values)
+        P, K = parts.shape
+        flat = parts.ravel()
+        real = flat >= 0
+        pair_keys = flat[real] * n + np.repeat(rows, K)[real]
+        uniq, inverse = np.unique(pair_keys, return_inverse=True)
+        Q = len(uniq)
+        cmd, row = np.divmod(uniq, n)
+        size = self._n_updates[np.r_[cmd, len(self.commands)]]
+        off = np.zeros(Q + 2, dtype=np.int64)
+        np.cumsum(size, out=off[1:])
+        fprob = np.empty(off[-1])
+        fdelta = np.empty(off[-1], dtype=np.int64)
+        fprob[off[Q]], fdelta[off[Q]] = 1.0, 0
+        bad_rows = []
+        starts = np.flatnonzero(np.r_[True, cmd[1:] != cmd[:-1]]) if Q else np.zeros(0, dtype=np.int64)
+        for a, b in zip(starts, np.r_[starts[1:], Q][: len(starts)], strict=True):
+            command = self.commands[int(cmd[a])]
+            vals = values[row[a:b]]
+            probs, deltas, bad = self._command_updates(command, vals)
+            if bad.any():
+                bad_rows.append(int(row[a:b][bad].min()))
+            where = off[a:b, None] + np.arange(len(command.updates))
+            fprob[where] = probs
+            fdelta[where] = deltas
+        if bad_rows:
+            self._raise_first(min(bad_rows), parts, rows, values)
+        pair = np.full(P * K, Q, dtype=np.int64)
+        pair[real] = inverse.reshape(-1)
+        return pair.reshape(P, K), off[:-1], size, fprob, fdelta
+
+    def _raise_first(self, s: int, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+        """Raise the error of the first command (choices in program order, commands in module order) failing in row
+        ``s`` (its checks in Storm's order: each update's probability, then its assignments; then the sum)."""
+        vals = values[[s]]
+        for p in np.flatnonzero(rows == s):
+            for c in parts[p]:
+                if c >= 0:
+                    self._command_updates(self.commands[int(c)], vals, explain=True)
+        raise AssertionError(f"internal: a failing update in state {self.describe(vals[0])} was not found again")
+
+    def _command_updates(
+        self, command: Command, vals: np.ndarray, explain: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``command``'s updates in states ``vals`` ``(m, V)``: ``(m, U)`` probabilities, ``(m, U)`` int64 key deltas,
+        and ``(m,)`` bool where a check fails (``explain``: raise for the first failing check of the first row)."""
+        m, U = len(vals), len(command.updates)
+        env = self.env(vals)
+        probs = np.empty((m, U))
+        deltas = np.zeros((m, U), dtype=np.int64)
+        bad = np.zeros(m, dtype=bool)
+
+        def fail(mask: np.ndarray, error: Callable[[int], Exception]) -> None:
+            nonlocal bad
+            if explain and mask.any():
+                raise error(int(np.argmax(mask)))
+            bad = bad | mask
+
+        for j, u in enumerate(command.updates):
+            p = probs[:, j] = self.evaluate(u.probability, env, m, np.float64)
+            live = p > 0  # Storm skips updates of probability 0 (their targets are never checked)
+
+            def negative(s: int, j: int = j, p: np.ndarray = p) -> Exception:
+                return ModelError(
+                    f"{self.path}: command {command.name} has a negative probability {p[s]:.6g} "
+                    f"(update {j + 1}) in state {self.describe(vals[s])}"
                 )
-            out_keys = (out_keys[:, :, None] + deltas[:, None, :]).reshape(n, -1)
-            out_probs = (out_probs[:, :, None] * probs[:, None, :]).reshape(n, -1)
-        return out_keys, out_probs
+
+            fail(p < 0, negative)
+            for i, fn in u.assignments:
+                v = self.variables[i]
+                with np.errstate(all="ignore"):
+                    new = np.asarray(fn(env))
+                    if new.dtype.kind == "f":
+
+                        def fraction(s: int, v: Var = v) -> Exception:
+                            return Unsupported(f"a non-integer value assigned to '{v.name}' in {command.name}")
+
+                        fail((new != np.floor(new)) & live, fraction)
+                        new = new.astype(np.int64)
+                new = np.broadcast_to(new.astype(np.int64, copy=False), (m,))
+
+                def outside(s: int, v: Var = v, new: np.ndarray = new) -> Exception:
+                    return ModelError(
+                        f"{self.path}: command {command.name} assigns {v.name}={int(new[s])} outside its range "
+                        f"[{v.lo}..{v.hi}] in state {self.describe(vals[s])}"
+                    )
+
+                fail(((new < v.lo) | (new > v.hi)) & live, outside)
+                deltas[:, j] += (new - vals[:, i]) * v.radix
+        total = probs.sum(axis=1)
+
+        def unsummed(s: int) -> Exception:
+            return ModelError(
+                f"{self.path}: the probabilities of command {command.name} sum to {float(total[s]):.6g}, not 1, "
+                f"in state {self.describe(vals[s])}"
+            )
+
+        fail(~(np.abs(total - 1.0) <= 1e-6), unsummed)
+        return probs, deltas, bad
+
+    def check(self, values: np.ndarray) -> None:
+        """Evaluate the updates of every choice enabled in the states ``values`` ``(N, V)``: raises as :meth:`branches`."""
+        found = self.enabled(self.env(values), len(values))
+        if len(found.state):
+            self._updates(found.parts, found.state, values)
 
     def describe(self, row: np.ndarray) -> dict[str, int]:
         return {v.name: int(x) for v, x in zip(self.variables, row, strict=True)}
@@ -472,9 +755,4 @@ def check_update_ranges(
         stop = np.zeros(n, dtype=bool)
         for fn, value in terminal:
             stop |= program.evaluate(fn, env, n) == value
-        enabled = program.enabled(env, n) & ~stop[:, None]
-        keys = program.keys(vals)
-        for j, choice in enumerate(program.choices):
-            rows = np.flatnonzero(enabled[:, j])
-            if len(rows):
-                program.successors(choice, vals[rows], keys[rows])
+        program.check(vals[~stop])

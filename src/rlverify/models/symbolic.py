@@ -796,11 +796,7 @@ def _out_of_range_update(model: SymbolicModel, valuation: dict[str, int]) -> str
     try:
         program = CompiledProgram(model.program, str(model.path))
         row = np.asarray([[valuation[v.name] for v in program.variables]], dtype=np.int64)
-        keys = program.keys(row)
-        enabled = program.enabled(program.env(row), 1)[0]
-        for j, choice in enumerate(program.choices):
-            if enabled[j]:
-                program.successors(choice, row, keys)
+        program.check(row)
     except ModelError as exc:
         if "outside its range" in str(exc):
             return f"{exc} (PRISM and Storm's checks refuse this; rlverify does not wrap the value around)"
