@@ -323,10 +323,10 @@ class _Exploration:
             stop |= program.evaluate(fn, env, B) == value
         if stop.any():
             active = np.flatnonzero(~stop)
-            found = program.enabled({k: v[active] for k, v in env.items()}, len(active))
+            found = program.enabled(vals[active])
             state = active[found.state]
         else:
-            found = program.enabled(env, B)
+            found = program.enabled(vals, env)
             state = found.state
         count = np.bincount(state, minlength=B)
         deadlock = (count == 0) & ~stop

@@ -34,6 +34,8 @@ MAX_ENABLED = 1 << 16
 MAX_CHOICES = 1 << 62
 #: largest domain searched for the states of an ``init ... endinit`` block
 MAX_INIT_DOMAIN = 1 << 22
+#: largest domain of the variables an expression reads for it to be looked up in a table (built on first use)
+TABLE_DOMAIN = 1 << 12
 
 
 class Unsupported(Exception):
@@ -68,6 +70,8 @@ class Command:
     action: str
     guard: Fn
     updates: tuple[Update, ...]
+    reads: tuple[int, ...] = ()  # the variables its updates read or assign (indices, ascending)
+    guard_reads: tuple[int, ...] = ()  # the variables its guard reads
 
     @property
     def written(self) -> frozenset[int]:
@@ -198,6 +202,64 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
     return lambda env: f(a(env), b(env))
 
 
+class States(dict[str, np.ndarray]):
+    """A batch of states as the compiled expressions read it: variable name -> ``(N,)`` int64 values, and the
+    batch's row in each table over a set of variables (:class:`Tabled`), computed once per batch and set."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, values: dict[str, np.ndarray]) -> None:
+        super().__init__(values)
+        self.rows: dict[tuple[str, ...], np.ndarray] = {}
+
+
+class Tabled:
+    """An expression looked up in a table of its values over the few variables it reads (``(D,)``, ``D`` the product
+    of their domains, at most :data:`TABLE_DOMAIN`), built on first use by evaluating it once on every combination
+    of their values: a gather per batch instead of one numpy call per operator."""
+
+    __slots__ = ("fn", "key", "los", "sizes", "strides", "table")
+
+    def __init__(self, fn: Fn, variables: list[Var]) -> None:
+        self.fn = fn
+        self.key = tuple(v.name for v in variables)
+        self.los = [v.lo for v in variables]
+        self.sizes = [v.hi - v.lo + 1 for v in variables]
+        self.strides = [int(np.prod(self.sizes[:i], dtype=np.int64)) for i in range(len(variables))]
+        self.table: np.ndarray | None = None
+
+    def row(self, env: Env) -> np.ndarray:
+        """``(N,)`` int64: each state's row in the table (cached in a :class:`States` batch)."""
+        rows = getattr(env, "rows", None)
+        found = None if rows is None else rows.get(self.key)
+        if found is None:
+            found = env[self.key[0]] - self.los[0]
+            for name, lo, stride in zip(self.key[1:], self.los[1:], self.strides[1:], strict=True):
+                found = found + (env[name] - lo) * stride
+            if rows is not None:
+                rows[self.key] = found
+        return found
+
+    def __call__(self, env: Env) -> Any:
+        if self.table is None:
+            size = int(np.prod(self.sizes, dtype=np.int64))
+            every = np.arange(size, dtype=np.int64)
+            grid = {
+                name: lo + (every // stride) % n
+                for name, lo, n, stride in zip(self.key, self.los, self.sizes, self.strides, strict=True)
+            }
+            with np.errstate(all="ignore"):
+                self.table = np.array(np.broadcast_to(np.asarray(self.fn(grid)), (size,)))
+        return self.table[self.row(env)]
+
+
+def _operators(expr: Any) -> int:
+    """How many operators a Storm expression applies (0: a literal or a variable)."""
+    if expr.is_literal() or expr.is_variable():
+        return 0
+    return 1 + sum(_operators(expr.get_operand(i)) for i in range(expr.arity))
+
+
 class CompiledProgram:
     """A PRISM MDP's variables, choices and labels as numpy functions (see the module docstring).
 
@@ -266,27 +328,31 @@ class CompiledProgram:
         #: how many choices the program has (choice indices are ``0 .. num_choices - 1``, program order)
         self.num_choices = self.groups[-1].offset + self.groups[-1].count if self.groups else 0
         self._names: dict[int, str] = {}
-        self._n_updates = np.asarray([len(c.updates) for c in self.commands] + [1], dtype=np.int64)
-        self.label_functions = {
-            lab.name: compile_expression(program.get_label_expression(lab.name), self.by_name) for lab in program.labels
-        }
+        self._tables = _UpdateTables(self)
+        self._structure = _Choices(self)
+        self.label_functions = {lab.name: self._compile(program.get_label_expression(lab.name)) for lab in program.labels}
 
     def _command(self, m: int, module: Any, k: int, command: Any) -> Command:
         updates = []
+        reads: set[str] = set()
         for u in command.updates:
             assigns = []
+            reads |= {v.name for v in u.probability_expression.get_variables()}
             for a in u.assignments:
                 name = a.variable.name
                 if name not in self.index:
                     raise Unsupported(f"assignment to unknown variable '{name}'")
-                assigns.append((self.index[name], compile_expression(a.expression, self.by_name)))
-            updates.append(Update(compile_expression(u.probability_expression, self.by_name), tuple(assigns)))
+                assigns.append((self.index[name], self._compile(a.expression)))
+                reads |= {name} | {v.name for v in a.expression.get_variables()}
+            updates.append(Update(self._compile(u.probability_expression), tuple(assigns)))
         return Command(
             m,
             f"{module.name}:{k + 1}",
             command.action_name if command.is_labeled else "",
-            compile_expression(command.guard_expression, self.by_name),
+            self._compile(command.guard_expression),
             tuple(updates),
+            tuple(sorted(self.index[v] for v in reads if v in self.index)),
+            tuple(sorted(self.index[v.name] for v in command.guard_expression.get_variables() if v.name in self.index)),
         )
 
     def _groups(self) -> tuple[Group, ...]:
@@ -387,6 +453,17 @@ class CompiledProgram:
             raise Unsupported(f"expression '{text}': {exc}") from None
         return compile_expression(expr, self.by_name)
 
+    def _compile(self, expr: Any) -> Fn:
+        """:func:`compile_expression`, looked up in a table (:class:`Tabled`) where it applies two operators or more
+        to variables whose domains multiply to at most :data:`TABLE_DOMAIN`."""
+        fn = compile_expression(expr, self.by_name)
+        variables = sorted((self.by_name[v.name] for v in expr.get_variables()), key=lambda v: self.index[v.name])
+        if not variables or _operators(expr) < 2:
+            return fn
+        if int(np.prod([v.hi - v.lo + 1 for v in variables], dtype=np.float64)) > TABLE_DOMAIN:
+            return fn
+        return Tabled(fn, variables)
+
     # -- states as keys ---------------------------------------------------------------------
     def keys(self, values: np.ndarray) -> np.ndarray:
         """``(N,)`` int64 keys of ``values`` ``(N, V)`` (columns in :attr:`variables` order)."""
@@ -402,8 +479,9 @@ class CompiledProgram:
             out[:, i] = (keys // v.radix) % (v.hi - v.lo + 1) + v.lo
         return out
 
-    def env(self, values: np.ndarray) -> Env:
-        return {v.name: values[:, i] for i, v in enumerate(self.variables)}
+    def env(self, values: np.ndarray) -> States:
+        """The states ``values`` ``(N, V)`` as the compiled expressions read them."""
+        return States({v.name: values[:, i] for i, v in enumerate(self.variables)})
 
     def evaluate(self, fn: Fn, env: Env, n: int, dtype: Any = bool) -> np.ndarray:
         """``fn`` on ``env`` as an ``(n,)`` array (a constant broadcast). Both branches of an ``ITE`` are evaluated
@@ -412,93 +490,15 @@ class CompiledProgram:
             out = np.asarray(fn(env))
         return np.broadcast_to(out, (n,)).astype(dtype, copy=False) if out.ndim == 0 else out.astype(dtype, copy=False)
 
-    def enabled(self, env: Env, n: int) -> Enabled:
-        """The choices enabled in ``n`` states (``env``), in Storm's order. Each command's guard is evaluated once;
-        a label's choices are only the combinations of its commands enabled in a state (cost follows them).
+    def enabled(self, values: np.ndarray, env: Env | None = None) -> Enabled:
+        """The choices enabled in the states ``values`` ``(n, V)`` (``env``: the same as :meth:`env` gives), in
+        Storm's order. Each command's guard is evaluated once (looked up in a table over the variables it reads where
+        they are few); a label's choices are only the combinations of its commands enabled in a state.
 
         Raises:
             Unsupported: a label with more than :data:`MAX_ENABLED` enabled combinations in one state.
         """
-        guards: list[np.ndarray | None] = [None] * len(self.commands)
-
-        def guard(c: int) -> np.ndarray:
-            g = guards[c]
-            if g is None:
-                g = guards[c] = self.evaluate(self.commands[c].guard, env, n)
-            return g
-
-        width = max((len(g.modules) for g in self.groups), default=1)
-        states, kinds, parts = [], [], []
-        for group in self.groups:
-            found = self._combinations(group, guard, n, env)
-            if found is None:
-                continue
-            rows, kind, cids = found
-            block = np.full((len(rows), width), -1, dtype=np.int64)
-            block[:, : cids.shape[1]] = cids
-            states.append(rows)
-            kinds.append(kind)
-            parts.append(block)
-        if not states:
-            empty = np.zeros(0, dtype=np.int64)
-            return Enabled(empty, empty, np.zeros((0, width), dtype=np.int64))
-        state = np.concatenate(states)
-        order = np.argsort(state, kind="stable")  # groups are in program order; each is sorted by (state, choice)
-        return Enabled(state[order], np.concatenate(kinds)[order], np.concatenate(parts)[order])
-
-    def _combinations(
-        self, group: Group, guard: Callable[[int], np.ndarray], n: int, env: Env
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """A group's enabled choices: ``(rows, choice indices, commands (C, modules))`` sorted by (row, choice);
-        None where none is enabled."""
-        if len(group.modules) == 1 and len(group.modules[0]) == 1:  # an unlabelled command (or a lone one)
-            c = group.modules[0][0]
-            rows = np.flatnonzero(guard(c))
-            if not len(rows):
-                return None
-            return rows, np.full(len(rows), group.offset, dtype=np.int64), np.full((len(rows), 1), c, dtype=np.int64)
-        tables = []
-        alive = np.ones(n, dtype=bool)
-        for cids in group.modules:
-            table = np.stack([guard(c) for c in cids], axis=1)  # (n, commands of the module)
-            alive &= table.any(axis=1)
-            if not alive.any():
-                return None
-            tables.append(table)
-        rows = np.flatnonzero(alive)
-        tables = [t[rows] for t in tables]
-        counts = np.stack([t.sum(axis=1) for t in tables], axis=1)  # (R, modules)
-        if counts.max() == 1:  # one combination per state (the common case)
-            local = np.stack([t.argmax(axis=1) for t in tables], axis=1)
-            return rows, group.offset + local @ np.asarray(group.strides, dtype=np.int64), self._cids(group, local)
-        per_state = counts.prod(axis=1, dtype=np.float64)
-        if per_state.max() > MAX_ENABLED:
-            s = int(rows[np.argmax(per_state)])
-            raise Unsupported(
-                f"label '{group.action}' has {int(per_state.max()):,} enabled command combinations in state "
-                f"{self.describe(np.asarray([env[v.name][s] for v in self.variables]))} (at most {MAX_ENABLED:,})"
-            )
-        number = counts.prod(axis=1)
-        owner = np.repeat(np.arange(len(rows)), number)
-        r = np.arange(len(owner)) - np.repeat(np.cumsum(number) - number, number)  # rank within the state
-        local = np.empty((len(owner), len(tables)), dtype=np.int64)
-        for i in reversed(range(len(tables))):  # mixed radix over the enabled counts, the last module fastest
-            cnt = counts[owner, i]
-            digit = r % cnt
-            r //= cnt
-            _, hit_cmd = np.nonzero(tables[i])  # enabled commands, by row then command
-            first = np.zeros(len(rows) + 1, dtype=np.int64)
-            np.cumsum(counts[:, i], out=first[1:])
-            local[:, i] = hit_cmd[first[owner] + digit]
-        return rows[owner], group.offset + local @ np.asarray(group.strides, dtype=np.int64), self._cids(group, local)
-
-    @staticmethod
-    def _cids(group: Group, local: np.ndarray) -> np.ndarray:
-        """``(C, modules)`` command ids of positions ``local`` within each module's commands of the group."""
-        out = np.empty_like(local)
-        for i, cids in enumerate(group.modules):
-            out[:, i] = np.asarray(cids, dtype=np.int64)[local[:, i]]
-        return out
+        return self._structure.enabled(values, self.env(values) if env is None else env)
 
     def branches(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray) -> Branches:
         """The branches of the choices running commands ``parts`` ``(P, K)`` (as :attr:`Enabled.parts`) in batch
@@ -513,10 +513,8 @@ class CompiledProgram:
                 with several, the first state's first choice in program order).
             Unsupported: a non-integer value assigned to an integer variable.
         """
-        table = self._updates(parts, rows, values)
-        pair, off, size, fprob, fdelta = table
-        P, K = pair.shape
-        shape = size[pair]  # (P, K) updates per command (1 for padding)
+        off, shape = self._tables.locate(parts, rows, values)
+        P, K = shape.shape
         number = shape.prod(axis=1)
         total = int(number.sum())
         owner = np.repeat(np.arange(P), number)
@@ -524,8 +522,9 @@ class CompiledProgram:
         index = [np.empty(0, dtype=np.int64)] * K
         for i in reversed(range(K)):  # the last command's updates fastest (the product's order)
             cnt = shape[owner, i]
-            index[i] = off[pair[owner, i]] + r % cnt
+            index[i] = off[owner, i] + r % cnt
             r //= cnt
+        fprob, fdelta = self._tables.probs, self._tables.deltas
         probs = fprob[index[0]]
         succ = keys[rows][owner] + fdelta[index[0]]
         for i in range(1, K):
@@ -533,54 +532,17 @@ class CompiledProgram:
             succ += fdelta[index[i]]
         return Branches(owner, succ, probs)
 
-    def _updates(
-        self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every (command, row) pair of ``parts`` at ``rows`` evaluated once: ``(pair (P, K), offset (Q+1,), updates
-        (Q+1,), probabilities, key deltas)``: pair ``q``'s updates are entries ``offset[q] ..`` of the flat arrays; the
-        padding (-1) points to pair ``Q``, one update of probability 1 changing nothing."""
-        n = len(values)
-        P, K = parts.shape
-        flat = parts.ravel()
-        real = flat >= 0
-        pair_keys = flat[real] * n + np.repeat(rows, K)[real]
-        uniq, inverse = np.unique(pair_keys, return_inverse=True)
-        Q = len(uniq)
-        cmd, row = np.divmod(uniq, n)
-        size = self._n_updates[np.r_[cmd, len(self.commands)]]
-        off = np.zeros(Q + 2, dtype=np.int64)
-        np.cumsum(size, out=off[1:])
-        fprob = np.empty(off[-1])
-        fdelta = np.empty(off[-1], dtype=np.int64)
-        fprob[off[Q]], fdelta[off[Q]] = 1.0, 0
-        bad_rows = []
-        starts = np.flatnonzero(np.r_[True, cmd[1:] != cmd[:-1]]) if Q else np.zeros(0, dtype=np.int64)
-        for a, b in zip(starts, np.r_[starts[1:], Q][: len(starts)], strict=True):
-            command = self.commands[int(cmd[a])]
-            vals = values[row[a:b]]
-            probs, deltas, bad = self._command_updates(command, vals)
-            if bad.any():
-                bad_rows.append(int(row[a:b][bad].min()))
-            where = off[a:b, None] + np.arange(len(command.updates))
-            fprob[where] = probs
-            fdelta[where] = deltas
-        if bad_rows:
-            self._raise_first(min(bad_rows), parts, rows, values)
-        pair = np.full(P * K, Q, dtype=np.int64)
-        pair[real] = inverse.reshape(-1)
-        return pair.reshape(P, K), off[:-1], size, fprob, fdelta
-
-    def _raise_first(self, s: int, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+    def raise_first(self, s: int, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
         """Raise the error of the first command (choices in program order, commands in module order) failing in row
         ``s`` (its checks in Storm's order: each update's probability, then its assignments; then the sum)."""
         vals = values[[s]]
         for p in np.flatnonzero(rows == s):
             for c in parts[p]:
                 if c >= 0:
-                    self._command_updates(self.commands[int(c)], vals, explain=True)
+                    self.command_updates(self.commands[int(c)], vals, explain=True)
         raise AssertionError(f"internal: a failing update in state {self.describe(vals[0])} was not found again")
 
-    def _command_updates(
+    def command_updates(
         self, command: Command, vals: np.ndarray, explain: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``command``'s updates in states ``vals`` ``(m, V)``: ``(m, U)`` probabilities, ``(m, U)`` int64 key deltas,
@@ -642,12 +604,292 @@ class CompiledProgram:
 
     def check(self, values: np.ndarray) -> None:
         """Evaluate the updates of every choice enabled in the states ``values`` ``(N, V)``: raises as :meth:`branches`."""
-        found = self.enabled(self.env(values), len(values))
+        found = self.enabled(values)
         if len(found.state):
-            self._updates(found.parts, found.state, values)
+            self._tables.locate(found.parts, found.state, values)
 
     def describe(self, row: np.ndarray) -> dict[str, int]:
         return {v.name: int(x) for v, x in zip(self.variables, row, strict=True)}
+
+
+class _Layout:
+    """Where items (commands' guards or updates) are looked up in their tables: each reads a few variables, and a
+    state's row in an item's table is the mixed-radix number of their offsets (the first variable fastest). Items
+    whose variables' domains multiply beyond :data:`TABLE_DOMAIN` have no table (``tabled`` False)."""
+
+    def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]]) -> None:
+        self.variables = variables
+        self.reads = reads
+        self.domains = [int(np.prod([variables[i].hi - variables[i].lo + 1 for i in r], dtype=np.float64)) for r in reads]
+        self.tabled = np.asarray([d <= TABLE_DOMAIN for d in self.domains] + [False])
+        width = max([len(r) for r, t in zip(reads, self.tabled, strict=False) if t], default=0)
+        self.var = np.zeros((len(reads) + 1, width), dtype=np.int64)
+        self.lo = np.zeros((len(reads) + 1, width), dtype=np.int64)
+        self.stride = np.zeros((len(reads) + 1, width), dtype=np.int64)  # 0 pads
+        for item, r in enumerate(reads):
+            if self.tabled[item]:
+                stride = 1
+                for t, i in enumerate(r):
+                    v = variables[i]
+                    self.var[item, t], self.lo[item, t], self.stride[item, t] = i, v.lo, stride
+                    stride *= v.hi - v.lo + 1
+
+    def rows(self, items: np.ndarray, states: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Rows (int64, ``items`` and ``states`` broadcast) of tabled ``items`` in states ``states`` (rows of ``values``)."""
+        out = np.zeros(np.broadcast_shapes(items.shape, states.shape), dtype=np.int64)
+        for t in range(self.var.shape[1]):
+            out += (values[states, self.var[items, t]] - self.lo[items, t]) * self.stride[items, t]
+        return out
+
+    def grid(self, item: int) -> np.ndarray:
+        """``(D, V)`` int64: every combination of the values of the variables ``item`` reads (table row order; the
+        other variables at their lower bounds: never read)."""
+        D = self.domains[item]
+        every = np.arange(D, dtype=np.int64)
+        grid = np.tile(np.asarray([v.lo for v in self.variables], dtype=np.int64), (D, 1))
+        for t, i in enumerate(self.reads[item]):
+            v = self.variables[i]
+            grid[:, i] = v.lo + (every // self.stride[item, t]) % (v.hi - v.lo + 1)
+        return grid
+
+
+class _Choices:
+    """The program's choices as arrays, for enumerating a batch's enabled choices in a fixed number of numpy calls.
+
+    Commands are held in *slot order*: by group (program order), then by the group's modules, then by command. A slot
+    is one module's commands of one group (an unlabelled command is a slot, and a group, of its own). In a state, a
+    group's choices are the products of its slots' enabled commands; most states enable one command per slot.
+    """
+
+    def __init__(self, program: CompiledProgram) -> None:
+        self.program = program
+        groups = program.groups
+        order: list[int] = []
+        slot_start: list[int] = []
+        slot_stride: list[int] = []
+        group_slots: list[list[int]] = []
+        local: list[int] = []
+        for g in groups:
+            group_slots.append([])
+            for cids, stride in zip(g.modules, g.strides, strict=True):
+                group_slots[-1].append(len(slot_start))
+                slot_start.append(len(order))
+                slot_stride.append(stride)
+                order.extend(cids)
+                local.extend(range(len(cids)))
+        self.order = np.asarray(order, dtype=np.int64)  # command id at each slot-order position
+        self.local = np.asarray(local, dtype=np.int32)[:, None]  # its position within its slot
+        self.slot_start = np.asarray(slot_start, dtype=np.int64)
+        self.slot_stride = np.asarray(slot_stride, dtype=np.int64)[:, None]
+        self.group_start = np.asarray([s[0] for s in group_slots], dtype=np.int64)
+        self.offsets = np.asarray([g.offset for g in groups], dtype=np.int64)[:, None]
+        self.width = max((len(s) for s in group_slots), default=1)
+        # slots of each group, padded with a slot that holds no command (-1)
+        self.slots = np.full((len(groups), self.width), len(slot_start), dtype=np.int64)
+        for gi, s in enumerate(group_slots):
+            self.slots[gi, : len(s)] = s
+        self.layout = _Layout(program.variables, [program.commands[c].guard_reads for c in order])
+        self.tabled = np.flatnonzero(self.layout.tabled[:-1])
+        self.direct = np.flatnonzero(~self.layout.tabled[:-1])
+        sizes = np.asarray([self.layout.domains[p] for p in self.tabled], dtype=np.int64)
+        self.base = np.zeros(len(order), dtype=np.int64)
+        self.base[self.tabled] = np.cumsum(sizes) - sizes
+        self.table: np.ndarray | None = None
+        self.order_padded = np.r_[self.order, -1]
+        self.slot_start_padded = np.r_[self.slot_start, len(order)]
+        self.stride_padded = np.r_[self.slot_stride[:, 0], 0]
+        # (slots, commands): which commands a slot holds, and their positions in it
+        slot_of = np.repeat(np.arange(len(slot_start)), np.diff(np.r_[self.slot_start, len(order)]))
+        self.count = np.zeros((len(slot_start), len(order)))
+        self.count[slot_of, np.arange(len(order))] = 1.0
+        self.position = self.count * self.local[:, 0]
+        # the tabled guards' rows: per variable read, (guard positions' variable, lower bound, stride) in column t
+        lay = self.layout
+        self.columns = [
+            (lay.var[self.tabled, t], lay.lo[self.tabled, t, None], lay.stride[self.tabled, t, None])
+            for t in range(lay.var.shape[1])
+        ]
+        self.columns_base = self.base[self.tabled, None]
+
+    def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
+        """``(commands, n)`` bool, each command's guard (slot order) in the ``n`` states ``values``."""
+        n, program = len(values), self.program
+        out = np.empty((len(self.order), n), dtype=bool)
+        if len(self.tabled):
+            if self.table is None:  # every table at once, on the first batch (every guard is needed in every batch)
+                parts = []
+                for p in self.tabled:
+                    grid = self.layout.grid(int(p))
+                    parts.append(program.evaluate(program.commands[self.order[p]].guard, program.env(grid), len(grid)))
+                self.table = np.concatenate(parts)
+            columns = np.ascontiguousarray(values.T)  # (V, n): a variable's values are one row
+            rows = np.repeat(self.columns_base, n, axis=1)
+            for var, lo, stride in self.columns:
+                rows += (columns[var] - lo) * stride
+            out[self.tabled] = self.table[rows]
+        for p in self.direct:
+            out[p] = program.evaluate(program.commands[self.order[p]].guard, env, n)
+        return out
+
+    def enabled(self, values: np.ndarray, env: Env) -> Enabled:
+        """See :meth:`CompiledProgram.enabled`."""
+        n = len(values)
+        G = self.guards(values, env)
+        if not len(G):
+            empty = np.zeros(0, dtype=np.int64)
+            return Enabled(empty, empty, np.zeros((0, self.width), dtype=np.int64))
+        Gf = G.astype(np.float64)
+        counts = self.count @ Gf  # (slots, n) enabled commands per slot (small integers: exact)
+        per_group = np.multiply.reduceat(counts, self.group_start, axis=0)  # (groups, n) combinations
+        # where a slot enables one command, its position is the weighted count
+        position = np.vstack([self.position @ Gf, np.zeros((1, n))]).astype(np.int64)
+        row, group = np.nonzero((per_group == 1).T)  # by state, then group (program order)
+        slots = self.slots[group]  # (C, width); the padding slot holds no command
+        at = position[slots, row[:, None]]
+        parts = self.order_padded[self.slot_start_padded[slots] + at]
+        kind = self.offsets[group, 0] + (at * self.stride_padded[slots]).sum(axis=1)
+        found = Enabled(row.astype(np.int64), kind, parts)
+        if (per_group > 1).any():
+            found = self._several(found, G, counts, per_group, values)
+        return found
+
+    def _several(
+        self, single: Enabled, G: np.ndarray, counts: np.ndarray, per_group: np.ndarray, values: np.ndarray
+    ) -> Enabled:
+        """``single`` with the choices of the (group, state) pairs enabling several combinations, in Storm's order.
+
+        Raises:
+            Unsupported: more than :data:`MAX_ENABLED` combinations of one group in one state.
+        """
+        program = self.program
+        if per_group.max() > MAX_ENABLED:
+            g, s = np.unravel_index(int(np.argmax(per_group)), per_group.shape)
+            raise Unsupported(
+                f"label '{program.groups[g].action}' has {int(per_group[g, s]):,} enabled command combinations in "
+                f"state {program.describe(values[s])} (at most {MAX_ENABLED:,})"
+            )
+        counts = counts.astype(np.int64)
+        states, kinds, parts = [single.state], [single.kind], [single.parts]
+        for g in np.flatnonzero((per_group > 1).any(axis=1)):
+            rows = np.flatnonzero(per_group[g] > 1)
+            group = program.groups[g]
+            slots = self.slots[g, : len(group.modules)]
+            tables = [
+                G[self.slot_start[sl] : self.slot_start[sl] + len(cids), rows].T
+                for sl, cids in zip(slots, group.modules, strict=True)
+            ]
+            number = per_group[g, rows].astype(np.int64)
+            owner = np.repeat(np.arange(len(rows)), number)
+            r = np.arange(len(owner)) - np.repeat(np.cumsum(number) - number, number)  # rank within the state
+            local = np.empty((len(owner), len(tables)), dtype=np.int64)
+            for i in reversed(range(len(tables))):  # mixed radix over the enabled counts, the last module fastest
+                cnt = counts[slots[i], rows][owner]
+                digit = r % cnt
+                r //= cnt
+                _, hit = np.nonzero(tables[i])  # enabled commands, by row then command
+                first = np.zeros(len(rows) + 1, dtype=np.int64)
+                np.cumsum(counts[slots[i], rows], out=first[1:])
+                local[:, i] = hit[first[owner] + digit]
+            block = np.full((len(owner), self.width), -1, dtype=np.int64)
+            for i, cids in enumerate(group.modules):
+                block[:, i] = np.asarray(cids, dtype=np.int64)[local[:, i]]
+            states.append(rows[owner])
+            kinds.append(group.offset + local @ np.asarray(group.strides, dtype=np.int64))
+            parts.append(block)
+        state, kind = np.concatenate(states), np.concatenate(kinds)
+        order = np.lexsort((kind, state))
+        return Enabled(state[order], kind[order], np.concatenate(parts)[order])
+
+
+class _UpdateTables:
+    """Every command's updates as flat arrays, an entry per (command, state, update), each command's evaluated once per
+    batch where it runs, or looked up in a table over the variables it reads (at most :data:`TABLE_DOMAIN` rows).
+
+    ``probs``/``deltas`` hold: entry 0, the padding's update (probability 1, no change); the tables (command ``c``'s
+    row ``t``, update ``u`` at ``base[c] + t * updates[c] + u``, built on first use); then the batch's commands that
+    have no table (from ``scratch`` on). ``bad`` flags a tabled command's rows where a check fails.
+    """
+
+    def __init__(self, program: CompiledProgram) -> None:
+        self.program = program
+        commands = program.commands
+        self.size = np.asarray([len(c.updates) for c in commands] + [1], dtype=np.int64)
+        self.layout = _Layout(program.variables, [c.reads for c in commands])
+        self.tabled = self.layout.tabled
+        domains = np.asarray([*self.layout.domains, 0], dtype=np.int64) * self.tabled
+        self.base = 1 + np.cumsum(domains * self.size) - domains * self.size
+        self.bad_base = np.cumsum(domains) - domains
+        self.built = np.zeros(len(commands) + 1, dtype=bool)
+        self.scratch = int(self.base[-1])
+        self.probs = np.empty(self.scratch)
+        self.deltas = np.empty(self.scratch, dtype=np.int64)
+        self.probs[0], self.deltas[0] = 1.0, 0
+        self.bad = np.zeros(int(domains.sum()), dtype=bool)
+
+    def _build(self, c: int) -> None:
+        """Command ``c``'s table: its updates evaluated once on every combination of the variables it reads."""
+        grid = self.layout.grid(c)
+        probs, deltas, bad = self.program.command_updates(self.program.commands[c], grid)
+        D, U = probs.shape
+        self.probs[self.base[c] : self.base[c] + D * U] = probs.ravel()
+        self.deltas[self.base[c] : self.base[c] + D * U] = deltas.ravel()
+        self.bad[self.bad_base[c] : self.bad_base[c] + D] = bad
+        self.built[c] = True
+
+    def locate(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where the updates of commands ``parts`` ``(P, K)`` (-1: padding) in batch rows ``rows`` ``(P,)`` of
+        ``values`` ``(n, V)`` are: ``(P, K)`` first entry and ``(P, K)`` number of updates. Raises as
+        :meth:`CompiledProgram.branches` (each (command, state) checked once)."""
+        n_cmd = len(self.program.commands)
+        cmd = np.where(parts >= 0, parts, n_cmd)
+        size = self.size[cmd]
+        off = np.zeros(cmd.shape, dtype=np.int64)
+        row = np.broadcast_to(rows[:, None], cmd.shape)
+        tab = self.tabled[cmd]
+        bad_rows = []
+        if tab.any():
+            tc, tr = cmd[tab], row[tab]
+            for c in np.unique(tc[~self.built[tc]]):
+                self._build(int(c))
+            sub = self.layout.rows(tc, tr, values)
+            bad = self.bad[self.bad_base[tc] + sub]
+            if bad.any():
+                bad_rows.append(int(tr[bad].min()))
+            off[tab] = self.base[tc] + sub * size[tab]
+        direct = (cmd < n_cmd) & ~tab
+        if direct.any():
+            found = self._direct(cmd[direct], row[direct], values)
+            off[direct] = found[0]
+            if found[1] is not None:
+                bad_rows.append(found[1])
+        if bad_rows:
+            self.program.raise_first(min(bad_rows), parts, rows, values)
+        return off, size
+
+    def _direct(self, cmd: np.ndarray, row: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, int | None]:
+        """Commands without a table evaluated once per (command, row) pair into the scratch entries: the first entry
+        of each pair given, and the first row where a check fails (None: none)."""
+        n = len(values)
+        uniq, inverse = np.unique(cmd * n + row, return_inverse=True)
+        c_of, r_of = np.divmod(uniq, n)
+        first = np.zeros(len(uniq) + 1, dtype=np.int64)
+        np.cumsum(self.size[c_of], out=first[1:])
+        first += self.scratch
+        if first[-1] > len(self.probs):
+            self.probs.resize(int(first[-1]), refcheck=False)
+            self.deltas.resize(int(first[-1]), refcheck=False)
+        bad_row = None
+        starts = np.flatnonzero(np.r_[True, c_of[1:] != c_of[:-1]])
+        for a, b in zip(starts, np.r_[starts[1:], len(uniq)], strict=True):
+            command = self.program.commands[int(c_of[a])]
+            probs, deltas, bad = self.program.command_updates(command, values[r_of[a:b]])
+            if bad.any():
+                worst = int(r_of[a:b][bad].min())
+                bad_row = worst if bad_row is None else min(bad_row, worst)
+            where = first[a:b, None] + np.arange(len(command.updates))
+            self.probs[where] = probs
+            self.deltas[where] = deltas
+        return first[:-1][inverse.reshape(-1)], bad_row
 
 
 def program_action_index(program: Any, label: str) -> int:

@@ -174,7 +174,7 @@ def _asked_in(model: Any, valuation: dict[str, int]) -> bool:
 
         compiled = CompiledProgram(program, str(getattr(model, "path", "model")))
         values = np.asarray([[valuation[v.name] for v in compiled.variables]], dtype=np.int64)
-        kinds = compiled.enabled(compiled.env(values), 1).kind
+        kinds = compiled.enabled(values).kind
     except Exception:  # not compilable here (e.g. a DTMC): check the state as before
         return True
     labelled = np.asarray([bool(g.action) for g in compiled.groups], dtype=bool)[compiled.group_of(kinds)]
