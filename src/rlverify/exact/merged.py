@@ -375,9 +375,10 @@ class _Exploration:
         lone = np.flatnonzero((c_state < n_init) & (c_kind < self.J) & (np.diff(row_groups)[c_state] == 1))
         if len(lone):
             br = self.program.branches(choices.parts[lone], c_state[lone], vals, keys)
-            away = (br.probs > 0) & (br.keys != keys[c_state[lone]][br.owner])
+            owner = np.repeat(np.arange(len(lone)), br.number)
+            away = (br.probs > 0) & (br.keys != keys[c_state[lone]][owner])
             loops = np.ones(len(lone), dtype=bool)
-            loops[br.owner[away]] = False
+            loops[owner[away]] = False
             dummy_cols[lone[loops]] = c_state[lone[loops]]
         return dummy_cols
 
@@ -409,8 +410,12 @@ class _Exploration:
         c_state, c_kind = choices.state, choices.kind
         pick = np.flatnonzero(taken & (c_kind < self.J))
         br = self.program.branches(choices.parts[pick], c_state[pick], vals, keys)
-        self.branches_total += len(br.owner)
-        rows, succ, mass = [c_state[pick][br.owner]], [br.keys], [br.probs * cw.weights[pick][br.owner]]
+        self.branches_total += len(br.keys)
+        rows, succ, mass = (
+            [np.repeat(c_state[pick], br.number)],
+            [br.keys],
+            [br.probs * np.repeat(cw.weights[pick], br.number)],
+        )
         loops = np.flatnonzero(taken & (c_kind == self.J))
         rows.append(c_state[loops])
         succ.append(keys[c_state[loops]])
@@ -423,22 +428,30 @@ class _Exploration:
             mass.append(cw.stalled[stalled])
         row, key, w = np.concatenate(rows), np.concatenate(succ), np.concatenate(mass)
         positive = w > 0
+        if positive.all():
+            return row, key, w
         return row[positive], key[positive], w[positive]
 
     def _merged_rows(
         self, row: np.ndarray, key: np.ndarray, w: np.ndarray, B: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Parallel branches merged: sorted by (row, key), each run's mass summed."""
-        domain = self.program.domain
+        """Parallel branches merged: sorted by (row, key), each run's mass summed in the order given."""
+        domain, N = self.program.domain, len(row)
         if domain < (1 << 62) // (B + 1):
             composite = row * (domain + 1) + (key + 1)
-            order = np.argsort(composite, kind="stable")
-            composite = composite[order]
+            if N and int(composite.max()) < ((1 << 62) - N) // N:  # unique sort keys: (composite, position)
+                tagged = np.sort(composite * N + np.arange(N))
+                composite, order = np.divmod(tagged, N)
+            else:
+                order = np.argsort(composite, kind="stable")
+                composite = composite[order]
             starts = np.flatnonzero(np.r_[True, composite[1:] != composite[:-1]])
-        else:
-            order = np.lexsort((key, row))
-            rk = np.stack([row[order], key[order]])
-            starts = np.flatnonzero(np.r_[True, (rk[:, 1:] != rk[:, :-1]).any(axis=0)])
+            w = np.add.reduceat(w[order], starts) if len(starts) else w[:0]
+            row, key = np.divmod(composite[starts], domain + 1)
+            return row, key - 1, w
+        order = np.lexsort((key, row))
+        rk = np.stack([row[order], key[order]])
+        starts = np.flatnonzero(np.r_[True, (rk[:, 1:] != rk[:, :-1]).any(axis=0)])
         w = np.add.reduceat(w[order], starts) if len(starts) else w[:0]
         return row[order][starts], key[order][starts], w
 

@@ -117,12 +117,12 @@ class Branches:
     commands' updates (branches to one successor not merged, probability-0 updates kept).
 
     Attributes:
-        owner: ``(K,)`` int64, the choice (position in the choices given) of each branch.
+        number: ``(P,)`` int64, how many branches each choice has (its commands' numbers of updates multiplied).
         keys: ``(K,)`` int64 successor keys; probs: ``(K,)`` float64 probabilities (the product of the commands'
             update probabilities, multiplied in module order).
     """
 
-    owner: np.ndarray
+    number: np.ndarray
     keys: np.ndarray
     probs: np.ndarray
 
@@ -516,21 +516,39 @@ class CompiledProgram:
         off, shape = self._tables.locate(parts, rows, values)
         P, K = shape.shape
         number = shape.prod(axis=1)
+        start = np.cumsum(number) - number
         total = int(number.sum())
-        owner = np.repeat(np.arange(P), number)
-        r = np.arange(total) - np.repeat(np.cumsum(number) - number, number)
-        index = [np.empty(0, dtype=np.int64)] * K
-        for i in reversed(range(K)):  # the last command's updates fastest (the product's order)
-            cnt = shape[owner, i]
-            index[i] = off[owner, i] + r % cnt
-            r //= cnt
+        probs = np.empty(total)
+        succ = np.empty(total, dtype=np.int64)
         fprob, fdelta = self._tables.probs, self._tables.deltas
-        probs = fprob[index[0]]
-        succ = keys[rows][owner] + fdelta[index[0]]
-        for i in range(1, K):
-            probs = probs * fprob[index[i]]
-            succ += fdelta[index[i]]
-        return Branches(owner, succ, probs)
+        base = keys[rows]
+        # choices of one shape (updates per command) at once, their branches the outer product of their commands'
+        # updates (the last command's fastest: the product's order), probabilities multiplied in module order
+        radix = int(shape.max(initial=1)) + 1
+        signature = shape @ (radix ** np.arange(K, dtype=np.int64)) if radix**K < 2**62 else None
+        kinds = np.unique(signature) if signature is not None else np.unique(shape, axis=0)
+        for kind in kinds:
+            if signature is not None:
+                sel = np.flatnonzero(signature == kind)
+                sig = shape[sel[0]]
+            else:
+                sel = np.flatnonzero((shape == kind).all(axis=1))
+                sig = kind
+            p, d = fprob[off[sel, 0, None] + np.arange(sig[0])], fdelta[off[sel, 0, None] + np.arange(sig[0])]
+            for i in range(1, K):
+                if sig[i] == 1 and not off[sel, i].any():  # padding: probability 1, no change
+                    continue
+                at = off[sel, i, None] + np.arange(sig[i])
+                p = (p[:, :, None] * fprob[at][:, None, :]).reshape(len(sel), -1)
+                d = (d[:, :, None] + fdelta[at][:, None, :]).reshape(len(sel), -1)
+            d += base[sel, None]
+            if len(sel) == P:
+                probs, succ = p.reshape(-1), d.reshape(-1)
+            else:
+                where = start[sel, None] + np.arange(p.shape[1])
+                probs[where] = p
+                succ[where] = d
+        return Branches(number, succ, probs)
 
     def raise_first(self, s: int, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
         """Raise the error of the first command (choices in program order, commands in module order) failing in row
@@ -678,7 +696,7 @@ class _Choices:
                 order.extend(cids)
                 local.extend(range(len(cids)))
         self.order = np.asarray(order, dtype=np.int64)  # command id at each slot-order position
-        self.local = np.asarray(local, dtype=np.int32)[:, None]  # its position within its slot
+        self.local = np.asarray(local, dtype=np.int64)  # its position within its slot
         self.slot_start = np.asarray(slot_start, dtype=np.int64)
         self.slot_stride = np.asarray(slot_stride, dtype=np.int64)[:, None]
         self.group_start = np.asarray([s[0] for s in group_slots], dtype=np.int64)
@@ -698,11 +716,8 @@ class _Choices:
         self.order_padded = np.r_[self.order, -1]
         self.slot_start_padded = np.r_[self.slot_start, len(order)]
         self.stride_padded = np.r_[self.slot_stride[:, 0], 0]
-        # (slots, commands): which commands a slot holds, and their positions in it
-        slot_of = np.repeat(np.arange(len(slot_start)), np.diff(np.r_[self.slot_start, len(order)]))
-        self.count = np.zeros((len(slot_start), len(order)))
-        self.count[slot_of, np.arange(len(order))] = 1.0
-        self.position = self.count * self.local[:, 0]
+        self.n_slots = len(slot_start)
+        self.slot_of = np.repeat(np.arange(len(slot_start)), np.diff(np.r_[self.slot_start, len(order)]))
         # the tabled guards' rows: per variable read, (guard positions' variable, lower bound, stride) in column t
         lay = self.layout
         self.columns = [
@@ -738,11 +753,17 @@ class _Choices:
         if not len(G):
             empty = np.zeros(0, dtype=np.int64)
             return Enabled(empty, empty, np.zeros((0, self.width), dtype=np.int64))
-        Gf = G.astype(np.float64)
-        counts = self.count @ Gf  # (slots, n) enabled commands per slot (small integers: exact)
-        per_group = np.multiply.reduceat(counts, self.group_start, axis=0)  # (groups, n) combinations
-        # where a slot enables one command, its position is the weighted count
-        position = np.vstack([self.position @ Gf, np.zeros((1, n))]).astype(np.int64)
+        # enabled commands per (slot, state), and the sum of their positions in the slot (the position where one is)
+        command, state = np.nonzero(G)
+        key = self.slot_of[command] * n + state
+        counts = np.bincount(key, minlength=self.n_slots * n).reshape(self.n_slots, n)
+        counts = np.vstack([counts, np.ones((1, n), dtype=counts.dtype)])  # the padding slot: one (no) command
+        weights = self.local[command].astype(np.float64)
+        position = np.bincount(key, weights=weights, minlength=self.n_slots * n).astype(np.int64).reshape(self.n_slots, n)
+        position = np.vstack([position, np.zeros((1, n), dtype=np.int64)])
+        per_group = counts[self.slots[:, 0]].astype(np.float64)  # (groups, n) combinations: the slots' product
+        for t in range(1, self.width):
+            per_group *= counts[self.slots[:, t]]
         row, group = np.nonzero((per_group == 1).T)  # by state, then group (program order)
         slots = self.slots[group]  # (C, width); the padding slot holds no command
         at = position[slots, row[:, None]]
