@@ -42,7 +42,14 @@ from rlverify.models.explicit import (
     read_umb,
     resident_bytes,
 )
-from rlverify.models.program import CompiledProgram, Enabled, Unsupported, compile_expression, terminal_functions
+from rlverify.models.program import (
+    CompiledProgram,
+    Enabled,
+    Unsupported,
+    compile_expression,
+    compiled,
+    terminal_functions,
+)
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
 from rlverify.policies.base import Policy
@@ -238,7 +245,7 @@ class _Exploration:
             unavailable,
             say,
         )
-        self.program = program = CompiledProgram(model.program, str(model.path))
+        self.program = program = compiled(model.program, str(model.path))
         self.probe = _probe(model, prop)
         self.names = [v.name for v in program.variables]
         missing = [v for v in self.probe.variables if v not in program.index]

@@ -913,6 +913,31 @@ class _UpdateTables:
         return first[:-1][inverse.reshape(-1)], bad_row
 
 
+#: programs compiled lately: ``id(program)`` -> (the program, its path, the compiled program or the Unsupported raised)
+_COMPILED: dict[int, tuple[Any, str, CompiledProgram | Unsupported]] = {}
+
+
+def compiled(program: Any, path: str = "model") -> CompiledProgram:
+    """:class:`CompiledProgram` of a Storm PRISM program, compiled once per program object (the last few are kept: a
+    verification compiles it for the policy check, the exploration and the range check).
+
+    Raises:
+        Unsupported: as :class:`CompiledProgram` (also from the cache).
+    """
+    hit = _COMPILED.get(id(program))
+    if hit is None or hit[0] is not program or hit[1] != path:
+        try:
+            made: CompiledProgram | Unsupported = CompiledProgram(program, path)
+        except Unsupported as exc:
+            made = exc
+        while len(_COMPILED) >= 4:
+            del _COMPILED[next(iter(_COMPILED))]
+        hit = _COMPILED[id(program)] = (program, path, made)
+    if isinstance(hit[2], Unsupported):
+        raise Unsupported(str(hit[2]))
+    return hit[2]
+
+
 def program_action_index(program: Any, label: str) -> int:
     """Storm's index of an action label (its order of synchronising choices)."""
     for m in program.modules:

@@ -170,9 +170,9 @@ def _asked_in(model: Any, valuation: dict[str, int]) -> bool:
     if program is None or getattr(model, "kind", "") != "prism":
         return True
     try:
-        from rlverify.models.program import CompiledProgram
+        from rlverify.models.program import compiled as compile_program
 
-        compiled = CompiledProgram(program, str(getattr(model, "path", "model")))
+        compiled = compile_program(program, str(getattr(model, "path", "model")))
         values = np.asarray([[valuation[v.name] for v in compiled.variables]], dtype=np.int64)
         kinds = compiled.enabled(values).kind
     except Exception:  # not compilable here (e.g. a DTMC): check the state as before
