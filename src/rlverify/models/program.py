@@ -424,6 +424,16 @@ class CompiledProgram:
         """The program's action labels in Storm's order (of its synchronising choices)."""
         return tuple(g.action for g in self.groups if g.action)
 
+    def mean_branching(self) -> float:
+        """Branches per choice, averaged over the groups (each group's mean over its combinations: the product over
+        its modules of their commands' mean number of updates); 0 for a program without commands."""
+        if not self.groups:
+            return 0.0
+        per_group = [
+            float(np.prod([np.mean([len(self.commands[c].updates) for c in cids]) for cids in g.modules])) for g in self.groups
+        ]
+        return float(np.mean(per_group))
+
     def group_of(self, kind: np.ndarray) -> np.ndarray:
         """``(C,)`` int64: the group (position in :attr:`groups`) of each choice index in ``kind``."""
         return np.searchsorted(self._offsets, kind, side="right") - 1
