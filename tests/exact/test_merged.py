@@ -425,3 +425,29 @@ def test_state_index_and_batch_size_do_not_change_the_chain(tmp_path, monkeypatc
     full = verify_exact(model, 'P=? [F<=7 "far" | "top"]', policy, ExactOptions(strategy="full"))
     assert (got.states, got.transitions) == (want.states, want.transitions) == (full.states, full.transitions)
     assert got.value == pytest.approx(full.value, rel=1e-12) and want.value == pytest.approx(full.value, rel=1e-12)
+
+
+def test_a_nan_probability_is_refused_naming_the_command_and_the_state(tmp_path):
+    """0/0 as a probability: refused as a sum that is not 1 (the exploration ended in an internal assertion)."""
+    path = tmp_path / "nan.prism"
+    path.write_text(TWO_STEP.replace("[go] s=1 -> (s'=3);", "[go] s=1 -> (s-1)/(s-1) : (s'=3) + 1-(s-1)/(s-1) : (s'=2);"))
+    policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
+    with pytest.raises(ModelError, match=r"the probabilities of command m:3 sum to nan, not 1, in state \{'s': 1\}"):
+        verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+
+
+@pytest.mark.parametrize("batch", [1, 1 << 19], ids=["one-state-batches", "one-batch"])
+def test_of_several_bad_updates_the_first_explored_states_is_reported(tmp_path, monkeypatch, batch):
+    """s=1 and s=2 (explored in that order) each have a command leaving the range: s=1's (m:3) is reported whatever
+    the batches, although m:2 (s=2's) comes first in the program."""
+    import rlverify.exact.merged as merged_module
+
+    path = tmp_path / "bad.prism"
+    path.write_text(
+        "mdp\nmodule m\n  s : [0..3] init 0;\n  [go] s=0 -> 0.5 : (s'=1) + 0.5 : (s'=2);\n"
+        "  [go] s=2 -> (s'=s+5);\n  [go] s=1 -> (s'=s-5);\nendmodule\nlabel \"done\" = s=3;\n"
+    )
+    policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["s"], ["go"])
+    monkeypatch.setattr(merged_module, "BATCH_BRANCHES", batch)
+    with pytest.raises(ModelError, match=r"command m:3 assigns s=-4 outside its range \[0..3\] in state \{'s': 1\}"):
+        verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
