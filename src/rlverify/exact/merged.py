@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, weigh
 from rlverify.models.commands import is_command_name
-from rlverify.models.dynamics import choice_table, forced_start_message
+from rlverify.models.dynamics import forced_start_message
 from rlverify.models.explicit import (
     ExplicitModel,
     encode_valuations,
@@ -398,12 +398,14 @@ class _Exploration:
         for name, n in table.untaken().items():
             self.untaken[name] = self.untaken.get(name, 0) + n
         if self.by_label:  # name untaken choices as the full strategy does: by label, unless labels are ambiguous
-            plain = replace(fragment, choice_commands=None, command_names=())
-            if ambiguous_choices(plain):
+            if ambiguous_choices(fragment):
                 self.by_label = False
-            else:
-                for name, n in choice_table(plain, self.policy.actions).untaken().items():
-                    self.untaken_by_label[name] = self.untaken_by_label.get(name, 0) + n
+            else:  # no state repeats a label: the table's untaken choices, counted by label
+                untaken = (table.columns < 0) & table.decision[fragment.choice_states()]
+                counts = np.bincount(fragment.choice_actions[untaken], minlength=len(self.actions))
+                for a in np.flatnonzero(counts):
+                    name = self.actions[a] or "(unlabelled)"
+                    self.untaken_by_label[name] = self.untaken_by_label.get(name, 0) + int(counts[a])
         if lo == 0:
             self.start_note = forced_start_message(table, self.prop.bound)
         return cw
