@@ -730,11 +730,9 @@ class _Choices:
         self.slot_of = np.repeat(np.arange(len(slot_start)), np.diff(np.r_[self.slot_start, len(order)]))
         # the tabled guards' rows: per variable read, (guard positions' variable, lower bound, stride) in column t
         lay = self.layout
-        self.columns = [
-            (lay.var[self.tabled, t], lay.lo[self.tabled, t, None], lay.stride[self.tabled, t, None])
-            for t in range(lay.var.shape[1])
-        ]
-        self.columns_base = self.base[self.tabled, None]
+        self.columns = [(lay.var[self.tabled, t], lay.stride[self.tabled, t, None]) for t in range(lay.var.shape[1])]
+        # each guard's table offset, less its variables' lower bounds (times their strides)
+        self.columns_base = (self.base[self.tabled] - (lay.lo[self.tabled] * lay.stride[self.tabled]).sum(axis=1))[:, None]
 
     def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
         """``(commands, n)`` bool, each command's guard (slot order) in the ``n`` states ``values``."""
@@ -749,8 +747,8 @@ class _Choices:
                 self.table = np.concatenate(parts)
             columns = np.ascontiguousarray(values.T)  # (V, n): a variable's values are one row
             rows = np.repeat(self.columns_base, n, axis=1)
-            for var, lo, stride in self.columns:
-                rows += (columns[var] - lo) * stride
+            for var, stride in self.columns:
+                rows += columns[var] * stride
             out[self.tabled] = self.table[rows]
         for p in self.direct:
             out[p] = program.evaluate(program.commands[self.order[p]].guard, env, n)
@@ -760,11 +758,11 @@ class _Choices:
         """See :meth:`CompiledProgram.enabled`."""
         n = len(values)
         G = self.guards(values, env)
-        if not len(G):
+        if not len(G) or not n:
             empty = np.zeros(0, dtype=np.int64)
             return Enabled(empty, empty, np.zeros((0, self.width), dtype=np.int64))
         # enabled commands per (slot, state), and the sum of their positions in the slot (the position where one is)
-        command, state = np.nonzero(G)
+        command, state = np.divmod(np.flatnonzero(G), n)
         key = self.slot_of[command] * n + state
         counts = np.bincount(key, minlength=self.n_slots * n).reshape(self.n_slots, n)
         counts = np.vstack([counts, np.ones((1, n), dtype=counts.dtype)])  # the padding slot: one (no) command
