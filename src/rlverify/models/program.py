@@ -34,8 +34,15 @@ MAX_ENABLED = 1 << 16
 MAX_CHOICES = 1 << 62
 #: largest domain searched for the states of an ``init ... endinit`` block
 MAX_INIT_DOMAIN = 1 << 22
-#: largest domain of the variables an expression reads for it to be looked up in a table (built on first use)
+#: largest domain of the variables an expression or a command's updates read for them to be looked up in a table
+#: (built on first use); a command's updates over a larger domain (up to :data:`MAX_TABLE_DOMAIN`) get one once they
+#: have been evaluated often enough to pay for it (:class:`_UpdateTables`), within :data:`TABLE_ENTRIES` in all
 TABLE_DOMAIN = 1 << 12
+MAX_TABLE_DOMAIN = 1 << 18
+TABLE_ENTRIES = 1 << 22
+#: largest domain of the variables a guard reads for it to be looked up in a table (every guard is evaluated in
+#: every batch: all the guards' tables are built on the first)
+GUARD_TABLE_DOMAIN = 1 << 14
 
 
 class Unsupported(Exception):
@@ -643,13 +650,13 @@ class CompiledProgram:
 class _Layout:
     """Where items (commands' guards or updates) are looked up in their tables: each reads a few variables, and a
     state's row in an item's table is the mixed-radix number of their offsets (the first variable fastest). Items
-    whose variables' domains multiply beyond :data:`TABLE_DOMAIN` have no table (``tabled`` False)."""
+    whose variables' domains multiply beyond ``limit`` can have no table (``tabled`` False)."""
 
-    def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]]) -> None:
+    def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]], limit: int) -> None:
         self.variables = variables
         self.reads = reads
         self.domains = [int(np.prod([variables[i].hi - variables[i].lo + 1 for i in r], dtype=np.float64)) for r in reads]
-        self.tabled = np.asarray([d <= TABLE_DOMAIN for d in self.domains] + [False])
+        self.tabled = np.asarray([d <= limit for d in self.domains] + [False])
         width = max([len(r) for r, t in zip(reads, self.tabled, strict=False) if t], default=0)
         self.var = np.zeros((len(reads) + 1, width), dtype=np.int64)
         self.lo = np.zeros((len(reads) + 1, width), dtype=np.int64)
@@ -716,7 +723,7 @@ class _Choices:
         self.slots = np.full((len(groups), self.width), len(slot_start), dtype=np.int64)
         for gi, s in enumerate(group_slots):
             self.slots[gi, : len(s)] = s
-        self.layout = _Layout(program.variables, [program.commands[c].guard_reads for c in order])
+        self.layout = _Layout(program.variables, [program.commands[c].guard_reads for c in order], GUARD_TABLE_DOMAIN)
         self.tabled = np.flatnonzero(self.layout.tabled[:-1])
         self.direct = np.flatnonzero(~self.layout.tabled[:-1])
         sizes = np.asarray([self.layout.domains[p] for p in self.tabled], dtype=np.int64)
@@ -832,7 +839,9 @@ class _Choices:
 
 class _UpdateTables:
     """Every command's updates as flat arrays, an entry per (command, state, update), each command's evaluated once per
-    batch where it runs, or looked up in a table over the variables it reads (at most :data:`TABLE_DOMAIN` rows).
+    batch where it runs, or looked up in a table over the variables it reads: from the start where they span at most
+    :data:`TABLE_DOMAIN` valuations, else (up to :data:`MAX_TABLE_DOMAIN`) once its direct evaluations (64 rows' worth
+    per batch, for the batch's fixed cost, plus its rows) reach a quarter of the table's rows.
 
     ``probs``/``deltas`` hold: entry 0, the padding's update (probability 1, no change); the tables (command ``c``'s
     row ``t``, update ``u`` at ``base[c] + t * updates[c] + u``, built on first use); then the batch's commands that
@@ -843,9 +852,12 @@ class _UpdateTables:
         self.program = program
         commands = program.commands
         self.size = np.asarray([len(c.updates) for c in commands] + [1], dtype=np.int64)
-        self.layout = _Layout(program.variables, [c.reads for c in commands])
-        self.tabled = self.layout.tabled
-        domains = np.asarray([*self.layout.domains, 0], dtype=np.int64) * self.tabled
+        self.layout = _Layout(program.variables, [c.reads for c in commands], MAX_TABLE_DOMAIN)
+        self.domains = np.asarray([*self.layout.domains, 0], dtype=np.int64)
+        self.eligible = self.layout.tabled.copy()
+        self.tabled = self.eligible & (self.domains <= TABLE_DOMAIN)
+        self.work = np.zeros(len(commands) + 1, dtype=np.int64)  # rows evaluated directly so far (and 64 a batch)
+        domains = self.domains * self.tabled
         self.base = 1 + np.cumsum(domains * self.size) - domains * self.size
         self.bad_base = np.cumsum(domains) - domains
         self.built = np.zeros(len(commands) + 1, dtype=bool)
@@ -864,6 +876,20 @@ class _UpdateTables:
         self.deltas[self.base[c] : self.base[c] + D * U] = deltas.ravel()
         self.bad[self.bad_base[c] : self.bad_base[c] + D] = bad
         self.built[c] = True
+
+    def _promote(self, c: int) -> None:
+        """Give command ``c`` a table (built on its next use) after the tables so far; the scratch moves after it."""
+        entries = int(self.domains[c] * self.size[c])
+        if self.scratch + entries > TABLE_ENTRIES:
+            self.eligible[c] = False
+            return
+        self.base[c], self.bad_base[c] = self.scratch, len(self.bad)
+        self.scratch += entries
+        if self.scratch > len(self.probs):
+            self.probs.resize(self.scratch, refcheck=False)
+            self.deltas.resize(self.scratch, refcheck=False)
+        self.bad = np.r_[self.bad, np.zeros(int(self.domains[c]), dtype=bool)]
+        self.tabled[c] = True
 
     def locate(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where the updates of commands ``parts`` ``(P, K)`` (-1: padding) in batch rows ``rows`` ``(P,)`` of
@@ -910,15 +936,21 @@ class _UpdateTables:
         bad_row = None
         starts = np.flatnonzero(np.r_[True, c_of[1:] != c_of[:-1]])
         for a, b in zip(starts, np.r_[starts[1:], len(uniq)], strict=True):
-            command = self.program.commands[int(c_of[a])]
+            c = int(c_of[a])
+            command = self.program.commands[c]
             probs, deltas, bad = self.program.command_updates(command, values[r_of[a:b]])
+            self.work[c] += 64 + b - a
             if bad.any():
                 worst = int(r_of[a:b][bad].min())
                 bad_row = worst if bad_row is None else min(bad_row, worst)
             where = first[a:b, None] + np.arange(len(command.updates))
             self.probs[where] = probs
             self.deltas[where] = deltas
-        return first[:-1][inverse.reshape(-1)], bad_row
+        located = first[:-1][inverse.reshape(-1)]
+        for c in np.unique(c_of):  # after this batch's scratch was read: promotion moves it
+            if self.eligible[c] and 4 * self.work[c] >= self.domains[c]:
+                self._promote(int(c))
+        return located, bad_row
 
 
 #: programs compiled lately: ``id(program)`` -> (the program, its path, the compiled program or the Unsupported raised)
