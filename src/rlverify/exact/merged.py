@@ -279,6 +279,7 @@ class _Exploration:
         self.n_decision = 0
         self.policy_seconds = 0.0
         self.branches_total = 0
+        self.memory_read = (-np.inf, 0)  # when resident memory was last read, and the transitions then
         self.any_stalled = False
         self.branches_per_state = 0.0  # the MDP's branches of the choices taken per state explored so far
 
@@ -490,7 +491,8 @@ class _Exploration:
             self.label_parts[k_].append(part.copy())
 
     def _guard(self, lo: int, max_states: int | None, memory_bound: int | None, memory_how: str) -> None:
-        """Refuse beyond int32 indices, ``max_states`` states or the memory bound (after each batch)."""
+        """Refuse beyond int32 indices, ``max_states`` states or the memory bound (after each batch; resident memory
+        after a batch adding many transitions or taking time)."""
         n = self.state_keys.n
         if n >= np.iinfo(np.int32).max - 1:
             raise ModelTooLargeError(
@@ -501,7 +503,14 @@ class _Exploration:
                 f"{self.model.path}: the policy reaches more than --max-states={max_states} states (exploration stopped "
                 f"at {n:,}); raise --max-states"
             )
-        if memory_bound is not None and resident_bytes() > memory_bound:
+        if memory_bound is None:
+            return
+        # resident memory read (a file) after a batch that added 2**16 transitions or ended 50 ms after the last read
+        now = time.perf_counter()
+        if now - self.memory_read[0] < 0.05 and self.targets.n - self.memory_read[1] < 1 << 16:
+            return
+        self.memory_read = (now, self.targets.n)
+        if resident_bytes() > memory_bound:
             raise MemoryBudgetError(
                 f"{memory_how}: exploring the policy's chain took {format_bytes(resident_bytes())} "
                 f"after {lo:,} states and {self.targets.n:,} transitions; raise --max-memory, or verify a smaller model",
