@@ -360,8 +360,13 @@ class _Exploration:
         fragment = ExplicitModel(
             model_type="mdp",
             row_groups=row_groups,
-            transitions=sp.csr_matrix(
-                (np.ones(C), self._loops(choices, row_groups, n_init, vals, keys), np.arange(C + 1)), shape=(C, B + 1)
+            transitions=sp.csr_matrix(  # int32 indices: scipy's constructor converts int64 ones (5x its cost)
+                (
+                    np.ones(C),
+                    self._loops(choices, row_groups, n_init, vals, keys).astype(np.int32),
+                    np.arange(C + 1, dtype=np.int32),
+                ),
+                shape=(C, B + 1),
             ),
             choice_actions=self.action_of_group[group],
             action_names=self.actions,
