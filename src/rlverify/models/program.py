@@ -11,6 +11,14 @@ A state is a key: the mixed-radix number of its variables' offsets from their lo
 (``int64``, so the product of the domains must stay below 2**62). Used by the exact engine's
 ``merged`` strategy (:mod:`rlverify.exact.merged`), which builds a policy's chain without building
 the MDP; everything here is cross-checked against Storm's builder in tests.
+
+Cost follows the enabled choices, as in Storm's builder: each command's guard is evaluated once per batch
+of states (:meth:`CompiledProgram.enabled`), and a label's choices are formed only from the commands each state
+enables, in Storm's order (unlabelled commands in module order, then the labels by Storm's action index, each
+label's combinations in :func:`itertools.product` order: the choice's index among all combinations names it).
+Each command's updates are evaluated once per batch on the states where a choice runs it, and a synchronised
+choice's branches combine its commands' by broadcasting (:meth:`CompiledProgram.branches`). Guards, updates and
+expressions reading few variables are looked up in tables over those variables' values, built on first use.
 """
 
 from __future__ import annotations
@@ -724,7 +732,14 @@ class _Choices:
         for gi, s in enumerate(group_slots):
             self.slots[gi, : len(s)] = s
         self.layout = _Layout(program.variables, [program.commands[c].guard_reads for c in order], GUARD_TABLE_DOMAIN)
-        self.tabled = np.flatnonzero(self.layout.tabled[:-1])
+        # the guards with the smallest tables first, within TABLE_ENTRIES (all are built on the first batch)
+        domains = np.asarray(self.layout.domains, dtype=np.int64)
+        fits = np.flatnonzero(self.layout.tabled[:-1])
+        fits = fits[np.argsort(domains[fits], kind="stable")]
+        fits = fits[np.cumsum(domains[fits]) <= TABLE_ENTRIES]
+        self.layout.tabled[:] = False
+        self.layout.tabled[fits] = True
+        self.tabled = np.sort(fits)
         self.direct = np.flatnonzero(~self.layout.tabled[:-1])
         sizes = np.asarray([self.layout.domains[p] for p in self.tabled], dtype=np.int64)
         self.base = np.zeros(len(order), dtype=np.int64)
@@ -735,7 +750,7 @@ class _Choices:
         self.stride_padded = np.r_[self.slot_stride[:, 0], 0]
         self.n_slots = len(slot_start)
         self.slot_of = np.repeat(np.arange(len(slot_start)), np.diff(np.r_[self.slot_start, len(order)]))
-        # the tabled guards' rows: per variable read, (guard positions' variable, lower bound, stride) in column t
+        # the tabled guards' rows: per variable read (t-th of each guard), its index and stride for each guard
         lay = self.layout
         self.columns = [(lay.var[self.tabled, t], lay.stride[self.tabled, t, None]) for t in range(lay.var.shape[1])]
         # each guard's table offset, less its variables' lower bounds (times their strides)
