@@ -281,7 +281,6 @@ class _Exploration:
         self.branches_total = 0
         self.memory_read = (-np.inf, 0)  # when resident memory was last read, and the transitions then
         self.any_stalled = False
-        self.branches_per_state = 0.0  # the MDP's branches of the choices taken per state explored so far
 
     def explore(self, max_states: int | None, max_memory: int | None) -> None:
         """Explore batch by batch until no new state is found (refusing beyond ``max_states`` or ``max_memory``)."""
