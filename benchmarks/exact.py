@@ -1,4 +1,4 @@
-"""Speed of the exact engine: time breakdown, Storm's monolithic build+check, per-state baseline.
+"""Speed of the exact engine: time breakdown, Storm's monolithic build+check, per-state baseline; files we did not write.
 
 Prints, for Avoid 4x4 (the shipped PPO policy, 2x64; stochastic and deterministic) and Crazy
 Climber (the shipped PPO policy, 2x1024): rlverify's phases, Storm's own monolithic build+check of
@@ -10,13 +10,29 @@ building the property-directed MDP plus Storm checking a DTMC of the chain's siz
 itself), and the ratio rlverify / floor (target <= 1.0).
 
     .venv/bin/python benchmarks/exact.py [--quick] [--json out.json]
+
+``--files`` measures instead, on files nobody here wrote (the paper's three reference PRISM files in
+``../shared/benchmarks/prism-reference``, QVBS models: tests/data/qvbs and the QVBS-family models stormpy ships),
+each in a fresh process per source tree: the chain's build with ``merged`` and with ``full`` side by side (the
+faster of each's repetitions), what ``auto`` picks and its ratio to the faster, rlverify's own ``total``
+(``verify_exact``, auto) and the whole process (``rlverify verify ... --json`` in a subprocess, wall time), each
+against Storm's in-process build + check of the same property (:func:`storm_monolithic`). ``--before SRC`` runs
+the same measurements with another source tree (e.g. a checkout of main: ``/work/main/src``) in the same run, side
+by side, so that ratios compare like with like on a shared machine.
+
+    .venv/bin/python benchmarks/exact.py --files [--before /work/main/src] [--reps 3] [--only avoid,csma]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +40,7 @@ import numpy as np
 from rlverify.benchmarks import make
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.models import SymbolicModel, build_explicit, parse_property
-from rlverify.policies import OnnxPolicy
+from rlverify.policies import OnnxPolicy, Policy
 
 
 def storm_monolithic(model: SymbolicModel, prop_text: str) -> float:
@@ -174,11 +190,219 @@ def run_case(
     return row
 
 
+# ---------------------------------------------------------------------------------------------
+# files we did not write (--files)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("RLVERIFY_SHARED") or REPO.parent / "shared")
+AVOID_ONNX = REPO / "src" / "rlverify" / "benchmarks" / "data" / "policies" / "avoid_4x4_ppo.onnx"
+
+
+@dataclass(frozen=True)
+class FileCase:
+    """A model file nobody here wrote, its constants, a property and the policy (``uniform`` or an ONNX file)."""
+
+    id: str
+    where: str  # reference | qvbs | stormpy
+    file: str
+    constants: str
+    prop: str
+    policy: str = "uniform"
+    unavailable: str = "renormalize"  # the uniform policy over every action name: renormalised where absent
+
+    def path(self) -> Path:
+        if self.where == "reference":
+            return SHARED / "benchmarks" / "prism-reference" / self.file
+        if self.where == "qvbs":
+            return REPO / "tests" / "data" / "qvbs" / self.file
+        from stormpy.examples import files
+
+        return Path(files.prism_mdp_slipgrid).parent / self.file
+
+
+AVOID_4 = "xMax=4,yMax=4,slickness=0.1"
+FILE_CASES = [
+    FileCase("avoid", "reference", "avoid.prism", AVOID_4, "P=? [F<=100 COLLISION=true]", unavailable="stall"),
+    FileCase("avoid-net", "reference", "avoid.prism", AVOID_4, "P=? [F<=100 COLLISION=true]", str(AVOID_ONNX), "stall"),
+    FileCase("freeway", "reference", "freeway.prism", "", 'P=? [F "goal"]', unavailable="stall"),
+    FileCase("crazy-climber", "reference", "crazy_climber.prism", "", "P=? [F COLLISION=true]", unavailable="stall"),
+    FileCase("consensus", "qvbs", "consensus/consensus.2.prism", "K=128", 'P=? [F "finished" & "all_coins_equal_1"]'),
+    FileCase("csma", "qvbs", "csma/csma.3-2.prism", "", 'P=? [ !"collision_max_backoff" U "all_delivered" ]'),
+    FileCase("ij", "qvbs", "ij/ij.3.prism", "", "P=? [ F (q1 + q2 + q3) = 1 ]"),
+    FileCase("firewire-3", "stormpy", "firewire.nm", "delay=3,fast=0.5", 'P=? [F "elected"]'),
+    FileCase("firewire-36", "stormpy", "firewire.nm", "delay=36,fast=0.5", 'P=? [F "elected"]'),
+    FileCase("leader-4", "stormpy", "leader4.nm", "", 'P=? [F "elected"]'),
+]
+
+
+def _case_policy(case: FileCase, model: SymbolicModel) -> tuple[Policy, list[str], list[str]]:
+    """The case's policy, its features and its actions (uniform: over every name ``rlverify inspect`` lists)."""
+    from rlverify.models.summary import summarize
+    from rlverify.policies import CallablePolicy
+
+    if case.policy != "uniform":
+        network = OnnxPolicy(case.policy)
+        return network, list(network.features), list(network.actions)
+    actions = list(summarize(model)[0].actions)
+    A = len(actions)
+    policy = CallablePolicy(lambda x: np.full((len(x), A), 1.0 / A), list(model.variables), actions, name="uniform")
+    return policy, list(model.variables), actions
+
+
+def _forget_compiled() -> None:
+    """Drop the compiled-program cache (where the source tree has one): each repetition compiles, as a process does."""
+    try:
+        import rlverify.models.program as program
+    except ImportError:
+        return
+    getattr(program, "_COMPILED", {}).clear()
+
+
+def file_worker(case_id: str, reps: int) -> dict:
+    """The in-process measurements of one case (run in a fresh process with the source tree on PYTHONPATH)."""
+    from rlverify.exact.chain import policy_chain
+    from rlverify.models import load_model
+
+    case = next(c for c in FILE_CASES if c.id == case_id)
+    model = load_model(case.path(), case.constants or None)
+    policy, _, _ = _case_policy(case, model)
+    prop = parse_property(model, case.prop)
+    best: dict[str, float] = {}
+    picks: dict[str, str] = {}
+    for strategy in ("merged", "full"):  # untimed: the process's first build of each kind loads what it needs
+        policy_chain(model, prop, policy, ExactOptions(strategy=strategy, unavailable=case.unavailable))
+    for _ in range(reps):
+        for strategy in ("merged", "full", "auto"):
+            _forget_compiled()
+            t = time.perf_counter()
+            chain = policy_chain(model, prop, policy, ExactOptions(strategy=strategy, unavailable=case.unavailable))
+            best[strategy] = min(best.get(strategy, float("inf")), time.perf_counter() - t)
+            picks[strategy] = chain.strategy
+            states, transitions = chain.chain.num_states, chain.chain.num_transitions
+        _forget_compiled()
+        r = verify_exact(model, prop, policy, ExactOptions(unavailable=case.unavailable))
+        best["total"] = min(best.get("total", float("inf")), r.timings["total"])
+        best["storm"] = min(best.get("storm", float("inf")), storm_monolithic(model, case.prop))
+    return {
+        "case": case.id,
+        "states": states,
+        "transitions": transitions,
+        "value": r.value,
+        "auto": picks["auto"],
+        "merged_s": best["merged"],
+        "full_s": best["full"],
+        "auto_s": best["auto"],
+        "total_s": best["total"],
+        "storm_s": best["storm"],
+    }
+
+
+def _cli(case: FileCase, src: str, reps: int, policy_file: str) -> tuple[float, float, object]:
+    """``rlverify verify`` on the case in a subprocess: (best wall time, its own total, value)."""
+    command = [str(REPO / ".venv" / "bin" / "rlverify"), "verify", str(case.path()), "-p", case.prop]
+    command += ["--policy", policy_file, "--unavailable", case.unavailable, "--json"]
+    if case.constants:
+        command += ["-c", case.constants]
+    env = {**os.environ, "PYTHONPATH": src}
+    best, total, value = float("inf"), float("nan"), None
+    for _ in range(reps):
+        t = time.perf_counter()
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800, check=False)
+        wall = time.perf_counter() - t
+        if out.returncode != 0:
+            raise RuntimeError(f"{case.id}: rlverify verify exited {out.returncode}: {out.stderr.strip()[-300:]}")
+        data = json.loads(out.stdout[out.stdout.index("{") :])
+        if wall < best:
+            best, total, value = wall, data["timings"]["total"], data["value"]
+    return best, total, value
+
+
+def _policy_file(case: FileCase, directory: Path) -> str:
+    """A policy argument for the CLI: the ONNX file, or a module written here holding the uniform policy."""
+    if case.policy != "uniform":
+        return case.policy
+    from rlverify.models import load_model
+
+    _, features, actions = _case_policy(case, load_model(case.path(), case.constants or None))
+    path = directory / f"uniform_{case.id.replace('-', '_')}.py"
+    path.write_text(
+        "import numpy as np\n"
+        f"FEATURES = {features!r}\nACTIONS = {actions!r}\n\n\n"
+        "def policy(x):\n    return np.full((len(x), len(ACTIONS)), 1.0 / len(ACTIONS))\n"
+    )
+    return f"{path}:policy"
+
+
+def files_table(sources: dict[str, str], reps: int, only: list[str] | None) -> list[dict]:
+    """Every case measured with every source tree (label -> src directory), one fresh process each, side by side."""
+    rows = []
+    cases = [c for c in FILE_CASES if only is None or c.id in only]
+    with tempfile.TemporaryDirectory(prefix="rlverify-bench-") as tmp:
+        for case in cases:
+            if not case.path().is_file():
+                print(f"{case.id}: {case.path()} not found, skipped", flush=True)
+                continue
+            policy_file = _policy_file(case, Path(tmp))
+            for label, src in sources.items():
+                env = {**os.environ, "PYTHONPATH": src}
+                command = [sys.executable, __file__, "--file-worker", case.id, "--reps", str(reps)]
+                try:
+                    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800, check=True)
+                    row = json.loads(out.stdout.strip().splitlines()[-1])
+                    row["wall_s"], row["cli_total_s"], row["cli_value"] = _cli(case, src, reps, policy_file)
+                except (subprocess.SubprocessError, RuntimeError, ValueError) as exc:
+                    print(f"{case.id} [{label}]: failed: {str(exc)[-300:]}", flush=True)
+                    continue
+                row["src"] = label
+                rows.append(row)
+                print(_file_line(row), flush=True)
+    return rows
+
+
+def _file_line(r: dict) -> str:
+    faster = min(r["merged_s"], r["full_s"])
+    return (
+        f"{r['case']:14} {r['src']:7} {r['states']:8d} {r['merged_s']:9.3f} {r['full_s']:9.3f} "
+        f"{r['merged_s'] / r['full_s']:7.2f} {r['auto']:>7} {r['auto_s'] / faster:9.2f} {r['total_s']:8.3f} "
+        f"{r['storm_s']:8.3f} {r['total_s'] / r['storm_s']:9.2f} {r['wall_s']:7.2f} {r['wall_s'] / r['storm_s']:9.2f}"
+    )
+
+
+FILE_HEADER = (
+    f"{'case':14} {'src':7} {'states':>8} {'merged s':>9} {'full s':>9} {'m/full':>7} {'auto':>7} {'auto/best':>9} "
+    f"{'total s':>8} {'storm s':>8} {'tot/storm':>9} {'wall s':>7} {'wall/storm':>9}"
+)
+FILE_LEGEND = (
+    "merged s, full s: the policy's chain built (policy_chain, each strategy; the best of --reps). auto/best: auto's "
+    "build / the faster strategy's. total s: verify_exact's own total (auto). storm s: Storm's in-process build + "
+    "check of the same property (Pmax on the MDP, storm_monolithic). wall s: the whole rlverify verify process."
+)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="skip Crazy Climber's per-state baseline")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    ap.add_argument("--files", action="store_true", help="measure the files nobody here wrote (see above)")
+    ap.add_argument("--before", metavar="SRC", help="--files: also measure this source tree (e.g. /work/main/src)")
+    ap.add_argument("--after", metavar="SRC", help="--files: the source tree measured as 'after' (default: this one)")
+    ap.add_argument("--reps", type=int, default=3, help="--files: repetitions (the best is reported)")
+    ap.add_argument("--only", help="--files: comma-separated case ids (" + ",".join(c.id for c in FILE_CASES) + ")")
+    ap.add_argument("--file-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.file_worker:
+        print(json.dumps(file_worker(args.file_worker, args.reps)))
+        return
+    if args.files:
+        sources = {"after": args.after or str(REPO / "src")}
+        if args.before:
+            sources = {"before": args.before, **sources}
+        print(FILE_HEADER)
+        file_rows = files_table(sources, args.reps, args.only.split(",") if args.only else None)
+        print(FILE_LEGEND)
+        if args.json:
+            args.json.write_text(json.dumps(file_rows, indent=2))
+        return
     rows = []
     avoid = make("avoid-v1", xMax=4, yMax=4, slickness=0.1)
     pol = avoid.load_policy("reference")

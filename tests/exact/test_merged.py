@@ -325,8 +325,8 @@ label "g" = x=1;
     assert not any("forced step" in w for w in merged.warnings)
 
 
-def test_a_label_synchronising_too_many_command_combinations_is_left_to_storm(tmp_path):
-    # 7 modules x 5 commands of one label: 78,125 combinations, each would be evaluated on every state
+def test_a_label_synchronising_many_command_combinations_forms_only_the_enabled_ones(tmp_path):
+    # 7 modules x 5 commands of one label: 78,125 combinations, one enabled per state (merged declined them before)
     path = tmp_path / "combo.prism"
     path.write_text(
         "mdp\nmodule m1\n  a1 : [0..4] init 0;\n"
@@ -336,9 +336,42 @@ def test_a_label_synchronising_too_many_command_combinations_is_left_to_storm(tm
         + 'label "g" = a1=3 & a7=3;\n'
     )
     policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["a1"], ["s"])
+    full, merged = _both(path, 'P=? [F "g"]', policy)
+    _same(full, merged)
+    auto = verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
+    assert auto.strategy == "merged"
+    assert merged.value == 1.0 and merged.states == 4  # every module steps together: (0..0), (1..1), (2..2), (3..3)
+
+
+def test_a_label_with_too_many_enabled_combinations_in_a_state_is_left_to_storm(tmp_path, monkeypatch):
+    """Three modules with five enabled commands of one label each: 125 choices in the initial state."""
+    import rlverify.exact.chain as chain_module
+    import rlverify.models.program as program
+
+    path = tmp_path / "combo.prism"
+    path.write_text(
+        "mdp\nmodule m1\n  a1 : [0..5] init 0;\n"
+        + "".join(f"  [s] a1=0 -> (a1'={k});\n" for k in range(1, 6))
+        + "  [s] a1>0 -> true;\nendmodule\n"
+        + "".join(f"module m{k} = m1 [a1=a{k}] endmodule\n" for k in (2, 3))
+        + 'label "g" = a1=5 & a2=5 & a3=5;\n'
+    )
+    # the choices are told apart by command name; then every module loops (m1:6+m2:6+m3:6)
+    names = [f"m1:{a}+m2:{b}+m3:{c}" for a in range(1, 6) for b in range(1, 6) for c in range(1, 6)]
+    start, then = np.r_[np.full(125, 1 / 125), 0.0], np.r_[np.zeros(125), 1.0]
+    policy = CallablePolicy(lambda x: np.where(x[:, :1] == 0, start, then), ["a1"], [*names, "m1:6+m2:6+m3:6"], name="uniform")
+    want = verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
+    assert want.states == 1 + 125 and want.value == pytest.approx(1 / 125, rel=1e-12)  # the uniform policy: 1/125
+    monkeypatch.setattr(program, "MAX_ENABLED", 100)
+    monkeypatch.setattr(chain_module, "AUTO_BRANCHING", 0.0)  # auto tries merged, whatever the program's shape
     r = verify_exact(path, 'P=? [F "g"]', policy)
-    assert r.strategy == "full" and "78,125 command combinations" in r.settings["merged_declined"]
-    assert r.value == 1.0 and r.states == 4  # every module steps together: (0..0), (1..1), (2..2), (3..3) reaches g
+    assert r.strategy == "full" and r.value == pytest.approx(1 / 125, rel=1e-12)
+    assert (
+        "label 's' has 125 enabled command combinations in state {'a1': 0, 'a2': 0, 'a3': 0}"
+        in (r.settings["merged_declined"])
+    )
+    with pytest.raises(ModelError, match=r"--strategy merged cannot build this model \(label 's' has 125 enabled"):
+        verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
 
 
 def test_every_states_value_and_valuation_as_with_full(tmp_path):
@@ -392,3 +425,29 @@ def test_state_index_and_batch_size_do_not_change_the_chain(tmp_path, monkeypatc
     full = verify_exact(model, 'P=? [F<=7 "far" | "top"]', policy, ExactOptions(strategy="full"))
     assert (got.states, got.transitions) == (want.states, want.transitions) == (full.states, full.transitions)
     assert got.value == pytest.approx(full.value, rel=1e-12) and want.value == pytest.approx(full.value, rel=1e-12)
+
+
+def test_a_nan_probability_is_refused_naming_the_command_and_the_state(tmp_path):
+    """0/0 as a probability: refused as a sum that is not 1 (the exploration ended in an internal assertion)."""
+    path = tmp_path / "nan.prism"
+    path.write_text(TWO_STEP.replace("[go] s=1 -> (s'=3);", "[go] s=1 -> (s-1)/(s-1) : (s'=3) + 1-(s-1)/(s-1) : (s'=2);"))
+    policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
+    with pytest.raises(ModelError, match=r"the probabilities of command m:3 sum to nan, not 1, in state \{'s': 1\}"):
+        verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+
+
+@pytest.mark.parametrize("batch", [1, 1 << 19], ids=["one-state-batches", "one-batch"])
+def test_of_several_bad_updates_the_first_explored_states_is_reported(tmp_path, monkeypatch, batch):
+    """s=1 and s=2 (explored in that order) each have a command leaving the range: s=1's (m:3) is reported whatever
+    the batches, although m:2 (s=2's) comes first in the program."""
+    import rlverify.exact.merged as merged_module
+
+    path = tmp_path / "bad.prism"
+    path.write_text(
+        "mdp\nmodule m\n  s : [0..3] init 0;\n  [go] s=0 -> 0.5 : (s'=1) + 0.5 : (s'=2);\n"
+        "  [go] s=2 -> (s'=s+5);\n  [go] s=1 -> (s'=s-5);\nendmodule\nlabel \"done\" = s=3;\n"
+    )
+    policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["s"], ["go"])
+    monkeypatch.setattr(merged_module, "BATCH_BRANCHES", batch)
+    with pytest.raises(ModelError, match=r"command m:3 assigns s=-4 outside its range \[0..3\] in state \{'s': 1\}"):
+        verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))

@@ -51,7 +51,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "--strategy",
         choices=STRATEGIES,
         default="auto",
-        help="merged (default for PRISM: explore the policy's chain, never the MDP), full (Storm builds the MDP), onthefly",
+        help="auto (default: merged or full by the program's shape; settings.merged_declined says why full), merged "
+        "(explore the policy's chain, never the MDP), full (Storm builds the MDP), onthefly",
     )
     add_unavailable(p)
     p.add_argument(

@@ -30,6 +30,7 @@ from rlverify.exact.options import ExactOptions, Progress, check_operator, check
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import ChoiceTable, forced_start_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory
+from rlverify.models.program import compiled
 from rlverify.models.properties import Property, excluding_label
 from rlverify.models.symbolic import SymbolicModel, build_explicit, storm_message
 from rlverify.policies.base import Policy
@@ -227,18 +228,54 @@ def mdp_for(
     return mdp
 
 
-def choose_strategy(model: SymbolicModel, options: ExactOptions) -> str:
-    """The strategy ``options`` ask for on ``model``: ``auto`` is ``merged`` for PRISM programs (falling back to
-    ``full`` for what it does not evaluate) and ``full`` for JANI; monolithic mode builds the full MDP."""
+#: ``auto`` picks ``merged`` for a PRISM MDP whose choices have at least this many branches on average (the
+#: policy's chain fans out: a few wide breadth-first steps, where exploring in numpy batches is cheapest) ...
+AUTO_BRANCHING = 2.2
+#: ... or whose variables' domains multiply to at least this (large state spaces: the steps grow wide); elsewhere
+#: Storm's builder is faster: the chain is explored in many narrow steps, each with a fixed cost in numpy
+#: (measured in benchmarks/exact.py: the paper's Avoid, Freeway, Crazy Climber; QVBS consensus, csma, firewire)
+AUTO_DOMAIN = 2**45
+
+
+def choose_strategy(model: SymbolicModel, options: ExactOptions, prop: Property | None = None) -> str:
+    """The strategy ``options`` ask for on ``model`` (see :func:`strategy_and_reason`)."""
+    return strategy_and_reason(model, options, prop)[0]
+
+
+def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Property | None = None) -> tuple[str, str | None]:
+    """The strategy ``options`` ask for on ``model`` (for ``prop``), and why ``auto`` did not pick ``merged`` (None: it
+    did, or ``auto`` was not asked for).
+
+    ``auto`` is ``full`` for JANI; for a PRISM MDP it is ``merged`` where the program's choices branch widely or its
+    variables span a large domain (:data:`AUTO_BRANCHING`, :data:`AUTO_DOMAIN`: cheap facts of the compiled program,
+    never of its states), else ``full``; ``merged`` falls back to ``full`` for what it does not evaluate (a reward
+    property, say: then ``merged`` is returned and declines, saying why). Monolithic mode builds the full MDP.
+    """
     if options.mode == "monolithic":
         if options.strategy in ("onthefly", "merged"):
             raise PropertyError(f"--strategy {options.strategy} needs a policy; monolithic mode builds the full MDP")
-        return "full"
+        return "full", None
     if options.strategy != "auto":
         if options.strategy in ("onthefly", "merged") and model.kind != "prism":
             raise PropertyError(f"--strategy {options.strategy} is available for PRISM models (JANI: use full)")
-        return options.strategy
-    return "merged" if model.kind == "prism" else "full"
+        return options.strategy, None
+    if model.kind != "prism":
+        return "full", None
+    if prop is not None and (prop.operator != "P" or is_reward_bounded(prop.storm_formula())):
+        return "merged", None  # merged declines it, saying why
+    try:
+        program = compiled(model.program, str(model.path))
+    except Unsupported:  # merged declines it, saying why
+        return "merged", None
+    branching, domain = program.mean_branching(), program.domain
+    if branching >= AUTO_BRANCHING or domain >= AUTO_DOMAIN:
+        return "merged", None
+    reason = (
+        f"auto chose Storm's builder: the program's choices have {branching:.3g} branches on average over "
+        f"{domain:.3g} valuations of its variables, so the merged exploration would take many narrow steps"
+    )
+    log.info("strategy %s", reason)
+    return "full", reason
 
 
 def check_on_disk(model: SymbolicModel, prop: Property, options: ExactOptions, strategy: str) -> None:
@@ -335,10 +372,11 @@ def _build(
     say: Progress,
 ) -> PolicyChain:
     """The chain by the strategy ``options`` ask for (``merged`` falling back to ``full`` under ``auto``)."""
-    strategy = choose_strategy(model, options)
+    strategy, declined = strategy_and_reason(model, options, prop)
     if options.chain_dir is not None:
+        if options.strategy == "auto" and model.kind == "prism":
+            strategy, declined = "merged", None  # only the merged exploration writes a chain to disk
         check_on_disk(model, prop, options, strategy)
-    declined = None
     if strategy == "merged":
         merged, declined = _merged(model, prop, policy, options, say)
         if merged is not None:
@@ -651,4 +689,5 @@ __all__ = [
     "on_chain",
     "policy_chain",
     "states_of",
+    "strategy_and_reason",
 ]

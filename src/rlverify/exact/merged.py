@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -33,7 +33,7 @@ from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, weigh
 from rlverify.exact.ondisk import ChainWriter, RowBlocks, prepare
 from rlverify.models.commands import is_command_name
-from rlverify.models.dynamics import choice_table, forced_start_message
+from rlverify.models.dynamics import forced_start_message
 from rlverify.models.explicit import (
     ExplicitModel,
     encode_valuations,
@@ -43,7 +43,14 @@ from rlverify.models.explicit import (
     read_umb,
     resident_bytes,
 )
-from rlverify.models.program import CompiledProgram, Unsupported, compile_expression, terminal_functions
+from rlverify.models.program import (
+    CompiledProgram,
+    Enabled,
+    Unsupported,
+    compile_expression,
+    compiled,
+    terminal_functions,
+)
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
 from rlverify.policies.base import Policy
@@ -52,6 +59,9 @@ __all__ = ["MergedChain", "Unsupported", "merged_chain"]
 
 #: branches generated per batch (bounds the batch's temporary arrays: ~40 bytes per branch)
 BATCH_BRANCHES = 1 << 19
+#: states in the first batch (before the branches per state are measured) and at most in any batch
+FIRST_BATCH = 256
+BATCH_STATES = 1 << 16
 #: largest domain indexed by a dense array (4 bytes per domain point, touched pages only)
 DENSE_DOMAIN = 1 << 27
 
@@ -251,7 +261,7 @@ class _Exploration:
             unavailable,
             say,
         )
-        self.program = program = CompiledProgram(model.program, str(model.path))
+        self.program = program = compiled(model.program, str(model.path))
         self.probe = _probe(model, prop)
         self.names = [v.name for v in program.variables]
         missing = [v for v in self.probe.variables if v not in program.index]
@@ -260,12 +270,10 @@ class _Exploration:
         self.storm_cols = [program.index[v] for v in self.probe.variables]
         self.label_plan = _label_plan(program, self.probe, prop)
         self.terminal = terminal_functions(prop.storm.get_raw_formula(), program.label_functions.get, program.by_name)
-        self.actions = ("", *dict.fromkeys(c.action for c in program.choices if c.action))
-        self.action_of = np.array([self.actions.index(c.action) for c in program.choices] + [0], dtype=np.int32)
-        self.commands = ("", *(c.name for c in program.choices))
-        # choice j is command name j + 1; Storm's self-loop at terminal states and deadlocks (last kind) has none
-        self.command_of = np.r_[np.arange(1, len(program.choices) + 1), 0].astype(np.int32)
-        self.J = len(program.choices)
+        self.actions = ("", *program.actions)
+        # each choice's action by its group; Storm's self-loop at terminal states and deadlocks (choice J) has none
+        self.action_of_group = np.array([self.actions.index(g.action) for g in program.groups] + [0], dtype=np.int32)
+        self.J = program.num_choices
         self.index = _StateIndex(program.domain)
         self.state_keys = _Growing(np.int64)
         self.values = _Growing(np.int64, len(self.names))
@@ -289,9 +297,8 @@ class _Exploration:
         self.n_decision = 0
         self.policy_seconds = 0.0
         self.branches_total = 0
+        self.memory_read = (-np.inf, 0)  # when resident memory was last read, and the transitions then
         self.any_stalled = False
-        per_state = max(1, sum(int(np.prod([len(p.updates) for p in c.parts])) for c in program.choices))
-        self.batch = max(256, BATCH_BRANCHES // per_state)
 
     def explore(self, max_states: int | None, max_memory: int | None) -> None:
         """Explore batch by batch until no new state is found (refusing beyond ``max_states`` or ``max_memory``)."""
@@ -299,7 +306,7 @@ class _Exploration:
         lo = 0
         last_report = time.perf_counter()
         while lo < self.state_keys.n:
-            hi = min(self.state_keys.n, lo + self.batch)
+            hi = min(self.state_keys.n, lo + self._batch_size(lo))
             self._batch(lo, hi)
             lo = hi
             self._guard(lo, max_states, memory_bound, memory_how)
@@ -309,67 +316,100 @@ class _Exploration:
                 )
                 last_report = time.perf_counter()
 
+    def _batch_size(self, explored: int) -> int:
+        """States in the next batch: :data:`BATCH_BRANCHES` branches at the rate of the states explored so far (the
+        MDP's branches of the choices the policy takes), at most :data:`BATCH_STATES` states."""
+        if explored == 0:
+            return FIRST_BATCH
+        rate = max(1.0, self.branches_total / explored)
+        return int(max(1, min(BATCH_STATES, BATCH_BRANCHES // rate)))
+
     def _batch(self, lo: int, hi: int) -> None:
         """States ``lo:hi``: their choices, the policy's weights, their merged rows, their new successors, labels."""
         B = hi - lo
         vals = self.values.data[lo:hi].copy()
         keys = self.state_keys.data[lo:hi].copy()
         env = self.program.env(vals)
-        fragment, c_state, c_kind, deadlock = self._fragment(lo, hi, vals, keys, env)
+        fragment, choices, deadlock = self._fragment(lo, hi, vals, keys, env)
         cw = self._weigh(fragment, lo)
-        row, key, w = self._branches(cw, c_state, c_kind, vals, keys)
+        row, key, w = self._branches(cw, choices, vals, keys)
         row, key, w = self._merged_rows(row, key, w, B)
         self._append(row, key, w, B)
         self._labels(lo, hi, env, deadlock)
 
     def _fragment(
         self, lo: int, hi: int, vals: np.ndarray, keys: np.ndarray, env: Any
-    ) -> tuple[ExplicitModel, np.ndarray, np.ndarray, np.ndarray]:
-        """The batch's states as an MDP fragment (the one dynamics core reads it), with each choice's state and kind
-        (``(C,)`` each: program choice index, or ``J`` for Storm's self-loop) and the deadlocks ``(B,)`` bool."""
+    ) -> tuple[ExplicitModel, Enabled, np.ndarray]:
+        """The batch's states as an MDP fragment (the one dynamics core reads it), its choices (``kind`` ``J``: Storm's
+        self-loop at terminal states and deadlocks, last in program order) and the deadlocks ``(B,)`` bool."""
         program, J, B = self.program, self.J, hi - lo
         stop = np.zeros(B, dtype=bool)
         for fn, value in self.terminal:
             stop |= program.evaluate(fn, env, B) == value
-        enabled = np.zeros((B, J + 1), dtype=bool)
-        enabled[:, :J] = program.enabled(env, B) & ~stop[:, None]
-        none = ~enabled[:, :J].any(axis=1)
-        deadlock = none & ~stop
-        enabled[:, J] = none
-        c_state, c_kind = np.nonzero(enabled)  # choices in state order, then program order; self-loops last
+        if stop.any():
+            active = np.flatnonzero(~stop)
+            found = program.enabled(vals[active])
+            state = active[found.state]
+        else:
+            found = program.enabled(vals, env)
+            state = found.state
+        count = np.bincount(state, minlength=B)
+        deadlock = (count == 0) & ~stop
         row_groups = np.zeros(B + 1, dtype=np.int64)
-        np.cumsum(np.bincount(c_state, minlength=B), out=row_groups[1:])
-        C = len(c_state)
+        np.cumsum(np.maximum(count, 1), out=row_groups[1:])
+        C = int(row_groups[-1])
+        # the enabled choices in their rows (state order, then program order); one self-loop in each row without
+        first = np.cumsum(count) - count
+        pos = row_groups[state] + np.arange(len(state)) - first[state]
+        choices = Enabled(
+            np.repeat(np.arange(B), np.maximum(count, 1)),
+            np.full(C, J, dtype=np.int64),
+            np.full((C, found.parts.shape[1]), -1, dtype=np.int64),
+        )
+        choices.kind[pos] = found.kind
+        choices.parts[pos] = found.parts
+        group = np.full(C, len(program.groups), dtype=np.int64)
+        group[pos] = program.group_of(found.kind)
+        kinds, local = np.unique(found.kind, return_inverse=True)
+        commands = np.zeros(C, dtype=np.int32)
+        commands[pos] = local.reshape(-1) + 1
         n_init = max(0, min(hi, len(self.init_keys)) - lo)
-        dummy_cols = self._loops(c_state, c_kind, row_groups, n_init, vals, keys)
         fragment = ExplicitModel(
             model_type="mdp",
             row_groups=row_groups,
-            transitions=sp.csr_matrix((np.ones(C), dummy_cols, np.arange(C + 1)), shape=(C, B + 1)),
-            choice_actions=self.action_of[c_kind],
+            transitions=sp.csr_matrix(  # int32 indices: scipy's constructor converts int64 ones (5x its cost)
+                (
+                    np.ones(C),
+                    self._loops(choices, row_groups, n_init, vals, keys).astype(np.int32),
+                    np.arange(C + 1, dtype=np.int32),
+                ),
+                shape=(C, B + 1),
+            ),
+            choice_actions=self.action_of_group[group],
             action_names=self.actions,
             variables=tuple(self.names),
             valuations=vals,
-            initial_states=np.arange(lo, max(lo, min(hi, len(self.init_keys)))) - lo,
-            choice_commands=self.command_of[c_kind],
-            command_names=self.commands,
+            initial_states=np.arange(n_init),
+            choice_commands=commands,
+            command_names=("", *(program.choice_name(int(k)) for k in kinds)),
         )
-        return fragment, c_state, c_kind, deadlock
+        return fragment, choices, deadlock
 
-    def _loops(
-        self, c_state: np.ndarray, c_kind: np.ndarray, row_groups: np.ndarray, n_init: int, vals: np.ndarray, keys: np.ndarray
-    ) -> np.ndarray:
+    def _loops(self, choices: Enabled, row_groups: np.ndarray, n_init: int, vals: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """``(C,)`` the fragment's dummy column of each choice: the transitions only say which choices loop back
         (Storm's self-loops, and lone commands of the initial states that loop back: the forced-start note needs
         them); every other choice points elsewhere (column ``B``)."""
         B = len(row_groups) - 1
+        c_state, c_kind = choices.state, choices.kind
         dummy_cols = np.where(c_kind == self.J, c_state, B)
-        for ci in np.flatnonzero((c_state < n_init) & (c_kind < self.J)):
-            s_ = c_state[ci]
-            if row_groups[s_ + 1] - row_groups[s_] == 1:
-                k_, pr_ = self.program.successors(self.program.choices[c_kind[ci]], vals[[s_]], keys[[s_]])
-                if np.all(k_[pr_ > 0] == keys[s_]):
-                    dummy_cols[ci] = s_
+        lone = np.flatnonzero((c_state < n_init) & (c_kind < self.J) & (np.diff(row_groups)[c_state] == 1))
+        if len(lone):
+            br = self.program.branches(choices.parts[lone], c_state[lone], vals, keys)
+            owner = np.repeat(np.arange(len(lone)), br.number)
+            away = (br.probs > 0) & (br.keys != keys[c_state[lone]][owner])
+            loops = np.ones(len(lone), dtype=bool)
+            loops[owner[away]] = False
+            dummy_cols[lone[loops]] = c_state[lone[loops]]
         return dummy_cols
 
     def _weigh(self, fragment: ExplicitModel, lo: int) -> ChoiceWeights:
@@ -381,32 +421,33 @@ class _Exploration:
         for name, n in table.untaken().items():
             self.untaken[name] = self.untaken.get(name, 0) + n
         if self.by_label:  # name untaken choices as the full strategy does: by label, unless labels are ambiguous
-            plain = replace(fragment, choice_commands=None, command_names=())
-            if ambiguous_choices(plain):
+            if ambiguous_choices(fragment):
                 self.by_label = False
-            else:
-                for name, n in choice_table(plain, self.policy.actions).untaken().items():
-                    self.untaken_by_label[name] = self.untaken_by_label.get(name, 0) + n
+            else:  # no state repeats a label: the table's untaken choices, counted by label
+                untaken = (table.columns < 0) & table.decision[fragment.choice_states()]
+                counts = np.bincount(fragment.choice_actions[untaken], minlength=len(self.actions))
+                for a in np.flatnonzero(counts):
+                    name = self.actions[a] or "(unlabelled)"
+                    self.untaken_by_label[name] = self.untaken_by_label.get(name, 0) + int(counts[a])
         if lo == 0:
             self.start_note = forced_start_message(table, self.prop.bound)
         return cw
 
     def _branches(
-        self, cw: ChoiceWeights, c_state: np.ndarray, c_kind: np.ndarray, vals: np.ndarray, keys: np.ndarray
+        self, cw: ChoiceWeights, choices: Enabled, vals: np.ndarray, keys: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(row, successor key, mass)`` of every branch of the choices the policy takes (key -1: the sink)."""
-        rows, succ, mass = [], [], []
+        """``(row, successor key, mass)`` of every branch of the choices the policy takes (key -1: the sink), in
+        the order (row, choice, branch); parallel branches are summed in this order by :meth:`_merged_rows`."""
         taken = cw.weights > 0
-        for j, c in enumerate(self.program.choices):
-            pick = np.flatnonzero(taken & (c_kind == j))
-            if not len(pick):
-                continue
-            s = c_state[pick]
-            k, pr = self.program.successors(c, vals[s], keys[s])
-            self.branches_total += k.size
-            rows.append(np.repeat(s, k.shape[1]))
-            succ.append(k.ravel())
-            mass.append((pr * cw.weights[pick][:, None]).ravel())
+        c_state, c_kind = choices.state, choices.kind
+        pick = np.flatnonzero(taken & (c_kind < self.J))
+        br = self.program.branches(choices.parts[pick], c_state[pick], vals, keys)
+        self.branches_total += len(br.keys)
+        rows, succ, mass = (
+            [np.repeat(c_state[pick], br.number)],
+            [br.keys],
+            [br.probs * np.repeat(cw.weights[pick], br.number)],
+        )
         loops = np.flatnonzero(taken & (c_kind == self.J))
         rows.append(c_state[loops])
         succ.append(keys[c_state[loops]])
@@ -419,22 +460,30 @@ class _Exploration:
             mass.append(cw.stalled[stalled])
         row, key, w = np.concatenate(rows), np.concatenate(succ), np.concatenate(mass)
         positive = w > 0
+        if positive.all():
+            return row, key, w
         return row[positive], key[positive], w[positive]
 
     def _merged_rows(
         self, row: np.ndarray, key: np.ndarray, w: np.ndarray, B: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Parallel branches merged: sorted by (row, key), each run's mass summed."""
-        domain = self.program.domain
+        """Parallel branches merged: sorted by (row, key), each run's mass summed in the order given."""
+        domain, N = self.program.domain, len(row)
         if domain < (1 << 62) // (B + 1):
             composite = row * (domain + 1) + (key + 1)
-            order = np.argsort(composite, kind="stable")
-            composite = composite[order]
+            if N and int(composite.max()) < ((1 << 62) - N) // N:  # unique sort keys: (composite, position)
+                tagged = np.sort(composite * N + np.arange(N))
+                composite, order = np.divmod(tagged, N)
+            else:
+                order = np.argsort(composite, kind="stable")
+                composite = composite[order]
             starts = np.flatnonzero(np.r_[True, composite[1:] != composite[:-1]])
-        else:
-            order = np.lexsort((key, row))
-            rk = np.stack([row[order], key[order]])
-            starts = np.flatnonzero(np.r_[True, (rk[:, 1:] != rk[:, :-1]).any(axis=0)])
+            w = np.add.reduceat(w[order], starts) if len(starts) else w[:0]
+            row, key = np.divmod(composite[starts], domain + 1)
+            return row, key - 1, w
+        order = np.lexsort((key, row))
+        rk = np.stack([row[order], key[order]])
+        starts = np.flatnonzero(np.r_[True, (rk[:, 1:] != rk[:, :-1]).any(axis=0)])
         w = np.add.reduceat(w[order], starts) if len(starts) else w[:0]
         return row[order][starts], key[order][starts], w
 
@@ -472,7 +521,8 @@ class _Exploration:
             self.label_parts[k_].append(part.copy())
 
     def _guard(self, lo: int, max_states: int | None, memory_bound: int | None, memory_how: str) -> None:
-        """Refuse beyond int32 indices, ``max_states`` states or the memory bound (after each batch)."""
+        """Refuse beyond int32 indices, ``max_states`` states or the memory bound (after each batch; resident memory
+        after a batch adding many transitions or taking time)."""
         n = self.state_keys.n
         if n >= np.iinfo(np.int32).max - 1:
             raise ModelTooLargeError(
@@ -483,7 +533,14 @@ class _Exploration:
                 f"{self.model.path}: the policy reaches more than --max-states={max_states} states (exploration stopped "
                 f"at {n:,}); raise --max-states"
             )
-        if memory_bound is not None and resident_bytes() > memory_bound:
+        if memory_bound is None:
+            return
+        # resident memory read (a file) after a batch that added 2**16 transitions or ended 50 ms after the last read
+        now = time.perf_counter()
+        if now - self.memory_read[0] < 0.05 and self.transitions - self.memory_read[1] < 1 << 16:
+            return
+        self.memory_read = (now, self.transitions)
+        if resident_bytes() > memory_bound:
             raise MemoryBudgetError(
                 f"{memory_how}: exploring the policy's chain took {format_bytes(resident_bytes())} "
                 f"after {lo:,} states and {self.transitions:,} transitions; raise --max-memory, or verify a smaller model",

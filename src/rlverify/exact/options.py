@@ -46,8 +46,9 @@ class ExactOptions:
             :mod:`rlverify.exact.merged`), ``full`` (Storm builds the whole property-directed MDP; the policy is
             evaluated on all its decision states in one batch), ``onthefly`` (Storm's explicit
             builder with an action mask explores only policy-reachable states; the policy is
-            called per newly explored state, cached) or ``auto`` (``merged`` for PRISM programs, falling back
-            to ``full`` where it does not apply; ``full`` for JANI).
+            called per newly explored state, cached) or ``auto`` (for PRISM programs ``merged`` where their choices
+            branch widely or their variables span a large domain, else ``full``, and ``full`` where ``merged`` does
+            not apply: :func:`~rlverify.exact.chain.strategy_and_reason`; ``full`` for JANI).
         unavailable: ``stall`` (mass on unavailable actions goes to an absorbing ``stalled``
             state) or ``renormalize`` (rescale the available actions' probabilities).
         numerics: ``sound``, ``direct`` or ``fast`` (see :mod:`rlverify.exact.checking`).

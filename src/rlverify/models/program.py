@@ -11,11 +11,18 @@ A state is a key: the mixed-radix number of its variables' offsets from their lo
 (``int64``, so the product of the domains must stay below 2**62). Used by the exact engine's
 ``merged`` strategy (:mod:`rlverify.exact.merged`), which builds a policy's chain without building
 the MDP; everything here is cross-checked against Storm's builder in tests.
+
+Cost follows the enabled choices, as in Storm's builder: each command's guard is evaluated once per batch
+of states (:meth:`CompiledProgram.enabled`), and a label's choices are formed only from the commands each state
+enables, in Storm's order (unlabelled commands in module order, then the labels by Storm's action index, each
+label's combinations in :func:`itertools.product` order: the choice's index among all combinations names it).
+Each command's updates are evaluated once per batch on the states where a choice runs it, and a synchronised
+choice's branches combine its commands' by broadcasting (:meth:`CompiledProgram.branches`). Guards, updates and
+expressions reading few variables are looked up in tables over those variables' values, built on first use.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,10 +36,21 @@ Fn = Callable[[Env], Any]
 
 #: largest product of the variables' domains a key can hold
 MAX_DOMAIN = 2**62
-#: most command combinations one label may synchronise (each is a choice evaluated on every state)
-MAX_COMBINATIONS = 1 << 16
+#: most combinations of enabled commands one label may form in one state (each is a choice of that state)
+MAX_ENABLED = 1 << 16
+#: most choices a program may have in all (choice indices are int64; only enabled combinations are ever formed)
+MAX_CHOICES = 1 << 62
 #: largest domain searched for the states of an ``init ... endinit`` block
 MAX_INIT_DOMAIN = 1 << 22
+#: largest domain of the variables an expression or a command's updates read for them to be looked up in a table
+#: (built on first use); a command's updates over a larger domain (up to :data:`MAX_TABLE_DOMAIN`) get one once they
+#: have been evaluated often enough to pay for it (:class:`_UpdateTables`), within :data:`TABLE_ENTRIES` in all
+TABLE_DOMAIN = 1 << 12
+MAX_TABLE_DOMAIN = 1 << 18
+TABLE_ENTRIES = 1 << 22
+#: largest domain of the variables a guard reads for it to be looked up in a table (every guard is evaluated in
+#: every batch: all the guards' tables are built on the first)
+GUARD_TABLE_DOMAIN = 1 << 14
 
 
 class Unsupported(Exception):
@@ -59,21 +77,69 @@ class Update:
 
 
 @dataclass(frozen=True)
-class Part:
-    """One module's command inside a choice."""
+class Command:
+    """One module's command: its module (position), name (``m:2``), label (``""``: unlabelled), guard and updates."""
 
+    module: int
     name: str
+    action: str
     guard: Fn
     updates: tuple[Update, ...]
+    reads: tuple[int, ...] = ()  # the variables its updates read or assign (indices, ascending)
+    guard_reads: tuple[int, ...] = ()  # the variables its guard reads
+
+    @property
+    def written(self) -> frozenset[int]:
+        """The variables (indices) some update of the command assigns."""
+        return frozenset(i for u in self.updates for i, _ in u.assignments)
 
 
 @dataclass(frozen=True)
-class Choice:
-    """A choice of the program: its label (``""``: unlabelled), command name and the module commands it runs."""
+class Group:
+    """The choices of one unlabelled command, or of one label, numbered ``offset`` to ``offset + count - 1``.
+
+    ``modules`` holds, per module whose alphabet has the label (module order), its commands with the label
+    (command ids, program order). Choice ``offset + r`` runs the ``r``-th combination in :func:`itertools.product`
+    order: ``r`` is the mixed-radix number of the commands' positions, the first module's the most significant
+    digit (``strides``). An unlabelled command is a group of one module and one command.
+    """
 
     action: str
-    name: str
-    parts: tuple[Part, ...]
+    modules: tuple[tuple[int, ...], ...]
+    offset: int
+    count: int
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Enabled:
+    """The choices enabled in a batch of states, in Storm's order: by state, then program order.
+
+    Attributes:
+        state: ``(C,)`` int64, the batch row of each choice.
+        kind: ``(C,)`` int64, its choice index (program order: :attr:`CompiledProgram.num_choices` of them).
+        parts: ``(C, K)`` int64, the commands it runs (command ids, module order; -1 pads).
+    """
+
+    state: np.ndarray
+    kind: np.ndarray
+    parts: np.ndarray
+
+
+@dataclass(frozen=True)
+class Branches:
+    """The branches of some choices, choice by choice, each choice's in :func:`itertools.product` order of its
+    commands' updates (branches to one successor not merged, probability-0 updates kept).
+
+    Attributes:
+        number: ``(P,)`` int64, how many branches each choice has (its commands' numbers of updates multiplied).
+        keys: ``(K,)`` int64 successor keys; probs: ``(K,)`` float64 probabilities (the product of the commands'
+            update probabilities, multiplied in module order).
+    """
+
+    number: np.ndarray
+    keys: np.ndarray
+    probs: np.ndarray
 
 
 def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
@@ -151,6 +217,64 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
     return lambda env: f(a(env), b(env))
 
 
+class States(dict[str, np.ndarray]):
+    """A batch of states as the compiled expressions read it: variable name -> ``(N,)`` int64 values, and the
+    batch's row in each table over a set of variables (:class:`Tabled`), computed once per batch and set."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, values: dict[str, np.ndarray]) -> None:
+        super().__init__(values)
+        self.rows: dict[tuple[str, ...], np.ndarray] = {}
+
+
+class Tabled:
+    """An expression looked up in a table of its values over the few variables it reads (``(D,)``, ``D`` the product
+    of their domains, at most :data:`TABLE_DOMAIN`), built on first use by evaluating it once on every combination
+    of their values: a gather per batch instead of one numpy call per operator."""
+
+    __slots__ = ("fn", "key", "los", "sizes", "strides", "table")
+
+    def __init__(self, fn: Fn, variables: list[Var]) -> None:
+        self.fn = fn
+        self.key = tuple(v.name for v in variables)
+        self.los = [v.lo for v in variables]
+        self.sizes = [v.hi - v.lo + 1 for v in variables]
+        self.strides = [int(np.prod(self.sizes[:i], dtype=np.int64)) for i in range(len(variables))]
+        self.table: np.ndarray | None = None
+
+    def row(self, env: Env) -> np.ndarray:
+        """``(N,)`` int64: each state's row in the table (cached in a :class:`States` batch)."""
+        rows = getattr(env, "rows", None)
+        found = None if rows is None else rows.get(self.key)
+        if found is None:
+            found = env[self.key[0]] - self.los[0]
+            for name, lo, stride in zip(self.key[1:], self.los[1:], self.strides[1:], strict=True):
+                found = found + (env[name] - lo) * stride
+            if rows is not None:
+                rows[self.key] = found
+        return found
+
+    def __call__(self, env: Env) -> Any:
+        if self.table is None:
+            size = int(np.prod(self.sizes, dtype=np.int64))
+            every = np.arange(size, dtype=np.int64)
+            grid = {
+                name: lo + (every // stride) % n
+                for name, lo, n, stride in zip(self.key, self.los, self.sizes, self.strides, strict=True)
+            }
+            with np.errstate(all="ignore"):
+                self.table = np.array(np.broadcast_to(np.asarray(self.fn(grid)), (size,)))
+        return self.table[self.row(env)]
+
+
+def _operators(expr: Any) -> int:
+    """How many operators a Storm expression applies (0: a literal or a variable)."""
+    if expr.is_literal() or expr.is_variable():
+        return 0
+    return 1 + sum(_operators(expr.get_operand(i)) for i in range(expr.arity))
+
+
 class CompiledProgram:
     """A PRISM MDP's variables, choices and labels as numpy functions (see the module docstring).
 
@@ -214,51 +338,133 @@ class CompiledProgram:
                 if not v.lo <= init <= v.hi:
                     raise ModelError(f"{path}: the initial value {init} of variable '{v.name}' is outside [{v.lo}..{v.hi}]")
             self.initial = np.asarray([initial], dtype=np.int64)
-        self.choices = self._choices()
-        self.label_functions = {
-            lab.name: compile_expression(program.get_label_expression(lab.name), self.by_name) for lab in program.labels
-        }
+        self.groups = self._groups()
+        self._offsets = np.asarray([g.offset for g in self.groups], dtype=np.int64)
+        #: how many choices the program has (choice indices are ``0 .. num_choices - 1``, program order)
+        self.num_choices = self.groups[-1].offset + self.groups[-1].count if self.groups else 0
+        self._names: dict[int, str] = {}
+        self._tables = _UpdateTables(self)
+        self._structure = _Choices(self)
+        self.label_functions = {lab.name: self._compile(program.get_label_expression(lab.name)) for lab in program.labels}
 
-    def _part(self, module: Any, k: int, command: Any) -> Part:
+    def _command(self, m: int, module: Any, k: int, command: Any) -> Command:
         updates = []
+        reads: set[str] = set()
         for u in command.updates:
             assigns = []
+            reads |= {v.name for v in u.probability_expression.get_variables()}
             for a in u.assignments:
                 name = a.variable.name
                 if name not in self.index:
                     raise Unsupported(f"assignment to unknown variable '{name}'")
-                assigns.append((self.index[name], compile_expression(a.expression, self.by_name)))
-            updates.append(Update(compile_expression(u.probability_expression, self.by_name), tuple(assigns)))
-        return Part(f"{module.name}:{k + 1}", compile_expression(command.guard_expression, self.by_name), tuple(updates))
+                assigns.append((self.index[name], self._compile(a.expression)))
+                reads |= {name} | {v.name for v in a.expression.get_variables()}
+            updates.append(Update(self._compile(u.probability_expression), tuple(assigns)))
+        return Command(
+            m,
+            f"{module.name}:{k + 1}",
+            command.action_name if command.is_labeled else "",
+            self._compile(command.guard_expression),
+            tuple(updates),
+            tuple(sorted(self.index[v] for v in reads if v in self.index)),
+            tuple(sorted(self.index[v.name] for v in command.guard_expression.get_variables() if v.name in self.index)),
+        )
 
-    def _choices(self) -> tuple[Choice, ...]:
+    def _groups(self) -> tuple[Group, ...]:
+        """The program's choices in Storm's order: unlabelled commands (module order), then the labels by Storm's
+        action index, each label's command combinations in :func:`itertools.product` order."""
         program = self.program
-        choices: list[Choice] = []
-        labelled: dict[str, list[list[Part]]] = {}
-        order: list[str] = []
-        for module in program.modules:
-            per_label: dict[str, list[Part]] = {}
+        commands: list[Command] = []
+        groups: list[Group] = []
+        labelled: dict[str, list[tuple[int, ...]]] = {}
+        offset = 0
+        for m, module in enumerate(program.modules):
+            per_label: dict[str, list[int]] = {}
             for k, c in enumerate(module.commands):
-                part = self._part(module, k, c)
+                cid = len(commands)
+                commands.append(self._command(m, module, k, c))
                 if c.is_labeled:
-                    per_label.setdefault(c.action_name, []).append(part)
+                    per_label.setdefault(c.action_name, []).append(cid)
                 else:
-                    choices.append(Choice("", part.name, (part,)))
-            for label, parts in per_label.items():
-                if label not in labelled:
-                    labelled[label] = []
-                    order.append(label)
-                labelled[label].append(parts)
-        for label in sorted(order, key=lambda a: program_action_index(program, a)):
-            combos = int(np.prod([len(parts) for parts in labelled[label]]))
-            if combos > MAX_COMBINATIONS:  # each is evaluated on every state: Storm finds the enabled ones per state
-                raise Unsupported(f"label '{label}' synchronises {combos:,} command combinations")
-            for combo in itertools.product(*labelled[label]):
-                written = [{i for u in p.updates for i, _ in u.assignments} for p in combo]
-                if len(combo) > 1 and any(written[i] & written[j] for i in range(len(combo)) for j in range(i)):
-                    raise Unsupported(f"commands {'+'.join(p.name for p in combo)} write one variable twice")
-                choices.append(Choice(label, "+".join(p.name for p in combo), tuple(combo)))
-        return tuple(choices)
+                    groups.append(Group("", ((cid,),), offset, 1, (1,)))
+                    offset += 1
+            for label, cids in per_label.items():
+                labelled.setdefault(label, []).append(tuple(cids))
+        self.commands = tuple(commands)
+        for label in sorted(labelled, key=lambda a: program_action_index(program, a)):
+            modules = tuple(labelled[label])
+            sizes = [len(cids) for cids in modules]
+            strides = [int(np.prod(sizes[i + 1 :], dtype=object)) for i in range(len(sizes))]
+            count = int(np.prod(sizes, dtype=object))
+            if offset + count > MAX_CHOICES:
+                raise Unsupported(f"label '{label}' synchronises {count:,} command combinations")
+            self._refuse_shared_writes(modules)
+            groups.append(Group(label, modules, offset, count, tuple(strides)))
+            offset += count
+        return tuple(groups)
+
+    def _refuse_shared_writes(self, modules: tuple[tuple[int, ...], ...]) -> None:
+        """Refuse a label whose commands of two modules may write one variable (naming the first such combination
+        in :func:`itertools.product` order; checked per pair of modules, never per combination)."""
+        written = [[self.commands[c].written for c in cids] for cids in modules]
+
+        def clash(i: int, a: int, j: int, b: int) -> bool:
+            return bool(written[i][a] & written[j][b])
+
+        def completes(prefix: list[int]) -> bool:  # some completion of the prefix has a clash
+            m = len(prefix)
+            if any(clash(i, prefix[i], j, prefix[j]) for j in range(m) for i in range(j)):
+                return True
+            later = range(m, len(modules))
+            if any(clash(i, prefix[i], j, b) for i in range(m) for j in later for b in range(len(modules[j]))):
+                return True
+            return any(
+                clash(i, a, j, b)
+                for j in later
+                for i in range(m, j)
+                for a in range(len(modules[i]))
+                for b in range(len(modules[j]))
+            )
+
+        if len(modules) < 2 or not completes([]):
+            return
+        prefix: list[int] = []
+        for cids in modules:
+            prefix.append(next(a for a in range(len(cids)) if completes([*prefix, a])))
+        names = "+".join(self.commands[cids[a]].name for cids, a in zip(modules, prefix, strict=True))
+        raise Unsupported(f"commands {names} write one variable twice")
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The program's action labels in Storm's order (of its synchronising choices)."""
+        return tuple(g.action for g in self.groups if g.action)
+
+    def mean_branching(self) -> float:
+        """Branches per choice, averaged over the groups (each group's mean over its combinations: the product over
+        its modules of their commands' mean number of updates); 0 for a program without commands."""
+        if not self.groups:
+            return 0.0
+        per_group = [
+            float(np.prod([np.mean([len(self.commands[c].updates) for c in cids]) for cids in g.modules])) for g in self.groups
+        ]
+        return float(np.mean(per_group))
+
+    def group_of(self, kind: np.ndarray) -> np.ndarray:
+        """``(C,)`` int64: the group (position in :attr:`groups`) of each choice index in ``kind``."""
+        return np.searchsorted(self._offsets, kind, side="right") - 1
+
+    def choice_parts(self, kind: int) -> tuple[int, ...]:
+        """The commands (ids) choice ``kind`` runs, in module order."""
+        g = self.groups[int(self.group_of(np.asarray([kind]))[0])]
+        r = kind - g.offset
+        return tuple(cids[(r // stride) % len(cids)] for cids, stride in zip(g.modules, g.strides, strict=True))
+
+    def choice_name(self, kind: int) -> str:
+        """Choice ``kind``'s command name (``m:2+n:1``, :mod:`rlverify.models.commands`)."""
+        name = self._names.get(kind)
+        if name is None:
+            name = self._names[kind] = "+".join(self.commands[c].name for c in self.choice_parts(kind))
+        return name
 
     def parse(self, text: str) -> Fn:
         """A numpy function of an expression over the program's variables, given as text (Storm's syntax)."""
@@ -271,6 +477,17 @@ class CompiledProgram:
         except Exception as exc:  # Storm's parse error
             raise Unsupported(f"expression '{text}': {exc}") from None
         return compile_expression(expr, self.by_name)
+
+    def _compile(self, expr: Any) -> Fn:
+        """:func:`compile_expression`, looked up in a table (:class:`Tabled`) where it applies two operators or more
+        to variables whose domains multiply to at most :data:`TABLE_DOMAIN`."""
+        fn = compile_expression(expr, self.by_name)
+        variables = sorted((self.by_name[v.name] for v in expr.get_variables()), key=lambda v: self.index[v.name])
+        if not variables or _operators(expr) < 2:
+            return fn
+        if int(np.prod([v.hi - v.lo + 1 for v in variables], dtype=np.float64)) > TABLE_DOMAIN:
+            return fn
+        return Tabled(fn, variables)
 
     # -- states as keys ---------------------------------------------------------------------
     def keys(self, values: np.ndarray) -> np.ndarray:
@@ -287,8 +504,9 @@ class CompiledProgram:
             out[:, i] = (keys // v.radix) % (v.hi - v.lo + 1) + v.lo
         return out
 
-    def env(self, values: np.ndarray) -> Env:
-        return {v.name: values[:, i] for i, v in enumerate(self.variables)}
+    def env(self, values: np.ndarray) -> States:
+        """The states ``values`` ``(N, V)`` as the compiled expressions read them."""
+        return States({v.name: values[:, i] for i, v in enumerate(self.variables)})
 
     def evaluate(self, fn: Fn, env: Env, n: int, dtype: Any = bool) -> np.ndarray:
         """``fn`` on ``env`` as an ``(n,)`` array (a constant broadcast). Both branches of an ``ITE`` are evaluated
@@ -297,74 +515,482 @@ class CompiledProgram:
             out = np.asarray(fn(env))
         return np.broadcast_to(out, (n,)).astype(dtype, copy=False) if out.ndim == 0 else out.astype(dtype, copy=False)
 
-    def enabled(self, env: Env, n: int) -> np.ndarray:
-        """``(n, J)`` bool: states where choice ``j``'s guards all hold (each command's guard evaluated once)."""
-        guards: dict[int, np.ndarray] = {}
-        out = np.ones((n, len(self.choices)), dtype=bool)
-        for j, choice in enumerate(self.choices):
-            for part in choice.parts:
-                g = guards.get(id(part))
-                if g is None:
-                    g = guards[id(part)] = self.evaluate(part.guard, env, n)
-                out[:, j] &= g
-        return out
-
-    def successors(self, choice: Choice, values: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Branches of ``choice`` from states ``values`` ``(N, V)`` with ``keys`` ``(N,)`` (all enabled).
-
-        Returns ``(N, U)`` int64 successor keys and ``(N, U)`` float64 probabilities, ``U`` the product of
-        the parts' update counts (branches to one successor are not merged here).
+    def enabled(self, values: np.ndarray, env: Env | None = None) -> Enabled:
+        """The choices enabled in the states ``values`` ``(n, V)`` (``env``: the same as :meth:`env` gives), in
+        Storm's order. Each command's guard is evaluated once (looked up in a table over the variables it reads where
+        they are few); a label's choices are only the combinations of its commands enabled in a state.
 
         Raises:
-            ModelError: an assignment outside a variable's bounds, or a command whose probabilities do not
-                sum to 1 (the command and the state named, as Storm would refuse to build it).
+            Unsupported: a label with more than :data:`MAX_ENABLED` enabled combinations in one state.
         """
-        n = len(keys)
-        env = self.env(values)
-        out_keys = keys[:, None]
-        out_probs = np.ones((n, 1))
-        for part in choice.parts:
-            deltas = np.zeros((n, len(part.updates)), dtype=np.int64)
-            probs = np.empty((n, len(part.updates)))
-            for j, u in enumerate(part.updates):
-                probs[:, j] = self.evaluate(u.probability, env, n, np.float64)
-                live = probs[:, j] > 0  # Storm skips updates of probability 0 (their targets are never checked)
-                if (probs[:, j] < 0).any():
-                    s = int(np.argmax(probs[:, j] < 0))
-                    raise ModelError(
-                        f"{self.path}: command {part.name} has a negative probability {probs[s, j]:.6g} "
-                        f"(update {j + 1}) in state {self.describe(values[s])}"
-                    )
-                for i, fn in u.assignments:
-                    v = self.variables[i]
-                    with np.errstate(all="ignore"):
-                        new = np.asarray(fn(env))
-                    if new.dtype.kind == "f":
-                        if not np.all((new == np.floor(new)) | ~live):
-                            raise Unsupported(f"a non-integer value assigned to '{v.name}' in {part.name}")
-                        new = new.astype(np.int64)
-                    new = np.broadcast_to(new.astype(np.int64, copy=False), (n,))
-                    bad = ((new < v.lo) | (new > v.hi)) & live
-                    if bad.any():
-                        s = int(np.argmax(bad))
-                        raise ModelError(
-                            f"{self.path}: command {part.name} assigns {v.name}={int(new[s])} outside its range "
-                            f"[{v.lo}..{v.hi}] in state {self.describe(values[s])}"
-                        )
-                    deltas[:, j] += (new - values[:, i]) * v.radix
-            total = probs.sum(axis=1)
-            if np.abs(total - 1.0).max(initial=0.0) > 1e-6:
-                s = int(np.argmax(np.abs(total - 1.0)))
-                raise ModelError(
-                    f"{self.path}: the probabilities of command {part.name} sum to {float(total[s]):.6g}, not 1, "
-                    f"in state {self.describe(values[s])}"
+        return self._structure.enabled(values, self.env(values) if env is None else env)
+
+    def branches(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray) -> Branches:
+        """The branches of the choices running commands ``parts`` ``(P, K)`` (as :attr:`Enabled.parts`) in batch
+        rows ``rows`` ``(P,)`` of the states ``values`` ``(n, V)`` with ``keys`` ``(n,)``.
+
+        Each command's updates are evaluated once per batch, on the rows where it runs; a synchronised choice's
+        branches combine its commands' by broadcasting (probabilities multiplied in module order, key deltas summed).
+
+        Raises:
+            ModelError: an assignment outside a variable's bounds, a negative probability, or a command whose
+                probabilities do not sum to 1 (the command and the state named, as Storm would refuse to build it;
+                with several, the first state's first choice in program order).
+            Unsupported: a non-integer value assigned to an integer variable.
+        """
+        off, shape = self._tables.locate(parts, rows, values)
+        P, K = shape.shape
+        number = shape.prod(axis=1)
+        start = np.cumsum(number) - number
+        total = int(number.sum())
+        probs = np.empty(total)
+        succ = np.empty(total, dtype=np.int64)
+        fprob, fdelta = self._tables.probs, self._tables.deltas
+        base = keys[rows]
+        # choices of one shape (updates per command) at once, their branches the outer product of their commands'
+        # updates (the last command's fastest: the product's order), probabilities multiplied in module order
+        radix = int(shape.max(initial=1)) + 1
+        signature = shape @ (radix ** np.arange(K, dtype=np.int64)) if radix**K < 2**62 else None
+        kinds = np.unique(signature) if signature is not None else np.unique(shape, axis=0)
+        for kind in kinds:
+            if signature is not None:
+                sel = np.flatnonzero(signature == kind)
+                sig = shape[sel[0]]
+            else:
+                sel = np.flatnonzero((shape == kind).all(axis=1))
+                sig = kind
+            p, d = fprob[off[sel, 0, None] + np.arange(sig[0])], fdelta[off[sel, 0, None] + np.arange(sig[0])]
+            for i in range(1, K):
+                if sig[i] == 1 and not off[sel, i].any():  # padding: probability 1, no change
+                    continue
+                at = off[sel, i, None] + np.arange(sig[i])
+                p = (p[:, :, None] * fprob[at][:, None, :]).reshape(len(sel), -1)
+                d = (d[:, :, None] + fdelta[at][:, None, :]).reshape(len(sel), -1)
+            d += base[sel, None]
+            if len(sel) == P:
+                probs, succ = p.reshape(-1), d.reshape(-1)
+            else:
+                where = start[sel, None] + np.arange(p.shape[1])
+                probs[where] = p
+                succ[where] = d
+        return Branches(number, succ, probs)
+
+    def raise_first(self, s: int, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+        """Raise the error of the first command (choices in program order, commands in module order) failing in row
+        ``s`` (its checks in Storm's order: each update's probability, then its assignments; then the sum)."""
+        vals = values[[s]]
+        for p in np.flatnonzero(rows == s):
+            for c in parts[p]:
+                if c >= 0:
+                    self.command_updates(self.commands[int(c)], vals, explain=True)
+        raise AssertionError(f"internal: a failing update in state {self.describe(vals[0])} was not found again")
+
+    def command_updates(
+        self, command: Command, vals: np.ndarray, explain: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``command``'s updates in states ``vals`` ``(m, V)``: ``(m, U)`` probabilities, ``(m, U)`` int64 key deltas,
+        and ``(m,)`` bool where a check fails (``explain``: raise for the first failing check of the first row)."""
+        m, U = len(vals), len(command.updates)
+        env = self.env(vals)
+        probs = np.empty((m, U))
+        deltas = np.zeros((m, U), dtype=np.int64)
+        bad = np.zeros(m, dtype=bool)
+
+        def fail(mask: np.ndarray, error: Callable[[int], Exception]) -> None:
+            nonlocal bad
+            if explain and mask.any():
+                raise error(int(np.argmax(mask)))
+            bad = bad | mask
+
+        for j, u in enumerate(command.updates):
+            p = probs[:, j] = self.evaluate(u.probability, env, m, np.float64)
+            live = p > 0  # Storm skips updates of probability 0 (their targets are never checked)
+
+            def negative(s: int, j: int = j, p: np.ndarray = p) -> Exception:
+                return ModelError(
+                    f"{self.path}: command {command.name} has a negative probability {p[s]:.6g} "
+                    f"(update {j + 1}) in state {self.describe(vals[s])}"
                 )
-            out_keys = (out_keys[:, :, None] + deltas[:, None, :]).reshape(n, -1)
-            out_probs = (out_probs[:, :, None] * probs[:, None, :]).reshape(n, -1)
-        return out_keys, out_probs
+
+            fail(p < 0, negative)
+            for i, fn in u.assignments:
+                v = self.variables[i]
+                with np.errstate(all="ignore"):
+                    new = np.asarray(fn(env))
+                    if new.dtype.kind == "f":
+
+                        def fraction(s: int, v: Var = v) -> Exception:
+                            return Unsupported(f"a non-integer value assigned to '{v.name}' in {command.name}")
+
+                        fail((new != np.floor(new)) & live, fraction)
+                        new = new.astype(np.int64)
+                new = np.broadcast_to(new.astype(np.int64, copy=False), (m,))
+
+                def outside(s: int, v: Var = v, new: np.ndarray = new) -> Exception:
+                    return ModelError(
+                        f"{self.path}: command {command.name} assigns {v.name}={int(new[s])} outside its range "
+                        f"[{v.lo}..{v.hi}] in state {self.describe(vals[s])}"
+                    )
+
+                fail(((new < v.lo) | (new > v.hi)) & live, outside)
+                deltas[:, j] += (new - vals[:, i]) * v.radix
+        total = probs.sum(axis=1)
+
+        def unsummed(s: int) -> Exception:
+            return ModelError(
+                f"{self.path}: the probabilities of command {command.name} sum to {float(total[s]):.6g}, not 1, "
+                f"in state {self.describe(vals[s])}"
+            )
+
+        fail(~(np.abs(total - 1.0) <= 1e-6), unsummed)
+        return probs, deltas, bad
+
+    def check(self, values: np.ndarray) -> None:
+        """Evaluate the updates of every choice enabled in the states ``values`` ``(N, V)``: raises as :meth:`branches`."""
+        found = self.enabled(values)
+        if len(found.state):
+            self._tables.locate(found.parts, found.state, values)
 
     def describe(self, row: np.ndarray) -> dict[str, int]:
         return {v.name: int(x) for v, x in zip(self.variables, row, strict=True)}
+
+
+class _Layout:
+    """Where items (commands' guards or updates) are looked up in their tables: each reads a few variables, and a
+    state's row in an item's table is the mixed-radix number of their offsets (the first variable fastest). Items
+    whose variables' domains multiply beyond ``limit`` can have no table (``tabled`` False)."""
+
+    def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]], limit: int) -> None:
+        self.variables = variables
+        self.reads = reads
+        self.domains = [int(np.prod([variables[i].hi - variables[i].lo + 1 for i in r], dtype=np.float64)) for r in reads]
+        self.tabled = np.asarray([d <= limit for d in self.domains] + [False])
+        width = max([len(r) for r, t in zip(reads, self.tabled, strict=False) if t], default=0)
+        self.var = np.zeros((len(reads) + 1, width), dtype=np.int64)
+        self.lo = np.zeros((len(reads) + 1, width), dtype=np.int64)
+        self.stride = np.zeros((len(reads) + 1, width), dtype=np.int64)  # 0 pads
+        for item, r in enumerate(reads):
+            if self.tabled[item]:
+                stride = 1
+                for t, i in enumerate(r):
+                    v = variables[i]
+                    self.var[item, t], self.lo[item, t], self.stride[item, t] = i, v.lo, stride
+                    stride *= v.hi - v.lo + 1
+
+    def rows(self, items: np.ndarray, states: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Rows (int64, ``items`` and ``states`` broadcast) of tabled ``items`` in states ``states`` (rows of ``values``)."""
+        out = np.zeros(np.broadcast_shapes(items.shape, states.shape), dtype=np.int64)
+        for t in range(self.var.shape[1]):
+            out += (values[states, self.var[items, t]] - self.lo[items, t]) * self.stride[items, t]
+        return out
+
+    def grid(self, item: int) -> np.ndarray:
+        """``(D, V)`` int64: every combination of the values of the variables ``item`` reads (table row order; the
+        other variables at their lower bounds: never read)."""
+        D = self.domains[item]
+        every = np.arange(D, dtype=np.int64)
+        grid = np.tile(np.asarray([v.lo for v in self.variables], dtype=np.int64), (D, 1))
+        for t, i in enumerate(self.reads[item]):
+            v = self.variables[i]
+            grid[:, i] = v.lo + (every // self.stride[item, t]) % (v.hi - v.lo + 1)
+        return grid
+
+
+class _Choices:
+    """The program's choices as arrays, for enumerating a batch's enabled choices in a fixed number of numpy calls.
+
+    Commands are held in *slot order*: by group (program order), then by the group's modules, then by command. A slot
+    is one module's commands of one group (an unlabelled command is a slot, and a group, of its own). In a state, a
+    group's choices are the products of its slots' enabled commands; most states enable one command per slot.
+    """
+
+    def __init__(self, program: CompiledProgram) -> None:
+        self.program = program
+        groups = program.groups
+        order: list[int] = []
+        slot_start: list[int] = []
+        slot_stride: list[int] = []
+        group_slots: list[list[int]] = []
+        local: list[int] = []
+        for g in groups:
+            group_slots.append([])
+            for cids, stride in zip(g.modules, g.strides, strict=True):
+                group_slots[-1].append(len(slot_start))
+                slot_start.append(len(order))
+                slot_stride.append(stride)
+                order.extend(cids)
+                local.extend(range(len(cids)))
+        self.order = np.asarray(order, dtype=np.int64)  # command id at each slot-order position
+        self.local = np.asarray(local, dtype=np.int64)  # its position within its slot
+        self.slot_start = np.asarray(slot_start, dtype=np.int64)
+        self.slot_stride = np.asarray(slot_stride, dtype=np.int64)[:, None]
+        self.group_start = np.asarray([s[0] for s in group_slots], dtype=np.int64)
+        self.offsets = np.asarray([g.offset for g in groups], dtype=np.int64)[:, None]
+        self.width = max((len(s) for s in group_slots), default=1)
+        # slots of each group, padded with a slot that holds no command (-1)
+        self.slots = np.full((len(groups), self.width), len(slot_start), dtype=np.int64)
+        for gi, s in enumerate(group_slots):
+            self.slots[gi, : len(s)] = s
+        self.layout = _Layout(program.variables, [program.commands[c].guard_reads for c in order], GUARD_TABLE_DOMAIN)
+        # the guards with the smallest tables first, within TABLE_ENTRIES (all are built on the first batch)
+        domains = np.asarray(self.layout.domains, dtype=np.int64)
+        fits = np.flatnonzero(self.layout.tabled[:-1])
+        fits = fits[np.argsort(domains[fits], kind="stable")]
+        fits = fits[np.cumsum(domains[fits]) <= TABLE_ENTRIES]
+        self.layout.tabled[:] = False
+        self.layout.tabled[fits] = True
+        self.tabled = np.sort(fits)
+        self.direct = np.flatnonzero(~self.layout.tabled[:-1])
+        sizes = np.asarray([self.layout.domains[p] for p in self.tabled], dtype=np.int64)
+        self.base = np.zeros(len(order), dtype=np.int64)
+        self.base[self.tabled] = np.cumsum(sizes) - sizes
+        self.table: np.ndarray | None = None
+        self.order_padded = np.r_[self.order, -1]
+        self.slot_start_padded = np.r_[self.slot_start, len(order)]
+        self.stride_padded = np.r_[self.slot_stride[:, 0], 0]
+        self.n_slots = len(slot_start)
+        self.slot_of = np.repeat(np.arange(len(slot_start)), np.diff(np.r_[self.slot_start, len(order)]))
+        # the tabled guards' rows: per variable read (t-th of each guard), its index and stride for each guard
+        lay = self.layout
+        self.columns = [(lay.var[self.tabled, t], lay.stride[self.tabled, t, None]) for t in range(lay.var.shape[1])]
+        # each guard's table offset, less its variables' lower bounds (times their strides)
+        self.columns_base = (self.base[self.tabled] - (lay.lo[self.tabled] * lay.stride[self.tabled]).sum(axis=1))[:, None]
+
+    def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
+        """``(commands, n)`` bool, each command's guard (slot order) in the ``n`` states ``values``."""
+        n, program = len(values), self.program
+        out = np.empty((len(self.order), n), dtype=bool)
+        if len(self.tabled):
+            if self.table is None:  # every table at once, on the first batch (every guard is needed in every batch)
+                parts = []
+                for p in self.tabled:
+                    grid = self.layout.grid(int(p))
+                    parts.append(program.evaluate(program.commands[self.order[p]].guard, program.env(grid), len(grid)))
+                self.table = np.concatenate(parts)
+            columns = np.ascontiguousarray(values.T)  # (V, n): a variable's values are one row
+            rows = np.repeat(self.columns_base, n, axis=1)
+            for var, stride in self.columns:
+                rows += columns[var] * stride
+            out[self.tabled] = self.table[rows]
+        for p in self.direct:
+            out[p] = program.evaluate(program.commands[self.order[p]].guard, env, n)
+        return out
+
+    def enabled(self, values: np.ndarray, env: Env) -> Enabled:
+        """See :meth:`CompiledProgram.enabled`."""
+        n = len(values)
+        G = self.guards(values, env)
+        if not len(G) or not n:
+            empty = np.zeros(0, dtype=np.int64)
+            return Enabled(empty, empty, np.zeros((0, self.width), dtype=np.int64))
+        # enabled commands per (slot, state), and the sum of their positions in the slot (the position where one is)
+        command, state = np.divmod(np.flatnonzero(G), n)
+        key = self.slot_of[command] * n + state
+        counts = np.bincount(key, minlength=self.n_slots * n).reshape(self.n_slots, n)
+        counts = np.vstack([counts, np.ones((1, n), dtype=counts.dtype)])  # the padding slot: one (no) command
+        weights = self.local[command].astype(np.float64)
+        position = np.bincount(key, weights=weights, minlength=self.n_slots * n).astype(np.int64).reshape(self.n_slots, n)
+        position = np.vstack([position, np.zeros((1, n), dtype=np.int64)])
+        per_group = counts[self.slots[:, 0]].astype(np.float64)  # (groups, n) combinations: the slots' product
+        for t in range(1, self.width):
+            per_group *= counts[self.slots[:, t]]
+        row, group = np.nonzero((per_group == 1).T)  # by state, then group (program order)
+        slots = self.slots[group]  # (C, width); the padding slot holds no command
+        at = position[slots, row[:, None]]
+        parts = self.order_padded[self.slot_start_padded[slots] + at]
+        kind = self.offsets[group, 0] + (at * self.stride_padded[slots]).sum(axis=1)
+        found = Enabled(row.astype(np.int64), kind, parts)
+        if (per_group > 1).any():
+            found = self._several(found, G, counts, per_group, values)
+        return found
+
+    def _several(
+        self, single: Enabled, G: np.ndarray, counts: np.ndarray, per_group: np.ndarray, values: np.ndarray
+    ) -> Enabled:
+        """``single`` with the choices of the (group, state) pairs enabling several combinations, in Storm's order.
+
+        Raises:
+            Unsupported: more than :data:`MAX_ENABLED` combinations of one group in one state.
+        """
+        program = self.program
+        if per_group.max() > MAX_ENABLED:
+            g, s = np.unravel_index(int(np.argmax(per_group)), per_group.shape)
+            raise Unsupported(
+                f"label '{program.groups[g].action}' has {int(per_group[g, s]):,} enabled command combinations in "
+                f"state {program.describe(values[s])} (at most {MAX_ENABLED:,})"
+            )
+        counts = counts.astype(np.int64)
+        states, kinds, parts = [single.state], [single.kind], [single.parts]
+        for g in np.flatnonzero((per_group > 1).any(axis=1)):
+            rows = np.flatnonzero(per_group[g] > 1)
+            group = program.groups[g]
+            slots = self.slots[g, : len(group.modules)]
+            tables = [
+                G[self.slot_start[sl] : self.slot_start[sl] + len(cids), rows].T
+                for sl, cids in zip(slots, group.modules, strict=True)
+            ]
+            number = per_group[g, rows].astype(np.int64)
+            owner = np.repeat(np.arange(len(rows)), number)
+            r = np.arange(len(owner)) - np.repeat(np.cumsum(number) - number, number)  # rank within the state
+            local = np.empty((len(owner), len(tables)), dtype=np.int64)
+            for i in reversed(range(len(tables))):  # mixed radix over the enabled counts, the last module fastest
+                cnt = counts[slots[i], rows][owner]
+                digit = r % cnt
+                r //= cnt
+                _, hit = np.nonzero(tables[i])  # enabled commands, by row then command
+                first = np.zeros(len(rows) + 1, dtype=np.int64)
+                np.cumsum(counts[slots[i], rows], out=first[1:])
+                local[:, i] = hit[first[owner] + digit]
+            block = np.full((len(owner), self.width), -1, dtype=np.int64)
+            for i, cids in enumerate(group.modules):
+                block[:, i] = np.asarray(cids, dtype=np.int64)[local[:, i]]
+            states.append(rows[owner])
+            kinds.append(group.offset + local @ np.asarray(group.strides, dtype=np.int64))
+            parts.append(block)
+        state, kind = np.concatenate(states), np.concatenate(kinds)
+        order = np.lexsort((kind, state))
+        return Enabled(state[order], kind[order], np.concatenate(parts)[order])
+
+
+class _UpdateTables:
+    """Every command's updates as flat arrays, an entry per (command, state, update), each command's evaluated once per
+    batch where it runs, or looked up in a table over the variables it reads: from the start where they span at most
+    :data:`TABLE_DOMAIN` valuations, else (up to :data:`MAX_TABLE_DOMAIN`) once its direct evaluations (64 rows' worth
+    per batch, for the batch's fixed cost, plus its rows) reach a quarter of the table's rows.
+
+    ``probs``/``deltas`` hold: entry 0, the padding's update (probability 1, no change); the tables (command ``c``'s
+    row ``t``, update ``u`` at ``base[c] + t * updates[c] + u``, built on first use); then the batch's commands that
+    have no table (from ``scratch`` on). ``bad`` flags a tabled command's rows where a check fails.
+    """
+
+    def __init__(self, program: CompiledProgram) -> None:
+        self.program = program
+        commands = program.commands
+        self.size = np.asarray([len(c.updates) for c in commands] + [1], dtype=np.int64)
+        self.layout = _Layout(program.variables, [c.reads for c in commands], MAX_TABLE_DOMAIN)
+        self.domains = np.asarray([*self.layout.domains, 0], dtype=np.int64)
+        self.eligible = self.layout.tabled.copy()
+        self.tabled = self.eligible & (self.domains <= TABLE_DOMAIN)
+        self.work = np.zeros(len(commands) + 1, dtype=np.int64)  # rows evaluated directly so far (and 64 a batch)
+        domains = self.domains * self.tabled
+        self.base = 1 + np.cumsum(domains * self.size) - domains * self.size
+        self.bad_base = np.cumsum(domains) - domains
+        self.built = np.zeros(len(commands) + 1, dtype=bool)
+        self.scratch = int(self.base[-1])
+        self.probs = np.empty(self.scratch)
+        self.deltas = np.empty(self.scratch, dtype=np.int64)
+        self.probs[0], self.deltas[0] = 1.0, 0
+        self.bad = np.zeros(int(domains.sum()), dtype=bool)
+
+    def _build(self, c: int) -> None:
+        """Command ``c``'s table: its updates evaluated once on every combination of the variables it reads."""
+        grid = self.layout.grid(c)
+        probs, deltas, bad = self.program.command_updates(self.program.commands[c], grid)
+        D, U = probs.shape
+        self.probs[self.base[c] : self.base[c] + D * U] = probs.ravel()
+        self.deltas[self.base[c] : self.base[c] + D * U] = deltas.ravel()
+        self.bad[self.bad_base[c] : self.bad_base[c] + D] = bad
+        self.built[c] = True
+
+    def _promote(self, c: int) -> None:
+        """Give command ``c`` a table (built on its next use) after the tables so far; the scratch moves after it."""
+        entries = int(self.domains[c] * self.size[c])
+        if self.scratch + entries > TABLE_ENTRIES:
+            self.eligible[c] = False
+            return
+        self.base[c], self.bad_base[c] = self.scratch, len(self.bad)
+        self.scratch += entries
+        if self.scratch > len(self.probs):
+            self.probs.resize(self.scratch, refcheck=False)
+            self.deltas.resize(self.scratch, refcheck=False)
+        self.bad = np.r_[self.bad, np.zeros(int(self.domains[c]), dtype=bool)]
+        self.tabled[c] = True
+
+    def locate(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where the updates of commands ``parts`` ``(P, K)`` (-1: padding) in batch rows ``rows`` ``(P,)`` of
+        ``values`` ``(n, V)`` are: ``(P, K)`` first entry and ``(P, K)`` number of updates. Raises as
+        :meth:`CompiledProgram.branches` (each (command, state) checked once)."""
+        n_cmd = len(self.program.commands)
+        cmd = np.where(parts >= 0, parts, n_cmd)
+        size = self.size[cmd]
+        off = np.zeros(cmd.shape, dtype=np.int64)
+        row = np.broadcast_to(rows[:, None], cmd.shape)
+        tab = self.tabled[cmd]
+        bad_rows = []
+        if tab.any():
+            tc, tr = cmd[tab], row[tab]
+            for c in np.unique(tc[~self.built[tc]]):
+                self._build(int(c))
+            sub = self.layout.rows(tc, tr, values)
+            bad = self.bad[self.bad_base[tc] + sub]
+            if bad.any():
+                bad_rows.append(int(tr[bad].min()))
+            off[tab] = self.base[tc] + sub * size[tab]
+        direct = (cmd < n_cmd) & ~tab
+        if direct.any():
+            found = self._direct(cmd[direct], row[direct], values)
+            off[direct] = found[0]
+            if found[1] is not None:
+                bad_rows.append(found[1])
+        if bad_rows:
+            self.program.raise_first(min(bad_rows), parts, rows, values)
+        return off, size
+
+    def _direct(self, cmd: np.ndarray, row: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, int | None]:
+        """Commands without a table evaluated once per (command, row) pair into the scratch entries: the first entry
+        of each pair given, and the first row where a check fails (None: none)."""
+        n = len(values)
+        uniq, inverse = np.unique(cmd * n + row, return_inverse=True)
+        c_of, r_of = np.divmod(uniq, n)
+        first = np.zeros(len(uniq) + 1, dtype=np.int64)
+        np.cumsum(self.size[c_of], out=first[1:])
+        first += self.scratch
+        if first[-1] > len(self.probs):
+            self.probs.resize(int(first[-1]), refcheck=False)
+            self.deltas.resize(int(first[-1]), refcheck=False)
+        bad_row = None
+        starts = np.flatnonzero(np.r_[True, c_of[1:] != c_of[:-1]])
+        for a, b in zip(starts, np.r_[starts[1:], len(uniq)], strict=True):
+            c = int(c_of[a])
+            command = self.program.commands[c]
+            probs, deltas, bad = self.program.command_updates(command, values[r_of[a:b]])
+            self.work[c] += 64 + b - a
+            if bad.any():
+                worst = int(r_of[a:b][bad].min())
+                bad_row = worst if bad_row is None else min(bad_row, worst)
+            where = first[a:b, None] + np.arange(len(command.updates))
+            self.probs[where] = probs
+            self.deltas[where] = deltas
+        located = first[:-1][inverse.reshape(-1)]
+        for c in np.unique(c_of):  # after this batch's scratch was read: promotion moves it
+            if self.eligible[c] and 4 * self.work[c] >= self.domains[c]:
+                self._promote(int(c))
+        return located, bad_row
+
+
+#: programs compiled lately: ``id(program)`` -> (the program, its path, the compiled program or the Unsupported raised)
+_COMPILED: dict[int, tuple[Any, str, CompiledProgram | Unsupported]] = {}
+
+
+def compiled(program: Any, path: str = "model") -> CompiledProgram:
+    """:class:`CompiledProgram` of a Storm PRISM program, compiled once per program object (the last few are kept: a
+    verification compiles it for the policy check, the exploration and the range check).
+
+    Raises:
+        Unsupported: as :class:`CompiledProgram` (also from the cache).
+    """
+    hit = _COMPILED.get(id(program))
+    if hit is None or hit[0] is not program or hit[1] != path:
+        try:
+            made: CompiledProgram | Unsupported = CompiledProgram(program, path)
+        except Unsupported as exc:
+            made = exc
+        while len(_COMPILED) >= 4:
+            del _COMPILED[next(iter(_COMPILED))]
+        hit = _COMPILED[id(program)] = (program, path, made)
+    if isinstance(hit[2], Unsupported):
+        raise Unsupported(str(hit[2]))
+    return hit[2]
 
 
 def program_action_index(program: Any, label: str) -> int:
@@ -472,9 +1098,4 @@ def check_update_ranges(
         stop = np.zeros(n, dtype=bool)
         for fn, value in terminal:
             stop |= program.evaluate(fn, env, n) == value
-        enabled = program.enabled(env, n) & ~stop[:, None]
-        keys = program.keys(vals)
-        for j, choice in enumerate(program.choices):
-            rows = np.flatnonzero(enabled[:, j])
-            if len(rows):
-                program.successors(choice, vals[rows], keys[rows])
+        program.check(vals[~stop])

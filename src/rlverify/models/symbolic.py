@@ -752,10 +752,10 @@ def _ranges_checked(explicit: ExplicitModel, model: SymbolicModel, properties: l
     synchronised update, which the returned model's ``notes`` then say."""
     note = None
     if model.kind == "prism":
-        from rlverify.models.program import CompiledProgram, Unsupported, check_update_ranges, terminal_functions
+        from rlverify.models.program import Unsupported, check_update_ranges, compiled, terminal_functions
 
         try:
-            program = CompiledProgram(model.program, str(model.path))
+            program = compiled(model.program, str(model.path))
             terminal = (
                 terminal_functions(properties[0].get_raw_formula(), program.label_functions.get, program.by_name)
                 if properties and len(properties) == 1
@@ -784,16 +784,12 @@ def _out_of_range_update(model: SymbolicModel, valuation: dict[str, int]) -> str
     program's commands evaluated there, :mod:`rlverify.models.program`), as a message; None if not found."""
     if model.kind != "prism":
         return _out_of_range_edge(model, valuation)
-    from rlverify.models.program import CompiledProgram, Unsupported
+    from rlverify.models.program import Unsupported, compiled
 
     try:
-        program = CompiledProgram(model.program, str(model.path))
+        program = compiled(model.program, str(model.path))
         row = np.asarray([[valuation[v.name] for v in program.variables]], dtype=np.int64)
-        keys = program.keys(row)
-        enabled = program.enabled(program.env(row), 1)[0]
-        for j, choice in enumerate(program.choices):
-            if enabled[j]:
-                program.successors(choice, row, keys)
+        program.check(row)
     except ModelError as exc:
         if "outside its range" in str(exc):
             return f"{exc} (PRISM and Storm's checks refuse this; rlverify does not wrap the value around)"

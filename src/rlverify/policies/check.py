@@ -170,12 +170,12 @@ def _asked_in(model: Any, valuation: dict[str, int]) -> bool:
     if program is None or getattr(model, "kind", "") != "prism":
         return True
     try:
-        from rlverify.models.program import CompiledProgram
+        from rlverify.models.program import compiled as compile_program
 
-        compiled = CompiledProgram(program, str(getattr(model, "path", "model")))
+        compiled = compile_program(program, str(getattr(model, "path", "model")))
         values = np.asarray([[valuation[v.name] for v in compiled.variables]], dtype=np.int64)
-        enabled = compiled.enabled(compiled.env(values), 1)[0]
+        kinds = compiled.enabled(values).kind
     except Exception:  # not compilable here (e.g. a DTMC): check the state as before
         return True
-    labelled = np.asarray([bool(c.action) for c in compiled.choices], dtype=bool)
-    return bool((enabled & labelled).any() or enabled.sum() > 1)
+    labelled = np.asarray([bool(g.action) for g in compiled.groups], dtype=bool)[compiled.group_of(kinds)]
+    return bool(labelled.any() or len(kinds) > 1)
