@@ -162,7 +162,11 @@ def test_the_policy_chain_and_the_full_mdp_are_built_once(monkeypatch):
         monkeypatch.setattr(chain_module, name, counted)
     r = make_report("running-example-v1", property="reach-goal-2", options=ReportOptions(runs=200, explain=2))
     assert r.ok, r.disagreements()
-    assert sorted(built) == ["build_explicit", "merged_chain deterministic", "merged_chain stochastic"]
+    # one stochastic chain, one deterministic estimate, one full MDP; auto builds this small program's chains with
+    # Storm's builder (issue 23: faster than the merged exploration here), each from its own build
+    merged = sorted(b for b in built if b.startswith("merged_chain"))
+    assert merged in ([], ["merged_chain deterministic", "merged_chain stochastic"])
+    assert len(built) == 3 and built.count("build_explicit") == 3 - len(merged)
     assert list(r.timings) == [
         "chain (stochastic)",
         "exact",
