@@ -30,7 +30,7 @@ from rlverify.exact.options import ExactOptions, Progress, check_operator, check
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import ChoiceTable, forced_start_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory
-from rlverify.models.program import compiled
+from rlverify.models.program import program_shape
 from rlverify.models.properties import Property, excluding_label
 from rlverify.models.symbolic import SymbolicModel, build_explicit, storm_message
 from rlverify.policies.base import Policy
@@ -264,10 +264,9 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
     if prop is not None and (prop.operator != "P" or is_reward_bounded(prop.storm_formula())):
         return "merged", None  # merged declines it, saying why
     try:
-        program = compiled(model.program, str(model.path))
+        branching, domain = program_shape(model.program)
     except Unsupported:  # merged declines it, saying why
         return "merged", None
-    branching, domain = program.mean_branching(), program.domain
     if branching >= AUTO_BRANCHING or domain >= AUTO_DOMAIN:
         return "merged", None
     reason = (

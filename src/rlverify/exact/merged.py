@@ -62,6 +62,8 @@ BATCH_BRANCHES = 1 << 19
 #: states in the first batch (before the branches per state are measured) and at most in any batch
 FIRST_BATCH = 256
 BATCH_STATES = 1 << 16
+#: (command, state) pairs a batch's guards are evaluated on at most (bounds arrays of ~8 bytes a pair)
+BATCH_GUARDS = 1 << 22
 #: largest domain indexed by a dense array (4 bytes per domain point, touched pages only)
 DENSE_DOMAIN = 1 << 27
 
@@ -318,11 +320,13 @@ class _Exploration:
 
     def _batch_size(self, explored: int) -> int:
         """States in the next batch: :data:`BATCH_BRANCHES` branches at the rate of the states explored so far (the
-        MDP's branches of the choices the policy takes), at most :data:`BATCH_STATES` states."""
+        MDP's branches of the choices the policy takes), at most :data:`BATCH_STATES` states and
+        :data:`BATCH_GUARDS` guard evaluations."""
         if explored == 0:
             return FIRST_BATCH
         rate = max(1.0, self.branches_total / explored)
-        return int(max(1, min(BATCH_STATES, BATCH_BRANCHES // rate)))
+        most = min(BATCH_STATES, max(1, BATCH_GUARDS // max(1, len(self.program.commands))))
+        return int(max(1, min(most, BATCH_BRANCHES // rate)))
 
     def _batch(self, lo: int, hi: int) -> None:
         """States ``lo:hi``: their choices, the policy's weights, their merged rows, their new successors, labels."""

@@ -439,16 +439,6 @@ class CompiledProgram:
         """The program's action labels in Storm's order (of its synchronising choices)."""
         return tuple(g.action for g in self.groups if g.action)
 
-    def mean_branching(self) -> float:
-        """Branches per choice, averaged over the groups (each group's mean over its combinations: the product over
-        its modules of their commands' mean number of updates); 0 for a program without commands."""
-        if not self.groups:
-            return 0.0
-        per_group = [
-            float(np.prod([np.mean([len(self.commands[c].updates) for c in cids]) for cids in g.modules])) for g in self.groups
-        ]
-        return float(np.mean(per_group))
-
     def group_of(self, kind: np.ndarray) -> np.ndarray:
         """``(C,)`` int64: the group (position in :attr:`groups`) of each choice index in ``kind``."""
         return np.searchsorted(self._offsets, kind, side="right") - 1
@@ -991,6 +981,37 @@ def compiled(program: Any, path: str = "model") -> CompiledProgram:
     if isinstance(hit[2], Unsupported):
         raise Unsupported(str(hit[2]))
     return hit[2]
+
+
+def program_shape(program: Any) -> tuple[float, int]:
+    """Cheap facts of a Storm PRISM program (nothing compiled): branches per choice, averaged over its unlabelled
+    commands and its labels (a label's: the product over its modules of their commands' mean number of updates), and
+    how many valuations its variables have (the product of their domains).
+
+    Raises:
+        Unsupported: a variable whose bounds are not constants.
+    """
+    program = program.substitute_constants()
+    domain = 1
+    for v in [*program.global_integer_variables, *(v for m in program.modules for v in m.integer_variables)]:
+        try:
+            domain *= int(v.upper_bound_expression.evaluate_as_int()) - int(v.lower_bound_expression.evaluate_as_int()) + 1
+        except Exception as exc:  # an unbounded int, or bounds that are not constants
+            raise Unsupported(f"variable '{v.name}': {exc}") from None
+    domain *= 2 ** (len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules))
+    per_group: list[float] = []
+    labels: dict[str, float] = {}
+    for m in program.modules:
+        updates: dict[str, list[int]] = {}
+        for c in m.commands:
+            if c.is_labeled:
+                updates.setdefault(c.action_name, []).append(len(c.updates))
+            else:
+                per_group.append(len(c.updates))
+        for label, counts in updates.items():
+            labels[label] = labels.get(label, 1.0) * float(np.mean(counts))
+    per_group += labels.values()
+    return (float(np.mean(per_group)) if per_group else 0.0), domain
 
 
 def program_action_index(program: Any, label: str) -> int:
