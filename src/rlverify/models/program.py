@@ -994,6 +994,8 @@ def program_shape(program: Any) -> tuple[float, int]:
     program = program.substitute_constants()
     domain = 1
     for v in [*program.global_integer_variables, *(v for m in program.modules for v in m.integer_variables)]:
+        if any(str(e) == "__storm::notinitialized__" for e in (v.lower_bound_expression, v.upper_bound_expression)):
+            raise Unsupported(f"variable '{v.name}' is an unbounded int")  # evaluating unset bounds crashes Storm
         try:
             domain *= int(v.upper_bound_expression.evaluate_as_int()) - int(v.lower_bound_expression.evaluate_as_int()) + 1
         except Exception as exc:  # an unbounded int, or bounds that are not constants
