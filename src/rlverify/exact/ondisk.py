@@ -345,6 +345,30 @@ def rank_passes(
     return pos, sure, passes, exact or passes >= limit + 2
 
 
+def _relax(
+    rank: np.ndarray,
+    at: np.ndarray,
+    rows: np.ndarray,
+    reduce: Any,
+    cols: np.ndarray,
+    starts: np.ndarray,
+    some: np.ndarray,
+    n: int,
+    r0: int,
+    never: int,
+) -> bool:
+    """``rank[at] = min(rank[at], reduce over each row's positive successors' ranks + 1)`` (capped at ``never``; a row
+    without positive successors gets ``never``), in place for a block of ``n`` rows from ``r0``; whether it changed."""
+    best = np.full(n, never, dtype=np.int64)
+    if len(starts):
+        best[some] = reduce.reduceat(rank[cols], starts)
+    new = np.minimum(rank[r0 : r0 + n], np.minimum(best + 1, never))
+    if (new[rows] != rank[at]).any():
+        rank[at] = new[rows]
+        return True
+    return False
+
+
 def _rank_pass(matrix: RowBlocks, go: np.ndarray, pos: np.ndarray, sure: np.ndarray | None, never: int) -> bool:
     """One pass of :func:`rank_passes` over the blocks (last block first); whether it changed a rank."""
     changed = False
@@ -360,22 +384,9 @@ def _rank_pass(matrix: RowBlocks, go: np.ndarray, pos: np.ndarray, sure: np.ndar
         some = counts > 0
         starts = (np.cumsum(counts) - counts)[some]
         at = r0 + rows
-        best = np.full(part.shape[0], never, dtype=np.int64)
-        if len(starts):
-            best[some] = np.minimum.reduceat(pos[cols], starts)
-        new_pos = np.minimum(pos[r0:r1], np.minimum(best + 1, never))
-        if (new_pos[rows] != pos[at]).any():
-            changed = True
-            pos[at] = new_pos[rows]
-        if sure is None:
-            continue
-        worst = np.full(part.shape[0], never, dtype=np.int64)  # no positive successor: never surely
-        if len(starts):
-            worst[some] = np.maximum.reduceat(sure[cols], starts)
-        new_sure = np.minimum(sure[r0:r1], np.minimum(worst + 1, never))
-        if (new_sure[rows] != sure[at]).any():
-            changed = True
-            sure[at] = new_sure[rows]
+        changed |= _relax(pos, at, rows, np.minimum, cols, starts, some, part.shape[0], r0, never)
+        if sure is not None:  # no positive successor: never surely
+            changed |= _relax(sure, at, rows, np.maximum, cols, starts, some, part.shape[0], r0, never)
     return changed
 
 
