@@ -312,3 +312,40 @@ def test_a_stalled_run_satisfies_no_state_formula_negated_or_over_variables(tmp_
         assert r.value == pytest.approx(0.3, abs=1e-9) and r.stalled_probability == pytest.approx(0.4), text
     # G: a stalled run does not satisfy "always alive" either: 0.6 * 0.5 (to x=2) only
     assert verify_exact(path, 'P=? [G "alive"]', pol).value == pytest.approx(0.3, abs=1e-9)
+
+
+# two unlabelled commands of one module with disjoint guards: never two choices in a state, labels tell them apart
+DISJOINT_UNLABELLED = """mdp
+module m
+  x : [0..2] init 0;
+  [] x=0 -> 0.5 : (x'=1) + 0.5 : (x'=2);
+  [] x>0 -> true;
+endmodule
+"""
+
+
+@pytest.mark.parametrize(
+    "text, ambiguous", [(INTERLEAVED, True), (DISJOINT_UNLABELLED, False)], ids=["interleaved", "disjoint"]
+)
+def test_two_unlabelled_commands_cost_one_storm_build_not_two(tmp_path, monkeypatch, text, ambiguous):
+    """With two unlabelled commands the first build takes Storm's choice origins (csma built twice: 2 x 0.27 s);
+    the names are kept only where labels do not identify the choices, as the label-only build decides."""
+    import rlverify.models.symbolic as symbolic
+
+    path = tmp_path / "m.prism"
+    path.write_text(text)
+    calls: list[bool] = []
+    real = symbolic._build
+
+    def counted(model, properties, max_states, mask, origins, *rest):
+        calls.append(origins)
+        return real(model, properties, max_states, mask, origins, *rest)
+
+    monkeypatch.setattr(symbolic, "_build", counted)
+    mdp, _ = build_explicit(load_model(path), None)
+    assert calls == [True]
+    assert (mdp.choice_commands is not None) is ambiguous
+    if ambiguous:  # the interleaved start state: m's and n's unlabelled commands, named by command
+        assert agent_actions(mdp) == ("m:1", "n:1")
+    else:
+        assert mdp.command_names == () and agent_actions(mdp) == ()
