@@ -107,10 +107,14 @@ def cross_check(
     """Check ``property`` of ``policy`` on ``target`` with the exact and the statistical engine.
 
     Args:
-        target, constants, policy, property: as for :func:`rlverify.resolve.resolve` (a model file or a
-            PRISM benchmark id; a property text or name; default policy: the benchmark's reference).
-        runs, delta, seed, max_steps: the simulation: ``runs`` runs, a Clopper–Pearson interval at
-            confidence ``1 - delta``.
+        target: as for :func:`rlverify.resolve.resolve`: a model file or a PRISM benchmark id.
+        property: a property text or name.
+        policy: a policy spec (default: the benchmark's reference policy).
+        constants: model constants or benchmark parameters.
+        runs: the simulation's number of runs.
+        delta: the Clopper–Pearson interval's confidence is ``1 - delta``.
+        seed: the simulation's seed.
+        max_steps: the simulation's step limit per run.
 
     Returns:
         An :class:`Agreement` (``ok`` is False when an engine disagrees; nothing is raised for that).

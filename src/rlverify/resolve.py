@@ -102,12 +102,15 @@ def resolve(
         policy: a policy spec (see :data:`rlverify.policies.loading.SPEC_HELP`), a benchmark's
             reference policy name, or a :class:`Policy`. None: the benchmark's reference policy
             (its first one), if any.
-        features, actions, output: overrides for policy files that do not declare them.
+        features: the policy's feature names, for policy files that do not declare them.
+        actions: the policy's action names, likewise.
+        output: what the policy outputs (``logits``, ``probabilities``, ``q-values``), likewise.
         property: property text, or a benchmark's / JANI file's property name. With a policy (when
             ``needs_policy``), a named JANI ``Pmax``/``Pmin`` property is read as ``P=?`` (its ``notes`` say so).
         needs_policy: refuse (with the way out) when no policy is given or shipped; False (``verify
             --mode monolithic``): the property is over all schedulers, named ones keep their Pmin/Pmax.
-        kinds: the kinds this command accepts; command: its name, for messages.
+        kinds: the kinds this command accepts.
+        command: the command's name, for messages.
         env_kwargs: keyword arguments of a ``gym:ID`` target (``"map_name=8x8,is_slippery=false"`` or a
             JSON object; see :func:`rlverify.models.gymnasium.parse_env_kwargs`).
         trust_code: the ``--trust-code`` opt-in: a ``gym:MODULE:ID`` target may import ``MODULE``, and an SB3
@@ -118,7 +121,11 @@ def resolve(
             :func:`rlverify.policies.load_policy`: torch's setting is process-global).
 
     Raises:
-        InputFileError, BenchmarkError, ModelError, ConstantsError, PolicyError, PropertyError.
+        InputFileError: a file that cannot be read.
+        BenchmarkError: an unknown benchmark id or parameter.
+        ModelError: a model rlverify refuses (ConstantsError: its constants).
+        PolicyError: a policy that cannot be loaded or does not fit the model.
+        PropertyError: a property that cannot be parsed or named.
     """
     bench, model, kind, name = _model(target, constants, env_kwargs, trust_code)
     if kind not in kinds:
@@ -244,10 +251,12 @@ def _policy(
             )
         if not bench.policies:
             shipped = ""
-            if bench is not None and spec(bench.id).policies:
+            names = list(spec(bench.id).policies) if bench is not None else []
+            if names:
+                which = ", ".join(repr(n) for n in names)
                 shipped = (
-                    f" (its reference policies {', '.join(spec(bench.id).policies)} were trained for the default "
-                    "parameters only)"
+                    f" (its reference {'policy' if len(names) == 1 else 'policies'} {which} "
+                    f"{'was' if len(names) == 1 else 'were'} trained for the default parameters only)"
                 )
             raise PolicyError(
                 f"{name} has no reference policy{shipped}; pass --policy FILE"

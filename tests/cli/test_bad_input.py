@@ -222,7 +222,10 @@ def test_constant_values(capsys, tmp_path: Path, value: str, ok: bool) -> None:
 def test_benchmark_parameters_without_a_reference_policy(capsys) -> None:
     code, out = run(capsys, "avoid-v1", "-c", "xMax=2,yMax=2", "-p", "collision-100")
     assert code == 2
-    assert "has no reference policy" in " ".join(out.split()) and "--policy FILE" in out
+    said = " ".join(out.split())
+    assert "has no reference policy" in said and "--policy FILE" in out
+    # the shipped policy named once, in a sentence that reads ("its reference policies reference were trained" before)
+    assert "its reference policy 'reference' was trained for the default parameters only" in said
 
 
 def test_non_numeric_benchmark_parameter(capsys) -> None:
