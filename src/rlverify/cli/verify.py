@@ -92,6 +92,12 @@ def register(sub: Any) -> argparse.ArgumentParser:
     )
     add_backend_options(p)  # --backend ray: the --chain-dir chain's rows partitioned across Ray actors
     p.add_argument(
+        "--export",
+        metavar="FILE",
+        help="also write the policy's chain, as checked, to FILE: .drn (Storm's explicit format, read back by "
+        "storm --explicit-drn) or .dot (Graphviz, at most 1,000 states); --force replaces an existing file",
+    )
+    p.add_argument(
         "--explain",
         type=int,
         metavar="K",
@@ -166,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
         all_states=".csv" in files or ".npz" in files,
         chain_dir=args.chain_dir,
         chain_dir_force=args.force,
+        export=args.export,
+        export_force=args.force,
         backend=backend_from_args(args) if args.backend != "local" else None,
     )
     # progress goes to stderr, so that --json output on stdout stays clean

@@ -79,6 +79,9 @@ class ExactOptions:
         backend: with ``chain_dir``: ``BackendOptions(kind="ray", ...)`` partitions the chain's rows across Ray actors
             (:mod:`rlverify.exact.partition`; bit-identical values); None: this process.
         partitions: with a Ray backend: the number of actors (None: one per CPU of the cluster).
+        export: a file to write the policy's chain to, as checked (``.drn``: Storm's explicit format; ``.dot``:
+            Graphviz, at most 1,000 states; :func:`~rlverify.exact.export.export_chain`); None: none.
+        export_force: ``export`` may replace an existing file.
     """
 
     mode: str = "stochastic"
@@ -94,6 +97,8 @@ class ExactOptions:
     chain_dir_force: bool = False
     backend: BackendOptions | None = None
     partitions: int | None = None
+    export: str | None = None
+    export_force: bool = False
 
     def validate(self) -> None:
         """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""
@@ -121,6 +126,25 @@ class ExactOptions:
                 raise OptionError("--backend ray partitions a chain on disk across Ray actors: add --chain-dir DIR")
         if self.partitions is not None and (isinstance(self.partitions, bool) or int(self.partitions) <= 0):
             raise OptionError(f"partitions: expected a positive number of Ray actors, got {self.partitions!r}")
+        if self.export is not None:
+            self._validate_export(self.export)
+
+    def _validate_export(self, export: str) -> None:
+        """Refuse ``export`` before any work: a format other than ``.drn``/``.dot``, no chain to write, or a file that
+        exists (without ``export_force``); checked again when the file is written."""
+        from pathlib import PurePath
+
+        from rlverify.files import check_target
+
+        if PurePath(export).suffix.lower() not in (".drn", ".dot"):
+            raise OptionError(
+                f"--export {export}: the format is read from the suffix: .drn (Storm's explicit format) or .dot (Graphviz)"
+            )
+        if self.mode == "monolithic":
+            raise OptionError(f"--export {export}: writes the policy's chain; --mode monolithic has none")
+        if self.chain_dir is not None:
+            raise OptionError(f"--export {export}: the chain is on disk (--chain-dir), not exported")
+        check_target(export, force=self.export_force, what="--export")
 
 
 def check_resolved(model: object, prop: object) -> None:

@@ -141,6 +141,10 @@ def _on_chain(
     if given is not None:
         check_operator(prop, options.mode)
     built = chain_for(model, prop, policy, options, given, progress=say)
+    if options.export is not None:  # the chain as checked, written before the check (a refused check still has it)
+        from rlverify.exact.export import export_chain
+
+        export_chain(built.chain, options.export, force=options.export_force)
     t = time.perf_counter()
     checked = _check_chain(model, prop, built, options, say)
     return _result(model, prop, policy, options, built, checked, time.perf_counter() - t)

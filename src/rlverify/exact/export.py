@@ -1,0 +1,98 @@
+"""The policy's chain written out, as Storm's ``--exportbuild`` writes a model: DRN (Storm's explicit format), or DOT
+for a picture of a small chain.
+
+The chain is the one rlverify checks: the states the policy reaches, each row ``P(s, ·) = Σ_a π(a|s) T(s, a, ·)``,
+with the property's target and the states that decide it made absorbing (as Storm does for a property-directed
+build), the ``stalled`` sink where the policy puts mass on unavailable actions (``--unavailable stall``), labels,
+reward models and each state's valuation. Probabilities are written with 17 significant digits: reading the DRN file
+back (``stormpy.build_model_from_drn``, ``storm --explicit-drn``) gives the same doubles.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from rlverify.errors import OptionError
+from rlverify.exact.induced import STALLED_LABEL
+from rlverify.files import publishing
+from rlverify.models.explicit import ExplicitModel
+
+#: the formats, by the file's suffix
+FORMATS = {".drn": "drn", ".dot": "dot"}
+#: a DOT picture of more states than this is refused (Graphviz cannot lay it out legibly); DRN has no limit
+MAX_DOT_STATES = 1000
+
+
+def export_chain(chain: ExplicitModel, path: str | Path, *, force: bool = False) -> Path:
+    """Write ``chain`` (a DTMC, the policy's chain) to ``path``, its format from the suffix (``.drn``, ``.dot``).
+
+    The file is written atomically and never over an existing one without ``force`` (:mod:`rlverify.files`).
+
+    Raises:
+        OptionError: an unknown suffix, a chain that is not a DTMC held in memory, or a DOT picture of more than
+            :data:`MAX_DOT_STATES` states.
+        FileWriteError: the file cannot be written, or exists and ``force`` is not given.
+    """
+    suffix = Path(path).suffix.lower()
+    kind = FORMATS.get(suffix)
+    if kind is None:
+        raise OptionError(
+            f"--export {path}: the format is read from the suffix: .drn (Storm's explicit format) or .dot (Graphviz)"
+        )
+    if chain.model_type != "dtmc" or chain.transitions is None or not hasattr(chain.transitions, "tocsr"):
+        raise OptionError(f"--export {path}: only a policy's chain held in memory is exported (not with --chain-dir)")
+    if kind == "dot" and chain.num_states > MAX_DOT_STATES:
+        raise OptionError(
+            f"--export {path}: the chain has {chain.num_states:,} states, more than a DOT picture can show "
+            f"({MAX_DOT_STATES:,}); export it as .drn"
+        )
+    with publishing(path, force=force, what="--export") as tmp:
+        if kind == "drn":
+            _write_drn(chain, tmp)
+        else:
+            tmp.write_text(dot_text(chain), encoding="utf-8")
+    return Path(path)
+
+
+def _write_drn(chain: ExplicitModel, path: Path) -> None:
+    import stormpy.developer as dev
+
+    from rlverify.models.explicit import to_storm
+
+    options = dev.DirectEncodingExporterOptions()
+    options.allow_placeholders = False  # every probability written as a number
+    options.output_precision = 17  # doubles round-trip
+    dev.export_sparse_model_as_drn(to_storm(chain), str(path), options)
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a DOT double-quoted string (a name is never read as DOT syntax or HTML)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def dot_text(chain: ExplicitModel) -> str:
+    """The chain as a Graphviz digraph: one node per state (its valuation and labels; initial states bold), one edge
+    per transition with its probability (``repr``: the exact double); the ``stalled`` sink is named, not valued."""
+    M = chain.transitions.tocsr()
+    init = set(int(s) for s in chain.initial_states)
+    labels_of: list[list[str]] = [[] for _ in range(chain.num_states)]
+    for name, mask in chain.labels.items():
+        for state in np.flatnonzero(mask):
+            labels_of[int(state)].append(name)
+    stalled = chain.labels.get(STALLED_LABEL, np.zeros(chain.num_states, dtype=bool))
+    lines = ["digraph chain {", "  node [shape=box, fontname=monospace];"]
+    for s in range(chain.num_states):
+        if stalled[s]:  # the sink has no valuation of its own (the DRN file's comment shows a placeholder)
+            valuation = "the policy chose an unavailable action"
+        else:
+            valuation = ", ".join(f"{k}={v}" for k, v in chain.valuation_dict(s).items()) if chain.variables else ""
+        text = f"{s}: {valuation}" + (f"\n{' '.join(labels_of[s])}" if labels_of[s] else "")
+        style = ", style=bold" if s in init else ""
+        lines.append(f"  {s} [label={_quoted(text)}{style}];")
+    for s in range(chain.num_states):
+        for k in range(M.indptr[s], M.indptr[s + 1]):
+            lines.append(f"  {s} -> {int(M.indices[k])} [label={_quoted(repr(float(M.data[k])))}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
