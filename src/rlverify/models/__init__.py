@@ -11,7 +11,14 @@ if TYPE_CHECKING:
     from rlverify.models.explicit import ExplicitModel, read_umb, to_storm, write_umb
     from rlverify.models.gymnasium import GymnasiumModel, from_gymnasium
     from rlverify.models.properties import Property, parse_structure
-    from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_constants, parse_property
+    from rlverify.models.symbolic import (
+        SymbolicModel,
+        build_explicit,
+        load_model,
+        parse_constants,
+        parse_properties,
+        parse_property,
+    )
 
 __all__ = [
     "ChoiceTable",
@@ -25,6 +32,7 @@ __all__ = [
     "from_gymnasium",
     "load_model",
     "parse_constants",
+    "parse_properties",
     "parse_property",
     "parse_structure",
     "read_umb",
@@ -39,6 +47,6 @@ lazy_exports(
         "rlverify.models.explicit": "ExplicitModel read_umb to_storm write_umb",
         "rlverify.models.gymnasium": "GymnasiumModel from_gymnasium",
         "rlverify.models.properties": "Property parse_structure",
-        "rlverify.models.symbolic": "SymbolicModel build_explicit load_model parse_constants parse_property",
+        "rlverify.models.symbolic": "SymbolicModel build_explicit load_model parse_constants parse_properties parse_property",
     },
 )

@@ -239,12 +239,19 @@ def _step_bound(text: str, rest: str) -> tuple[dict[str, Any], str]:
         c = _CMP.match(rest)
         if c is None:
             return {}, rest
-        # an expression bound (F<=(N+2), F<=2*N): its value comes from Storm (PRISM/JANI models only)
+        # an expression bound (F<=(N+2), F<=2*N): its value comes from Storm (PRISM/JANI models only); the state
+        # formula starts after it (a bracketed group, or a run of names, numbers and + - * / without spaces)
+        after = rest[c.end() :]
+        end = len(after) - len(after.lstrip())
+        while end < len(after) and (after[end] == "(" or after[end].isalnum() or after[end] in "_.+-*/"):
+            end = _closing(after, end) + 1 if after[end] == "(" else end + 1
+            if end == 0:  # an unclosed bracket (refused by the balance check before this)
+                end = len(after)
         return {
-            "bound_text": rest[c.end() :].strip(),
+            "bound_text": after[:end].strip(),
             "strict": c.group(1) == "<",
             "lower_bounded": c.group(1) in (">=", ">"),
-        }, rest[c.end() :]
+        }, after[end:]
     cmp, k = m.group("cmp"), m.group("k")
     out: dict[str, Any] = {"bound_text": k}
     if cmp in (">=", ">"):
@@ -368,3 +375,98 @@ def _check_balanced(text: str) -> None:
         if n:
             closer = {"(": ")", "[": "]", "{": "}"}[opener]
             raise PropertyError(f"property '{text}': expected '{closer}' (an unclosed '{opener}')")
+
+
+#: suffixes of PRISM properties files (``-p FILE`` reads every property in it)
+PROPERTY_FILE_SUFFIXES = (".props", ".pctl", ".prop", ".csl")
+_CONST_DECL = re.compile(r"^const\s+(?:(?:int|double|bool)\s+)?(?P<name>[A-Za-z_]\w*)\s*(?:=\s*(?P<value>.+))?$", re.S)
+_NAMED_PROPERTY = re.compile(r'^"(?P<name>[^"]+)"\s*:\s*(?P<body>.+)$', re.S)
+_LITERAL = re.compile(r"^(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|true|false)$")
+
+
+def _statements(text: str) -> list[str]:
+    """``text`` without ``//`` comments, split at ``;`` and at line ends outside brackets and quotes."""
+    out: list[str] = []
+    current: list[str] = []
+    depth, quoted, i = 0, False, 0
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            quoted = ch != '"'
+        elif ch == '"':
+            quoted = True
+        elif text.startswith("//", i):
+            while i < len(text) and text[i] != "\n":
+                i += 1
+            continue
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == ";" or (ch == "\n" and depth <= 0):
+            out.append("".join(current).strip())
+            current = []
+            i += 1
+            continue
+        current.append(ch)
+        i += 1
+    out.append("".join(current).strip())
+    return [s for s in out if s]
+
+
+def _substitute(text: str, values: dict[str, str]) -> str:
+    """``text`` with each constant (a whole word outside quotes) replaced by its literal value."""
+    if not values:
+        return text
+    parts = re.split(r'("[^"]*")', text)
+    word = re.compile(r"\b(" + "|".join(re.escape(k) for k in values) + r")\b")
+    return "".join(p if p.startswith('"') else word.sub(lambda m: values[m.group(1)], p) for p in parts)
+
+
+def split_properties(
+    text: str, constants: dict[str, str] | None = None, *, source: str = "properties"
+) -> list[tuple[str | None, str]]:
+    """The properties of a PRISM properties file's ``text``: ``(name or None, property text)`` in file order.
+
+    ``//`` comments are dropped; properties end at ``;`` or at a line end outside brackets; ``"name": P=? [...]``
+    names one. ``const`` declarations are substituted into the properties after them: with a literal value
+    (``const int T = 10;``), or — declared without one (``const int T;``) — the value in ``constants``.
+
+    Raises:
+        PropertyError: no property; a constant without a value; a constant defined by an expression (rlverify reads
+            literals: write the number, or declare it without a value and give it); a name given twice.
+    """
+    given = {k: str(v) for k, v in (constants or {}).items()}
+    values: dict[str, str] = {}
+    found: list[tuple[str | None, str]] = []
+    for statement in _statements(text):
+        const = _CONST_DECL.match(statement)
+        if const is not None:
+            name, value = const.group("name"), const.group("value")
+            if value is None:
+                if name not in given:
+                    raise PropertyError(f"{source}: constant {name} has no value: give it with -c {name}=VALUE")
+                value = given[name]
+            elif name in given:
+                raise PropertyError(f"{source}: constant {name} is defined in the file (= {value.strip()}); drop -c {name}")
+            value = _substitute(value.strip(), values)
+            if not _LITERAL.match(value):
+                raise PropertyError(
+                    f"{source}: constant {name} = {value}: rlverify reads literal values in property files; write the "
+                    f"number, or declare 'const {name};' and give -c {name}=VALUE"
+                )
+            values[name] = value
+            continue
+        named = _NAMED_PROPERTY.match(statement)
+        name, body = (named.group("name"), named.group("body")) if named else (None, statement)
+        if name is not None and any(n == name for n, _ in found):
+            raise PropertyError(f'{source}: property "{name}" is named twice')
+        found.append((name, _substitute(body.strip(), values)))
+    unused = sorted(set(given) - set(values))
+    if unused:
+        raise PropertyError(
+            f"{source}: -c {', '.join(unused)}: no such constant in the properties (declared: {', '.join(values) or 'none'})"
+        )
+    if not found:
+        raise PropertyError(f"{source}: no property in it (one per line or ';'-separated, e.g. P=? [F \"goal\"])")
+    return found

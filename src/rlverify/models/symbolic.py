@@ -575,6 +575,42 @@ def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: 
     return structure.with_storm(props[0], _storm_bound(structure, props[0]), _storm_threshold(props[0]))
 
 
+def parse_properties(
+    model: SymbolicModel, source: str | Path, *, constants: str | dict[str, str] | None = None, fixed_policy: bool = False
+) -> list[Property]:
+    """Several properties against ``model``: a PRISM properties file (``.props``, ``.pctl``, ``.prop``, ``.csl``) or
+    text holding one or more (separated by ``;`` or line ends), each parsed as :func:`parse_property` does.
+
+    Read by :func:`~rlverify.models.properties.split_properties`: ``//`` comments, ``"name": P=? [...]`` names,
+    ``const`` declarations with literal values, or without a value and given in ``constants`` (``"T=10"`` or a
+    dict). Properties keep their file names (None where unnamed).
+
+    Raises:
+        InputFileError: the file cannot be read.
+        PropertyError: see :func:`split_properties` and :func:`parse_property`.
+    """
+    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, split_properties
+
+    path = Path(source) if isinstance(source, Path) or str(source).lower().endswith(PROPERTY_FILE_SUFFIXES) else None
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputFileError(f"{path}: properties file not found") from None
+        except OSError as exc:
+            raise InputFileError(f"{path}: cannot read the properties file ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise InputFileError(f"{path}: the properties file is not UTF-8 text") from None
+        where = str(path)
+    else:
+        text, where = str(source), "properties"
+    out = []
+    for name, body in split_properties(text, parse_constants(constants), source=where):
+        prop = parse_property(model, body, fixed_policy=fixed_policy)
+        out.append(replace(prop, name=name) if name is not None else prop)
+    return out
+
+
 def _named_jani_property(model: SymbolicModel, name: str, *, fixed_policy: bool) -> Property:
     """The JANI file's property ``name`` (see :func:`parse_property` for ``fixed_policy``)."""
     storm_prop = model.file_properties[name]

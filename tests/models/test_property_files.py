@@ -1,0 +1,106 @@
+"""PRISM properties files (``-p FILE.props``): comments, names, constants, several properties; each value against the
+closed form of a geometric race written in the test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlverify import ExactOptions, verify_exact
+from rlverify.errors import InputFileError, PropertyError
+from rlverify.models import load_model, parse_properties
+from rlverify.models.properties import parse_structure, split_properties
+from rlverify.policies import CallablePolicy
+
+# "done" after the second success of fair coin flips: P(F<=T done) = 1 - P(Binomial(T, 1/2) <= 1) = 1 - (1 + T) / 2^T
+MODEL = """mdp
+module m
+  x : [0..2] init 0;
+  [go] x<2 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
+  [go] x=2 -> true;
+endmodule
+label "done" = x=2;
+"""
+
+PROPS = """// a properties file as PRISM writes them
+const int T;
+const int U = 3;   // a literal
+"two": P=? [ F<=T "done" ];
+"three": P=? [ F<=U "done" ]
+P>=0.4 [F<=U "done"]
+P=? [ F<=U+7
+      "done" ]
+"""
+
+
+def closed_form(T: int) -> float:
+    return 1 - (1 + T) / 2**T
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "coin.prism"
+    path.write_text(MODEL)
+    return load_model(path)
+
+
+def test_every_property_of_a_file_is_read_named_and_checked(tmp_path, model):
+    props_file = tmp_path / "coin.props"
+    props_file.write_text(PROPS)
+    props = parse_properties(model, props_file, constants="T=2")
+    assert [p.name for p in props] == ["two", "three", None, None]
+    assert [p.bound for p in props] == [2, 3, 3, 10]
+    assert props[3].right == '"done"' and props[3].bound_text == "3+7"
+    policy = CallablePolicy(lambda s: np.ones((len(s), 1)), ["x"], ["go"], name="always")
+    results = [verify_exact(model, p, policy, ExactOptions()) for p in props]
+    for r, T in zip(results, (2, 3, 3, 10), strict=True):
+        assert r.value == pytest.approx(closed_form(T), rel=1e-12)
+    assert results[2].satisfied is True  # 0.5 >= 0.4, decided from the bracket
+
+
+def test_text_with_several_properties_is_read_like_a_file(model):
+    props = parse_properties(model, 'P=? [F<=2 "done"]; P=? [F<=4 "done"]')
+    assert [p.bound for p in props] == [2, 4]
+
+
+@pytest.mark.parametrize(
+    "text, constants, words",
+    [
+        ('const int T;\nP=? [F<=T "done"]', {}, "constant T has no value: give it with -c T=VALUE"),
+        ('const int T = N+1;\nP=? [F<=T "done"]', {}, "rlverify reads literal values in property files"),
+        ('const int T = 2;\nP=? [F<=T "done"]', {"T": "3"}, "constant T is defined in the file (= 2); drop -c T"),
+        ('"a": P=? [F "done"]\n"a": P=? [F<=2 "done"]', {}, 'property "a" is named twice'),
+        ('P=? [F "done"]', {"Q": "1"}, "-c Q: no such constant in the properties"),
+        ("// only a comment\n\n", {}, "no property in it"),
+    ],
+)
+def test_what_a_properties_file_cannot_mean_is_refused_naming_it(text, constants, words):
+    with pytest.raises(PropertyError) as info:
+        split_properties(text, constants, source="f.props")
+    assert words in str(info.value) and str(info.value).startswith("f.props: ")
+
+
+def test_comments_and_quotes_do_not_split_a_property():
+    """``//`` inside a quoted label is not a comment; a line end inside brackets does not end the property."""
+    text = 'P=? [F "a//b"] // a comment\nP=? [F\n x=1 ]'
+    assert split_properties(text) == [(None, 'P=? [F "a//b"]'), (None, "P=? [F\n x=1 ]")]
+
+
+def test_a_missing_properties_file_is_named(model, tmp_path):
+    with pytest.raises(InputFileError, match=r"nothere\.props: properties file not found"):
+        parse_properties(model, tmp_path / "nothere.props")
+
+
+@pytest.mark.parametrize(
+    "text, bound_text, right",
+    [
+        ('P=? [F<=2+1 "goal"]', "2+1", '"goal"'),
+        ('P=? [F<=(N + 2) "goal"]', "(N + 2)", '"goal"'),
+        ("P=? [F<=N*2 x=3]", "N*2", "x=3"),
+        ("P=? [F<=((N)+2)*3 (x=3)]", "((N)+2)*3", "(x=3)"),
+    ],
+)
+def test_an_expression_step_bound_is_not_read_into_the_state_formula(text, bound_text, right):
+    """Before, ``right`` was ``2+1 "goal"``: the bound's expression taken as part of the target."""
+    p = parse_structure(text)
+    assert (p.bound_text, p.right) == (bound_text, right)
