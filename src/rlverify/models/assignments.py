@@ -50,3 +50,54 @@ def parse_assignments(
             raise error(f"{option}: '{key}' is given twice ({key}={out[key]} and {key}={value}); give each {what} once")
         out[key] = value
     return out
+
+
+#: most points a sweep may expand to (a typo such as N=1:1000000 is refused, not run)
+MAX_SWEEP_POINTS = 1000
+_RANGE = re.compile(r"^(?P<a>[^:]+):(?:(?P<step>[^:]+):)?(?P<b>[^:]+)$")
+
+
+def _sweep_values(name: str, value: str, option: str) -> list[str]:
+    """``value`` as the values it sweeps (``4:8``, ``0.1:0.1:0.5``: start, optional step, end inclusive; PRISM's
+    experiment syntax), or ``[value]`` when it is no range. Decimal arithmetic: ``0.1:0.1:0.3`` gives ``0.3``, not
+    ``0.30000000000000004``."""
+    from decimal import Decimal, InvalidOperation
+
+    m = _RANGE.match(value)
+    if m is None:
+        return [value]
+    try:
+        a, b = Decimal(m.group("a").strip()), Decimal(m.group("b").strip())
+        step = Decimal(m.group("step").strip()) if m.group("step") else Decimal(1)
+        finite = all(x.is_finite() for x in (a, b, step))
+    except InvalidOperation:
+        finite = False
+    if not finite:
+        raise ConstantsError(f"{option}: {name}={value}: a sweep is START:END or START:STEP:END, with numbers")
+    if step <= 0 or b < a:
+        raise ConstantsError(f"{option}: {name}={value}: a sweep needs START <= END and a positive STEP")
+    count = int((b - a) / step) + 1
+    if count > MAX_SWEEP_POINTS:
+        raise ConstantsError(f"{option}: {name}={value} sweeps {count:,} values, more than {MAX_SWEEP_POINTS:,}")
+    return [str(a + i * step) for i in range(count)]
+
+
+def expand_sweep(text: str | None, *, option: str = "--constants") -> list[str]:
+    """The constants ``text`` (``"N=4:8,p=0.1"``) as one ``K=V,...`` text per point of the sweep it asks for: the
+    product of every swept constant's values, the first named varying slowest; ``[text]`` without a sweep.
+
+    Raises:
+        ConstantsError: a malformed range, or a sweep of more than :data:`MAX_SWEEP_POINTS` points.
+    """
+    import itertools
+
+    given = parse_assignments(text, option=option)
+    axes = [[(k, v) for v in _sweep_values(k, value, option)] for k, value in given.items()]
+    total = 1
+    for axis in axes:
+        total *= len(axis)
+    if total > MAX_SWEEP_POINTS:
+        raise ConstantsError(f"{option}: the sweep has {total:,} points, more than {MAX_SWEEP_POINTS:,}")
+    if total == 1:
+        return [text or ""]
+    return [",".join(f"{k}={v}" for k, v in point) for point in itertools.product(*axes)]
