@@ -38,17 +38,17 @@ def test_a_policy_writing_to_descriptor_1_does_not_break_json(tmp_path):
         "verify", str(tmp_path / "m.prism"), "-p", 'P=? [F "top"]', "--policy", f"{tmp_path / 'noisy.py'}:pi", "--json"
     )
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["value"] > 0  # stdout is exactly the JSON document
+    assert json.loads(run.stdout)["result"]["value"] > 0  # stdout is exactly the JSON document
     assert "native noise" in run.stderr
 
 
 def test_abstract_json_is_json_although_highs_prints_a_banner():
     run = rlverify("abstract", "acc-v1", "-k", "1", "--json")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout)["guarantee"] == "sound upper bound"
+    assert json.loads(run.stdout)["result"]["guarantee"] == "sound upper bound"
 
 
 def test_verbose_storm_log_goes_to_stderr():
     run = rlverify("-v", "verify", "freeway-v1", "-p", "goal", "--mode", "monolithic", "--json")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout)["pmax"] == 1.0
+    assert json.loads(run.stdout)["result"]["pmax"] == 1.0
