@@ -312,6 +312,7 @@ def _cli(case: FileCase, src: str, reps: int, policy_file: str) -> tuple[float, 
         if out.returncode != 0:
             raise RuntimeError(f"{case.id}: rlverify verify exited {out.returncode}: {out.stderr.strip()[-300:]}")
         data = json.loads(out.stdout[out.stdout.index("{") :])
+        data = data.get("result", data)  # the envelope's result (a tree before it: the result itself)
         if wall < best:
             best, total, value = wall, data["timings"]["total"], data["value"]
     return best, total, value

@@ -36,6 +36,7 @@ def simulate(python: str, src: Path, runs: int, extra: list[str]) -> tuple[float
     if done.returncode != 0:
         raise SystemExit(f"{src}: simulate failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     result = json.loads(done.stdout)
+    result = result.get("result", result)  # the envelope's result (a tree before it: the result itself)
     return float(result["timings"]["decisions_per_second"]), float(result["estimate"])
 
 

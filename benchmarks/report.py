@@ -36,7 +36,8 @@ def run_report(tree: Path, target: str, prop: str, out: Path) -> tuple[float, di
     seconds = time.perf_counter() - start
     if proc.returncode not in (0, 1):  # 1: the engines disagree (still a full report)
         raise SystemExit(f"{tree}: rlverify report failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-    return seconds, json.loads(proc.stdout)["timings"]
+    data = json.loads(proc.stdout)
+    return seconds, data.get("result", data)["timings"]  # the envelope's result (a tree before it: the report itself)
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from rlverify.resolve import resolve
 from rlverify.statistical.engine import SimulationOptions
 from rlverify.statistical.heatmap import heatmap
 from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+from tests.envelope import error_envelope
 from tests.small_models import UP_STAY
 
 RAY = BackendOptions(kind="ray")
@@ -292,13 +293,13 @@ def test_cli_on_a_loopback_cluster_matches_local(loopback_cluster, capsys):
         remote = run_cli([*args, "--backend", "ray", "--address", loopback_cluster], env=NO_AUTH)
         assert remote.returncode == 0, remote.stderr[-3000:]
         assert main(args) == 0
-        local = json.loads(capsys.readouterr().out)
-        got = json.loads(remote.stdout)
+        local = json.loads(capsys.readouterr().out)["result"]
+        got = json.loads(remote.stdout)["result"]
         for key in keys:
             assert got[key] == local[key], key
         if args is sim:
             assert got["settings"]["backend"]["kind"] == "ray" and local["settings"]["backend"]["kind"] == "local"
-    assert json.loads(remote.stdout)["options"]["backend"]["address"] == loopback_cluster
+    assert json.loads(remote.stdout)["result"]["options"]["backend"]["address"] == loopback_cluster
 
 
 def test_cli_starts_its_own_ray_runtime(capsys):
@@ -307,8 +308,8 @@ def test_cli_starts_its_own_ray_runtime(capsys):
     remote = run_cli([*args, "--backend", "ray"])
     assert remote.returncode == 0, remote.stderr[-3000:]
     assert main(args) == 0
-    local = json.loads(capsys.readouterr().out)
-    got = json.loads(remote.stdout)
+    local = json.loads(capsys.readouterr().out)["result"]
+    got = json.loads(remote.stdout)["result"]
     assert (got["upper_bound"], got["parts"]) == (local["upper_bound"], local["parts"])
     assert got["options"]["backend"]["kind"] == "ray" and local["options"]["backend"]["kind"] == "local"
 
@@ -456,7 +457,7 @@ def test_a_dying_worker_or_raylet_is_one_line_and_stdout_stays_clean(tmp_path, t
         env={"RAY_num_cpus": "1"},
     )
     assert res.returncode == 2 or (target == "raylet" and res.returncode == 1), res.stderr[-3000:]
-    assert res.stdout == ""
+    assert error_envelope(res.stdout, res.returncode)
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and cause in errors[0], res.stderr[-3000:]
     assert "Traceback" not in res.stderr
@@ -506,7 +507,7 @@ def test_a_head_that_requires_a_token_is_named(tmp_path):
             env={"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": "", "HOME": str(tmp_path)},
         )
         assert res.returncode == 2, res.stderr[-3000:]
-        assert res.stdout == ""
+        assert error_envelope(res.stdout)
         assert f"--address 127.0.0.1:{port}: the Ray cluster there requires authentication" in res.stderr
         assert "RAY_AUTH_TOKEN" in res.stderr and "no Ray cluster answered" not in res.stderr
         assert "Traceback" not in res.stderr

@@ -87,12 +87,12 @@ def test_verify_and_simulate_agree_on_an_action_only_the_goal_offers(capsys, fil
     exact_value = robot_brute_force(6)
     model, pol = str(files["robot.prism"]), f"{files['robot_pi.py']}:pi"
     code, out, _ = run(capsys, "verify", model, "-p", 'P=? [F<=6 "goal"]', "--policy", pol, "--json")
-    assert code == 0 and json.loads(out)["value"] == pytest.approx(exact_value, abs=1e-9)
+    assert code == 0 and json.loads(out)["result"]["value"] == pytest.approx(exact_value, abs=1e-9)
     code, out, err = run(
         capsys, "simulate", model, "-p", 'P=? [F<=6 "goal"]', "--policy", pol, "--runs", "4000", "--delta", "0.001", "--json"
     )
     assert code == 0, err
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert r["interval"][0] <= exact_value <= r["interval"][1] and r["stalled"] == 0
 
 
@@ -100,11 +100,11 @@ def test_unlabelled_choices_the_policy_does_not_name_stall_alike_in_verify_and_s
     # x=0 offers two unlabelled commands (m:1, m:2) and the policy names only `a`: all its mass there is unavailable
     model, pol = str(files["unlabelled.prism"]), f"{files['a_pi.py']}:pi"
     code, out, err = run(capsys, "verify", model, "-p", 'P=? [F "two"]', "--policy", pol, "--json")
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert code == 0 and r["value"] == 0.0 and r["stalled_probability"] == 1.0
     assert r["untaken_choices"] == {"m:1": 1, "m:2": 1} and "never takes them: m:1 (1 policy-reachable states)" in err
     code, out, err = run(capsys, "simulate", model, "-p", 'P=? [F "two"]', "--policy", pol, "--runs", "100", "--json")
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert code == 0 and r["stalled"] == 100 and r["successes"] == 0 and r["untaken_choices"] == {"m:1": 1, "m:2": 1}
     # a policy naming the commands chooses between them: 0.3 * 0 + 0.7 * 1 exactly, in both engines
     named = files["a_pi.py"].parent / "named.py"
@@ -113,10 +113,10 @@ def test_unlabelled_choices_the_policy_does_not_name_stall_alike_in_verify_and_s
         "def pi(s):\n    return np.where(s[:, :1] == 0, [0.3, 0.7, 0.0], [0.0, 0.0, 1.0])\n"
     )
     code, out, _ = run(capsys, "verify", model, "-p", 'P=? [F "two"]', "--policy", f"{named}:pi", "--json")
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert code == 0 and r["value"] == pytest.approx(0.7, abs=1e-12) and r["untaken_choices"] == {}
     code, out, _ = run(capsys, "simulate", model, "-p", 'P=? [F "two"]', "--policy", f"{named}:pi", "--runs", "3000", "--json")
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert code == 0 and r["interval"][0] <= 0.7 <= r["interval"][1] and r["stalled"] == 0
 
 
@@ -126,7 +126,7 @@ def test_unlabelled_choices_the_policy_does_not_name_stall_alike_in_verify_and_s
 def test_simulate_answers_threshold_properties_without_sprt(capsys, text, verdict):
     # running example: P(F<=2 goal) = 0.264 exactly (worked out by hand in tests/test_running_example.py)
     code, out, _ = run(capsys, "simulate", "running-example-v1", "-p", text, "--runs", "2000", "--json")
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert code == 0 and r["verdict"] == verdict and r["threshold"] == float(text[3:].split(" ")[0].lstrip("="))
     assert r["satisfied"] == {"yes": True, "no": False, "undecided": None}[verdict]
     assert r["interval"][0] <= 0.264 <= r["interval"][1]
@@ -146,7 +146,7 @@ def test_simulate_takes_registered_prism_benchmarks_and_their_reference_policy(c
         "--json",
     )
     assert code == 0, err
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert r["interval"][0] <= 0.264 <= r["interval"][1] and r["model"] == "running-example-v1"
 
 
@@ -175,7 +175,7 @@ def test_unavailable_renormalize_means_the_same_in_verify_and_simulate(capsys, f
         code, out, _ = run(
             capsys, "verify", str(model), "-p", 'P=? [F<=4 "top"]', "--policy", f"{pol}:pi", "--unavailable", how, "--json"
         )
-        values[how] = json.loads(out)["value"]
+        values[how] = json.loads(out)["result"]["value"]
         code, out, err = run(
             capsys,
             "simulate",
@@ -193,7 +193,7 @@ def test_unavailable_renormalize_means_the_same_in_verify_and_simulate(capsys, f
             "--json",
         )
         assert code == 0, err
-        r = json.loads(out)
+        r = json.loads(out)["result"]
         assert r["interval"][0] <= values[how] <= r["interval"][1], (how, values[how], r["interval"])
         assert (r["stalled"] > 0) == (how == "stall")
     # by hand: from x=0 'down' is unavailable; stall loses it, renormalize always goes up
@@ -237,7 +237,7 @@ def test_heatmap_json_prints_and_out_writes(capsys, tmp_path):
         str(cells),
     )
     assert code == 0, err
-    printed, written = json.loads(out), json.loads(cells.read_text())
+    printed, written = json.loads(out)["result"], json.loads(cells.read_text())
     assert printed["cells"] == written["cells"] and png.stat().st_size > 0
     code, _, err = run(capsys, "heatmap", "racetrack-barto-small-v1", "--runs", "5", "--out", str(png))
     assert code == 2 and "pass --force" in err  # nothing the user wrote is overwritten
@@ -264,7 +264,7 @@ def test_abstract_refuses_a_python_callable_with_the_reason(capsys, tmp_path):
 
 def test_abstract_template_without_file_says_which_directions(capsys):
     code, out, _ = run(capsys, "abstract", "acc-v1", "--domain", "template", "-k", "1", "--phi", "0.5", "--json")
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert code == 0 and [list(a) for a in r["template_axes"]] == [[1, 0], [0, 1], [-0.5, 1], [1, 0.5]]
 
 
@@ -286,7 +286,7 @@ SIMULATED = [
 def test_simulate_every_registered_benchmark_property_by_name(capsys, bench_id, name):
     code, out, err = run(capsys, "simulate", bench_id, "--property", name, "--runs", "50", "--max-steps", "300", "--json")
     assert code == 0, err
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert r["runs"] == 50 and r["property"] == spec(bench_id).properties[name]
     assert r["model"].startswith(bench_id)
 
@@ -336,13 +336,13 @@ def test_a_jani_file_with_a_properties_section_verifies_and_simulates(capsys, tm
     policy = str(data_path("policies/running_example.json"))
     code, out, err = run(capsys, "verify", str(path), "-p", "reach-2", "--mode", "monolithic", "--json")
     assert code == 0, err
-    assert json.loads(out)["pmax"] == pytest.approx(0.96, abs=1e-9)  # UP twice from A: 0.2*0.8 + 0.8 (by hand)
+    assert json.loads(out)["result"]["pmax"] == pytest.approx(0.96, abs=1e-9)  # UP twice from A: 0.2*0.8 + 0.8 (by hand)
     code, out, _ = run(capsys, "verify", str(path), "-p", 'P=? [F<=2 "goal"]', "--policy", policy, "--json")
-    assert json.loads(out)["value"] == pytest.approx(0.264, abs=1e-9)
+    assert json.loads(out)["result"]["value"] == pytest.approx(0.264, abs=1e-9)
     code, out, _ = run(
         capsys, "simulate", str(path), "-p", 'P=? [F<=2 "goal"]', "--policy", policy, "--runs", "3000", "--json"
     )
-    lo, hi = json.loads(out)["interval"]
+    lo, hi = json.loads(out)["result"]["interval"]
     assert code == 0 and lo <= 0.264 <= hi
 
 
@@ -364,7 +364,7 @@ def test_an_unlabelled_command_beside_labelled_ones_is_never_dropped_silently(ca
     pol.write_text(A_POLICY)
     for command in (["verify"], ["simulate", "--runs", "100"]):
         code, out, err = run(capsys, *command, str(model), "-p", "P=? [F x=2]", "--policy", f"{pol}:pi", "--json")
-        assert code == 0 and json.loads(out)["untaken_choices"] == {"m:2": 1}, command
+        assert code == 0 and json.loads(out)["result"]["untaken_choices"] == {"m:2": 1}, command
         assert "the policy names no action for these choices, so it never takes them: m:2" in " ".join(err.split())
     from rlverify.gym import load_dynamics
 
@@ -377,10 +377,10 @@ def test_an_unlabelled_command_beside_labelled_ones_is_never_dropped_silently(ca
         "def pi(s):\n    return np.tile([0.6, 0.4], (len(s), 1))\n"
     )
     code, out, _ = run(capsys, "verify", str(model), "-p", "P=? [F x=2]", "--policy", f"{both}:pi", "--json")
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert code == 0 and r["value"] == pytest.approx(0.4, abs=1e-12) and r["stalled_probability"] == pytest.approx(0.6)
     code, out, _ = run(capsys, "verify", str(model), "-p", "P=? [F x=2]", "--mode", "monolithic", "--json")
-    assert code == 0 and json.loads(out)["pmax"] == pytest.approx(1.0)
+    assert code == 0 and json.loads(out)["result"]["pmax"] == pytest.approx(1.0)
 
 
 CONSTS = ROBOT.replace("mdp\n", "mdp\nconst int N = 2;\nconst double p = 0.3;\n", 1)  # the robot, with constants
@@ -393,7 +393,7 @@ def test_step_bounds_written_as_expressions_mean_the_same_in_every_engine(capsys
     pol = f"{files['robot_pi.py']}:pi"
     exact_value = robot_brute_force(6)  # every spelling is the bound 6
     code, out, _ = run(capsys, "verify", str(model), "-p", f'P=? [{bounded} "goal"]', "--policy", pol, "--json")
-    assert code == 0 and json.loads(out)["value"] == pytest.approx(exact_value, abs=1e-9)
+    assert code == 0 and json.loads(out)["result"]["value"] == pytest.approx(exact_value, abs=1e-9)
     code, out, _ = run(
         capsys,
         "simulate",
@@ -408,13 +408,13 @@ def test_step_bounds_written_as_expressions_mean_the_same_in_every_engine(capsys
         "5",
         "--json",
     )
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert r["interval"][0] <= exact_value <= r["interval"][1]
     # the same seed gives the same runs: every spelling of the bound decides them alike
     code, out, _ = run(
         capsys, "simulate", str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", pol, "--runs", "3000", "--seed", "5", "--json"
     )
-    assert json.loads(out)["successes"] == r["successes"]
+    assert json.loads(out)["result"]["successes"] == r["successes"]
 
 
 def test_a_threshold_written_as_a_constant_is_evaluated_by_storm(capsys, files):
@@ -424,10 +424,10 @@ def test_a_threshold_written_as_a_constant_is_evaluated_by_storm(capsys, files):
     v = robot_brute_force(6)
     code, out, err = run(capsys, "verify", str(model), "-p", 'P>=p [F<=6 "goal"]', "--policy", pol, "--json")
     assert code == 0, err
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert r["value"] == pytest.approx(v, abs=1e-9) and r["satisfied"] == (v >= 0.3)
     code, out, _ = run(capsys, "simulate", str(model), "-p", 'P>=p [F<=6 "goal"]', "--policy", pol, "--runs", "3000", "--json")
-    assert json.loads(out)["threshold"] == 0.3
+    assert json.loads(out)["result"]["threshold"] == 0.3
 
 
 def test_sprt_does_not_silently_replace_the_propertys_threshold(capsys):

@@ -48,8 +48,8 @@ def test_readme_front_door_commands_run():
             code = main(argv)
         assert code == 0, argv
         outputs.setdefault(" ".join(argv[:3]), buf.getvalue())
-    exact = json.loads(outputs["verify running-example-v1 -p"])["value"]
-    est = json.loads(outputs["simulate running-example-v1 -p"])
+    exact = json.loads(outputs["verify running-example-v1 -p"])["result"]["value"]
+    est = json.loads(outputs["simulate running-example-v1 -p"])["result"]
     assert exact == pytest.approx(0.264, abs=1e-9)  # worked out by hand (tests/test_running_example.py)
     assert est["interval"][0] <= exact <= est["interval"][1]
 

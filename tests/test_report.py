@@ -26,7 +26,7 @@ def test_a_discrete_report_puts_the_engines_side_by_side(tmp_path, capsys):
     out = tmp_path / "report.html"
     code, stdout, err = run(capsys, "report", "running-example-v1", "-p", "reach-goal-2", "--out", str(out), "--json")
     assert code == 0, err
-    r = json.loads(stdout)
+    r = json.loads(stdout)["result"]
     exact = r["sections"][0]["exact"]
     assert exact["value"] == pytest.approx(0.264, abs=1e-9)  # worked out by hand (tests/test_running_example.py)
     names = [c["name"] for c in r["checks"]]

@@ -33,7 +33,7 @@ def _says_trained_elsewhere(warnings: list[str]) -> bool:
 )
 def test_every_command_names_the_target_and_warns(capsys, command):
     assert main([*command, *SMALL, "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert _says_trained_elsewhere(out["warnings"])
     assert out.get("model", out.get("benchmark")) == "avoid-v1 (xMax=2, yMax=2, slickness=0.1)"
 

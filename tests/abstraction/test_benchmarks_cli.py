@@ -73,7 +73,7 @@ def test_cli_json_and_png(tmp_path, capsys):
         )
         == 0
     )
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert out["guarantee"] == "sound upper bound"
     assert 0.0 <= out["upper_bound"] <= 1.0
     assert out["options"]["horizon"] == 2 and out["options"]["containment"] is True

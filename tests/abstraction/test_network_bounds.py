@@ -172,3 +172,35 @@ def test_refine_many_accepts_what_refine_accepts_and_keeps_interval_bounds_narro
         if len(parts) == 1 and parts[0].bounds.method == "interval":  # accepted whole: refine agrees
             single = refine(poly, bounder, opts, np.random.default_rng(0))
             assert len(single) == 1 and np.allclose(single[0].bounds.upper, parts[0].bounds.upper, rtol=1e-9)
+
+
+def test_the_milp_prints_nothing_to_stdout_not_even_the_highs_banner():
+    """The library's MILP writes nothing to file descriptor 1 (no CLI guard here): HiGHS's banner, printed by
+    ``highspy.Highs()`` before ``output_flag`` could be set, broke ``abstract --json`` (run as a process: the
+    banner is written by native code to the real descriptor)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import numpy as np\n"
+        "from rlverify.abstraction.domains import Template\n"
+        "from rlverify.abstraction.network_bounds import NetworkBounder\n"
+        "from rlverify.policies.mlp import MLP\n"
+        "b = NetworkBounder(MLP.random((2, 8, 8, 3), seed=1))\n"
+        "part = Template.named('box', ('a', 'b')).hull(np.array([[0.0, 0.0], [1.0, 1.0]]))\n"
+        "bounds = b.bounds(part, milp=True)\n"
+        "assert b.milp_calls > 0, b.milp_calls\n"
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(src)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == ""

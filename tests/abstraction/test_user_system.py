@@ -187,13 +187,13 @@ def test_cli_gives_the_api_bound_and_the_constants_take_effect(files, capsys):
     _, target, policy = files
     args = ["abstract", target, "--policy", policy, "-k", "4", "--phi", "0.2", "--containment", "--json"]
     assert main(args) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     result = verify_abstraction(load_system(target), policy, OPTIONS)
     assert out["upper_bound"] == result.upper_bound and out["guarantee"] == "sound upper bound"
     assert out["model"] == "saturated-double-integrator"
     # a wider rail (limit 0.95): the exact worst failure drops, and so must not rise above the new bound
     assert main([*args, "-c", "limit=0.95"]) == 0
-    wide = json.loads(capsys.readouterr().out)
+    wide = json.loads(capsys.readouterr().out)["result"]
     assert load_system(target, "limit=0.95").constants["limit"] == 0.95
     assert wide["upper_bound"] < out["upper_bound"]
     # the table names the system and its constants
@@ -205,7 +205,7 @@ def test_cli_gives_the_api_bound_and_the_constants_take_effect(files, capsys):
 def test_cli_initial_region_of_the_declaration(files, capsys):
     _, target, policy = files
     assert main(["abstract", target, "--policy", policy, "-k", "2", "--initial", "centre", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert out["initial_lo"] == [-0.1, -0.1] and out["upper_bound"] == 0.0  # 2 steps from near 0 cannot reach 0.8
 
 
@@ -380,7 +380,7 @@ def test_cli_progress_on_a_terminal_only(files, capsys, monkeypatch):
     screen = io.StringIO()
     monkeypatch.setattr(abstract, "err_console", Console(file=screen, force_terminal=True, width=200))
     assert main(args) == 0
-    json.loads(capsys.readouterr().out)  # stdout stays clean JSON
+    json.loads(capsys.readouterr().out)["result"]  # stdout stays clean JSON
     shown = screen.getvalue()
     assert "abstracting: depth" in shown and "states explored" in shown and "frontier" in shown
 
@@ -417,9 +417,9 @@ def test_shipped_example_and_its_policy(tmp_path, capsys):
         np.testing.assert_allclose(system.step(x, np.full(len(x), a)), hand, atol=1e-12)
     common = ["abstract", target, "--policy", policy, "-k", "4", "--containment", "--json"]
     assert main([*common, "--phi", "0.3"]) == 0
-    assert json.loads(capsys.readouterr().out)["upper_bound"] == 0.0
+    assert json.loads(capsys.readouterr().out)["result"]["upper_bound"] == 0.0
     assert main([*common, "--phi", "0.2", "-c", "limit=0.7"]) == 0
-    bound = json.loads(capsys.readouterr().out)["upper_bound"]
+    bound = json.loads(capsys.readouterr().out)["result"]["upper_bound"]
     corners = np.array([[-0.5, -0.8], [-0.5, 0.8], [0.5, -0.8], [0.5, 0.8]])
     worst = float(simulate_exact(system, shipped, corners, 4).max())
     assert 0.05 < worst <= bound < 0.6

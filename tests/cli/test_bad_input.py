@@ -45,7 +45,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 def test_good_input_works(capsys, model: Path, policy: Path) -> None:
     code, out = run(capsys, str(model), "-p", 'P=? [F "top"]', "--policy", f"{policy}:pi", "--json")
     assert code == 0
-    assert json.loads(out)["value"] == pytest.approx(1.0, abs=1e-6)
+    assert json.loads(out)["result"]["value"] == pytest.approx(1.0, abs=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,7 @@ def test_undefined_constants_are_all_listed(capsys, tmp_path: Path) -> None:
     code, out = run(capsys, str(path), "-p", "P=? [F x=1]", "--mode", "monolithic", "-c", "N=2,q=1")
     assert code == 2 and "unknown constant 'q'" in out
     code, out = run(capsys, str(path), "-p", "P=? [F x=2]", "--mode", "monolithic", "-c", "N=2,p=0.5", "--json")
-    assert code == 0 and json.loads(out)["pmax"] == pytest.approx(1.0, abs=1e-6)
+    assert code == 0 and json.loads(out)["result"]["pmax"] == pytest.approx(1.0, abs=1e-6)
 
 
 def test_ctmc_is_refused(capsys, tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_constant_values(capsys, tmp_path: Path, value: str, ok: bool) -> None:
     code, out = run(capsys, str(path), "-c", f"q={value}", "-p", 'P=? [F<=1 "top"]', "--mode", "monolithic", "--json")
     if ok:
         assert code == 0, out
-        assert json.loads(out)["upper"] == pytest.approx(0.0)  # x=3 is 3 steps away
+        assert json.loads(out)["result"]["upper"] == pytest.approx(0.0)  # x=3 is 3 steps away
     else:
         assert code == 2
         assert "param.prism: cannot define constants" in out and "rationals like 1/10" in out
@@ -259,7 +259,7 @@ def test_all_states_leaves_out_the_stalled_sink_and_json_has_no_infinity(capsys,
         capsys, str(model), "-p", 'P=? [F "top"]', "--policy", f"{pol}:pi", "--all-states", str(out_file), "--json"
     )
     assert code == 0, out
-    assert json.loads(out)["stalled_probability"] == pytest.approx(1.0)
+    assert json.loads(out)["result"]["stalled_probability"] == pytest.approx(1.0)
     data = np.genfromtxt(out_file, delimiter=",", names=True)
     assert sorted(data["x"].tolist()) == [0.0, 1.0]  # x=0 and x=1 (where 'up' is unavailable); no sink row
     # the expected reward to "top" is infinite (it is never reached): valid JSON, the value as "Infinity" (the
@@ -267,7 +267,7 @@ def test_all_states_leaves_out_the_stalled_sink_and_json_has_no_infinity(capsys,
     code = main(["verify", str(model), "-p", 'R{"r"}=? [F "top"]', "--policy", f"{pol}:pi", "--json"])
     out = capsys.readouterr()
     assert code == 0, out.err
-    data = json.loads(out.out)
+    data = json.loads(out.out)["result"]
     assert data["value"] == "Infinity" and float(data["value"]) == float("inf")
     assert any("infinite by definition" in w and "missed with probability 1" in w for w in data["warnings"])
 

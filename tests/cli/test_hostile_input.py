@@ -317,7 +317,7 @@ def test_option_values_may_start_with_a_dash(capsys, here) -> None:
 def test_verbose_after_the_subcommand(capsys, here) -> None:
     code, out, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--mode", "monolithic", "--json", "-v")
     assert code == 0, err
-    assert json.loads(out)["pmax"] == pytest.approx(1.0, abs=1e-6)
+    assert json.loads(out)["result"]["pmax"] == pytest.approx(1.0, abs=1e-6)
 
 
 CONSTANT_MODEL = MODEL.replace("mdp\n", "mdp\nconst int N;\nconst double q;\n").replace("[0..3]", "[0..N]")

@@ -39,7 +39,7 @@ def model(tmp_path):
 
 def test_inspect_lists_variables_commands_and_the_names_a_policy_needs(capsys, model):
     code, out, _ = run(capsys, "inspect", str(model), "--json")
-    s = json.loads(out)
+    s = json.loads(out)["result"]
     assert code == 0
     assert s["variables"] == [
         {"name": "x", "type": "int", "module": "m", "low": 0, "high": 2, "init": 0},
@@ -60,7 +60,7 @@ def test_the_policy_template_is_uniform_over_the_available_choices(capsys, model
     spec = f"{template}:pi" if suffix == ".py" else str(template)
     # uniform over {a, m:2} at x=0: P(F x=2) = 1/2 exactly, nothing stalls, nothing untaken
     code, out, _ = run(capsys, "verify", str(model), "-p", 'P=? [F "two"]', "--policy", spec, "--json")
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert code == 0 and r["value"] == pytest.approx(0.5, abs=1e-12)
     assert r["stalled_probability"] == 0 and r["untaken_choices"] == {}
     # the file is the user's now: not overwritten without --force
@@ -71,7 +71,7 @@ def test_the_policy_template_is_uniform_over_the_available_choices(capsys, model
 
 def test_inspect_takes_benchmark_ids_and_refuses_what_it_cannot_describe(capsys, tmp_path):
     code, out, _ = run(capsys, "inspect", "running-example-v1", "--json")
-    s = json.loads(out)
+    s = json.loads(out)["result"]
     assert code == 0 and s["actions"] == ["DOWN", "NOP", "UP"] and s["states"] == 4 and s["ambiguous"] is False
     code, _, err = run(capsys, "inspect", "running-example-v1", "--no-build", "--policy-template", str(tmp_path / "p.py"))
     assert code == 2 and "drop --no-build" in err
@@ -90,7 +90,7 @@ def test_a_dtmc_needs_no_policy_and_gets_no_template(capsys, tmp_path):
         '  [] s>0 -> true;\nendmodule\nlabel "heads" = s=1;\n'
     )
     code, out, _ = run(capsys, "inspect", str(dtmc), "--json")
-    assert code == 0 and json.loads(out)["actions"] == [] and json.loads(out)["decision_states"] == 0
+    assert code == 0 and json.loads(out)["result"]["actions"] == [] and json.loads(out)["result"]["decision_states"] == 0
     code, _, err = run(capsys, "inspect", str(dtmc), "--policy-template", str(tmp_path / "p.py"))
     assert code == 2 and "no policy is needed" in err and not (tmp_path / "p.py").exists()
     code, _, err = run(capsys, "verify", str(dtmc), "-p", 'P=? [F "heads"]')
@@ -98,7 +98,7 @@ def test_a_dtmc_needs_no_policy_and_gets_no_template(capsys, tmp_path):
     code, _, err = run(capsys, "simulate", str(dtmc), "-p", 'P=? [F "heads"]')  # simulate has no --mode monolithic:
     assert code == 2 and "rlverify verify" in " ".join(err.split())  # the message names the command that has it
     code, out, _ = run(capsys, "verify", str(dtmc), "-p", 'P=? [F "heads"]', "--mode", "monolithic", "--json")
-    assert code == 0 and json.loads(out)["pmin"] == pytest.approx(0.5) == json.loads(out)["pmax"]
+    assert code == 0 and json.loads(out)["result"]["pmin"] == pytest.approx(0.5) == json.loads(out)["result"]["pmax"]
 
 
 def test_python_files_without_a_name_say_how_to_give_one(capsys, tmp_path, model):

@@ -69,11 +69,11 @@ def test_a_large_models_template_is_uniform_over_the_available_choices(capsys, t
     model.write_text(LONG)
     template = tmp_path / "pi.py"
     assert main(["inspect", str(model), "--policy-template", str(template), "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = json.loads(capsys.readouterr().out)["result"]
     assert summary["decision_states"] == 24000 and summary["actions"] == ["inc", "stop"]
     assert "AVAILABLE = {" not in template.read_text()  # the guards, not a list of states
     code = main(["verify", str(model), "-p", 'P=? [F "end"]', "--policy", f"{template}:pi", "--strategy", "full", "--json"])
-    result = json.loads(capsys.readouterr().out)
+    result = json.loads(capsys.readouterr().out)["result"]
     assert code == 0 and result["stalled_probability"] == 0.0
     assert result["value"] == pytest.approx(float(Fraction(1, 9)), rel=1e-6)
 

@@ -96,7 +96,7 @@ def test_an_unbounded_int_does_not_crash_the_process(tmp_path, capsys):
     path = tmp_path / "unb.prism"
     path.write_text(UNBOUNDED)
     assert main(["inspect", str(path), "--no-build", "--json"]) == 0
-    variables = json.loads(capsys.readouterr().out)["variables"]
+    variables = json.loads(capsys.readouterr().out)["result"]["variables"]
     assert variables[0]["name"] == "x" and variables[0]["low"] is None and variables[0]["init"] == 0
     policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["x"], ["go"])
     result = verify_exact(load_model(path), 'P=? [F "goal"]', policy)  # merged declines: built by Storm
@@ -153,10 +153,10 @@ def test_messages_name_what_the_user_typed(tmp_path, capsys):
 
 def test_benchmarks_list_and_show_print_json(capsys):
     assert main(["benchmarks", "list", "--json"]) == 0
-    listed = json.loads(capsys.readouterr().out)["benchmarks"]
+    listed = json.loads(capsys.readouterr().out)["result"]["benchmarks"]
     assert "avoid-v1" in [b["id"] for b in listed]
     assert main(["benchmarks", "show", "avoid-v1", "--json"]) == 0
-    shown = json.loads(capsys.readouterr().out)
+    shown = json.loads(capsys.readouterr().out)["result"]
     assert shown["parameters"]["xMax"]["default"] == 4 and "collision-100" in shown["properties"]
 
 

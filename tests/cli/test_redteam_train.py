@@ -42,7 +42,7 @@ def test_the_largest_seed_runs(capsys):
     code, out = run(
         capsys, "simulate", "running-example-v1", "-p", "reach-goal-2", "--runs", "10", "--seed", str(MAX), "--json"
     )
-    assert code == 0 and json.loads(out)["runs"] == 10
+    assert code == 0 and json.loads(out)["result"]["runs"] == 10
 
 
 def test_the_python_apis_refuse_a_negative_seed():

@@ -38,17 +38,42 @@ def test_a_policy_writing_to_descriptor_1_does_not_break_json(tmp_path):
         "verify", str(tmp_path / "m.prism"), "-p", 'P=? [F "top"]', "--policy", f"{tmp_path / 'noisy.py'}:pi", "--json"
     )
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["value"] > 0  # stdout is exactly the JSON document
+    assert json.loads(run.stdout)["result"]["value"] > 0  # stdout is exactly the JSON document
     assert "native noise" in run.stderr
 
 
 def test_abstract_json_is_json_although_highs_prints_a_banner():
     run = rlverify("abstract", "acc-v1", "-k", "1", "--json")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout)["guarantee"] == "sound upper bound"
+    assert json.loads(run.stdout)["result"]["guarantee"] == "sound upper bound"
+
+
+LINE = """SYSTEM = {"name": "line", "variables": ["x"], "domain": {"x": [-1, 3]}, "actions": ["a", "b"],
+    "initial": {"default": {"x": [0, 0.1]}}, "unsafe": ["x >= 0.5"], "observation": {"x": "x"}, "horizon": 1,
+    "pieces": [{"next": {"x": "x + 1"}}]}
+"""
+
+
+def test_abstract_with_the_milp_prints_json_and_no_highs_banner_at_all(tmp_path):
+    """The MILP runs (--milp always): stdout is the JSON document, and HiGHS's banner is not printed at all (it was
+    made before output_flag=False; the descriptor guard only moved it to stderr)."""
+    import numpy as np
+
+    from rlverify.policies import MLP, save_mlp_onnx
+
+    (tmp_path / "line.py").write_text(LINE)
+    net = MLP((np.array([[1.0]]), np.array([[1.0], [-1.0]])), (np.zeros(1), np.zeros(2)))
+    save_mlp_onnx(tmp_path / "p.onnx", net, features=["x"], actions=["a", "b"], training={"algorithm": "hand-made"})
+    run = rlverify(
+        "abstract", f"{tmp_path / 'line.py'}:SYSTEM", "--policy", str(tmp_path / "p.onnx"), "--milp", "always", "--json"
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)["result"]
+    assert result["n_milp_parts"] >= 1 and result["upper_bound"] == 1.0  # x + 1 >= 0.5 from [0, 0.1]: surely unsafe
+    assert "HiGHS" not in run.stderr
 
 
 def test_verbose_storm_log_goes_to_stderr():
     run = rlverify("-v", "verify", "freeway-v1", "-p", "goal", "--mode", "monolithic", "--json")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout)["pmax"] == 1.0
+    assert json.loads(run.stdout)["result"]["pmax"] == 1.0

@@ -43,7 +43,7 @@ def test_train_a_prism_benchmark_writes_a_verifiable_policy(tmp_path, capsys):
         ["verify", "running-example-v1", "--property", "reach-goal", "--policy", str(out), "--json"], capsys
     )
     assert code == 0, err
-    assert json.loads(stdout)["value"] == pytest.approx(1.0, abs=1e-6)
+    assert json.loads(stdout)["result"]["value"] == pytest.approx(1.0, abs=1e-6)
 
 
 def test_train_with_benchmark_parameters(tmp_path, capsys):
@@ -112,7 +112,7 @@ def test_reproduce_table2_reduced_rows_json_and_files(tmp_path, capsys):
         ["reproduce", "table2", "--rows", "freeway-goal,freeway-mid", "--json", "--out", str(tmp_path)], capsys
     )
     assert code == 0, err
-    data = json.loads(stdout)
+    data = json.loads(stdout)["result"]
     assert [r["id"] for r in data["rows"]] == ["freeway-goal", "freeway-mid"]
     mid = data["rows"][1]["methods"]
     assert (mid["stochastic"]["ours"]["states"], mid["stochastic"]["ours"]["transitions"]) == (272, 1_120)

@@ -425,7 +425,7 @@ def test_cli_explain_json_table_and_map(capsys, grid, tmp_path: Path) -> None:
     expected, _ = brute_force_walks(P, 0, target, allowed, 3, 6)
     code, out, err = run(capsys, str(model), "-p", 'P=? [F<=6 "goal"]', "--policy", f"{pol}:pi", "--explain", "3", "--json")
     assert code == 0, err
-    d = json.loads(out)
+    d = json.loads(out)["result"]
     assert d["value"] == pytest.approx(value, rel=1e-9)
     e = d["explanation"]
     assert e["k"] == 3 and e["bound"] == 6 and e["exhausted"] is False

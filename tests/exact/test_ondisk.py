@@ -160,7 +160,9 @@ def test_cli_on_disk_equals_in_memory(capsys, tmp_path, model_file, policy_file)
     assert code == 0
     code, disk = _cli(capsys, model_file, "-p", prop, "--policy", policy_file, "--json", "--chain-dir", str(tmp_path / "d"))
     assert code == 0
-    assert json.loads(disk)["value"] == json.loads(mem)["value"] == 0.9**3 * 0.5**3  # up 3 times, each moving w.p. 1/2
+    assert (
+        json.loads(disk)["result"]["value"] == json.loads(mem)["result"]["value"] == 0.9**3 * 0.5**3
+    )  # up 3 times, each moving w.p. 1/2
     # a second run into the same directory: refused without --force, replaces only the chain's files with it
     code, out = _cli(capsys, model_file, "-p", prop, "--policy", policy_file, "--chain-dir", str(tmp_path / "d"))
     assert code == 2 and "not empty" in out and "--force" in out and len(out.splitlines()) == 1
@@ -418,7 +420,7 @@ def test_cli_unbounded_on_disk(capsys, tmp_path, model_file, policy_file):
     assert code == 0
     code, disk = _cli(capsys, model_file, "-p", prop, "--policy", policy_file, "--json", "--chain-dir", str(tmp_path / "d"))
     assert code == 0
-    mem_json, disk_json = json.loads(mem), json.loads(disk)
+    mem_json, disk_json = json.loads(mem)["result"], json.loads(disk)["result"]
     assert disk_json["method"] == "interval iteration over the chain on disk"
     assert disk_json["value"] == mem_json["value"] == 1.0  # 'up' (0.9) moves w.p. 1/2: x = 3 is reached surely
     assert "exact: the initial state is decided by the graph analysis" in disk_json["precision_note"]

@@ -81,7 +81,7 @@ def test_verify_monolithic_reports_the_optimum_as_before(running, capsys) -> Non
     assert (exact.value, exact.pmin, exact.pmax) == (best.pmax, best.pmin, best.pmax)
     assert (exact.lower, exact.upper) == best.pmax_bounds  # the bracket of the value asked for
     assert main(["verify", "running-example-v1", "-p", 'P<=0.5 [F<=2 "goal"]', "--mode", "monolithic", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert set(out) == MONOLITHIC_KEYS
     assert (out["mode"], out["strategy"], out["satisfied"]) == ("monolithic", "full", False)
     assert out["value"] == out["pmax"] == pytest.approx(0.96, abs=1e-12) and out["pmin"] == 0.0

@@ -358,7 +358,7 @@ def test_cli_png_and_json(grid_model, policy_file, tmp_path, capsys):
     # --json prints the same grid
     capsys.readouterr()
     assert main([*argv[:-4], "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["grid"] == data["grid"]
+    assert json.loads(capsys.readouterr().out)["result"]["grid"] == data["grid"]
 
 
 def test_cli_bad_input_exit_2(grid_model, policy_file, capsys):

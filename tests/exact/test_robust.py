@@ -420,11 +420,11 @@ def test_cli(grid, tmp_path, capsys):
     spec = str(tmp_path / "pi0.onnx")
     model = str(grid.path)
     assert main(["robust", model, "--policy", spec, "-p", 'P=? [F "crash"]', "--epsilon", "1", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(capsys.readouterr().out)["result"]
     r = robustness(grid, parsed(grid, 'P=? [F "crash"]'), policy, RobustnessOptions(epsilon=1))
     assert data["worst"] == pytest.approx(r.worst) and data["states"] == r.states
     assert main(["robust", model, "--policy", spec, "-p", 'P=? [F "crash"]', "--delta", "0.01", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(capsys.readouterr().out)["result"]
     assert data["lower"] <= data["nominal"] <= data["upper"]
     assert main(["robust", model, "--policy", spec, "-p", 'P=? [F "crash"]', "--epsilon", "0.5"]) == 2
     assert "--epsilon" in capsys.readouterr().err

@@ -98,7 +98,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 def verify(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict | None, str]:
     code = main(["verify", *args, "--json"])
     cap = capsys.readouterr()
-    return code, (json.loads(cap.out) if code == 0 else None), cap.err
+    return code, (json.loads(cap.out)["result"] if code == 0 else None), cap.err
 
 
 # -- 1. the value is the optimum asked for ---------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def test_a_huge_step_bound_answers_fast(files, mode) -> None:
     done = run_cli("verify", str(files["geometric.prism"]), "-p", 'P=? [F<=1000000000 "goal"]', *args, "--json")
     assert done.returncode == 0, done.stderr
     assert time.perf_counter() - t < 30
-    data = json.loads(done.stdout)
+    data = json.loads(done.stdout)["result"]
     # within 1e9 steps the value is 2/3 (up to (3/4)^1e9): the iteration stops once within --precision (1e-6,
     # relative) of the unbounded value, or at a fixed point
     assert data["value"] == pytest.approx(2 / 3, rel=1e-6)

@@ -347,7 +347,7 @@ def test_sb3_ppo_trained_on_frozenlake_verifies_through_the_cli(tmp_path, capsys
     )
     out = capsys.readouterr()
     assert code == 0, out.err
-    result = json.loads(out.out)
+    result = json.loads(out.out)["result"]
     assert result["value"] == pytest.approx(expected, rel=1e-6)
     assert result["states"] <= 16
     # the statistical engine on the same target agrees (99.9% interval covers the exact value)
@@ -370,7 +370,7 @@ def test_sb3_ppo_trained_on_frozenlake_verifies_through_the_cli(tmp_path, capsys
     )
     out = capsys.readouterr()
     assert code == 0, out.err
-    lo, hi = json.loads(out.out)["interval"]
+    lo, hi = json.loads(out.out)["result"]["interval"]
     assert lo <= expected <= hi
 
 
@@ -388,6 +388,6 @@ def test_the_shipped_example_policy_verifies_as_the_readme_says(capsys):
     env = gym.make("FrozenLake-v1")
     M, b, _ = chain(env, pi, goal_of(env))
     assert main(["verify", "gym:FrozenLake-v1", "--policy", str(path), "-p", 'P=? [F "goal"]', "--json"]) == 0
-    value = json.loads(capsys.readouterr().out)["value"]
+    value = json.loads(capsys.readouterr().out)["result"]["value"]
     assert value == pytest.approx(reach(M, b)[0], rel=1e-5)
     assert value == pytest.approx(0.66606, abs=1e-4)  # the figure the README quotes

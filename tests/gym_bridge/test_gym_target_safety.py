@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rlverify.cli.main import main
+from tests.envelope import error_envelope
 
 gym = pytest.importorskip("gymnasium")
 
@@ -25,16 +26,16 @@ MONO = ["-p", 'Pmax=? [F "goal"]', "--mode", "monolithic", "--json"]
 def test_gym_module_id_imports_nothing_without_trust_code(capsys):
     code, out, err = run(capsys, "verify", "gym:this:X", *MONO)
     # `import this` prints the Zen of Python: nothing was imported, nothing printed
-    assert code == 2 and out == "" and "Zen" not in err
+    assert code == 2 and error_envelope(out) and "Zen" not in err
     assert "imports the Python module 'this'" in err and "--trust-code" in err
 
 
 def test_gym_module_id_with_trust_code_names_a_missing_module_and_keeps_stdout_clean(capsys):
     code, out, err = run(capsys, "verify", "gym:nosuchmodule_rlv:X", "--trust-code", *MONO)
-    assert code == 2 and out == ""
+    assert code == 2 and error_envelope(out)
     assert "cannot import module 'nosuchmodule_rlv'" in err and "Traceback" not in err
     code, out, err = run(capsys, "verify", "gym:this:X", "--trust-code", *MONO)
-    assert code == 2 and out == ""  # what the module printed went to stderr, not into --json's stdout
+    assert code == 2 and error_envelope(out)  # what the module printed went to stderr, not into --json's stdout
     assert "Beautiful is better than ugly" in err and "no environment 'X' in Gymnasium's registry" in err
 
 
@@ -56,13 +57,13 @@ def test_an_id_outside_the_registry_is_refused_with_the_close_one(capsys):
 )
 def test_env_kwargs_are_checked_against_the_constructor(capsys, kwargs, expected):
     code, out, err = run(capsys, "verify", "gym:FrozenLake-v1", "--env-kwargs", kwargs, *MONO)
-    assert code == 2 and out == "" and expected in err, err
+    assert code == 2 and error_envelope(out) and expected in err, err
 
 
 def test_a_bool_argument_given_as_a_bool_still_builds_the_lake_asked_for(capsys):
     # the deterministic lake: the goal is reached surely (slippery: 0.82353, README)
     code, out, _ = run(capsys, "verify", "gym:FrozenLake-v1", "--env-kwargs", "is_slippery=false", *MONO)
-    assert code == 0 and json.loads(out)["value"] == pytest.approx(1.0, abs=1e-9)
+    assert code == 0 and json.loads(out)["result"]["value"] == pytest.approx(1.0, abs=1e-9)
 
 
 # --- Taxi with the user's own SB3 zip --------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def test_taxi_verifies_with_the_users_sb3_zip(capsys, taxi_ppo):
     code, out, err = run(capsys, "verify", "gym:Taxi-v4", "--policy", str(path), "-p", 'P=? [F<=60 "delivered"]', "--json")
     assert code == 0, err
     # the bound counts the reset step that draws the start: 59 steps are the policy's
-    assert json.loads(out)["value"] == pytest.approx(expected, rel=1e-6, abs=1e-12) and expected > 1e-4
+    assert json.loads(out)["result"]["value"] == pytest.approx(expected, rel=1e-6, abs=1e-12) and expected > 1e-4
 
 
 @pytest.mark.slow
@@ -122,6 +123,6 @@ def test_taxi_simulates_with_the_users_sb3_zip(capsys, taxi_ppo):
         capsys, "simulate", "gym:Taxi-v4", "--policy", str(path), "-p", 'P=? [F<=60 "delivered"]', "--runs", "400", "--json"
     )
     assert code == 0, err
-    result = json.loads(out)
+    result = json.loads(out)["result"]
     low, high = result["interval"]
     assert low <= expected <= high and result["runs"] == 400

@@ -91,7 +91,7 @@ def test_inspect_guard_and_name_belong_to_the_same_file_edge(tmp_path, capsys):
     path = tmp_path / "guards.jani"
     path.write_text(json.dumps(_jani(edges)))
     assert main(["inspect", str(path), "--json"]) == 0
-    listed = {c["name"]: c["guard"] for m in json.loads(capsys.readouterr().out)["modules"] for c in m["commands"]}
+    listed = {c["name"]: c["guard"] for m in json.loads(capsys.readouterr().out)["result"]["modules"] for c in m["commands"]}
     assert '"right": 5' in listed["aut:5"] and '"right": 17' in listed["aut:17"]
     # aut:5 taken at y=0 leads to y=5, where aut:5 is no longer enabled but aut:17 is
     policy = _always(["aut:5"], [1.0])

@@ -207,7 +207,7 @@ def test_cli_verify_and_simulate_read_a_named_property_alike(capsys):
     policy = f"{DATA / 'weather_policy.py'}:pi"
     expected = float(_weather_by_hand()["reach"])
     assert main(["verify", str(WEATHER), "--property", "reach", "--policy", policy, "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert out["value"] == pytest.approx(expected, rel=1e-6) and out["property"] == 'P=? [F "goal"]'
     assert any("asks Pmax" in w for w in out["warnings"])
     assert (
@@ -230,7 +230,7 @@ def test_cli_verify_and_simulate_read_a_named_property_alike(capsys):
         )
         == 0
     )
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert out["interval"][0] <= expected <= out["interval"][1]
     assert any("asks Pmax" in w for w in out["warnings"])
 

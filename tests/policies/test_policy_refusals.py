@@ -14,6 +14,7 @@ import pytest
 from rlverify.cli.main import main
 from rlverify.errors import PolicyError
 from rlverify.policies import CallablePolicy, TablePolicy, load_policy
+from tests.envelope import error_envelope
 from tests.small_models import UP_STAY
 
 MODEL = UP_STAY
@@ -82,7 +83,7 @@ def test_what_a_policy_module_prints_stays_off_stdout(capsys, files, tmp_path):
         POLICIES + "print('printed at import')\ndef talks(s):\n    print('printed at call')\n    return good(s)\n"
     )
     code, out, err = verify(capsys, model, f"{chatty}:talks")
-    assert code == 0 and json.loads(out)["value"] == pytest.approx(1.0, abs=1e-9)  # stdout is the JSON alone
+    assert code == 0 and json.loads(out)["result"]["value"] == pytest.approx(1.0, abs=1e-9)  # stdout is the JSON alone
     assert "printed at import" in err and "printed at call" in err
 
 
@@ -99,7 +100,7 @@ def test_what_a_policy_module_prints_stays_off_stdout(capsys, files, tmp_path):
 def test_a_policy_that_fails_is_refused_naming_the_cause(capsys, files, name, expected):
     model, policies = files
     code, out, err = verify(capsys, model, f"{policies}:{name}")
-    assert code == 2 and out == "" and expected in err and "Traceback" not in err, err
+    assert code == 2 and error_envelope(out) and expected in err and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("name", ["forever", "sleeps", "swallows"])
@@ -337,7 +338,7 @@ def test_a_logits_or_q_values_policy_with_wrong_outputs_is_refused(capsys, tmp_p
         f"import numpy as np\nFEATURES = ['x']\nACTIONS = ['up', 'stay']\nOUTPUT = {output!r}\ndef pi(s):\n    return {body}\n"
     )
     code, out, err = verify(capsys, model, f"{mod}:pi")
-    assert code == 2 and out == "" and expected in err and "Traceback" not in err, err
+    assert code == 2 and error_envelope(out) and expected in err and "Traceback" not in err, err
 
 
 def test_a_policy_that_swallows_every_exception_is_still_stopped(capsys, tmp_path, files):

@@ -148,7 +148,9 @@ def test_options_contradicting_a_python_module_are_refused(capsys, tmp_path, mod
         "probabilities",
         "--json",
     )
-    assert code == 0 and json.loads(out)["value"] == pytest.approx((0.6 * 0.5) ** 3, abs=1e-9)  # 3 ups, each 0.6 * 1/2
+    assert code == 0 and json.loads(out)["result"]["value"] == pytest.approx(
+        (0.6 * 0.5) ** 3, abs=1e-9
+    )  # 3 ups, each 0.6 * 1/2
 
 
 def test_output_is_applied_to_a_module_that_declares_none(capsys, tmp_path, model):
@@ -160,12 +162,12 @@ def test_output_is_applied_to_a_module_that_declares_none(capsys, tmp_path, mode
             capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", f"{pol}:pi", "--output", output, "--json"
         )
         assert code == 0, err
-        values[output] = json.loads(out)["value"]
+        values[output] = json.loads(out)["result"]["value"]
     # reaching x=3 within 3 steps needs 3 successful ups, each with probability p * 1/2
     assert values["probabilities"] == pytest.approx((0.6 * 0.5) ** 3, abs=1e-9)
     assert values["q-values"] == pytest.approx(0.5**3, abs=1e-9)
     code, out, _ = verify(capsys, str(model), "-p", "P=? [F<=3 x=3]", "--policy", f"{pol}:pi", "--json")
-    assert json.loads(out)["value"] == pytest.approx(values["probabilities"])  # without OUTPUT or --output
+    assert json.loads(out)["result"]["value"] == pytest.approx(values["probabilities"])  # without OUTPUT or --output
 
 
 def test_options_contradicting_a_table_are_refused(capsys, tmp_path, model):
@@ -191,7 +193,7 @@ def test_options_contradicting_a_table_are_refused(capsys, tmp_path, model):
         "probabilities",
         "--json",
     )
-    assert code == 0 and json.loads(out)["value"] == pytest.approx(0.5**3, abs=1e-9)
+    assert code == 0 and json.loads(out)["result"]["value"] == pytest.approx(0.5**3, abs=1e-9)
 
 
 def test_options_contradicting_onnx_metadata_are_refused(tmp_path):

@@ -82,7 +82,7 @@ def test_maskable_stall_note_reaches_the_cli_result(tmp_path, capsys):
     env.save_policy_metadata(path)
     assert main(["verify", str(RUNNING), "-p", "P=? [F<=3 x=3]", "--policy", str(path), "--json"]) == 0
     out = capsys.readouterr()
-    assert any("MaskablePPO" in w for w in json.loads(out.out)["warnings"])
+    assert any("MaskablePPO" in w for w in json.loads(out.out)["result"]["warnings"])
     assert "renormalize" in out.err
 
 
@@ -122,7 +122,7 @@ def test_a_policy_verified_with_other_parameters_than_it_was_trained_for_warns(c
     argv = ["verify", "avoid-v1", "-c", "xMax=2,yMax=2", "--policy", str(AVOID_POLICY), "-p", "collision-100", "--json"]
     assert main(argv) == 0
     out = capsys.readouterr()
-    notes = json.loads(out.out)["warnings"]
+    notes = json.loads(out.out)["result"]["warnings"]
     assert len(notes) == 1 and "xMax=4, yMax=4" in notes[0] and "xMax=2, yMax=2" in notes[0]
     assert "trained with xMax=4" in " ".join(out.err.split())
     from rlverify.resolve import resolve

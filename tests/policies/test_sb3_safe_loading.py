@@ -70,7 +70,7 @@ def test_a_pickled_call_in_the_zip_runs_only_with_trust_code(tmp_path, capsys):
     out = capsys.readouterr()
     assert not marker.exists()  # nothing was unpickled
     # and the policy read from the JSON text fields and the weights is the shipped one (README: 0.66606)
-    assert code == 0 and json.loads(out.out)["value"] == pytest.approx(0.66606, abs=5e-6)
+    assert code == 0 and json.loads(out.out)["result"]["value"] == pytest.approx(0.66606, abs=5e-6)
     # the opt-in is SB3's loader, which unpickles: the payload runs (and the zip, now broken, is refused)
     code = main(["verify", "gym:FrozenLake-v1", "--policy", str(evil), "-p", prop, "--trust-code", "--json"])
     assert marker.exists()

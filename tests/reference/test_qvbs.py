@@ -512,7 +512,7 @@ def test_cli_verify_json_matches_reference(
         ["-c", case.constants] if case.constants else []
     )
     assert main(argv) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     value = out["value"]
     assert_value(
         math.inf if value in ("inf", "Infinity", None) else float(value), expected.value, out.get("lower"), out.get("upper")

@@ -60,7 +60,7 @@ def test_simulate_json(avoid_model, capsys, tmp_path):
         ]
     )
     assert code == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     for key in ("estimate", "interval", "confidence", "method", "runs", "undecided", "stalled", "seed", "timings"):
         assert key in out
     assert out["runs"] == 600 and out["seed"] == 3 and out["method"] == "okamoto"
@@ -139,13 +139,13 @@ def test_shipped_policy_heatmap_never_beats_the_optimum(tmp_path):
 def test_simulate_shipped_racetrack_policy_and_sprt(capsys):
     code = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--runs", "2000", "--json"])
     assert code == 0
-    r = json.loads(capsys.readouterr().out)
+    r = json.loads(capsys.readouterr().out)["result"]
     assert r["method"] == "clopper-pearson" and r["runs"] == 2000 and r["undecided"] == 0
     # the policy's training metadata records 0.927 from the start line (2,000 runs, another seed)
     assert r["interval"][0] - 0.03 <= 0.927 <= r["interval"][1] + 0.03
     code = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--sprt", "0.5", "--json"])
     assert code == 0
-    r = json.loads(capsys.readouterr().out)
+    r = json.loads(capsys.readouterr().out)["result"]
     assert r["decision"] == "H0" and r["satisfied"] is True  # P(goal) >= 0.5 + indifference
     code, msg = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--sprt", "0.5", "--method", "wilson"])
     assert code == 2 and "--sprt" in msg

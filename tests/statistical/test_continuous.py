@@ -160,7 +160,7 @@ def test_simulate_a_declared_system(capsys, files, prop, k):
     args = ["simulate", system, "--policy", pi, "--runs", "40000", "--delta", "1e-6", "--json"]
     code, out, err = cli(capsys, *args, *(["-p", prop] if prop else []))
     assert code == 0, err
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     exact = float(closed_form(k))
     assert r["property"] == f'P=? [F<={k} "unsafe"]' and r["model"] == system
     assert r["interval"][0] <= exact <= r["interval"][1] and r["interval"][1] - r["interval"][0] < 0.03
@@ -176,7 +176,7 @@ def test_simulate_refuses_pmax_on_a_continuous_system(capsys, files):
 def test_simulate_a_continuous_benchmark(capsys):
     code, out, err = cli(capsys, "simulate", "acc-v1", "--runs", "300", "--json")
     assert code == 0, err
-    r = json.loads(out)
+    r = json.loads(out)["result"]
     assert r["property"] == 'P=? [F<=7 "unsafe"]' and r["runs"] == 300 and r["model"].startswith("acc-v1")
     # a run that never gets unsafe takes exactly the 7 steps of the horizon, one that does fewer
     assert r["decisions"] <= 7 * r["runs"] and (r["successes"] > 0 or r["decisions"] == 7 * r["runs"])

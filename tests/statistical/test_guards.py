@@ -61,7 +61,7 @@ def test_epsilon_needing_too_many_runs_is_refused(capsys, files):
 def test_runs_as_1e_notation_accepted_and_exact(capsys, files):
     # P(F<=2 top) = 0 from x=0 (three steps needed): all 2000 runs false
     code, out, _err = simulate(capsys, files, "--runs", "2e3", "--json")
-    assert code == 0 and json.loads(out)["runs"] == 2000 and json.loads(out)["successes"] == 0
+    assert code == 0 and json.loads(out)["result"]["runs"] == 2000 and json.loads(out)["result"]["successes"] == 0
 
 
 def test_memory_does_not_grow_with_the_runs(files):

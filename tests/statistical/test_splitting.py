@@ -459,7 +459,7 @@ def test_cli_json(cli_files, capsys):
     options = ["--importance", "i", "--levels", "2,3,4,5,6,7", "--effort", "200", "--repetitions", "5", "--seed", "4"]
     code = _simulate(cli_files, "--rare", "splitting", *options, "--json")
     assert code == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     exact = float(ruin(8))
     assert out["interval"][0] <= exact <= out["interval"][1]
     assert out["levels"] == [2, 3, 4, 5, 6, 7] and out["repetitions"] == 5 and out["seed"] == 4
@@ -471,7 +471,7 @@ def test_cli_restart(cli_files, capsys):
 
     code = _simulate(cli_files, "--rare", "restart", "--importance", "i", "--effort", "300", "--repetitions", "10", "--json")
     assert code == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     exact = float(ruin(8))
     assert out["method"] == "RESTART" and len(out["splits"]) == len(out["levels"]) >= 2
     assert out["interval"][0] <= exact <= out["interval"][1]

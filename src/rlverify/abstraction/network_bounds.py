@@ -301,8 +301,7 @@ class NetworkBounder:
                 rows.append(({y: 1.0, z: -float(ub[i])}, -inf, 0.0))  # y <= ub z
             prev = cur
             last_vars = cur
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = quiet_highs()
         h.setOptionValue("threads", 1)
         h.setOptionValue("time_limit", float(self.milp_time_limit))
         h.setOptionValue("mip_rel_gap", 1e-6)
@@ -430,3 +429,20 @@ class NetworkBounder:
         z = z - z.max(axis=1, keepdims=True)
         e = np.exp(z)
         return e / e.sum(axis=1, keepdims=True)
+
+
+def quiet_highs() -> Any:
+    """A HiGHS instance that prints nothing, not even its banner (to stdout, by native code).
+
+    ``highspy.Highs()`` (1.8+) calls a HiGHS method in its constructor (it enables its Python callbacks), which
+    prints the "Running HiGHS ..." banner before ``output_flag`` can be set; the banner then breaks a caller's
+    stdout (``rlverify abstract --json``). The solver class underneath it (``highspy._core._Highs``: every method
+    used here, no callbacks) takes ``output_flag=False`` before any other call; older highspy (whose ``Highs`` is
+    that class) too.
+    """
+    import highspy
+
+    core = getattr(getattr(highspy, "_core", None), "_Highs", None)
+    h = core() if core is not None else highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h

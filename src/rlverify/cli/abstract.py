@@ -14,11 +14,11 @@ from rlverify.cli.options import (
     add_policy,
     add_target,
     backend_from_args,
-    dumps,
     outputs,
     policy_kwargs,
     write_json,
 )
+from rlverify.cli.output import add_fail_on_violation, print_envelope, require_threshold, verdict_exit_code
 from rlverify.errors import InputFileError, OptionError
 
 if TYPE_CHECKING:
@@ -74,6 +74,14 @@ def register(sub: Any) -> argparse.ArgumentParser:
         seed_help="seed of the refinement sampling (the bound is sound for any; default 0)",
     )
     p.add_argument("--out-png", dest="out", action="append", help=argparse.SUPPRESS)  # the former spelling of --out
+    p.add_argument(
+        "--threshold",
+        type=float,
+        metavar="B",
+        help="check P(F<=k unsafe) <= B: holds when the sound upper bound is <= B; undecided otherwise (an upper "
+        "bound above B shows no violation)",
+    )
+    add_fail_on_violation(p)
     p.set_defaults(run=run)
     return p
 
@@ -129,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
     if args.template and args.domain != "template":
         raise OptionError("--template is used with --domain template")
     template = read_template(args.template) if args.template else None
+    if args.threshold is not None and not 0 <= args.threshold <= 1:
+        raise OptionError(f"--threshold: expected a probability in [0, 1], got {args.threshold:g}")
+    require_threshold(args, args.threshold is not None, "here: --threshold B, for P(F<=k unsafe) <= B")
     target = resolve(
         args.target, constants=args.constants, kinds=("continuous",), command="rlverify abstract", **policy_kwargs(args)
     )
@@ -165,6 +176,17 @@ def run(args: argparse.Namespace) -> int:
 
         result = verify_abstraction(system, policy, options, progress=show)
     result = target.stamp(result)
+    holds = threshold_verdict(result, args.threshold)
+    if args.threshold is not None and holds is None:
+        result = result.with_provenance(
+            warnings=[
+                *result.warnings,
+                f"P(F<={options.horizon} unsafe) <= {args.threshold:g} is undecided: the sound upper bound "
+                f"{result.upper_bound:.6g} is above it, and an upper bound shows no violation (a smaller --phi, "
+                "--domain octagon/template or --milp always may tighten the bound)",
+            ]
+        )
+    code = verdict_exit_code(args, holds)
     print_warnings(result.warnings)
     if ".png" in files:
         from rlverify.abstraction.plots import plot_result
@@ -173,8 +195,8 @@ def run(args: argparse.Namespace) -> int:
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
-        print(dumps(result.to_json()))
-        return 0
+        print_envelope(args, result, exit_code=code, holds=holds)
+        return code
     shown = result.model + (" (" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")" if params else "")
     table = Table(title=f"{shown}: P(F<={options.horizon} unsafe) — {result.guarantee}")
     table.add_column("quantity")
@@ -182,6 +204,11 @@ def run(args: argparse.Namespace) -> int:
     t = result.timings
     rows = [
         ("upper bound (all initial states)", f"{result.upper_bound:.6g}"),
+        *(
+            [(f"P <= {args.threshold:g}", "holds (the sound bound is below)" if holds else "undecided (see the warning)")]
+            if args.threshold is not None
+            else []
+        ),
         ("domain / phi / containment", f"{options.domain} / {options.phi:g} / {'on' if options.containment else 'off'}"),
         ("refinement", "every state" if options.refine_everywhere else "where the action matters"),
         *(
@@ -217,4 +244,12 @@ def run(args: argparse.Namespace) -> int:
         for p in worst:
             pt.add_row(f"{p.bound:.4g}", ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(p.lo, p.hi, strict=True)))
         console.print(pt)
-    return 0
+    return code
+
+
+def threshold_verdict(result: Any, threshold: float | None) -> bool | None:
+    """Whether ``P(F<=k unsafe) <= threshold`` holds by the sound upper bound: True when the bound is at most the
+    threshold, None otherwise (undecided: the abstraction bounds from above only) and without a threshold."""
+    if threshold is None:
+        return None
+    return True if result.upper_bound <= threshold else None

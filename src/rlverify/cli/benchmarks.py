@@ -37,9 +37,9 @@ def run_list(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.registry import all_ids, spec
 
     if args.json:
-        from rlverify.cli.options import dumps
+        from rlverify.cli.output import print_envelope
 
-        print(dumps({"benchmarks": [_describe(spec(i)) for i in all_ids()]}))
+        print_envelope(args, {"benchmarks": [_describe(spec(i)) for i in all_ids()]})
         return 0
     t = Table()
     t.add_column("id", no_wrap=True)  # ids are what users type: never cut
@@ -59,9 +59,9 @@ def run_show(args: argparse.Namespace) -> int:
 
     s = spec(args.name)
     if args.json:
-        from rlverify.cli.options import dumps
+        from rlverify.cli.output import print_envelope
 
-        print(dumps(_describe(s)))
+        print_envelope(args, _describe(s))
         return 0
     console.print(line(styled(s.id, "bold"), f" ({s.kind})\n"))
     console.print(s.doc.strip(), soft_wrap=True)

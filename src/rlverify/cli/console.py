@@ -23,7 +23,20 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-__all__ = ["console", "err_console", "error", "line", "print_warnings", "progress_bar", "shown", "status", "styled", "warning"]
+__all__ = [
+    "console",
+    "err_console",
+    "error",
+    "line",
+    "note",
+    "print_warnings",
+    "progress_bar",
+    "set_verbosity",
+    "shown",
+    "status",
+    "styled",
+    "warning",
+]
 
 #: C0/C1 control characters other than tab and newline
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -96,10 +109,104 @@ def warning(message: Any) -> None:
     err_console.print(line(styled("warning:", "yellow"), " ", str(message)), soft_wrap=True)
 
 
+def note(message: Any) -> None:
+    """An informational line on stderr (``wrote FILE``), left out with ``-q``."""
+    if not _VERBOSITY["quiet"]:
+        err_console.print(str(message), soft_wrap=True)
+
+
 def print_warnings(warnings: Sequence[str], target: Any = None) -> None:
     """A result's warnings on stderr, one per line (``target`` is accepted for the former signature)."""
     for w in warnings:
         warning(w)
+
+
+#: the CLI's ``-v`` / ``-q`` (:func:`set_verbosity`)
+_VERBOSITY = {"verbose": False, "quiet": False}
+
+#: seconds between two plain progress lines of one bar or spinner (the first and a finished one are always shown)
+PROGRESS_INTERVAL = 1.0
+
+
+def set_verbosity(*, verbose: bool = False, quiet: bool = False) -> None:
+    """``-v``: progress also where stderr is not a terminal, as plain timestamped lines; ``-q``: no progress, no notes."""
+    _VERBOSITY.update(verbose=bool(verbose), quiet=bool(quiet))
+
+
+def _live(con: Any) -> bool:
+    """Whether Rich's live displays (spinner, bar) show on ``con``: a terminal or a notebook, not ``-q``."""
+    return not _VERBOSITY["quiet"] and bool(con.is_terminal or con.is_jupyter)
+
+
+def _plain() -> bool:
+    """Plain progress lines instead: ``-v`` where stderr is not a terminal (a pipe, a file, CI's log)."""
+    return _VERBOSITY["verbose"] and not _VERBOSITY["quiet"]
+
+
+class PlainProgress:
+    """Progress as plain lines on stderr, ``HH:MM:SS LABEL: DONE/TOTAL DETAIL``: no Rich live display, no ANSI codes.
+
+    The interface of the ``rich.progress.Progress`` the CLI uses (a context manager; ``add_task``, ``update``); a line
+    at the first update, then at most one per :data:`PROGRESS_INTERVAL` seconds, and the last state when it ends.
+    """
+
+    def __init__(self, label: str, *, interval: float | None = None) -> None:
+        self.label = shown(label)
+        self.interval = PROGRESS_INTERVAL if interval is None else interval
+        self.tasks: dict[int, dict[str, Any]] = {}
+        self._last_line = -float("inf")
+        self._last_text: str | None = None
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self._emit(force=True)
+
+    def add_task(self, description: str = "", total: float | None = None, **_: Any) -> int:
+        task = len(self.tasks)
+        self.tasks[task] = {"description": description, "total": total, "completed": 0}
+        return task
+
+    def update(self, task: int, *, advance: float | None = None, **fields: Any) -> None:
+        state = self.tasks[task]
+        state.update((k, v) for k, v in fields.items() if k in ("description", "total", "completed") and v is not None)
+        if advance:
+            state["completed"] += advance
+        self._emit()
+
+    def text(self) -> str:
+        """The current line's text (without the time)."""
+        parts = []
+        for state in self.tasks.values():
+            done, total = state["completed"], state["total"]
+            count = f"{done:,.0f}" + (f"/{total:,.0f}" if total else "") if total or done else ""
+            detail = shown(state["description"]) if state["description"] and state["description"] != self.label else ""
+            parts.append(" ".join(p for p in (count, detail) if p))
+        return f"{self.label}: " + "; ".join(parts) if parts else self.label
+
+    def _emit(self, *, force: bool = False) -> None:
+        import time
+
+        text = self.text()
+        now = time.monotonic()
+        if text == self._last_text or (not force and now - self._last_line < self.interval):
+            return
+        self._last_line, self._last_text = now, text
+        _plain_line(text)
+
+
+def _plain_line(text: str) -> None:
+    """``HH:MM:SS TEXT`` on stderr as plain text (never wrapped, no styles)."""
+    import sys
+    import time
+
+    try:
+        sys.stderr.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed stderr must not stop the work
+        pass
 
 
 @contextlib.contextmanager
@@ -107,25 +214,43 @@ def status(label: str, target: Console | None = None) -> Iterator[Callable[[Any]
     """A transient spinner on stderr; yields ``update(message)`` (the message shown verbatim).
 
     Where stderr is not a terminal (a pipe, a file: scripts, sweeps, CI) Rich's spinner shows nothing, so none is
-    made (nor its refresh thread).
+    made (nor its refresh thread); with ``-v`` the label and the messages are printed as plain timestamped lines
+    (:class:`PlainProgress`'s pace) instead. ``-q`` shows nothing.
     """
     from rich.text import Text
 
     con = target or err_console
-    if not (con.is_terminal or con.is_jupyter):
-        yield lambda message: None
+    if not _live(con):
+        if not _plain():
+            yield lambda message: None
+            return
+        plain = PlainProgress(label)
+        task = plain.add_task(label)
+        _plain_line(plain.label)
+
+        def update(message: Any) -> None:
+            plain.update(task, description=str(message))
+
+        yield update
         return
     with con.status(Text(shown(label))) as st:
         yield lambda message: st.update(Text(shown(message)))
 
 
 def progress_bar(label: str, *, detail: bool = False, target: Console | None = None) -> Any:
-    """A transient progress bar on stderr (label, bar, done/total, [detail,] elapsed); texts are not markup."""
+    """A transient progress bar on stderr (label, bar, done/total, [detail,] elapsed); texts are not markup.
+
+    Where stderr is not a terminal: with ``-v`` a :class:`PlainProgress` (timestamped lines), else nothing (a
+    disabled bar); with ``-q`` nothing.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    con = target or err_console
+    if not _live(con) and _plain():
+        return PlainProgress(label)
     literal = shown(label).replace("{", "{{").replace("}", "}}")  # the column formats its text with the task
     columns: list[Any] = [TextColumn(literal, markup=False), BarColumn(), MofNCompleteColumn()]
     if detail:
         columns.append(TextColumn("{task.description}", markup=False))
     columns.append(TimeElapsedColumn())
-    return Progress(*columns, console=real(target or err_console), transient=True)
+    return Progress(*columns, console=real(con), transient=True, disable=_VERBOSITY["quiet"])

@@ -5,18 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rlverify.cli.console import console, line, print_warnings, progress_bar, styled
+from rlverify.cli.console import console, line, note, print_warnings, progress_bar, styled
 from rlverify.cli.options import (
     add_backend_options,
     add_outputs,
     add_policy,
     add_target,
     backend_from_args,
-    dumps,
     outputs,
     policy_kwargs,
     write_json,
 )
+from rlverify.cli.output import print_envelope
 from rlverify.errors import OptionError
 
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
-        print(dumps(result.to_json()))
+        print_envelope(args, result)
         return 0
     console.print(
         line(
@@ -132,5 +132,5 @@ def run(args: argparse.Namespace) -> int:
         f"(largest share in one cell {stuck_share(result).max():.3f})"
     )
     if files:
-        console.print("wrote " + " and ".join(str(f) for f in files.values()))
+        note("wrote " + " and ".join(str(f) for f in files.values()))
     return 0

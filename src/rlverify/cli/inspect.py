@@ -7,8 +7,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rlverify.cli.console import console, err_console, styled
-from rlverify.cli.options import add_env_kwargs, add_target, dumps
+from rlverify.cli.console import console, note, styled
+from rlverify.cli.options import add_env_kwargs, add_target
+from rlverify.cli.output import print_envelope
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -65,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
         assert mdp is not None
         written = policy_template(args.policy_template, summary, mdp, force=args.force, model=target.model)
     if args.json:
-        print(dumps({**summary.to_json(), "target": target.name, "policy_template": str(written) if written else None}))
+        print_envelope(
+            args, {**summary.to_json(), "target": target.name, "policy_template": str(written) if written else None}
+        )
     else:
         show(summary, target.name)
         if written is not None:
-            err_console.print(
-                f"wrote {written}" + (f" (use --policy {written}:pi)" if written.suffix == ".py" else ""), soft_wrap=True
-            )
+            note(f"wrote {written}" + (f" (use --policy {written}:pi)" if written.suffix == ".py" else ""))
     return 0
 
 

@@ -46,9 +46,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """
     from rlverify import __version__
 
-    parser = argparse.ArgumentParser(prog="rlverify", description="How safe is this trained policy, really?")
+    parser = Parser(prog="rlverify", description="How safe is this trained policy, really?")
     parser.add_argument("--version", action="version", version=f"rlverify {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log progress details to stderr (where stderr is not a terminal: plain timestamped progress lines)",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print only the result, its warnings and errors: no progress or notes"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         if command in (None, name):
@@ -56,14 +64,27 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name)
     for p in _parsers(parser):
-        if p is not parser:  # -v after the subcommand too (not overriding one given before it)
+        if p is not parser:  # -v/-q after the subcommand too (not overriding one given before it)
             p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         for action in p._actions:  # every number option refuses NaN/inf and what its type cannot hold
             if action.type is float:
                 action.type = finite_float
             elif action.type is int:
                 action.type = int64
     return parser
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser (its usage and message on stderr, exit 2) that also keeps the message, for ``--json``'s
+    envelope (:func:`main`); subcommand parsers are of the same class."""
+
+    #: the last usage error's message (one parse per process)
+    last_error: str | None = None
+
+    def error(self, message: str) -> Any:
+        Parser.last_error = f"{self.prog}: {message}"
+        super().error(message)
 
 
 def finite_float(text: str) -> float:
@@ -175,39 +196,76 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(invoked(argv))
-    args = parse(parser, argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        args = parse(parser, argv)
+        if args.verbose and args.quiet:
+            parser.error("-v/--verbose and -q/--quiet: give one of them")
+    except SystemExit as exc:  # a usage error (exit 2): with --json also the envelope on stdout
+        if exc.code == 2 and _wants_json(argv):
+            from rlverify.cli.output import print_envelope
+
+            print_envelope(argparse.Namespace(command=invoked(argv)), None, exit_code=2, error=Parser.last_error)
+        raise
+    level = logging.INFO if args.verbose else (logging.ERROR if args.quiet else logging.WARNING)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     # libraries' warnings (numpy overflow in a policy's network, torch's notices) are details: shown with -v
     logging.captureWarnings(True)
     logging.getLogger("py.warnings").setLevel(logging.WARNING if args.verbose else logging.ERROR)
+    from rlverify.cli.console import set_verbosity
     from rlverify.models.numerics import set_storm_logging  # (loads no stormpy: applied when a command does)
 
+    set_verbosity(verbose=args.verbose, quiet=args.quiet)
     set_storm_logging(args.verbose)
     with results_only_on_stdout():
         return _run(args)
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """``--json`` among the options of ``argv`` (before a ``--``)."""
+    options = argv[: list(argv).index("--")] if "--" in argv else argv
+    return "--json" in options
+
+
 def _run(args: argparse.Namespace) -> int:
+    code, message = _outcome(args)
+    if getattr(args, "json", False) and not getattr(args, "json_printed", False) and code != 0:
+        from rlverify.cli.output import print_envelope
+
+        try:  # the error as the envelope on stdout too (its one line is on stderr)
+            print_envelope(args, None, exit_code=code, error=message)
+        except (BrokenPipeError, OSError):
+            pass
+    return code
+
+
+def _outcome(args: argparse.Namespace) -> tuple[int, str | None]:
+    """Run the command: its exit code and, for a failure, the one-line cause (printed on stderr here)."""
     try:
-        return int(args.run(args) or 0)
+        return int(args.run(args) or 0), None
     except RlverifyError as exc:
         error(exc)
-        return exc.exit_code
+        return exc.exit_code, str(exc)
     except BrokenPipeError:
-        return _broken_pipe()
+        return _broken_pipe(), None
     except (MemoryError, RecursionError, UnicodeDecodeError, OverflowError, OSError) as exc:
         message = _input_problem(exc)
         if message is None:
-            return _internal_error()
+            return _internal_error(), _internal_message()
         error(message + ("" if args.verbose else " (-v shows where)"))
         if args.verbose:
             err_console.print_exception()
-        return 2
+        return 2, message
     except KeyboardInterrupt:
         err_console.print("interrupted")
-        return 130
+        return 130, "interrupted"
     except Exception:  # an internal error: show the trace, exit 1
-        return _internal_error()
+        return _internal_error(), _internal_message()
+
+
+def _internal_message() -> str:
+    """The exception being handled, as the envelope's one-line error."""
+    exc = sys.exc_info()[1]
+    return f"internal error: {type(exc).__name__}: {exc}" if exc is not None else "internal error"
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rlverify.cli.console import console, print_warnings, status
+from rlverify.cli.console import console, note, print_warnings, status
 from rlverify.cli.options import (
     add_env_kwargs,
     add_outputs,
@@ -13,11 +13,11 @@ from rlverify.cli.options import (
     add_property,
     add_target,
     add_unavailable,
-    dumps,
     outputs,
     policy_kwargs,
     write_json,
 )
+from rlverify.cli.output import print_envelope
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -114,11 +114,11 @@ def run(args: argparse.Namespace) -> int:
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
-        print(dumps(result.to_json()))
+        print_envelope(args, result)
         return 0
     print_map(result)
     if files:
-        console.print("wrote " + " and ".join(str(f) for f in files.values()))
+        note("wrote " + " and ".join(str(f) for f in files.values()))
     return 0
 
 

@@ -227,17 +227,19 @@ def with_progress(label: str, console: Any, fn: Any) -> Any:
 
 
 def emit(
-    data: dict[str, Any], warnings: Sequence[str], args: argparse.Namespace, files: dict[str, Path], console: Any
+    result: Any, args: argparse.Namespace, files: dict[str, Path], *, exit_code: int = 0, holds: bool | None = None
 ) -> bool:
-    """A result's warnings to ``console`` (stderr), its JSON to ``--out FILE.json`` and, with ``--json``, to stdout;
-    True when the JSON was printed (then nothing else is)."""
+    """A :class:`~rlverify.results.Result`'s warnings to stderr, its JSON to ``--out FILE.json`` and, with ``--json``,
+    in the envelope (:func:`rlverify.cli.output.print_envelope`) to stdout; True when the JSON was printed (then
+    nothing else is)."""
     from rlverify.cli.console import print_warnings
+    from rlverify.cli.output import print_envelope
 
-    print_warnings(warnings)
+    print_warnings(result.warnings)
     if ".json" in files:
-        write_json(files[".json"], data, force=args.force)
+        write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
-        print(dumps(data))
+        print_envelope(args, result, exit_code=exit_code, holds=holds)
         return True
     return False
 

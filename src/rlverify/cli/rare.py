@@ -72,6 +72,11 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting
 
+    if getattr(args, "fail_on_violation", False):
+        raise OptionError(
+            "--fail-on-violation: a --rare estimate gives no verdict on a threshold (its interval is over repetitions); "
+            "drop one of them"
+        )
     given = [f"--{k.replace('_', '-')}" for k, default in _PLAIN_ONLY.items() if getattr(args, k, default) != default]
     if given:
         raise OptionError(
@@ -96,7 +101,7 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
         lambda progress: verify_splitting(target.model, target.property, target.policy, options, progress=progress),
     )
     result = target.stamp(result, unavailable=args.unavailable)
-    if not emit(result.to_json(), result.warnings, args, files, err_console):
+    if not emit(result, args, files):
         console.print(render(result))
     return 0
 

@@ -7,8 +7,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rlverify.cli.console import console, err_console, error, status, styled
-from rlverify.cli.options import add_env_kwargs, add_policy, add_seed, add_target, dumps, policy_kwargs
+from rlverify.cli.console import console, error, note, status, styled
+from rlverify.cli.options import add_env_kwargs, add_policy, add_seed, add_target, policy_kwargs
+from rlverify.cli.output import print_envelope
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -75,8 +76,14 @@ def run(args: argparse.Namespace) -> int:
             **policy_kwargs(args),
         )
     path = write_report(report, out, force=args.force)
+    disagreements = list(report.disagreements())
     if args.json:
-        print(dumps(report.to_json()))
+        print_envelope(
+            args,
+            report.to_json(),
+            exit_code=0 if report.ok else 1,
+            error="; ".join(f"engines disagree: {d}" for d in disagreements) or None,
+        )
     else:
         t = Table(title=f"rlverify report — {report.model}", show_header=True, title_justify="left")
         t.add_column("check")
@@ -85,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         for c in report.checks:
             t.add_row(c.name, styled("yes", "green") if c.ok else styled("NO", "bold red"), c.detail)
         console.print(t)
-    err_console.print(f"wrote {path} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})", soft_wrap=True)
-    for disagreement in report.disagreements():
+    note(f"wrote {path} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})")
+    for disagreement in disagreements:
         error(f"engines disagree: {disagreement}")
     return 0 if report.ok else 1

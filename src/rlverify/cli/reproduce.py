@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
-from rlverify.cli.console import console, line, status, styled
+from rlverify.cli.console import console, line, note, status, styled
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -53,15 +52,14 @@ def run_table2(args: argparse.Namespace) -> int:
 
         for name in ("table2.json", "table2.md"):
             check_target(Path(args.out) / name, force=args.force, what="--out")
-    if args.json:
-        table = compute_table2(rows, strategy=args.strategy)
-    else:
-        with status("Table 2") as update:
-            table = compute_table2(rows, strategy=args.strategy, progress=update)
+    with status("Table 2") as update:  # on stderr: --json's stdout stays clean
+        table = compute_table2(rows, strategy=args.strategy, progress=update)
     if args.out:
         js, md = table.write(args.out, force=args.force)
     if args.json:
-        print(json.dumps(table.to_json(), indent=2))
+        from rlverify.cli.output import print_envelope
+
+        print_envelope(args, table.to_json())
         return 0
     # one wide table on a wide terminal, else one table per method (each fits 80 columns)
     groups = [METHODS] if console.width >= WIDE else [(m,) for m in METHODS]
@@ -96,5 +94,5 @@ def run_table2(args: argparse.Namespace) -> int:
     )
     console.print(f"total {table.seconds:.1f} s")
     if args.out:
-        console.print(f"wrote {js} and {md}")
+        note(f"wrote {js} and {md}")
     return 0

@@ -13,12 +13,12 @@ from rlverify.cli.options import (
     add_property,
     add_target,
     add_unavailable,
-    dumps,
     names,
     outputs,
     policy_kwargs,
     write_json,
 )
+from rlverify.cli.output import print_envelope
 from rlverify.cli.verify import parse_size, shown_policy
 from rlverify.errors import OptionError
 
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
-        print(dumps(result.to_json()))
+        print_envelope(args, result)
     elif isinstance(result, IntervalResult):
         _print_interval(result)
     else:

@@ -23,6 +23,7 @@ from rlverify.cli.options import (
     policy_kwargs,
     with_progress,
 )
+from rlverify.cli.output import add_fail_on_violation, require_threshold, verdict_exit_code
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
 
@@ -101,6 +102,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
     add_rare_arguments(p)
     add_outputs(p, kinds=".json (the result)")
+    add_fail_on_violation(p)
     p.set_defaults(run=run)
     return p
 
@@ -151,6 +153,11 @@ def run(args: argparse.Namespace) -> int:
             raise OptionError("--backend ray is not supported with --rare (importance splitting runs in this process)")
         return run_rare(args, target)
     refuse_rare_options(args)
+    require_threshold(
+        args,
+        args.sprt is not None or target.property.comparison is not None,
+        "or --sprt THETA, which tests P >= THETA",
+    )
     options = statistical_options(args, backend)
     result = with_progress(
         "simulating",
@@ -158,9 +165,10 @@ def run(args: argparse.Namespace) -> int:
         lambda progress: verify_statistical(target.model, target.property, target.policy, options, progress=progress),
     )
     result = target.stamp(result, unavailable=args.unavailable)
-    if not emit(result.to_json(), result.warnings, args, files, err_console):
+    code = verdict_exit_code(args, result.satisfied)
+    if not emit(result, args, files, exit_code=code, holds=result.satisfied):
         console.print(render(result, args))
-    return 0
+    return code
 
 
 def resolved(args: argparse.Namespace) -> Any:

@@ -43,6 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--hidden", help="hidden layer widths, e.g. 64,64 (default: the benchmark's setup)")
     p.add_argument("--constants", "-c", help="benchmark parameters, e.g. xMax=4,yMax=4,slickness=0.1")
+    p.add_argument("--json", action="store_true", help="print the training summary as JSON to stdout")
     p.set_defaults(run=run)
 
 
@@ -179,6 +180,11 @@ def run(args: argparse.Namespace) -> int:
             params=params,
             force=args.force,
         )
+    if args.json:
+        from rlverify.cli.output import print_envelope
+
+        print_envelope(args, summary)
+        return 0
     parts = [f"saved {summary['path']}"]
     if "network" in summary:
         parts.append(f"network {'-'.join(str(n) for n in summary['network'])}")

@@ -17,11 +17,11 @@ from rlverify.cli.options import (
     add_target,
     add_unavailable,
     backend_from_args,
-    dumps,
     outputs,
     policy_kwargs,
     write_json,
 )
+from rlverify.cli.output import add_fail_on_violation, print_envelope, require_threshold, verdict_exit_code
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -117,6 +117,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         seed=False,
     )
     p.add_argument("--all-states", dest="out", action="append", help=argparse.SUPPRESS)  # the former spelling of --out
+    add_fail_on_violation(p)
     p.set_defaults(run=run)
     return p
 
@@ -153,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     )
     prop = target.property
     assert prop is not None  # asked for: resolve parsed it
+    require_threshold(args, prop.comparison is not None)
     grid = None
     if args.explain is not None:  # refuse what cannot be explained before verifying
         from rlverify.exact.explain import check_explainable, map_variables
@@ -201,13 +203,14 @@ def run(args: argparse.Namespace) -> int:
             _write_states(files[suffix], result, suffix=suffix, force=args.force)
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
+    code = verdict_exit_code(args, result.satisfied)
     if args.json:
-        print(dumps(result.to_json()))
+        print_envelope(args, result, exit_code=code, holds=result.satisfied)
     else:
         print_result(result)
         if result.explanation is not None:
             print_explanation(result.explanation)
-    return 0
+    return code
 
 
 def _max_work(value: float) -> int:
