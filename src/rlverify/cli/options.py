@@ -105,13 +105,17 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
     add_trust_code(p)
 
 
-def add_property(p: argparse.ArgumentParser, *, required: bool = True, forms: str = "") -> None:
+def add_property(p: argparse.ArgumentParser, *, required: bool = True, forms: str = "", several: bool = False) -> None:
+    """``-p/--property``; ``several``: repeatable, and a PRISM properties file (``.props``) stands for its properties."""
     p.add_argument(
         "--property",
         "-p",
         required=required,
+        action="append" if several else "store",
         help="PCTL property, e.g. 'P=? [F<=100 COLLISION=true]', or a property name of the benchmark "
-        "(or of the JANI file)" + (f"; {forms}" if forms else ""),
+        "(or of the JANI file)"
+        + ("; repeat it, or give a PRISM properties file (FILE.props), to check several" if several else "")
+        + (f"; {forms}" if forms else ""),
     )
 
 

@@ -39,7 +39,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     )
     add_target(p)
     add_env_kwargs(p)
-    add_property(p)
+    add_property(p, several=True)
     add_policy(p, default_note="default for benchmarks: 'reference'")
     p.add_argument(
         "--mode",
@@ -136,16 +136,17 @@ def parse_size(text: str, option: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from rlverify.exact.chain import policy_chain
-    from rlverify.exact.options import ExactOptions
     from rlverify.exact.verify import verify_exact
     from rlverify.resolve import resolve
 
     files = outputs(args, (".csv", ".npz", ".json", ".png"))
+    if _is_experiment(args):
+        return _run_experiment(args, files)
     _check_explain_options(args, files)
     target = resolve(
         args.target,
         constants=args.constants,
-        property=args.property,
+        property=args.property[0],
         needs_policy=args.mode != "monolithic",
         kinds=("prism",),
         command="rlverify verify",
@@ -162,22 +163,7 @@ def run(args: argparse.Namespace) -> int:
         check_explainable(prop)
         if ".png" in files:
             grid = map_variables(target.model.variables, args.explain_map)
-    options = ExactOptions(
-        mode=args.mode,
-        strategy=args.strategy,
-        unavailable=args.unavailable,
-        numerics=args.numerics,
-        precision=args.precision,
-        max_states=args.max_states,
-        max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
-        max_work=_max_work(args.max_work),
-        all_states=".csv" in files or ".npz" in files,
-        chain_dir=args.chain_dir,
-        chain_dir_force=args.force,
-        export=args.export,
-        export_force=args.force,
-        backend=backend_from_args(args) if args.backend != "local" else None,
-    )
+    options = exact_options(args, files)
     # progress goes to stderr, so that --json output on stdout stays clean
     with status("verifying") as update:
         chain = None
@@ -211,6 +197,120 @@ def run(args: argparse.Namespace) -> int:
         if result.explanation is not None:
             print_explanation(result.explanation)
     return code
+
+
+def exact_options(args: argparse.Namespace, files: dict[str, Path]) -> Any:
+    """The :class:`~rlverify.exact.options.ExactOptions` of ``verify``'s options."""
+    from rlverify.exact.options import ExactOptions
+
+    return ExactOptions(
+        mode=args.mode,
+        strategy=args.strategy,
+        unavailable=args.unavailable,
+        numerics=args.numerics,
+        precision=args.precision,
+        max_states=args.max_states,
+        max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
+        max_work=_max_work(args.max_work),
+        all_states=".csv" in files or ".npz" in files,
+        chain_dir=args.chain_dir,
+        chain_dir_force=args.force,
+        export=args.export,
+        export_force=args.force,
+        backend=backend_from_args(args) if args.backend != "local" else None,
+    )
+
+
+def _is_experiment(args: argparse.Namespace) -> bool:
+    """Several runs: more than one ``-p``, a properties file, or a constant sweep (``-c N=4:8``)."""
+    from rlverify.models.assignments import swept_names
+    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES
+
+    given = args.property
+    return (
+        len(given) > 1 or any(p.lower().endswith(PROPERTY_FILE_SUFFIXES) for p in given) or bool(swept_names(args.constants))
+    )
+
+
+def _run_experiment(args: argparse.Namespace, files: dict[str, Path]) -> int:
+    """Every property at every point of the sweep (:func:`rlverify.experiments.verify_experiments`): a table, and
+    ``--out FILE.png`` the values against the swept constant."""
+    from rlverify.errors import OptionError
+    from rlverify.experiments import experiment_figure, verify_experiments
+    from rlverify.files import save_figure
+
+    per_run = [
+        o
+        for o, on in (
+            ("--explain", args.explain is not None),
+            ("--export", args.export is not None),
+            ("--chain-dir", args.chain_dir is not None),
+        )
+        if on
+    ]
+    per_run += [f"--out {files[s]}" for s in (".csv", ".npz") if s in files]
+    if per_run:
+        raise OptionError(f"{', '.join(per_run)}: one run at a time (this verify checks several properties or points)")
+    if ".png" in files:
+        from rlverify.models.assignments import swept_names
+
+        if not swept_names(args.constants):
+            raise OptionError(f"--out {files['.png']}: plots a sweep; give one with -c NAME=START:END")
+    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, parse_structure
+
+    texts = [p for p in args.property if not p.lower().endswith(PROPERTY_FILE_SUFFIXES)]
+    if len(texts) == len(args.property) and all(parse_structure(p).operator != "other" for p in texts):
+        require_threshold(args, any(_threshold(p) for p in texts))  # formulas only: known before the work
+    options = exact_options(args, files)
+    with status("verifying") as update:
+        result = verify_experiments(
+            args.target,
+            args.property,
+            constants=args.constants,
+            options=options,
+            progress=update,
+            env_kwargs=args.env_kwargs,
+            **policy_kwargs(args),
+        )
+    require_threshold(args, any(_threshold(r.result.property) for r in result.runs))
+    if ".png" in files:
+        save_figure(experiment_figure(result), files[".png"], force=args.force, what="--out", dpi=120)
+    print_warnings(result.warnings)
+    if ".json" in files:
+        write_json(files[".json"], result.to_json(), force=args.force)
+    code = verdict_exit_code(args, result.holds) if any(_threshold(r.result.property) for r in result.runs) else 0
+    if args.json:
+        print_envelope(args, result, exit_code=code, holds=result.holds)
+    else:
+        print_experiment(result)
+    return code
+
+
+def _threshold(text: str) -> bool:
+    from rlverify.models.properties import parse_structure
+
+    return parse_structure(text).comparison is not None
+
+
+def print_experiment(result: Any) -> None:
+    """The runs of an experiment as one table: constants, property, value, certified bracket, verdict."""
+    from rich.table import Table
+
+    t = Table(title=f"{result.model}: {len(result.runs)} runs", title_justify="left")
+    if result.swept or any(r.constants for r in result.runs):
+        t.add_column("constants")
+    t.add_column("property")
+    t.add_column("value", justify="right")
+    t.add_column("bracket", justify="right")
+    t.add_column("holds")
+    for run in result.runs:
+        r = run.result
+        cells = [run.constants] if t.columns[0].header == "constants" else []
+        what = f"{run.name}: {r.property}" if run.name else r.property
+        bracket = f"[{r.lower:.6g}, {r.upper:.6g}]" if r.lower is not None and r.upper is not None else "—"
+        verdict = "—" if not _threshold(r.property) else {True: "yes", False: "no", None: "undecided"}[r.satisfied]
+        t.add_row(*cells, what, f"{r.value:.6g}", bracket, verdict)
+    console.print(t)
 
 
 def _max_work(value: float) -> int:

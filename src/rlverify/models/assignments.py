@@ -101,3 +101,8 @@ def expand_sweep(text: str | None, *, option: str = "--constants") -> list[str]:
     if total == 1:
         return [text or ""]
     return [",".join(f"{k}={v}" for k, v in point) for point in itertools.product(*axes)]
+
+
+def swept_names(text: str | None, *, option: str = "--constants") -> list[str]:
+    """The constants of ``text`` that a sweep varies (a range of more than one value), in the order given."""
+    return [k for k, v in parse_assignments(text, option=option).items() if len(_sweep_values(k, v, option)) > 1]

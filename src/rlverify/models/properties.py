@@ -423,6 +423,22 @@ def _substitute(text: str, values: dict[str, str]) -> str:
     return "".join(p if p.startswith('"') else word.sub(lambda m: values[m.group(1)], p) for p in parts)
 
 
+def declared_constants(text: str) -> list[str]:
+    """The constants a properties file's ``text`` declares (``const int T;``, ``const double p = 0.5;``), in order."""
+    return [m.group("name") for s in _statements(text) if (m := _CONST_DECL.match(s)) is not None]
+
+
+def written_properties(text: str) -> list[str]:
+    """The properties of a properties file's ``text`` as written (constants not substituted, names dropped), in the
+    order :func:`split_properties` returns them."""
+    out = []
+    for statement in _statements(text):
+        if _CONST_DECL.match(statement) is None:
+            named = _NAMED_PROPERTY.match(statement)
+            out.append((named.group("body") if named else statement).strip())
+    return out
+
+
 def split_properties(
     text: str, constants: dict[str, str] | None = None, *, source: str = "properties"
 ) -> list[tuple[str | None, str]]:

@@ -1,0 +1,230 @@
+"""Several exact verifications in one run, as PRISM's experiments: the properties of a properties file (or several
+``-p``), over a sweep of constants (``-c N=4:8``).
+
+Each point of the sweep resolves the target once through the one front door (:func:`rlverify.resolve.resolve`: the
+model built with the point's constants, the policy loaded) and checks every property on it with
+:func:`rlverify.exact.verify_exact`; every run keeps its full :class:`~rlverify.results.ExactResult`. A constant a
+properties file declares goes to its properties, every other one to the model.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlverify.results import ExactResult, Provenance, Result, versions
+
+if TYPE_CHECKING:
+    from rlverify.exact.options import ExactOptions
+
+__all__ = ["ExperimentResult", "ExperimentRun", "experiment_figure", "verify_experiments"]
+
+
+@dataclass(frozen=True)
+class ExperimentRun:
+    """One verification of an experiment: the constants of its point (``"N=4"``; ``""`` without a sweep), the
+    property's position at every point (0, 1, ...), its name in its file (None: unnamed), its text as written (before
+    the point's constants are substituted) and the result."""
+
+    constants: str
+    index: int
+    name: str | None
+    written: str
+    result: ExactResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentResult(Result):
+    """Every run of an experiment, in order (the sweep's points, the first swept constant varying slowest; at each
+    point the properties in the order given). ``swept``: the constants that vary. Each run's result carries its own
+    guarantee (the exact engine's certified bracket)."""
+
+    runs: tuple[ExperimentRun, ...] = ()
+    swept: tuple[str, ...] = ()
+
+    @builtins.property
+    def holds(self) -> bool | None:
+        """The threshold properties' verdict over every run: False if one is violated, None if one is undecided
+        (or none has a threshold), else True."""
+        verdicts = [r.result.satisfied for r in self.runs if _has_threshold(r.result)]
+        if not verdicts or any(v is False for v in verdicts):
+            return None if not verdicts else False
+        return None if any(v is None for v in verdicts) else True
+
+    def _json(self, own: dict[str, Any]) -> dict[str, Any]:
+        """``swept``, ``holds`` and one entry per run: its constants, property, name, value, bracket, verdict and the
+        whole result."""
+        return {
+            "swept": list(self.swept),
+            "holds": self.holds,
+            "runs": [
+                {
+                    "constants": r.constants,
+                    "index": r.index,
+                    "property": r.result.property,
+                    "written": r.written,
+                    "name": r.name,
+                    "value": r.result.value,
+                    "lower": r.result.lower,
+                    "upper": r.result.upper,
+                    "satisfied": r.result.satisfied,
+                    "result": r.result.to_json(),
+                }
+                for r in self.runs
+            ],
+        }
+
+
+def _has_threshold(result: ExactResult) -> bool:
+    from rlverify.models.properties import parse_structure
+
+    return parse_structure(result.property).comparison is not None
+
+
+def _property_items(given: Sequence[str]) -> tuple[list[tuple[str, str | None]], set[str]]:
+    """Each ``-p`` value as ``(text, file)``: a properties file's text with its path, else the value itself (a
+    property or a benchmark's property name); and the constants the files declare."""
+    from rlverify.errors import InputFileError
+    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, declared_constants
+
+    items: list[tuple[str, str | None]] = []
+    declared: set[str] = set()
+    for value in given:
+        if not str(value).lower().endswith(PROPERTY_FILE_SUFFIXES):
+            items.append((str(value), None))
+            continue
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputFileError(f"{value}: properties file not found") from None
+        except OSError as exc:
+            raise InputFileError(f"{value}: cannot read the properties file ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise InputFileError(f"{value}: the properties file is not UTF-8 text") from None
+        items.append((text, str(value)))
+        declared |= set(declared_constants(text))
+    return items, declared
+
+
+def verify_experiments(
+    target: str | Path,
+    properties: Sequence[str],
+    *,
+    constants: str | None = None,
+    options: ExactOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    **resolve_kwargs: Any,
+) -> ExperimentResult:
+    """Verify every property of ``properties`` (texts, a benchmark's property names, or PRISM properties files) at
+    every point of the sweep ``constants`` (``"N=4:8,p=0.1"``, see :func:`~rlverify.models.assignments.expand_sweep`).
+
+    ``resolve_kwargs`` go to :func:`rlverify.resolve.resolve` (``policy=``, ``features=``, ``env_kwargs=``, ...).
+
+    Raises:
+        ConstantsError, PropertyError, PolicyError, ...: as :func:`~rlverify.resolve.resolve` and
+            :func:`~rlverify.exact.verify_exact`, for the first run that fails (naming its constants).
+    """
+    import time
+
+    from rlverify.exact.options import ExactOptions
+    from rlverify.exact.verify import verify_exact
+    from rlverify.models.assignments import expand_sweep, parse_assignments, swept_names
+    from rlverify.models.properties import split_properties, written_properties
+    from rlverify.resolve import resolve, resolve_property
+
+    options = options or ExactOptions()
+    if options.export is not None or options.chain_dir is not None:
+        from rlverify.errors import OptionError
+
+        raise OptionError("--export and --chain-dir write one chain: verify one property at one point at a time")
+    started = time.perf_counter()
+    items, declared = _property_items(properties)
+    points = expand_sweep(constants)
+    swept = tuple(swept_names(constants))
+    needs_policy = options.mode != "monolithic"
+    runs: list[ExperimentRun] = []
+    for n, point in enumerate(points, 1):
+        values = parse_assignments(point)
+        model_constants = ",".join(f"{k}={v}" for k, v in values.items() if k not in declared)
+        property_constants = {k: v for k, v in values.items() if k in declared}
+        if progress is not None and len(points) > 1:
+            progress(f"point {n} of {len(points)}: {point}")
+        t = resolve(
+            target,
+            constants=model_constants or None,
+            needs_policy=needs_policy,
+            kinds=("prism",),
+            command="rlverify verify",
+            **resolve_kwargs,
+        )
+        index = 0
+        for text, file in items:
+            found = split_properties(text, property_constants, source=file) if file is not None else [(None, text)]
+            written = written_properties(text) if file is not None else [text]
+            for (name, body), as_written in zip(found, written, strict=True):
+                prop = resolve_property(t.benchmark, t.model, t.kind, body, fixed_policy=needs_policy)
+                if name is not None:
+                    prop = replace(prop, name=name)
+                result = t.stamp(verify_exact(t.model, prop, t.policy, options), unavailable=options.unavailable)
+                runs.append(ExperimentRun(constants=point, index=index, name=prop.name, written=as_written, result=result))
+                index += 1
+    first = runs[0].result
+    warnings = list(dict.fromkeys(f"[{_label(r)}] {w}" for r in runs for w in r.result.warnings))
+    return ExperimentResult(
+        runs=tuple(runs),
+        swept=swept,
+        provenance=Provenance(
+            model=first.model if len(points) == 1 else str(target),
+            property="; ".join(dict.fromkeys(r.result.property for r in runs)),
+            policy=first.policy,
+            settings={**first.settings, "constants": constants or "", "points": len(points)},
+            timings={"total": time.perf_counter() - started},
+            versions=versions(),
+            warnings=warnings,
+        ),
+    )
+
+
+def _label(run: ExperimentRun) -> str:
+    what = run.name or run.result.property
+    return f"{run.constants}: {what}" if run.constants else what
+
+
+def experiment_figure(result: ExperimentResult) -> Any:
+    """A matplotlib figure of a sweep: each property's value (its certified bracket as error bars, invisible where
+    tighter than the line) against the first swept constant, one line per property and value of the other swept
+    constants. Raises :class:`~rlverify.errors.OptionError` without a numeric sweep."""
+    import matplotlib
+
+    from rlverify.errors import OptionError
+    from rlverify.models.assignments import parse_assignments
+
+    if not result.swept:
+        raise OptionError("a plot of an experiment needs a sweep: -c NAME=START:END (or START:STEP:END)")
+    x_name, others = result.swept[0], result.swept[1:]
+    series: dict[str, list[tuple[float, ExactResult]]] = {}
+    for run in result.runs:  # one line per property (by position) and value of the other swept constants
+        values = parse_assignments(run.constants)
+        key = (run.name or run.written) + "".join(f", {k}={values[k]}" for k in others)
+        series.setdefault(key, []).append((float(values[x_name]), run.result))
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.add_subplot()
+    for key, points in series.items():
+        xs = [x for x, _ in points]
+        ys = [r.value for _, r in points]
+        low = [max(0.0, r.value - r.lower) if r.lower is not None else 0.0 for _, r in points]
+        high = [max(0.0, r.upper - r.value) if r.upper is not None else 0.0 for _, r in points]
+        ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=key)
+    ax.set_xlabel(x_name)
+    ax.set_ylabel("value")
+    ax.set_title(f"{result.model}: {len(result.runs)} runs", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
