@@ -20,7 +20,10 @@ from rlverify.results import ExactResult, Provenance, Result, versions
 if TYPE_CHECKING:
     from rlverify.exact.options import ExactOptions
 
-__all__ = ["ExperimentResult", "ExperimentRun", "experiment_figure", "verify_experiments"]
+__all__ = ["MAX_RUNS", "ExperimentResult", "ExperimentRun", "experiment_figure", "verify_experiments"]
+
+#: most verifications one experiment may run (points of the sweep x properties): refused before the first
+MAX_RUNS = 1000
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,14 @@ def verify_experiments(
     items, declared = _property_items(properties)
     points = expand_sweep(constants)
     swept = tuple(swept_names(constants))
+    per_point = sum(len(written_properties(text)) if file is not None else 1 for text, file in items)
+    if len(points) * per_point > MAX_RUNS:
+        from rlverify.errors import OptionError
+
+        raise OptionError(
+            f"{len(points):,} points x {per_point:,} properties = {len(points) * per_point:,} verifications, more than "
+            f"{MAX_RUNS:,} in one run: sweep fewer values or split the properties file"
+        )
     needs_policy = options.mode != "monolithic"
     runs: list[ExperimentRun] = []
     for n, point in enumerate(points, 1):

@@ -103,6 +103,7 @@ def test_a_model_constant_swept_with_a_step_and_two_properties_given_with_p(file
         (["-p", "coin.props", "-c", "q=0.5"], "constant T has no value: give it with -c T=VALUE"),
         (["-p", "nothere.props", "-c", "q=0.5"], "nothere.props: properties file not found"),
         (["-p", "coin.props", "-c", "q=0.5,T=1:100000"], "more than 1,000"),
+        (["-p", "coin.props", "-c", "q=0.1:0.1:0.9,T=1:100"], "900 points x 2 properties = 1,800 verifications"),
     ],
 )
 def test_what_several_runs_cannot_do_is_refused_with_one_line(files, capsys, args, words):
