@@ -345,7 +345,10 @@ def _paths_figure(explanation: FailurePaths, pairs: Any, *, title: str | None) -
     )
     more = f" (the first {len(shown)} drawn)" if len(explanation.paths) > len(shown) else ""
     fig.suptitle(
-        title or f"{explanation.property}\n{len(explanation.paths)} most probable paths{more}: {share}", fontsize=9
+        title
+        or f"{explanation.model}: {explanation.property}\npolicy {explanation.policy}: the {len(explanation.paths)} "
+        f"most probable paths to the target{more}, {share}",
+        fontsize=9,
     )
     return fig
 

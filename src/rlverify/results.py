@@ -756,11 +756,13 @@ class RiskMap(Result):
         opt = {("min", True): "Pmin", ("max", True): "Pmax", ("min", False): "Rmin", ("max", False): "Rmax"}[
             (self.optimum, probability)
         ]
+        single = bool((self.policy_states <= 1).all() and (self.mdp_states <= 1).all())  # one state per cell: no aggregate
+        agg = "" if single else f"{self.agg} "
         panels = (
-            MapPanel(f"policy: {self.agg} {what}", self.value, cmap, vmin, vmax, f"{what} under the policy"),
-            MapPanel(f"optimum: {self.agg} {opt} (all policies)", self.optimum_value, cmap, vmin, vmax, f"{opt} per state"),
+            MapPanel(f"policy: {agg}{what}", self.value, cmap, vmin, vmax, f"{what} under the policy"),
+            MapPanel(f"optimum: {agg}{opt} (all policies)", self.optimum_value, cmap, vmin, vmax, f"{opt} per state"),
             MapPanel(
-                f"regret: {self.agg} of " + ("value - " + opt if bad else opt + " - value"),
+                f"regret: {agg + 'of ' if agg else ''}" + ("value - " + opt if bad else opt + " - value"),
                 self.regret,
                 "magma_r",
                 0.0,
@@ -774,16 +776,22 @@ class RiskMap(Result):
             MapShade(no_state, "no state" + (f" with {self.where}" if self.where else ""), "#ffffff", "////"),
             MapShade(unreached, "states the policy never reaches", "#b0b0b0"),
         )
-        where = f", where {self.where}" if self.where else ""
+        view = ("each cell: one state" if single else f"{self.agg} over the other variables") + (
+            f", where {self.where}" if self.where else ""
+        )
         title = (
-            f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); {self.agg} over the other "
-            f"variables{where}; initial state: value {self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}"
+            f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); initial state: value "
+            f"{self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}\n{view}"
         )
         s = self.states
         note = (
             f"states: {s['policy']:,} in the policy's chain, {s['mdp']:,} in the full MDP ({s['mdp_only']:,} never "
             f"reached by the policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}. "
-            f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the {self.agg})."
+            + (
+                "Each cell: its one state."
+                if single
+                else f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the {self.agg})."
+            )
         )
         return MapFigure(
             panels=panels,

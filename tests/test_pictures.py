@@ -1,0 +1,145 @@
+"""Pictures that say what happened: the report's verdict first, maps that are not constant, titles as the user wrote
+them, failure paths on the pairs that move, tables not dicts, categorical colours with a legend, and figure
+functions that return matplotlib figures (no pyplot, no backend forced)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlverify.cli.main import main
+from rlverify.results import FailurePath, FailurePaths, PathStep, Provenance
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_report_opens_with_the_verdict(tmp_path, capsys):
+    out = tmp_path / "report.html"
+    code, stdout, err = run(capsys, "report", "running-example-v1", "-p", "reach-goal-2", "--out", str(out), "--json")
+    assert code == 0, err
+    r = json.loads(stdout)
+    sections = {s["title"].split(" (")[0]: s for s in r["sections"]}
+    exact = sections["Exact value"]["exact"]["value"]
+    best = sections["Optimum over all schedulers"]["monolithic"]
+    head = r["headline"]
+    assert float(head["the policy's value (exact)"]) == pytest.approx(0.264, abs=1e-6)  # by hand (test_running_example)
+    assert float(head["the policy's value (exact)"]) == pytest.approx(exact, rel=1e-5)
+    assert float(head["best possible (Pmin, over all policies)"]) == pytest.approx(best["pmin"], rel=1e-5)
+    assert float(head["worst possible (Pmax)"]) == pytest.approx(best["pmax"], rel=1e-5)
+    page = out.read_text()
+    # the verdict comes before the consistency table and every engine's section
+    assert page.index("id='verdict'") < page.index("id='checks'") < page.index("Exact value (Storm")
+    verdict = page[page.index("id='verdict'") : page.index("</section>")]
+    assert "0.264" in verdict and "all engines agree" in verdict
+    assert "{'" not in page  # tables, not Python dicts
+
+
+def test_the_risk_map_default_shows_the_initial_slice_not_a_constant(capsys):
+    """The default --where initial: the other variables at their initial values. The initial state's cell is then
+    the exact value at the initial state; `--where all --agg max` (the former default) is 1.0 everywhere."""
+    args = ["map", "avoid-v1", "-p", "collision-100", "--map", "x,y", "--optimum", "min", "--json"]
+    code, stdout, err = run(capsys, *args)
+    assert code == 0, err
+    d = json.loads(stdout)
+    value, opt = (np.array(d["grid"][k], dtype=float) for k in ("value", "optimum"))
+    assert d["where"] == "obstacle1_x=4 & obstacle1_y=4 & obstacle2_x=4 & obstacle2_y=4 & done=false"
+    assert np.nanstd(value) > 0.01 and np.nanstd(opt) > 0.01  # the panels say something
+    assert (np.array(d["grid"]["policy_states"]) == 1).all()  # one state per cell
+    # the agent starts at (0, 0): that cell is the initial state, whose value verify computes independently
+    code, stdout, _ = run(capsys, "verify", "avoid-v1", "-p", "collision-100", "--json")
+    assert value[0, 0] == pytest.approx(json.loads(stdout)["value"], rel=1e-6)
+    assert opt[0, 0] == pytest.approx(d["initial"]["optimum"], rel=1e-6)
+    # titles name the benchmark and the policy as the user wrote them, not a temporary file or an absolute path
+    assert d["model"].startswith("avoid-v1 (") and d["policy"] == "avoid_4x4_ppo.onnx (shipped)"
+    code, stdout, err = run(capsys, *args, "--where", "all", "--agg", "max")
+    assert code == 0, err
+    assert set(np.array(json.loads(stdout)["grid"]["value"], dtype=float).ravel()) == {1.0}
+
+
+def _step(**state):
+    return PathStep(state=state, policy=None, actions=(), probability=None)
+
+
+def _obstacle_walks() -> FailurePaths:
+    """Two paths in which the agent stays at (0, 0) and obstacle 2 walks from (2, 2) to it; obstacle 1 stays."""
+    fixed = {"done": 0, "x": 0, "y": 0, "obstacle1_x": 2, "obstacle1_y": 0}
+    walks = [[(2, 2), (1, 2), (0, 2), (0, 1), (0, 0)], [(2, 2), (2, 1), (2, 0), (1, 0), (0, 0)]]
+    paths = tuple(
+        FailurePath(0.1 / (i + 1), tuple(_step(**fixed, obstacle2_x=a, obstacle2_y=b) for a, b in walk))
+        for i, walk in enumerate(walks)
+    )
+    names = ("done", "x", "y", "obstacle1_x", "obstacle1_y", "obstacle2_x", "obstacle2_y")
+    return FailurePaths(
+        k=2,
+        paths=paths,
+        value=0.5,
+        covered=0.15,
+        share=0.3,
+        exhausted=False,
+        bound=None,
+        mode="stochastic",
+        variables=names,
+        ranges={n: (0, 0) if n == "done" else (0, 2) for n in names},
+        provenance=Provenance(model="avoid-v1", property='P=? [F "collision"]', policy="mine.onnx"),
+    )
+
+
+def test_failure_paths_are_drawn_on_the_pairs_that_move():
+    from matplotlib.figure import Figure
+
+    from rlverify.figures import path_pairs, paths_figure
+
+    fp = _obstacle_walks()
+    assert path_pairs(fp) == (("x", "y"), ("obstacle2_x", "obstacle2_y"))  # obstacle 1 never moves
+    fig = paths_figure(fp)
+    assert isinstance(fig, Figure)
+    drawn = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in drawn] == ["#1  p = 0.1  (4 steps)", "#2  p = 0.05  (4 steps)"]  # a panel per path
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["(x, y)", "(obstacle2_x, obstacle2_y)", "start", "end (target)"]
+    # each pair is one line per panel, in its own colour, through the path's cells
+    line = drawn[0].get_lines()[3]  # pair 2's line (pair 1: line, start, end)
+    np.testing.assert_allclose(np.round(line.get_xdata()), [2, 1, 0, 0, 0])
+    assert drawn[0].get_lines()[0].get_color() != line.get_color()
+    title = fig._suptitle.get_text()
+    assert title.startswith('avoid-v1: P=? [F "collision"]\npolicy mine.onnx:')
+    fig = paths_figure(fp, [("x", "y"), ("obstacle1_x", "obstacle1_y")])  # as the user names them
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["(x, y)", "(obstacle1_x, obstacle1_y)"]
+
+
+def test_figure_functions_return_figures_without_pyplot(tmp_path):
+    """In a fresh interpreter (no backend chosen): a map renders to a Figure, pyplot is never imported, a notebook
+    gets its PNG from _repr_png_, and the CLI's writer saves the same figure."""
+    code = """
+import sys
+import numpy as np
+from matplotlib.figure import Figure
+from rlverify.figures import MapFigure, MapPanel
+m = MapFigure(panels=(MapPanel("p", np.arange(4.0).reshape(2, 2), "viridis", 0.0, 3.0, "v"),), x_label="x", y_label="y",
+              x_values=np.arange(2), y_values=np.arange(2), title="t $x$")
+fig = m.render()
+assert isinstance(fig, Figure), type(fig)
+assert "matplotlib.pyplot" not in sys.modules
+assert m._repr_png_()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+assert "matplotlib.pyplot" not in sys.modules
+assert [t.get_text() for t in fig.axes[0].texts] == ["0", "1", "2", "3"]  # a small map prints its values
+print(m.draw(sys.argv[1]))
+"""
+    out = tmp_path / "m.png"
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out)], env={**env, "PYTHONPATH": str(SRC)}, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
