@@ -143,3 +143,33 @@ print(m.draw(sys.argv[1]))
     )
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_action_partition_has_categorical_colours_and_a_legend():
+    """The double integrator's three actions: each part takes its most likely action's colour (not an RGB mix of the
+    three probabilities), and the legend names the actions drawn."""
+    import matplotlib
+    from matplotlib.collections import PolyCollection
+
+    from rlverify.abstraction import AbstractionOptions, verify_abstraction
+    from rlverify.abstraction.plots import result_figure
+    from rlverify.resolve import resolve
+
+    root = SRC.parent
+    t = resolve(
+        str(root / "examples/double_integrator.py:SYSTEM"), policy=str(root / "examples/double_integrator.onnx"), trust_code=True
+    )
+    r = verify_abstraction(t.model, t.policy, AbstractionOptions(horizon=1))
+    assert r.actions == ("left", "coast", "right")
+    mid = np.array([(np.array(p.probability_lower) + np.array(p.probability_upper)) / 2 for p in r.parts])
+    best = mid.argmax(axis=1)
+    fig = result_figure(r)
+    ax = fig.axes[-1] if fig.axes[-1].get_legend() is not None else fig.axes[1]
+    legend = ax.get_legend()
+    assert legend.get_title().get_text() == "action"
+    assert [t.get_text() for t in legend.get_texts()] == [r.actions[a] for a in sorted(set(best.tolist()))]
+    assert len(set(best.tolist())) >= 2  # the picture has something to tell apart
+    faces = next(c for c in ax.collections if isinstance(c, PolyCollection)).get_facecolors()
+    tab10 = np.array([matplotlib.colormaps["tab10"](i)[:3] for i in range(3)])
+    np.testing.assert_allclose(faces[:, :3], tab10[best], atol=1e-6)  # the category's colour, whatever the mix
+    np.testing.assert_allclose(faces[:, 3], np.clip(mid[np.arange(len(mid)), best], 0.15, 1.0), atol=1e-6)
