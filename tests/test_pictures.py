@@ -107,7 +107,12 @@ def test_failure_paths_are_drawn_on_the_pairs_that_move():
     assert isinstance(fig, Figure)
     drawn = [ax for ax in fig.axes if ax.axison]
     assert [ax.get_title() for ax in drawn] == ["#1  p = 0.1  (4 steps)", "#2  p = 0.05  (4 steps)"]  # a panel per path
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["(x, y)", "(obstacle2_x, obstacle2_y)", "start", "end (target)"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "(x, y)",
+        "(obstacle2_x, obstacle2_y)",
+        "start",
+        "end (target)",
+    ]
     # each pair is one line per panel, in its own colour, through the path's cells
     line = drawn[0].get_lines()[3]  # pair 2's line (pair 1: line, start, end)
     np.testing.assert_allclose(np.round(line.get_xdata()), [2, 1, 0, 0, 0])
@@ -139,7 +144,11 @@ print(m.draw(sys.argv[1]))
     out = tmp_path / "m.png"
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     done = subprocess.run(
-        [sys.executable, "-c", code, str(out)], env={**env, "PYTHONPATH": str(SRC)}, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code, str(out)],
+        env={**env, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -157,7 +166,9 @@ def test_an_action_partition_has_categorical_colours_and_a_legend():
 
     root = SRC.parent
     t = resolve(
-        str(root / "examples/double_integrator.py:SYSTEM"), policy=str(root / "examples/double_integrator.onnx"), trust_code=True
+        str(root / "examples/double_integrator.py:SYSTEM"),
+        policy=str(root / "examples/double_integrator.onnx"),
+        trust_code=True,
     )
     r = verify_abstraction(t.model, t.policy, AbstractionOptions(horizon=1))
     assert r.actions == ("left", "coast", "right")

@@ -176,7 +176,7 @@ class MapFigure:
         return fig
 
 
-def new_figure(size: tuple[float, float], *, layout: str | None = "constrained") -> Any:
+def new_figure(size: tuple[float, float], *, layout: Any = "constrained") -> Any:
     """A :class:`matplotlib.figure.Figure` of ``size`` inches that pyplot does not manage: no backend is chosen or
     forced (a notebook shows it, :func:`rlverify.files.save_figure` writes it, nothing needs closing)."""
     from matplotlib.figure import Figure
@@ -256,7 +256,7 @@ def path_pairs(explanation: FailurePaths) -> tuple[tuple[str, str], ...]:
     if len(variables) < 2:
         map_variables(variables, None)  # raises, naming the variables
     moving = {v for v in variables for p in explanation.paths if len({s.state.get(v) for s in p.steps}) > 1}
-    named = [(v, _partner(v)) for v in variables if _partner(v) in variables and _partner(v) != v]
+    named = [(v, p) for v in variables if (p := _partner(v)) is not None and p in variables and p != v]
     pairs: list[tuple[str, str]] = []
     if ("x", "y") in named:
         pairs.append(("x", "y"))

@@ -611,8 +611,8 @@ def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sectio
 
 
 def _paths(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
-    """The most probable paths to the target, drawn on the map variables when there are two."""
-    exact, chosen, prop, policy = shared.exact, shared.map_vars, t.property, t.policy
+    """The most probable paths to the target, drawn on the variable pairs that move (:func:`~rlverify.figures.path_pairs`)."""
+    exact, prop, policy = shared.exact, t.property, t.policy
     assert exact is not None and prop is not None and policy is not None
     try:
         check_explainable(prop)
@@ -726,7 +726,13 @@ def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sect
     return Section(
         "Robustness to perturbed observations (exact: Pmax/Pmin of the adversarial MDP)",
         rows=rows,
-        tables=[("worst perturbations (largest gain first): the state, the observation shown to the policy, the gain", header, table)]
+        tables=[
+            (
+                "worst perturbations (largest gain first): the state, the observation shown to the policy, the gain",
+                header,
+                table,
+            )
+        ]
         if table
         else [],
         data={"robustness": r.to_json()},

@@ -790,7 +790,8 @@ class RiskMap(Result):
             + (
                 "Each cell: its one state."
                 if single
-                else f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the {self.agg})."
+                else f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the "
+                f"{self.agg})."
             )
         )
         return MapFigure(

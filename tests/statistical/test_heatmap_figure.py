@@ -40,7 +40,9 @@ def test_never_decided_share_is_the_undecided_and_stuck_counts(short_runs):
     np.testing.assert_array_equal(share, (r.undecided + r.stuck) / r.runs)
     assert r.undecided.sum() > 0 and share.max() <= 1.0  # the 6-step cut leaves runs open
     # every run is counted once: goal + crash + never decided + stalled are all the runs
-    np.testing.assert_array_equal((r.goal * r.runs).round() + (r.crash * r.runs).round() + r.undecided + r.stuck + r.stalled, r.runs)
+    np.testing.assert_array_equal(
+        (r.goal * r.runs).round() + (r.crash * r.runs).round() + r.undecided + r.stuck + r.stalled, r.runs
+    )
     fig = heatmap_figure(r)
     titles = [p.title for p in fig.panels]
     assert len(fig.panels) == 3 and "never decided" in titles[2]

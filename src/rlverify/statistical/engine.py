@@ -207,7 +207,12 @@ def simulate(
         with ThreadPoolExecutor(int(options.threads), thread_name_prefix="rlverify-sim") as pool:
             _run_parts(pool, run, batches, on_batch)
     return RunOutcomes(
-        outcome=out.outcome, stalled=out.stalled, steps=out.steps, recorded=out.recorded, hopeless=out.hopeless, stuck=out.stuck
+        outcome=out.outcome,
+        stalled=out.stalled,
+        steps=out.steps,
+        recorded=out.recorded,
+        hopeless=out.hopeless,
+        stuck=out.stuck,
     )
 
 

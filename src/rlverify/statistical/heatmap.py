@@ -239,8 +239,7 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
         x_values=np.arange(W),
         y_values=np.arange(H),
         title=title
-        or f"{result.model} (noise {result.noise:g}) — policy {result.policy}: "
-        f"{result.runs[0]} runs per start cell, {conf}",
+        or f"{result.model} (noise {result.noise:g}) — policy {result.policy}: {result.runs[0]} runs per start cell, {conf}",
         shades=shades,
         origin="upper",
         note=note,
