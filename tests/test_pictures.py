@@ -25,11 +25,17 @@ def run(capsys, *args):
     return code, out.out, out.err
 
 
+def result_of(stdout: str) -> dict:
+    """A command's --json result (inside the JSON envelope when the CLI prints one)."""
+    data = json.loads(stdout)
+    return data["result"] if "result" in data and "command" in data else data
+
+
 def test_the_report_opens_with_the_verdict(tmp_path, capsys):
     out = tmp_path / "report.html"
     code, stdout, err = run(capsys, "report", "running-example-v1", "-p", "reach-goal-2", "--out", str(out), "--json")
     assert code == 0, err
-    r = json.loads(stdout)
+    r = result_of(stdout)
     sections = {s["title"].split(" (")[0]: s for s in r["sections"]}
     exact = sections["Exact value"]["exact"]["value"]
     best = sections["Optimum over all schedulers"]["monolithic"]
@@ -52,20 +58,20 @@ def test_the_risk_map_default_shows_the_initial_slice_not_a_constant(capsys):
     args = ["map", "avoid-v1", "-p", "collision-100", "--map", "x,y", "--optimum", "min", "--json"]
     code, stdout, err = run(capsys, *args)
     assert code == 0, err
-    d = json.loads(stdout)
+    d = result_of(stdout)
     value, opt = (np.array(d["grid"][k], dtype=float) for k in ("value", "optimum"))
     assert d["where"] == "obstacle1_x=4 & obstacle1_y=4 & obstacle2_x=4 & obstacle2_y=4 & done=false"
     assert np.nanstd(value) > 0.01 and np.nanstd(opt) > 0.01  # the panels say something
     assert (np.array(d["grid"]["policy_states"]) == 1).all()  # one state per cell
     # the agent starts at (0, 0): that cell is the initial state, whose value verify computes independently
     code, stdout, _ = run(capsys, "verify", "avoid-v1", "-p", "collision-100", "--json")
-    assert value[0, 0] == pytest.approx(json.loads(stdout)["value"], rel=1e-6)
+    assert value[0, 0] == pytest.approx(result_of(stdout)["value"], rel=1e-6)
     assert opt[0, 0] == pytest.approx(d["initial"]["optimum"], rel=1e-6)
     # titles name the benchmark and the policy as the user wrote them, not a temporary file or an absolute path
     assert d["model"].startswith("avoid-v1 (") and d["policy"] == "avoid_4x4_ppo.onnx (shipped)"
     code, stdout, err = run(capsys, *args, "--where", "all", "--agg", "max")
     assert code == 0, err
-    assert set(np.array(json.loads(stdout)["grid"]["value"], dtype=float).ravel()) == {1.0}
+    assert set(np.array(result_of(stdout)["grid"]["value"], dtype=float).ravel()) == {1.0}
 
 
 def _step(**state):
@@ -184,3 +190,32 @@ def test_an_action_partition_has_categorical_colours_and_a_legend():
     tab10 = np.array([matplotlib.colormaps["tab10"](i)[:3] for i in range(3)])
     np.testing.assert_allclose(faces[:, :3], tab10[best], atol=1e-6)  # the category's colour, whatever the mix
     np.testing.assert_allclose(faces[:, 3], np.clip(mid[np.arange(len(mid)), best], 0.15, 1.0), atol=1e-6)
+
+
+def test_report_figures_name_the_benchmark_and_policy_as_written(tmp_path, capsys):
+    """The risk map and the failure paths were titled with the generated /tmp/rlverify-models-.../*.prism file and
+    the policy's absolute path; the robustness table printed Python dicts."""
+    out = tmp_path / "fw.html"
+    code, stdout, err = run(capsys, "report", "freeway-v1", "--runs", "100", "--out", str(out), "--json")
+    assert code == 0, err
+    sections = result_of(stdout)["sections"]
+    named = [s[k] for s in sections for k in ("risk_map", "paths") if k in s]
+    assert len(named) == 2
+    for result in named:
+        assert result["model"] == "freeway-v1" and result["policy"] == "freeway_ppo.onnx (shipped with rlverify)"
+    page = out.read_text()
+    assert "rlverify-models" not in page and "{'" not in page
+    robust = next(s for s in sections if "robustness" in s)["robustness"]
+    shown = [f"{k} shown" for k in robust["worst_perturbations"][0]["observed"]]
+    assert all(f"<th>{h}</th>" in page for h in shown)  # one column per variable
+
+
+def test_heatmap_cli_counts_never_decided_runs_in_the_json(capsys):
+    code, stdout, err = run(capsys, "heatmap", "racetrack-barto-small-v1", "--runs", "5", "--max-steps", "200", "--json")
+    assert code == 0, err
+    d = result_of(stdout)
+    assert d["policy"] == "racetrack_barto_small.onnx (shipped)"  # not the package's absolute path
+    cells = d["cells"]
+    assert all(c["goal"] + c["crash"] + c["never_decided"] == pytest.approx(1.0, abs=1e-12) for c in cells)
+    assert all(c["never_decided"] == (c["stuck"] + c["undecided"]) / c["runs"] for c in cells)
+    assert sum(c["never_decided"] == 1.0 for c in cells) >= 40
