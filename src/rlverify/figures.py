@@ -344,10 +344,10 @@ def _paths_figure(explanation: FailurePaths, pairs: Any, *, title: str | None) -
         else "the value is 0"
     )
     more = f" (the first {len(shown)} drawn)" if len(explanation.paths) > len(shown) else ""
+    what = f"{explanation.model}: {explanation.property}" if explanation.model else explanation.property
+    whose = f"policy {explanation.policy}: the" if explanation.policy else "The"
     fig.suptitle(
-        title
-        or f"{explanation.model}: {explanation.property}\npolicy {explanation.policy}: the {len(explanation.paths)} "
-        f"most probable paths to the target{more}, {share}",
+        title or f"{what}\n{whose} {len(explanation.paths)} most probable paths to the target{more}, {share}",
         fontsize=9,
     )
     return fig

@@ -185,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
             explanation = explain_paths(
                 target.model, prop, target.policy, args.explain, options, chain=chain, value=result.value, progress=update
             )
+        explanation = target.stamp(explanation).with_provenance(policy=shown_policy(result.policy) or None)
         result = dataclasses.replace(result, explanation=explanation)
         if ".png" in files:  # grid None: the pairs that move (rlverify.figures.path_pairs)
             plot_paths(explanation, files[".png"], grid, force=args.force)
