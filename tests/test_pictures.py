@@ -219,3 +219,35 @@ def test_heatmap_cli_counts_never_decided_runs_in_the_json(capsys):
     assert all(c["goal"] + c["crash"] + c["never_decided"] == pytest.approx(1.0, abs=1e-12) for c in cells)
     assert all(c["never_decided"] == (c["stuck"] + c["undecided"]) / c["runs"] for c in cells)
     assert sum(c["never_decided"] == 1.0 for c in cells) >= 40
+
+
+def test_verify_explain_names_the_paths_after_the_target_and_policy(capsys, tmp_path):
+    """The paths figure of `verify --explain --out` was titled ': P=? ...' and 'policy None' (the explanation was
+    not stamped); its default pairs are x,y and the obstacle that moves."""
+    code, stdout, err = run(capsys, "verify", "avoid-v1", "-p", "collision-100", "--explain", "2", "--json")
+    assert code == 0, err
+    e = result_of(stdout)["explanation"]
+    assert e["model"].startswith("avoid-v1 (") and e["policy"] == "avoid_4x4_ppo.onnx (shipped)"
+    from rlverify.figures import path_pairs, paths_figure
+    from rlverify.results import FailurePath, FailurePaths, PathStep, StepAction
+
+    paths = tuple(
+        FailurePath(
+            p["probability"],
+            tuple(
+                PathStep(s["state"], s["policy"], tuple(StepAction(**a) for a in s["actions"]), s["probability"])
+                for s in p["steps"]
+            ),
+        )
+        for p in e["paths"]
+    )
+    keep = {k: e[k] for k in ("k", "value", "covered", "share", "exhausted", "bound", "mode")}
+    fp = FailurePaths(
+        paths=paths,
+        variables=tuple(e["variables"]),
+        ranges={k: tuple(v) for k, v in e["ranges"].items()},
+        provenance=Provenance(model=e["model"], property=e["property"], policy=e["policy"]),
+        **keep,
+    )
+    assert path_pairs(fp) == (("x", "y"), ("obstacle2_x", "obstacle2_y"))  # the obstacle walks to the agent
+    assert paths_figure(fp)._suptitle.get_text().startswith(f"{e['model']}: {e['property']}\npolicy {e['policy']}: the 2")
