@@ -1,6 +1,7 @@
 """Figures: rlverify's drawings — maps (:class:`MapFigure`, described as data by the results: exact risk maps and
-Racetrack heat maps) and failure paths (:func:`plot_paths`) — drawn with matplotlib (imported when a figure is drawn,
-with the Agg backend unless one is chosen), written atomically, every text as written (:func:`rlverify.files.save_figure`).
+Racetrack heat maps) and failure paths (:func:`paths_figure`) — as :class:`matplotlib.figure.Figure` objects that
+pyplot does not manage (matplotlib is imported when a figure is made; no backend is chosen or forced, so a notebook
+displays them), written atomically by the CLI, every text as written (:func:`rlverify.files.save_figure`).
 The abstraction's part plots stay with its polytope geometry (:mod:`rlverify.abstraction.plots`)."""
 
 from __future__ import annotations
@@ -77,29 +78,35 @@ class MapFigure:
         return nrows, ncols, (ncols * (pw + 1.8), nrows * (ph + 1.4) + 1.0)
 
     def draw(self, out: Any, *, dpi: int = 110, force: bool = False) -> Any:
-        """Write the figure as a PNG to ``out`` (:meth:`layout` times ``dpi`` pixels); returns its :class:`~pathlib.Path`.
+        """Write the figure (:meth:`render`) as a PNG to ``out`` (:meth:`layout` times ``dpi`` pixels); returns its
+        :class:`~pathlib.Path`. Written atomically, an existing file replaced only with ``force``
+        (:func:`rlverify.files.save_figure`)."""
+        from rlverify.files import save_figure
 
-        Written atomically, an existing file replaced only with ``force``; every text (names, titles) is
-        drawn as written, never as TeX math (:func:`rlverify.files.save_figure`).
-        """
+        return save_figure(self.render(), out, force=force, dpi=dpi)
+
+    def _repr_png_(self) -> bytes:
+        """The PNG a notebook shows for a map (:meth:`render` at 80 dpi)."""
+        return figure_png(self.render(), dpi=80)
+
+    def render(self) -> Any:
+        """The drawing as a :class:`matplotlib.figure.Figure` (not registered with pyplot, no backend chosen: a
+        notebook displays it, :func:`rlverify.files.save_figure` writes it); every text (names, titles) is drawn as
+        written, never as TeX math. Cells of small maps (at most 64) show their values as numbers."""
         from rlverify.files import plain_figure_text
 
         with plain_figure_text():  # every text is created as plain text (names may contain '$')
-            return self._draw(out, dpi=dpi, force=force)
+            return self._render()
 
-    def _draw(self, out: Any, *, dpi: int, force: bool) -> Any:
-        import matplotlib
-
-        from rlverify.files import save_figure
-
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
+    def _render(self) -> Any:
         from matplotlib.collections import PatchCollection
+        from matplotlib.colors import to_rgba
         from matplotlib.patches import Patch, Rectangle
 
         H, W = len(self.y_values), len(self.x_values)
         nrows, ncols, size = self.layout()
-        fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False, layout="constrained")
+        fig = new_figure(size)
+        axes = fig.subplots(nrows, ncols, squeeze=False)
         for ax in axes.ravel()[len(self.panels) :]:
             ax.set_axis_off()
         for ax, p in zip(axes.ravel()[: len(self.panels)], self.panels, strict=True):
@@ -110,7 +117,7 @@ class MapFigure:
             if p.vmin is not None and finite.size:
                 lo = min(lo, float(finite.min()))  # never hide values below the intended floor (e.g. tiny negatives)
             hi = max(hi, lo + 1e-9)
-            cmap = plt.get_cmap(p.cmap).with_extremes(bad=(0, 0, 0, 0))  # NaN: transparent (a shade explains it)
+            cmap = _cmap(p.cmap).with_extremes(bad=(0, 0, 0, 0))  # NaN: transparent (a shade explains it)
             im = ax.imshow(
                 np.ma.masked_invalid(v),
                 cmap=cmap,
@@ -129,6 +136,11 @@ class MapFigure:
                             rects, facecolor=s.color, hatch=s.hatch, linewidth=0, edgecolor="#707070" if s.hatch else s.color
                         )
                     )
+            if H * W <= 64:  # small maps: the numbers themselves, readable on any colour
+                for i, j in zip(*np.nonzero(np.isfinite(v)), strict=True):
+                    r, g, b, _ = to_rgba(cmap(im.norm(v[i, j])))
+                    ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+                    ax.text(j, i, f"{v[i, j]:.2g}", ha="center", va="center", fontsize=7, color=ink)
             ax.set_xlim(-0.5, W - 0.5)
             ax.set_ylim(*((-0.5, H - 0.5) if self.origin == "lower" else (H - 0.5, -0.5)))
             for axis, values, set_ticks, set_labels in (
@@ -147,28 +159,66 @@ class MapFigure:
             for s in self.shades
             if np.asarray(s.mask).any()
         ]
-        if handles:
-            fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+        if handles:  # the note heads the legend: constrained layout keeps room for both
+            fig.legend(
+                handles=handles,
+                loc="outside lower center",
+                ncol=min(len(handles), 4),
+                fontsize=8,
+                frameon=False,
+                title=self.note or None,
+                title_fontsize=7,
+            )
+        elif self.note:
+            fig.supxlabel(self.note, fontsize=7)
         if self.title:
             fig.suptitle(self.title, fontsize=9)
-        if self.note:
-            fig.text(0.01, 0.005, self.note, fontsize=7, ha="left", va="bottom")
-        return save_figure(fig, out, force=force, dpi=dpi)
+        return fig
 
 
-def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> tuple[tuple[str, str], ...]:
+def new_figure(size: tuple[float, float], *, layout: Any = "constrained") -> Any:
+    """A :class:`matplotlib.figure.Figure` of ``size`` inches that pyplot does not manage: no backend is chosen or
+    forced (a notebook shows it, :func:`rlverify.files.save_figure` writes it, nothing needs closing)."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=size, layout=layout)
+
+
+def figure_png(fig: Any, *, dpi: int = 80) -> bytes:
+    """``fig`` as PNG bytes (for a notebook's ``_repr_png_`` or an HTML page), every text drawn as written."""
+    import io
+
+    from matplotlib.text import Text
+
+    from rlverify.files import plain_figure_text
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+    buf = io.BytesIO()
+    with plain_figure_text():
+        fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def _cmap(name: str) -> Any:
+    import matplotlib
+
+    return matplotlib.colormaps[name]
+
+
+def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> tuple[tuple[str, str], ...] | None:
     """The variable pairs to draw paths on: ``spec`` ``"X,Y"`` (or ``"X,Y,X2,Y2,..."``: further pairs, e.g. the
-    obstacles of a grid world) checked against ``variables``; None: ``(("x", "y"),)`` when both exist.
+    obstacles of a grid world) checked against ``variables``; None: the default, chosen from the paths
+    (:func:`path_pairs`), when the model has two variables to draw.
 
     Raises :class:`OptionError` naming the problem and the close names.
     """
     variables = tuple(variables)
     if spec is None:
-        if "x" in variables and "y" in variables:
-            return (("x", "y"),)
+        if len(variables) >= 2:
+            return None
         raise OptionError(
-            "--explain-map: the model has no variables named x and y; name two integer variables "
-            f"to draw the paths on, e.g. --explain-map {','.join(variables[:2]) or 'X,Y'} "
+            "--explain-map: the model has no variables named x and y, nor two variables to draw the paths on "
             f"(variables: {', '.join(variables)})"
         )
     names = [n.strip() for n in spec.split(",")]
@@ -185,32 +235,65 @@ def map_variables(variables: tuple[str, ...] | list[str], spec: str | None) -> t
     return pairs
 
 
-#: line style (matplotlib accepts these strings), start and end markers of each variable pair
-_STYLES: tuple[tuple[Any, str, str], ...] = (("-", "o", "X"), ("--", "s", "P"), (":", "^", "*"), ("-.", "D", "v"))
+def _partner(name: str) -> str | None:
+    """The y coordinate named like the x coordinate ``name`` (its last ``x`` made ``y``: ``x1`` -> ``y1``,
+    ``obstacle1_x`` -> ``obstacle1_y``), None without an ``x``."""
+    for i in range(len(name) - 1, -1, -1):
+        if name[i] in "xX":
+            return name[:i] + ("y" if name[i] == "x" else "Y") + name[i + 1 :]
+    return None
 
 
-def plot_paths(
+def path_pairs(explanation: FailurePaths) -> tuple[tuple[str, str], ...]:
+    """The default pairs to draw the paths on: ``(x, y)`` when the model has them, then every coordinate pair named
+    alike (``obstacle1_x``, ``obstacle1_y``) of which a variable changes along a path, then the other variables that
+    change, two by two in the model's order. Nothing changes and no ``x, y``: the first two variables.
+
+    Raises:
+        OptionError: the model has fewer than two variables.
+    """
+    variables = tuple(explanation.variables)
+    if len(variables) < 2:
+        map_variables(variables, None)  # raises, naming the variables
+    moving = {v for v in variables for p in explanation.paths if len({s.state.get(v) for s in p.steps}) > 1}
+    named = [(v, p) for v in variables if (p := _partner(v)) is not None and p in variables and p != v]
+    pairs: list[tuple[str, str]] = []
+    if ("x", "y") in named:
+        pairs.append(("x", "y"))
+    pairs += [(a, b) for a, b in named if (a, b) not in pairs and (a in moving or b in moving)]
+    paired = {v for pair in pairs for v in pair}
+    rest = [v for v in variables if v in moving and v not in paired]
+    pairs += [(rest[i], rest[i + 1]) for i in range(0, len(rest) - 1, 2)]
+    return tuple(pairs) or ((variables[0], variables[1]),)
+
+
+#: start and end markers of the paths
+_START, _END = "o", "X"
+#: at most this many paths are drawn, one panel each (the others are listed in the result)
+MAX_PATH_PANELS = 9
+
+
+def paths_figure(
     explanation: FailurePaths,
-    out: str | Path,
-    pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (("x", "y"),),
+    pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] | None = None,
     *,
     title: str | None = None,
-    force: bool = False,
-) -> Path:
-    """Draw the paths projected on variable pairs as a PNG (grid cells, legend, axes).
+) -> Any:
+    """The paths as a :class:`matplotlib.figure.Figure` (see :func:`new_figure`): one panel per path (the first
+    :data:`MAX_PATH_PANELS`), each drawing every variable pair of ``pairs`` (None: :func:`path_pairs`, the pairs that
+    move) in its own colour on the grid of the variables' ranges, a circle at the start and a cross at the end (the
+    target state), the step number at each turn. A shared legend names the pairs; each panel's title gives the
+    path's rank, probability and number of steps. Pairs at the same cell are drawn slightly apart."""
+    from rlverify.files import plain_figure_text
 
-    ``pairs[0]`` (e.g. the agent's ``("x", "y")``) is drawn as a solid line per path, further pairs
-    (e.g. an obstacle's coordinates) dashed/dotted in the same colour. Each path is slightly offset so
-    that shared cells stay visible; a circle marks its start and a cross its end (the target state).
-    The legend gives each path's rank, probability and number of steps.
-    """
-    import matplotlib
+    with plain_figure_text():
+        return _paths_figure(explanation, pairs, title=title)
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+
+def _paths_figure(explanation: FailurePaths, pairs: Any, *, title: str | None) -> Any:
     from matplotlib.lines import Line2D
 
-    pairs = tuple((str(a), str(b)) for a, b in pairs)
+    pairs = path_pairs(explanation) if pairs is None else tuple((str(a), str(b)) for a, b in pairs)
     map_variables(explanation.variables, ",".join(n for p in pairs for n in p))  # the same checks as the CLI
     xs_names, ys_names = [p[0] for p in pairs], [p[1] for p in pairs]
     x0 = min(explanation.ranges[n][0] for n in xs_names)
@@ -218,52 +301,80 @@ def plot_paths(
     y0 = min(explanation.ranges[n][0] for n in ys_names)
     y1 = max(explanation.ranges[n][1] for n in ys_names)
     width, height = x1 - x0 + 1, y1 - y0 + 1
-    fig, ax = plt.subplots(figsize=(min(12.0, 2.0 + 0.6 * width) + 3.0, min(12.0, 2.0 + 0.6 * height)))
-    ax.set_xlim(x0 - 0.5, x1 + 0.5)
-    ax.set_ylim(y0 - 0.5, y1 + 0.5)
-    ax.set_xticks(range(x0, x1 + 1))
-    ax.set_yticks(range(y0, y1 + 1))
-    ax.set_xticks(np.arange(x0 - 0.5, x1 + 1), minor=True)
-    ax.set_yticks(np.arange(y0 - 0.5, y1 + 1), minor=True)
-    ax.grid(which="minor", color="#cccccc", linewidth=0.8)
-    ax.tick_params(which="minor", length=0)
-    ax.set_aspect("equal")
-    ax.set_xlabel(" / ".join(dict.fromkeys(xs_names)))
-    ax.set_ylabel(" / ".join(dict.fromkeys(ys_names)))
-    colors = plt.get_cmap("tab10")
-    n = max(len(explanation.paths), 1)
-    handles, labels = [], []
-    for i, path in enumerate(explanation.paths):
-        off = (i - (n - 1) / 2) * min(0.3 / n, 0.08)
-        c = colors(i % 10)
+    shown = explanation.paths[:MAX_PATH_PANELS]
+    n = max(len(shown), 1)
+    ncols = min(n, 3)
+    nrows = -(-n // ncols)
+    cell = min(0.5, 4.0 / max(width, height))
+    pw, ph = max(2.4, cell * width + 0.8), max(2.2, cell * height + 0.9)
+    fig = new_figure((ncols * pw + 0.4, nrows * ph + 1.6))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    colors = _cmap("tab10")
+    spread = min(0.3, 0.6 / max(len(pairs), 1))
+    for ax in axes.ravel()[len(shown) :]:
+        ax.set_axis_off()
+    for i, (ax, path) in enumerate(zip(axes.ravel(), shown, strict=False)):
+        ax.set_xlim(x0 - 0.5, x1 + 0.5)
+        ax.set_ylim(y0 - 0.5, y1 + 0.5)
+        ax.set_xticks(range(x0, x1 + 1, max(1, width // 10)))
+        ax.set_yticks(range(y0, y1 + 1, max(1, height // 10)))
+        ax.set_xticks(np.arange(x0 - 0.5, x1 + 1), minor=True)
+        ax.set_yticks(np.arange(y0 - 0.5, y1 + 1), minor=True)
+        ax.grid(which="minor", color="#dddddd", linewidth=0.8)
+        ax.tick_params(which="both", length=0, labelsize=7)
+        ax.set_aspect("equal")
+        ax.set_title(f"#{i + 1}  p = {path.probability:.3g}  ({path.length} steps)", fontsize=8)
         for j, (x, y) in enumerate(pairs):
-            line, start, end = _STYLES[j % len(_STYLES)]
+            off = (j - (len(pairs) - 1) / 2) * spread
+            c = colors(j % 10)
             xs = np.array([s.state[x] for s in path.steps], dtype=float) + off
             ys = np.array([s.state[y] for s in path.steps], dtype=float) + off
-            h = ax.plot(xs, ys, line, color=c, linewidth=2 if j == 0 else 1.3, alpha=0.8, marker=".", markersize=5)[0]
-            ax.plot(xs[0], ys[0], start, color=c, markersize=10 if j == 0 else 7, markerfacecolor="none", markeredgewidth=2)
-            ax.plot(xs[-1], ys[-1], end, color=c, markersize=11 if j == 0 else 8)
-            if j == 0:
-                handles.append(h)
-                labels.append(f"#{i + 1}  p = {path.probability:.3g}  ({path.length} steps)")
-    for j, (x, y) in enumerate(pairs):
-        line, start, end = _STYLES[j % len(_STYLES)]
-        handles += [
-            Line2D([], [], linestyle=line, color="grey"),
-            Line2D([], [], linestyle="", color="grey", marker=start, markerfacecolor="none", markeredgewidth=2),
-            Line2D([], [], linestyle="", color="grey", marker=end),
-        ]
-        labels += [f"({x}, {y})", "  start", "  end (target)"]
+            ax.plot(xs, ys, "-", color=c, linewidth=1.8, alpha=0.85, marker=".", markersize=5)
+            ax.plot(xs[0], ys[0], _START, color=c, markersize=9, markerfacecolor="none", markeredgewidth=2)
+            ax.plot(xs[-1], ys[-1], _END, color=c, markersize=10)
+    handles = [Line2D([], [], color=colors(j % 10), linewidth=2, label=f"({x}, {y})") for j, (x, y) in enumerate(pairs)]
+    handles += [
+        Line2D([], [], linestyle="", color="grey", marker=_START, markerfacecolor="none", markeredgewidth=2, label="start"),
+        Line2D([], [], linestyle="", color="grey", marker=_END, label="end (target)"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), fontsize=8, frameon=False)
     share = (
         f"{100 * explanation.share:.3g}% of the value {explanation.value:.4g}"
         if explanation.share is not None
         else "the value is 0"
     )
-    ax.set_title(title or f"{explanation.property}\n{len(explanation.paths)} most probable paths: {share}", fontsize=9)
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    more = f" (the first {len(shown)} drawn)" if len(explanation.paths) > len(shown) else ""
+    what = f"{explanation.model}: {explanation.property}" if explanation.model else explanation.property
+    whose = f"policy {explanation.policy}: the" if explanation.policy else "The"
+    fig.suptitle(
+        title or f"{what}\n{whose} {len(explanation.paths)} most probable paths to the target{more}, {share}",
+        fontsize=9,
+    )
+    return fig
+
+
+def plot_paths(
+    explanation: FailurePaths,
+    out: str | Path,
+    pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]] | None = None,
+    *,
+    title: str | None = None,
+    force: bool = False,
+) -> Path:
+    """Write :func:`paths_figure` as a PNG to ``out`` (atomically; an existing file replaced only with ``force``)."""
     from rlverify.files import save_figure
 
-    return save_figure(fig, out, force=force, what="--out", dpi=120, bbox_inches="tight")
+    return save_figure(paths_figure(explanation, pairs, title=title), out, force=force, what="--out", dpi=120)
 
 
-__all__ = ["MapFigure", "MapPanel", "MapShade", "map_variables", "plot_paths"]
+__all__ = [
+    "MapFigure",
+    "MapPanel",
+    "MapShade",
+    "figure_png",
+    "map_variables",
+    "new_figure",
+    "path_pairs",
+    "paths_figure",
+    "plot_paths",
+]

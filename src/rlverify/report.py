@@ -49,6 +49,7 @@ from rlverify.exact import (
 )
 from rlverify.exact.explain import check_explainable
 from rlverify.exact.optimum import as_exact_result
+from rlverify.figures import path_pairs
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
 from rlverify.resolve import Target
 from rlverify.results import ExactResult, OptimumResult, Provenance, Result, versions
@@ -87,6 +88,8 @@ class Report(Result):
 
     Attributes:
         kind: the target's kind (model, property, policy: the provenance's, as resolved).
+        headline: the verdict in a few rows (the policy's value, the best and worst possible, the estimate),
+            shown first on the page.
         sections: one per engine run (or skipped, with the reason).
         checks: the cross-method consistency checks.
         provenance: settings (runs, seed, delta, epsilon, ...); timings (seconds per section); versions.
@@ -95,6 +98,7 @@ class Report(Result):
     kind: str
     sections: list[Section]
     checks: list[Check]
+    headline: list[tuple[str, str]] = field(default_factory=list)
 
     @builtins.property
     def ok(self) -> bool:
@@ -110,6 +114,7 @@ class Report(Result):
         return {
             "kind": self.kind,
             "ok": self.ok,
+            "headline": dict(self.headline),
             "checks": [vars(c) for c in self.checks],
             "sections": [{"title": s.title, "rows": dict(s.rows), "note": s.note, **s.data} for s in self.sections],
         }
@@ -124,6 +129,12 @@ class Report(Result):
             f"{e(self.policy or '—')}</p>",
         ]
         verdict = "all engines agree" if self.ok else "ENGINES DISAGREE"
+        if self.headline:
+            parts.append(
+                f"<section id='verdict' class='verdict {'' if self.ok else 'disagree'}'><h2>Verdict</h2><table>"
+                + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in self.headline)
+                + f"<tr><th>engines</th><td class='{'ok' if self.ok else 'bad'}'>{verdict}</td></tr></table></section>"
+            )
         parts.append(
             f"<h2 id='checks'>Consistency <span class='{'ok' if self.ok else 'bad'}'>{verdict}</span></h2>"
             "<table><tr><th>check</th><th>holds</th><th>numbers</th></tr>"
@@ -168,7 +179,9 @@ _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto
 h1{margin-bottom:0}.sub{color:#555;margin-top:.2em}table{border-collapse:collapse;margin:.6em 0}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top;font-size:14px}
 th{background:#f3f3f3}caption{text-align:left;font-weight:bold;padding:.3em 0}.ok{color:#16723a;font-weight:bold}
-.bad{color:#b00020;font-weight:bold}.note{color:#555;font-style:italic}figure{margin:1em 0}img{max-width:100%}"""
+.bad{color:#b00020;font-weight:bold}.note{color:#555;font-style:italic}figure{margin:1em 0}img{max-width:100%}
+.verdict{border:2px solid #16723a;border-radius:6px;padding:.2em 1em .6em;margin:1em 0;background:#f4faf6}
+.verdict.disagree{border-color:#b00020;background:#fdf3f4}.verdict h2{margin:.4em 0}.verdict td{font-size:16px}"""
 
 
 def _fmt(x: float | None) -> str:
@@ -193,6 +206,9 @@ class ReportOptions:
         epsilon: the observation-perturbation budget of the robustness section (L-infinity, integer).
         explain: how many failure paths to list.
         map_vars: the two variables of the risk map (None: the first two integer features of the policy, if any).
+        map_where, map_agg: the states each cell of the risk map shows (:class:`~rlverify.exact.maps.MapOptions`):
+            ``"initial"`` (default: the other variables at their initial values, so that the panels differ from
+            cell to cell), None (every state, aggregated with ``map_agg``: ``max``, ``min`` or ``mean``), or a filter.
         optimum: the risk map's reading of the property: ``min`` (a failure: regret = value - Pmin, the default:
             a report asks how unsafe a policy is) or ``max`` (a goal: regret = Pmax - value).
         heatmap_runs_per_cell: a native environment's heat map: runs per start cell.
@@ -205,6 +221,8 @@ class ReportOptions:
     epsilon: int = 1
     explain: int = 5
     map_vars: tuple[str, str] | None = None
+    map_where: str | None = "initial"
+    map_agg: str = "max"
     optimum: str = "min"
     heatmap_runs_per_cell: int = 200
     horizon: int | None = None
@@ -222,6 +240,7 @@ class ReportOptions:
             raise OptionError(f"--delta must be in (0, 1), got {self.delta}")
         if self.optimum not in ("min", "max"):
             raise OptionError(f"--optimum: expected min or max, got '{self.optimum}'")
+        MapOptions(agg=self.map_agg).validate()
 
 
 @dataclass(frozen=True)
@@ -308,6 +327,7 @@ def make_report(
         kind=t.kind,
         sections=sections,
         checks=checks,
+        headline=_headline(t, options, shared, sections),
         provenance=Provenance(
             model=t.name,
             property=prop_name,
@@ -317,6 +337,41 @@ def make_report(
             versions=versions(),
         ),
     )
+
+
+def _headline(t: Target, options: ReportOptions, shared: Shared, sections: list[Section]) -> list[tuple[str, str]]:
+    """The verdict: the policy's value (exact, the sound bound or the estimate), the best and worst any policy
+    achieves, the statistical estimate; each as the sections computed it."""
+    data = {k: v for sec in sections for k, v in sec.data.items()}
+    rows: list[tuple[str, str]] = []
+    exact, best = shared.exact, shared.optimum
+    if exact is not None:
+        rows.append(("the policy's value (exact)", _fmt(exact.value)))
+        if best is not None:
+            bad = options.optimum == "min"
+            opt = ("R" if str(exact.property).lstrip().startswith("R") else "P") + ("min" if bad else "max")
+            other = ("R" if opt[0] == "R" else "P") + ("max" if bad else "min")
+            best_value, worst_value = (best.pmin, best.pmax) if bad else (best.pmax, best.pmin)
+            rows.append((f"best possible ({opt}, over all policies)", _fmt(best_value)))
+            rows.append((f"worst possible ({other})", _fmt(worst_value)))
+            regret = exact.value - best_value if bad else best_value - exact.value
+            rows.append(("regret (what the policy gives away)", _fmt(regret)))
+    bound = next((v for sec in sections for k, v in sec.rows if k == "upper bound"), None)
+    if bound is not None:
+        rows.append(("upper bound on failure (sound abstraction)", bound))
+    stat = data.get("statistical")
+    if stat is not None:
+        lo, hi = stat["interval"]
+        rows.append(
+            (
+                "statistical estimate" + (" (from the start line)" if t.kind == "native" else ""),
+                f"{_fmt(stat['estimate'])} in [{_fmt(lo)}, {_fmt(hi)}] at {stat['confidence']:.1%} ({stat['runs']:,} runs)",
+            )
+        )
+    never = data.get("never_decided")
+    if never is not None:
+        rows.append(("start cells where no run decides (never decided = 1)", never))
+    return rows
 
 
 def _with_property(t: Target, property: str | None) -> tuple[Target, str]:
@@ -352,6 +407,8 @@ def _settings(t: Target, options: ReportOptions, shared: Shared) -> dict[str, An
             explain=options.explain,
             optimum=options.optimum,
             map_variables=",".join(shared.map_vars) if shared.map_vars else "",
+            map_where=options.map_where if options.map_where is not None else "all",
+            map_agg=options.map_agg,
         )
     elif t.kind == "native":
         settings["heatmap_runs_per_cell"] = options.heatmap_runs_per_cell
@@ -509,14 +566,20 @@ def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sectio
                 prop,
                 policy,
                 chosen,
-                MapOptions(agg="max", optimum=optimum),
+                MapOptions(agg=options.map_agg, where=options.map_where, optimum=optimum),
                 chain=shared.chain,
                 optimum=shared.optimum,
             ),
         )
     except RlverifyError as exc:
         return Section("Risk and regret map", note=f"skipped: {exc}"), []
+    m = t.stamp(m).with_provenance(policy=_shown(t.policy_source))  # named as the user wrote them
     png = _png(lambda path: m.figure().draw(path))
+    view = (
+        f"the other variables at their initial values: {m.where}"
+        if options.map_where == "initial" and m.where
+        else f"{m.agg} over the other variables" + (f", where {m.where}" if m.where else "")
+    )
     reading = (
         "the property read as a failure: regret = value - Pmin"
         if optimum == "min"
@@ -525,10 +588,10 @@ def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sectio
     expected = shared.optimum.pmin if optimum == "min" else shared.optimum.pmax
     name = ("R" if str(exact.property).lstrip().startswith("R") else "P") + optimum
     return Section(
-        f"Risk and regret map on {chosen[0]}, {chosen[1]} (max over the other variables)",
+        f"Risk and regret map on {chosen[0]}, {chosen[1]} ({view})",
         rows=[
             ("regret at the initial state", _fmt(m.initial_regret)),
-            ("largest regret in a cell", _fmt(float(np.nanmax(m.regret)))),
+            ("largest regret in a cell", _fmt(float(np.nanmax(m.regret)) if not np.isnan(m.regret).all() else None)),
         ],
         note=f"{reading} (--optimum {'max' if optimum == 'min' else 'min'} for the other reading)",
         images=[("policy value, optimum and regret per cell", png)],
@@ -548,8 +611,8 @@ def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sectio
 
 
 def _paths(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
-    """The most probable paths to the target, drawn on the map variables when there are two."""
-    exact, chosen, prop, policy = shared.exact, shared.map_vars, t.property, t.policy
+    """The most probable paths to the target, drawn on the variable pairs that move (:func:`~rlverify.figures.path_pairs`)."""
+    exact, prop, policy = shared.exact, t.property, t.policy
     assert exact is not None and prop is not None and policy is not None
     try:
         check_explainable(prop)
@@ -568,9 +631,12 @@ def _paths(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, 
         [str(i + 1), f"{p.probability:.4g}", str(p.length), ", ".join(f"{k_}={v}" for k_, v in p.steps[-1].state.items())]
         for i, p in enumerate(fp.paths)
     ]
+    fp = t.stamp(fp).with_provenance(policy=_shown(t.policy_source))
     images = []
-    if chosen:
-        images.append((f"the paths on {chosen[0]}, {chosen[1]}", _png(lambda path: plot_paths(fp, path, [chosen]))))
+    if len(fp.variables) >= 2:  # a pair to draw on
+        pairs = path_pairs(fp)
+        drawn = "; ".join(f"{a}, {b}" for a, b in pairs)
+        images.append((f"each path on the variable pairs that move ({drawn})", _png(lambda path: plot_paths(fp, path, pairs))))
     share = "—" if fp.share is None else f"{fp.share:.3g}"
     return Section(
         f"Failure paths (the {k} most probable paths to the target)",
@@ -628,7 +694,15 @@ def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sect
         ("adversarial MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions"),
     ]
     top = r.worst_perturbations[:10]
-    table = [[str(w.get("state")), str(w.get("observed")), f"{w.get('gain', 0.0):.3g}"] for w in top]
+    state_vars = list(dict.fromkeys(k for w in top for k in (w.get("state") or {})))
+    shown_vars = list(dict.fromkeys(k for w in top for k in (w.get("observed") or {})))
+    header = [*state_vars, *(f"{k} shown" for k in shown_vars), "gain"]
+    table = [
+        [str((w.get("state") or {}).get(k, "")) for k in state_vars]
+        + [str((w.get("observed") or {}).get(k, "")) for k in shown_vars]
+        + [f"{w.get('gain', 0.0):.3g}"]
+        for w in top
+    ]
     checks = [
         Check(
             "worst >= nominal >= best (perturbed observations)",
@@ -652,7 +726,15 @@ def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sect
     return Section(
         "Robustness to perturbed observations (exact: Pmax/Pmin of the adversarial MDP)",
         rows=rows,
-        tables=[("worst perturbations (largest gain first)", ["state", "observation shown", "gain"], table)] if table else [],
+        tables=[
+            (
+                "worst perturbations (largest gain first): the state, the observation shown to the policy, the gain",
+                header,
+                table,
+            )
+        ]
+        if table
+        else [],
         data={"robustness": r.to_json()},
     ), checks
 
@@ -666,6 +748,14 @@ def _simulation(model: Any, prop: Any, policy: Any, options: ReportOptions, shar
         method="clopper-pearson", runs=options.runs, delta=options.delta, simulation=SimulationOptions(seed=options.seed)
     )
     return _timed(shared.timings, "statistical", lambda: verify_statistical(model, prop, policy, settings))
+
+
+def _runs(stat: Any) -> str:
+    """The runs of a simulation and how they ended when not by the property's own verdict."""
+    return (
+        f"{stat.runs:,} (stood still forever {stat.stuck:,}, still open after {stat.max_steps:,} steps "
+        f"{stat.undecided:,}, stalled {stat.stalled:,})"
+    )
 
 
 def _statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -685,7 +775,7 @@ def _statistical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sec
         rows=[
             ("estimate", _fmt(stat.estimate)),
             ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
-            ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})"),
+            ("runs", _runs(stat)),
             ("seed", str(stat.seed)),
         ],
         data={"statistical": stat.to_json()},
@@ -716,7 +806,7 @@ def _native_statistical(t: Target, options: ReportOptions, shared: Shared) -> tu
         rows=[
             ("estimate", _fmt(stat.estimate)),
             ("interval", f"[{_fmt(a)}, {_fmt(b)}] at {stat.confidence:.1%}"),
-            ("runs", f"{stat.runs:,} (undecided {stat.undecided}, stalled {stat.stalled})"),
+            ("runs", _runs(stat)),
         ],
         data={"statistical": stat.to_json()},
     ), []
@@ -747,8 +837,10 @@ def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section
             benchmark=bench.id,
         ),
     )
+    hm = t.stamp(hm).with_provenance(policy=_shown(t.policy_source))
     png = _png(lambda p: plot_heatmap(hm, p))
     optimal, gap = hm.optimal, hm.gap
+    never = hm.never_decided
     assert optimal is not None and gap is not None  # asked for (optimal=True)
     # one check over M cells: each cell's lower end at delta / M (Bonferroni), so that a false alarm has
     # probability <= delta overall
@@ -759,10 +851,17 @@ def _heatmap(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section
         "Per start cell: goal and crash probability, Storm's optimum, the gap",
         rows=[
             ("cells", f"{len(hm.cells):,} x {int(hm.runs[0]):,} runs"),
-            ("mean goal / crash", f"{hm.goal.mean():.4f} / {hm.crash.mean():.4f}"),
+            ("mean goal / crash / never decided", f"{hm.goal.mean():.4f} / {hm.crash.mean():.4f} / {never.mean():.4f}"),
+            (
+                "never decided",
+                f"{int((never == 1).sum())} of {len(hm.cells)} start cells never decide a single run (the car stands "
+                f"still forever or is still driving after {hm.max_steps:,} steps); goal + crash + never decided = 1 "
+                "per cell",
+            ),
             ("mean optimum / max gap", f"{optimal.mean():.4f} / {gap.max():.4f}"),
         ],
-        images=[("goal, crash, optimum and gap per start cell", png)],
+        images=[("goal, crash, never decided, optimum and gap per start cell", png)],
+        data={"never_decided": f"{int((never == 1).sum())} of {len(hm.cells)}", "heatmap": hm.to_json()},
     ), [
         Check(
             f"each cell's goal estimate (lower end at delta/{len(hm.cells)} per cell) at or below Storm's "

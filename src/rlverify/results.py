@@ -418,6 +418,8 @@ class StatisticalResult(Result):
         undecided: runs undecided after ``max_steps``; stalled: runs whose policy chose an unavailable action.
         hopeless: runs decided false at once by graph analysis of the explicit model: they reached a state
             from which no policy can satisfy the property any more (``Pmax = 0``).
+        stuck: runs decided false because they would stay in their state forever (the policy surely takes an
+            action that surely leads back to it): they never decide on their own; counted as violated.
         seed: the seed (same seed, same result, whatever the batch size).
         epsilon, delta: the requested precision (``epsilon`` None for interval methods with fixed runs).
         decision: SPRT only: ``"H0"`` (``p >= theta + indifference``), ``"H1"`` (``p <= theta - indifference``) or None
@@ -452,6 +454,7 @@ class StatisticalResult(Result):
     verdict: str | None = None
     untaken_choices: dict[str, int] = field(default_factory=dict)
     hopeless: int = 0
+    stuck: int = 0
 
 
 @dataclass(frozen=True)
@@ -466,6 +469,9 @@ class HeatmapResult(Result):
         goal, crash: ``(M,)`` estimated probabilities of ``!"crashed" U "goal"`` and of crashing.
         goal_interval, crash_interval: ``(M, 2)`` intervals.
         runs: ``(M,)`` runs per cell; undecided, stalled: ``(M,)`` counts.
+        stuck: ``(M,)`` counts of the runs that stood still forever (the policy surely keeps velocity 0: neither goal
+            nor crash, decided at once instead of simulated to ``max_steps``); with ``undecided`` they are the runs
+            that *never decide* (:attr:`never_decided`): goal + crash + never decided + stalled = the runs.
         optimal: ``(M,)`` Storm's ``Pmax=? [F "goal"]`` per cell (when computed), gap = optimal - goal;
             optimal_numerics: how Storm computed it (plain value iteration: a convergence heuristic,
             not a guaranteed bound; Storm's sound methods do not finish on Racetrack MDPs in minutes).
@@ -491,6 +497,7 @@ class HeatmapResult(Result):
     decisions: int
     optimal: np.ndarray | None = None
     optimal_numerics: str | None = None
+    stuck: np.ndarray | None = None
 
     KEEPS_MODEL_NAME: ClassVar[bool] = True
 
@@ -498,6 +505,13 @@ class HeatmapResult(Result):
     def gap(self) -> np.ndarray | None:
         """``(M,)`` optimal goal probability minus the policy's estimate (None without ``optimal``)."""
         return None if self.optimal is None else self.optimal - self.goal
+
+    @builtins.property
+    def never_decided(self) -> np.ndarray:
+        """``(M,)`` float64 share of the runs per cell that never decide: stood still forever (``stuck``) or still
+        driving after ``max_steps`` (``undecided``); goal + crash + never_decided + stalled share = 1."""
+        stuck = np.zeros_like(self.undecided) if self.stuck is None else self.stuck
+        return (self.undecided + stuck) / self.runs
 
     def _json(self, own: dict[str, Any]) -> dict[str, Any]:
         """The settings, then one record per cell (``cells``)."""
@@ -515,6 +529,8 @@ class HeatmapResult(Result):
                     "runs": int(r),
                     "undecided": int(u),
                     "stalled": int(s),
+                    "stuck": int(self.stuck[i]) if self.stuck is not None else 0,
+                    "never_decided": float(self.never_decided[i]),
                     **({"optimal": float(self.optimal[i])} if self.optimal is not None else {}),
                 }
                 for i, ((x, y), g, (a, b), c, (e, f), r, u, s) in enumerate(
@@ -740,11 +756,13 @@ class RiskMap(Result):
         opt = {("min", True): "Pmin", ("max", True): "Pmax", ("min", False): "Rmin", ("max", False): "Rmax"}[
             (self.optimum, probability)
         ]
+        single = bool((self.policy_states <= 1).all() and (self.mdp_states <= 1).all())  # one state per cell: no aggregate
+        agg = "" if single else f"{self.agg} "
         panels = (
-            MapPanel(f"policy: {self.agg} {what}", self.value, cmap, vmin, vmax, f"{what} under the policy"),
-            MapPanel(f"optimum: {self.agg} {opt} (all policies)", self.optimum_value, cmap, vmin, vmax, f"{opt} per state"),
+            MapPanel(f"policy: {agg}{what}", self.value, cmap, vmin, vmax, f"{what} under the policy"),
+            MapPanel(f"optimum: {agg}{opt} (all policies)", self.optimum_value, cmap, vmin, vmax, f"{opt} per state"),
             MapPanel(
-                f"regret: {self.agg} of " + ("value - " + opt if bad else opt + " - value"),
+                f"regret: {agg + 'of ' if agg else ''}" + ("value - " + opt if bad else opt + " - value"),
                 self.regret,
                 "magma_r",
                 0.0,
@@ -758,16 +776,23 @@ class RiskMap(Result):
             MapShade(no_state, "no state" + (f" with {self.where}" if self.where else ""), "#ffffff", "////"),
             MapShade(unreached, "states the policy never reaches", "#b0b0b0"),
         )
-        where = f", where {self.where}" if self.where else ""
+        view = ("each cell: one state" if single else f"{self.agg} over the other variables") + (
+            f", where {self.where}" if self.where else ""
+        )
         title = (
-            f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); {self.agg} over the other "
-            f"variables{where}; initial state: value {self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}"
+            f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); initial state: value "
+            f"{self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}\n{view}"
         )
         s = self.states
         note = (
             f"states: {s['policy']:,} in the policy's chain, {s['mdp']:,} in the full MDP ({s['mdp_only']:,} never "
             f"reached by the policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}. "
-            f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the {self.agg})."
+            + (
+                "Each cell: its one state."
+                if single
+                else f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the "
+                f"{self.agg})."
+            )
         )
         return MapFigure(
             panels=panels,

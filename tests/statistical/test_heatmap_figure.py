@@ -1,4 +1,4 @@
-"""Racetrack heat maps drawn as a MapFigure: the undecided/stalled share against the result's counts,
+"""Racetrack heat maps drawn as a MapFigure: the never-decided share against the result's counts,
 axes, colour bars and legend shades (walls, goal cells, cells not simulated)."""
 
 from __future__ import annotations
@@ -31,22 +31,24 @@ def short_runs():
     )
 
 
-def test_stuck_share_is_the_undecided_and_stalled_counts(short_runs):
-    from rlverify.statistical.heatmap import heatmap_figure, stuck_share
+def test_never_decided_share_is_the_undecided_and_stuck_counts(short_runs):
+    from rlverify.statistical.heatmap import heatmap_figure, never_decided_share
 
     r = short_runs
-    share = stuck_share(r)
+    share = never_decided_share(r)
     assert share.shape == (len(r.cells),)
-    np.testing.assert_array_equal(share, (r.undecided + r.stalled) / r.runs)
+    np.testing.assert_array_equal(share, (r.undecided + r.stuck) / r.runs)
     assert r.undecided.sum() > 0 and share.max() <= 1.0  # the 6-step cut leaves runs open
-    # every run is counted once: satisfied + crashed-or-violated + undecided + stalled never exceeds the runs
-    assert ((r.goal * r.runs).round() + r.undecided + r.stalled <= r.runs).all()
+    # every run is counted once: goal + crash + never decided + stalled are all the runs
+    np.testing.assert_array_equal(
+        (r.goal * r.runs).round() + (r.crash * r.runs).round() + r.undecided + r.stuck + r.stalled, r.runs
+    )
     fig = heatmap_figure(r)
     titles = [p.title for p in fig.panels]
-    assert len(fig.panels) == 3 and "undecided or stalled" in titles[2]
-    stuck = fig.panels[2].values
-    np.testing.assert_array_equal(stuck[r.cells[:, 1], r.cells[:, 0]], share)
-    assert np.isnan(stuck).sum() == stuck.size - len(r.cells)  # nothing else is drawn as a value
+    assert len(fig.panels) == 3 and "never decided" in titles[2]
+    never = fig.panels[2].values
+    np.testing.assert_array_equal(never[r.cells[:, 1], r.cells[:, 0]], share)
+    assert np.isnan(never).sum() == never.size - len(r.cells)  # nothing else is drawn as a value
 
 
 def test_figure_axes_shades_and_png(short_runs, tmp_path):
@@ -73,7 +75,7 @@ def test_figure_axes_shades_and_png(short_runs, tmp_path):
     assert image.std() > 20 and len(np.unique(image.reshape(-1, 3), axis=0)) > 200  # colour-bar gradients
     with pytest.raises(PropertyError, match="--optimal"):
         heatmap_figure(r, panels=("gap",))
-    with pytest.raises(PropertyError, match="stuck"):
+    with pytest.raises(PropertyError, match="never"):
         heatmap_figure(r, panels=("nope",))
 
 

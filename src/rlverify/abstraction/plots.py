@@ -4,6 +4,7 @@ upper bound, and by action probability (as in Figs. 1-3 of Bacci & Parker 2022).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -12,19 +13,25 @@ from rlverify.abstraction.verify import AbstractionResult, part_polytopes
 from rlverify.files import plain_figure_text, save_figure
 
 
-@plain_figure_text()  # the texts are created (and laid out) as plain text
 def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = False) -> Path:
-    """Write a PNG with two panels: parts coloured by bound, and by action probability (atomically; an
-    existing file is replaced only with ``force``; names are drawn as written, see :func:`rlverify.files.save_figure`).
+    """Write :func:`result_figure` as a PNG (atomically; an existing file is replaced only with ``force``; names are
+    drawn as written, see :func:`rlverify.files.save_figure`)."""
+    return save_figure(result_figure(result), path, force=force, what="--out", dpi=120)
 
-    The probability panel shows the midpoint of each part's interval; with three actions the
-    colour is RGB (action 0 red, 1 blue, 2 green), with two actions a colour map of action 1.
+
+@plain_figure_text()  # the texts are created (and laid out) as plain text
+def result_figure(result: AbstractionResult) -> Any:
+    """Two panels as a :class:`matplotlib.figure.Figure` (:func:`rlverify.figures.new_figure`: no backend forced):
+    parts coloured by their upper bound, and by the action the policy most likely takes there.
+
+    The action panel is categorical: each part has its most likely action's colour (midpoint of its
+    probability interval), named in a legend, the paler the less sure the policy is (opacity = that
+    action's probability); with two actions as well as with more.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    from rlverify.figures import new_figure
 
     if len(result.variables) != 2:
         raise DomainError("plots are drawn for two-dimensional systems only")
@@ -32,29 +39,45 @@ def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = Fa
     verts = [p.vertices() for p in polys]
     bounds = np.array([p.bound for p in result.parts])
     mid = np.array([(np.array(p.probability_lower) + np.array(p.probability_upper)) / 2 for p in result.parts])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    fig = new_figure((12.5, 5), layout="tight")
+    axes = fig.subplots(1, 2)
     ax = axes[0]
     coll = PolyCollection(verts, array=bounds, cmap="Reds", edgecolors="k", linewidths=0.2)
     top = float(bounds.max(initial=0.0))
     coll.set_clim(0.0, top if top > 0 else 1.0)  # scaled to the largest bound; 0..1 when all are 0
     ax.add_collection(coll)
     fig.colorbar(coll, ax=ax, label="upper bound on P(fail within k)")
-    ax.set_title(f"{result.model}: bound per initial part (overall {result.upper_bound:.4g})")
+    ax.set_title(f"{result.model}: bound per initial part (overall {result.upper_bound:.4g})", fontsize=10)
     ax = axes[1]
-    if mid.shape[1] == 3:
-        colours = np.clip(mid[:, [0, 2, 1]], 0, 1)
-        coll2 = PolyCollection(verts, facecolors=colours, edgecolors="k", linewidths=0.2)
-        ax.set_title(f"action probability (R={result.actions[0]}, G={result.actions[2]}, B={result.actions[1]})")
-    else:
-        coll2 = PolyCollection(verts, array=mid[:, -1], cmap="coolwarm", edgecolors="k", linewidths=0.2)
-        coll2.set_clim(0.0, 1.0)
-        fig.colorbar(coll2, ax=ax, label=f"P({result.actions[-1]}) (interval midpoint)")
-        ax.set_title("refined partition by action probability")
-    ax.add_collection(coll2)
+    palette = _action_colours(len(result.actions))
+    best = mid.argmax(axis=1)
+    colours = palette[best].copy()
+    colours[:, 3] = np.clip(mid[np.arange(len(mid)), best], 0.15, 1.0)
+    ax.add_collection(PolyCollection(verts, facecolors=colours, edgecolors="k", linewidths=0.2))
+    ax.set_title("most likely action per part (paler: less sure)", fontsize=10)
+    shown = sorted(set(best.tolist()))
+    ax.legend(
+        handles=[Patch(facecolor=palette[a], edgecolor="k", label=str(result.actions[a])) for a in shown],
+        title="action",
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize=8,
+        frameon=False,
+    )
     for a in axes:
         a.set_xlim(result.initial_lo[0], result.initial_hi[0])
         a.set_ylim(result.initial_lo[1], result.initial_hi[1])
         a.set_xlabel(result.variables[0])
         a.set_ylabel(result.variables[1])
-    fig.tight_layout()
-    return save_figure(fig, path, force=force, what="--out", dpi=120)
+    return fig
+
+
+def _action_colours(n: int) -> np.ndarray:
+    """``(n, 4)`` RGBA: distinct colours for ``n`` actions (tab10, tab20 beyond ten)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return np.array([cmap(i % cmap.N) for i in range(n)])
+
+
+__all__ = ["plot_result", "result_figure"]

@@ -25,7 +25,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "heatmap",
         help="Racetrack heat map: goal/crash probability per start cell (PNG)",
         description="Simulate the policy from every free cell (velocity 0) and draw goal and crash "
-        "probability and the share of undecided or stalled runs; with --optimal also "
+        "probability and the share of runs that never decide (the car stands still forever, or is still "
+        "driving after --max-steps): the three add up to 1 per cell; with --optimal also "
         "Storm's Pmax(goal) and the gap.",
     )
     add_target(p, kinds="a Racetrack benchmark id, e.g. racetrack-barto-small-v1")
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.cli.simulate import constants_with_noise
     from rlverify.resolve import resolve
     from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.heatmap import heatmap, stuck_share
+    from rlverify.statistical.heatmap import heatmap, never_decided_share
     from rlverify.statistical.verify import StatisticalOptions
 
     files = outputs(args, (".png", ".json"))
@@ -101,7 +102,10 @@ def run(args: argparse.Namespace) -> int:
             benchmark=bench.id,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
+    from rlverify.cli.verify import shown_policy
+
     result = target.stamp(result)
+    result = result.with_provenance(policy=shown_policy(result.policy) or None)  # as the user named it
     print_warnings(result.warnings)
     if ".png" in files:
         from rlverify.statistical.heatmap import heatmap_figure
@@ -120,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
             f"({result.timings['decisions_per_second']:,.0f} decisions/s)",
         )
     )
-    gap = result.gap
+    gap, never = result.gap, never_decided_share(result)
+    stuck = 0 if result.stuck is None else int(result.stuck.sum())
     console.print(
         f"mean goal probability {result.goal.mean():.4f}, mean crash probability {result.crash.mean():.4f}"
         + (
@@ -128,8 +133,9 @@ def run(args: argparse.Namespace) -> int:
             if result.optimal is not None and gap is not None
             else ""
         )
-        + f"; undecided runs {int(result.undecided.sum()):,}, stalled {int(result.stalled.sum()):,} "
-        f"(largest share in one cell {stuck_share(result).max():.3f})"
+        + f"; mean never decided {never.mean():.4f} (stood still forever {stuck:,} runs, still driving after "
+        f"--max-steps {result.max_steps:,}: {int(result.undecided.sum()):,}; largest share in one cell {never.max():.3f})"
+        + (f", stalled {int(result.stalled.sum()):,}" if result.stalled.any() else "")
     )
     if files:
         note("wrote " + " and ".join(str(f) for f in files.values()))

@@ -28,25 +28,15 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="risk/regret map: policy value, optimum over all policies, and the regret per cell",
         description="Check the property on the policy's chain and Pmin/Pmax (Rmin/Rmax) on the full MDP "
         "with Storm, per state; join the states on their valuations and draw value, "
-        "optimum and regret over two variables (the others aggregated).",
+        "optimum and regret over two variables (by default the others at their initial values; "
+        "--where all --agg max|min|mean aggregates over them).",
     )
     add_target(p)
     add_env_kwargs(p)
     add_property(p, forms="P=? or R=? (or a threshold form, whose comparison gives --optimum)")
     add_policy(p, default_note="default for benchmarks: 'reference'")
     p.add_argument("--map", dest="xy", required=True, metavar="X,Y", help="the two variables of the map, e.g. x,y")
-    p.add_argument(
-        "--agg",
-        choices=AGGREGATES,
-        default="max",
-        help="aggregate over the other variables: max (default: the worst case of a bad event), min, mean",
-    )
-    p.add_argument(
-        "--where",
-        metavar="EXPR",
-        help="keep the states satisfying EXPR, e.g. 'done=false & obstacle1_x=4' (variables, numbers, "
-        "= != < <= > >=, & | !, + - * / %%)",
-    )
+    add_map_view(p, AGGREGATES)
     p.add_argument(
         "--optimum",
         choices=OPTIMA,
@@ -73,6 +63,32 @@ def register(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def add_map_view(p: argparse.ArgumentParser, aggregates: tuple[str, ...]) -> None:
+    """``--where`` and ``--agg``: which states a map's cell shows (``map`` and ``report``; :func:`map_view`)."""
+    p.add_argument(
+        "--where",
+        metavar="EXPR|initial|all",
+        help="the states each cell shows: 'initial' (the default without --agg: the other variables at their "
+        "initial values, i.e. the run started from that cell), 'all' (every state, aggregated with --agg; the "
+        "default with --agg), or EXPR, e.g. 'done=false & obstacle1_x=4' (variables, numbers, = != < <= > >=, "
+        "& | !, + - * / %%)",
+    )
+    p.add_argument(
+        "--agg",
+        choices=aggregates,
+        help="how a cell aggregates its states when several remain (--where all or EXPR): max (default: the "
+        "worst case of a bad event), min, mean",
+    )
+
+
+def map_view(where: str | None, agg: str | None) -> tuple[str | None, str]:
+    """``(where, agg)`` for :class:`~rlverify.exact.maps.MapOptions` from ``--where``/``--agg``: neither given: the
+    initial slice (:data:`~rlverify.exact.maps.INITIAL`); ``--agg`` alone or ``--where all``: every state; else EXPR."""
+    if where is None:
+        where = "initial" if agg is None else "all"
+    return (None if where.strip() == "all" else where), (agg or "max")
+
+
 def run(args: argparse.Namespace) -> int:
     from rlverify.cli.verify import shown_policy
     from rlverify.exact.maps import MapOptions, risk_map
@@ -80,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.resolve import resolve
 
     files = outputs(args, (".png", ".json"))
+    where, agg = map_view(args.where, args.agg)
     options = MapOptions(
-        agg=args.agg,
-        where=args.where,
+        agg=agg,
+        where=where,
         optimum=args.optimum,
         exact=ExactOptions(
             mode=args.mode,

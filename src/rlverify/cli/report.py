@@ -31,6 +31,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=int, default=1, help="observation-perturbation budget of the robustness section")
     p.add_argument("--explain", type=int, default=5, metavar="K", help="failure paths to list (default 5)")
     p.add_argument("--map", metavar="X,Y", help="the two variables of the risk map (default: the first two integer features)")
+    from rlverify.cli.map import add_map_view
+    from rlverify.exact.options import AGGREGATES
+
+    add_map_view(p, AGGREGATES)
     p.add_argument(
         "--optimum",
         choices=("min", "max"),
@@ -56,8 +60,19 @@ def run(args: argparse.Namespace) -> int:
     if out.suffix.lower() not in (".html", ".htm"):
         raise OptionError(f"--out {out}: expected an .html file name")
     check_target(out, force=args.force, what="--out")
+    from rlverify.cli.map import map_view
+
+    where, agg = map_view(args.where, args.agg)
+
     options = ReportOptions(
-        runs=args.runs, delta=args.delta, seed=args.seed, epsilon=args.epsilon, explain=args.explain, optimum=args.optimum
+        runs=args.runs,
+        delta=args.delta,
+        seed=args.seed,
+        epsilon=args.epsilon,
+        explain=args.explain,
+        optimum=args.optimum,
+        map_where=where,
+        map_agg=agg,
     )
     options.validate()
     if args.map:
@@ -85,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
             error="; ".join(f"engines disagree: {d}" for d in disagreements) or None,
         )
     else:
+        if report.headline:
+            head = Table(title=f"rlverify report — {report.model}: verdict", show_header=False, title_justify="left")
+            head.add_column(style="bold")
+            head.add_column()
+            for k, v in report.headline:
+                head.add_row(k, v)
+            console.print(head)
         t = Table(title=f"rlverify report — {report.model}", show_header=True, title_justify="left")
         t.add_column("check")
         t.add_column("holds")

@@ -107,8 +107,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--explain-map",
         metavar="X,Y[,X2,Y2...]",
-        help="integer variables to draw the --explain paths on (--out paths.png; default: x,y when the "
-        "model has them); further pairs (an obstacle's coordinates) are drawn dashed",
+        help="integer variables to draw the --explain paths on (--out paths.png), in pairs: each pair in its "
+        "own colour, one panel per path; default: x,y when the model has them and every pair named alike "
+        "(obstacle1_x,obstacle1_y) that moves along the paths",
     )
     add_outputs(
         p,
@@ -180,8 +181,9 @@ def run(args: argparse.Namespace) -> int:
             explanation = explain_paths(
                 target.model, prop, target.policy, args.explain, options, chain=chain, value=result.value, progress=update
             )
+        explanation = target.stamp(explanation).with_provenance(policy=shown_policy(result.policy) or None)
         result = dataclasses.replace(result, explanation=explanation)
-        if grid is not None:
+        if ".png" in files:  # grid None: the pairs that move (rlverify.figures.path_pairs)
             plot_paths(explanation, files[".png"], grid, force=args.force)
     print_warnings(result.warnings)
     for suffix in (".csv", ".npz"):

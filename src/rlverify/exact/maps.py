@@ -39,7 +39,8 @@ class MapOptions:
     Attributes:
         agg: how a cell aggregates the states whose other variables differ: ``max`` (default: the
             worst case for a bad event), ``min`` or ``mean`` (unweighted over states).
-        where: a filter over the state variables (see :func:`compile_where`), or None.
+        where: a filter over the state variables (see :func:`compile_where`), :data:`INITIAL` (the other
+            variables at their initial values: :func:`initial_slice`), or None.
         optimum: ``min`` (a bad event such as a crash: the best policy minimises it) or ``max`` (a
             goal). None: from the property's comparison (``P<=b`` -> min, ``P>=b`` -> max); a ``P=?``
             property needs it said.
@@ -100,6 +101,14 @@ def risk_map(
     t0 = time.perf_counter()
     direction, source = _direction(prop, options.optimum)
     x, y = _map_variables(xy, model.variables)
+    notes: list[str] = []
+    if options.where == INITIAL:
+        options = dataclasses.replace(options, where=initial_slice(model, (x, y)))
+        if options.where is None:
+            notes.append(
+                f"--where {INITIAL}: the model's initial state is not one constant valuation; each cell shows the "
+                f"{options.agg} over all its states instead"
+            )
     where = compile_where(options.where, model.variables, model.boolean_variables) if options.where else None
     say("checking the policy's chain")
     ex = dataclasses.replace(options.exact, all_states=True)
@@ -114,7 +123,7 @@ def risk_map(
         "map": time.perf_counter() - t_map,
         "total": time.perf_counter() - t0,
     }
-    warnings = list(pol.warnings)
+    warnings = list(pol.warnings) + notes
     if where is not None and not grids.p_keep.any():
         warnings.append(f"--where {options.where}: no state of the policy's chain satisfies it")
     initial_opt = float(best.pmin if direction == "min" else best.pmax)
@@ -267,6 +276,27 @@ def _direction(prop: Property, optimum: str | None) -> tuple[str, str]:
             "(a bad event such as a crash; the best policy minimises it) or --optimum max (a goal)"
         )
     return optimum, "option"
+
+
+#: ``MapOptions(where=INITIAL)``: the map's other variables fixed at their initial values (:func:`initial_slice`)
+INITIAL = "initial"
+
+
+def initial_slice(model: SymbolicModel, xy: Sequence[str]) -> str | None:
+    """A ``--where`` filter fixing every variable but the two of ``xy`` at its initial value (``done=false &
+    obstacle1_x=4 & ...``): the map then shows, per cell, the state that differs from the initial one only in
+    ``xy`` ("what if the run started here"). None when the initial state is not one constant valuation, or when
+    there is no other variable."""
+    init = model.initial_valuation()
+    if init is None:
+        return None
+    booleans = set(model.boolean_variables)
+    parts = [
+        f"{name}={('true' if value else 'false') if name in booleans else int(value)}"
+        for name, value in init.items()
+        if name not in xy
+    ]
+    return " & ".join(parts) or None
 
 
 def _map_variables(xy: str | Sequence[str], known: Sequence[str]) -> tuple[str, str]:

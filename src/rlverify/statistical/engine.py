@@ -130,6 +130,9 @@ class RunOutcomes:
         recorded: label name -> ``(N,)`` bool value in the state where the run was decided/stopped.
         hopeless: ``(N,)`` bool, the run was decided violated because it reached a state from which
             ``right`` cannot be reached under any policy (outcome 0; the property's ``hopeless`` states).
+        stuck: ``(N,)`` bool, the run was decided violated because it would stay in its state forever (its policy
+            surely takes an action that surely leads back; outcome 0): it never decides the race, so a heat
+            map counts it with the runs cut at ``max_steps`` as *never decided*.
     """
 
     outcome: np.ndarray
@@ -137,6 +140,7 @@ class RunOutcomes:
     steps: np.ndarray
     recorded: dict[str, np.ndarray]
     hopeless: np.ndarray
+    stuck: np.ndarray
 
 
 def choose_actions(probs: np.ndarray, u: np.ndarray | None) -> np.ndarray:
@@ -202,7 +206,14 @@ def simulate(
     else:
         with ThreadPoolExecutor(int(options.threads), thread_name_prefix="rlverify-sim") as pool:
             _run_parts(pool, run, batches, on_batch)
-    return RunOutcomes(outcome=out.outcome, stalled=out.stalled, steps=out.steps, recorded=out.recorded, hopeless=out.hopeless)
+    return RunOutcomes(
+        outcome=out.outcome,
+        stalled=out.stalled,
+        steps=out.steps,
+        recorded=out.recorded,
+        hopeless=out.hopeless,
+        stuck=out.stuck,
+    )
 
 
 def _plan(n: int, options: SimulationOptions, policy: Policy) -> list[list[tuple[int, int]]]:
@@ -333,6 +344,7 @@ class _Batch:
     steps: np.ndarray  # set when a run is decided: the step count t at that moment
     recorded: dict[str, np.ndarray]
     hopeless: np.ndarray
+    stuck: np.ndarray
 
     @classmethod
     def empty(cls, n: int, record: tuple[str, ...]) -> _Batch:
@@ -342,15 +354,17 @@ class _Batch:
             np.zeros(n, dtype=np.int64),
             {name: np.zeros(n, dtype=bool) for name in record},
             np.zeros(n, dtype=bool),
+            np.zeros(n, dtype=bool),
         )
 
     def put(self, a: int, b: int, part: _Batch) -> None:
         """The outcomes of runs ``a .. b - 1``, simulated as ``part``."""
-        self.outcome[a:b], self.stalled[a:b], self.steps[a:b], self.hopeless[a:b] = (
+        self.outcome[a:b], self.stalled[a:b], self.steps[a:b], self.hopeless[a:b], self.stuck[a:b] = (
             part.outcome,
             part.stalled,
             part.steps,
             part.hopeless,
+            part.stuck,
         )
         for name, values in part.recorded.items():
             self.recorded[name][a:b] = values
@@ -385,6 +399,7 @@ class _Batch:
         if moves.stuck is not None:  # surely back to the same state forever: `right` (false now) never holds
             idx = active[moves.stuck]
             self.outcome[idx] = VIOLATED
+            self.stuck[idx] = True
             self.steps[idx] = t
             for name in self.recorded:
                 self.recorded[name][idx] = env.label(name, states.take(moves.stuck, axis=0))

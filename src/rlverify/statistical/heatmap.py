@@ -1,5 +1,6 @@
-"""Racetrack heat maps: goal and crash probability per start cell, the share of undecided or stalled runs, and
-the gap to Storm's optimum — drawn as a :class:`~rlverify.figures.MapFigure`, like the exact risk maps."""
+"""Racetrack heat maps: goal and crash probability per start cell, the share of runs that never decide (the car
+stood still forever, or was cut at ``max_steps``) and the gap to Storm's optimum — drawn as a
+:class:`~rlverify.figures.MapFigure`, like the exact risk maps."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def heatmap(
     shared = backend.share(SimulationJob(env, policy, prop, binding, starts, sim, ("crashed",), runs_per_start=n))
     tpw = options.backend.tasks_per_worker
     size = task_runs(backend, total, sim.batch_size, tpw)
-    k, c, u, s = (np.zeros(M, dtype=np.int64) for _ in range(4))
+    k, c, u, s, st = (np.zeros(M, dtype=np.int64) for _ in range(5))
     decisions = 0
     first = 0
     while first < total:  # in rounds: per-cell counts only, memory does not grow with the runs
@@ -97,6 +98,7 @@ def heatmap(
             (c, res.recorded["crashed"]),
             (u, res.outcome == UNDECIDED),
             (s, res.stalled),
+            (st, res.stuck),
         ):
             acc += np.bincount(cell_of[hit], minlength=M)
         decisions += int(res.steps.sum())
@@ -147,6 +149,7 @@ def heatmap(
         decisions=decisions,
         optimal=opt,
         optimal_numerics=None if opt is None else "Storm value iteration, relative precision 1e-6 (unsound heuristic)",
+        stuck=st,
         provenance=Provenance(model=benchmark or env.name, policy=policy.name, timings=timings, versions=versions()),
     )
 
@@ -154,30 +157,35 @@ def heatmap(
 PANELS = {
     "goal": "goal probability (policy)",
     "crash": "crash probability (policy)",
-    "stuck": "undecided or stalled runs (share)",
+    "never": "never decided: stood still forever or cut at max steps (share)",
+    "stalled": "stalled: chose an unavailable action (share)",
     "optimal": "optimal goal probability (Storm Pmax, value iteration)",
     "gap": "gap: optimal - policy goal",
 }
 
 
-def stuck_share(result: HeatmapResult) -> np.ndarray:
-    """``(M,)`` float64: per start cell, the share of runs that were undecided after ``max_steps`` or stalled
-    (the policy chose an unavailable action) — runs the estimates count as not reaching the goal."""
-    return (result.undecided + result.stalled) / result.runs
+def never_decided_share(result: HeatmapResult) -> np.ndarray:
+    """``(M,)`` float64: per start cell, the share of runs that never decide the race — the car stood still forever
+    (``stuck``) or was still driving after ``max_steps`` (``undecided``): neither goal nor crash
+    (:attr:`~rlverify.statistical.results.HeatmapResult.never_decided`)."""
+    return result.never_decided
 
 
 def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = None, title: str | None = None) -> MapFigure:
-    """The heat map as a :class:`~rlverify.figures.MapFigure` (the drawing the exact risk maps use too).
+    """The heat map as a :class:`~rlverify.figures.MapFigure` (the drawing the exact risk maps use too; its
+    :meth:`~rlverify.figures.MapFigure.render` is a matplotlib figure).
 
-    ``panels`` from ``goal``, ``crash``, ``stuck`` (:func:`stuck_share`), ``optimal``, ``gap`` (default:
-    goal, crash and stuck, plus optimal and gap when the result has the optimum). Cells are ``(x, y)``
-    of the track, row ``y = 0`` at the top as the map file reads; walls, goal cells and cells not
-    simulated are shaded and named in the legend.
+    ``panels`` from ``goal``, ``crash``, ``never`` (:func:`never_decided_share`), ``stalled``, ``optimal``, ``gap``
+    (default: goal, crash and never decided — the three shares of every cell's runs, which add up to 1 — plus stalled
+    when a run stalled, and optimal and gap when the result has the optimum). Cells are ``(x, y)`` of the track, row
+    ``y = 0`` at the top as the map file reads; walls, goal cells and cells not simulated are shaded and named in the
+    legend. The title names the benchmark and the policy as the result names them (:class:`Provenance`).
     """
     from rlverify.models.racetrack.track import GOAL, WALL
 
     if panels is None:
-        panels = ("goal", "crash", "stuck") + (("optimal", "gap") if result.optimal is not None else ())
+        panels = ("goal", "crash", "never") + (("stalled",) if result.stalled.any() else ())
+        panels += ("optimal", "gap") if result.optimal is not None else ()
     for p in panels:
         if p not in PANELS:
             raise PropertyError(f"unknown heat-map panel '{p}'; choose from {', '.join(PANELS)}")
@@ -187,14 +195,16 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
     values = {
         "goal": result.goal,
         "crash": result.crash,
-        "stuck": stuck_share(result),
+        "never": never_decided_share(result),
+        "stalled": result.stalled / result.runs,
         "optimal": result.optimal,
         "gap": result.gap,
     }
     style = {
         "goal": ("RdYlGn", 0.0, 1.0, "P(goal before a crash)"),
         "crash": ("RdYlGn_r", 0.0, 1.0, "P(crash)"),
-        "stuck": ("Purples", 0.0, 1.0, "share of the runs"),
+        "never": ("Purples", 0.0, 1.0, "share of the runs (goal + crash + this = 1)"),
+        "stalled": ("Greys", 0.0, 1.0, "share of the runs"),
         "optimal": ("RdYlGn", 0.0, 1.0, "Pmax(goal)"),
         "gap": ("magma_r", 0.0, None, "Pmax(goal) - estimate"),
     }
@@ -213,10 +223,14 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
         MapShade(~(simulated | walls | goals), "not simulated", "#e0e0e0", ".."),
     )
     conf = f"{result.confidence:.1%} confidence" + (f", ±{result.epsilon:g}" if result.epsilon else "")
+    stuck = 0 if result.stuck is None else int(result.stuck.sum())
+    total = int(result.runs.sum())
     note = (
-        f"start cells at velocity 0; per-cell intervals at {conf}; {int(result.undecided.sum()):,} undecided "
-        f"(after {result.max_steps:,} steps) and {int(result.stalled.sum()):,} stalled runs of "
-        f"{int(result.runs.sum()):,}"
+        f"start cells at velocity 0; per-cell intervals at {conf}; of {total:,} runs, "
+        f"{int(np.rint(result.goal * result.runs).sum()):,} reached the goal, "
+        f"{int(np.rint(result.crash * result.runs).sum()):,} crashed, {stuck:,} stood still forever, "
+        f"{int(result.undecided.sum()):,} were still driving after {result.max_steps:,} steps"
+        + (f", {int(result.stalled.sum()):,} stalled" if result.stalled.any() else "")
     )
     return MapFigure(
         panels=tuple(out),
@@ -225,8 +239,7 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
         x_values=np.arange(W),
         y_values=np.arange(H),
         title=title
-        or f"{result.model} (noise {result.noise:g}; policy {Path(str(result.policy)).name}; "
-        f"{result.runs[0]} runs/cell, {conf})",
+        or f"{result.model} (noise {result.noise:g}) — policy {result.policy}: {result.runs[0]} runs per start cell, {conf}",
         shades=shades,
         origin="upper",
         note=note,
@@ -236,6 +249,6 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
 def plot_heatmap(
     result: HeatmapResult, out: str | Path, *, panels: tuple[str, ...] | None = None, title: str | None = None
 ) -> Path:
-    """Draw the heat map (:func:`heatmap_figure`) as a PNG: one panel per quantity, each with axes and a
+    """Write the heat map (:func:`heatmap_figure`) as a PNG: one panel per quantity, each with axes and a
     colour bar; walls, goal cells and unsimulated cells shaded and explained in the legend."""
     return heatmap_figure(result, panels=panels, title=title).draw(out)

@@ -179,6 +179,7 @@ def concat_outcomes(parts: Sequence[RunOutcomes], record: Sequence[str] = ()) ->
         steps=np.concatenate([p.steps for p in parts]),
         recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record},
         hopeless=np.concatenate([p.hopeless for p in parts]),
+        stuck=np.concatenate([p.stuck for p in parts]),
     )
 
 
@@ -557,6 +558,11 @@ def _notes(tally: _Tally, sim: SimulationOptions) -> list[str]:
             f"{tally.s:,} of {n:,} runs stalled (the policy chose an unavailable action) and count as "
             "not satisfying the property"
         )
+    if tally.st:
+        notes.append(
+            f"{tally.st:,} of {n:,} runs stood still forever (the policy surely takes an action that surely "
+            "leads back to the same state): they never reach the target and count as not satisfying the property"
+        )
     for note in notes:
         log.info("%s", note)
     if tally.h:
@@ -595,6 +601,7 @@ def _result(
         undecided=tally.u,
         stalled=tally.s,
         hopeless=tally.h,
+        stuck=tally.st,
         seed=sim.seed,
         epsilon=options.epsilon if options.method in ("okamoto", "adaptive") else None,
         delta=options.delta,
@@ -636,6 +643,7 @@ class _Tally:
     u: int = 0  # undecided after max_steps
     s: int = 0  # stalled
     h: int = 0  # decided false by graph analysis (hopeless)
+    st: int = 0  # stood still forever (stuck), decided false
     decisions: int = 0  # policy decisions of the runs counted
     decision: str | None = None  # the SPRT's: H0 or H1 (None: none)
 
@@ -647,6 +655,7 @@ class _Tally:
         self.u += int((res.outcome[cut] == UNDECIDED).sum())
         self.s += int(res.stalled[cut].sum())
         self.h += int(res.hopeless[cut].sum())
+        self.st += int(res.stuck[cut].sum())
         self.decisions += int(res.steps[cut].sum())
 
 
