@@ -208,8 +208,6 @@ def experiment_figure(result: ExperimentResult) -> Any:
     """A matplotlib figure of a sweep: each property's value (its certified bracket as error bars, invisible where
     tighter than the line) against the first swept constant, one line per property and value of the other swept
     constants. Raises :class:`~rlverify.errors.OptionError` without a numeric sweep."""
-    import matplotlib
-
     from rlverify.errors import OptionError
     from rlverify.models.assignments import parse_assignments
 
@@ -221,10 +219,9 @@ def experiment_figure(result: ExperimentResult) -> Any:
         values = parse_assignments(run.constants)
         key = (run.name or run.written) + "".join(f", {k}={values[k]}" for k in others)
         series.setdefault(key, []).append((float(values[x_name]), run.result))
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
+    from rlverify.figures import new_figure
 
-    fig = Figure(figsize=(7, 4.2))
+    fig = new_figure((7, 4.2))
     ax = fig.add_subplot()
     for key, points in series.items():
         xs = [x for x, _ in points]
@@ -237,5 +234,4 @@ def experiment_figure(result: ExperimentResult) -> Any:
     ax.set_title(f"{result.model}: {len(result.runs)} runs", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
     return fig
