@@ -283,3 +283,23 @@ def test_a_five_minute_frozenlake_training_logs_the_exact_goal_probability_at_ev
         assert logged[check.steps] == pytest.approx(expected, rel=1e-6)
     assert all(p.name.startswith("events.out.tfevents.") for p in logdir.rglob("*") if p.is_file())
     assert os.listdir(work) == []
+
+
+def test_the_example_trains_verifies_and_plots(tmp_path, monkeypatch, capsys):
+    """examples/train_frozenlake_verified.py, shortened: one check per 512 steps, the plot written, and refused over an
+    existing file without --force."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "train_frozenlake_verified.py"
+    spec = importlib.util.spec_from_file_location("train_frozenlake_verified", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    monkeypatch.chdir(tmp_path)
+    assert example.main(["--steps", "1024", "--every", "512", "--out", "safety.png"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "safety.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    checks = [line for line in out.splitlines() if line.startswith("rlverify: step")]
+    assert [c.split(":")[1].strip() for c in checks] == ["step 512", "step 1,024"]
+    assert "over 1,024 steps" in out and os.listdir(tmp_path) == ["safety.png"]
+    assert example.main(["--steps", "1024", "--out", "safety.png"]) == 2
+    assert "pass --force" in capsys.readouterr().err
