@@ -192,3 +192,23 @@ def test_a_wrong_object_is_refused_in_one_line_naming_what_is_taken(given, shown
     assert f"load_policy was given {shown}" in message
     for taken in ("policy file", "Stable-Baselines3 model", "torch.nn.Module", "ONNX bytes"):
         assert taken in message
+
+
+def test_an_onnx_policy_shipped_to_a_ray_worker_is_rebuilt_from_its_bytes_without_a_file(tmp_path, monkeypatch):
+    import tempfile
+
+    from rlverify.backends import _onnx_restore, _onnx_state
+
+    path = tmp_path / "p.onnx"
+    save_mlp_onnx(path, _mlp(), features=["x", "y"], actions=["a", "b", "c"], output="logits")
+    policy = load_policy(str(path))
+
+    def no_temporary_files(*args, **kwargs):
+        raise AssertionError("a temporary file was made")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_temporary_files)
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", no_temporary_files)
+    restored = _onnx_restore(_onnx_state(policy))
+    states = np.array([[0.0, 1.0], [2.0, -1.0]])
+    assert restored.name == str(path) and restored.path == path
+    np.testing.assert_array_equal(restored.action_probabilities(states), policy.action_probabilities(states))
