@@ -229,8 +229,9 @@ def _policy(
     timeout: float | None = DEFAULT_POLICY_TIMEOUT,
     threads: int = DEFAULT_POLICY_THREADS,
 ) -> tuple[Policy | None, str | None]:
+    from rlverify.policies.adapters import object_kind
     from rlverify.policies.check import as_policy
-    from rlverify.policies.loading import load_policy, object_kind
+    from rlverify.policies.loading import load_policy
 
     if policy is not None and not isinstance(policy, str) and object_kind(policy) is not None:
         # a network given in memory (an SB3 model, a torch module, ONNX bytes): read as its file would be

@@ -212,3 +212,37 @@ def test_an_onnx_policy_shipped_to_a_ray_worker_is_rebuilt_from_its_bytes_withou
     states = np.array([[0.0, 1.0], [2.0, -1.0]])
     assert restored.name == str(path) and restored.path == path
     np.testing.assert_array_equal(restored.action_probabilities(states), policy.action_probabilities(states))
+
+
+def test_a_torch_module_that_is_a_policy_object_stays_a_policy_object():
+    """A module of the user's class with features/actions/action_probabilities is taken by its protocol, not as a
+    network whose output kind is unknown."""
+    from rlverify.policies import as_policy
+    from rlverify.policies.adapters import ProtocolPolicy
+
+    class Uniform(torch.nn.Module):
+        features = ("x",)
+        actions = ("DOWN", "NOP", "UP")
+
+        def action_probabilities(self, states):
+            return np.full((len(states), 3), 1 / 3)
+
+    target = resolve("running-example-v1", policy=Uniform(), property="reach-goal-2")
+    assert isinstance(target.policy, ProtocolPolicy) and isinstance(as_policy(Uniform()), ProtocolPolicy)
+    # by hand (tests/policies/test_sb3.py): UP in A, then UP in B (0.8 to D) or the slip to C and UP there
+    value = verify_exact(target.model, target.property, target.policy).value
+    assert value == pytest.approx((1 / 3) * (0.2 * (1 / 3) * 0.8 + 0.8 * (1 / 3)), rel=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["sb3", "torch", "onnx"])
+def test_as_policy_names_load_policy_for_a_network_in_memory(kind):
+    from rlverify.policies import as_policy
+
+    given = {
+        "sb3": lambda: sb3.PPO("MlpPolicy", gym.make("FrozenLake-v1"), n_steps=64, device="cpu"),
+        "torch": lambda: torch.nn.Linear(2, 3),
+        "onnx": lambda: b"\x08\x07",
+    }[kind]()
+    with pytest.raises(PolicyError, match=r"rlverify.load_policy reads it") as info:
+        as_policy(given)
+    assert "\n" not in str(info.value)

@@ -9,6 +9,7 @@ Each adapter is a :class:`~rlverify.policies.base.BasePolicy`: it reads its file
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -685,6 +686,35 @@ class SB3Policy(BasePolicy):
             raise PolicyError(
                 f"{exc}; train with policy_kwargs={{'activation_fn': torch.nn.ReLU}} or export the network to ONNX"
             ) from None
+
+
+def object_kind(obj: Any) -> str | None:
+    """``sb3`` (a Stable-Baselines3 model), ``sb3-policy`` (an SB3 model's ``.policy``), ``torch`` (a
+    ``torch.nn.Module``), ``onnx`` (bytes, or an ``onnx.ModelProto``) or None: the kind of in-memory network
+    :func:`~rlverify.policies.loading.load_object` takes. None also for an object with ``features``, ``actions`` and
+    ``action_probabilities`` of any class (a torch module among them): it is a policy object
+    (:func:`~rlverify.policies.as_policy`). Imports nothing: an SB3 model or a torch module exists only once its
+    package is imported."""
+    if isinstance(obj, BasePolicy) or all(hasattr(obj, a) for a in ("features", "actions", "action_probabilities")):
+        return None
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return "onnx"
+    onnx = sys.modules.get("onnx")
+    if onnx is not None and isinstance(obj, onnx.ModelProto):
+        return "onnx"
+    sb3 = sys.modules.get("stable_baselines3")
+    if sb3 is not None:
+        from stable_baselines3.common.base_class import BaseAlgorithm
+        from stable_baselines3.common.policies import BasePolicy as SB3BasePolicy
+
+        if isinstance(obj, BaseAlgorithm):
+            return "sb3"
+        if isinstance(obj, SB3BasePolicy):
+            return "sb3-policy"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.nn.Module):
+        return "torch"
+    return None
 
 
 #: The Stable-Baselines3 / sb3-contrib algorithms whose models rlverify reads (a subclass counts as its base).

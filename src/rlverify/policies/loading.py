@@ -3,7 +3,6 @@ trusting a verification of it (:func:`policy_warnings`)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
@@ -18,6 +17,7 @@ from rlverify.policies.adapters import (
     TablePolicy,
     TorchPolicy,
     model_name,
+    object_kind,
     sb3_algorithm,
 )
 from rlverify.policies.base import BasePolicy
@@ -91,31 +91,6 @@ def load_policy(
         policy = load_object(spec, features=features, actions=actions, output=output, defaults=defaults, threads=threads)
     policy.timeout = timeout
     return policy
-
-
-def object_kind(obj: Any) -> str | None:
-    """``sb3`` (a Stable-Baselines3 model), ``sb3-policy`` (an SB3 model's ``.policy``), ``torch`` (a
-    ``torch.nn.Module``), ``onnx`` (bytes, or an ``onnx.ModelProto``) or None: the kind of in-memory policy
-    :func:`load_object` takes. Imports nothing: an SB3 model or a torch module exists only once its package is
-    imported."""
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        return "onnx"
-    onnx = sys.modules.get("onnx")
-    if onnx is not None and isinstance(obj, onnx.ModelProto):
-        return "onnx"
-    sb3 = sys.modules.get("stable_baselines3")
-    if sb3 is not None:
-        from stable_baselines3.common.base_class import BaseAlgorithm
-        from stable_baselines3.common.policies import BasePolicy as SB3BasePolicy
-
-        if isinstance(obj, BaseAlgorithm):
-            return "sb3"
-        if isinstance(obj, SB3BasePolicy):
-            return "sb3-policy"
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(obj, torch.nn.Module):
-        return "torch"
-    return None
 
 
 def load_object(

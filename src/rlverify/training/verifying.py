@@ -183,8 +183,9 @@ class TrainingVerifier:
     def load(self, policy: Any) -> Any:
         """``policy`` (an SB3 model, torch module, ONNX bytes, or a policy object) as the engines take it, with the
         target's names as defaults."""
+        from rlverify.policies.adapters import object_kind
         from rlverify.policies.check import as_policy
-        from rlverify.policies.loading import load_policy, object_kind
+        from rlverify.policies.loading import load_policy
 
         if object_kind(policy) is None:
             return as_policy(policy, features=self.features, actions=self.actions)
