@@ -118,7 +118,7 @@ def test_onnx_bytes_are_the_policy_their_file_is_and_write_no_file(tmp_path, mon
     from_bytes = load_policy(data)
     assert isinstance(from_bytes, OnnxPolicy) and from_bytes.name == "ONNX bytes" and from_bytes.path is None
     assert from_bytes.features == ("x", "y") and from_bytes.actions == ("a", "b", "c")
-    np.testing.assert_array_equal(from_bytes.action_probabilities(states), load_policy(str(path)).action_probabilities(states))
+    np.testing.assert_array_equal(from_bytes.action_probabilities(states), load_policy(path).action_probabilities(states))
     import onnx
 
     proto = load_policy(onnx.load(str(path)))

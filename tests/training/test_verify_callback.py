@@ -318,3 +318,18 @@ def test_the_example_trains_verifies_and_plots(tmp_path, monkeypatch, capsys):
     assert "over 1,024 steps" in out and os.listdir(tmp_path) == ["safety.png"]
     assert example.main(["--steps", "1024", "--out", "safety.png"]) == 2
     assert "pass --force" in capsys.readouterr().err
+
+
+def test_without_stable_baselines3_the_import_names_the_sb3_extra(monkeypatch):
+    import importlib
+    import sys
+
+    from rlverify.errors import DependencyNotInstalled
+
+    for name in ("rlverify.sb3", "rlverify.training.callback"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(sys.modules, "stable_baselines3", None)  # import stable_baselines3 now raises ImportError
+    monkeypatch.setitem(sys.modules, "stable_baselines3.common.callbacks", None)
+    with pytest.raises(DependencyNotInstalled) as info:
+        importlib.import_module("rlverify.sb3")
+    assert "pip install 'rlverify[sb3]'" in str(info.value) and "VerifyCallback" in str(info.value)
