@@ -18,7 +18,7 @@ SHARED = {"backends"}  # root modules every engine may use (like errors, results
 #: root modules below everything, importable from models/ and policies/ up: they import only rlverify.errors
 FOUNDATION = {"errors", "files", "lazy"}
 ENGINES = {"exact", "abstraction", "statistical"}
-ABOVE = {"benchmarks", "gym", "training", "cli", "resolve", "crosscheck", "experiments"}
+ABOVE = {"benchmarks", "gym", "training", "cli", "resolve", "crosscheck", "experiments", "sb3"}
 STORM_ALLOWED = {"models", "exact", "abstraction"}
 
 

@@ -414,19 +414,14 @@ def _onnx_state(policy: Any) -> dict[str, Any]:
 
 
 def _onnx_restore(state: dict[str, Any]) -> Any:
-    import tempfile
-    from pathlib import Path
-
     from rlverify.policies.adapters import OnnxPolicy
     from rlverify.policies.settings import DEFAULT_POLICY_THREADS
 
-    with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
-        path = Path(tmp) / "policy.onnx"
-        path.write_bytes(state["onnx"])
-        threads = state["attributes"].get("threads", DEFAULT_POLICY_THREADS)  # the driver's session's threads
-        policy = OnnxPolicy(
-            path, features=state["features"], actions=state["actions"], output=state["output"], threads=threads
-        )
+    threads = state["attributes"].get("threads", DEFAULT_POLICY_THREADS)  # the driver's session's threads
+    # the network from its bytes, in memory (no temporary file on the worker)
+    policy = OnnxPolicy(
+        state["onnx"], features=state["features"], actions=state["actions"], output=state["output"], threads=threads
+    )
     policy.__dict__.update(state["attributes"])  # the driver's name, path and other plain settings
     return policy
 

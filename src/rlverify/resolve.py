@@ -80,7 +80,7 @@ def resolve(
     target: str | Path | Benchmark,
     *,
     constants: str | None = None,
-    policy: str | Policy | None = None,
+    policy: str | Policy | Any | None = None,
     features: Sequence[str] | None = None,
     actions: Sequence[str] | None = None,
     output: str | None = None,
@@ -100,8 +100,9 @@ def resolve(
             ``rlverify benchmarks list``), or a built :class:`~rlverify.benchmarks.Benchmark`.
         constants: model constants (files) or benchmark parameters, ``"K=V,K2=V2"``.
         policy: a policy spec (see :data:`rlverify.policies.loading.SPEC_HELP`), a benchmark's
-            reference policy name, or a :class:`Policy`. None: the benchmark's reference policy
-            (its first one), if any.
+            reference policy name, a :class:`Policy`, or a network in memory (a Stable-Baselines3 model, a
+            ``torch.nn.Module``, ONNX bytes: :func:`rlverify.policies.load_policy`, with the model's names as
+            defaults). None: the benchmark's reference policy (its first one), if any.
         features: the policy's feature names, for policy files that do not declare them.
         actions: the policy's action names, likewise.
         output: what the policy outputs (``logits``, ``probabilities``, ``q-values``), likewise.
@@ -224,7 +225,7 @@ def _model(
 def _policy(
     bench: Benchmark | None,
     name: str,
-    policy: str | Policy | None,
+    policy: str | Policy | Any | None,
     features: Sequence[str] | None,
     actions: Sequence[str] | None,
     output: str | None,
@@ -235,9 +236,22 @@ def _policy(
     timeout: float | None = DEFAULT_POLICY_TIMEOUT,
     threads: int = DEFAULT_POLICY_THREADS,
 ) -> tuple[Policy | None, str | None]:
+    from rlverify.policies.adapters import object_kind
     from rlverify.policies.check import as_policy
     from rlverify.policies.loading import load_policy
 
+    if policy is not None and not isinstance(policy, str) and object_kind(policy) is not None:
+        # a network given in memory (an SB3 model, a torch module, ONNX bytes): read as its file would be
+        loaded = load_policy(
+            policy,
+            features=list(features) if features else None,
+            actions=list(actions) if actions else None,
+            output=output,
+            defaults=interface,
+            timeout=timeout,
+            threads=threads,
+        )
+        return loaded, loaded.name
     if policy is not None and not isinstance(policy, str):  # a policy object (or function) given through the API
         wrapped = as_policy(policy, features=features, actions=actions, output=output)
         return wrapped, wrapped.name

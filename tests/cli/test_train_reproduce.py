@@ -124,3 +124,71 @@ def test_reproduce_table2_prints_a_table(capsys):
     code, stdout, err = run(["reproduce", "table2", "--rows", "freeway-mid"], capsys)
     assert code == 0, err
     assert "272" in stdout and "1,552" in stdout and "Freeway" in stdout
+
+
+# --- verify while training (--verify-every) -----------------------------------------------------------------------
+
+
+def test_train_verify_every_prints_each_check_and_the_last_is_the_saved_policys_value(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "re.onnx"
+    argv = ["train", "running-example-v1", "--steps", "2048", "--hidden", "8,8", "--out", str(out)]
+    code, stdout, err = run([*argv, "--verify-every", "1024", "-p", "reach-goal-2"], capsys)
+    assert code == 0, err
+    checks = [line for line in stdout.splitlines() if line.startswith("verified at step")]
+    assert [c.split(":")[0] for c in checks] == ["verified at step 1,024", "verified at step 2,048"]
+    assert all('P=? [F<=2 "goal"] = ' in c and "4 states" in c for c in checks)
+    # the last check is of the final actor, the one saved: the saved file verified from its path gives its value
+    code, verified, err = run(["verify", "running-example-v1", "-p", "reach-goal-2", "--policy", str(out), "--json"], capsys)
+    assert code == 0, err
+    printed = float(checks[-1].split(" = ")[1].split()[0])
+    assert printed == pytest.approx(json.loads(verified)["value"], rel=1e-5)
+    # by hand (tests/policies/test_sb3.py): UP in A, then UP in B (0.8 to D) or the slip to C and UP there
+    from rlverify.policies import load_policy
+
+    saved = load_policy(str(out))
+    up = saved.actions.index("UP")
+    p_up = {x: saved.action_probabilities([[x]])[0, up] for x in (1, 2, 3)}
+    assert printed == pytest.approx(p_up[1] * (0.2 * p_up[2] * 0.8 + 0.8 * p_up[3]), rel=1e-5)
+
+
+def test_train_stop_when_holds_stops_at_the_first_check_that_decides_it(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "re.onnx"
+    argv = ["train", "running-example-v1", "--steps", "8192", "--hidden", "8,8", "--out", str(out)]
+    code, stdout, err = run([*argv, "--verify-every", "1024", "-p", 'P>=0.01 [F<=2 "goal"]', "--stop-when", "holds"], capsys)
+    assert code == 0, err
+    checks = [line for line in stdout.splitlines() if line.startswith("verified at step")]
+    assert len(checks) == 1 and checks[0].startswith("verified at step 1,024") and ", holds," in checks[0]
+    assert "stopped training: the property holds" in stdout and "1,024 steps" in stdout
+    from rlverify.policies import load_policy
+
+    assert load_policy(str(out)).training["steps"] == 1024 and load_policy(str(out)).training["stopped_early"] is True
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["-p", "reach-goal"], "--property: checked during training with --verify-every"),
+        (["--stop-when", "holds"], "--stop-when: checked during training with --verify-every"),
+        (["--verify-every", "1024"], "--verify-every: give the property"),
+        (["--verify-every", "0", "-p", "reach-goal"], "--verify-every: expected a positive number"),
+        (["--verify-every", "1024", "-p", "reach-goal", "--stop-when", "holds"], "has no threshold"),
+        (["--verify-every", "1024", "-p", 'P=? [F "gaol"]'], "gaol"),
+    ],
+    ids=["property-alone", "stop-when-alone", "no-property", "zero", "no-threshold", "unknown-label"],
+)
+def test_train_verify_options_are_refused_before_training(tmp_path, capsys, extra, message):
+    pytest.importorskip("torch")
+    out = tmp_path / "re.onnx"
+    code, _, err = run(["train", "running-example-v1", "--steps", "1024", "--out", str(out), *extra], capsys)
+    assert code == 2 and message in " ".join(err.split()) and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_train_verify_every_on_a_continuous_benchmark_is_refused(tmp_path, capsys):
+    pytest.importorskip("torch")
+    code, _, err = run(
+        ["train", "acc-v1", "--out", str(tmp_path / "a.onnx"), "--verify-every", "1000", "-p", "unsafe"], capsys
+    )
+    assert code == 2 and "PRISM benchmarks only" in " ".join(err.split())

@@ -14,9 +14,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlverify.cli.console import console, status
-from rlverify.cli.options import add_seed
+from rlverify.cli.console import console, err_console, status
+from rlverify.cli.options import add_property, add_seed
 from rlverify.errors import OptionError, TrainCommandError
+
+#: The engines and stop conditions of --verify-mode and --stop-when (as rlverify.training.verifying has them; kept
+#: here so that the parser imports no engine).
+VERIFY_MODES = ("exact", "statistical")
+STOP_WHEN = ("holds", "violated")
 
 #: Benchmarks trained by ``rlverify.training.continuous`` (registered by ``rlverify.benchmarks.continuous``).
 ALGORITHMS = {"prism": "ppo", "continuous": "ppo", "native": "dqn"}
@@ -44,6 +49,28 @@ def register(sub: Any) -> None:
     p.add_argument("--hidden", help="hidden layer widths, e.g. 64,64 (default: the benchmark's setup)")
     p.add_argument("--constants", "-c", help="benchmark parameters, e.g. xMax=4,yMax=4,slickness=0.1")
     p.add_argument("--json", action="store_true", help="print the training summary as JSON to stdout")
+    verify = p.add_argument_group("verify while training (PRISM benchmarks)")
+    verify.add_argument(
+        "--verify-every",
+        type=int,
+        metavar="N",
+        help="verify the policy being trained the first time training reaches each multiple of N environment steps "
+        "(after that PPO update), and print each check: the value with its bracket or interval, stalled mass, states",
+    )
+    add_property(verify, required=False, forms="checked with --verify-every")
+    verify.add_argument(
+        "--verify-mode",
+        choices=VERIFY_MODES,
+        default="exact",
+        help="exact (Storm on the policy's chain: the value and its certified bracket; default) or statistical "
+        "(simulation: an estimate and its 95%% confidence interval, epsilon 0.01)",
+    )
+    verify.add_argument(
+        "--stop-when",
+        choices=STOP_WHEN,
+        help="stop training after the first check that decides the threshold property (-p 'P>=0.9 [...]') holds, or "
+        "is violated; the policy saved is the one checked last",
+    )
     p.set_defaults(run=run)
 
 
@@ -64,9 +91,11 @@ def train_benchmark(
     hidden: str | tuple[int, ...] | None = None,
     params: Mapping[str, Any] | None = None,
     force: bool = False,
+    on_update: Any = None,
 ) -> dict[str, Any]:
     """Train ``benchmark_id`` with its trainer and write ``out`` (atomically; an existing file only with ``force``);
-    returns a summary (path, sizes, final figures).
+    returns a summary (path, sizes, final figures). ``on_update``: PRISM benchmarks only, see
+    :func:`rlverify.training.discrete.train_discrete`.
 
     Raises:
         FileWriteError: ``out`` exists without ``force`` or cannot be written (checked before and after training).
@@ -89,11 +118,23 @@ def train_benchmark(
     hidden_t = parse_hidden(hidden) if hidden is not None else None
     require_torch()
     params = dict(params or {})
+    if on_update is not None and kind != "prism":
+        raise TrainCommandError(
+            f"{benchmark_id}: --verify-every verifies while training on PRISM benchmarks only (not '{kind}' ones); "
+            "verify the saved policy afterwards"
+        )
     if kind == "prism":
         from rlverify.training.discrete import train_discrete
 
         rep = train_discrete(
-            benchmark_id, params=params or None, steps=steps, seed=seed, hidden=hidden_t, out=out, force=force
+            benchmark_id,
+            params=params or None,
+            steps=steps,
+            seed=seed,
+            hidden=hidden_t,
+            out=out,
+            force=force,
+            on_update=on_update,
         )
         return {
             "path": str(rep.path),
@@ -104,6 +145,7 @@ def train_benchmark(
             "final_mean_return": rep.final_mean_return,
             "final_success_rate": rep.final_success_rate,
             "seconds": round(rep.seconds, 1),
+            **({"stopped_early": True} if rep.metadata.get("stopped_early") else {}),
         }
     if kind == "continuous":
         train_continuous = _trainer("rlverify.training.continuous", "train_continuous")
@@ -169,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
             "benchmarks list'); for your own model use rlverify.gym.MDPEnv.from_model"
         )
     params = parse_parameters(args.constants)  # only the parameters given (trainers refuse what they cannot vary)
+    on_update = _verify_while_training(args, target.kind, params)
     with status(f"training {args.benchmark}"):
         summary = train_benchmark(
             args.benchmark,
@@ -179,12 +222,15 @@ def run(args: argparse.Namespace) -> int:
             hidden=args.hidden,
             params=params,
             force=args.force,
+            on_update=on_update,
         )
     if args.json:
         from rlverify.cli.output import print_envelope
 
         print_envelope(args, summary)
         return 0
+    if summary.get("stopped_early"):
+        console.print(f"stopped training: the property {args.stop_when} (--stop-when {args.stop_when})", soft_wrap=True)
     parts = [f"saved {summary['path']}"]
     if "network" in summary:
         parts.append(f"network {'-'.join(str(n) for n in summary['network'])}")
@@ -198,3 +244,42 @@ def run(args: argparse.Namespace) -> int:
         parts.append(f"{summary['seconds']} s")
     console.print(", ".join(parts), soft_wrap=True)
     return 0
+
+
+def _verify_while_training(args: argparse.Namespace, kind: str, params: Mapping[str, Any]) -> Any:
+    """The ``on_update`` that verifies the policy every ``--verify-every`` steps and prints each check, or None;
+    the target and property are resolved (and refused) before any training."""
+    if args.verify_every is None:
+        for option, given in (("--property", args.property), ("--stop-when", args.stop_when)):
+            if given is not None:
+                raise OptionError(f"{option}: checked during training with --verify-every N; add it")
+        if args.verify_mode != "exact":
+            raise OptionError("--verify-mode: the engine of --verify-every N checks; add it")
+        return None
+    if args.verify_every <= 0:
+        raise OptionError(f"--verify-every: expected a positive number of environment steps, got {args.verify_every}")
+    if args.property is None:
+        raise OptionError("--verify-every: give the property to check with -p (e.g. -p 'P=? [F \"goal\"]' or a property name)")
+    if kind != "prism":
+        raise TrainCommandError(
+            f"{args.benchmark}: --verify-every verifies while training on PRISM benchmarks only (not '{kind}' ones); "
+            "verify the saved policy afterwards"
+        )
+    from rlverify.training.discrete import training_parameters, verify_every
+    from rlverify.training.verifying import TrainingVerifier
+
+    trained = training_parameters(args.benchmark, dict(params) or None)  # what the trainer trains on
+    verifier = TrainingVerifier(
+        args.benchmark,
+        args.property,
+        mode=args.verify_mode,
+        stop_when=args.stop_when,
+        constants=",".join(f"{k}={v}" for k, v in trained.items()) or None,
+    )
+
+    shown = err_console if args.json else console  # with --json, stdout holds the envelope only
+
+    def report(check: Any) -> None:
+        shown.print(f"verified at {check.summary()}", soft_wrap=True, markup=False, highlight=False)
+
+    return verify_every(verifier, args.verify_every, report=report)

@@ -9,7 +9,9 @@ Each adapter is a :class:`~rlverify.policies.base.BasePolicy`: it reads its file
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +204,10 @@ class OnnxPolicy(BasePolicy):
     one-hot argmax). The file is read once; :meth:`network` reads the weights from that copy. onnxruntime computes
     with ``threads`` threads (intra-op; one inter-op thread; default
     :data:`~rlverify.policies.settings.DEFAULT_POLICY_THREADS`, ``--policy-threads``).
+
+    ``source``: a file (read with ``onnx.load``, external data beside it included), or the network itself: the
+    bytes of an ONNX file or an ``onnx.ModelProto`` (nothing is written to disk; ``name`` names it in messages).
+    A file is read and then taken as its model, so both forms are the same policy.
     """
 
     no_network = None
@@ -210,28 +216,39 @@ class OnnxPolicy(BasePolicy):
 
     def __init__(
         self,
-        path: str | Path,
+        source: str | Path | bytes | Any,
         *,
         features: Sequence[str] | None = None,
         actions: Sequence[str] | None = None,
         output: str | None = None,
         defaults: Mapping[str, Sequence[str]] | None = None,
         threads: int = DEFAULT_POLICY_THREADS,
+        name: str | None = None,
     ) -> None:
-        import onnx
-
         self.threads = check_threads(threads, "threads")
-        path = Path(path)
-        try:
-            model = onnx.load(str(path))
-        except Exception as exc:  # onnx raises DecodeError/ValueError variants
-            raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
+        path = Path(source) if isinstance(source, (str, Path)) else None
+        where = name or (str(path) if path is not None else "ONNX bytes")
+        model = read_onnx(path) if path is not None else onnx_model(source, where)
+        self._init_model(model, where, features, actions, output, defaults)
+        self.path = path
+
+    def _init_model(
+        self,
+        model: Any,
+        where: str,
+        features: Sequence[str] | None,
+        actions: Sequence[str] | None,
+        output: str | None,
+        defaults: Mapping[str, Sequence[str]] | None,
+    ) -> None:
+        """Take the ONNX ``model`` (a ``ModelProto``) as this policy, named ``where``."""
+        path = Path(where)  # for messages only
         meta = {p.key: p.value for p in model.metadata_props}
         self.metadata = meta
         names, acts, kind = onnx_names(
             meta, path, {"features": features, "actions": actions, "output": output}, defaults or {}
         )
-        super().__init__(names, acts, name=str(path))
+        super().__init__(names, acts, name=where)
         self.output = onnx_output(kind, path)
         self.training = onnx_training(meta, path)
         # greedy policies: the runtime also gives the argmax (a second output), cheaper than numpy's per-row one
@@ -254,7 +271,6 @@ class OnnxPolicy(BasePolicy):
                 self._fixed_batch,
             )
         self._model = model  # for network(): the file is read once
-        self.path = path
 
     def _check_signature(self, path: Path) -> None:
         """Refuse a network that does not take one ``(N, d)`` float tensor of features and give ``(N, |A|)`` floats."""
@@ -326,11 +342,48 @@ class OnnxPolicy(BasePolicy):
         return mlp_from_onnx(self._model, name=self.name)
 
 
+def read_onnx(path: Path) -> Any:
+    """The ``onnx.ModelProto`` in the file ``path`` (its external data, beside it, included).
+
+    Raises:
+        InputFileError: not a readable ONNX model."""
+    import onnx
+
+    try:
+        return onnx.load(str(path))
+    except Exception as exc:  # onnx raises DecodeError/ValueError variants
+        raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
+
+
+def onnx_model(source: Any, name: str) -> Any:
+    """An ``onnx.ModelProto`` given in memory: itself, or parsed from the bytes of an ONNX file
+    (``bytes``/``bytearray``/``memoryview``); nothing is written to disk.
+
+    Raises:
+        PolicyError: the bytes are not an ONNX model, or ``source`` is neither bytes nor a ModelProto."""
+    import onnx
+
+    if isinstance(source, onnx.ModelProto):
+        return source
+    if not isinstance(source, (bytes, bytearray, memoryview)):
+        raise PolicyError(f"{name}: an ONNX policy is a file, its bytes or an onnx.ModelProto, not a {type(source).__name__}")
+    try:
+        model = onnx.load_from_string(bytes(source))
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise PolicyError(f"{name}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
+    if not len(model.graph.node) and not len(model.graph.output):
+        raise PolicyError(f"{name}: not an ONNX model (no graph: {len(bytes(source))} bytes that protobuf reads as empty)")
+    return model
+
+
 class TorchPolicy(BasePolicy):
     """A ``torch.nn.Module`` mapping ``(N, d)`` float32 tensors to ``output`` (optional extra ``torch``).
 
     Its :meth:`network` is read from a ``Sequential`` of ``Linear`` and ``ReLU`` layers (plain or TorchScript).
     Making one limits torch to ``threads`` threads (:func:`limit_torch_threads`: process-global).
+
+    The module is evaluated in eval mode (no dropout, batch norm's running statistics), and left in the mode it
+    was in after each call: a module still being trained is not switched out of training mode.
     """
 
     no_network = None
@@ -350,15 +403,15 @@ class TorchPolicy(BasePolicy):
         self.threads = check_threads(threads, "threads")
         self._torch = require("torch", "torch", purpose="a TorchScript policy")
         limit_torch_threads(self._torch, self.threads)
-        self._module = module.eval()
+        self._module = module
         self.output = check_output_kind(output, name)
 
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:
         torch = self._torch
 
         def run() -> Any:
-            with torch.no_grad():
-                out = self._module(torch.as_tensor(states, dtype=torch.float32))
+            with torch.no_grad(), _eval_mode(self._module):
+                out = self._module(torch.as_tensor(states, dtype=torch.float32, device=_device_of(self._module)))
             if not isinstance(out, torch.Tensor):
                 raise PolicyError(f"{self.name}: the module returned a {type(out).__name__}, not a tensor of (N, |A|) outputs")
             if out.is_complex():  # .double() would drop the imaginary parts
@@ -366,7 +419,7 @@ class TorchPolicy(BasePolicy):
                     f"{self.name}: output has complex numbers (a tensor of {out.dtype}); a policy gives "
                     "real probabilities, logits or Q-values (the imaginary parts are not dropped)"
                 )
-            return out.double().numpy()
+            return out.detach().cpu().double().numpy()
 
         return self._run_code(run)
 
@@ -378,6 +431,26 @@ class TorchPolicy(BasePolicy):
 
     def _read_network(self) -> MLP:
         return mlp_from_torch(self._module, name=self.name)
+
+
+@contextmanager
+def _eval_mode(module: Any) -> Iterator[None]:
+    """``module`` in eval mode inside the block, and back in the mode it was in after it."""
+    was = bool(getattr(module, "training", False))
+    module.train(False)
+    try:
+        yield
+    finally:
+        if was:
+            module.train(True)
+
+
+def _device_of(module: Any) -> Any:
+    """The device of ``module``'s first parameter (CPU for a module without parameters)."""
+    try:
+        return next(iter(module.parameters())).device
+    except (StopIteration, AttributeError, TypeError):
+        return "cpu"
 
 
 class SB3Policy(BasePolicy):
@@ -407,29 +480,40 @@ class SB3Policy(BasePolicy):
     (``policy_kwargs={"activation_fn": torch.nn.ReLU}``; PPO's default is Tanh).
 
     Making one limits torch to ``threads`` threads (:func:`limit_torch_threads`: process-global).
+
+    ``source``: the zip, or the model itself (a ``PPO``, ``A2C``, ``DQN`` or ``MaskablePPO`` object, e.g. one being
+    trained; ``name`` names it in messages). A model object is read as SB3 computes: its own policy's
+    ``get_distribution`` (PPO/A2C/MaskablePPO) or ``q_net`` (DQN) on its device, called at each evaluation, so a
+    model still being trained is verified as it is at that moment; nothing is written to disk. A zip loaded with
+    ``trust_code`` is loaded by SB3 and then taken as such a model object.
     """
 
     no_network = None
 
     def __init__(
         self,
-        path: str | Path,
+        source: str | Path | Any,
         features: Sequence[str],
         actions: Sequence[str],
         *,
         trust_code: bool = False,
         threads: int = DEFAULT_POLICY_THREADS,
+        name: str | None = None,
     ) -> None:
-        super().__init__(features, actions, name=str(path))
-        path = Path(path)
+        is_file = isinstance(source, (str, Path))
+        super().__init__(features, actions, name=name or (str(source) if is_file else model_name(source)))
         self.threads = check_threads(threads, "threads")
         self._torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
         limit_torch_threads(self._torch, self.threads)
-        sb3zip.check_sizes(path)
-        self.trusted = trust_code
-        if trust_code:
-            self._load_trusted(path)
+        self.trusted = trust_code or not is_file
+        if not is_file:  # the user's own model object: SB3's code runs, as in their training
+            self._adopt(source, sb3_algorithm(source), self.name)
+        elif trust_code:
+            sb3zip.check_sizes(Path(source))
+            self._load_trusted(Path(source))
         else:
+            path = Path(source)
+            sb3zip.check_sizes(path)
             read = sb3zip.read_network(path, self._torch)
             self.algorithm, self._space, self._net, self._n_actions = read.algorithm, read.obs, read.net, read.n_actions
             self._forward = self._safe_forward
@@ -462,13 +546,18 @@ class SB3Policy(BasePolicy):
             raise InputFileError(
                 f"{path}: cannot load the model with Stable-Baselines3's loader ({last_exc.__class__.__name__}: {last_exc})"
             )
-        self.algorithm = "MaskablePPO" if algorithm == "MaskablePPO" else type(model).__name__
+        self._adopt(model, "MaskablePPO" if algorithm == "MaskablePPO" else type(model).__name__, str(path))
+
+    def _adopt(self, model: Any, algorithm: str, where: str) -> None:
+        """Take the SB3 model object ``model`` (of ``algorithm``) as this policy: its own policy computes."""
+        self.algorithm = algorithm
         self._model = model
-        self._space = sb3zip.space_of(model.observation_space, path)
+        self._space = sb3zip.space_of(model.observation_space, Path(where))
         act = model.action_space
-        if type(act).__name__ != "Discrete":
+        if type(act).__name__ != "Discrete" or int(getattr(act, "start", 0)) != 0:
             raise PolicyError(
-                f"{path}: the action space is {act}, not Discrete (rlverify verifies policies over named actions)"
+                f"{where}: the action space is {act}, not Discrete(n) starting at 0 (rlverify verifies policies "
+                "over named actions)"
             )
         self._n_actions = int(act.n)
         self._net = None
@@ -518,17 +607,18 @@ class SB3Policy(BasePolicy):
     def _trusted_forward(self, states: np.ndarray) -> Any:
         """SB3's own policy's raw outputs for ``(N, d)`` observations (SB3 encodes them itself)."""
         torch = self._torch
-        if self._space.kind == "Box":
-            obs = torch.as_tensor(np.ascontiguousarray(states, dtype=np.float32))
-        else:
-            ints = torch.as_tensor(np.rint(states).astype(np.int64))
-            obs = ints[:, 0] if self._space.kind == "Discrete" else ints
         policy = self._model.policy
-        with torch.no_grad():
+        device = getattr(policy, "device", "cpu")
+        if self._space.kind == "Box":
+            obs = torch.as_tensor(np.ascontiguousarray(states, dtype=np.float32), device=device)
+        else:
+            ints = torch.as_tensor(np.rint(states).astype(np.int64), device=device)
+            obs = ints[:, 0] if self._space.kind == "Discrete" else ints
+        with torch.no_grad(), _eval_mode(policy):
             if self.algorithm == "DQN":
-                return policy.q_net(obs)
+                return policy.q_net(obs).cpu()
             # MaskablePPO: no mask given, the network's own (unmasked) distribution
-            return policy.get_distribution(obs).distribution.logits
+            return policy.get_distribution(obs).distribution.logits.cpu()
 
     def _raw(self, states: np.ndarray) -> Any:
         """``(N, |A|)`` float32 tensor: logits normalised as torch's ``Categorical(logits=...)`` keeps them
@@ -596,6 +686,64 @@ class SB3Policy(BasePolicy):
             raise PolicyError(
                 f"{exc}; train with policy_kwargs={{'activation_fn': torch.nn.ReLU}} or export the network to ONNX"
             ) from None
+
+
+def object_kind(obj: Any) -> str | None:
+    """``sb3`` (a Stable-Baselines3 model), ``sb3-policy`` (an SB3 model's ``.policy``), ``torch`` (a
+    ``torch.nn.Module``), ``onnx`` (bytes, or an ``onnx.ModelProto``) or None: the kind of in-memory network
+    :func:`~rlverify.policies.loading.load_object` takes. None also for an object with ``features``, ``actions`` and
+    ``action_probabilities`` of any class (a torch module among them): it is a policy object
+    (:func:`~rlverify.policies.as_policy`). Imports nothing: an SB3 model or a torch module exists only once its
+    package is imported."""
+    if isinstance(obj, BasePolicy) or all(hasattr(obj, a) for a in ("features", "actions", "action_probabilities")):
+        return None
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return "onnx"
+    onnx = sys.modules.get("onnx")
+    if onnx is not None and isinstance(obj, onnx.ModelProto):
+        return "onnx"
+    sb3 = sys.modules.get("stable_baselines3")
+    if sb3 is not None:
+        from stable_baselines3.common.base_class import BaseAlgorithm
+        from stable_baselines3.common.policies import BasePolicy as SB3BasePolicy
+
+        if isinstance(obj, BaseAlgorithm):
+            return "sb3"
+        if isinstance(obj, SB3BasePolicy):
+            return "sb3-policy"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.nn.Module):
+        return "torch"
+    return None
+
+
+#: The Stable-Baselines3 / sb3-contrib algorithms whose models rlverify reads (a subclass counts as its base).
+SB3_ALGORITHMS = ("MaskablePPO", "PPO", "A2C", "DQN")
+
+
+def sb3_algorithm(model: Any) -> str:
+    """The algorithm of the SB3 model object ``model``: the first of :data:`SB3_ALGORITHMS` among its classes.
+
+    Raises:
+        PolicyError: a recurrent policy (RecurrentPPO) or another algorithm (SAC, TD3, ...), named."""
+    names = [c.__name__ for c in type(model).__mro__]
+    if any(n.startswith("Recurrent") for n in names):
+        raise PolicyError(
+            f"{model_name(model)}: a recurrent policy keeps an LSTM state across steps; rlverify verifies "
+            "memoryless policies (train PPO, MaskablePPO, A2C or DQN)"
+        )
+    for algorithm in SB3_ALGORITHMS:
+        if algorithm in names:
+            return algorithm
+    raise PolicyError(
+        f"{model_name(model)}: rlverify reads PPO, A2C, DQN (stable-baselines3) and MaskablePPO (sb3-contrib) "
+        f"models with discrete actions, not {type(model).__name__}"
+    )
+
+
+def model_name(model: Any) -> str:
+    """How messages and results name a model object given in memory: ``PPO model (in memory)``."""
+    return f"{type(model).__name__} model (in memory)"
 
 
 def limit_torch_threads(torch: Any, threads: int) -> None:

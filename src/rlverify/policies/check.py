@@ -11,7 +11,7 @@ import numpy as np
 
 from rlverify.errors import PolicyError, safe_repr, type_name
 from rlverify.models.dynamics import fit
-from rlverify.policies.adapters import CallablePolicy, ProtocolPolicy
+from rlverify.policies.adapters import CallablePolicy, ProtocolPolicy, object_kind
 from rlverify.policies.base import BasePolicy, numeric_output, validate_probabilities
 from rlverify.policies.formats import check_name_options, declaration
 
@@ -50,6 +50,16 @@ def as_policy(
     if isinstance(policy, type):
         cls = _class_name(policy)
         raise PolicyError(f"{cls} is a class, not a policy: pass an instance ({cls}(...))")
+    kind = object_kind(policy)
+    if kind is not None:
+        what = {"sb3": "a Stable-Baselines3 model", "sb3-policy": "a Stable-Baselines3 model's .policy"}.get(
+            kind, "a torch module" if kind == "torch" else "an ONNX model"
+        )
+        raise PolicyError(
+            f"{type_name(policy)} is {what}: rlverify.load_policy reads it (as its saved file would be read: "
+            "load_policy(obj, features=[...], actions=[...])), and resolve() and the engines' front door take it as "
+            "the policy; as_policy takes policy objects and functions"
+        )
     if isinstance(policy, BasePolicy):
         wrapped = policy
     elif all(hasattr(policy, attr) for attr in PROTOCOL) or not callable(policy):

@@ -4,12 +4,22 @@ trusting a verification of it (:func:`policy_warnings`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from rlverify.errors import InputFileError, PolicyError, RlverifyError, exception_text, require
 from rlverify.models.userfile import import_python_file
-from rlverify.policies.adapters import CallablePolicy, OnnxPolicy, SB3Policy, TablePolicy, TorchPolicy
+from rlverify.policies.adapters import (
+    CallablePolicy,
+    OnnxPolicy,
+    SB3Policy,
+    TablePolicy,
+    TorchPolicy,
+    model_name,
+    object_kind,
+    sb3_algorithm,
+)
 from rlverify.policies.base import BasePolicy
 from rlverify.policies.formats import (
     check_name_options,
@@ -21,9 +31,15 @@ from rlverify.policies.formats import (
 from rlverify.policies.mlp import load_network
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP, check_threads, check_timeout
 
+#: What :func:`load_policy` takes, for messages.
+ACCEPTED = (
+    "a policy file or spec (str or Path), a Stable-Baselines3 model (PPO, A2C, DQN, sb3-contrib MaskablePPO), "
+    "a torch.nn.Module, or ONNX bytes (or an onnx.ModelProto)"
+)
+
 
 def load_policy(
-    spec: str,
+    spec: str | PathLike[str] | Any,
     *,
     features: Sequence[str] | None = None,
     actions: Sequence[str] | None = None,
@@ -54,13 +70,94 @@ def load_policy(
     :data:`~rlverify.policies.settings.DEFAULT_POLICY_THREADS`): onnxruntime's, for this policy's session; torch's
     (TorchScript and SB3 policies) for the whole process, as torch's setting is process-global
     (:func:`~rlverify.policies.adapters.limit_torch_threads`). Python policies and tables run as they are.
+
+    ``spec`` may also be the policy itself, in memory (nothing is written to disk; see :func:`load_object`): a
+    Stable-Baselines3 model object (PPO, A2C, DQN, MaskablePPO; e.g. one being trained: it is read at each
+    evaluation as it is then), a ``torch.nn.Module`` (``features``, ``actions`` and ``output`` given, or the model's
+    ``defaults``), or the bytes of an ONNX file (or an ``onnx.ModelProto``). A file of each kind is read and then
+    taken by the same adapter, so a model and its saved file are the same policy. What the in-memory object's code
+    raises passes through unchanged (it is the caller's own object), under ``timeout`` as a file's code.
+
+    Raises:
+        PolicyError: ``spec`` is none of these (one line naming what was given and what is taken), or its
+            declaration does not fit (see above). InputFileError: a file that cannot be read.
     """
     timeout = check_timeout(timeout, "timeout")
     threads = check_threads(threads, "threads")
-    policy = _load(spec, features, actions, output, dict(defaults or {}), trust_code, threads)
+    if isinstance(spec, (str, PathLike)):
+        policy = _load(str(spec), features, actions, output, dict(defaults or {}), trust_code, threads)
+        policy.from_file = True  # its code's failures are the file's: PolicyErrors, exit code 2
+    else:
+        policy = load_object(spec, features=features, actions=actions, output=output, defaults=defaults, threads=threads)
     policy.timeout = timeout
-    policy.from_file = True  # its code's failures are the file's: PolicyErrors, exit code 2
     return policy
+
+
+def load_object(
+    obj: Any,
+    *,
+    features: Sequence[str] | None = None,
+    actions: Sequence[str] | None = None,
+    output: str | None = None,
+    defaults: Mapping[str, Sequence[str]] | None = None,
+    threads: int = DEFAULT_POLICY_THREADS,
+    name: str | None = None,
+) -> BasePolicy:
+    """The policy ``obj`` given in memory (see :func:`object_kind`), by the adapter its file form is loaded with;
+    ``features``/``actions``/``output`` and ``defaults`` as in :func:`load_policy` (an SB3 model's output is its
+    algorithm's; an ONNX model's metadata is its declaration). ``name`` names it in messages and results.
+
+    Raises:
+        PolicyError: not such an object (one line: what was given, what is taken), or names that do not fit.
+    """
+    check_name_options(features, actions)
+    threads = check_threads(threads, "threads")
+    defaults = dict(defaults or {})
+    kind = object_kind(obj)
+    if kind == "onnx":
+        return OnnxPolicy(
+            obj, features=features, actions=actions, output=output, defaults=defaults, threads=threads, name=name
+        )
+    feats = list(features or defaults.get("features") or [])
+    acts = list(actions or defaults.get("actions") or [])
+    if kind == "sb3":
+        shown = name or model_name(obj)
+        declaration(
+            shown,
+            "the model's algorithm",
+            {"output": output},
+            {"output": "q-values" if sb3_algorithm(obj) == "DQN" else "logits"},
+        )
+        _need_names(shown, feats, acts)
+        return SB3Policy(obj, feats, acts, threads=threads, name=name)
+    if kind == "sb3-policy":
+        raise PolicyError(
+            f"{type(obj).__name__} is a Stable-Baselines3 model's .policy; pass the model itself (the PPO, A2C, DQN or "
+            "MaskablePPO object), whose algorithm says how its outputs are read"
+        )
+    if kind == "torch":
+        shown = name or f"{type(obj).__name__} module (in memory)"
+        _need_names(shown, feats, acts)
+        if output is None:
+            raise PolicyError(
+                f"{shown}: what the module outputs is unknown; pass output='logits', 'probabilities' or 'q-values'"
+            )
+        return TorchPolicy(obj, feats, acts, output=output, name=shown, threads=threads)
+    shown = "a class" if isinstance(obj, type) else f"a {type(obj).__module__}.{type(obj).__qualname__}"
+    hint = (
+        " (a policy object or function of your own: rlverify.policies.as_policy)"
+        if callable(obj) or isinstance(obj, BasePolicy)
+        else ""
+    )
+    raise PolicyError(f"load_policy was given {shown}; it takes {ACCEPTED}{hint}")
+
+
+def _need_names(name: str, features: Sequence[str], actions: Sequence[str]) -> None:
+    missing = [k for k, v in (("features", features), ("actions", actions)) if not v]
+    if missing:
+        raise PolicyError(
+            f"{name}: its {' and '.join(missing)} are unknown; pass {' and '.join(f'{m}=[...]' for m in missing)}"
+        )
 
 
 def _load(

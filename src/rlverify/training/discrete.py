@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ import numpy as np
 
 from rlverify.errors import TrainingError, require
 from rlverify.gym.dynamics import MDPDynamics
-from rlverify.policies.adapters import softmax
+from rlverify.policies.adapters import CallablePolicy, softmax
+from rlverify.policies.base import BasePolicy
 from rlverify.policies.mlp import MLP, save_mlp_onnx
 from rlverify.training.ppo import PPOConfig, check_seed, parse_hidden, train_ppo
 
@@ -223,6 +224,15 @@ def setup_for(benchmark_id: str) -> DiscreteSetup:
     return SETUPS.get(benchmark_id, DiscreteSetup())
 
 
+def training_parameters(benchmark_id: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The benchmark parameters :func:`train_discrete` trains with: ``params`` (None: the setup's reference
+    parameters), completed with the registry's defaults."""
+    from rlverify.benchmarks.registry import spec
+
+    setup = setup_for(benchmark_id)
+    return dict(spec(benchmark_id).resolve(dict(setup.params) if params is None else dict(params)))
+
+
 def train_discrete(
     benchmark_id: str,
     *,
@@ -234,6 +244,7 @@ def train_discrete(
     config: PPOConfig | None = None,
     n_envs: int | None = None,
     force: bool = False,
+    on_update: Callable[[int, BasePolicy], bool] | None = None,
 ) -> TrainingReport:
     """Train a PPO policy on a registered PRISM benchmark and save it as a verifier-ready ONNX file.
 
@@ -247,6 +258,9 @@ def train_discrete(
         force: replace an existing ``out`` file (else :class:`~rlverify.files.FileWriteError`).
         config: PPO hyper-parameters (default: the setup's).
         n_envs: parallel environments (default: the setup's).
+        on_update: ``on_update(steps, policy)`` after each PPO update, the policy the actor as it is then, as it
+            would be saved (logits over the model's features, its action labels); False stops training (see
+            :func:`~rlverify.training.ppo.train_ppo`). :func:`verify_every` makes one that verifies it.
 
     Returns:
         A :class:`TrainingReport` (final figures from the last 10 % of training episodes).
@@ -278,7 +292,7 @@ def train_discrete(
     cfg = config or setup.config
     n = int(n_envs or setup.n_envs)
     total = int(steps or setup.total_steps)
-    resolved = s.resolve(dict(setup.params) if params is None else dict(params))
+    resolved = training_parameters(benchmark_id, params)
 
     dyn, defaults = benchmark_dynamics(benchmark_id, resolved)
     env = DiscreteVecEnv(
@@ -292,7 +306,17 @@ def train_discrete(
     scale = 1.0 / np.maximum(np.maximum(np.abs(dyn.obs_low), np.abs(dyn.obs_high)), 1.0).astype(np.float64)
     log.info("training PPO on %s %s: %d steps, hidden %s, %d envs, seed %d", benchmark_id, resolved, total, hidden_t, n, seed)
     t0 = time.perf_counter()
-    mlp, stats = train_ppo(env, hidden=hidden_t, total_steps=total, seed=seed, obs_scale=scale, config=cfg)
+    actor_update = None
+    if on_update is not None:
+        user_update = on_update
+
+        def actor_update(steps: int, actor: MLP) -> bool:
+            name = f"PPO actor at step {steps:,}"
+            return user_update(steps, CallablePolicy(actor, list(dyn.features), list(dyn.actions), output="logits", name=name))
+
+    mlp, stats = train_ppo(
+        env, hidden=hidden_t, total_steps=total, seed=seed, obs_scale=scale, config=cfg, on_update=actor_update
+    )
     seconds = time.perf_counter() - t0
 
     taken = int(stats["steps"])
@@ -322,6 +346,7 @@ def train_discrete(
         "final_episodes": len(tail),
         "success": setup.success + (f" ({setup.success_variable} != 0)" if setup.success_variable else ""),
         "episodes": len(env.episodes),
+        **({"stopped_early": True} if stats.get("stopped") else {}),
         "seconds": round(seconds, 1),
         "rlverify": __version__,
     }
@@ -434,3 +459,25 @@ def evaluate_returns(
         if not alive.any():
             break
     return float(returns.mean()), float(success.mean())
+
+
+def verify_every(
+    verifier: Any, every: int, *, report: Callable[[Any], None] | None = None
+) -> Callable[[int, BasePolicy], bool]:
+    """An ``on_update`` for :func:`train_discrete` that verifies the actor with ``verifier`` (a
+    :class:`~rlverify.training.verifying.TrainingVerifier`) the first time training reaches each multiple of ``every``
+    environment steps, passes each :class:`~rlverify.training.verifying.TrainingCheck` to ``report``, and stops
+    training when the verifier says so (its ``stop_when``)."""
+    from rlverify.training.verifying import EveryNSteps
+
+    schedule = EveryNSteps(every, "--verify-every")
+
+    def on_update(steps: int, policy: BasePolicy) -> bool:
+        if not schedule.due(steps):
+            return True
+        check = verifier.check(policy, steps)
+        if report is not None:
+            report(check)
+        return not verifier.should_stop(check)
+
+    return on_update

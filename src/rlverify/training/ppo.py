@@ -169,6 +169,7 @@ def train_ppo(
     seed: int = 0,
     obs_scale: np.ndarray | None = None,
     config: PPOConfig = PPOConfig(),
+    on_update: Callable[[int, MLP], bool] | None = None,
 ) -> tuple[MLP, dict[str, Any]]:
     """Train a softmax policy with PPO.
 
@@ -180,6 +181,9 @@ def train_ppo(
         obs_scale: per-feature factors ``(obs_dim,)`` applied before the network during training
             and folded into the returned first layer.
         config: :class:`PPOConfig`.
+        on_update: called after each update with the environment steps so far and the actor as it is then (an
+            :class:`MLP` over raw observations, as returned at the end); training stops early when it returns
+            False (``stats['stopped']`` is then True). None: no call.
 
     Returns:
         ``(actor, stats)``: the actor as an :class:`MLP` giving logits over raw observations, and
@@ -218,6 +222,7 @@ def train_ppo(
     finished: list[tuple[int, float]] = []
     steps = 0
     updates = 0
+    stopped = False
     t0 = time.perf_counter()
     while steps < total_steps:
         b_obs = np.zeros((t_len, n, env.obs_dim), dtype=np.float32)
@@ -278,23 +283,33 @@ def train_ppo(
                 opt.step()
         steps += t_len * n
         updates += 1
+        if on_update is not None and on_update(steps, _actor_mlp(actor, nn, scale)) is False:
+            stopped = True
+            break
         if updates % 10 == 0:
             recent = [r for s, r in finished[-200:]]
             log.info(
                 "PPO: %d steps, mean return of recent episodes %.2f", steps, float(np.mean(recent)) if recent else float("nan")
             )
     tail = [r for s, r in finished if s >= 0.9 * steps] or [r for _, r in finished[-100:]]
-    weights, biases = [], []
-    for layer in actor:
-        if isinstance(layer, nn.Linear):
-            weights.append(layer.weight.detach().double().numpy().copy())
-            biases.append(layer.bias.detach().double().numpy().copy())
-    weights[0] = weights[0] * scale[None, :]
     stats = {
         "steps": int(steps),
         "updates": updates,
         "episodes": len(finished),
         "final_mean_return": float(np.mean(tail)) if tail else float("nan"),
         "seconds": round(time.perf_counter() - t0, 1),
+        "stopped": stopped,
     }
-    return MLP(tuple(weights), tuple(biases)), stats
+    return _actor_mlp(actor, nn, scale), stats
+
+
+def _actor_mlp(actor: Any, nn: Any, scale: np.ndarray) -> MLP:
+    """The torch ``actor`` (Linear and ReLU layers) as a float64 :class:`MLP` over raw observations: the input
+    scaling used for training folded into its first layer."""
+    weights, biases = [], []
+    for layer in actor:
+        if isinstance(layer, nn.Linear):
+            weights.append(layer.weight.detach().double().numpy().copy())
+            biases.append(layer.bias.detach().double().numpy().copy())
+    weights[0] = weights[0] * scale[None, :]
+    return MLP(tuple(weights), tuple(biases))
