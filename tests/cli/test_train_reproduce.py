@@ -142,7 +142,7 @@ def test_train_verify_every_prints_each_check_and_the_last_is_the_saved_policys_
     code, verified, err = run(["verify", "running-example-v1", "-p", "reach-goal-2", "--policy", str(out), "--json"], capsys)
     assert code == 0, err
     printed = float(checks[-1].split(" = ")[1].split()[0])
-    assert printed == pytest.approx(json.loads(verified)["value"], rel=1e-5)
+    assert printed == pytest.approx(json.loads(verified)["result"]["value"], rel=1e-5)
     # by hand (tests/policies/test_sb3.py): UP in A, then UP in B (0.8 to D) or the slip to C and UP there
     from rlverify.policies import load_policy
 
