@@ -46,15 +46,24 @@ class VerifyCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         property: property text or a benchmark's property name.
         every: environment steps between checks (``model.num_timesteps``, summed over the vectorised environments).
         mode: ``exact`` or ``statistical``.
-        deterministic, stop_when, constants, env_kwargs, features, actions, options: as
+        deterministic: check the argmax policy (``predict(deterministic=True)``) instead of the distribution.
+        stop_when: ``"holds"`` or ``"violated"``: stop training once a check decides the threshold property so.
+        constants: the target's constants or benchmark parameters.
+        env_kwargs: a ``gym:ID`` target's keyword arguments.
+        features: the model's features the agent observes, where the target does not say.
+        actions: the agent's action names, where the target does not say.
+        options: the engine's options (:class:`~rlverify.exact.options.ExactOptions` or
+            :class:`~rlverify.statistical.verify.StatisticalOptions`); all as
             :class:`~rlverify.training.verifying.TrainingVerifier` takes them.
         at_end: also check the final model when training ends (unless the last check was at that step).
         prefix: the logger keys' prefix.
         verbose: 1: also print each check (``print``, as SB3's callbacks do with ``verbose``).
 
     Raises:
-        OptionError, PolicyError, and the target's errors, when made (a bad target or property) or when training
-        starts (a model that does not fit the target, observations normalised by ``VecNormalize``).
+        OptionError: a bad option, when made.
+        PolicyError: when training starts: a model that does not fit the target, or observations normalised by
+            ``VecNormalize``.
+        RlverifyError: the target's and property's errors (a bad target or property), when made.
     """
 
     def __init__(
