@@ -192,7 +192,12 @@ def test_cli_refusals(capsys, tmp_path, model_file, policy_file, setup, extra, e
     setup(d)
     if "--chain-dir-under-file" in extra:  # a directory below a file cannot be made
         extra, d = [], tmp_path / "f" / "sub"
-    args = [model_file, "-p", 'P=? [F<=3 "top"]', "--policy", policy_file, "--chain-dir", str(d), *extra]
+    if "-p" in extra:  # the case's property instead of the default one (-p twice would check both)
+        i = extra.index("-p")
+        prop, extra = extra[i + 1], extra[:i] + extra[i + 2 :]
+    else:
+        prop = 'P=? [F<=3 "top"]'
+    args = [model_file, "-p", prop, "--policy", policy_file, "--chain-dir", str(d), *extra]
     if "monolithic" in extra:
         args.remove("--policy")
         args.remove(policy_file)
