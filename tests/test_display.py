@@ -253,6 +253,24 @@ def test_risk_map_shows_the_initial_value_and_pmin_by_hand(built):
     assert f"value                {shown(value)}\n" in text and f"Pmin (all policies)  {shown(pmin)}\n" in text
 
 
+def test_risk_map_and_heat_map_draw_their_cells(built):
+    from tests.exact import test_risk_map as grid
+
+    r = built("RiskMap")
+    by_hand = grid.expected_grids(grid.policy_values(grid.pit), grid.optimum_values(grid.pit, "min"), "min", "max")
+    page = r._repr_html_()
+    assert page.count("<svg") == 1 and page.count("<rect") == len(r.x_values) * len(r.y_values) == 12
+    for (x, y), (value, *_) in by_hand.items():  # every cell's tooltip: its value by hand, or none (a wall)
+        assert f"<title>x={x}, y={y}: {shown(value) if value is not None else 'nan'}</title>" in page
+    assert "fill='none' stroke='#ccc'><title>x=0, y=2: nan" in page  # the wall at (0, 2): not drawn
+    assert "<svg" not in str(r)  # the text form has no picture
+    h = built("HeatmapResult")
+    page = h._repr_html_()
+    for (x, y), g in zip(h.cells, h.goal, strict=True):
+        assert f"<title>x={x}, y={y}: {shown(float(g))}</title>" in page
+    assert page.count("<rect") == h.grid.shape[0] * h.grid.shape[1]
+
+
 def test_robustness_shows_the_brute_force_worst_and_best(built, tmp_path):
     from tests.exact import test_robust as grid
 
@@ -274,6 +292,9 @@ def test_agreement_and_report_show_the_hand_value(built):
         assert "0.264" in str(built(name)) and "0.96" in str(built(name))
 
 
+#: the tags of a result's picture (grid_svg)
+SVG = ("svg", "rect", "title", "text")
+
 HOSTILE = {
     "model": "<script>alert('model')</script>",
     "property": 'P=? [F "<img src=x onerror=alert(1)>"]',
@@ -287,7 +308,7 @@ def test_user_text_is_escaped_never_markup(built, name):
     r = built(name).with_provenance(**HOSTILE)
     page = r._repr_html_()
     p = parsed(page)
-    assert set(p.tags) <= {"div", "table", "caption", "tr", "th", "td", "b", "p", "ul", "li"}, set(p.tags)
+    assert set(p.tags) <= {"div", "table", "caption", "tr", "th", "td", "b", "p", "ul", "li", *SVG}, set(p.tags)
     shown_text = "".join(p.text)
     for value in (HOSTILE["model"], HOSTILE["property"], HOSTILE["policy"], *HOSTILE["warnings"]):
         assert value in shown_text  # read back as text, exactly

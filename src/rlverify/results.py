@@ -144,12 +144,14 @@ class Summary:
     Attributes:
         kind: what the result is ("exact value", "statistical estimate", ...); value: the headline number as shown;
         guarantee: how far it can be trusted, in words; rows: the key figures, (label, text) in order.
+        picture: an inline SVG drawn by :func:`grid_svg` (HTML only; "" for none).
     """
 
     kind: str
     value: str
     guarantee: str
     rows: tuple[tuple[str, str], ...]
+    picture: str = ""
 
     def _head(self, r: Result) -> list[tuple[str, str]]:
         head = [("model", r.model), ("property", r.property)] if r.property else [("model", r.model)]
@@ -194,8 +196,55 @@ class Summary:
                 if warnings
                 else ""
             )
+            + (f"<div style='margin-top:0.4em'>{self.picture}</div>" if self.picture else "")
             + "</div>"
         )
+
+
+def grid_svg(
+    values: np.ndarray,
+    x_values: np.ndarray,
+    y_values: np.ndarray,
+    *,
+    x: str,
+    y: str,
+    label: str,
+    high_is_bad: bool,
+    origin: str = "lower",
+    cell: int = 14,
+) -> str:
+    """A small inline SVG of a ``(H, W)`` grid of probabilities (row ``i`` is ``y = y_values[i]``): one square per
+    cell, green (good) to red (bad) over [0, 1], NaN cells blank; each square's tooltip names the cell and its value.
+    ``origin="lower"`` puts row 0 at the bottom, ``"upper"`` at the top. Every text is escaped. No matplotlib: cheap
+    enough for every display of a result."""
+    from html import escape
+
+    v = np.asarray(values, dtype=np.float64)
+    H, W = v.shape
+    stops = ((26, 152, 80), (255, 255, 191), (215, 48, 39))  # green, yellow, red (RdYlGn reversed)
+    rects = []
+    for i in range(H):
+        row = H - 1 - i if origin == "lower" else i
+        for j in range(W):
+            p = v[i, j]
+            if not math.isfinite(p):
+                fill = "none"
+            else:
+                t = min(max(p if high_is_bad else 1.0 - p, 0.0), 1.0) * 2
+                a, b = (stops[0], stops[1]) if t <= 1 else (stops[1], stops[2])
+                f = t if t <= 1 else t - 1
+                fill = "#{:02x}{:02x}{:02x}".format(*(round(c0 + (c1 - c0) * f) for c0, c1 in zip(a, b, strict=True)))
+            tip = escape(f"{x}={x_values[j]}, {y}={y_values[i]}: {shown(float(p))}")
+            rects.append(
+                f"<rect x='{j * cell}' y='{row * cell}' width='{cell}' height='{cell}' fill='{fill}' "
+                f"stroke='#ccc'><title>{tip}</title></rect>"
+            )
+    w, h = W * cell, H * cell
+    label += " (green 0, red 1)" if high_is_bad else " (red 0, green 1)"
+    return (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{max(w, 6 * len(label))}' height='{h + 16}' role='img'>"
+        f"{''.join(rects)}<text x='0' y='{h + 12}' font-size='11'>{escape(label)}</text></svg>"
+    )
 
 
 def shown(x: float | None, digits: int = 6) -> str:
@@ -761,6 +810,26 @@ class HeatmapResult(Result):
             else "no start cell",
             guarantee,
             tuple(rows),
+            self._goal_picture(),
+        )
+
+    def _goal_picture(self) -> str:
+        """The goal estimate per start cell on the track (:func:`grid_svg`; row ``y = 0`` at the top, as the map
+        file reads; cells not simulated blank)."""
+        rows, cols = np.asarray(self.grid).shape[:2]
+        goal = np.full((rows, cols), np.nan)
+        for (x, y), g in zip(self.cells, self.goal, strict=True):
+            goal[int(y), int(x)] = g
+        return grid_svg(
+            goal,
+            np.arange(cols),
+            np.arange(rows),
+            x="x",
+            y="y",
+            label="goal probability per start cell (estimate)",
+            high_is_bad=False,
+            origin="upper",
+            cell=max(3, min(14, 600 // max(cols, 1))),
         )
 
     def _json(self, own: dict[str, Any]) -> dict[str, Any]:
@@ -1087,11 +1156,23 @@ class RiskMap(Result):
             ("stalled", shown(self.stalled_probability)),
             ("time", total_time(self)),
         ]
+        picture = ""
+        if self.property.lstrip().startswith("P"):  # probabilities: a colour scale over [0, 1]
+            picture = grid_svg(
+                self.value,
+                self.x_values,
+                self.y_values,
+                x=self.x,
+                y=self.y,
+                label=f"policy: {self.agg} probability per ({self.x}, {self.y}) cell",
+                high_is_bad=self.optimum == "min",
+            )
         return Summary(
             f"risk map: per-state values under the policy and the optimum ({self.mode} policy)",
             shown(self.initial_value),
             solver_guarantee(self.guarantee, self.precision),
             tuple(rows),
+            picture,
         )
 
 
