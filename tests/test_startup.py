@@ -245,3 +245,58 @@ def test_only_files_that_outlive_the_process_are_flushed_to_disk(tmp_path, monke
     assert generated.read_text() == "dtmc\n" and synced == []  # removed at exit: no fsync (80 ms of a start-up)
     users = files.write_text(tmp_path / "out.json", "{}")
     assert users.read_text() == "{}" and len(synced) == 1
+
+
+def test_every_result_type_is_in_the_top_level_api():
+    # a notebook user types rlverify.<TAB>: every result a top-level function returns is there, for isinstance/hints
+    import rlverify
+    from rlverify import results
+
+    defined = {n for n, v in vars(results).items() if isinstance(v, type) and issubclass(v, results.Result)}
+    assert defined <= set(rlverify.__all__), defined - set(rlverify.__all__)
+    assert {"Report", "Agreement", "StatisticalResult", "AbstractionResult"} <= set(rlverify.__all__)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_dir_shows_the_api_not_the_init_modules_helpers(package):
+    listed = set(loaded_after(f"import json, importlib\nprint(json.dumps(dir(importlib.import_module({package!r}))))"))
+    assert not listed & {"Any", "TYPE_CHECKING", "annotations", "lazy_exports"}, package
+    assert "__all__" in listed and "__doc__" in listed
+
+
+def test_the_submodules_are_visible_to_type_checkers():
+    # `import rlverify; rlverify.benchmarks.make(...)`: the type checker must know the lazily loaded submodules
+    typed = type_checking_imports("rlverify")
+    for name in ("abstraction", "benchmarks", "exact", "models", "policies", "statistical"):
+        assert typed.get(name) == "rlverify", name
+
+
+@pytest.mark.slow
+def test_mypy_sees_the_lazy_api_with_its_types(tmp_path):
+    script = tmp_path / "use.py"
+    script.write_text(
+        "import rlverify\n"
+        "from rlverify.statistical import StatisticalOptions\n"
+        "m = rlverify.benchmarks.make('running-example-v1')\n"
+        "r = rlverify.verify_statistical(m.load_model(), 'P=? [F<=2 \"goal\"]', m.load_policy(), StatisticalOptions())\n"
+        "reveal_type(r)\n"
+        "reveal_type(rlverify.cross_check)\n"
+        "reveal_type(rlverify.exact.risk_map)\n"
+        "reveal_type(rlverify.verify_abstraction)\n"
+    )
+    mypy = Path(sys.executable).with_name("mypy")
+    done = subprocess.run(
+        [str(mypy), "--no-incremental", "--follow-imports=silent", "--ignore-missing-imports", str(script)],
+        env={**os.environ, "MYPYPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out
+    revealed = [line.split("Revealed type is ", 1)[1] for line in out.splitlines() if "Revealed type is" in line]
+    assert revealed[0] == '"rlverify.results.StatisticalResult"'
+    assert revealed[1].endswith('-> rlverify.crosscheck.Agreement"')
+    assert revealed[2].endswith('-> rlverify.results.RiskMap"')
+    assert revealed[3].endswith('-> rlverify.results.AbstractionResult"')

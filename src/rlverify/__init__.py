@@ -16,6 +16,7 @@ from rlverify.lazy import lazy_exports
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from rlverify import abstraction, benchmarks, exact, models, policies, statistical
     from rlverify.abstraction.verify import AbstractionOptions, AbstractionResult, verify_abstraction
     from rlverify.crosscheck import Agreement, cross_check
     from rlverify.errors import RlverifyError
@@ -25,8 +26,20 @@ if TYPE_CHECKING:
     from rlverify.policies.base import Policy
     from rlverify.policies.check import check_policy
     from rlverify.policies.loading import load_policy
+    from rlverify.report import Report
     from rlverify.resolve import Target
-    from rlverify.results import ExactResult, Provenance, Result
+    from rlverify.results import (
+        ExactResult,
+        FailurePaths,
+        HeatmapResult,
+        IntervalResult,
+        OptimumResult,
+        Provenance,
+        Result,
+        RiskMap,
+        RobustnessResult,
+        SplittingResult,
+    )
     from rlverify.statistical.results import StatisticalResult
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
@@ -38,10 +51,18 @@ __all__ = [
     "Agreement",
     "ExactOptions",
     "ExactResult",
+    "FailurePaths",
+    "HeatmapResult",
+    "IntervalResult",
+    "OptimumResult",
     "Property",
     "Provenance",
+    "Report",
     "Result",
+    "RiskMap",
     "RlverifyError",
+    "RobustnessResult",
+    "SplittingResult",
     "StatisticalOptions",
     "StatisticalResult",
     "Target",
@@ -73,7 +94,11 @@ lazy_exports(
         "rlverify.policies.check": "check_policy",
         "rlverify.policies.loading": "load_policy",
         "rlverify.resolve": "Target",
-        "rlverify.results": "ExactResult Provenance Result",
+        "rlverify.report": "Report",
+        "rlverify.results": (
+            "ExactResult FailurePaths HeatmapResult IntervalResult OptimumResult Provenance Result RiskMap "
+            "RobustnessResult SplittingResult"
+        ),
         "rlverify.statistical.results": "StatisticalResult",
         "rlverify.statistical.verify": "StatisticalOptions verify_statistical",
     },

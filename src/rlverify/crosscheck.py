@@ -18,7 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlverify.results import ExactResult, OptimumResult, Provenance, Result, StatisticalResult, versions
+from rlverify.results import (
+    ExactResult,
+    OptimumResult,
+    Provenance,
+    Result,
+    StatisticalResult,
+    Summary,
+    shown,
+    shown_pair,
+    solver_guarantee,
+    versions,
+)
 
 
 def slack(exact: ExactResult) -> float:
@@ -91,6 +102,26 @@ class Agreement(Result):
     def _json(self, own: dict[str, Any]) -> dict[str, Any]:
         """``ok``, the checks and the three results."""
         return {"ok": self.ok, **own}
+
+    def _summary(self) -> Summary:
+        """Whether the engines agree, with the three engines' numbers and each check."""
+        e, o, st = self.exact, self.optimum, self.statistical
+        rows = [
+            ("exact value", f"{shown(e.value)} ({solver_guarantee(e.guarantee, e.precision, e.lower, e.upper)})"),
+            ("Pmin / Pmax", f"{shown(o.pmin)} / {shown(o.pmax)} (all schedulers)"),
+            (
+                "statistical",
+                f"{shown(st.estimate)} in {shown_pair(*st.interval)} at {st.confidence:.4g} confidence, {st.runs:,} runs",
+            ),
+            *((check, "holds" if ok else "FAILS") for check, ok in self.checks.items()),
+        ]
+        return Summary(
+            "cross-check of the exact and the statistical engine",
+            "the engines agree" if self.ok else "the engines DISAGREE",
+            "exact (sound solver) against the optimum and a statistical interval: a disagreement is a bug, or a "
+            f"miss of probability at most {1 - st.confidence:.4g}",
+            tuple(rows),
+        )
 
 
 def cross_check(

@@ -53,7 +53,17 @@ class LazyModule(types.ModuleType):
         super().__setattr__(name, value)
 
     def __dir__(self) -> list[str]:
-        return sorted(set(vars(self)) | self._lazy.keys())
+        """The package's API, loaded or not: its lazy names, ``__all__``, what the package itself defines (functions,
+        classes, submodules) and the dunders; not the helpers its ``__init__`` imports (``Any``, ``TYPE_CHECKING``,
+        ``lazy_exports``), so tab completion and ``help()`` show what a user may call."""
+        own = {
+            name
+            for name, value in vars(self).items()
+            if (name.startswith("__") and name.endswith("__"))
+            or getattr(value, "__module__", None) == self.__name__
+            or getattr(value, "__name__", "").startswith(f"{self.__name__}.")  # a submodule
+        }
+        return sorted(own | self._lazy.keys() | set(getattr(self, "__all__", ())))
 
 
 def lazy_exports(package: str, table: Mapping[str, str], *, submodules: str = "") -> None:

@@ -52,7 +52,7 @@ from rlverify.exact.optimum import as_exact_result
 from rlverify.figures import path_pairs
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
 from rlverify.resolve import Target
-from rlverify.results import ExactResult, OptimumResult, Provenance, Result, versions
+from rlverify.results import ExactResult, OptimumResult, Provenance, Result, Summary, versions
 
 T = TypeVar("T")
 
@@ -108,6 +108,17 @@ class Report(Result):
     def disagreements(self) -> list[str]:
         """One line per failed check, with both numbers."""
         return [f"{self.model}: {c.name}: {c.detail}" for c in self.checks if not c.ok]
+
+    def _summary(self) -> Summary:
+        """The verdict, each consistency check and each section's headline rows (:meth:`to_html` is the full page)."""
+        rows = [(c.name, ("holds: " if c.ok else "FAILS: ") + c.detail) for c in self.checks]
+        rows += [(s.title, "; ".join(f"{k} {v}" for k, v in s.rows[:3]) or s.note) for s in self.sections]
+        return Summary(
+            f"report: every applicable engine on one {self.kind} target (to_html() for the page)",
+            "all engines agree" if self.ok else "ENGINES DISAGREE",
+            "each section states its own guarantee (exact, sound bound or statistical interval)",
+            tuple(rows),
+        )
 
     def _json(self, own: dict[str, Any]) -> dict[str, Any]:
         """``ok``, the checks, and each section's rows, note and data."""

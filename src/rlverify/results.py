@@ -111,6 +111,172 @@ class Result:
         """Hook: the result's own fields as they go into JSON (a type with a custom layout overrides it)."""
         return own
 
+    # -- display: one summary per type (:meth:`_summary`), shown as HTML in notebooks and as text by str() --
+
+    def _summary(self) -> Summary:
+        """Hook: what the result says in a few lines (each result type overrides it; this default names the type)."""
+        return Summary(type(self).__name__, "", "", ())
+
+    def _repr_html_(self) -> str:
+        """The result as an HTML table for Jupyter: the value, the kind of guarantee, the key figures, the warnings
+        (:meth:`_summary`). Every text is escaped: model paths, property text and policy names are never markup."""
+        return self._summary().html(self)
+
+    def __str__(self) -> str:
+        """The result in a few plain lines (the same as its HTML form; ``repr()`` keeps every field)."""
+        return self._summary().text(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """IPython's plain-text display: :meth:`__str__`."""
+        p.text(f"{type(self).__name__}(...)" if cycle else str(self))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each result type gets :meth:`_repr_pretty_` in its own class: IPython's printer takes the first class of the
+        MRO that defines ``_repr_pretty_`` or ``__repr__``, and ``@dataclass`` gives every result type a ``__repr__``."""
+        super().__init_subclass__(**kwargs)
+        cls._repr_pretty_ = Result._repr_pretty_  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A result in a few lines: the one source of its HTML (:meth:`Result._repr_html_`) and text (``str()``) forms.
+
+    Attributes:
+        kind: what the result is ("exact value", "statistical estimate", ...); value: the headline number as shown;
+        guarantee: how far it can be trusted, in words; rows: the key figures, (label, text) in order.
+        picture: an inline SVG drawn by :func:`grid_svg` (HTML only; "" for none).
+    """
+
+    kind: str
+    value: str
+    guarantee: str
+    rows: tuple[tuple[str, str], ...]
+    picture: str = ""
+
+    def _head(self, r: Result) -> list[tuple[str, str]]:
+        head = [("model", r.model), ("property", r.property)] if r.property else [("model", r.model)]
+        if r.policy is not None:
+            head.append(("policy", r.policy))
+        if self.value:
+            head.append(("value", self.value))
+        if self.guarantee:
+            head.append(("guarantee", self.guarantee))
+        return head + list(self.rows)
+
+    def text(self, r: Result) -> str:
+        """Plain lines: ``Type: kind``, then ``label  text`` rows, then the warnings."""
+        rows = [(k, v) for k, v in self._head(r) if v]
+        width = min(max((len(k) for k, _ in rows), default=0), 24)  # a longer label gets a line of its own
+        lines = [f"{type(r).__name__}: {self.kind}"]
+        for k, v in rows:
+            lines += [f"  {k:<{width}}  {v}"] if len(k) <= width else [f"  {k}", f"  {'':<{width}}  {v}"]
+        lines += [f"  warning: {w}" for w in r.warnings]
+        return "\n".join(lines)
+
+    def html(self, r: Result) -> str:
+        """A self-contained HTML fragment (inline styles; every text escaped with :func:`html.escape`)."""
+        from html import escape
+
+        cells = []
+        for k, v in self._head(r):
+            if not v:
+                continue
+            shown = f"<b>{escape(v)}</b>" if k == "value" else escape(v)
+            cells.append(
+                f"<tr><th style='text-align:left;padding-right:1em;vertical-align:top'>{escape(k)}</th>"
+                f"<td style='text-align:left'>{shown}</td></tr>"
+            )
+        warnings = "".join(f"<li>{escape(w)}</li>" for w in r.warnings)
+        return (
+            "<div class='rlverify-result'>"
+            f"<table><caption style='text-align:left;font-weight:bold'>{escape(type(r).__name__)}: "
+            f"{escape(self.kind)}</caption>{''.join(cells)}</table>"
+            + (
+                f"<p style='color:#a15c00;margin:0.3em 0 0 0'>warnings:</p><ul style='color:#a15c00'>{warnings}</ul>"
+                if warnings
+                else ""
+            )
+            + (f"<div style='margin-top:0.4em'>{self.picture}</div>" if self.picture else "")
+            + "</div>"
+        )
+
+
+def grid_svg(
+    values: np.ndarray,
+    x_values: np.ndarray,
+    y_values: np.ndarray,
+    *,
+    x: str,
+    y: str,
+    label: str,
+    high_is_bad: bool,
+    origin: str = "lower",
+    cell: int = 14,
+) -> str:
+    """A small inline SVG of a ``(H, W)`` grid of probabilities (row ``i`` is ``y = y_values[i]``): one square per
+    cell, green (good) to red (bad) over [0, 1], NaN cells blank; each square's tooltip names the cell and its value.
+    ``origin="lower"`` puts row 0 at the bottom, ``"upper"`` at the top. Every text is escaped. No matplotlib: cheap
+    enough for every display of a result."""
+    from html import escape
+
+    v = np.asarray(values, dtype=np.float64)
+    H, W = v.shape
+    stops = ((26, 152, 80), (255, 255, 191), (215, 48, 39))  # green, yellow, red (RdYlGn reversed)
+    rects = []
+    for i in range(H):
+        row = H - 1 - i if origin == "lower" else i
+        for j in range(W):
+            p = v[i, j]
+            if not math.isfinite(p):
+                fill = "none"
+            else:
+                t = min(max(p if high_is_bad else 1.0 - p, 0.0), 1.0) * 2
+                a, b = (stops[0], stops[1]) if t <= 1 else (stops[1], stops[2])
+                f = t if t <= 1 else t - 1
+                fill = "#{:02x}{:02x}{:02x}".format(*(round(c0 + (c1 - c0) * f) for c0, c1 in zip(a, b, strict=True)))
+            tip = escape(f"{x}={x_values[j]}, {y}={y_values[i]}: {shown(float(p))}")
+            rects.append(
+                f"<rect x='{j * cell}' y='{row * cell}' width='{cell}' height='{cell}' fill='{fill}' "
+                f"stroke='#ccc'><title>{tip}</title></rect>"
+            )
+    w, h = W * cell, H * cell
+    label += " (green 0, red 1)" if high_is_bad else " (red 0, green 1)"
+    return (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{max(w, 6 * len(label))}' height='{h + 16}' role='img'>"
+        f"{''.join(rects)}<text x='0' y='{h + 12}' font-size='11'>{escape(label)}</text></svg>"
+    )
+
+
+def shown(x: float | None, digits: int = 6) -> str:
+    """A number as results are shown: ``digits`` significant digits (``.6g``); None as an em dash."""
+    return "—" if x is None else f"{x:.{digits}g}"
+
+
+def shown_pair(lo: float | None, hi: float | None) -> str:
+    """``[lo, hi]`` as :func:`shown` writes numbers."""
+    return f"[{shown(lo)}, {shown(hi)}]"
+
+
+def solver_guarantee(guarantee: str, precision: float | None, lower: float | None = None, upper: float | None = None) -> str:
+    """An exact engine's ``guarantee`` (``sound``/``direct``/``unsound``, or already words) in words, with the
+    certified bracket ``[lower, upper]`` when one is known."""
+    if guarantee == "sound":
+        if lower is not None and upper is not None:
+            bracket = shown_pair(lower, upper)
+            return f"sound: the true value is in the certified bracket {bracket} (relative precision {shown(precision, 3)})"
+        return f"sound: within relative precision {shown(precision, 3)}"
+    if guarantee == "direct":
+        return "direct solver: no convergence heuristic, but no certified bracket"
+    if guarantee == "unsound":
+        return "UNSOUND: value iteration stopped on a convergence heuristic (no guarantee)"
+    return guarantee
+
+
+def total_time(r: Result) -> str:
+    """The result's total wall-clock time (``timings['total']``, else the sum of its phases), as ``1.23 s``."""
+    t = r.timings.get("total", sum(r.timings.values()))
+    return f"{t:.3g} s" if t else ""
+
 
 def jsonable(obj: Any) -> Any:
     """The one JSON sanitiser of every result: nested results and dataclasses as dicts, tuples as lists, numpy values
@@ -201,6 +367,35 @@ class ExactResult(Result):
 
     NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("state_values", "state_valuations", "state_values_min")
 
+    def _summary(self) -> Summary:
+        """The value with its bracket, the threshold's verdict, the chain's size and the stalled mass."""
+        reward = self.property.lstrip().startswith("R")
+        rows = []
+        if self.mode == "monolithic":
+            kind = "optimum over all schedulers of the MDP (no policy)"
+            rows.append(("Rmin / Rmax" if reward else "Pmin / Pmax", f"{shown(self.pmin)} / {shown(self.pmax)}"))
+        else:
+            kind = f"exact value on the policy's Markov chain ({self.mode} policy)"
+        if self.satisfied is not None:
+            rows.append(("satisfied", "yes" if self.satisfied else "no"))
+        if self.method:
+            rows.append(("method", self.method))
+        if self.precision_note:
+            rows.append(("precision", self.precision_note))
+        rows.append(
+            ("MDP" if self.mode == "monolithic" else "chain", f"{self.states:,} states, {self.transitions:,} transitions")
+        )
+        if self.mode != "monolithic":
+            stalled = shown(self.stalled_probability)
+            rows.append(
+                ("stalled", stalled + (" (the policy uses unavailable actions)" if self.stalled_probability > 0 else ""))
+            )
+        if self.untaken_choices:
+            rows.append(("untaken choices", ", ".join(f"{k} ({v:,} states)" for k, v in self.untaken_choices.items())))
+        rows.append(("time", total_time(self)))
+        guarantee = solver_guarantee(self.guarantee, self.precision, self.lower, self.upper)
+        return Summary(kind, shown(self.value), guarantee, tuple(rows))
+
 
 @dataclass(frozen=True)
 class OptimumResult(Result):
@@ -241,6 +436,26 @@ class OptimumResult(Result):
     variables: tuple[str, ...] = ()
 
     NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("state_pmin", "state_pmax", "state_valuations")
+
+    def _summary(self) -> Summary:
+        """The optimum asked for, both optima with their brackets, the verdict and the MDP's size."""
+        r = "R" if self.property.lstrip().startswith("R") else "P"
+        rows = [
+            (f"{r}min", shown(self.pmin) + (f" in {shown_pair(*self.pmin_bounds)}" if self.pmin_bounds else "")),
+            (f"{r}max", shown(self.pmax) + (f" in {shown_pair(*self.pmax_bounds)}" if self.pmax_bounds else "")),
+        ]
+        if self.satisfied is not None:
+            rows.append(("satisfied (every scheduler)", "yes" if self.satisfied else "no"))
+        if self.method:
+            rows.append(("method", self.method))
+        rows.append(("MDP", f"{self.states:,} states, {self.choices:,} choices, {self.transitions:,} transitions"))
+        rows.append(("time", total_time(self)))
+        return Summary(
+            f"{r}{self.asked} over all schedulers of the MDP (no policy)",
+            shown(self.value),
+            solver_guarantee(self.guarantee, self.precision),
+            tuple(rows),
+        )
 
 
 @dataclass(frozen=True)
@@ -336,6 +551,25 @@ class FailurePaths(Result):
         """Each path as ``{"probability", "steps": [...], "length"}``."""
         return {**own, "paths": [{**jsonable(path), "length": path.length} for path in self.paths]}
 
+    def _summary(self) -> Summary:
+        """How much of the value the listed paths cover, and the first few paths."""
+        share = f" = {100 * self.share:.3g}% of the value {shown(self.value)}" if self.share is not None else ""
+        rows = [("paths", f"{len(self.paths)} of {self.k} asked" + (" (all that exist)" if self.exhausted else ""))]
+        if self.bound is not None:
+            rows.append(("step bound", str(self.bound)))
+        for rank, path in enumerate(self.paths[:5], 1):
+            rows.append((f"path {rank}", f"probability {shown(path.probability)}, {path.length} steps"))
+        if len(self.paths) > 5:
+            rows.append(("", f"... {len(self.paths) - 5} more"))
+        if self.note:
+            rows.append(("note", self.note))
+        return Summary(
+            f"the {self.k} most probable paths to the target ({self.mode} policy)",
+            f"{shown(self.covered)} covered{share}",
+            "exact: paths of the policy's Markov chain with their probabilities (enumerated, not sampled)",
+            tuple(rows),
+        )
+
 
 @dataclass(frozen=True)
 class SplittingResult(Result):
@@ -397,6 +631,26 @@ class SplittingResult(Result):
     splits: tuple[int, ...] | None = None
     hopeless: int = 0
 
+    def _summary(self) -> Summary:
+        """The estimate, its interval and what it rests on (repetitions, levels, open runs)."""
+        rows = [
+            ("relative error", shown(self.relative_error, 3)),
+            ("levels", f"{len(self.levels)} ({self.levels_from})"),
+            ("effort", f"{self.repetitions} repetitions x {self.effort:,} runs, {self.decisions:,} decisions"),
+        ]
+        if self.undecided or self.stalled:
+            rows.append(
+                ("not crossing", f"{self.undecided:,} undecided after {self.max_steps:,} steps, {self.stalled:,} stalled")
+            )
+        rows += [("seed", str(self.seed)), ("time", total_time(self))]
+        guarantee = (
+            f"statistical (approximate): the true value is in {shown_pair(*self.interval)} with probability about "
+            f"{self.confidence:.4g} ({self.interval_kind})"
+        )
+        return Summary(
+            f"rare-event estimate by importance splitting ({self.method})", shown(self.estimate), guarantee, tuple(rows)
+        )
+
 
 @dataclass(frozen=True)
 class StatisticalResult(Result):
@@ -456,6 +710,28 @@ class StatisticalResult(Result):
     hopeless: int = 0
     stuck: int = 0
 
+    def _summary(self) -> Summary:
+        """The estimate, its interval at its confidence, the verdict and the runs it rests on."""
+        rows = []
+        if self.verdict is not None:
+            rows.append(("satisfied", self.verdict))
+        if self.decision is not None:
+            rows.append(("SPRT decision", self.decision))
+        rows.append(("runs", f"{self.runs:,} ({self.successes:,} satisfied, {self.decisions:,} decisions)"))
+        if self.undecided or self.stalled:
+            rows.append(
+                ("open / stalled", f"{self.undecided:,} undecided after {self.max_steps:,} steps, {self.stalled:,} stalled")
+            )
+        rows += [("seed", str(self.seed)), ("time", total_time(self))]
+        approximate = self.method == "wilson" or self.method == "sprt"
+        guarantee = (
+            f"statistical: the true value is in {shown_pair(*self.interval)} with probability "
+            f"{'about' if approximate else 'at least'} {self.confidence:.4g} ({self.method})"
+        )
+        return Summary(
+            f"statistical estimate from simulated runs ({self.mode} policy)", shown(self.estimate), guarantee, tuple(rows)
+        )
+
 
 @dataclass(frozen=True)
 class HeatmapResult(Result):
@@ -512,6 +788,64 @@ class HeatmapResult(Result):
         driving after ``max_steps`` (``undecided``); goal + crash + never_decided + stalled share = 1."""
         stuck = np.zeros_like(self.undecided) if self.stuck is None else self.stuck
         return (self.undecided + stuck) / self.runs
+
+    def _summary(self) -> Summary:
+        """The start cells' goal and crash estimates: mean, best and worst cell, runs left open."""
+        rows = []
+        if len(self.cells):
+            best, worst = int(np.argmax(self.goal)), int(np.argmin(self.goal))
+            rows += [
+                (
+                    "best cell",
+                    f"({int(self.cells[best][0])}, {int(self.cells[best][1])}): goal {shown(float(self.goal[best]))}",
+                ),
+                (
+                    "worst cell",
+                    f"({int(self.cells[worst][0])}, {int(self.cells[worst][1])}): goal {shown(float(self.goal[worst]))}",
+                ),
+            ]
+        stuck = 0 if self.stuck is None else int(np.sum(self.stuck))
+        rows.append(
+            (
+                "runs",
+                f"{int(np.sum(self.runs)):,} ({int(np.sum(self.undecided)) + stuck:,} never decided: "
+                f"{stuck:,} stuck, {int(np.sum(self.undecided)):,} cut at max_steps; {int(np.sum(self.stalled)):,} stalled)",
+            )
+        )
+        rows += [("noise", shown(self.noise)), ("seed", str(self.seed)), ("time", total_time(self))]
+        guarantee = (
+            f"statistical: each cell's interval holds with probability {self.confidence:.4g} ({self.method}; "
+            "per cell, not simultaneous)"
+        )
+        return Summary(
+            "goal and crash probability per start cell, by simulation",
+            f"goal {shown(float(np.mean(self.goal)))}, crash {shown(float(np.mean(self.crash)))} (means over "
+            f"{len(self.cells):,} start cells)"
+            if len(self.cells)
+            else "no start cell",
+            guarantee,
+            tuple(rows),
+            self._goal_picture(),
+        )
+
+    def _goal_picture(self) -> str:
+        """The goal estimate per start cell on the track (:func:`grid_svg`; row ``y = 0`` at the top, as the map
+        file reads; cells not simulated blank)."""
+        rows, cols = np.asarray(self.grid).shape[:2]
+        goal = np.full((rows, cols), np.nan)
+        for (x, y), g in zip(self.cells, self.goal, strict=True):
+            goal[int(y), int(x)] = g
+        return grid_svg(
+            goal,
+            np.arange(cols),
+            np.arange(rows),
+            x="x",
+            y="y",
+            label="goal probability per start cell (estimate)",
+            high_is_bad=False,
+            origin="upper",
+            cell=max(3, min(14, 600 // max(cols, 1))),
+        )
 
     def _json(self, own: dict[str, Any]) -> dict[str, Any]:
         """The settings, then one record per cell (``cells``)."""
@@ -620,6 +954,32 @@ class AbstractionResult(Result):
 
     NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("imdp",)
     KEEPS_MODEL_NAME: ClassVar[bool] = True
+
+    def _summary(self) -> Summary:
+        """The sound bound, the refinement's size and what was left unresolved."""
+        rows = [
+            ("max-min value", f"{shown(self.maxmin_value)} (information only, not a bound)"),
+            (
+                "initial parts",
+                f"{len(self.parts):,} (bounds {shown(min((p.bound for p in self.parts), default=None))} .. "
+                f"{shown(max((p.bound for p in self.parts), default=None))})",
+            ),
+            (
+                "abstraction",
+                f"{self.n_abstract_states:,} abstract states, {self.n_polyhedra:,} polyhedra, "
+                f"{self.n_transitions:,} transitions",
+            ),
+        ]
+        if self.n_unresolved_parts:
+            rows.append(("unresolved parts", f"{self.n_unresolved_parts:,} (accepted above the spread target)"))
+        rows += [("seed", str(self.seed)), ("time", total_time(self))]
+        guarantee = f"sound upper bound: from every state of the initial region, Pr(failure) <= {shown(self.upper_bound)}"
+        return Summary(
+            "sound upper bound on the failure probability (interval-MDP abstraction)",
+            shown(self.upper_bound),
+            guarantee,
+            tuple(rows),
+        )
 
 
 def versions() -> dict[str, str]:
@@ -806,6 +1166,41 @@ class RiskMap(Result):
             note=note,
         )
 
+    def _summary(self) -> Summary:
+        """The initial state's value, optimum and regret, the map's axes and the states it covers."""
+        opt = ("P" if self.property.lstrip().startswith("P") else "R") + self.optimum
+        s = self.states
+        rows = [
+            (f"{opt} (all policies)", shown(self.initial_optimum)),
+            ("regret", shown(self.initial_regret)),
+            (
+                "map",
+                f"x = {self.x}, y = {self.y}, {self.agg} over the other variables"
+                + (f", where {self.where}" if self.where else ""),
+            ),
+            ("states", f"{s.get('policy', 0):,} in the policy's chain, {s.get('mdp', 0):,} in the MDP"),
+            ("stalled", shown(self.stalled_probability)),
+            ("time", total_time(self)),
+        ]
+        picture = ""
+        if self.property.lstrip().startswith("P"):  # probabilities: a colour scale over [0, 1]
+            picture = grid_svg(
+                self.value,
+                self.x_values,
+                self.y_values,
+                x=self.x,
+                y=self.y,
+                label=f"policy: {self.agg} probability per ({self.x}, {self.y}) cell",
+                high_is_bad=self.optimum == "min",
+            )
+        return Summary(
+            f"risk map: per-state values under the policy and the optimum ({self.mode} policy)",
+            shown(self.initial_value),
+            solver_guarantee(self.guarantee, self.precision),
+            tuple(rows),
+            picture,
+        )
+
 
 @dataclass(frozen=True)
 class RobustnessResult(Result):
@@ -869,6 +1264,25 @@ class RobustnessResult(Result):
             "changed_valuations": [dict(zip(self.variables, map(int, v), strict=True)) for v in vals[: self.LISTED]],
         }
 
+    def _summary(self) -> Summary:
+        """The worst and best case over the adversaries, the nominal value, the FGSM attack and the changes."""
+        rows = [
+            ("nominal", shown(self.nominal)),
+            (f"worst (P{self.worst_is})", shown(self.worst)),
+            (f"best (P{'min' if self.worst_is == 'max' else 'max'})", shown(self.best)),
+            ("FGSM attack", shown(self.attack)),
+            ("argmax changes", f"{self.changed_states:,} of {self.decision_states:,} decision states"),
+            ("adversarial MDP", f"{self.states:,} states, {self.choices:,} choices, {self.transitions:,} transitions"),
+            ("time", total_time(self)),
+        ]
+        return Summary(
+            f"exact range over every observation perturbation ({self.norm} epsilon {self.epsilon} "
+            f"on {', '.join(self.perturbed)})",
+            f"{shown(self.worst)} worst case",
+            "exact over every adversary; " + solver_guarantee(self.guarantee, self.precision),
+            tuple(rows),
+        )
+
 
 @dataclass(frozen=True)
 class IntervalResult(Result):
@@ -898,3 +1312,26 @@ class IntervalResult(Result):
     clipped: int
     guarantee: str
     precision: float
+
+    def _summary(self) -> Summary:
+        """The range over the models within ``delta``, the nominal value and the interval chain's size."""
+        rows = [
+            ("nominal", shown(self.nominal)),
+            (
+                "model error",
+                f"{'relative' if self.relative else 'absolute'} delta {shown(self.delta)}"
+                + (f" on {', '.join(self.uncertain_actions)}" if self.uncertain_actions else ""),
+            ),
+            (
+                "interval chain",
+                f"{self.states:,} states, {self.transitions:,} transitions; {self.clipped:,} intervals clipped",
+            ),
+            ("time", total_time(self)),
+        ]
+        return Summary(
+            "range over every model within the transition error",
+            shown_pair(self.lower, self.upper),
+            "range over a sound relaxation (the interval chain contains every such model's chain); numerics: "
+            + self.guarantee,
+            tuple(rows),
+        )
