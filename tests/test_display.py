@@ -234,7 +234,8 @@ def test_estimates_show_their_interval(built, name):
 def test_heatmap_shows_the_mean_goal_and_crash(built):
     r = built("HeatmapResult")
     assert f"goal {shown(float(np.mean(r.goal)))}, crash {shown(float(np.mean(r.crash)))} (means over 3 start cells)" in str(r)
-    runs = f"{int(r.runs.sum()):,} ({int(r.undecided.sum()):,} undecided"
+    never = int(r.undecided.sum()) + int(r.stuck.sum())
+    runs = f"{int(r.runs.sum()):,} ({never:,} never decided: {int(r.stuck.sum()):,} stuck, {int(r.undecided.sum()):,} cut"
     assert int(r.runs.sum()) == 60 and runs in str(r)
 
 

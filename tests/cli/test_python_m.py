@@ -20,7 +20,7 @@ def test_python_m_verifies_with_the_value_by_hand():
     done = python_m("verify", "running-example-v1", "-p", 'P=? [F<=2 "goal"]', "--json")
     assert done.returncode == 0, done.stderr
     # two steps from A: 0.3 * (0.2 * 0.5 * 0.8 + 0.8) = 0.264 (tests/test_running_example.py)
-    assert abs(json.loads(done.stdout)["value"] - 0.264) < 1e-9
+    assert abs(json.loads(done.stdout)["result"]["value"] - 0.264) < 1e-9
 
 
 def test_python_m_bad_input_exits_2_with_one_line_naming_it():
