@@ -206,6 +206,13 @@ FIGURES = [
     Figure("| L∞ | 0.846129 | {} |", f"{ROBUST} --perturb x,y --epsilon 1", "worst", ".6f", slow=True),
     Figure("| L∞ | 0.846129 | 0.846529 | {} |", f"{ROBUST} --perturb x,y --epsilon 1", "best", ".6f", slow=True),
     Figure("| L∞ | 0.846129 | 0.846529 | 0.845891 | {} |", f"{ROBUST} --perturb x,y --epsilon 1", "attack", ".6f", slow=True),
+    Figure("0.846332 | {} of 14,400 states", f"{ROBUST} --perturb x,y --epsilon 1", "changed_states", ",", slow=True),
+    Figure(
+        "648 of 14,400 states | 15,625 states, {} choices", f"{ROBUST} --perturb x,y --epsilon 1", "choices", ",", slow=True
+    ),
+    Figure(
+        "0.846355 | {} of 14,400 states", f"{ROBUST} --perturb x,y --epsilon 1 --norm l1", "changed_states", ",", slow=True
+    ),
     Figure("| L1 | 0.846129 | {} |", f"{ROBUST} --perturb x,y --epsilon 1 --norm l1", "worst", ".6f", slow=True),
     Figure("| L1 | 0.846129 | 0.846492 | {} |", f"{ROBUST} --perturb x,y --epsilon 1 --norm l1", "best", ".6f", slow=True),
     Figure("anywhere in [{}, ", f"{ROBUST} --delta 0.001", "lower", ".6f", slow=True),
@@ -216,7 +223,7 @@ FIGURES = [
 def _quoted_number(figure: Figure) -> str:
     """The number the README prints where ``figure.quoted`` has ``{}``."""
     before, after = figure.quoted.split("{}")
-    m = re.search(re.escape(before) + r"([-0-9.e]+)" + re.escape(after), TEXT)
+    m = re.search(re.escape(before) + r"([-0-9.e,]*[0-9])" + re.escape(after), TEXT)
     assert m, f"the README no longer says {figure.quoted!r}: update FIGURES with the text"
     return m.group(1)
 
@@ -315,7 +322,12 @@ def test_readme_python_examples_run_and_agree(capsys, tmp_path, monkeypatch):
     assert (result.states, result.transitions) == (15_625, 892_165)  # the paper's Table 2 and its reference file
     assert est.interval[0] - 1e-9 <= result.value <= est.interval[1] + 1e-9  # fails with probability <= 0.05
     assert 0.0 <= bound.upper_bound <= 1.0 and bound.guarantee == "sound upper bound"
-    assert capsys.readouterr().out.count("\n") >= 3
+    out = capsys.readouterr().out
+    assert out.count("\n") >= 3
+    quoted = re.search(r"\.value\)  # ([0-9.]+) \(see above\)", TEXT).group(1)  # the FrozenLake example's comment
+    digits = len(quoted.split(".")[1])
+    printed = [float(x) for x in out.split() if re.fullmatch(r"0\.\d+", x)]
+    assert any(f"{x:.{digits}f}" == quoted for x in printed), (quoted, out)
 
 
 def test_readme_front_door_commands_agree():
