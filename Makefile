@@ -38,7 +38,7 @@ demo: compile
 	$(BIN)/rlverify verify running-example-v1 --property reach-goal-2 --mode monolithic
 	$(BIN)/rlverify verify avoid-v1 --property collision-100
 
-## The default test suite (slow tests excluded; a few minutes on 2 cores).
+## The default test suite (slow tests excluded; about 11 minutes on 2 busy cores, 2026-11).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n 2
 
@@ -47,13 +47,14 @@ test-all: $(STAMP)
 
 ## The README's command blocks (not the slow ones) against the built wheel: `pip wheel`, a fresh venv with the wheel
 ## and its base dependencies only (pip's cache and registry; no --system-site-packages), each block from an empty
-## directory (tests/test_readme.py; blocks that need an extra are skipped, saying so).
+## directory (tests/test_readme.py; blocks that need an extra are skipped, saying so: `make test-wheel WHEEL_EXTRAS=sb3`
+## installs the wheel with that extra and runs them too).
 test-wheel: $(STAMP)
 	rm -rf $(WHEEL_DIR)
 	$(BIN)/pip wheel --quiet . --no-deps -w $(WHEEL_DIR)/dist
 	$(PYTHON) -m venv $(WHEEL_DIR)/venv
 	$(WHEEL_DIR)/venv/bin/pip install --quiet --upgrade pip
-	$(WHEEL_DIR)/venv/bin/pip install --quiet $(WHEEL_DIR)/dist/rlverify-*.whl
+	$(WHEEL_DIR)/venv/bin/pip install --quiet "$$(ls $(WHEEL_DIR)/dist/rlverify-*.whl)$(if $(WHEEL_EXTRAS),[$(WHEEL_EXTRAS)])"
 	RLVERIFY_README_VENV=$(abspath $(WHEEL_DIR)/venv) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" \
 	    tests/test_readme.py -k "block_runs or figure_is"
 
