@@ -13,14 +13,13 @@ import pytest
 from rlverify.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-#: every file the README names under examples/ (an independent list: read from the README's text)
+#: files the README's commands use (the README may name more; all must be shipped)
 README_FILES = {
     "robots.nm",
     "robots_pi.json",
     "acc_directions.json",
     "double_integrator.py",
     "double_integrator.onnx",
-    "make_double_integrator_policy.py",
     "gymnasium/ppo_frozenlake.zip",
     "gymnasium/train_frozenlake.py",
 }
@@ -36,12 +35,14 @@ def _tracked() -> dict[str, bytes]:
 
 
 def test_the_readme_names_only_shipped_files():
-    text = (ROOT / "README.md").read_text()
+    """Every examples/... file the README names is shipped (so `rlverify examples` provides it), and these at least."""
     import re
 
-    named = {m for m in re.findall(r"examples/([\w/.-]+\.(?:nm|json|py|onnx|zip))", text)}
-    assert named <= README_FILES | {"gymnasium/train_frozenlake.py"}, named - README_FILES
-    assert README_FILES <= set(_tracked()), README_FILES - set(_tracked())
+    text = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"examples/([\w/.-]+\.(?:nm|prism|jani|json|py|onnx|zip|ipynb))", text))
+    tracked = set(_tracked())
+    assert named <= tracked, named - tracked
+    assert README_FILES <= named, README_FILES - named
 
 
 def test_copies_every_example_byte_for_byte(tmp_path, capsys, monkeypatch):
