@@ -33,6 +33,7 @@ COMMANDS = (
     "report",
     "benchmarks",
     "robust",
+    "examples",
 )
 COMMAND_MODULES = [f"rlverify.cli.{name}" for name in COMMANDS]
 

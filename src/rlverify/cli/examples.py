@@ -1,0 +1,37 @@
+"""``rlverify examples [DIR]``: copy the example files the README's commands use (``examples/...``) out of the package."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rlverify.cli.console import console
+
+
+def register(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "examples",
+        help="copy the shipped example files (models, policies, systems) into a directory",
+        description="Copy the example files the README's commands use into DIR (default: ./examples, so that the "
+        "README's paths examples/... work as written). Existing files are never replaced without --force.",
+    )
+    p.add_argument(
+        "directory", nargs="?", default="examples", metavar="DIR", type=Path, help="where to copy (default: examples)"
+    )
+    p.add_argument("--list", action="store_true", help="only list the shipped example files")
+    p.add_argument("--force", action="store_true", help="overwrite existing files of the same names")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.benchmarks.examples import copy_examples, example_files
+
+    if args.list:
+        for name in example_files():
+            console.print(name, soft_wrap=True)
+        return 0
+    written = copy_examples(args.directory, force=args.force)
+    console.print(f"{len(written)} example files written to {args.directory}", soft_wrap=True)
+    return 0
