@@ -327,7 +327,7 @@ def test_double_integrator_exact_worst_case_by_hand():
 def test_readme_python_examples_run_and_agree(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # as a user's working directory: the examples' files are written here
     (tmp_path / "examples").symlink_to(README.parent / "examples")
-    python = [b.body for b in blocks("python")]
+    python = [b.body for b in blocks("python") if "skip" not in b.words]  # ```python skip: needs a training run
     assert len(python) >= 2
     namespace: dict = {}
     for block in python:

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README_FILES = {
     "robots.nm",
     "robots_pi.json",
+    "running_example.props",
     "acc_directions.json",
     "double_integrator.py",
     "double_integrator.onnx",
@@ -39,7 +40,7 @@ def test_the_readme_names_only_shipped_files():
     import re
 
     text = (ROOT / "README.md").read_text()
-    named = set(re.findall(r"examples/([\w/.-]+\.(?:nm|prism|jani|json|py|onnx|zip|ipynb))", text))
+    named = set(re.findall(r"examples/([\w/.-]+\.(?:nm|prism|jani|json|py|onnx|zip|ipynb|props))", text))
     tracked = set(_tracked())
     assert named <= tracked, named - tracked
     assert README_FILES <= named, README_FILES - named
