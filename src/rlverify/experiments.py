@@ -152,7 +152,8 @@ def verify_experiments(
         from rlverify.errors import OptionError
 
         raise OptionError(
-            f"{len(points):,} points x {per_point:,} properties = {len(points) * per_point:,} verifications, more than "
+            f"{_count(len(points), 'point')} x {_count(per_point, 'property')} = {len(points) * per_point:,} "
+            f"verifications, more than "
             f"{MAX_RUNS:,} in one run: sweep fewer values or split the properties file"
         )
     needs_policy = options.mode != "monolithic"
@@ -176,7 +177,7 @@ def verify_experiments(
             found = split_properties(text, property_constants, source=file) if file is not None else [(None, text)]
             written = written_properties(text) if file is not None else [text]
             for (name, body), as_written in zip(found, written, strict=True):
-                prop = resolve_property(t.benchmark, t.model, t.kind, body, fixed_policy=needs_policy)
+                prop = _in_file(file, resolve_property, t.benchmark, t.model, t.kind, body, fixed_policy=needs_policy)
                 if name is not None:
                     prop = replace(prop, name=name)
                 result = t.stamp(verify_exact(t.model, prop, t.policy, options), unavailable=options.unavailable)
@@ -197,6 +198,22 @@ def verify_experiments(
             warnings=warnings,
         ),
     )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {'properties' if word == 'property' else word + 's'}"
+
+
+def _in_file(file: str | None, parse: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``parse(*args, **kwargs)``, a property error naming the properties file it comes from."""
+    from rlverify.errors import PropertyError
+
+    try:
+        return parse(*args, **kwargs)
+    except PropertyError as exc:
+        if file is None or str(exc).startswith(f"{file}: "):
+            raise
+        raise PropertyError(f"{file}: {exc}") from None
 
 
 def _label(run: ExperimentRun) -> str:

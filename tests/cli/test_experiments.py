@@ -41,6 +41,7 @@ def files(tmp_path, monkeypatch):
     (tmp_path / "coin.prism").write_text(MODEL)
     (tmp_path / "coin.json").write_text(json.dumps(POLICY))
     (tmp_path / "coin.props").write_text(PROPS)
+    (tmp_path / "bad.props").write_text('P=? [F "done"\n')
     return tmp_path
 
 
@@ -104,6 +105,7 @@ def test_a_model_constant_swept_with_a_step_and_two_properties_given_with_p(file
         (["-p", "nothere.props", "-c", "q=0.5"], "nothere.props: properties file not found"),
         (["-p", "coin.props", "-c", "q=0.5,T=1:100000"], "more than 1,000"),
         (["-p", "coin.props", "-c", "q=0.1:0.1:0.9,T=1:100"], "900 points x 2 properties = 1,800 verifications"),
+        (["-p", "bad.props", "-c", "q=0.5"], "bad.props: property 'P=? [F \"done\"' does not parse"),
     ],
 )
 def test_what_several_runs_cannot_do_is_refused_with_one_line(files, capsys, args, words):
