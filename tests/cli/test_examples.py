@@ -100,3 +100,16 @@ def test_repository_examples_is_the_package_copy():
     """One copy: the repository's examples/ is a link to the package data, not a second set of files."""
     link = ROOT / "examples"
     assert link.is_symlink() and link.resolve() == (ROOT / "src/rlverify/benchmarks/data/examples").resolve()
+
+
+def test_json_lists_and_reports_the_files_in_the_envelope(tmp_path, capsys, monkeypatch):
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["examples", "--list", "--json"]) == 0
+    env = json.loads(capsys.readouterr().out)
+    assert env["command"] == "examples" and set(env["result"]["files"]) == set(_tracked())
+    assert main(["examples", "out", "--json"]) == 0
+    env = json.loads(capsys.readouterr().out)
+    assert env["result"]["directory"] == "out" and len(env["result"]["written"]) == len(_tracked())
+    assert (tmp_path / "out" / "robots.nm").is_file()

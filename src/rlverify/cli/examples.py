@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rlverify.cli.console import console
+from rlverify.cli.output import print_envelope
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -21,6 +22,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--list", action="store_true", help="only list the shipped example files")
     p.add_argument("--force", action="store_true", help="overwrite existing files of the same names")
+    p.add_argument("--json", action="store_true", help="print the files (listed or written) as JSON to stdout")
     p.set_defaults(run=run)
     return p
 
@@ -29,9 +31,16 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.benchmarks.examples import copy_examples, example_files
 
     if args.list:
-        for name in example_files():
-            console.print(name, soft_wrap=True)
+        names = example_files()
+        if args.json:
+            print_envelope(args, {"files": names})
+            return 0
+        for name in names:
+            console.print(name, soft_wrap=True, markup=False, highlight=False)
         return 0
     written = copy_examples(args.directory, force=args.force)
-    console.print(f"{len(written)} example files written to {args.directory}", soft_wrap=True)
+    if args.json:
+        print_envelope(args, {"directory": str(args.directory), "written": [str(p) for p in written]})
+        return 0
+    console.print(f"{len(written)} example files written to {args.directory}", soft_wrap=True, markup=False)
     return 0
