@@ -104,3 +104,25 @@ def test_an_expression_step_bound_is_not_read_into_the_state_formula(text, bound
     """Before, ``right`` was ``2+1 "goal"``: the bound's expression taken as part of the target."""
     p = parse_structure(text)
     assert (p.bound_text, p.right) == (bound_text, right)
+
+
+def test_a_public_properties_file_gives_the_published_values():
+    """QVBS's csma.props (five named properties, Pmin/Pmax and Rmin/Rmax, nobody here wrote it) on csma.3-2, in
+    monolithic mode, against Storm's published exact results (QVBS, Storm exact 2018-10-17: rationals): each certified
+    bracket contains the exact rational, and each value lies within the default relative precision 1e-6."""
+    import json
+    from fractions import Fraction
+    from pathlib import Path
+
+    from rlverify.experiments import verify_experiments
+
+    root = Path(__file__).resolve().parents[1] / "data" / "qvbs" / "csma"
+    published = json.loads((root / "results" / "Storm.exact.3-2.2018-10-17.json").read_text(encoding="utf-8-sig"))
+    exact = {r["property"]: Fraction(r["value"]["num"], r["value"]["den"]) for r in published["data"] if "property" in r}
+    result = verify_experiments(root / "csma.3-2.prism", [str(root / "csma.props")], options=ExactOptions(mode="monolithic"))
+    runs = {run.name: run.result for run in result.runs}
+    assert runs.keys() == exact.keys() == {"all_before_max", "all_before_min", "some_before", "time_max", "time_min"}
+    for name, value in exact.items():
+        r = runs[name]
+        assert Fraction(r.lower) <= value <= Fraction(r.upper), (name, r.lower, r.upper, float(value))
+        assert r.value == pytest.approx(float(value), rel=1e-6), name

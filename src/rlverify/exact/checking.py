@@ -309,6 +309,9 @@ def check(
         )
     if numerics is None:
         return CheckOutcome(value=value, lower=lower, upper=upper, values=values)
+    if numerics == "sound" and lower is not None and upper is not None:
+        is_probability = formula.is_probability_operator_formula
+        lower, upper = storm_bracket(value, lower, upper, precision or 1e-6, probability=is_probability)
     return _annotate_storm(
         formula,
         value,
@@ -318,6 +321,22 @@ def check(
         numerics,
         precision,
     )
+
+
+def storm_bracket(value: float, lower: float, upper: float, precision: float, *, probability: bool) -> tuple[float, float]:
+    """A bracket that holds for Storm's sound answer: its bounds, widened to what its guarantee says.
+
+    Storm's sound solvers guarantee ``|value - true| <= precision x |true|``; the bounds they report are the last
+    iterates, computed in floating point and not rounded outwards (on QVBS's csma, Pmax's bounds collapsed to the value,
+    one ulp below the exact rational Storm's exact mode publishes). So the bracket is the union of Storm's bounds and
+    ``value`` +- ``precision / (1 - precision) x |value|``, one ulp further out, and a probability's kept in [0, 1].
+    """
+    delta = abs(value) * precision / (1.0 - precision)
+    lo = math.nextafter(min(lower, value - delta), -math.inf)
+    hi = math.nextafter(max(upper, value + delta), math.inf)
+    if probability:
+        lo, hi = max(lo, 0.0), min(hi, 1.0)
+    return lo, hi
 
 
 def storm_qualitative(storm_model: Any, formula: Any) -> tuple[bool | None, bool | None]:
