@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def plot(goal: list, hole: list) -> object:
+def plot(goal: list, hole: list) -> Any:
     """Goal and hole probabilities (with their certified brackets, thinner than the lines here) against steps."""
     from matplotlib.figure import Figure
 
