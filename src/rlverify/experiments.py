@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlverify.errors import RlverifyError
 from rlverify.results import ExactResult, Provenance, Result, versions
 
 if TYPE_CHECKING:
@@ -133,10 +134,8 @@ def verify_experiments(
     import time
 
     from rlverify.exact.options import ExactOptions
-    from rlverify.exact.verify import verify_exact
-    from rlverify.models.assignments import expand_sweep, parse_assignments, swept_names
-    from rlverify.models.properties import split_properties, written_properties
-    from rlverify.resolve import resolve, resolve_property
+    from rlverify.models.assignments import expand_sweep, swept_names
+    from rlverify.models.properties import written_properties
 
     options = options or ExactOptions()
     if options.export is not None or options.chain_dir is not None:
@@ -156,33 +155,14 @@ def verify_experiments(
             f"verifications, more than "
             f"{MAX_RUNS:,} in one run: sweep fewer values or split the properties file"
         )
-    needs_policy = options.mode != "monolithic"
     runs: list[ExperimentRun] = []
     for n, point in enumerate(points, 1):
-        values = parse_assignments(point)
-        model_constants = ",".join(f"{k}={v}" for k, v in values.items() if k not in declared)
-        property_constants = {k: v for k, v in values.items() if k in declared}
-        if progress is not None and len(points) > 1:
-            progress(f"point {n} of {len(points)}: {point}")
-        t = resolve(
-            target,
-            constants=model_constants or None,
-            needs_policy=needs_policy,
-            kinds=("prism",),
-            command="rlverify verify",
-            **resolve_kwargs,
-        )
-        index = 0
-        for text, file in items:
-            found = split_properties(text, property_constants, source=file) if file is not None else [(None, text)]
-            written = written_properties(text) if file is not None else [text]
-            for (name, body), as_written in zip(found, written, strict=True):
-                prop = _in_file(file, resolve_property, t.benchmark, t.model, t.kind, body, fixed_policy=needs_policy)
-                if name is not None:
-                    prop = replace(prop, name=name)
-                result = t.stamp(verify_exact(t.model, prop, t.policy, options), unavailable=options.unavailable)
-                runs.append(ExperimentRun(constants=point, index=index, name=prop.name, written=as_written, result=result))
-                index += 1
+        try:
+            runs += _runs_at(point, n, points, items, declared, target, options, progress, resolve_kwargs)
+        except RlverifyError as exc:  # which point failed, in the one line (same error type: same exit code)
+            if len(points) > 1 and exc.args and isinstance(exc.args[0], str):
+                exc.args = (f"at -c {point}: {exc.args[0]}", *exc.args[1:])
+            raise
     first = runs[0].result
     warnings = list(dict.fromkeys(f"[{_label(r)}] {w}" for r in runs for w in r.result.warnings))
     return ExperimentResult(
@@ -198,6 +178,52 @@ def verify_experiments(
             warnings=warnings,
         ),
     )
+
+
+def _runs_at(
+    point: str,
+    n: int,
+    points: list[str],
+    items: list[tuple[str, str | None]],
+    declared: set[str],
+    target: str | Path,
+    options: ExactOptions,
+    progress: Callable[[str], None] | None,
+    resolve_kwargs: dict[str, Any],
+) -> list[ExperimentRun]:
+    """Every property checked at one point of the sweep (the model resolved once with the point's constants)."""
+    from rlverify.exact.verify import verify_exact
+    from rlverify.models.assignments import parse_assignments
+    from rlverify.models.properties import split_properties, written_properties
+    from rlverify.resolve import resolve, resolve_property
+
+    needs_policy = options.mode != "monolithic"
+    runs: list[ExperimentRun] = []
+    values = parse_assignments(point)
+    model_constants = ",".join(f"{k}={v}" for k, v in values.items() if k not in declared)
+    property_constants = {k: v for k, v in values.items() if k in declared}
+    if progress is not None and len(points) > 1:
+        progress(f"point {n} of {len(points)}: {point}")
+    t = resolve(
+        target,
+        constants=model_constants or None,
+        needs_policy=needs_policy,
+        kinds=("prism",),
+        command="rlverify verify",
+        **resolve_kwargs,
+    )
+    index = 0
+    for text, file in items:
+        found = split_properties(text, property_constants, source=file) if file is not None else [(None, text)]
+        written = written_properties(text) if file is not None else [text]
+        for (name, body), as_written in zip(found, written, strict=True):
+            prop = _in_file(file, resolve_property, t.benchmark, t.model, t.kind, body, fixed_policy=needs_policy)
+            if name is not None:
+                prop = replace(prop, name=name)
+            result = t.stamp(verify_exact(t.model, prop, t.policy, options), unavailable=options.unavailable)
+            runs.append(ExperimentRun(constants=point, index=index, name=prop.name, written=as_written, result=result))
+            index += 1
+    return runs
 
 
 def _count(n: int, word: str) -> str:

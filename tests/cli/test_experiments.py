@@ -105,6 +105,8 @@ def test_a_model_constant_swept_with_a_step_and_two_properties_given_with_p(file
         (["-p", "nothere.props", "-c", "q=0.5"], "nothere.props: properties file not found"),
         (["-p", "coin.props", "-c", "q=0.5,T=1:100000"], "more than 1,000"),
         (["-p", "coin.props", "-c", "q=0.1:0.1:0.9,T=1:100"], "900 points x 2 properties = 1,800 verifications"),
+        (["-p", 'P=? [F "done"]', "-c", "q=0.5:0.5:1.5"], "at -c q=1.5: "),  # 1-q < 0: the point that fails, named
+        (["-p", 'P=? [F "done"]', "-c", "q=0:1e400"], "sweeps about 1.000E+400 values, more than 1,000"),
         (["-p", "bad.props", "-c", "q=0.5"], "bad.props: property 'P=? [F \"done\"' does not parse"),
     ],
 )

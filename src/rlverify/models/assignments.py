@@ -76,9 +76,11 @@ def _sweep_values(name: str, value: str, option: str) -> list[str]:
         raise ConstantsError(f"{option}: {name}={value}: a sweep is START:END or START:STEP:END, with numbers")
     if step <= 0 or b < a:
         raise ConstantsError(f"{option}: {name}={value}: a sweep needs START <= END and a positive STEP")
-    count = int((b - a) / step) + 1
-    if count > MAX_SWEEP_POINTS:
-        raise ConstantsError(f"{option}: {name}={value} sweeps {count:,} values, more than {MAX_SWEEP_POINTS:,}")
+    span = (b - a) / step
+    if span >= MAX_SWEEP_POINTS:  # said without the count itself (1:1e400 would print 400 digits)
+        many = f"{int(span) + 1:,}" if span < 10**12 else f"about {span:.3E}"
+        raise ConstantsError(f"{option}: {name}={value} sweeps {many} values, more than {MAX_SWEEP_POINTS:,}")
+    count = int(span) + 1
     return [str(a + i * step) for i in range(count)]
 
 
