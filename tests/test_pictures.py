@@ -251,3 +251,23 @@ def test_verify_explain_names_the_paths_after_the_target_and_policy(capsys, tmp_
     )
     assert path_pairs(fp) == (("x", "y"), ("obstacle2_x", "obstacle2_y"))  # the obstacle walks to the agent
     assert paths_figure(fp)._suptitle.get_text().startswith(f"{e['model']}: {e['property']}\npolicy {e['policy']}: the 2")
+
+
+def test_an_initial_slice_that_leaves_one_cell_falls_back_to_every_state(capsys):
+    """gym:FrozenLake's observation s fixes row and col: the initial slice (s=0 & ...) kept the start cell only, a map
+    of one number. The map falls back to every state and says so; the goal cell is 1 by definition, the start cell is
+    verify's value."""
+    import json
+
+    from rlverify.cli.main import main
+
+    zip_path = str(Path(__file__).resolve().parents[1] / "examples" / "gymnasium" / "ppo_frozenlake.zip")
+    args = ["--policy", zip_path, "-p", 'P=? [F<=100 "goal"]', "--json"]
+    assert main(["verify", "gym:FrozenLake-v1", *args]) == 0
+    value = json.loads(capsys.readouterr().out)["result"]["value"]
+    assert main(["map", "gym:FrozenLake-v1", *args, "--optimum", "max", "--map", "col,row"]) == 0
+    env = json.loads(capsys.readouterr().out)
+    grid = env["result"]["grid"]["value"]
+    assert sum(v is not None for row in grid for v in row) > 1 and env["result"]["where"] is None
+    assert grid[0][0] == pytest.approx(value, rel=1e-12) and grid[3][3] == 1.0
+    assert any("leaves one cell (col and row follow from them)" in w for w in env["warnings"])

@@ -102,7 +102,8 @@ def risk_map(
     direction, source = _direction(prop, options.optimum)
     x, y = _map_variables(xy, model.variables)
     notes: list[str] = []
-    if options.where == INITIAL:
+    sliced = options.where == INITIAL
+    if sliced:
         options = dataclasses.replace(options, where=initial_slice(model, (x, y)))
         if options.where is None:
             notes.append(
@@ -117,6 +118,14 @@ def risk_map(
     best = _optimum(model, prop, ex, optimum, progress)
     t_map = time.perf_counter()
     grids = _grids(pol, best, direction, x, y, where, options.agg)
+    if sliced and where is not None and int((grids.policy_states > 0).sum()) <= 1:
+        # the initial slice fixed x and y too (gym:FrozenLake: s determines row and col): one cell says nothing
+        grids = _grids(pol, best, direction, x, y, None, options.agg)
+        notes.append(
+            f"--where {INITIAL}: fixing the other variables at their initial values leaves one cell ({x} and {y} "
+            f"follow from them); each cell shows the {options.agg} over all its states instead"
+        )
+        options = dataclasses.replace(options, where=None)
     timings = {
         "policy_chain": pol.timings.get("total", 0.0),
         "optimum": best.timings.get("total", 0.0),
