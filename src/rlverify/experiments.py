@@ -91,8 +91,7 @@ def _has_threshold(result: ExactResult) -> bool:
 def _property_items(given: Sequence[str]) -> tuple[list[tuple[str, str | None]], set[str]]:
     """Each ``-p`` value as ``(text, file)``: a properties file's text with its path, else the value itself (a
     property or a benchmark's property name); and the constants the files declare."""
-    from rlverify.errors import InputFileError
-    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, declared_constants
+    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, declared_constants, read_properties_file
 
     items: list[tuple[str, str | None]] = []
     declared: set[str] = set()
@@ -100,14 +99,7 @@ def _property_items(given: Sequence[str]) -> tuple[list[tuple[str, str | None]],
         if not str(value).lower().endswith(PROPERTY_FILE_SUFFIXES):
             items.append((str(value), None))
             continue
-        try:
-            text = Path(value).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputFileError(f"{value}: properties file not found") from None
-        except OSError as exc:
-            raise InputFileError(f"{value}: cannot read the properties file ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise InputFileError(f"{value}: the properties file is not UTF-8 text") from None
+        text = read_properties_file(value)
         items.append((text, str(value)))
         declared |= set(declared_constants(text))
     return items, declared

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from rlverify.errors import PropertyError
+from rlverify.errors import InputFileError, PropertyError
 
 #: path operators read from the text; ``other`` is anything else (Storm may still check it)
 PATHS = ("F", "G", "X", "U", "W", "C", "I", "other")
@@ -426,6 +427,22 @@ def _substitute(text: str, values: dict[str, str]) -> str:
 def declared_constants(text: str) -> list[str]:
     """The constants a properties file's ``text`` declares (``const int T;``, ``const double p = 0.5;``), in order."""
     return [m.group("name") for s in _statements(text) if (m := _CONST_DECL.match(s)) is not None]
+
+
+def read_properties_file(path: str | Path) -> str:
+    """The text of a PRISM properties file.
+
+    Raises:
+        InputFileError: the file is missing, unreadable or not UTF-8 text.
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: properties file not found") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the properties file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise InputFileError(f"{path}: the properties file is not UTF-8 text") from None
 
 
 def written_properties(text: str) -> list[str]:

@@ -589,21 +589,10 @@ def parse_properties(
         InputFileError: the file cannot be read.
         PropertyError: see :func:`split_properties` and :func:`parse_property`.
     """
-    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, split_properties
+    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, read_properties_file, split_properties
 
     path = Path(source) if isinstance(source, Path) or str(source).lower().endswith(PROPERTY_FILE_SUFFIXES) else None
-    if path is not None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputFileError(f"{path}: properties file not found") from None
-        except OSError as exc:
-            raise InputFileError(f"{path}: cannot read the properties file ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise InputFileError(f"{path}: the properties file is not UTF-8 text") from None
-        where = str(path)
-    else:
-        text, where = str(source), "properties"
+    text, where = (read_properties_file(path), str(path)) if path is not None else (str(source), "properties")
     out = []
     for name, body in split_properties(text, parse_constants(constants), source=where):
         prop = parse_property(model, body, fixed_policy=fixed_policy)
