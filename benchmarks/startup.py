@@ -10,8 +10,9 @@ with the ratio after/before and the targets of issue 23:
 * ``python -c "import rlverify"`` (no target; what a script pays for the package).
 
 A reference row times what the verify command cannot avoid whatever rlverify does: the interpreter importing numpy,
-scipy.sparse (the chain's matrices), stormpy and Rich's console and table; what each tree's verify takes above it is
-printed too. Then, for each command and tree, one run
+scipy.sparse (the chain's matrices), stormpy and Rich's console and table, with scipy's copy of numpy's namespace made
+without numpy's test and build tools as rlverify makes it (:mod:`rlverify.imports`, inlined here so that the row is the
+same for every tree); what each tree's verify takes above it is printed too. Then, for each command and tree, one run
 under ``python -X importtime``: the heavy libraries it imported, and the modules with the largest cumulative import
 time. Bytecode is cached as after an install (a fresh ``PYTHONPYCACHEPREFIX`` directory, filled by one warm-up run
 per command and tree, so neither tree compiles its sources while timed, whatever ``__pycache__`` it has).
@@ -42,7 +43,11 @@ COMMANDS: list[tuple[str, list[str], float | None]] = [
     ("rlverify verify running-example-v1 -p reach-goal-2", ["verify", "running-example-v1", "-p", "reach-goal-2"], 0.6),
     ('python -c "import rlverify"', [], None),
 ]
-FLOOR = "import numpy, scipy.sparse, stormpy, rich.console, rich.table"
+FLOOR = (
+    "import numpy; x = ('f2py', 'testing', 'ma', 'polynomial', 'matlib', 'ctypeslib'); a, d = numpy.__all__, numpy.__dir__; "
+    "numpy.__all__ = [n for n in a if n not in x]; numpy.__dir__ = lambda: [n for n in d() if n not in x]; "
+    "import scipy.sparse, stormpy, rich.console, rich.table"
+)
 #: libraries a command should import only when it needs them
 HEAVY = ("numpy", "scipy", "stormpy", "rich", "onnxruntime", "onnx", "torch", "matplotlib", "ray", "highspy", "gymnasium")
 

@@ -300,3 +300,57 @@ def test_mypy_sees_the_lazy_api_with_its_types(tmp_path):
     assert revealed[1].endswith('-> rlverify.crosscheck.Agreement"')
     assert revealed[2].endswith('-> rlverify.results.RiskMap"')
     assert revealed[3].endswith('-> rlverify.results.AbstractionResult"')
+
+
+NUMPY_EXTRAS = ("f2py", "testing", "ma", "polynomial", "matlib", "ctypeslib")
+EXTRAS_LOADED = f"print(json.dumps(sorted(m for m in sys.modules if m in {[f'numpy.{n}' for n in NUMPY_EXTRAS]!r})))"
+
+
+def test_scipy_sparse_after_rlverify_loads_none_of_numpys_test_and_build_tools():
+    # without rlverify scipy's array-API layer imports them all (0.13 s): the comparison shows the test can fail
+    assert loaded_after(f"import json, sys, scipy.sparse\n{EXTRAS_LOADED}") != []
+    assert loaded_after(f"import json, sys, rlverify, scipy.sparse\n{EXTRAS_LOADED}") == []
+
+
+def test_scipys_numpy_copy_still_reaches_numpys_extras_and_is_otherwise_unchanged():
+    code = """
+import json, sys{first}
+import numpy, scipy.sparse
+from scipy._lib._array_api import np_compat
+extras = {{n: getattr(np_compat, n) is getattr(numpy, n) for n in ("f2py", "testing", "ma", "polynomial", "ctypeslib")}}
+extras["matlib"] = hasattr(np_compat, "matlib")  # numpy lists no matlib: the copy never had it
+try:
+    np_compat.no_such_name
+    missing = "found"
+except AttributeError as e:
+    missing = str(e)
+names = sorted(n for n in vars(np_compat) if not n.startswith("_"))
+print(json.dumps([extras, missing, names, "testing" in numpy.__all__, "f2py" in dir(numpy)]))
+"""
+    plain = loaded_after(code.format(first=""))
+    hooked = loaded_after(code.format(first=", rlverify"))
+    reached = {**dict.fromkeys(["f2py", "testing", "ma", "polynomial", "ctypeslib"], True), "matlib": False}
+    assert hooked[0] == plain[0] == reached
+    assert "no attribute 'no_such_name'" in hooked[1]
+    assert set(hooked[2]) == set(plain[2]) - set(NUMPY_EXTRAS)  # the same copy but for the extras, reached lazily
+    assert hooked[3:] == [True, True]  # numpy's own namespace is restored
+
+
+def test_a_failing_import_under_a_hook_is_undone_and_still_fails(tmp_path):
+    tmp_path.joinpath("broken_mod.py").write_text("raise RuntimeError('broken on purpose')\n")
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(tmp_path)!r})
+from rlverify.imports import _Around
+log = []
+hook = _Around(
+    "broken_mod", lambda: log.append("before") or 7, lambda m, s: log.append("after"), lambda s: log.append(f"undo {{s}}")
+)
+sys.meta_path.insert(0, hook)
+try:
+    import broken_mod
+except RuntimeError as e:
+    log.append(str(e))
+print(json.dumps(log))
+"""
+    assert loaded_after(code) == ["before", "undo 7", "broken on purpose"]

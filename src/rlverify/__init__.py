@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rlverify.imports import lighten_scipy_import
 from rlverify.lazy import lazy_exports
+
+lighten_scipy_import()  # scipy.sparse (the exact engine's matrices) without numpy's test and build tools
 
 if TYPE_CHECKING:
     from pathlib import Path

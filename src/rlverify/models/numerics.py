@@ -10,15 +10,11 @@
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import sys
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from rlverify.errors import OptionError
+from rlverify.imports import after_import
 
 NUMERICS = ("sound", "direct", "fast")
 
@@ -34,44 +30,7 @@ def set_storm_logging(verbose: bool) -> None:
 
         dev.set_log_level(dev.LogLevel.WARN if verbose else dev.LogLevel.OFF)
 
-    if "stormpy" in sys.modules:
-        level(sys.modules["stormpy"])
-    else:
-        sys.meta_path.insert(0, _AfterImport("stormpy", level))
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``then(module)`` once module ``name`` has been executed by its first import (a finder ahead of the
-    others that steps aside, finds the module's spec with them, and runs ``then`` after the module's loader)."""
-
-    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _ThenLoader(spec.loader, self.then)
-        return spec
-
-
-class _ThenLoader(importlib.abc.Loader):
-    """``loader``, then ``then(module)``; every other attribute is ``loader``'s."""
-
-    def __init__(self, loader: Any, then: Callable[[ModuleType], None]) -> None:
-        self._loader, self._then = loader, then
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        self._then(module)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
+    after_import("stormpy", level)
 
 
 def environment(numerics: str, precision: float) -> Any:
