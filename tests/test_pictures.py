@@ -33,7 +33,9 @@ def result_of(stdout: str) -> dict:
 
 def test_the_report_opens_with_the_verdict(tmp_path, capsys):
     out = tmp_path / "report.html"
-    code, stdout, err = run(capsys, "report", "running-example-v1", "-p", "reach-goal-2", "--out", str(out), "--json")
+    code, stdout, err = run(
+        capsys, "report", "running-example-v1", "-p", "reach-goal-2", "--optimum", "max", "--out", str(out), "--json"
+    )
     assert code == 0, err
     r = result_of(stdout)
     sections = {s["title"].split(" (")[0]: s for s in r["sections"]}
@@ -42,8 +44,11 @@ def test_the_report_opens_with_the_verdict(tmp_path, capsys):
     head = r["headline"]
     assert float(head["the policy's value (exact)"]) == pytest.approx(0.264, abs=1e-6)  # by hand (test_running_example)
     assert float(head["the policy's value (exact)"]) == pytest.approx(exact, rel=1e-5)
-    assert float(head["best possible (Pmin, over all policies)"]) == pytest.approx(best["pmin"], rel=1e-5)
-    assert float(head["worst possible (Pmax)"]) == pytest.approx(best["pmax"], rel=1e-5)
+    # reaching the goal is good: the best policy gets Pmax (0.96 by hand: test_running_example), the worst Pmin (0)
+    assert float(head["best possible (Pmax, over all policies)"]) == pytest.approx(best["pmax"], rel=1e-5)
+    assert float(head["best possible (Pmax, over all policies)"]) == pytest.approx(0.96, abs=1e-6)
+    assert float(head["worst possible (Pmin)"]) == pytest.approx(best["pmin"], abs=1e-12) and best["pmin"] == 0.0
+    assert float(head["regret (what the policy gives away)"]) == pytest.approx(0.96 - 0.264, abs=1e-6)
     page = out.read_text()
     # the verdict comes before the consistency table and every engine's section
     assert page.index("id='verdict'") < page.index("id='checks'") < page.index("Exact value (Storm")

@@ -186,3 +186,34 @@ def test_the_policy_chain_and_the_full_mdp_are_built_once(monkeypatch):
         "Robustness to perturbed observations",
         "Statistical estimate",
     ]
+
+
+@pytest.mark.parametrize(
+    "prop,optimum,best,worst",
+    [
+        ("reach-goal-2", "max", ("Pmax", 0.96), ("Pmin", 0.0)),  # a goal, said by the option
+        ('P>=0.5 [F<=2 "goal"]', None, ("Pmax", 0.96), ("Pmin", 0.0)),  # said by the comparison
+        ('P<=0.5 [F<=2 "goal"]', None, ("Pmin", 0.0), ("Pmax", 0.96)),  # the same event bounded from above: bad
+    ],
+)
+def test_the_headline_reads_the_property_as_it_says_or_as_the_option_says(prop, optimum, best, worst):
+    # Pmax 0.96 (UP twice: 0.2 * 0.8 + 0.8), Pmin 0 (stay in A), the policy 0.264: by hand in test_running_example
+    r = make_report("running-example-v1", property=prop, options=ReportOptions(runs=200, explain=1, optimum=optimum))
+    head = r.to_json()["headline"]
+    assert float(head[f"best possible ({best[0]}, over all policies)"]) == pytest.approx(best[1], abs=1e-9)
+    assert float(head[f"worst possible ({worst[0]})"]) == pytest.approx(worst[1], abs=1e-9)
+    regret = 0.264 - best[1] if best[0] == "Pmin" else best[1] - 0.264
+    assert float(head["regret (what the policy gives away)"]) == pytest.approx(regret, abs=1e-6)
+
+
+def test_a_property_that_does_not_say_how_it_is_read_gets_no_best_or_regret_in_the_headline():
+    """``P=? [F<=2 "goal"]`` without --optimum: calling Pmin = 0 the best possible (the former default) read reaching
+    the goal as a failure. The headline shows both optima, names the option, and robustness says how it read it."""
+    r = make_report("running-example-v1", property="reach-goal-2", options=ReportOptions(runs=200, explain=1))
+    head = r.to_json()["headline"]
+    assert head["Pmin / Pmax (over all policies)"] == "0 / 0.96"
+    assert "--optimum min or max" in head["best possible and regret"]
+    assert not any(k.startswith(("best possible (", "worst possible", "regret")) for k in head)
+    robust = next(s for s in r.sections if s.title.startswith("Robustness"))
+    assert "read as a bad event because the property does not say" in robust.note
+    assert r.to_json()["settings"]["optimum"] == "unknown"

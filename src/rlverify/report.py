@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from rlverify.crosscheck import inside, ordered, same, slack, within_optimum
-from rlverify.errors import ModelTooLargeError, OptionError, RlverifyError, did_you_mean
+from rlverify.errors import ModelTooLargeError, OptionError, PropertyError, RlverifyError, did_you_mean
 from rlverify.exact import (
     ExactOptions,
     FullMDP,
@@ -48,6 +48,7 @@ from rlverify.exact import (
     verify_exact,
 )
 from rlverify.exact.explain import check_explainable
+from rlverify.exact.maps import reading
 from rlverify.exact.optimum import as_exact_result
 from rlverify.figures import path_pairs
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
@@ -220,8 +221,10 @@ class ReportOptions:
         map_where, map_agg: the states each cell of the risk map shows (:class:`~rlverify.exact.maps.MapOptions`):
             ``"initial"`` (default: the other variables at their initial values, so that the panels differ from
             cell to cell), None (every state, aggregated with ``map_agg``: ``max``, ``min`` or ``mean``), or a filter.
-        optimum: the risk map's reading of the property: ``min`` (a failure: regret = value - Pmin, the default:
-            a report asks how unsafe a policy is) or ``max`` (a goal: regret = Pmax - value).
+        optimum: how the property is read: ``min`` (a bad event: the best policy gets Pmin, regret = value - Pmin)
+            or ``max`` (a goal: Pmax, regret = Pmax - value); None (default): from the property's comparison
+            (``P<=b``: min, ``P>=b``: max), else unknown: the headline then shows Pmin and Pmax without calling
+            either the best, and the risk map and robustness sections read it as a bad event and say so.
         heatmap_runs_per_cell: a native environment's heat map: runs per start cell.
         horizon, domain, phi: a continuous system's abstraction (horizon None: the system's, else 3).
     """
@@ -234,7 +237,7 @@ class ReportOptions:
     map_vars: tuple[str, str] | None = None
     map_where: str | None = "initial"
     map_agg: str = "max"
-    optimum: str = "min"
+    optimum: str | None = None
     heatmap_runs_per_cell: int = 200
     horizon: int | None = None
     domain: str = "box"
@@ -249,7 +252,7 @@ class ReportOptions:
             raise OptionError(f"--epsilon must be a non-negative integer, got {self.epsilon}")
         if not 0 < self.delta < 1:
             raise OptionError(f"--delta must be in (0, 1), got {self.delta}")
-        if self.optimum not in ("min", "max"):
+        if self.optimum not in (None, "min", "max"):
             raise OptionError(f"--optimum: expected min or max, got '{self.optimum}'")
         MapOptions(agg=self.map_agg).validate()
 
@@ -276,6 +279,8 @@ class Shared:
     slack: float = 0.0
     map_vars: tuple[str, str] | None = None
     horizon: int | None = None
+    #: how the property is read (:func:`~rlverify.exact.maps.reading`): min, max or None (it does not say)
+    reading: str | None = None
 
 
 #: a section of a report: the target, the options and what is shared -> its section and its consistency checks
@@ -358,8 +363,18 @@ def _headline(t: Target, options: ReportOptions, shared: Shared, sections: list[
     exact, best = shared.exact, shared.optimum
     if exact is not None:
         rows.append(("the policy's value (exact)", _fmt(exact.value)))
-        if best is not None:
-            bad = options.optimum == "min"
+        if best is not None and shared.reading is None:
+            name = "R" if str(exact.property).lstrip().startswith("R") else "P"
+            rows.append((f"{name}min / {name}max (over all policies)", f"{_fmt(best.pmin)} / {_fmt(best.pmax)}"))
+            rows.append(
+                (
+                    "best possible and regret",
+                    "not shown: the property does not say whether it is a bad event or a goal "
+                    "(--optimum min or max, or a threshold P<=b / P>=b)",
+                )
+            )
+        elif best is not None:
+            bad = shared.reading == "min"
             opt = ("R" if str(exact.property).lstrip().startswith("R") else "P") + ("min" if bad else "max")
             other = ("R" if opt[0] == "R" else "P") + ("max" if bad else "min")
             best_value, worst_value = (best.pmin, best.pmax) if bad else (best.pmax, best.pmin)
@@ -416,7 +431,7 @@ def _settings(t: Target, options: ReportOptions, shared: Shared) -> dict[str, An
         settings.update(
             epsilon=options.epsilon,
             explain=options.explain,
-            optimum=options.optimum,
+            optimum=shared.reading or "unknown",
             map_variables=",".join(shared.map_vars) if shared.map_vars else "",
             map_where=options.map_where if options.map_where is not None else "all",
             map_agg=options.map_agg,
@@ -464,9 +479,30 @@ def _prism_shared(t: Target, options: ReportOptions, shared: Shared) -> Shared:
     if mdp is not None:
         say("exact: Pmin/Pmax over all schedulers")
         best = _timed(timings, "monolithic", lambda: optimum(t.model, prop, ExactOptions(), mdp=mdp))
+    read = _reading(prop, options)
     return replace(
-        shared, chain=chain, exact=exact, mdp=mdp, mdp_skipped=skipped, optimum=best, slack=slack(exact), map_vars=chosen
+        shared,
+        chain=chain,
+        exact=exact,
+        mdp=mdp,
+        mdp_skipped=skipped,
+        optimum=best,
+        slack=slack(exact),
+        map_vars=chosen,
+        reading=read,
     )
+
+
+def _reading(prop: Any, options: ReportOptions) -> str | None:
+    """The property's reading (:func:`~rlverify.exact.maps.reading`); None where it does not say or is no P/R."""
+    try:
+        return reading(prop, options.optimum)[0]
+    except PropertyError:
+        return None
+
+
+#: what the risk map and robustness sections say when they read a property that does not say how it is read
+ASSUMED_FAILURE = "read as a bad event because the property does not say (--optimum max for a goal)"
 
 
 def _map_variables(t: Target, options: ReportOptions) -> tuple[str, str] | None:
@@ -564,7 +600,7 @@ def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sectio
     """Value, optimum and regret per cell of the two map variables (worst case over the other variables)."""
     exact, chosen, prop, policy = shared.exact, shared.map_vars, t.property, t.policy
     assert exact is not None and chosen is not None and prop is not None and policy is not None
-    optimum = options.optimum
+    optimum = shared.reading or "min"
     if shared.optimum is None:
         return Section("Risk and regret map", note=f"skipped: {shared.mdp_skipped}"), []
     shared.say(f"risk map on {chosen[0]}, {chosen[1]}")
@@ -591,7 +627,7 @@ def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sectio
         if options.map_where == "initial" and m.where
         else f"{m.agg} over the other variables" + (f", where {m.where}" if m.where else "")
     )
-    reading = (
+    reading_text = (
         "the property read as a failure: regret = value - Pmin"
         if optimum == "min"
         else "the property read as a goal: regret = Pmax - value"
@@ -604,7 +640,9 @@ def _risk_map(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sectio
             ("regret at the initial state", _fmt(m.initial_regret)),
             ("largest regret in a cell", _fmt(float(np.nanmax(m.regret)) if not np.isnan(m.regret).all() else None)),
         ],
-        note=f"{reading} (--optimum {'max' if optimum == 'min' else 'min'} for the other reading)",
+        note=f"{reading_text}: {ASSUMED_FAILURE}"
+        if shared.reading is None
+        else f"{reading_text} (--optimum {'max' if optimum == 'min' else 'min'} for the other reading)",
         images=[("policy value, optimum and regret per cell", png)],
         data={"risk_map": m.to_json()},
     ), [
@@ -680,7 +718,7 @@ def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sect
     if shared.mdp is None:
         return Section("Robustness to perturbed observations", note=f"skipped: {shared.mdp_skipped}"), []
     shared.say(f"robustness: perturbed observations (epsilon {eps})")
-    worst = "max" if options.optimum == "min" else "min"  # a failure's worst case is its max
+    worst = "min" if shared.reading == "max" else "max"  # a failure's worst case is its max
     try:
         r = _timed(
             shared.timings,
@@ -737,6 +775,7 @@ def _robustness(t: Target, options: ReportOptions, shared: Shared) -> tuple[Sect
     return Section(
         "Robustness to perturbed observations (exact: Pmax/Pmin of the adversarial MDP)",
         rows=rows,
+        note=f"worst = the largest value: {ASSUMED_FAILURE}" if shared.reading is None else "",
         tables=[
             (
                 "worst perturbations (largest gain first): the state, the observation shown to the policy, the gain",

@@ -38,9 +38,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--optimum",
         choices=("min", "max"),
-        default="min",
-        help="the risk map's reading of the property: min = a failure (regret = value - Pmin; default), "
-        "max = a goal (regret = Pmax - value)",
+        help="how the property is read: min = a bad event (the best policy gets Pmin; regret = value - Pmin), "
+        "max = a goal (Pmax; regret = Pmax - value). Default: from the property's comparison (P<=b: min, P>=b: max); "
+        "else the headline shows Pmin and Pmax without calling either the best",
     )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.html", help="where to write the page (default report.html)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")

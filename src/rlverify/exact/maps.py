@@ -260,8 +260,11 @@ def _grids(pol: ExactResult, best: OptimumResult, direction: str, x: str, y: str
     )
 
 
-def _direction(prop: Property, optimum: str | None) -> tuple[str, str]:
-    """The optimum's direction (``min``/``max``) and where it came from; refuses what is not a value property."""
+def reading(prop: Property, optimum: str | None) -> tuple[str | None, str]:
+    """How ``prop`` is read: ``min`` (a bad event: the best policy minimises it), ``max`` (a goal) or None (the
+    property does not say and ``optimum`` is None), and where that came from: the property's comparison
+    (``P<=b``: min, ``P>=b``: max) or the option. Refuses what is not a value property, and an option that
+    contradicts the comparison."""
     text = prop.text
     if prop.operator not in ("P", "R"):
         raise PropertyError(f"property '{text}': a risk map needs a P or R property (P=? [...], R{{\"r\"}}=? [...])")
@@ -279,12 +282,18 @@ def _direction(prop: Property, optimum: str | None) -> tuple[str, str]:
                 "give P=? to choose freely"
             )
         return implied, f"the property's comparison {prop.comparison}"
-    if optimum is None:
+    return optimum, "option" if optimum is not None else "unknown"
+
+
+def _direction(prop: Property, optimum: str | None) -> tuple[str, str]:
+    """:func:`reading`, refusing a property that does not say how it is read when ``optimum`` does not either."""
+    direction, source = reading(prop, optimum)
+    if direction is None:
         raise OptionError(
-            f"property '{text}' does not say whether it is a bad event or a goal: give --optimum min "
+            f"property '{prop.text}' does not say whether it is a bad event or a goal: give --optimum min "
             "(a bad event such as a crash; the best policy minimises it) or --optimum max (a goal)"
         )
-    return optimum, "option"
+    return direction, source
 
 
 #: ``MapOptions(where=INITIAL)``: the map's other variables fixed at their initial values (:func:`initial_slice`)
