@@ -450,3 +450,28 @@ def test_cross_check_allows_stalled_mass_below_pmin(tmp_path):
     a = cross_check(str(model), 'P=? [F "goal"]', f"{pol}:pi", runs=2000)
     assert a.exact.value == pytest.approx(0.5) and a.exact.stalled_probability == pytest.approx(0.5)
     assert a.ok, a.disagreements()
+
+
+def test_the_package_verify_statistical_takes_a_target_as_verify_exact_does():
+    """``rlverify.verify_statistical`` takes a benchmark id, a file or a loaded model, like ``rlverify.verify_exact``
+    (it took only a resolved model: a string was refused). The running example's value is 0.264 by hand
+    (test_running_example): 20,000 runs' 99.9 % interval must hold it, from the id and from the loaded model."""
+    import rlverify
+    from rlverify.resolve import resolve
+
+    opts = rlverify.StatisticalOptions(method="clopper-pearson", runs=20_000, delta=0.001)
+    by_id = rlverify.verify_statistical("running-example-v1", "reach-goal-2", options=opts)
+    assert by_id.model == "running-example-v1" and by_id.runs == 20_000
+    assert by_id.interval[0] <= 0.264 <= by_id.interval[1] and by_id.interval[1] - by_id.interval[0] < 0.03
+    t = resolve("running-example-v1", property="reach-goal-2")
+    loaded = rlverify.verify_statistical(t.model, t.property, t.policy, opts)
+    assert loaded.estimate == by_id.estimate  # the same seed, the same runs
+    # a continuous system's default property is its unsafe set within the horizon, as in `rlverify simulate`
+    ball = rlverify.verify_statistical(
+        "bouncing-ball-v1", None, options=rlverify.StatisticalOptions(method="clopper-pearson", runs=100)
+    )
+    assert ball.property == 'P=? [F<=20 "unsafe"]'
+    with pytest.raises(rlverify.RlverifyError, match="give the property to estimate"):
+        rlverify.verify_statistical("running-example-v1", None)
+    with pytest.raises(rlverify.RlverifyError, match="give a policy"):
+        rlverify.verify_statistical(t.model, t.property)

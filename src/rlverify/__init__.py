@@ -17,6 +17,7 @@ from rlverify.lazy import lazy_exports
 lighten_scipy_import()  # scipy.sparse (the exact engine's matrices) without numpy's test and build tools
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from rlverify import abstraction, benchmarks, exact, models, policies, statistical
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
         SplittingResult,
     )
     from rlverify.statistical.results import StatisticalResult
-    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+    from rlverify.statistical.verify import StatisticalOptions
 
 __version__ = "0.1.0"
 
@@ -103,7 +104,7 @@ lazy_exports(
             "RobustnessResult SplittingResult"
         ),
         "rlverify.statistical.results": "StatisticalResult",
-        "rlverify.statistical.verify": "StatisticalOptions verify_statistical",
+        "rlverify.statistical.verify": "StatisticalOptions",
     },
     submodules="abstraction benchmarks exact models policies statistical",
 )
@@ -152,3 +153,50 @@ def verify_exact(
     assert target.property is not None
     result = exact_verify(target.model, target.property, target.policy, options, progress=progress)
     return target.stamp(result, unavailable=options.unavailable)
+
+
+def verify_statistical(
+    model: Any,
+    property: str | Property | Any | None,
+    policy: Policy | str | Any | None = None,
+    options: StatisticalOptions | None = None,
+    *,
+    constants: str | None = None,
+    starts: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> StatisticalResult:
+    """The statistical engine on a model given any way the front door takes it (:func:`rlverify.resolve.resolve`: a
+    PRISM/JANI file with ``constants``, a benchmark id or object, ``gym:ID``), or an already resolved model (a loaded
+    PRISM model, a continuous system, a vectorised environment); the property as text, a benchmark's property name,
+    or parsed (a continuous system's default: reaching its unsafe set within its horizon); ``policy`` a policy spec,
+    a network in memory or a :class:`~rlverify.policies.Policy` (None: the benchmark's reference policy). Then
+    :func:`rlverify.statistical.verify_statistical` (``options``: :class:`~rlverify.statistical.StatisticalOptions`).
+    A statistical guarantee: an interval at the options' confidence, or a test's decision at its error bounds."""
+    from pathlib import Path
+
+    from rlverify.benchmarks.registry import Benchmark
+    from rlverify.resolve import resolve_simulated
+    from rlverify.statistical.verify import verify_statistical as simulate
+
+    if isinstance(model, (str, Path, Benchmark)):
+        target = resolve_simulated(model, property, constants=constants, policy=policy, command="verify_statistical")
+        assert target.property is not None and target.policy is not None  # resolve_simulated refuses otherwise
+        result = simulate(target.model, target.property, target.policy, options, starts=starts, progress=progress)
+        unavailable = options.simulation.unavailable if options is not None else None
+        return target.stamp(result, unavailable=unavailable)
+    if constants:
+        from rlverify.errors import ConstantsError
+
+        raise ConstantsError("constants are fixed when a model is loaded or a system built; pass them there")
+    if property is None:
+        from rlverify.errors import OptionError
+
+        raise OptionError("verify_statistical: give the property to estimate (text, or a parsed Property)")
+    if policy is None or isinstance(policy, str):
+        from rlverify.errors import PolicyError
+        from rlverify.policies.loading import load_policy
+
+        if policy is None:
+            raise PolicyError("verify_statistical: give a policy (a Policy, a network in memory or a policy file)")
+        policy = load_policy(policy)
+    return simulate(model, property, policy, options, starts=starts, progress=progress)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
-from rlverify.errors import InputFileError, PolicyError
+from rlverify.errors import InputFileError, OptionError, PolicyError
 from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import Policy
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
@@ -180,7 +180,6 @@ def _model(
     trust_code: bool = False,
 ) -> tuple[Benchmark | None, Any, str, str]:
     if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment with a finite model
-        from rlverify.errors import OptionError
         from rlverify.models.gymnasium import model_from_target
 
         if constants:
@@ -191,8 +190,6 @@ def _model(
         gym_model = model_from_target(target, env_kwargs, trust_code=trust_code)
         return None, gym_model, "prism", gym_model.display_name
     if env_kwargs:
-        from rlverify.errors import OptionError
-
         raise OptionError(f"--env-kwargs: applies to gym:ID targets only (e.g. gym:FrozenLake-v1), not {target}")
     if isinstance(target, Benchmark):
         if constants:
@@ -314,6 +311,29 @@ def resolve_property(
         prop = parse_property(model, text, fixed_policy=fixed_policy)
         return replace(prop, name=name or prop.name)
     return parse_structure(text, name=name)
+
+
+def resolve_simulated(target: str | Path | Benchmark, property: str | Property | None, **kwargs: Any) -> Target:
+    """:func:`resolve` for the statistical engine (every kind), with its property: a continuous system's default
+    (``None`` or ``"unsafe"``) is :func:`~rlverify.models.continuous.unsafe_property` (an unsafe state within its
+    horizon, from a uniformly random start state); every other target needs one (a
+    :class:`~rlverify.errors.OptionError` naming the way in). ``kwargs``: :func:`resolve`'s."""
+    from dataclasses import replace
+
+    from rlverify.models.continuous import unsafe_property
+
+    kwargs.setdefault("kinds", ("prism", "native", "continuous"))
+    t = resolve(target, **kwargs)
+    if t.kind == "continuous" and property in (None, "unsafe"):
+        prop: Any = unsafe_property(t.model)
+    elif property is None:
+        raise OptionError(
+            "--property: give the property to estimate, a formula (e.g. 'P=? [F \"goal\"]') or a "
+            "property name of the benchmark (rlverify benchmarks list)"
+        )
+    else:
+        prop = resolve_property(t.benchmark, t.model, t.kind, property)
+    return replace(t, property=prop)
 
 
 def _kind_words(kinds: Sequence[str]) -> list[str]:

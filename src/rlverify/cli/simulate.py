@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -172,30 +171,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resolved(args: argparse.Namespace) -> Any:
-    """The target, its policy and its property (:func:`rlverify.resolve.resolve`); a continuous system's default
-    property (and ``unsafe``) is :func:`~rlverify.models.continuous.unsafe_property`: an unsafe state within its
-    horizon, from a uniformly random start state."""
-    from rlverify.models.continuous import unsafe_property
-    from rlverify.resolve import resolve, resolve_property
+    """The target, its policy and its property (:func:`rlverify.resolve.resolve_simulated`)."""
+    from rlverify.resolve import resolve_simulated
 
-    target = resolve(
+    return resolve_simulated(
         args.target,
+        args.property,
         constants=constants_with_noise(args.constants, args.noise),
-        kinds=("prism", "native", "continuous"),
         command="rlverify simulate",
         env_kwargs=args.env_kwargs,
         **policy_kwargs(args),
     )
-    if target.kind == "continuous" and args.property in (None, "unsafe"):
-        prop = unsafe_property(target.model)
-    elif args.property is None:
-        raise OptionError(
-            "--property: give the property to estimate, a formula (e.g. 'P=? [F \"goal\"]') or a "
-            "property name of the benchmark (rlverify benchmarks list)"
-        )
-    else:
-        prop = resolve_property(target.benchmark, target.model, target.kind, args.property)
-    return dataclasses.replace(target, property=prop)
 
 
 def statistical_options(args: argparse.Namespace, backend: Any) -> Any:
