@@ -136,7 +136,7 @@ def verify_exact(
         if constants:
             from rlverify.errors import ConstantsError
 
-            raise ConstantsError(f"{model.path}: constants are fixed when a model is loaded; pass them to load_model")
+            raise ConstantsError(f"{model.shown}: constants are fixed when a model is loaded; pass them to load_model")
         prop = parse_property(model, property, fixed_policy=with_policy)  # a parsed one as it is
         if isinstance(policy, str):
             policy = load_policy(policy)

@@ -279,3 +279,17 @@ def test_all_states_monolithic_writes_pmin_and_pmax(capsys, model: Path, tmp_pat
     data = np.genfromtxt(out_file, delimiter=",", names=True)
     row = data[data["x"] == 2][0]
     assert (float(row["pmin"]), float(row["pmax"])) == pytest.approx((0.0, 0.5))
+
+
+@pytest.mark.parametrize(
+    "extra,said",
+    [
+        (["--mode", "monolithic", "-c", "xMax=3"], "avoid-v1 (xMax=3, yMax=4, slickness=0.1): the model has more than"),
+        (["--mode", "monolithic", "-c", "xMax=3:4"], "at -c xMax=3: avoid-v1 (xMax=3, yMax=4, slickness=0.1): the model"),
+        (["--strategy", "merged"], "avoid-v1 (xMax=4, yMax=4, slickness=0.1): the policy reaches more than"),
+    ],
+)
+def test_a_benchmarks_errors_name_the_benchmark_not_its_temporary_file(capsys, extra, said) -> None:
+    # the benchmark's PRISM text is parsed from a private temporary file: its path means nothing to the user
+    code, err = run(capsys, "avoid-v1", "-p", "collision-100", "--max-states", "100", *extra)
+    assert code == 2 and said in err and "/tmp" not in err and ".prism" not in err, err

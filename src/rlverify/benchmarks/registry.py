@@ -110,7 +110,9 @@ class Benchmark:
         """The model: a fresh :class:`~rlverify.models.SymbolicModel` for ``prism`` benchmarks
         (parsed on each call), the environment or continuous system otherwise (built once)."""
         if self.kind == "prism":
-            return self._build()
+            from dataclasses import replace
+
+            return replace(self._build(), name=self.name)  # messages name the benchmark, not its temporary file
         if "model" not in self._cache:
             self._cache["model"] = self._build()
         return self._cache["model"]

@@ -410,9 +410,9 @@ def _merged(
         else:
             return _from_merged(built, prop, options, time.perf_counter() - t), None
     if options.chain_dir is not None:
-        raise OptionError(f"{model.path}: --chain-dir needs the merged strategy, which cannot build this model ({reason})")
+        raise OptionError(f"{model.shown}: --chain-dir needs the merged strategy, which cannot build this model ({reason})")
     if options.strategy == "merged":
-        raise ModelError(f"{model.path}: --strategy merged cannot build this model ({reason}); use --strategy full")
+        raise ModelError(f"{model.shown}: --strategy merged cannot build this model ({reason}); use --strategy full")
     log.info("strategy merged declined (%s): building the MDP with Storm", reason)
     return None, reason
 

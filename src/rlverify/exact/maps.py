@@ -165,7 +165,7 @@ def risk_map(
         state_value=grids.state_value,
         state_optimum=grids.state_optimum,
         provenance=Provenance(
-            model=str(model.path),
+            model=model.shown,
             policy=pol.policy,
             property=prop.text,
             timings=timings,

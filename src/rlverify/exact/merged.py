@@ -263,7 +263,7 @@ class _Exploration:
             unavailable,
             say,
         )
-        self.program = program = compiled(model.program, str(model.path))
+        self.program = program = compiled(model.program, model.shown)
         self.probe = _probe(model, prop)
         self.names = [v.name for v in program.variables]
         missing = [v for v in self.probe.variables if v not in program.index]
@@ -281,7 +281,7 @@ class _Exploration:
         self.values = _Growing(np.int64, len(self.names))
         self.init_keys = program.keys(program.initial)  # sorted and unique (an init block's are found in key order)
         if not len(self.init_keys):
-            raise ModelError(f"{model.path}: no state satisfies the init ... endinit block")
+            raise ModelError(f"{model.shown}: no state satisfies the init ... endinit block")
         self.index.ids(np.unique(self.init_keys))
         self.state_keys.extend(self.init_keys)
         self.values.extend(program.initial)
@@ -530,11 +530,11 @@ class _Exploration:
         n = self.state_keys.n
         if n >= np.iinfo(np.int32).max - 1:
             raise ModelTooLargeError(
-                f"{self.model.path}: the policy reaches more than 2**31 states (int32 indices); verify a smaller model"
+                f"{self.model.shown}: the policy reaches more than 2**31 states (int32 indices); verify a smaller model"
             )
         if max_states is not None and n > max_states:
             raise ModelTooLargeError(
-                f"{self.model.path}: the policy reaches more than --max-states={max_states} states (exploration stopped "
+                f"{self.model.shown}: the policy reaches more than --max-states={max_states} states (exploration stopped "
                 f"at {n:,}); raise --max-states"
             )
         if memory_bound is None:

@@ -210,7 +210,7 @@ def provenance(
     from rlverify.results import Provenance, versions
 
     return Provenance(
-        model=str(model.path),
+        model=model.shown,
         property=prop.text,
         policy=None if policy is None else policy.name,
         settings=settings,

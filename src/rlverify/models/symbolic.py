@@ -53,6 +53,8 @@ class SymbolicModel:
         locations: JANI automata with more than one location: the location's feature name (Storm's
             ``_loc_AUTOMATON``, a policy feature like any variable) -> the location names by code
             (code = position in the automaton's ``locations``, as in the file).
+        name: what messages call the model when not its file: a benchmark and its parameters (its file is a
+            private temporary one); see :attr:`shown`.
     """
 
     path: Path
@@ -71,6 +73,12 @@ class SymbolicModel:
     commands: tuple[Command, ...] = ()
     command_keys: dict[int, int] = field(default_factory=dict, repr=False)
     locations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    name: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The model as messages name it: :attr:`name`, else its file."""
+        return self.name or str(self.path)
 
     def initial_valuation(self) -> dict[str, int] | None:
         """Variable -> initial value when every variable has a constant initial value (PRISM), else None."""
@@ -613,7 +621,7 @@ def _named_jani_property(model: SymbolicModel, name: str, *, fixed_policy: bool)
     accumulated = _ACCUMULATION.search(str(formula))
     if accumulated is not None:
         raise PropertyError(
-            f"{model.path}: property '{name}' ({formula}) accumulates only "
+            f"{model.shown}: property '{name}' ({formula}) accumulates only "
             f"[{accumulated.group(2) or 'nothing'}] of its rewards: a JANI reward accumulation other than "
             'state and action rewards together is not supported; declare "accumulate": ["steps", "exit"] '
             "(state rewards are exit rewards in discrete time) or give the property as text, e.g. "
@@ -659,7 +667,7 @@ def _storm_parse_error(model: SymbolicModel, text: str, structure: Property, exc
     if model.file_properties and not re.match(r"\s*[PR](min|max)?\s*[=<>{]", text):  # a misspelt property name?
         close = did_you_mean(text, model.file_properties)
         return PropertyError(
-            f"property '{text}' is neither a property of {model.path}{close} nor a formula; its "
+            f"property '{text}' is neither a property of {model.shown}{close} nor a formula; its "
             f"properties: {', '.join(repr(n) for n in model.file_properties)}"
         )
     return PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}")
@@ -788,7 +796,7 @@ def _ranges_checked(explicit: ExplicitModel, model: SymbolicModel, properties: l
         from rlverify.models.program import Unsupported, check_update_ranges, compiled, terminal_functions
 
         try:
-            program = compiled(model.program, str(model.path))
+            program = compiled(model.program, model.shown)
             terminal = (
                 terminal_functions(properties[0].get_raw_formula(), program.label_functions.get, program.by_name)
                 if properties and len(properties) == 1
@@ -820,7 +828,7 @@ def _out_of_range_update(model: SymbolicModel, valuation: dict[str, int]) -> str
     from rlverify.models.program import Unsupported, compiled
 
     try:
-        program = compiled(model.program, str(model.path))
+        program = compiled(model.program, model.shown)
         row = np.asarray([[valuation[v.name] for v in program.variables]], dtype=np.int64)
         program.check(row)
     except ModelError as exc:
@@ -870,7 +878,7 @@ def _out_of_range_edge(model: SymbolicModel, valuation: dict[str, int]) -> str |
                             position = model.command_keys.get((ai << 32) | ei)
                             edge_name = model.commands[position].name if position is not None else f"of {automaton.name}"
                             return (
-                                f"{model.path}: edge {edge_name} assigns {name}={new} outside its range [{lo}..{hi}] "
+                                f"{model.shown}: edge {edge_name} assigns {name}={new} outside its range [{lo}..{hi}] "
                                 f"in state {valuation} (JANI and Storm's checks refuse this; rlverify does not wrap "
                                 "the value around)"
                             )
@@ -953,7 +961,7 @@ def _build_input(model: SymbolicModel, properties: list[Any] | None) -> tuple[An
             program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
     except (RuntimeError, OSError) as exc:
         raise ModelError(
-            f"{model.path}: cannot read the model file again to build it (was it changed or removed "
+            f"{model.shown}: cannot read the model file again to build it (was it changed or removed "
             f"since it was loaded?): {storm_message(exc)}"
         ) from None
     if not properties:
@@ -1018,11 +1026,11 @@ def _build(
         message = storm_message(exc)
         if "out-of-bounds value" in message:
             raise ModelError(
-                f"{model.path}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
+                f"{model.shown}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
                 "does not wrap the value around): guard the update or widen the range"
             ) from None
         if "sum to one" not in message and "some to one" not in message:
-            raise ModelError(f"{model.path}: Storm could not build the model: {message}") from None
+            raise ModelError(f"{model.shown}: Storm could not build the model: {message}") from None
         checked = False
         program, storm_properties = _build_input(model, properties)
         try:
@@ -1031,12 +1039,12 @@ def _build(
             )
             storm_model = builder.build()
         except RuntimeError as exc2:
-            raise ModelError(f"{model.path}: Storm could not build the model: {storm_message(exc2)}") from None
+            raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc2)}") from None
     finally:
         dev.set_log_level(level)
     if max_states is not None and storm_model.nr_states > max_states:
         raise ModelTooLargeError(
-            f"{model.path}: the model has more than --max-states={max_states} states "
+            f"{model.shown}: the model has more than --max-states={max_states} states "
             f"(exploration stopped at {storm_model.nr_states}); raise --max-states, or (verify) use "
             "--strategy merged or onthefly with a policy to explore only policy-reachable states"
         )

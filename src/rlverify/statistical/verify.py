@@ -269,17 +269,17 @@ def _symbolic(
     if isinstance(prop, PathProperty):
         raise PropertyError(
             f"property '{prop.text}': a PathProperty is over one environment's states; give the "
-            f"property of {model.path} (text or Property) to simulate it"
+            f"property of {model.shown} (text or Property) to simulate it"
         )
     parsed = parse_property(model, prop, fixed_policy=True)  # a named JANI Pmax: P=? (its notes say so)
     decidable(parsed)
     commands = tuple(a for a in actions if is_command_name(a))
     problems = check_names(commands, model.commands)
     if problems:
-        raise PolicyError(f"the policy's actions do not fit model {model.path}", [m for _, m in problems])
+        raise PolicyError(f"the policy's actions do not fit model {model.shown}", [m for _, m in problems])
     mdp, storm_model = build_explicit(model, [parsed], command_names=True if commands else None, max_states=max_states)
-    env = ExplicitEnv(mdp, name=str(model.path), actions=tuple(sorted(a for a in model.action_names if a)) + commands)
-    return env, with_graph_analysis(env, property_from_storm(model, storm_model, parsed)), str(model.path)
+    env = ExplicitEnv(mdp, name=model.shown, actions=tuple(sorted(a for a in model.action_names if a)) + commands)
+    return env, with_graph_analysis(env, property_from_storm(model, storm_model, parsed)), model.shown
 
 
 def _continuous(env: ContinuousEnv, prop: str | Property | PathProperty) -> tuple[ContinuousEnv, PathProperty, str]:
