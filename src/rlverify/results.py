@@ -1335,3 +1335,80 @@ class IntervalResult(Result):
             + self.guarantee,
             tuple(rows),
         )
+
+
+# ------------------------------------------------------------------------------------------------ explanations
+
+
+@dataclass(frozen=True)
+class FeatureEffect:
+    """What one policy feature does to the property's value (:class:`FeatureEffects`).
+
+    Attributes:
+        feature: its name; reference: the value it is fixed to (its value in the initial state).
+        fixed: the exact value when the policy is shown ``reference`` instead of the feature's value in every state.
+        range_values: with ``reference="range"``: the exact value for each value of the feature's declared range
+            (value -> exact value); worst_fixed, worst_at: the worst of them and the value giving it.
+        perturbed_worst, perturbed_best: the exact worst and best case when an adversary shifts this feature alone
+            by at most 1 in each state (the robustness engine, epsilon 1); None when not computed (``note`` says why).
+        effect: the largest distance from the nominal value of any of these values (the ranking key).
+        note: why a part is missing (no declared range, a property the robustness engine does not take).
+    """
+
+    feature: str
+    reference: float
+    fixed: float
+    range_values: dict[str, float] | None = None
+    worst_fixed: float | None = None
+    worst_at: float | None = None
+    perturbed_worst: float | None = None
+    perturbed_best: float | None = None
+    effect: float = 0.0
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class FeatureEffects(Result):
+    """Safety-relevant features (``rlverify explain``): for each policy feature, the exact value when the policy
+    cannot use it (fixed to a reference value), and the exact worst/best when it alone is perturbed by 1; ranked by
+    ``effect``, largest first. Every value is exact (the exact engine on the chain of a wrapped policy, or Pmax/Pmin
+    of the adversarial MDP), up to the solver's ``guarantee``.
+
+    Attributes:
+        nominal: the policy's own exact value; worst_is: ``max`` (the property names a failure: larger is worse) or
+        ``min``; reference: ``initial`` or ``range``; effects: one per feature, ranked; runs: the exact checks made.
+    """
+
+    nominal: float
+    worst_is: str
+    reference: str
+    effects: tuple[FeatureEffect, ...]
+    runs: int
+    guarantee: str
+    precision: float
+
+    def figure(self, *, title: str | None = None) -> Any:
+        """A horizontal bar chart (:class:`matplotlib.figure.Figure`, not managed by pyplot): per feature, ranked,
+        the value with the feature fixed (and the worst over its range) and the ±1 perturbation's worst and best,
+        against the nominal value (a vertical line)."""
+        from rlverify.figures import feature_effects_figure
+
+        return feature_effects_figure(self, title=title)
+
+    def _summary(self) -> Summary:
+        rows = [("nominal", shown(self.nominal))]
+        for e in self.effects:
+            parts = [f"fixed to {e.reference:g}: {shown(e.fixed)}"]
+            if e.worst_fixed is not None:
+                parts.append(f"worst over its range {shown(e.worst_fixed)} (at {e.worst_at:g})")
+            if e.perturbed_worst is not None:
+                parts.append(f"±1: [{shown(e.perturbed_best)}, {shown(e.perturbed_worst)}]")
+            rows.append((e.feature, f"effect {shown(e.effect)}; " + "; ".join(parts)))
+        rows.append(("time", total_time(self)))
+        top = self.effects[0].feature if self.effects else "-"
+        return Summary(
+            "exact value without each feature, and under ±1 perturbations of it",
+            f"{top} matters most",
+            "exact; " + solver_guarantee(self.guarantee, self.precision),
+            tuple(rows),
+        )
