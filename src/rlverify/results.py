@@ -1412,3 +1412,61 @@ class FeatureEffects(Result):
             "exact; " + solver_guarantee(self.guarantee, self.precision),
             tuple(rows),
         )
+
+
+@dataclass(frozen=True)
+class TreeExplanation(Result):
+    """A decision tree standing in for the policy (``rlverify explain``), and its exact value as a policy.
+
+    The tree is fitted to the policy's most likely action on the policy-reachable states, each weighted by its exact
+    expected visits (``weighting`` says which); ``fidelity`` is the share of those visits where the tree picks that
+    action. ``tree_value`` is the exact engine's value of the tree as a deterministic policy on the same model and
+    property (``tree_lower``/``tree_upper``: its certified bracket, ``tree_stalled``: the probability that the tree
+    names an action the state does not offer), beside the policy's ``policy_value``.
+
+    Attributes:
+        depth, leaves: the tree's size; fidelities: depth -> weighted fidelity, for each depth tried;
+        fidelity_target: the depth search's target (None: the depth was given); fitted_states: states fitted;
+        left_out_states: undecided states left out (unbounded: the run never gets decided from them);
+        rules: one readable rule per leaf over the model's variables; tree: the tree file's JSON value;
+        tree_policy: the tree as a :class:`~rlverify.policies.tree.TreePolicy` (not in JSON).
+    """
+
+    depth: int
+    leaves: int
+    fidelity: float
+    fidelity_target: float | None
+    fidelities: dict[int, float]
+    weighting: str
+    fitted_states: int
+    left_out_states: int
+    policy_value: float
+    tree_value: float
+    tree_lower: float | None
+    tree_upper: float | None
+    tree_stalled: float
+    rules: tuple[str, ...]
+    tree: dict[str, Any]
+    guarantee: str
+    precision: float
+    tree_policy: Any = field(default=None, repr=False, compare=False)
+
+    NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("tree_policy",)
+
+    def _summary(self) -> Summary:
+        rows = [
+            ("policy's value", shown(self.policy_value)),
+            ("tree's value", shown(self.tree_value) + (f" (stalls {shown(self.tree_stalled)})" if self.tree_stalled else "")),
+            ("tree", f"depth {self.depth}, {self.leaves} leaves"),
+            ("fidelity", f"{self.fidelity:.4g} of the {self.weighting} ({self.fitted_states:,} states)"),
+            *((f"rule {i + 1}", r) for i, r in enumerate(self.rules[:12])),
+            ("time", total_time(self)),
+        ]
+        if len(self.rules) > 12:
+            rows.insert(-1, ("rules", f"... and {len(self.rules) - 12} more"))
+        return Summary(
+            "a decision tree standing in for the policy, verified exactly as a policy",
+            f"{shown(self.tree_value)} (tree) vs {shown(self.policy_value)} (policy)",
+            "exact values; " + solver_guarantee(self.guarantee, self.precision) + "; fidelity weighted by expected visits",
+            tuple(rows),
+        )
