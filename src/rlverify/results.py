@@ -1470,3 +1470,65 @@ class TreeExplanation(Result):
             "exact values; " + solver_guarantee(self.guarantee, self.precision) + "; fidelity weighted by expected visits",
             tuple(rows),
         )
+
+
+@dataclass(frozen=True)
+class CriticalState:
+    """One critical state (:class:`CriticalStates`).
+
+    Attributes:
+        state: its valuation (variable -> value); visits: its exact expected visits under the policy;
+        spread: ``max_a Q(s, a) - min_a Q(s, a)`` over the actions it offers; score: ``visits x spread``;
+        policy: the policy's distribution there (action -> probability, zeros left out); q: ``Q(s, a)`` per offered
+        action; best: the action with the best ``Q``; likely: the policy's most likely action; likely_is_best: whether
+        its ``Q`` equals the best.
+    """
+
+    state: dict[str, int]
+    visits: float
+    spread: float
+    score: float
+    policy: dict[str, float]
+    q: dict[str, float]
+    best: str
+    likely: str
+    likely_is_best: bool
+
+
+@dataclass(frozen=True)
+class CriticalStates(Result):
+    """The policy-reachable states where the choice matters most (``rlverify explain``): ranked by ``score`` (exact
+    expected visits x the spread of ``Q(s, a)`` over the offered actions), the top ones listed.
+
+    Attributes:
+        optimum: ``min`` (``Q`` reads ``Pmin`` afterwards: the property names a failure) or ``max`` (a goal);
+        remaining: the step bound ``Q`` is read with (None: unbounded); weighting: how visits are counted;
+        states: the listed states, largest score first; considered: the policy-reachable states scored;
+        total_score: the sum of all their scores; guarantee, precision: of the per-action values.
+    """
+
+    optimum: str
+    remaining: int | None
+    weighting: str
+    states: tuple[CriticalState, ...]
+    considered: int
+    total_score: float
+    guarantee: str
+    precision: float
+
+    def _summary(self) -> Summary:
+        rows = []
+        for i, c in enumerate(self.states[:10]):
+            where = ", ".join(f"{k}={v}" for k, v in c.state.items())
+            pi = ", ".join(f"{a} {p:.2f}" for a, p in c.policy.items())
+            mark = "" if c.likely_is_best else f"; best {c.best}"
+            rows.append(
+                (f"#{i + 1}", f"{where}: score {c.score:.4g} (visits {c.visits:.3g} x spread {c.spread:.3g}); {pi}{mark}")
+            )
+        rows.append(("time", total_time(self)))
+        return Summary(
+            f"critical states (Q with P{self.optimum} afterwards, weighted by expected visits)",
+            f"{len(self.states)} of {self.considered:,} states",
+            "per-action values exact; " + solver_guarantee(self.guarantee, self.precision),
+            tuple(rows),
+        )
