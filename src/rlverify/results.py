@@ -1402,7 +1402,7 @@ class FeatureEffects(Result):
             if e.worst_fixed is not None:
                 parts.append(f"worst over its range {shown(e.worst_fixed)} (at {e.worst_at:g})")
             if e.perturbed_worst is not None:
-                parts.append(f"±1: [{shown(e.perturbed_best)}, {shown(e.perturbed_worst)}]")
+                parts.append(f"±1: worst {shown(e.perturbed_worst)}, best {shown(e.perturbed_best)}")
             rows.append((e.feature, f"effect {shown(e.effect)}; " + "; ".join(parts)))
         rows.append(("time", total_time(self)))
         top = self.effects[0].feature if self.effects else "-"
@@ -1532,3 +1532,33 @@ class CriticalStates(Result):
             "per-action values exact; " + solver_guarantee(self.guarantee, self.precision),
             tuple(rows),
         )
+
+
+@dataclass(frozen=True)
+class PolicyExplanation(Result):
+    """What ``rlverify explain`` computed: the parts asked for (each None when not computed; ``skipped`` says why).
+
+    Attributes:
+        features: the safety-relevant features (:class:`FeatureEffects`); tree: the decision tree standing in for
+        the policy (:class:`TreeExplanation`); critical: the critical states (:class:`CriticalStates`);
+        skipped: part -> why it was not computed.
+    """
+
+    features: FeatureEffects | None = None
+    tree: TreeExplanation | None = None
+    critical: CriticalStates | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def parts(self) -> list[Result]:
+        """The parts computed, in order (features, tree, critical)."""
+        return [p for p in (self.features, self.tree, self.critical) if p is not None]
+
+    def _summary(self) -> Summary:
+        rows: list[tuple[str, str]] = []
+        for name, part in (("features", self.features), ("tree", self.tree), ("critical states", self.critical)):
+            if part is not None:
+                s = part._summary()
+                rows.append((name, f"{s.value} — {s.kind}"))
+        rows += [(f"{k} skipped", v) for k, v in self.skipped.items()]
+        rows.append(("time", total_time(self)))
+        return Summary("explanations of the policy", "", "exact (each part says its guarantee)", tuple(rows))

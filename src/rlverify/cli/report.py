@@ -42,6 +42,11 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="the risk map's reading of the property: min = a failure (regret = value - Pmin; default), "
         "max = a goal (regret = Pmax - value)",
     )
+    p.add_argument(
+        "--explain-policy",
+        action="store_true",
+        help="add the explanations of the policy (rlverify explain: features, decision tree, critical states)",
+    )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.html", help="where to write the page (default report.html)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--json", action="store_true", help="also print the report's numbers as JSON")
@@ -73,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         optimum=args.optimum,
         map_where=where,
         map_agg=agg,
+        explain_policy=args.explain_policy,
     )
     options.validate()
     if args.map:

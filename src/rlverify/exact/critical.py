@@ -22,7 +22,7 @@ import numpy as np
 
 from rlverify.errors import OptionError, PropertyError
 from rlverify.exact.action_values import action_values
-from rlverify.exact.chain import PolicyChain, full_mdp, policy_chain, states_of
+from rlverify.exact.chain import PolicyChain, chain_for, full_mdp, states_of
 from rlverify.exact.explain import check_explainable
 from rlverify.exact.induced import ask_policy
 from rlverify.exact.options import ExactOptions, Progress, provenance, settings
@@ -97,7 +97,7 @@ def critical_states(
     say = progress or (lambda msg: None)
     exact = dataclasses.replace(options.exact, all_states=False, export=None)
     t0 = time.perf_counter()
-    built = chain if chain is not None else policy_chain(model, prop, policy, exact, progress=say)
+    built = chain_for(model, prop, policy, exact, chain, progress=say)
     occ = expected_visits(built, prop)
     visited = np.flatnonzero((occ.visits > 0) & (built.origin >= 0))
     target, opt = directed(model, prop, options.worst)

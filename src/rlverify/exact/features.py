@@ -84,11 +84,11 @@ def chosen_features(policy: Policy, features: tuple[str, ...] | None) -> tuple[s
     for f in features:
         if f not in policy.features:
             raise OptionError(
-                f"--features: '{f}' is not a feature of the policy{did_you_mean(f, policy.features)} "
+                f"--ablate: '{f}' is not a feature of the policy{did_you_mean(f, policy.features)} "
                 f"(its features: {', '.join(policy.features)})"
             )
     if not features:
-        raise OptionError("--features: name at least one feature")
+        raise OptionError("--ablate: name at least one feature")
     return tuple(dict.fromkeys(features))
 
 

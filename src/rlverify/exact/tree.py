@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
 from rlverify.errors import OptionError, PropertyError, require
-from rlverify.exact.chain import PolicyChain, policy_chain
+from rlverify.exact.chain import PolicyChain, chain_for
 from rlverify.exact.explain import _search_space, check_explainable
 from rlverify.exact.induced import ask_policy
 from rlverify.exact.options import ExactOptions, Progress, guarantee, provenance, settings
@@ -173,7 +173,7 @@ def fit_tree(
     say = progress or (lambda msg: None)
     exact = dataclasses.replace(options.exact, all_states=False, export=None)
     t0 = time.perf_counter()
-    built = chain if chain is not None else policy_chain(model, prop, policy, exact, progress=say)
+    built = chain_for(model, prop, policy, exact, chain, progress=say)
     nominal = verify_exact(model, prop, policy, exact, chain=built)
     say("counting the expected visits")
     occ = expected_visits(built, prop)
