@@ -29,16 +29,20 @@ if TYPE_CHECKING:
     from rlverify.report import Report
     from rlverify.resolve import Target
     from rlverify.results import (
+        CriticalStates,
         ExactResult,
         FailurePaths,
+        FeatureEffects,
         HeatmapResult,
         IntervalResult,
         OptimumResult,
+        PolicyExplanation,
         Provenance,
         Result,
         RiskMap,
         RobustnessResult,
         SplittingResult,
+        TreeExplanation,
     )
     from rlverify.statistical.results import StatisticalResult
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
@@ -49,12 +53,15 @@ __all__ = [
     "AbstractionOptions",
     "AbstractionResult",
     "Agreement",
+    "CriticalStates",
     "ExactOptions",
     "ExactResult",
     "FailurePaths",
+    "FeatureEffects",
     "HeatmapResult",
     "IntervalResult",
     "OptimumResult",
+    "PolicyExplanation",
     "Property",
     "Provenance",
     "Report",
@@ -66,6 +73,7 @@ __all__ = [
     "StatisticalOptions",
     "StatisticalResult",
     "Target",
+    "TreeExplanation",
     "abstraction",
     "benchmarks",
     "check_policy",
@@ -98,6 +106,7 @@ lazy_exports(
         "rlverify.results": (
             "ExactResult FailurePaths HeatmapResult IntervalResult OptimumResult Provenance Result RiskMap "
             "RobustnessResult SplittingResult"
+            " CriticalStates FeatureEffects PolicyExplanation TreeExplanation"
         ),
         "rlverify.statistical.results": "StatisticalResult",
         "rlverify.statistical.verify": "StatisticalOptions verify_statistical",
