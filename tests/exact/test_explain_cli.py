@@ -21,9 +21,10 @@ def test_explain_json_tree_file_and_chart(tmp_path: Path, capsys) -> None:
     result = data["result"]
     (effect,) = result["features"]["effects"]
     assert effect["feature"] == "x" and result["features"]["model"] == "running-example-v1"
-    assert result["tree"]["rules"] == ["if x <= 1 then DOWN", "if x >= 2 then UP"]
+    assert result["tree"]["rules"] == ["if x = 1 then DOWN", "if x >= 2 then UP"]
     assert [c["state"]["x"] for c in result["critical"]["states"]] == [1, 2, 3]
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads(tree.read_text())["fitted"]["model"] == "running-example-v1"
     assert main(["verify", "running-example-v1", "-p", PROP, "--policy", str(tree), "--json"]) == 0
     separate = json.loads(capsys.readouterr().out)["result"]["value"]
     assert separate == result["tree"]["tree_value"] == 0.0  # the tree's DOWN at x=1 never leaves x=1

@@ -151,7 +151,7 @@ def test_running_example_tree_is_the_argmax_policy_and_its_value_is_exact():
     # the most likely actions at x = 1, 2, 3: DOWN, UP (first of the tie UP/NOP), UP; DOWN at x=1 stays at x=1
     assert [walk(r.tree, {"x": x}) for x in (1, 2, 3)] == ["DOWN", "UP", "UP"]
     assert r.fidelity == 1.0 and r.tree_value == 0.0
-    assert r.rules == ("if x <= 1 then DOWN", "if x >= 2 then UP")
+    assert r.rules == ("if x = 1 then DOWN", "if x >= 2 then UP")
 
 
 def test_without_scikit_learn_the_error_names_the_extra(monkeypatch):

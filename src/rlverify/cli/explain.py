@@ -149,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     if tree_file is not None:
         if result.tree is None:
             raise OptionError(f"--save-tree: no tree was fitted ({result.skipped.get('tree', 'not asked for')})")
+        result.tree.tree_policy.metadata["model"] = result.tree.model  # the target's name, not a generated file's
         result.tree.tree_policy.save(tree_file, force=args.force)
         note(f"wrote the tree policy to {tree_file}")
     if ".png" in files and result.features is not None:

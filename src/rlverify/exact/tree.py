@@ -304,7 +304,7 @@ def _condition(name: str, lo: float, hi: float, low: float, high: float) -> str:
     if has_lo and has_hi:
         return f"{name} = {lo:g}" if lo == hi else f"{lo:g} <= {name} <= {hi:g}"
     if has_lo:
-        return f"{name} >= {lo:g}"
+        return f"{name} = {lo:g}" if lo == high else f"{name} >= {lo:g}"
     if has_hi:
-        return f"{name} <= {hi:g}"
+        return f"{name} = {hi:g}" if hi == low else f"{name} <= {hi:g}"
     return ""
