@@ -140,3 +140,14 @@ def test_the_bar_chart_has_a_bar_per_feature():
     ax = fig.axes[0]
     assert [tick.get_text() for tick in ax.get_yticklabels()] == ["x"]
     assert len(ax.patches) == 2  # fixed to the initial value, worst over the range
+
+
+@pytest.mark.parametrize("value", [float("nan"), "1", True, None], ids=["nan", "text", "bool", "none"])
+def test_the_wrapper_refuses_a_value_that_is_not_a_finite_number(value):
+    from rlverify.errors import PolicyError
+
+    t = resolve("running-example-v1", property='P=? [F<=3 "goal"]')
+    with pytest.raises(PolicyError, match=r"the fixed values of \['x'\] are not finite numbers"):
+        FixedFeaturePolicy(t.policy, {"x": value})
+    with pytest.raises(PolicyError, match=r"cannot fix \['y'\]: its features are \['x'\]"):
+        FixedFeaturePolicy(t.policy, {"y": 1})

@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
             progress=update,
             **policy_kwargs(args),
         )
+    if args.explain_policy and report.kind != "prism":
+        note(f"--explain-policy: the explanations are computed for PRISM/JANI models; {report.kind} targets have none")
     path = write_report(report, out, force=args.force)
     disagreements = list(report.disagreements())
     if args.json:

@@ -8,6 +8,7 @@ any other), so "the value when the policy cannot use feature f" is the value of 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 
 import numpy as np
@@ -34,7 +35,9 @@ class FixedFeaturePolicy(BasePolicy):
         unknown = [f for f in fixed if f not in features]
         if unknown:
             raise PolicyError(f"{policy.name}: cannot fix {unknown}: its features are {list(features)}")
-        bad = [f for f, v in fixed.items() if not np.isfinite(float(v))]
+        bad = [
+            f for f, v in fixed.items() if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(float(v))
+        ]
         if bad:
             raise PolicyError(f"{policy.name}: the fixed values of {bad} are not finite numbers")
         shown = ", ".join(f"{f}={_number(v)}" for f, v in fixed.items())
