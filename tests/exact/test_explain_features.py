@@ -151,3 +151,16 @@ def test_the_wrapper_refuses_a_value_that_is_not_a_finite_number(value):
         FixedFeaturePolicy(t.policy, {"x": value})
     with pytest.raises(PolicyError, match=r"cannot fix \['y'\]: its features are \['x'\]"):
         FixedFeaturePolicy(t.policy, {"y": 1})
+
+
+def test_an_infinite_expected_reward_is_named_and_written_on_the_chart():
+    # R{"steps"}=? [F "goal"]: shown x=4 everywhere the policy takes NOP at x=1 and never reaches the goal
+    t = resolve("running-example-v1", property='R{"steps"}=? [F "goal"]')
+    r = feature_effects(t.model, t.property, t.policy, FeatureOptions(reference="range"))
+    (e,) = r.effects
+    assert e.range_values["4"] == float("inf") and e.worst_at == 4.0 and e.effect == float("inf")
+    assert e.perturbed_worst is None  # the robustness engine takes probabilities only
+    assert any("x fixed to 4: the value is infinite" in w for w in r.warnings)
+    assert any("are not computed" in w for w in r.warnings)
+    texts = [t.get_text() for t in r.figure().axes[0].texts]
+    assert texts == ["+infinite (worst over its range)"]

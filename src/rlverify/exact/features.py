@@ -183,6 +183,13 @@ def feature_effects(
                 mdp=full,
             )
             row = dataclasses.replace(row, perturbed_worst=r.worst, perturbed_best=r.best)
+        shown_values = dict(row.range_values or {}) | {_key(ref): row.fixed}
+        infinite = sorted((k for k, x in shown_values.items() if np.isinf(x)), key=float)
+        if infinite:
+            notes.append(
+                f"{f} fixed to {', '.join(infinite)}: the value is infinite (an expected reward whose target is "
+                "missed with positive probability)"
+            )
         candidates = [row.fixed, row.worst_fixed, row.perturbed_worst, row.perturbed_best]
         effect = max(abs(c - nominal.value) for c in candidates if c is not None)
         effects.append(dataclasses.replace(row, effect=float(effect)))
