@@ -179,7 +179,10 @@ def fit_tree(
     occ = expected_visits(built, prop)
     states = np.flatnonzero((occ.visits > 0) & (built.origin >= 0))
     if not len(states):
-        raise PropertyError(f"'{prop.text}' is decided in the initial state: there is no decision to explain")
+        raise PropertyError(
+            f"'{prop.text}': no policy-reachable state where the property is undecided (and, unbounded, the target "
+            "reachable): there is no decision to explain"
+        )
     weights = occ.visits[states]
     x = built.chain.feature_matrix(policy.features, states)
     probs, _ = ask_policy(built.chain, policy, states)
