@@ -33,16 +33,20 @@ if TYPE_CHECKING:
     from rlverify.report import Report
     from rlverify.resolve import Target
     from rlverify.results import (
+        CriticalStates,
         ExactResult,
         FailurePaths,
+        FeatureEffects,
         HeatmapResult,
         IntervalResult,
         OptimumResult,
+        PolicyExplanation,
         Provenance,
         Result,
         RiskMap,
         RobustnessResult,
         SplittingResult,
+        TreeExplanation,
     )
     from rlverify.statistical.results import StatisticalResult
     from rlverify.statistical.verify import StatisticalOptions
@@ -53,12 +57,15 @@ __all__ = [
     "AbstractionOptions",
     "AbstractionResult",
     "Agreement",
+    "CriticalStates",
     "ExactOptions",
     "ExactResult",
     "FailurePaths",
+    "FeatureEffects",
     "HeatmapResult",
     "IntervalResult",
     "OptimumResult",
+    "PolicyExplanation",
     "Property",
     "Provenance",
     "Report",
@@ -70,6 +77,7 @@ __all__ = [
     "StatisticalOptions",
     "StatisticalResult",
     "Target",
+    "TreeExplanation",
     "abstraction",
     "benchmarks",
     "check_policy",
@@ -102,6 +110,7 @@ lazy_exports(
         "rlverify.results": (
             "ExactResult FailurePaths HeatmapResult IntervalResult OptimumResult Provenance Result RiskMap "
             "RobustnessResult SplittingResult"
+            " CriticalStates FeatureEffects PolicyExplanation TreeExplanation"
         ),
         "rlverify.statistical.results": "StatisticalResult",
         "rlverify.statistical.verify": "StatisticalOptions",

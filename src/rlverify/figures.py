@@ -378,3 +378,47 @@ __all__ = [
     "paths_figure",
     "plot_paths",
 ]
+
+
+def feature_effects_figure(effects: Any, *, title: str | None = None) -> Any:
+    """A horizontal bar chart of :class:`~rlverify.results.FeatureEffects` (ranked, the largest effect on top): per
+    feature, a bar from the nominal value to the value with the feature fixed (and to the worst over its range, when
+    computed), and a line over the ±1 perturbation's [best, worst]; the nominal value as a vertical line. Returns a
+    :class:`matplotlib.figure.Figure` that pyplot does not manage."""
+    rows = list(effects.effects)
+    fig = new_figure((7.0, 1.2 + 0.45 * max(len(rows), 1)))
+    ax = fig.add_subplot(1, 1, 1)
+    y = np.arange(len(rows))[::-1].astype(float)
+    nominal = effects.nominal
+    fixed = np.array([e.fixed for e in rows], dtype=float)
+    bars = [(y + 0.15, fixed, "#4c72b0", "feature fixed to its initial value")]
+    if any(e.worst_fixed is not None for e in rows):
+        worst = np.array([np.nan if e.worst_fixed is None else e.worst_fixed for e in rows], dtype=float)
+        bars.append((y - 0.15, worst, "#dd8452", "worst over its range"))
+    for at, values, color, label in bars:
+        finite = np.where(np.isfinite(values), values, np.nan)
+        ax.barh(at, finite - nominal, left=nominal, height=0.3, color=color, label=label)
+        for yi, v in zip(at, values, strict=True):  # an infinite value (an expected reward): written, not drawn
+            if np.isinf(v):
+                ax.annotate(
+                    f"{'+' if v > 0 else '-'}infinite ({label})",
+                    xy=(1.0 if v > 0 else 0.0, yi),
+                    xycoords=("axes fraction", "data"),
+                    ha="right" if v > 0 else "left",
+                    va="center",
+                    fontsize=7,
+                    color=color,
+                )
+    for yi, e in zip(y, rows, strict=True):
+        if e.perturbed_worst is not None and e.perturbed_best is not None:
+            lo, hi = sorted((e.perturbed_best, e.perturbed_worst))
+            ax.plot([lo, hi], [yi, yi], color="#c44e52", linewidth=2.5, marker="|", markersize=12)
+    if any(e.perturbed_worst is not None for e in rows):
+        ax.plot([], [], color="#c44e52", linewidth=2.5, marker="|", label="±1 perturbation: best..worst")
+    ax.axvline(nominal, color="black", linewidth=1, linestyle="--", label=f"nominal {nominal:.4g}")
+    ax.set_yticks(y, [e.feature for e in rows])
+    ax.set_ylim(-0.6, max(len(rows), 1) - 0.4)
+    ax.set_xlabel("exact value of the property")
+    ax.legend(fontsize=7, loc="best")
+    ax.set_title(title or f"features by effect on {effects.property}", fontsize=9)
+    return fig

@@ -242,6 +242,8 @@ class ReportOptions:
     horizon: int | None = None
     domain: str = "box"
     phi: float = 0.5
+    #: add the explanations of the policy (features, decision tree, critical states); off by default (slower)
+    explain_policy: bool = False
 
     def validate(self) -> None:
         """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""
@@ -528,6 +530,8 @@ def _prism(t: Target, options: ReportOptions, shared: Shared) -> tuple[list[Sect
         plan.append(_risk_map)
     if t.property.operator == "P":
         plan += [_paths, _robustness]
+    if options.explain_policy:
+        plan += _explain_sections()
     plan.append(_statistical)
     return _run(plan, t, options, shared)
 
@@ -1013,3 +1017,120 @@ def write_report(report: Report, path: str | Path, *, force: bool = False) -> Pa
 
 
 __all__ = ["Check", "Report", "ReportOptions", "Section", "Shared", "make_report", "write_report"]
+
+
+# ------------------------------------------------------------------------------------------------ explanations
+
+
+def _explain_sections() -> list[SectionFn]:
+    """The sections of ``report --explain-policy`` (:mod:`rlverify.exact.explanations`): features, tree, critical."""
+    return [_explain_features, _explain_tree, _explain_critical]
+
+
+def _explain_features(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
+    """Safety-relevant features: each fixed to its initial value, and perturbed by 1 alone; ranked, with the chart."""
+    from rlverify.exact.features import feature_effects
+    from rlverify.figures import figure_png
+
+    title = "Safety-relevant features (exact: the value without each feature, and under ±1 perturbations)"
+    exact, prop, policy = shared.exact, t.property, t.policy
+    assert exact is not None and prop is not None and policy is not None
+    shared.say("explain: features")
+    try:
+        r = _timed(shared.timings, "explain: features", lambda: feature_effects(t.model, prop, policy, progress=shared.say))
+    except RlverifyError as exc:
+        return Section(title, note=f"skipped: {exc}"), []
+    header = ["feature", "effect", "fixed to", "value fixed", "±1 worst", "±1 best"]
+    table = [
+        [e.feature, _fmt(e.effect), f"{e.reference:g}", _fmt(e.fixed), _fmt(e.perturbed_worst), _fmt(e.perturbed_best)]
+        for e in r.effects
+    ]
+    checks = [
+        Check(
+            "features: nominal = exact value",
+            same(r.nominal, exact.value, shared.slack),
+            f"{_fmt(r.nominal)} vs {_fmt(exact.value)}",
+        )
+    ]
+    return Section(
+        title,
+        rows=[("nominal", _fmt(r.nominal)), ("exact checks", f"{r.runs}")],
+        tables=[("features ranked by effect (largest distance from the nominal value)", header, table)],
+        images=[("features by effect", figure_png(r.figure()))],
+        data={"features": r.to_json()},
+    ), checks
+
+
+def _explain_tree(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
+    """A decision tree standing in for the policy, verified exactly as a policy."""
+    from rlverify.exact.tree import fit_tree
+
+    title = "A decision tree standing in for the policy (verified exactly as a policy)"
+    exact, prop, policy = shared.exact, t.property, t.policy
+    assert exact is not None and prop is not None and policy is not None
+    shared.say("explain: decision tree")
+    try:
+        r = _timed(
+            shared.timings, "explain: tree", lambda: fit_tree(t.model, prop, policy, chain=shared.chain, progress=shared.say)
+        )
+    except RlverifyError as exc:
+        return Section(title, note=f"skipped: {exc}"), []
+    rows = [
+        ("policy's value / tree's value", f"{_fmt(r.policy_value)} / {_fmt(r.tree_value)}"),
+        ("tree", f"depth {r.depth}, {r.leaves} leaves"),
+        ("weighted fidelity", f"{r.fidelity:.4g} ({r.weighting}; {r.fitted_states:,} states)"),
+        ("tree stalls", _fmt(r.tree_stalled)),
+    ]
+    checks = [
+        Check(
+            "tree: the policy's value = exact value",
+            same(r.policy_value, exact.value, shared.slack),
+            f"{_fmt(r.policy_value)} vs {_fmt(exact.value)}",
+        )
+    ]
+    return Section(
+        title,
+        rows=rows,
+        tables=[("the tree as rules (one per leaf)", ["rule"], [[rule] for rule in r.rules])],
+        data={"tree": r.to_json()},
+    ), checks
+
+
+def _explain_critical(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
+    """Critical states: expected visits x the spread of Q(s, a); the top ones with the policy's choice and the best."""
+    from rlverify.exact.critical import CriticalOptions, critical_states
+
+    title = "Critical states (expected visits x the spread of Q(s, a) over the offered actions)"
+    prop, policy = t.property, t.policy
+    assert prop is not None and policy is not None
+    shared.say("explain: critical states")
+    worst = "max" if options.optimum == "min" else "min"  # the report's reading of the property
+    try:
+        r = _timed(
+            shared.timings,
+            "explain: critical",
+            lambda: critical_states(
+                t.model, prop, policy, CriticalOptions(top=10, worst=worst), chain=shared.chain, progress=shared.say
+            ),
+        )
+    except RlverifyError as exc:
+        return Section(title, note=f"skipped: {exc}"), []
+    header = ["state", "score", "visits", "spread", "policy", "best action"]
+    table = [
+        [
+            ", ".join(f"{k}={v}" for k, v in c.state.items()),
+            f"{c.score:.4g}",
+            f"{c.visits:.4g}",
+            f"{c.spread:.4g}",
+            ", ".join(f"{a} {p:.2f}" for a, p in c.policy.items()),
+            c.best,
+        ]
+        for c in r.states
+    ]
+    return Section(
+        title,
+        rows=[("Q reads", f"P{r.optimum} afterwards"), ("states scored", f"{r.considered:,}")],
+        tables=[("the top states", header, table)],
+        note="; ".join(r.warnings),
+        data={"critical": r.to_json()},
+    ), []

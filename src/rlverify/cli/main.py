@@ -34,6 +34,7 @@ COMMANDS = (
     "benchmarks",
     "robust",
     "examples",
+    "explain",
 )
 COMMAND_MODULES = [f"rlverify.cli.{name}" for name in COMMANDS]
 

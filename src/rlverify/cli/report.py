@@ -42,6 +42,11 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "max = a goal (Pmax; regret = Pmax - value). Default: from the property's comparison (P<=b: min, P>=b: max); "
         "else the headline shows Pmin and Pmax without calling either the best",
     )
+    p.add_argument(
+        "--explain-policy",
+        action="store_true",
+        help="add the explanations of the policy (rlverify explain: features, decision tree, critical states)",
+    )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.html", help="where to write the page (default report.html)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--json", action="store_true", help="also print the report's numbers as JSON")
@@ -73,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         optimum=args.optimum,
         map_where=where,
         map_agg=agg,
+        explain_policy=args.explain_policy,
     )
     options.validate()
     if args.map:
@@ -90,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
             progress=update,
             **policy_kwargs(args),
         )
+    if args.explain_policy and report.kind != "prism":
+        note(f"--explain-policy: the explanations are computed for PRISM/JANI models; {report.kind} targets have none")
     path = write_report(report, out, force=args.force)
     disagreements = list(report.disagreements())
     if args.json:

@@ -15,24 +15,36 @@ from rlverify.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rlverify.exact.chain import FullMDP, PolicyChain, full_mdp, induce, policy_chain
+    from rlverify.exact.critical import CriticalOptions, critical_states
     from rlverify.exact.explain import EXPLAINED_FORMS, explain_paths, most_probable_paths, plot_paths
+    from rlverify.exact.explanations import ExplainOptions, explain_policy
+    from rlverify.exact.features import FeatureOptions, feature_effects
     from rlverify.exact.induced import STALLED_LABEL, induced_chain
     from rlverify.exact.maps import MapOptions, risk_map
     from rlverify.exact.optimum import optimum
     from rlverify.exact.options import ExactOptions
     from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
+    from rlverify.exact.tree import TreeOptions, fit_tree
     from rlverify.exact.verify import verify_exact
 
 __all__ = [
     "EXPLAINED_FORMS",
     "STALLED_LABEL",
+    "CriticalOptions",
     "ExactOptions",
+    "ExplainOptions",
+    "FeatureOptions",
     "FullMDP",
     "MapOptions",
     "ModelErrorOptions",
     "PolicyChain",
     "RobustnessOptions",
+    "TreeOptions",
+    "critical_states",
     "explain_paths",
+    "explain_policy",
+    "feature_effects",
+    "fit_tree",
     "full_mdp",
     "induce",
     "induced_chain",
@@ -50,6 +62,10 @@ lazy_exports(
     __name__,
     {
         "rlverify.exact.chain": "FullMDP PolicyChain full_mdp induce policy_chain",
+        "rlverify.exact.critical": "CriticalOptions critical_states",
+        "rlverify.exact.explanations": "ExplainOptions explain_policy",
+        "rlverify.exact.features": "FeatureOptions feature_effects",
+        "rlverify.exact.tree": "TreeOptions fit_tree",
         "rlverify.exact.explain": "EXPLAINED_FORMS explain_paths most_probable_paths plot_paths",
         "rlverify.exact.induced": "STALLED_LABEL induced_chain",
         "rlverify.exact.maps": "MapOptions risk_map",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from rlverify.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from rlverify.policies.ablated import FixedFeaturePolicy
     from rlverify.policies.adapters import (
         CallablePolicy,
         OnnxPolicy,
@@ -26,18 +27,21 @@ if TYPE_CHECKING:
     from rlverify.policies.formats import softmax
     from rlverify.policies.loading import load_network_policy, load_policy
     from rlverify.policies.mlp import MLP, load_network, mlp_from_onnx, mlp_from_torch, save_mlp_onnx
+    from rlverify.policies.tree import TreePolicy
 
 __all__ = [
     "MLP",
     "ROW_SUM_TOLERANCE",
     "BasePolicy",
     "CallablePolicy",
+    "FixedFeaturePolicy",
     "OnnxPolicy",
     "Policy",
     "ProtocolPolicy",
     "SB3Policy",
     "TablePolicy",
     "TorchPolicy",
+    "TreePolicy",
     "as_policy",
     "check_policy",
     "load_network",
@@ -53,11 +57,13 @@ __all__ = [
 lazy_exports(
     __name__,
     {
+        "rlverify.policies.ablated": "FixedFeaturePolicy",
         "rlverify.policies.adapters": "CallablePolicy OnnxPolicy ProtocolPolicy SB3Policy TablePolicy TorchPolicy",
         "rlverify.policies.base": "ROW_SUM_TOLERANCE BasePolicy Policy validate_probabilities",
         "rlverify.policies.check": "as_policy check_policy",
         "rlverify.policies.formats": "softmax",
         "rlverify.policies.loading": "load_network_policy load_policy",
         "rlverify.policies.mlp": "MLP load_network mlp_from_onnx mlp_from_torch save_mlp_onnx",
+        "rlverify.policies.tree": "TreePolicy",
     },
 )

@@ -25,11 +25,13 @@ from rlverify.policies.formats import (
     check_name_options,
     declaration,
     module_declaration,
+    read_json,
     recorded_training,
     sidecar_declaration,
 )
 from rlverify.policies.mlp import load_network
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP, check_threads, check_timeout
+from rlverify.policies.tree import is_tree_data, tree_from_data
 
 #: What :func:`load_policy` takes, for messages.
 ACCEPTED = (
@@ -180,6 +182,16 @@ def _load(
     if suffix == ".onnx":
         return OnnxPolicy(path, features=features, actions=actions, output=output, defaults=defaults, threads=threads)
     if suffix == ".json":
+        data = read_json(path)
+        if is_tree_data(data):  # a decision tree (rlverify explain --out tree.json), else a table
+            tree = tree_from_data(data, str(path))
+            declaration(
+                str(path),
+                "the tree",
+                {"features": features, "actions": actions, "output": output},
+                {"features": list(tree.features), "actions": list(tree.actions), "output": "probabilities"},
+            )
+            return tree
         table = TablePolicy.from_json(path)
         declaration(
             str(path),

@@ -1,0 +1,163 @@
+"""``rlverify explain``: what the policy relies on — safety-relevant features, a decision tree standing in for it
+(verified exactly as a policy), and the critical states."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from rlverify.cli.console import console, note, status
+from rlverify.cli.options import (
+    add_env_kwargs,
+    add_outputs,
+    add_policy,
+    add_property,
+    add_target,
+    add_unavailable,
+    emit,
+    names,
+    outputs,
+    policy_kwargs,
+)
+from rlverify.errors import OptionError
+
+PART_NAMES = ("features", "tree", "critical")
+
+
+def register(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "explain",
+        help="what the policy relies on: safety-relevant features, a decision tree verified exactly, critical states",
+        description="Safety-relevant features: the exact value when the policy cannot use each feature (fixed to "
+        "its initial value, or to each value of its range: --reference range) and under a +-1 perturbation of it "
+        "alone. A decision tree fitted to the policy's most likely action, weighted by the chain's exact expected "
+        "visits, verified exactly as a policy. Critical states: expected visits x the spread of Q(s,a) over the "
+        "offered actions. The tree and the critical states need P [F phi] or P [psi U phi] (step-bounded or not).",
+    )
+    add_target(p)
+    add_env_kwargs(p)
+    add_property(p, forms="P=? or P<=b/P>=b with F or U (features: any property verify checks)")
+    add_policy(p)
+    p.add_argument("--parts", metavar="P1,P2", help=f"parts to compute: {', '.join(PART_NAMES)} (default: all that apply)")
+    p.add_argument(
+        "--ablate",
+        metavar="F1,F2",
+        help="features part: the policy features to explain (default: all; --features names a policy file's inputs)",
+    )
+    p.add_argument(
+        "--reference",
+        choices=("initial", "range"),
+        default="initial",
+        help="features part: fix each feature to its initial value (default), or also to every value of its "
+        "declared range (the worst is reported)",
+    )
+    p.add_argument("--no-perturb", action="store_true", help="features part: skip the +-1 perturbation of each feature")
+    p.add_argument("--depth", type=int, help="tree part: the tree's depth (default: the smallest reaching --fidelity)")
+    p.add_argument(
+        "--fidelity",
+        type=float,
+        default=None,
+        help="tree part: the weighted-fidelity target of the depth search (default 0.95)",
+    )
+    p.add_argument(
+        "--save-tree", metavar="FILE.json", help="tree part: write the tree as a policy file (rlverify verify --policy)"
+    )
+    p.add_argument("--top", type=int, default=10, metavar="K", help="critical part: states to list (default 10)")
+    p.add_argument(
+        "--worst",
+        choices=("max", "min"),
+        help="how to read the property: max = a failure (default; P>=b and Pmax: min = a goal); sets the worst case "
+        "over a range and the best action of a critical state",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("stochastic", "deterministic"),
+        default="stochastic",
+        help="follow every action with pi > 0 (default) or the argmax only",
+    )
+    add_unavailable(p)
+    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build models with more states")
+    add_outputs(p, kinds=".json (the result), .png (the features' bar chart)", seed=False)
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.exact.critical import CriticalOptions
+    from rlverify.exact.explanations import ExplainOptions, explain_policy
+    from rlverify.exact.features import FeatureOptions
+    from rlverify.exact.options import ExactOptions
+    from rlverify.exact.tree import DEFAULT_FIDELITY, TreeOptions
+    from rlverify.files import check_target, save_figure
+    from rlverify.resolve import resolve
+
+    files = outputs(args, (".json", ".png"))
+    tree_file = None
+    if args.save_tree:
+        from pathlib import Path
+
+        tree_file = Path(args.save_tree)
+        if tree_file.suffix.lower() != ".json":
+            raise OptionError(f"--save-tree {args.save_tree}: expected a .json file name (a tree policy file)")
+        check_target(tree_file, force=args.force, what="--save-tree")
+    parts = names(args.parts)
+    ablate = names(args.ablate)
+    options = ExplainOptions(
+        parts=tuple(parts) if parts is not None else (() if args.parts is not None else None),
+        exact=ExactOptions(mode=args.mode, unavailable=args.unavailable, max_states=args.max_states),
+        features=FeatureOptions(
+            features=tuple(ablate) if ablate else None,
+            reference=args.reference,
+            perturb=not args.no_perturb,
+            worst=args.worst,
+        ),
+        tree=TreeOptions(depth=args.depth, fidelity=DEFAULT_FIDELITY if args.fidelity is None else args.fidelity),
+        critical=CriticalOptions(top=args.top, worst=args.worst),
+    )
+    options.validate()
+    options.tree.validate()
+    options.critical.validate()
+    if args.depth is not None and args.fidelity is not None:
+        raise OptionError("--depth and --fidelity: give one (--fidelity chooses the depth)")
+    wanted = options.parts or PART_NAMES
+    if ".png" in files and "features" not in wanted:
+        raise OptionError("--out FILE.png draws the features part: add features to --parts")
+    if tree_file is not None and "tree" not in wanted:
+        raise OptionError("--save-tree writes the tree part: add tree to --parts")
+    target = resolve(
+        args.target,
+        constants=args.constants,
+        property=args.property,
+        needs_policy=True,
+        kinds=("prism",),
+        command="rlverify explain",
+        env_kwargs=args.env_kwargs,
+        **policy_kwargs(args),
+    )
+    prop, policy = target.property, target.policy
+    assert prop is not None and policy is not None
+    with status("explaining") as update:
+        result = explain_policy(target.model, prop, policy, options, progress=update)
+    result = dataclasses.replace(  # each part named after the target, as the whole
+        result,
+        features=target.stamp(result.features) if result.features else None,
+        tree=target.stamp(result.tree) if result.tree else None,
+        critical=target.stamp(result.critical) if result.critical else None,
+    )
+    result = target.stamp(result, unavailable=args.unavailable)
+    if tree_file is not None:
+        if result.tree is None:
+            raise OptionError(f"--save-tree: no tree was fitted ({result.skipped.get('tree', 'not asked for')})")
+        result.tree.tree_policy.metadata["model"] = result.tree.model  # the target's name, not a generated file's
+        result.tree.tree_policy.save(tree_file, force=args.force)
+        note(f"wrote the tree policy to {tree_file}")
+    if ".png" in files and result.features is not None:
+        save_figure(result.features.figure(), files[".png"], force=args.force, what="--out", dpi=120)
+    if not emit(result, args, files):
+        for part in result.parts():
+            console.print(str(part).split("\n  warning:")[0])
+            console.print("")
+        for k, v in result.skipped.items():
+            note(f"{k} skipped: {v}")
+    return 0

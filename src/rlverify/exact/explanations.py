@@ -1,0 +1,113 @@
+"""Explanations of a policy, in one call: safety-relevant features, a decision tree standing in for the policy, and
+the critical states (:func:`explain_policy`; the parts are :mod:`rlverify.exact.features`,
+:mod:`rlverify.exact.tree` and :mod:`rlverify.exact.critical`). The policy's chain is built once and shared."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+from rlverify.errors import OptionError, PropertyError
+from rlverify.exact.chain import policy_chain
+from rlverify.exact.critical import CriticalOptions, critical_states
+from rlverify.exact.explain import check_explainable
+from rlverify.exact.features import FeatureOptions, feature_effects
+from rlverify.exact.options import ExactOptions, Progress, provenance, settings
+from rlverify.exact.tree import TreeOptions, fit_tree
+from rlverify.models.properties import Property
+from rlverify.models.symbolic import SymbolicModel
+from rlverify.policies.base import Policy
+from rlverify.results import PolicyExplanation
+
+#: the parts of an explanation, in order
+PARTS = ("features", "tree", "critical")
+
+
+@dataclass(frozen=True)
+class ExplainOptions:
+    """Settings of :func:`explain_policy`.
+
+    Attributes:
+        parts: which parts to compute (None: every part that applies to the property; a part named here that does
+            not apply is refused).
+        exact: the exact engine's settings, shared by every part (each part's own ``exact`` is replaced by it).
+        features, tree, critical: each part's own settings.
+    """
+
+    parts: tuple[str, ...] | None = None
+    exact: ExactOptions = dataclasses.field(default_factory=ExactOptions)
+    features: FeatureOptions = dataclasses.field(default_factory=FeatureOptions)
+    tree: TreeOptions = dataclasses.field(default_factory=TreeOptions)
+    critical: CriticalOptions = dataclasses.field(default_factory=CriticalOptions)
+
+    def validate(self) -> None:
+        for p in self.parts or ():
+            if p not in PARTS:
+                raise OptionError(f"--parts: '{p}' is not a part (parts: {', '.join(PARTS)})")
+        if self.parts is not None and not self.parts:
+            raise OptionError(f"--parts: name at least one of {', '.join(PARTS)}")
+
+
+def explain_policy(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExplainOptions | None = None,
+    *,
+    progress: Progress | None = None,
+) -> PolicyExplanation:
+    """The parts of ``options.parts`` for ``policy`` on ``model`` and ``prop`` (see the module's docstring).
+
+    Raises:
+        OptionError, PropertyError: a bad option, or a part asked for that does not apply to the property.
+    """
+    options = ExplainOptions() if options is None else options
+    options.validate()
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    wanted = options.parts or PARTS
+    skipped: dict[str, str] = {}
+    paths_ok: str | None = None
+    try:
+        check_explainable(prop)
+    except PropertyError as exc:
+        paths_ok = str(exc).replace("--explain: ", "")
+    for part in ("tree", "critical"):
+        if part in wanted and paths_ok is not None:
+            if options.parts is not None:
+                raise PropertyError(f"--parts {part}: {paths_ok}")
+            skipped[part] = paths_ok
+    exact = options.exact
+    chain = None
+    if paths_ok is None and ("tree" in wanted or "critical" in wanted):
+        chain = policy_chain(model, prop, policy, exact, progress=say)
+    features = tree = critical = None
+    if "features" in wanted:
+        features = feature_effects(model, prop, policy, dataclasses.replace(options.features, exact=exact), progress=say)
+    if "tree" in wanted and "tree" not in skipped:
+        tree = fit_tree(model, prop, policy, dataclasses.replace(options.tree, exact=exact), chain=chain, progress=say)
+    if "critical" in wanted and "critical" not in skipped:
+        critical = critical_states(
+            model, prop, policy, dataclasses.replace(options.critical, exact=exact), chain=chain, progress=say
+        )
+    return PolicyExplanation(
+        features=features,
+        tree=tree,
+        critical=critical,
+        skipped=skipped,
+        provenance=provenance(
+            model,
+            prop,
+            policy,
+            settings={**settings(exact, chain.strategy if chain else exact.strategy, model), "parts": list(wanted)},
+            timings={"total": time.perf_counter() - t0},
+            warnings=[
+                f"{k}: {w}"
+                for p, k in ((features, "features"), (tree, "tree"), (critical, "critical"))
+                if p
+                for w in p.warnings
+            ]
+            + [f"{k} skipped: {v}" for k, v in skipped.items()],
+        ),
+    )
