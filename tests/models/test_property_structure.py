@@ -4,6 +4,7 @@ forced-start note read garbage)."""
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 
 import numpy as np
@@ -75,3 +76,36 @@ def test_a_reward_bound_is_checked_exactly_and_refused_by_the_simulator(tmp_path
     assert verify_exact(model, prop, policy).value == pytest.approx(_by_hand(4), abs=1e-9)  # 31/256
     with pytest.raises(PropertyError, match="reward bounds"):
         verify_statistical(model, 'P=? [F{"r"}<=4 "goal"]', policy)
+
+
+@pytest.mark.parametrize(
+    "text,given,expected",
+    [
+        ('P>=0.7 [F "goal"]', None, ("min", False)),  # a goal: its worst case is the least value
+        ('P>0.7 [F "goal"]', None, ("min", False)),
+        ("P<=0.1 [F<=100 crash]", None, ("max", False)),  # a bad event
+        ('Pmax=? [F "goal"]', None, ("min", False)),
+        ("Pmin=? [F crash]", None, ("max", False)),
+        ('P=? [F "goal"]', None, ("max", True)),  # it does not say: assumed, and the caller must say so
+        ('P=? [F "goal"]', "min", ("min", False)),
+        ('P>=0.7 [F "goal"]', "max", ("max", False)),  # the option wins
+    ],
+)
+def test_the_worst_case_comes_from_the_option_then_the_property_else_it_is_assumed(text, given, expected):
+    from rlverify.models.properties import worst_case
+
+    assert worst_case(parse_structure(text), given) == expected
+
+
+def test_explain_and_robust_say_when_they_read_a_property_as_a_bad_event(capsys):
+    # P=? [F "goal"]: the ±1 worst case and the critical states' Q were read as for a crash, silently
+    from rlverify.cli.main import main
+    from rlverify.models.properties import ASSUMED_BAD_EVENT
+
+    code = main(["robust", "running-example-v1", "-p", "reach-goal-2", "--json"])
+    out = capsys.readouterr()
+    assert code == 0 and ASSUMED_BAD_EVENT in json.loads(out.out)["warnings"], out.err
+    code = main(["robust", "running-example-v1", "-p", 'P>=0.2 [F<=2 "goal"]', "--json"])
+    out = capsys.readouterr()
+    assert code == 0 and ASSUMED_BAD_EVENT not in json.loads(out.out)["warnings"]
+    assert json.loads(out.out)["result"]["worst_is"] == "min"

@@ -67,7 +67,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--worst",
         choices=("max", "min"),
-        help="how to read the property: max = a failure (default; P>=b and Pmax: min = a goal); sets the worst case "
+        help="how to read the property: max = a bad event, min = a goal (default: from P<=b / P>=b or Pmin / Pmax; "
+        "P=? is read as a bad event, and the result says so); sets the worst case "
         "over a range and the best action of a critical state",
     )
     p.add_argument(

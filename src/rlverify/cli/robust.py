@@ -49,7 +49,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--worst",
         choices=("max", "min"),
-        help="which optimum is the worst case: max when the property is a failure (default, and for P<=b), "
+        help="which optimum is the worst case: max when the property is a bad event (P<=b; P=? is read so, and the "
+        "result says so), "
         "min when it is a goal (default for P>=b)",
     )
     p.add_argument("--no-attack", action="store_true", help="skip the FGSM attack baseline")

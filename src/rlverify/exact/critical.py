@@ -27,7 +27,7 @@ from rlverify.exact.explain import check_explainable
 from rlverify.exact.induced import ask_policy
 from rlverify.exact.options import ExactOptions, Progress, provenance, settings
 from rlverify.exact.tree import expected_visits
-from rlverify.models.properties import Property
+from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
 from rlverify.models.symbolic import SymbolicModel, parse_property
 from rlverify.policies.base import Policy
 from rlverify.results import CriticalState, CriticalStates
@@ -63,10 +63,9 @@ class CriticalOptions:
 
 def directed(model: SymbolicModel, prop: Property, worst: str | None) -> tuple[Property, str]:
     """``prop`` as ``Pmin=? [...]`` (a failure: ``worst`` max) or ``Pmax=? [...]`` (a goal), for the per-action
-    values, and that direction (``min``/``max``). Without ``worst``: ``P>=b``, ``P>b`` and ``Pmax`` are goals."""
-    if worst is None:
-        goal = prop.comparison in (">=", ">") or prop.optimality == "max"
-        worst = "min" if goal else "max"
+    values, and that direction (``min``/``max``). Without ``worst``: :func:`~rlverify.models.properties.worst_case`
+    (the caller notes an assumed reading)."""
+    worst = worst_case(prop, worst)[0]
     opt = "min" if worst == "max" else "max"
     if prop.right is None or prop.path not in ("F", "U") or (prop.path == "U" and prop.left is None):
         raise PropertyError(f"'{prop.text}': critical states are read for P [F phi] and P [psi U phi] only")
@@ -136,6 +135,8 @@ def critical_states(
             )
         )
     notes = list(dict.fromkeys([*prop.notes, *av.notes]))
+    if worst_case(prop, options.worst)[1]:
+        notes.append(ASSUMED_BAD_EVENT)
     if prop.bound is not None:
         notes.append(
             f"Q(s, a) is read with the full step bound {prop.bound} remaining (the values at the initial step; at "

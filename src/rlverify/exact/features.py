@@ -29,7 +29,7 @@ from rlverify.exact.chain import full_mdp, policy_chain
 from rlverify.exact.options import ExactOptions, Progress, guarantee, provenance, settings
 from rlverify.exact.robust import PATHS, RobustnessOptions, feature_ranges, robustness
 from rlverify.exact.verify import verify_exact
-from rlverify.models.properties import Property
+from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.ablated import FixedFeaturePolicy
 from rlverify.policies.base import Policy
@@ -134,9 +134,9 @@ def feature_effects(
             f"explaining {len(features)} features takes {runs} exact checks (limit {options.max_runs}): name fewer "
             "features (--features), or use --reference initial"
         )
-    worst_is = options.worst or ("min" if prop.comparison in (">=", ">") else "max")
+    worst_is, assumed = worst_case(prop, options.worst)
     worse = max if worst_is == "max" else min
-    notes = list(nominal.warnings)
+    notes = list(nominal.warnings) + ([ASSUMED_BAD_EVENT] if assumed and (perturb or options.reference == "range") else [])
     if options.perturb and not perturb:
         notes.append(
             f"the ±1 perturbations are not computed: the robustness engine takes probability properties with "

@@ -47,7 +47,7 @@ from rlverify.exact.verify import verify_exact
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm, write_umb
 from rlverify.models.numerics import NUMERICS, environment
-from rlverify.models.properties import Property
+from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
 from rlverify.models.summary import summarize
 from rlverify.models.symbolic import SymbolicModel, storm_message, truth_values
 from rlverify.policies.adapters import softmax
@@ -334,8 +334,8 @@ def _robustness(
     chain, full, table = _nominal_and_mdp(model, prop, policy, _exact_options(options), given, mdp, say)
     timings["build"] = time.perf_counter() - t0
     perturbed = _perturbed(model, policy, options)
-    worst = options.worst or ("min" if prop.comparison in (">=", ">") else "max")
-    notes: list[str] = list(prop.notes)
+    worst, assumed = worst_case(prop, options.worst)
+    notes: list[str] = list(prop.notes) + ([ASSUMED_BAD_EVENT] if assumed else [])
     t = time.perf_counter()
     pairs = _pairs(full, table, policy, perturbed, options, notes)
     timings["policy"] = pairs.policy_seconds

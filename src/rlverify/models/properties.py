@@ -104,6 +104,27 @@ class Property:
         )
 
 
+#: the note a result carries when :func:`worst_case` had to assume how a property reads
+ASSUMED_BAD_EVENT = (
+    "read as a bad event (the worst case is the largest value) because the property does not say: give a threshold "
+    "(P<=b / P>=b) or --worst min for a goal"
+)
+
+
+def worst_case(prop: Property, worst: str | None) -> tuple[str, bool]:
+    """Which optimum is the worst case: ``max`` (the property is a bad event, e.g. a crash) or ``min`` (a goal), and
+    whether that was assumed. ``worst`` when given; else from the property: ``P>=b``/``P>b`` or ``Pmax`` read as a
+    goal, ``P<=b``/``P<b`` or ``Pmin`` as a bad event; else (``P=?``) assumed a bad event (True: the caller says so,
+    :data:`ASSUMED_BAD_EVENT`)."""
+    if worst is not None:
+        return worst, False
+    if prop.comparison is not None:
+        return ("min" if prop.comparison in (">=", ">") else "max"), False
+    if prop.optimality is not None:
+        return ("min" if prop.optimality == "max" else "max"), False
+    return "max", True
+
+
 def excluding_label(prop: Property, label: str) -> str | None:
     """``prop``'s text with every state formula of its path conjoined with ``!"label"``, or None if its form is not
     one this rewrites (``F``, ``G``, ``X``, ``U``, ``W``, bounded or not).
