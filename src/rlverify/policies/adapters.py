@@ -773,7 +773,9 @@ def _session(model: Any, path: Path, n_actions: int, *, argmax: bool, threads: i
     Raises:
         InputFileError: onnxruntime cannot run the model (its own error, first line).
     """
-    import onnxruntime as ort
+    from rlverify.policies.settings import onnx_runtime
+
+    ort = onnx_runtime()
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads

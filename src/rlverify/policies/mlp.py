@@ -409,7 +409,10 @@ def _torchscript_network(path: Path) -> tuple[MLP, str, Runtime]:
 def _onnx_network(path: Path) -> tuple[MLP, str, Runtime]:
     """The weights of an ONNX file, its output kind (its metadata's; default logits) and its runtime."""
     import onnx
-    import onnxruntime as ort
+
+    from rlverify.policies.settings import onnx_runtime
+
+    ort = onnx_runtime()
 
     try:
         model = onnx.load(str(path))

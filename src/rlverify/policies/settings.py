@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 from typing import Any
 
 from rlverify.errors import OptionError
@@ -78,3 +79,20 @@ def check_threads(threads: Any, option: str = "--policy-threads") -> int:
     if not 1 <= value <= MAX_POLICY_THREADS:
         raise OptionError(f"{option}: expected a whole number of threads (1 to {MAX_POLICY_THREADS}), got {threads!r}")
     return value
+
+
+#: onnxruntime's opt-out of its telemetry (read once, when onnxruntime initialises)
+ONNX_TELEMETRY_OFF = "ORT_DISABLE_TELEMETRY"
+
+
+def onnx_runtime() -> Any:
+    """The ``onnxruntime`` module, imported with its telemetry off unless the user set ``ORT_DISABLE_TELEMETRY``.
+
+    onnxruntime's Linux wheels (1.32 here) upload usage events to Microsoft and keep a device id and an event cache
+    under ``~/.cache/Microsoft`` and a session file ``.ses`` in ``$TMPDIR``; a verifier of possibly confidential
+    policies sends and leaves nothing of the kind. (Set ``ORT_DISABLE_TELEMETRY=0`` to allow it; an onnxruntime
+    the process imported earlier keeps its own setting.)"""
+    os.environ.setdefault(ONNX_TELEMETRY_OFF, "1")
+    import onnxruntime
+
+    return onnxruntime
