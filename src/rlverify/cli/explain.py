@@ -140,13 +140,15 @@ def run(args: argparse.Namespace) -> int:
     assert prop is not None and policy is not None
     with status("explaining") as update:
         result = explain_policy(target.model, prop, policy, options, progress=update)
-    result = dataclasses.replace(  # each part named after the target, as the whole
-        result,
-        features=target.stamp(result.features) if result.features else None,
-        tree=target.stamp(result.tree) if result.tree else None,
-        critical=target.stamp(result.critical) if result.critical else None,
+    from rlverify.cli.verify import shown_policy
+
+    def named(part: Any) -> Any:  # after the target, the policy as the user gave it (a shipped one by its file name)
+        return target.stamp(part).with_provenance(policy=shown_policy(part.policy)) if part else None
+
+    result = dataclasses.replace(
+        result, features=named(result.features), tree=named(result.tree), critical=named(result.critical)
     )
-    result = target.stamp(result, unavailable=args.unavailable)
+    result = target.stamp(result, unavailable=args.unavailable).with_provenance(policy=shown_policy(result.policy))
     if tree_file is not None:
         if result.tree is None:
             raise OptionError(f"--save-tree: no tree was fitted ({result.skipped.get('tree', 'not asked for')})")
