@@ -22,7 +22,7 @@ LEVELS: list[set[str]] = [
     {"formats", "sb3zip", "settings"},
     {"mlp"},  # the weights: MLP, reading and writing networks
     {"base"},  # the contract: Policy, BasePolicy, output validation, timeouts
-    {"adapters"},  # ONNX, torch, SB3, callable, table, a user's object
+    {"adapters", "shielded"},  # ONNX, torch, SB3, callable, table, a user's object; a policy under a shield
     {"check"},  # as_policy, check_policy
     {"loading"},  # load_policy from a spec
 ]
