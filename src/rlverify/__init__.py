@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         Result,
         RiskMap,
         RobustnessResult,
+        ShieldResult,
         SplittingResult,
     )
     from rlverify.statistical.results import StatisticalResult
@@ -62,6 +63,7 @@ __all__ = [
     "RiskMap",
     "RlverifyError",
     "RobustnessResult",
+    "ShieldResult",
     "SplittingResult",
     "StatisticalOptions",
     "StatisticalResult",
@@ -97,7 +99,7 @@ lazy_exports(
         "rlverify.report": "Report",
         "rlverify.results": (
             "ExactResult FailurePaths HeatmapResult IntervalResult OptimumResult Provenance Result RiskMap "
-            "RobustnessResult SplittingResult"
+            "RobustnessResult ShieldResult SplittingResult"
         ),
         "rlverify.statistical.results": "StatisticalResult",
         "rlverify.statistical.verify": "StatisticalOptions verify_statistical",

@@ -34,6 +34,7 @@ COMMANDS = (
     "benchmarks",
     "robust",
     "examples",
+    "shield",
 )
 COMMAND_MODULES = [f"rlverify.cli.{name}" for name in COMMANDS]
 

@@ -15,8 +15,10 @@ from rlverify.cli.options import (
     add_outputs,
     add_policy,
     add_property,
+    add_shield,
     add_target,
     add_unavailable,
+    apply_shield,
     backend_from_args,
     emit,
     outputs,
@@ -52,6 +54,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "start state in its initial region",
     )
     add_policy(p)
+    add_shield(p)
     p.add_argument(
         "--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2; the same as -c noise=...)"
     )
@@ -186,6 +189,7 @@ def resolved(args: argparse.Namespace) -> Any:
         env_kwargs=args.env_kwargs,
         **policy_kwargs(args),
     )
+    target = apply_shield(target, args)
     if target.kind == "continuous" and args.property in (None, "unsafe"):
         prop = unsafe_property(target.model)
     elif args.property is None:

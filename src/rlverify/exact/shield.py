@@ -169,21 +169,23 @@ def _gaps(q: np.ndarray, best: np.ndarray, optimum: str) -> np.ndarray:
     return q - best[:, None] if optimum == "min" else best[:, None] - q
 
 
-def check_shield_fits(shield: Shield, model: SymbolicModel) -> None:
-    """Refuse (:class:`PolicyError`) a shield computed for another model (another program text or constants)."""
+def check_shield_fits(shield: Shield, model: SymbolicModel, name: str | None = None) -> None:
+    """Refuse (:class:`PolicyError`) a shield computed for another model (another program text or constants);
+    ``name``: how messages name ``model`` (default its path)."""
     if shield.fingerprint != model_fingerprint(model):
         raise PolicyError(
             f"the shield was computed for model '{shield.model}'"
             + (f" with constants '{shield.constants}'" if shield.constants else "")
-            + f", not for this one ('{model.path}'"
-            + (f" with constants '{model.constants}'" if model.constants else "")
-            + "): compute a shield for this model (rlverify shield)"
+            + f", not for {name or model.path}"
+            + (f" with constants '{model.constants}'" if model.constants and not name else "")
+            + ": compute a shield for this model (rlverify shield)"
         )
 
 
-def shielded(policy: Policy, shield: Shield, model: SymbolicModel) -> ShieldedPolicy:
-    """``policy`` under ``shield`` (refused when the shield was computed for another model)."""
-    check_shield_fits(shield, model)
+def shielded(policy: Policy, shield: Shield, model: SymbolicModel, name: str | None = None) -> ShieldedPolicy:
+    """``policy`` under ``shield`` (refused when the shield was computed for another model; ``name``: the model's
+    name in that message)."""
+    check_shield_fits(shield, model, name)
     return ShieldedPolicy(policy, shield)
 
 
