@@ -123,11 +123,14 @@ class Shield:
             object.__setattr__(self, "_row_index", index)
         return index
 
-    def masks(self, valuations: np.ndarray, actions: Sequence[str] | None = None) -> np.ndarray:
+    def masks(
+        self, valuations: np.ndarray, actions: Sequence[str] | None = None, variables: Sequence[str] | None = None
+    ) -> np.ndarray:
         """``(N, A)`` bool: the kept actions (columns ``actions``, default the shield's) in each state of
-        ``valuations`` ``(N, V)``; every action where the shield does not cover the state."""
+        ``valuations`` ``(N, V)`` (columns ``variables``, default the shield's); every action where the shield does
+        not cover the state."""
         cols = self._columns(actions)
-        rows = self.rows(valuations)
+        rows = self.rows(valuations, variables)
         out = np.ones((len(rows), len(cols)), dtype=bool)
         known = rows >= 0
         out[known] = _take(self.kept[rows[known]], cols)
