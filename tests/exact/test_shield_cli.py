@@ -164,6 +164,21 @@ def test_monolithic_mode_has_no_policy_to_shield(capsys, shield_file: Path) -> N
     assert code == 2 and "--shield restricts a policy" in err
 
 
+@pytest.mark.parametrize(
+    ("prop", "cause"),
+    [
+        ('P=? [F "goal"]', "P<=b for a bad event, P>=b for a goal"),
+        ('Pmax=? [F "goal"]', "P<=b for a bad event, P>=b for a goal"),
+        ('R{"steps"}<=3 [F "goal"]', "not rewards"),
+        ("P>=0.5 [G x<4]", r"P \[F psi\] and P \[phi U psi\]"),
+    ],
+)
+def test_properties_a_shield_does_not_cover_exit_2(capsys, prop: str, cause: str) -> None:
+    code, _, err = run(capsys, "shield", TARGET, "-p", prop, "--threshold", "0.1")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert re.search(cause, err), err
+
+
 def test_bad_shield_options_exit_2(capsys) -> None:
     for args, cause in (
         (["--threshold", "0.1", "--meet"], "not both"),

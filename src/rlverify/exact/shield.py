@@ -202,7 +202,7 @@ def shield_policy(
 
     Args:
         model: a loaded PRISM/JANI model; prop: its parsed property, a probability of reaching with a bound
-            (``P<=b`` for a bad event, ``P>=b`` for a goal; ``Pmin=?``/``Pmax=?`` without ``meet``).
+            (``P<=b`` for a bad event, ``P>=b`` for a goal).
         policy: any :class:`~rlverify.policies.Policy` for the model.
         shield_options: the threshold (or ``meet``); options: the exact engine's (mode, numerics, precision, the
             guards; the strategy is ``full``: the MDP is built once, for the values and every certificate).
@@ -220,8 +220,11 @@ def shield_policy(
     check_resolved(model, prop)
     check_policy(policy, model)
     _, bound, comparison = quantitative(prop)
-    if shield_options.meet and bound is None:
-        raise PropertyError(f"property '{prop.text}': --meet needs a bound to meet (P<=b or P>=b)")
+    if bound is None:
+        raise PropertyError(
+            f"property '{prop.text}': a shield needs the property's direction and bound: P<=b for a bad event, "
+            "P>=b for a goal (the shielded policy's chain is checked against it)"
+        )
     t0 = time.perf_counter()
     full = full_mdp(model, prop, options, policy=policy, progress=say)
     values = action_values(model, prop, options, mdp=full, remaining=shield_options.remaining, progress=say)
