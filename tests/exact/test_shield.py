@@ -200,3 +200,35 @@ def test_shielded_policy_reads_every_shield_variable_and_refuses_unknown_actions
         ShieldedPolicy(CallablePolicy(lambda s: np.ones((len(s), 1)), ["x"], ["z"]), _toy_shield())
     with pytest.raises(PolicyError, match=r"\['w'\]"):
         ShieldedPolicy(CallablePolicy(lambda s: np.ones((len(s), 1)), ["w"], ["a"]), _toy_shield())
+
+
+@pytest.mark.parametrize("seed", [1, 4, 5])
+def test_deterministic_mode_interventions_count_removed_argmax_actions(tmp_path: Path, seed: int) -> None:
+    from rlverify.exact import ExactOptions
+
+    mdp, model, policy, pi = _setup(tmp_path, seed)
+    k, target = 5, mdp.avoid
+    q = _brute(mdp, target, np.ones(mdp.n, dtype=bool), "min", k)
+    avail = mdp.available()
+    t = float(np.nanmedian(q - np.nanmin(np.where(avail, q, np.nan), axis=1)[:, None]))
+    r = shield_policy(
+        model,
+        parse_property(model, f'P<=0.5 [F<={k} "avoid"]', fixed_policy=True),
+        policy,
+        ShieldOptions(threshold=t),
+        ExactOptions(mode="deterministic"),
+    )
+    spi, _, _ = _shielded_pi(mdp, pi, q, "min", t, target)
+    det = np.zeros_like(spi)
+    det[np.arange(mdp.n), np.argmax(spi, axis=1)] = 1.0  # the argmax of the shielded distribution, first on ties
+    P = _chain(mdp, det, target)
+    assert r.value == pytest.approx(bounded_reach(P, target, k)[0], abs=1e-9)
+    best_v = np.nanmin(np.where(avail, q, np.nan), axis=1)
+    gap = q - best_v[:, None]
+    kept = avail & ((gap <= t) | (gap <= 0))
+    removed = ~kept[np.arange(mdp.n), np.argmax(pi, axis=1)] & ~target  # the policy's own argmax is not kept
+    total = np.zeros(mdp.n)
+    for _ in range(k):
+        total = removed.astype(float) + P @ total
+    assert r.expected_interventions == pytest.approx(total[0], abs=1e-9)
+    assert r.expected_removed_mass == pytest.approx(total[0], abs=1e-9)

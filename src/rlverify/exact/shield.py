@@ -388,11 +388,12 @@ def _interventions(
     options: ExactOptions,
 ) -> dict[str, Any]:
     """The shield's interventions on the shielded policy's chain: reached covered states, those where mass is
-    removed, fallbacks, and the expected number of intervening steps per run (and of mass removed)."""
+    removed (mode ``deterministic``: where the policy's argmax action is removed), fallbacks, and the expected number
+    of intervening steps per run (and of mass removed)."""
     origin = chain.origin
     model_states = np.flatnonzero(origin >= 0)
     vals = mdp.valuations[origin[model_states]]
-    rows, removed, fallback = wrapped.interventions(vals)
+    rows, removed, fallback = wrapped.interventions(vals, deterministic=options.mode == "deterministic")
     known = rows >= 0
     n = chain.chain.num_states
     indicator = np.zeros(n)

@@ -409,14 +409,19 @@ class ShieldedPolicy(BasePolicy):
         rows = self.shield.rows(np.rint(states).astype(np.int64))
         return self.shield.apply(probs, rows, self.actions)[0]
 
-    def interventions(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def interventions(self, states: np.ndarray, *, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For ``(N, d)`` states (features in :attr:`features` order): the shield's ``(N,)`` rows (-1: not covered),
-        the ``(N,)`` mass it removes from the policy's distribution, and ``(N,)`` bool where it falls back to the
-        best kept actions."""
+        the ``(N,)`` mass it removes from the policy's distribution (``deterministic``: 1 where it removes the
+        policy's argmax action, first on ties, else 0), and ``(N,)`` bool where it falls back to the best kept
+        actions (the policy puts no mass on a kept action)."""
         states = np.asarray(states, dtype=np.float64)
         probs = self.inner.action_probabilities(states[:, self._inner_columns])
         rows = self.shield.rows(np.rint(states).astype(np.int64))
         _, removed, fallback = self.shield.apply(probs, rows, self.actions)
+        if deterministic and len(probs):
+            top = np.zeros_like(probs)
+            top[np.arange(len(probs)), np.argmax(probs, axis=1)] = 1.0
+            removed = self.shield.apply(top, rows, self.actions)[1]
         return rows, removed, fallback
 
 
