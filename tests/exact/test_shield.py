@@ -27,14 +27,20 @@ def _setup(tmp_path: Path, seed: int):
     return mdp, load_model(path), policy, pi
 
 
-def _shielded_pi(mdp, pi, q, opt: str, t: float, decided: np.ndarray):
+def _shielded_pi(mdp, pi, q, opt: str, t: float, decided: np.ndarray, kind: str = "relative"):
     """The shielded distribution per state, the mass removed and the fallback flags, by the definition."""
     avail = mdp.available()
     v = np.where(avail, q, np.inf if opt == "min" else -np.inf)
     best_v = v.min(axis=1) if opt == "min" else v.max(axis=1)
     gap = (q - best_v[:, None]) if opt == "min" else (best_v[:, None] - q)
     best = avail & (gap <= 0)
-    kept = avail & ((gap <= t) | best)
+    with np.errstate(invalid="ignore"):
+        keep = {
+            "relative": gap <= t,
+            "absolute": (q <= t) if opt == "min" else (q >= t),
+            "factor": (t * q <= best_v[:, None]) if opt == "min" else (q >= t * best_v[:, None]),
+        }[kind]
+    kept = avail & (keep | best)
     out = pi.copy()
     removed = np.zeros(mdp.n)
     fallback = np.zeros(mdp.n, dtype=bool)
@@ -231,4 +237,25 @@ def test_deterministic_mode_interventions_count_removed_argmax_actions(tmp_path:
     for _ in range(k):
         total = removed.astype(float) + P @ total
     assert r.expected_interventions == pytest.approx(total[0], abs=1e-9)
+    assert r.expected_removed_mass == pytest.approx(total[0], abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [4, 7])
+@pytest.mark.parametrize(
+    ("kind", "t", "opt"),
+    [("absolute", 0.31, "min"), ("absolute", 0.61, "max"), ("factor", 0.53, "min"), ("factor", 0.83, "max")],
+)
+def test_absolute_and_factor_thresholds_match_brute_force(tmp_path: Path, seed: int, kind: str, t: float, opt: str) -> None:
+    mdp, model, policy, pi = _setup(tmp_path, seed)
+    k = 4
+    label, target = ("avoid", mdp.avoid) if opt == "min" else ("goal", mdp.goal)
+    text = f'P{"<=" if opt == "min" else ">="}0.5 [F<={k} "{label}"]'
+    q = _brute(mdp, target, np.ones(mdp.n, dtype=bool), opt, k)
+    r = shield_policy(model, parse_property(model, text, fixed_policy=True), policy, ShieldOptions(kind=kind, threshold=t))
+    spi, removed, _ = _shielded_pi(mdp, pi, q, opt, t, target, kind)
+    P = _chain(mdp, spi, target)
+    assert r.value == pytest.approx(bounded_reach(P, target, k)[0], abs=1e-9)
+    total = np.zeros(mdp.n)
+    for _ in range(k):
+        total = np.where(target, 0.0, removed) + P @ total
     assert r.expected_removed_mass == pytest.approx(total[0], abs=1e-9)

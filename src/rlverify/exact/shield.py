@@ -265,15 +265,22 @@ def shield_policy(
         kind, t = shield_options.kind, float(shield_options.threshold)  # type: ignore[arg-type]
     shield, wrapped, result, chain = certify(kind, t)
     t_certify = time.perf_counter() - t1
+    t2 = time.perf_counter()
     unshielded = verify_exact(
         model, prop, policy, options, chain=policy_chain(model, prop, policy, options, mdp=full, progress=say), progress=say
     )
+    t_unshielded = time.perf_counter() - t2
+    t3 = time.perf_counter()
     figures = _interventions(wrapped, chain, mdp, prop, values, shield, options)
+    t_interventions = time.perf_counter() - t3
     notes = list(result.warnings)
     if unreachable is not None:
         notes.append(unreachable)
-    if shield_options.meet and probes and not probes[-1].get("satisfied") and not any(p.get("satisfied") for p in probes):
-        notes.append("no threshold meets the bound: even the tightest shield (the best actions only) does not")
+    if shield_options.meet and result.satisfied is not True:
+        notes.append(
+            "no threshold is certified to meet the bound: even the tightest shield (the best actions only) does not "
+            "(a memoryless shield of a step-bounded property may miss an optimum that needs the step count)"
+        )
     if bounded:
         notes.append(
             f"step-bounded property: the shield is memoryless, computed with {values.remaining} steps left (the "
@@ -289,6 +296,8 @@ def shield_policy(
         "build": full.seconds,
         "values": t_values - full.seconds,
         "certify": t_certify,
+        "unshielded": t_unshielded,
+        "interventions": t_interventions,
     }
     timings["total"] = sum(timings.values())
     extra = {"shield_kind": kind, "threshold": t, "meet": shield_options.meet, "remaining": values.remaining}
