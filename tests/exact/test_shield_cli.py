@@ -209,3 +209,9 @@ def test_unlabelled_commands_shield_by_command_name(tmp_path: Path) -> None:
     assert again.value == pytest.approx(1.0, abs=1e-9)
     assert r.expected_interventions == pytest.approx(1.0, abs=1e-12)  # once, at the start
     assert r.expected_removed_mass == pytest.approx(0.9, abs=1e-12)
+
+
+def test_a_shield_for_another_property_is_used_and_said(capsys, shield_file: Path) -> None:
+    code, out, err = run(capsys, "verify", TARGET, "-p", 'P>=0.5 [F<=2 "goal"]', "--shield", str(shield_file), "--json")
+    assert code == 0 and json.loads(out)["result"]["policy"].endswith("+ shield")
+    assert f"the shield was computed for property '{PROP}'" in err

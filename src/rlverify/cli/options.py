@@ -310,10 +310,16 @@ def apply_shield(target: Any, args: argparse.Namespace) -> Any:
         raise OptionError(f"--shield: shields are computed on PRISM/JANI/Gymnasium models, not on {target.name}")
     if target.policy is None:
         raise OptionError("--shield restricts a policy: give one (--policy), not --mode monolithic")
+    from rlverify.cli.console import note
     from rlverify.exact.shield import shielded
     from rlverify.policies.shielded import read_shield
 
-    return replace(target, policy=shielded(target.policy, read_shield(path), target.model, target.name))
+    shield = read_shield(path)
+    policy = shielded(target.policy, shield, target.model, target.name)
+    asked = getattr(target.property, "text", None)
+    if asked is not None and asked != shield.property:
+        note(f"--shield: the shield was computed for property '{shield.property}' (verifying '{asked}')")
+    return replace(target, policy=policy)
 
 
 def shielded_policy(args: argparse.Namespace, kwargs: dict[str, Any]) -> dict[str, Any]:
