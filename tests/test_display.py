@@ -123,6 +123,14 @@ def report():
     return make_report("running-example-v1", property=BOUNDED, options=ReportOptions(runs=500))
 
 
+def shield():
+    from rlverify.exact.shield import ShieldOptions, shield_policy
+
+    model, _, policy = running()
+    prop = rlverify.parse_property(model, 'P>=0.9 [F<=3 "goal"]')
+    return shield_policy(model, prop, policy, ShieldOptions(threshold=0.0))
+
+
 #: result type -> how to build one, and words its guarantee must say
 BUILDERS: dict[str, tuple[Callable[..., Result], tuple[str, ...]]] = {
     "ExactResult": (exact, ("exact value", "sound", "certified bracket")),
@@ -137,6 +145,7 @@ BUILDERS: dict[str, tuple[Callable[..., Result], tuple[str, ...]]] = {
     "IntervalResult": (interval, ("sound relaxation", "numerics")),
     "Agreement": (agreement, ("the engines agree", "statistical interval")),
     "Report": (report, ("all engines agree", "exact, sound bound or statistical interval")),
+    "ShieldResult": (shield, ("verified exactly", "sound", "certified bracket")),
 }
 
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         Result,
         RiskMap,
         RobustnessResult,
+        ShieldResult,
         SplittingResult,
         TreeExplanation,
     )
@@ -73,6 +74,7 @@ __all__ = [
     "RiskMap",
     "RlverifyError",
     "RobustnessResult",
+    "ShieldResult",
     "SplittingResult",
     "StatisticalOptions",
     "StatisticalResult",
@@ -109,7 +111,7 @@ lazy_exports(
         "rlverify.report": "Report",
         "rlverify.results": (
             "ExactResult FailurePaths HeatmapResult IntervalResult OptimumResult Provenance Result RiskMap "
-            "RobustnessResult SplittingResult"
+            "RobustnessResult ShieldResult SplittingResult"
             " CriticalStates FeatureEffects PolicyExplanation TreeExplanation"
         ),
         "rlverify.statistical.results": "StatisticalResult",

@@ -22,8 +22,9 @@ LEVELS: list[set[str]] = [
     {"formats", "sb3zip", "settings"},
     {"mlp"},  # the weights: MLP, reading and writing networks
     {"base"},  # the contract: Policy, BasePolicy, output validation, timeouts
-    # ONNX, torch, SB3, callable, table, a user's object; a policy with fixed features, a decision tree (explain)
-    {"adapters", "ablated", "tree"},
+    # ONNX, torch, SB3, callable, table, a user's object; a policy with fixed features, a decision tree (explain),
+    # a policy under a shield
+    {"adapters", "ablated", "tree", "shielded"},
     {"check"},  # as_policy, check_policy
     {"loading"},  # load_policy from a spec
 ]

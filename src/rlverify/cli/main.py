@@ -35,6 +35,7 @@ COMMANDS = (
     "robust",
     "examples",
     "explain",
+    "shield",
 )
 COMMAND_MODULES = [f"rlverify.cli.{name}" for name in COMMANDS]
 

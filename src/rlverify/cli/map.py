@@ -11,8 +11,10 @@ from rlverify.cli.options import (
     add_outputs,
     add_policy,
     add_property,
+    add_shield,
     add_target,
     add_unavailable,
+    apply_shield,
     outputs,
     policy_kwargs,
     write_json,
@@ -35,6 +37,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_env_kwargs(p)
     add_property(p, forms="P=? or R=? (or a threshold form, whose comparison gives --optimum)")
     add_policy(p, default_note="default for benchmarks: 'reference'")
+    add_shield(p)
     p.add_argument("--map", dest="xy", required=True, metavar="X,Y", help="the two variables of the map, e.g. x,y")
     add_map_view(p, AGGREGATES)
     p.add_argument(
@@ -119,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         env_kwargs=args.env_kwargs,
         **policy_kwargs(args),
     )
+    target = apply_shield(target, args)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     with status("mapping") as update:

@@ -276,3 +276,66 @@ def backend_from_args(args: argparse.Namespace) -> Any:
     if options.kind == "ray":
         import_ray(options)  # a missing extra is reported before any work (and Ray's waits are bounded)
     return options
+
+
+# -- shields (rlverify shield --out FILE): a policy under a shield is a policy ----------------------------------
+
+
+def add_shield(p: argparse.ArgumentParser) -> None:
+    """``--shield FILE``: the policy restricted to the actions a shield file keeps (see :func:`apply_shield`)."""
+    p.add_argument(
+        "--shield",
+        metavar="FILE",
+        help="a shield file (rlverify shield --out FILE): the policy restricted, state by state, to the actions the "
+        "shield keeps (renormalised; the best kept action where the policy puts no mass on one); refused for a "
+        "shield computed for another model",
+    )
+
+
+def apply_shield(target: Any, args: argparse.Namespace) -> Any:
+    """``target`` with its policy under ``--shield FILE`` (unchanged without the option).
+
+    Raises:
+        OptionError: ``--shield`` without a policy or on a target that is not a PRISM/JANI/Gymnasium model;
+        ShieldFileError: a file that is not a valid shield; PolicyError: a shield for another model or policy.
+    """
+    path = getattr(args, "shield", None)
+    if not path:
+        return target
+    from dataclasses import replace
+
+    from rlverify.errors import OptionError
+
+    if target.kind != "prism":
+        raise OptionError(f"--shield: shields are computed on PRISM/JANI/Gymnasium models, not on {target.name}")
+    if target.policy is None:
+        raise OptionError("--shield restricts a policy: give one (--policy), not --mode monolithic")
+    from rlverify.cli.console import note
+    from rlverify.exact.shield import shielded
+    from rlverify.policies.shielded import read_shield
+
+    shield = read_shield(path)
+    policy = shielded(target.policy, shield, target.model, target.name)
+    asked = getattr(target.property, "text", None)
+    if asked is not None and asked != shield.property:
+        note(f"--shield: the shield was computed for property '{shield.property}' (verifying '{asked}')")
+    return replace(target, policy=policy)
+
+
+def shielded_policy(args: argparse.Namespace, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` (:func:`policy_kwargs`) with the policy loaded and put under ``--shield FILE`` (unchanged without
+    it), for a command that resolves its target itself (``report``)."""
+    if not getattr(args, "shield", None):
+        return kwargs
+    from rlverify.resolve import resolve
+
+    target = resolve(
+        args.target,
+        constants=args.constants,
+        kinds=("prism",),
+        command=f"rlverify {getattr(args, 'command', '')} --shield".replace("  ", " "),
+        env_kwargs=getattr(args, "env_kwargs", None),
+        **kwargs,
+    )
+    policy = apply_shield(target, args).policy
+    return {**kwargs, "policy": policy, "features": None, "actions": None, "output": None}

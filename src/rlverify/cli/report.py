@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlverify.cli.console import console, error, note, status, styled
-from rlverify.cli.options import add_env_kwargs, add_policy, add_seed, add_target, policy_kwargs
+from rlverify.cli.options import add_env_kwargs, add_policy, add_seed, add_shield, add_target, policy_kwargs, shielded_policy
 from rlverify.cli.output import print_envelope
 
 
@@ -25,6 +25,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_env_kwargs(p)
     p.add_argument("--property", "-p", metavar="TEXT|NAME", help="property (default: the benchmark's first)")
     add_policy(p)
+    add_shield(p)
     p.add_argument("--runs", type=int, default=10_000, help="simulated runs (default 10,000)")
     p.add_argument("--delta", type=float, default=0.001, help="1 - confidence of the statistical interval (default 0.001)")
     add_seed(p)
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             constants=args.constants,
             env_kwargs=args.env_kwargs,
             progress=update,
-            **policy_kwargs(args),
+            **shielded_policy(args, policy_kwargs(args)),
         )
     if args.explain_policy and report.kind != "prism":
         note(f"--explain-policy: the explanations are computed for PRISM/JANI models; {report.kind} targets have none")

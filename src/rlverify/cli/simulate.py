@@ -14,8 +14,10 @@ from rlverify.cli.options import (
     add_outputs,
     add_policy,
     add_property,
+    add_shield,
     add_target,
     add_unavailable,
+    apply_shield,
     backend_from_args,
     emit,
     outputs,
@@ -51,6 +53,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "start state in its initial region",
     )
     add_policy(p)
+    add_shield(p)
     p.add_argument(
         "--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2; the same as -c noise=...)"
     )
@@ -171,10 +174,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resolved(args: argparse.Namespace) -> Any:
-    """The target, its policy and its property (:func:`rlverify.resolve.resolve_simulated`)."""
+    """The target, its policy (under ``--shield``) and its property (:func:`rlverify.resolve.resolve_simulated`)."""
     from rlverify.resolve import resolve_simulated
 
-    return resolve_simulated(
+    target = resolve_simulated(
         args.target,
         args.property,
         constants=constants_with_noise(args.constants, args.noise),
@@ -182,6 +185,7 @@ def resolved(args: argparse.Namespace) -> Any:
         env_kwargs=args.env_kwargs,
         **policy_kwargs(args),
     )
+    return apply_shield(target, args)
 
 
 def statistical_options(args: argparse.Namespace, backend: Any) -> Any:

@@ -14,8 +14,10 @@ from rlverify.cli.options import (
     add_outputs,
     add_policy,
     add_property,
+    add_shield,
     add_target,
     add_unavailable,
+    apply_shield,
     backend_from_args,
     outputs,
     policy_kwargs,
@@ -41,6 +43,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_env_kwargs(p)
     add_property(p, several=True)
     add_policy(p, default_note="default for benchmarks: 'reference'")
+    add_shield(p)
     p.add_argument(
         "--mode",
         choices=MODES,
@@ -142,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
 
     files = outputs(args, (".csv", ".npz", ".json", ".png"))
     if _is_experiment(args):
+        if args.shield:
+            from rlverify.errors import OptionError
+
+            raise OptionError("--shield: verify one property at a time (no sweep, no properties file)")
         return _run_experiment(args, files)
     _check_explain_options(args, files)
     target = resolve(
@@ -154,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         env_kwargs=args.env_kwargs,
         **policy_kwargs(args),
     )
+    target = apply_shield(target, args)
     prop = target.property
     assert prop is not None  # asked for: resolve parsed it
     require_threshold(args, prop.comparison is not None)

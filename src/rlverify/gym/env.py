@@ -243,10 +243,20 @@ class MDPEnv(gymnasium.Env):
         return self._obs(), gained, terminated, truncated, self._info(stalled=bool(stalled[0]))
 
     def action_masks(self) -> np.ndarray:
-        """``(|A|,)`` bool: the actions available in the current state."""
+        """``(|A|,)`` bool: the actions available in the current state (and kept by the shield, see
+        :meth:`use_shield`)."""
         if self._state is None:
             raise EnvError("call reset() first")
-        return self.dynamics.choice_of[self._state] >= 0
+        available = self.dynamics.choice_of[self._state] >= 0
+        shield = getattr(self, "_shield_masks", None)
+        return available if shield is None else available & shield[self._state]
+
+    def use_shield(self, shield: Any) -> MDPEnv:
+        """Restrict :meth:`action_masks` to the actions ``shield`` (:class:`~rlverify.policies.shielded.Shield`)
+        keeps, so that a maskable agent (sb3-contrib MaskablePPO) trains under it; None removes it. Returns
+        ``self``. States the shield does not cover keep every available action."""
+        self._shield_masks = None if shield is None else shield_masks(self.dynamics, shield)
+        return self
 
     def _obs(self) -> np.ndarray:
         return self.dynamics.observations[self._state].copy()
@@ -345,8 +355,16 @@ class VectorMDPEnv(VectorEnv):
         return self.dynamics.observations[nxt], rewards, terminated, truncated, infos
 
     def action_masks(self) -> np.ndarray:
-        """``(N, |A|)`` bool: the actions available in each copy's current state."""
-        return self.dynamics.choice_of[self._states] >= 0
+        """``(N, |A|)`` bool: the actions available in each copy's current state (and kept by the shield, see
+        :meth:`MDPEnv.use_shield`)."""
+        available = self.dynamics.choice_of[self._states] >= 0
+        shield = getattr(self, "_shield_masks", None)
+        return available if shield is None else available & shield[self._states]
+
+    def use_shield(self, shield: Any) -> VectorMDPEnv:
+        """As :meth:`MDPEnv.use_shield`, for every copy."""
+        self._shield_masks = None if shield is None else shield_masks(self.dynamics, shield)
+        return self
 
     def _initial(self, n: int) -> np.ndarray:
         if len(self._init) == 1:
@@ -355,3 +373,26 @@ class VectorMDPEnv(VectorEnv):
 
     def _infos(self, stalled: np.ndarray) -> dict[str, Any]:
         return {"state": self._states.copy(), "action_mask": self.action_masks(), "stalled": stalled}
+
+
+def shield_masks(dynamics: MDPDynamics, shield: Any) -> np.ndarray:
+    """``(S, A)`` bool over the environment's states and actions: the actions ``shield`` keeps (every action in a
+    state it does not cover; the available ones where it would keep none of them).
+
+    Raises:
+        EnvError: a shield over variables the model lacks, or without some of the environment's actions.
+    """
+    model = dynamics.model
+    missing = [v for v in shield.variables if v not in model.variables]
+    if missing:
+        raise EnvError(
+            f"the shield reads variables {missing}, which this environment's model lacks: a shield for another model"
+        )
+    unknown = [a for a in dynamics.actions if a not in shield.actions]
+    if unknown:
+        raise EnvError(f"the environment's actions {unknown} are not among the shield's {list(shield.actions)}")
+    masks = shield.masks(model.valuations, dynamics.actions, model.variables)
+    available = dynamics.choice_of >= 0
+    empty = ~(masks & available).any(axis=1) & available.any(axis=1)
+    masks[empty] = True
+    return masks

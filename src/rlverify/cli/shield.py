@@ -1,0 +1,158 @@
+"""``rlverify shield``: a shield for a policy, with its exact certificate; ``--meet``: the loosest that meets the bound."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlverify.cli.console import console, print_warnings, status, styled
+from rlverify.cli.options import add_env_kwargs, add_policy, add_property, add_target, add_unavailable, policy_kwargs
+from rlverify.cli.output import print_envelope
+
+if TYPE_CHECKING:
+    from rlverify.results import ShieldResult
+
+
+def register(sub: Any) -> argparse.ArgumentParser:
+    from rlverify.exact.options import MAX_WORK, NUMERICS
+
+    p = sub.add_parser(
+        "shield",
+        help="a shield for a policy (the actions kept per state), certified by verifying the shielded policy exactly",
+        description="From the full MDP, each state-action pair's best achievable value after the action (Q = sum T "
+        "x Pmin for a bad event P<=b, Pmax for a goal P>=b; step-bounded forms with the whole bound left); keep the "
+        "actions within a threshold of the state's best; verify the shielded policy exactly beside the unshielded "
+        "value and the optimum. --meet searches the loosest threshold whose shielded policy meets the bound "
+        "(exit 1 when none does; exit 2 when the bound is below the optimum).",
+    )
+    add_target(p)
+    add_env_kwargs(p)
+    add_property(p, forms="P<=b / P>=b with F or U (step-bounded or not); Pmin=?/Pmax=? with --threshold")
+    add_policy(p, default_note="default for benchmarks: 'reference'")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        metavar="T",
+        help="keep the actions within T of the state's best (relative, default), with Q <= T / Q >= T (absolute), "
+        "or with T x Q <= best / Q >= T x best (factor, T in (0, 1])",
+    )
+    p.add_argument("--kind", choices=("relative", "absolute", "factor"), default="relative", help="the threshold's kind")
+    p.add_argument("--meet", action="store_true", help="search the loosest relative threshold that meets the bound")
+    p.add_argument(
+        "--remaining",
+        type=int,
+        metavar="K",
+        help="step-bounded properties: the steps left the per-action values are computed for (default: the bound)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("stochastic", "deterministic"),
+        default="stochastic",
+        help="the policy's chain: every action with pi > 0 (default) or the argmax only",
+    )
+    add_unavailable(p)
+    p.add_argument("--numerics", choices=NUMERICS, default="sound", help="as rlverify verify (default sound)")
+    p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
+    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse models with more states (default 2M)")
+    p.add_argument(
+        "--max-work",
+        type=float,
+        default=MAX_WORK,
+        metavar="N",
+        help=f"budget of step-bounded computations in multiply-adds, steps x transitions (default {MAX_WORK:.0e})",
+    )
+    p.add_argument("--out", "-o", type=Path, metavar="FILE.json", help="write the shield to FILE.json (for --shield)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.cli.verify import _max_work
+    from rlverify.errors import OptionError
+    from rlverify.exact.options import ExactOptions
+    from rlverify.exact.shield import ShieldOptions, shield_policy
+    from rlverify.files import check_target
+    from rlverify.resolve import resolve
+
+    shield_options = ShieldOptions(kind=args.kind, threshold=args.threshold, meet=args.meet, remaining=args.remaining)
+    shield_options.validate()
+    if args.out is not None:
+        if args.out.suffix.lower() != ".json":
+            raise OptionError(f"--out {args.out}: a shield is written as JSON: give a .json file name")
+        check_target(args.out, force=args.force, what="--out")
+    options = ExactOptions(
+        mode=args.mode,
+        strategy="full",
+        unavailable=args.unavailable,
+        numerics=args.numerics,
+        precision=args.precision,
+        max_states=args.max_states,
+        max_work=_max_work(args.max_work),
+    )
+    options.validate()
+    target = resolve(
+        args.target,
+        constants=args.constants,
+        property=args.property,
+        kinds=("prism",),
+        command="rlverify shield",
+        env_kwargs=args.env_kwargs,
+        **policy_kwargs(args),
+    )
+    prop, policy = target.property, target.policy
+    assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
+    with status("shielding") as update:
+        result = shield_policy(target.model, prop, policy, shield_options, options, progress=update)
+    result = target.stamp(result, unavailable=args.unavailable)
+    if args.out is not None:
+        import dataclasses
+
+        shield = dataclasses.replace(result.shield, model=target.name)
+        shield.save(args.out, force=args.force, what="--out")
+        result = dataclasses.replace(result, shield_file=str(args.out), shield=shield)
+    print_warnings(result.warnings)
+    code = 1 if args.meet and result.satisfied is not True else 0
+    if args.json:
+        print_envelope(args, result, exit_code=code, holds=result.satisfied)
+    else:
+        _print(result)
+    return code
+
+
+def _print(r: ShieldResult) -> None:
+    from rich.table import Table
+
+    from rlverify.cli.verify import shown_policy
+    from rlverify.results import shown, shown_pair
+
+    t = Table(title="rlverify shield", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("model", r.model)
+    t.add_row("policy", shown_policy(r.policy))
+    t.add_row("property", r.property)
+    verdict = {True: ("meets the bound", "bold green"), False: ("violates the bound", "bold red"), None: ("", "")}
+    text, style = verdict[r.satisfied]
+    bracket = f" in {shown_pair(r.lower, r.upper)}" if r.lower is not None else ""
+    t.add_row("shielded", styled(f"{shown(r.value)}{bracket}" + (f" ({text})" if text else ""), style or "bold"))
+    t.add_row("unshielded", shown(r.unshielded))
+    t.add_row(f"optimum (P{r.optimum_is})", shown(r.optimum))
+    t.add_row("threshold", f"{r.threshold_kind} {r.threshold:.10g}" + (" (searched: --meet)" if r.meet else ""))
+    t.add_row("restricted", f"{r.restricted_states:,} of {r.covered_states:,} decision states")
+    t.add_row(
+        "interventions",
+        f"{r.intervened_states:,} of {r.reachable_states:,} reached decision states ({100 * r.intervened_share:.3g} %); "
+        f"expected per run {shown(r.expected_interventions)} (mass removed {shown(r.expected_removed_mass)})",
+    )
+    t.add_row("fallback", f"{r.fallback_states:,} reached states")
+    if r.probes:
+        t.add_row("probes", f"{len(r.probes)} exact verifications")
+    t.add_row("MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions")
+    t.add_row("numerics", f"{r.guarantee} (relative precision {r.precision:g})")
+    if r.shield_file:
+        t.add_row("shield file", r.shield_file)
+    t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
+    console.print(t)
