@@ -131,6 +131,36 @@ def shield():
     return shield_policy(model, prop, policy, ShieldOptions(threshold=0.0))
 
 
+def features():
+    from rlverify.exact.features import feature_effects
+
+    model, prop, policy = running()
+    return feature_effects(model, prop, policy)
+
+
+def tree():
+    pytest.importorskip("sklearn")
+    from rlverify.exact.tree import fit_tree
+
+    model, prop, policy = running()
+    return fit_tree(model, prop, policy)
+
+
+def critical():
+    from rlverify.exact.critical import critical_states
+
+    model, _, policy = running()
+    return critical_states(model, rlverify.parse_property(model, 'P>=0.5 [F<=2 "goal"]'), policy)
+
+
+def explanation():
+    pytest.importorskip("sklearn")
+    from rlverify.exact.explanations import explain_policy
+
+    model, _, policy = running()
+    return explain_policy(model, rlverify.parse_property(model, 'P>=0.5 [F<=2 "goal"]'), policy)
+
+
 #: result type -> how to build one, and words its guarantee must say
 BUILDERS: dict[str, tuple[Callable[..., Result], tuple[str, ...]]] = {
     "ExactResult": (exact, ("exact value", "sound", "certified bracket")),
@@ -146,6 +176,10 @@ BUILDERS: dict[str, tuple[Callable[..., Result], tuple[str, ...]]] = {
     "Agreement": (agreement, ("the engines agree", "statistical interval")),
     "Report": (report, ("all engines agree", "exact, sound bound or statistical interval")),
     "ShieldResult": (shield, ("verified exactly", "sound", "certified bracket")),
+    "FeatureEffects": (features, ("exact", "sound: within relative precision")),
+    "TreeExplanation": (tree, ("exact values", "fidelity weighted by expected visits")),
+    "CriticalStates": (critical, ("per-action values exact", "sound: within relative precision")),
+    "PolicyExplanation": (explanation, ("exact",)),
 }
 
 

@@ -7,13 +7,14 @@ Q formed in numpy; (2) brute-force value iteration over the numpy description of
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rlverify.errors import PropertyError
@@ -138,6 +139,7 @@ def _brute(mdp, target: np.ndarray, allowed: np.ndarray, opt: str, steps: int | 
     form=st.sampled_from(["F", "U"]),
     steps=st.one_of(st.none(), st.integers(0, 6)),
 )
+@example(seed=687, opt="min", form="F", steps=None)  # Storm's value 1.2e-7 from the truth, inside its bracket
 def test_random_mdps_against_value_iteration(tmp_path: Path, seed: int, opt: str, form: str, steps) -> None:
     rng = np.random.default_rng(seed)
     mdp = random_mdp(rng, n=int(rng.integers(4, 9)))
@@ -154,10 +156,20 @@ def test_random_mdps_against_value_iteration(tmp_path: Path, seed: int, opt: str
     states = av.mdp.valuations[:, av.mdp.variables.index("s")].astype(int)
     decided = mdp.goal | ~allowed  # the property-directed build makes these terminal: their choices are not kept
     assert av.lower is not None and av.upper is not None
+    # step-bounded: exact up to rounding; unbounded: Storm's sound solver, its certified bracket holds the truth (the
+    # value itself is within its relative precision 1e-6: a seed differed from 20,000 iterations by 1.2e-7)
+    low = dataclasses.replace(av, values=av.lower).for_actions(ACTIONS)
+    high = dataclasses.replace(av, values=av.upper).for_actions(ACTIONS)
     for i, s in enumerate(states):
         if decided[s]:
             continue
-        np.testing.assert_allclose(ours[i], expected[s], atol=1e-9, equal_nan=True)
+        if steps is not None:
+            np.testing.assert_allclose(ours[i], expected[s], atol=1e-9, equal_nan=True)
+            continue
+        np.testing.assert_allclose(ours[i], expected[s], rtol=1e-6, atol=1e-9, equal_nan=True)
+        seen = ~np.isnan(expected[s])
+        assert np.array_equal(seen, ~np.isnan(ours[i]))
+        assert (low[i][seen] - 1e-12 <= expected[s][seen]).all() and (expected[s][seen] <= high[i][seen] + 1e-12).all()
     lo, hi = av.lower, av.upper
     assert (lo <= av.values).all() and (av.values <= hi).all()
     assert (hi - lo).max() <= 1e-5

@@ -57,12 +57,11 @@ from rlverify.exact.checking import (
 from rlverify.exact.options import ExactOptions, Progress, check_resolved, guarantee
 from rlverify.models.dynamics import action_columns
 from rlverify.models.explicit import ExplicitModel, out_of_memory
-from rlverify.models.properties import Property
+from rlverify.models.properties import Property, worst_case
 from rlverify.models.symbolic import SymbolicModel
 
 log = logging.getLogger(__name__)
 
-_LESS = ("LESS", "LESS_EQUAL", "LEQ", "<", "<=")
 _GREATER = ("GREATER", "GREATER_EQUAL", "GEQ", ">", ">=")
 
 
@@ -120,17 +119,15 @@ class ActionValues:
 
 def objective(prop: Property) -> str:
     """``"min"`` when ``prop`` is about a bad event (``P<=b``, ``P<b``, ``Pmin=?``), ``"max"`` for a goal (``P>=b``,
-    ``P>b``, ``Pmax=?``); a ``P=?`` without either is refused (its direction is unknown)."""
-    formula = prop.storm_formula()
-    if formula.has_bound:
-        comparison = str(formula.comparison_type).rsplit(".", 1)[-1]
-        return "min" if comparison in _LESS else "max"
-    if formula.has_optimality_type:
-        return "min" if str(formula.optimality_type).endswith("MINIMIZE") else "max"
-    raise PropertyError(
-        f"property '{prop.text}': per-action values need a direction: a bound (P<=b for a bad event, P>=b for a "
-        "goal) or Pmin=?/Pmax=?"
-    )
+    ``P>b``, ``Pmax=?``): :func:`~rlverify.models.properties.worst_case`'s reading; a ``P=?`` without either is
+    refused (its direction is unknown)."""
+    worst, assumed = worst_case(prop, None)
+    if assumed:
+        raise PropertyError(
+            f"property '{prop.text}': per-action values need a direction: a bound (P<=b for a bad event, P>=b for a "
+            "goal) or Pmin=?/Pmax=?"
+        )
+    return "min" if worst == "max" else "max"
 
 
 def action_values(
