@@ -36,7 +36,8 @@ def notebook_markdown(text: str, filename: str) -> str:
             fence = "````" if "```" in body else "```"
             parts.append(f"{fence}python\n{body}\n{fence}")
     note = (
-        f'!!! note "Run it"\n    This page is the notebook [`{filename}`]({filename}) as text: download it and run it in Jupyter '
+        f'!!! note "Run it"\n    This page is the notebook [`{filename}`]({filename}) as text: '
+        "download it and run it in Jupyter "
         "(`pip install rlverify jupyter`) to see its output. "
         "The test suite executes it and checks the figures it prints (`tests/test_notebooks.py`)."
     )
