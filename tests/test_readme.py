@@ -459,4 +459,6 @@ def test_readme_links_every_page_of_the_site():
     linked = set(re.findall(r"\]\(docs/([^)#]+\.md)\)", TEXT))
     missing = [p for p in nav if not p.startswith("notebooks/") and p not in linked]  # notebooks/*.md: made at build time
     assert not missing, missing
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", TEXT)  # relative links: the site's own are checked by make docs
+    assert all((ROOT / t).exists() for t in targets), [t for t in targets if not (ROOT / t).exists()]
     assert TEXT.count("\n") <= 200
