@@ -178,10 +178,13 @@ def test_block_runs_from_an_empty_directory(tmp_path, block):
 def find(data: Any, key: str) -> Any:
     """The first value of ``key`` in nested JSON (depth first), so a figure survives a change of envelope.
 
-    A dotted key (``initial.optimum``) finds its first part, then the rest inside it."""
+    A dotted key (``initial.optimum``) finds its first part, then the rest inside it; a number indexes a list
+    (``interval.0``)."""
     if "." in key:
         head, rest = key.split(".", 1)
         return find(find(data, head), rest)
+    if isinstance(data, list) and key.isdigit():
+        return data[int(key)] if int(key) < len(data) else None
     if isinstance(data, dict):
         if key in data:
             return data[key]
@@ -206,9 +209,15 @@ class Figure:
     fmt: str  # as the page rounds it: ".5f", ".1e"
     needs: tuple[str, ...] = ()
     slow: bool = False
+    outward: str = ""  # "down"/"up": an interval's end, rounded outward as the CLI prints it (fmt ".Nf")
 
     def formatted(self, value: float) -> str:
         """``value`` as the page writes it (``2.8e-7``, not ``2.8e-07``)."""
+        if self.outward:
+            import math
+
+            scale = 10 ** int(self.fmt[1:-1])
+            value = (math.floor if self.outward == "down" else math.ceil)(value * scale) / scale
         return re.sub(r"e([-+])0*(\d)", lambda m: "e" + m.group(1).replace("+", "") + m.group(2), format(value, self.fmt))
 
 
@@ -216,6 +225,7 @@ FL = "rlverify verify gym:FrozenLake-v1 --policy examples/gymnasium/ppo_frozenla
 FL_GOAL = f"{FL} -p 'P=? [F \"goal\"]'"
 FL_MAX = "rlverify verify gym:FrozenLake-v1 -p 'Pmax=? [F \"goal\"]' --mode monolithic"
 DI = "rlverify abstract examples/double_integrator.py:SYSTEM --policy examples/double_integrator.onnx -k 4"
+SIM = "rlverify simulate running-example-v1 -p reach-goal-2 --runs 2000 --seed 0"
 ROBOTS = "rlverify verify examples/robots.nm --property 'P=? [F<=10 \"crash\"]' --policy examples/robots_pi.json"
 AVOID = "rlverify verify avoid-v1 -p collision-100"
 AVOID_OPT = f"{AVOID} --mode monolithic"
@@ -235,6 +245,9 @@ FIGURES = [
     # README.md
     Figure(RM, "collides within 100 steps with probability {} (certified", AVOID, "value", ".6f"),
     Figure(RM, "would collide with probability {} (Pmin;", AVOID_OPT, "pmin", ".3f"),
+    Figure(RM, "(seed 0) estimate {} with the\ninterval", SIM, "estimate", ".4f"),
+    Figure(RM, "interval [{}, 0.295650] at 95", SIM, "interval.0", ".6f", outward="down"),
+    Figure(RM, "interval [0.256010, {}] at 95", SIM, "interval.1", ".6f", outward="up"),
     Figure(RM, "It crashes within 10 steps with probability {}.", ROBOTS, "value", ".6f"),
     Figure(RM, "reaches the goal with probability {}, against", FL_GOAL, "value", ".5f", ("torch",)),
     Figure(RM, "against {} (= 14/17)", FL_MAX, "value", ".5f"),
