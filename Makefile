@@ -61,7 +61,8 @@ test-wheel: $(STAMP)
 	    tests/test_readme.py -k "block_runs or figure_is"
 
 ## The documentation site (mkdocs.yml, docs/) built strictly into site/: a broken link, a missing page or a docstring
-## the API reference cannot read fails the build; the command-line reference is generated from the parsers.
+## the API reference cannot read fails the build; the command-line reference is generated from the parsers, and each
+## notebook of docs/notebooks/ becomes a page (docs/hooks/: offline, nothing executed).
 $(DOCS_STAMP): $(BASE_STAMP)
 	$(BIN)/pip install --quiet -e '.[docs]'
 	@touch $(DOCS_STAMP)
