@@ -46,10 +46,11 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
 
-## The README's command blocks (not the slow ones) against the built wheel: `pip wheel`, a fresh venv with the wheel
-## and its base dependencies only (pip's cache and registry; no --system-site-packages), each block from an empty
-## directory (tests/test_readme.py; blocks that need an extra are skipped, saying so: `make test-wheel WHEEL_EXTRAS=sb3`
-## installs the wheel with that extra and runs them too).
+## The command blocks of the README and of every page of the documentation site, docs/**/*.md (not the slow ones),
+## and the figures they quote, against the built wheel: `pip wheel`, a fresh venv with the wheel and its base
+## dependencies only (pip's cache and registry; no --system-site-packages), each block from an empty directory
+## (tests/test_readme.py reads the pages from this checkout; blocks that need an extra are skipped, saying so:
+## `make test-wheel WHEEL_EXTRAS=sb3` installs the wheel with that extra and runs them too).
 test-wheel: $(STAMP)
 	rm -rf $(WHEEL_DIR)
 	$(BIN)/pip wheel --quiet . --no-deps -w $(WHEEL_DIR)/dist
@@ -60,7 +61,8 @@ test-wheel: $(STAMP)
 	    tests/test_readme.py -k "block_runs or figure_is"
 
 ## The documentation site (mkdocs.yml, docs/) built strictly into site/: a broken link, a missing page or a docstring
-## the API reference cannot read fails the build; the command-line reference is generated from the parsers.
+## the API reference cannot read fails the build; the command-line reference is generated from the parsers, and each
+## notebook of docs/notebooks/ becomes a page (docs/hooks/: offline, nothing executed).
 $(DOCS_STAMP): $(BASE_STAMP)
 	$(BIN)/pip install --quiet -e '.[docs]'
 	@touch $(DOCS_STAMP)

@@ -68,6 +68,46 @@ def test_notebooks_are_valid_clean_and_use_only_bundled_inputs(name):
             assert not re.search(r"\.(onnx|zip|prism|jani|pt)\b|/work/|/tmp/|open\(", cell.source), cell.source
 
 
+def _hook(name: str):
+    """A hook module of the documentation site (docs/hooks/NAME.py), loaded as ``mkdocs build`` loads it."""
+    import importlib.util
+
+    pytest.importorskip("mkdocs")  # the docs extra
+    spec = importlib.util.spec_from_file_location(f"docs_hook_{name}", ROOT / "docs" / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["rl_researcher.ipynb", "safety_engineer.ipynb", "certification_reviewer.ipynb"])
+def test_notebook_renders_as_a_page_of_the_site(name):
+    """docs/hooks/notebooks.py: the page is the notebook's title, a note linking the file, then every cell in order,
+    code as Python blocks; nothing is executed."""
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    page = _hook("notebooks").notebook_markdown((NOTEBOOKS / name).read_text(), name)
+    title = nb.cells[0].source.splitlines()[0]
+    assert title.startswith("# ") and page.startswith(title + "\n\n!!! note") and f"]({name})" in page
+    at = 0
+    for cell in nb.cells:
+        text = cell.source.strip("\n")
+        if cell.cell_type == "markdown" and cell is nb.cells[0]:
+            text = text.partition("\n")[2].strip("\n")
+        elif cell.cell_type == "code":
+            text = f"```python\n{text}\n```"
+        found = page.find(text, at)
+        assert found >= at, text[:80]  # present, and after the previous cell
+        at = found + len(text)
+
+
+def test_fence_words_are_dropped_for_the_site_only():
+    """docs/hooks/fences.py: ```bash slow needs=torch renders as ```bash; other fences and inline spans are kept."""
+    hook = _hook("fences")
+    kept = "| ```` ```bash skip ```` |\n```text\nt\n```\n"  # a span in a table, a block without words
+    page = "```bash slow needs=torch\nrlverify x\n```\n\n```python skip\nx = 1\n```\n\n" + kept
+    assert hook.on_page_markdown(page) == "```bash\nrlverify x\n```\n\n```python\nx = 1\n```\n\n" + kept
+
+
 # -- the RL researcher: FrozenLake --
 
 

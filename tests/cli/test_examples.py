@@ -13,7 +13,7 @@ import pytest
 from rlverify.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-#: files the README's commands use (the README may name more; all must be shipped)
+#: files the README's and the documentation's commands use (they may name more; all must be shipped)
 README_FILES = {
     "robots.nm",
     "robots_pi.json",
@@ -36,10 +36,11 @@ def _tracked() -> dict[str, bytes]:
 
 
 def test_the_readme_names_only_shipped_files():
-    """Every examples/... file the README names is shipped (so `rlverify examples` provides it), and these at least."""
+    """Every examples/... file the README and the documentation's pages name is shipped (so `rlverify examples`
+    provides it), and these at least."""
     import re
 
-    text = (ROOT / "README.md").read_text()
+    text = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
     named = set(re.findall(r"examples/([\w/.-]+\.(?:nm|prism|jani|json|py|onnx|zip|ipynb|props))", text))
     tracked = set(_tracked())
     assert named <= tracked, named - tracked
