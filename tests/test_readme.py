@@ -246,6 +246,8 @@ LINF, DELTA = f"{ROBUST} --perturb x,y --epsilon 1", f"{ROBUST} --delta 0.001"
 L1 = f"{LINF} --norm l1"
 FL_100 = f"{FL} -p 'P=? [F<=100 \"goal\"]'"
 DI_07 = f"{DI} --phi 0.2 --containment -c limit=0.7"
+SHIELD = "rlverify shield avoid-v1 -p 'P<=0.2 [F<=100 COLLISION=true]' --meet --out shield.json"
+TREE = "rlverify explain avoid-v1 -p 'P<=0.2 [F<=100 COLLISION=true]' --parts tree,critical --top 3 --save-tree tree.json"
 G, RM, IX = "docs/guide/", "README.md", "docs/index.md"
 SE, RL = "docs/start/safety-engineers.md", "docs/start/rl-researchers.md"
 FIGURES = [
@@ -292,6 +294,15 @@ FIGURES = [
     Figure(G + "robustness.md", "| L1 | 0.846129 | 0.846492 | {} |", L1, "best", ".6f", slow=True),
     Figure(G + "robustness.md", "anywhere in [{}, ", DELTA, "lower", ".6f", slow=True),
     Figure(G + "robustness.md", "anywhere in [0.821837, {}]", DELTA, "upper", ".6f", slow=True),
+    Figure(G + "shields.md", "collides within 100 steps with probability {}; the best", SHIELD, "unshielded", ".6f"),
+    Figure(G + "shields.md", "can do is\n{} (Pmin)", SHIELD, "optimum", ".4f"),
+    Figure(G + "shields.md", "collides with\nprobability {} (a relative", SHIELD, "value", ".6f"),
+    Figure(G + "shields.md", "(a relative threshold of {}),", SHIELD, "threshold", ".3g"),
+    Figure(G + "shields.md", "it intervenes in\n{} of the 14,400", SHIELD, "intervened_states", ","),
+    Figure(G + "shields.md", "reaches, {} times per run", SHIELD, "expected_interventions", ".2f"),
+    Figure(G + "explanations.md", "(16 leaves,\n  fidelity {})", TREE, "tree.fidelity", ".4f", ("sklearn",)),
+    Figure(G + "explanations.md", "collides with probability {} where", TREE, "tree.tree_value", ".6f", ("sklearn",)),
+    Figure(G + "explanations.md", "the network does with {}.", TREE, "tree.policy_value", ".6f", ("sklearn",)),
 ]
 
 
