@@ -508,15 +508,17 @@ def sample_many(
         n = a.shape[1]
         x = np.repeat(np.array([g[1] for g in group])[:, None, :], chains, axis=1)  # (G, chains, n)
         walks = []
+        gens = [rngs[i] for i in idx]
+        at = a.T
+        u = np.empty((len(idx), chains, n))
+        r = np.empty((len(idx), chains))
         for s in range(steps):
-            u = np.empty((len(idx), chains, n))
-            r = np.empty((len(idx), chains))
-            for j, i in enumerate(idx):  # each generator: normal, then uniform (as one polytope at a time)
-                u[j] = rngs[i].normal(size=(chains, n))
-                r[j] = rngs[i].random(chains)
-            u /= np.linalg.norm(u, axis=2, keepdims=True)
-            au = u @ a.T  # (G, chains, m)
-            slack = b - x @ a.T  # >= 0 (up to rounding)
+            for j, g in enumerate(gens):  # each generator: normal, then uniform (as one polytope at a time)
+                u[j] = g.normal(size=(chains, n))
+                r[j] = g.random(chains)
+            u /= np.sqrt(np.add.reduce(u * u, axis=2, keepdims=True))  # np.linalg.norm(u, axis=2), unrolled
+            au = u @ at  # (G, chains, m)
+            slack = b - x @ at  # >= 0 (up to rounding)
             slack = np.maximum(slack, 0.0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = slack / au
@@ -526,7 +528,7 @@ def sample_many(
             tmin = np.where(np.isfinite(tmin), tmin, 0.0)
             x = x + (tmin + (tmax - tmin) * r)[:, :, None] * u
             if s >= burn_in:
-                walks.append(x.copy())
+                walks.append(x)
         for j, (i, _, extra, need) in enumerate(group):
             pts = np.vstack([w[j] for w in walks])[:need] if walks else np.empty((0, n))
             out[i] = np.vstack([pts, extra])

@@ -125,8 +125,17 @@ class _Batch:
         return out
 
     def subset(self, rows: np.ndarray) -> _Batch:
-        """The batch of the polytopes at ``rows``."""
-        return _Batch([self.polys[i] for i in rows])
+        """The batch of the polytopes at ``rows`` (the stacks filtered, not rebuilt)."""
+        pos = np.full(len(self.polys), -1)
+        pos[rows] = np.arange(len(rows))
+        sub = _Batch([])
+        sub.polys = [self.polys[i] for i in rows]
+        for idx, pts in self.stacks:
+            keep = pos[idx] >= 0
+            if keep.any():
+                sub.stacks.append((pos[idx][keep], pts[keep]))
+        sub.others = [int(pos[i]) for i in self.others if pos[i] >= 0]
+        return sub
 
     def support(self, directions: np.ndarray) -> np.ndarray:
         """Maxima ``(B, k)`` of ``directions @ x`` over each polytope; ``directions``: ``(k, n)`` for all, or ``(B, k, n)``."""
