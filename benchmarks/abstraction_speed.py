@@ -75,22 +75,34 @@ def main() -> None:
         after = finish(pa, "after")
         before = finish(pb, "before")
     load1 = os.getloadavg()
-    print(f"bouncing-ball-v1, large, octagon, k={args.horizon}, phi=0.1, containment "
-          f"({'one after the other' if args.sequential else 'both at once'}, {time.perf_counter() - t0:.0f} s in all)")
+    print(
+        f"bouncing-ball-v1, large, octagon, k={args.horizon}, phi=0.1, containment "
+        f"({'one after the other' if args.sequential else 'both at once'}, {time.perf_counter() - t0:.0f} s in all)"
+    )
     print(f"{'':8} {'wall s':>8} {'cpu s':>8} {'bounds s':>9} {'refine s':>9} {'bound':>12} {'states':>8} {'polyhedra':>9}")
     for name, r in (("before", before), ("after", after)):
         t = r["timings"]
-        print(f"{name:8} {r['wall']:8.1f} {r['cpu']:8.1f} {t['bounds']:9.1f} {t['refinement']:9.1f} "
-              f"{r['bound']:12.6g} {r['states']:8d} {r['polyhedra']:9d}")
-    print(f"ratio    {before['wall'] / after['wall']:8.2f} {before['cpu'] / after['cpu']:8.2f} "
-          f"{before['timings']['bounds'] / after['timings']['bounds']:9.2f}")
+        print(
+            f"{name:8} {r['wall']:8.1f} {r['cpu']:8.1f} {t['bounds']:9.1f} {t['refinement']:9.1f} "
+            f"{r['bound']:12.6g} {r['states']:8d} {r['polyhedra']:9d}"
+        )
+    print(
+        f"ratio    {before['wall'] / after['wall']:8.2f} {before['cpu'] / after['cpu']:8.2f} "
+        f"{before['timings']['bounds'] / after['timings']['bounds']:9.2f}"
+    )
     same = (before["states"], before["polyhedra"]) == (after["states"], after["polyhedra"])
-    print(f"bound after {'<=' if after['bound'] <= before['bound'] else '>'} before; "
-          f"abstraction {'the same size' if same else 'of a different size'}")
-    print(f"load average (1, 5, 15 min) before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
-          f"after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}; cores: {os.cpu_count()}")
+    print(
+        f"bound after {'<=' if after['bound'] <= before['bound'] else '>'} before; "
+        f"abstraction {'the same size' if same else 'of a different size'}"
+    )
+    print(
+        f"load average (1, 5, 15 min) before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
+        f"after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}; cores: {os.cpu_count()}"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"row": row, "before": before, "after": after, "load": [load0, load1]}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"row": row, "before": before, "after": after, "load": [load0, load1]}, indent=2)
+        )
 
 
 if __name__ == "__main__":

@@ -205,9 +205,7 @@ class NetworkBounder:
             out.append((lb, ub))
         return out
 
-    def _backward(
-        self, lam: np.ndarray, layer: int, pre: list[tuple[np.ndarray, np.ndarray]], polys: _Batch
-    ) -> np.ndarray:
+    def _backward(self, lam: np.ndarray, layer: int, pre: list[tuple[np.ndarray, np.ndarray]], polys: _Batch) -> np.ndarray:
         """Lower bounds ``(B, r)`` of ``lam @ z_layer`` (``lam``: ``(r, width)``; ``z_layer`` = pre-activations of
         hidden layer ``layer``, 0-based; ``layer == len(hidden)`` means the output) over each polytope.
 
@@ -239,9 +237,7 @@ class NetworkBounder:
             lam_b = lam_b @ w  # over y_{k-1} (or x when k == 0)
         return const_b - polys.support(-lam_b)
 
-    def _differences_crown(
-        self, polys: _Batch, pre: list[tuple[np.ndarray, np.ndarray]]
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def _differences_crown(self, polys: _Batch, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """Bounds ``(B, |A|, |A|)`` on ``z_j - z_i`` by backward linear relaxation over each polytope."""
         na = self.n_actions
         rows, cols = np.nonzero(~np.eye(na, dtype=bool))  # pairs (i, j), i != j, in row-major order
@@ -445,9 +441,7 @@ class NetworkBounder:
                 out[i] = ProbabilityBounds(lower[r], upper[r], "linear")
         return out  # type: ignore[return-value]  # every entry set above
 
-    def _probability_bounds(
-        self, polys: _Batch, dl: np.ndarray, du: np.ndarray, method: str
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def _probability_bounds(self, polys: _Batch, dl: np.ndarray, du: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
         """Probability bounds ``(B, |A|)`` from logit-difference bounds ``(B, |A|, |A|)``, widened, checked at a point."""
         dl = np.maximum(dl, -np.swapaxes(du, 1, 2))
         du = np.minimum(du, -np.swapaxes(dl, 1, 2))

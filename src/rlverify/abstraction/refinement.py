@@ -177,7 +177,6 @@ def refine_many(
     rngs = [rng] * len(polys) if isinstance(rng, np.random.Generator) else list(rng)
     if len(rngs) != len(polys):
         raise ValueError(f"refine_many: {len(rngs)} generators for {len(polys)} polytopes")
-    enough = min(options.phi, options.interval_spread)
     results: list[list[Part]] = [[] for _ in polys]
     queues: dict[int, deque[int]] = {}  # refinements sharing a generator, in order: one runs at a time
     for i, r in enumerate(rngs):
@@ -210,27 +209,36 @@ def refine_many(
                 ready[i] = known[id(need.poly)][1]
             else:
                 waiting[i] = need
-        batch = {id(p): p for need in waiting.values() if isinstance(need, _NeedBounds) for p in (need.poly, *need.later)}
-        batch = {k: p for k, p in batch.items() if k not in known}
-        if batch:
-            t0 = time.perf_counter()
-            polys_b = list(batch.values())
-            for p, b in zip(polys_b, bounder.bounds_many(polys_b, enough=enough), strict=True):
-                known[id(p)] = (p, b)
-            stats.bounds_time += time.perf_counter() - t0
-        sampled = [i for i, need in waiting.items() if isinstance(need, _NeedSamples)]
-        if sampled:
-            t0 = time.perf_counter()
-            needs = [waiting[i] for i in sampled]
-            xs = sample_many([n.poly for n in needs], options.samples, [n.rng for n in needs])  # type: ignore[union-attr]
-            for i, x in zip(sampled, xs, strict=True):
-                ready[i] = (x, bounder(x))
-            stats.refine_time += time.perf_counter() - t0
-        for i, need in waiting.items():
-            if isinstance(need, _NeedBounds):
-                ready[i] = known[id(need.poly)][1]
+        ready.update(_serve(waiting, known, bounder, options, stats))
         waiting.clear()
     return results
+
+
+def _serve(
+    waiting: dict[int, _NeedBounds | _NeedSamples],
+    known: dict[int, tuple[Polytope, ProbabilityBounds]],
+    bounder: NetworkBounder,
+    options: RefinementOptions,
+    stats: RefinementStats,
+) -> dict[int, Any]:
+    """One batched pass for the waiting refinements: every bounds asked for (with those of the polytopes on the
+    askers' stacks, which they will ask for later; all kept in ``known``) and every sample; returns the answers."""
+    batch = {id(p): p for need in waiting.values() if isinstance(need, _NeedBounds) for p in (need.poly, *need.later)}
+    todo = [p for key, p in batch.items() if key not in known]
+    if todo:
+        t0 = time.perf_counter()
+        for p, b in zip(todo, bounder.bounds_many(todo, enough=min(options.phi, options.interval_spread)), strict=True):
+            known[id(p)] = (p, b)
+        stats.bounds_time += time.perf_counter() - t0
+    answers: dict[int, Any] = {i: known[id(n.poly)][1] for i, n in waiting.items() if isinstance(n, _NeedBounds)}
+    sampled = {i: n for i, n in waiting.items() if isinstance(n, _NeedSamples)}
+    if sampled:
+        t0 = time.perf_counter()
+        xs = sample_many([n.poly for n in sampled.values()], options.samples, [n.rng for n in sampled.values()])
+        for i, x in zip(sampled, xs, strict=True):
+            answers[i] = (x, bounder(x))
+        stats.refine_time += time.perf_counter() - t0
+    return answers
 
 
 def merge_stats(into: RefinementStats, other: RefinementStats) -> RefinementStats:
