@@ -6,6 +6,8 @@ Two methods, cheapest first:
   exactly over the polytope (support function), later layers by interval arithmetic. The
   *differences* of logits ``z_j - z_i`` are bounded through the last linear layer directly, which is
   tighter than subtracting two logit intervals.
+* **Backward linear relaxation** (CROWN-style) of each ReLU, from the interval bounds, for the
+  deeper layers' pre-activations and the logit differences.
 * **MILP** (HiGHS, big-M from the propagated bounds): for each ordered pair of actions the minimum
   of ``z_j - z_i`` over the polytope. The solver's *dual bound* is used, so the result is sound even
   when the solver stops early.
@@ -20,6 +22,10 @@ The intervals are then intersected with ``1 - sum_{j != i} [L_j, U_j]``.
 All bounds hold for the float64 evaluation of the network weights and are widened by
 ``LOGIT_MARGIN_ABS + LOGIT_MARGIN_REL * |d|`` so they also cover float32 inference (onnxruntime) and
 solver tolerances.
+
+The first two run on a whole batch of polytopes at once (:meth:`NetworkBounder.bounds_many`: one
+stacked matrix product per layer for the batch); each polytope's bounds are bit for bit those it gets
+alone, whatever else is in the batch.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ are accepted. The split axis and point minimise the weighted binary cross-entrop
 sampled probabilities of the widest action and the two sides of the split; a minimum split size
 keeps parts from becoming slivers.
 
+Many polytopes are refined side by side (:func:`refine_many`): their cheap bounds and samples are
+computed in batches, with the same parts as refining one polytope at a time.
+
 Soundness never depends on the samples: every accepted part carries sound bounds.
 """
 
