@@ -388,10 +388,23 @@ class Polytope:
         hi[axis] = value
         lo = self.lo.copy()
         lo[axis] = value
-        left = Polytope(self.template, self.lo.copy(), hi)
-        right = Polytope(self.template, lo, self.hi.copy())
-        cache_support_points([left, right])  # both enumerated at once (2-D)
-        return left.tightened(), right.tightened()
+        t = self.template
+        if t.n != 2 or t.kind == "box":
+            return Polytope(t, self.lo.copy(), hi).tightened(), Polytope(t, lo, self.hi.copy()).tightened()
+        # 2-D: :meth:`tightened` of both sides, their vertices enumerated at once
+        dirs = np.vstack([t.axes, -t.axes])
+        sides = ((self.lo, hi), (lo, self.hi))
+        pts, feasible = pairwise_vertices_2d(dirs, np.array([np.concatenate([s_hi, -s_lo]) for s_lo, s_hi in sides]))
+        out: list[Polytope | None] = []
+        for (side_lo, side_hi), pp, ff in zip(sides, pts, feasible, strict=True):
+            v = pp[ff]
+            if len(v) == 0:
+                out.append(None)
+                continue
+            sup = (v @ dirs.T).max(axis=0)
+            tlo, thi = pad(-sup[t.k :], sup[: t.k])
+            out.append(Polytope(t, np.maximum(tlo, side_lo), np.minimum(thi, side_hi)))
+        return out[0], out[1]
 
     def tightened(self) -> Polytope | None:
         """The tight form (every bound attained, padded), or ``None`` if the polytope is empty."""
