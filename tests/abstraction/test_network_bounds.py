@@ -38,9 +38,10 @@ def test_batched_interval_bounds_contain_samples_and_match_single_interval_bound
     bounder = NetworkBounder(MLP.random(sizes, seed=seed))
     t = Template.named(kind, ("a", "b"))
     parts = [t.hull(rng.normal(size=(4, 2)) * rng.uniform(0.01, 0.5) + rng.normal(size=2)) for _ in range(40)]
-    lower, upper = bounder.interval_bounds_many(parts)
-    assert lower.shape == upper.shape == (40, sizes[-1])
-    for part, lo, hi in zip(parts, lower, upper, strict=True):
+    many = bounder.bounds_many(parts, enough=1.0)  # interval bounds are always "enough" here
+    assert [b.method for b in many] == ["interval"] * 40 and many[0].lower.shape == (sizes[-1],)
+    for part, b in zip(parts, many, strict=True):
+        lo, hi = b.lower, b.upper
         probs = bounder(part.sample(500, rng))
         assert (probs >= lo - 1e-12).all() and (probs <= hi + 1e-12).all()
         single = bounder.bounds(part, milp=False, enough=1.0)  # interval bounds are always "enough" here

@@ -14,6 +14,7 @@ computed as the template hull of a set always contains that set.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -272,6 +273,16 @@ class Polytope:
     lo: np.ndarray
     hi: np.ndarray
 
+    def __post_init__(self) -> None:
+        # immutable: the cached constraints, vertices and interior point stay valid (read-only views,
+        # so the caller's own arrays are untouched)
+        for name in ("lo", "hi"):
+            v = np.asarray(getattr(self, name), dtype=np.float64)
+            if v.flags.writeable:
+                v = v.view()
+                v.flags.writeable = False
+            object.__setattr__(self, name, v)
+
     @property
     def constraints(self) -> tuple[np.ndarray, np.ndarray]:
         """``(A, b)`` with ``A x <= b`` describing the polytope (``2k`` rows; cached, do not modify)."""
@@ -289,8 +300,7 @@ class Polytope:
     def box(self) -> tuple[np.ndarray, np.ndarray]:
         """The bounding box ``(lo, hi)``, each ``(n,)`` (padded outward)."""
         n = self.template.n
-        a, b = self.constraints
-        s = support(a, b, np.vstack([np.eye(n), -np.eye(n)]))
+        s = self.support(np.vstack([np.eye(n), -np.eye(n)]))
         if s is None:
             raise DomainError("empty polytope has no bounding box")
         return pad(-s[n:], s[:n])
@@ -302,13 +312,42 @@ class Polytope:
         cached = self.__dict__.get("_vertices")
         if cached is not None:
             return cached
-        a, b = self.constraints
-        v = vertices_2d(a, b)
+        v = self.support_points()
         if len(v):
             c = v.mean(axis=0)
             v = v[np.argsort(np.arctan2(v[:, 1] - c[1], v[:, 0] - c[0]))]
+        v.flags.writeable = False
         object.__setattr__(self, "_vertices", v)
         return v
+
+    def support_points(self) -> np.ndarray:
+        """Points ``(V, 2)`` whose maxima along any direction are the polygon's (two-dimensional templates only).
+
+        The feasible pairwise intersections of the constraint lines (:func:`vertices_2d`, in its order),
+        computed once per polytope (or for a whole batch by :func:`cache_support_points`) and cached.
+        """
+        if self.template.n != 2:
+            raise DomainError("support points are only computed for two-dimensional polytopes")
+        cached = self.__dict__.get("_points")
+        if cached is None:
+            a, b = self.constraints
+            cached = vertices_2d(a, b)
+            cached.flags.writeable = False
+            object.__setattr__(self, "_points", cached)
+        return cached
+
+    def support(self, directions: np.ndarray) -> np.ndarray | None:
+        """:func:`support` of this polytope: maxima ``(k,)`` of ``directions @ x`` (``(k, n)``), ``None`` if empty.
+
+        In two dimensions the maxima over the cached :meth:`support_points` (no enumeration per call).
+        """
+        if self.template.n == 2:
+            v = self.support_points()
+            if len(v) == 0:
+                return None
+            return (v @ np.asarray(directions, dtype=np.float64).T).max(axis=0)
+        a, b = self.constraints
+        return support(a, b, directions)
 
     def contains_points(self, x: np.ndarray, tol: float = 0.0) -> np.ndarray:
         """Boolean ``(N,)``: which rows of ``x`` ``(N, n)`` lie in the polytope (within ``tol``)."""
@@ -349,9 +388,23 @@ class Polytope:
         hi[axis] = value
         lo = self.lo.copy()
         lo[axis] = value
-        left = Polytope(self.template, self.lo.copy(), hi).tightened()
-        right = Polytope(self.template, lo, self.hi.copy()).tightened()
-        return left, right
+        t = self.template
+        if t.n != 2 or t.kind == "box":
+            return Polytope(t, self.lo.copy(), hi).tightened(), Polytope(t, lo, self.hi.copy()).tightened()
+        # 2-D: :meth:`tightened` of both sides, their vertices enumerated at once
+        dirs = np.vstack([t.axes, -t.axes])
+        sides = ((self.lo, hi), (lo, self.hi))
+        pts, feasible = pairwise_vertices_2d(dirs, np.array([np.concatenate([s_hi, -s_lo]) for s_lo, s_hi in sides]))
+        out: list[Polytope | None] = []
+        for (side_lo, side_hi), pp, ff in zip(sides, pts, feasible, strict=True):
+            v = pp[ff]
+            if len(v) == 0:
+                out.append(None)
+                continue
+            sup = (v @ dirs.T).max(axis=0)
+            tlo, thi = pad(-sup[t.k :], sup[: t.k])
+            out.append(Polytope(t, np.maximum(tlo, side_lo), np.minimum(thi, side_hi)))
+        return out[0], out[1]
 
     def tightened(self) -> Polytope | None:
         """The tight form (every bound attained, padded), or ``None`` if the polytope is empty."""
@@ -359,9 +412,8 @@ class Polytope:
             if (self.lo > self.hi).any():
                 return None
             return self
-        a, b = self.constraints
         q = self.template.axes
-        s = support(a, b, np.vstack([q, -q]))
+        s = self.support(np.vstack([q, -q]))
         if s is None:
             return None
         k = self.template.k
@@ -369,7 +421,15 @@ class Polytope:
         return Polytope(self.template, np.maximum(lo, self.lo), np.minimum(hi, self.hi))
 
     def interior_point(self) -> np.ndarray:
-        """A point of the polytope (vertex centroid in 2-D, Chebyshev centre otherwise)."""
+        """A point of the polytope (vertex centroid in 2-D, Chebyshev centre otherwise; cached, read-only)."""
+        cached = self.__dict__.get("_interior")
+        if cached is None:
+            cached = self._interior_point()
+            cached.flags.writeable = False
+            object.__setattr__(self, "_interior", cached)
+        return cached
+
+    def _interior_point(self) -> np.ndarray:
         if self.template.n == 2:
             v = self.vertices()
             if len(v):
@@ -395,37 +455,97 @@ class Polytope:
 
         ``chains`` parallel chains (default ``count // 4``) start at an interior point, take ``burn_in``
         steps, then contribute one point per step. Used only to guide refinement; soundness never
-        depends on the samples.
+        depends on the samples. :func:`sample_many` of this polytope alone.
         """
-        a, b = self.constraints
-        n = self.template.n
-        chains = chains or max(1, count // 4)
-        x0 = self.interior_point()
-        extra = self.vertices() if n == 2 else np.empty((0, n))
+        return sample_many([self], count, [rng], chains=chains, burn_in=burn_in)[0]
+
+
+#: polytopes per vectorised chunk of :func:`cache_support_points` (bounds its temporaries to a few MB)
+_CHUNK = 4096
+
+
+def cache_support_points(polys: Sequence[Polytope]) -> None:
+    """Compute and cache :meth:`Polytope.support_points` of every two-dimensional polytope in ``polys`` not cached
+    yet, in one vectorised enumeration per template (the same points, in the same order, as one at a time)."""
+    groups: dict[int, list[Polytope]] = {}
+    for p in polys:
+        if p.template.n == 2 and "_points" not in p.__dict__:
+            groups.setdefault(id(p.template), []).append(p)
+    for group in groups.values():
+        a = group[0].constraints[0]
+        for start in range(0, len(group), _CHUNK):
+            chunk = group[start : start + _CHUNK]
+            b = np.hstack([np.array([p.hi for p in chunk]), -np.array([p.lo for p in chunk])])  # rows: constraints[1]
+            pts, feasible = pairwise_vertices_2d(a, b)
+            for p, pp, ff in zip(chunk, pts, feasible, strict=True):
+                v = pp[ff]
+                v.flags.writeable = False
+                object.__setattr__(p, "_points", v)
+
+
+def sample_many(
+    polys: Sequence[Polytope],
+    count: int,
+    rngs: Sequence[np.random.Generator],
+    *,
+    chains: int | None = None,
+    burn_in: int = 3,
+) -> list[np.ndarray]:
+    """:meth:`Polytope.sample` of each polytope with its own generator, the chains of all of them stepped together.
+
+    Each polytope's points are bit for bit those of ``polys[i].sample(count, rngs[i])`` (its generator draws the
+    same numbers in the same order). Generators must be distinct objects (a shared one would interleave draws).
+
+    Returns:
+        One ``(count, n)`` array per polytope, in order.
+    """
+    if len({id(r) for r in rngs}) != len(rngs) or len(rngs) != len(polys):
+        raise ValueError("sample_many needs one distinct generator per polytope")
+    chains = chains or max(1, count // 4)
+    out: list[np.ndarray] = [np.empty(0)] * len(polys)
+    groups: dict[tuple[int, int], list[tuple[int, np.ndarray, np.ndarray, int]]] = {}
+    for i, p in enumerate(polys):
+        n = p.template.n
+        x0 = p.interior_point()
+        extra = p.vertices() if n == 2 else np.empty((0, n))
         if len(extra):  # pull the (rounded) vertices slightly inside
             extra = x0 + (extra - x0) * (1.0 - 1e-7)
-            extra = extra[self.contains_points(extra)]
+            extra = extra[p.contains_points(extra)]
         need = max(count - len(extra), 1)
         steps = burn_in + int(np.ceil(need / chains))
-        x = np.repeat(x0[None, :], chains, axis=0)
-        out = []
+        groups.setdefault((id(p.template), steps), []).append((i, x0, extra, need))
+    for (_, steps), group in groups.items():
+        idx = [g[0] for g in group]
+        a = polys[idx[0]].constraints[0]
+        b = np.array([polys[i].constraints[1] for i in idx])[:, None, :]  # (G, 1, m)
+        n = a.shape[1]
+        x = np.repeat(np.array([g[1] for g in group])[:, None, :], chains, axis=1)  # (G, chains, n)
+        walks = []
+        gens = [rngs[i] for i in idx]
+        at = a.T
+        u = np.empty((len(idx), chains, n))
+        r = np.empty((len(idx), chains))
         for s in range(steps):
-            u = rng.normal(size=(chains, n))
-            u /= np.linalg.norm(u, axis=1, keepdims=True)
-            au = u @ a.T  # (chains, m)
-            slack = b[None, :] - x @ a.T  # >= 0 (up to rounding)
+            for j, g in enumerate(gens):  # each generator: normal, then uniform (as one polytope at a time)
+                u[j] = g.normal(size=(chains, n))
+                r[j] = g.random(chains)
+            u /= np.sqrt(np.add.reduce(u * u, axis=2, keepdims=True))  # np.linalg.norm(u, axis=2), unrolled
+            au = u @ at  # (G, chains, m)
+            slack = b - x @ at  # >= 0 (up to rounding)
             slack = np.maximum(slack, 0.0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = slack / au
-            tmax = np.where(au > 1e-15, t, np.inf).min(axis=1)
-            tmin = np.where(au < -1e-15, t, -np.inf).max(axis=1)
+            tmax = np.where(au > 1e-15, t, np.inf).min(axis=2)
+            tmin = np.where(au < -1e-15, t, -np.inf).max(axis=2)
             tmax = np.where(np.isfinite(tmax), tmax, 0.0)
             tmin = np.where(np.isfinite(tmin), tmin, 0.0)
-            x = x + (tmin + (tmax - tmin) * rng.random(chains))[:, None] * u
+            x = x + (tmin + (tmax - tmin) * r)[:, :, None] * u
             if s >= burn_in:
-                out.append(x.copy())
-        pts = np.vstack(out)[:need] if out else np.empty((0, n))
-        return np.vstack([pts, extra])
+                walks.append(x)
+        for j, (i, _, extra, need) in enumerate(group):
+            pts = np.vstack([w[j] for w in walks])[:need] if walks else np.empty((0, n))
+            out[i] = np.vstack([pts, extra])
+    return out
 
 
 def validate_region_inside(region: Polytope, lo: np.ndarray, hi: np.ndarray, names: tuple[str, ...], what: str) -> None:

@@ -6,6 +6,8 @@ Two methods, cheapest first:
   exactly over the polytope (support function), later layers by interval arithmetic. The
   *differences* of logits ``z_j - z_i`` are bounded through the last linear layer directly, which is
   tighter than subtracting two logit intervals.
+* **Backward linear relaxation** (CROWN-style) of each ReLU, from the interval bounds, for the
+  deeper layers' pre-activations and the logit differences.
 * **MILP** (HiGHS, big-M from the propagated bounds): for each ordered pair of actions the minimum
   of ``z_j - z_i`` over the polytope. The solver's *dual bound* is used, so the result is sound even
   when the solver stops early.
@@ -20,6 +22,10 @@ The intervals are then intersected with ``1 - sum_{j != i} [L_j, U_j]``.
 All bounds hold for the float64 evaluation of the network weights and are widened by
 ``LOGIT_MARGIN_ABS + LOGIT_MARGIN_REL * |d|`` so they also cover float32 inference (onnxruntime) and
 solver tolerances.
+
+The first two run on a whole batch of polytopes at once (:meth:`NetworkBounder.bounds_many`: one
+stacked matrix product per layer for the batch); each polytope's bounds are bit for bit those it gets
+alone, whatever else is in the batch.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.abstraction.domains import Polytope, pairwise_vertices_2d, support
+from rlverify.abstraction.domains import Polytope, cache_support_points
 from rlverify.errors import PolicyError
 from rlverify.policies.mlp import MLP
 
@@ -88,6 +94,69 @@ def probabilities_from_differences(dl: np.ndarray, du: np.ndarray) -> tuple[np.n
     return lower, upper
 
 
+def _pad_bounds(lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
+    return lb - pad, ub + pad
+
+
+class _Batch:
+    """Polytopes bounded together, with their support points stacked for vectorised maxima (2-D polytopes with
+    the same number of points form one stack: each polytope's maxima are bit for bit those of
+    :meth:`Polytope.support`; other polytopes are asked one by one)."""
+
+    def __init__(self, polys: Sequence[Polytope]) -> None:
+        self.polys = list(polys)
+        cache_support_points(self.polys)
+        by_count: dict[int, list[int]] = {}
+        self.others: list[int] = []
+        for i, p in enumerate(self.polys):
+            if p.template.n == 2:
+                by_count.setdefault(len(p.support_points()), []).append(i)
+            else:
+                self.others.append(i)
+        if 0 in by_count:
+            raise PolicyError("cannot bound the network over an empty polytope")
+        self.stacks = [(np.array(idx), np.stack([self.polys[i].support_points() for i in idx])) for idx in by_count.values()]
+
+    def __len__(self) -> int:
+        return len(self.polys)
+
+    def points(self) -> np.ndarray:
+        """A point ``(B, n)`` of each polytope (the mean of its support points in 2-D; else its interior point)."""
+        out = np.empty((len(self.polys), self.polys[0].template.n)) if self.polys else np.empty((0, 0))
+        for idx, pts in self.stacks:
+            out[idx] = pts.mean(axis=1)
+        for i in self.others:
+            out[i] = self.polys[i].interior_point()
+        return out
+
+    def subset(self, rows: np.ndarray) -> _Batch:
+        """The batch of the polytopes at ``rows`` (the stacks filtered, not rebuilt)."""
+        pos = np.full(len(self.polys), -1)
+        pos[rows] = np.arange(len(rows))
+        sub = _Batch([])
+        sub.polys = [self.polys[i] for i in rows]
+        for idx, pts in self.stacks:
+            keep = pos[idx] >= 0
+            if keep.any():
+                sub.stacks.append((pos[idx][keep], pts[keep]))
+        sub.others = [int(pos[i]) for i in self.others if pos[i] >= 0]
+        return sub
+
+    def support(self, directions: np.ndarray) -> np.ndarray:
+        """Maxima ``(B, k)`` of ``directions @ x`` over each polytope; ``directions``: ``(k, n)`` for all, or ``(B, k, n)``."""
+        out = np.empty((len(self.polys), directions.shape[-2]))
+        for idx, pts in self.stacks:
+            d = directions.T if directions.ndim == 2 else np.swapaxes(directions[idx], 1, 2)
+            out[idx] = (pts @ d).max(axis=1)
+        for i in self.others:
+            s = self.polys[i].support(directions if directions.ndim == 2 else directions[i])
+            if s is None:
+                raise PolicyError("cannot bound the network over an empty polytope")
+            out[i] = s
+        return out
+
+
 class NetworkBounder:
     """Bounds a ReLU network over polytopes of states (weights as a function of the state).
 
@@ -105,59 +174,56 @@ class NetworkBounder:
         self.milp_calls = 0
 
     # ---------------------------------------------------------------- bound propagation
-    def preactivation_bounds(self, poly: Polytope, *, linear: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Bounds ``(lb, ub)`` on the pre-activations of every hidden layer (sound, padded).
+    # Every method below works on a batch of B polytopes at once: bounds are (B, width) arrays, and each
+    # polytope's numbers come out bit for bit as they would alone (stacked matrix products multiply each
+    # polytope's slice by itself; maxima over a polytope use its own cached support points).
 
-        Layer 1 is exact over the polytope (support function); deeper layers take the tighter of
-        interval propagation and (if ``linear``) backward linear relaxation (CROWN-style) from the
-        previous bounds.
-        """
+    def _first_layer(self, polys: _Batch) -> tuple[np.ndarray, np.ndarray]:
+        """Exact (padded) bounds ``(B, h)`` on the first layer's pre-activations over each polytope (support function)."""
         w0, b0 = self.mlp.weights[0], self.mlp.biases[0]
-        a, b = poly.constraints
-        s = support(a, b, np.vstack([w0, -w0]))
-        if s is None:
-            raise PolicyError("cannot bound the network over an empty polytope")
+        s = polys.support(np.vstack([w0, -w0]))
         h = w0.shape[0]
-        ub, lb = s[:h] + b0, -s[h:] + b0
-        pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
-        lb, ub = lb - pad, ub + pad
+        ub, lb = s[:, :h] + b0, -s[:, h:] + b0
+        return _pad_bounds(lb, ub)
+
+    def _preactivations(
+        self, polys: _Batch, first: tuple[np.ndarray, np.ndarray], *, linear: bool
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Bounds ``(lb, ub)``, each ``(B, width)``, on the pre-activations of every hidden layer (sound, padded).
+
+        Layer 1 (``first``) is exact over each polytope; deeper layers take the tighter of interval propagation
+        and (if ``linear``) backward linear relaxation (CROWN-style) from the previous bounds.
+        """
+        lb, ub = first
         out = [(lb, ub)]
         for k, (w, bias) in enumerate(zip(self.mlp.weights[1:-1], self.mlp.biases[1:-1], strict=True), start=1):
-            lo, hi = np.maximum(lb, 0.0), np.maximum(ub, 0.0)
+            lo, hi = np.maximum(lb, 0.0)[:, :, None], np.maximum(ub, 0.0)[:, :, None]
             wp, wn = np.maximum(w, 0.0), np.minimum(w, 0.0)
-            lb = wp @ lo + wn @ hi + bias
-            ub = wp @ hi + wn @ lo + bias
+            lb = (wp @ lo)[:, :, 0] + (wn @ hi)[:, :, 0] + bias
+            ub = (wp @ hi)[:, :, 0] + (wn @ lo)[:, :, 0] + bias
             if linear:
                 m = w.shape[0]
                 eye = np.eye(m)
-                lin = self._backward(np.vstack([eye, -eye]), np.zeros(2 * m), k, out, a, b)
-                lb = np.maximum(lb, lin[:m])
-                ub = np.minimum(ub, -lin[m:])
-            pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
-            lb, ub = lb - pad, ub + pad
+                lin = self._backward(np.vstack([eye, -eye]), k, out, polys)
+                lb = np.maximum(lb, lin[:, :m])
+                ub = np.minimum(ub, -lin[:, m:])
+            lb, ub = _pad_bounds(lb, ub)
             out.append((lb, ub))
         return out
 
-    def _backward(
-        self,
-        lam: np.ndarray,
-        const: np.ndarray,
-        layer: int,
-        pre: list[tuple[np.ndarray, np.ndarray]],
-        a: np.ndarray,
-        b: np.ndarray,
-    ) -> np.ndarray:
-        """Lower bounds of ``lam @ z_layer + const`` (``z_layer`` = pre-activations of hidden layer
-        ``layer``, 0-based; ``layer == len(hidden)`` means the output) over the polytope ``a x <= b``.
+    def _backward(self, lam: np.ndarray, layer: int, pre: list[tuple[np.ndarray, np.ndarray]], polys: _Batch) -> np.ndarray:
+        """Lower bounds ``(B, r)`` of ``lam @ z_layer`` (``lam``: ``(r, width)``; ``z_layer`` = pre-activations of
+        hidden layer ``layer``, 0-based; ``layer == len(hidden)`` means the output) over each polytope.
 
         Backward linear relaxation of each ReLU (upper: chord; lower: ``alpha z`` with alpha 0 or 1).
         """
         lam = np.array(lam, dtype=np.float64)
-        const = np.array(const, dtype=np.float64)
-        # lam is over z_layer = W_layer y_{layer-1} + b_layer
+        # lam is over z_layer = W_layer y_{layer-1} + b_layer (the same for every polytope so far)
         w, bias = self.mlp.weights[layer], self.mlp.biases[layer]
-        const = const + lam @ bias
+        const = np.zeros(len(lam)) + lam @ bias
         lam = lam @ w  # over y_{layer-1}
+        lam_b = np.broadcast_to(lam, (len(polys), *lam.shape))
+        const_b = np.broadcast_to(const, (len(polys), len(const)))
         for k in range(layer - 1, -1, -1):
             lb, ub = pre[k]
             active = lb >= 0
@@ -167,47 +233,49 @@ class NetworkBounder:
             up_slope = np.where(active, 1.0, np.where(unstable, ub / denom, 0.0))
             up_icpt = np.where(unstable, -ub * lb / denom, 0.0)
             lo_slope = np.where(active, 1.0, np.where(unstable & (ub >= -lb), 1.0, 0.0))
-            pos = lam >= 0
-            slope = np.where(pos, lo_slope[None, :], up_slope[None, :])
-            icpt = np.where(pos, 0.0, up_icpt[None, :])
-            const = const + (lam * icpt).sum(axis=1)
-            lam = lam * slope  # over z_k
+            pos = lam_b >= 0
+            slope = np.where(pos, lo_slope[:, None, :], up_slope[:, None, :])
+            icpt = np.where(pos, 0.0, up_icpt[:, None, :])
+            const_b = const_b + (lam_b * icpt).sum(axis=2)
+            lam_b = lam_b * slope  # over z_k
             w, bias = self.mlp.weights[k], self.mlp.biases[k]
-            const = const + lam @ bias
-            lam = lam @ w  # over y_{k-1} (or x when k == 0)
-        s = support(a, b, -lam)
-        if s is None:
-            raise PolicyError("cannot bound the network over an empty polytope")
-        return const - s
+            const_b = const_b + lam_b @ bias
+            lam_b = lam_b @ w  # over y_{k-1} (or x when k == 0)
+        return const_b - polys.support(-lam_b)
 
-    def difference_bounds_crown(
-        self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds ``(|A|, |A|)`` on ``z_j - z_i`` by backward linear relaxation over the polytope."""
+    def _differences_crown(self, polys: _Batch, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds ``(B, |A|, |A|)`` on ``z_j - z_i`` by backward linear relaxation over each polytope."""
         na = self.n_actions
-        pairs = [(i, j) for i in range(na) for j in range(na) if i != j]
-        lam = np.zeros((len(pairs), na))
-        for r, (i, j) in enumerate(pairs):
-            lam[r, j] += 1.0
-            lam[r, i] -= 1.0
-        a, b = poly.constraints
-        low = self._backward(lam, np.zeros(len(pairs)), len(self.mlp.weights) - 1, pre, a, b)
-        dl = np.full((na, na), -np.inf)
-        for r, (i, j) in enumerate(pairs):
-            dl[i, j] = low[r]
-        np.fill_diagonal(dl, 0.0)
-        return dl, -dl.T
+        rows, cols = np.nonzero(~np.eye(na, dtype=bool))  # pairs (i, j), i != j, in row-major order
+        lam = np.zeros((len(rows), na))
+        lam[np.arange(len(rows)), cols] += 1.0
+        lam[np.arange(len(rows)), rows] -= 1.0
+        low = self._backward(lam, len(self.mlp.weights) - 1, pre, polys)
+        dl = np.full((len(polys), na, na), -np.inf)
+        dl[:, rows, cols] = low
+        dl[:, np.arange(na), np.arange(na)] = 0.0
+        return dl, -np.swapaxes(dl, 1, 2)
 
-    def difference_bounds_ibp(self, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds ``(|A|, |A|)`` on ``z_j - z_i`` through the last layer from the last hidden bounds."""
+    def _differences_ibp(self, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds ``(B, |A|, |A|)`` on ``z_j - z_i`` through the last layer from the last hidden bounds."""
         lb, ub = pre[-1]
-        lo, hi = np.maximum(lb, 0.0), np.maximum(ub, 0.0)
+        lo, hi = np.maximum(lb, 0.0)[:, None, :, None], np.maximum(ub, 0.0)[:, None, :, None]
         w, b = self.mlp.weights[-1], self.mlp.biases[-1]
         dw = w[None, :, :] - w[:, None, :]  # [i, j] = w_j - w_i
         db = b[None, :] - b[:, None]
-        dl = np.maximum(dw, 0) @ lo + np.minimum(dw, 0) @ hi + db
-        du = np.maximum(dw, 0) @ hi + np.minimum(dw, 0) @ lo + db
+        dwp, dwn = np.maximum(dw, 0), np.minimum(dw, 0)
+        dl = (dwp @ lo)[..., 0] + (dwn @ hi)[..., 0] + db
+        du = (dwp @ hi)[..., 0] + (dwn @ lo)[..., 0] + db
         return dl, du
+
+    def _linear(
+        self, polys: _Batch, first: tuple[np.ndarray, np.ndarray]
+    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+        """Pre-activation bounds (interval and linear relaxation) and the tighter of both logit-difference bounds."""
+        pre = self._preactivations(polys, first, linear=True)
+        dl, du = self._differences_ibp(pre)
+        cl, cu = self._differences_crown(polys, pre)
+        return pre, np.maximum(dl, cl), np.minimum(du, cu)
 
     # ---------------------------------------------------------------- MILP
     def difference_bounds_milp(
@@ -337,91 +405,64 @@ class NetworkBounder:
 
         With ``enough`` (and not ``milp``), interval bounds whose spread is at most ``enough`` are
         returned at once (method ``"interval"``): ~5x cheaper where the policy barely varies.
+        Without ``milp`` this is :meth:`bounds_many` of the one polytope.
         """
-        if enough is not None and not milp:
-            pre = self.preactivation_bounds(poly, linear=False)
-            quick = self._probability_bounds(poly, *self.difference_bounds_ibp(pre), "interval")
-            if quick.spread <= enough:
-                return quick
-        pre = self.preactivation_bounds(poly)
-        dl, du = self.difference_bounds_ibp(pre)
-        cl, cu = self.difference_bounds_crown(poly, pre)
-        dl, du = np.maximum(dl, cl), np.minimum(du, cu)
-        method = "linear"
-        if milp:
-            dl, du = self.difference_bounds_milp(poly, pre, dl, du)
-            method = "milp"
-        return self._probability_bounds(poly, dl, du, method)
+        if not milp:
+            return self.bounds_many([poly], enough=enough)[0]
+        batch = _Batch([poly])
+        pre, dl, du = self._linear(batch, self._first_layer(batch))
+        dl1, du1 = self.difference_bounds_milp(poly, [(lb[0], ub[0]) for lb, ub in pre], dl[0], du[0])
+        lower, upper = self._probability_bounds(batch, dl1[None], du1[None], "milp")
+        return ProbabilityBounds(lower[0], upper[0], "milp")
 
-    def _probability_bounds(self, poly: Polytope, dl: np.ndarray, du: np.ndarray, method: str) -> ProbabilityBounds:
-        """Probability bounds from logit-difference bounds ``(|A|, |A|)``, widened, checked at a point."""
-        dl = np.maximum(dl, -du.T)
-        du = np.minimum(du, -dl.T)
+    def bounds_many(self, polys: Sequence[Polytope], *, enough: float | None = None) -> list[ProbabilityBounds]:
+        """:meth:`bounds` (without MILP) of every polytope in ``polys``, one pass per layer for the whole batch.
+
+        Each polytope's bounds are bit for bit those of :meth:`bounds` on it alone (whatever else is in the
+        batch); two-dimensional polytopes get their support points enumerated once, for the batch at once
+        (:func:`~rlverify.abstraction.domains.cache_support_points`).
+
+        Returns:
+            One :class:`ProbabilityBounds` per polytope, in order: ``"interval"`` where ``enough`` is given and
+            the interval spread is at most ``enough``, else ``"linear"``.
+        """
+        out: list[ProbabilityBounds | None] = [None] * len(polys)
+        if not polys:
+            return []
+        batch = _Batch(polys)
+        first = self._first_layer(batch)
+        rest = np.arange(len(polys))
+        if enough is not None:
+            pre = self._preactivations(batch, first, linear=False)
+            lower, upper = self._probability_bounds(batch, *self._differences_ibp(pre), "interval")
+            quick = (upper - lower).max(axis=1) <= enough
+            for i in np.flatnonzero(quick):
+                out[i] = ProbabilityBounds(lower[i], upper[i], "interval")
+            rest = np.flatnonzero(~quick)
+        if len(rest):
+            sub = batch.subset(rest) if len(rest) < len(polys) else batch
+            _, dl, du = self._linear(sub, (first[0][rest], first[1][rest]))
+            lower, upper = self._probability_bounds(sub, dl, du, "linear")
+            for r, i in enumerate(rest):
+                out[i] = ProbabilityBounds(lower[r], upper[r], "linear")
+        return out  # type: ignore[return-value]  # every entry set above
+
+    def _probability_bounds(self, polys: _Batch, dl: np.ndarray, du: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
+        """Probability bounds ``(B, |A|)`` from logit-difference bounds ``(B, |A|, |A|)``, widened, checked at a point."""
+        dl = np.maximum(dl, -np.swapaxes(du, 1, 2))
+        du = np.minimum(du, -np.swapaxes(dl, 1, 2))
         dl, du = _widen(dl, du)
         lower, upper = probabilities_from_differences(dl, du)
         # never silently continue with bounds that exclude a concrete value: that is a bug
-        p_ref = self(poly.interior_point()[None, :])[0]
-        if (p_ref < lower - 1e-9).any() or (p_ref > upper + 1e-9).any() or lower.sum() > 1 + 1e-9:
+        p_ref = self(polys.points())
+        bad = (p_ref < lower - 1e-9).any(axis=1) | (p_ref > upper + 1e-9).any(axis=1) | (lower.sum(axis=1) > 1 + 1e-9)
+        if bad.any():
+            i = int(np.argmax(bad))
             raise RuntimeError(
-                f"internal error: probability bounds [{lower}, {upper}] ({method}) exclude the "
-                f"network's value {p_ref} at a point of the polytope"
+                f"internal error: probability bounds [{lower[i]}, {upper[i]}] ({method}) exclude the "
+                f"network's value {p_ref[i]} at a point of the polytope"
             )
-        return ProbabilityBounds(lower, upper, method)
-
-    def interval_bounds_many(self, polys: Sequence[Polytope]) -> tuple[np.ndarray, np.ndarray]:
-        """Interval bounds (method ``"interval"`` of :meth:`bounds`) for many 2-D polytopes of one template.
-
-        The first layer is exact over each polytope (maximum over its vertices, enumerated for the
-        whole batch at once), deeper layers by interval propagation, all vectorised over the batch.
-
-        Returns:
-            ``(lower, upper)``, each ``(N, |A|)``, sound for every polytope.
-        """
-        template = polys[0].template
-        if template.n != 2 or any(p.template is not template for p in polys):
-            raise ValueError("interval_bounds_many handles two-dimensional polytopes of one template only")
-        q = template.axes
-        a = np.vstack([q, -q])
-        lo_all = np.array([p.lo for p in polys])
-        hi_all = np.array([p.hi for p in polys])
-        lowers, uppers = [], []
-        w0, b0 = self.mlp.weights[0], self.mlp.biases[0]
-        for start in range(0, len(polys), 2048):
-            lo, hi = lo_all[start : start + 2048], hi_all[start : start + 2048]
-            pts, feasible = pairwise_vertices_2d(a, np.hstack([hi, -lo]))
-            if not feasible.any(axis=1).all():
-                raise PolicyError("cannot bound the network over an empty polytope")
-            z = pts @ w0.T  # (N, P, h)
-            ub = np.where(feasible[:, :, None], z, -np.inf).max(axis=1) + b0
-            lb = np.where(feasible[:, :, None], z, np.inf).min(axis=1) + b0
-            pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
-            lb, ub = lb - pad, ub + pad
-            for w, bias in zip(self.mlp.weights[1:-1], self.mlp.biases[1:-1], strict=True):
-                rl, ru = np.maximum(lb, 0.0), np.maximum(ub, 0.0)
-                wp, wn = np.maximum(w, 0.0), np.minimum(w, 0.0)
-                lb, ub = rl @ wp.T + ru @ wn.T + bias, ru @ wp.T + rl @ wn.T + bias
-                pad = 1e-9 * (1 + np.abs(lb) + np.abs(ub))
-                lb, ub = lb - pad, ub + pad
-            rl, ru = np.maximum(lb, 0.0), np.maximum(ub, 0.0)
-            w, b = self.mlp.weights[-1], self.mlp.biases[-1]
-            dw = w[None, :, :] - w[:, None, :]  # [i, j] = w_j - w_i
-            dwp, dwn = np.maximum(dw, 0.0), np.minimum(dw, 0.0)
-            db = b[None, :] - b[:, None]
-            dl = np.einsum("ijh,nh->nij", dwp, rl) + np.einsum("ijh,nh->nij", dwn, ru) + db
-            du = np.einsum("ijh,nh->nij", dwp, ru) + np.einsum("ijh,nh->nij", dwn, rl) + db
-            dl = np.maximum(dl, -np.swapaxes(du, 1, 2))
-            du = np.minimum(du, -np.swapaxes(dl, 1, 2))
-            lower, upper = probabilities_from_differences(*_widen(dl, du))
-            # never silently continue with bounds that exclude a concrete value: that is a bug
-            inside = (pts * feasible[:, :, None]).sum(axis=1) / feasible.sum(axis=1)[:, None]
-            p_ref = self(inside)
-            if (p_ref < lower - 1e-9).any() or (p_ref > upper + 1e-9).any() or (lower.sum(axis=1) > 1 + 1e-9).any():
-                raise RuntimeError(
-                    "internal error: interval probability bounds exclude the network's value at a point of a polytope"
-                )
-            lowers.append(lower)
-            uppers.append(upper)
-        return np.vstack(lowers), np.vstack(uppers)
+        return lower, upper
 
     def __call__(self, states: np.ndarray) -> np.ndarray:
         """Probabilities ``(N, |A|)`` of states ``(N, n)`` (float64 softmax of the logits)."""

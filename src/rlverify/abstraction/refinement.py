@@ -10,6 +10,9 @@ are accepted. The split axis and point minimise the weighted binary cross-entrop
 sampled probabilities of the widest action and the two sides of the split; a minimum split size
 keeps parts from becoming slivers.
 
+Many polytopes are refined side by side (:func:`refine_many`): their cheap bounds and samples are
+computed in batches, with the same parts as refining one polytope at a time.
+
 Soundness never depends on the samples: every accepted part carries sound bounds.
 """
 
@@ -17,12 +20,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from rlverify.abstraction.domains import Polytope
+from rlverify.abstraction.domains import Polytope, sample_many
 from rlverify.abstraction.network_bounds import NetworkBounder, ProbabilityBounds
 
 log = logging.getLogger(__name__)
@@ -87,12 +92,37 @@ def refine(
     rng: np.random.Generator,
     stats: RefinementStats | None = None,
 ) -> list[Part]:
-    """Partition ``poly`` into parts whose probability spread is at most ``phi`` where possible.
+    """Partition ``poly`` into parts whose probability spread is at most ``phi`` where possible
+    (:func:`refine_many` of the one polytope).
 
     Returns:
         Parts covering ``poly`` (their union contains it), each with sound bounds.
     """
-    stats = stats if stats is not None else RefinementStats()
+    return refine_many([poly], bounder, options, [rng], stats)[0]
+
+
+@dataclass(frozen=True)
+class _NeedBounds:
+    """A refinement waits for the cheap bounds of ``poly``; every polytope in ``later`` (its stack) needs them too."""
+
+    poly: Polytope
+    later: list[Polytope]
+
+
+@dataclass(frozen=True)
+class _NeedSamples:
+    """A refinement waits for samples of ``poly`` (drawn with ``rng``) and the network's probabilities at them."""
+
+    poly: Polytope
+    rng: np.random.Generator
+
+
+def _refinement(
+    poly: Polytope, bounder: NetworkBounder, options: RefinementOptions, rng: np.random.Generator, stats: RefinementStats
+) -> Generator[_NeedBounds | _NeedSamples, Any, list[Part]]:
+    """:func:`refine` of one polytope as a coroutine: it yields what it needs (the cheap bounds of a polytope, or
+    samples and the network's probabilities at them) and is sent the answer, so that :func:`refine_many` serves
+    many refinements with one batched pass; returns the parts."""
     q = poly.template.axes
     qnorm = np.linalg.norm(q, axis=1)
     todo = [poly]
@@ -103,16 +133,11 @@ def refine(
         splittable = widths > 2 * options.min_width
         budget = len(done) + len(todo) + 2 <= options.max_parts
         can_split = bool(splittable.any()) and budget
-        t0 = time.perf_counter()
-        b = bounder.bounds(p, milp=False, enough=min(options.phi, options.interval_spread))
-        stats.bounds_time += time.perf_counter() - t0
+        b = yield _NeedBounds(p, todo)  # bounder.bounds(p, milp=False, enough=min(phi, interval_spread))
         x = probs = None
         if b.spread > options.phi and can_split:
-            t0 = time.perf_counter()
-            x = p.sample(options.samples, rng)
-            probs = bounder(x)
+            x, probs = yield _NeedSamples(p, rng)
             spread = probs.max(axis=0) - probs.min(axis=0)
-            stats.refine_time += time.perf_counter() - t0
             if spread.max() > options.phi:  # the true spread exceeds phi: no bound can help, split
                 _split(p, x, probs, spread, splittable, options, todo, stats)
                 continue
@@ -124,8 +149,7 @@ def refine(
             stats.milp_parts += 1
         if b.spread > options.phi and can_split:
             if x is None or probs is None:  # accepted on interval bounds, then MILP came out (rounding) wider
-                x = p.sample(options.samples, rng)
-                probs = bounder(x)
+                x, probs = yield _NeedSamples(p, rng)
             _split(p, x, probs, b.upper - b.lower, splittable, options, todo, stats)
             continue
         if b.spread > options.phi:
@@ -142,29 +166,82 @@ def refine_many(
     rng: np.random.Generator | Sequence[np.random.Generator],
     stats: RefinementStats | None = None,
 ) -> list[list[Part]]:
-    """:func:`refine` for each polytope; in 2-D the polytopes whose interval bounds are already
-    within ``min(phi, interval_spread)`` (where the policy barely varies) are accepted in one
-    vectorised pass, as :func:`refine` would accept them.
+    """:func:`refine` for each polytope, the refinements side by side: whenever every running refinement waits,
+    the bounds they ask for (and those of the polytopes on their stacks, which they will ask for later) are
+    computed in one batched pass (:meth:`NetworkBounder.bounds_many`), and their samples in one
+    (:func:`~rlverify.abstraction.domains.sample_many`). The parts are exactly those of refining one polytope
+    at a time (the bounds of a polytope do not depend on the batch; each generator draws in the same order).
 
-    ``rng``: one generator shared by all polytopes in order, or one per polytope (then each
-    polytope's parts depend only on its own generator, whatever else is refined with it).
+    ``rng``: one generator shared by all polytopes in order (their refinements then run one after another), or
+    one per polytope (then each polytope's parts depend only on its own generator, whatever else is refined
+    with it).
     """
     stats = stats if stats is not None else RefinementStats()
     rngs = [rng] * len(polys) if isinstance(rng, np.random.Generator) else list(rng)
     if len(rngs) != len(polys):
         raise ValueError(f"refine_many: {len(rngs)} generators for {len(polys)} polytopes")
-    out: list[list[Part] | None] = [None] * len(polys)
-    if polys and polys[0].template.n == 2 and options.milp != "always":
+    results: list[list[Part]] = [[] for _ in polys]
+    queues: dict[int, deque[int]] = {}  # refinements sharing a generator, in order: one runs at a time
+    for i, r in enumerate(rngs):
+        queues.setdefault(id(r), deque()).append(i)
+    running: dict[int, tuple[Generator[_NeedBounds | _NeedSamples, Any, list[Part]], deque[int]]] = {}
+    ready: dict[int, Any] = {}  # refinement -> the answer to send it
+    waiting: dict[int, _NeedBounds | _NeedSamples] = {}
+    known: dict[int, tuple[Polytope, ProbabilityBounds]] = {}  # id -> (polytope, kept alive so ids stay unique)
+
+    def start(queue: deque[int]) -> None:
+        if queue:
+            i = queue.popleft()
+            running[i] = (_refinement(polys[i], bounder, options, rngs[i], stats), queue)
+            ready[i] = None
+
+    for queue in queues.values():
+        start(queue)
+    while ready:
+        while ready:  # run each refinement until it needs something not at hand
+            i, answer = ready.popitem()
+            gen, queue = running[i]
+            try:
+                need = gen.send(answer)
+            except StopIteration as stop:
+                results[i] = stop.value
+                del running[i]
+                start(queue)
+                continue
+            if isinstance(need, _NeedBounds) and id(need.poly) in known:
+                ready[i] = known[id(need.poly)][1]
+            else:
+                waiting[i] = need
+        ready.update(_serve(waiting, known, bounder, options, stats))
+        waiting.clear()
+    return results
+
+
+def _serve(
+    waiting: dict[int, _NeedBounds | _NeedSamples],
+    known: dict[int, tuple[Polytope, ProbabilityBounds]],
+    bounder: NetworkBounder,
+    options: RefinementOptions,
+    stats: RefinementStats,
+) -> dict[int, Any]:
+    """One batched pass for the waiting refinements: every bounds asked for (with those of the polytopes on the
+    askers' stacks, which they will ask for later; all kept in ``known``) and every sample; returns the answers."""
+    batch = {id(p): p for need in waiting.values() if isinstance(need, _NeedBounds) for p in (need.poly, *need.later)}
+    todo = [p for key, p in batch.items() if key not in known]
+    if todo:
         t0 = time.perf_counter()
-        lower, upper = bounder.interval_bounds_many(polys)
+        for p, b in zip(todo, bounder.bounds_many(todo, enough=min(options.phi, options.interval_spread)), strict=True):
+            known[id(p)] = (p, b)
         stats.bounds_time += time.perf_counter() - t0
-        for i in map(int, np.flatnonzero((upper - lower).max(axis=1) <= min(options.phi, options.interval_spread))):
-            out[i] = [Part(polys[i], ProbabilityBounds(lower[i], upper[i], "interval"))]
-            stats.parts += 1
-    return [
-        parts if parts is not None else refine(p, bounder, options, r, stats)
-        for p, parts, r in zip(polys, out, rngs, strict=True)
-    ]
+    answers: dict[int, Any] = {i: known[id(n.poly)][1] for i, n in waiting.items() if isinstance(n, _NeedBounds)}
+    sampled = {i: n for i, n in waiting.items() if isinstance(n, _NeedSamples)}
+    if sampled:
+        t0 = time.perf_counter()
+        xs = sample_many([n.poly for n in sampled.values()], options.samples, [n.rng for n in sampled.values()])
+        for i, x in zip(sampled, xs, strict=True):
+            answers[i] = (x, bounder(x))
+        stats.refine_time += time.perf_counter() - t0
+    return answers
 
 
 def merge_stats(into: RefinementStats, other: RefinementStats) -> RefinementStats:
