@@ -127,12 +127,14 @@ def test_minmin_by_hand():
     [
         (((-0.5, -0.8), (-0.46, -0.74)), 0.05),  # around the worst start state: both bounds non-trivial
         (((0.67, 0.65), (0.69, 0.7)), 0.05),  # near the right edge, moving right: every action's successor fails
-        (((-0.1, -0.1), (0.1, 0.1)), 0.1),  # the middle: safe
+        (((-0.5, -0.8), (-0.4, -0.6)), 0.3),  # the same corner on the shipped 1 m rail: safe
     ],
-    ids=["worst-corner", "edge", "middle"],
+    ids=["worst-corner", "edge", "safe-rail"],
 )
 def test_lower_and_upper_bracket_the_exact_probability(di, box, phi):
     system, policy = di
+    if phi == 0.3:
+        system = load_system(DI)  # limit 1: the shipped, safe configuration
     r = verify_abstraction(system, DI_POLICY, AbstractionOptions(horizon=4, phi=phi, initial=box))
     xs = grid(*box, 5)
     exact = enumerate_failure(system, policy, xs, 4)
@@ -149,7 +151,9 @@ def test_lower_and_upper_bracket_the_exact_probability(di, box, phi):
     assert r.gap == pytest.approx(r.upper_bound - max(w.lower, max(p.lower for p in r.parts)))
     if box[0] == (0.67, 0.65):
         assert r.lower_all == 1.0 and exact.min() == 1.0  # the successors lie inside the unsafe set
-    if box[0] == (-0.5, -0.8):
+    if phi == 0.3:
+        assert r.upper_bound == 0.0 and exact.max() == 0.0
+    elif box[0] == (-0.5, -0.8):
         assert exact.max() == pytest.approx(0.0875, abs=1e-3)  # the issue's exact worst case, at the corner
         assert w.lower == pytest.approx(exact.max(), abs=1e-9)
 
@@ -205,7 +209,9 @@ def test_refinement_by_the_gap_tightens_and_stays_sound(di):
 def test_threshold_is_decided(di, threshold, verdict):
     """limit 0.7: the start state (-0.5, -0.8) fails with probability 0.0875 > 0.05 (enumerated in the test above)."""
     r = verify_abstraction(
-        di[0], DI_POLICY, AbstractionOptions(horizon=4, phi=0.3, initial=((-0.5, -0.8), (-0.4, -0.6)), threshold=threshold)
+        di[0], DI_POLICY, AbstractionOptions(
+            horizon=4, phi=0.3, initial=((-0.5, -0.8), (-0.4, -0.6)), threshold=threshold, gap=0.0, max_cells=16
+        ),
     )
     assert r.verdict == verdict
     assert "decided" in r.stopped
@@ -234,3 +240,51 @@ def test_bad_two_sided_options_are_refused(di, field, value, match):
 
     with pytest.raises(AbstractionError, match=match):
         verify_abstraction(di[0], DI_POLICY, AbstractionOptions(horizon=4, **{field: value}))
+
+
+# --- the CLI ---------------------------------------------------------------------------------------------------
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from rlverify.cli.main import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_reports_both_bounds_the_witness_and_the_gap(capsys, di):
+    import json
+
+    system, policy = di
+    code, out, err = _cli(
+        capsys, "abstract", DI, "--policy", DI_POLICY, "-c", "limit=0.7", "-k", "2", "--phi", "0.5", "--gap", "0.9", "--json"
+    )
+    assert code == 0, err
+    r = json.loads(out)["result"]
+    assert r["lower_all"] <= r["upper_bound"]
+    w = r["worst_witness"]
+    assert w["method"] == "enumeration" and w["guarantee"].startswith("exact")
+    exact = enumerate_failure(system, policy, np.array([w["state"]]), 2)[0]
+    assert w["lower"] <= exact + 1e-12 <= r["upper_bound"] + 1e-9
+    assert r["gap"] <= 0.9 and "gap" in r["stopped"]
+    code, out, err = _cli(capsys, "abstract", DI, "--policy", DI_POLICY, "-c", "limit=0.7", "-k", "2", "--phi", "0.5")
+    assert code == 0, err
+    for label in ("lower bound (all initial states)", "worst witness", "gap (upper - best lower bound"):
+        assert label in out
+
+
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("--gap", "1.5", "--gap: expected a probability in [0, 1], got 1.5"),
+        ("--time-budget", "-1", "--time-budget: expected a positive finite number of seconds, got -1"),
+        ("--max-cells", "0", "--max-cells: expected a positive number of cells, got 0"),
+        ("--witness-runs", "0", "--witness-runs: expected a positive number of runs, got 0"),
+        ("--witness-confidence", "1", "--witness-confidence: expected a number in (0, 1), got 1"),
+    ],
+)
+def test_cli_bad_two_sided_options_exit_2_naming_the_option(capsys, option, value, message):
+    code, out, err = _cli(capsys, "abstract", DI, "--policy", DI_POLICY, option, value)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1

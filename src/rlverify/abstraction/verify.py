@@ -113,11 +113,11 @@ class AbstractionOptions:
         gap: refine by the gap (see :func:`verify_abstraction`) until ``upper - (best lower bound on the worst
             case) <= gap``; None: no such target.
         threshold: the property ``Pr(F<=k fail) <= threshold`` from every initial state: the verdict is "safe"
-            (upper <= threshold), "unsafe (witness)" (a witness's lower end above it) or "undecided at budget";
-            with refinement by the gap, refinement stops as soon as it is decided.
-        time_budget: seconds for the whole run; with ``gap``/``threshold``, refinement stops when it is spent
-            and the best bounds so far are returned. A single abstraction (neither) stops expanding new states
-            (they count as failing in the upper bound, safe in the lower; a warning says so).
+            (upper <= threshold), "unsafe (witness, sound|statistical)" (a lower bound on the worst case above it)
+            or "undecided at budget"; with refinement by the gap, refinement stops as soon as it is decided.
+        time_budget: seconds for the whole run; refinement by the gap (it runs when ``gap`` or ``time_budget`` is
+            given) stops when it is spent and returns the best bounds so far; an abstraction in progress stops
+            expanding new states (they count as failing in the upper bound, safe in the lower; a warning says so).
         max_cells: refinement by the gap stops at this many initial cells.
         phi_decay: a cell bisected along ``m`` sides is abstracted in pieces with ``phi * phi_decay^m`` (at
             least 0.01; its own ``phi`` when its refinement hit its limits).
@@ -502,8 +502,8 @@ def _two_sided(
     options: AbstractionOptions,
     progress: Callable[[AbstractionProgress], None] | None,
 ) -> AbstractionResult:
-    """One abstraction, or refinement by the gap (with ``gap``, ``threshold`` and a ``time_budget``, or ``gap`` /
-    ``threshold`` alone); then the worst-case witness, the gap and the threshold's verdict."""
+    """One abstraction, or refinement by the gap (with ``gap`` or ``time_budget``: it also stops once ``threshold`` is
+    decided); then the worst-case witness, the gap and the threshold's verdict."""
     t_start = time.perf_counter()
     validate_options(system, options)
     deadline = None if options.time_budget is None else t_start + float(options.time_budget)
@@ -513,7 +513,7 @@ def _two_sided(
         policy = load_network_policy(str(policy))
     network = policy_network(system, policy, seed=options.seed)
     probabilities = _policy_probabilities(system, policy, network[0])
-    if options.gap is None and options.threshold is None:
+    if options.gap is None and options.time_budget is None:
         result = _verify(system, policy, options, progress, deadline, network)
         witness = _witness(system, probabilities, options, [result])
         return _finish(result, witness, options, stopped=None, cells=None, history=())
