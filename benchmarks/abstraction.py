@@ -72,7 +72,17 @@ print(json.dumps({"bound": r.upper_bound, "states": r.n_abstract_states, "polyhe
 
 #: (label, target, constants, policy ("ppo" or "risky"), k, domain, phi, containment, initial)
 TIGHT = [
-    ("double integrator limit 0.7 (user file)", "examples/double_integrator.py:SYSTEM", "limit=0.7", "file", 4, "box", 0.2, True, None),
+    (
+        "double integrator limit 0.7 (user file)",
+        "examples/double_integrator.py:SYSTEM",
+        "limit=0.7",
+        "file",
+        4,
+        "box",
+        0.2,
+        True,
+        None,
+    ),
     ("bouncing ball, large box", "bouncing-ball-v1", None, "ppo", 25, "box", 0.1, True, "large"),
     ("ACC, risky network", "acc-v1", None, "risky", 7, "octagon", 0.3, True, None),
     ("pendulum, risky network", "pendulum-v1", None, "risky", 5, "box", 0.3, True, None),
@@ -120,7 +130,9 @@ def run_tight(row: tuple, gap: float, budget: float, workdir: str) -> dict:
     args = json.dumps([target, constants, kind, k, domain, phi, containment, initial, gap, budget, workdir])
     t0 = time.perf_counter()
     try:  # the budget bounds the refinement; the first (single) abstraction and the last round may run over it
-        out = subprocess.run([sys.executable, "-c", TIGHT_CHILD, args], capture_output=True, text=True, timeout=3 * budget + 600, env=env)
+        out = subprocess.run(
+            [sys.executable, "-c", TIGHT_CHILD, args], capture_output=True, text=True, timeout=3 * budget + 600, env=env
+        )
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "seconds": time.perf_counter() - t0}
     if out.returncode != 0:
@@ -139,9 +151,24 @@ def tightness(args: argparse.Namespace) -> None:
     from rich.table import Table
 
     rows = [r for r in TIGHT if not args.only or args.only in r[0] or args.only in r[1]]
-    table = Table(title=f"Two-sided answers on the risky suite: P(F<=k unsafe), refinement by the gap (target {args.gap:g}, budget {args.budget:g} s)")
-    for col in ("system", "k", "domain / phi", "single upper (today)", "time (s)", "upper (sound)", "lower_all (sound)",
-                "worst witness", "gap", "time (s) ", "cells", "stopped"):
+    table = Table(
+        title="Two-sided answers on the risky suite: P(F<=k unsafe), refinement by the gap "
+        f"(target {args.gap:g}, budget {args.budget:g} s)"
+    )
+    for col in (
+        "system",
+        "k",
+        "domain / phi",
+        "single upper (today)",
+        "time (s)",
+        "upper (sound)",
+        "lower_all (sound)",
+        "worst witness",
+        "gap",
+        "time (s) ",
+        "cells",
+        "stopped",
+    ):
         table.add_column(col, justify="left" if col in ("system", "stopped", "domain / phi", "worst witness") else "right")
     console = Console(width=max(200, Console().width))
     results = []
@@ -153,10 +180,17 @@ def tightness(args: argparse.Namespace) -> None:
             ok = res["status"] == "ok"
             w = f"{res['witness']:.4g} ({res['witness_method']})" if ok and res["witness"] is not None else "-"
             table.add_row(
-                row[0], str(row[4]), f"{row[5]} / {row[6]:g}",
-                f"{res['single_upper']:.4g}" if ok else "-", f"{res['single_seconds']:.0f}" if ok else "-",
-                f"{res['upper']:.4g}" if ok else "-", f"{res['lower_all']:.4g}" if ok else "-", w,
-                f"{res['gap']:.4g}" if ok else "-", f"{res['seconds']:.0f}", str(res.get("cells", "-")),
+                row[0],
+                str(row[4]),
+                f"{row[5]} / {row[6]:g}",
+                f"{res['single_upper']:.4g}" if ok else "-",
+                f"{res['single_seconds']:.0f}" if ok else "-",
+                f"{res['upper']:.4g}" if ok else "-",
+                f"{res['lower_all']:.4g}" if ok else "-",
+                w,
+                f"{res['gap']:.4g}" if ok else "-",
+                f"{res['seconds']:.0f}",
+                str(res.get("cells", "-")),
                 res.get("stopped") or res["status"],
             )
     console.print(table)

@@ -108,7 +108,13 @@ def test_minmin_matches_brute_force_with_sure_and_maybe_failures(seed):
 def test_minmin_by_hand():
     # s1 chooses: c1 -> fail [0.2, 0.5], leaf [0.5, 0.8]; c2 -> maybe-fail [1, 1]. Lower: min(0.2, 0) = 0; without c2: 0.2
     b = IMDPBuilder()
-    f, maybe, s1, s2, leaf = b.add_state(fail=True), b.add_state(fail=True, sure=False), b.add_state(), b.add_state(), b.add_state()
+    f, maybe, s1, s2, leaf = (
+        b.add_state(fail=True),
+        b.add_state(fail=True, sure=False),
+        b.add_state(),
+        b.add_state(),
+        b.add_state(),
+    )
     b.add_choice(s1, {f: (0.2, 0.5), leaf: (0.5, 0.8)})
     b.add_choice(s1, {maybe: (1.0, 1.0)})
     b.add_choice(s2, {f: (0.2, 0.5), leaf: (0.5, 0.8)})
@@ -172,7 +178,9 @@ def test_max_states_returns_sound_bounds_with_a_warning(di):
     """Today's main raises AbstractionBudgetError (no result); now: sound bounds and a warning that names the budget."""
     system, policy = di
     box = ((-0.5, -0.8), (0.5, 0.8))
-    r = verify_abstraction(system, DI_POLICY, AbstractionOptions(horizon=4, phi=0.2, max_states=60, initial=box, witness="none"))
+    r = verify_abstraction(
+        system, DI_POLICY, AbstractionOptions(horizon=4, phi=0.2, max_states=60, initial=box, witness="none")
+    )
     assert any("max_states=60" in w for w in r.warnings)
     assert r.n_abstract_states <= 62
     exact = enumerate_failure(system, policy, grid(*box, 4), 4)
@@ -186,7 +194,9 @@ def test_refinement_by_the_gap_tightens_and_stays_sound(di):
     system, policy = di
     box = ((-0.5, -0.8), (-0.3, -0.5))
     single = verify_abstraction(system, DI_POLICY, AbstractionOptions(horizon=4, phi=0.3, initial=box))
-    refined = verify_abstraction(system, DI_POLICY, AbstractionOptions(horizon=4, phi=0.3, initial=box, gap=0.02, max_cells=24))
+    refined = verify_abstraction(
+        system, DI_POLICY, AbstractionOptions(horizon=4, phi=0.3, initial=box, gap=0.02, max_cells=24)
+    )
     assert refined.upper_bound <= single.upper_bound
     assert refined.stopped is not None and refined.cells >= 1
     assert refined.history[0][1] == pytest.approx(single.upper_bound)
@@ -209,7 +219,9 @@ def test_refinement_by_the_gap_tightens_and_stays_sound(di):
 def test_threshold_is_decided(di, threshold, verdict):
     """limit 0.7: the start state (-0.5, -0.8) fails with probability 0.0875 > 0.05 (enumerated in the test above)."""
     r = verify_abstraction(
-        di[0], DI_POLICY, AbstractionOptions(
+        di[0],
+        DI_POLICY,
+        AbstractionOptions(
             horizon=4, phi=0.3, initial=((-0.5, -0.8), (-0.4, -0.6)), threshold=threshold, gap=0.0, max_cells=16
         ),
     )
@@ -285,6 +297,13 @@ def test_cli_reports_both_bounds_the_witness_and_the_gap(capsys, di):
     ],
 )
 def test_cli_bad_two_sided_options_exit_2_naming_the_option(capsys, option, value, message):
-    code, out, err = _cli(capsys, "abstract", DI, "--policy", DI_POLICY, option, value)
+    code, _, err = _cli(capsys, "abstract", DI, "--policy", DI_POLICY, option, value)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_text_and_html_label_each_bound_with_its_guarantee(di):
+    r = verify_abstraction(di[0], DI_POLICY, AbstractionOptions(horizon=4, phi=0.3, initial=((-0.5, -0.8), (-0.46, -0.74))))
+    text, html = str(r), r._repr_html_()
+    for label in ("lower bound (sound)", "worst witness", "exact: every one of the 81 action sequences", "gap"):
+        assert label in text and label in html

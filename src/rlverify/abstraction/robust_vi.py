@@ -20,7 +20,6 @@ import numpy as np
 
 from rlverify.abstraction.imdp import IMDP
 
-
 #: the directions of robust value iteration: scheduler then nature
 MODES = ("maxmax", "maxmin", "minmin")
 

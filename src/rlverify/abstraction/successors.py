@@ -199,7 +199,10 @@ def inside_unsafe_many(system: ContinuousSystem, polys: Sequence[Polytope]) -> n
     # first the enclosing box from the template's unit axes (exact for boxes, an outer bound otherwise): vectorised
     axes = polys[0].template.axes
     n = axes.shape[1]
-    unit = [int(np.flatnonzero(np.all(axes == np.eye(n)[j], axis=1))[0]) if np.all(axes == np.eye(n)[j], axis=1).any() else -1 for j in range(n)]
+    unit = [
+        int(np.flatnonzero(np.all(axes == np.eye(n)[j], axis=1))[0]) if np.all(axes == np.eye(n)[j], axis=1).any() else -1
+        for j in range(n)
+    ]
     if min(unit) >= 0:
         blo = np.array([p.lo[unit] for p in polys])
         bhi = np.array([p.hi[unit] for p in polys])

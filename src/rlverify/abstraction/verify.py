@@ -1,4 +1,4 @@
-"""The abstraction engine: a sound upper bound on the probability of failure within ``k`` steps.
+"""The abstraction engine: sound upper and lower bounds on the probability of failure within ``k`` steps.
 
 :func:`verify_abstraction` builds the ``k``-step unfolding of an interval MDP over template
 polyhedra (Bacci & Parker, NFM 2022): every abstract state is refined into parts with narrow
@@ -6,7 +6,10 @@ action-probability intervals, every part is mapped through each piece of the dyn
 successor per action, successors meeting the unsafe set become the ``fail`` sink, and (optionally)
 successors contained in an already visited abstract state of equal or smaller depth are merged into
 it. Robust value iteration (max-max) then gives, per initial part and overall, a sound upper bound on
-``Pr(F<=k fail)`` from every state of the initial region.
+``Pr(F<=k fail)`` from every state of the initial region; min-min (counting only successors that lie inside
+the unsafe set as failed: those that merely meet it go to a may-fail sink) a sound lower bound. A witness
+start state (:mod:`~rlverify.abstraction.witness`) bounds the worst case from below, and refinement by the
+gap (:func:`_refine_by_gap`) cuts the initial region into cells until the bounds meet the target.
 
 Savings that lose nothing: a successor that is exactly the set of an abstract state reached at the
 same or a smaller depth shares that state (its subtree is at least as deep); actions of a part with
@@ -97,7 +100,8 @@ class AbstractionOptions:
         max_parts: parts per abstract state at most.
         milp: ``"auto"``, ``"always"`` or ``"never"`` (see :class:`RefinementOptions`).
         milp_time_limit: seconds per MILP (the dual bound keeps the result sound when it stops).
-        max_states: abort (:class:`AbstractionBudgetError`) beyond this many abstract states.
+        max_states: at this many abstract states no new one is made: successors that would need one count as
+            failing in the upper bound and as safe in the lower (both stay sound; a warning says so).
         seed: seed of the sampling used by refinement (the bound is sound for every seed); abstract
             state ``s`` is refined with its own generator seeded by ``(seed, s)``.
         refine_everywhere: refine every abstract state by the policy (the paper's method). False:
@@ -346,7 +350,7 @@ def unsafe_codes(system: ContinuousSystem, template: Template, polys: Sequence[P
     meets = meets_unsafe_many(system, template, polys)
     codes = meets.astype(np.int8)
     idx = np.flatnonzero(meets)
-    codes[idx[inside_unsafe_many(system, [polys[i] for i in idx])]] = 2
+    codes[idx[inside_unsafe_many(system, [polys[int(i)] for i in idx])]] = 2
     return codes
 
 
@@ -577,7 +581,11 @@ def _verdict(upper: float, witness: WorstWitness | None, worst_lower: float, thr
     if upper <= threshold:
         return "safe"
     if worst_lower > threshold:
-        how = "statistical" if witness is not None and witness.lower == worst_lower and witness.method == "simulation" else "sound"
+        how = (
+            "statistical"
+            if witness is not None and witness.lower == worst_lower and witness.method == "simulation"
+            else "sound"
+        )
         return f"unsafe (witness, {how})"
     return "undecided at budget"
 
@@ -683,7 +691,12 @@ def _refine_by_gap(
         upper = max(c.upper for c in cells)
         worst_lower = max(_worst_lower(c.result.parts, c.lower, witness) for c in cells)
         history.append((time.perf_counter() - t_start, upper, min(c.lower for c in cells), worst_lower))
-        log.info("refinement by the gap: %d cells, upper %.6g, best lower bound on the worst case %.6g", len(cells), upper, worst_lower)
+        log.info(
+            "refinement by the gap: %d cells, upper %.6g, best lower bound on the worst case %.6g",
+            len(cells),
+            upper,
+            worst_lower,
+        )
         stopped = _stop_reason(options, upper, worst_lower, witness, len(cells), deadline)
         if stopped is not None:
             break
@@ -704,7 +717,8 @@ def _refine_by_gap(
             continue
         phi = cell.phi if cell.coarse else max(MIN_PHI, cell.phi * float(options.phi_decay) ** len(axes))
         halves = [
-            _Cell(lo, hi, phi, run(lo, hi, phi), cap=cell.upper, floor=cell.lower) for lo, hi in _bisect(cell.lo, cell.hi, axes)
+            _Cell(lo, hi, phi, run(lo, hi, phi), cap=cell.upper, floor=cell.lower)
+            for lo, hi in _bisect(cell.lo, cell.hi, axes)
         ]
         if any(h.result.warnings and _ran_out(h.result) for h in halves):
             stopped = "the time budget ran out (the last split was undone: its halves were not finished)"
@@ -759,7 +773,9 @@ def _stop_reason(
     return None
 
 
-def _combine(cells: Sequence[_Cell], options: AbstractionOptions, lo0: np.ndarray, hi0: np.ndarray, total: float) -> AbstractionResult:
+def _combine(
+    cells: Sequence[_Cell], options: AbstractionOptions, lo0: np.ndarray, hi0: np.ndarray, total: float
+) -> AbstractionResult:
     """The cells' results as one: upper bound the largest, lower bound the smallest, parts and counts together."""
     from dataclasses import replace
 
@@ -1028,7 +1044,9 @@ class _Unfolding:
             self.builder.fail[st] = True
             self.builder.sure_fail[st] = False
         if frontier:
-            self.budget_notes.append(f"{why} at depth {depth} of {self.options.horizon}: {len(frontier):,} states not expanded")
+            self.budget_notes.append(
+                f"{why} at depth {depth} of {self.options.horizon}: {len(frontier):,} states not expanded"
+            )
 
     def root_bounds(
         self, values: np.ndarray, q: np.ndarray, low: np.ndarray, q_low: np.ndarray

@@ -33,9 +33,7 @@ _ROWS = 400_000
 Probabilities = Callable[[np.ndarray], np.ndarray]
 
 
-def exact_failure(
-    system: ContinuousSystem, probabilities: Probabilities, starts: np.ndarray, horizon: int
-) -> np.ndarray:
+def exact_failure(system: ContinuousSystem, probabilities: Probabilities, starts: np.ndarray, horizon: int) -> np.ndarray:
     """``Pr(F<=horizon unsafe)`` ``(m,)`` of each start state ``(m, n)``: every action sequence, floating point.
 
     ``probabilities(states (N, n)) -> (N, |A|)`` is the policy on states. Branches of probability 0 are dropped

@@ -66,7 +66,12 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="MILP use: auto (only where splitting cannot help), always (as the paper), never",
     )
     p.add_argument("--samples", type=int, default=400, help="hit-and-run samples per refinement step")
-    p.add_argument("--max-states", type=int, default=200_000, help="abort beyond this many abstract states")
+    p.add_argument(
+        "--max-states",
+        type=int,
+        default=200_000,
+        help="at most this many abstract states (beyond: counted as failing in the upper bound, safe in the lower; a warning says so)",
+    )
     add_backend_options(p)
     add_outputs(
         p,
@@ -104,9 +109,14 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="how to find a start state that bounds the worst case from below: every action sequence "
         "(enumeration, exact), simulation (one-sided confidence bound), auto (enumeration when |A|^k is small)",
     )
-    p.add_argument("--witness-runs", type=int, default=10_000, help="simulation witness: fresh runs from the chosen start state")
     p.add_argument(
-        "--witness-confidence", type=float, default=0.99, help="simulation witness: confidence of its lower bound (default 0.99)"
+        "--witness-runs", type=int, default=10_000, help="simulation witness: fresh runs from the chosen start state"
+    )
+    p.add_argument(
+        "--witness-confidence",
+        type=float,
+        default=0.99,
+        help="simulation witness: confidence of its lower bound (default 0.99)",
     )
     add_fail_on_violation(p)
     p.set_defaults(run=run)
@@ -240,11 +250,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [
         ("upper bound (all initial states)", f"{result.upper_bound:.6g} (sound)"),
         *two_sided_rows(result),
-        *(
-            [(f"P <= {args.threshold:g}", _verdict_text(result.verdict))]
-            if args.threshold is not None
-            else []
-        ),
+        *([(f"P <= {args.threshold:g}", _verdict_text(result.verdict))] if args.threshold is not None else []),
         ("domain / phi / containment", f"{options.domain} / {options.phi:g} / {'on' if options.containment else 'off'}"),
         ("refinement", "every state" if options.refine_everywhere else "where the action matters"),
         *(
@@ -322,7 +328,12 @@ def two_sided_rows(result: Any) -> list[tuple[str, str]]:
     """The lower bound, the worst witness, the gap and the refinement of ``result``, each labelled with its guarantee."""
     rows = []
     if result.lower_all is not None:
-        rows.append(("lower bound (all initial states)", f"{result.lower_all:.6g} (sound: every start state fails at least this often)"))
+        rows.append(
+            (
+                "lower bound (all initial states)",
+                f"{result.lower_all:.6g} (sound: every start state fails at least this often)",
+            )
+        )
     w = result.worst_witness
     if w is not None:
         at = ", ".join(f"{name}={x:.6g}" for name, x in zip(result.variables, w.state, strict=False))
