@@ -70,7 +70,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "--max-states",
         type=int,
         default=200_000,
-        help="at most this many abstract states (beyond: counted as failing in the upper bound, safe in the lower; a warning says so)",
+        help="at most this many abstract states (beyond: counted as failing in the upper bound, safe in the lower; "
+        "a warning says so)",
     )
     add_backend_options(p)
     add_outputs(
