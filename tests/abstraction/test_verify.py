@@ -371,7 +371,7 @@ def test_budget_of_abstract_states_is_enforced_with_advice():
     r = verify_abstraction(
         system.model(),
         system.policies["ppo"],
-        AbstractionOptions(horizon=20, domain="box", phi=0.1, max_states=40, witness="none"),
+        AbstractionOptions(horizon=20, domain="box", phi=0.1, max_states=40),
     )
     assert r.n_abstract_states <= 42
     assert any(re.search(r"max_states=40 abstract states reached at depth \d+ .*--containment", w) for w in r.warnings)
