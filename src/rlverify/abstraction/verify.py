@@ -447,6 +447,7 @@ def _verify(
         frontier = u.expand(frontier, depth, backend, expand_job)
 
     u.report(options.horizon, "solving", frontier)
+    u.finish()
     t0 = time.perf_counter()
     imdp = u.builder.build().tightened()  # validates the intervals as built, then tightens
     values, q = bounded_reachability(imdp, options.horizon, mode="maxmax")
@@ -812,6 +813,9 @@ def _combine(
     )
 
 
+#: the may-fail sink's target number until the unfolding is finished (:meth:`_Unfolding.finish`)
+MAYBE_SINK = -2
+
 #: one refined part of a frontier state: ``(state, part index, part)``
 _PartJob = tuple[int, int, Part]
 
@@ -834,7 +838,11 @@ class _Unfolding:
         self.system, self.template, self.options, self.progress = system, template, options, progress
         self.builder = IMDPBuilder()
         self.fail_sink = self.builder.add_state(fail=True)  # successors inside the unsafe set: every state fails
-        self.maybe_sink = -1  # successors that meet the unsafe set, and states left unexpanded (upper 1, lower 0)
+        # successors that meet the unsafe set, and states left unexpanded (upper 1, lower 0): a placeholder target
+        # until finish() makes the state last, so that every other state keeps the number (and the refinement seed)
+        # it had before this sink existed
+        self.maybe_sink = MAYBE_SINK
+        self.maybe_used = False
         self.budget_notes: list[str] = []  # why states were left unexpanded (a budget ran out)
         self.deadline: float | None = None  # perf_counter() time after which no new state is expanded
         self.safe_leaf = -1  # one shared leaf for every safe successor at the horizon (its value is 0)
@@ -981,10 +989,17 @@ class _Unfolding:
         self.t_succ += time.perf_counter() - t0
 
     def maybe_fail(self) -> int:
-        """The sink of successors that may fail: upper bound 1, lower bound 0 (created when first needed)."""
-        if self.maybe_sink < 0:
-            self.maybe_sink = self.builder.add_state(fail=True, sure=False)
+        """The sink of successors that may fail: upper bound 1, lower bound 0 (a placeholder until :meth:`finish`)."""
+        self.maybe_used = True
         return self.maybe_sink
+
+    def finish(self) -> None:
+        """Make the may-fail sink (the last state) and point the placeholder targets at it."""
+        if not self.maybe_used:
+            return
+        sink = self.builder.add_state(fail=True, sure=False)
+        self.builder.trans = [(c, sink if t == MAYBE_SINK else t, lo, hi) for c, t, lo, hi in self.builder.trans]
+        self.maybe_sink = sink
 
     def budget_spent(self, depth: int) -> str | None:
         """Why no new abstract state may be made at ``depth`` (the state or time budget), or None."""
