@@ -910,8 +910,9 @@ class WorstWitness:
 
     Attributes:
         state: the start state ``(n,)``, in the system's variables.
-        probability: its failure probability: exact (``method == "enumeration"``: every action sequence, in floating
-            point) or the estimate (``"simulation"``: successes / runs).
+        probability: its failure probability under the policy as it runs (its own runtime, e.g. onnxruntime): exact
+            (``method == "enumeration"``: every action sequence, in floating point) or the estimate (``"simulation"``:
+            successes / runs).
         lower: what it proves about the worst case over the initial region: ``worst >= lower``. Exact: the
             probability; simulation: the one-sided Clopper-Pearson lower bound at ``confidence`` (runs fresh from
             those that chose the state, so the choice does not bias it).

@@ -307,3 +307,20 @@ def test_text_and_html_label_each_bound_with_its_guarantee(di):
     text, html = str(r), r._repr_html_()
     for label in ("lower bound (sound)", "worst witness", "exact: every one of the 81 action sequences", "gap"):
         assert label in text and label in html
+
+
+@pytest.mark.slow
+def test_acceptance_double_integrator_gap_within_ten_minutes(di):
+    """Issue 26's acceptance: limit 0.7, k = 4, gap <= 0.05 within 10 minutes (measured: ~470 s on a loaded
+    2-core machine); the bounds bracket the exact values of a grid of start states."""
+    system, policy = di
+    r = verify_abstraction(
+        system, DI_POLICY, AbstractionOptions(horizon=4, phi=0.2, containment=True, gap=0.05, time_budget=600.0)
+    )
+    assert r.gap <= 0.05, r.stopped
+    box = (r.initial_lo, r.initial_hi)
+    exact = enumerate_failure(system, policy, grid(*box, 6), 4)
+    assert (r.lower_all <= exact + 1e-9).all() and (exact <= r.upper_bound + 1e-9).all()
+    w = r.worst_witness
+    assert w.lower <= enumerate_failure(system, policy, np.array([w.state]), 4)[0] + 1e-12
+    assert w.lower == pytest.approx(0.0875, abs=1e-3)
