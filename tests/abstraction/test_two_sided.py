@@ -324,3 +324,16 @@ def test_acceptance_double_integrator_gap_within_ten_minutes(di):
     w = r.worst_witness
     assert w.lower <= enumerate_failure(system, policy, np.array([w.state]), 4)[0] + 1e-12
     assert w.lower == pytest.approx(0.0875, abs=1e-3)
+
+
+def test_a_piece_at_max_states_keeps_its_cell_whole(di):
+    """With a state budget the pieces of a split cannot keep, the cell stays whole with its bounds (sound) and the
+    refinement ends saying no cell can be split; nothing is lost."""
+    system, policy = di
+    box = ((-0.5, -0.8), (-0.3, -0.5))
+    r = verify_abstraction(
+        system, DI_POLICY, AbstractionOptions(horizon=4, phi=0.3, initial=box, gap=0.0, max_states=20, max_cells=8)
+    )
+    assert r.stopped == "no cell above the target can be split further" and r.cells == 1
+    exact = enumerate_failure(system, policy, grid(*box, 4), 4)
+    assert (r.lower_all <= exact + 1e-9).all() and (exact <= r.upper_bound + 1e-9).all()

@@ -721,10 +721,14 @@ def _refine_by_gap(
             _Cell(lo, hi, phi, run(lo, hi, phi), cap=cell.upper, floor=cell.lower)
             for lo, hi in _bisect(cell.lo, cell.hi, axes)
         ]
-        if any(h.result.warnings and _ran_out(h.result) for h in halves):
-            stopped = "the time budget ran out (the last split was undone: its halves were not finished)"
+        spent = {why for h in halves for why in _ran_out(h.result)}
+        if "time" in spent:
+            stopped = "the time budget ran out (the last split was undone: its pieces were not finished)"
             history.append((time.perf_counter() - t_start, upper, min(c.lower for c in cells), worst_lower))
             break
+        if spent:  # a piece reached max_states: keep the cell whole (its bounds stay), split others
+            cell.splittable = False
+            continue
         cells.remove(cell)
         cells.extend(halves)
         witness = _witness(system, probabilities, options, [h.result for h in halves], previous=witness)
@@ -750,8 +754,16 @@ def _bisect(lo: np.ndarray, hi: np.ndarray, axes: np.ndarray) -> list[tuple[np.n
     return boxes
 
 
-def _ran_out(result: AbstractionResult) -> bool:
-    return any("budget" in w or "max_states" in w for w in result.warnings)
+def _ran_out(result: AbstractionResult) -> set[str]:
+    """Which budgets an abstraction ran out of: ``"time"``, ``"states"`` (from its warnings, :meth:`_Unfolding.abandon`
+    and :meth:`_Unfolding.budget_spent`)."""
+    out = set()
+    for w in result.warnings:
+        if w.startswith("the time budget"):
+            out.add("time")
+        if w.startswith("max_states="):
+            out.add("states")
+    return out
 
 
 def _stop_reason(
