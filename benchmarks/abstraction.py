@@ -86,6 +86,22 @@ TIGHT = [
     ("bouncing ball, large box", "bouncing-ball-v1", None, "ppo", 25, "box", 0.1, True, "large"),
     ("ACC, risky network", "acc-v1", None, "risky", 7, "octagon", 0.3, True, None),
     ("pendulum, risky network", "pendulum-v1", None, "risky", 5, "box", 0.3, True, None),
+    # --domain auto against box and octagon (issue 26, item 3)
+    (
+        "double integrator limit 0.7 (user file), auto",
+        "examples/double_integrator.py:SYSTEM",
+        "limit=0.7",
+        "file",
+        4,
+        "auto",
+        0.2,
+        True,
+        None,
+    ),
+    ("ACC, risky network, box", "acc-v1", None, "risky", 7, "box", 0.3, True, None),
+    ("ACC, risky network, auto", "acc-v1", None, "risky", 7, "auto", 0.3, True, None),
+    ("pendulum, risky network, octagon", "pendulum-v1", None, "risky", 5, "octagon", 0.3, True, None),
+    ("pendulum, risky network, auto", "pendulum-v1", None, "risky", 5, "auto", 0.3, True, None),
 ]
 
 TIGHT_CHILD = r"""

@@ -337,3 +337,32 @@ def test_a_piece_at_max_states_keeps_its_cell_whole(di):
     assert r.stopped == "no cell above the target can be split further" and r.cells == 1
     exact = enumerate_failure(system, policy, grid(*box, 4), 4)
     assert (r.lower_all <= exact + 1e-9).all() and (exact <= r.upper_bound + 1e-9).all()
+
+
+# --- domain auto -------------------------------------------------------------------------------------------------
+
+
+def test_auto_directions_start_with_the_box_and_add_directions_of_the_dynamics(di):
+    from rlverify.abstraction.templates import auto_directions
+
+    system, _ = di
+    d = auto_directions(system, np.array([-0.5, -0.8]), np.array([0.5, 0.8]), extra=3)
+    assert np.array_equal(d[:2], np.eye(2)) and 2 < len(d) <= 5
+    assert np.allclose(np.linalg.norm(d, axis=1), 1.0)
+    cos = np.abs(d @ d.T) - np.eye(len(d))
+    assert cos.max() <= 0.98  # no two nearly parallel
+    # x' = x + dt v (+ dt^2 u): A = [[1, 0.1], [0, 1]]; its left singular vectors are among the directions
+    u, _, _ = np.linalg.svd(np.array([[1.0, 0.1], [0.0, 1.0]]))
+    assert any(abs(abs(float(u[:, 0] @ row)) - 1.0) < 1e-9 for row in d)
+
+
+def test_domain_auto_is_sound_and_says_what_it_used(capsys, di):
+    system, policy = di
+    box = ((-0.5, -0.8), (-0.46, -0.74))
+    r = verify_abstraction(system, DI_POLICY, AbstractionOptions(horizon=4, phi=0.05, initial=box, domain="auto"))
+    assert r.options.domain == "template" and len(r.template_axes) > 2
+    exact = enumerate_failure(system, policy, grid(*box, 5), 4)
+    assert (r.lower_all <= exact + 1e-9).all() and (exact <= r.upper_bound + 1e-9).all()
+    code, out, err = _cli(capsys, "abstract", DI, "--policy", DI_POLICY, "-k", "2", "--phi", "0.5", "--domain", "auto")
+    assert code == 0, err
+    assert "automatically" in out  # the row "template directions (chosen automatically)", wrapped by the table

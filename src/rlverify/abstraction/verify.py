@@ -85,7 +85,9 @@ class AbstractionOptions:
 
     Attributes:
         horizon: number of steps ``k >= 1``.
-        domain: ``"box"``, ``"octagon"`` or ``"template"``.
+        domain: ``"box"``, ``"octagon"``, ``"template"`` or ``"auto"`` (directions chosen from the dynamics, the
+            unsafe set and sampled successors: :mod:`~rlverify.abstraction.templates`; the result's options then
+            say ``"template"`` with the directions chosen).
         template: directions ``(k, n)`` for ``domain="template"``, used as given (each in both signs;
             they must bound the state space). None: the system's default template
             (``system.default_template()``: the box axes plus the directions its docstring names), or
@@ -228,8 +230,8 @@ def _validate_method(options: AbstractionOptions) -> None:
         )
     if not (isinstance(options.phi, (int, float)) and 0.0 < float(options.phi) <= 1.0):
         raise AbstractionError(f"phi (maximum probability spread) must be in (0, 1], got {options.phi!r}")
-    if options.domain not in ("box", "octagon", "template"):
-        raise AbstractionError(f"domain must be 'box', 'octagon' or 'template', got {options.domain!r}")
+    if options.domain not in ("box", "octagon", "template", "auto"):
+        raise AbstractionError(f"domain must be 'box', 'octagon', 'template' or 'auto', got {options.domain!r}")
     if options.milp not in ("auto", "always", "never"):
         raise AbstractionError(f"milp must be 'auto', 'always' or 'never', got {options.milp!r}")
     if not _whole(options.samples) or not 2 <= options.samples <= MAX_SAMPLES:
@@ -511,6 +513,8 @@ def _two_sided(
     decided); then the worst-case witness, the gap and the threshold's verdict."""
     t_start = time.perf_counter()
     validate_options(system, options)
+    if options.domain == "auto":
+        options = _auto_template(system, options)
     deadline = None if options.time_budget is None else t_start + float(options.time_budget)
     if isinstance(policy, (str, Path)):
         from rlverify.policies.loading import load_network_policy
@@ -523,6 +527,19 @@ def _two_sided(
         witness = _witness(system, probabilities, options, [result])
         return _finish(result, witness, options, stopped=None, cells=None, history=())
     return _refine_by_gap(system, policy, options, progress, network, probabilities, t_start, deadline)
+
+
+def _auto_template(system: ContinuousSystem, options: AbstractionOptions) -> AbstractionOptions:
+    """``domain="auto"``: the directions of :func:`~rlverify.abstraction.templates.auto_directions`, chosen once from
+    the dynamics and the whole initial region, then used as ``domain="template"`` (the result shows them)."""
+    from dataclasses import replace
+
+    from rlverify.abstraction.templates import auto_directions
+
+    lo, hi = initial_box(system, options)
+    directions = auto_directions(system, lo, hi, seed=options.seed)
+    log.info("domain 'auto': template directions %s", directions.tolist())
+    return replace(options, domain="template", template=tuple(tuple(map(float, r)) for r in directions))
 
 
 def _policy_probabilities(system: ContinuousSystem, policy: Policy | MLP, mlp: MLP) -> Callable[[np.ndarray], np.ndarray]:

@@ -40,7 +40,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
     )
     add_policy(p, default_note="default: the benchmark's 'ppo'; the abstraction bounds ONNX/TorchScript ReLU networks")
     p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
-    p.add_argument("--domain", choices=("box", "octagon", "template"), default="box", help="abstract domain")
+    p.add_argument(
+        "--domain",
+        choices=("box", "octagon", "template", "auto"),
+        default="box",
+        help="abstract domain (auto: box axes plus directions chosen from the dynamics, the unsafe set's normals and "
+        "sampled successors; shown in the output)",
+    )
     p.add_argument(
         "--template",
         metavar="FILE",
@@ -257,11 +263,18 @@ def run(args: argparse.Namespace) -> int:
         *(
             [
                 (
-                    "template directions" + (" (the system's default)" if options.template is None else ""),
-                    "; ".join("(" + ", ".join(f"{x:g}" for x in row) + ")" for row in result.template_axes),
+                    "template directions"
+                    + (
+                        " (chosen automatically)"
+                        if options.domain == "auto"
+                        else " (the system's default)"
+                        if options.template is None
+                        else ""
+                    ),
+                    "; ".join("(" + ", ".join(f"{x:.4g}" for x in row) + ")" for row in result.template_axes),
                 )
             ]
-            if options.domain == "template"
+            if options.domain in ("template", "auto")
             else []
         ),
         ("initial parts", str(len(result.parts))),
