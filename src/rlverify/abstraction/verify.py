@@ -368,7 +368,9 @@ def verify_abstraction(
     *,
     progress: Callable[[AbstractionProgress], None] | None = None,
 ) -> AbstractionResult:
-    """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile.
+    """Sound upper and lower bounds on ``Pr(F<=k fail)`` (see :func:`_verify`), a worst-case witness and the gap;
+    with ``gap`` or ``time_budget``, refinement by the gap (:func:`_refine_by_gap`). numpy's BLAS runs single-threaded
+    meanwhile.
 
     ``progress`` (optional) is called with an :class:`AbstractionProgress` at each stage of each depth.
     """
