@@ -10,6 +10,14 @@ Usage::
     python benchmarks/abstraction.py            # all 20 rows, 600 s limit each, 1.5M abstract states at most
     python benchmarks/abstraction.py --quick    # 5 representative rows
     python benchmarks/abstraction.py --only acc --timeout 300 --json results.json
+    python benchmarks/abstraction.py --tightness --budget 600   # two-sided answers on the risky suite (issue 26)
+
+``--tightness`` runs the risky suite (double integrator limit 0.7 from the user-file path, the bouncing ball's
+large box at k = 25, ACC and the pendulum with hand-made risky networks, the same as tests/abstraction/test_verify.py's
+``risky_policy``) with refinement by the gap (``--gap 0.05``, ``--budget`` seconds each) and prints, side by side:
+the single abstraction's upper bound (today's answer: the first round of the refinement is exactly that run), then
+the refined upper bound, the sound lower bound, the worst witness (exact or statistical, as labelled), the gap and
+the time.
 """
 
 from __future__ import annotations
@@ -62,6 +70,151 @@ print(json.dumps({"bound": r.upper_bound, "states": r.n_abstract_states, "polyhe
 """
 
 
+#: (label, target, constants, policy ("ppo" or "risky"), k, domain, phi, containment, initial)
+TIGHT = [
+    (
+        "double integrator limit 0.7 (user file)",
+        "examples/double_integrator.py:SYSTEM",
+        "limit=0.7",
+        "file",
+        4,
+        "box",
+        0.2,
+        True,
+        None,
+    ),
+    ("bouncing ball, large box", "bouncing-ball-v1", None, "ppo", 25, "box", 0.1, True, "large"),
+    ("ACC, risky network", "acc-v1", None, "risky", 7, "octagon", 0.3, True, None),
+    ("pendulum, risky network", "pendulum-v1", None, "risky", 5, "box", 0.3, True, None),
+    # --domain auto against box and octagon (issue 26, item 3)
+    (
+        "double integrator limit 0.7 (user file), auto",
+        "examples/double_integrator.py:SYSTEM",
+        "limit=0.7",
+        "file",
+        4,
+        "auto",
+        0.2,
+        True,
+        None,
+    ),
+    ("ACC, risky network, box", "acc-v1", None, "risky", 7, "box", 0.3, True, None),
+    ("ACC, risky network, auto", "acc-v1", None, "risky", 7, "auto", 0.3, True, None),
+    ("pendulum, risky network, octagon", "pendulum-v1", None, "risky", 5, "octagon", 0.3, True, None),
+    ("pendulum, risky network, auto", "pendulum-v1", None, "risky", 5, "auto", 0.3, True, None),
+]
+
+TIGHT_CHILD = r"""
+import json, sys
+import numpy as np
+from rlverify.abstraction import AbstractionOptions, verify_abstraction
+from rlverify.policies.mlp import MLP, save_mlp_onnx
+target, constants, kind, k, domain, phi, containment, initial, gap, budget, workdir = json.loads(sys.argv[1])
+if target.endswith(":SYSTEM"):
+    from rlverify.models.continuous import load_system
+    system = load_system(target, constants=constants)
+    policy = target.split(".py:")[0] + ".onnx"
+else:
+    from rlverify.benchmarks.registry import make
+    bench = make(target)
+    system = bench.model()
+    policy = bench.policies["ppo"]
+    if kind == "risky":  # the hand-made risky networks of tests/abstraction/test_verify.py (risky_policy)
+        rng = np.random.default_rng(11)
+        if target == "acc-v1":
+            w0, b0 = rng.normal(0, 0.1, (8, 2)), np.ones(8)
+            w1, b1 = rng.normal(0, 0.2, (2, 8)), np.array([0.0, 1.2])
+        else:
+            w0, b0 = rng.normal(0, 1.0, (8, 2)), np.ones(8)
+            w1, b1 = rng.normal(0, 0.2, (3, 8)), np.array([0.0, -0.5, 0.8])
+        policy = f"{workdir}/risky-{target}.onnx"
+        save_mlp_onnx(policy, MLP((w0, w1), (b0, b1)), features=list(system.features), actions=list(system.actions),
+                      training={"algorithm": "hand-made", "seed": 11, "benchmark": target})
+r = verify_abstraction(system, policy, AbstractionOptions(
+    horizon=k, domain=domain, phi=phi, containment=containment, initial=initial, gap=gap, time_budget=budget))
+w = r.worst_witness
+print(json.dumps({"single_upper": r.history[0][1], "single_seconds": r.history[0][0], "upper": r.upper_bound,
+                  "lower_all": r.lower_all, "witness": w.lower if w else None, "witness_method": w.method if w else None,
+                  "witness_state": w.state if w else None, "gap": r.gap, "seconds": r.timings["total"],
+                  "cells": r.cells, "stopped": r.stopped, "history": r.history}))
+"""
+
+
+def run_tight(row: tuple, gap: float, budget: float, workdir: str) -> dict:
+    _, target, constants, kind, k, domain, phi, containment, initial = row
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    args = json.dumps([target, constants, kind, k, domain, phi, containment, initial, gap, budget, workdir])
+    t0 = time.perf_counter()
+    try:  # the budget bounds the refinement; the first (single) abstraction and the last round may run over it
+        out = subprocess.run(
+            [sys.executable, "-c", TIGHT_CHILD, args], capture_output=True, text=True, timeout=3 * budget + 600, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "seconds": time.perf_counter() - t0}
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return {"status": f"error: {last[:120]}", "seconds": time.perf_counter() - t0}
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["status"] = "ok"
+    return res
+
+
+def tightness(args: argparse.Namespace) -> None:
+    """The tightness table (issue 26): two-sided answers on the risky suite."""
+    import tempfile
+
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = [r for r in TIGHT if not args.only or args.only in r[0] or args.only in r[1]]
+    table = Table(
+        title="Two-sided answers on the risky suite: P(F<=k unsafe), refinement by the gap "
+        f"(target {args.gap:g}, budget {args.budget:g} s)"
+    )
+    for col in (
+        "system",
+        "k",
+        "domain / phi",
+        "single upper (today)",
+        "time (s)",
+        "upper (sound)",
+        "lower_all (sound)",
+        "worst witness",
+        "gap",
+        "time (s) ",
+        "cells",
+        "stopped",
+    ):
+        table.add_column(col, justify="left" if col in ("system", "stopped", "domain / phi", "worst witness") else "right")
+    console = Console(width=max(200, Console().width))
+    results = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for row in rows:
+            res = run_tight(row, args.gap, args.budget, workdir)
+            results.append({"row": row, **res})
+            console.print(f"{row[0]}: {res}", highlight=False)
+            ok = res["status"] == "ok"
+            w = f"{res['witness']:.4g} ({res['witness_method']})" if ok and res["witness"] is not None else "-"
+            table.add_row(
+                row[0],
+                str(row[4]),
+                f"{row[5]} / {row[6]:g}",
+                f"{res['single_upper']:.4g}" if ok else "-",
+                f"{res['single_seconds']:.0f}" if ok else "-",
+                f"{res['upper']:.4g}" if ok else "-",
+                f"{res['lower_all']:.4g}" if ok else "-",
+                w,
+                f"{res['gap']:.4g}" if ok else "-",
+                f"{res['seconds']:.0f}",
+                str(res.get("cells", "-")),
+                res.get("stopped") or res["status"],
+            )
+    console.print(table)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
 def run_row(row: tuple, timeout: float, max_states: int) -> dict:
     bid, initial, k, domain, phi, containment, _, _ = row
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
@@ -87,7 +240,13 @@ def main() -> None:
     ap.add_argument("--max-states", type=int, default=1_500_000, help="abstract-state budget per configuration")
     ap.add_argument("--rows", help="comma-separated row numbers (0-based, in the order of ROWS) to run")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--tightness", action="store_true", help="the two-sided tightness table on the risky suite instead")
+    ap.add_argument("--gap", type=float, default=0.05, help="--tightness: target gap (default 0.05)")
+    ap.add_argument("--budget", type=float, default=600.0, help="--tightness: seconds of refinement per system (default 600)")
     args = ap.parse_args()
+    if args.tightness:
+        tightness(args)
+        return
     from rich.console import Console
     from rich.table import Table
 

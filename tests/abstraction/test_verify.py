@@ -13,6 +13,8 @@ deliberately risky policy, so that the bound is tested where it is not trivially
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -363,10 +365,34 @@ def test_engine_imdp_agrees_with_storm(acc_risky):
 
 
 def test_budget_of_abstract_states_is_enforced_with_advice():
-    from rlverify.abstraction.verify import AbstractionBudgetError
-
+    """At max_states the run answers (it used to abort with no result): the states not expanded count as failing in
+    the upper bound and as safe in the lower, and a warning names the budget and what helps."""
     system = make("bouncing-ball-v1")
-    with pytest.raises(AbstractionBudgetError, match=r"exceeded max_states=40 .*--containment"):
-        verify_abstraction(
-            system.model(), system.policies["ppo"], AbstractionOptions(horizon=20, domain="box", phi=0.1, max_states=40)
-        )
+    r = verify_abstraction(
+        system.model(),
+        system.policies["ppo"],
+        AbstractionOptions(horizon=20, domain="box", phi=0.1, max_states=40),
+    )
+    assert r.n_abstract_states <= 42
+    assert any(re.search(r"max_states=40 abstract states reached at depth \d+ .*--containment", w) for w in r.warnings)
+    assert r.upper_bound == 1.0 and r.lower_all == 0.0  # unexpanded states reach the horizon's end: nothing is known
+
+
+def test_acc_risky_two_sided_bounds_bracket_the_exact_values(acc_risky):
+    """The sound lower bounds (overall and per part) lie below, and the witness's value equals, the failure
+    probabilities enumerated here (every action sequence, onnxruntime): on a risky network, so neither is 0."""
+    system, policy_file, result = acc_risky
+    policy = load_policy(policy_file)
+    rng = np.random.default_rng(21)
+    lo, hi = np.array(result.initial_lo), np.array(result.initial_hi)
+    x0 = lo + (hi - lo) * rng.random((150, system.n))
+    exact = exact_failure(system, policy, x0, 7)
+    assert result.lower_all <= exact.min() + 1e-9
+    for poly, part in zip(part_polytopes(result), result.parts, strict=True):
+        inside = poly.contains_points(x0, tol=1e-9)
+        assert (part.lower <= exact[inside] + 1e-9).all()
+    w = result.worst_witness
+    at_witness = exact_failure(system, policy, np.array([w.state]), 7)[0]
+    assert w.method == "enumeration" and w.lower <= at_witness + 1e-9 <= result.upper_bound + 2e-9
+    assert at_witness > 0.3  # a risky start state: the witness is informative
+    assert result.gap == pytest.approx(result.upper_bound - max(w.lower, max(p.lower for p in result.parts)))

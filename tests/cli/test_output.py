@@ -214,8 +214,8 @@ def line_system(tmp_path: Path) -> tuple[str, str]:
 
 @pytest.mark.parametrize(
     ("speed", "threshold", "code", "holds"),
-    [("0", "0", 0, True), ("1", "0.5", 3, None), ("1", "1", 0, True)],
-    ids=["safe", "undecided", "at-one"],
+    [("0", "0", 0, True), ("1", "0.5", 1, False), ("1", "1", 0, True)],
+    ids=["safe", "violated", "at-one"],
 )
 def test_abstract_fails_on_a_threshold_its_sound_bound_does_not_show(capsys, line_system, speed, threshold, code, holds):
     target, policy = line_system
@@ -226,6 +226,9 @@ def test_abstract_fails_on_a_threshold_its_sound_bound_does_not_show(capsys, lin
     assert (got, data["exit_code"], data["holds"]) == (code, code, holds), err
     if holds is None:
         assert any("is undecided" in w for w in data["warnings"])
+    if holds is False:  # every start state fails in one step: the sound lower bound and the witness show it
+        assert data["result"]["lower_all"] == 1.0 and data["result"]["worst_witness"]["lower"] == pytest.approx(1.0, abs=1e-12)
+        assert data["result"]["verdict"] == "unsafe (witness, sound)"
 
 
 def test_abstract_threshold_must_be_a_probability(capsys, line_system):

@@ -4,6 +4,11 @@ States ``0..S-1``; choices ``0..C-1`` each belonging to one state (``choice_stat
 ``0..T-1`` each belonging to one choice (``trans_choice``) with a target state and a probability
 interval ``[trans_lo, trans_hi]``. ``fail`` marks the target states (absorbing, value 1). A state
 without choices is a leaf of the unfolding: its value is 0 unless it is a ``fail`` state.
+
+``sure_fail`` (optional) marks the ``fail`` states every concrete state of which fails (a successor
+contained in the unsafe set); the other ``fail`` states only *may* fail (a successor that meets the
+unsafe set, or a state left unexpanded at a budget). The upper bound counts every ``fail`` state as
+failed; the lower bound only the ``sure_fail`` ones (None: every ``fail`` state fails surely).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ class IMDP:
         choice_state: int64 ``(C,)``, non-decreasing.
         trans_choice: int64 ``(T,)``, non-decreasing; trans_target: int64 ``(T,)``.
         trans_lo, trans_hi: float64 ``(T,)`` probability intervals.
+        sure_fail: bool ``(S,)``, a subset of ``fail`` (see the module docstring), or None (= ``fail``).
     """
 
     n_states: int
@@ -34,6 +40,12 @@ class IMDP:
     trans_target: np.ndarray
     trans_lo: np.ndarray
     trans_hi: np.ndarray
+    sure_fail: np.ndarray | None = None
+
+    @property
+    def surely_failing(self) -> np.ndarray:
+        """Bool ``(S,)``: the states the lower bound counts as failed (``sure_fail``, else ``fail``)."""
+        return self.fail if self.sure_fail is None else self.sure_fail & self.fail
 
     @property
     def n_choices(self) -> int:
@@ -94,6 +106,7 @@ class IMDP:
             self.trans_target,
             np.clip(lo, 0.0, 1.0),
             np.clip(np.maximum(hi, lo), 0.0, 1.0),
+            self.sure_fail,
         )
 
 
@@ -102,11 +115,14 @@ class IMDPBuilder:
 
     def __init__(self) -> None:
         self.fail: list[bool] = []
+        self.sure_fail: list[bool] = []
         self.choice_state: list[int] = []
         self.trans: list[tuple[int, int, float, float]] = []
 
-    def add_state(self, fail: bool = False) -> int:
+    def add_state(self, fail: bool = False, *, sure: bool | None = None) -> int:
+        """A new state; ``sure`` (default: ``fail``) says whether a ``fail`` state fails for every concrete state."""
         self.fail.append(bool(fail))
+        self.sure_fail.append(bool(fail) if sure is None else bool(sure) and bool(fail))
         return len(self.fail) - 1
 
     def add_choice(self, state: int, transitions: dict[int, tuple[float, float]]) -> int:
@@ -134,6 +150,7 @@ class IMDPBuilder:
             trans_target=tr[torder, 1].astype(np.int64) if len(tr) else np.zeros(0, dtype=np.int64),
             trans_lo=tr[torder, 2] if len(tr) else np.zeros(0),
             trans_hi=tr[torder, 3] if len(tr) else np.zeros(0),
+            sure_fail=np.asarray(self.sure_fail, dtype=bool),
         )
 
     def choice_index_map(self) -> np.ndarray:

@@ -2,7 +2,11 @@
 
 ``maxmax``: the scheduler and the nature (choice of distributions within the intervals) both
 maximise — the sound upper bound of Theorem 3.1 of Bacci & Parker (2022). ``maxmin``: the nature
-minimises (for information; not a bound on the concrete probability).
+minimises (for information; not a bound on the concrete probability). ``minmin``: both minimise and
+only the surely failing states (:attr:`IMDP.surely_failing`) count — the sound lower bound: every
+concrete state of an abstract state lies in the region of one of its choices (its part and piece) and
+its true action probabilities lie in that choice's intervals, so its failure probability is at least
+the least value over the choices and over the distributions within the intervals.
 
 The inner optimisation over an interval distribution is the classic greedy: give every successor
 its lower bound, then hand the remaining mass to successors in order of decreasing (maxmax) or
@@ -16,11 +20,14 @@ import numpy as np
 
 from rlverify.abstraction.imdp import IMDP
 
+#: the directions of robust value iteration: scheduler then nature
+MODES = ("maxmax", "maxmin", "minmin")
+
 
 def choice_values(imdp: IMDP, values: np.ndarray, mode: str = "maxmax") -> np.ndarray:
     """Value ``(C,)`` of each choice: the optimal expectation of ``values`` over its interval distributions."""
-    if mode not in ("maxmax", "maxmin"):
-        raise ValueError(f"mode must be 'maxmax' or 'maxmin', got {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     tv = values[imdp.trans_target]
     key = -tv if mode == "maxmax" else tv
     order = np.lexsort((key, imdp.trans_choice))
@@ -46,7 +53,8 @@ def bounded_reachability(
     Args:
         imdp: the interval MDP.
         horizon: number of steps ``k >= 0``.
-        mode: ``"maxmax"`` (sound upper bound) or ``"maxmin"``.
+        mode: ``"maxmax"`` (sound upper bound), ``"minmin"`` (sound lower bound: only
+            :attr:`IMDP.surely_failing` states count as failed) or ``"maxmin"``.
         validate: check interval feasibility first (raises :class:`IntervalError`).
 
     Returns:
@@ -55,16 +63,22 @@ def bounded_reachability(
     """
     if validate:
         imdp.validate()
-    fail = imdp.fail.astype(np.float64)
-    values = fail.copy()
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    target = imdp.surely_failing if mode == "minmin" else imdp.fail
+    values = target.astype(np.float64)
     q = np.zeros(imdp.n_choices)
     has_choice = np.bincount(imdp.choice_state, minlength=imdp.n_states) > 0
     for _ in range(horizon):
         q = choice_values(imdp, values, mode)
-        best = np.zeros(imdp.n_states)
-        np.maximum.at(best, imdp.choice_state, q)
+        if mode == "minmin":
+            best = np.full(imdp.n_states, np.inf)
+            np.minimum.at(best, imdp.choice_state, q)
+        else:
+            best = np.zeros(imdp.n_states)
+            np.maximum.at(best, imdp.choice_state, q)
         new = np.where(has_choice, best, 0.0)
-        values = np.where(imdp.fail, 1.0, new)
+        values = np.where(target, 1.0, np.where(imdp.fail & ~target, 0.0, new))
     return values, q
 
 

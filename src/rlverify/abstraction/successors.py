@@ -184,3 +184,40 @@ def meets_unsafe_many(system: ContinuousSystem, template: Template, polys: Seque
             _, feasible = pairwise_vertices_2d(a, b)
             out[start : start + len(lo)] |= feasible.any(axis=1)
     return out
+
+
+def inside_unsafe_many(system: ContinuousSystem, polys: Sequence[Polytope]) -> np.ndarray:
+    """Boolean ``(N,)``: which polytopes lie inside one polyhedron of the unsafe set (so every state in them fails).
+
+    Decided by the support of each polytope along the polyhedron's constraint rows, with a margin of
+    ``1e-9 (1 + |b|)`` inward: False is always safe to answer (the lower bound then counts the
+    polytope as possibly safe).
+    """
+    out = np.zeros(len(polys), dtype=bool)
+    if not polys:
+        return out
+    # first the enclosing box from the template's unit axes (exact for boxes, an outer bound otherwise): vectorised
+    axes = polys[0].template.axes
+    n = axes.shape[1]
+    unit = [
+        int(np.flatnonzero(np.all(axes == np.eye(n)[j], axis=1))[0]) if np.all(axes == np.eye(n)[j], axis=1).any() else -1
+        for j in range(n)
+    ]
+    if min(unit) >= 0:
+        blo = np.array([p.lo[unit] for p in polys])
+        bhi = np.array([p.hi[unit] for p in polys])
+        for ua, ub in system.unsafe.polyhedra:
+            s = np.maximum(blo[:, None, :] * ua[None], bhi[:, None, :] * ua[None]).sum(axis=2)  # (N, rows)
+            out |= (s <= ub - 1e-9 * (1.0 + np.abs(ub))).all(axis=1)
+        if polys[0].template.k == n:  # a box template: the box test is exact
+            return out
+    for i, p in enumerate(polys):
+        if out[i]:
+            continue
+        a_p, b_p = p.constraints
+        for ua, ub in system.unsafe.polyhedra:
+            s = support(a_p, b_p, ua)
+            if s is not None and bool((s <= ub - 1e-9 * (1.0 + np.abs(ub))).all()):
+                out[i] = True
+                break
+    return out

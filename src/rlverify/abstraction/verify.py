@@ -1,4 +1,4 @@
-"""The abstraction engine: a sound upper bound on the probability of failure within ``k`` steps.
+"""The abstraction engine: sound upper and lower bounds on the probability of failure within ``k`` steps.
 
 :func:`verify_abstraction` builds the ``k``-step unfolding of an interval MDP over template
 polyhedra (Bacci & Parker, NFM 2022): every abstract state is refined into parts with narrow
@@ -6,7 +6,10 @@ action-probability intervals, every part is mapped through each piece of the dyn
 successor per action, successors meeting the unsafe set become the ``fail`` sink, and (optionally)
 successors contained in an already visited abstract state of equal or smaller depth are merged into
 it. Robust value iteration (max-max) then gives, per initial part and overall, a sound upper bound on
-``Pr(F<=k fail)`` from every state of the initial region.
+``Pr(F<=k fail)`` from every state of the initial region; min-min (counting only successors that lie inside
+the unsafe set as failed: those that merely meet it go to a may-fail sink) a sound lower bound. A witness
+start state (:mod:`~rlverify.abstraction.witness`) bounds the worst case from below, and refinement by the
+gap (:func:`_refine_by_gap`) cuts the initial region into cells until the bounds meet the target.
 
 Savings that lose nothing: a successor that is exactly the set of an abstract state reached at the
 same or a smaller depth shares that state (its subtree is at least as deep); actions of a part with
@@ -35,13 +38,19 @@ from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation
 from rlverify.abstraction.policy_fit import policy_network
 from rlverify.abstraction.refinement import Part, RefinementOptions, RefinementStats, merge_stats, refine_many
 from rlverify.abstraction.robust_vi import bounded_reachability
-from rlverify.abstraction.successors import Successors, intersects_unsafe, meets_unsafe_many, successors_many
+from rlverify.abstraction.successors import (
+    Successors,
+    inside_unsafe_many,
+    intersects_unsafe,
+    meets_unsafe_many,
+    successors_many,
+)
 from rlverify.backends import BackendOptions, chunks, open_backend
 from rlverify.errors import AbstractionBudgetError, AbstractionError, DomainError
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.policies.base import Policy
 from rlverify.policies.mlp import MLP
-from rlverify.results import AbstractionResult, PartBound, Provenance, versions  # re-exported
+from rlverify.results import AbstractionResult, PartBound, Provenance, WorstWitness, versions  # re-exported
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +85,9 @@ class AbstractionOptions:
 
     Attributes:
         horizon: number of steps ``k >= 1``.
-        domain: ``"box"``, ``"octagon"`` or ``"template"``.
+        domain: ``"box"``, ``"octagon"``, ``"template"`` or ``"auto"`` (directions chosen from the dynamics, the
+            unsafe set and sampled successors: :mod:`~rlverify.abstraction.templates`; the result's options then
+            say ``"template"`` with the directions chosen).
         template: directions ``(k, n)`` for ``domain="template"``, used as given (each in both signs;
             they must bound the state space). None: the system's default template
             (``system.default_template()``: the box axes plus the directions its docstring names), or
@@ -91,7 +102,8 @@ class AbstractionOptions:
         max_parts: parts per abstract state at most.
         milp: ``"auto"``, ``"always"`` or ``"never"`` (see :class:`RefinementOptions`).
         milp_time_limit: seconds per MILP (the dual bound keeps the result sound when it stops).
-        max_states: abort (:class:`AbstractionBudgetError`) beyond this many abstract states.
+        max_states: at this many abstract states no new one is made: successors that would need one count as
+            failing in the upper bound and as safe in the lower (both stay sound; a warning says so).
         seed: seed of the sampling used by refinement (the bound is sound for every seed); abstract
             state ``s`` is refined with its own generator seeded by ``(seed, s)``.
         refine_everywhere: refine every abstract state by the policy (the paper's method). False:
@@ -106,6 +118,21 @@ class AbstractionOptions:
         backend: where the chunks run (:class:`~rlverify.backends.BackendOptions`: this process or
             Ray tasks); the same abstraction and bound on every backend for the same seed (as long
             as no MILP stops at ``milp_time_limit``: a stopped MILP's bound depends on its speed).
+        gap: refine by the gap (see :func:`verify_abstraction`) until ``upper - (best lower bound on the worst
+            case) <= gap``; None: no such target.
+        threshold: the property ``Pr(F<=k fail) <= threshold`` from every initial state: the verdict is "safe"
+            (upper <= threshold), "unsafe (witness, sound|statistical)" (a lower bound on the worst case above it)
+            or "undecided at budget"; with refinement by the gap, refinement stops as soon as it is decided.
+        time_budget: seconds for the whole run; refinement by the gap (it runs when ``gap`` or ``time_budget`` is
+            given) stops when it is spent and returns the best bounds so far; an abstraction in progress stops
+            expanding new states (they count as failing in the upper bound, safe in the lower; a warning says so).
+        max_cells: refinement by the gap stops at this many initial cells.
+        phi_decay: a cell bisected along ``m`` sides is abstracted in pieces with ``phi * phi_decay^m`` (at
+            least 0.01; its own ``phi`` when its refinement hit its limits).
+        witness: how the worst-case witness is found: ``"auto"`` (enumeration when ``|A|^k`` is small, else
+            simulation), ``"enumeration"``, ``"simulation"`` or ``"none"``.
+        witness_runs, witness_confidence: simulation witnesses: fresh runs and the confidence of the one-sided
+            lower bound.
     """
 
     horizon: int
@@ -125,6 +152,14 @@ class AbstractionOptions:
     refine_everywhere: bool = True
     chunk: int = 64
     backend: BackendOptions = field(default_factory=BackendOptions)
+    gap: float | None = None
+    threshold: float | None = None
+    time_budget: float | None = None
+    max_cells: int = 512
+    phi_decay: float = 0.7
+    witness: str = "auto"
+    witness_runs: int = 10_000
+    witness_confidence: float = 0.99
 
 
 #: the most hit-and-run samples per refinement step accepted (memory grows with them)
@@ -156,6 +191,33 @@ def validate_options(system: ContinuousSystem, options: AbstractionOptions) -> N
     if isinstance(options.chunk, bool) or not isinstance(options.chunk, (int, np.integer)) or options.chunk <= 0:
         raise AbstractionError(f"chunk must be a positive integer number of abstract states, got {options.chunk!r}")
     options.backend.validate()
+    _validate_two_sided(options)
+
+
+def _validate_two_sided(options: AbstractionOptions) -> None:
+    """The gap, threshold, time budget, cells, phi decay and witness settings."""
+    for name in ("gap", "threshold"):
+        value = getattr(options, name)
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0):
+            raise AbstractionError(f"{name} must be a probability in [0, 1], got {value!r}")
+    tb = options.time_budget
+    if tb is not None and not (isinstance(tb, (int, float)) and not isinstance(tb, bool) and 0.0 < tb < math.inf):
+        raise AbstractionError(f"time_budget must be a positive finite number of seconds, got {tb!r}")
+    if not _whole(options.max_cells) or options.max_cells <= 0:
+        raise AbstractionError(f"max_cells must be a positive integer, got {options.max_cells!r}")
+    if not (isinstance(options.phi_decay, (int, float)) and 0.0 < options.phi_decay <= 1.0):
+        raise AbstractionError(f"phi_decay must be in (0, 1], got {options.phi_decay!r}")
+    if options.witness not in WITNESS_METHODS:
+        raise AbstractionError(f"witness must be one of {', '.join(WITNESS_METHODS)}, got {options.witness!r}")
+    if not _whole(options.witness_runs) or not 1 <= options.witness_runs <= MAX_SAMPLES * 10:
+        raise AbstractionError(f"witness_runs must be an integer in [1, {MAX_SAMPLES * 10:,}], got {options.witness_runs!r}")
+    c = options.witness_confidence
+    if not (isinstance(c, (int, float)) and 0.0 < c < 1.0):
+        raise AbstractionError(f"witness_confidence must be in (0, 1), got {c!r}")
+
+
+#: how a worst-case witness may be found (:class:`AbstractionOptions`)
+WITNESS_METHODS = ("auto", "enumeration", "simulation", "none")
 
 
 def _validate_method(options: AbstractionOptions) -> None:
@@ -170,8 +232,8 @@ def _validate_method(options: AbstractionOptions) -> None:
         )
     if not (isinstance(options.phi, (int, float)) and 0.0 < float(options.phi) <= 1.0):
         raise AbstractionError(f"phi (maximum probability spread) must be in (0, 1], got {options.phi!r}")
-    if options.domain not in ("box", "octagon", "template"):
-        raise AbstractionError(f"domain must be 'box', 'octagon' or 'template', got {options.domain!r}")
+    if options.domain not in ("box", "octagon", "template", "auto"):
+        raise AbstractionError(f"domain must be 'box', 'octagon', 'template' or 'auto', got {options.domain!r}")
     if options.milp not in ("auto", "always", "never"):
         raise AbstractionError(f"milp must be 'auto', 'always' or 'never', got {options.milp!r}")
     if not _whole(options.samples) or not 2 <= options.samples <= MAX_SAMPLES:
@@ -266,7 +328,7 @@ def expand_chunk(job: _ExpandJob, states: Sequence[tuple[int, Polytope]]):
 
     Returns:
         ``(parts, successors, unsafe, stats, seconds)``: parts per state, successors per part (all
-        states' parts in order), unsafe flags per successor polytope in that order, the refinement
+        states' parts in order), :func:`unsafe_codes` per successor polytope in that order, the refinement
         statistics, and the time (s) spent on successors.
     """
     from rlverify.abstraction._threads import single_threaded_blas
@@ -283,8 +345,17 @@ def expand_chunk(job: _ExpandJob, states: Sequence[tuple[int, Polytope]]):
         t0 = time.perf_counter()
         flat: list[Part] = [part for lst in parts for part in lst]
         succ = successors_many(job.system, job.template, [part.polytope for part in flat])
-        unsafe = meets_unsafe_many(job.system, job.template, [sp for lst in succ for sc in lst for sp in sc.polytopes])
+        unsafe = unsafe_codes(job.system, job.template, [sp for lst in succ for sc in lst for sp in sc.polytopes])
         return parts, succ, unsafe, stats, time.perf_counter() - t0
+
+
+def unsafe_codes(system: ContinuousSystem, template: Template, polys: Sequence[Polytope]) -> np.ndarray:
+    """int8 ``(N,)`` per polytope: 0 disjoint from the unsafe set, 1 meets it, 2 lies inside it (every state fails)."""
+    meets = meets_unsafe_many(system, template, polys)
+    codes = meets.astype(np.int8)
+    idx = np.flatnonzero(meets)
+    codes[idx[inside_unsafe_many(system, [polys[int(i)] for i in idx])]] = 2
+    return codes
 
 
 def _same_for_all_actions(succ: Successors) -> bool:
@@ -299,7 +370,9 @@ def verify_abstraction(
     *,
     progress: Callable[[AbstractionProgress], None] | None = None,
 ) -> AbstractionResult:
-    """Sound upper bound on ``Pr(F<=k fail)`` (see :func:`_verify`); numpy's BLAS runs single-threaded meanwhile.
+    """Sound upper and lower bounds on ``Pr(F<=k fail)`` (see :func:`_verify`), a worst-case witness and the gap;
+    with ``gap`` or ``time_budget``, refinement by the gap (:func:`_refine_by_gap`). numpy's BLAS runs single-threaded
+    meanwhile.
 
     ``progress`` (optional) is called with an :class:`AbstractionProgress` at each stage of each depth.
     """
@@ -316,7 +389,7 @@ def verify_abstraction(
             "benchmark's system is make(ID).model(), a file's is rlverify.resolve.resolve(TARGET).model"
         )
     with single_threaded_blas():
-        return _verify(system, policy, options, progress)
+        return _two_sided(system, policy, options, progress)
 
 
 def _verify(
@@ -324,8 +397,14 @@ def _verify(
     policy: Policy | str | Path | MLP,
     options: AbstractionOptions,
     progress: Callable[[AbstractionProgress], None] | None = None,
+    deadline: float | None = None,
+    network: tuple[MLP, str] | None = None,
 ) -> AbstractionResult:
-    """Sound upper bound on ``Pr(F<=k fail)`` from every state of the initial region.
+    """Sound upper and lower bounds on ``Pr(F<=k fail)`` from every state of the initial region.
+
+    ``deadline`` (a ``time.perf_counter()`` time): after it no new abstract state is expanded (each
+    left unexpanded counts as failing in the upper bound, as safe in the lower; a warning says so).
+    ``network``: the policy's checked network and name (:func:`policy_network`), when already made.
 
     Args:
         system: the continuous dynamics, or a continuous benchmark (``rlverify.benchmarks.make("acc-v1")``).
@@ -349,7 +428,7 @@ def _verify(
     lo0, hi0 = initial_box(system, options)
     root_poly = template.from_box(lo0, hi0)
     validate_region_inside(root_poly, system.domain_lo, system.domain_hi, system.variables, "initial region")
-    mlp, policy_name = policy_network(system, policy, seed=options.seed)
+    mlp, policy_name = network if network is not None else policy_network(system, policy, seed=options.seed)
     bounder = NetworkBounder(
         fold_observation(mlp, system.obs_matrix, system.obs_offset), milp_time_limit=options.milp_time_limit
     )
@@ -364,18 +443,30 @@ def _verify(
     backend = open_backend(options.backend)
     expand_job = backend.share(_ExpandJob(system, template, bounder, ropts, int(options.seed)))
     u = _Unfolding(system, template, options, root_poly, progress)
+    u.deadline = deadline
     frontier = [] if u.root_fail else [u.root]
     for depth in range(options.horizon):
+        if deadline is not None and time.perf_counter() > deadline:
+            u.abandon(frontier, depth, "the time budget ran out")
+            frontier = []
+            break
         frontier = u.expand(frontier, depth, backend, expand_job)
 
     u.report(options.horizon, "solving", frontier)
+    u.finish()
     t0 = time.perf_counter()
     imdp = u.builder.build().tightened()  # validates the intervals as built, then tightens
     values, q = bounded_reachability(imdp, options.horizon, mode="maxmax")
     vmin, _ = bounded_reachability(imdp, options.horizon, mode="maxmin", validate=False)
+    vlow, q_low = bounded_reachability(imdp, options.horizon, mode="minmin", validate=False)
     t_solve = time.perf_counter() - t0
-    upper, part_bounds = u.root_bounds(values, q)
+    upper, lower, part_bounds = u.root_bounds(values, q, vlow, q_low)
     stats = u.stats
+    warnings = [
+        f"{note}: the states not expanded count as failing in the upper bound and as safe in the lower bound "
+        "(both stay sound, but looser); a larger max_states / time budget, a larger phi or --containment helps"
+        for note in u.budget_notes
+    ]
     return AbstractionResult(
         guarantee=GUARANTEE,
         upper_bound=upper,
@@ -410,9 +501,353 @@ def _verify(
             property=f'Pmax=? [F<={options.horizon} "fail"]',
             policy=policy_name,
             versions=versions(),
+            warnings=warnings,
         ),
+        lower_all=lower,
     )
 
+
+def _two_sided(
+    system: ContinuousSystem,
+    policy: Policy | str | Path | MLP,
+    options: AbstractionOptions,
+    progress: Callable[[AbstractionProgress], None] | None,
+) -> AbstractionResult:
+    """One abstraction, or refinement by the gap (with ``gap`` or ``time_budget``: it also stops once ``threshold`` is
+    decided); then the worst-case witness, the gap and the threshold's verdict."""
+    t_start = time.perf_counter()
+    validate_options(system, options)
+    if options.domain == "auto":
+        options = _auto_template(system, options)
+    deadline = None if options.time_budget is None else t_start + float(options.time_budget)
+    if isinstance(policy, (str, Path)):
+        from rlverify.policies.loading import load_network_policy
+
+        policy = load_network_policy(str(policy))
+    network = policy_network(system, policy, seed=options.seed)
+    probabilities = _policy_probabilities(system, policy, network[0])
+    if options.gap is None and options.time_budget is None:
+        result = _verify(system, policy, options, progress, deadline, network)
+        witness = _witness(system, probabilities, options, [result])
+        return _finish(result, witness, options, stopped=None, cells=None, history=())
+    return _refine_by_gap(system, policy, options, progress, network, probabilities, t_start, deadline)
+
+
+def _auto_template(system: ContinuousSystem, options: AbstractionOptions) -> AbstractionOptions:
+    """``domain="auto"``: the directions of :func:`~rlverify.abstraction.templates.auto_directions`, chosen once from
+    the dynamics and the whole initial region, then used as ``domain="template"`` (the result shows them)."""
+    from dataclasses import replace
+
+    from rlverify.abstraction.templates import auto_directions
+
+    lo, hi = initial_box(system, options)
+    directions = auto_directions(system, lo, hi, seed=options.seed)
+    log.info("domain 'auto': template directions %s", directions.tolist())
+    return replace(options, domain="template", template=tuple(tuple(map(float, r)) for r in directions))
+
+
+def _policy_probabilities(system: ContinuousSystem, policy: Policy | MLP, mlp: MLP) -> Callable[[np.ndarray], np.ndarray]:
+    """The policy's own distribution on states ``(N, n) -> (N, |A|)``: its runtime when it has one, else the softmax of
+    the network (an :class:`MLP` given as the policy)."""
+    if not isinstance(policy, MLP) and callable(getattr(policy, "action_probabilities", None)):
+        return lambda x: np.asarray(policy.action_probabilities(system.observe(x)), dtype=np.float64)
+    return NetworkBounder(fold_observation(mlp, system.obs_matrix, system.obs_offset))
+
+
+def _witness(
+    system: ContinuousSystem,
+    probabilities: Callable[[np.ndarray], np.ndarray],
+    options: AbstractionOptions,
+    results: Sequence[AbstractionResult],
+    previous: WorstWitness | None = None,
+) -> WorstWitness | None:
+    """The best witness from the parts of ``results`` with the highest upper bounds (None with ``witness="none"``)."""
+    if options.witness == "none":
+        return previous
+    from rlverify.abstraction.witness import search_witness
+
+    boxes = []
+    for r in results:
+        for poly, pb in zip(part_polytopes(r), r.parts, strict=True):
+            lo, hi = poly.box()
+            boxes.append((lo, hi, pb.bound))
+        if not r.parts:  # the root was not refined (it meets the unsafe set): the cell itself
+            boxes.append((np.array(r.initial_lo), np.array(r.initial_hi), r.upper_bound))
+    lo0, hi0 = initial_box(system, options)
+    return search_witness(
+        system,
+        probabilities,
+        boxes,
+        lo0,
+        hi0,
+        options.horizon,
+        method=options.witness,
+        runs=options.witness_runs,
+        confidence=options.witness_confidence,
+        seed=options.seed,
+        previous=previous,
+    )
+
+
+def _worst_lower(result_parts: Sequence[PartBound], lower_all: float | None, witness: WorstWitness | None) -> float:
+    """The best lower bound on the worst case: the witness's lower end, or a part's sound lower bound (it holds for
+    every state of the part, so for one)."""
+    best = max((p.lower for p in result_parts if p.lower is not None), default=0.0)
+    return max(best, lower_all or 0.0, witness.lower if witness is not None else 0.0)
+
+
+def _verdict(upper: float, witness: WorstWitness | None, worst_lower: float, threshold: float | None) -> str | None:
+    """``"safe"``, ``"unsafe (witness)"`` or ``"undecided at budget"`` for ``Pr <= threshold``; None without one."""
+    if threshold is None:
+        return None
+    if upper <= threshold:
+        return "safe"
+    if worst_lower > threshold:
+        how = (
+            "statistical"
+            if witness is not None and witness.lower == worst_lower and witness.method == "simulation"
+            else "sound"
+        )
+        return f"unsafe (witness, {how})"
+    return "undecided at budget"
+
+
+def _finish(
+    result: AbstractionResult,
+    witness: WorstWitness | None,
+    options: AbstractionOptions,
+    *,
+    stopped: str | None,
+    cells: int | None,
+    history: tuple[tuple[float, float, float, float], ...],
+) -> AbstractionResult:
+    """``result`` with the witness, the gap, the verdict and the refinement's record."""
+    from dataclasses import replace
+
+    worst_lower = _worst_lower(result.parts, result.lower_all, witness)
+    gap = max(0.0, result.upper_bound - worst_lower)
+    verdict = _verdict(result.upper_bound, witness, worst_lower, options.threshold)
+    warnings = list(result.warnings)
+    if witness is not None and witness.lower > result.upper_bound + 1e-9:
+        warnings.append(
+            f"internal inconsistency: the witness's lower end {witness.lower:.6g} exceeds the sound upper bound "
+            f"{result.upper_bound:.6g} (a statistical witness can, with probability 1 - confidence)"
+        )
+    return replace(
+        result,
+        worst_witness=witness,
+        gap=gap,
+        verdict=verdict,
+        stopped=stopped,
+        cells=cells,
+        history=history,
+        provenance=replace(result.provenance, warnings=warnings),
+    )
+
+
+@dataclass(eq=False)
+class _Cell:
+    """A box of the initial region abstracted on its own with its ``phi``."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    phi: float
+    result: AbstractionResult
+    splittable: bool = True
+    cap: float = 1.0  # an upper bound of an enclosing cell (it holds here too)
+    floor: float = 0.0  # a lower bound of an enclosing cell
+
+    @property
+    def upper(self) -> float:
+        return min(self.result.upper_bound, self.cap)
+
+    @property
+    def lower(self) -> float:
+        return max(self.result.lower_all if self.result.lower_all is not None else 0.0, self.floor)
+
+    @property
+    def coarse(self) -> bool:
+        """Whether the cell's own refinement hit its limits (parts accepted above phi, or the part budget): its halves
+        then keep its phi (a smaller phi would only make more unresolved parts)."""
+        r = self.result
+        return r.n_unresolved_parts > 0 or len(r.parts) >= r.options.max_parts // 2
+
+
+#: the smallest phi a split cell is abstracted with
+MIN_PHI = 0.01
+
+
+def _refine_by_gap(
+    system: ContinuousSystem,
+    policy: Policy | MLP,
+    options: AbstractionOptions,
+    progress: Callable[[AbstractionProgress], None] | None,
+    network: tuple[MLP, str],
+    probabilities: Callable[[np.ndarray], np.ndarray],
+    t_start: float,
+    deadline: float | None,
+) -> AbstractionResult:
+    """Refinement driven by the gap: the initial region is cut into cells, each abstracted on its own (sound upper and
+    lower bounds per cell; the region's are their max and min). Each round splits the cell with the largest gap
+    ``upper - lower`` weighted by how far its upper bound lies above the best lower bound on the worst case (the
+    cells whose upper bound decides the answer), in halves along its widest side (relative to the initial box), each
+    abstracted with ``phi * phi_decay``; a split whose halves ran out of time is undone (the parent's bounds stay).
+    Stops when the gap is at most ``gap``, the threshold is decided, the time budget or ``max_cells`` is spent, or
+    no cell can be split; always returns the best bounds so far."""
+    from dataclasses import replace
+
+    lo0, hi0 = initial_box(system, options)
+    extent = np.where(hi0 > lo0, hi0 - lo0, np.inf)
+    min_width = options.min_width if options.min_width is not None else system.min_width
+
+    def run(lo: np.ndarray, hi: np.ndarray, phi: float) -> AbstractionResult:
+        cell_options = replace(
+            options, initial=(tuple(map(float, lo)), tuple(map(float, hi))), phi=phi, gap=None, threshold=None
+        )
+        return _verify(system, policy, cell_options, progress, deadline, network)
+
+    cells = [_Cell(lo0, hi0, float(options.phi), run(lo0, hi0, float(options.phi)))]
+    witness = _witness(system, probabilities, options, [cells[0].result])
+    history: list[tuple[float, float, float, float]] = []
+    while True:
+        upper = max(c.upper for c in cells)
+        worst_lower = max(_worst_lower(c.result.parts, c.lower, witness) for c in cells)
+        history.append((time.perf_counter() - t_start, upper, min(c.lower for c in cells), worst_lower))
+        log.info(
+            "refinement by the gap: %d cells, upper %.6g, best lower bound on the worst case %.6g",
+            len(cells),
+            upper,
+            worst_lower,
+        )
+        stopped = _stop_reason(options, upper, worst_lower, witness, len(cells), deadline)
+        if stopped is not None:
+            break
+        level = worst_lower
+        if options.gap is not None:
+            level = worst_lower + float(options.gap)
+        if options.threshold is not None:
+            level = min(level, float(options.threshold)) if options.gap is not None else float(options.threshold)
+        todo = [c for c in cells if c.splittable and c.upper > level]
+        if not todo:
+            stopped = "no cell above the target can be split further"
+            break
+        cell = max(todo, key=lambda c: (c.upper - c.lower) * (c.upper - worst_lower))
+        widths = (cell.hi - cell.lo) / extent
+        axes = np.flatnonzero((widths >= 0.5 * widths.max()) & (cell.hi - cell.lo > 2 * min_width))[:SPLIT_AXES]
+        if len(axes) == 0:
+            cell.splittable = False
+            continue
+        phi = cell.phi if cell.coarse else max(MIN_PHI, cell.phi * float(options.phi_decay) ** len(axes))
+        halves = [
+            _Cell(lo, hi, phi, run(lo, hi, phi), cap=cell.upper, floor=cell.lower)
+            for lo, hi in _bisect(cell.lo, cell.hi, axes)
+        ]
+        spent = {why for h in halves for why in _ran_out(h.result)}
+        if "time" in spent:
+            stopped = "the time budget ran out (the last split was undone: its pieces were not finished)"
+            history.append((time.perf_counter() - t_start, upper, min(c.lower for c in cells), worst_lower))
+            break
+        if spent:  # a piece reached max_states: keep the cell whole (its bounds stay), split others
+            cell.splittable = False
+            continue
+        cells.remove(cell)
+        cells.extend(halves)
+        witness = _witness(system, probabilities, options, [h.result for h in halves], previous=witness)
+    combined = _combine(cells, options, lo0, hi0, time.perf_counter() - t_start)
+    return _finish(combined, witness, options, stopped=stopped, cells=len(cells), history=tuple(history))
+
+
+#: a cell is bisected along at most this many of its widest sides at once (2^SPLIT_AXES pieces)
+SPLIT_AXES = 2
+
+
+def _bisect(lo: np.ndarray, hi: np.ndarray, axes: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The ``2^len(axes)`` boxes of ``[lo, hi]`` bisected along each of ``axes``."""
+    boxes = [(lo.copy(), hi.copy())]
+    for axis in axes:
+        mid = 0.5 * (lo[axis] + hi[axis])
+        nxt = []
+        for a, b in boxes:
+            left_hi, right_lo = b.copy(), a.copy()
+            left_hi[axis], right_lo[axis] = mid, mid
+            nxt += [(a, left_hi), (right_lo, b)]
+        boxes = nxt
+    return boxes
+
+
+def _ran_out(result: AbstractionResult) -> set[str]:
+    """Which budgets an abstraction ran out of: ``"time"``, ``"states"`` (from its warnings, :meth:`_Unfolding.abandon`
+    and :meth:`_Unfolding.budget_spent`)."""
+    out = set()
+    for w in result.warnings:
+        if w.startswith("the time budget"):
+            out.add("time")
+        if w.startswith("max_states="):
+            out.add("states")
+    return out
+
+
+def _stop_reason(
+    options: AbstractionOptions,
+    upper: float,
+    worst_lower: float,
+    witness: WorstWitness | None,
+    n_cells: int,
+    deadline: float | None,
+) -> str | None:
+    """Why refinement by the gap stops now, or None."""
+    if options.threshold is not None and _verdict(upper, witness, worst_lower, options.threshold) != "undecided at budget":
+        return f"the threshold {options.threshold:g} is decided"
+    if options.gap is not None and upper - worst_lower <= options.gap:
+        return f"the gap {upper - worst_lower:.4g} is at most {options.gap:g}"
+    if deadline is not None and time.perf_counter() > deadline:
+        return f"the time budget of {options.time_budget:g} s is spent"
+    if n_cells >= options.max_cells:
+        return f"max_cells={options.max_cells} cells reached"
+    return None
+
+
+def _combine(
+    cells: Sequence[_Cell], options: AbstractionOptions, lo0: np.ndarray, hi0: np.ndarray, total: float
+) -> AbstractionResult:
+    """The cells' results as one: upper bound the largest, lower bound the smallest, parts and counts together."""
+    from dataclasses import replace
+
+    results = [c.result for c in cells]
+    first = results[0]
+    # a cell's bounds are also those of the cells it was split from (cap / floor)
+    timings = {k: sum(r.timings.get(k, 0.0) for r in results) for k in ("bounds", "refinement", "successors", "solving")}
+    timings["total"] = total
+    warnings: list[str] = []
+    for r in results:
+        warnings += [w for w in r.warnings if w not in warnings]
+    return replace(
+        first,
+        upper_bound=max(c.upper for c in cells),
+        lower_all=min(c.lower for c in cells),
+        maxmin_value=max(r.maxmin_value for r in results),
+        parts=tuple(
+            replace(p, bound=min(p.bound, c.upper), lower=max(p.lower or 0.0, c.lower)) for c in cells for p in c.result.parts
+        ),
+        n_abstract_states=sum(r.n_abstract_states for r in results),
+        n_polyhedra=sum(r.n_polyhedra for r in results),
+        n_containment_merges=sum(r.n_containment_merges for r in results),
+        n_shared_successors=sum(r.n_shared_successors for r in results),
+        n_unrefined_states=sum(r.n_unrefined_states for r in results),
+        n_choices=sum(r.n_choices for r in results),
+        n_transitions=sum(r.n_transitions for r in results),
+        n_unresolved_parts=sum(r.n_unresolved_parts for r in results),
+        n_milp_parts=sum(r.n_milp_parts for r in results),
+        options=options,
+        initial_lo=tuple(map(float, lo0)),
+        initial_hi=tuple(map(float, hi0)),
+        imdp=None if len(results) > 1 else first.imdp,
+        provenance=replace(first.provenance, timings=timings, warnings=warnings),
+    )
+
+
+#: the may-fail sink's target number until the unfolding is finished (:meth:`_Unfolding.finish`)
+MAYBE_SINK = -2
 
 #: one refined part of a frontier state: ``(state, part index, part)``
 _PartJob = tuple[int, int, Part]
@@ -435,7 +870,14 @@ class _Unfolding:
     ) -> None:
         self.system, self.template, self.options, self.progress = system, template, options, progress
         self.builder = IMDPBuilder()
-        self.fail_sink = self.builder.add_state(fail=True)
+        self.fail_sink = self.builder.add_state(fail=True)  # successors inside the unsafe set: every state fails
+        # successors that meet the unsafe set, and states left unexpanded (upper 1, lower 0): a placeholder target
+        # until finish() makes the state last, so that every other state keeps the number (and the refinement seed)
+        # it had before this sink existed
+        self.maybe_sink = MAYBE_SINK
+        self.maybe_used = False
+        self.budget_notes: list[str] = []  # why states were left unexpanded (a budget ran out)
+        self.deadline: float | None = None  # perf_counter() time after which no new state is expanded
         self.safe_leaf = -1  # one shared leaf for every safe successor at the horizon (its value is 0)
         # grid cells of ~1/16 of the initial region's extent along the first template axes
         self.visited = VisitedIndex(template.k, np.maximum((root_poly.hi - root_poly.lo) / 16.0, 1e-9))
@@ -446,7 +888,8 @@ class _Unfolding:
         self.stats = RefinementStats()
         self.t_succ = 0.0  # seconds spent on successors
         self.root_fail = intersects_unsafe(system, root_poly)
-        self.root = self.builder.add_state(fail=self.root_fail)
+        self.root_sure = self.root_fail and bool(inside_unsafe_many(system, [root_poly])[0])
+        self.root = self.builder.add_state(fail=self.root_fail, sure=self.root_sure)
         self.polys[self.root] = root_poly
         if options.containment:
             self.visited.add(self.root, root_poly.lo, root_poly.hi, 0)
@@ -507,17 +950,17 @@ class _Unfolding:
         last = depth + 1 == options.horizon
         candidates = [st for st in frontier if st != self.root] if last or not options.refine_everywhere else []
         whole = successors_many(self.system, self.template, [self.polys[st] for st in candidates])
-        unsafe_whole = meets_unsafe_many(
-            self.system, self.template, [sp for lst in whole for sc in lst for sp in sc.polytopes]
-        )
-        simple: list[tuple[int, list[Successors], list[bool]]] = []
+        codes_whole = unsafe_codes(self.system, self.template, [sp for lst in whole for sc in lst for sp in sc.polytopes])
+        simple: list[tuple[int, list[Successors], list[tuple[bool, bool]]]] = []
         pos = 0
         for st, lst in zip(candidates, whole, strict=True):
             flags, ok = [], True
             for sc in lst:
-                f = unsafe_whole[pos : pos + len(sc.polytopes)]
+                codes = codes_whole[pos : pos + len(sc.polytopes)]
                 pos += len(sc.polytopes)
-                flags.append(bool(f[0]))
+                f = codes > 0
+                # (meets the unsafe set, every action's successor lies inside it): all actions share the outcome
+                flags.append((bool(f[0]), bool((codes == 2).all())))
                 if options.refine_everywhere:  # lossless: only a last step that is safe whatever happens
                     ok = ok and not f.any()
                 else:
@@ -525,8 +968,9 @@ class _Unfolding:
             if ok:
                 simple.append((st, lst, flags))
         for st, lst, flags in simple:
-            for sc, unsafe in zip(lst, flags, strict=True):
-                self.builder.add_choice(st, {self.successor_state(sc.polytopes[0], unsafe, depth + 1): (1.0, 1.0)})
+            for sc, (unsafe, sure) in zip(lst, flags, strict=True):
+                target = self.successor_state(sc.polytopes[0], unsafe, depth + 1, sure=sure)
+                self.builder.add_choice(st, {target: (1.0, 1.0)})
         self.unrefined += len(simple)
         self.t_succ += time.perf_counter() - t0
         return {st for st, _, _ in simple}
@@ -563,12 +1007,13 @@ class _Unfolding:
         """Step 3: one choice per part and piece; actions with the same successor share its target
         (:meth:`successor_state` returns the state already made for an identical set), intervals summed."""
         t0 = time.perf_counter()
-        flags = iter(np.concatenate(unsafe) if unsafe else np.zeros(0, dtype=bool))
+        flags = iter(np.concatenate(unsafe) if unsafe else np.zeros(0, dtype=np.int8))
         for (st, pi, part), lst in zip(jobs, part_succ, strict=True):
             for sc in lst:
                 trans: dict[int, tuple[float, float]] = {}
                 for a, sp in enumerate(sc.polytopes):
-                    target = self.successor_state(sp, bool(next(flags)), depth + 1)  # equal sets: one state
+                    code = int(next(flags))
+                    target = self.successor_state(sp, code > 0, depth + 1, sure=code == 2)  # equal sets: one state
                     lo_p, hi_p = trans.get(target, (0.0, 0.0))
                     trans[target] = (lo_p + float(part.bounds.lower[a]), hi_p + float(part.bounds.upper[a]))
                 self.builder.add_choice(st, trans)
@@ -576,30 +1021,52 @@ class _Unfolding:
                     self.root_choice_part.append(pi)
         self.t_succ += time.perf_counter() - t0
 
+    def maybe_fail(self) -> int:
+        """The sink of successors that may fail: upper bound 1, lower bound 0 (a placeholder until :meth:`finish`)."""
+        self.maybe_used = True
+        return self.maybe_sink
+
+    def finish(self) -> None:
+        """Make the may-fail sink (the last state) and point the placeholder targets at it."""
+        if not self.maybe_used:
+            return
+        sink = self.builder.add_state(fail=True, sure=False)
+        self.builder.trans = [(c, sink if t == MAYBE_SINK else t, lo, hi) for c, t, lo, hi in self.builder.trans]
+        self.maybe_sink = sink
+
+    def budget_spent(self, depth: int) -> str | None:
+        """Why no new abstract state may be made at ``depth`` (the state or time budget), or None."""
+        if len(self.builder.fail) >= self.options.max_states:  # states are numbered from 0 in creation order
+            return f"max_states={self.options.max_states:,} abstract states reached at depth {depth} of {self.options.horizon}"
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            return f"the time budget reached at depth {depth} of {self.options.horizon}"
+        return None
+
     def new_state(self, poly: Polytope, depth: int, key: bytes) -> int:
+        """A new abstract state for ``poly``; at a spent budget, the may-fail sink instead (the bounds stay sound)."""
+        spent = self.budget_spent(depth)
+        if spent is not None:
+            if not any(note.split(" reached")[0] == spent.split(" reached")[0] for note in self.budget_notes):
+                self.budget_notes.append(spent)  # the first depth each budget ran out at
+            return self.maybe_fail()
         state = self.builder.add_state()
         self.polys[state] = poly
         self.identical[key] = state
         if self.options.containment:
             self.visited.add(state, poly.lo, poly.hi, depth)
-        if state + 1 > self.options.max_states:  # states are numbered from 0 in creation order
-            raise AbstractionBudgetError(
-                f"the abstraction exceeded max_states={self.options.max_states} abstract states at "
-                f"depth {depth} of {self.options.horizon}; use a larger phi, --containment, an "
-                "octagon domain, a smaller horizon or a larger max_states"
-            )
         return state
 
-    def successor_state(self, sp: Polytope, unsafe: bool, depth: int) -> int:
+    def successor_state(self, sp: Polytope, unsafe: bool, depth: int, *, sure: bool = False) -> int:
         """The abstract state of successor ``sp`` reached at ``depth``.
 
-        The fail sink if ``sp`` meets the unsafe set; the shared safe leaf at the horizon; else the
+        The fail sink if ``sp`` lies inside the unsafe set, the may-fail sink if it only meets it (or at a
+        spent budget: :meth:`new_state`); the shared safe leaf at the horizon; else the
         state of the very same set reached before (at this or a smaller depth: its subtree is at least
         as deep, so sharing loses nothing); else (with containment) a visited state containing it;
         else a new state on the next frontier.
         """
         if unsafe:
-            return self.fail_sink
+            return self.fail_sink if sure else self.maybe_fail()
         if depth == self.options.horizon:
             if self.safe_leaf < 0:
                 self.safe_leaf = self.builder.add_state()
@@ -615,19 +1082,35 @@ class _Unfolding:
                 self.merges += 1
                 return found
         target = self.new_state(sp, depth, key)
-        self.next_frontier.append(target)
+        if target != self.maybe_sink:
+            self.next_frontier.append(target)
         return target
 
-    def root_bounds(self, values: np.ndarray, q: np.ndarray) -> tuple[float, list[PartBound]]:
-        """The bound from the initial region (1 if it meets the unsafe set) and the bound of each of its parts,
-        from the robust values of the states and of the (tightened IMDP's) choices."""
+    def abandon(self, frontier: Sequence[int], depth: int, why: str) -> None:
+        """Leave ``frontier`` unexpanded (a budget ran out): each of its states may fail (upper 1, lower 0)."""
+        for st in frontier:
+            self.builder.fail[st] = True
+            self.builder.sure_fail[st] = False
+        if frontier:
+            self.budget_notes.append(
+                f"{why} at depth {depth} of {self.options.horizon}: {len(frontier):,} states not expanded"
+            )
+
+    def root_bounds(
+        self, values: np.ndarray, q: np.ndarray, low: np.ndarray, q_low: np.ndarray
+    ) -> tuple[float, float, list[PartBound]]:
+        """The upper and lower bounds from the initial region (1 and 0/1 if it meets the unsafe set) and the bounds of
+        each of its parts, from the robust values of the states and of the (tightened IMDP's) choices (max-max for
+        the upper, min-min for the lower)."""
         if self.root_fail:
-            return 1.0, []
+            return 1.0, 1.0 if self.root_sure else 0.0, []
         remap = self.builder.choice_index_map()
         root_choices = np.flatnonzero(np.asarray(self.builder.choice_state) == self.root)
         per_part = np.zeros(len(self.root_parts))
+        per_part_low = np.ones(len(self.root_parts))
         for c_ins, pi in zip(root_choices, self.root_choice_part, strict=True):
             per_part[pi] = max(per_part[pi], q[remap[c_ins]])
+            per_part_low[pi] = min(per_part_low[pi], q_low[remap[c_ins]])
         part_bounds = [
             PartBound(
                 tuple(map(float, part.polytope.lo)),
@@ -635,10 +1118,12 @@ class _Unfolding:
                 tuple(map(float, part.bounds.lower)),
                 tuple(map(float, part.bounds.upper)),
                 float(min(val, 1.0)),
+                float(max(min(val_low, val), 0.0)),
             )
-            for part, val in zip(self.root_parts, per_part, strict=True)
+            for part, val, val_low in zip(self.root_parts, per_part, per_part_low, strict=True)
         ]
-        return float(min(float(values[self.root]), 1.0)), part_bounds
+        upper = float(min(float(values[self.root]), 1.0))
+        return upper, float(max(min(float(low[self.root]), upper), 0.0)), part_bounds
 
 
 def part_polytopes(result: AbstractionResult) -> list[Polytope]:

@@ -40,7 +40,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
     )
     add_policy(p, default_note="default: the benchmark's 'ppo'; the abstraction bounds ONNX/TorchScript ReLU networks")
     p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
-    p.add_argument("--domain", choices=("box", "octagon", "template"), default="box", help="abstract domain")
+    p.add_argument(
+        "--domain",
+        choices=("box", "octagon", "template", "auto"),
+        default="box",
+        help="abstract domain (auto: box axes plus directions chosen from the dynamics, the unsafe set's normals and "
+        "sampled successors; shown in the output)",
+    )
     p.add_argument(
         "--template",
         metavar="FILE",
@@ -66,7 +72,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="MILP use: auto (only where splitting cannot help), always (as the paper), never",
     )
     p.add_argument("--samples", type=int, default=400, help="hit-and-run samples per refinement step")
-    p.add_argument("--max-states", type=int, default=200_000, help="abort beyond this many abstract states")
+    p.add_argument(
+        "--max-states",
+        type=int,
+        default=200_000,
+        help="at most this many abstract states (beyond: counted as failing in the upper bound, safe in the lower; "
+        "a warning says so)",
+    )
     add_backend_options(p)
     add_outputs(
         p,
@@ -78,8 +90,40 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "--threshold",
         type=float,
         metavar="B",
-        help="check P(F<=k unsafe) <= B: holds when the sound upper bound is <= B; undecided otherwise (an upper "
-        "bound above B shows no violation)",
+        help="check P(F<=k unsafe) <= B from every initial state: holds when the sound upper bound is <= B, "
+        "violated when a lower bound on the worst case (a witness start state, or the sound lower bound of a part) "
+        "is above B, undecided otherwise; with --gap/--time-budget, refinement stops once it is decided",
+    )
+    p.add_argument(
+        "--gap",
+        type=float,
+        metavar="G",
+        help="refine by the gap: cut the initial region into cells (where upper - lower matters most) until the "
+        "sound upper bound is within G of the best lower bound on the worst case (e.g. 0.02); always returns the "
+        "best bounds so far",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="S",
+        help="seconds for the whole run (refinement by the gap stops and returns its best bounds; implies refinement)",
+    )
+    p.add_argument("--max-cells", type=int, default=512, help="refinement by the gap: at most this many initial cells")
+    p.add_argument(
+        "--witness",
+        choices=("auto", "enumeration", "simulation", "none"),
+        default="auto",
+        help="how to find a start state that bounds the worst case from below: every action sequence "
+        "(enumeration, exact), simulation (one-sided confidence bound), auto (enumeration when |A|^k is small)",
+    )
+    p.add_argument(
+        "--witness-runs", type=int, default=10_000, help="simulation witness: fresh runs from the chosen start state"
+    )
+    p.add_argument(
+        "--witness-confidence",
+        type=float,
+        default=0.99,
+        help="simulation witness: confidence of its lower bound (default 0.99)",
     )
     add_fail_on_violation(p)
     p.set_defaults(run=run)
@@ -139,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
     template = read_template(args.template) if args.template else None
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         raise OptionError(f"--threshold: expected a probability in [0, 1], got {args.threshold:g}")
+    _check_two_sided(args)
     require_threshold(args, args.threshold is not None, "here: --threshold B, for P(F<=k unsafe) <= B")
     target = resolve(
         args.target, constants=args.constants, kinds=("continuous",), command="rlverify abstract", **policy_kwargs(args)
@@ -160,6 +205,13 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         refine_everywhere=not args.refine_where_action_matters,
         backend=backend,
+        gap=args.gap,
+        threshold=args.threshold,
+        time_budget=args.time_budget,
+        max_cells=args.max_cells,
+        witness=args.witness,
+        witness_runs=args.witness_runs,
+        witness_confidence=args.witness_confidence,
     )
     # progress on stderr (transient; shown only when stderr is a terminal, as for simulate), so that --json output
     # on stdout stays clean; -v also logs one line per depth
@@ -182,8 +234,8 @@ def run(args: argparse.Namespace) -> int:
             warnings=[
                 *result.warnings,
                 f"P(F<={options.horizon} unsafe) <= {args.threshold:g} is undecided: the sound upper bound "
-                f"{result.upper_bound:.6g} is above it, and an upper bound shows no violation (a smaller --phi, "
-                "--domain octagon/template or --milp always may tighten the bound)",
+                f"{result.upper_bound:.6g} is above it and no lower bound on the worst case is (--gap / --time-budget "
+                "refine until it is decided; a smaller --phi or --domain octagon/template may tighten the bound)",
             ]
         )
     code = verdict_exit_code(args, holds)
@@ -203,22 +255,26 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("value", justify="right")
     t = result.timings
     rows = [
-        ("upper bound (all initial states)", f"{result.upper_bound:.6g}"),
-        *(
-            [(f"P <= {args.threshold:g}", "holds (the sound bound is below)" if holds else "undecided (see the warning)")]
-            if args.threshold is not None
-            else []
-        ),
+        ("upper bound (all initial states)", f"{result.upper_bound:.6g} (sound)"),
+        *two_sided_rows(result),
+        *([(f"P <= {args.threshold:g}", _verdict_text(result.verdict))] if args.threshold is not None else []),
         ("domain / phi / containment", f"{options.domain} / {options.phi:g} / {'on' if options.containment else 'off'}"),
         ("refinement", "every state" if options.refine_everywhere else "where the action matters"),
         *(
             [
                 (
-                    "template directions" + (" (the system's default)" if options.template is None else ""),
-                    "; ".join("(" + ", ".join(f"{x:g}" for x in row) + ")" for row in result.template_axes),
+                    "template directions"
+                    + (
+                        " (chosen automatically)"
+                        if options.domain == "auto"
+                        else " (the system's default)"
+                        if options.template is None
+                        else ""
+                    ),
+                    "; ".join("(" + ", ".join(f"{x:.4g}" for x in row) + ")" for row in result.template_axes),
                 )
             ]
-            if options.domain == "template"
+            if options.domain in ("template", "auto")
             else []
         ),
         ("initial parts", str(len(result.parts))),
@@ -247,9 +303,57 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _check_two_sided(args: argparse.Namespace) -> None:
+    """Refuse bad --gap, --time-budget, --max-cells and witness settings, naming the option."""
+    import math
+
+    if args.gap is not None and not 0 <= args.gap <= 1:
+        raise OptionError(f"--gap: expected a probability in [0, 1], got {args.gap:g}")
+    if args.time_budget is not None and not (0 < args.time_budget < math.inf):
+        raise OptionError(f"--time-budget: expected a positive finite number of seconds, got {args.time_budget:g}")
+    if args.max_cells <= 0:
+        raise OptionError(f"--max-cells: expected a positive number of cells, got {args.max_cells}")
+    if args.witness_runs <= 0:
+        raise OptionError(f"--witness-runs: expected a positive number of runs, got {args.witness_runs}")
+    if not 0 < args.witness_confidence < 1:
+        raise OptionError(f"--witness-confidence: expected a number in (0, 1), got {args.witness_confidence:g}")
+
+
 def threshold_verdict(result: Any, threshold: float | None) -> bool | None:
-    """Whether ``P(F<=k unsafe) <= threshold`` holds by the sound upper bound: True when the bound is at most the
-    threshold, None otherwise (undecided: the abstraction bounds from above only) and without a threshold."""
+    """Whether ``P(F<=k unsafe) <= threshold`` holds: True when the sound upper bound is at most the threshold, False
+    when a lower bound on the worst case is above it (the result's verdict "unsafe (witness, ...)"), None otherwise
+    (undecided) and without a threshold."""
     if threshold is None:
         return None
-    return True if result.upper_bound <= threshold else None
+    if result.upper_bound <= threshold:
+        return True
+    verdict = getattr(result, "verdict", None)
+    return False if verdict is not None and verdict.startswith("unsafe") else None
+
+
+def _verdict_text(verdict: str | None) -> str:
+    return {
+        "safe": "holds (the sound upper bound is below)",
+        "undecided at budget": "undecided (see the warning)",
+    }.get(verdict or "", f"violated: {verdict} (a start state fails with a larger probability)")
+
+
+def two_sided_rows(result: Any) -> list[tuple[str, str]]:
+    """The lower bound, the worst witness, the gap and the refinement of ``result``, each labelled with its guarantee."""
+    rows = []
+    if result.lower_all is not None:
+        rows.append(
+            (
+                "lower bound (all initial states)",
+                f"{result.lower_all:.6g} (sound: every start state fails at least this often)",
+            )
+        )
+    w = result.worst_witness
+    if w is not None:
+        at = ", ".join(f"{name}={x:.6g}" for name, x in zip(result.variables, w.state, strict=False))
+        rows.append(("worst witness", f"{w.lower:.6g} at ({at}); {w.guarantee}"))
+    if result.gap is not None:
+        rows.append(("gap (upper - best lower bound on the worst case)", f"{result.gap:.6g}"))
+    if result.stopped is not None:
+        rows.append(("refinement by the gap", f"{result.cells:,} cells; stopped: {result.stopped}"))
+    return rows
