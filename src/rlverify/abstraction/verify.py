@@ -452,8 +452,8 @@ def _verify(
             break
         frontier = u.expand(frontier, depth, backend, expand_job)
 
+    u.finish()  # the may-fail sink, if any successor needs it: the "solving" report counts every state
     u.report(options.horizon, "solving", frontier)
-    u.finish()
     t0 = time.perf_counter()
     imdp = u.builder.build().tightened()  # validates the intervals as built, then tightens
     values, q = bounded_reachability(imdp, options.horizon, mode="maxmax")
