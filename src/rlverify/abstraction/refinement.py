@@ -299,39 +299,46 @@ def choose_split(
     w /= w.sum()
     best = (np.inf, -1, 0.0)
     flat = float(y.max() - y.min()) < 1e-9
-    for k in np.flatnonzero(splittable):
-        lo, hi = p.lo[k], p.hi[k]
+    ks = np.flatnonzero(splittable)
+    if len(ks):
+        # every splittable axis at once (one array op per step, not one per axis and step: the projections are
+        # each axis's own matrix-vector product, so every cost and cut is bit for bit the per-axis one)
+        lo, hi = p.lo[ks], p.hi[ks]
         width = hi - lo
         cmin, cmax = lo + options.min_split_fraction * width, hi - options.min_split_fraction * width
         if flat:
-            cost, c = 0.0, 0.5 * (lo + hi)
-            cost = -width / np.linalg.norm(q[k])  # widest axis first
+            costs_k = -width / np.linalg.norm(q[ks], axis=1)  # widest axis first
+            cuts_k = 0.5 * (lo + hi)
         else:
-            proj = x @ q[k]
-            order = np.argsort(proj)
-            ps, ws, ys = proj[order], w[order], yc[order]
+            proj = np.stack([x @ q[k] for k in ks], axis=1)  # (m, K)
+            order = np.argsort(proj, axis=0)
+            ps = np.take_along_axis(proj, order, axis=0)
+            ws, ys = w[order], yc[order]
             l1 = -ws * np.log(ys)  # cost of labelling a point 1 (action likely)
             l0 = -ws * np.log(1 - ys)  # cost of labelling it 0
-            c1 = np.concatenate([[0.0], np.cumsum(l1)])
-            c0 = np.concatenate([[0.0], np.cumsum(l0)])
+            zero = np.zeros((1, len(ks)))
+            c1 = np.concatenate([zero, np.cumsum(l1, axis=0)])
+            c0 = np.concatenate([zero, np.cumsum(l0, axis=0)])
             # first t points on one side (t = 1..m-1), labelled 1 (a) or 0 (b)
-            t = np.arange(1, len(ps))
-            cost_a = c1[t] + (c0[-1] - c0[t])
-            cost_b = c0[t] + (c1[-1] - c1[t])
-            costs = np.minimum(cost_a, cost_b)
-            cuts = 0.5 * (ps[t - 1] + ps[t])
+            cost_a = c1[1:-1] + (c0[-1] - c0[1:-1])
+            cost_b = c0[1:-1] + (c1[-1] - c1[1:-1])
+            costs = np.minimum(cost_a, cost_b)  # (m-1, K)
+            cuts = 0.5 * (ps[:-1] + ps[1:])
             ok = (cuts >= cmin) & (cuts <= cmax)
-            if ok.any():
-                i = int(np.argmin(np.where(ok, costs, np.inf)))
-                cost, c = float(costs[i]), float(cuts[i])
-            else:
-                # all samples lie in a sliver near a face: cut at the allowed value nearest the best cut,
-                # and charge the cost of the cut actually made
-                c = float(np.clip(cuts[int(np.argmin(costs))], cmin, cmax))
-                i = int(np.clip(np.searchsorted(ps, c), 1, len(ps) - 1)) - 1
-                cost = float(costs[i])
-        if cost < best[0]:
-            best = (cost, int(k), c)
+            pick = np.argmin(np.where(ok, costs, np.inf), axis=0)
+            # all samples in a sliver near a face: cut at the allowed value nearest the best cut, and charge the
+            # cost of the cut actually made
+            free = np.argmin(costs, axis=0)
+            cols = np.arange(len(ks))
+            inside = ok.any(axis=0)
+            cuts_k = np.where(inside, cuts[pick, cols], np.clip(cuts[free, cols], cmin, cmax))
+            sliver = free.copy()
+            for j in np.flatnonzero(~inside):
+                sliver[j] = int(np.clip(np.searchsorted(ps[:, j], cuts_k[j]), 1, len(ps) - 1)) - 1
+            costs_k = np.where(inside, costs[pick, cols], costs[np.where(inside, pick, sliver), cols])
+        j = int(np.argmin(costs_k))  # the first of equal costs, as the axes are tried in order
+        if costs_k[j] < np.inf:
+            best = (float(costs_k[j]), int(ks[j]), float(cuts_k[j]))
     if best[1] < 0:  # no axis: bisect the widest
         widest = int(np.argmax(p.widths() / np.linalg.norm(q, axis=1)))
         return widest, float(0.5 * (p.lo[widest] + p.hi[widest]))
