@@ -215,3 +215,20 @@ def test_a_shield_for_another_property_is_used_and_said(capsys, shield_file: Pat
     code, out, err = run(capsys, "verify", TARGET, "-p", 'P>=0.5 [F<=2 "goal"]', "--shield", str(shield_file), "--json")
     assert code == 0 and json.loads(out)["result"]["policy"].endswith("+ shield")
     assert f"the shield was computed for property '{PROP}'" in err
+
+
+def test_a_table_policy_need_not_list_the_states_where_nothing_is_decided(capsys, tmp_path: Path) -> None:
+    """QVBS ij.3 (public) with the uniform table `inspect --policy-template` writes: the template lists the states that
+    offer a choice, not the goal states (nothing to decide there). The shield's intervention count asked the policy
+    on every reached state and refused the table ("no entry for state ..."); verify never did."""
+    model = Path(__file__).resolve().parents[1] / "data" / "qvbs" / "ij" / "ij.3.prism"
+    template = tmp_path / "ij_pi.json"
+    assert main(["inspect", str(model), "--policy-template", str(template)]) == 0
+    capsys.readouterr()
+    prop = "P>=0.9 [ F (q1 + q2 + q3) = 1 ]"
+    code, out, err = run(capsys, "shield", str(model), "-p", prop, "--policy", str(template), "--threshold", "0", "--json")
+    assert code == 0, err
+    r = json.loads(out)["result"]
+    # Pmax is 1 from every state of ij (QVBS: stable = 1), so every action's value is 1: threshold 0 keeps them all
+    assert r["value"] == pytest.approx(1.0, abs=1e-9) and r["unshielded"] == pytest.approx(1.0, abs=1e-9)
+    assert r["intervened_states"] == 0 and r["expected_interventions"] == 0.0

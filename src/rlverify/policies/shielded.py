@@ -415,8 +415,13 @@ class ShieldedPolicy(BasePolicy):
         policy's argmax action, first on ties, else 0), and ``(N,)`` bool where it falls back to the best kept
         actions (the policy puts no mass on a kept action)."""
         states = np.asarray(states, dtype=np.float64)
-        probs = self.inner.action_probabilities(states[:, self._inner_columns])
         rows = self.shield.rows(np.rint(states).astype(np.int64))
+        # the policy is asked only where the shield decides: a state with nothing to choose (a target, a deadlock)
+        # is no question for it, and a table policy need not list it
+        covered = np.flatnonzero(rows >= 0)
+        probs = np.zeros((len(states), len(self.actions)))
+        if len(covered):
+            probs[covered] = self.inner.action_probabilities(states[covered][:, self._inner_columns])
         _, removed, fallback = self.shield.apply(probs, rows, self.actions)
         if deterministic and len(probs):
             top = np.zeros_like(probs)
