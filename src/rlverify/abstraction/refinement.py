@@ -333,8 +333,8 @@ def choose_split(
             inside = ok.any(axis=0)
             cuts_k = np.where(inside, cuts[pick, cols], np.clip(cuts[free, cols], cmin, cmax))
             sliver = free.copy()
-            for j in np.flatnonzero(~inside):
-                sliver[j] = int(np.clip(np.searchsorted(ps[:, j], cuts_k[j]), 1, len(ps) - 1)) - 1
+            for col in np.flatnonzero(~inside):
+                sliver[col] = int(np.clip(np.searchsorted(ps[:, col], cuts_k[col]), 1, len(ps) - 1)) - 1
             costs_k = np.where(inside, costs[pick, cols], costs[np.where(inside, pick, sliver), cols])
         j = int(np.argmin(costs_k))  # the first of equal costs, as the axes are tried in order
         if costs_k[j] < np.inf:
