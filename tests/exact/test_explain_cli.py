@@ -82,3 +82,26 @@ def test_an_existing_tree_file_is_not_overwritten_without_force(tmp_path: Path, 
     code = main(["explain", "running-example-v1", "-p", PROP, "--parts", "tree", "--save-tree", str(tree)])
     err = capsys.readouterr().err
     assert code == 2 and "tree.json" in err and "--force" in err and tree.read_text() == "mine"
+
+
+def test_a_table_policy_without_answers_for_perturbed_observations_skips_the_features_part(capsys, tmp_path):
+    """QVBS ij.3 (public) with the uniform table `inspect --policy-template` writes: the ±1 perturbation of q1 shows the
+    policy observations it does not list. The whole command failed with the table's own message; now the features
+    part is skipped saying why (the tree and the critical states are computed), and asked for alone it exits 2."""
+    import json
+    from pathlib import Path
+
+    from rlverify.cli.main import main
+
+    model = Path(__file__).resolve().parents[1] / "data" / "qvbs" / "ij" / "ij.3.prism"
+    table = tmp_path / "ij_pi.json"
+    assert main(["inspect", str(model), "--policy-template", str(table)]) == 0
+    capsys.readouterr()
+    args = ["explain", str(model), "-p", "P>=0.9 [ F (q1 + q2 + q3) = 1 ]", "--policy", str(table)]
+    assert main([*args, "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["result"]
+    assert r["features"] is None and "has no answer for" in r["skipped"]["features"]
+    assert r["tree"] is not None and r["critical"] is not None
+    assert main([*args, "--parts", "features"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "perturbed by ±1" in err and "--parts tree,critical" in err

@@ -8,7 +8,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from rlverify.errors import OptionError, PropertyError
+from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.exact.chain import policy_chain
 from rlverify.exact.critical import CriticalOptions, critical_states
 from rlverify.exact.explain import check_explainable
@@ -84,7 +84,12 @@ def explain_policy(
         chain = policy_chain(model, prop, policy, exact, progress=say)
     features = tree = critical = None
     if "features" in wanted:
-        features = feature_effects(model, prop, policy, dataclasses.replace(options.features, exact=exact), progress=say)
+        try:
+            features = feature_effects(model, prop, policy, dataclasses.replace(options.features, exact=exact), progress=say)
+        except PolicyError as exc:
+            if options.parts is not None or not str(exc).startswith("features: "):
+                raise
+            skipped["features"] = str(exc).removeprefix("features: ")
     if "tree" in wanted and "tree" not in skipped:
         tree = fit_tree(model, prop, policy, dataclasses.replace(options.tree, exact=exact), chain=chain, progress=say)
     if "critical" in wanted and "critical" not in skipped:

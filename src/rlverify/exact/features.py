@@ -21,10 +21,11 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from rlverify.errors import OptionError, PropertyError, did_you_mean
+from rlverify.errors import OptionError, PolicyError, PropertyError, did_you_mean
 from rlverify.exact.chain import full_mdp, policy_chain
 from rlverify.exact.options import ExactOptions, Progress, guarantee, provenance, settings
 from rlverify.exact.robust import PATHS, RobustnessOptions, feature_ranges, robustness
@@ -145,8 +146,11 @@ def feature_effects(
 
     def value(f: str, v: float) -> float:
         wrapped = FixedFeaturePolicy(policy, {f: v})
-        built = policy_chain(model, prop, wrapped, exact, mdp=full)
-        return verify_exact(model, prop, wrapped, exact, chain=built).value
+        try:
+            built = policy_chain(model, prop, wrapped, exact, mdp=full)
+            return verify_exact(model, prop, wrapped, exact, chain=built).value
+        except PolicyError as exc:
+            raise unanswerable(exc, f"with {f} fixed to {v:g}") from None
 
     effects = []
     for f in features:
@@ -163,7 +167,7 @@ def feature_effects(
                 row = dataclasses.replace(row, range_values=vals, worst_fixed=vals[at], worst_at=float(at))
         if perturb:
             say(f"feature {f}: perturbed by ±1")
-            r = robustness(
+            r = _perturbed(
                 model,
                 prop,
                 policy,
@@ -181,6 +185,7 @@ def feature_effects(
                 ),
                 chain=chain,
                 mdp=full,
+                feature=f,
             )
             row = dataclasses.replace(row, perturbed_worst=r.worst, perturbed_best=r.best)
         shown_values = dict(row.range_values or {}) | {_key(ref): row.fixed}
@@ -229,3 +234,21 @@ def _range_values(lo: float, hi: float) -> list[float]:
 
 def _key(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _perturbed(*args: Any, feature: str, **kwargs: Any) -> Any:
+    """:func:`~rlverify.exact.robust.robustness` of one feature, a policy that cannot answer named as such."""
+    try:
+        return robustness(*args, **kwargs)
+    except PolicyError as exc:
+        raise unanswerable(exc, f"with {feature} perturbed by ±1") from None
+
+
+def unanswerable(exc: PolicyError, what: str) -> PolicyError:
+    """The error of a policy asked about an observation it has no answer for (the feature's part cannot be computed):
+    what was asked, the policy's own first line, and the way out."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return PolicyError(
+        f"features: {what}, the policy is asked about observations it has no answer for ({first}); a table policy "
+        "answers only the states it lists: explain a network, or the tree and critical states (--parts tree,critical)"
+    )
