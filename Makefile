@@ -19,7 +19,7 @@ $(BASE_STAMP): pyproject.toml
 
 ## ... and what the tests need: the test tools and the extras whose code they test.
 $(STAMP): $(BASE_STAMP)
-	$(BIN)/pip install --quiet -e '.[test,torch,sb3,ray]'
+	$(BIN)/pip install --quiet -e '.[test,torch,sb3,ray,explain]'
 	@touch $(STAMP)
 
 ## Bytecode written once (an editable install compiles nothing, and PYTHONDONTWRITEBYTECODE=1 environments would
