@@ -9,12 +9,12 @@ from typing import Any
 
 from rlverify.cli.console import console, note, status
 from rlverify.cli.options import (
+    add_chain_options,
     add_env_kwargs,
     add_outputs,
     add_policy,
     add_property,
     add_target,
-    add_unavailable,
     emit,
     names,
     outputs,
@@ -71,14 +71,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "P=? is read as a bad event, and the result says so); sets the worst case "
         "over a range and the best action of a critical state",
     )
-    p.add_argument(
-        "--mode",
-        choices=("stochastic", "deterministic"),
-        default="stochastic",
-        help="follow every action with pi > 0 (default) or the argmax only",
-    )
-    add_unavailable(p)
-    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build models with more states")
+    add_chain_options(p)
     add_outputs(p, kinds=".json (the result), .png (the features' bar chart)", seed=False)
     p.set_defaults(run=run)
     return p

@@ -7,13 +7,13 @@ from typing import Any
 
 from rlverify.cli.console import console, note, print_warnings, status
 from rlverify.cli.options import (
+    add_chain_options,
     add_env_kwargs,
     add_outputs,
     add_policy,
     add_property,
     add_shield,
     add_target,
-    add_unavailable,
     apply_shield,
     outputs,
     policy_kwargs,
@@ -23,7 +23,7 @@ from rlverify.cli.output import print_envelope
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import AGGREGATES, NUMERICS, OPTIMA
+    from rlverify.exact.options import AGGREGATES, OPTIMA
 
     p = sub.add_parser(
         "map",
@@ -51,16 +51,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="draw the smallest y value at the top (as grid worlds such as FrozenLake print their rows)",
     )
-    p.add_argument(
-        "--mode",
-        choices=("stochastic", "deterministic"),
-        default="stochastic",
-        help="stochastic: all actions with pi>0 (default); deterministic: argmax only",
-    )
-    add_unavailable(p)
-    p.add_argument("--numerics", choices=NUMERICS, default="sound", help="as for verify (default sound)")
-    p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers")
-    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build larger models (default 2M)")
+    add_chain_options(p, numerics=True)
     add_outputs(p, kinds=".png (three panels: value, optimum, regret), .json (the grid)", seed=False)
     p.set_defaults(run=run)
     return p

@@ -129,6 +129,25 @@ def add_unavailable(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_chain_options(p: argparse.ArgumentParser, *, numerics: bool = False) -> None:
+    """The options of a command that builds the policy's chain: ``--mode`` (stochastic or deterministic),
+    ``--unavailable``, ``--max-states`` and (``numerics``) ``--numerics``/``--precision``, as ``rlverify verify``
+    reads them."""
+    p.add_argument(
+        "--mode",
+        choices=("stochastic", "deterministic"),
+        default="stochastic",
+        help="follow every action with pi > 0 (default) or the argmax only",
+    )
+    add_unavailable(p)
+    if numerics:
+        from rlverify.models.numerics import NUMERICS
+
+        p.add_argument("--numerics", choices=NUMERICS, default="sound", help="as rlverify verify (default sound)")
+        p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
+    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build models with more states (default 2M)")
+
+
 #: Seeds every engine takes (numpy's SeedSequence: >= 0; the simulator's counter-based keys: 64 bits; the
 #: abstraction's per-state generators and training: numpy and torch), one range for every command.
 MAX_SEED = 2**63 - 1

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, print_warnings, status, styled
 from rlverify.cli.options import (
+    add_chain_options,
     add_env_kwargs,
     add_outputs,
     add_policy,
     add_property,
     add_target,
-    add_unavailable,
     names,
     outputs,
     policy_kwargs,
@@ -62,14 +62,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--relative", action="store_true", help="with --delta: p*(1-delta) .. p*(1+delta)")
     p.add_argument("--uncertain", metavar="A,B", help="with --delta: only these action labels / command names are uncertain")
-    p.add_argument(
-        "--mode",
-        choices=("stochastic", "deterministic"),
-        default="stochastic",
-        help="follow every action with pi > 0 (default) or the argmax only",
-    )
-    add_unavailable(p)
-    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build models with more states")
+    add_chain_options(p)
     p.add_argument(
         "--max-memory",
         metavar="SIZE",

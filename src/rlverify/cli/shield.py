@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, print_warnings, status, styled
-from rlverify.cli.options import add_env_kwargs, add_policy, add_property, add_target, add_unavailable, policy_kwargs
+from rlverify.cli.options import add_chain_options, add_env_kwargs, add_policy, add_property, add_target, policy_kwargs
 from rlverify.cli.output import print_envelope
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import MAX_WORK, NUMERICS
+    from rlverify.exact.options import MAX_WORK
 
     p = sub.add_parser(
         "shield",
@@ -45,16 +45,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         metavar="K",
         help="step-bounded properties: the steps left the per-action values are computed for (default: the bound)",
     )
-    p.add_argument(
-        "--mode",
-        choices=("stochastic", "deterministic"),
-        default="stochastic",
-        help="the policy's chain: every action with pi > 0 (default) or the argmax only",
-    )
-    add_unavailable(p)
-    p.add_argument("--numerics", choices=NUMERICS, default="sound", help="as rlverify verify (default sound)")
-    p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
-    p.add_argument("--max-states", type=int, default=2_000_000, help="refuse models with more states (default 2M)")
+    add_chain_options(p, numerics=True)
     p.add_argument(
         "--max-work",
         type=float,
