@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.arrays import distinct
 from rlverify.models.dynamics import (
     ChoiceTable,
     choice_table,
@@ -171,7 +172,7 @@ def _reachable(M: sp.csr_matrix, initial: np.ndarray) -> np.ndarray:
     """``(n,)`` int64 sorted states reachable from ``initial`` along the stored entries of ``M``
     (a level-by-level search in numpy: no copy of the matrix)."""
     seen = np.zeros(M.shape[0], dtype=bool)
-    frontier = np.unique(np.asarray(initial, dtype=np.int64))
+    frontier = distinct(np.asarray(initial, dtype=np.int64))
     seen[frontier] = True
     indptr, indices = M.indptr, M.indices
     while len(frontier):
@@ -182,7 +183,7 @@ def _reachable(M: sp.csr_matrix, initial: np.ndarray) -> np.ndarray:
         # positions of all entries of the frontier's rows
         pos = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
         succ = indices[pos]
-        succ = np.unique(succ[~seen[succ]])
+        succ = distinct(succ[~seen[succ]])
         seen[succ] = True
         frontier = succ
     return np.flatnonzero(seen)

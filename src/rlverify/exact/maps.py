@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlverify.arrays import distinct
 from rlverify.errors import OptionError, PropertyError, did_you_mean
 from rlverify.exact.chain import PolicyChain, states_of
 from rlverify.exact.optimum import optimum as over_all_schedulers
@@ -347,7 +348,7 @@ def _axis(column: np.ndarray) -> np.ndarray:
     lo, hi = int(column.min()), int(column.max())
     if hi - lo + 1 <= MAX_DENSE_AXIS:
         return np.arange(lo, hi + 1, dtype=np.int64)
-    return np.unique(column).astype(np.int64)
+    return distinct(column).astype(np.int64)
 
 
 def aggregate(

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.arrays import distinct
 from rlverify.backends import BackendError, BackendOptions, import_ray, open_backend
 from rlverify.exact.ondisk import RowBlocks
 
@@ -56,7 +57,7 @@ class RayRows:
         n = local.shape[0]
         parts = partitions or max(1, int(ray.cluster_resources().get("CPU", 1)))
         want = local.indptr[0] + (local.nnz * np.arange(1, parts)) // parts
-        cuts = np.unique(np.r_[0, np.searchsorted(local.indptr, want).clip(0, n), n])
+        cuts = distinct(np.r_[0, np.searchsorted(local.indptr, want).clip(0, n), n])
         actor = ray.remote(num_cpus=0)(_Partition).options(scheduling_strategy="SPREAD")
         self.rows = list(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True))
         self.actors = [

@@ -42,6 +42,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg
 from scipy.sparse.csgraph import connected_components
 
+from rlverify.arrays import distinct
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.exact.action_values import ActionValues, action_values
 from rlverify.exact.chain import full_mdp, policy_chain
@@ -361,7 +362,7 @@ def _search(values: ActionValues, policy: Policy, certify: Any, probes: list[dic
     the tightest (0) when none does (the caller reports it)."""
     q, covered = _agent_values(values, policy.actions)
     gaps = _gaps(q, _best(q, values.optimum), values.optimum)[covered]
-    candidates = np.unique(np.concatenate([[0.0], gaps[~np.isnan(gaps)]]))
+    candidates = distinct(np.concatenate([[0.0], gaps[~np.isnan(gaps)]]))
     candidates = candidates[candidates >= 0.0]
 
     def meets(i: int) -> bool:
@@ -472,7 +473,7 @@ def _reachable(P: sp.csr_matrix, init: int) -> np.ndarray:
     seen[init] = True
     frontier = np.array([init])
     while len(frontier):
-        nxt = np.unique(P[frontier].indices)
+        nxt = distinct(P[frontier].indices)
         nxt = nxt[~seen[nxt]]
         seen[nxt] = True
         frontier = nxt

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.arrays import distinct
 from rlverify.errors import OptionError, PolicyError, RlverifyError, did_you_mean
 from rlverify.models.commands import Command, check_names, is_command_name
 from rlverify.models.explicit import ExplicitModel
@@ -423,7 +424,7 @@ def agent_actions(model: ExplicitModel) -> tuple[str, ...]:
     label_of = np.asarray(model.action_names, dtype=object)[model.choice_actions]
     by_command = decision[cs] & np.isin(label_of, list(repeated | {""})) & (model.choice_commands > 0)
     commands = sorted(
-        (model.command_names[int(c)] for c in np.unique(model.choice_commands[by_command])),
+        (model.command_names[int(c)] for c in distinct(model.choice_commands[by_command])),
         key=lambda n: [(m, int(k)) for m, _, k in (p.rpartition(":") for p in n.split("+"))],
     )
     return tuple(a for a in labels if a not in repeated) + tuple(commands)

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.arrays import distinct
+
 
 def steps_to(transitions: Any, row_groups: np.ndarray | None, target: np.ndarray, through: np.ndarray) -> np.ndarray:
     """``(S,)`` float64: the least number of steps from each state to a ``target`` state along positive transitions,
@@ -40,7 +42,7 @@ def steps_to(transitions: Any, row_groups: np.ndarray | None, target: np.ndarray
         for i in range(0, len(frontier), per_part):
             st = reverse[frontier[i : i + per_part]].indices
             st = st if owner is None else owner[st]
-            st = np.unique(st[passes[st] & np.isinf(dist[st])])
+            st = distinct(st[passes[st] & np.isinf(dist[st])])
             dist[st] = level
             found.append(st)
         frontier = np.concatenate(found)

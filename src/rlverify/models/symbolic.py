@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from rlverify.arrays import distinct
 from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
 from rlverify.models.assignments import parse_assignments
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
@@ -779,7 +780,7 @@ def ambiguous_choices(model: ExplicitModel) -> bool:
     cs = model.choice_states()
     A = len(model.action_names)
     keys = cs * A + model.choice_actions
-    if len(np.unique(keys)) != len(keys):
+    if len(distinct(keys)) != len(keys):
         return True
     unlabelled = np.array([not a for a in model.action_names], dtype=bool)[model.choice_actions]
     several = np.diff(model.row_groups) > 1

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.arrays import distinct
 from rlverify.errors import TrainingError, require
 from rlverify.gym.dynamics import MDPDynamics
 from rlverify.policies.adapters import CallablePolicy, softmax
@@ -389,7 +390,7 @@ def _curve(episodes: list[tuple[int, float, bool]], per_update: int) -> tuple[tu
     ok = np.array([e[2] for e in episodes], dtype=float)
     window = (t - 1) // per_update
     out = []
-    for w in np.unique(window):
+    for w in distinct(window):
         sel = window == w
         out.append((int((w + 1) * per_update), float(r[sel].mean()), float(ok[sel].mean())))
     return tuple(out)

@@ -77,6 +77,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.arrays import distinct
 from rlverify.errors import ConstantsError, InputFileError, ModelError, did_you_mean
 from rlverify.models.assignments import parse_assignments
 from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece, UnsafeSet
@@ -605,7 +606,7 @@ class DeclaredSystem(ContinuousSystem):
             inside = todo & region.contains(x)
             if not inside.any():
                 continue
-            for a in np.unique(act[inside]):
+            for a in distinct(act[inside]):
                 sel = inside & (act == a)
                 out[sel] = piece.maps[int(a)].evaluate(x[sel])
             todo &= ~inside

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.arrays import distinct
 from rlverify.models.explicit import ExplicitModel, to_storm
 from rlverify.models.racetrack.env import ACCELERATIONS, ACTIONS, AT_GOAL, FEATURES, RacetrackEnv, move
 
@@ -55,7 +56,7 @@ def build_racetrack_mdp(env: RacetrackEnv, start_cells: np.ndarray | None = None
 
     starts = env.start_states(cells)
     frontier = starts[starts[:, 4] == 0, :4]
-    known = np.unique(key(frontier))
+    known = distinct(key(frontier))
     frontier = frontier[np.unique(key(frontier), return_index=True)[1]]
     all_states = [frontier]
     A = len(ACCELERATIONS)
@@ -129,7 +130,7 @@ def build_racetrack_mdp(env: RacetrackEnv, start_cells: np.ndarray | None = None
     drive = start_states[:, 4] == 0
     start_index[drive] = np.searchsorted(keys, key(start_states[drive, :4]))
     start_index[start_states[:, 4] == AT_GOAL] = goal_sink
-    initial = np.unique(start_index)
+    initial = distinct(start_index)
     model = ExplicitModel(
         model_type="mdp",
         row_groups=row_groups,

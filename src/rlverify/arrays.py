@@ -1,0 +1,22 @@
+"""Array operations numpy does slowly for rlverify's arrays.
+
+This module imports only numpy: every layer may use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["distinct"]
+
+
+def distinct(values: Any) -> np.ndarray:
+    """``np.unique(values)``: the sorted distinct values of ``values`` (flattened), the same array, found by sorting.
+
+    numpy >= 2.3 answers a plain ``np.unique`` of integers through a hash table that is 10-35x slower than sorting
+    (1M distinct int64: 1.26 s vs 0.05 s; 10M: 16 s vs 0.45 s on this project's machines) and imports ``numpy.ma``
+    on first use (10 ms of every command's start). Asking for the counts takes numpy's sorting path.
+    """
+    return np.unique(values, return_counts=True)[0]

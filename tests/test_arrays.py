@@ -1,0 +1,40 @@
+"""``rlverify.arrays.distinct`` is ``np.unique`` (the same array for every input), without numpy's slow hashing path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from rlverify.arrays import distinct
+
+DTYPES = st.sampled_from([np.int64, np.int32, np.int8, np.uint16, np.float64, np.bool_])
+
+
+@given(hnp.arrays(DTYPES, hnp.array_shapes(min_dims=0, max_dims=3, max_side=40)))
+def test_distinct_is_np_unique(values):
+    expected = np.unique(values)
+    got = distinct(values)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert np.array_equal(got, expected, equal_nan=values.dtype.kind == "f")
+
+
+def test_distinct_keeps_one_nan_as_np_unique_does():
+    values = np.array([np.nan, 1.0, np.nan, -0.0, 0.0, 1.0])
+    assert np.array_equal(distinct(values), np.unique(values), equal_nan=True)
+    assert len(distinct(values)) == 3
+
+
+def test_distinct_does_not_import_numpy_ma():
+    """np.unique's hashing path imports numpy.ma on first use; distinct's does not (start-up of every command)."""
+    code = (
+        "import sys, json, numpy as np; from rlverify.arrays import distinct; "
+        "d = distinct(np.array([3, 1, 3, 2])); print(json.dumps([d.tolist(), 'numpy.ma' in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [[1, 2, 3], False]
