@@ -150,16 +150,17 @@ def test_the_policy_chain_and_the_full_mdp_are_built_once(monkeypatch):
     """Every exact section reads one stochastic chain and one full MDP (before, the report built the chain three
     times and the MDP three times: exact, risk map, robustness; optimum, risk map, paths); the timing table says so."""
     import rlverify.exact.chain as chain_module
+    import rlverify.exact.merged as merged_module  # the chain module imports merged_chain where it explores
 
     built: list[str] = []
-    for name in ("merged_chain", "build_explicit"):
-        real = getattr(chain_module, name)
+    for module, name in ((merged_module, "merged_chain"), (chain_module, "build_explicit")):
+        real = getattr(module, name)
 
         def counted(*args, _real=real, _name=name, **kwargs):
             built.append(_name if _name == "build_explicit" else f"{_name} {kwargs['mode']}")
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(chain_module, name, counted)
+        monkeypatch.setattr(module, name, counted)
     r = make_report("running-example-v1", property="reach-goal-2", options=ReportOptions(runs=200, explain=2))
     assert r.ok, r.disagreements()
     # one stochastic chain, one deterministic estimate, one full MDP; auto builds this small program's chains with

@@ -33,11 +33,13 @@ def running():
 def nothing_is_built(monkeypatch):
     """After the fixture: building a chain or an MDP fails the test."""
     import rlverify.exact.chain as chain_module
+    import rlverify.exact.merged as merged_module  # the chain module imports merged_chain where it explores
 
     def refuse(*args, **kwargs):
         pytest.fail("a chain or an MDP was built again")
 
-    return lambda: [monkeypatch.setattr(chain_module, name, refuse) for name in ("merged_chain", "build_explicit")]
+    builders = ((merged_module, "merged_chain"), (chain_module, "build_explicit"))
+    return lambda: [monkeypatch.setattr(module, name, refuse) for module, name in builders]
 
 
 def test_every_analysis_reads_the_chain_built_once(running, nothing_is_built) -> None:

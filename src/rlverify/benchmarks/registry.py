@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,7 @@ class Built:
 def data_path(*parts: str) -> Path:
     """Absolute path of a file shipped in ``rlverify/benchmarks/data`` (``"tracks/ring.track"`` or
     ``"tracks", "ring.track"``)."""
-    return Path(str(resources.files("rlverify.benchmarks").joinpath("data", *parts)))
+    return Path(__file__).resolve().parent.joinpath("data", *parts)  # as importlib.resources finds it, without zipfile
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,16 +25,17 @@ import scipy.sparse as sp
 from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError
 from rlverify.exact.checking import is_reward_bounded, solved_here
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, induced_chain, weigh
-from rlverify.exact.merged import MergedChain, Unsupported, merged_chain
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import ChoiceTable, forced_start_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory
-from rlverify.models.program import program_shape
 from rlverify.models.properties import Property, excluding_label
 from rlverify.models.symbolic import SymbolicModel, build_explicit, storm_message
 from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
+
+if TYPE_CHECKING:
+    from rlverify.exact.merged import MergedChain
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +264,8 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
         return "full", None
     if prop is not None and (prop.operator != "P" or is_reward_bounded(prop.storm_formula())):
         return "merged", None  # merged declines it, saying why
+    from rlverify.models.program import Unsupported, program_shape
+
     try:
         branching, domain = program_shape(model.program)
     except Unsupported:  # merged declines it, saying why
@@ -390,6 +393,8 @@ def _merged(
     """The chain by ``merged``, or None and why it does not apply (refused when ``merged`` was asked for by name)."""
     reason = "a reward-bounded property needs Storm's reward models" if is_reward_bounded(prop.storm_formula()) else None
     if reason is None:
+        from rlverify.exact.merged import Unsupported, merged_chain  # here: the full strategy's runs never load it
+
         say("exploring the policy's chain (merging its actions as the states are explored)")
         t = time.perf_counter()
         try:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.arrays import distinct
 from rlverify.errors import PropertyError
 from rlverify.exact.options import MAX_WORK
 from rlverify.models.numerics import NUMERICS, environment
@@ -608,7 +610,7 @@ def ranks(
             np.subtract.at(choice_need, ch, 1)
         else:
             choice_need[ch] = 0
-        ch = np.unique(ch)
+        ch = distinct(ch)
         ch = ch[choice_need[ch] <= 0]
         choice_done[ch] = True
         st = choice_state[ch]
@@ -617,7 +619,7 @@ def ranks(
             np.subtract.at(state_need, st, 1)
         else:
             state_need[st] = 0
-        st = np.unique(st)
+        st = distinct(st)
         st = st[state_need[st] <= 0]
         level += 1
         rank[st] = level
@@ -799,10 +801,10 @@ def _facts(
 
 def _on_disk(matrix: Any) -> bool:
     """Whether ``matrix`` is a chain on disk (:class:`~rlverify.exact.ondisk.RowBlocks`: read in row blocks, or
-    partitioned across Ray actors: its ``local`` rows are those on disk)."""
-    from rlverify.exact.ondisk import RowBlocks
-
-    return isinstance(getattr(matrix, "local", None), RowBlocks)
+    partitioned across Ray actors: its ``local`` rows are those on disk). Only ``--chain-dir`` makes one, after importing
+    that module: a process that has not has none (and a chain in memory does not import it)."""
+    ondisk = sys.modules.get("rlverify.exact.ondisk")
+    return ondisk is not None and isinstance(getattr(matrix, "local", None), ondisk.RowBlocks)
 
 
 def _iterate(

@@ -11,10 +11,11 @@ import dataclasses
 import functools
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,7 +37,6 @@ from rlverify.exact.checking import (
     until_sets,
 )
 from rlverify.exact.induced import STALLED_LABEL
-from rlverify.exact.ondisk import RowBlocks, unbounded_until
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.models.dynamics import untaken_message
@@ -45,6 +45,9 @@ from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, parse_property
 from rlverify.policies.base import Policy
 from rlverify.results import ExactResult
+
+if TYPE_CHECKING:
+    from rlverify.exact.ondisk import RowBlocks
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +163,7 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     estimates = dict(built.memory_estimates)
     env = environment(options.numerics, options.precision)
     signed = signed_reward(prop, chain)
-    on_disk = isinstance(chain.transitions, RowBlocks)
+    on_disk = _rows_on_disk(chain.transitions)
     if on_disk and STALLED_LABEL in chain.labels:
         raise PropertyError(
             "--chain-dir: the policy's mass stalls (unavailable actions) and the probability of stalling is computed "
@@ -202,11 +205,20 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     return _Checked(out=out, stalled=stalled, satisfied=satisfied, notes=notes, estimates=estimates)
 
 
+def _rows_on_disk(transitions: Any) -> bool:
+    """Whether a chain's rows are on disk (:class:`~rlverify.exact.ondisk.RowBlocks`; as in
+    :func:`~rlverify.exact.checking._on_disk`, a process that never imported that module has none)."""
+    ondisk = sys.modules.get("rlverify.exact.ondisk")
+    return ondisk is not None and isinstance(transitions, ondisk.RowBlocks)
+
+
 def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: ExactOptions, say: Progress) -> CheckOutcome:
     """Reachability on a chain on disk, over its row blocks (the state formulas evaluated by Storm on the chain's
     states, labels and valuations): step-bounded by :func:`~rlverify.exact.checking.bounded_until`, as in memory but
     without the unbounded value as an early stop; unbounded by :func:`~rlverify.exact.ondisk.unbounded_until`
     (graph analysis by passes over the blocks, then interval iteration)."""
+    from rlverify.exact.ondisk import unbounded_until
+
     bounded = step_bounded_sets(storm_chain, formula)
     unbounded = None if bounded is not None else until_sets(storm_chain, formula)
     if bounded is None and unbounded is None:  # refused before the build (chain.check_on_disk)
@@ -253,9 +265,7 @@ def _storm_chain(
         options.max_memory,
         "check",
         states=chain.num_states,
-        transitions=0
-        if skeleton and (prop.bound is not None or isinstance(chain.transitions, RowBlocks))
-        else chain.num_transitions,
+        transitions=0 if skeleton and (prop.bound is not None or _rows_on_disk(chain.transitions)) else chain.num_transitions,
         what="chain transitions",
         estimates=estimates,
     )

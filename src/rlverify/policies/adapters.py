@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import InputFileError, PolicyError, require
-from rlverify.policies import sb3zip
 from rlverify.policies.base import BasePolicy, numeric_output
 from rlverify.policies.formats import (
     check_output_kind,
@@ -500,6 +499,8 @@ class SB3Policy(BasePolicy):
         threads: int = DEFAULT_POLICY_THREADS,
         name: str | None = None,
     ) -> None:
+        from rlverify.policies import sb3zip  # here: reading zips (zipfile) is for SB3 policies only
+
         is_file = isinstance(source, (str, Path))
         super().__init__(features, actions, name=name or (str(source) if is_file else model_name(source)))
         self.threads = check_threads(threads, "threads")
@@ -523,6 +524,8 @@ class SB3Policy(BasePolicy):
 
     def _load_trusted(self, path: Path) -> None:
         """Load with SB3's own loader (it unpickles ``data``: runs whatever code the file carries)."""
+        from rlverify.policies import sb3zip
+
         data = sb3zip.read_data(path)
         module, _ = sb3zip.policy_class(data, path)
         known = module in sb3zip.SB3_POLICY_MODULES or module.startswith("sb3_contrib.common.recurrent")
@@ -550,6 +553,8 @@ class SB3Policy(BasePolicy):
 
     def _adopt(self, model: Any, algorithm: str, where: str) -> None:
         """Take the SB3 model object ``model`` (of ``algorithm``) as this policy: its own policy computes."""
+        from rlverify.policies import sb3zip
+
         self.algorithm = algorithm
         self._model = model
         self._space = sb3zip.space_of(model.observation_space, Path(where))
@@ -601,6 +606,8 @@ class SB3Policy(BasePolicy):
 
     def _safe_forward(self, states: np.ndarray) -> Any:
         """The rebuilt network's raw outputs (logits or Q-values), a float32 tensor, for ``(N, d)`` observations."""
+        from rlverify.policies import sb3zip
+
         with self._torch.no_grad():
             return self._net(sb3zip.encode(states, self._space, self._torch))
 
