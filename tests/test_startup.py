@@ -296,10 +296,10 @@ def test_mypy_sees_the_lazy_api_with_its_types(tmp_path):
     out = done.stdout
     assert done.returncode == 0, out
     revealed = [line.split("Revealed type is ", 1)[1] for line in out.splitlines() if "Revealed type is" in line]
-    assert revealed[0] == '"rlverify.results.StatisticalResult"'
+    assert revealed[0] == '"rlverify.results.statistical.StatisticalResult"'
     assert revealed[1].endswith('-> rlverify.crosscheck.Agreement"')
-    assert revealed[2].endswith('-> rlverify.results.RiskMap"')
-    assert revealed[3].endswith('-> rlverify.results.AbstractionResult"')
+    assert revealed[2].endswith('-> rlverify.results.maps.RiskMap"')
+    assert revealed[3].endswith('-> rlverify.results.abstraction.AbstractionResult"')
 
 
 NUMPY_EXTRAS = ("f2py", "testing", "ma", "polynomial", "matlib", "ctypeslib")
@@ -354,3 +354,67 @@ except RuntimeError as e:
 print(json.dumps(log))
 """
     assert loaded_after(code) == ["before", "undo 7", "broken on purpose"]
+
+
+def test_metadata_directories_are_found_as_importlib_metadata_finds_them(tmp_path, monkeypatch):
+    """The directory scan that spares every command importlib.metadata's imports agrees with importlib.metadata on
+    normalised names, the first entry along ``sys.path`` winning, egg-info directories and absent packages."""
+    import importlib.metadata as md
+
+    from rlverify.results import _metadata_directories, _MetadataDirectory, _version
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    made = {
+        first / "Foo_Bar-1.2.dist-info": "Foo-Bar",
+        second / "foo_bar-9.9.dist-info": "foo-bar",
+        second / "zope.interface-3.0.egg-info": "zope.interface",
+        second / "Other-0.1.dist-info": "Other",
+    }
+    for directory, name in made.items():
+        directory.mkdir(parents=True)
+        version = directory.name.rpartition(".")[0].partition("-")[2]
+        meta = "METADATA" if directory.name.endswith("dist-info") else "PKG-INFO"
+        (directory / meta).write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nbody\n")
+    monkeypatch.setattr("sys.path", [str(tmp_path / "missing"), str(first), str(second)])
+    asked = ("foo.bar", "zope-interface", "absent")
+    found = _metadata_directories(asked)
+    assert set(found) == {"foo.bar", "zope-interface"}
+    for package in ("foo.bar", "zope-interface"):
+        assert _version(_MetadataDirectory(found[package])) == md.version(package)
+    assert md.version("foo.bar") == "1.2"  # the first along sys.path, as the scan found
+    with pytest.raises(md.PackageNotFoundError):
+        md.version("absent")
+
+
+def test_a_command_does_not_import_importlib_metadata():
+    """Recording the versions reads the metadata directories directly (importlib.metadata costs ~20 ms of imports)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from rlverify.results import versions; v = versions(); "
+        "print('importlib.metadata' in sys.modules, sorted(v))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(None, 1)
+    assert out[0] == "False" and "'numpy'" in out[1] and "'rlverify'" in out[1]
+
+
+def test_the_cli_collects_cycles_coarsely_and_restores_the_callers_thresholds():
+    """A small verification ran ~100 collections at Python's default thresholds (~30 ms of 0.7 s of start-up);
+    under ``main`` a handful; the caller's thresholds come back after (main may run inside a notebook)."""
+    code = (
+        "import gc, json, io, contextlib\n"
+        "from rlverify.cli.main import main\n"
+        "gc.set_threshold(700, 10, 10); n = [0]\n"
+        "gc.callbacks.append(lambda phase, info: n.__setitem__(0, n[0] + (phase == 'start')))\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    code = main(['verify', 'running-example-v1', '-p', 'reach-goal-2', '--json'])\n"
+        "print(json.dumps([code, n[0], gc.get_threshold(), json.loads(out.getvalue())['result']['value']]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    code_, collections, thresholds, value = json.loads(done.stdout.strip().splitlines()[-1])
+    # by hand (tests/test_running_example.py): 0.3 * (0.2 * 0.5 * 0.8 + 0.8)
+    assert code_ == 0 and value == pytest.approx(0.3 * (0.2 * 0.5 * 0.8 + 0.8), abs=1e-12)
+    assert collections <= 5, collections
+    assert thresholds == [700, 10, 10]
