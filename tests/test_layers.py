@@ -14,7 +14,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "rlverify"
 
 BOTTOM = {"models", "policies"}
-SHARED = {"backends"}  # root modules every engine may use (like errors, results): they import no engine
+SHARED = {"backends", "confidence"}  # root modules every engine may use (like errors, results): they import no engine
 #: root modules below everything, importable from models/ and policies/ up: they import only rlverify.errors
 FOUNDATION = {"errors", "files", "lazy", "imports", "arrays"}
 ENGINES = {"exact", "abstraction", "statistical"}
