@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from rlverify.abstraction.containment import VisitedIndex
+from rlverify.abstraction.containment import PendingLookups, VisitedIndex
 
 
 def linear_scan(lo, hi, depth, ids, qlo, qhi, max_depth):
@@ -36,3 +37,122 @@ def test_index_matches_linear_scan():
         assert index.find(qlo, qhi, d) == expected
         found += expected is not None
     assert found > 200
+
+
+class ReferenceIndex:
+    """The index as it was before batching (one state added and one query answered at a time): the reference the
+    batched lookups must match exactly, ties included."""
+
+    def __init__(self, k, cell, max_cells=256):
+        self.k, self.g = k, min(2, k)
+        self.cell = np.asarray(cell, dtype=np.float64)[: self.g]
+        self.max_cells = max_cells
+        self.lo, self.hi, self.depth, self.ids = [], [], [], []
+        self.grid, self.large = {}, []
+
+    def _cells(self, v):
+        return np.floor(v[: self.g] / self.cell).astype(np.int64)
+
+    def add(self, state, lo, hi, depth):
+        i = len(self.ids)
+        self.lo.append(np.array(lo, dtype=float))
+        self.hi.append(np.array(hi, dtype=float))
+        self.depth.append(depth)
+        self.ids.append(state)
+        c0, c1 = self._cells(lo), self._cells(hi)
+        if not np.isfinite(lo).all() or int(np.prod(c1 - c0 + 1)) > self.max_cells:
+            self.large.append(i)
+            return
+        ranges = [range(int(a), int(b) + 1) for a, b in zip(c0, c1, strict=True)]
+        keys = [(a,) for a in ranges[0]] if self.g == 1 else [(a, b) for a in ranges[0] for b in ranges[1]]
+        for key in keys:
+            self.grid.setdefault(key, []).append(i)
+
+    def find(self, lo, hi, max_depth):
+        cand = self.grid.get(tuple(int(c) for c in self._cells(lo)), []) + self.large
+        if not cand:
+            return None
+        idx = np.asarray(cand, dtype=np.int64)
+        vlo, vhi = np.array([self.lo[i] for i in cand]), np.array([self.hi[i] for i in cand])
+        dep = np.array([self.depth[i] for i in cand])
+        m = (dep <= max_depth) & (vlo <= lo).all(axis=1) & (hi <= vhi).all(axis=1)
+        if not m.any():
+            return None
+        idx = idx[m]
+        size = (vhi[m] - vlo[m]).sum(axis=1)
+        return self.ids[int(idx[int(np.argmin(size))])]
+
+
+def _boxes(rng, n, k, integral):
+    """Random template bounds; with ``integral``, on a coarse lattice so that sizes tie and sets repeat often."""
+    if integral:
+        lo = rng.integers(-6, 6, size=(n, k)).astype(float)
+        hi = lo + rng.integers(0, 5, size=(n, k))
+        huge = rng.random(n) < 0.02  # a few far larger than max_cells cells: the separate list
+        lo[huge] -= 40.0
+        hi[huge] += 40.0
+        return lo, hi
+    centre = rng.normal(size=(n, k)) * 3
+    width = rng.exponential(1.0, size=(n, k)) * rng.choice([0.1, 1.0, 30.0], size=(n, 1))
+    return centre - width, centre + width
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("integral", [True, False])
+def test_batched_lookups_answer_as_the_one_at_a_time_index_ties_and_repeats_included(k, integral):
+    """A frontier's successors resolved in order (each either found in the index or, when not, added to it unless a
+    budget refuses it) get exactly the answers of the old one-at-a-time index, the ties between equal sizes broken
+    the same way, and the index afterwards answers like the old one."""
+    rng = np.random.default_rng(k * 10 + integral)
+    cell = np.full(k, 1.3)
+    new, ref = VisitedIndex(k, cell, max_cells=16), ReferenceIndex(k, cell, max_cells=16)
+    next_state, answered = 100, 0
+    for depth in range(1, 6):
+        if depth == 1:  # an initial population
+            lo, hi = _boxes(rng, 150, k, integral)
+            for i in range(len(lo)):
+                new.add(next_state, lo[i], hi[i], 0)
+                ref.add(next_state, lo[i], hi[i], 0)
+                next_state += 1
+        lo, hi = _boxes(rng, 400, k, integral)
+        pick = rng.integers(0, len(lo), size=150)  # repeats of earlier queries, and shrunken copies
+        lo = np.vstack([lo, lo[pick], lo[pick] + 0.25 * (hi[pick] - lo[pick])])
+        hi = np.vstack([hi, hi[pick], hi[pick] - 0.25 * (hi[pick] - lo[pick])])
+        order = rng.permutation(len(lo))
+        lo, hi = lo[order], hi[order]
+        qdepth = np.full(len(lo), depth)
+        qdepth[rng.random(len(lo)) < 0.1] = depth - 1  # a few looked up at a smaller depth
+        lookups = PendingLookups(new, lo, hi, qdepth)
+        budget = int(rng.integers(len(lo) // 2, len(lo) + 1))  # from this query on, no state is made (it never comes back)
+        for q in range(len(lo)):
+            expected = ref.find(lo[q], hi[q], int(qdepth[q]))
+            assert lookups.find(q) == expected, (depth, q)
+            answered += expected is not None
+            if expected is None and q < budget:
+                lookups.add(q, next_state)
+                ref.add(next_state, lo[q], hi[q], int(qdepth[q]))
+                next_state += 1
+        lookups.commit()
+        assert new.n == len(ref.ids)
+        qlo, qhi = _boxes(rng, 200, k, integral)
+        got = new.find_many(qlo, qhi, depth)
+        for q in range(len(qlo)):
+            expected = ref.find(qlo[q], qhi[q], depth)
+            assert (None if got[q] < 0 else int(new.ids[got[q]])) == expected
+    assert answered > 200
+
+
+def test_a_query_inside_a_visited_state_or_repeating_an_earlier_one_cannot_join_the_index():
+    index = VisitedIndex(2, np.ones(2))
+    index.add(7, np.array([0.0, 0.0]), np.array([4.0, 4.0]), 0)
+    lo = np.array([[1.0, 1.0], [5.0, 5.0], [5.0, 5.0]])
+    hi = np.array([[2.0, 2.0], [6.0, 6.0], [6.0, 6.0]])
+    lookups = PendingLookups(index, lo, hi, np.array([1, 1, 1]))
+    assert lookups.find(0) == 7
+    with pytest.raises(RuntimeError, match="query 0"):
+        lookups.add(0, 8)
+    assert lookups.find(1) is None
+    lookups.add(1, 8)
+    assert lookups.find(2) == 8
+    with pytest.raises(RuntimeError, match="query 2"):
+        lookups.add(2, 9)
