@@ -383,28 +383,8 @@ class Polytope:
         return support(aa, bb, aa[:1]) is not None
 
     def split(self, axis: int, value: float) -> tuple[Polytope | None, Polytope | None]:
-        """Split along template axis ``axis`` at ``Q[axis] . x = value`` into two tight polytopes."""
-        hi = self.hi.copy()
-        hi[axis] = value
-        lo = self.lo.copy()
-        lo[axis] = value
-        t = self.template
-        if t.n != 2 or t.kind == "box":
-            return Polytope(t, self.lo.copy(), hi).tightened(), Polytope(t, lo, self.hi.copy()).tightened()
-        # 2-D: :meth:`tightened` of both sides, their vertices enumerated at once
-        dirs = np.vstack([t.axes, -t.axes])
-        sides = ((self.lo, hi), (lo, self.hi))
-        pts, feasible = pairwise_vertices_2d(dirs, np.array([np.concatenate([s_hi, -s_lo]) for s_lo, s_hi in sides]))
-        out: list[Polytope | None] = []
-        for (side_lo, side_hi), pp, ff in zip(sides, pts, feasible, strict=True):
-            v = pp[ff]
-            if len(v) == 0:
-                out.append(None)
-                continue
-            sup = (v @ dirs.T).max(axis=0)
-            tlo, thi = pad(-sup[t.k :], sup[: t.k])
-            out.append(Polytope(t, np.maximum(tlo, side_lo), np.minimum(thi, side_hi)))
-        return out[0], out[1]
+        """Split along template axis ``axis`` at ``Q[axis] . x = value`` into two tight polytopes (None: empty)."""
+        return split_many([self], [axis], [value])[0]
 
     def tightened(self) -> Polytope | None:
         """The tight form (every bound attained, padded), or ``None`` if the polytope is empty."""
@@ -481,6 +461,47 @@ def cache_support_points(polys: Sequence[Polytope]) -> None:
                 v = pp[ff]
                 v.flags.writeable = False
                 object.__setattr__(p, "_points", v)
+
+
+def split_many(
+    polys: Sequence[Polytope], axes: Sequence[int], values: Sequence[float]
+) -> list[tuple[Polytope | None, Polytope | None]]:
+    """:meth:`Polytope.split` of ``polys[i]`` along ``axes[i]`` at ``values[i]``: the tight form (:meth:`Polytope.tightened`)
+    of both sides; in 2-D (other than boxes) the vertices of every side of a template enumerated at once, each
+    side's bounds the maxima over its own feasible points (bit for bit those of one polytope at a time)."""
+    out: list[tuple[Polytope | None, Polytope | None]] = [(None, None)] * len(polys)
+    groups: dict[int, list[int]] = {}
+    sides: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for i, (p, axis, value) in enumerate(zip(polys, axes, values, strict=True)):
+        hi = p.hi.copy()
+        hi[axis] = value
+        lo = p.lo.copy()
+        lo[axis] = value
+        sides.append((p.lo, hi, lo, p.hi))
+        t = p.template
+        if t.n != 2 or t.kind == "box":
+            out[i] = (Polytope(t, p.lo.copy(), hi).tightened(), Polytope(t, lo, p.hi.copy()).tightened())
+        else:
+            groups.setdefault(id(t), []).append(i)
+    for group in groups.values():
+        t = polys[group[0]].template
+        dirs = np.vstack([t.axes, -t.axes])
+        k = t.k
+        for start in range(0, len(group), _CHUNK // 2):
+            chunk = group[start : start + _CHUNK // 2]
+            # rows 2j, 2j+1: the lower and upper side of chunk[j], as constraints[1]
+            b = np.array([np.concatenate([s_hi, -s_lo]) for i in chunk for s_lo, s_hi in (sides[i][:2], sides[i][2:])])
+            pts, feasible = pairwise_vertices_2d(dirs, b)
+            vals = np.where(feasible[:, :, None], pts @ dirs.T, -np.inf).max(axis=1)  # (2G, 2k)
+            met = feasible.any(axis=1)
+            with np.errstate(invalid="ignore"):  # an empty side: -inf bounds, not used
+                tlo, thi = pad(-vals[:, k:], vals[:, :k])
+            for j, i in enumerate(chunk):
+                pair: list[Polytope | None] = []
+                for r, (s_lo, s_hi) in ((2 * j, sides[i][:2]), (2 * j + 1, sides[i][2:])):
+                    pair.append(Polytope(t, np.maximum(tlo[r], s_lo), np.minimum(thi[r], s_hi)) if met[r] else None)
+                out[i] = (pair[0], pair[1])
+    return out
 
 
 def sample_many(
