@@ -6,82 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlverify.abstraction.domains import Polytope, Template, pad, pairwise_vertices_2d, split_many
+from rlverify.abstraction.domains import Template, split_many
 from rlverify.abstraction.refinement import RefinementOptions, choose_split_many
-
-
-def reference_choose_split(p, x, y, splittable, options):
-    """choose_split as it was before batching (one polytope, every splittable axis at once)."""
-    q = p.template.axes
-    eps = 1e-7
-    yc = np.clip(y, eps, 1 - eps)
-    bins = np.minimum((yc * options.bins).astype(int), options.bins - 1)
-    counts = np.bincount(bins, minlength=options.bins)
-    w = 1.0 / counts[bins]
-    w /= w.sum()
-    best = (np.inf, -1, 0.0)
-    flat = float(y.max() - y.min()) < 1e-9
-    ks = np.flatnonzero(splittable)
-    if len(ks):
-        lo, hi = p.lo[ks], p.hi[ks]
-        width = hi - lo
-        cmin, cmax = lo + options.min_split_fraction * width, hi - options.min_split_fraction * width
-        if flat:
-            costs_k = -width / np.linalg.norm(q[ks], axis=1)
-            cuts_k = 0.5 * (lo + hi)
-        else:
-            proj = np.stack([x @ q[k] for k in ks], axis=1)
-            order = np.argsort(proj, axis=0)
-            ps = np.take_along_axis(proj, order, axis=0)
-            ws, ys = w[order], yc[order]
-            l1 = -ws * np.log(ys)
-            l0 = -ws * np.log(1 - ys)
-            zero = np.zeros((1, len(ks)))
-            c1 = np.concatenate([zero, np.cumsum(l1, axis=0)])
-            c0 = np.concatenate([zero, np.cumsum(l0, axis=0)])
-            cost_a = c1[1:-1] + (c0[-1] - c0[1:-1])
-            cost_b = c0[1:-1] + (c1[-1] - c1[1:-1])
-            costs = np.minimum(cost_a, cost_b)
-            cuts = 0.5 * (ps[:-1] + ps[1:])
-            ok = (cuts >= cmin) & (cuts <= cmax)
-            pick = np.argmin(np.where(ok, costs, np.inf), axis=0)
-            free = np.argmin(costs, axis=0)
-            cols = np.arange(len(ks))
-            inside = ok.any(axis=0)
-            cuts_k = np.where(inside, cuts[pick, cols], np.clip(cuts[free, cols], cmin, cmax))
-            sliver = free.copy()
-            for col in np.flatnonzero(~inside):
-                sliver[col] = int(np.clip(np.searchsorted(ps[:, col], cuts_k[col]), 1, len(ps) - 1)) - 1
-            costs_k = np.where(inside, costs[pick, cols], costs[np.where(inside, pick, sliver), cols])
-        j = int(np.argmin(costs_k))
-        if costs_k[j] < np.inf:
-            best = (float(costs_k[j]), int(ks[j]), float(cuts_k[j]))
-    if best[1] < 0:
-        widest = int(np.argmax(p.widths() / np.linalg.norm(q, axis=1)))
-        return widest, float(0.5 * (p.lo[widest] + p.hi[widest]))
-    return best[1], best[2]
-
-
-def reference_split(p, axis, value):
-    """Polytope.split as it was before batching (2-D, not a box)."""
-    hi = p.hi.copy()
-    hi[axis] = value
-    lo = p.lo.copy()
-    lo[axis] = value
-    t = p.template
-    dirs = np.vstack([t.axes, -t.axes])
-    sides = ((p.lo, hi), (lo, p.hi))
-    pts, feasible = pairwise_vertices_2d(dirs, np.array([np.concatenate([s_hi, -s_lo]) for s_lo, s_hi in sides]))
-    out = []
-    for (side_lo, side_hi), pp, ff in zip(sides, pts, feasible, strict=True):
-        v = pp[ff]
-        if len(v) == 0:
-            out.append(None)
-            continue
-        sup = (v @ dirs.T).max(axis=0)
-        tlo, thi = pad(-sup[t.k :], sup[: t.k])
-        out.append(Polytope(t, np.maximum(tlo, side_lo), np.minimum(thi, side_hi)))
-    return out[0], out[1]
+from tests.abstraction.reference_batching import reference_choose_split, reference_split
 
 
 def _polytopes(rng, kind, count):
@@ -135,3 +62,41 @@ def test_splitting_many_polytopes_at_once_gives_the_sides_of_one_at_a_time():
                     assert np.array_equal(side.lo, expected.lo) and np.array_equal(side.hi, expected.hi)
         empty += sum(side is None for side in expected_sides)
     assert empty > 20  # cuts outside the polytope leave one side empty
+
+
+def test_the_batched_abstraction_is_the_one_polytope_at_a_time_abstraction(monkeypatch):
+    """End to end: the bouncing ball's abstraction (octagons, containment, k = 10) built with the
+    batched splits and containment search is, array for array, the one built with the old per-polytope code (the
+    references put in their place), and so is its bound."""
+    from rlverify.abstraction import AbstractionOptions, verify_abstraction
+    from rlverify.abstraction import refinement as refinement_module
+    from rlverify.abstraction import verify as verify_module
+    from rlverify.benchmarks.registry import make
+    from tests.abstraction.reference_batching import ReferenceIndex
+
+    system = make("bouncing-ball-v1")
+    opts = AbstractionOptions(horizon=10, domain="octagon", phi=0.1, containment=True, initial="small")
+    batched = verify_abstraction(system.model(), system.policies["ppo"], opts)
+
+    def one_at_a_time_cuts(polys, xs, ys, splittables, options):
+        return [reference_choose_split(*item, options) for item in zip(polys, xs, ys, splittables, strict=True)]
+
+    def one_at_a_time_sides(polys, axes, values):
+        return [reference_split(p, int(a), float(v)) for p, a, v in zip(polys, axes, values, strict=True)]
+
+    def one_at_a_time_successors(self, successors, depth):
+        return [self.successor_state(sp, unsafe, depth, sure=sure) for sp, unsafe, sure in successors]
+
+    monkeypatch.setattr(refinement_module, "choose_split_many", one_at_a_time_cuts)
+    monkeypatch.setattr(refinement_module, "split_many", one_at_a_time_sides)
+    monkeypatch.setattr(verify_module, "VisitedIndex", ReferenceIndex)
+    monkeypatch.setattr(verify_module._Unfolding, "successor_states", one_at_a_time_successors)
+    reference = verify_abstraction(system.model(), system.policies["ppo"], opts)
+
+    assert batched.n_containment_merges > 500 and batched.n_polyhedra > 2000  # containment and refinement at work
+    assert (batched.upper_bound, batched.lower_all) == (reference.upper_bound, reference.lower_all)
+    for name in ("n_abstract_states", "n_polyhedra", "n_containment_merges", "n_shared_successors", "n_choices"):
+        assert getattr(batched, name) == getattr(reference, name), name
+    for name in ("fail", "choice_state", "trans_choice", "trans_target", "trans_lo", "trans_hi", "sure_fail"):
+        assert np.array_equal(getattr(batched.imdp, name), getattr(reference.imdp, name)), name
+    assert batched.parts == reference.parts

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rlverify.abstraction.containment import PendingLookups, VisitedIndex
+from tests.abstraction.reference_batching import ReferenceIndex
 
 
 def linear_scan(lo, hi, depth, ids, qlo, qhi, max_depth):
@@ -37,50 +38,6 @@ def test_index_matches_linear_scan():
         assert index.find(qlo, qhi, d) == expected
         found += expected is not None
     assert found > 200
-
-
-class ReferenceIndex:
-    """The index as it was before batching (one state added and one query answered at a time): the reference the
-    batched lookups must match exactly, ties included."""
-
-    def __init__(self, k, cell, max_cells=256):
-        self.k, self.g = k, min(2, k)
-        self.cell = np.asarray(cell, dtype=np.float64)[: self.g]
-        self.max_cells = max_cells
-        self.lo, self.hi, self.depth, self.ids = [], [], [], []
-        self.grid, self.large = {}, []
-
-    def _cells(self, v):
-        return np.floor(v[: self.g] / self.cell).astype(np.int64)
-
-    def add(self, state, lo, hi, depth):
-        i = len(self.ids)
-        self.lo.append(np.array(lo, dtype=float))
-        self.hi.append(np.array(hi, dtype=float))
-        self.depth.append(depth)
-        self.ids.append(state)
-        c0, c1 = self._cells(lo), self._cells(hi)
-        if not np.isfinite(lo).all() or int(np.prod(c1 - c0 + 1)) > self.max_cells:
-            self.large.append(i)
-            return
-        ranges = [range(int(a), int(b) + 1) for a, b in zip(c0, c1, strict=True)]
-        keys = [(a,) for a in ranges[0]] if self.g == 1 else [(a, b) for a in ranges[0] for b in ranges[1]]
-        for key in keys:
-            self.grid.setdefault(key, []).append(i)
-
-    def find(self, lo, hi, max_depth):
-        cand = self.grid.get(tuple(int(c) for c in self._cells(lo)), []) + self.large
-        if not cand:
-            return None
-        idx = np.asarray(cand, dtype=np.int64)
-        vlo, vhi = np.array([self.lo[i] for i in cand]), np.array([self.hi[i] for i in cand])
-        dep = np.array([self.depth[i] for i in cand])
-        m = (dep <= max_depth) & (vlo <= lo).all(axis=1) & (hi <= vhi).all(axis=1)
-        if not m.any():
-            return None
-        idx = idx[m]
-        size = (vhi[m] - vlo[m]).sum(axis=1)
-        return self.ids[int(idx[int(np.argmin(size))])]
 
 
 def _boxes(rng, n, k, integral):

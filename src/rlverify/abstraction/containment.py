@@ -270,7 +270,9 @@ class PendingLookups:
         the one-at-a-time index.
         """
         if not self.eligible[q]:
-            raise RuntimeError(f"internal error: query {q} added to the visited index while it repeats or lies in a visited state")
+            raise RuntimeError(
+                f"internal error: query {q} added to the visited index while it repeats or lies in a visited state"
+            )
         self.position[q] = self.index.n + len(self.added)
         self.added.append((q, state))
 

@@ -259,7 +259,9 @@ def _serve(
     if splits:
         t0 = time.perf_counter()
         needs = list(splits.values())
-        cuts = choose_split_many([n.poly for n in needs], [n.x for n in needs], [n.y for n in needs], [n.splittable for n in needs], options)
+        cuts = choose_split_many(
+            [n.poly for n in needs], [n.x for n in needs], [n.y for n in needs], [n.splittable for n in needs], options
+        )
         sides = split_many([n.poly for n in needs], [a for a, _ in cuts], [v for _, v in cuts])
         answers.update(zip(splits, sides, strict=True))
         stats.refine_time += time.perf_counter() - t0
