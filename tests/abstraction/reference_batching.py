@@ -124,3 +124,18 @@ def reference_split(p, axis, value):
         tlo, thi = pad(-sup[t.k :], sup[: t.k])
         out.append(Polytope(t, np.maximum(tlo, side_lo), np.minimum(thi, side_hi)))
     return out[0], out[1]
+
+
+def reference_starting_point(p):
+    """A polytope's (2-D, non-empty) vertices, interior point and extra sample points as computed one polytope at a
+    time before batching (Polytope.vertices, Polytope.interior_point and the start of sample_many)."""
+    a, b = p.constraints
+    pts, feasible = pairwise_vertices_2d(a, np.asarray(b, dtype=np.float64)[None, :])
+    v = pts[0][feasible[0]]
+    c = v.mean(axis=0)
+    v = v[np.argsort(np.arctan2(v[:, 1] - c[1], v[:, 0] - c[0]))]
+    x0 = v.mean(axis=0)
+    extra = x0 + (v - x0) * (1.0 - 1e-7)
+    proj = extra @ p.template.axes.T
+    extra = extra[((proj >= p.lo - 0.0) & (proj <= p.hi + 0.0)).all(axis=1)]
+    return v, x0, extra

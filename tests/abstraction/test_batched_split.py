@@ -100,3 +100,53 @@ def test_the_batched_abstraction_is_the_one_polytope_at_a_time_abstraction(monke
     for name in ("fail", "choice_state", "trans_choice", "trans_target", "trans_lo", "trans_hi", "sure_fail"):
         assert np.array_equal(getattr(batched.imdp, name), getattr(reference.imdp, name)), name
     assert batched.parts == reference.parts
+
+
+def test_generators_made_when_first_needed_give_the_parts_of_generators_made_up_front():
+    """refine_many with a function making polytope i's generator (only for the polytopes that get sampled) refines
+    exactly as with the generators made beforehand, and makes none for a polytope accepted without samples."""
+    from rlverify.abstraction.network_bounds import NetworkBounder
+    from rlverify.abstraction.refinement import refine_many
+    from rlverify.policies.mlp import MLP
+
+    bounder = NetworkBounder(MLP.random((2, 16, 16, 2), seed=5))
+    t = Template.named("octagon", ("a", "b"))
+    rng = np.random.default_rng(6)
+    polys = [t.hull(rng.normal(size=(4, 2)) * s + rng.normal(size=2)) for s in np.geomspace(1e-4, 1.0, 12)]
+    opts = RefinementOptions(phi=0.2, min_width=1e-2, samples=100)
+    made: list[int] = []
+
+    def make(i):
+        made.append(i)
+        return np.random.default_rng([1, i])
+
+    lazy = refine_many(polys, bounder, opts, make)
+    upfront = refine_many(polys, bounder, opts, [np.random.default_rng([1, i]) for i in range(len(polys))])
+    assert len(made) == len(set(made)) and 0 < len(made) < len(polys)  # the tiny polytopes were never sampled
+    for got, expected in zip(lazy, upfront, strict=True):
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected, strict=True):
+            assert np.array_equal(a.polytope.lo, b.polytope.lo) and np.array_equal(a.polytope.hi, b.polytope.hi)
+            assert np.array_equal(a.bounds.lower, b.bounds.lower) and np.array_equal(a.bounds.upper, b.bounds.upper)
+
+
+def test_vertices_and_starting_points_of_many_polytopes_at_once_are_those_of_one_at_a_time():
+    """The vertices (sorted by angle), interior points and extra hit-and-run points of many polytopes computed at
+    once (sample_many's start) are bit for bit those computed one polytope at a time before batching."""
+    from rlverify.abstraction.domains import Polytope, _starting_points
+    from tests.abstraction.reference_batching import reference_starting_point
+
+    rng = np.random.default_rng(8)
+    polys = []
+    for kind in ("octagon", "box", "template"):
+        t = Template.named(kind, ("a", "b"), np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 2.0]]) if kind == "template" else None)
+        for _ in range(300):
+            scale = 10.0 ** rng.integers(-6, 2)
+            polys.append(t.hull(rng.normal(size=(int(rng.integers(1, 6)), 2)) * scale + rng.normal(size=2) * 5))
+    fresh = [Polytope(p.template, p.lo, p.hi) for p in polys]  # no cached points: the reference computes its own
+    starts = _starting_points(polys)
+    for p, q, (x0, extra) in zip(polys, fresh, starts, strict=True):
+        v, x0_ref, extra_ref = reference_starting_point(q)
+        assert np.array_equal(p.vertices(), v) and np.array_equal(p.interior_point(), x0_ref)
+        assert np.array_equal(x0, x0_ref) and np.array_equal(extra, extra_ref)
+    assert len({len(p.vertices()) for p in polys}) >= 3  # several groups (point counts), single points included

@@ -504,6 +504,55 @@ def split_many(
     return out
 
 
+def cache_vertices(polys: Sequence[Polytope]) -> None:
+    """Compute and cache :meth:`Polytope.vertices` and :meth:`Polytope.interior_point` of every two-dimensional, non-empty
+    polytope in ``polys`` that has neither yet: the polytopes of a template with the same number of support points
+    at once (each polytope's own sort and means: the same arrays as one at a time)."""
+    todo = [p for p in polys if p.template.n == 2 and "_vertices" not in p.__dict__ and "_interior" not in p.__dict__]
+    cache_support_points(todo)
+    groups: dict[tuple[int, int], list[Polytope]] = {}
+    for p in todo:
+        count = len(p.support_points())
+        if count:
+            groups.setdefault((id(p.template), count), []).append(p)
+    for group in groups.values():
+        pts = np.stack([p.support_points() for p in group])  # (G, V, 2)
+        c = pts.mean(axis=1)
+        angle = np.arctan2(pts[:, :, 1] - c[:, 1:2], pts[:, :, 0] - c[:, 0:1])
+        verts = np.take_along_axis(pts, np.argsort(angle, axis=1)[:, :, None], axis=1)
+        inner = verts.mean(axis=1)
+        verts.flags.writeable = False
+        inner.flags.writeable = False
+        for p, v, x in zip(group, verts, inner, strict=True):
+            object.__setattr__(p, "_vertices", v)
+            object.__setattr__(p, "_interior", x)
+
+
+def _starting_points(polys: Sequence[Polytope]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each polytope: the chains' starting point (:meth:`Polytope.interior_point`) and the extra sample points
+    (in 2-D its vertices pulled slightly inside, those that then lie in it; else none); the two-dimensional polytopes
+    of a template with the same number of vertices at once."""
+    cache_vertices(polys)
+    out: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0), np.empty(0))] * len(polys)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, p in enumerate(polys):
+        n = p.template.n
+        if n == 2 and len(p.vertices()):
+            groups.setdefault((id(p.template), len(p.vertices())), []).append(i)
+        else:
+            out[i] = (p.interior_point(), np.empty((0, n)))
+    for idx in groups.values():
+        x0 = np.array([polys[i].interior_point() for i in idx])[:, None, :]  # (G, 1, 2)
+        extra = x0 + (np.stack([polys[i].vertices() for i in idx]) - x0) * (1.0 - 1e-7)  # pulled slightly inside
+        proj = extra @ polys[idx[0]].template.axes.T
+        lo = np.array([polys[i].lo for i in idx])[:, None, :]
+        hi = np.array([polys[i].hi for i in idx])[:, None, :]
+        inside = ((proj >= lo) & (proj <= hi)).all(axis=2)  # Polytope.contains_points
+        for g, i in enumerate(idx):
+            out[i] = (polys[i].interior_point(), extra[g][inside[g]])
+    return out
+
+
 def sample_many(
     polys: Sequence[Polytope],
     count: int,
@@ -525,13 +574,9 @@ def sample_many(
     chains = chains or max(1, count // 4)
     out: list[np.ndarray] = [np.empty(0)] * len(polys)
     groups: dict[tuple[int, int], list[tuple[int, np.ndarray, np.ndarray, int]]] = {}
+    starts = _starting_points(polys)
     for i, p in enumerate(polys):
-        n = p.template.n
-        x0 = p.interior_point()
-        extra = p.vertices() if n == 2 else np.empty((0, n))
-        if len(extra):  # pull the (rounded) vertices slightly inside
-            extra = x0 + (extra - x0) * (1.0 - 1e-7)
-            extra = extra[p.contains_points(extra)]
+        x0, extra = starts[i]
         need = max(count - len(extra), 1)
         steps = burn_in + int(np.ceil(need / chains))
         groups.setdefault((id(p.template), steps), []).append((i, x0, extra, need))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,11 +132,16 @@ _Need = _NeedBounds | _NeedSamples | _NeedSplit
 
 
 def _refinement(
-    poly: Polytope, bounder: NetworkBounder, options: RefinementOptions, rng: np.random.Generator, stats: RefinementStats
+    poly: Polytope,
+    bounder: NetworkBounder,
+    options: RefinementOptions,
+    rng: np.random.Generator | Callable[[], np.random.Generator],
+    stats: RefinementStats,
 ) -> Generator[_Need, Any, list[Part]]:
     """:func:`refine` of one polytope as a coroutine: it yields what it needs (the cheap bounds of a polytope,
     samples and the network's probabilities at them, or a split) and is sent the answer, so that
-    :func:`refine_many` serves many refinements with one batched pass; returns the parts."""
+    :func:`refine_many` serves many refinements with one batched pass; returns the parts. ``rng``: the generator,
+    or a function making it (called when the first sample is needed: most polytopes need none)."""
     q = poly.template.axes
     qnorm = np.linalg.norm(q, axis=1)
     todo = [poly]
@@ -150,6 +155,8 @@ def _refinement(
         b = yield _NeedBounds(p, todo)  # bounder.bounds(p, milp=False, enough=min(phi, interval_spread))
         x = probs = None
         if b.spread > options.phi and can_split:
+            if not isinstance(rng, np.random.Generator):
+                rng = rng()
             x, probs = yield _NeedSamples(p, rng)
             spread = probs.max(axis=0) - probs.min(axis=0)
             if spread.max() > options.phi:  # the true spread exceeds phi: no bound can help, split
@@ -163,6 +170,8 @@ def _refinement(
             stats.milp_parts += 1
         if b.spread > options.phi and can_split:
             if x is None or probs is None:  # accepted on interval bounds, then MILP came out (rounding) wider
+                if not isinstance(rng, np.random.Generator):
+                    rng = rng()
                 x, probs = yield _NeedSamples(p, rng)
             todo.extend(_children((yield _NeedSplit(p, x, probs[:, int(np.argmax(b.upper - b.lower))], splittable)), stats))
             continue
@@ -177,7 +186,7 @@ def refine_many(
     polys: Sequence[Polytope],
     bounder: NetworkBounder,
     options: RefinementOptions,
-    rng: np.random.Generator | Sequence[np.random.Generator],
+    rng: np.random.Generator | Sequence[np.random.Generator] | Callable[[int], np.random.Generator],
     stats: RefinementStats | None = None,
 ) -> list[list[Part]]:
     """:func:`refine` for each polytope, the refinements side by side: whenever every running refinement waits,
@@ -188,10 +197,18 @@ def refine_many(
 
     ``rng``: one generator shared by all polytopes in order (their refinements then run one after another), or
     one per polytope (then each polytope's parts depend only on its own generator, whatever else is refined
-    with it).
+    with it), or a function ``i -> `` polytope ``i``'s own generator (called only for the polytopes that need
+    samples, once each).
     """
     stats = stats if stats is not None else RefinementStats()
-    rngs = [rng] * len(polys) if isinstance(rng, np.random.Generator) else list(rng)
+    rngs: list[np.random.Generator | Callable[[], np.random.Generator]]
+    if isinstance(rng, np.random.Generator):
+        rngs = [rng] * len(polys)
+    elif callable(rng):
+        make = rng
+        rngs = [lambda i=i: make(i) for i in range(len(polys))]  # one each: distinct, made when needed
+    else:
+        rngs = list(rng)
     if len(rngs) != len(polys):
         raise ValueError(f"refine_many: {len(rngs)} generators for {len(polys)} polytopes")
     results: list[list[Part]] = [[] for _ in polys]

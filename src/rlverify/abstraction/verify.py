@@ -340,7 +340,7 @@ def expand_chunk(job: _ExpandJob, states: Sequence[tuple[int, Polytope]]):
             [p for _, p in states],
             job.bounder,
             job.refinement,
-            [np.random.default_rng([job.seed, st]) for st, _ in states],
+            lambda i: np.random.default_rng([job.seed, states[i][0]]),  # made for the states that need samples
             stats,
         )
         t0 = time.perf_counter()
