@@ -79,21 +79,24 @@ class VisitedIndex:
         with np.errstate(invalid="ignore"):  # a non-finite bound: see registrations()
             return np.floor(v[:, : self.g] / self.cell).astype(np.int64)
 
-    def registrations(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list[list[tuple[int, ...]]]]:
+    def registrations(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For polytopes ``lo, hi`` ``(N, k)``: which are large (a non-finite lower bound, or more than ``max_cells``
-        cells) and, for the others, the grid cells their ``[lo, hi]`` covers on the first ``g`` axes."""
+        cells), and the first and last grid cells ``(N, g)`` their ``[lo, hi]`` covers on the first ``g`` axes (a
+        polytope that is not large is registered in every cell of that range: :meth:`cell_keys`)."""
         c0, c1 = self.cells(lo), self.cells(hi)
         span = c1 - c0 + 1
         large = ~np.isfinite(lo).all(axis=1) | (np.prod(span, axis=1) > self.max_cells)
-        keys: list[list[tuple[int, ...]]] = []
-        for big, a, b in zip(large.tolist(), c0.tolist(), c1.tolist(), strict=True):
-            if big:
-                keys.append([])
-            elif self.g == 1:
-                keys.append([(x,) for x in range(a[0], b[0] + 1)])
+        return large, c0, c1
+
+    def cell_keys(self, c0: np.ndarray, c1: np.ndarray, rows: Sequence[int]) -> list[list[tuple[int, ...]]]:
+        """The grid cells of each of ``rows`` (their ranges from :meth:`registrations`), in order."""
+        out: list[list[tuple[int, ...]]] = []
+        for a, b in zip(c0[rows].tolist(), c1[rows].tolist(), strict=True):
+            if self.g == 1:
+                out.append([(x,) for x in range(a[0], b[0] + 1)])
             else:
-                keys.append([(x, y) for x in range(a[0], b[0] + 1) for y in range(a[1], b[1] + 1)])
-        return large, keys
+                out.append([(x, y) for x in range(a[0], b[0] + 1) for y in range(a[1], b[1] + 1)])
+        return out
 
     def add(self, state: int, lo: np.ndarray, hi: np.ndarray, depth: int) -> None:
         """Register ``state`` with template bounds ``lo, hi`` ``(k,)`` visited at ``depth``."""
@@ -105,7 +108,7 @@ class VisitedIndex:
         lo: np.ndarray,
         hi: np.ndarray,
         depth: Sequence[int] | np.ndarray,
-        registered: tuple[np.ndarray, list[list[tuple[int, ...]]]] | None = None,
+        registered: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """:meth:`add` of each state in order (``lo, hi``: ``(N, k)``); ``registered``: their :meth:`registrations`."""
         m = len(states)
@@ -123,12 +126,12 @@ class VisitedIndex:
         sl = slice(i0, i0 + m)
         self.lo[sl], self.hi[sl], self.depth[sl], self.ids[sl] = lo, hi, depth, states
         self.size[sl] = (self.hi[sl] - self.lo[sl]).sum(axis=1)
-        large, keys = registered if registered is not None else self.registrations(lo, hi)
+        large, c0, c1 = registered if registered is not None else self.registrations(lo, hi)
         self.is_large[sl] = large
         self.n += m
-        for i, (big, cells) in enumerate(zip(large.tolist(), keys, strict=True), start=i0):
-            if big:
-                self.large.append(i)
+        small = np.flatnonzero(~large)
+        self.large.extend((i0 + np.flatnonzero(large)).tolist())
+        for i, cells in zip((i0 + small).tolist(), self.cell_keys(c0, c1, small), strict=True):
             for key in cells:
                 self.grid.setdefault(key, []).append(i)
 
@@ -202,7 +205,7 @@ class PendingLookups:
         self.before = index.find_many(self.lo, self.hi, self.depth)
         self.registered = index.registrations(self.lo, self.hi)
         self.size = (self.hi - self.lo).sum(axis=1) if n else np.zeros(0)
-        large, keys = self.registered
+        large, c0, c1 = self.registered
         # the queries as an index of their own: earlier queries that contain each query, by (size, large, position);
         # only those that can join the index (see add())
         grid: dict[tuple[int, ...], list[int]] = {}
@@ -214,8 +217,9 @@ class PendingLookups:
             repeat = np.ones(n, dtype=bool)
             repeat[first] = False
             eligible &= ~repeat
-        for j in np.flatnonzero(eligible).tolist():
-            for key in keys[j]:
+        small = np.flatnonzero(eligible & ~large)
+        for j, cells in zip(small.tolist(), index.cell_keys(c0, c1, small), strict=True):
+            for key in cells:
                 grid.setdefault(key, []).append(j)
         big = np.flatnonzero(large & eligible)
         ptr = np.zeros(n + 1, dtype=np.int64)
@@ -281,9 +285,7 @@ class PendingLookups:
         if not self.added:
             return
         qs = np.array([q for q, _ in self.added], dtype=np.int64)
-        large, keys = self.registered
-        self.index.add_many(
-            [s for _, s in self.added], self.lo[qs], self.hi[qs], self.depth[qs], (large[qs], [keys[int(q)] for q in qs])
-        )
+        large, c0, c1 = self.registered
+        self.index.add_many([s for _, s in self.added], self.lo[qs], self.hi[qs], self.depth[qs], (large[qs], c0[qs], c1[qs]))
         self.added = []
         self.position[:] = -1
