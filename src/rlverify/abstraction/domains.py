@@ -277,7 +277,9 @@ class Polytope:
         # immutable: the cached constraints, vertices and interior point stay valid (read-only views,
         # so the caller's own arrays are untouched)
         for name in ("lo", "hi"):
-            v = np.asarray(getattr(self, name), dtype=np.float64)
+            v = getattr(self, name)
+            if type(v) is not np.ndarray or v.dtype != np.float64:
+                v = np.asarray(v, dtype=np.float64)
             if v.flags.writeable:
                 v = v.view()
                 v.flags.writeable = False
