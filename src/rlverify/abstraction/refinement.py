@@ -10,7 +10,7 @@ are accepted. The split axis and point minimise the weighted binary cross-entrop
 sampled probabilities of the widest action and the two sides of the split; a minimum split size
 keeps parts from becoming slivers.
 
-Many polytopes are refined side by side (:func:`refine_many`): their cheap bounds and samples are
+Many polytopes are refined side by side (:func:`refine_many`): their cheap bounds, samples and splits are
 computed in batches, with the same parts as refining one polytope at a time.
 
 Soundness never depends on the samples: every accepted part carries sound bounds.
@@ -191,8 +191,9 @@ def refine_many(
 ) -> list[list[Part]]:
     """:func:`refine` for each polytope, the refinements side by side: whenever every running refinement waits,
     the bounds they ask for (and those of the polytopes on their stacks, which they will ask for later) are
-    computed in one batched pass (:meth:`NetworkBounder.bounds_many`), and their samples in one
-    (:func:`~rlverify.abstraction.domains.sample_many`). The parts are exactly those of refining one polytope
+    computed in one batched pass (:meth:`NetworkBounder.bounds_many`), their samples in one
+    (:func:`~rlverify.abstraction.domains.sample_many`), and their splits in one (:func:`choose_split_many`,
+    :func:`~rlverify.abstraction.domains.split_many`). The parts are exactly those of refining one polytope
     at a time (the bounds of a polytope do not depend on the batch; each generator draws in the same order).
 
     ``rng``: one generator shared by all polytopes in order (their refinements then run one after another), or
