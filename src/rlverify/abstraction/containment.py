@@ -27,7 +27,7 @@ _BLOCK = 2048
 
 
 def _candidate_pairs(
-    grid: dict[tuple[int, ...], list[int]], large: Sequence[int], cells: np.ndarray
+    grid: dict[tuple[int, ...], list[int]], large: Sequence[int] | np.ndarray, cells: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every (query, candidate) pair, in each query's candidate order: the entries of ``grid`` at the query's cell
     ``cells[q]`` (``(N, g)`` int64), then ``large``. Returns ``(query, candidate)`` int64 arrays."""
@@ -88,7 +88,7 @@ class VisitedIndex:
         large = ~np.isfinite(lo).all(axis=1) | (np.prod(span, axis=1) > self.max_cells)
         return large, c0, c1
 
-    def cell_keys(self, c0: np.ndarray, c1: np.ndarray, rows: Sequence[int]) -> list[list[tuple[int, ...]]]:
+    def cell_keys(self, c0: np.ndarray, c1: np.ndarray, rows: np.ndarray) -> list[list[tuple[int, ...]]]:
         """The grid cells of each of ``rows`` (their ranges from :meth:`registrations`), in order."""
         out: list[list[tuple[int, ...]]] = []
         for a, b in zip(c0[rows].tolist(), c1[rows].tolist(), strict=True):

@@ -495,7 +495,7 @@ def split_many(
             b = np.array([np.concatenate([s_hi, -s_lo]) for i in chunk for s_lo, s_hi in (sides[i][:2], sides[i][2:])])
             pts, feasible = pairwise_vertices_2d(dirs, b)
             vals = np.where(feasible[:, :, None], pts @ dirs.T, -np.inf).max(axis=1)  # (2G, 2k)
-            met = feasible.any(axis=1)
+            met = np.asarray(feasible.any(axis=1), dtype=bool)
             with np.errstate(invalid="ignore"):  # an empty side: -inf bounds, not used
                 tlo, thi = pad(-vals[:, k:], vals[:, :k])
             for j, i in enumerate(chunk):

@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -206,8 +207,7 @@ def refine_many(
     if isinstance(rng, np.random.Generator):
         rngs = [rng] * len(polys)
     elif callable(rng):
-        make = rng
-        rngs = [lambda i=i: make(i) for i in range(len(polys))]  # one each: distinct, made when needed
+        rngs = [partial(rng, i) for i in range(len(polys))]  # one each: distinct, made when needed
     else:
         rngs = list(rng)
     if len(rngs) != len(polys):
