@@ -4,7 +4,8 @@ Row: bouncing ball, large initial box, octagons, k = 20, phi = 0.1, containment 
 bouncing-ball-v1 --initial large --horizon 20 --domain octagon --phi 0.1 --containment``). Both runs are
 fresh subprocesses with single-threaded BLAS, started together (``--sequential``: one after the other), so a
 shared machine's load hits both alike; the table gives wall and CPU seconds, the bound, the abstraction's
-size, and the ratios, plus the load average (``os.getloadavg``) before and after.
+size, and the ratios, plus the load average (``os.getloadavg``) before and after, and whether the two interval MDPs
+(and initial parts) are identical, array for array (a digest of each).
 
 Usage::
 
@@ -35,8 +36,17 @@ system = make(bid)
 w0, c0 = time.perf_counter(), time.process_time()
 r = verify_abstraction(system.model(), system.policies["ppo"], AbstractionOptions(
     horizon=k, domain=domain, phi=phi, containment=containment, initial=initial))
+wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+import hashlib
+import numpy as np
+h = hashlib.sha256()  # the interval MDP, array for array, and the initial parts: equal digests, the same abstraction
+for name in ("fail", "choice_state", "trans_choice", "trans_target", "trans_lo", "trans_hi", "sure_fail"):
+    v = getattr(r.imdp, name, None)
+    if v is not None:
+        h.update(name.encode() + np.ascontiguousarray(v).tobytes())
+h.update(repr([(p.lo, p.hi, p.probability_lower, p.probability_upper, p.bound) for p in r.parts]).encode())
 print(json.dumps({"bound": r.upper_bound, "states": r.n_abstract_states, "polyhedra": r.n_polyhedra,
-                  "wall": time.perf_counter() - w0, "cpu": time.process_time() - c0, "timings": r.timings}))
+                  "wall": wall, "cpu": cpu, "timings": r.timings, "digest": h.hexdigest()[:16]}))
 """
 
 
@@ -91,9 +101,11 @@ def main() -> None:
         f"{before['timings']['bounds'] / after['timings']['bounds']:9.2f}"
     )
     same = (before["states"], before["polyhedra"]) == (after["states"], after["polyhedra"])
+    identical = before["digest"] == after["digest"]
     print(
         f"bound after {'<=' if after['bound'] <= before['bound'] else '>'} before; "
-        f"abstraction {'the same size' if same else 'of a different size'}"
+        f"abstraction {'the same size' if same else 'of a different size'}; interval MDP and initial parts "
+        f"{'identical' if identical else 'different'} (digest {before['digest']} before, {after['digest']} after)"
     )
     print(
         f"load average (1, 5, 15 min) before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "

@@ -277,7 +277,9 @@ class Polytope:
         # immutable: the cached constraints, vertices and interior point stay valid (read-only views,
         # so the caller's own arrays are untouched)
         for name in ("lo", "hi"):
-            v = np.asarray(getattr(self, name), dtype=np.float64)
+            v = getattr(self, name)
+            if type(v) is not np.ndarray or v.dtype != np.float64:
+                v = np.asarray(v, dtype=np.float64)
             if v.flags.writeable:
                 v = v.view()
                 v.flags.writeable = False
@@ -383,28 +385,8 @@ class Polytope:
         return support(aa, bb, aa[:1]) is not None
 
     def split(self, axis: int, value: float) -> tuple[Polytope | None, Polytope | None]:
-        """Split along template axis ``axis`` at ``Q[axis] . x = value`` into two tight polytopes."""
-        hi = self.hi.copy()
-        hi[axis] = value
-        lo = self.lo.copy()
-        lo[axis] = value
-        t = self.template
-        if t.n != 2 or t.kind == "box":
-            return Polytope(t, self.lo.copy(), hi).tightened(), Polytope(t, lo, self.hi.copy()).tightened()
-        # 2-D: :meth:`tightened` of both sides, their vertices enumerated at once
-        dirs = np.vstack([t.axes, -t.axes])
-        sides = ((self.lo, hi), (lo, self.hi))
-        pts, feasible = pairwise_vertices_2d(dirs, np.array([np.concatenate([s_hi, -s_lo]) for s_lo, s_hi in sides]))
-        out: list[Polytope | None] = []
-        for (side_lo, side_hi), pp, ff in zip(sides, pts, feasible, strict=True):
-            v = pp[ff]
-            if len(v) == 0:
-                out.append(None)
-                continue
-            sup = (v @ dirs.T).max(axis=0)
-            tlo, thi = pad(-sup[t.k :], sup[: t.k])
-            out.append(Polytope(t, np.maximum(tlo, side_lo), np.minimum(thi, side_hi)))
-        return out[0], out[1]
+        """Split along template axis ``axis`` at ``Q[axis] . x = value`` into two tight polytopes (None: empty)."""
+        return split_many([self], [axis], [value])[0]
 
     def tightened(self) -> Polytope | None:
         """The tight form (every bound attained, padded), or ``None`` if the polytope is empty."""
@@ -483,6 +465,96 @@ def cache_support_points(polys: Sequence[Polytope]) -> None:
                 object.__setattr__(p, "_points", v)
 
 
+def split_many(
+    polys: Sequence[Polytope], axes: Sequence[int], values: Sequence[float]
+) -> list[tuple[Polytope | None, Polytope | None]]:
+    """:meth:`Polytope.split` of ``polys[i]`` along ``axes[i]`` at ``values[i]``: the tight form (:meth:`Polytope.tightened`)
+    of both sides; in 2-D (other than boxes) the vertices of every side of a template enumerated at once, each
+    side's bounds the maxima over its own feasible points (bit for bit those of one polytope at a time)."""
+    out: list[tuple[Polytope | None, Polytope | None]] = [(None, None)] * len(polys)
+    groups: dict[int, list[int]] = {}
+    sides: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for i, (p, axis, value) in enumerate(zip(polys, axes, values, strict=True)):
+        hi = p.hi.copy()
+        hi[axis] = value
+        lo = p.lo.copy()
+        lo[axis] = value
+        sides.append((p.lo, hi, lo, p.hi))
+        t = p.template
+        if t.n != 2 or t.kind == "box":
+            out[i] = (Polytope(t, p.lo.copy(), hi).tightened(), Polytope(t, lo, p.hi.copy()).tightened())
+        else:
+            groups.setdefault(id(t), []).append(i)
+    for group in groups.values():
+        t = polys[group[0]].template
+        dirs = np.vstack([t.axes, -t.axes])
+        k = t.k
+        for start in range(0, len(group), _CHUNK // 2):
+            chunk = group[start : start + _CHUNK // 2]
+            # rows 2j, 2j+1: the lower and upper side of chunk[j], as constraints[1]
+            b = np.array([np.concatenate([s_hi, -s_lo]) for i in chunk for s_lo, s_hi in (sides[i][:2], sides[i][2:])])
+            pts, feasible = pairwise_vertices_2d(dirs, b)
+            vals = np.where(feasible[:, :, None], pts @ dirs.T, -np.inf).max(axis=1)  # (2G, 2k)
+            met = np.asarray(feasible.any(axis=1), dtype=bool)
+            with np.errstate(invalid="ignore"):  # an empty side: -inf bounds, not used
+                tlo, thi = pad(-vals[:, k:], vals[:, :k])
+            for j, i in enumerate(chunk):
+                pair: list[Polytope | None] = []
+                for r, (s_lo, s_hi) in ((2 * j, sides[i][:2]), (2 * j + 1, sides[i][2:])):
+                    pair.append(Polytope(t, np.maximum(tlo[r], s_lo), np.minimum(thi[r], s_hi)) if met[r] else None)
+                out[i] = (pair[0], pair[1])
+    return out
+
+
+def cache_vertices(polys: Sequence[Polytope]) -> None:
+    """Compute and cache :meth:`Polytope.vertices` and :meth:`Polytope.interior_point` of every two-dimensional, non-empty
+    polytope in ``polys`` that has neither yet: the polytopes of a template with the same number of support points
+    at once (each polytope's own sort and means: the same arrays as one at a time)."""
+    todo = [p for p in polys if p.template.n == 2 and "_vertices" not in p.__dict__ and "_interior" not in p.__dict__]
+    cache_support_points(todo)
+    groups: dict[tuple[int, int], list[Polytope]] = {}
+    for p in todo:
+        count = len(p.support_points())
+        if count:
+            groups.setdefault((id(p.template), count), []).append(p)
+    for group in groups.values():
+        pts = np.stack([p.support_points() for p in group])  # (G, V, 2)
+        c = pts.mean(axis=1)
+        angle = np.arctan2(pts[:, :, 1] - c[:, 1:2], pts[:, :, 0] - c[:, 0:1])
+        verts = np.take_along_axis(pts, np.argsort(angle, axis=1)[:, :, None], axis=1)
+        inner = verts.mean(axis=1)
+        verts.flags.writeable = False
+        inner.flags.writeable = False
+        for p, v, x in zip(group, verts, inner, strict=True):
+            object.__setattr__(p, "_vertices", v)
+            object.__setattr__(p, "_interior", x)
+
+
+def _starting_points(polys: Sequence[Polytope]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each polytope: the chains' starting point (:meth:`Polytope.interior_point`) and the extra sample points
+    (in 2-D its vertices pulled slightly inside, those that then lie in it; else none); the two-dimensional polytopes
+    of a template with the same number of vertices at once."""
+    cache_vertices(polys)
+    out: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0), np.empty(0))] * len(polys)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, p in enumerate(polys):
+        n = p.template.n
+        if n == 2 and len(p.vertices()):
+            groups.setdefault((id(p.template), len(p.vertices())), []).append(i)
+        else:
+            out[i] = (p.interior_point(), np.empty((0, n)))
+    for idx in groups.values():
+        x0 = np.array([polys[i].interior_point() for i in idx])[:, None, :]  # (G, 1, 2)
+        extra = x0 + (np.stack([polys[i].vertices() for i in idx]) - x0) * (1.0 - 1e-7)  # pulled slightly inside
+        proj = extra @ polys[idx[0]].template.axes.T
+        lo = np.array([polys[i].lo for i in idx])[:, None, :]
+        hi = np.array([polys[i].hi for i in idx])[:, None, :]
+        inside = ((proj >= lo) & (proj <= hi)).all(axis=2)  # Polytope.contains_points
+        for g, i in enumerate(idx):
+            out[i] = (polys[i].interior_point(), extra[g][inside[g]])
+    return out
+
+
 def sample_many(
     polys: Sequence[Polytope],
     count: int,
@@ -504,13 +576,9 @@ def sample_many(
     chains = chains or max(1, count // 4)
     out: list[np.ndarray] = [np.empty(0)] * len(polys)
     groups: dict[tuple[int, int], list[tuple[int, np.ndarray, np.ndarray, int]]] = {}
+    starts = _starting_points(polys)
     for i, p in enumerate(polys):
-        n = p.template.n
-        x0 = p.interior_point()
-        extra = p.vertices() if n == 2 else np.empty((0, n))
-        if len(extra):  # pull the (rounded) vertices slightly inside
-            extra = x0 + (extra - x0) * (1.0 - 1e-7)
-            extra = extra[p.contains_points(extra)]
+        x0, extra = starts[i]
         need = max(count - len(extra), 1)
         steps = burn_in + int(np.ceil(need / chains))
         groups.setdefault((id(p.template), steps), []).append((i, x0, extra, need))

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -62,9 +63,9 @@ class ProbabilityBounds:
     upper: np.ndarray
     method: str  # "interval", "linear" (interval + linear relaxation) or "milp"
 
-    @property
+    @cached_property
     def spread(self) -> float:
-        """Maximum probability spread ``max_a (upper - lower)``."""
+        """Maximum probability spread ``max_a (upper - lower)`` (computed once)."""
         return float((self.upper - self.lower).max())
 
 

@@ -10,7 +10,7 @@ are accepted. The split axis and point minimise the weighted binary cross-entrop
 sampled probabilities of the widest action and the two sides of the split; a minimum split size
 keeps parts from becoming slivers.
 
-Many polytopes are refined side by side (:func:`refine_many`): their cheap bounds and samples are
+Many polytopes are refined side by side (:func:`refine_many`): their cheap bounds, samples and splits are
 computed in batches, with the same parts as refining one polytope at a time.
 
 Soundness never depends on the samples: every accepted part carries sound bounds.
@@ -21,13 +21,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from rlverify.abstraction.domains import Polytope, sample_many
+from rlverify.abstraction.domains import Polytope, sample_many, split_many
 from rlverify.abstraction.network_bounds import NetworkBounder, ProbabilityBounds
 
 log = logging.getLogger(__name__)
@@ -117,12 +118,31 @@ class _NeedSamples:
     rng: np.random.Generator
 
 
+@dataclass(frozen=True)
+class _NeedSplit:
+    """A refinement waits for ``poly`` split where :func:`choose_split` puts the cut (samples ``x``, probabilities
+    ``y`` of the action split on, the ``splittable`` axes): the two sides (None: empty)."""
+
+    poly: Polytope
+    x: np.ndarray
+    y: np.ndarray
+    splittable: np.ndarray
+
+
+_Need = _NeedBounds | _NeedSamples | _NeedSplit
+
+
 def _refinement(
-    poly: Polytope, bounder: NetworkBounder, options: RefinementOptions, rng: np.random.Generator, stats: RefinementStats
-) -> Generator[_NeedBounds | _NeedSamples, Any, list[Part]]:
-    """:func:`refine` of one polytope as a coroutine: it yields what it needs (the cheap bounds of a polytope, or
-    samples and the network's probabilities at them) and is sent the answer, so that :func:`refine_many` serves
-    many refinements with one batched pass; returns the parts."""
+    poly: Polytope,
+    bounder: NetworkBounder,
+    options: RefinementOptions,
+    rng: np.random.Generator | Callable[[], np.random.Generator],
+    stats: RefinementStats,
+) -> Generator[_Need, Any, list[Part]]:
+    """:func:`refine` of one polytope as a coroutine: it yields what it needs (the cheap bounds of a polytope,
+    samples and the network's probabilities at them, or a split) and is sent the answer, so that
+    :func:`refine_many` serves many refinements with one batched pass; returns the parts. ``rng``: the generator,
+    or a function making it (called when the first sample is needed: most polytopes need none)."""
     q = poly.template.axes
     qnorm = np.linalg.norm(q, axis=1)
     todo = [poly]
@@ -136,10 +156,12 @@ def _refinement(
         b = yield _NeedBounds(p, todo)  # bounder.bounds(p, milp=False, enough=min(phi, interval_spread))
         x = probs = None
         if b.spread > options.phi and can_split:
+            if not isinstance(rng, np.random.Generator):
+                rng = rng()
             x, probs = yield _NeedSamples(p, rng)
             spread = probs.max(axis=0) - probs.min(axis=0)
             if spread.max() > options.phi:  # the true spread exceeds phi: no bound can help, split
-                _split(p, x, probs, spread, splittable, options, todo, stats)
+                todo.extend(_children((yield _NeedSplit(p, x, probs[:, int(np.argmax(spread))], splittable)), stats))
                 continue
         if options.milp == "always" or (options.milp == "auto" and b.spread > options.phi and not can_split):
             # "auto": splitting cannot help any more (minimum size or budget): tighten by MILP
@@ -149,8 +171,10 @@ def _refinement(
             stats.milp_parts += 1
         if b.spread > options.phi and can_split:
             if x is None or probs is None:  # accepted on interval bounds, then MILP came out (rounding) wider
+                if not isinstance(rng, np.random.Generator):
+                    rng = rng()
                 x, probs = yield _NeedSamples(p, rng)
-            _split(p, x, probs, b.upper - b.lower, splittable, options, todo, stats)
+            todo.extend(_children((yield _NeedSplit(p, x, probs[:, int(np.argmax(b.upper - b.lower))], splittable)), stats))
             continue
         if b.spread > options.phi:
             stats.unresolved += 1
@@ -163,30 +187,38 @@ def refine_many(
     polys: Sequence[Polytope],
     bounder: NetworkBounder,
     options: RefinementOptions,
-    rng: np.random.Generator | Sequence[np.random.Generator],
+    rng: np.random.Generator | Sequence[np.random.Generator] | Callable[[int], np.random.Generator],
     stats: RefinementStats | None = None,
 ) -> list[list[Part]]:
     """:func:`refine` for each polytope, the refinements side by side: whenever every running refinement waits,
     the bounds they ask for (and those of the polytopes on their stacks, which they will ask for later) are
-    computed in one batched pass (:meth:`NetworkBounder.bounds_many`), and their samples in one
-    (:func:`~rlverify.abstraction.domains.sample_many`). The parts are exactly those of refining one polytope
+    computed in one batched pass (:meth:`NetworkBounder.bounds_many`), their samples in one
+    (:func:`~rlverify.abstraction.domains.sample_many`), and their splits in one (:func:`choose_split_many`,
+    :func:`~rlverify.abstraction.domains.split_many`). The parts are exactly those of refining one polytope
     at a time (the bounds of a polytope do not depend on the batch; each generator draws in the same order).
 
     ``rng``: one generator shared by all polytopes in order (their refinements then run one after another), or
     one per polytope (then each polytope's parts depend only on its own generator, whatever else is refined
-    with it).
+    with it), or a function ``i -> `` polytope ``i``'s own generator (called only for the polytopes that need
+    samples, once each).
     """
     stats = stats if stats is not None else RefinementStats()
-    rngs = [rng] * len(polys) if isinstance(rng, np.random.Generator) else list(rng)
+    rngs: list[np.random.Generator | Callable[[], np.random.Generator]]
+    if isinstance(rng, np.random.Generator):
+        rngs = [rng] * len(polys)
+    elif callable(rng):
+        rngs = [partial(rng, i) for i in range(len(polys))]  # one each: distinct, made when needed
+    else:
+        rngs = list(rng)
     if len(rngs) != len(polys):
         raise ValueError(f"refine_many: {len(rngs)} generators for {len(polys)} polytopes")
     results: list[list[Part]] = [[] for _ in polys]
     queues: dict[int, deque[int]] = {}  # refinements sharing a generator, in order: one runs at a time
     for i, r in enumerate(rngs):
         queues.setdefault(id(r), deque()).append(i)
-    running: dict[int, tuple[Generator[_NeedBounds | _NeedSamples, Any, list[Part]], deque[int]]] = {}
+    running: dict[int, tuple[Generator[_Need, Any, list[Part]], deque[int]]] = {}
     ready: dict[int, Any] = {}  # refinement -> the answer to send it
-    waiting: dict[int, _NeedBounds | _NeedSamples] = {}
+    waiting: dict[int, _Need] = {}
     known: dict[int, tuple[Polytope, ProbabilityBounds]] = {}  # id -> (polytope, kept alive so ids stay unique)
 
     def start(queue: deque[int]) -> None:
@@ -218,7 +250,7 @@ def refine_many(
 
 
 def _serve(
-    waiting: dict[int, _NeedBounds | _NeedSamples],
+    waiting: dict[int, _Need],
     known: dict[int, tuple[Polytope, ProbabilityBounds]],
     bounder: NetworkBounder,
     options: RefinementOptions,
@@ -241,6 +273,16 @@ def _serve(
         for i, x in zip(sampled, xs, strict=True):
             answers[i] = (x, bounder(x))
         stats.refine_time += time.perf_counter() - t0
+    splits = {i: n for i, n in waiting.items() if isinstance(n, _NeedSplit)}
+    if splits:
+        t0 = time.perf_counter()
+        needs = list(splits.values())
+        cuts = choose_split_many(
+            [n.poly for n in needs], [n.x for n in needs], [n.y for n in needs], [n.splittable for n in needs], options
+        )
+        sides = split_many([n.poly for n in needs], [a for a, _ in cuts], [v for _, v in cuts])
+        answers.update(zip(splits, sides, strict=True))
+        stats.refine_time += time.perf_counter() - t0
     return answers
 
 
@@ -257,30 +299,16 @@ def merge_stats(into: RefinementStats, other: RefinementStats) -> RefinementStat
     return into
 
 
-def _split(
-    p: Polytope,
-    x: np.ndarray,
-    probs: np.ndarray,
-    spread: np.ndarray,
-    splittable: np.ndarray,
-    options: RefinementOptions,
-    todo: list[Polytope],
-    stats: RefinementStats,
-) -> None:
-    t0 = time.perf_counter()
-    axis, value = choose_split(p, x, probs[:, int(np.argmax(spread))], splittable, options)
-    left, right = p.split(axis, value)
+def _children(sides: tuple[Polytope | None, Polytope | None], stats: RefinementStats) -> list[Polytope]:
+    """The non-empty sides of a split, in order (counted in ``stats``)."""
     stats.splits += 1
-    for child in (left, right):
-        if child is not None:
-            todo.append(child)
-    stats.refine_time += time.perf_counter() - t0
+    return [child for child in sides if child is not None]
 
 
 def choose_split(
     p: Polytope, x: np.ndarray, y: np.ndarray, splittable: np.ndarray, options: RefinementOptions
 ) -> tuple[int, float]:
-    """Axis index and split value minimising weighted binary cross-entropy.
+    """Axis index and split value minimising weighted binary cross-entropy (:func:`choose_split_many` of one).
 
     Args:
         p: the polytope; x: samples ``(m, n)``; y: sampled probability of one action ``(m,)``.
@@ -289,57 +317,83 @@ def choose_split(
     Returns:
         ``(axis, value)``: split ``p`` at ``Q[axis] . x = value`` (within the minimum split fraction).
     """
-    q = p.template.axes
+    return choose_split_many([p], [x], [y], [splittable], options)[0]
+
+
+def _widest(p: Polytope) -> tuple[int, float]:
+    """No axis to choose: bisect the widest (relative to the axis norm)."""
+    widest = int(np.argmax(p.widths() / np.linalg.norm(p.template.axes, axis=1)))
+    return widest, float(0.5 * (p.lo[widest] + p.hi[widest]))
+
+
+def choose_split_many(
+    polys: Sequence[Polytope],
+    xs: Sequence[np.ndarray],
+    ys: Sequence[np.ndarray],
+    splittables: Sequence[np.ndarray],
+    options: RefinementOptions,
+) -> list[tuple[int, float]]:
+    """:func:`choose_split` of each ``(polys[i], xs[i], ys[i], splittables[i])``: the polytopes with the same template,
+    sample count and splittable axes are handled together, one array operation per step for all of them (each
+    item's own slices: the costs and cuts are bit for bit those of one at a time)."""
+    out: list[tuple[int, float]] = [(-1, 0.0)] * len(polys)
+    groups: dict[tuple[int, int, bool, bytes], list[int]] = {}
+    for i, (p, y, splittable) in enumerate(zip(polys, ys, splittables, strict=True)):
+        ks = np.flatnonzero(splittable)
+        if len(ks) == 0:
+            out[i] = _widest(p)
+            continue
+        flat = float(y.max() - y.min()) < 1e-9
+        groups.setdefault((id(p.template), len(y), flat, ks.tobytes()), []).append(i)
     eps = 1e-7
-    yc = np.clip(y, eps, 1 - eps)
-    # sample weighting: inverse frequency of the probability bin
-    bins = np.minimum((yc * options.bins).astype(int), options.bins - 1)
-    counts = np.bincount(bins, minlength=options.bins)
-    w = 1.0 / counts[bins]
-    w /= w.sum()
-    best = (np.inf, -1, 0.0)
-    flat = float(y.max() - y.min()) < 1e-9
-    ks = np.flatnonzero(splittable)
-    if len(ks):
-        # every splittable axis at once (one array op per step, not one per axis and step: the projections are
-        # each axis's own matrix-vector product, so every cost and cut is bit for bit the per-axis one)
-        lo, hi = p.lo[ks], p.hi[ks]
+    for (_, m, flat, _), idx in groups.items():
+        q = polys[idx[0]].template.axes
+        ks = np.flatnonzero(splittables[idx[0]])
+        g = len(idx)
+        lo = np.array([polys[i].lo[ks] for i in idx])  # (G, K)
+        hi = np.array([polys[i].hi[ks] for i in idx])
         width = hi - lo
         cmin, cmax = lo + options.min_split_fraction * width, hi - options.min_split_fraction * width
         if flat:
             costs_k = -width / np.linalg.norm(q[ks], axis=1)  # widest axis first
             cuts_k = 0.5 * (lo + hi)
         else:
-            proj = np.stack([x @ q[k] for k in ks], axis=1)  # (m, K)
-            order = np.argsort(proj, axis=0)
-            ps = np.take_along_axis(proj, order, axis=0)
-            ws, ys = w[order], yc[order]
-            l1 = -ws * np.log(ys)  # cost of labelling a point 1 (action likely)
-            l0 = -ws * np.log(1 - ys)  # cost of labelling it 0
-            zero = np.zeros((1, len(ks)))
-            c1 = np.concatenate([zero, np.cumsum(l1, axis=0)])
-            c0 = np.concatenate([zero, np.cumsum(l0, axis=0)])
+            yc = np.clip(np.array([ys[i] for i in idx]), eps, 1 - eps)  # (G, m)
+            # sample weighting: inverse frequency of the probability bin
+            bins = np.minimum((yc * options.bins).astype(int), options.bins - 1)
+            counts = np.bincount((bins + options.bins * np.arange(g)[:, None]).ravel(), minlength=g * options.bins)
+            w = 1.0 / counts.reshape(g, options.bins)[np.arange(g)[:, None], bins]
+            w /= w.sum(axis=1, keepdims=True)
+            # the projections are each polytope's and axis's own matrix-vector product
+            proj = np.stack([np.stack([xs[i] @ q[k] for k in ks], axis=1) for i in idx])  # (G, m, K)
+            order = np.argsort(proj, axis=1)
+            ps = np.take_along_axis(proj, order, axis=1)
+            rows = np.arange(g)[:, None, None]
+            ws, ys_sorted = w[rows, order], yc[rows, order]
+            l1 = -ws * np.log(ys_sorted)  # cost of labelling a point 1 (action likely)
+            l0 = -ws * np.log(1 - ys_sorted)  # cost of labelling it 0
+            zero = np.zeros((g, 1, len(ks)))
+            c1 = np.concatenate([zero, np.cumsum(l1, axis=1)], axis=1)
+            c0 = np.concatenate([zero, np.cumsum(l0, axis=1)], axis=1)
             # first t points on one side (t = 1..m-1), labelled 1 (a) or 0 (b)
-            cost_a = c1[1:-1] + (c0[-1] - c0[1:-1])
-            cost_b = c0[1:-1] + (c1[-1] - c1[1:-1])
-            costs = np.minimum(cost_a, cost_b)  # (m-1, K)
-            cuts = 0.5 * (ps[:-1] + ps[1:])
-            ok = (cuts >= cmin) & (cuts <= cmax)
-            pick = np.argmin(np.where(ok, costs, np.inf), axis=0)
+            cost_a = c1[:, 1:-1] + (c0[:, -1:] - c0[:, 1:-1])
+            cost_b = c0[:, 1:-1] + (c1[:, -1:] - c1[:, 1:-1])
+            costs = np.minimum(cost_a, cost_b)  # (G, m-1, K)
+            cuts = 0.5 * (ps[:, :-1] + ps[:, 1:])
+            ok = (cuts >= cmin[:, None, :]) & (cuts <= cmax[:, None, :])
+            pick = np.argmin(np.where(ok, costs, np.inf), axis=1)  # (G, K)
             # all samples in a sliver near a face: cut at the allowed value nearest the best cut, and charge the
             # cost of the cut actually made
-            free = np.argmin(costs, axis=0)
-            cols = np.arange(len(ks))
-            inside = ok.any(axis=0)
-            cuts_k = np.where(inside, cuts[pick, cols], np.clip(cuts[free, cols], cmin, cmax))
+            free = np.argmin(costs, axis=1)
+            gi, cols = np.arange(g)[:, None], np.arange(len(ks))[None, :]
+            inside = ok.any(axis=1)
+            cuts_k = np.where(inside, cuts[gi, pick, cols], np.clip(cuts[gi, free, cols], cmin, cmax))
             sliver = free.copy()
-            for col in np.flatnonzero(~inside):
-                sliver[col] = int(np.clip(np.searchsorted(ps[:, col], cuts_k[col]), 1, len(ps) - 1)) - 1
-            costs_k = np.where(inside, costs[pick, cols], costs[np.where(inside, pick, sliver), cols])
-        j = int(np.argmin(costs_k))  # the first of equal costs, as the axes are tried in order
-        if costs_k[j] < np.inf:
-            best = (float(costs_k[j]), int(ks[j]), float(cuts_k[j]))
-    if best[1] < 0:  # no axis: bisect the widest
-        widest = int(np.argmax(p.widths() / np.linalg.norm(q, axis=1)))
-        return widest, float(0.5 * (p.lo[widest] + p.hi[widest]))
-    return best[1], best[2]
+            for r, col in zip(*np.nonzero(~inside), strict=True):
+                sliver[r, col] = int(np.clip(np.searchsorted(ps[r, :, col], cuts_k[r, col]), 1, m - 1)) - 1
+            costs_k = np.where(inside, costs[gi, pick, cols], costs[gi, np.where(inside, pick, sliver), cols])
+        best = np.argmin(costs_k, axis=1)  # the first of equal costs, as the axes are tried in order
+        for r, i in enumerate(idx):
+            j = int(best[r])
+            out[i] = (int(ks[j]), float(cuts_k[r, j])) if costs_k[r, j] < np.inf else _widest(polys[i])
+    return out
