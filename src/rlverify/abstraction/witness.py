@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rlverify.confidence import clopper_pearson_lower
 from rlverify.errors import AbstractionError
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.results import WorstWitness
@@ -95,18 +96,6 @@ def simulate_failures(
         x[live] = system.step(x[live], actions)
         failed[live] = system.is_unsafe(x[live])
     return np.bincount(owner[failed], minlength=m)
-
-
-def clopper_pearson_lower(successes: int, runs: int, confidence: float) -> float:
-    """One-sided lower confidence bound at ``confidence`` for a binomial proportion (0 when ``successes == 0``).
-
-    The same formula as ``rlverify.statistical.stats.clopper_pearson_lower`` (engines do not import each other).
-    """
-    from scipy.stats import beta
-
-    if successes <= 0:
-        return 0.0
-    return float(beta.ppf(1.0 - confidence, successes, runs - successes + 1))
 
 
 def candidates(
@@ -186,7 +175,7 @@ def search_witness(
         hits = simulate_failures(system, probabilities, starts, horizon, screen, rng)
         i = int(np.argmax(hits))
         fresh = int(simulate_failures(system, probabilities, starts[i : i + 1], horizon, runs, rng)[0])
-        lower = clopper_pearson_lower(fresh, runs, confidence)
+        lower = float(clopper_pearson_lower(fresh, runs, 1.0 - confidence))  # the statistical engine's bound
         found = WorstWitness(
             state=tuple(map(float, starts[i])),
             probability=fresh / runs,
