@@ -515,6 +515,12 @@ class CompiledProgram:
         """
         return self._structure.enabled(values, self.env(values) if env is None else env)
 
+    def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
+        """``(len(commands), n)`` bool: each command's guard in the ``n`` states ``values`` (``env``: :meth:`env`'s),
+        commands in a fixed order (by group, then module, then program order). States with equal columns enable the
+        same choices: :meth:`enabled` depends on the states only through this matrix."""
+        return self._structure.guards(values, env)
+
     def branches(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray) -> Branches:
         """The branches of the choices running commands ``parts`` ``(P, K)`` (as :attr:`Enabled.parts`) in batch
         rows ``rows`` ``(P,)`` of the states ``values`` ``(n, V)`` with ``keys`` ``(n,)``.
