@@ -323,6 +323,9 @@ class CompiledProgram:
             if radix > MAX_DOMAIN:
                 raise Unsupported("the variables' domains multiply beyond 2**62")
         self.variables = tuple(vars_)
+        self._radix = np.asarray([v.radix for v in vars_], dtype=np.int64)
+        self._sizes = np.asarray([v.hi - v.lo + 1 for v in vars_], dtype=np.int64)
+        self._los = np.asarray([v.lo for v in vars_], dtype=np.int64)
         self._storm_variables = {v.name: v.expression_variable.get_expression() for v, _ in declared}
         self.domain = radix
         self.by_name = {v.name: v for v in vars_}
@@ -489,9 +492,11 @@ class CompiledProgram:
 
     def values(self, keys: np.ndarray) -> np.ndarray:
         """``(N, V)`` int64 variable values of ``keys`` ``(N,)``."""
-        out = np.empty((len(keys), len(self.variables)), dtype=np.int64)
-        for i, v in enumerate(self.variables):
-            out[:, i] = (keys // v.radix) % (v.hi - v.lo + 1) + v.lo
+        if not self.variables:
+            return np.empty((len(keys), 0), dtype=np.int64)
+        out = keys[:, None] // self._radix
+        out %= self._sizes
+        out += self._los
         return out
 
     def env(self, values: np.ndarray) -> States:
