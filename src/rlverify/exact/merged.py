@@ -130,9 +130,11 @@ class _StateIndex:
         unseen = ids < 0
         if not unseen.any():
             return ids, keys[:0]
-        added = np.unique(keys[unseen])
-        self.ids(added)
-        ids[unseen] = self.dense[keys[unseen]] - 1
+        missing = keys[unseen]
+        added = np.unique(missing)  # all unseen: numbered in key order
+        self.dense[added] = np.arange(self.count + 1, self.count + 1 + len(added), dtype=np.int32)
+        self.count += len(added)
+        ids[unseen] = self.dense[missing] - 1
         return ids, added
 
     def ids(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +174,6 @@ class _Shapes:
     STOP = np.uint64(1 << 63)
 
     def __init__(self, n_labels: int) -> None:
-        self.bits = np.uint64(1) << np.arange(63, dtype=np.uint64)
         self.sorted = np.zeros(0, dtype=np.uint64)
         self.ids = np.zeros(0, dtype=np.int64)
         self.n_labels = n_labels
@@ -514,7 +515,7 @@ class _Exploration:
         stop = np.zeros(B, dtype=bool)
         for fn, value in self.terminal:
             stop |= program.evaluate(fn, env, B) == value
-        signature = shapes.bits[: len(program.commands)] @ program.guards(vals, env)
+        signature = program.guard_signature(vals, env, keys)
         signature[stop] = _Shapes.STOP
         sid = shapes.find(signature)
         if (sid < 0).any():

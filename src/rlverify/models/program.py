@@ -48,6 +48,8 @@ MAX_INIT_DOMAIN = 1 << 22
 TABLE_DOMAIN = 1 << 12
 MAX_TABLE_DOMAIN = 1 << 18
 TABLE_ENTRIES = 1 << 22
+#: largest table of guard bits over a span of variables (:class:`_GuardSignature`; 8 bytes a row)
+SPAN_DOMAIN = 1 << 16
 #: largest domain of the variables a guard reads for it to be looked up in a table (every guard is evaluated in
 #: every batch: all the guards' tables are built on the first)
 GUARD_TABLE_DOMAIN = 1 << 14
@@ -348,6 +350,7 @@ class CompiledProgram:
         self._names: dict[int, str] = {}
         self._tables = _UpdateTables(self)
         self._structure = _Choices(self)
+        self._signature: _GuardSignature | None = None
         self.label_functions = {lab.name: self._compile(program.get_label_expression(lab.name)) for lab in program.labels}
 
     def _command(self, m: int, module: Any, k: int, command: Any) -> Command:
@@ -519,6 +522,14 @@ class CompiledProgram:
             Unsupported: a label with more than :data:`MAX_ENABLED` enabled combinations in one state.
         """
         return self._structure.enabled(values, self.env(values) if env is None else env)
+
+    def guard_signature(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
+        """``(n,)`` uint64: bit ``i`` set where command ``i``'s guard holds in the states ``values`` (``env``:
+        :meth:`env`'s; ``keys``: :meth:`keys`'). States with one signature enable the same choices (:meth:`enabled`
+        depends on the states only through their guards). Programs of at most 63 commands (else :class:`Unsupported`)."""
+        if self._signature is None:
+            self._signature = _GuardSignature(self)
+        return self._signature(values, env, keys)
 
     def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
         """``(len(commands), n)`` bool: each command's guard in the ``n`` states ``values`` (``env``: :meth:`env`'s),
@@ -697,6 +708,71 @@ class _Layout:
         return grid
 
 
+class _GuardSignature:
+    """Each state's guards as one ``uint64`` (bit ``i``: command ``i``'s guard holds), in a few numpy calls on the
+    states' keys. Commands are grouped by the span of variables their guards read (from the first to the last in key
+    order): a state's row in a table over a span is a digit range of its key, ``(key // radix) % size``, so every
+    group's row is found by two numpy calls on a ``(groups, n)`` array, the tables (the bits of the group's guards at
+    every valuation of the span, built on first use) gathered at once and or-ed. Guards whose span has more than
+    :data:`SPAN_DOMAIN` valuations are evaluated directly."""
+
+    def __init__(self, program: CompiledProgram) -> None:
+        commands = program.commands
+        if len(commands) > 63:
+            raise Unsupported(f"{len(commands)} commands: a guard signature holds at most 63")
+        self.program = program
+        variables = program.variables
+        spans: dict[tuple[int, int], list[int]] = {}
+        self.constant = np.uint64(0)
+        self.direct: list[int] = []
+        for i, c in enumerate(commands):
+            if not c.guard_reads:
+                spans.setdefault((0, 0), []).append(i)  # no variable: a table of one row (row 0 of span (0, 0))
+            else:
+                spans.setdefault((min(c.guard_reads), max(c.guard_reads)), []).append(i)
+        self.groups: list[tuple[int, int, list[int]]] = []  # (first variable, rows, commands)
+        entries = 0
+        for (first, last), cids in sorted(spans.items()):
+            radix = variables[first].radix if variables else 1
+            D = (variables[last].radix * (variables[last].hi - variables[last].lo + 1)) // radix if variables else 1
+            if D <= SPAN_DOMAIN and entries + D <= TABLE_ENTRIES:
+                self.groups.append((first, D, cids))
+                entries += D
+            else:
+                self.direct += cids
+        self.radix = np.asarray([variables[f].radix if variables else 1 for f, _, _ in self.groups], dtype=np.int64)[:, None]
+        self.size = np.asarray([D for _, D, _ in self.groups], dtype=np.int64)[:, None]
+        self.offsets = (np.cumsum(self.size) - self.size[:, 0])[:, None]
+        self.table: np.ndarray | None = None
+
+    def _build(self) -> np.ndarray:
+        program = self.program
+        parts = []
+        for (first, D, cids), radix in zip(self.groups, self.radix[:, 0], strict=True):
+            grid = program.values(np.arange(D, dtype=np.int64) * radix)  # the span's valuations, others at their lower bounds
+            env = program.env(grid)
+            bits = np.zeros(D, dtype=np.uint64)
+            for c in cids:
+                bits[program.evaluate(program.commands[c].guard, env, D)] |= np.uint64(1 << c)
+            parts.append(bits)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+
+    def __call__(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
+        n, program = len(values), self.program
+        if self.table is None:
+            self.table = self._build()
+        if self.groups:
+            rows = keys // self.radix
+            rows %= self.size
+            rows += self.offsets
+            out = np.bitwise_or.reduce(self.table[rows], axis=0)
+        else:
+            out = np.zeros(n, dtype=np.uint64)
+        for c in self.direct:
+            out[program.evaluate(program.commands[c].guard, env, n)] |= np.uint64(1 << c)
+        return out
+
+
 class _Choices:
     """The program's choices as arrays, for enumerating a batch's enabled choices in a fixed number of numpy calls.
 
@@ -756,6 +832,14 @@ class _Choices:
         self.columns = [(lay.var[self.tabled, t], lay.stride[self.tabled, t, None]) for t in range(lay.var.shape[1])]
         # each guard's table offset, less its variables' lower bounds (times their strides)
         self.columns_base = (self.base[self.tabled] - (lay.lo[self.tabled] * lay.stride[self.tabled]).sum(axis=1))[:, None]
+
+    def guard_signature(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
+        """``(n,)`` uint64: bit ``i`` set where command ``i``'s guard holds in the states ``values`` (``env``:
+        :meth:`env`'s; ``keys``: :meth:`keys`'). States with one signature enable the same choices (:meth:`enabled`
+        depends on the states only through their guards). Programs of at most 63 commands (else :class:`Unsupported`)."""
+        if self._signature is None:
+            self._signature = _GuardSignature(self)
+        return self._signature(values, env, keys)
 
     def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
         """``(commands, n)`` bool, each command's guard (slot order) in the ``n`` states ``values``."""
