@@ -1,0 +1,55 @@
+"""CompiledProgram.guard_signature: each state's guards as one integer, against each guard evaluated on its own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlverify.models.program import compiled
+from rlverify.models.symbolic import load_model
+
+# guards reading no variable, one, a span with a variable in between it does not read, globals and locals
+PROGRAM = """mdp
+global g : [-2..3] init 0;
+module m
+  x : [0..4] init 0;
+  b : bool init false;
+  [a] x<4 & !b -> (x'=x+1);
+  [a] g>0 & x>1 -> (b'=true);
+  [] true -> (b'=false);
+  [c] b | x=2 -> (x'=0);
+endmodule
+module n
+  y : [-1..2] init 0;
+  [a] y<2 & g<3 -> (y'=y+1) & (g'=g+1);
+  [c] y>=0 & x>=1 & b -> (y'=-1);
+  [] false -> true;
+endmodule
+"""
+
+
+def test_guard_signature_has_each_commands_guard_in_its_bit_on_every_valuation(tmp_path):
+    path = tmp_path / "p.prism"
+    path.write_text(PROGRAM)
+    program = compiled(load_model(path).program)
+    keys = np.arange(program.domain, dtype=np.int64)
+    values = program.values(keys)
+    env = program.env(values)
+    signature = program.guard_signature(values, env, keys)
+    assert signature.dtype == np.uint64 and signature.shape == (program.domain,)
+    for c, command in enumerate(program.commands):  # each guard on its own (compiled, evaluated directly)
+        want = program.evaluate(command.guard, env, len(values))
+        assert np.array_equal((signature >> np.uint64(c)) & np.uint64(1), want.astype(np.uint64)), command.name
+    assert not (signature >> np.uint64(len(program.commands))).any()
+    assert len(np.unique(signature)) > 8  # the guards do tell the valuations apart
+
+
+def test_guard_signature_refuses_more_than_63_commands(tmp_path):
+    from rlverify.models.program import Unsupported
+
+    path = tmp_path / "many.prism"
+    path.write_text("mdp\nmodule m\n  x : [0..1] init 0;\n" + "  [] x=0 -> (x'=1);\n" * 64 + "endmodule\n")
+    program = compiled(load_model(path).program)
+    values = program.values(np.arange(2, dtype=np.int64))
+    with pytest.raises(Unsupported, match="64 commands: a guard signature holds at most 63"):
+        program.guard_signature(values, program.env(values), np.arange(2, dtype=np.int64))
