@@ -550,7 +550,7 @@ class CompiledProgram:
                 with several, the first state's first choice in program order).
             Unsupported: a non-integer value assigned to an integer variable.
         """
-        off, shape = self._tables.locate(parts, rows, values)
+        off, shape = self._tables.locate(parts, rows, values, keys)
         P, K = shape.shape
         number = shape.prod(axis=1)
         start = np.cumsum(number) - number
@@ -672,10 +672,28 @@ class _Layout:
     state's row in an item's table is the mixed-radix number of their offsets (the first variable fastest). Items
     whose variables' domains multiply beyond ``limit`` can have no table (``tabled`` False)."""
 
-    def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]], limit: int) -> None:
+    def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]], limit: int, spans: bool = False) -> None:
         self.variables = variables
-        self.reads = reads
         self.domains = [int(np.prod([variables[i].hi - variables[i].lo + 1 for i in r], dtype=np.float64)) for r in reads]
+        # ``spans``: an item reading variables i..j and a few between reads them all (a table at most 4 times larger, or
+        # within TABLE_DOMAIN): its row is then a digit range of the state's key, found in two numpy calls
+        self.spanned = np.zeros(len(reads) + 1, dtype=bool)
+        self.key_radix = np.ones(len(reads) + 1, dtype=np.int64)
+        self.key_size = np.ones(len(reads) + 1, dtype=np.int64)
+        if spans:
+            reads = list(reads)
+            for item, r in enumerate(reads):
+                if not r:
+                    self.spanned[item] = True
+                    continue
+                first, last = variables[min(r)], variables[max(r)]
+                D = last.radix * (last.hi - last.lo + 1) // first.radix
+                if D <= limit and (D <= TABLE_DOMAIN or D <= 4 * self.domains[item]):
+                    reads[item] = tuple(range(min(r), max(r) + 1))
+                    self.domains[item] = D
+                    self.spanned[item] = True
+                    self.key_radix[item], self.key_size[item] = first.radix, D
+        self.reads = reads
         self.tabled = np.asarray([d <= limit for d in self.domains] + [False])
         width = max([len(r) for r, t in zip(reads, self.tabled, strict=False) if t], default=0)
         self.var = np.zeros((len(reads) + 1, width), dtype=np.int64)
@@ -689,8 +707,13 @@ class _Layout:
                     self.var[item, t], self.lo[item, t], self.stride[item, t] = i, v.lo, stride
                     stride *= v.hi - v.lo + 1
 
-    def rows(self, items: np.ndarray, states: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """Rows (int64, ``items`` and ``states`` broadcast) of tabled ``items`` in states ``states`` (rows of ``values``)."""
+    def rows(self, items: np.ndarray, states: np.ndarray, values: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+        """Rows (int64, ``items`` and ``states`` broadcast) of tabled ``items`` in states ``states`` (rows of ``values``;
+        ``keys``: their keys, for items whose row is a digit range of the key)."""
+        if keys is not None and self.spanned[items].all():
+            out = keys[states] // self.key_radix[items]
+            out %= self.key_size[items]
+            return out
         out = np.zeros(np.broadcast_shapes(items.shape, states.shape), dtype=np.int64)
         for t in range(self.var.shape[1]):
             out += (values[states, self.var[items, t]] - self.lo[items, t]) * self.stride[items, t]
@@ -952,7 +975,7 @@ class _UpdateTables:
         self.program = program
         commands = program.commands
         self.size = np.asarray([len(c.updates) for c in commands] + [1], dtype=np.int64)
-        self.layout = _Layout(program.variables, [c.reads for c in commands], MAX_TABLE_DOMAIN)
+        self.layout = _Layout(program.variables, [c.reads for c in commands], MAX_TABLE_DOMAIN, spans=True)
         self.domains = np.asarray([*self.layout.domains, 0], dtype=np.int64)
         self.eligible = self.layout.tabled.copy()
         self.tabled = self.eligible & (self.domains <= TABLE_DOMAIN)
@@ -991,7 +1014,9 @@ class _UpdateTables:
         self.bad = np.r_[self.bad, np.zeros(int(self.domains[c]), dtype=bool)]
         self.tabled[c] = True
 
-    def locate(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def locate(
+        self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Where the updates of commands ``parts`` ``(P, K)`` (-1: padding) in batch rows ``rows`` ``(P,)`` of
         ``values`` ``(n, V)`` are: ``(P, K)`` first entry and ``(P, K)`` number of updates. Raises as
         :meth:`CompiledProgram.branches` (each (command, state) checked once)."""
@@ -1006,7 +1031,7 @@ class _UpdateTables:
             tc, tr = cmd[tab], row[tab]
             for c in np.unique(tc[~self.built[tc]]):
                 self._build(int(c))
-            sub = self.layout.rows(tc, tr, values)
+            sub = self.layout.rows(tc, tr, values, keys)
             bad = self.bad[self.bad_base[tc] + sub]
             if bad.any():
                 bad_rows.append(int(tr[bad].min()))
