@@ -344,6 +344,7 @@ def files_table(sources: dict[str, str], reps: int, only: list[str] | None) -> l
                 print(f"{case.id}: {case.path()} not found, skipped", flush=True)
                 continue
             policy_file = _policy_file(case, Path(tmp))
+            first = len(rows)
             for label, src in sources.items():
                 env = {**os.environ, "PYTHONPATH": src}
                 command = [sys.executable, __file__, "--file-worker", case.id, "--reps", str(reps)]
@@ -357,7 +358,19 @@ def files_table(sources: dict[str, str], reps: int, only: list[str] | None) -> l
                 row["src"] = label
                 rows.append(row)
                 print(_file_line(row), flush=True)
+            if len(sources) > 1 and len(rows) - first == len(sources):  # every tree's value, in-process and the CLI's
+                print(_values_line(rows[first:]), flush=True)
     return rows
+
+
+def _values_line(rows: list[dict]) -> str:
+    """Whether every tree computed the same value (in-process and in the CLI, each by the strategy its ``auto`` took)."""
+    values = [float(v) for r in rows for v in (r["value"], r["cli_value"])]
+    picks = ", ".join(f"{r['src']}: {r['auto']}" for r in rows)
+    if len(set(values)) == 1:
+        return f"{'':14} value identical in every tree and the CLI: {values[0]!r} ({picks})"
+    spread = (max(values) - min(values)) / max(abs(max(values)), 1e-300)
+    return f"{'':14} values differ by {spread:.2g} (relative): {sorted(set(values))} ({picks})"
 
 
 def _file_line(r: dict) -> str:

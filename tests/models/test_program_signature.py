@@ -36,20 +36,30 @@ def test_guard_signature_has_each_commands_guard_in_its_bit_on_every_valuation(t
     values = program.values(keys)
     env = program.env(values)
     signature = program.guard_signature(values, env, keys)
-    assert signature.dtype == np.uint64 and signature.shape == (program.domain,)
+    assert signature.dtype == np.uint64 and signature.shape == (program.domain, 1)
     for c, command in enumerate(program.commands):  # each guard on its own (compiled, evaluated directly)
         want = program.evaluate(command.guard, env, len(values))
-        assert np.array_equal((signature >> np.uint64(c)) & np.uint64(1), want.astype(np.uint64)), command.name
+        assert np.array_equal((signature[:, 0] >> np.uint64(c)) & np.uint64(1), want.astype(np.uint64)), command.name
     assert not (signature >> np.uint64(len(program.commands))).any()
     assert len(np.unique(signature)) > 8  # the guards do tell the valuations apart
 
 
-def test_guard_signature_refuses_more_than_63_commands(tmp_path):
-    from rlverify.models.program import Unsupported
-
+def test_guard_signature_of_more_than_63_commands_has_a_word_per_63(tmp_path):
+    """Command i in bit i % 63 of word i // 63 (bit 63 of every word clear: a caller's flag)."""
     path = tmp_path / "many.prism"
-    path.write_text("mdp\nmodule m\n  x : [0..1] init 0;\n" + "  [] x=0 -> (x'=1);\n" * 64 + "endmodule\n")
+    path.write_text(
+        "mdp\nmodule m\n  x : [0..199] init 0;\n"
+        + "".join(f"  [] x>={i} -> (x'=min(x+1, 199));\n" for i in range(130))
+        + "endmodule\n"
+    )
     program = compiled(load_model(path).program)
-    values = program.values(np.arange(2, dtype=np.int64))
-    with pytest.raises(Unsupported, match="64 commands: a guard signature holds at most 63"):
-        program.guard_signature(values, program.env(values), np.arange(2, dtype=np.int64))
+    keys = np.arange(program.domain, dtype=np.int64)
+    values = program.values(keys)
+    signature = program.guard_signature(values, program.env(values), keys)
+    assert signature.shape == (200, 3)
+    x = values[:, 0]
+    for c in range(130):
+        got = (signature[:, c // 63] >> np.uint64(c % 63)) & np.uint64(1)
+        assert np.array_equal(got, (x >= c).astype(np.uint64)), c
+    assert not (signature >> np.uint64(63)).any()
+    assert not (signature[:, 2] >> np.uint64(130 - 126)).any()

@@ -66,9 +66,9 @@ BATCH_STATES = 1 << 16
 BATCH_GUARDS = 1 << 22
 #: largest domain indexed by a dense array (4 bytes per domain point, touched pages only)
 DENSE_DOMAIN = 1 << 27
-#: most commands a program may have for its batches to gather their choice structure by guard signature (one bit
-#: per command in a ``uint64``; :class:`_Shapes`): beyond, every batch forms it
-SHAPE_COMMANDS = 63
+#: most commands a program may have for its batches to gather their choice structure by guard signature (a bit per
+#: command; :class:`_Shapes`): beyond, every batch forms it
+SHAPE_COMMANDS = 63 * 32
 
 
 @dataclass
@@ -168,14 +168,19 @@ class _Shapes:
     """The choice structure of the states explored so far, by guard signature: a state's choices (their program
     indices, commands, actions, command names), how the policy's actions map onto them (its choice table's row) and
     what it leaves untaken depend only on which commands' guards hold there, or on its being terminal (a self-loop).
-    Signatures are ``uint64`` (bit ``i``: command ``i``'s guard holds; :data:`STOP`: terminal), kept sorted; the
-    per-signature arrays are indexed by signature id, the per-choice ones from ``start[id]`` on."""
+    Signatures are rows of ``uint64`` words (:meth:`~rlverify.models.program.CompiledProgram.guard_signature`; a
+    terminal state's: :data:`STOP` alone), found by a hash of the words (the first word itself when there is one) kept
+    sorted and then compared word by word; two signatures with one hash set :attr:`broken` (the batches then form their
+    structure themselves). The per-signature arrays are indexed by signature id, the per-choice ones from ``start[id]``
+    on."""
 
     STOP = np.uint64(1 << 63)
 
-    def __init__(self, n_labels: int) -> None:
+    def __init__(self, n_labels: int, words: int) -> None:
         self.sorted = np.zeros(0, dtype=np.uint64)
         self.ids = np.zeros(0, dtype=np.int64)
+        self.words = np.zeros((0, words), dtype=np.uint64)
+        self.broken = False
         self.n_labels = n_labels
         self.names: tuple[str, ...] = ("",)
         self._name_ids: dict[str, int] = {"": 0}
@@ -195,12 +200,31 @@ class _Shapes:
         self.columns = np.zeros(0, dtype=np.int64)
         self.loop = np.zeros(0, dtype=bool)
 
-    def find(self, signature: np.ndarray) -> np.ndarray:
-        """``(B,)`` int64 ids of ``signature`` ``(B,)`` uint64; -1 where not seen."""
+    @staticmethod
+    def hash(words: np.ndarray) -> np.ndarray:
+        """``(B,)`` uint64 hashes of signatures ``words`` ``(B, W)`` (the word itself when ``W`` is 1)."""
+        h = words[:, 0].copy()
+        for w in range(1, words.shape[1]):  # uint64 arithmetic wraps around
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(29)
+            h += words[:, w]
+        return h
+
+    def find(self, h: np.ndarray, words: np.ndarray) -> np.ndarray:
+        """``(B,)`` int64 ids of the signatures ``words`` ``(B, W)`` with hashes ``h`` ``(B,)``; -1 where not seen."""
         if not len(self.sorted):
-            return np.full(len(signature), -1, dtype=np.int64)
-        pos = np.searchsorted(self.sorted, signature).clip(max=len(self.sorted) - 1)
-        return np.where(self.sorted[pos] == signature, self.ids[pos], -1)
+            return np.full(len(h), -1, dtype=np.int64)
+        pos = np.searchsorted(self.sorted, h).clip(max=len(self.sorted) - 1)
+        ids = self.ids[pos]
+        same = (self.sorted[pos] == h) & (self.words[ids] == words).all(axis=1)
+        return np.where(same, ids, -1)
+
+    def fresh(self, h: np.ndarray) -> bool:
+        """Whether the hashes ``h`` (distinct) are all new."""
+        if not len(self.sorted):
+            return True
+        pos = np.searchsorted(self.sorted, h).clip(max=len(self.sorted) - 1)
+        return not (self.sorted[pos] == h).any()
 
     def name_id(self, name: str) -> int:
         """The index of a choice's command name in :attr:`names` (added when new)."""
@@ -213,6 +237,7 @@ class _Shapes:
     def add(
         self,
         signature: np.ndarray,
+        words: np.ndarray,
         row_groups: np.ndarray,
         kind: np.ndarray,
         parts: np.ndarray,
@@ -229,12 +254,13 @@ class _Shapes:
         untaken: list[dict[str, int]],
         untaken_by_label: np.ndarray,
     ) -> None:
-        """Signatures ``(R,)`` new and distinct, with their states' structure (``row_groups`` ``(R + 1,)`` over the
+        """Signatures ``(R,)`` (hashes, new and distinct; ``words`` ``(R, W)``), with their states' structure (``row_groups`` ``(R + 1,)`` over the
         per-choice arrays; the per-state ones ``(R,)``; ``choice_of`` ``(R, A)`` and ``forced`` ``(R,)`` local to the
         state's row)."""
         n, R = len(self.seen), len(signature)
         self.sorted = np.concatenate([self.sorted, signature])
         self.ids = np.concatenate([self.ids, np.arange(n, n + R)])
+        self.words = np.concatenate([self.words, words])
         order = np.argsort(self.sorted, kind="stable")
         self.sorted, self.ids = self.sorted[order], self.ids[order]
         new = {
@@ -403,7 +429,8 @@ class _Exploration:
         self.memory_read = (-np.inf, 0)  # when resident memory was last read, and the transitions then
         self.any_stalled = False
         #: the choice structure by guard signature (None beyond SHAPE_COMMANDS: every batch forms it itself)
-        self.shapes = _Shapes(len(self.actions)) if len(program.commands) <= SHAPE_COMMANDS else None
+        words = max(1, -(-len(program.commands) // 63))
+        self.shapes = _Shapes(len(self.actions), words) if len(program.commands) <= SHAPE_COMMANDS else None
 
     def explore(self, max_states: int | None, max_memory: int | None) -> None:
         """Explore batch by batch until no new state is found (refusing beyond ``max_states`` or ``max_memory``)."""
@@ -437,8 +464,11 @@ class _Exploration:
         vals = self.values.data[lo:hi].copy()
         keys = self.state_keys.data[lo:hi].copy()
         env = self.program.env(vals)
-        if self.shapes is not None and lo >= len(self.init_keys):
-            choices, deadlock, cw = self._shaped(vals, keys, env)
+        shaped = None
+        if self.shapes is not None and not self.shapes.broken and lo >= len(self.init_keys):
+            shaped = self._shaped(vals, keys, env)
+        if shaped is not None:
+            choices, deadlock, cw = shaped
         else:  # the initial states (their lone commands that loop back and the forced-start note need the states)
             fragment, choices, deadlock = self._fragment(vals, keys, env, max(0, min(hi, len(self.init_keys)) - lo))
             cw = self._weigh(fragment, lo)
@@ -505,25 +535,34 @@ class _Exploration:
         )
         return fragment, choices, deadlock
 
-    def _shaped(self, vals: np.ndarray, keys: np.ndarray, env: Any) -> tuple[Enabled, np.ndarray, ChoiceWeights]:
+    def _shaped(self, vals: np.ndarray, keys: np.ndarray, env: Any) -> tuple[Enabled, np.ndarray, ChoiceWeights] | None:
         """The batch's choices, deadlocks and policy weights (as :meth:`_fragment` and :meth:`_weigh` give them) with
         the choice structure gathered from :class:`_Shapes` by each state's guard signature; the structure of a
         signature not seen before is made by :meth:`_fragment` and :func:`~rlverify.models.dynamics.choice_table` on
-        the batch's first state showing it (so a model they refuse is refused naming the same state)."""
+        the batch's first state showing it (so a model they refuse is refused naming the same state). None (and the
+        shapes broken) where two signatures share a hash."""
         program, shapes, B = self.program, self.shapes, len(vals)
         assert shapes is not None
         stop = np.zeros(B, dtype=bool)
         for fn, value in self.terminal:
             stop |= program.evaluate(fn, env, B) == value
-        signature = program.guard_signature(vals, env, keys)
-        signature[stop] = _Shapes.STOP
-        sid = shapes.find(signature)
+        words = program.guard_signature(vals, env, keys)
+        words[stop] = 0
+        words[stop, 0] = _Shapes.STOP
+        signature = shapes.hash(words)
+        sid = shapes.find(signature, words)
         if (sid < 0).any():
             new = np.flatnonzero(sid < 0)
             _, first = np.unique(signature[new], return_index=True)
             reps = np.sort(new[first])
-            self._add_shapes(vals[reps], keys[reps], signature[reps])
-            sid = shapes.find(signature)
+            if not shapes.fresh(signature[reps]):
+                shapes.broken = True
+                return None
+            self._add_shapes(vals[reps], keys[reps], signature[reps], words[reps])
+            sid = shapes.find(signature, words)
+            if (sid < 0).any():  # two new signatures with one hash
+                shapes.broken = True
+                return None
         shapes.seen += np.bincount(sid, minlength=len(shapes.seen))
         count = shapes.count[sid]
         row_groups = np.zeros(B + 1, dtype=np.int64)
@@ -567,7 +606,7 @@ class _Exploration:
         self.n_decision += len(cw.decision_states)
         return choices, shapes.deadlock[sid], cw
 
-    def _add_shapes(self, vals: np.ndarray, keys: np.ndarray, signature: np.ndarray) -> None:
+    def _add_shapes(self, vals: np.ndarray, keys: np.ndarray, signature: np.ndarray, words: np.ndarray) -> None:
         """The structure of states ``vals`` (each the first of its new signature, in batch order) made by the one path
         and added to :attr:`shapes`: their choices, choice table, what they leave untaken."""
         shapes = self.shapes
@@ -590,6 +629,7 @@ class _Exploration:
         rows = fragment.row_groups[:-1]
         shapes.add(
             signature,
+            words,
             fragment.row_groups,
             choices.kind,
             choices.parts,

@@ -524,9 +524,9 @@ class CompiledProgram:
         return self._structure.enabled(values, self.env(values) if env is None else env)
 
     def guard_signature(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
-        """``(n,)`` uint64: bit ``i`` set where command ``i``'s guard holds in the states ``values`` (``env``:
-        :meth:`env`'s; ``keys``: :meth:`keys`'). States with one signature enable the same choices (:meth:`enabled`
-        depends on the states only through their guards). Programs of at most 63 commands (else :class:`Unsupported`)."""
+        """``(n, W)`` uint64: bit ``i % 63`` of word ``i // 63`` set where command ``i``'s guard holds in the states
+        ``values`` (``env``: :meth:`env`'s; ``keys``: :meth:`keys`'); bit 63 of every word is clear. States with one
+        signature enable the same choices (:meth:`enabled` depends on the states only through their guards)."""
         if self._signature is None:
             self._signature = _GuardSignature(self)
         return self._signature(values, env, keys)
@@ -732,7 +732,8 @@ class _Layout:
 
 
 class _GuardSignature:
-    """Each state's guards as one ``uint64`` (bit ``i``: command ``i``'s guard holds), in a few numpy calls on the
+    """Each state's guards as ``uint64`` words (bit ``i % 63`` of word ``i // 63``: command ``i``'s guard holds), in a
+    few numpy calls on the
     states' keys. Commands are grouped by the span of variables their guards read (from the first to the last in key
     order): a state's row in a table over a span is a digit range of its key, ``(key // radix) % size``, so every
     group's row is found by two numpy calls on a ``(groups, n)`` array, the tables (the bits of the group's guards at
@@ -741,8 +742,7 @@ class _GuardSignature:
 
     def __init__(self, program: CompiledProgram) -> None:
         commands = program.commands
-        if len(commands) > 63:
-            raise Unsupported(f"{len(commands)} commands: a guard signature holds at most 63")
+        self.words = max(1, -(-len(commands) // 63))
         self.program = program
         variables = program.variables
         spans: dict[tuple[int, int], list[int]] = {}
@@ -774,11 +774,11 @@ class _GuardSignature:
         for (first, D, cids), radix in zip(self.groups, self.radix[:, 0], strict=True):
             grid = program.values(np.arange(D, dtype=np.int64) * radix)  # the span's valuations, others at their lower bounds
             env = program.env(grid)
-            bits = np.zeros(D, dtype=np.uint64)
+            bits = np.zeros((D, self.words), dtype=np.uint64)
             for c in cids:
-                bits[program.evaluate(program.commands[c].guard, env, D)] |= np.uint64(1 << c)
+                bits[program.evaluate(program.commands[c].guard, env, D), c // 63] |= np.uint64(1 << (c % 63))
             parts.append(bits)
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+        return np.concatenate(parts) if parts else np.zeros((0, self.words), dtype=np.uint64)
 
     def __call__(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
         n, program = len(values), self.program
@@ -790,9 +790,9 @@ class _GuardSignature:
             rows += self.offsets
             out = np.bitwise_or.reduce(self.table[rows], axis=0)
         else:
-            out = np.zeros(n, dtype=np.uint64)
+            out = np.zeros((n, self.words), dtype=np.uint64)
         for c in self.direct:
-            out[program.evaluate(program.commands[c].guard, env, n)] |= np.uint64(1 << c)
+            out[program.evaluate(program.commands[c].guard, env, n), c // 63] |= np.uint64(1 << (c % 63))
         return out
 
 
@@ -857,9 +857,9 @@ class _Choices:
         self.columns_base = (self.base[self.tabled] - (lay.lo[self.tabled] * lay.stride[self.tabled]).sum(axis=1))[:, None]
 
     def guard_signature(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
-        """``(n,)`` uint64: bit ``i`` set where command ``i``'s guard holds in the states ``values`` (``env``:
-        :meth:`env`'s; ``keys``: :meth:`keys`'). States with one signature enable the same choices (:meth:`enabled`
-        depends on the states only through their guards). Programs of at most 63 commands (else :class:`Unsupported`)."""
+        """``(n, W)`` uint64: bit ``i % 63`` of word ``i // 63`` set where command ``i``'s guard holds in the states
+        ``values`` (``env``: :meth:`env`'s; ``keys``: :meth:`keys`'); bit 63 of every word is clear. States with one
+        signature enable the same choices (:meth:`enabled` depends on the states only through their guards)."""
         if self._signature is None:
             self._signature = _GuardSignature(self)
         return self._signature(values, env, keys)
