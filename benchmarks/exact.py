@@ -402,7 +402,7 @@ FILE_LEGEND = (
     "merged s, full s: the policy's chain built (policy_chain, each strategy; the best of --reps). auto/best: auto's "
     "build / the faster strategy's. total s: verify_exact's own total (auto). storm s: Storm's in-process build + "
     "check of the same property (Pmax on the MDP, storm_monolithic). wall s: the whole rlverify verify process. After "
-    "'|': the same in CPU seconds of the process (the least over the repetitions; less sensitive to a loaded machine than wall)."
+    "'|': the same in CPU seconds of the process (the least over the repetitions; load inflates wall time less)."
 )
 
 

@@ -525,7 +525,7 @@ def test_a_state_the_policy_cannot_address_is_refused_naming_it_when_the_structu
     path = tmp_path / "dup.prism"
     path.write_text(
         "mdp\nmodule m\n  s : [0..3] init 0;\n  [go] s<2 -> (s'=s+1);\n  [go] s=2 -> (s'=3);\n"
-        "  [go] s>=2 -> (s'=0);\nendmodule\nlabel \"done\" = s=3;\n"
+        '  [go] s>=2 -> (s\'=0);\nendmodule\nlabel "done" = s=3;\n'
     )
     policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["s"], ["go"])
     monkeypatch.setattr(merged_module, "BATCH_BRANCHES", 1)

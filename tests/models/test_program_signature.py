@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from rlverify.models.program import compiled
 from rlverify.models.symbolic import load_model

@@ -187,11 +187,14 @@ class _Shapes:
         self.seen = np.zeros(0, dtype=np.int64)  # explored states of each signature (batches gathering them)
         self.untaken: list[dict[str, int]] = []  # choice name -> 1 per untaken choice of a state of the signature
         self.untaken_by_label = np.zeros((0, n_labels), dtype=np.int64)
-        per_state: dict[str, Any] = {"count": np.int64, "start": np.int64, "forced": np.int64, "decision": bool}
-        per_state |= {"dead_end": bool, "absorbing": bool, "deadlock": bool}
-        self.per_state = per_state
-        for name, dtype in per_state.items():
-            setattr(self, name, np.zeros(0, dtype=dtype))
+        # per signature: its choices (how many, where in the per-choice arrays), its choice table's row, a deadlock
+        self.count = np.zeros(0, dtype=np.int64)
+        self.start = np.zeros(0, dtype=np.int64)
+        self.forced = np.zeros(0, dtype=np.int64)
+        self.decision = np.zeros(0, dtype=bool)
+        self.dead_end = np.zeros(0, dtype=bool)
+        self.absorbing = np.zeros(0, dtype=bool)
+        self.deadlock = np.zeros(0, dtype=bool)
         self.choice_of = np.zeros((0, 0), dtype=np.int64)
         self.kind = np.zeros(0, dtype=np.int64)
         self.parts = np.zeros((0, 0), dtype=np.int64)
@@ -254,26 +257,22 @@ class _Shapes:
         untaken: list[dict[str, int]],
         untaken_by_label: np.ndarray,
     ) -> None:
-        """Signatures ``(R,)`` (hashes, new and distinct; ``words`` ``(R, W)``), with their states' structure (``row_groups`` ``(R + 1,)`` over the
-        per-choice arrays; the per-state ones ``(R,)``; ``choice_of`` ``(R, A)`` and ``forced`` ``(R,)`` local to the
-        state's row)."""
+        """Signatures ``(R,)`` (hashes, new and distinct; ``words`` ``(R, W)``), with their states' structure
+        (``row_groups`` ``(R + 1,)`` over the per-choice arrays; the per-state ones ``(R,)``; ``choice_of`` ``(R, A)``
+        and ``forced`` ``(R,)`` local to the state's row)."""
         n, R = len(self.seen), len(signature)
         self.sorted = np.concatenate([self.sorted, signature])
         self.ids = np.concatenate([self.ids, np.arange(n, n + R)])
         self.words = np.concatenate([self.words, words])
         order = np.argsort(self.sorted, kind="stable")
         self.sorted, self.ids = self.sorted[order], self.ids[order]
-        new = {
-            "count": np.diff(row_groups),
-            "start": len(self.kind) + row_groups[:-1],
-            "forced": forced,
-            "decision": decision,
-            "dead_end": dead_end,
-            "absorbing": absorbing,
-            "deadlock": deadlock,
-        }
-        for name, dtype in self.per_state.items():
-            setattr(self, name, np.concatenate([getattr(self, name), np.asarray(new[name], dtype=dtype)]))
+        self.count = np.concatenate([self.count, np.diff(row_groups)])
+        self.start = np.concatenate([self.start, len(self.kind) + row_groups[:-1]])
+        self.forced = np.concatenate([self.forced, forced.astype(np.int64)])
+        self.decision = np.concatenate([self.decision, decision])
+        self.dead_end = np.concatenate([self.dead_end, dead_end])
+        self.absorbing = np.concatenate([self.absorbing, absorbing])
+        self.deadlock = np.concatenate([self.deadlock, deadlock])
         self.choice_of = np.concatenate([self.choice_of.reshape(n, choice_of.shape[1]), choice_of.astype(np.int64)])
         self.kind = np.concatenate([self.kind, kind])
         self.parts = np.concatenate([self.parts.reshape(-1, parts.shape[1]), parts])

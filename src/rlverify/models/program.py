@@ -771,8 +771,8 @@ class _GuardSignature:
     def _build(self) -> np.ndarray:
         program = self.program
         parts = []
-        for (first, D, cids), radix in zip(self.groups, self.radix[:, 0], strict=True):
-            grid = program.values(np.arange(D, dtype=np.int64) * radix)  # the span's valuations, others at their lower bounds
+        for (_, D, cids), radix in zip(self.groups, self.radix[:, 0], strict=True):
+            grid = program.values(np.arange(D, dtype=np.int64) * radix)  # the span's valuations, others at lower bounds
             env = program.env(grid)
             bits = np.zeros((D, self.words), dtype=np.uint64)
             for c in cids:
@@ -855,14 +855,6 @@ class _Choices:
         self.columns = [(lay.var[self.tabled, t], lay.stride[self.tabled, t, None]) for t in range(lay.var.shape[1])]
         # each guard's table offset, less its variables' lower bounds (times their strides)
         self.columns_base = (self.base[self.tabled] - (lay.lo[self.tabled] * lay.stride[self.tabled]).sum(axis=1))[:, None]
-
-    def guard_signature(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
-        """``(n, W)`` uint64: bit ``i % 63`` of word ``i // 63`` set where command ``i``'s guard holds in the states
-        ``values`` (``env``: :meth:`env`'s; ``keys``: :meth:`keys`'); bit 63 of every word is clear. States with one
-        signature enable the same choices (:meth:`enabled` depends on the states only through their guards)."""
-        if self._signature is None:
-            self._signature = _GuardSignature(self)
-        return self._signature(values, env, keys)
 
     def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
         """``(commands, n)`` bool, each command's guard (slot order) in the ``n`` states ``values``."""
