@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rlverify.models.program import compiled
 from rlverify.models.symbolic import load_model
@@ -27,7 +28,12 @@ endmodule
 """
 
 
-def test_guard_signature_has_each_commands_guard_in_its_bit_on_every_valuation(tmp_path):
+@pytest.mark.parametrize("span_domain", [1 << 16, 0], ids=["tables-over-spans", "guards-each"])
+def test_guard_signature_has_each_commands_guard_in_its_bit_on_every_valuation(tmp_path, monkeypatch, span_domain):
+    """Whether a guard's bits come from a table over the span of variables it reads or from CompiledProgram.guards."""
+    import rlverify.models.program as program_module
+
+    monkeypatch.setattr(program_module, "SPAN_DOMAIN", span_domain)
     path = tmp_path / "p.prism"
     path.write_text(PROGRAM)
     program = compiled(load_model(path).program)

@@ -49,7 +49,7 @@ TABLE_DOMAIN = 1 << 12
 MAX_TABLE_DOMAIN = 1 << 18
 TABLE_ENTRIES = 1 << 22
 #: largest table of guard bits over a span of variables (:class:`_GuardSignature`; 8 bytes a row)
-SPAN_DOMAIN = 1 << 16
+SPAN_DOMAIN = 1 << 12
 #: largest domain of the variables a guard reads for it to be looked up in a table (every guard is evaluated in
 #: every batch: all the guards' tables are built on the first)
 GUARD_TABLE_DOMAIN = 1 << 14
@@ -738,7 +738,7 @@ class _GuardSignature:
     order): a state's row in a table over a span is a digit range of its key, ``(key // radix) % size``, so every
     group's row is found by two numpy calls on a ``(groups, n)`` array, the tables (the bits of the group's guards at
     every valuation of the span, built on first use) gathered at once and or-ed. Guards whose span has more than
-    :data:`SPAN_DOMAIN` valuations are evaluated directly."""
+    :data:`SPAN_DOMAIN` valuations are taken from :meth:`CompiledProgram.guards`."""
 
     def __init__(self, program: CompiledProgram) -> None:
         commands = program.commands
@@ -763,6 +763,12 @@ class _GuardSignature:
                 entries += D
             else:
                 self.direct += cids
+        # the other commands' guards: their rows in CompiledProgram.guards, and their bits
+        slot = np.empty(len(commands), dtype=np.int64)
+        slot[program._structure.order] = np.arange(len(commands))
+        self.direct_rows = slot[self.direct]
+        self.direct_word = np.asarray(self.direct, dtype=np.int64) // 63
+        self.direct_bits = (np.uint64(1) << (np.asarray(self.direct, dtype=np.uint64) % np.uint64(63)))[:, None]
         self.radix = np.asarray([variables[f].radix if variables else 1 for f, _, _ in self.groups], dtype=np.int64)[:, None]
         self.size = np.asarray([D for _, D, _ in self.groups], dtype=np.int64)[:, None]
         self.offsets = (np.cumsum(self.size) - self.size[:, 0])[:, None]
@@ -791,8 +797,11 @@ class _GuardSignature:
             out = np.bitwise_or.reduce(self.table[rows], axis=0)
         else:
             out = np.zeros((n, self.words), dtype=np.uint64)
-        for c in self.direct:
-            out[program.evaluate(program.commands[c].guard, env, n), c // 63] |= np.uint64(1 << (c % 63))
+        if self.direct:  # every guard at once (looked up in tables over the variables each reads, where they are few)
+            guards = program.guards(values, env)[self.direct_rows]
+            bits = np.where(guards, self.direct_bits, np.uint64(0))
+            for w in np.unique(self.direct_word):
+                out[:, w] |= np.bitwise_or.reduce(bits[self.direct_word == w], axis=0)
         return out
 
 
