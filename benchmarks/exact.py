@@ -268,21 +268,28 @@ def file_worker(case_id: str, reps: int) -> dict:
     policy, _, _ = _case_policy(case, model)
     prop = parse_property(model, case.prop)
     best: dict[str, float] = {}
+    cpu: dict[str, float] = {}  # the least CPU seconds of the process over the repetitions (load inflates wall time)
     picks: dict[str, str] = {}
     for strategy in ("merged", "full"):  # untimed: the process's first build of each kind loads what it needs
         policy_chain(model, prop, policy, ExactOptions(strategy=strategy, unavailable=case.unavailable))
     for _ in range(reps):
         for strategy in ("merged", "full", "auto"):
             _forget_compiled()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             chain = policy_chain(model, prop, policy, ExactOptions(strategy=strategy, unavailable=case.unavailable))
+            c = time.process_time() - c
+            cpu[strategy] = min(cpu.get(strategy, float("inf")), c)
             best[strategy] = min(best.get(strategy, float("inf")), time.perf_counter() - t)
             picks[strategy] = chain.strategy
             states, transitions = chain.chain.num_states, chain.chain.num_transitions
         _forget_compiled()
+        c = time.process_time()
         r = verify_exact(model, prop, policy, ExactOptions(unavailable=case.unavailable))
+        cpu["total"] = min(cpu.get("total", float("inf")), time.process_time() - c)
         best["total"] = min(best.get("total", float("inf")), r.timings["total"])
+        c = time.process_time()
         best["storm"] = min(best.get("storm", float("inf")), storm_monolithic(model, case.prop))
+        cpu["storm"] = min(cpu.get("storm", float("inf")), time.process_time() - c)
     return {
         "case": case.id,
         "states": states,
@@ -294,6 +301,7 @@ def file_worker(case_id: str, reps: int) -> dict:
         "auto_s": best["auto"],
         "total_s": best["total"],
         "storm_s": best["storm"],
+        "cpu": cpu,
     }
 
 
@@ -344,6 +352,7 @@ def files_table(sources: dict[str, str], reps: int, only: list[str] | None) -> l
                 print(f"{case.id}: {case.path()} not found, skipped", flush=True)
                 continue
             policy_file = _policy_file(case, Path(tmp))
+            first = len(rows)
             for label, src in sources.items():
                 env = {**os.environ, "PYTHONPATH": src}
                 command = [sys.executable, __file__, "--file-worker", case.id, "--reps", str(reps)]
@@ -357,26 +366,43 @@ def files_table(sources: dict[str, str], reps: int, only: list[str] | None) -> l
                 row["src"] = label
                 rows.append(row)
                 print(_file_line(row), flush=True)
+            if len(sources) > 1 and len(rows) - first == len(sources):  # every tree's value, in-process and the CLI's
+                print(_values_line(rows[first:]), flush=True)
     return rows
+
+
+def _values_line(rows: list[dict]) -> str:
+    """Whether every tree computed the same value (in-process and in the CLI, each by the strategy its ``auto`` took)."""
+    values = [float(v) for r in rows for v in (r["value"], r["cli_value"])]
+    picks = ", ".join(f"{r['src']}: {r['auto']}" for r in rows)
+    if len(set(values)) == 1:
+        return f"{'':14} value identical in every tree and the CLI: {values[0]!r} ({picks})"
+    spread = (max(values) - min(values)) / max(abs(max(values)), 1e-300)
+    return f"{'':14} values differ by {spread:.2g} (relative): {sorted(set(values))} ({picks})"
 
 
 def _file_line(r: dict) -> str:
     faster = min(r["merged_s"], r["full_s"])
+    c = r["cpu"]
     return (
         f"{r['case']:14} {r['src']:7} {r['states']:8d} {r['merged_s']:9.3f} {r['full_s']:9.3f} "
         f"{r['merged_s'] / r['full_s']:7.2f} {r['auto']:>7} {r['auto_s'] / faster:9.2f} {r['total_s']:8.3f} "
-        f"{r['storm_s']:8.3f} {r['total_s'] / r['storm_s']:9.2f} {r['wall_s']:7.2f} {r['wall_s'] / r['storm_s']:9.2f}"
+        f"{r['storm_s']:8.3f} {r['total_s'] / r['storm_s']:9.2f} {r['wall_s']:7.2f} {r['wall_s'] / r['storm_s']:9.2f} | "
+        f"{c['merged']:7.3f} {c['full']:7.3f} {c['merged'] / c['full']:7.2f} {c['auto'] / min(c['merged'], c['full']):9.2f} "
+        f"{c['total']:7.3f} {c['storm']:7.3f} {c['total'] / c['storm']:9.2f}"
     )
 
 
 FILE_HEADER = (
     f"{'case':14} {'src':7} {'states':>8} {'merged s':>9} {'full s':>9} {'m/full':>7} {'auto':>7} {'auto/best':>9} "
-    f"{'total s':>8} {'storm s':>8} {'tot/storm':>9} {'wall s':>7} {'wall/storm':>9}"
+    f"{'total s':>8} {'storm s':>8} {'tot/storm':>9} {'wall s':>7} {'wall/storm':>9} | {'merged':>7} {'full':>7} "
+    f"{'m/full':>7} {'auto/best':>9} {'total':>7} {'storm':>7} {'tot/storm':>9}"
 )
 FILE_LEGEND = (
     "merged s, full s: the policy's chain built (policy_chain, each strategy; the best of --reps). auto/best: auto's "
     "build / the faster strategy's. total s: verify_exact's own total (auto). storm s: Storm's in-process build + "
-    "check of the same property (Pmax on the MDP, storm_monolithic). wall s: the whole rlverify verify process."
+    "check of the same property (Pmax on the MDP, storm_monolithic). wall s: the whole rlverify verify process. After "
+    "'|': the same in CPU seconds of the process (the least over the repetitions; load inflates wall time less)."
 )
 
 

@@ -451,3 +451,85 @@ def test_of_several_bad_updates_the_first_explored_states_is_reported(tmp_path, 
     monkeypatch.setattr(merged_module, "BATCH_BRANCHES", batch)
     with pytest.raises(ModelError, match=r"command m:3 assigns s=-4 outside its range \[0..3\] in state \{'s': 1\}"):
         verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+
+
+def _chain_arrays(built):
+    chain = built.chain
+    M = chain.transitions
+    return (
+        [M.indptr, M.indices, M.data, chain.valuations, *(chain.labels[k] for k in sorted(chain.labels))],
+        (sorted(chain.labels), built.untaken, built.decision_states, built.mdp_branches, built.start_note),
+    )
+
+
+@pytest.mark.parametrize(
+    "name,prop",
+    [
+        ("PROGRAM", 'P=? [F<=7 "far" | "top"]'),
+        ("csma2-2.nm", 'P=? [!"collision_max_backoff" U "all_delivered"]'),
+        ("leader3.nm", 'P=? [F "elected"]'),
+        ("coin2-2.nm", 'P=? [F "finished" & "agree"]'),
+        ("firewire3-0.5.nm", 'P=? [F<=40 "elected"]'),  # 120 commands: signatures of two words
+        ("collide", 'P=? [!"collision_max_backoff" U "all_delivered"]'),  # csma2-2, every signature one hash
+    ],
+)
+@pytest.mark.parametrize("lacking", [False, True], ids=["all-actions", "lacking-the-last"])
+def test_the_choice_structure_gathered_by_guard_signature_builds_the_same_chain_bit_for_bit(
+    tmp_path, monkeypatch, name, prop, lacking
+):
+    """Batches that gather their states' choices and choice table by guard signature (SHAPE_COMMANDS) build the chain
+    every batch forming its own builds: the same arrays bit for bit, the same untaken choices (a policy lacking an
+    action: named and counted per state), decision states and branches; also when two signatures share a hash (the
+    batches from then on form their own)."""
+    import rlverify.exact.merged as merged_module
+    from rlverify.exact.merged import merged_chain
+    from rlverify.models.symbolic import parse_property
+
+    if name == "collide":
+        monkeypatch.setattr(merged_module._Shapes, "hash", staticmethod(lambda words: np.zeros(len(words), np.uint64)))
+        path = _storm_examples() / "csma2-2.nm"
+    elif name == "PROGRAM":
+        path = tmp_path / "prog.prism"
+        path.write_text(
+            PROGRAM.replace("[d] z=1 -> (y'=0);", "[d] z=1 -> (g'=max(g-1, -3));").replace(
+                "[d] y=2 & g<4 -> (g'=g+1);", "[d] y=2 & g<4 -> true;"
+            )
+        )
+    else:
+        path = _storm_examples() / name
+    model = load_model(path)
+    actions = list(summarize(model)[0].actions)
+    policy = _mixing_policy(model.variables, actions[:-1] if lacking else actions, seed=2)
+    prop_ = parse_property(model, prop)
+    monkeypatch.setattr(merged_module, "BATCH_BRANCHES", 64)  # many batches after the initial states'
+    built = []
+    for commands in (0, merged_module.SHAPE_COMMANDS):
+        monkeypatch.setattr(merged_module, "SHAPE_COMMANDS", commands)
+        exploration = merged_module._Exploration(
+            model, prop_, policy, mode="stochastic", unavailable="stall", say=lambda msg: None
+        )
+        assert (exploration.shapes is None) == (commands == 0)
+        built.append(merged_chain(model, prop_, policy, mode="stochastic", unavailable="stall"))
+    (arrays, facts), (arrays2, facts2) = (_chain_arrays(b) for b in built)
+    assert facts == facts2
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(arrays, arrays2, strict=True))
+    if lacking and name != "firewire3-0.5.nm":  # (firewire's last action is never offered where the policy decides)
+        assert built[0].untaken  # the lacking action's choices are named
+
+
+def test_a_state_the_policy_cannot_address_is_refused_naming_it_when_the_structure_is_gathered(tmp_path, monkeypatch):
+    """Two `go` choices first offered in a state explored after the initial batch (s=2): refused naming s=2, whether
+    the batch forms its own choice table or gathers it by guard signature (made on the first state showing it)."""
+    import rlverify.exact.merged as merged_module
+
+    path = tmp_path / "dup.prism"
+    path.write_text(
+        "mdp\nmodule m\n  s : [0..3] init 0;\n  [go] s<2 -> (s'=s+1);\n  [go] s=2 -> (s'=3);\n"
+        '  [go] s>=2 -> (s\'=0);\nendmodule\nlabel "done" = s=3;\n'
+    )
+    policy = CallablePolicy(lambda x: np.ones((len(x), 1)), ["s"], ["go"])
+    monkeypatch.setattr(merged_module, "BATCH_BRANCHES", 1)
+    for commands in (0, 63):
+        monkeypatch.setattr(merged_module, "SHAPE_COMMANDS", commands)
+        with pytest.raises(PolicyError, match=r"state \{'s': 2\} has 2 choices labelled 'go' \(commands m:2, m:3\)"):
+            verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))

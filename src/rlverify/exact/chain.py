@@ -232,10 +232,14 @@ def mdp_for(
 #: ``auto`` picks ``merged`` for a PRISM MDP whose choices have at least this many branches on average (the
 #: policy's chain fans out: a few wide breadth-first steps, where exploring in numpy batches is cheapest) ...
 AUTO_BRANCHING = 2.2
-#: ... or whose variables' domains multiply to at least this (large state spaces: the steps grow wide); elsewhere
-#: Storm's builder is faster: the chain is explored in many narrow steps, each with a fixed cost in numpy
-#: (measured in benchmarks/exact.py: the paper's Avoid, Freeway, Crazy Climber; QVBS consensus, csma, firewire)
+#: ... or whose variables' domains multiply to at least this (large state spaces: the steps grow wide) ...
 AUTO_DOMAIN = 2**45
+#: ... or whose choices branch at least AUTO_FANNING ways on average over a domain of at least AUTO_FANNED valuations
+#: (csma: 1.7 over 3e11); elsewhere Storm's builder is faster: the chain is explored in many narrow steps, each with a
+#: fixed cost in numpy (measured in benchmarks/exact.py --files: the paper's Avoid, Freeway, Crazy Climber; QVBS
+#: consensus, csma, firewire, leader)
+AUTO_FANNING = 1.5
+AUTO_FANNED = 2**30
 
 
 def choose_strategy(model: SymbolicModel, options: ExactOptions, prop: Property | None = None) -> str:
@@ -248,7 +252,8 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
     did, or ``auto`` was not asked for).
 
     ``auto`` is ``full`` for JANI; for a PRISM MDP it is ``merged`` where the program's choices branch widely or its
-    variables span a large domain (:data:`AUTO_BRANCHING`, :data:`AUTO_DOMAIN`: cheap facts of the compiled program,
+    variables span a large domain (:data:`AUTO_BRANCHING`, :data:`AUTO_DOMAIN`, :data:`AUTO_FANNING` over
+    :data:`AUTO_FANNED`: cheap facts of the compiled program,
     never of its states), else ``full``; ``merged`` falls back to ``full`` for what it does not evaluate (a reward
     property, say: then ``merged`` is returned and declines, saying why). Monolithic mode builds the full MDP.
     """
@@ -270,7 +275,7 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
         branching, domain = program_shape(model.program)
     except Unsupported:  # merged declines it, saying why
         return "merged", None
-    if branching >= AUTO_BRANCHING or domain >= AUTO_DOMAIN:
+    if branching >= AUTO_BRANCHING or domain >= AUTO_DOMAIN or (branching >= AUTO_FANNING and domain >= AUTO_FANNED):
         return "merged", None
     reason = (
         f"auto chose Storm's builder: the program's choices have {branching:.3g} branches on average over "

@@ -33,7 +33,7 @@ from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, weigh
 from rlverify.exact.ondisk import ChainWriter, RowBlocks, prepare
 from rlverify.models.commands import is_command_name
-from rlverify.models.dynamics import forced_start_message
+from rlverify.models.dynamics import ChoiceTable, choice_name, choice_table, forced_start_message
 from rlverify.models.explicit import (
     ExplicitModel,
     encode_valuations,
@@ -66,6 +66,9 @@ BATCH_STATES = 1 << 16
 BATCH_GUARDS = 1 << 22
 #: largest domain indexed by a dense array (4 bytes per domain point, touched pages only)
 DENSE_DOMAIN = 1 << 27
+#: most commands a program may have for its batches to gather their choice structure by guard signature (a bit per
+#: command; :class:`_Shapes`): beyond, every batch forms it
+SHAPE_COMMANDS = 63 * 32
 
 
 @dataclass
@@ -127,9 +130,11 @@ class _StateIndex:
         unseen = ids < 0
         if not unseen.any():
             return ids, keys[:0]
-        added = np.unique(keys[unseen])
-        self.ids(added)
-        ids[unseen] = self.dense[keys[unseen]] - 1
+        missing = keys[unseen]
+        added = np.unique(missing)  # all unseen: numbered in key order
+        self.dense[added] = np.arange(self.count + 1, self.count + 1 + len(added), dtype=np.int32)
+        self.count += len(added)
+        ids[unseen] = self.dense[missing] - 1
         return ids, added
 
     def ids(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -157,6 +162,127 @@ class _StateIndex:
                 order = np.argsort(k, kind="stable")
                 self.runs.append((k[order], i[order]))
         return ids, new
+
+
+class _Shapes:
+    """The choice structure of the states explored so far, by guard signature: a state's choices (their program
+    indices, commands, actions, command names), how the policy's actions map onto them (its choice table's row) and
+    what it leaves untaken depend only on which commands' guards hold there, or on its being terminal (a self-loop).
+    Signatures are rows of ``uint64`` words (:meth:`~rlverify.models.program.CompiledProgram.guard_signature`; a
+    terminal state's: :data:`STOP` alone), found by a hash of the words (the first word itself when there is one) kept
+    sorted and then compared word by word; two signatures with one hash set :attr:`broken` (the batches then form their
+    structure themselves). The per-signature arrays are indexed by signature id, the per-choice ones from ``start[id]``
+    on."""
+
+    STOP = np.uint64(1 << 63)
+
+    def __init__(self, n_labels: int, words: int) -> None:
+        self.sorted = np.zeros(0, dtype=np.uint64)
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.words = np.zeros((0, words), dtype=np.uint64)
+        self.broken = False
+        self.n_labels = n_labels
+        self.names: tuple[str, ...] = ("",)
+        self._name_ids: dict[str, int] = {"": 0}
+        self.seen = np.zeros(0, dtype=np.int64)  # explored states of each signature (batches gathering them)
+        self.untaken: list[dict[str, int]] = []  # choice name -> 1 per untaken choice of a state of the signature
+        self.untaken_by_label = np.zeros((0, n_labels), dtype=np.int64)
+        # per signature: its choices (how many, where in the per-choice arrays), its choice table's row, a deadlock
+        self.count = np.zeros(0, dtype=np.int64)
+        self.start = np.zeros(0, dtype=np.int64)
+        self.forced = np.zeros(0, dtype=np.int64)
+        self.decision = np.zeros(0, dtype=bool)
+        self.dead_end = np.zeros(0, dtype=bool)
+        self.absorbing = np.zeros(0, dtype=bool)
+        self.deadlock = np.zeros(0, dtype=bool)
+        self.choice_of = np.zeros((0, 0), dtype=np.int64)
+        self.kind = np.zeros(0, dtype=np.int64)
+        self.parts = np.zeros((0, 0), dtype=np.int64)
+        self.action = np.zeros(0, dtype=np.int32)
+        self.command = np.zeros(0, dtype=np.int32)
+        self.columns = np.zeros(0, dtype=np.int64)
+        self.loop = np.zeros(0, dtype=bool)
+
+    @staticmethod
+    def hash(words: np.ndarray) -> np.ndarray:
+        """``(B,)`` uint64 hashes of signatures ``words`` ``(B, W)`` (the word itself when ``W`` is 1)."""
+        h = words[:, 0].copy()
+        for w in range(1, words.shape[1]):  # uint64 arithmetic wraps around
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(29)
+            h += words[:, w]
+        return h
+
+    def find(self, h: np.ndarray, words: np.ndarray) -> np.ndarray:
+        """``(B,)`` int64 ids of the signatures ``words`` ``(B, W)`` with hashes ``h`` ``(B,)``; -1 where not seen."""
+        if not len(self.sorted):
+            return np.full(len(h), -1, dtype=np.int64)
+        pos = np.searchsorted(self.sorted, h).clip(max=len(self.sorted) - 1)
+        ids = self.ids[pos]
+        same = (self.sorted[pos] == h) & (self.words[ids] == words).all(axis=1)
+        return np.where(same, ids, -1)
+
+    def fresh(self, h: np.ndarray) -> bool:
+        """Whether the hashes ``h`` (distinct) are all new."""
+        if not len(self.sorted):
+            return True
+        pos = np.searchsorted(self.sorted, h).clip(max=len(self.sorted) - 1)
+        return not (self.sorted[pos] == h).any()
+
+    def name_id(self, name: str) -> int:
+        """The index of a choice's command name in :attr:`names` (added when new)."""
+        got = self._name_ids.get(name)
+        if got is None:
+            got = self._name_ids[name] = len(self.names)
+            self.names = (*self.names, name)
+        return got
+
+    def add(
+        self,
+        signature: np.ndarray,
+        words: np.ndarray,
+        row_groups: np.ndarray,
+        kind: np.ndarray,
+        parts: np.ndarray,
+        action: np.ndarray,
+        command: np.ndarray,
+        columns: np.ndarray,
+        loop: np.ndarray,
+        choice_of: np.ndarray,
+        forced: np.ndarray,
+        decision: np.ndarray,
+        dead_end: np.ndarray,
+        absorbing: np.ndarray,
+        deadlock: np.ndarray,
+        untaken: list[dict[str, int]],
+        untaken_by_label: np.ndarray,
+    ) -> None:
+        """Signatures ``(R,)`` (hashes, new and distinct; ``words`` ``(R, W)``), with their states' structure
+        (``row_groups`` ``(R + 1,)`` over the per-choice arrays; the per-state ones ``(R,)``; ``choice_of`` ``(R, A)``
+        and ``forced`` ``(R,)`` local to the state's row)."""
+        n, R = len(self.seen), len(signature)
+        self.sorted = np.concatenate([self.sorted, signature])
+        self.ids = np.concatenate([self.ids, np.arange(n, n + R)])
+        self.words = np.concatenate([self.words, words])
+        order = np.argsort(self.sorted, kind="stable")
+        self.sorted, self.ids = self.sorted[order], self.ids[order]
+        self.count = np.concatenate([self.count, np.diff(row_groups)])
+        self.start = np.concatenate([self.start, len(self.kind) + row_groups[:-1]])
+        self.forced = np.concatenate([self.forced, forced.astype(np.int64)])
+        self.decision = np.concatenate([self.decision, decision])
+        self.dead_end = np.concatenate([self.dead_end, dead_end])
+        self.absorbing = np.concatenate([self.absorbing, absorbing])
+        self.deadlock = np.concatenate([self.deadlock, deadlock])
+        self.choice_of = np.concatenate([self.choice_of.reshape(n, choice_of.shape[1]), choice_of.astype(np.int64)])
+        self.kind = np.concatenate([self.kind, kind])
+        self.parts = np.concatenate([self.parts.reshape(-1, parts.shape[1]), parts])
+        self.action = np.concatenate([self.action, action.astype(np.int32)])
+        self.command = np.concatenate([self.command, command])
+        self.columns = np.concatenate([self.columns, columns.astype(np.int64)])
+        self.loop = np.concatenate([self.loop, loop])
+        self.seen = np.concatenate([self.seen, np.zeros(R, dtype=np.int64)])
+        self.untaken += untaken
+        self.untaken_by_label = np.concatenate([self.untaken_by_label, untaken_by_label])
 
 
 def _atoms(formula: Any) -> list[Any]:
@@ -301,6 +427,9 @@ class _Exploration:
         self.branches_total = 0
         self.memory_read = (-np.inf, 0)  # when resident memory was last read, and the transitions then
         self.any_stalled = False
+        #: the choice structure by guard signature (None beyond SHAPE_COMMANDS: every batch forms it itself)
+        words = max(1, -(-len(program.commands) // 63))
+        self.shapes = _Shapes(len(self.actions), words) if len(program.commands) <= SHAPE_COMMANDS else None
 
     def explore(self, max_states: int | None, max_memory: int | None) -> None:
         """Explore batch by batch until no new state is found (refusing beyond ``max_states`` or ``max_memory``)."""
@@ -334,19 +463,26 @@ class _Exploration:
         vals = self.values.data[lo:hi].copy()
         keys = self.state_keys.data[lo:hi].copy()
         env = self.program.env(vals)
-        fragment, choices, deadlock = self._fragment(lo, hi, vals, keys, env)
-        cw = self._weigh(fragment, lo)
+        shaped = None
+        if self.shapes is not None and not self.shapes.broken and lo >= len(self.init_keys):
+            shaped = self._shaped(vals, keys, env)
+        if shaped is not None:
+            choices, deadlock, cw = shaped
+        else:  # the initial states (their lone commands that loop back and the forced-start note need the states)
+            fragment, choices, deadlock = self._fragment(vals, keys, env, max(0, min(hi, len(self.init_keys)) - lo))
+            cw = self._weigh(fragment, lo)
         row, key, w = self._branches(cw, choices, vals, keys)
         row, key, w = self._merged_rows(row, key, w, B)
         self._append(row, key, w, B)
         self._labels(lo, hi, env, deadlock)
 
     def _fragment(
-        self, lo: int, hi: int, vals: np.ndarray, keys: np.ndarray, env: Any
+        self, vals: np.ndarray, keys: np.ndarray, env: Any, n_init: int
     ) -> tuple[ExplicitModel, Enabled, np.ndarray]:
-        """The batch's states as an MDP fragment (the one dynamics core reads it), its choices (``kind`` ``J``: Storm's
-        self-loop at terminal states and deadlocks, last in program order) and the deadlocks ``(B,)`` bool."""
-        program, J, B = self.program, self.J, hi - lo
+        """The states ``vals`` (the first ``n_init`` initial) as an MDP fragment (the one dynamics core reads it), its
+        choices (``kind`` ``J``: Storm's self-loop at terminal states and deadlocks, last in program order) and the
+        deadlocks ``(B,)`` bool."""
+        program, J, B = self.program, self.J, len(vals)
         stop = np.zeros(B, dtype=bool)
         for fn, value in self.terminal:
             stop |= program.evaluate(fn, env, B) == value
@@ -377,7 +513,6 @@ class _Exploration:
         kinds, local = np.unique(found.kind, return_inverse=True)
         commands = np.zeros(C, dtype=np.int32)
         commands[pos] = local.reshape(-1) + 1
-        n_init = max(0, min(hi, len(self.init_keys)) - lo)
         fragment = ExplicitModel(
             model_type="mdp",
             row_groups=row_groups,
@@ -398,6 +533,118 @@ class _Exploration:
             command_names=("", *(program.choice_name(int(k)) for k in kinds)),
         )
         return fragment, choices, deadlock
+
+    def _shaped(self, vals: np.ndarray, keys: np.ndarray, env: Any) -> tuple[Enabled, np.ndarray, ChoiceWeights] | None:
+        """The batch's choices, deadlocks and policy weights (as :meth:`_fragment` and :meth:`_weigh` give them) with
+        the choice structure gathered from :class:`_Shapes` by each state's guard signature; the structure of a
+        signature not seen before is made by :meth:`_fragment` and :func:`~rlverify.models.dynamics.choice_table` on
+        the batch's first state showing it (so a model they refuse is refused naming the same state). None (and the
+        shapes broken) where two signatures share a hash."""
+        program, shapes, B = self.program, self.shapes, len(vals)
+        assert shapes is not None
+        stop = np.zeros(B, dtype=bool)
+        for fn, value in self.terminal:
+            stop |= program.evaluate(fn, env, B) == value
+        words = program.guard_signature(vals, env, keys)
+        words[stop] = 0
+        words[stop, 0] = _Shapes.STOP
+        signature = shapes.hash(words)
+        sid = shapes.find(signature, words)
+        if (sid < 0).any():
+            new = np.flatnonzero(sid < 0)
+            _, first = np.unique(signature[new], return_index=True)
+            reps = np.sort(new[first])
+            if not shapes.fresh(signature[reps]):
+                shapes.broken = True
+                return None
+            self._add_shapes(vals[reps], keys[reps], signature[reps], words[reps])
+            sid = shapes.find(signature, words)
+            if (sid < 0).any():  # two new signatures with one hash
+                shapes.broken = True
+                return None
+        shapes.seen += np.bincount(sid, minlength=len(shapes.seen))
+        count = shapes.count[sid]
+        row_groups = np.zeros(B + 1, dtype=np.int64)
+        np.cumsum(count, out=row_groups[1:])
+        start = row_groups[:-1]
+        C = int(row_groups[-1])
+        state = np.repeat(np.arange(B), count)
+        at = np.repeat(shapes.start[sid] - start, count) + np.arange(C)  # each choice's entry in the shapes' arrays
+        kind = shapes.kind[at]
+        choices = Enabled(state, kind, shapes.parts[at])
+        fragment = ExplicitModel(
+            model_type="mdp",
+            row_groups=row_groups,
+            transitions=sp.csr_matrix(  # dummy columns as :meth:`_loops` (no initial state here)
+                (np.ones(C), np.where(kind == self.J, state, B).astype(np.int32), np.arange(C + 1, dtype=np.int32)),
+                shape=(C, B + 1),
+            ),
+            choice_actions=shapes.action[at],
+            action_names=self.actions,
+            variables=tuple(self.names),
+            valuations=vals,
+            initial_states=np.arange(0),
+            choice_commands=shapes.command[at],
+            command_names=shapes.names,
+        )
+        local = shapes.choice_of[sid]
+        forced = shapes.forced[sid]
+        table = ChoiceTable(
+            model=fragment,
+            actions=tuple(self.policy.actions),
+            choice_of=np.where(local >= 0, local + start[:, None], -1).astype(np.int32),
+            decision=shapes.decision[sid],
+            forced=np.where(forced >= 0, forced + start, -1).astype(np.int32),
+            dead_end=shapes.dead_end[sid],
+            absorbing=shapes.absorbing[sid],
+            loop=shapes.loop[at],
+            columns=shapes.columns[at],
+        )
+        cw, _, seconds = weigh(fragment, self.policy, mode=self.mode, unavailable=self.unavailable, table=table)
+        self.policy_seconds += seconds
+        self.n_decision += len(cw.decision_states)
+        return choices, shapes.deadlock[sid], cw
+
+    def _add_shapes(self, vals: np.ndarray, keys: np.ndarray, signature: np.ndarray, words: np.ndarray) -> None:
+        """The structure of states ``vals`` (each the first of its new signature, in batch order) made by the one path
+        and added to :attr:`shapes`: their choices, choice table, what they leave untaken."""
+        shapes = self.shapes
+        assert shapes is not None
+        fragment, choices, deadlock = self._fragment(vals, keys, self.program.env(vals), 0)
+        table = choice_table(fragment, self.policy.actions)  # refuses as on the whole batch (its first such state)
+        if self.by_label and ambiguous_choices(fragment):
+            self.by_label = False
+        cs = fragment.choice_states()
+        R, L = len(vals), len(self.actions)
+        untaken = (table.columns < 0) & table.decision[cs]
+        by_label = np.bincount(cs[untaken] * L + fragment.choice_actions[untaken], minlength=R * L).reshape(R, L)
+        names: list[dict[str, int]] = [{} for _ in range(R)]  # as ChoiceTable.untaken names them, state by state
+        for c in np.flatnonzero(untaken):
+            name = choice_name(fragment, int(c))
+            names[cs[c]][name] = names[cs[c]].get(name, 0) + 1
+        command = np.asarray(
+            [shapes.name_id(self.program.choice_name(int(k))) if k < self.J else 0 for k in choices.kind], dtype=np.int32
+        )
+        rows = fragment.row_groups[:-1]
+        shapes.add(
+            signature,
+            words,
+            fragment.row_groups,
+            choices.kind,
+            choices.parts,
+            fragment.choice_actions,
+            command,
+            table.columns,
+            table.loop,
+            np.where(table.choice_of >= 0, table.choice_of - rows[:, None], -1),
+            np.where(table.forced >= 0, table.forced - rows, -1),
+            table.decision,
+            table.dead_end,
+            table.absorbing,
+            deadlock,
+            names,
+            by_label,
+        )
 
     def _loops(self, choices: Enabled, row_groups: np.ndarray, n_init: int, vals: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """``(C,)`` the fragment's dummy column of each choice: the transitions only say which choices loop back
@@ -559,6 +806,15 @@ class _Exploration:
         del self.index, self.state_keys
         M = self._matrix(S) if self.writer is None else self.writer.finish(S, self.any_stalled)
         chain = self._chain(M, S)
+        if self.shapes is not None:  # the batches that gathered their structure: per signature, times its states
+            shapes = self.shapes
+            for i in np.flatnonzero(shapes.seen):
+                for name, n in shapes.untaken[i].items():
+                    self.untaken[name] = self.untaken.get(name, 0) + int(shapes.seen[i]) * n
+            counts = shapes.seen @ shapes.untaken_by_label
+            for a in np.flatnonzero(counts):
+                name = self.actions[a] or "(unlabelled)"
+                self.untaken_by_label[name] = self.untaken_by_label.get(name, 0) + int(counts[a])
         untaken = self.untaken_by_label if self.by_label else self.untaken
         return MergedChain(
             chain=chain,

@@ -48,6 +48,8 @@ MAX_INIT_DOMAIN = 1 << 22
 TABLE_DOMAIN = 1 << 12
 MAX_TABLE_DOMAIN = 1 << 18
 TABLE_ENTRIES = 1 << 22
+#: largest table of guard bits over a span of variables (:class:`_GuardSignature`; 8 bytes a row)
+SPAN_DOMAIN = 1 << 12
 #: largest domain of the variables a guard reads for it to be looked up in a table (every guard is evaluated in
 #: every batch: all the guards' tables are built on the first)
 GUARD_TABLE_DOMAIN = 1 << 14
@@ -323,6 +325,9 @@ class CompiledProgram:
             if radix > MAX_DOMAIN:
                 raise Unsupported("the variables' domains multiply beyond 2**62")
         self.variables = tuple(vars_)
+        self._radix = np.asarray([v.radix for v in vars_], dtype=np.int64)
+        self._sizes = np.asarray([v.hi - v.lo + 1 for v in vars_], dtype=np.int64)
+        self._los = np.asarray([v.lo for v in vars_], dtype=np.int64)
         self._storm_variables = {v.name: v.expression_variable.get_expression() for v, _ in declared}
         self.domain = radix
         self.by_name = {v.name: v for v in vars_}
@@ -345,6 +350,7 @@ class CompiledProgram:
         self._names: dict[int, str] = {}
         self._tables = _UpdateTables(self)
         self._structure = _Choices(self)
+        self._signature: _GuardSignature | None = None
         self.label_functions = {lab.name: self._compile(program.get_label_expression(lab.name)) for lab in program.labels}
 
     def _command(self, m: int, module: Any, k: int, command: Any) -> Command:
@@ -489,9 +495,11 @@ class CompiledProgram:
 
     def values(self, keys: np.ndarray) -> np.ndarray:
         """``(N, V)`` int64 variable values of ``keys`` ``(N,)``."""
-        out = np.empty((len(keys), len(self.variables)), dtype=np.int64)
-        for i, v in enumerate(self.variables):
-            out[:, i] = (keys // v.radix) % (v.hi - v.lo + 1) + v.lo
+        if not self.variables:
+            return np.empty((len(keys), 0), dtype=np.int64)
+        out = keys[:, None] // self._radix
+        out %= self._sizes
+        out += self._los
         return out
 
     def env(self, values: np.ndarray) -> States:
@@ -515,6 +523,20 @@ class CompiledProgram:
         """
         return self._structure.enabled(values, self.env(values) if env is None else env)
 
+    def guard_signature(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
+        """``(n, W)`` uint64: bit ``i % 63`` of word ``i // 63`` set where command ``i``'s guard holds in the states
+        ``values`` (``env``: :meth:`env`'s; ``keys``: :meth:`keys`'); bit 63 of every word is clear. States with one
+        signature enable the same choices (:meth:`enabled` depends on the states only through their guards)."""
+        if self._signature is None:
+            self._signature = _GuardSignature(self)
+        return self._signature(values, env, keys)
+
+    def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
+        """``(len(commands), n)`` bool: each command's guard in the ``n`` states ``values`` (``env``: :meth:`env`'s),
+        commands in a fixed order (by group, then module, then program order). States with equal columns enable the
+        same choices: :meth:`enabled` depends on the states only through this matrix."""
+        return self._structure.guards(values, env)
+
     def branches(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray) -> Branches:
         """The branches of the choices running commands ``parts`` ``(P, K)`` (as :attr:`Enabled.parts`) in batch
         rows ``rows`` ``(P,)`` of the states ``values`` ``(n, V)`` with ``keys`` ``(n,)``.
@@ -528,7 +550,7 @@ class CompiledProgram:
                 with several, the first state's first choice in program order).
             Unsupported: a non-integer value assigned to an integer variable.
         """
-        off, shape = self._tables.locate(parts, rows, values)
+        off, shape = self._tables.locate(parts, rows, values, keys)
         P, K = shape.shape
         number = shape.prod(axis=1)
         start = np.cumsum(number) - number
@@ -650,10 +672,28 @@ class _Layout:
     state's row in an item's table is the mixed-radix number of their offsets (the first variable fastest). Items
     whose variables' domains multiply beyond ``limit`` can have no table (``tabled`` False)."""
 
-    def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]], limit: int) -> None:
+    def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]], limit: int, spans: bool = False) -> None:
         self.variables = variables
-        self.reads = reads
         self.domains = [int(np.prod([variables[i].hi - variables[i].lo + 1 for i in r], dtype=np.float64)) for r in reads]
+        # ``spans``: an item reading variables i..j and a few between reads them all (a table at most 4 times larger, or
+        # within TABLE_DOMAIN): its row is then a digit range of the state's key, found in two numpy calls
+        self.spanned = np.zeros(len(reads) + 1, dtype=bool)
+        self.key_radix = np.ones(len(reads) + 1, dtype=np.int64)
+        self.key_size = np.ones(len(reads) + 1, dtype=np.int64)
+        if spans:
+            reads = list(reads)
+            for item, r in enumerate(reads):
+                if not r:
+                    self.spanned[item] = True
+                    continue
+                first, last = variables[min(r)], variables[max(r)]
+                D = last.radix * (last.hi - last.lo + 1) // first.radix
+                if D <= limit and (D <= TABLE_DOMAIN or D <= 4 * self.domains[item]):
+                    reads[item] = tuple(range(min(r), max(r) + 1))
+                    self.domains[item] = D
+                    self.spanned[item] = True
+                    self.key_radix[item], self.key_size[item] = first.radix, D
+        self.reads = reads
         self.tabled = np.asarray([d <= limit for d in self.domains] + [False])
         width = max([len(r) for r, t in zip(reads, self.tabled, strict=False) if t], default=0)
         self.var = np.zeros((len(reads) + 1, width), dtype=np.int64)
@@ -667,8 +707,13 @@ class _Layout:
                     self.var[item, t], self.lo[item, t], self.stride[item, t] = i, v.lo, stride
                     stride *= v.hi - v.lo + 1
 
-    def rows(self, items: np.ndarray, states: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """Rows (int64, ``items`` and ``states`` broadcast) of tabled ``items`` in states ``states`` (rows of ``values``)."""
+    def rows(self, items: np.ndarray, states: np.ndarray, values: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+        """Rows (int64, ``items`` and ``states`` broadcast) of tabled ``items`` in states ``states`` (rows of ``values``;
+        ``keys``: their keys, for items whose row is a digit range of the key)."""
+        if keys is not None and self.spanned[items].all():
+            out = keys[states] // self.key_radix[items]
+            out %= self.key_size[items]
+            return out
         out = np.zeros(np.broadcast_shapes(items.shape, states.shape), dtype=np.int64)
         for t in range(self.var.shape[1]):
             out += (values[states, self.var[items, t]] - self.lo[items, t]) * self.stride[items, t]
@@ -684,6 +729,80 @@ class _Layout:
             v = self.variables[i]
             grid[:, i] = v.lo + (every // self.stride[item, t]) % (v.hi - v.lo + 1)
         return grid
+
+
+class _GuardSignature:
+    """Each state's guards as ``uint64`` words (bit ``i % 63`` of word ``i // 63``: command ``i``'s guard holds), in a
+    few numpy calls on the
+    states' keys. Commands are grouped by the span of variables their guards read (from the first to the last in key
+    order): a state's row in a table over a span is a digit range of its key, ``(key // radix) % size``, so every
+    group's row is found by two numpy calls on a ``(groups, n)`` array, the tables (the bits of the group's guards at
+    every valuation of the span, built on first use) gathered at once and or-ed. Guards whose span has more than
+    :data:`SPAN_DOMAIN` valuations are taken from :meth:`CompiledProgram.guards`."""
+
+    def __init__(self, program: CompiledProgram) -> None:
+        commands = program.commands
+        self.words = max(1, -(-len(commands) // 63))
+        self.program = program
+        variables = program.variables
+        spans: dict[tuple[int, int], list[int]] = {}
+        self.constant = np.uint64(0)
+        self.direct: list[int] = []
+        for i, c in enumerate(commands):
+            if not c.guard_reads:
+                spans.setdefault((0, 0), []).append(i)  # no variable: a table of one row (row 0 of span (0, 0))
+            else:
+                spans.setdefault((min(c.guard_reads), max(c.guard_reads)), []).append(i)
+        self.groups: list[tuple[int, int, list[int]]] = []  # (first variable, rows, commands)
+        entries = 0
+        for (first, last), cids in sorted(spans.items()):
+            radix = variables[first].radix if variables else 1
+            D = (variables[last].radix * (variables[last].hi - variables[last].lo + 1)) // radix if variables else 1
+            if D <= SPAN_DOMAIN and entries + D <= TABLE_ENTRIES:
+                self.groups.append((first, D, cids))
+                entries += D
+            else:
+                self.direct += cids
+        # the other commands' guards: their rows in CompiledProgram.guards, and their bits
+        slot = np.empty(len(commands), dtype=np.int64)
+        slot[program._structure.order] = np.arange(len(commands))
+        self.direct_rows = slot[self.direct]
+        self.direct_word = np.asarray(self.direct, dtype=np.int64) // 63
+        self.direct_bits = (np.uint64(1) << (np.asarray(self.direct, dtype=np.uint64) % np.uint64(63)))[:, None]
+        self.radix = np.asarray([variables[f].radix if variables else 1 for f, _, _ in self.groups], dtype=np.int64)[:, None]
+        self.size = np.asarray([D for _, D, _ in self.groups], dtype=np.int64)[:, None]
+        self.offsets = (np.cumsum(self.size) - self.size[:, 0])[:, None]
+        self.table: np.ndarray | None = None
+
+    def _build(self) -> np.ndarray:
+        program = self.program
+        parts = []
+        for (_, D, cids), radix in zip(self.groups, self.radix[:, 0], strict=True):
+            grid = program.values(np.arange(D, dtype=np.int64) * radix)  # the span's valuations, others at lower bounds
+            env = program.env(grid)
+            bits = np.zeros((D, self.words), dtype=np.uint64)
+            for c in cids:
+                bits[program.evaluate(program.commands[c].guard, env, D), c // 63] |= np.uint64(1 << (c % 63))
+            parts.append(bits)
+        return np.concatenate(parts) if parts else np.zeros((0, self.words), dtype=np.uint64)
+
+    def __call__(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
+        n, program = len(values), self.program
+        if self.table is None:
+            self.table = self._build()
+        if self.groups:
+            rows = keys // self.radix
+            rows %= self.size
+            rows += self.offsets
+            out = np.bitwise_or.reduce(self.table[rows], axis=0)
+        else:
+            out = np.zeros((n, self.words), dtype=np.uint64)
+        if self.direct:  # every guard at once (looked up in tables over the variables each reads, where they are few)
+            guards = program.guards(values, env)[self.direct_rows]
+            bits = np.where(guards, self.direct_bits, np.uint64(0))
+            for w in np.unique(self.direct_word):
+                out[:, w] |= np.bitwise_or.reduce(bits[self.direct_word == w], axis=0)
+        return out
 
 
 class _Choices:
@@ -857,7 +976,7 @@ class _UpdateTables:
         self.program = program
         commands = program.commands
         self.size = np.asarray([len(c.updates) for c in commands] + [1], dtype=np.int64)
-        self.layout = _Layout(program.variables, [c.reads for c in commands], MAX_TABLE_DOMAIN)
+        self.layout = _Layout(program.variables, [c.reads for c in commands], MAX_TABLE_DOMAIN, spans=True)
         self.domains = np.asarray([*self.layout.domains, 0], dtype=np.int64)
         self.eligible = self.layout.tabled.copy()
         self.tabled = self.eligible & (self.domains <= TABLE_DOMAIN)
@@ -896,7 +1015,9 @@ class _UpdateTables:
         self.bad = np.r_[self.bad, np.zeros(int(self.domains[c]), dtype=bool)]
         self.tabled[c] = True
 
-    def locate(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def locate(
+        self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Where the updates of commands ``parts`` ``(P, K)`` (-1: padding) in batch rows ``rows`` ``(P,)`` of
         ``values`` ``(n, V)`` are: ``(P, K)`` first entry and ``(P, K)`` number of updates. Raises as
         :meth:`CompiledProgram.branches` (each (command, state) checked once)."""
@@ -911,7 +1032,7 @@ class _UpdateTables:
             tc, tr = cmd[tab], row[tab]
             for c in np.unique(tc[~self.built[tc]]):
                 self._build(int(c))
-            sub = self.layout.rows(tc, tr, values)
+            sub = self.layout.rows(tc, tr, values, keys)
             bad = self.bad[self.bad_base[tc] + sub]
             if bad.any():
                 bad_rows.append(int(tr[bad].min()))
