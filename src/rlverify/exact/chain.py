@@ -269,12 +269,10 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
         return "full", None
     if prop is not None and (prop.operator != "P" or is_reward_bounded(prop.storm_formula())):
         return "merged", None  # merged declines it, saying why
-    from rlverify.models.program import Unsupported, program_shape
-
-    try:
-        branching, domain = program_shape(model.program)
-    except Unsupported:  # merged declines it, saying why
+    shape = program_shape(model.program)
+    if shape is None:  # merged declines it, saying why
         return "merged", None
+    branching, domain = shape
     if branching >= AUTO_BRANCHING or domain >= AUTO_DOMAIN or (branching >= AUTO_FANNING and domain >= AUTO_FANNED):
         return "merged", None
     reason = (
@@ -283,6 +281,39 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
     )
     log.info("strategy %s", reason)
     return "full", reason
+
+
+def program_shape(program: Any) -> tuple[float, int] | None:
+    """Cheap facts of a Storm PRISM program (nothing compiled): branches per choice, averaged over its unlabelled
+    commands and its labels (a label's: the product over its modules of their commands' mean number of updates), and
+    how many valuations its variables have (the product of their domains).
+
+    None where a variable's bounds are not constants (``merged`` declines the program, saying why). Here, not in
+    :mod:`rlverify.models.program`: deciding loads nothing of the exploration.
+    """
+    program = program.substitute_constants()
+    domain = 1
+    for v in [*program.global_integer_variables, *(v for m in program.modules for v in m.integer_variables)]:
+        if any(str(e) == "__storm::notinitialized__" for e in (v.lower_bound_expression, v.upper_bound_expression)):
+            return None  # an unbounded int: evaluating unset bounds crashes Storm
+        try:
+            domain *= int(v.upper_bound_expression.evaluate_as_int()) - int(v.lower_bound_expression.evaluate_as_int()) + 1
+        except Exception:  # an unbounded int, or bounds that are not constants
+            return None
+    domain *= 2 ** (len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules))
+    per_group: list[float] = []
+    labels: dict[str, float] = {}
+    for m in program.modules:
+        updates: dict[str, list[int]] = {}
+        for c in m.commands:
+            if c.is_labeled:
+                updates.setdefault(c.action_name, []).append(len(c.updates))
+            else:
+                per_group.append(len(c.updates))
+        for label, counts in updates.items():
+            labels[label] = labels.get(label, 1.0) * float(np.mean(counts))
+    per_group += labels.values()
+    return (float(np.mean(per_group)) if per_group else 0.0), domain
 
 
 def check_on_disk(model: SymbolicModel, prop: Property, options: ExactOptions, strategy: str) -> None:

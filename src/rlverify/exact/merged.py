@@ -29,6 +29,7 @@ from typing import Any, cast
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.arrays import distinct
 from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, weigh
 from rlverify.exact.ondisk import ChainWriter, RowBlocks, prepare
@@ -131,7 +132,7 @@ class _StateIndex:
         if not unseen.any():
             return ids, keys[:0]
         missing = keys[unseen]
-        added = np.unique(missing)  # all unseen: numbered in key order
+        added = distinct(missing)  # all unseen: numbered in key order
         self.dense[added] = np.arange(self.count + 1, self.count + 1 + len(added), dtype=np.int32)
         self.count += len(added)
         ids[unseen] = self.dense[missing] - 1
@@ -408,7 +409,7 @@ class _Exploration:
         self.init_keys = program.keys(program.initial)  # sorted and unique (an init block's are found in key order)
         if not len(self.init_keys):
             raise ModelError(f"{model.shown}: no state satisfies the init ... endinit block")
-        self.index.ids(np.unique(self.init_keys))
+        self.index.ids(distinct(self.init_keys))
         self.state_keys.extend(self.init_keys)
         self.values.extend(program.initial)
         self.targets = _Growing(np.int32, capacity=1 << 20)

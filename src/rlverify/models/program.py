@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.arrays import distinct
 from rlverify.errors import ModelError
 
 Env = dict[str, np.ndarray]
@@ -563,7 +564,7 @@ class CompiledProgram:
         # updates (the last command's fastest: the product's order), probabilities multiplied in module order
         radix = int(shape.max(initial=1)) + 1
         signature = shape @ (radix ** np.arange(K, dtype=np.int64)) if radix**K < 2**62 else None
-        kinds = np.unique(signature) if signature is not None else np.unique(shape, axis=0)
+        kinds = distinct(signature) if signature is not None else np.unique(shape, axis=0)
         for kind in kinds:
             if signature is not None:
                 sel = np.flatnonzero(signature == kind)
@@ -800,7 +801,7 @@ class _GuardSignature:
         if self.direct:  # every guard at once (looked up in tables over the variables each reads, where they are few)
             guards = program.guards(values, env)[self.direct_rows]
             bits = np.where(guards, self.direct_bits, np.uint64(0))
-            for w in np.unique(self.direct_word):
+            for w in distinct(self.direct_word):
                 out[:, w] |= np.bitwise_or.reduce(bits[self.direct_word == w], axis=0)
         return out
 
@@ -1030,7 +1031,7 @@ class _UpdateTables:
         bad_rows = []
         if tab.any():
             tc, tr = cmd[tab], row[tab]
-            for c in np.unique(tc[~self.built[tc]]):
+            for c in distinct(tc[~self.built[tc]]):
                 self._build(int(c))
             sub = self.layout.rows(tc, tr, values, keys)
             bad = self.bad[self.bad_base[tc] + sub]
@@ -1073,7 +1074,7 @@ class _UpdateTables:
             self.probs[where] = probs
             self.deltas[where] = deltas
         located = first[:-1][inverse.reshape(-1)]
-        for c in np.unique(c_of):  # after this batch's scratch was read: promotion moves it
+        for c in distinct(c_of):  # after this batch's scratch was read: promotion moves it
             if self.eligible[c] and 4 * self.work[c] >= self.domains[c]:
                 self._promote(int(c))
         return located, bad_row
@@ -1102,39 +1103,6 @@ def compiled(program: Any, path: str = "model") -> CompiledProgram:
     if isinstance(hit[2], Unsupported):
         raise Unsupported(str(hit[2]))
     return hit[2]
-
-
-def program_shape(program: Any) -> tuple[float, int]:
-    """Cheap facts of a Storm PRISM program (nothing compiled): branches per choice, averaged over its unlabelled
-    commands and its labels (a label's: the product over its modules of their commands' mean number of updates), and
-    how many valuations its variables have (the product of their domains).
-
-    Raises:
-        Unsupported: a variable whose bounds are not constants.
-    """
-    program = program.substitute_constants()
-    domain = 1
-    for v in [*program.global_integer_variables, *(v for m in program.modules for v in m.integer_variables)]:
-        if any(str(e) == "__storm::notinitialized__" for e in (v.lower_bound_expression, v.upper_bound_expression)):
-            raise Unsupported(f"variable '{v.name}' is an unbounded int")  # evaluating unset bounds crashes Storm
-        try:
-            domain *= int(v.upper_bound_expression.evaluate_as_int()) - int(v.lower_bound_expression.evaluate_as_int()) + 1
-        except Exception as exc:  # an unbounded int, or bounds that are not constants
-            raise Unsupported(f"variable '{v.name}': {exc}") from None
-    domain *= 2 ** (len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules))
-    per_group: list[float] = []
-    labels: dict[str, float] = {}
-    for m in program.modules:
-        updates: dict[str, list[int]] = {}
-        for c in m.commands:
-            if c.is_labeled:
-                updates.setdefault(c.action_name, []).append(len(c.updates))
-            else:
-                per_group.append(len(c.updates))
-        for label, counts in updates.items():
-            labels[label] = labels.get(label, 1.0) * float(np.mean(counts))
-    per_group += labels.values()
-    return (float(np.mean(per_group)) if per_group else 0.0), domain
 
 
 def program_action_index(program: Any, label: str) -> int:
