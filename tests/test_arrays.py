@@ -38,3 +38,24 @@ def test_distinct_does_not_import_numpy_ma():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == [[1, 2, 3], False]
+
+
+@given(
+    st.integers(1, 30),
+    st.integers(1, 30),
+    st.floats(0.0, 0.6),
+    st.lists(st.integers(0, 10**6), max_size=40),
+    st.integers(0, 2**32 - 1),
+)
+def test_row_positions_gather_what_scipy_row_indexing_gathers(n_rows, n_cols, density, picks, seed):
+    """The entries of the rows asked for (repeats, empty rows and no rows included), in scipy's own order."""
+    import scipy.sparse as sp
+
+    from rlverify.arrays import row_positions
+
+    M = sp.random(n_rows, n_cols, density=density, format="csr", random_state=np.random.default_rng(seed))
+    rows = np.asarray([p % n_rows for p in picks], dtype=np.int64)
+    pos = row_positions(M.indptr, rows)
+    expected = M[rows] if len(rows) else M[:0]
+    assert np.array_equal(M.indices[pos], expected.indices)
+    assert np.array_equal(M.data[pos], expected.data)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from rlverify.arrays import distinct
+from rlverify.arrays import distinct, row_positions
 from rlverify.models.dynamics import (
     ChoiceTable,
     choice_table,
@@ -176,12 +176,9 @@ def _reachable(M: sp.csr_matrix, initial: np.ndarray) -> np.ndarray:
     seen[frontier] = True
     indptr, indices = M.indptr, M.indices
     while len(frontier):
-        starts, counts = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
-        total = int(counts.sum())
-        if total == 0:
+        pos = row_positions(indptr, frontier)  # all entries of the frontier's rows
+        if len(pos) == 0:
             break
-        # positions of all entries of the frontier's rows
-        pos = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
         succ = indices[pos]
         succ = distinct(succ[~seen[succ]])
         seen[succ] = True

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.arrays import distinct
+from rlverify.arrays import distinct, row_positions
 
 
 def steps_to(transitions: Any, row_groups: np.ndarray | None, target: np.ndarray, through: np.ndarray) -> np.ndarray:
@@ -34,13 +34,14 @@ def steps_to(transitions: Any, row_groups: np.ndarray | None, target: np.ndarray
     dist[target] = 0.0
     frontier = np.flatnonzero(target)
     level = 0
+    indptr, indices = reverse.indptr, reverse.indices
     while len(frontier):
         level += 1
         found = []
         # the frontier's reversed rows gathered in parts of about 2**18 entries (bounded temporaries)
         per_part = max(1, (1 << 18) * S // max(reverse.nnz, 1))
         for i in range(0, len(frontier), per_part):
-            st = reverse[frontier[i : i + per_part]].indices
+            st = indices[row_positions(indptr, frontier[i : i + per_part])]
             st = st if owner is None else owner[st]
             st = distinct(st[passes[st] & np.isinf(dist[st])])
             dist[st] = level
