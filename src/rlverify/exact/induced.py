@@ -9,7 +9,9 @@ sink; ``unavailable='renormalize'`` (explicit opt-in) rescales the available act
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -82,33 +84,56 @@ def choice_weights(
     """
     table = choice_table(model, policy.actions) if table is None else table
     states = np.asarray(states, dtype=np.int64)
-    choice_of = table.choice_of[states]
-    defer = defer and unavailable == "renormalize"
-    p, stalled_mass = policy_weights(
+    return weights_at(
         probs,
-        choice_of >= 0,
+        states,
+        table.choice_of[states],
+        model.choice_states(),
+        model.num_states,
         mode=mode,
         unavailable=unavailable,
         where=lambda i: model.valuation_dict(int(states[i])),
-        refuse=not defer,
+        describe=model.valuation_dict,
+        all_unavailable=all_unavailable,
+        defer=defer,
     )
-    choice_state = model.choice_states()
-    is_decision = np.zeros(model.num_states, dtype=bool)
+
+
+def weights_at(
+    probs: np.ndarray,
+    states: np.ndarray,
+    choice_of: np.ndarray,
+    choice_state: np.ndarray,
+    num_states: int,
+    *,
+    mode: str,
+    unavailable: str,
+    where: Callable[[int], Any],
+    describe: Callable[[int], Any],
+    all_unavailable: np.ndarray | None = None,
+    defer: bool = False,
+) -> ChoiceWeights:
+    """:func:`choice_weights` on arrays: ``probs`` ``(K, |A|)`` at ``states`` ``(K,)`` int64, whose choice for each
+    action is ``choice_of`` ``(K, |A|)`` (-1: unavailable); ``choice_state`` ``(C,)`` the state of each choice, of
+    ``num_states``. ``where(i)``: row ``i``'s state for messages; ``describe(s)``: state ``s``'s."""
+    defer = defer and unavailable == "renormalize"
+    p, stalled_mass = policy_weights(probs, choice_of >= 0, mode=mode, unavailable=unavailable, where=where, refuse=not defer)
+    is_decision = np.zeros(num_states, dtype=bool)
     is_decision[states] = True
     # forced choices of states the policy is not asked about weigh 1; at decision states a choice
     # weighs pi(its action), and choices whose action the policy lacks weigh 0
     weights = np.where(is_decision[choice_state], 0.0, 1.0)
     chosen = choice_of >= 0
     weights[choice_of[chosen]] = p[chosen]
-    stalled = np.zeros(model.num_states)
+    stalled = np.zeros(num_states)
     stalled[states] = stalled_mass
     nothing = None
     if defer:
-        nothing = np.zeros(model.num_states, dtype=bool)
+        nothing = np.zeros(num_states, dtype=bool)
         nothing[states] = stalled_mass > 0
     if all_unavailable is not None and all_unavailable.any():
         if unavailable == "renormalize" and not defer:
-            refuse_all_unavailable(all_unavailable, where=model.valuation_dict)
+            refuse_all_unavailable(all_unavailable, where=describe)
         weights[all_unavailable[choice_state]] = 0.0
         stalled[all_unavailable] = 1.0
         if nothing is not None:
@@ -119,15 +144,20 @@ def choice_weights(
 def ask_policy(model: ExplicitModel, policy: Policy, states: np.ndarray) -> tuple[np.ndarray, float]:
     """The policy's distributions ``(K, |A|)`` float64 at ``states`` ``(K,)`` of ``model``: one batched call on
     their features, validated (:func:`~rlverify.policies.base.validate_probabilities`); and the call's seconds."""
+    features = model.feature_matrix(policy.features, states) if len(states) else None
+    return ask_features(policy, features, len(states))
+
+
+def ask_features(policy: Policy, features: np.ndarray | None, n: int) -> tuple[np.ndarray, float]:
+    """The policy's distributions ``(n, |A|)`` float64 at ``features`` ``(n, d)`` float64 (None when ``n`` is 0): one
+    batched call, validated; and the call's seconds."""
     t = time.perf_counter()
-    if len(states):
-        features = model.feature_matrix(policy.features, states)
-        t = time.perf_counter()
+    if n:
         probs = np.asarray(policy.action_probabilities(features), dtype=np.float64)
     else:
         probs = np.zeros((0, len(policy.actions)))
     seconds = time.perf_counter() - t
-    validate_probabilities(probs, len(states), len(policy.actions), source=getattr(policy, "name", "policy"))
+    validate_probabilities(probs, n, len(policy.actions), source=getattr(policy, "name", "policy"))
     return probs, seconds
 
 

@@ -31,13 +31,12 @@ import scipy.sparse as sp
 
 from rlverify.arrays import distinct
 from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
-from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, weigh
+from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, ask_features, weigh, weights_at
 from rlverify.exact.ondisk import ChainWriter, RowBlocks, prepare
 from rlverify.models.commands import is_command_name
-from rlverify.models.dynamics import ChoiceTable, choice_name, choice_table, forced_start_message
+from rlverify.models.dynamics import choice_name, choice_table, forced_start_message
 from rlverify.models.explicit import (
     ExplicitModel,
-    encode_valuations,
     export_umb,
     format_bytes,
     memory_limit,
@@ -70,6 +69,8 @@ DENSE_DOMAIN = 1 << 27
 #: most commands a program may have for its batches to gather their choice structure by guard signature (a bit per
 #: command; :class:`_Shapes`): beyond, every batch forms it
 SHAPE_COMMANDS = 63 * 32
+#: states whose labels are evaluated at a time (after the exploration)
+LABEL_CHUNK = 1 << 20
 
 
 @dataclass
@@ -167,8 +168,9 @@ class _StateIndex:
 
 class _Shapes:
     """The choice structure of the states explored so far, by guard signature: a state's choices (their program
-    indices, commands, actions, command names), how the policy's actions map onto them (its choice table's row) and
-    what it leaves untaken depend only on which commands' guards hold there, or on its being terminal (a self-loop).
+    indices and commands), how the policy's actions map onto them (its choice table's row), whether the policy is
+    asked there, and what it leaves untaken depend only on which commands' guards hold there, or on its being terminal
+    (a self-loop).
     Signatures are rows of ``uint64`` words (:meth:`~rlverify.models.program.CompiledProgram.guard_signature`; a
     terminal state's: :data:`STOP` alone), found by a hash of the words (the first word itself when there is one) kept
     sorted and then compared word by word; two signatures with one hash set :attr:`broken` (the batches then form their
@@ -183,26 +185,17 @@ class _Shapes:
         self.words = np.zeros((0, words), dtype=np.uint64)
         self.broken = False
         self.n_labels = n_labels
-        self.names: tuple[str, ...] = ("",)
-        self._name_ids: dict[str, int] = {"": 0}
         self.seen = np.zeros(0, dtype=np.int64)  # explored states of each signature (batches gathering them)
         self.untaken: list[dict[str, int]] = []  # choice name -> 1 per untaken choice of a state of the signature
         self.untaken_by_label = np.zeros((0, n_labels), dtype=np.int64)
         # per signature: its choices (how many, where in the per-choice arrays), its choice table's row, a deadlock
         self.count = np.zeros(0, dtype=np.int64)
         self.start = np.zeros(0, dtype=np.int64)
-        self.forced = np.zeros(0, dtype=np.int64)
         self.decision = np.zeros(0, dtype=bool)
-        self.dead_end = np.zeros(0, dtype=bool)
-        self.absorbing = np.zeros(0, dtype=bool)
         self.deadlock = np.zeros(0, dtype=bool)
         self.choice_of = np.zeros((0, 0), dtype=np.int64)
         self.kind = np.zeros(0, dtype=np.int64)
         self.parts = np.zeros((0, 0), dtype=np.int64)
-        self.action = np.zeros(0, dtype=np.int32)
-        self.command = np.zeros(0, dtype=np.int32)
-        self.columns = np.zeros(0, dtype=np.int64)
-        self.loop = np.zeros(0, dtype=bool)
 
     @staticmethod
     def hash(words: np.ndarray) -> np.ndarray:
@@ -230,14 +223,6 @@ class _Shapes:
         pos = np.searchsorted(self.sorted, h).clip(max=len(self.sorted) - 1)
         return not (self.sorted[pos] == h).any()
 
-    def name_id(self, name: str) -> int:
-        """The index of a choice's command name in :attr:`names` (added when new)."""
-        got = self._name_ids.get(name)
-        if got is None:
-            got = self._name_ids[name] = len(self.names)
-            self.names = (*self.names, name)
-        return got
-
     def add(
         self,
         signature: np.ndarray,
@@ -245,22 +230,15 @@ class _Shapes:
         row_groups: np.ndarray,
         kind: np.ndarray,
         parts: np.ndarray,
-        action: np.ndarray,
-        command: np.ndarray,
-        columns: np.ndarray,
-        loop: np.ndarray,
         choice_of: np.ndarray,
-        forced: np.ndarray,
         decision: np.ndarray,
-        dead_end: np.ndarray,
-        absorbing: np.ndarray,
         deadlock: np.ndarray,
         untaken: list[dict[str, int]],
         untaken_by_label: np.ndarray,
     ) -> None:
         """Signatures ``(R,)`` (hashes, new and distinct; ``words`` ``(R, W)``), with their states' structure
         (``row_groups`` ``(R + 1,)`` over the per-choice arrays; the per-state ones ``(R,)``; ``choice_of`` ``(R, A)``
-        and ``forced`` ``(R,)`` local to the state's row)."""
+        local to the state's row)."""
         n, R = len(self.seen), len(signature)
         self.sorted = np.concatenate([self.sorted, signature])
         self.ids = np.concatenate([self.ids, np.arange(n, n + R)])
@@ -269,18 +247,11 @@ class _Shapes:
         self.sorted, self.ids = self.sorted[order], self.ids[order]
         self.count = np.concatenate([self.count, np.diff(row_groups)])
         self.start = np.concatenate([self.start, len(self.kind) + row_groups[:-1]])
-        self.forced = np.concatenate([self.forced, forced.astype(np.int64)])
         self.decision = np.concatenate([self.decision, decision])
-        self.dead_end = np.concatenate([self.dead_end, dead_end])
-        self.absorbing = np.concatenate([self.absorbing, absorbing])
         self.deadlock = np.concatenate([self.deadlock, deadlock])
         self.choice_of = np.concatenate([self.choice_of.reshape(n, choice_of.shape[1]), choice_of.astype(np.int64)])
         self.kind = np.concatenate([self.kind, kind])
         self.parts = np.concatenate([self.parts.reshape(-1, parts.shape[1]), parts])
-        self.action = np.concatenate([self.action, action.astype(np.int32)])
-        self.command = np.concatenate([self.command, command])
-        self.columns = np.concatenate([self.columns, columns.astype(np.int64)])
-        self.loop = np.concatenate([self.loop, loop])
         self.seen = np.concatenate([self.seen, np.zeros(R, dtype=np.int64)])
         self.untaken += untaken
         self.untaken_by_label = np.concatenate([self.untaken_by_label, untaken_by_label])
@@ -417,7 +388,7 @@ class _Exploration:
         #: the chain's rows go to files instead of ``targets``/``probs`` (``--chain-dir``)
         self.writer: ChainWriter | None = None
         self.row_lengths = _Growing(np.int64)
-        self.label_parts: dict[str, list[np.ndarray]] = {k: [] for k, _ in self.label_plan}
+        self.deadlocks = _Growing(bool)  # Storm's ``deadlock`` label; the others are evaluated on all states at the end
         self.untaken: dict[str, int] = {}
         self.untaken_by_label: dict[str, int] = {}
         # without command names in the policy, Storm's build names choices by label unless some state is ambiguous
@@ -428,6 +399,7 @@ class _Exploration:
         self.branches_total = 0
         self.memory_read = (-np.inf, 0)  # when resident memory was last read, and the transitions then
         self.any_stalled = False
+        self.feature_columns: list[int] | None = None
         #: the choice structure by guard signature (None beyond SHAPE_COMMANDS: every batch forms it itself)
         words = max(1, -(-len(program.commands) // 63))
         self.shapes = _Shapes(len(self.actions), words) if len(program.commands) <= SHAPE_COMMANDS else None
@@ -475,7 +447,7 @@ class _Exploration:
         row, key, w = self._branches(cw, choices, vals, keys)
         row, key, w = self._merged_rows(row, key, w, B)
         self._append(row, key, w, B)
-        self._labels(lo, hi, env, deadlock)
+        self.deadlocks.extend(deadlock)
 
     def _fragment(
         self, vals: np.ndarray, keys: np.ndarray, env: Any, n_init: int
@@ -571,40 +543,37 @@ class _Exploration:
         C = int(row_groups[-1])
         state = np.repeat(np.arange(B), count)
         at = np.repeat(shapes.start[sid] - start, count) + np.arange(C)  # each choice's entry in the shapes' arrays
-        kind = shapes.kind[at]
-        choices = Enabled(state, kind, shapes.parts[at])
-        fragment = ExplicitModel(
-            model_type="mdp",
-            row_groups=row_groups,
-            transitions=sp.csr_matrix(  # dummy columns as :meth:`_loops` (no initial state here)
-                (np.ones(C), np.where(kind == self.J, state, B).astype(np.int32), np.arange(C + 1, dtype=np.int32)),
-                shape=(C, B + 1),
-            ),
-            choice_actions=shapes.action[at],
-            action_names=self.actions,
-            variables=tuple(self.names),
-            valuations=vals,
-            initial_states=np.arange(0),
-            choice_commands=shapes.command[at],
-            command_names=shapes.names,
+        choices = Enabled(state, shapes.kind[at], shapes.parts[at])
+        # the policy asked on the decision states, its weights on their choices (as weigh on the batch's fragment)
+        states = np.flatnonzero(shapes.decision[sid])
+        local = shapes.choice_of[sid[states]]
+        choice_of = np.where(local >= 0, local + start[states, None], -1)
+        features = vals[states][:, self._feature_columns()].astype(np.float64) if len(states) else None
+        probs, seconds = ask_features(self.policy, features, len(states))
+        cw = weights_at(
+            probs,
+            states,
+            choice_of,
+            state,
+            B,
+            mode=self.mode,
+            unavailable=self.unavailable,
+            where=lambda i: self._describe(vals, int(states[i])),
+            describe=lambda s: self._describe(vals, s),
         )
-        local = shapes.choice_of[sid]
-        forced = shapes.forced[sid]
-        table = ChoiceTable(
-            model=fragment,
-            actions=tuple(self.policy.actions),
-            choice_of=np.where(local >= 0, local + start[:, None], -1).astype(np.int32),
-            decision=shapes.decision[sid],
-            forced=np.where(forced >= 0, forced + start, -1).astype(np.int32),
-            dead_end=shapes.dead_end[sid],
-            absorbing=shapes.absorbing[sid],
-            loop=shapes.loop[at],
-            columns=shapes.columns[at],
-        )
-        cw, _, seconds = weigh(fragment, self.policy, mode=self.mode, unavailable=self.unavailable, table=table)
         self.policy_seconds += seconds
-        self.n_decision += len(cw.decision_states)
+        self.n_decision += len(states)
         return choices, shapes.deadlock[sid], cw
+
+    def _feature_columns(self) -> list[int]:
+        """The program-order columns of the policy's features (ValueError naming a feature the states lack)."""
+        if self.feature_columns is None:
+            self.feature_columns = [self.names.index(f) for f in self.policy.features]
+        return self.feature_columns
+
+    def _describe(self, vals: np.ndarray, s: int) -> dict[str, int]:
+        """Variable name -> value of row ``s`` of ``vals`` (for messages, as ``ExplicitModel.valuation_dict``)."""
+        return {v: int(x) for v, x in zip(self.names, vals[s], strict=True)}
 
     def _add_shapes(self, vals: np.ndarray, keys: np.ndarray, signature: np.ndarray, words: np.ndarray) -> None:
         """The structure of states ``vals`` (each the first of its new signature, in batch order) made by the one path
@@ -623,9 +592,6 @@ class _Exploration:
         for c in np.flatnonzero(untaken):
             name = choice_name(fragment, int(c))
             names[cs[c]][name] = names[cs[c]].get(name, 0) + 1
-        command = np.asarray(
-            [shapes.name_id(self.program.choice_name(int(k))) if k < self.J else 0 for k in choices.kind], dtype=np.int32
-        )
         rows = fragment.row_groups[:-1]
         shapes.add(
             signature,
@@ -633,15 +599,8 @@ class _Exploration:
             fragment.row_groups,
             choices.kind,
             choices.parts,
-            fragment.choice_actions,
-            command,
-            table.columns,
-            table.loop,
             np.where(table.choice_of >= 0, table.choice_of - rows[:, None], -1),
-            np.where(table.forced >= 0, table.forced - rows, -1),
             table.decision,
-            table.dead_end,
-            table.absorbing,
             deadlock,
             names,
             by_label,
@@ -760,17 +719,24 @@ class _Exploration:
         """The chain's transitions so far."""
         return self.targets.n if self.writer is None else self.writer.n
 
-    def _labels(self, lo: int, hi: int, env: Any, deadlock: np.ndarray) -> None:
-        B = hi - lo
+    def _labels(self, values: np.ndarray) -> dict[str, np.ndarray]:
+        """``(S,)`` bool per label of :attr:`label_plan` on the explored states ``values`` ``(S, V)`` (program order),
+        evaluated :data:`LABEL_CHUNK` states at a time (bounds the temporaries)."""
+        S = len(values)
+        deadlock = self.deadlocks.final()
+        labels: dict[str, np.ndarray] = {}
         for k_, plan in self.label_plan:
             if plan == "init":
-                part = np.zeros(B, dtype=bool)
-                part[: max(0, min(hi, len(self.init_keys)) - lo)] = True
+                labels[k_] = np.zeros(S, dtype=bool)
+                labels[k_][: len(self.init_keys)] = True
             elif plan == "deadlock":
-                part = deadlock
+                labels[k_] = deadlock
             else:
-                part = self.program.evaluate(plan, env, B)
-            self.label_parts[k_].append(part.copy())
+                labels[k_] = np.empty(S, dtype=bool)
+                for a in range(0, S, LABEL_CHUNK):
+                    part = values[a : a + LABEL_CHUNK]
+                    labels[k_][a : a + len(part)] = self.program.evaluate(plan, self.program.env(part), len(part))
+        return labels
 
     def _guard(self, lo: int, max_states: int | None, memory_bound: int | None, memory_how: str) -> None:
         """Refuse beyond int32 indices, ``max_states`` states or the memory bound (after each batch; resident memory
@@ -852,16 +818,15 @@ class _Exploration:
     def _chain(self, M: sp.csr_matrix | RowBlocks, S: int) -> ExplicitModel:
         """The chain around ``M``: Storm's variable order, labels and valuation layout (from the probe)."""
         n = M.shape[0]
-        vals = self.values.final()[:, self.storm_cols]
-        labels = {k_: np.concatenate(parts) if parts else np.zeros(0, dtype=bool) for k_, parts in self.label_parts.items()}
+        program_values = self.values.final()
+        labels = self._labels(program_values)
+        vals = program_values[:, self.storm_cols]
         aliases = dict(self.probe.label_aliases)
         if self.any_stalled:
             vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
             labels = {k_: np.r_[m, [False]] for k_, m in labels.items()}
             labels[STALLED_LABEL] = np.r_[np.zeros(S, dtype=bool), [True]]
             aliases[STALLED_LABEL] = STALLED_LABEL
-        spec = self.probe.valuation_spec
-        vbytes = encode_valuations(vals, spec["classes"][0]["variables"]) if spec is not None else None
         return ExplicitModel(
             model_type="dtmc",
             row_groups=np.arange(n + 1, dtype=np.int64),
@@ -876,8 +841,7 @@ class _Exploration:
             label_aliases=aliases,
             state_rewards={},
             choice_rewards={},
-            valuation_bytes=vbytes,
-            valuation_spec=spec,
+            valuation_spec=self.probe.valuation_spec,  # the records are encoded from the valuations when written
         )
 
 

@@ -44,7 +44,8 @@ class ExplicitModel:
     label_aliases: dict[str, str] = field(default_factory=dict)
     state_rewards: dict[str, np.ndarray] = field(default_factory=dict)
     choice_rewards: dict[str, np.ndarray] = field(default_factory=dict)
-    #: raw UMB valuation records ``(S, bytes)`` uint8 and their index.json description (for export).
+    #: raw UMB valuation records ``(S, bytes)`` uint8 and their index.json description (for export; with a description
+    #: and no records, the records are encoded from ``valuations``, which then follow the description's variables).
     valuation_bytes: np.ndarray | None = None
     valuation_spec: dict[str, Any] | None = None
     #: ``(C,)`` int32 index of each choice's command name in ``command_names`` (``""``: no command), when
@@ -324,9 +325,12 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
             values = np.asarray(model.choice_rewards[name], np.float64)
             files.append((f"annotations/rewards/{key}/choices/values.bin", values.tobytes()))
         index["annotations"]["rewards"][key] = {"alias": name, "applies-to": kinds, "type": {"size": 64, "type": "double"}}
-    if model.valuation_bytes is not None and model.valuation_spec is not None:
+    if model.valuation_spec is not None:
+        records = model.valuation_bytes
+        if records is None:  # a chain built here keeps only its valuations (in the spec's variable order)
+            records = encode_valuations(model.valuations, model.valuation_spec["classes"][0]["variables"])
         index["valuations"] = {"states": model.valuation_spec}
-        files.append(("valuations/states/valuations.bin", np.ascontiguousarray(model.valuation_bytes).tobytes()))
+        files.append(("valuations/states/valuations.bin", np.ascontiguousarray(records).tobytes()))
     with tarfile.TarFile(path, "w", copybufsize=_CHUNK) as out:
         for name, data in [("index.json", json.dumps(index).encode()), *files]:
             info = tarfile.TarInfo(name)
