@@ -222,14 +222,17 @@ def _decode_valuations(vbytes: np.ndarray, spec: list[dict[str, Any]]) -> tuple[
         if v["type"]["type"] == "double":  # transient reward variables of JANI models: not state features
             pos += size
             continue
-        chunk = bits[:, pos : pos + size].astype(np.int64)
-        raw = chunk @ (np.int64(1) << np.arange(size, dtype=np.int64))
+        chunk = bits[:, pos : pos + size].astype(np.uint64)
+        raw = chunk @ (np.uint64(1) << np.arange(size, dtype=np.uint64))  # fields of up to 64 bits, in uint64
         kind = v["type"]["type"]
-        if kind == "int":  # two's complement
-            raw = np.where(raw >= (1 << (size - 1)), raw - (1 << size), raw)
-        elif kind not in ("uint", "bool"):
+        if kind == "int":  # two's complement: the field's top bit shifted to bit 63, then shifted back with its sign
+            shift = np.uint64(64 - size)
+            signed = (raw << shift).view(np.int64) >> np.int64(64 - size)
+        elif kind in ("uint", "bool"):
+            signed = raw.view(np.int64)  # below 2**63 (int64 valuations)
+        else:
             raise ValueError(f"UMB valuation variable {v.get('name')} has unsupported type {kind}")
-        cols.append(raw + int(v.get("offset", 0)))
+        cols.append(signed + int(v.get("offset", 0)))
         names.append(v["name"])
         pos += size
     return tuple(names), (np.stack(cols, axis=1) if cols else np.zeros((len(vbytes), 0), dtype=np.int64))
@@ -237,23 +240,25 @@ def _decode_valuations(vbytes: np.ndarray, spec: list[dict[str, Any]]) -> tuple[
 
 def encode_valuations(values: np.ndarray, spec: list[dict[str, Any]]) -> np.ndarray:
     """UMB valuation records ``(N, bytes)`` uint8 of ``values`` ``(N, V)`` (columns in ``spec``'s variable order):
-    the inverse of the reader's decoding, for chains built here from states Storm never saw."""
+    the inverse of the reader's decoding, for chains built here from states Storm never saw. Each record is the
+    little-endian bit string of the variables' fields (two's complement for signed ones; padding and doubles zero),
+    assembled in 64-bit words."""
     width = sum(_bit_size(v) for v in spec)
-    out = np.zeros((len(values), (width + 7) // 8), dtype=np.uint8)
-    for start in range(0, len(values), _CHUNK // 4):
-        part = values[start : start + _CHUNK // 4]
-        bits = np.zeros((len(part), width), dtype=np.uint8)
-        pos, col = 0, 0
-        for v in spec:
-            size = _bit_size(v)
-            if "padding" not in v and v["type"]["type"] != "double":
-                raw = part[:, col].astype(np.int64) - int(v.get("offset", 0))
-                raw = np.where(raw < 0, raw + (1 << size), raw)  # two's complement of signed ints
-                bits[:, pos : pos + size] = (raw[:, None] >> np.arange(size, dtype=np.int64)) & 1
-                col += 1
-            pos += size
-        out[start : start + len(part)] = np.packbits(bits, axis=1, bitorder="little")
-    return out
+    n_bytes = (width + 7) // 8
+    words = np.zeros((len(values), max(1, -(-width // 64))), dtype="<u8")
+    pos, col = 0, 0
+    for v in spec:
+        size = _bit_size(v)
+        if "padding" not in v and v["type"]["type"] != "double":
+            raw = values[:, col].astype(np.int64) - int(v.get("offset", 0))
+            field = raw.astype(np.uint64) & np.uint64((1 << size) - 1)
+            word, shift = divmod(pos, 64)
+            words[:, word] |= field << np.uint64(shift)
+            if shift + size > 64:  # the field continues in the next word
+                words[:, word + 1] |= field >> np.uint64(64 - shift)
+            col += 1
+        pos += size
+    return np.ascontiguousarray(words.view(np.uint8)[:, :n_bytes])
 
 
 # ---------------------------------------------------------------------------------------------
