@@ -679,7 +679,7 @@ def bounded_until(
     """
     import scipy.sparse as sp
 
-    if not _on_disk(matrix):
+    if not on_disk(matrix):
         matrix = sp.csr_matrix(matrix, dtype=np.float64)
     k = max(int(steps), 0)
     nnz = max(int(matrix.nnz), 1)
@@ -791,7 +791,7 @@ def _facts(
         _, hi_f, ab = _rounding(k, d)  # the true value is at most x hi_f + ab
         if least > 0 and x[init] * hi_f + ab < math.exp(k * math.log(min(least, 1.0))):
             return False, False
-    if _on_disk(matrix):  # the ranks by passes over the row blocks (no reversed chain on disk)
+    if on_disk(matrix):  # the ranks by passes over the row blocks (no reversed chain on disk)
         from rlverify.exact.ondisk import block_ranks
 
         positive, surely = block_ranks(matrix.local, phi, psi, k)
@@ -799,7 +799,7 @@ def _facts(
     return qualitative(matrix, groups, phi, psi, k, init, optimum)
 
 
-def _on_disk(matrix: Any) -> bool:
+def on_disk(matrix: Any) -> bool:
     """Whether ``matrix`` is a chain on disk (:class:`~rlverify.exact.ondisk.RowBlocks`: read in row blocks, or
     partitioned across Ray actors: its ``local`` rows are those on disk). Only ``--chain-dir`` makes one, after importing
     that module: a process that has not has none (and a chain in memory does not import it)."""

@@ -153,6 +153,7 @@ def ask_features(policy: Policy, features: np.ndarray | None, n: int) -> tuple[n
     batched call, validated; and the call's seconds."""
     t = time.perf_counter()
     if n:
+        assert features is not None
         probs = np.asarray(policy.action_probabilities(features), dtype=np.float64)
     else:
         probs = np.zeros((0, len(policy.actions)))

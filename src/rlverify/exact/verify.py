@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import logging
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from rlverify.exact.checking import (
     check,
     clipped,
     environment,
+    on_disk,
     quantitative,
     solved_here,
     state_set,
@@ -163,14 +163,14 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     estimates = dict(built.memory_estimates)
     env = environment(options.numerics, options.precision)
     signed = signed_reward(prop, chain)
-    on_disk = _rows_on_disk(chain.transitions)
-    if on_disk and STALLED_LABEL in chain.labels:
+    rows_on_disk = on_disk(chain.transitions)
+    if rows_on_disk and STALLED_LABEL in chain.labels:
         raise PropertyError(
             "--chain-dir: the policy's mass stalls (unavailable actions) and the probability of stalling is computed "
             "on a chain in memory only; use --unavailable renormalize, or verify without --chain-dir"
         )
     storm, chain = _storm_chain(prop, chain, formula, signed, options, estimates)
-    if on_disk:
+    if rows_on_disk:
         out = _check_on_disk(storm.chain, formula, chain.transitions, options, say)
     elif signed is None:
         out = check(
@@ -203,13 +203,6 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     if prop.operator == "R" and math.isinf(out.value):
         notes.append(_infinite_reward(prop, chain, model, storm.chain, env, options, stalled))
     return _Checked(out=out, stalled=stalled, satisfied=satisfied, notes=notes, estimates=estimates)
-
-
-def _rows_on_disk(transitions: Any) -> bool:
-    """Whether a chain's rows are on disk (:class:`~rlverify.exact.ondisk.RowBlocks`; as in
-    :func:`~rlverify.exact.checking._on_disk`, a process that never imported that module has none)."""
-    ondisk = sys.modules.get("rlverify.exact.ondisk")
-    return ondisk is not None and isinstance(transitions, ondisk.RowBlocks)
 
 
 def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: ExactOptions, say: Progress) -> CheckOutcome:
@@ -265,7 +258,7 @@ def _storm_chain(
         options.max_memory,
         "check",
         states=chain.num_states,
-        transitions=0 if skeleton and (prop.bound is not None or _rows_on_disk(chain.transitions)) else chain.num_transitions,
+        transitions=0 if skeleton and (prop.bound is not None or on_disk(chain.transitions)) else chain.num_transitions,
         what="chain transitions",
         estimates=estimates,
     )
