@@ -688,7 +688,7 @@ class _Exploration:
             else:
                 order = np.argsort(composite, kind="stable")
                 composite = composite[order]
-            starts = np.flatnonzero(np.r_[True, composite[1:] != composite[:-1]])
+            starts = _run_starts(composite)
             w = np.add.reduceat(w[order], starts) if len(starts) else w[:0]
             row, key = np.divmod(composite[starts], domain + 1)
             return row, key - 1, w
@@ -864,6 +864,14 @@ def _label_plan(program: CompiledProgram, probe: ExplicitModel, prop: Property) 
         else:  # an atom the walk did not reach (under X, say): Storm names the label by its expression
             plan.append((key, program.parse(alias)))
     return plan
+
+
+def _run_starts(sorted_keys: np.ndarray) -> np.ndarray:
+    """``(R,)`` int64: where each run of equal entries of ``sorted_keys`` ``(N,)`` starts."""
+    change = np.empty(len(sorted_keys), dtype=bool)
+    change[:1] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=change[1:])
+    return np.flatnonzero(change)
 
 
 def _append(a: np.ndarray, value: Any) -> np.ndarray:

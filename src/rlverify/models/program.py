@@ -564,10 +564,13 @@ class CompiledProgram:
         # updates (the last command's fastest: the product's order), probabilities multiplied in module order
         radix = int(shape.max(initial=1)) + 1
         signature = shape @ (radix ** np.arange(K, dtype=np.int64)) if radix**K < 2**62 else None
-        kinds = distinct(signature) if signature is not None else np.unique(shape, axis=0)
+        if signature is not None:  # most batches have one kind
+            kinds = signature[:1] if len(signature) and (signature == signature[0]).all() else distinct(signature)
+        else:
+            kinds = np.unique(shape, axis=0)
         for kind in kinds:
             if signature is not None:
-                sel = np.flatnonzero(signature == kind)
+                sel = np.arange(P) if len(kinds) == 1 else np.flatnonzero(signature == kind)
                 sig = shape[sel[0]]
             else:
                 sel = np.flatnonzero((shape == kind).all(axis=1))
@@ -986,6 +989,8 @@ class _UpdateTables:
         self.base = 1 + np.cumsum(domains * self.size) - domains * self.size
         self.bad_base = np.cumsum(domains) - domains
         self.built = np.zeros(len(commands) + 1, dtype=bool)
+        #: some tabled command's table is not built yet
+        self.unbuilt = bool(self.tabled[:-1].any())
         self.scratch = int(self.base[-1])
         self.probs = np.empty(self.scratch)
         self.deltas = np.empty(self.scratch, dtype=np.int64)
@@ -1015,6 +1020,7 @@ class _UpdateTables:
             self.deltas.resize(self.scratch, refcheck=False)
         self.bad = np.r_[self.bad, np.zeros(int(self.domains[c]), dtype=bool)]
         self.tabled[c] = True
+        self.unbuilt = True
 
     def locate(
         self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray | None = None
@@ -1026,13 +1032,15 @@ class _UpdateTables:
         cmd = np.where(parts >= 0, parts, n_cmd)
         size = self.size[cmd]
         off = np.zeros(cmd.shape, dtype=np.int64)
-        row = np.broadcast_to(rows[:, None], cmd.shape)
+        row = rows[:, None].repeat(cmd.shape[1], axis=1)
         tab = self.tabled[cmd]
         bad_rows = []
         if tab.any():
             tc, tr = cmd[tab], row[tab]
-            for c in distinct(tc[~self.built[tc]]):
-                self._build(int(c))
+            if self.unbuilt:
+                for c in distinct(tc[~self.built[tc]]):
+                    self._build(int(c))
+                self.unbuilt = bool((self.tabled & ~self.built)[:-1].any())
             sub = self.layout.rows(tc, tr, values, keys)
             bad = self.bad[self.bad_base[tc] + sub]
             if bad.any():
