@@ -146,7 +146,7 @@ class _StateIndex:
         else:
             ids = np.full(len(keys), -1, dtype=np.int64)
             for run_keys, run_ids in self.runs:
-                pos = np.searchsorted(run_keys, keys).clip(max=len(run_keys) - 1)
+                pos = np.minimum(np.searchsorted(run_keys, keys), len(run_keys) - 1)
                 hit = run_keys[pos] == keys
                 ids[hit] = run_ids[pos[hit]]
         new = ids < 0
@@ -196,6 +196,10 @@ class _Shapes:
         self.choice_of = np.zeros((0, 0), dtype=np.int64)
         self.kind = np.zeros(0, dtype=np.int64)
         self.parts = np.zeros((0, 0), dtype=np.int64)
+        # per choice: its branches (how many, where in ``update``); per branch: the update each command takes
+        self.branches = np.zeros(0, dtype=np.int64)
+        self.branch_start = np.zeros(0, dtype=np.int64)
+        self.update = np.zeros((0, 0), dtype=np.int64)
 
     @staticmethod
     def hash(words: np.ndarray) -> np.ndarray:
@@ -211,7 +215,7 @@ class _Shapes:
         """``(B,)`` int64 ids of the signatures ``words`` ``(B, W)`` with hashes ``h`` ``(B,)``; -1 where not seen."""
         if not len(self.sorted):
             return np.full(len(h), -1, dtype=np.int64)
-        pos = np.searchsorted(self.sorted, h).clip(max=len(self.sorted) - 1)
+        pos = np.minimum(np.searchsorted(self.sorted, h), len(self.sorted) - 1)
         ids = self.ids[pos]
         same = (self.sorted[pos] == h) & (self.words[ids] == words).all(axis=1)
         return np.where(same, ids, -1)
@@ -220,7 +224,7 @@ class _Shapes:
         """Whether the hashes ``h`` (distinct) are all new."""
         if not len(self.sorted):
             return True
-        pos = np.searchsorted(self.sorted, h).clip(max=len(self.sorted) - 1)
+        pos = np.minimum(np.searchsorted(self.sorted, h), len(self.sorted) - 1)
         return not (self.sorted[pos] == h).any()
 
     def add(
@@ -235,10 +239,13 @@ class _Shapes:
         deadlock: np.ndarray,
         untaken: list[dict[str, int]],
         untaken_by_label: np.ndarray,
+        branches: np.ndarray,
+        update: np.ndarray,
     ) -> None:
         """Signatures ``(R,)`` (hashes, new and distinct; ``words`` ``(R, W)``), with their states' structure
         (``row_groups`` ``(R + 1,)`` over the per-choice arrays; the per-state ones ``(R,)``; ``choice_of`` ``(R, A)``
-        local to the state's row)."""
+        local to the state's row; ``branches`` ``(C,)`` and ``update`` ``(NB, K)``: the choices'
+        :meth:`~rlverify.models.program.CompiledProgram.branch_structure`)."""
         n, R = len(self.seen), len(signature)
         self.sorted = np.concatenate([self.sorted, signature])
         self.ids = np.concatenate([self.ids, np.arange(n, n + R)])
@@ -252,6 +259,9 @@ class _Shapes:
         self.choice_of = np.concatenate([self.choice_of.reshape(n, choice_of.shape[1]), choice_of.astype(np.int64)])
         self.kind = np.concatenate([self.kind, kind])
         self.parts = np.concatenate([self.parts.reshape(-1, parts.shape[1]), parts])
+        self.branch_start = np.concatenate([self.branch_start, len(self.update) + np.cumsum(branches) - branches])
+        self.branches = np.concatenate([self.branches, branches])
+        self.update = np.concatenate([self.update.reshape(-1, update.shape[1]), update])
         self.seen = np.concatenate([self.seen, np.zeros(R, dtype=np.int64)])
         self.untaken += untaken
         self.untaken_by_label = np.concatenate([self.untaken_by_label, untaken_by_label])
@@ -439,12 +449,13 @@ class _Exploration:
         shaped = None
         if self.shapes is not None and not self.shapes.broken and lo >= len(self.init_keys):
             shaped = self._shaped(vals, keys, env)
+        at = None
         if shaped is not None:
-            choices, deadlock, cw = shaped
+            choices, deadlock, cw, at = shaped
         else:  # the initial states (their lone commands that loop back and the forced-start note need the states)
             fragment, choices, deadlock = self._fragment(vals, keys, env, max(0, min(hi, len(self.init_keys)) - lo))
             cw = self._weigh(fragment, lo)
-        row, key, w = self._branches(cw, choices, vals, keys)
+        row, key, w = self._branches(cw, choices, vals, keys, at)
         row, key, w = self._merged_rows(row, key, w, B)
         self._append(row, key, w, B)
         self.deadlocks.extend(deadlock)
@@ -507,7 +518,9 @@ class _Exploration:
         )
         return fragment, choices, deadlock
 
-    def _shaped(self, vals: np.ndarray, keys: np.ndarray, env: Any) -> tuple[Enabled, np.ndarray, ChoiceWeights] | None:
+    def _shaped(
+        self, vals: np.ndarray, keys: np.ndarray, env: Any
+    ) -> tuple[Enabled, np.ndarray, ChoiceWeights, np.ndarray] | None:
         """The batch's choices, deadlocks and policy weights (as :meth:`_fragment` and :meth:`_weigh` give them) with
         the choice structure gathered from :class:`_Shapes` by each state's guard signature; the structure of a
         signature not seen before is made by :meth:`_fragment` and :func:`~rlverify.models.dynamics.choice_table` on
@@ -563,7 +576,7 @@ class _Exploration:
         )
         self.policy_seconds += seconds
         self.n_decision += len(states)
-        return choices, shapes.deadlock[sid], cw
+        return choices, shapes.deadlock[sid], cw, at
 
     def _feature_columns(self) -> list[int]:
         """The program-order columns of the policy's features (ValueError naming a feature the states lack)."""
@@ -604,6 +617,7 @@ class _Exploration:
             deadlock,
             names,
             by_label,
+            *self.program.branch_structure(choices.parts),
         )
 
     def _loops(self, choices: Enabled, row_groups: np.ndarray, n_init: int, vals: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -645,14 +659,23 @@ class _Exploration:
         return cw
 
     def _branches(
-        self, cw: ChoiceWeights, choices: Enabled, vals: np.ndarray, keys: np.ndarray
+        self, cw: ChoiceWeights, choices: Enabled, vals: np.ndarray, keys: np.ndarray, at: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(row, successor key, mass)`` of every branch of the choices the policy takes (key -1: the sink), in
-        the order (row, choice, branch); parallel branches are summed in this order by :meth:`_merged_rows`."""
+        the order (row, choice, branch); parallel branches are summed in this order by :meth:`_merged_rows`. ``at``:
+        each choice's entry in :attr:`shapes` (its branch structure there), or None."""
         taken = cw.weights > 0
         c_state, c_kind = choices.state, choices.kind
         pick = np.flatnonzero(taken & (c_kind < self.J))
-        br = self.program.branches(choices.parts[pick], c_state[pick], vals, keys)
+        if at is None:
+            br = self.program.branches(choices.parts[pick], c_state[pick], vals, keys)
+        else:
+            assert self.shapes is not None
+            shapes, entry = self.shapes, at[pick]
+            number = shapes.branches[entry]
+            first = np.cumsum(number) - number
+            where = np.repeat(shapes.branch_start[entry] - first, number) + np.arange(int(number.sum()))
+            br = self.program.structured_branches(choices.parts[pick], c_state[pick], vals, keys, number, shapes.update[where])
         self.branches_total += len(br.keys)
         rows, succ, mass = (
             [np.repeat(c_state[pick], br.number)],
@@ -742,7 +765,7 @@ class _Exploration:
         """Refuse beyond int32 indices, ``max_states`` states or the memory bound (after each batch; resident memory
         after a batch adding many transitions or taking time)."""
         n = self.state_keys.n
-        if n >= np.iinfo(np.int32).max - 1:
+        if n >= _INT32_MAX - 1:
             raise ModelTooLargeError(
                 f"{self.model.shown}: the policy reaches more than 2**31 states (int32 indices); verify a smaller model"
             )
@@ -845,6 +868,7 @@ class _Exploration:
         )
 
 
+_INT32_MAX = int(np.iinfo(np.int32).max)
 #: placeholder target of stalled mass, replaced by the sink's index at the end
 _SINK = np.int32(-1)
 
