@@ -615,7 +615,9 @@ class CompiledProgram:
         real = parts >= 0
         cmd = np.where(real, parts, len(self.commands))
         if not tables.keyed[cmd].all():
-            return self.branches(parts, rows, values, keys)
+            tables.build(cmd)  # the tables these commands have and have not built yet
+            if not tables.keyed[cmd].all():
+                return self.branches(parts, rows, values, keys)
         base = keys[rows]
         sub = base[:, None] // tables.layout.key_radix[cmd]
         sub %= tables.layout.key_size[cmd]
@@ -1043,6 +1045,14 @@ class _UpdateTables:
         self.keyed = self.built & self.layout.spanned
         self.keyed[-1] = True
 
+    def build(self, commands: np.ndarray) -> None:
+        """The tables of ``commands`` (command ids, repeats and the padding allowed) that have one and are not built."""
+        unbuilt = commands[self.tabled[commands] & ~self.built[commands]]
+        if len(unbuilt):
+            for c in distinct(unbuilt):
+                self._build(int(c))
+            self._update_keyed()
+
     def _build(self, c: int) -> None:
         """Command ``c``'s table: its updates evaluated once on every combination of the variables it reads."""
         grid = self.layout.grid(c)
@@ -1082,11 +1092,7 @@ class _UpdateTables:
         bad_rows = []
         if tab.any():
             tc, tr = cmd[tab], row[tab]
-            unbuilt = tc[~self.built[tc]]
-            if len(unbuilt):
-                for c in distinct(unbuilt):
-                    self._build(int(c))
-                self._update_keyed()
+            self.build(tc)
             sub = self.layout.rows(tc, tr, values, keys)
             bad = self.bad[self.bad_base[tc] + sub]
             if bad.any():
