@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rlverify.models.program as program_module
 from rlverify.errors import ModelError
 from rlverify.models.program import compiled
 from rlverify.models.symbolic import load_model
@@ -62,13 +63,18 @@ def _same(program, parts, rows, values, keys) -> None:
     assert got.probs.tobytes() == expected.probs.tobytes()  # bit for bit: multiplied in the same order
 
 
+@pytest.mark.parametrize("chunk", [program_module.BRANCH_CHUNK, 3], ids=["one-chunk", "chunks-of-3"])
 @pytest.mark.parametrize("name", sorted(MODELS))
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60))
-def test_structured_branches_are_branches_on_public_models(name, seed, n) -> None:
+def test_structured_branches_are_branches_on_public_models(name, chunk, seed, n) -> None:
     path, constants = MODELS[name]
     program = compiled(load_model(path, constants).program)
-    _same(program, *_choices(program, np.random.default_rng(seed), n))
+    saved, program_module.BRANCH_CHUNK = program_module.BRANCH_CHUNK, chunk  # branches computed chunk by chunk
+    try:
+        _same(program, *_choices(program, np.random.default_rng(seed), n))
+    finally:
+        program_module.BRANCH_CHUNK = saved
 
 
 @settings(max_examples=60, deadline=None)

@@ -199,7 +199,7 @@ class _Shapes:
         # per choice: its branches (how many, where in ``update``); per branch: the update each command takes
         self.branches = np.zeros(0, dtype=np.int64)
         self.branch_start = np.zeros(0, dtype=np.int64)
-        self.update = np.zeros((0, 0), dtype=np.int64)
+        self.update = np.zeros((0, 0), dtype=np.int16)
 
     @staticmethod
     def hash(words: np.ndarray) -> np.ndarray:

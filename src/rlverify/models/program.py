@@ -54,6 +54,8 @@ SPAN_DOMAIN = 1 << 12
 #: largest domain of the variables a guard reads for it to be looked up in a table (every guard is evaluated in
 #: every batch: all the guards' tables are built on the first)
 GUARD_TABLE_DOMAIN = 1 << 14
+#: branches computed at a time by :meth:`CompiledProgram.structured_branches`
+BRANCH_CHUNK = 1 << 16
 
 
 class Unsupported(Exception):
@@ -599,7 +601,7 @@ class CompiledProgram:
         number = size.prod(axis=1)
         owner = np.repeat(np.arange(len(parts)), number)
         rank = np.arange(len(owner)) - np.repeat(np.cumsum(number) - number, number)  # branch within its choice
-        update = np.empty((len(owner), parts.shape[1]), dtype=np.int64)
+        update = np.empty((len(owner), parts.shape[1]), dtype=np.int16 if len(owner) and size.max() <= 1 << 15 else np.int64)
         for k in reversed(range(parts.shape[1])):  # mixed radix over the updates, the last command fastest
             update[:, k] = rank % size[owner, k]
             rank //= size[owner, k]
@@ -625,13 +627,18 @@ class CompiledProgram:
             return self.branches(parts, rows, values, keys)  # raises, naming the first failing update
         off = np.where(real, tables.base[cmd] + sub * tables.size[cmd], 0)  # padding: entry 0 (probability 1, no change)
         owner = np.repeat(np.arange(len(parts)), number)
-        at = off[owner, 0] + update[:, 0]
-        probs, succ = tables.probs[at], tables.deltas[at]
-        for k in range(1, parts.shape[1]):  # probabilities multiplied in module order, as branches does
-            at = off[owner, k] + update[:, k]
-            probs = probs * tables.probs[at]
-            succ = succ + tables.deltas[at]
-        succ += base[owner]
+        probs, succ = np.empty(len(owner)), np.empty(len(owner), dtype=np.int64)
+        for a in range(0, len(owner), BRANCH_CHUNK):  # bounds the temporaries (a few arrays of a chunk)
+            mine, u = owner[a : a + BRANCH_CHUNK], update[a : a + BRANCH_CHUNK]
+            at = off[mine, 0] + u[:, 0]
+            p, d = tables.probs[at], tables.deltas[at]
+            for k in range(1, parts.shape[1]):  # probabilities multiplied in module order, as branches does
+                at = off[mine, k]
+                at += u[:, k]
+                p *= tables.probs[at]
+                d += tables.deltas[at]
+            d += base[mine]
+            probs[a : a + len(mine)], succ[a : a + len(mine)] = p, d
         return Branches(number, succ, probs)
 
     def raise_first(self, s: int, parts: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
