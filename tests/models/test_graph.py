@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlverify.models import graph as graph_module
 from rlverify.models.graph import can_reach, steps_to
 
 
@@ -115,13 +118,17 @@ def _graphs(draw: st.DrawFn) -> tuple[sp.csr_matrix, np.ndarray | None, np.ndarr
     return P, groups, mask(draw(masks), 0.15), mask(draw(masks), 0.7)
 
 
-@given(_graphs())
-@settings(max_examples=300, deadline=None)
-def test_one_call_search_finds_what_the_level_search_finds(graph):
-    """can_reach's compiled search (chains and MDPs below ONE_CALL_TRANSITIONS) is steps_to's finite set; on chains,
-    the plain Python search's too."""
+@given(_graphs(), st.sampled_from([0, 1, 2, 8]), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_one_call_search_finds_what_the_level_search_finds(graph, numpy_levels, one_call):
+    """can_reach (its one call of scipy's search after ``numpy_levels`` levels, or level by level to the end) finds
+    steps_to's finite set, on chains and MDPs; on chains, the plain Python search's too."""
     P, groups, target, through = graph
-    got = can_reach(P, groups, target, through)
+    with (
+        mock.patch.object(graph_module, "NUMPY_LEVELS", numpy_levels),
+        mock.patch.object(graph_module, "ONE_CALL_TRANSITIONS", 1 << 20 if one_call else -1),
+    ):
+        got = can_reach(P, groups, target, through)
     assert got.dtype == bool
     assert got.tolist() == np.isfinite(steps_to(P, groups, target, through)).tolist()
     if groups is None:
