@@ -900,12 +900,52 @@ def lu_work(system: Any) -> float:
     return float(pattern.shape[0]) * float(width) ** 2
 
 
+def triangular_order(a: Any) -> np.ndarray | None:
+    """``(m,)`` int64: an order of ``a``'s states (``(m, m)`` CSR) in which every stored entry off the diagonal goes from a
+    state to a later one, so that ``I - A`` in that order is upper triangular; None when ``a``'s pattern has a cycle
+    through two or more states (self-loops stay on the diagonal). Checked entry by entry: the numbering of the strongly
+    connected components only proposes the order."""
+    from scipy.sparse.csgraph import connected_components
+
+    m = a.shape[0]
+    count, labels = connected_components(a, directed=True, connection="strong")
+    if count < m:  # a cycle through two or more states
+        return None
+    rows = np.repeat(np.arange(m), np.diff(a.indptr))
+    off = rows != a.indices
+    tails, heads = labels[rows[off]], labels[a.indices[off]]
+    if np.all(tails < heads):
+        return np.argsort(labels)
+    if np.all(tails > heads):
+        return np.argsort(-labels)
+    return None
+
+
+def _solver(system: Any, order: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+    """``r -> system^-1 r`` for ``system`` ``(m, m)`` CSC: by back substitution when ``order`` makes it upper triangular
+    (:func:`triangular_order`; no fill-in, no pivoting), else by a sparse LU. Raises what ``splu`` raises."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import splu, spsolve_triangular
+
+    if order is None:
+        return splu(system).solve
+    upper = sp.csc_matrix(sp.csr_matrix(system)[order][:, order])
+    upper.sort_indices()
+    unit = bool(np.all(upper.diagonal() == 1.0))
+
+    def solve(r: np.ndarray) -> np.ndarray:
+        out = np.empty(len(order))
+        out[order] = spsolve_triangular(upper, r[order], lower=False, unit_diagonal=unit)
+        return out
+
+    return solve
+
+
 def _reachability(
     matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str, precision: float, budget: float
 ) -> CheckOutcome | None:
     """``P(phi U psi)`` on a DTMC: graph analysis, sparse LU, certified bracket (see the module docstring)."""
     import scipy.sparse as sp
-    from scipy.sparse.linalg import splu
 
     matrix = sp.csr_matrix(matrix, dtype=np.float64)
     pass_through = phi & ~psi
@@ -937,13 +977,15 @@ def _reachability(
     gamma, k = sum_margin(int(np.diff(a.indptr).max(initial=0)))
     t0 = time.perf_counter()
     system = (sp.identity(m, format="csc") - a.tocsc()).tocsc()
-    if lu_work(system) > MAX_LU_WORK:  # the factors' fill would take minutes to hours (6-D grids): Storm solves it
+    order = triangular_order(a)
+    # the factors' fill would take minutes to hours (6-D grids): Storm solves it. m (m-1)^2 bounds lu_work; a
+    # triangular system has no fill
+    if order is None and m * (m - 1) ** 2 > MAX_LU_WORK and lu_work(system) > MAX_LU_WORK:
         return None
     try:
-        lu = splu(system)
+        solve = _solver(system, order)
     except (RuntimeError, MemoryError):
         return None
-    solve = lu.solve
     x = _refined(a, b, solve)
     lo, hi = _certify(a, b, x, solve, gamma, k)
     j = int(np.flatnonzero(maybe).searchsorted(init)) if maybe[init] else None
@@ -954,10 +996,10 @@ def _reachability(
             break
         scale = np.maximum(x, 1e-300)
         try:
-            lu_scaled = splu((system @ sp.diags(scale)).tocsc())
+            scaled = _solver((system @ sp.diags(scale)).tocsc(), order)
         except (RuntimeError, MemoryError):
             break
-        solve_scaled = lambda r, f=lu_scaled, c=scale: c * f.solve(r)  # noqa: E731
+        solve_scaled = lambda r, f=scaled, c=scale: c * f(r)  # noqa: E731
         x2 = _refined(a, b, solve_scaled)
         lo2, hi2 = _certify(a, b, x2, solve_scaled, gamma, k)
         if not _relative(x2[j], lo2[j], hi2[j]) < _relative(x[j], lo[j], hi[j]) and hi2[j] - lo2[j] >= hi[j] - lo[j]:
