@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlverify.models import graph as graph_module
-from rlverify.models.graph import can_reach, steps_to
+from rlverify.models.graph import can_reach, prob01, steps_to
 
 
 def test_chain_distances_and_blocked_states():
@@ -133,3 +133,13 @@ def test_one_call_search_finds_what_the_level_search_finds(graph, numpy_levels, 
     assert got.tolist() == np.isfinite(steps_to(P, groups, target, through)).tolist()
     if groups is None:
         assert got.tolist() == np.isfinite(_bfs(P, target, through)).tolist()
+        # prob01 (phi = through, psi = target): the two searches over one reversed pattern, as two level searches
+        with (
+            mock.patch.object(graph_module, "NUMPY_LEVELS", numpy_levels),
+            mock.patch.object(graph_module, "ONE_CALL_TRANSITIONS", 1 << 20 if one_call else -1),
+        ):
+            zero, one = prob01(P, through, target)
+        go = through & ~target
+        expected_zero = np.isinf(steps_to(P, None, target, go))
+        assert zero.tolist() == expected_zero.tolist()
+        assert one.tolist() == np.isinf(steps_to(P, None, expected_zero, go)).tolist()

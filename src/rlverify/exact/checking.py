@@ -872,13 +872,6 @@ def state_set(storm_model: Any, state_formula: Any) -> np.ndarray:
     return mask
 
 
-def _backward(matrix: Any, seeds: np.ndarray, through: np.ndarray) -> np.ndarray:
-    """States that reach ``seeds`` along positive transitions whose sources (except the seeds) are in ``through``."""
-    from rlverify.models.graph import can_reach
-
-    return can_reach(matrix, None, seeds, through)
-
-
 #: largest estimated work of a sparse LU (multiply-adds) tried before leaving the solve to Storm's sound solver
 MAX_LU_WORK = 2e10
 
@@ -947,10 +940,10 @@ def _reachability(
     """``P(phi U psi)`` on a DTMC: graph analysis, sparse LU, certified bracket (see the module docstring)."""
     import scipy.sparse as sp
 
+    from rlverify.models.graph import prob01
+
     matrix = sp.csr_matrix(matrix, dtype=np.float64)
-    pass_through = phi & ~psi
-    no = ~_backward(matrix, psi, pass_through)
-    yes = ~_backward(matrix, no, pass_through)
+    no, yes = prob01(matrix, phi, psi)
     maybe = ~yes & ~no
     values = yes.astype(np.float64)
     m = int(maybe.sum())
