@@ -26,18 +26,18 @@ def _dags(draw: st.DrawFn) -> sp.csr_matrix:
     return sp.csr_matrix(upper)[perm][:, perm]
 
 
-def _forward(a: sp.csr_matrix, order: np.ndarray) -> bool:
+def _successors_first(a: sp.csr_matrix, order: np.ndarray) -> bool:
     place = np.empty(len(order), dtype=np.int64)
     place[order] = np.arange(len(order))
     rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
     off = rows != a.indices
-    return bool(np.all(place[rows[off]] < place[a.indices[off]]))
+    return bool(np.all(place[rows[off]] > place[a.indices[off]]))  # successors first: I - A lower triangular
 
 
 @given(_dags(), st.integers(0, 2**32 - 1))
 @settings(max_examples=300, deadline=None)
 def test_triangular_order_is_topological_and_refuses_every_cycle(a, seed):
-    """A topological order of an acyclic pattern (self-loops allowed: they stay on the diagonal); None once an edge
+    """A (reversed) topological order of an acyclic pattern (self-loops allowed: they stay on the diagonal); None once an edge
     back along a stored one closes a cycle of two states."""
     rng = np.random.default_rng(seed)
     loops = a.tolil()
@@ -46,7 +46,7 @@ def test_triangular_order_is_topological_and_refuses_every_cycle(a, seed):
     for pattern in (a, loops.tocsr()):
         order = checking.triangular_order(pattern)
         assert order is not None and sorted(order.tolist()) == list(range(a.shape[0]))
-        assert _forward(pattern, order)
+        assert _successors_first(pattern, order)
     if a.nnz:
         coo = a.tocoo()
         k = int(rng.integers(a.nnz))
@@ -68,7 +68,7 @@ def test_triangular_order_trusts_no_numbering_of_the_components(a, seed):
         with mock.patch.object(csgraph, "connected_components", lambda *_, n=numbering, **__: (count, n)):
             order = checking.triangular_order(a)
         assert (order is not None) if always else True
-        assert order is None or _forward(a, order)
+        assert order is None or _successors_first(a, order)
 
 
 @st.composite

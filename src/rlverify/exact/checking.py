@@ -895,9 +895,9 @@ def lu_work(system: Any) -> float:
 
 def triangular_order(a: Any) -> np.ndarray | None:
     """``(m,)`` int64: an order of ``a``'s states (``(m, m)`` CSR) in which every stored entry off the diagonal goes from a
-    state to a later one, so that ``I - A`` in that order is upper triangular; None when ``a``'s pattern has a cycle
-    through two or more states (self-loops stay on the diagonal). Checked entry by entry: the numbering of the strongly
-    connected components only proposes the order."""
+    state to an earlier one (successors first), so that ``I - A`` in that order is lower triangular; None when ``a``'s
+    pattern has a cycle through two or more states (self-loops stay on the diagonal). Checked entry by entry: the
+    numbering of the strongly connected components only proposes the order."""
     from scipy.sparse.csgraph import connected_components
 
     m = a.shape[0]
@@ -907,28 +907,32 @@ def triangular_order(a: Any) -> np.ndarray | None:
     rows = np.repeat(np.arange(m), np.diff(a.indptr))
     off = rows != a.indices
     tails, heads = labels[rows[off]], labels[a.indices[off]]
-    if np.all(tails < heads):
-        return np.argsort(labels)
     if np.all(tails > heads):
+        return np.argsort(labels)
+    if np.all(tails < heads):
         return np.argsort(-labels)
     return None
 
 
 def _solver(system: Any, order: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
-    """``r -> system^-1 r`` for ``system`` ``(m, m)`` CSC: by back substitution when ``order`` makes it upper triangular
+    """``r -> system^-1 r`` for ``system`` ``(m, m)`` CSC: by forward substitution when ``order`` makes it lower triangular
     (:func:`triangular_order`; no fill-in, no pivoting), else by a sparse LU. Raises what ``splu`` raises."""
     import scipy.sparse as sp
     from scipy.sparse.linalg import splu, spsolve_triangular
 
     if order is None:
         return splu(system).solve
-    upper = sp.csc_matrix(sp.csr_matrix(system)[order][:, order])
-    upper.sort_indices()
-    unit = bool(np.all(upper.diagonal() == 1.0))
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    coo = system.tocoo()
+    # CSC, lower: scipy's quickest substitution (~0.8 ms on csma; CSC upper ~1.2, the same values bit for bit)
+    lower = sp.csc_matrix((coo.data, (place[coo.row], place[coo.col])), shape=system.shape)
+    lower.sort_indices()
+    unit = bool(np.all(lower.diagonal() == 1.0))
 
     def solve(r: np.ndarray) -> np.ndarray:
         out = np.empty(len(order))
-        out[order] = spsolve_triangular(upper, r[order], lower=False, unit_diagonal=unit)
+        out[order] = spsolve_triangular(lower, r[order], lower=True, unit_diagonal=unit)
         return out
 
     return solve
