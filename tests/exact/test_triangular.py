@@ -158,3 +158,41 @@ def test_acyclic_chains_by_substitution_are_certified_and_agree_with_the_lu(chai
     assert out.lowers is not None and out.uppers is not None
     for s in range(P.shape[0]):
         assert Fraction(float(out.lowers[s])) <= exact[s] <= Fraction(float(out.uppers[s]))
+
+
+def test_a_value_below_the_absolute_slack_tries_the_scaled_substitution():
+    """A line of 62 states moving on with probability 2**-16 (else failing): the value 2**-992 (~2.4e-299) is below the
+    certificate's absolute slack (~1e-280), so the solve is repeated with its columns scaled by the solution (a
+    triangular system with the scales on its diagonal). As with the LU, only the absolute bracket [0, 1e-280] is
+    certified; the value itself is right to rounding."""
+    k = 62
+    n = k + 2  # states 0..k-1, the goal k, the failure k+1
+    p = 2.0**-16
+    rows, cols, vals = [], [], []
+    for i in range(k):
+        rows += [i, i]
+        cols += [i + 1, k + 1]
+        vals += [p, 1 - p]
+    rows += [k, k + 1]
+    cols += [k, k + 1]
+    vals += [1.0, 1.0]
+    P = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+    phi = np.ones(n, dtype=bool)
+    psi = np.zeros(n, dtype=bool)
+    psi[k] = True
+    exact = Fraction(p) ** k
+    calls = []
+    real = checking._solver
+
+    def spy(system: Any, order: np.ndarray | None) -> Any:
+        calls.append((order is not None, bool(np.all(system.diagonal() == 1.0))))
+        return real(system, order)
+
+    with mock.patch.object(checking, "_solver", spy):
+        out = _check(P, phi, psi, 0, "sound")
+    assert calls[0] == (True, True) and (True, False) in calls[1:]  # substitution, then scaled substitution
+    assert Fraction(out.lower) <= exact <= Fraction(out.upper) and out.upper <= 1e-279
+    assert abs(Fraction(out.value) - exact) <= Fraction(1e-14) * exact
+    with mock.patch.object(checking, "triangular_order", lambda a: None):
+        lu = _check(P, phi, psi, 0, "sound")
+    assert (out.value, out.lower, out.upper, out.note) == (lu.value, lu.lower, lu.upper, lu.note)
