@@ -25,7 +25,9 @@ iterative solvers, for ``sound`` and ``direct``:
 
 1. graph analysis: states that cannot reach the target are 0, states that reach it with
    probability 1 are 1 (exactly); only the remaining "maybe" states are solved;
-2. a sparse LU solve of ``(I - A) x = b`` on the maybe states (float64, with iterative refinement);
+2. a sparse LU solve of ``(I - A) x = b`` on the maybe states (float64, with iterative refinement); where
+   they have no cycle (self-loops aside; e.g. QVBS csma) ``I - A`` is triangular in a topological
+   order, its own LU factor, and is solved by substitution (no fill-in);
 3. an a-posteriori certificate: vectors ``l <= x_hat <= u`` with ``A l + b >= l`` and
    ``A u + b <= u`` checked with a rounding-error margin (all terms are non-negative, so the check
    itself is rigorous in floating point); then ``l <= x <= u`` for the true solution ``x``. The
@@ -916,7 +918,8 @@ def triangular_order(a: Any) -> np.ndarray | None:
 
 def _solver(system: Any, order: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
     """``r -> system^-1 r`` for ``system`` ``(m, m)`` CSC: by forward substitution when ``order`` makes it lower triangular
-    (:func:`triangular_order`; no fill-in, no pivoting), else by a sparse LU. Raises what ``splu`` raises."""
+    (:func:`triangular_order`; no fill-in, no pivoting), else by a sparse LU. Raises what ``splu`` and ``spsolve_triangular``
+    raise."""
     import scipy.sparse as sp
     from scipy.sparse.linalg import splu, spsolve_triangular
 
@@ -981,7 +984,7 @@ def _reachability(
         return None
     try:
         solve = _solver(system, order)
-    except (RuntimeError, MemoryError):
+    except (RuntimeError, MemoryError, np.linalg.LinAlgError):
         return None
     x = _refined(a, b, solve)
     lo, hi = _certify(a, b, x, solve, gamma, k)
@@ -994,7 +997,7 @@ def _reachability(
         scale = np.maximum(x, 1e-300)
         try:
             scaled = _solver((system @ sp.diags(scale)).tocsc(), order)
-        except (RuntimeError, MemoryError):
+        except (RuntimeError, MemoryError, np.linalg.LinAlgError):  # (substitution: a zero on the diagonal)
             break
         solve_scaled = lambda r, f=scaled, c=scale: c * f(r)  # noqa: E731
         x2 = _refined(a, b, solve_scaled)
