@@ -60,7 +60,7 @@ from rlverify.errors import PropertyError
 from rlverify.exact.options import MAX_WORK
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import storm_message
+from rlverify.models.symbolic import bit_mask, storm_message
 
 __all__ = [
     "MAX_WORK",
@@ -868,10 +868,7 @@ def state_set(storm_model: Any, state_formula: Any) -> np.ndarray:
         result = stormpy.model_checking(storm_model, state_formula)
     except RuntimeError as exc:
         raise PropertyError(f"Storm cannot check '{state_formula}' on this model: {storm_message(exc)}") from None
-    mask = np.zeros(storm_model.nr_states, dtype=bool)
-    idx = np.fromiter(iter(result.get_truth_values_vector()), dtype=np.int64)
-    mask[idx] = True
-    return mask
+    return bit_mask(result.get_truth_values_vector(), storm_model.nr_states)
 
 
 #: largest estimated work of a sparse LU (multiply-adds) tried before leaving the solve to Storm's sound solver
