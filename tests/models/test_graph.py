@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rlverify.models.graph import can_reach, steps_to
+from rlverify.models import graph as graph_module
+from rlverify.models.graph import can_reach, prob01, steps_to
 
 
 def test_chain_distances_and_blocked_states():
@@ -89,3 +94,52 @@ def test_memory_is_a_few_bytes_per_transition():
     finally:
         tracemalloc.stop()
     assert peak / P.nnz < 10, f"{peak / P.nnz:.1f} bytes per transition"
+
+
+@st.composite
+def _graphs(draw: st.DrawFn) -> tuple[sp.csr_matrix, np.ndarray | None, np.ndarray, np.ndarray]:
+    """A random (C, S) transition pattern (self-loops, empty rows, explicit zeros; an MDP's row groups or None), a
+    target and a through mask (empty and full ones included)."""
+    n = draw(st.integers(1, 25))
+    groups = None
+    C = n
+    if draw(st.booleans()):
+        per_state = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
+        groups = np.r_[0, np.cumsum(per_state)]
+        C = int(groups[-1])
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    P = sp.random(C, n, density=draw(st.floats(0.0, 0.5)), format="csr", random_state=rng)
+    P.data[rng.random(P.nnz) < draw(st.sampled_from([0.0, 0.2]))] = 0.0  # explicit zeros: no edges
+    masks = st.sampled_from(["random", "none", "all"])
+
+    def mask(kind: str, p: float) -> np.ndarray:
+        return {"random": rng.random(n) < p, "none": np.zeros(n, dtype=bool), "all": np.ones(n, dtype=bool)}[kind]
+
+    return P, groups, mask(draw(masks), 0.15), mask(draw(masks), 0.7)
+
+
+@given(_graphs(), st.sampled_from([0, 1, 2, 8]), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_one_call_search_finds_what_the_level_search_finds(graph, numpy_levels, one_call):
+    """can_reach (its one call of scipy's search after ``numpy_levels`` levels, or level by level to the end) finds
+    steps_to's finite set, on chains and MDPs; on chains, the plain Python search's too."""
+    P, groups, target, through = graph
+    with (
+        mock.patch.object(graph_module, "NUMPY_LEVELS", numpy_levels),
+        mock.patch.object(graph_module, "ONE_CALL_TRANSITIONS", 1 << 20 if one_call else -1),
+    ):
+        got = can_reach(P, groups, target, through)
+    assert got.dtype == bool
+    assert got.tolist() == np.isfinite(steps_to(P, groups, target, through)).tolist()
+    if groups is None:
+        assert got.tolist() == np.isfinite(_bfs(P, target, through)).tolist()
+        # prob01 (phi = through, psi = target): the two searches over one reversed pattern, as two level searches
+        with (
+            mock.patch.object(graph_module, "NUMPY_LEVELS", numpy_levels),
+            mock.patch.object(graph_module, "ONE_CALL_TRANSITIONS", 1 << 20 if one_call else -1),
+        ):
+            zero, one = prob01(P, through, target)
+        go = through & ~target
+        expected_zero = np.isinf(steps_to(P, None, target, go))
+        assert zero.tolist() == expected_zero.tolist()
+        assert one.tolist() == np.isinf(steps_to(P, None, expected_zero, go)).tolist()

@@ -25,7 +25,9 @@ iterative solvers, for ``sound`` and ``direct``:
 
 1. graph analysis: states that cannot reach the target are 0, states that reach it with
    probability 1 are 1 (exactly); only the remaining "maybe" states are solved;
-2. a sparse LU solve of ``(I - A) x = b`` on the maybe states (float64, with iterative refinement);
+2. a sparse LU solve of ``(I - A) x = b`` on the maybe states (float64, with iterative refinement); where
+   they have no cycle (self-loops aside; e.g. QVBS csma) ``I - A`` is triangular in a topological
+   order, its own LU factor, and is solved by substitution (no fill-in);
 3. an a-posteriori certificate: vectors ``l <= x_hat <= u`` with ``A l + b >= l`` and
    ``A u + b <= u`` checked with a rounding-error margin (all terms are non-negative, so the check
    itself is rigorous in floating point); then ``l <= x <= u`` for the true solution ``x``. The
@@ -58,7 +60,7 @@ from rlverify.errors import PropertyError
 from rlverify.exact.options import MAX_WORK
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import storm_message
+from rlverify.models.symbolic import bit_mask, storm_message
 
 __all__ = [
     "MAX_WORK",
@@ -866,17 +868,7 @@ def state_set(storm_model: Any, state_formula: Any) -> np.ndarray:
         result = stormpy.model_checking(storm_model, state_formula)
     except RuntimeError as exc:
         raise PropertyError(f"Storm cannot check '{state_formula}' on this model: {storm_message(exc)}") from None
-    mask = np.zeros(storm_model.nr_states, dtype=bool)
-    idx = np.fromiter(iter(result.get_truth_values_vector()), dtype=np.int64)
-    mask[idx] = True
-    return mask
-
-
-def _backward(matrix: Any, seeds: np.ndarray, through: np.ndarray) -> np.ndarray:
-    """States that reach ``seeds`` along positive transitions whose sources (except the seeds) are in ``through``."""
-    from rlverify.models.graph import can_reach
-
-    return can_reach(matrix, None, seeds, through)
+    return bit_mask(result.get_truth_values_vector(), storm_model.nr_states)
 
 
 #: largest estimated work of a sparse LU (multiply-adds) tried before leaving the solve to Storm's sound solver
@@ -900,17 +892,62 @@ def lu_work(system: Any) -> float:
     return float(pattern.shape[0]) * float(width) ** 2
 
 
+def triangular_order(a: Any) -> np.ndarray | None:
+    """``(m,)`` int64: an order of ``a``'s states (``(m, m)`` CSR) in which every stored entry off the diagonal goes from a
+    state to an earlier one (successors first), so that ``I - A`` in that order is lower triangular; None when ``a``'s
+    pattern has a cycle through two or more states (self-loops stay on the diagonal). Checked entry by entry: the
+    numbering of the strongly connected components only proposes the order."""
+    from scipy.sparse.csgraph import connected_components
+
+    m = a.shape[0]
+    count, labels = connected_components(a, directed=True, connection="strong")
+    if count < m:  # a cycle through two or more states
+        return None
+    rows = np.repeat(np.arange(m), np.diff(a.indptr))
+    off = rows != a.indices
+    tails, heads = labels[rows[off]], labels[a.indices[off]]
+    if np.all(tails > heads):
+        return np.argsort(labels)
+    if np.all(tails < heads):
+        return np.argsort(-labels)
+    return None
+
+
+def _solver(system: Any, order: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+    """``r -> system^-1 r`` for ``system`` ``(m, m)`` CSC: by forward substitution when ``order`` makes it lower triangular
+    (:func:`triangular_order`; no fill-in, no pivoting), else by a sparse LU. Raises what ``splu`` and ``spsolve_triangular``
+    raise."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import splu, spsolve_triangular
+
+    if order is None:
+        return splu(system).solve
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    coo = system.tocoo()
+    # CSC, lower: scipy's quickest substitution (~0.8 ms on csma; CSC upper ~1.2, the same values bit for bit)
+    lower = sp.csc_matrix((coo.data, (place[coo.row], place[coo.col])), shape=system.shape)
+    lower.sort_indices()
+    unit = bool(np.all(lower.diagonal() == 1.0))
+
+    def solve(r: np.ndarray) -> np.ndarray:
+        out = np.empty(len(order))
+        out[order] = spsolve_triangular(lower, r[order], lower=True, unit_diagonal=unit)
+        return out
+
+    return solve
+
+
 def _reachability(
     matrix: Any, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str, precision: float, budget: float
 ) -> CheckOutcome | None:
     """``P(phi U psi)`` on a DTMC: graph analysis, sparse LU, certified bracket (see the module docstring)."""
     import scipy.sparse as sp
-    from scipy.sparse.linalg import splu
+
+    from rlverify.models.graph import prob01
 
     matrix = sp.csr_matrix(matrix, dtype=np.float64)
-    pass_through = phi & ~psi
-    no = ~_backward(matrix, psi, pass_through)
-    yes = ~_backward(matrix, no, pass_through)
+    no, yes = prob01(matrix, phi, psi)
     maybe = ~yes & ~no
     values = yes.astype(np.float64)
     m = int(maybe.sum())
@@ -937,13 +974,15 @@ def _reachability(
     gamma, k = sum_margin(int(np.diff(a.indptr).max(initial=0)))
     t0 = time.perf_counter()
     system = (sp.identity(m, format="csc") - a.tocsc()).tocsc()
-    if lu_work(system) > MAX_LU_WORK:  # the factors' fill would take minutes to hours (6-D grids): Storm solves it
+    order = triangular_order(a)
+    # the factors' fill would take minutes to hours (6-D grids): Storm solves it. m (m-1)^2 bounds lu_work; a
+    # triangular system has no fill
+    if order is None and m * (m - 1) ** 2 > MAX_LU_WORK and lu_work(system) > MAX_LU_WORK:
         return None
     try:
-        lu = splu(system)
-    except (RuntimeError, MemoryError):
+        solve = _solver(system, order)
+    except (RuntimeError, MemoryError, np.linalg.LinAlgError):
         return None
-    solve = lu.solve
     x = _refined(a, b, solve)
     lo, hi = _certify(a, b, x, solve, gamma, k)
     j = int(np.flatnonzero(maybe).searchsorted(init)) if maybe[init] else None
@@ -954,10 +993,10 @@ def _reachability(
             break
         scale = np.maximum(x, 1e-300)
         try:
-            lu_scaled = splu((system @ sp.diags(scale)).tocsc())
-        except (RuntimeError, MemoryError):
+            scaled = _solver((system @ sp.diags(scale)).tocsc(), order)
+        except (RuntimeError, MemoryError, np.linalg.LinAlgError):  # (substitution: a zero on the diagonal)
             break
-        solve_scaled = lambda r, f=lu_scaled, c=scale: c * f.solve(r)  # noqa: E731
+        solve_scaled = lambda r, f=scaled, c=scale: c * f(r)  # noqa: E731
         x2 = _refined(a, b, solve_scaled)
         lo2, hi2 = _certify(a, b, x2, solve_scaled, gamma, k)
         if not _relative(x2[j], lo2[j], hi2[j]) < _relative(x[j], lo[j], hi[j]) and hi2[j] - lo2[j] >= hi[j] - lo[j]:

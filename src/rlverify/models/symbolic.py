@@ -724,8 +724,22 @@ def truth_values(storm_model: Any, state_formula: Any) -> Any:
     import stormpy
 
     result = stormpy.model_checking(storm_model, state_formula)
-    bits = result.get_truth_values_vector()
-    out = np.zeros(storm_model.nr_states, dtype=bool)
+    return bit_mask(result.get_truth_values_vector(), storm_model.nr_states)
+
+
+def bit_mask(bits: Any, size: int) -> np.ndarray:
+    """``(size,)`` bool: Storm's ``BitVector`` ``bits`` as an array.
+
+    Read from its stored form (its size, then its 64-bit buckets in decimal, bit i the bit ``63 - i % 64``
+    of bucket ``i // 64``): ~0.2 ms for 37k states where iterating its set bits takes ~5 ms. Where that form is not
+    as expected (its size, bucket count or count of set bits disagree), its set bits are iterated."""
+    parts = bits.store_as_string().split()
+    if len(parts) == 1 + (size + 63) // 64 and int(parts[0]) == size:
+        buckets = np.array(parts[1:], dtype=np.uint64).astype(">u8")
+        mask = np.unpackbits(buckets.view(np.uint8), count=size).astype(bool)
+        if int(np.count_nonzero(mask)) == bits.get_number_of_set_bits():
+            return mask
+    out = np.zeros(size, dtype=bool)
     out[np.fromiter(iter(bits), dtype=np.int64)] = True
     return out
 
