@@ -628,11 +628,13 @@ class CompiledProgram:
         off = np.where(real, tables.base[cmd] + sub * tables.size[cmd], 0)  # padding: entry 0 (probability 1, no change)
         owner = np.repeat(np.arange(len(parts)), number)
         probs, succ = np.empty(len(owner)), np.empty(len(owner), dtype=np.int64)
+        # the commands after the first that some choice runs (padding multiplies by 1 and adds 0: skipped where all pad)
+        later = [k for k in range(1, parts.shape[1]) if real[:, k].any()]
         for a in range(0, len(owner), BRANCH_CHUNK):  # bounds the temporaries (a few arrays of a chunk)
             mine, u = owner[a : a + BRANCH_CHUNK], update[a : a + BRANCH_CHUNK]
             at = off[mine, 0] + u[:, 0]
             p, d = tables.probs[at], tables.deltas[at]
-            for k in range(1, parts.shape[1]):  # probabilities multiplied in module order, as branches does
+            for k in later:  # probabilities multiplied in module order, as branches does
                 at = off[mine, k]
                 at += u[:, k]
                 p *= tables.probs[at]
