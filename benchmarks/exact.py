@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -271,6 +272,7 @@ def file_worker(case_id: str, reps: int) -> dict:
     best: dict[str, float] = {}
     cpu: dict[str, float] = {}  # the least CPU seconds of the process over the repetitions (load inflates wall time)
     picks: dict[str, str] = {}
+    paired: list[float] = []  # total / storm of each repetition (measured one after the other: the same machine speed)
     first = float("inf")
     for strategy in ("merged", "full"):  # untimed: the process's first build of each kind loads what it needs
         t = time.perf_counter()
@@ -294,8 +296,10 @@ def file_worker(case_id: str, reps: int) -> dict:
         cpu["total"] = min(cpu.get("total", float("inf")), time.process_time() - c)
         best["total"] = min(best.get("total", float("inf")), r.timings["total"])
         c = time.process_time()
-        best["storm"] = min(best.get("storm", float("inf")), storm_monolithic(model, case.prop))
+        storm_s = storm_monolithic(model, case.prop)
+        best["storm"] = min(best.get("storm", float("inf")), storm_s)
         cpu["storm"] = min(cpu.get("storm", float("inf")), time.process_time() - c)
+        paired.append(r.timings["total"] / storm_s)
     return {
         "case": case.id,
         "states": states,
@@ -307,6 +311,7 @@ def file_worker(case_id: str, reps: int) -> dict:
         "auto_s": best["auto"],
         "total_s": best["total"],
         "storm_s": best["storm"],
+        "paired": statistics.median(paired),
         "cpu": cpu,
     }
 
@@ -393,7 +398,8 @@ def _file_line(r: dict) -> str:
     return (
         f"{r['case']:14} {r['src']:7} {r['states']:8d} {r['merged_s']:9.3f} {r['full_s']:9.3f} "
         f"{r['merged_s'] / r['full_s']:7.2f} {r['auto']:>7} {r['auto_s'] / faster:9.2f} {r['total_s']:8.3f} "
-        f"{r['storm_s']:8.3f} {r['total_s'] / r['storm_s']:9.2f} {r['wall_s']:7.2f} {r['wall_s'] / r['storm_s']:9.2f} | "
+        f"{r['storm_s']:8.3f} {r['total_s'] / r['storm_s']:9.2f} {r['paired']:6.2f} "
+        f"{r['wall_s']:7.2f} {r['wall_s'] / r['storm_s']:9.2f} | "
         f"{c['merged']:7.3f} {c['full']:7.3f} {c['merged'] / c['full']:7.2f} {c['auto'] / min(c['merged'], c['full']):9.2f} "
         f"{c['total']:7.3f} {c['storm']:7.3f} {c['total'] / c['storm']:9.2f}"
     )
@@ -401,14 +407,16 @@ def _file_line(r: dict) -> str:
 
 FILE_HEADER = (
     f"{'case':14} {'src':7} {'states':>8} {'merged s':>9} {'full s':>9} {'m/full':>7} {'auto':>7} {'auto/best':>9} "
-    f"{'total s':>8} {'storm s':>8} {'tot/storm':>9} {'wall s':>7} {'wall/storm':>9} | {'merged':>7} {'full':>7} "
-    f"{'m/full':>7} {'auto/best':>9} {'total':>7} {'storm':>7} {'tot/storm':>9}"
+    f"{'total s':>8} {'storm s':>8} {'tot/storm':>9} {'paired':>6} {'wall s':>7} {'wall/storm':>9} | {'merged':>7} "
+    f"{'full':>7} {'m/full':>7} {'auto/best':>9} {'total':>7} {'storm':>7} {'tot/storm':>9}"
 )
 FILE_LEGEND = (
     "merged s, full s: the policy's chain built (policy_chain, each strategy; the best of --reps, more for builds "
     "under 0.2 s: repeated until ~0.5 s, at most 25 times). auto/best: auto's "
     "build / the faster strategy's. total s: verify_exact's own total (auto). storm s: Storm's in-process build + "
-    "check of the same property (Pmax on the MDP, storm_monolithic). wall s: the whole rlverify verify process. After "
+    "check of the same property (Pmax on the MDP, storm_monolithic). paired: the median over the repetitions of "
+    "total / storm measured one after the other (robust to the machine's speed drifting between them). wall s: the "
+    "whole rlverify verify process. After "
     "'|': the same in CPU seconds of the process (the least over the repetitions; load inflates wall time less)."
 )
 

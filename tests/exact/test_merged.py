@@ -533,3 +533,35 @@ def test_a_state_the_policy_cannot_address_is_refused_naming_it_when_the_structu
         monkeypatch.setattr(merged_module, "SHAPE_COMMANDS", commands)
         with pytest.raises(PolicyError, match=r"state \{'s': 2\} has 2 choices labelled 'go' \(commands m:2, m:3\)"):
             verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+
+
+def _refusing_probe(monkeypatch):
+    """Storm's build of the initial state (run in its thread while the exploration goes on) made to refuse, as Storm
+    refuses programs rlverify's compiler accepts; the refusal is raised where the exploration waits for it."""
+    from rlverify.exact import merged
+
+    def refuse(self, builder):
+        self._error = RuntimeError("ERROR (Test.cpp:1): a refusal of Storm's")
+
+    monkeypatch.setattr(merged._Probe, "_build", refuse)
+
+
+def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration_raises(tmp_path, monkeypatch):
+    """The exploration runs beside Storm's one-state build, yet its errors come second, as when that build ran first."""
+    policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
+    bad_range = tmp_path / "range.prism"
+    bad_range.write_text(TWO_STEP.replace("[go] s=1 -> (s'=3);", "[go] s=1 -> (s'=4);"))
+    with pytest.raises(ModelError, match=r"assigns s=4 outside its range"):  # the exploration's own error
+        verify_exact(bad_range, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+    _refusing_probe(monkeypatch)
+    with pytest.raises(ModelError, match=r"--strategy merged cannot build this model \(Storm's build of the initial state "):
+        verify_exact(bad_range, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+    good = tmp_path / "good.prism"
+    good.write_text(TWO_STEP)
+    with pytest.raises(ModelError, match=r"cannot build this model \(Storm's build of the initial state failed: .*a refusal of Storm's\)"):
+        verify_exact(good, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+    # auto falls back to the full strategy, and says why
+    r = verify_exact(good, 'P=? [F "done"]', policy, ExactOptions(strategy="auto"))
+    # by hand: 'stay' is unavailable at s=1, 2 (its mass stalls): v1 = 1/2, v2 = 1/2 (0.2 + 0.8 v2) = 1/6,
+    # v0 = 1/2 (v1 / 2 + v2 / 2) + v0 / 2 = 1/3
+    assert r.strategy == "full" and r.value == pytest.approx(1 / 3, rel=1e-12)

@@ -932,7 +932,8 @@ def _solver(system: Any, order: np.ndarray | None) -> Callable[[np.ndarray], np.
 
     def solve(r: np.ndarray) -> np.ndarray:
         out = np.empty(len(order))
-        out[order] = spsolve_triangular(lower, r[order], lower=True, unit_diagonal=unit)
+        # overwrite: scipy's copies skipped (``lower`` is canonical, its unit diagonal set to 1 again: no change)
+        out[order] = spsolve_triangular(lower, r[order], lower=True, unit_diagonal=unit, overwrite_A=True, overwrite_b=True)
         return out
 
     return solve

@@ -23,6 +23,8 @@ expressions reading few variables are looked up in tables over those variables' 
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -153,9 +155,6 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
     Integer arithmetic stays int64; ``/`` is real division (as Storm evaluates probabilities and
     ``floor``/``ceil`` arguments); ``%`` truncates (C++, as Storm; PRISM's ``mod`` arrives rewritten).
     """
-    import stormpy
-
-    op_type = stormpy.expressions.OperatorType
     if expr.is_literal():
         if expr.has_boolean_type():
             value: Any = bool(expr.evaluate_as_bool())
@@ -177,49 +176,63 @@ def compile_expression(expr: Any, variables: dict[str, Var]) -> Fn:
     except Exception:  # e.g. a user-defined function: no operator
         raise Unsupported(f"expression '{expr}'") from None
     args = [compile_expression(expr.get_operand(i), variables) for i in range(expr.arity)]
-    integer = expr.has_integer_type()
-    if op == op_type.MINUS and len(args) == 1:
+    ops = _operator_names()
+    name = ops.get(op, "")  # one lookup: the enum's members hash in Python
+    if name == "MINUS" and len(args) == 1:
         (a,) = args
         return lambda env: -a(env)
-    if op == op_type.NOT:
+    if name == "NOT":
         (a,) = args
         return lambda env: np.logical_not(a(env))
-    if op == op_type.ITE:
+    if name == "ITE":
         c, a, b = args
         return lambda env: np.where(c(env), a(env), b(env))
-    if op in (op_type.FLOOR, op_type.CEIL):
+    if name in ("FLOOR", "CEIL"):
         (a,) = args
-        rounding = np.floor if op == op_type.FLOOR else np.ceil
+        rounding = np.floor if name == "FLOOR" else np.ceil
         return lambda env: np.asarray(rounding(a(env))).astype(np.int64)
-    binary: dict[Any, Callable[[Any, Any], Any]] = {
-        op_type.AND: np.logical_and,
-        op_type.OR: np.logical_or,
-        op_type.XOR: np.logical_xor,
-        op_type.IMPLIES: lambda x, y: np.logical_or(np.logical_not(x), y),
-        op_type.IFF: np.equal,
-        op_type.PLUS: np.add,
-        op_type.MINUS: np.subtract,
-        op_type.TIMES: np.multiply,
-        op_type.DIVIDE: lambda x, y: np.true_divide(x, y),
-        op_type.MIN: np.minimum,
-        op_type.MAX: np.maximum,
-        op_type.MODULO: np.fmod,
-        # Storm evaluates pow in double (std::pow) and truncates an integer result; negative exponents are fine
-        op_type.POWER: (lambda x, y: np.trunc(np.power(np.asarray(x, dtype=np.float64), y)).astype(np.int64))
-        if integer
-        else (lambda x, y: np.power(np.asarray(x, dtype=np.float64), y)),
-        op_type.EQUAL: np.equal,
-        op_type.NOT_EQUAL: np.not_equal,
-        op_type.LESS: np.less,
-        op_type.LESS_OR_EQUAL: np.less_equal,
-        op_type.GREATER: np.greater,
-        op_type.GREATER_OR_EQUAL: np.greater_equal,
-    }
-    f = binary.get(op)
+    if name == "POWER":  # Storm: pow in double (std::pow), an integer result truncated; negative exponents are fine
+        f: Callable[[Any, Any], Any] | None = (
+            (lambda x, y: np.trunc(np.power(np.asarray(x, dtype=np.float64), y)).astype(np.int64))
+            if expr.has_integer_type()
+            else (lambda x, y: np.power(np.asarray(x, dtype=np.float64), y))
+        )
+    else:
+        f = _BINARY.get(name)
     if f is None or len(args) != 2:
         raise Unsupported(f"operator {op} in '{expr}'")
     a, b = args
     return lambda env: f(a(env), b(env))
+
+
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "AND": np.logical_and,
+    "OR": np.logical_or,
+    "XOR": np.logical_xor,
+    "IMPLIES": lambda x, y: np.logical_or(np.logical_not(x), y),
+    "IFF": np.equal,
+    "PLUS": np.add,
+    "MINUS": np.subtract,
+    "TIMES": np.multiply,
+    "DIVIDE": lambda x, y: np.true_divide(x, y),
+    "MIN": np.minimum,
+    "MAX": np.maximum,
+    "MODULO": np.fmod,
+    "EQUAL": np.equal,
+    "NOT_EQUAL": np.not_equal,
+    "LESS": np.less,
+    "LESS_OR_EQUAL": np.less_equal,
+    "GREATER": np.greater,
+    "GREATER_OR_EQUAL": np.greater_equal,
+}
+
+
+@functools.cache
+def _operator_names() -> dict[Any, str]:
+    """Storm's operators (``stormpy.expressions.OperatorType``) -> their names."""
+    import stormpy
+
+    return {member: name for name, member in stormpy.expressions.OperatorType.__members__.items()}
 
 
 class States(dict[str, np.ndarray]):
@@ -245,7 +258,7 @@ class Tabled:
         self.key = tuple(v.name for v in variables)
         self.los = [v.lo for v in variables]
         self.sizes = [v.hi - v.lo + 1 for v in variables]
-        self.strides = [int(np.prod(self.sizes[:i], dtype=np.int64)) for i in range(len(variables))]
+        self.strides = [math.prod(self.sizes[:i]) for i in range(len(variables))]
         self.table: np.ndarray | None = None
 
     def row(self, env: Env) -> np.ndarray:
@@ -262,7 +275,7 @@ class Tabled:
 
     def __call__(self, env: Env) -> Any:
         if self.table is None:
-            size = int(np.prod(self.sizes, dtype=np.int64))
+            size = math.prod(self.sizes)
             every = np.arange(size, dtype=np.int64)
             grid = {
                 name: lo + (every // stride) % n
@@ -403,8 +416,8 @@ class CompiledProgram:
         for label in sorted(labelled, key=lambda a: program_action_index(program, a)):
             modules = tuple(labelled[label])
             sizes = [len(cids) for cids in modules]
-            strides = [int(np.prod(sizes[i + 1 :], dtype=object)) for i in range(len(sizes))]
-            count = int(np.prod(sizes, dtype=object))
+            strides = [math.prod(sizes[i + 1 :]) for i in range(len(sizes))]
+            count = math.prod(sizes)
             if offset + count > MAX_CHOICES:
                 raise Unsupported(f"label '{label}' synchronises {count:,} command combinations")
             self._refuse_shared_writes(modules)
@@ -484,7 +497,7 @@ class CompiledProgram:
         variables = sorted((self.by_name[v.name] for v in expr.get_variables()), key=lambda v: self.index[v.name])
         if not variables or _operators(expr) < 2:
             return fn
-        if int(np.prod([v.hi - v.lo + 1 for v in variables], dtype=np.float64)) > TABLE_DOMAIN:
+        if math.prod(v.hi - v.lo + 1 for v in variables) > TABLE_DOMAIN:
             return fn
         return Tabled(fn, variables)
 
@@ -730,7 +743,7 @@ class _Layout:
 
     def __init__(self, variables: tuple[Var, ...], reads: list[tuple[int, ...]], limit: int, spans: bool = False) -> None:
         self.variables = variables
-        self.domains = [int(np.prod([variables[i].hi - variables[i].lo + 1 for i in r], dtype=np.float64)) for r in reads]
+        self.domains = [math.prod(variables[i].hi - variables[i].lo + 1 for i in r) for r in reads]
         # ``spans``: an item reading variables i..j and a few between reads them all (a table at most 4 times larger, or
         # within TABLE_DOMAIN): its row is then a digit range of the state's key, found in two numpy calls
         self.spanned = np.zeros(len(reads) + 1, dtype=bool)
