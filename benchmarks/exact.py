@@ -273,6 +273,7 @@ def file_worker(case_id: str, reps: int) -> dict:
     cpu: dict[str, float] = {}  # the least CPU seconds of the process over the repetitions (load inflates wall time)
     picks: dict[str, str] = {}
     paired: list[float] = []  # total / storm of each repetition (measured one after the other: the same machine speed)
+    builds: list[dict[str, float]] = []  # each repetition's build seconds by strategy
     first = float("inf")
     for strategy in ("merged", "full"):  # untimed: the process's first build of each kind loads what it needs
         t = time.perf_counter()
@@ -281,6 +282,7 @@ def file_worker(case_id: str, reps: int) -> dict:
     # builds of a few milliseconds vary by more than the 10 % auto is held to: repeated until ~0.5 s (at most 25 times)
     for rep in range(max(reps, min(25, math.ceil(0.5 / max(first, 1e-3))))):
         strategies = ("merged", "full", "auto")
+        this_rep: dict[str, float] = {}
         for strategy in strategies[rep % 3 :] + strategies[: rep % 3]:  # each first in turn (what ran before matters)
             _forget_compiled()
             t, c = time.perf_counter(), time.process_time()
@@ -288,6 +290,7 @@ def file_worker(case_id: str, reps: int) -> dict:
             c = time.process_time() - c
             cpu[strategy] = min(cpu.get(strategy, float("inf")), c)
             best[strategy] = min(best.get(strategy, float("inf")), time.perf_counter() - t)
+            this_rep[strategy] = time.perf_counter() - t
             picks[strategy] = chain.strategy
             states, transitions = chain.chain.num_states, chain.chain.num_transitions
         _forget_compiled()
@@ -300,6 +303,7 @@ def file_worker(case_id: str, reps: int) -> dict:
         best["storm"] = min(best.get("storm", float("inf")), storm_s)
         cpu["storm"] = min(cpu.get("storm", float("inf")), time.process_time() - c)
         paired.append(r.timings["total"] / storm_s)
+        builds.append(this_rep)
     return {
         "case": case.id,
         "states": states,
@@ -312,6 +316,7 @@ def file_worker(case_id: str, reps: int) -> dict:
         "total_s": best["total"],
         "storm_s": best["storm"],
         "paired": statistics.median(paired),
+        "auto_paired": statistics.median(b["auto"] / min(b["merged"], b["full"]) for b in builds),
         "cpu": cpu,
     }
 
@@ -397,7 +402,8 @@ def _file_line(r: dict) -> str:
     c = r["cpu"]
     return (
         f"{r['case']:14} {r['src']:7} {r['states']:8d} {r['merged_s']:9.3f} {r['full_s']:9.3f} "
-        f"{r['merged_s'] / r['full_s']:7.2f} {r['auto']:>7} {r['auto_s'] / faster:9.2f} {r['total_s']:8.3f} "
+        f"{r['merged_s'] / r['full_s']:7.2f} {r['auto']:>7} {r['auto_s'] / faster:9.2f} {r['auto_paired']:6.2f} "
+        f"{r['total_s']:8.3f} "
         f"{r['storm_s']:8.3f} {r['total_s'] / r['storm_s']:9.2f} {r['paired']:6.2f} "
         f"{r['wall_s']:7.2f} {r['wall_s'] / r['storm_s']:9.2f} | "
         f"{c['merged']:7.3f} {c['full']:7.3f} {c['merged'] / c['full']:7.2f} {c['auto'] / min(c['merged'], c['full']):9.2f} "
@@ -407,13 +413,14 @@ def _file_line(r: dict) -> str:
 
 FILE_HEADER = (
     f"{'case':14} {'src':7} {'states':>8} {'merged s':>9} {'full s':>9} {'m/full':>7} {'auto':>7} {'auto/best':>9} "
-    f"{'total s':>8} {'storm s':>8} {'tot/storm':>9} {'paired':>6} {'wall s':>7} {'wall/storm':>9} | {'merged':>7} "
-    f"{'full':>7} {'m/full':>7} {'auto/best':>9} {'total':>7} {'storm':>7} {'tot/storm':>9}"
+    f"{'paired':>6} {'total s':>8} {'storm s':>8} {'tot/storm':>9} {'paired':>6} {'wall s':>7} {'wall/storm':>9} | "
+    f"{'merged':>7} {'full':>7} {'m/full':>7} {'auto/best':>9} {'total':>7} {'storm':>7} {'tot/storm':>9}"
 )
 FILE_LEGEND = (
     "merged s, full s: the policy's chain built (policy_chain, each strategy; the best of --reps, more for builds "
     "under 0.2 s: repeated until ~0.5 s, at most 25 times). auto/best: auto's "
-    "build / the faster strategy's. total s: verify_exact's own total (auto). storm s: Storm's in-process build + "
+    "build / the faster strategy's (paired: the median over the repetitions of auto's / that repetition's faster). "
+    "total s: verify_exact's own total (auto). storm s: Storm's in-process build + "
     "check of the same property (Pmax on the MDP, storm_monolithic). paired: the median over the repetitions of "
     "total / storm measured one after the other (robust to the machine's speed drifting between them). wall s: the "
     "whole rlverify verify process. After "
