@@ -558,7 +558,8 @@ def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration
         verify_exact(bad_range, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
     good = tmp_path / "good.prism"
     good.write_text(TWO_STEP)
-    with pytest.raises(ModelError, match=r"cannot build this model \(Storm's build of the initial state failed: .*a refusal of Storm's\)"):
+    refused = r"cannot build this model \(Storm's build of the initial state failed: .*a refusal of Storm's\)"
+    with pytest.raises(ModelError, match=refused):
         verify_exact(good, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
     # auto (made to try merged whatever the program's shape) falls back to the full strategy, and says why
     from rlverify.exact import chain as chain_module
