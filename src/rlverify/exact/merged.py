@@ -612,14 +612,14 @@ class _Exploration:
         shapes.seen += np.bincount(sid, minlength=len(shapes.seen))
         count = shapes.count[sid]
         row_groups = np.zeros(B + 1, dtype=np.int64)
-        np.cumsum(count, out=row_groups[1:])
+        count.cumsum(out=row_groups[1:])
         start = row_groups[:-1]
         C = int(row_groups[-1])
-        state = np.repeat(np.arange(B), count)
-        at = np.repeat(shapes.start[sid] - start, count) + np.arange(C)  # each choice's entry in the shapes' arrays
+        state = np.arange(B).repeat(count)
+        at = (shapes.start[sid] - start).repeat(count) + np.arange(C)  # each choice's entry in the shapes' arrays
         choices = Enabled(state, shapes.kind[at], shapes.parts[at])
         # the policy asked on the decision states, its weights on their choices (as weigh on the batch's fragment)
-        states = np.flatnonzero(shapes.decision[sid])
+        states = shapes.decision[sid].nonzero()[0]
         local = shapes.choice_of[sid[states]]
         choice_of = np.where(local >= 0, local + start[states, None], -1)
         features = vals[states][:, self._feature_columns()].astype(np.float64) if len(states) else None
@@ -727,27 +727,27 @@ class _Exploration:
         each choice's entry in :attr:`shapes` (its branch structure there), or None."""
         taken = cw.weights > 0
         c_state, c_kind = choices.state, choices.kind
-        pick = np.flatnonzero(taken & (c_kind < self.J))
+        pick = (taken & (c_kind < self.J)).nonzero()[0]
         if at is None:
             br = self.program.branches(choices.parts[pick], c_state[pick], vals, keys)
         else:
             assert self.shapes is not None
             shapes, entry = self.shapes, at[pick]
             number = shapes.branches[entry]
-            first = np.cumsum(number) - number
-            where = np.repeat(shapes.branch_start[entry] - first, number) + np.arange(int(number.sum()))
+            first = number.cumsum() - number
+            where = (shapes.branch_start[entry] - first).repeat(number) + np.arange(int(number.sum()))
             br = self.program.structured_branches(choices.parts[pick], c_state[pick], vals, keys, number, shapes.update[where])
         self.branches_total += len(br.keys)
         rows, succ, mass = (
-            [np.repeat(c_state[pick], br.number)],
+            [c_state[pick].repeat(br.number)],
             [br.keys],
-            [br.probs * np.repeat(cw.weights[pick], br.number)],
+            [br.probs * cw.weights[pick].repeat(br.number)],
         )
-        loops = np.flatnonzero(taken & (c_kind == self.J))
+        loops = (taken & (c_kind == self.J)).nonzero()[0]
         rows.append(c_state[loops])
         succ.append(keys[c_state[loops]])
         mass.append(cw.weights[loops])
-        stalled = np.flatnonzero(cw.stalled > 0)
+        stalled = (cw.stalled > 0).nonzero()[0]
         if len(stalled):
             self.any_stalled = True
             rows.append(stalled)
@@ -958,7 +958,7 @@ def _run_starts(sorted_keys: np.ndarray) -> np.ndarray:
     change = np.empty(len(sorted_keys), dtype=bool)
     change[:1] = True
     np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=change[1:])
-    return np.flatnonzero(change)
+    return change.nonzero()[0]
 
 
 def _append(a: np.ndarray, value: Any) -> np.ndarray:
