@@ -536,18 +536,17 @@ def test_a_state_the_policy_cannot_address_is_refused_naming_it_when_the_structu
 
 
 def _refusing_probe(monkeypatch):
-    """Storm's build of the initial state (run in its thread while the exploration goes on) made to refuse, as Storm
-    refuses programs rlverify's compiler accepts; the refusal is raised where the exploration waits for it."""
+    """Storm's build of the initial state made to refuse, as Storm refuses programs rlverify's compiler accepts."""
     from rlverify.exact import merged
 
-    def refuse(self, builder):
-        self._error = RuntimeError("ERROR (Test.cpp:1): a refusal of Storm's")
+    def refuse(model, prop):
+        raise merged.Unsupported("Storm's build of the initial state failed: a refusal of Storm's")
 
-    monkeypatch.setattr(merged._Probe, "_build", refuse)
+    monkeypatch.setattr(merged, "_probe", refuse)
 
 
 def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration_raises(tmp_path, monkeypatch):
-    """The exploration runs beside Storm's one-state build, yet its errors come second, as when that build ran first."""
+    """Storm's one-state build (Storm's names and layout) runs before the exploration: what it refuses is said first."""
     policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
     bad_range = tmp_path / "range.prism"
     bad_range.write_text(TWO_STEP.replace("[go] s=1 -> (s'=3);", "[go] s=1 -> (s'=4);"))
@@ -570,31 +569,3 @@ def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration
     # by hand: 'stay' is unavailable at s=1, 2 (its mass stalls): v1 = 1/2, v2 = 1/2 (0.2 + 0.8 v2) = 1/6,
     # v0 = 1/2 (v1 / 2 + v2 / 2) + v0 / 2 = 1/3
     assert r.strategy == "full" and r.value == pytest.approx(1 / 3, rel=1e-12)
-
-
-def test_auto_takes_merged_for_a_tiny_program_that_branches_and_storm_for_a_tiny_chain(tmp_path):
-    """At most AUTO_TINY valuations: two branches per choice or more spread in a few breadth-first steps (merged);
-    fewer can make a chain of narrow steps, one per state (Storm's builder)."""
-    from rlverify.exact.chain import AUTO_TINY, strategy_and_reason
-
-    def program(n, b_updates):
-        return (
-            f"mdp\nmodule m\n x : [0..{n - 1}] init 0;\n [a] x<{n - 1} -> (x'=x+1);\n"
-            f" [b] x<{n - 1} -> {b_updates};\nendmodule\n"
-        )
-
-    cases = [  # (valuations, the b command's updates, branches per choice, auto's pick)
-        (AUTO_TINY, "0.5:(x'=x+1) + 0.5:(x'=x)", 1.5, "full"),
-        (AUTO_TINY, "1/3:(x'=x+1) + 1/3:(x'=x) + 1/3:(x'=0)", 2.0, "merged"),
-        (AUTO_TINY + 1, "1/3:(x'=x+1) + 1/3:(x'=x) + 1/3:(x'=0)", 2.0, "full"),
-    ]
-    for n, updates, branching, expected in cases:
-        path = tmp_path / f"p{n}_{expected}.prism"
-        path.write_text(program(n, updates))
-        strategy, why = strategy_and_reason(load_model(path), ExactOptions())
-        assert strategy == expected, (n, updates)
-        if expected == "full":
-            assert why == (
-                f"auto chose Storm's builder: the program's choices have {branching:.3g} branches on average over "
-                f"{n} valuations of its variables, so the merged exploration would take many narrow steps"
-            )

@@ -240,10 +240,6 @@ AUTO_DOMAIN = 2**45
 #: consensus, csma, firewire, leader)
 AUTO_FANNING = 1.5
 AUTO_FANNED = 2**30
-#: ... or whose choices branch two ways or more on average over at most AUTO_TINY valuations: a handful of breadth-first
-#: steps, cheaper than the fixed set-up of Storm's builder (its state table, ~20 ms; ij: 7 states, 21 vs 27 ms). A
-#: program of that size explored in many narrow steps costs at most AUTO_TINY of them (a 64-state chain: ~50 vs ~25 ms)
-AUTO_TINY = 64
 
 
 def choose_strategy(model: SymbolicModel, options: ExactOptions, prop: Property | None = None) -> str:
@@ -257,7 +253,7 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
 
     ``auto`` is ``full`` for JANI; for a PRISM MDP it is ``merged`` where the program's choices branch widely or its
     variables span a large domain (:data:`AUTO_BRANCHING`, :data:`AUTO_DOMAIN`, :data:`AUTO_FANNING` over
-    :data:`AUTO_FANNED`), or it is tiny and branching (:data:`AUTO_TINY`): cheap facts of the compiled program,
+    :data:`AUTO_FANNED`: cheap facts of the compiled program,
     never of its states), else ``full``; ``merged`` falls back to ``full`` for what it does not evaluate (a reward
     property, say: then ``merged`` is returned and declines, saying why). Monolithic mode builds the full MDP.
     """
@@ -277,12 +273,7 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
     if shape is None:  # merged declines it, saying why
         return "merged", None
     branching, domain = shape
-    if (
-        branching >= AUTO_BRANCHING
-        or domain >= AUTO_DOMAIN
-        or (branching >= AUTO_FANNING and domain >= AUTO_FANNED)
-        or (branching >= 2 and domain <= AUTO_TINY)
-    ):
+    if branching >= AUTO_BRANCHING or domain >= AUTO_DOMAIN or (branching >= AUTO_FANNING and domain >= AUTO_FANNED):
         return "merged", None
     reason = (
         f"auto chose Storm's builder: the program's choices have {branching:.3g} branches on average over "

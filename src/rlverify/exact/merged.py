@@ -21,10 +21,8 @@ MDP. Cross-checked against the ``full`` strategy in ``tests/exact/test_merged.py
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -288,59 +286,29 @@ def _atoms(formula: Any) -> list[Any]:
     return out
 
 
-def _refused(exc: RuntimeError) -> Unsupported:
-    return Unsupported(f"Storm's build of the initial state failed: {storm_message(exc)}")
+def _probe(model: SymbolicModel, prop: Property) -> ExplicitModel:
+    """Storm's build of the initial state alone (every action masked): Storm's names and valuation layout."""
+    import tempfile
+    from pathlib import Path
 
+    import stormpy
+    import stormpy.developer as dev
 
-class _Probe:
-    """Storm's build of the initial state alone (every action masked), for Storm's names and valuation layout; built in
-    a thread of its own while the exploration goes on (Storm releases the GIL while it builds, and its fixed cost,
-    ~15 ms of hash table set-up, would otherwise add to every run). The builder is made here and the model read back
-    by :meth:`get`, in the caller's thread; the thread only builds."""
-
-    def __init__(self, model: SymbolicModel, prop: Property) -> None:
-        import stormpy
-        import stormpy.developer as dev
-
-        opts = stormpy.BuilderOptions([prop.storm])
-        opts.set_build_state_valuations()
-        opts.set_build_choice_labels()
-        opts.set_build_all_labels()
-        mask = dev.StateValuationFunctionMask[float](lambda valuation, action: False)
-        try:
-            builder = dev.make_explicit_model_builder[float](
-                model.description(), opts, mask, dev.ExplicitModelBuilderOptions[float]()
-            )
-        except RuntimeError as exc:
-            raise _refused(exc) from None
-        self._storm_model: Any = None
-        self._result: ExplicitModel | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._build, args=(builder,), name="rlverify-storm-probe", daemon=True)
-        self._thread.start()
-
-    def _build(self, builder: Any) -> None:
-        try:
-            self._storm_model = builder.build()
-        except BaseException as exc:  # raised in the caller's thread by get()
-            self._error = exc
-
-    def get(self) -> ExplicitModel:
-        """Storm's one-state model (waits for the build; raises what the build raised)."""
-        import tempfile
-        from pathlib import Path
-
-        if self._result is None:
-            self._thread.join()
-            if isinstance(self._error, RuntimeError):
-                raise _refused(self._error)
-            if self._error is not None:
-                raise self._error
-            with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:  # read back in this thread: it needs the GIL
-                path = Path(tmp) / "probe.umb"
-                export_umb(self._storm_model, path)
-                self._result = read_umb(path)
-        return self._result
+    opts = stormpy.BuilderOptions([prop.storm])
+    opts.set_build_state_valuations()
+    opts.set_build_choice_labels()
+    opts.set_build_all_labels()
+    mask = dev.StateValuationFunctionMask[float](lambda valuation, action: False)
+    try:
+        storm_model = dev.make_explicit_model_builder[float](
+            model.description(), opts, mask, dev.ExplicitModelBuilderOptions[float]()
+        ).build()
+    except RuntimeError as exc:
+        raise Unsupported(f"Storm's build of the initial state failed: {storm_message(exc)}") from None
+    with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
+        path = Path(tmp) / "probe.umb"
+        export_umb(storm_model, path)
+        return read_umb(path)
 
 
 def merged_chain(
@@ -381,9 +349,8 @@ def merged_chain(
     try:
         exploration = _Exploration(model, prop, policy, mode=mode, unavailable=unavailable, say=progress or (lambda msg: None))
         exploration.writer = writer
-        with exploration.storm_first():
-            exploration.explore(max_states, max_memory)
-            return exploration.result()
+        exploration.explore(max_states, max_memory)
+        return exploration.result()
     except BaseException:
         if writer is not None:
             writer.abort()
@@ -404,18 +371,14 @@ class _Exploration:
             unavailable,
             say,
         )
-        self.program = compiled(model.program, model.shown)
-        self._probe = _Probe(model, prop)  # Storm's names and layout, read by storm_layout() when the exploration ends
-        self.probe: ExplicitModel | None = None
-        self.storm_cols: list[int] = []
-        self.label_plan: list[tuple[str, Any]] = []
-        with self.storm_first():
-            self._start(model, prop, policy)
-
-    def _start(self, model: SymbolicModel, prop: Property, policy: Policy) -> None:
-        """The exploration's state: the initial states queued, the growing arrays, the shapes."""
-        program = self.program
+        self.program = program = compiled(model.program, model.shown)
+        self.probe = _probe(model, prop)
         self.names = [v.name for v in program.variables]
+        missing = [v for v in self.probe.variables if v not in program.index]
+        if missing:
+            raise Unsupported(f"Storm's states have variables {missing} the program does not declare")
+        self.storm_cols = [program.index[v] for v in self.probe.variables]
+        self.label_plan = _label_plan(program, self.probe, prop)
         self.terminal = terminal_functions(prop.storm.get_raw_formula(), program.label_functions.get, program.by_name)
         self.actions = ("", *program.actions)
         # each choice's action by its group; Storm's self-loop at terminal states and deadlocks (choice J) has none
@@ -450,30 +413,6 @@ class _Exploration:
         #: the choice structure by guard signature (None beyond SHAPE_COMMANDS: every batch forms it itself)
         words = max(1, -(-len(program.commands) // 63))
         self.shapes = _Shapes(len(self.actions), words) if len(program.commands) <= SHAPE_COMMANDS else None
-
-    @contextlib.contextmanager
-    def storm_first(self) -> Iterator[None]:
-        """What Storm's build of the initial state refused is raised before what the block raised (as when that build
-        ran before everything else)."""
-        try:
-            yield
-        except BaseException:
-            self.storm_layout()
-            raise
-
-    def storm_layout(self) -> ExplicitModel:
-        """Storm's one-state model (:class:`_Probe`), waited for once; its variable order and labels read into
-        :attr:`storm_cols` and :attr:`label_plan`. Raises Unsupported where Storm refused the program or names
-        variables the program does not declare."""
-        if self.probe is None:
-            probe = self._probe.get()
-            missing = [v for v in probe.variables if v not in self.program.index]
-            if missing:
-                raise Unsupported(f"Storm's states have variables {missing} the program does not declare")
-            self.storm_cols = [self.program.index[v] for v in probe.variables]
-            self.label_plan = _label_plan(self.program, probe, self.prop)
-            self.probe = probe
-        return self.probe
 
     def explore(self, max_states: int | None, max_memory: int | None) -> None:
         """Explore batch by batch until no new state is found (refusing beyond ``max_states`` or ``max_memory``)."""
@@ -853,7 +792,6 @@ class _Exploration:
 
     def result(self) -> MergedChain:
         """The explored chain (its arrays handed over, not copied) and what exploring it measured."""
-        self.storm_layout()
         S = self.state_keys.n
         del self.index, self.state_keys
         M = self._matrix(S) if self.writer is None else self.writer.finish(S, self.any_stalled)
@@ -906,8 +844,7 @@ class _Exploration:
         program_values = self.values.final()
         labels = self._labels(program_values)
         vals = program_values[:, self.storm_cols]
-        probe = self.storm_layout()
-        aliases = dict(probe.label_aliases)
+        aliases = dict(self.probe.label_aliases)
         if self.any_stalled:
             vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
             labels = {k_: np.r_[m, [False]] for k_, m in labels.items()}
@@ -920,14 +857,14 @@ class _Exploration:
             transitions=cast(sp.csr_matrix, M),
             choice_actions=np.zeros(n, dtype=np.int32),
             action_names=("",),
-            variables=probe.variables,
+            variables=self.probe.variables,
             valuations=vals,
             initial_states=np.arange(len(self.init_keys)),
             labels=labels,
             label_aliases=aliases,
             state_rewards={},
             choice_rewards={},
-            valuation_spec=probe.valuation_spec,  # the records are encoded from the valuations when written
+            valuation_spec=self.probe.valuation_spec,  # the records are encoded from the valuations when written
         )
 
 
