@@ -16,7 +16,7 @@ itself), and the ratio rlverify / floor (target <= 1.0).
 each in a fresh process per source tree: the chain's build with ``merged`` and with ``full`` side by side (the
 faster of each's repetitions), what ``auto`` picks and its ratio to the faster, rlverify's own ``total``
 (``verify_exact``, auto) and the whole process (``rlverify verify ... --json`` in a subprocess, wall time), each
-against Storm's in-process build + check of the same property (:func:`storm_monolithic`). ``--before SRC`` runs
+against Storm's in-process parse + build + check of the same property (:func:`storm_monolithic`). ``--before SRC`` runs
 the same measurements with another source tree (e.g. a checkout of main: ``/work/main/src``) in the same run, side
 by side, so that ratios compare like with like on a shared machine.
 
@@ -46,9 +46,15 @@ from rlverify.policies import OnnxPolicy, Policy
 
 
 def storm_monolithic(model: SymbolicModel, prop_text: str) -> float:
+    """Seconds of Storm's in-process parse of the model file, build and check of ``prop_text`` as Pmax (the sound
+    environment). The parse is timed because rlverify's ``total`` includes its own (``timings["parse"]``)."""
     import stormpy
 
     t = time.perf_counter()
+    if model.kind == "prism":
+        stormpy.parse_prism_program(str(model.path), prism_compatibility=True)
+    else:
+        stormpy.parse_jani_model(str(model.path))
     prop = parse_property(model, prop_text.replace("P=?", "Pmax=?", 1))
     m = stormpy.build_model(model.program, [prop.storm])
     stormpy.model_checking(m, prop.storm, environment=stormpy.environments.sound())
@@ -420,7 +426,7 @@ FILE_LEGEND = (
     "merged s, full s: the policy's chain built (policy_chain, each strategy; the best of --reps, more for builds "
     "under 0.2 s: repeated until ~0.5 s, at most 25 times). auto/best: auto's "
     "build / the faster strategy's (paired: the median over the repetitions of auto's / that repetition's faster). "
-    "total s: verify_exact's own total (auto). storm s: Storm's in-process build + "
+    "total s: verify_exact's own total (auto; parse included). storm s: Storm's in-process parse + build + "
     "check of the same property (Pmax on the MDP, storm_monolithic). paired: the median over the repetitions of "
     "total / storm measured one after the other (robust to the machine's speed drifting between them). wall s: the "
     "whole rlverify verify process. After "

@@ -100,3 +100,26 @@ def test_the_engines_refuse_text_and_paths_with_the_way_in():
     with pytest.raises(PropertyError, match=r"takes a loaded model .*not a str"):
         optimum(str(path), prop, ExactOptions(mode="monolithic"))
     assert verify_exact(model, prop, policy).value == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("strategy", ["full", "merged"])
+def test_the_reported_total_covers_the_checks_before_the_build(running, monkeypatch, strategy) -> None:
+    """The policy's check (which compiles a PRISM program) is part of the build's phase: the result's ``total``
+    is not shorter than the call it reports on."""
+    import time
+
+    import rlverify.exact.chain as chain_module
+
+    model, prop, policy = running
+    checked = chain_module.check_policy
+
+    def slow_check(*args, **kwargs):
+        time.sleep(0.3)
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(chain_module, "check_policy", slow_check)
+    started = time.perf_counter()
+    result = verify_exact(model, prop, policy, ExactOptions(strategy=strategy))
+    wall = time.perf_counter() - started
+    assert result.timings["build"] >= 0.3
+    assert wall - 0.05 <= result.timings["total"] - result.timings["parse"] <= wall

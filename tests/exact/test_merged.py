@@ -545,6 +545,50 @@ def _refusing_probe(monkeypatch):
     monkeypatch.setattr(merged, "_probe", refuse)
 
 
+def test_storms_one_state_build_runs_in_its_own_thread_beside_the_policys_check(tmp_path, monkeypatch):
+    """merged: Storm's one-state build runs in a thread of its own, started before the policy's check (which compiles
+    the program) and joined before the exploration; full never starts it. The value is the hand-derived one."""
+    import threading
+
+    from rlverify.exact import chain as chain_module
+    from rlverify.exact import merged
+
+    path = tmp_path / "two.prism"
+    path.write_text(TWO_STEP)
+    policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
+    events: list[tuple[str, str]] = []
+    probe, checked = merged._probe, chain_module.check_policy
+
+    def recorded_probe(model, prop):
+        events.append(("probe", threading.current_thread().name))
+        return probe(model, prop)
+
+    def recorded_check(*args, **kwargs):
+        events.append(("check", threading.current_thread().name))
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(merged, "_probe", recorded_probe)
+    monkeypatch.setattr(chain_module, "check_policy", recorded_check)
+    r = verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
+    assert sorted(events) == [("check", threading.main_thread().name), ("probe", "rlverify-storm-probe")]
+    assert r.strategy == "merged" and r.value == pytest.approx(1 / 3, rel=1e-12)  # as derived below
+    events.clear()
+    full = verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="full"))
+    assert full.value == pytest.approx(1 / 3, rel=1e-12)
+    assert events == [("check", threading.main_thread().name)]
+
+
+def test_a_policy_that_does_not_fit_is_said_before_storms_refusal(tmp_path, monkeypatch):
+    """Storm's one-state build starts before the policy's check, but what the check finds is said first (as when
+    the build ran after it): the policy's error, not Storm's."""
+    path = tmp_path / "two.prism"
+    path.write_text(TWO_STEP)
+    _refusing_probe(monkeypatch)
+    wrong = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["t"], ["go", "stay"])
+    with pytest.raises(PolicyError, match=r"does not fit model"):
+        verify_exact(path, 'P=? [F "done"]', wrong, ExactOptions(strategy="merged"))
+
+
 def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration_raises(tmp_path, monkeypatch):
     """Storm's one-state build (Storm's names and layout) runs before the exploration: what it refuses is said first."""
     policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
@@ -569,3 +613,31 @@ def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration
     # by hand: 'stay' is unavailable at s=1, 2 (its mass stalls): v1 = 1/2, v2 = 1/2 (0.2 + 0.8 v2) = 1/6,
     # v0 = 1/2 (v1 / 2 + v2 / 2) + v0 / 2 = 1/3
     assert r.strategy == "full" and r.value == pytest.approx(1 / 3, rel=1e-12)
+
+
+def test_auto_takes_merged_for_a_tiny_program_that_branches_and_storm_for_a_tiny_chain(tmp_path):
+    """At most AUTO_TINY valuations: two branches per choice or more spread in a few breadth-first steps (merged);
+    fewer can make a chain of narrow steps, one per state (Storm's builder)."""
+    from rlverify.exact.chain import AUTO_TINY, strategy_and_reason
+
+    def program(n, b_updates):
+        return (
+            f"mdp\nmodule m\n x : [0..{n - 1}] init 0;\n [a] x<{n - 1} -> (x'=x+1);\n"
+            f" [b] x<{n - 1} -> {b_updates};\nendmodule\n"
+        )
+
+    cases = [  # (valuations, the b command's updates, branches per choice, auto's pick)
+        (AUTO_TINY, "0.5:(x'=x+1) + 0.5:(x'=x)", 1.5, "full"),
+        (AUTO_TINY, "1/3:(x'=x+1) + 1/3:(x'=x) + 1/3:(x'=0)", 2.0, "merged"),
+        (AUTO_TINY + 1, "1/3:(x'=x+1) + 1/3:(x'=x) + 1/3:(x'=0)", 2.0, "full"),
+    ]
+    for n, updates, branching, expected in cases:
+        path = tmp_path / f"p{n}_{expected}.prism"
+        path.write_text(program(n, updates))
+        strategy, why = strategy_and_reason(load_model(path), ExactOptions())
+        assert strategy == expected, (n, updates)
+        if expected == "full":
+            assert why == (
+                f"auto chose Storm's builder: the program's choices have {branching:.3g} branches on average over "
+                f"{n} valuations of its variables, so the merged exploration would take many narrow steps"
+            )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError
+from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError, RlverifyError
 from rlverify.exact.checking import is_reward_bounded, solved_here
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, induced_chain, weigh
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved
@@ -81,7 +81,8 @@ class PolicyChain:
         untaken: choice name -> number of policy-reachable states offering a choice the policy names no action for.
         start_note: the forced-start note (:func:`~rlverify.models.dynamics.forced_start_message`) or None;
             build_notes: what the build said (e.g. how far update ranges were checked).
-        timings: seconds per phase: build, policy, induce; memory_estimates: the phases' estimated memory (bytes).
+        timings: wall-clock seconds per phase: build (with the policy's and property's checks before it, which
+            compile a PRISM program), policy, induce; memory_estimates: the phases' estimated memory (bytes).
         source, table, weights: the explicit MDP the chain was induced on (``full``: the property-directed MDP;
             ``onthefly``: its policy-reachable part), its choice table for the policy and the policy's weight on
             each of its choices, kept when the MDP was given (:class:`FullMDP`) or asked for (``keep_mdp``);
@@ -144,10 +145,15 @@ def policy_chain(
             )
         if policy is None:
             raise PolicyError(f"mode '{options.mode}' needs a policy (--policy); use --mode monolithic for Pmin/Pmax")
+        started = time.perf_counter()
         check_resolved(model, prop)
-        check_policy(policy, model)
+        chosen, probe = _chosen_and_probe(model, prop, options)
+        check_policy(policy, model)  # compiles a PRISM program, which the merged exploration then reuses
         check_operator(prop, options.mode)
-        return _build(model, prop, policy, options, mdp, keep_mdp, progress or (lambda msg: None))
+        checks = time.perf_counter() - started
+        built = _build(model, prop, policy, options, mdp, keep_mdp, progress or (lambda msg: None), chosen, probe)
+        built.timings["build"] += checks  # the build's phase includes the checks before it (and the compile)
+        return built
     except MemoryError:
         raise out_of_memory("exact verification", SHRINK) from None
 
@@ -240,6 +246,11 @@ AUTO_DOMAIN = 2**45
 #: consensus, csma, firewire, leader)
 AUTO_FANNING = 1.5
 AUTO_FANNED = 2**30
+#: ... or whose choices branch two ways or more on average over at most AUTO_TINY valuations: a handful of breadth-first
+#: steps, cheaper than the fixed set-up of Storm's builder (its state table; ij: 7 states, merged ~0.9x full once
+#: Storm's one-state build runs beside the policy's check). A program of that size explored in many narrow steps
+#: costs at most AUTO_TINY of them (a 64-state chain: ~50 vs ~25 ms)
+AUTO_TINY = 64
 
 
 def choose_strategy(model: SymbolicModel, options: ExactOptions, prop: Property | None = None) -> str:
@@ -253,7 +264,7 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
 
     ``auto`` is ``full`` for JANI; for a PRISM MDP it is ``merged`` where the program's choices branch widely or its
     variables span a large domain (:data:`AUTO_BRANCHING`, :data:`AUTO_DOMAIN`, :data:`AUTO_FANNING` over
-    :data:`AUTO_FANNED`: cheap facts of the compiled program,
+    :data:`AUTO_FANNED`), or it is tiny and branching (:data:`AUTO_TINY`): cheap facts of the compiled program,
     never of its states), else ``full``; ``merged`` falls back to ``full`` for what it does not evaluate (a reward
     property, say: then ``merged`` is returned and declines, saying why). Monolithic mode builds the full MDP.
     """
@@ -273,7 +284,12 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
     if shape is None:  # merged declines it, saying why
         return "merged", None
     branching, domain = shape
-    if branching >= AUTO_BRANCHING or domain >= AUTO_DOMAIN or (branching >= AUTO_FANNING and domain >= AUTO_FANNED):
+    if (
+        branching >= AUTO_BRANCHING
+        or domain >= AUTO_DOMAIN
+        or (branching >= AUTO_FANNING and domain >= AUTO_FANNED)
+        or (branching >= 2 and domain <= AUTO_TINY)
+    ):
         return "merged", None
     reason = (
         f"auto chose Storm's builder: the program's choices have {branching:.3g} branches on average over "
@@ -400,6 +416,31 @@ def states_of(
 # building
 
 
+def _chosen_strategy(model: SymbolicModel, prop: Property, options: ExactOptions) -> tuple[str, str | None]:
+    """:func:`strategy_and_reason`, with ``auto`` taking ``merged`` for ``--chain-dir`` on a PRISM model."""
+    strategy, declined = strategy_and_reason(model, options, prop)
+    if options.chain_dir is not None and options.strategy == "auto" and model.kind == "prism":
+        strategy, declined = "merged", None  # only the merged exploration writes a chain to disk
+    return strategy, declined
+
+
+def _chosen_and_probe(
+    model: SymbolicModel, prop: Property, options: ExactOptions
+) -> tuple[tuple[str, str | None] | None, Any]:
+    """The strategy (None: refused, which :func:`_build` says after the policy's checks) and, where it is ``merged``
+    and the exploration will run, Storm's one-state build started in a thread while the policy is checked and the
+    program compiled (:class:`~rlverify.exact.merged.StormProbe`; it releases the GIL), else None."""
+    try:
+        chosen = _chosen_strategy(model, prop, options)
+    except RlverifyError:
+        return None, None
+    if chosen[0] != "merged" or model.kind != "prism" or prop.operator != "P" or is_reward_bounded(prop.storm_formula()):
+        return chosen, None
+    from rlverify.exact.merged import StormProbe
+
+    return chosen, StormProbe(model, prop)
+
+
 def _build(
     model: SymbolicModel,
     prop: Property,
@@ -408,15 +449,16 @@ def _build(
     mdp: FullMDP | None,
     keep_mdp: bool,
     say: Progress,
+    chosen: tuple[str, str | None] | None = None,
+    probe: Any = None,
 ) -> PolicyChain:
-    """The chain by the strategy ``options`` ask for (``merged`` falling back to ``full`` under ``auto``)."""
-    strategy, declined = strategy_and_reason(model, options, prop)
+    """The chain by the strategy ``options`` ask for (``merged`` falling back to ``full`` under ``auto``); ``chosen``:
+    :func:`_chosen_strategy` when already known, ``probe``: as :func:`_chosen_and_probe` started it."""
+    strategy, declined = _chosen_strategy(model, prop, options) if chosen is None else chosen
     if options.chain_dir is not None:
-        if options.strategy == "auto" and model.kind == "prism":
-            strategy, declined = "merged", None  # only the merged exploration writes a chain to disk
         check_on_disk(model, prop, options, strategy)
     if strategy == "merged":
-        merged, declined = _merged(model, prop, policy, options, say)
+        merged, declined = _merged(model, prop, policy, options, say, probe)
         if merged is not None:
             return merged
         strategy = "full"
@@ -424,7 +466,7 @@ def _build(
 
 
 def _merged(
-    model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, say: Progress
+    model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, say: Progress, probe: Any = None
 ) -> tuple[PolicyChain | None, str | None]:
     """The chain by ``merged``, or None and why it does not apply (refused when ``merged`` was asked for by name)."""
     reason = "a reward-bounded property needs Storm's reward models" if is_reward_bounded(prop.storm_formula()) else None
@@ -445,6 +487,7 @@ def _merged(
                 progress=say,
                 chain_dir=options.chain_dir,
                 force=options.chain_dir_force,
+                probe=probe,
             )
         except Unsupported as exc:
             reason = str(exc)

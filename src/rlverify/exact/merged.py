@@ -55,7 +55,7 @@ from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
 from rlverify.policies.base import Policy
 
-__all__ = ["MergedChain", "Unsupported", "merged_chain"]
+__all__ = ["MergedChain", "StormProbe", "Unsupported", "merged_chain"]
 
 #: branches generated per batch (bounds the batch's temporary arrays: ~40 bytes per branch)
 BATCH_BRANCHES = 1 << 19
@@ -311,6 +311,37 @@ def _probe(model: SymbolicModel, prop: Property) -> ExplicitModel:
         return read_umb(path)
 
 
+class StormProbe:
+    """:func:`_probe` in a thread of its own, started before the caller's checks and the program's compile (Storm's
+    build releases the GIL): :meth:`result` joins it, raising what the probe raised.
+
+    Joined before the exploration begins, so that none of its allocations or frees interleave with the exploration's
+    (glibc then kept the exploration's freed arrays resident: issue 23's closing notes).
+    """
+
+    def __init__(self, model: SymbolicModel, prop: Property) -> None:
+        import threading
+
+        self.key = (id(model), id(prop))
+        self._out: ExplicitModel | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(model, prop), name="rlverify-storm-probe", daemon=True)
+        self._thread.start()
+
+    def _run(self, model: SymbolicModel, prop: Property) -> None:
+        try:
+            self._out = _probe(model, prop)
+        except BaseException as exc:  # re-raised by result(), in the caller's thread
+            self._error = exc
+
+    def result(self) -> ExplicitModel:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
+
+
 def merged_chain(
     model: SymbolicModel,
     prop: Property,
@@ -323,6 +354,7 @@ def merged_chain(
     progress: Callable[[str], None] | None = None,
     chain_dir: str | None = None,
     force: bool = False,
+    probe: StormProbe | None = None,
 ) -> MergedChain:
     """The chain ``policy`` induces on a PRISM MDP, explored and merged in batches (see the module docstring).
 
@@ -339,7 +371,8 @@ def merged_chain(
 
     With ``chain_dir`` the chain's rows are written to files there as they are explored
     (:mod:`rlverify.exact.ondisk`) and the chain's ``transitions`` is a :class:`~rlverify.exact.ondisk.RowBlocks`
-    reading them back: memory per state, not per transition.
+    reading them back: memory per state, not per transition. ``probe``: Storm's build of the initial state, started
+    by the caller for this model and property (:class:`StormProbe`; None: built here).
     """
     if model.kind != "prism":
         raise Unsupported("JANI models are built by Storm")
@@ -347,7 +380,9 @@ def merged_chain(
         raise Unsupported("reward properties need Storm's reward models")
     writer = None if chain_dir is None else ChainWriter(*prepare(chain_dir, force=force))
     try:
-        exploration = _Exploration(model, prop, policy, mode=mode, unavailable=unavailable, say=progress or (lambda msg: None))
+        exploration = _Exploration(
+            model, prop, policy, mode=mode, unavailable=unavailable, say=progress or (lambda msg: None), probe=probe
+        )
         exploration.writer = writer
         exploration.explore(max_states, max_memory)
         return exploration.result()
@@ -361,7 +396,15 @@ class _Exploration:
     """The breadth-first exploration of the policy's chain: states, their merged rows and labels, grown per batch."""
 
     def __init__(
-        self, model: SymbolicModel, prop: Property, policy: Policy, *, mode: str, unavailable: str, say: Callable[[str], None]
+        self,
+        model: SymbolicModel,
+        prop: Property,
+        policy: Policy,
+        *,
+        mode: str,
+        unavailable: str,
+        say: Callable[[str], None],
+        probe: StormProbe | None = None,
     ) -> None:
         self.model, self.prop, self.policy, self.mode, self.unavailable, self.say = (
             model,
@@ -372,7 +415,9 @@ class _Exploration:
             say,
         )
         self.program = program = compiled(model.program, model.shown)
-        self.probe = _probe(model, prop)
+        if probe is not None and probe.key != (id(model), id(prop)):
+            raise ValueError("internal: a Storm probe started for another model or property")
+        self.probe = _probe(model, prop) if probe is None else probe.result()
         self.names = [v.name for v in program.variables]
         missing = [v for v in self.probe.variables if v not in program.index]
         if missing:
