@@ -148,10 +148,14 @@ def policy_chain(
         started = time.perf_counter()
         check_resolved(model, prop)
         chosen, probe = _chosen_and_probe(model, prop, options)
-        check_policy(policy, model)  # compiles a PRISM program, which the merged exploration then reuses
-        check_operator(prop, options.mode)
-        checks = time.perf_counter() - started
-        built = _build(model, prop, policy, options, mdp, keep_mdp, progress or (lambda msg: None), chosen, probe)
+        try:
+            check_policy(policy, model)  # compiles a PRISM program, which the merged exploration then reuses
+            check_operator(prop, options.mode)
+            checks = time.perf_counter() - started
+            built = _build(model, prop, policy, options, mdp, keep_mdp, progress or (lambda msg: None), chosen, probe)
+        finally:
+            if probe is not None:  # joined by the exploration, unless something was refused before it
+                probe.wait()
         built.timings["build"] += checks  # the build's phase includes the checks before it (and the compile)
         return built
     except MemoryError:

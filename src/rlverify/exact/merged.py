@@ -334,6 +334,11 @@ class StormProbe:
         except BaseException as exc:  # re-raised by result(), in the caller's thread
             self._error = exc
 
+    def wait(self) -> None:
+        """Join the thread, whatever it raised: it must not outlive the caller's call (a thread still inside Storm's
+        C++ when the interpreter exits aborts the process: ``terminate called without an active exception``)."""
+        self._thread.join()
+
     def result(self) -> ExplicitModel:
         self._thread.join()
         if self._error is not None:
