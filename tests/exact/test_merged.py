@@ -578,6 +578,43 @@ def test_storms_one_state_build_runs_in_its_own_thread_beside_the_policys_check(
     assert events == [("check", threading.main_thread().name)]
 
 
+def test_storms_one_state_build_ends_before_auto_falls_back_to_storms_full_build(tmp_path, monkeypatch):
+    """auto tries merged, whose exploration declines the program after the one-state build started: that build
+    has ended before Storm builds the MDP (never two of Storm's builds at once), and the fallback's value is 1/3."""
+    import time
+
+    from rlverify.exact import chain as chain_module
+    from rlverify.exact import merged
+
+    path = tmp_path / "two.prism"
+    path.write_text(TWO_STEP)
+    policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
+    times: dict[str, float] = {}
+    probe, build = merged._probe, chain_module.build_explicit
+
+    def slow_probe(model, prop):
+        time.sleep(0.3)
+        out = probe(model, prop)
+        times["probe ended"] = time.perf_counter()
+        return out
+
+    def declined(*args, **kwargs):
+        raise merged.Unsupported("declined by the test")
+
+    def timed_build(*args, **kwargs):
+        times["build started"] = time.perf_counter()
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(merged, "_probe", slow_probe)
+    monkeypatch.setattr(merged, "compiled", declined)
+    monkeypatch.setattr(chain_module, "build_explicit", timed_build)
+    monkeypatch.setattr(chain_module, "AUTO_BRANCHING", 0.0)
+    r = verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="auto"))
+    assert r.strategy == "full" and r.settings["merged_declined"] == "declined by the test"
+    assert times["probe ended"] < times["build started"]
+    assert r.value == pytest.approx(1 / 3, rel=1e-12)
+
+
 def test_a_policy_that_does_not_fit_is_said_before_storms_refusal(tmp_path, monkeypatch):
     """Storm's one-state build starts before the policy's check, but what the check finds is said first (as when
     the build ran after it): the policy's error, not Storm's."""

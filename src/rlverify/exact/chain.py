@@ -495,6 +495,8 @@ def _merged(
             )
         except Unsupported as exc:
             reason = str(exc)
+            if probe is not None:  # before Storm builds the MDP: never two of Storm's builds at once
+                probe.wait()
         else:
             return _from_merged(built, prop, options, time.perf_counter() - t), None
     if options.chain_dir is not None:
