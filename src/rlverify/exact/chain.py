@@ -35,7 +35,7 @@ from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
 
 if TYPE_CHECKING:
-    from rlverify.exact.merged import MergedChain
+    from rlverify.exact.merged import MergedChain, StormProbe
 
 log = logging.getLogger(__name__)
 
@@ -430,7 +430,7 @@ def _chosen_strategy(model: SymbolicModel, prop: Property, options: ExactOptions
 
 def _chosen_and_probe(
     model: SymbolicModel, prop: Property, options: ExactOptions
-) -> tuple[tuple[str, str | None] | None, Any]:
+) -> tuple[tuple[str, str | None] | None, StormProbe | None]:
     """The strategy (None: refused, which :func:`_build` says after the policy's checks) and, where it is ``merged``
     and the exploration will run, Storm's one-state build started in a thread while the policy is checked and the
     program compiled (:class:`~rlverify.exact.merged.StormProbe`; it releases the GIL), else None."""
@@ -453,11 +453,11 @@ def _build(
     mdp: FullMDP | None,
     keep_mdp: bool,
     say: Progress,
-    chosen: tuple[str, str | None] | None = None,
-    probe: Any = None,
+    chosen: tuple[str, str | None] | None,
+    probe: StormProbe | None,
 ) -> PolicyChain:
     """The chain by the strategy ``options`` ask for (``merged`` falling back to ``full`` under ``auto``); ``chosen``:
-    :func:`_chosen_strategy` when already known, ``probe``: as :func:`_chosen_and_probe` started it."""
+    :func:`_chosen_strategy` (None: refused, said here), ``probe``: as :func:`_chosen_and_probe` started it."""
     strategy, declined = _chosen_strategy(model, prop, options) if chosen is None else chosen
     if options.chain_dir is not None:
         check_on_disk(model, prop, options, strategy)
@@ -470,7 +470,7 @@ def _build(
 
 
 def _merged(
-    model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, say: Progress, probe: Any = None
+    model: SymbolicModel, prop: Property, policy: Policy, options: ExactOptions, say: Progress, probe: StormProbe | None
 ) -> tuple[PolicyChain | None, str | None]:
     """The chain by ``merged``, or None and why it does not apply (refused when ``merged`` was asked for by name)."""
     reason = "a reward-bounded property needs Storm's reward models" if is_reward_bounded(prop.storm_formula()) else None

@@ -322,7 +322,6 @@ class StormProbe:
     def __init__(self, model: SymbolicModel, prop: Property) -> None:
         import threading
 
-        self.key = (id(model), id(prop))
         self._out: ExplicitModel | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(model, prop), name="rlverify-storm-probe", daemon=True)
@@ -340,7 +339,7 @@ class StormProbe:
         self._thread.join()
 
     def result(self) -> ExplicitModel:
-        self._thread.join()
+        self.wait()
         if self._error is not None:
             raise self._error
         assert self._out is not None
@@ -420,8 +419,6 @@ class _Exploration:
             say,
         )
         self.program = program = compiled(model.program, model.shown)
-        if probe is not None and probe.key != (id(model), id(prop)):
-            raise ValueError("internal: a Storm probe started for another model or property")
         self.probe = _probe(model, prop) if probe is None else probe.result()
         self.names = [v.name for v in program.variables]
         missing = [v for v in self.probe.variables if v not in program.index]
