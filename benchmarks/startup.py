@@ -12,10 +12,12 @@ with the ratio after/before and the targets of issue 23:
 A reference row times what the verify command cannot avoid whatever rlverify does: the interpreter importing numpy,
 scipy.sparse (the chain's matrices), stormpy and Rich's console and table, with scipy's copy of numpy's namespace made
 without numpy's test and build tools as rlverify makes it (:mod:`rlverify.imports`, inlined here so that the row is the
-same for every tree); what each tree's verify takes above it is printed too. Then, for each command and tree, one run
-under ``python -X importtime``: the heavy libraries it imported, and the modules with the largest cumulative import
-time. Bytecode is cached as after an install (a fresh ``PYTHONPYCACHEPREFIX`` directory, filled by one warm-up run
-per command and tree, so neither tree compiles its sources while timed, whatever ``__pycache__`` it has).
+same for every tree), exiting without the interpreter's teardown of those modules as the ``rlverify`` process does
+(:func:`rlverify.cli.main.run`); what each tree's verify takes above it is printed too. Then, for each command and
+tree, one run under ``python -X importtime``: the heavy libraries it imported, and the modules with the largest
+cumulative import time. Bytecode is cached as after an install (a fresh ``PYTHONPYCACHEPREFIX`` directory, filled by
+one warm-up run per command and tree, so neither tree compiles its sources while timed, whatever ``__pycache__`` it
+has).
 
     .venv/bin/python benchmarks/startup.py --before /work/main/src [--repeat 9] [--top 12]
 
@@ -35,8 +37,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-#: what the ``rlverify`` console script runs (used where the interpreter has no such script beside it)
-ENTRY = "import sys; from rlverify.cli.main import main; sys.exit(main())"
+#: what the ``rlverify`` console script runs (``run``; a tree from before it had ``main`` alone), run with ``-c`` so
+#: that each tree's own entry is timed whatever script the interpreter's environment has
+ENTRY = "import sys, rlverify.cli.main as m; m.run() if hasattr(m, 'run') else sys.exit(m.main())"
 #: (name, arguments after the interpreter, target in seconds or None)
 COMMANDS: list[tuple[str, list[str], float | None]] = [
     ("rlverify --help", ["--help"], 0.25),
@@ -46,7 +49,7 @@ COMMANDS: list[tuple[str, list[str], float | None]] = [
 FLOOR = (
     "import numpy; x = ('f2py', 'testing', 'ma', 'polynomial', 'matlib', 'ctypeslib'); a, d = numpy.__all__, numpy.__dir__; "
     "numpy.__all__ = [n for n in a if n not in x]; numpy.__dir__ = lambda: [n for n in d() if n not in x]; "
-    "import scipy.sparse, stormpy, rich.console, rich.table"
+    "import scipy.sparse, stormpy, rich.console, rich.table, os; os._exit(0)"
 )
 #: libraries a command should import only when it needs them
 HEAVY = ("numpy", "scipy", "stormpy", "rich", "onnxruntime", "onnx", "torch", "matplotlib", "ray", "highspy", "gymnasium")
@@ -56,8 +59,7 @@ def argv(python: str, name: str, args: list[str]) -> list[str]:
     """The process running command ``name`` (its ``args``) with ``python``."""
     if name.startswith("python"):
         return [python, "-c", "import rlverify"]
-    script = Path(python).parent / "rlverify"
-    return [python, str(script), *args] if script.is_file() else [python, "-c", ENTRY, *args]
+    return [python, "-c", ENTRY, *args]
 
 
 def environment(src: Path | None, cache: Path) -> dict[str, str]:

@@ -1,13 +1,11 @@
-"""``python -m rlverify``: the ``rlverify`` command (:func:`rlverify.cli.main.main`), exit codes included.
+"""``python -m rlverify``: the ``rlverify`` command (:func:`rlverify.cli.main.run`), exit codes included.
 
 For environments where the script is not on ``PATH`` (a notebook's kernel, ``pipx run``, a venv not activated).
 """
 
 from __future__ import annotations
 
-import sys
-
-from rlverify.cli.main import main
+from rlverify.cli.main import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

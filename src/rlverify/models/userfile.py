@@ -10,6 +10,16 @@ from types import ModuleType
 
 from rlverify.errors import InputFileError, exception_text, safe_repr
 
+#: whether this process executed a user's Python file (:func:`ran_user_code`)
+_RAN_USER_CODE = False
+
+
+def ran_user_code() -> bool:
+    """Whether this process executed a user's Python file: the ``rlverify`` process then exits as Python does,
+    finalising the user's objects (a log file they left open is flushed), not by :func:`rlverify.cli.main.run`'s
+    short exit."""
+    return _RAN_USER_CODE
+
 
 def import_python_file(file: Path, what: str) -> ModuleType:
     """Execute ``file`` as a fresh module; ``what`` names it in messages (``"policy module"``).
@@ -27,6 +37,8 @@ def import_python_file(file: Path, what: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"rlverify_user_{tag}_{abs(hash(str(file.resolve())))}", file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    global _RAN_USER_CODE
+    _RAN_USER_CODE = True
     try:
         with contextlib.redirect_stdout(sys.stderr):  # what it prints must not mix into --json output
             spec.loader.exec_module(module)
