@@ -15,12 +15,12 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 VERIFY = ["verify", "running-example-v1", "-p", 'P=? [F<=2 "goal"]', "--json"]
 
 
-def process(code: str, *argv: str) -> subprocess.CompletedProcess[str]:
+def process(code: str, *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``python -c code argv...`` with this tree's ``src`` first on the path, the C library's output buffered as a
     user's shell has it (``PYTHONUNBUFFERED`` makes Python unbuffer C's streams too)."""
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}, "PYTHONPATH": str(SRC)}
     return subprocess.run(
-        [sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, timeout=300, check=False, cwd=cwd
     )
 
 
@@ -98,3 +98,32 @@ def test_a_python_policys_open_file_is_flushed_at_exit(tmp_path):
     done = process(forced + "from rlverify.cli.main import run; run()", *argv, "--json")
     assert done.returncode == 0, done.stderr
     assert log.read_text() == ""
+
+
+def test_a_trusted_gym_module_is_user_code_too(tmp_path):
+    """``gym:MODULE:ID --trust-code`` imports the user's module: Python's exit, which flushes the file it left open."""
+    log = tmp_path / "env.log"
+    (tmp_path / "mylogenv.py").write_text(f"LOG = open({str(log)!r}, 'w')\nLOG.write('imported')\n")
+    argv = ["verify", "gym:mylogenv:NotRegistered-v0", "--trust-code", "-p", 'Pmax=? [F "goal"]', "--mode", "monolithic"]
+    done = process("from rlverify.cli.main import run; run()", *argv, cwd=tmp_path)
+    assert done.returncode == 2 and "NotRegistered-v0" in done.stderr, done.stderr
+    assert log.read_text() == "imported"
+
+
+def test_without_stdout_or_stderr_the_status_is_the_commands():
+    entry = "from rlverify.cli.main import run; run()"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    for redirect in (">&-", "2>&-"):
+        shell = f"{sys.executable} -c {entry!r} --version {redirect}; echo status $?"
+        done = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert "status 0" in done.stdout, (redirect, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_a_profiler_running_the_command_carries_on_after_it():
+    """``python -m cProfile -m rlverify``: run() raises SystemExit (Python's exit), so the profiler prints its table."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    argv = [sys.executable, "-m", "cProfile", "-s", "cumtime", "-m", "rlverify", "--version"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0 and "rlverify 0.1.0" in done.stdout
+    assert "function calls" in done.stdout, done.stdout[-500:]

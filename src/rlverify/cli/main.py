@@ -223,27 +223,45 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run() -> NoReturn:
     """The ``rlverify`` process (the console script and ``python -m rlverify``): :func:`main`, then exit with its code
     without the interpreter's teardown of every module, which took 0.1-0.15 s of a small verification's 0.8 s once
-    scipy and stormpy are loaded. What the teardown does that a command may need is done first (:func:`_finish`);
-    where the command ran a user's Python file the exit is Python's own, teardown included.
+    scipy and stormpy are loaded. What the teardown does that a command may need is done first (:func:`_finish`).
+    Where the command ran the user's own Python code, or something runs ``run`` that carries on after it (a profiler,
+    IPython's ``%run``: :func:`_outermost`), it raises ``SystemExit`` as ``sys.exit`` does: Python's own exit.
 
     The collector's coarser thresholds (:data:`COLLECTOR_THRESHOLDS`) hold to the end and the collector is off once
     the command returns: restoring the default thresholds, as :func:`main` does for its caller, made the next
     allocation collect every object young since the command began (~35 ms of a small verification)."""
+    before = gc.get_threshold()
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
     try:
         code: str | int | None = _main(None)
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         code = exc.code
-    if _ran_user_code():  # a Python policy or system file: its objects are finalised as Python finalises them
-        sys.exit(code)
+    if _ran_user_code() or not _outermost():
+        gc.set_threshold(*before)
+        sys.exit(code)  # Python's exit: the user's objects finalised, or the code that called run() carries on
     gc.disable()
     os._exit(_finish(code))
 
 
 def _ran_user_code() -> bool:
-    """Whether the command executed a user's Python file (:func:`rlverify.models.userfile.ran_user_code`)."""
+    """Whether the command ran the user's own Python code (:func:`rlverify.models.userfile.ran_user_code`)."""
     userfile = sys.modules.get("rlverify.models.userfile")
     return userfile is not None and bool(userfile.ran_user_code())
+
+
+def _outermost() -> bool:
+    """Whether :func:`run` was called by the process's main program with nothing of Python's above it but ``runpy``
+    (the console script, ``python -m rlverify``, ``python -c``): not under a profiler, a coverage or trace runner or
+    IPython's ``%run``, which carry on after the command and must get its ``SystemExit``."""
+    frame = sys._getframe(2)  # 0: here, 1: run, 2: its caller
+    if frame.f_globals.get("__name__") != "__main__":
+        return False
+    above = frame.f_back
+    while above is not None:
+        if above.f_globals.get("__name__") != "runpy":
+            return False
+        above = above.f_back
+    return True
 
 
 def _finish(code: str | int | None) -> int:
@@ -262,16 +280,21 @@ def _finish(code: str | int | None) -> int:
 
     shutdown = getattr(threading, "_shutdown", None)  # what Python's exit calls: threading's own exit hooks, then joins
     if shutdown is not None:
-        shutdown()
+        try:
+            shutdown()
+        except KeyboardInterrupt:  # Ctrl-C while a thread is waited for
+            status = 130
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None or stream.closed:  # started without it (``>&-``), or closed: nothing to write
+            continue
         try:
             stream.flush()
-        except BrokenPipeError:  # the reader went away (``| head``): as in _broken_pipe
+        except BrokenPipeError:  # the reader went away (``| head``): not an error, as in _broken_pipe
             pass
-        except (OSError, ValueError):
-            if stream is sys.stdout and status == 0:
-                status = 120  # Python's status when stdout cannot be flushed at exit
+        except (OSError, ValueError):  # what was written is lost (a full disk): 120 as in Python's exit, unless the
+            if status == 0:  # command already failed (its own status says more)
+                status = 120
     _flush_c_streams()
     return status
 
@@ -281,7 +304,7 @@ def _flush_c_streams() -> None:
     which ``exit`` would have written and ``os._exit`` does not."""
     import ctypes
 
-    with contextlib.suppress(OSError, AttributeError):
+    with contextlib.suppress(OSError, AttributeError, TypeError):  # (TypeError: no CDLL(None) off POSIX)
         ctypes.CDLL(None).fflush(None)
 
 

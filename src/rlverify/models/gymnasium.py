@@ -274,6 +274,9 @@ def _make(env_id: str, kwargs: dict[str, Any], trust_code: bool = False) -> Any:
                 f"'{env_id}'; pass --trust-code to allow that (without it gym: targets are made only from "
                 "ids already in Gymnasium's registry)"
             )
+        from rlverify.models.userfile import note_user_code
+
+        note_user_code()
         try:
             with contextlib.redirect_stdout(sys.stderr):  # what it prints must not mix into --json output
                 importlib.import_module(module)

@@ -15,10 +15,17 @@ _RAN_USER_CODE = False
 
 
 def ran_user_code() -> bool:
-    """Whether this process executed a user's Python file: the ``rlverify`` process then exits as Python does,
-    finalising the user's objects (a log file they left open is flushed), not by :func:`rlverify.cli.main.run`'s
-    short exit."""
+    """Whether this process executed a user's Python code (:func:`note_user_code`): the ``rlverify`` process then exits
+    as Python does, finalising the user's objects (a log file they left open is flushed), not by
+    :func:`rlverify.cli.main.run`'s short exit."""
     return _RAN_USER_CODE
+
+
+def note_user_code() -> None:
+    """Record that the user's own Python code is about to run: a Python file (:func:`import_python_file`), the module
+    of ``gym:MODULE:ID`` or a Stable-Baselines3 zip loaded with ``--trust-code``."""
+    global _RAN_USER_CODE
+    _RAN_USER_CODE = True
 
 
 def import_python_file(file: Path, what: str) -> ModuleType:
@@ -37,8 +44,7 @@ def import_python_file(file: Path, what: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"rlverify_user_{tag}_{abs(hash(str(file.resolve())))}", file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    global _RAN_USER_CODE
-    _RAN_USER_CODE = True
+    note_user_code()
     try:
         with contextlib.redirect_stdout(sys.stderr):  # what it prints must not mix into --json output
             spec.loader.exec_module(module)

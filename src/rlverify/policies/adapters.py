@@ -538,6 +538,9 @@ class SB3Policy(BasePolicy):
             candidates = [sb3.DQN]
         else:  # PPO, A2C, or a custom policy class of one of them
             candidates = [sb3.PPO, sb3.A2C] + ([sb3.DQN] if algorithm == "custom" else [])
+        from rlverify.models.userfile import note_user_code
+
+        note_user_code()  # SB3's loader unpickles the zip: the user's own classes may be imported
         last_exc: Exception | None = None
         for cls in candidates:
             try:
