@@ -25,7 +25,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 POLICY = HERE / "examples" / "gymnasium" / "ppo_frozenlake.zip"
-ENTRY = "import sys; from rlverify.cli.main import main; sys.exit(main(sys.argv[1:]))"
+#: the ``rlverify`` process as the console script runs it (``run``; a tree from before it had ``main`` alone)
+ENTRY = "import sys, rlverify.cli.main as m; m.run() if hasattr(m, 'run') else sys.exit(m.main(sys.argv[1:]))"
 
 
 def simulate(python: str, src: Path, runs: int, extra: list[str]) -> tuple[float, float]:

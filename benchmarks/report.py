@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-RUN = "import sys; from rlverify.cli.main import main; sys.exit(main(sys.argv[1:]))"
+#: the ``rlverify`` process as the console script runs it (``run``; a tree from before it had ``main`` alone)
+RUN = "import sys, rlverify.cli.main as m; m.run() if hasattr(m, 'run') else sys.exit(m.main(sys.argv[1:]))"
 
 
 def run_report(tree: Path, target: str, prop: str, out: Path) -> tuple[float, dict[str, float]]:
