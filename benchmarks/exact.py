@@ -329,7 +329,8 @@ def file_worker(case_id: str, reps: int) -> dict:
 
 def _cli(case: FileCase, src: str, reps: int, policy_file: str) -> tuple[float, float, object]:
     """``rlverify verify`` on the case in a subprocess: (best wall time, its own total, value)."""
-    command = [str(REPO / ".venv" / "bin" / "rlverify"), "verify", str(case.path()), "-p", case.prop]
+    entry = "import sys, rlverify.cli.main as m; m.run() if hasattr(m, 'run') else sys.exit(m.main())"  # the script's
+    command = [sys.executable, "-c", entry, "verify", str(case.path()), "-p", case.prop]
     command += ["--policy", policy_file, "--unavailable", case.unavailable, "--json"]
     if case.constants:
         command += ["-c", case.constants]
