@@ -36,6 +36,13 @@ def policy(tmp_path: Path) -> Path:
     return path
 
 
+def with_formula(model: Path) -> str:
+    """A copy of ``model`` beside it that defines ``formula at_top``."""
+    path = model.parent / "with_formula.prism"
+    path.write_text(model.read_text() + "formula at_top = x=3;\n")
+    return str(path)
+
+
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     code = main(["verify", *args])
     out = capsys.readouterr()
@@ -63,6 +70,10 @@ def test_good_input_works(capsys, model: Path, policy: Path) -> None:
             r"unknown label \"tpo\" \(did you mean 'top'\?\)",
         ),
         (lambda m, p: [str(m), "-p", "P=? [F y=3]", "--mode", "monolithic"], r"unknown name 'y'"),
+        (  # a formula of the file is no unknown name: the cause is the bound's overflow (Storm's message)
+            lambda m, p: [with_formula(m), "-p", "P=? [F<=99999999999999999999999 at_top]", "--mode", "monolithic"],
+            r"does not parse: Parsing error .*64-bit integer overflow",
+        ),
         (
             lambda m, p: [
                 str(m),
@@ -110,6 +121,7 @@ def test_good_input_works(capsys, model: Path, policy: Path) -> None:
         "property-syntax",
         "unknown-label",
         "unknown-variable",
+        "formula-is-no-unknown-name",
         "feature-not-variable",
         "unknown-action",
         "features-contradict-module",

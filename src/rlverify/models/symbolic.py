@@ -661,6 +661,7 @@ def _storm_parse_error(model: SymbolicModel, text: str, structure: Property, exc
     """The error for a property Storm does not parse: an unknown name, a misspelt property name of the file."""
     reward = structure.reward_model
     names = set(model.variables) | {c.name for c in model.program.constants} | _KEYWORDS | ({reward} if reward else set())
+    names |= _formula_names(model)
     unknown = [w for w in _IDENT.findall(_LABEL.sub("", text)) if w not in names and not w.isdigit()]
     hint = f" (unknown name '{unknown[0]}'{did_you_mean(unknown[0], model.variables)})" if unknown else ""
     if structure.path == "G" and structure.bound_text is not None:
@@ -672,6 +673,17 @@ def _storm_parse_error(model: SymbolicModel, text: str, structure: Property, exc
             f"properties: {', '.join(repr(n) for n in model.file_properties)}"
         )
     return PropertyError(f"property '{text}' does not parse{hint}: {storm_message(exc)}")
+
+
+def _formula_names(model: SymbolicModel) -> set[str]:
+    """The names a PRISM file defines with ``formula NAME = ...`` (Storm's program does not list them), read from its
+    text for a parse error's hint only (one in a comment counts: it only keeps a name from being called unknown)."""
+    if model.kind != "prism":
+        return set()
+    try:
+        return set(re.findall(r"\bformula\s+([A-Za-z_]\w*)\s*=", model.path.read_text(errors="replace")))
+    except OSError:
+        return set()
 
 
 def fixed_policy_note(model: SymbolicModel, prop: Property) -> str | None:
