@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from entry import ENTRY  # benchmarks/entry.py (this script's folder is on the path)
 
 from rlverify.benchmarks import make
 from rlverify.exact import ExactOptions, verify_exact
@@ -329,8 +330,7 @@ def file_worker(case_id: str, reps: int) -> dict:
 
 def _cli(case: FileCase, src: str, reps: int, policy_file: str) -> tuple[float, float, object]:
     """``rlverify verify`` on the case in a subprocess: (best wall time, its own total, value)."""
-    entry = "import sys, rlverify.cli.main as m; m.run() if hasattr(m, 'run') else sys.exit(m.main())"  # the script's
-    command = [sys.executable, "-c", entry, "verify", str(case.path()), "-p", case.prop]
+    command = [sys.executable, "-c", ENTRY, "verify", str(case.path()), "-p", case.prop]
     command += ["--policy", policy_file, "--unavailable", case.unavailable, "--json"]
     if case.constants:
         command += ["-c", case.constants]

@@ -23,10 +23,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from entry import ENTRY  # benchmarks/entry.py (this script's folder is on the path)
+
 HERE = Path(__file__).resolve().parents[1]
 POLICY = HERE / "examples" / "gymnasium" / "ppo_frozenlake.zip"
-#: the ``rlverify`` process as the console script runs it (``run``; a tree from before it had ``main`` alone)
-ENTRY = "import sys, rlverify.cli.main as m; m.run() if hasattr(m, 'run') else sys.exit(m.main(sys.argv[1:]))"
 
 
 def simulate(python: str, src: Path, runs: int, extra: list[str]) -> tuple[float, float]:

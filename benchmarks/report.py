@@ -23,15 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from entry import ENTRY  # benchmarks/entry.py (this script's folder is on the path)
+
 HERE = Path(__file__).resolve().parents[1]
-#: the ``rlverify`` process as the console script runs it (``run``; a tree from before it had ``main`` alone)
-RUN = "import sys, rlverify.cli.main as m; m.run() if hasattr(m, 'run') else sys.exit(m.main(sys.argv[1:]))"
 
 
 def run_report(tree: Path, target: str, prop: str, out: Path) -> tuple[float, dict[str, float]]:
     """Wall seconds of one ``rlverify report`` in ``tree`` (a subprocess), and the report's timing table."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    argv = [sys.executable, "-c", RUN, "report", target, "--property", prop, "--out", str(out), "--force", "--json"]
+    argv = [sys.executable, "-c", ENTRY, "report", target, "--property", prop, "--out", str(out), "--force", "--json"]
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=out.parent, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start

@@ -36,10 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from entry import ENTRY  # benchmarks/entry.py (this script's folder is on the path)
+
 HERE = Path(__file__).resolve().parents[1]
-#: what the ``rlverify`` console script runs (``run``; a tree from before it had ``main`` alone), run with ``-c`` so
-#: that each tree's own entry is timed whatever script the interpreter's environment has
-ENTRY = "import sys, rlverify.cli.main as m; m.run() if hasattr(m, 'run') else sys.exit(m.main())"
 #: (name, arguments after the interpreter, target in seconds or None)
 COMMANDS: list[tuple[str, list[str], float | None]] = [
     ("rlverify --help", ["--help"], 0.25),
