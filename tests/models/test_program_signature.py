@@ -68,3 +68,31 @@ def test_guard_signature_of_more_than_63_commands_has_a_word_per_63(tmp_path):
         assert np.array_equal(got, (x >= c).astype(np.uint64)), c
     assert not (signature >> np.uint64(63)).any()
     assert not (signature[:, 2] >> np.uint64(130 - 126)).any()
+
+
+@pytest.mark.parametrize("span_domain", [1 << 16, 0], ids=["read-from-the-signature", "per-command-tables"])
+@pytest.mark.parametrize("which", ["small", "130-commands"])
+def test_guards_matrix_is_each_commands_guard_whichever_tables_serve_it(tmp_path, monkeypatch, span_domain, which):
+    """CompiledProgram.guards (what enabled() reads) is read from the signature's tables when they hold every guard, and
+    from per-command tables otherwise (SPAN_DOMAIN 0: every guard is direct): either way, row r is the guard of command
+    order[r] on every valuation, evaluated here on its own."""
+    import rlverify.models.program as program_module
+
+    monkeypatch.setattr(program_module, "SPAN_DOMAIN", span_domain)
+    path = tmp_path / "p.prism"
+    many = "mdp\nmodule m\n  x : [0..199] init 0;\n" + "".join(
+        f"  [{'ab'[i % 2]}] x>={i} -> (x'=min(x+1, 199));\n" for i in range(130)
+    )
+    path.write_text(PROGRAM if which == "small" else many + "endmodule\n")
+    program = compiled(load_model(path).program)
+    assert bool(program.guard_signature(program.initial, program.env(program.initial), program.keys(program.initial)).size)
+    assert (not program._signature.direct) == (span_domain > 0)  # the path this case is for
+    keys = np.arange(program.domain, dtype=np.int64)
+    values = program.values(keys)
+    env = program.env(values)
+    got = program.guards(values, env)
+    order = program._structure.order
+    assert got.dtype == bool and got.shape == (len(program.commands), len(values))
+    for r, c in enumerate(order):
+        assert np.array_equal(got[r], program.evaluate(program.commands[c].guard, env, len(values))), (r, c)
+    assert got.any(axis=1).sum() >= len(program.commands) - 1  # only 'false' never holds

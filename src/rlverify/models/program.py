@@ -543,14 +543,23 @@ class CompiledProgram:
         """``(n, W)`` uint64: bit ``i % 63`` of word ``i // 63`` set where command ``i``'s guard holds in the states
         ``values`` (``env``: :meth:`env`'s; ``keys``: :meth:`keys`'); bit 63 of every word is clear. States with one
         signature enable the same choices (:meth:`enabled` depends on the states only through their guards)."""
+        return self._guard_tables()(values, env, keys)
+
+    def _guard_tables(self) -> _GuardSignature:
         if self._signature is None:
             self._signature = _GuardSignature(self)
-        return self._signature(values, env, keys)
+        return self._signature
 
     def guards(self, values: np.ndarray, env: Env) -> np.ndarray:
         """``(len(commands), n)`` bool: each command's guard in the ``n`` states ``values`` (``env``: :meth:`env`'s),
         commands in a fixed order (by group, then module, then program order). States with equal columns enable the
-        same choices: :meth:`enabled` depends on the states only through this matrix."""
+        same choices: :meth:`enabled` depends on the states only through this matrix.
+
+        Read from :meth:`guard_signature`'s tables where they hold every guard (one table per span of variables, not
+        one per command: the guards are evaluated once, for both), else from per-command tables."""
+        tables = self._guard_tables()
+        if not tables.direct:
+            return tables.guards(values, env, self.keys(values))
         return self._structure.guards(values, env)
 
     def branches(self, parts: np.ndarray, rows: np.ndarray, values: np.ndarray, keys: np.ndarray) -> Branches:
@@ -842,6 +851,10 @@ class _GuardSignature:
         self.size = np.asarray([D for _, D, _ in self.groups], dtype=np.int64)[:, None]
         self.offsets = (np.cumsum(self.size) - self.size[:, 0])[:, None]
         self.table: np.ndarray | None = None
+        # each command's word and bit, in the slot order of CompiledProgram.guards
+        order = program._structure.order
+        self.word_of = order // 63
+        self.bit_of = (order % 63).astype(np.uint64)
 
     def _build(self) -> np.ndarray:
         program = self.program
@@ -872,6 +885,11 @@ class _GuardSignature:
             for w in distinct(self.direct_word):
                 out[:, w] |= np.bitwise_or.reduce(bits[self.direct_word == w], axis=0)
         return out
+
+    def guards(self, values: np.ndarray, env: Env, keys: np.ndarray) -> np.ndarray:
+        """``(commands, n)`` bool in :meth:`CompiledProgram.guards`' order, read from the words (no direct guards)."""
+        words = self(values, env, keys)
+        return ((words.T[self.word_of] >> self.bit_of[:, None]) & np.uint64(1)).astype(bool)
 
 
 class _Choices:
@@ -957,7 +975,7 @@ class _Choices:
     def enabled(self, values: np.ndarray, env: Env) -> Enabled:
         """See :meth:`CompiledProgram.enabled`."""
         n = len(values)
-        G = self.guards(values, env)
+        G = self.program.guards(values, env)
         if not len(G) or not n:
             empty = np.zeros(0, dtype=np.int64)
             return Enabled(empty, empty, np.zeros((0, self.width), dtype=np.int64))
