@@ -98,7 +98,7 @@ class _Growing:
 
     def __init__(self, dtype: Any, width: int | None = None, capacity: int = 1 << 16) -> None:
         self.shape_tail = () if width is None else (width,)
-        self.data = np.zeros((capacity, *self.shape_tail), dtype=dtype)
+        self.data = np.empty((capacity, *self.shape_tail), dtype=dtype)  # rows from n on are never read
         self.n = 0
 
     def extend(self, values: np.ndarray) -> None:
