@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from entry import ENTRY  # benchmarks/entry.py (this script's folder is on the path)
+from entry import ENTRY, source_tree  # benchmarks/entry.py (this script's folder is on the path)
 
 from rlverify.benchmarks import make
 from rlverify.exact import ExactOptions, verify_exact
@@ -450,9 +450,9 @@ def main() -> None:
         print(json.dumps(file_worker(args.file_worker, args.reps)))
         return
     if args.files:
-        sources = {"after": args.after or str(REPO / "src")}
+        sources = {"after": source_tree(args.after or str(REPO / "src"))}
         if args.before:
-            sources = {"before": args.before, **sources}
+            sources = {"before": source_tree(args.before), **sources}
         print(FILE_HEADER)
         file_rows = files_table(sources, args.reps, args.only.split(",") if args.only else None)
         print(FILE_LEGEND)

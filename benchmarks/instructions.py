@@ -29,6 +29,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from entry import source_tree  # benchmarks/entry.py (this script's folder is on the path)
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -109,7 +111,7 @@ def main() -> None:
     unknown = [c for c in cases if c not in known]
     if unknown:
         ap.error(f"unknown case ids {unknown}; known: {', '.join(known)}")
-    trees = {"after": args.after, **({"before": args.before} if args.before else {})}
+    trees = {"after": source_tree(args.after), **({"before": source_tree(args.before)} if args.before else {})}
     print(f"million instructions per verification (cachegrind I refs: ({n2} runs - {n1} runs) / {n2 - n1})")
     print(f"{'case':14} {'tree':8} {'per run':>9} {'start':>9} {'after/before':>13} {'/ storm':>8}")
     with ThreadPoolExecutor(max_workers=2) as pool:

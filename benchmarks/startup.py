@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from entry import ENTRY  # benchmarks/entry.py (this script's folder is on the path)
+from entry import ENTRY, source_tree  # benchmarks/entry.py (this script's folder is on the path)
 
 HERE = Path(__file__).resolve().parents[1]
 #: (name, arguments after the interpreter, target in seconds or None)
@@ -120,6 +120,8 @@ def main() -> None:
     args = ap.parse_args()
     trees = [("before", args.before.resolve()), ("after", args.after.resolve())] if args.before else []
     trees = trees or [("after", args.after.resolve())]
+    for _, src in trees:
+        source_tree(str(src))
     print(f"python {args.python}; load average {os.getloadavg()[0]:.2f}; {args.repeat} runs per command and tree")
     for label, src in trees:
         print(f"  {label}: {src}")
