@@ -244,6 +244,17 @@ def test_unknown_property_name_lists_the_file_s_properties():
     assert "did you mean 'reach'" in str(err.value).lower() and "'cost'" in str(err.value) and "'soaked'" in str(err.value)
 
 
+def test_a_property_name_quoted_as_a_label_is_refused_saying_what_it_names():
+    """``F "soaked"``: soaked is a property of the file, not a label; the message says how to check it."""
+    with pytest.raises(PropertyError) as err:
+        resolve(str(WEATHER), property='Pmax=? [F "soaked"]', policy=WEATHER_POLICY)
+    assert 'unknown label "soaked"' in str(err.value)
+    assert "'soaked' names one of the file's properties, not a label: give the property as soaked" in str(err.value)
+    with pytest.raises(PropertyError) as err:  # a label that is no property name gets no such hint
+        resolve(str(WEATHER), property='Pmax=? [F "wet"]', policy=WEATHER_POLICY)
+    assert 'unknown label "wet"' in str(err.value) and "names one of the file's properties" not in str(err.value)
+
+
 def _variant(tmp_path: Path, name: str, change) -> Path:
     data = json.loads(WEATHER.read_text())
     change(data)

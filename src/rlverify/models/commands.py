@@ -18,7 +18,6 @@ command name; in each state a choice is matched by its command name first, then 
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import Counter
@@ -87,7 +86,7 @@ def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Comma
     index is not the file's: :func:`rlverify.models.jani.file_edge_order` reads which file edge each of Storm's
     edges is from Storm's own parse. ``data``: the file's JSON if already read.
     """
-    from rlverify.models.jani import file_edge_order, read_jani
+    from rlverify.models.jani import expression_text, file_edge_order, read_jani
 
     data = read_jani(path) if data is None else data
     try:
@@ -108,7 +107,7 @@ def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Comma
                     f"{automaton.name}:{i + 1}",
                     automaton.name,
                     e.get("action", ""),
-                    json.dumps(guard) if not isinstance(guard, str) else guard,
+                    expression_text(guard),
                 )
             )
         for storm_index, file_index in enumerate(order[automaton.name] if order is not None else ()):

@@ -56,6 +56,60 @@ def read_jani(path: str | Path) -> Any:
         raise InputFileError(f"{path}: not a JANI file (JSON nested too deeply)") from None
 
 
+#: JANI's operators as Storm prints PRISM expressions (``rlverify inspect`` shows PRISM guards in Storm's form)
+_INFIX = {
+    "∧": "&",
+    "∨": "|",
+    "⇒": "=>",
+    "=": "=",
+    "≠": "!=",
+    "<": "<",
+    "≤": "<=",
+    ">": ">",
+    "≥": ">=",
+    "+": "+",
+    "-": "-",
+    "*": "*",
+    "/": "/",
+    "%": "%",
+}
+#: nesting beyond which an expression is shown as ``…`` (a hostile file's guard must not exhaust the stack)
+_MAX_DEPTH = 100
+
+
+def expression_text(expr: Any, depth: int = 0) -> str:
+    """A JANI expression (the file's JSON) as text, written as the file has it, in the form Storm prints PRISM
+    expressions: every binary operation parenthesised (``((b = 1) | (b = 2))``), ``!`` for negation, ``(c ? a : b)``
+    for ``ite``, other operators as functions (``min(a, b)``, ``floor(x)``, ``pow(x, 2)``); JANI's derived operators
+    (``⇒``, ``%``, ``abs``, ...) are kept, not expanded as Storm does. A part of a shape JANI does not define is shown
+    as compact JSON; beyond a nesting of 100, as ``…``."""
+    if depth > _MAX_DEPTH:
+        return "…"
+    if isinstance(expr, bool):
+        return "true" if expr else "false"
+    if isinstance(expr, int | float):
+        return repr(expr)
+    if isinstance(expr, str):
+        return expr
+    if isinstance(expr, dict):
+        op = expr.get("op")
+
+        def sub(key: str) -> str:
+            return expression_text(expr.get(key), depth + 1)
+
+        if "constant" in expr and len(expr) == 1:
+            return str(expr["constant"])
+        if op == "ite" and {"if", "then", "else"} <= expr.keys():
+            return f"({sub('if')} ? {sub('then')} : {sub('else')})"
+        if isinstance(op, str) and {"left", "right"} <= expr.keys():
+            if op in _INFIX:
+                return f"({sub('left')} {_INFIX[op]} {sub('right')})"
+            return f"{op}({sub('left')}, {sub('right')})"
+        if isinstance(op, str) and "exp" in expr:
+            return f"!({sub('exp')})" if op == "¬" else f"{op}({sub('exp')})"
+    return json.dumps(expr, ensure_ascii=False, separators=(", ", ": "))
+
+
 def _names(data: Any) -> set[str]:
     """Every identifier the file declares (variables, constants, automata, locations, actions)."""
     names: set[str] = set()

@@ -646,9 +646,15 @@ def _check_names_and_values(model: SymbolicModel, text: str, structure: Property
     known_labels = set(model.labels) | {"init", "deadlock"}
     for lab in _LABEL.findall(_REWARD_NAME.sub("", text)):
         if lab not in known_labels:
+            named = (
+                f" ('{lab}' names one of the file's properties, not a label: give the property as {lab} to check "
+                "it as the file states it)"
+                if lab in (model.file_properties or {})
+                else ""
+            )
             raise PropertyError(
                 f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
-                f"the model defines: {', '.join(sorted(known_labels))}"
+                f"the model defines: {', '.join(sorted(known_labels))}{named}"
             )
     check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'")
     if _DIVISION_BY_ZERO.search(_LABEL.sub('""', text)):
