@@ -43,12 +43,13 @@ class OptionError(RlverifyError):
 
 
 class PolicyError(RlverifyError):
-    """A policy does not fit the contract or the model; ``problems`` lists every issue found."""
+    """A policy does not fit the contract or the model; ``problems`` lists every issue found (in the message, on its
+    one line: ``message: problem; problem``)."""
 
     def __init__(self, message: str, problems: Iterable[str] = ()) -> None:
         self.problems = tuple(problems)
         if self.problems:
-            message = message + "\n" + "\n".join(f"  - {p}" for p in self.problems)
+            message = f"{message}: " + "; ".join(self.problems)
         super().__init__(message)
 
 

@@ -99,6 +99,32 @@ def test_the_drn_file_holds_the_chain_computed_by_hand_and_storm_reads_it_back(t
     assert verify_exact(model, prop, policy).value == pytest.approx(closed_form, rel=1e-12)
 
 
+def test_a_short_drn_file_is_never_published(tmp_path, capsys, monkeypatch):
+    """Storm's C++ writer does not report a failed write: a full disk left an empty or cut file, published with exit 0.
+    Every cut of a real DRN file, at every byte and read in chunks of every size, counts fewer lines than the chain
+    has; and a writer that stops early is refused in one line, leaving nothing behind."""
+    import rlverify.exact.export as export
+    from rlverify.exact.export import _drn_counts
+
+    _, _, _, chain = _chain(tmp_path)
+    data = export_chain(chain, tmp_path / "chain.drn").read_bytes()
+    full = (chain.num_states, chain.num_transitions)
+    assert full == (data.count(b"\nstate "), data.count(b"\n\t\t"))  # the file as written: its own lines
+    cut = tmp_path / "cut.drn"
+    for chunk in (1, 2, 3, 7, 64, 1 << 20):
+        assert _drn_counts(tmp_path / "chain.drn", chunk) == full
+    for end in range(len(data)):
+        cut.write_bytes(data[:end])
+        assert _drn_counts(cut, 5) != full, end
+    write = export._write_drn
+    monkeypatch.setattr(export, "_write_drn", lambda c, path: (write(c, path), path.write_bytes(path.read_bytes()[:200])))
+    monkeypatch.chdir(tmp_path)
+    code = main(["verify", "running-example-v1", "-p", "reach-goal-2", "--export", "short.drn"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--export short.drn: cannot write the file" in err, err
+    assert "nothing was written" in err and not any(p.name.endswith(".drn") and "short" in p.name for p in tmp_path.iterdir())
+
+
 def test_the_dot_picture_has_a_node_per_state_and_an_edge_per_transition(tmp_path):
     _, _, _, chain = _chain(tmp_path)
     text = export_chain(chain, tmp_path / "chain.dot").read_text()

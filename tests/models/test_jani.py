@@ -162,6 +162,57 @@ def test_the_policy_sees_locations():
         verify_exact(t.model, t.property, CallablePolicy(lambda x: np.full((len(x), 2), 0.5), ["p"], ["go", "rest"]))
 
 
+def _with_variable(tmp_path: Path, assigned: bool, initial: bool = True) -> Path:
+    """weather.jani with one more global variable ``z`` in [0, 3], assigned by the agent's first edge or by none."""
+    data = json.loads(WEATHER.read_text())
+    z = {"name": "z", "type": {"kind": "bounded", "base": "int", "lower-bound": 0, "upper-bound": 3}}
+    data["variables"] = [*data.get("variables", []), {**z, "initial-value": 0} if initial else z]
+    if assigned:
+        destination = data["automata"][0]["edges"][0]["destinations"][0]
+        destination["assignments"] = [*destination.get("assignments", []), {"ref": "z", "value": 0}]
+    path = tmp_path / f"weather-z-{int(assigned)}{int(initial)}.jani"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_variable_no_edge_assigns_is_no_feature_as_in_storms_states(tmp_path, capsys):
+    """Storm's builder makes a never-assigned variable with an initial value a constant: its states do not carry it,
+    so it is no feature (a policy naming it crashed in feature_matrix); an assigned one, or one without an initial
+    value, stays one. The oracle is the variables of Storm's own states."""
+    from rlverify.cli.main import main
+    from rlverify.models.symbolic import build_explicit
+
+    for assigned, initial, feature in [(False, True, False), (True, True, True), (False, False, True)]:
+        model = load_model(_with_variable(tmp_path, assigned, initial))
+        built, _ = build_explicit(model, None)
+        assert ("z" in built.variables) is feature and ("z" in model.variables) is feature
+        assert set(model.variables) <= set(built.variables)
+    path = _with_variable(tmp_path, assigned=False)
+    model = load_model(path)
+    assert model.variables == ("_loc_agent", "_loc_env", "agent_p")
+    summary, _ = summarize(model)
+    assert [v["name"] for v in summary.variables] == list(model.variables) == summary.features
+    # the value is weather's: z changes nothing
+    expected = float(_weather_by_hand()["reach"])
+    assert verify_exact(model, resolve(str(path), property="reach", policy=WEATHER_POLICY).property, WEATHER_POLICY).value == (
+        pytest.approx(expected, rel=1e-9)
+    )
+    # a policy that names z is refused on one line, by verify and by simulate alike
+    with_z = CallablePolicy(lambda x: np.full((len(x), 2), 0.5), [*model.variables, "z"], ["go", "rest"], name="with-z")
+    with pytest.raises(PolicyError, match="feature 'z' is not a model variable") as err:
+        verify_exact(model, "reach", with_z)
+    assert "\n" not in str(err.value)
+    policy_file = tmp_path / "with_z.py"
+    policy_file.write_text(
+        "import numpy as np\nFEATURES = ['_loc_agent', '_loc_env', 'agent_p', 'z']\nACTIONS = ['go', 'rest']\n"
+        "def pi(x):\n    return np.full((len(x), 2), 0.5)\n"
+    )
+    for command in ("verify", "simulate"):
+        assert main([command, str(path), "-p", "reach", "--policy", f"{policy_file}:pi", "-q"]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "'z'" in lines[0], lines
+
+
 def test_simulate_weather_by_name_covers_the_exact_value():
     expected = float(_weather_by_hand()["reach"])
     t = resolve(str(WEATHER), property="reach", policy=WEATHER_POLICY)

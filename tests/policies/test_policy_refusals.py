@@ -225,7 +225,7 @@ def test_a_torchscript_sidecar_with_wrong_types_is_refused(tmp_path):
     path = tmp_path / "module.pt"
     torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(1, 2))), str(path))
     (tmp_path / "module.pt.json").write_text(json.dumps({"features": ["x"], "actions": "up", "output": "logits"}))
-    with pytest.raises(PolicyError, match=r"module\.pt\.json: invalid policy sidecar\n  - 'actions' must be a list"):
+    with pytest.raises(PolicyError, match=r"module\.pt\.json: invalid policy sidecar: 'actions' must be a list"):
         load_policy(str(path))
 
 

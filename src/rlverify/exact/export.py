@@ -16,7 +16,7 @@ import numpy as np
 
 from rlverify.errors import OptionError
 from rlverify.exact.induced import STALLED_LABEL
-from rlverify.files import publishing
+from rlverify.files import FileWriteError, publishing
 from rlverify.models.explicit import ExplicitModel
 
 #: the formats, by the file's suffix
@@ -51,6 +51,13 @@ def export_chain(chain: ExplicitModel, path: str | Path, *, force: bool = False)
     with publishing(path, force=force, what="--export") as tmp:
         if kind == "drn":
             _write_drn(chain, tmp)
+            written = _drn_counts(tmp)
+            if written != (chain.num_states, chain.num_transitions):
+                raise FileWriteError(
+                    f"--export {path}: cannot write the file (Storm's DRN writer stopped after {written[0]:,} of "
+                    f"{chain.num_states:,} states and {written[1]:,} of {chain.num_transitions:,} transitions: is the "
+                    "disk full?); nothing was written"
+                )
         else:
             tmp.write_text(dot_text(chain), encoding="utf-8")
     return Path(path)
@@ -65,6 +72,22 @@ def _write_drn(chain: ExplicitModel, path: Path) -> None:
     options.allow_placeholders = False  # every probability written as a number
     options.output_precision = 17  # doubles round-trip
     dev.export_sparse_model_as_drn(to_storm(chain), str(path), options)
+
+
+def _drn_counts(path: Path, chunk: int = 1 << 24) -> tuple[int, int]:
+    """The states and transitions a DTMC's DRN file holds, complete lines only: Storm's C++ writer does not report a
+    failed write (a full disk leaves a short or empty file). A state's line starts ``state ``, a transition's two
+    tabs; each counts once its newline is there."""
+    states = transitions = 0
+    tail = b"\n"  # what precedes the next chunk (the file's start counts as a line start)
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            text = tail + block
+            cut = text.rfind(b"\n")  # count whole lines only; the rest is carried over
+            whole, tail = text[: cut + 1], text[cut:]
+            states += whole.count(b"\nstate ")
+            transitions += whole.count(b"\n\t\t")
+    return states, transitions
 
 
 def _quoted(text: str) -> str:

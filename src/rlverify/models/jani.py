@@ -54,6 +54,8 @@ def read_jani(path: str | Path) -> Any:
         ) from None
     except RecursionError:
         raise InputFileError(f"{path}: not a JANI file (JSON nested too deeply)") from None
+    except ValueError as exc:  # an integer literal beyond Python's digit limit for int(str)
+        raise InputFileError(f"{path}: an integer in the file is too long to read ({str(exc).split(';')[0]})") from None
 
 
 #: JANI's operators as Storm prints PRISM expressions (``rlverify inspect`` shows PRISM guards in Storm's form)

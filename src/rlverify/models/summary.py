@@ -186,6 +186,8 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
             if v.get("transient"):
                 continue
             name = f"{module}_{v['name']}" if module else v["name"]  # Storm's name of a local variable
+            if name not in model.variables:  # never assigned: Storm's builder makes it a constant, no feature
+                continue
             vtype = v.get("type")
             base = vtype.get("base") if isinstance(vtype, dict) else vtype
             low, high = (

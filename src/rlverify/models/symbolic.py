@@ -270,7 +270,8 @@ def _jani_names(
     Storm names an automaton's local variable ``AUTOMATON_VAR`` (``p`` of automaton ``agent`` is
     ``agent_p``) and an automaton's location ``_loc_AUTOMATON`` (an integer code: the location's
     position in the file); the state valuations, hence the policy features, carry these names.
-    Automata with a single location add no feature.
+    Automata with a single location add no feature. A variable with an initial value that no edge assigns is not a
+    feature either: Storm's builder replaces it by that value (a constant), so its states do not carry it.
     """
 
     ints: list[str] = []
@@ -284,6 +285,12 @@ def _jani_names(
             by_code = sorted(names, key=automaton.get_location_index)
             locations[automaton.location_variable.name] = tuple(by_code)
     ints += list(locations)
+    assigned = {
+        a.variable.expression_variable.name
+        for automaton in program.automata
+        for edge in automaton.edges
+        for a in (*edge.template_edge.assignments, *(x for d in edge.template_edge.destinations for x in d.assignments))
+    }
     scopes = [list(program.global_variables)] + [list(a.variables) for a in program.automata]
     for scope in scopes:
         for v in scope:
@@ -291,7 +298,7 @@ def _jani_names(
             is_bool = str(v.type) == "bool"
             if v.is_transient:
                 (labels if is_bool else rewards).append(name)
-            else:
+            elif name in assigned or not is_initialized(v.init_expression):
                 (bools if is_bool else ints).append(name)
     actions = sorted({a["name"] for a in data.get("actions", [])})
     if any("action" not in e for a in data.get("automata", []) for e in a.get("edges", [])):
