@@ -95,6 +95,8 @@ def check_target(path: str | Path, *, force: bool = False, what: str = "") -> Pa
         st = os.stat(path)
     except FileNotFoundError:
         st = None
+        if os.path.islink(path) and not force:  # a link to a missing file: replacing it still replaces the user's link
+            raise FileWriteError(f"{name}: a symbolic link (to a missing file) is there; {_force_hint(what)}") from None
     except NotADirectoryError:
         raise FileWriteError(f"{name}: a parent of the file is not a directory") from None
     except OSError as exc:

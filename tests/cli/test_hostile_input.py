@@ -533,3 +533,67 @@ def test_a_model_name_cannot_inject_code_into_a_policy_template(capsys, here) ->
     assert "PWNED" not in assigned and assigned[:2] == ["FEATURES", "ACTIONS"]
     code, _, err = cli(capsys, "inspect", name, "--policy-template", "t.py")
     assert code == 2 and "--policy-template t.py: file exists; pass --force to overwrite it" in one_line(err)
+
+
+# --- the red team's second round (issue 23's session of 2026-11-27) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--precision=nan"], "expected a finite number"),
+        (["verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--precision=1e-400"], "rounds to 0"),
+        (["verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--policy-timeout=1e-400"], "rounds to 0"),
+        (["verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--max-states="], "expected an integer"),
+        (["verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--mode", "fast"], "invalid choice"),
+        (["verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--max-memory=1.5"], "whole number of bytes"),
+        (["verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--max-memory=0.0001K"], "whole number"),
+        (["verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--max-work=1.5"], "whole number"),
+        (["simulate", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--runs=inf"], "--runs"),
+        (["simulate", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--alpha=-1"], "alpha must be in"),
+        (["simulate", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--indifference=0"], "indifference"),
+        (["simulate", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--epsilon=-1"], "epsilon"),
+        (["verify", "m.prism", "-p", 'R=? [F "top"]', "--policy", "p.py:pi"], "the model defines no reward model"),
+    ],
+)
+def test_a_bad_value_is_one_line_without_the_usage(capsys, here, args, words) -> None:
+    """A bad option value printed argparse's 17-22 lines of usage first; an option never used (--alpha without
+    --sprt) was not checked; --policy-timeout 1e-400 became 0, "no limit"; --max-memory 1.5 became 1 byte."""
+    code, _, err = cli(capsys, *args)
+    assert code == 2 and words in one_line(err), err
+    assert not err.startswith("\n") and "usage:" not in err
+
+
+def test_a_usage_error_still_shows_the_usage(capsys, here) -> None:
+    code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--bogus")
+    assert code == 2 and err.startswith("usage: rlverify verify") and "unrecognized arguments: --bogus" in err
+
+
+def test_simulate_writes_nothing_to_stderr_off_a_terminal(capsys, here) -> None:
+    """A transient progress bar, disabled nowhere, wrote an empty line when it stopped: errors were 2 lines."""
+    code, out, err = cli(capsys, "simulate", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--runs", "200")
+    assert code == 0 and "estimate" in out and err == "", repr(err)
+
+
+def test_a_newline_in_user_text_stays_in_its_line(capsys, here) -> None:
+    code, _, err = cli(capsys, "inspect", "no\nsuch.prism")
+    assert code == 2 and one_line(err) == "error: no\\nsuch.prism: model file not found"
+    from tests.models.test_file_edges import _edge, _jani
+
+    jani = _jani([_edge(1, action="go\nnext")], actions=("go\nnext",), top=1)
+    Path("nl.jani").write_text(json.dumps(jani))
+    code, out, err = cli(capsys, "inspect", "nl.jani")
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if "aut:1" in line)
+    assert "go\\nnext" in row and not any(line.strip(" │").startswith("next") for line in out.splitlines())
+
+
+def test_a_dangling_link_is_named_as_what_is_there(capsys, here) -> None:
+    os.symlink("/nonexistent/dangling.json", "dangle.json")
+    code, _, err = cli(capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--out", "dangle.json")
+    assert code == 2 and "a symbolic link (to a missing file) is there; pass --force" in one_line(err)
+    assert os.readlink("dangle.json") == "/nonexistent/dangling.json"
+    code, _, err = cli(
+        capsys, "verify", "m.prism", "-p", 'P=? [F "top"]', "--policy", "p.py:pi", "--out", "dangle.json", "--force"
+    )
+    assert code == 0 and not os.path.islink("dangle.json") and json.loads(Path("dangle.json").read_text())

@@ -150,7 +150,7 @@ def model_file(tmp_path: Path) -> str:
     from tests.small_models import UP_STAY
 
     path = tmp_path / "m.prism"
-    path.write_text(UP_STAY)
+    path.write_text(UP_STAY + 'rewards "steps"\n  true : 1;\nendrewards\n')  # R=? reaches --chain-dir's own refusal
     return str(path)
 
 

@@ -36,6 +36,9 @@ module grid
 endmodule
 label "crash" = x=1 & y=1;
 label "goal" = x=2 & y=1;
+rewards "steps"
+  true : 1;
+endrewards
 """
 ACTIONS = ("right", "left", "up", "down")
 CELLS = [(x, y) for x in range(3) for y in range(2)]

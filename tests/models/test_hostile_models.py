@@ -54,3 +54,132 @@ def test_binary_prism_files_are_refused_in_one_line(tmp_path, capsys, content):
 def test_a_latin1_comment_is_not_binary(tmp_path):
     path = _write(tmp_path, b"// caf\xe9\n" + SMALL.format(update="x+1").encode())
     assert load_model(path).variables == ("x",)
+
+
+# --- division by zero in the model (PRISM refuses it; Storm's parser crashed the process on 1/(2*K) with K=0, and
+# evaluated x/0 in a guard or label to some number and built on) ------------------------------------------------
+
+DIVIDING = """mdp
+const int K;
+formula f = K - K;
+module m
+  x : [0..2] init 0;
+  [go] {guard} -> {prob} : (x'={update}) + 1-({prob}) : (x'=x);
+  [stay] true -> (x'=x);
+endmodule
+rewards "r"
+  [go] true : {reward};
+endrewards
+label "goal" = {label};
+"""
+FINE = {"guard": "x<2", "prob": "1/2", "update": "min(x+1, 2)", "reward": "1", "label": "x=2"}
+
+
+@pytest.mark.parametrize(
+    ("part", "text", "where"),
+    [
+        ("guard", "x/0>=0", "line 6 ([go] x/0>=0 ->"),
+        ("guard", "(x+1)/(K-K)>=0", "line 6 ([go] (x+1)/(K-K)>=0 ->"),  # a divisor that is zero once K is defined
+        ("guard", "mod(x, K)=0", "line 6 ([go] mod(x, K)=0 ->"),
+        ("prob", "1/(2*K)", "line 6 ([go] x<2 -> 1/(2*K) :"),  # Storm's parser: SIGFPE, the process killed
+        ("update", "floor(x/0)", "line 6 ([go] x<2 -> 1/2 : (x'=floor(x/0))"),
+        ("label", "x/0>=0", 'line 12 (label "goal" = x/0>=0;)'),
+        ("reward", "1/K", "line 10 ([go] true : 1/K;)"),
+        ("guard", "x/f>=0", "the guard of command m:1 divides by zero: (x / 0)"),  # through a formula: after parsing
+    ],
+)
+def test_a_model_dividing_by_zero_is_refused_naming_where(tmp_path, part, text, where):
+    path = _write(tmp_path, DIVIDING.format(**{**FINE, part: text}))
+    with pytest.raises(ModelError, match="divides by zero") as err:
+        load_model(path, "K=0")
+    assert where in str(err.value) and "\n" not in str(err.value)
+
+
+def test_storms_parser_never_sees_a_constant_zero_divisor(tmp_path):
+    """Defined in the file, on the command line, or written out: each crashed the process (exit 136, SIGFPE) in
+    Storm's parser; now exit 2 and one line. Run as processes: a regression kills the process, not the test run."""
+    import subprocess
+    import sys
+
+    crashing = DIVIDING.format(**{**FINE, "prob": "1/(2*K)"})
+    cases = [
+        (crashing.replace("const int K;", "const int K = 0;"), []),
+        (crashing, ["-c", "K=0"]),
+        (DIVIDING.format(**{**FINE, "prob": "1/(2*0)"}), ["-c", "K=1"]),
+    ]
+    for i, (text, constants) in enumerate(cases):
+        path = _write(tmp_path, text, f"crash{i}.nm")
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rlverify",
+                "verify",
+                str(path),
+                *constants,
+                "-p",
+                'Pmax=? [F "goal"]',
+                "--mode",
+                "monolithic",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 2 and len(lines) == 1 and "divides by zero" in lines[0], (i, done.returncode, done.stderr)
+
+
+def test_a_divisor_that_is_not_zero_is_fine(tmp_path):
+    """The same parts with K=2 divide by 2: the model loads and its value is the hand-computed one (x climbs by 1 with
+    probability 1/(2K) = 1/4 per step under go: Pmax of reaching x=2 is 1; within 2 steps it is (1/4)^2)."""
+    from rlverify import ExactOptions, verify_exact
+
+    parts = {"guard": "(x+1)/(K-1)>=0", "prob": "1/(2*K)", "update": "min(x+1, 2)", "reward": "1/K", "label": "x/K=1"}
+    model = load_model(_write(tmp_path, DIVIDING.format(**parts)), "K=2")
+    options = ExactOptions(mode="monolithic")
+    assert verify_exact(model, 'Pmax=? [F<=2 "goal"]', options=options).pmax == pytest.approx(1 / 16, rel=1e-12)
+    assert verify_exact(model, 'Pmax=? [F "goal"]', options=options).pmax == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_jani_edge_dividing_by_zero_is_refused(tmp_path):
+    import json
+
+    from tests.models.test_file_edges import _jani
+
+    zero = {"op": "-", "left": 1, "right": 1}
+    edge = {
+        "location": "l",
+        "guard": {"exp": {"op": "≥", "left": {"op": "/", "left": "y", "right": zero}, "right": 0}},
+        "destinations": [{"location": "l", "probability": {"exp": 1}, "assignments": [{"ref": "y", "value": 1}]}],
+    }
+    path = _write(tmp_path, json.dumps(_jani([edge], top=2)), "m.jani")
+    with pytest.raises(ModelError, match=r"the guard of an edge of aut divides by zero: \(y / \(1 - 1\)\)"):
+        load_model(path)
+
+
+def test_a_jani_integer_beyond_pythons_digit_limit_is_refused_in_one_line(tmp_path, capsys):
+    """json.loads raised ValueError (4,300 digits at most in int(str)): a traceback, exit 1."""
+    import json
+
+    from rlverify.errors import InputFileError
+    from tests.models.test_file_edges import _jani
+
+    text = json.dumps(_jani([], top=2)).replace('"upper-bound": 2', '"upper-bound": ' + "9" * 5000)
+    path = _write(tmp_path, text, "huge.jani")
+    with pytest.raises(InputFileError, match="an integer in the file is too long to read"):
+        load_model(path)
+    assert main(["inspect", str(path)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "too long to read" in lines[0]
+
+
+def test_a_jani_number_beyond_double_precision_is_refused_in_one_line(tmp_path):
+    """1e999 read as inf: Storm's JSON parser refused the marked copy (a warning line), then ExprTk a 1000-digit number."""
+    import json
+
+    from tests.models.test_file_edges import _jani
+
+    text = json.dumps(_jani([], top=2)).replace('"upper-bound": 2', '"upper-bound": 2e999')
+    with pytest.raises(ModelError, match=r"the number 2e999 is beyond double precision"):
+        load_model(_write(tmp_path, text, "inf.jani"))

@@ -450,3 +450,35 @@ def test_converted_jani_simulates_as_the_prism_original(converted):
     assert want.interval[0] - 1e-9 <= exact <= want.interval[1] + 1e-9
     # Storm builds the same states in the same order from both: same seed, same runs
     assert got.estimate == want.estimate
+
+
+def test_bounds_and_initial_values_written_as_expressions_are_shown_evaluated():
+    """consensus.2.jani writes counter's bound and initial value over the constant K ('?' before); its PRISM twin,
+    read through Storm's PRISM program, is the oracle."""
+    qvbs = Path(__file__).resolve().parents[1] / "data" / "qvbs" / "consensus"
+    jani, _ = summarize(load_model(qvbs / "consensus.2.jani", "K=2"), build=False)
+    prism, _ = summarize(load_model(qvbs / "consensus.2.prism", "K=2"), build=False)
+    by_name = {v["name"]: (v["low"], v["high"], v["init"]) for v in prism.variables}
+    assert {v["name"]: (v["low"], v["high"], v["init"]) for v in jani.variables} == by_name
+    assert by_name["counter"] == (0, 12, 6)
+
+
+def test_an_expected_steps_property_is_refused_saying_what_it_asks():
+    """die.jani's 'Expected number of coin flips' (Emin of 1 accumulated over steps) was refused as a 'Tmin=?'
+    formula the user never wrote, with 'expected a P or R operator'."""
+    from stormpy.examples import files
+
+    model = load_model(Path(files.jani_dtmc_die))
+    with pytest.raises(PropertyError, match="asks for an expected number of steps") as err:
+        parse_property(model, "Expected number of coin flips")
+    assert "Expected number of coin flips" in str(err.value)
+    assert parse_property(model, "Probability to throw a six").operator == "P"  # the file's others still read
+
+
+def test_too_many_states_in_a_jani_model_does_not_suggest_a_prism_only_strategy():
+    from rlverify.errors import ModelTooLargeError
+    from rlverify.models.symbolic import build_explicit
+
+    with pytest.raises(ModelTooLargeError, match="raise --max-states") as err:
+        build_explicit(load_model(WEATHER), None, max_states=5)
+    assert "--strategy" not in str(err.value)

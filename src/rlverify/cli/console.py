@@ -47,6 +47,11 @@ def shown(text: Any) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
 
 
+def one_line(text: Any) -> str:
+    """:func:`shown`, with newlines as ``\\n`` too: user text (a name, a path) inside a line of ours."""
+    return shown(text).replace("\n", "\\n")
+
+
 def plain_console(**kwargs: Any) -> Console:
     """A Rich console that renders every string as plain text (no markup, emoji or highlighting)."""
     from rich.console import Console
@@ -101,12 +106,12 @@ def line(*parts: str | Text) -> Text:
 
 def error(message: Any, *, label: str = "error:") -> None:
     """``error: MESSAGE`` on stderr (never wrapped)."""
-    err_console.print(line(styled(label, "bold red"), " ", str(message)), soft_wrap=True)
+    err_console.print(line(styled(label, "bold red"), " ", one_line(message)), soft_wrap=True)
 
 
 def warning(message: Any) -> None:
     """``warning: MESSAGE`` on stderr (never wrapped)."""
-    err_console.print(line(styled("warning:", "yellow"), " ", str(message)), soft_wrap=True)
+    err_console.print(line(styled("warning:", "yellow"), " ", one_line(message)), soft_wrap=True)
 
 
 def note(message: Any) -> None:
@@ -253,4 +258,5 @@ def progress_bar(label: str, *, detail: bool = False, target: Console | None = N
     if detail:
         columns.append(TextColumn("{task.description}", markup=False))
     columns.append(TimeElapsedColumn())
-    return Progress(*columns, console=real(con), transient=True, disable=_VERBOSITY["quiet"])
+    # disabled off a terminal: a transient bar there still wrote an empty line to stderr when it stopped
+    return Progress(*columns, console=real(con), transient=True, disable=not _live(con))

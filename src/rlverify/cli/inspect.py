@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from rlverify.cli.console import console, note, styled
+from rlverify.cli.console import console, note, one_line, styled
 from rlverify.cli.options import add_env_kwargs, add_target
 from rlverify.cli.output import print_envelope
 
@@ -81,13 +81,13 @@ def show(s: Any, name: str) -> None:
     from rich.table import Table
 
     head = f"{name} — {s.kind.upper()} {s.model_type.upper()}" + (f" ({s.constants})" if s.constants else "")
-    console.print(styled(head, "bold"))
+    console.print(styled(one_line(head), "bold"))
     t = Table("variable", "type", "range", "init", "module", title="variables (policy features)", title_justify="left")
     for v in s.variables:
         rng = "" if v["type"] == "bool" else f"[{_v(v['low'])}..{_v(v['high'])}]"
         if v.get("locations"):  # a JANI automaton's location: its codes and names
             rng += " " + ", ".join(f"{i}={name}" for i, name in enumerate(v["locations"]))
-        t.add_row(v["name"], v["type"], rng, _v(v["init"]), v["module"] or "(global)")
+        t.add_row(one_line(v["name"]), v["type"], one_line(rng), _v(v["init"]), one_line(v["module"] or "(global)"))
     console.print(t)
     t = Table(
         "command",
@@ -98,22 +98,25 @@ def show(s: Any, name: str) -> None:
     )
     for m in s.modules:
         for c in m["commands"]:
-            t.add_row(c["name"], c["action"] or "(unlabelled)", c["guard"])
+            t.add_row(one_line(c["name"]), one_line(c["action"] or "(unlabelled)"), one_line(c["guard"]))
     console.print(t)
     t = Table(show_header=False, title="model", title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("labels", ", ".join(f'"{lab}"' for lab in s.labels) or "—")
-    t.add_row("reward models", ", ".join(f'"{r}"' for r in s.reward_models) or "—")
+    t.add_row("labels", one_line(", ".join(f'"{lab}"' for lab in s.labels)) or "—")
+    t.add_row("reward models", one_line(", ".join(f'"{r}"' for r in s.reward_models)) or "—")
     if s.built:
         t.add_row(
             "reachable",
             f"{s.states:,} states, {s.choices:,} choices, {s.transitions:,} transitions; "
             f"{s.decision_states:,} decision states",
         )
-        shown = "; ".join(", ".join(f"{k}={v}" for k, v in init.items()) for init in s.initial_states)
+        features = set(s.features)  # Storm's states may also carry location codes and JANI's transient variables
+        shown = "; ".join(
+            ", ".join(f"{k}={v}" for k, v in init.items() if k in features or not features) for init in s.initial_states
+        )
         more = f" (+{s.n_initial - len(s.initial_states)} more)" if s.n_initial > len(s.initial_states) else ""
-        t.add_row("initial", shown + more)
+        t.add_row("initial", one_line(shown + more))
     t.add_row("policy FEATURES", repr(s.features))
     t.add_row("policy ACTIONS", repr(s.actions) + ("" if s.built else " (labels; build to see command names)"))
     if s.ambiguous:

@@ -81,25 +81,46 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's parser (its usage and message on stderr, exit 2) that also keeps the message, for ``--json``'s
-    envelope (:func:`main`); subcommand parsers are of the same class."""
+    """argparse's parser (on stderr, exit 2) that also keeps the message, for ``--json``'s envelope (:func:`main`);
+    subcommand parsers are of the same class. A usage error (an unknown option, a missing argument) prints the
+    usage, then the message; a bad value of an option (``--precision nan``, ``--mode fast-ish``) prints only the
+    one line naming the option and the value."""
 
     #: the last usage error's message (one parse per process)
     last_error: str | None = None
 
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError:
+            self._bad_value = True
+            raise
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError:
+            self._bad_value = True
+            raise
+
     def error(self, message: str) -> Any:
         Parser.last_error = f"{self.prog}: {message}"
+        if getattr(self, "_bad_value", False):
+            self.exit(2, f"{self.prog}: error: {message}\n")
         super().error(message)
 
 
 def finite_float(text: str) -> float:
-    """An option's float value: a finite number (argparse reports the ValueError's message)."""
+    """An option's float value: a finite number, and not a non-zero one that double precision rounds to 0
+    (``--policy-timeout 1e-400`` would mean "no limit"); argparse reports the message."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got '{text}'")
+    if value == 0 and any(c in "123456789" for c in text.lower().split("e")[0]):
+        raise argparse.ArgumentTypeError(f"'{text}' is not 0 but rounds to 0 in double precision")
     return value
 
 

@@ -133,9 +133,12 @@ def parse_size(text: str, option: str) -> int:
     from rlverify.errors import OptionError
 
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)i?B?\s*", text, flags=re.IGNORECASE)
-    if m is None or float(m.group(1)) <= 0:
-        raise OptionError(f"{option}: expected a positive size such as 8G, 500M or 2000000 (bytes), got '{text}'")
-    return int(float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper()))
+    size = 0.0 if m is None else float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper())
+    if m is None or size < 1 or (not m.group(2) and not size.is_integer()):
+        raise OptionError(
+            f"{option}: expected a positive size such as 8G, 500M or 2000000 (a whole number of bytes), got '{text}'"
+        )
+    return int(size)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -326,8 +329,8 @@ def print_experiment(result: Any) -> None:
 def _max_work(value: float) -> int:
     from rlverify.errors import OptionError
 
-    if not (value >= 1) or value != value or value == float("inf"):
-        raise OptionError(f"--max-work: expected a positive number of multiply-adds (e.g. 1e10), got {value:g}")
+    if not (value >= 1) or value != value or value == float("inf") or not float(value).is_integer():
+        raise OptionError(f"--max-work: expected a positive whole number of multiply-adds (e.g. 1e10), got {value:g}")
     return int(value)
 
 

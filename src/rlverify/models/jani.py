@@ -11,6 +11,7 @@ model is unchanged), and reads the position back from each of Storm's edges.
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ def read_jani(path: str | Path) -> Any:
 
     def number(literal: str) -> float:
         value = float(literal)
+        if math.isinf(value):
+            shown = literal if len(literal) <= 40 else literal[:40] + "..."
+            raise ModelError(f"{path}: the number {shown} is beyond double precision (it would be infinite)")
         if (value == 0.0 and any(c in "123456789" for c in literal.lower().split("e")[0])) or 0.0 < abs(value) < _TINY:
             raise ModelError(
                 f"{path}: the number {literal} is below the smallest normal double {_TINY:.3g} (rlverify "

@@ -180,6 +180,7 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
                     "locations": names,
                 }
             )
+    evaluated = _jani_values(model)
     jani_scopes = [("", data.get("variables", [])), *((a["name"], a.get("variables", [])) for a in data.get("automata", []))]
     for module, declared in jani_scopes:
         for v in declared:
@@ -199,6 +200,9 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
                 )
             )
             init = _literal(v.get("initial-value"))
+            if name in evaluated:  # bounds and initial values written as expressions (over constants)
+                pairs = zip((low, high, init), evaluated[name], strict=True)
+                low, high, init = (known if mine is None else mine for mine, known in pairs)
             out.append(
                 {
                     "name": name,
@@ -209,6 +213,22 @@ def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
                     "init": int(init) if init is not None else None,
                 }
             )
+    return out
+
+
+def _jani_values(model: SymbolicModel) -> dict[str, tuple[int | None, int | None, int | None]]:
+    """Storm's name of each JANI state variable -> its bounds and initial value, evaluated once the model's constants
+    are defined (None where one is not a constant: an unbounded type, no initial value)."""
+    program = model.program.substitute_constants()
+    out = {}
+    for scope in (program.global_variables, *(a.variables for a in program.automata)):
+        for v in scope:
+            bounded = getattr(v.type, "is_bounded_type", False)
+            low = constant_value(v.type.lower_bound) if bounded else None
+            high = constant_value(v.type.upper_bound) if bounded else None
+            is_bool = str(v.type) == "bool"
+            init = constant_value(v.init_expression, as_bool=is_bool) if v.init_expression is not None else None
+            out[v.expression_variable.name] = (low, high, init)
     return out
 
 

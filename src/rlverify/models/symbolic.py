@@ -6,8 +6,9 @@ Only this package, :mod:`rlverify.exact` and :mod:`rlverify.abstraction` import 
 from __future__ import annotations
 
 import logging
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -15,7 +16,15 @@ from typing import Any, NoReturn
 import numpy as np
 
 from rlverify.arrays import distinct
-from rlverify.errors import ConstantsError, InputFileError, ModelError, ModelTooLargeError, PropertyError, did_you_mean
+from rlverify.errors import (
+    ConstantsError,
+    InputFileError,
+    ModelError,
+    ModelTooLargeError,
+    OptionError,
+    PropertyError,
+    did_you_mean,
+)
 from rlverify.models.assignments import parse_assignments
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel
@@ -166,7 +175,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
             kind = "jani"
             file_props = {_property_name(p): p for p in props}
         else:
-            _check_prism_text(path)
+            _check_prism_text(path, given)
             program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
             kind = "prism"
     except RuntimeError as exc:
@@ -210,6 +219,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
             "continuous-time models and Markov automata have no discrete-step policy semantics)"
         )
 
+    _refuse_division_by_zero(path, kind, program)
     if kind == "prism":
         ints = [v.name for v in program.global_integer_variables]
         ints += [v.name for m in program.modules for v in m.integer_variables]
@@ -241,9 +251,76 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
     )
 
 
-def _check_prism_text(path: Path) -> None:
-    """Refuse before Storm parses it a PRISM file that is binary or nests expressions deeper than Storm's recursive
-    parser survives (it crashes the process at ~2,000 levels)."""
+def _refuse_division_by_zero(path: Path, kind: str, program: Any) -> None:
+    """Refuse a model dividing by a constant zero (``x/0``, ``mod(x, K)`` with ``K=0``) in a guard, a probability, an
+    update or a label, once its constants are defined: PRISM refuses it, while Storm evaluates it to some number and
+    builds on (a guard ``x/0>=0`` is false, ``(x+1)/0>=0`` true). A divisor that reads variables is evaluated per state
+    by Storm and is not checked here; a PRISM file's constant divisions are checked in its text before Storm parses it
+    (:func:`constant_zero_divisor`)."""
+    for where, expr in _expressions(kind, program.substitute_constants()):
+        found = _zero_division(expr)
+        if found is not None:
+            raise ModelError(
+                f"{path}: {where} divides by zero: {found} (PRISM refuses this; Storm would evaluate it to some number "
+                "and build on)"
+            )
+
+
+def _expressions(kind: str, program: Any) -> Iterator[tuple[str, Any]]:
+    """Where each expression of a Storm PRISM program or JANI model is, and the expression: guards, probabilities,
+    updates (assignments) and labels (JANI: locations' transient assignments)."""
+    if kind == "prism":
+        program = program.substitute_formulas()
+        for module in program.modules:
+            for k, command in enumerate(module.commands):
+                where = f"command {module.name}:{k + 1}"
+                yield f"the guard of {where}", command.guard_expression
+                for update in command.updates:
+                    yield f"a probability of {where}", update.probability_expression
+                    yield from ((f"an update of {where}", a.expression) for a in update.assignments)
+        yield from ((f'label "{label.name}"', label.expression) for label in program.labels)
+        return
+    for automaton in program.automata:
+        for location in automaton.locations:
+            for a in location.assignments or ():  # None where a location assigns nothing
+                yield f"location {location.name} of {automaton.name}", a.expression
+        for edge in automaton.edges:
+            where = f"an edge of {automaton.name}"
+            yield f"the guard of {where}", edge.guard
+            yield from ((f"an assignment of {where}", a.expression) for a in edge.template_edge.assignments)
+            for destination, template in zip(edge.destinations, edge.template_edge.destinations, strict=True):
+                yield f"a probability of {where}", destination.probability
+                yield from ((f"an assignment of {where}", a.expression) for a in template.assignments)
+
+
+def _zero_division(expr: Any) -> Any:
+    """The first division or ``mod`` in Storm expression ``expr`` whose divisor reads no variable and is 0, or None."""
+    import stormpy
+
+    ops = stormpy.expressions.OperatorType
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if e.is_literal() or e.is_variable():
+            continue
+        try:
+            op, operands = e.operator, [e.get_operand(i) for i in range(e.arity)]
+        except (RuntimeError, AttributeError, TypeError):  # no operator (a function application): not looked into
+            continue
+        if op in (ops.DIVIDE, ops.MODULO) and len(operands) == 2 and not operands[1].contains_variables():
+            try:
+                if float(operands[1].evaluate_as_double()) == 0.0:
+                    return e
+            except (RuntimeError, ValueError):
+                pass
+        stack.extend(operands)
+    return None
+
+
+def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> None:
+    """Refuse before Storm parses it a PRISM file that is binary, nests expressions deeper than Storm's recursive
+    parser survives (it crashes the process at ~2,000 levels), or divides by a constant zero (``given``: the
+    constants defined on the command line)."""
     data = path.read_bytes()
     if b"\x00" in data:
         raise ModelError(f"{path}: not a PRISM file (it contains NUL bytes: binary data)")
@@ -253,6 +330,98 @@ def _check_prism_text(path: Path) -> None:
     except PropertyError as exc:
         raise ModelError(str(exc)) from None
     check_literals(text, str(path))
+    zero = constant_zero_divisor(text, given or {})
+    if zero is not None:
+        raise ModelError(f"{path}: {zero} divides by zero (PRISM refuses this; Storm crashes or computes on with some number)")
+
+
+_CONSTANT = re.compile(r"\bconst\s+(?:(?:int|double|bool)\s+)?([A-Za-z_]\w*)\s*=\s*([^;]*);")
+_DIVISOR_START = re.compile(r"/|\bmod\s*\(")
+_PRIMARY = re.compile(r"\s*-?\s*(?:[A-Za-z_]\w*|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)")
+
+
+def _group(text: str, start: int) -> int:
+    """The end of the bracketed group opened at ``text[start]`` (``(``), or -1 when it is not closed."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i + 1
+    return -1
+
+
+def _divisors(code: str) -> Iterator[tuple[int, str]]:
+    """Each division's ``(position, divisor text)`` in PRISM ``code`` (comments and strings blanked): the operand after
+    ``/`` (a number, a name, a call or a bracketed group, possibly negated) and ``mod``'s second argument."""
+    for m in _DIVISOR_START.finditer(code):
+        if m.group() == "/":
+            operand = _PRIMARY.match(code, m.end())
+            at = m.end() + (len(code[m.end() :]) - len(code[m.end() :].lstrip()))
+            if at < len(code) and code[at] == "(":
+                end = _group(code, at)
+            elif operand is not None:
+                end = operand.end()
+                after = code[end:].lstrip()
+                if after.startswith("(") and re.fullmatch(r"\s*-?\s*[A-Za-z_]\w*", operand.group()):  # a call
+                    end = _group(code, len(code) - len(after))
+            else:
+                continue
+            if end > 0:
+                yield m.start(), code[m.end() : end]
+        else:
+            end = _group(code, m.end() - 1)
+            if end < 0:
+                continue
+            args, depth, cut = code[m.end() : end - 1], 0, -1
+            for i, c in enumerate(args):
+                depth += {"(": 1, ")": -1}.get(c, 0)
+                if c == "," and depth == 0:
+                    cut = i
+            if cut >= 0:
+                yield m.start(), args[cut + 1 :]
+
+
+def constant_zero_divisor(text: str, given: Mapping[str, str]) -> str | None:
+    """The line (``line 7 (its text)``) of the first division in PRISM ``text`` whose divisor is a constant zero
+    (numbers and constants defined in the file or ``given``, evaluated with
+    :func:`rlverify.models.expressions.compile_expression`); None when there is none. A divisor reading variables,
+    or what that language does not read, is not judged here."""
+
+    def blank(m: re.Match[str]) -> str:  # positions stay those of the file's text
+        return " " * len(m.group())
+
+    code = _LABEL.sub(blank, re.sub(r"//[^\n]*", blank, text))
+    values: dict[str, float] = {}
+
+    def value(expression: str) -> float | None:
+        """``expression``'s value over the constants known so far; None where it is no such constant; NaN where it
+        divides by zero itself."""
+        from rlverify.models.expressions import compile_expression
+
+        names = list(values)
+        try:
+            evaluate = compile_expression(expression, names, option="", kind="number")
+            return float(evaluate(np.array([[values[n] for n in names]], dtype=np.float64))[0])
+        except OptionError as exc:
+            return math.nan if "divides by zero" in str(exc) else None
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+            return None
+
+    for name, expression in _CONSTANT.findall(code):
+        known = value(given[name]) if name in given else value(expression)
+        if known is not None and math.isfinite(known):
+            values[name] = known
+    for name, number in given.items():
+        if name not in values:
+            known = value(number)
+            if known is not None and math.isfinite(known):
+                values[name] = known
+    for at, divisor in _divisors(code):
+        if len(divisor) <= 1000 and (found := value(divisor)) is not None and (found == 0 or math.isnan(found)):
+            line = text.count("\n", 0, at) + 1
+            written = " ".join(text.splitlines()[line - 1].split())
+            return f"line {line} ({written[:120]}{'...' if len(written) > 120 else ''})"
+    return None
 
 
 def _property_name(prop: Any) -> str:
@@ -626,6 +795,12 @@ def _named_jani_property(model: SymbolicModel, name: str, *, fixed_policy: bool)
         formula = formula.clone()
         formula.remove_optimality_type()
         storm_prop = dev.Property(name, formula, set())
+    if re.match(r"\s*T(?:min|max)?\s*[=<>]", str(formula)):  # Storm's time operator: expected steps
+        raise PropertyError(
+            f"{model.shown}: property '{name}' ({formula}) asks for an expected number of steps (a JANI expected "
+            "value of 1 accumulated over steps), which is not supported; declare a reward of 1 per step (a transient "
+            "real variable) and ask for its expected value"
+        )
     accumulated = _ACCUMULATION.search(str(formula))
     if accumulated is not None:
         raise PropertyError(
@@ -644,6 +819,14 @@ def _named_jani_property(model: SymbolicModel, name: str, *, fixed_policy: bool)
 def _check_names_and_values(model: SymbolicModel, text: str, structure: Property) -> None:
     """Refuse an unknown reward model or label (naming close ones), too deep a nesting, a division by zero."""
     reward = structure.reward_model
+    if structure.operator == "R" and not reward and len(model.reward_models) != 1:
+        known = ", ".join(f'"{r}"' for r in model.reward_models)
+        raise PropertyError(
+            f"property '{text}': the model defines no reward model"
+            if not model.reward_models
+            else f"property '{text}' names no reward model and the model defines {len(model.reward_models)} "
+            f'({known}): name one, e.g. R{{"{model.reward_models[0]}"}}=? [...]'
+        )
     if reward and reward not in model.reward_models:
         raise PropertyError(
             f"property '{text}': unknown reward model \"{reward}\""
@@ -1083,10 +1266,15 @@ def _build(
     finally:
         dev.set_log_level(level)
     if max_states is not None and storm_model.nr_states > max_states:
+        smaller = (
+            ", or (verify, PRISM models) use --strategy merged or onthefly with a policy to explore only policy-reachable "
+            "states"
+            if model.kind == "prism"
+            else ""
+        )
         raise ModelTooLargeError(
             f"{model.shown}: the model has more than --max-states={max_states} states "
-            f"(exploration stopped at {storm_model.nr_states}); raise --max-states, or (verify) use "
-            "--strategy merged or onthefly with a policy to explore only policy-reachable states"
+            f"(exploration stopped at {storm_model.nr_states}); raise --max-states{smaller}"
         )
     del builder
     counts = {"states": storm_model.nr_states, "transitions": storm_model.nr_transitions, "what": "MDP transitions"}

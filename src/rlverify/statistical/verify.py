@@ -83,6 +83,8 @@ class StatisticalOptions:
             raise OptionError(f"--method: expected one of {', '.join(METHODS)}, got '{self.method}'")
         check_unit("epsilon", self.epsilon)
         check_unit("delta", self.delta)
+        for name in ("alpha", "beta", "indifference"):  # checked with or without --sprt: never silently unused
+            check_unit(name, getattr(self, name))
         if self.runs is not None and not positive_int(self.runs):
             raise StatisticsError(f"--runs: expected a positive whole number of runs, got {self.runs!r}")
         if self.runs is not None and self.method not in ("clopper-pearson", "wilson"):
