@@ -183,3 +183,15 @@ def test_a_jani_number_beyond_double_precision_is_refused_in_one_line(tmp_path):
     text = json.dumps(_jani([], top=2)).replace('"upper-bound": 2', '"upper-bound": 2e999')
     with pytest.raises(ModelError, match=r"the number 2e999 is beyond double precision"):
         load_model(_write(tmp_path, text, "inf.jani"))
+
+
+def test_a_zero_divisor_the_text_check_cannot_judge_is_still_refused(tmp_path):
+    """floor is outside the language the text check evaluates: x/floor(K/2) with K=1 is left to the walk over Storm's
+    expressions (which runs only where some divisor in the text was not judged)."""
+    from rlverify.models.symbolic import constant_zero_divisor
+
+    text = DIVIDING.format(**{**FINE, "guard": "x/floor(K/2)>=0"})
+    assert constant_zero_divisor(text, {"K": "1"}) == (None, False)
+    assert constant_zero_divisor(DIVIDING.format(**FINE), {"K": "1"}) == (None, True)  # only 1/2: all judged
+    with pytest.raises(ModelError, match=r"the guard of command m:1 divides by zero"):
+        load_model(_write(tmp_path, text), "K=1")

@@ -175,7 +175,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
             kind = "jani"
             file_props = {_property_name(p): p for p in props}
         else:
-            _check_prism_text(path, given)
+            divisions_judged = _check_prism_text(path, given)
             program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
             kind = "prism"
     except RuntimeError as exc:
@@ -219,7 +219,8 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
             "continuous-time models and Markov automata have no discrete-step policy semantics)"
         )
 
-    _refuse_division_by_zero(path, kind, program)
+    if kind == "jani" or not divisions_judged:  # (a PRISM file whose every divisor was a constant: judged already)
+        _refuse_division_by_zero(path, kind, program)
     if kind == "prism":
         ints = [v.name for v in program.global_integer_variables]
         ints += [v.name for m in program.modules for v in m.integer_variables]
@@ -257,7 +258,12 @@ def _refuse_division_by_zero(path: Path, kind: str, program: Any) -> None:
     builds on (a guard ``x/0>=0`` is false, ``(x+1)/0>=0`` true). A divisor that reads variables is evaluated per state
     by Storm and is not checked here; a PRISM file's constant divisions are checked in its text before Storm parses it
     (:func:`constant_zero_divisor`)."""
+    walked: set[str] = set()  # expressions already walked, by their text (commands repeat their probabilities)
     for where, expr in _expressions(kind, program.substitute_constants()):
+        text = str(expr)
+        if ("/" not in text and "%" not in text) or text in walked:
+            continue
+        walked.add(text)
         found = _zero_division(expr)
         if found is not None:
             raise ModelError(
@@ -317,10 +323,10 @@ def _zero_division(expr: Any) -> Any:
     return None
 
 
-def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> None:
+def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> bool:
     """Refuse before Storm parses it a PRISM file that is binary, nests expressions deeper than Storm's recursive
     parser survives (it crashes the process at ~2,000 levels), or divides by a constant zero (``given``: the
-    constants defined on the command line)."""
+    constants defined on the command line). Returns whether every divisor in the text was a constant (judged here)."""
     data = path.read_bytes()
     if b"\x00" in data:
         raise ModelError(f"{path}: not a PRISM file (it contains NUL bytes: binary data)")
@@ -330,13 +336,15 @@ def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> Non
     except PropertyError as exc:
         raise ModelError(str(exc)) from None
     check_literals(text, str(path))
-    zero = constant_zero_divisor(text, given or {})
+    zero, judged = constant_zero_divisor(text, given or {})
     if zero is not None:
         raise ModelError(f"{path}: {zero} divides by zero (PRISM refuses this; Storm crashes or computes on with some number)")
+    return judged
 
 
 _CONSTANT = re.compile(r"\bconst\s+(?:(?:int|double|bool)\s+)?([A-Za-z_]\w*)\s*=\s*([^;]*);")
 _DIVISOR_START = re.compile(r"/|\bmod\s*\(")
+_SPACE = re.compile(r"\s*")
 _PRIMARY = re.compile(r"\s*-?\s*(?:[A-Za-z_]\w*|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)")
 
 
@@ -350,48 +358,51 @@ def _group(text: str, start: int) -> int:
     return -1
 
 
+def _after_space(text: str, at: int) -> int:
+    """The position of the first character from ``at`` on that is not white space (``len(text)`` if none)."""
+    found = _SPACE.match(text, at)
+    return found.end() if found else at
+
+
 def _divisors(code: str) -> Iterator[tuple[int, str]]:
     """Each division's ``(position, divisor text)`` in PRISM ``code`` (comments and strings blanked): the operand after
-    ``/`` (a number, a name, a call or a bracketed group, possibly negated) and ``mod``'s second argument."""
+    ``/`` (a number, a name, a call or a bracketed group, possibly negated) and ``mod``'s second argument; ``""``
+    where the divisor is not found (an unclosed bracket), which no one can judge."""
     for m in _DIVISOR_START.finditer(code):
+        end = -1
         if m.group() == "/":
             operand = _PRIMARY.match(code, m.end())
-            at = m.end() + (len(code[m.end() :]) - len(code[m.end() :].lstrip()))
+            at = _after_space(code, m.end())
             if at < len(code) and code[at] == "(":
                 end = _group(code, at)
             elif operand is not None:
                 end = operand.end()
-                after = code[end:].lstrip()
-                if after.startswith("(") and re.fullmatch(r"\s*-?\s*[A-Za-z_]\w*", operand.group()):  # a call
-                    end = _group(code, len(code) - len(after))
-            else:
-                continue
-            if end > 0:
-                yield m.start(), code[m.end() : end]
-        else:
-            end = _group(code, m.end() - 1)
-            if end < 0:
-                continue
-            args, depth, cut = code[m.end() : end - 1], 0, -1
-            for i, c in enumerate(args):
-                depth += {"(": 1, ")": -1}.get(c, 0)
-                if c == "," and depth == 0:
-                    cut = i
-            if cut >= 0:
-                yield m.start(), args[cut + 1 :]
+                after = _after_space(code, end)
+                if code.startswith("(", after) and re.fullmatch(r"\s*-?\s*[A-Za-z_]\w*", operand.group()):  # a call
+                    end = _group(code, after)
+            yield m.start(), code[m.end() : end] if end > 0 else ""
+            continue
+        end = _group(code, m.end() - 1)
+        args, depth, cut = code[m.end() : end - 1] if end > 0 else "", 0, -1
+        for i, c in enumerate(args):
+            depth += {"(": 1, ")": -1}.get(c, 0)
+            if c == "," and depth == 0:
+                cut = i
+        yield m.start(), args[cut + 1 :] if cut >= 0 else ""
 
 
-def constant_zero_divisor(text: str, given: Mapping[str, str]) -> str | None:
+def constant_zero_divisor(text: str, given: Mapping[str, str]) -> tuple[str | None, bool]:
     """The line (``line 7 (its text)``) of the first division in PRISM ``text`` whose divisor is a constant zero
     (numbers and constants defined in the file or ``given``, evaluated with
-    :func:`rlverify.models.expressions.compile_expression`); None when there is none. A divisor reading variables,
-    or what that language does not read, is not judged here."""
+    :func:`rlverify.models.expressions.compile_expression`), or None; and whether every divisor was such a constant.
+    A divisor reading variables, formulas or what that language does not read is not judged here."""
 
     def blank(m: re.Match[str]) -> str:  # positions stay those of the file's text
         return " " * len(m.group())
 
     code = _LABEL.sub(blank, re.sub(r"//[^\n]*", blank, text))
     values: dict[str, float] = {}
+    divisors: dict[str, float | None] = {}  # each distinct divisor's value (a model repeats its "/2" many times)
 
     def value(expression: str) -> float | None:
         """``expression``'s value over the constants known so far; None where it is no such constant; NaN where it
@@ -417,11 +428,14 @@ def constant_zero_divisor(text: str, given: Mapping[str, str]) -> str | None:
             if known is not None and math.isfinite(known):
                 values[name] = known
     for at, divisor in _divisors(code):
-        if len(divisor) <= 1000 and (found := value(divisor)) is not None and (found == 0 or math.isnan(found)):
+        if divisor not in divisors:
+            divisors[divisor] = value(divisor) if len(divisor) <= 1000 else None
+        found = divisors[divisor]
+        if found is not None and (found == 0 or math.isnan(found)):
             line = text.count("\n", 0, at) + 1
             written = " ".join(text.splitlines()[line - 1].split())
-            return f"line {line} ({written[:120]}{'...' if len(written) > 120 else ''})"
-    return None
+            return f"line {line} ({written[:120]}{'...' if len(written) > 120 else ''})", False
+    return None, all(v is not None for v in divisors.values())
 
 
 def _property_name(prop: Any) -> str:
