@@ -195,3 +195,10 @@ def test_a_zero_divisor_the_text_check_cannot_judge_is_still_refused(tmp_path):
     assert constant_zero_divisor(DIVIDING.format(**FINE), {"K": "1"}) == (None, True)  # only 1/2: all judged
     with pytest.raises(ModelError, match=r"the guard of command m:1 divides by zero"):
         load_model(_write(tmp_path, text), "K=1")
+
+
+def test_the_line_named_is_the_files_line_whatever_its_control_characters(tmp_path):
+    """Lines are counted at newlines only: splitting at \\r and \\f as well named the wrong line's text."""
+    text = "mdp\nmodule m\n x:[0..1] init 0;\n [a] x<1 -> (x'=1);\n\r\x0c [b] x/0>0 -> true;\nendmodule\n"
+    with pytest.raises(ModelError, match=r"line 5 \(\[b\] x/0>0 -> true;\) divides by zero"):
+        load_model(_write(tmp_path, text))

@@ -433,7 +433,7 @@ def constant_zero_divisor(text: str, given: Mapping[str, str]) -> tuple[str | No
         found = divisors[divisor]
         if found is not None and (found == 0 or math.isnan(found)):
             line = text.count("\n", 0, at) + 1
-            written = " ".join(text.splitlines()[line - 1].split())
+            written = " ".join(text.split("\n")[line - 1].split())  # (splitlines also splits at \r, \f, ...)
             return f"line {line} ({written[:120]}{'...' if len(written) > 120 else ''})", False
     return None, all(v is not None for v in divisors.values())
 
