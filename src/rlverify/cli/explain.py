@@ -26,6 +26,8 @@ PART_NAMES = ("features", "tree", "critical")
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
+    from rlverify.exact.options import MAX_WORK
+
     p = sub.add_parser(
         "explain",
         help="what the policy relies on: safety-relevant features, a decision tree verified exactly, critical states",
@@ -72,12 +74,21 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "over a range and the best action of a critical state",
     )
     add_chain_options(p)
+    p.add_argument(
+        "--max-work",
+        type=float,
+        default=MAX_WORK,
+        metavar="N",
+        help="tree and critical parts: budget of a step bound's iteration in multiply-adds, steps x transitions, a step "
+        f"at least 3,000 (default {MAX_WORK:.0e}; it stops early where the values stop changing)",
+    )
     add_outputs(p, kinds=".json (the result), .png (the features' bar chart)", seed=False)
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlverify.cli.verify import _max_work
     from rlverify.exact.critical import CriticalOptions
     from rlverify.exact.explanations import ExplainOptions, explain_policy
     from rlverify.exact.features import FeatureOptions
@@ -99,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     ablate = names(args.ablate)
     options = ExplainOptions(
         parts=tuple(parts) if parts is not None else (() if args.parts is not None else None),
-        exact=ExactOptions(mode=args.mode, unavailable=args.unavailable, max_states=args.max_states),
+        exact=ExactOptions(
+            mode=args.mode, unavailable=args.unavailable, max_states=args.max_states, max_work=_max_work(args.max_work)
+        ),
         features=FeatureOptions(
             features=tuple(ablate) if ablate else None,
             reference=args.reference,

@@ -51,7 +51,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         type=float,
         default=MAX_WORK,
         metavar="N",
-        help=f"budget of step-bounded computations in multiply-adds, steps x transitions (default {MAX_WORK:.0e})",
+        help=f"budget of step-bounded computations in multiply-adds, steps x transitions, a step at least 3,000 "
+        f"(default {MAX_WORK:.0e}; it stops early where the values stop changing)",
     )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.json", help="write the shield to FILE.json (for --shield)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")

@@ -83,8 +83,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         type=float,
         default=MAX_WORK,
         metavar="N",
-        help="budget of a step-bounded property (F<=k, U<=k, C<=k) in multiply-adds, steps x transitions "
-        f"(default {MAX_WORK:.0e}, tens of seconds): reachability stops early at a fixed point or "
+        help="budget of a step-bounded property (F<=k, U<=k, C<=k) in multiply-adds, steps x transitions (a step at "
+        f"least 3,000; default {MAX_WORK:.0e}, tens of seconds): reachability stops early at a fixed point or "
         "within --precision of the unbounded value, else is refused with the figures",
     )
     p.add_argument(

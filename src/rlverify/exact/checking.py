@@ -14,7 +14,8 @@ Numerics (``--numerics``):
 Step-bounded properties (``F<=k``, ``U<=k``, ``C<=k``) are computed by k matrix-vector steps
 in every setting; step-bounded reachability (:func:`bounded_until`, on a chain or an MDP) stops early,
 soundly, at a fixed point or once within ``precision`` of the unbounded value, within a work budget
-(``max_work``, steps x transitions); forms Storm iterates are refused up front above it.
+(``max_work``, steps x transitions, a step counting at least ``STEP_WORK``); forms Storm iterates are refused up
+front above it.
 
 Threshold verdicts (:func:`verdict`) come from a certified bracket and exact graph analysis only
 (:func:`ranks`, :func:`qualitative`, :func:`storm_qualitative`), never from a rounded value.
@@ -57,7 +58,7 @@ import numpy as np
 
 from rlverify.arrays import distinct
 from rlverify.errors import PropertyError
-from rlverify.exact.options import MAX_WORK
+from rlverify.exact.options import MAX_WORK, STEP_WORK
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import bit_mask, storm_message
@@ -71,12 +72,15 @@ __all__ = [
     "clipped",
     "environment",
     "is_reward_bounded",
+    "iterate",
     "quantitative",
     "ranks",
     "solved_here",
     "state_set",
     "step_bounded_sets",
+    "step_budget",
     "step_upper_bound",
+    "step_work",
     "storm_qualitative",
     "until_sets",
     "verdict",
@@ -700,10 +704,10 @@ def bounded_until(
         return target + go * q  # psi and go are disjoint: no rounding outside the products' sums
 
     d = int(np.diff(matrix.indptr).max(initial=0)) + 1
-    budget = k if max_work is None or k * nnz <= max_work else max(max_work // nnz, 1)
+    budget = step_budget(k, nnz, max_work)
     # the unbounded value (an LU of the chain: memory and time) only where the k steps would exceed the budget
     upper_cap = cap() if cap is not None and k * nnz > (MAX_WORK if max_work is None else max_work) else None
-    x, j, stop = _iterate(step, target, k, budget, d, upper_cap, precision, progress)
+    x, j, stop = iterate(step, target, k, budget, d=d, upper_cap=upper_cap, precision=precision, progress=progress)
     if stop is None and j < k:
         assert max_work is not None  # the budget stopped the iteration
         raise _over_budget(
@@ -809,18 +813,38 @@ def on_disk(matrix: Any) -> bool:
     return ondisk is not None and isinstance(getattr(matrix, "local", None), ondisk.RowBlocks)
 
 
-def _iterate(
+def step_budget(k: int, nnz: int, max_work: int | None) -> int:
+    """How many of ``k`` steps over ``nnz`` transitions a per-step loop may take within ``max_work`` multiply-adds
+    (None: all ``k``), a step counting at least :data:`~rlverify.exact.options.STEP_WORK`; at least one."""
+    per_step = max(nnz, STEP_WORK)  # a step's fixed cost, however few its transitions
+    return k if max_work is None or k * per_step <= max_work else max(max_work // per_step, 1)
+
+
+def step_work(k: int, nnz: int) -> str:
+    """``k`` steps over ``nnz`` transitions as the work :func:`step_budget` counts, in words (for messages)."""
+    floor = f" (a step counts at least {STEP_WORK:,})" if nnz < STEP_WORK else ""
+    return f"{k:,} steps x {nnz:,} transitions{floor} = {k * max(nnz, STEP_WORK):.3g} multiply-adds"
+
+
+def iterate(
     step: Callable[[np.ndarray], np.ndarray],
     target: np.ndarray,
     k: int,
     budget: int,
-    d: int,
-    upper_cap: np.ndarray | None,
-    precision: float,
-    progress: Callable[[str], None] | None,
+    *,
+    d: int = 1,
+    upper_cap: np.ndarray | None = None,
+    precision: float = 0.0,
+    progress: Callable[[str], None] | None = None,
+    what: str = "step-bounded iteration",
 ) -> tuple[np.ndarray, int, str | None]:
     """The step-``j`` values from ``target`` until ``k`` steps, the ``budget``, a fixed point (``stop`` ``"fixed
-    point"``) or, with ``upper_cap``, the certified lower bound within ``precision`` of it (``"precision"``)."""
+    point"``) or, with ``upper_cap``, the certified lower bound within ``precision`` of it (``"precision"``).
+
+    The one per-step loop of step-bounded computations (reachability, expected visits, expected rewards): ``step``
+    is deterministic, so once ``step(x) == x`` bit for bit every further step returns ``x`` and the values after
+    ``k`` steps are ``x``, exactly as if all ``k`` were taken. ``stop`` None and ``j < k``: the budget ran out.
+    """
     x = target.copy()
     j, stop = 0, None
     shown = time.perf_counter()
@@ -839,7 +863,7 @@ def _iterate(
                 break
         if progress is not None and time.perf_counter() - shown > 0.5:
             shown = time.perf_counter()
-            progress(f"step-bounded iteration: step {j:,} of {k:,}")
+            progress(f"{what}: step {j:,} of {k:,}")
     return x, j, stop
 
 
@@ -852,9 +876,14 @@ def _over_budget(
         f" and at most {cap:.6g} (the unbounded value)" if cap is not None else ""
     )
     return PropertyError(
-        f"the step bound {k:,} needs {k:,} x {nnz:,} transitions = {k * nnz:.3g} multiply-adds, above the budget "
-        f"--max-work {max_work:.3g} (about {max_work / 3e8:.0f} s), and the iteration neither reached a fixed point "
-        f"nor came within --precision {precision:g} of the unbounded value within it ({reached}); raise --max-work, "
+        f"the step bound {k:,} needs {step_work(k, nnz)}, above the budget --max-work {max_work:.3g} "
+        f"(about {max_work / 3e8:.0f} s), and the iteration "
+        + (
+            f"neither reached a fixed point nor came within --precision {precision:g} of the unbounded value"
+            if cap is not None
+            else "reached no fixed point"
+        )
+        + f" within it ({reached}); raise --max-work, "
         "lower the step bound, or check the unbounded property (P=? [F ...])"
     )
 

@@ -97,7 +97,7 @@ def critical_states(
     exact = dataclasses.replace(options.exact, all_states=False, export=None)
     t0 = time.perf_counter()
     built = chain_for(model, prop, policy, exact, chain, progress=say)
-    occ = expected_visits(built, prop)
+    occ = expected_visits(built, prop, max_work=exact.max_work)
     visited = np.flatnonzero((occ.visits > 0) & (built.origin >= 0))
     target, opt = directed(model, prop, options.worst)
     say(f"per-action values (P{opt} afterwards) on the full MDP")

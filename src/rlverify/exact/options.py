@@ -20,12 +20,15 @@ if TYPE_CHECKING:
     from rlverify.policies.base import Policy
     from rlverify.results import Provenance
 
-__all__ = ["AGGREGATES", "MAX_WORK", "MODES", "NUMERICS", "OPTIMA", "STRATEGIES", "ExactOptions", "Progress"]
+__all__ = ["AGGREGATES", "MAX_WORK", "MODES", "NUMERICS", "OPTIMA", "STEP_WORK", "STRATEGIES", "ExactOptions", "Progress"]
 
 MODES = ("stochastic", "deterministic", "monolithic")
 STRATEGIES = ("auto", "full", "onthefly", "merged")
 #: default budget of a step-bounded computation, in multiply-adds (steps x transitions): about 10-30 s
 MAX_WORK = 5_000_000_000
+#: the least work a step of a per-step loop counts, in multiply-adds: a matrix-vector step costs ~10 us however few
+#: transitions it has (a 4-state chain's 1e8 steps are ~20 minutes, not 1e8 x 12 multiply-adds)
+STEP_WORK = 3_000
 #: how a risk map aggregates the states of one cell, and which optimum it compares with (:mod:`rlverify.exact.maps`)
 AGGREGATES = ("max", "min", "mean")
 OPTIMA = ("min", "max")
@@ -66,8 +69,8 @@ class ExactOptions:
             ``max_states`` only (its counts are not known before it runs); a ``MemoryError`` anywhere becomes a
             ``MemoryBudgetError`` saying what to change.
         max_work: the budget of a step-bounded computation (``F<=k``, ``U<=k``, ``C<=k``, ``I=k``), in
-            multiply-adds (steps x transitions); None: no limit. Step-bounded reachability stops early,
-            soundly, at a fixed point or once within ``precision`` of the unbounded value
+            multiply-adds (steps x transitions, a step at least ``STEP_WORK``); None: no limit. Step-bounded
+            reachability stops early, soundly, at a fixed point or once within ``precision`` of the unbounded value
             (:func:`~rlverify.exact.checking.bounded_until`); if neither happens within the budget it is refused
             with the figures; forms Storm computes are refused up front when k x transitions exceeds it.
         chain_dir: a new or empty directory to hold the policy's chain on disk (strategy ``merged`` on PRISM

@@ -46,7 +46,7 @@ from rlverify.arrays import distinct
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.exact.action_values import ActionValues, action_values
 from rlverify.exact.chain import full_mdp, policy_chain
-from rlverify.exact.checking import quantitative, step_bounded_sets, verdict
+from rlverify.exact.checking import iterate, quantitative, step_bounded_sets, step_budget, step_work, verdict
 from rlverify.exact.options import ExactOptions, Progress, check_resolved, provenance, settings
 from rlverify.exact.verify import verify_exact
 from rlverify.models.properties import Property
@@ -433,14 +433,21 @@ def _expected_total(
     the whole run; ``inf`` when a bottom component with positive reward is reachable), for each column of
     ``rewards`` ``(n, 2)``. The chain's absorbing states (the property decided) earn nothing."""
     if steps is not None:
-        if max_work is not None and steps * max(P.nnz, 1) > max_work:
+        # v_{j+1} = r + P v_j: the reward of the first j+1 steps, until a fixed point (then v_k = v_j) or the budget
+        flat = np.zeros(rewards.size)
+        shape = rewards.shape
+
+        def step(v: np.ndarray) -> np.ndarray:
+            return (rewards + P @ v.reshape(shape)).ravel()
+
+        total, j, stop = iterate(step, flat, steps, step_budget(steps, P.nnz, max_work), what="expected interventions")
+        if stop is None and j < steps:
             raise PropertyError(
-                f"the expected interventions take {steps:,} steps x {P.nnz:,} transitions, more than --max-work "
-                f"{max_work:,}: raise --max-work"
+                f"the expected interventions within the step bound {steps:,} take {step_work(steps, P.nnz)}, "
+                f"above --max-work {max_work:,}, and reached no fixed point in the {j:,} steps within it: "
+                "raise --max-work or lower the step bound"
             )
-        total = np.zeros_like(rewards)
-        for _ in range(steps):  # v_{j+1} = r + P v_j: the reward of the first j+1 steps
-            total = rewards + P @ total
+        total = total.reshape(shape)
         return float(total[init, 0]), float(total[init, 1])
     n = P.shape[0]
     _, comp = connected_components(P, directed=True, connection="strong")

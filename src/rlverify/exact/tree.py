@@ -33,9 +33,10 @@ from scipy.sparse.linalg import spsolve
 
 from rlverify.errors import OptionError, PropertyError, require
 from rlverify.exact.chain import PolicyChain, chain_for
+from rlverify.exact.checking import iterate, step_budget, step_work
 from rlverify.exact.explain import _search_space, check_explainable
 from rlverify.exact.induced import ask_policy
-from rlverify.exact.options import ExactOptions, Progress, guarantee, provenance, settings
+from rlverify.exact.options import MAX_WORK, ExactOptions, Progress, guarantee, provenance, settings
 from rlverify.exact.robust import feature_ranges
 from rlverify.exact.verify import verify_exact
 from rlverify.models.properties import Property
@@ -96,11 +97,14 @@ class Visits:
     endless: int
 
 
-def expected_visits(built: PolicyChain, prop: Property) -> Visits:
+def expected_visits(built: PolicyChain, prop: Property, *, max_work: int | None = MAX_WORK) -> Visits:
     """The exact expected number of visits of each chain state while ``prop`` is undecided (see the module).
 
+    ``max_work``: the budget of a step bound's iteration (steps x transitions), which stops early at a fixed point.
+
     Raises:
-        PropertyError: a form other than F/U (bounded or not).
+        PropertyError: a form other than F/U (bounded or not), or a step bound whose iteration reaches no fixed point
+        within ``max_work``.
     """
     check_explainable(prop)
     space = _search_space(prop, built)
@@ -110,12 +114,7 @@ def expected_visits(built: PolicyChain, prop: Property) -> Visits:
     start = np.zeros(n)
     start[space.start] = 1.0
     if prop.bound is not None:
-        x = start * undecided
-        visits = np.zeros(n)
-        transposed = matrix.T.tocsr()
-        for _ in range(prop.bound):
-            visits += x
-            x = (transposed @ x) * undecided
+        visits = _bounded_visits(matrix, start * undecided, undecided, prop.bound, max_work)
         return Visits(visits=visits, horizon=f"expected visits in steps 0..{prop.bound - 1} while undecided", endless=0)
     hits = _can_reach(matrix, space.right, undecided)
     counted = undecided & hits
@@ -131,6 +130,26 @@ def expected_visits(built: PolicyChain, prop: Property) -> Visits:
         "target unreachable)",
         endless=int((undecided & ~hits).sum()),
     )
+
+
+def _bounded_visits(matrix: sp.csr_matrix, x0: np.ndarray, undecided: np.ndarray, k: int, max_work: int | None) -> np.ndarray:
+    """``(S,)`` ``sum_{j<k} x_j`` with ``x_{j+1} = (P^T x_j) * undecided``: the pair ``(visits, x)`` is iterated by
+    :func:`~rlverify.exact.checking.iterate`, so a fixed point of both ends it with the values of all ``k`` steps."""
+    n = len(x0)
+    transposed = matrix.T.tocsr()
+
+    def step(z: np.ndarray) -> np.ndarray:
+        return np.concatenate([z[:n] + z[n:], (transposed @ z[n:]) * undecided])
+
+    budget = step_budget(k, matrix.nnz, max_work)
+    z, j, stop = iterate(step, np.concatenate([np.zeros(n), x0]), k, budget, what="expected visits")
+    if stop is None and j < k:
+        raise PropertyError(
+            f"the expected visits within the step bound {k:,} take {step_work(k, matrix.nnz)}, above "
+            f"--max-work {max_work:,}, and reached no fixed point in the {j:,} steps within it (the run stays undecided "
+            "with positive probability): raise --max-work or lower the step bound"
+        )
+    return z[:n]
 
 
 def _can_reach(matrix: sp.csr_matrix, target: np.ndarray, through: np.ndarray) -> np.ndarray:
@@ -176,7 +195,7 @@ def fit_tree(
     built = chain_for(model, prop, policy, exact, chain, progress=say)
     nominal = verify_exact(model, prop, policy, exact, chain=built)
     say("counting the expected visits")
-    occ = expected_visits(built, prop)
+    occ = expected_visits(built, prop, max_work=exact.max_work)
     states = np.flatnonzero((occ.visits > 0) & (built.origin >= 0))
     if not len(states):
         raise PropertyError(
