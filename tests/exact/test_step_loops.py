@@ -20,6 +20,7 @@ import scipy.sparse as sp
 import rlverify
 from rlverify.errors import PropertyError
 from rlverify.exact.chain import policy_chain
+from rlverify.exact.explain import MAX_LISTED_STEPS
 from rlverify.exact.options import ExactOptions
 from rlverify.exact.shield import _expected_total
 from rlverify.exact.tree import expected_visits
@@ -157,3 +158,21 @@ def test_expected_visits_that_grow_forever_stop_at_the_budget_naming_it(part) ->
     args = ["explain", "running-example-v1", "-p", f"P>=0.5 [{HUGE}]", "--parts", part, "--mode", "deterministic"]
     err = one_line_error(run_cli(*args, "--max-work", "1e7"))
     assert "expected visits" in err and "--max-work" in err and "no fixed point" in err
+
+
+# -- failure paths (verify --explain K) -------------------------------------------------------------------------------
+
+
+def test_failure_paths_are_listed_up_to_a_step_limit_that_the_result_states() -> None:
+    done = run_cli("verify", "running-example-v1", "-p", 'P=? [F "goal"]', "--explain", "3000", "--json")
+    assert done.returncode == 0, done.stderr
+    e = json.loads(done.stdout)["result"]["explanation"]
+    steps = sum(len(p["steps"]) - 1 for p in e["paths"])
+    assert e["k"] == 3000 and 0 < len(e["paths"]) < 3000 and not e["exhausted"]
+    assert MAX_LISTED_STEPS <= steps < MAX_LISTED_STEPS + 100
+    assert f"{len(e['paths'])} of the 3000 paths" in e["note"] and f"{MAX_LISTED_STEPS:,} steps" in e["note"]
+    # the most probable path: UP at x=1 (0.3) to x=3 (0.8), then UP (1); then one DOWN loop (0.7) before it
+    assert e["paths"][0]["probability"] == pytest.approx(0.24, rel=1e-12)
+    assert e["paths"][1]["probability"] == pytest.approx(0.7 * 0.24, rel=1e-12)
+    probs = [p["probability"] for p in e["paths"]]
+    assert probs == sorted(probs, reverse=True) and sum(probs) <= e["value"] + 1e-12

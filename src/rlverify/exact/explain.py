@@ -54,6 +54,9 @@ _HEURISTIC_ENTRIES = 10_000_000
 MAX_PATHS = 10_000
 #: the most partial paths the search keeps (about 100 bytes each): it stops there with the paths found so far
 MAX_RECORDS = 5_000_000
+#: the most steps the listed paths have in all (each is a row of the printed tables, ~2 ms, and of the JSON): the
+#: search stops once its paths reach it, with the paths found so far, and says so
+MAX_LISTED_STEPS = 3_000
 
 
 def check_explainable(prop: Property) -> None:
@@ -146,7 +149,7 @@ def explain_paths(
     say(f"searching the {k} most probable paths")
     t = time.perf_counter()
     found, exhausted = most_probable_paths(
-        built.chain.transitions, search.start, search.right, search.left, k, bound=prop.bound
+        built.chain.transitions, search.start, search.right, search.left, k, bound=prop.bound, max_steps=MAX_LISTED_STEPS
     )
     timings["search"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -256,7 +259,13 @@ def _explanation(
         else {}
     )
     note = None
-    if len(paths) < k and not exhausted:
+    steps = sum(p.length for p in paths)
+    if len(paths) < k and not exhausted and steps >= MAX_LISTED_STEPS:
+        note = (
+            f"{len(paths)} of the {k} paths asked for are listed: together they have {steps:,} steps, at least the "
+            f"listing's limit of {MAX_LISTED_STEPS:,} steps; ask for fewer (--explain) or a step bound"
+        )
+    elif len(paths) < k and not exhausted:
         note = (
             f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
             f"{k} paths asked for; ask for fewer (--explain) or a step bound"
@@ -308,6 +317,7 @@ def most_probable_paths(
     *,
     bound: int | None = None,
     max_records: int = MAX_RECORDS,
+    max_steps: int | None = None,
 ) -> tuple[list[tuple[list[int], float]], bool]:
     """The ``k`` most probable walks of a chain from ``start`` to its first ``target`` state.
 
@@ -320,6 +330,7 @@ def most_probable_paths(
         bound: at most this many steps (None: unbounded).
         max_records: the search stops after keeping this many partial walks (memory), with the walks found
             so far (then fewer than ``k`` and ``exhausted`` False).
+        max_steps: the search stops once the walks found have this many steps in all (None: no limit), likewise.
 
     Returns:
         ``(walks, exhausted)``: up to ``k`` pairs ``(states, probability)`` with ``states`` the walk's
@@ -361,8 +372,9 @@ def most_probable_paths(
     heap: list[tuple[float, int]] = [(float(h0), 0)]
     expanded: dict[int, int] = {}
     found: list[int] = []
+    found_steps = 0
     stride = (bound + 1) if bound is not None else 1
-    while heap and len(found) < k and len(rec_state) < max_records:
+    while heap and len(found) < k and len(rec_state) < max_records and (max_steps is None or found_steps < max_steps):
         _, rec = heapq.heappop(heap)
         u, t, g = rec_state[rec], rec_steps[rec], rec_cost[rec]
         key = u * stride + (t if bound is not None else 0)
@@ -372,6 +384,7 @@ def most_probable_paths(
         expanded[key] = n + 1
         if target[u]:
             found.append(rec)
+            found_steps += t
             continue
         lo, hi = indptr[u], indptr[u + 1]
         if lo == hi or (bound is not None and t >= bound):

@@ -85,7 +85,8 @@ class FailurePaths(Result):
         bound: the step bound (None: unbounded); mode: the policy mode of the chain.
         variables: the model's variables; ranges: each variable's (min, max) over the chain's states.
         provenance: timings (seconds per phase: build, check, search, policy, describe, total), ...
-        note: why fewer than ``k`` paths are listed although more exist (the search's memory cap), else None.
+        note: why fewer than ``k`` paths are listed although more exist (the search's memory cap, or the listed
+            paths' step limit), else None.
     """
 
     k: int
