@@ -176,3 +176,29 @@ def test_failure_paths_are_listed_up_to_a_step_limit_that_the_result_states() ->
     assert e["paths"][1]["probability"] == pytest.approx(0.7 * 0.24, rel=1e-12)
     probs = [p["probability"] for p in e["paths"]]
     assert probs == sorted(probs, reverse=True) and sum(probs) <= e["value"] + 1e-12
+
+
+# -- features --reference range ---------------------------------------------------------------------------------------
+
+WIDE = """mdp
+module m
+  x : [0..3] init 0;
+  y : [0..1000000000] init 0;
+  [go] x<3 -> 0.5 : (x'=x+1) + 0.5 : (x'=x);
+  [stay] true -> (x'=x) & (y'=0);
+endmodule
+label "goal" = x=3;
+"""
+POLICY = (
+    "import numpy as np\nFEATURES = ['x', 'y']\nACTIONS = ['go', 'stay']\n"
+    "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n"
+)
+
+
+def test_a_billion_value_range_is_refused_by_its_count_before_listing_it(tmp_path) -> None:
+    (tmp_path / "wide.prism").write_text(WIDE)
+    (tmp_path / "pi.py").write_text(POLICY)
+    args = ["explain", str(tmp_path / "wide.prism"), "-p", 'P=? [F "goal"]', "--policy", f"{tmp_path / 'pi.py'}:pi"]
+    err = one_line_error(run_cli(*args, "--parts", "features", "--reference", "range"))
+    # 2 features x (fixed + perturbed) + 4 values of x + 1,000,000,001 of y
+    assert "1,000,000,009 exact checks (limit 200)" in err and "--ablate" in err and "memory" not in err

@@ -119,22 +119,23 @@ def feature_effects(
     features = chosen_features(policy, options.features)
     exact = dataclasses.replace(options.exact, strategy="full", all_states=False, export=None)
     t0 = time.perf_counter()
+    low, high = feature_ranges(model, tuple(policy.features))
+    columns = {f: list(policy.features).index(f) for f in features}
+    sizes = {f: _range_size(low[columns[f]], high[columns[f]]) if options.reference == "range" else 0 for f in features}
+    perturb = options.perturb and prop.operator == "P" and prop.path in PATHS
+    runs = len(features) * (1 + int(perturb)) + sum(sizes.values())
+    if runs > options.max_runs:  # counted from the ranges' ends, before any value is listed or model built
+        raise OptionError(
+            f"explaining {len(features)} features takes {runs:,} exact checks (limit {options.max_runs}): name fewer "
+            "features (--ablate), or use --reference initial"
+        )
+    plan = {f: _range_values(low[columns[f]], high[columns[f]]) if sizes[f] else [] for f in features}
     full = full_mdp(model, prop, exact, policy=policy, progress=say)
     chain = policy_chain(model, prop, policy, exact, mdp=full, keep_mdp=True, progress=say)
     nominal = verify_exact(model, prop, policy, exact, chain=chain)
     if len(chain.chain.initial_states) != 1:
         raise PropertyError(f"the model has {len(chain.chain.initial_states)} initial states; explain reads a single one")
     init = chain.chain.feature_matrix(policy.features, chain.chain.initial_states[:1])[0]
-    low, high = feature_ranges(model, tuple(policy.features))
-    columns = {f: list(policy.features).index(f) for f in features}
-    plan = {f: _range_values(low[columns[f]], high[columns[f]]) if options.reference == "range" else [] for f in features}
-    perturb = options.perturb and prop.operator == "P" and prop.path in PATHS
-    runs = len(features) * (1 + int(perturb)) + sum(len(v) for v in plan.values())
-    if runs > options.max_runs:
-        raise OptionError(
-            f"explaining {len(features)} features takes {runs} exact checks (limit {options.max_runs}): name fewer "
-            "features (--features), or use --reference initial"
-        )
     worst_is, assumed = worst_case(prop, options.worst)
     worse = max if worst_is == "max" else min
     notes = list(nominal.warnings) + ([ASSUMED_BAD_EVENT] if assumed and (perturb or options.reference == "range") else [])
@@ -223,6 +224,13 @@ def feature_effects(
             warnings=notes,
         ),
     )
+
+
+def _range_size(lo: float, hi: float) -> int:
+    """How many integer values :func:`_range_values` lists for ``[lo, hi]``, without listing them."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return 0
+    return max(int(hi) - int(lo) + 1, 0)
 
 
 def _range_values(lo: float, hi: float) -> list[float]:
