@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rlverify
 from rlverify.errors import PropertyError
@@ -84,9 +86,10 @@ def _absorbing_chain(seed: int, n: int = 6) -> tuple[sp.csr_matrix, np.ndarray]:
     return sp.csr_matrix(P), rewards
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_expected_total_of_a_huge_bound_is_the_converged_one_and_the_closed_form(seed) -> None:
-    P, r = _absorbing_chain(seed)
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 8))
+def test_expected_total_of_a_huge_bound_is_the_converged_one_and_the_closed_form(seed, n) -> None:
+    P, r = _absorbing_chain(seed, n)
     n = P.shape[0] - 1
     closed = np.linalg.solve(np.eye(n) - P.toarray()[:n, :n], r[:n])[0]  # the fundamental matrix's row times r
     # the step at which a plain loop's values stop changing bit for bit
