@@ -705,6 +705,7 @@ def _paths(t: Target, options: ReportOptions, shared: Shared) -> tuple[Section, 
             )
         ],
         images=images,
+        note=fp.note or "",
         data={"paths": fp.to_json()},
     ), [
         Check(

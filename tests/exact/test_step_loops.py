@@ -181,6 +181,13 @@ def test_failure_paths_are_listed_up_to_a_step_limit_that_the_result_states() ->
     assert probs == sorted(probs, reverse=True) and sum(probs) <= e["value"] + 1e-12
 
 
+def test_the_report_states_the_listing_limit_of_its_failure_paths(tmp_path) -> None:
+    out = tmp_path / "r.html"
+    done = run_cli("report", "running-example-v1", "-p", 'P=? [F "goal"]', "--explain", "3000", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "of the 3000 paths asked for are listed" in out.read_text() and f"{MAX_LISTED_STEPS:,} steps" in out.read_text()
+
+
 # -- features --reference range ---------------------------------------------------------------------------------------
 
 WIDE = """mdp
