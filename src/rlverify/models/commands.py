@@ -121,8 +121,13 @@ def choice_commands(
     """Per choice of a Storm model built with choice origins: ``(C,)`` int32 index into the returned names.
 
     Name 0 is ``""`` (no command: Storm's deadlock self-loops). ``labels`` ``(C,)`` are the choices'
-    action labels: each named choice is checked to carry its commands' label (a wrong mapping would
-    address the wrong choice).
+    action labels: each named PRISM choice is checked to carry its commands' label (a wrong mapping would
+    address the wrong choice). A JANI choice's label is its synchronisation's result, which may differ from its
+    edges' actions (``{"synchronise": ["a", null], "result": "r"}``): there each edge's action was checked against
+    Storm's own edge when the map was made (:func:`rlverify.models.jani.file_edge_order`).
+
+    Raises:
+        ModelError: a choice's edges are not in the map, or (PRISM) a choice's commands have another label.
     """
     origins = storm_model.choice_origins
     jani = origins.is_jani_choice_origins()
@@ -157,8 +162,11 @@ def choice_commands(
         parts = sorted(key[x] for x in raw)
         name = "+".join(commands[p].name for p in parts)
         actions = {commands[p].action for p in parts}
-        if parts and (len(actions) != 1 or actions != {labels[c]}):
-            raise AssertionError(f"choice origins do not match the choice's label '{labels[c]}': {name}")
+        if not jani and parts and (len(actions) != 1 or actions != {labels[c]}):
+            raise ModelError(
+                f"internal error: Storm's choice labelled '{labels[c]}' comes from {name}, whose label is "
+                f"'{'/'.join(sorted(actions))}': no choice can be named by command here; name choices by action label"
+            )
         if name not in index:
             index[name] = len(names)
             names.append(name)
