@@ -179,3 +179,37 @@ def test_the_guard_template_verifies_to_the_uniform_chains_value(capsys, tmp_pat
     result = json.loads(capsys.readouterr().out)["result"]
     assert code == 0
     assert result["value"] == pytest.approx(expected, abs=2e-6)
+
+
+def _published(file: str, constants: str | None) -> dict[str, float]:
+    """Storm's published value of each property of one QVBS file (its index.json), for the given constants."""
+    index = json.loads((QVBS / file).parent.joinpath("index.json").read_text())
+    entry = next(f for f in index["files"] if f["file"] == Path(file).name)
+    given = constants or ""
+    for values in entry.get("open-parameter-values", []):
+        if ",".join(f"{v['name']}={v['value']}" for v in values.get("values", [])) == given:
+            return {
+                r["property"]: float(r["value"]["approx"] if isinstance(r["value"], dict) else r["value"])
+                for r in values["results"]
+            }
+    raise AssertionError(f"no published results for {file} {given}")
+
+
+@pytest.mark.parametrize(
+    "file, constants",
+    [*COPIES, pytest.param("zenotravel/zenotravel.4-2-2.jani", None, marks=pytest.mark.slow)],
+    ids=[*(Path(f).stem for f, _ in COPIES), "zenotravel.4-2-2"],
+)
+def test_every_qvbs_jani_copy_inspects_templates_and_verifies(capsys, tmp_path, file, constants):
+    """The acceptance of issue 40 on the copies: inspect, --policy-template, verify with the template, and the
+    monolithic value of every published property equal to Storm's published one."""
+    path = str(QVBS / file)
+    c = ["-c", constants] if constants else []
+    template = tmp_path / "pi.py"
+    assert main(["inspect", path, *c, "--policy-template", str(template)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    for prop, value in _published(file, constants).items():
+        assert main(["verify", path, *c, "-p", prop, "--policy", f"{template}:pi", "--json"]) == 0, prop
+        capsys.readouterr()
+        assert main(["verify", path, *c, "-p", prop, "--mode", "monolithic", "--json"]) == 0, prop
+        assert json.loads(capsys.readouterr().out)["result"]["value"] == pytest.approx(value, rel=1e-5), prop
