@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlverify.cli.main import main
+from rlverify.errors import ModelError
 from rlverify.models import build_explicit, load_model
 
 ACTIONS = ("a", "b", "c")
@@ -185,3 +187,22 @@ def test_cli_inspects_and_verifies_a_renamed_label_over_many_edges(tmp_path, cap
     for k, expected in ((3, 0.25), (4, 0.75), (5, 0.0)):
         assert main(["verify", str(path), "-p", f"P=? [F e0={k}]", "--policy", f"{pi}:pi", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["result"]["value"] == expected
+
+
+def test_an_automaton_run_twice_is_refused_naming_it(tmp_path, caplog):
+    """Storm numbers the second instance's edges as another automaton's: no command name can be given to them,
+    and the refusal's "see the warning above" has a warning saying why (none was printed)."""
+    data = _renamed()
+    automaton = data["automata"][0]
+    automaton["locations"].append({"name": "l1"})
+    automaton["edges"] = [{**e, "action": "stop"} for e in automaton["edges"][:2]]
+    automaton["edges"][0]["destinations"][0]["location"] = "l1"
+    data["system"] = {
+        "elements": [{"automaton": "Station_1"}] * 2,
+        "syncs": [{"synchronise": v, "result": "stop"} for v in (["stop", None], [None, "stop"])],
+    }
+    path = tmp_path / "twice.jani"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ModelError, match="see the warning above"):
+        build_explicit(load_model(path), None, command_names=True)
+    assert "automaton 'Station_1' runs 2 times in the system" in caplog.text

@@ -94,6 +94,17 @@ def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Comma
     except ModelError as exc:  # names stay usable by label; a choice needing its edge's name is refused then
         log.warning("%s", exc)
         order = None
+    system = data.get("system") if isinstance(data.get("system"), dict) else {}
+    elements = Counter(e.get("automaton") for e in system.get("elements", []) or [] if isinstance(e, dict))
+    repeated = [a for a, n in elements.items() if n > 1]
+    if repeated:  # Storm numbers a second instance's edges as another automaton's, which the file does not name
+        log.warning(
+            "%s: automaton '%s' runs %d times in the system: its instances' edges have no command names (choices "
+            "are named by action label)",
+            path,
+            repeated[0],
+            elements[repeated[0]],
+        )
     commands: list[Command] = []
     key: dict[int, int] = {}
     automata = {a["name"]: a for a in data.get("automata", []) if isinstance(a, dict)}
