@@ -94,6 +94,17 @@ def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Comma
     except ModelError as exc:  # names stay usable by label; a choice needing its edge's name is refused then
         log.warning("%s", exc)
         order = None
+    system = data.get("system") if isinstance(data.get("system"), dict) else {}
+    elements = Counter(e.get("automaton") for e in system.get("elements", []) or [] if isinstance(e, dict))
+    repeated = [a for a, n in elements.items() if n > 1]
+    if repeated:  # Storm numbers a second instance's edges as another automaton's, which the file does not name
+        log.warning(
+            "%s: automaton '%s' runs %d times in the system: its instances' edges have no command names (choices "
+            "are named by action label)",
+            path,
+            repeated[0],
+            elements[repeated[0]],
+        )
     commands: list[Command] = []
     key: dict[int, int] = {}
     automata = {a["name"]: a for a in data.get("automata", []) if isinstance(a, dict)}
@@ -121,8 +132,13 @@ def choice_commands(
     """Per choice of a Storm model built with choice origins: ``(C,)`` int32 index into the returned names.
 
     Name 0 is ``""`` (no command: Storm's deadlock self-loops). ``labels`` ``(C,)`` are the choices'
-    action labels: each named choice is checked to carry its commands' label (a wrong mapping would
-    address the wrong choice).
+    action labels: each named PRISM choice is checked to carry its commands' label (a wrong mapping would
+    address the wrong choice). A JANI choice's label is its synchronisation's result, which may differ from its
+    edges' actions (``{"synchronise": ["a", null], "result": "r"}``): there each edge's action was checked against
+    Storm's own edge when the map was made (:func:`rlverify.models.jani.file_edge_order`).
+
+    Raises:
+        ModelError: a choice's edges are not in the map, or (PRISM) a choice's commands have another label.
     """
     origins = storm_model.choice_origins
     jani = origins.is_jani_choice_origins()
@@ -157,8 +173,11 @@ def choice_commands(
         parts = sorted(key[x] for x in raw)
         name = "+".join(commands[p].name for p in parts)
         actions = {commands[p].action for p in parts}
-        if parts and (len(actions) != 1 or actions != {labels[c]}):
-            raise AssertionError(f"choice origins do not match the choice's label '{labels[c]}': {name}")
+        if not jani and parts and (len(actions) != 1 or actions != {labels[c]}):
+            raise ModelError(
+                f"internal error: Storm's choice labelled '{labels[c]}' comes from {name}, whose label is "
+                f"'{'/'.join(sorted(actions))}': no choice can be named by command here; name choices by action label"
+            )
         if name not in index:
             index[name] = len(names)
             names.append(name)

@@ -198,7 +198,7 @@ def file_edge_order(path: str | Path, data: Any, model: Any) -> dict[str, list[i
 
     Raises:
         ModelError: an edge of Storm's model matches no edge of the marked copy (the marked file would not be
-            the same model); no command name could then be trusted.
+            the same model), or has another action than the file's edge it matches; no command name could then be trusted.
     """
     import stormpy
 
@@ -210,7 +210,9 @@ def file_edge_order(path: str | Path, data: Any, model: Any) -> dict[str, list[i
             reference, _ = stormpy.parse_jani_model(str(copy))
         except RuntimeError as exc:
             raise ModelError(f"{path}: cannot identify the file's edges in Storm's model ({str(exc).strip()})") from None
+    actions = [str(a.get("name")) for a in data.get("actions", []) or [] if isinstance(a, dict)]
     by_name = {a.name: a for a in reference.automata}
+    file_automata = {a.get("name"): a for a in data.get("automata", []) or [] if isinstance(a, dict)}
     order: dict[str, list[int]] = {}
     for automaton in model.automata:
         marked_automaton = by_name.get(automaton.name)
@@ -232,5 +234,17 @@ def file_edge_order(path: str | Path, data: Any, model: Any) -> dict[str, list[i
                     f"{path}: edge {i} of automaton '{automaton.name}' in Storm's model matches no edge of the file"
                 )
             positions.append(candidates.pop())
+        file_edges = file_automata.get(automaton.name, {}).get("edges", [])
+        for i, (edge, k) in enumerate(zip(automaton.edges, positions, strict=True)):
+            if k >= len(file_edges) or _action_name(actions, edge.action_index) != file_edges[k].get("action", ""):
+                raise ModelError(
+                    f"{path}: edge {i} of automaton '{automaton.name}' in Storm's model has another action than "
+                    f"the file's edge {automaton.name}:{k + 1} it was matched to"
+                )
         order[automaton.name] = positions
     return order
+
+
+def _action_name(actions: list[str], index: int) -> str:
+    """The name of Storm's action ``index`` (0: the silent action, ``""``; then the file's ``actions`` in order)."""
+    return "" if index == 0 else actions[index - 1] if index <= len(actions) else f"#{index}"

@@ -250,12 +250,13 @@ def policy_template(
 
     The skeleton is uniform over the choices available in each decision state of the reachable MDP. Up to
     ``max_rows`` decision states they are listed per state (the ``.json`` table, or ``AVAILABLE`` in the ``.py``);
-    beyond that the ``.py`` evaluates the PRISM program's guards on the state's features (``model`` is needed for
-    that), and the guards read are checked against the built MDP's availability in every decision state before
-    the file is written. The file is written atomically (a temporary file renamed into place).
+    beyond that the ``.py`` evaluates the model's guards on the state's features (PRISM commands' or JANI edges';
+    ``model`` is needed for that), and the guards read are checked against the built MDP's availability in every
+    decision state before the file is written. The file is written atomically (a temporary file renamed into place).
 
     Raises:
-        OptionError: unknown suffix, too many states for a ``.json`` table (or for a JANI model's ``.py``).
+        OptionError: unknown suffix, too many states for a ``.json`` table, or (beyond ``max_rows``) a guard that
+            cannot be written as code or does not give the built MDP's choices.
         FileWriteError: the file exists without ``force``, or cannot be written (written atomically).
     """
     from rlverify.files import check_target, write_text
@@ -299,13 +300,12 @@ def policy_template(
             f"--policy-template {path}: {len(states):,} decision states are too many for a table; write a .py template"
         )
     else:
-        if model is None or model.kind != "prism":
+        if model is None:
             raise OptionError(
-                f"--policy-template {path}: {len(states):,} decision states are too many to list, and "
-                "only a PRISM model's guards can be written as code; use a model with at most "
-                f"{max_rows:,} decision states"
+                f"--policy-template {path}: {len(states):,} decision states are too many to list, and the guards "
+                f"cannot be written without the model; use a model with at most {max_rows:,} decision states"
             )
-        code = _guard_code(model, features, actions, path)
+        code = (_guard_code if model.kind == "prism" else _jani_guard_code)(model, features, actions, path)
         _check_guard_code(code, mdp, table, states, features, path)
         text = _python_template(summary, features, actions, None, guard_code=code)
     return write_text(path, text, force=force, what="--policy-template")
@@ -379,6 +379,23 @@ def _one_line(text: Any) -> str:
     return " ".join(str(text).split())
 
 
+#: the head of every generated ``available``: helpers, and its first lines
+_HELPERS = (
+    "def _any(*xs):",
+    "    return np.logical_or.reduce(np.broadcast_arrays(*xs))",
+    "",
+    "",
+    "def _all(*xs):",
+    "    return np.logical_and.reduce(np.broadcast_arrays(*xs))",
+    "",
+    "",
+    "def available(states):",
+    '    """(N, len(ACTIONS)) bool: the actions whose guards hold in each state (from the model\'s commands)."""',
+    "    S = np.rint(np.asarray(states, dtype=float)).astype(np.int64)",
+    "    out = np.zeros((len(S), len(ACTIONS)), dtype=bool)",
+)
+
+
 def _guard_code(model: SymbolicModel, features: list[str], actions: list[str], path: Path) -> str:
     """Python source of ``available(states) -> (N, |A|) bool``: each action's availability from the PRISM program's
     guards (constants and formulas substituted), over the features' columns.
@@ -406,44 +423,108 @@ def _guard_code(model: SymbolicModel, features: list[str], actions: list[str], p
             "most 20,000 decision states"
         ) from None
 
-    def either(gs: list[str]) -> str:
-        return gs[0] if len(gs) == 1 else f"_any({', '.join(gs)})"
+    return _available_code(
+        actions, {label: _every([_either(gs) for gs in per]) for label, per in by_label.items()}, guards, path
+    )
 
-    lines = [
-        "def _any(*xs):",
-        "    return np.logical_or.reduce(np.broadcast_arrays(*xs))",
-        "",
-        "",
-        "def _all(*xs):",
-        "    return np.logical_and.reduce(np.broadcast_arrays(*xs))",
-        "",
-        "",
-        "def available(states):",
-        '    """(N, len(ACTIONS)) bool: the actions whose guards hold in each state (from the model\'s commands)."""',
-        "    S = np.rint(np.asarray(states, dtype=float)).astype(np.int64)",
-        "    out = np.zeros((len(S), len(ACTIONS)), dtype=bool)",
-    ]
+
+def _either(gs: list[str]) -> str:
+    return gs[0] if len(gs) == 1 else f"_any({', '.join(gs)})"
+
+
+def _every(gs: list[str]) -> str:
+    return gs[0] if len(gs) == 1 else f"_all({', '.join(gs)})"
+
+
+def _available_code(actions: list[str], labels: dict[str, str], guards: dict[str, str], path: Path) -> str:
+    """The source of ``available``: each action's column from its label's condition (``labels``) or, for a command
+    name ``M:K+N:J``, from its commands' or edges' ``guards``."""
+    lines = [*_HELPERS]
     for j, action in enumerate(actions):
-        if action in by_label:
-            parts = [either(gs) for gs in by_label[action]]
-            expr = parts[0] if len(parts) == 1 else f"_all({', '.join(parts)})"
+        if action in labels:
+            expr = labels[action]
         else:
             names = action.split("+")
-            missing = [n for n in names if n not in guards]
-            if missing:
-                raise OptionError(f"--policy-template {path}: action {action!r} names no command of the program")
-            expr = guards[names[0]] if len(names) == 1 else f"_all({', '.join(guards[n] for n in names)})"
+            if any(n not in guards for n in names):
+                raise OptionError(f"--policy-template {path}: action {action!r} names no command or edge of the model")
+            expr = _every([guards[n] for n in names])
         lines.append(f"    out[:, {j}] = {expr}  # {_one_line(action)}")
     lines += ["    return out", ""]
     return "\n".join(lines)
+
+
+def _jani_guard_code(model: SymbolicModel, features: list[str], actions: list[str], path: Path) -> str:
+    """Python source of ``available(states) -> (N, |A|) bool`` from a JANI model's edges (constants and functions
+    substituted), over the features' columns.
+
+    An edge is enabled where its automaton is in the edge's location (``_loc_AUTOMATON``, for automata with several
+    locations) and its guard holds; a label where some synchronisation with that result has an enabled edge of its
+    action in every automaton it names; a command name ``A:K`` (or ``A:K+B:J``) where its edges are enabled. A
+    variable no edge assigns (not a feature: Storm's builder makes it a constant) is read as its initial value."""
+    program = model.program.substitute_constants()
+    program.substitute_functions()
+    columns = {name: i for i, name in enumerate(features)}
+    try:
+        guards, by_action = _jani_edge_guards(model, program, columns)
+    except _NoSource as exc:
+        raise OptionError(
+            f"--policy-template {path}: a guard cannot be written as code ({exc}); use a model with at "
+            "most 20,000 decision states"
+        ) from None
+    system = read_jani(model.path).get("system", {})
+    elements = [e.get("automaton") for e in system.get("elements", [])]
+    by_label: dict[str, list[str]] = {}
+    for sync in system.get("syncs", []) or []:
+        result = sync.get("result")
+        if not result:
+            continue  # a silent result: its choices are named by command
+        parts = [(elements[i], a) for i, a in enumerate(sync.get("synchronise", [])) if a is not None and i < len(elements)]
+        if parts and all(p in by_action for p in parts):
+            by_label.setdefault(result, []).append(_every([_either(by_action[p]) for p in parts]))
+    return _available_code(actions, {label: _either(gs) for label, gs in by_label.items()}, guards, path)
+
+
+def _jani_edge_guards(
+    model: SymbolicModel, program: Any, columns: dict[str, int]
+) -> tuple[dict[str, str], dict[tuple[str, str], list[str]]]:
+    """The source of each JANI edge's enabledness by its command name, and by (automaton, action) the sources of
+    the edges with that action."""
+    from rlverify.models.commands import _JANI_SHIFT
+
+    fixed: dict[str, str] = {}  # variables no edge assigns: Storm's builder makes them constants
+    for scope in [program.global_variables, *(a.variables for a in program.automata)]:
+        for v in scope:
+            name = v.expression_variable.name
+            if name not in columns and not v.is_transient and v.init_expression is not None and v.init_expression.is_literal():
+                fixed[name] = _source(v.init_expression, {}, set())
+    bools = set(model.boolean_variables)
+    guards: dict[str, str] = {}
+    by_action: dict[tuple[str, str], list[str]] = {}
+    for ai, automaton in enumerate(program.automata):
+        location = automaton.location_variable.name if len(automaton.locations) > 1 else None
+        if location is not None and location not in columns:
+            raise _NoSource(f"the location of '{automaton.name}' is not a feature")
+        for si, edge in enumerate(automaton.edges):
+            k = model.command_keys.get((ai << _JANI_SHIFT) | si)
+            if k is None:
+                raise _NoSource(f"edge {si} of automaton '{automaton.name}' is not matched to the file's")
+            guard = _source(edge.guard, columns, bools, fixed)
+            if location is not None:
+                guard = f"np.logical_and(np.equal(S[:, {columns[location]}], {int(edge.source_location_index)}), {guard})"
+            command = model.commands[k]
+            guards[command.name] = guard
+            if command.action:
+                by_action.setdefault((automaton.name, command.action), []).append(guard)
+    return guards, by_action
 
 
 class _NoSource(Exception):
     """An expression :func:`_source` does not write."""
 
 
-def _source(expr: Any, columns: dict[str, int], bools: set[str]) -> str:
-    """numpy source of a Storm expression over ``S`` (``(N, d)`` int64 feature values; booleans as 0/1)."""
+def _source(expr: Any, columns: dict[str, int], bools: set[str], fixed: dict[str, str] | None = None) -> str:
+    """numpy source of a Storm expression over ``S`` (``(N, d)`` int64 feature values; booleans as 0/1); ``fixed``:
+    the source of variables that are no feature (their constant value)."""
     import stormpy
 
     op_type = stormpy.expressions.OperatorType
@@ -455,6 +536,8 @@ def _source(expr: Any, columns: dict[str, int], bools: set[str]) -> str:
         return repr(float(expr.evaluate_as_double()))
     if expr.is_variable():
         name = expr.get_identifier()
+        if fixed and name not in columns and name in fixed:
+            return fixed[name]
         if name not in columns:
             raise _NoSource(f"the variable '{name}' is not a feature")
         col = f"S[:, {columns[name]}]"
@@ -463,7 +546,7 @@ def _source(expr: Any, columns: dict[str, int], bools: set[str]) -> str:
         op = expr.operator
     except Exception:  # e.g. a user-defined function: no operator
         raise _NoSource(f"expression '{expr}'") from None
-    args = [_source(expr.get_operand(i), columns, bools) for i in range(expr.arity)]
+    args = [_source(expr.get_operand(i), columns, bools, fixed) for i in range(expr.arity)]
     if op == op_type.MINUS and len(args) == 1:
         return f"(-{args[0]})"
     if op == op_type.NOT:
