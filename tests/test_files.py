@@ -154,3 +154,22 @@ def test_all_or_nothing_leaves_a_file_someone_else_put_there_meanwhile(tmp_path:
         (tmp_path / "a.txt").write_text("theirs")
         raise RuntimeError
     assert (tmp_path / "a.txt").read_text() == "theirs"
+
+
+def test_a_chain_directory_is_taken_back_when_the_command_fails_after_it(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``--chain-dir`` is written (outside publishing(): its six files fill a 24 KB tmpfs, a page each); the JSON
+    then finds the disk full: the chain's files and the directory made for them go too."""
+    from rlverify.exact import ondisk
+
+    fs = tmp_path / "fs"
+    _mount(fs, "24k")
+    try:
+        monkeypatch.setattr(ondisk, "RESERVE", 0)  # no 1 GB kept free on a 24 KB file system
+        code, _, err = cli(
+            capsys, "verify", "running-example-v1", "-p", "reach-goal", "--strategy", "merged", "--chain-dir",
+            f"{fs}/c/d", "--out", f"{fs}/result.json",
+        )  # fmt: skip
+        assert code == 2 and "result.json: cannot write the file (no space left on device)" in one_line(err)
+        assert os.listdir(fs) == []
+    finally:
+        subprocess.run(["umount", "-l", str(fs)], check=False)

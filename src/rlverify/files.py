@@ -41,6 +41,7 @@ __all__ = [
     "check_target",
     "plain_figure_text",
     "private_temp_dir",
+    "published",
     "publishing",
     "save_figure",
     "write_bytes",
@@ -290,6 +291,12 @@ def _record(path: Path, backup: Path | None, made: list[Path]) -> None:
         return
     with _JOURNAL_LOCK:
         journal.append((path, _identity(st), backup, made))
+
+
+def published(path: str | Path, *, made: list[Path] | None = None) -> None:
+    """Note a file that a writer outside :func:`publishing` renamed into place (a chain directory's files), so that
+    the open :func:`all_or_nothing` block takes it back too (and the directories ``made`` for it, innermost first)."""
+    _record(Path(path), None, list(made or []))
 
 
 def _backup(path: Path) -> Path | None:

@@ -35,6 +35,7 @@ import numpy as np
 
 from rlverify.errors import MemoryBudgetError, OptionError
 from rlverify.exact.checking import MAX_WORK, CheckOutcome, _relative, rounded_down, rounded_up, sum_margin
+from rlverify.files import published
 
 __all__ = ["BLOCK_ENTRIES", "ChainWriter", "RowBlocks", "block_ranks", "prepare", "rank_passes", "unbounded_until"]
 
@@ -175,6 +176,13 @@ class ChainWriter:
         for name in FILES:
             os.replace(self.tmp / name, self.where / name)
         self.tmp.rmdir()
+        made = []  # taken back with the files if the command fails later (rlverify.files.all_or_nothing)
+        for directory in (self.where, *self.where.parents) if self.created is not None else ():
+            made.append(directory)
+            if directory == self.created:
+                break
+        for i, name in enumerate(FILES):
+            published(self.where / name, made=made if i == 0 else None)
         return RowBlocks(self.where, indptr, vptr, sink=S if stalled else None)
 
     def abort(self) -> None:
