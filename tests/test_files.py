@@ -78,6 +78,7 @@ WRITERS = {
     "explain-features-png": ["explain", "running-example-v1", "-p", "reach-goal", "--parts", "features", "--out", "OUT/f.png"],
     "report-html": ["report", "running-example-v1", "-p", "reach-goal", "--out", "OUT/r.html"],
     "inspect-template-py": ["inspect", "running-example-v1", "--policy-template", "OUT/t.py"],
+    "examples-dir": ["examples", "OUT/ex"],
     "heatmap-png-json": ["heatmap", "racetrack-barto-small-v1", "--runs", "2", "--out", "OUT/h.png", "--out", "OUT/h.json"],
 }
 SLOW = {"heatmap-png-json", "report-html"}
