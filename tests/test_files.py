@@ -127,6 +127,13 @@ def test_a_command_that_fails_at_its_second_file_takes_back_the_first(tiny_fs: P
     assert os.listdir(tiny_fs) == []
 
 
+def test_examples_that_do_not_all_fit_are_not_copied_at_all(tiny_fs: Path, capsys) -> None:
+    """The first example file fits the 4 KB file system, the second does not: none stays (the first did)."""
+    code, _, err = cli(capsys, "examples", f"{tiny_fs}/ex")
+    assert code == 2 and "cannot write the file (no space left on device); nothing was written" in one_line(err)
+    assert os.listdir(tiny_fs) == []
+
+
 def test_all_or_nothing_restores_a_file_replaced_with_force(tmp_path: Path) -> None:
     (tmp_path / "old.txt").write_text("the user's")
     with pytest.raises(RuntimeError), all_or_nothing():
