@@ -13,6 +13,9 @@ reports, generated models) goes through :func:`publishing` (or :func:`write_text
    meanwhile, e.g. a second run writing the same ``--out``, is never replaced: the second writer
    gets an error), with ``force`` by ``os.replace``. Either way a reader sees the old file or the
    new one, never a half-written one.
+4. Inside :func:`all_or_nothing` (every CLI command runs in one) a failure undoes every file the block
+   published: a command that fails has written nothing (the CSV written before the JSON hit a full disk
+   is removed, a file replaced with ``force`` is restored).
 
 Errors are :class:`FileWriteError` (exit code 2 in the CLI) with one line naming the file and the
 cause. This module is at the bottom of the layers: it imports only :mod:`rlverify.errors`.
@@ -25,6 +28,7 @@ import errno
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -33,9 +37,11 @@ from rlverify.errors import InputFileError
 
 __all__ = [
     "FileWriteError",
+    "all_or_nothing",
     "check_target",
     "plain_figure_text",
     "private_temp_dir",
+    "published",
     "publishing",
     "save_figure",
     "write_bytes",
@@ -166,10 +172,12 @@ def publishing(path: str | Path, *, force: bool = False, private: bool = False, 
     path = check_target(path, force=force, what=what)
     name = f"{what} {path}" if what else str(path)
     directory = path.parent if str(path.parent) else Path(".")
+    made = [d for d in (directory, *directory.parents) if not d.exists()]  # removed again if nothing is published
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp" + path.suffix.lower(), dir=directory)
     except OSError as exc:
+        _remove_dirs(made)
         raise FileWriteError(f"{name}: cannot create a file in {directory} ({_describe(exc)})") from None
     os.close(fd)
     tmp = Path(tmp_name)
@@ -184,8 +192,9 @@ def publishing(path: str | Path, *, force: bool = False, private: bool = False, 
                     os.fsync(fd)  # the data is on disk before the name points at it (ENOSPC surfaces here at the latest)
                 finally:
                     os.close(fd)
-            _publish(tmp, path, force=force, name=name, hint=_force_hint(what))
+            backup = _publish(tmp, path, force=force, name=name, hint=_force_hint(what))
             published = True
+            _record(path, backup, made)
         except OSError as exc:
             raise FileWriteError(f"{name}: cannot write the file ({_describe(exc)}); nothing was written") from None
     except OSError as exc:  # raised by the writer in the block (e.g. ENOSPC while writing)
@@ -194,10 +203,122 @@ def publishing(path: str | Path, *, force: bool = False, private: bool = False, 
         if not published:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+            _remove_dirs(made)
 
 
-def _publish(tmp: Path, path: Path, *, force: bool, name: str, hint: str) -> None:
-    """Give ``tmp`` the name ``path``: replacing a regular file only with ``force``, never a directory."""
+def _remove_dirs(made: list[Path]) -> None:
+    """Remove the directories :func:`publishing` created (innermost first), those still empty."""
+    for directory in made:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+
+
+# ---------------------------------------------------------------------------------------------
+# all or nothing: the files a block published, undone when it fails
+
+#: one journal per open all_or_nothing() block (innermost last): (published path, its identity, the
+#: replaced file's hard-linked backup or None, the directories created for it)
+_Entry = tuple[Path, tuple[int, ...], "Path | None", list[Path]]
+_JOURNALS: list[list[_Entry]] = []
+_JOURNAL_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def all_or_nothing() -> Iterator[None]:
+    """The files published in this block (by any thread) stay only if the block ends without an exception.
+
+    On an exception each is undone, newest first: a new file is removed (if it is still the one written), a file
+    replaced with ``force`` gets its old content back (kept meanwhile as a hard link beside it). The CLI runs every
+    command in one, so a command that fails (a full disk at its second file, a later error) leaves no output.
+    """
+    journal: list[_Entry] = []
+    with _JOURNAL_LOCK:
+        _JOURNALS.append(journal)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        with _JOURNAL_LOCK:
+            _JOURNALS.remove(journal)
+            outer = _JOURNALS[-1] if _JOURNALS else None
+            if ok and outer is not None:
+                outer.extend(journal)  # an outer block that fails still undoes them
+        if ok and outer is None:
+            for _, _, backup, _ in journal:
+                if backup is not None:
+                    with contextlib.suppress(OSError):
+                        backup.unlink()
+        elif not ok:
+            for path, identity, backup, made in reversed(journal):
+                _undo(path, identity, backup)
+                _remove_dirs(made)
+
+
+def _undo(path: Path, identity: tuple[int, ...], backup: Path | None) -> None:
+    """Take back one publication: only the file rlverify wrote (same inode) is removed or replaced by its backup."""
+    with contextlib.suppress(OSError):
+        if _identity(os.lstat(path)) == identity:
+            if backup is not None:
+                os.replace(backup, path)
+                return
+            path.unlink()
+    if backup is not None:
+        with contextlib.suppress(OSError):
+            backup.unlink()
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    """A file's identity: its inode, and its change time (an inode number is reused once a file is removed)."""
+    return (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size)
+
+
+def _journal() -> list[_Entry] | None:
+    with _JOURNAL_LOCK:
+        return _JOURNALS[-1] if _JOURNALS else None
+
+
+def _record(path: Path, backup: Path | None, made: list[Path]) -> None:
+    """Note a publication in the innermost open :func:`all_or_nothing` block."""
+    journal = _journal()
+    if journal is None or any(d in path.parents for d in _PRIVATE.values()):  # scratch files, removed at exit
+        return
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    with _JOURNAL_LOCK:
+        journal.append((path, _identity(st), backup, made))
+
+
+def published(path: str | Path, *, made: list[Path] | None = None) -> None:
+    """Note a file that a writer outside :func:`publishing` renamed into place (a chain directory's files), so that
+    the open :func:`all_or_nothing` block takes it back too (and the directories ``made`` for it, innermost first)."""
+    _record(Path(path), None, list(made or []))
+
+
+def _backup(path: Path) -> Path | None:
+    """A hard link to the file at ``path`` beside it (no data copied), to restore it if the block fails; None when
+    no block is open, nothing is there, or the file system has no hard links (the replacement then stays)."""
+    if _journal() is None:
+        return None
+    for _ in range(100):
+        backup = path.with_name(f".{path.name[:64]}.{os.urandom(4).hex()}.old")
+        try:
+            os.link(path, backup, follow_symlinks=False)
+            return backup
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+    return None
+
+
+def _publish(tmp: Path, path: Path, *, force: bool, name: str, hint: str) -> Path | None:
+    """Give ``tmp`` the name ``path``: replacing a regular file only with ``force``, never a directory. Returns the
+    replaced file's backup (see :func:`_backup`)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -207,8 +328,14 @@ def _publish(tmp: Path, path: Path, *, force: bool, name: str, hint: str) -> Non
     if force:
         if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             raise FileWriteError(f"{name}: not a regular file (a device, pipe or socket); nothing was written")
-        os.replace(tmp, path)  # atomic; a symlink at path is replaced itself, never followed
-        return
+        backup = _backup(path) if st is not None else None
+        try:
+            os.replace(tmp, path)  # atomic; a symlink at path is replaced itself, never followed
+        except OSError:
+            if backup is not None:
+                backup.unlink()
+            raise
+        return backup
     try:
         os.link(tmp, path)  # fails if anything exists at path: never clobbers
     except FileExistsError:
@@ -219,8 +346,9 @@ def _publish(tmp: Path, path: Path, *, force: bool, name: str, hint: str) -> Non
         if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
             raise
         _publish_without_links(tmp, path, name, hint)
-        return
+        return None
     tmp.unlink()
+    return None
 
 
 def _publish_without_links(tmp: Path, path: Path, name: str, hint: str) -> None:

@@ -192,3 +192,67 @@ def _big_chain(n: int):
         valuations=np.arange(n)[:, None],
         initial_states=np.array([0]),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# a label named by expression text (the property's target) gets a name Storm's property parser can reference
+
+TARGET = "x=3 | x>=4 & x!=5"
+#: one action per state: the policy's chain is the MDP itself, so Storm's check of the PRISM program is the oracle
+ONE_ACTION = """mdp
+module m
+  x : [0..5] init 0;
+  [a] x<4 -> 0.3:(x'=x+1) + 0.2:(x'=min(4,x+2)) + 0.1:(x'=5) + 0.4:(x'=x);
+  [a] x>=4 -> true;
+endmodule
+label "goal" = x=4;
+"""
+ONE_ACTION_POLICY = "import numpy as np\nFEATURES = ['x']\nACTIONS = ['a']\ndef pi(s):\n    return np.ones((len(s), 1))\n"
+
+
+def test_a_drn_export_names_an_expression_label_so_that_storm_can_parse_a_property_over_it(tmp_path) -> None:
+    """The target ``x=3 | x>=4 & x!=5`` is a label of the exported chain; a property over the DRN file naming that
+    label gives Storm's value on the PRISM program (one action per state: the chain is the MDP)."""
+    import stormpy
+
+    (tmp_path / "m.pm").write_text(ONE_ACTION)
+    (tmp_path / "pol.py").write_text(ONE_ACTION_POLICY)
+    drn = tmp_path / "c.drn"
+    prop = f"P=? [F {TARGET}]"
+    assert main(["verify", str(tmp_path / "m.pm"), "--policy", f"{tmp_path}/pol.py:pi", "-p", prop, "--export", str(drn)]) == 0
+    chain = stormpy.build_model_from_drn(str(drn))
+    names = set(chain.labeling.get_labels()) - {"init", "goal"}
+    assert names == {"x_eq_3_or_x_ge_4_and_x_ne_5"}
+    (label,) = names
+    exported = stormpy.model_checking(chain, stormpy.parse_properties(f'P=? [F "{label}"]')[0])
+    program = stormpy.parse_prism_program(str(tmp_path / "m.pm"))
+    original_prop = stormpy.parse_properties(f"Pmax=? [F {TARGET}]", program)[0]
+    model = stormpy.build_model(program, [original_prop])
+    original = stormpy.model_checking(model, original_prop)
+    value = exported.get_value(chain.initial_states[0])
+    assert value == pytest.approx(original.get_value(model.initial_states[0]), rel=1e-12)
+    assert 0.6 < value < 0.7  # a value that says something: not 0 or 1
+
+
+def test_drn_label_names_are_identifiers_and_distinct() -> None:
+    import numpy as np
+
+    from rlverify.exact.export import drn_label_names
+    from rlverify.models.explicit import ExplicitModel
+
+    masks = {k: np.zeros(1, dtype=bool) for k in ["goal", "(x = 3)", "(x == 3)", "3 > x", "init", "!"]}
+    chain = ExplicitModel(
+        model_type="dtmc",
+        row_groups=np.arange(2),
+        transitions=None,
+        choice_actions=np.zeros(1, dtype=np.int32),
+        action_names=("",),
+        variables=("x",),
+        valuations=np.zeros((1, 1), dtype=np.int64),
+        initial_states=np.zeros(1, dtype=np.int64),
+        labels=masks,
+    )
+    names = drn_label_names(chain)
+    assert names["goal"] == "goal" and names["(x = 3)"] == "x_eq_3" and names["(x == 3)"] == "x_eq_eq_3"
+    assert names["3 > x"] == "label_3_gt_x" and names["!"] == "not"
+    assert len(set(names.values())) == len(names)

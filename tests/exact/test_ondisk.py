@@ -256,8 +256,12 @@ def test_a_full_disk_stops_the_exploration_and_cleans_up(tmp_path, monkeypatch):
     monkeypatch.setattr(ondisk.shutil, "disk_usage", lambda path: usage(2**31, 2**31 - 2**29, 2**29))  # 0.5 GB free
     model, policy = _avoid(3)
     with pytest.raises(MemoryBudgetError, match=r"--chain-dir .*: the disk is nearly full after 0 transitions"):
-        verify_exact(model, "P=? [F<=5 COLLISION=true]", policy, ExactOptions(chain_dir=str(tmp_path / "c")))
-    assert list((tmp_path / "c").iterdir()) == []  # the temporary subdirectory is gone
+        verify_exact(model, "P=? [F<=5 COLLISION=true]", policy, ExactOptions(chain_dir=str(tmp_path / "c" / "d")))
+    assert list(tmp_path.iterdir()) == []  # the temporary subdirectory and the directories made for it are gone
+    (tmp_path / "mine").mkdir()  # a directory the user made stays
+    with pytest.raises(MemoryBudgetError):
+        verify_exact(model, "P=? [F<=5 COLLISION=true]", policy, ExactOptions(chain_dir=str(tmp_path / "mine")))
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"] and list((tmp_path / "mine").iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------------

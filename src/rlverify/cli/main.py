@@ -376,8 +376,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def _outcome(args: argparse.Namespace) -> tuple[int, str | None]:
     """Run the command: its exit code and, for a failure, the one-line cause (printed on stderr here)."""
+    from rlverify.files import all_or_nothing
+
     try:
-        return int(args.run(args) or 0), None
+        with all_or_nothing():  # a command that fails leaves none of its output files
+            return int(args.run(args) or 0), None
     except RlverifyError as exc:
         error(exc)
         return exc.exit_code, str(exc)

@@ -10,6 +10,8 @@ back (``stormpy.build_model_from_drn``, ``storm --explicit-drn``) gives the same
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +65,42 @@ def export_chain(chain: ExplicitModel, path: str | Path, *, force: bool = False)
     return Path(path)
 
 
+#: a label Storm's property parser can name (``"goal"``): an identifier
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: operators of a label's expression text, as words in its DRN name
+_WORDS = {"<=>": "iff", "=>": "implies", "<=": "le", ">=": "ge", "!=": "ne", "=": "eq", "<": "lt", ">": "gt", "&": "and"}
+_WORDS |= {"|": "or", "!": "not", "+": "plus", "-": "minus", "*": "times", "/": "div"}
+
+
+def drn_label_names(chain: ExplicitModel) -> dict[str, str]:
+    """Each of ``chain``'s labels -> its name in a DRN file: an identifier, so that a property over the file can
+    name it (``P=? [F "x_eq_3_and_y_ge_2"]``). A label named by expression text (a property's target,
+    ``(x = 3) & (y >= 2)``) gets its operators as words; an identifier keeps its name; clashes get ``_2``, ``_3``."""
+    names = {key: chain.label_aliases.get(key, key) for key in chain.labels}
+    taken = {n for n in names.values() if _IDENTIFIER.fullmatch(n)} | {"init", "deadlock"}
+    for key, name in names.items():
+        if _IDENTIFIER.fullmatch(name):
+            continue
+        text = name
+        for op, word in sorted(_WORDS.items(), key=lambda w: -len(w[0])):  # longest first: "<=" before "<"
+            text = text.replace(op, f" {word} ")
+        base = "_".join(re.findall(r"[A-Za-z0-9_]+", text)).strip("_") or "label"
+        base = base if _IDENTIFIER.fullmatch(base) else f"label_{base}"
+        unique, i = base, 1
+        while unique in taken:
+            i += 1
+            unique = f"{base}_{i}"
+        taken.add(unique)
+        names[key] = unique
+    return names
+
+
 def _write_drn(chain: ExplicitModel, path: Path) -> None:
     import stormpy.developer as dev
 
     from rlverify.models.explicit import to_storm
 
+    chain = dataclasses.replace(chain, label_aliases=drn_label_names(chain))
     options = dev.DirectEncodingExporterOptions()
     options.allow_placeholders = False  # every probability written as a number
     options.output_precision = 17  # doubles round-trip

@@ -35,6 +35,7 @@ import numpy as np
 
 from rlverify.errors import MemoryBudgetError, OptionError
 from rlverify.exact.checking import MAX_WORK, CheckOutcome, _relative, rounded_down, rounded_up, sum_margin
+from rlverify.files import published
 
 __all__ = ["BLOCK_ENTRIES", "ChainWriter", "RowBlocks", "block_ranks", "prepare", "rank_passes", "unbounded_until"]
 
@@ -49,9 +50,10 @@ RESERVE = 1 << 30
 _SINK = -1
 
 
-def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path, Path]:
-    """``(directory, private temporary subdirectory)`` for a chain: the directory must be new or empty (``force``: it
-    may hold the files of an earlier chain, which are replaced at the end; nothing else).
+def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path, Path, Path | None]:
+    """``(directory, private temporary subdirectory, the topmost directory created or None)`` for a chain: the
+    directory must be new or empty (``force``: it may hold the files of an earlier chain, which are replaced at the
+    end; nothing else).
 
     Raises:
         OptionError: one line naming the cause (a file, not empty, not writable).
@@ -67,19 +69,38 @@ def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path,
                 f"--chain-dir {where}: not empty ({shown}); give a new or empty directory"
                 + ("" if force else " (--force replaces only an earlier chain's files)")
             )
+    created = None
+    for directory in (where, *where.parents):  # the directories mkdir creates, removed again if the chain is not
+        if directory.exists():
+            break
+        created = directory
     try:
         where.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".rlverify-chain-", dir=where))
     except OSError as exc:
+        _remove_created(where, created)
         raise OptionError(f"--chain-dir {where}: cannot write there ({exc.strerror or exc})") from None
-    return where, tmp
+    return where, tmp, created
+
+
+def _remove_created(where: Path, created: Path | None) -> None:
+    """Remove the directories :func:`prepare` made, ``where`` up to ``created``, those still empty."""
+    if created is None:
+        return
+    for directory in (where, *where.parents):
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        if directory == created:
+            return
 
 
 class ChainWriter:
     """Appends the merged rows of each batch to the chain files in a temporary subdirectory (:func:`prepare`)."""
 
-    def __init__(self, where: Path, tmp: Path) -> None:
-        self.where, self.tmp = where, tmp
+    def __init__(self, where: Path, tmp: Path, created: Path | None = None) -> None:
+        self.where, self.tmp, self.created = where, tmp, created
         self.indices = open(tmp / "indices.i32", "wb")
         self.codes = open(tmp / "codes.u8", "wb")
         self.values = open(tmp / "values.f64", "wb")
@@ -155,6 +176,13 @@ class ChainWriter:
         for name in FILES:
             os.replace(self.tmp / name, self.where / name)
         self.tmp.rmdir()
+        made = []  # taken back with the files if the command fails later (rlverify.files.all_or_nothing)
+        for directory in (self.where, *self.where.parents) if self.created is not None else ():
+            made.append(directory)
+            if directory == self.created:
+                break
+        for i, name in enumerate(FILES):
+            published(self.where / name, made=made if i == 0 else None)
         return RowBlocks(self.where, indptr, vptr, sink=S if stalled else None)
 
     def abort(self) -> None:
@@ -162,6 +190,7 @@ class ChainWriter:
         for f in (self.indices, self.codes, self.values):
             f.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        _remove_created(self.where, self.created)
 
 
 class RowBlocks:

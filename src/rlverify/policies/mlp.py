@@ -85,8 +85,10 @@ def save_mlp_onnx(
     actions: Sequence[str],
     output: str = "logits",
     training: Mapping[str, Any] | None = None,
+    force: bool = False,
 ) -> Path:
-    """Write ``mlp`` as a self-describing ONNX policy file (float32 weights). Returns the path."""
+    """Write ``mlp`` as a self-describing ONNX policy file (float32 weights), atomically and over an existing file
+    only with ``force`` (:mod:`rlverify.files`). Returns the path."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -127,10 +129,11 @@ def save_mlp_onnx(
         meta[META_TRAINING] = json.dumps(facts, sort_keys=True)
     onnx.helper.set_model_props(model, meta)
     onnx.checker.check_model(model)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    from rlverify.files import publishing
+
+    with publishing(path, force=force) as tmp:
+        onnx.save(model, str(tmp))
+    return Path(path)
 
 
 def mlp_from_onnx(source: str | Path | Any, *, name: str | None = None) -> MLP:

@@ -122,7 +122,7 @@ def train_continuous(
             f"continuous benchmarks: {', '.join(SETUPS)}"
         )
     setup = SETUPS[benchmark_id]
-    from rlverify.files import check_target, publishing
+    from rlverify.files import check_target
 
     seed = check_seed(seed)
     config = config if config is not None else PPOConfig()
@@ -151,9 +151,14 @@ def train_continuous(
         "crash_reward": setup.crash_reward,
         "seconds": stats["seconds"],
     }
-    with publishing(path, force=force or out is None) as tmp:
-        save_mlp_onnx(
-            tmp, mlp, features=list(system.features), actions=list(system.actions), output="logits", training=training
-        )
+    save_mlp_onnx(
+        path,
+        mlp,
+        features=list(system.features),
+        actions=list(system.actions),
+        output="logits",
+        training=training,
+        force=force or out is None,
+    )
     log.info("saved %s (%s)", path, training)
     return path, mlp, stats

@@ -275,7 +275,7 @@ def train_discrete(
     require_torch()
     from rlverify import __version__
     from rlverify.benchmarks.registry import spec
-    from rlverify.files import check_target, publishing
+    from rlverify.files import check_target
 
     if out is not None:
         check_target(out, force=force)  # before the training, not after it
@@ -353,8 +353,9 @@ def train_discrete(
     }
     path = None
     if out is not None:
-        with publishing(out, force=force) as tmp:
-            save_mlp_onnx(tmp, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits", training=metadata)
+        save_mlp_onnx(
+            out, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits", training=metadata, force=force
+        )
         path = Path(out)
         log.info("saved %s", path)
     return TrainingReport(

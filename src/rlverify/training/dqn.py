@@ -314,7 +314,7 @@ def train_racetrack(
         The written path; the final evaluation is stored in the ONNX training metadata.
     """
     from rlverify.benchmarks.racetrack import make_racetrack
-    from rlverify.files import check_target, publishing
+    from rlverify.files import check_target
     from rlverify.models.racetrack.env import ACTIONS, FEATURES
     from rlverify.policies.mlp import save_mlp_onnx
 
@@ -328,6 +328,5 @@ def train_racetrack(
     facts["benchmark"] = benchmark_id
     facts["evaluation"] = evaluate_greedy(env, mlp, runs=config.eval_runs)
     log.info("trained %s: %s", benchmark_id, facts["evaluation"])
-    with publishing(out, force=force) as tmp:
-        save_mlp_onnx(tmp, mlp, features=FEATURES, actions=ACTIONS, output="q-values", training=facts)
+    save_mlp_onnx(out, mlp, features=FEATURES, actions=ACTIONS, output="q-values", training=facts, force=force)
     return Path(out)
