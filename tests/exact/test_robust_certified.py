@@ -113,7 +113,7 @@ def test_the_nominal_bracket_lies_inside_every_model_error_bracket(tmp_path, see
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("text", PROPERTIES[:4])
+@pytest.mark.parametrize("text", PROPERTIES)
 def test_model_error_bounds_equal_the_vertex_oracle(tmp_path, seed, text):
     mdp, policy, pi, path = _setup(tmp_path, seed, 4)
     model = load_model(path)
@@ -122,7 +122,9 @@ def test_model_error_bounds_equal_the_vertex_oracle(tmp_path, seed, text):
     lo, hi = interval_rows(mdp, pi, delta, False)
     goal, avoid = np.r_[mdp.goal, False], np.r_[mdp.avoid, False]
     every = np.r_[np.ones(mdp.n, dtype=bool), False]  # a stalled run satisfies no state formula
-    if text.startswith("P=? [G"):  # P(G !avoid) = 1 - P(F (avoid or stalled))
+    if text.startswith("P=? [X"):  # one step from state 0
+        low, high = (float(f(vertices(lo[0], hi[0]) @ goal)) for f in (np.min, np.max))
+    elif text.startswith("P=? [G"):  # P(G !avoid) = 1 - P(F (avoid or stalled))
         high, low = oracle(lo, hi, every, avoid | ~every, None)
         low, high = 1.0 - low, 1.0 - high
     else:
@@ -174,3 +176,20 @@ def test_a_lower_step_bound_is_refused_in_one_line(capsys):
     assert main(["robust", "running-example-v1", "--delta", "0.001", "-p", 'P=? [F>=2 "goal"]']) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "lower step bound" in err
+
+
+def test_a_slowly_converging_iteration_stops_at_its_work_budget_with_sound_bounds():
+    """From x=0: goal and a sink with probability 1e-6 +- 1e-7 each, else stay: P(F goal) is in [0.45, 0.55] (closed
+    form: the goal's share of the leaving mass); the iteration would need ~1e7 steps."""
+    import scipy.sparse as sp
+
+    from rlverify.exact.robust import robust_reachability
+
+    p, d = 1e-6, 1e-7
+    lo = sp.csr_matrix(np.array([[1 - 2 * p - d, p - d, p - d], [0, 1, 0], [0, 0, 1]]))
+    hi = sp.csr_matrix(np.array([[1 - 2 * p + d, p + d, p + d], [0, 1, 0], [0, 0, 1]]))
+    target, stay = np.array([False, True, False]), np.ones(3, dtype=bool)
+    low, low_done = robust_reachability(lo, hi, target, stay, maximize=False, max_work=10**7)
+    high, high_done = robust_reachability(lo, hi, target, stay, maximize=True, max_work=10**7)
+    assert not low_done and not high_done  # stopped by the budget (1,000 steps), and says so
+    assert low[0] <= (p - d) / (2 * p) and high[0] >= (p + d) / (2 * p)

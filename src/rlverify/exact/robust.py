@@ -968,9 +968,9 @@ def _interval_bounds(
 
     path = prop.storm_formula().subformula
     if prop.path == "X":  # stormpy gives a next formula no subformula: its operand read as an eventually formula's
-        import stormpy
+        from rlverify.models.symbolic import parse_property
 
-        path = stormpy.parse_properties(f"P=? [F ({prop.right})]", model.program)[0].get_raw_formula().subformula
+        path = parse_property(model, f"P=? [F ({prop.right})]", fixed_policy=True).storm_formula().subformula
     if prop.path in ("U", "W") or path.is_bounded_until_formula:  # F<=k is Storm's true U<=k
         left, right = states(path.left_subformula), states(path.right_subformula)
     else:
@@ -1060,7 +1060,7 @@ def robust_reachability(
     steps: int | None = None,
     next_step: bool = False,
     max_iterations: int = 1_000_000,
-    max_work: int = MAX_WORK,
+    max_work: int = MAX_WORK // 20,
 ) -> tuple[np.ndarray, bool]:
     """A certified bound ``(n,)`` on the min (from below) or max (from above) over the interval chain of
     ``P(stay U target)`` (``U<=steps`` with ``steps``; ``next_step``: ``P(X target)``, one step from every state).
@@ -1075,7 +1075,8 @@ def robust_reachability(
     least the true maximum), of a step-bounded one from the target for ``steps`` steps (or to a fixed point, bit for
     bit), capped by the unbounded one when ``steps`` x transitions exceeds ``max_work``. Sound whenever it stops.
     Returns the values and whether they converged (no value moved by more than ``precision``, a fixed point, or every
-    step done) within ``max_iterations``.
+    step done) within ``max_iterations`` and the work budget: ``max_work`` transitions visited (each step costs its
+    transitions plus :data:`STEP_COST`; the default about 20 s of steps on two cores).
     """
     n = lo.shape[0]
     rows = np.repeat(np.arange(n), np.diff(hi.indptr))
@@ -1134,9 +1135,9 @@ def robust_reachability(
     if next_step:
         return step(base), True
     fixed = target | ~stay
+    cost = int(hi.nnz) + STEP_COST
     if steps is not None:
-        nnz = max(int(hi.nnz), 1)
-        budget = steps if steps * nnz <= max_work else max(max_work // nnz, 1)
+        budget = steps if steps * cost <= max_work else max(max_work // cost, 1)
         v = np.where(fixed, base, 0.0)
         for _ in range(min(steps, budget)):
             new = np.where(fixed, v, step(v))
@@ -1145,7 +1146,7 @@ def robust_reachability(
             v = new
         if budget >= steps or not maximize:  # every step done; or a min's lower bound after fewer steps (still sound)
             return v, budget >= steps
-        unbounded, done = robust_reachability(lo, hi, target, stay, maximize=True, precision=precision)
+        unbounded, done = robust_reachability(lo, hi, target, stay, maximize=True, precision=precision, max_work=max_work)
         return np.minimum(unbounded, 1.0), done
     # graph facts true of every chain in the intervals: a state that cannot reach the target through stay states (on
     # every edge that may be positive) is 0; one that cannot reach such a state, nor a state where an edge may vanish
@@ -1158,7 +1159,7 @@ def robust_reachability(
     base = np.where(surely, 1.0, np.where(can, base, 0.0))
     v = np.where(fixed, base, 1.0 if maximize else 0.0)
     moved = np.inf
-    for _ in range(max_iterations):
+    for _ in range(min(max_iterations, max(max_work // cost, 1))):
         new = np.where(fixed, v, step(v))
         new = np.minimum(new, v) if maximize else np.maximum(new, v)  # each bound only tightens (still sound)
         change = float(np.abs(new - v).max(initial=0.0))
@@ -1186,6 +1187,9 @@ def _backward(graph: sp.csr_matrix, seeds: np.ndarray, through: np.ndarray) -> n
     out[reached] = True
     return out[:n]
 
+
+#: what one step of :func:`robust_reachability` costs beyond its transitions, in transitions (Python's overhead)
+STEP_COST = 10_000
 
 #: the smallest subnormal: the absolute error of one rounding near underflow
 _TINY = 5e-324
