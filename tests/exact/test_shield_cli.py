@@ -128,6 +128,14 @@ def _valid(shield_file: Path) -> dict:
         (lambda d: json.dumps({**d, "actions": ["a", "a"]}), "'actions' lists a name twice"),
         (lambda d: json.dumps({**d, "model": 3}), "'model' must be a string"),
         (lambda d: json.dumps({**d, "fingerprint": "0" * 32}), "computed for model"),
+        (lambda d: json.dumps({**d, "states": [], "kept": [], "best": []}), "'states' lists no state"),
+        (lambda d: json.dumps({**d, "model": "avoid-v1"}), "'model' field names 'avoid-v1', not running-example-v1"),
+        (lambda d: json.dumps({**d, "model": "elsewhere/running-example-v1"}), "'model' field names"),
+        # 5 states for a model of 4 (x in 1..4): refused before they are checked
+        (
+            lambda d: json.dumps({**d, "states": [[i] for i in range(5)], "kept": [[0]] * 5, "best": [[0]] * 5}),
+            "'states' lists 5 states, more than the 4 the model can have",
+        ),
     ],
 )
 def test_hostile_shield_files_exit_2_with_one_line(capsys, tmp_path: Path, shield_file: Path, make, cause: str) -> None:
@@ -138,6 +146,45 @@ def test_hostile_shield_files_exit_2_with_one_line(capsys, tmp_path: Path, shiel
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), err
     assert re.search(cause, lines[0]), lines[0]
+
+
+def test_a_shield_file_larger_than_the_models_states_take_is_refused_before_it_is_read(
+    capsys, tmp_path: Path, shield_file: Path
+) -> None:
+    # 2,000,000 states for a 4-state model: took 200 s and 880 MB before anything was said
+    d = _valid(shield_file)
+    n = 2_000_000
+    text = json.dumps({**d, "states": "S", "kept": "K", "best": "K"}, separators=(",", ":"))
+    text = text.replace('"S"', "[" + ",".join(f"[{i}]" for i in range(n)) + "]")
+    text = text.replace('"K"', "[" + ",".join(["[0]"] * n) + "]")
+    big = tmp_path / "big.json"
+    big.write_text(text)
+    code, _, err = run(capsys, "verify", TARGET, "-p", PROP, "--shield", str(big))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{big.stat().st_size:,} bytes, more than a shield of the model's at most 4 states takes" in err
+
+
+def test_a_moved_model_file_keeps_its_shield(capsys, tmp_path: Path) -> None:
+    """The 'model' field names the file: the same file name elsewhere (same program: same fingerprint) is this model."""
+    first, second = tmp_path / "a" / "i.prism", tmp_path / "b" / "i.prism"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_text(INTERLEAVED)
+    policy = tmp_path / "p.py"
+    policy.write_text(
+        'import numpy as np\nFEATURES = ["x", "y"]\nACTIONS = ["m:1", "n:1"]\n'
+        "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n"
+    )
+    shield, prop = tmp_path / "s.json", 'P>=0.9 [F "goal"]'
+    common = ["-p", prop, "--policy", f"{policy}:pi"]
+    assert main(["shield", str(first), *common, "--meet", "--out", str(shield), "-q"]) == 0
+    capsys.readouterr()
+    code, _, err = run(capsys, "verify", str(second), *common, "--shield", str(shield))
+    assert code == 0, err
+    renamed = tmp_path / "b" / "other.prism"
+    second.rename(renamed)
+    code, _, err = run(capsys, "verify", str(renamed), *common, "--shield", str(shield))
+    assert code == 2 and "'model' field names" in err and len(err.strip().splitlines()) == 1
 
 
 def test_missing_binary_and_directory_shield_files(capsys, tmp_path: Path) -> None:

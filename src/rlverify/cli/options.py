@@ -330,11 +330,11 @@ def apply_shield(target: Any, args: argparse.Namespace) -> Any:
     if target.policy is None:
         raise OptionError("--shield restricts a policy: give one (--policy), not --mode monolithic")
     from rlverify.cli.console import note
-    from rlverify.exact.shield import shielded
-    from rlverify.policies.shielded import read_shield
+    from rlverify.exact.shield import load_shield
+    from rlverify.policies.shielded import ShieldedPolicy
 
-    shield = read_shield(path)
-    policy = shielded(target.policy, shield, target.model, target.name)
+    shield = load_shield(path, target.model, target.name)
+    policy = ShieldedPolicy(target.policy, shield)
     asked = getattr(target.property, "text", None)
     if asked is not None and asked != shield.property:
         note(f"--shield: the shield was computed for property '{shield.property}' (verifying '{asked}')")

@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
-        print_envelope(args, result)
+        print_envelope(args, result, holds=result.satisfied if isinstance(result, IntervalResult) else None)
     elif isinstance(result, IntervalResult):
         _print_interval(result)
     else:
@@ -214,6 +214,8 @@ def _print_interval(r: IntervalResult) -> None:
         t.add_row("uncertain", ", ".join(r.uncertain_actions))
     t.add_row("nominal", f"{r.nominal:.6g}")
     t.add_row("range", styled(f"[{r.lower:.6g}, {r.upper:.6g}]", "bold"))
+    if r.satisfied is not None:
+        t.add_row("holds", "yes, on every model within delta" if r.satisfied else "no, on every model within delta")
     t.add_row("interval chain", f"{r.states:,} states, {r.transitions:,} transitions; {r.clipped:,} intervals clipped")
     t.add_row("numerics", r.guarantee)
     t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))

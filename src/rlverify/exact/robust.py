@@ -15,22 +15,18 @@ value lies between Pmin and Pmax.
 **Model error** (:func:`model_error_bounds`). Each MDP transition probability ``p`` is known only
 within ``p ± delta`` (or ``p (1 ± delta)``), clipped to [0, 1], on the transitions that exist (the
 support is known). The induced chain's row ``sum_a pi(a|s) T(s, a, .)`` then lies in the interval
-row ``[sum_a pi lo, sum_a pi hi]`` (a sound relaxation of independent per-action uncertainty);
-Storm's interval-model solver gives the min and max of the property over every chain in it.
+row ``[sum_a pi lo, sum_a pi hi]`` (a sound relaxation of independent per-action uncertainty), rounded
+outwards; :func:`robust_reachability` gives a certified lower bound of the min and upper bound of the max of the
+property over every chain in it, widened to the nominal value's certified bracket.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import itertools
-import json
 import logging
-import tarfile
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,17 +35,26 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from rlverify.errors import IntervalError, OptionError, PolicyError, PropertyError, did_you_mean
 from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, mdp_for, on_chain, policy_chain
-from rlverify.exact.checking import MAX_WORK, CheckOutcome, is_reward_bounded, quantitative
+from rlverify.exact.checking import (
+    MAX_WORK,
+    CheckOutcome,
+    is_reward_bounded,
+    quantitative,
+    rounded_down,
+    rounded_up,
+    sum_margin,
+    verdict,
+)
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
 from rlverify.exact.optimum import mdp_optimum
 from rlverify.exact.options import MODES, ExactOptions, Progress, guarantee, provenance
 from rlverify.exact.verify import verify_exact
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
-from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm, write_umb
+from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
 from rlverify.models.summary import summarize
-from rlverify.models.symbolic import SymbolicModel, storm_message, truth_values
+from rlverify.models.symbolic import SymbolicModel, truth_values
 from rlverify.policies.adapters import softmax
 from rlverify.policies.base import Policy, validate_probabilities
 from rlverify.results import IntervalResult, RobustnessResult
@@ -768,8 +773,10 @@ def model_error_bounds(
     """The property's range over every MDP whose transition probabilities are within ``delta`` of the model's.
 
     The induced chain becomes an interval chain (see the module docstring); its rows are checked
-    for feasibility (each row: sum of lows <= 1 <= sum of highs) and Storm's interval-model solver
-    gives the min and max. Returns an :class:`~rlverify.results.IntervalResult`.
+    for feasibility (each row: sum of lows <= 1 <= sum of highs) and :func:`robust_reachability` bounds the min from
+    below and the max from above, rounded outwards; both are widened to the nominal value's certified bracket, so
+    ``lower <= nominal <= upper`` by construction. A threshold's verdict (``satisfied``) follows from them alone.
+    Returns an :class:`~rlverify.results.IntervalResult`.
 
     Args:
         model, prop, policy: a loaded model, its parsed probability property and the policy.
@@ -811,11 +818,19 @@ def _model_error_bounds(
     _check_feasible(lo, hi, built.chain)
     timings["policy_and_induce"] = time.perf_counter() - t
     t = time.perf_counter()
-    bounds, solver, converged = _interval_bounds(model, prop, built.chain, lo, hi, options)
-    nominal = verify_exact(model, prop, policy, exact, chain=built).value
+    bounds, converged = _interval_bounds(model, prop, built.chain, lo, hi, options)
+    nominal = verify_exact(model, prop, policy, exact, chain=built)
+    # the nominal chain is one of the interval chain's: widening to its certified bracket keeps both bounds sound
+    # and puts the nominal inside by construction (each bound alone is already certified); by 16 ulps more, so the
+    # bracket of another build of the same chain (verify's strategy; its sums rounded in another order) is inside too
+    lower = min(bounds[0], max(_NOMINAL_MARGIN[0] * (nominal.value if nominal.lower is None else nominal.lower), 0.0))
+    upper = max(bounds[1], min(_NOMINAL_MARGIN[1] * (nominal.value if nominal.upper is None else nominal.upper), 1.0))
+    satisfied = None
+    if prop.threshold is not None and prop.comparison is not None:
+        satisfied, _ = verdict(prop.threshold, prop.comparison, lower, upper)
     timings["check"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
-    notes, says = _interval_notes(prop, options, n_clipped, solver, converged)
+    notes, says = _interval_notes(prop, options, n_clipped, converged)
     chain, d = built.chain, options.delta
     recorded = {
         "mode": options.mode,
@@ -827,21 +842,20 @@ def _model_error_bounds(
         delta=float(d),
         relative=options.relative,
         uncertain_actions=None if options.actions is None else tuple(options.actions),
-        nominal=nominal,
-        lower=bounds[0],
-        upper=bounds[1],
+        nominal=nominal.value,
+        lower=lower,
+        upper=upper,
         states=chain.num_states,
         transitions=chain.num_transitions,
         clipped=n_clipped,
         guarantee=says,
         precision=options.precision,
         provenance=provenance(model, prop, policy, timings=timings, settings=recorded, warnings=notes),
+        satisfied=satisfied,
     )
 
 
-def _interval_notes(
-    prop: Property, options: ModelErrorOptions, n_clipped: int, solver: str, converged: bool
-) -> tuple[list[str], str]:
+def _interval_notes(prop: Property, options: ModelErrorOptions, n_clipped: int, converged: bool) -> tuple[list[str], str]:
     """The model-error result's notes, and what its bounds guarantee."""
     notes = list(prop.notes)
     if n_clipped:
@@ -849,27 +863,15 @@ def _interval_notes(
             f"{n_clipped} transition probabilities of the MDP choices the policy takes left [0, 1] at "
             f"delta={options.delta}{' (relative)' if options.relative else ''} and were clipped to it"
         )
-    if solver == "rlverify":
+    if not converged:
         notes.append(
-            "some lower bounds are 0, which Storm's interval solver refuses for unbounded properties: "
-            "the bounds come from rlverify's robust value iteration (the minimum iterated from 0, the "
-            "maximum from 1: sound wherever they stop)"
+            "the robust value iteration stopped at its iteration or work limit before converging: the bounds "
+            "are sound but may be loose"
         )
-        if not converged:
-            notes.append(
-                "the robust value iteration stopped at its iteration limit before converging: the bounds "
-                "are sound but may be loose"
-            )
-    if prop.bound is not None:
-        return notes, "exact up to rounding (k steps of Storm's robust value iteration)"
-    if solver == "storm":
-        return notes, (
-            "Storm's robust value iteration: converges from below and stops when a step changes no value by "
-            f"more than the precision ({options.precision:g}); not a certified bound"
-        )
+    how = f"{prop.bound:,} steps" if prop.bound is not None else f"until no value moves by more than {options.precision:g}"
     return notes, (
-        "sound: rlverify's robust value iteration, the lower bound iterated from 0 and the upper from 1 "
-        f"(stopping when a step changes no value by more than {options.precision:g})"
+        f"sound: rlverify's robust value iteration ({how}), every step rounded outwards (the lower bound iterated from "
+        "below, the upper from above), widened to the nominal value's certified bracket"
     )
 
 
@@ -944,45 +946,64 @@ def _interval_bounds(
     lo: sp.csr_matrix,
     hi: sp.csr_matrix,
     options: ModelErrorOptions,
-) -> tuple[list[float], str, bool]:
-    """The min and max of the property over the interval chain (inside [0, 1]), which solver gave them (``storm``
-    or ``rlverify``) and whether rlverify's robust value iteration converged."""
-    import stormpy
+) -> tuple[list[float], bool]:
+    """A certified lower bound of the min and upper bound of the max of the property over the interval chain (inside
+    [0, 1]) by :func:`robust_reachability`, and whether both iterations converged.
 
-    formula, _, _ = quantitative(on_chain(prop, chain, model))
-    bounded = prop.bound is not None
-    # Storm's interval solver needs the graph kept (every low > 0) for unbounded properties
-    if bounded or bool((lo.data > 0).all()):
-        storm_chain = _to_storm_interval(chain, lo, hi)
-        env = environment("sound", options.precision)
-        bounds = []
-        for mode in (stormpy.UncertaintyResolutionMode.MINIMIZE, stormpy.UncertaintyResolutionMode.MAXIMIZE):
-            try:
-                result = stormpy.model_checking(storm_chain, formula, uncertainty_resolution_mode=mode, environment=env)
-            except RuntimeError as exc:
-                raise PropertyError(f"Storm cannot check '{prop.text}' on the interval chain: {storm_message(exc)}") from None
-            bounds.append(float(result.get_value(int(storm_chain.initial_states[0]))))
-        return [min(max(b, 0.0), 1.0) for b in bounds], "storm", True
-    if prop.path not in ("F", "U"):
+    ``G`` and ``W`` are complements of reachability (``P(G a) = 1 - P(F !a)``, ``P(a W b) = 1 - P(!b U (!a & !b))``),
+    ``X`` one step; the state formulas are those :func:`~rlverify.exact.chain.on_chain` gives (a stalled run
+    satisfies none).
+    """
+    if prop.lower_bounded:
         raise PropertyError(
-            f"property '{prop.text}': with delta={options.delta} some probabilities may be 0, "
-            "which Storm's interval solver refuses for unbounded properties; rlverify's own "
-            "robust value iteration covers F and U (use a step bound or a smaller delta)"
+            f"property '{prop.text}': a lower step bound (F>=k, F[a,b]) is not computed under model error; "
+            "use an upper step bound (F<=k) or none"
         )
     plain = to_storm(chain)
-    raw = prop.storm_formula().subformula
-    target = truth_values(plain, raw.right_subformula if prop.path == "U" else raw.subformula)
-    stay = truth_values(plain, raw.left_subformula) if prop.path == "U" else np.ones(chain.num_states, dtype=bool)
-    sink = chain.labels.get(STALLED_LABEL)
-    if sink is not None:  # a stalled run satisfies no state formula
-        target, stay = target & ~sink, stay & ~sink
+    n = chain.num_states
+    sink = chain.labels.get(STALLED_LABEL, np.zeros(n, dtype=bool))
+
+    def states(formula: Any) -> np.ndarray:
+        return np.asarray(truth_values(plain, formula), dtype=bool) & ~sink  # a stalled run satisfies no state formula
+
+    path = prop.storm_formula().subformula
+    if prop.path == "X":  # stormpy gives a next formula no subformula: its operand read as an eventually formula's
+        from rlverify.models.symbolic import parse_property
+
+        path = parse_property(model, f"P=? [F ({prop.right})]", fixed_policy=True).storm_formula().subformula
+    if prop.path in ("U", "W") or path.is_bounded_until_formula:  # F<=k is Storm's true U<=k
+        left, right = states(path.left_subformula), states(path.right_subformula)
+    else:
+        left, right = ~sink, states(path.subformula)
+    complement = prop.path in ("G", "W")
+    if prop.path == "G":
+        stay, target = ~sink, ~right | sink
+    elif prop.path == "W":
+        stay, target = ~right & ~sink, (~left & ~right) | sink
+    else:
+        stay, target = left, right
+    steps = 1 if prop.path == "X" else prop.bound
     init = int(chain.initial_states[0])
     bounds, converged = [], True
-    for m in (False, True):
-        values, done = robust_reachability(lo, hi, target, stay, maximize=m, precision=options.precision)
+    for maximize in (complement, not complement):  # a complement's min is 1 - the max of its reachability
+        values, done = robust_reachability(
+            lo, hi, target, stay, maximize=maximize, precision=options.precision, steps=steps, next_step=prop.path == "X"
+        )
         bounds.append(float(values[init]))
         converged &= done
-    return [min(max(b, 0.0), 1.0) for b in bounds], "rlverify", converged
+    if complement:  # 1 - b rounded outwards: exact for b = 0 or b >= 1/2 (Sterbenz), else within half an ulp
+        bounds = [_one_minus(bounds[0], 0.0), _one_minus(bounds[1], 2.0)]
+    return [min(max(b, 0.0), 1.0) for b in bounds], converged
+
+
+#: the factors that widen the nominal's bracket by 16 ulps (relative)
+_NOMINAL_MARGIN = (1.0 - 16 * 2.0**-53, 1.0 + 16 * 2.0**-53)
+
+
+def _one_minus(b: float, toward: float) -> float:
+    """``1 - b`` for ``b`` in [0, 1], moved one ulp ``toward`` where the subtraction may have rounded."""
+    exact = b == 0.0 or b >= 0.5
+    return 1.0 - b if exact else float(np.nextafter(1.0 - b, toward))
 
 
 def _interval_rows(
@@ -1019,6 +1040,12 @@ def _interval_rows(
     L = sp.csr_matrix((lo_on, (hi.row[order], hi.col[order])), shape=(n, n))
     H.sort_indices()
     L.sort_indices()  # same pattern as H: both built from the same sorted (row, col) list
+    # rounded outwards: each entry is a float sum of at most (choices per state + 1) products of a weight and a
+    # computed bound (p -/+ delta, one more rounding), so the exact intervals lie inside [L, H]
+    per_state = int(np.diff(mdp.row_groups).max(initial=1)) if mdp.row_groups is not None else 1
+    gamma, k = sum_margin(per_state + 2)
+    L.data = rounded_down(L.data, gamma, k)
+    H.data = np.minimum(rounded_up(H.data, gamma, k), 1.0)
     return L, H
 
 
@@ -1030,55 +1057,142 @@ def robust_reachability(
     *,
     maximize: bool,
     precision: float = 1e-10,
+    steps: int | None = None,
+    next_step: bool = False,
     max_iterations: int = 1_000_000,
+    max_work: int = MAX_WORK // 20,
 ) -> tuple[np.ndarray, bool]:
-    """A sound bound ``(n,)`` on the min (from below) or max (from above) over the interval chain of ``P(stay U target)``.
+    """A certified bound ``(n,)`` on the min (from below) or max (from above) over the interval chain of
+    ``P(stay U target)`` (``U<=steps`` with ``steps``; ``next_step``: ``P(X target)``, one step from every state).
 
-    ``lo``/``hi``: ``(n, n)`` CSR with one pattern (feasible rows). Each step gives every row the
-    distribution in its intervals that is best for the adversary: the lows, then the remaining mass
-    to the successors of highest (``maximize``) or lowest value, each up to its high. The minimum is
-    iterated from 0 (every iterate is at most the true minimum), the maximum from 1 on the states that
-    can reach the target (every iterate is at least the true maximum): the result is sound whenever the
-    iteration stops. Returns the values and whether they converged (no value moved by more than
-    ``precision``) before ``max_iterations``.
+    ``lo``/``hi``: ``(n, n)`` CSR with one pattern (feasible rows). Each step bounds, per row, the adversary's best
+    distribution in its intervals by weak duality, for the ``lambda`` of the greedy solution (the lows, then the
+    remaining mass to the successors of lowest, or highest, value): ``min_p p.w >= lambda + sum lo (w - lambda)+ -
+    sum hi (lambda - w)+`` for every ``lambda`` (the max alike), evaluated with rounding outwards
+    (:func:`~rlverify.exact.checking.rounded_down`), so every iterate is a rigorous bound whatever the floating point
+    did. The minimum is iterated from the target (every iterate is at most the step-``j`` minimum, itself at most the
+    value); the maximum of an unbounded property from 1 on the states that can reach the target (every iterate is at
+    least the true maximum), of a step-bounded one from the target for ``steps`` steps (or to a fixed point, bit for
+    bit), capped by the unbounded one when ``steps`` x transitions exceeds ``max_work``. Sound whenever it stops.
+    Returns the values and whether they converged (no value moved by more than ``precision``, a fixed point, or every
+    step done) within ``max_iterations`` and the work budget: ``max_work`` transitions visited (each step costs its
+    transitions plus :data:`STEP_COST`; the default about 20 s of steps on two cores).
     """
     n = lo.shape[0]
     rows = np.repeat(np.arange(n), np.diff(hi.indptr))
+    gamma, k = sum_margin(int(np.diff(hi.indptr).max(initial=0)) + 1)  # one more rounding: w - lambda
     cap = hi.data - lo.data
     free = 1.0 - np.asarray(lo.sum(axis=1)).ravel()
-    v: np.ndarray
-    if maximize:  # states that cannot reach the target through stay states are 0 whatever the adversary does
-        can = target.copy()
-        graph = hi.tocsc()
-        while True:
-            reach = np.zeros(n, dtype=bool)
-            hit = np.flatnonzero(can)
-            if len(hit):
-                reach[graph[:, hit].tocoo().row] = True
-            grown = can | (reach & stay)
-            if (grown == can).all():
-                break
-            can = grown
-        v = can.astype(np.float64)
-        fixed = target | ~stay | ~can
-    else:
-        v = target.astype(np.float64)
-        fixed = target | ~stay
-    for _ in range(max_iterations):
-        w = v[hi.indices]
-        order = np.lexsort((-w if maximize else w, rows))  # within each row, best successors first
+    starts = hi.indptr[:-1]
+    nonempty = np.diff(hi.indptr) > 0
+    u = 2.0**-53
+
+    same_row = rows[1:] == rows[:-1]
+    chosen: list[np.ndarray] = []  # per row, the successor whose value is lambda (kept while the order holds)
+
+    def split(order: np.ndarray) -> np.ndarray:
+        """``(n,)`` per row the entry of the greedy's last successor given mass (the first when none is), the
+        successors in ``order`` (within each row, best first; ``rows[order]`` is ``rows``)."""
         c = cap[order]
         before = np.cumsum(c) - c
-        before -= np.repeat(before[hi.indptr[:-1]] if n else before, np.diff(hi.indptr))  # per-row cumulative
-        give = np.clip(free[rows[order]] - before, 0.0, c)
-        p = lo.data.copy()
-        p[order] += give
-        new = np.bincount(rows, weights=p * w, minlength=n)
-        new = np.where(fixed, v, new)
-        if np.abs(new - v).max(initial=0.0) <= precision:
+        before -= np.repeat(before[starts] if n else before, np.diff(hi.indptr))  # per-row cumulative
+        given = free[rows] - before > 0  # the greedy gives this successor some mass: a prefix of each row
+        count = np.bincount(rows, weights=given, minlength=n).astype(np.int64)
+        pick = np.minimum(starts + np.maximum(count - 1, 0), max(len(order) - 1, 0))
+        return order[pick] if len(order) else pick
+
+    def step(v: np.ndarray) -> np.ndarray:
+        w = v[hi.indices]
+        key = -w if maximize else w
+        if not chosen:
+            order = np.lexsort((key, rows))  # within each row, best successors first
+            chosen[:] = [split(order), order]
+        else:  # the greedy's split only changes where the order does: only those rows are sorted again
+            order = chosen[1]
+            ranked = key[order]
+            broken = (ranked[1:] < ranked[:-1]) & same_row
+            if broken.any():
+                at = np.flatnonzero(np.isin(rows, np.unique(rows[1:][broken])))
+                sub = order[at]
+                order[at] = sub[np.lexsort((key[sub], rows[at]))]
+                chosen[0] = split(order)
+        lam = np.zeros(n)
+        lam[nonempty] = w[chosen[0][nonempty]]
+        diff = w - lam[rows]
+        over, under = np.maximum(diff, 0.0), np.maximum(-diff, 0.0)
+        if maximize:  # max p.w <= lambda + sum hi (w - lambda)+ - sum lo (lambda - w)+
+            plus = rounded_up(np.bincount(rows, weights=hi.data * over, minlength=n), gamma, k)
+            minus = rounded_down(np.bincount(rows, weights=lo.data * under, minlength=n), gamma, k)
+        else:  # min p.w >= lambda + sum lo (w - lambda)+ - sum hi (lambda - w)+
+            plus = rounded_down(np.bincount(rows, weights=lo.data * over, minlength=n), gamma, k)
+            minus = rounded_up(np.bincount(rows, weights=hi.data * under, minlength=n), gamma, k)
+        total = lam + plus
+        margin = 2.0 * u * (1.0 + 2.0 * u) * total + 2 * _TINY  # the two final roundings
+        out = total - minus + margin if maximize else total - minus - margin
+        return np.clip(out, 0.0, 1.0)
+
+    base = target.astype(np.float64)
+    if next_step:
+        return step(base), True
+    fixed = target | ~stay
+    cost = int(hi.nnz) + STEP_COST
+    if steps is not None:
+        budget = steps if steps * cost <= max_work else max(max_work // cost, 1)
+        v = np.where(fixed, base, 0.0)
+        for _ in range(min(steps, budget)):
+            new = np.where(fixed, v, step(v))
+            if np.array_equal(new, v):
+                return v, True
+            v = new
+        if budget >= steps or not maximize:  # every step done; or a min's lower bound after fewer steps (still sound)
+            return v, budget >= steps
+        unbounded, done = robust_reachability(lo, hi, target, stay, maximize=True, precision=precision, max_work=max_work)
+        return np.minimum(unbounded, 1.0), done
+    # graph facts true of every chain in the intervals: a state that cannot reach the target through stay states (on
+    # every edge that may be positive) is 0; one that cannot reach such a state, nor a state where an edge may vanish
+    # (a low of 0), reaches it with probability 1 (each chain from it is one finite graph in which every state can)
+    go = stay & ~target
+    can = _backward(hi, target, go)
+    loose = np.bincount(rows, weights=(lo.data <= 0).astype(np.float64), minlength=n) > 0
+    surely = go & ~_backward(hi, ~can | (loose & go), go)
+    fixed = fixed | ~can | surely
+    base = np.where(surely, 1.0, np.where(can, base, 0.0))
+    v = np.where(fixed, base, 1.0 if maximize else 0.0)
+    moved = np.inf
+    for _ in range(min(max_iterations, max(max_work // cost, 1))):
+        new = np.where(fixed, v, step(v))
+        new = np.minimum(new, v) if maximize else np.maximum(new, v)  # each bound only tightens (still sound)
+        change = float(np.abs(new - v).max(initial=0.0))
+        rate = min(change / moved, 1.0) if moved > 0 else 0.0
+        # converged: the moves, shrinking geometrically at this rate, would add at most ``precision`` in all
+        if change == 0.0 or (change <= precision and (rate < 1.0 and change * rate / (1.0 - rate) <= precision)):
             return new, True
-        v = new
+        v, moved = new, change
     return v, False
+
+
+def _backward(graph: sp.csr_matrix, seeds: np.ndarray, through: np.ndarray) -> np.ndarray:
+    """``(n,)`` bool: ``seeds`` and the ``through`` states with a path of ``graph``'s stored edges through ``through``
+    states to a seed."""
+    n = graph.shape[0]
+    edges = graph.tocoo()
+    keep = through[edges.row]  # edges leaving a through state, reversed: successor -> state
+    root = np.full(int(seeds.sum()), n)
+    reverse = sp.csr_matrix(
+        (np.ones(int(keep.sum()) + len(root)), (np.r_[edges.col[keep], root], np.r_[edges.row[keep], np.flatnonzero(seeds)])),
+        shape=(n + 1, n + 1),
+    )
+    reached = breadth_first_order(reverse, n, directed=True, return_predecessors=False)
+    out = np.zeros(n + 1, dtype=bool)
+    out[reached] = True
+    return out[:n]
+
+
+#: what one step of :func:`robust_reachability` costs beyond its transitions, in transitions (Python's overhead)
+STEP_COST = 10_000
+
+#: the smallest subnormal: the absolute error of one rounding near underflow
+_TINY = 5e-324
 
 
 def _check_feasible(lo: sp.csr_matrix, hi: sp.csr_matrix, chain: ExplicitModel, tol: float = 1e-9) -> None:
@@ -1093,33 +1207,6 @@ def _check_feasible(lo: sp.csr_matrix, hi: sp.csr_matrix, chain: ExplicitModel, 
             f"infeasible interval chain: {int(bad.sum())} rows admit no distribution (first: state "
             f"{chain.valuation_dict(i)}, lows sum to {slo[i]:.6g}, highs to {shi[i]:.6g})"
         )
-
-
-def _to_storm_interval(chain: ExplicitModel, lo: sp.csr_matrix, hi: sp.csr_matrix) -> Any:
-    """A stormpy interval DTMC: ``chain`` with interval rows ``[lo, hi]`` (same pattern), through a UMB archive."""
-    import stormpy
-
-    with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
-        plain = Path(tmp) / "plain.umb"
-        write_umb(plain, ExplicitModel(**{**chain.__dict__, "transitions": hi}))
-        path = Path(tmp) / "interval.umb"
-        with tarfile.open(plain) as src, tarfile.open(path, "w") as dst:
-            for member in src.getmembers():
-                stored = src.extractfile(member) if member.isfile() else None
-                data = stored.read() if stored is not None else None
-                if member.name == "index.json" and data is not None:
-                    index = json.loads(data)
-                    index["transition-system"]["branch-probability-type"] = {"size": 128, "type": "double-interval"}
-                    data = json.dumps(index).encode()
-                elif member.name == "branch-to-probability.bin":
-                    data = np.column_stack([lo.data, hi.data]).astype(np.float64).tobytes()
-                if data is None:
-                    dst.addfile(member)
-                    continue
-                info = tarfile.TarInfo(member.name)
-                info.size = len(data)
-                dst.addfile(info, io.BytesIO(data))
-        return stormpy.build_model_from_umb(str(path))
 
 
 # ---------------------------------------------------------------------------------------------

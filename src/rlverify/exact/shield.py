@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ import scipy.sparse.linalg
 from scipy.sparse.csgraph import connected_components
 
 from rlverify.arrays import distinct
-from rlverify.errors import OptionError, PolicyError, PropertyError
+from rlverify.errors import OptionError, PolicyError, PropertyError, safe_repr
 from rlverify.exact.action_values import ActionValues, action_values
 from rlverify.exact.chain import full_mdp, policy_chain
 from rlverify.exact.checking import iterate, quantitative, step_bounded_sets, step_budget, step_work, verdict
@@ -53,7 +54,7 @@ from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
-from rlverify.policies.shielded import KINDS, Shield, ShieldedPolicy
+from rlverify.policies.shielded import KINDS, MAX_SHIELD_BYTES, Shield, ShieldedPolicy, read_shield
 from rlverify.results import ExactResult, ShieldResult
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ def compute_shield(
         actions=tuple(actions),
         kept=kept[covered],
         best=best[covered],
-        model=str(model.path),
+        model=model.shown,
         constants=str(model.constants or ""),
         fingerprint=model_fingerprint(model),
         property=values.property,
@@ -171,8 +172,9 @@ def _gaps(q: np.ndarray, best: np.ndarray, optimum: str) -> np.ndarray:
 
 
 def check_shield_fits(shield: Shield, model: SymbolicModel, name: str | None = None) -> None:
-    """Refuse (:class:`PolicyError`) a shield computed for another model (another program text or constants);
-    ``name``: how messages name ``model`` (default its path)."""
+    """Refuse (:class:`PolicyError`) a shield computed for another model (another program text or constants), or
+    whose ``model`` field names another model than ``name`` (how messages name ``model``, default :attr:`shown`; a
+    model file may have moved: the same file name is enough)."""
     if shield.fingerprint != model_fingerprint(model):
         raise PolicyError(
             f"the shield was computed for model '{shield.model}'"
@@ -181,6 +183,47 @@ def check_shield_fits(shield: Shield, model: SymbolicModel, name: str | None = N
             + (f" with constants '{model.constants}'" if model.constants and not name else "")
             + ": compute a shield for this model (rlverify shield)"
         )
+    shown = name or model.shown
+    if shield.model != shown and (Path(shield.model).name != Path(shown).name or not Path(shown).suffix):
+        raise PolicyError(
+            f"the shield's 'model' field names {safe_repr(shield.model)}, not {shown} (its fingerprint is this "
+            "model's: an edited or mislabelled file); compute a shield for this model (rlverify shield)"
+        )
+
+
+def shield_limits(model: SymbolicModel) -> tuple[int | None, int]:
+    """The most states a shield of ``model`` can list (the product of its variables' declared ranges; None when
+    some range is unknown) and the most bytes such a file takes (generously: any JSON layout of its numbers)."""
+    from rlverify.models.summary import summarize
+
+    declared = {v["name"]: v for v in summarize(model, build=False)[0].variables}
+    states: int | None = 1
+    widest = 1
+    for v in model.variables:
+        if v in model.locations:
+            size, widest = len(model.locations[v]), max(widest, len(str(len(model.locations[v]))))
+        else:
+            low, high = declared.get(v, {}).get("low"), declared.get(v, {}).get("high")
+            if low is None or high is None:
+                return None, MAX_SHIELD_BYTES
+            size, widest = max(int(high) - int(low) + 1, 0), max(widest, len(str(low)), len(str(high)))
+        states = None if states is None or states * size > MAX_SHIELD_BYTES else states * size
+        if states is None:
+            return None, MAX_SHIELD_BYTES
+    assert states is not None
+    actions = len(model.action_names) + len(model.commands) + 1
+    per_state = len(model.variables) * (widest + 32) + 2 * actions * (len(str(actions)) + 32) + 64
+    return states, min(MAX_SHIELD_BYTES, (1 << 20) + states * per_state)
+
+
+def load_shield(path: str | Path, model: SymbolicModel, name: str | None = None) -> Shield:
+    """The shield file ``path`` for ``model``: refused before it is read when larger than a shield of the model's
+    states takes, before its states are checked when it lists more than the model can have, and when it was
+    computed for another model (:func:`check_shield_fits`)."""
+    max_states, max_bytes = shield_limits(model)
+    shield = read_shield(path, max_states=max_states, max_bytes=max_bytes)
+    check_shield_fits(shield, model, name)
+    return shield
 
 
 def shielded(policy: Policy, shield: Shield, model: SymbolicModel, name: str | None = None) -> ShieldedPolicy:
@@ -491,7 +534,9 @@ __all__ = [
     "ShieldOptions",
     "check_shield_fits",
     "compute_shield",
+    "load_shield",
     "model_fingerprint",
+    "shield_limits",
     "shield_policy",
     "shielded",
 ]

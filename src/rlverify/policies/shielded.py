@@ -210,11 +210,17 @@ class Shield:
         return write_text(path, json.dumps(self.to_json(), separators=(",", ":")) + "\n", force=force, what=what)
 
 
-def read_shield(path: str | Path) -> Shield:
+def read_shield(path: str | Path, *, max_states: int | None = None, max_bytes: int | None = None) -> Shield:
     """Read and validate a shield file written by :meth:`Shield.save`.
 
+    Args:
+        max_states: refuse a file listing more states (the most its model can have), before any is checked.
+        max_bytes: refuse a larger file before reading it (what a shield of ``max_states`` states can take;
+            :data:`MAX_SHIELD_BYTES` in any case).
+
     Raises:
-        ShieldFileError: a missing, unreadable, oversized or malformed file, one line naming the file and the cause.
+        ShieldFileError: a missing, unreadable, oversized or malformed file, one listing no states or more than
+            ``max_states``: one line naming the file and the cause.
     """
     p = Path(path)
     name = safe_repr(str(path))
@@ -224,6 +230,11 @@ def read_shield(path: str | Path) -> Shield:
             raise ShieldFileError(f"shield file {name}: not a regular file")
         if size > MAX_SHIELD_BYTES:
             raise ShieldFileError(f"shield file {name}: {size:,} bytes, more than the {MAX_SHIELD_BYTES:,} a shield may have")
+        if max_bytes is not None and size > max_bytes:
+            raise ShieldFileError(
+                f"shield file {name}: {size:,} bytes, more than a shield of the model's at most {max_states:,} states "
+                f"takes ({max_bytes:,} bytes): a shield for another (larger) model"
+            )
         text = p.read_bytes().decode("utf-8")
     except ShieldFileError:
         raise
@@ -236,7 +247,7 @@ def read_shield(path: str | Path) -> Shield:
     except (ValueError, RecursionError) as exc:
         raise ShieldFileError(f"shield file {name}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
     try:
-        return shield_from_json(data)
+        return shield_from_json(data, max_states=max_states)
     except (ShieldFileError, PolicyError) as exc:
         raise ShieldFileError(f"shield file {name}: {exc}") from None
 
@@ -245,15 +256,22 @@ def _no_constant(token: str) -> Any:
     raise ValueError(f"{token} is not a number JSON allows")
 
 
-def shield_from_json(data: Any) -> Shield:
+def shield_from_json(data: Any, *, max_states: int | None = None) -> Shield:
     """A :class:`Shield` from the JSON of its file, every field checked (:class:`ShieldFileError` names the first
-    problem)."""
+    problem); ``max_states``: the most states its model can have (more are refused before any is checked)."""
     texts, threshold, info = _header(data)
     variables = _names(data.get("variables"), "variables")
     actions = _names(data.get("actions"), "actions")
     states = data.get("states")
     if not isinstance(states, list):
         raise ShieldFileError("'states' must be a list of valuations")
+    if not states:
+        raise ShieldFileError("'states' lists no state: the shield restricts nothing (a file cut short, or not a shield)")
+    if max_states is not None and len(states) > max_states:
+        raise ShieldFileError(
+            f"'states' lists {len(states):,} states, more than the {max_states:,} the model can have: a shield for "
+            "another model"
+        )
     V = len(variables)
     for i, row in enumerate(states):
         if not isinstance(row, list) or len(row) != V or not all(_integer(x) for x in row):

@@ -287,10 +287,9 @@ class RobustnessResult(Result):
 class IntervalResult(Result):
     """The property's range over every model whose transition probabilities are within ``delta`` of the model's.
 
-    ``lower``/``upper``: min and max over the interval chain (Storm's interval-model solver), which
-    contains every chain the policy induces on such a model (a sound relaxation: per-action
-    uncertainty is joined into interval rows). ``guarantee`` says how they were computed: exact up
-    to rounding for step-bounded properties; Storm's robust value iteration otherwise.
+    ``lower``/``upper``: certified bounds of the min and max over the interval chain, which contains every chain the
+    policy induces on such a model (a sound relaxation: per-action uncertainty is joined into interval rows).
+    ``guarantee`` says how they were computed (rlverify's robust value iteration, rounded outwards).
 
     Attributes:
         delta, relative: the error (absolute ``p ± delta``, or ``p (1 ± delta)``).
@@ -298,6 +297,9 @@ class IntervalResult(Result):
         nominal: the value on the model as given.
         states, transitions: size of the interval chain.
         clipped: transition probabilities of the chain's choices whose interval left [0, 1] and was clipped.
+        lower, upper: certified (rounded outwards), and containing the nominal value's certified bracket.
+        satisfied: for threshold properties, whether the bound holds on every model within ``delta`` (True),
+            on none (False), or is undecided (None; also for ``P=?``), from ``lower``/``upper`` alone.
     """
 
     delta: float
@@ -311,6 +313,7 @@ class IntervalResult(Result):
     clipped: int
     guarantee: str
     precision: float
+    satisfied: bool | None = None
 
     def _summary(self) -> Summary:
         """The range over the models within ``delta``, the nominal value and the interval chain's size."""
