@@ -128,17 +128,14 @@ def resolve(
         PolicyError: a policy that cannot be loaded or does not fit the model.
         PropertyError: a property that cannot be parsed or named.
     """
+    if "continuous" not in kinds and isinstance(target, (str, Path)) and ".py:" in str(target).lower():
+        from rlverify.models.continuous.declared import is_declaration_target
+
+        if is_declaration_target(str(target)):  # refused before the file's code runs
+            raise _wrong_kind(None, "continuous", str(target), target, kinds, command)
     bench, model, kind, name = _model(target, constants, env_kwargs, trust_code)
     if kind not in kinds:
-        what = (
-            f"a {kind} benchmark"
-            if bench is not None
-            else {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model")
-        )
-        raise BenchmarkError(
-            f"{name} is {what}; {command or 'this command'} takes "
-            f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else target}"
-        )
+        raise _wrong_kind(bench, kind, name, target, kinds, command)
     if needs_policy and policy is None and getattr(model, "model_type", "") == "dtmc":
         given = bench.id if bench is not None else target
         raise PolicyError(
@@ -334,6 +331,21 @@ def resolve_simulated(target: str | Path | Benchmark, property: str | Property |
     else:
         prop = resolve_property(t.benchmark, t.model, t.kind, property)
     return replace(t, property=prop)
+
+
+def _wrong_kind(
+    bench: Benchmark | None, kind: str, name: str, target: str | Path | Benchmark, kinds: Sequence[str], command: str
+) -> BenchmarkError:
+    """The error for a target of a kind the command does not take, naming the command that does."""
+    what = (
+        f"a {kind} benchmark"
+        if bench is not None
+        else {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model")
+    )
+    return BenchmarkError(
+        f"{name} is {what}; {command or 'this command'} takes "
+        f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else target}"
+    )
 
 
 def _kind_words(kinds: Sequence[str]) -> list[str]:
