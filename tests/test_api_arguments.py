@@ -32,6 +32,11 @@ def test_a_target_that_is_no_path_id_or_benchmark_is_refused_naming_it(target):
         rlverify.cross_check(target, GOAL)
 
 
+def test_no_model_is_refused_by_the_statistical_engine():
+    with pytest.raises(OptionError, match=r"^model: verify_statistical takes a target .* got None"):
+        rlverify.verify_statistical(None, GOAL, policy="p.py:pi")
+
+
 def test_no_property_is_refused_where_one_is_checked(model):
     with pytest.raises(OptionError, match=r"^property: verify_exact checks a property"):
         rlverify.verify_exact("running-example-v1", None)

@@ -197,6 +197,10 @@ def verify_statistical(
         result = simulate(target.model, target.property, target.policy, options, starts=starts, progress=progress)
         unavailable = options.simulation.unavailable if options is not None else None
         return target.stamp(result, unavailable=unavailable)
+    if model is None:
+        from rlverify.errors import OptionError
+
+        raise OptionError("model: verify_statistical takes a target (a file, a benchmark id, gym:ID) or a model, got None")
     if constants:
         from rlverify.errors import ConstantsError
 
