@@ -139,11 +139,12 @@ def verify_exact(
     from rlverify.exact.verify import verify_exact as exact_verify
     from rlverify.models.symbolic import SymbolicModel, parse_property
     from rlverify.policies.loading import load_policy
-    from rlverify.resolve import resolve
+    from rlverify.resolve import check_property, resolve
 
     options = ExactOptions() if options is None else options
     with_policy = options.mode != "monolithic"
     if isinstance(model, SymbolicModel):
+        check_property(property, "verify_exact")
         if constants:
             from rlverify.errors import ConstantsError
 
@@ -160,6 +161,7 @@ def verify_exact(
         needs_policy=with_policy,
         kinds=("prism",),
         command="verify_exact",
+        needs_property=True,
     )
     assert target.property is not None
     result = exact_verify(target.model, target.property, target.policy, options, progress=progress)
@@ -195,6 +197,10 @@ def verify_statistical(
         result = simulate(target.model, target.property, target.policy, options, starts=starts, progress=progress)
         unavailable = options.simulation.unavailable if options is not None else None
         return target.stamp(result, unavailable=unavailable)
+    if model is None:
+        from rlverify.errors import OptionError
+
+        raise OptionError("model: verify_statistical takes a target (a file, a benchmark id, gym:ID) or a model, got None")
     if constants:
         from rlverify.errors import ConstantsError
 

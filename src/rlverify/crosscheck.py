@@ -155,7 +155,15 @@ def cross_check(
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
-    t = resolve(target, constants=constants, policy=policy, property=property, kinds=("prism",), command="cross_check")
+    t = resolve(
+        target,
+        constants=constants,
+        policy=policy,
+        property=property,
+        kinds=("prism",),
+        command="cross_check",
+        needs_property=True,
+    )
     prop, pol = t.property, t.policy
     assert prop is not None and pol is not None  # resolved with a property and (needs_policy) a policy
     exact = t.stamp(verify_exact(t.model, prop, pol, ExactOptions()))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
-from rlverify.errors import InputFileError, OptionError, PolicyError
+from rlverify.errors import InputFileError, OptionError, PolicyError, safe_repr, type_name
 from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import Policy
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
@@ -92,6 +92,7 @@ def resolve(
     trust_code: bool = False,
     policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT,
     policy_threads: int = DEFAULT_POLICY_THREADS,
+    needs_property: bool = False,
 ) -> Target:
     """Resolve a target, its policy and its property once.
 
@@ -120,25 +121,26 @@ def resolve(
         policy_timeout: seconds one call of the policy may take (``--policy-timeout``; None or 0: no limit).
         policy_threads: threads of a network policy's runtime (``--policy-threads``; see
             :func:`rlverify.policies.load_policy`: torch's setting is process-global).
+        needs_property: refuse a ``property`` of None (the command checks one).
 
     Raises:
+        OptionError: a target that is not a path, an id or a benchmark; a property that is not text or a
+            :class:`Property` (or None when ``needs_property``).
         InputFileError: a file that cannot be read.
         BenchmarkError: an unknown benchmark id or parameter.
         ModelError: a model rlverify refuses (ConstantsError: its constants).
         PolicyError: a policy that cannot be loaded or does not fit the model.
         PropertyError: a property that cannot be parsed or named.
     """
+    _check_arguments(target, property, needs_property, command)
+    if "continuous" not in kinds and isinstance(target, (str, Path)) and ".py:" in str(target).lower():
+        from rlverify.models.continuous.declared import is_declaration_target
+
+        if is_declaration_target(str(target)):  # refused before the file's code runs
+            raise _wrong_kind(None, "continuous", str(target), target, kinds, command)
     bench, model, kind, name = _model(target, constants, env_kwargs, trust_code)
     if kind not in kinds:
-        what = (
-            f"a {kind} benchmark"
-            if bench is not None
-            else {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model")
-        )
-        raise BenchmarkError(
-            f"{name} is {what}; {command or 'this command'} takes "
-            f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else target}"
-        )
+        raise _wrong_kind(bench, kind, name, target, kinds, command)
     if needs_policy and policy is None and getattr(model, "model_type", "") == "dtmc":
         given = bench.id if bench is not None else target
         raise PolicyError(
@@ -334,6 +336,43 @@ def resolve_simulated(target: str | Path | Benchmark, property: str | Property |
     else:
         prop = resolve_property(t.benchmark, t.model, t.kind, property)
     return replace(t, property=prop)
+
+
+def _check_arguments(target: Any, property: Any, needs_property: bool, command: str) -> None:
+    """Refuse a target or property of a type no engine takes (None among them), naming the argument."""
+    if isinstance(target, bool) or not isinstance(target, (str, Path, Benchmark)):
+        raise OptionError(
+            f"target: expected a PRISM/JANI file, a benchmark id, gym:ID or path.py:NAME (text or a Path) or a "
+            f"Benchmark, got {type_name(target)} {safe_repr(target)}"
+        )
+    if property is not None or needs_property:
+        check_property(property, command)
+
+
+def check_property(property: Any, command: str) -> None:
+    """Refuse a property that is not text or a :class:`Property` (None among them), naming the argument."""
+    if property is None:
+        raise OptionError(
+            f"property: {command or 'this command'} checks a property: give a formula (e.g. 'P=? [F \"goal\"]') or "
+            "a benchmark's or JANI file's property name"
+        )
+    if not isinstance(property, (str, Property)):
+        raise OptionError(f"property: expected a formula or a property name (text) or a Property, got {type_name(property)}")
+
+
+def _wrong_kind(
+    bench: Benchmark | None, kind: str, name: str, target: str | Path | Benchmark, kinds: Sequence[str], command: str
+) -> BenchmarkError:
+    """The error for a target of a kind the command does not take, naming the command that does."""
+    what = (
+        f"a {kind} benchmark"
+        if bench is not None
+        else {"prism": "a PRISM/JANI model", "continuous": "a continuous system"}.get(kind, f"a {kind} model")
+    )
+    return BenchmarkError(
+        f"{name} is {what}; {command or 'this command'} takes "
+        f"{' or '.join(_kind_words(kinds))}: use {ENGINE_OF_KIND[kind]} {bench.id if bench else target}"
+    )
 
 
 def _kind_words(kinds: Sequence[str]) -> list[str]:

@@ -223,14 +223,46 @@ def test_an_undecided_or_unwanted_verdict_does_not_stop_training():
         ({"options": StatisticalOptions()}, OptionError, "mode 'exact' takes ExactOptions"),
         ({"target": "racetrack-ring-v1"}, Exception, "rlverify verify"),
         ({"property": 'P=? [F "gold"]'}, Exception, "gold"),
+        ({"verbose": "x"}, OptionError, "verbose: expected 0, 1 or 2"),
+        ({"verbose": -1}, OptionError, "verbose: expected 0, 1 or 2"),
+        ({"features": "row"}, PolicyError, "features: expected a list of names, got 'row'"),
+        ({"actions": 5}, PolicyError, "actions: expected a list of names, got 5"),
+        ({"every": 10**30}, OptionError, "every: expected a positive number of environment steps \\(a 64-bit integer\\)"),
+        ({"every": 2**63}, OptionError, "every: expected a positive number"),
+        ({"prefix": None}, OptionError, "prefix: expected a non-empty name"),
+        ({"at_end": "no"}, OptionError, "at_end: expected True or False"),
+        ({"target": None}, OptionError, "target: expected a PRISM/JANI file.* got NoneType None"),
+        ({"property": None}, OptionError, "property: verifying while training.* checks a property"),
     ],
-    ids=["no-threshold", "stop-when", "mode", "every", "options", "exact-on-native", "unknown-label"],
+    ids=[
+        "no-threshold",
+        "stop-when",
+        "mode",
+        "every",
+        "options",
+        "exact-on-native",
+        "unknown-label",
+        "verbose-text",
+        "verbose-negative",
+        "features-string",
+        "actions-number",
+        "every-beyond-64-bits",
+        "every-2**63",
+        "prefix",
+        "at-end",
+        "target-none",
+        "property-none",
+    ],
 )
 def test_bad_settings_are_refused_when_the_callback_is_made(kwargs, error, message):
     args = {"target": "gym:FrozenLake-v1", "property": GOAL, **kwargs}
     with pytest.raises(error, match=message) as info:
         VerifyCallback(args.pop("target"), args.pop("property"), **args)
     assert "\n" not in str(info.value).split(":", 1)[0]
+
+
+def test_the_largest_64_bit_step_count_is_taken():
+    assert VerifyCallback("gym:FrozenLake-v1", GOAL, every=2**63 - 1, verbose=True).schedule.every == 2**63 - 1
 
 
 def test_a_model_that_does_not_fit_the_target_is_refused_before_training():

@@ -38,6 +38,7 @@ from rlverify.abstraction.network_bounds import NetworkBounder, fold_observation
 from rlverify.abstraction.policy_fit import policy_network
 from rlverify.abstraction.refinement import Part, RefinementOptions, RefinementStats, merge_stats, refine_many
 from rlverify.abstraction.robust_vi import bounded_reachability
+from rlverify.abstraction.settings import DEFAULT_TIME_BUDGET
 from rlverify.abstraction.successors import (
     Successors,
     inside_unsafe_many,
@@ -127,6 +128,7 @@ class AbstractionOptions:
         time_budget: seconds for the whole run; refinement by the gap (it runs when ``gap`` or ``time_budget`` is
             given) stops when it is spent and returns the best bounds so far; an abstraction in progress stops
             expanding new states (they count as failing in the upper bound, safe in the lower; a warning says so).
+            None: :data:`DEFAULT_TIME_BUDGET` (600 s), without refinement unless ``gap`` asks for it.
         max_cells: refinement by the gap stops at this many initial cells.
         phi_decay: a cell bisected along ``m`` sides is abstracted in pieces with ``phi * phi_decay^m`` (at
             least 0.01; its own ``phi`` when its refinement hit its limits).
@@ -167,6 +169,19 @@ class AbstractionOptions:
 MAX_SAMPLES = 1_000_000
 #: the longest horizon accepted (steps)
 MAX_HORIZON = 10_000
+
+
+def budget_seconds(options: AbstractionOptions) -> float:
+    """The seconds the run may take: ``time_budget``, or :data:`DEFAULT_TIME_BUDGET`."""
+    return DEFAULT_TIME_BUDGET if options.time_budget is None else float(options.time_budget)
+
+
+def time_budget_text(options: AbstractionOptions) -> str:
+    """How warnings name the time budget (they start "the time budget": :func:`_ran_out`); the default one says
+    which option raises it."""
+    if options.time_budget is None:
+        return f"the time budget of {DEFAULT_TIME_BUDGET:g} s (the default; --time-budget S / time_budget= raises it)"
+    return f"the time budget of {float(options.time_budget):g} s"
 
 
 def _whole(x: object) -> bool:
@@ -448,7 +463,7 @@ def _verify(
     frontier = [] if u.root_fail else [u.root]
     for depth in range(options.horizon):
         if deadline is not None and time.perf_counter() > deadline:
-            u.abandon(frontier, depth, "the time budget ran out")
+            u.abandon(frontier, depth, f"{time_budget_text(options)} ran out")
             frontier = []
             break
         frontier = u.expand(frontier, depth, backend, expand_job)
@@ -520,7 +535,7 @@ def _two_sided(
     validate_options(system, options)
     if options.domain == "auto":
         options = _auto_template(system, options)
-    deadline = None if options.time_budget is None else t_start + float(options.time_budget)
+    deadline = t_start + budget_seconds(options)
     if isinstance(policy, (str, Path)):
         from rlverify.policies.loading import load_network_policy
 
@@ -802,7 +817,7 @@ def _stop_reason(
     if options.gap is not None and upper - worst_lower <= options.gap:
         return f"the gap {upper - worst_lower:.4g} is at most {options.gap:g}"
     if deadline is not None and time.perf_counter() > deadline:
-        return f"the time budget of {options.time_budget:g} s is spent"
+        return f"{time_budget_text(options)} is spent"
     if n_cells >= options.max_cells:
         return f"max_cells={options.max_cells} cells reached"
     return None
@@ -1044,7 +1059,7 @@ class _Unfolding:
         if len(self.builder.fail) >= self.options.max_states:  # states are numbered from 0 in creation order
             return f"max_states={self.options.max_states:,} abstract states reached at depth {depth} of {self.options.horizon}"
         if self.deadline is not None and time.perf_counter() > self.deadline:
-            return f"the time budget reached at depth {depth} of {self.options.horizon}"
+            return f"{time_budget_text(self.options)} reached at depth {depth} of {self.options.horizon}"
         return None
 
     def new_state(self, poly: Polytope, depth: int, key: bytes, lookups: PendingLookups | None = None, slot: int = -1) -> int:

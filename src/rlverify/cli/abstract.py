@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> argparse.ArgumentParser:
     """Add the ``abstract`` subcommand to ``sub`` (an argparse subparsers object)."""
+    from rlverify.abstraction.settings import DEFAULT_TIME_BUDGET
+
     p = sub.add_parser(
         "abstract",
         help="sound upper bound by interval-MDP abstraction (continuous systems)",
@@ -106,7 +108,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "--time-budget",
         type=float,
         metavar="S",
-        help="seconds for the whole run (refinement by the gap stops and returns its best bounds; implies refinement)",
+        help="seconds for the whole run (refinement by the gap stops and returns its best bounds; implies refinement); "
+        f"default {DEFAULT_TIME_BUDGET:g}, without refinement: after it no new abstract state is expanded (sound, "
+        "looser bounds; a warning names this option)",
     )
     p.add_argument("--max-cells", type=int, default=512, help="refinement by the gap: at most this many initial cells")
     p.add_argument(

@@ -133,11 +133,15 @@ def parse_size(text: str, option: str) -> int:
     from rlverify.errors import OptionError
 
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)i?B?\s*", text, flags=re.IGNORECASE)
-    size = 0.0 if m is None else float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper())
-    if m is None or size < 1 or (not m.group(2) and not size.is_integer()):
+    number = "" if m is None else m.group(1)
+    unit = 0 if m is None else 1024 ** "_KMGT".index(m.group(2).upper())
+    size: float = int(number) * unit if number.isdigit() else (float(number) * unit if number else 0.0)  # exact if whole
+    if m is None or size < 1 or (not m.group(2) and isinstance(size, float) and not size.is_integer()):
         raise OptionError(
             f"{option}: expected a positive size such as 8G, 500M or 2000000 (a whole number of bytes), got '{text}'"
         )
+    if size >= 2**63:  # as every integer option (rlverify.cli.main.int64)
+        raise OptionError(f"{option}: {text.strip()} is out of range (a 64-bit integer of bytes)")
     return int(size)
 
 
@@ -331,6 +335,8 @@ def _max_work(value: float) -> int:
 
     if not (value >= 1) or value != value or value == float("inf") or not float(value).is_integer():
         raise OptionError(f"--max-work: expected a positive whole number of multiply-adds (e.g. 1e10), got {value:g}")
+    if value >= 2**63:  # as every integer option (rlverify.cli.main.int64)
+        raise OptionError(f"--max-work: {value:g} is out of range (a 64-bit integer of multiply-adds)")
     return int(value)
 
 

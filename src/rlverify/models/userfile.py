@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from rlverify.errors import InputFileError, exception_text, safe_repr
 
@@ -53,3 +54,20 @@ def import_python_file(file: Path, what: str) -> ModuleType:
     except Exception as exc:  # any error in the user's file is reported as bad input
         raise InputFileError(f"{file}: importing the {what} failed: {exception_text(exc)}") from None
     return module
+
+
+def call_user_code(fn: Any, source: str, what: str, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``: a function of the user's file (``source`` names it, ``what`` the call, e.g.
+    ``"calling SYSTEM()"``), with what it prints sent to stderr, as :func:`import_python_file` does.
+
+    Raises:
+        InputFileError: the call raised or called ``sys.exit`` (one line: the file, the call, the exception).
+    """
+    note_user_code()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return fn(*args, **kwargs)
+    except SystemExit as exc:  # sys.exit() in the user's function: bad input, not the end of rlverify
+        raise InputFileError(f"{source}: {what} called sys.exit({safe_repr(exc.code)}) (the file's code ran)") from None
+    except Exception as exc:  # any error in the user's code is reported as bad input
+        raise InputFileError(f"{source}: {what} raised {exception_text(exc)} (the file's code ran)") from None

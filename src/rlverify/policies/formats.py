@@ -90,11 +90,20 @@ def declaration(name: str, where: str, given: Mapping[str, Any], declared: Mappi
     return out
 
 
-def check_name_options(features: Sequence[str] | None, actions: Sequence[str] | None) -> None:
-    """Refuse ``--features``/``--actions`` values that are not lists of names (None: not given)."""
-    for what, names in (("--features", features), ("--actions", actions)):
-        if names is not None and not is_name_list(list(names)):
-            raise PolicyError(f"{what}: expected a list of names, got {names!r}")
+def check_name_options(
+    features: Sequence[str] | None, actions: Sequence[str] | None, labels: tuple[str, str] = ("--features", "--actions")
+) -> None:
+    """Refuse ``--features``/``--actions`` values (``labels`` name them) that are not lists of names (None: not given);
+    a string is no list of names (``"row"`` is not ``["r", "o", "w"]``)."""
+    for what, names in zip(labels, (features, actions), strict=True):
+        if names is None:
+            continue
+        try:
+            ok = not isinstance(names, (str, bytes)) and is_name_list(list(names))
+        except Exception:  # not iterable, or its iteration raised
+            ok = False
+        if not ok:
+            raise PolicyError(f"{what}: expected a list of names, got {safe_repr(names)}")
 
 
 def _declared_value(value: Any) -> Any:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlverify.errors import PolicyError, require
+from rlverify.errors import OptionError, PolicyError, require, safe_repr
 from rlverify.training.verifying import EveryNSteps, TrainingCheck, TrainingVerifier
 
 _callbacks = require("stable_baselines3.common.callbacks", "sb3", purpose="rlverify.sb3.VerifyCallback")
@@ -60,7 +60,7 @@ class VerifyCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         verbose: 1: also print each check (``print``, as SB3's callbacks do with ``verbose``).
 
     Raises:
-        OptionError: a bad option, when made.
+        OptionError: a bad option (``verbose``, ``every``, ``features`` ...), when made.
         PolicyError: when training starts: a model that does not fit the target, or observations normalised by
             ``VecNormalize``.
         RlverifyError: the target's and property's errors (a bad target or property), when made.
@@ -84,8 +84,15 @@ class VerifyCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         prefix: str = "rlverify",
         verbose: int = 0,
     ) -> None:
+        if not isinstance(verbose, int) or not 0 <= verbose <= 2:  # (True is 1, as in SB3)
+            raise OptionError(f"verbose: expected 0, 1 or 2 (as SB3's callbacks take it), got {safe_repr(verbose)}")
+        if not isinstance(prefix, str) or not prefix:
+            raise OptionError(f"prefix: expected a non-empty name for the logger's keys, got {safe_repr(prefix)}")
+        if not isinstance(at_end, bool):
+            raise OptionError(f"at_end: expected True or False, got {safe_repr(at_end)}")
+        schedule = EveryNSteps(every)  # every option is checked before the target is resolved
         super().__init__(verbose=verbose)
-        self.schedule = EveryNSteps(every)
+        self.schedule = schedule
         self.verifier = TrainingVerifier(
             target,
             property,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlverify.errors import OptionError, PolicyError
+from rlverify.errors import OptionError, PolicyError, safe_repr
 from rlverify.results import Result
 
 log = logging.getLogger(__name__)
@@ -134,10 +134,12 @@ class TrainingVerifier:
         options: Any = None,
         policy_threads: int = 1,
     ) -> None:
-        from rlverify.resolve import resolve, resolve_property
+        from rlverify.policies.formats import check_name_options
+        from rlverify.resolve import check_property, resolve, resolve_property
 
         if mode not in VERIFY_MODES:
             raise OptionError(f"mode: expected one of {', '.join(VERIFY_MODES)}, got {mode!r}")
+        check_name_options(features, actions, ("features", "actions"))
         if stop_when is not None and stop_when not in STOP_WHEN:
             raise OptionError(f"stop_when: expected one of {', '.join(STOP_WHEN)} or None, got {stop_when!r}")
         self.mode = mode
@@ -145,6 +147,7 @@ class TrainingVerifier:
         self.options = self._options(options)
         kinds = ("prism",) if mode == "exact" else ("prism", "native", "continuous")
         command = "verifying while training" + (" (mode exact: rlverify verify)" if mode == "exact" else "")
+        check_property(property, command)
         resolved = resolve(
             target, constants=constants, env_kwargs=env_kwargs, needs_policy=False, kinds=kinds, command=command
         )
@@ -283,8 +286,10 @@ class EveryNSteps:
     """When to check: the first time the step count reaches each multiple of ``every``."""
 
     def __init__(self, every: int, option: str = "every") -> None:
-        if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
-            raise OptionError(f"{option}: expected a positive number of environment steps, got {every!r}")
+        if isinstance(every, bool) or not isinstance(every, int) or not 0 < every < 2**63:  # SB3 counts steps in int64
+            raise OptionError(
+                f"{option}: expected a positive number of environment steps (a 64-bit integer), got {safe_repr(every)}"
+            )
         self.every = every
         self.next = every
 

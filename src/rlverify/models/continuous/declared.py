@@ -69,6 +69,7 @@ dynamics.
 from __future__ import annotations
 
 import ast
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -82,7 +83,7 @@ from rlverify.errors import ConstantsError, InputFileError, ModelError, did_you_
 from rlverify.models.assignments import parse_assignments
 from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece, UnsafeSet
 from rlverify.models.expressions import MAX_DEPTH, syntax_depth
-from rlverify.models.userfile import import_python_file
+from rlverify.models.userfile import call_user_code, import_python_file
 
 REQUIRED = ("variables", "domain", "actions", "initial", "unsafe", "pieces")
 OPTIONAL = (
@@ -1088,8 +1089,8 @@ def load_system(target: str, constants: str | None = None) -> DeclaredSystem:
     the mapping's ``constants``.
 
     Raises:
-        InputFileError: the file is missing or fails to import; ModelError: no such name or a
-            malformed declaration; ConstantsError: a constant that cannot be set.
+        InputFileError: the file is missing or fails to import, or ``NAME()`` raises or calls ``sys.exit``;
+            ModelError: no such name or a malformed declaration; ConstantsError: a constant that cannot be set.
     """
     file_text, _, name = str(target).rpartition(":")
     file = Path(file_text)
@@ -1107,13 +1108,19 @@ def load_system(target: str, constants: str | None = None) -> DeclaredSystem:
     overrides = parse_constants(constants)
     if callable(obj) and not isinstance(obj, (Mapping, DeclaredSystem)):
         try:
-            obj = obj(**overrides)
+            signature: inspect.Signature | None = inspect.signature(obj)
+        except Exception:  # no signature to read (a builtin, an odd callable): the call says
+            signature = None
+        try:  # arguments it cannot take are refused before its code runs
+            if signature is not None:
+                signature.bind(**overrides)
         except TypeError as exc:
             if overrides:
                 raise ConstantsError(
                     f"{source}: cannot pass {', '.join(overrides)} to {name}(): {exc}", missing=list(overrides)
                 ) from None
             raise ModelError(f"{source}: calling {name}() failed: {exc}") from None
+        obj = call_user_code(obj, str(file), f"calling {name}()", **overrides)
         overrides = {}
     if isinstance(obj, DeclaredSystem):
         if overrides:
