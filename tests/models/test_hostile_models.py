@@ -21,15 +21,15 @@ def _write(tmp_path, text: str | bytes, name: str = "m.nm"):
 def test_a_property_nested_3000_deep_is_refused_not_a_crash(tmp_path, capsys):
     model = load_model(_write(tmp_path, SMALL.format(update="x+1")))
     deep = "P=? [F " + "(" * 3000 + "x=3" + ")" * 3000 + "]"
-    with pytest.raises(PropertyError, match="nested more than 500 deep"):
+    with pytest.raises(PropertyError, match="nested 3002 deep, more than 500"):
         parse_property(model, deep)
     assert main(["verify", str(model.path), "-p", deep, "--mode", "monolithic"]) == 2
-    assert "nested more than 500 deep" in capsys.readouterr().err
+    assert "nested 3002 deep, more than 500" in capsys.readouterr().err
 
 
 def test_a_model_nested_3000_deep_is_refused_naming_the_file(tmp_path):
     path = _write(tmp_path, SMALL.format(update="(" * 3000 + "x+1" + ")" * 3000))
-    with pytest.raises(ModelError, match=r"m\.nm: brackets nested more than 500 deep"):
+    with pytest.raises(ModelError, match=r"m\.nm: line 4: an expression nested 3001 deep, more than 500"):
         load_model(path)
 
 
@@ -37,6 +37,90 @@ def test_nesting_within_the_limit_and_brackets_in_comments_are_fine(tmp_path):
     path = _write(tmp_path, "// " + "(" * 2000 + "\n" + SMALL.format(update="(" * 400 + "x+1" + ")" * 400))
     model = load_model(path)
     assert parse_property(model, "P=? [F " + "(" * 300 + "x=3" + ")" * 300 + "]").path == "F"
+
+
+def _run(*args: str) -> tuple[int, list[str], str]:
+    """``rlverify ARGS`` in a process of its own (a crash kills it, not the test run): exit code, stderr's lines, stdout."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "rlverify", *args], capture_output=True, text=True, timeout=120)
+    return done.returncode, [line for line in done.stderr.splitlines() if line.strip()], done.stdout
+
+
+RUNNING = "src/rlverify/benchmarks/data/models/running_example.prism"
+
+
+def _running(tmp_path, name: str, extra: str = "", nop: str = "true"):
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / RUNNING).read_text()
+    return _write(tmp_path, text.replace("[NOP]  true", f"[NOP]  {nop}") + extra, name)
+
+
+def test_operators_nested_or_chained_beyond_what_storm_survives_are_refused_in_one_line(tmp_path):
+    """Each killed the process with SIGSEGV (exit 139, no message) in Storm's parser or builder: 3,000 chained X or
+    6,000 ! in a property, a label summing 50,000 terms or negated 6,000 times. Now exit 2 and one line naming where."""
+    many_x = "Pmax=? [" + "X " * 3000 + '"goal"]'
+    many_not = "Pmax=? [F " + "!" * 6000 + '"goal"]'
+    summed = _running(tmp_path, "summed.nm", 'label "big" = (' + "+".join(["x"] * 50_000) + ")>0;\n")
+    negated = _running(tmp_path, "negated.nm", 'label "big" = ' + "!" * 6000 + "(x>0);\n")
+    cases = [
+        (RUNNING, many_x, "nested 3001 deep, more than 500"),
+        (RUNNING, many_not, "nested 6002 deep, more than 500"),
+        (str(summed), 'Pmax=? [F "big"]', "summed.nm: line 23: an expression chaining 50001 operators, more than 10,000"),
+        (str(negated), 'Pmax=? [F "big"]', "negated.nm: line 23: an expression nested 6001 deep, more than 500"),
+    ]
+    for model, prop, expected in cases:
+        code, err, _ = _run("verify", model, "-p", prop, "--mode", "monolithic")
+        assert code == 2 and len(err) == 1 and expected in err[0], (expected, code, err)
+
+
+def _pmax_next(steps: int) -> float:
+    """Pmax of being in D (x=4) after exactly ``steps`` steps of the running example from A, by value iteration in
+    numpy over its transition table written out by hand (shares nothing with Storm or rlverify)."""
+    import numpy as np
+
+    up = np.array([[0, 0.2, 0.8, 0], [0, 0, 0.2, 0.8], [0, 0, 0, 1.0], [0, 0, 0, 0]])
+    down = np.array([[1.0, 0, 0, 0], [1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])
+    value = np.array([0, 0, 0, 1.0])
+    for _ in range(steps):
+        value = np.maximum.reduce([up @ value + np.array([0, 0, 0, -np.inf]), value, down @ value])
+    return float(value[0])
+
+
+def test_nesting_and_chains_just_within_the_limits_reach_storm_and_give_the_right_value(tmp_path):
+    """499 X, a guard of 499 brackets around a 9,999-term sum, a label negated 498 times: checked by Storm (in a
+    process of its own: a crash is exit 139, not a failed test run) and the value is the numpy one."""
+    guard = "(" * 499 + "+".join(["x"] * 9_999) + ")" * 499 + ">0"  # always true: the model is the running example
+    path = _running(tmp_path, "deep.nm", 'label "big" = ' + "!" * 498 + "(x=4);\n", nop=guard)
+    code, err, out = _run("verify", str(path), "-p", "Pmax=? [" + "X " * 499 + '"goal"]', "--mode", "monolithic", "--json")
+    assert code == 0 and not err, err
+    import json
+
+    assert json.loads(out)["result"]["value"] == pytest.approx(_pmax_next(499), abs=1e-6)
+    for prop in ('Pmax=? [F<=2 "big"]', "Pmax=? [F<=2 " + "!" * 498 + '"goal"]'):  # 498 ! are none: 0.96
+        code, err, out = _run("verify", str(path), "-p", prop, "--mode", "monolithic", "--json")
+        assert code == 0 and not err, err
+        assert json.loads(out)["result"]["value"] == pytest.approx(_pmax_next(2), abs=1e-6)  # (NOP keeps D)
+
+
+def test_a_flat_model_of_20000_commands_is_not_a_deep_one():
+    """A chain is one expression's: a 20,000-command file's updates, guards and labels (each short) and a 9,000-way
+    disjunction (9,001 deep, not 18,000: = binds tighter than |) pass, and the check costs string counts per command."""
+    import time
+
+    from rlverify.models.properties import check_nesting, expression_depth
+
+    commands = "".join(f"  [a{i}] x={i} & y<3 -> 0.5 : (x'=x+1) + 0.5 : (y'=min(y+1,3));\n" for i in range(20_000))
+    text = f"mdp\nmodule m\n  x : [0..20000] init 0;\n  y : [0..3] init 0;\n{commands}endmodule\n"
+    started = time.perf_counter()
+    check_nesting(text, "m.nm", lines=True)
+    assert time.perf_counter() - started < 0.5
+    assert expression_depth("[a] x>0 -> " + " + ".join(["0.5 : (x'=1)"] * 20_000) + ";") == (1, 1, 1)
+    assert expression_depth('label "s" = ' + "|".join(f"x={i}" for i in range(9_000)) + ";")[:2] == (0, 9_001)
+    assert expression_depth("!a & !b & !c") == (1, 2, 1)  # a negated operand each, not three negations deep
+    assert expression_depth("((((a)+b+c)+d+e)+f+g)") == (4, 6, 1)  # the chains of enclosing groups add up
 
 
 @pytest.mark.parametrize(

@@ -332,7 +332,7 @@ def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> boo
         raise ModelError(f"{path}: not a PRISM file (it contains NUL bytes: binary data)")
     text = data.decode("utf-8", errors="replace")
     try:
-        check_nesting(text, str(path))
+        check_nesting(text, str(path), lines=True)
     except PropertyError as exc:
         raise ModelError(str(exc)) from None
     check_literals(text, str(path))
