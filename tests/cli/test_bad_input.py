@@ -169,6 +169,26 @@ def test_ctmc_is_refused(capsys, tmp_path: Path) -> None:
     assert code == 2 and "model type CTMC is not supported" in out
 
 
+PTA = "pta\nmodule m\n  x : [0..2] init 0;\n  c : clock;\n  invariant c<=2 endinvariant\n  [a] x<2 -> (x'=x+1);\nendmodule\n"
+SMG = "smg\nplayer p1 m endplayer\nmodule m\n  x : [0..2] init 0;\n  [a] x<2 -> (x'=x+1);\nendmodule\n"
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "why"), [("PTA", PTA, "clocks run in real time"), ("SMG", SMG, "players")], ids=["pta", "smg"]
+)
+@pytest.mark.parametrize("command", ["verify", "inspect", "simulate", "report"])
+def test_a_timed_automaton_or_a_game_is_refused_naming_its_type(capsys, tmp_path: Path, kind, text, why, command) -> None:
+    """stormpy's enumeration of PRISM model types has no PTA or SMG: reading one raised ValueError ("7 is not a valid
+    PrismModelType") through every command; now one line naming the type and what rlverify takes."""
+    path = tmp_path / "m.nm"
+    path.write_text(text)
+    args = [command, str(path)] + ([] if command == "inspect" else ["-p", "Pmax=? [F x=2]", "--policy", "uniform"])
+    code = main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert f"model type {kind} is not supported (rlverify takes an MDP or a DTMC" in err[0] and why in err[0]
+
+
 def test_onnx_without_metadata(capsys, model: Path, tmp_path: Path) -> None:
     import onnx
 

@@ -212,12 +212,13 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
                 "numbers, true/false, or rationals like 1/10)"
             ) from None
 
-    model_type = str(program.model_type).rsplit(".", 1)[-1].lower()
+    try:
+        model_type = str(program.model_type).rsplit(".", 1)[-1].lower()
+    except ValueError:  # a type stormpy's enumeration lacks (PRISM's pta and smg: "7 is not a valid PrismModelType")
+        model_type = _declared_type(path)
     if model_type not in ("mdp", "dtmc"):
-        raise ModelError(
-            f"{path}: model type {model_type.upper()} is not supported (expected an MDP or a DTMC; "
-            "continuous-time models and Markov automata have no discrete-step policy semantics)"
-        )
+        why = _UNSUPPORTED_TYPES.get(model_type, _CONTINUOUS_TIME)
+        raise ModelError(f"{path}: model type {model_type.upper()} is not supported (rlverify takes an MDP or a DTMC; {why})")
 
     if kind == "jani" or not divisions_judged:  # (a PRISM file whose every divisor was a constant: judged already)
         _refuse_division_by_zero(path, kind, program)
@@ -250,6 +251,23 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         command_keys=keys,
         locations=locations,
     )
+
+
+#: why a model type rlverify does not take has no policy to verify (the others: continuous time)
+_CONTINUOUS_TIME = "continuous-time models and Markov automata have no discrete-step policy semantics"
+_UNSUPPORTED_TYPES = {
+    "pta": "a probabilistic timed automaton's clocks run in real time, with no discrete step for a policy to act in",
+    "smg": "a stochastic game's players choose against each other; model one player's choices as an MDP",
+    "pomdp": "a POMDP's policy sees observations, not states",
+}
+_MODEL_TYPE = re.compile(r"^\s*([A-Za-z]+)\b")
+
+
+def _declared_type(path: Path) -> str:
+    """The model type keyword a PRISM file starts with (comments skipped), for a type stormpy cannot name."""
+    text = re.sub(r"//[^\n]*", "", path.read_text(encoding="utf-8", errors="replace"))
+    found = _MODEL_TYPE.match(text)
+    return found.group(1).lower() if found else "unknown"
 
 
 def _refuse_division_by_zero(path: Path, kind: str, program: Any) -> None:
