@@ -15,7 +15,9 @@ reports, generated models) goes through :func:`publishing` (or :func:`write_text
    new one, never a half-written one.
 
 Errors are :class:`FileWriteError` (exit code 2 in the CLI) with one line naming the file and the
-cause. This module is at the bottom of the layers: it imports only :mod:`rlverify.errors`.
+cause. :func:`read_input` is the matching way to read a small input file: a regular file only (a pipe would block,
+``/dev/zero`` never end), up to a size bound. This module is at the bottom of the layers: it imports only
+:mod:`rlverify.errors`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "plain_figure_text",
     "private_temp_dir",
     "publishing",
+    "read_input",
     "save_figure",
     "write_bytes",
     "write_text",
@@ -48,6 +51,45 @@ _KERNEL_DIRS = ("/proc", "/sys", "/dev")
 
 class FileWriteError(InputFileError):
     """An output file cannot be written (exists without ``--force``, bad target, disk full, no permission)."""
+
+
+def read_input(path: str | Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of input file ``path`` (``what`` names it: "properties file"), refusing before reading what is no
+    regular file (a directory, a FIFO that would block until someone writes, a device such as ``/dev/zero``) or is
+    larger than ``max_bytes``. Opened without blocking and checked again once open (the path may change meanwhile).
+
+    Raises:
+        InputFileError: missing, not a regular file, too large, or unreadable.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the {what} ({_describe(exc)})") from None
+    _check_input(path, what, st, max_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the {what} ({_describe(exc)})") from None
+    with os.fdopen(fd, "rb") as file:
+        _check_input(path, what, os.fstat(fd), max_bytes)
+        try:
+            data = file.read(max_bytes + 1)
+        except OSError as exc:
+            raise InputFileError(f"{path}: cannot read the {what} ({_describe(exc)})") from None
+    if len(data) > max_bytes:
+        raise InputFileError(f"{path}: the {what} is larger than {max_bytes:,} bytes (it grew while being read)")
+    return data
+
+
+def _check_input(path: str | Path, what: str, st: os.stat_result, max_bytes: int) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise InputFileError(f"{path}: is a directory, not a {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputFileError(f"{path}: not a regular file (a pipe, device or socket), not a {what}")
+    if st.st_size > max_bytes:
+        raise InputFileError(f"{path}: {st.st_size:,} bytes, more than the {max_bytes:,} a {what} may have")
 
 
 def _force_hint(what: str) -> str:

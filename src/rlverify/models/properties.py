@@ -566,18 +566,21 @@ def declared_constants(text: str) -> list[str]:
     return [m.group("name") for s in _statements(text) if (m := _CONST_DECL.match(s)) is not None]
 
 
+#: the largest properties file read (a property is a line; a file of this size holds some 100,000)
+MAX_PROPERTIES_BYTES = 16 * 2**20
+
+
 def read_properties_file(path: str | Path) -> str:
     """The text of a PRISM properties file.
 
     Raises:
-        InputFileError: the file is missing, unreadable or not UTF-8 text.
+        InputFileError: the file is missing, unreadable, no regular file (a FIFO, a directory, a device), larger than
+            :data:`MAX_PROPERTIES_BYTES` or not UTF-8 text.
     """
+    from rlverify.files import read_input
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(f"{path}: properties file not found") from None
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read the properties file ({exc.strerror})") from None
+        return read_input(path, "properties file", MAX_PROPERTIES_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise InputFileError(f"{path}: the properties file is not UTF-8 text") from None
 
