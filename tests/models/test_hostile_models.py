@@ -286,3 +286,40 @@ def test_the_line_named_is_the_files_line_whatever_its_control_characters(tmp_pa
     text = "mdp\nmodule m\n x:[0..1] init 0;\n [a] x<1 -> (x'=1);\n\r\x0c [b] x/0>0 -> true;\nendmodule\n"
     with pytest.raises(ModelError, match=r"line 5 \(\[b\] x/0>0 -> true;\) divides by zero"):
         load_model(_write(tmp_path, text))
+
+
+def _formulas(tmp_path, name: str, formulas: str, label: str):
+    text = f'mdp\n{formulas}module m\n  x : [0..3] init 0;\n  [a] x<3 -> (x\'=x+1);\nendmodule\nlabel "goal" = {label};\n'
+    return _write(tmp_path, text, name)
+
+
+def test_formulas_written_out_beyond_what_storm_parses_in_time_are_refused_in_one_line(tmp_path):
+    """Storm's parser writes each formula out where it is used: 20,000 formulas each using the one before took over
+    120 s, 40 each using the one before twice never end; formulas summing 9,999 terms onto the one before reach a
+    30,000-deep tree (a crash; h2 is already too deep). Each is now exit 2 and one line within seconds (a process
+    with a time limit)."""
+    chained = "formula f1 = x;\n" + "".join(f"formula f{i} = f{i - 1}+1;\n" for i in range(2, 20_001))
+    doubled = "formula g0 = x;\n" + "".join(f"formula g{i} = g{i - 1}+g{i - 1};\n" for i in range(1, 41))
+    terms = "+".join(["1"] * 9_999)
+    deep = f"formula h1 = x+{terms};\nformula h2 = h1+{terms};\nformula h3 = h2+{terms};\n"
+    cases = [
+        (_formulas(tmp_path, "chained.nm", chained, "f20000>0"), "(formula f20000 alone has 20,000;"),  # x and 19,999 ones
+        (_formulas(tmp_path, "doubled.nm", doubled, "g40>0"), "(formula g21 alone has more than 2,000,000;"),
+        # h2: its 9,999 + h1's 9,999 + its definition's =
+        (_formulas(tmp_path, "deep.nm", deep, "h3>0"), "deep.nm: line 3: an expression chaining 19999 operators"),
+    ]
+    for path, expected in cases:
+        code, err, _ = _run("inspect", str(path))
+        assert code == 2 and len(err) == 1 and expected in err[0], (expected, code, err)
+
+
+def test_a_thousand_chained_formulas_load_and_mean_what_they_say(tmp_path):
+    """f1000 = x + 999 written out through 999 formulas: goal is x=3, reached by the deterministic count only after
+    three steps (Pmax of F<=2 is 0, of F<=3 is 1)."""
+    from rlverify import ExactOptions, verify_exact
+
+    chained = "formula f1 = x;\n" + "".join(f"formula f{i} = f{i - 1}+1;\n" for i in range(2, 1_001))
+    model = load_model(_formulas(tmp_path, "chain.nm", chained, "f1000=1002"))
+    options = ExactOptions(mode="monolithic")
+    assert verify_exact(model, 'Pmax=? [F<=2 "goal"]', options=options).pmax == pytest.approx(0.0, abs=1e-12)
+    assert verify_exact(model, 'Pmax=? [F<=3 "goal"]', options=options).pmax == pytest.approx(1.0, abs=1e-12)

@@ -401,14 +401,15 @@ class _Level:
         return max(self.nest, self.prefix), self.count[0] - 1 + self.below[0]
 
 
-def expression_depth(text: str) -> tuple[int, int, int]:
+def expression_depth(text: str, formulas: dict[str, tuple[int, int]] | None = None) -> tuple[int, int, int]:
     """The deepest nesting of brackets and prefix operators, and the most binary operators along one path, of the
     expressions in PRISM or property ``text`` (``//`` comments and quoted labels skipped), with the line the first one
     over :data:`MAX_NESTING` or :data:`MAX_CHAIN` starts on (else 1): ``(nesting, chain, line)``. Expressions end at
     ``;`` and PRISM's statement keywords; a command's guard at ``->``, each update's probability at ``:`` and its
     assignments at the ``+`` before the next update. ``chain`` is the depth of the tree of binary operators by
-    precedence (``x=1 | x=2 | x=3`` is three deep), an upper bound on Storm's."""
-    scan = _Scan()
+    precedence (``x=1 | x=2 | x=3`` is three deep), an upper bound on Storm's. ``formulas``: the depths of the PRISM
+    formulas a name stands for (Storm writes a formula out where it is used)."""
+    scan = _Scan(formulas or {})
     for m in _TOKEN.finditer(text):
         scan.token(m.group())
     scan.finish()
@@ -418,7 +419,8 @@ def expression_depth(text: str) -> tuple[int, int, int]:
 class _Scan:
     """:func:`expression_depth`'s state: the open bracket levels, the deepest values so far, the line."""
 
-    def __init__(self) -> None:
+    def __init__(self, formulas: dict[str, tuple[int, int]]) -> None:
+        self.formulas = formulas
         self.levels = [_Level()]
         self.nest = self.chain = self.over_at = 0
         self.line = self.start = 1
@@ -461,20 +463,23 @@ class _Scan:
         elif token in _PRECEDENCE:
             level.operator(_PRECEDENCE[token])
         elif token != "'":
-            level.item(0, 0)
+            level.item(*self.formulas.get(token, (0, 0)))
 
 
-def check_nesting(text: str, what: str, *, lines: bool = False) -> None:
+def check_nesting(text: str, what: str, *, lines: bool = False, formulas: dict[str, tuple[int, int]] | None = None) -> None:
     """Refuse ``text`` whose expressions nest deeper than :data:`MAX_NESTING` or chain more than :data:`MAX_CHAIN`
-    operators (see :func:`expression_depth`); ``what`` names it ("property '...'", a file; ``lines``: name the line)."""
+    operators (see :func:`expression_depth`, and there ``formulas``); ``what`` names it ("property '...'", a file;
+    ``lines``: name the line)."""
+    formulas = formulas or {}
+    deepest = (max((n for n, _ in formulas.values()), default=0), max((c for _, c in formulas.values()), default=0))
     nest, chain, line = 0, 0, 1
     lines_before = 0
     for piece in _BLANKED.sub(lambda m: "" if m.group().startswith("//") else '""', text).split(";"):
-        # a statement that cannot reach either limit (few enough brackets and prefix characters, short enough) is not
-        # scanned token by token: a 20,000-command file costs a few string counts per command
+        # a statement that cannot reach either limit (few enough brackets and prefix characters, short enough, even
+        # with the deepest formula in it) is not scanned token by token: a 20,000-command file costs string counts
         bound = sum(piece.count(c) for c in "([{!-XFG")
-        if bound > MAX_NESTING or len(piece) > MAX_CHAIN:
-            found = expression_depth(piece)
+        if bound + deepest[0] > MAX_NESTING or len(piece) + deepest[1] > MAX_CHAIN:
+            found = expression_depth(piece, formulas)
             if (found[0] > MAX_NESTING or found[1] > MAX_CHAIN) and not (nest > MAX_NESTING or chain > MAX_CHAIN):
                 nest, chain, line = found[0], found[1], lines_before + found[2]
         lines_before += piece.count("\n")
@@ -486,8 +491,9 @@ def check_nesting(text: str, what: str, *, lines: bool = False) -> None:
         )
     if chain > MAX_CHAIN:
         raise PropertyError(
-            f"{where}: an expression chaining {chain} operators, more than {MAX_CHAIN:,} (a+b+c... is a tree that "
-            "deep, which Storm walks recursively and would run out of stack and crash); split it"
+            f"{where}: an expression chaining {chain} operators, more than {MAX_CHAIN:,} (a+b+c..., with the formulas it "
+            "uses written out, is a tree that deep, which Storm walks recursively and would run out of stack and crash); "
+            "split it"
         )
 
 
