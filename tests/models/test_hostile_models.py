@@ -323,3 +323,24 @@ def test_a_thousand_chained_formulas_load_and_mean_what_they_say(tmp_path):
     options = ExactOptions(mode="monolithic")
     assert verify_exact(model, 'Pmax=? [F<=2 "goal"]', options=options).pmax == pytest.approx(0.0, abs=1e-12)
     assert verify_exact(model, 'Pmax=? [F<=3 "goal"]', options=options).pmax == pytest.approx(1.0, abs=1e-12)
+
+
+def test_storms_own_parse_error_lines_stay_out_of_a_python_session(tmp_path, capfd):
+    """In Python (no CLI to turn Storm's log off) a bad model or property printed Storm's ``ERROR
+    (SpiritErrorHandler.h:27): ...`` lines besides raising; now only the exception says it, with Storm's message."""
+    import stormpy.developer as dev
+
+    level = dev.get_log_level()
+    dev.set_log_level(dev.LogLevel.WARN)  # as a Python session starts (an earlier CLI test may have set it off)
+    try:
+        capfd.readouterr()
+        with pytest.raises(ModelError, match=r"PRISM syntax error: Parsing error at 4:\d+: +expecting"):
+            load_model(_write(tmp_path, SMALL.format(update="x+1").replace("x<3", "x< ")))
+        model = load_model(_write(tmp_path, SMALL.format(update="x+1"), "fine.nm"))
+        with pytest.raises(PropertyError, match="does not parse: Expected expression x to be of boolean type"):
+            parse_property(model, "P=? [F x=]")
+        out, err = capfd.readouterr()
+        assert "ERROR" not in out + err and "SpiritErrorHandler" not in out + err, out + err
+        assert dev.get_log_level() == dev.LogLevel.WARN  # the user's level is restored
+    finally:
+        dev.set_log_level(level)

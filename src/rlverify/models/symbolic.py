@@ -5,6 +5,7 @@ Only this package, :mod:`rlverify.exact` and :mod:`rlverify.abstraction` import 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -34,6 +35,21 @@ from rlverify.models.properties import Property, check_nesting, parse_structure
 log = logging.getLogger(__name__)
 
 _STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.DOTALL)
+
+
+@contextlib.contextmanager
+def storm_log_off() -> Iterator[None]:
+    """Storm's own log off for a call whose failure rlverify reports (Storm's exception carries the message): a parse
+    error is then rlverify's one error, not also Storm's ``ERROR (SpiritErrorHandler.h:27): ...`` lines on stdout in
+    a Python session, where the CLI's setting (:func:`rlverify.models.numerics.set_storm_logging`) does not apply."""
+    import stormpy.developer as dev
+
+    level = dev.get_log_level()
+    dev.set_log_level(dev.LogLevel.OFF)
+    try:
+        yield
+    finally:
+        dev.set_log_level(level)
 
 
 def storm_message(exc: BaseException) -> str:
@@ -171,12 +187,14 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         _check_jani_supported(path, jani_data)
     try:
         if path.suffix.lower() == ".jani":
-            program, props = stormpy.parse_jani_model(str(path))
+            with storm_log_off():
+                program, props = stormpy.parse_jani_model(str(path))
             kind = "jani"
             file_props = {_property_name(p): p for p in props}
         else:
             divisions_judged = _check_prism_text(path, given)
-            program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
+            with storm_log_off():
+                program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
             kind = "prism"
     except RuntimeError as exc:
         language = "JANI" if path.suffix.lower() == ".jani" else "PRISM"
@@ -205,7 +223,8 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
     as_parsed = program  # the file's edges as Storm parsed them (matched to the file before constants are substituted)
     if given:
         try:
-            program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
+            with storm_log_off():
+                program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
         except (RuntimeError, ValueError, TypeError, StormError) as exc:
             raise ConstantsError(
                 f"{path}: cannot define constants {given}: {storm_message(exc)} (values must be "
@@ -824,7 +843,8 @@ def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: 
         structure, malformed = Property(text=text), exc
     _check_names_and_values(model, text, structure)
     try:
-        props = stormpy.parse_properties(text, model.program)
+        with storm_log_off():
+            props = stormpy.parse_properties(text, model.program)
     except RuntimeError as exc:
         raise _storm_parse_error(model, text, structure, exc) from None
     if malformed is not None:
@@ -1314,31 +1334,29 @@ def _build(
     # value into the variable's bits); they also refuse distributions that sum to 1 only up to rounding (0.1 + 0.2 +
     # 0.7, in Avoid, Freeway and the PPDDL models), and those are built again unchecked and range-checked here.
     checked = True
-    level = dev.get_log_level()
-    dev.set_log_level(dev.LogLevel.OFF)  # a refused attempt is reported by rlverify (or retried), not logged by Storm
-    try:
-        builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), options(True), mask, explore)
-        storm_model = builder.build()
-    except RuntimeError as exc:
-        message = storm_message(exc)
-        if "out-of-bounds value" in message:
-            raise ModelError(
-                f"{model.shown}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
-                "does not wrap the value around): guard the update or widen the range"
-            ) from None
-        if "sum to one" not in message and "some to one" not in message:
-            raise ModelError(f"{model.shown}: Storm could not build the model: {message}") from None
-        checked = False
-        program, storm_properties = _build_input(model, properties)
+    with storm_log_off():  # a refused attempt is reported by rlverify (or retried), not logged by Storm
         try:
-            builder = dev.make_explicit_model_builder[float](
-                dev.SymbolicModelDescription(program), options(False), mask, explore
-            )
+            description = dev.SymbolicModelDescription(program)
+            builder = dev.make_explicit_model_builder[float](description, options(True), mask, explore)
             storm_model = builder.build()
-        except RuntimeError as exc2:
-            raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc2)}") from None
-    finally:
-        dev.set_log_level(level)
+        except RuntimeError as exc:
+            message = storm_message(exc)
+            if "out-of-bounds value" in message:
+                raise ModelError(
+                    f"{model.shown}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
+                    "does not wrap the value around): guard the update or widen the range"
+                ) from None
+            if "sum to one" not in message and "some to one" not in message:
+                raise ModelError(f"{model.shown}: Storm could not build the model: {message}") from None
+            checked = False
+            program, storm_properties = _build_input(model, properties)
+            try:
+                builder = dev.make_explicit_model_builder[float](
+                    dev.SymbolicModelDescription(program), options(False), mask, explore
+                )
+                storm_model = builder.build()
+            except RuntimeError as exc2:
+                raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc2)}") from None
     if max_states is not None and storm_model.nr_states > max_states:
         smaller = (
             ", or (verify, PRISM models) use --strategy merged or onthefly with a policy to explore only policy-reachable "
