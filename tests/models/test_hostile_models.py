@@ -344,3 +344,55 @@ def test_storms_own_parse_error_lines_stay_out_of_a_python_session(tmp_path, cap
         assert dev.get_log_level() == dev.LogLevel.WARN  # the user's level is restored
     finally:
         dev.set_log_level(level)
+
+
+def _storm_depth(text: str) -> int:
+    """The depth of the syntax tree Storm's own expression parser builds for ``text`` over an integer ``x`` (walked
+    without recursion)."""
+    import stormpy
+
+    manager = stormpy.expressions.ExpressionManager()
+    x = manager.declare_integer_variable("x")
+    parser = stormpy.expressions.ExpressionParser(manager)
+    parser.set_identifier_mapping({"x": x.get_expression()})
+    best, stack = 0, [(parser.parse_from_string(text, False), 0)]
+    while stack:
+        node, depth = stack.pop()
+        best = max(best, depth)
+        if not (node.is_literal() or node.is_variable()):
+            stack.extend((node.get_operand(i), depth + 1) for i in range(node.arity))
+    return best
+
+
+def _integer_expressions():
+    from hypothesis import strategies as st
+
+    atoms = st.sampled_from(["x", "1", "2"])
+
+    def extend(inner):
+        return st.one_of(
+            st.tuples(st.sampled_from(["-", "- "]), inner).map("".join),
+            st.tuples(inner, st.sampled_from(["+", "-", "*", " + ", " * "]), inner).map("".join),
+            st.lists(inner, min_size=2, max_size=6).map("+".join),
+            inner.map(lambda e: f"({e})"),
+            st.tuples(st.integers(1, 30), inner).map(lambda t: "-" * t[0] + f"({t[1]})"),
+        )
+
+    return st.recursive(atoms, extend, max_leaves=40)
+
+
+def test_the_measured_depths_bound_the_tree_storm_builds():
+    """Generated integer expressions (chains, precedence, prefix minus, brackets): the nesting and chain the check
+    measures add up to at least the depth of Storm's own syntax tree (the oracle: Storm's expression parser), so what
+    passes both limits is a tree Storm has been measured to survive."""
+    from hypothesis import given, settings
+
+    from rlverify.models.properties import expression_depth
+
+    @settings(max_examples=150, deadline=None)
+    @given(_integer_expressions())
+    def check(text):
+        nest, chain, _ = expression_depth(text)
+        assert nest + chain >= _storm_depth(text), text
+
+    check()
