@@ -35,6 +35,7 @@ from rlverify.errors import InputFileError
 
 __all__ = [
     "FileWriteError",
+    "check_input",
     "check_target",
     "plain_figure_text",
     "private_temp_dir",
@@ -61,13 +62,7 @@ def read_input(path: str | Path, what: str, max_bytes: int) -> bytes:
     Raises:
         InputFileError: missing, not a regular file, too large, or unreadable.
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise InputFileError(f"{path}: {what} not found") from None
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read the {what} ({_describe(exc)})") from None
-    _check_input(path, what, st, max_bytes)
+    check_input(path, what, max_bytes)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -83,12 +78,28 @@ def read_input(path: str | Path, what: str, max_bytes: int) -> bytes:
     return data
 
 
-def _check_input(path: str | Path, what: str, st: os.stat_result, max_bytes: int) -> None:
+def check_input(path: str | Path, what: str, max_bytes: int | None = None) -> None:
+    """Refuse input file ``path`` (``what`` names it: "model file") before it is opened: missing, a directory, no
+    regular file (a FIFO would block the reader), larger than ``max_bytes`` (None: any size).
+
+    Raises:
+        InputFileError: naming the file and the cause.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the {what} ({_describe(exc)})") from None
+    _check_input(path, what, st, max_bytes)
+
+
+def _check_input(path: str | Path, what: str, st: os.stat_result, max_bytes: int | None) -> None:
     if stat.S_ISDIR(st.st_mode):
         raise InputFileError(f"{path}: is a directory, not a {what}")
     if not stat.S_ISREG(st.st_mode):
         raise InputFileError(f"{path}: not a regular file (a pipe, device or socket), not a {what}")
-    if st.st_size > max_bytes:
+    if max_bytes is not None and st.st_size > max_bytes:
         raise InputFileError(f"{path}: {st.st_size:,} bytes, more than the {max_bytes:,} a {what} may have")
 
 

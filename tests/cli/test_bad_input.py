@@ -325,3 +325,17 @@ def test_a_benchmarks_errors_name_the_benchmark_not_its_temporary_file(capsys, e
     # the benchmark's PRISM text is parsed from a private temporary file: its path means nothing to the user
     code, err = run(capsys, "avoid-v1", "-p", "collision-100", "--max-states", "100", *extra)
     assert code == 2 and said in err and "/tmp" not in err and ".prism" not in err, err
+
+
+def test_a_fifo_or_a_device_as_the_model_is_named_as_such(capsys, tmp_path: Path) -> None:
+    """A FIFO (or /dev/zero through a link) named as the model file was called "model file not found"; it is named as
+    what it is, without being opened (opening a FIFO blocks until someone writes)."""
+    import os
+
+    fifo = tmp_path / "pipe.prism"
+    os.mkfifo(fifo)
+    device = tmp_path / "zero.nm"
+    device.symlink_to("/dev/zero")
+    for path in (fifo, device):
+        code, out = run(capsys, str(path), "-p", "P=? [F x=1]", "--mode", "monolithic")
+        assert code == 2 and f"{path}: not a regular file (a pipe, device or socket), not a model file" in out, out

@@ -26,6 +26,7 @@ from rlverify.errors import (
     PropertyError,
     did_you_mean,
 )
+from rlverify.files import check_input
 from rlverify.models.assignments import parse_assignments
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel
@@ -173,8 +174,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
 
     started = time.perf_counter()
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(f"{path}: model file not found")
+    check_input(path, "model file")
     try:
         path.open("rb").close()
     except OSError as exc:
