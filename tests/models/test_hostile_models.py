@@ -396,3 +396,14 @@ def test_the_measured_depths_bound_the_tree_storm_builds():
         assert nest + chain >= _storm_depth(text), text
 
     check()
+
+
+def test_storms_refusal_of_a_long_label_is_one_short_line(tmp_path, capsys):
+    """A label chaining 5,000 operators is within the chain limit but beyond Storm's ExprTk evaluator (stack depth
+    10,000): Storm's refusal quoted the whole expression (a 30,000-character line); now its start and end, with the
+    cause."""
+    path = _running(tmp_path, "long.nm", 'label "big" = (' + "+".join(["x"] * 5_000) + ")>0;\n")
+    assert main(["verify", str(path), "-p", 'Pmax=? [F "big"]', "--mode", "monolithic"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and len(err[0]) < 800 and "Storm could not build the model" in err[0], err
+    assert "ExprTk" in err[0] and "exceeds maximum allowed stack depth" in err[0]

@@ -53,10 +53,13 @@ def storm_log_off() -> Iterator[None]:
         dev.set_log_level(level)
 
 
-def storm_message(exc: BaseException) -> str:
-    """Storm's exception text without the C++ exception class prefix, on one line where possible."""
-    text = _STORM_MSG.sub("", str(exc)).strip()
-    return re.sub(r"\s*\n\s*", " | ", text)
+def storm_message(exc: BaseException, *, limit: int | None = None) -> str:
+    """Storm's exception text without the C++ exception class prefix, on one line where possible; beyond ``limit``
+    characters its start and end around ``...`` (Storm quotes a whole expression, which may be megabytes)."""
+    text = re.sub(r"\s*\n\s*", " | ", _STORM_MSG.sub("", str(exc)).strip())
+    if limit is not None and len(text) > limit:
+        text = f"{text[: limit // 2]} ... {text[-(limit // 2) :]}"
+    return text
 
 
 @dataclass
@@ -1347,7 +1350,7 @@ def _build(
                     "does not wrap the value around): guard the update or widen the range"
                 ) from None
             if "sum to one" not in message and "some to one" not in message:
-                raise ModelError(f"{model.shown}: Storm could not build the model: {message}") from None
+                raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc, limit=600)}") from None
             checked = False
             program, storm_properties = _build_input(model, properties)
             try:
@@ -1356,7 +1359,7 @@ def _build(
                 )
                 storm_model = builder.build()
             except RuntimeError as exc2:
-                raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc2)}") from None
+                raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc2, limit=600)}") from None
     if max_states is not None and storm_model.nr_states > max_states:
         smaller = (
             ", or (verify, PRISM models) use --strategy merged or onthefly with a policy to explore only policy-reachable "
