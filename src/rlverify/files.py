@@ -18,7 +18,9 @@ reports, generated models) goes through :func:`publishing` (or :func:`write_text
    is removed, a file replaced with ``force`` is restored).
 
 Errors are :class:`FileWriteError` (exit code 2 in the CLI) with one line naming the file and the
-cause. This module is at the bottom of the layers: it imports only :mod:`rlverify.errors`.
+cause. :func:`read_input` is the matching way to read a small input file: a regular file only (a pipe would block,
+``/dev/zero`` never end), up to a size bound. This module is at the bottom of the layers: it imports only
+:mod:`rlverify.errors`.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ from rlverify.errors import InputFileError
 __all__ = [
     "FileWriteError",
     "all_or_nothing",
+    "check_input",
     "check_target",
     "plain_figure_text",
     "private_temp_dir",
     "published",
     "publishing",
+    "read_input",
     "save_figure",
     "write_bytes",
     "write_text",
@@ -54,6 +58,55 @@ _KERNEL_DIRS = ("/proc", "/sys", "/dev")
 
 class FileWriteError(InputFileError):
     """An output file cannot be written (exists without ``--force``, bad target, disk full, no permission)."""
+
+
+def read_input(path: str | Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of input file ``path`` (``what`` names it: "properties file"), refusing before reading what is no
+    regular file (a directory, a FIFO that would block until someone writes, a device such as ``/dev/zero``) or is
+    larger than ``max_bytes``. Opened without blocking and checked again once open (the path may change meanwhile).
+
+    Raises:
+        InputFileError: missing, not a regular file, too large, or unreadable.
+    """
+    check_input(path, what, max_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the {what} ({_describe(exc)})") from None
+    with os.fdopen(fd, "rb") as file:
+        _check_input(path, what, os.fstat(fd), max_bytes)
+        try:
+            data = file.read(max_bytes + 1)
+        except OSError as exc:
+            raise InputFileError(f"{path}: cannot read the {what} ({_describe(exc)})") from None
+    if len(data) > max_bytes:
+        raise InputFileError(f"{path}: the {what} is larger than {max_bytes:,} bytes (it grew while being read)")
+    return data
+
+
+def check_input(path: str | Path, what: str, max_bytes: int | None = None) -> None:
+    """Refuse input file ``path`` (``what`` names it: "model file") before it is opened: missing, a directory, no
+    regular file (a FIFO would block the reader), larger than ``max_bytes`` (None: any size).
+
+    Raises:
+        InputFileError: naming the file and the cause.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputFileError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the {what} ({_describe(exc)})") from None
+    _check_input(path, what, st, max_bytes)
+
+
+def _check_input(path: str | Path, what: str, st: os.stat_result, max_bytes: int | None) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise InputFileError(f"{path}: is a directory, not a {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputFileError(f"{path}: not a regular file (a pipe, device or socket), not a {what}")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise InputFileError(f"{path}: {st.st_size:,} bytes, more than the {max_bytes:,} a {what} may have")
 
 
 def _force_hint(what: str) -> str:

@@ -209,9 +209,10 @@ def _model(
         if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
             return None, load_system(text, constants), "continuous", text
     if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():
-        if not path.is_file():
-            raise InputFileError(f"{path}: model file not found")
+        from rlverify.files import check_input
         from rlverify.models.symbolic import load_model
+
+        check_input(path, "model file")  # (a FIFO or device: named as such, never opened)
 
         return None, load_model(path, constants), "prism", str(path)
     if "/" in text or "\\" in text:

@@ -169,6 +169,26 @@ def test_ctmc_is_refused(capsys, tmp_path: Path) -> None:
     assert code == 2 and "model type CTMC is not supported" in out
 
 
+PTA = "pta\nmodule m\n  x : [0..2] init 0;\n  c : clock;\n  invariant c<=2 endinvariant\n  [a] x<2 -> (x'=x+1);\nendmodule\n"
+SMG = "smg\nplayer p1 m endplayer\nmodule m\n  x : [0..2] init 0;\n  [a] x<2 -> (x'=x+1);\nendmodule\n"
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "why"), [("PTA", PTA, "clocks run in real time"), ("SMG", SMG, "players")], ids=["pta", "smg"]
+)
+@pytest.mark.parametrize("command", ["verify", "inspect", "simulate", "report"])
+def test_a_timed_automaton_or_a_game_is_refused_naming_its_type(capsys, tmp_path: Path, kind, text, why, command) -> None:
+    """stormpy's enumeration of PRISM model types has no PTA or SMG: reading one raised ValueError ("7 is not a valid
+    PrismModelType") through every command; now one line naming the type and what rlverify takes."""
+    path = tmp_path / "m.nm"
+    path.write_text(text)
+    args = [command, str(path)] + ([] if command == "inspect" else ["-p", "Pmax=? [F x=2]", "--policy", "uniform"])
+    code = main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert f"model type {kind} is not supported (rlverify takes an MDP or a DTMC" in err[0] and why in err[0]
+
+
 def test_onnx_without_metadata(capsys, model: Path, tmp_path: Path) -> None:
     import onnx
 
@@ -305,3 +325,17 @@ def test_a_benchmarks_errors_name_the_benchmark_not_its_temporary_file(capsys, e
     # the benchmark's PRISM text is parsed from a private temporary file: its path means nothing to the user
     code, err = run(capsys, "avoid-v1", "-p", "collision-100", "--max-states", "100", *extra)
     assert code == 2 and said in err and "/tmp" not in err and ".prism" not in err, err
+
+
+def test_a_fifo_or_a_device_as_the_model_is_named_as_such(capsys, tmp_path: Path) -> None:
+    """A FIFO (or /dev/zero through a link) named as the model file was called "model file not found"; it is named as
+    what it is, without being opened (opening a FIFO blocks until someone writes)."""
+    import os
+
+    fifo = tmp_path / "pipe.prism"
+    os.mkfifo(fifo)
+    device = tmp_path / "zero.nm"
+    device.symlink_to("/dev/zero")
+    for path in (fifo, device):
+        code, out = run(capsys, str(path), "-p", "P=? [F x=1]", "--mode", "monolithic")
+        assert code == 2 and f"{path}: not a regular file (a pipe, device or socket), not a model file" in out, out

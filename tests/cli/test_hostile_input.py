@@ -397,7 +397,7 @@ def test_env_kwargs_numbers_are_finite() -> None:
     [
         ("model", lambda d: (d / "b.prism").write_bytes(b"mdp\n\xb1\xb1" + bytes(range(256))), r"b.prism: not a PRISM file"),
         ("model", lambda d: (d / "b.prism").write_bytes(b""), r"b.prism: PRISM syntax error"),
-        ("model", lambda d: (d / "b.prism").mkdir(), r"b.prism: model file not found"),
+        ("model", lambda d: (d / "b.prism").mkdir(), r"b.prism: is a directory, not a model file"),
         ("policy", lambda d: (d / "b.json").write_bytes(bytes(range(256)) * 4), r"b.json: not a JSON text file.*not UTF-8"),
         ("policy", lambda d: (d / "b.json").write_text("[" * 100_000 + "]" * 100_000), r"nested too deeply"),
         ("policy", lambda d: (d / "b.json").write_bytes(b""), r"b.json: invalid JSON"),

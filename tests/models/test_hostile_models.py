@@ -21,15 +21,15 @@ def _write(tmp_path, text: str | bytes, name: str = "m.nm"):
 def test_a_property_nested_3000_deep_is_refused_not_a_crash(tmp_path, capsys):
     model = load_model(_write(tmp_path, SMALL.format(update="x+1")))
     deep = "P=? [F " + "(" * 3000 + "x=3" + ")" * 3000 + "]"
-    with pytest.raises(PropertyError, match="nested more than 500 deep"):
+    with pytest.raises(PropertyError, match="nested 3002 deep, more than 500"):
         parse_property(model, deep)
     assert main(["verify", str(model.path), "-p", deep, "--mode", "monolithic"]) == 2
-    assert "nested more than 500 deep" in capsys.readouterr().err
+    assert "nested 3002 deep, more than 500" in capsys.readouterr().err
 
 
 def test_a_model_nested_3000_deep_is_refused_naming_the_file(tmp_path):
     path = _write(tmp_path, SMALL.format(update="(" * 3000 + "x+1" + ")" * 3000))
-    with pytest.raises(ModelError, match=r"m\.nm: brackets nested more than 500 deep"):
+    with pytest.raises(ModelError, match=r"m\.nm: line 4: an expression nested 3001 deep, more than 500"):
         load_model(path)
 
 
@@ -37,6 +37,90 @@ def test_nesting_within_the_limit_and_brackets_in_comments_are_fine(tmp_path):
     path = _write(tmp_path, "// " + "(" * 2000 + "\n" + SMALL.format(update="(" * 400 + "x+1" + ")" * 400))
     model = load_model(path)
     assert parse_property(model, "P=? [F " + "(" * 300 + "x=3" + ")" * 300 + "]").path == "F"
+
+
+def _run(*args: str) -> tuple[int, list[str], str]:
+    """``rlverify ARGS`` in a process of its own (a crash kills it, not the test run): exit code, stderr's lines, stdout."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "rlverify", *args], capture_output=True, text=True, timeout=120)
+    return done.returncode, [line for line in done.stderr.splitlines() if line.strip()], done.stdout
+
+
+RUNNING = "src/rlverify/benchmarks/data/models/running_example.prism"
+
+
+def _running(tmp_path, name: str, extra: str = "", nop: str = "true"):
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / RUNNING).read_text()
+    return _write(tmp_path, text.replace("[NOP]  true", f"[NOP]  {nop}") + extra, name)
+
+
+def test_operators_nested_or_chained_beyond_what_storm_survives_are_refused_in_one_line(tmp_path):
+    """Each killed the process with SIGSEGV (exit 139, no message) in Storm's parser or builder: 3,000 chained X or
+    6,000 ! in a property, a label summing 50,000 terms or negated 6,000 times. Now exit 2 and one line naming where."""
+    many_x = "Pmax=? [" + "X " * 3000 + '"goal"]'
+    many_not = "Pmax=? [F " + "!" * 6000 + '"goal"]'
+    summed = _running(tmp_path, "summed.nm", 'label "big" = (' + "+".join(["x"] * 50_000) + ")>0;\n")
+    negated = _running(tmp_path, "negated.nm", 'label "big" = ' + "!" * 6000 + "(x>0);\n")
+    cases = [
+        (RUNNING, many_x, "nested 3001 deep, more than 500"),
+        (RUNNING, many_not, "nested 6002 deep, more than 500"),
+        (str(summed), 'Pmax=? [F "big"]', "summed.nm: line 23: an expression chaining 50001 operators, more than 10,000"),
+        (str(negated), 'Pmax=? [F "big"]', "negated.nm: line 23: an expression nested 6001 deep, more than 500"),
+    ]
+    for model, prop, expected in cases:
+        code, err, _ = _run("verify", model, "-p", prop, "--mode", "monolithic")
+        assert code == 2 and len(err) == 1 and expected in err[0], (expected, code, err)
+
+
+def _pmax_next(steps: int) -> float:
+    """Pmax of being in D (x=4) after exactly ``steps`` steps of the running example from A, by value iteration in
+    numpy over its transition table written out by hand (shares nothing with Storm or rlverify)."""
+    import numpy as np
+
+    up = np.array([[0, 0.2, 0.8, 0], [0, 0, 0.2, 0.8], [0, 0, 0, 1.0], [0, 0, 0, 0]])
+    down = np.array([[1.0, 0, 0, 0], [1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])
+    value = np.array([0, 0, 0, 1.0])
+    for _ in range(steps):
+        value = np.maximum.reduce([up @ value + np.array([0, 0, 0, -np.inf]), value, down @ value])
+    return float(value[0])
+
+
+def test_nesting_and_chains_just_within_the_limits_reach_storm_and_give_the_right_value(tmp_path):
+    """499 X, a guard of 499 brackets around a 9,999-term sum, a label negated 498 times: checked by Storm (in a
+    process of its own: a crash is exit 139, not a failed test run) and the value is the numpy one."""
+    guard = "(" * 499 + "+".join(["x"] * 9_999) + ")" * 499 + ">0"  # always true: the model is the running example
+    path = _running(tmp_path, "deep.nm", 'label "big" = ' + "!" * 498 + "(x=4);\n", nop=guard)
+    code, err, out = _run("verify", str(path), "-p", "Pmax=? [" + "X " * 499 + '"goal"]', "--mode", "monolithic", "--json")
+    assert code == 0 and not err, err
+    import json
+
+    assert json.loads(out)["result"]["value"] == pytest.approx(_pmax_next(499), abs=1e-6)
+    for prop in ('Pmax=? [F<=2 "big"]', "Pmax=? [F<=2 " + "!" * 498 + '"goal"]'):  # 498 ! are none: 0.96
+        code, err, out = _run("verify", str(path), "-p", prop, "--mode", "monolithic", "--json")
+        assert code == 0 and not err, err
+        assert json.loads(out)["result"]["value"] == pytest.approx(_pmax_next(2), abs=1e-6)  # (NOP keeps D)
+
+
+def test_a_flat_model_of_20000_commands_is_not_a_deep_one():
+    """A chain is one expression's: a 20,000-command file's updates, guards and labels (each short) and a 9,000-way
+    disjunction (9,001 deep, not 18,000: = binds tighter than |) pass, and the check costs string counts per command."""
+    import time
+
+    from rlverify.models.properties import check_nesting, expression_depth
+
+    commands = "".join(f"  [a{i}] x={i} & y<3 -> 0.5 : (x'=x+1) + 0.5 : (y'=min(y+1,3));\n" for i in range(20_000))
+    text = f"mdp\nmodule m\n  x : [0..20000] init 0;\n  y : [0..3] init 0;\n{commands}endmodule\n"
+    started = time.perf_counter()
+    check_nesting(text, "m.nm", lines=True)
+    assert time.perf_counter() - started < 0.5
+    assert expression_depth("[a] x>0 -> " + " + ".join(["0.5 : (x'=1)"] * 20_000) + ";") == (1, 1, 1)
+    assert expression_depth('label "s" = ' + "|".join(f"x={i}" for i in range(9_000)) + ";")[:2] == (0, 9_001)
+    assert expression_depth("!a & !b & !c") == (1, 2, 1)  # a negated operand each, not three negations deep
+    assert expression_depth("((((a)+b+c)+d+e)+f+g)") == (4, 6, 1)  # the chains of enclosing groups add up
 
 
 @pytest.mark.parametrize(
@@ -202,3 +286,124 @@ def test_the_line_named_is_the_files_line_whatever_its_control_characters(tmp_pa
     text = "mdp\nmodule m\n x:[0..1] init 0;\n [a] x<1 -> (x'=1);\n\r\x0c [b] x/0>0 -> true;\nendmodule\n"
     with pytest.raises(ModelError, match=r"line 5 \(\[b\] x/0>0 -> true;\) divides by zero"):
         load_model(_write(tmp_path, text))
+
+
+def _formulas(tmp_path, name: str, formulas: str, label: str):
+    text = f'mdp\n{formulas}module m\n  x : [0..3] init 0;\n  [a] x<3 -> (x\'=x+1);\nendmodule\nlabel "goal" = {label};\n'
+    return _write(tmp_path, text, name)
+
+
+def test_formulas_written_out_beyond_what_storm_parses_in_time_are_refused_in_one_line(tmp_path):
+    """Storm's parser writes each formula out where it is used: 20,000 formulas each using the one before took over
+    120 s, 40 each using the one before twice never end; formulas summing 9,999 terms onto the one before reach a
+    30,000-deep tree (a crash; h2 is already too deep). Each is now exit 2 and one line within seconds (a process
+    with a time limit)."""
+    chained = "formula f1 = x;\n" + "".join(f"formula f{i} = f{i - 1}+1;\n" for i in range(2, 20_001))
+    doubled = "formula g0 = x;\n" + "".join(f"formula g{i} = g{i - 1}+g{i - 1};\n" for i in range(1, 41))
+    terms = "+".join(["1"] * 9_999)
+    deep = f"formula h1 = x+{terms};\nformula h2 = h1+{terms};\nformula h3 = h2+{terms};\n"
+    cases = [
+        (_formulas(tmp_path, "chained.nm", chained, "f20000>0"), "(formula f20000 alone has 20,000;"),  # x and 19,999 ones
+        (_formulas(tmp_path, "doubled.nm", doubled, "g40>0"), "(formula g21 alone has more than 2,000,000;"),
+        # h2: its 9,999 + h1's 9,999 + its definition's =
+        (_formulas(tmp_path, "deep.nm", deep, "h3>0"), "deep.nm: line 3: an expression chaining 19999 operators"),
+    ]
+    for path, expected in cases:
+        code, err, _ = _run("inspect", str(path))
+        assert code == 2 and len(err) == 1 and expected in err[0], (expected, code, err)
+
+
+def test_a_thousand_chained_formulas_load_and_mean_what_they_say(tmp_path):
+    """f1000 = x + 999 written out through 999 formulas: goal is x=3, reached by the deterministic count only after
+    three steps (Pmax of F<=2 is 0, of F<=3 is 1)."""
+    from rlverify import ExactOptions, verify_exact
+
+    chained = "formula f1 = x;\n" + "".join(f"formula f{i} = f{i - 1}+1;\n" for i in range(2, 1_001))
+    model = load_model(_formulas(tmp_path, "chain.nm", chained, "f1000=1002"))
+    options = ExactOptions(mode="monolithic")
+    assert verify_exact(model, 'Pmax=? [F<=2 "goal"]', options=options).pmax == pytest.approx(0.0, abs=1e-12)
+    assert verify_exact(model, 'Pmax=? [F<=3 "goal"]', options=options).pmax == pytest.approx(1.0, abs=1e-12)
+
+
+def test_storms_own_parse_error_lines_stay_out_of_a_python_session(tmp_path, capfd):
+    """In Python (no CLI to turn Storm's log off) a bad model or property printed Storm's ``ERROR
+    (SpiritErrorHandler.h:27): ...`` lines besides raising; now only the exception says it, with Storm's message."""
+    import stormpy.developer as dev
+
+    level = dev.get_log_level()
+    dev.set_log_level(dev.LogLevel.WARN)  # as a Python session starts (an earlier CLI test may have set it off)
+    try:
+        capfd.readouterr()
+        with pytest.raises(ModelError, match=r"PRISM syntax error: Parsing error at 4:\d+: +expecting"):
+            load_model(_write(tmp_path, SMALL.format(update="x+1").replace("x<3", "x< ")))
+        model = load_model(_write(tmp_path, SMALL.format(update="x+1"), "fine.nm"))
+        with pytest.raises(PropertyError, match="does not parse: Expected expression x to be of boolean type"):
+            parse_property(model, "P=? [F x=]")
+        out, err = capfd.readouterr()
+        assert "ERROR" not in out + err and "SpiritErrorHandler" not in out + err, out + err
+        assert dev.get_log_level() == dev.LogLevel.WARN  # the user's level is restored
+    finally:
+        dev.set_log_level(level)
+
+
+def _storm_depth(text: str) -> int:
+    """The depth of the syntax tree Storm's own expression parser builds for ``text`` over an integer ``x`` (walked
+    without recursion)."""
+    import stormpy
+
+    manager = stormpy.expressions.ExpressionManager()
+    x = manager.declare_integer_variable("x")
+    parser = stormpy.expressions.ExpressionParser(manager)
+    parser.set_identifier_mapping({"x": x.get_expression()})
+    best, stack = 0, [(parser.parse_from_string(text, False), 0)]
+    while stack:
+        node, depth = stack.pop()
+        best = max(best, depth)
+        if not (node.is_literal() or node.is_variable()):
+            stack.extend((node.get_operand(i), depth + 1) for i in range(node.arity))
+    return best
+
+
+def _integer_expressions():
+    from hypothesis import strategies as st
+
+    atoms = st.sampled_from(["x", "1", "2"])
+
+    def extend(inner):
+        return st.one_of(
+            st.tuples(st.sampled_from(["-", "- "]), inner).map("".join),
+            st.tuples(inner, st.sampled_from(["+", "-", "*", " + ", " * "]), inner).map("".join),
+            st.lists(inner, min_size=2, max_size=6).map("+".join),
+            inner.map(lambda e: f"({e})"),
+            st.tuples(st.integers(1, 30), inner).map(lambda t: "-" * t[0] + f"({t[1]})"),
+        )
+
+    return st.recursive(atoms, extend, max_leaves=40)
+
+
+def test_the_measured_depths_bound_the_tree_storm_builds():
+    """Generated integer expressions (chains, precedence, prefix minus, brackets): the nesting and chain the check
+    measures add up to at least the depth of Storm's own syntax tree (the oracle: Storm's expression parser), so what
+    passes both limits is a tree Storm has been measured to survive."""
+    from hypothesis import given, settings
+
+    from rlverify.models.properties import expression_depth
+
+    @settings(max_examples=150, deadline=None)
+    @given(_integer_expressions())
+    def check(text):
+        nest, chain, _ = expression_depth(text)
+        assert nest + chain >= _storm_depth(text), text
+
+    check()
+
+
+def test_storms_refusal_of_a_long_label_is_one_short_line(tmp_path, capsys):
+    """A label chaining 5,000 operators is within the chain limit but beyond Storm's ExprTk evaluator (stack depth
+    10,000): Storm's refusal quoted the whole expression (a 30,000-character line); now its start and end, with the
+    cause."""
+    path = _running(tmp_path, "long.nm", 'label "big" = (' + "+".join(["x"] * 5_000) + ")>0;\n")
+    assert main(["verify", str(path), "-p", 'Pmax=? [F "big"]', "--mode", "monolithic"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and len(err[0]) < 800 and "Storm could not build the model" in err[0], err
+    assert "ExprTk" in err[0] and "exceeds maximum allowed stack depth" in err[0]

@@ -91,6 +91,55 @@ def test_a_missing_properties_file_is_named(model, tmp_path):
         parse_properties(model, tmp_path / "nothere.props")
 
 
+def _fifo(tmp_path):
+    import os
+
+    path = tmp_path / "pipe.props"
+    os.mkfifo(path)
+    return path
+
+
+def _huge(tmp_path):
+    from rlverify.models.properties import MAX_PROPERTIES_BYTES
+
+    path = tmp_path / "huge.props"
+    with path.open("wb") as f:  # sparse: no disk used
+        f.truncate(MAX_PROPERTIES_BYTES + 1)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (_fifo, "pipe.props: not a regular file (a pipe, device or socket), not a properties file"),
+        (lambda tmp_path: tmp_path, "is a directory, not a properties file"),
+        (lambda tmp_path: "/dev/zero", "/dev/zero: not a regular file"),
+        (_huge, "huge.props: 16,777,217 bytes, more than the 16,777,216 a properties file may have"),
+    ],
+    ids=["fifo", "directory", "dev-zero", "huge"],
+)
+def test_a_properties_file_that_is_no_small_regular_file_is_refused_before_reading(tmp_path, make, expected):
+    """A FIFO as -p FILE.props blocked verify forever (open waits for a writer), /dev/zero read without end: each is
+    now exit 2 and one line, before the file is opened (run as a process with a time limit: a hang fails the test)."""
+    import subprocess
+    import sys
+
+    model = tmp_path / "coin.prism"
+    model.write_text(MODEL)
+    target = make(tmp_path)
+    if not str(target).endswith(".props"):  # a directory or device named as a properties file
+        target = tmp_path / "link.props"
+        target.symlink_to(make(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "rlverify", "verify", str(model), "-p", str(target), "--mode", "monolithic"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and expected.split(": ", 1)[-1] in lines[0], done.stderr
+
+
 @pytest.mark.parametrize(
     "text, bound_text, right",
     [

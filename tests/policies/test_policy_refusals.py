@@ -351,3 +351,49 @@ def test_a_policy_that_swallows_every_exception_is_still_stopped(capsys, tmp_pat
     )
     code, _, err = verify(capsys, model, f"{mod}:pi", "--policy-timeout", "0.3")
     assert code == 2 and "stubborn.py:pi: the policy did not return within 0.3 s" in err
+
+
+def _matmul_onnx(path: Path, *, width: int, unused: bool) -> Path:
+    """An ONNX network ``obs @ W`` with ``W`` of ``width`` rows (its input width left open) and 3 actions, declared
+    for the running example's feature x; ``unused``: an initializer no node reads (onnxruntime warns it away)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    inits = [helper.make_tensor("W", TensorProto.FLOAT, [width, 3], np.ones(3 * width, dtype=np.float32))]
+    if unused:
+        inits.append(helper.make_tensor("unused", TensorProto.FLOAT, [2], np.ones(2, dtype=np.float32)))
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["obs", "W"], ["logits"])],
+        "g",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [None, None])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [None, 3])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    meta = {"rlverify.features": '["x"]', "rlverify.actions": '["UP","NOP","DOWN"]', "rlverify.output": "logits"}
+    for key, value in meta.items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_onnxruntimes_own_log_lines_do_not_precede_the_one_error_line(tmp_path):
+    """A network whose weights do not fit its one feature, with an unused initializer: onnxruntime wrote its own
+    ``[W:onnxruntime:...]`` (the initializer) and ``[E:onnxruntime:...]`` (the failed MatMul) lines to the process's
+    stderr before rlverify's error. Now stderr is the one line, which still carries onnxruntime's message. (A process of
+    its own: onnxruntime writes to the file descriptor, and its logger is set once per process.)"""
+    import subprocess
+    import sys
+
+    policy = _matmul_onnx(tmp_path / "bad.onnx", width=2, unused=True)
+    model = Path(__file__).parents[2] / "src/rlverify/benchmarks/data/models/running_example.prism"
+    done = subprocess.run(
+        [sys.executable, "-m", "rlverify", "verify", str(model), "-p", 'P=? [F "goal"]', "--policy", str(policy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "evaluating the policy failed" in lines[0] and "MatMul" in lines[0] and "onnxruntime:" not in lines[0]

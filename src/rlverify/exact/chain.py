@@ -30,7 +30,7 @@ from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import ChoiceTable, forced_start_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory
 from rlverify.models.properties import Property, excluding_label
-from rlverify.models.symbolic import SymbolicModel, build_explicit, storm_message
+from rlverify.models.symbolic import SymbolicModel, build_explicit, storm_log_off, storm_message
 from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
 
@@ -384,7 +384,8 @@ def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:
     import stormpy
 
     try:
-        return stormpy.parse_properties(text, model.program)[0]
+        with storm_log_off():
+            return stormpy.parse_properties(text, model.program)[0]
     except RuntimeError as exc:
         raise PropertyError(
             f"property '{prop.text}': on the policy's chain it reads '{text}', which Storm refuses: {storm_message(exc)}"

@@ -338,40 +338,162 @@ def _closing(s: str, start: int) -> int:
     return -1
 
 
-#: deepest bracket nesting handed to Storm's parsers (they recurse on the stack: 2,000 levels crash the process)
+#: deepest nesting of brackets and prefix operators (``!``, unary ``-``, ``X``, ``F``, ``G``) handed to Storm's parsers:
+#: they recurse on the stack once per level (measured with an 8 MB stack: 2,000 brackets, 3,000 ``X`` or ``F``, 2,000
+#: nested ``P`` operators and 7,000 ``!`` crash the process; 5,000 ``!`` in a label crash Storm's model builder)
 MAX_NESTING = 500
+#: most binary operators along one path of an expression's syntax tree (``a+b+c`` chains two): Storm's parser reads
+#: a flat chain in a loop but builds it as a tree that deep, which its builder walks recursively (a guard or label
+#: summing 30,000 terms crashes the process; 20,000 pass; a label of 5,000 terms is refused by Storm's ExprTk, 4,990 pass)
+MAX_CHAIN = 10_000
+
+_TOKEN = re.compile(
+    r"//[^\n]*|\"[^\"\n]*\"?|[A-Za-z_]\w*|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|<=>|=>|->|<=|>=|!=|\.\.|\n|[^\s\w]"
+)
+_BLANKED = re.compile(r'//[^\n]*|"[^"\n]*"?')
+_PREFIX_WORDS = frozenset({"X", "F", "G"})
+#: binary operators by precedence, lowest first (PRISM's, and the path operators and separators as the lowest)
+_PRECEDENCE = {
+    **dict.fromkeys(("?", ":", ",", "..", "U", "W"), 0),
+    **dict.fromkeys(("=>", "<=>"), 1),
+    "|": 2,
+    "&": 3,
+    **dict.fromkeys(("=", "!=", "<", "<=", ">", ">="), 4),
+    **dict.fromkeys(("+", "-"), 5),
+    **dict.fromkeys(("*", "/"), 6),
+    "^": 7,
+}
+_TOP = 7
+#: words that start a PRISM statement (an expression before them has ended)
+_STATEMENT_WORDS = frozenset(
+    {"module", "endmodule", "label", "formula", "const", "rewards", "endrewards", "init", "endinit", "global", "system"}
+)
 
 
-def nesting_depth(text: str) -> int:
-    """The deepest nesting of ``(``, ``[`` and ``{`` in ``text`` (all kinds together; quoted text and ``//`` comments
-    not counted)."""
-    depth = deepest = 0
-    inside = comment = False
-    previous = ""
-    for c in text:
-        if comment:
-            comment = c != "\n"
-        elif c == '"':
-            inside = not inside
-        elif inside:
-            pass
-        elif c == "/" and previous == "/":
-            comment = True
-        elif c in "([{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c in ")]}":
-            depth -= 1
-        previous = c
-    return deepest
+class _Level:
+    """One bracket level of :func:`expression_depth`'s scan: the operators of each precedence in the current operand
+    of the next lower one (``count``), and the deepest chain among that operand's finished operands (``below``)."""
+
+    __slots__ = ("below", "count", "nest", "operand", "prefix")
+
+    def __init__(self) -> None:
+        self.prefix = self.nest = 0
+        self.count = [0] * (_TOP + 1)
+        self.below = [0] * (_TOP + 1)
+        self.operand = False  # the last token was an operand (a ``-`` after it is binary)
+
+    def item(self, nest: int, chain: int) -> None:
+        """An operand (an atom: 0, 0; a bracketed group: its depths) after the pending prefix operators."""
+        self.nest = max(self.nest, self.prefix + nest)
+        self.below[_TOP] = max(self.below[_TOP], chain)
+        self.prefix, self.operand = 0, True
+
+    def operator(self, precedence: int) -> None:
+        """A binary operator: the operands of higher precedence before it are finished."""
+        for p in range(_TOP, precedence, -1):
+            self.below[p - 1] = max(self.below[p - 1], self.count[p] + self.below[p])
+            self.count[p] = self.below[p] = 0
+        self.count[precedence] += 1
+        self.operand = False
+
+    def depths(self) -> tuple[int, int]:
+        self.operator(0)
+        return max(self.nest, self.prefix), self.count[0] - 1 + self.below[0]
 
 
-def check_nesting(text: str, what: str) -> None:
-    """Refuse ``text`` nested deeper than :data:`MAX_NESTING` (``what`` names it: "property '...'", a file)."""
-    if nesting_depth(text) > MAX_NESTING:
+def expression_depth(text: str, formulas: dict[str, tuple[int, int]] | None = None) -> tuple[int, int, int]:
+    """The deepest nesting of brackets and prefix operators, and the most binary operators along one path, of the
+    expressions in PRISM or property ``text`` (``//`` comments and quoted labels skipped), with the line the first one
+    over :data:`MAX_NESTING` or :data:`MAX_CHAIN` starts on (else 1): ``(nesting, chain, line)``. Expressions end at
+    ``;`` and PRISM's statement keywords; a command's guard at ``->``, each update's probability at ``:`` and its
+    assignments at the ``+`` before the next update. ``chain`` is the depth of the tree of binary operators by
+    precedence (``x=1 | x=2 | x=3`` is three deep), an upper bound on Storm's. ``formulas``: the depths of the PRISM
+    formulas a name stands for (Storm writes a formula out where it is used)."""
+    scan = _Scan(formulas or {})
+    for m in _TOKEN.finditer(text):
+        scan.token(m.group())
+    scan.finish()
+    return scan.nest, scan.chain, scan.over_at or 1
+
+
+class _Scan:
+    """:func:`expression_depth`'s state: the open bracket levels, the deepest values so far, the line."""
+
+    def __init__(self, formulas: dict[str, tuple[int, int]]) -> None:
+        self.formulas = formulas
+        self.levels = [_Level()]
+        self.nest = self.chain = self.over_at = 0
+        self.line = self.start = 1
+        self.updates = self.assignments = False  # after a command's ``->`` / in an update's assignments (level 0)
+
+    def finish(self) -> None:
+        """The end of an expression at bracket level 0."""
+        levels = self.levels
+        while len(levels) > 1:  # an unclosed bracket: as if closed here
+            inner = levels.pop().depths()
+            levels[-1].item(inner[0] + 1, inner[1])
+        nest, chain = levels[0].depths()
+        self.nest, self.chain = max(self.nest, nest), max(self.chain, chain)
+        if (nest > MAX_NESTING or chain > MAX_CHAIN) and not self.over_at:
+            self.over_at = self.start
+        self.levels = [_Level()]
+
+    def token(self, token: str) -> None:
+        level, top = self.levels[-1], len(self.levels) == 1
+        if token == "\n" or token.startswith("//"):
+            self.line += token == "\n"
+            return
+        if top and not any(level.count) and not level.operand and not level.prefix:
+            self.start = self.line
+        if token in ("(", "[", "{"):
+            self.levels.append(_Level())
+        elif token in (")", "]", "}"):
+            if not top:
+                inner = self.levels.pop().depths()
+                self.levels[-1].item(inner[0] + 1, inner[1])
+        elif token == ";" or (top and (token == "->" or token in _STATEMENT_WORDS)):
+            self.finish()
+            self.updates, self.assignments = token == "->", False
+        elif top and ((self.updates and token == ":") or (self.assignments and token == "+")):
+            self.finish()  # an update's probability ends at ':', its assignments at the '+' before the next update
+            self.assignments = token == ":"
+        elif token == "!" or token in _PREFIX_WORDS or (token == "-" and not level.operand):
+            level.prefix += 1
+            level.operand = False
+        elif token in _PRECEDENCE:
+            level.operator(_PRECEDENCE[token])
+        elif token != "'":
+            level.item(*self.formulas.get(token, (0, 0)))
+
+
+def check_nesting(text: str, what: str, *, lines: bool = False, formulas: dict[str, tuple[int, int]] | None = None) -> None:
+    """Refuse ``text`` whose expressions nest deeper than :data:`MAX_NESTING` or chain more than :data:`MAX_CHAIN`
+    operators (see :func:`expression_depth`, and there ``formulas``); ``what`` names it ("property '...'", a file;
+    ``lines``: name the line)."""
+    formulas = formulas or {}
+    deepest = (max((n for n, _ in formulas.values()), default=0), max((c for _, c in formulas.values()), default=0))
+    nest, chain, line = 0, 0, 1
+    lines_before = 0
+    for piece in _BLANKED.sub(lambda m: "" if m.group().startswith("//") else '""', text).split(";"):
+        # a statement that cannot reach either limit (few enough brackets and prefix characters, short enough, even
+        # with the deepest formula in it) is not scanned token by token: a 20,000-command file costs string counts
+        bound = sum(piece.count(c) for c in "([{!-XFG")
+        if bound + deepest[0] > MAX_NESTING or len(piece) + deepest[1] > MAX_CHAIN:
+            found = expression_depth(piece, formulas)
+            if (found[0] > MAX_NESTING or found[1] > MAX_CHAIN) and not (nest > MAX_NESTING or chain > MAX_CHAIN):
+                nest, chain, line = found[0], found[1], lines_before + found[2]
+        lines_before += piece.count("\n")
+    where = f"{what}: line {line}" if lines else what
+    if nest > MAX_NESTING:
         raise PropertyError(
-            f"{what}: brackets nested more than {MAX_NESTING} deep (Storm's parser would run out of "
-            "stack); simplify the expression"
+            f"{where}: an expression nested {nest} deep, more than {MAX_NESTING} (brackets and the operators ! - X F G "
+            "before an operand; Storm's parser would run out of stack and crash); simplify the expression"
+        )
+    if chain > MAX_CHAIN:
+        raise PropertyError(
+            f"{where}: an expression chaining {chain} operators, more than {MAX_CHAIN:,} (a+b+c..., with the formulas it "
+            "uses written out, is a tree that deep, which Storm walks recursively and would run out of stack and crash); "
+            "split it"
         )
 
 
@@ -450,18 +572,21 @@ def declared_constants(text: str) -> list[str]:
     return [m.group("name") for s in _statements(text) if (m := _CONST_DECL.match(s)) is not None]
 
 
+#: the largest properties file read (a property is a line; a file of this size holds some 100,000)
+MAX_PROPERTIES_BYTES = 16 * 2**20
+
+
 def read_properties_file(path: str | Path) -> str:
     """The text of a PRISM properties file.
 
     Raises:
-        InputFileError: the file is missing, unreadable or not UTF-8 text.
+        InputFileError: the file is missing, unreadable, no regular file (a FIFO, a directory, a device), larger than
+            :data:`MAX_PROPERTIES_BYTES` or not UTF-8 text.
     """
+    from rlverify.files import read_input
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(f"{path}: properties file not found") from None
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read the properties file ({exc.strerror})") from None
+        return read_input(path, "properties file", MAX_PROPERTIES_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise InputFileError(f"{path}: the properties file is not UTF-8 text") from None
 

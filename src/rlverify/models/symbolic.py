@@ -5,6 +5,7 @@ Only this package, :mod:`rlverify.exact` and :mod:`rlverify.abstraction` import 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -25,6 +26,7 @@ from rlverify.errors import (
     PropertyError,
     did_you_mean,
 )
+from rlverify.files import check_input
 from rlverify.models.assignments import parse_assignments
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel
@@ -36,10 +38,28 @@ log = logging.getLogger(__name__)
 _STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.DOTALL)
 
 
-def storm_message(exc: BaseException) -> str:
-    """Storm's exception text without the C++ exception class prefix, on one line where possible."""
-    text = _STORM_MSG.sub("", str(exc)).strip()
-    return re.sub(r"\s*\n\s*", " | ", text)
+@contextlib.contextmanager
+def storm_log_off() -> Iterator[None]:
+    """Storm's own log off for a call whose failure rlverify reports (Storm's exception carries the message): a parse
+    error is then rlverify's one error, not also Storm's ``ERROR (SpiritErrorHandler.h:27): ...`` lines on stdout in
+    a Python session, where the CLI's setting (:func:`rlverify.models.numerics.set_storm_logging`) does not apply."""
+    import stormpy.developer as dev
+
+    level = dev.get_log_level()
+    dev.set_log_level(dev.LogLevel.OFF)
+    try:
+        yield
+    finally:
+        dev.set_log_level(level)
+
+
+def storm_message(exc: BaseException, *, limit: int | None = None) -> str:
+    """Storm's exception text without the C++ exception class prefix, on one line where possible; beyond ``limit``
+    characters its start and end around ``...`` (Storm quotes a whole expression, which may be megabytes)."""
+    text = re.sub(r"\s*\n\s*", " | ", _STORM_MSG.sub("", str(exc)).strip())
+    if limit is not None and len(text) > limit:
+        text = f"{text[: limit // 2]} ... {text[-(limit // 2) :]}"
+    return text
 
 
 @dataclass
@@ -157,8 +177,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
 
     started = time.perf_counter()
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(f"{path}: model file not found")
+    check_input(path, "model file")
     try:
         path.open("rb").close()
     except OSError as exc:
@@ -171,12 +190,14 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         _check_jani_supported(path, jani_data)
     try:
         if path.suffix.lower() == ".jani":
-            program, props = stormpy.parse_jani_model(str(path))
+            with storm_log_off():
+                program, props = stormpy.parse_jani_model(str(path))
             kind = "jani"
             file_props = {_property_name(p): p for p in props}
         else:
             divisions_judged = _check_prism_text(path, given)
-            program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
+            with storm_log_off():
+                program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
             kind = "prism"
     except RuntimeError as exc:
         language = "JANI" if path.suffix.lower() == ".jani" else "PRISM"
@@ -205,19 +226,21 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
     as_parsed = program  # the file's edges as Storm parsed them (matched to the file before constants are substituted)
     if given:
         try:
-            program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
+            with storm_log_off():
+                program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
         except (RuntimeError, ValueError, TypeError, StormError) as exc:
             raise ConstantsError(
                 f"{path}: cannot define constants {given}: {storm_message(exc)} (values must be "
                 "numbers, true/false, or rationals like 1/10)"
             ) from None
 
-    model_type = str(program.model_type).rsplit(".", 1)[-1].lower()
+    try:
+        model_type = str(program.model_type).rsplit(".", 1)[-1].lower()
+    except ValueError:  # a type stormpy's enumeration lacks (PRISM's pta and smg: "7 is not a valid PrismModelType")
+        model_type = _declared_type(path)
     if model_type not in ("mdp", "dtmc"):
-        raise ModelError(
-            f"{path}: model type {model_type.upper()} is not supported (expected an MDP or a DTMC; "
-            "continuous-time models and Markov automata have no discrete-step policy semantics)"
-        )
+        why = _UNSUPPORTED_TYPES.get(model_type, _CONTINUOUS_TIME)
+        raise ModelError(f"{path}: model type {model_type.upper()} is not supported (rlverify takes an MDP or a DTMC; {why})")
 
     if kind == "jani" or not divisions_judged:  # (a PRISM file whose every divisor was a constant: judged already)
         _refuse_division_by_zero(path, kind, program)
@@ -250,6 +273,23 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         command_keys=keys,
         locations=locations,
     )
+
+
+#: why a model type rlverify does not take has no policy to verify (the others: continuous time)
+_CONTINUOUS_TIME = "continuous-time models and Markov automata have no discrete-step policy semantics"
+_UNSUPPORTED_TYPES = {
+    "pta": "a probabilistic timed automaton's clocks run in real time, with no discrete step for a policy to act in",
+    "smg": "a stochastic game's players choose against each other; model one player's choices as an MDP",
+    "pomdp": "a POMDP's policy sees observations, not states",
+}
+_MODEL_TYPE = re.compile(r"^\s*([A-Za-z]+)\b")
+
+
+def _declared_type(path: Path) -> str:
+    """The model type keyword a PRISM file starts with (comments skipped), for a type stormpy cannot name."""
+    text = re.sub(r"//[^\n]*", "", path.read_text(encoding="utf-8", errors="replace"))
+    found = _MODEL_TYPE.match(text)
+    return found.group(1).lower() if found else "unknown"
 
 
 def _refuse_division_by_zero(path: Path, kind: str, program: Any) -> None:
@@ -331,8 +371,9 @@ def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> boo
     if b"\x00" in data:
         raise ModelError(f"{path}: not a PRISM file (it contains NUL bytes: binary data)")
     text = data.decode("utf-8", errors="replace")
+    formulas = _formula_depths(path, text)
     try:
-        check_nesting(text, str(path))
+        check_nesting(text, str(path), lines=True, formulas=formulas)
     except PropertyError as exc:
         raise ModelError(str(exc)) from None
     check_literals(text, str(path))
@@ -340,6 +381,47 @@ def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> boo
     if zero is not None:
         raise ModelError(f"{path}: {zero} divides by zero (PRISM refuses this; Storm crashes or computes on with some number)")
     return judged
+
+
+#: the most operands a PRISM file may have once its formulas are written out where they are used, as Storm's parser
+#: does (its time grows with it: 1,000 formulas each using the one before, 500,000 operands, parse in 0.3 s; 2,000 in
+#: 1.6 s; 5,000 in 10 s; 20,000 took over 120 s; 40 formulas each using the one before twice never finish)
+MAX_WRITTEN_OUT = 2_000_000
+_FORMULA = re.compile(r"\bformula\s+([A-Za-z_]\w*)\s*=\s*([^;]*);")
+_OPERAND = re.compile(r"[A-Za-z_]\w*|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _formula_depths(path: Path, text: str) -> dict[str, tuple[int, int]]:
+    """The nesting and chain depths (:func:`~rlverify.models.properties.expression_depth`) of each formula of PRISM
+    ``text`` written out, in file order; refusing a file whose formulas written out where they are used exceed
+    :data:`MAX_WRITTEN_OUT` operands."""
+    from rlverify.models.properties import MAX_CHAIN, MAX_NESTING, expression_depth
+
+    code = re.sub(r"//[^\n]*", "", text)
+    depths: dict[str, tuple[int, int]] = {}
+    sizes: dict[str, int] = {}
+    for name, body in _FORMULA.findall(code):
+        operands = _OPERAND.findall(body)
+        used = [depths[t] for t in operands if t in depths]
+        # an upper bound from string counts where it is within the limits (a file of 20,000 short formulas is not
+        # scanned token by token), else the scan
+        nest = sum(body.count(c) for c in "([{!-XFG") + max((n for n, _ in used), default=0)
+        chain = len(body) + max((c for _, c in used), default=0)
+        depths[name] = (nest, chain) if nest <= MAX_NESTING and chain <= MAX_CHAIN else expression_depth(body, depths)[:2]
+        sizes[name] = min(sum(sizes.get(t, 1) for t in operands), MAX_WRITTEN_OUT + 1)
+    if not sizes:
+        return depths
+    total = sum(sizes.values()) + sum(sizes.get(t, 1) for t in _OPERAND.findall(_FORMULA.sub(" ", code)))
+    if total > MAX_WRITTEN_OUT:
+        largest = max(sizes, key=sizes.__getitem__)
+        alone = f"{sizes[largest]:,}" if sizes[largest] <= MAX_WRITTEN_OUT else f"more than {MAX_WRITTEN_OUT:,}"
+        raise ModelError(
+            f"{path}: {total:,} operands once its formulas are written out where they are used, more than "
+            f"{MAX_WRITTEN_OUT:,} (formula {largest} alone has {alone}; Storm's parser writes each formula out and its "
+            "time grows with that size: 20,000 formulas each using the one before took over 120 s); use formulas "
+            "less often inside formulas and in commands"
+        )
+    return depths
 
 
 _CONSTANT = re.compile(r"\bconst\s+(?:(?:int|double|bool)\s+)?([A-Za-z_]\w*)\s*=\s*([^;]*);")
@@ -764,7 +846,8 @@ def parse_property(model: SymbolicModel, text: str | Property, *, fixed_policy: 
         structure, malformed = Property(text=text), exc
     _check_names_and_values(model, text, structure)
     try:
-        props = stormpy.parse_properties(text, model.program)
+        with storm_log_off():
+            props = stormpy.parse_properties(text, model.program)
     except RuntimeError as exc:
         raise _storm_parse_error(model, text, structure, exc) from None
     if malformed is not None:
@@ -1254,31 +1337,29 @@ def _build(
     # value into the variable's bits); they also refuse distributions that sum to 1 only up to rounding (0.1 + 0.2 +
     # 0.7, in Avoid, Freeway and the PPDDL models), and those are built again unchecked and range-checked here.
     checked = True
-    level = dev.get_log_level()
-    dev.set_log_level(dev.LogLevel.OFF)  # a refused attempt is reported by rlverify (or retried), not logged by Storm
-    try:
-        builder = dev.make_explicit_model_builder[float](dev.SymbolicModelDescription(program), options(True), mask, explore)
-        storm_model = builder.build()
-    except RuntimeError as exc:
-        message = storm_message(exc)
-        if "out-of-bounds value" in message:
-            raise ModelError(
-                f"{model.shown}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
-                "does not wrap the value around): guard the update or widen the range"
-            ) from None
-        if "sum to one" not in message and "some to one" not in message:
-            raise ModelError(f"{model.shown}: Storm could not build the model: {message}") from None
-        checked = False
-        program, storm_properties = _build_input(model, properties)
+    with storm_log_off():  # a refused attempt is reported by rlverify (or retried), not logged by Storm
         try:
-            builder = dev.make_explicit_model_builder[float](
-                dev.SymbolicModelDescription(program), options(False), mask, explore
-            )
+            description = dev.SymbolicModelDescription(program)
+            builder = dev.make_explicit_model_builder[float](description, options(True), mask, explore)
             storm_model = builder.build()
-        except RuntimeError as exc2:
-            raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc2)}") from None
-    finally:
-        dev.set_log_level(level)
+        except RuntimeError as exc:
+            message = storm_message(exc)
+            if "out-of-bounds value" in message:
+                raise ModelError(
+                    f"{model.shown}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
+                    "does not wrap the value around): guard the update or widen the range"
+                ) from None
+            if "sum to one" not in message and "some to one" not in message:
+                raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc, limit=600)}") from None
+            checked = False
+            program, storm_properties = _build_input(model, properties)
+            try:
+                builder = dev.make_explicit_model_builder[float](
+                    dev.SymbolicModelDescription(program), options(False), mask, explore
+                )
+                storm_model = builder.build()
+            except RuntimeError as exc2:
+                raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc2, limit=600)}") from None
     if max_states is not None and storm_model.nr_states > max_states:
         smaller = (
             ", or (verify, PRISM models) use --strategy merged or onthefly with a policy to explore only policy-reachable "

@@ -85,14 +85,22 @@ def check_threads(threads: Any, option: str = "--policy-threads") -> int:
 ONNX_TELEMETRY_OFF = "ORT_DISABLE_TELEMETRY"
 
 
+#: onnxruntime's log severity that prints only what precedes a crash (0 verbose, 1 info, 2 warning, 3 error, 4 fatal)
+ONNX_LOG_FATAL = 4
+
+
 def onnx_runtime() -> Any:
     """The ``onnxruntime`` module, imported with its telemetry off unless the user set ``ORT_DISABLE_TELEMETRY``.
 
     onnxruntime's Linux wheels (1.32 here) upload usage events to Microsoft and keep a device id and an event cache
     under ``~/.cache/Microsoft`` and a session file ``.ses`` in ``$TMPDIR``; a verifier of possibly confidential
     policies sends and leaves nothing of the kind. (Set ``ORT_DISABLE_TELEMETRY=0`` to allow it; an onnxruntime
-    the process imported earlier keeps its own setting.)"""
+    the process imported earlier keeps its own setting.)
+
+    Its own log lines (``[W:onnxruntime:...]`` on an unused initializer, ``[E:onnxruntime:...]`` before a failed run
+    raises) are off: what goes wrong reaches the user as rlverify's one error line, carrying onnxruntime's message."""
     os.environ.setdefault(ONNX_TELEMETRY_OFF, "1")
     import onnxruntime
 
+    onnxruntime.set_default_logger_severity(ONNX_LOG_FATAL)
     return onnxruntime
