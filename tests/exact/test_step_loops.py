@@ -212,3 +212,39 @@ def test_a_billion_value_range_is_refused_by_its_count_before_listing_it(tmp_pat
     err = one_line_error(run_cli(*args, "--parts", "features", "--reference", "range"))
     # 2 features x (fixed + perturbed) + 4 values of x + 1,000,000,001 of y
     assert "1,000,000,009 exact checks (limit 200)" in err and "--ablate" in err and "memory" not in err
+
+
+# -- verify: the precision stop wherever the budget cannot take every step ---------------------------------------------
+
+SLOW = """mdp
+module m
+  x : [0..1] init 0;
+  [go] x=0 -> 0.002:(x'=1) + 0.998:(x'=0);
+  [go] x=1 -> true;
+endmodule
+label "goal" = x=1;
+"""
+
+
+def test_a_bound_the_budget_cannot_reach_in_steps_stops_at_precision_not_refused(tmp_path) -> None:
+    """A step counts at least STEP_WORK, so a 3-transition chain's budget ends before k * nnz reaches it: the precision
+    stop (the unbounded value as the upper end) must be there then. It was not: F<=3,000,000 with --max-work 3e7 was
+    refused "after 10,000 steps the value is at least 1" (a lower bound 0.99999... printed rounded up) while a larger
+    bound answered. Closed form: 1 - 0.998**k."""
+    (tmp_path / "slow.prism").write_text(SLOW)
+    policy = {
+        "features": ["x"],
+        "actions": ["go"],
+        "table": [{"state": {"x": v}, "probabilities": {"go": 1.0}} for v in (0, 1)],
+    }
+    (tmp_path / "pol.json").write_text(json.dumps(policy))
+    for k in (3_000, 3_000_000):
+        done = run_cli(
+            "verify", str(tmp_path / "slow.prism"), "--policy", str(tmp_path / "pol.json"),
+            "-p", f'P=? [F<={k} "goal"]', "--max-work", "3e7", "--json",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)["result"]
+        exact = 1 - 0.998**k
+        assert result["lower"] <= exact <= result["upper"]
+        assert result["upper"] - result["lower"] <= 1e-6 * result["lower"]

@@ -706,8 +706,18 @@ def bounded_until(
     d = int(np.diff(matrix.indptr).max(initial=0)) + 1
     budget = step_budget(k, nnz, max_work)
     # the unbounded value (an LU of the chain: memory and time) only where the k steps would exceed the budget
-    upper_cap = cap() if cap is not None and k * nnz > (MAX_WORK if max_work is None else max_work) else None
-    x, j, stop = iterate(step, target, k, budget, d=d, upper_cap=upper_cap, precision=precision, progress=progress)
+    # (the precision stop checked as it goes, as before the per-step floor of STEP_WORK); where only that floor keeps
+    # the budget below k steps, the precision is checked once the budget is spent: a fixed point before it stays exact
+    early = cap is not None and k * nnz > (MAX_WORK if max_work is None else max_work)
+    upper_cap = cap() if early or (cap is not None and budget < k) else None
+    x, j, stop = iterate(
+        step, target, k, budget, d=d, upper_cap=upper_cap if early else None, precision=precision, progress=progress
+    )
+    if stop is None and j < k and upper_cap is not None and not early:
+        lo_f, _, ab = _rounding(j, d)
+        reached = np.maximum(x * lo_f - ab, 0.0)
+        if np.all(upper_cap - reached <= precision * reached):
+            stop = "precision"
     if stop is None and j < k:
         assert max_work is not None  # the budget stopped the iteration
         raise _over_budget(
@@ -872,8 +882,8 @@ def _over_budget(
 ) -> PropertyError:
     """The refusal of a step bound the budget did not reach, with the bracket reached after ``j`` steps."""
     lo_f, _, ab = _rounding(j, d)
-    reached = f"after {j:,} steps the value is at least {max(value * lo_f - ab, 0.0):.6g}" + (
-        f" and at most {cap:.6g} (the unbounded value)" if cap is not None else ""
+    reached = f"after {j:,} steps the value is at least {_digits(max(value * lo_f - ab, 0.0), math.floor)}" + (
+        f" and at most {_digits(cap, math.ceil)} (the unbounded value)" if cap is not None else ""
     )
     return PropertyError(
         f"the step bound {k:,} needs {step_work(k, nnz)}, above the budget --max-work {max_work:.3g} "
@@ -886,6 +896,15 @@ def _over_budget(
         + f" within it ({reached}); raise --max-work, "
         "lower the step bound, or check the unbounded property (P=? [F ...])"
     )
+
+
+def _digits(value: float, rounding: Callable[[float], int], digits: int = 6) -> str:
+    """``value`` to ``digits`` significant digits rounded with ``rounding`` (math.floor for a lower bound, math.ceil
+    for an upper one): a bound printed rounded to nearest can cross what it bounds (0.99999994 shown as 1)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{rounding(value * scale) / scale:.{digits}g}"
 
 
 def state_set(storm_model: Any, state_formula: Any) -> np.ndarray:
