@@ -79,8 +79,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         type=float,
         default=MAX_WORK,
         metavar="N",
-        help="tree and critical parts: budget of a step bound's iteration in multiply-adds, steps x transitions, a step "
-        f"at least 3,000 (default {MAX_WORK:.0e}; it stops early where the values stop changing)",
+        help="budget of every step bound's iteration (the tree, critical states, features' checks) in multiply-adds, "
+        f"steps x transitions, a step at least 3,000 (default {MAX_WORK:.0e}; it stops early where the values stop changing)",
     )
     add_outputs(p, kinds=".json (the result), .png (the features' bar chart)", seed=False)
     p.set_defaults(run=run)

@@ -146,8 +146,8 @@ def _bounded_visits(matrix: sp.csr_matrix, x0: np.ndarray, undecided: np.ndarray
     if stop is None and j < k:
         raise PropertyError(
             f"the expected visits within the step bound {k:,} take {step_work(k, matrix.nnz)}, above "
-            f"--max-work {max_work:,}, and reached no fixed point in the {j:,} steps within it (the run stays undecided "
-            "with positive probability): raise --max-work or lower the step bound"
+            f"--max-work {max_work:,}, and reached no fixed point in the {j:,} steps within it: raise --max-work or "
+            "lower the step bound"
         )
     return z[:n]
 
