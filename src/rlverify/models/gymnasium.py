@@ -64,6 +64,15 @@ ACTION_NAMES: dict[str, tuple[str, ...]] = {
 REWARD_MODEL = "reward"
 
 
+class NoStartStateError(ModelError):
+    """The environment declares no start state and none was given; ``target_message`` says what a ``gym:ID`` target
+    (the command line's ``--env-kwargs``, which has no ``initial=``) can change instead."""
+
+    def __init__(self, message: str, target_message: str) -> None:
+        super().__init__(message)
+        self.target_message = target_message
+
+
 @dataclass
 class GymnasiumModel(SymbolicModel):
     """A :class:`~rlverify.models.SymbolicModel` generated from a Gymnasium environment.
@@ -232,7 +241,10 @@ def model_from_target(target: str, env_kwargs: str | Mapping[str, Any] | None, *
     env_id = target.removeprefix("gym:").strip()
     if not env_id:
         raise ModelError(f"{target}: expected gym:ID, e.g. gym:FrozenLake-v1")
-    return from_gymnasium(env_id, env_kwargs=env_kwargs, trust_code=trust_code)
+    try:
+        return from_gymnasium(env_id, env_kwargs=env_kwargs, trust_code=trust_code)
+    except NoStartStateError as exc:  # from_gymnasium's remedy is its initial= argument, which a target has not
+        raise ModelError(exc.target_message) from None
 
 
 # --- reading the environment -----------------------------------------------------------------------
@@ -249,7 +261,8 @@ class _Table:
     rewards: np.ndarray  # (S, A) float64 expected reward of the step
     gains: np.ndarray  # (S, A) expected positive part
     penalties: np.ndarray  # (S, A) expected magnitude of the negative part
-    initial: dict[int, float]
+    initial: dict[int, float]  # {} : no start state declared (``no_start`` says why)
+    no_start: str
     events: tuple[str, ...]
     features: dict[str, np.ndarray]  # decoded feature -> (S,) int64
     module: str
@@ -452,7 +465,12 @@ def _read_table(env: Any, env_id: str) -> _Table:
         rewards=rewards,
         gains=gains,
         penalties=penalties,
-        initial=_initial_distribution(u, env_id, S),
+        initial=_initial_distribution(u, kind, env_id, S),
+        no_start=(
+            "the map (desc) has no start cell 'S'"
+            if kind == "FrozenLakeEnv"
+            else "the environment declares no start state (no initial_state_distrib)"
+        ),
         events=events,
         features=_features(u, kind, S),
         module=re.sub(r"\W", "_", kind.removesuffix("Env").lower()) or "env",
@@ -494,12 +512,14 @@ def _features(u: Any, kind: str, S: int) -> dict[str, np.ndarray]:
     return {}
 
 
-def _initial_distribution(u: Any, env_id: str, S: int) -> dict[int, float]:
+def _initial_distribution(u: Any, kind: str, env_id: str, S: int) -> dict[int, float]:
+    """The start distribution ``{s: p}`` the environment declares; ``{}`` if none (FrozenLake: a map without an 'S'
+    cell, whose ``initial_state_distrib`` is 0/0, NaN everywhere)."""
     dist = getattr(u, "initial_state_distrib", None)
-    if dist is None:
+    if dist is None or (kind == "FrozenLakeEnv" and not (np.asarray(u.desc) == b"S").any()):
         return {}
     dist = np.asarray(dist, dtype=np.float64)
-    if dist.shape != (S,) or (dist < 0).any() or abs(dist.sum() - 1.0) > 1e-9:
+    if dist.shape != (S,) or not np.isfinite(dist).all() or (dist < 0).any() or abs(dist.sum() - 1.0) > 1e-9:
         raise ModelError(f"gym:{env_id}: initial_state_distrib is not a distribution over the {S} states")
     return {int(s): float(dist[s]) for s in np.flatnonzero(dist > 0)}
 
@@ -565,7 +585,15 @@ def _program(
     elif t.initial:
         start = t.initial
     else:
-        raise ModelError(f"gym:{env_id}: the environment has no initial_state_distrib; pass initial=STATE")
+        where = f"gym:{env_id}: {t.no_start}"
+        if t.module == "frozenlake":
+            fix = "mark the cell the agent starts on with 'S' in desc (several 'S' cells: a uniform start among them)"
+            raise NoStartStateError(f"{where}: {fix}, or pass initial=STATE", f"{where}: {fix}")
+        raise NoStartStateError(
+            f"{where}: pass initial=STATE",
+            f"{where}, and a gym:ID target cannot name one: make the environment declare it, or load it in Python "
+            "with rlverify.models.from_gymnasium(env, initial=STATE)",
+        )
     reset = len(start) > 1
     low = -1 if reset else 0
 
