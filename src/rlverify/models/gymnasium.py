@@ -38,6 +38,7 @@ model: use a step-bounded property (``F<=100``) for what happens within an episo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -93,9 +94,30 @@ class GymnasiumModel(SymbolicModel):
 
     @property
     def display_name(self) -> str:
-        """``gym:ID (k=v, ...)``, how results name the model."""
-        args = ", ".join(f"{k}={v}" for k, v in self.env_kwargs.items())
+        """``gym:ID (k=v, ...)``, how results name the model: the arguments that chose it (a FrozenLake ``desc``
+        map, not the registered ``map_name`` it overrides; a large map by its size and digest)."""
+        args = ", ".join(f"{k}={_shown_value(k, v)}" for k, v in _used_kwargs(self.env_kwargs).items())
         return f"gym:{self.env_id}" + (f" ({args})" if args else "")
+
+
+def _used_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` without FrozenLake's ``map_name`` when a ``desc`` map is given (which FrozenLake then uses alone;
+    ``map_name=4x4`` is only the registered default)."""
+    if kwargs.get("desc") is not None and "map_name" in kwargs:
+        return {k: v for k, v in kwargs.items() if k != "map_name"}
+    return dict(kwargs)
+
+
+def _shown_value(key: str, value: Any) -> str:
+    """``value`` as results show it; a ``desc`` map of more than 64 cells as ``RxC map sha256:...`` (its rows, joined
+    by newlines, hashed), not thousands of characters."""
+    if key == "desc" and isinstance(value, (list, tuple)) and value and all(isinstance(r, (str, bytes)) for r in value):
+        rows = [r.decode() if isinstance(r, bytes) else r for r in value]
+        if sum(map(len, rows)) > 64:
+            digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()[:12]
+            return f"{len(rows)}x{max(map(len, rows))} map sha256:{digest}"
+        return str(rows)
+    return str(value)
 
 
 def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--env-kwargs") -> dict[str, Any]:
@@ -658,8 +680,10 @@ def _reward_lines(t: _Table) -> list[str]:
     return lines
 
 
+@functools.lru_cache(maxsize=4096)
 def _number(x: float) -> str:
-    """A probability or reward as PRISM text: a short fraction when ``x`` is one (1/3), else its repr."""
+    """A probability or reward as PRISM text: a short fraction when ``x`` is one (1/3), else its repr (cached: a table
+    repeats few numbers, and a fraction's search cost 2.5 s of a 60x60 FrozenLake's 14,400 commands)."""
     f = Fraction(float(x)).limit_denominator(10_000)
     if abs(float(f) - x) <= 1e-12 * max(1.0, abs(x)):
         return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
