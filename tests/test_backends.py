@@ -160,6 +160,27 @@ def test_worker_errors_are_the_users_errors(ray_runtime):
         assert backend.map(check_unit, backend.share("delta"), [(0.25,), (0.5,)]) == [0.25, 0.5]
 
 
+def test_the_tasks_abandoned_after_a_users_error_log_no_remote_tracebacks():
+    """Eight tasks that all fail, in a fresh process that starts its own Ray: the first error to arrive is raised; the
+    others, abandoned, are not logged by Ray as "Unhandled error" with their remote tracebacks once their
+    references go (they were, on stderr, after rlverify's one line)."""
+    code = (
+        "import gc, time\n"
+        "from rlverify.backends import BackendOptions, open_backend\n"
+        "from rlverify.statistical.stats import StatisticsError, check_unit\n"
+        "backend = open_backend(BackendOptions(kind='ray', num_cpus=2))\n"
+        "try:\n"
+        "    backend.map(check_unit, backend.share('epsilon'), [(float(x),) for x in range(2, 10)])\n"
+        "except StatisticsError as exc:\n"
+        "    print('StatisticsError:', exc)\n"
+        "gc.collect()\n"
+        "time.sleep(3)  # Ray reports unfetched errors from its own thread\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.stdout.startswith("StatisticsError: epsilon must be in the open interval (0, 1), got "), res.stderr[-2000:]
+    assert "Unhandled error" not in res.stderr and "File " not in res.stderr, res.stderr[-2000:]
+
+
 # ------------------------------------------------------------------------------------ a real cluster
 
 

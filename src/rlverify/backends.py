@@ -218,6 +218,10 @@ class RayBackend(Backend):
 
 
 def _cancel(ray: Any, refs: Sequence[Any]) -> None:
+    """Abandon the tasks left after one failed. Their errors are not fetched (the first is the one reported), and Ray
+    logs each such error with its remote traceback once its reference goes ("Unhandled error"); Ray's one switch
+    for that is this process's environment, read each time."""
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     for ref in refs:
         try:
             ray.cancel(ref)
