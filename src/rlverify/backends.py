@@ -191,9 +191,12 @@ class RayBackend(Backend):
         index = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
         pending = list(refs)
+        raylet = _local_raylet(ray)
         try:
             while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
+                ready, pending = ray.wait(pending, num_returns=1, timeout=_RAYLET_CHECK_S)
+                if not ready and not _alive(raylet):
+                    raise ray.exceptions.LocalRayletDiedError()
                 for ref in ready:
                     res = ray.get(ref)
                     out[index[ref]] = res
@@ -207,16 +210,67 @@ class RayBackend(Backend):
             raise
         except ray.exceptions.RayError as exc:  # Ray itself failed: a worker or the node died, an object was lost
             _cancel(ray, pending)
-            raise BackendError(_ray_failure(exc)) from None
+            message = _ray_failure(exc)
+            if isinstance(exc, ray.exceptions.LocalRayletDiedError):
+                _shut_down_dead_runtime(ray)
+            raise BackendError(message) from None
         return out
 
 
 def _cancel(ray: Any, refs: Sequence[Any]) -> None:
+    """Abandon the tasks left after one failed. Their errors are not fetched (the first is the one reported), and Ray
+    logs each such error with its remote traceback once its reference goes ("Unhandled error"); Ray's one switch
+    for that is this process's environment, read each time."""
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     for ref in refs:
         try:
             ray.cancel(ref)
         except Exception:  # the runtime may be gone already: nothing left to cancel
             pass
+
+
+#: seconds between checks, while tasks run, that the raylet on this machine is alive
+_RAYLET_CHECK_S = 0.5
+
+
+def _local_raylet(ray: Any) -> Any:
+    """The raylet process this driver's tasks go through (a ``psutil.Process``), found by its socket; None if not
+    found (then its death is noticed by Ray alone, which may be too late: :func:`_shut_down_dead_runtime`)."""
+    import psutil  # Ray's own copy (ray/thirdparty_files, on the path once ray is imported)
+
+    node = getattr(getattr(ray._private.worker, "global_worker", None), "node", None)
+    socket_name = getattr(node, "raylet_socket_name", None)
+    if not socket_name:
+        return None
+    flag = f"--raylet_socket_name={socket_name}"
+    for proc in psutil.process_iter(["cmdline"]):
+        if flag in (proc.info["cmdline"] or ()):
+            return proc
+    return None
+
+
+def _alive(proc: Any) -> bool:
+    """Whether ``proc`` (a ``psutil.Process``, or None: unknown) still runs (a killed child not yet reaped does not)."""
+    import psutil
+
+    if proc is None:
+        return True
+    try:
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _shut_down_dead_runtime(ray: Any) -> None:
+    """Disconnect from a Ray runtime whose local raylet died, before its driver tries to restore the lost objects
+    (the shared job): once the node is declared dead (about 15 s after its raylet), Ray puts an error object for each
+    lost object into the dead raylet's object store and, failing, ends the process with exit code 1 (``QuickExit``),
+    whatever the caller is doing; hence also the check of the raylet while tasks run (:func:`_local_raylet`). The
+    runtime cannot run tasks again; the next :func:`open_backend` starts or joins a new one."""
+    try:
+        ray.shutdown()
+    except Exception as exc:  # a runtime half gone may fail to disconnect: it is unusable either way
+        log.debug("shutting down the Ray runtime whose raylet died failed: %s", exc)
 
 
 def _ray_failure(exc: BaseException) -> str:
@@ -233,6 +287,7 @@ def _ray_failure(exc: BaseException) -> str:
     if isinstance(
         exc,
         ray.exceptions.ActorDiedError
+        | ray.exceptions.LocalRayletDiedError
         | ray.exceptions.NodeDiedError
         | ray.exceptions.RaySystemError
         | ray.exceptions.ObjectLostError,

@@ -162,6 +162,64 @@ def test_custom_desc_map_non_slippery():
     assert r.value == pytest.approx(reach(M, b)[0], rel=1e-7)
 
 
+def numpy_pmax_goal(env, tol=1e-14, iterations=100_000):
+    """Pmax(F goal) by value iteration in numpy over ``env.unwrapped.P`` alone: ``(S,)``, from below."""
+    u = env.unwrapped
+    S, A = u.observation_space.n, u.action_space.n
+    desc = np.asarray(u.desc).ravel()
+    rows = [
+        (s * A + a, p, s2, bool(t and desc[s2] == b"G"), t) for s in range(S) for a in range(A) for p, s2, _, t in u.P[s][a]
+    ]
+    sa, p, s2, goal, term = (np.asarray(c) for c in zip(*rows, strict=True))
+    x = np.zeros(S)
+    for _ in range(iterations):
+        q = np.bincount(sa, weights=p * np.where(goal, 1.0, np.where(term, 0.0, x[s2])), minlength=S * A)
+        new = q.reshape(S, A).max(axis=1)
+        if np.abs(new - x).max() < tol:
+            return new
+        x = new
+    raise AssertionError("value iteration did not converge")
+
+
+def test_a_large_custom_slippery_map_is_named_by_its_map_and_matches_numpy(capsys):
+    """A custom 12x12 ``desc`` (slippery, holes at random): Pmax from the CLI equals plain numpy value iteration over
+    the environment's own P; the model row names that map (size and digest of its rows), not ``map_name=4x4``, the
+    registered default it overrides."""
+    import hashlib
+
+    rng = np.random.default_rng(3)
+    grid = np.where(rng.random((12, 12)) < 0.25, "H", "F")
+    grid[0, 0], grid[-1, -1] = "S", "G"
+    desc = ["".join(row) for row in grid]
+    kwargs = json.dumps({"desc": desc, "is_slippery": True})
+    expected = numpy_pmax_goal(gym.make("FrozenLake-v1", desc=desc, is_slippery=True))[0]
+    assert 0.05 < expected < 0.95  # holes on the way: a value that says something
+    args = ["verify", "gym:FrozenLake-v1", "--env-kwargs", kwargs, "-p", 'Pmax=? [F "goal"]', "--mode", "monolithic"]
+    assert main([*args, "--precision", "1e-9", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["result"]
+    assert result["pmax"] == pytest.approx(expected, rel=1e-8)
+    digest = hashlib.sha256("\n".join(desc).encode()).hexdigest()[:12]
+    assert result["model"] == f"gym:FrozenLake-v1 (desc=12x12 map sha256:{digest}, is_slippery=True)"
+    P = gym.make("FrozenLake-v1", desc=desc, is_slippery=True).unwrapped.P
+    seen, todo = {(0, False)}, [0]  # (cell, episode over) reachable from the start by P's positive entries
+    while todo:
+        cell = todo.pop()
+        for a in range(4):
+            for p, s2, _, t in P[cell][a]:
+                if p > 0 and (s2, bool(t)) not in seen:
+                    seen.add((s2, bool(t)))
+                    if not t:
+                        todo.append(s2)
+    assert result["states"] == len(seen)
+
+
+def test_a_small_custom_map_is_shown_as_it_is_without_the_default_map_name():
+    model = from_gymnasium("FrozenLake-v1", env_kwargs={"desc": ["SFF", "FHF", "FFG"]})
+    assert model.display_name == "gym:FrozenLake-v1 (desc=['SFF', 'FHF', 'FFG'])"
+    assert model.env_kwargs["map_name"] == "4x4"  # what it was made with, as policy files record it
+    assert from_gymnasium("FrozenLake-v1", env_kwargs="map_name=8x8").display_name == "gym:FrozenLake-v1 (map_name=8x8)"
+
+
 def test_the_gym_bridge_plays_the_model_as_gymnasium_plays_the_environment():
     env = gym.make("FrozenLake-v1", desc=DESC, is_slippery=False)
     bridge = MDPEnv.from_model(from_gymnasium(env))

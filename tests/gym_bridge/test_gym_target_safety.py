@@ -126,3 +126,62 @@ def test_taxi_simulates_with_the_users_sb3_zip(capsys, taxi_ppo):
     result = json.loads(out)["result"]
     low, high = result["interval"]
     assert low <= expected <= high and result["runs"] == 400
+
+
+# --- a map without a start cell (issue 40) ---------------------------------------------------------------------
+
+NO_START = json.dumps({"desc": ["FFF", "FHF", "FFG"], "is_slippery": False})
+PROP = ["-p", 'P=? [F "goal"]']
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["verify", *PROP],
+        ["verify", "-p", 'Pmax=? [F "goal"]', "--mode", "monolithic"],
+        ["simulate", *PROP, "--runs", "10"],
+        ["inspect"],
+        ["map", *PROP, "--map", "row,col"],
+        ["explain", *PROP],
+        ["robust", *PROP],
+        ["report", *PROP],
+        ["shield", "-p", 'Pmax>=0.5 [F "goal"]', "--threshold", "0.1"],
+    ],
+    ids=lambda c: "-".join(a for a in c if a.isalpha()),
+)
+def test_a_map_without_a_start_cell_says_what_to_change_in_the_map(capsys, command):
+    """Every command taking gym: targets: exit 2 and one line naming the map's missing 'S' cell, and no advice in
+    Python (``initial=``, the argument of from_gymnasium, which the command line has not)."""
+    code, out, err = run(capsys, command[0], "gym:FrozenLake-v1", "--env-kwargs", NO_START, *command[1:], "--json")
+    assert code == 2, err
+    assert error_envelope(out) == err.strip().removeprefix("error: ")
+    assert err.count("\n") == 1 and err.startswith("error: gym:FrozenLake-v1: the map (desc) has no start cell 'S': "), err
+    assert "with 'S' in desc" in err and "initial" not in err and "Traceback" not in err
+
+
+def test_from_gymnasium_names_its_initial_argument_for_a_map_without_a_start_cell():
+    """In Python the remedy is also the argument: ``initial=STATE``; with it the map without an 'S' is a model."""
+    from rlverify.errors import ModelError
+    from rlverify.models import from_gymnasium
+
+    kwargs = json.loads(NO_START)
+    with pytest.raises(ModelError, match=r"no start cell 'S': mark the cell .* with 'S' in desc .*, or pass initial=STATE$"):
+        from_gymnasium("FrozenLake-v1", env_kwargs=kwargs)
+    model = from_gymnasium("FrozenLake-v1", env_kwargs=kwargs, initial=0)
+    assert model.initial_valuation()["s"] == 0
+
+
+def test_a_start_distribution_that_is_not_a_number_is_refused():
+    """An environment whose initial_state_distrib holds NaN (what 0/0 gives) is no distribution: refused, not taken
+    as "no start state"."""
+    from gymnasium import spaces
+
+    from rlverify.errors import ModelError
+    from rlverify.models import from_gymnasium
+
+    env = gym.Env()
+    env.observation_space, env.action_space = spaces.Discrete(2), spaces.Discrete(1)
+    env.P = {0: {0: [(1.0, 1, 1.0, True)]}, 1: {0: [(1.0, 1, 0.0, True)]}}
+    env.initial_state_distrib = np.array([np.nan, np.nan])
+    with pytest.raises(ModelError, match="initial_state_distrib is not a distribution over the 2 states"):
+        from_gymnasium(env)

@@ -38,6 +38,7 @@ model: use a step-bounded property (``F<=100``) for what happens within an episo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -64,6 +65,15 @@ ACTION_NAMES: dict[str, tuple[str, ...]] = {
 REWARD_MODEL = "reward"
 
 
+class NoStartStateError(ModelError):
+    """The environment declares no start state and none was given; ``target_message`` says what a ``gym:ID`` target
+    (the command line's ``--env-kwargs``, which has no ``initial=``) can change instead."""
+
+    def __init__(self, message: str, target_message: str) -> None:
+        super().__init__(message)
+        self.target_message = target_message
+
+
 @dataclass
 class GymnasiumModel(SymbolicModel):
     """A :class:`~rlverify.models.SymbolicModel` generated from a Gymnasium environment.
@@ -84,9 +94,30 @@ class GymnasiumModel(SymbolicModel):
 
     @property
     def display_name(self) -> str:
-        """``gym:ID (k=v, ...)``, how results name the model."""
-        args = ", ".join(f"{k}={v}" for k, v in self.env_kwargs.items())
+        """``gym:ID (k=v, ...)``, how results name the model: the arguments that chose it (a FrozenLake ``desc``
+        map, not the registered ``map_name`` it overrides; a large map by its size and digest)."""
+        args = ", ".join(f"{k}={_shown_value(k, v)}" for k, v in _used_kwargs(self.env_kwargs).items())
         return f"gym:{self.env_id}" + (f" ({args})" if args else "")
+
+
+def _used_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` without FrozenLake's ``map_name`` when a ``desc`` map is given (which FrozenLake then uses alone;
+    ``map_name=4x4`` is only the registered default)."""
+    if kwargs.get("desc") is not None and "map_name" in kwargs:
+        return {k: v for k, v in kwargs.items() if k != "map_name"}
+    return dict(kwargs)
+
+
+def _shown_value(key: str, value: Any) -> str:
+    """``value`` as results show it; a ``desc`` map of more than 64 cells as ``RxC map sha256:...`` (its rows, joined
+    by newlines, hashed), not thousands of characters."""
+    if key == "desc" and isinstance(value, (list, tuple)) and value and all(isinstance(r, (str, bytes)) for r in value):
+        rows = [r.decode() if isinstance(r, bytes) else r for r in value]
+        if sum(map(len, rows)) > 64:
+            digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()[:12]
+            return f"{len(rows)}x{max(map(len, rows))} map sha256:{digest}"
+        return str(rows)
+    return str(value)
 
 
 def parse_env_kwargs(text: str | Mapping[str, Any] | None, *, option: str = "--env-kwargs") -> dict[str, Any]:
@@ -232,7 +263,10 @@ def model_from_target(target: str, env_kwargs: str | Mapping[str, Any] | None, *
     env_id = target.removeprefix("gym:").strip()
     if not env_id:
         raise ModelError(f"{target}: expected gym:ID, e.g. gym:FrozenLake-v1")
-    return from_gymnasium(env_id, env_kwargs=env_kwargs, trust_code=trust_code)
+    try:
+        return from_gymnasium(env_id, env_kwargs=env_kwargs, trust_code=trust_code)
+    except NoStartStateError as exc:  # from_gymnasium's remedy is its initial= argument, which a target has not
+        raise ModelError(exc.target_message) from None
 
 
 # --- reading the environment -----------------------------------------------------------------------
@@ -249,7 +283,8 @@ class _Table:
     rewards: np.ndarray  # (S, A) float64 expected reward of the step
     gains: np.ndarray  # (S, A) expected positive part
     penalties: np.ndarray  # (S, A) expected magnitude of the negative part
-    initial: dict[int, float]
+    initial: dict[int, float]  # {} : no start state declared (``no_start`` says why)
+    no_start: str
     events: tuple[str, ...]
     features: dict[str, np.ndarray]  # decoded feature -> (S,) int64
     module: str
@@ -452,7 +487,12 @@ def _read_table(env: Any, env_id: str) -> _Table:
         rewards=rewards,
         gains=gains,
         penalties=penalties,
-        initial=_initial_distribution(u, env_id, S),
+        initial=_initial_distribution(u, kind, env_id, S),
+        no_start=(
+            "the map (desc) has no start cell 'S'"
+            if kind == "FrozenLakeEnv"
+            else "the environment declares no start state (no initial_state_distrib)"
+        ),
         events=events,
         features=_features(u, kind, S),
         module=re.sub(r"\W", "_", kind.removesuffix("Env").lower()) or "env",
@@ -494,12 +534,14 @@ def _features(u: Any, kind: str, S: int) -> dict[str, np.ndarray]:
     return {}
 
 
-def _initial_distribution(u: Any, env_id: str, S: int) -> dict[int, float]:
+def _initial_distribution(u: Any, kind: str, env_id: str, S: int) -> dict[int, float]:
+    """The start distribution ``{s: p}`` the environment declares; ``{}`` if none (FrozenLake: a map without an 'S'
+    cell, whose ``initial_state_distrib`` is 0/0, NaN everywhere)."""
     dist = getattr(u, "initial_state_distrib", None)
-    if dist is None:
+    if dist is None or (kind == "FrozenLakeEnv" and not (np.asarray(u.desc) == b"S").any()):
         return {}
     dist = np.asarray(dist, dtype=np.float64)
-    if dist.shape != (S,) or (dist < 0).any() or abs(dist.sum() - 1.0) > 1e-9:
+    if dist.shape != (S,) or not np.isfinite(dist).all() or (dist < 0).any() or abs(dist.sum() - 1.0) > 1e-9:
         raise ModelError(f"gym:{env_id}: initial_state_distrib is not a distribution over the {S} states")
     return {int(s): float(dist[s]) for s in np.flatnonzero(dist > 0)}
 
@@ -565,7 +607,15 @@ def _program(
     elif t.initial:
         start = t.initial
     else:
-        raise ModelError(f"gym:{env_id}: the environment has no initial_state_distrib; pass initial=STATE")
+        where = f"gym:{env_id}: {t.no_start}"
+        if t.module == "frozenlake":
+            fix = "mark the cell the agent starts on with 'S' in desc (several 'S' cells: a uniform start among them)"
+            raise NoStartStateError(f"{where}: {fix}, or pass initial=STATE", f"{where}: {fix}")
+        raise NoStartStateError(
+            f"{where}: pass initial=STATE",
+            f"{where}, and a gym:ID target cannot name one: make the environment declare it, or load it in Python "
+            "with rlverify.models.from_gymnasium(env, initial=STATE)",
+        )
     reset = len(start) > 1
     low = -1 if reset else 0
 
@@ -630,8 +680,10 @@ def _reward_lines(t: _Table) -> list[str]:
     return lines
 
 
+@functools.lru_cache(maxsize=4096)
 def _number(x: float) -> str:
-    """A probability or reward as PRISM text: a short fraction when ``x`` is one (1/3), else its repr."""
+    """A probability or reward as PRISM text: a short fraction when ``x`` is one (1/3), else its repr (cached: a table
+    repeats few numbers, and a fraction's search cost 2.5 s of a 60x60 FrozenLake's 14,400 commands)."""
     f = Fraction(float(x)).limit_denominator(10_000)
     if abs(float(f) - x) <= 1e-12 * max(1.0, abs(x)):
         return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
