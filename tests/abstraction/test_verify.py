@@ -75,6 +75,7 @@ def risky_policy(tmp_path, benchmark: str) -> str:
         features=list(system.features),
         actions=list(system.actions),
         training={"algorithm": "hand-made", "seed": 11, "benchmark": benchmark},
+        force=True,  # the module's fixtures write the same hand-made network again
     )
     return str(path)
 

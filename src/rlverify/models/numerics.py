@@ -18,12 +18,21 @@ from rlverify.imports import after_import
 
 NUMERICS = ("sound", "direct", "fast")
 
+_verbose_storm = False  # set by set_storm_logging: -v keeps Storm's own log, also around calls rlverify reports
+
+
+def storm_log_verbose() -> bool:
+    """Whether the CLI asked for Storm's own log (``-v``): :func:`rlverify.models.symbolic.storm_log_off` keeps it."""
+    return _verbose_storm
+
 
 def set_storm_logging(verbose: bool) -> None:
     """Storm logs parse errors to stdout itself; rlverify reports them (with line) as its own errors, so Storm's own
     log is off unless ``verbose`` (then warnings). Set now if stormpy is loaded, else right after it first is: a
     command that never reaches Storm (``rlverify benchmarks list``, a simulation of a continuous system) does not
     load it for this."""
+    global _verbose_storm
+    _verbose_storm = verbose
 
     def level(_: ModuleType) -> None:  # after stormpy's __init__, which sets Storm up (its log at WARN)
         import stormpy.developer as dev

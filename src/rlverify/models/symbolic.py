@@ -31,6 +31,7 @@ from rlverify.models.assignments import parse_assignments
 from rlverify.models.commands import Command, choice_commands, jani_commands, prism_commands
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.jani import read_jani
+from rlverify.models.numerics import storm_log_verbose
 from rlverify.models.properties import Property, check_nesting, parse_structure
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,13 @@ _STORM_MSG = re.compile(r"^\s*\w+Exception:\s*", re.DOTALL)
 def storm_log_off() -> Iterator[None]:
     """Storm's own log off for a call whose failure rlverify reports (Storm's exception carries the message): a parse
     error is then rlverify's one error, not also Storm's ``ERROR (SpiritErrorHandler.h:27): ...`` lines on stdout in
-    a Python session, where the CLI's setting (:func:`rlverify.models.numerics.set_storm_logging`) does not apply."""
+    a Python session, where the CLI's setting (:func:`rlverify.models.numerics.set_storm_logging`) does not apply;
+    kept on where the CLI's ``-v`` asked for it."""
     import stormpy.developer as dev
+
+    if storm_log_verbose():
+        yield
+        return
 
     level = dev.get_log_level()
     dev.set_log_level(dev.LogLevel.OFF)

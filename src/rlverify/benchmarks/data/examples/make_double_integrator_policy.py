@@ -35,5 +35,6 @@ if __name__ == "__main__":
             "seed": 0,
             "benchmark": "examples/double_integrator.py:SYSTEM",
         },
+        force=True,  # regenerates the shipped file
     )
     print(f"wrote {out} ({out.stat().st_size} bytes)")
