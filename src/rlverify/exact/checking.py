@@ -709,7 +709,7 @@ def bounded_until(
     # (the precision stop checked as it goes, as before the per-step floor of STEP_WORK); where only that floor keeps
     # the budget below k steps, the precision is checked once the budget is spent: a fixed point before it stays exact
     early = cap is not None and k * nnz > (MAX_WORK if max_work is None else max_work)
-    upper_cap = cap() if early or (cap is not None and budget < k) else None
+    upper_cap = cap() if cap is not None and (early or budget < k) else None
     x, j, stop = iterate(
         step, target, k, budget, d=d, upper_cap=upper_cap if early else None, precision=precision, progress=progress
     )
