@@ -105,6 +105,30 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
     add_trust_code(p)
 
 
+def add_system_timeout(p: argparse.ArgumentParser) -> None:
+    """``--system-timeout``: the limit on importing a ``FILE.py:NAME`` system declaration and on calling ``NAME()``
+    (a command that takes continuous systems)."""
+    from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
+
+    p.add_argument(
+        "--system-timeout",
+        type=float,
+        default=DEFAULT_SYSTEM_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop with an error when importing a FILE.py:NAME system's file, or calling NAME(), takes longer than "
+        f"this (each; default {DEFAULT_SYSTEM_TIMEOUT:g}; 0: no limit)",
+    )
+
+
+def system_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--system-timeout`` as keyword arguments of :func:`rlverify.resolve.resolve` (none for a command without it)."""
+    from rlverify.policies.settings import check_timeout
+
+    if not hasattr(args, "system_timeout"):
+        return {}
+    return {"system_timeout": check_timeout(args.system_timeout, "--system-timeout")}
+
+
 def add_property(p: argparse.ArgumentParser, *, required: bool = True, forms: str = "", several: bool = False) -> None:
     """``-p/--property``; ``several``: repeatable, and a PRISM properties file (``.props``) stands for its properties."""
     p.add_argument(
@@ -203,6 +227,7 @@ def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "trust_code": bool(getattr(args, "trust_code", False)),
         "policy_timeout": check_timeout(getattr(args, "policy_timeout", None)),
         "policy_threads": check_threads(getattr(args, "policy_threads", DEFAULT_POLICY_THREADS)),
+        **system_kwargs(args),
     }
 
 
