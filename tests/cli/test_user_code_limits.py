@@ -125,3 +125,16 @@ def test_a_bad_system_timeout_is_refused_naming_the_option(here, value):
     code, out, err, _ = rlverify(here, "abstract", "loop_imp.py:SYSTEM", "--policy", str(POLICY), "--system-timeout", value)
     assert (code, out) == (2, "")
     assert "--system-timeout" in one_line(err)
+
+
+def test_a_policy_module_that_never_finishes_importing_is_stopped_at_the_policy_timeout(here):
+    (here / "pol_loop.py").write_text("while True:\n    pass\n")
+    code, out, err, took = rlverify(
+        here, "verify", "running-example-v1", "-p", 'P=? [F "goal"]', "--policy", "pol_loop.py:pi", "--policy-timeout", "1"
+    )
+    assert (code, out) == (2, "")
+    assert one_line(err) == (
+        "error: pol_loop.py: importing the policy module did not finish within 1 s (the file's code ran); if it is just "
+        "slow, raise the limit with --policy-timeout SECONDS (0: no limit)"
+    )
+    assert took < 10

@@ -90,7 +90,8 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
         type=float,
         default=DEFAULT_POLICY_TIMEOUT,
         metavar="SECONDS",
-        help=f"stop with an error when one call of the policy (one batch of states) takes longer than this "
+        help=f"stop with an error when one call of the policy (one batch of states), or importing a path.py:NAME "
+        "policy's module, takes longer than this "
         f"(default {DEFAULT_POLICY_TIMEOUT:g}; 0: no limit); interrupts Python code, and native code "
         "(onnxruntime, torch) when it returns",
     )
