@@ -51,6 +51,7 @@ from rlverify.exact.explain import check_explainable
 from rlverify.exact.maps import reading
 from rlverify.exact.optimum import as_exact_result
 from rlverify.figures import path_pairs
+from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
 from rlverify.resolve import Target
 from rlverify.results import ExactResult, OptimumResult, Provenance, Result, Summary, versions
@@ -304,6 +305,7 @@ def make_report(
     trust_code: bool = False,
     policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT,
     policy_threads: int = DEFAULT_POLICY_THREADS,
+    system_timeout: float | None = DEFAULT_SYSTEM_TIMEOUT,
 ) -> Report:
     """Run every engine that applies to ``target`` and check them against each other.
 
@@ -313,8 +315,8 @@ def make_report(
         options: :class:`ReportOptions` (None: the defaults).
         features, actions, output: overrides for policy files that do not declare them.
         env_kwargs: the arguments of a ``gym:ID`` target.
-        trust_code, policy_timeout, policy_threads: as :func:`rlverify.resolve.resolve` takes them
-            (``--trust-code``, ``--policy-timeout``, ``--policy-threads``).
+        trust_code, policy_timeout, policy_threads, system_timeout: as :func:`rlverify.resolve.resolve` takes them
+            (``--trust-code``, ``--policy-timeout``, ``--policy-threads``, ``--system-timeout``).
 
     Returns:
         A :class:`Report`; ``report.ok`` is False when the engines disagree (nothing is raised for that).
@@ -337,6 +339,7 @@ def make_report(
         trust_code=trust_code,
         policy_timeout=policy_timeout,
         policy_threads=policy_threads,
+        system_timeout=system_timeout,
     )
     t, prop_name = _with_property(t, property)
     shared = _SHARED[t.kind](t, options, Shared(say=say, timings={}))

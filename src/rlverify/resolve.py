@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
 from rlverify.errors import InputFileError, OptionError, PolicyError, safe_repr, type_name
 from rlverify.models.properties import Property, parse_structure
+from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
 from rlverify.policies.base import Policy
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
 from rlverify.results import Result
@@ -93,6 +94,7 @@ def resolve(
     policy_timeout: float | None = DEFAULT_POLICY_TIMEOUT,
     policy_threads: int = DEFAULT_POLICY_THREADS,
     needs_property: bool = False,
+    system_timeout: float | None = DEFAULT_SYSTEM_TIMEOUT,
 ) -> Target:
     """Resolve a target, its policy and its property once.
 
@@ -122,6 +124,8 @@ def resolve(
         policy_threads: threads of a network policy's runtime (``--policy-threads``; see
             :func:`rlverify.policies.load_policy`: torch's setting is process-global).
         needs_property: refuse a ``property`` of None (the command checks one).
+        system_timeout: seconds importing a ``path.py:NAME`` system's file, and calling ``NAME()``, may each take
+            (``--system-timeout``; None or 0: no limit; see :func:`rlverify.models.continuous.load_system`).
 
     Raises:
         OptionError: a target that is not a path, an id or a benchmark; a property that is not text or a
@@ -138,7 +142,7 @@ def resolve(
 
         if is_declaration_target(str(target)):  # refused before the file's code runs
             raise _wrong_kind(None, "continuous", str(target), target, kinds, command)
-    bench, model, kind, name = _model(target, constants, env_kwargs, trust_code)
+    bench, model, kind, name = _model(target, constants, env_kwargs, trust_code, system_timeout)
     if kind not in kinds:
         raise _wrong_kind(bench, kind, name, target, kinds, command)
     if needs_policy and policy is None and getattr(model, "model_type", "") == "dtmc":
@@ -180,6 +184,7 @@ def _model(
     constants: str | None,
     env_kwargs: str | dict[str, Any] | None = None,
     trust_code: bool = False,
+    system_timeout: float | None = DEFAULT_SYSTEM_TIMEOUT,
 ) -> tuple[Benchmark | None, Any, str, str]:
     if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment with a finite model
         from rlverify.models.gymnasium import model_from_target
@@ -207,7 +212,7 @@ def _model(
         from rlverify.models.continuous.declared import is_declaration_target, load_system
 
         if is_declaration_target(text):  # path.py:NAME, a continuous system declared in a Python file
-            return None, load_system(text, constants), "continuous", text
+            return None, load_system(text, constants, timeout=system_timeout), "continuous", text
     if path.suffix.lower() in MODEL_SUFFIXES or path.is_file():
         from rlverify.files import check_input
         from rlverify.models.symbolic import load_model

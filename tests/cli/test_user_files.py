@@ -51,7 +51,6 @@ TAKING = {
     "abstract": ["--policy", "c.onnx"],
     "simulate": ["--policy", "c.onnx"],
     "report": ["--policy", "c.onnx"],
-    "train": ["--out", "t.onnx"],
 }
 
 
@@ -96,4 +95,11 @@ def test_commands_taking_no_continuous_system_refuse_it_before_its_code_runs(cap
     code, _, err = cli(capsys, args[0], "sys.py:RAISES", *args[1:])
     assert code == 2
     assert "is a continuous system" in one_line(err) and "use rlverify abstract sys.py:RAISES" in err
+    assert not (here / "marker").exists()  # the file's top-level code did not run
+
+
+def test_train_refuses_a_system_file_before_its_code_runs(capsys, here):
+    code, _, err = cli(capsys, "train", "sys.py:RAISES", "--out", "t.onnx")
+    assert code == 2
+    assert "'rlverify train' trains on a registered benchmark" in one_line(err)
     assert not (here / "marker").exists()  # the file's top-level code did not run

@@ -12,6 +12,7 @@ from rlverify.cli.options import (
     add_backend_options,
     add_outputs,
     add_policy,
+    add_system_timeout,
     add_target,
     backend_from_args,
     outputs,
@@ -41,6 +42,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "declared in a Python file (see rlverify.models.continuous.declared; -c K=V sets its constants)",
     )
     add_policy(p, default_note="default: the benchmark's 'ppo'; the abstraction bounds ONNX/TorchScript ReLU networks")
+    add_system_timeout(p)
     p.add_argument("--horizon", "-k", type=int, help="number of steps k (default: the benchmark's)")
     p.add_argument(
         "--domain",

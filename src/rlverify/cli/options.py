@@ -90,7 +90,8 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
         type=float,
         default=DEFAULT_POLICY_TIMEOUT,
         metavar="SECONDS",
-        help=f"stop with an error when one call of the policy (one batch of states) takes longer than this "
+        help=f"stop with an error when one call of the policy (one batch of states), or importing a path.py:NAME "
+        "policy's module, takes longer than this "
         f"(default {DEFAULT_POLICY_TIMEOUT:g}; 0: no limit); interrupts Python code, and native code "
         "(onnxruntime, torch) when it returns",
     )
@@ -103,6 +104,30 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
         f"{DEFAULT_POLICY_THREADS}: rlverify keeps the cores busy itself; torch's count is process-wide)",
     )
     add_trust_code(p)
+
+
+def add_system_timeout(p: argparse.ArgumentParser) -> None:
+    """``--system-timeout``: the limit on importing a ``FILE.py:NAME`` system declaration and on calling ``NAME()``
+    (a command that takes continuous systems)."""
+    from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
+
+    p.add_argument(
+        "--system-timeout",
+        type=float,
+        default=DEFAULT_SYSTEM_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop with an error when importing a FILE.py:NAME system's file, or calling NAME(), takes longer than "
+        f"this (each; default {DEFAULT_SYSTEM_TIMEOUT:g}; 0: no limit)",
+    )
+
+
+def system_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--system-timeout`` as keyword arguments of :func:`rlverify.resolve.resolve` (none for a command without it)."""
+    from rlverify.policies.settings import check_timeout
+
+    if not hasattr(args, "system_timeout"):
+        return {}
+    return {"system_timeout": check_timeout(args.system_timeout, "--system-timeout")}
 
 
 def add_property(p: argparse.ArgumentParser, *, required: bool = True, forms: str = "", several: bool = False) -> None:
@@ -203,6 +228,7 @@ def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "trust_code": bool(getattr(args, "trust_code", False)),
         "policy_timeout": check_timeout(getattr(args, "policy_timeout", None)),
         "policy_threads": check_threads(getattr(args, "policy_threads", DEFAULT_POLICY_THREADS)),
+        **system_kwargs(args),
     }
 
 

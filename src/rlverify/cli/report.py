@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from rlverify.cli.console import console, error, note, status, styled
-from rlverify.cli.options import add_env_kwargs, add_policy, add_seed, add_shield, add_target, policy_kwargs, shielded_policy
+from rlverify.cli.options import (
+    add_env_kwargs,
+    add_policy,
+    add_seed,
+    add_shield,
+    add_system_timeout,
+    add_target,
+    policy_kwargs,
+    shielded_policy,
+)
 from rlverify.cli.output import print_envelope
 
 
@@ -25,6 +34,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_env_kwargs(p)
     p.add_argument("--property", "-p", metavar="TEXT|NAME", help="property (default: the benchmark's first)")
     add_policy(p)
+    add_system_timeout(p)
     add_shield(p)
     p.add_argument("--runs", type=int, default=10_000, help="simulated runs (default 10,000)")
     p.add_argument("--delta", type=float, default=0.001, help="1 - confidence of the statistical interval (default 0.001)")

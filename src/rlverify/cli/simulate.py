@@ -15,6 +15,7 @@ from rlverify.cli.options import (
     add_policy,
     add_property,
     add_shield,
+    add_system_timeout,
     add_target,
     add_unavailable,
     apply_shield,
@@ -53,6 +54,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "start state in its initial region",
     )
     add_policy(p)
+    add_system_timeout(p)
     add_shield(p)
     p.add_argument(
         "--noise", type=float, help="Racetrack: probability that an acceleration fails (default 0.2; the same as -c noise=...)"

@@ -204,12 +204,18 @@ def run(args: argparse.Namespace) -> int:
     if not args.out.lower().endswith(".onnx"):
         raise OptionError(f"--out {args.out}: train writes an ONNX policy; give a FILE.onnx name")
     check_target(args.out, force=args.force, what="--out")  # before the training (and again when writing)
+    not_a_benchmark = TrainCommandError(
+        f"{args.benchmark}: 'rlverify train' trains on a registered benchmark (see 'rlverify "
+        "benchmarks list'); for your own model use rlverify.gym.MDPEnv.from_model"
+    )
+    if ".py:" in args.benchmark.lower():
+        from rlverify.models.continuous.declared import is_declaration_target
+
+        if is_declaration_target(args.benchmark):  # refused before the file's code runs
+            raise not_a_benchmark
     target = resolve(args.benchmark, constants=args.constants, needs_policy=False)  # the one way to read a target
     if target.benchmark is None:
-        raise TrainCommandError(
-            f"{args.benchmark}: 'rlverify train' trains on a registered benchmark (see 'rlverify "
-            "benchmarks list'); for your own model use rlverify.gym.MDPEnv.from_model"
-        )
+        raise not_a_benchmark
     params = parse_parameters(args.constants)  # only the parameters given (trainers refuse what they cannot vary)
     on_update = _verify_while_training(args, target.kind, params)
     with status(f"training {args.benchmark}"):

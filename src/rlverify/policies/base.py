@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from rlverify.errors import PolicyError, RlverifyError, exception_text, safe_repr, type_name
+from rlverify.models.userfile import Alarm, CodeTimeout
 from rlverify.policies.mlp import MLP, cross_check_network, default_check_sample
 
 #: Absolute tolerance on ``|sum(row) - 1|`` for a policy output row.
@@ -315,53 +314,6 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
     )
 
 
-class _Timeout(BaseException):
-    """Raised by the alarm handler inside a policy call that ran out of time (a BaseException: the user's code
-    should not catch it with ``except Exception``)."""
-
-
-class _Alarm:
-    """A ``SIGALRM`` timer around one policy call whose handler raises :class:`_Timeout` after ``seconds``.
-
-    It is armed only in the main thread, on platforms with ``setitimer``, and when no other interval timer runs
-    (a nested policy call runs under the outer call's limit). Code that swallows the exception (a bare
-    ``except:``) is hit again every half second until the call ends, and :attr:`fired` says that the limit was
-    reached even if the call then returned.
-    """
-
-    def __init__(self, seconds: float | None) -> None:
-        self.seconds = seconds
-        self.fired = False
-        self._armed = False
-        self._previous: Any = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self._armed:
-            self.fired = True
-            signal.setitimer(signal.ITIMER_REAL, 0.5)  # again, should the code swallow this one
-            raise _Timeout
-
-    def __enter__(self) -> _Alarm:
-        seconds = self.seconds
-        if (
-            seconds is not None
-            and seconds > 0
-            and hasattr(signal, "setitimer")
-            and threading.current_thread() is threading.main_thread()
-            and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
-        ):
-            self._previous = signal.signal(signal.SIGALRM, self._handler)
-            self._armed = True
-            signal.setitimer(signal.ITIMER_REAL, float(seconds))
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._armed:
-            signal.setitimer(signal.ITIMER_REAL, 0.0)
-            self._armed = False
-            signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
-
-
 def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: float | None, isolate: bool = True) -> Any:
     """Call ``fn(*args)`` — a policy's own code (a Python callable) or runtime (onnxruntime, torch) — and make its
     failures the policy's.
@@ -376,14 +328,14 @@ def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: floa
       (rlverify's own errors pass through unchanged), and what it prints goes to stderr, so that ``--json``
       output on stdout stays clean. Without it, exceptions pass through unchanged.
     """
-    alarm = _Alarm(timeout)
+    alarm = Alarm(timeout)
     try:
         with alarm, contextlib.redirect_stdout(sys.stderr) if isolate else contextlib.nullcontext():
             out = fn(*args)
         if alarm.fired:  # the code caught the timeout and went on to return
-            raise _Timeout
+            raise CodeTimeout
         return out
-    except _Timeout:
+    except CodeTimeout:
         raise PolicyError(
             f"{name}: the policy did not return within {timeout:g} s; if it is just slow, raise the "
             "limit with --policy-timeout SECONDS (0: no limit)"

@@ -65,8 +65,9 @@ def load_policy(
     What runs code: a ``path.py:NAME`` policy is the user's Python module, imported and called by design.
     No other format runs code from the file: an SB3 zip is read from its JSON and its weights
     (:mod:`rlverify.policies.sb3zip`), unless ``trust_code`` (``--trust-code``) asks for Stable-Baselines3's
-    own loader, which unpickles and can run code. ``timeout``: seconds one call of the policy may take
-    (``--policy-timeout``; None or 0: no limit; see :func:`~rlverify.policies.base.run_policy_code`).
+    own loader, which unpickles and can run code. ``timeout``: seconds one call of the policy, and importing a
+    ``path.py:NAME`` policy's module, may take (``--policy-timeout``; None or 0: no limit; see
+    :func:`~rlverify.policies.base.run_policy_code`).
 
     ``threads``: the threads a network's runtime computes one batch with (``--policy-threads``; default 1, see
     :data:`~rlverify.policies.settings.DEFAULT_POLICY_THREADS`): onnxruntime's, for this policy's session; torch's
@@ -87,7 +88,7 @@ def load_policy(
     timeout = check_timeout(timeout, "timeout")
     threads = check_threads(threads, "threads")
     if isinstance(spec, (str, PathLike)):
-        policy = _load(str(spec), features, actions, output, dict(defaults or {}), trust_code, threads)
+        policy = _load(str(spec), features, actions, output, dict(defaults or {}), trust_code, threads, timeout)
         policy.from_file = True  # its code's failures are the file's: PolicyErrors, exit code 2
     else:
         policy = load_object(spec, features=features, actions=actions, output=output, defaults=defaults, threads=threads)
@@ -170,11 +171,12 @@ def _load(
     defaults: dict[str, Sequence[str]],
     trust_code: bool,
     threads: int = DEFAULT_POLICY_THREADS,
+    timeout: float | None = DEFAULT_POLICY_TIMEOUT,
 ) -> BasePolicy:
     check_name_options(features, actions)
     if ".py:" in spec:
         file, _, name = spec.rpartition(":")
-        return _load_python(Path(file), name, features, actions, output, defaults)
+        return _load_python(Path(file), name, features, actions, output, defaults, timeout)
     path = Path(spec)
     if not path.is_file():
         raise InputFileError(f"{path}: policy file not found (expected {SPEC_HELP})")
@@ -353,12 +355,14 @@ def _load_python(
     actions: Sequence[str] | None,
     output: str | None,
     defaults: Mapping[str, Sequence[str]],
+    timeout: float | None = DEFAULT_POLICY_TIMEOUT,
 ) -> CallablePolicy:
     """The callable ``name`` of the user's module ``file`` as a policy; the module's FEATURES/ACTIONS/OUTPUT are its
     declaration (see :func:`~rlverify.policies.formats.declaration`). Whatever the module's objects raise while
-    they are read (a FEATURES whose ``__iter__`` fails, ...) is a :class:`PolicyError`."""
+    they are read (a FEATURES whose ``__iter__`` fails, ...) is a :class:`PolicyError`. Importing the module may take
+    ``timeout`` seconds, as one call of the policy (``--policy-timeout``)."""
     try:
-        module = import_python_file(file, "policy module")
+        module = import_python_file(file, "policy module", timeout=timeout, option="--policy-timeout")
     except RlverifyError:
         raise
     except Exception as exc:  # the import's own error report failed (an exception whose __str__ raises)

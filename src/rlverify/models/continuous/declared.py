@@ -83,7 +83,7 @@ from rlverify.errors import ConstantsError, InputFileError, ModelError, did_you_
 from rlverify.models.assignments import parse_assignments
 from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece, UnsafeSet
 from rlverify.models.expressions import MAX_DEPTH, syntax_depth
-from rlverify.models.userfile import call_user_code, import_python_file
+from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT, call_user_code, import_python_file
 
 REQUIRED = ("variables", "domain", "actions", "initial", "unsafe", "pieces")
 OPTIONAL = (
@@ -1081,22 +1081,29 @@ def is_declaration_target(target: str) -> bool:
     return bool(sep) and file.lower().endswith(".py") and name.isidentifier()
 
 
-def load_system(target: str, constants: str | None = None) -> DeclaredSystem:
+def load_system(
+    target: str, constants: str | None = None, *, timeout: float | None = DEFAULT_SYSTEM_TIMEOUT
+) -> DeclaredSystem:
     """The system ``NAME`` declared in the Python file of ``target`` = ``"path.py:NAME"``.
 
     ``NAME`` is a declaration mapping, a :class:`DeclaredSystem`, or a callable returning one of them
     (called with ``constants`` as keyword arguments). ``constants`` (``"K=V,..."``) otherwise override
-    the mapping's ``constants``.
+    the mapping's ``constants``. Importing the file, and calling ``NAME()``, may each take ``timeout`` seconds
+    (``--system-timeout``; None or 0: no limit; see :class:`~rlverify.models.userfile.Alarm`).
 
     Raises:
-        InputFileError: the file is missing or fails to import, or ``NAME()`` raises or calls ``sys.exit``;
-            ModelError: no such name or a malformed declaration; ConstantsError: a constant that cannot be set.
+        InputFileError: the file is missing or fails to import, or ``NAME()`` raises or calls ``sys.exit``, or either
+            takes longer than ``timeout``; ModelError: no such name or a malformed declaration; ConstantsError: a
+            constant that cannot be set. OptionError: a ``timeout`` that is not seconds.
     """
+    from rlverify.policies.settings import check_timeout
+
+    timeout = check_timeout(timeout, "timeout")
     file_text, _, name = str(target).rpartition(":")
     file = Path(file_text)
     if not file_text.lower().endswith(".py") or not name.isidentifier():
         raise InputFileError(f"{target}: expected path.py:NAME (a Python file and the name of a system declaration in it)")
-    module = import_python_file(file, "system declaration file")
+    module = import_python_file(file, "system declaration file", timeout=timeout)
     source = f"{file}:{name}"
     if not hasattr(module, name):
         public = [k for k in vars(module) if not k.startswith("_")]
@@ -1120,7 +1127,7 @@ def load_system(target: str, constants: str | None = None) -> DeclaredSystem:
                     f"{source}: cannot pass {', '.join(overrides)} to {name}(): {exc}", missing=list(overrides)
                 ) from None
             raise ModelError(f"{source}: calling {name}() failed: {exc}") from None
-        obj = call_user_code(obj, str(file), f"calling {name}()", **overrides)
+        obj = call_user_code(obj, str(file), f"calling {name}()", timeout, "--system-timeout", **overrides)
         overrides = {}
     if isinstance(obj, DeclaredSystem):
         if overrides:
