@@ -577,7 +577,7 @@ MAX_PROPERTIES_BYTES = 16 * 2**20
 
 
 def read_properties_file(path: str | Path) -> str:
-    """The text of a PRISM properties file.
+    """The text of a PRISM properties file (a leading UTF-8 byte-order mark is allowed, as in model files).
 
     Raises:
         InputFileError: the file is missing, unreadable, no regular file (a FIFO, a directory, a device), larger than
@@ -586,7 +586,7 @@ def read_properties_file(path: str | Path) -> str:
     from rlverify.files import read_input
 
     try:
-        return read_input(path, "properties file", MAX_PROPERTIES_BYTES).decode("utf-8")
+        return read_input(path, "properties file", MAX_PROPERTIES_BYTES).decode("utf-8-sig")  # a byte-order mark, as JANI
     except UnicodeDecodeError:
         raise InputFileError(f"{path}: the properties file is not UTF-8 text") from None
 

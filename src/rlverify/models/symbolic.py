@@ -203,7 +203,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         else:
             divisions_judged = _check_prism_text(path, given)
             with storm_log_off():
-                program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
+                program = parse_prism_file(path)
             kind = "prism"
     except RuntimeError as exc:
         language = "JANI" if path.suffix.lower() == ".jani" else "PRISM"
@@ -291,9 +291,31 @@ _UNSUPPORTED_TYPES = {
 _MODEL_TYPE = re.compile(r"^\s*([A-Za-z]+)\b")
 
 
+#: the UTF-8 byte-order mark some editors write first
+_BOM = b"\xef\xbb\xbf"
+
+
+def parse_prism_file(path: Path) -> Any:
+    """Storm's parse of a PRISM file. A leading UTF-8 byte-order mark is allowed, as in a JANI file: Storm's PRISM
+    parser refuses it at 1:1 ("expecting <model type>"), so such a file is parsed from a copy without it (its lines
+    and columns are the file's)."""
+    import tempfile
+
+    import stormpy
+
+    with path.open("rb") as f:
+        bom = f.read(len(_BOM)) == _BOM
+    if not bom:
+        return stormpy.parse_prism_program(str(path), prism_compatibility=True)
+    with tempfile.TemporaryDirectory(prefix="rlverify-prism-") as tmp:
+        copy = Path(tmp) / "model.prism"
+        copy.write_bytes(path.read_bytes()[len(_BOM) :])
+        return stormpy.parse_prism_program(str(copy), prism_compatibility=True)
+
+
 def _declared_type(path: Path) -> str:
     """The model type keyword a PRISM file starts with (comments skipped), for a type stormpy cannot name."""
-    text = re.sub(r"//[^\n]*", "", path.read_text(encoding="utf-8", errors="replace"))
+    text = re.sub(r"//[^\n]*", "", path.read_text(encoding="utf-8-sig", errors="replace"))
     found = _MODEL_TYPE.match(text)
     return found.group(1).lower() if found else "unknown"
 
@@ -376,7 +398,7 @@ def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> boo
     data = path.read_bytes()
     if b"\x00" in data:
         raise ModelError(f"{path}: not a PRISM file (it contains NUL bytes: binary data)")
-    text = data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8-sig", errors="replace")
     formulas = _formula_depths(path, text)
     try:
         check_nesting(text, str(path), lines=True, formulas=formulas)
@@ -980,7 +1002,7 @@ def _formula_names(model: SymbolicModel) -> set[str]:
     if model.kind != "prism":
         return set()
     try:
-        return set(re.findall(r"\bformula\s+([A-Za-z_]\w*)\s*=", model.path.read_text(errors="replace")))
+        return set(re.findall(r"\bformula\s+([A-Za-z_]\w*)\s*=", model.path.read_text("utf-8-sig", errors="replace")))
     except OSError:
         return set()
 
@@ -1282,7 +1304,7 @@ def _build_input(model: SymbolicModel, properties: list[Any] | None) -> tuple[An
             program, named = stormpy.parse_jani_model(path)
             by_name = {_property_name(p): p for p in named}
         else:
-            program, by_name = stormpy.parse_prism_program(path, prism_compatibility=True), {}
+            program, by_name = parse_prism_file(model.path), {}
         if given:
             program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
     except (RuntimeError, OSError) as exc:
