@@ -423,7 +423,7 @@ def _formula_depths(path: Path, text: str) -> dict[str, tuple[int, int]]:
     """The nesting and chain depths (:func:`~rlverify.models.properties.expression_depth`) of each formula of PRISM
     ``text`` written out, in file order; refusing a file whose formulas written out where they are used exceed
     :data:`MAX_WRITTEN_OUT` operands."""
-    from rlverify.models.properties import MAX_CHAIN, MAX_NESTING, expression_depth
+    from rlverify.models.properties import MAX_EVALUATED_CHAIN, MAX_NESTING, expression_depth
 
     code = re.sub(r"//[^\n]*", "", text)
     depths: dict[str, tuple[int, int]] = {}
@@ -434,8 +434,10 @@ def _formula_depths(path: Path, text: str) -> dict[str, tuple[int, int]]:
         # an upper bound from string counts where it is within the limits (a file of 20,000 short formulas is not
         # scanned token by token), else the scan
         nest = sum(body.count(c) for c in "([{!-XFG") + max((n for n, _ in used), default=0)
-        chain = len(body) + max((c for _, c in used), default=0)
-        depths[name] = (nest, chain) if nest <= MAX_NESTING and chain <= MAX_CHAIN else expression_depth(body, depths)[:2]
+        chain = sum(body.count(c) for c in "+-*/^&|=<>?:,") + max((c for _, c in used), default=0)  # >= its operators
+        # (bounded by the smallest chain limit, a label's, which the formula may be used in)
+        within = nest <= MAX_NESTING and chain <= MAX_EVALUATED_CHAIN
+        depths[name] = (nest, chain) if within else expression_depth(body, depths)[:2]
         sizes[name] = min(sum(sizes.get(t, 1) for t in operands), MAX_WRITTEN_OUT + 1)
     if not sizes:
         return depths
@@ -971,7 +973,7 @@ def _check_names_and_values(model: SymbolicModel, text: str, structure: Property
                 f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
                 f"the model defines: {', '.join(sorted(known_labels))}{named}"
             )
-    check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'")
+    check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'", evaluated=True)
     if _DIVISION_BY_ZERO.search(_LABEL.sub('""', text)):
         raise PropertyError(
             f"property '{text}': a division by zero (Storm would evaluate it to some number and check the property on it)"
@@ -1376,6 +1378,12 @@ def _build(
                 raise ModelError(
                     f"{model.shown}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
                     "does not wrap the value around): guard the update or widen the range"
+                ) from None
+            if "ExprTk" in message:  # a deep expression the nesting check let through (a label, reward, state formula)
+                cause = message.rsplit("Returned error:", 1)[-1].strip(" ).")[:160]
+                raise ModelError(
+                    f"{model.shown}: an expression of {'the properties or ' if properties else ''}the model's labels "
+                    f"or rewards is too deep for Storm's ExprTk evaluator ({cause}); split it"
                 ) from None
             if "sum to one" not in message and "some to one" not in message:
                 raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc, limit=600)}") from None
