@@ -181,3 +181,22 @@ def test_a_chain_directory_is_taken_back_when_the_command_fails_after_it(tmp_pat
         assert os.listdir(fs) == []
     finally:
         subprocess.run(["umount", "-l", str(fs)], check=False)
+
+
+def test_a_read_only_file_system_is_named_not_taken_for_a_permission(tmp_path: Path, capsys) -> None:
+    """``--out`` on a read-only file system said "permission denied" (os.access refuses both alike): now it names it."""
+    where = tmp_path / "ro"
+    _mount(where, "4k")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        for args in (
+            ["verify", "running-example-v1", "-p", "reach-goal", "--out", str(where / "states.csv")],
+            ["shield", "running-example-v1", "-p", 'P>=0.5 [F "goal"]', "--threshold", "0.1", "--out", str(where / "s.json")],
+        ):
+            code, _out, err = cli(capsys, *args)
+            line = one_line(err)
+            assert code == 2 and f"--out {where}" in line and "(read-only file system)" in line, line
+        with pytest.raises(FileWriteError, match=r"\(read-only file system\)"):
+            write_text(where / "x.txt", "x")
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
