@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError("nothing to write: give --out FILE.png (the maps) and/or --out FILE.json, or --json")
     target = resolve(
         args.target,
-        constants=constants_with_noise(args.constants, args.noise),
+        constants=constants_with_noise(args.constants, args.noise, args.target),
         kinds=("native",),
         command="rlverify heatmap",
         **policy_kwargs(args),
