@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if ".png" in files:
         from rlverify.statistical.heatmap import heatmap_figure
 
-        heatmap_figure(result).draw(files[".png"], force=args.force)  # plot_heatmap's figure, written safely
+        heatmap_figure(result).draw(files[".png"], force=args.force, what="--out")  # plot_heatmap's figure, written safely
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:
