@@ -110,7 +110,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def whole_number(text: str) -> int:
-    """A positive whole number from the command line: ``1000``, ``1_000`` or ``1e13`` (an integral value)."""
+    """A positive whole number below 2**63 from the command line: ``1000``, ``1_000`` or ``1e13`` (an integral value)."""
     try:
         value = int(text)
     except ValueError:
@@ -123,6 +123,8 @@ def whole_number(text: str) -> int:
         value = int(x)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'")
+    if value >= 2**63:  # as every integer option (rlverify.cli.main.int64); 1e30 is not exactly 10**30 either
+        raise argparse.ArgumentTypeError(f"{text} is out of range (a 64-bit integer)")
     return value
 
 
