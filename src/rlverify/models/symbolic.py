@@ -91,6 +91,8 @@ class SymbolicModel:
             (code = position in the automaton's ``locations``, as in the file).
         name: what messages call the model when not its file: a benchmark and its parameters (its file is a
             private temporary one); see :attr:`shown`.
+        unassigned: PRISM variables declared in the file but never assigned: Storm's parser makes each a constant
+            (its initial value), so it is no state variable and no policy feature.
     """
 
     path: Path
@@ -110,6 +112,7 @@ class SymbolicModel:
     command_keys: dict[int, int] = field(default_factory=dict, repr=False)
     locations: dict[str, tuple[str, ...]] = field(default_factory=dict)
     name: str = ""
+    unassigned: tuple[str, ...] = ()
 
     @property
     def shown(self) -> str:
@@ -259,8 +262,11 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         labels = tuple(lab.name for lab in program.labels)
         rewards = tuple(r.name for r in program.reward_models)
         locations: dict[str, tuple[str, ...]] = {}
+        declared = _declared_variables(path)
+        unassigned = tuple(c.name for c in as_parsed.constants if c.name in declared)
     else:
         ints, bools, actions, labels, rewards, locations = _jani_names(jani_data, program)
+        unassigned = ()
     commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, as_parsed, jani_data)
     return SymbolicModel(
         path=path,
@@ -278,6 +284,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         commands=commands,
         command_keys=keys,
         locations=locations,
+        unassigned=unassigned,
     )
 
 
@@ -311,6 +318,14 @@ def parse_prism_file(path: Path) -> Any:
         copy = Path(tmp) / "model.prism"
         copy.write_bytes(path.read_bytes()[len(_BOM) :])
         return stormpy.parse_prism_program(str(copy), prism_compatibility=True)
+
+
+_VARIABLE_DECLARATION = re.compile(r"(?m)^\s*(?:global\s+)?([A-Za-z_]\w*)\s*:\s*(?:\[|bool\b|int\b)")
+
+
+def _declared_variables(path: Path) -> set[str]:
+    """The variable names a PRISM file declares (``x : [0..3] ...``, ``b : bool ...``, ``global g : ...``)."""
+    return set(_VARIABLE_DECLARATION.findall(re.sub(r"//[^\n]*", "", path.read_text("utf-8-sig", errors="replace"))))
 
 
 def _declared_type(path: Path) -> str:
