@@ -399,11 +399,11 @@ def test_the_measured_depths_bound_the_tree_storm_builds():
 
 
 def _chain(n: int, part: str) -> tuple[str, str]:
-    """A model's extra text and the property, chaining ``n`` operators in ``part``: ``(x+...+x)>4n-5`` (n-2 ``+``
-    and one ``>``) holds in D (x=4) only."""
-    text = "(" + "+".join(["x"] * (n - 1)) + f")>{4 * (n - 1) - 1}"
+    """A model's extra text and the property, with an expression Storm builds ``n`` operators deep in ``part``:
+    ``(x+...+x)>4n-1`` (n-1 ``+`` and one ``>``), which holds in D (x=4) only."""
+    text = "(" + "+".join(["x"] * n) + f")>{4 * n - 1}"
     if part == "property":
-        return "", f"Pmax=? [F<=2 {text}]"
+        return "", f"Pmax=? [X X {text}]"
     if part == "label":
         return f'label "big" = {text};\n', 'Pmax=? [F<=2 "big"]'
     return f'rewards "deep"\n  {text} : 1;\nendrewards\n', 'R{"deep"}max=? [C<=3]'  # 1 per step in D
@@ -430,7 +430,7 @@ def test_chains_beyond_what_storms_exprtk_takes_are_refused_before_storm(tmp_pat
             assert json.loads(out)["result"]["value"] == pytest.approx(expected, abs=1e-9)
             continue
         lines = err.strip().splitlines()
-        where = "property 'Pmax=? [F<=2 (x+x+" if part == "property" else f"{part}{n}.nm: line 23"
+        where = "property 'Pmax=? [X X (x+x+" if part == "property" else f"{part}{n}.nm: line 23"
         assert code == 2 and len(lines) == 1 and where in lines[0], err
         assert "chaining 4,999 operators, more than the 4,998 Storm's ExprTk evaluator takes" in lines[0]
 

@@ -452,9 +452,10 @@ class _Scan:
         self.nest, self.chain = max(self.nest, nest), max(self.chain, chain)
         if (nest > MAX_NESTING or chain > MAX_CHAIN) and not self.over_at:
             self.over_at = self.start
-        # a property's operator (``P=?``, ``P>=b``) binds its bracket one level above the state formula ExprTk sees
-        limit = MAX_EVALUATED_CHAIN + 1 if self.evaluated else MAX_EVALUATED_CHAIN
-        if (self.evaluated or self.rewards or self.label) and chain > limit and self.over_evaluated is None:
+        # one level above the expression ExprTk sees is the statement's: a property's operator (``P=?``, ``P>=b``), a
+        # label's ``"name" =``, a reward's ``guard :`` (a step bound or ``U`` adds another: refused one level early)
+        evaluated = self.evaluated or self.rewards or self.label
+        if evaluated and chain > MAX_EVALUATED_CHAIN + 1 and self.over_evaluated is None:
             self.over_evaluated = (chain, self.start)
         self.levels = [_Level()]
 
@@ -534,7 +535,7 @@ def check_nesting(
         )
     if over_evaluated is not None:
         where = f"{what}: line {over_evaluated[1]}" if lines else what
-        chained = over_evaluated[0] - evaluated  # (the state formula's, without the property's operator)
+        chained = over_evaluated[0] - 1  # (the expression's, without the statement's level)
         raise PropertyError(
             f"{where}: an expression chaining {chained:,} operators, more than the {MAX_EVALUATED_CHAIN:,} "
             "Storm's ExprTk evaluator takes in a label, a reward or a property's state formula (a+b+c..., with the "
