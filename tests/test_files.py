@@ -64,6 +64,8 @@ def full_fs(tiny_fs: Path) -> Path:
     return tiny_fs / "out"
 
 
+#: a small risk map (a 2x2 Avoid; the 4x4 policy reads its features)
+MAP = ["avoid-v1", "-c", "xMax=2,yMax=2", "--policy", "POLICY", "-p", "collision-100", "--map", "x,y", "--optimum", "min"]
 #: each writer of the CLI: (arguments with OUT for the output directory); a figure, table, chain, shield, tree, ...
 WRITERS = {
     "verify-states-csv": ["verify", "running-example-v1", "-p", "reach-goal", "--out", "OUT/states.csv"],
@@ -80,6 +82,8 @@ WRITERS = {
     "inspect-template-py": ["inspect", "running-example-v1", "--policy-template", "OUT/t.py"],
     "examples-dir": ["examples", "OUT/ex"],
     "heatmap-png-json": ["heatmap", "racetrack-barto-small-v1", "--runs", "2", "--out", "OUT/h.png", "--out", "OUT/h.json"],
+    "map-png": ["map", *MAP, "--out", "OUT/m.png"],
+    "map-json": ["map", *MAP, "--out", "OUT/m.json"],
 }
 SLOW = {"heatmap-png-json", "report-html"}
 
@@ -90,11 +94,16 @@ SLOW = {"heatmap-png-json", "report-html"}
 def test_a_full_disk_leaves_nothing(writer: str, full_fs: Path, capsys, monkeypatch) -> None:
     """On a full file system each writer exits 2 with one line naming the file and the cause; the directory stays
     empty (no target, no temporary, no directory it made)."""
-    args = [a.replace("OUT", str(full_fs)) for a in WRITERS[writer]]
+    from rlverify.benchmarks.registry import data_path
+
+    policy = str(data_path("policies/avoid_4x4_ppo.onnx"))
+    args = [a.replace("OUT", str(full_fs)).replace("POLICY", policy) for a in WRITERS[writer]]
     monkeypatch.chdir(full_fs.parent.parent)
     code, _, err = cli(capsys, *args)
-    line = one_line(err)
+    line = one_line("\n".join(ln for ln in err.splitlines() if not ln.startswith("warning: ")))
     assert code == 2, err
+    if "--out" in args:  # the option is named, as every command names it (map's figure did not)
+        assert line.startswith("error: --out "), line
     assert str(full_fs) in line and ("no space left on device" in line or "disk is nearly full" in line or "disk full" in line)
     assert sorted(os.listdir(full_fs)) == []
 
@@ -181,3 +190,22 @@ def test_a_chain_directory_is_taken_back_when_the_command_fails_after_it(tmp_pat
         assert os.listdir(fs) == []
     finally:
         subprocess.run(["umount", "-l", str(fs)], check=False)
+
+
+def test_a_read_only_file_system_is_named_not_taken_for_a_permission(tmp_path: Path, capsys) -> None:
+    """``--out`` on a read-only file system said "permission denied" (os.access refuses both alike): now it names it."""
+    where = tmp_path / "ro"
+    _mount(where, "4k")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        for args in (
+            ["verify", "running-example-v1", "-p", "reach-goal", "--out", str(where / "states.csv")],
+            ["shield", "running-example-v1", "-p", 'P>=0.5 [F "goal"]', "--threshold", "0.1", "--out", str(where / "s.json")],
+        ):
+            code, _out, err = cli(capsys, *args)
+            line = one_line(err)
+            assert code == 2 and f"--out {where}" in line and "(read-only file system)" in line, line
+        with pytest.raises(FileWriteError, match=r"\(read-only file system\)"):
+            write_text(where / "x.txt", "x")
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

@@ -77,13 +77,13 @@ class MapFigure:
         nrows = -(-len(self.panels) // ncols)
         return nrows, ncols, (ncols * (pw + 1.8), nrows * (ph + 1.4) + 1.0)
 
-    def draw(self, out: Any, *, dpi: int = 110, force: bool = False) -> Any:
+    def draw(self, out: Any, *, dpi: int = 110, force: bool = False, what: str = "") -> Any:
         """Write the figure (:meth:`render`) as a PNG to ``out`` (:meth:`layout` times ``dpi`` pixels); returns its
         :class:`~pathlib.Path`. Written atomically, an existing file replaced only with ``force``
-        (:func:`rlverify.files.save_figure`)."""
+        (:func:`rlverify.files.save_figure`; ``what``: the option naming the file in its errors)."""
         from rlverify.files import save_figure
 
-        return save_figure(self.render(), out, force=force, dpi=dpi)
+        return save_figure(self.render(), out, force=force, dpi=dpi, what=what)
 
     def _repr_png_(self) -> bytes:
         """The PNG a notebook shows for a map (:meth:`render` at 80 dpi)."""

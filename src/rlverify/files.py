@@ -120,6 +120,8 @@ def _describe(exc: OSError) -> str:
         return "no space left on device"
     if exc.errno == errno.EDQUOT:
         return "disk quota exceeded"
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
     text = exc.strerror or exc.__class__.__name__
     return text[:1].lower() + text[1:]
 
@@ -169,8 +171,17 @@ def check_target(path: str | Path, *, force: bool = False, what: str = "") -> Pa
             raise FileWriteError(f"{name}: file exists; {_force_hint(what)}")
     parent = _existing_ancestor(path.parent, name)
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise FileWriteError(f"{name}: cannot write to the directory {parent} (permission denied)")
+        why = "read-only file system" if _read_only(parent) else "permission denied"
+        raise FileWriteError(f"{name}: cannot write to the directory {parent} ({why})")
     return path
+
+
+def _read_only(directory: Path) -> bool:
+    """Whether ``directory`` is on a file system mounted read-only (``os.access`` says no to it as to a permission)."""
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _existing_ancestor(directory: Path, name: str) -> Path:

@@ -41,3 +41,24 @@ def test_the_largest_64_bit_size_is_taken(capsys, tmp_path: Path, monkeypatch):
     Path("m.prism").write_text(MODEL)
     code = main(["verify", "m.prism", *PROPERTY, "--mode", "monolithic", "--max-memory", str(2**63 - 1), "--json"])
     assert code == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["simulate", "--runs", "1e30"], "--runs: 1e30 is out of range (a 64-bit integer)"),
+        (["simulate", "--runs", str(2**63)], f"--runs: {2**63} is out of range"),
+        (["simulate", "--run-limit", "99999999999999999999"], "--run-limit: 99999999999999999999 is out of range"),
+        (["heatmap", "--runs", "1e30"], "--runs: 1e30 is out of range"),
+    ],
+)
+def test_run_counts_beyond_64_bits_are_refused_as_typed(capsys, args, expected):
+    """``--runs 1e30`` was taken as the double's integer and printed as 1,000,000,000,000,000,019,884,624,838,656
+    (not what was typed); run counts now refuse 64 bits and beyond as every integer option, naming the text."""
+    command, *rest = args
+    prop = ["-p", "reach-goal-2"] if command == "simulate" else []
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "running-example-v1", *prop, *rest])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert exit_.value.code == 2 and len(lines) == 1 and expected in lines[0] and "19,884" not in err, err

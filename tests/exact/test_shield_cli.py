@@ -127,7 +127,15 @@ def _valid(shield_file: Path) -> dict:
         (lambda d: json.dumps({**d, "states": [d["states"][0]] * len(d["states"])}), "a state listed twice"),
         (lambda d: json.dumps({**d, "actions": ["a", "a"]}), "'actions' lists a name twice"),
         (lambda d: json.dumps({**d, "model": 3}), "'model' must be a string"),
-        (lambda d: json.dumps({**d, "fingerprint": "0" * 32}), "computed for model"),
+        # the same model's name and another fingerprint: said "computed for model 'X', not for X"
+        (
+            lambda d: json.dumps({**d, "fingerprint": "0" * 32}),
+            "the shield's fingerprint is not running-example-v1's: it was computed for another version of the model",
+        ),
+        (lambda d: json.dumps({**d, "fingerprint": "0" * 32, "constants": "T=3"}), "with constants 'T=3', not 'none'"),
+        # a valuation outside x in [1..4] was used silently
+        (lambda d: json.dumps({**d, "states": [[99], *d["states"][1:]]}), r"x=99, outside the model's range of x \[1..4\]"),
+        (lambda d: json.dumps({**d, "states": [*d["states"][:-1], [0]]}), r"lists state x=0, outside the model's range"),
         (lambda d: json.dumps({**d, "states": [], "kept": [], "best": []}), "'states' lists no state"),
         (lambda d: json.dumps({**d, "model": "avoid-v1"}), "'model' field names 'avoid-v1', not running-example-v1"),
         (lambda d: json.dumps({**d, "model": "elsewhere/running-example-v1"}), "'model' field names"),

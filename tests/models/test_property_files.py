@@ -175,3 +175,33 @@ def test_a_public_properties_file_gives_the_published_values():
         r = runs[name]
         assert Fraction(r.lower) <= value <= Fraction(r.upper), (name, r.lower, r.upper, float(value))
         assert r.value == pytest.approx(float(value), rel=1e-6), name
+
+
+@pytest.mark.parametrize("where", ["model", "properties", "both"])
+def test_a_utf8_byte_order_mark_is_read_as_in_a_jani_file(tmp_path, where):
+    """A leading BOM (some editors write one) was refused in PRISM files ("expecting <model type>" at 1:1) and in
+    properties files (the formula started with an invisible U+FEFF); it is allowed, as in JANI files: the values are
+    the closed form's and the BOM-less files'. Two builds: the second parses the model file again."""
+    from rlverify.models import build_explicit
+
+    bom = "\ufeff"
+    values = {}
+    for marked in (False, True):
+        model_path, props_path = tmp_path / f"coin{marked}.prism", tmp_path / f"coin{marked}.props"
+        model_path.write_text((bom if marked and where != "properties" else "") + MODEL, encoding="utf-8")
+        props_path.write_text((bom if marked and where != "model" else "") + PROPS, encoding="utf-8")
+        model = load_model(model_path)
+        props = parse_properties(model, props_path, constants="T=2")
+        policy = CallablePolicy(lambda s: np.ones((len(s), 1)), ["x"], ["go"], name="always")
+        values[marked] = [verify_exact(model, p, policy, ExactOptions()).value for p in props]
+        assert [build_explicit(model, None)[0].num_states for _ in range(2)] == [3, 3]
+    assert values[True] == values[False]
+    for value, T in zip(values[True], (2, 3, 3, 10), strict=True):
+        assert value == pytest.approx(closed_form(T), rel=1e-12)
+
+
+def test_a_bom_before_an_unsupported_model_type_still_names_the_type(tmp_path):
+    path = tmp_path / "game.prism"
+    path.write_text("\ufeffsmg\nplayer p1 m endplayer\nmodule m x : [0..1] init 0; [a] x=0 -> (x'=1); endmodule\n")
+    with pytest.raises(Exception, match=r"model type SMG is not supported"):
+        load_model(path)

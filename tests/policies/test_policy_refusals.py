@@ -397,3 +397,38 @@ def test_onnxruntimes_own_log_lines_do_not_precede_the_one_error_line(tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "evaluating the policy failed" in lines[0] and "MatMul" in lines[0] and "onnxruntime:" not in lines[0]
+
+
+def test_a_never_assigned_variable_is_named_as_such_by_inspect_and_the_policy_check(tmp_path, capsys):
+    """``y : [0..1000000000] init 0;`` added to the running example, never assigned: Storm's parser makes it a
+    constant (the oracle: Storm's own program lists it among the constants, not the variables). inspect did not list
+    it and a table policy over x,y was refused "feature 'y' is not a model variable (model variables: x)"; both now
+    say why."""
+    import json
+
+    import stormpy
+
+    from rlverify.benchmarks.registry import data_path
+    from rlverify.cli.main import main
+
+    text = data_path("models/running_example.prism").read_text()
+    path = tmp_path / "rey.prism"
+    path.write_text(text.replace("  x : [1..4] init 1;", "  x : [1..4] init 1;\n  y : [0..1000000000] init 0;"))
+    storm = stormpy.parse_prism_program(str(path), prism_compatibility=True)
+    assert "y" in [c.name for c in storm.constants] and "y" not in [v.name for m in storm.modules for v in m.integer_variables]
+    policy = tmp_path / "tab.json"
+    policy.write_text(
+        json.dumps(
+            {
+                "features": ["x", "y"],
+                "actions": ["UP", "NOP", "DOWN"],
+                "table": [{"state": {"x": 1, "y": 0}, "probabilities": {"UP": 1}}],
+                "default": {"NOP": 1},
+            }
+        )
+    )
+    assert main(["verify", str(path), "-p", 'P=? [F "goal"]', "--policy", str(policy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "feature 'y' is declared but never assigned" in err[0] and "drop it from the policy" in err[0]
+    assert main(["inspect", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"]["unassigned"] == ["y"]

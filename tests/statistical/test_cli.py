@@ -149,3 +149,18 @@ def test_simulate_shipped_racetrack_policy_and_sprt(capsys):
     assert r["decision"] == "H0" and r["satisfied"] is True  # P(goal) >= 0.5 + indifference
     code, msg = run(["simulate", "racetrack-barto-small-v1", "--property", "goal", "--sprt", "0.5", "--method", "wilson"])
     assert code == 2 and "--sprt" in msg
+
+
+def test_noise_is_an_option_of_racetrack_benchmarks_not_a_model_constant():
+    """``simulate running-example-v1 --noise -1`` said "unknown parameter 'noise'; parameters: none", as if the user had
+    given a model constant: --noise became ``-c noise=...`` for any benchmark. Now the option is refused as an option:
+    on a benchmark without the parameter, and out of Racetrack's range (before either runs)."""
+    cases = [
+        (["simulate", "running-example-v1", "-p", "reach-goal-2", "--noise", "-1"], "running-example-v1 has no noise"),
+        (["heatmap", "running-example-v1", "--noise", "0.5", "--json"], "has no noise parameter"),
+        (["simulate", "racetrack-barto-small-v1", "-p", "goal", "--noise", "-1"], "--noise -1: the probability that"),
+        (["simulate", "racetrack-barto-small-v1", "-p", "goal", "--noise", "nan"], "--noise nan: the probability"),
+    ]
+    for argv, words in cases:
+        code, msg = run(argv)
+        assert code == 2 and msg.startswith("--noise") and words in msg and "unknown parameter" not in msg, msg

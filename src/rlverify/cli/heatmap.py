@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError("nothing to write: give --out FILE.png (the maps) and/or --out FILE.json, or --json")
     target = resolve(
         args.target,
-        constants=constants_with_noise(args.constants, args.noise),
+        constants=constants_with_noise(args.constants, args.noise, args.target),
         kinds=("native",),
         command="rlverify heatmap",
         **policy_kwargs(args),
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if ".png" in files:
         from rlverify.statistical.heatmap import heatmap_figure
 
-        heatmap_figure(result).draw(files[".png"], force=args.force)  # plot_heatmap's figure, written safely
+        heatmap_figure(result).draw(files[".png"], force=args.force, what="--out")  # plot_heatmap's figure, written safely
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:

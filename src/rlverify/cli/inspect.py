@@ -88,6 +88,12 @@ def show(s: Any, name: str) -> None:
         if v.get("locations"):  # a JANI automaton's location: its codes and names
             rng += " " + ", ".join(f"{i}={name}" for i, name in enumerate(v["locations"]))
         t.add_row(one_line(v["name"]), v["type"], one_line(rng), _v(v["init"]), one_line(v["module"] or "(global)"))
+    if s.unassigned:  # declared in the file, but no state variable: say why it is not listed
+        t.caption = one_line(
+            f"declared but never assigned: {', '.join(s.unassigned)} (Storm's builder makes such a variable a "
+            "constant, its initial value: no state variable, no policy feature)"
+        )
+        t.caption_justify = "left"
     console.print(t)
     t = Table(
         "command",

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     result = result.with_provenance(policy=shown_policy(result.policy) or None)
     print_warnings(result.warnings)
     if ".png" in files:
-        result.figure(origin="upper" if args.y_down else "lower").draw(files[".png"], force=args.force)
+        result.figure(origin="upper" if args.y_down else "lower").draw(files[".png"], force=args.force, what="--out")
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
     if args.json:

@@ -112,7 +112,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def whole_number(text: str) -> int:
-    """A positive whole number from the command line: ``1000``, ``1_000`` or ``1e13`` (an integral value)."""
+    """A positive whole number below 2**63 from the command line: ``1000``, ``1_000`` or ``1e13`` (an integral value)."""
     try:
         value = int(text)
     except ValueError:
@@ -125,6 +125,8 @@ def whole_number(text: str) -> int:
         value = int(x)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'")
+    if value >= 2**63:  # as every integer option (rlverify.cli.main.int64); 1e30 is not exactly 10**30 either
+        raise argparse.ArgumentTypeError(f"{text} is out of range (a 64-bit integer)")
     return value
 
 
@@ -135,10 +137,22 @@ def shown_interval(interval: tuple[float, float], digits: int = 6) -> str:
     return f"[{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def constants_with_noise(constants: str | None, noise: float | None) -> str | None:
-    """``--noise X`` as the benchmark parameter ``noise=X`` (one way to set it)."""
+def constants_with_noise(constants: str | None, noise: float | None, target: str) -> str | None:
+    """``--noise X`` as the benchmark parameter ``noise=X`` (one way to set it), refused (:class:`OptionError`) for a
+    ``target`` without that parameter (the registry would call it an unknown model constant) or out of its range."""
     if noise is None:
         return constants
+    from rlverify.benchmarks.registry import all_ids, spec
+
+    if Path(target).suffix or "/" in target or ":" in target:
+        raise OptionError("--noise applies to Racetrack benchmarks only (for a model file, set its constants with -c)")
+    if target in all_ids():  # (an unknown name is the resolver's to refuse, with near names)
+        parameter = spec(target).parameters.get("noise")
+        if parameter is None:
+            raise OptionError(f"--noise applies to Racetrack benchmarks only; {target} has no noise parameter")
+        low, high = parameter.low or 0.0, 1.0 if parameter.high is None else parameter.high
+        if not (math.isfinite(noise) and low <= noise <= high):
+            raise OptionError(f"--noise {noise:g}: the probability that an acceleration fails, in [{low:g}, {high:g}]")
     return f"{constants},noise={noise!r}" if constants else f"noise={noise!r}"
 
 
@@ -147,8 +161,6 @@ def run(args: argparse.Namespace) -> int:
 
     files = outputs(args, (".json",))
     backend = backend_from_args(args)
-    if args.noise is not None and (Path(args.target).suffix or "/" in args.target):
-        raise OptionError("--noise applies to Racetrack benchmarks only (for a model file, set its constants with -c)")
     target = resolved(args)
     from rlverify.cli.rare import refuse_rare_options, run_rare
 
@@ -182,7 +194,7 @@ def resolved(args: argparse.Namespace) -> Any:
     target = resolve_simulated(
         args.target,
         args.property,
-        constants=constants_with_noise(args.constants, args.noise),
+        constants=constants_with_noise(args.constants, args.noise, args.target),
         command="rlverify simulate",
         env_kwargs=args.env_kwargs,
         **policy_kwargs(args),

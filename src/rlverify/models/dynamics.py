@@ -63,6 +63,7 @@ class Fit:
     actions: tuple[str, ...]
     reasons: dict[str, str] = field(default_factory=dict)
     commands: tuple[str, ...] = ()
+    unassigned: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -75,7 +76,10 @@ class Fit:
         else:
             feature, variables, owner, actions = f"observed by {where}", "features", where, "actions"
         return [
-            f"feature '{f}' is not {feature}{did_you_mean(f, self.variables)} ({variables}: {', '.join(self.variables)})"
+            f"feature '{f}' is declared but never assigned: Storm's builder makes such a variable a constant (its "
+            "initial value), so it is no state variable; drop it from the policy's features"
+            if f in self.unassigned
+            else f"feature '{f}' is not {feature}{did_you_mean(f, self.variables)} ({variables}: {', '.join(self.variables)})"
             for f in self.missing_features
         ] + [
             self.reasons[a]
@@ -99,13 +103,15 @@ def fit(
     variables: Sequence[str],
     model_actions: Sequence[str],
     commands: Sequence[Command] = (),
+    unassigned: Sequence[str] = (),
 ) -> Fit:
     """How an agent's feature and action names fit a model's: the one name check of every engine.
 
     Pass the names of the model as declared (a :class:`~rlverify.models.SymbolicModel`'s
     ``variables``/``action_names``/``commands``; an environment's ``features``/``actions``): a
     property-directed build may lack actions (they are then never available, not unknown). ``""``
-    (unlabelled) is no action; an agent action may also be a command name (``m:2``, ``m:3+n:1``).
+    (unlabelled) is no action; an agent action may also be a command name (``m:2``, ``m:3+n:1``). ``unassigned``:
+    variables the model declares but Storm made constants (:attr:`~rlverify.models.SymbolicModel.unassigned`).
     """
     variables = tuple(variables)
     labelled = tuple(a for a in model_actions if a)
@@ -118,6 +124,7 @@ def fit(
         actions=labelled,
         reasons={a: bad[a] for a in missing if a in bad},
         commands=tuple(c.name for c in commands),
+        unassigned=tuple(unassigned),
     )
 
 

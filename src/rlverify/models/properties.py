@@ -344,8 +344,13 @@ def _closing(s: str, start: int) -> int:
 MAX_NESTING = 500
 #: most binary operators along one path of an expression's syntax tree (``a+b+c`` chains two): Storm's parser reads
 #: a flat chain in a loop but builds it as a tree that deep, which its builder walks recursively (a guard or label
-#: summing 30,000 terms crashes the process; 20,000 pass; a label of 5,000 terms is refused by Storm's ExprTk, 4,990 pass)
+#: summing 30,000 terms crashes the process; 20,000 pass)
 MAX_CHAIN = 10_000
+#: most binary operators along one path in an expression Storm evaluates with ExprTk: a property's state formulas (each
+#: becomes a label), a model's labels and rewards. ExprTk refuses deeper ones ("stack depth 10001 exceeds maximum
+#: allowed stack depth of 10000"; measured: 4,998 pass, 4,999 are refused, for sums and disjunctions alike, in a
+#: property, a label and a reward). Guards and updates are evaluated otherwise, up to :data:`MAX_CHAIN`.
+MAX_EVALUATED_CHAIN = 4_998
 
 _TOKEN = re.compile(
     r"//[^\n]*|\"[^\"\n]*\"?|[A-Za-z_]\w*|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|<=>|=>|->|<=|>=|!=|\.\.|\n|[^\s\w]"
@@ -368,6 +373,7 @@ _TOP = 7
 _STATEMENT_WORDS = frozenset(
     {"module", "endmodule", "label", "formula", "const", "rewards", "endrewards", "init", "endinit", "global", "system"}
 )
+_REWARDS_WORD = re.compile(r"\b(endrewards|rewards)\b")
 
 
 class _Level:
@@ -401,30 +407,40 @@ class _Level:
         return max(self.nest, self.prefix), self.count[0] - 1 + self.below[0]
 
 
-def expression_depth(text: str, formulas: dict[str, tuple[int, int]] | None = None) -> tuple[int, int, int]:
+def expression_depth(
+    text: str, formulas: dict[str, tuple[int, int]] | None = None, *, evaluated: bool = False
+) -> tuple[int, int, int]:
     """The deepest nesting of brackets and prefix operators, and the most binary operators along one path, of the
     expressions in PRISM or property ``text`` (``//`` comments and quoted labels skipped), with the line the first one
     over :data:`MAX_NESTING` or :data:`MAX_CHAIN` starts on (else 1): ``(nesting, chain, line)``. Expressions end at
     ``;`` and PRISM's statement keywords; a command's guard at ``->``, each update's probability at ``:`` and its
     assignments at the ``+`` before the next update. ``chain`` is the depth of the tree of binary operators by
     precedence (``x=1 | x=2 | x=3`` is three deep), an upper bound on Storm's. ``formulas``: the depths of the PRISM
-    formulas a name stands for (Storm writes a formula out where it is used)."""
-    scan = _Scan(formulas or {})
+    formulas a name stands for (Storm writes a formula out where it is used). ``evaluated``: every expression is one
+    ExprTk evaluates (a property's), else a label's or rewards' (limited to :data:`MAX_EVALUATED_CHAIN`)."""
+    scan = _scan(text, formulas, evaluated=evaluated)
+    return scan.nest, scan.chain, scan.over_at or 1
+
+
+def _scan(text: str, formulas: dict[str, tuple[int, int]] | None, *, evaluated: bool, rewards: bool = False) -> _Scan:
+    scan = _Scan(formulas or {}, evaluated=evaluated, rewards=rewards)
     for m in _TOKEN.finditer(text):
         scan.token(m.group())
     scan.finish()
-    return scan.nest, scan.chain, scan.over_at or 1
+    return scan
 
 
 class _Scan:
     """:func:`expression_depth`'s state: the open bracket levels, the deepest values so far, the line."""
 
-    def __init__(self, formulas: dict[str, tuple[int, int]]) -> None:
+    def __init__(self, formulas: dict[str, tuple[int, int]], *, evaluated: bool = False, rewards: bool = False) -> None:
         self.formulas = formulas
         self.levels = [_Level()]
         self.nest = self.chain = self.over_at = 0
         self.line = self.start = 1
         self.updates = self.assignments = False  # after a command's ``->`` / in an update's assignments (level 0)
+        self.evaluated, self.rewards, self.label = evaluated, rewards, False  # ExprTk evaluates: always / in these
+        self.over_evaluated: tuple[int, int] | None = None  # (chain, line) of the first over MAX_EVALUATED_CHAIN
 
     def finish(self) -> None:
         """The end of an expression at bracket level 0."""
@@ -436,6 +452,11 @@ class _Scan:
         self.nest, self.chain = max(self.nest, nest), max(self.chain, chain)
         if (nest > MAX_NESTING or chain > MAX_CHAIN) and not self.over_at:
             self.over_at = self.start
+        # one level above the expression ExprTk sees is the statement's: a property's operator (``P=?``, ``P>=b``), a
+        # label's ``"name" =``, a reward's ``guard :`` (a step bound or ``U`` adds another: refused one level early)
+        evaluated = self.evaluated or self.rewards or self.label
+        if evaluated and chain > MAX_EVALUATED_CHAIN + 1 and self.over_evaluated is None:
+            self.over_evaluated = (chain, self.start)
         self.levels = [_Level()]
 
     def token(self, token: str) -> None:
@@ -454,6 +475,8 @@ class _Scan:
         elif token == ";" or (top and (token == "->" or token in _STATEMENT_WORDS)):
             self.finish()
             self.updates, self.assignments = token == "->", False
+            self.label = token == "label" or (self.label and token != ";")
+            self.rewards = token == "rewards" or (self.rewards and token != "endrewards")
         elif top and ((self.updates and token == ":") or (self.assignments and token == "+")):
             self.finish()  # an update's probability ends at ':', its assignments at the '+' before the next update
             self.assignments = token == ":"
@@ -466,22 +489,37 @@ class _Scan:
             level.item(*self.formulas.get(token, (0, 0)))
 
 
-def check_nesting(text: str, what: str, *, lines: bool = False, formulas: dict[str, tuple[int, int]] | None = None) -> None:
+def check_nesting(
+    text: str,
+    what: str,
+    *,
+    lines: bool = False,
+    formulas: dict[str, tuple[int, int]] | None = None,
+    evaluated: bool = False,
+) -> None:
     """Refuse ``text`` whose expressions nest deeper than :data:`MAX_NESTING` or chain more than :data:`MAX_CHAIN`
-    operators (see :func:`expression_depth`, and there ``formulas``); ``what`` names it ("property '...'", a file;
-    ``lines``: name the line)."""
+    operators, or :data:`MAX_EVALUATED_CHAIN` in an expression ExprTk evaluates (see :func:`expression_depth`, and
+    there ``formulas`` and ``evaluated``: a property's text); ``what`` names it ("property '...'", a file; ``lines``:
+    name the line)."""
     formulas = formulas or {}
     deepest = (max((n for n, _ in formulas.values()), default=0), max((c for _, c in formulas.values()), default=0))
     nest, chain, line = 0, 0, 1
+    over_evaluated: tuple[int, int] | None = None
     lines_before = 0
+    rewards = False  # inside a rewards block (a statement of its own between each ';')
     for piece in _BLANKED.sub(lambda m: "" if m.group().startswith("//") else '""', text).split(";"):
         # a statement that cannot reach either limit (few enough brackets and prefix characters, short enough, even
         # with the deepest formula in it) is not scanned token by token: a 20,000-command file costs string counts
         bound = sum(piece.count(c) for c in "([{!-XFG")
-        if bound + deepest[0] > MAX_NESTING or len(piece) + deepest[1] > MAX_CHAIN:
-            found = expression_depth(piece, formulas)
+        if bound + deepest[0] > MAX_NESTING or len(piece) + deepest[1] > MAX_EVALUATED_CHAIN:
+            scan = _scan(piece, formulas, evaluated=evaluated, rewards=rewards)
+            found = (scan.nest, scan.chain, scan.over_at or 1)
             if (found[0] > MAX_NESTING or found[1] > MAX_CHAIN) and not (nest > MAX_NESTING or chain > MAX_CHAIN):
                 nest, chain, line = found[0], found[1], lines_before + found[2]
+            if scan.over_evaluated is not None and over_evaluated is None:
+                over_evaluated = (scan.over_evaluated[0], lines_before + scan.over_evaluated[1])
+        words = _REWARDS_WORD.findall(piece)
+        rewards = words[-1] == "rewards" if words else rewards
         lines_before += piece.count("\n")
     where = f"{what}: line {line}" if lines else what
     if nest > MAX_NESTING:
@@ -495,10 +533,18 @@ def check_nesting(text: str, what: str, *, lines: bool = False, formulas: dict[s
             "uses written out, is a tree that deep, which Storm walks recursively and would run out of stack and crash); "
             "split it"
         )
+    if over_evaluated is not None:
+        where = f"{what}: line {over_evaluated[1]}" if lines else what
+        chained = over_evaluated[0] - 1  # (the expression's, without the statement's level)
+        raise PropertyError(
+            f"{where}: an expression chaining {chained:,} operators, more than the {MAX_EVALUATED_CHAIN:,} "
+            "Storm's ExprTk evaluator takes in a label, a reward or a property's state formula (a+b+c..., with the "
+            "formulas it uses written out; ExprTk's stack depth is 10,000); split it"
+        )
 
 
 def _check_balanced(text: str) -> None:
-    check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'")
+    check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'", evaluated=True)
     if text.count('"') % 2:
         raise PropertyError(f"property '{text}': unbalanced quotes")
     depth = {"(": 0, "[": 0, "{": 0}
@@ -577,7 +623,7 @@ MAX_PROPERTIES_BYTES = 16 * 2**20
 
 
 def read_properties_file(path: str | Path) -> str:
-    """The text of a PRISM properties file.
+    """The text of a PRISM properties file (a leading UTF-8 byte-order mark is allowed, as in model files).
 
     Raises:
         InputFileError: the file is missing, unreadable, no regular file (a FIFO, a directory, a device), larger than
@@ -586,7 +632,7 @@ def read_properties_file(path: str | Path) -> str:
     from rlverify.files import read_input
 
     try:
-        return read_input(path, "properties file", MAX_PROPERTIES_BYTES).decode("utf-8")
+        return read_input(path, "properties file", MAX_PROPERTIES_BYTES).decode("utf-8-sig")  # a byte-order mark, as JANI
     except UnicodeDecodeError:
         raise InputFileError(f"{path}: the properties file is not UTF-8 text") from None
 

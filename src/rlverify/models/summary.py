@@ -45,6 +45,7 @@ class ModelSummary:
         actions: the fewest names addressing every choice (:func:`~rlverify.models.dynamics.agent_actions`):
             labels where they identify a choice, command names where they do not.
         ambiguous: whether some choices need command names (unlabelled or repeated labels in a state).
+        unassigned: variables declared but never assigned (Storm makes them constants: no features).
     """
 
     path: str
@@ -65,6 +66,7 @@ class ModelSummary:
     decision_states: int | None = None
     n_initial: int | None = None
     initial_states: list[dict[str, int]] = field(default_factory=list)
+    unassigned: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +99,7 @@ def summarize(
         labels=list(model.labels),
         reward_models=list(model.reward_models),
         features=list(model.variables),
+        unassigned=list(model.unassigned),
     )
     if not build:
         return ModelSummary(**common, actions=[a for a in model.action_names if a], built=False), None

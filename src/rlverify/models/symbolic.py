@@ -91,6 +91,8 @@ class SymbolicModel:
             (code = position in the automaton's ``locations``, as in the file).
         name: what messages call the model when not its file: a benchmark and its parameters (its file is a
             private temporary one); see :attr:`shown`.
+        unassigned: PRISM variables declared in the file but never assigned: Storm's parser makes each a constant
+            (its initial value), so it is no state variable and no policy feature.
     """
 
     path: Path
@@ -110,6 +112,7 @@ class SymbolicModel:
     command_keys: dict[int, int] = field(default_factory=dict, repr=False)
     locations: dict[str, tuple[str, ...]] = field(default_factory=dict)
     name: str = ""
+    unassigned: tuple[str, ...] = ()
 
     @property
     def shown(self) -> str:
@@ -203,7 +206,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         else:
             divisions_judged = _check_prism_text(path, given)
             with storm_log_off():
-                program = stormpy.parse_prism_program(str(path), prism_compatibility=True)
+                program = parse_prism_file(path)
             kind = "prism"
     except RuntimeError as exc:
         language = "JANI" if path.suffix.lower() == ".jani" else "PRISM"
@@ -259,8 +262,11 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         labels = tuple(lab.name for lab in program.labels)
         rewards = tuple(r.name for r in program.reward_models)
         locations: dict[str, tuple[str, ...]] = {}
+        declared = _declared_variables(path)
+        unassigned = tuple(c.name for c in as_parsed.constants if c.name in declared)
     else:
         ints, bools, actions, labels, rewards, locations = _jani_names(jani_data, program)
+        unassigned = ()
     commands, keys = prism_commands(program) if kind == "prism" else jani_commands(path, as_parsed, jani_data)
     return SymbolicModel(
         path=path,
@@ -278,6 +284,7 @@ def load_model(path: str | Path, constants: str | Mapping[str, Any] | None = Non
         commands=commands,
         command_keys=keys,
         locations=locations,
+        unassigned=unassigned,
     )
 
 
@@ -291,9 +298,39 @@ _UNSUPPORTED_TYPES = {
 _MODEL_TYPE = re.compile(r"^\s*([A-Za-z]+)\b")
 
 
+#: the UTF-8 byte-order mark some editors write first
+_BOM = b"\xef\xbb\xbf"
+
+
+def parse_prism_file(path: Path) -> Any:
+    """Storm's parse of a PRISM file. A leading UTF-8 byte-order mark is allowed, as in a JANI file: Storm's PRISM
+    parser refuses it at 1:1 ("expecting <model type>"), so such a file is parsed from a copy without it (its lines
+    and columns are the file's)."""
+    import tempfile
+
+    import stormpy
+
+    with path.open("rb") as f:
+        bom = f.read(len(_BOM)) == _BOM
+    if not bom:
+        return stormpy.parse_prism_program(str(path), prism_compatibility=True)
+    with tempfile.TemporaryDirectory(prefix="rlverify-prism-") as tmp:
+        copy = Path(tmp) / "model.prism"
+        copy.write_bytes(path.read_bytes()[len(_BOM) :])
+        return stormpy.parse_prism_program(str(copy), prism_compatibility=True)
+
+
+_VARIABLE_DECLARATION = re.compile(r"(?m)^\s*(?:global\s+)?([A-Za-z_]\w*)\s*:\s*(?:\[|bool\b|int\b)")
+
+
+def _declared_variables(path: Path) -> set[str]:
+    """The variable names a PRISM file declares (``x : [0..3] ...``, ``b : bool ...``, ``global g : ...``)."""
+    return set(_VARIABLE_DECLARATION.findall(re.sub(r"//[^\n]*", "", path.read_text("utf-8-sig", errors="replace"))))
+
+
 def _declared_type(path: Path) -> str:
     """The model type keyword a PRISM file starts with (comments skipped), for a type stormpy cannot name."""
-    text = re.sub(r"//[^\n]*", "", path.read_text(encoding="utf-8", errors="replace"))
+    text = re.sub(r"//[^\n]*", "", path.read_text(encoding="utf-8-sig", errors="replace"))
     found = _MODEL_TYPE.match(text)
     return found.group(1).lower() if found else "unknown"
 
@@ -376,7 +413,7 @@ def _check_prism_text(path: Path, given: Mapping[str, str] | None = None) -> boo
     data = path.read_bytes()
     if b"\x00" in data:
         raise ModelError(f"{path}: not a PRISM file (it contains NUL bytes: binary data)")
-    text = data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8-sig", errors="replace")
     formulas = _formula_depths(path, text)
     try:
         check_nesting(text, str(path), lines=True, formulas=formulas)
@@ -401,7 +438,7 @@ def _formula_depths(path: Path, text: str) -> dict[str, tuple[int, int]]:
     """The nesting and chain depths (:func:`~rlverify.models.properties.expression_depth`) of each formula of PRISM
     ``text`` written out, in file order; refusing a file whose formulas written out where they are used exceed
     :data:`MAX_WRITTEN_OUT` operands."""
-    from rlverify.models.properties import MAX_CHAIN, MAX_NESTING, expression_depth
+    from rlverify.models.properties import MAX_EVALUATED_CHAIN, MAX_NESTING, expression_depth
 
     code = re.sub(r"//[^\n]*", "", text)
     depths: dict[str, tuple[int, int]] = {}
@@ -412,8 +449,10 @@ def _formula_depths(path: Path, text: str) -> dict[str, tuple[int, int]]:
         # an upper bound from string counts where it is within the limits (a file of 20,000 short formulas is not
         # scanned token by token), else the scan
         nest = sum(body.count(c) for c in "([{!-XFG") + max((n for n, _ in used), default=0)
-        chain = len(body) + max((c for _, c in used), default=0)
-        depths[name] = (nest, chain) if nest <= MAX_NESTING and chain <= MAX_CHAIN else expression_depth(body, depths)[:2]
+        chain = sum(body.count(c) for c in "+-*/^&|=<>?:,") + max((c for _, c in used), default=0)  # >= its operators
+        # (bounded by the smallest chain limit, a label's, which the formula may be used in)
+        within = nest <= MAX_NESTING and chain <= MAX_EVALUATED_CHAIN
+        depths[name] = (nest, chain) if within else expression_depth(body, depths)[:2]
         sizes[name] = min(sum(sizes.get(t, 1) for t in operands), MAX_WRITTEN_OUT + 1)
     if not sizes:
         return depths
@@ -949,7 +988,7 @@ def _check_names_and_values(model: SymbolicModel, text: str, structure: Property
                 f"property '{text}': unknown label \"{lab}\"{did_you_mean(lab, known_labels)}; "
                 f"the model defines: {', '.join(sorted(known_labels))}{named}"
             )
-    check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'")
+    check_nesting(text, f"property '{text[:60]}{'...' if len(text) > 60 else ''}'", evaluated=True)
     if _DIVISION_BY_ZERO.search(_LABEL.sub('""', text)):
         raise PropertyError(
             f"property '{text}': a division by zero (Storm would evaluate it to some number and check the property on it)"
@@ -980,7 +1019,7 @@ def _formula_names(model: SymbolicModel) -> set[str]:
     if model.kind != "prism":
         return set()
     try:
-        return set(re.findall(r"\bformula\s+([A-Za-z_]\w*)\s*=", model.path.read_text(errors="replace")))
+        return set(re.findall(r"\bformula\s+([A-Za-z_]\w*)\s*=", model.path.read_text("utf-8-sig", errors="replace")))
     except OSError:
         return set()
 
@@ -1282,7 +1321,7 @@ def _build_input(model: SymbolicModel, properties: list[Any] | None) -> tuple[An
             program, named = stormpy.parse_jani_model(path)
             by_name = {_property_name(p): p for p in named}
         else:
-            program, by_name = stormpy.parse_prism_program(path, prism_compatibility=True), {}
+            program, by_name = parse_prism_file(model.path), {}
         if given:
             program, _ = stormpy.instantiate_constants(program, _constant_values(program, given))
     except (RuntimeError, OSError) as exc:
@@ -1354,6 +1393,12 @@ def _build(
                 raise ModelError(
                     f"{model.shown}: {message.rstrip('.')} (PRISM, JANI and Storm's checks refuse this; rlverify "
                     "does not wrap the value around): guard the update or widen the range"
+                ) from None
+            if "ExprTk" in message:  # a deep expression the nesting check let through (a label, reward, state formula)
+                cause = message.rsplit("Returned error:", 1)[-1].strip(" ).")[:160]
+                raise ModelError(
+                    f"{model.shown}: an expression of {'the properties or ' if properties else ''}the model's labels "
+                    f"or rewards is too deep for Storm's ExprTk evaluator ({cause}); split it"
                 ) from None
             if "sum to one" not in message and "some to one" not in message:
                 raise ModelError(f"{model.shown}: Storm could not build the model: {storm_message(exc, limit=600)}") from None

@@ -149,6 +149,7 @@ def check_policy(policy: Any, model: Any, *, sample: np.ndarray | None = None) -
         variables=model.variables,
         model_actions=model.action_names,
         commands=getattr(model, "commands", ()),
+        unassigned=getattr(model, "unassigned", ()),
     ).problems()
     batch = None
     if not problems:
