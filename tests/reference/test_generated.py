@@ -290,7 +290,19 @@ def _all_names_policy(path: Path, gen: Generated):
         groups = [[n for l2, n in cs if l2 == label] for _, cs in per_module]
         groups = [g for g in groups if g]
         actions += ["+".join(combo) for combo in itertools.product(*groups)]
-    features = [v.name for v in gen.variables]
+    # the variables some update assigns: Storm makes a never-assigned one a constant, no policy feature (a policy naming
+    # it is refused for that, which would mask the out-of-range refusal this policy is for)
+    if gen.kind == "prism":
+        assigned = {v.name for v in gen.variables if f"({v.name}'=" in gen.text}
+    else:
+        assigned = {
+            a["ref"]
+            for automaton in O.read_jani(path)["automata"]
+            for e in automaton["edges"]
+            for d in e["destinations"]
+            for a in d.get("assignments", [])
+        }
+    features = [v.name for v in gen.variables if v.name in assigned]
     return CallablePolicy(lambda s: np.full((len(s), len(actions)), 1.0 / len(actions)), features, actions)
 
 
