@@ -10,24 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlverify.cli.main import main
 from rlverify.files import FileWriteError, all_or_nothing, write_text
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``rlverify ARGS`` in-process: (exit code, stdout, stderr)."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert "Traceback" not in err and len(lines) == 1, err
-    return lines[0]
+from tests.incli import cli, one_line
 
 
 def _mount(where: Path, size: str) -> None:

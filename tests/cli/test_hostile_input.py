@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlverify.cli.main import main
+from tests.incli import cli, one_line
 
 MODEL = """mdp
 module m
@@ -30,23 +30,6 @@ POLICY = (
     "import numpy as np\nFEATURES = ['x', 'y']\nACTIONS = ['up', 'stay']\n"
     "def pi(s):\n    return np.tile([0.9, 0.1], (len(s), 1))\n"
 )
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``rlverify ARGS`` in-process: (exit code, stdout, stderr); argparse's own exits are caught."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line(err: str) -> str:
-    """The single error line of ``err`` (fails when there are more lines or a traceback)."""
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert "Traceback" not in err and len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlverify.cli.main import main
+from tests.incli import cli, one_line
 
 SYSTEM_FILE = """
 import pathlib, sys
@@ -21,22 +21,6 @@ def PRINTS_AND_RAISES():
     print("hello")
     raise KeyError("k")
 """
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``rlverify ARGS`` in-process: (exit code, stdout, stderr); argparse's own exits are caught."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert "Traceback" not in err and len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.fixture
