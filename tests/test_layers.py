@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rlverify"
 BOTTOM = {"models", "policies"}
 SHARED = {"backends", "confidence"}  # root modules every engine may use (like errors, results): they import no engine
 #: root modules below everything, importable from models/ and policies/ up: they import only rlverify.errors
-FOUNDATION = {"errors", "files", "lazy", "imports", "arrays"}
+FOUNDATION = {"errors", "files", "lazy", "imports", "arrays", "choices"}
 ENGINES = {"exact", "abstraction", "statistical"}
 ABOVE = {"benchmarks", "gym", "training", "cli", "resolve", "crosscheck", "experiments", "sb3"}
 STORM_ALLOWED = {"models", "exact", "abstraction"}

@@ -333,7 +333,7 @@ class NetworkBounder:
         n = poly.template.n
         cols_lo: list[float] = list(box_lo)
         cols_hi: list[float] = list(box_hi)
-        integ: list = [highspy.HighsVarType.kContinuous] * n
+        integ: list[Any] = [highspy.HighsVarType.kContinuous] * n
         rows: list[tuple[dict[int, float], float, float]] = []
         for r in range(len(b_poly)):
             rows.append(({j: a_poly[r, j] for j in range(n) if a_poly[r, j] != 0.0}, -inf, b_poly[r]))

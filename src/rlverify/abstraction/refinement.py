@@ -75,7 +75,7 @@ class RefinementStats:
     milp_parts: int = 0
     parts: int = 0
     unresolved: int = 0  # parts accepted with spread > phi (minimum size or budget reached)
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

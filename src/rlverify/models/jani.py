@@ -165,7 +165,7 @@ def _marked(data: Any) -> tuple[Any, str]:
     return out, marker
 
 
-def _signature(edge: Any, skip: str | None = None) -> tuple:
+def _signature(edge: Any, skip: str | None = None) -> tuple[Any, ...]:
     """What Storm's edge does: source location, action, guard, and per destination its probability, target and
     assignments (the marker's left out): two edges with one signature are interchangeable."""
     template = edge.template_edge
@@ -218,7 +218,7 @@ def file_edge_order(path: str | Path, data: Any, model: Any) -> dict[str, list[i
         marked_automaton = by_name.get(automaton.name)
         if marked_automaton is None or len(marked_automaton.edges) != len(automaton.edges):
             raise ModelError(f"{path}: cannot identify the edges of automaton '{automaton.name}' in Storm's model")
-        pool: dict[tuple, list[int]] = {}
+        pool: dict[tuple[Any, ...], list[int]] = {}
         for edge in marked_automaton.edges:
             k = _marker_value(edge, marker)
             if k is None:

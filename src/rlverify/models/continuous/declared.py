@@ -231,7 +231,7 @@ class _Lin:
 
     __slots__ = ("coef", "const", "terms")
 
-    def __init__(self, coef: np.ndarray, const: float, terms: dict | None = None) -> None:
+    def __init__(self, coef: np.ndarray, const: float, terms: dict[Any, Any] | None = None) -> None:
         self.coef = coef
         self.const = const
         self.terms = terms or {}
@@ -972,7 +972,7 @@ class _Builder:
         n = len(s.variables)
         env = self.action_envs[ai]
         outs = [comp.update(nxt[v], f"field '{where}.{v}'", env) for v in s.variables]
-        keys_order: list[tuple] = []
+        keys_order: list[tuple[Any, ...]] = []
         for lin, _, _, _ in outs:
             for key in lin.terms:
                 if key not in keys_order:

@@ -20,6 +20,7 @@ and that Manhattan distance ``goal_dist``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -140,7 +141,7 @@ class RacetrackEnv:
     labels: tuple[str, ...] = LABELS
     _walls: np.ndarray = field(init=False, repr=False)
     _goals: np.ndarray = field(init=False, repr=False)
-    _cell_obs: dict = field(init=False, repr=False)
+    _cell_obs: dict[Any, Any] = field(init=False, repr=False)
     _moves: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:

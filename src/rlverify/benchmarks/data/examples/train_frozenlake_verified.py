@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def plot(goal: list, hole: list) -> Any:
+def plot(goal: list[Any], hole: list[Any]) -> Any:
     """Goal and hole probabilities (with their certified brackets, thinner than the lines here) against steps."""
     from matplotlib.figure import Figure
 
