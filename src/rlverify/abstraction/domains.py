@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlverify.abstraction.kinds import Domain
 from rlverify.errors import DomainError
 
 #: Relative and absolute outward rounding applied to every computed bound.
@@ -33,6 +34,13 @@ def pad(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo - (PAD_ABS + PAD_REL * np.abs(lo)), hi + (PAD_ABS + PAD_REL * np.abs(hi))
 
 
+def _domain(kind: Domain | str) -> Domain:
+    """The template kind ``box``, ``octagon`` or ``template`` as a :class:`Domain` (a DomainError otherwise)."""
+    if kind not in (Domain.BOX, Domain.OCTAGON, Domain.TEMPLATE):
+        raise DomainError(f"unknown abstract domain '{kind}' (expected box, octagon or template)")
+    return Domain(kind)
+
+
 @dataclass(frozen=True, eq=False)
 class Template:
     """A set of template axes over named state variables.
@@ -40,15 +48,16 @@ class Template:
     Attributes:
         axes: float64 array ``(k, n)``; each row is a direction used with both signs.
         variables: the ``n`` state variable names, in column order.
-        kind: ``"box"``, ``"octagon"`` or ``"template"``.
+        kind: :class:`~rlverify.abstraction.kinds.Domain` ``box``, ``octagon`` or ``template`` (text is converted).
     """
 
     axes: np.ndarray
     variables: tuple[str, ...]
-    kind: str = "template"
+    kind: Domain = Domain.TEMPLATE
     _axis_is_unit: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", _domain(self.kind))
         axes = np.asarray(self.axes, dtype=np.float64)
         n = len(self.variables)
         if axes.ndim != 2 or axes.shape[1] != n:
@@ -85,7 +94,7 @@ class Template:
     def box(cls, variables: tuple[str, ...] | list[str]) -> Template:
         """Axis-aligned boxes (intervals)."""
         n = len(variables)
-        return cls(np.eye(n), tuple(variables), "box")
+        return cls(np.eye(n), tuple(variables), Domain.BOX)
 
     @classmethod
     def octagon(cls, variables: tuple[str, ...] | list[str]) -> Template:
@@ -97,7 +106,7 @@ class Template:
                 r = np.zeros(n)
                 r[i], r[j] = 1.0, s
                 rows.append(r)
-        return cls(np.array(rows), tuple(variables), "octagon")
+        return cls(np.array(rows), tuple(variables), Domain.OCTAGON)
 
     @classmethod
     def custom(cls, variables: tuple[str, ...] | list[str], directions: np.ndarray, *, include_box: bool = True) -> Template:
@@ -124,20 +133,22 @@ class Template:
                         "(angle below 1e-5 rad); drop it or make them clearly different"
                     )
                 keep.append(row)
-        return cls(np.array(keep) if keep else d, tuple(variables), "template")
+        return cls(np.array(keep) if keep else d, tuple(variables), Domain.TEMPLATE)
 
     @classmethod
-    def named(cls, kind: str, variables: tuple[str, ...] | list[str], directions: np.ndarray | None = None) -> Template:
+    def named(
+        cls, kind: Domain | str, variables: tuple[str, ...] | list[str], directions: np.ndarray | None = None
+    ) -> Template:
         """``box``, ``octagon`` or ``template`` (which needs ``directions``, used as given: they must bound the space)."""
-        if kind == "box":
-            return cls.box(variables)
-        if kind == "octagon":
-            return cls.octagon(variables)
-        if kind == "template":
-            if directions is None:
-                raise DomainError("domain 'template' needs a direction matrix (--template FILE)")
-            return cls.custom(variables, directions, include_box=False)
-        raise DomainError(f"unknown abstract domain '{kind}' (expected box, octagon or template)")
+        match _domain(kind):
+            case Domain.BOX:
+                return cls.box(variables)
+            case Domain.OCTAGON:
+                return cls.octagon(variables)
+            case _:
+                if directions is None:
+                    raise DomainError("domain 'template' needs a direction matrix (--template FILE)")
+                return cls.custom(variables, directions, include_box=False)
 
     def hull(self, points: np.ndarray) -> Polytope:
         """The tight template polytope of a finite point set ``(N, n)`` (padded outward)."""
@@ -390,7 +401,7 @@ class Polytope:
 
     def tightened(self) -> Polytope | None:
         """The tight form (every bound attained, padded), or ``None`` if the polytope is empty."""
-        if self.template.kind == "box":
+        if self.template.kind is Domain.BOX:
             if (self.lo > self.hi).any():
                 return None
             return self
@@ -481,7 +492,7 @@ def split_many(
         lo[axis] = value
         sides.append((p.lo, hi, lo, p.hi))
         t = p.template
-        if t.n != 2 or t.kind == "box":
+        if t.n != 2 or t.kind is Domain.BOX:
             out[i] = (Polytope(t, p.lo.copy(), hi).tightened(), Polytope(t, lo, p.hi.copy()).tightened())
         else:
             groups.setdefault(id(t), []).append(i)
