@@ -18,8 +18,6 @@ __all__ = ["ActionDependent", "Compiler", "Lin"]
 
 #: a term of a :class:`Lin`: ``(name, g, g0)`` for ``f_name(g . x + g0)``
 TermKey = tuple[str, tuple[float, ...], float]
-#: what a name means while compiling: an affine form, or a marker of a name that depends on the action
-Binding = Any
 
 
 class ActionDependent(Exception):
@@ -31,7 +29,7 @@ class Lin:
 
     __slots__ = ("coef", "const", "terms")
 
-    def __init__(self, coef: np.ndarray, const: float, terms: dict[Any, Any] | None = None) -> None:
+    def __init__(self, coef: np.ndarray, const: float, terms: dict[TermKey, float] | None = None) -> None:
         self.coef = coef
         self.const = const
         self.terms = terms or {}
@@ -59,13 +57,17 @@ class Lin:
         return Lin(self.coef / k, self.const / k, {t: v / k for t, v in self.terms.items()})
 
 
+#: what a name means while compiling: an affine form, or a marker of a name that depends on the action
+Binding = Lin | ActionDependent
+
+
 class Compiler:
     """Turns expression strings into :class:`Lin` forms over ``variables`` (errors name ``source``)."""
 
     def __init__(self, source: str, variables: Sequence[str]) -> None:
         self.source = source
         self.n = len(variables)
-        self.env: dict[str, Any] = {"pi": self.const(math.pi)}
+        self.env: dict[str, Binding] = {"pi": self.const(math.pi)}
         for i, v in enumerate(variables):
             e = np.zeros(self.n)
             e[i] = 1.0
@@ -92,7 +94,7 @@ class Compiler:
             raise self.fail(where, f"'{shown}' is nested {depth} levels deep, more than {MAX_DEPTH}")
         return tree.body
 
-    def expr(self, text: Any, where: str, env: Mapping[str, Any], *, terms: bool = True) -> Lin:
+    def expr(self, text: Any, where: str, env: Mapping[str, Binding], *, terms: bool = True) -> Lin:
         """An expression; ``terms=False``: must be affine in the state (guards, unsafe, observation)."""
         node = self.parse(text, where)
         lin = self._node(node, text, where, env)
@@ -104,7 +106,7 @@ class Compiler:
             )
         return lin
 
-    def update(self, text: Any, where: str, env: Mapping[str, Any]) -> tuple[Lin, str | None, float, float]:
+    def update(self, text: Any, where: str, env: Mapping[str, Binding]) -> tuple[Lin, str | None, float, float]:
         """A ``next`` expression: ``(lin, saturation or None, lo, hi)``."""
         node = self.parse(text, where)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in SATURATIONS:
@@ -121,7 +123,7 @@ class Compiler:
             return inner, op, lo, hi
         return self._node(node, text, where, env), None, 0.0, 0.0
 
-    def inequalities(self, text: Any, where: str, env: Mapping[str, Any]) -> list[tuple[np.ndarray, float]]:
+    def inequalities(self, text: Any, where: str, env: Mapping[str, Binding]) -> list[tuple[np.ndarray, float]]:
         """``'a <= b'``, ``'a >= b'`` or a chain, as rows ``(g, h)`` meaning ``g . x <= h``."""
         node = self.parse(text, where)
         if not isinstance(node, ast.Compare):
@@ -141,7 +143,7 @@ class Compiler:
             rows.append((d.coef, -d.const + 0.0))
         return rows
 
-    def _node(self, node: ast.AST, text: str, where: str, env: Mapping[str, Any]) -> Lin:
+    def _node(self, node: ast.AST, text: str, where: str, env: Mapping[str, Binding]) -> Lin:
         """:meth:`_value` of ``node``, refused unless every coefficient is a finite real number."""
         try:
             with np.errstate(all="raise"):
@@ -163,18 +165,19 @@ class Compiler:
             )
         return lin
 
-    def _value(self, node: ast.AST, text: str, where: str, env: Mapping[str, Any]) -> Lin:
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            return self.const(node.value)
-        if isinstance(node, ast.Name):
-            return self._name(node, text, where, env)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            inner = self._node(node.operand, text, where, env)
-            return inner.scale(-1.0) if isinstance(node.op, ast.USub) else inner
-        if isinstance(node, ast.BinOp):
-            return self._binary(node, text, where, env)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            return self._term(node, node.func.id, text, where, env)
+    def _value(self, node: ast.AST, text: str, where: str, env: Mapping[str, Binding]) -> Lin:
+        match node:
+            case ast.Constant(value=int() | float() as value) if not isinstance(value, bool):
+                return self.const(value)
+            case ast.Name():
+                return self._name(node, text, where, env)
+            case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
+                inner = self._node(node.operand, text, where, env)
+                return inner.scale(-1.0) if isinstance(node.op, ast.USub) else inner
+            case ast.BinOp():
+                return self._binary(node, text, where, env)
+            case ast.Call(func=ast.Name(id=name)):
+                return self._term(node, name, text, where, env)
         raise self._unsupported(node, text, where)
 
     def _unsupported(self, node: ast.AST, text: str, where: str) -> ModelError:
@@ -184,7 +187,7 @@ class Compiler:
             f"parentheses and {', '.join(TERMS)}",
         )
 
-    def _name(self, node: ast.Name, text: str, where: str, env: Mapping[str, Any]) -> Lin:
+    def _name(self, node: ast.Name, text: str, where: str, env: Mapping[str, Binding]) -> Lin:
         """A variable, constant, action value or ``let`` name."""
         if node.id in env:
             value = env[node.id]
@@ -197,33 +200,43 @@ class Compiler:
             raise self.fail(where, f"'{text}': {node.id} is a function; call it as {node.id}(...)")
         raise self.fail(where, f"unknown name '{node.id}' in '{text}'{did_you_mean(node.id, env)}; known: {', '.join(env)}")
 
-    def _binary(self, node: ast.BinOp, text: str, where: str, env: Mapping[str, Any]) -> Lin:
+    def _binary(self, node: ast.BinOp, text: str, where: str, env: Mapping[str, Binding]) -> Lin:
         """``a + b``, ``a - b``; ``a * b`` and ``a / b`` with a constant factor or divisor; ``a ** b`` of constants."""
         a = self._node(node.left, text, where, env)
         b = self._node(node.right, text, where, env)
-        if isinstance(node.op, ast.Add):
-            return a + b
-        if isinstance(node.op, ast.Sub):
-            return a - b
-        if isinstance(node.op, ast.Mult):
-            if a.is_const:
-                return b.scale(a.const)
-            if b.is_const:
-                return a.scale(b.const)
-            raise self.fail(
-                where,
-                f"'{text}' is not affine: it multiplies two state-dependent expressions; "
-                "split the state space into pieces ('when') or use a declared term "
-                f"({', '.join(TERMS)})",
-            )
-        if isinstance(node.op, ast.Div):
-            if not b.is_const:
-                raise self.fail(where, f"'{text}' is not affine: it divides by a state-dependent expression")
-            if b.const == 0:
-                raise self.fail(where, f"'{text}' divides by zero")
-            return a.divide(b.const)
-        if not isinstance(node.op, ast.Pow):
-            raise self._unsupported(node, text, where)
+        match node.op:
+            case ast.Add():
+                return a + b
+            case ast.Sub():
+                return a - b
+            case ast.Mult():
+                return self._product(a, b, text, where)
+            case ast.Div():
+                return self._quotient(a, b, text, where)
+            case ast.Pow():
+                return self._power(a, b, text, where)
+        raise self._unsupported(node, text, where)
+
+    def _product(self, a: Lin, b: Lin, text: str, where: str) -> Lin:
+        if a.is_const:
+            return b.scale(a.const)
+        if b.is_const:
+            return a.scale(b.const)
+        raise self.fail(
+            where,
+            f"'{text}' is not affine: it multiplies two state-dependent expressions; "
+            "split the state space into pieces ('when') or use a declared term "
+            f"({', '.join(TERMS)})",
+        )
+
+    def _quotient(self, a: Lin, b: Lin, text: str, where: str) -> Lin:
+        if not b.is_const:
+            raise self.fail(where, f"'{text}' is not affine: it divides by a state-dependent expression")
+        if b.const == 0:
+            raise self.fail(where, f"'{text}' divides by zero")
+        return a.divide(b.const)
+
+    def _power(self, a: Lin, b: Lin, text: str, where: str) -> Lin:
         if not (a.is_const and b.is_const):
             raise self.fail(where, f"'{text}' is not affine: a power of a state-dependent expression")
         if a.const == 0 and b.const < 0:
@@ -233,7 +246,7 @@ class Compiler:
             raise TypeError(value)
         return self.const(value)
 
-    def _term(self, node: ast.Call, name: str, text: str, where: str, env: Mapping[str, Any]) -> Lin:
+    def _term(self, node: ast.Call, name: str, text: str, where: str, env: Mapping[str, Binding]) -> Lin:
         """A declared term ``f(affine)`` (a saturation only around a whole update, see :meth:`update`)."""
         if name in SATURATIONS:
             raise self.fail(
