@@ -340,7 +340,7 @@ class Builder:
     def pieces(self) -> None:
         s = self.sys
         items = self.decl["pieces"]
-        if isinstance(items, (str, Mapping)) or not isinstance(items, Sequence) or not items:
+        if isinstance(items, Mapping) or not _is_list(items):
             raise self.fail("pieces", f"expected {EXPECTED['pieces']}, got {items!r}")
         compiled = [self.piece(i, item) for i, item in enumerate(items)]
         s._pieces = tuple(compiled)

@@ -83,6 +83,7 @@ from rlverify.models.continuous.base import ContinuousSystem, Piece
 from rlverify.models.continuous.builder import Builder
 from rlverify.models.continuous.maps import CompiledPiece
 from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT, call_user_code, import_python_file
+from rlverify.policies.settings import check_timeout
 
 # ------------------------------------------------------------------------------------------ the system
 
@@ -200,8 +201,6 @@ def load_system(
             takes longer than ``timeout``; ModelError: no such name or a malformed declaration; ConstantsError: a
             constant that cannot be set. OptionError: a ``timeout`` that is not seconds.
     """
-    from rlverify.policies.settings import check_timeout
-
     timeout = check_timeout(timeout, "timeout")
     file_text, _, name = str(target).rpartition(":")
     file = Path(file_text)
@@ -218,21 +217,35 @@ def load_system(
     obj = getattr(module, name)
     overrides = parse_constants(constants)
     if callable(obj) and not isinstance(obj, (Mapping, DeclaredSystem)):
-        try:
-            signature: inspect.Signature | None = inspect.signature(obj)
-        except Exception:  # no signature to read (a builtin, an odd callable): the call says
-            signature = None
-        try:  # arguments it cannot take are refused before its code runs
-            if signature is not None:
-                signature.bind(**overrides)
-        except TypeError as exc:
-            if overrides:
-                raise ConstantsError(
-                    f"{source}: cannot pass {', '.join(overrides)} to {name}(): {exc}", missing=list(overrides)
-                ) from None
-            raise ModelError(f"{source}: calling {name}() failed: {exc}") from None
-        obj = call_user_code(obj, str(file), f"calling {name}()", timeout, "--system-timeout", **overrides)
+        obj = _call_factory(obj, file, name, overrides, timeout)
         overrides = {}
+    return _system_from(obj, source, overrides)
+
+
+def _call_factory(
+    factory: Callable[..., Any], file: Path, name: str, overrides: dict[str, float], timeout: float | None
+) -> object:
+    """What the factory ``name`` of ``file`` returns when called with the constants ``overrides`` (arguments it cannot
+    take are refused before its code runs)."""
+    source = f"{file}:{name}"
+    try:
+        signature: inspect.Signature | None = inspect.signature(factory)
+    except Exception:  # no signature to read (a builtin, an odd callable): the call says
+        signature = None
+    try:
+        if signature is not None:
+            signature.bind(**overrides)
+    except TypeError as exc:
+        if overrides:
+            raise ConstantsError(
+                f"{source}: cannot pass {', '.join(overrides)} to {name}(): {exc}", missing=list(overrides)
+            ) from None
+        raise ModelError(f"{source}: calling {name}() failed: {exc}") from None
+    return call_user_code(factory, str(file), f"calling {name}()", timeout, "--system-timeout", **overrides)
+
+
+def _system_from(obj: object, source: str, overrides: dict[str, float]) -> DeclaredSystem:
+    """The system of a declaration mapping or a built :class:`DeclaredSystem` (which takes no constants)."""
     if isinstance(obj, DeclaredSystem):
         if overrides:
             raise ConstantsError(

@@ -176,7 +176,7 @@ def uncovered_point(guards: Sequence[tuple[np.ndarray, np.ndarray]], n: int, tol
 
 def _interior(a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray | None]:
     """Radius (capped at 1) and centre of the largest ball inside ``{x : a x <= b}`` (-inf if empty)."""
-    from scipy.optimize import linprog
+    from scipy.optimize import linprog  # lazy: scipy, start-up (only the coverage check solves LPs)
 
     n = a.shape[1]
     if len(b) == 0:
