@@ -34,6 +34,27 @@ def pad(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo - (PAD_ABS + PAD_REL * np.abs(lo)), hi + (PAD_ABS + PAD_REL * np.abs(hi))
 
 
+def _distinct_directions(d: np.ndarray) -> list[np.ndarray]:
+    """The rows of ``d`` without duplicates (up to sign and scale), so a direction is not split twice; a row that is
+    zero, not finite, or nearly parallel to a kept one is refused."""
+    keep: list[np.ndarray] = []
+    for i, row in enumerate(d):
+        if not np.isfinite(row).all() or np.linalg.norm(row) == 0:
+            raise DomainError(f"template: direction {i} {row.tolist()} must be finite and non-zero")
+        u = row / np.linalg.norm(row)
+        cosines = [abs(u @ (k / np.linalg.norm(k))) for k in keep]
+        if any(c >= 1.0 - 1e-12 for c in cosines):
+            continue
+        if any(c > 1.0 - 1e-10 for c in cosines):
+            # nearly parallel, not equal: their intersection points would carry large rounding errors
+            raise DomainError(
+                f"template: direction {i} {row.tolist()} is nearly parallel to another one "
+                "(angle below 1e-5 rad); drop it or make them clearly different"
+            )
+        keep.append(row)
+    return keep
+
+
 def _domain(kind: Domain | str) -> Domain:
     """The template kind ``box``, ``octagon`` or ``template`` as a :class:`Domain` (a DomainError otherwise)."""
     if kind not in (Domain.BOX, Domain.OCTAGON, Domain.TEMPLATE):
@@ -118,21 +139,7 @@ class Template:
             )
         if include_box:
             d = np.vstack([np.eye(len(variables)), d])
-        # drop duplicates (up to sign and scale) so a direction is not split twice
-        keep: list[np.ndarray] = []
-        for i, row in enumerate(d):
-            if not np.isfinite(row).all() or np.linalg.norm(row) == 0:
-                raise DomainError(f"template: direction {i} {row.tolist()} must be finite and non-zero")
-            u = row / np.linalg.norm(row)
-            cosines = [abs(u @ (k / np.linalg.norm(k))) for k in keep]
-            if all(c < 1.0 - 1e-12 for c in cosines):
-                if any(c > 1.0 - 1e-10 for c in cosines):
-                    # nearly parallel, not equal: their intersection points would carry large rounding errors
-                    raise DomainError(
-                        f"template: direction {i} {row.tolist()} is nearly parallel to another one "
-                        "(angle below 1e-5 rad); drop it or make them clearly different"
-                    )
-                keep.append(row)
+        keep = _distinct_directions(d)
         return cls(np.array(keep) if keep else d, tuple(variables), Domain.TEMPLATE)
 
     @classmethod
@@ -497,24 +504,35 @@ def split_many(
         else:
             groups.setdefault(id(t), []).append(i)
     for group in groups.values():
-        t = polys[group[0]].template
-        dirs = np.vstack([t.axes, -t.axes])
-        k = t.k
-        for start in range(0, len(group), _CHUNK // 2):
-            chunk = group[start : start + _CHUNK // 2]
-            # rows 2j, 2j+1: the lower and upper side of chunk[j], as constraints[1]
-            b = np.array([np.concatenate([s_hi, -s_lo]) for i in chunk for s_lo, s_hi in (sides[i][:2], sides[i][2:])])
-            pts, feasible = pairwise_vertices_2d(dirs, b)
-            vals = np.where(feasible[:, :, None], pts @ dirs.T, -np.inf).max(axis=1)  # (2G, 2k)
-            met = np.asarray(feasible.any(axis=1), dtype=bool)
-            with np.errstate(invalid="ignore"):  # an empty side: -inf bounds, not used
-                tlo, thi = pad(-vals[:, k:], vals[:, :k])
-            for j, i in enumerate(chunk):
-                pair: list[Polytope | None] = []
-                for r, (s_lo, s_hi) in ((2 * j, sides[i][:2]), (2 * j + 1, sides[i][2:])):
-                    pair.append(Polytope(t, np.maximum(tlo[r], s_lo), np.minimum(thi[r], s_hi)) if met[r] else None)
-                out[i] = (pair[0], pair[1])
+        _split_2d(polys, group, sides, out)
     return out
+
+
+def _split_2d(
+    polys: Sequence[Polytope],
+    group: list[int],
+    sides: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    out: list[tuple[Polytope | None, Polytope | None]],
+) -> None:
+    """The sides of the 2-D polytopes ``group`` (one template) into ``out``: the vertices of all sides at once, each
+    side's bounds the maxima over its own feasible points."""
+    t = polys[group[0]].template
+    dirs = np.vstack([t.axes, -t.axes])
+    k = t.k
+    for start in range(0, len(group), _CHUNK // 2):
+        chunk = group[start : start + _CHUNK // 2]
+        # rows 2j, 2j+1: the lower and upper side of chunk[j], as constraints[1]
+        b = np.array([np.concatenate([s_hi, -s_lo]) for i in chunk for s_lo, s_hi in (sides[i][:2], sides[i][2:])])
+        pts, feasible = pairwise_vertices_2d(dirs, b)
+        vals = np.where(feasible[:, :, None], pts @ dirs.T, -np.inf).max(axis=1)  # (2G, 2k)
+        met = np.asarray(feasible.any(axis=1), dtype=bool)
+        with np.errstate(invalid="ignore"):  # an empty side: -inf bounds, not used
+            tlo, thi = pad(-vals[:, k:], vals[:, :k])
+        for j, i in enumerate(chunk):
+            pair: list[Polytope | None] = []
+            for r, (s_lo, s_hi) in ((2 * j, sides[i][:2]), (2 * j + 1, sides[i][2:])):
+                pair.append(Polytope(t, np.maximum(tlo[r], s_lo), np.minimum(thi[r], s_hi)) if met[r] else None)
+            out[i] = (pair[0], pair[1])
 
 
 def cache_vertices(polys: Sequence[Polytope]) -> None:
@@ -586,6 +604,35 @@ def sample_many(
         raise ValueError("sample_many needs one distinct generator per polytope")
     chains = chains or max(1, count // 4)
     out: list[np.ndarray] = [np.empty(0)] * len(polys)
+    for (_, steps), group in _walk_groups(polys, count, chains, burn_in).items():
+        _sample_group(polys, group, rngs, steps, burn_in, chains, out)
+    return out
+
+
+def _sample_group(
+    polys: Sequence[Polytope],
+    group: list[tuple[int, np.ndarray, np.ndarray, int]],
+    rngs: Sequence[np.random.Generator],
+    steps: int,
+    burn_in: int,
+    chains: int,
+    out: list[np.ndarray],
+) -> None:
+    """The points of one group of polytopes (one template, one number of steps) into ``out``."""
+    idx = [g[0] for g in group]
+    a = polys[idx[0]].constraints[0]
+    b = np.array([polys[i].constraints[1] for i in idx])[:, None, :]  # (G, 1, m)
+    x = np.repeat(np.array([g[1] for g in group])[:, None, :], chains, axis=1)  # (G, chains, n)
+    walks = _hit_and_run(a, b, x, [rngs[i] for i in idx], steps, burn_in)
+    for j, (i, _, extra, need) in enumerate(group):
+        pts = np.vstack([w[j] for w in walks])[:need] if walks else np.empty((0, a.shape[1]))
+        out[i] = np.vstack([pts, extra])
+
+
+def _walk_groups(
+    polys: Sequence[Polytope], count: int, chains: int, burn_in: int
+) -> dict[tuple[int, int], list[tuple[int, np.ndarray, np.ndarray, int]]]:
+    """The polytopes by (template, steps) as ``(index, starting point, extra points, points needed)``."""
     groups: dict[tuple[int, int], list[tuple[int, np.ndarray, np.ndarray, int]]] = {}
     starts = _starting_points(polys)
     for i, p in enumerate(polys):
@@ -593,38 +640,38 @@ def sample_many(
         need = max(count - len(extra), 1)
         steps = burn_in + int(np.ceil(need / chains))
         groups.setdefault((id(p.template), steps), []).append((i, x0, extra, need))
-    for (_, steps), group in groups.items():
-        idx = [g[0] for g in group]
-        a = polys[idx[0]].constraints[0]
-        b = np.array([polys[i].constraints[1] for i in idx])[:, None, :]  # (G, 1, m)
-        n = a.shape[1]
-        x = np.repeat(np.array([g[1] for g in group])[:, None, :], chains, axis=1)  # (G, chains, n)
-        walks = []
-        gens = [rngs[i] for i in idx]
-        at = a.T
-        u = np.empty((len(idx), chains, n))
-        r = np.empty((len(idx), chains))
-        for s in range(steps):
-            for j, g in enumerate(gens):  # each generator: normal, then uniform (as one polytope at a time)
-                u[j] = g.normal(size=(chains, n))
-                r[j] = g.random(chains)
-            u /= np.sqrt(np.add.reduce(u * u, axis=2, keepdims=True))  # np.linalg.norm(u, axis=2), unrolled
-            au = u @ at  # (G, chains, m)
-            slack = b - x @ at  # >= 0 (up to rounding)
-            slack = np.maximum(slack, 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = slack / au
-            tmax = np.where(au > 1e-15, t, np.inf).min(axis=2)
-            tmin = np.where(au < -1e-15, t, -np.inf).max(axis=2)
-            tmax = np.where(np.isfinite(tmax), tmax, 0.0)
-            tmin = np.where(np.isfinite(tmin), tmin, 0.0)
-            x = x + (tmin + (tmax - tmin) * r)[:, :, None] * u
-            if s >= burn_in:
-                walks.append(x)
-        for j, (i, _, extra, need) in enumerate(group):
-            pts = np.vstack([w[j] for w in walks])[:need] if walks else np.empty((0, n))
-            out[i] = np.vstack([pts, extra])
-    return out
+    return groups
+
+
+def _hit_and_run(
+    a: np.ndarray, b: np.ndarray, x: np.ndarray, gens: Sequence[np.random.Generator], steps: int, burn_in: int
+) -> list[np.ndarray]:
+    """``steps`` hit-and-run steps of the chains ``x`` ``(G, chains, n)`` in the polytopes ``{y : a y <= b[g]}``
+    (``b`` ``(G, 1, m)``), each polytope's chains drawing from its own generator; the points after ``burn_in``
+    steps, one ``(G, chains, n)`` array per step."""
+    g_count, chains, n = x.shape
+    walks = []
+    at = a.T
+    u = np.empty((g_count, chains, n))
+    r = np.empty((g_count, chains))
+    for s in range(steps):
+        for j, g in enumerate(gens):  # each generator: normal, then uniform (as one polytope at a time)
+            u[j] = g.normal(size=(chains, n))
+            r[j] = g.random(chains)
+        u /= np.sqrt(np.add.reduce(u * u, axis=2, keepdims=True))  # np.linalg.norm(u, axis=2), unrolled
+        au = u @ at  # (G, chains, m)
+        slack = b - x @ at  # >= 0 (up to rounding)
+        slack = np.maximum(slack, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = slack / au
+        tmax = np.where(au > 1e-15, t, np.inf).min(axis=2)
+        tmin = np.where(au < -1e-15, t, -np.inf).max(axis=2)
+        tmax = np.where(np.isfinite(tmax), tmax, 0.0)
+        tmin = np.where(np.isfinite(tmin), tmin, 0.0)
+        x = x + (tmin + (tmax - tmin) * r)[:, :, None] * u
+        if s >= burn_in:
+            walks.append(x)
+    return walks
 
 
 def validate_region_inside(region: Polytope, lo: np.ndarray, hi: np.ndarray, names: tuple[str, ...], what: str) -> None:
