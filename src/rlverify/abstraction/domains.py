@@ -262,7 +262,7 @@ def _support_1d(a: np.ndarray, b: np.ndarray, d: np.ndarray, tol: float = 1e-9) 
 
 
 def _support_lp(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndarray | None:
-    from scipy.optimize import linprog
+    from scipy.optimize import linprog  # lazy: scipy, start-up
 
     out = np.empty(len(directions))
     for i, d in enumerate(directions):
@@ -434,7 +434,7 @@ class Polytope:
             v = self.vertices()
             if len(v):
                 return v.mean(axis=0)
-        from scipy.optimize import linprog
+        from scipy.optimize import linprog  # lazy: scipy, start-up
 
         a, b = self.constraints
         n = self.template.n

@@ -14,15 +14,13 @@ from rlverify.abstraction.domains import Polytope, Template
 from rlverify.abstraction.kinds import WitnessMethod
 from rlverify.abstraction.options import AbstractionOptions, initial_box, time_budget_text
 from rlverify.abstraction.unfolding import Budget
-from rlverify.abstraction.witness import search_witness
+from rlverify.abstraction.witness import Probabilities, search_witness
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.results import AbstractionResult, PartBound, WorstWitness
 from rlverify.results.abstraction import Verdict
 
 log = logging.getLogger(__name__)
 
-#: the policy's own distribution on states ``(N, n) -> (N, |A|)``
-Probabilities = Callable[[np.ndarray], np.ndarray]
 #: one abstraction of the box ``[lo, hi]`` with ``phi``: its result and the budgets it ran out of
 CellRun = Callable[[np.ndarray, np.ndarray, float], tuple[AbstractionResult, frozenset[Budget]]]
 

@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 
 from rlverify.abstraction.domains import DomainError
-from rlverify.abstraction.verify import AbstractionResult, part_polytopes
+from rlverify.abstraction.gap import part_polytopes
+from rlverify.figures import new_figure
 from rlverify.files import plain_figure_text, save_figure
+from rlverify.results import AbstractionResult
 
 
 def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = False) -> Path:
@@ -28,10 +30,8 @@ def result_figure(result: AbstractionResult) -> Any:
     probability interval), named in a legend, the paler the less sure the policy is (opacity = that
     action's probability); with two actions as well as with more.
     """
-    from matplotlib.collections import PolyCollection
-    from matplotlib.patches import Patch
-
-    from rlverify.figures import new_figure
+    from matplotlib.collections import PolyCollection  # lazy: matplotlib, start-up
+    from matplotlib.patches import Patch  # lazy: matplotlib, start-up
 
     if len(result.variables) != 2:
         raise DomainError("plots are drawn for two-dimensional systems only")
@@ -74,7 +74,7 @@ def result_figure(result: AbstractionResult) -> Any:
 
 def _action_colours(n: int) -> np.ndarray:
     """``(n, 4)`` RGBA: distinct colours for ``n`` actions (tab10, tab20 beyond ten)."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib, start-up
 
     cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
     return np.array([cmap(i % cmap.N) for i in range(n)])
