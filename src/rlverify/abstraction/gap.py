@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rlverify.abstraction.domains import Polytope, Template
-from rlverify.abstraction.kinds import WitnessMethod
+from rlverify.abstraction.kinds import Domain, WitnessMethod
 from rlverify.abstraction.options import AbstractionOptions, initial_box, time_budget_text
 from rlverify.abstraction.unfolding import Budget
 from rlverify.abstraction.witness import Probabilities, search_witness
@@ -27,7 +27,7 @@ CellRun = Callable[[np.ndarray, np.ndarray, float], tuple[AbstractionResult, fro
 
 def part_polytopes(result: AbstractionResult) -> list[Polytope]:
     """The initial parts of ``result`` as :class:`Polytope` objects."""
-    t = Template(np.array(result.template_axes), result.variables, result.options.domain)
+    t = Template(np.array(result.template_axes), result.variables, Domain(result.options.domain))
     return [Polytope(t, np.array(p.lo), np.array(p.hi)) for p in result.parts]
 
 

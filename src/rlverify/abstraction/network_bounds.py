@@ -485,7 +485,7 @@ class _MilpRows:
         return h
 
 
-def quiet_highs() -> Any:
+def quiet_highs() -> HighsModel:
     """A HiGHS instance that prints nothing, not even its banner (to stdout, by native code).
 
     ``highspy.Highs()`` (1.8+) calls a HiGHS method in its constructor (it enables its Python callbacks), which

@@ -14,6 +14,9 @@ from rlverify.figures import new_figure
 from rlverify.files import plain_figure_text, save_figure
 from rlverify.results import AbstractionResult
 
+#: a matplotlib Figure (matplotlib is imported lazily)
+Figure = Any
+
 
 def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = False) -> Path:
     """Write :func:`result_figure` as a PNG (atomically; an existing file is replaced only with ``force``; names are
@@ -22,7 +25,7 @@ def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = Fa
 
 
 @plain_figure_text()  # the texts are created (and laid out) as plain text
-def result_figure(result: AbstractionResult) -> Any:
+def result_figure(result: AbstractionResult) -> Figure:
     """Two panels as a :class:`matplotlib.figure.Figure` (:func:`rlverify.figures.new_figure`: no backend forced):
     parts coloured by their upper bound, and by the action the policy most likely takes there.
 

@@ -237,7 +237,7 @@ def refine_many(
     for i, r in enumerate(rngs):
         queues.setdefault(id(r), deque()).append(i)
     running: dict[int, tuple[Generator[_Need, Any, list[Part]], deque[int]]] = {}
-    ready: dict[int, Any] = {}  # refinement -> the answer to send it
+    ready: dict[int, _Answer] = {}  # refinement -> the answer to send it
     waiting: dict[int, _Need] = {}
     known: dict[int, tuple[Polytope, ProbabilityBounds]] = {}  # id -> (polytope, kept alive so ids stay unique)
 

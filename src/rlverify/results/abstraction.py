@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rlverify.results import Result, Summary, shown, total_time
+
+if TYPE_CHECKING:
+    from rlverify.abstraction.imdp import IMDP
+    from rlverify.abstraction.options import AbstractionOptions
 
 
 class Verdict(StrEnum):
@@ -124,14 +128,14 @@ class AbstractionResult(Result):
     n_transitions: int
     n_unresolved_parts: int
     n_milp_parts: int
-    options: Any  # rlverify.abstraction.AbstractionOptions
+    options: AbstractionOptions
     seed: int
     variables: tuple[str, ...]
     actions: tuple[str, ...]
     template_axes: tuple[tuple[float, ...], ...]
     initial_lo: tuple[float, ...]
     initial_hi: tuple[float, ...]
-    imdp: Any = field(default=None, repr=False, compare=False)  # rlverify.abstraction.imdp.IMDP
+    imdp: IMDP | None = field(default=None, repr=False, compare=False)
     lower_all: float | None = None
     worst_witness: WorstWitness | None = None
     gap: float | None = None
