@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlverify.abstraction.domains import PAD_ABS, PAD_REL, Polytope, Template, pad, pairwise_vertices_2d, support, vertices_2d
+from rlverify.abstraction.domains import Polytope, Template
+from rlverify.abstraction.geometry import PAD_ABS, PAD_REL, pad, pairwise_vertices_2d, support, vertices_2d
 from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece
 
 
