@@ -163,7 +163,7 @@ def refine_by_gap(
     bounds stay). Stops when the gap is at most ``gap``, the threshold is decided, the time budget or ``max_cells``
     is spent, or no cell can be split; always returns the best bounds so far."""
     lo0, hi0 = initial_box(system, options)
-    refinement = _GapRefinement(system, options, run, probabilities, t_start, deadline, lo0, hi0)
+    refinement = _GapRefinement(system, options, run, probabilities, clock=(t_start, deadline), box=(lo0, hi0))
     stopped = refinement.loop()
     combined = _combine(refinement.cells, options, lo0, hi0, time.perf_counter() - t_start)
     return finish(
@@ -185,13 +185,14 @@ class _GapRefinement:
         options: AbstractionOptions,
         run: CellRun,
         probabilities: Probabilities,
-        t_start: float,
-        deadline: float | None,
-        lo0: np.ndarray,
-        hi0: np.ndarray,
+        *,
+        clock: tuple[float, float | None],
+        box: tuple[np.ndarray, np.ndarray],
     ) -> None:
+        """``clock``: the run's start and deadline (``time.perf_counter()`` times); ``box``: the initial box."""
         self.system, self.options, self.run, self.probabilities = system, options, run, probabilities
-        self.t_start, self.deadline = t_start, deadline
+        self.t_start, self.deadline = clock
+        lo0, hi0 = box
         self.extent = np.where(hi0 > lo0, hi0 - lo0, np.inf)
         self.min_width = options.min_width if options.min_width is not None else system.min_width
         phi = float(options.phi)
