@@ -156,9 +156,10 @@ def _refinement(
         splittable = p.widths() / qnorm > 2 * options.min_width
         can_split = bool(splittable.any()) and len(done) + len(todo) + 2 <= options.max_parts  # within the budget
         b = yield _NeedBounds(p, todo)  # bounder.bounds(p, milp=False, enough=min(phi, interval_spread))
-        x = probs = None
+        sampled: tuple[np.ndarray, np.ndarray] | None = None
         if b.spread > options.phi and can_split:
-            x, probs = yield _NeedSamples(p, generator.get())
+            sampled = yield _NeedSamples(p, generator.get())
+            x, probs = sampled
             spread = probs.max(axis=0) - probs.min(axis=0)
             if spread.max() > options.phi:  # the true spread exceeds phi: no bound can help, split
                 todo.extend(_children((yield _NeedSplit(p, x, probs[:, int(np.argmax(spread))], splittable)), stats))
@@ -166,8 +167,9 @@ def _refinement(
         if _use_milp(options, b.spread, can_split):
             b = _milp_bounds(bounder, p, stats)
         if b.spread > options.phi and can_split:
-            if x is None or probs is None:  # accepted on interval bounds, then MILP came out (rounding) wider
-                x, probs = yield _NeedSamples(p, generator.get())
+            if sampled is None:  # accepted on interval bounds, then MILP came out (rounding) wider
+                sampled = yield _NeedSamples(p, generator.get())
+            x, probs = sampled
             todo.extend(_children((yield _NeedSplit(p, x, probs[:, int(np.argmax(b.upper - b.lower))], splittable)), stats))
             continue
         done.append(_accept(p, b, options, stats))
