@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlverify.abstraction.domains import Polytope, pad, pairwise_vertices_2d
+from rlverify.abstraction.domains import Polytope
+from rlverify.abstraction.geometry import pad, pairwise_vertices_2d
 
 
 class ReferenceIndex:

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlverify.abstraction import domains
-from rlverify.abstraction.domains import Template, sample_many, support
+from rlverify.abstraction.domains import Template, sample_many
+from rlverify.abstraction.geometry import support
 from rlverify.abstraction.network_bounds import NetworkBounder, _widen, probabilities_from_differences
 from rlverify.abstraction.refinement import RefinementOptions, refine, refine_many
 from rlverify.policies.mlp import MLP

@@ -70,7 +70,7 @@ def test_the_batched_abstraction_is_the_one_polytope_at_a_time_abstraction(monke
     references put in their place), and so is its bound."""
     from rlverify.abstraction import AbstractionOptions, verify_abstraction
     from rlverify.abstraction import refinement as refinement_module
-    from rlverify.abstraction import verify as verify_module
+    from rlverify.abstraction import unfolding as unfolding_module
     from rlverify.benchmarks.registry import make
     from tests.abstraction.reference_batching import ReferenceIndex
 
@@ -89,8 +89,8 @@ def test_the_batched_abstraction_is_the_one_polytope_at_a_time_abstraction(monke
 
     monkeypatch.setattr(refinement_module, "choose_split_many", one_at_a_time_cuts)
     monkeypatch.setattr(refinement_module, "split_many", one_at_a_time_sides)
-    monkeypatch.setattr(verify_module, "VisitedIndex", ReferenceIndex)
-    monkeypatch.setattr(verify_module._Unfolding, "successor_states", one_at_a_time_successors)
+    monkeypatch.setattr(unfolding_module, "VisitedIndex", ReferenceIndex)
+    monkeypatch.setattr(unfolding_module.Unfolding, "successor_states", one_at_a_time_successors)
     reference = verify_abstraction(system.model(), system.policies["ppo"], opts)
 
     assert batched.n_containment_merges > 500 and batched.n_polyhedra > 2000  # containment and refinement at work

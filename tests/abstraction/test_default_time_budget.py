@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import rlverify.abstraction.verify as engine
+import rlverify.abstraction.options as engine
 from rlverify.abstraction import AbstractionOptions, verify_abstraction
 from rlverify.abstraction.settings import DEFAULT_TIME_BUDGET
 from rlverify.cli.main import main

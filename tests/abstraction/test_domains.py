@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlverify.abstraction.domains import DomainError, Polytope, Template, _support_lp, support, vertices_2d
+from rlverify.abstraction.domains import DomainError, Polytope, Template
+from rlverify.abstraction.geometry import _support_lp, support, vertices_2d
 from rlverify.errors import RlverifyError
 
 NAMES = ("x", "y")
@@ -120,7 +121,7 @@ def test_nearly_parallel_template_directions_are_refused():
 
 def test_one_dimensional_support_in_closed_form_agrees_with_the_lp():
     # 1-D polytopes are intervals: their support needs no LP (the LP's optimum is padded by its tolerances)
-    from rlverify.abstraction.domains import _support_1d, _support_lp
+    from rlverify.abstraction.geometry import _support_1d, _support_lp
 
     rng = np.random.default_rng(0)
     for _ in range(500):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlverify.abstraction import AbstractionOptions
-from rlverify.abstraction.verify import validate_options
+from rlverify.abstraction.options import validate_options
 from rlverify.cli.main import main
 from rlverify.errors import AbstractionError, ConstantsError, DomainError, ModelError
 from rlverify.models.continuous import declare

@@ -226,6 +226,7 @@ def test_threshold_is_decided(di, threshold, verdict):
         ),
     )
     assert r.verdict == verdict
+    assert r.unsafe is verdict.startswith("unsafe")  # the API's decision, which the CLI's exit code follows
     assert "decided" in r.stopped
 
 

@@ -5,10 +5,9 @@ signs, so a :class:`Polytope` over a template is ``{x : lo <= Q x <= hi}`` with 
 ``(k,)``. A polytope is kept *tight* (every bound is attained, up to an outward rounding margin),
 which makes containment a componentwise comparison of bounds.
 
-Support functions (the maximum of ``d . x`` over a polytope given by arbitrary linear constraints)
-are computed exactly by vertex enumeration in two dimensions and by linear programming (HiGHS via
-scipy) otherwise. Every bound computed here is rounded *outward* by :func:`pad`, so a polytope
-computed as the template hull of a set always contains that set.
+Support functions come from :mod:`~rlverify.abstraction.geometry`. Every bound computed here is rounded
+*outward* by :func:`~rlverify.abstraction.geometry.pad`, so a polytope computed as the template hull of a set
+always contains that set.
 """
 
 from __future__ import annotations
@@ -19,18 +18,37 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlverify.abstraction.geometry import PAD_ABS, PAD_REL, pad, pairwise_vertices_2d, support, vertices_2d
+from rlverify.abstraction.kinds import Domain
 from rlverify.errors import DomainError
 
-#: Relative and absolute outward rounding applied to every computed bound.
-PAD_REL = 1e-9
-PAD_ABS = 1e-9
+
+def _distinct_directions(d: np.ndarray) -> list[np.ndarray]:
+    """The rows of ``d`` without duplicates (up to sign and scale), so a direction is not split twice; a row that is
+    zero, not finite, or nearly parallel to a kept one is refused."""
+    keep: list[np.ndarray] = []
+    for i, row in enumerate(d):
+        if not np.isfinite(row).all() or np.linalg.norm(row) == 0:
+            raise DomainError(f"template: direction {i} {row.tolist()} must be finite and non-zero")
+        u = row / np.linalg.norm(row)
+        cosines = [abs(u @ (k / np.linalg.norm(k))) for k in keep]
+        if any(c >= 1.0 - 1e-12 for c in cosines):
+            continue
+        if any(c > 1.0 - 1e-10 for c in cosines):
+            # nearly parallel, not equal: their intersection points would carry large rounding errors
+            raise DomainError(
+                f"template: direction {i} {row.tolist()} is nearly parallel to another one "
+                "(angle below 1e-5 rad); drop it or make them clearly different"
+            )
+        keep.append(row)
+    return keep
 
 
-def pad(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Round bounds outward by ``PAD_ABS + PAD_REL * |value|`` (soundness against float error)."""
-    lo = np.asarray(lo, dtype=np.float64)
-    hi = np.asarray(hi, dtype=np.float64)
-    return lo - (PAD_ABS + PAD_REL * np.abs(lo)), hi + (PAD_ABS + PAD_REL * np.abs(hi))
+def _domain(kind: Domain | str) -> Domain:
+    """The template kind ``box``, ``octagon`` or ``template`` as a :class:`Domain` (a DomainError otherwise)."""
+    if kind not in (Domain.BOX, Domain.OCTAGON, Domain.TEMPLATE):
+        raise DomainError(f"unknown abstract domain '{kind}' (expected box, octagon or template)")
+    return Domain(kind)
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,15 +58,16 @@ class Template:
     Attributes:
         axes: float64 array ``(k, n)``; each row is a direction used with both signs.
         variables: the ``n`` state variable names, in column order.
-        kind: ``"box"``, ``"octagon"`` or ``"template"``.
+        kind: :class:`~rlverify.abstraction.kinds.Domain` ``box``, ``octagon`` or ``template`` (text is converted).
     """
 
     axes: np.ndarray
     variables: tuple[str, ...]
-    kind: str = "template"
+    kind: Domain = Domain.TEMPLATE
     _axis_is_unit: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", _domain(self.kind))
         axes = np.asarray(self.axes, dtype=np.float64)
         n = len(self.variables)
         if axes.ndim != 2 or axes.shape[1] != n:
@@ -85,7 +104,7 @@ class Template:
     def box(cls, variables: tuple[str, ...] | list[str]) -> Template:
         """Axis-aligned boxes (intervals)."""
         n = len(variables)
-        return cls(np.eye(n), tuple(variables), "box")
+        return cls(np.eye(n), tuple(variables), Domain.BOX)
 
     @classmethod
     def octagon(cls, variables: tuple[str, ...] | list[str]) -> Template:
@@ -97,7 +116,7 @@ class Template:
                 r = np.zeros(n)
                 r[i], r[j] = 1.0, s
                 rows.append(r)
-        return cls(np.array(rows), tuple(variables), "octagon")
+        return cls(np.array(rows), tuple(variables), Domain.OCTAGON)
 
     @classmethod
     def custom(cls, variables: tuple[str, ...] | list[str], directions: np.ndarray, *, include_box: bool = True) -> Template:
@@ -109,35 +128,23 @@ class Template:
             )
         if include_box:
             d = np.vstack([np.eye(len(variables)), d])
-        # drop duplicates (up to sign and scale) so a direction is not split twice
-        keep: list[np.ndarray] = []
-        for i, row in enumerate(d):
-            if not np.isfinite(row).all() or np.linalg.norm(row) == 0:
-                raise DomainError(f"template: direction {i} {row.tolist()} must be finite and non-zero")
-            u = row / np.linalg.norm(row)
-            cosines = [abs(u @ (k / np.linalg.norm(k))) for k in keep]
-            if all(c < 1.0 - 1e-12 for c in cosines):
-                if any(c > 1.0 - 1e-10 for c in cosines):
-                    # nearly parallel, not equal: their intersection points would carry large rounding errors
-                    raise DomainError(
-                        f"template: direction {i} {row.tolist()} is nearly parallel to another one "
-                        "(angle below 1e-5 rad); drop it or make them clearly different"
-                    )
-                keep.append(row)
-        return cls(np.array(keep) if keep else d, tuple(variables), "template")
+        keep = _distinct_directions(d)
+        return cls(np.array(keep) if keep else d, tuple(variables), Domain.TEMPLATE)
 
     @classmethod
-    def named(cls, kind: str, variables: tuple[str, ...] | list[str], directions: np.ndarray | None = None) -> Template:
+    def named(
+        cls, kind: Domain | str, variables: tuple[str, ...] | list[str], directions: np.ndarray | None = None
+    ) -> Template:
         """``box``, ``octagon`` or ``template`` (which needs ``directions``, used as given: they must bound the space)."""
-        if kind == "box":
-            return cls.box(variables)
-        if kind == "octagon":
-            return cls.octagon(variables)
-        if kind == "template":
-            if directions is None:
-                raise DomainError("domain 'template' needs a direction matrix (--template FILE)")
-            return cls.custom(variables, directions, include_box=False)
-        raise DomainError(f"unknown abstract domain '{kind}' (expected box, octagon or template)")
+        match _domain(kind):
+            case Domain.BOX:
+                return cls.box(variables)
+            case Domain.OCTAGON:
+                return cls.octagon(variables)
+            case _:
+                if directions is None:
+                    raise DomainError("domain 'template' needs a direction matrix (--template FILE)")
+                return cls.custom(variables, directions, include_box=False)
 
     def hull(self, points: np.ndarray) -> Polytope:
         """The tight template polytope of a finite point set ``(N, n)`` (padded outward)."""
@@ -149,115 +156,6 @@ class Template:
         """The tight template polytope of the box ``[lo, hi]`` (shapes ``(n,)``)."""
         corners = np.array(list(itertools.product(*zip(lo, hi, strict=True))), dtype=np.float64)
         return self.hull(corners)
-
-
-_PAIRS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-
-def _pairs(m: int) -> tuple[np.ndarray, np.ndarray]:
-    if m not in _PAIRS:
-        _PAIRS[m] = np.triu_indices(m, 1)
-    return _PAIRS[m]
-
-
-def vertices_2d(a: np.ndarray, b: np.ndarray, tol: float = 1e-9) -> np.ndarray:
-    """Vertices ``(V, 2)`` of the bounded polygon ``{x : a x <= b}`` (empty array if it is empty).
-
-    Every pairwise intersection of constraint lines is kept if it satisfies all constraints within
-    ``tol * (1 + |b|)``; for a bounded polygon these include all its vertices, so maxima of linear
-    functions over the returned points equal the maxima over the polygon (up to rounding).
-    """
-    pts, feasible = pairwise_vertices_2d(a, np.asarray(b, dtype=np.float64)[None, :], tol)
-    return pts[0][feasible[0]]
-
-
-def pairwise_vertices_2d(a: np.ndarray, b: np.ndarray, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`vertices_2d` for a batch of polygons ``{x : a x <= b[i]}`` sharing the constraint matrix.
-
-    Args:
-        a: ``(m, 2)`` constraint rows; b: ``(N, m)`` right-hand sides.
-
-    Returns:
-        ``(points, feasible)``: every pairwise intersection of non-parallel constraint lines,
-        ``(N, P, 2)``, and whether it satisfies all constraints within ``tol * (1 + |b|)``, ``(N, P)``.
-        For bounded polygons the feasible points include all vertices; a polygon is empty iff no
-        point is feasible.
-    """
-    m = len(a)
-    i, j = _pairs(m)
-    a1, a2 = a[i], a[j]
-    det = a1[:, 0] * a2[:, 1] - a1[:, 1] * a2[:, 0]
-    n2 = a[:, 0] ** 2 + a[:, 1] ** 2
-    ok = np.abs(det) > 1e-12 * np.sqrt(n2[i] * n2[j])
-    i, j, a1, a2, det = i[ok], j[ok], a1[ok], a2[ok], det[ok]
-    bi, bj = b[:, i], b[:, j]  # (N, P)
-    x = (bi * a2[:, 1] - bj * a1[:, 1]) / det
-    y = (a1[:, 0] * bj - a2[:, 0] * bi) / det
-    pts = np.stack([x, y], axis=2)
-    slack = (b + tol * (1.0 + np.abs(b)))[:, None, :]  # (N, 1, m)
-    feasible = (pts @ a.T <= slack).all(axis=2)
-    return pts, feasible
-
-
-def support(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndarray | None:
-    """Maxima of ``directions @ x`` over ``{x : a x <= b}``; ``None`` if the set is empty.
-
-    Args:
-        a: constraint matrix ``(m, n)``; b: ``(m,)``; directions: ``(k, n)``.
-
-    Returns:
-        ``(k,)`` float64 maxima (not padded), or ``None`` when infeasible.
-    """
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    directions = np.asarray(directions, dtype=np.float64)
-    if a.shape[1] == 1:
-        return _support_1d(a[:, 0], b, directions[:, 0])
-    if a.shape[1] == 2:
-        v = vertices_2d(a, b)
-        if len(v) == 0:
-            return None
-        return (v @ directions.T).max(axis=0)
-    return _support_lp(a, b, directions)
-
-
-def _support_1d(a: np.ndarray, b: np.ndarray, d: np.ndarray, tol: float = 1e-9) -> np.ndarray | None:
-    """:func:`support` of an interval ``{x : a x <= b}`` in one dimension, in closed form (no LP).
-
-    ``a``, ``b``: ``(m,)``; ``d``: ``(k,)`` directions. ``None`` when empty (beyond ``tol``, relative).
-    """
-    zero = a == 0
-    if (b[zero] < -tol * (1.0 + np.abs(b[zero]))).any():
-        return None
-    pos, neg = a > 0, a < 0
-    hi = float(np.min(b[pos] / a[pos])) if pos.any() else np.inf
-    lo = float(np.max(b[neg] / a[neg])) if neg.any() else -np.inf
-    if lo > hi:
-        if lo - hi > tol * (1.0 + max(abs(lo), abs(hi))):
-            return None
-        lo = hi = max(lo, hi)  # a point, up to rounding
-    with np.errstate(invalid="ignore"):
-        out = np.where(d > 0, d * hi, np.where(d < 0, d * lo, 0.0))
-    if not np.isfinite(out).all():
-        raise DomainError("LP for a support function failed: the set is unbounded in a direction asked for")
-    return out
-
-
-def _support_lp(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> np.ndarray | None:
-    from scipy.optimize import linprog
-
-    out = np.empty(len(directions))
-    for i, d in enumerate(directions):
-        res = linprog(-d, A_ub=a, b_ub=b, bounds=[(None, None)] * a.shape[1], method="highs")
-        if res.status == 2:
-            return None
-        if res.status != 0:
-            raise DomainError(f"LP for a support function failed: {res.message}")
-        # HiGHS's optimum is exact only up to its feasibility/optimality tolerances (1e-7): pad by
-        # more than those, relative to the magnitudes involved, before the caller's float padding
-        scale = 1.0 + abs(res.fun) + float(np.abs(d).sum()) * float(np.abs(res.x).max(initial=0.0))
-        out[i] = -res.fun + 1e-6 * scale
-    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -390,7 +288,7 @@ class Polytope:
 
     def tightened(self) -> Polytope | None:
         """The tight form (every bound attained, padded), or ``None`` if the polytope is empty."""
-        if self.template.kind == "box":
+        if self.template.kind is Domain.BOX:
             if (self.lo > self.hi).any():
                 return None
             return self
@@ -416,7 +314,7 @@ class Polytope:
             v = self.vertices()
             if len(v):
                 return v.mean(axis=0)
-        from scipy.optimize import linprog
+        from scipy.optimize import linprog  # lazy: scipy, start-up
 
         a, b = self.constraints
         n = self.template.n
@@ -481,29 +379,40 @@ def split_many(
         lo[axis] = value
         sides.append((p.lo, hi, lo, p.hi))
         t = p.template
-        if t.n != 2 or t.kind == "box":
+        if t.n != 2 or t.kind is Domain.BOX:
             out[i] = (Polytope(t, p.lo.copy(), hi).tightened(), Polytope(t, lo, p.hi.copy()).tightened())
         else:
             groups.setdefault(id(t), []).append(i)
     for group in groups.values():
-        t = polys[group[0]].template
-        dirs = np.vstack([t.axes, -t.axes])
-        k = t.k
-        for start in range(0, len(group), _CHUNK // 2):
-            chunk = group[start : start + _CHUNK // 2]
-            # rows 2j, 2j+1: the lower and upper side of chunk[j], as constraints[1]
-            b = np.array([np.concatenate([s_hi, -s_lo]) for i in chunk for s_lo, s_hi in (sides[i][:2], sides[i][2:])])
-            pts, feasible = pairwise_vertices_2d(dirs, b)
-            vals = np.where(feasible[:, :, None], pts @ dirs.T, -np.inf).max(axis=1)  # (2G, 2k)
-            met = np.asarray(feasible.any(axis=1), dtype=bool)
-            with np.errstate(invalid="ignore"):  # an empty side: -inf bounds, not used
-                tlo, thi = pad(-vals[:, k:], vals[:, :k])
-            for j, i in enumerate(chunk):
-                pair: list[Polytope | None] = []
-                for r, (s_lo, s_hi) in ((2 * j, sides[i][:2]), (2 * j + 1, sides[i][2:])):
-                    pair.append(Polytope(t, np.maximum(tlo[r], s_lo), np.minimum(thi[r], s_hi)) if met[r] else None)
-                out[i] = (pair[0], pair[1])
+        _split_2d(polys, group, sides, out)
     return out
+
+
+def _split_2d(
+    polys: Sequence[Polytope],
+    group: list[int],
+    sides: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    out: list[tuple[Polytope | None, Polytope | None]],
+) -> None:
+    """The sides of the 2-D polytopes ``group`` (one template) into ``out``: the vertices of all sides at once, each
+    side's bounds the maxima over its own feasible points."""
+    t = polys[group[0]].template
+    dirs = np.vstack([t.axes, -t.axes])
+    k = t.k
+    for start in range(0, len(group), _CHUNK // 2):
+        chunk = group[start : start + _CHUNK // 2]
+        # rows 2j, 2j+1: the lower and upper side of chunk[j], as constraints[1]
+        b = np.array([np.concatenate([s_hi, -s_lo]) for i in chunk for s_lo, s_hi in (sides[i][:2], sides[i][2:])])
+        pts, feasible = pairwise_vertices_2d(dirs, b)
+        vals = np.where(feasible[:, :, None], pts @ dirs.T, -np.inf).max(axis=1)  # (2G, 2k)
+        met = np.asarray(feasible.any(axis=1), dtype=bool)
+        with np.errstate(invalid="ignore"):  # an empty side: -inf bounds, not used
+            tlo, thi = pad(-vals[:, k:], vals[:, :k])
+        for j, i in enumerate(chunk):
+            pair: list[Polytope | None] = []
+            for r, (s_lo, s_hi) in ((2 * j, sides[i][:2]), (2 * j + 1, sides[i][2:])):
+                pair.append(Polytope(t, np.maximum(tlo[r], s_lo), np.minimum(thi[r], s_hi)) if met[r] else None)
+            out[i] = (pair[0], pair[1])
 
 
 def cache_vertices(polys: Sequence[Polytope]) -> None:
@@ -575,6 +484,35 @@ def sample_many(
         raise ValueError("sample_many needs one distinct generator per polytope")
     chains = chains or max(1, count // 4)
     out: list[np.ndarray] = [np.empty(0)] * len(polys)
+    for (_, steps), group in _walk_groups(polys, count, chains, burn_in).items():
+        _sample_group(polys, group, rngs, steps, burn_in, chains, out)
+    return out
+
+
+def _sample_group(
+    polys: Sequence[Polytope],
+    group: list[tuple[int, np.ndarray, np.ndarray, int]],
+    rngs: Sequence[np.random.Generator],
+    steps: int,
+    burn_in: int,
+    chains: int,
+    out: list[np.ndarray],
+) -> None:
+    """The points of one group of polytopes (one template, one number of steps) into ``out``."""
+    idx = [g[0] for g in group]
+    a = polys[idx[0]].constraints[0]
+    b = np.array([polys[i].constraints[1] for i in idx])[:, None, :]  # (G, 1, m)
+    x = np.repeat(np.array([g[1] for g in group])[:, None, :], chains, axis=1)  # (G, chains, n)
+    walks = _hit_and_run(a, b, x, [rngs[i] for i in idx], steps, burn_in)
+    for j, (i, _, extra, need) in enumerate(group):
+        pts = np.vstack([w[j] for w in walks])[:need] if walks else np.empty((0, a.shape[1]))
+        out[i] = np.vstack([pts, extra])
+
+
+def _walk_groups(
+    polys: Sequence[Polytope], count: int, chains: int, burn_in: int
+) -> dict[tuple[int, int], list[tuple[int, np.ndarray, np.ndarray, int]]]:
+    """The polytopes by (template, steps) as ``(index, starting point, extra points, points needed)``."""
     groups: dict[tuple[int, int], list[tuple[int, np.ndarray, np.ndarray, int]]] = {}
     starts = _starting_points(polys)
     for i, p in enumerate(polys):
@@ -582,38 +520,38 @@ def sample_many(
         need = max(count - len(extra), 1)
         steps = burn_in + int(np.ceil(need / chains))
         groups.setdefault((id(p.template), steps), []).append((i, x0, extra, need))
-    for (_, steps), group in groups.items():
-        idx = [g[0] for g in group]
-        a = polys[idx[0]].constraints[0]
-        b = np.array([polys[i].constraints[1] for i in idx])[:, None, :]  # (G, 1, m)
-        n = a.shape[1]
-        x = np.repeat(np.array([g[1] for g in group])[:, None, :], chains, axis=1)  # (G, chains, n)
-        walks = []
-        gens = [rngs[i] for i in idx]
-        at = a.T
-        u = np.empty((len(idx), chains, n))
-        r = np.empty((len(idx), chains))
-        for s in range(steps):
-            for j, g in enumerate(gens):  # each generator: normal, then uniform (as one polytope at a time)
-                u[j] = g.normal(size=(chains, n))
-                r[j] = g.random(chains)
-            u /= np.sqrt(np.add.reduce(u * u, axis=2, keepdims=True))  # np.linalg.norm(u, axis=2), unrolled
-            au = u @ at  # (G, chains, m)
-            slack = b - x @ at  # >= 0 (up to rounding)
-            slack = np.maximum(slack, 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = slack / au
-            tmax = np.where(au > 1e-15, t, np.inf).min(axis=2)
-            tmin = np.where(au < -1e-15, t, -np.inf).max(axis=2)
-            tmax = np.where(np.isfinite(tmax), tmax, 0.0)
-            tmin = np.where(np.isfinite(tmin), tmin, 0.0)
-            x = x + (tmin + (tmax - tmin) * r)[:, :, None] * u
-            if s >= burn_in:
-                walks.append(x)
-        for j, (i, _, extra, need) in enumerate(group):
-            pts = np.vstack([w[j] for w in walks])[:need] if walks else np.empty((0, n))
-            out[i] = np.vstack([pts, extra])
-    return out
+    return groups
+
+
+def _hit_and_run(
+    a: np.ndarray, b: np.ndarray, x: np.ndarray, gens: Sequence[np.random.Generator], steps: int, burn_in: int
+) -> list[np.ndarray]:
+    """``steps`` hit-and-run steps of the chains ``x`` ``(G, chains, n)`` in the polytopes ``{y : a y <= b[g]}``
+    (``b`` ``(G, 1, m)``), each polytope's chains drawing from its own generator; the points after ``burn_in``
+    steps, one ``(G, chains, n)`` array per step."""
+    g_count, chains, n = x.shape
+    walks = []
+    at = a.T
+    u = np.empty((g_count, chains, n))
+    r = np.empty((g_count, chains))
+    for s in range(steps):
+        for j, g in enumerate(gens):  # each generator: normal, then uniform (as one polytope at a time)
+            u[j] = g.normal(size=(chains, n))
+            r[j] = g.random(chains)
+        u /= np.sqrt(np.add.reduce(u * u, axis=2, keepdims=True))  # np.linalg.norm(u, axis=2), unrolled
+        au = u @ at  # (G, chains, m)
+        slack = b - x @ at  # >= 0 (up to rounding)
+        slack = np.maximum(slack, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = slack / au
+        tmax = np.where(au > 1e-15, t, np.inf).min(axis=2)
+        tmin = np.where(au < -1e-15, t, -np.inf).max(axis=2)
+        tmax = np.where(np.isfinite(tmax), tmax, 0.0)
+        tmin = np.where(np.isfinite(tmin), tmin, 0.0)
+        x = x + (tmin + (tmax - tmin) * r)[:, :, None] * u
+        if s >= burn_in:
+            walks.append(x)
+    return walks
 
 
 def validate_region_inside(region: Polytope, lo: np.ndarray, hi: np.ndarray, names: tuple[str, ...], what: str) -> None:

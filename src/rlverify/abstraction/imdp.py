@@ -61,13 +61,8 @@ class IMDP:
         Checked per choice: ``0 <= lo <= hi <= 1``, ``sum lo <= 1 <= sum hi`` (within ``tol``); targets
         in range; every choice has a transition.
         """
-        problems = []
+        problems = self._transition_problems(tol)
         lo, hi = self.trans_lo, self.trans_hi
-        if len(lo) and (lo.min() < -tol or hi.max() > 1 + tol or (lo > hi + tol).any()):
-            bad = int(np.argmax((lo < -tol) | (hi > 1 + tol) | (lo > hi + tol)))
-            problems.append(f"transition {bad}: [{lo[bad]:.6g}, {hi[bad]:.6g}] is not a sub-interval of [0, 1]")
-        if len(self.trans_target) and (self.trans_target.min() < 0 or self.trans_target.max() >= self.n_states):
-            problems.append("transition target out of range")
         c = self.n_choices
         slo = np.bincount(self.trans_choice, weights=lo, minlength=c)
         shi = np.bincount(self.trans_choice, weights=hi, minlength=c)
@@ -85,6 +80,17 @@ class IMDP:
                 )
         if problems:
             raise IntervalError("infeasible interval MDP: " + "; ".join(problems))
+
+    def _transition_problems(self, tol: float) -> list[str]:
+        """The first interval that is no sub-interval of ``[0, 1]`` (within ``tol``), and targets out of range."""
+        problems = []
+        lo, hi = self.trans_lo, self.trans_hi
+        if len(lo) and (lo.min() < -tol or hi.max() > 1 + tol or (lo > hi + tol).any()):
+            bad = int(np.argmax((lo < -tol) | (hi > 1 + tol) | (lo > hi + tol)))
+            problems.append(f"transition {bad}: [{lo[bad]:.6g}, {hi[bad]:.6g}] is not a sub-interval of [0, 1]")
+        if len(self.trans_target) and (self.trans_target.min() < 0 or self.trans_target.max() >= self.n_states):
+            problems.append("transition target out of range")
+        return problems
 
     def tightened(self) -> IMDP:
         """Equivalent IMDP with ``hi <= 1 - sum(other lo)`` and ``lo >= 1 - sum(other hi)`` (same distributions).

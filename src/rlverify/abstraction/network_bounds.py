@@ -283,7 +283,7 @@ class NetworkBounder:
         self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]], dl: np.ndarray, du: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Tighten ``dl`` (minima of ``z_j - z_i``) by MILP; ``du`` follows as ``du_ij = -dl_ji``."""
-        import highspy
+        import highspy  # lazy: highspy, start-up
 
         h, last_vars, is_mip = self._milp_model(poly, pre)
         w_out, b_out = self.mlp.weights[-1], self.mlp.biases[-1]
@@ -322,82 +322,25 @@ class NetworkBounder:
         du = np.minimum(du, -dl.T)
         return dl, du
 
-    def _milp_model(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[Any, list[int], bool]:
+    def _milp_model(self, poly: Polytope, pre: list[tuple[np.ndarray, np.ndarray]]) -> tuple[HighsModel, list[int], bool]:
         """The network over ``poly`` as a HiGHS model (big-M encoding of each unstable ReLU, ``pre`` its
         pre-activation bounds), the columns of the last hidden layer, and whether any column is integer."""
-        import highspy
+        import highspy  # lazy: highspy, start-up (only MILP bounds need it)
 
         inf = highspy.kHighsInf
         a_poly, b_poly = poly.constraints
         box_lo, box_hi = poly.box()
         n = poly.template.n
-        cols_lo: list[float] = list(box_lo)
-        cols_hi: list[float] = list(box_hi)
-        integ: list[Any] = [highspy.HighsVarType.kContinuous] * n
-        rows: list[tuple[dict[int, float], float, float]] = []
+        model = _MilpRows(list(box_lo), list(box_hi), inf)
         for r in range(len(b_poly)):
-            rows.append(({j: a_poly[r, j] for j in range(n) if a_poly[r, j] != 0.0}, -inf, b_poly[r]))
+            model.rows.append(({j: a_poly[r, j] for j in range(n) if a_poly[r, j] != 0.0}, -inf, b_poly[r]))
         prev = list(range(n))
         last_vars: list[int] = []
         for (lb, ub), w, bias in zip(pre, self.mlp.weights[:-1], self.mlp.biases[:-1], strict=True):
-            cur: list[int] = []
-            for i in range(len(bias)):
-                y = len(cols_lo)
-                cols_lo.append(0.0)
-                cols_hi.append(float(max(ub[i], 0.0)))
-                integ.append(highspy.HighsVarType.kContinuous)
-                cur.append(y)
-                if ub[i] <= 0.0:
-                    cols_hi[y] = 0.0
-                    continue
-                lin = {prev[j]: -float(w[i, j]) for j in range(w.shape[1]) if w[i, j] != 0.0}
-                if lb[i] >= 0.0:
-                    row = dict(lin)
-                    row[y] = 1.0
-                    rows.append((row, float(bias[i]), float(bias[i])))  # y = W x + b
-                    continue
-                z = len(cols_lo)
-                cols_lo.append(0.0)
-                cols_hi.append(1.0)
-                integ.append(highspy.HighsVarType.kInteger)
-                row = dict(lin)
-                row[y] = 1.0
-                rows.append((row, float(bias[i]), inf))  # y >= W x + b
-                row = dict(lin)
-                row[y] = 1.0
-                row[z] = -float(lb[i])
-                rows.append((row, -inf, float(bias[i] - lb[i])))  # y <= W x + b - lb (1 - z)
-                rows.append(({y: 1.0, z: -float(ub[i])}, -inf, 0.0))  # y <= ub z
+            cur = [model.relu(prev, w[i], float(bias[i]), lb[i], ub[i]) for i in range(len(bias))]
             prev = cur
             last_vars = cur
-        h = quiet_highs()
-        h.setOptionValue("threads", 1)
-        h.setOptionValue("time_limit", float(self.milp_time_limit))
-        h.setOptionValue("mip_rel_gap", 1e-6)
-        h.setOptionValue("mip_abs_gap", 1e-7)
-        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-        h.setOptionValue("mip_feasibility_tolerance", 1e-9)
-        lp = highspy.HighsLp()
-        lp.num_col_ = len(cols_lo)
-        lp.num_row_ = len(rows)
-        lp.col_cost_ = np.zeros(lp.num_col_)
-        lp.col_lower_ = np.array(cols_lo)
-        lp.col_upper_ = np.array(cols_hi)
-        lp.row_lower_ = np.array([r[1] for r in rows])
-        lp.row_upper_ = np.array([r[2] for r in rows])
-        starts, index, value = [0], [], []
-        for row, _, _ in rows:
-            for j, v in row.items():
-                index.append(j)
-                value.append(v)
-            starts.append(len(index))
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
-        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.array(value)
-        lp.integrality_ = integ
-        h.passModel(lp)
-        return h, last_vars, any(v == highspy.HighsVarType.kInteger for v in integ)
+        return model.highs(float(self.milp_time_limit)), last_vars, any(model.integer)
 
     # ---------------------------------------------------------------- public
     def bounds(self, poly: Polytope, *, milp: bool, enough: float | None = None) -> ProbabilityBounds:
@@ -473,7 +416,76 @@ class NetworkBounder:
         return e / e.sum(axis=1, keepdims=True)
 
 
-def quiet_highs() -> Any:
+#: a HiGHS model (highspy's objects are untyped)
+HighsModel = Any
+
+
+class _MilpRows:
+    """The columns (bounds, integrality) and rows ``(coefficients, lo, hi)`` of a MILP being built."""
+
+    def __init__(self, cols_lo: list[float], cols_hi: list[float], inf: float) -> None:
+        self.cols_lo, self.cols_hi, self.inf = cols_lo, cols_hi, inf
+        self.integer = [False] * len(cols_lo)
+        self.rows: list[tuple[dict[int, float], float, float]] = []
+
+    def column(self, lo: float, hi: float, *, integer: bool = False) -> int:
+        self.cols_lo.append(lo)
+        self.cols_hi.append(hi)
+        self.integer.append(integer)
+        return len(self.cols_lo) - 1
+
+    def relu(self, prev: list[int], w: np.ndarray, bias: float, lb: float, ub: float) -> int:
+        """The column of ``y = relu(w . x + bias)`` over the columns ``prev`` with pre-activation bounds ``[lb, ub]``:
+        zero when never active, an equality when always active, else the big-M encoding with a binary column."""
+        y = self.column(0.0, float(max(ub, 0.0)))
+        if ub <= 0.0:
+            self.cols_hi[y] = 0.0
+            return y
+        lin = {prev[j]: -float(w[j]) for j in range(len(w)) if w[j] != 0.0}
+        if lb >= 0.0:
+            self.rows.append(({**lin, y: 1.0}, bias, bias))  # y = W x + b
+            return y
+        z = self.column(0.0, 1.0, integer=True)
+        self.rows.append(({**lin, y: 1.0}, bias, self.inf))  # y >= W x + b
+        self.rows.append(({**lin, y: 1.0, z: -float(lb)}, -self.inf, float(bias - lb)))  # y <= W x + b - lb (1 - z)
+        self.rows.append(({y: 1.0, z: -float(ub)}, -self.inf, 0.0))  # y <= ub z
+        return y
+
+    def highs(self, time_limit: float) -> HighsModel:
+        """The model passed to a quiet single-threaded HiGHS instance."""
+        import highspy  # lazy: highspy, start-up
+
+        h = quiet_highs()
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("time_limit", time_limit)
+        h.setOptionValue("mip_rel_gap", 1e-6)
+        h.setOptionValue("mip_abs_gap", 1e-7)
+        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+        h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(self.cols_lo)
+        lp.num_row_ = len(self.rows)
+        lp.col_cost_ = np.zeros(lp.num_col_)
+        lp.col_lower_ = np.array(self.cols_lo)
+        lp.col_upper_ = np.array(self.cols_hi)
+        lp.row_lower_ = np.array([r[1] for r in self.rows])
+        lp.row_upper_ = np.array([r[2] for r in self.rows])
+        starts, index, value = [0], [], []
+        for row, _, _ in self.rows:
+            index += list(row)
+            value += list(row.values())
+            starts.append(len(index))
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.array(value)
+        kinds = highspy.HighsVarType
+        lp.integrality_ = [kinds.kInteger if integer else kinds.kContinuous for integer in self.integer]
+        h.passModel(lp)
+        return h
+
+
+def quiet_highs() -> HighsModel:
     """A HiGHS instance that prints nothing, not even its banner (to stdout, by native code).
 
     ``highspy.Highs()`` (1.8+) calls a HiGHS method in its constructor (it enables its Python callbacks), which
@@ -482,7 +494,7 @@ def quiet_highs() -> Any:
     used here, no callbacks) takes ``output_flag=False`` before any other call; older highspy (whose ``Highs`` is
     that class) too.
     """
-    import highspy
+    import highspy  # lazy: highspy, start-up
 
     core = getattr(getattr(highspy, "_core", None), "_Highs", None)
     h = core() if core is not None else highspy.Highs()

@@ -9,8 +9,13 @@ from typing import Any
 import numpy as np
 
 from rlverify.abstraction.domains import DomainError
-from rlverify.abstraction.verify import AbstractionResult, part_polytopes
+from rlverify.abstraction.gap import part_polytopes
+from rlverify.figures import new_figure
 from rlverify.files import plain_figure_text, save_figure
+from rlverify.results import AbstractionResult
+
+#: a matplotlib Figure (matplotlib is imported lazily)
+Figure = Any
 
 
 def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = False) -> Path:
@@ -20,7 +25,7 @@ def plot_result(result: AbstractionResult, path: str | Path, *, force: bool = Fa
 
 
 @plain_figure_text()  # the texts are created (and laid out) as plain text
-def result_figure(result: AbstractionResult) -> Any:
+def result_figure(result: AbstractionResult) -> Figure:
     """Two panels as a :class:`matplotlib.figure.Figure` (:func:`rlverify.figures.new_figure`: no backend forced):
     parts coloured by their upper bound, and by the action the policy most likely takes there.
 
@@ -28,10 +33,8 @@ def result_figure(result: AbstractionResult) -> Any:
     probability interval), named in a legend, the paler the less sure the policy is (opacity = that
     action's probability); with two actions as well as with more.
     """
-    from matplotlib.collections import PolyCollection
-    from matplotlib.patches import Patch
-
-    from rlverify.figures import new_figure
+    from matplotlib.collections import PolyCollection  # lazy: matplotlib, start-up
+    from matplotlib.patches import Patch  # lazy: matplotlib, start-up
 
     if len(result.variables) != 2:
         raise DomainError("plots are drawn for two-dimensional systems only")
@@ -74,7 +77,7 @@ def result_figure(result: AbstractionResult) -> Any:
 
 def _action_colours(n: int) -> np.ndarray:
     """``(n, 4)`` RGBA: distinct colours for ``n`` actions (tab10, tab20 beyond ten)."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib, start-up
 
     cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
     return np.array([cmap(i % cmap.N) for i in range(n)])

@@ -16,6 +16,9 @@ Intervals are validated first (:meth:`IMDP.validate`): an infeasible choice woul
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 
 from rlverify.abstraction.imdp import IMDP
@@ -82,20 +85,8 @@ def bounded_reachability(
     return values, q
 
 
-def storm_bounded_reachability(imdp: IMDP, horizon: int, *, mode: str = "maxmax") -> np.ndarray:
-    """The same values computed by Storm's interval-MDP engine (for cross-checks; needs stormpy).
-
-    The IMDP is written as an explicit DRN file with interval entries; leaves and fail states get a
-    self-loop (which does not change step-bounded reachability of ``fail``). Intervals are validated
-    first because Storm does not check feasibility. ``maxmax`` uses Storm's ``MAXIMIZE`` uncertainty
-    resolution, ``maxmin`` its ``ROBUST`` mode.
-    """
-    import tempfile
-    from pathlib import Path
-
-    import stormpy
-
-    imdp.validate()
+def _drn_states(imdp: IMDP) -> tuple[list[str], int]:
+    """The DRN lines of every state (fail states and leaves with a self-loop) and the number of choices written."""
     starts = np.searchsorted(imdp.trans_choice, np.arange(imdp.n_choices + 1))
     by_state: dict[int, list[int]] = {}
     for c, st in enumerate(imdp.choice_state):
@@ -111,16 +102,34 @@ def storm_bounded_reachability(imdp: IMDP, horizon: int, *, mode: str = "maxmax"
             n_choices += 1
             continue
         for i, c in enumerate(chs):
-            merged: dict[int, tuple[float, float]] = {}
-            for t in range(starts[c], starts[c + 1]):
-                tgt = int(imdp.trans_target[t])
-                lo, hi = merged.get(tgt, (0.0, 0.0))
-                merged[tgt] = (lo + float(imdp.trans_lo[t]), hi + float(imdp.trans_hi[t]))
             lines.append(f"\taction {i}")
-            for tgt in sorted(merged):
-                lo, hi = merged[tgt]
-                lines.append(f"\t\t{tgt} : [{lo!r}, {min(hi, 1.0)!r}]")
+            lines += _drn_choice(imdp, int(starts[c]), int(starts[c + 1]))
             n_choices += 1
+    return lines, n_choices
+
+
+def _drn_choice(imdp: IMDP, first: int, end: int) -> list[str]:
+    """The DRN lines of the transitions ``first..end-1`` of one choice, intervals to the same target summed."""
+    merged: dict[int, tuple[float, float]] = {}
+    for t in range(first, end):
+        tgt = int(imdp.trans_target[t])
+        lo, hi = merged.get(tgt, (0.0, 0.0))
+        merged[tgt] = (lo + float(imdp.trans_lo[t]), hi + float(imdp.trans_hi[t]))
+    return [f"\t\t{tgt} : [{merged[tgt][0]!r}, {min(merged[tgt][1], 1.0)!r}]" for tgt in sorted(merged)]
+
+
+def storm_bounded_reachability(imdp: IMDP, horizon: int, *, mode: str = "maxmax") -> np.ndarray:
+    """The same values computed by Storm's interval-MDP engine (for cross-checks; needs stormpy).
+
+    The IMDP is written as an explicit DRN file with interval entries; leaves and fail states get a
+    self-loop (which does not change step-bounded reachability of ``fail``). Intervals are validated
+    first because Storm does not check feasibility. ``maxmax`` uses Storm's ``MAXIMIZE`` uncertainty
+    resolution, ``maxmin`` its ``ROBUST`` mode.
+    """
+    import stormpy  # lazy: stormpy, start-up (only this cross-check needs it)
+
+    imdp.validate()
+    lines, n_choices = _drn_states(imdp)
     text = (
         "\n".join(
             [

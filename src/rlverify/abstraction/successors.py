@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlverify.abstraction.domains import PAD_ABS, PAD_REL, Polytope, Template, pad, pairwise_vertices_2d, support, vertices_2d
-from rlverify.models.continuous.base import ContinuousSystem
+from rlverify.abstraction.domains import Polytope, Template
+from rlverify.abstraction.geometry import PAD_ABS, PAD_REL, pad, pairwise_vertices_2d, support, vertices_2d
+from rlverify.models.continuous.base import ActionMap, ContinuousSystem, Piece
 
 
 @dataclass(frozen=True)
@@ -43,48 +44,66 @@ def part_successors(system: ContinuousSystem, part: Polytope, template: Template
         lo, hi = part.box()
     pa, pb = part.constraints
     dirs = np.vstack([template.axes, -template.axes])
-    k = template.k
     out: list[Successors] = []
     for idx, piece in enumerate(system.pieces(lo, hi)):
         a = np.vstack([pa, piece.g_mat]) if len(piece.g_vec) else pa
         b = np.concatenate([pb, piece.g_vec]) if len(piece.g_vec) else pb
-        if two_d:
-            if len(piece.g_vec) == 0:
-                verts = pverts
-            else:
-                g = pverts @ piece.g_mat.T - piece.g_vec  # (V, r): <= 0 inside the region
-                tol = 1e-9 * (1 + np.abs(piece.g_vec))
-                if (g <= 0).all():
-                    verts = pverts  # the part lies inside the region
-                elif (g > tol).all(axis=0).any():
-                    continue  # one guard excludes the whole part
-                else:
-                    verts = vertices_2d(a, b)
-            if len(verts) == 0:
-                continue
-            polys = []
-            for m in piece.maps:
-                s = m.support(verts, dirs)
-                slo, shi = pad(-s[k:], s[:k])
-                polys.append(Polytope(template, slo, shi))
-        else:
-            polys = []
-            empty = False
-            for m in piece.maps:
-                found = support(a, b, dirs @ m.a)
-                if found is None:
-                    empty = True
-                    break
-                s = found + dirs @ m.c
-                if m.b.shape[1]:
-                    db = dirs @ m.b
-                    s = s + np.maximum(db * m.w_lo, db * m.w_hi).sum(axis=1)
-                slo, shi = pad(-s[k:], s[:k])
-                polys.append(Polytope(template, slo, shi))
-            if empty:
-                continue
-        out.append(Successors(idx, tuple(polys)))
+        polys = _by_vertices(piece, pverts, a, b, dirs, template) if two_d else _by_support(piece, a, b, dirs, template)
+        if polys is not None:
+            out.append(Successors(idx, tuple(polys)))
     return out
+
+
+def _piece_vertices(piece: Piece, pverts: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The vertices of a 2-D part (vertices ``pverts``, constraints with the piece's ``a x <= b``) within the piece's
+    region; None when one guard excludes the whole part."""
+    if len(piece.g_vec) == 0:
+        return pverts
+    g = pverts @ piece.g_mat.T - piece.g_vec  # (V, r): <= 0 inside the region
+    tol = 1e-9 * (1 + np.abs(piece.g_vec))
+    if (g <= 0).all():
+        return pverts  # the part lies inside the region
+    if (g > tol).all(axis=0).any():
+        return None  # one guard excludes the whole part
+    return vertices_2d(a, b)
+
+
+def _by_vertices(
+    piece: Piece, pverts: np.ndarray, a: np.ndarray, b: np.ndarray, dirs: np.ndarray, template: Template
+) -> list[Polytope] | None:
+    """2-D: each action's successor from the vertices of the part within the piece (None: they do not meet)."""
+    verts = _piece_vertices(piece, pverts, a, b)
+    if verts is None or len(verts) == 0:
+        return None
+    k = template.k
+    polys = []
+    for m in piece.maps:
+        s = m.support(verts, dirs)
+        slo, shi = pad(-s[k:], s[:k])
+        polys.append(Polytope(template, slo, shi))
+    return polys
+
+
+def _by_support(piece: Piece, a: np.ndarray, b: np.ndarray, dirs: np.ndarray, template: Template) -> list[Polytope] | None:
+    """Each action's successor by linear programming over the part within the piece (None: they do not meet)."""
+    k = template.k
+    polys = []
+    for m in piece.maps:
+        found = support(a, b, dirs @ m.a)
+        if found is None:
+            return None
+        s = _with_disturbance(found + dirs @ m.c, dirs, m)
+        slo, shi = pad(-s[k:], s[:k])
+        polys.append(Polytope(template, slo, shi))
+    return polys
+
+
+def _with_disturbance(s: np.ndarray, dirs: np.ndarray, m: ActionMap) -> np.ndarray:
+    """Support values ``s`` (along ``dirs``, last axis) plus the largest contribution of the map's disturbance."""
+    if not m.b.shape[1]:
+        return s
+    db = dirs @ m.b
+    return s + np.maximum(db * m.w_lo, db * m.w_hi).sum(axis=1)
 
 
 def intersects_unsafe(system: ContinuousSystem, poly: Polytope) -> bool:
@@ -115,6 +134,11 @@ def intersects_unsafe(system: ContinuousSystem, poly: Polytope) -> bool:
 _CHUNK = 4096
 
 
+def _bounds_of(polys: Sequence[Polytope]) -> tuple[np.ndarray, np.ndarray]:
+    """The template bounds of every polytope, ``(lo (N, k), hi (N, k))``."""
+    return np.array([p.lo for p in polys]), np.array([p.hi for p in polys])
+
+
 def _vectorised(system: ContinuousSystem, template: Template) -> bool:
     return template.n == 2 and not system.pieces_depend_on_box
 
@@ -134,34 +158,38 @@ def successors_many(system: ContinuousSystem, template: Template, polys: Sequenc
     q, k = template.axes, template.k
     dirs = np.vstack([q, -q])
     pieces = system.pieces(np.asarray(system.domain_lo, dtype=np.float64), np.asarray(system.domain_hi, dtype=np.float64))
-    lo_all = np.array([p.lo for p in polys])
-    hi_all = np.array([p.hi for p in polys])
+    lo_all, hi_all = _bounds_of(polys)
     for start in range(0, len(polys), _CHUNK):
         lo, hi = lo_all[start : start + _CHUNK], hi_all[start : start + _CHUNK]
-        n = len(lo)
         for idx, piece in enumerate(pieces):
-            if len(piece.g_vec):
-                a = np.vstack([dirs, piece.g_mat])
-                b = np.hstack([hi, -lo, np.broadcast_to(piece.g_vec, (n, len(piece.g_vec)))])
-            else:
-                a, b = dirs, np.hstack([hi, -lo])
-            pts, feasible = pairwise_vertices_2d(a, b)
-            met = feasible.any(axis=1)
-            if not met.any():
-                continue
-            rows = np.flatnonzero(met)
-            pts, feasible = pts[rows], feasible[rows]
-            bounds = []
-            for m in piece.maps:
-                vals = pts @ (dirs @ m.a).T  # (r, P, 2k)
-                vals = np.where(feasible[:, :, None], vals, -np.inf).max(axis=1) + dirs @ m.c
-                if m.b.shape[1]:
-                    db = dirs @ m.b
-                    vals = vals + np.maximum(db * m.w_lo, db * m.w_hi).sum(axis=1)
-                bounds.append(pad(-vals[:, k:], vals[:, :k]))
+            rows, bounds = _batch_bounds(piece, lo, hi, dirs, k)
             for r, i in enumerate(rows):
                 out[start + i].append(Successors(idx, tuple(Polytope(template, slo[r], shi[r]) for slo, shi in bounds)))
     return out
+
+
+def _batch_bounds(
+    piece: Piece, lo: np.ndarray, hi: np.ndarray, dirs: np.ndarray, k: int
+) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """The polytopes ``lo``, ``hi`` ``(N, k)`` that meet the piece (their rows) and, per action, the template bounds
+    ``(lo, hi)`` of their successors (one row each), from the vertices of every ``polytope cap piece`` at once."""
+    n = len(lo)
+    if len(piece.g_vec):
+        a = np.vstack([dirs, piece.g_mat])
+        b = np.hstack([hi, -lo, np.broadcast_to(piece.g_vec, (n, len(piece.g_vec)))])
+    else:
+        a, b = dirs, np.hstack([hi, -lo])
+    pts, feasible = pairwise_vertices_2d(a, b)
+    rows = np.flatnonzero(feasible.any(axis=1))
+    if len(rows) == 0:
+        return rows, []
+    pts, feasible = pts[rows], feasible[rows]
+    bounds = []
+    for m in piece.maps:
+        vals = pts @ (dirs @ m.a).T  # (r, P, 2k)
+        vals = _with_disturbance(np.where(feasible[:, :, None], vals, -np.inf).max(axis=1) + dirs @ m.c, dirs, m)
+        bounds.append(pad(-vals[:, k:], vals[:, :k]))
+    return rows, bounds
 
 
 def meets_unsafe_many(system: ContinuousSystem, template: Template, polys: Sequence[Polytope]) -> np.ndarray:
@@ -173,8 +201,7 @@ def meets_unsafe_many(system: ContinuousSystem, template: Template, polys: Seque
         return out
     q = template.axes
     dirs = np.vstack([q, -q])
-    lo_all = np.array([p.lo for p in polys])
-    hi_all = np.array([p.hi for p in polys])
+    lo_all, hi_all = _bounds_of(polys)
     for ua, ub in system.unsafe.polyhedra:
         a = np.vstack([dirs, ua])
         for start in range(0, len(polys), _CHUNK):
@@ -198,26 +225,43 @@ def inside_unsafe_many(system: ContinuousSystem, polys: Sequence[Polytope]) -> n
         return out
     # first the enclosing box from the template's unit axes (exact for boxes, an outer bound otherwise): vectorised
     axes = polys[0].template.axes
-    n = axes.shape[1]
-    unit = [
-        int(np.flatnonzero(np.all(axes == np.eye(n)[j], axis=1))[0]) if np.all(axes == np.eye(n)[j], axis=1).any() else -1
-        for j in range(n)
-    ]
+    unit = _unit_axes(axes)
     if min(unit) >= 0:
-        blo = np.array([p.lo[unit] for p in polys])
-        bhi = np.array([p.hi[unit] for p in polys])
-        for ua, ub in system.unsafe.polyhedra:
-            s = np.maximum(blo[:, None, :] * ua[None], bhi[:, None, :] * ua[None]).sum(axis=2)  # (N, rows)
-            out |= (s <= ub - 1e-9 * (1.0 + np.abs(ub))).all(axis=1)
-        if polys[0].template.k == n:  # a box template: the box test is exact
+        out |= _inside_by_box(system, polys, unit)
+        if polys[0].template.k == axes.shape[1]:  # a box template: the box test is exact
             return out
     for i, p in enumerate(polys):
-        if out[i]:
-            continue
-        a_p, b_p = p.constraints
-        for ua, ub in system.unsafe.polyhedra:
-            s = support(a_p, b_p, ua)
-            if s is not None and bool((s <= ub - 1e-9 * (1.0 + np.abs(ub))).all()):
-                out[i] = True
-                break
+        if not out[i]:
+            out[i] = _inside_by_support(system, p)
     return out
+
+
+def _unit_axes(axes: np.ndarray) -> list[int]:
+    """Per variable ``j``, the index of the template axis that is the unit vector ``e_j`` (-1: none)."""
+    n = axes.shape[1]
+    out = []
+    for j in range(n):
+        hits = np.flatnonzero(np.all(axes == np.eye(n)[j], axis=1))
+        out.append(int(hits[0]) if len(hits) else -1)
+    return out
+
+
+def _inside_by_box(system: ContinuousSystem, polys: Sequence[Polytope], unit: list[int]) -> np.ndarray:
+    """Boolean ``(N,)``: the enclosing box (from the unit axes) lies inside one unsafe polyhedron (with the margin)."""
+    blo = np.array([p.lo[unit] for p in polys])
+    bhi = np.array([p.hi[unit] for p in polys])
+    out = np.zeros(len(polys), dtype=bool)
+    for ua, ub in system.unsafe.polyhedra:
+        s = np.maximum(blo[:, None, :] * ua[None], bhi[:, None, :] * ua[None]).sum(axis=2)  # (N, rows)
+        out |= (s <= ub - 1e-9 * (1.0 + np.abs(ub))).all(axis=1)
+    return out
+
+
+def _inside_by_support(system: ContinuousSystem, p: Polytope) -> bool:
+    """Whether ``p`` lies inside one unsafe polyhedron (with the margin), by its support along the rows."""
+    a_p, b_p = p.constraints
+    for ua, ub in system.unsafe.polyhedra:
+        s = support(a_p, b_p, ua)
+        if s is not None and bool((s <= ub - 1e-9 * (1.0 + np.abs(ub))).all()):
+            return True
+    return False

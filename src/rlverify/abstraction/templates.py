@@ -21,23 +21,42 @@ PARALLEL = 0.98
 
 def auto_directions(system: ContinuousSystem, lo: np.ndarray, hi: np.ndarray, *, extra: int = 4, seed: int = 0) -> np.ndarray:
     """Template directions ``(n + m, n)``, ``m <= extra``: the box axes, then the chosen candidates (unit length)."""
-    n = system.n
-    candidates: list[np.ndarray] = []
-    for a, _ in system.unsafe.polyhedra:
-        candidates.extend(np.asarray(a, dtype=np.float64))
+    candidates = _unsafe_rows(system) + _dynamics_directions(system, lo, hi) + _successor_directions(system, lo, hi, seed)
+    return np.array(_distinct(candidates, system.n, extra))
+
+
+def _unsafe_rows(system: ContinuousSystem) -> list[np.ndarray]:
+    """The constraint rows of the unsafe set."""
+    return [row for a, _ in system.unsafe.polyhedra for row in np.asarray(a, dtype=np.float64)]
+
+
+def _dynamics_directions(system: ContinuousSystem, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+    """Per piece and action of the dynamics over the box: the left singular vectors and the real eigenvectors."""
+    out: list[np.ndarray] = []
     for piece in system.pieces(np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)):
         for m in piece.maps:
             u, _, _ = np.linalg.svd(m.a)
-            candidates.extend(u.T)
+            out.extend(u.T)
             values, vectors = np.linalg.eig(m.a)
-            candidates.extend(np.real(vectors[:, np.abs(np.imag(values)) < 1e-12]).T)
+            out.extend(np.real(vectors[:, np.abs(np.imag(values)) < 1e-12]).T)
+    return out
+
+
+def _successor_directions(system: ContinuousSystem, lo: np.ndarray, hi: np.ndarray, seed: int) -> list[np.ndarray]:
+    """The principal directions of sampled successors (in state units; none if a successor is not finite)."""
+    n = system.n
     rng = np.random.default_rng([seed, 5309])
     x = lo + (hi - lo) * rng.random((256, n))
     succ = np.vstack([system.step(x, np.full(len(x), a)) for a in range(len(system.actions))])
-    if np.isfinite(succ).all() and len(succ) > n:
-        centred = (succ - succ.mean(axis=0)) / np.maximum(succ.std(axis=0), 1e-12)
-        _, _, vt = np.linalg.svd(centred, full_matrices=False)
-        candidates.extend(vt * np.maximum(succ.std(axis=0), 1e-12)[None, :] ** -1)  # back to state units
+    if not (np.isfinite(succ).all() and len(succ) > n):
+        return []
+    centred = (succ - succ.mean(axis=0)) / np.maximum(succ.std(axis=0), 1e-12)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    return list(vt * np.maximum(succ.std(axis=0), 1e-12)[None, :] ** -1)  # back to state units
+
+
+def _distinct(candidates: list[np.ndarray], n: int, extra: int) -> list[np.ndarray]:
+    """The box axes, then each finite non-zero candidate (unit length) not parallel to one kept, up to ``extra``."""
     kept = [row for row in np.eye(n)]
     for c in candidates:
         norm = float(np.linalg.norm(c))
@@ -48,4 +67,4 @@ def auto_directions(system: ContinuousSystem, lo: np.ndarray, hi: np.ndarray, *,
             kept.append(u)
         if len(kept) >= n + extra:
             break
-    return np.array(kept)
+    return kept

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rlverify.abstraction.kinds import WitnessMethod
 from rlverify.confidence import clopper_pearson_lower
 from rlverify.errors import AbstractionError
 from rlverify.models.continuous.base import ContinuousSystem
@@ -127,7 +128,7 @@ def search_witness(
     initial_hi: np.ndarray,
     horizon: int,
     *,
-    method: str = "auto",
+    method: WitnessMethod | str = WitnessMethod.AUTO,
     runs: int = 10_000,
     confidence: float = 0.99,
     seed: int = 0,
@@ -146,53 +147,77 @@ def search_witness(
     rng = np.random.default_rng([seed, 7411])
     starts = candidates(boxes, initial_lo, initial_hi, per_box, rng)
     branches = len(system.actions) ** horizon
-    if method == "auto":
-        method = "enumeration" if branches <= ENUMERATION_LIMIT else "simulation"
-    if method == "enumeration":
-        if branches > 10 * ENUMERATION_LIMIT:
-            raise AbstractionError(
-                f"witness by enumeration: {len(system.actions)}^{horizon} = {branches:,} action sequences per start "
-                f"state, more than {10 * ENUMERATION_LIMIT:,}; use witness='simulation'"
-            )
-        p = exact_failure(system, probabilities, starts, horizon)
-        i = int(np.argmax(p))
-        # rounding: a sum of at most |A|^k terms (masses summing to <= 1), each a product of k + 1 roundings
-        slack = (branches + horizon + 2) * 2.0**-52
-        found = WorstWitness(
-            state=tuple(map(float, starts[i])),
-            probability=float(p[i]),
-            lower=max(0.0, float(p[i]) - slack),
-            upper=min(1.0, float(p[i]) + slack),
-            method="enumeration",
-            guarantee=f"exact: every one of the {branches:,} action sequences from this start state (floating point)",
-            confidence=None,
-            runs=None,
-            candidates=len(starts) + (previous.candidates if previous else 0),
-            seed=seed,
-        )
-    elif method == "simulation":
-        screen = max(50, runs // 20)
-        hits = simulate_failures(system, probabilities, starts, horizon, screen, rng)
-        i = int(np.argmax(hits))
-        fresh = int(simulate_failures(system, probabilities, starts[i : i + 1], horizon, runs, rng)[0])
-        lower = float(clopper_pearson_lower(fresh, runs, 1.0 - confidence))  # the statistical engine's bound
-        found = WorstWitness(
-            state=tuple(map(float, starts[i])),
-            probability=fresh / runs,
-            lower=lower,
-            upper=None,
-            method="simulation",
-            guarantee=(
-                f"statistical: {fresh:,} failures in {runs:,} fresh runs, one-sided Clopper-Pearson lower bound at "
-                f"{100 * confidence:g}% confidence"
-            ),
-            confidence=confidence,
-            runs=runs,
-            candidates=len(starts) + (previous.candidates if previous else 0),
-            seed=seed,
-        )
+    if method == WitnessMethod.AUTO:
+        method = WitnessMethod.ENUMERATION if branches <= ENUMERATION_LIMIT else WitnessMethod.SIMULATION
+    examined = len(starts) + (previous.candidates if previous else 0)
+    if method == WitnessMethod.ENUMERATION:
+        found = _by_enumeration(system, probabilities, starts, horizon, examined, seed)
+    elif method == WitnessMethod.SIMULATION:
+        found = _by_simulation(system, probabilities, starts, horizon, runs, confidence, rng, examined, seed)
     else:
         raise AbstractionError(f"witness must be 'auto', 'enumeration', 'simulation' or 'none', got {method!r}")
     if previous is not None and previous.lower >= found.lower:
         return previous if math.isfinite(previous.lower) else found
     return found
+
+
+def _by_enumeration(
+    system: ContinuousSystem, probabilities: Probabilities, starts: np.ndarray, horizon: int, examined: int, seed: int
+) -> WorstWitness:
+    """The start state with the highest exact failure probability (every action sequence followed)."""
+    branches = len(system.actions) ** horizon
+    if branches > 10 * ENUMERATION_LIMIT:
+        raise AbstractionError(
+            f"witness by enumeration: {len(system.actions)}^{horizon} = {branches:,} action sequences per start "
+            f"state, more than {10 * ENUMERATION_LIMIT:,}; use witness='simulation'"
+        )
+    p = exact_failure(system, probabilities, starts, horizon)
+    i = int(np.argmax(p))
+    # rounding: a sum of at most |A|^k terms (masses summing to <= 1), each a product of k + 1 roundings
+    slack = (branches + horizon + 2) * 2.0**-52
+    return WorstWitness(
+        state=tuple(map(float, starts[i])),
+        probability=float(p[i]),
+        lower=max(0.0, float(p[i]) - slack),
+        upper=min(1.0, float(p[i]) + slack),
+        method=WitnessMethod.ENUMERATION,
+        guarantee=f"exact: every one of the {branches:,} action sequences from this start state (floating point)",
+        confidence=None,
+        runs=None,
+        candidates=examined,
+        seed=seed,
+    )
+
+
+def _by_simulation(
+    system: ContinuousSystem,
+    probabilities: Probabilities,
+    starts: np.ndarray,
+    horizon: int,
+    runs: int,
+    confidence: float,
+    rng: np.random.Generator,
+    examined: int,
+    seed: int,
+) -> WorstWitness:
+    """The start state with the most failures in a screening, with the one-sided lower bound of fresh runs from it."""
+    screen = max(50, runs // 20)
+    hits = simulate_failures(system, probabilities, starts, horizon, screen, rng)
+    i = int(np.argmax(hits))
+    fresh = int(simulate_failures(system, probabilities, starts[i : i + 1], horizon, runs, rng)[0])
+    lower = float(clopper_pearson_lower(fresh, runs, 1.0 - confidence))  # the statistical engine's bound
+    return WorstWitness(
+        state=tuple(map(float, starts[i])),
+        probability=fresh / runs,
+        lower=lower,
+        upper=None,
+        method=WitnessMethod.SIMULATION,
+        guarantee=(
+            f"statistical: {fresh:,} failures in {runs:,} fresh runs, one-sided Clopper-Pearson lower bound at "
+            f"{100 * confidence:g}% confidence"
+        ),
+        confidence=confidence,
+        runs=runs,
+        candidates=examined,
+        seed=seed,
+    )

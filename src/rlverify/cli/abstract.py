@@ -333,8 +333,7 @@ def threshold_verdict(result: Any, threshold: float | None) -> bool | None:
         return None
     if result.upper_bound <= threshold:
         return True
-    verdict = getattr(result, "verdict", None)
-    return False if verdict is not None and verdict.startswith("unsafe") else None
+    return False if result.unsafe else None
 
 
 def _verdict_text(verdict: str | None) -> str:

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from enum import StrEnum
+from typing import TYPE_CHECKING, ClassVar
 
 from rlverify.results import Result, Summary, shown, total_time
 
 if TYPE_CHECKING:
-    pass
+    from rlverify.abstraction.imdp import IMDP
+    from rlverify.abstraction.options import AbstractionOptions
+
+
+class Verdict(StrEnum):
+    """The verdict of an abstraction on ``Pr(F<=k fail) <= threshold`` (each member is the text it shows)."""
+
+    SAFE = "safe"
+    UNSAFE_SOUND = "unsafe (witness, sound)"
+    UNSAFE_STATISTICAL = "unsafe (witness, statistical)"
+    UNDECIDED = "undecided at budget"
+
+    @property
+    def unsafe(self) -> bool:
+        """Whether a lower bound on the worst case is above the threshold (a witness, sound or statistical)."""
+        return self in (Verdict.UNSAFE_SOUND, Verdict.UNSAFE_STATISTICAL)
 
 
 @dataclass(frozen=True)
@@ -91,8 +107,9 @@ class AbstractionResult(Result):
         worst_witness: a start state whose failure probability bounds the worst case from below
             (:class:`WorstWitness`; exact or statistical, as it says), or None when not searched.
         gap: ``upper_bound - worst_witness.lower``: how far the sound upper bound can be above the worst case.
-        verdict: with a threshold ``B``: ``"safe"`` (upper <= B), ``"unsafe (witness)"`` (the witness's lower end
-            > B) or ``"undecided at budget"``; None without one.
+        verdict: with a threshold ``B``: :class:`Verdict` ``"safe"`` (upper <= B), ``"unsafe (witness, sound|statistical)"``
+            (a lower bound on the worst case > B) or ``"undecided at budget"``; None without one. ``unsafe`` says
+            whether it is one of the two unsafe ones.
         stopped: why the refinement by the gap stopped (None: a single abstraction, no refinement loop).
         cells: initial cells the refinement by the gap ended with (each abstracted on its own).
         history: per round of the refinement by the gap ``(seconds, upper, lower_all, witness lower)``.
@@ -111,24 +128,29 @@ class AbstractionResult(Result):
     n_transitions: int
     n_unresolved_parts: int
     n_milp_parts: int
-    options: Any  # rlverify.abstraction.AbstractionOptions
+    options: AbstractionOptions
     seed: int
     variables: tuple[str, ...]
     actions: tuple[str, ...]
     template_axes: tuple[tuple[float, ...], ...]
     initial_lo: tuple[float, ...]
     initial_hi: tuple[float, ...]
-    imdp: Any = field(default=None, repr=False, compare=False)  # rlverify.abstraction.imdp.IMDP
+    imdp: IMDP | None = field(default=None, repr=False, compare=False)
     lower_all: float | None = None
     worst_witness: WorstWitness | None = None
     gap: float | None = None
-    verdict: str | None = None
+    verdict: Verdict | None = None
     stopped: str | None = None
     cells: int | None = None
     history: tuple[tuple[float, float, float, float], ...] = ()
 
     NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("imdp",)
     KEEPS_MODEL_NAME: ClassVar[bool] = True
+
+    @property
+    def unsafe(self) -> bool:
+        """Whether the threshold is refuted: a lower bound on the worst case lies above it (:class:`Verdict`)."""
+        return self.verdict is not None and Verdict(self.verdict).unsafe
 
     def _summary(self) -> Summary:
         """The sound bound, the refinement's size and what was left unresolved."""

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlverify.errors import DomainError, did_you_mean
+
 
 @dataclass(frozen=True)
 class ActionMap:
@@ -173,8 +175,6 @@ class ContinuousSystem:
 
     def initial_region(self, name: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``(lo, hi)`` box of an initial region by name (default: :attr:`default_initial`)."""
-        from rlverify.errors import DomainError, did_you_mean
-
         name = name or self.default_initial
         if name not in self.initial_regions:
             raise DomainError(
