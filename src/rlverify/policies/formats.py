@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import OutputKind, values
 from rlverify.errors import InputFileError, PolicyError, safe_repr
 
 #: ONNX ``metadata_props`` keys of a self-describing rlverify policy file.
@@ -36,7 +37,7 @@ META_TRAINING = "rlverify.training"  # JSON: algorithm, seed, steps, benchmark, 
 #: How a network's outputs become action probabilities: ``probabilities`` as they are, ``logits``
 #: through a softmax, ``q-values`` greedily (a one-hot argmax; ties go to the first action in the
 #: declared order), as a DQN policy acts.
-OUTPUT_KINDS = ("probabilities", "logits", "q-values")
+OUTPUT_KINDS = values(OutputKind)
 
 #: Keys of a policy sidecar (``model.zip.json``, ``module.pt.json``) besides the names and the output kind:
 #: where the policy was trained (``benchmark``: a benchmark id, ``gym:ID`` or a model file; ``params``:
@@ -55,11 +56,12 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def check_output_kind(kind: str, where: str) -> str:
-    """``kind`` if it is one of :data:`OUTPUT_KINDS`, else a :class:`PolicyError` naming ``where``."""
+def check_output_kind(kind: str, where: str) -> OutputKind:
+    """``kind`` as an :class:`~rlverify.choices.OutputKind` if it is one of :data:`OUTPUT_KINDS`, else a
+    :class:`PolicyError` naming ``where``."""
     if kind not in OUTPUT_KINDS:
         raise PolicyError(f"{where}: output must be one of {', '.join(repr(k) for k in OUTPUT_KINDS)}, got {kind!r}")
-    return kind
+    return OutputKind(kind)
 
 
 def declaration(name: str, where: str, given: Mapping[str, Any], declared: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,7 +207,7 @@ def onnx_names(
     return list(features), list(actions), merged["output"]
 
 
-def onnx_output(kind: str | None, path: Path) -> str:
+def onnx_output(kind: str | None, path: Path) -> OutputKind:
     """What an ONNX policy's network outputs (``kind``, from :func:`onnx_names`), or a :class:`PolicyError` saying
     that nobody said so."""
     if kind is None:

@@ -27,15 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import ShieldKind, values
 from rlverify.errors import InputFileError, PolicyError, safe_repr
 from rlverify.files import write_text
-from rlverify.policies.base import BasePolicy, Policy
+from rlverify.policies.base import Policy, PolicyWrapper
 
 #: the file format's name and version (``"format"``, ``"version"`` in the JSON)
 FORMAT = "rlverify-shield"
 VERSION = 1
 #: threshold kinds (see :func:`rlverify.exact.shield.compute_shield`)
-KINDS = ("relative", "absolute", "factor")
+KINDS = values(ShieldKind)
 #: largest shield file read (bytes)
 MAX_SHIELD_BYTES = 1 << 30
 
@@ -397,11 +398,13 @@ class _RowIndex:
         return out
 
 
-class ShieldedPolicy(BasePolicy):
+class ShieldedPolicy(PolicyWrapper):
     """``inner`` restricted to the actions ``shield`` keeps (see the module docstring): a policy.
 
     Its features are the shield's variables (``inner``'s features must be among them); its actions are
-    ``inner``'s (each must be one of the shield's actions).
+    ``inner``'s (each must be one of the shield's actions). What the shield does not change (how ``inner`` was
+    trained, its output kind, timeout, ...) is ``inner``'s (:class:`PolicyWrapper`); it is not greedy (a fallback
+    may spread over several best actions). :attr:`inner` is :attr:`policy`.
     """
 
     no_network = "a shielded policy is the network's distribution restricted by a table: it has no network of its own"
@@ -416,11 +419,19 @@ class ShieldedPolicy(BasePolicy):
         unknown = [a for a in inner.actions if a not in shield.actions]
         if unknown:
             raise PolicyError(f"the policy's actions {unknown} are not among the shield's {list(shield.actions)}")
-        super().__init__(shield.variables, inner.actions, name=name or f"{inner.name} + shield")
-        self.inner = inner
+        super().__init__(inner, features=shield.variables, name=name or f"{inner.name} + shield")
         self.shield = shield
         self._inner_columns = [shield.variables.index(f) for f in inner.features]
-        self.timeout = getattr(inner, "timeout", None)
+
+    @property
+    def inner(self) -> Policy:
+        """The policy shielded (:attr:`policy`)."""
+        return self.policy
+
+    @property
+    def greedy(self) -> bool:
+        """False: the shield's fallback may spread a row over several best actions."""
+        return False
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         probs = self.inner.action_probabilities(np.asarray(states, dtype=np.float64)[:, self._inner_columns])
