@@ -171,6 +171,11 @@ class BasePolicy(abc.ABC):
         return self._probabilities(states), False
 
     @property
+    def unwrapped(self) -> BasePolicy:
+        """The policy at the bottom of any :class:`PolicyWrapper` s around it (itself if it wraps none)."""
+        return self
+
+    @property
     def greedy(self) -> bool:
         """Whether every row of :meth:`action_probabilities` is one-hot (a greedy policy over Q-values): sampling
         from it needs no random numbers."""
@@ -298,6 +303,12 @@ class PolicyWrapper(BasePolicy):
             name=policy.name if name is None else name,
         )
         self._renamed = name is not None
+
+    @property
+    def unwrapped(self) -> BasePolicy:
+        """The policy at the bottom of the wrappers (the one trained, loaded or given), e.g. to name it in a
+        warning about how it was trained."""
+        return self.policy.unwrapped if isinstance(self.policy, BasePolicy) else self
 
     def _wrapped(self, member: str, default: Any) -> Any:
         """The wrapped policy's ``member`` (``default``, the base's, for a protocol object without it)."""

@@ -335,17 +335,18 @@ def policy_warnings(policy: Policy, target: Any = None, *, unavailable: str | No
         one message per problem (empty when there is nothing to say).
     """
     adapter = policy if isinstance(policy, BasePolicy) else as_policy(policy)
-    out = _training_warnings(adapter, target) if target is not None else []
+    name = adapter.unwrapped.name  # a wrapper's (a shield's) training and mask are the wrapped policy's
+    out = _training_warnings(adapter, name, target) if target is not None else []
     if adapter.maskable and unavailable == Unavailable.STALL:
         out.append(
-            f"{adapter.name} is a MaskablePPO policy: its action mask is the model's action availability, so "
+            f"{name} is a MaskablePPO policy: its action mask is the model's action availability, so "
             "--unavailable renormalize gives the policy as trained (masked); with 'stall' the mass its "
             "unmasked network puts on unavailable actions goes to the 'stalled' sink"
         )
     return out
 
 
-def _training_warnings(policy: BasePolicy, target: Any) -> list[str]:
+def _training_warnings(policy: BasePolicy, name: str, target: Any) -> list[str]:
     """The warning that ``policy`` was trained on another benchmark than ``target``, or with other parameters."""
     recorded = policy.training
     if not isinstance(recorded, Mapping):
@@ -353,9 +354,7 @@ def _training_warnings(policy: BasePolicy, target: Any) -> list[str]:
     bench, params = _target_identity(target)
     trained_on, trained_params = recorded.get("benchmark"), recorded.get("params")
     if bench and trained_on and trained_on != bench:
-        return [
-            f"{policy.name} was trained on {trained_on}, not on {bench}: its features and actions may mean something else here"
-        ]
+        return [f"{name} was trained on {trained_on}, not on {bench}: its features and actions may mean something else here"]
     if not isinstance(trained_params, Mapping) or (bench is not None and trained_on != bench):
         return []
     differ = sorted(k for k in set(trained_params) | set(params) if not _same_value(trained_params.get(k), params.get(k)))
@@ -364,7 +363,7 @@ def _training_warnings(policy: BasePolicy, target: Any) -> list[str]:
     was = ", ".join(f"{k}={trained_params.get(k, '(default)')}" for k in differ)
     now = ", ".join(f"{k}={params.get(k, '(default)')}" for k in differ)
     return [
-        f"{policy.name} was trained with {was}; it is verified with {now}: the result is about a "
+        f"{name} was trained with {was}; it is verified with {now}: the result is about a "
         "policy used outside the setting it was trained for"
     ]
 
