@@ -459,26 +459,42 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
         arr = np.asarray(out)
     except Exception as exc:  # a ragged list, an object whose __array__ raises: not numbers
         raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)}: {exception_text(exc)})") from None
-    kind = arr.dtype.kind
-    if kind in "biuf":
+    if arr.dtype.kind in "biuf":  # booleans, integers, floats (not timedelta64, a numpy integer subtype)
         return arr.astype(np.float64, copy=False)
-    if kind == "O" and all(isinstance(v, numbers.Real) for v in arr.reshape(-1).tolist()):
-        try:
-            return arr.astype(np.float64)
-        except Exception as exc:  # a user's Real subclass whose __float__ fails
-            raise PolicyError(f"{source}: output is not an array of numbers ({exception_text(exc)})") from None
-    if kind == "c":
+    if np.issubdtype(arr.dtype, np.object_):
+        return _object_output(arr, out, source)
+    if np.issubdtype(arr.dtype, np.complexfloating):
         raise PolicyError(
             f"{source}: output has complex numbers ({type_name(out)} of {arr.dtype}); a policy gives real "
             "probabilities, logits or Q-values (the imaginary parts are not dropped)"
         )
-    what = {"U": "strings", "S": "bytes", "M": "dates", "m": "time spans", "V": "structured records"}.get(kind)
-    if kind == "O":
-        bad = next(v for v in arr.reshape(-1).tolist() if not isinstance(v, numbers.Real))
-        what = f"objects that are not real numbers, e.g. a {type_name(bad)}"
+    what = next((text for dtype, text in _NOT_NUMBERS if np.issubdtype(arr.dtype, dtype)), None)
     raise PolicyError(
         f"{source}: output is not an array of numbers ({type_name(out)} of {arr.dtype}: {what or 'not numbers'})"
     )
+
+
+#: What an output array of these dtypes holds instead of numbers, for messages.
+_NOT_NUMBERS: tuple[tuple[type[np.generic], str], ...] = (
+    (np.str_, "strings"),
+    (np.bytes_, "bytes"),
+    (np.datetime64, "dates"),
+    (np.timedelta64, "time spans"),
+    (np.void, "structured records"),
+)
+
+
+def _object_output(arr: np.ndarray, out: Any, source: str) -> np.ndarray:
+    """An object array of real numbers as float64, or the :class:`PolicyError` naming an entry that is not one."""
+    entries = arr.reshape(-1).tolist()
+    bad = next((v for v in entries if not isinstance(v, numbers.Real)), None)
+    if bad is None and all(isinstance(v, numbers.Real) for v in entries):
+        try:
+            return arr.astype(np.float64)
+        except Exception as exc:  # a user's Real subclass whose __float__ fails
+            raise PolicyError(f"{source}: output is not an array of numbers ({exception_text(exc)})") from None
+    what = f"objects that are not real numbers, e.g. a {type_name(bad)}"
+    raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)} of {arr.dtype}: {what})")
 
 
 def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: float | None, isolate: bool = True) -> Any:

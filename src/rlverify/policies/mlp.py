@@ -293,6 +293,13 @@ def helper_attr(attr: Any) -> Any:
     return helper.get_attribute_value(attr)
 
 
+def _linear_weights(linear: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A torch ``Linear`` layer's ``(out, in)`` weight and ``(out,)`` bias (zeros without one), float64 copies."""
+    w = linear.weight.detach().double().cpu().numpy().copy()
+    b = getattr(linear, "bias", None)
+    return w, (b.detach().double().cpu().numpy().copy() if b is not None else np.zeros(w.shape[0]))
+
+
 def mlp_from_torch(module: Any, *, name: str = "torch module") -> MLP:
     """Read the weights of a ``torch.nn.Sequential`` of ``Linear`` and ``ReLU`` layers (plain or TorchScript).
 
@@ -313,18 +320,18 @@ def mlp_from_torch(module: Any, *, name: str = "torch module") -> MLP:
     weights, biases = [], []
     expect_linear = True
     for layer, child in _torch_layers(module, ""):
-        kind = _torch_kind(child)
-        if kind == "Linear" and expect_linear:
-            weights.append(child.weight.detach().double().cpu().numpy().copy())
-            b = getattr(child, "bias", None)
-            biases.append(b.detach().double().cpu().numpy().copy() if b is not None else np.zeros(weights[-1].shape[0]))
+        layer_type = _torch_kind(child)
+        if layer_type == "Linear" and expect_linear:
+            w, b = _linear_weights(child)
+            weights.append(w)
+            biases.append(b)
             expect_linear = False
-        elif kind == "ReLU" and not expect_linear:
+        elif layer_type == "ReLU" and not expect_linear:
             expect_linear = True
         else:
             raise PolicyError(
-                f"{name}: layer '{layer}' is {kind}"
-                f"{' after a Linear without a ReLU between' if kind == 'Linear' else ''}, which rlverify "
+                f"{name}: layer '{layer}' is {layer_type}"
+                f"{' after a Linear without a ReLU between' if layer_type == 'Linear' else ''}, which rlverify "
                 f"cannot read as a ReLU network (supported: {TORCH_SHAPE})"
             )
     if not weights:

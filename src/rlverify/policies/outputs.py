@@ -9,21 +9,21 @@ from rlverify.choices import OutputKind
 from rlverify.policies.formats import softmax
 
 
-def to_probabilities(out: np.ndarray, kind: OutputKind, columns: np.ndarray | None = None) -> np.ndarray:
-    """``(N, |A|)`` network outputs of ``kind`` (an :class:`~rlverify.choices.OutputKind`) as action probabilities.
+def to_probabilities(out: np.ndarray, output: OutputKind, columns: np.ndarray | None = None) -> np.ndarray:
+    """``(N, |A|)`` network outputs of ``output`` (an :class:`~rlverify.choices.OutputKind`) as action probabilities.
 
     ``columns``: for ``q-values``, the ``(N,)`` argmax of ``out`` if already computed (e.g. by the runtime)."""
-    return as_distribution(out, kind, columns)[0]
+    return as_distribution(out, output, columns)[0]
 
 
-def as_distribution(out: np.ndarray, kind: OutputKind, columns: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+def as_distribution(out: np.ndarray, output: OutputKind, columns: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
     """:func:`to_probabilities`, and whether the rows are distributions by construction (a softmax or a one-hot
     of finite outputs: no need to check them again)."""
     out = np.asarray(out)
     finite = out.ndim == 2 and bool(np.isfinite(out.sum()))  # a sum is finite only if every entry is
-    if out.ndim != 2 or kind == OutputKind.PROBABILITIES:
+    if out.ndim != 2 or output == OutputKind.PROBABILITIES:
         return np.asarray(out, dtype=np.float64), False  # shapes and values are checked by BasePolicy
-    if kind == OutputKind.LOGITS:
+    if output == OutputKind.LOGITS:
         return softmax(out), finite
     greedy = np.zeros(out.shape, dtype=np.float64)
     if columns is None or not finite:

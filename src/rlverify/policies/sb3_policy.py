@@ -15,6 +15,7 @@ from rlverify.policies import sb3zip
 from rlverify.policies.base import BasePolicy
 from rlverify.policies.mlp import MLP, mlp_from_torch
 from rlverify.policies.outputs import greedy_columns, to_probabilities
+from rlverify.policies.sb3zip import Space
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, check_threads
 from rlverify.policies.torch_runtime import eval_mode, limit_torch_threads
 
@@ -139,7 +140,7 @@ class SB3Policy(BasePolicy):
         problems = []
         space = self._space
         if space.size != len(self.features):
-            what = "one state index" if space.kind == "Discrete" else f"{space.size} features"
+            what = "one state index" if space.kind is Space.DISCRETE else f"{space.size} features"
             problems.append(
                 f"the observation space is {space} ({what}), but {len(self.features)} features are declared "
                 f"{list(self.features)}"
@@ -156,16 +157,17 @@ class SB3Policy(BasePolicy):
         """Refuse rows that are not observations of the policy's space (a Discrete/MultiDiscrete index out of range
         or not an integer; a MultiBinary value other than 0/1)."""
         space = self._space
-        if space.kind == "Box":
+        if space.kind is Space.BOX:
             return
         ints = np.rint(states)
         bad = np.abs(states - ints) > 1e-9
-        if space.kind == "Discrete":
-            bad |= (ints < 0) | (ints >= space.n)
-        elif space.kind == "MultiDiscrete":
-            bad |= (ints < 0) | (ints >= np.asarray(space.nvec))
-        else:
-            bad |= (ints < 0) | (ints > 1)
+        match space.kind:
+            case Space.DISCRETE:
+                bad |= (ints < 0) | (ints >= space.n)
+            case Space.MULTI_DISCRETE:
+                bad |= (ints < 0) | (ints >= np.asarray(space.nvec))
+            case _:
+                bad |= (ints < 0) | (ints > 1)
         if bad.any():
             i = int(np.flatnonzero(bad.any(axis=1))[0])
             state = dict(zip(self.features, states[i].tolist(), strict=True))
@@ -181,11 +183,11 @@ class SB3Policy(BasePolicy):
         torch = self._torch
         policy = self._model.policy
         device = getattr(policy, "device", "cpu")
-        if self._space.kind == "Box":
+        if self._space.kind is Space.BOX:
             obs = torch.as_tensor(np.ascontiguousarray(states, dtype=np.float32), device=device)
         else:
             ints = torch.as_tensor(np.rint(states).astype(np.int64), device=device)
-            obs = ints[:, 0] if self._space.kind == "Discrete" else ints
+            obs = ints[:, 0] if self._space.kind is Space.DISCRETE else ints
         with torch.no_grad(), eval_mode(policy):
             if self.algorithm == "DQN":
                 return policy.q_net(obs).cpu()
@@ -228,7 +230,7 @@ class SB3Policy(BasePolicy):
     def _read_network(self) -> MLP:
         torch = self._torch
         problems = []
-        if self._space.kind != "Box":
+        if self._space.kind is not Space.BOX:
             problems.append(
                 f"the observation space is {self._space}, not a flat Box (an MLP takes the features as they "
                 "are; SB3 one-hot encodes a discrete observation first)"
