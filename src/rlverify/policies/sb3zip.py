@@ -315,11 +315,16 @@ def _layers(algorithm: str, net_arch: Any, path: Path, hint: str) -> tuple[list[
     else:
         hidden = net_arch.get("pi", []) if isinstance(net_arch, dict) else net_arch
         names = [f"mlp_extractor.policy_net.{2 * i}" for i in range(len(hidden))] + ["action_net"]
-    if not isinstance(hidden, list) or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden):
+    if not _layer_sizes(hidden):
         raise PolicyError(
             f"{path}: net_arch {net_arch!r} is not a list of positive layer sizes (or {{'pi': [...], 'vf': [...]}}){hint}"
         )
     return hidden, names
+
+
+def _layer_sizes(hidden: Any) -> bool:
+    """Whether ``hidden`` is a list of positive layer sizes."""
+    return isinstance(hidden, list) and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden)
 
 
 def _build_layers(
@@ -357,8 +362,12 @@ def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
     found = _multi_discrete(entry, flat) if space is Space.MULTI_DISCRETE and flat is not None else None
     if found is not None:
         return found
+    raise _unread_observations(entry, shape, path, hint)
+
+
+def _unread_observations(entry: Any, shape: list[int] | None, path: Path, hint: str) -> PolicyError:
     shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
-    raise PolicyError(
+    return PolicyError(
         f"{path}: the observation space {shown} (shape {shape}) is not one rlverify reads: a flat "
         "vector of features (Box, MultiDiscrete, MultiBinary of one dimension) or one state index "
         "(Discrete)" + hint
@@ -386,8 +395,17 @@ def _multi_discrete(entry: Mapping[str, Any], shape: tuple[int, ...]) -> ObsSpac
 
 def space_of(space: Any, path: Path) -> ObsSpace:
     """A gymnasium observation space (as SB3's loader made it) as an :class:`ObsSpace`."""
-    named = Space.named(type(space).__name__)
-    shape = tuple(int(d) for d in getattr(space, "shape", ()) or ())
+    found = _gym_space(space, Space.named(type(space).__name__), tuple(int(d) for d in getattr(space, "shape", ()) or ()))
+    if found is not None:
+        return found
+    raise PolicyError(
+        f"{path}: the observation space is {space}; rlverify feeds a flat vector of features (Box, "
+        "MultiDiscrete, MultiBinary) or one state index (Discrete, starting at 0)"
+    )
+
+
+def _gym_space(space: Any, named: Space | None, shape: tuple[int, ...]) -> ObsSpace | None:
+    """:func:`space_of`'s space, or None for one rlverify does not feed."""
     flat = len(shape) == 1
     if named is Space.DISCRETE and int(getattr(space, "start", 0)) == 0:
         return ObsSpace(named, 1, (), n=int(space.n))
@@ -395,10 +413,7 @@ def space_of(space: Any, path: Path) -> ObsSpace:
         return ObsSpace(named, shape[0], shape)
     if named is Space.MULTI_DISCRETE and flat and not np.any(getattr(space, "start", 0)):
         return ObsSpace(named, shape[0], shape, nvec=tuple(int(v) for v in space.nvec))
-    raise PolicyError(
-        f"{path}: the observation space is {space}; rlverify feeds a flat vector of features (Box, "
-        "MultiDiscrete, MultiBinary) or one state index (Discrete, starting at 0)"
-    )
+    return None
 
 
 def action_space(entry: Any, path: Path) -> int:
