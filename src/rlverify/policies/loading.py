@@ -357,10 +357,15 @@ def _training_warnings(policy: BasePolicy, name: str, target: Any) -> list[str]:
         return [f"{name} was trained on {trained_on}, not on {bench}: its features and actions may mean something else here"]
     if not isinstance(trained_params, Mapping) or (bench is not None and trained_on != bench):
         return []
-    differ = sorted(k for k in set(trained_params) | set(params) if not _same_value(trained_params.get(k), params.get(k)))
+    return _parameter_warnings(name, trained_params, params)
+
+
+def _parameter_warnings(name: str, trained: Mapping[str, Any], params: Mapping[str, Any]) -> list[str]:
+    """The warning that the policy was trained with other parameters than it is verified with."""
+    differ = sorted(k for k in set(trained) | set(params) if not _same_value(trained.get(k), params.get(k)))
     if not differ:
         return []
-    was = ", ".join(f"{k}={trained_params.get(k, '(default)')}" for k in differ)
+    was = ", ".join(f"{k}={trained.get(k, '(default)')}" for k in differ)
     now = ", ".join(f"{k}={params.get(k, '(default)')}" for k in differ)
     return [
         f"{name} was trained with {was}; it is verified with {now}: the result is about a "
@@ -404,21 +409,7 @@ def _load_python(
     declaration (see :func:`~rlverify.policies.formats.declaration`). Whatever the module's objects raise while
     they are read (a FEATURES whose ``__iter__`` fails, ...) is a :class:`PolicyError`. Importing the module may take
     ``timeout`` seconds, as one call of the policy (``--policy-timeout``)."""
-    try:
-        module = import_python_file(file, "policy module", timeout=timeout, option="--policy-timeout")
-    except RlverifyError:
-        raise
-    except Exception as exc:  # the import's own error report failed (an exception whose __str__ raises)
-        cause = exc.__context__ if exc.__context__ is not None else exc
-        raise PolicyError(f"{file}: importing the policy module failed: {exception_text(cause)}") from None
-    try:
-        fn, declared = module_declaration(module, file, name)
-    except RlverifyError:
-        raise
-    except Exception as exc:  # the module's own objects (list subclasses, properties) raised
-        raise PolicyError(
-            f"{file}: reading the policy module's {name}, FEATURES, ACTIONS and OUTPUT failed: {exception_text(exc)}"
-        ) from None
+    fn, declared = _read_python(file, name, timeout)
     given = declaration(
         f"{file}:{name}",
         "the module's FEATURES/ACTIONS/OUTPUT",
@@ -430,4 +421,24 @@ def _load_python(
     missing = [n for n, v in (("FEATURES", feats), ("ACTIONS", acts)) if not v]
     if missing:
         raise PolicyError(f"{file}: module must define {' and '.join(missing)} (lists of names) or pass --features/--actions")
-    return CallablePolicy(fn, feats, acts, output=given["output"] or "probabilities", name=f"{file}:{name}")
+    return CallablePolicy(fn, feats, acts, output=given["output"] or OutputKind.PROBABILITIES, name=f"{file}:{name}")
+
+
+def _read_python(file: Path, name: str, timeout: float | None) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The callable ``name`` of the user's module ``file`` and the module's declaration, its errors as
+    :class:`PolicyError` s."""
+    try:
+        module = import_python_file(file, "policy module", timeout=timeout, option="--policy-timeout")
+    except RlverifyError:
+        raise
+    except Exception as exc:  # the import's own error report failed (an exception whose __str__ raises)
+        cause = exc.__context__ if exc.__context__ is not None else exc
+        raise PolicyError(f"{file}: importing the policy module failed: {exception_text(cause)}") from None
+    try:
+        return module_declaration(module, file, name)
+    except RlverifyError:
+        raise
+    except Exception as exc:  # the module's own objects (list subclasses, properties) raised
+        raise PolicyError(
+            f"{file}: reading the policy module's {name}, FEATURES, ACTIONS and OUTPUT failed: {exception_text(exc)}"
+        ) from None

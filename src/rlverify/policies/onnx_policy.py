@@ -109,40 +109,48 @@ class OnnxPolicy(BasePolicy):
     def _check_signature(self, path: Path) -> None:
         """Refuse a network that does not take one ``(N, d)`` float tensor of features and give ``(N, |A|)`` floats."""
         inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
-        problems = []
-        if len(inputs) != 1:
-            problems.append(
-                f"it has {len(inputs)} inputs ({', '.join(repr(i.name) for i in inputs)}); rlverify feeds one "
-                "(N, d) tensor of features"
-            )
-        else:
-            first = inputs[0]
-            if first.type not in ("tensor(float)", "tensor(double)"):
-                problems.append(
-                    f"its input {first.name!r} is {first.type}; rlverify feeds the features as floats "
-                    "(export with a float32 input and cast inside the graph if needed)"
-                )
-            shape = list(first.shape or [])
-            if len(shape) != 2:
-                problems.append(f"its input {first.name!r} has shape {shape}; rlverify feeds (N, d) = (batch, features)")
-            elif isinstance(shape[1], int) and shape[1] != len(self.features):
-                problems.append(
-                    f"its input {first.name!r} takes {shape[1]} features, the policy declares "
-                    f"{len(self.features)} {list(self.features)}"
-                )
-        if outputs and outputs[0].type not in ("tensor(float)", "tensor(double)", "tensor(float16)"):
-            problems.append(
-                f"its first output {outputs[0].name!r} is {outputs[0].type}; rlverify reads (N, |A|) "
-                "floats (logits, probabilities or q-values)"
-            )
-        out_shape = list(outputs[0].shape or []) if outputs else []
-        if len(out_shape) == 2 and isinstance(out_shape[1], int) and out_shape[1] != len(self.actions):
-            problems.append(
-                f"its output {outputs[0].name!r} has {out_shape[1]} outputs, the policy declares "
-                f"{len(self.actions)} actions {list(self.actions)}"
-            )
+        problems = self._input_problems(inputs) + (self._output_problems(outputs[0]) if outputs else [])
         if problems:
             raise PolicyError(f"{path}: the network does not fit rlverify's policy contract", problems)
+
+    def _input_problems(self, inputs: list[Any]) -> list[str]:
+        """Why the session's inputs are not one ``(N, d)`` float tensor of the declared features."""
+        if len(inputs) != 1:
+            return [
+                f"it has {len(inputs)} inputs ({', '.join(repr(i.name) for i in inputs)}); rlverify feeds one "
+                "(N, d) tensor of features"
+            ]
+        first, problems = inputs[0], []
+        if first.type not in ("tensor(float)", "tensor(double)"):
+            problems.append(
+                f"its input {first.name!r} is {first.type}; rlverify feeds the features as floats "
+                "(export with a float32 input and cast inside the graph if needed)"
+            )
+        shape = list(first.shape or [])
+        if len(shape) != 2:
+            problems.append(f"its input {first.name!r} has shape {shape}; rlverify feeds (N, d) = (batch, features)")
+        elif isinstance(shape[1], int) and shape[1] != len(self.features):
+            problems.append(
+                f"its input {first.name!r} takes {shape[1]} features, the policy declares "
+                f"{len(self.features)} {list(self.features)}"
+            )
+        return problems
+
+    def _output_problems(self, first: Any) -> list[str]:
+        """Why the session's first output is not ``(N, |A|)`` floats over the declared actions."""
+        problems = []
+        if first.type not in ("tensor(float)", "tensor(double)", "tensor(float16)"):
+            problems.append(
+                f"its first output {first.name!r} is {first.type}; rlverify reads (N, |A|) "
+                "floats (logits, probabilities or q-values)"
+            )
+        out_shape = list(first.shape or [])
+        if len(out_shape) == 2 and isinstance(out_shape[1], int) and out_shape[1] != len(self.actions):
+            problems.append(
+                f"its output {first.name!r} has {out_shape[1]} outputs, the policy declares "
+                f"{len(self.actions)} actions {list(self.actions)}"
+            )
+        return problems
 
     def _run(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """The runtime's ``(N, |A|)`` float32 outputs for ``(N, d)`` states, and their ``(N,)`` argmax if the session
