@@ -356,7 +356,7 @@ def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
     shape = _int_list(entry.get("_shape")) if isinstance(entry, Mapping) else None
     if space is Space.DISCRETE:
         return _discrete_observations(entry, path, hint)
-    flat = tuple(shape) if shape is not None and len(shape) == 1 else None  # one dimension
+    flat = _one_dimension(shape)
     if space in FLAT and flat is not None and flat[0] > 0:
         return ObsSpace(space, flat[0], flat)
     found = _multi_discrete(entry, flat) if space is Space.MULTI_DISCRETE and flat is not None else None
@@ -372,6 +372,11 @@ def _unread_observations(entry: Any, shape: list[int] | None, path: Path, hint: 
         "vector of features (Box, MultiDiscrete, MultiBinary of one dimension) or one state index "
         "(Discrete)" + hint
     )
+
+
+def _one_dimension(shape: list[int] | None) -> tuple[int, ...] | None:
+    """``shape`` as a tuple if it has one dimension, else None."""
+    return tuple(shape) if shape is not None and len(shape) == 1 else None
 
 
 def _discrete_observations(entry: Mapping[str, Any], path: Path, hint: str) -> ObsSpace:
