@@ -141,3 +141,29 @@ def test_base_policy_declares_what_engines_read():
     table = CallablePolicy(lambda s: np.ones((len(s), 1)), ["x"], ["a"])
     assert table.output == OutputKind.PROBABILITIES and table.training is None and not table.maskable
     assert BasePolicy.output is None and BasePolicy.threads is None and BasePolicy.metadata is None
+
+
+# -- the one fit check -----------------------------------------------------------------------------------------------
+
+
+def test_the_fit_check_in_order_names_each_difference():
+    from rlverify.policies.check import fit_problems
+
+    def ordered(features, actions):
+        return fit_problems(
+            features, actions, variables=("x", "v"), model_actions=("left", "right"), ordered=True, system="cart"
+        )
+
+    assert ordered(("x", "v"), ("left", "right")) == []
+    assert ordered(("v", "x"), ("left", "right")) == [
+        "features ['v', 'x'] != cart's ['x', 'v'] (the same names in another order)"
+    ]
+    assert ordered(("x",), ("left", "right")) == [
+        "the policy takes 1 features but cart gives 2: features ['x'] != cart's ['x', 'v']"
+    ]
+    (actions,) = ordered(("x", "v"), ("left", "rigth"))
+    assert actions.startswith("actions ['left', 'rigth'] != cart's ['left', 'right'] (not cart's: 'rigth'")
+    # unordered (a PRISM model's names): any order fits, a missing name is named
+    assert fit_problems(("v", "x"), ("right",), variables=("x", "v"), model_actions=("left", "right")) == []
+    (missing,) = fit_problems(("w",), ("left",), variables=("x", "v"), model_actions=("left", "right"))
+    assert missing.startswith("feature 'w' is not a model variable")

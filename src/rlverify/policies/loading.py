@@ -30,6 +30,13 @@ from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TI
 from rlverify.policies.torch_policy import TorchPolicy
 from rlverify.policies.tree import is_tree_data, tree_from_data
 
+#: A network given in memory (an SB3 model, a ``torch.nn.Module``, ONNX bytes or an ``onnx.ModelProto``; see
+#: :func:`~rlverify.policies.adapters.object_kind`): untyped, as their packages are optional extras.
+NetworkObject = Any
+
+#: What :func:`load_policy` takes: a policy file or spec, or a network in memory.
+PolicySpec = str | PathLike[str] | NetworkObject
+
 #: What :func:`load_policy` takes, for messages.
 ACCEPTED = (
     "a policy file or spec (str or Path), a Stable-Baselines3 model (PPO, A2C, DQN, sb3-contrib MaskablePPO), "
@@ -38,7 +45,7 @@ ACCEPTED = (
 
 
 def load_policy(
-    spec: str | PathLike[str] | Any,
+    spec: PolicySpec,
     *,
     features: Sequence[str] | None = None,
     actions: Sequence[str] | None = None,
@@ -94,7 +101,7 @@ def load_policy(
 
 
 def load_object(
-    obj: Any,
+    obj: NetworkObject,
     *,
     features: Sequence[str] | None = None,
     actions: Sequence[str] | None = None,
@@ -136,7 +143,7 @@ class _Given:
         return feats, list(self.actions or self.defaults.get("actions") or [])
 
 
-def _onnx_object(obj: Any, given: _Given) -> BasePolicy:
+def _onnx_object(obj: NetworkObject, given: _Given) -> BasePolicy:
     return OnnxPolicy(
         obj,
         features=given.features,
@@ -148,7 +155,7 @@ def _onnx_object(obj: Any, given: _Given) -> BasePolicy:
     )
 
 
-def _sb3_object(obj: Any, given: _Given) -> BasePolicy:
+def _sb3_object(obj: NetworkObject, given: _Given) -> BasePolicy:
     shown = given.name or model_name(obj)
     algorithm_output = OutputKind.Q_VALUES if sb3_algorithm(obj) == "DQN" else OutputKind.LOGITS
     declaration(shown, "the model's algorithm", {"output": given.output}, {"output": algorithm_output})
@@ -157,14 +164,14 @@ def _sb3_object(obj: Any, given: _Given) -> BasePolicy:
     return SB3Policy(obj, feats, acts, threads=given.threads, name=given.name)
 
 
-def _sb3_policy_object(obj: Any, given: _Given) -> BasePolicy:
+def _sb3_policy_object(obj: NetworkObject, given: _Given) -> BasePolicy:
     raise PolicyError(
         f"{type(obj).__name__} is a Stable-Baselines3 model's .policy; pass the model itself (the PPO, A2C, DQN or "
         "MaskablePPO object), whose algorithm says how its outputs are read"
     )
 
 
-def _torch_object(obj: Any, given: _Given) -> BasePolicy:
+def _torch_object(obj: NetworkObject, given: _Given) -> BasePolicy:
     shown = given.name or f"{type(obj).__name__} module (in memory)"
     feats, acts = given.names()
     _need_names(shown, feats, acts)
@@ -174,7 +181,7 @@ def _torch_object(obj: Any, given: _Given) -> BasePolicy:
 
 
 #: How :func:`load_object` takes each kind of in-memory network.
-_OBJECT_LOADERS: dict[ObjectKind, Callable[[Any, _Given], BasePolicy]] = {
+_OBJECT_LOADERS: dict[ObjectKind, Callable[[NetworkObject, _Given], BasePolicy]] = {
     ObjectKind.ONNX: _onnx_object,
     ObjectKind.SB3: _sb3_object,
     ObjectKind.SB3_POLICY: _sb3_policy_object,
