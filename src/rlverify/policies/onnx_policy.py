@@ -184,7 +184,7 @@ class OnnxPolicy(BasePolicy):
         return mlp_from_onnx(self._model, name=self.name)
 
 
-def read_onnx(path: Path) -> Any:
+def read_onnx(path: Path) -> OnnxModel:
     """The ``onnx.ModelProto`` in the file ``path`` (its external data, beside it, included).
 
     Raises:
@@ -197,7 +197,7 @@ def read_onnx(path: Path) -> Any:
         raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
 
 
-def onnx_model(source: Any, name: str) -> Any:
+def onnx_model(source: bytes | bytearray | memoryview | OnnxModel, name: str) -> OnnxModel:
     """An ``onnx.ModelProto`` given in memory: itself, or parsed from the bytes of an ONNX file
     (``bytes``/``bytearray``/``memoryview``); nothing is written to disk.
 

@@ -266,7 +266,7 @@ class SB3Policy(BasePolicy):
 SB3_ALGORITHMS = ("MaskablePPO", "PPO", "A2C", "DQN")
 
 
-def sb3_algorithm(model: Any) -> str:
+def sb3_algorithm(model: SB3Model) -> str:
     """The algorithm of the SB3 model object ``model``: the first of :data:`SB3_ALGORITHMS` among its classes.
 
     Raises:
@@ -286,6 +286,6 @@ def sb3_algorithm(model: Any) -> str:
     )
 
 
-def model_name(model: Any) -> str:
+def model_name(model: object) -> str:
     """How messages and results name a model object given in memory: ``PPO model (in memory)``."""
     return f"{type(model).__name__} model (in memory)"

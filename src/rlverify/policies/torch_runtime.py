@@ -14,6 +14,8 @@ log = logging.getLogger(__name__)
 
 #: torch's own module (untyped here: torch is an optional extra, imported by the caller)
 Torch = Any
+#: a ``torch.nn.Module`` (untyped, as above)
+TorchModule = Any
 
 
 def limit_torch_threads(torch: Torch, threads: int) -> None:
@@ -36,7 +38,7 @@ def limit_torch_threads(torch: Torch, threads: int) -> None:
 
 
 @contextmanager
-def eval_mode(module: Any) -> Iterator[None]:
+def eval_mode(module: TorchModule) -> Iterator[None]:
     """``module`` in eval mode inside the block, and back in the mode it was in after it."""
     was = bool(getattr(module, "training", False))
     module.train(False)
@@ -47,7 +49,7 @@ def eval_mode(module: Any) -> Iterator[None]:
             module.train(True)
 
 
-def device_of(module: Any) -> Any:
+def device_of(module: TorchModule) -> Any:
     """The device of ``module``'s first parameter (CPU for a module without parameters)."""
     try:
         return next(iter(module.parameters())).device
