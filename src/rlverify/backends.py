@@ -448,7 +448,7 @@ def _register_serializers(ray: Any) -> None:
     """Teach Ray to ship an ONNX policy: its onnxruntime session cannot be pickled, so the policy travels
     as the ONNX file's bytes plus its resolved features, actions and output kind, and the worker loads it
     with :class:`~rlverify.policies.adapters.OnnxPolicy` itself (the file need not exist on the worker)."""
-    from rlverify.policies.adapters import OnnxPolicy
+    from rlverify.policies.onnx_policy import OnnxPolicy
 
     ray.util.register_serializer(OnnxPolicy, serializer=_onnx_state, deserializer=_onnx_restore)
 
@@ -469,7 +469,7 @@ def _onnx_state(policy: Any) -> dict[str, Any]:
 
 
 def _onnx_restore(state: dict[str, Any]) -> Any:
-    from rlverify.policies.adapters import OnnxPolicy
+    from rlverify.policies.onnx_policy import OnnxPolicy
     from rlverify.policies.settings import DEFAULT_POLICY_THREADS
 
     threads = state["attributes"].get("threads", DEFAULT_POLICY_THREADS)  # the driver's session's threads

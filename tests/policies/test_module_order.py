@@ -19,12 +19,13 @@ POLICIES = Path(__file__).resolve().parents[2] / "src" / "rlverify" / "policies"
 LEVELS: list[set[str]] = [
     # what a policy file declares (names, output kind, sidecars, ONNX metadata); SB3 zips; what a policy is loaded
     # with (settings: spec syntax, timeout, threads; no numpy, the CLI's parser reads it)
-    {"formats", "sb3zip", "settings"},
-    {"mlp"},  # the weights: MLP, reading and writing networks
-    {"base"},  # the contract: Policy, BasePolicy, output validation, timeouts
+    # how a torch module is run (threads, eval mode)
+    {"formats", "sb3zip", "settings", "torch_runtime"},
+    {"mlp", "outputs"},  # the weights: MLP, reading and writing networks; raw outputs as probabilities
+    {"base"},  # the contract: Policy, BasePolicy, PolicyWrapper, output validation, timeouts
     # ONNX, torch, SB3, callable, table, a user's object; a policy with fixed features, a decision tree (explain),
     # a policy under a shield
-    {"adapters", "ablated", "tree", "shielded"},
+    {"adapters", "onnx_policy", "torch_policy", "sb3_policy", "ablated", "tree", "shielded"},
     {"check"},  # as_policy, check_policy
     {"loading"},  # load_policy from a spec
 ]

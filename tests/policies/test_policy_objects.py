@@ -13,8 +13,10 @@ import pytest
 from rlverify import ExactOptions, verify_exact
 from rlverify.errors import PolicyError
 from rlverify.policies import load_policy
-from rlverify.policies.adapters import OnnxPolicy, SB3Policy, TorchPolicy
 from rlverify.policies.mlp import MLP, save_mlp_onnx
+from rlverify.policies.onnx_policy import OnnxPolicy
+from rlverify.policies.sb3_policy import SB3Policy
+from rlverify.policies.torch_policy import TorchPolicy
 from rlverify.resolve import resolve
 
 torch = pytest.importorskip("torch")

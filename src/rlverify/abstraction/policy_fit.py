@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from rlverify.errors import PolicyError, did_you_mean
+from rlverify.choices import OutputKind
+from rlverify.errors import PolicyError
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.policies.base import Policy
+from rlverify.policies.check import fit_problems
 from rlverify.policies.loading import load_network_policy
 from rlverify.policies.mlp import MLP
 
@@ -42,50 +44,21 @@ def policy_network(system: ContinuousSystem, policy: Policy | str | Path | MLP, 
             outputs that are not logits) or does not fit the system (every mismatch listed at once).
     """
     if isinstance(policy, MLP):
-        problems = []
-        if policy.sizes[0] != len(system.features):
-            problems.append(f"network takes {policy.sizes[0]} inputs but {system.name} has features {list(system.features)}")
-        if policy.sizes[-1] != len(system.actions):
-            problems.append(f"network has {policy.sizes[-1]} outputs but {system.name} has actions {list(system.actions)}")
-        if problems:
-            raise PolicyError(f"MLP {policy.sizes}: does not fit {system.name}", problems)
-        return policy, "MLP"
+        return _given_mlp(system, policy), "MLP"
     if isinstance(policy, (str, Path)):
         policy = load_network_policy(str(policy))
     if not all(hasattr(policy, attr) for attr in ("features", "actions", "action_probabilities")):  # a name: not needed
         raise PolicyError(f"{policy!r} is not a policy: give a policy file, a loaded policy (rlverify.load_policy) or an MLP")
     name = str(getattr(policy, "name", type(policy).__name__))
-    names = fit_problems(system, tuple(policy.features), tuple(policy.actions))
-    engine: list[str] = []  # why the policy cannot be bounded, whatever the system
-    mlp = None
-    reason = getattr(policy, "no_network", None)
-    network = getattr(policy, "network", None) if reason is None else None
-    has_network = callable(network)
-    if not callable(network):
-        engine.append(f"{name}: {reason or 'this policy exposes no network (method network() -> MLP)'}")
-    else:
-        sample = None
-        if len(policy.features) == len(system.features):
-            rng = np.random.default_rng(seed)
-            lo, hi = np.asarray(system.domain_lo, dtype=np.float64), np.asarray(system.domain_hi, dtype=np.float64)
-            states = np.vstack(
-                [system.sample_initial(CHECK_STATES, rng), lo + rng.random((CHECK_STATES, len(lo))) * (hi - lo)]
-            )
-            sample = system.observe(states)
-        try:
-            mlp = network(sample)
-        except PolicyError as exc:
-            engine.append(str(exc))
-    kind = getattr(policy, "output", None)
-    if has_network and kind != "logits":
-        why = {
-            None: "does not say what its network outputs (attribute output)",
-            "q-values": "outputs Q-values (the policy is their argmax)",
-            "probabilities": "outputs probabilities",
-        }.get(kind, f"outputs {kind!r}")
-        engine.append(
-            f"{name}: {why}; the abstraction engine bounds a softmax over logits: give a network that outputs logits"
-        )
+    names = fit_problems(
+        policy.features,
+        policy.actions,
+        variables=system.features,
+        model_actions=system.actions,
+        ordered=True,
+        system=system.name,
+    )
+    mlp, engine = _bounded_network(system, policy, name, seed)
     if names:
         raise PolicyError(f"{name}: the policy was made for another system", names + engine)
     if len(engine) == 1:
@@ -96,37 +69,54 @@ def policy_network(system: ContinuousSystem, policy: Policy | str | Path | MLP, 
     return mlp, name
 
 
-def fit_problems(system: ContinuousSystem, features: tuple[str, ...], actions: tuple[str, ...]) -> list[str]:
-    """Every way the declared ``features``/``actions`` differ from the system's (same names, same order)."""
+def _given_mlp(system: ContinuousSystem, mlp: MLP) -> MLP:
+    """An :class:`MLP` given as the policy, if its sizes fit the system's features and actions."""
     problems = []
-    if features != tuple(system.features):
-        problems.append(
-            _differ(
-                "features",
-                features,
-                tuple(system.features),
-                system.name,
-                f"the policy takes {len(features)} features but {system.name} gives {len(system.features)}",
-            )
-        )
-    if actions != tuple(system.actions):
-        problems.append(
-            _differ(
-                "actions",
-                actions,
-                tuple(system.actions),
-                system.name,
-                f"network has {len(actions)} outputs but the benchmark has {len(system.actions)} actions",
-            )
-        )
-    return problems
+    if mlp.sizes[0] != len(system.features):
+        problems.append(f"network takes {mlp.sizes[0]} inputs but {system.name} has features {list(system.features)}")
+    if mlp.sizes[-1] != len(system.actions):
+        problems.append(f"network has {mlp.sizes[-1]} outputs but {system.name} has actions {list(system.actions)}")
+    if problems:
+        raise PolicyError(f"MLP {mlp.sizes}: does not fit {system.name}", problems)
+    return mlp
 
 
-def _differ(kind: str, ours: tuple[str, ...], theirs: tuple[str, ...], system: str, count_message: str) -> str:
-    text = f"{kind} {list(ours)} != {system}'s {list(theirs)}"
-    if len(ours) != len(theirs):
-        return f"{count_message}: {text}"
-    if sorted(ours) == sorted(theirs):
-        return f"{text} (the same names in another order)"
-    unknown = [f"'{n}'{did_you_mean(n, theirs)}" for n in ours if n not in theirs]
-    return f"{text} (not {system}'s: {', '.join(unknown)})"
+def _bounded_network(system: ContinuousSystem, policy: Policy, name: str, seed: int) -> tuple[MLP | None, list[str]]:
+    """The policy's network, cross-checked on states of ``system``, and why it cannot be bounded (whatever the
+    system: no network, a network that is not a ReLU MLP, outputs that are not logits)."""
+    engine: list[str] = []
+    reason = getattr(policy, "no_network", None)
+    network = getattr(policy, "network", None) if reason is None else None
+    if not callable(network):
+        return None, [f"{name}: {reason or 'this policy exposes no network (method network() -> MLP)'}"]
+    mlp = None
+    try:
+        mlp = network(_check_sample(system, policy, seed))
+    except PolicyError as exc:
+        engine.append(str(exc))
+    output = getattr(policy, "output", None)
+    if output != OutputKind.LOGITS:
+        why = _NOT_LOGITS.get(output, f"outputs {output!r}")
+        engine.append(
+            f"{name}: {why}; the abstraction engine bounds a softmax over logits: give a network that outputs logits"
+        )
+    return mlp, engine
+
+
+#: Why a network whose outputs are not logits cannot be bounded, by its ``output``.
+_NOT_LOGITS: dict[str | None, str] = {
+    None: "does not say what its network outputs (attribute output)",
+    OutputKind.Q_VALUES: "outputs Q-values (the policy is their argmax)",
+    OutputKind.PROBABILITIES: "outputs probabilities",
+}
+
+
+def _check_sample(system: ContinuousSystem, policy: Policy, seed: int) -> np.ndarray | None:
+    """Observations of states sampled from the initial region and the domain (None when the policy's features do
+    not fit the system: then the network is read without a cross-check)."""
+    if len(policy.features) != len(system.features):
+        return None
+    rng = np.random.default_rng(seed)
+    lo, hi = np.asarray(system.domain_lo, dtype=np.float64), np.asarray(system.domain_hi, dtype=np.float64)
+    states = np.vstack([system.sample_initial(CHECK_STATES, rng), lo + rng.random((CHECK_STATES, len(lo))) * (hi - lo)])
+    return system.observe(states)

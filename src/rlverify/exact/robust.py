@@ -55,8 +55,8 @@ from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
 from rlverify.models.summary import summarize
 from rlverify.models.symbolic import SymbolicModel, truth_values
-from rlverify.policies.adapters import softmax
 from rlverify.policies.base import Policy, validate_probabilities
+from rlverify.policies.formats import softmax
 from rlverify.results import IntervalResult, RobustnessResult
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from rlverify.errors import PolicyError
-from rlverify.policies.base import BasePolicy, Policy
+from rlverify.policies.base import Policy, PolicyWrapper
 
 
-class FixedFeaturePolicy(BasePolicy):
+class FixedFeaturePolicy(PolicyWrapper):
     """``policy`` with the features in ``fixed`` replaced by their given values in every state it is asked about.
 
     Args:
@@ -26,39 +26,34 @@ class FixedFeaturePolicy(BasePolicy):
 
     ``action_probabilities(states)`` is ``policy.action_probabilities(states')`` with ``states'`` a copy of
     ``states`` ``(N, d)`` whose ``fixed`` columns hold the fixed values: one batched call of the wrapped policy.
+    Everything else (output, training, timeout, greediness, ...) is the wrapped policy's (:class:`PolicyWrapper`).
     """
 
     no_network = "a policy with fixed features is verified through its wrapped policy's outputs, not bounded"
 
     def __init__(self, policy: Policy, fixed: Mapping[str, float]) -> None:
         features = tuple(policy.features)
-        unknown = [f for f in fixed if f not in features]
-        if unknown:
-            raise PolicyError(f"{policy.name}: cannot fix {unknown}: its features are {list(features)}")
-        bad = [
-            f for f, v in fixed.items() if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(float(v))
-        ]
-        if bad:
-            raise PolicyError(f"{policy.name}: the fixed values of {bad} are not finite numbers")
+        _check_fixed(policy.name, features, fixed)
         shown = ", ".join(f"{f}={_number(v)}" for f, v in fixed.items())
-        super().__init__(features, policy.actions, name=f"{policy.name} with {shown} fixed")
-        self.policy = policy
+        super().__init__(policy, name=f"{policy.name} with {shown} fixed")
         self.fixed = {f: float(v) for f, v in fixed.items()}
         self._columns = np.array([features.index(f) for f in fixed], dtype=np.int64)
         self._values = np.array(list(self.fixed.values()), dtype=np.float64)
-        for attr in ("output", "timeout", "from_file"):  # the wrapped policy's own semantics and limits
-            if hasattr(policy, attr):
-                setattr(self, attr, getattr(policy, attr))
-
-    @property
-    def greedy(self) -> bool:
-        """Whether the wrapped policy is greedy (then so is this one)."""
-        return bool(getattr(self.policy, "greedy", False))
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         shown = np.array(states, dtype=np.float64, copy=True)
         shown[:, self._columns] = self._values
         return np.asarray(self.policy.action_probabilities(shown), dtype=np.float64)
+
+
+def _check_fixed(name: str, features: tuple[str, ...], fixed: Mapping[str, float]) -> None:
+    """Refuse fixing a feature the policy lacks, or at a value that is not a finite number."""
+    unknown = [f for f in fixed if f not in features]
+    if unknown:
+        raise PolicyError(f"{name}: cannot fix {unknown}: its features are {list(features)}")
+    bad = [f for f, v in fixed.items() if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(float(v))]
+    if bad:
+        raise PolicyError(f"{name}: the fixed values of {bad} are not finite numbers")
 
 
 def _number(v: float) -> str:

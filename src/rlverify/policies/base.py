@@ -9,6 +9,7 @@ action labels). Rows must be distributions: entries in [0, 1], finite, summing t
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import numbers
 import sys
@@ -17,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from rlverify.choices import OutputKind
 from rlverify.errors import PolicyError, RlverifyError, exception_text, safe_repr, type_name
 from rlverify.models.userfile import Alarm, CodeTimeout
 from rlverify.policies.mlp import MLP, cross_check_network, default_check_sample
@@ -52,9 +54,10 @@ class Policy(Protocol):
         ...
 
 
-class BasePolicy:
-    """Base for adapters: validates input/output around the private hooks :meth:`_probabilities` and,
-    for policies that are a network, :meth:`_read_network` and :meth:`_network_outputs`.
+class BasePolicy(abc.ABC):
+    """Base for adapters: validates input/output around the private hook :meth:`_probabilities` (abstract: a
+    subclass without it cannot be made) and, for policies that are a network, :meth:`_read_network` and
+    :meth:`_network_outputs`.
 
     Attributes:
         name: how messages name the policy (its file or spec).
@@ -62,6 +65,11 @@ class BasePolicy:
             adapters that wrap a network (ONNX, TorchScript, SB3).
         training: how the policy was trained, as its file records it (ONNX ``rlverify.training``, a sidecar's
             ``benchmark``/``params``), or None.
+        output: how the network's raw outputs become probabilities, or None for a policy that gives
+            probabilities without declaring it (a table, a tree).
+        maskable: whether it was trained under the model's action mask (MaskablePPO).
+        threads: the threads its runtime computes with (network adapters), or None.
+        metadata: what its file says besides the policy (ONNX ``metadata_props``, a tree's ``fitted``), or None.
     """
 
     no_network: str | None = "this policy exposes no network; give an ONNX or TorchScript ReLU network (file.onnx, module.pt)"
@@ -84,11 +92,15 @@ class BasePolicy:
     #: adapter built in Python around one's own function lets its exceptions through unchanged.
     from_file: bool = False
     training: dict[str, Any] | None = None
+    output: OutputKind | None = None
+    maskable: bool = False
+    threads: int | None = None
+    metadata: dict[str, Any] | None = None
 
     def __init__(self, features: Sequence[str], actions: Sequence[str], *, name: str = "policy") -> None:
         self._features = tuple(str(f) for f in features)
         self._actions = tuple(str(a) for a in actions)
-        self.name = name
+        self._name = name
         self._mlp: MLP | None = None
         problems = []
         if not self._features:
@@ -103,6 +115,14 @@ class BasePolicy:
             raise PolicyError(f"{name}: invalid declaration", problems)
 
     @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+
+    @property
     def features(self) -> tuple[str, ...]:
         return self._features
 
@@ -110,8 +130,9 @@ class BasePolicy:
     def actions(self) -> tuple[str, ...]:
         return self._actions
 
-    def _probabilities(self, states: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _probabilities(self, states: np.ndarray) -> np.ndarray:
+        """Hook: the ``(N, |A|)`` probabilities for ``(N, d)`` states of :attr:`input_dtype` (checked by the caller)."""
 
     def _states(self, states: np.ndarray) -> np.ndarray:
         """``states`` as an ``(N, d)`` array of :attr:`input_dtype` (no copy if it is one), or a :class:`PolicyError`."""
@@ -150,10 +171,15 @@ class BasePolicy:
         return self._probabilities(states), False
 
     @property
+    def unwrapped(self) -> BasePolicy:
+        """The policy at the bottom of any :class:`PolicyWrapper` s around it (itself if it wraps none)."""
+        return self
+
+    @property
     def greedy(self) -> bool:
         """Whether every row of :meth:`action_probabilities` is one-hot (a greedy policy over Q-values): sampling
         from it needs no random numbers."""
-        return getattr(self, "output", None) == "q-values"
+        return self.output == OutputKind.Q_VALUES
 
     def choose(self, states: np.ndarray, u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The simulator's fused action choice for ``(N, d)`` states.
@@ -218,7 +244,7 @@ class BasePolicy:
         if sample.ndim != 2 or sample.shape[1] != len(self._features):
             raise PolicyError(f"{self.name}: expected a check sample of shape (N, {len(self._features)}), got {sample.shape}")
         cross_check_network(
-            mlp, sample, self._network_outputs(sample), output=getattr(self, "output", "probabilities"), name=self.name
+            mlp, sample, self._network_outputs(sample), output=self.output or OutputKind.PROBABILITIES, name=self.name
         )
         return mlp
 
@@ -229,6 +255,147 @@ class BasePolicy:
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:  # pragma: no cover - with _read_network
         """Hook: the runtime's raw ``(N, |A|)`` outputs (before ``output`` is applied) for ``(N, d)`` states."""
         raise NotImplementedError
+
+
+class PolicyWrapper(BasePolicy):
+    """A policy computed from another one, :attr:`policy` (in the spirit of Gymnasium's ``Wrapper``): a shield, fixed
+    features. What the wrapper does not change is the wrapped policy's, read from it on each access (never copied):
+    its name (unless the wrapper is given one), features and actions (unless given), how it was trained
+    (:attr:`training`: what :func:`~rlverify.policies.loading.policy_warnings` compares with the target),
+    :attr:`maskable`, :attr:`output`, :attr:`greedy`, :attr:`timeout`, :attr:`from_file`, :attr:`threads` and
+    :attr:`metadata`. Setting one of them sets it on the wrapped policy. A subclass overrides what it changes.
+
+    Args:
+        policy: any :class:`Policy` (a bare protocol object forwards the base's defaults for what it lacks).
+        features, actions: the wrapper's own names (None: the wrapped policy's).
+        name: the wrapper's own name (None: the wrapped policy's).
+    """
+
+    #: the members read from the wrapped policy (what a wrapper does not change, unless it overrides one)
+    FORWARDED = (
+        "name",
+        "features",
+        "actions",
+        "training",
+        "maskable",
+        "output",
+        "greedy",
+        "timeout",
+        "from_file",
+        "threads",
+        "metadata",
+    )
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        features: Sequence[str] | None = None,
+        actions: Sequence[str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.policy = policy
+        self._own_features = features is not None
+        self._own_actions = actions is not None
+        super().__init__(
+            policy.features if features is None else features,
+            policy.actions if actions is None else actions,
+            name=policy.name if name is None else name,
+        )
+        self._renamed = name is not None
+
+    @property
+    def unwrapped(self) -> BasePolicy:
+        """The policy at the bottom of the wrappers (the one trained, loaded or given), e.g. to name it in a
+        warning about how it was trained."""
+        return self.policy.unwrapped if isinstance(self.policy, BasePolicy) else self
+
+    def _wrapped(self, member: str, default: Any) -> Any:
+        """The wrapped policy's ``member`` (``default``, the base's, for a protocol object without it)."""
+        return getattr(self.policy, member, default)
+
+    def _set_wrapped(self, member: str, value: object) -> None:
+        """Set the wrapped policy's ``member`` (what the wrapper forwards is the wrapped policy's)."""
+        setattr(self.policy, member, value)
+
+    @property
+    def name(self) -> str:
+        """The wrapper's own name if it was given one, else the wrapped policy's."""
+        return self._name if self._renamed else str(self.policy.name)
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+        self._renamed = True
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return self._features if self._own_features else tuple(self.policy.features)
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        return self._actions if self._own_actions else tuple(self.policy.actions)
+
+    @property
+    def training(self) -> dict[str, Any] | None:
+        return self._wrapped("training", None)
+
+    @training.setter
+    def training(self, value: dict[str, Any] | None) -> None:
+        self._set_wrapped("training", value)
+
+    @property
+    def maskable(self) -> bool:
+        return bool(self._wrapped("maskable", False))
+
+    @maskable.setter
+    def maskable(self, value: bool) -> None:
+        self._set_wrapped("maskable", value)
+
+    @property
+    def output(self) -> OutputKind | None:
+        return self._wrapped("output", None)
+
+    @output.setter
+    def output(self, value: OutputKind | None) -> None:
+        self._set_wrapped("output", value)
+
+    @property
+    def greedy(self) -> bool:
+        """Whether the wrapped policy is greedy (then so is this one, unless the wrapper changes its rows)."""
+        return bool(self._wrapped("greedy", False))
+
+    @property
+    def timeout(self) -> float | None:
+        return self._wrapped("timeout", None)
+
+    @timeout.setter
+    def timeout(self, value: float | None) -> None:
+        self._set_wrapped("timeout", value)
+
+    @property
+    def from_file(self) -> bool:
+        return bool(self._wrapped("from_file", False))
+
+    @from_file.setter
+    def from_file(self, value: bool) -> None:
+        self._set_wrapped("from_file", value)
+
+    @property
+    def threads(self) -> int | None:
+        return self._wrapped("threads", None)
+
+    @threads.setter
+    def threads(self, value: int | None) -> None:
+        self._set_wrapped("threads", value)
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        return self._wrapped("metadata", None)
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any] | None) -> None:
+        self._set_wrapped("metadata", value)
 
 
 def choose_columns(probs: np.ndarray, u: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -292,26 +459,42 @@ def numeric_output(out: Any, source: str) -> np.ndarray:
         arr = np.asarray(out)
     except Exception as exc:  # a ragged list, an object whose __array__ raises: not numbers
         raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)}: {exception_text(exc)})") from None
-    kind = arr.dtype.kind
-    if kind in "biuf":
+    if arr.dtype.kind in "biuf":  # booleans, integers, floats (not timedelta64, a numpy integer subtype)
         return arr.astype(np.float64, copy=False)
-    if kind == "O" and all(isinstance(v, numbers.Real) for v in arr.reshape(-1).tolist()):
-        try:
-            return arr.astype(np.float64)
-        except Exception as exc:  # a user's Real subclass whose __float__ fails
-            raise PolicyError(f"{source}: output is not an array of numbers ({exception_text(exc)})") from None
-    if kind == "c":
+    if np.issubdtype(arr.dtype, np.object_):
+        return _object_output(arr, out, source)
+    if np.issubdtype(arr.dtype, np.complexfloating):
         raise PolicyError(
             f"{source}: output has complex numbers ({type_name(out)} of {arr.dtype}); a policy gives real "
             "probabilities, logits or Q-values (the imaginary parts are not dropped)"
         )
-    what = {"U": "strings", "S": "bytes", "M": "dates", "m": "time spans", "V": "structured records"}.get(kind)
-    if kind == "O":
-        bad = next(v for v in arr.reshape(-1).tolist() if not isinstance(v, numbers.Real))
-        what = f"objects that are not real numbers, e.g. a {type_name(bad)}"
+    what = next((text for dtype, text in _NOT_NUMBERS if np.issubdtype(arr.dtype, dtype)), None)
     raise PolicyError(
         f"{source}: output is not an array of numbers ({type_name(out)} of {arr.dtype}: {what or 'not numbers'})"
     )
+
+
+#: What an output array of these dtypes holds instead of numbers, for messages.
+_NOT_NUMBERS: tuple[tuple[type[np.generic], str], ...] = (
+    (np.str_, "strings"),
+    (np.bytes_, "bytes"),
+    (np.datetime64, "dates"),
+    (np.timedelta64, "time spans"),
+    (np.void, "structured records"),
+)
+
+
+def _object_output(arr: np.ndarray, out: Any, source: str) -> np.ndarray:
+    """An object array of real numbers as float64, or the :class:`PolicyError` naming an entry that is not one."""
+    entries = arr.reshape(-1).tolist()
+    bad = next((v for v in entries if not isinstance(v, numbers.Real)), None)
+    if bad is None and all(isinstance(v, numbers.Real) for v in entries):
+        try:
+            return arr.astype(np.float64)
+        except Exception as exc:  # a user's Real subclass whose __float__ fails
+            raise PolicyError(f"{source}: output is not an array of numbers ({exception_text(exc)})") from None
+    what = f"objects that are not real numbers, e.g. a {type_name(bad)}"
+    raise PolicyError(f"{source}: output is not an array of numbers ({type_name(out)} of {arr.dtype}: {what})")
 
 
 def run_policy_code(fn: Callable[..., Any], *args: Any, name: str, timeout: float | None, isolate: bool = True) -> Any:

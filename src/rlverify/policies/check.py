@@ -1,26 +1,58 @@
 """The door for policies: :func:`as_policy` wraps what the user passes once; :func:`check_policy` validates a policy
-against a model before any work, reporting every problem at once."""
+against a model before any work, reporting every problem at once; :func:`fit_problems` is the one check of a
+policy's names against a model's or a system's."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import PurePath
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from rlverify.errors import PolicyError, safe_repr, type_name
+from rlverify.choices import OutputKind
+from rlverify.errors import PolicyError, did_you_mean, safe_repr, type_name
+from rlverify.models.commands import Command
 from rlverify.models.dynamics import fit
-from rlverify.policies.adapters import CallablePolicy, ProtocolPolicy, object_kind
-from rlverify.policies.base import BasePolicy, numeric_output, validate_probabilities
+from rlverify.models.program import compiled as compile_program
+from rlverify.policies.adapters import CallablePolicy, ObjectKind, ProtocolPolicy, object_kind
+from rlverify.policies.base import BasePolicy, Policy, numeric_output, validate_probabilities
 from rlverify.policies.formats import check_name_options, declaration
 
 #: What a policy object has (the :class:`~rlverify.policies.base.Policy` protocol, but its ``name``).
 PROTOCOL = ("features", "actions", "action_probabilities")
 
+#: What :func:`as_policy` takes: a policy (an adapter, or an object of the user's class with the protocol's
+#: members) or a function ``states (N, d) -> (N, |A|)`` outputs.
+PolicyLike = Policy | Callable[..., Any]
+
+#: How messages name an in-memory network as_policy refuses (load_policy reads it).
+_NETWORK_OBJECTS = {
+    ObjectKind.SB3: "a Stable-Baselines3 model",
+    ObjectKind.SB3_POLICY: "a Stable-Baselines3 model's .policy",
+    ObjectKind.TORCH: "a torch module",
+    ObjectKind.ONNX: "an ONNX model",
+}
+
+
+class PolicyInterface(Protocol):
+    """What :func:`check_policy` reads of a model: its variables and action labels (a
+    :class:`~rlverify.models.SymbolicModel` or an :class:`~rlverify.models.ExplicitModel`; command names,
+    unassigned variables, an initial state or a feature matrix are read where the model has them)."""
+
+    @property
+    def variables(self) -> Sequence[str]: ...
+
+    @property
+    def action_names(self) -> Sequence[str]: ...
+
 
 def as_policy(
-    policy: Any, *, features: Sequence[str] | None = None, actions: Sequence[str] | None = None, output: str | None = None
+    policy: PolicyLike,
+    *,
+    features: Sequence[str] | None = None,
+    actions: Sequence[str] | None = None,
+    output: str | None = None,
 ) -> BasePolicy:
     """``policy`` as the one kind of policy the engines take (a :class:`~rlverify.policies.base.BasePolicy`, which
     has a ``name`` and checks its outputs), wrapped once and its shape checked up front.
@@ -50,11 +82,9 @@ def as_policy(
     if isinstance(policy, type):
         cls = _class_name(policy)
         raise PolicyError(f"{cls} is a class, not a policy: pass an instance ({cls}(...))")
-    kind = object_kind(policy)
-    if kind is not None:
-        what = {"sb3": "a Stable-Baselines3 model", "sb3-policy": "a Stable-Baselines3 model's .policy"}.get(
-            kind, "a torch module" if kind == "torch" else "an ONNX model"
-        )
+    network = object_kind(policy)
+    if network is not None:
+        what = _NETWORK_OBJECTS[network]
         raise PolicyError(
             f"{type_name(policy)} is {what}: rlverify.load_policy reads it (as its saved file would be read: "
             "load_policy(obj, features=[...], actions=[...])), and resolve() and the engines' front door take it as "
@@ -70,7 +100,7 @@ def as_policy(
         wrapped.name,
         "the policy object",
         {"features": features, "actions": actions, "output": output},
-        {"features": wrapped.features, "actions": wrapped.actions, "output": getattr(wrapped, "output", "probabilities")},
+        {"features": wrapped.features, "actions": wrapped.actions, "output": wrapped.output or OutputKind.PROBABILITIES},
     )
     return wrapped
 
@@ -102,16 +132,16 @@ def _wrap_object(policy: Any) -> ProtocolPolicy:
     return ProtocolPolicy(policy, features, actions, name=name)
 
 
-def _names(value: Any, kind: str) -> tuple[list[str], list[str]]:
+def _names(value: Any, what: str) -> tuple[list[str], list[str]]:
     """A policy object's ``features`` or ``actions`` as a list of plain strings, and what is wrong with them.
 
     Emptiness and duplicates are checked by the adapter (:class:`~rlverify.policies.base.BasePolicy`)."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        return [], [f"its {kind} is {safe_repr(value)}, not a list of names"]
+        return [], [f"its {what} is {safe_repr(value)}, not a list of names"]
     names = list(value)
     bad = [v for v in names if not isinstance(v, str) or not v]
     if bad:
-        return [], [f"its {kind} must be non-empty strings, got {', '.join(safe_repr(v) for v in bad[:3])}"]
+        return [], [f"its {what} must be non-empty strings, got {', '.join(safe_repr(v) for v in bad[:3])}"]
     return [str.__str__(v) for v in names], []
 
 
@@ -130,7 +160,7 @@ def _wrap_function(
     return CallablePolicy(fn, list(features), list(actions), output=output or "probabilities", name=name)
 
 
-def check_policy(policy: Any, model: Any, *, sample: np.ndarray | None = None) -> None:
+def check_policy(policy: PolicyLike, model: PolicyInterface, *, sample: np.ndarray | None = None) -> None:
     """Check names, shapes and distributions of ``policy`` against ``model``.
 
     ``policy`` is anything :func:`as_policy` takes. ``model`` needs ``variables`` and ``action_names`` (a
@@ -142,15 +172,14 @@ def check_policy(policy: Any, model: Any, *, sample: np.ndarray | None = None) -
         PolicyError: listing every problem found.
     """
     policy = as_policy(policy)
-    problems: list[str] = []
-    problems += fit(
+    problems = fit_problems(
         policy.features,
         policy.actions,
         variables=model.variables,
         model_actions=model.action_names,
         commands=getattr(model, "commands", ()),
         unassigned=getattr(model, "unassigned", ()),
-    ).problems()
+    )
     batch = None
     if not problems:
         batch = _default_sample(policy, model) if sample is None else np.asarray(sample, dtype=np.float64)
@@ -162,6 +191,59 @@ def check_policy(policy: Any, model: Any, *, sample: np.ndarray | None = None) -
             problems.append(str(exc))
     if problems:
         raise PolicyError(f"policy {policy.name} does not fit model {getattr(model, 'path', '')}", problems)
+
+
+def fit_problems(
+    features: Sequence[str],
+    actions: Sequence[str],
+    *,
+    variables: Sequence[str],
+    model_actions: Sequence[str],
+    commands: Sequence[Command] = (),
+    unassigned: Sequence[str] = (),
+    ordered: bool = False,
+    system: str = "",
+) -> list[str]:
+    """Every way a policy's ``features``/``actions`` do not fit a model's ``variables``/``model_actions``: the one
+    "does this policy fit" check (one message per problem; empty: it fits).
+
+    By default (a PRISM/JANI model, an explicit model) the policy's names must be among the model's, in any order
+    (:func:`~rlverify.models.dynamics.fit`: its ``commands`` name choices too; ``unassigned`` variables are
+    Storm's constants). ``ordered`` (a continuous ``system``, named in the messages, whose network is bounded
+    over its observation in order): the names must be the system's, in its order.
+    """
+    if ordered:
+        return _ordered_problems(tuple(features), tuple(actions), tuple(variables), tuple(model_actions), system)
+    return fit(
+        features, actions, variables=variables, model_actions=model_actions, commands=commands, unassigned=unassigned
+    ).problems()
+
+
+def _ordered_problems(
+    features: tuple[str, ...],
+    actions: tuple[str, ...],
+    variables: tuple[str, ...],
+    model_actions: tuple[str, ...],
+    system: str,
+) -> list[str]:
+    problems = []
+    if features != variables:
+        count = f"the policy takes {len(features)} features but {system} gives {len(variables)}"
+        problems.append(_differ("features", features, variables, system, count))
+    if actions != model_actions:
+        count = f"network has {len(actions)} outputs but the benchmark has {len(model_actions)} actions"
+        problems.append(_differ("actions", actions, model_actions, system, count))
+    return problems
+
+
+def _differ(what: str, ours: tuple[str, ...], theirs: tuple[str, ...], system: str, count_message: str) -> str:
+    text = f"{what} {list(ours)} != {system}'s {list(theirs)}"
+    if len(ours) != len(theirs):
+        return f"{count_message}: {text}"
+    if sorted(ours) == sorted(theirs):
+        return f"{text} (the same names in another order)"
+    unknown = [f"'{n}'{did_you_mean(n, theirs)}" for n in ours if n not in theirs]
+    return f"{text} (not {system}'s: {', '.join(unknown)})"
 
 
 def _default_sample(policy: BasePolicy, model: Any) -> np.ndarray | None:
@@ -181,8 +263,6 @@ def _asked_in(model: Any, valuation: dict[str, int]) -> bool:
     if program is None or getattr(model, "kind", "") != "prism":
         return True
     try:
-        from rlverify.models.program import compiled as compile_program
-
         compiled = compile_program(program, str(getattr(model, "path", "model")))
         values = np.asarray([[valuation[v.name] for v in compiled.variables]], dtype=np.int64)
         kinds = compiled.enabled(values).kind

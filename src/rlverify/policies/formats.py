@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import OutputKind, values
 from rlverify.errors import InputFileError, PolicyError, safe_repr
 
 #: ONNX ``metadata_props`` keys of a self-describing rlverify policy file.
@@ -36,7 +37,7 @@ META_TRAINING = "rlverify.training"  # JSON: algorithm, seed, steps, benchmark, 
 #: How a network's outputs become action probabilities: ``probabilities`` as they are, ``logits``
 #: through a softmax, ``q-values`` greedily (a one-hot argmax; ties go to the first action in the
 #: declared order), as a DQN policy acts.
-OUTPUT_KINDS = ("probabilities", "logits", "q-values")
+OUTPUT_KINDS = values(OutputKind)
 
 #: Keys of a policy sidecar (``model.zip.json``, ``module.pt.json``) besides the names and the output kind:
 #: where the policy was trained (``benchmark``: a benchmark id, ``gym:ID`` or a model file; ``params``:
@@ -55,11 +56,12 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def check_output_kind(kind: str, where: str) -> str:
-    """``kind`` if it is one of :data:`OUTPUT_KINDS`, else a :class:`PolicyError` naming ``where``."""
+def check_output_kind(kind: str, where: str) -> OutputKind:
+    """``kind`` as an :class:`~rlverify.choices.OutputKind` if it is one of :data:`OUTPUT_KINDS`, else a
+    :class:`PolicyError` naming ``where``."""
     if kind not in OUTPUT_KINDS:
         raise PolicyError(f"{where}: output must be one of {', '.join(repr(k) for k in OUTPUT_KINDS)}, got {kind!r}")
-    return kind
+    return OutputKind(kind)
 
 
 def declaration(name: str, where: str, given: Mapping[str, Any], declared: Mapping[str, Any]) -> dict[str, Any]:
@@ -196,16 +198,21 @@ def onnx_names(
     )
     features = merged["features"] or defaults.get("features")
     actions = merged["actions"] or defaults.get("actions")
-    missing = [k for k, v in (("features", features), ("actions", actions)) if v is None]
     if features is None or actions is None:
-        raise PolicyError(
-            f"{path}: ONNX file has no {' or '.join(META_FEATURES if m == 'features' else META_ACTIONS for m in missing)} "
-            f"metadata; pass {' and '.join('--' + m for m in missing)} (e.g. --features x,y --actions up,down)"
-        )
+        raise _no_onnx_names(path, features is None, actions is None)
     return list(features), list(actions), merged["output"]
 
 
-def onnx_output(kind: str | None, path: Path) -> str:
+def _no_onnx_names(path: Path, no_features: bool, no_actions: bool) -> PolicyError:
+    missing = [k for k, absent in (("features", no_features), ("actions", no_actions)) if absent]
+    keys = " or ".join(META_FEATURES if m == "features" else META_ACTIONS for m in missing)
+    return PolicyError(
+        f"{path}: ONNX file has no {keys} "
+        f"metadata; pass {' and '.join('--' + m for m in missing)} (e.g. --features x,y --actions up,down)"
+    )
+
+
+def onnx_output(kind: str | None, path: Path) -> OutputKind:
     """What an ONNX policy's network outputs (``kind``, from :func:`onnx_names`), or a :class:`PolicyError` saying
     that nobody said so."""
     if kind is None:
@@ -260,19 +267,31 @@ def read_sidecar(side: Path) -> dict[str, Any]:
     meta = read_json(side)
     if not isinstance(meta, dict):
         raise InputFileError(f"{side}: expected a JSON object with {', '.join(SIDECAR_KEYS)}, got {json_type(meta)}")
+    problems = _sidecar_name_problems(meta) + _sidecar_training_problems(meta)
+    if problems:
+        raise PolicyError(f"{side}: invalid policy sidecar", problems)
+    return meta
+
+
+def _sidecar_name_problems(meta: dict[str, Any]) -> list[str]:
+    """What is wrong with a sidecar's ``features``, ``actions`` and ``output``."""
     problems = []
     for key in ("features", "actions"):
         if key in meta and not is_name_list(meta[key]):
             problems.append(f"'{key}' must be a list of names (strings), got {json_type(meta[key])}")
     if "output" in meta and meta["output"] not in OUTPUT_KINDS:
         problems.append(f"'output' must be one of {', '.join(repr(k) for k in OUTPUT_KINDS)}, got {json_type(meta['output'])}")
+    return problems
+
+
+def _sidecar_training_problems(meta: dict[str, Any]) -> list[str]:
+    """What is wrong with a sidecar's ``benchmark`` and ``params``."""
+    problems = []
     if meta.get("benchmark") is not None and not isinstance(meta["benchmark"], str):
         problems.append(f"'benchmark' must be a string, got {json_type(meta['benchmark'])}")
     if meta.get("params") is not None and not isinstance(meta["params"], dict):
         problems.append(f"'params' must be an object, got {json_type(meta['params'])}")
-    if problems:
-        raise PolicyError(f"{side}: invalid policy sidecar", problems)
-    return meta
+    return problems
 
 
 def sidecar_declaration(
@@ -296,11 +315,11 @@ def sidecar_declaration(
     given = declaration(
         str(path),
         str(side),
-        {"features": features, "actions": actions, "output": None if output_known else output},
+        {"features": features, "actions": actions, "output": _unless(output_known, output)},
         {
             "features": meta.get("features"),
             "actions": meta.get("actions"),
-            "output": None if output_known else meta.get("output"),
+            "output": _unless(output_known, meta.get("output")),
         },
     )
     feats = list(given["features"] or defaults.get("features") or [])
@@ -310,13 +329,18 @@ def sidecar_declaration(
             f"{path}: features/actions unknown; pass --features and --actions or write {side} "
             '({"features": [...], "actions": [...]}; rlverify.gym.save_policy_metadata writes it)'
         )
-    kind = output if output_known else given["output"]
-    if kind is None:
+    said = output if output_known else given["output"]
+    if said is None:
         raise PolicyError(
             f"{path}: what the network outputs is unknown; pass --output logits|probabilities|q-values "
             f'or add "output" to {side}'
         )
-    return feats, acts, kind, meta
+    return feats, acts, said, meta
+
+
+def _unless(known: bool, value: Any) -> Any:
+    """``value``, or None when the file itself says it (then the sidecar's and the option's are not read)."""
+    return None if known else value
 
 
 def recorded_training(meta: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -429,20 +453,20 @@ class _TableReader:
         """``(feature, value)`` pairs of a row's ``state`` (an object by name or a list in order), or None."""
         features = self.features
         if isinstance(state, dict):
-            missing = [f for f in features if f not in state]
-            extra = [k for k in state if k not in features]
-            if missing or extra:
-                self.problems.append(
-                    f"{where}.state: "
-                    + "; ".join(
-                        ([f"missing features {missing}"] if missing else []) + ([f"unknown features {extra}"] if extra else [])
-                    )
-                )
-                return None
-            return [(f, state[f]) for f in features]
+            return self._named_state(state, where)
         if isinstance(state, list) and len(state) == len(features):
             return list(zip(features, state, strict=True))
         self.problems.append(f"{where}.state: expected an object or a list of {len(features)} values")
+        return None
+
+    def _named_state(self, state: dict[str, Any], where: str) -> list[tuple[str, Any]] | None:
+        """``(feature, value)`` pairs of a row's ``state`` given by name, or None (the problem noted)."""
+        missing = [f for f in self.features if f not in state]
+        extra = [k for k in state if k not in self.features]
+        if not missing and not extra:
+            return [(f, state[f]) for f in self.features]
+        said = ([f"missing features {missing}"] if missing else []) + ([f"unknown features {extra}"] if extra else [])
+        self.problems.append(f"{where}.state: " + "; ".join(said))
         return None
 
     def _value(self, v: Any, where: str) -> int | None:
@@ -485,6 +509,17 @@ class _TableReader:
 # ------------------------------------------------------------------------------------------------ Python modules
 
 
+def _module_names(value: Any, attr: str, problems: list[str]) -> list[str] | None:
+    """A module's FEATURES or ACTIONS as plain strings (read once), None if absent; a problem noted if it is not a
+    list of names."""
+    if value is None:
+        return None
+    if not is_name_list(value):
+        problems.append(f"{attr} must be a list of names (strings), got {type(value).__name__} {safe_repr(value)}")
+        return None
+    return [str.__str__(v) for v in value]
+
+
 def module_declaration(module: Any, file: Path, name: str) -> tuple[Any, dict[str, Any]]:
     """The callable ``name`` of a Python policy ``module`` and its declaration (FEATURES and ACTIONS as lists of plain
     strings, OUTPUT; None where absent), checked. The module's objects are the user's code: this may raise anything.
@@ -495,16 +530,10 @@ def module_declaration(module: Any, file: Path, name: str) -> tuple[Any, dict[st
     fn = getattr(module, name, None)
     if fn is None or not callable(fn):
         raise PolicyError(f"{file}: defines no callable '{name}'")
-    problems = []
+    problems: list[str] = []
     declared: dict[str, Any] = {}
     for attr, key in (("FEATURES", "features"), ("ACTIONS", "actions")):
-        value = getattr(module, attr, None)
-        if value is None:
-            declared[key] = None
-        elif not is_name_list(value):
-            problems.append(f"{attr} must be a list of names (strings), got {type(value).__name__} {safe_repr(value)}")
-        else:
-            declared[key] = [str.__str__(v) for v in value]  # plain strings, read once
+        declared[key] = _module_names(getattr(module, attr, None), attr, problems)
     output = getattr(module, "OUTPUT", None)
     declared["output"] = None if output is None or not isinstance(output, str) else str.__str__(output)
     if output is not None and declared["output"] not in OUTPUT_KINDS:

@@ -3,24 +3,18 @@ trusting a verification of it (:func:`policy_warnings`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from rlverify.choices import OutputKind, Unavailable
 from rlverify.errors import InputFileError, PolicyError, RlverifyError, exception_text, require
 from rlverify.models.userfile import import_python_file
-from rlverify.policies.adapters import (
-    CallablePolicy,
-    OnnxPolicy,
-    SB3Policy,
-    TablePolicy,
-    TorchPolicy,
-    model_name,
-    object_kind,
-    sb3_algorithm,
-)
-from rlverify.policies.base import BasePolicy
+from rlverify.policies.adapters import CallablePolicy, ObjectKind, TablePolicy, object_kind
+from rlverify.policies.base import BasePolicy, Policy
+from rlverify.policies.check import as_policy
 from rlverify.policies.formats import (
     check_name_options,
     declaration,
@@ -30,8 +24,18 @@ from rlverify.policies.formats import (
     sidecar_declaration,
 )
 from rlverify.policies.mlp import load_network
+from rlverify.policies.onnx_policy import OnnxPolicy
+from rlverify.policies.sb3_policy import SB3Policy, model_name, sb3_algorithm
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP, check_threads, check_timeout
+from rlverify.policies.torch_policy import TorchPolicy
 from rlverify.policies.tree import is_tree_data, tree_from_data
+
+#: A network given in memory (an SB3 model, a ``torch.nn.Module``, ONNX bytes or an ``onnx.ModelProto``; see
+#: :func:`~rlverify.policies.adapters.object_kind`): untyped, as their packages are optional extras.
+NetworkObject = Any
+
+#: What :func:`load_policy` takes: a policy file or spec, or a network in memory.
+PolicySpec = str | PathLike[str] | NetworkObject
 
 #: What :func:`load_policy` takes, for messages.
 ACCEPTED = (
@@ -41,7 +45,7 @@ ACCEPTED = (
 
 
 def load_policy(
-    spec: str | PathLike[str] | Any,
+    spec: PolicySpec,
     *,
     features: Sequence[str] | None = None,
     actions: Sequence[str] | None = None,
@@ -72,7 +76,7 @@ def load_policy(
     ``threads``: the threads a network's runtime computes one batch with (``--policy-threads``; default 1, see
     :data:`~rlverify.policies.settings.DEFAULT_POLICY_THREADS`): onnxruntime's, for this policy's session; torch's
     (TorchScript and SB3 policies) for the whole process, as torch's setting is process-global
-    (:func:`~rlverify.policies.adapters.limit_torch_threads`). Python policies and tables run as they are.
+    (:func:`~rlverify.policies.torch_runtime.limit_torch_threads`). Python policies and tables run as they are.
 
     ``spec`` may also be the policy itself, in memory (nothing is written to disk; see :func:`load_object`): a
     Stable-Baselines3 model object (PPO, A2C, DQN, MaskablePPO; e.g. one being trained: it is read at each
@@ -97,7 +101,7 @@ def load_policy(
 
 
 def load_object(
-    obj: Any,
+    obj: NetworkObject,
     *,
     features: Sequence[str] | None = None,
     actions: Sequence[str] | None = None,
@@ -115,44 +119,85 @@ def load_object(
     """
     check_name_options(features, actions)
     threads = check_threads(threads, "threads")
-    defaults = dict(defaults or {})
-    kind = object_kind(obj)
-    if kind == "onnx":
-        return OnnxPolicy(
-            obj, features=features, actions=actions, output=output, defaults=defaults, threads=threads, name=name
-        )
-    feats = list(features or defaults.get("features") or [])
-    acts = list(actions or defaults.get("actions") or [])
-    if kind == "sb3":
-        shown = name or model_name(obj)
-        declaration(
-            shown,
-            "the model's algorithm",
-            {"output": output},
-            {"output": "q-values" if sb3_algorithm(obj) == "DQN" else "logits"},
-        )
-        _need_names(shown, feats, acts)
-        return SB3Policy(obj, feats, acts, threads=threads, name=name)
-    if kind == "sb3-policy":
-        raise PolicyError(
-            f"{type(obj).__name__} is a Stable-Baselines3 model's .policy; pass the model itself (the PPO, A2C, DQN or "
-            "MaskablePPO object), whose algorithm says how its outputs are read"
-        )
-    if kind == "torch":
-        shown = name or f"{type(obj).__name__} module (in memory)"
-        _need_names(shown, feats, acts)
-        if output is None:
-            raise PolicyError(
-                f"{shown}: what the module outputs is unknown; pass output='logits', 'probabilities' or 'q-values'"
-            )
-        return TorchPolicy(obj, feats, acts, output=output, name=shown, threads=threads)
+    network = object_kind(obj)
+    if network is None:
+        raise _not_loadable(obj)
+    given = _Given(features, actions, output, dict(defaults or {}), threads, name)
+    return _OBJECT_LOADERS[network](obj, given)
+
+
+@dataclass(frozen=True)
+class _Given:
+    """What :func:`load_object` was given besides the object."""
+
+    features: Sequence[str] | None
+    actions: Sequence[str] | None
+    output: str | None
+    defaults: dict[str, Sequence[str]]
+    threads: int
+    name: str | None
+
+    def names(self) -> tuple[list[str], list[str]]:
+        """The features and actions given, else the model's defaults."""
+        feats = list(self.features or self.defaults.get("features") or [])
+        return feats, list(self.actions or self.defaults.get("actions") or [])
+
+
+def _onnx_object(obj: NetworkObject, given: _Given) -> BasePolicy:
+    return OnnxPolicy(
+        obj,
+        features=given.features,
+        actions=given.actions,
+        output=given.output,
+        defaults=given.defaults,
+        threads=given.threads,
+        name=given.name,
+    )
+
+
+def _sb3_object(obj: NetworkObject, given: _Given) -> BasePolicy:
+    shown = given.name or model_name(obj)
+    algorithm_output = OutputKind.Q_VALUES if sb3_algorithm(obj) == "DQN" else OutputKind.LOGITS
+    declaration(shown, "the model's algorithm", {"output": given.output}, {"output": algorithm_output})
+    feats, acts = given.names()
+    _need_names(shown, feats, acts)
+    return SB3Policy(obj, feats, acts, threads=given.threads, name=given.name)
+
+
+def _sb3_policy_object(obj: NetworkObject, given: _Given) -> BasePolicy:
+    raise PolicyError(
+        f"{type(obj).__name__} is a Stable-Baselines3 model's .policy; pass the model itself (the PPO, A2C, DQN or "
+        "MaskablePPO object), whose algorithm says how its outputs are read"
+    )
+
+
+def _torch_object(obj: NetworkObject, given: _Given) -> BasePolicy:
+    shown = given.name or f"{type(obj).__name__} module (in memory)"
+    feats, acts = given.names()
+    _need_names(shown, feats, acts)
+    if given.output is None:
+        raise PolicyError(f"{shown}: what the module outputs is unknown; pass output='logits', 'probabilities' or 'q-values'")
+    return TorchPolicy(obj, feats, acts, output=given.output, name=shown, threads=given.threads)
+
+
+#: How :func:`load_object` takes each kind of in-memory network.
+_OBJECT_LOADERS: dict[ObjectKind, Callable[[NetworkObject, _Given], BasePolicy]] = {
+    ObjectKind.ONNX: _onnx_object,
+    ObjectKind.SB3: _sb3_object,
+    ObjectKind.SB3_POLICY: _sb3_policy_object,
+    ObjectKind.TORCH: _torch_object,
+}
+
+
+def _not_loadable(obj: object) -> PolicyError:
+    """The refusal of an object that is no in-memory network (a class, a policy object, anything else)."""
     shown = "a class" if isinstance(obj, type) else f"a {type(obj).__module__}.{type(obj).__qualname__}"
     hint = (
         " (a policy object or function of your own: rlverify.policies.as_policy)"
         if callable(obj) or isinstance(obj, BasePolicy)
         else ""
     )
-    raise PolicyError(f"load_policy was given {shown}; it takes {ACCEPTED}{hint}")
+    return PolicyError(f"load_policy was given {shown}; it takes {ACCEPTED}{hint}")
 
 
 def _need_names(name: str, features: Sequence[str], actions: Sequence[str]) -> None:
@@ -276,7 +321,7 @@ def load_network_policy(
         raise
 
 
-def policy_warnings(policy: Any, target: Any = None, *, unavailable: str | None = None) -> list[str]:
+def policy_warnings(policy: Policy, target: Any = None, *, unavailable: str | None = None) -> list[str]:
     """What the user should know before trusting a verification of ``policy`` on ``target``.
 
     * the policy records (ONNX ``rlverify.training``, or a sidecar's ``benchmark``/``params``) that
@@ -287,7 +332,8 @@ def policy_warnings(policy: Any, target: Any = None, *, unavailable: str | None 
       availability, so ``renormalize`` is the policy as trained.
 
     Args:
-        policy: a loaded policy (adapters carry ``training`` and ``maskable``; others give no warning).
+        policy: a loaded policy (its ``training`` and ``maskable``: :class:`~rlverify.policies.base.BasePolicy`; a
+            wrapper's are the wrapped policy's); another policy object is read through :func:`as_policy`.
         target: a :class:`rlverify.resolve.Target` (or a model made by
             :func:`rlverify.models.from_gymnasium`); None skips the parameter check.
         unavailable: the ``unavailable`` setting of the verification.
@@ -295,28 +341,10 @@ def policy_warnings(policy: Any, target: Any = None, *, unavailable: str | None 
     Returns:
         one message per problem (empty when there is nothing to say).
     """
-    out: list[str] = []
-    name = getattr(policy, "name", "the policy")
-    recorded = getattr(policy, "training", None)
-    if target is not None and isinstance(recorded, Mapping):
-        bench, params = _target_identity(target)
-        trained_on, trained_params = recorded.get("benchmark"), recorded.get("params")
-        if bench and trained_on and trained_on != bench:
-            out.append(
-                f"{name} was trained on {trained_on}, not on {bench}: its features and actions may mean something else here"
-            )
-        elif isinstance(trained_params, Mapping) and (bench is None or trained_on == bench):
-            differ = sorted(
-                k for k in set(trained_params) | set(params) if not _same_value(trained_params.get(k), params.get(k))
-            )
-            if differ:
-                was = ", ".join(f"{k}={trained_params.get(k, '(default)')}" for k in differ)
-                now = ", ".join(f"{k}={params.get(k, '(default)')}" for k in differ)
-                out.append(
-                    f"{name} was trained with {was}; it is verified with {now}: the result is about a "
-                    "policy used outside the setting it was trained for"
-                )
-    if getattr(policy, "maskable", False) and unavailable == "stall":
+    adapter = policy if isinstance(policy, BasePolicy) else as_policy(policy)
+    name = adapter.unwrapped.name  # a wrapper's (a shield's) training and mask are the wrapped policy's
+    out = _training_warnings(adapter, name, target) if target is not None else []
+    if adapter.maskable and unavailable == Unavailable.STALL:
         out.append(
             f"{name} is a MaskablePPO policy: its action mask is the model's action availability, so "
             "--unavailable renormalize gives the policy as trained (masked); with 'stall' the mass its "
@@ -325,9 +353,36 @@ def policy_warnings(policy: Any, target: Any = None, *, unavailable: str | None 
     return out
 
 
+def _training_warnings(policy: BasePolicy, name: str, target: Any) -> list[str]:
+    """The warning that ``policy`` was trained on another benchmark than ``target``, or with other parameters."""
+    recorded = policy.training
+    if not isinstance(recorded, Mapping):
+        return []
+    bench, params = _target_identity(target)
+    trained_on, trained_params = recorded.get("benchmark"), recorded.get("params")
+    if bench and trained_on and trained_on != bench:
+        return [f"{name} was trained on {trained_on}, not on {bench}: its features and actions may mean something else here"]
+    if not isinstance(trained_params, Mapping) or (bench is not None and trained_on != bench):
+        return []
+    return _parameter_warnings(name, trained_params, params)
+
+
+def _parameter_warnings(name: str, trained: Mapping[str, Any], params: Mapping[str, Any]) -> list[str]:
+    """The warning that the policy was trained with other parameters than it is verified with."""
+    differ = sorted(k for k in set(trained) | set(params) if not _same_value(trained.get(k), params.get(k)))
+    if not differ:
+        return []
+    was = ", ".join(f"{k}={trained.get(k, '(default)')}" for k in differ)
+    now = ", ".join(f"{k}={params.get(k, '(default)')}" for k in differ)
+    return [
+        f"{name} was trained with {was}; it is verified with {now}: the result is about a "
+        "policy used outside the setting it was trained for"
+    ]
+
+
 def _target_identity(target: Any) -> tuple[str | None, dict[str, Any]]:
     """``(benchmark id or gym:ID or None, parameters)`` of a resolved target or a model."""
-    from rlverify.models.symbolic import parse_constants
+    from rlverify.models.symbolic import parse_constants  # lazy: models.symbolic (Storm's model layer), start-up
 
     bench = getattr(target, "benchmark", None)
     if bench is not None:
@@ -361,21 +416,7 @@ def _load_python(
     declaration (see :func:`~rlverify.policies.formats.declaration`). Whatever the module's objects raise while
     they are read (a FEATURES whose ``__iter__`` fails, ...) is a :class:`PolicyError`. Importing the module may take
     ``timeout`` seconds, as one call of the policy (``--policy-timeout``)."""
-    try:
-        module = import_python_file(file, "policy module", timeout=timeout, option="--policy-timeout")
-    except RlverifyError:
-        raise
-    except Exception as exc:  # the import's own error report failed (an exception whose __str__ raises)
-        cause = exc.__context__ if exc.__context__ is not None else exc
-        raise PolicyError(f"{file}: importing the policy module failed: {exception_text(cause)}") from None
-    try:
-        fn, declared = module_declaration(module, file, name)
-    except RlverifyError:
-        raise
-    except Exception as exc:  # the module's own objects (list subclasses, properties) raised
-        raise PolicyError(
-            f"{file}: reading the policy module's {name}, FEATURES, ACTIONS and OUTPUT failed: {exception_text(exc)}"
-        ) from None
+    fn, declared = _read_python(file, name, timeout)
     given = declaration(
         f"{file}:{name}",
         "the module's FEATURES/ACTIONS/OUTPUT",
@@ -387,4 +428,24 @@ def _load_python(
     missing = [n for n, v in (("FEATURES", feats), ("ACTIONS", acts)) if not v]
     if missing:
         raise PolicyError(f"{file}: module must define {' and '.join(missing)} (lists of names) or pass --features/--actions")
-    return CallablePolicy(fn, feats, acts, output=given["output"] or "probabilities", name=f"{file}:{name}")
+    return CallablePolicy(fn, feats, acts, output=given["output"] or OutputKind.PROBABILITIES, name=f"{file}:{name}")
+
+
+def _read_python(file: Path, name: str, timeout: float | None) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The callable ``name`` of the user's module ``file`` and the module's declaration, its errors as
+    :class:`PolicyError` s."""
+    try:
+        module = import_python_file(file, "policy module", timeout=timeout, option="--policy-timeout")
+    except RlverifyError:
+        raise
+    except Exception as exc:  # the import's own error report failed (an exception whose __str__ raises)
+        cause = exc.__context__ if exc.__context__ is not None else exc
+        raise PolicyError(f"{file}: importing the policy module failed: {exception_text(cause)}") from None
+    try:
+        return module_declaration(module, file, name)
+    except RlverifyError:
+        raise
+    except Exception as exc:  # the module's own objects (list subclasses, properties) raised
+        raise PolicyError(
+            f"{file}: reading the policy module's {name}, FEATURES, ACTIONS and OUTPUT failed: {exception_text(exc)}"
+        ) from None

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import InputFileError, PolicyError, require
+from rlverify.files import publishing
 from rlverify.policies.formats import META_ACTIONS, META_FEATURES, META_OUTPUT, META_TRAINING, read_sidecar, softmax
+from rlverify.policies.settings import onnx_runtime
 
 #: What :func:`mlp_from_torch` reads, for error messages.
 TORCH_SHAPE = "a torch.nn.Sequential alternating Linear and ReLU layers, ending with the output Linear"
@@ -89,22 +91,12 @@ def save_mlp_onnx(
 ) -> Path:
     """Write ``mlp`` as a self-describing ONNX policy file (float32 weights), atomically and over an existing file
     only with ``force`` (:mod:`rlverify.files`). Returns the path."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    import onnx  # lazy: onnx, start-up
+    from onnx import TensorProto, helper  # lazy: onnx, start-up
 
     if mlp.sizes[0] != len(features) or mlp.sizes[-1] != len(actions):
         raise PolicyError(f"network sizes {mlp.sizes} do not fit {len(features)} features and {len(actions)} actions")
-    nodes, inits = [], []
-    prev = "state"
-    for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases, strict=True)):
-        inits.append(numpy_helper.from_array(w.astype(np.float32), f"W{i}"))
-        inits.append(numpy_helper.from_array(b.astype(np.float32), f"b{i}"))
-        out = "output" if i == len(mlp.weights) - 1 else f"h{i}"
-        gemm_out = out if i == len(mlp.weights) - 1 else f"z{i}"
-        nodes.append(helper.make_node("Gemm", [prev, f"W{i}", f"b{i}"], [gemm_out], transB=1))
-        if i < len(mlp.weights) - 1:
-            nodes.append(helper.make_node("Relu", [gemm_out], [out]))
-        prev = out
+    nodes, inits = _onnx_layers(mlp)
     graph = helper.make_graph(
         nodes,
         "policy",
@@ -116,24 +108,46 @@ def save_mlp_onnx(
     model.ir_version = 8
     meta = {META_FEATURES: json.dumps(list(features)), META_ACTIONS: json.dumps(list(actions)), META_OUTPUT: output}
     if training is not None:
-        facts = dict(training)
-        if "versions" not in facts:  # what produced the weights, for reproducing them
-            from importlib.metadata import PackageNotFoundError, version
-
-            facts["versions"] = {}
-            for pkg in ("rlverify", "torch", "numpy"):
-                try:
-                    facts["versions"][pkg] = version(pkg)
-                except PackageNotFoundError:
-                    pass
-        meta[META_TRAINING] = json.dumps(facts, sort_keys=True)
+        meta[META_TRAINING] = json.dumps(_training_facts(training), sort_keys=True)
     onnx.helper.set_model_props(model, meta)
     onnx.checker.check_model(model)
-    from rlverify.files import publishing
-
     with publishing(path, force=force) as tmp:
         onnx.save(model, str(tmp))
     return Path(path)
+
+
+def _onnx_layers(mlp: MLP) -> tuple[list[Any], list[Any]]:
+    """The ONNX nodes (Gemm, Relu between) and float32 initializers of ``mlp``, from input ``state`` to ``output``."""
+    from onnx import helper, numpy_helper  # lazy: onnx, start-up
+
+    nodes, inits = [], []
+    prev = "state"
+    last = len(mlp.weights) - 1
+    for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases, strict=True)):
+        inits.append(numpy_helper.from_array(w.astype(np.float32), f"W{i}"))
+        inits.append(numpy_helper.from_array(b.astype(np.float32), f"b{i}"))
+        out = "output" if i == last else f"h{i}"
+        gemm_out = out if i == last else f"z{i}"
+        nodes.append(helper.make_node("Gemm", [prev, f"W{i}", f"b{i}"], [gemm_out], transB=1))
+        if i < last:
+            nodes.append(helper.make_node("Relu", [gemm_out], [out]))
+        prev = out
+    return nodes, inits
+
+
+def _training_facts(training: Mapping[str, Any]) -> dict[str, Any]:
+    """How the weights were trained, with the versions of what produced them (for reproducing them)."""
+    from importlib.metadata import PackageNotFoundError, version  # lazy: importlib.metadata costs ~20 ms of start-up
+
+    facts = dict(training)
+    if "versions" not in facts:
+        facts["versions"] = {}
+        for pkg in ("rlverify", "torch", "numpy"):
+            try:
+                facts["versions"][pkg] = version(pkg)
+            except PackageNotFoundError:
+                pass
+    return facts
 
 
 def mlp_from_onnx(source: str | Path | Any, *, name: str | None = None) -> MLP:
@@ -153,17 +167,9 @@ def mlp_from_onnx(source: str | Path | Any, *, name: str | None = None) -> MLP:
     Raises:
         PolicyError: naming the first node that is not of that shape.
     """
-    import onnx
-    from onnx import numpy_helper
+    from onnx import numpy_helper  # lazy: onnx, start-up
 
-    if isinstance(source, (str, Path)):
-        try:
-            model = onnx.load(str(source))
-        except Exception as exc:
-            raise InputFileError(f"{Path(source)}: not a readable ONNX model ({exc})") from None
-        shown = name or str(Path(source))
-    else:
-        model, shown = source, name or "ONNX model"
+    model, shown = _onnx_source(source, name)
     init = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in init]
     if len(inputs) != 1 or len(model.graph.output) != 1:
@@ -174,6 +180,19 @@ def mlp_from_onnx(source: str | Path | Any, *, name: str | None = None) -> MLP:
     for node in model.graph.node:
         chain.read(node)
     return chain.mlp(model.graph.output[0].name)
+
+
+def _onnx_source(source: str | Path | Any, name: str | None) -> tuple[Any, str]:
+    """The ``onnx.ModelProto`` of a file (read) or given, and how errors name it."""
+    if not isinstance(source, (str, Path)):
+        return source, name or "ONNX model"
+    import onnx  # lazy: onnx, start-up
+
+    try:
+        model = onnx.load(str(source))
+    except Exception as exc:
+        raise InputFileError(f"{Path(source)}: not a readable ONNX model ({exc})") from None
+    return model, name or str(Path(source))
 
 
 #: What :func:`mlp_from_onnx` reads, for error messages.
@@ -233,6 +252,10 @@ class _OnnxChain:
             self.bs.append(np.zeros(self.ws[-1].shape[0]))
             self.last = "affine"
             return
+        self._gemm(node)
+
+    def _gemm(self, node: Any) -> None:
+        """A Gemm node ``x W^T + b`` (transB=1; or ``x W + b``) as one layer with its bias."""
         attrs = {a.name: helper_attr(a) for a in node.attribute}
         w = self.init[node.input[1]]
         if attrs.get("transB", 0) != 1:
@@ -288,9 +311,16 @@ def _keeps_values(node: Any) -> bool:
 
 def helper_attr(attr: Any) -> Any:
     """The value of an ONNX node attribute."""
-    from onnx import helper
+    from onnx import helper  # lazy: onnx, start-up
 
     return helper.get_attribute_value(attr)
+
+
+def _linear_weights(linear: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A torch ``Linear`` layer's ``(out, in)`` weight and ``(out,)`` bias (zeros without one), float64 copies."""
+    w = linear.weight.detach().double().cpu().numpy().copy()
+    b = getattr(linear, "bias", None)
+    return w, (b.detach().double().cpu().numpy().copy() if b is not None else np.zeros(w.shape[0]))
 
 
 def mlp_from_torch(module: Any, *, name: str = "torch module") -> MLP:
@@ -313,18 +343,18 @@ def mlp_from_torch(module: Any, *, name: str = "torch module") -> MLP:
     weights, biases = [], []
     expect_linear = True
     for layer, child in _torch_layers(module, ""):
-        kind = _torch_kind(child)
-        if kind == "Linear" and expect_linear:
-            weights.append(child.weight.detach().double().cpu().numpy().copy())
-            b = getattr(child, "bias", None)
-            biases.append(b.detach().double().cpu().numpy().copy() if b is not None else np.zeros(weights[-1].shape[0]))
+        layer_type = _torch_kind(child)
+        if layer_type == "Linear" and expect_linear:
+            w, b = _linear_weights(child)
+            weights.append(w)
+            biases.append(b)
             expect_linear = False
-        elif kind == "ReLU" and not expect_linear:
+        elif layer_type == "ReLU" and not expect_linear:
             expect_linear = True
         else:
             raise PolicyError(
-                f"{name}: layer '{layer}' is {kind}"
-                f"{' after a Linear without a ReLU between' if kind == 'Linear' else ''}, which rlverify "
+                f"{name}: layer '{layer}' is {layer_type}"
+                f"{' after a Linear without a ReLU between' if layer_type == 'Linear' else ''}, which rlverify "
                 f"cannot read as a ReLU network (supported: {TORCH_SHAPE})"
             )
     if not weights:
@@ -411,9 +441,7 @@ def _torchscript_network(path: Path) -> tuple[MLP, str, Runtime]:
 
 def _onnx_network(path: Path) -> tuple[MLP, str, Runtime]:
     """The weights of an ONNX file, its output kind (its metadata's; default logits) and its runtime."""
-    import onnx
-
-    from rlverify.policies.settings import onnx_runtime
+    import onnx  # lazy: onnx, start-up
 
     ort = onnx_runtime()
 

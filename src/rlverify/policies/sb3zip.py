@@ -33,6 +33,7 @@ import warnings
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -104,6 +105,24 @@ SB3_POLICY_MODULES = {
 }
 
 
+class Space(StrEnum):
+    """The gymnasium space classes the reader takes (by class name)."""
+
+    DISCRETE = "Discrete"
+    BOX = "Box"
+    MULTI_DISCRETE = "MultiDiscrete"
+    MULTI_BINARY = "MultiBinary"
+
+    @classmethod
+    def named(cls, name: str) -> Space | None:
+        """The space class called ``name``, or None for any other."""
+        return cls._value2member_map_.get(name)  # type: ignore[return-value]
+
+
+#: the spaces whose observation is the features as they are (a flat vector)
+FLAT = (Space.BOX, Space.MULTI_BINARY)
+
+
 @dataclass(frozen=True)
 class ObsSpace:
     """An SB3 observation space as the reader sees it.
@@ -115,7 +134,7 @@ class ObsSpace:
         shape: the space's shape (``()`` for Discrete).
     """
 
-    kind: str
+    kind: Space
     size: int
     shape: tuple[int, ...]
     n: int = 0
@@ -124,13 +143,19 @@ class ObsSpace:
     @property
     def encoded_size(self) -> int:
         """Inputs of the network after SB3's encoding (one-hot for Discrete/MultiDiscrete)."""
-        return self.n if self.kind == "Discrete" else sum(self.nvec) if self.kind == "MultiDiscrete" else self.size
+        match self.kind:
+            case Space.DISCRETE:
+                return self.n
+            case Space.MULTI_DISCRETE:
+                return sum(self.nvec)
+        return self.size
 
     def __str__(self) -> str:
-        if self.kind == "Discrete":
-            return f"Discrete({self.n})"
-        if self.kind == "MultiDiscrete":
-            return f"MultiDiscrete({list(self.nvec)})"
+        match self.kind:
+            case Space.DISCRETE:
+                return f"Discrete({self.n})"
+            case Space.MULTI_DISCRETE:
+                return f"MultiDiscrete({list(self.nvec)})"
         return f"{self.kind}(shape={self.shape})"
 
 
@@ -180,24 +205,28 @@ def check_sizes(path: Path) -> None:
 def _read_members(path: Path, names: tuple[str, ...]) -> dict[str, bytes]:
     try:
         with zipfile.ZipFile(path) as z:
-            infos = z.infolist()
-            total = sum(max(int(i.file_size), 0) for i in infos)
-            if total > MAX_INFLATED_BYTES:
-                raise InputFileError(
-                    f"{path}: the zip's members inflate to {total / 2**20:,.0f} MiB (more than "
-                    f"{MAX_INFLATED_BYTES // 2**20} MiB); refused without inflating it (a "
-                    "Stable-Baselines3 MLP policy zip inflates to a few MiB)"
-                )
-            present = {i.filename for i in infos}
-            missing = [n for n in names if n not in present]
-            if missing:
-                raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (no {', '.join(missing)} in it)")
+            _check_members(path, z.infolist(), names)
             # ZipFile reads no more than a member's declared size, so the check above bounds what is inflated
             return {n: z.read(n) for n in names}
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError) as exc:
         raise InputFileError(f"{path}: not a readable zip ({exc.__class__.__name__}: {exc})") from None
     except OSError as exc:
         raise InputFileError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+
+
+def _check_members(path: Path, infos: list[zipfile.ZipInfo], names: tuple[str, ...]) -> None:
+    """Refuse a zip whose members inflate beyond :data:`MAX_INFLATED_BYTES` or that lacks one of ``names``."""
+    total = sum(max(int(i.file_size), 0) for i in infos)
+    if total > MAX_INFLATED_BYTES:
+        raise InputFileError(
+            f"{path}: the zip's members inflate to {total / 2**20:,.0f} MiB (more than "
+            f"{MAX_INFLATED_BYTES // 2**20} MiB); refused without inflating it (a "
+            "Stable-Baselines3 MLP policy zip inflates to a few MiB)"
+        )
+    present = {i.filename for i in infos}
+    missing = [n for n in names if n not in present]
+    if missing:
+        raise InputFileError(f"{path}: not a Stable-Baselines3 model zip (no {', '.join(missing)} in it)")
 
 
 def policy_class(data: Mapping[str, Any], path: Path) -> tuple[str, str]:
@@ -262,6 +291,22 @@ def read_network(path: Path, torch: Any) -> SB3Network:
     obs = observation_space(data.get("observation_space"), path, hint)
     n_actions = action_space(data.get("action_space"), path)
     net_arch, activation = _policy_kwargs(data.get("policy_kwargs"), default_arch, default_act, path, hint)
+    hidden, names = _layers(algorithm, net_arch, path, hint)
+    sizes = [obs.encoded_size, *hidden, n_actions]
+    layers, problems = _build_layers(_state_dict(path, torch), names, sizes, activation, torch)
+    if problems:
+        raise PolicyError(
+            f"{path}: the weights in policy.pth do not fit the {algorithm} MlpPolicy its data describes "
+            f"(observation {obs}, {n_actions} actions, hidden {hidden}){hint}",
+            problems,
+        )
+    return SB3Network(
+        algorithm=algorithm, obs=obs, n_actions=n_actions, net=torch.nn.Sequential(*layers).eval(), activation=activation
+    )
+
+
+def _layers(algorithm: str, net_arch: Any, path: Path, hint: str) -> tuple[list[int], list[str]]:
+    """The hidden layer sizes of the actor (or Q-network) and the state-dict names of its linear layers."""
     if algorithm == "DQN":
         if not isinstance(net_arch, list):
             raise PolicyError(f"{path}: DQN net_arch {net_arch!r} is not a list of layer sizes{hint}")
@@ -270,12 +315,23 @@ def read_network(path: Path, torch: Any) -> SB3Network:
     else:
         hidden = net_arch.get("pi", []) if isinstance(net_arch, dict) else net_arch
         names = [f"mlp_extractor.policy_net.{2 * i}" for i in range(len(hidden))] + ["action_net"]
-    if not isinstance(hidden, list) or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden):
+    if not _layer_sizes(hidden):
         raise PolicyError(
             f"{path}: net_arch {net_arch!r} is not a list of positive layer sizes (or {{'pi': [...], 'vf': [...]}}){hint}"
         )
-    state = _state_dict(path, torch)
-    sizes = [obs.encoded_size, *hidden, n_actions]
+    return hidden, names
+
+
+def _layer_sizes(hidden: Any) -> bool:
+    """Whether ``hidden`` is a list of positive layer sizes."""
+    return isinstance(hidden, list) and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden)
+
+
+def _build_layers(
+    state: dict[str, Any], names: list[str], sizes: list[int], activation: str, torch: Any
+) -> tuple[list[Any], list[str]]:
+    """The ``torch.nn`` layers (Linear, then the activation between two) from the state dict, and every weight
+    that does not fit ``sizes``."""
     layers: list[Any] = []
     problems = []
     for i, name in enumerate(names):
@@ -291,64 +347,84 @@ def read_network(path: Path, torch: Any) -> SB3Network:
         layers.append(linear)
         if i < len(names) - 1:
             layers.append(getattr(torch.nn, activation)())
-    if problems:
-        raise PolicyError(
-            f"{path}: the weights in policy.pth do not fit the {algorithm} MlpPolicy its data describes "
-            f"(observation {obs}, {n_actions} actions, hidden {hidden}){hint}",
-            problems,
-        )
-    return SB3Network(
-        algorithm=algorithm, obs=obs, n_actions=n_actions, net=torch.nn.Sequential(*layers).eval(), activation=activation
-    )
+    return layers, problems
 
 
 def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
     """The observation space from its JSON fields in ``data`` (gymnasium or gym spaces)."""
-    kind = _space_kind(entry)
+    space = _space_kind(entry)
     shape = _int_list(entry.get("_shape")) if isinstance(entry, Mapping) else None
-    if kind == "Discrete":
-        n, start = _int(entry.get("n")), _int(entry.get("start", 0))
-        if n is None or n <= 0 or start != 0:
-            raise PolicyError(
-                f"{path}: cannot read the Discrete observation space (n={entry.get('n')!r}, "
-                f"start={entry.get('start')!r}; rlverify reads Discrete(n) starting at 0){hint}"
-            )
-        return ObsSpace("Discrete", 1, (), n=n)
-    if kind in ("Box", "MultiBinary") and shape is not None and len(shape) == 1 and shape[0] > 0:
-        return ObsSpace(kind, shape[0], tuple(shape))
-    if kind == "MultiDiscrete" and shape is not None and len(shape) == 1:
-        nvec = _int_list(entry.get("nvec"))
-        starts = _int_list(entry.get("start", "[]"))
-        if nvec is not None and len(nvec) == shape[0] and all(v > 0 for v in nvec) and not any(starts or []):
-            return ObsSpace("MultiDiscrete", shape[0], tuple(shape), nvec=tuple(nvec))
+    if space is Space.DISCRETE:
+        return _discrete_observations(entry, path, hint)
+    flat = _one_dimension(shape)
+    if space in FLAT and flat is not None and flat[0] > 0:
+        return ObsSpace(space, flat[0], flat)
+    found = _multi_discrete(entry, flat) if space is Space.MULTI_DISCRETE and flat is not None else None
+    if found is not None:
+        return found
+    raise _unread_observations(entry, shape, path, hint)
+
+
+def _unread_observations(entry: Any, shape: list[int] | None, path: Path, hint: str) -> PolicyError:
     shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
-    raise PolicyError(
+    return PolicyError(
         f"{path}: the observation space {shown} (shape {shape}) is not one rlverify reads: a flat "
         "vector of features (Box, MultiDiscrete, MultiBinary of one dimension) or one state index "
         "(Discrete)" + hint
     )
 
 
+def _one_dimension(shape: list[int] | None) -> tuple[int, ...] | None:
+    """``shape`` as a tuple if it has one dimension, else None."""
+    return tuple(shape) if shape is not None and len(shape) == 1 else None
+
+
+def _discrete_observations(entry: Mapping[str, Any], path: Path, hint: str) -> ObsSpace:
+    n, start = _int(entry.get("n")), _int(entry.get("start", 0))
+    if n is None or n <= 0 or start != 0:
+        raise PolicyError(
+            f"{path}: cannot read the Discrete observation space (n={entry.get('n')!r}, "
+            f"start={entry.get('start')!r}; rlverify reads Discrete(n) starting at 0){hint}"
+        )
+    return ObsSpace(Space.DISCRETE, 1, (), n=n)
+
+
+def _multi_discrete(entry: Mapping[str, Any], shape: tuple[int, ...]) -> ObsSpace | None:
+    """A one-dimensional MultiDiscrete space starting at 0, or None."""
+    nvec = _int_list(entry.get("nvec"))
+    starts = _int_list(entry.get("start", "[]"))
+    if nvec is not None and len(nvec) == shape[0] and all(v > 0 for v in nvec) and not any(starts or []):
+        return ObsSpace(Space.MULTI_DISCRETE, shape[0], shape, nvec=tuple(nvec))
+    return None
+
+
 def space_of(space: Any, path: Path) -> ObsSpace:
     """A gymnasium observation space (as SB3's loader made it) as an :class:`ObsSpace`."""
-    kind = type(space).__name__
-    shape = tuple(int(d) for d in getattr(space, "shape", ()) or ())
-    if kind == "Discrete" and int(getattr(space, "start", 0)) == 0:
-        return ObsSpace("Discrete", 1, (), n=int(space.n))
-    if kind in ("Box", "MultiBinary") and len(shape) == 1:
-        return ObsSpace(kind, shape[0], shape)
-    if kind == "MultiDiscrete" and len(shape) == 1 and not np.any(getattr(space, "start", 0)):
-        return ObsSpace(kind, shape[0], shape, nvec=tuple(int(v) for v in space.nvec))
+    found = _gym_space(space, Space.named(type(space).__name__), tuple(int(d) for d in getattr(space, "shape", ()) or ()))
+    if found is not None:
+        return found
     raise PolicyError(
         f"{path}: the observation space is {space}; rlverify feeds a flat vector of features (Box, "
         "MultiDiscrete, MultiBinary) or one state index (Discrete, starting at 0)"
     )
 
 
+def _gym_space(space: Any, named: Space | None, shape: tuple[int, ...]) -> ObsSpace | None:
+    """:func:`space_of`'s space, or None for one rlverify does not feed."""
+    flat = len(shape) == 1
+    if named is Space.DISCRETE and int(getattr(space, "start", 0)) == 0:
+        return ObsSpace(named, 1, (), n=int(space.n))
+    if named in FLAT and flat:
+        return ObsSpace(named, shape[0], shape)
+    if named is Space.MULTI_DISCRETE and flat and not np.any(getattr(space, "start", 0)):
+        return ObsSpace(named, shape[0], shape, nvec=tuple(int(v) for v in space.nvec))
+    return None
+
+
 def action_space(entry: Any, path: Path) -> int:
     """The number of actions of a Discrete action space from its JSON fields in ``data``."""
     n = _int(entry.get("n")) if isinstance(entry, Mapping) else None
-    if _space_kind(entry) != "Discrete" or n is None or n <= 0:
+    if _space_kind(entry) is not Space.DISCRETE or n is None or n <= 0:
         shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
         raise PolicyError(f"{path}: the action space is {shown}, not Discrete (rlverify verifies policies over named actions)")
     return n
@@ -360,21 +436,40 @@ def _policy_kwargs(kwargs: Any, default_arch: Any, default_act: str, path: Path,
         return default_arch, default_act
     if not isinstance(kwargs, Mapping):
         raise PolicyError(f"{path}: policy_kwargs is {type(kwargs).__name__}, not an object{hint}")
-    problems = []
+    activation, problems = _activation(kwargs, default_act)
+    problems += _extractor_problems(kwargs)
+    known = {"net_arch", "activation_fn", "features_extractor_class", "features_extractor_kwargs", *_INERT_KWARGS}
+    unknown = sorted(str(k) for k in kwargs if not str(k).startswith(":") and k not in known)
+    if unknown:
+        problems.append(f"policy_kwargs {', '.join(unknown)} (not read without running code)")
+    if problems:
+        raise PolicyError(f"{path}: this policy cannot be read without running code{hint}", problems)
+    return _net_arch(kwargs, default_arch), activation
+
+
+def _net_arch(kwargs: Mapping[str, Any], default_arch: Any) -> Any:
+    """``policy_kwargs``' ``net_arch`` (SB3 1.x's ``[dict(pi=..., vf=...)]`` as its dict), or the default."""
     net_arch = kwargs.get("net_arch", default_arch)
     if net_arch is None:
         net_arch = default_arch
     if isinstance(net_arch, list) and net_arch and isinstance(net_arch[0], Mapping):  # SB3 1.x: [dict(pi=..., vf=...)]
         net_arch = net_arch[0] if len(net_arch) == 1 else net_arch
-    if isinstance(net_arch, Mapping):
-        net_arch = dict(net_arch)
-    activation = default_act
-    if "activation_fn" in kwargs:
-        found = re.fullmatch(r"<class 'torch\.nn\.modules\.activation\.(\w+)'>", str(kwargs["activation_fn"]))
-        if found is None or found.group(1) not in ACTIVATIONS:
-            problems.append(f"activation_fn {kwargs['activation_fn']!r} is not one of torch.nn's {', '.join(ACTIVATIONS)}")
-        else:
-            activation = found.group(1)
+    return dict(net_arch) if isinstance(net_arch, Mapping) else net_arch
+
+
+def _activation(kwargs: Mapping[str, Any], default_act: str) -> tuple[str, list[str]]:
+    """The activation class name ``activation_fn`` names (one of :data:`ACTIVATIONS`), and what is wrong with it."""
+    if "activation_fn" not in kwargs:
+        return default_act, []
+    found = re.fullmatch(r"<class 'torch\.nn\.modules\.activation\.(\w+)'>", str(kwargs["activation_fn"]))
+    if found is None or found.group(1) not in ACTIVATIONS:
+        return default_act, [f"activation_fn {kwargs['activation_fn']!r} is not one of torch.nn's {', '.join(ACTIVATIONS)}"]
+    return found.group(1), []
+
+
+def _extractor_problems(kwargs: Mapping[str, Any]) -> list[str]:
+    """Why the features extractor is not SB3's FlattenExtractor without arguments (a custom one is code)."""
+    problems = []
     extractor = kwargs.get("features_extractor_class")
     if extractor is not None and not re.fullmatch(
         r"<class 'stable_baselines3\.common\.torch_layers\.FlattenExtractor'>", str(extractor)
@@ -382,13 +477,7 @@ def _policy_kwargs(kwargs: Any, default_arch: Any, default_act: str, path: Path,
         problems.append(f"features_extractor_class {extractor!r} is not FlattenExtractor (a custom feature extractor is code)")
     if kwargs.get("features_extractor_kwargs") not in (None, {}):
         problems.append(f"features_extractor_kwargs {kwargs['features_extractor_kwargs']!r} (FlattenExtractor takes none)")
-    known = {"net_arch", "activation_fn", "features_extractor_class", "features_extractor_kwargs", *_INERT_KWARGS}
-    unknown = sorted(str(k) for k in kwargs if not str(k).startswith(":") and k not in known)
-    if unknown:
-        problems.append(f"policy_kwargs {', '.join(unknown)} (not read without running code)")
-    if problems:
-        raise PolicyError(f"{path}: this policy cannot be read without running code{hint}", problems)
-    return net_arch, activation
+    return problems
 
 
 def _state_dict(path: Path, torch: Any) -> dict[str, Any]:
@@ -407,11 +496,12 @@ def _state_dict(path: Path, torch: Any) -> dict[str, Any]:
     return dict(state)
 
 
-def _space_kind(entry: Any) -> str:
+def _space_kind(entry: Any) -> Space | None:
+    """The space class a JSON space entry names (its ``:type:``), if the reader takes it."""
     if not isinstance(entry, Mapping):
-        return ""
+        return None
     found = re.fullmatch(r"<class '(?:gymnasium|gym)\.spaces\.\w+\.(\w+)'>", str(entry.get(":type:", "")))
-    return found.group(1) if found else ""
+    return Space.named(found.group(1)) if found else None
 
 
 def _int(value: Any) -> int | None:
@@ -449,12 +539,12 @@ def encode(states: np.ndarray, obs: ObsSpace, torch: Any) -> Any:
     """``(N, d)`` feature rows as the float32 tensor an SB3 MlpPolicy's network takes (SB3's ``preprocess_obs``).
 
     The rows must be observations of ``obs`` (checked by the caller)."""
-    if obs.kind == "Discrete":
+    if obs.kind is Space.DISCRETE:
         ints = np.rint(states[:, 0]).astype(np.int64)
         out = np.zeros((len(states), obs.n), dtype=np.float32)
         out[np.arange(len(states)), ints] = 1.0
         return torch.from_numpy(out)
-    if obs.kind == "MultiDiscrete":
+    if obs.kind is Space.MULTI_DISCRETE:
         ints = np.rint(states).astype(np.int64)
         out = np.zeros((len(states), sum(obs.nvec)), dtype=np.float32)
         offsets = np.concatenate([[0], np.cumsum(obs.nvec)[:-1]]).astype(np.int64)

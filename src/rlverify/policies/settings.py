@@ -100,7 +100,7 @@ def onnx_runtime() -> Any:
     Its own log lines (``[W:onnxruntime:...]`` on an unused initializer, ``[E:onnxruntime:...]`` before a failed run
     raises) are off: what goes wrong reaches the user as rlverify's one error line, carrying onnxruntime's message."""
     os.environ.setdefault(ONNX_TELEMETRY_OFF, "1")
-    import onnxruntime
+    import onnxruntime  # lazy: onnxruntime, start-up
 
     onnxruntime.set_default_logger_severity(ONNX_LOG_FATAL)
     return onnxruntime

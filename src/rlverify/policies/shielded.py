@@ -27,15 +27,18 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Optimum, ShieldKind, values
 from rlverify.errors import InputFileError, PolicyError, safe_repr
 from rlverify.files import write_text
-from rlverify.policies.base import BasePolicy, Policy
+from rlverify.policies.base import Policy, PolicyWrapper
 
 #: the file format's name and version (``"format"``, ``"version"`` in the JSON)
 FORMAT = "rlverify-shield"
 VERSION = 1
 #: threshold kinds (see :func:`rlverify.exact.shield.compute_shield`)
-KINDS = ("relative", "absolute", "factor")
+KINDS = values(ShieldKind)
+#: what a shield's ``optimum`` may be
+OPTIMA = values(Optimum)
 #: largest shield file read (bytes)
 MAX_SHIELD_BYTES = 1 << 30
 
@@ -78,6 +81,18 @@ class Shield:
         self._check()
 
     def _check(self) -> None:
+        problems = self._shape_problems()
+        if not problems:
+            problems += self._table_problems()
+        if len(set(self.variables)) != len(self.variables) or len(set(self.actions)) != len(self.actions):
+            problems.append("duplicate variable or action names")
+        if self.optimum not in OPTIMA:
+            problems.append(f"optimum {safe_repr(self.optimum)} is neither 'min' nor 'max'")
+        if problems:
+            raise PolicyError("invalid shield: " + "; ".join(problems))
+
+    def _shape_problems(self) -> list[str]:
+        """How ``valuations``, ``kept`` and ``best`` do not have the shapes of ``variables`` and ``actions``."""
         S, V = self.valuations.shape if self.valuations.ndim == 2 else (-1, -1)
         A = len(self.actions)
         problems = []
@@ -86,21 +101,21 @@ class Shield:
         for name, m in (("kept", self.kept), ("best", self.best)):
             if m.shape != (S, A) or m.dtype != bool:
                 problems.append(f"'{name}' has shape {m.shape} ({m.dtype}), not ({S}, {A}) bool")
-        if not problems:
-            if S and not self.kept.any(axis=1).all():
-                problems.append(f"state {int(np.argmin(self.kept.any(axis=1)))} keeps no action")
-            if S and not self.best.any(axis=1).all():
-                problems.append(f"state {int(np.argmin(self.best.any(axis=1)))} has no best action")
-            if (self.best & ~self.kept).any():
-                problems.append("a best action that is not kept")
-            if S and len(np.unique(self.valuations, axis=0)) != S:
-                problems.append("a state listed twice")
-        if len(set(self.variables)) != len(self.variables) or len(set(self.actions)) != len(self.actions):
-            problems.append("duplicate variable or action names")
-        if self.optimum not in ("min", "max"):
-            problems.append(f"optimum {safe_repr(self.optimum)} is neither 'min' nor 'max'")
-        if problems:
-            raise PolicyError("invalid shield: " + "; ".join(problems))
+        return problems
+
+    def _table_problems(self) -> list[str]:
+        """A state without a kept or best action, a best action not kept, a state listed twice."""
+        S = len(self.valuations)
+        problems = []
+        if S and not self.kept.any(axis=1).all():
+            problems.append(f"state {int(np.argmin(self.kept.any(axis=1)))} keeps no action")
+        if S and not self.best.any(axis=1).all():
+            problems.append(f"state {int(np.argmin(self.best.any(axis=1)))} has no best action")
+        if (self.best & ~self.kept).any():
+            problems.append("a best action that is not kept")
+        if S and len(np.unique(self.valuations, axis=0)) != S:
+            problems.append("a state listed twice")
+        return problems
 
     # -- lookup --------------------------------------------------------------------------------
 
@@ -301,15 +316,28 @@ def _header(data: Any) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
         raise ShieldFileError(f"'format' is {safe_repr(data.get('format'))}, not '{FORMAT}'")
     if data.get("version") != VERSION:
         raise ShieldFileError(f"'version' {safe_repr(data.get('version'))} is not supported (this rlverify reads {VERSION})")
+    texts = _texts(data)
+    info = data.get("info", {})
+    if not isinstance(info, dict):
+        raise ShieldFileError("'info' must be an object")
+    return texts, _threshold(data.get("threshold")), info
+
+
+def _texts(data: dict[str, Any]) -> dict[str, str]:
+    """The file's model, constants, fingerprint, property and optimum, checked."""
     texts: dict[str, str] = {}
     for k in ("model", "constants", "fingerprint", "property", "optimum"):
         v = data.get(k)
         if not isinstance(v, str):
             raise ShieldFileError(f"'{k}' must be a string, not {type(v).__name__}")
         texts[k] = v
-    if texts["optimum"] not in ("min", "max"):
+    if texts["optimum"] not in OPTIMA:
         raise ShieldFileError(f"'optimum' must be 'min' or 'max', not {safe_repr(texts['optimum'])}")
-    threshold = data.get("threshold")
+    return texts
+
+
+def _threshold(threshold: Any) -> dict[str, Any]:
+    """The file's threshold ``{"kind": one of KINDS, "value": float}``, checked."""
     if (
         not isinstance(threshold, dict)
         or threshold.get("kind") not in KINDS
@@ -317,10 +345,7 @@ def _header(data: Any) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
         or set(threshold) - {"kind", "value"}
     ):
         raise ShieldFileError(f"'threshold' must be {{'kind': one of {list(KINDS)}, 'value': a finite number}}")
-    info = data.get("info", {})
-    if not isinstance(info, dict):
-        raise ShieldFileError("'info' must be an object")
-    return texts, {"kind": threshold["kind"], "value": float(threshold["value"])}, info
+    return {"kind": threshold["kind"], "value": float(threshold["value"])}
 
 
 def _mask(rows: Any, key: str, S: int, A: int) -> np.ndarray:
@@ -397,11 +422,13 @@ class _RowIndex:
         return out
 
 
-class ShieldedPolicy(BasePolicy):
+class ShieldedPolicy(PolicyWrapper):
     """``inner`` restricted to the actions ``shield`` keeps (see the module docstring): a policy.
 
     Its features are the shield's variables (``inner``'s features must be among them); its actions are
-    ``inner``'s (each must be one of the shield's actions).
+    ``inner``'s (each must be one of the shield's actions). What the shield does not change (how ``inner`` was
+    trained, its output kind, timeout, ...) is ``inner``'s (:class:`PolicyWrapper`); it is not greedy (a fallback
+    may spread over several best actions). :attr:`inner` is :attr:`policy`.
     """
 
     no_network = "a shielded policy is the network's distribution restricted by a table: it has no network of its own"
@@ -416,11 +443,19 @@ class ShieldedPolicy(BasePolicy):
         unknown = [a for a in inner.actions if a not in shield.actions]
         if unknown:
             raise PolicyError(f"the policy's actions {unknown} are not among the shield's {list(shield.actions)}")
-        super().__init__(shield.variables, inner.actions, name=name or f"{inner.name} + shield")
-        self.inner = inner
+        super().__init__(inner, features=shield.variables, name=name or f"{inner.name} + shield")
         self.shield = shield
         self._inner_columns = [shield.variables.index(f) for f in inner.features]
-        self.timeout = getattr(inner, "timeout", None)
+
+    @property
+    def inner(self) -> Policy:
+        """The policy shielded (:attr:`policy`)."""
+        return self.policy
+
+    @property
+    def greedy(self) -> bool:
+        """False: the shield's fallback may spread a row over several best actions."""
+        return False
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         probs = self.inner.action_probabilities(np.asarray(states, dtype=np.float64)[:, self._inner_columns])

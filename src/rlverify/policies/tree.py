@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -167,21 +168,11 @@ def tree_from_data(data: Any, name: str) -> TreePolicy:
     """
     if not is_tree_data(data):
         raise PolicyError(f'{name}: not a tree policy (expected a JSON object with "format": "{TREE_FORMAT}")')
-    problems = [f"missing field '{k}'" for k in ("features", "actions", "nodes") if k not in data]
-    if problems:
-        raise PolicyError(f"{name}: invalid tree policy", problems)
-    if data.get("version", 1) != 1:
-        problems.append(f"version {data.get('version')!r} is not supported (version 1)")
-    for key in ("features", "actions"):
-        if not is_name_list(data[key]) or not data[key]:
-            problems.append(f"'{key}' must be a non-empty list of names (strings), got {json_type(data[key])}")
-    nodes = data["nodes"]
-    if not isinstance(nodes, list) or not nodes:
-        problems.append(f"'nodes' must be a non-empty list of nodes, got {json_type(nodes)}")
+    problems = _header_problems(data)
     if problems:
         raise PolicyError(f"{name}: invalid tree policy", problems)
     features, actions = list(data["features"]), list(data["actions"])
-    feature, threshold, left, right, action = _read_nodes(nodes, features, actions, problems)
+    feature, threshold, left, right, action = _read_nodes(data["nodes"], features, actions, problems)
     if problems:
         extra = len(problems) - MAX_TREE_PROBLEMS
         raise PolicyError(
@@ -201,6 +192,22 @@ def tree_from_data(data: Any, name: str) -> TreePolicy:
     )
 
 
+def _header_problems(data: dict[str, Any]) -> list[str]:
+    """What is wrong with a tree file's fields besides its nodes' contents (missing fields first, alone)."""
+    problems = [f"missing field '{k}'" for k in ("features", "actions", "nodes") if k not in data]
+    if problems:
+        return problems
+    if data.get("version", 1) != 1:
+        problems.append(f"version {data.get('version')!r} is not supported (version 1)")
+    for key in ("features", "actions"):
+        if not is_name_list(data[key]) or not data[key]:
+            problems.append(f"'{key}' must be a non-empty list of names (strings), got {json_type(data[key])}")
+    nodes = data["nodes"]
+    if not isinstance(nodes, list) or not nodes:
+        problems.append(f"'nodes' must be a non-empty list of nodes, got {json_type(nodes)}")
+    return problems
+
+
 def _read_nodes(
     nodes: list[Any], features: list[str], actions: list[str], problems: list[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -208,40 +215,68 @@ def _read_nodes(
     every problem appended to ``problems``."""
     m = len(nodes)
     feature, left, right, action = (np.full(m, -1, dtype=np.int64) for _ in range(4))
-    threshold = np.zeros(m)
+    arrays = _NodeArrays(feature, left, right, action, threshold=np.zeros(m))
     for i, node in enumerate(nodes):
         where = f"nodes[{i}]"
         if not isinstance(node, dict):
             problems.append(f"{where}: expected an object, got {json_type(node)}")
         elif "action" in node:
-            extra = sorted(set(node) - {"action"})
-            if extra:
-                problems.append(f"{where}: a leaf has only 'action', got also {extra}")
-            if node["action"] not in actions:
-                problems.append(f"{where}: unknown action {node['action']!r} (declared: {actions})")
-            else:
-                action[i] = actions.index(node["action"])
+            problems += arrays.read_leaf(i, node, actions)
         else:
-            missing = [k for k in ("feature", "threshold", "left", "right") if k not in node]
-            if missing:
-                problems.append(f"{where}: an inner node needs {missing} (or a leaf: 'action')")
-                continue
-            if node["feature"] not in features:
-                problems.append(f"{where}: unknown feature {node['feature']!r} (declared: {features})")
+            problems += arrays.read_inner(i, node, features)
+    return arrays.feature, arrays.threshold, arrays.left, arrays.right, arrays.action
+
+
+@dataclass
+class _NodeArrays:
+    """The node arrays :func:`_read_nodes` fills (-1: not set; a leaf has only an action)."""
+
+    feature: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    action: np.ndarray
+    threshold: np.ndarray
+
+    def read_leaf(self, i: int, node: dict[str, Any], actions: list[str]) -> list[str]:
+        """Node ``i`` as a leaf; its problems."""
+        where, problems = f"nodes[{i}]", []
+        extra = sorted(set(node) - {"action"})
+        if extra:
+            problems.append(f"{where}: a leaf has only 'action', got also {extra}")
+        if node["action"] not in actions:
+            problems.append(f"{where}: unknown action {node['action']!r} (declared: {actions})")
+        else:
+            self.action[i] = actions.index(node["action"])
+        return problems
+
+    def read_inner(self, i: int, node: dict[str, Any], features: list[str]) -> list[str]:
+        """Node ``i`` as an inner node (a test and two later children); its problems."""
+        where = f"nodes[{i}]"
+        missing = [k for k in ("feature", "threshold", "left", "right") if k not in node]
+        if missing:
+            return [f"{where}: an inner node needs {missing} (or a leaf: 'action')"]
+        problems = []
+        if node["feature"] not in features:
+            problems.append(f"{where}: unknown feature {node['feature']!r} (declared: {features})")
+        else:
+            self.feature[i] = features.index(node["feature"])
+        t = node["threshold"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(float(t)):
+            problems.append(f"{where}: threshold must be a finite number, got {json_type(t)}")
+        else:
+            self.threshold[i] = float(t)
+        return problems + self._read_children(i, node)
+
+    def _read_children(self, i: int, node: dict[str, Any]) -> list[str]:
+        """Inner node ``i``'s children (each a later node); their problems."""
+        m, problems = len(self.feature), []
+        for side, arr in (("left", self.left), ("right", self.right)):
+            c = node[side]
+            if isinstance(c, bool) or not isinstance(c, int) or not i < c < m:
+                problems.append(f"nodes[{i}]: '{side}' must be the index of a later node ({i + 1}..{m - 1}), got {c!r}")
             else:
-                feature[i] = features.index(node["feature"])
-            t = node["threshold"]
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(float(t)):
-                problems.append(f"{where}: threshold must be a finite number, got {json_type(t)}")
-            else:
-                threshold[i] = float(t)
-            for side, arr in (("left", left), ("right", right)):
-                c = node[side]
-                if isinstance(c, bool) or not isinstance(c, int) or not i < c < m:
-                    problems.append(f"{where}: '{side}' must be the index of a later node ({i + 1}..{m - 1}), got {c!r}")
-                else:
-                    arr[i] = c
-    return feature, threshold, left, right, action
+                arr[i] = c
+        return problems
 
 
 def _check_arrays(tree: TreePolicy) -> list[str]:
@@ -252,17 +287,11 @@ def _check_arrays(tree: TreePolicy) -> list[str]:
         return ["no nodes"]
     if not all(len(a) == m for a in (tree.threshold, tree.left, tree.right, tree.action)):
         return ["the node arrays differ in length"]
-    problems = []
+    problems: list[str] = []
     parents = np.zeros(m, dtype=np.int64)
     for i in range(m):
         if tree.feature[i] >= 0:
-            if tree.feature[i] >= len(tree.features):
-                problems.append(f"node {i}: feature column {int(tree.feature[i])} out of range")
-            for c in (int(tree.left[i]), int(tree.right[i])):
-                if not i < c < m:
-                    problems.append(f"node {i}: child {c} is not a later node")
-                else:
-                    parents[c] += 1
+            problems += _inner_problems(tree, i, parents)
         elif not 0 <= tree.action[i] < len(tree.actions):
             problems.append(f"node {i}: a leaf without an action in range")
     if not problems:
@@ -272,4 +301,18 @@ def _check_arrays(tree: TreePolicy) -> list[str]:
                 f"nodes {unreached[:10].tolist()} are reached from {parents[unreached[0]]} parents (each node but the "
                 "root has one)"
             )
+    return problems
+
+
+def _inner_problems(tree: TreePolicy, i: int, parents: np.ndarray) -> list[str]:
+    """What is wrong with inner node ``i`` (feature column, children); each later child's parent counted."""
+    m = len(tree.feature)
+    problems = []
+    if tree.feature[i] >= len(tree.features):
+        problems.append(f"node {i}: feature column {int(tree.feature[i])} out of range")
+    for c in (int(tree.left[i]), int(tree.right[i])):
+        if not i < c < m:
+            problems.append(f"node {i}: child {c} is not a later node")
+        else:
+            parents[c] += 1
     return problems

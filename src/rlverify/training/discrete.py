@@ -29,8 +29,9 @@ import numpy as np
 from rlverify.arrays import distinct
 from rlverify.errors import TrainingError, require
 from rlverify.gym.dynamics import MDPDynamics
-from rlverify.policies.adapters import CallablePolicy, softmax
+from rlverify.policies.adapters import CallablePolicy
 from rlverify.policies.base import BasePolicy
+from rlverify.policies.formats import softmax
 from rlverify.policies.mlp import MLP, save_mlp_onnx
 from rlverify.training.ppo import PPOConfig, check_seed, parse_hidden, train_ppo
 
