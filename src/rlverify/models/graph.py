@@ -40,6 +40,26 @@ def can_reach(transitions: Any, row_groups: np.ndarray | None, target: np.ndarra
     return _Reversed(transitions, row_groups, through).reach(target)
 
 
+def reachable(transitions: Any, row_groups: np.ndarray | None, initial: np.ndarray) -> np.ndarray:
+    """``(N,)`` bool: the states reachable from ``initial`` along the stored entries of ``transitions`` (a CSR
+    matrix ``(C, N)``, a row per choice; ``row_groups`` ``(S+1,)`` the choices of states ``0..S-1``, ``S <= N``: a
+    state from ``S`` on has no choices; None for a chain, one row per state), through any choice.
+
+    Level by level in numpy (no copy of the matrix; a stored zero counts as an edge: eliminate zeros first)."""
+    indptr, indices = transitions.indptr, transitions.indices
+    seen = np.zeros(transitions.shape[1], dtype=bool)
+    frontier = distinct(np.asarray(initial, dtype=np.int64))
+    seen[frontier] = True
+    groups = None if row_groups is None else np.asarray(row_groups, dtype=np.int64)
+    while len(frontier):
+        rows = frontier if groups is None else row_positions(groups, frontier[frontier < len(groups) - 1])
+        succ = indices[row_positions(indptr, rows)]
+        succ = distinct(succ[~seen[succ]])
+        seen[succ] = True
+        frontier = succ
+    return seen
+
+
 def prob01(transitions: Any, phi: np.ndarray, psi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(zero, one)`` ``(S,)`` bool: the states of a chain (``transitions`` ``(S, S)``) where ``P(phi U psi)`` is exactly
     0 (no path through ``phi & ~psi`` reaches ``psi``) and exactly 1 (none reaches a zero state), by :func:`can_reach`
