@@ -31,7 +31,8 @@ import scipy.sparse as sp
 
 from rlverify.arrays import distinct
 from rlverify.errors import MemoryBudgetError, ModelError, ModelTooLargeError
-from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, ask_features, weigh, weights_at
+from rlverify.exact.cut import with_sink
+from rlverify.exact.induced import ChoiceWeights, ask_features, weigh, weights_at
 from rlverify.exact.ondisk import ChainWriter, RowBlocks, prepare
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import choice_name, choice_table, forced_start_message
@@ -890,13 +891,7 @@ class _Exploration:
         n = M.shape[0]
         program_values = self.values.final()
         labels = self._labels(program_values)
-        vals = program_values[:, self.storm_cols]
-        aliases = dict(self.probe.label_aliases)
-        if self.any_stalled:
-            vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
-            labels = {k_: np.r_[m, [False]] for k_, m in labels.items()}
-            labels[STALLED_LABEL] = np.r_[np.zeros(S, dtype=bool), [True]]
-            aliases[STALLED_LABEL] = STALLED_LABEL
+        parts = with_sink(labels, dict(self.probe.label_aliases), program_values[:, self.storm_cols], None, self.any_stalled)
         return ExplicitModel(
             model_type="dtmc",
             row_groups=np.arange(n + 1, dtype=np.int64),
@@ -905,10 +900,10 @@ class _Exploration:
             choice_actions=np.zeros(n, dtype=np.int32),
             action_names=("",),
             variables=self.probe.variables,
-            valuations=vals,
+            valuations=parts.valuations,
             initial_states=np.arange(len(self.init_keys)),
-            labels=labels,
-            label_aliases=aliases,
+            labels=parts.labels,
+            label_aliases=parts.label_aliases,
             state_rewards={},
             choice_rewards={},
             valuation_spec=self.probe.valuation_spec,  # the records are encoded from the valuations when written

@@ -45,12 +45,14 @@ from rlverify.exact.checking import (
     sum_margin,
     verdict,
 )
-from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
+from rlverify.exact.cut import STALLED_LABEL, Cut, sink_loop
+from rlverify.exact.induced import choice_weights, induced_chain
 from rlverify.exact.optimum import mdp_optimum
 from rlverify.exact.options import MODES, ExactOptions, Progress, guarantee, provenance
 from rlverify.exact.verify import verify_exact
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
+from rlverify.models.graph import reachable
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
 from rlverify.models.summary import summarize
@@ -678,12 +680,10 @@ def _adversarial_mdp(
     rows = sp.vstack([dec_rows, forced_rows], format="csr")[order]
     owner, pair = owner[order], pair[order]
     rows.eliminate_zeros()
-    reach, has_sink = _reachable(rows, owner, S, mdp.initial_states)
-    n = len(reach)
-    new_index = np.full(S + 1, -1, dtype=np.int64)
-    new_index[reach] = np.arange(n)
-    if has_sink:
-        new_index[S] = n
+    groups = np.r_[0, np.cumsum(np.bincount(owner, minlength=S))]
+    cut = Cut.of(reachable(rows, groups, mdp.initial_states), S)
+    reach, has_sink, n = cut.reach, cut.has_sink, len(cut.reach)
+    new_index = cut.index()
     in_reach = new_index[owner] >= 0
     if n == S:  # every state reached: the columns stay (the sink's, S, only where it is reached)
         sub = rows[in_reach]
@@ -694,64 +694,34 @@ def _adversarial_mdp(
     counts = np.bincount(new_index[owner[in_reach]], minlength=n)
     pair = pair[in_reach]
     if has_sink:
-        sub = sp.vstack([sub, sp.csr_matrix(([1.0], ([0], [n])), shape=(1, n + 1))], format="csr")
+        sub = sink_loop(sub)
         counts = np.r_[counts, 1]
         pair = np.r_[pair, -1]
     sub.sort_indices()
     row_sums = np.asarray(sub.sum(axis=1)).ravel()
     if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-6:
         raise AssertionError(f"internal: adversarial MDP row sums to {row_sums[np.argmax(np.abs(row_sums - 1))]!r}")
-    adv = _restricted(mdp, reach, has_sink, "mdp", np.r_[0, np.cumsum(counts)].astype(np.int64), sub, new_index)
-    origin = np.r_[reach, [-1]] if has_sink else reach
-    return adv, origin, pair
+    adv = _restricted(mdp, cut, np.r_[0, np.cumsum(counts)].astype(np.int64), sub)
+    return adv, cut.origin(), pair
 
 
-def _reachable(rows: sp.csr_matrix, owner: np.ndarray, S: int, initial: np.ndarray) -> tuple[np.ndarray, bool]:
-    """The states reachable (through any choice) from the initial states, sorted, and whether the sink (column
-    ``S`` of ``rows``, whose row ``i`` is a choice of state ``owner[i]``) is."""
-    m = rows.shape[0]
-    per_state = sp.csr_matrix((np.ones(m), (owner, np.arange(m))), shape=(S + 1, m))
-    pattern = sp.csr_matrix((np.ones(rows.nnz), rows.indices, rows.indptr), shape=(m, S + 2))  # stored: nonzero
-    root = sp.csr_matrix((np.ones(len(initial)), (np.zeros(len(initial), dtype=np.int64), initial)), shape=(1, S + 2))
-    graph = sp.vstack([per_state @ pattern, root], format="csr")  # (S+2, S+2): row S (the sink) empty, S+1 the root
-    reached = breadth_first_order(graph, S + 1, directed=True, return_predecessors=False)
-    return np.sort(reached[reached < S]), bool((reached == S).any())
-
-
-def _restricted(
-    mdp: ExplicitModel,
-    reach: np.ndarray,
-    has_sink: bool,
-    model_type: str,
-    row_groups: np.ndarray,
-    transitions: sp.csr_matrix,
-    new_index: np.ndarray,
-) -> ExplicitModel:
-    """``mdp``'s labels and valuations on ``reach`` (plus a ``stalled`` sink) around new transitions."""
-    n = len(reach)
-    labels = {k: (np.r_[m[reach], [False]] if has_sink else m[reach]) for k, m in mdp.labels.items()}
-    aliases = dict(mdp.label_aliases)
-    vals = mdp.valuations[reach]
-    vbytes = mdp.valuation_bytes[reach] if mdp.valuation_bytes is not None else None
-    if has_sink:
-        labels[STALLED_LABEL] = np.r_[np.zeros(n, dtype=bool), [True]]
-        aliases[STALLED_LABEL] = STALLED_LABEL
-        vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
-        if vbytes is not None:
-            vbytes = np.vstack([vbytes, np.zeros((1, vbytes.shape[1]), dtype=np.uint8)])
+def _restricted(mdp: ExplicitModel, cut: Cut, row_groups: np.ndarray, transitions: sp.csr_matrix) -> ExplicitModel:
+    """``mdp``'s labels and valuations on the cut's states (plus a ``stalled`` sink) around new transitions (an
+    MDP's: ``row_groups`` its choices)."""
+    parts = cut.parts(mdp)
     C = transitions.shape[0]
     return ExplicitModel(
-        model_type=model_type,
+        model_type="mdp",
         row_groups=row_groups,
         transitions=transitions,
         choice_actions=np.zeros(C, dtype=np.int32),
         action_names=("",),
         variables=mdp.variables,
-        valuations=vals,
-        initial_states=new_index[mdp.initial_states],
-        labels=labels,
-        label_aliases=aliases,
-        valuation_bytes=vbytes,
+        valuations=parts.valuations,
+        initial_states=cut.index()[mdp.initial_states],
+        labels=parts.labels,
+        label_aliases=parts.label_aliases,
+        valuation_bytes=parts.valuation_bytes,
         valuation_spec=mdp.valuation_spec,
     )
 
