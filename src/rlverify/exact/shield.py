@@ -78,7 +78,7 @@ class ShieldOptions:
         remaining: step-bounded properties: the steps left the values are computed for (None: the bound).
     """
 
-    kind: ShieldKind = ShieldKind.RELATIVE
+    kind: ShieldKind | str = ShieldKind.RELATIVE
     threshold: float | None = None
     meet: bool = False
     remaining: int | None = None
@@ -456,11 +456,10 @@ def _unreachable(prop: Property, values: ActionValues, best: _Best, bound: float
     reachable_bound, _ = verdict(bound, comparison, best.lower, best.upper, probability=True)
     if reachable_bound is not False:
         return None
+    certified = "" if best.lower is None or best.upper is None else f" (certified in [{best.lower:.6g}, {best.upper:.6g}])"
     return (
         f"property '{prop.text}': no policy meets the bound: the optimum over all schedulers at the initial "
-        f"state is P{values.optimum} = {best.value:.6g}"
-        + (f" (certified in [{best.lower:.6g}, {best.upper:.6g}])" if best.lower is not None and best.upper is not None else "")
-        + ", so no shield can"
+        f"state is P{values.optimum} = {best.value:.6g}" + certified + ", so no shield can"
     )
 
 
