@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.choices import Mode, Strategy
 from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError, RlverifyError
 from rlverify.exact.checking import is_reward_bounded, solved_here
-from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, induced_chain, weigh
+from rlverify.exact.cut import STALLED_LABEL
+from rlverify.exact.induced import ChoiceWeights, induced_chain, weigh
+from rlverify.exact.onthefly import PolicyMask, available_actions
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import ChoiceTable, forced_start_message
@@ -35,9 +38,15 @@ from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
 
 if TYPE_CHECKING:
-    from rlverify.exact.merged import MergedChain, StormProbe
+    from rlverify.exact.merged import MergedChain
+    from rlverify.exact.storm_probe import StormProbe
 
 log = logging.getLogger(__name__)
+
+#: Storm's untyped objects: a PRISM program, a sparse model, a property (stormpy has no type hints)
+StormProgram = Any
+StormModel = Any
+StormProperty = Any
 
 #: what makes a chain or an MDP smaller (the advice of an out-of-memory error)
 SHRINK = (
@@ -59,7 +68,7 @@ class FullMDP:
     """
 
     mdp: ExplicitModel
-    storm: Any
+    storm: StormModel
     property: str
     seconds: float = 0.0
 
@@ -138,7 +147,7 @@ def policy_chain(
     options = ExactOptions() if options is None else options
     try:
         options.validate()
-        if options.mode == "monolithic":
+        if options.mode == Mode.MONOLITHIC:
             raise OptionError(
                 "a policy's chain needs --mode stochastic or deterministic (monolithic mode has no "
                 "policy: Pmin/Pmax range over all schedulers)"
@@ -272,15 +281,9 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
     never of its states), else ``full``; ``merged`` falls back to ``full`` for what it does not evaluate (a reward
     property, say: then ``merged`` is returned and declines, saying why). Monolithic mode builds the full MDP.
     """
-    if options.mode == "monolithic":
-        if options.strategy in ("onthefly", "merged"):
-            raise PropertyError(f"--strategy {options.strategy} needs a policy; monolithic mode builds the full MDP")
-        return "full", None
-    if options.strategy != "auto":
-        if options.strategy in ("onthefly", "merged") and model.kind != "prism":
-            raise PropertyError(f"--strategy {options.strategy} is available for PRISM models (JANI: use full)")
-        return options.strategy, None
-    if model.kind != "prism":
+    if options.mode == Mode.MONOLITHIC or options.strategy != Strategy.AUTO:
+        return _asked_for(model, options), None
+    if not _is_prism(model):
         return "full", None
     if prop is not None and (prop.operator != "P" or is_reward_bounded(prop.storm_formula())):
         return "merged", None  # merged declines it, saying why
@@ -288,12 +291,7 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
     if shape is None:  # merged declines it, saying why
         return "merged", None
     branching, domain = shape
-    if (
-        branching >= AUTO_BRANCHING
-        or domain >= AUTO_DOMAIN
-        or (branching >= AUTO_FANNING and domain >= AUTO_FANNED)
-        or (branching >= 2 and domain <= AUTO_TINY)
-    ):
+    if _merged_pays(branching, domain):
         return "merged", None
     reason = (
         f"auto chose Storm's builder: the program's choices have {branching:.3g} branches on average over "
@@ -303,7 +301,35 @@ def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Prope
     return "full", reason
 
 
-def program_shape(program: Any) -> tuple[float, int] | None:
+def _asked_for(model: SymbolicModel, options: ExactOptions) -> str:
+    """The strategy named by ``options`` (monolithic mode: ``full``), refused where it cannot build ``model``."""
+    needs_prism = options.strategy in (Strategy.ONTHEFLY, Strategy.MERGED)
+    if options.mode == Mode.MONOLITHIC:
+        if needs_prism:
+            raise PropertyError(f"--strategy {options.strategy} needs a policy; monolithic mode builds the full MDP")
+        return "full"
+    if needs_prism and not _is_prism(model):
+        raise PropertyError(f"--strategy {options.strategy} is available for PRISM models (JANI: use full)")
+    return options.strategy
+
+
+def _merged_pays(branching: float, domain: int) -> bool:
+    """Whether ``auto`` takes ``merged`` for a program of these branches per choice and valuations (see
+    :func:`strategy_and_reason`)."""
+    return (
+        branching >= AUTO_BRANCHING
+        or domain >= AUTO_DOMAIN
+        or (branching >= AUTO_FANNING and domain >= AUTO_FANNED)
+        or (branching >= 2 and domain <= AUTO_TINY)
+    )
+
+
+def _is_prism(model: SymbolicModel) -> bool:
+    """Whether ``model`` is a PRISM program (else JANI)."""
+    return model.kind in {"prism"}
+
+
+def program_shape(program: StormProgram) -> tuple[float, int] | None:
     """Cheap facts of a Storm PRISM program (nothing compiled): branches per choice, averaged over its unlabelled
     commands and its labels (a label's: the product over its modules of their commands' mean number of updates), and
     how many valuations its variables have (the product of their domains).
@@ -312,15 +338,9 @@ def program_shape(program: Any) -> tuple[float, int] | None:
     :mod:`rlverify.models.program`: deciding loads nothing of the exploration.
     """
     program = program.substitute_constants()
-    domain = 1
-    for v in [*program.global_integer_variables, *(v for m in program.modules for v in m.integer_variables)]:
-        if any(str(e) == "__storm::notinitialized__" for e in (v.lower_bound_expression, v.upper_bound_expression)):
-            return None  # an unbounded int: evaluating unset bounds crashes Storm
-        try:
-            domain *= int(v.upper_bound_expression.evaluate_as_int()) - int(v.lower_bound_expression.evaluate_as_int()) + 1
-        except Exception:  # an unbounded int, or bounds that are not constants
-            return None
-    domain *= 2 ** (len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules))
+    domain = _domain(program)
+    if domain is None:
+        return None
     per_group: list[float] = []
     labels: dict[str, float] = {}
     for m in program.modules:
@@ -336,12 +356,26 @@ def program_shape(program: Any) -> tuple[float, int] | None:
     return (float(np.mean(per_group)) if per_group else 0.0), domain
 
 
+def _domain(program: StormProgram) -> int | None:
+    """How many valuations the (constant-substituted) program's variables have; None where a bound is not a
+    constant."""
+    domain = 1
+    for v in [*program.global_integer_variables, *(v for m in program.modules for v in m.integer_variables)]:
+        if any(str(e) == "__storm::notinitialized__" for e in (v.lower_bound_expression, v.upper_bound_expression)):
+            return None  # an unbounded int: evaluating unset bounds crashes Storm
+        try:
+            domain *= int(v.upper_bound_expression.evaluate_as_int()) - int(v.lower_bound_expression.evaluate_as_int()) + 1
+        except Exception:  # an unbounded int, or bounds that are not constants
+            return None
+    return domain * 2 ** (len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules))
+
+
 def check_on_disk(model: SymbolicModel, prop: Property, options: ExactOptions, strategy: str) -> None:
     """Refuse (``OptionError``, before anything is built) what a chain on disk (``--chain-dir``) cannot check: it is
     built by the ``merged`` strategy (PRISM programs) and checked for reachability, step-bounded or not
     (:func:`~rlverify.exact.checking.solved_here`: ``--numerics sound`` or ``direct``), only."""
     if strategy != "merged":
-        why = "JANI models are built by Storm" if model.kind != "prism" else f"not with --strategy {options.strategy}"
+        why = "JANI models are built by Storm" if not _is_prism(model) else f"not with --strategy {options.strategy}"
         raise OptionError(f"--chain-dir needs the merged strategy (PRISM programs, --strategy auto or merged): {why}")
     formula = prop.storm_formula()
     if not solved_here(formula, options.numerics):  # F, U (bounded by steps or not) over state formulas
@@ -366,7 +400,7 @@ def induce(
     return induced_chain(mdp, cw)
 
 
-def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:
+def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Property | StormProperty:
     """The property to check on the chain: with a ``stalled`` sink, its state formulas exclude the sink.
 
     The sink has no labels and all-zero variables, so ``!"alive"`` or ``x=0`` would hold there and a
@@ -424,7 +458,7 @@ def states_of(
 def _chosen_strategy(model: SymbolicModel, prop: Property, options: ExactOptions) -> tuple[str, str | None]:
     """:func:`strategy_and_reason`, with ``auto`` taking ``merged`` for ``--chain-dir`` on a PRISM model."""
     strategy, declined = strategy_and_reason(model, options, prop)
-    if options.chain_dir is not None and options.strategy == "auto" and model.kind == "prism":
+    if options.chain_dir is not None and options.strategy == Strategy.AUTO and _is_prism(model):
         strategy, declined = "merged", None  # only the merged exploration writes a chain to disk
     return strategy, declined
 
@@ -439,9 +473,9 @@ def _chosen_and_probe(
         chosen = _chosen_strategy(model, prop, options)
     except RlverifyError:
         return None, None
-    if chosen[0] != "merged" or model.kind != "prism" or prop.operator != "P" or is_reward_bounded(prop.storm_formula()):
+    if chosen[0] != "merged" or not _is_prism(model) or prop.operator != "P" or is_reward_bounded(prop.storm_formula()):
         return chosen, None
-    from rlverify.exact.merged import StormProbe
+    from rlverify.exact.storm_probe import StormProbe  # lazy: the full strategy's runs never load the exploration
 
     return chosen, StormProbe(model, prop)
 
@@ -476,7 +510,7 @@ def _merged(
     """The chain by ``merged``, or None and why it does not apply (refused when ``merged`` was asked for by name)."""
     reason = "a reward-bounded property needs Storm's reward models" if is_reward_bounded(prop.storm_formula()) else None
     if reason is None:
-        from rlverify.exact.merged import Unsupported, merged_chain  # here: the full strategy's runs never load it
+        from rlverify.exact.merged import Unsupported, merged_chain  # lazy: the full strategy's runs never load it
 
         say("exploring the policy's chain (merging its actions as the states are explored)")
         t = time.perf_counter()
@@ -544,30 +578,13 @@ def _induced(
     timings: dict[str, float] = {}
     estimates: dict[str, int] = {}
     t = time.perf_counter()
-    explorer = None
     use_given = given is not None and strategy == "full"
     kept = use_given or keep_mdp
-    if use_given:
-        assert given is not None
+    mask = PolicyMask(model, policy, options, progress=say) if strategy == "onthefly" and not use_given else None
+    if given is not None and use_given:
         mdp = mdp_for(model, prop, options, given, policy=policy).mdp
     else:
-        mask = None
-        if strategy == "onthefly":
-            say("exploring policy-reachable states with Storm's builder")
-            explorer = _MaskedExploration(model, policy, options, progress=say)
-            mask = explorer.mask()
-        # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
-        # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
-        mdp = build_explicit(
-            model,
-            [prop],
-            max_states=options.max_states,
-            mask=mask,
-            command_names=True if names_commands(policy) else None,
-            keep_storm=False,
-            max_memory=options.max_memory,
-            memory_estimates=estimates,
-        )[0]
+        mdp = _storm_mdp(model, prop, policy, options, mask, estimates, say)
     timings["build"] = time.perf_counter() - t
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
@@ -579,9 +596,14 @@ def _induced(
         what="MDP transitions",
         estimates=estimates,
     )
-    all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
     cw, table, policy_seconds = weigh(
-        mdp, policy, mode=options.mode, unavailable=options.unavailable, all_unavailable=all_unavailable, defer=True
+        mdp,
+        policy,
+        mode=options.mode,
+        unavailable=options.unavailable,
+        all_unavailable=None if mask is None else mask.all_unavailable(mdp),
+        defer=True,
+        ask=None if mask is None else mask.probabilities,
     )
     reward_bounded = is_reward_bounded(prop.storm_formula())
     if reward_bounded and mdp.choice_rewards:
@@ -603,7 +625,7 @@ def _induced(
         untaken=table.untaken(origin[origin >= 0]),
         start_note=forced_start_message(table, prop.bound),
         merged_declined=declined,
-        policy_calls=None if explorer is None else len(explorer.cache),
+        policy_calls=None if mask is None else len(mask.looked_up),
         build_notes=mdp.notes,
         timings=timings,
         memory_estimates=estimates,
@@ -611,6 +633,34 @@ def _induced(
         table=table if kept else None,
         weights=cw if kept else None,
     )
+
+
+def _storm_mdp(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions,
+    mask: PolicyMask | None,
+    estimates: dict[str, int],
+    say: Progress,
+) -> ExplicitModel:
+    """The property-directed MDP built by Storm here: whole, or (``mask``: ``onthefly``) its policy-reachable part,
+    the policy asked a layer at a time before the build."""
+    if mask is not None:
+        say("exploring policy-reachable states with Storm's builder")
+        mask.prefetch(prop, options.max_states)
+    # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
+    # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
+    return build_explicit(
+        model,
+        [prop],
+        max_states=options.max_states,
+        mask=None if mask is None else mask.mask(),
+        command_names=True if names_commands(policy) else None,
+        keep_storm=False,
+        max_memory=options.max_memory,
+        memory_estimates=estimates,
+    )[0]
 
 
 def _state_rewards_only(chain: ExplicitModel, mdp: ExplicitModel, origin: np.ndarray) -> ExplicitModel:
@@ -668,101 +718,6 @@ def _split_chain(mdp: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitModel, 
     chain, origin = induced_chain(fake, weights)
     origin = np.where(origin >= S, -2, origin)
     return chain, origin
-
-
-class _MaskedExploration:
-    """A Storm action mask keeping the actions the policy may take; one cached policy call per state.
-
-    It also remembers states where every available action was masked out (the policy gives them
-    probability 0), which Storm then treats as deadlocks: their mass is stalled, as with ``full``.
-    """
-
-    def __init__(self, model: SymbolicModel, policy: Policy, options: ExactOptions, progress: Progress | None = None) -> None:
-        self.model, self.policy, self.options = model, policy, options
-        self.progress = progress
-        manager = model.program.expression_manager
-        self.variables = [manager.get_variable(f) for f in policy.features]
-        self.is_bool = [f in model.boolean_variables for f in policy.features]
-        self.action_col = {a: i for i, a in enumerate(policy.actions)}
-        self.cache: dict[tuple[int, ...], np.ndarray] = {}
-        self.names: dict[int, str] = {}
-        # prune by label only where that cannot change what is verified: a label does not say which command a
-        # choice is (choices named by command are weighed when induced), and removing the labelled choices of a
-        # state that also offers an unlabelled command would leave that command to be taken without asking
-        self.prune = not names_commands(policy) and all(c.action for c in model.commands)
-
-    def mask(self) -> Any:
-        import stormpy.developer as dev
-
-        return dev.StateValuationFunctionMask[float](self._allowed)
-
-    def _allowed(self, valuation: Any, action_index: int) -> bool:
-        keep = self._keep(valuation)
-        name = self.names.get(action_index)
-        if name is None:
-            name = self.names[action_index] = self.model.program.get_action_name(action_index)
-        col = self.action_col.get(name)
-        if col is None or not self.prune:  # as with 'full': such choices are weighed (or refused) when the chain is induced
-            return True
-        # deterministic + renormalize needs every available action to find the best available one
-        return bool(keep[col]) or (self.options.mode == "deterministic" and self.options.unavailable == "renormalize")
-
-    def _keep(self, valuation: Any) -> np.ndarray:
-        """``(|A|,)`` bool: the actions the policy may take in the state (one policy call per state, cached)."""
-        key = tuple(
-            int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
-            for v, b in zip(self.variables, self.is_bool, strict=True)
-        )
-        keep = self.cache.get(key)
-        if keep is None:
-            p = np.asarray(self.policy.action_probabilities(np.asarray([key], dtype=np.float64)), dtype=np.float64)[0]
-            if self.options.mode == "deterministic":
-                keep = np.zeros(len(p), dtype=bool)
-                keep[int(np.argmax(p))] = True
-            else:
-                keep = p > 0
-            self.cache[key] = keep
-            if self.progress is not None and len(self.cache) % 10_000 == 0:
-                self.progress(f"exploring policy-reachable states with Storm's builder: {len(self.cache):,} so far")
-        return keep
-
-    def all_unavailable(self, mdp: ExplicitModel) -> np.ndarray:
-        """``(S,)`` bool: deadlocks of the masked model that have available actions in the real one.
-
-        The mask removed them all (probability 0), so all the policy's mass is on unavailable actions.
-        Few states; their guards are evaluated on their valuations.
-        """
-        out = np.zeros(mdp.num_states, dtype=bool)
-        dead = mdp.labels.get("deadlock")
-        if dead is None or not dead.any():
-            return out
-        for i in np.flatnonzero(dead):
-            out[i] = bool(available_actions(self.model, mdp.valuation_dict(int(i))))
-        return out
-
-
-def available_actions(model: SymbolicModel, valuation: dict[str, int]) -> set[str]:
-    """Action labels enabled in a state of a PRISM program (synchronisation respected; "" = unlabelled)."""
-    program = model.program.substitute_constants()  # Storm crashes evaluating undefined identifiers
-    manager = program.expression_manager
-    subst = {}
-    for name, value in valuation.items():
-        if manager.has_variable(name):
-            var = manager.get_variable(name)
-            subst[var] = manager.boolean(bool(value)) if name in model.boolean_variables else manager.integer(int(value))
-    enabled: dict[str, bool] = {}
-    unlabelled = False
-    for module in program.modules:
-        here: dict[str, bool] = {}
-        for command in module.commands:
-            on = command.guard_expression.substitute(subst).evaluate_as_bool()
-            if not command.action_name:
-                unlabelled |= on
-            else:
-                here[command.action_name] = here.get(command.action_name, False) or on
-        for a, on in here.items():
-            enabled[a] = enabled.get(a, True) and on
-    return {a for a, on in enabled.items() if on} | ({""} if unlabelled else set())
 
 
 __all__ = [

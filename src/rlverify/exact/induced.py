@@ -183,16 +183,18 @@ def weigh(
     table: ChoiceTable | None = None,
     all_unavailable: np.ndarray | None = None,
     defer: bool = False,
+    ask: Callable[[ExplicitModel, Policy, np.ndarray], tuple[np.ndarray, float]] | None = None,
 ) -> tuple[ChoiceWeights, ChoiceTable, float]:
     """The policy's weight on every choice of ``model``: the policy asked once on every decision state
-    (:func:`ask_policy`), its distributions applied to the choices (:func:`choice_weights`, same arguments).
+    (:func:`ask_policy`, or ``ask``: distributions already asked), its distributions applied to the choices
+    (:func:`choice_weights`, same arguments).
 
     Returns the weights, the choice table (``table``, or :func:`~rlverify.models.dynamics.choice_table` built here:
     it refuses choices no policy can pick before the policy is asked) and the seconds spent in the policy.
     """
     table = choice_table(model, policy.actions) if table is None else table
     states = np.flatnonzero(table.decision)
-    probs, seconds = ask_policy(model, policy, states)
+    probs, seconds = (ask_policy if ask is None else ask)(model, policy, states)
     cw = choice_weights(
         model,
         policy,

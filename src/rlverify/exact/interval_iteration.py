@@ -3,6 +3,8 @@ every chain whose rows lie in the intervals, each step bounded by weak duality a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
@@ -41,74 +43,17 @@ def robust_reachability(
     step done) within ``max_iterations`` and the work budget: ``max_work`` transitions visited (each step costs its
     transitions plus :data:`STEP_COST`; the default about 20 s of steps on two cores).
     """
-    n = lo.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(hi.indptr))
-    gamma, k = sum_margin(int(np.diff(hi.indptr).max(initial=0)) + 1)  # one more rounding: w - lambda
-    cap = hi.data - lo.data
-    free = 1.0 - np.asarray(lo.sum(axis=1)).ravel()
-    starts = hi.indptr[:-1]
-    nonempty = np.diff(hi.indptr) > 0
-    u = 2.0**-53
-
-    same_row = rows[1:] == rows[:-1]
-    chosen: list[np.ndarray] = []  # per row, the successor whose value is lambda (kept while the order holds)
-
-    def split(order: np.ndarray) -> np.ndarray:
-        """``(n,)`` per row the entry of the greedy's last successor given mass (the first when none is), the
-        successors in ``order`` (within each row, best first; ``rows[order]`` is ``rows``)."""
-        c = cap[order]
-        before = np.cumsum(c) - c
-        before -= np.repeat(before[starts] if n else before, np.diff(hi.indptr))  # per-row cumulative
-        given = free[rows] - before > 0  # the greedy gives this successor some mass: a prefix of each row
-        count = np.bincount(rows, weights=given, minlength=n).astype(np.int64)
-        pick = np.minimum(starts + np.maximum(count - 1, 0), max(len(order) - 1, 0))
-        return order[pick] if len(order) else pick
-
-    def step(v: np.ndarray) -> np.ndarray:
-        w = v[hi.indices]
-        key = -w if maximize else w
-        if not chosen:
-            order = np.lexsort((key, rows))  # within each row, best successors first
-            chosen[:] = [split(order), order]
-        else:  # the greedy's split only changes where the order does: only those rows are sorted again
-            order = chosen[1]
-            ranked = key[order]
-            broken = (ranked[1:] < ranked[:-1]) & same_row
-            if broken.any():
-                at = np.flatnonzero(np.isin(rows, np.unique(rows[1:][broken])))
-                sub = order[at]
-                order[at] = sub[np.lexsort((key[sub], rows[at]))]
-                chosen[0] = split(order)
-        lam = np.zeros(n)
-        lam[nonempty] = w[chosen[0][nonempty]]
-        diff = w - lam[rows]
-        over, under = np.maximum(diff, 0.0), np.maximum(-diff, 0.0)
-        if maximize:  # max p.w <= lambda + sum hi (w - lambda)+ - sum lo (lambda - w)+
-            plus = rounded_up(np.bincount(rows, weights=hi.data * over, minlength=n), gamma, k)
-            minus = rounded_down(np.bincount(rows, weights=lo.data * under, minlength=n), gamma, k)
-        else:  # min p.w >= lambda + sum lo (w - lambda)+ - sum hi (lambda - w)+
-            plus = rounded_down(np.bincount(rows, weights=lo.data * over, minlength=n), gamma, k)
-            minus = rounded_up(np.bincount(rows, weights=hi.data * under, minlength=n), gamma, k)
-        total = lam + plus
-        margin = 2.0 * u * (1.0 + 2.0 * u) * total + 2 * _TINY  # the two final roundings
-        out = total - minus + margin if maximize else total - minus - margin
-        return np.clip(out, 0.0, 1.0)
-
+    greedy = _Greedy(lo, hi, maximize)
     base = target.astype(np.float64)
     if next_step:
-        return step(base), True
+        return greedy.step(base), True
     fixed = target | ~stay
     cost = int(hi.nnz) + STEP_COST
     if steps is not None:
         budget = steps if steps * cost <= max_work else max(max_work // cost, 1)
-        v = np.where(fixed, base, 0.0)
-        for _ in range(min(steps, budget)):
-            new = np.where(fixed, v, step(v))
-            if np.array_equal(new, v):
-                return v, True
-            v = new
-        if budget >= steps or not maximize:  # every step done; or a min's lower bound after fewer steps (still sound)
-            return v, budget >= steps
+        v, done = _iterate_steps(greedy.step, np.where(fixed, base, 0.0), fixed, min(steps, budget))
+        if done or budget >= steps or not maximize:  # every step done; or a min's lower bound after fewer steps
+            return v, done or budget >= steps
         unbounded, done = robust_reachability(lo, hi, target, stay, maximize=True, precision=precision, max_work=max_work)
         return np.minimum(unbounded, 1.0), done
     # graph facts true of every chain in the intervals: a state that cannot reach the target through stay states (on
@@ -116,13 +61,38 @@ def robust_reachability(
     # (a low of 0), reaches it with probability 1 (each chain from it is one finite graph in which every state can)
     go = stay & ~target
     can = _backward(hi, target, go)
-    loose = np.bincount(rows, weights=(lo.data <= 0).astype(np.float64), minlength=n) > 0
+    loose = np.bincount(greedy.rows, weights=(lo.data <= 0).astype(np.float64), minlength=greedy.n) > 0
     surely = go & ~_backward(hi, ~can | (loose & go), go)
     fixed = fixed | ~can | surely
     base = np.where(surely, 1.0, np.where(can, base, 0.0))
     v = np.where(fixed, base, 1.0 if maximize else 0.0)
+    return _iterate_to_convergence(greedy.step, v, fixed, maximize, precision, min(max_iterations, max(max_work // cost, 1)))
+
+
+def _iterate_steps(
+    step: Callable[[np.ndarray], np.ndarray], v: np.ndarray, fixed: np.ndarray, count: int
+) -> tuple[np.ndarray, bool]:
+    """``count`` steps from ``v`` (``fixed`` states kept), and whether a fixed point (bit for bit) ended them early."""
+    for _ in range(count):
+        new = np.where(fixed, v, step(v))
+        if np.array_equal(new, v):
+            return v, True
+        v = new
+    return v, False
+
+
+def _iterate_to_convergence(
+    step: Callable[[np.ndarray], np.ndarray],
+    v: np.ndarray,
+    fixed: np.ndarray,
+    maximize: bool,
+    precision: float,
+    most: int,
+) -> tuple[np.ndarray, bool]:
+    """At most ``most`` steps from ``v``, each bound only tightening, until converged (see
+    :func:`robust_reachability`); the values and whether they converged."""
     moved = np.inf
-    for _ in range(min(max_iterations, max(max_work // cost, 1))):
+    for _ in range(most):
         new = np.where(fixed, v, step(v))
         new = np.minimum(new, v) if maximize else np.maximum(new, v)  # each bound only tightens (still sound)
         change = float(np.abs(new - v).max(initial=0.0))
@@ -132,6 +102,74 @@ def robust_reachability(
             return new, True
         v, moved = new, change
     return v, False
+
+
+class _Greedy:
+    """One step of the robust iteration on the interval chain ``lo``/``hi`` (see :func:`robust_reachability`): per
+    row, the weak-duality bound at the ``lambda`` of the greedy distribution, rounded outwards; the greedy's order is
+    kept between steps and sorted again only in the rows where it broke."""
+
+    def __init__(self, lo: sp.csr_matrix, hi: sp.csr_matrix, maximize: bool) -> None:
+        self.lo, self.hi, self.maximize = lo, hi, maximize
+        self.n = n = lo.shape[0]
+        self.rows = np.repeat(np.arange(n), np.diff(hi.indptr))
+        self.gamma, self.k = sum_margin(int(np.diff(hi.indptr).max(initial=0)) + 1)  # one more rounding: w - lambda
+        self.cap = hi.data - lo.data
+        self.free = 1.0 - np.asarray(lo.sum(axis=1)).ravel()
+        self.starts = hi.indptr[:-1]
+        self.nonempty = np.diff(hi.indptr) > 0
+        self.same_row = self.rows[1:] == self.rows[:-1]
+        self.chosen: list[np.ndarray] = []  # per row, the successor whose value is lambda (kept while the order holds)
+
+    def split(self, order: np.ndarray) -> np.ndarray:
+        """``(n,)`` per row the entry of the greedy's last successor given mass (the first when none is), the
+        successors in ``order`` (within each row, best first; ``rows[order]`` is ``rows``)."""
+        n, rows, starts = self.n, self.rows, self.starts
+        c = self.cap[order]
+        before = np.cumsum(c) - c
+        before -= np.repeat(before[starts] if n else before, np.diff(self.hi.indptr))  # per-row cumulative
+        given = self.free[rows] - before > 0  # the greedy gives this successor some mass: a prefix of each row
+        count = np.bincount(rows, weights=given, minlength=n).astype(np.int64)
+        pick = np.minimum(starts + np.maximum(count - 1, 0), max(len(order) - 1, 0))
+        return order[pick] if len(order) else pick
+
+    def _lambda_entries(self, key: np.ndarray) -> np.ndarray:
+        """Per row the entry whose value is the greedy's ``lambda`` for sort keys ``key`` (best first)."""
+        rows, chosen = self.rows, self.chosen
+        if not chosen:
+            order = np.lexsort((key, rows))  # within each row, best successors first
+            chosen[:] = [self.split(order), order]
+        else:  # the greedy's split only changes where the order does: only those rows are sorted again
+            order = chosen[1]
+            ranked = key[order]
+            broken = (ranked[1:] < ranked[:-1]) & self.same_row
+            if broken.any():
+                at = np.flatnonzero(np.isin(rows, np.unique(rows[1:][broken])))
+                sub = order[at]
+                order[at] = sub[np.lexsort((key[sub], rows[at]))]
+                chosen[0] = self.split(order)
+        return chosen[0]
+
+    def step(self, v: np.ndarray) -> np.ndarray:
+        """``(n,)``: the bound one step from ``v``, inside [0, 1]."""
+        n, rows, lo, hi, gamma, k = self.n, self.rows, self.lo, self.hi, self.gamma, self.k
+        w = v[hi.indices]
+        entry = self._lambda_entries(-w if self.maximize else w)
+        lam = np.zeros(n)
+        lam[self.nonempty] = w[entry[self.nonempty]]
+        diff = w - lam[rows]
+        over, under = np.maximum(diff, 0.0), np.maximum(-diff, 0.0)
+        u = 2.0**-53
+        if self.maximize:  # max p.w <= lambda + sum hi (w - lambda)+ - sum lo (lambda - w)+
+            plus = rounded_up(np.bincount(rows, weights=hi.data * over, minlength=n), gamma, k)
+            minus = rounded_down(np.bincount(rows, weights=lo.data * under, minlength=n), gamma, k)
+        else:  # min p.w >= lambda + sum lo (w - lambda)+ - sum hi (lambda - w)+
+            plus = rounded_down(np.bincount(rows, weights=lo.data * over, minlength=n), gamma, k)
+            minus = rounded_up(np.bincount(rows, weights=hi.data * under, minlength=n), gamma, k)
+        total = lam + plus
+        margin = 2.0 * u * (1.0 + 2.0 * u) * total + 2 * _TINY  # the two final roundings
+        out = total - minus + margin if self.maximize else total - minus - margin
+        return np.clip(out, 0.0, 1.0)
 
 
 def _backward(graph: sp.csr_matrix, seeds: np.ndarray, through: np.ndarray) -> np.ndarray:

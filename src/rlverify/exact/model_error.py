@@ -213,6 +213,29 @@ def _intervals(
     return lo, hi, int((clipped & taken).sum())
 
 
+def _stay_and_target(model: SymbolicModel, prop: Property, chain: ExplicitModel) -> tuple[np.ndarray, np.ndarray]:
+    """``(stay, target)`` ``(n,)`` bool of the reachability the property is (or is the complement of, for ``G`` and
+    ``W``) on the chain: its state formulas, which a stalled run satisfies none of."""
+    plain = to_storm(chain)
+    sink = chain.labels.get(STALLED_LABEL, np.zeros(chain.num_states, dtype=bool))
+
+    def states(formula: Any) -> np.ndarray:
+        return np.asarray(truth_values(plain, formula), dtype=bool) & ~sink  # a stalled run satisfies no state formula
+
+    path = prop.storm_formula().subformula
+    if prop.path == "X":  # stormpy gives a next formula no subformula: its operand read as an eventually formula's
+        path = parse_property(model, f"P=? [F ({prop.right})]", fixed_policy=True).storm_formula().subformula
+    if prop.path in ("U", "W") or path.is_bounded_until_formula:  # F<=k is Storm's true U<=k
+        left, right = states(path.left_subformula), states(path.right_subformula)
+    else:
+        left, right = ~sink, states(path.subformula)
+    if prop.path == "G":
+        return ~sink, ~right | sink
+    if prop.path == "W":
+        return ~right & ~sink, (~left & ~right) | sink
+    return left, right
+
+
 def _interval_bounds(
     model: SymbolicModel,
     prop: Property,
@@ -233,27 +256,8 @@ def _interval_bounds(
             f"property '{prop.text}': a lower step bound (F>=k, F[a,b]) is not computed under model error; "
             "use an upper step bound (F<=k) or none"
         )
-    plain = to_storm(chain)
-    n = chain.num_states
-    sink = chain.labels.get(STALLED_LABEL, np.zeros(n, dtype=bool))
-
-    def states(formula: Any) -> np.ndarray:
-        return np.asarray(truth_values(plain, formula), dtype=bool) & ~sink  # a stalled run satisfies no state formula
-
-    path = prop.storm_formula().subformula
-    if prop.path == "X":  # stormpy gives a next formula no subformula: its operand read as an eventually formula's
-        path = parse_property(model, f"P=? [F ({prop.right})]", fixed_policy=True).storm_formula().subformula
-    if prop.path in ("U", "W") or path.is_bounded_until_formula:  # F<=k is Storm's true U<=k
-        left, right = states(path.left_subformula), states(path.right_subformula)
-    else:
-        left, right = ~sink, states(path.subformula)
+    stay, target = _stay_and_target(model, prop, chain)
     complement = prop.path in ("G", "W")
-    if prop.path == "G":
-        stay, target = ~sink, ~right | sink
-    elif prop.path == "W":
-        stay, target = ~right & ~sink, (~left & ~right) | sink
-    else:
-        stay, target = left, right
     steps = 1 if prop.path == "X" else prop.bound
     init = int(chain.initial_states[0])
     bounds, converged = [], True

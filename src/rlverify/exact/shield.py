@@ -102,6 +102,9 @@ class ShieldOptions:
         inside, message = _THRESHOLD_RANGES[ShieldKind(self.kind)]
         if not inside(t):
             raise OptionError(message.format(t=t))
+        self._validate_remaining()
+
+    def _validate_remaining(self) -> None:
         if self.remaining is not None and (
             isinstance(self.remaining, bool) or int(self.remaining) != self.remaining or self.remaining < 0
         ):
