@@ -578,10 +578,10 @@ def _induced(
     timings: dict[str, float] = {}
     estimates: dict[str, int] = {}
     t = time.perf_counter()
-    use_given = given is not None and strategy == "full"
-    kept = use_given or keep_mdp
-    mask = PolicyMask(model, policy, options, progress=say) if strategy == "onthefly" and not use_given else None
-    if given is not None and use_given:
+    given = given if strategy == "full" else None
+    kept = given is not None or keep_mdp
+    mask = PolicyMask(model, policy, options, progress=say) if strategy == "onthefly" else None
+    if given is not None:
         mdp = mdp_for(model, prop, options, given, policy=policy).mdp
     else:
         mdp = _storm_mdp(model, prop, policy, options, mask, estimates, say)
@@ -596,25 +596,11 @@ def _induced(
         what="MDP transitions",
         estimates=estimates,
     )
-    cw, table, policy_seconds = weigh(
-        mdp,
-        policy,
-        mode=options.mode,
-        unavailable=options.unavailable,
-        all_unavailable=None if mask is None else mask.all_unavailable(mdp),
-        defer=True,
-        ask=None if mask is None else mask.probabilities,
-    )
-    reward_bounded = is_reward_bounded(prop.storm_formula())
-    if reward_bounded and mdp.choice_rewards:
-        chain, origin = _split_chain(mdp, cw)
-    else:
-        chain, origin = induced_chain(mdp, cw, consume=not reward_bounded and not kept)
+    cw, table, policy_seconds = _weigh(mdp, policy, options, mask)
+    chain, origin = _chain_of(mdp, cw, prop, consume=not kept)
     timings["policy"] = policy_seconds
     timings["induce"] = time.perf_counter() - t - policy_seconds
-    if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
-        chain = _state_rewards_only(chain, mdp, origin)
-    return PolicyChain(
+    built = PolicyChain(
         chain=chain,
         origin=origin,
         strategy=strategy,
@@ -629,10 +615,40 @@ def _induced(
         build_notes=mdp.notes,
         timings=timings,
         memory_estimates=estimates,
-        source=mdp if kept else None,
-        table=table if kept else None,
-        weights=cw if kept else None,
     )
+    return dataclasses.replace(built, source=mdp, table=table, weights=cw) if kept else built
+
+
+def _weigh(
+    mdp: ExplicitModel, policy: Policy, options: ExactOptions, mask: PolicyMask | None
+) -> tuple[ChoiceWeights, ChoiceTable, float]:
+    """:func:`~rlverify.exact.induced.weigh` on ``mdp``; with ``mask`` (``onthefly``) from the policy's answers to
+    the mask, and the states the mask emptied stalled."""
+    if mask is None:
+        return weigh(mdp, policy, mode=options.mode, unavailable=options.unavailable, defer=True)
+    return weigh(
+        mdp,
+        policy,
+        mode=options.mode,
+        unavailable=options.unavailable,
+        all_unavailable=mask.all_unavailable(mdp),
+        defer=True,
+        ask=mask.probabilities,
+    )
+
+
+def _chain_of(mdp: ExplicitModel, cw: ChoiceWeights, prop: Property, *, consume: bool) -> tuple[ExplicitModel, np.ndarray]:
+    """The chain the weights ``cw`` induce on ``mdp`` for ``prop`` (a state per taken choice for a reward-bounded
+    property with action rewards; state rewards only for ``I=k``), and each chain state's MDP state; ``consume``:
+    the MDP's arrays may become the chain's (not for a reward-bounded property)."""
+    reward_bounded = is_reward_bounded(prop.storm_formula())
+    if reward_bounded and mdp.choice_rewards:
+        chain, origin = _split_chain(mdp, cw)
+    else:
+        chain, origin = induced_chain(mdp, cw, consume=consume and not reward_bounded)
+    if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
+        chain = _state_rewards_only(chain, mdp, origin)
+    return chain, origin
 
 
 def _storm_mdp(

@@ -3,9 +3,8 @@ the choice structure of the states explored so far by guard signature (:mod:`rlv
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from rlverify.arrays import distinct
 
@@ -18,7 +17,7 @@ DENSE_DOMAIN = 1 << 27
 class Growing:
     """An array appended to in place (``ndarray.resize``: realloc, no second copy of the data)."""
 
-    def __init__(self, dtype: Any, width: int | None = None, capacity: int = 1 << 16) -> None:
+    def __init__(self, dtype: npt.DTypeLike, width: int | None = None, capacity: int = 1 << 16) -> None:
         self.shape_tail = () if width is None else (width,)
         self.data = np.empty((capacity, *self.shape_tail), dtype=dtype)  # rows from n on are never read
         self.n = 0

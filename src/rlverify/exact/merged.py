@@ -24,7 +24,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,7 +39,7 @@ from rlverify.exact.storm_probe import StormProbe, label_plan
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import choice_name, choice_table, forced_start_message
 from rlverify.models.explicit import ExplicitModel, format_bytes, memory_limit, resident_bytes
-from rlverify.models.program import CompiledProgram, Enabled, Unsupported, compiled, terminal_functions
+from rlverify.models.program import CompiledProgram, Enabled, States, Unsupported, compiled, terminal_functions
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices
 from rlverify.policies.base import Policy
@@ -248,7 +247,7 @@ class _Exploration:
         self.deadlocks.extend(deadlock)
 
     def _fragment(
-        self, vals: np.ndarray, keys: np.ndarray, env: Any, n_init: int
+        self, vals: np.ndarray, keys: np.ndarray, env: States, n_init: int
     ) -> tuple[ExplicitModel, Enabled, np.ndarray]:
         """The states ``vals`` (the first ``n_init`` initial) as an MDP fragment (the one dynamics core reads it), its
         choices (``kind`` ``J``: Storm's self-loop at terminal states and deadlocks, last in program order) and the
@@ -306,7 +305,7 @@ class _Exploration:
         return fragment, choices, deadlock
 
     def _shaped(
-        self, vals: np.ndarray, keys: np.ndarray, env: Any
+        self, vals: np.ndarray, keys: np.ndarray, env: States
     ) -> tuple[Enabled, np.ndarray, ChoiceWeights, np.ndarray] | None:
         """The batch's choices, deadlocks and policy weights (as :meth:`_fragment` and :meth:`_weigh` give them) with
         the choice structure gathered from :class:`Shapes` by each state's guard signature; the structure of a
@@ -412,9 +411,9 @@ class _Exploration:
         (Storm's self-loops, and lone commands of the initial states that loop back: the forced-start note needs
         them); every other choice points elsewhere (column ``B``)."""
         B = len(row_groups) - 1
-        c_state, c_kind = choices.state, choices.kind
-        dummy_cols = np.where(c_kind == self.J, c_state, B)
-        lone = np.flatnonzero((c_state < n_init) & (c_kind < self.J) & (np.diff(row_groups)[c_state] == 1))
+        c_state, c_choice = choices.state, choices.kind
+        dummy_cols = np.where(c_choice == self.J, c_state, B)
+        lone = np.flatnonzero((c_state < n_init) & (c_choice < self.J) & (np.diff(row_groups)[c_state] == 1))
         if len(lone):
             br = self.program.branches(choices.parts[lone], c_state[lone], vals, keys)
             owner = np.repeat(np.arange(len(lone)), br.number)
@@ -452,8 +451,8 @@ class _Exploration:
         the order (row, choice, branch); parallel branches are summed in this order by :meth:`_merged_rows`. ``at``:
         each choice's entry in :attr:`shapes` (its branch structure there), or None."""
         taken = cw.weights > 0
-        c_state, c_kind = choices.state, choices.kind
-        pick = (taken & (c_kind < self.J)).nonzero()[0]
+        c_state, c_choice = choices.state, choices.kind
+        pick = (taken & (c_choice < self.J)).nonzero()[0]
         if at is None:
             br = self.program.branches(choices.parts[pick], c_state[pick], vals, keys)
         else:
@@ -469,7 +468,7 @@ class _Exploration:
             [br.keys],
             [br.probs * cw.weights[pick].repeat(br.number)],
         )
-        loops = (taken & (c_kind == self.J)).nonzero()[0]
+        loops = (taken & (c_choice == self.J)).nonzero()[0]
         rows.append(c_state[loops])
         succ.append(keys[c_state[loops]])
         mass.append(cw.weights[loops])

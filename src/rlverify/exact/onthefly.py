@@ -29,8 +29,11 @@ from rlverify.policies.base import BasePolicy, Policy, validate_probabilities
 
 __all__ = ["PolicyMask", "StormMask", "available_actions"]
 
-#: Storm's action mask (``stormpy.developer.StateValuationFunctionMask``: untyped)
+#: Storm's untyped objects: the action mask (``stormpy.developer.StateValuationFunctionMask``), a state's valuation
+#: it is called with, a module of a PRISM program
 StormMask = Any
+StormValuation = Any
+StormModule = Any
 #: an observation: the policy's features in a state, as integers
 Observation = tuple[int, ...]
 
@@ -90,7 +93,7 @@ class PolicyMask:
 
         return dev.StateValuationFunctionMask[float](self._allowed)
 
-    def _allowed(self, valuation: Any, action_index: int) -> bool:
+    def _allowed(self, valuation: StormValuation, action_index: int) -> bool:
         keep = self._keep(valuation)
         name = self.names.get(action_index)
         if name is None:
@@ -100,7 +103,7 @@ class PolicyMask:
             return True
         return bool(keep[col])
 
-    def _keep(self, valuation: Any) -> np.ndarray:
+    def _keep(self, valuation: StormValuation) -> np.ndarray:
         """``(|A|,)`` bool: the actions the policy may take in the state (asked now if no layer found it)."""
         key = tuple(
             int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
@@ -229,7 +232,7 @@ def available_actions(model: SymbolicModel, valuation: dict[str, int]) -> set[st
     return {a for a, on in enabled.items() if on} | ({""} if unlabelled else set())
 
 
-def _enabled_in(module: Any, subst: dict[Any, Any]) -> dict[str, bool]:
+def _enabled_in(module: StormModule, subst: dict[StormValuation, StormValuation]) -> dict[str, bool]:
     """Per action label of ``module``'s commands, whether one of them is enabled under ``subst`` (key "": an
     unlabelled command)."""
     here: dict[str, bool] = {}
