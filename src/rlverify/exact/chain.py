@@ -374,7 +374,7 @@ def check_on_disk(model: SymbolicModel, prop: Property, options: ExactOptions, s
     """Refuse (``OptionError``, before anything is built) what a chain on disk (``--chain-dir``) cannot check: it is
     built by the ``merged`` strategy (PRISM programs) and checked for reachability, step-bounded or not
     (:func:`~rlverify.exact.checking.solved_here`: ``--numerics sound`` or ``direct``), only."""
-    if strategy != "merged":
+    if strategy != Strategy.MERGED:
         why = "JANI models are built by Storm" if not _is_prism(model) else f"not with --strategy {options.strategy}"
         raise OptionError(f"--chain-dir needs the merged strategy (PRISM programs, --strategy auto or merged): {why}")
     formula = prop.storm_formula()
@@ -415,7 +415,7 @@ def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Prop
             "cannot make the stalled runs satisfy no state formula of this form; use P=? with F, G, "
             "X, U or W, or --unavailable renormalize"
         )
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     try:
         with storm_log_off():
@@ -496,7 +496,7 @@ def _build(
     strategy, declined = _chosen_strategy(model, prop, options) if chosen is None else chosen
     if options.chain_dir is not None:
         check_on_disk(model, prop, options, strategy)
-    if strategy == "merged":
+    if strategy == Strategy.MERGED:
         merged, declined = _merged(model, prop, policy, options, say, probe)
         if merged is not None:
             return merged
@@ -536,7 +536,7 @@ def _merged(
             return _from_merged(built, prop, options, time.perf_counter() - t), None
     if options.chain_dir is not None:
         raise OptionError(f"{model.shown}: --chain-dir needs the merged strategy, which cannot build this model ({reason})")
-    if options.strategy == "merged":
+    if options.strategy == Strategy.MERGED:
         raise ModelError(f"{model.shown}: --strategy merged cannot build this model ({reason}); use --strategy full")
     log.info("strategy merged declined (%s): building the MDP with Storm", reason)
     return None, reason
@@ -578,9 +578,9 @@ def _induced(
     timings: dict[str, float] = {}
     estimates: dict[str, int] = {}
     t = time.perf_counter()
-    given = given if strategy == "full" else None
+    given = given if strategy == Strategy.FULL else None
     kept = given is not None or keep_mdp
-    mask = PolicyMask(model, policy, options, progress=say) if strategy == "onthefly" else None
+    mask = PolicyMask(model, policy, options, progress=say) if strategy == Strategy.ONTHEFLY else None
     if given is not None:
         mdp = mdp_for(model, prop, options, given, policy=policy).mdp
     else:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.choices import Unavailable
 from rlverify.exact.cut import STALLED_LABEL, Cut
 from rlverify.models.dynamics import (
     ChoiceTable,
@@ -127,7 +128,7 @@ def weights_at(
     """:func:`choice_weights` on arrays: ``probs`` ``(K, |A|)`` at ``states`` ``(K,)`` int64, whose choice for each
     action is ``choice_of`` ``(K, |A|)`` (-1: unavailable); ``choice_state`` ``(C,)`` the state of each choice, of
     ``num_states``. ``where(i)``: row ``i``'s state for messages; ``describe(s)``: state ``s``'s."""
-    defer = defer and unavailable == "renormalize"
+    defer = defer and unavailable == Unavailable.RENORMALIZE
     p, stalled_mass = policy_weights(probs, choice_of >= 0, mode=mode, unavailable=unavailable, where=where, refuse=not defer)
     is_decision = np.zeros(num_states, dtype=bool)
     is_decision[states] = True
@@ -143,7 +144,7 @@ def weights_at(
         nothing = np.zeros(num_states, dtype=bool)
         nothing[states] = stalled_mass > 0
     if all_unavailable is not None and all_unavailable.any():
-        if unavailable == "renormalize" and not defer:
+        if unavailable == Unavailable.RENORMALIZE and not defer:
             refuse_all_unavailable(all_unavailable, where=describe)
         weights[all_unavailable[choice_state]] = 0.0
         stalled[all_unavailable] = 1.0

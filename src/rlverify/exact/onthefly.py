@@ -11,7 +11,7 @@ program the compiler does not evaluate, a search stopped at ``max_states``) is a
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,10 +22,12 @@ from rlverify.exact.exploration_index import StateIndex
 from rlverify.exact.options import ExactOptions, Progress
 from rlverify.models.commands import is_command_name
 from rlverify.models.explicit import ExplicitModel
-from rlverify.models.program import CompiledProgram, Unsupported, compiled, terminal_functions
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import BasePolicy, Policy, validate_probabilities
+
+if TYPE_CHECKING:
+    from rlverify.models.program import CompiledProgram
 
 __all__ = ["PolicyMask", "StormMask", "available_actions"]
 
@@ -136,9 +138,12 @@ class PolicyMask:
     def prefetch(self, prop: Property, max_states: int | None) -> None:
         """Ask the policy, a layer at a time, at the states Storm's builder will explore (see the module docstring);
         stops quietly where the compiled program does not evaluate the model (Storm then decides)."""
+        from rlverify.models.program import Unsupported, compiled, terminal_functions  # lazy: 0.1 s, onthefly only
+
         try:
             program = compiled(self.model.program, self.model.shown)
-            layers = _Layers(program, prop, self)
+            terminal = terminal_functions(prop.storm.get_raw_formula(), program.label_functions.get, program.by_name)
+            layers = _Layers(program, terminal, self)
         except (Unsupported, RlverifyError, KeyError):
             return
         try:
@@ -169,11 +174,11 @@ def _observation(row: np.ndarray) -> Observation:
 
 class _Layers:
     """The breadth-first layers of the states Storm's builder explores under a :class:`PolicyMask`, found with the
-    compiled program; each layer's observations asked in one call."""
+    compiled program (``terminal``: its property-directed terminal states, as
+    :func:`~rlverify.models.program.terminal_functions` gives them); each layer's observations asked in one call."""
 
-    def __init__(self, program: CompiledProgram, prop: Property, mask: PolicyMask) -> None:
-        self.program, self.mask = program, mask
-        self.terminal = terminal_functions(prop.storm.get_raw_formula(), program.label_functions.get, program.by_name)
+    def __init__(self, program: CompiledProgram, terminal: list[tuple[Any, bool]], mask: PolicyMask) -> None:
+        self.program, self.mask, self.terminal = program, mask, terminal
         self.columns = [program.index[f] for f in mask.policy.features]
         # each choice group's policy action column (-1: no action of the policy, always kept)
         self.column_of_group = np.array([mask.action_col.get(g.action, -1) for g in program.groups], dtype=np.int64)

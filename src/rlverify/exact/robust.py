@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.choices import Strategy
 from rlverify.exact.adversarial import (
     SHRINK,
     Pairs,
@@ -185,7 +186,7 @@ def _nominal_and_mdp(
         )
     else:
         chain = chain_for(model, prop, policy, exact, chain)
-    if chain.strategy == "full" and chain.source is not None and chain.table is not None:
+    if chain.strategy == Strategy.FULL and chain.source is not None and chain.table is not None:
         return chain, chain.source, chain.table
     full = mdp_for(model, prop, exact, mdp, policy=policy, progress=say).mdp
     return chain, full, choice_table(full, policy.actions)

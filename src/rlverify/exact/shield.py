@@ -33,6 +33,7 @@ import hashlib
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,7 @@ from rlverify.exact.verify import verify_exact
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.graph import reachable
 from rlverify.models.properties import Property
+from rlverify.models.summary import summarize
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
@@ -187,8 +189,6 @@ def _agent_values(values: ActionValues, actions: Sequence[str]) -> tuple[np.ndar
 
 def _best(q: np.ndarray, optimum: str) -> np.ndarray:
     with np.errstate(all="ignore"):
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return np.nanmin(q, axis=1) if optimum == "min" else np.nanmax(q, axis=1)
@@ -255,8 +255,6 @@ def _check_ranges(shield: Shield, model: SymbolicModel) -> None:
 
 def _declared_ranges(model: SymbolicModel) -> dict[str, tuple[int | None, int | None]]:
     """Each state variable's declared ``(low, high)`` (a JANI location: its codes; None where not a constant)."""
-    from rlverify.models.summary import summarize
-
     declared = {v["name"]: v for v in summarize(model, build=False)[0].variables}
     out: dict[str, tuple[int | None, int | None]] = {}
     for v in model.variables:

@@ -79,7 +79,7 @@ class _Reversed:
     """The reversed positive pattern of ``transitions`` for searches through ``through`` (see :func:`steps_to`)."""
 
     def __init__(self, transitions: sp.csr_matrix, row_groups: np.ndarray | None, through: np.ndarray) -> None:
-        import scipy.sparse as sp
+        import scipy.sparse as sp  # lazy: scipy, start-up (graph functions run on built models only)
 
         T = sp.csr_matrix(transitions)
         C, S = T.shape
@@ -118,13 +118,13 @@ class _Reversed:
 
     def reach(self, target: np.ndarray) -> np.ndarray:
         """``(S,)`` bool: :func:`can_reach`'s answer for ``target``."""
-        from scipy.sparse.csgraph import breadth_first_order
+        from scipy.sparse.csgraph import breadth_first_order  # lazy: csgraph, start-up
 
         small = self.reverse.nnz <= ONE_CALL_TRANSITIONS
         dist, frontier = self.levels(target, NUMPY_LEVELS if small else None)
         found = np.isfinite(dist)
         if len(frontier):
-            import scipy.sparse as sp
+            import scipy.sparse as sp  # lazy: scipy, start-up (graph functions run on built models only)
 
             S = len(found)
             heads, indptr = self._passable_edges()
