@@ -16,6 +16,7 @@ import pytest
 from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import ModelError, PolicyError, PropertyError
+from rlverify.exact import strategy as strategy_module
 from rlverify.models.summary import summarize
 from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy
@@ -345,7 +346,6 @@ def test_a_label_synchronising_many_command_combinations_forms_only_the_enabled_
 
 def test_a_label_with_too_many_enabled_combinations_in_a_state_is_left_to_storm(tmp_path, monkeypatch):
     """Three modules with five enabled commands of one label each: 125 choices in the initial state."""
-    import rlverify.exact.chain as chain_module
     import rlverify.models.program as program
 
     path = tmp_path / "combo.prism"
@@ -363,7 +363,7 @@ def test_a_label_with_too_many_enabled_combinations_in_a_state_is_left_to_storm(
     want = verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
     assert want.states == 1 + 125 and want.value == pytest.approx(1 / 125, rel=1e-12)  # the uniform policy: 1/125
     monkeypatch.setattr(program, "MAX_ENABLED", 100)
-    monkeypatch.setattr(chain_module, "AUTO_BRANCHING", 0.0)  # auto tries merged, whatever the program's shape
+    monkeypatch.setattr(strategy_module, "AUTO_BRANCHING", 0.0)  # auto tries merged, whatever the program's shape
     r = verify_exact(path, 'P=? [F "g"]', policy)
     assert r.strategy == "full" and r.value == pytest.approx(1 / 125, rel=1e-12)
     assert (
@@ -610,7 +610,7 @@ def test_storms_one_state_build_ends_before_auto_falls_back_to_storms_full_build
     monkeypatch.setattr(storm_probe, "probe", slow_probe)
     monkeypatch.setattr(merged, "compiled", declined)
     monkeypatch.setattr(chain_module, "build_explicit", timed_build)
-    monkeypatch.setattr(chain_module, "AUTO_BRANCHING", 0.0)
+    monkeypatch.setattr(strategy_module, "AUTO_BRANCHING", 0.0)
     r = verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="auto"))
     assert r.strategy == "full" and r.settings["merged_declined"] == "declined by the test"
     assert times["probe ended"] < times["build started"]
@@ -644,9 +644,7 @@ def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration
     with pytest.raises(ModelError, match=refused):
         verify_exact(good, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
     # auto (made to try merged whatever the program's shape) falls back to the full strategy, and says why
-    from rlverify.exact import chain as chain_module
-
-    monkeypatch.setattr(chain_module, "AUTO_BRANCHING", 0.0)
+    monkeypatch.setattr(strategy_module, "AUTO_BRANCHING", 0.0)
     r = verify_exact(good, 'P=? [F "done"]', policy, ExactOptions(strategy="auto"))
     assert "Storm's build of the initial state failed" in r.settings["merged_declined"]
     # by hand: 'stay' is unavailable at s=1, 2 (its mass stalls): v1 = 1/2, v2 = 1/2 (0.2 + 0.8 v2) = 1/6,
@@ -657,7 +655,7 @@ def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration
 def test_auto_takes_merged_for_a_tiny_program_that_branches_and_storm_for_a_tiny_chain(tmp_path):
     """At most AUTO_TINY valuations: two branches per choice or more spread in a few breadth-first steps (merged);
     fewer can make a chain of narrow steps, one per state (Storm's builder)."""
-    from rlverify.exact.chain import AUTO_TINY, strategy_and_reason
+    from rlverify.exact.strategy import AUTO_TINY, strategy_and_reason
 
     def program(n, b_updates):
         return (
