@@ -12,7 +12,8 @@ import pytest
 
 from rlverify.cli.main import main
 from rlverify.exact.features import FeatureOptions, feature_effects
-from rlverify.exact.robust import RobustnessOptions, robustness
+from rlverify.exact.robust import robustness
+from rlverify.exact.robust_options import RobustnessOptions
 from rlverify.policies.ablated import FixedFeaturePolicy
 from rlverify.resolve import resolve
 

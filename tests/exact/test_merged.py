@@ -16,6 +16,7 @@ import pytest
 from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import ModelError, PolicyError, PropertyError
+from rlverify.exact import strategy as strategy_module
 from rlverify.models.summary import summarize
 from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy
@@ -345,7 +346,6 @@ def test_a_label_synchronising_many_command_combinations_forms_only_the_enabled_
 
 def test_a_label_with_too_many_enabled_combinations_in_a_state_is_left_to_storm(tmp_path, monkeypatch):
     """Three modules with five enabled commands of one label each: 125 choices in the initial state."""
-    import rlverify.exact.chain as chain_module
     import rlverify.models.program as program
 
     path = tmp_path / "combo.prism"
@@ -363,7 +363,7 @@ def test_a_label_with_too_many_enabled_combinations_in_a_state_is_left_to_storm(
     want = verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
     assert want.states == 1 + 125 and want.value == pytest.approx(1 / 125, rel=1e-12)  # the uniform policy: 1/125
     monkeypatch.setattr(program, "MAX_ENABLED", 100)
-    monkeypatch.setattr(chain_module, "AUTO_BRANCHING", 0.0)  # auto tries merged, whatever the program's shape
+    monkeypatch.setattr(strategy_module, "AUTO_BRANCHING", 0.0)  # auto tries merged, whatever the program's shape
     r = verify_exact(path, 'P=? [F "g"]', policy)
     assert r.strategy == "full" and r.value == pytest.approx(1 / 125, rel=1e-12)
     assert (
@@ -407,6 +407,7 @@ def test_every_states_value_and_valuation_as_with_full(tmp_path):
 @pytest.mark.parametrize("dense,batch", [(0, 1), (1 << 27, 1), (0, 1 << 19)], ids=["runs-tiny", "dense-tiny", "runs"])
 def test_state_index_and_batch_size_do_not_change_the_chain(tmp_path, monkeypatch, dense, batch):
     """The sorted-runs index (domains above DENSE_DOMAIN) and one-state batches build the same chain."""
+    import rlverify.exact.exploration_index as exploration_index
     import rlverify.exact.merged as merged_module
 
     path = tmp_path / "prog.prism"
@@ -419,7 +420,7 @@ def test_state_index_and_batch_size_do_not_change_the_chain(tmp_path, monkeypatc
     summary, _ = summarize(model)
     policy = _mixing_policy(model.variables, list(summary.actions), seed=1)
     want = verify_exact(model, 'P=? [F<=7 "far" | "top"]', policy, ExactOptions(strategy="merged"))
-    monkeypatch.setattr(merged_module, "DENSE_DOMAIN", dense)
+    monkeypatch.setattr(exploration_index, "DENSE_DOMAIN", dense)
     monkeypatch.setattr(merged_module, "BATCH_BRANCHES", batch)
     got = verify_exact(model, 'P=? [F<=7 "far" | "top"]', policy, ExactOptions(strategy="merged"))
     full = verify_exact(model, 'P=? [F<=7 "far" | "top"]', policy, ExactOptions(strategy="full"))
@@ -481,12 +482,13 @@ def test_the_choice_structure_gathered_by_guard_signature_builds_the_same_chain_
     every batch forming its own builds: the same arrays bit for bit, the same untaken choices (a policy lacking an
     action: named and counted per state), decision states and branches; also when two signatures share a hash (the
     batches from then on form their own)."""
+    import rlverify.exact.exploration_index as exploration_index
     import rlverify.exact.merged as merged_module
     from rlverify.exact.merged import merged_chain
     from rlverify.models.symbolic import parse_property
 
     if name == "collide":
-        monkeypatch.setattr(merged_module._Shapes, "hash", staticmethod(lambda words: np.zeros(len(words), np.uint64)))
+        monkeypatch.setattr(exploration_index.Shapes, "hash", staticmethod(lambda words: np.zeros(len(words), np.uint64)))
         path = _storm_examples() / "csma2-2.nm"
     elif name == "PROGRAM":
         path = tmp_path / "prog.prism"
@@ -537,12 +539,12 @@ def test_a_state_the_policy_cannot_address_is_refused_naming_it_when_the_structu
 
 def _refusing_probe(monkeypatch):
     """Storm's build of the initial state made to refuse, as Storm refuses programs rlverify's compiler accepts."""
-    from rlverify.exact import merged
+    from rlverify.exact import merged, storm_probe
 
     def refuse(model, prop):
         raise merged.Unsupported("Storm's build of the initial state failed: a refusal of Storm's")
 
-    monkeypatch.setattr(merged, "_probe", refuse)
+    monkeypatch.setattr(storm_probe, "probe", refuse)
 
 
 def test_storms_one_state_build_runs_in_its_own_thread_beside_the_policys_check(tmp_path, monkeypatch):
@@ -551,13 +553,13 @@ def test_storms_one_state_build_runs_in_its_own_thread_beside_the_policys_check(
     import threading
 
     from rlverify.exact import chain as chain_module
-    from rlverify.exact import merged
+    from rlverify.exact import storm_probe
 
     path = tmp_path / "two.prism"
     path.write_text(TWO_STEP)
     policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
     events: list[tuple[str, str]] = []
-    probe, checked = merged._probe, chain_module.check_policy
+    probe, checked = storm_probe.probe, chain_module.check_policy
 
     def recorded_probe(model, prop):
         events.append(("probe", threading.current_thread().name))
@@ -567,7 +569,7 @@ def test_storms_one_state_build_runs_in_its_own_thread_beside_the_policys_check(
         events.append(("check", threading.current_thread().name))
         return checked(*args, **kwargs)
 
-    monkeypatch.setattr(merged, "_probe", recorded_probe)
+    monkeypatch.setattr(storm_probe, "probe", recorded_probe)
     monkeypatch.setattr(chain_module, "check_policy", recorded_check)
     r = verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
     assert sorted(events) == [("check", threading.main_thread().name), ("probe", "rlverify-storm-probe")]
@@ -584,13 +586,13 @@ def test_storms_one_state_build_ends_before_auto_falls_back_to_storms_full_build
     import time
 
     from rlverify.exact import chain as chain_module
-    from rlverify.exact import merged
+    from rlverify.exact import merged, storm_probe
 
     path = tmp_path / "two.prism"
     path.write_text(TWO_STEP)
     policy = CallablePolicy(lambda x: np.tile([0.5, 0.5], (len(x), 1)), ["s"], ["go", "stay"])
     times: dict[str, float] = {}
-    probe, build = merged._probe, chain_module.build_explicit
+    probe, build = storm_probe.probe, chain_module.build_explicit
 
     def slow_probe(model, prop):
         time.sleep(0.3)
@@ -605,10 +607,10 @@ def test_storms_one_state_build_ends_before_auto_falls_back_to_storms_full_build
         times["build started"] = time.perf_counter()
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(merged, "_probe", slow_probe)
+    monkeypatch.setattr(storm_probe, "probe", slow_probe)
     monkeypatch.setattr(merged, "compiled", declined)
     monkeypatch.setattr(chain_module, "build_explicit", timed_build)
-    monkeypatch.setattr(chain_module, "AUTO_BRANCHING", 0.0)
+    monkeypatch.setattr(strategy_module, "AUTO_BRANCHING", 0.0)
     r = verify_exact(path, 'P=? [F "done"]', policy, ExactOptions(strategy="auto"))
     assert r.strategy == "full" and r.settings["merged_declined"] == "declined by the test"
     assert times["probe ended"] < times["build started"]
@@ -642,9 +644,7 @@ def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration
     with pytest.raises(ModelError, match=refused):
         verify_exact(good, 'P=? [F "done"]', policy, ExactOptions(strategy="merged"))
     # auto (made to try merged whatever the program's shape) falls back to the full strategy, and says why
-    from rlverify.exact import chain as chain_module
-
-    monkeypatch.setattr(chain_module, "AUTO_BRANCHING", 0.0)
+    monkeypatch.setattr(strategy_module, "AUTO_BRANCHING", 0.0)
     r = verify_exact(good, 'P=? [F "done"]', policy, ExactOptions(strategy="auto"))
     assert "Storm's build of the initial state failed" in r.settings["merged_declined"]
     # by hand: 'stay' is unavailable at s=1, 2 (its mass stalls): v1 = 1/2, v2 = 1/2 (0.2 + 0.8 v2) = 1/6,
@@ -655,7 +655,7 @@ def test_storms_refusal_of_the_initial_state_is_said_before_what_the_exploration
 def test_auto_takes_merged_for_a_tiny_program_that_branches_and_storm_for_a_tiny_chain(tmp_path):
     """At most AUTO_TINY valuations: two branches per choice or more spread in a few breadth-first steps (merged);
     fewer can make a chain of narrow steps, one per state (Storm's builder)."""
-    from rlverify.exact.chain import AUTO_TINY, strategy_and_reason
+    from rlverify.exact.strategy import AUTO_TINY, strategy_and_reason
 
     def program(n, b_updates):
         return (

@@ -17,7 +17,7 @@ from rlverify import verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import OptionError, PropertyError
 from rlverify.exact import ExactOptions, ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
-from rlverify.exact.robust import fgsm, offsets
+from rlverify.exact.adversarial import fgsm, offsets
 from rlverify.models import load_model
 from rlverify.policies import MLP, load_policy, save_mlp_onnx
 from tests.exact.resolved import parsed

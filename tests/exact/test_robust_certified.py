@@ -183,7 +183,7 @@ def test_a_slowly_converging_iteration_stops_at_its_work_budget_with_sound_bound
     form: the goal's share of the leaving mass); the iteration would need ~1e7 steps."""
     import scipy.sparse as sp
 
-    from rlverify.exact.robust import robust_reachability
+    from rlverify.exact.interval_iteration import robust_reachability
 
     p, d = 1e-6, 1e-7
     lo = sp.csr_matrix(np.array([[1 - 2 * p - d, p - d, p - d], [0, 1, 0], [0, 0, 1]]))

@@ -23,8 +23,8 @@ import rlverify
 from rlverify.errors import PropertyError
 from rlverify.exact.chain import policy_chain
 from rlverify.exact.explain import MAX_LISTED_STEPS
+from rlverify.exact.interventions import expected_total
 from rlverify.exact.options import ExactOptions
-from rlverify.exact.shield import _expected_total
 from rlverify.exact.tree import expected_visits
 from rlverify.resolve import resolve
 
@@ -100,16 +100,16 @@ def test_expected_total_of_a_huge_bound_is_the_converged_one_and_the_closed_form
         if np.array_equal(nxt, total):
             break
         total = nxt
-    converged = _expected_total(P, r, 0, j, None)
-    assert _expected_total(P, r, 0, 10**12, None) == converged == (total[0, 0], total[0, 1])
+    converged = expected_total(P, r, 0, j, None)
+    assert expected_total(P, r, 0, 10**12, None) == converged == (total[0, 0], total[0, 1])
     assert converged == pytest.approx(tuple(closed), rel=1e-12)
-    assert _expected_total(P, r, 0, None, None) == pytest.approx(tuple(closed), rel=1e-12)
+    assert expected_total(P, r, 0, None, None) == pytest.approx(tuple(closed), rel=1e-12)
 
 
 def test_expected_total_that_grows_forever_is_refused_at_the_budget() -> None:
     P = sp.csr_matrix(np.array([[0.5, 0.5], [0.5, 0.5]]))  # never absorbed: the total grows by 1 a step
     with pytest.raises(PropertyError, match=r"--max-work 30,000.*no fixed point in the 10 steps"):
-        _expected_total(P, np.ones((2, 2)), 0, 10**12, 30_000)
+        expected_total(P, np.ones((2, 2)), 0, 10**12, 30_000)
 
 
 # -- expected visits (explain --parts tree / critical) ---------------------------------------------------------------

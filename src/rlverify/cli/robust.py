@@ -75,7 +75,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
+    from rlverify.exact.model_error import model_error_bounds
+    from rlverify.exact.robust import robustness
+    from rlverify.exact.robust_options import ModelErrorOptions, RobustnessOptions
     from rlverify.resolve import resolve
     from rlverify.results import IntervalResult
 

@@ -21,9 +21,11 @@ if TYPE_CHECKING:
     from rlverify.exact.features import FeatureOptions, feature_effects
     from rlverify.exact.induced import STALLED_LABEL, induced_chain
     from rlverify.exact.maps import MapOptions, risk_map
+    from rlverify.exact.model_error import model_error_bounds
     from rlverify.exact.optimum import optimum
     from rlverify.exact.options import ExactOptions
-    from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
+    from rlverify.exact.robust import robustness
+    from rlverify.exact.robust_options import ModelErrorOptions, RobustnessOptions
     from rlverify.exact.tree import TreeOptions, fit_tree
     from rlverify.exact.verify import verify_exact
 
@@ -71,7 +73,9 @@ lazy_exports(
         "rlverify.exact.maps": "MapOptions risk_map",
         "rlverify.exact.optimum": "optimum",
         "rlverify.exact.options": "ExactOptions",
-        "rlverify.exact.robust": "ModelErrorOptions RobustnessOptions model_error_bounds robustness",
+        "rlverify.exact.model_error": "model_error_bounds",
+        "rlverify.exact.robust": "robustness",
+        "rlverify.exact.robust_options": "ModelErrorOptions RobustnessOptions",
         "rlverify.exact.verify": "verify_exact",
     },
 )

@@ -22,10 +22,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.choices import Mode, Strategy
 from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError, RlverifyError
-from rlverify.exact.checking import is_reward_bounded, solved_here
-from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, induced_chain, weigh
+from rlverify.exact.checking import is_reward_bounded
+from rlverify.exact.cut import STALLED_LABEL
+from rlverify.exact.induced import ChoiceWeights, induced_chain, weigh
+from rlverify.exact.onthefly import PolicyMask, available_actions
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved
+from rlverify.exact.strategy import check_on_disk, choose_strategy, is_prism, strategy_and_reason
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import ChoiceTable, forced_start_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory
@@ -35,9 +39,14 @@ from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
 
 if TYPE_CHECKING:
-    from rlverify.exact.merged import MergedChain, StormProbe
+    from rlverify.exact.merged import MergedChain
+    from rlverify.exact.storm_probe import StormProbe
 
 log = logging.getLogger(__name__)
+
+#: Storm's untyped objects: a sparse model, a property (stormpy has no type hints)
+StormModel = Any
+StormProperty = Any
 
 #: what makes a chain or an MDP smaller (the advice of an out-of-memory error)
 SHRINK = (
@@ -59,7 +68,7 @@ class FullMDP:
     """
 
     mdp: ExplicitModel
-    storm: Any
+    storm: StormModel
     property: str
     seconds: float = 0.0
 
@@ -138,7 +147,7 @@ def policy_chain(
     options = ExactOptions() if options is None else options
     try:
         options.validate()
-        if options.mode == "monolithic":
+        if options.mode == Mode.MONOLITHIC:
             raise OptionError(
                 "a policy's chain needs --mode stochastic or deterministic (monolithic mode has no "
                 "policy: Pmin/Pmax range over all schedulers)"
@@ -239,119 +248,6 @@ def mdp_for(
     return mdp
 
 
-#: ``auto`` picks ``merged`` for a PRISM MDP whose choices have at least this many branches on average (the
-#: policy's chain fans out: a few wide breadth-first steps, where exploring in numpy batches is cheapest) ...
-AUTO_BRANCHING = 2.2
-#: ... or whose variables' domains multiply to at least this (large state spaces: the steps grow wide) ...
-AUTO_DOMAIN = 2**45
-#: ... or whose choices branch at least AUTO_FANNING ways on average over a domain of at least AUTO_FANNED valuations
-#: (csma: 1.7 over 3e11); elsewhere Storm's builder is faster: the chain is explored in many narrow steps, each with a
-#: fixed cost in numpy (measured in benchmarks/exact.py --files: the paper's Avoid, Freeway, Crazy Climber; QVBS
-#: consensus, csma, firewire, leader)
-AUTO_FANNING = 1.5
-AUTO_FANNED = 2**30
-#: ... or whose choices branch two ways or more on average over at most AUTO_TINY valuations: a handful of breadth-first
-#: steps, cheaper than the fixed set-up of Storm's builder (its state table; ij: 7 states, merged ~0.9x full once
-#: Storm's one-state build runs beside the policy's check). A program of that size explored in many narrow steps
-#: costs at most AUTO_TINY of them (a 64-state chain: ~50 vs ~25 ms)
-AUTO_TINY = 64
-
-
-def choose_strategy(model: SymbolicModel, options: ExactOptions, prop: Property | None = None) -> str:
-    """The strategy ``options`` ask for on ``model`` (see :func:`strategy_and_reason`)."""
-    return strategy_and_reason(model, options, prop)[0]
-
-
-def strategy_and_reason(model: SymbolicModel, options: ExactOptions, prop: Property | None = None) -> tuple[str, str | None]:
-    """The strategy ``options`` ask for on ``model`` (for ``prop``), and why ``auto`` did not pick ``merged`` (None: it
-    did, or ``auto`` was not asked for).
-
-    ``auto`` is ``full`` for JANI; for a PRISM MDP it is ``merged`` where the program's choices branch widely or its
-    variables span a large domain (:data:`AUTO_BRANCHING`, :data:`AUTO_DOMAIN`, :data:`AUTO_FANNING` over
-    :data:`AUTO_FANNED`), or it is tiny and branching (:data:`AUTO_TINY`): cheap facts of the compiled program,
-    never of its states), else ``full``; ``merged`` falls back to ``full`` for what it does not evaluate (a reward
-    property, say: then ``merged`` is returned and declines, saying why). Monolithic mode builds the full MDP.
-    """
-    if options.mode == "monolithic":
-        if options.strategy in ("onthefly", "merged"):
-            raise PropertyError(f"--strategy {options.strategy} needs a policy; monolithic mode builds the full MDP")
-        return "full", None
-    if options.strategy != "auto":
-        if options.strategy in ("onthefly", "merged") and model.kind != "prism":
-            raise PropertyError(f"--strategy {options.strategy} is available for PRISM models (JANI: use full)")
-        return options.strategy, None
-    if model.kind != "prism":
-        return "full", None
-    if prop is not None and (prop.operator != "P" or is_reward_bounded(prop.storm_formula())):
-        return "merged", None  # merged declines it, saying why
-    shape = program_shape(model.program)
-    if shape is None:  # merged declines it, saying why
-        return "merged", None
-    branching, domain = shape
-    if (
-        branching >= AUTO_BRANCHING
-        or domain >= AUTO_DOMAIN
-        or (branching >= AUTO_FANNING and domain >= AUTO_FANNED)
-        or (branching >= 2 and domain <= AUTO_TINY)
-    ):
-        return "merged", None
-    reason = (
-        f"auto chose Storm's builder: the program's choices have {branching:.3g} branches on average over "
-        f"{domain:.3g} valuations of its variables, so the merged exploration would take many narrow steps"
-    )
-    log.info("strategy %s", reason)
-    return "full", reason
-
-
-def program_shape(program: Any) -> tuple[float, int] | None:
-    """Cheap facts of a Storm PRISM program (nothing compiled): branches per choice, averaged over its unlabelled
-    commands and its labels (a label's: the product over its modules of their commands' mean number of updates), and
-    how many valuations its variables have (the product of their domains).
-
-    None where a variable's bounds are not constants (``merged`` declines the program, saying why). Here, not in
-    :mod:`rlverify.models.program`: deciding loads nothing of the exploration.
-    """
-    program = program.substitute_constants()
-    domain = 1
-    for v in [*program.global_integer_variables, *(v for m in program.modules for v in m.integer_variables)]:
-        if any(str(e) == "__storm::notinitialized__" for e in (v.lower_bound_expression, v.upper_bound_expression)):
-            return None  # an unbounded int: evaluating unset bounds crashes Storm
-        try:
-            domain *= int(v.upper_bound_expression.evaluate_as_int()) - int(v.lower_bound_expression.evaluate_as_int()) + 1
-        except Exception:  # an unbounded int, or bounds that are not constants
-            return None
-    domain *= 2 ** (len(program.global_boolean_variables) + sum(len(m.boolean_variables) for m in program.modules))
-    per_group: list[float] = []
-    labels: dict[str, float] = {}
-    for m in program.modules:
-        updates: dict[str, list[int]] = {}
-        for c in m.commands:
-            if c.is_labeled:
-                updates.setdefault(c.action_name, []).append(len(c.updates))
-            else:
-                per_group.append(len(c.updates))
-        for label, counts in updates.items():
-            labels[label] = labels.get(label, 1.0) * float(np.mean(counts))
-    per_group += labels.values()
-    return (float(np.mean(per_group)) if per_group else 0.0), domain
-
-
-def check_on_disk(model: SymbolicModel, prop: Property, options: ExactOptions, strategy: str) -> None:
-    """Refuse (``OptionError``, before anything is built) what a chain on disk (``--chain-dir``) cannot check: it is
-    built by the ``merged`` strategy (PRISM programs) and checked for reachability, step-bounded or not
-    (:func:`~rlverify.exact.checking.solved_here`: ``--numerics sound`` or ``direct``), only."""
-    if strategy != "merged":
-        why = "JANI models are built by Storm" if model.kind != "prism" else f"not with --strategy {options.strategy}"
-        raise OptionError(f"--chain-dir needs the merged strategy (PRISM programs, --strategy auto or merged): {why}")
-    formula = prop.storm_formula()
-    if not solved_here(formula, options.numerics):  # F, U (bounded by steps or not) over state formulas
-        raise OptionError(
-            f"--chain-dir checks reachability only (P=? [F phi], P=? [phi U psi], their step-bounded forms F<=k, "
-            f"U<=k, and thresholds, over labels and expressions, --numerics sound or direct), not '{prop.text}' "
-            f"with --numerics {options.numerics}"
-        )
-
-
 def names_commands(policy: Policy) -> bool:
     """Whether ``policy`` names some of its actions by command (``m:2``) rather than by label."""
     return any(is_command_name(a) for a in policy.actions)
@@ -366,7 +262,7 @@ def induce(
     return induced_chain(mdp, cw)
 
 
-def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:
+def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Property | StormProperty:
     """The property to check on the chain: with a ``stalled`` sink, its state formulas exclude the sink.
 
     The sink has no labels and all-zero variables, so ``!"alive"`` or ``x=0`` would hold there and a
@@ -381,7 +277,7 @@ def on_chain(prop: Property, chain: ExplicitModel, model: SymbolicModel) -> Any:
             "cannot make the stalled runs satisfy no state formula of this form; use P=? with F, G, "
             "X, U or W, or --unavailable renormalize"
         )
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     try:
         with storm_log_off():
@@ -424,7 +320,7 @@ def states_of(
 def _chosen_strategy(model: SymbolicModel, prop: Property, options: ExactOptions) -> tuple[str, str | None]:
     """:func:`strategy_and_reason`, with ``auto`` taking ``merged`` for ``--chain-dir`` on a PRISM model."""
     strategy, declined = strategy_and_reason(model, options, prop)
-    if options.chain_dir is not None and options.strategy == "auto" and model.kind == "prism":
+    if options.chain_dir is not None and options.strategy == Strategy.AUTO and is_prism(model):
         strategy, declined = "merged", None  # only the merged exploration writes a chain to disk
     return strategy, declined
 
@@ -439,9 +335,9 @@ def _chosen_and_probe(
         chosen = _chosen_strategy(model, prop, options)
     except RlverifyError:
         return None, None
-    if chosen[0] != "merged" or model.kind != "prism" or prop.operator != "P" or is_reward_bounded(prop.storm_formula()):
+    if chosen[0] != "merged" or not is_prism(model) or prop.operator != "P" or is_reward_bounded(prop.storm_formula()):
         return chosen, None
-    from rlverify.exact.merged import StormProbe
+    from rlverify.exact.storm_probe import StormProbe  # lazy: the full strategy's runs never load the exploration
 
     return chosen, StormProbe(model, prop)
 
@@ -462,7 +358,7 @@ def _build(
     strategy, declined = _chosen_strategy(model, prop, options) if chosen is None else chosen
     if options.chain_dir is not None:
         check_on_disk(model, prop, options, strategy)
-    if strategy == "merged":
+    if strategy == Strategy.MERGED:
         merged, declined = _merged(model, prop, policy, options, say, probe)
         if merged is not None:
             return merged
@@ -476,7 +372,7 @@ def _merged(
     """The chain by ``merged``, or None and why it does not apply (refused when ``merged`` was asked for by name)."""
     reason = "a reward-bounded property needs Storm's reward models" if is_reward_bounded(prop.storm_formula()) else None
     if reason is None:
-        from rlverify.exact.merged import Unsupported, merged_chain  # here: the full strategy's runs never load it
+        from rlverify.exact.merged import Unsupported, merged_chain  # lazy: the full strategy's runs never load it
 
         say("exploring the policy's chain (merging its actions as the states are explored)")
         t = time.perf_counter()
@@ -502,7 +398,7 @@ def _merged(
             return _from_merged(built, prop, options, time.perf_counter() - t), None
     if options.chain_dir is not None:
         raise OptionError(f"{model.shown}: --chain-dir needs the merged strategy, which cannot build this model ({reason})")
-    if options.strategy == "merged":
+    if options.strategy == Strategy.MERGED:
         raise ModelError(f"{model.shown}: --strategy merged cannot build this model ({reason}); use --strategy full")
     log.info("strategy merged declined (%s): building the MDP with Storm", reason)
     return None, reason
@@ -544,30 +440,13 @@ def _induced(
     timings: dict[str, float] = {}
     estimates: dict[str, int] = {}
     t = time.perf_counter()
-    explorer = None
-    use_given = given is not None and strategy == "full"
-    kept = use_given or keep_mdp
-    if use_given:
-        assert given is not None
+    given = given if strategy == Strategy.FULL else None
+    kept = given is not None or keep_mdp
+    mask = PolicyMask(model, policy, options, progress=say) if strategy == Strategy.ONTHEFLY else None
+    if given is not None:
         mdp = mdp_for(model, prop, options, given, policy=policy).mdp
     else:
-        mask = None
-        if strategy == "onthefly":
-            say("exploring policy-reachable states with Storm's builder")
-            explorer = _MaskedExploration(model, policy, options, progress=say)
-            mask = explorer.mask()
-        # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
-        # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
-        mdp = build_explicit(
-            model,
-            [prop],
-            max_states=options.max_states,
-            mask=mask,
-            command_names=True if names_commands(policy) else None,
-            keep_storm=False,
-            max_memory=options.max_memory,
-            memory_estimates=estimates,
-        )[0]
+        mdp = _storm_mdp(model, prop, policy, options, mask, estimates, say)
     timings["build"] = time.perf_counter() - t
     say(f"evaluating the policy on {mdp.num_states} states")
     t = time.perf_counter()
@@ -579,20 +458,11 @@ def _induced(
         what="MDP transitions",
         estimates=estimates,
     )
-    all_unavailable = explorer.all_unavailable(mdp) if explorer is not None else None
-    cw, table, policy_seconds = weigh(
-        mdp, policy, mode=options.mode, unavailable=options.unavailable, all_unavailable=all_unavailable, defer=True
-    )
-    reward_bounded = is_reward_bounded(prop.storm_formula())
-    if reward_bounded and mdp.choice_rewards:
-        chain, origin = _split_chain(mdp, cw)
-    else:
-        chain, origin = induced_chain(mdp, cw, consume=not reward_bounded and not kept)
+    cw, table, policy_seconds = _weigh(mdp, policy, options, mask)
+    chain, origin = _chain_of(mdp, cw, prop, consume=not kept)
     timings["policy"] = policy_seconds
     timings["induce"] = time.perf_counter() - t - policy_seconds
-    if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
-        chain = _state_rewards_only(chain, mdp, origin)
-    return PolicyChain(
+    built = PolicyChain(
         chain=chain,
         origin=origin,
         strategy=strategy,
@@ -603,14 +473,72 @@ def _induced(
         untaken=table.untaken(origin[origin >= 0]),
         start_note=forced_start_message(table, prop.bound),
         merged_declined=declined,
-        policy_calls=None if explorer is None else len(explorer.cache),
+        policy_calls=None if mask is None else len(mask.looked_up),
         build_notes=mdp.notes,
         timings=timings,
         memory_estimates=estimates,
-        source=mdp if kept else None,
-        table=table if kept else None,
-        weights=cw if kept else None,
     )
+    return dataclasses.replace(built, source=mdp, table=table, weights=cw) if kept else built
+
+
+def _weigh(
+    mdp: ExplicitModel, policy: Policy, options: ExactOptions, mask: PolicyMask | None
+) -> tuple[ChoiceWeights, ChoiceTable, float]:
+    """:func:`~rlverify.exact.induced.weigh` on ``mdp``; with ``mask`` (``onthefly``) from the policy's answers to
+    the mask, and the states the mask emptied stalled."""
+    if mask is None:
+        return weigh(mdp, policy, mode=options.mode, unavailable=options.unavailable, defer=True)
+    return weigh(
+        mdp,
+        policy,
+        mode=options.mode,
+        unavailable=options.unavailable,
+        all_unavailable=mask.all_unavailable(mdp),
+        defer=True,
+        ask=mask.probabilities,
+    )
+
+
+def _chain_of(mdp: ExplicitModel, cw: ChoiceWeights, prop: Property, *, consume: bool) -> tuple[ExplicitModel, np.ndarray]:
+    """The chain the weights ``cw`` induce on ``mdp`` for ``prop`` (a state per taken choice for a reward-bounded
+    property with action rewards; state rewards only for ``I=k``), and each chain state's MDP state; ``consume``:
+    the MDP's arrays may become the chain's (not for a reward-bounded property)."""
+    reward_bounded = is_reward_bounded(prop.storm_formula())
+    if reward_bounded and mdp.choice_rewards:
+        chain, origin = _split_chain(mdp, cw)
+    else:
+        chain, origin = induced_chain(mdp, cw, consume=consume and not reward_bounded)
+    if prop.path == "I" and prop.reward_model is not None:  # I=k reads state rewards only (PRISM, Storm)
+        chain = _state_rewards_only(chain, mdp, origin)
+    return chain, origin
+
+
+def _storm_mdp(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions,
+    mask: PolicyMask | None,
+    estimates: dict[str, int],
+    say: Progress,
+) -> ExplicitModel:
+    """The property-directed MDP built by Storm here: whole, or (``mask``: ``onthefly``) its policy-reachable part,
+    the policy asked a layer at a time before the build."""
+    if mask is not None:
+        say("exploring policy-reachable states with Storm's builder")
+        mask.prefetch(prop, options.max_states)
+    # memory: Storm's MDP is freed once exported (keep_storm=False), the MDP's transition arrays become the
+    # chain's (consume=True), and the chain's arrays are dropped once Storm has its copy unless a check needs them
+    return build_explicit(
+        model,
+        [prop],
+        max_states=options.max_states,
+        mask=None if mask is None else mask.mask(),
+        command_names=True if names_commands(policy) else None,
+        keep_storm=False,
+        max_memory=options.max_memory,
+        memory_estimates=estimates,
+    )[0]
 
 
 def _state_rewards_only(chain: ExplicitModel, mdp: ExplicitModel, origin: np.ndarray) -> ExplicitModel:
@@ -668,101 +596,6 @@ def _split_chain(mdp: ExplicitModel, cw: ChoiceWeights) -> tuple[ExplicitModel, 
     chain, origin = induced_chain(fake, weights)
     origin = np.where(origin >= S, -2, origin)
     return chain, origin
-
-
-class _MaskedExploration:
-    """A Storm action mask keeping the actions the policy may take; one cached policy call per state.
-
-    It also remembers states where every available action was masked out (the policy gives them
-    probability 0), which Storm then treats as deadlocks: their mass is stalled, as with ``full``.
-    """
-
-    def __init__(self, model: SymbolicModel, policy: Policy, options: ExactOptions, progress: Progress | None = None) -> None:
-        self.model, self.policy, self.options = model, policy, options
-        self.progress = progress
-        manager = model.program.expression_manager
-        self.variables = [manager.get_variable(f) for f in policy.features]
-        self.is_bool = [f in model.boolean_variables for f in policy.features]
-        self.action_col = {a: i for i, a in enumerate(policy.actions)}
-        self.cache: dict[tuple[int, ...], np.ndarray] = {}
-        self.names: dict[int, str] = {}
-        # prune by label only where that cannot change what is verified: a label does not say which command a
-        # choice is (choices named by command are weighed when induced), and removing the labelled choices of a
-        # state that also offers an unlabelled command would leave that command to be taken without asking
-        self.prune = not names_commands(policy) and all(c.action for c in model.commands)
-
-    def mask(self) -> Any:
-        import stormpy.developer as dev
-
-        return dev.StateValuationFunctionMask[float](self._allowed)
-
-    def _allowed(self, valuation: Any, action_index: int) -> bool:
-        keep = self._keep(valuation)
-        name = self.names.get(action_index)
-        if name is None:
-            name = self.names[action_index] = self.model.program.get_action_name(action_index)
-        col = self.action_col.get(name)
-        if col is None or not self.prune:  # as with 'full': such choices are weighed (or refused) when the chain is induced
-            return True
-        # deterministic + renormalize needs every available action to find the best available one
-        return bool(keep[col]) or (self.options.mode == "deterministic" and self.options.unavailable == "renormalize")
-
-    def _keep(self, valuation: Any) -> np.ndarray:
-        """``(|A|,)`` bool: the actions the policy may take in the state (one policy call per state, cached)."""
-        key = tuple(
-            int(valuation.get_boolean_value(v)) if b else valuation.get_integer_value(v)
-            for v, b in zip(self.variables, self.is_bool, strict=True)
-        )
-        keep = self.cache.get(key)
-        if keep is None:
-            p = np.asarray(self.policy.action_probabilities(np.asarray([key], dtype=np.float64)), dtype=np.float64)[0]
-            if self.options.mode == "deterministic":
-                keep = np.zeros(len(p), dtype=bool)
-                keep[int(np.argmax(p))] = True
-            else:
-                keep = p > 0
-            self.cache[key] = keep
-            if self.progress is not None and len(self.cache) % 10_000 == 0:
-                self.progress(f"exploring policy-reachable states with Storm's builder: {len(self.cache):,} so far")
-        return keep
-
-    def all_unavailable(self, mdp: ExplicitModel) -> np.ndarray:
-        """``(S,)`` bool: deadlocks of the masked model that have available actions in the real one.
-
-        The mask removed them all (probability 0), so all the policy's mass is on unavailable actions.
-        Few states; their guards are evaluated on their valuations.
-        """
-        out = np.zeros(mdp.num_states, dtype=bool)
-        dead = mdp.labels.get("deadlock")
-        if dead is None or not dead.any():
-            return out
-        for i in np.flatnonzero(dead):
-            out[i] = bool(available_actions(self.model, mdp.valuation_dict(int(i))))
-        return out
-
-
-def available_actions(model: SymbolicModel, valuation: dict[str, int]) -> set[str]:
-    """Action labels enabled in a state of a PRISM program (synchronisation respected; "" = unlabelled)."""
-    program = model.program.substitute_constants()  # Storm crashes evaluating undefined identifiers
-    manager = program.expression_manager
-    subst = {}
-    for name, value in valuation.items():
-        if manager.has_variable(name):
-            var = manager.get_variable(name)
-            subst[var] = manager.boolean(bool(value)) if name in model.boolean_variables else manager.integer(int(value))
-    enabled: dict[str, bool] = {}
-    unlabelled = False
-    for module in program.modules:
-        here: dict[str, bool] = {}
-        for command in module.commands:
-            on = command.guard_expression.substitute(subst).evaluate_as_bool()
-            if not command.action_name:
-                unlabelled |= on
-            else:
-                here[command.action_name] = here.get(command.action_name, False) or on
-        for a, on in here.items():
-            enabled[a] = enabled.get(a, True) and on
-    return {a for a, on in enabled.items() if on} | ({""} if unlabelled else set())
 
 
 __all__ = [

@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import OptionError, PolicyError, PropertyError, did_you_mean
+from rlverify.exact.adversarial import feature_ranges
 from rlverify.exact.chain import full_mdp, policy_chain
 from rlverify.exact.options import ExactOptions, Progress, guarantee, provenance, settings
-from rlverify.exact.robust import PATHS, RobustnessOptions, feature_ranges, robustness
+from rlverify.exact.robust import robustness
+from rlverify.exact.robust_options import PATHS, RobustnessOptions
 from rlverify.exact.verify import verify_exact
 from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
 from rlverify.models.symbolic import SymbolicModel

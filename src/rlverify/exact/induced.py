@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from rlverify.arrays import distinct, row_positions
+from rlverify.choices import Unavailable
+from rlverify.exact.cut import STALLED_LABEL, Cut
 from rlverify.models.dynamics import (
     ChoiceTable,
     choice_table,
@@ -25,9 +26,20 @@ from rlverify.models.dynamics import (
     refuse_all_unavailable,
 )
 from rlverify.models.explicit import ExplicitModel
+from rlverify.models.graph import reachable
 from rlverify.policies.base import BasePolicy, Policy, validate_probabilities
 
-STALLED_LABEL = "stalled"
+__all__ = [
+    "STALLED_LABEL",
+    "ChoiceWeights",
+    "ask_features",
+    "ask_policy",
+    "choice_weights",
+    "decision_states",
+    "induced_chain",
+    "weigh",
+    "weights_at",
+]
 
 
 @dataclass(frozen=True)
@@ -116,7 +128,7 @@ def weights_at(
     """:func:`choice_weights` on arrays: ``probs`` ``(K, |A|)`` at ``states`` ``(K,)`` int64, whose choice for each
     action is ``choice_of`` ``(K, |A|)`` (-1: unavailable); ``choice_state`` ``(C,)`` the state of each choice, of
     ``num_states``. ``where(i)``: row ``i``'s state for messages; ``describe(s)``: state ``s``'s."""
-    defer = defer and unavailable == "renormalize"
+    defer = defer and unavailable == Unavailable.RENORMALIZE
     p, stalled_mass = policy_weights(probs, choice_of >= 0, mode=mode, unavailable=unavailable, where=where, refuse=not defer)
     is_decision = np.zeros(num_states, dtype=bool)
     is_decision[states] = True
@@ -132,7 +144,7 @@ def weights_at(
         nothing = np.zeros(num_states, dtype=bool)
         nothing[states] = stalled_mass > 0
     if all_unavailable is not None and all_unavailable.any():
-        if unavailable == "renormalize" and not defer:
+        if unavailable == Unavailable.RENORMALIZE and not defer:
             refuse_all_unavailable(all_unavailable, where=describe)
         weights[all_unavailable[choice_state]] = 0.0
         stalled[all_unavailable] = 1.0
@@ -172,16 +184,18 @@ def weigh(
     table: ChoiceTable | None = None,
     all_unavailable: np.ndarray | None = None,
     defer: bool = False,
+    ask: Callable[[ExplicitModel, Policy, np.ndarray], tuple[np.ndarray, float]] | None = None,
 ) -> tuple[ChoiceWeights, ChoiceTable, float]:
     """The policy's weight on every choice of ``model``: the policy asked once on every decision state
-    (:func:`ask_policy`), its distributions applied to the choices (:func:`choice_weights`, same arguments).
+    (:func:`ask_policy`, or ``ask``: distributions already asked), its distributions applied to the choices
+    (:func:`choice_weights`, same arguments).
 
     Returns the weights, the choice table (``table``, or :func:`~rlverify.models.dynamics.choice_table` built here:
     it refuses choices no policy can pick before the policy is asked) and the seconds spent in the policy.
     """
     table = choice_table(model, policy.actions) if table is None else table
     states = np.flatnonzero(table.decision)
-    probs, seconds = ask_policy(model, policy, states)
+    probs, seconds = (ask_policy if ask is None else ask)(model, policy, states)
     cw = choice_weights(
         model,
         policy,
@@ -200,24 +214,6 @@ def weigh(
 _CHOICE_CHUNK = 1 << 20
 
 
-def _reachable(M: sp.csr_matrix, initial: np.ndarray) -> np.ndarray:
-    """``(n,)`` int64 sorted states reachable from ``initial`` along the stored entries of ``M``
-    (a level-by-level search in numpy: no copy of the matrix)."""
-    seen = np.zeros(M.shape[0], dtype=bool)
-    frontier = distinct(np.asarray(initial, dtype=np.int64))
-    seen[frontier] = True
-    indptr, indices = M.indptr, M.indices
-    while len(frontier):
-        pos = row_positions(indptr, frontier)  # all entries of the frontier's rows
-        if len(pos) == 0:
-            break
-        succ = indices[pos]
-        succ = distinct(succ[~seen[succ]])
-        seen[succ] = True
-        frontier = succ
-    return np.flatnonzero(seen)
-
-
 def induced_chain(model: ExplicitModel, cw: ChoiceWeights, *, consume: bool = False) -> tuple[ExplicitModel, np.ndarray]:
     """The reachable induced DTMC and the original index of each of its states (sink: -1).
 
@@ -229,6 +225,42 @@ def induced_chain(model: ExplicitModel, cw: ChoiceWeights, *, consume: bool = Fa
     arrays become the chain's and ``model.transitions`` is set to None) and, when some states are
     unreachable under the policy, the reachable part.
     """
+    S = model.num_states
+    M = _weighted_rows(model, cw, consume)
+    reach = np.flatnonzero(reachable(M, None, model.initial_states))
+    if cw.nothing is not None and cw.nothing[reach].any():
+        refuse_all_unavailable(cw.nothing[reach], where=lambda i: model.valuation_dict(int(reach[i])))
+    stalled = cw.stalled[reach]
+    cut = Cut(reach, bool(stalled.sum() > 0), S)
+    sub = M if len(reach) == S else M[reach][:, reach]
+    del M
+    sub.sort_indices()
+    if cut.has_sink:
+        sub = _with_sink_column(sub, stalled)
+    _check_rows(sub)
+    parts = cut.parts(model)
+    chain = ExplicitModel(
+        model_type="dtmc",
+        row_groups=np.arange(cut.size + 1, dtype=np.int64),
+        transitions=sub,
+        choice_actions=np.zeros(cut.size, dtype=np.int32),
+        action_names=("",),
+        variables=model.variables,
+        valuations=parts.valuations,
+        initial_states=cut.index()[model.initial_states],
+        labels=parts.labels,
+        label_aliases=parts.label_aliases,
+        state_rewards=_state_rewards(model, cw, cut),
+        choice_rewards={},
+        valuation_bytes=parts.valuation_bytes,
+        valuation_spec=model.valuation_spec,
+    )
+    return chain, cut.origin()
+
+
+def _weighted_rows(model: ExplicitModel, cw: ChoiceWeights, consume: bool) -> sp.csr_matrix:
+    """``(S, S)`` CSR: each state's choices scaled by their weights and merged (in place on copies of the MDP's
+    arrays, or on the MDP's own with ``consume``), zeros removed."""
     S = model.num_states
     T = model.transitions
     data = T.data if consume else T.data.copy()
@@ -243,44 +275,38 @@ def induced_chain(model: ExplicitModel, cw: ChoiceWeights, *, consume: bool = Fa
     del T, data, indices
     M.sum_duplicates()  # sorts each row's columns and merges parallel transitions (in place)
     M.eliminate_zeros()  # choices of weight 0
-    reach = _reachable(M, model.initial_states)
-    if cw.nothing is not None and cw.nothing[reach].any():
-        refuse_all_unavailable(cw.nothing[reach], where=lambda i: model.valuation_dict(int(reach[i])))
-    stalled = cw.stalled[reach]
-    has_sink = bool(stalled.sum() > 0)
-    n = len(reach)
-    new_index = np.full(S + 1, -1, dtype=np.int64)
-    new_index[reach] = np.arange(n)
-    if has_sink:
-        new_index[S] = n
-    sub = M if n == S else M[reach][:, reach]
-    del M
-    sub.sort_indices()
-    if has_sink:  # a last column for the sink (after every row's sorted columns) and the sink's self-loop
-        rows = np.flatnonzero(stalled > 0)
-        at = sub.indptr[rows + 1]
-        indices = np.append(np.insert(sub.indices, at, n), n).astype(sub.indices.dtype)
-        data = np.append(np.insert(sub.data, at, stalled[rows]), 1.0)
-        added = np.zeros(n + 1, dtype=np.int64)
-        added[rows + 1] = 1
-        indptr = np.append(sub.indptr + np.cumsum(added), len(indices))
-        sub = sp.csr_matrix((data, indices, indptr.astype(indices.dtype)), shape=(n + 1, n + 1), copy=False)
-    n_total = n + int(has_sink)
-    row_sums = sub @ np.ones(n_total)
-    # Storm would not notice missing mass (its graph analysis ignores it); the MDP's own rows may be
-    # off by rounding (e.g. 3 x 0.3333333), which Storm accepted when it built the model
+    return M
+
+
+def _with_sink_column(sub: sp.csr_matrix, stalled: np.ndarray) -> sp.csr_matrix:
+    """``(n+1, n+1)``: ``sub`` ``(n, n)`` (sorted rows) with the stalled mass ``(n,)`` in a last column (after every
+    row's sorted columns) and the sink's self-loop."""
+    n = sub.shape[0]
+    rows = np.flatnonzero(stalled > 0)
+    at = sub.indptr[rows + 1]
+    indices = np.append(np.insert(sub.indices, at, n), n).astype(sub.indices.dtype)
+    data = np.append(np.insert(sub.data, at, stalled[rows]), 1.0)
+    added = np.zeros(n + 1, dtype=np.int64)
+    added[rows + 1] = 1
+    indptr = np.append(sub.indptr + np.cumsum(added), len(indices))
+    return sp.csr_matrix((data, indices, indptr.astype(indices.dtype)), shape=(n + 1, n + 1), copy=False)
+
+
+def _check_rows(sub: sp.csr_matrix) -> None:
+    """Refuse (internal error) a chain row that does not sum to 1.
+
+    Storm would not notice missing mass (its graph analysis ignores it); the MDP's own rows may be off by rounding
+    (e.g. 3 x 0.3333333), which Storm accepted when it built the model."""
+    row_sums = sub @ np.ones(sub.shape[0])
     if np.abs(row_sums - 1.0).max(initial=0.0) > 1e-6:
         bad = int(np.argmax(np.abs(row_sums - 1.0)))
         raise AssertionError(f"internal: induced chain row {bad} sums to {row_sums[bad]!r}")
-    cs = model.choice_states()
 
-    labels = {}
-    for k, mask in model.labels.items():
-        labels[k] = np.r_[mask[reach], [False]] if has_sink else mask[reach]
-    aliases = dict(model.label_aliases)
-    if has_sink:
-        labels[STALLED_LABEL] = np.r_[np.zeros(n, dtype=bool), [True]]
-        aliases[STALLED_LABEL] = STALLED_LABEL
+
+def _state_rewards(model: ExplicitModel, cw: ChoiceWeights, cut: Cut) -> dict[str, np.ndarray]:
+    """Each reward model's state rewards on the chain: the state's own plus its choices' weighted by the policy."""
+    S = model.num_states
+    cs = model.choice_states()
     rewards = {}
     names = set(model.state_rewards) | set(model.choice_rewards)
     for name in names:
@@ -289,28 +315,5 @@ def induced_chain(model: ExplicitModel, cw: ChoiceWeights, *, consume: bool = Fa
             r += model.state_rewards[name]
         if name in model.choice_rewards:
             r += np.bincount(cs, weights=cw.weights * model.choice_rewards[name], minlength=S)
-        rewards[name] = np.r_[r[reach], [0.0]] if has_sink else r[reach]
-    vals = model.valuations[reach]
-    vbytes = model.valuation_bytes[reach] if model.valuation_bytes is not None else None
-    if has_sink:
-        vals = np.vstack([vals, np.zeros((1, vals.shape[1]), dtype=vals.dtype)])
-        if vbytes is not None:
-            vbytes = np.vstack([vbytes, np.zeros((1, vbytes.shape[1]), dtype=np.uint8)])
-    chain = ExplicitModel(
-        model_type="dtmc",
-        row_groups=np.arange(n_total + 1, dtype=np.int64),
-        transitions=sub,
-        choice_actions=np.zeros(n_total, dtype=np.int32),
-        action_names=("",),
-        variables=model.variables,
-        valuations=vals,
-        initial_states=new_index[model.initial_states],
-        labels=labels,
-        label_aliases=aliases,
-        state_rewards=rewards,
-        choice_rewards={},
-        valuation_bytes=vbytes,
-        valuation_spec=model.valuation_spec,
-    )
-    origin = np.r_[reach, [-1]] if has_sink else reach
-    return chain, origin
+        rewards[name] = cut.values(r)
+    return rewards

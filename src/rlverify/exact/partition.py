@@ -35,7 +35,7 @@ class _Partition:
 
     def memory(self) -> dict[str, Any]:
         """This actor's node, process and peak resident size (bytes)."""
-        import ray
+        import ray  # lazy: ray, start-up
 
         return {
             "node": ray.get_runtime_context().get_node_id(),

@@ -33,28 +33,30 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg
-from scipy.sparse.csgraph import connected_components
 
 from rlverify.arrays import distinct
+from rlverify.choices import Mode, ShieldKind
+from rlverify.choices import values as texts
 from rlverify.errors import OptionError, PolicyError, PropertyError, safe_repr
 from rlverify.exact.action_values import ActionValues, action_values
-from rlverify.exact.chain import full_mdp, policy_chain
-from rlverify.exact.checking import iterate, quantitative, step_bounded_sets, step_budget, step_work, verdict
+from rlverify.exact.chain import FullMDP, PolicyChain, full_mdp, policy_chain
+from rlverify.exact.checking import quantitative, step_bounded_sets, verdict
+from rlverify.exact.interventions import interventions
 from rlverify.exact.options import ExactOptions, Progress, check_resolved, provenance, settings
 from rlverify.exact.verify import verify_exact
 from rlverify.models.properties import Property
+from rlverify.models.summary import summarize
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
-from rlverify.policies.shielded import KINDS, MAX_SHIELD_BYTES, Shield, ShieldedPolicy, read_shield
+from rlverify.policies.shielded import MAX_SHIELD_BYTES, Shield, ShieldedPolicy, read_shield
 from rlverify.results import ExactResult, ShieldResult
 
 log = logging.getLogger(__name__)
@@ -74,36 +76,51 @@ class ShieldOptions:
         remaining: step-bounded properties: the steps left the values are computed for (None: the bound).
     """
 
-    kind: str = "relative"
+    kind: ShieldKind | str = ShieldKind.RELATIVE
     threshold: float | None = None
     meet: bool = False
     remaining: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.kind in texts(ShieldKind):  # text given: the member (anything else is refused by validate)
+            object.__setattr__(self, "kind", ShieldKind(self.kind))
+
     def validate(self) -> None:
         """Raise :class:`OptionError` naming the first bad setting."""
-        if self.kind not in KINDS:
-            raise OptionError(f"shield kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.kind not in texts(ShieldKind):
+            raise OptionError(f"shield kind {self.kind!r} is not one of {', '.join(texts(ShieldKind))}")
         if self.meet:
-            if self.threshold is not None:
-                raise OptionError("give either a threshold or --meet (which searches it), not both")
-            if self.kind != "relative":
-                raise OptionError("--meet searches a relative threshold (the gap to the state's best): use --kind relative")
+            self._validate_meet()
             return
         t = self.threshold
         if t is None:
             raise OptionError("a shield needs a threshold (--threshold T) or --meet")
         if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
             raise OptionError(f"threshold must be a finite number, not {t!r}")
-        if self.kind == "relative" and not 0 <= t:
-            raise OptionError(f"a relative threshold is a probability gap >= 0, not {t:g}")
-        if self.kind == "absolute" and not 0 <= t <= 1:
-            raise OptionError(f"an absolute threshold is a probability in [0, 1], not {t:g}")
-        if self.kind == "factor" and not 0 < t <= 1:
-            raise OptionError(f"a factor threshold is in (0, 1], not {t:g}")
+        inside, message = _THRESHOLD_RANGES[ShieldKind(self.kind)]
+        if not inside(t):
+            raise OptionError(message.format(t=t))
+        self._validate_remaining()
+
+    def _validate_remaining(self) -> None:
         if self.remaining is not None and (
             isinstance(self.remaining, bool) or int(self.remaining) != self.remaining or self.remaining < 0
         ):
             raise OptionError(f"remaining steps must be an integer >= 0, not {self.remaining!r}")
+
+    def _validate_meet(self) -> None:
+        if self.threshold is not None:
+            raise OptionError("give either a threshold or --meet (which searches it), not both")
+        if self.kind is not ShieldKind.RELATIVE:
+            raise OptionError("--meet searches a relative threshold (the gap to the state's best): use --kind relative")
+
+
+#: per kind, whether a threshold is allowed and the message refusing it
+_THRESHOLD_RANGES: dict[ShieldKind, tuple[Callable[[float], bool], str]] = {
+    ShieldKind.RELATIVE: (lambda t: 0 <= t, "a relative threshold is a probability gap >= 0, not {t:g}"),
+    ShieldKind.ABSOLUTE: (lambda t: 0 <= t <= 1, "an absolute threshold is a probability in [0, 1], not {t:g}"),
+    ShieldKind.FACTOR: (lambda t: 0 < t <= 1, "a factor threshold is in (0, 1], not {t:g}"),
+}
 
 
 def model_fingerprint(model: SymbolicModel) -> str:
@@ -115,7 +132,7 @@ def model_fingerprint(model: SymbolicModel) -> str:
 def compute_shield(
     values: ActionValues,
     actions: Sequence[str],
-    kind: str,
+    kind: ShieldKind | str,
     threshold: float,
     *,
     model: SymbolicModel,
@@ -127,12 +144,7 @@ def compute_shield(
     gap = _gaps(q, best_v, values.optimum)
     avail = ~np.isnan(q)
     best = avail & (gap <= 0.0)
-    if kind == "relative":
-        keep = gap <= threshold
-    elif kind == "absolute":
-        keep = q <= threshold if values.optimum == "min" else q >= threshold
-    else:
-        keep = threshold * q <= best_v[:, None] if values.optimum == "min" else q >= threshold * best_v[:, None]
+    keep = _within(kind, threshold, q, best_v, gap, values.optimum == "min")
     kept = avail & (np.where(avail, keep, False) | best)
     mdp = values.mdp
     return Shield(
@@ -151,6 +163,20 @@ def compute_shield(
     )
 
 
+def _within(
+    kind: ShieldKind | str, threshold: float, q: np.ndarray, best: np.ndarray, gap: np.ndarray, minimize: bool
+) -> np.ndarray:
+    """``(S, A)`` bool: the agent actions within ``threshold`` of the state's best by ``kind`` (see the module
+    docstring); ``minimize``: the optimum is Pmin (a bad event)."""
+    match kind:
+        case ShieldKind.RELATIVE:
+            return gap <= threshold
+        case ShieldKind.ABSOLUTE:
+            return q <= threshold if minimize else q >= threshold
+        case _:
+            return threshold * q <= best[:, None] if minimize else q >= threshold * best[:, None]
+
+
 def _agent_values(values: ActionValues, actions: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """``(S, A)`` Q per agent action (NaN: not offered) and the ``(S,)`` states offering at least one."""
     q = values.for_actions(actions)
@@ -159,8 +185,6 @@ def _agent_values(values: ActionValues, actions: Sequence[str]) -> tuple[np.ndar
 
 def _best(q: np.ndarray, optimum: str) -> np.ndarray:
     with np.errstate(all="ignore"):
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return np.nanmin(q, axis=1) if optimum == "min" else np.nanmax(q, axis=1)
@@ -178,29 +202,39 @@ def check_shield_fits(shield: Shield, model: SymbolicModel, name: str | None = N
     shown = name or model.shown
     named_here = shield.model == shown or (Path(shield.model).name == Path(shown).name and bool(Path(shown).suffix))
     if shield.fingerprint != model_fingerprint(model):
-        if not named_here:
-            raise PolicyError(
-                f"the shield was computed for model '{shield.model}'"
-                + (f" with constants '{shield.constants}'" if shield.constants else "")
-                + f", not for {shown}"
-                + (f" with constants '{model.constants}'" if model.constants and not name else "")
-                + ": compute a shield for this model (rlverify shield)"
-            )
-        constants = str(model.constants or "")
-        other = (
-            f"with constants '{shield.constants or 'none'}', not '{constants or 'none'}'"
-            if shield.constants != constants
-            else "for another version of the model (another program text, constants or parameters), or the file was edited"
-        )
-        raise PolicyError(
-            f"the shield's fingerprint is not {shown}'s: it was computed {other}; compute a shield for this model "
-            "(rlverify shield)"
-        )
+        _refuse_fingerprint(shield, model, name, shown, named_here)
     if not named_here:
         raise PolicyError(
             f"the shield's 'model' field names {safe_repr(shield.model)}, not {shown} (its fingerprint is this "
             "model's: an edited or mislabelled file); compute a shield for this model (rlverify shield)"
         )
+    _check_ranges(shield, model)
+
+
+def _refuse_fingerprint(shield: Shield, model: SymbolicModel, name: str | None, shown: str, named_here: bool) -> None:
+    """Refuse a shield whose fingerprint is not ``model``'s, saying which model (or which constants) it names."""
+    if not named_here:
+        raise PolicyError(
+            f"the shield was computed for model '{shield.model}'"
+            + (f" with constants '{shield.constants}'" if shield.constants else "")
+            + f", not for {shown}"
+            + (f" with constants '{model.constants}'" if model.constants and not name else "")
+            + ": compute a shield for this model (rlverify shield)"
+        )
+    constants = str(model.constants or "")
+    other = (
+        f"with constants '{shield.constants or 'none'}', not '{constants or 'none'}'"
+        if shield.constants != constants
+        else "for another version of the model (another program text, constants or parameters), or the file was edited"
+    )
+    raise PolicyError(
+        f"the shield's fingerprint is not {shown}'s: it was computed {other}; compute a shield for this model "
+        "(rlverify shield)"
+    )
+
+
+def _check_ranges(shield: Shield, model: SymbolicModel) -> None:
+    """Refuse a shield listing a state outside the model's declared ranges."""
     ranges = _declared_ranges(model)
     for column, variable in enumerate(shield.variables):
         low, high = ranges.get(variable, (None, None))
@@ -217,8 +251,6 @@ def check_shield_fits(shield: Shield, model: SymbolicModel, name: str | None = N
 
 def _declared_ranges(model: SymbolicModel) -> dict[str, tuple[int | None, int | None]]:
     """Each state variable's declared ``(low, high)`` (a JANI location: its codes; None where not a constant)."""
-    from rlverify.models.summary import summarize
-
     declared = {v["name"]: v for v in summarize(model, build=False)[0].variables}
     out: dict[str, tuple[int | None, int | None]] = {}
     for v in model.variables:
@@ -288,57 +320,28 @@ def shield_policy(
         meets (the optimum named); PolicyError, ModelTooLargeError, MemoryBudgetError as the exact engine.
     """
     say = progress or (lambda msg: None)
-    shield_options.validate()
-    options = dataclasses.replace(ExactOptions() if options is None else options, strategy="full")
-    options.validate()
-    if options.mode == "monolithic":
-        raise OptionError("a shield restricts a policy: use --mode stochastic or deterministic")
+    options = _exact_options(shield_options, options)
     check_resolved(model, prop)
     check_policy(policy, model)
-    _, bound, comparison = quantitative(prop)
-    if bound is None:
-        raise PropertyError(
-            f"property '{prop.text}': a shield needs the property's direction and bound: P<=b for a bad event, "
-            "P>=b for a goal (the shielded policy's chain is checked against it)"
-        )
+    bound, comparison = _direction(prop)
     t0 = time.perf_counter()
     full = full_mdp(model, prop, options, policy=policy, progress=say)
     values = action_values(model, prop, options, mdp=full, remaining=shield_options.remaining, progress=say)
     t_values = time.perf_counter() - t0
     mdp = values.mdp
-    init = int(mdp.initial_states[0])
-    lo, hi = mdp.row_groups[init], mdp.row_groups[init + 1]
-    pick = min if values.optimum == "min" else max
-    opt = float(values.state_values[init])
-    opt_lo = None if values.lower is None else float(pick(values.lower[lo:hi]))
-    opt_hi = None if values.upper is None else float(pick(values.upper[lo:hi]))
+    best = _Best.of(values)
     bounded = step_bounded_sets(values.storm, quantitative(prop)[0]) is not None
     whole_bound = values.remaining is None or not bounded or values.remaining == _bound_of(values, prop)
-    unreachable = None
-    if bound is not None and whole_bound:
-        reachable, _ = verdict(bound, str(comparison), opt_lo, opt_hi, probability=True)
-        if reachable is False:
-            unreachable = (
-                f"property '{prop.text}': no policy meets the bound: the optimum over all schedulers at the initial "
-                f"state is P{values.optimum} = {opt:.6g}"
-                + (f" (certified in [{opt_lo:.6g}, {opt_hi:.6g}])" if opt_lo is not None and opt_hi is not None else "")
-                + ", so no shield can"
-            )
-            if shield_options.meet:
-                raise PropertyError(unreachable)
-
-    def certify(kind: str, t: float) -> tuple[Shield, ShieldedPolicy, ExactResult, Any]:
-        shield = compute_shield(values, policy.actions, kind, t, model=model)
-        wrapped = ShieldedPolicy(policy, shield)
-        chain = policy_chain(model, prop, wrapped, options, mdp=full, progress=say)
-        return shield, wrapped, verify_exact(model, prop, wrapped, options, chain=chain, progress=say), chain
-
+    unreachable = _unreachable(prop, values, best, bound, comparison) if whole_bound else None
+    if unreachable is not None and shield_options.meet:
+        raise PropertyError(unreachable)
+    certify = _Certify(model, prop, policy, values, options, full, say)
     t1 = time.perf_counter()
     probes: list[dict[str, Any]] = []
     if shield_options.meet:
-        kind, t = "relative", _search(values, policy, certify, probes, say)
+        kind, t = ShieldKind.RELATIVE, _search(values, policy, certify, probes, say)
     else:
-        kind, t = shield_options.kind, float(shield_options.threshold)  # type: ignore[arg-type]
+        kind, t = ShieldKind(shield_options.kind), float(shield_options.threshold)  # type: ignore[arg-type]
     shield, wrapped, result, chain = certify(kind, t)
     t_certify = time.perf_counter() - t1
     t2 = time.perf_counter()
@@ -347,26 +350,9 @@ def shield_policy(
     )
     t_unshielded = time.perf_counter() - t2
     t3 = time.perf_counter()
-    figures = _interventions(wrapped, chain, mdp, prop, values, shield, options)
+    figures = interventions(wrapped, chain, mdp, options.mode == Mode.DETERMINISTIC, _bound_of(values, prop), options.max_work)
     t_interventions = time.perf_counter() - t3
-    notes = list(result.warnings)
-    if unreachable is not None:
-        notes.append(unreachable)
-    if shield_options.meet and result.satisfied is not True:
-        notes.append(
-            "no threshold is certified to meet the bound: even the tightest shield (the best actions only) does not "
-            "(a memoryless shield of a step-bounded property may miss an optimum that needs the step count)"
-        )
-    if bounded:
-        notes.append(
-            f"step-bounded property: the shield is memoryless, computed with {values.remaining} steps left (the "
-            "values of later steps differ); the shielded value above is exact for the shield as it is"
-        )
-    if figures["fallback"]:
-        notes.append(
-            f"in {figures['fallback']:,} reached states the policy puts no mass on a kept action: the shielded policy "
-            "takes the best kept action(s) there"
-        )
+    notes = _notes(result, unreachable, shield_options.meet, bounded, values.remaining, figures["fallback"])
     timings = {
         "parse": model.parse_seconds,
         "build": full.seconds,
@@ -390,9 +376,9 @@ def shield_policy(
         unshielded=unshielded.value,
         unshielded_lower=unshielded.lower,
         unshielded_upper=unshielded.upper,
-        optimum=opt,
-        optimum_lower=opt_lo,
-        optimum_upper=opt_hi,
+        optimum=best.value,
+        optimum_lower=best.lower,
+        optimum_upper=best.upper,
         covered_states=len(shield.valuations),
         restricted_states=_restricted(values, policy, shield),
         reachable_states=figures["reachable"],
@@ -420,6 +406,116 @@ def shield_policy(
     )
 
 
+def _exact_options(shield_options: ShieldOptions, options: ExactOptions | None) -> ExactOptions:
+    """The exact engine's options for a shield (strategy ``full``), both checked."""
+    shield_options.validate()
+    options = dataclasses.replace(ExactOptions() if options is None else options, strategy="full")
+    options.validate()
+    if options.mode == Mode.MONOLITHIC:
+        raise OptionError("a shield restricts a policy: use --mode stochastic or deterministic")
+    return options
+
+
+def _direction(prop: Property) -> tuple[float, str]:
+    """The property's bound and comparison (refused without: a shield needs them)."""
+    _, bound, comparison = quantitative(prop)
+    if bound is None:
+        raise PropertyError(
+            f"property '{prop.text}': a shield needs the property's direction and bound: P<=b for a bad event, "
+            "P>=b for a goal (the shielded policy's chain is checked against it)"
+        )
+    return bound, str(comparison)
+
+
+@dataclass(frozen=True)
+class _Best:
+    """The optimum over all schedulers at the initial state, and its certified bracket (None: not certified)."""
+
+    value: float
+    lower: float | None
+    upper: float | None
+
+    @classmethod
+    def of(cls, values: ActionValues) -> _Best:
+        mdp = values.mdp
+        init = int(mdp.initial_states[0])
+        lo, hi = mdp.row_groups[init], mdp.row_groups[init + 1]
+        pick = min if values.optimum == "min" else max
+        return cls(
+            float(values.state_values[init]),
+            None if values.lower is None else float(pick(values.lower[lo:hi])),
+            None if values.upper is None else float(pick(values.upper[lo:hi])),
+        )
+
+
+def _unreachable(prop: Property, values: ActionValues, best: _Best, bound: float, comparison: str) -> str | None:
+    """Why no policy meets the bound (the optimum is certified on the wrong side of it), or None."""
+    reachable_bound, _ = verdict(bound, comparison, best.lower, best.upper, probability=True)
+    if reachable_bound is not False:
+        return None
+    certified = "" if best.lower is None or best.upper is None else f" (certified in [{best.lower:.6g}, {best.upper:.6g}])"
+    return (
+        f"property '{prop.text}': no policy meets the bound: the optimum over all schedulers at the initial "
+        f"state is P{values.optimum} = {best.value:.6g}" + certified + ", so no shield can"
+    )
+
+
+class _Certify:
+    """A shield of the values at a threshold, the shielded policy and its exact certificate on the full MDP."""
+
+    def __init__(
+        self,
+        model: SymbolicModel,
+        prop: Property,
+        policy: Policy,
+        values: ActionValues,
+        options: ExactOptions,
+        full: FullMDP,
+        say: Progress,
+    ) -> None:
+        self.model, self.prop, self.policy, self.values, self.options, self.full, self.say = (
+            model,
+            prop,
+            policy,
+            values,
+            options,
+            full,
+            say,
+        )
+
+    def __call__(self, kind: ShieldKind, t: float) -> tuple[Shield, ShieldedPolicy, ExactResult, PolicyChain]:
+        model, prop, options, say = self.model, self.prop, self.options, self.say
+        shield = compute_shield(self.values, self.policy.actions, kind, t, model=model)
+        wrapped = ShieldedPolicy(self.policy, shield)
+        chain = policy_chain(model, prop, wrapped, options, mdp=self.full, progress=say)
+        return shield, wrapped, verify_exact(model, prop, wrapped, options, chain=chain, progress=say), chain
+
+
+def _notes(
+    result: ExactResult, unreachable: str | None, meet: bool, bounded: bool, remaining: int | None, fallback: int
+) -> list[str]:
+    """The shield result's notes: the certificate's, then what the search, the step bound and fallbacks mean."""
+    notes = list(result.warnings)
+    if unreachable is not None:
+        notes.append(unreachable)
+    if meet and result.satisfied is not True:
+        notes.append(
+            "no threshold is certified to meet the bound: even the tightest shield (the best actions only) does not "
+            "(a memoryless shield of a step-bounded property may miss an optimum that needs the step count)"
+        )
+    if bounded:
+        notes.append(
+            f"step-bounded property: the shield is memoryless, computed with {remaining} steps left (the "
+            "values of later steps differ); the shielded value above is exact for the shield as it is"
+        )
+    if fallback:
+        notes.append(
+            f"in {fallback:,} reached states the policy puts no mass on a kept action: the shielded policy "
+            "takes the best kept action(s) there"
+        )
+    return notes
+
+
 def _restricted(values: ActionValues, policy: Policy, shield: Shield) -> int:
     """How many covered states have an offered action the shield does not keep."""
     q, covered = _agent_values(values, policy.actions)
@@ -432,7 +528,7 @@ def _bound_of(values: ActionValues, prop: Property) -> int | None:
     return None if sets is None else sets[2]
 
 
-def _search(values: ActionValues, policy: Policy, certify: Any, probes: list[dict[str, Any]], say: Progress) -> float:
+def _search(values: ActionValues, policy: Policy, certify: _Certify, probes: list[dict[str, Any]], say: Progress) -> float:
     """The loosest relative threshold among the distinct gaps whose shielded policy meets the bound (bisection);
     the tightest (0) when none does (the caller reports it)."""
     q, covered = _agent_values(values, policy.actions)
@@ -443,7 +539,7 @@ def _search(values: ActionValues, policy: Policy, certify: Any, probes: list[dic
     def meets(i: int) -> bool:
         t = float(candidates[i])
         say(f"probing threshold {t:.6g} ({len(probes) + 1})")
-        _, _, r, _ = certify("relative", t)
+        _, _, r, _ = certify(ShieldKind.RELATIVE, t)
         probes.append({"threshold": t, "value": r.value, "lower": r.lower, "upper": r.upper, "satisfied": r.satisfied})
         if len(probes) > MAX_PROBES:
             raise OptionError(f"--meet: more than {MAX_PROBES} verifications; give a --threshold")
@@ -461,105 +557,6 @@ def _search(values: ActionValues, policy: Policy, certify: Any, probes: list[dic
         else:
             hi = mid
     return float(candidates[lo])
-
-
-def _interventions(
-    wrapped: ShieldedPolicy,
-    chain: Any,
-    mdp: Any,
-    prop: Property,
-    values: ActionValues,
-    shield: Shield,
-    options: ExactOptions,
-) -> dict[str, Any]:
-    """The shield's interventions on the shielded policy's chain: reached covered states, those where mass is
-    removed (mode ``deterministic``: where the policy's argmax action is removed), fallbacks, and the expected number
-    of intervening steps per run (and of mass removed)."""
-    origin = chain.origin
-    model_states = np.flatnonzero(origin >= 0)
-    vals = mdp.valuations[origin[model_states]]
-    rows, removed, fallback = wrapped.interventions(vals, deterministic=options.mode == "deterministic")
-    known = rows >= 0
-    n = chain.chain.num_states
-    indicator = np.zeros(n)
-    mass = np.zeros(n)
-    indicator[model_states] = (removed > 0).astype(np.float64)
-    mass[model_states] = removed
-    reached = int(known.sum())
-    intervened = int((removed > 0).sum())
-    k = _bound_of(values, prop)
-    P = chain.chain.transitions.tocsr()
-    init = int(chain.chain.initial_states[0])
-    expected, expected_mass = _expected_total(P, np.c_[indicator, mass], init, k, options.max_work)
-    return {
-        "reachable": reached,
-        "intervened": intervened,
-        "share": intervened / reached if reached else 0.0,
-        "fallback": int((fallback & known).sum()),
-        "expected": expected,
-        "mass": expected_mass,
-    }
-
-
-def _expected_total(
-    P: sp.csr_matrix, rewards: np.ndarray, init: int, steps: int | None, max_work: int | None
-) -> tuple[float, float]:
-    """Expected reward summed over the first ``steps`` steps of the chain ``P`` from ``init`` (``steps`` None: over
-    the whole run; ``inf`` when a bottom component with positive reward is reachable), for each column of
-    ``rewards`` ``(n, 2)``. The chain's absorbing states (the property decided) earn nothing."""
-    if steps is not None:
-        # v_{j+1} = r + P v_j: the reward of the first j+1 steps, until a fixed point (then v_k = v_j) or the budget
-        flat = np.zeros(rewards.size)
-        shape = rewards.shape
-
-        def step(v: np.ndarray) -> np.ndarray:
-            return (rewards + P @ v.reshape(shape)).ravel()
-
-        total, j, stop = iterate(step, flat, steps, step_budget(steps, P.nnz, max_work), what="expected interventions")
-        if stop is None and j < steps:
-            raise PropertyError(
-                f"the expected interventions within the step bound {steps:,} take {step_work(steps, P.nnz)}, "
-                f"above --max-work {max_work:,}, and reached no fixed point in the {j:,} steps within it: "
-                "raise --max-work or lower the step bound"
-            )
-        total = total.reshape(shape)
-        return float(total[init, 0]), float(total[init, 1])
-    n = P.shape[0]
-    _, comp = connected_components(P, directed=True, connection="strong")
-    # a component is bottom when no edge leaves it
-    coo = P.tocoo()
-    leaving = np.zeros(comp.max() + 1, dtype=bool)
-    leaving[comp[coo.row[comp[coo.row] != comp[coo.col]]]] = True
-    bottom = ~leaving[comp]
-    reach = _reachable(P, init)
-    out = []
-    for col in range(rewards.shape[1]):
-        r = rewards[:, col]
-        if (bottom & reach & (r > 0)).any():
-            out.append(math.inf)
-            continue
-        transient = np.flatnonzero(~bottom)
-        if not len(transient) or not r[transient].any():
-            out.append(0.0)
-            continue
-        A = sp.identity(len(transient), format="csc") - P[transient][:, transient].tocsc()
-        x = scipy.sparse.linalg.spsolve(A, r[transient])
-        v = np.zeros(n)
-        v[transient] = x
-        out.append(float(v[init]))
-    return out[0], out[1]
-
-
-def _reachable(P: sp.csr_matrix, init: int) -> np.ndarray:
-    seen = np.zeros(P.shape[0], dtype=bool)
-    seen[init] = True
-    frontier = np.array([init])
-    while len(frontier):
-        nxt = distinct(P[frontier].indices)
-        nxt = nxt[~seen[nxt]]
-        seen[nxt] = True
-        frontier = nxt
-    return seen
 
 
 __all__ = [

@@ -3,14 +3,17 @@ on probabilities: only which transitions are positive)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rlverify.arrays import distinct, row_positions
 
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
-def steps_to(transitions: Any, row_groups: np.ndarray | None, target: np.ndarray, through: np.ndarray) -> np.ndarray:
+
+def steps_to(transitions: sp.csr_matrix, row_groups: np.ndarray | None, target: np.ndarray, through: np.ndarray) -> np.ndarray:
     """``(S,)`` float64: the least number of steps from each state to a ``target`` state along positive transitions,
     leaving only states in ``through`` (besides the target); ``inf`` where no target can be reached.
 
@@ -31,7 +34,9 @@ ONE_CALL_TRANSITIONS = 1 << 20
 NUMPY_LEVELS = 8
 
 
-def can_reach(transitions: Any, row_groups: np.ndarray | None, target: np.ndarray, through: np.ndarray) -> np.ndarray:
+def can_reach(
+    transitions: sp.csr_matrix, row_groups: np.ndarray | None, target: np.ndarray, through: np.ndarray
+) -> np.ndarray:
     """``(S,)`` bool: the states from which :func:`steps_to` is finite (the target itself included).
 
     Level by level as :func:`steps_to` for :data:`NUMPY_LEVELS` levels; a search still going on a model of at most
@@ -40,7 +45,27 @@ def can_reach(transitions: Any, row_groups: np.ndarray | None, target: np.ndarra
     return _Reversed(transitions, row_groups, through).reach(target)
 
 
-def prob01(transitions: Any, phi: np.ndarray, psi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def reachable(transitions: sp.csr_matrix, row_groups: np.ndarray | None, initial: np.ndarray) -> np.ndarray:
+    """``(N,)`` bool: the states reachable from ``initial`` along the stored entries of ``transitions`` (a CSR
+    matrix ``(C, N)``, a row per choice; ``row_groups`` ``(S+1,)`` the choices of states ``0..S-1``, ``S <= N``: a
+    state from ``S`` on has no choices; None for a chain, one row per state), through any choice.
+
+    Level by level in numpy (no copy of the matrix; a stored zero counts as an edge: eliminate zeros first)."""
+    indptr, indices = transitions.indptr, transitions.indices
+    seen = np.zeros(transitions.shape[1], dtype=bool)
+    frontier = distinct(np.asarray(initial, dtype=np.int64))
+    seen[frontier] = True
+    groups = None if row_groups is None else np.asarray(row_groups, dtype=np.int64)
+    while len(frontier):
+        rows = frontier if groups is None else row_positions(groups, frontier[frontier < len(groups) - 1])
+        succ = indices[row_positions(indptr, rows)]
+        succ = distinct(succ[~seen[succ]])
+        seen[succ] = True
+        frontier = succ
+    return seen
+
+
+def prob01(transitions: sp.csr_matrix, phi: np.ndarray, psi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(zero, one)`` ``(S,)`` bool: the states of a chain (``transitions`` ``(S, S)``) where ``P(phi U psi)`` is exactly
     0 (no path through ``phi & ~psi`` reaches ``psi``) and exactly 1 (none reaches a zero state), by :func:`can_reach`
     twice over one reversed pattern."""
@@ -53,8 +78,8 @@ def prob01(transitions: Any, phi: np.ndarray, psi: np.ndarray) -> tuple[np.ndarr
 class _Reversed:
     """The reversed positive pattern of ``transitions`` for searches through ``through`` (see :func:`steps_to`)."""
 
-    def __init__(self, transitions: Any, row_groups: np.ndarray | None, through: np.ndarray) -> None:
-        import scipy.sparse as sp
+    def __init__(self, transitions: sp.csr_matrix, row_groups: np.ndarray | None, through: np.ndarray) -> None:
+        import scipy.sparse as sp  # lazy: scipy, start-up (graph functions run on built models only)
 
         T = sp.csr_matrix(transitions)
         C, S = T.shape
@@ -93,13 +118,13 @@ class _Reversed:
 
     def reach(self, target: np.ndarray) -> np.ndarray:
         """``(S,)`` bool: :func:`can_reach`'s answer for ``target``."""
-        from scipy.sparse.csgraph import breadth_first_order
+        from scipy.sparse.csgraph import breadth_first_order  # lazy: csgraph, start-up
 
         small = self.reverse.nnz <= ONE_CALL_TRANSITIONS
         dist, frontier = self.levels(target, NUMPY_LEVELS if small else None)
         found = np.isfinite(dist)
         if len(frontier):
-            import scipy.sparse as sp
+            import scipy.sparse as sp  # lazy: scipy, start-up (graph functions run on built models only)
 
             S = len(found)
             heads, indptr = self._passable_edges()

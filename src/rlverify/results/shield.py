@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rlverify.results import Result, Summary, shown, shown_pair, solver_guarantee, total_time
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
