@@ -42,21 +42,15 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import PropertyError
+from rlverify.exact.bounded import bounded_until
 from rlverify.exact.chain import SHRINK, FullMDP, mdp_for
-from rlverify.exact.checking import (
-    bounded_until,
-    check,
-    environment,
-    quantitative,
-    rounded_down,
-    rounded_up,
-    step_bounded_sets,
-    sum_margin,
-    until_sets,
-)
+from rlverify.exact.checking import check, step_bounded_sets, until_sets
+from rlverify.exact.formulas import quantitative
 from rlverify.exact.options import ExactOptions, Progress, check_resolved, guarantee
+from rlverify.exact.rounding import rounded_down, rounded_up, sum_margin
 from rlverify.models.dynamics import action_columns
 from rlverify.models.explicit import ExplicitModel, out_of_memory
+from rlverify.models.numerics import environment
 from rlverify.models.properties import Property, worst_case
 from rlverify.models.symbolic import SymbolicModel
 

@@ -23,7 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError, RlverifyError
-from rlverify.exact.checking import is_reward_bounded, solved_here
+from rlverify.exact.checking import solved_here
+from rlverify.exact.formulas import is_reward_bounded
 from rlverify.exact.induced import STALLED_LABEL, ChoiceWeights, induced_chain, weigh
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved
 from rlverify.models.commands import is_command_name

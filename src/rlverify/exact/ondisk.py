@@ -34,7 +34,9 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import MemoryBudgetError, OptionError
-from rlverify.exact.checking import MAX_WORK, CheckOutcome, _relative, rounded_down, rounded_up, sum_margin
+from rlverify.exact.options import MAX_WORK
+from rlverify.exact.outcome import CheckOutcome
+from rlverify.exact.rounding import relative, rounded_down, rounded_up, sum_margin
 from rlverify.files import published
 
 __all__ = ["BLOCK_ENTRIES", "ChainWriter", "RowBlocks", "block_ranks", "prepare", "rank_passes", "unbounded_until"]
@@ -330,7 +332,7 @@ def _read(f: Any, out: np.ndarray, offset: int) -> None:
 
 
 def block_ranks(matrix: RowBlocks, phi: np.ndarray, psi: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(positive, surely)`` ``(n,)`` int64 step ranks of :func:`~rlverify.exact.checking.ranks` on a chain
+    """``(positive, surely)`` ``(n,)`` int64 step ranks of :func:`~rlverify.exact.bounded.ranks` on a chain
     (``all_choices`` irrelevant; ``all_successors`` False, True), -1 above ``limit`` or never, computed by passes
     over the row blocks (no reversed graph): :func:`rank_passes`."""
     pos, sure, _, _ = rank_passes(matrix, phi, psi, limit)
@@ -462,7 +464,7 @@ def unbounded_until(
     ``phi``, ``psi`` ``(n,)`` bool. Graph analysis by passes over the blocks (:func:`_graph`: exact 0 and 1 states),
     then interval iteration on the remaining "maybe" states: the lower bounds from 0, the upper from 1, each step
     ``x' = A x + b`` one blocked product of both (``(n, 2)``), rounded outwards with the in-memory check's margins
-    (:func:`~rlverify.exact.checking.rounded_down`, ``rounded_up``), so each iterate stays a certified bracket. Stops
+    (:func:`~rlverify.exact.rounding.rounded_down`, ``rounded_up``), so each iterate stays a certified bracket. Stops
     when the bracket at ``init`` is within ``precision`` (relative), after ``max_work / transitions`` steps (each a
     pass over the files; the graph analysis's fixed points get as many passes each), or when a step changes no
     bound (the rounded iteration's fixed point); short of the precision the outcome's ``warning`` says so and gives
@@ -507,7 +509,7 @@ def _interval_steps(
     j = int(np.searchsorted(idx, init))
     steps, shown = 0, time.perf_counter()
     while True:
-        if _relative((lo[j] + hi[j]) / 2, lo[j], hi[j]) <= precision:
+        if relative((lo[j] + hi[j]) / 2, lo[j], hi[j]) <= precision:
             stop = "precision"
             break
         if budget is not None and steps >= budget:
@@ -540,7 +542,7 @@ def _unbounded_outcome(
     precision: float,
     max_work: int | None,
 ) -> CheckOutcome:
-    """The :class:`~rlverify.exact.checking.CheckOutcome` of :func:`unbounded_until`: value, bracket, exact facts,
+    """The :class:`~rlverify.exact.outcome.CheckOutcome` of :func:`unbounded_until`: value, bracket, exact facts,
     and a note saying what was computed (passes, steps, bracket) and a warning when short of ``precision``."""
     value, lower, upper = float(values[init]), float(lowers[init]), float(uppers[init])
     passes = " + ".join(str(p) for p in graph.passes)
@@ -562,7 +564,7 @@ def _unbounded_outcome(
         values[maybe] = np.nan
         lower = upper = value
     else:
-        rel = _relative(value, lower, upper)
+        rel = relative(value, lower, upper)
         bracket = f"true value in [{lower:.12g}, {upper:.12g}] (certified: outward rounding)"
         note = f"{graph_note}; {steps:,} interval-iteration steps (each a pass over the files); {bracket}, "
         note += f"relative error <= {rel:.2g}" if lower > 0 else "only an absolute bound is known (the lower bound is 0)"

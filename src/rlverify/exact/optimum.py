@@ -18,20 +18,15 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import PropertyError
+from rlverify.exact.bounded import bounded_until
 from rlverify.exact.chain import SHRINK, FullMDP, choose_strategy, mdp_for
-from rlverify.exact.checking import (
-    CheckOutcome,
-    bounded_until,
-    check,
-    clipped,
-    environment,
-    quantitative,
-    step_bounded_sets,
-    storm_qualitative,
-    verdict,
-)
+from rlverify.exact.checking import check, step_bounded_sets
+from rlverify.exact.formulas import quantitative
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
+from rlverify.exact.outcome import CheckOutcome, clipped, verdict
+from rlverify.exact.storm_check import storm_qualitative
 from rlverify.models.explicit import ExplicitModel, out_of_memory
+from rlverify.models.numerics import environment
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.results import ExactResult, OptimumResult

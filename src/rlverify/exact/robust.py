@@ -35,19 +35,12 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from rlverify.errors import IntervalError, OptionError, PolicyError, PropertyError, did_you_mean
 from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, mdp_for, on_chain, policy_chain
-from rlverify.exact.checking import (
-    MAX_WORK,
-    CheckOutcome,
-    is_reward_bounded,
-    quantitative,
-    rounded_down,
-    rounded_up,
-    sum_margin,
-    verdict,
-)
+from rlverify.exact.formulas import is_reward_bounded, quantitative
 from rlverify.exact.induced import STALLED_LABEL, choice_weights, induced_chain
 from rlverify.exact.optimum import mdp_optimum
-from rlverify.exact.options import MODES, ExactOptions, Progress, guarantee, provenance
+from rlverify.exact.options import MAX_WORK, MODES, ExactOptions, Progress, guarantee, provenance
+from rlverify.exact.outcome import CheckOutcome, verdict
+from rlverify.exact.rounding import rounded_down, rounded_up, sum_margin
 from rlverify.exact.verify import verify_exact
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, policy_weights
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm

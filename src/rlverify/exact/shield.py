@@ -46,9 +46,12 @@ from scipy.sparse.csgraph import connected_components
 from rlverify.arrays import distinct
 from rlverify.errors import OptionError, PolicyError, PropertyError, safe_repr
 from rlverify.exact.action_values import ActionValues, action_values
+from rlverify.exact.bounded import iterate, step_budget, step_work
 from rlverify.exact.chain import full_mdp, policy_chain
-from rlverify.exact.checking import iterate, quantitative, step_bounded_sets, step_budget, step_work, verdict
+from rlverify.exact.checking import step_bounded_sets
+from rlverify.exact.formulas import quantitative
 from rlverify.exact.options import ExactOptions, Progress, check_resolved, provenance, settings
+from rlverify.exact.outcome import verdict
 from rlverify.exact.verify import verify_exact
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel

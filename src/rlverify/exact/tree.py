@@ -32,8 +32,8 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
 from rlverify.errors import OptionError, PropertyError, require
+from rlverify.exact.bounded import iterate, step_budget, step_work
 from rlverify.exact.chain import PolicyChain, chain_for
-from rlverify.exact.checking import iterate, step_budget, step_work
 from rlverify.exact.explain import _search_space, check_explainable
 from rlverify.exact.induced import ask_policy
 from rlverify.exact.options import MAX_WORK, ExactOptions, Progress, guarantee, provenance, settings

@@ -20,27 +20,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from rlverify.errors import OptionError, PolicyError, PropertyError, RlverifyError
+from rlverify.exact.bounded import bounded_until, on_disk
 from rlverify.exact.chain import SHRINK, PolicyChain, chain_for, on_chain
-from rlverify.exact.checking import (
-    CheckOutcome,
-    bounded_until,
-    check,
-    clipped,
-    environment,
-    on_disk,
-    quantitative,
-    solved_here,
-    state_set,
-    step_bounded_sets,
-    step_upper_bound,
-    storm_qualitative,
-    until_sets,
-)
+from rlverify.exact.checking import check, solved_here, step_bounded_sets, until_sets
+from rlverify.exact.formulas import quantitative, step_upper_bound
 from rlverify.exact.induced import STALLED_LABEL
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
+from rlverify.exact.outcome import CheckOutcome, clipped
+from rlverify.exact.storm_check import state_set, storm_qualitative
 from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
+from rlverify.models.numerics import environment
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, parse_property
 from rlverify.policies.base import Policy
