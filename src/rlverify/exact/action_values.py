@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Numerics
 from rlverify.errors import PropertyError
 from rlverify.exact.bounded import bounded_until
 from rlverify.exact.chain import SHRINK, FullMDP, mdp_for
@@ -180,7 +181,7 @@ def _action_values(
         if steps < 0:
             raise PropertyError(f"remaining steps must be >= 0, not {remaining}")
         next_values, next_lo, next_hi, method = _bounded_next(mdp, storm, phi, psi, steps, opt, options, say)
-        sound = options.numerics in ("sound", "direct")
+        sound = options.numerics in (Numerics.SOUND, Numerics.DIRECT)
     else:
         if remaining is not None:
             raise PropertyError(f"property '{prop.text}' has no step bound: remaining steps do not apply")
@@ -203,7 +204,7 @@ def _action_values(
         )
         next_values = np.clip(out.values, 0.0, 1.0)
         method = out.method or "Storm"
-        sound = options.numerics == "sound"
+        sound = options.numerics is Numerics.SOUND
         next_lo = next_hi = None
         if sound:
             next_lo, next_hi = _storm_brackets(out.values, options.precision)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlverify.choices import Mode
 from rlverify.errors import OptionError, PropertyError
 from rlverify.exact.action_values import action_values
 from rlverify.exact.chain import PolicyChain, chain_for, full_mdp, states_of
@@ -56,7 +57,7 @@ class CriticalOptions:
             raise OptionError(f"--top: expected an integer from 1 to {MAX_TOP:,}, got {self.top!r}")
         if self.worst is not None and self.worst not in ("max", "min"):
             raise OptionError(f"--worst: expected max or min, got '{self.worst}'")
-        if self.exact.mode == "monolithic":
+        if self.exact.mode is Mode.MONOLITHIC:
             raise OptionError("critical states are read on a policy's chain: --mode stochastic or deterministic")
         self.exact.validate()
 

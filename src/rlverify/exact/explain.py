@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.choices import Mode, Strategy
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, mdp_for, policy_chain, states_of
 from rlverify.exact.induced import ask_policy
@@ -127,7 +128,7 @@ def explain_paths(
     options = ExactOptions() if options is None else options
     k = check_count(k)
     options.validate()
-    if options.mode == "monolithic":
+    if options.mode is Mode.MONOLITHIC:
         raise OptionError(
             "--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over "
             "all schedulers); use --mode stochastic or deterministic"
@@ -193,7 +194,8 @@ def _chain_and_mdp(
     to describe the steps (``auto`` as ``full``: on ``mdp`` when given); ``merged`` keeps none."""
     if chain is not None:
         return chain_for(model, prop, policy, options, chain), mdp
-    whole = options if options.strategy in ("merged", "onthefly") else dataclasses.replace(options, strategy="full")
+    kept = options.strategy in (Strategy.MERGED, Strategy.ONTHEFLY)
+    whole = options if kept else dataclasses.replace(options, strategy=Strategy.FULL)
     return policy_chain(model, prop, policy, whole, mdp=mdp, keep_mdp=True, progress=say), mdp
 
 

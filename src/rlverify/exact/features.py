@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Mode, Strategy
 from rlverify.errors import OptionError, PolicyError, PropertyError, did_you_mean
 from rlverify.exact.chain import full_mdp, policy_chain
 from rlverify.exact.options import ExactOptions, Progress, guarantee, provenance, settings
@@ -73,7 +74,7 @@ class FeatureOptions:
             raise OptionError(f"--worst: expected max or min, got '{self.worst}'")
         if isinstance(self.max_runs, bool) or not isinstance(self.max_runs, int) or self.max_runs < 1:
             raise OptionError(f"max_runs: expected a positive integer, got {self.max_runs!r}")
-        if self.exact.mode == "monolithic":
+        if self.exact.mode is Mode.MONOLITHIC:
             raise OptionError("explaining features needs a policy's chain: --mode stochastic or deterministic")
         self.exact.validate()
 
@@ -117,7 +118,7 @@ def feature_effects(
     options.validate()
     say = progress or (lambda msg: None)
     features = chosen_features(policy, options.features)
-    exact = dataclasses.replace(options.exact, strategy="full", all_states=False, export=None)
+    exact = dataclasses.replace(options.exact, strategy=Strategy.FULL, all_states=False, export=None)
     t0 = time.perf_counter()
     low, high = feature_ranges(model, tuple(policy.features))
     columns = {f: list(policy.features).index(f) for f in features}
@@ -214,7 +215,7 @@ def feature_effects(
             prop,
             policy,
             settings={
-                **settings(exact, "full", model),
+                **settings(exact, Strategy.FULL, model),
                 "features": list(features),
                 "reference": options.reference,
                 "perturb": perturb,

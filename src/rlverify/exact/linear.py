@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Numerics
 from rlverify.exact.outcome import TINY, CheckOutcome
 from rlverify.exact.rounding import relative, rounded_down, rounded_up, sum_margin
 from rlverify.models.graph import prob01
@@ -75,7 +76,7 @@ def _solver(system: Sparse, order: np.ndarray | None) -> Solve:
     from scipy.sparse.linalg import splu, spsolve_triangular  # lazy: scipy, start-up
 
     if order is None:
-        return splu(system).solve  # type: ignore[no-any-return]
+        return splu(system).solve
     place = np.empty(len(order), dtype=np.int64)
     place[order] = np.arange(len(order))
     coo = system.tocoo()
@@ -156,7 +157,7 @@ def reachability(
             zero=zero,
             one=one,
         )
-    if numerics == "sound" and not solved.rel() <= precision and solved.hi[j] > 1e-250:  # below: only absolute
+    if numerics == Numerics.SOUND and not solved.rel() <= precision and solved.hi[j] > 1e-250:  # below: only absolute
         _tighten(solved, precision, budget - (time.perf_counter() - t0))
         method = "graph analysis + sparse LU + interval iteration"
     values[maybe] = solved.x
@@ -262,7 +263,7 @@ def _reach_outcome(
     warning = None
     if lower > 0:
         note = f"{graph_note}; true value in [{lower:.6g}, {upper:.6g}] (certified): relative error <= {rel:.2g}"
-        if numerics == "sound" and rel > precision:
+        if numerics == Numerics.SOUND and rel > precision:
             warning = (
                 f"the requested precision {precision:g} (relative) was not reached within {budget:g} s: the "
                 f"true value is in [{lower:.6g}, {upper:.6g}] (relative error <= {rel:.2g})"
@@ -275,7 +276,7 @@ def _reach_outcome(
         warning = (
             f"value {value:.3g}: no relative error bound could be certified; only the absolute bound [0, {upper:.3g}] is known"
         )
-    if numerics == "direct" and lower <= 0:
+    if numerics == Numerics.DIRECT and lower <= 0:
         return CheckOutcome(
             value=value,
             lower=None,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlverify.arrays import distinct
+from rlverify.choices import Mode, Strategy
 from rlverify.errors import OptionError, PropertyError, did_you_mean
 from rlverify.exact.chain import PolicyChain, states_of
 from rlverify.exact.optimum import optimum as over_all_schedulers
@@ -60,7 +61,7 @@ class MapOptions:
             raise OptionError(f"--agg: expected one of {', '.join(AGGREGATES)}, got '{self.agg}'")
         if self.optimum is not None and self.optimum not in OPTIMA:
             raise OptionError(f"--optimum: expected min or max, got '{self.optimum}'")
-        if self.exact.mode == "monolithic":
+        if self.exact.mode is Mode.MONOLITHIC:
             raise OptionError("--mode: a risk map compares a policy with the optimum; use stochastic or deterministic")
         self.exact.validate()
 
@@ -182,7 +183,8 @@ def _optimum(
 ) -> OptimumResult:
     """``given`` (refused unless it is of ``prop`` with per-state optima), else the optimum computed here."""
     if given is None:
-        return over_all_schedulers(model, prop, dataclasses.replace(ex, mode="monolithic", strategy="full"), progress=progress)
+        whole = dataclasses.replace(ex, mode=Mode.MONOLITHIC, strategy=Strategy.FULL)
+        return over_all_schedulers(model, prop, whole, progress=progress)
     if given.property != prop.text or given.state_pmin is None or given.state_pmax is None:
         raise OptionError(
             f"the optimum given is of property '{given.property}' (or has no per-state optima), not "

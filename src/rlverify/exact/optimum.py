@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Mode, Numerics, Strategy
 from rlverify.errors import PropertyError
 from rlverify.exact.bounded import bounded_until
 from rlverify.exact.chain import SHRINK, FullMDP, choose_strategy, mdp_for
@@ -60,7 +61,11 @@ def optimum(
     """
     try:
         return _optimum(
-            model, prop, dataclasses.replace(options or ExactOptions(), mode="monolithic"), mdp, progress or (lambda msg: None)
+            model,
+            prop,
+            dataclasses.replace(options or ExactOptions(), mode=Mode.MONOLITHIC),
+            mdp,
+            progress or (lambda msg: None),
         )
     except MemoryError:
         raise out_of_memory("exact verification", SHRINK) from None
@@ -71,7 +76,7 @@ def _optimum(
 ) -> OptimumResult:
     check_resolved(model, prop)
     options.validate()
-    check_operator(prop, "monolithic")
+    check_operator(prop, Mode.MONOLITHIC)
     choose_strategy(model, options)  # refuses --strategy merged/onthefly: they need a policy
     built = mdp_for(model, prop, options, given, progress=say)
     mdp = built.mdp
@@ -110,7 +115,7 @@ def _optimum(
         if why:
             notes.append(why)
     notes += [o.warning for o in (lo, hi) if o.warning]
-    sound = options.numerics == "sound"
+    sound = options.numerics is Numerics.SOUND
     return OptimumResult(
         asked=asked,
         value=out.value,
@@ -130,7 +135,9 @@ def _optimum(
         state_pmax=per_state(hi.values, probability),
         state_valuations=mdp.valuations,
         variables=mdp.variables,
-        provenance=provenance(model, prop, None, timings=timings, settings=settings(options, "full", model), warnings=notes),
+        provenance=provenance(
+            model, prop, None, timings=timings, settings=settings(options, Strategy.FULL, model), warnings=notes
+        ),
     )
 
 
@@ -141,8 +148,8 @@ def as_exact_result(result: OptimumResult) -> ExactResult:
     bounds = result.pmin_bounds if result.asked == "min" else result.pmax_bounds
     every = bool(result.settings.get("all_states"))
     return ExactResult(
-        mode="monolithic",
-        strategy="full",
+        mode=Mode.MONOLITHIC,
+        strategy=Strategy.FULL,
         value=result.value,
         lower=None if bounds is None else bounds[0],
         upper=None if bounds is None else bounds[1],
@@ -187,7 +194,7 @@ def mdp_optimum(
     ``full_model``: when it carries the states and labels only, a function returning Storm's full model, for
     Storm's own check. The outcome's ``values`` are per state of ``mdp`` (probabilities clipped to [0, 1]).
     """
-    sets = step_bounded_sets(storm_model, formula) if numerics in ("sound", "direct") else None
+    sets = step_bounded_sets(storm_model, formula) if numerics in (Numerics.SOUND, Numerics.DIRECT) else None
     if sets is not None:
         phi, psi, k = sets
         out = bounded_until(
@@ -205,7 +212,7 @@ def mdp_optimum(
         return clipped(out, probability=probability)
     storm_full = storm_model if full_model is None else full_model()
     out = check(storm_full, formula, env, numerics=numerics, precision=precision, max_work=max_work)
-    if probability and numerics != "fast":
+    if probability and numerics != Numerics.FAST:
         zero, one = storm_qualitative(storm_full, formula)
         out = dataclasses.replace(out, zero=zero, one=one)
         if (zero is False and out.upper is not None and out.upper <= 0) or (
@@ -235,7 +242,7 @@ def certified_verdict(
 ) -> tuple[bool | None, str | None]:
     """The threshold's verdict from ``out``'s certified bracket and exact graph facts only (see
     :func:`~rlverify.exact.checking.verdict`); an infinite expected reward is exact (graph analysis)."""
-    certified = numerics == "sound" or (out.method is not None and out.lower is not None)
+    certified = numerics == Numerics.SOUND or (out.method is not None and out.lower is not None)
     lower, upper = (out.lower, out.upper) if certified else (None, None)
     if np.isinf(out.value):
         lower = upper = out.value

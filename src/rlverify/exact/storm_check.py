@@ -13,6 +13,7 @@ from rlverify.choices import Numerics
 from rlverify.errors import PropertyError
 from rlverify.exact.formulas import BOUNDED, PathKind, StormFormula, bound, has_operator, is_reward_bounded, path_kind, path_of
 from rlverify.exact.outcome import TINY, CheckOutcome
+from rlverify.models.numerics import StormEnvironment
 from rlverify.models.symbolic import bit_mask, storm_message
 
 __all__ = [
@@ -28,8 +29,6 @@ __all__ = [
 
 #: a stormpy sparse model (a DTMC or MDP; stormpy's objects are untyped)
 StormModel = Any
-#: a stormpy Environment (:func:`rlverify.models.numerics.environment`)
-StormEnvironment = Any
 
 _STORM_METHOD = {
     Numerics.SOUND: "Storm sound value iteration",

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
+from rlverify.choices import Mode
 from rlverify.errors import OptionError, PropertyError, require
 from rlverify.exact.bounded import iterate, step_budget, step_work
 from rlverify.exact.chain import PolicyChain, chain_for
@@ -77,7 +78,7 @@ class TreeOptions:
                 raise OptionError(f"{name}: expected an integer from 1 to 64, got {d!r}")
         if isinstance(self.fidelity, bool) or not isinstance(self.fidelity, (int, float)) or not 0 < self.fidelity <= 1:
             raise OptionError(f"--fidelity: expected a number in (0, 1], got {self.fidelity!r}")
-        if self.exact.mode == "monolithic":
+        if self.exact.mode is Mode.MONOLITHIC:
             raise OptionError("a tree standing in for the policy needs its chain: --mode stochastic or deterministic")
         self.exact.validate()
 

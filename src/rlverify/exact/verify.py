@@ -14,21 +14,22 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.choices import BackendKind, Mode, Numerics
 from rlverify.errors import OptionError, PolicyError, PropertyError, RlverifyError
-from rlverify.exact.bounded import bounded_until, on_disk
+from rlverify.exact.bounded import Matrix, bounded_until, on_disk
 from rlverify.exact.chain import SHRINK, PolicyChain, chain_for, on_chain
 from rlverify.exact.checking import check, solved_here, step_bounded_sets, until_sets
-from rlverify.exact.formulas import quantitative, step_upper_bound
+from rlverify.exact.formulas import PathKind, StormFormula, path_kind, quantitative, step_upper_bound
 from rlverify.exact.induced import STALLED_LABEL
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.exact.outcome import CheckOutcome, clipped
-from rlverify.exact.storm_check import state_set, storm_qualitative
+from rlverify.exact.storm_check import StormEnvironment, StormModel, state_set, storm_qualitative
 from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.numerics import environment
@@ -71,7 +72,7 @@ def verify_exact(
     """
     options = ExactOptions() if options is None else options
     try:
-        if options.mode == "monolithic":
+        if options.mode is Mode.MONOLITHIC:
             return _monolithic(model, prop, policy, options, chain, progress)
         return _on_chain(model, prop, policy, options, chain, progress or (lambda msg: None))
     except MemoryError:
@@ -114,8 +115,8 @@ class _StormChain:
     """Storm's copy of the chain: the full chain, or (``skeleton``) its states, labels and valuations with
     self-loops for transitions when the chain's matrix is solved here; ``full`` then builds the full one."""
 
-    chain: Any
-    full: Callable[[], Any] | None = None
+    chain: StormModel
+    full: Callable[[], StormModel] | None = None
     skeleton: bool = False
 
 
@@ -196,9 +197,11 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     return _Checked(out=out, stalled=stalled, satisfied=satisfied, notes=notes, estimates=estimates)
 
 
-def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: ExactOptions, say: Progress) -> CheckOutcome:
+def _check_on_disk(
+    storm_chain: StormModel, formula: StormFormula, blocks: RowBlocks, options: ExactOptions, say: Progress
+) -> CheckOutcome:
     """Reachability on a chain on disk, over its row blocks (the state formulas evaluated by Storm on the chain's
-    states, labels and valuations): step-bounded by :func:`~rlverify.exact.checking.bounded_until`, as in memory but
+    states, labels and valuations): step-bounded by :func:`~rlverify.exact.bounded.bounded_until`, as in memory but
     without the unbounded value as an early stop; unbounded by :func:`~rlverify.exact.ondisk.unbounded_until`
     (graph analysis by passes over the blocks, then interval iteration)."""
     from rlverify.exact.ondisk import unbounded_until
@@ -212,14 +215,14 @@ def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: E
         raise PropertyError(f"the model has {len(init)} initial states; rlverify reports the value of a single one")
     s, precision, max_work = int(init[0]), options.precision, options.max_work
 
-    def run(matrix: Any) -> CheckOutcome:
+    def run(matrix: Matrix) -> CheckOutcome:
         if bounded is not None:
             phi, psi, k = bounded
             return bounded_until(matrix, phi, psi, k, s, precision=precision, max_work=max_work, progress=say)
         assert unbounded is not None
         return unbounded_until(matrix, *unbounded, s, precision=precision, max_work=max_work, progress=say)
 
-    if options.backend is None or options.backend.kind != "ray":
+    if options.backend is None or options.backend.kind != BackendKind.RAY:
         return run(blocks)
     from rlverify.exact.partition import RayRows
 
@@ -232,7 +235,12 @@ def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: E
 
 
 def _storm_chain(
-    prop: Property, chain: ExplicitModel, formula: Any, signed: str | None, options: ExactOptions, estimates: dict[str, int]
+    prop: Property,
+    chain: ExplicitModel,
+    formula: StormFormula,
+    signed: str | None,
+    options: ExactOptions,
+    estimates: dict[str, int],
 ) -> tuple[_StormChain, ExplicitModel]:
     """Storm's copy of the chain, and the chain with its transition arrays kept only where a check needs them.
 
@@ -263,8 +271,8 @@ def _storm_chain(
 
 def _decide(
     out: CheckOutcome,
-    storm_chain: Any,
-    formula: Any,
+    storm_chain: StormModel,
+    formula: StormFormula,
     threshold: float,
     comparison: str,
     probability: bool,
@@ -274,7 +282,7 @@ def _decide(
 ) -> tuple[CheckOutcome, bool | None]:
     """A threshold's verdict (its reason appended to ``notes`` when undecided); ``qualitative``: a threshold 0 or 1
     may be decided by Storm's graph analysis where the check made none."""
-    if qualitative and out.zero is None and out.one is None and options.numerics != "fast":
+    if qualitative and out.zero is None and out.one is None and options.numerics is not Numerics.FAST:
         zero, one = storm_qualitative(storm_chain, formula)
         out = dataclasses.replace(out, zero=zero, one=one)
     satisfied, why = certified_verdict(out, threshold, comparison, probability, options.numerics)
@@ -297,7 +305,7 @@ def _result(
     probability = prop.operator == "P"
     timings = {"parse": model.parse_seconds, **built.timings, "check": check_seconds}
     timings["total"] = sum(timings.values())
-    bracketed = options.numerics == "sound" or out.method is not None
+    bracketed = options.numerics is Numerics.SOUND or out.method is not None
     untaken = built.untaken
     return ExactResult(
         mode=options.mode,
@@ -344,8 +352,8 @@ def _infinite_reward(
     prop: Property,
     chain: ExplicitModel,
     model: SymbolicModel,
-    storm_chain: Any,
-    env: Any,
+    storm_chain: StormModel,
+    env: StormEnvironment,
     options: ExactOptions,
     stalled: float,
 ) -> str:
@@ -390,7 +398,12 @@ def _infinite_reward(
 
 
 def _stalled_probability(
-    chain: ExplicitModel, storm_chain: Any, formula: Any, prop: Property, env: Any, options: ExactOptions
+    chain: ExplicitModel,
+    storm_chain: StormModel,
+    formula: StormFormula,
+    prop: Property,
+    env: StormEnvironment,
+    options: ExactOptions,
 ) -> float:
     """The probability that a run enters the ``stalled`` sink before the property is decided (README): on the chain
     with every decided state made absorbing (a later stall changes nothing), reach the sink within the property's
@@ -418,34 +431,39 @@ def _stalled_probability(
     return clipped(out, probability=True).value
 
 
-def _undecided(storm_chain: Any, formula: Any, prop: Property, n: int) -> tuple[np.ndarray, int | None]:
+def _undecided(storm_chain: StormModel, formula: StormFormula, prop: Property, n: int) -> tuple[np.ndarray, int | None]:
     """``(S,)`` bool: the chain's states where ``formula``'s path is not yet decided, and its step bound (None:
     unbounded). ``F phi``: not phi; ``phi U psi`` (bounded or not): phi and not psi; ``G phi``: phi; ``X``, ``C<=k``,
     ``I=k``: every state, 1 or k steps. A form not read here: every state, unbounded (a stall at any time counts)."""
-    everything = np.ones(n, dtype=bool)
-    sub = formula.subformula
-    kind = type(sub).__name__
+    path = formula.subformula
     try:
-        if kind == "EventuallyFormula":
-            return ~state_set(storm_chain, sub.subformula), None
-        if kind == "UntilFormula":
-            return state_set(storm_chain, sub.left_subformula) & ~state_set(storm_chain, sub.right_subformula), None
-        if kind == "BoundedUntilFormula":
-            k = step_upper_bound(sub)
-            if k is not None:
-                return state_set(storm_chain, sub.left_subformula) & ~state_set(storm_chain, sub.right_subformula), k
-        if kind == "GloballyFormula":
-            return state_set(storm_chain, sub.subformula), None
+        found = _path_undecided(storm_chain, path)
     except PropertyError:  # a nested operator: not a propositional state formula
-        return everything, None
+        return np.ones(n, dtype=bool), None
+    if found is not None:
+        return found
     if prop.path == "X":
-        return everything, 1
+        return np.ones(n, dtype=bool), 1
     if prop.path in ("C", "I") and prop.bound is not None:
-        return everything, prop.bound
-    return everything, None
+        return np.ones(n, dtype=bool), prop.bound
+    return np.ones(n, dtype=bool), None
 
 
-def _check_signed(chain: ExplicitModel, name: str, formula: Any, env: Any) -> CheckOutcome:
+def _path_undecided(storm_chain: StormModel, path: StormFormula) -> tuple[np.ndarray, int | None] | None:
+    """:func:`_undecided` of the forms read from their state formulas (``F``, ``U``, ``U<=k``, ``G``), else None."""
+    match path_kind(path):
+        case PathKind.EVENTUALLY:
+            return ~state_set(storm_chain, path.subformula), None
+        case PathKind.UNTIL:
+            return state_set(storm_chain, path.left_subformula) & ~state_set(storm_chain, path.right_subformula), None
+        case PathKind.BOUNDED_UNTIL if (k := step_upper_bound(path)) is not None:
+            return state_set(storm_chain, path.left_subformula) & ~state_set(storm_chain, path.right_subformula), k
+        case PathKind.GLOBALLY:
+            return state_set(storm_chain, path.subformula), None
+    return None
+
+
+def _check_signed(chain: ExplicitModel, name: str, formula: StormFormula, env: StormEnvironment) -> CheckOutcome:
     """Check a reward formula whose reward model ``name`` has negative state rewards on the chain, as the
     difference of its positive and negative parts (linearity of expectation; both parts must be finite)."""
     r = chain.state_rewards[name]
