@@ -294,6 +294,21 @@ def bounded_until(
             (the message gives the estimate, the bracket reached and the option to change).
     """
     p = _problem(matrix, phi, psi, steps, init, row_groups, optimum)
+    x, j, stop, upper_cap = _run(p, precision, max_work, cap, progress)
+    lowers, uppers = _bracket(x, j, p, stop, upper_cap)
+    zero, one = _facts(p, x if stop != "precision" else None)
+    return _bounded_outcome(x, lowers, uppers, zero, one, j, p.k, stop, precision, init)
+
+
+def _run(
+    p: _Problem,
+    precision: float,
+    max_work: int | None,
+    cap: Callable[[], np.ndarray | None] | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[np.ndarray, int, str | None, np.ndarray | None]:
+    """``(x, j, stop, upper_cap)``: the step-``j`` values of :func:`bounded_until` within the budget, why they
+    stopped, and the unbounded value's certified upper bounds when asked for; refused when no stop is reached."""
     budget = step_budget(p.k, p.nnz, max_work)
     # the unbounded value (an LU of the chain: memory and time) only where the k steps would exceed the budget
     # (the precision stop checked as it goes, as before the per-step floor of STEP_WORK); where only that floor keeps
@@ -310,15 +325,21 @@ def bounded_until(
         precision=precision,
         progress=progress,
     )
-    if stop is None and j < p.k and upper_cap is not None and not early and _within(x, j, p.d, upper_cap, precision):
-        stop = "precision"
     if stop is None and j < p.k:
-        assert max_work is not None  # the budget stopped the iteration
-        cap_at = None if upper_cap is None else float(upper_cap[init])
-        raise _over_budget(p.k, p.nnz, max_work, precision, j, p.d, float(x[init]), cap_at)
-    lowers, uppers = _bracket(x, j, p, stop, upper_cap)
-    zero, one = _facts(p, x if stop != "precision" else None)
-    return _bounded_outcome(x, lowers, uppers, zero, one, j, p.k, stop, precision, init)
+        stop = _budget_spent(p, x, j, upper_cap, not early, precision, max_work)
+    return x, j, stop, upper_cap
+
+
+def _budget_spent(
+    p: _Problem, x: np.ndarray, j: int, upper_cap: np.ndarray | None, late: bool, precision: float, max_work: int | None
+) -> str:
+    """``"precision"`` when the budget stopped the steps within ``precision`` of ``upper_cap`` (``late``: not checked
+    as it went), else the refusal with the bracket reached."""
+    if upper_cap is not None and late and _within(x, j, p.d, upper_cap, precision):
+        return "precision"
+    assert max_work is not None  # the budget stopped the iteration
+    cap_at = None if upper_cap is None else float(upper_cap[p.init])
+    raise _over_budget(p.k, p.nnz, max_work, precision, j, p.d, float(x[p.init]), cap_at)
 
 
 def _bracket(

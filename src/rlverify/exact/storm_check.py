@@ -63,11 +63,8 @@ def storm_check(
         values[init] = float(result.get_value(init))
         return _reward_bounded(float(values[init]), values, numerics, precision)
     values = np.asarray(result.get_value_vector(), dtype=np.float64)
-    lower = float(result.get_lower_bound(init)) if result.has_lower_bounds() else None
-    upper = float(result.get_upper_bound(init)) if result.has_upper_bounds() else None
+    lower, upper = _storm_bounds(result, formula, init)
     value = float(values[init])
-    if storm_steps(formula) is not None:  # Storm's bounds of a step-bounded result are its value: no rounding margin
-        lower = upper = None
     if numerics is None:
         return CheckOutcome(value=value, lower=lower, upper=upper, values=values)
     if numerics != Numerics.SOUND:  # no bracket: Storm's bounds hold for its sound solver only
@@ -76,6 +73,16 @@ def storm_check(
         is_probability = formula.is_probability_operator_formula
         lower, upper = storm_bracket(value, lower, upper, precision or 1e-6, probability=is_probability)
     return _annotate_storm(formula, value, lower, upper, values, numerics, precision)
+
+
+def _storm_bounds(result: Any, formula: StormFormula, init: int) -> tuple[float | None, float | None]:
+    """Storm's bounds at ``init`` (None where it reports none). Storm's bounds of a step-bounded result are its value:
+    no rounding margin, so none."""
+    if storm_steps(formula) is not None:
+        return None, None
+    lower = float(result.get_lower_bound(init)) if result.has_lower_bounds() else None
+    upper = float(result.get_upper_bound(init)) if result.has_upper_bounds() else None
+    return lower, upper
 
 
 def _reward_bounded(value: float, values: np.ndarray, numerics: str | None, precision: float | None) -> CheckOutcome:
