@@ -348,7 +348,22 @@ def most_probable_paths(
         return [([start], 1.0)], True
     if not transient[start]:
         return [], True
-    # -log p on the rows of transient states only (targets end a walk; other states are dead ends)
+    indptr, indices, cost = _cost_graph(P, transient)
+    heuristic = _Heuristic(S, indptr, indices, cost, target, bound)
+    h0 = heuristic.row(bound)[start]
+    if not np.isfinite(h0):
+        return [], True
+    search = _AStar(indptr, indices, cost, target, heuristic, bound, start, float(h0))
+    found = search.run(k, max_records, max_steps)
+    out = [(states, _probability(P, states)) for states in map(search.walk, found)]
+    out.sort(key=lambda sp_: -sp_[1])
+    return out, len(out) < k and not search.heap
+
+
+def _cost_graph(P: sp.csr_matrix, transient: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, cost)``: ``-log p`` on the rows of ``transient`` states only (targets end a walk; other
+    states are dead ends), explicit zeros dropped (no transitions)."""
+    S = P.shape[0]
     keep = np.repeat(transient, np.diff(P.indptr))
     counts = np.bincount(np.repeat(np.arange(S), np.diff(P.indptr))[keep], minlength=S)
     indptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
@@ -359,62 +374,87 @@ def most_probable_paths(
         rows = np.repeat(np.arange(S), np.diff(indptr))[positive]
         indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=S))].astype(np.int64)
         indices, prob = indices[positive], prob[positive]
-    cost = np.maximum(-np.log(prob), 0.0)  # p may exceed 1 by rounding
+    return indptr, indices, np.maximum(-np.log(prob), 0.0)  # p may exceed 1 by rounding
 
-    heuristic = _Heuristic(S, indptr, indices, cost, target, bound)
-    h0 = heuristic.row(bound)[start] if bound is not None else heuristic.row(None)[start]
-    if not np.isfinite(h0):
-        return [], True
 
-    # records of the search tree: node state, parent record, steps, cost
-    rec_state: list[int] = [start]
-    rec_parent: list[int] = [-1]
-    rec_steps: list[int] = [0]
-    rec_cost: list[float] = [0.0]
-    heap: list[tuple[float, int]] = [(float(h0), 0)]
-    expanded: dict[int, int] = {}
-    found: list[int] = []
-    found_steps = 0
-    stride = (bound + 1) if bound is not None else 1
-    while heap and len(found) < k and len(rec_state) < max_records and (max_steps is None or found_steps < max_steps):
-        _, rec = heapq.heappop(heap)
-        u, t, g = rec_state[rec], rec_steps[rec], rec_cost[rec]
-        key = u * stride + (t if bound is not None else 0)
-        n = expanded.get(key, 0)
-        if n >= k:
-            continue
-        expanded[key] = n + 1
-        if target[u]:
-            found.append(rec)
-            found_steps += t
-            continue
-        lo, hi = indptr[u], indptr[u + 1]
-        if lo == hi or (bound is not None and t >= bound):
-            continue
-        succ = indices[lo:hi]
-        h = heuristic.row(None if bound is None else bound - t - 1)[succ]
+def _probability(P: sp.csr_matrix, states: list[int]) -> float:
+    """The product of a walk's transition probabilities."""
+    p = 1.0
+    for a, b in pairwise(states):
+        p *= _entry(P, a, b)
+    return p
+
+
+class _AStar:
+    """A* over walks (the records of its search tree: node state, parent record, steps, cost), each (state, steps)
+    expanded at most ``k`` times."""
+
+    def __init__(
+        self,
+        indptr: np.ndarray,
+        indices: np.ndarray,
+        cost: np.ndarray,
+        target: np.ndarray,
+        heuristic: _Heuristic,
+        bound: int | None,
+        start: int,
+        h0: float,
+    ) -> None:
+        self.indptr, self.indices, self.cost, self.target = indptr, indices, cost, target
+        self.heuristic, self.bound = heuristic, bound
+        self.state: list[int] = [start]
+        self.parent: list[int] = [-1]
+        self.steps: list[int] = [0]
+        self.g: list[float] = [0.0]
+        self.heap: list[tuple[float, int]] = [(h0, 0)]
+        self.expanded: dict[int, int] = {}
+
+    def run(self, k: int, max_records: int, max_steps: int | None) -> list[int]:
+        """The records of up to ``k`` walks found, best first, within ``max_records`` and ``max_steps``."""
+        found: list[int] = []
+        found_steps = 0
+        stride = (self.bound + 1) if self.bound is not None else 1
+        while self.heap and len(found) < k and len(self.state) < max_records:
+            if max_steps is not None and found_steps >= max_steps:
+                break
+            _, rec = heapq.heappop(self.heap)
+            u, t = self.state[rec], self.steps[rec]
+            key = u * stride + (t if self.bound is not None else 0)
+            n = self.expanded.get(key, 0)
+            if n >= k:
+                continue
+            self.expanded[key] = n + 1
+            if self.target[u]:
+                found.append(rec)
+                found_steps += t
+                continue
+            self._expand(rec, u, t)
+        return found
+
+    def _expand(self, rec: int, u: int, t: int) -> None:
+        """Push the successors of record ``rec`` (state ``u`` after ``t`` steps) that can still reach the target."""
+        lo, hi = self.indptr[u], self.indptr[u + 1]
+        if lo == hi or (self.bound is not None and t >= self.bound):
+            return
+        succ = self.indices[lo:hi]
+        h = self.heuristic.row(None if self.bound is None else self.bound - t - 1)[succ]
         ok = np.isfinite(h)
-        g2 = g + cost[lo:hi][ok]
+        g2 = self.g[rec] + self.cost[lo:hi][ok]
         for v, gv, f in zip(succ[ok].tolist(), g2.tolist(), (g2 + h[ok]).tolist(), strict=True):
-            rec_state.append(v)
-            rec_parent.append(rec)
-            rec_steps.append(t + 1)
-            rec_cost.append(gv)
-            heapq.heappush(heap, (f, len(rec_state) - 1))
+            self.state.append(v)
+            self.parent.append(rec)
+            self.steps.append(t + 1)
+            self.g.append(gv)
+            heapq.heappush(self.heap, (f, len(self.state) - 1))
 
-    out = []
-    for rec in found:
+    def walk(self, rec: int) -> list[int]:
+        """The states of the walk ending at record ``rec``."""
         states = []
         while rec >= 0:
-            states.append(rec_state[rec])
-            rec = rec_parent[rec]
+            states.append(self.state[rec])
+            rec = self.parent[rec]
         states.reverse()
-        p = 1.0
-        for a, b in pairwise(states):
-            p *= _entry(P, a, b)
-        out.append((states, p))
-    out.sort(key=lambda sp_: -sp_[1])
-    return out, len(out) < k and not heap
+        return states
 
 
 class _Heuristic:
