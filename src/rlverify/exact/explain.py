@@ -62,23 +62,32 @@ MAX_LISTED_STEPS = 3_000
 
 def check_explainable(prop: Property) -> None:
     """Raise :class:`PropertyError` unless ``prop`` has target paths (see :data:`EXPLAINED_FORMS`)."""
-    why = None
-    if prop.operator != "P":
-        why = "it is not a probability (P) property" if prop.operator != "R" else "it is a reward (R) property"
-    elif prop.optimality is not None:
-        why = "Pmin/Pmax range over all schedulers; there is no policy chain to take paths from"
-    elif prop.path not in ("F", "U"):
-        why = f"its path formula is {prop.path if prop.path != 'other' else 'not F or U'}"
-        if prop.path == "G":
-            why += " (for G phi, explain its complement: P=? [F !phi])"
-    elif prop.lower_bounded:
-        why = "its step bound has a lower end (paths are explained for F<=k and U<=k only)"
-    elif prop.bound_text is not None and prop.bound is None:
-        why = f"its step bound '{prop.bound_text}' is not an integer"
+    why = _operator_why(prop) or _path_why(prop)
     if why is not None:
         raise PropertyError(
             f"--explain: property '{prop.text}' has no target paths to list: {why}; explained forms: {EXPLAINED_FORMS}"
         )
+
+
+def _operator_why(prop: Property) -> str | None:
+    """Why ``prop``'s operator has no target paths (None: a P=? operator)."""
+    if prop.operator != "P":
+        return "it is not a probability (P) property" if prop.operator != "R" else "it is a reward (R) property"
+    if prop.optimality is not None:
+        return "Pmin/Pmax range over all schedulers; there is no policy chain to take paths from"
+    return None
+
+
+def _path_why(prop: Property) -> str | None:
+    """Why ``prop``'s path formula has no target paths (None: F or U, unbounded or with an integer step bound)."""
+    if prop.path not in ("F", "U"):
+        why = f"its path formula is {prop.path if prop.path != 'other' else 'not F or U'}"
+        return why + " (for G phi, explain its complement: P=? [F !phi])" if prop.path == "G" else why
+    if prop.lower_bounded:
+        return "its step bound has a lower end (paths are explained for F<=k and U<=k only)"
+    if prop.bound_text is not None and prop.bound is None:
+        return f"its step bound '{prop.bound_text}' is not an integer"
+    return None
 
 
 def check_count(k: Any) -> int:
@@ -260,18 +269,7 @@ def _explanation(
         if (origin >= 0).any()
         else {}
     )
-    note = None
-    steps = sum(p.length for p in paths)
-    if len(paths) < k and not exhausted and steps >= MAX_LISTED_STEPS:
-        note = (
-            f"{len(paths)} of the {k} paths asked for are listed: together they have {steps:,} steps, at least the "
-            f"listing's limit of {MAX_LISTED_STEPS:,} steps; ask for fewer (--explain) or a step bound"
-        )
-    elif len(paths) < k and not exhausted:
-        note = (
-            f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
-            f"{k} paths asked for; ask for fewer (--explain) or a step bound"
-        )
+    note = None if len(paths) >= k or exhausted else _short_note(paths, k)
     return FailurePaths(
         k=k,
         paths=tuple(paths),
@@ -285,6 +283,20 @@ def _explanation(
         ranges=ranges,
         note=note,
         provenance=Provenance(property=prop.text, timings=timings),
+    )
+
+
+def _short_note(paths: list[FailurePath], k: int) -> str:
+    """Why the search stopped with fewer than the ``k`` paths asked for while more exist."""
+    steps = sum(p.length for p in paths)
+    if steps >= MAX_LISTED_STEPS:
+        return (
+            f"{len(paths)} of the {k} paths asked for are listed: together they have {steps:,} steps, at least the "
+            f"listing's limit of {MAX_LISTED_STEPS:,} steps; ask for fewer (--explain) or a step bound"
+        )
+    return (
+        f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
+        f"{k} paths asked for; ask for fewer (--explain) or a step bound"
     )
 
 
@@ -541,24 +553,41 @@ def _describe(
         )
     else:
         raw = followed = probs
-    paths = []
-    for states, p in found:
-        steps = []
-        for i, u in enumerate(states):
-            s = where.state.get(u, -1)
-            valuation = chain.valuation_dict(u) if s >= 0 else {"state": "stalled"}
-            if i == len(states) - 1:
-                steps.append(PathStep(state=valuation, policy=None, actions=(), probability=None))
-                continue
-            v = states[i + 1]
-            row = row_of.get(s)
-            actions = _step_actions(mdp, table, policy, s, where.state.get(v, -1), None if row is None else followed[row])
-            dist = None if row is None else {a: float(x) for a, x in zip(policy.actions, raw[row], strict=True)}
-            steps.append(
-                PathStep(state=valuation, policy=dist, actions=tuple(actions), probability=_entry(chain.transitions, u, v))
-            )
-        paths.append(FailurePath(probability=p, steps=tuple(steps)))
+    steps = _Steps(chain, where, policy, row_of, raw, followed)
+    paths = [FailurePath(probability=p, steps=steps.of(states)) for states, p in found]
     return paths, seconds
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """What :func:`_describe` reads a path's steps from: the chain, the MDP describing it, and the policy's raw and
+    followed distributions (rows ``row_of`` its MDP decision states)."""
+
+    chain: ExplicitModel
+    where: _Where
+    policy: Policy
+    row_of: dict[int, int]
+    raw: np.ndarray
+    followed: np.ndarray
+
+    def of(self, states: list[int]) -> tuple[PathStep, ...]:
+        """The steps of the path through ``states`` (the last: its end, with no policy)."""
+        out = [self.step(u, v) for u, v in pairwise(states)]
+        return (*out, PathStep(state=self.valuation(states[-1]), policy=None, actions=(), probability=None))
+
+    def valuation(self, u: int) -> dict[str, Any]:
+        return self.chain.valuation_dict(u) if self.where.state.get(u, -1) >= 0 else {"state": "stalled"}
+
+    def step(self, u: int, v: int) -> PathStep:
+        """The step from chain state ``u`` to ``v``: the policy's distribution there and the actions leading to ``v``."""
+        where, policy = self.where, self.policy
+        s = where.state.get(u, -1)
+        row = self.row_of.get(s)
+        chosen = None if row is None else self.followed[row]
+        actions = _step_actions(where.mdp, where.table, policy, s, where.state.get(v, -1), chosen)
+        dist = None if row is None else {a: float(x) for a, x in zip(policy.actions, self.raw[row], strict=True)}
+        probability = _entry(self.chain.transitions, u, v)
+        return PathStep(state=self.valuation(u), policy=dist, actions=tuple(actions), probability=probability)
 
 
 def _step_actions(
