@@ -214,22 +214,28 @@ def mdp_optimum(
     out = check(storm_full, formula, env, numerics=numerics, precision=precision, max_work=max_work)
     if probability and numerics != Numerics.FAST:
         zero, one = storm_qualitative(storm_full, formula)
-        out = dataclasses.replace(out, zero=zero, one=one)
-        if (zero is False and out.upper is not None and out.upper <= 0) or (
-            one is False and out.lower is not None and out.lower >= 1
-        ):
-            # Storm's bounds collapsed onto 0 or 1 where the graph analysis proves the value is not: underflow
-            out = dataclasses.replace(
-                out,
-                lower=None,
-                upper=None,
-                warning=(
-                    f"P{optimum}: Storm's solver returned {out.value:g}, but the graph analysis shows the value is "
-                    f"{'positive' if zero is False else 'below 1'} (the difference is below the float range): no "
-                    "certified bracket is known"
-                ),
-            )
+        out = _unless_collapsed(dataclasses.replace(out, zero=zero, one=one), optimum)
     return clipped(out, probability=probability)
+
+
+def _unless_collapsed(out: CheckOutcome, optimum: str) -> CheckOutcome:
+    """``out`` without Storm's bounds where they collapsed onto 0 or 1 and the graph analysis proves the value is not
+    (underflow)."""
+    zero, one = out.zero, out.one
+    if (zero is False and out.upper is not None and out.upper <= 0) or (
+        one is False and out.lower is not None and out.lower >= 1
+    ):
+        return dataclasses.replace(
+            out,
+            lower=None,
+            upper=None,
+            warning=(
+                f"P{optimum}: Storm's solver returned {out.value:g}, but the graph analysis shows the value is "
+                f"{'positive' if zero is False else 'below 1'} (the difference is below the float range): no "
+                "certified bracket is known"
+            ),
+        )
+    return out
 
 
 def per_state(values: np.ndarray, probability: bool) -> np.ndarray:

@@ -156,32 +156,9 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     env = environment(options.numerics, options.precision)
     signed = signed_reward(prop, chain)
     rows_on_disk = on_disk(chain.transitions)
-    if rows_on_disk and STALLED_LABEL in chain.labels:
-        raise PropertyError(
-            "--chain-dir: the policy's mass stalls (unavailable actions) and the probability of stalling is computed "
-            "on a chain in memory only; use --unavailable renormalize, or verify without --chain-dir"
-        )
+    _refuse_stalls_on_disk(chain, rows_on_disk)
     storm, chain = _storm_chain(prop, chain, formula, signed, options, estimates)
-    if rows_on_disk:
-        out = _check_on_disk(storm.chain, formula, chain.transitions, options, say)
-    elif signed is None:
-        out = check(
-            storm.chain,
-            formula,
-            env,
-            matrix=chain.transitions,
-            numerics=options.numerics,
-            precision=options.precision,
-            full_model=storm.full,
-            max_work=options.max_work,
-            progress=say,
-        )
-    else:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
-        out = _check_signed(chain, signed, formula, env)
-        notes.append(
-            f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
-            "part], each checked by Storm (its solvers assume non-negative rewards)"
-        )
+    out = _value(storm, chain, formula, env, signed, rows_on_disk, options, notes, say)
     stalled = 0.0
     if STALLED_LABEL in chain.labels:
         stalled = _stalled_probability(chain, storm.chain, formula, prop, env, options)
@@ -190,11 +167,59 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     satisfied = None
     if threshold is not None:
         assert comparison is not None
-        qualitative = probability and threshold in (0.0, 1.0) and not storm.skeleton and signed is None
+        qualitative = _qualitative_threshold(threshold, probability, storm, signed)
         out, satisfied = _decide(out, storm.chain, formula, threshold, comparison, probability, qualitative, options, notes)
     if prop.operator == "R" and math.isinf(out.value):
         notes.append(_infinite_reward(prop, chain, model, storm.chain, env, options, stalled))
     return _Checked(out=out, stalled=stalled, satisfied=satisfied, notes=notes, estimates=estimates)
+
+
+def _refuse_stalls_on_disk(chain: ExplicitModel, rows_on_disk: bool) -> None:
+    """The probability of stalling is computed on a chain in memory only."""
+    if rows_on_disk and STALLED_LABEL in chain.labels:
+        raise PropertyError(
+            "--chain-dir: the policy's mass stalls (unavailable actions) and the probability of stalling is computed "
+            "on a chain in memory only; use --unavailable renormalize, or verify without --chain-dir"
+        )
+
+
+def _qualitative_threshold(threshold: float, probability: bool, storm: _StormChain, signed: str | None) -> bool:
+    """Whether a threshold 0 or 1 may be decided by Storm's graph analysis on its copy of the chain."""
+    return probability and threshold in (0.0, 1.0) and not storm.skeleton and signed is None
+
+
+def _value(
+    storm: _StormChain,
+    chain: ExplicitModel,
+    formula: StormFormula,
+    env: StormEnvironment,
+    signed: str | None,
+    rows_on_disk: bool,
+    options: ExactOptions,
+    notes: list[str],
+    say: Progress,
+) -> CheckOutcome:
+    """The property's value on the chain: over its rows on disk, split by the sign of its rewards, or by :func:`check`."""
+    if rows_on_disk:
+        return _check_on_disk(storm.chain, formula, chain.transitions, options, say)
+    if signed is not None:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
+        out = _check_signed(chain, signed, formula, env)
+        notes.append(
+            f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
+            "part], each checked by Storm (its solvers assume non-negative rewards)"
+        )
+        return out
+    return check(
+        storm.chain,
+        formula,
+        env,
+        matrix=chain.transitions,
+        numerics=options.numerics,
+        precision=options.precision,
+        full_model=storm.full,
+        max_work=options.max_work,
+        progress=say,
+    )
 
 
 def _check_on_disk(
