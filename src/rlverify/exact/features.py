@@ -130,12 +130,7 @@ def feature_effects(
         raise PropertyError(f"the model has {len(chain.chain.initial_states)} initial states; explain reads a single one")
     init = chain.chain.feature_matrix(policy.features, chain.chain.initial_states[:1])[0]
     worst_is, assumed = worst_case(prop, options.worst)
-    notes = list(nominal.warnings) + ([ASSUMED_BAD_EVENT] if assumed and (perturb or options.reference == "range") else [])
-    if options.perturb and not perturb:
-        notes.append(
-            f"the ±1 perturbations are not computed: the robustness engine takes probability properties with "
-            f"{', '.join(PATHS)}, not '{prop.text}'"
-        )
+    notes = list(nominal.warnings) + _notes(prop, options, perturb, assumed)
     study = _Study(model, prop, policy, exact, full, chain, worst_is, perturb, options.reference == "range", say)
     effects = []
     for f in features:
@@ -169,6 +164,17 @@ def feature_effects(
             warnings=notes,
         ),
     )
+
+
+def _notes(prop: Property, options: FeatureOptions, perturb: bool, assumed: bool) -> list[str]:
+    """What the result must say of how it was computed: an assumed worst case, perturbations not computed."""
+    notes = [ASSUMED_BAD_EVENT] if assumed and (perturb or options.reference == "range") else []
+    if options.perturb and not perturb:
+        notes.append(
+            f"the ±1 perturbations are not computed: the robustness engine takes probability properties with "
+            f"{', '.join(PATHS)}, not '{prop.text}'"
+        )
+    return notes
 
 
 def _plan(

@@ -61,16 +61,7 @@ def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path,
         OptionError: one line naming the cause (a file, not empty, not writable).
     """
     where = Path(path)
-    if where.exists() and not where.is_dir():
-        raise OptionError(f"--chain-dir {where}: exists and is not a directory; give a new or empty directory")
-    if where.is_dir():
-        others = sorted(p.name for p in where.iterdir() if not (force and p.name in FILES))
-        if others:
-            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-            raise OptionError(
-                f"--chain-dir {where}: not empty ({shown}); give a new or empty directory"
-                + ("" if force else " (--force replaces only an earlier chain's files)")
-            )
+    _refuse_occupied(where, force)
     created = None
     for directory in (where, *where.parents):  # the directories mkdir creates, removed again if the chain is not
         if directory.exists():
@@ -83,6 +74,21 @@ def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path,
         _remove_created(where, created)
         raise OptionError(f"--chain-dir {where}: cannot write there ({exc.strerror or exc})") from None
     return where, tmp, created
+
+
+def _refuse_occupied(where: Path, force: bool) -> None:
+    """Refuse a ``--chain-dir`` that is a file, or a directory holding anything but (``force``) an earlier chain."""
+    if where.exists() and not where.is_dir():
+        raise OptionError(f"--chain-dir {where}: exists and is not a directory; give a new or empty directory")
+    if not where.is_dir():
+        return
+    others = sorted(p.name for p in where.iterdir() if not (force and p.name in FILES))
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise OptionError(
+            f"--chain-dir {where}: not empty ({shown}); give a new or empty directory"
+            + ("" if force else " (--force replaces only an earlier chain's files)")
+        )
 
 
 def _remove_created(where: Path, created: Path | None) -> None:
@@ -178,14 +184,20 @@ class ChainWriter:
         for name in FILES:
             os.replace(self.tmp / name, self.where / name)
         self.tmp.rmdir()
-        made = []  # taken back with the files if the command fails later (rlverify.files.all_or_nothing)
+        made = self._made()
+        for i, name in enumerate(FILES):
+            published(self.where / name, made=made if i == 0 else None)
+        return RowBlocks(self.where, indptr, vptr, sink=S if stalled else None)
+
+    def _made(self) -> list[Path]:
+        """The directories :func:`prepare` created, taken back with the files if the command fails later
+        (:func:`rlverify.files.all_or_nothing`)."""
+        made: list[Path] = []
         for directory in (self.where, *self.where.parents) if self.created is not None else ():
             made.append(directory)
             if directory == self.created:
                 break
-        for i, name in enumerate(FILES):
-            published(self.where / name, made=made if i == 0 else None)
-        return RowBlocks(self.where, indptr, vptr, sink=S if stalled else None)
+        return made
 
     def abort(self) -> None:
         """Remove the temporary subdirectory (an exploration that stopped)."""
@@ -545,36 +557,16 @@ def _unbounded_outcome(
     """The :class:`~rlverify.exact.outcome.CheckOutcome` of :func:`unbounded_until`: value, bracket, exact facts,
     and a note saying what was computed (passes, steps, bracket) and a warning when short of ``precision``."""
     value, lower, upper = float(values[init]), float(lowers[init]), float(uppers[init])
-    passes = " + ".join(str(p) for p in graph.passes)
-    graph_note = (
-        f"graph analysis in {passes} passes over the chain's files: {int(graph.yes.sum())} states 1, "
-        f"{int(graph.no.sum())} states 0, {int(maybe.sum())} iterated"
-    )
     zero = True if graph.no[init] else (False if graph.complete or lower > 0 else None)
     one = True if graph.yes[init] else (False if graph.complete or upper < 1 else None)
-    warning = None
-    if not graph.complete:
-        graph_note += f" (incomplete: --max-work {max_work:.3g} stopped the passes; only the trivial 0/1 states known)"
-        warning = (
-            f"the graph analysis did not finish within --max-work {max_work:.3g}: the true value is in "
-            f"[{lower:.6g}, {upper:.6g}]; raise --max-work"
-        )
+    graph_note, warning = _graph_note(graph, maybe, lower, upper, max_work)
     if stop == "decided":
         note = f"exact: the initial state is decided by the graph analysis ({graph_note}; other states not iterated)"
         values[maybe] = np.nan
         lower = upper = value
     else:
-        rel = relative(value, lower, upper)
-        bracket = f"true value in [{lower:.12g}, {upper:.12g}] (certified: outward rounding)"
-        note = f"{graph_note}; {steps:,} interval-iteration steps (each a pass over the files); {bracket}, "
-        note += f"relative error <= {rel:.2g}" if lower > 0 else "only an absolute bound is known (the lower bound is 0)"
-        if stop != "precision" and warning is None:
-            why = (
-                f"within --max-work {max_work:.3g} ({steps:,} steps, each a pass over the files; raise --max-work)"
-                if stop == "budget"
-                else f"by the rounded iteration (a fixed point after {steps:,} steps)"
-            )
-            warning = f"the requested precision {precision:g} (relative) was not reached {why}: {bracket}"
+        note, short = _iteration_note(graph_note, value, lower, upper, steps, stop, precision, max_work)
+        warning = short if warning is None else warning
     return CheckOutcome(
         value=value,
         lower=lower,
@@ -588,6 +580,40 @@ def _unbounded_outcome(
         lowers=lowers,
         uppers=uppers,
     )
+
+
+def _graph_note(graph: _Graph, maybe: np.ndarray, lower: float, upper: float, max_work: int | None) -> tuple[str, str | None]:
+    """What the graph analysis found, and the warning when the work budget stopped it."""
+    passes = " + ".join(str(p) for p in graph.passes)
+    note = (
+        f"graph analysis in {passes} passes over the chain's files: {int(graph.yes.sum())} states 1, "
+        f"{int(graph.no.sum())} states 0, {int(maybe.sum())} iterated"
+    )
+    if graph.complete:
+        return note, None
+    note += f" (incomplete: --max-work {max_work:.3g} stopped the passes; only the trivial 0/1 states known)"
+    return note, (
+        f"the graph analysis did not finish within --max-work {max_work:.3g}: the true value is in "
+        f"[{lower:.6g}, {upper:.6g}]; raise --max-work"
+    )
+
+
+def _iteration_note(
+    graph_note: str, value: float, lower: float, upper: float, steps: int, stop: str, precision: float, max_work: int | None
+) -> tuple[str, str | None]:
+    """What the interval iteration certified, and the warning when it stopped short of ``precision``."""
+    rel = relative(value, lower, upper)
+    bracket = f"true value in [{lower:.12g}, {upper:.12g}] (certified: outward rounding)"
+    note = f"{graph_note}; {steps:,} interval-iteration steps (each a pass over the files); {bracket}, "
+    note += f"relative error <= {rel:.2g}" if lower > 0 else "only an absolute bound is known (the lower bound is 0)"
+    if stop == "precision":
+        return note, None
+    why = (
+        f"within --max-work {max_work:.3g} ({steps:,} steps, each a pass over the files; raise --max-work)"
+        if stop == "budget"
+        else f"by the rounded iteration (a fixed point after {steps:,} steps)"
+    )
+    return note, f"the requested precision {precision:g} (relative) was not reached {why}: {bracket}"
 
 
 #: the ``method`` of :func:`unbounded_until`'s outcomes
