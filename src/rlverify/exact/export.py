@@ -128,6 +128,14 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def _shown(chain: ExplicitModel, s: int, stalled: bool) -> str:
+    """State ``s``'s valuation as a node shows it; the sink has none of its own (the DRN file's comment shows a
+    placeholder)."""
+    if stalled:
+        return "the policy chose an unavailable action"
+    return ", ".join(f"{k}={v}" for k, v in chain.valuation_dict(s).items()) if chain.variables else ""
+
+
 def dot_text(chain: ExplicitModel) -> str:
     """The chain as a Graphviz digraph: one node per state (its valuation and labels; initial states bold), one edge
     per transition with its probability (``repr``: the exact double); the ``stalled`` sink is named, not valued."""
@@ -140,11 +148,7 @@ def dot_text(chain: ExplicitModel) -> str:
     stalled = chain.labels.get(STALLED_LABEL, np.zeros(chain.num_states, dtype=bool))
     lines = ["digraph chain {", "  node [shape=box, fontname=monospace];"]
     for s in range(chain.num_states):
-        if stalled[s]:  # the sink has no valuation of its own (the DRN file's comment shows a placeholder)
-            valuation = "the policy chose an unavailable action"
-        else:
-            valuation = ", ".join(f"{k}={v}" for k, v in chain.valuation_dict(s).items()) if chain.variables else ""
-        text = f"{s}: {valuation}" + (f"\n{' '.join(labels_of[s])}" if labels_of[s] else "")
+        text = f"{s}: {_shown(chain, s, bool(stalled[s]))}" + (f"\n{' '.join(labels_of[s])}" if labels_of[s] else "")
         style = ", style=bold" if s in init else ""
         lines.append(f"  {s} [label={_quoted(text)}{style}];")
     for s in range(chain.num_states):
