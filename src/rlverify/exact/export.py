@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +22,16 @@ from rlverify.exact.induced import STALLED_LABEL
 from rlverify.files import FileWriteError, publishing
 from rlverify.models.explicit import ExplicitModel
 
+
 #: the formats, by the file's suffix
-FORMATS = {".drn": "drn", ".dot": "dot"}
+class ExportFormat(StrEnum):
+    """A chain file's format: Storm's explicit DRN, or a Graphviz DOT picture."""
+
+    DRN = "drn"
+    DOT = "dot"
+
+
+FORMATS = {".drn": ExportFormat.DRN, ".dot": ExportFormat.DOT}
 #: a DOT picture of more states than this is refused (Graphviz cannot lay it out legibly); DRN has no limit
 MAX_DOT_STATES = 1000
 
@@ -38,20 +47,20 @@ def export_chain(chain: ExplicitModel, path: str | Path, *, force: bool = False)
         FileWriteError: the file cannot be written, or exists and ``force`` is not given.
     """
     suffix = Path(path).suffix.lower()
-    kind = FORMATS.get(suffix)
-    if kind is None:
+    fmt = FORMATS.get(suffix)
+    if fmt is None:
         raise OptionError(
             f"--export {path}: the format is read from the suffix: .drn (Storm's explicit format) or .dot (Graphviz)"
         )
     if chain.model_type != "dtmc" or chain.transitions is None or not hasattr(chain.transitions, "tocsr"):
         raise OptionError(f"--export {path}: only a policy's chain held in memory is exported (not with --chain-dir)")
-    if kind == "dot" and chain.num_states > MAX_DOT_STATES:
+    if fmt is ExportFormat.DOT and chain.num_states > MAX_DOT_STATES:
         raise OptionError(
             f"--export {path}: the chain has {chain.num_states:,} states, more than a DOT picture can show "
             f"({MAX_DOT_STATES:,}); export it as .drn"
         )
     with publishing(path, force=force, what="--export") as tmp:
-        if kind == "drn":
+        if fmt is ExportFormat.DRN:
             _write_drn(chain, tmp)
             written = _drn_counts(tmp)
             if written != (chain.num_states, chain.num_transitions):

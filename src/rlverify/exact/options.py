@@ -150,7 +150,7 @@ class ExactOptions:
         """Refuse a Ray backend without a chain on disk to partition, and a partition count that is no count."""
         if self.backend is not None:
             self.backend.validate()
-            if self.backend.kind == BackendKind.RAY and self.chain_dir is None:
+            if BackendKind(self.backend.kind) is BackendKind.RAY and self.chain_dir is None:
                 raise OptionError("--backend ray partitions a chain on disk across Ray actors: add --chain-dir DIR")
         if self.partitions is not None and (isinstance(self.partitions, bool) or int(self.partitions) <= 0):
             raise OptionError(f"partitions: expected a positive number of Ray actors, got {self.partitions!r}")
