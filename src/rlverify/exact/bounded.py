@@ -121,7 +121,7 @@ def _digits(value: float, rounding: Callable[[float], int], digits: int = 6) -> 
     return f"{rounding(value * scale) / scale:.{digits}g}"
 
 
-def positive_pattern(transitions: Any) -> Any:
+def positive_pattern(transitions: Matrix) -> Matrix:
     """``(C, S)`` int8 CSR of the positive entries of ``transitions`` (CSR), canonical, the input left untouched.
 
     Its index arrays are the input's own when it is canonical with no zero entries (1 byte per transition).
@@ -150,7 +150,7 @@ def _settled(need: np.ndarray, at: np.ndarray, every: bool) -> np.ndarray:
 
 
 def ranks(
-    transitions: Any,
+    transitions: Matrix,
     row_groups: np.ndarray | None,
     allowed: np.ndarray,
     target: np.ndarray,
@@ -197,7 +197,7 @@ def ranks(
 
 
 def qualitative(
-    transitions: Any,
+    transitions: Matrix,
     row_groups: np.ndarray | None,
     phi: np.ndarray,
     psi: np.ndarray,

@@ -90,7 +90,7 @@ def _path_why(prop: Property) -> str | None:
     return None
 
 
-def check_count(k: Any) -> int:
+def check_count(k: object) -> int:
     """``k`` as a positive int up to :data:`MAX_PATHS`, else :class:`OptionError` naming ``--explain``."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise OptionError(f"--explain: expected a positive number of paths, got {k!r}")

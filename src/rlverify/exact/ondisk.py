@@ -50,6 +50,9 @@ CODED = 256
 #: disk space kept free while writing (bytes)
 RESERVE = 1 << 30
 _SINK = -1
+#: a chain's rows on disk: :class:`RowBlocks`, or rows partitioned across Ray actors (``local``: this machine's
+#: :class:`RowBlocks`; :class:`~rlverify.exact.partition.RayRows`)
+BlockMatrix = Any
 
 
 def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path, Path, Path | None]:
@@ -461,7 +464,7 @@ def _graph(blocks: RowBlocks, phi: np.ndarray, psi: np.ndarray, max_passes: int 
 
 
 def unbounded_until(
-    matrix: Any,
+    matrix: BlockMatrix,
     phi: np.ndarray,
     psi: np.ndarray,
     init: int,

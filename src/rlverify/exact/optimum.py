@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -22,12 +21,12 @@ from rlverify.errors import PropertyError
 from rlverify.exact.bounded import bounded_until
 from rlverify.exact.chain import SHRINK, FullMDP, choose_strategy, mdp_for
 from rlverify.exact.checking import check, step_bounded_sets
-from rlverify.exact.formulas import quantitative
+from rlverify.exact.formulas import StormFormula, quantitative
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.exact.outcome import CheckOutcome, clipped, verdict
-from rlverify.exact.storm_check import storm_qualitative
+from rlverify.exact.storm_check import StormModel, storm_qualitative
 from rlverify.models.explicit import ExplicitModel, out_of_memory
-from rlverify.models.numerics import environment
+from rlverify.models.numerics import StormEnvironment, environment
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.results import ExactResult, OptimumResult
@@ -174,16 +173,16 @@ def as_exact_result(result: OptimumResult) -> ExactResult:
 
 def mdp_optimum(
     mdp: ExplicitModel,
-    storm_model: Any,
-    formula: Any,
+    storm_model: StormModel,
+    formula: StormFormula,
     optimum: str,
     *,
-    env: Any,
+    env: StormEnvironment,
     numerics: str,
     precision: float,
     max_work: int | None,
     probability: bool,
-    full_model: Callable[[], Any] | None = None,
+    full_model: Callable[[], StormModel] | None = None,
     progress: Progress | None = None,
 ) -> CheckOutcome:
     """Pmin or Pmax (``optimum`` ``"min"``/``"max"``; Rmin/Rmax) of ``formula`` at the initial state of ``mdp``.

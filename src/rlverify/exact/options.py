@@ -17,6 +17,8 @@ from rlverify.errors import OptionError, PropertyError
 from rlverify.models.numerics import NUMERICS
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from rlverify.models.properties import Property
     from rlverify.models.symbolic import SymbolicModel
     from rlverify.policies.base import Policy
@@ -217,7 +219,7 @@ def guarantee(numerics: Numerics | str) -> Guarantee:
 _GUARANTEE = {Numerics.SOUND: Guarantee.SOUND, Numerics.DIRECT: Guarantee.DIRECT, Numerics.FAST: Guarantee.UNSOUND}
 
 
-def settings(options: Any, strategy: str, model: SymbolicModel) -> dict[str, Any]:
+def settings(options: DataclassInstance, strategy: str, model: SymbolicModel) -> dict[str, Any]:
     """The settings a result records: the options (a dataclass), the strategy used and the model's constants."""
     d = asdict(options)
     d["strategy"] = strategy
