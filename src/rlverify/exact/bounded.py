@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from rlverify.arrays import distinct
 from rlverify.errors import PropertyError
@@ -126,8 +127,6 @@ def positive_pattern(transitions: Matrix) -> Matrix:
 
     Its index arrays are the input's own when it is canonical with no zero entries (1 byte per transition).
     """
-    import scipy.sparse as sp
-
     T = sp.csr_matrix(transitions)
     positive = T.data > 0
     if positive.all() and T.has_canonical_format:
@@ -251,8 +250,6 @@ class _Problem:
 def _problem(
     matrix: Matrix, phi: np.ndarray, psi: np.ndarray, steps: int, init: int, row_groups: np.ndarray | None, optimum: str | None
 ) -> _Problem:
-    import scipy.sparse as sp  # lazy: scipy, start-up
-
     if not on_disk(matrix):
         matrix = sp.csr_matrix(matrix, dtype=np.float64)
     groups = None if row_groups is None else np.asarray(row_groups, dtype=np.int64)

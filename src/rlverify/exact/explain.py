@@ -514,7 +514,7 @@ class _Heuristic:
         return self._unbounded
 
     def _dijkstra(self) -> np.ndarray:
-        from scipy.sparse.csgraph import dijkstra
+        from scipy.sparse.csgraph import dijkstra  # lazy: scipy.sparse.csgraph, start-up
 
         targets = np.flatnonzero(self.target)
         if not len(targets):

@@ -20,7 +20,7 @@ import numpy as np
 from rlverify.errors import OptionError
 from rlverify.exact.induced import STALLED_LABEL
 from rlverify.files import FileWriteError, publishing
-from rlverify.models.explicit import ExplicitModel
+from rlverify.models.explicit import ExplicitModel, to_storm
 
 
 #: the formats, by the file's suffix
@@ -105,9 +105,7 @@ def drn_label_names(chain: ExplicitModel) -> dict[str, str]:
 
 
 def _write_drn(chain: ExplicitModel, path: Path) -> None:
-    import stormpy.developer as dev
-
-    from rlverify.models.explicit import to_storm
+    import stormpy.developer as dev  # lazy: stormpy, start-up
 
     chain = dataclasses.replace(chain, label_aliases=drn_label_names(chain))
     options = dev.DirectEncodingExporterOptions()

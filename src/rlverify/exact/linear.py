@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from rlverify.choices import Numerics
 from rlverify.exact.outcome import TINY, CheckOutcome
@@ -34,7 +35,6 @@ def lu_work(system: Sparse) -> float:
     """An estimate of a sparse LU's multiply-adds on ``system`` ``(m, m)``: ``m * w**2`` for ``w`` the half-bandwidth
     after a reverse Cuthill-McKee ordering (a banded factorisation's cost; SuperLU's own ordering does no worse on
     the grid-like chains where this matters). Linear time in the entries."""
-    import scipy.sparse as sp  # lazy: scipy, start-up
     from scipy.sparse.csgraph import reverse_cuthill_mckee  # lazy: scipy, start-up
 
     pattern = sp.csr_matrix(system)
@@ -72,7 +72,6 @@ def _solver(system: Sparse, order: np.ndarray | None) -> Solve:
     """``r -> system^-1 r`` for ``system`` ``(m, m)`` CSC: by forward substitution when ``order`` makes it lower triangular
     (:func:`triangular_order`; no fill-in, no pivoting), else by a sparse LU. Raises what ``splu`` and ``spsolve_triangular``
     raise."""
-    import scipy.sparse as sp  # lazy: scipy, start-up
     from scipy.sparse.linalg import splu, spsolve_triangular  # lazy: scipy, start-up
 
     if order is None:
@@ -120,8 +119,6 @@ def reachability(
 ) -> CheckOutcome | None:
     """``P(phi U psi)`` on a DTMC: graph analysis, sparse LU, certified bracket (see the module docstring); None
     when the solve is declined (too many states, too much fill-in, a failed factorisation): Storm's then."""
-    import scipy.sparse as sp  # lazy: scipy, start-up
-
     matrix = sp.csr_matrix(matrix, dtype=np.float64)
     no, yes = prob01(matrix, phi, psi)
     maybe = ~yes & ~no
@@ -185,8 +182,6 @@ def _exact(values: np.ndarray, no: np.ndarray, yes: np.ndarray, init: int, graph
 def _solve(a: Sparse, b: np.ndarray, j: int | None, precision: float) -> _Solved | None:
     """``x = A x + b`` solved (substitution or LU, refined) and certified, the columns rescaled while that tightens
     the initial state's bracket; None when the factorisation is declined or fails."""
-    import scipy.sparse as sp  # lazy: scipy, start-up
-
     m = a.shape[0]
     gamma, k = sum_margin(int(np.diff(a.indptr).max(initial=0)))
     system = (sp.identity(m, format="csc") - a.tocsc()).tocsc()
@@ -209,8 +204,6 @@ def _solve(a: Sparse, b: np.ndarray, j: int | None, precision: float) -> _Solved
 def _rescale(solved: _Solved, system: Sparse, order: np.ndarray | None, precision: float) -> None:
     """LU's error is normwise: tiny components can be off by orders of magnitude. Scaling the columns by the current
     solution (solve for w = x / scale) makes it relative per component; repeated (in place) while it helps."""
-    import scipy.sparse as sp  # lazy: scipy, start-up
-
     j, a, b = solved.j, solved.a, solved.b
     for _ in range(4):
         if j is None or solved.rel() <= min(precision, 1e-10):

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from rlverify.errors import MemoryBudgetError, OptionError
 from rlverify.exact.options import MAX_WORK
@@ -137,8 +138,6 @@ class ChainWriter:
         if np.abs(sums - 1.0).max(initial=0.0) > 1e-6:
             bad = int(np.argmax(np.abs(sums - 1.0)))
             raise AssertionError(f"internal: merged chain row {self.n}+{bad} sums to {sums[bad]!r}")
-        import scipy.sparse as sp
-
         top = np.iinfo(np.int32).max  # the sink sorts last, as its index (the last) does in memory
         lengths = np.bincount(row, minlength=B).astype(np.int64)
         ptr = np.zeros(B + 1, dtype=np.int64)
@@ -248,8 +247,6 @@ class RowBlocks:
     def blocks(self, *, reverse: bool = False) -> Any:
         """``(first row, CSR of the block's rows)`` for each block in order (``reverse``: last block first); the CSR's
         arrays are the reused buffers (valid until the next block is read)."""
-        import scipy.sparse as sp
-
         files = [open(self.where / name, "rb", buffering=0) for name in ("indices.i32", "codes.u8", "values.f64")]
         try:
             pairs = list(zip(self.starts[:-1], self.starts[1:], strict=True))
@@ -271,8 +268,6 @@ class RowBlocks:
 
     def load(self) -> Any:
         """The rows as one CSR in memory (12 bytes per transition: a Ray actor's partition)."""
-        import scipy.sparse as sp
-
         indices = np.empty(self.nnz, dtype=np.int32)
         data = np.empty(self.nnz, dtype=np.float64)
         base = int(self.indptr[0])

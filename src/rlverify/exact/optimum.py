@@ -312,7 +312,7 @@ def _exact_verdict(model: SymbolicModel, prop: Property) -> bool | None:
     """The threshold property's truth at the initial state, by Storm in exact rational arithmetic (Pmin/Pmax as
     the property names them, ``P<=b`` over every scheduler): for a value equal to its threshold, which no float
     bracket decides. None if Storm cannot (a reward-bounded or other form its exact engine lacks)."""
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     try:
         exact = stormpy.build_model[stormpy.Rational](model.program, [prop.storm])

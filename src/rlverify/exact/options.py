@@ -162,7 +162,7 @@ class ExactOptions:
         exists (without ``export_force``); checked again when the file is written."""
         from pathlib import PurePath
 
-        from rlverify.files import check_target
+        from rlverify.files import check_target  # lazy: the CLI's parser reads this module
 
         if PurePath(export).suffix.lower() not in (".drn", ".dot"):
             raise OptionError(
@@ -238,7 +238,7 @@ def provenance(
 ) -> Provenance:
     """What an exact analysis records of what it verified: the model's path, the property's text, the policy's name
     (None: no policy), the settings and timings given, the package versions and ``warnings``."""
-    from rlverify.results import Provenance, versions
+    from rlverify.results import Provenance, versions  # lazy: the CLI's parser reads this module
 
     return Provenance(
         model=model.shown,

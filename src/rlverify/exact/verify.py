@@ -14,7 +14,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,11 +23,14 @@ from rlverify.errors import OptionError, PolicyError, PropertyError, RlverifyErr
 from rlverify.exact.bounded import Matrix, bounded_until, on_disk
 from rlverify.exact.chain import SHRINK, PolicyChain, chain_for, on_chain
 from rlverify.exact.checking import check, solved_here, step_bounded_sets, until_sets
+from rlverify.exact.export import export_chain
 from rlverify.exact.formulas import PathKind, StormFormula, path_kind, quantitative, step_upper_bound
 from rlverify.exact.induced import STALLED_LABEL
+from rlverify.exact.ondisk import RowBlocks, unbounded_until
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.exact.outcome import CheckOutcome, clipped
+from rlverify.exact.partition import RayRows
 from rlverify.exact.storm_check import StormEnvironment, StormModel, state_set, storm_qualitative
 from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
@@ -37,9 +39,6 @@ from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, parse_property
 from rlverify.policies.base import Policy
 from rlverify.results import ExactResult
-
-if TYPE_CHECKING:
-    from rlverify.exact.ondisk import RowBlocks
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +136,6 @@ def _on_chain(
         check_operator(prop, options.mode)
     built = chain_for(model, prop, policy, options, given, progress=say)
     if options.export is not None:  # the chain as checked, written before the check (a refused check still has it)
-        from rlverify.exact.export import export_chain
-
         export_chain(built.chain, options.export, force=options.export_force)
     t = time.perf_counter()
     checked = _check_chain(model, prop, built, options, say)
@@ -229,8 +226,6 @@ def _check_on_disk(
     states, labels and valuations): step-bounded by :func:`~rlverify.exact.bounded.bounded_until`, as in memory but
     without the unbounded value as an early stop; unbounded by :func:`~rlverify.exact.ondisk.unbounded_until`
     (graph analysis by passes over the blocks, then interval iteration)."""
-    from rlverify.exact.ondisk import unbounded_until
-
     bounded = step_bounded_sets(storm_chain, formula)
     unbounded = None if bounded is not None else until_sets(storm_chain, formula)
     if bounded is None and unbounded is None:  # refused before the build (chain.check_on_disk)
@@ -249,8 +244,6 @@ def _check_on_disk(
 
     if options.backend is None or options.backend.kind != BackendKind.RAY:
         return run(blocks)
-    from rlverify.exact.partition import RayRows
-
     say(f"loading the chain's rows into Ray actors ({blocks.nnz:,} transitions)")
     rows = RayRows(blocks, options.backend, options.partitions)
     try:
@@ -433,7 +426,7 @@ def _stalled_probability(
     """The probability that a run enters the ``stalled`` sink before the property is decided (README): on the chain
     with every decided state made absorbing (a later stall changes nothing), reach the sink within the property's
     step bound. ``formula``: the property as checked on the chain (its state formulas exclude the sink)."""
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     n = chain.num_states
     undecided, steps = _undecided(storm_chain, formula, prop, n)
