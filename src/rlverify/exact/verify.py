@@ -23,14 +23,12 @@ from rlverify.errors import OptionError, PolicyError, PropertyError, RlverifyErr
 from rlverify.exact.bounded import Matrix, bounded_until, on_disk
 from rlverify.exact.chain import SHRINK, PolicyChain, chain_for, on_chain
 from rlverify.exact.checking import check, solved_here, step_bounded_sets, until_sets
-from rlverify.exact.export import export_chain
 from rlverify.exact.formulas import PathKind, StormFormula, path_kind, quantitative, step_upper_bound
 from rlverify.exact.induced import STALLED_LABEL
 from rlverify.exact.ondisk import RowBlocks, unbounded_until
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
 from rlverify.exact.outcome import CheckOutcome, clipped
-from rlverify.exact.partition import RayRows
 from rlverify.exact.storm_check import StormEnvironment, StormModel, state_set, storm_qualitative
 from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
@@ -136,6 +134,8 @@ def _on_chain(
         check_operator(prop, options.mode)
     built = chain_for(model, prop, policy, options, given, progress=say)
     if options.export is not None:  # the chain as checked, written before the check (a refused check still has it)
+        from rlverify.exact.export import export_chain  # lazy: only with --export (Storm's DRN writer)
+
         export_chain(built.chain, options.export, force=options.export_force)
     t = time.perf_counter()
     checked = _check_chain(model, prop, built, options, say)
@@ -244,6 +244,8 @@ def _check_on_disk(
 
     if options.backend is None or options.backend.kind != BackendKind.RAY:
         return run(blocks)
+    from rlverify.exact.partition import RayRows  # lazy: only with --backend ray
+
     say(f"loading the chain's rows into Ray actors ({blocks.nnz:,} transitions)")
     rows = RayRows(blocks, options.backend, options.partitions)
     try:

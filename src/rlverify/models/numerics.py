@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
 from types import ModuleType
 from typing import Any
 
@@ -72,6 +71,8 @@ def environment(numerics: Numerics | str, precision: float) -> StormEnvironment:
 
 
 def _rational(x: float) -> Any:
+    from fractions import Fraction  # lazy: fractions loads decimal (~1 MB), needed for tiny precisions only
+
     import stormpy  # lazy: stormpy, start-up
 
     f = Fraction(x).limit_denominator(10**15)
