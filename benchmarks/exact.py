@@ -69,8 +69,8 @@ def storm_floor(model: SymbolicModel, prop_text: str, policy: OnnxPolicy, mode: 
     import stormpy
 
     from rlverify.exact import induce
-    from rlverify.exact.checking import environment
     from rlverify.models import to_storm
+    from rlverify.models.numerics import environment
 
     prop = parse_property(model, prop_text)
     t = time.perf_counter()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from rlverify.exact.checking import bounded_until, qualitative
+from rlverify.exact.bounded import bounded_until, qualitative
 
 
 def _random_chain(n: int, per_row: int, seed: int) -> sp.csr_matrix:

@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import scipy.sparse as sp
 
-from rlverify.exact import checking
+from rlverify.exact import linear
 
 
 def _grid_walk(side: int, dims: int) -> sp.csr_matrix:
@@ -31,9 +31,9 @@ def _grid_walk(side: int, dims: int) -> sp.csr_matrix:
 
 def test_lu_work_is_m_times_the_squared_bandwidth() -> None:
     tri = sp.diags([np.ones(99), np.ones(100), np.ones(99)], [-1, 0, 1], format="csr")
-    assert checking.lu_work(tri) == 100.0  # half-bandwidth 1
+    assert linear.lu_work(tri) == 100.0  # half-bandwidth 1
     grid = _grid_walk(10, 2)  # 100 states; RCM orders a k x k grid by anti-diagonals: half-bandwidth k = 10
-    assert 100 * 9**2 <= checking.lu_work(grid) <= 100 * 11**2
+    assert 100 * 9**2 <= linear.lu_work(grid) <= 100 * 11**2
 
 
 def test_six_dimensional_grid_is_left_to_storm_without_factorising() -> None:
@@ -43,7 +43,7 @@ def test_six_dimensional_grid_is_left_to_storm_without_factorising() -> None:
     psi[-1] = True
     phi = np.ones(n, dtype=bool)
     phi[n // 2] = False  # a state that blocks: some states are neither 0 nor 1
-    assert checking.lu_work(sp.identity(n) - matrix) > checking.MAX_LU_WORK
+    assert linear.lu_work(sp.identity(n) - matrix) > linear.MAX_LU_WORK
 
     def fail(*_: object) -> None:
         raise TimeoutError("splu was tried on a 6-D grid")
@@ -51,7 +51,7 @@ def test_six_dimensional_grid_is_left_to_storm_without_factorising() -> None:
     old = signal.signal(signal.SIGALRM, fail)
     signal.alarm(30)
     try:
-        out = checking._reachability(matrix, phi, psi, 0, "sound", 1e-6, 10.0)
+        out = linear.reachability(matrix, phi, psi, 0, "sound", 1e-6, 10.0)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)

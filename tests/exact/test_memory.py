@@ -233,8 +233,9 @@ def _random_dtmc(rng: np.random.Generator, n: int) -> str:
 def test_bounded_reachability_matches_storm(tmp_path, seed, prop):
     import stormpy
 
-    from rlverify.exact.checking import check, environment
+    from rlverify.exact.checking import check
     from rlverify.models.explicit import from_storm
+    from rlverify.models.numerics import environment
 
     path = tmp_path / "chain.prism"
     path.write_text(_random_dtmc(np.random.default_rng(100 + seed), 25))
@@ -258,7 +259,7 @@ def test_values_with_and_without_the_full_storm_chain_match_brute_force(tmp_path
     """verify_exact hands Storm self-loops (for the state formulas) when it solves the property on the matrix;
     when its solver declines (here: forced by a zero size limit), Storm must get the real chain."""
     from rlverify import ExactOptions, verify_exact
-    from rlverify.exact import checking
+    from rlverify.exact import linear
     from rlverify.models import load_model
     from rlverify.policies import CallablePolicy
     from tests.exact.randmdp import ACTIONS, bounded_reach, induced_matrix, policy_matrix, random_mdp, reach_probability
@@ -280,7 +281,7 @@ def test_values_with_and_without_the_full_storm_chain_match_brute_force(tmp_path
     for prop, value in expected.items():
         ours = verify_exact(model, prop, policy, ExactOptions())
         assert ours.value == pytest.approx(value, rel=1e-9, abs=1e-12), prop
-    monkeypatch.setattr(checking, "MAX_DIRECT_STATES", 0)  # the LU solver declines: Storm checks the real chain
+    monkeypatch.setattr(linear, "MAX_DIRECT_STATES", 0)  # the LU solver declines: Storm checks the real chain
     storm = verify_exact(model, 'P=? [!"avoid" U "goal"]', policy, ExactOptions())
     assert storm.method.startswith("Storm")
     assert storm.value == pytest.approx(expected['P=? [!"avoid" U "goal"]'], abs=1e-6)

@@ -16,7 +16,7 @@ from rlverify import ExactOptions, verify_exact
 from rlverify.benchmarks import make
 from rlverify.cli.main import main
 from rlverify.exact import ondisk
-from rlverify.exact.checking import bounded_until, ranks
+from rlverify.exact.bounded import bounded_until, ranks
 from rlverify.exact.ondisk import ChainWriter, block_ranks, prepare, unbounded_until
 from rlverify.policies import MLP, CallablePolicy
 

@@ -13,7 +13,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlverify.exact import checking
+from rlverify.exact import linear
+from rlverify.exact.rounding import relative
 
 
 @st.composite
@@ -44,7 +45,7 @@ def test_triangular_order_is_topological_and_refuses_every_cycle(a, seed):
     for s in rng.permutation(a.shape[0])[: int(rng.integers(a.shape[0] + 1))]:
         loops[s, s] = 0.5
     for pattern in (a, loops.tocsr()):
-        order = checking.triangular_order(pattern)
+        order = linear.triangular_order(pattern)
         assert order is not None and sorted(order.tolist()) == list(range(a.shape[0]))
         assert _successors_first(pattern, order)
     if a.nnz:
@@ -52,7 +53,7 @@ def test_triangular_order_is_topological_and_refuses_every_cycle(a, seed):
         k = int(rng.integers(a.nnz))
         back = loops.copy()
         back[coo.col[k], coo.row[k]] = 0.25
-        assert checking.triangular_order(back.tocsr()) is None
+        assert linear.triangular_order(back.tocsr()) is None
 
 
 @given(_dags(), st.integers(0, 2**32 - 1))
@@ -66,7 +67,7 @@ def test_triangular_order_trusts_no_numbering_of_the_components(a, seed):
     shuffled = np.random.default_rng(seed).permutation(len(labels))
     for numbering, always in ((len(labels) - 1 - labels, True), (shuffled, False)):
         with mock.patch.object(csgraph, "connected_components", lambda *_, n=numbering, **__: (count, n)):
-            order = checking.triangular_order(a)
+            order = linear.triangular_order(a)
         assert (order is not None) if always else True
         assert order is None or _successors_first(a, order)
 
@@ -126,7 +127,7 @@ def _exact(P: sp.csr_matrix, phi: np.ndarray, psi: np.ndarray) -> list[Fraction]
 
 
 def _check(P: sp.csr_matrix, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str) -> Any:
-    return checking._reachability(P, phi, psi, init, numerics, 1e-6, 10.0)
+    return linear.reachability(P, phi, psi, init, numerics, 1e-6, 10.0)
 
 
 @given(_acyclic_chains(), st.sampled_from(["sound", "direct"]))
@@ -135,16 +136,16 @@ def test_acyclic_chains_by_substitution_are_certified_and_agree_with_the_lu(chai
     P, phi, psi, init = chain
     exact = _exact(P, phi, psi)
     orders = []
-    real = checking.triangular_order
+    real = linear.triangular_order
 
     def spy(a: Any) -> np.ndarray | None:
         orders.append(real(a))
         return orders[-1]
 
-    with mock.patch.object(checking, "triangular_order", spy):
+    with mock.patch.object(linear, "triangular_order", spy):
         out = _check(P, phi, psi, init, numerics)
     assert all(order is not None for order in orders)  # every undecided part here is acyclic: no LU
-    with mock.patch.object(checking, "triangular_order", lambda a: None):
+    with mock.patch.object(linear, "triangular_order", lambda a: None):
         lu = _check(P, phi, psi, init, numerics)
     assert out.method == lu.method and out.zero == lu.zero and out.one == lu.one
     assert np.allclose(out.values, lu.values, rtol=1e-12, atol=0.0)
@@ -154,7 +155,7 @@ def test_acyclic_chains_by_substitution_are_certified_and_agree_with_the_lu(chai
     assert Fraction(out.lower) <= exact[init] <= Fraction(out.upper)
     assert out.lower <= out.value <= out.upper
     if exact[init] > 0:  # a tight bracket, not the always-valid [0, 1]
-        assert checking._relative(out.value, out.lower, out.upper) <= 1e-12
+        assert relative(out.value, out.lower, out.upper) <= 1e-12
     assert out.lowers is not None and out.uppers is not None
     for s in range(P.shape[0]):
         assert Fraction(float(out.lowers[s])) <= exact[s] <= Fraction(float(out.uppers[s]))
@@ -182,17 +183,17 @@ def test_a_value_below_the_absolute_slack_tries_the_scaled_substitution():
     psi[k] = True
     exact = Fraction(p) ** k
     calls = []
-    real = checking._solver
+    real = linear._solver
 
     def spy(system: Any, order: np.ndarray | None) -> Any:
         calls.append((order is not None, bool(np.all(system.diagonal() == 1.0))))
         return real(system, order)
 
-    with mock.patch.object(checking, "_solver", spy):
+    with mock.patch.object(linear, "_solver", spy):
         out = _check(P, phi, psi, 0, "sound")
     assert calls[0] == (True, True) and (True, False) in calls[1:]  # substitution, then scaled substitution
     assert Fraction(out.lower) <= exact <= Fraction(out.upper) and out.upper <= 1e-279
     assert abs(Fraction(out.value) - exact) <= Fraction(1e-14) * exact
-    with mock.patch.object(checking, "triangular_order", lambda a: None):
+    with mock.patch.object(linear, "triangular_order", lambda a: None):
         lu = _check(P, phi, psi, 0, "sound")
     assert (out.value, out.lower, out.upper, out.note) == (lu.value, lu.lower, lu.upper, lu.note)

@@ -213,7 +213,7 @@ def test_verdict_is_undecided_when_the_bracket_contains_the_threshold(capsys, fi
 
 
 def test_verdict_and_clip_never_use_a_rounded_float() -> None:
-    from rlverify.exact.checking import CheckOutcome, clipped, verdict
+    from rlverify.exact.outcome import CheckOutcome, clipped, verdict
 
     # a Pmax computed as 1.0000000000000002: P<=1 holds for every probability
     assert verdict(1.0, "LESS_EQUAL", 1.0000000000000002, 1.0000000000000002) == (True, None)
@@ -234,7 +234,7 @@ def test_verdict_and_clip_never_use_a_rounded_float() -> None:
 def test_ranks_are_exact_step_counts() -> None:
     import scipy.sparse as sp
 
-    from rlverify.exact.checking import ranks
+    from rlverify.exact.bounded import ranks
 
     # 0 -> {1, 2}, 1 -> 3, 2 -> 2 (sink), 3 target
     m = sp.csr_matrix(np.array([[0, 0.5, 0.5, 0], [0, 0, 0, 1.0], [0, 0, 1.0, 0], [0, 0, 0, 1.0]]))
@@ -270,7 +270,7 @@ def _brute_ranks(dense, groups, allowed, target, all_choices, all_successors, li
 def test_ranks_match_the_definition_and_leave_a_matrix_with_zeros_and_duplicates_alone(seed) -> None:
     import scipy.sparse as sp
 
-    from rlverify.exact.checking import ranks
+    from rlverify.exact.bounded import ranks
 
     rng = np.random.default_rng(seed)
     S = 9

@@ -41,22 +41,18 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Numerics
 from rlverify.errors import PropertyError
+from rlverify.exact.bounded import bounded_until
 from rlverify.exact.chain import SHRINK, FullMDP, mdp_for
-from rlverify.exact.checking import (
-    bounded_until,
-    check,
-    environment,
-    quantitative,
-    rounded_down,
-    rounded_up,
-    step_bounded_sets,
-    sum_margin,
-    until_sets,
-)
+from rlverify.exact.checking import check, step_bounded_sets, until_sets
+from rlverify.exact.formulas import StormFormula, quantitative
 from rlverify.exact.options import ExactOptions, Progress, check_resolved, guarantee
+from rlverify.exact.rounding import rounded_down, rounded_up, sum_margin
+from rlverify.exact.storm_check import StormModel
 from rlverify.models.dynamics import action_columns
 from rlverify.models.explicit import ExplicitModel, out_of_memory
+from rlverify.models.numerics import environment
 from rlverify.models.properties import Property, worst_case
 from rlverify.models.symbolic import SymbolicModel
 
@@ -186,33 +182,14 @@ def _action_values(
         if steps < 0:
             raise PropertyError(f"remaining steps must be >= 0, not {remaining}")
         next_values, next_lo, next_hi, method = _bounded_next(mdp, storm, phi, psi, steps, opt, options, say)
-        sound = options.numerics in ("sound", "direct")
+        sound = options.numerics in (Numerics.SOUND, Numerics.DIRECT)
     else:
         if remaining is not None:
             raise PropertyError(f"property '{prop.text}' has no step bound: remaining steps do not apply")
-        sets = until_sets(storm, formula)
-        if sets is None:
-            raise PropertyError(
-                f"property '{prop.text}': per-action values are computed for P [F psi] and P [phi U psi] over state "
-                "formulas (step-bounded or not) only"
-            )
-        phi, psi = sets
+        phi, psi = _until(storm, formula, prop)
         steps = None
-        say(f"checking P{opt} on every state")
-        out = check(
-            storm,
-            formula,
-            environment(options.numerics, options.precision),
-            numerics=options.numerics,
-            precision=options.precision,
-            max_work=options.max_work,
-        )
-        next_values = np.clip(out.values, 0.0, 1.0)
-        method = out.method or "Storm"
-        sound = options.numerics == "sound"
-        next_lo = next_hi = None
-        if sound:
-            next_lo, next_hi = _storm_brackets(out.values, options.precision)
+        next_values, next_lo, next_hi, method = _unbounded_next(storm, formula, opt, options, say)
+        sound = options.numerics is Numerics.SOUND
     values, lower, upper = _products(mdp, phi, psi, next_values, next_lo, next_hi)
     reduce = np.minimum if opt == "min" else np.maximum
     state_values = reduce.reduceat(values, mdp.row_groups[:-1])
@@ -233,6 +210,39 @@ def _action_values(
         seconds=time.perf_counter() - t,
         notes=tuple(mdp.notes),
     )
+
+
+def _until(storm: StormModel, formula: StormFormula, prop: Property) -> tuple[np.ndarray, np.ndarray]:
+    """``(phi, psi)`` of ``P [phi U psi]`` / ``P [F psi]`` over state formulas (PropertyError for another form)."""
+    sets = until_sets(storm, formula)
+    if sets is None:
+        raise PropertyError(
+            f"property '{prop.text}': per-action values are computed for P [F psi] and P [phi U psi] over state "
+            "formulas (step-bounded or not) only"
+        )
+    return sets
+
+
+def _unbounded_next(
+    storm: StormModel, formula: StormFormula, opt: str, options: ExactOptions, say: Progress
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, str]:
+    """``(values, lower, upper, method)``: P{opt} of every state by :func:`~rlverify.exact.checking.check` (its
+    certified brackets with ``--numerics sound`` only)."""
+    say(f"checking P{opt} on every state")
+    out = check(
+        storm,
+        formula,
+        environment(options.numerics, options.precision),
+        numerics=options.numerics,
+        precision=options.precision,
+        max_work=options.max_work,
+    )
+    next_values = np.clip(out.values, 0.0, 1.0)
+    method = out.method or "Storm"
+    if options.numerics is not Numerics.SOUND:
+        return next_values, None, None, method
+    next_lo, next_hi = _storm_brackets(out.values, options.precision)
+    return next_values, next_lo, next_hi, method
 
 
 def _bounded_next(

@@ -20,8 +20,8 @@ from rlverify.models.explicit import ExplicitModel, memory_guard
 from rlverify.models.graph import reachable
 from rlverify.models.summary import summarize
 from rlverify.models.symbolic import SymbolicModel
-from rlverify.policies.adapters import softmax
 from rlverify.policies.base import Policy, validate_probabilities
+from rlverify.policies.formats import softmax
 
 __all__ = [
     "SHRINK",
@@ -99,7 +99,7 @@ def fgsm(
     chosen = np.argmax(h, axis=1)
     onehot = np.zeros_like(h)
     onehot[np.arange(len(h)), chosen] = 1.0
-    g = softmax(h) - onehot if getattr(policy, "output", "logits") == "logits" else -onehot
+    g = softmax(h) - onehot if getattr(policy, "output", None) in (None, "logits") else -onehot
     for i in range(len(mlp.weights) - 1, -1, -1):
         g = g @ mlp.weights[i]
         if i > 0:

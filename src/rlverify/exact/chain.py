@@ -24,8 +24,8 @@ import scipy.sparse as sp
 
 from rlverify.choices import Mode, Strategy
 from rlverify.errors import ModelError, OptionError, PolicyError, PropertyError, RlverifyError
-from rlverify.exact.checking import is_reward_bounded
 from rlverify.exact.cut import STALLED_LABEL
+from rlverify.exact.formulas import is_reward_bounded
 from rlverify.exact.induced import ChoiceWeights, induced_chain, weigh
 from rlverify.exact.onthefly import PolicyMask, available_actions
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved

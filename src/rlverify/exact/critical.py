@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from rlverify.choices import Mode
 from rlverify.errors import OptionError, PropertyError
 from rlverify.exact.action_values import action_values
 from rlverify.exact.chain import PolicyChain, chain_for, full_mdp, states_of
@@ -56,7 +58,7 @@ class CriticalOptions:
             raise OptionError(f"--top: expected an integer from 1 to {MAX_TOP:,}, got {self.top!r}")
         if self.worst is not None and self.worst not in ("max", "min"):
             raise OptionError(f"--worst: expected max or min, got '{self.worst}'")
-        if self.exact.mode == "monolithic":
+        if self.exact.mode is Mode.MONOLITHIC:
             raise OptionError("critical states are read on a policy's chain: --mode stochastic or deterministic")
         self.exact.validate()
 
@@ -72,6 +74,46 @@ def directed(model: SymbolicModel, prop: Property, worst: str | None) -> tuple[P
     bound = "" if prop.bound is None else f"<={prop.bound}"
     path = f"F{bound} ({prop.right})" if prop.path == "F" else f"({prop.left}) U{bound} ({prop.right})"
     return parse_property(model, f"P{opt}=? [{path}]"), opt
+
+
+def _critical(
+    policy: Policy,
+    qs: np.ndarray,
+    offered: np.ndarray,
+    probs: np.ndarray,
+    opt: str,
+    state: dict[str, int],
+    measures: tuple[float, float, float],
+) -> CriticalState:
+    """One state's row: its ``(visits, spread, score)``, the policy's distribution, ``Q`` of its offered actions, the
+    best and the likeliest action."""
+    avail = [a for a, ok in enumerate(offered) if ok]
+    best = min(avail, key=lambda a: qs[a]) if opt == "min" else max(avail, key=lambda a: qs[a])
+    likely = int(np.argmax(probs))
+    return CriticalState(
+        state=state,
+        visits=measures[0],
+        spread=measures[1],
+        score=measures[2],
+        policy={policy.actions[a]: float(probs[a]) for a in range(len(policy.actions)) if probs[a] > 0},
+        q={policy.actions[a]: float(qs[a]) for a in avail},
+        best=policy.actions[best],
+        likely=policy.actions[likely],
+        likely_is_best=bool(likely in avail and qs[likely] == qs[best]),
+    )
+
+
+def _notes(prop: Property, options: CriticalOptions, value_notes: Sequence[str]) -> list[str]:
+    """The notes of the property and the action values, the worst case assumed, and how a step bound is read."""
+    notes = list(dict.fromkeys([*prop.notes, *value_notes]))
+    if worst_case(prop, options.worst)[1]:
+        notes.append(ASSUMED_BAD_EVENT)
+    if prop.bound is not None:
+        notes.append(
+            f"Q(s, a) is read with the full step bound {prop.bound} remaining (the values at the initial step; at "
+            "later steps fewer remain)"
+        )
+    return notes
 
 
 def critical_states(
@@ -114,34 +156,13 @@ def critical_states(
     score = occ.visits[visited] * spread
     order = np.lexsort((np.arange(len(visited)), -score))[: options.top]
     probs, _ = ask_policy(built.chain, policy, visited[order])
-    rows = []
     variables = built.chain.variables
+    rows = []
     for i, j in enumerate(order):
-        qs = q[j]
-        avail = [a for a, ok in enumerate(offered[j]) if ok]
-        best = min(avail, key=lambda a: qs[a]) if opt == "min" else max(avail, key=lambda a: qs[a])
-        likely = int(np.argmax(probs[i]))
-        rows.append(
-            CriticalState(
-                state={v: int(x) for v, x in zip(variables, built.chain.valuations[visited[j]], strict=True)},
-                visits=float(occ.visits[visited[j]]),
-                spread=float(spread[j]),
-                score=float(score[j]),
-                policy={policy.actions[a]: float(probs[i, a]) for a in range(len(policy.actions)) if probs[i, a] > 0},
-                q={policy.actions[a]: float(qs[a]) for a in avail},
-                best=policy.actions[best],
-                likely=policy.actions[likely],
-                likely_is_best=bool(likely in avail and qs[likely] == qs[best]),
-            )
-        )
-    notes = list(dict.fromkeys([*prop.notes, *av.notes]))
-    if worst_case(prop, options.worst)[1]:
-        notes.append(ASSUMED_BAD_EVENT)
-    if prop.bound is not None:
-        notes.append(
-            f"Q(s, a) is read with the full step bound {prop.bound} remaining (the values at the initial step; at "
-            "later steps fewer remain)"
-        )
+        state = {v: int(x) for v, x in zip(variables, built.chain.valuations[visited[j]], strict=True)}
+        measures = (float(occ.visits[visited[j]]), float(spread[j]), float(score[j]))
+        rows.append(_critical(policy, q[j], offered[j], probs[i], opt, state, measures))
+    notes = _notes(prop, options, av.notes)
     return CriticalStates(
         optimum=opt,
         remaining=av.remaining,

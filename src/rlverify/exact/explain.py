@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.choices import Mode, Strategy
 from rlverify.errors import OptionError, PolicyError, PropertyError
 from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, mdp_for, policy_chain, states_of
 from rlverify.exact.induced import ask_policy
@@ -61,26 +62,35 @@ MAX_LISTED_STEPS = 3_000
 
 def check_explainable(prop: Property) -> None:
     """Raise :class:`PropertyError` unless ``prop`` has target paths (see :data:`EXPLAINED_FORMS`)."""
-    why = None
-    if prop.operator != "P":
-        why = "it is not a probability (P) property" if prop.operator != "R" else "it is a reward (R) property"
-    elif prop.optimality is not None:
-        why = "Pmin/Pmax range over all schedulers; there is no policy chain to take paths from"
-    elif prop.path not in ("F", "U"):
-        why = f"its path formula is {prop.path if prop.path != 'other' else 'not F or U'}"
-        if prop.path == "G":
-            why += " (for G phi, explain its complement: P=? [F !phi])"
-    elif prop.lower_bounded:
-        why = "its step bound has a lower end (paths are explained for F<=k and U<=k only)"
-    elif prop.bound_text is not None and prop.bound is None:
-        why = f"its step bound '{prop.bound_text}' is not an integer"
+    why = _operator_why(prop) or _path_why(prop)
     if why is not None:
         raise PropertyError(
             f"--explain: property '{prop.text}' has no target paths to list: {why}; explained forms: {EXPLAINED_FORMS}"
         )
 
 
-def check_count(k: Any) -> int:
+def _operator_why(prop: Property) -> str | None:
+    """Why ``prop``'s operator has no target paths (None: a P=? operator)."""
+    if prop.operator != "P":
+        return "it is not a probability (P) property" if prop.operator != "R" else "it is a reward (R) property"
+    if prop.optimality is not None:
+        return "Pmin/Pmax range over all schedulers; there is no policy chain to take paths from"
+    return None
+
+
+def _path_why(prop: Property) -> str | None:
+    """Why ``prop``'s path formula has no target paths (None: F or U, unbounded or with an integer step bound)."""
+    if prop.path not in ("F", "U"):
+        why = f"its path formula is {prop.path if prop.path != 'other' else 'not F or U'}"
+        return why + " (for G phi, explain its complement: P=? [F !phi])" if prop.path == "G" else why
+    if prop.lower_bounded:
+        return "its step bound has a lower end (paths are explained for F<=k and U<=k only)"
+    if prop.bound_text is not None and prop.bound is None:
+        return f"its step bound '{prop.bound_text}' is not an integer"
+    return None
+
+
+def check_count(k: object) -> int:
     """``k`` as a positive int up to :data:`MAX_PATHS`, else :class:`OptionError` naming ``--explain``."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise OptionError(f"--explain: expected a positive number of paths, got {k!r}")
@@ -127,7 +137,7 @@ def explain_paths(
     options = ExactOptions() if options is None else options
     k = check_count(k)
     options.validate()
-    if options.mode == "monolithic":
+    if options.mode is Mode.MONOLITHIC:
         raise OptionError(
             "--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over "
             "all schedulers); use --mode stochastic or deterministic"
@@ -193,7 +203,8 @@ def _chain_and_mdp(
     to describe the steps (``auto`` as ``full``: on ``mdp`` when given); ``merged`` keeps none."""
     if chain is not None:
         return chain_for(model, prop, policy, options, chain), mdp
-    whole = options if options.strategy in ("merged", "onthefly") else dataclasses.replace(options, strategy="full")
+    kept = options.strategy in (Strategy.MERGED, Strategy.ONTHEFLY)
+    whole = options if kept else dataclasses.replace(options, strategy=Strategy.FULL)
     return policy_chain(model, prop, policy, whole, mdp=mdp, keep_mdp=True, progress=say), mdp
 
 
@@ -258,18 +269,7 @@ def _explanation(
         if (origin >= 0).any()
         else {}
     )
-    note = None
-    steps = sum(p.length for p in paths)
-    if len(paths) < k and not exhausted and steps >= MAX_LISTED_STEPS:
-        note = (
-            f"{len(paths)} of the {k} paths asked for are listed: together they have {steps:,} steps, at least the "
-            f"listing's limit of {MAX_LISTED_STEPS:,} steps; ask for fewer (--explain) or a step bound"
-        )
-    elif len(paths) < k and not exhausted:
-        note = (
-            f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
-            f"{k} paths asked for; ask for fewer (--explain) or a step bound"
-        )
+    note = None if len(paths) >= k or exhausted else _short_note(paths, k)
     return FailurePaths(
         k=k,
         paths=tuple(paths),
@@ -283,6 +283,20 @@ def _explanation(
         ranges=ranges,
         note=note,
         provenance=Provenance(property=prop.text, timings=timings),
+    )
+
+
+def _short_note(paths: list[FailurePath], k: int) -> str:
+    """Why the search stopped with fewer than the ``k`` paths asked for while more exist."""
+    steps = sum(p.length for p in paths)
+    if steps >= MAX_LISTED_STEPS:
+        return (
+            f"{len(paths)} of the {k} paths asked for are listed: together they have {steps:,} steps, at least the "
+            f"listing's limit of {MAX_LISTED_STEPS:,} steps; ask for fewer (--explain) or a step bound"
+        )
+    return (
+        f"the search stopped after {MAX_RECORDS:,} partial paths (its memory cap) with {len(paths)} of the "
+        f"{k} paths asked for; ask for fewer (--explain) or a step bound"
     )
 
 
@@ -346,7 +360,22 @@ def most_probable_paths(
         return [([start], 1.0)], True
     if not transient[start]:
         return [], True
-    # -log p on the rows of transient states only (targets end a walk; other states are dead ends)
+    indptr, indices, cost = _cost_graph(P, transient)
+    heuristic = _Heuristic(S, indptr, indices, cost, target, bound)
+    h0 = heuristic.row(bound)[start]
+    if not np.isfinite(h0):
+        return [], True
+    search = _AStar(indptr, indices, cost, target, heuristic, bound, start, float(h0))
+    found = search.run(k, max_records, max_steps)
+    out = [(states, _probability(P, states)) for states in map(search.walk, found)]
+    out.sort(key=lambda sp_: -sp_[1])
+    return out, len(out) < k and not search.heap
+
+
+def _cost_graph(P: sp.csr_matrix, transient: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, cost)``: ``-log p`` on the rows of ``transient`` states only (targets end a walk; other
+    states are dead ends), explicit zeros dropped (no transitions)."""
+    S = P.shape[0]
     keep = np.repeat(transient, np.diff(P.indptr))
     counts = np.bincount(np.repeat(np.arange(S), np.diff(P.indptr))[keep], minlength=S)
     indptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
@@ -357,62 +386,87 @@ def most_probable_paths(
         rows = np.repeat(np.arange(S), np.diff(indptr))[positive]
         indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=S))].astype(np.int64)
         indices, prob = indices[positive], prob[positive]
-    cost = np.maximum(-np.log(prob), 0.0)  # p may exceed 1 by rounding
+    return indptr, indices, np.maximum(-np.log(prob), 0.0)  # p may exceed 1 by rounding
 
-    heuristic = _Heuristic(S, indptr, indices, cost, target, bound)
-    h0 = heuristic.row(bound)[start] if bound is not None else heuristic.row(None)[start]
-    if not np.isfinite(h0):
-        return [], True
 
-    # records of the search tree: node state, parent record, steps, cost
-    rec_state: list[int] = [start]
-    rec_parent: list[int] = [-1]
-    rec_steps: list[int] = [0]
-    rec_cost: list[float] = [0.0]
-    heap: list[tuple[float, int]] = [(float(h0), 0)]
-    expanded: dict[int, int] = {}
-    found: list[int] = []
-    found_steps = 0
-    stride = (bound + 1) if bound is not None else 1
-    while heap and len(found) < k and len(rec_state) < max_records and (max_steps is None or found_steps < max_steps):
-        _, rec = heapq.heappop(heap)
-        u, t, g = rec_state[rec], rec_steps[rec], rec_cost[rec]
-        key = u * stride + (t if bound is not None else 0)
-        n = expanded.get(key, 0)
-        if n >= k:
-            continue
-        expanded[key] = n + 1
-        if target[u]:
-            found.append(rec)
-            found_steps += t
-            continue
-        lo, hi = indptr[u], indptr[u + 1]
-        if lo == hi or (bound is not None and t >= bound):
-            continue
-        succ = indices[lo:hi]
-        h = heuristic.row(None if bound is None else bound - t - 1)[succ]
+def _probability(P: sp.csr_matrix, states: list[int]) -> float:
+    """The product of a walk's transition probabilities."""
+    p = 1.0
+    for a, b in pairwise(states):
+        p *= _entry(P, a, b)
+    return p
+
+
+class _AStar:
+    """A* over walks (the records of its search tree: node state, parent record, steps, cost), each (state, steps)
+    expanded at most ``k`` times."""
+
+    def __init__(
+        self,
+        indptr: np.ndarray,
+        indices: np.ndarray,
+        cost: np.ndarray,
+        target: np.ndarray,
+        heuristic: _Heuristic,
+        bound: int | None,
+        start: int,
+        h0: float,
+    ) -> None:
+        self.indptr, self.indices, self.cost, self.target = indptr, indices, cost, target
+        self.heuristic, self.bound = heuristic, bound
+        self.state: list[int] = [start]
+        self.parent: list[int] = [-1]
+        self.steps: list[int] = [0]
+        self.g: list[float] = [0.0]
+        self.heap: list[tuple[float, int]] = [(h0, 0)]
+        self.expanded: dict[int, int] = {}
+
+    def run(self, k: int, max_records: int, max_steps: int | None) -> list[int]:
+        """The records of up to ``k`` walks found, best first, within ``max_records`` and ``max_steps``."""
+        found: list[int] = []
+        found_steps = 0
+        stride = (self.bound + 1) if self.bound is not None else 1
+        while self.heap and len(found) < k and len(self.state) < max_records:
+            if max_steps is not None and found_steps >= max_steps:
+                break
+            _, rec = heapq.heappop(self.heap)
+            u, t = self.state[rec], self.steps[rec]
+            key = u * stride + (t if self.bound is not None else 0)
+            n = self.expanded.get(key, 0)
+            if n >= k:
+                continue
+            self.expanded[key] = n + 1
+            if self.target[u]:
+                found.append(rec)
+                found_steps += t
+                continue
+            self._expand(rec, u, t)
+        return found
+
+    def _expand(self, rec: int, u: int, t: int) -> None:
+        """Push the successors of record ``rec`` (state ``u`` after ``t`` steps) that can still reach the target."""
+        lo, hi = self.indptr[u], self.indptr[u + 1]
+        if lo == hi or (self.bound is not None and t >= self.bound):
+            return
+        succ = self.indices[lo:hi]
+        h = self.heuristic.row(None if self.bound is None else self.bound - t - 1)[succ]
         ok = np.isfinite(h)
-        g2 = g + cost[lo:hi][ok]
+        g2 = self.g[rec] + self.cost[lo:hi][ok]
         for v, gv, f in zip(succ[ok].tolist(), g2.tolist(), (g2 + h[ok]).tolist(), strict=True):
-            rec_state.append(v)
-            rec_parent.append(rec)
-            rec_steps.append(t + 1)
-            rec_cost.append(gv)
-            heapq.heappush(heap, (f, len(rec_state) - 1))
+            self.state.append(v)
+            self.parent.append(rec)
+            self.steps.append(t + 1)
+            self.g.append(gv)
+            heapq.heappush(self.heap, (f, len(self.state) - 1))
 
-    out = []
-    for rec in found:
+    def walk(self, rec: int) -> list[int]:
+        """The states of the walk ending at record ``rec``."""
         states = []
         while rec >= 0:
-            states.append(rec_state[rec])
-            rec = rec_parent[rec]
+            states.append(self.state[rec])
+            rec = self.parent[rec]
         states.reverse()
-        p = 1.0
-        for a, b in pairwise(states):
-            p *= _entry(P, a, b)
-        out.append((states, p))
-    out.sort(key=lambda sp_: -sp_[1])
-    return out, len(out) < k and not heap
+        return states
 
 
 class _Heuristic:
@@ -460,7 +514,7 @@ class _Heuristic:
         return self._unbounded
 
     def _dijkstra(self) -> np.ndarray:
-        from scipy.sparse.csgraph import dijkstra
+        from scipy.sparse.csgraph import dijkstra  # lazy: scipy.sparse.csgraph, start-up
 
         targets = np.flatnonzero(self.target)
         if not len(targets):
@@ -499,24 +553,41 @@ def _describe(
         )
     else:
         raw = followed = probs
-    paths = []
-    for states, p in found:
-        steps = []
-        for i, u in enumerate(states):
-            s = where.state.get(u, -1)
-            valuation = chain.valuation_dict(u) if s >= 0 else {"state": "stalled"}
-            if i == len(states) - 1:
-                steps.append(PathStep(state=valuation, policy=None, actions=(), probability=None))
-                continue
-            v = states[i + 1]
-            row = row_of.get(s)
-            actions = _step_actions(mdp, table, policy, s, where.state.get(v, -1), None if row is None else followed[row])
-            dist = None if row is None else {a: float(x) for a, x in zip(policy.actions, raw[row], strict=True)}
-            steps.append(
-                PathStep(state=valuation, policy=dist, actions=tuple(actions), probability=_entry(chain.transitions, u, v))
-            )
-        paths.append(FailurePath(probability=p, steps=tuple(steps)))
+    steps = _Steps(chain, where, policy, row_of, raw, followed)
+    paths = [FailurePath(probability=p, steps=steps.of(states)) for states, p in found]
     return paths, seconds
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """What :func:`_describe` reads a path's steps from: the chain, the MDP describing it, and the policy's raw and
+    followed distributions (rows ``row_of`` its MDP decision states)."""
+
+    chain: ExplicitModel
+    where: _Where
+    policy: Policy
+    row_of: dict[int, int]
+    raw: np.ndarray
+    followed: np.ndarray
+
+    def of(self, states: list[int]) -> tuple[PathStep, ...]:
+        """The steps of the path through ``states`` (the last: its end, with no policy)."""
+        out = [self.step(u, v) for u, v in pairwise(states)]
+        return (*out, PathStep(state=self.valuation(states[-1]), policy=None, actions=(), probability=None))
+
+    def valuation(self, u: int) -> dict[str, Any]:
+        return self.chain.valuation_dict(u) if self.where.state.get(u, -1) >= 0 else {"state": "stalled"}
+
+    def step(self, u: int, v: int) -> PathStep:
+        """The step from chain state ``u`` to ``v``: the policy's distribution there and the actions leading to ``v``."""
+        where, policy = self.where, self.policy
+        s = where.state.get(u, -1)
+        row = self.row_of.get(s)
+        chosen = None if row is None else self.followed[row]
+        actions = _step_actions(where.mdp, where.table, policy, s, where.state.get(v, -1), chosen)
+        dist = None if row is None else {a: float(x) for a, x in zip(policy.actions, self.raw[row], strict=True)}
+        probability = _entry(self.chain.transitions, u, v)
+        return PathStep(state=self.valuation(u), policy=dist, actions=tuple(actions), probability=probability)
 
 
 def _step_actions(

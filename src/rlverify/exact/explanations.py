@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rlverify.errors import OptionError, PolicyError, PropertyError
-from rlverify.exact.chain import policy_chain
+from rlverify.exact.chain import PolicyChain, policy_chain
 from rlverify.exact.critical import CriticalOptions, critical_states
 from rlverify.exact.explain import check_explainable
 from rlverify.exact.features import FeatureOptions, feature_effects
@@ -18,7 +19,7 @@ from rlverify.exact.tree import TreeOptions, fit_tree
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
-from rlverify.results import PolicyExplanation
+from rlverify.results import CriticalStates, FeatureEffects, PolicyExplanation, Result, TreeExplanation
 
 #: the parts of an explanation, in order
 PARTS = ("features", "tree", "critical")
@@ -67,35 +68,12 @@ def explain_policy(
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     wanted = options.parts or PARTS
-    skipped: dict[str, str] = {}
-    paths_ok: str | None = None
-    try:
-        check_explainable(prop)
-    except PropertyError as exc:
-        paths_ok = str(exc).replace("--explain: ", "")
-    for part in ("tree", "critical"):
-        if part in wanted and paths_ok is not None:
-            if options.parts is not None:
-                raise PropertyError(f"--parts {part}: {paths_ok}")
-            skipped[part] = paths_ok
+    skipped = _path_parts_skipped(prop, wanted, options.parts is not None)
     exact = options.exact
-    chain = None
-    if paths_ok is None and ("tree" in wanted or "critical" in wanted):
-        chain = policy_chain(model, prop, policy, exact, progress=say)
-    features = tree = critical = None
-    if "features" in wanted:
-        try:
-            features = feature_effects(model, prop, policy, dataclasses.replace(options.features, exact=exact), progress=say)
-        except PolicyError as exc:
-            if options.parts is not None or not str(exc).startswith("features: "):
-                raise
-            skipped["features"] = str(exc).removeprefix("features: ")
-    if "tree" in wanted and "tree" not in skipped:
-        tree = fit_tree(model, prop, policy, dataclasses.replace(options.tree, exact=exact), chain=chain, progress=say)
-    if "critical" in wanted and "critical" not in skipped:
-        critical = critical_states(
-            model, prop, policy, dataclasses.replace(options.critical, exact=exact), chain=chain, progress=say
-        )
+    todo = [part for part in ("tree", "critical") if part in wanted and part not in skipped]
+    chain = policy_chain(model, prop, policy, exact, progress=say) if todo else None
+    features = _features(model, prop, policy, options, skipped, say) if "features" in wanted else None
+    tree, critical = _on_paths(model, prop, policy, options, todo, chain, say)
     return PolicyExplanation(
         features=features,
         tree=tree,
@@ -107,12 +85,68 @@ def explain_policy(
             policy,
             settings={**settings(exact, chain.strategy if chain else exact.strategy, model), "parts": list(wanted)},
             timings={"total": time.perf_counter() - t0},
-            warnings=[
-                f"{k}: {w}"
-                for p, k in ((features, "features"), (tree, "tree"), (critical, "critical"))
-                if p
-                for w in p.warnings
-            ]
-            + [f"{k} skipped: {v}" for k, v in skipped.items()],
+            warnings=_warnings({"features": features, "tree": tree, "critical": critical}, skipped),
         ),
     )
+
+
+def _path_parts_skipped(prop: Property, wanted: tuple[str, ...], asked: bool) -> dict[str, str]:
+    """The parts read from the chain's paths (tree, critical) that ``prop`` does not allow, with why (refused when
+    ``asked`` for by name)."""
+    try:
+        check_explainable(prop)
+    except PropertyError as exc:
+        why = str(exc).replace("--explain: ", "")
+    else:
+        return {}
+    skipped: dict[str, str] = {}
+    for part in ("tree", "critical"):
+        if part in wanted:
+            if asked:
+                raise PropertyError(f"--parts {part}: {why}")
+            skipped[part] = why
+    return skipped
+
+
+def _on_paths(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExplainOptions,
+    todo: Sequence[str],
+    chain: PolicyChain | None,
+    say: Progress,
+) -> tuple[TreeExplanation | None, CriticalStates | None]:
+    """The parts read from the policy's ``chain`` (built once for both): those of ``todo`` (tree, critical)."""
+    exact = options.exact
+    tree = critical = None
+    if "tree" in todo:
+        tree = fit_tree(model, prop, policy, dataclasses.replace(options.tree, exact=exact), chain=chain, progress=say)
+    if "critical" in todo:
+        critical = critical_states(
+            model, prop, policy, dataclasses.replace(options.critical, exact=exact), chain=chain, progress=say
+        )
+    return tree, critical
+
+
+def _features(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExplainOptions,
+    skipped: dict[str, str],
+    say: Progress,
+) -> FeatureEffects | None:
+    """The features part; None (and why in ``skipped``) when the policy cannot answer it and it was not asked for."""
+    try:
+        return feature_effects(model, prop, policy, dataclasses.replace(options.features, exact=options.exact), progress=say)
+    except PolicyError as exc:
+        if options.parts is not None or not str(exc).startswith("features: "):
+            raise
+        skipped["features"] = str(exc).removeprefix("features: ")
+    return None
+
+
+def _warnings(parts: Mapping[str, Result | None], skipped: dict[str, str]) -> list[str]:
+    """Each part's warnings, named by the part, then the parts skipped."""
+    return [f"{k}: {w}" for k, p in parts.items() if p for w in p.warnings] + [f"{k} skipped: {v}" for k, v in skipped.items()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +20,18 @@ import numpy as np
 from rlverify.errors import OptionError
 from rlverify.exact.induced import STALLED_LABEL
 from rlverify.files import FileWriteError, publishing
-from rlverify.models.explicit import ExplicitModel
+from rlverify.models.explicit import ExplicitModel, to_storm
+
 
 #: the formats, by the file's suffix
-FORMATS = {".drn": "drn", ".dot": "dot"}
+class ExportFormat(StrEnum):
+    """A chain file's format: Storm's explicit DRN, or a Graphviz DOT picture."""
+
+    DRN = "drn"
+    DOT = "dot"
+
+
+FORMATS = {".drn": ExportFormat.DRN, ".dot": ExportFormat.DOT}
 #: a DOT picture of more states than this is refused (Graphviz cannot lay it out legibly); DRN has no limit
 MAX_DOT_STATES = 1000
 
@@ -38,20 +47,20 @@ def export_chain(chain: ExplicitModel, path: str | Path, *, force: bool = False)
         FileWriteError: the file cannot be written, or exists and ``force`` is not given.
     """
     suffix = Path(path).suffix.lower()
-    kind = FORMATS.get(suffix)
-    if kind is None:
+    fmt = FORMATS.get(suffix)
+    if fmt is None:
         raise OptionError(
             f"--export {path}: the format is read from the suffix: .drn (Storm's explicit format) or .dot (Graphviz)"
         )
     if chain.model_type != "dtmc" or chain.transitions is None or not hasattr(chain.transitions, "tocsr"):
         raise OptionError(f"--export {path}: only a policy's chain held in memory is exported (not with --chain-dir)")
-    if kind == "dot" and chain.num_states > MAX_DOT_STATES:
+    if fmt is ExportFormat.DOT and chain.num_states > MAX_DOT_STATES:
         raise OptionError(
             f"--export {path}: the chain has {chain.num_states:,} states, more than a DOT picture can show "
             f"({MAX_DOT_STATES:,}); export it as .drn"
         )
     with publishing(path, force=force, what="--export") as tmp:
-        if kind == "drn":
+        if fmt is ExportFormat.DRN:
             _write_drn(chain, tmp)
             written = _drn_counts(tmp)
             if written != (chain.num_states, chain.num_transitions):
@@ -96,9 +105,7 @@ def drn_label_names(chain: ExplicitModel) -> dict[str, str]:
 
 
 def _write_drn(chain: ExplicitModel, path: Path) -> None:
-    import stormpy.developer as dev
-
-    from rlverify.models.explicit import to_storm
+    import stormpy.developer as dev  # lazy: stormpy, start-up
 
     chain = dataclasses.replace(chain, label_aliases=drn_label_names(chain))
     options = dev.DirectEncodingExporterOptions()
@@ -128,6 +135,14 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def _shown(chain: ExplicitModel, s: int, stalled: bool) -> str:
+    """State ``s``'s valuation as a node shows it; the sink has none of its own (the DRN file's comment shows a
+    placeholder)."""
+    if stalled:
+        return "the policy chose an unavailable action"
+    return ", ".join(f"{k}={v}" for k, v in chain.valuation_dict(s).items()) if chain.variables else ""
+
+
 def dot_text(chain: ExplicitModel) -> str:
     """The chain as a Graphviz digraph: one node per state (its valuation and labels; initial states bold), one edge
     per transition with its probability (``repr``: the exact double); the ``stalled`` sink is named, not valued."""
@@ -140,11 +155,7 @@ def dot_text(chain: ExplicitModel) -> str:
     stalled = chain.labels.get(STALLED_LABEL, np.zeros(chain.num_states, dtype=bool))
     lines = ["digraph chain {", "  node [shape=box, fontname=monospace];"]
     for s in range(chain.num_states):
-        if stalled[s]:  # the sink has no valuation of its own (the DRN file's comment shows a placeholder)
-            valuation = "the policy chose an unavailable action"
-        else:
-            valuation = ", ".join(f"{k}={v}" for k, v in chain.valuation_dict(s).items()) if chain.variables else ""
-        text = f"{s}: {valuation}" + (f"\n{' '.join(labels_of[s])}" if labels_of[s] else "")
+        text = f"{s}: {_shown(chain, s, bool(stalled[s]))}" + (f"\n{' '.join(labels_of[s])}" if labels_of[s] else "")
         style = ", style=bold" if s in init else ""
         lines.append(f"  {s} [label={_quoted(text)}{style}];")
     for s in range(chain.num_states):

@@ -21,13 +21,13 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Mode, Strategy
 from rlverify.errors import OptionError, PolicyError, PropertyError, did_you_mean
 from rlverify.exact.adversarial import feature_ranges
-from rlverify.exact.chain import full_mdp, policy_chain
+from rlverify.exact.chain import FullMDP, PolicyChain, full_mdp, policy_chain
 from rlverify.exact.options import ExactOptions, Progress, guarantee, provenance, settings
 from rlverify.exact.robust import robustness
 from rlverify.exact.robust_options import PATHS, RobustnessOptions
@@ -36,7 +36,7 @@ from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.ablated import FixedFeaturePolicy
 from rlverify.policies.base import Policy
-from rlverify.results import FeatureEffect, FeatureEffects
+from rlverify.results import FeatureEffect, FeatureEffects, RobustnessResult
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class FeatureOptions:
             raise OptionError(f"--worst: expected max or min, got '{self.worst}'")
         if isinstance(self.max_runs, bool) or not isinstance(self.max_runs, int) or self.max_runs < 1:
             raise OptionError(f"max_runs: expected a positive integer, got {self.max_runs!r}")
-        if self.exact.mode == "monolithic":
+        if self.exact.mode is Mode.MONOLITHIC:
             raise OptionError("explaining features needs a policy's chain: --mode stochastic or deterministic")
         self.exact.validate()
 
@@ -119,19 +119,12 @@ def feature_effects(
     options.validate()
     say = progress or (lambda msg: None)
     features = chosen_features(policy, options.features)
-    exact = dataclasses.replace(options.exact, strategy="full", all_states=False, export=None)
+    exact = dataclasses.replace(options.exact, strategy=Strategy.FULL, all_states=False, export=None)
     t0 = time.perf_counter()
     low, high = feature_ranges(model, tuple(policy.features))
     columns = {f: list(policy.features).index(f) for f in features}
-    sizes = {f: _range_size(low[columns[f]], high[columns[f]]) if options.reference == "range" else 0 for f in features}
     perturb = options.perturb and prop.operator == "P" and prop.path in PATHS
-    runs = len(features) * (1 + int(perturb)) + sum(sizes.values())
-    if runs > options.max_runs:  # counted from the ranges' ends, before any value is listed or model built
-        raise OptionError(
-            f"explaining {len(features)} features takes {runs:,} exact checks (limit {options.max_runs}): name fewer "
-            "features (--ablate), or use --reference initial"
-        )
-    plan = {f: _range_values(low[columns[f]], high[columns[f]]) if sizes[f] else [] for f in features}
+    runs, plan = _plan(features, columns, low, high, options, perturb)
     full = full_mdp(model, prop, exact, policy=policy, progress=say)
     chain = policy_chain(model, prop, policy, exact, mdp=full, keep_mdp=True, progress=say)
     nominal = verify_exact(model, prop, policy, exact, chain=chain)
@@ -139,65 +132,12 @@ def feature_effects(
         raise PropertyError(f"the model has {len(chain.chain.initial_states)} initial states; explain reads a single one")
     init = chain.chain.feature_matrix(policy.features, chain.chain.initial_states[:1])[0]
     worst_is, assumed = worst_case(prop, options.worst)
-    worse = max if worst_is == "max" else min
-    notes = list(nominal.warnings) + ([ASSUMED_BAD_EVENT] if assumed and (perturb or options.reference == "range") else [])
-    if options.perturb and not perturb:
-        notes.append(
-            f"the ±1 perturbations are not computed: the robustness engine takes probability properties with "
-            f"{', '.join(PATHS)}, not '{prop.text}'"
-        )
-
-    def value(f: str, v: float) -> float:
-        wrapped = FixedFeaturePolicy(policy, {f: v})
-        try:
-            built = policy_chain(model, prop, wrapped, exact, mdp=full)
-            return verify_exact(model, prop, wrapped, exact, chain=built).value
-        except PolicyError as exc:
-            raise unanswerable(exc, f"with {f} fixed to {v:g}") from None
-
+    notes = list(nominal.warnings) + _notes(prop, options, perturb, assumed)
+    study = _Study(model, prop, policy, exact, full, chain, worst_is, perturb, options.reference == "range", say)
     effects = []
     for f in features:
-        say(f"feature {f}: fixed to its initial value {init[columns[f]]:g}")
-        ref = float(init[columns[f]])
-        fixed = value(f, ref)
-        row = FeatureEffect(feature=f, reference=ref, fixed=fixed)
-        if options.reference == "range":
-            if not plan[f]:
-                row = dataclasses.replace(row, note=f"{f} has no declared range: only its initial value is used")
-            else:
-                vals = {_key(v): (fixed if v == ref else value(f, v)) for v in plan[f]}
-                at = worse(vals, key=lambda k: vals[k])
-                row = dataclasses.replace(row, range_values=vals, worst_fixed=vals[at], worst_at=float(at))
-        if perturb:
-            say(f"feature {f}: perturbed by ±1")
-            r = _perturbed(
-                model,
-                prop,
-                policy,
-                RobustnessOptions(
-                    epsilon=1,
-                    perturb=(f,),
-                    worst=worst_is,
-                    mode=exact.mode,
-                    unavailable=exact.unavailable,
-                    attack=False,
-                    numerics=exact.numerics,
-                    precision=exact.precision,
-                    max_states=exact.max_states,
-                    max_memory=exact.max_memory,
-                ),
-                chain=chain,
-                mdp=full,
-                feature=f,
-            )
-            row = dataclasses.replace(row, perturbed_worst=r.worst, perturbed_best=r.best)
-        shown_values = dict(row.range_values or {}) | {_key(ref): row.fixed}
-        infinite = sorted((k for k, x in shown_values.items() if np.isinf(x)), key=float)
-        if infinite:
-            notes.append(
-                f"{f} fixed to {', '.join(infinite)}: the value is infinite (an expected reward whose target is "
-                "missed with positive probability)"
-            )
+        row = study.row(f, float(init[columns[f]]), plan[f])
+        notes += _infinite(f, row)
         candidates = [row.fixed, row.worst_fixed, row.perturbed_worst, row.perturbed_best]
         effect = max(abs(c - nominal.value) for c in candidates if c is not None)
         effects.append(dataclasses.replace(row, effect=float(effect)))
@@ -216,7 +156,7 @@ def feature_effects(
             prop,
             policy,
             settings={
-                **settings(exact, "full", model),
+                **settings(exact, Strategy.FULL, model),
                 "features": list(features),
                 "reference": options.reference,
                 "perturb": perturb,
@@ -226,6 +166,113 @@ def feature_effects(
             warnings=notes,
         ),
     )
+
+
+def _notes(prop: Property, options: FeatureOptions, perturb: bool, assumed: bool) -> list[str]:
+    """What the result must say of how it was computed: an assumed worst case, perturbations not computed."""
+    notes = [ASSUMED_BAD_EVENT] if assumed and (perturb or options.reference == "range") else []
+    if options.perturb and not perturb:
+        notes.append(
+            f"the ±1 perturbations are not computed: the robustness engine takes probability properties with "
+            f"{', '.join(PATHS)}, not '{prop.text}'"
+        )
+    return notes
+
+
+def _plan(
+    features: tuple[str, ...],
+    columns: dict[str, int],
+    low: np.ndarray,
+    high: np.ndarray,
+    options: FeatureOptions,
+    perturb: bool,
+) -> tuple[int, dict[str, list[float]]]:
+    """``(runs, values)``: the exact checks :func:`feature_effects` makes (refused above ``options.max_runs``, counted
+    from the ranges' ends before any value is listed or model built) and each feature's range values to fix."""
+    ranged = options.reference == "range"
+    sizes = {f: _range_size(low[columns[f]], high[columns[f]]) if ranged else 0 for f in features}
+    runs = len(features) * (1 + int(perturb)) + sum(sizes.values())
+    if runs > options.max_runs:
+        raise OptionError(
+            f"explaining {len(features)} features takes {runs:,} exact checks (limit {options.max_runs}): name fewer "
+            "features (--ablate), or use --reference initial"
+        )
+    return runs, {f: _range_values(low[columns[f]], high[columns[f]]) if sizes[f] else [] for f in features}
+
+
+@dataclass(frozen=True)
+class _Study:
+    """What every feature's row is computed on: the full MDP built once, the policy's chain on it, the settings."""
+
+    model: SymbolicModel
+    prop: Property
+    policy: Policy
+    exact: ExactOptions
+    full: FullMDP
+    chain: PolicyChain
+    worst_is: str
+    perturb: bool
+    ranged: bool
+    say: Progress
+
+    def value(self, f: str, v: float) -> float:
+        """The exact value with the policy shown ``v`` for feature ``f`` in every state."""
+        wrapped = FixedFeaturePolicy(self.policy, {f: v})
+        try:
+            built = policy_chain(self.model, self.prop, wrapped, self.exact, mdp=self.full)
+            return verify_exact(self.model, self.prop, wrapped, self.exact, chain=built).value
+        except PolicyError as exc:
+            raise unanswerable(exc, f"with {f} fixed to {v:g}") from None
+
+    def row(self, f: str, ref: float, plan: list[float]) -> FeatureEffect:
+        """Feature ``f``'s ablation at ``ref`` (its initial value), over ``plan`` (its range) and perturbed by ±1."""
+        self.say(f"feature {f}: fixed to its initial value {ref:g}")
+        fixed = self.value(f, ref)
+        row = FeatureEffect(feature=f, reference=ref, fixed=fixed)
+        if self.ranged and not plan:
+            row = dataclasses.replace(row, note=f"{f} has no declared range: only its initial value is used")
+        elif self.ranged:
+            vals = {_key(v): (fixed if v == ref else self.value(f, v)) for v in plan}
+            worse = max if self.worst_is == "max" else min
+            at = worse(vals, key=lambda k: vals[k])
+            row = dataclasses.replace(row, range_values=vals, worst_fixed=vals[at], worst_at=float(at))
+        if self.perturb:
+            r = self.perturbed(f)
+            row = dataclasses.replace(row, perturbed_worst=r.worst, perturbed_best=r.best)
+        return row
+
+    def perturbed(self, f: str) -> RobustnessResult:
+        """The exact worst and best case under a ±1 perturbation of ``f`` alone."""
+        self.say(f"feature {f}: perturbed by ±1")
+        exact = self.exact
+        options = RobustnessOptions(
+            epsilon=1,
+            perturb=(f,),
+            worst=self.worst_is,
+            mode=exact.mode,
+            unavailable=exact.unavailable,
+            attack=False,
+            numerics=exact.numerics,
+            precision=exact.precision,
+            max_states=exact.max_states,
+            max_memory=exact.max_memory,
+        )
+        try:
+            return robustness(self.model, self.prop, self.policy, options, chain=self.chain, mdp=self.full)
+        except PolicyError as exc:
+            raise unanswerable(exc, f"with {f} perturbed by ±1") from None
+
+
+def _infinite(f: str, row: FeatureEffect) -> list[str]:
+    """The note on the values of ``row`` that are infinite (none: empty)."""
+    shown_values = dict(row.range_values or {}) | {_key(row.reference): row.fixed}
+    infinite = sorted((k for k, x in shown_values.items() if np.isinf(x)), key=float)
+    if not infinite:
+        return []
+    return [
+        f"{f} fixed to {', '.join(infinite)}: the value is infinite (an expected reward whose target is "
+        "missed with positive probability)"
+    ]
 
 
 def _range_size(lo: float, hi: float) -> int:
@@ -244,14 +291,6 @@ def _range_values(lo: float, hi: float) -> list[float]:
 
 def _key(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
-
-
-def _perturbed(*args: Any, feature: str, **kwargs: Any) -> Any:
-    """:func:`~rlverify.exact.robust.robustness` of one feature, a policy that cannot answer named as such."""
-    try:
-        return robustness(*args, **kwargs)
-    except PolicyError as exc:
-        raise unanswerable(exc, f"with {feature} perturbed by ±1") from None
 
 
 def unanswerable(exc: PolicyError, what: str) -> PolicyError:

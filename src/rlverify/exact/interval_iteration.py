@@ -9,7 +9,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
-from rlverify.exact.checking import MAX_WORK, rounded_down, rounded_up, sum_margin
+from rlverify.exact.checking import MAX_WORK
+from rlverify.exact.rounding import rounded_down, rounded_up, sum_margin
 
 __all__ = ["STEP_COST", "robust_reachability"]
 

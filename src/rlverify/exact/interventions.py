@@ -13,8 +13,8 @@ import scipy.sparse.linalg
 from scipy.sparse.csgraph import connected_components
 
 from rlverify.errors import PropertyError
+from rlverify.exact.bounded import iterate, step_budget, step_work
 from rlverify.exact.chain import PolicyChain
-from rlverify.exact.checking import iterate, step_budget, step_work
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.graph import reachable
 from rlverify.policies.shielded import ShieldedPolicy

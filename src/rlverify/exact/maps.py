@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlverify.arrays import distinct
+from rlverify.choices import Mode, Optimum, Strategy
 from rlverify.errors import OptionError, PropertyError, did_you_mean
 from rlverify.exact.chain import PolicyChain, states_of
 from rlverify.exact.optimum import optimum as over_all_schedulers
@@ -60,9 +61,26 @@ class MapOptions:
             raise OptionError(f"--agg: expected one of {', '.join(AGGREGATES)}, got '{self.agg}'")
         if self.optimum is not None and self.optimum not in OPTIMA:
             raise OptionError(f"--optimum: expected min or max, got '{self.optimum}'")
-        if self.exact.mode == "monolithic":
+        if self.exact.mode is Mode.MONOLITHIC:
             raise OptionError("--mode: a risk map compares a policy with the optimum; use stochastic or deterministic")
         self.exact.validate()
+
+
+def _sliced(model: SymbolicModel, options: MapOptions, x: str, y: str) -> tuple[MapOptions, list[str]]:
+    """``--where initial``: the other variables fixed at their initial values (a note when they are not constant)."""
+    options = dataclasses.replace(options, where=initial_slice(model, (x, y)))
+    if options.where is not None:
+        return options, []
+    return options, [
+        f"--where {INITIAL}: the model's initial state is not one constant valuation; each cell shows the "
+        f"{options.agg} over all its states instead"
+    ]
+
+
+def _initial_regret(value: float, best: OptimumResult, direction: str) -> tuple[float, float]:
+    """``(optimum, regret)`` at the initial state: how much worse than the optimum ``direction`` the policy's value is."""
+    initial_opt = float(best.pmin if direction == Optimum.MIN else best.pmax)
+    return initial_opt, value - initial_opt if direction == Optimum.MIN else initial_opt - value
 
 
 def risk_map(
@@ -102,15 +120,8 @@ def risk_map(
     t0 = time.perf_counter()
     direction, source = _direction(prop, options.optimum)
     x, y = _map_variables(xy, model.variables)
-    notes: list[str] = []
     sliced = options.where == INITIAL
-    if sliced:
-        options = dataclasses.replace(options, where=initial_slice(model, (x, y)))
-        if options.where is None:
-            notes.append(
-                f"--where {INITIAL}: the model's initial state is not one constant valuation; each cell shows the "
-                f"{options.agg} over all its states instead"
-            )
+    options, notes = _sliced(model, options, x, y) if sliced else (options, [])
     where = compile_where(options.where, model.variables, model.boolean_variables) if options.where else None
     say("checking the policy's chain")
     ex = dataclasses.replace(options.exact, all_states=True)
@@ -136,8 +147,7 @@ def risk_map(
     warnings = list(pol.warnings) + notes
     if where is not None and not grids.p_keep.any():
         warnings.append(f"--where {options.where}: no state of the policy's chain satisfies it")
-    initial_opt = float(best.pmin if direction == "min" else best.pmax)
-    initial_regret = pol.value - initial_opt if direction == "min" else initial_opt - pol.value
+    initial_opt, initial_regret = _initial_regret(pol.value, best, direction)
     return RiskMap(
         mode=options.exact.mode,
         optimum=direction,
@@ -182,7 +192,8 @@ def _optimum(
 ) -> OptimumResult:
     """``given`` (refused unless it is of ``prop`` with per-state optima), else the optimum computed here."""
     if given is None:
-        return over_all_schedulers(model, prop, dataclasses.replace(ex, mode="monolithic", strategy="full"), progress=progress)
+        whole = dataclasses.replace(ex, mode=Mode.MONOLITHIC, strategy=Strategy.FULL)
+        return over_all_schedulers(model, prop, whole, progress=progress)
     if given.property != prop.text or given.state_pmin is None or given.state_pmax is None:
         raise OptionError(
             f"the optimum given is of property '{given.property}' (or has no per-state optima), not "

@@ -18,12 +18,13 @@ import scipy.sparse as sp
 
 from rlverify.errors import IntervalError, OptionError, PropertyError, did_you_mean
 from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, policy_chain
-from rlverify.exact.checking import rounded_down, rounded_up, sum_margin, verdict
 from rlverify.exact.cut import STALLED_LABEL
 from rlverify.exact.induced import ChoiceWeights
 from rlverify.exact.interval_iteration import robust_reachability
 from rlverify.exact.options import ExactOptions, Progress, provenance
+from rlverify.exact.outcome import verdict
 from rlverify.exact.robust_options import ModelErrorOptions, check_input
+from rlverify.exact.rounding import rounded_down, rounded_up, sum_margin
 from rlverify.exact.verify import verify_exact
 from rlverify.models.explicit import ExplicitModel, out_of_memory, to_storm
 from rlverify.models.properties import Property

@@ -32,9 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from rlverify.errors import MemoryBudgetError, OptionError
-from rlverify.exact.checking import MAX_WORK, CheckOutcome, _relative, rounded_down, rounded_up, sum_margin
+from rlverify.exact.options import MAX_WORK
+from rlverify.exact.outcome import CheckOutcome
+from rlverify.exact.rounding import relative, rounded_down, rounded_up, sum_margin
 from rlverify.files import published
 
 __all__ = ["BLOCK_ENTRIES", "ChainWriter", "RowBlocks", "block_ranks", "prepare", "rank_passes", "unbounded_until"]
@@ -48,6 +51,9 @@ CODED = 256
 #: disk space kept free while writing (bytes)
 RESERVE = 1 << 30
 _SINK = -1
+#: a chain's rows on disk: :class:`RowBlocks`, or rows partitioned across Ray actors (``local``: this machine's
+#: :class:`RowBlocks`; :class:`~rlverify.exact.partition.RayRows`)
+BlockMatrix = Any
 
 
 def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path, Path, Path | None]:
@@ -59,16 +65,7 @@ def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path,
         OptionError: one line naming the cause (a file, not empty, not writable).
     """
     where = Path(path)
-    if where.exists() and not where.is_dir():
-        raise OptionError(f"--chain-dir {where}: exists and is not a directory; give a new or empty directory")
-    if where.is_dir():
-        others = sorted(p.name for p in where.iterdir() if not (force and p.name in FILES))
-        if others:
-            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-            raise OptionError(
-                f"--chain-dir {where}: not empty ({shown}); give a new or empty directory"
-                + ("" if force else " (--force replaces only an earlier chain's files)")
-            )
+    _refuse_occupied(where, force)
     created = None
     for directory in (where, *where.parents):  # the directories mkdir creates, removed again if the chain is not
         if directory.exists():
@@ -81,6 +78,21 @@ def prepare(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path,
         _remove_created(where, created)
         raise OptionError(f"--chain-dir {where}: cannot write there ({exc.strerror or exc})") from None
     return where, tmp, created
+
+
+def _refuse_occupied(where: Path, force: bool) -> None:
+    """Refuse a ``--chain-dir`` that is a file, or a directory holding anything but (``force``) an earlier chain."""
+    if where.exists() and not where.is_dir():
+        raise OptionError(f"--chain-dir {where}: exists and is not a directory; give a new or empty directory")
+    if not where.is_dir():
+        return
+    others = sorted(p.name for p in where.iterdir() if not (force and p.name in FILES))
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise OptionError(
+            f"--chain-dir {where}: not empty ({shown}); give a new or empty directory"
+            + ("" if force else " (--force replaces only an earlier chain's files)")
+        )
 
 
 def _remove_created(where: Path, created: Path | None) -> None:
@@ -126,8 +138,6 @@ class ChainWriter:
         if np.abs(sums - 1.0).max(initial=0.0) > 1e-6:
             bad = int(np.argmax(np.abs(sums - 1.0)))
             raise AssertionError(f"internal: merged chain row {self.n}+{bad} sums to {sums[bad]!r}")
-        import scipy.sparse as sp
-
         top = np.iinfo(np.int32).max  # the sink sorts last, as its index (the last) does in memory
         lengths = np.bincount(row, minlength=B).astype(np.int64)
         ptr = np.zeros(B + 1, dtype=np.int64)
@@ -176,14 +186,20 @@ class ChainWriter:
         for name in FILES:
             os.replace(self.tmp / name, self.where / name)
         self.tmp.rmdir()
-        made = []  # taken back with the files if the command fails later (rlverify.files.all_or_nothing)
+        made = self._made()
+        for i, name in enumerate(FILES):
+            published(self.where / name, made=made if i == 0 else None)
+        return RowBlocks(self.where, indptr, vptr, sink=S if stalled else None)
+
+    def _made(self) -> list[Path]:
+        """The directories :func:`prepare` created, taken back with the files if the command fails later
+        (:func:`rlverify.files.all_or_nothing`)."""
+        made: list[Path] = []
         for directory in (self.where, *self.where.parents) if self.created is not None else ():
             made.append(directory)
             if directory == self.created:
                 break
-        for i, name in enumerate(FILES):
-            published(self.where / name, made=made if i == 0 else None)
-        return RowBlocks(self.where, indptr, vptr, sink=S if stalled else None)
+        return made
 
     def abort(self) -> None:
         """Remove the temporary subdirectory (an exploration that stopped)."""
@@ -231,8 +247,6 @@ class RowBlocks:
     def blocks(self, *, reverse: bool = False) -> Any:
         """``(first row, CSR of the block's rows)`` for each block in order (``reverse``: last block first); the CSR's
         arrays are the reused buffers (valid until the next block is read)."""
-        import scipy.sparse as sp
-
         files = [open(self.where / name, "rb", buffering=0) for name in ("indices.i32", "codes.u8", "values.f64")]
         try:
             pairs = list(zip(self.starts[:-1], self.starts[1:], strict=True))
@@ -254,8 +268,6 @@ class RowBlocks:
 
     def load(self) -> Any:
         """The rows as one CSR in memory (12 bytes per transition: a Ray actor's partition)."""
-        import scipy.sparse as sp
-
         indices = np.empty(self.nnz, dtype=np.int32)
         data = np.empty(self.nnz, dtype=np.float64)
         base = int(self.indptr[0])
@@ -330,7 +342,7 @@ def _read(f: Any, out: np.ndarray, offset: int) -> None:
 
 
 def block_ranks(matrix: RowBlocks, phi: np.ndarray, psi: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(positive, surely)`` ``(n,)`` int64 step ranks of :func:`~rlverify.exact.checking.ranks` on a chain
+    """``(positive, surely)`` ``(n,)`` int64 step ranks of :func:`~rlverify.exact.bounded.ranks` on a chain
     (``all_choices`` irrelevant; ``all_successors`` False, True), -1 above ``limit`` or never, computed by passes
     over the row blocks (no reversed graph): :func:`rank_passes`."""
     pos, sure, _, _ = rank_passes(matrix, phi, psi, limit)
@@ -447,7 +459,7 @@ def _graph(blocks: RowBlocks, phi: np.ndarray, psi: np.ndarray, max_passes: int 
 
 
 def unbounded_until(
-    matrix: Any,
+    matrix: BlockMatrix,
     phi: np.ndarray,
     psi: np.ndarray,
     init: int,
@@ -462,7 +474,7 @@ def unbounded_until(
     ``phi``, ``psi`` ``(n,)`` bool. Graph analysis by passes over the blocks (:func:`_graph`: exact 0 and 1 states),
     then interval iteration on the remaining "maybe" states: the lower bounds from 0, the upper from 1, each step
     ``x' = A x + b`` one blocked product of both (``(n, 2)``), rounded outwards with the in-memory check's margins
-    (:func:`~rlverify.exact.checking.rounded_down`, ``rounded_up``), so each iterate stays a certified bracket. Stops
+    (:func:`~rlverify.exact.rounding.rounded_down`, ``rounded_up``), so each iterate stays a certified bracket. Stops
     when the bracket at ``init`` is within ``precision`` (relative), after ``max_work / transitions`` steps (each a
     pass over the files; the graph analysis's fixed points get as many passes each), or when a step changes no
     bound (the rounded iteration's fixed point); short of the precision the outcome's ``warning`` says so and gives
@@ -507,7 +519,7 @@ def _interval_steps(
     j = int(np.searchsorted(idx, init))
     steps, shown = 0, time.perf_counter()
     while True:
-        if _relative((lo[j] + hi[j]) / 2, lo[j], hi[j]) <= precision:
+        if relative((lo[j] + hi[j]) / 2, lo[j], hi[j]) <= precision:
             stop = "precision"
             break
         if budget is not None and steps >= budget:
@@ -540,39 +552,19 @@ def _unbounded_outcome(
     precision: float,
     max_work: int | None,
 ) -> CheckOutcome:
-    """The :class:`~rlverify.exact.checking.CheckOutcome` of :func:`unbounded_until`: value, bracket, exact facts,
+    """The :class:`~rlverify.exact.outcome.CheckOutcome` of :func:`unbounded_until`: value, bracket, exact facts,
     and a note saying what was computed (passes, steps, bracket) and a warning when short of ``precision``."""
     value, lower, upper = float(values[init]), float(lowers[init]), float(uppers[init])
-    passes = " + ".join(str(p) for p in graph.passes)
-    graph_note = (
-        f"graph analysis in {passes} passes over the chain's files: {int(graph.yes.sum())} states 1, "
-        f"{int(graph.no.sum())} states 0, {int(maybe.sum())} iterated"
-    )
     zero = True if graph.no[init] else (False if graph.complete or lower > 0 else None)
     one = True if graph.yes[init] else (False if graph.complete or upper < 1 else None)
-    warning = None
-    if not graph.complete:
-        graph_note += f" (incomplete: --max-work {max_work:.3g} stopped the passes; only the trivial 0/1 states known)"
-        warning = (
-            f"the graph analysis did not finish within --max-work {max_work:.3g}: the true value is in "
-            f"[{lower:.6g}, {upper:.6g}]; raise --max-work"
-        )
+    graph_note, warning = _graph_note(graph, maybe, lower, upper, max_work)
     if stop == "decided":
         note = f"exact: the initial state is decided by the graph analysis ({graph_note}; other states not iterated)"
         values[maybe] = np.nan
         lower = upper = value
     else:
-        rel = _relative(value, lower, upper)
-        bracket = f"true value in [{lower:.12g}, {upper:.12g}] (certified: outward rounding)"
-        note = f"{graph_note}; {steps:,} interval-iteration steps (each a pass over the files); {bracket}, "
-        note += f"relative error <= {rel:.2g}" if lower > 0 else "only an absolute bound is known (the lower bound is 0)"
-        if stop != "precision" and warning is None:
-            why = (
-                f"within --max-work {max_work:.3g} ({steps:,} steps, each a pass over the files; raise --max-work)"
-                if stop == "budget"
-                else f"by the rounded iteration (a fixed point after {steps:,} steps)"
-            )
-            warning = f"the requested precision {precision:g} (relative) was not reached {why}: {bracket}"
+        note, short = _iteration_note(graph_note, value, lower, upper, steps, stop, precision, max_work)
+        warning = short if warning is None else warning
     return CheckOutcome(
         value=value,
         lower=lower,
@@ -586,6 +578,40 @@ def _unbounded_outcome(
         lowers=lowers,
         uppers=uppers,
     )
+
+
+def _graph_note(graph: _Graph, maybe: np.ndarray, lower: float, upper: float, max_work: int | None) -> tuple[str, str | None]:
+    """What the graph analysis found, and the warning when the work budget stopped it."""
+    passes = " + ".join(str(p) for p in graph.passes)
+    note = (
+        f"graph analysis in {passes} passes over the chain's files: {int(graph.yes.sum())} states 1, "
+        f"{int(graph.no.sum())} states 0, {int(maybe.sum())} iterated"
+    )
+    if graph.complete:
+        return note, None
+    note += f" (incomplete: --max-work {max_work:.3g} stopped the passes; only the trivial 0/1 states known)"
+    return note, (
+        f"the graph analysis did not finish within --max-work {max_work:.3g}: the true value is in "
+        f"[{lower:.6g}, {upper:.6g}]; raise --max-work"
+    )
+
+
+def _iteration_note(
+    graph_note: str, value: float, lower: float, upper: float, steps: int, stop: str, precision: float, max_work: int | None
+) -> tuple[str, str | None]:
+    """What the interval iteration certified, and the warning when it stopped short of ``precision``."""
+    rel = relative(value, lower, upper)
+    bracket = f"true value in [{lower:.12g}, {upper:.12g}] (certified: outward rounding)"
+    note = f"{graph_note}; {steps:,} interval-iteration steps (each a pass over the files); {bracket}, "
+    note += f"relative error <= {rel:.2g}" if lower > 0 else "only an absolute bound is known (the lower bound is 0)"
+    if stop == "precision":
+        return note, None
+    why = (
+        f"within --max-work {max_work:.3g} ({steps:,} steps, each a pass over the files; raise --max-work)"
+        if stop == "budget"
+        else f"by the rounded iteration (a fixed point after {steps:,} steps)"
+    )
+    return note, f"the requested precision {precision:g} (relative) was not reached {why}: {bracket}"
 
 
 #: the ``method`` of :func:`unbounded_until`'s outcomes

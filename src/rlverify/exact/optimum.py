@@ -13,25 +13,20 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Mode, Numerics, Strategy
 from rlverify.errors import PropertyError
+from rlverify.exact.bounded import bounded_until
 from rlverify.exact.chain import SHRINK, FullMDP, choose_strategy, mdp_for
-from rlverify.exact.checking import (
-    CheckOutcome,
-    bounded_until,
-    check,
-    clipped,
-    environment,
-    quantitative,
-    step_bounded_sets,
-    storm_qualitative,
-    verdict,
-)
+from rlverify.exact.checking import check, step_bounded_sets
+from rlverify.exact.formulas import StormFormula, quantitative
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
+from rlverify.exact.outcome import CheckOutcome, clipped, verdict
+from rlverify.exact.storm_check import StormModel, storm_qualitative
 from rlverify.models.explicit import ExplicitModel, out_of_memory
+from rlverify.models.numerics import StormEnvironment, environment
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.results import ExactResult, OptimumResult
@@ -65,7 +60,11 @@ def optimum(
     """
     try:
         return _optimum(
-            model, prop, dataclasses.replace(options or ExactOptions(), mode="monolithic"), mdp, progress or (lambda msg: None)
+            model,
+            prop,
+            dataclasses.replace(options or ExactOptions(), mode=Mode.MONOLITHIC),
+            mdp,
+            progress or (lambda msg: None),
         )
     except MemoryError:
         raise out_of_memory("exact verification", SHRINK) from None
@@ -76,7 +75,7 @@ def _optimum(
 ) -> OptimumResult:
     check_resolved(model, prop)
     options.validate()
-    check_operator(prop, "monolithic")
+    check_operator(prop, Mode.MONOLITHIC)
     choose_strategy(model, options)  # refuses --strategy merged/onthefly: they need a policy
     built = mdp_for(model, prop, options, given, progress=say)
     mdp = built.mdp
@@ -115,7 +114,7 @@ def _optimum(
         if why:
             notes.append(why)
     notes += [o.warning for o in (lo, hi) if o.warning]
-    sound = options.numerics == "sound"
+    sound = options.numerics is Numerics.SOUND
     return OptimumResult(
         asked=asked,
         value=out.value,
@@ -135,7 +134,9 @@ def _optimum(
         state_pmax=per_state(hi.values, probability),
         state_valuations=mdp.valuations,
         variables=mdp.variables,
-        provenance=provenance(model, prop, None, timings=timings, settings=settings(options, "full", model), warnings=notes),
+        provenance=provenance(
+            model, prop, None, timings=timings, settings=settings(options, Strategy.FULL, model), warnings=notes
+        ),
     )
 
 
@@ -146,8 +147,8 @@ def as_exact_result(result: OptimumResult) -> ExactResult:
     bounds = result.pmin_bounds if result.asked == "min" else result.pmax_bounds
     every = bool(result.settings.get("all_states"))
     return ExactResult(
-        mode="monolithic",
-        strategy="full",
+        mode=Mode.MONOLITHIC,
+        strategy=Strategy.FULL,
         value=result.value,
         lower=None if bounds is None else bounds[0],
         upper=None if bounds is None else bounds[1],
@@ -172,16 +173,16 @@ def as_exact_result(result: OptimumResult) -> ExactResult:
 
 def mdp_optimum(
     mdp: ExplicitModel,
-    storm_model: Any,
-    formula: Any,
+    storm_model: StormModel,
+    formula: StormFormula,
     optimum: str,
     *,
-    env: Any,
+    env: StormEnvironment,
     numerics: str,
     precision: float,
     max_work: int | None,
     probability: bool,
-    full_model: Callable[[], Any] | None = None,
+    full_model: Callable[[], StormModel] | None = None,
     progress: Progress | None = None,
 ) -> CheckOutcome:
     """Pmin or Pmax (``optimum`` ``"min"``/``"max"``; Rmin/Rmax) of ``formula`` at the initial state of ``mdp``.
@@ -192,7 +193,7 @@ def mdp_optimum(
     ``full_model``: when it carries the states and labels only, a function returning Storm's full model, for
     Storm's own check. The outcome's ``values`` are per state of ``mdp`` (probabilities clipped to [0, 1]).
     """
-    sets = step_bounded_sets(storm_model, formula) if numerics in ("sound", "direct") else None
+    sets = step_bounded_sets(storm_model, formula) if numerics in (Numerics.SOUND, Numerics.DIRECT) else None
     if sets is not None:
         phi, psi, k = sets
         out = bounded_until(
@@ -210,24 +211,30 @@ def mdp_optimum(
         return clipped(out, probability=probability)
     storm_full = storm_model if full_model is None else full_model()
     out = check(storm_full, formula, env, numerics=numerics, precision=precision, max_work=max_work)
-    if probability and numerics != "fast":
+    if probability and numerics != Numerics.FAST:
         zero, one = storm_qualitative(storm_full, formula)
-        out = dataclasses.replace(out, zero=zero, one=one)
-        if (zero is False and out.upper is not None and out.upper <= 0) or (
-            one is False and out.lower is not None and out.lower >= 1
-        ):
-            # Storm's bounds collapsed onto 0 or 1 where the graph analysis proves the value is not: underflow
-            out = dataclasses.replace(
-                out,
-                lower=None,
-                upper=None,
-                warning=(
-                    f"P{optimum}: Storm's solver returned {out.value:g}, but the graph analysis shows the value is "
-                    f"{'positive' if zero is False else 'below 1'} (the difference is below the float range): no "
-                    "certified bracket is known"
-                ),
-            )
+        out = _unless_collapsed(dataclasses.replace(out, zero=zero, one=one), optimum)
     return clipped(out, probability=probability)
+
+
+def _unless_collapsed(out: CheckOutcome, optimum: str) -> CheckOutcome:
+    """``out`` without Storm's bounds where they collapsed onto 0 or 1 and the graph analysis proves the value is not
+    (underflow)."""
+    zero, one = out.zero, out.one
+    if (zero is False and out.upper is not None and out.upper <= 0) or (
+        one is False and out.lower is not None and out.lower >= 1
+    ):
+        return dataclasses.replace(
+            out,
+            lower=None,
+            upper=None,
+            warning=(
+                f"P{optimum}: Storm's solver returned {out.value:g}, but the graph analysis shows the value is "
+                f"{'positive' if zero is False else 'below 1'} (the difference is below the float range): no "
+                "certified bracket is known"
+            ),
+        )
+    return out
 
 
 def per_state(values: np.ndarray, probability: bool) -> np.ndarray:
@@ -240,7 +247,7 @@ def certified_verdict(
 ) -> tuple[bool | None, str | None]:
     """The threshold's verdict from ``out``'s certified bracket and exact graph facts only (see
     :func:`~rlverify.exact.checking.verdict`); an infinite expected reward is exact (graph analysis)."""
-    certified = numerics == "sound" or (out.method is not None and out.lower is not None)
+    certified = numerics == Numerics.SOUND or (out.method is not None and out.lower is not None)
     lower, upper = (out.lower, out.upper) if certified else (None, None)
     if np.isinf(out.value):
         lower = upper = out.value
@@ -305,7 +312,7 @@ def _exact_verdict(model: SymbolicModel, prop: Property) -> bool | None:
     """The threshold property's truth at the initial state, by Storm in exact rational arithmetic (Pmin/Pmax as
     the property names them, ``P<=b`` over every scheduler): for a value equal to its threshold, which no float
     bracket decides. None if Storm cannot (a reward-bounded or other form its exact engine lacks)."""
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     try:
         exact = stormpy.build_model[stormpy.Rational](model.program, [prop.storm])

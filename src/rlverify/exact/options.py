@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from rlverify.backends import BackendOptions
+from rlverify.choices import Aggregate, BackendKind, Guarantee, Mode, Numerics, Optimum, Strategy, Unavailable, choose, values
 from rlverify.errors import OptionError, PropertyError
 from rlverify.models.numerics import NUMERICS
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from rlverify.models.properties import Property
     from rlverify.models.symbolic import SymbolicModel
     from rlverify.policies.base import Policy
@@ -22,19 +26,46 @@ if TYPE_CHECKING:
 
 __all__ = ["AGGREGATES", "MAX_WORK", "MODES", "NUMERICS", "OPTIMA", "STEP_WORK", "STRATEGIES", "ExactOptions", "Progress"]
 
-MODES = ("stochastic", "deterministic", "monolithic")
-STRATEGIES = ("auto", "full", "onthefly", "merged")
+MODES = values(Mode)
+STRATEGIES = values(Strategy)
 #: default budget of a step-bounded computation, in multiply-adds (steps x transitions): about 10-30 s
 MAX_WORK = 5_000_000_000
 #: the least work a step of a per-step loop counts, in multiply-adds: a matrix-vector step costs ~10 us however few
 #: transitions it has (a 4-state chain's 1e8 steps are ~20 minutes, not 1e8 x 12 multiply-adds)
 STEP_WORK = 3_000
 #: how a risk map aggregates the states of one cell, and which optimum it compares with (:mod:`rlverify.exact.maps`)
-AGGREGATES = ("max", "min", "mean")
-OPTIMA = ("min", "max")
+AGGREGATES = values(Aggregate)
+OPTIMA = values(Optimum)
 
 #: a progress callback: one line of text per call (the CLI shows it; the library only calls it)
 Progress = Callable[[str], None]
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class Choice(Generic[E]):
+    """A dataclass field holding a member of ``kind``: set from a member or its text (:func:`~rlverify.choices.choose`:
+    an OptionError naming ``--<field>`` otherwise), read as the member."""
+
+    def __init__(self, kind: type[E], default: E) -> None:
+        self.kind, self.default = kind, default
+        self.name = self.option = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.option = f"_{name}", f"--{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> E: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> E: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> E:
+        if obj is None:  # the class's: the dataclass's default
+            return self.default
+        value: E = getattr(obj, self.name)
+        return value
+
+    def __set__(self, obj: object, value: E | str) -> None:
+        object.__setattr__(obj, self.name, choose(self.kind, value, self.option))
 
 
 @dataclass(frozen=True)
@@ -87,10 +118,10 @@ class ExactOptions:
         export_force: ``export`` may replace an existing file.
     """
 
-    mode: str = "stochastic"
-    strategy: str = "auto"
-    unavailable: str = "stall"
-    numerics: str = "sound"
+    mode: Choice[Mode] = Choice(Mode, Mode.STOCHASTIC)
+    strategy: Choice[Strategy] = Choice(Strategy, Strategy.AUTO)
+    unavailable: Choice[Unavailable] = Choice(Unavailable, Unavailable.STALL)
+    numerics: Choice[Numerics] = Choice(Numerics, Numerics.SOUND)
     precision: float = 1e-6
     max_states: int | None = 2_000_000
     all_states: bool = False
@@ -105,45 +136,39 @@ class ExactOptions:
 
     def validate(self) -> None:
         """Raise :class:`~rlverify.errors.OptionError` naming the first setting out of its range."""
-        from rlverify.models.dynamics import UNAVAILABLE
-
-        for name, value, allowed in (
-            ("mode", self.mode, MODES),
-            ("strategy", self.strategy, STRATEGIES),
-            ("unavailable", self.unavailable, UNAVAILABLE),
-            ("numerics", self.numerics, NUMERICS),
-        ):
-            if value not in allowed:
-                raise OptionError(f"--{name}: expected one of {', '.join(allowed)}, got '{value}'")
         if not (0 < self.precision < 1):
             raise OptionError(f"--precision: expected a number in (0, 1), got {self.precision}")
-        if self.max_states is not None and self.max_states <= 0:
-            raise OptionError(f"--max-states: expected a positive number, got {self.max_states}")
-        if self.max_memory is not None and self.max_memory <= 0:
-            raise OptionError(f"--max-memory: expected a positive size, got {self.max_memory}")
+        for flag, value in (("--max-states", self.max_states), ("--max-memory", self.max_memory)):
+            if value is not None and value <= 0:
+                what = "size" if flag == "--max-memory" else "number"
+                raise OptionError(f"{flag}: expected a positive {what}, got {value}")
         if self.max_work is not None and (isinstance(self.max_work, bool) or self.max_work <= 0):
             raise OptionError(f"--max-work: expected a positive number, got {self.max_work}")
+        self._validate_backend()
+        if self.export is not None:
+            self._validate_export(self.export)
+
+    def _validate_backend(self) -> None:
+        """Refuse a Ray backend without a chain on disk to partition, and a partition count that is no count."""
         if self.backend is not None:
             self.backend.validate()
-            if self.backend.kind == "ray" and self.chain_dir is None:
+            if BackendKind(self.backend.kind) is BackendKind.RAY and self.chain_dir is None:
                 raise OptionError("--backend ray partitions a chain on disk across Ray actors: add --chain-dir DIR")
         if self.partitions is not None and (isinstance(self.partitions, bool) or int(self.partitions) <= 0):
             raise OptionError(f"partitions: expected a positive number of Ray actors, got {self.partitions!r}")
-        if self.export is not None:
-            self._validate_export(self.export)
 
     def _validate_export(self, export: str) -> None:
         """Refuse ``export`` before any work: a format other than ``.drn``/``.dot``, no chain to write, or a file that
         exists (without ``export_force``); checked again when the file is written."""
         from pathlib import PurePath
 
-        from rlverify.files import check_target
+        from rlverify.files import check_target  # lazy: the CLI's parser reads this module
 
         if PurePath(export).suffix.lower() not in (".drn", ".dot"):
             raise OptionError(
                 f"--export {export}: the format is read from the suffix: .drn (Storm's explicit format) or .dot (Graphviz)"
             )
-        if self.mode == "monolithic":
+        if self.mode is Mode.MONOLITHIC:
             raise OptionError(f"--export {export}: writes the policy's chain; --mode monolithic has none")
         if self.chain_dir is not None:
             raise OptionError(f"--export {export}: the chain is on disk (--chain-dir), not exported")
@@ -168,7 +193,7 @@ def check_resolved(model: object, prop: object) -> None:
         )
 
 
-def check_operator(prop: Property, mode: str) -> None:
+def check_operator(prop: Property, mode: Mode) -> None:
     """Refuse what the exact engine does not check: no P/R operator, ``R=? [F<=k ...]``, and ``Pmin``/``Pmax``
     (``Rmin``/``Rmax``) on a policy's chain (``mode`` other than ``monolithic``)."""
     text = prop.text
@@ -180,18 +205,21 @@ def check_operator(prop: Property, mode: str) -> None:
             f"property '{text}': a step-bounded reachability reward (R=? [F<=k ...]) is not supported "
             "(Storm does not check it); use the cumulative reward R=? [C<=k] for the first k steps"
         )
-    if mode != "monolithic" and formula.has_optimality_type:
+    if mode != Mode.MONOLITHIC and formula.has_optimality_type:
         raise PropertyError(
             f"property '{text}': Pmin/Pmax/Rmin/Rmax need --mode monolithic; on the policy's chain use P=? or R=?"
         )
 
 
-def guarantee(numerics: str) -> str:
+def guarantee(numerics: Numerics | str) -> Guarantee:
     """What a result computed with ``numerics`` guarantees: ``sound``, ``direct`` or ``unsound``."""
-    return {"sound": "sound", "direct": "direct", "fast": "unsound"}[numerics]
+    return _GUARANTEE[Numerics(numerics)]
 
 
-def settings(options: Any, strategy: str, model: SymbolicModel) -> dict[str, Any]:
+_GUARANTEE = {Numerics.SOUND: Guarantee.SOUND, Numerics.DIRECT: Guarantee.DIRECT, Numerics.FAST: Guarantee.UNSOUND}
+
+
+def settings(options: DataclassInstance, strategy: str, model: SymbolicModel) -> dict[str, Any]:
     """The settings a result records: the options (a dataclass), the strategy used and the model's constants."""
     d = asdict(options)
     d["strategy"] = strategy
@@ -210,7 +238,7 @@ def provenance(
 ) -> Provenance:
     """What an exact analysis records of what it verified: the model's path, the property's text, the policy's name
     (None: no policy), the settings and timings given, the package versions and ``warnings``."""
-    from rlverify.results import Provenance, versions
+    from rlverify.results import Provenance, versions  # lazy: the CLI's parser reads this module
 
     return Provenance(
         model=model.shown,

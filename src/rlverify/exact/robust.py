@@ -33,10 +33,11 @@ from rlverify.exact.adversarial import (
     perturbed_features,
 )
 from rlverify.exact.chain import FullMDP, PolicyChain, chain_for, mdp_for, on_chain, policy_chain
-from rlverify.exact.checking import MAX_WORK, CheckOutcome, quantitative
+from rlverify.exact.formulas import quantitative
 from rlverify.exact.induced import choice_weights, induced_chain
 from rlverify.exact.optimum import mdp_optimum
-from rlverify.exact.options import ExactOptions, Progress, guarantee, provenance
+from rlverify.exact.options import MAX_WORK, ExactOptions, Progress, guarantee, provenance
+from rlverify.exact.outcome import CheckOutcome
 from rlverify.exact.robust_options import RobustnessOptions, check_input
 from rlverify.exact.verify import verify_exact
 from rlverify.models.dynamics import ChoiceTable, choice_table

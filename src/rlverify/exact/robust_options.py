@@ -10,7 +10,7 @@ import numpy as np
 from rlverify.choices import Mode, Numerics, Unavailable, choose
 from rlverify.choices import values as texts
 from rlverify.errors import OptionError, PolicyError, PropertyError
-from rlverify.exact.checking import is_reward_bounded
+from rlverify.exact.formulas import is_reward_bounded
 from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
 

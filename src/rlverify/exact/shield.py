@@ -47,9 +47,11 @@ from rlverify.choices import values as texts
 from rlverify.errors import OptionError, PolicyError, PropertyError, safe_repr
 from rlverify.exact.action_values import ActionValues, action_values
 from rlverify.exact.chain import FullMDP, PolicyChain, full_mdp, policy_chain
-from rlverify.exact.checking import quantitative, step_bounded_sets, verdict
+from rlverify.exact.checking import step_bounded_sets
+from rlverify.exact.formulas import quantitative
 from rlverify.exact.interventions import interventions
 from rlverify.exact.options import ExactOptions, Progress, check_resolved, provenance, settings
+from rlverify.exact.outcome import verdict
 from rlverify.exact.verify import verify_exact
 from rlverify.models.properties import Property
 from rlverify.models.summary import summarize

@@ -10,7 +10,8 @@ import numpy as np
 
 from rlverify.choices import Mode, Strategy
 from rlverify.errors import OptionError, PropertyError
-from rlverify.exact.checking import is_reward_bounded, solved_here
+from rlverify.exact.checking import solved_here
+from rlverify.exact.formulas import is_reward_bounded
 from rlverify.exact.options import ExactOptions
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel

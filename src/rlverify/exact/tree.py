@@ -31,10 +31,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
+from rlverify.choices import Mode
 from rlverify.errors import OptionError, PropertyError, require
 from rlverify.exact.adversarial import feature_ranges
+from rlverify.exact.bounded import iterate, step_budget, step_work
 from rlverify.exact.chain import PolicyChain, chain_for
-from rlverify.exact.checking import iterate, step_budget, step_work
 from rlverify.exact.explain import _search_space, check_explainable
 from rlverify.exact.induced import ask_policy
 from rlverify.exact.options import MAX_WORK, ExactOptions, Progress, guarantee, provenance, settings
@@ -77,7 +78,7 @@ class TreeOptions:
                 raise OptionError(f"{name}: expected an integer from 1 to 64, got {d!r}")
         if isinstance(self.fidelity, bool) or not isinstance(self.fidelity, (int, float)) or not 0 < self.fidelity <= 1:
             raise OptionError(f"--fidelity: expected a number in (0, 1], got {self.fidelity!r}")
-        if self.exact.mode == "monolithic":
+        if self.exact.mode is Mode.MONOLITHIC:
             raise OptionError("a tree standing in for the policy needs its chain: --mode stochastic or deterministic")
         self.exact.validate()
 
@@ -196,30 +197,14 @@ def fit_tree(
     nominal = verify_exact(model, prop, policy, exact, chain=built)
     say("counting the expected visits")
     occ = expected_visits(built, prop, max_work=exact.max_work)
-    states = np.flatnonzero((occ.visits > 0) & (built.origin >= 0))
-    if not len(states):
-        raise PropertyError(
-            f"'{prop.text}': no policy-reachable state where the property is undecided (and, unbounded, the target "
-            "reachable): there is no decision to explain"
-        )
+    states = _decision_states(occ.visits, built.origin, prop)
     weights = occ.visits[states]
     x = built.chain.feature_matrix(policy.features, states)
     probs, _ = ask_policy(built.chain, policy, states)
     y = np.argmax(probs, axis=1)
     timings = {"chain": time.perf_counter() - t0}
     t = time.perf_counter()
-    depths = [options.depth] if options.depth is not None else list(range(1, options.max_depth + 1))
-    tried: dict[int, float] = {}
-    tree = None
-    for d in depths:
-        fitted = sk_tree.DecisionTreeClassifier(max_depth=d, random_state=options.seed).fit(x, y, sample_weight=weights)
-        candidate = _tree_policy(fitted, policy, d)
-        agree = candidate.action_probabilities(x)[np.arange(len(y)), y] == 1.0
-        tried[d] = float(weights[agree].sum() / weights.sum())
-        tree = candidate
-        if tried[d] >= options.fidelity or candidate.depth < d:  # reached, or deeper splits change nothing
-            break
-    assert tree is not None
+    tree, tried = _fit(sk_tree, x, y, weights, policy, options)
     fidelity = tried[max(tried)]
     timings["fit"] = time.perf_counter() - t
     notes = list(nominal.warnings)
@@ -277,6 +262,37 @@ def fit_tree(
     )
 
 
+def _decision_states(visits: np.ndarray, origin: np.ndarray, prop: Property) -> np.ndarray:
+    """The chain's model states with expected visits (refused when there are none: no decision to explain)."""
+    states = np.flatnonzero((visits > 0) & (origin >= 0))
+    if not len(states):
+        raise PropertyError(
+            f"'{prop.text}': no policy-reachable state where the property is undecided (and, unbounded, the target "
+            "reachable): there is no decision to explain"
+        )
+    return states
+
+
+def _fit(
+    sk_tree: Any, x: np.ndarray, y: np.ndarray, weights: np.ndarray, policy: Policy, options: TreeOptions
+) -> tuple[TreePolicy, dict[int, float]]:
+    """The tree of ``options.depth``, or the shallowest up to ``options.max_depth`` reaching ``options.fidelity`` (the
+    visit-weighted share of states where it picks the policy's action), and the fidelity of each depth tried."""
+    depths = [options.depth] if options.depth is not None else list(range(1, options.max_depth + 1))
+    tried: dict[int, float] = {}
+    tree = None
+    for d in depths:
+        fitted = sk_tree.DecisionTreeClassifier(max_depth=d, random_state=options.seed).fit(x, y, sample_weight=weights)
+        candidate = _tree_policy(fitted, policy, d)
+        agree = candidate.action_probabilities(x)[np.arange(len(y)), y] == 1.0
+        tried[d] = float(weights[agree].sum() / weights.sum())
+        tree = candidate
+        if tried[d] >= options.fidelity or candidate.depth < d:  # reached, or deeper splits change nothing
+            break
+    assert tree is not None
+    return tree, tried
+
+
 def _tree_policy(fitted: Any, policy: Policy, depth: int) -> TreePolicy:
     """scikit-learn's fitted tree as a :class:`TreePolicy` over the policy's features and actions (a leaf's action:
     the class of largest weight there)."""
@@ -321,8 +337,8 @@ def tree_rules(tree: TreePolicy, model: SymbolicModel | None = None) -> list[str
 
 def _condition(name: str, lo: float, hi: float, low: float, high: float) -> str:
     """``lo <= name <= hi`` without the sides that the declared range ``[low, high]`` already implies."""
-    has_lo = np.isfinite(lo) and not (np.isfinite(low) and lo <= low)
-    has_hi = np.isfinite(hi) and not (np.isfinite(high) and hi >= high)
+    has_lo = np.isfinite(lo) and not _implied(low, lo <= low)
+    has_hi = np.isfinite(hi) and not _implied(high, hi >= high)
     if has_lo and has_hi:
         return f"{name} = {lo:g}" if lo == hi else f"{lo:g} <= {name} <= {hi:g}"
     if has_lo:
@@ -330,3 +346,8 @@ def _condition(name: str, lo: float, hi: float, low: float, high: float) -> str:
     if has_hi:
         return f"{name} = {hi:g}" if hi == low else f"{name} <= {hi:g}"
     return ""
+
+
+def _implied(end: float, within: bool) -> bool:
+    """Whether a side of a condition is implied by a finite end of the declared range (``within``: it lies beyond)."""
+    return bool(np.isfinite(end) and within)

@@ -14,40 +14,29 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from rlverify.choices import BackendKind, Mode, Numerics
 from rlverify.errors import OptionError, PolicyError, PropertyError, RlverifyError
+from rlverify.exact.bounded import Matrix, bounded_until, on_disk
 from rlverify.exact.chain import SHRINK, PolicyChain, chain_for, on_chain
-from rlverify.exact.checking import (
-    CheckOutcome,
-    bounded_until,
-    check,
-    clipped,
-    environment,
-    on_disk,
-    quantitative,
-    solved_here,
-    state_set,
-    step_bounded_sets,
-    step_upper_bound,
-    storm_qualitative,
-    until_sets,
-)
+from rlverify.exact.checking import check, solved_here, step_bounded_sets, until_sets
+from rlverify.exact.formulas import PathKind, StormFormula, path_kind, quantitative, step_upper_bound
 from rlverify.exact.induced import STALLED_LABEL
+from rlverify.exact.ondisk import RowBlocks, unbounded_until
 from rlverify.exact.optimum import as_exact_result, certified_verdict, optimum, per_state, signed_reward
 from rlverify.exact.options import ExactOptions, Progress, check_operator, check_resolved, guarantee, provenance, settings
+from rlverify.exact.outcome import CheckOutcome, clipped
+from rlverify.exact.storm_check import StormEnvironment, StormModel, state_set, storm_qualitative
 from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
+from rlverify.models.numerics import environment
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, parse_property
 from rlverify.policies.base import Policy
 from rlverify.results import ExactResult
-
-if TYPE_CHECKING:
-    from rlverify.exact.ondisk import RowBlocks
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +69,7 @@ def verify_exact(
     """
     options = ExactOptions() if options is None else options
     try:
-        if options.mode == "monolithic":
+        if options.mode is Mode.MONOLITHIC:
             return _monolithic(model, prop, policy, options, chain, progress)
         return _on_chain(model, prop, policy, options, chain, progress or (lambda msg: None))
     except MemoryError:
@@ -123,8 +112,8 @@ class _StormChain:
     """Storm's copy of the chain: the full chain, or (``skeleton``) its states, labels and valuations with
     self-loops for transitions when the chain's matrix is solved here; ``full`` then builds the full one."""
 
-    chain: Any
-    full: Callable[[], Any] | None = None
+    chain: StormModel
+    full: Callable[[], StormModel] | None = None
     skeleton: bool = False
 
 
@@ -145,7 +134,7 @@ def _on_chain(
         check_operator(prop, options.mode)
     built = chain_for(model, prop, policy, options, given, progress=say)
     if options.export is not None:  # the chain as checked, written before the check (a refused check still has it)
-        from rlverify.exact.export import export_chain
+        from rlverify.exact.export import export_chain  # lazy: only with --export (Storm's DRN writer)
 
         export_chain(built.chain, options.export, force=options.export_force)
     t = time.perf_counter()
@@ -164,32 +153,9 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     env = environment(options.numerics, options.precision)
     signed = signed_reward(prop, chain)
     rows_on_disk = on_disk(chain.transitions)
-    if rows_on_disk and STALLED_LABEL in chain.labels:
-        raise PropertyError(
-            "--chain-dir: the policy's mass stalls (unavailable actions) and the probability of stalling is computed "
-            "on a chain in memory only; use --unavailable renormalize, or verify without --chain-dir"
-        )
+    _refuse_stalls_on_disk(chain, rows_on_disk)
     storm, chain = _storm_chain(prop, chain, formula, signed, options, estimates)
-    if rows_on_disk:
-        out = _check_on_disk(storm.chain, formula, chain.transitions, options, say)
-    elif signed is None:
-        out = check(
-            storm.chain,
-            formula,
-            env,
-            matrix=chain.transitions,
-            numerics=options.numerics,
-            precision=options.precision,
-            full_model=storm.full,
-            max_work=options.max_work,
-            progress=say,
-        )
-    else:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
-        out = _check_signed(chain, signed, formula, env)
-        notes.append(
-            f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
-            "part], each checked by Storm (its solvers assume non-negative rewards)"
-        )
+    out = _value(storm, chain, formula, env, signed, rows_on_disk, options, notes, say)
     stalled = 0.0
     if STALLED_LABEL in chain.labels:
         stalled = _stalled_probability(chain, storm.chain, formula, prop, env, options)
@@ -198,20 +164,68 @@ def _check_chain(model: SymbolicModel, prop: Property, built: PolicyChain, optio
     satisfied = None
     if threshold is not None:
         assert comparison is not None
-        qualitative = probability and threshold in (0.0, 1.0) and not storm.skeleton and signed is None
+        qualitative = _qualitative_threshold(threshold, probability, storm, signed)
         out, satisfied = _decide(out, storm.chain, formula, threshold, comparison, probability, qualitative, options, notes)
     if prop.operator == "R" and math.isinf(out.value):
         notes.append(_infinite_reward(prop, chain, model, storm.chain, env, options, stalled))
     return _Checked(out=out, stalled=stalled, satisfied=satisfied, notes=notes, estimates=estimates)
 
 
-def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: ExactOptions, say: Progress) -> CheckOutcome:
+def _refuse_stalls_on_disk(chain: ExplicitModel, rows_on_disk: bool) -> None:
+    """The probability of stalling is computed on a chain in memory only."""
+    if rows_on_disk and STALLED_LABEL in chain.labels:
+        raise PropertyError(
+            "--chain-dir: the policy's mass stalls (unavailable actions) and the probability of stalling is computed "
+            "on a chain in memory only; use --unavailable renormalize, or verify without --chain-dir"
+        )
+
+
+def _qualitative_threshold(threshold: float, probability: bool, storm: _StormChain, signed: str | None) -> bool:
+    """Whether a threshold 0 or 1 may be decided by Storm's graph analysis on its copy of the chain."""
+    return probability and threshold in (0.0, 1.0) and not storm.skeleton and signed is None
+
+
+def _value(
+    storm: _StormChain,
+    chain: ExplicitModel,
+    formula: StormFormula,
+    env: StormEnvironment,
+    signed: str | None,
+    rows_on_disk: bool,
+    options: ExactOptions,
+    notes: list[str],
+    say: Progress,
+) -> CheckOutcome:
+    """The property's value on the chain: over its rows on disk, split by the sign of its rewards, or by :func:`check`."""
+    if rows_on_disk:
+        return _check_on_disk(storm.chain, formula, chain.transitions, options, say)
+    if signed is not None:  # Storm's solvers assume rewards >= 0: E[sum r] = E[sum r+] - E[sum r-], each checked by Storm
+        out = _check_signed(chain, signed, formula, env)
+        notes.append(
+            f"reward model '{signed}' has negative rewards: the value is E[positive part] - E[negative "
+            "part], each checked by Storm (its solvers assume non-negative rewards)"
+        )
+        return out
+    return check(
+        storm.chain,
+        formula,
+        env,
+        matrix=chain.transitions,
+        numerics=options.numerics,
+        precision=options.precision,
+        full_model=storm.full,
+        max_work=options.max_work,
+        progress=say,
+    )
+
+
+def _check_on_disk(
+    storm_chain: StormModel, formula: StormFormula, blocks: RowBlocks, options: ExactOptions, say: Progress
+) -> CheckOutcome:
     """Reachability on a chain on disk, over its row blocks (the state formulas evaluated by Storm on the chain's
-    states, labels and valuations): step-bounded by :func:`~rlverify.exact.checking.bounded_until`, as in memory but
+    states, labels and valuations): step-bounded by :func:`~rlverify.exact.bounded.bounded_until`, as in memory but
     without the unbounded value as an early stop; unbounded by :func:`~rlverify.exact.ondisk.unbounded_until`
     (graph analysis by passes over the blocks, then interval iteration)."""
-    from rlverify.exact.ondisk import unbounded_until
-
     bounded = step_bounded_sets(storm_chain, formula)
     unbounded = None if bounded is not None else until_sets(storm_chain, formula)
     if bounded is None and unbounded is None:  # refused before the build (chain.check_on_disk)
@@ -221,16 +235,16 @@ def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: E
         raise PropertyError(f"the model has {len(init)} initial states; rlverify reports the value of a single one")
     s, precision, max_work = int(init[0]), options.precision, options.max_work
 
-    def run(matrix: Any) -> CheckOutcome:
+    def run(matrix: Matrix) -> CheckOutcome:
         if bounded is not None:
             phi, psi, k = bounded
             return bounded_until(matrix, phi, psi, k, s, precision=precision, max_work=max_work, progress=say)
         assert unbounded is not None
         return unbounded_until(matrix, *unbounded, s, precision=precision, max_work=max_work, progress=say)
 
-    if options.backend is None or options.backend.kind != "ray":
+    if options.backend is None or options.backend.kind != BackendKind.RAY:
         return run(blocks)
-    from rlverify.exact.partition import RayRows
+    from rlverify.exact.partition import RayRows  # lazy: only with --backend ray
 
     say(f"loading the chain's rows into Ray actors ({blocks.nnz:,} transitions)")
     rows = RayRows(blocks, options.backend, options.partitions)
@@ -241,7 +255,12 @@ def _check_on_disk(storm_chain: Any, formula: Any, blocks: RowBlocks, options: E
 
 
 def _storm_chain(
-    prop: Property, chain: ExplicitModel, formula: Any, signed: str | None, options: ExactOptions, estimates: dict[str, int]
+    prop: Property,
+    chain: ExplicitModel,
+    formula: StormFormula,
+    signed: str | None,
+    options: ExactOptions,
+    estimates: dict[str, int],
 ) -> tuple[_StormChain, ExplicitModel]:
     """Storm's copy of the chain, and the chain with its transition arrays kept only where a check needs them.
 
@@ -272,8 +291,8 @@ def _storm_chain(
 
 def _decide(
     out: CheckOutcome,
-    storm_chain: Any,
-    formula: Any,
+    storm_chain: StormModel,
+    formula: StormFormula,
     threshold: float,
     comparison: str,
     probability: bool,
@@ -283,7 +302,7 @@ def _decide(
 ) -> tuple[CheckOutcome, bool | None]:
     """A threshold's verdict (its reason appended to ``notes`` when undecided); ``qualitative``: a threshold 0 or 1
     may be decided by Storm's graph analysis where the check made none."""
-    if qualitative and out.zero is None and out.one is None and options.numerics != "fast":
+    if qualitative and out.zero is None and out.one is None and options.numerics is not Numerics.FAST:
         zero, one = storm_qualitative(storm_chain, formula)
         out = dataclasses.replace(out, zero=zero, one=one)
     satisfied, why = certified_verdict(out, threshold, comparison, probability, options.numerics)
@@ -306,7 +325,7 @@ def _result(
     probability = prop.operator == "P"
     timings = {"parse": model.parse_seconds, **built.timings, "check": check_seconds}
     timings["total"] = sum(timings.values())
-    bracketed = options.numerics == "sound" or out.method is not None
+    bracketed = options.numerics is Numerics.SOUND or out.method is not None
     untaken = built.untaken
     return ExactResult(
         mode=options.mode,
@@ -353,8 +372,8 @@ def _infinite_reward(
     prop: Property,
     chain: ExplicitModel,
     model: SymbolicModel,
-    storm_chain: Any,
-    env: Any,
+    storm_chain: StormModel,
+    env: StormEnvironment,
     options: ExactOptions,
     stalled: float,
 ) -> str:
@@ -399,12 +418,17 @@ def _infinite_reward(
 
 
 def _stalled_probability(
-    chain: ExplicitModel, storm_chain: Any, formula: Any, prop: Property, env: Any, options: ExactOptions
+    chain: ExplicitModel,
+    storm_chain: StormModel,
+    formula: StormFormula,
+    prop: Property,
+    env: StormEnvironment,
+    options: ExactOptions,
 ) -> float:
     """The probability that a run enters the ``stalled`` sink before the property is decided (README): on the chain
     with every decided state made absorbing (a later stall changes nothing), reach the sink within the property's
     step bound. ``formula``: the property as checked on the chain (its state formulas exclude the sink)."""
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     n = chain.num_states
     undecided, steps = _undecided(storm_chain, formula, prop, n)
@@ -427,34 +451,39 @@ def _stalled_probability(
     return clipped(out, probability=True).value
 
 
-def _undecided(storm_chain: Any, formula: Any, prop: Property, n: int) -> tuple[np.ndarray, int | None]:
+def _undecided(storm_chain: StormModel, formula: StormFormula, prop: Property, n: int) -> tuple[np.ndarray, int | None]:
     """``(S,)`` bool: the chain's states where ``formula``'s path is not yet decided, and its step bound (None:
     unbounded). ``F phi``: not phi; ``phi U psi`` (bounded or not): phi and not psi; ``G phi``: phi; ``X``, ``C<=k``,
     ``I=k``: every state, 1 or k steps. A form not read here: every state, unbounded (a stall at any time counts)."""
-    everything = np.ones(n, dtype=bool)
-    sub = formula.subformula
-    kind = type(sub).__name__
+    path = formula.subformula
     try:
-        if kind == "EventuallyFormula":
-            return ~state_set(storm_chain, sub.subformula), None
-        if kind == "UntilFormula":
-            return state_set(storm_chain, sub.left_subformula) & ~state_set(storm_chain, sub.right_subformula), None
-        if kind == "BoundedUntilFormula":
-            k = step_upper_bound(sub)
-            if k is not None:
-                return state_set(storm_chain, sub.left_subformula) & ~state_set(storm_chain, sub.right_subformula), k
-        if kind == "GloballyFormula":
-            return state_set(storm_chain, sub.subformula), None
+        found = _path_undecided(storm_chain, path)
     except PropertyError:  # a nested operator: not a propositional state formula
-        return everything, None
+        return np.ones(n, dtype=bool), None
+    if found is not None:
+        return found
     if prop.path == "X":
-        return everything, 1
+        return np.ones(n, dtype=bool), 1
     if prop.path in ("C", "I") and prop.bound is not None:
-        return everything, prop.bound
-    return everything, None
+        return np.ones(n, dtype=bool), prop.bound
+    return np.ones(n, dtype=bool), None
 
 
-def _check_signed(chain: ExplicitModel, name: str, formula: Any, env: Any) -> CheckOutcome:
+def _path_undecided(storm_chain: StormModel, path: StormFormula) -> tuple[np.ndarray, int | None] | None:
+    """:func:`_undecided` of the forms read from their state formulas (``F``, ``U``, ``U<=k``, ``G``), else None."""
+    match path_kind(path):
+        case PathKind.EVENTUALLY:
+            return ~state_set(storm_chain, path.subformula), None
+        case PathKind.UNTIL:
+            return state_set(storm_chain, path.left_subformula) & ~state_set(storm_chain, path.right_subformula), None
+        case PathKind.BOUNDED_UNTIL if (k := step_upper_bound(path)) is not None:
+            return state_set(storm_chain, path.left_subformula) & ~state_set(storm_chain, path.right_subformula), k
+        case PathKind.GLOBALLY:
+            return state_set(storm_chain, path.subformula), None
+    return None
+
+
+def _check_signed(chain: ExplicitModel, name: str, formula: StormFormula, env: StormEnvironment) -> CheckOutcome:
     """Check a reward formula whose reward model ``name`` has negative state rewards on the chain, as the
     difference of its positive and negative parts (linearity of expectation; both parts must be finite)."""
     r = chain.state_rewards[name]

@@ -13,10 +13,14 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from rlverify.choices import Numerics, values
 from rlverify.errors import OptionError
 from rlverify.imports import after_import
 
-NUMERICS = ("sound", "direct", "fast")
+NUMERICS = values(Numerics)
+
+#: a stormpy Environment (stormpy's objects are untyped)
+StormEnvironment = Any
 
 _verbose_storm = False  # set by set_storm_logging: -v keeps Storm's own log, also around calls rlverify reports
 
@@ -35,28 +39,28 @@ def set_storm_logging(verbose: bool) -> None:
     _verbose_storm = verbose
 
     def level(_: ModuleType) -> None:  # after stormpy's __init__, which sets Storm up (its log at WARN)
-        import stormpy.developer as dev
+        import stormpy.developer as dev  # lazy: stormpy, start-up
 
         dev.set_log_level(dev.LogLevel.WARN if verbose else dev.LogLevel.OFF)
 
     after_import("stormpy", level)
 
 
-def environment(numerics: str, precision: float) -> Any:
+def environment(numerics: Numerics | str, precision: float) -> StormEnvironment:
     """A stormpy Environment for ``numerics`` with relative ``precision``."""
-    import stormpy
-    from stormpy.environments import EquationSolverType, NativeLinearEquationSolverMethod
+    import stormpy  # lazy: stormpy, start-up
+    from stormpy.environments import EquationSolverType, NativeLinearEquationSolverMethod  # lazy: stormpy, start-up
 
     if numerics not in NUMERICS:
         raise OptionError(f"--numerics must be one of {', '.join(NUMERICS)}, got '{numerics}'")
     prec = stormpy.Rational(f"{precision:.12g}") if "e" not in f"{precision:.12g}" else _rational(precision)
-    if numerics == "sound":
+    if numerics == Numerics.SOUND:
         env = stormpy.environments.sound()
         env.solver().native().precision = prec
         env.solver().min_max().precision = prec
         return env
     env = stormpy.Environment()
-    if numerics == "direct":
+    if numerics == Numerics.DIRECT:
         env.solver().set_linear_equation_solver_type(EquationSolverType.EIGEN)  # its default method, not set here
     else:
         env.solver().set_linear_equation_solver_type(EquationSolverType.NATIVE)
@@ -67,9 +71,9 @@ def environment(numerics: str, precision: float) -> Any:
 
 
 def _rational(x: float) -> Any:
-    from fractions import Fraction
+    from fractions import Fraction  # lazy: fractions loads decimal (~1 MB), needed for tiny precisions only
 
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     f = Fraction(x).limit_denominator(10**15)
     return stormpy.Rational(f"{f.numerator}/{f.denominator}")
