@@ -439,7 +439,7 @@ def _setup(
     level, importance_text = _importance(env, path, options.importance)
     sim = options.simulation
     runner = _Runner(Stepper(env, policy, binding, mode=sim.mode, unavailable=sim.unavailable), path, level, sim)
-    if starts is None and getattr(env, "initial_box", None) is not None:
+    if starts is None and env.initial_box is not None:
         if options.method == "restart":
             raise OptionError(
                 f"--rare restart: {name} starts anywhere in its initial region, and RESTART needs "

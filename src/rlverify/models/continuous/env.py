@@ -12,13 +12,14 @@ import numpy as np
 
 from rlverify.errors import PropertyError, did_you_mean
 from rlverify.models.continuous.base import ContinuousSystem
+from rlverify.models.environment import VectorEnv
 from rlverify.models.properties import Property, parse_structure
 
 #: the label of the unsafe set
 UNSAFE = "unsafe"
 
 
-class ContinuousEnv:
+class ContinuousEnv(VectorEnv):
     """:class:`ContinuousSystem` ``system`` as a vectorised environment.
 
     Run states are ``(N, n)`` float64 rows over ``system.variables``; observations are the policy features
