@@ -38,6 +38,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+
 import numpy as np
 
 from rlverify.choices import Mode, Unavailable
@@ -86,11 +87,11 @@ class SimulationOptions:
             protocol's methods are functions of their arguments).
     """
 
-    mode: Mode = Mode.STOCHASTIC
+    mode: Mode | str = Mode.STOCHASTIC  # text accepted at the door, a member after it
     max_steps: int = 10_000
     seed: int = 0
     batch_size: int = 20_000
-    unavailable: Unavailable = Unavailable.STALL
+    unavailable: Unavailable | str = Unavailable.STALL
     threads: int = 2
 
     def __post_init__(self) -> None:
@@ -109,6 +110,10 @@ class SimulationOptions:
         check_unavailable(self.unavailable)
         if not positive_int(self.threads):
             raise OptionError(f"threads: expected a positive integer (1: one thread), got {self.threads!r}")
+
+    def stepper(self, env: VectorEnv, policy: Policy, binding: Binding) -> Stepper:
+        """The step of ``env`` and ``policy`` in this mode, with these unavailable actions."""
+        return Stepper(env, policy, binding, mode=Mode(self.mode), unavailable=Unavailable(self.unavailable))
 
     def _check_sizes(self) -> None:
         """The run length and batch size: positive and under their guards."""
@@ -189,7 +194,9 @@ def simulate(
     """
     options = SimulationOptions() if options is None else options
     options.validate()
-    stepper = Stepper(env, policy, binding or bind_policy(env, policy), mode=options.mode, unavailable=options.unavailable)
+    stepper = Stepper(
+        env, policy, binding or bind_policy(env, policy), mode=Mode(options.mode), unavailable=Unavailable(options.unavailable)
+    )
     check_labels(env, prop.left.labels() | prop.right.labels() | set(record))
     starts = _starts(env, starts, start_of_run)
     run_ids = np.asarray(run_ids, dtype=np.int64)

@@ -43,7 +43,7 @@ class ContinuousEnv(VectorEnv):
         self.labels = (UNSAFE,)
         self.region = region or system.default_initial
         #: ``(lo, hi)``, each ``(n,)``: runs start uniformly in this box
-        self.initial_box = system.initial_region(self.region)
+        self.initial_box: tuple[np.ndarray, np.ndarray] = system.initial_region(self.region)
 
     def initial_states(self) -> np.ndarray:
         """``(2, n)``: the corners ``lo`` and ``hi`` of :attr:`initial_box` (runs start anywhere in the box)."""
