@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from rlverify.figures import Figure, feature_effects_figure
 from rlverify.results import Result, Summary, shown, solver_guarantee, total_time
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
@@ -58,12 +56,10 @@ class FeatureEffects(Result):
     guarantee: str
     precision: float
 
-    def figure(self, *, title: str | None = None) -> Any:
+    def figure(self, *, title: str | None = None) -> Figure:
         """A horizontal bar chart (:class:`matplotlib.figure.Figure`, not managed by pyplot): per feature, ranked,
         the value with the feature fixed (and the worst over its range) and the ±1 perturbation's worst and best,
         against the nominal value (a vertical line)."""
-        from rlverify.figures import feature_effects_figure
-
         return feature_effects_figure(self, title=title)
 
     def _summary(self) -> Summary:

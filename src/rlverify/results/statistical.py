@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from rlverify.results import Result, Summary, grid_svg, shown, shown_pair, total_time
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
