@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rlverify.choices import Guarantee
 from rlverify.figures import Figure, feature_effects_figure
 from rlverify.results import Result, Summary, shown, solver_guarantee, total_time
 
@@ -53,7 +54,8 @@ class FeatureEffects(Result):
     reference: str
     effects: tuple[FeatureEffect, ...]
     runs: int
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float
 
     def figure(self, *, title: str | None = None) -> Figure:
@@ -114,7 +116,8 @@ class TreeExplanation(Result):
     tree_stalled: float
     rules: tuple[str, ...]
     tree: dict[str, Any]
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float
     tree_policy: Any = field(default=None, repr=False, compare=False)
 
@@ -180,7 +183,8 @@ class CriticalStates(Result):
     states: tuple[CriticalState, ...]
     considered: int
     total_score: float
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float
 
     def _summary(self) -> Summary:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rlverify.choices import Optimum
+from rlverify.choices import Guarantee, Optimum
 from rlverify.figures import MapFigure, MapPanel, MapShade
 from rlverify.results import Result, Summary, grid_svg, shown, shown_pair, solver_guarantee, total_time
 
@@ -61,7 +61,8 @@ class RiskMap(Result):
     initial_optimum: float
     initial_regret: float
     states: dict[str, int]
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float | None
     stalled_probability: float
     variables: tuple[str, ...] = ()
@@ -247,7 +248,8 @@ class RobustnessResult(Result):
     perturbations_per_state: int
     observations: int
     changed_states: int
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float
     changed_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
     worst_perturbations: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)

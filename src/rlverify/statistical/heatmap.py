@@ -21,18 +21,11 @@ from rlverify.policies.base import Policy
 from rlverify.results import Provenance, versions
 from rlverify.statistical.choices import Method
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy
+from rlverify.statistical.jobs import Progress, Shared, SimulationJob, simulate_runs, task_runs
 from rlverify.statistical.properties import parse_path_property
 from rlverify.statistical.results import HeatmapResult
 from rlverify.statistical.stats import clopper_pearson, okamoto_runs
-from rlverify.statistical.verify import (
-    Progress,
-    Shared,
-    SimulationJob,
-    StatisticalOptions,
-    check_run_limit,
-    simulate_runs,
-    task_runs,
-)
+from rlverify.statistical.verify import StatisticalOptions, check_run_limit
 
 log = logging.getLogger(__name__)
 

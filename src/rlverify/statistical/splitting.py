@@ -54,10 +54,10 @@ from rlverify.statistical.importance import Importance, Level, importance_of
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.restart import restart, restart_levels
 from rlverify.statistical.rng import seed_key
+from rlverify.statistical.simulated import SimulatedModel, check_one_start, prepare, with_start_note
 from rlverify.statistical.stages import Initial, Runner, fixed_effort, pilot, stage_keys
 from rlverify.statistical.stats import check_unit
 from rlverify.statistical.step import bind_policy, check_labels, draw_starts
-from rlverify.statistical.verify import SimulatedModel, check_one_start, prepare, with_start_note
 
 log = logging.getLogger(__name__)
 

@@ -2,42 +2,33 @@
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
-from rlverify.backends import Backend, BackendOptions, chunks, open_backend
-from rlverify.errors import OptionError, PolicyError, PropertyError
-from rlverify.models.commands import check_names, is_command_name
-from rlverify.models.continuous.base import ContinuousSystem
-from rlverify.models.continuous.env import ContinuousEnv, unsafe_property
+from rlverify.backends import Backend, BackendOptions, open_backend
+from rlverify.errors import OptionError, PropertyError
 from rlverify.models.dynamics import choice_table, forced_start_message, untaken_message
-from rlverify.models.explicit import ExplicitModel
-from rlverify.models.properties import Property, parse_structure
-from rlverify.models.symbolic import SymbolicModel, build_explicit, parse_property
+from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
 from rlverify.results import Provenance, versions
 from rlverify.statistical.choices import METHODS, Method
-from rlverify.statistical.engine import SATISFIED, UNDECIDED, RunOutcomes, SimulationOptions, positive_int, simulate
-from rlverify.statistical.envs import ExplicitEnv, VectorEnv, hopeless_states
-from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
+from rlverify.statistical.engine import SATISFIED, UNDECIDED, RunOutcomes, SimulationOptions, positive_int
+from rlverify.statistical.envs import ExplicitEnv, VectorEnv
+from rlverify.statistical.jobs import Progress, Shared, SimulationJob, simulate_runs, task_runs
+from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.results import StatisticalResult
+from rlverify.statistical.simulated import SimulatedModel, check_one_start, prepare, with_start_note
 from rlverify.statistical.stats import SprtBounds, StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
 from rlverify.statistical.step import Binding, bind_policy
 
 log = logging.getLogger(__name__)
-
-#: what the statistical engine simulates: a resolved model (:func:`rlverify.resolve.resolve` turns files and benchmark
-#: ids into one)
-SimulatedModel: TypeAlias = SymbolicModel | ExplicitModel | ContinuousSystem | VectorEnv
 
 
 @dataclass(frozen=True)
@@ -141,220 +132,6 @@ def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend,
     )
 
 
-@dataclass(frozen=True)
-class SimulationJob:
-    """What every simulation task needs, shipped to each worker once (see :mod:`rlverify.backends`).
-
-    Attributes:
-        env, policy, prop, binding: as for :func:`~rlverify.statistical.engine.simulate`.
-        starts: ``(K, ...)`` start states (None: the environment's initial states).
-        options: the simulation settings (seed, mode, batch size...).
-        record: labels recorded in the final state.
-        runs_per_start: None: each run draws its start state from the seed; else run ``i`` starts in
-            ``starts[i // runs_per_start]`` (heat maps: a block of runs per start cell).
-    """
-
-    env: VectorEnv
-    policy: Policy
-    prop: PathProperty
-    binding: Binding
-    starts: np.ndarray | None
-    options: SimulationOptions
-    record: tuple[str, ...] = ()
-    runs_per_start: int | None = None
-
-
-def simulate_range(job: SimulationJob, first: int, stop: int) -> RunOutcomes:
-    """Simulate runs ``first .. stop - 1`` of ``job`` (a task: its result depends only on ``job`` and the range,
-    because run ``i``'s random numbers depend only on the seed and ``i``)."""
-    ids = np.arange(first, stop, dtype=np.int64)
-    return simulate(
-        job.env,
-        job.policy,
-        job.prop,
-        ids,
-        starts=job.starts,
-        start_of_run=None if job.runs_per_start is None else ids // job.runs_per_start,
-        options=job.options,
-        record=job.record,
-        binding=job.binding,
-    )
-
-
-def concat_outcomes(parts: Sequence[RunOutcomes], record: Sequence[str] = ()) -> RunOutcomes:
-    """The outcomes of consecutive run ranges as one :class:`RunOutcomes` (in run order)."""
-    return RunOutcomes(
-        outcome=np.concatenate([p.outcome for p in parts]),
-        stalled=np.concatenate([p.stalled for p in parts]),
-        steps=np.concatenate([p.steps for p in parts]),
-        recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record},
-        hopeless=np.concatenate([p.hopeless for p in parts]),
-        stuck=np.concatenate([p.stuck for p in parts]),
-    )
-
-
-def task_runs(backend: Backend, planned: int, batch_size: int, tasks_per_worker: int) -> int:
-    """Runs per task: one batch locally; on a parallel backend about ``tasks_per_worker`` tasks per worker for
-    ``planned`` runs (at most a batch each). Results never depend on it (counter-based random numbers)."""
-    if backend.workers <= 1:
-        return batch_size
-    return max(1, min(batch_size, -(-planned // (backend.workers * tasks_per_worker))))
-
-
-def simulate_runs(
-    backend: Backend,
-    shared: Shared,
-    first: int,
-    stop: int,
-    size: int,
-    *,
-    on_task: Callable[[int], None] | None = None,
-    record: Sequence[str] = (),
-) -> RunOutcomes:
-    """Runs ``first .. stop - 1`` of the shared :class:`SimulationJob`, cut into tasks of ``size`` runs fixed
-    before any task runs; ``on_task(runs)`` as each task finishes (in any order: progress only)."""
-    tasks = chunks(first, stop, size)
-    parts = backend.map(
-        simulate_range, shared, tasks, on_result=None if on_task is None else (lambda i, _: on_task(tasks[i][1] - tasks[i][0]))
-    )
-    return concat_outcomes(parts, record)
-
-
-Progress = Callable[[int, int], None]
-#: a :class:`SimulationJob` as the backend shares it with its workers (itself locally, a Ray object reference)
-Shared: TypeAlias = Any
-
-
-def prepare(
-    model: SimulatedModel,
-    prop: str | Property | PathProperty,
-    *,
-    actions: Sequence[str] = (),
-    max_states: int | None = 2_000_000,
-) -> tuple[VectorEnv, PathProperty, str]:
-    """The environment, the path property and the model's name for a resolved ``model`` (see
-    :func:`rlverify.resolve.resolve`), by the kind of model (:func:`simulated`).
-
-    ``model`` is a :class:`~rlverify.models.SymbolicModel` (built property-directed by Storm; any propositional
-    state formulas), an :class:`~rlverify.models.ExplicitModel` (label-based properties), a
-    :class:`~rlverify.models.continuous.ContinuousSystem` (runs start uniformly in its initial region; one label,
-    ``unsafe``: :class:`~rlverify.models.continuous.ContinuousEnv`) or a vectorised environment
-    (:class:`~rlverify.statistical.envs.VectorEnv`, e.g. :class:`~rlverify.models.racetrack.RacetrackEnv`).
-    ``prop`` is a parsed :class:`~rlverify.models.Property` (or its text, parsed for ``model``), or, for an
-    environment, a :class:`PathProperty` over it. Actions of a PRISM/JANI model are its declared action labels,
-    also those the property-directed build never offers (the policy may name them; they are unavailable where they
-    are not offered), plus the command names (``m:2``) among ``actions`` (the policy's), for which the model is
-    built with its commands named.
-
-    Raises:
-        PropertyError: a property the simulator cannot decide, or a model of another kind.
-    """
-    return simulated(model, prop, actions=actions, max_states=max_states)
-
-
-@functools.singledispatch
-def simulated(
-    model: object, prop: str | Property | PathProperty, *, actions: Sequence[str], max_states: int | None
-) -> tuple[VectorEnv, PathProperty, str]:
-    """How each kind of model is simulated: its environment, the path property over it and its name (see
-    :func:`prepare`). A new kind of model is one more ``@simulated.register``; anything else is refused.
-
-    Raises:
-        PropertyError: a model of no registered kind.
-    """
-    raise PropertyError(
-        f"cannot simulate {type(model).__name__}: expected a SymbolicModel, an ExplicitModel, a "
-        "ContinuousSystem or a vectorised environment (resolve a file or benchmark id first: "
-        "rlverify.resolve.resolve)"
-    )
-
-
-@simulated.register
-def _explicit(
-    model: ExplicitModel, prop: str | Property | PathProperty, *, actions: Sequence[str], max_states: int | None
-) -> tuple[VectorEnv, PathProperty, str]:
-    """An explicit MDP: its labels, with graph analysis of the hopeless states."""
-    env = ExplicitEnv(model)
-    return env, with_graph_analysis(env, _path_property(env, prop)), env.name
-
-
-@simulated.register
-def _system(
-    model: ContinuousSystem, prop: str | Property | PathProperty, *, actions: Sequence[str], max_states: int | None
-) -> tuple[VectorEnv, PathProperty, str]:
-    """A continuous system: runs start uniformly in its initial region (:class:`ContinuousEnv`)."""
-    return _continuous(ContinuousEnv(model), prop)
-
-
-@simulated.register
-def _environment(
-    model: VectorEnv, prop: str | Property | PathProperty, *, actions: Sequence[str], max_states: int | None
-) -> tuple[VectorEnv, PathProperty, str]:
-    """A vectorised environment, as it is."""
-    return model, _path_property(model, prop), model.name
-
-
-def _path_property(env: VectorEnv, prop: str | Property | PathProperty) -> PathProperty:
-    """``prop`` over the labels of ``env``."""
-    return prop if isinstance(prop, PathProperty) else parse_path_property(prop, tuple(env.labels))
-
-
-@simulated.register
-def _symbolic(
-    model: SymbolicModel, prop: str | Property | PathProperty, *, actions: Sequence[str], max_states: int | None
-) -> tuple[VectorEnv, PathProperty, str]:
-    """A PRISM/JANI model built property-directed by Storm, as an explicit environment."""
-    if isinstance(prop, PathProperty):
-        raise PropertyError(
-            f"property '{prop.text}': a PathProperty is over one environment's states; give the "
-            f"property of {model.shown} (text or Property) to simulate it"
-        )
-    parsed = parse_property(model, prop, fixed_policy=True)  # a named JANI Pmax: P=? (its notes say so)
-    decidable(parsed)
-    commands = tuple(a for a in actions if is_command_name(a))
-    problems = check_names(commands, model.commands)
-    if problems:
-        raise PolicyError(f"the policy's actions do not fit model {model.shown}", [m for _, m in problems])
-    mdp, storm_model = build_explicit(model, [parsed], command_names=True if commands else None, max_states=max_states)
-    env = ExplicitEnv(mdp, name=model.shown, actions=tuple(sorted(a for a in model.action_names if a)) + commands)
-    return env, with_graph_analysis(env, property_from_storm(model, storm_model, parsed)), model.shown
-
-
-def _continuous(env: ContinuousEnv, prop: str | Property | PathProperty) -> tuple[ContinuousEnv, PathProperty, str]:
-    """A continuous system's environment and property (``Pmax``/``Pmin``, over the start states, refused)."""
-    if isinstance(prop, PathProperty):
-        return env, prop, env.name
-    parsed = prop if isinstance(prop, Property) else parse_structure(prop)
-    if parsed.optimality is not None:
-        raise PropertyError(
-            f"property '{parsed.text}': on a continuous system P{parsed.optimality} is the "
-            f"{'largest' if parsed.optimality == 'max' else 'smallest'} probability over the start "
-            "states of the initial region (rlverify abstract bounds the largest); the simulator "
-            f"estimates P=? [...] from a uniformly random start state (e.g. "
-            f"{unsafe_property(env.system).text})"
-        )
-    return env, parse_path_property(parsed, env.labels), env.name
-
-
-def with_start_note(env: VectorEnv, prop: PathProperty, starts: np.ndarray | None) -> PathProperty:
-    """``prop`` with a note saying where the runs start when they start anywhere in a continuous initial region
-    (``starts`` None and an env with an ``initial_box``): the estimate is then an average over the region."""
-    if starts is not None or not isinstance(env, ContinuousEnv):
-        return prop
-    note = (
-        f"{env.name}: the runs start uniformly at random in the initial region '{env.region}' "
-        f"({env.describe_start()}): the estimate is the probability from a random start state there, not the "
-        "largest over the region (which rlverify abstract bounds)"
-    )
-    return dataclasses.replace(prop, notes=(*prop.notes, note))
-
-
-def with_graph_analysis(env: ExplicitEnv, prop: PathProperty) -> PathProperty:
-    """``prop`` with its :attr:`~PathProperty.hopeless` states on the explicit model of ``env`` (runs reaching them are
-    decided false at once instead of wandering until ``max_steps``)."""
-    return dataclasses.replace(prop, hopeless=hopeless_states(env, prop.left, prop.right))
-
-
 def threshold_verdict(comparison: str, threshold: float, low: float, high: float) -> bool | None:
     """Whether ``P <comparison> threshold`` holds given an interval ``[low, high]`` for P:
     True/False when the whole interval decides it, None (undecided) when it straddles the threshold."""
@@ -392,15 +169,6 @@ def _setup(
     untaken = table.untaken() if table is not None else {}
     forced_start = forced_start_message(table, path.bound) if table is not None and starts is None else None
     return _Setup(env, path, binding, name, untaken, forced_start)
-
-
-def check_one_start(env: VectorEnv, name: str, starts: np.ndarray | None) -> None:
-    """Refuse an explicit model with several initial states and no ``starts`` (the simulator does not pick)."""
-    if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
-        raise PropertyError(
-            f"{name}: the model has {len(env.initial_states())} initial states; "
-            "pass starts= to choose (the simulator does not pick among them)"
-        )
 
 
 def verify_statistical(
