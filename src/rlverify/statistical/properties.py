@@ -27,6 +27,8 @@ from rlverify.statistical.choices import SUPPORTED_FORMS
 
 #: a model Storm built (stormpy's sparse model: untyped)
 StormModel: TypeAlias = Any
+#: one of Storm's formula objects (stormpy: untyped)
+StormFormula: TypeAlias = Any
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,7 @@ def property_from_storm(model: SymbolicModel, storm_model: StormModel, text: str
     else:
         sub_left, sub_right = path.left_subformula, path.right_subformula
 
-    def mask(sub: Any) -> StateFormula:
+    def mask(sub: StormFormula) -> StateFormula:
         try:
             return StateFormula("mask", (truth_values(storm_model, sub),))
         except (RuntimeError, AttributeError) as exc:

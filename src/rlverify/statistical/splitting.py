@@ -384,7 +384,7 @@ def _estimate(
     )
 
 
-def _splitting_warnings(est: _Estimate, options: SplittingOptions, untaken: dict[str, Any], warnings: list[str]) -> list[str]:
+def _splitting_warnings(est: _Estimate, options: SplittingOptions, untaken: dict[str, int], warnings: list[str]) -> list[str]:
     """``warnings`` and what the result must say about the repetitions and the runs."""
     R, sim = options.repetitions, options.simulation
     zero = int((est.products == 0).sum())

@@ -3,8 +3,8 @@
 For a batch of undecided runs, :meth:`Stepper.step` asks the policy once (on the runs whose state is not
 forced), validates and chooses, and moves every run that can move:
 
-* runs in states whose single choice is unlabelled take it without asking the policy (the env's optional
-  ``forced``);
+* runs in states whose single choice is unlabelled take it without asking the policy (the env's
+  :meth:`~rlverify.models.environment.VectorEnv.forced`; none by default);
 * ``stochastic`` mode samples the action from ``pi(.|s)``, ``deterministic`` takes the argmax (ties: first in
   the policy's action order); a policy adapter (:class:`~rlverify.policies.BasePolicy`) is asked through its
   fused :meth:`~rlverify.policies.BasePolicy.choose` (it validates its own output), any other policy's
@@ -13,8 +13,9 @@ forced), validates and chooses, and moves every run that can move:
   zeroed and its row rescaled before choosing, as the exact engine does
   (:func:`~rlverify.models.dynamics.policy_weights`); otherwise a run whose chosen action is unavailable
   *stalls* (it is never given another action);
-* a run whose policy surely takes an action that surely leads back to the same state (the env's optional
-  ``self_loops``) is *stuck*: it would stay there forever;
+* a run whose policy surely takes an action that surely leads back to the same state (the env's
+  :meth:`~rlverify.models.environment.VectorEnv.self_loops`; never known by default) is *stuck*: it would stay there
+  forever;
 * the other runs move: ``env.step`` with their own random numbers.
 
 :func:`decide` is the other half of the rule: whether a run in a state is decided (``left U<=k right``
@@ -31,7 +32,7 @@ import contextlib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
 
@@ -48,6 +49,8 @@ from rlverify.statistical.rng import uniforms
 POLICY_STREAM, ENV_STREAM, START_STREAM, BOX_STREAM = 0, 1, 2, 4
 
 _NO_TURN = contextlib.nullcontext()
+#: held around every policy call (one call at a time when parts of a batch run in threads; else nothing)
+Turn: TypeAlias = contextlib.AbstractContextManager[object]
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def check_labels(env: VectorEnv, names: Iterable[str]) -> None:
 
 def draw_starts(env: VectorEnv, starts: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
     """Start states of the runs with ``keys`` ``(N,)``: uniformly among ``starts`` ``(K, ...)``; with ``starts``
-    None, among the env's initial states, or uniformly in its ``initial_box`` ``(lo, hi)`` when it has one (a
+    None, among the env's initial states, or uniformly in its ``initial_box`` ``(lo, hi)`` when it is not None (a
     continuous initial region)."""
     box = env.initial_box if starts is None else None
     if box is not None:
@@ -201,7 +204,7 @@ class Stepper:
         index: int,
         *,
         buf: np.ndarray | None = None,
-        turn: contextlib.AbstractContextManager[Any] = _NO_TURN,
+        turn: Turn = _NO_TURN,
     ) -> Moves:
         """One step of the undecided runs in ``states`` ``(n, ...)`` with keys ``(n,)``; ``index`` selects their
         random numbers; ``buf`` from :meth:`buffer`; policy calls are made holding ``turn``."""
@@ -250,7 +253,7 @@ class Stepper:
         asked: np.ndarray | None,
         avail: np.ndarray | None,
         buf: np.ndarray | None,
-        turn: contextlib.AbstractContextManager[Any],
+        turn: Turn,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(n,)`` env action indices and ``(n,)`` bool: the action is taken surely (a forced run: its single
         choice, whatever index; the policy is asked about the others)."""
@@ -276,7 +279,7 @@ class Stepper:
         avail: np.ndarray | None,
         asked: np.ndarray | None,
         buf: np.ndarray | None,
-        turn: contextlib.AbstractContextManager[Any],
+        turn: Turn,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The policy's choice ``(column, surely)`` in the run states ``at`` (at least one; keys ``(len(at),)``):
         the runs ``asked`` of the batch (None: all), whose availability is ``avail`` (None: every action)."""
