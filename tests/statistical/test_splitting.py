@@ -13,7 +13,8 @@ from scipy.stats import binomtest
 from rlverify.errors import OptionError, PropertyError
 from rlverify.policies import CallablePolicy
 from rlverify.statistical.engine import SimulationOptions
-from rlverify.statistical.splitting import SplittingOptions, compile_importance, verify_splitting
+from rlverify.statistical.importance import compile_importance
+from rlverify.statistical.splitting import SplittingOptions, verify_splitting
 from rlverify.statistical.verify import prepare
 from tests.statistical.test_simulation import STALL_MODEL  # s0 -a-> s1 | s2; s1 only a (loop); s2 only b (goal)
 
@@ -296,7 +297,7 @@ def test_avoid_matches_exact_engine(avoid_one_obstacle, importance, method):
 
 
 def test_auto_importance_is_the_graph_distance(birth_death):
-    from rlverify.statistical.splitting import graph_distance_importance
+    from rlverify.statistical.importance import graph_distance_importance
 
     env, prop, _ = prepare(birth_death(6), 'P=? [F "top"]')
     i = env.model.valuations[:, list(env.model.variables).index("i")]

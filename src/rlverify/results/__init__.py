@@ -11,12 +11,16 @@ import builtins
 import dataclasses
 import functools
 import math
+import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
+from rlverify.choices import Guarantee, Mode
 from rlverify.lazy import lazy_exports
 
 if TYPE_CHECKING:
@@ -115,6 +119,14 @@ class Result:
     #: :meth:`rlverify.resolve.Target.stamp` keeps the engine's ``model`` (a bare benchmark id its output adds the
     #: parameters to) instead of the target's name
     KEEPS_MODEL_NAME: ClassVar[bool] = False
+    #: the type has a ``guarantee`` field that is one of :class:`~rlverify.choices.Guarantee` (sound, direct,
+    #: unsound): text given for it becomes the member (the JSON keeps the text)
+    GUARANTEED: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        """A guarantee given as text becomes its :class:`~rlverify.choices.Guarantee` member (:attr:`GUARANTEED`)."""
+        if self.GUARANTEED:
+            object.__setattr__(self, "guarantee", Guarantee(self.__dict__["guarantee"]))
 
     @builtins.property
     def model(self) -> str:
@@ -315,17 +327,19 @@ def shown_pair(lo: float | None, hi: float | None) -> str:
     return f"[{shown(lo)}, {shown(hi)}]"
 
 
-def solver_guarantee(guarantee: str, precision: float | None, lower: float | None = None, upper: float | None = None) -> str:
+def solver_guarantee(
+    guarantee: Guarantee | str, precision: float | None, lower: float | None = None, upper: float | None = None
+) -> str:
     """An exact engine's ``guarantee`` (``sound``/``direct``/``unsound``, or already words) in words, with the
     certified bracket ``[lower, upper]`` when one is known."""
-    if guarantee == "sound":
+    if guarantee == Guarantee.SOUND:
         if lower is not None and upper is not None:
             bracket = shown_pair(lower, upper)
             return f"sound: the true value is in the certified bracket {bracket} (relative precision {shown(precision, 3)})"
         return f"sound: within relative precision {shown(precision, 3)}"
-    if guarantee == "direct":
+    if guarantee == Guarantee.DIRECT:
         return "direct solver: no convergence heuristic, but no certified bracket"
-    if guarantee == "unsound":
+    if guarantee == Guarantee.UNSOUND:
         return "UNSOUND: value iteration stopped on a convergence heuristic (no guarantee)"
     return guarantee
 
@@ -343,23 +357,31 @@ def jsonable(obj: Any) -> Any:
     ``"Infinity"`` / ``"-Infinity"`` (the proto3 JSON mapping's spelling, which Python's ``float()`` and
     JavaScript's ``Number()`` read back) and NaN (no value) as ``null``; every other number stays a JSON number.
     The result's warnings say why a value is infinite."""
-    if isinstance(obj, Result):
-        return obj.to_json()
-    if isinstance(obj, dict):
-        return {k: jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        return jsonable(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
+    for types, convert in _JSON_RULES:
+        if isinstance(obj, types):
+            return convert(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: jsonable(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, Path):
-        return str(obj)
     return obj
+
+
+def _json_float(x: float) -> Any:
+    """A finite float as it is; JSON has no infinity ("Infinity" / "-Infinity") nor NaN (null)."""
+    if math.isfinite(x):
+        return x
+    return None if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+#: :func:`jsonable`'s conversions, the first whose types match (in this order: a numpy float is a float too)
+_JSON_RULES: tuple[tuple[type | tuple[type, ...], Callable[[Any], Any]], ...] = (
+    (Result, lambda r: r.to_json()),
+    (dict, lambda d: {k: jsonable(v) for k, v in d.items()}),
+    ((list, tuple), lambda xs: [jsonable(v) for v in xs]),
+    (np.ndarray, lambda a: jsonable(a.tolist())),
+    (np.generic, lambda g: jsonable(g.item())),
+    (float, _json_float),
+    (Path, str),
+)
 
 
 @dataclass(frozen=True)
@@ -402,7 +424,7 @@ class ExactResult(Result):
     value: float
     lower: float | None
     upper: float | None
-    guarantee: str
+    guarantee: Guarantee
     precision: float | None
     satisfied: bool | None
     states: int
@@ -424,35 +446,38 @@ class ExactResult(Result):
     precision_note: str | None = None
 
     NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("state_values", "state_valuations", "state_values_min")
+    GUARANTEED: ClassVar[bool] = True
 
     def _summary(self) -> Summary:
         """The value with its bracket, the threshold's verdict, the chain's size and the stalled mass."""
-        reward = self.property.lstrip().startswith("R")
+        monolithic = self.mode == Mode.MONOLITHIC
         rows = []
-        if self.mode == "monolithic":
+        if monolithic:
             kind = "optimum over all schedulers of the MDP (no policy)"
+            reward = self.property.lstrip().startswith("R")
             rows.append(("Rmin / Rmax" if reward else "Pmin / Pmax", f"{shown(self.pmin)} / {shown(self.pmax)}"))
         else:
             kind = f"exact value on the policy's Markov chain ({self.mode} policy)"
         if self.satisfied is not None:
             rows.append(("satisfied", "yes" if self.satisfied else "no"))
-        if self.method:
-            rows.append(("method", self.method))
-        if self.precision_note:
-            rows.append(("precision", self.precision_note))
-        rows.append(
-            ("MDP" if self.mode == "monolithic" else "chain", f"{self.states:,} states, {self.transitions:,} transitions")
-        )
-        if self.mode != "monolithic":
+        rows += [(label, text) for label, text in (("method", self.method), ("precision", self.precision_note)) if text]
+        rows.append(("MDP" if monolithic else "chain", f"{self.states:,} states, {self.transitions:,} transitions"))
+        rows += self._policy_rows(monolithic)
+        rows.append(("time", total_time(self)))
+        guarantee = solver_guarantee(self.guarantee, self.precision, self.lower, self.upper)
+        return Summary(kind, shown(self.value), guarantee, tuple(rows))
+
+    def _policy_rows(self, monolithic: bool) -> list[tuple[str, str]]:
+        """The stalled mass (a policy's chain only) and the choices the policy never takes."""
+        rows = []
+        if not monolithic:
             stalled = shown(self.stalled_probability)
             rows.append(
                 ("stalled", stalled + (" (the policy uses unavailable actions)" if self.stalled_probability > 0 else ""))
             )
         if self.untaken_choices:
             rows.append(("untaken choices", ", ".join(f"{k} ({v:,} states)" for k, v in self.untaken_choices.items())))
-        rows.append(("time", total_time(self)))
-        guarantee = solver_guarantee(self.guarantee, self.precision, self.lower, self.upper)
-        return Summary(kind, shown(self.value), guarantee, tuple(rows))
+        return rows
 
 
 @dataclass(frozen=True)
@@ -481,7 +506,7 @@ class OptimumResult(Result):
     pmin_bounds: tuple[float, float] | None
     pmax_bounds: tuple[float, float] | None
     satisfied: bool | None
-    guarantee: str
+    guarantee: Guarantee
     precision: float | None
     states: int
     transitions: int
@@ -494,6 +519,7 @@ class OptimumResult(Result):
     variables: tuple[str, ...] = ()
 
     NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("state_pmin", "state_pmax", "state_valuations")
+    GUARANTEED: ClassVar[bool] = True
 
     def _summary(self) -> Summary:
         """The optimum asked for, both optima with their brackets, the verdict and the MDP's size."""
@@ -562,26 +588,33 @@ def _normalised(name: str) -> str:
 
 def _metadata_directories(packages: tuple[str, ...]) -> dict[str, Path]:
     """The first metadata directory of each of ``packages`` along ``sys.path`` (each entry listed once)."""
-    import os
-    import sys
-
     wanted = {_normalised(p): p for p in packages}
     found: dict[str, Path] = {}
     for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:  # a zip, a missing directory
-            continue
-        for name in names:
-            stem, dot, suffix = name.rpartition(".")
-            if not dot or suffix not in ("dist-info", "egg-info"):
-                continue
-            package = wanted.get(_normalised(stem.partition("-")[0]))
-            if package is not None and package not in found and os.path.isdir(os.path.join(entry or ".", name)):
+        for package, name in _metadata_names(entry, wanted):
+            if package not in found and os.path.isdir(os.path.join(entry or ".", name)):
                 found[package] = Path(entry or ".", name)
         if len(found) == len(wanted):
             break
     return found
+
+
+def _metadata_names(entry: str, wanted: dict[str, str]) -> list[tuple[str, str]]:
+    """``(package, directory name)`` of the ``.dist-info`` / ``.egg-info`` names in the ``sys.path`` entry ``entry``
+    that belong to ``wanted`` (normalised name -> package), in listing order; none for a zip or a missing directory."""
+    try:
+        names = os.listdir(entry or ".")
+    except OSError:  # a zip, a missing directory
+        return []
+    out = []
+    for name in names:
+        stem, dot, suffix = name.rpartition(".")
+        if not dot or suffix not in ("dist-info", "egg-info"):
+            continue
+        package = wanted.get(_normalised(stem.partition("-")[0]))
+        if package is not None:
+            out.append((package, name))
+    return out
 
 
 class _MetadataDirectory:

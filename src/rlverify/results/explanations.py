@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from rlverify.choices import Guarantee
+from rlverify.figures import Figure, feature_effects_figure
 from rlverify.results import Result, Summary, shown, solver_guarantee, total_time
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
@@ -55,15 +54,14 @@ class FeatureEffects(Result):
     reference: str
     effects: tuple[FeatureEffect, ...]
     runs: int
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float
 
-    def figure(self, *, title: str | None = None) -> Any:
+    def figure(self, *, title: str | None = None) -> Figure:
         """A horizontal bar chart (:class:`matplotlib.figure.Figure`, not managed by pyplot): per feature, ranked,
         the value with the feature fixed (and the worst over its range) and the ±1 perturbation's worst and best,
         against the nominal value (a vertical line)."""
-        from rlverify.figures import feature_effects_figure
-
         return feature_effects_figure(self, title=title)
 
     def _summary(self) -> Summary:
@@ -118,7 +116,8 @@ class TreeExplanation(Result):
     tree_stalled: float
     rules: tuple[str, ...]
     tree: dict[str, Any]
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float
     tree_policy: Any = field(default=None, repr=False, compare=False)
 
@@ -184,7 +183,8 @@ class CriticalStates(Result):
     states: tuple[CriticalState, ...]
     considered: int
     total_score: float
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float
 
     def _summary(self) -> Summary:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
+from rlverify.choices import Guarantee, Optimum
+from rlverify.figures import MapFigure, MapPanel, MapShade
 from rlverify.results import Result, Summary, grid_svg, shown, shown_pair, solver_guarantee, total_time
-
-if TYPE_CHECKING:
-    from rlverify.figures import MapFigure
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,8 @@ class RiskMap(Result):
     initial_optimum: float
     initial_regret: float
     states: dict[str, int]
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float | None
     stalled_probability: float
     variables: tuple[str, ...] = ()
@@ -103,21 +103,37 @@ class RiskMap(Result):
     def figure(self, *, origin: str = "lower") -> MapFigure:
         """The three panels (policy value, optimum, regret) as a :class:`MapFigure` (``origin="upper"``:
         the first y value at the top, as grid worlds are printed)."""
-        from rlverify.figures import MapFigure, MapPanel, MapShade
-
         probability = self.property.lstrip().startswith("P")
-        bad = self.optimum == "min"
-        cmap = "RdYlGn_r" if bad else "RdYlGn"
-        if not probability:
-            cmap = "viridis"
-        vmin, vmax = (0.0, 1.0) if probability else (None, None)
-        what = "probability" if probability else "expected reward"
         opt = {("min", True): "Pmin", ("max", True): "Pmax", ("min", False): "Rmin", ("max", False): "Rmax"}[
             (self.optimum, probability)
         ]
         single = bool((self.policy_states <= 1).all() and (self.mdp_states <= 1).all())  # one state per cell: no aggregate
-        agg = "" if single else f"{self.agg} "
-        panels = (
+        view = ("each cell: one state" if single else f"{self.agg} over the other variables") + (
+            f", where {self.where}" if self.where else ""
+        )
+        title = (
+            f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); initial state: value "
+            f"{self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}\n{view}"
+        )
+        return MapFigure(
+            panels=self._panels(probability, opt, "" if single else f"{self.agg} "),
+            x_label=self.x,
+            y_label=self.y,
+            x_values=self.x_values,
+            y_values=self.y_values,
+            title=title,
+            shades=self._shades(),
+            origin=origin,
+            note=self._figure_note(single),
+        )
+
+    def _panels(self, probability: bool, opt: str, agg: str) -> tuple[MapPanel, ...]:
+        """The policy's value, the optimum and the regret (``agg``: the aggregate's name and a space, or "")."""
+        bad = self.optimum == Optimum.MIN
+        cmap = ("RdYlGn_r" if bad else "RdYlGn") if probability else "viridis"
+        vmin, vmax = (0.0, 1.0) if probability else (None, None)
+        what = "probability" if probability else "expected reward"
+        return (
             MapPanel(f"policy: {agg}{what}", self.value, cmap, vmin, vmax, f"{what} under the policy"),
             MapPanel(f"optimum: {agg}{opt} (all policies)", self.optimum_value, cmap, vmin, vmax, f"{opt} per state"),
             MapPanel(
@@ -129,21 +145,20 @@ class RiskMap(Result):
                 f"value - {opt}: what the policy gives away" if bad else f"{opt} - value: what the policy leaves",
             ),
         )
+
+    def _shades(self) -> tuple[MapShade, ...]:
+        """Cells with no state (after the filter), and cells whose states the policy never reaches."""
         no_state = self.mdp_states == 0
         unreached = (self.mdp_states > 0) & (self.policy_states == 0)
-        shades = (
+        return (
             MapShade(no_state, "no state" + (f" with {self.where}" if self.where else ""), "#ffffff", "////"),
             MapShade(unreached, "states the policy never reaches", "#b0b0b0"),
         )
-        view = ("each cell: one state" if single else f"{self.agg} over the other variables") + (
-            f", where {self.where}" if self.where else ""
-        )
-        title = (
-            f"{self.model}: {self.property}\npolicy {self.policy} ({self.mode}); initial state: value "
-            f"{self.initial_value:.4g}, {opt} {self.initial_optimum:.4g}\n{view}"
-        )
+
+    def _figure_note(self, single: bool) -> str:
+        """The states the map covers, and what a cell shows."""
         s = self.states
-        note = (
+        return (
             f"states: {s['policy']:,} in the policy's chain, {s['mdp']:,} in the full MDP ({s['mdp_only']:,} never "
             f"reached by the policy); after the filter {s['policy_filtered']:,} / {s['mdp_filtered']:,}. "
             + (
@@ -152,17 +167,6 @@ class RiskMap(Result):
                 else f"Each cell: the {self.agg} over its states of the per-state values (regret per state, then the "
                 f"{self.agg})."
             )
-        )
-        return MapFigure(
-            panels=panels,
-            x_label=self.x,
-            y_label=self.y,
-            x_values=self.x_values,
-            y_values=self.y_values,
-            title=title,
-            shades=shades,
-            origin=origin,
-            note=note,
         )
 
     def _summary(self) -> Summary:
@@ -244,7 +248,8 @@ class RobustnessResult(Result):
     perturbations_per_state: int
     observations: int
     changed_states: int
-    guarantee: str
+    guarantee: Guarantee
+    GUARANTEED: ClassVar[bool] = True
     precision: float
     changed_valuations: np.ndarray | None = field(default=None, repr=False, compare=False)
     worst_perturbations: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)

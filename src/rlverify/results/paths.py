@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlverify.results import Result, Summary, jsonable, shown
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

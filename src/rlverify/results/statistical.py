@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
+from rlverify.choices import Guarantee
 from rlverify.results import Result, Summary, grid_svg, shown, shown_pair, total_time
 
-if TYPE_CHECKING:
-    pass
+
+class _Statistical(Result):
+    """What every statistical result says of its guarantee (a property: not in the JSON, which says it in words)."""
+
+    @builtins.property
+    def guarantee(self) -> Guarantee:
+        """:attr:`~rlverify.choices.Guarantee.STATISTICAL`: an interval (or a test's decision) at a stated confidence."""
+        return Guarantee.STATISTICAL
 
 
 @dataclass(frozen=True)
-class SplittingResult(Result):
+class SplittingResult(_Statistical):
     """A rare-event estimate of ``P(path property)`` by importance splitting: fixed effort or RESTART (a *statistical*
     estimate).
 
@@ -96,7 +103,7 @@ class SplittingResult(Result):
 
 
 @dataclass(frozen=True)
-class StatisticalResult(Result):
+class StatisticalResult(_Statistical):
     """An estimate of ``P(path property)`` from simulated runs (a *statistical* guarantee, not a bound).
 
     The guarantee: with probability at least ``confidence`` the true value lies in ``interval``
@@ -177,7 +184,7 @@ class StatisticalResult(Result):
 
 
 @dataclass(frozen=True)
-class HeatmapResult(Result):
+class HeatmapResult(_Statistical):
     """Goal and crash probability per start cell (velocity 0) of a Racetrack map, estimated by simulation.
 
     Every per-cell interval holds with probability ``confidence`` (a per-cell guarantee, not a

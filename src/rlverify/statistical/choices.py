@@ -1,16 +1,39 @@
 """The statistical engine's choices: estimation methods, rare-event methods and the property forms it simulates.
 
-Imports nothing but the standard library: the CLI's parser reads them (``rlverify simulate --help`` loads no engine).
+Imports nothing heavy (the standard library and :mod:`rlverify.choices`): the CLI's parser reads them
+(``rlverify simulate --help`` loads no engine).
 """
 
 from __future__ import annotations
 
-__all__ = ["METHODS", "RARE_METHODS", "SUPPORTED_FORMS"]
+from enum import StrEnum
 
-#: ``--method`` values: how many runs, and the interval or test reported (:mod:`rlverify.statistical.stats`)
-METHODS = ("okamoto", "adaptive", "clopper-pearson", "wilson", "sprt")
-#: ``--rare`` values: ``splitting`` (fixed effort) and ``restart`` (RESTART)
-RARE_METHODS = ("splitting", "restart")
+from rlverify.choices import values
+
+__all__ = ["METHODS", "RARE_METHODS", "SUPPORTED_FORMS", "Method", "RareMethod"]
+
+
+class Method(StrEnum):
+    """How many runs, and the interval or test reported (:mod:`rlverify.statistical.stats`)."""
+
+    OKAMOTO = "okamoto"
+    ADAPTIVE = "adaptive"
+    CLOPPER_PEARSON = "clopper-pearson"
+    WILSON = "wilson"
+    SPRT = "sprt"
+
+
+class RareMethod(StrEnum):
+    """Rare events: ``splitting`` (fixed effort) or ``restart`` (RESTART)."""
+
+    SPLITTING = "splitting"
+    RESTART = "restart"
+
+
+#: ``--method`` values
+METHODS = values(Method)
+#: ``--rare`` values
+RARE_METHODS = values(RareMethod)
 #: the path properties simulation decides (:mod:`rlverify.statistical.properties`)
 SUPPORTED_FORMS = (
     "P=? [F phi], P=? [F<=k phi], P=? [phi1 U phi2], P=? [phi1 U<=k phi2] "

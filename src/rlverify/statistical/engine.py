@@ -36,12 +36,12 @@ import logging
 import numbers
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from rlverify.choices import Mode, Unavailable
 from rlverify.errors import OptionError, PropertyError
 from rlverify.models.dynamics import check_unavailable
 from rlverify.policies.base import BasePolicy, Policy, choose_columns
@@ -52,7 +52,8 @@ from rlverify.statistical.step import Binding, Moves, Stepper, Verdicts, bind_po
 
 log = logging.getLogger(__name__)
 
-MODES = ("stochastic", "deterministic")
+#: the simulator's ``--mode`` values (no ``monolithic``: a simulation needs a policy)
+MODES = (Mode.STOCHASTIC.value, Mode.DETERMINISTIC.value)
 #: run outcome codes
 SATISFIED, VIOLATED, UNDECIDED = 1, 0, -1
 #: a batch is cut between threads only if every part gets at least this many runs (smaller policy calls cost
@@ -86,16 +87,36 @@ class SimulationOptions:
             protocol's methods are functions of their arguments).
     """
 
-    mode: str = "stochastic"
+    mode: Mode | str = Mode.STOCHASTIC  # text accepted at the door, a member after it
     max_steps: int = 10_000
     seed: int = 0
     batch_size: int = 20_000
-    unavailable: str = "stall"
+    unavailable: Unavailable | str = Unavailable.STALL
     threads: int = 2
+
+    def __post_init__(self) -> None:
+        """Text given for ``mode``/``unavailable`` becomes the member (an unknown one is refused by :meth:`validate`)."""
+        if self.mode in MODES:
+            object.__setattr__(self, "mode", Mode(self.mode))
+        if self.unavailable in tuple(Unavailable):
+            object.__setattr__(self, "unavailable", Unavailable(self.unavailable))
 
     def validate(self) -> None:
         if self.mode not in MODES:
             raise OptionError(f"--mode: expected one of {', '.join(MODES)}, got '{self.mode}'")
+        self._check_sizes()
+        if not isinstance(self.seed, numbers.Integral) or isinstance(self.seed, bool):
+            raise OptionError(f"--seed: expected an integer, got {self.seed!r}")
+        check_unavailable(self.unavailable)
+        if not positive_int(self.threads):
+            raise OptionError(f"threads: expected a positive integer (1: one thread), got {self.threads!r}")
+
+    def stepper(self, env: VectorEnv, policy: Policy, binding: Binding) -> Stepper:
+        """The step of ``env`` and ``policy`` in this mode, with these unavailable actions."""
+        return Stepper(env, policy, binding, mode=Mode(self.mode), unavailable=Unavailable(self.unavailable))
+
+    def _check_sizes(self) -> None:
+        """The run length and batch size: positive and under their guards."""
         if not positive_int(self.max_steps):
             raise OptionError(f"--max-steps: the maximal run length must be a positive integer, got {self.max_steps!r}")
         if self.max_steps > MAX_STEPS:
@@ -112,11 +133,6 @@ class SimulationOptions:
                 "(memory grows with the batch: states, observations and the policy's output per run); "
                 "the batch size never changes a result"
             )
-        if not isinstance(self.seed, numbers.Integral) or isinstance(self.seed, bool):
-            raise OptionError(f"--seed: expected an integer, got {self.seed!r}")
-        check_unavailable(self.unavailable)
-        if isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral) or self.threads <= 0:
-            raise OptionError(f"threads: expected a positive integer (1: one thread), got {self.threads!r}")
 
 
 @dataclass(frozen=True)
@@ -178,12 +194,11 @@ def simulate(
     """
     options = SimulationOptions() if options is None else options
     options.validate()
-    stepper = Stepper(env, policy, binding or bind_policy(env, policy), mode=options.mode, unavailable=options.unavailable)
+    stepper = Stepper(
+        env, policy, binding or bind_policy(env, policy), mode=Mode(options.mode), unavailable=Unavailable(options.unavailable)
+    )
     check_labels(env, prop.left.labels() | prop.right.labels() | set(record))
-    if starts is None and (start_of_run is not None or getattr(env, "initial_box", None) is None):
-        starts = env.initial_states()
-    if starts is not None and len(starts) == 0:
-        raise PropertyError(f"{env.name}: no initial state")
+    starts = _starts(env, starts, start_of_run)
     run_ids = np.asarray(run_ids, dtype=np.int64)
     key = seed_key(options.seed)
     out = _Batch.empty(len(run_ids), record)
@@ -198,11 +213,7 @@ def simulate(
 
     batches = _plan(len(run_ids), options, policy)
     if all(len(batch) == 1 for batch in batches):
-        for batch in batches:
-            for a, b in batch:
-                run(a, b)
-            if on_batch is not None:
-                on_batch(batch[-1][1] - batch[0][0])
+        _run_in_order(run, batches, on_batch)
     else:
         with ThreadPoolExecutor(int(options.threads), thread_name_prefix="rlverify-sim") as pool:
             _run_parts(pool, run, batches, on_batch)
@@ -216,13 +227,40 @@ def simulate(
     )
 
 
-def _plan(n: int, options: SimulationOptions, policy: Policy) -> list[list[tuple[int, int]]]:
+def _starts(env: VectorEnv, starts: np.ndarray | None, start_of_run: np.ndarray | None) -> np.ndarray | None:
+    """The start states runs pick from: ``starts``, else the env's initial states (None: drawn in its initial box).
+
+    Raises:
+        PropertyError: no start state at all.
+    """
+    if starts is None and (start_of_run is not None or env.initial_box is None):
+        starts = env.initial_states()
+    if starts is not None and len(starts) == 0:
+        raise PropertyError(f"{env.name}: no initial state")
+    return starts
+
+
+#: ``run(first, stop, turn)``: simulate runs ``first .. stop - 1`` (holding ``turn`` around policy calls)
+PartRunner = Callable[..., None]
+Batches = list[list[tuple[int, int]]]
+
+
+def _run_in_order(run: PartRunner, batches: Batches, on_batch: Callable[[int], None] | None) -> None:
+    """Every part of every batch in this thread, in order; ``on_batch`` after each batch."""
+    for batch in batches:
+        for a, b in batch:
+            run(a, b)
+        if on_batch is not None:
+            on_batch(batch[-1][1] - batch[0][0])
+
+
+def _plan(n: int, options: SimulationOptions, policy: Policy) -> Batches:
     """Per batch of ``options.batch_size`` runs, its parts ``(first, stop)`` (run positions), one per thread: more
     than one only for a policy that may be called from several threads and parts of ``MIN_PART_RUNS`` runs or more."""
     parts = int(options.threads) if isinstance(policy, BasePolicy) and policy.concurrent else 1
     if parts > 1 and min(n, options.batch_size) < 2 * MIN_PART_RUNS:
         parts = 1
-    batches = []
+    batches: Batches = []
     for b0 in range(0, n, options.batch_size):
         size = min(n, b0 + options.batch_size) - b0
         k = max(1, min(parts, size // MIN_PART_RUNS))
@@ -257,8 +295,8 @@ class _Turn:
 
 def _run_parts(
     pool: ThreadPoolExecutor,
-    run: Callable[..., None],
-    batches: list[list[tuple[int, int]]],
+    run: PartRunner,
+    batches: Batches,
     on_batch: Callable[[int], None] | None,
 ) -> None:
     """``run(a, b, turn)`` for every part of every batch in the threads of ``pool``, in order, one policy call at a
@@ -276,26 +314,36 @@ def _run_parts(
 
     futures = [[pool.submit(part, a, b) for a, b in batch] for batch in batches]
     try:
-        for batch, done in zip(batches, futures, strict=True):
-            wait(done)
-            if any(f.exception() is not None for f in done):
-                break
-            if on_batch is not None:
-                on_batch(batch[-1][1] - batch[0][0])
+        _report_batches(batches, futures, on_batch)
     except BaseException:  # e.g. KeyboardInterrupt, or from on_batch: the parts stop at their next policy call
         turn.failed.set()
         raise
     finally:
         if turn.failed.is_set():
-            for f in (f for done in futures for f in done):
+            for f in itertools.chain.from_iterable(futures):
                 f.cancel()
     if turn.failed.is_set():
-        everything = [f for done in futures for f in done if not f.cancelled()]
-        wait(everything)
-        for f in everything:
-            err = f.exception()
-            if err is not None and not isinstance(err, _Cancelled):
-                raise err
+        _raise_first(futures)
+
+
+def _report_batches(batches: Batches, futures: list[list[Future[None]]], on_batch: Callable[[int], None] | None) -> None:
+    """Wait for each batch's parts in order and report it to ``on_batch``; stop at the first batch with an error."""
+    for batch, done in zip(batches, futures, strict=True):
+        wait(done)
+        if any(f.exception() is not None for f in done):
+            return
+        if on_batch is not None:
+            on_batch(batch[-1][1] - batch[0][0])
+
+
+def _raise_first(futures: list[list[Future[None]]]) -> None:
+    """Raise the first error, in part order, of the parts not cancelled (a part stopped by it does not count)."""
+    everything = [f for f in itertools.chain.from_iterable(futures) if not f.cancelled()]
+    wait(everything)
+    for f in everything:
+        err = f.exception()
+        if err is not None and not isinstance(err, _Cancelled):
+            raise err
 
 
 def _simulate_batch(
@@ -370,7 +418,7 @@ class _Batch:
             self.recorded[name][a:b] = values
 
     def finish(
-        self, env: Any, active: np.ndarray, states: np.ndarray, verdicts: Verdicts, t: int, *, everything: bool
+        self, env: VectorEnv, active: np.ndarray, states: np.ndarray, verdicts: Verdicts, t: int, *, everything: bool
     ) -> np.ndarray | None:
         """Record the runs ``active`` (in ``states``) that are decided at step ``t`` (``everything``: all of them,
         the undecided ones as undecided); returns which are (a mask over ``active``), None when none is."""
@@ -387,7 +435,7 @@ class _Batch:
             self.recorded[name][idx] = env.label(name, states[done])
         return done
 
-    def stop(self, env: Any, active: np.ndarray, states: np.ndarray, moves: Moves, t: int) -> None:
+    def stop(self, env: VectorEnv, active: np.ndarray, states: np.ndarray, moves: Moves, t: int) -> None:
         """Record the runs ``active`` (in ``states``) that stalled or got stuck in step ``t`` (violated)."""
         if moves.stalled is not None:
             bad = active[moves.stalled]

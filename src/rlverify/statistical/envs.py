@@ -1,4 +1,5 @@
-"""Environments the simulator runs in lockstep: the protocol, and explicit MDPs as one.
+"""Environments the simulator runs in lockstep: their base (:class:`VectorEnv`, from
+:mod:`rlverify.models.environment`), and explicit MDPs as one.
 
 An environment advances many runs at once. Its run states are a numpy array whose first axis
 is the run (``(N,)`` state indices for explicit MDPs, ``(N, 5)`` rows for Racetrack).
@@ -7,67 +8,20 @@ is the run (``(N,)`` state indices for explicit MDPs, ``(N, 5)`` rows for Racetr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from rlverify.errors import PolicyError, PropertyError, did_you_mean
 from rlverify.models.dynamics import choice_table
+from rlverify.models.environment import RunState, VectorEnv
 from rlverify.models.explicit import ExplicitModel
+from rlverify.models.graph import steps_to
 from rlverify.statistical.properties import StateFormula
 
-
-@runtime_checkable
-class VectorEnv(Protocol):
-    """What the simulator needs from an environment.
-
-    Attributes:
-        name: for messages and results.
-        features: names of the columns :meth:`observe` returns.
-        actions: action names; :meth:`step` takes indices into this tuple.
-        labels: atomic propositions :meth:`label` knows.
-    """
-
-    name: str
-    features: tuple[str, ...]
-    actions: tuple[str, ...]
-    labels: tuple[str, ...]
-
-    def initial_states(self) -> np.ndarray:
-        """``(K, ...)`` possible initial run states (a run starts in one of them, uniformly at random)."""
-        ...
-
-    def observe(self, states: np.ndarray) -> np.ndarray:
-        """``(N, len(features))`` float64 observations.
-
-        Optional: an ``out`` keyword, an ``(N, len(features))`` float32 or float64 array to write them into
-        and return (the simulator then reuses one buffer, in the dtype the policy takes)."""
-        ...
-
-    def available(self, states: np.ndarray) -> np.ndarray | None:
-        """``(N, len(actions))`` bool availability, or None when every action is always available."""
-        ...
-
-    def step(self, states: np.ndarray, actions: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """Successor states for action indices ``(N,)`` and uniforms ``u`` ``(N,)`` in [0, 1)."""
-        ...
-
-    def label(self, name: str, states: np.ndarray) -> np.ndarray:
-        """``(N,)`` bool truth of label ``name``."""
-        ...
-
-    def terminal(self, states: np.ndarray) -> np.ndarray:
-        """``(N,)`` bool: absorbing states (the run stays there and its labels never change)."""
-        ...
-
-    # Optional (explicit MDPs): ``forced(states)`` ``(N,)`` bool, states whose single choice is taken without
-    # asking the policy; ``self_loops(states, actions)`` ``(N,)`` bool, the step surely returns to the same
-    # state; ``describe(state)``, a state for messages. Optional (continuous systems,
-    # :class:`~rlverify.models.continuous.ContinuousEnv`): ``initial_box``, ``(lo, hi)`` of ``(n,)`` arrays: runs
-    # start uniformly in this box (the simulator draws the states), not among :meth:`initial_states`.
+__all__ = ["ExplicitEnv", "VectorEnv", "hopeless_states"]
 
 
-class ExplicitEnv:
+class ExplicitEnv(VectorEnv):
     """An explicit MDP (:class:`~rlverify.models.ExplicitModel`) as a vectorised environment.
 
     A thin adapter over :class:`~rlverify.models.dynamics.ChoiceTable` (the exact engine's view of
@@ -127,7 +81,7 @@ class ExplicitEnv:
         """``(N,)`` bool: the state's choices are all unlabelled (its single choice is taken; the policy is not asked)."""
         return self.table.forced[states] >= 0
 
-    def describe(self, state: int) -> dict[str, int]:
+    def describe(self, state: RunState) -> dict[str, int]:
         """The valuation of ``state`` (for messages)."""
         return self.model.valuation_dict(int(state))
 
@@ -147,8 +101,6 @@ class ExplicitEnv:
         ``left`` holds and ``right`` does not (absorbing ones excepted), over every choice of the MDP whatever the
         policy (graph analysis: positive transitions only); ``inf`` where no ``right`` state can be reached at all
         (``Pmax(left U right) = 0``: no policy, no chance reaches it from there)."""
-        from rlverify.models.graph import steps_to
-
         states = np.arange(self.model.num_states)
         target = right.evaluate(self, states)
         through = left.evaluate(self, states) & ~target & ~self.terminal(states)

@@ -7,24 +7,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rlverify.backends import open_backend
+from rlverify.backends import Backend, open_backend
 from rlverify.errors import PropertyError
 from rlverify.figures import MapFigure, MapPanel, MapShade
+from rlverify.models.racetrack.env import RacetrackEnv
+from rlverify.models.racetrack.track import GOAL, WALL
 from rlverify.policies.base import Policy
 from rlverify.results import Provenance, versions
+from rlverify.statistical.choices import Method
 from rlverify.statistical.engine import SATISFIED, UNDECIDED, SimulationOptions, bind_policy
+from rlverify.statistical.jobs import Progress, Shared, SimulationJob, simulate_runs, task_runs
 from rlverify.statistical.properties import parse_path_property
 from rlverify.statistical.results import HeatmapResult
 from rlverify.statistical.stats import clopper_pearson, okamoto_runs
-from rlverify.statistical.verify import SimulationJob, StatisticalOptions, check_run_limit, simulate_runs, task_runs
-
-if TYPE_CHECKING:
-    from rlverify.models.racetrack import RacetrackEnv
+from rlverify.statistical.verify import StatisticalOptions, check_run_limit
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def heatmap(
     """
     options = StatisticalOptions() if options is None else options
     options.validate()
-    if options.method not in ("okamoto", "clopper-pearson"):
+    if options.method not in (Method.OKAMOTO, Method.CLOPPER_PEARSON):
         raise PropertyError(f"heat maps support the methods okamoto and clopper-pearson, got '{options.method}'")
     t0 = time.perf_counter()
     track = env.track
@@ -67,10 +68,81 @@ def heatmap(
     prop = parse_path_property(GOAL_PROPERTY, tuple(env.labels))
     binding = bind_policy(env, policy)
     eps, delta = options.epsilon, options.delta
-    n = options.runs if (options.method == "clopper-pearson" and options.runs) else okamoto_runs(eps, delta)
+    n = _runs_per_cell(options)
     M = len(cells)
-    total = M * n
     sim: SimulationOptions = options.simulation
+    backend = open_backend(options.backend)
+    check_run_limit(M * n, options, backend, what=f"{M:,} start cells x {n:,} runs")
+    t_sim0 = time.perf_counter()
+    # run i starts in cell i // n: tasks are ranges of run indices, fixed before any runs
+    shared = backend.share(SimulationJob(env, policy, prop, binding, starts, sim, ("crashed",), runs_per_start=n))
+    counts = _count(backend, shared, M, n, options, progress)
+    t_sim = time.perf_counter() - t_sim0
+    k, c, u = counts.goal, counts.crash, counts.undecided
+    timings = {"backend": t_sim0 - t0, "simulate": t_sim}
+    opt = _optimal(env, cells, timings) if optimal else None
+    timings["total"] = time.perf_counter() - t0
+    timings["decisions_per_second"] = counts.decisions / t_sim if t_sim > 0 else float("inf")
+    return HeatmapResult(
+        noise=float(env.noise),
+        cells=cells,
+        goal=k / n,
+        crash=c / n,
+        goal_interval=_intervals(options.method, k, u, n, eps, delta),
+        crash_interval=_intervals(options.method, c, u, n, eps, delta),
+        runs=np.full(M, n, dtype=np.int64),
+        undecided=u,
+        stalled=counts.stalled,
+        grid=track.grid.copy(),
+        method=options.method,
+        confidence=1.0 - delta,
+        epsilon=eps if options.method == Method.OKAMOTO else None,
+        seed=sim.seed,
+        max_steps=sim.max_steps,
+        decisions=counts.decisions,
+        optimal=opt,
+        optimal_numerics=None if opt is None else "Storm value iteration, relative precision 1e-6 (unsound heuristic)",
+        stuck=counts.stuck,
+        provenance=Provenance(model=benchmark or env.name, policy=policy.name, timings=timings, versions=versions()),
+    )
+
+
+def _runs_per_cell(options: StatisticalOptions) -> int:
+    """``runs`` for clopper-pearson when given, else Okamoto's number for ``epsilon``, ``delta``."""
+    if options.method == Method.CLOPPER_PEARSON and options.runs:
+        return options.runs
+    return okamoto_runs(options.epsilon, options.delta)
+
+
+@dataclass
+class _Counts:
+    """Per start cell ``(M,)`` int64: runs that reached the goal, crashed, were undecided, stalled, stood still; and
+    the policy decisions of all runs."""
+
+    goal: np.ndarray
+    crash: np.ndarray
+    undecided: np.ndarray
+    stalled: np.ndarray
+    stuck: np.ndarray
+    decisions: int = 0
+
+    @classmethod
+    def zeros(cls, M: int) -> _Counts:
+        """No run counted yet, over ``M`` cells."""
+        goal, crash, undecided, stalled, stuck = (np.zeros(M, dtype=np.int64) for _ in range(5))
+        return cls(goal, crash, undecided, stalled, stuck)
+
+
+def _count(
+    backend: Backend, shared: Shared, M: int, n: int, options: StatisticalOptions, progress: Progress | None
+) -> _Counts:
+    """Simulate the ``M * n`` runs (run ``i`` from cell ``i // n``) in rounds, counting per cell only (memory does not
+    grow with the runs); ``progress(done_runs, total_runs)`` as each task finishes."""
+    total = M * n
+    sim = options.simulation
+    tpw = options.backend.tasks_per_worker
+    size = task_runs(backend, total, sim.batch_size, tpw)
+    out = _Counts.zeros(M)
     done = 0
 
     def on_batch(count: int) -> None:
@@ -79,79 +151,45 @@ def heatmap(
         if progress is not None:
             progress(done, total)
 
-    backend = open_backend(options.backend)
-    check_run_limit(total, options, backend, what=f"{M:,} start cells x {n:,} runs")
-    t_sim0 = time.perf_counter()
-    # run i starts in cell i // n: tasks are ranges of run indices, fixed before any runs
-    shared = backend.share(SimulationJob(env, policy, prop, binding, starts, sim, ("crashed",), runs_per_start=n))
-    tpw = options.backend.tasks_per_worker
-    size = task_runs(backend, total, sim.batch_size, tpw)
-    k, c, u, s, st = (np.zeros(M, dtype=np.int64) for _ in range(5))
-    decisions = 0
     first = 0
-    while first < total:  # in rounds: per-cell counts only, memory does not grow with the runs
+    while first < total:
         count = min(size * backend.workers * tpw, total - first)
         res = simulate_runs(backend, shared, first, first + count, size, on_task=on_batch, record=("crashed",))
         cell_of = np.arange(first, first + count, dtype=np.int64) // n
         for acc, hit in (
-            (k, res.outcome == SATISFIED),
-            (c, res.recorded["crashed"]),
-            (u, res.outcome == UNDECIDED),
-            (s, res.stalled),
-            (st, res.stuck),
+            (out.goal, res.outcome == SATISFIED),
+            (out.crash, res.recorded["crashed"]),
+            (out.undecided, res.outcome == UNDECIDED),
+            (out.stalled, res.stalled),
+            (out.stuck, res.stuck),
         ):
             acc += np.bincount(cell_of[hit], minlength=M)
-        decisions += int(res.steps.sum())
+        out.decisions += int(res.steps.sum())
         first += count
-    t_sim = time.perf_counter() - t_sim0
-    if options.method == "okamoto":
-        gi = np.stack([np.maximum(k / n - eps, 0), np.minimum((k + u) / n + eps, 1)], axis=1)
-        ci = np.stack([np.maximum(c / n - eps, 0), np.minimum((c + u) / n + eps, 1)], axis=1)
-    else:
-        gi = np.array(
-            [
-                (clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
-                for a, b in zip(k.tolist(), u.tolist(), strict=True)
-            ]
-        )
-        ci = np.array(
-            [
-                (clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
-                for a, b in zip(c.tolist(), u.tolist(), strict=True)
-            ]
-        )
-    opt = None
-    timings = {"backend": t_sim0 - t0, "simulate": t_sim}
-    if optimal:
-        from rlverify.models.racetrack.explicit import pmax_goal
+    return out
 
-        t = time.perf_counter()
-        opt = pmax_goal(env, cells)
-        timings["optimal"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t0
-    timings["decisions_per_second"] = decisions / t_sim if t_sim > 0 else float("inf")
-    return HeatmapResult(
-        noise=float(env.noise),
-        cells=cells,
-        goal=k / n,
-        crash=c / n,
-        goal_interval=gi,
-        crash_interval=ci,
-        runs=np.full(M, n, dtype=np.int64),
-        undecided=u,
-        stalled=s,
-        grid=track.grid.copy(),
-        method=options.method,
-        confidence=1.0 - delta,
-        epsilon=eps if options.method == "okamoto" else None,
-        seed=sim.seed,
-        max_steps=sim.max_steps,
-        decisions=decisions,
-        optimal=opt,
-        optimal_numerics=None if opt is None else "Storm value iteration, relative precision 1e-6 (unsound heuristic)",
-        stuck=st,
-        provenance=Provenance(model=benchmark or env.name, policy=policy.name, timings=timings, versions=versions()),
+
+def _intervals(method: str, hits: np.ndarray, undecided: np.ndarray, n: int, eps: float, delta: float) -> np.ndarray:
+    """``(M, 2)`` per-cell intervals, the undecided runs counted both ways: ``p_hat +- eps`` (okamoto) or
+    Clopper-Pearson at confidence ``1 - delta``."""
+    if method == Method.OKAMOTO:
+        return np.stack([np.maximum(hits / n - eps, 0), np.minimum((hits + undecided) / n + eps, 1)], axis=1)
+    return np.array(
+        [
+            (clopper_pearson(a, n, delta)[0], clopper_pearson(a + b, n, delta)[1])
+            for a, b in zip(hits.tolist(), undecided.tolist(), strict=True)
+        ]
     )
+
+
+def _optimal(env: RacetrackEnv, cells: np.ndarray, timings: dict[str, float]) -> np.ndarray:
+    """Storm's ``Pmax=? [F "goal"]`` per start cell (its time in ``timings["optimal"]``)."""
+    from rlverify.models.racetrack.explicit import pmax_goal  # lazy: scipy.sparse and Storm, only with --optimal
+
+    t = time.perf_counter()
+    opt = pmax_goal(env, cells)
+    timings["optimal"] = time.perf_counter() - t
+    return opt
 
 
 PANELS = {
@@ -181,16 +219,7 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
     ``y = 0`` at the top as the map file reads; walls, goal cells and cells not simulated are shaded and named in the
     legend. The title names the benchmark and the policy as the result names them (:class:`Provenance`).
     """
-    from rlverify.models.racetrack.track import GOAL, WALL
-
-    if panels is None:
-        panels = ("goal", "crash", "never") + (("stalled",) if result.stalled.any() else ())
-        panels += ("optimal", "gap") if result.optimal is not None else ()
-    for p in panels:
-        if p not in PANELS:
-            raise PropertyError(f"unknown heat-map panel '{p}'; choose from {', '.join(PANELS)}")
-        if p in ("optimal", "gap") and result.optimal is None:
-            raise PropertyError(f"panel '{p}' needs the optimal values (heatmap(..., optimal=True) / --optimal)")
+    panels = _checked_panels(result, panels)
     H, W = result.grid.shape
     values = {
         "goal": result.goal,
@@ -223,15 +252,7 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
         MapShade(~(simulated | walls | goals), "not simulated", "#e0e0e0", ".."),
     )
     conf = f"{result.confidence:.1%} confidence" + (f", ±{result.epsilon:g}" if result.epsilon else "")
-    stuck = 0 if result.stuck is None else int(result.stuck.sum())
-    total = int(result.runs.sum())
-    note = (
-        f"start cells at velocity 0; per-cell intervals at {conf}; of {total:,} runs, "
-        f"{int(np.rint(result.goal * result.runs).sum()):,} reached the goal, "
-        f"{int(np.rint(result.crash * result.runs).sum()):,} crashed, {stuck:,} stood still forever, "
-        f"{int(result.undecided.sum()):,} were still driving after {result.max_steps:,} steps"
-        + (f", {int(result.stalled.sum()):,} stalled" if result.stalled.any() else "")
-    )
+    note = _figure_note(result, conf)
     return MapFigure(
         panels=tuple(out),
         x_label="x",
@@ -243,6 +264,33 @@ def heatmap_figure(result: HeatmapResult, *, panels: tuple[str, ...] | None = No
         shades=shades,
         origin="upper",
         note=note,
+    )
+
+
+def _checked_panels(result: HeatmapResult, panels: tuple[str, ...] | None) -> tuple[str, ...]:
+    """``panels``, each known and computed (default: goal, crash, never decided, stalled when a run stalled, optimal
+    and gap with the optimum)."""
+    if panels is None:
+        panels = ("goal", "crash", "never") + (("stalled",) if result.stalled.any() else ())
+        panels += ("optimal", "gap") if result.optimal is not None else ()
+    for p in panels:
+        if p not in PANELS:
+            raise PropertyError(f"unknown heat-map panel '{p}'; choose from {', '.join(PANELS)}")
+        if p in ("optimal", "gap") and result.optimal is None:
+            raise PropertyError(f"panel '{p}' needs the optimal values (heatmap(..., optimal=True) / --optimal)")
+    return panels
+
+
+def _figure_note(result: HeatmapResult, conf: str) -> str:
+    """The line under the legend: the runs' outcomes in numbers."""
+    stuck = 0 if result.stuck is None else int(result.stuck.sum())
+    total = int(result.runs.sum())
+    return (
+        f"start cells at velocity 0; per-cell intervals at {conf}; of {total:,} runs, "
+        f"{int(np.rint(result.goal * result.runs).sum()):,} reached the goal, "
+        f"{int(np.rint(result.crash * result.runs).sum()):,} crashed, {stuck:,} stood still forever, "
+        f"{int(result.undecided.sum()):,} were still driving after {result.max_steps:,} steps"
+        + (f", {int(result.stalled.sum()):,} stalled" if result.stalled.any() else "")
     )
 
 

@@ -15,13 +15,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
-from rlverify.errors import PropertyError
+from rlverify.errors import PropertyError, did_you_mean
+from rlverify.models.environment import VectorEnv
 from rlverify.models.properties import Property, parse_structure
+from rlverify.models.symbolic import SymbolicModel, parse_property, storm_message, truth_values
 from rlverify.statistical.choices import SUPPORTED_FORMS
+
+#: a model Storm built (stormpy's sparse model: untyped)
+StormModel: TypeAlias = Any
+#: one of Storm's formula objects (stormpy: untyped)
+StormFormula: TypeAlias = Any
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,7 @@ class StateFormula:
     op: str
     args: tuple[Any, ...] = ()
 
-    def evaluate(self, env: Any, states: np.ndarray) -> np.ndarray:
+    def evaluate(self, env: VectorEnv, states: np.ndarray) -> np.ndarray:
         """``(N,)`` bool truth values on the run states ``states`` of ``env``."""
         n = len(states)
         if self.op == "const":
@@ -98,12 +105,24 @@ _TOKEN = re.compile(
 
 def decidable(prop: Property) -> None:
     """Refuse (naming the supported forms) what the simulator cannot decide on finite runs."""
+    _decidable_operator(prop)
+    _decidable_path(prop)
+    _decidable_numbers(prop)
+
+
+def _decidable_operator(prop: Property) -> None:
+    """Refuse rewards, other operators and Pmin/Pmax."""
     text = prop.text
     if prop.operator == "R" or prop.operator == "other":
         op = "R" if prop.operator == "R" else text.strip().split("=")[0].split("[")[0].strip() or text
         raise unsupported(text, f"'{op}' properties are not supported by the simulator")
     if prop.optimality is not None:
         raise unsupported(text, "Pmin/Pmax quantify over all policies; with a fixed policy use P=?")
+
+
+def _decidable_path(prop: Property) -> None:
+    """Refuse path formulas other than ``F``/``U``, reward bounds and lower step bounds."""
+    text = prop.text
     if prop.path not in ("F", "U"):
         what = f"the path operator '{prop.path}'" if prop.path != "other" else f"the path formula '{prop.right}'"
         raise unsupported(text, f"{what} is not supported")
@@ -115,6 +134,11 @@ def decidable(prop: Property) -> None:
         )
     if prop.lower_bounded:
         raise unsupported(text, "lower step bounds are not supported")
+
+
+def _decidable_numbers(prop: Property) -> None:
+    """Refuse a threshold or step bound that is not a number, and a missing target formula."""
+    text = prop.text
     if prop.comparison is not None and prop.threshold is None:
         raise PropertyError(
             f"property '{text}': the threshold is not a number (on a PRISM/JANI model a constant "
@@ -233,8 +257,6 @@ class _FormulaParser:
 
     def label(self, name: str) -> StateFormula:
         if self.labels is not None and name not in self.labels:
-            from rlverify.errors import did_you_mean
-
             raise PropertyError(
                 f"property '{self.text}': unknown label \"{name}\"{did_you_mean(name, self.labels)}; "
                 f"labels: {', '.join(repr(x) for x in self.labels)}"
@@ -258,7 +280,7 @@ class _FormulaParser:
 # PRISM/JANI models: Storm parses, and computes the satisfying states of the state subformulas
 
 
-def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> PathProperty:
+def property_from_storm(model: SymbolicModel, storm_model: StormModel, text: str | Property) -> PathProperty:
     """A :class:`PathProperty` for a PRISM/JANI property, with state sets computed by Storm.
 
     Args:
@@ -266,8 +288,6 @@ def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> P
         storm_model: the built sparse model whose state indices the simulator uses.
         text: the property (text, JANI property name, or parsed :class:`Property`).
     """
-    from rlverify.models.symbolic import parse_property, storm_message, truth_values
-
     prop = parse_property(model, text)
     decidable(prop)
     path = prop.storm_formula().subformula
@@ -276,7 +296,7 @@ def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> P
     else:
         sub_left, sub_right = path.left_subformula, path.right_subformula
 
-    def mask(sub: Any) -> StateFormula:
+    def mask(sub: StormFormula) -> StateFormula:
         try:
             return StateFormula("mask", (truth_values(storm_model, sub),))
         except (RuntimeError, AttributeError) as exc:

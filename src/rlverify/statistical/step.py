@@ -3,8 +3,8 @@
 For a batch of undecided runs, :meth:`Stepper.step` asks the policy once (on the runs whose state is not
 forced), validates and chooses, and moves every run that can move:
 
-* runs in states whose single choice is unlabelled take it without asking the policy (the env's optional
-  ``forced``);
+* runs in states whose single choice is unlabelled take it without asking the policy (the env's
+  :meth:`~rlverify.models.environment.VectorEnv.forced`; none by default);
 * ``stochastic`` mode samples the action from ``pi(.|s)``, ``deterministic`` takes the argmax (ties: first in
   the policy's action order); a policy adapter (:class:`~rlverify.policies.BasePolicy`) is asked through its
   fused :meth:`~rlverify.policies.BasePolicy.choose` (it validates its own output), any other policy's
@@ -13,8 +13,9 @@ forced), validates and chooses, and moves every run that can move:
   zeroed and its row rescaled before choosing, as the exact engine does
   (:func:`~rlverify.models.dynamics.policy_weights`); otherwise a run whose chosen action is unavailable
   *stalls* (it is never given another action);
-* a run whose policy surely takes an action that surely leads back to the same state (the env's optional
-  ``self_loops``) is *stuck*: it would stay there forever;
+* a run whose policy surely takes an action that surely leads back to the same state (the env's
+  :meth:`~rlverify.models.environment.VectorEnv.self_loops`; never known by default) is *stuck*: it would stay there
+  forever;
 * the other runs move: ``env.step`` with their own random numbers.
 
 :func:`decide` is the other half of the rule: whether a run in a state is decided (``left U<=k right``
@@ -29,14 +30,16 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
 
+from rlverify.choices import Mode, Unavailable
 from rlverify.errors import PolicyError
 from rlverify.models.dynamics import fit, policy_weights
+from rlverify.models.environment import VectorEnv
 from rlverify.policies.base import BasePolicy, Policy, choose_columns, validate_probabilities
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import uniforms
@@ -46,6 +49,8 @@ from rlverify.statistical.rng import uniforms
 POLICY_STREAM, ENV_STREAM, START_STREAM, BOX_STREAM = 0, 1, 2, 4
 
 _NO_TURN = contextlib.nullcontext()
+#: held around every policy call (one call at a time when parts of a batch run in threads; else nothing)
+Turn: TypeAlias = contextlib.AbstractContextManager[object]
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ class Binding:
     action_index: np.ndarray  # (|A_policy|,) env action index of each policy action
 
 
-def bind_policy(env: Any, policy: Policy) -> Binding:
+def bind_policy(env: VectorEnv, policy: Policy) -> Binding:
     """Map the policy's features/actions to the environment's, reporting every name that does not fit.
 
     Raises:
@@ -74,7 +79,7 @@ def bind_policy(env: Any, policy: Policy) -> Binding:
     )
 
 
-def check_labels(env: Any, names: Iterable[str]) -> None:
+def check_labels(env: VectorEnv, names: Iterable[str]) -> None:
     """Raise the environment's unknown-label error (a :class:`PropertyError` naming its labels) for ``names``
     it does not know, before any run."""
     for name in names:
@@ -82,11 +87,11 @@ def check_labels(env: Any, names: Iterable[str]) -> None:
             env.label(name, env.initial_states()[:1])  # raises the unknown-label error
 
 
-def draw_starts(env: Any, starts: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
+def draw_starts(env: VectorEnv, starts: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
     """Start states of the runs with ``keys`` ``(N,)``: uniformly among ``starts`` ``(K, ...)``; with ``starts``
-    None, among the env's initial states, or uniformly in its ``initial_box`` ``(lo, hi)`` when it has one (a
+    None, among the env's initial states, or uniformly in its ``initial_box`` ``(lo, hi)`` when it is not None (a
     continuous initial region)."""
-    box = getattr(env, "initial_box", None) if starts is None else None
+    box = env.initial_box if starts is None else None
     if box is not None:
         lo, hi = box
         u = np.stack([uniforms(keys, j, BOX_STREAM) for j in range(len(lo))], axis=1)
@@ -116,7 +121,7 @@ class Verdicts:
     hopeless: np.ndarray | None
 
 
-def decide(env: Any, prop: PathProperty, states: np.ndarray, t: int | np.ndarray) -> Verdicts:
+def decide(env: VectorEnv, prop: PathProperty, states: np.ndarray, t: int | np.ndarray) -> Verdicts:
     """Whether runs in ``states`` ``(N, ...)`` at step ``t`` (one for all, or ``(N,)``) are decided for
     ``left U<=k right``: satisfied where ``right`` holds; violated where ``left`` does not hold, in an absorbing
     state, at the bound ``k`` or in a ``hopeless`` state."""
@@ -167,14 +172,11 @@ class Stepper:
         mode: ``stochastic`` or ``deterministic``; unavailable: ``stall`` or ``renormalize``.
     """
 
-    def __init__(self, env: Any, policy: Policy, binding: Binding, *, mode: str, unavailable: str) -> None:
+    def __init__(self, env: VectorEnv, policy: Policy, binding: Binding, *, mode: Mode, unavailable: Unavailable) -> None:
         self.env, self.policy, self.binding = env, policy, binding
-        self.deterministic = mode == "deterministic"
+        self.deterministic = mode == Mode.DETERMINISTIC
         self.mode = mode
-        self.renormalize = unavailable == "renormalize"
-        self.forced = getattr(env, "forced", None)
-        self.loops = getattr(env, "self_loops", None)
-        self.describe = getattr(env, "describe", None)
+        self.renormalize = unavailable == Unavailable.RENORMALIZE
         # an adapter validates its own output and chooses in one call (BasePolicy.choose); a greedy one needs no
         # random numbers; observations go to it in its input dtype, in one buffer reused every step if it allows
         self.adapter = policy if isinstance(policy, BasePolicy) else None
@@ -202,33 +204,46 @@ class Stepper:
         index: int,
         *,
         buf: np.ndarray | None = None,
-        turn: contextlib.AbstractContextManager[Any] = _NO_TURN,
+        turn: Turn = _NO_TURN,
     ) -> Moves:
         """One step of the undecided runs in ``states`` ``(n, ...)`` with keys ``(n,)``; ``index`` selects their
         random numbers; ``buf`` from :meth:`buffer`; policy calls are made holding ``turn``."""
         n = len(keys)
-        asked = None if self.forced is None else ~self.forced(states)
-        if asked is not None and asked.all():
-            asked = None
+        asked = self._asked(states)
         avail = self.env.available(states)
         actions, sure = self._actions(states, keys, index, asked, avail, buf, turn)
         moved = stalled = stuck = None
-        if avail is not None:
-            ok = avail[np.arange(n), actions]
-            if asked is not None:
-                ok |= ~asked
-            if not ok.all():
-                stalled, moved = np.flatnonzero(~ok), np.flatnonzero(ok)
-                states, actions, sure, keys = states.take(moved, axis=0), actions[moved], sure[moved], keys[moved]
-        if self.loops is not None and len(keys):
-            surely_back = sure & self.loops(states, actions)
-            if surely_back.any():
-                at = np.arange(n) if moved is None else moved
-                keep = np.flatnonzero(~surely_back)
-                stuck, moved = at[surely_back], at[keep]
-                states, actions, keys = states.take(keep, axis=0), actions[keep], keys[keep]
+        ok = self._offered(avail, actions, asked)
+        if ok is not None:
+            stalled, moved = np.flatnonzero(~ok), np.flatnonzero(ok)
+            states, actions, sure, keys = states.take(moved, axis=0), actions[moved], sure[moved], keys[moved]
+        back = self.env.self_loops(states, actions) if len(keys) else None
+        surely_back = None if back is None else sure & back
+        if surely_back is not None and surely_back.any():
+            at = np.arange(n) if moved is None else moved
+            keep = np.flatnonzero(~surely_back)
+            stuck, moved = at[surely_back], at[keep]
+            states, actions, keys = states.take(keep, axis=0), actions[keep], keys[keep]
         successors = self.env.step(states, actions, uniforms(keys, index, ENV_STREAM)) if len(keys) else states[:0]
         return Moves(successors, moved, stalled, stuck)
+
+    def _asked(self, states: np.ndarray) -> np.ndarray | None:
+        """``(n,)`` bool: the runs whose state is not forced (the policy is asked about them); None: all of them."""
+        forced = self.env.forced(states)
+        if forced is None:
+            return None
+        asked = ~forced
+        return None if asked.all() else asked
+
+    @staticmethod
+    def _offered(avail: np.ndarray | None, actions: np.ndarray, asked: np.ndarray | None) -> np.ndarray | None:
+        """``(n,)`` bool: the chosen action is available (or the run is forced); None when every run's is."""
+        if avail is None:
+            return None
+        ok = avail[np.arange(len(actions)), actions]
+        if asked is not None:
+            ok |= ~asked
+        return None if ok.all() else ok
 
     def _actions(
         self,
@@ -238,7 +253,7 @@ class Stepper:
         asked: np.ndarray | None,
         avail: np.ndarray | None,
         buf: np.ndarray | None,
-        turn: contextlib.AbstractContextManager[Any],
+        turn: Turn,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(n,)`` env action indices and ``(n,)`` bool: the action is taken surely (a forced run: its single
         choice, whatever index; the policy is asked about the others)."""
@@ -264,19 +279,16 @@ class Stepper:
         avail: np.ndarray | None,
         asked: np.ndarray | None,
         buf: np.ndarray | None,
-        turn: contextlib.AbstractContextManager[Any],
+        turn: Turn,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The policy's choice ``(column, surely)`` in the run states ``at`` (at least one; keys ``(len(at),)``):
         the runs ``asked`` of the batch (None: all), whose availability is ``avail`` (None: every action)."""
-        if buf is not None:
-            obs = self.env.observe(at, out=buf[: len(at)])
-        else:
-            obs = self.env.observe(at)
-            obs = obs if self.all_columns else obs[:, self.columns]
+        obs = self._observe(at, buf)
         u = None
         if not self.deterministic and not self.greedy:
             u = uniforms(keys, index, POLICY_STREAM)
-        if self.adapter is not None and not (self.renormalize and avail is not None):
+        rescale = self.renormalize and avail is not None
+        if self.adapter is not None and not rescale:
             with turn:
                 return self.adapter.choose(obs, u)
         with turn:
@@ -284,19 +296,29 @@ class Stepper:
         probs = np.asarray(probs, dtype=np.float64)
         if self.adapter is None:  # adapters validate their own output; a bare protocol object's is checked here
             validate_probabilities(probs, len(at), len(self.policy.actions), source=self.name)
-        if self.renormalize and avail is not None:
-            describe = self.describe
+        if rescale:
+            assert avail is not None
+            env = self.env
             probs, _ = policy_weights(
                 probs,
                 (avail if asked is None else avail[asked])[:, self.binding.action_index],
                 mode=self.mode,
-                unavailable="renormalize",
-                where=lambda i: describe(at[i]) if describe is not None else at[i],
+                unavailable=Unavailable.RENORMALIZE,
+                where=lambda i: env.describe(at[i]),
             )
         return choose_columns(probs, u)
 
+    def _observe(self, at: np.ndarray, buf: np.ndarray | None) -> np.ndarray:
+        """The policy's features of the run states ``at``: written into ``buf`` when given, else the env's
+        observation columns the policy reads."""
+        if buf is not None:
+            into: Callable[..., np.ndarray] = self.env.observe  # (an env whose observe takes out=: _takes_out)
+            return into(at, out=buf[: len(at)])
+        obs = self.env.observe(at)
+        return obs if self.all_columns else obs[:, self.columns]
 
-def _takes_out(env: Any) -> bool:
+
+def _takes_out(env: VectorEnv) -> bool:
     """Whether ``env.observe`` takes ``out=`` (a preallocated observation buffer)."""
     try:
         return "out" in inspect.signature(env.observe).parameters

@@ -2,43 +2,33 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
-from rlverify.backends import Backend, BackendOptions, chunks, open_backend
-from rlverify.errors import OptionError, PolicyError, PropertyError
-from rlverify.models.commands import check_names, is_command_name
-from rlverify.models.continuous.base import ContinuousSystem
-from rlverify.models.continuous.env import ContinuousEnv, unsafe_property
+from rlverify.backends import Backend, BackendOptions, open_backend
+from rlverify.errors import OptionError, PropertyError
 from rlverify.models.dynamics import choice_table, forced_start_message, untaken_message
-from rlverify.models.explicit import ExplicitModel
-from rlverify.models.properties import Property, parse_structure
+from rlverify.models.properties import Property
 from rlverify.policies.base import Policy
 from rlverify.results import Provenance, versions
-from rlverify.statistical.choices import METHODS
-from rlverify.statistical.engine import SATISFIED, UNDECIDED, RunOutcomes, SimulationOptions, positive_int, simulate
-from rlverify.statistical.envs import ExplicitEnv, VectorEnv, hopeless_states
-from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
+from rlverify.statistical.choices import METHODS, Method
+from rlverify.statistical.engine import SATISFIED, UNDECIDED, RunOutcomes, SimulationOptions, positive_int
+from rlverify.statistical.envs import ExplicitEnv, VectorEnv
+from rlverify.statistical.jobs import Progress, Shared, SimulationJob, simulate_runs, task_runs
+from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.results import StatisticalResult
+from rlverify.statistical.simulated import SimulatedModel, check_one_start, prepare, with_start_note
 from rlverify.statistical.stats import SprtBounds, StatisticsError, check_unit, clopper_pearson, okamoto_runs, sprt, wilson
 from rlverify.statistical.step import Binding, bind_policy
 
-if TYPE_CHECKING:
-    from rlverify.models.symbolic import SymbolicModel
-
 log = logging.getLogger(__name__)
-
-#: what the statistical engine simulates: a resolved model (:func:`rlverify.resolve.resolve` turns files and benchmark
-#: ids into one)
-SimulatedModel: TypeAlias = "SymbolicModel | ExplicitModel | ContinuousSystem | VectorEnv"
 
 
 @dataclass(frozen=True)
@@ -64,7 +54,7 @@ class StatisticalOptions:
             or Ray tasks); the result is the same on every backend for the same seed.
     """
 
-    method: str = "okamoto"
+    method: Method | str = Method.OKAMOTO  # text accepted at the door, a member after it
     epsilon: float = 0.01
     delta: float = 0.05
     runs: int | None = None
@@ -78,6 +68,11 @@ class StatisticalOptions:
     simulation: SimulationOptions = field(default_factory=SimulationOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
 
+    def __post_init__(self) -> None:
+        """A method given as text becomes the member (an unknown one is refused by :meth:`validate`)."""
+        if self.method in METHODS:
+            object.__setattr__(self, "method", Method(self.method))
+
     def validate(self) -> None:
         if self.method not in METHODS:
             raise OptionError(f"--method: expected one of {', '.join(METHODS)}, got '{self.method}'")
@@ -85,9 +80,15 @@ class StatisticalOptions:
         check_unit("delta", self.delta)
         for name in ("alpha", "beta", "indifference"):  # checked with or without --sprt: never silently unused
             check_unit(name, getattr(self, name))
+        self._check_runs()
+        self.simulation.validate()
+        self.backend.validate()
+
+    def _check_runs(self) -> None:
+        """The numbers of runs and states: positive whole numbers, ``runs`` only for the methods it fixes."""
         if self.runs is not None and not positive_int(self.runs):
             raise StatisticsError(f"--runs: expected a positive whole number of runs, got {self.runs!r}")
-        if self.runs is not None and self.method not in ("clopper-pearson", "wilson"):
+        if self.runs is not None and self.method not in (Method.CLOPPER_PEARSON, Method.WILSON):
             raise StatisticsError(
                 f"--runs fixes the number of runs of the clopper-pearson and wilson methods; "
                 f"method '{self.method}' chooses its own (drop --runs or pick one of those methods)"
@@ -98,8 +99,6 @@ class StatisticalOptions:
             raise StatisticsError(f"--run-limit: expected a positive whole number of runs, got {self.run_limit!r}")
         if self.max_states is not None and not positive_int(self.max_states):
             raise StatisticsError(f"--max-states: expected a positive whole number of states, got {self.max_states!r}")
-        self.simulation.validate()
-        self.backend.validate()
 
 
 def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend, *, what: str | None = None) -> None:
@@ -109,7 +108,7 @@ def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend,
         return
     if what is not None:
         why = f"{what} are {planned:,} runs"
-    elif options.method == "sprt":
+    elif options.method == Method.SPRT:
         why = f"the SPRT may simulate up to max_runs = {planned:,} runs"
     elif options.runs is not None:
         why = f"--runs {planned:,} asks for {planned:,} runs"
@@ -133,192 +132,6 @@ def check_run_limit(planned: int, options: StatisticalOptions, backend: Backend,
     )
 
 
-@dataclass(frozen=True)
-class SimulationJob:
-    """What every simulation task needs, shipped to each worker once (see :mod:`rlverify.backends`).
-
-    Attributes:
-        env, policy, prop, binding: as for :func:`~rlverify.statistical.engine.simulate`.
-        starts: ``(K, ...)`` start states (None: the environment's initial states).
-        options: the simulation settings (seed, mode, batch size...).
-        record: labels recorded in the final state.
-        runs_per_start: None: each run draws its start state from the seed; else run ``i`` starts in
-            ``starts[i // runs_per_start]`` (heat maps: a block of runs per start cell).
-    """
-
-    env: Any
-    policy: Policy
-    prop: PathProperty
-    binding: Binding
-    starts: np.ndarray | None
-    options: SimulationOptions
-    record: tuple[str, ...] = ()
-    runs_per_start: int | None = None
-
-
-def simulate_range(job: SimulationJob, first: int, stop: int) -> RunOutcomes:
-    """Simulate runs ``first .. stop - 1`` of ``job`` (a task: its result depends only on ``job`` and the range,
-    because run ``i``'s random numbers depend only on the seed and ``i``)."""
-    ids = np.arange(first, stop, dtype=np.int64)
-    return simulate(
-        job.env,
-        job.policy,
-        job.prop,
-        ids,
-        starts=job.starts,
-        start_of_run=None if job.runs_per_start is None else ids // job.runs_per_start,
-        options=job.options,
-        record=job.record,
-        binding=job.binding,
-    )
-
-
-def concat_outcomes(parts: Sequence[RunOutcomes], record: Sequence[str] = ()) -> RunOutcomes:
-    """The outcomes of consecutive run ranges as one :class:`RunOutcomes` (in run order)."""
-    return RunOutcomes(
-        outcome=np.concatenate([p.outcome for p in parts]),
-        stalled=np.concatenate([p.stalled for p in parts]),
-        steps=np.concatenate([p.steps for p in parts]),
-        recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record},
-        hopeless=np.concatenate([p.hopeless for p in parts]),
-        stuck=np.concatenate([p.stuck for p in parts]),
-    )
-
-
-def task_runs(backend: Backend, planned: int, batch_size: int, tasks_per_worker: int) -> int:
-    """Runs per task: one batch locally; on a parallel backend about ``tasks_per_worker`` tasks per worker for
-    ``planned`` runs (at most a batch each). Results never depend on it (counter-based random numbers)."""
-    if backend.workers <= 1:
-        return batch_size
-    return max(1, min(batch_size, -(-planned // (backend.workers * tasks_per_worker))))
-
-
-def simulate_runs(
-    backend: Backend,
-    shared: Any,
-    first: int,
-    stop: int,
-    size: int,
-    *,
-    on_task: Callable[[int], None] | None = None,
-    record: Sequence[str] = (),
-) -> RunOutcomes:
-    """Runs ``first .. stop - 1`` of the shared :class:`SimulationJob`, cut into tasks of ``size`` runs fixed
-    before any task runs; ``on_task(runs)`` as each task finishes (in any order: progress only)."""
-    tasks = chunks(first, stop, size)
-    parts = backend.map(
-        simulate_range, shared, tasks, on_result=None if on_task is None else (lambda i, _: on_task(tasks[i][1] - tasks[i][0]))
-    )
-    return concat_outcomes(parts, record)
-
-
-Progress = Callable[[int, int], None]
-
-
-def prepare(
-    model: SimulatedModel,
-    prop: str | Property | PathProperty,
-    *,
-    actions: Sequence[str] = (),
-    max_states: int | None = 2_000_000,
-) -> tuple[Any, PathProperty, str]:
-    """The environment, the path property and the model's name for a resolved ``model`` (see
-    :func:`rlverify.resolve.resolve`).
-
-    ``model`` is a :class:`~rlverify.models.SymbolicModel` (built property-directed by Storm; any propositional
-    state formulas), an :class:`~rlverify.models.ExplicitModel` (label-based properties), a
-    :class:`~rlverify.models.continuous.ContinuousSystem` (runs start uniformly in its initial region; one label,
-    ``unsafe``: :class:`~rlverify.models.continuous.ContinuousEnv`) or a vectorised environment
-    (:class:`~rlverify.statistical.envs.VectorEnv`, e.g. :class:`~rlverify.models.racetrack.RacetrackEnv`).
-    ``prop`` is a parsed :class:`~rlverify.models.Property` (or its text, parsed for ``model``), or, for an
-    environment, a :class:`PathProperty` over it. Actions of a PRISM/JANI model are its declared action labels,
-    also those the property-directed build never offers (the policy may name them; they are unavailable where they
-    are not offered), plus the command names (``m:2``) among ``actions`` (the policy's), for which the model is
-    built with its commands named.
-
-    Raises:
-        PropertyError: a property the simulator cannot decide, or a model of another kind.
-    """
-    from rlverify.models.symbolic import SymbolicModel
-
-    if isinstance(model, SymbolicModel):
-        return _symbolic(model, prop, actions, max_states)
-    if isinstance(model, ExplicitModel):
-        env = ExplicitEnv(model)
-        return env, with_graph_analysis(env, _path_property(env, prop)), env.name
-    if isinstance(model, ContinuousSystem):
-        return _continuous(ContinuousEnv(model), prop)
-    if isinstance(model, VectorEnv):
-        return model, _path_property(model, prop), model.name
-    raise PropertyError(
-        f"cannot simulate {type(model).__name__}: expected a SymbolicModel, an ExplicitModel, a "
-        "ContinuousSystem or a vectorised environment (resolve a file or benchmark id first: "
-        "rlverify.resolve.resolve)"
-    )
-
-
-def _path_property(env: Any, prop: str | Property | PathProperty) -> PathProperty:
-    """``prop`` over the labels of ``env``."""
-    return prop if isinstance(prop, PathProperty) else parse_path_property(prop, tuple(env.labels))
-
-
-def _symbolic(
-    model: SymbolicModel, prop: str | Property | PathProperty, actions: Sequence[str], max_states: int | None
-) -> tuple[ExplicitEnv, PathProperty, str]:
-    """A PRISM/JANI model built property-directed by Storm, as an explicit environment."""
-    from rlverify.models.symbolic import build_explicit, parse_property
-
-    if isinstance(prop, PathProperty):
-        raise PropertyError(
-            f"property '{prop.text}': a PathProperty is over one environment's states; give the "
-            f"property of {model.shown} (text or Property) to simulate it"
-        )
-    parsed = parse_property(model, prop, fixed_policy=True)  # a named JANI Pmax: P=? (its notes say so)
-    decidable(parsed)
-    commands = tuple(a for a in actions if is_command_name(a))
-    problems = check_names(commands, model.commands)
-    if problems:
-        raise PolicyError(f"the policy's actions do not fit model {model.shown}", [m for _, m in problems])
-    mdp, storm_model = build_explicit(model, [parsed], command_names=True if commands else None, max_states=max_states)
-    env = ExplicitEnv(mdp, name=model.shown, actions=tuple(sorted(a for a in model.action_names if a)) + commands)
-    return env, with_graph_analysis(env, property_from_storm(model, storm_model, parsed)), model.shown
-
-
-def _continuous(env: ContinuousEnv, prop: str | Property | PathProperty) -> tuple[ContinuousEnv, PathProperty, str]:
-    """A continuous system's environment and property (``Pmax``/``Pmin``, over the start states, refused)."""
-    if isinstance(prop, PathProperty):
-        return env, prop, env.name
-    parsed = prop if isinstance(prop, Property) else parse_structure(prop)
-    if parsed.optimality is not None:
-        raise PropertyError(
-            f"property '{parsed.text}': on a continuous system P{parsed.optimality} is the "
-            f"{'largest' if parsed.optimality == 'max' else 'smallest'} probability over the start "
-            "states of the initial region (rlverify abstract bounds the largest); the simulator "
-            f"estimates P=? [...] from a uniformly random start state (e.g. "
-            f"{unsafe_property(env.system).text})"
-        )
-    return env, parse_path_property(parsed, env.labels), env.name
-
-
-def with_start_note(env: Any, prop: PathProperty, starts: np.ndarray | None) -> PathProperty:
-    """``prop`` with a note saying where the runs start when they start anywhere in a continuous initial region
-    (``starts`` None and an env with an ``initial_box``): the estimate is then an average over the region."""
-    if starts is not None or not isinstance(env, ContinuousEnv):
-        return prop
-    note = (
-        f"{env.name}: the runs start uniformly at random in the initial region '{env.region}' "
-        f"({env.describe_start()}): the estimate is the probability from a random start state there, not the "
-        "largest over the region (which rlverify abstract bounds)"
-    )
-    return dataclasses.replace(prop, notes=(*prop.notes, note))
-
-
-def with_graph_analysis(env: ExplicitEnv, prop: PathProperty) -> PathProperty:
-    """``prop`` with its :attr:`~PathProperty.hopeless` states on the explicit model of ``env`` (runs reaching them are
-    decided false at once instead of wandering until ``max_steps``)."""
-    return dataclasses.replace(prop, hopeless=hopeless_states(env, prop.left, prop.right))
-
-
 def threshold_verdict(comparison: str, threshold: float, low: float, high: float) -> bool | None:
     """Whether ``P <comparison> threshold`` holds given an interval ``[low, high]`` for P:
     True/False when the whole interval decides it, None (undecided) when it straddles the threshold."""
@@ -332,11 +145,11 @@ class _Setup:
     """What one statistical verification simulates: the environment, the path property, the policy's binding, the
     model's name, and what the result must say about the policy's choices."""
 
-    env: Any
+    env: VectorEnv
     prop: PathProperty
     binding: Binding
     name: str
-    untaken: dict[str, Any]
+    untaken: dict[str, int]
     forced_start: str | None
 
 
@@ -349,11 +162,7 @@ def _setup(
 ) -> _Setup:
     env, path, name = prepare(model, prop, actions=policy.actions, max_states=options.max_states)
     path = with_start_note(env, path, starts)
-    if isinstance(env, ExplicitEnv) and starts is None and len(env.initial_states()) != 1:
-        raise PropertyError(
-            f"{name}: the model has {len(env.initial_states())} initial states; "
-            "pass starts= to choose (the simulator does not pick among them)"
-        )
+    check_one_start(env, name, starts)
     binding = bind_policy(env, policy)
     # choices the policy names no action for are never taken: say so (over the model's states)
     table = choice_table(env.model, policy.actions) if isinstance(env, ExplicitEnv) else None
@@ -392,7 +201,7 @@ def verify_statistical(
     t0 = time.perf_counter()
     setup = _setup(model, prop, policy, options, starts)
     threshold, test = setup.prop.threshold, None  # answered from the interval at its confidence
-    if options.method == "sprt":
+    if options.method == Method.SPRT:
         theta = _sprt_threshold(setup.prop, options)
         threshold, test = theta, sprt(theta, indifference=options.indifference, alpha=options.alpha, beta=options.beta)
     t_prep = time.perf_counter() - t0
@@ -402,7 +211,7 @@ def verify_statistical(
     t1 = time.perf_counter()
     if test is not None:
         tally = _sequential(backend, shared, options, options.max_runs, _sprt_stop(test), progress)
-    elif options.method == "adaptive":
+    elif options.method == Method.ADAPTIVE:
         tally = _sequential(
             backend,
             shared,
@@ -439,12 +248,12 @@ def _sprt_threshold(prop: PathProperty, options: StatisticalOptions) -> float:
     return threshold
 
 
-def _fixed_runs(backend: Backend, shared: Any, options: StatisticalOptions, progress: Progress | None) -> _Tally:
+def _fixed_runs(backend: Backend, shared: Shared, options: StatisticalOptions, progress: Progress | None) -> _Tally:
     """``runs`` runs (default: Okamoto's number for ``epsilon``, ``delta``), in rounds of a few tasks per worker
     (memory does not grow with the number of runs)."""
     n = (
         options.runs
-        if (options.runs is not None and options.method != "okamoto")
+        if (options.runs is not None and options.method != Method.OKAMOTO)
         else okamoto_runs(options.epsilon, options.delta)
     )
     check_run_limit(n, options, backend)
@@ -471,7 +280,7 @@ Stop = Callable[[RunOutcomes, "_Tally"], "tuple[int, str | None] | None"]
 
 
 def _sequential(
-    backend: Backend, shared: Any, options: StatisticalOptions, limit: int, stop: Stop, progress: Progress | None
+    backend: Backend, shared: Shared, options: StatisticalOptions, limit: int, stop: Stop, progress: Progress | None
 ) -> _Tally:
     """Up to ``limit`` runs in rounds fixed in advance (a batch locally, a task per worker on a parallel backend),
     read in run order until ``stop`` says so: the stopping run is the same on every backend."""
@@ -526,9 +335,9 @@ def _sprt_stop(test: SprtBounds) -> Stop:
 def _interval(tally: _Tally, options: StatisticalOptions) -> tuple[float, float]:
     """The method's interval; undecided runs are counted both ways."""
     k, u, n, delta = tally.k, tally.u, tally.n, options.delta
-    if options.method in ("okamoto", "adaptive"):
+    if options.method in (Method.OKAMOTO, Method.ADAPTIVE):
         return okamoto_interval(k, u, n, options.epsilon)
-    if options.method == "wilson":
+    if options.method == Method.WILSON:
         return wilson(k, n, delta)[0], wilson(k + u, n, delta)[1]
     return clopper_pearson(k, n, delta)[0], clopper_pearson(k + u, n, delta)[1]  # and the SPRT's informative one
 
@@ -537,7 +346,7 @@ def _satisfied(
     prop: PathProperty, tally: _Tally, threshold: float | None, interval: tuple[float, float], options: StatisticalOptions
 ) -> bool | None:
     """The verdict on the threshold: the SPRT's decision, or read from the interval at its confidence."""
-    if options.method == "sprt":
+    if options.method == Method.SPRT:
         if tally.decision is None:
             return None
         holds_ge = tally.decision == "H0"
@@ -587,17 +396,14 @@ def _result(
     sim, prop = options.simulation, setup.prop
     lo, hi = _interval(tally, options)
     satisfied = _satisfied(prop, tally, threshold, (lo, hi), options)
-    settings = {k_: v for k_, v in asdict(options).items() if k_ not in ("simulation", "backend")}
-    settings.update(asdict(sim))
-    settings["backend"] = {**asdict(options.backend), "workers": backend.workers}
-    model_notes = list(setup.env.model.notes) if isinstance(setup.env, ExplicitEnv) else []
     t_sim = timings["simulate"]
+    sprt_method = options.method == Method.SPRT
     return StatisticalResult(
         method=options.method,
         estimate=tally.k / tally.n,
         interval=(lo, hi),
         # the SPRT's guarantee is its error bounds (alpha, beta); its interval is informative only
-        confidence=1.0 - max(options.alpha, options.beta) if options.method == "sprt" else 1.0 - options.delta,
+        confidence=1.0 - max(options.alpha, options.beta) if sprt_method else 1.0 - options.delta,
         runs=tally.n,
         successes=tally.k,
         undecided=tally.u,
@@ -605,7 +411,7 @@ def _result(
         hopeless=tally.h,
         stuck=tally.st,
         seed=sim.seed,
-        epsilon=options.epsilon if options.method in ("okamoto", "adaptive") else None,
+        epsilon=options.epsilon if options.method in (Method.OKAMOTO, Method.ADAPTIVE) else None,
         delta=options.delta,
         max_steps=sim.max_steps,
         mode=sim.mode,
@@ -614,7 +420,7 @@ def _result(
         satisfied=satisfied,
         threshold=threshold,
         comparison=(prop.comparison or ">=") if threshold is not None else None,
-        verdict=None if threshold is None else {True: "yes", False: "no", None: "undecided"}[satisfied],
+        verdict=None if threshold is None else _VERDICTS[satisfied],
         untaken_choices=setup.untaken,
         provenance=Provenance(
             property=prop.text,
@@ -623,16 +429,37 @@ def _result(
                 "total": time.perf_counter() - t0,
                 "decisions_per_second": tally.decisions / t_sim if t_sim > 0 else math.inf,
             },
-            settings=settings,
+            settings=_settings(options, backend),
             model=setup.name,
             policy=getattr(policy, "name", type(policy).__name__),
             versions=versions(),
-            warnings=list(prop.notes)
-            + model_notes
-            + _notes(tally, sim)
-            + ([setup.forced_start] if setup.forced_start else [])
-            + ([untaken_message(setup.untaken, "states of the model")] if setup.untaken else []),
+            warnings=_warnings(setup, tally, sim),
         ),
+    )
+
+
+#: a threshold's verdict in words (``satisfied``: holds, fails, undecided)
+_VERDICTS = {True: "yes", False: "no", None: "undecided"}
+
+
+def _settings(options: StatisticalOptions, backend: Backend) -> dict[str, Any]:
+    """The options a result records: the method's, the simulation's, and the backend's with its workers."""
+    settings = {k_: v for k_, v in asdict(options).items() if k_ not in ("simulation", "backend")}
+    settings.update(asdict(options.simulation))
+    settings["backend"] = {**asdict(options.backend), "workers": backend.workers}
+    return settings
+
+
+def _warnings(setup: _Setup, tally: _Tally, sim: SimulationOptions) -> list[str]:
+    """What a result must say: the property's notes, the model's, the runs' (:func:`_notes`), the forced start and
+    the choices the policy never takes."""
+    model_notes = list(setup.env.model.notes) if isinstance(setup.env, ExplicitEnv) else []
+    return (
+        list(setup.prop.notes)
+        + model_notes
+        + _notes(tally, sim)
+        + ([setup.forced_start] if setup.forced_start else [])
+        + ([untaken_message(setup.untaken, "states of the model")] if setup.untaken else [])
     )
 
 

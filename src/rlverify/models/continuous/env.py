@@ -12,13 +12,14 @@ import numpy as np
 
 from rlverify.errors import PropertyError, did_you_mean
 from rlverify.models.continuous.base import ContinuousSystem
+from rlverify.models.environment import VectorEnv
 from rlverify.models.properties import Property, parse_structure
 
 #: the label of the unsafe set
 UNSAFE = "unsafe"
 
 
-class ContinuousEnv:
+class ContinuousEnv(VectorEnv):
     """:class:`ContinuousSystem` ``system`` as a vectorised environment.
 
     Run states are ``(N, n)`` float64 rows over ``system.variables``; observations are the policy features
@@ -42,7 +43,7 @@ class ContinuousEnv:
         self.labels = (UNSAFE,)
         self.region = region or system.default_initial
         #: ``(lo, hi)``, each ``(n,)``: runs start uniformly in this box
-        self.initial_box = system.initial_region(self.region)
+        self.initial_box: tuple[np.ndarray, np.ndarray] = system.initial_region(self.region)
 
     def initial_states(self) -> np.ndarray:
         """``(2, n)``: the corners ``lo`` and ``hi`` of :attr:`initial_box` (runs start anywhere in the box)."""

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import PropertyError, did_you_mean
+from rlverify.models.environment import VectorEnv
 from rlverify.models.racetrack.track import GOAL, WALL, Track
 
 #: Accelerations ``(ax, ay)``, in the order of :data:`ACTIONS`.
@@ -125,7 +126,7 @@ def move(track: Track, states: np.ndarray, velocities: np.ndarray) -> np.ndarray
 
 
 @dataclass
-class RacetrackEnv:
+class RacetrackEnv(VectorEnv):
     """Vectorised Racetrack (see the module docstring); implements the simulator's environment protocol.
 
     Attributes:
