@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.choices import Numerics
+from rlverify.choices import Guarantee, Numerics
 from rlverify.errors import PropertyError
 from rlverify.exact.bounded import bounded_until
 from rlverify.exact.chain import SHRINK, FullMDP, mdp_for
@@ -88,7 +88,7 @@ class ActionValues:
     state_values: np.ndarray
     next_values: np.ndarray
     remaining: int | None
-    guarantee: str
+    guarantee: Guarantee
     method: str
     precision: float
     property: str
