@@ -23,11 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlverify.choices import BackendKind, values
 from rlverify.errors import OptionError, RlverifyError, require
 
 log = logging.getLogger(__name__)
 
-KINDS = ("local", "ray")
+KINDS = values(BackendKind)
 
 
 class BackendError(RlverifyError):
@@ -49,19 +50,27 @@ class BackendOptions:
             (load balance vs per-task overhead); never changes a result.
     """
 
-    kind: str = "local"
+    kind: BackendKind = BackendKind.LOCAL
     address: str | None = None
     num_cpus: int | None = None
     connect_timeout: float = 10.0
     tasks_per_worker: int = 4
 
+    def __post_init__(self) -> None:
+        if self.kind in KINDS:  # text given for a kind: its member (anything else is refused by validate)
+            object.__setattr__(self, "kind", BackendKind(self.kind))
+
     def validate(self) -> None:
         if self.kind not in KINDS:
             raise OptionError(f"--backend: expected one of {', '.join(KINDS)}, got '{self.kind}'")
-        if self.kind != "ray" and self.address is not None:
+        if self.kind is not BackendKind.RAY and self.address is not None:
             raise OptionError(f"--address {self.address}: an address is used with --backend ray only")
         if self.address is not None and self.address != "auto":
             _host_port(self.address)
+        self._validate_sizes()
+
+    def _validate_sizes(self) -> None:
+        """Refuse a ``num_cpus``, ``connect_timeout`` or ``tasks_per_worker`` out of range."""
         if self.num_cpus is not None and (int(self.num_cpus) != self.num_cpus or self.num_cpus <= 0):
             raise OptionError(f"num_cpus: expected a positive integer, got {self.num_cpus!r}")
         if self.num_cpus is not None and self.address is not None:
@@ -89,7 +98,7 @@ class Backend:
     depend only on ``shared`` and its arguments.
     """
 
-    kind = "local"
+    kind = BackendKind.LOCAL
     #: processes working in parallel (the engines size their tasks by it; results never depend on it)
     workers = 1
 
@@ -130,7 +139,7 @@ def open_backend(options: BackendOptions | None = None) -> Backend:
     """
     options = options or BackendOptions()
     options.validate()
-    if options.kind == "local":
+    if options.kind is BackendKind.LOCAL:
         return LOCAL
     return RayBackend(options)
 
@@ -157,7 +166,7 @@ class RayBackend(Backend):
     """Tasks run as Ray tasks (one CPU each); shared objects go to the object store once (``ray.put``)
     and each worker process deserialises a shared object once (a small per-process cache)."""
 
-    kind = "ray"
+    kind = BackendKind.RAY
 
     def __init__(self, options: BackendOptions) -> None:
         self.options = options
@@ -188,20 +197,11 @@ class RayBackend(Backend):
         if not isinstance(shared, _Shared):
             shared = self.share(shared)
         refs = [self._task.remote(fn, shared, *args) for args in tasks]
-        index = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
         pending = list(refs)
         raylet = _local_raylet(ray)
         try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1, timeout=_RAYLET_CHECK_S)
-                if not ready and not _alive(raylet):
-                    raise ray.exceptions.LocalRayletDiedError()
-                for ref in ready:
-                    res = ray.get(ref)
-                    out[index[ref]] = res
-                    if on_result is not None:
-                        on_result(index[ref], res)
+            _collect(ray, raylet, refs, pending, out, on_result)
         except ray.exceptions.RayTaskError as exc:
             _cancel(ray, pending)
             cause = getattr(exc, "cause", None)
@@ -215,6 +215,28 @@ class RayBackend(Backend):
                 _shut_down_dead_runtime(ray)
             raise BackendError(message) from None
         return out
+
+
+def _collect(
+    ray: Any,
+    raylet: Any,
+    refs: list[Any],
+    pending: list[Any],
+    out: list[Any],
+    on_result: Callable[[int, Any], None] | None,
+) -> None:
+    """Wait for the tasks ``refs`` one at a time, each result put at its task's place in ``out`` (``pending``: the
+    tasks not finished yet, kept up to date for the caller to cancel); the raylet's death noticed between waits."""
+    index = {ref: i for i, ref in enumerate(refs)}
+    while pending:
+        ready, pending[:] = ray.wait(pending, num_returns=1, timeout=_RAYLET_CHECK_S)
+        if not ready and not _alive(raylet):
+            raise ray.exceptions.LocalRayletDiedError()
+        for ref in ready:
+            res = ray.get(ref)
+            out[index[ref]] = res
+            if on_result is not None:
+                on_result(index[ref], res)
 
 
 def _cancel(ray: Any, refs: Sequence[Any]) -> None:
