@@ -315,14 +315,9 @@ def train_discrete(
     scale = 1.0 / np.maximum(np.maximum(np.abs(dyn.obs_low), np.abs(dyn.obs_high)), 1.0).astype(np.float64)
     log.info("training PPO on %s %s: %d steps, hidden %s, %d envs, seed %d", benchmark_id, resolved, total, hidden_t, n, seed)
     t0 = time.perf_counter()
+    actor_update = _actor_update(on_update, dyn)
     mlp, stats = train_ppo(
-        env,
-        hidden=hidden_t,
-        total_steps=total,
-        seed=seed,
-        obs_scale=scale,
-        config=cfg,
-        on_update=_actor_update(on_update, dyn),
+        env, hidden=hidden_t, total_steps=total, seed=seed, obs_scale=scale, config=cfg, on_update=actor_update
     )
     seconds = time.perf_counter() - t0
 
@@ -355,13 +350,7 @@ def train_discrete(
         "seconds": round(seconds, 1),
         "rlverify": __version__,
     }
-    path = None
-    if out is not None:
-        save_mlp_onnx(
-            out, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits", training=metadata, force=force
-        )
-        path = Path(out)
-        log.info("saved %s", path)
+    path = _save(out, mlp, dyn, metadata, force)
     return TrainingReport(
         benchmark=benchmark_id,
         params=resolved,
@@ -379,6 +368,18 @@ def train_discrete(
         seconds=seconds,
         metadata=metadata,
     )
+
+
+def _save(out: str | Path | None, mlp: MLP, dyn: MDPDynamics, metadata: dict[str, Any], force: bool) -> Path | None:
+    """Save the actor as an ONNX file over the model's names, with the training metadata (None: ``out`` is None)."""
+    if out is None:
+        return None
+    save_mlp_onnx(
+        out, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits", training=metadata, force=force
+    )
+    path = Path(out)
+    log.info("saved %s", path)
+    return path
 
 
 def _check_counts(steps: int | None, n_envs: int | None) -> None:
