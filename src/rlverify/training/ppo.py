@@ -79,25 +79,31 @@ def check_seed(seed: Any) -> int:
 def parse_hidden(hidden: Any) -> tuple[int, ...]:
     """Hidden layer widths from ``"64,64"`` or a sequence of positive integers, or a :class:`TrainingError` naming
     what is wrong (an empty width as in ``64,,64``, a zero, a non-integer, too many layers)."""
-    if isinstance(hidden, str):
-        parts = [h.strip() for h in hidden.split(",")]
-        if not hidden.strip() or any(not h for h in parts):
-            raise TrainingError(
-                f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}' (an empty layer width)"
-            )
-        if not all(h.isdigit() for h in parts):
-            raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}'")
-        widths: list[Any] = [int(h) for h in parts]
-    else:
-        try:
-            widths = list(hidden)
-        except TypeError:
-            raise TrainingError(f"hidden: expected layer widths like (64, 64), got {hidden!r}") from None
+    widths = _text_widths(hidden) if isinstance(hidden, str) else _sequence_widths(hidden)
     if not widths or any(isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h <= 0 for h in widths):
         raise TrainingError(f"hidden: expected one or more positive whole layer widths, got {hidden!r}")
     if len(widths) > MAX_HIDDEN_LAYERS:
         raise TrainingError(f"hidden: {len(widths)} layers; at most {MAX_HIDDEN_LAYERS} hidden layers")
     return tuple(int(h) for h in widths)
+
+
+def _text_widths(hidden: str) -> list[Any]:
+    """The widths of ``"64,64"`` (digits only; no empty width)."""
+    parts = [h.strip() for h in hidden.split(",")]
+    if not hidden.strip() or any(not h for h in parts):
+        raise TrainingError(
+            f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}' (an empty layer width)"
+        )
+    if not all(h.isdigit() for h in parts):
+        raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}'")
+    return [int(h) for h in parts]
+
+
+def _sequence_widths(hidden: Any) -> list[Any]:
+    try:
+        return list(hidden)
+    except TypeError:
+        raise TrainingError(f"hidden: expected layer widths like (64, 64), got {hidden!r}") from None
 
 
 def layer_parameters(sizes: Sequence[int]) -> int:
