@@ -43,15 +43,7 @@ def entry_rewards(dynamics: MDPDynamics, labels: Mapping[str, float] | None) -> 
     for name, value in (labels or {}).items():
         entry += float(value) * dynamics.model.labels[label_key(dynamics.model, name)]
     if dynamics.reward_model is None and not labels:
-        rewards = [repr(n) for n in dict.fromkeys(list(dynamics.model.state_rewards) + list(dynamics.model.choice_rewards))]
-        labelled = sorted(dynamics.model.label_aliases.get(k, k) for k in dynamics.model.labels)
-        warnings.warn(
-            f"no reward model selected: every reward is 0, an agent learns nothing; pass reward=NAME "
-            f"(the model has {', '.join(rewards) or 'none'}) or reward='label:NAME=VALUE' to reward entering "
-            f"a labelled state (labels: {', '.join(labelled) or 'none'})",
-            RewardWarning,
-            stacklevel=3,
-        )
+        warnings.warn(_no_reward_model(dynamics), RewardWarning, stacklevel=3)
     elif not np.any(dynamics.rewards) and not np.any(entry):
         warnings.warn(
             f"every reward is 0 (reward model {dynamics.reward_model!r}"
@@ -60,6 +52,18 @@ def entry_rewards(dynamics: MDPDynamics, labels: Mapping[str, float] | None) -> 
             stacklevel=3,
         )
     return entry
+
+
+def _no_reward_model(dynamics: MDPDynamics) -> str:
+    """The warning for an environment without a reward model or label rewards, naming what the model has."""
+    model = dynamics.model
+    rewards = [repr(n) for n in dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards))]
+    labelled = sorted(model.label_aliases.get(k, k) for k in model.labels)
+    return (
+        f"no reward model selected: every reward is 0, an agent learns nothing; pass reward=NAME "
+        f"(the model has {', '.join(rewards) or 'none'}) or reward='label:NAME=VALUE' to reward entering "
+        f"a labelled state (labels: {', '.join(labelled) or 'none'})"
+    )
 
 
 def save_policy_metadata(policy_path: str | Path, metadata: Mapping[str, Any], *, force: bool = False) -> Path:
