@@ -21,11 +21,16 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlverify.training.ppo import check_seed, import_torch, restores_torch_settings
+
+if TYPE_CHECKING:
+    from rlverify.models.racetrack.env import RacetrackEnv
+    from rlverify.models.racetrack.track import Track
+    from rlverify.policies.mlp import MLP
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +103,7 @@ BENCHMARK_CONFIGS: dict[str, DQNConfig] = {
 }
 
 
-def goal_distances(track: Any) -> np.ndarray:
+def goal_distances(track: Track) -> np.ndarray:
     """``(rows, cols)`` shortest number of king moves from each cell to a goal cell through non-wall
     cells (multi-source BFS; ``inf`` for walls and cells that cannot reach a goal)."""
     from rlverify.models.racetrack.track import GOAL, WALL
@@ -120,7 +125,7 @@ def goal_distances(track: Any) -> np.ndarray:
     return dist
 
 
-def feature_scale(env: Any) -> np.ndarray:
+def feature_scale(env: RacetrackEnv) -> np.ndarray:
     """``(15,)`` positive scales that bring the Racetrack features to about [-1, 1] for training."""
     H, W = env.track.height, env.track.width
     m = float(max(H, W))
@@ -129,8 +134,8 @@ def feature_scale(env: Any) -> np.ndarray:
 
 @restores_torch_settings
 def train_dqn(
-    env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(), progress: Callable[[int, int], None] | None = None
-) -> tuple[Any, dict[str, Any]]:
+    env: RacetrackEnv, *, seed: int = 0, config: DQNConfig = DQNConfig(), progress: Callable[[int, int], None] | None = None
+) -> tuple[MLP, dict[str, Any]]:
     """Train a DQN on a :class:`~rlverify.models.racetrack.RacetrackEnv`.
 
     Returns:
@@ -263,7 +268,7 @@ def train_dqn(
     return mlp, facts
 
 
-def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict[str, float | str]:
+def evaluate_greedy(env: RacetrackEnv, mlp: MLP, *, runs: int, seed: int = 12345) -> dict[str, float | str]:
     """Goal rate of the greedy policy from the start line and from random free cells (simulated, deterministic mode)."""
     from rlverify.models.racetrack.env import ACTIONS, FEATURES
     from rlverify.policies.adapters import CallablePolicy
