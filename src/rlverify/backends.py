@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlverify.choices import BackendKind, values
@@ -297,7 +299,7 @@ def _shut_down_dead_runtime(ray: Any) -> None:
 
 def _ray_failure(exc: BaseException) -> str:
     """One line naming what failed in Ray (not in the task's own code)."""
-    import ray
+    import ray  # lazy: ray, start-up
 
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     if isinstance(exc, ray.exceptions.WorkerCrashedError):
@@ -340,7 +342,7 @@ def _resolve(shared: Any) -> Any:
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    import ray
+    import ray  # lazy: ray, start-up
 
     obj = ray.get(shared.ref)
     _CACHE[key] = obj
@@ -399,7 +401,7 @@ def _authentication_errors(ray: Any) -> tuple[type[BaseException], ...]:
 def _authentication_refused(address: str) -> BaseException | None:
     """The :class:`ray.exceptions.AuthenticationError` the head at ``address`` answers a client without its token
     with (a direct probe of its GCS; None: it does not refuse for that, or the probe is not possible)."""
-    import ray
+    import ray  # lazy: ray, start-up
 
     try:
         from ray._raylet import GcsClient  # type: ignore[attr-defined]  # ray's _raylet.pyi omits it; the module has it
@@ -427,7 +429,7 @@ def _errors_to_stderr() -> None:
     log lines...) on stdout even with ``log_to_driver=False``; log them instead (stderr: the first line of each as a
     warning, the rest at debug level), so that stdout holds only rlverify's output (e.g. --json)."""
     try:
-        from ray._private import worker
+        from ray._private import worker  # lazy: ray, start-up
     except ImportError:  # pragma: no cover  (a Ray without this module: nothing to redirect)
         return
     if getattr(worker.print_to_stdstream, "_rlverify", False):
@@ -447,8 +449,6 @@ def _errors_to_stderr() -> None:
 
 def _check_reachable(address: str, timeout: float) -> None:
     """A TCP connection to ``address`` within ``timeout`` s, else :class:`BackendError` (refused, unknown host...)."""
-    import socket
-
     host, port = _host_port(address)
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -470,14 +470,12 @@ def _register_serializers(ray: Any) -> None:
     """Teach Ray to ship an ONNX policy: its onnxruntime session cannot be pickled, so the policy travels
     as the ONNX file's bytes plus its resolved features, actions and output kind, and the worker loads it
     with :class:`~rlverify.policies.adapters.OnnxPolicy` itself (the file need not exist on the worker)."""
-    from rlverify.policies.adapters import OnnxPolicy
+    from rlverify.policies.adapters import OnnxPolicy  # lazy: onnx policies load onnxruntime; only with Ray
 
     ray.util.register_serializer(OnnxPolicy, serializer=_onnx_state, deserializer=_onnx_restore)
 
 
 def _onnx_state(policy: Any) -> dict[str, Any]:
-    from pathlib import Path
-
     model = getattr(policy, "_model", None)
     data = model.SerializeToString() if model is not None else Path(policy.path).read_bytes()
     plain = {k: v for k, v in policy.__dict__.items() if isinstance(v, (str, int, float, bool, tuple, Path, type(None)))}
@@ -491,8 +489,8 @@ def _onnx_state(policy: Any) -> dict[str, Any]:
 
 
 def _onnx_restore(state: dict[str, Any]) -> Any:
-    from rlverify.policies.adapters import OnnxPolicy
-    from rlverify.policies.settings import DEFAULT_POLICY_THREADS
+    from rlverify.policies.adapters import OnnxPolicy  # lazy: onnx policies load onnxruntime; only with Ray
+    from rlverify.policies.settings import DEFAULT_POLICY_THREADS  # lazy: with the line above
 
     threads = state["attributes"].get("threads", DEFAULT_POLICY_THREADS)  # the driver's session's threads
     # the network from its bytes, in memory (no temporary file on the worker)

@@ -25,9 +25,11 @@ cause. :func:`read_input` is the matching way to read a small input file: a regu
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -480,7 +482,7 @@ def plain_figure_text() -> Iterator[None]:
     rlverify's figures show names the user chose (variables, labels, files, properties); a ``$`` in
     one would otherwise be parsed as TeX math, and an unbalanced one (``$\\frac``) makes saving fail.
     """
-    import matplotlib
+    import matplotlib  # lazy: matplotlib, start-up
 
     with matplotlib.rc_context({"text.parse_math": False}):
         yield
@@ -497,8 +499,8 @@ def save_figure(fig: Any, path: str | Path, *, force: bool = False, what: str = 
     Raises:
         FileWriteError: see :func:`publishing`.
     """
-    import matplotlib.pyplot as plt
-    from matplotlib.text import Text
+    import matplotlib.pyplot as plt  # lazy: matplotlib, start-up
+    from matplotlib.text import Text  # lazy: matplotlib, start-up
 
     try:
         for text in fig.findobj(Text):
@@ -521,9 +523,6 @@ def private_temp_dir(purpose: str = "files") -> Path:
     :func:`tempfile.mkdtemp`), removed when the process exits. For generated files that tools read by
     name (a benchmark's PRISM text): nobody else can plant or replace a file (or a symlink) in it."""
     if purpose not in _PRIVATE:
-        import atexit
-        import shutil
-
         directory = Path(tempfile.mkdtemp(prefix=f"rlverify-{purpose}-"))
         owner = os.getpid()
 

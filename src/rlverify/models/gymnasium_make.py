@@ -3,7 +3,11 @@ environment's constructor first."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import inspect
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,10 +40,6 @@ def make_env(env_id: str, kwargs: dict[str, Any], trust_code: bool = False) -> G
 
 def _import_user_module(given: str, module: str, env_id: str, trust_code: bool) -> None:
     """Import the module of a ``gym:MODULE:ID`` target (it registers ID), only with ``trust_code``."""
-    import contextlib
-    import importlib
-    import sys
-
     if not trust_code:
         raise ModelError(
             f"gym:{given}: gym:MODULE:ID imports the Python module '{module}' (runs its code) to register "
@@ -61,8 +61,6 @@ def _import_user_module(given: str, module: str, env_id: str, trust_code: bool) 
 
 def _construct(env_id: str, kwargs: dict[str, Any]) -> GymEnv:
     """``gymnasium.make(env_id, **kwargs)``, its refusals as rlverify's errors."""
-    import warnings
-
     import gymnasium  # lazy: gymnasium, start-up
 
     try:

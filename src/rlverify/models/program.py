@@ -227,7 +227,7 @@ class CompiledProgram:
 
     def parse(self, text: str) -> Fn:
         """A numpy function of an expression over the program's variables, given as text (Storm's syntax)."""
-        import stormpy
+        import stormpy  # lazy: stormpy, start-up
 
         parser = stormpy.expressions.ExpressionParser(self.program.expression_manager)
         parser.set_identifier_mapping(self._storm_variables)
