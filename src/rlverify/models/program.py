@@ -76,14 +76,8 @@ class CompiledProgram:
         self.program = program
         declared = _declared(program)
         vars_, initial, radix = _variables(declared, init_block)
-        self.variables = tuple(vars_)
-        self._radix = np.asarray([v.radix for v in vars_], dtype=np.int64)
-        self._sizes = np.asarray([v.hi - v.lo + 1 for v in vars_], dtype=np.int64)
-        self._los = np.asarray([v.lo for v in vars_], dtype=np.int64)
-        self._storm_variables = {v.name: v.expression_variable.get_expression() for v, _ in declared}
+        self._set_variables(vars_, declared)
         self.domain = radix
-        self.by_name = {v.name: v for v in vars_}
-        self.index = {v.name: i for i, v in enumerate(vars_)}
         self.initial = self._initial_block() if init_block else self._initial_values(initial)
         self.groups = self._groups()
         self._offsets = np.asarray([g.offset for g in self.groups], dtype=np.int64)
@@ -94,6 +88,17 @@ class CompiledProgram:
         self._structure = ChoiceTables(self)
         self._signature: GuardSignature | None = None
         self.label_functions = {lab.name: self._compile(program.get_label_expression(lab.name)) for lab in program.labels}
+
+    def _set_variables(self, vars_: list[Var], declared: list[tuple[StormVariable, bool]]) -> None:
+        """The variables, their key arrays (radixes, sizes, lower bounds), Storm's expression of each, and lookups
+        by name."""
+        self.variables = tuple(vars_)
+        self._radix = np.asarray([v.radix for v in vars_], dtype=np.int64)
+        self._sizes = np.asarray([v.hi - v.lo + 1 for v in vars_], dtype=np.int64)
+        self._los = np.asarray([v.lo for v in vars_], dtype=np.int64)
+        self._storm_variables = {v.name: v.expression_variable.get_expression() for v, _ in declared}
+        self.by_name = {v.name: v for v in vars_}
+        self.index = {v.name: i for i, v in enumerate(vars_)}
 
     def _initial_block(self) -> np.ndarray:
         """``(I, V)`` int64: the valuations satisfying the ``init ... endinit`` expression, found over the whole domain."""

@@ -31,10 +31,7 @@ def compile_expression(expr: StormExpression, variables: dict[str, Var]) -> Fn:
     except Exception:  # e.g. a user-defined function: no operator
         raise Unsupported(f"expression '{expr}'") from None
     args = [compile_expression(expr.get_operand(i), variables) for i in range(expr.arity)]
-    ops = _operator_names()
-    name = ops.get(op, "")  # one lookup: the enum's members hash in Python
-    if name == "MINUS" and len(args) == 1:
-        name = _UNARY_MINUS
+    name = _operator_name(op, len(args))
     special = _SPECIAL.get(name)
     if special is not None:
         return special(*args)
@@ -43,6 +40,12 @@ def compile_expression(expr: StormExpression, variables: dict[str, Var]) -> Fn:
         raise Unsupported(f"operator {op} in '{expr}'")
     a, b = args
     return lambda env: f(a(env), b(env))
+
+
+def _operator_name(op: Any, arity: int) -> str:
+    """Storm's name of operator ``op`` (``""``: unknown; a one-operand MINUS: :data:`_UNARY_MINUS`)."""
+    name = _operator_names().get(op, "")  # one lookup: the enum's members hash in Python
+    return _UNARY_MINUS if name == "MINUS" and arity == 1 else name
 
 
 def _literal(expr: StormExpression) -> Fn:

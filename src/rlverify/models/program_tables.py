@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rlverify.arrays import distinct
-from rlverify.models.program_types import Env, Var
+from rlverify.models.program_types import Command, Env, Var
 
 if TYPE_CHECKING:
     from rlverify.models.program import CompiledProgram
@@ -41,20 +41,31 @@ class Layout:
         self.key_radix = np.ones(len(reads) + 1, dtype=np.int64)
         self.key_size = np.ones(len(reads) + 1, dtype=np.int64)
         if spans:
-            reads = list(reads)
-            for item, r in enumerate(reads):
-                if not r:
-                    self.spanned[item] = True
-                    continue
-                first, last = variables[min(r)], variables[max(r)]
-                D = last.radix * (last.hi - last.lo + 1) // first.radix
-                if D <= limit and (D <= TABLE_DOMAIN or D <= 4 * self.domains[item]):
-                    reads[item] = tuple(range(min(r), max(r) + 1))
-                    self.domains[item] = D
-                    self.spanned[item] = True
-                    self.key_radix[item], self.key_size[item] = first.radix, D
+            reads = self._spans(list(reads), limit)
         self.reads = reads
         self.tabled = np.asarray([d <= limit for d in self.domains] + [False])
+        self._strides()
+
+    def _spans(self, reads: list[tuple[int, ...]], limit: int) -> list[tuple[int, ...]]:
+        """``reads`` with each item that reads variables i..j and a few between widened to all of them (its table at
+        most 4 times larger, or within :data:`TABLE_DOMAIN`, and within ``limit``): its row a digit range of the key."""
+        variables = self.variables
+        for item, r in enumerate(reads):
+            if not r:
+                self.spanned[item] = True
+                continue
+            first, last = variables[min(r)], variables[max(r)]
+            D = last.radix * (last.hi - last.lo + 1) // first.radix
+            if D <= limit and (D <= TABLE_DOMAIN or D <= 4 * self.domains[item]):
+                reads[item] = tuple(range(min(r), max(r) + 1))
+                self.domains[item] = D
+                self.spanned[item] = True
+                self.key_radix[item], self.key_size[item] = first.radix, D
+        return reads
+
+    def _strides(self) -> None:
+        """Each tabled item's variables (``var``), their lower bounds (``lo``) and row strides (``stride``; 0 pads)."""
+        reads = self.reads
         width = max([len(r) for r, t in zip(reads, self.tabled, strict=False) if t], default=0)
         self.var = np.zeros((len(reads) + 1, width), dtype=np.int64)
         self.lo = np.zeros((len(reads) + 1, width), dtype=np.int64)
@@ -63,7 +74,7 @@ class Layout:
             if self.tabled[item]:
                 stride = 1
                 for t, i in enumerate(r):
-                    v = variables[i]
+                    v = self.variables[i]
                     self.var[item, t], self.lo[item, t], self.stride[item, t] = i, v.lo, stride
                     stride *= v.hi - v.lo + 1
 
@@ -105,24 +116,8 @@ class GuardSignature:
         self.words = max(1, -(-len(commands) // 63))
         self.program = program
         variables = program.variables
-        spans: dict[tuple[int, int], list[int]] = {}
         self.constant = np.uint64(0)
-        self.direct: list[int] = []
-        for i, c in enumerate(commands):
-            if not c.guard_reads:
-                spans.setdefault((0, 0), []).append(i)  # no variable: a table of one row (row 0 of span (0, 0))
-            else:
-                spans.setdefault((min(c.guard_reads), max(c.guard_reads)), []).append(i)
-        self.groups: list[tuple[int, int, list[int]]] = []  # (first variable, rows, commands)
-        entries = 0
-        for (first, last), cids in sorted(spans.items()):
-            radix = variables[first].radix if variables else 1
-            D = (variables[last].radix * (variables[last].hi - variables[last].lo + 1)) // radix if variables else 1
-            if D <= SPAN_DOMAIN and entries + D <= TABLE_ENTRIES:
-                self.groups.append((first, D, cids))
-                entries += D
-            else:
-                self.direct += cids
+        self._group(variables, _guard_spans(commands))
         # the other commands' guards: their rows in CompiledProgram.guards, and their bits
         slot = np.empty(len(commands), dtype=np.int64)
         slot[program._structure.order] = np.arange(len(commands))
@@ -137,6 +132,21 @@ class GuardSignature:
         order = program._structure.order
         self.word_of = order // 63
         self.bit_of = (order % 63).astype(np.uint64)
+
+    def _group(self, variables: tuple[Var, ...], spans: dict[tuple[int, int], list[int]]) -> None:
+        """:attr:`groups` ``(first variable, rows, commands)``: the spans of at most :data:`SPAN_DOMAIN` valuations
+        (within :data:`TABLE_ENTRIES` in all), by span; :attr:`direct`: the other spans' commands."""
+        self.groups: list[tuple[int, int, list[int]]] = []
+        self.direct: list[int] = []
+        entries = 0
+        for (first, last), cids in sorted(spans.items()):
+            radix = variables[first].radix if variables else 1
+            D = (variables[last].radix * (variables[last].hi - variables[last].lo + 1)) // radix if variables else 1
+            if D <= SPAN_DOMAIN and entries + D <= TABLE_ENTRIES:
+                self.groups.append((first, D, cids))
+                entries += D
+            else:
+                self.direct += cids
 
     def _build(self) -> np.ndarray:
         program = self.program
@@ -173,6 +183,16 @@ class GuardSignature:
         (no direct guards)."""
         words = self(values, env, keys)
         return ((words.T[self.word_of] >> self.bit_of[:, None]) & np.uint64(1)).astype(bool)
+
+
+def _guard_spans(commands: tuple[Command, ...]) -> dict[tuple[int, int], list[int]]:
+    """The commands (ids) by the span of variables their guards read (first, last; no variable: ``(0, 0)``, a table
+    of one row)."""
+    spans: dict[tuple[int, int], list[int]] = {}
+    for i, c in enumerate(commands):
+        key = (min(c.guard_reads), max(c.guard_reads)) if c.guard_reads else (0, 0)
+        spans.setdefault(key, []).append(i)
+    return spans
 
 
 class UpdateTables:
