@@ -61,7 +61,7 @@ def load_dynamics(
     condition = f'"{text.strip(chr(34))}"' if is_label else f"({text})"
     prop = parse_property(symbolic, f"P=? [F {condition}]")
     mdp, _ = build_explicit(symbolic, [prop], max_states=max_states, command_names=named)
-    mask = mdp.labels[label_key(mdp, text) if is_label else _expression_label(terminal, prop)]
+    mask = mdp.labels[label_key(mdp, text if is_label else _expression_label(terminal, prop))]
     dyn = dynamics_from_explicit(
         mdp,
         features=features,
@@ -92,7 +92,7 @@ def _is_jani(symbolic: SymbolicModel) -> bool:
 
 
 def _expression_label(terminal: str, prop: Property) -> str:
-    """The label Storm gave the build for the terminal expression of ``P=? [F (terminal)]`` (its text)."""
+    """The text of the terminal expression of ``P=? [F (terminal)]``, which names its label in the build."""
     state_formula = prop.storm_formula().subformula.subformula
     if not hasattr(state_formula, "get_expression"):
         raise EnvError(
