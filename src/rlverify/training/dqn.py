@@ -358,7 +358,7 @@ def train_racetrack(
     Returns:
         The written path; the final evaluation is stored in the ONNX training metadata.
     """
-    from rlverify.benchmarks.racetrack import make_racetrack  # lazy: importing it registers every racetrack benchmark
+    from rlverify.benchmarks.racetrack import make_racetrack  # lazy: the benchmark registry, only when training one
 
     seed = check_seed(seed)
     check_target(out, force=force)  # before the training, not after it
