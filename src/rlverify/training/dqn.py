@@ -174,8 +174,7 @@ def train_dqn(
     updates = 0
     episodes = goals = crashes = 0
     for step in range(n_steps):
-        frac = min(1.0, step / max(1.0, config.eps_fraction * n_steps))
-        eps = config.eps_start + frac * (config.eps_end - config.eps_start)
+        eps = _epsilon(step, n_steps, config)
         obs = env.observe(states) / scale
         with torch.no_grad():
             greedy = q(torch.from_numpy(obs)).argmax(dim=1).numpy()
@@ -202,11 +201,7 @@ def train_dqn(
             updates = _learn(torch, q, target, opt, buffers, size, rng, config, updates)
         if progress is not None and step % 200 == 0:
             progress(step * config.n_envs, n_steps * config.n_envs)
-    linears = [m for m in q if isinstance(m, torch.nn.Linear)]
-    ws = [m.weight.detach().numpy().astype(np.float64).copy() for m in linears]
-    bs = [m.bias.detach().numpy().astype(np.float64).copy() for m in linears]
-    ws[0] = ws[0] / scale[None, :]  # fold the input scaling into the first layer
-    mlp = MLP(tuple(ws), tuple(bs))
+    mlp = _as_mlp(torch, q, scale)
     train_time = time.perf_counter() - t0
     facts = {
         "algorithm": "DQN (double, Huber, hard target updates)",
@@ -225,6 +220,21 @@ def train_dqn(
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
     }
     return mlp, facts
+
+
+def _epsilon(step: int, n_steps: int, config: DQNConfig) -> float:
+    """The exploration rate at lockstep ``step``: linear from ``eps_start`` to ``eps_end`` over ``eps_fraction``."""
+    frac = min(1.0, step / max(1.0, config.eps_fraction * n_steps))
+    return config.eps_start + frac * (config.eps_end - config.eps_start)
+
+
+def _as_mlp(torch: Any, q: Any, scale: np.ndarray) -> MLP:
+    """The Q-network as a float64 :class:`MLP` over raw features (the input scaling folded into its first layer)."""
+    linears = [m for m in q if isinstance(m, torch.nn.Linear)]
+    ws = [m.weight.detach().numpy().astype(np.float64).copy() for m in linears]
+    bs = [m.bias.detach().numpy().astype(np.float64).copy() for m in linears]
+    ws[0] = ws[0] / scale[None, :]  # fold the input scaling into the first layer
+    return MLP(tuple(ws), tuple(bs))
 
 
 def _q_network(torch: Any, sizes: list[int]) -> Any:
