@@ -43,10 +43,14 @@ from rlverify.models.explicit import (
     read_umb,
     resident_bytes,
 )
-from rlverify.models.program import CompiledProgram, compiled
-from rlverify.models.program_checks import terminal_functions
-from rlverify.models.program_expressions import compile_expression
-from rlverify.models.program_types import Enabled, Unsupported
+from rlverify.models.program import (
+    CompiledProgram,
+    Enabled,
+    Unsupported,
+    compile_expression,
+    compiled,
+    terminal_functions,
+)
 from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
 from rlverify.policies.base import Policy

@@ -36,10 +36,32 @@ import numpy.typing as npt
 
 from rlverify.arrays import distinct
 from rlverify.errors import ModelError
+from rlverify.models.program_checks import check_update_ranges, terminal_functions
 from rlverify.models.program_choices import ChoiceTables
 from rlverify.models.program_expressions import StormExpression, Tabled, compile_expression, count_operators
 from rlverify.models.program_tables import TABLE_DOMAIN, GuardSignature, UpdateTables
 from rlverify.models.program_types import Branches, Command, Enabled, Env, Fn, Group, States, Unsupported, Update, Var
+
+__all__ = [  # with the parts' names the engines import from here
+    "BRANCH_CHUNK",
+    "MAX_CHOICES",
+    "MAX_DOMAIN",
+    "MAX_INIT_DOMAIN",
+    "Branches",
+    "Command",
+    "CompiledProgram",
+    "Enabled",
+    "Group",
+    "States",
+    "Unsupported",
+    "Update",
+    "Var",
+    "check_update_ranges",
+    "compile_expression",
+    "compiled",
+    "program_action_index",
+    "terminal_functions",
+]
 
 #: Storm's PRISM program and its parts (``stormpy.storage.PrismProgram``, ``PrismModule``, ``PrismCommand``,
 #: ``PrismUpdate``, ``Variable``; stormpy is untyped)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlverify.models.program import CompiledProgram
 from rlverify.models.program_expressions import compile_expression
 from rlverify.models.program_types import Fn, Unsupported, Var
+
+if TYPE_CHECKING:
+    from rlverify.models.program import CompiledProgram
 
 #: a Storm formula (``stormpy.logic.Formula``; stormpy is untyped)
 StormFormula = Any

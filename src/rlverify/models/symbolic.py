@@ -1158,9 +1158,7 @@ def _ranges_checked(explicit: ExplicitModel, model: SymbolicModel, properties: l
     synchronised update, which the returned model's ``notes`` then say."""
     note = None
     if model.kind == "prism":
-        from rlverify.models.program import compiled
-        from rlverify.models.program_checks import check_update_ranges, terminal_functions
-        from rlverify.models.program_types import Unsupported
+        from rlverify.models.program import Unsupported, check_update_ranges, compiled, terminal_functions
 
         try:
             program = compiled(model.program, model.shown)
@@ -1192,8 +1190,7 @@ def _out_of_range_update(model: SymbolicModel, valuation: dict[str, int]) -> str
     program's commands evaluated there, :mod:`rlverify.models.program`), as a message; None if not found."""
     if model.kind != "prism":
         return _out_of_range_edge(model, valuation)
-    from rlverify.models.program import compiled
-    from rlverify.models.program_types import Unsupported
+    from rlverify.models.program import Unsupported, compiled
 
     try:
         program = compiled(model.program, model.shown)
