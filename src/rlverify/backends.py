@@ -16,18 +16,21 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from rlverify.choices import BackendKind, values
 from rlverify.errors import OptionError, RlverifyError, require
 
 log = logging.getLogger(__name__)
 
-KINDS = ("local", "ray")
+KINDS = values(BackendKind)
 
 
 class BackendError(RlverifyError):
@@ -49,19 +52,27 @@ class BackendOptions:
             (load balance vs per-task overhead); never changes a result.
     """
 
-    kind: str = "local"
+    kind: BackendKind = BackendKind.LOCAL
     address: str | None = None
     num_cpus: int | None = None
     connect_timeout: float = 10.0
     tasks_per_worker: int = 4
 
+    def __post_init__(self) -> None:
+        if self.kind in KINDS:  # text given for a kind: its member (anything else is refused by validate)
+            object.__setattr__(self, "kind", BackendKind(self.kind))
+
     def validate(self) -> None:
         if self.kind not in KINDS:
             raise OptionError(f"--backend: expected one of {', '.join(KINDS)}, got '{self.kind}'")
-        if self.kind != "ray" and self.address is not None:
+        if self.kind is not BackendKind.RAY and self.address is not None:
             raise OptionError(f"--address {self.address}: an address is used with --backend ray only")
         if self.address is not None and self.address != "auto":
             _host_port(self.address)
+        self._validate_sizes()
+
+    def _validate_sizes(self) -> None:
+        """Refuse a ``num_cpus``, ``connect_timeout`` or ``tasks_per_worker`` out of range."""
         if self.num_cpus is not None and (int(self.num_cpus) != self.num_cpus or self.num_cpus <= 0):
             raise OptionError(f"num_cpus: expected a positive integer, got {self.num_cpus!r}")
         if self.num_cpus is not None and self.address is not None:
@@ -89,7 +100,7 @@ class Backend:
     depend only on ``shared`` and its arguments.
     """
 
-    kind = "local"
+    kind = BackendKind.LOCAL
     #: processes working in parallel (the engines size their tasks by it; results never depend on it)
     workers = 1
 
@@ -130,7 +141,7 @@ def open_backend(options: BackendOptions | None = None) -> Backend:
     """
     options = options or BackendOptions()
     options.validate()
-    if options.kind == "local":
+    if options.kind is BackendKind.LOCAL:
         return LOCAL
     return RayBackend(options)
 
@@ -157,7 +168,7 @@ class RayBackend(Backend):
     """Tasks run as Ray tasks (one CPU each); shared objects go to the object store once (``ray.put``)
     and each worker process deserialises a shared object once (a small per-process cache)."""
 
-    kind = "ray"
+    kind = BackendKind.RAY
 
     def __init__(self, options: BackendOptions) -> None:
         self.options = options
@@ -188,20 +199,11 @@ class RayBackend(Backend):
         if not isinstance(shared, _Shared):
             shared = self.share(shared)
         refs = [self._task.remote(fn, shared, *args) for args in tasks]
-        index = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
         pending = list(refs)
         raylet = _local_raylet(ray)
         try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1, timeout=_RAYLET_CHECK_S)
-                if not ready and not _alive(raylet):
-                    raise ray.exceptions.LocalRayletDiedError()
-                for ref in ready:
-                    res = ray.get(ref)
-                    out[index[ref]] = res
-                    if on_result is not None:
-                        on_result(index[ref], res)
+            _collect(ray, raylet, refs, pending, out, on_result)
         except ray.exceptions.RayTaskError as exc:
             _cancel(ray, pending)
             cause = getattr(exc, "cause", None)
@@ -215,6 +217,28 @@ class RayBackend(Backend):
                 _shut_down_dead_runtime(ray)
             raise BackendError(message) from None
         return out
+
+
+def _collect(
+    ray: Any,
+    raylet: Any,
+    refs: list[Any],
+    pending: list[Any],
+    out: list[Any],
+    on_result: Callable[[int, Any], None] | None,
+) -> None:
+    """Wait for the tasks ``refs`` one at a time, each result put at its task's place in ``out`` (``pending``: the
+    tasks not finished yet, kept up to date for the caller to cancel); the raylet's death noticed between waits."""
+    index = {ref: i for i, ref in enumerate(refs)}
+    while pending:
+        ready, pending[:] = ray.wait(pending, num_returns=1, timeout=_RAYLET_CHECK_S)
+        if not ready and not _alive(raylet):
+            raise ray.exceptions.LocalRayletDiedError()
+        for ref in ready:
+            res = ray.get(ref)
+            out[index[ref]] = res
+            if on_result is not None:
+                on_result(index[ref], res)
 
 
 def _cancel(ray: Any, refs: Sequence[Any]) -> None:
@@ -275,7 +299,7 @@ def _shut_down_dead_runtime(ray: Any) -> None:
 
 def _ray_failure(exc: BaseException) -> str:
     """One line naming what failed in Ray (not in the task's own code)."""
-    import ray
+    import ray  # lazy: ray, start-up
 
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     if isinstance(exc, ray.exceptions.WorkerCrashedError):
@@ -318,7 +342,7 @@ def _resolve(shared: Any) -> Any:
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    import ray
+    import ray  # lazy: ray, start-up
 
     obj = ray.get(shared.ref)
     _CACHE[key] = obj
@@ -377,7 +401,7 @@ def _authentication_errors(ray: Any) -> tuple[type[BaseException], ...]:
 def _authentication_refused(address: str) -> BaseException | None:
     """The :class:`ray.exceptions.AuthenticationError` the head at ``address`` answers a client without its token
     with (a direct probe of its GCS; None: it does not refuse for that, or the probe is not possible)."""
-    import ray
+    import ray  # lazy: ray, start-up
 
     try:
         from ray._raylet import GcsClient  # type: ignore[attr-defined]  # ray's _raylet.pyi omits it; the module has it
@@ -405,7 +429,7 @@ def _errors_to_stderr() -> None:
     log lines...) on stdout even with ``log_to_driver=False``; log them instead (stderr: the first line of each as a
     warning, the rest at debug level), so that stdout holds only rlverify's output (e.g. --json)."""
     try:
-        from ray._private import worker
+        from ray._private import worker  # lazy: ray, start-up
     except ImportError:  # pragma: no cover  (a Ray without this module: nothing to redirect)
         return
     if getattr(worker.print_to_stdstream, "_rlverify", False):
@@ -425,8 +449,6 @@ def _errors_to_stderr() -> None:
 
 def _check_reachable(address: str, timeout: float) -> None:
     """A TCP connection to ``address`` within ``timeout`` s, else :class:`BackendError` (refused, unknown host...)."""
-    import socket
-
     host, port = _host_port(address)
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -448,14 +470,12 @@ def _register_serializers(ray: Any) -> None:
     """Teach Ray to ship an ONNX policy: its onnxruntime session cannot be pickled, so the policy travels
     as the ONNX file's bytes plus its resolved features, actions and output kind, and the worker loads it
     with :class:`~rlverify.policies.adapters.OnnxPolicy` itself (the file need not exist on the worker)."""
-    from rlverify.policies.onnx_policy import OnnxPolicy
+    from rlverify.policies.onnx_policy import OnnxPolicy  # lazy: onnx policies load onnxruntime; only with Ray
 
     ray.util.register_serializer(OnnxPolicy, serializer=_onnx_state, deserializer=_onnx_restore)
 
 
 def _onnx_state(policy: Any) -> dict[str, Any]:
-    from pathlib import Path
-
     model = getattr(policy, "_model", None)
     data = model.SerializeToString() if model is not None else Path(policy.path).read_bytes()
     plain = {k: v for k, v in policy.__dict__.items() if isinstance(v, (str, int, float, bool, tuple, Path, type(None)))}
@@ -469,8 +489,8 @@ def _onnx_state(policy: Any) -> dict[str, Any]:
 
 
 def _onnx_restore(state: dict[str, Any]) -> Any:
-    from rlverify.policies.onnx_policy import OnnxPolicy
-    from rlverify.policies.settings import DEFAULT_POLICY_THREADS
+    from rlverify.policies.onnx_policy import OnnxPolicy  # lazy: onnx policies load onnxruntime; only with Ray
+    from rlverify.policies.settings import DEFAULT_POLICY_THREADS  # lazy: with the line above
 
     threads = state["attributes"].get("threads", DEFAULT_POLICY_THREADS)  # the driver's session's threads
     # the network from its bytes, in memory (no temporary file on the worker)

@@ -38,7 +38,7 @@ def clopper_pearson_lower(successes: int | np.ndarray, runs: int | np.ndarray, a
     Raises:
         StatisticsError: ``alpha`` outside (0, 1), or counts with ``runs <= 0`` or outside ``0 <= successes <= runs``.
     """
-    from scipy.stats import beta
+    from scipy.stats import beta  # lazy: scipy, start-up
 
     alpha = check_unit("alpha", alpha)
     k, n = np.asarray(successes), np.asarray(runs)

@@ -25,9 +25,11 @@ cause. :func:`read_input` is the matching way to read a small input file: a regu
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -152,28 +154,38 @@ def check_target(path: str | Path, *, force: bool = False, what: str = "") -> Pa
     if _is_kernel_path(path):
         top = path.resolve(strict=False).parts[1]
         raise FileWriteError(f"{name}: /{top} is a system file system, not a place for output files")
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-        if os.path.islink(path) and not force:  # a link to a missing file: replacing it still replaces the user's link
-            raise FileWriteError(f"{name}: a symbolic link (to a missing file) is there; {_force_hint(what)}") from None
-    except NotADirectoryError:
-        raise FileWriteError(f"{name}: a parent of the file is not a directory") from None
-    except OSError as exc:
-        raise FileWriteError(f"{name}: cannot write there ({_describe(exc)})") from None
+    st = _target_stat(path, name, force, what)
     if st is not None:
-        if stat.S_ISDIR(st.st_mode):
-            raise FileWriteError(f"{name}: is a directory; give a file name")
-        if not stat.S_ISREG(st.st_mode):
-            raise FileWriteError(f"{name}: not a regular file (a device, pipe or socket); give a file name")
-        if not force:
-            raise FileWriteError(f"{name}: file exists; {_force_hint(what)}")
+        _refuse_existing(st, name, force, what)
     parent = _existing_ancestor(path.parent, name)
     if not os.access(parent, os.W_OK | os.X_OK):
         why = "read-only file system" if _read_only(parent) else "permission denied"
         raise FileWriteError(f"{name}: cannot write to the directory {parent} ({why})")
     return path
+
+
+def _target_stat(path: Path, name: str, force: bool, what: str) -> os.stat_result | None:
+    """What is at ``path`` (None: nothing; a link to a missing file is refused without ``force``)."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path) and not force:  # a link to a missing file: replacing it still replaces the user's link
+            raise FileWriteError(f"{name}: a symbolic link (to a missing file) is there; {_force_hint(what)}") from None
+        return None
+    except NotADirectoryError:
+        raise FileWriteError(f"{name}: a parent of the file is not a directory") from None
+    except OSError as exc:
+        raise FileWriteError(f"{name}: cannot write there ({_describe(exc)})") from None
+
+
+def _refuse_existing(st: os.stat_result, name: str, force: bool, what: str) -> None:
+    """Refuse an existing target: a directory, a special file, or a regular file without ``force``."""
+    if stat.S_ISDIR(st.st_mode):
+        raise FileWriteError(f"{name}: is a directory; give a file name")
+    if not stat.S_ISREG(st.st_mode):
+        raise FileWriteError(f"{name}: not a regular file (a device, pipe or socket); give a file name")
+    if not force:
+        raise FileWriteError(f"{name}: file exists; {_force_hint(what)}")
 
 
 def _read_only(directory: Path) -> bool:
@@ -249,13 +261,7 @@ def publishing(path: str | Path, *, force: bool = False, private: bool = False, 
     try:
         yield tmp
         try:
-            os.chmod(tmp, 0o600 if private else 0o666 & ~_umask())
-            if not any(d in path.parents for d in _PRIVATE.values()):
-                fd = os.open(tmp, os.O_RDONLY)
-                try:
-                    os.fsync(fd)  # the data is on disk before the name points at it (ENOSPC surfaces here at the latest)
-                finally:
-                    os.close(fd)
+            _seal(tmp, path, private)
             backup = _publish(tmp, path, force=force, name=name, hint=_force_hint(what))
             published = True
             _record(path, backup, made)
@@ -268,6 +274,17 @@ def publishing(path: str | Path, *, force: bool = False, private: bool = False, 
             with contextlib.suppress(OSError):
                 tmp.unlink()
             _remove_dirs(made)
+
+
+def _seal(tmp: Path, path: Path, private: bool) -> None:
+    """Give ``tmp`` its permissions and flush it to disk (not in this process's private temporary directories)."""
+    os.chmod(tmp, 0o600 if private else 0o666 & ~_umask())
+    if not any(d in path.parents for d in _PRIVATE.values()):
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the data is on disk before the name points at it (ENOSPC surfaces here at the latest)
+        finally:
+            os.close(fd)
 
 
 def _remove_dirs(made: list[Path]) -> None:
@@ -390,16 +407,7 @@ def _publish(tmp: Path, path: Path, *, force: bool, name: str, hint: str) -> Pat
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise FileWriteError(f"{name}: a directory appeared there while rlverify was running; nothing was written")
     if force:
-        if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-            raise FileWriteError(f"{name}: not a regular file (a device, pipe or socket); nothing was written")
-        backup = _backup(path) if st is not None else None
-        try:
-            os.replace(tmp, path)  # atomic; a symlink at path is replaced itself, never followed
-        except OSError:
-            if backup is not None:
-                backup.unlink()
-            raise
-        return backup
+        return _replace(tmp, path, st, name)
     try:
         os.link(tmp, path)  # fails if anything exists at path: never clobbers
     except FileExistsError:
@@ -413,6 +421,20 @@ def _publish(tmp: Path, path: Path, *, force: bool, name: str, hint: str) -> Pat
         return None
     tmp.unlink()
     return None
+
+
+def _replace(tmp: Path, path: Path, st: os.stat_result | None, name: str) -> Path | None:
+    """``force``: ``tmp`` replaces what is at ``path`` (a regular file or a link, kept as a backup, returned)."""
+    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise FileWriteError(f"{name}: not a regular file (a device, pipe or socket); nothing was written")
+    backup = _backup(path) if st is not None else None
+    try:
+        os.replace(tmp, path)  # atomic; a symlink at path is replaced itself, never followed
+    except OSError:
+        if backup is not None:
+            backup.unlink()
+        raise
+    return backup
 
 
 def _publish_without_links(tmp: Path, path: Path, name: str, hint: str) -> None:
@@ -460,7 +482,7 @@ def plain_figure_text() -> Iterator[None]:
     rlverify's figures show names the user chose (variables, labels, files, properties); a ``$`` in
     one would otherwise be parsed as TeX math, and an unbalanced one (``$\\frac``) makes saving fail.
     """
-    import matplotlib
+    import matplotlib  # lazy: matplotlib, start-up
 
     with matplotlib.rc_context({"text.parse_math": False}):
         yield
@@ -477,8 +499,8 @@ def save_figure(fig: Any, path: str | Path, *, force: bool = False, what: str = 
     Raises:
         FileWriteError: see :func:`publishing`.
     """
-    import matplotlib.pyplot as plt
-    from matplotlib.text import Text
+    import matplotlib.pyplot as plt  # lazy: matplotlib, start-up
+    from matplotlib.text import Text  # lazy: matplotlib, start-up
 
     try:
         for text in fig.findobj(Text):
@@ -501,9 +523,6 @@ def private_temp_dir(purpose: str = "files") -> Path:
     :func:`tempfile.mkdtemp`), removed when the process exits. For generated files that tools read by
     name (a benchmark's PRISM text): nobody else can plant or replace a file (or a symlink) in it."""
     if purpose not in _PRIVATE:
-        import atexit
-        import shutil
-
         directory = Path(tempfile.mkdtemp(prefix=f"rlverify-{purpose}-"))
         owner = os.getpid()
 

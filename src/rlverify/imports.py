@@ -43,7 +43,7 @@ def lighten_scipy_import() -> None:
 
 
 def _hide_numpy_extras() -> Any:
-    import numpy
+    import numpy  # lazy: runs around numpy's own import (the hook this module installs)
 
     names, listing = numpy.__all__, numpy.__dir__
     hidden = set(NUMPY_EXTRAS) & (set(names) | set(listing()))  # those the copy would have taken
@@ -53,13 +53,13 @@ def _hide_numpy_extras() -> Any:
 
 
 def _show_numpy_extras(saved: Any) -> None:
-    import numpy
+    import numpy  # lazy: runs around numpy's own import (the hook this module installs)
 
     numpy.__all__, numpy.__dir__, _ = saved  # type: ignore[method-assign]
 
 
 def _forward_numpy_extras(copy: ModuleType, saved: Any) -> None:
-    import numpy
+    import numpy  # lazy: runs around numpy's own import (the hook this module installs)
 
     _show_numpy_extras(saved)
     if "__getattr__" in vars(copy):  # scipy gave its copy its own: leave it be

@@ -346,7 +346,7 @@ def test_a_label_synchronising_many_command_combinations_forms_only_the_enabled_
 
 def test_a_label_with_too_many_enabled_combinations_in_a_state_is_left_to_storm(tmp_path, monkeypatch):
     """Three modules with five enabled commands of one label each: 125 choices in the initial state."""
-    import rlverify.models.program as program
+    import rlverify.models.program_choices as program_choices
 
     path = tmp_path / "combo.prism"
     path.write_text(
@@ -362,7 +362,7 @@ def test_a_label_with_too_many_enabled_combinations_in_a_state_is_left_to_storm(
     policy = CallablePolicy(lambda x: np.where(x[:, :1] == 0, start, then), ["a1"], [*names, "m1:6+m2:6+m3:6"], name="uniform")
     want = verify_exact(path, 'P=? [F "g"]', policy, ExactOptions(strategy="merged"))
     assert want.states == 1 + 125 and want.value == pytest.approx(1 / 125, rel=1e-12)  # the uniform policy: 1/125
-    monkeypatch.setattr(program, "MAX_ENABLED", 100)
+    monkeypatch.setattr(program_choices, "MAX_ENABLED", 100)
     monkeypatch.setattr(strategy_module, "AUTO_BRANCHING", 0.0)  # auto tries merged, whatever the program's shape
     r = verify_exact(path, 'P=? [F "g"]', policy)
     assert r.strategy == "full" and r.value == pytest.approx(1 / 125, rel=1e-12)

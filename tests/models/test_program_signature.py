@@ -31,9 +31,9 @@ endmodule
 @pytest.mark.parametrize("span_domain", [1 << 16, 0], ids=["tables-over-spans", "guards-each"])
 def test_guard_signature_has_each_commands_guard_in_its_bit_on_every_valuation(tmp_path, monkeypatch, span_domain):
     """Whether a guard's bits come from a table over the span of variables it reads or from CompiledProgram.guards."""
-    import rlverify.models.program as program_module
+    import rlverify.models.program_tables as tables_module
 
-    monkeypatch.setattr(program_module, "SPAN_DOMAIN", span_domain)
+    monkeypatch.setattr(tables_module, "SPAN_DOMAIN", span_domain)
     path = tmp_path / "p.prism"
     path.write_text(PROGRAM)
     program = compiled(load_model(path).program)
@@ -76,9 +76,9 @@ def test_guards_matrix_is_each_commands_guard_whichever_tables_serve_it(tmp_path
     """CompiledProgram.guards (what enabled() reads) is read from the signature's tables when they hold every guard, and
     from per-command tables otherwise (SPAN_DOMAIN 0: every guard is direct): either way, row r is the guard of command
     order[r] on every valuation, evaluated here on its own."""
-    import rlverify.models.program as program_module
+    import rlverify.models.program_tables as tables_module
 
-    monkeypatch.setattr(program_module, "SPAN_DOMAIN", span_domain)
+    monkeypatch.setattr(tables_module, "SPAN_DOMAIN", span_domain)
     path = tmp_path / "p.prism"
     many = "mdp\nmodule m\n  x : [0..199] init 0;\n" + "".join(
         f"  [{'ab'[i % 2]}] x>={i} -> (x'=min(x+1, 199));\n" for i in range(130)

@@ -55,10 +55,16 @@ def copy_examples(directory: str | Path = "examples", *, force: bool = False) ->
     if directory.exists() and directory.resolve() == root.resolve():
         raise FileWriteError(f"{directory}: is where rlverify's examples are kept; give another directory")
     targets = [directory / rel for rel in files]
-    exist = [t for t in targets if t.exists() or t.is_symlink()]
-    if exist and not force:
-        more = f" (and {len(exist) - 1} more of the {len(targets)} example files)" if len(exist) > 1 else ""
-        raise FileWriteError(f"{exist[0]}: file exists{more}; pass --force to overwrite")
+    if not force:
+        _refuse_existing(targets)
     for target in targets:
         check_target(target, force=force)
     return [write_bytes(target, (root / rel).read_bytes(), force=force) for rel, target in zip(files, targets, strict=True)]
+
+
+def _refuse_existing(targets: list[Path]) -> None:
+    """One error naming the first target that exists and how many others do."""
+    exist = [t for t in targets if t.exists() or t.is_symlink()]
+    if exist:
+        more = f" (and {len(exist) - 1} more of the {len(targets)} example files)" if len(exist) > 1 else ""
+        raise FileWriteError(f"{exist[0]}: file exists{more}; pass --force to overwrite")

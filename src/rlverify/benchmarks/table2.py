@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlverify.benchmarks.registry import Benchmark, make
+from rlverify.choices import Mode
 from rlverify.errors import Table2Error, did_you_mean
+from rlverify.exact import ExactOptions, verify_exact
+from rlverify.files import check_target, write_text
+from rlverify.models.symbolic import SymbolicModel, parse_property
+from rlverify.policies.loading import load_policy
+from rlverify.results import versions
 
 log = logging.getLogger(__name__)
 
@@ -176,21 +183,9 @@ class Table2:
             head += [f"{m} states", f"{m} transitions", f"{m} result", f"{m} time (s)"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in self.rows:
-            paper = PAPER_TABLE2.get(r.id, {})
             cells = [r.environment, r.measurement]
             for m in METHODS:
-                c = self.cells[r.id].get(m)
-                p = paper.get(m)
-                if c is None:
-                    cells += ["—"] * 4
-                    continue
-                res = format_result(c)
-                cells += [
-                    _pair(f"{c.states:,}", p and f"{p[0]:,}"),
-                    _pair(f"{c.transitions:,}", p and f"{p[1]:,}"),
-                    _pair(res, p and f"{p[2]:g}"),
-                    _pair(f"{c.seconds:.2f}", p and f"{p[3]:g}"),
-                ]
+                cells += _method_cells(self.cells[r.id].get(m), PAPER_TABLE2.get(r.id, {}).get(m))
             lines.append("| " + " | ".join(cells) + " |")
         notes = [
             "",
@@ -209,8 +204,6 @@ class Table2:
     def write(self, out_dir: str | Path, *, force: bool = False) -> tuple[Path, Path]:
         """Write ``table2.json`` and ``table2.md`` into ``out_dir`` (created), atomically; existing files are
         replaced only with ``force`` (else :class:`~rlverify.files.FileWriteError`). Returns both paths."""
-        from rlverify.files import check_target, write_text
-
         out = Path(out_dir)
         js, md = out / "table2.json", out / "table2.md"
         for path in (js, md):  # both refused before either is written
@@ -245,6 +238,19 @@ def format_result(cell: Cell) -> str:
     if cell.pmin is not None:
         return f"{cell.pmin:.4g}–{cell.value:.4g}"
     return f"{cell.value:.4f}"
+
+
+def _method_cells(c: Cell | None, p: Any) -> list[str]:
+    """One method's four cells of a row (states, transitions, result, time), ours / the paper's (``p``)."""
+    if c is None:
+        return ["—"] * 4
+    res = format_result(c)
+    return [
+        _pair(f"{c.states:,}", p and f"{p[0]:,}"),
+        _pair(f"{c.transitions:,}", p and f"{p[1]:,}"),
+        _pair(res, p and f"{p[2]:g}"),
+        _pair(f"{c.seconds:.2f}", p and f"{p[3]:g}"),
+    ]
 
 
 def _pair(ours: str, paper: str | None) -> str:
@@ -296,15 +302,7 @@ def compute_table2(
     Raises:
         Table2Error: unknown row or method; RlverifyError subclasses from loading and verifying.
     """
-    from rlverify.benchmarks.registry import make
-    from rlverify.exact import ExactOptions, verify_exact
-    from rlverify.models.symbolic import parse_property
-    from rlverify.policies.loading import load_policy
-    from rlverify.results import versions
-
-    bad = [m for m in methods if m not in METHODS]
-    if bad:
-        raise Table2Error(f"unknown method '{bad[0]}'{did_you_mean(bad[0], METHODS)}; methods: {', '.join(METHODS)}")
+    _check_methods(methods)
     chosen = select_rows(rows)
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -316,18 +314,9 @@ def compute_table2(
         model = bench.load_model()
         prop = bench.properties[row.prop]
         props[row.id] = prop
-        override = (policies or {}).get(row.id)
         policy = None
-        if any(m != "monolithic" for m in methods):
-            if override is None:
-                policy = bench.load_policy("reference")
-                used[row.id] = str(bench.policies["reference"].name)
-            elif isinstance(override, (str, Path)):
-                policy = load_policy(str(override))
-                used[row.id] = str(override)
-            else:
-                policy = override
-                used[row.id] = getattr(override, "name", type(override).__name__)
+        if any(m != Mode.MONOLITHIC for m in methods):
+            policy, used[row.id] = _row_policy(bench, (policies or {}).get(row.id))
         else:
             used[row.id] = "—"
         cells[row.id] = {}
@@ -335,27 +324,49 @@ def compute_table2(
             if m not in methods:
                 continue
             say(f"{row.environment} {row.measurement}: {m}")
-            opts = ExactOptions(mode=m, strategy="full" if m == "monolithic" else strategy, numerics=numerics)
-            parsed = parse_property(model, prop, fixed_policy=m != "monolithic")
-            r = verify_exact(model, parsed, None if m == "monolithic" else policy, opts)
-            cells[row.id][m] = Cell(
-                states=r.states,
-                transitions=r.transitions,
-                value=float(r.value),
-                seconds=float(r.timings["total"]),
-                strategy=r.strategy,
-                guarantee=r.guarantee,
-                pmin=r.pmin if m == "monolithic" else None,
-            )
+            cells[row.id][m] = _cell(model, prop, m, policy, strategy, numerics)
             log.info(
                 "table2 %s %s: %d states, %d transitions, %.6g, %.2f s",
                 row.id,
                 m,
-                r.states,
-                r.transitions,
-                r.value,
-                r.timings["total"],
+                cells[row.id][m].states,
+                cells[row.id][m].transitions,
+                cells[row.id][m].value,
+                cells[row.id][m].seconds,
             )
     return Table2(
         rows=chosen, cells=cells, policies=used, properties=props, seconds=time.perf_counter() - t0, versions=versions()
+    )
+
+
+def _check_methods(methods: Sequence[str]) -> None:
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise Table2Error(f"unknown method '{bad[0]}'{did_you_mean(bad[0], METHODS)}; methods: {', '.join(METHODS)}")
+
+
+def _row_policy(bench: Benchmark, override: Any) -> tuple[Any, str]:
+    """A row's policy and how the table names it: the benchmark's ``reference`` one, else ``override`` (a file path,
+    loaded, or a policy)."""
+    if override is None:
+        return bench.load_policy("reference"), str(bench.policies["reference"].name)
+    if isinstance(override, (str, Path)):
+        return load_policy(str(override)), str(override)
+    return override, getattr(override, "name", type(override).__name__)
+
+
+def _cell(model: SymbolicModel, prop: str, m: str, policy: Any, strategy: str, numerics: str) -> Cell:
+    """One cell: ``prop`` checked on ``model`` by method ``m`` (monolithic: no policy, the full build)."""
+    monolithic = m == Mode.MONOLITHIC
+    opts = ExactOptions(mode=m, strategy="full" if monolithic else strategy, numerics=numerics)
+    parsed = parse_property(model, prop, fixed_policy=not monolithic)
+    r = verify_exact(model, parsed, None if monolithic else policy, opts)
+    return Cell(
+        states=r.states,
+        transitions=r.transitions,
+        value=float(r.value),
+        seconds=float(r.timings["total"]),
+        strategy=r.strategy,
+        guarantee=r.guarantee,
+        pmin=r.pmin if monolithic else None,
     )

@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.benchmarks.registry import EnvDefaults
+from rlverify.benchmarks.registry import BenchmarkSpec, EnvDefaults, all_ids, make, spec
 from rlverify.gym.dynamics import EnvError, MDPDynamics, dynamics_from_explicit, label_key
 from rlverify.models.commands import is_command_name
+from rlverify.models.properties import Property
 from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
 
 
@@ -47,30 +48,20 @@ def load_dynamics(
         ModelError, PropertyError, ConstantsError, ModelTooLargeError: as for verification.
     """
     symbolic = model if isinstance(model, SymbolicModel) else load_model(model, constants)
-    if features is None and symbolic.kind == "jani":  # its policy features: locations in, transient labels out
+    if features is None and _is_jani(symbolic):  # its policy features: locations in, transient labels out
         features = symbolic.variables
-    named = True if actions is not None and any(is_command_name(a) for a in actions) else None
+    named = _command_names(actions)
     if terminal is None:
         mdp, _ = build_explicit(symbolic, None, max_states=max_states, command_names=named)
         return dynamics_from_explicit(
             mdp, features=features, actions=actions, reward=reward, unavailable=unavailable, declared=symbolic, dtype=dtype
         )
     text = terminal.strip()
-    is_label = re.fullmatch(r'"[^"]*"', text) is not None or (text in symbolic.labels and text not in symbolic.variables)
+    is_label = _is_label(symbolic, text)
     condition = f'"{text.strip(chr(34))}"' if is_label else f"({text})"
     prop = parse_property(symbolic, f"P=? [F {condition}]")
     mdp, _ = build_explicit(symbolic, [prop], max_states=max_states, command_names=named)
-    if is_label:
-        key = label_key(mdp, text)
-    else:
-        state_formula = prop.storm_formula().subformula.subformula
-        if not hasattr(state_formula, "get_expression"):
-            raise EnvError(
-                f"terminal '{terminal}': expected one label or one expression over variables, not a "
-                "combination of labels; define a label for it in the model"
-            )
-        key = label_key(mdp, str(state_formula))
-    mask = mdp.labels[key]
+    mask = mdp.labels[label_key(mdp, text if is_label else _expression_label(terminal, prop))]
     dyn = dynamics_from_explicit(
         mdp,
         features=features,
@@ -82,6 +73,33 @@ def load_dynamics(
         dtype=dtype,
     )
     return replace(dyn, terminal_description=text)
+
+
+def _command_names(actions: Sequence[str] | None) -> bool | None:
+    """``build_explicit``'s ``command_names``: True where some action is a command name (None: the default)."""
+    return True if actions is not None and any(is_command_name(a) for a in actions) else None
+
+
+def _is_label(symbolic: SymbolicModel, text: str) -> bool:
+    """Whether a terminal condition names a label (quoted, or a label's bare name that is no variable)."""
+    return re.fullmatch(r'"[^"]*"', text) is not None or (text in symbolic.labels and text not in symbolic.variables)
+
+
+def _is_jani(symbolic: SymbolicModel) -> bool:
+    """Whether the model was read from a JANI file (``load_model`` reads a ``.jani`` file as JANI, any other as
+    PRISM)."""
+    return symbolic.path.suffix.lower() == ".jani"
+
+
+def _expression_label(terminal: str, prop: Property) -> str:
+    """The text of the terminal expression of ``P=? [F (terminal)]``, which names its label in the build."""
+    state_formula = prop.storm_formula().subformula.subformula
+    if not hasattr(state_formula, "get_expression"):
+        raise EnvError(
+            f"terminal '{terminal}': expected one label or one expression over variables, not a "
+            "combination of labels; define a label for it in the model"
+        )
+    return str(state_formula)
 
 
 def reward_spec(reward: str | None, reward_label: str | None = None) -> tuple[str | None, dict[str, float] | None]:
@@ -117,10 +135,8 @@ def benchmark_dynamics(
     benchmark_id: str, params: Mapping[str, Any] | None = None, **overrides: Any
 ) -> tuple[MDPDynamics, EnvDefaults]:
     """Simulation arrays of a registered PRISM benchmark with its training defaults (overridable)."""
-    from rlverify.benchmarks import make, spec
-
     s = spec(benchmark_id)
-    if s.kind != "prism":
+    if not _played(s):
         raise EnvError(f"{benchmark_id} is a '{s.kind}' benchmark; the Gymnasium bridge plays PRISM/JANI MDPs")
     bench = make(benchmark_id, **dict(params or {}))
     defaults = bench.env or EnvDefaults(reward=None, terminal=None)
@@ -133,7 +149,14 @@ def benchmark_dynamics(
 
 def benchmark_envs() -> dict[str, EnvDefaults]:
     """How each registered PRISM benchmark is played (its registry entry's ``env``)."""
-    from rlverify.benchmarks import all_ids, spec
-
     specs = [spec(i) for i in all_ids()]
-    return {s.id: s.env for s in specs if s.kind == "prism" and s.env is not None}
+    return {s.id: s.env for s in specs if _played(s) and s.env is not None}
+
+
+#: the registry's kinds of benchmark the bridge plays: PRISM (and JANI) MDPs
+_PLAYED_KINDS = frozenset({"prism"})
+
+
+def _played(s: BenchmarkSpec) -> bool:
+    """Whether the Gymnasium bridge plays benchmark ``s`` (a PRISM one; not a native or continuous one)."""
+    return s.kind in _PLAYED_KINDS

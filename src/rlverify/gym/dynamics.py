@@ -22,14 +22,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rlverify.choices import Unavailable
 from rlverify.errors import EnvError, ModelError, UnavailableActionError, did_you_mean
 from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, agent_actions, check_unavailable, choice_table, fit
 from rlverify.models.explicit import ExplicitModel
+
+if TYPE_CHECKING:
+    from rlverify.models.symbolic import SymbolicModel
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +61,7 @@ class MDPDynamics:
     actions: tuple[str, ...]
     reward_model: str | None
     terminal_description: str
-    unavailable: str
+    unavailable: Unavailable
     choice_of: np.ndarray
     rewards: np.ndarray
     terminal: np.ndarray
@@ -103,7 +107,7 @@ class MDPDynamics:
         choices = self.choice_of[states, actions]
         stalled = choices < 0
         u = rng.random(len(states))
-        if stalled.any() and self.unavailable == "renormalize":
+        if stalled.any() and self.unavailable is Unavailable.RENORMALIZE:
             i = int(np.argmax(stalled))
             s = int(states[i])
             avail = [a for a, ok in zip(self.actions, self.choice_of[s] >= 0, strict=True) if ok]
@@ -129,7 +133,7 @@ def dynamics_from_explicit(
     terminal: np.ndarray | str | None = None,
     unavailable: str = "stall",
     dtype: type = np.float32,
-    declared: Any = None,
+    declared: SymbolicModel | None = None,
 ) -> MDPDynamics:
     """Arrays for simulating ``model``.
 
@@ -153,63 +157,18 @@ def dynamics_from_explicit(
         PolicyError: a choice no action label can pick (two choices of one action, several unlabelled ones).
     """
     check_unavailable(unavailable, EnvError)
-    declared = model if declared is None else declared
+    source: ExplicitModel | SymbolicModel = model if declared is None else declared
     features = tuple(model.variables if features is None else features)
-    labelled = sorted(a for a in set(declared.action_names) if a)
-    if actions is None and model.choice_commands is not None:  # labels that tell the choices apart, then commands
-        agent = agent_actions(model)
-        built = set(model.action_names)
-        actions = tuple(
-            sorted([a for a in agent if not is_command_name(a)] + [a for a in labelled if a not in built])
-            + [a for a in agent if is_command_name(a)]
-        )
-    actions = tuple(labelled if actions is None else actions)
-    names = fit(
-        features,
-        actions,
-        variables=model.variables,
-        model_actions=declared.action_names,
-        commands=getattr(declared, "commands", ()),
-    )
-    if names.missing_features:
-        raise EnvError(
-            f"features {list(names.missing_features)} are not model variables"
-            f"{did_you_mean(names.missing_features[0], model.variables)}; variables: {', '.join(model.variables)}"
-        )
-    if names.missing_actions:
-        raise EnvError("; ".join(names.problems()))
-    if not actions:
-        raise EnvError("the model has no labelled actions: nothing for an agent to choose")
+    actions = _actions(model, source, actions)
+    _check_names(model, source, features, actions)
     S, A = model.num_states, len(actions)
     table = choice_table(model, actions)
     # a forced step is taken whatever the agent chooses; a dead end ends the episode instead
     choice_of = table.choice_of.copy()
     moving = (table.forced >= 0) & ~table.dead_end
     choice_of[moving] = table.forced[moving, None]
-
-    rewards = np.zeros((S, A))
-    if reward is not None:
-        reward_names = list(dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards)))
-        if reward not in reward_names:
-            raise EnvError(
-                f"unknown reward model '{reward}'{did_you_mean(reward, reward_names)}; "
-                f"the model has: {', '.join(repr(n) for n in reward_names) or 'none'}"
-            )
-        if reward in model.state_rewards:
-            rewards += np.asarray(model.state_rewards[reward])[:, None]
-        if reward in model.choice_rewards:
-            cr = np.asarray(model.choice_rewards[reward])
-            rewards += np.where(choice_of >= 0, cr[np.maximum(choice_of, 0)], 0.0)
-
-    if terminal is None:
-        mask, description = np.zeros(S, dtype=bool), "dead ends"
-    elif isinstance(terminal, str):
-        key = label_key(model, terminal)
-        mask, description = model.labels[key].copy(), f'"{terminal.strip(chr(34))}"'
-    else:
-        mask, description = np.asarray(terminal, dtype=bool), "mask"
-        if mask.shape != (S,):
-            raise EnvError(f"terminal mask has shape {mask.shape}, expected ({S},)")
+    rewards = _rewards(model, reward, choice_of)
+    mask, description = _terminal_mask(model, terminal)
     term = mask | table.dead_end
     if term[model.initial_states].all():
         raise ModelError(f"every initial state is terminal ({description}): episodes would end before they start")
@@ -234,7 +193,7 @@ def dynamics_from_explicit(
         actions=actions,
         reward_model=reward,
         terminal_description=description,
-        unavailable=unavailable,
+        unavailable=Unavailable(unavailable),
         choice_of=choice_of,
         rewards=rewards,
         terminal=term,
@@ -243,6 +202,79 @@ def dynamics_from_explicit(
         obs_low=low.astype(dtype),
         obs_high=high.astype(dtype),
     )
+
+
+def _actions(model: ExplicitModel, declared: ExplicitModel | SymbolicModel, actions: Sequence[str] | None) -> tuple[str, ...]:
+    """The agent's actions: as given, else the declared model's labelled actions (sorted) or, where the build's labels
+    do not tell the choices apart, labels that do, then command names."""
+    labelled = sorted(a for a in set(declared.action_names) if a)
+    if actions is None and model.choice_commands is not None:  # labels that tell the choices apart, then commands
+        return _telling_actions(model, labelled)
+    return tuple(labelled if actions is None else actions)
+
+
+def _telling_actions(model: ExplicitModel, labelled: list[str]) -> tuple[str, ...]:
+    """The labels that tell the build's choices apart and the declared labels the build lacks (sorted), then the
+    command names that stand for the rest."""
+    agent = agent_actions(model)
+    built = set(model.action_names)
+    labels = [a for a in agent if not is_command_name(a)] + [a for a in labelled if a not in built]
+    return tuple(sorted(labels) + [a for a in agent if is_command_name(a)])
+
+
+def _check_names(
+    model: ExplicitModel, declared: ExplicitModel | SymbolicModel, features: tuple[str, ...], actions: tuple[str, ...]
+) -> None:
+    """Refuse (EnvError) features that are not model variables, actions the model lacks, or no actions at all."""
+    names = fit(
+        features,
+        actions,
+        variables=model.variables,
+        model_actions=declared.action_names,
+        commands=getattr(declared, "commands", ()),
+    )
+    if names.missing_features:
+        raise EnvError(
+            f"features {list(names.missing_features)} are not model variables"
+            f"{did_you_mean(names.missing_features[0], model.variables)}; variables: {', '.join(model.variables)}"
+        )
+    if names.missing_actions:
+        raise EnvError("; ".join(names.problems()))
+    if not actions:
+        raise EnvError("the model has no labelled actions: nothing for an agent to choose")
+
+
+def _rewards(model: ExplicitModel, reward: str | None, choice_of: np.ndarray) -> np.ndarray:
+    """``(S, A)`` float64: reward model ``reward``'s state reward plus the taken choice's reward (None: zeros)."""
+    rewards = np.zeros(choice_of.shape)
+    if reward is None:
+        return rewards
+    reward_names = list(dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards)))
+    if reward not in reward_names:
+        raise EnvError(
+            f"unknown reward model '{reward}'{did_you_mean(reward, reward_names)}; "
+            f"the model has: {', '.join(repr(n) for n in reward_names) or 'none'}"
+        )
+    if reward in model.state_rewards:
+        rewards += np.asarray(model.state_rewards[reward])[:, None]
+    if reward in model.choice_rewards:
+        cr = np.asarray(model.choice_rewards[reward])
+        rewards += np.where(choice_of >= 0, cr[np.maximum(choice_of, 0)], 0.0)
+    return rewards
+
+
+def _terminal_mask(model: ExplicitModel, terminal: np.ndarray | str | None) -> tuple[np.ndarray, str]:
+    """``(S,)`` bool: the states ``terminal`` names (a mask, a label, None: none), and how it was given."""
+    S = model.num_states
+    if terminal is None:
+        return np.zeros(S, dtype=bool), "dead ends"
+    if isinstance(terminal, str):
+        key = label_key(model, terminal)
+        return model.labels[key].copy(), f'"{terminal.strip(chr(34))}"'
+    mask = np.asarray(terminal, dtype=bool)
+    if mask.shape != (S,):
+        raise EnvError(f"terminal mask has shape {mask.shape}, expected ({S},)")
+    return mask, "mask"
 
 
 def label_key(model: ExplicitModel, name: str) -> str:
@@ -257,16 +289,7 @@ def label_key(model: ExplicitModel, name: str) -> str:
 
 def _bounds(model: ExplicitModel, features: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Declared variable bounds where Storm reports them (booleans 0..1), else the observed range."""
-    declared: dict[str, tuple[float, float]] = {}
-    if model.valuation_spec is not None:
-        for cls in model.valuation_spec.get("classes", []):
-            for v in cls.get("variables", []):
-                if "name" not in v:
-                    continue
-                if v.get("type", {}).get("type") == "bool":
-                    declared[v["name"]] = (0.0, 1.0)
-                elif "lower" in v and "upper" in v:
-                    declared[v["name"]] = (float(v["lower"]), float(v["upper"]))
+    declared = _declared_bounds(model)
     vals = model.feature_matrix(features)
     low = vals.min(axis=0) if len(vals) else np.zeros(len(features))
     high = vals.max(axis=0) if len(vals) else np.zeros(len(features))
@@ -275,3 +298,19 @@ def _bounds(model: ExplicitModel, features: tuple[str, ...]) -> tuple[np.ndarray
             low[i] = min(low[i], declared[f][0])
             high[i] = max(high[i], declared[f][1])
     return low, high
+
+
+def _declared_bounds(model: ExplicitModel) -> dict[str, tuple[float, float]]:
+    """The variables' bounds as Storm's valuation spec reports them (booleans 0..1; absent where it reports none)."""
+    declared: dict[str, tuple[float, float]] = {}
+    if model.valuation_spec is None:
+        return declared
+    for cls in model.valuation_spec.get("classes", []):
+        for v in cls.get("variables", []):
+            if "name" not in v:
+                continue
+            if v.get("type", {}).get("type") == "bool":
+                declared[v["name"]] = (0.0, 1.0)
+            elif "lower" in v and "upper" in v:
+                declared[v["name"]] = (float(v["lower"]), float(v["upper"]))
+    return declared

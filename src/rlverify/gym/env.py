@@ -12,7 +12,7 @@ import json
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
@@ -23,6 +23,9 @@ from gymnasium.vector.utils import batch_space
 from rlverify.errors import EnvError
 from rlverify.gym.build import benchmark_dynamics, load_dynamics, reward_spec
 from rlverify.gym.dynamics import MDPDynamics, label_key
+
+if TYPE_CHECKING:
+    from rlverify.policies.shielded import Shield
 
 
 class RewardWarning(UserWarning):
@@ -43,15 +46,7 @@ def entry_rewards(dynamics: MDPDynamics, labels: Mapping[str, float] | None) -> 
     for name, value in (labels or {}).items():
         entry += float(value) * dynamics.model.labels[label_key(dynamics.model, name)]
     if dynamics.reward_model is None and not labels:
-        rewards = [repr(n) for n in dict.fromkeys(list(dynamics.model.state_rewards) + list(dynamics.model.choice_rewards))]
-        labelled = sorted(dynamics.model.label_aliases.get(k, k) for k in dynamics.model.labels)
-        warnings.warn(
-            f"no reward model selected: every reward is 0, an agent learns nothing; pass reward=NAME "
-            f"(the model has {', '.join(rewards) or 'none'}) or reward='label:NAME=VALUE' to reward entering "
-            f"a labelled state (labels: {', '.join(labelled) or 'none'})",
-            RewardWarning,
-            stacklevel=3,
-        )
+        warnings.warn(_no_reward_model(dynamics), RewardWarning, stacklevel=3)
     elif not np.any(dynamics.rewards) and not np.any(entry):
         warnings.warn(
             f"every reward is 0 (reward model {dynamics.reward_model!r}"
@@ -60,6 +55,18 @@ def entry_rewards(dynamics: MDPDynamics, labels: Mapping[str, float] | None) -> 
             stacklevel=3,
         )
     return entry
+
+
+def _no_reward_model(dynamics: MDPDynamics) -> str:
+    """The warning for an environment without a reward model or label rewards, naming what the model has."""
+    model = dynamics.model
+    rewards = [repr(n) for n in dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards))]
+    labelled = sorted(model.label_aliases.get(k, k) for k in model.labels)
+    return (
+        f"no reward model selected: every reward is 0, an agent learns nothing; pass reward=NAME "
+        f"(the model has {', '.join(rewards) or 'none'}) or reward='label:NAME=VALUE' to reward entering "
+        f"a labelled state (labels: {', '.join(labelled) or 'none'})"
+    )
 
 
 def save_policy_metadata(policy_path: str | Path, metadata: Mapping[str, Any], *, force: bool = False) -> Path:
@@ -251,7 +258,7 @@ class MDPEnv(gymnasium.Env):
         shield = getattr(self, "_shield_masks", None)
         return available if shield is None else available & shield[self._state]
 
-    def use_shield(self, shield: Any) -> MDPEnv:
+    def use_shield(self, shield: Shield | None) -> MDPEnv:
         """Restrict :meth:`action_masks` to the actions ``shield`` (:class:`~rlverify.policies.shielded.Shield`)
         keeps, so that a maskable agent (sb3-contrib MaskablePPO) trains under it; None removes it. Returns
         ``self``. States the shield does not cover keep every available action."""
@@ -361,7 +368,7 @@ class VectorMDPEnv(VectorEnv):
         shield = getattr(self, "_shield_masks", None)
         return available if shield is None else available & shield[self._states]
 
-    def use_shield(self, shield: Any) -> VectorMDPEnv:
+    def use_shield(self, shield: Shield | None) -> VectorMDPEnv:
         """As :meth:`MDPEnv.use_shield`, for every copy."""
         self._shield_masks = None if shield is None else shield_masks(self.dynamics, shield)
         return self
@@ -375,7 +382,7 @@ class VectorMDPEnv(VectorEnv):
         return {"state": self._states.copy(), "action_mask": self.action_masks(), "stalled": stalled}
 
 
-def shield_masks(dynamics: MDPDynamics, shield: Any) -> np.ndarray:
+def shield_masks(dynamics: MDPDynamics, shield: Shield) -> np.ndarray:
     """``(S, A)`` bool over the environment's states and actions: the actions ``shield`` keeps (every action in a
     state it does not cover; the available ones where it would keep none of them).
 

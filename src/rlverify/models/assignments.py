@@ -7,8 +7,10 @@ names given twice; every caller converts the values (text) to its own type.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
 
 from rlverify.errors import ConstantsError, RlverifyError
 
@@ -44,12 +46,17 @@ def parse_assignments(
         if not entry:
             continue
         key, eq, value = (s.strip() for s in part.partition("="))
-        if not eq or not key or (names is not None and not re.fullmatch(names, key)):
+        if not _well_formed(key, eq, names):
             raise error(malformed(entry) if malformed else f"{option}: expected NAME=VALUE, got '{entry}'")
         if key in out:
             raise error(f"{option}: '{key}' is given twice ({key}={out[key]} and {key}={value}); give each {what} once")
         out[key] = value
     return out
+
+
+def _well_formed(key: str, eq: str, names: str | None) -> bool:
+    """Whether an entry split at its ``=`` is ``NAME=VALUE`` with a name ``names`` accepts."""
+    return bool(eq and key and (names is None or re.fullmatch(names, key)))
 
 
 #: most points a sweep may expand to (a typo such as N=1:1000000 is refused, not run)
@@ -61,19 +68,10 @@ def _sweep_values(name: str, value: str, option: str) -> list[str]:
     """``value`` as the values it sweeps (``4:8``, ``0.1:0.1:0.5``: start, optional step, end inclusive; PRISM's
     experiment syntax), or ``[value]`` when it is no range. Decimal arithmetic: ``0.1:0.1:0.3`` gives ``0.3``, not
     ``0.30000000000000004``."""
-    from decimal import Decimal, InvalidOperation
-
     m = _RANGE.match(value)
     if m is None:
         return [value]
-    try:
-        a, b = Decimal(m.group("a").strip()), Decimal(m.group("b").strip())
-        step = Decimal(m.group("step").strip()) if m.group("step") else Decimal(1)
-        finite = all(x.is_finite() for x in (a, b, step))
-    except InvalidOperation:
-        finite = False
-    if not finite:
-        raise ConstantsError(f"{option}: {name}={value}: a sweep is START:END or START:STEP:END, with numbers")
+    a, step, b = _range_numbers(m, name, value, option)
     if step <= 0 or b < a:
         raise ConstantsError(f"{option}: {name}={value}: a sweep needs START <= END and a positive STEP")
     span = (b - a) / step
@@ -84,6 +82,19 @@ def _sweep_values(name: str, value: str, option: str) -> list[str]:
     return [str(a + i * step) for i in range(count)]
 
 
+def _range_numbers(m: re.Match[str], name: str, value: str, option: str) -> tuple[Decimal, Decimal, Decimal]:
+    """A range's start, step (default 1) and end as finite decimals (ConstantsError: not numbers)."""
+    try:
+        a, b = Decimal(m.group("a").strip()), Decimal(m.group("b").strip())
+        step = Decimal(m.group("step").strip()) if m.group("step") else Decimal(1)
+        finite = all(x.is_finite() for x in (a, b, step))
+    except InvalidOperation:
+        finite = False
+    if not finite:
+        raise ConstantsError(f"{option}: {name}={value}: a sweep is START:END or START:STEP:END, with numbers")
+    return a, step, b
+
+
 def expand_sweep(text: str | None, *, option: str = "--constants") -> list[str]:
     """The constants ``text`` (``"N=4:8,p=0.1"``) as one ``K=V,...`` text per point of the sweep it asks for: the
     product of every swept constant's values, the first named varying slowest; ``[text]`` without a sweep.
@@ -91,8 +102,6 @@ def expand_sweep(text: str | None, *, option: str = "--constants") -> list[str]:
     Raises:
         ConstantsError: a malformed range, or a sweep of more than :data:`MAX_SWEEP_POINTS` points.
     """
-    import itertools
-
     given = parse_assignments(text, option=option)
     axes = [[(k, v) for v in _sweep_values(k, value, option)] for k, value in given.items()]
     total = 1

@@ -26,18 +26,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from rlverify.arrays import distinct
+from rlverify.choices import Mode, Unavailable, values
 from rlverify.errors import OptionError, PolicyError, RlverifyError, did_you_mean
 from rlverify.models.commands import Command, check_names, is_command_name
 from rlverify.models.explicit import ExplicitModel
 
 #: what mass on unavailable actions does: ends the run in a ``stalled`` sink, or the available actions are rescaled
-UNAVAILABLE = ("stall", "renormalize")
+UNAVAILABLE = values(Unavailable)
 
 
 def check_unavailable(value: str, error: type[RlverifyError] = OptionError) -> None:
@@ -115,17 +115,25 @@ def fit(
     """
     variables = tuple(variables)
     labelled = tuple(a for a in model_actions if a)
-    bad = dict(check_names([a for a in actions if a not in labelled], commands))
-    missing = tuple(a for a in actions if a not in labelled and (not is_command_name(a) or not commands or a in bad))
+    missing, reasons = _missing_actions(actions, labelled, commands)
     return Fit(
         missing_features=tuple(f for f in features if f not in variables),
         missing_actions=missing,
         variables=variables,
         actions=labelled,
-        reasons={a: bad[a] for a in missing if a in bad},
+        reasons=reasons,
         commands=tuple(c.name for c in commands),
         unassigned=tuple(unassigned),
     )
+
+
+def _missing_actions(
+    actions: Sequence[str], labelled: tuple[str, ...], commands: Sequence[Command]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The agent's actions that are neither a model label nor a valid command name, and why a command name is not."""
+    bad = dict(check_names([a for a in actions if a not in labelled], commands))
+    missing = tuple(a for a in actions if a not in labelled and (not is_command_name(a) or not commands or a in bad))
+    return missing, {a: bad[a] for a in missing if a in bad}
 
 
 def labelled_states(model: ExplicitModel) -> np.ndarray:
@@ -338,27 +346,15 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
             f"actions {named} are command names, but the model was built without them: build it with "
             "build_explicit(..., command_names=True)"
         )
-    S, C, A = model.num_states, model.num_choices, len(actions)
+    S, C = model.num_states, model.num_choices
     dtype = np.int32 if C < 2**31 - 1 else np.int64
     cs = model.choice_states()
     cols = action_columns(model, actions)
-    known = np.flatnonzero(cols >= 0)
-    choice_of = np.full((S, A), -1, dtype=dtype)
-    choice_of[cs[known], cols[known]] = known
-    duplicate = None
-    if int((choice_of >= 0).sum()) != len(known):  # two choices landed on one (state, action)
-        keys, counts = np.unique(cs[known] * A + cols[known], return_counts=True)
-        first = int(keys[np.argmax(counts > 1)])
-        duplicate = (first // A, first % A, int(counts[np.argmax(counts > 1)]))
+    choice_of, duplicate = _choice_of(S, len(actions), cs, cols, dtype)
     if duplicate is None and model.choice_commands is not None:
         _refuse_label_beside_its_commands(model, actions, cols, cs, model.choice_commands)
     n_choices = np.diff(model.row_groups)
-    decision = labelled_states(model)
-    by_command = model.choice_commands is not None
-    if by_command:  # several choices, some unlabelled: a decision among command names
-        decision |= n_choices > 1
-    unlabelled = ~np.array([bool(a) for a in model.action_names], dtype=bool)[model.choice_actions]
-    mixed = None if by_command else decision & (np.bincount(cs[unlabelled], minlength=S) > 0)
+    decision, mixed = _decision_states(model, cs, n_choices)
     refuse_ambiguous(model, actions, duplicate, ~decision & (n_choices > 1), mixed)
     forced: np.ndarray = np.where(~decision & (n_choices == 1), model.row_groups[:-1], -1).astype(dtype)
 
@@ -380,6 +376,32 @@ def choice_table(model: ExplicitModel, actions: Sequence[str] | None = None) -> 
         loop=loop,
         columns=cols,
     )
+
+
+def _choice_of(
+    S: int, A: int, cs: np.ndarray, cols: np.ndarray, dtype: type
+) -> tuple[np.ndarray, tuple[int, int, int] | None]:
+    """``(S, A)`` the choice matching each (state, action) (-1: none), and the first (state, action, count) that two
+    or more choices match (None: none does)."""
+    known = np.flatnonzero(cols >= 0)
+    choice_of: np.ndarray = np.full((S, A), -1, dtype=dtype)
+    choice_of[cs[known], cols[known]] = known
+    if int((choice_of >= 0).sum()) == len(known):
+        return choice_of, None
+    # two choices landed on one (state, action)
+    keys, counts = np.unique(cs[known] * A + cols[known], return_counts=True)
+    first = int(keys[np.argmax(counts > 1)])
+    return choice_of, (first // A, first % A, int(counts[np.argmax(counts > 1)]))
+
+
+def _decision_states(model: ExplicitModel, cs: np.ndarray, n_choices: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(S,)`` bool decision states, and (a model without command names) those offering an unlabelled choice beside
+    labelled ones (None with command names)."""
+    decision = labelled_states(model)
+    if model.choice_commands is not None:  # several choices, some unlabelled: a decision among command names
+        return decision | (n_choices > 1), None
+    unlabelled = ~np.array([bool(a) for a in model.action_names], dtype=bool)[model.choice_actions]
+    return decision, decision & (np.bincount(cs[unlabelled], minlength=model.num_states) > 0)
 
 
 def _refuse_label_beside_its_commands(
@@ -463,7 +485,13 @@ def untaken_message(untaken: dict[str, int], where: str = "states") -> str:
 
 
 def policy_weights(
-    probs: np.ndarray, available: np.ndarray, *, mode: str, unavailable: str, where: Callable[[int], Any], refuse: bool = True
+    probs: np.ndarray,
+    available: np.ndarray,
+    *,
+    mode: str,
+    unavailable: str,
+    where: Callable[[int], object],
+    refuse: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The distribution over actions a policy is followed with, and the mass that stalls.
 
@@ -487,12 +515,12 @@ def policy_weights(
         PolicyError: with ``renormalize`` and ``refuse``, a row with all its mass on unavailable actions.
     """
     p = np.asarray(probs, dtype=np.float64)
-    renormalize = unavailable == "renormalize"
+    renormalize = unavailable == Unavailable.RENORMALIZE
     if len(p):
         # rows were validated (sums within ROW_SUM_TOLERANCE); rescale away float32 rounding so the
         # chain's rows sum to 1 as closely as the MDP's own
         p = p / p.sum(axis=1, keepdims=True)
-    if mode == "deterministic":
+    if mode == Mode.DETERMINISTIC:
         scores = np.where(available, p, -np.inf) if renormalize else p
         best = np.argmax(scores, axis=1)
         nothing = scores[np.arange(len(p)), best] <= 0.0 if renormalize and len(p) else np.zeros(len(p), dtype=bool)
@@ -511,7 +539,7 @@ def policy_weights(
     return p, stalled
 
 
-def refuse_all_unavailable(zero: np.ndarray, where: Callable[[int], Any]) -> None:
+def refuse_all_unavailable(zero: np.ndarray, where: Callable[[int], object]) -> None:
     """With ``renormalize``: raise :class:`PolicyError` for the first row of ``zero`` ``(N,)`` bool (no available mass)."""
     if zero.any():
         raise PolicyError(

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 
@@ -97,75 +99,27 @@ def read_umb(path: str | Path, *, keep_valuation_bytes: bool = True) -> Explicit
     records (only needed to write the model, or a chain induced on it, back to Storm).
     """
     with tarfile.open(path) as tf, open(path, "rb") as raw_file:
-        files = {m.name: m for m in tf.getmembers() if m.isfile()}
-
-        def arr(name: str, dtype: Any) -> np.ndarray:
-            member = files[name]
-            raw_file.seek(member.offset_data)
-            return np.fromfile(raw_file, dtype=dtype, count=member.size // np.dtype(dtype).itemsize)
-
-        def index_array(name: str, count: int, dtype: Any) -> np.ndarray:
-            """``count`` uint64 entries of member ``name`` as ``dtype``, converted in chunks."""
-            raw_file.seek(files[name].offset_data)
-            out = np.empty(count, dtype=dtype)
-            for start in range(0, count, _CHUNK):
-                part = np.fromfile(raw_file, dtype=np.uint64, count=min(_CHUNK, count - start))
-                out[start : start + len(part)] = part
-            return out
-
-        index = json.loads(arr("index.json", np.uint8).tobytes())
+        umb = _Archive({m.name: m for m in tf.getmembers() if m.isfile()}, raw_file)
+        index = json.loads(umb.arr("index.json", np.uint8).tobytes())
         ts = index["transition-system"]
         n_states, n_choices = int(ts["#states"]), int(ts["#choices"])
-        if "state-to-choices.bin" in files:
-            row_groups = index_array("state-to-choices.bin", n_states + 1, np.int64)
+        if "state-to-choices.bin" in umb.files:
+            row_groups = umb.index_array("state-to-choices.bin", n_states + 1, np.int64)
         else:
             row_groups = np.arange(n_states + 1, dtype=np.int64)
         n_branches = int(ts["#branches"])
         idx = index_dtype(max(n_states, n_choices, n_branches))
-        c2b = index_array("choice-to-branches.bin", n_choices + 1, idx)
-        targets = index_array("branch-to-target.bin", n_branches, idx)
-        probs = arr("branch-to-probability.bin", np.float64)[:n_branches]
+        c2b = umb.index_array("choice-to-branches.bin", n_choices + 1, idx)
+        targets = umb.index_array("branch-to-target.bin", n_branches, idx)
+        probs = umb.arr("branch-to-probability.bin", np.float64)[:n_branches]
         transitions = csr(probs, targets, c2b, (n_choices, n_states))
-        initial = np.flatnonzero(_bits(arr("state-is-initial.bin", np.uint8), n_states))
-
-        action_names: tuple[str, ...] = ("",)
-        choice_actions = np.zeros(n_choices, dtype=np.int32)
-        if "actions/choices/values.bin" in files:
-            choice_actions = arr("actions/choices/values.bin", np.uint32).astype(np.int32)[:n_choices]
-            offsets = arr("actions/choices/string-mapping.bin", np.uint64).astype(np.int64)
-            blob = arr("actions/choices/strings.bin", np.uint8).tobytes()
-            action_names = tuple(blob[offsets[i] : offsets[i + 1]].decode() for i in range(len(offsets) - 1))
-
-        labels: dict[str, np.ndarray] = {}
-        aliases: dict[str, str] = {}
-        for key, desc in index.get("annotations", {}).get("aps", {}).items():
-            name = f"annotations/aps/{key}/states/values.bin"
-            if name in files:
-                labels[key] = _bits(arr(name, np.uint8), n_states)
-                aliases[key] = desc.get("alias", key)
-        state_rewards: dict[str, np.ndarray] = {}
-        choice_rewards: dict[str, np.ndarray] = {}
-        for key, desc in index.get("annotations", {}).get("rewards", {}).items():
-            alias = desc.get("alias", key)
-            for kind, target, n in (("states", state_rewards, n_states), ("choices", choice_rewards, n_choices)):
-                name = f"annotations/rewards/{key}/{kind}/values.bin"
-                if name in files:
-                    target[alias] = arr(name, np.float64)[:n].copy()
-
-        variables: tuple[str, ...] = ()
-        valuations = np.zeros((n_states, 0), dtype=np.int64)
-        vbytes, vspec = None, None
-        if "valuations/states/valuations.bin" in files:
-            vspec = index["valuations"]["states"]
-            classes = vspec["classes"]
-            if len(classes) != 1:
-                raise ValueError("UMB valuations with several classes are not supported")
-            raw = arr("valuations/states/valuations.bin", np.uint8)
-            width = sum(_bit_size(v) for v in classes[0]["variables"]) // 8
-            vbytes = raw[: n_states * width].reshape(n_states, width)
-            variables, valuations = _decode_valuations(vbytes, classes[0]["variables"])
-            if not keep_valuation_bytes:
-                vbytes, vspec = None, None
+        initial = np.flatnonzero(_bits(umb.arr("state-is-initial.bin", np.uint8), n_states))
+        action_names, choice_actions = umb.actions(n_choices)
+        labels, aliases = umb.labels(index, n_states)
+        state_rewards, choice_rewards = umb.rewards(index, n_states, n_choices)
+        variables, valuations, vbytes, vspec = umb.valuations(index, n_states)
+        if not keep_valuation_bytes:
+            vbytes, vspec = None, None
 
     model_type = "dtmc" if int(ts.get("#players", 1)) == 0 else "mdp"
     return ExplicitModel(
@@ -186,8 +140,84 @@ def read_umb(path: str | Path, *, keep_valuation_bytes: bool = True) -> Explicit
     )
 
 
+#: a stormpy sparse model (``stormpy.SparseMdp``/``SparseDtmc``; stormpy is untyped)
+StormModel = Any
+
 #: entries converted at a time when index arrays are read or written (bounds the temporary copies)
 _CHUNK = 1 << 22
+
+
+class _Archive:
+    """The members of an open UMB archive (``files``: name -> tar member), each array read from the archive file
+    (``raw_file``) into its final array."""
+
+    def __init__(self, files: dict[str, tarfile.TarInfo], raw_file: BinaryIO) -> None:
+        self.files = files
+        self.raw_file = raw_file
+
+    def arr(self, name: str, dtype: npt.DTypeLike) -> np.ndarray:
+        member = self.files[name]
+        self.raw_file.seek(member.offset_data)
+        return np.fromfile(self.raw_file, dtype=dtype, count=member.size // np.dtype(dtype).itemsize)
+
+    def index_array(self, name: str, count: int, dtype: npt.DTypeLike) -> np.ndarray:
+        """``count`` uint64 entries of member ``name`` as ``dtype``, converted in chunks."""
+        self.raw_file.seek(self.files[name].offset_data)
+        out = np.empty(count, dtype=dtype)
+        for start in range(0, count, _CHUNK):
+            part = np.fromfile(self.raw_file, dtype=np.uint64, count=min(_CHUNK, count - start))
+            out[start : start + len(part)] = part
+        return out
+
+    def actions(self, n_choices: int) -> tuple[tuple[str, ...], np.ndarray]:
+        """The action names and ``(C,)`` int32 each choice's action (one unnamed action if the archive has none)."""
+        if "actions/choices/values.bin" not in self.files:
+            return ("",), np.zeros(n_choices, dtype=np.int32)
+        choice_actions = self.arr("actions/choices/values.bin", np.uint32).astype(np.int32)[:n_choices]
+        offsets = self.arr("actions/choices/string-mapping.bin", np.uint64).astype(np.int64)
+        blob = self.arr("actions/choices/strings.bin", np.uint8).tobytes()
+        return tuple(blob[offsets[i] : offsets[i + 1]].decode() for i in range(len(offsets) - 1)), choice_actions
+
+    def labels(self, index: dict[str, Any], n_states: int) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+        """The state labels ``(S,)`` bool by UMB key, and each key's alias."""
+        labels: dict[str, np.ndarray] = {}
+        aliases: dict[str, str] = {}
+        for key, desc in index.get("annotations", {}).get("aps", {}).items():
+            name = f"annotations/aps/{key}/states/values.bin"
+            if name in self.files:
+                labels[key] = _bits(self.arr(name, np.uint8), n_states)
+                aliases[key] = desc.get("alias", key)
+        return labels, aliases
+
+    def rewards(
+        self, index: dict[str, Any], n_states: int, n_choices: int
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The state and the choice rewards (float64) by reward model name."""
+        state_rewards: dict[str, np.ndarray] = {}
+        choice_rewards: dict[str, np.ndarray] = {}
+        for key, desc in index.get("annotations", {}).get("rewards", {}).items():
+            alias = desc.get("alias", key)
+            for applies, target, n in (("states", state_rewards, n_states), ("choices", choice_rewards, n_choices)):
+                name = f"annotations/rewards/{key}/{applies}/values.bin"
+                if name in self.files:
+                    target[alias] = self.arr(name, np.float64)[:n].copy()
+        return state_rewards, choice_rewards
+
+    def valuations(
+        self, index: dict[str, Any], n_states: int
+    ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray | None, dict[str, Any] | None]:
+        """The variables, ``(S, V)`` int64 valuations, the raw ``(S, bytes)`` records and their spec (None: none)."""
+        if "valuations/states/valuations.bin" not in self.files:
+            return (), np.zeros((n_states, 0), dtype=np.int64), None, None
+        vspec = index["valuations"]["states"]
+        classes = vspec["classes"]
+        if len(classes) != 1:
+            raise ValueError("UMB valuations with several classes are not supported")
+        raw = self.arr("valuations/states/valuations.bin", np.uint8)
+        width = sum(_bit_size(v) for v in classes[0]["variables"]) // 8
+        vbytes = raw[: n_states * width].reshape(n_states, width)
+        variables, valuations = _decode_valuations(vbytes, classes[0]["variables"])
+        return variables, valuations, vbytes, vspec
 
 
 def index_dtype(largest: int) -> type:
@@ -224,14 +254,15 @@ def _decode_valuations(vbytes: np.ndarray, spec: list[dict[str, Any]]) -> tuple[
             continue
         chunk = bits[:, pos : pos + size].astype(np.uint64)
         raw = chunk @ (np.uint64(1) << np.arange(size, dtype=np.uint64))  # fields of up to 64 bits, in uint64
-        kind = v["type"]["type"]
-        if kind == "int":  # two's complement: the field's top bit shifted to bit 63, then shifted back with its sign
-            shift = np.uint64(64 - size)
-            signed = (raw << shift).view(np.int64) >> np.int64(64 - size)
-        elif kind in ("uint", "bool"):
-            signed = raw.view(np.int64)  # below 2**63 (int64 valuations)
-        else:
-            raise ValueError(f"UMB valuation variable {v.get('name')} has unsupported type {kind}")
+        vtype = v["type"]["type"]
+        match vtype:
+            case "int":  # two's complement: the field's top bit shifted to bit 63, then shifted back with its sign
+                shift = np.uint64(64 - size)
+                signed = (raw << shift).view(np.int64) >> np.int64(64 - size)
+            case "uint" | "bool":
+                signed = raw.view(np.int64)  # below 2**63 (int64 valuations)
+            case _:
+                raise ValueError(f"UMB valuation variable {v.get('name')} has unsupported type {vtype}")
         cols.append(signed + int(v.get("offset", 0)))
         names.append(v["name"])
         pos += size
@@ -295,21 +326,37 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
     }
     # big arrays are streamed into the archive in chunks (converted to UMB's types on the way), never
     # copied whole
-    files: list[tuple[str, bytes | tuple[np.ndarray, Any]]] = [
+    files: list[tuple[str, _Member]] = [
         ("choice-to-branches.bin", (P.indptr, np.uint64)),
         ("branch-to-target.bin", (P.indices, np.uint64)),
         ("branch-to-probability.bin", (P.data, np.float64)),
         ("state-is-initial.bin", _pack(np.isin(np.arange(n), model.initial_states))),
     ]
     if is_mdp:
-        files.append(("state-to-choices.bin", np.asarray(model.row_groups, dtype=np.uint64).tobytes()))
-        blobs = [a.encode() for a in model.action_names]
-        offsets = np.cumsum([0] + [len(b) for b in blobs]).astype(np.uint64)
-        files += [
-            ("actions/choices/values.bin", np.asarray(model.choice_actions, dtype=np.uint32).tobytes()),
-            ("actions/choices/string-mapping.bin", offsets.tobytes()),
-            ("actions/choices/strings.bin", b"".join(blobs)),
-        ]
+        files += _choice_files(model)
+    _add_labels(model, index, files)
+    _add_rewards(model, index, files)
+    _add_valuations(model, index, files)
+    _write_tar(path, index, files)
+
+
+#: an archive member's content: bytes, or an array streamed as a dtype
+_Member = bytes | tuple[np.ndarray, Any]
+
+
+def _choice_files(model: ExplicitModel) -> list[tuple[str, _Member]]:
+    """An MDP's row groups and choice actions (names as a string table)."""
+    blobs = [a.encode() for a in model.action_names]
+    offsets = np.cumsum([0] + [len(b) for b in blobs]).astype(np.uint64)
+    return [
+        ("state-to-choices.bin", np.asarray(model.row_groups, dtype=np.uint64).tobytes()),
+        ("actions/choices/values.bin", np.asarray(model.choice_actions, dtype=np.uint32).tobytes()),
+        ("actions/choices/string-mapping.bin", offsets.tobytes()),
+        ("actions/choices/strings.bin", b"".join(blobs)),
+    ]
+
+
+def _add_labels(model: ExplicitModel, index: dict[str, Any], files: list[tuple[str, _Member]]) -> None:
     for key, mask in model.labels.items():
         index["annotations"]["aps"][key] = {
             "alias": model.label_aliases.get(key, key),
@@ -317,6 +364,10 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
             "type": {"size": 1, "type": "bool"},
         }
         files.append((f"annotations/aps/{key}/states/values.bin", _pack(mask)))
+
+
+def _add_rewards(model: ExplicitModel, index: dict[str, Any], files: list[tuple[str, _Member]]) -> None:
+    """The reward models as ``r0``, ``r1``, ... (aliases: their names), state and choice rewards."""
     reward_names = list(dict.fromkeys(list(model.state_rewards) + list(model.choice_rewards)))
     for i, name in enumerate(reward_names):
         key = f"r{i}"
@@ -330,12 +381,20 @@ def write_umb(path: str | Path, model: ExplicitModel) -> None:
             values = np.asarray(model.choice_rewards[name], np.float64)
             files.append((f"annotations/rewards/{key}/choices/values.bin", values.tobytes()))
         index["annotations"]["rewards"][key] = {"alias": name, "applies-to": kinds, "type": {"size": 64, "type": "double"}}
-    if model.valuation_spec is not None:
-        records = model.valuation_bytes
-        if records is None:  # a chain built here keeps only its valuations (in the spec's variable order)
-            records = encode_valuations(model.valuations, model.valuation_spec["classes"][0]["variables"])
-        index["valuations"] = {"states": model.valuation_spec}
-        files.append(("valuations/states/valuations.bin", np.ascontiguousarray(records).tobytes()))
+
+
+def _add_valuations(model: ExplicitModel, index: dict[str, Any], files: list[tuple[str, _Member]]) -> None:
+    if model.valuation_spec is None:
+        return
+    records = model.valuation_bytes
+    if records is None:  # a chain built here keeps only its valuations (in the spec's variable order)
+        records = encode_valuations(model.valuations, model.valuation_spec["classes"][0]["variables"])
+    index["valuations"] = {"states": model.valuation_spec}
+    files.append(("valuations/states/valuations.bin", np.ascontiguousarray(records).tobytes()))
+
+
+def _write_tar(path: str | Path, index: dict[str, Any], files: list[tuple[str, _Member]]) -> None:
+    """The archive: ``index.json``, then ``files`` (arrays streamed in chunks)."""
     with tarfile.TarFile(path, "w", copybufsize=_CHUNK) as out:
         for name, data in [("index.json", json.dumps(index).encode()), *files]:
             info = tarfile.TarInfo(name)
@@ -381,9 +440,9 @@ def _pack(mask: np.ndarray) -> bytes:
     return packed.tobytes() + b"\0" * pad
 
 
-def to_storm(model: ExplicitModel) -> Any:
+def to_storm(model: ExplicitModel) -> StormModel:
     """A stormpy sparse DTMC/MDP for ``model`` (through a temporary UMB archive)."""
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
         path = Path(tmp) / "chain.umb"
@@ -391,7 +450,7 @@ def to_storm(model: ExplicitModel) -> Any:
         return stormpy.build_model_from_umb(str(path))
 
 
-def from_storm(storm_model: Any) -> ExplicitModel:
+def from_storm(storm_model: StormModel) -> ExplicitModel:
     """An :class:`ExplicitModel` for a stormpy sparse MDP/DTMC (through a temporary UMB archive)."""
     with tempfile.TemporaryDirectory(prefix="rlverify-") as tmp:
         path = Path(tmp) / "model.umb"
@@ -399,10 +458,10 @@ def from_storm(storm_model: Any) -> ExplicitModel:
         return read_umb(path)
 
 
-def export_umb(storm_model: Any, path: str | Path) -> None:
+def export_umb(storm_model: StormModel, path: str | Path) -> None:
     """Write a stormpy sparse model to ``path`` as an uncompressed UMB archive (read it with :func:`read_umb`)."""
-    import stormpy
-    import stormpy.io
+    import stormpy  # lazy: stormpy, start-up
+    import stormpy.io  # lazy: stormpy, start-up
 
     opts = stormpy.io.UmbExportOptions()
     opts.compression = stormpy.io.CompressionMode.NO_COMPRESSION
@@ -426,8 +485,6 @@ def resident_bytes() -> int:
     """This process's current resident set size in bytes (Linux ``/proc``; 0 where unavailable)."""
     try:
         with open("/proc/self/statm") as f:
-            import os
-
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
@@ -449,22 +506,7 @@ DEFAULT_MEMORY_FRACTION = 0.8
 def machine_memory() -> int:
     """Bytes of memory this process may use: the machine's (``/proc/meminfo`` MemTotal, else ``os.sysconf``),
     or its cgroup's limit when lower; 0 when unknown."""
-    import os
-
-    total = 0
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    total = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    if not total:
-        try:
-            total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-        except (ValueError, OSError, AttributeError):
-            total = 0
+    total = _meminfo_total() or _sysconf_total()
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
             with open(path) as f:
@@ -474,6 +516,26 @@ def machine_memory() -> int:
         if text.isdigit() and 0 < int(text) < (total or 1 << 62):
             total = int(text)
     return total
+
+
+def _meminfo_total() -> int:
+    """``/proc/meminfo``'s MemTotal in bytes (0: not found)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _sysconf_total() -> int:
+    """The physical memory ``os.sysconf`` reports in bytes (0: not available)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def memory_limit(limit: int | None) -> tuple[int | None, str]:

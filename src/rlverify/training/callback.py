@@ -116,7 +116,7 @@ class VerifyCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         return self.verifier.history
 
     def _on_training_start(self) -> None:
-        from stable_baselines3.common.vec_env import unwrap_vec_normalize
+        from stable_baselines3.common.vec_env import unwrap_vec_normalize  # lazy: sb3, start-up
 
         normalize = unwrap_vec_normalize(self.training_env) if self.training_env is not None else None
         if normalize is not None and getattr(normalize, "norm_obs", False):

@@ -21,12 +21,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlverify.arrays import distinct
+from rlverify.choices import values
 from rlverify.errors import TrainingError, require
 from rlverify.gym.dynamics import MDPDynamics
 from rlverify.policies.adapters import CallablePolicy
@@ -37,7 +39,16 @@ from rlverify.training.ppo import PPOConfig, check_seed, parse_hidden, train_ppo
 
 log = logging.getLogger(__name__)
 
-SUCCESS_KINDS = ("reach", "survive")
+
+class Success(StrEnum):
+    """What counts as a successful episode: ending in a terminal state (``reach``), or not ending in one before the
+    step limit (``survive``)."""
+
+    REACH = "reach"
+    SURVIVE = "survive"
+
+
+SUCCESS_KINDS = values(Success)
 
 
 @dataclass(frozen=True)
@@ -174,7 +185,7 @@ class DiscreteVecEnv:
         self.obs_dim = len(dynamics.features)
         self.n_actions = len(dynamics.actions)
         self.reward_scale = float(reward_scale)
-        self.success = success
+        self.success = Success(success)
         self._success_col = None
         if success_variable is not None:
             if success_variable not in dynamics.model.variables:
@@ -208,7 +219,7 @@ class DiscreteVecEnv:
         return obs, rew * self.reward_scale, done, infos
 
     def _successful(self, final: np.ndarray, terminated: np.ndarray, stalled: np.ndarray) -> np.ndarray:
-        if self.success == "survive":
+        if self.success is Success.SURVIVE:
             return ~terminated
         ok = terminated & ~stalled
         if self._success_col is not None:
@@ -286,10 +297,7 @@ def train_discrete(
     if s.kind != "prism":
         raise TrainingError(f"{benchmark_id} is a '{s.kind}' benchmark; train_discrete trains PRISM benchmarks")
     setup = setup_for(benchmark_id)
-    if steps is not None and int(steps) <= 0:
-        raise TrainingError(f"steps: expected a positive number of environment steps, got {steps}")
-    if n_envs is not None and int(n_envs) <= 0:
-        raise TrainingError(f"n_envs: expected a positive number, got {n_envs}")
+    _check_counts(steps, n_envs)
     hidden_t = parse_hidden(hidden) if hidden is not None else setup.hidden
     cfg = config or setup.config
     n = int(n_envs or setup.n_envs)
@@ -308,23 +316,14 @@ def train_discrete(
     scale = 1.0 / np.maximum(np.maximum(np.abs(dyn.obs_low), np.abs(dyn.obs_high)), 1.0).astype(np.float64)
     log.info("training PPO on %s %s: %d steps, hidden %s, %d envs, seed %d", benchmark_id, resolved, total, hidden_t, n, seed)
     t0 = time.perf_counter()
-    actor_update = None
-    if on_update is not None:
-        user_update = on_update
-
-        def actor_update(steps: int, actor: MLP) -> bool:
-            name = f"PPO actor at step {steps:,}"
-            return user_update(steps, CallablePolicy(actor, list(dyn.features), list(dyn.actions), output="logits", name=name))
-
+    actor_update = _actor_update(on_update, dyn)
     mlp, stats = train_ppo(
         env, hidden=hidden_t, total_steps=total, seed=seed, obs_scale=scale, config=cfg, on_update=actor_update
     )
     seconds = time.perf_counter() - t0
 
     taken = int(stats["steps"])
-    tail = [(r, ok) for t, r, ok in env.episodes if t > 0.9 * taken] or [(r, ok) for _, r, ok in env.episodes[-100:]]
-    final_return = float(np.mean([r for r, _ in tail])) if tail else float("nan")
-    final_success = float(np.mean([ok for _, ok in tail])) if tail else float("nan")
+    tail, final_return, final_success = _final_figures(env.episodes, taken)
     curve = _curve(env.episodes, cfg.n_steps * n)
     metadata = {
         "algorithm": "PPO (rlverify.training.ppo: clipped surrogate, GAE)",
@@ -352,13 +351,7 @@ def train_discrete(
         "seconds": round(seconds, 1),
         "rlverify": __version__,
     }
-    path = None
-    if out is not None:
-        save_mlp_onnx(
-            out, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits", training=metadata, force=force
-        )
-        path = Path(out)
-        log.info("saved %s", path)
+    path = _save(out, mlp, dyn, metadata, force)
     return TrainingReport(
         benchmark=benchmark_id,
         params=resolved,
@@ -376,6 +369,47 @@ def train_discrete(
         seconds=seconds,
         metadata=metadata,
     )
+
+
+def _save(out: str | Path | None, mlp: MLP, dyn: MDPDynamics, metadata: dict[str, Any], force: bool) -> Path | None:
+    """Save the actor as an ONNX file over the model's names, with the training metadata (None: ``out`` is None)."""
+    if out is None:
+        return None
+    save_mlp_onnx(
+        out, mlp, features=list(dyn.features), actions=list(dyn.actions), output="logits", training=metadata, force=force
+    )
+    path = Path(out)
+    log.info("saved %s", path)
+    return path
+
+
+def _check_counts(steps: int | None, n_envs: int | None) -> None:
+    if steps is not None and int(steps) <= 0:
+        raise TrainingError(f"steps: expected a positive number of environment steps, got {steps}")
+    if n_envs is not None and int(n_envs) <= 0:
+        raise TrainingError(f"n_envs: expected a positive number, got {n_envs}")
+
+
+def _actor_update(on_update: Callable[[int, BasePolicy], bool] | None, dyn: MDPDynamics) -> Callable[[int, MLP], bool] | None:
+    """``train_ppo``'s ``on_update``: the user's, given the actor as a policy over the model's names (None: none)."""
+    if on_update is None:
+        return None
+    user_update = on_update
+
+    def actor_update(steps: int, actor: MLP) -> bool:
+        name = f"PPO actor at step {steps:,}"
+        return user_update(steps, CallablePolicy(actor, list(dyn.features), list(dyn.actions), output="logits", name=name))
+
+    return actor_update
+
+
+def _final_figures(episodes: list[tuple[int, float, bool]], taken: int) -> tuple[list[tuple[float, bool]], float, float]:
+    """The episodes of the last 10 % of ``taken`` steps (else the last 100), their mean return and success rate
+    (NaN: none)."""
+    tail = [(r, ok) for t, r, ok in episodes if t > 0.9 * taken] or [(r, ok) for _, r, ok in episodes[-100:]]
+    final_return = float(np.mean([r for r, _ in tail])) if tail else float("nan")
+    final_success = float(np.mean([ok for _, ok in tail])) if tail else float("nan")
+    return tail, final_return, final_success
 
 
 def _finite(x: float) -> float | None:

@@ -25,6 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.files import check_target
+from rlverify.models.racetrack.env import ACCELERATIONS, ACTIONS, AT_GOAL, CRASHED, FEATURES, RacetrackEnv, move
+from rlverify.models.racetrack.track import GOAL, WALL, Track
+from rlverify.policies.adapters import CallablePolicy
+from rlverify.policies.mlp import MLP, save_mlp_onnx
 from rlverify.training.ppo import check_seed, import_torch, restores_torch_settings
 
 log = logging.getLogger(__name__)
@@ -98,10 +103,9 @@ BENCHMARK_CONFIGS: dict[str, DQNConfig] = {
 }
 
 
-def goal_distances(track: Any) -> np.ndarray:
+def goal_distances(track: Track) -> np.ndarray:
     """``(rows, cols)`` shortest number of king moves from each cell to a goal cell through non-wall
     cells (multi-source BFS; ``inf`` for walls and cells that cannot reach a goal)."""
-    from rlverify.models.racetrack.track import GOAL, WALL
 
     grid = track.grid
     dist = np.full(grid.shape, np.inf)
@@ -120,7 +124,7 @@ def goal_distances(track: Any) -> np.ndarray:
     return dist
 
 
-def feature_scale(env: Any) -> np.ndarray:
+def feature_scale(env: RacetrackEnv) -> np.ndarray:
     """``(15,)`` positive scales that bring the Racetrack features to about [-1, 1] for training."""
     H, W = env.track.height, env.track.width
     m = float(max(H, W))
@@ -129,8 +133,8 @@ def feature_scale(env: Any) -> np.ndarray:
 
 @restores_torch_settings
 def train_dqn(
-    env: Any, *, seed: int = 0, config: DQNConfig = DQNConfig(), progress: Callable[[int, int], None] | None = None
-) -> tuple[Any, dict[str, Any]]:
+    env: RacetrackEnv, *, seed: int = 0, config: DQNConfig = DQNConfig(), progress: Callable[[int, int], None] | None = None
+) -> tuple[MLP, dict[str, Any]]:
     """Train a DQN on a :class:`~rlverify.models.racetrack.RacetrackEnv`.
 
     Returns:
@@ -139,8 +143,6 @@ def train_dqn(
     """
     seed = check_seed(seed)
     torch = import_torch()
-    from rlverify.models.racetrack.env import ACCELERATIONS, AT_GOAL, CRASHED, move
-    from rlverify.policies.mlp import MLP
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
@@ -151,15 +153,7 @@ def train_dqn(
     scale = feature_scale(env)
     sizes = [15, *config.hidden, len(ACCELERATIONS)]
 
-    def net() -> Any:
-        layers: list[Any] = []
-        for i, (a, b) in enumerate(itertools.pairwise(sizes)):
-            layers.append(torch.nn.Linear(a, b))
-            if i < len(sizes) - 2:
-                layers.append(torch.nn.ReLU())
-        return torch.nn.Sequential(*layers).double()
-
-    q, target = net(), net()
+    q, target = _q_network(torch, sizes), _q_network(torch, sizes)
     target.load_state_dict(q.state_dict())
     opt = torch.optim.Adam(q.parameters(), lr=config.lr)
     B = config.buffer_size
@@ -173,36 +167,21 @@ def train_dqn(
     def reset(n: int) -> np.ndarray:
         return env.start_states(cells[rng.integers(0, len(cells), size=n)])
 
-    if config.shaping:
-        dist = goal_distances(env.track)
-        finite = np.where(np.isfinite(dist), dist, np.nanmax(np.where(np.isfinite(dist), dist, np.nan)) + 1)
-
-        def potential(s: np.ndarray) -> np.ndarray:
-            y = np.clip(s[:, 1], 0, env.track.height - 1)
-            x = np.clip(s[:, 0], 0, env.track.width - 1)
-            return -config.shaping * finite[y, x] / 100.0
-
+    potential = _potential(env, config)
     states = reset(config.n_envs)
     ep_len = np.zeros(config.n_envs, dtype=np.int64)
     n_steps = config.steps // config.n_envs
     updates = 0
     episodes = goals = crashes = 0
     for step in range(n_steps):
-        frac = min(1.0, step / max(1.0, config.eps_fraction * n_steps))
-        eps = config.eps_start + frac * (config.eps_end - config.eps_start)
+        eps = _epsilon(step, n_steps, config)
         obs = env.observe(states) / scale
         with torch.no_grad():
             greedy = q(torch.from_numpy(obs)).argmax(dim=1).numpy()
         explore = rng.random(config.n_envs) < eps
         actions = np.where(explore, rng.integers(0, 9, size=config.n_envs), greedy)
         fail = rng.random(config.n_envs) < env.noise
-        vel = states[:, 2:4] + np.where(fail[:, None], 0, ACCELERATIONS[actions])
-        nxt = move(env.track, states, vel)
-        status = nxt[:, 4]
-        reward = np.where(status == AT_GOAL, config.goal_reward, np.where(status == CRASHED, config.crash_reward, 0.0)) / 100.0
-        terminal = status != 0
-        if config.shaping:
-            reward = reward + (config.gamma * np.where(terminal, 0.0, potential(nxt)) - potential(states))
+        nxt, status, reward, terminal = _transition(env, states, actions, fail, config, potential)
         idx = (ptr + np.arange(config.n_envs)) % B
         buf_obs[idx], buf_next[idx] = obs, env.observe(nxt) / scale
         buf_act[idx], buf_rew[idx], buf_done[idx] = actions, reward, terminal
@@ -218,31 +197,11 @@ def train_dqn(
             states[end] = reset(int(end.sum()))
             ep_len[end] = 0
         if size >= config.batch_size * 4:
-            for _ in range(config.updates_per_step):
-                j = rng.integers(0, size, size=config.batch_size)
-                o = torch.from_numpy(buf_obs[j])
-                o2 = torch.from_numpy(buf_next[j])
-                a = torch.from_numpy(buf_act[j])
-                r = torch.from_numpy(buf_rew[j])
-                d = torch.from_numpy(buf_done[j])
-                with torch.no_grad():
-                    a2 = q(o2).argmax(dim=1, keepdim=True)
-                    y = r + config.gamma * (1.0 - d) * target(o2).gather(1, a2).squeeze(1)
-                pred = q(o).gather(1, a.unsqueeze(1)).squeeze(1)
-                loss = torch.nn.functional.smooth_l1_loss(pred, y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                updates += 1
-                if updates % config.target_every == 0:
-                    target.load_state_dict(q.state_dict())
+            buffers = (buf_obs, buf_next, buf_act, buf_rew, buf_done)
+            updates = _learn(torch, q, target, opt, buffers, size, rng, config, updates)
         if progress is not None and step % 200 == 0:
             progress(step * config.n_envs, n_steps * config.n_envs)
-    linears = [m for m in q if isinstance(m, torch.nn.Linear)]
-    ws = [m.weight.detach().numpy().astype(np.float64).copy() for m in linears]
-    bs = [m.bias.detach().numpy().astype(np.float64).copy() for m in linears]
-    ws[0] = ws[0] / scale[None, :]  # fold the input scaling into the first layer
-    mlp = MLP(tuple(ws), tuple(bs))
+    mlp = _as_mlp(torch, q, scale)
     train_time = time.perf_counter() - t0
     facts = {
         "algorithm": "DQN (double, Huber, hard target updates)",
@@ -263,12 +222,108 @@ def train_dqn(
     return mlp, facts
 
 
-def evaluate_greedy(env: Any, mlp: Any, *, runs: int, seed: int = 12345) -> dict[str, float | str]:
+def _epsilon(step: int, n_steps: int, config: DQNConfig) -> float:
+    """The exploration rate at lockstep ``step``: linear from ``eps_start`` to ``eps_end`` over ``eps_fraction``."""
+    frac = min(1.0, step / max(1.0, config.eps_fraction * n_steps))
+    return config.eps_start + frac * (config.eps_end - config.eps_start)
+
+
+def _as_mlp(torch: Any, q: Any, scale: np.ndarray) -> MLP:
+    """The Q-network as a float64 :class:`MLP` over raw features (the input scaling folded into its first layer)."""
+    linears = [m for m in q if isinstance(m, torch.nn.Linear)]
+    ws = [m.weight.detach().numpy().astype(np.float64).copy() for m in linears]
+    bs = [m.bias.detach().numpy().astype(np.float64).copy() for m in linears]
+    ws[0] = ws[0] / scale[None, :]  # fold the input scaling into the first layer
+    return MLP(tuple(ws), tuple(bs))
+
+
+def _q_network(torch: Any, sizes: list[int]) -> Any:
+    """A float64 ReLU network with layer sizes ``sizes``."""
+    layers: list[Any] = []
+    for i, (a, b) in enumerate(itertools.pairwise(sizes)):
+        layers.append(torch.nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).double()
+
+
+def _transition(
+    env: RacetrackEnv,
+    states: np.ndarray,
+    actions: np.ndarray,
+    fail: np.ndarray,
+    config: DQNConfig,
+    potential: Callable[[np.ndarray], np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One step of every copy (``fail``: the acceleration is lost): next states, their status, the scaled (and
+    shaped) rewards, and which steps end in a terminal state."""
+
+    vel = states[:, 2:4] + np.where(fail[:, None], 0, ACCELERATIONS[actions])
+    nxt = move(env.track, states, vel)
+    status = nxt[:, 4]
+    reward = np.where(status == AT_GOAL, config.goal_reward, np.where(status == CRASHED, config.crash_reward, 0.0)) / 100.0
+    terminal = status != 0
+    if potential is not None:
+        reward = reward + (config.gamma * np.where(terminal, 0.0, potential(nxt)) - potential(states))
+    return nxt, status, reward, terminal
+
+
+def _potential(env: RacetrackEnv, config: DQNConfig) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The shaping potential of states ``(N, 5)``: minus ``config.shaping`` times the goal distance / 100 (None: no
+    shaping)."""
+    if not config.shaping:
+        return None
+    dist = goal_distances(env.track)
+    finite = np.where(np.isfinite(dist), dist, np.nanmax(np.where(np.isfinite(dist), dist, np.nan)) + 1)
+
+    def potential(s: np.ndarray) -> np.ndarray:
+        y = np.clip(s[:, 1], 0, env.track.height - 1)
+        x = np.clip(s[:, 0], 0, env.track.width - 1)
+        return -config.shaping * finite[y, x] / 100.0
+
+    return potential
+
+
+def _learn(
+    torch: Any,
+    q: Any,
+    target: Any,
+    opt: Any,
+    buffers: tuple[np.ndarray, ...],
+    size: int,
+    rng: np.random.Generator,
+    config: DQNConfig,
+    updates: int,
+) -> int:
+    """``config.updates_per_step`` double-DQN steps (Huber loss) on minibatches from the first ``size`` entries of the
+    replay ``buffers`` (observations, next observations, actions, rewards, done flags); the target network copied
+    every ``config.target_every`` updates. Returns the updates made so far."""
+    buf_obs, buf_next, buf_act, buf_rew, buf_done = buffers
+    for _ in range(config.updates_per_step):
+        j = rng.integers(0, size, size=config.batch_size)
+        o = torch.from_numpy(buf_obs[j])
+        o2 = torch.from_numpy(buf_next[j])
+        a = torch.from_numpy(buf_act[j])
+        r = torch.from_numpy(buf_rew[j])
+        d = torch.from_numpy(buf_done[j])
+        with torch.no_grad():
+            a2 = q(o2).argmax(dim=1, keepdim=True)
+            y = r + config.gamma * (1.0 - d) * target(o2).gather(1, a2).squeeze(1)
+        pred = q(o).gather(1, a.unsqueeze(1)).squeeze(1)
+        loss = torch.nn.functional.smooth_l1_loss(pred, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        updates += 1
+        if updates % config.target_every == 0:
+            target.load_state_dict(q.state_dict())
+    return updates
+
+
+def evaluate_greedy(env: RacetrackEnv, mlp: MLP, *, runs: int, seed: int = 12345) -> dict[str, float | str]:
     """Goal rate of the greedy policy from the start line and from random free cells (simulated, deterministic mode)."""
-    from rlverify.models.racetrack.env import ACTIONS, FEATURES
-    from rlverify.policies.adapters import CallablePolicy
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+    from rlverify.statistical.engine import SimulationOptions  # lazy: the statistical engine, only to evaluate
+    from rlverify.statistical.verify import StatisticalOptions, verify_statistical  # lazy: with the line above
 
     policy = CallablePolicy(mlp, FEATURES, ACTIONS, output="q-values", name="dqn")
     opts = StatisticalOptions(
@@ -313,10 +368,7 @@ def train_racetrack(
     Returns:
         The written path; the final evaluation is stored in the ONNX training metadata.
     """
-    from rlverify.benchmarks.racetrack import make_racetrack
-    from rlverify.files import check_target
-    from rlverify.models.racetrack.env import ACTIONS, FEATURES
-    from rlverify.policies.mlp import save_mlp_onnx
+    from rlverify.benchmarks.racetrack import make_racetrack  # lazy: the benchmark registry, only when training one
 
     seed = check_seed(seed)
     check_target(out, force=force)  # before the training, not after it

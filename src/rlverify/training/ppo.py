@@ -79,25 +79,31 @@ def check_seed(seed: Any) -> int:
 def parse_hidden(hidden: Any) -> tuple[int, ...]:
     """Hidden layer widths from ``"64,64"`` or a sequence of positive integers, or a :class:`TrainingError` naming
     what is wrong (an empty width as in ``64,,64``, a zero, a non-integer, too many layers)."""
-    if isinstance(hidden, str):
-        parts = [h.strip() for h in hidden.split(",")]
-        if not hidden.strip() or any(not h for h in parts):
-            raise TrainingError(
-                f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}' (an empty layer width)"
-            )
-        if not all(h.isdigit() for h in parts):
-            raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}'")
-        widths: list[Any] = [int(h) for h in parts]
-    else:
-        try:
-            widths = list(hidden)
-        except TypeError:
-            raise TrainingError(f"hidden: expected layer widths like (64, 64), got {hidden!r}") from None
+    widths = _text_widths(hidden) if isinstance(hidden, str) else _sequence_widths(hidden)
     if not widths or any(isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h <= 0 for h in widths):
         raise TrainingError(f"hidden: expected one or more positive whole layer widths, got {hidden!r}")
     if len(widths) > MAX_HIDDEN_LAYERS:
         raise TrainingError(f"hidden: {len(widths)} layers; at most {MAX_HIDDEN_LAYERS} hidden layers")
     return tuple(int(h) for h in widths)
+
+
+def _text_widths(hidden: str) -> list[Any]:
+    """The widths of ``"64,64"`` (digits only; no empty width)."""
+    parts = [h.strip() for h in hidden.split(",")]
+    if not hidden.strip() or any(not h for h in parts):
+        raise TrainingError(
+            f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}' (an empty layer width)"
+        )
+    if not all(h.isdigit() for h in parts):
+        raise TrainingError(f"hidden: expected comma-separated positive integers like 64,64, got '{hidden}'")
+    return [int(h) for h in parts]
+
+
+def _sequence_widths(hidden: Any) -> list[Any]:
+    try:
+        return list(hidden)
+    except TypeError:
+        raise TrainingError(f"hidden: expected layer widths like (64, 64), got {hidden!r}") from None
 
 
 def layer_parameters(sizes: Sequence[int]) -> int:
@@ -202,16 +208,7 @@ def train_ppo(
     rng = np.random.default_rng(seed)
     scale = np.ones(env.obs_dim) if obs_scale is None else np.asarray(obs_scale, dtype=np.float64)
 
-    def mlp(out: int) -> Any:
-        layers: list[Any] = []
-        prev = env.obs_dim
-        for h in hidden:
-            layers += [nn.Linear(prev, h), nn.ReLU()]
-            prev = h
-        layers.append(nn.Linear(prev, out))
-        return nn.Sequential(*layers)
-
-    actor, critic = mlp(env.n_actions), mlp(1)
+    actor, critic = _network(nn, env.obs_dim, hidden, env.n_actions), _network(nn, env.obs_dim, hidden, 1)
     with torch.no_grad():  # small initial logits: start close to uniform
         actor[-1].weight.mul_(0.01)
         actor[-1].bias.zero_()
@@ -225,74 +222,23 @@ def train_ppo(
     stopped = False
     t0 = time.perf_counter()
     while steps < total_steps:
-        b_obs = np.zeros((t_len, n, env.obs_dim), dtype=np.float32)
-        b_act = np.zeros((t_len, n), dtype=np.int64)
-        b_logp = np.zeros((t_len, n), dtype=np.float32)
-        b_rew = np.zeros((t_len, n), dtype=np.float32)
-        b_done = np.zeros((t_len, n), dtype=np.float32)
-        b_val = np.zeros((t_len + 1, n), dtype=np.float32)
-        for t in range(t_len):
-            x = torch.as_tensor(obs * scale, dtype=torch.float32)
-            with torch.no_grad():
-                logits = actor(x)
-                value = critic(x)[:, 0]
-            probs = torch.softmax(logits, dim=1).numpy().astype(np.float64)
-            cum = np.cumsum(probs, axis=1)
-            act = (rng.random(n)[:, None] * cum[:, -1:] > cum).sum(axis=1).clip(0, env.n_actions - 1)
-            logp = torch.log_softmax(logits, dim=1).numpy()[np.arange(n), act]
-            nobs, rew, done, _ = env.step(act)
-            b_obs[t], b_act[t], b_logp[t], b_rew[t], b_done[t], b_val[t] = x.numpy(), act, logp, rew, done, value.numpy()
-            ep_ret += rew
-            for i in np.flatnonzero(done):
-                finished.append((steps + t * n, float(ep_ret[i])))
-                ep_ret[i] = 0.0
-            obs = nobs
-        with torch.no_grad():
-            b_val[t_len] = critic(torch.as_tensor(obs * scale, dtype=torch.float32))[:, 0].numpy()
-        adv = np.zeros((t_len, n), dtype=np.float32)
-        last = np.zeros(n, dtype=np.float32)
-        for t in reversed(range(t_len)):
-            nonterminal = 1.0 - b_done[t]
-            delta = b_rew[t] + config.gamma * b_val[t + 1] * nonterminal - b_val[t]
-            last = delta + config.gamma * config.gae_lambda * nonterminal * last
-            adv[t] = last
+        b_obs, b_act, b_logp, b_rew, b_done, b_val, obs = _rollout(
+            torch, env, actor, critic, obs, scale, rng, t_len, ep_ret, finished, steps
+        )
+        adv = _advantages(b_rew, b_done, b_val, config)
         ret = adv + b_val[:t_len]
-        f_obs = torch.as_tensor(b_obs.reshape(-1, env.obs_dim))
-        f_act = torch.as_tensor(b_act.reshape(-1))
-        f_logp = torch.as_tensor(b_logp.reshape(-1))
-        f_adv = torch.as_tensor(adv.reshape(-1))
-        f_ret = torch.as_tensor(ret.reshape(-1))
-        size = len(f_act)
-        for _ in range(config.epochs):
-            perm = torch.as_tensor(rng.permutation(size))
-            for start in range(0, size, config.minibatch):
-                idx = perm[start : start + config.minibatch]
-                logits = actor(f_obs[idx])
-                logp_all = torch.log_softmax(logits, dim=1)
-                logp = logp_all.gather(1, f_act[idx][:, None])[:, 0]
-                ratio = torch.exp(logp - f_logp[idx])
-                a = f_adv[idx]
-                a = (a - a.mean()) / (a.std() + 1e-8)
-                pg = -torch.min(ratio * a, torch.clamp(ratio, 1 - config.clip, 1 + config.clip) * a).mean()
-                vf = ((critic(f_obs[idx])[:, 0] - f_ret[idx]) ** 2).mean()
-                ent = -(torch.exp(logp_all) * logp_all).sum(dim=1).mean()
-                loss = pg + config.vf_coef * vf - config.ent_coef * ent
-                opt.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(list(actor.parameters()) + list(critic.parameters()), config.max_grad_norm)
-                opt.step()
+        batch = [torch.as_tensor(x) for x in (b_obs.reshape(-1, env.obs_dim), b_act.reshape(-1), b_logp.reshape(-1))]
+        batch += [torch.as_tensor(adv.reshape(-1)), torch.as_tensor(ret.reshape(-1))]
+        _optimise(torch, actor, critic, opt, batch, rng, config)
         steps += t_len * n
         updates += 1
         if on_update is not None and on_update(steps, _actor_mlp(actor, nn, scale)) is False:
             stopped = True
             break
         if updates % 10 == 0:
-            recent = [r for s, r in finished[-200:]]
-            log.info(
-                "PPO: %d steps, mean return of recent episodes %.2f", steps, float(np.mean(recent)) if recent else float("nan")
-            )
-    tail = [r for s, r in finished if s >= 0.9 * steps] or [r for _, r in finished[-100:]]
-    stats = {
+            _log_progress(finished, steps)
+    tail = _tail(finished, steps)
+    return _actor_mlp(actor, nn, scale), {
         "steps": int(steps),
         "updates": updates,
         "episodes": len(finished),
@@ -300,7 +246,112 @@ def train_ppo(
         "seconds": round(time.perf_counter() - t0, 1),
         "stopped": stopped,
     }
-    return _actor_mlp(actor, nn, scale), stats
+
+
+def _log_progress(finished: list[tuple[int, float]], steps: int) -> None:
+    recent = [r for s, r in finished[-200:]]
+    log.info("PPO: %d steps, mean return of recent episodes %.2f", steps, float(np.mean(recent)) if recent else float("nan"))
+
+
+def _tail(finished: list[tuple[int, float]], steps: int) -> list[float]:
+    """The returns of the episodes finished in the last 10 % of ``steps`` (else the last 100)."""
+    return [r for s, r in finished if s >= 0.9 * steps] or [r for _, r in finished[-100:]]
+
+
+def _network(nn: Any, obs_dim: int, hidden: tuple[int, ...], out: int) -> Any:
+    """A float32 ReLU network ``obs_dim -> hidden... -> out``."""
+    layers: list[Any] = []
+    prev = obs_dim
+    for h in hidden:
+        layers += [nn.Linear(prev, h), nn.ReLU()]
+        prev = h
+    layers.append(nn.Linear(prev, out))
+    return nn.Sequential(*layers)
+
+
+def _rollout(
+    torch: Any,
+    env: VecEnv,
+    actor: Any,
+    critic: Any,
+    obs: np.ndarray,
+    scale: np.ndarray,
+    rng: np.random.Generator,
+    t_len: int,
+    ep_ret: np.ndarray,
+    finished: list[tuple[int, float]],
+    steps: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``t_len`` steps of every copy from ``obs`` under the actor (one uniform per copy and step): observations,
+    actions, their log-probabilities, rewards, done flags, values (``t_len + 1`` rows, the last bootstraps), and the
+    observations after. Episodes that end are appended to ``finished`` (``ep_ret``: the running returns)."""
+    n = env.n_envs
+    b_obs = np.zeros((t_len, n, env.obs_dim), dtype=np.float32)
+    b_act = np.zeros((t_len, n), dtype=np.int64)
+    b_logp = np.zeros((t_len, n), dtype=np.float32)
+    b_rew = np.zeros((t_len, n), dtype=np.float32)
+    b_done = np.zeros((t_len, n), dtype=np.float32)
+    b_val = np.zeros((t_len + 1, n), dtype=np.float32)
+    for t in range(t_len):
+        x = torch.as_tensor(obs * scale, dtype=torch.float32)
+        with torch.no_grad():
+            logits = actor(x)
+            value = critic(x)[:, 0]
+        probs = torch.softmax(logits, dim=1).numpy().astype(np.float64)
+        cum = np.cumsum(probs, axis=1)
+        act = (rng.random(n)[:, None] * cum[:, -1:] > cum).sum(axis=1).clip(0, env.n_actions - 1)
+        logp = torch.log_softmax(logits, dim=1).numpy()[np.arange(n), act]
+        nobs, rew, done, _ = env.step(act)
+        b_obs[t], b_act[t], b_logp[t], b_rew[t], b_done[t], b_val[t] = x.numpy(), act, logp, rew, done, value.numpy()
+        ep_ret += rew
+        for i in np.flatnonzero(done):
+            finished.append((steps + t * n, float(ep_ret[i])))
+            ep_ret[i] = 0.0
+        obs = nobs
+    with torch.no_grad():
+        b_val[t_len] = critic(torch.as_tensor(obs * scale, dtype=torch.float32))[:, 0].numpy()
+    return b_obs, b_act, b_logp, b_rew, b_done, b_val, obs
+
+
+def _advantages(b_rew: np.ndarray, b_done: np.ndarray, b_val: np.ndarray, config: PPOConfig) -> np.ndarray:
+    """``(T, n)`` float32 generalised advantage estimates of a rollout (``b_val`` ``(T + 1, n)``: the last row
+    bootstraps)."""
+    t_len, n = b_rew.shape
+    adv = np.zeros((t_len, n), dtype=np.float32)
+    last = np.zeros(n, dtype=np.float32)
+    for t in reversed(range(t_len)):
+        nonterminal = 1.0 - b_done[t]
+        delta = b_rew[t] + config.gamma * b_val[t + 1] * nonterminal - b_val[t]
+        last = delta + config.gamma * config.gae_lambda * nonterminal * last
+        adv[t] = last
+    return adv
+
+
+def _optimise(
+    torch: Any, actor: Any, critic: Any, opt: Any, batch: list[Any], rng: np.random.Generator, config: PPOConfig
+) -> None:
+    """``config.epochs`` passes of clipped-surrogate PPO over the rollout ``batch`` (observations, actions, their
+    log-probabilities, advantages, returns), in minibatches of a fresh permutation each pass."""
+    f_obs, f_act, f_logp, f_adv, f_ret = batch
+    size = len(f_act)
+    for _ in range(config.epochs):
+        perm = torch.as_tensor(rng.permutation(size))
+        for start in range(0, size, config.minibatch):
+            idx = perm[start : start + config.minibatch]
+            logits = actor(f_obs[idx])
+            logp_all = torch.log_softmax(logits, dim=1)
+            logp = logp_all.gather(1, f_act[idx][:, None])[:, 0]
+            ratio = torch.exp(logp - f_logp[idx])
+            a = f_adv[idx]
+            a = (a - a.mean()) / (a.std() + 1e-8)
+            pg = -torch.min(ratio * a, torch.clamp(ratio, 1 - config.clip, 1 + config.clip) * a).mean()
+            vf = ((critic(f_obs[idx])[:, 0] - f_ret[idx]) ** 2).mean()
+            ent = -(torch.exp(logp_all) * logp_all).sum(dim=1).mean()
+            loss = pg + config.vf_coef * vf - config.ent_coef * ent
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(list(actor.parameters()) + list(critic.parameters()), config.max_grad_norm)
+            opt.step()
 
 
 def _actor_mlp(actor: Any, nn: Any, scale: np.ndarray) -> MLP:

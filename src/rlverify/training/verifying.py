@@ -210,7 +210,7 @@ class TrainingVerifier:
         env_id = getattr(self.target.model, "env_id", "")
         if not env_id:
             return
-        import gymnasium
+        import gymnasium  # lazy: gymnasium, start-up
 
         env = gymnasium.make(env_id, **dict(self.target.model.env_kwargs))
         try:

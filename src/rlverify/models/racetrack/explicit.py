@@ -160,7 +160,7 @@ def pmax_goal(
     Returns:
         ``(M,)`` float64 values, in the order of ``start_cells`` (default: ``track.free_cells()``).
     """
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     from rlverify.models.numerics import environment
 

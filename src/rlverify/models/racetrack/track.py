@@ -74,9 +74,23 @@ def parse_track(text: str, *, source: str = "<string>") -> Track:
     lines = text.splitlines()
     if not lines:
         raise TrackError(f"{source}: line 1, column 1: empty track file (expected 'dim: ROWS COLS')")
-    m = _DIM.match(lines[0].rstrip())
+    rows, cols = _dims(lines[0], source)
+    body = _map_rows(lines[1:], rows, source)
+    grid = np.empty((rows, cols), dtype=np.uint8)
+    for i, raw in enumerate(body):
+        _parse_row(raw, i, grid, source)
+    if not (grid == GOAL).any():
+        raise TrackError(f"{source}: line 2, column 1: the map has no goal cell ('g')")
+    if not ((grid == FREE) | (grid == START)).any():
+        raise TrackError(f"{source}: line 2, column 1: the map has no free cell to start from")
+    return Track(name=source, grid=grid)
+
+
+def _dims(first: str, source: str) -> tuple[int, int]:
+    """``(rows, cols)`` of the ``dim: ROWS COLS`` line."""
+    m = _DIM.match(first.rstrip())
     if not m:
-        raise TrackError(f"{source}: line 1, column 1: expected 'dim: ROWS COLS', got {lines[0][:40]!r}")
+        raise TrackError(f"{source}: line 1, column 1: expected 'dim: ROWS COLS', got {first[:40]!r}")
     dims = []
     for group, what in ((1, "ROWS"), (2, "COLS")):
         tok = m.group(group)
@@ -84,8 +98,12 @@ def parse_track(text: str, *, source: str = "<string>") -> Track:
             col = m.start(group) + 1
             raise TrackError(f"{source}: line 1, column {col}: {what} must be a positive integer, got {tok!r}")
         dims.append(int(tok))
-    rows, cols = dims
-    body = lines[1:]
+    return dims[0], dims[1]
+
+
+def _map_rows(body: list[str], rows: int, source: str) -> list[str]:
+    """The map's lines (trailing blank lines dropped): exactly ``rows`` of them."""
+    body = list(body)
     while body and not body[-1].strip():
         body.pop()
     if len(body) < rows:
@@ -94,28 +112,27 @@ def parse_track(text: str, *, source: str = "<string>") -> Track:
         )
     if len(body) > rows:
         raise TrackError(f"{source}: line {rows + 2}, column 1: more map rows than the {rows} declared in line 1")
-    grid = np.empty((rows, cols), dtype=np.uint8)
-    for i, raw in enumerate(body):
-        line_no = i + 2
-        line = raw.rstrip("\r\n").rstrip()
-        for j, ch in enumerate(line[:cols]):
-            code = _CODES.get(ch)
-            if code is None:
-                raise TrackError(
-                    f"{source}: line {line_no}, column {j + 1}: unknown cell {ch!r} "
-                    "(expected 'x' wall, '.' free, 's' start or 'g' goal)"
-                )
-            grid[i, j] = code
-        if len(line) != cols:
-            col = min(len(line), cols) + 1
+    return body
+
+
+def _parse_row(raw: str, i: int, grid: np.ndarray, source: str) -> None:
+    """Map row ``i`` (file line ``i + 2``) into ``grid[i]``: known cells, exactly ``cols`` of them."""
+    cols = grid.shape[1]
+    line_no = i + 2
+    line = raw.rstrip("\r\n").rstrip()
+    for j, ch in enumerate(line[:cols]):
+        code = _CODES.get(ch)
+        if code is None:
             raise TrackError(
-                f"{source}: line {line_no}, column {col}: row has {len(line)} cells, expected {cols} (from the 'dim' line)"
+                f"{source}: line {line_no}, column {j + 1}: unknown cell {ch!r} "
+                "(expected 'x' wall, '.' free, 's' start or 'g' goal)"
             )
-    if not (grid == GOAL).any():
-        raise TrackError(f"{source}: line 2, column 1: the map has no goal cell ('g')")
-    if not ((grid == FREE) | (grid == START)).any():
-        raise TrackError(f"{source}: line 2, column 1: the map has no free cell to start from")
-    return Track(name=source, grid=grid)
+        grid[i, j] = code
+    if len(line) != cols:
+        col = min(len(line), cols) + 1
+        raise TrackError(
+            f"{source}: line {line_no}, column {col}: row has {len(line)} cells, expected {cols} (from the 'dim' line)"
+        )
 
 
 def load_track(path: str | Path) -> Track:
