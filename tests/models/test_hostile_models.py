@@ -7,7 +7,8 @@ import pytest
 
 from rlverify.cli.main import main
 from rlverify.errors import ModelError, PropertyError
-from rlverify.models.symbolic import load_model, parse_property
+from rlverify.models.property_parser import parse_property
+from rlverify.models.symbolic import load_model
 
 SMALL = "mdp\nmodule m\n  x : [0..3] init 0;\n  [a] x<3 -> (x'={update});\nendmodule\n"
 
@@ -272,7 +273,7 @@ def test_a_jani_number_beyond_double_precision_is_refused_in_one_line(tmp_path):
 def test_a_zero_divisor_the_text_check_cannot_judge_is_still_refused(tmp_path):
     """floor is outside the language the text check evaluates: x/floor(K/2) with K=1 is left to the walk over Storm's
     expressions (which runs only where some divisor in the text was not judged)."""
-    from rlverify.models.symbolic import constant_zero_divisor
+    from rlverify.models.divisions import constant_zero_divisor
 
     text = DIVIDING.format(**{**FINE, "guard": "x/floor(K/2)>=0"})
     assert constant_zero_divisor(text, {"K": "1"}) == (None, False)

@@ -298,7 +298,7 @@ def compute_table2(
     """
     from rlverify.benchmarks.registry import make
     from rlverify.exact import ExactOptions, verify_exact
-    from rlverify.models.symbolic import parse_property
+    from rlverify.models.property_parser import parse_property
     from rlverify.policies.loading import load_policy
     from rlverify.results import versions
 

@@ -61,7 +61,7 @@ from rlverify.errors import PropertyError
 from rlverify.exact.options import MAX_WORK, STEP_WORK
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import bit_mask, storm_message
+from rlverify.models.storm import bit_mask, storm_message
 
 __all__ = [
     "MAX_WORK",

@@ -52,7 +52,9 @@ from rlverify.models.program import (
     terminal_functions,
 )
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel, ambiguous_choices, storm_message
+from rlverify.models.storm import storm_message
+from rlverify.models.storm_build import ambiguous_choices
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 
 __all__ = ["MergedChain", "StormProbe", "Unsupported", "merged_chain"]

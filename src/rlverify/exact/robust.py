@@ -53,8 +53,9 @@ from rlverify.models.dynamics import UNAVAILABLE, ChoiceTable, choice_table, pol
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.numerics import NUMERICS, environment
 from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
+from rlverify.models.storm import truth_values
 from rlverify.models.summary import summarize
-from rlverify.models.symbolic import SymbolicModel, truth_values
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.adapters import softmax
 from rlverify.policies.base import Policy, validate_probabilities
 from rlverify.results import IntervalResult, RobustnessResult
@@ -968,7 +969,7 @@ def _interval_bounds(
 
     path = prop.storm_formula().subformula
     if prop.path == "X":  # stormpy gives a next formula no subformula: its operand read as an eventually formula's
-        from rlverify.models.symbolic import parse_property
+        from rlverify.models.property_parser import parse_property
 
         path = parse_property(model, f"P=? [F ({prop.right})]", fixed_policy=True).storm_formula().subformula
     if prop.path in ("U", "W") or path.is_bounded_until_formula:  # F<=k is Storm's true U<=k

@@ -42,7 +42,8 @@ from rlverify.exact.options import ExactOptions, Progress, check_operator, check
 from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel, parse_property
+from rlverify.models.property_parser import parse_property
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.results import ExactResult
 

@@ -13,7 +13,9 @@ import numpy as np
 from rlverify.benchmarks.registry import EnvDefaults
 from rlverify.gym.dynamics import EnvError, MDPDynamics, dynamics_from_explicit, label_key
 from rlverify.models.commands import is_command_name
-from rlverify.models.symbolic import SymbolicModel, build_explicit, load_model, parse_property
+from rlverify.models.property_parser import parse_property
+from rlverify.models.storm_build import build_explicit
+from rlverify.models.symbolic import SymbolicModel, load_model
 
 
 def load_dynamics(

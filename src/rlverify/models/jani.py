@@ -17,14 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from rlverify.errors import InputFileError, ModelError
+from rlverify.models.storm import StormProgram
 
 #: the smallest positive normal double
 _TINY = 2.2250738585072014e-308
 #: the transient variable carrying an edge's file position (a prefix made unique against the file's names)
 _MARKER = "rlverifyFileEdge"
+#: a JANI file's JSON as :func:`json.loads` gives it (dicts, lists, strings, numbers, booleans, None)
+Json = Any
 
 
-def read_jani(path: str | Path) -> Any:
+def read_jani(path: str | Path) -> Json:
     """The JSON of a JANI file (a UTF-8 byte-order mark, which Storm accepts, is allowed).
 
     Raises:
@@ -83,7 +86,7 @@ _INFIX = {
 _MAX_DEPTH = 100
 
 
-def expression_text(expr: Any, depth: int = 0) -> str:
+def expression_text(expr: Json, depth: int = 0) -> str:
     """A JANI expression (the file's JSON) as text, written as the file has it, in the form Storm prints PRISM
     expressions: every binary operation parenthesised (``((b = 1) | (b = 2))``), ``!`` for negation, ``(c ? a : b)``
     for ``ite``, other operators as functions (``min(a, b)``, ``floor(x)``, ``pow(x, 2)``); JANI's derived operators
@@ -116,7 +119,7 @@ def expression_text(expr: Any, depth: int = 0) -> str:
     return json.dumps(expr, ensure_ascii=False, separators=(", ", ": "))
 
 
-def _names(data: Any) -> set[str]:
+def _names(data: Json) -> set[str]:
     """Every identifier the file declares (variables, constants, automata, locations, actions)."""
     names: set[str] = set()
     for key in ("variables", "constants", "actions", "automata"):
@@ -132,7 +135,7 @@ def _names(data: Any) -> set[str]:
     return names
 
 
-def _marked(data: Any) -> tuple[Any, str]:
+def _marked(data: Json) -> tuple[Json, str]:
     """A copy of ``data`` in which every destination of the K-th edge (1-based, file order) of every automaton
     assigns K to a fresh transient integer variable; and that variable's name."""
     taken = _names(data)
@@ -188,7 +191,7 @@ def _marker_value(edge: Any, marker: str) -> int | None:
         return None
 
 
-def file_edge_order(path: str | Path, data: Any, model: Any) -> dict[str, list[int]]:
+def file_edge_order(path: str | Path, data: Json, model: StormProgram) -> dict[str, list[int]]:
     """For each automaton of Storm's parsed ``model``: Storm's edge index -> 0-based position of that edge in the
     file's ``edges`` of the automaton of the same name.
 
@@ -200,7 +203,7 @@ def file_edge_order(path: str | Path, data: Any, model: Any) -> dict[str, list[i
         ModelError: an edge of Storm's model matches no edge of the marked copy (the marked file would not be
             the same model), or has another action than the file's edge it matches; no command name could then be trusted.
     """
-    import stormpy
+    import stormpy  # lazy: stormpy, start-up
 
     marked, marker = _marked(data)
     with tempfile.TemporaryDirectory(prefix="rlverify-jani-") as tmp:

@@ -18,9 +18,12 @@ from rlverify.errors import OptionError
 from rlverify.models.dynamics import agent_actions, choice_table
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.jani import read_jani
-from rlverify.models.symbolic import SymbolicModel, build_explicit, constant_value
+from rlverify.models.storm import constant_value
 
 #: the most initial states listed
+from rlverify.models.storm_build import build_explicit
+from rlverify.models.symbolic import SymbolicModel
+
 MAX_LISTED = 10
 
 

@@ -327,7 +327,7 @@ def policy_warnings(policy: Any, target: Any = None, *, unavailable: str | None 
 
 def _target_identity(target: Any) -> tuple[str | None, dict[str, Any]]:
     """``(benchmark id or gym:ID or None, parameters)`` of a resolved target or a model."""
-    from rlverify.models.symbolic import parse_constants
+    from rlverify.models.constants import parse_constants
 
     bench = getattr(target, "benchmark", None)
     if bench is not None:

@@ -266,7 +266,8 @@ def property_from_storm(model: Any, storm_model: Any, text: str | Property) -> P
         storm_model: the built sparse model whose state indices the simulator uses.
         text: the property (text, JANI property name, or parsed :class:`Property`).
     """
-    from rlverify.models.symbolic import parse_property, storm_message, truth_values
+    from rlverify.models.property_parser import parse_property
+    from rlverify.models.storm import storm_message, truth_values
 
     prop = parse_property(model, text)
     decidable(prop)

@@ -266,7 +266,8 @@ def _symbolic(
     model: SymbolicModel, prop: str | Property | PathProperty, actions: Sequence[str], max_states: int | None
 ) -> tuple[ExplicitEnv, PathProperty, str]:
     """A PRISM/JANI model built property-directed by Storm, as an explicit environment."""
-    from rlverify.models.symbolic import build_explicit, parse_property
+    from rlverify.models.property_parser import parse_property
+    from rlverify.models.storm_build import build_explicit
 
     if isinstance(prop, PathProperty):
         raise PropertyError(
