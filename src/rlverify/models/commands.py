@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[^:+\s]+:[1-9][0-9]*$")
 #: bits of a JANI origin index holding the edge index (Storm encodes ``automaton << 32 | edge``)
-_JANI_SHIFT = 32
+JANI_SHIFT = 32
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def jani_commands(path: Path, model: Any, data: Any = None) -> tuple[tuple[Comma
                 )
             )
         for storm_index, file_index in enumerate(order[automaton.name] if order is not None else ()):
-            key[(ai << _JANI_SHIFT) | storm_index] = base + file_index
+            key[(ai << JANI_SHIFT) | storm_index] = base + file_index
     return tuple(commands), key
 
 
