@@ -111,7 +111,7 @@ def test_a_flat_model_of_20000_commands_is_not_a_deep_one():
     disjunction (9,001 deep, not 18,000: = binds tighter than |) pass, and the check costs string counts per command."""
     import time
 
-    from rlverify.models.properties import check_nesting, expression_depth
+    from rlverify.models.nesting import check_nesting, expression_depth
 
     commands = "".join(f"  [a{i}] x={i} & y<3 -> 0.5 : (x'=x+1) + 0.5 : (y'=min(y+1,3));\n" for i in range(20_000))
     text = f"mdp\nmodule m\n  x : [0..20000] init 0;\n  y : [0..3] init 0;\n{commands}endmodule\n"
@@ -388,7 +388,7 @@ def test_the_measured_depths_bound_the_tree_storm_builds():
     passes both limits is a tree Storm has been measured to survive."""
     from hypothesis import given, settings
 
-    from rlverify.models.properties import expression_depth
+    from rlverify.models.nesting import expression_depth
 
     @settings(max_examples=150, deadline=None)
     @given(_integer_expressions())

@@ -12,7 +12,7 @@ from pathlib import Path
 from rlverify.errors import ModelError, PropertyError
 from rlverify.models.constants import check_literals
 from rlverify.models.divisions import constant_zero_divisor
-from rlverify.models.properties import MAX_EVALUATED_CHAIN, MAX_NESTING, check_nesting, expression_depth
+from rlverify.models.nesting import MAX_EVALUATED_CHAIN, MAX_NESTING, check_nesting, expression_depth
 from rlverify.models.storm import StormProgram
 
 #: the UTF-8 byte-order mark some editors write first
@@ -111,7 +111,7 @@ def _refuse_written_out(path: Path, code: str, sizes: Mapping[str, int]) -> None
 
 
 def formula_depths(path: Path, text: str) -> dict[str, tuple[int, int]]:
-    """The nesting and chain depths (:func:`~rlverify.models.properties.expression_depth`) of each formula of PRISM
+    """The nesting and chain depths (:func:`~rlverify.models.nesting.expression_depth`) of each formula of PRISM
     ``text`` written out, in file order; refusing a file whose formulas written out where they are used exceed
     :data:`MAX_WRITTEN_OUT` operands."""
     code = _COMMENT.sub("", text)

@@ -10,14 +10,9 @@ from pathlib import Path
 
 from rlverify.errors import PropertyError, did_you_mean
 from rlverify.models.constants import parse_constants
-from rlverify.models.properties import (
-    PROPERTY_FILE_SUFFIXES,
-    Property,
-    check_nesting,
-    parse_structure,
-    read_properties_file,
-    split_properties,
-)
+from rlverify.models.nesting import check_nesting
+from rlverify.models.properties import Property, parse_structure
+from rlverify.models.property_files import PROPERTY_FILE_SUFFIXES, read_properties_file, split_properties
 from rlverify.models.storm import StormProperty, storm_log_off, storm_message
 from rlverify.models.symbolic import ModelFormat, SymbolicModel
 
@@ -113,7 +108,7 @@ def parse_properties(
     """Several properties against ``model``: a PRISM properties file (``.props``, ``.pctl``, ``.prop``, ``.csl``) or
     text holding one or more (separated by ``;`` or line ends), each parsed as :func:`parse_property` does.
 
-    Read by :func:`~rlverify.models.properties.split_properties`: ``//`` comments, ``"name": P=? [...]`` names,
+    Read by :func:`~rlverify.models.property_files.split_properties`: ``//`` comments, ``"name": P=? [...]`` names,
     ``const`` declarations with literal values, or without a value and given in ``constants`` (``"T=10"`` or a
     dict). Properties keep their file names (None where unnamed).
 
