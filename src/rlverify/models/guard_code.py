@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -14,12 +15,12 @@ from rlverify.errors import OptionError
 from rlverify.models.commands import JANI_SHIFT, Command
 from rlverify.models.dynamics import ChoiceTable
 from rlverify.models.explicit import ExplicitModel
-from rlverify.models.jani import Json, read_jani
+from rlverify.models.jani import Json, StormAutomaton, read_jani
 from rlverify.models.storm import StormExpression, StormProgram
 from rlverify.models.symbolic import ModelFormat, SymbolicModel, prism_variables
 
-#: a PRISM module and a JANI automaton of a Storm program
-StormModule = StormAutomaton = StormProgram
+#: a module of a Storm PRISM program (``stormpy.PrismModule``)
+StormModule = Any
 
 
 def guard_code(model: SymbolicModel, features: list[str], actions: list[str], path: Path) -> str:
