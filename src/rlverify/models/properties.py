@@ -21,6 +21,7 @@ from typing import Any
 
 from rlverify.errors import PropertyError
 from rlverify.models.nesting import check_nesting
+from rlverify.models.storm import StormFormula, StormProperty
 
 #: path operators read from the text; ``other`` is anything else (Storm may still check it)
 PATHS = ("F", "G", "X", "U", "W", "C", "I", "other")
@@ -78,7 +79,7 @@ class Property:
     reward_bound: str | None = None
     left: str | None = None
     right: str | None = None
-    storm: Any = None
+    storm: StormProperty = None  # (None until parsed against a PRISM/JANI model)
     notes: tuple[str, ...] = ()
 
     def holds(self, value: float) -> bool:
@@ -88,13 +89,13 @@ class Property:
         t = self.threshold
         return {">=": value >= t, ">": value > t, "<=": value <= t, "<": value < t}[self.comparison]
 
-    def storm_formula(self) -> Any:
+    def storm_formula(self) -> StormFormula:
         """Storm's raw formula (needs :attr:`storm`)."""
         if self.storm is None:
             raise PropertyError(f"property '{self.text}' was not parsed against a PRISM/JANI model")
         return self.storm.get_raw_formula()
 
-    def with_storm(self, storm_property: Any, bound: int | None, threshold: float | None = None) -> Property:
+    def with_storm(self, storm_property: StormProperty, bound: int | None, threshold: float | None = None) -> Property:
         """A copy with Storm's parse attached, and the step bound and threshold as Storm evaluated them."""
         return replace(
             self,

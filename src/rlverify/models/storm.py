@@ -19,8 +19,10 @@ StormProgram = Any
 StormModel = Any
 #: a Storm expression (``stormpy.Expression``)
 StormExpression = Any
-#: a Storm property or formula (``stormpy.Property`` / ``stormpy.logic.Formula``)
+#: a Storm property (``stormpy.Property``)
 StormProperty = Any
+#: a Storm formula (``stormpy.logic.Formula``)
+StormFormula = Any
 #: a Storm bit vector (``stormpy.BitVector``)
 StormBits = Any
 #: a variable of a Storm program (``stormpy.IntegerVariable``, ``stormpy.JaniVariable``, ...)
@@ -82,7 +84,7 @@ def is_initialized(expr: StormExpression | None) -> bool:
     return expr is not None and str(expr) != "__storm::notinitialized__"
 
 
-def truth_values(storm_model: StormModel, state_formula: StormProperty) -> np.ndarray:
+def truth_values(storm_model: StormModel, state_formula: StormFormula) -> np.ndarray:
     """``(S,)`` bool: the states of a built Storm model satisfying a propositional ``state_formula``
     (a Storm formula, e.g. a subformula of a parsed property)."""
     import stormpy  # lazy: stormpy, start-up
