@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from rlverify.errors import RlverifyError
     from rlverify.exact.options import ExactOptions, Progress
     from rlverify.models.properties import Property
-    from rlverify.models.symbolic import SymbolicModel, load_model, parse_property
+    from rlverify.models.property_parser import parse_property
+    from rlverify.models.symbolic import SymbolicModel, load_model
     from rlverify.policies.base import Policy
     from rlverify.policies.check import check_policy
     from rlverify.policies.loading import load_policy
@@ -104,7 +105,8 @@ lazy_exports(
         "rlverify.errors": "RlverifyError",
         "rlverify.exact.options": "ExactOptions",
         "rlverify.models.properties": "Property",
-        "rlverify.models.symbolic": "load_model parse_property",
+        "rlverify.models.property_parser": "parse_property",
+        "rlverify.models.symbolic": "load_model",
         "rlverify.policies.check": "check_policy",
         "rlverify.policies.loading": "load_policy",
         "rlverify.resolve": "Target",
@@ -137,7 +139,8 @@ def verify_exact(
     """
     from rlverify.exact.options import ExactOptions
     from rlverify.exact.verify import verify_exact as exact_verify
-    from rlverify.models.symbolic import SymbolicModel, parse_property
+    from rlverify.models.property_parser import parse_property
+    from rlverify.models.symbolic import SymbolicModel
     from rlverify.policies.loading import load_policy
     from rlverify.resolve import check_property, resolve
 

@@ -91,7 +91,7 @@ def _has_threshold(result: ExactResult) -> bool:
 def _property_items(given: Sequence[str]) -> tuple[list[tuple[str, str | None]], set[str]]:
     """Each ``-p`` value as ``(text, file)``: a properties file's text with its path, else the value itself (a
     property or a benchmark's property name); and the constants the files declare."""
-    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, declared_constants, read_properties_file
+    from rlverify.models.property_files import PROPERTY_FILE_SUFFIXES, declared_constants, read_properties_file
 
     items: list[tuple[str, str | None]] = []
     declared: set[str] = set()
@@ -127,7 +127,7 @@ def verify_experiments(
 
     from rlverify.exact.options import ExactOptions
     from rlverify.models.assignments import expand_sweep, swept_names
-    from rlverify.models.properties import written_properties
+    from rlverify.models.property_files import written_properties
 
     options = options or ExactOptions()
     if options.export is not None or options.chain_dir is not None:
@@ -186,7 +186,7 @@ def _runs_at(
     """Every property checked at one point of the sweep (the model resolved once with the point's constants)."""
     from rlverify.exact.verify import verify_exact
     from rlverify.models.assignments import parse_assignments
-    from rlverify.models.properties import split_properties, written_properties
+    from rlverify.models.property_files import split_properties, written_properties
     from rlverify.resolve import resolve, resolve_property
 
     needs_policy = options.mode != "monolithic"

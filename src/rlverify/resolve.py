@@ -314,7 +314,7 @@ def resolve_property(
     if kind == "prism":
         from dataclasses import replace
 
-        from rlverify.models.symbolic import parse_property
+        from rlverify.models.property_parser import parse_property
 
         prop = parse_property(model, text, fixed_policy=fixed_policy)
         return replace(prop, name=name or prop.name)

@@ -13,7 +13,7 @@ from rlverify.exact.chain import policy_chain
 from rlverify.exact.features import FeatureOptions, feature_effects
 from rlverify.exact.tree import TreeOptions, expected_visits, fit_tree
 from rlverify.models import load_model
-from rlverify.models.symbolic import parse_property
+from rlverify.models.property_parser import parse_property
 from rlverify.policies.adapters import CallablePolicy
 from tests.exact.randmdp import ACTIONS, bounded_reach, induced_matrix, policy_matrix, random_mdp, reach_probability
 

@@ -380,7 +380,7 @@ def test_every_states_value_and_valuation_as_with_full(tmp_path):
 
     from rlverify.exact.merged import merged_chain
     from rlverify.models.explicit import read_umb, write_umb
-    from rlverify.models.symbolic import parse_property
+    from rlverify.models.property_parser import parse_property
 
     path = tmp_path / "neg.prism"
     path.write_text(
@@ -485,7 +485,7 @@ def test_the_choice_structure_gathered_by_guard_signature_builds_the_same_chain_
     import rlverify.exact.exploration_index as exploration_index
     import rlverify.exact.merged as merged_module
     from rlverify.exact.merged import merged_chain
-    from rlverify.models.symbolic import parse_property
+    from rlverify.models.property_parser import parse_property
 
     if name == "collide":
         monkeypatch.setattr(exploration_index.Shapes, "hash", staticmethod(lambda words: np.zeros(len(words), np.uint64)))

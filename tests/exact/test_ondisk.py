@@ -40,7 +40,7 @@ def _avoid(n: int):
 
 
 def _both(model, prop, policy, tmp_path: Path, **kw):
-    from rlverify.models.symbolic import parse_property
+    from rlverify.models.property_parser import parse_property
 
     p = parse_property(model, prop, fixed_policy=True)
     mem = verify_exact(model, p, policy, ExactOptions(all_states=True, **kw))

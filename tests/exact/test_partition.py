@@ -9,7 +9,7 @@ import pytest
 from rlverify import ExactOptions, verify_exact
 from rlverify.backends import BackendOptions
 from rlverify.errors import OptionError
-from rlverify.models.symbolic import parse_property
+from rlverify.models.property_parser import parse_property
 from tests.exact.test_ondisk import _avoid
 from tests.test_backends import NO_AUTH, loopback_cluster  # noqa: F401 (a fixture used by name)
 

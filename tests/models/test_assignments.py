@@ -9,9 +9,9 @@ import pytest
 from rlverify.benchmarks.registry import parse_parameters
 from rlverify.errors import ConstantsError, OptionError
 from rlverify.models.assignments import parse_assignments
+from rlverify.models.constants import parse_constants as model_constants
 from rlverify.models.continuous.declared import parse_constants as system_constants
 from rlverify.models.gymnasium import parse_env_kwargs
-from rlverify.models.symbolic import parse_constants as model_constants
 
 
 def test_syntax_order_and_blank_entries() -> None:

@@ -330,18 +330,18 @@ endmodule
 def test_two_unlabelled_commands_cost_one_storm_build_not_two(tmp_path, monkeypatch, text, ambiguous):
     """With two unlabelled commands the first build takes Storm's choice origins (csma built twice: 2 x 0.27 s);
     the names are kept only where labels do not identify the choices, as the label-only build decides."""
-    import rlverify.models.symbolic as symbolic
+    import rlverify.models.storm_build as storm_build
 
     path = tmp_path / "m.prism"
     path.write_text(text)
     calls: list[bool] = []
-    real = symbolic._build
+    real = storm_build._build
 
     def counted(model, properties, max_states, mask, origins, *rest):
         calls.append(origins)
         return real(model, properties, max_states, mask, origins, *rest)
 
-    monkeypatch.setattr(symbolic, "_build", counted)
+    monkeypatch.setattr(storm_build, "_build", counted)
     mdp, _ = build_explicit(load_model(path), None)
     assert calls == [True]
     assert (mdp.choice_commands is not None) is ambiguous

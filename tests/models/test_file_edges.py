@@ -19,7 +19,9 @@ import pytest
 from rlverify import ExactOptions, verify_exact
 from rlverify.cli.main import main
 from rlverify.errors import InputFileError, ModelError
-from rlverify.models.symbolic import build_explicit, load_model, parse_property
+from rlverify.models.property_parser import parse_property
+from rlverify.models.storm_build import build_explicit
+from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy
 from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
 

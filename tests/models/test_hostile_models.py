@@ -7,7 +7,8 @@ import pytest
 
 from rlverify.cli.main import main
 from rlverify.errors import ModelError, PropertyError
-from rlverify.models.symbolic import load_model, parse_property
+from rlverify.models.property_parser import parse_property
+from rlverify.models.symbolic import load_model
 
 SMALL = "mdp\nmodule m\n  x : [0..3] init 0;\n  [a] x<3 -> (x'={update});\nendmodule\n"
 
@@ -110,7 +111,7 @@ def test_a_flat_model_of_20000_commands_is_not_a_deep_one():
     disjunction (9,001 deep, not 18,000: = binds tighter than |) pass, and the check costs string counts per command."""
     import time
 
-    from rlverify.models.properties import check_nesting, expression_depth
+    from rlverify.models.nesting import check_nesting, expression_depth
 
     commands = "".join(f"  [a{i}] x={i} & y<3 -> 0.5 : (x'=x+1) + 0.5 : (y'=min(y+1,3));\n" for i in range(20_000))
     text = f"mdp\nmodule m\n  x : [0..20000] init 0;\n  y : [0..3] init 0;\n{commands}endmodule\n"
@@ -272,7 +273,7 @@ def test_a_jani_number_beyond_double_precision_is_refused_in_one_line(tmp_path):
 def test_a_zero_divisor_the_text_check_cannot_judge_is_still_refused(tmp_path):
     """floor is outside the language the text check evaluates: x/floor(K/2) with K=1 is left to the walk over Storm's
     expressions (which runs only where some divisor in the text was not judged)."""
-    from rlverify.models.symbolic import constant_zero_divisor
+    from rlverify.models.divisions import constant_zero_divisor
 
     text = DIVIDING.format(**{**FINE, "guard": "x/floor(K/2)>=0"})
     assert constant_zero_divisor(text, {"K": "1"}) == (None, False)
@@ -387,7 +388,7 @@ def test_the_measured_depths_bound_the_tree_storm_builds():
     passes both limits is a tree Storm has been measured to survive."""
     from hypothesis import given, settings
 
-    from rlverify.models.properties import expression_depth
+    from rlverify.models.nesting import expression_depth
 
     @settings(max_examples=150, deadline=None)
     @given(_integer_expressions())

@@ -22,8 +22,9 @@ import pytest
 from rlverify import ExactOptions, verify_exact
 from rlverify.benchmarks import make
 from rlverify.errors import ModelError, PolicyError, PropertyError
+from rlverify.models.property_parser import parse_property
 from rlverify.models.summary import policy_template, summarize
-from rlverify.models.symbolic import load_model, parse_property
+from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy
 from rlverify.resolve import resolve
 from rlverify.statistical import (
@@ -180,7 +181,7 @@ def test_a_variable_no_edge_assigns_is_no_feature_as_in_storms_states(tmp_path, 
     so it is no feature (a policy naming it crashed in feature_matrix); an assigned one, or one without an initial
     value, stays one. The oracle is the variables of Storm's own states."""
     from rlverify.cli.main import main
-    from rlverify.models.symbolic import build_explicit
+    from rlverify.models.storm_build import build_explicit
 
     for assigned, initial, feature in [(False, True, False), (True, True, True), (False, False, True)]:
         model = load_model(_with_variable(tmp_path, assigned, initial))
@@ -477,7 +478,7 @@ def test_an_expected_steps_property_is_refused_saying_what_it_asks():
 
 def test_too_many_states_in_a_jani_model_does_not_suggest_a_prism_only_strategy():
     from rlverify.errors import ModelTooLargeError
-    from rlverify.models.symbolic import build_explicit
+    from rlverify.models.storm_build import build_explicit
 
     with pytest.raises(ModelTooLargeError, match="raise --max-states") as err:
         build_explicit(load_model(WEATHER), None, max_states=5)

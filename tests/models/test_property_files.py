@@ -9,7 +9,8 @@ import pytest
 from rlverify import ExactOptions, verify_exact
 from rlverify.errors import InputFileError, PropertyError
 from rlverify.models import load_model, parse_properties
-from rlverify.models.properties import parse_structure, split_properties
+from rlverify.models.properties import parse_structure
+from rlverify.models.property_files import split_properties
 from rlverify.policies import CallablePolicy
 
 # "done" after the second success of fair coin flips: P(F<=T done) = 1 - P(Binomial(T, 1/2) <= 1) = 1 - (1 + T) / 2^T
@@ -100,7 +101,7 @@ def _fifo(tmp_path):
 
 
 def _huge(tmp_path):
-    from rlverify.models.properties import MAX_PROPERTIES_BYTES
+    from rlverify.models.property_files import MAX_PROPERTIES_BYTES
 
     path = tmp_path / "huge.props"
     with path.open("wb") as f:  # sparse: no disk used

@@ -13,7 +13,8 @@ import pytest
 from rlverify import verify_exact
 from rlverify.errors import PropertyError
 from rlverify.models.properties import parse_structure
-from rlverify.models.symbolic import load_model, parse_property
+from rlverify.models.property_parser import parse_property
+from rlverify.models.symbolic import load_model
 from rlverify.policies import CallablePolicy
 from rlverify.statistical import verify_statistical
 

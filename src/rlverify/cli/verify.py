@@ -241,7 +241,7 @@ def exact_options(args: argparse.Namespace, files: dict[str, Path]) -> Any:
 def _is_experiment(args: argparse.Namespace) -> bool:
     """Several runs: more than one ``-p``, a properties file, or a constant sweep (``-c N=4:8``)."""
     from rlverify.models.assignments import swept_names
-    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES
+    from rlverify.models.property_files import PROPERTY_FILE_SUFFIXES
 
     given = args.property
     return (
@@ -273,7 +273,8 @@ def _run_experiment(args: argparse.Namespace, files: dict[str, Path]) -> int:
 
         if not swept_names(args.constants):
             raise OptionError(f"--out {files['.png']}: plots a sweep; give one with -c NAME=START:END")
-    from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, parse_structure
+    from rlverify.models.properties import parse_structure
+    from rlverify.models.property_files import PROPERTY_FILE_SUFFIXES
 
     texts = [p for p in args.property if not p.lower().endswith(PROPERTY_FILE_SUFFIXES)]
     if len(texts) == len(args.property) and all(parse_structure(p).operator != "other" for p in texts):

@@ -34,7 +34,9 @@ from rlverify.models.commands import is_command_name
 from rlverify.models.dynamics import ChoiceTable, forced_start_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory
 from rlverify.models.properties import Property, excluding_label
-from rlverify.models.symbolic import SymbolicModel, build_explicit, storm_log_off, storm_message
+from rlverify.models.storm import storm_log_off, storm_message
+from rlverify.models.storm_build import build_explicit
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.policies.check import check_policy
 

@@ -30,7 +30,8 @@ from rlverify.exact.induced import ask_policy
 from rlverify.exact.options import ExactOptions, Progress, provenance, settings
 from rlverify.exact.tree import expected_visits
 from rlverify.models.properties import ASSUMED_BAD_EVENT, Property, worst_case
-from rlverify.models.symbolic import SymbolicModel, parse_property
+from rlverify.models.property_parser import parse_property
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.results import CriticalState, CriticalStates
 

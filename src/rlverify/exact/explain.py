@@ -39,7 +39,8 @@ from rlverify.figures import map_variables, plot_paths  # re-exported: the drawi
 from rlverify.models.dynamics import ChoiceTable, choice_name, choice_table, policy_weights
 from rlverify.models.explicit import ExplicitModel, to_storm
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel, storm_message, truth_values
+from rlverify.models.storm import storm_message, truth_values
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.results import FailurePath, FailurePaths, PathStep, Provenance, StepAction
 

@@ -34,7 +34,8 @@ from rlverify.models.dynamics import untaken_message
 from rlverify.models.explicit import ExplicitModel, memory_guard, out_of_memory, to_storm
 from rlverify.models.numerics import environment
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel, parse_property
+from rlverify.models.property_parser import parse_property
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.results import ExactResult
 

@@ -94,7 +94,7 @@ def _source(model: Any, constants: Any = None) -> dict[str, Any]:
     """Where a model comes from, as a policy sidecar records it (``benchmark``, ``params``)."""
     if getattr(model, "env_id", ""):  # rlverify.models.from_gymnasium
         return {"benchmark": f"gym:{model.env_id}", "params": dict(model.env_kwargs)}
-    from rlverify.models.symbolic import parse_constants
+    from rlverify.models.constants import parse_constants
 
     path = getattr(model, "path", model)
     constants = constants or getattr(model, "constants", None)

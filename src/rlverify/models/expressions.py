@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -65,13 +66,27 @@ _NODES = (
 )
 
 Expression = Callable[[np.ndarray], np.ndarray]
+
+
+class ResultKind(StrEnum):
+    """What an expression must give: a condition (bool) or a number (float64; comparisons count 1 for true)."""
+
+    CONDITION = "condition"
+    NUMBER = "number"
+
+
 #: the deepest syntax tree accepted (nesting of operators and parentheses)
 MAX_DEPTH = 200
 _INT_LIMIT = 2.0**63  # |integer result| from here on does not fit int64
 
 
 def compile_expression(
-    text: str, variables: Sequence[str], *, option: str, booleans: Sequence[str] = (), kind: str = "condition"
+    text: str,
+    variables: Sequence[str],
+    *,
+    option: str,
+    booleans: Sequence[str] = (),
+    kind: ResultKind | str = ResultKind.CONDITION,
 ) -> Expression:
     """Parse ``text`` over ``variables`` into ``f(values (N, len(variables))) -> (N,)``.
 
@@ -91,12 +106,13 @@ def compile_expression(
     _check_names(tree, known, where)
     _check_numbers(tree, py, where)
     flags = set(booleans)
+    result = ResultKind(kind)
 
     def evaluate(values: np.ndarray) -> np.ndarray:
         values = np.asarray(values)
         column = {n: values[:, i].astype(bool) if n in flags else values[:, i] for i, n in enumerate(known)}
         out = np.asarray(_eval(tree.body, column, where))
-        if kind == "condition":
+        if result is ResultKind.CONDITION:
             if out.dtype != np.bool_:
                 raise OptionError(f"{where}: is a number, not a condition (compare it: x=1, x>=2)")
             return np.broadcast_to(out, (len(values),)).copy()
@@ -130,21 +146,25 @@ def _parse(py: str, where: str) -> ast.Expression:
     return tree
 
 
+def _allowed(node: ast.AST) -> bool:
+    """Whether ``node`` is a construct of the language (a call: of a plain name, without keywords)."""
+    if not isinstance(node, _NODES):
+        return False
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and not node.keywords
+    return not isinstance(node, ast.Constant) or isinstance(node.value, (int, float))
+
+
 def _check_constructs(tree: ast.Expression, where: str) -> None:
     """Refuse every construct outside the language (and a call of an unknown function)."""
     for node in ast.walk(tree):
-        call = node if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords else None
-        if (
-            not isinstance(node, _NODES)
-            or (isinstance(node, ast.Call) and call is None)
-            or (isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)))
-        ):
+        if not _allowed(node):
             shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
             raise OptionError(f"{where}: '{shown}' is not allowed; use {ALLOWED}")
-        if call is not None and isinstance(call.func, ast.Name) and call.func.id not in _FUNCS:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _FUNCS:
             raise OptionError(
-                f"{where}: '{ast.unparse(call)}' is not allowed: unknown function "
-                f"'{call.func.id}'; the functions: {', '.join(_FUNCS)}"
+                f"{where}: '{ast.unparse(node)}' is not allowed: unknown function "
+                f"'{node.func.id}'; the functions: {', '.join(_FUNCS)}"
             )
 
 
@@ -171,51 +191,70 @@ def _check_numbers(tree: ast.Expression, py: str, where: str) -> None:
 
 
 def _eval(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
+    """The value of ``node`` over the variables' columns (``column``)."""
     if isinstance(node, ast.Name):
         return column[node.id] if node.id in column else _CONSTANTS[node.id]
     if isinstance(node, ast.Constant):
         return node.value
-    if isinstance(node, ast.BoolOp):
-        parts = [_condition(_eval(v, column, where), where) for v in node.values]
-        return (np.logical_and if isinstance(node.op, ast.And) else np.logical_or).reduce(np.broadcast_arrays(*parts))
-    if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, column, where)
-        if isinstance(node.op, ast.Not):
-            return np.logical_not(_condition(v, where))
-        return -_number(v) if isinstance(node.op, ast.USub) else _number(v)
-    if isinstance(node, ast.BinOp):
-        return _arithmetic(node, _number(_eval(node.left, column, where)), _number(_eval(node.right, column, where)), where)
-    if isinstance(node, ast.Compare):
-        return _compare(node, column, where)
-    if isinstance(node, ast.IfExp):
-        return np.where(
-            _condition(_eval(node.test, column, where), where),
-            _eval(node.body, column, where),
-            _eval(node.orelse, column, where),
+    evaluate = _EVAL.get(type(node), _call)
+    return evaluate(node, column, where)
+
+
+def _bool_op(node: ast.BoolOp, column: dict[str, np.ndarray], where: str) -> Any:
+    parts = [_condition(_eval(v, column, where), where) for v in node.values]
+    return (np.logical_and if isinstance(node.op, ast.And) else np.logical_or).reduce(np.broadcast_arrays(*parts))
+
+
+def _unary(node: ast.UnaryOp, column: dict[str, np.ndarray], where: str) -> Any:
+    v = _eval(node.operand, column, where)
+    if isinstance(node.op, ast.Not):
+        return np.logical_not(_condition(v, where))
+    return -_number(v) if isinstance(node.op, ast.USub) else _number(v)
+
+
+def _binary(node: ast.BinOp, column: dict[str, np.ndarray], where: str) -> Any:
+    return _arithmetic(node, _number(_eval(node.left, column, where)), _number(_eval(node.right, column, where)), where)
+
+
+def _if(node: ast.IfExp, column: dict[str, np.ndarray], where: str) -> Any:
+    return np.where(
+        _condition(_eval(node.test, column, where), where),
+        _eval(node.body, column, where),
+        _eval(node.orelse, column, where),
+    )
+
+
+def _check_divisor(node: ast.BinOp, left: np.ndarray, right: np.ndarray, where: str) -> None:
+    """Refuse a division (``/ // %``) by zero and 0 to a negative power (in some state)."""
+    if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and (right == 0).any():
+        raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (in some state)")
+    if isinstance(node.op, ast.Pow) and ((left == 0) & (right < 0)).any():
+        raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (0 to a negative power, in some state)")
+
+
+def _check_int64(
+    node: ast.BinOp, op: Callable[[np.ndarray, np.ndarray], np.ndarray], left: np.ndarray, right: np.ndarray, where: str
+) -> None:
+    """Refuse integer arithmetic whose result would not fit 64 bits (it would wrap)."""
+    with np.errstate(all="ignore"):
+        approx = op(left.astype(np.float64), right.astype(np.float64))
+    if (np.abs(approx) >= _INT_LIMIT).any():
+        raise OptionError(
+            f"{where}: '{ast.unparse(node)}' is beyond 64-bit integers (in some state); "
+            "write a float (e.g. 2.0**64) for an approximate value"
         )
-    return _call(node, column, where)
 
 
 def _arithmetic(node: ast.BinOp, left: np.ndarray, right: np.ndarray, where: str) -> Any:
     """``left op right``, refusing a division by zero, an integer result beyond 64 bits, a float overflow
     and a result that is not a real number."""
-    if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and (right == 0).any():
-        raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (in some state)")
-    whole = left.dtype.kind in "iu" and right.dtype.kind in "iu"
-    if isinstance(node.op, ast.Pow):
-        if ((left == 0) & (right < 0)).any():
-            raise OptionError(f"{where}: '{ast.unparse(node)}' divides by zero (0 to a negative power, in some state)")
-        if whole and (right < 0).any():  # a negative integer power is a fraction, as in Python
-            left, whole = left.astype(np.float64), False
+    _check_divisor(node, left, right, where)
+    whole = np.issubdtype(left.dtype, np.integer) and np.issubdtype(right.dtype, np.integer)
+    if whole and isinstance(node.op, ast.Pow) and (right < 0).any():  # a negative integer power is a fraction
+        left, whole = left.astype(np.float64), False
     op = _ARITH[type(node.op)]
     if whole and not isinstance(node.op, (ast.Div, ast.Mod)):  # int64 arithmetic: refuse what would wrap
-        with np.errstate(all="ignore"):
-            approx = op(left.astype(np.float64), right.astype(np.float64))
-        if (np.abs(approx) >= _INT_LIMIT).any():
-            raise OptionError(
-                f"{where}: '{ast.unparse(node)}' is beyond 64-bit integers (in some state); "
-                "write a float (e.g. 2.0**64) for an approximate value"
-            )
+        _check_int64(node, op, left, right, where)
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             return op(left, right)
@@ -241,12 +280,26 @@ def _call(node: ast.AST, column: dict[str, np.ndarray], where: str) -> Any:
         raise TypeError(f"not an expression of the language: {ast.dump(node)}")
     args = [_number(_eval(a, column, where)) for a in node.args]
     name = node.func.id
-    if (name == "abs" and len(args) != 1) or (name != "abs" and len(args) < 2):
-        raise OptionError(f"{where}: {name} takes {'one argument' if name == 'abs' else 'two or more arguments'}")
-    out = args[0] if name != "abs" else np.abs(args[0])
+    if name == "abs":
+        if len(args) != 1:
+            raise OptionError(f"{where}: abs takes one argument")
+        return np.abs(args[0])
+    if len(args) < 2:
+        raise OptionError(f"{where}: {name} takes two or more arguments")
+    out = args[0]
     for a in args[1:]:
         out = _FUNCS[name](out, a)
     return out
+
+
+#: how each kind of node is evaluated (names and constants: in :func:`_eval`; the rest: a call)
+_EVAL: dict[type[ast.AST], Callable[[Any, dict[str, np.ndarray], str], Any]] = {
+    ast.BoolOp: _bool_op,
+    ast.UnaryOp: _unary,
+    ast.BinOp: _binary,
+    ast.Compare: _compare,
+    ast.IfExp: _if,
+}
 
 
 def syntax_depth(tree: ast.AST) -> int:

@@ -15,10 +15,14 @@ from typing import Any
 import numpy as np
 
 from rlverify.errors import OptionError
-from rlverify.models.dynamics import agent_actions, choice_table
+from rlverify.files import check_target, write_text
+from rlverify.models.dynamics import ChoiceTable, agent_actions, choice_table
 from rlverify.models.explicit import ExplicitModel
-from rlverify.models.jani import read_jani
-from rlverify.models.symbolic import SymbolicModel, build_explicit, constant_value
+from rlverify.models.guard_code import check_guard_code, guard_code, one_line
+from rlverify.models.jani import Json, read_jani
+from rlverify.models.storm import constant_value
+from rlverify.models.storm_build import build_explicit
+from rlverify.models.symbolic import ModelFormat, SymbolicModel
 
 #: the most initial states listed
 MAX_LISTED = 10
@@ -91,7 +95,7 @@ def summarize(
         m["commands"].append({"name": c.name, "action": c.action, "guard": c.guard})
     common: dict[str, Any] = dict(
         path=str(model.path),
-        kind=model.kind,
+        kind=model.kind.value,
         model_type=model.model_type,
         constants=model.constants,
         variables=variables,
@@ -134,88 +138,96 @@ def summarize(
 
 
 def _variables(model: SymbolicModel) -> list[dict[str, Any]]:
-    value = constant_value
-
-    out = []
-    if model.kind == "prism":
-        p = model.program.substitute_constants()
-        has_init = not p.has_initial_states_expression  # an init...endinit block: no per-variable initial values
-        scopes = [("", p.global_integer_variables, p.global_boolean_variables)]
-        scopes += [(m.name, m.integer_variables, m.boolean_variables) for m in p.modules]
-        for module, ints, bools in scopes:
-            for v in ints:
-                out.append(
-                    {
-                        "name": v.name,
-                        "type": "int",
-                        "module": module,
-                        "low": value(v.lower_bound_expression),
-                        "high": value(v.upper_bound_expression),
-                        "init": value(v.initial_value_expression) if has_init else None,
-                    }
-                )
-            for v in bools:
-                out.append(
-                    {
-                        "name": v.name,
-                        "type": "bool",
-                        "module": module,
-                        "low": 0,
-                        "high": 1,
-                        "init": value(v.initial_value_expression, as_bool=True) if has_init else None,
-                    }
-                )
-        return out
+    """The ``variables`` of :class:`ModelSummary` (see there)."""
+    if model.kind is ModelFormat.PRISM:
+        return _prism_variables(model)
     data = read_jani(model.path)
+    return [*_jani_locations(model, data), *_jani_variables(model, data)]
+
+
+def _prism_variables(model: SymbolicModel) -> list[dict[str, Any]]:
+    """A PRISM program's variables: global ones, then each module's; integers, then booleans."""
+    p = model.program.substitute_constants()
+    has_init = not p.has_initial_states_expression  # an init...endinit block: no per-variable initial values
+    scopes = [("", p.global_integer_variables, p.global_boolean_variables)]
+    scopes += [(m.name, m.integer_variables, m.boolean_variables) for m in p.modules]
+    out = []
+    for module, ints, bools in scopes:
+        for v in ints:
+            low, high = constant_value(v.lower_bound_expression), constant_value(v.upper_bound_expression)
+            init = constant_value(v.initial_value_expression) if has_init else None
+            out.append({"name": v.name, "type": "int", "module": module, "low": low, "high": high, "init": init})
+        for v in bools:
+            init = constant_value(v.initial_value_expression, as_bool=True) if has_init else None
+            out.append({"name": v.name, "type": "bool", "module": module, "low": 0, "high": 1, "init": init})
+    return out
+
+
+def _jani_locations(model: SymbolicModel, data: Json) -> list[dict[str, Any]]:
+    """The location feature of each JANI automaton with several locations."""
+    out = []
     for a in data.get("automata", []):
         feature = f"_loc_{a['name']}"
-        if feature in model.locations:
-            names = list(model.locations[feature])
-            initial = a.get("initial-locations", [])
-            out.append(
-                {
-                    "name": feature,
-                    "type": "location",
-                    "module": a["name"],
-                    "low": 0,
-                    "high": len(names) - 1,
-                    "init": names.index(initial[0]) if len(initial) == 1 and initial[0] in names else None,
-                    "locations": names,
-                }
-            )
+        if feature not in model.locations:
+            continue
+        names = list(model.locations[feature])
+        initial = a.get("initial-locations", [])
+        out.append(
+            {
+                "name": feature,
+                "type": "location",
+                "module": a["name"],
+                "low": 0,
+                "high": len(names) - 1,
+                "init": names.index(initial[0]) if len(initial) == 1 and initial[0] in names else None,
+                "locations": names,
+            }
+        )
+    return out
+
+
+def _jani_declared_bounds(vtype: Json) -> tuple[int | bool | None, int | bool | None]:
+    """A JANI variable type's bounds as written (``(0, 1)`` for a boolean; None where an expression or none)."""
+    base = vtype.get("base") if isinstance(vtype, dict) else vtype
+    if base == "bool":
+        return 0, 1
+    if not isinstance(vtype, dict):
+        return None, None
+    return _literal(vtype.get("lower-bound")), _literal(vtype.get("upper-bound"))
+
+
+def _jani_variable(
+    v: Json, name: str, module: str, evaluated: tuple[int | None, int | None, int | None] | None
+) -> dict[str, Any]:
+    """One JANI state variable's entry: bounds and initial value as written, else as evaluated (``evaluated``)."""
+    vtype = v.get("type")
+    base = vtype.get("base") if isinstance(vtype, dict) else vtype
+    low, high = _jani_declared_bounds(vtype)
+    init = _literal(v.get("initial-value"))
+    if evaluated is not None:  # bounds and initial values written as expressions (over constants)
+        pairs = zip((low, high, init), evaluated, strict=True)
+        low, high, init = (known if mine is None else mine for mine, known in pairs)
+    return {
+        "name": name,
+        "type": "bool" if base == "bool" else "int",
+        "module": module,
+        "low": low,
+        "high": high,
+        "init": int(init) if init is not None else None,
+    }
+
+
+def _jani_variables(model: SymbolicModel, data: Json) -> list[dict[str, Any]]:
+    """A JANI model's state variables: global ones, then each automaton's (transient and never assigned ones left
+    out: Storm's builder makes the latter constants, no features)."""
     evaluated = _jani_values(model)
-    jani_scopes = [("", data.get("variables", [])), *((a["name"], a.get("variables", [])) for a in data.get("automata", []))]
-    for module, declared in jani_scopes:
+    scopes = [("", data.get("variables", [])), *((a["name"], a.get("variables", [])) for a in data.get("automata", []))]
+    out = []
+    for module, declared in scopes:
         for v in declared:
-            if v.get("transient"):
-                continue
             name = f"{module}_{v['name']}" if module else v["name"]  # Storm's name of a local variable
-            if name not in model.variables:  # never assigned: Storm's builder makes it a constant, no feature
-                continue
-            vtype = v.get("type")
-            base = vtype.get("base") if isinstance(vtype, dict) else vtype
-            low, high = (
-                (0, 1)
-                if base == "bool"
-                else (
-                    _literal(vtype.get("lower-bound")) if isinstance(vtype, dict) else None,
-                    _literal(vtype.get("upper-bound")) if isinstance(vtype, dict) else None,
-                )
-            )
-            init = _literal(v.get("initial-value"))
-            if name in evaluated:  # bounds and initial values written as expressions (over constants)
-                pairs = zip((low, high, init), evaluated[name], strict=True)
-                low, high, init = (known if mine is None else mine for mine, known in pairs)
-            out.append(
-                {
-                    "name": name,
-                    "type": "bool" if base == "bool" else "int",
-                    "module": module,
-                    "low": low,
-                    "high": high,
-                    "init": int(init) if init is not None else None,
-                }
-            )
+            if not v.get("transient") and name in model.variables:
+                out.append(_jani_variable(v, name, module, evaluated.get(name)))
     return out
 
 
@@ -262,8 +274,6 @@ def policy_template(
             cannot be written as code or does not give the built MDP's choices.
         FileWriteError: the file exists without ``force``, or cannot be written (written atomically).
     """
-    from rlverify.files import check_target, write_text
-
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".py", ".json"):
@@ -279,39 +289,66 @@ def policy_template(
     features = list(summary.features)
     actions = list(summary.actions)
     if len(states) <= max_rows:
-        values = mdp.feature_matrix(features, states).astype(np.int64)
-        available = table.available(states)
-        # one row per observation: states that look alike to the policy share it (union of their choices)
-        merged: dict[tuple[int, ...], np.ndarray] = {}
-        for key, avail in zip(map(tuple, values.tolist()), available, strict=True):
-            merged[key] = merged.get(key, np.zeros(len(actions), dtype=bool)) | avail
-        rows = [(k, [a for a, ok in zip(actions, avail, strict=True) if ok]) for k, avail in merged.items() if avail.any()]
-        if suffix == ".json":
-            doc = {
-                "features": features,
-                "actions": actions,
-                "table": [
-                    {"state": dict(zip(features, k, strict=True)), "probabilities": {a: 1.0 / len(avail) for a in avail}}
-                    for k, avail in rows
-                ],
-            }
-            text = json.dumps(doc, indent=1) + "\n"
-        else:
-            text = _python_template(summary, features, actions, rows)
+        rows = _rows(mdp, table, states, features, actions)
+        text = (
+            _json_table(features, actions, rows) if suffix == ".json" else _python_template(summary, features, actions, rows)
+        )
     elif suffix == ".json":
         raise OptionError(
             f"--policy-template {path}: {len(states):,} decision states are too many for a table; write a .py template"
         )
     else:
-        if model is None:
-            raise OptionError(
-                f"--policy-template {path}: {len(states):,} decision states are too many to list, and the guards "
-                f"cannot be written without the model; use a model with at most {max_rows:,} decision states"
-            )
-        code = (_guard_code if model.kind == "prism" else _jani_guard_code)(model, features, actions, path)
-        _check_guard_code(code, mdp, table, states, features, path)
-        text = _python_template(summary, features, actions, None, guard_code=code)
+        text = _guarded_template(path, summary, mdp, table, states, model, max_rows)
     return write_text(path, text, force=force, what="--policy-template")
+
+
+#: one row per observation: its feature values and the actions available in it
+_Rows = list[tuple[tuple[int, ...], list[str]]]
+
+
+def _rows(mdp: ExplicitModel, table: ChoiceTable, states: np.ndarray, features: list[str], actions: list[str]) -> _Rows:
+    """One row per observation: states that look alike to the policy share it (union of their choices); observations
+    with no choice left out."""
+    values = mdp.feature_matrix(features, states).astype(np.int64)
+    available = table.available(states)
+    merged: dict[tuple[int, ...], np.ndarray] = {}
+    for key, avail in zip(map(tuple, values.tolist()), available, strict=True):
+        merged[key] = merged.get(key, np.zeros(len(actions), dtype=bool)) | avail
+    return [(k, [a for a, ok in zip(actions, avail, strict=True) if ok]) for k, avail in merged.items() if avail.any()]
+
+
+def _json_table(features: list[str], actions: list[str], rows: _Rows) -> str:
+    """A ``.json`` table policy uniform over each row's actions."""
+    doc = {
+        "features": features,
+        "actions": actions,
+        "table": [
+            {"state": dict(zip(features, k, strict=True)), "probabilities": {a: 1.0 / len(avail) for a in avail}}
+            for k, avail in rows
+        ],
+    }
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def _guarded_template(
+    path: Path,
+    summary: ModelSummary,
+    mdp: ExplicitModel,
+    table: ChoiceTable,
+    states: np.ndarray,
+    model: SymbolicModel | None,
+    max_rows: int,
+) -> str:
+    """A ``.py`` template evaluating the model's guards (checked on every decision state)."""
+    if model is None:
+        raise OptionError(
+            f"--policy-template {path}: {len(states):,} decision states are too many to list, and the guards "
+            f"cannot be written without the model; use a model with at most {max_rows:,} decision states"
+        )
+    features, actions = list(summary.features), list(summary.actions)
+    code = guard_code(model, features, actions, path)
+    check_guard_code(code, mdp, table, states, features, path)
+    return _python_template(summary, features, actions, None, guard_code=code)
 
 
 def _inert(text: str) -> str:
@@ -336,7 +373,7 @@ def _python_template(
         "(MODULE:K, the K-th command of MODULE) where labels do not tell the choices apart.",
         '"""',
         "",
-        f"# model: {_one_line(summary.path)}" + (f" ({_one_line(summary.constants)})" if summary.constants else ""),
+        f"# model: {one_line(summary.path)}" + (f" ({one_line(summary.constants)})" if summary.constants else ""),
         "",
         "import numpy as np",
         "",
@@ -375,231 +412,3 @@ def _python_template(
         "",
     ]
     return "\n".join(lines)
-
-
-def _one_line(text: Any) -> str:
-    """``text`` for a ``#`` comment of a generated file (no line breaks)."""
-    return " ".join(str(text).split())
-
-
-#: the head of every generated ``available``: helpers, and its first lines
-_HELPERS = (
-    "def _any(*xs):",
-    "    return np.logical_or.reduce(np.broadcast_arrays(*xs))",
-    "",
-    "",
-    "def _all(*xs):",
-    "    return np.logical_and.reduce(np.broadcast_arrays(*xs))",
-    "",
-    "",
-    "def available(states):",
-    '    """(N, len(ACTIONS)) bool: the actions whose guards hold in each state (from the model\'s commands)."""',
-    "    S = np.rint(np.asarray(states, dtype=float)).astype(np.int64)",
-    "    out = np.zeros((len(S), len(ACTIONS)), dtype=bool)",
-)
-
-
-def _guard_code(model: SymbolicModel, features: list[str], actions: list[str], path: Path) -> str:
-    """Python source of ``available(states) -> (N, |A|) bool``: each action's availability from the PRISM program's
-    guards (constants and formulas substituted), over the features' columns.
-
-    A label is available where every module with it in its alphabet has an enabled command with it; a command
-    name ``M:K`` (or ``M:K+N:J``, a synchronised choice) where its commands' guards hold."""
-    program = model.program.substitute_constants().substitute_formulas()
-    columns = {name: i for i, name in enumerate(features)}
-    bools = {v.name for v in program.global_boolean_variables} | {v.name for m in program.modules for v in m.boolean_variables}
-    guards: dict[str, str] = {}
-    by_label: dict[str, list[list[str]]] = {}
-    try:
-        for module in program.modules:
-            per_label: dict[str, list[str]] = {}
-            for k, c in enumerate(module.commands):
-                guard = _source(c.guard_expression, columns, bools)
-                guards[f"{module.name}:{k + 1}"] = guard
-                if c.is_labeled:
-                    per_label.setdefault(c.action_name, []).append(guard)
-            for label, gs in per_label.items():
-                by_label.setdefault(label, []).append(gs)
-    except _NoSource as exc:
-        raise OptionError(
-            f"--policy-template {path}: a guard cannot be written as code ({exc}); use a model with at "
-            "most 20,000 decision states"
-        ) from None
-
-    return _available_code(
-        actions, {label: _every([_either(gs) for gs in per]) for label, per in by_label.items()}, guards, path
-    )
-
-
-def _either(gs: list[str]) -> str:
-    return gs[0] if len(gs) == 1 else f"_any({', '.join(gs)})"
-
-
-def _every(gs: list[str]) -> str:
-    return gs[0] if len(gs) == 1 else f"_all({', '.join(gs)})"
-
-
-def _available_code(actions: list[str], labels: dict[str, str], guards: dict[str, str], path: Path) -> str:
-    """The source of ``available``: each action's column from its label's condition (``labels``) or, for a command
-    name ``M:K+N:J``, from its commands' or edges' ``guards``."""
-    lines = [*_HELPERS]
-    for j, action in enumerate(actions):
-        if action in labels:
-            expr = labels[action]
-        else:
-            names = action.split("+")
-            if any(n not in guards for n in names):
-                raise OptionError(f"--policy-template {path}: action {action!r} names no command or edge of the model")
-            expr = _every([guards[n] for n in names])
-        lines.append(f"    out[:, {j}] = {expr}  # {_one_line(action)}")
-    lines += ["    return out", ""]
-    return "\n".join(lines)
-
-
-def _jani_guard_code(model: SymbolicModel, features: list[str], actions: list[str], path: Path) -> str:
-    """Python source of ``available(states) -> (N, |A|) bool`` from a JANI model's edges (constants and functions
-    substituted), over the features' columns.
-
-    An edge is enabled where its automaton is in the edge's location (``_loc_AUTOMATON``, for automata with several
-    locations) and its guard holds; a label where some synchronisation with that result has an enabled edge of its
-    action in every automaton it names; a command name ``A:K`` (or ``A:K+B:J``) where its edges are enabled. A
-    variable no edge assigns (not a feature: Storm's builder makes it a constant) is read as its initial value."""
-    program = model.program.substitute_constants()
-    program.substitute_functions()
-    columns = {name: i for i, name in enumerate(features)}
-    try:
-        guards, by_action = _jani_edge_guards(model, program, columns)
-    except _NoSource as exc:
-        raise OptionError(
-            f"--policy-template {path}: a guard cannot be written as code ({exc}); use a model with at "
-            "most 20,000 decision states"
-        ) from None
-    system = read_jani(model.path).get("system", {})
-    elements = [e.get("automaton") for e in system.get("elements", [])]
-    by_label: dict[str, list[str]] = {}
-    for sync in system.get("syncs", []) or []:
-        result = sync.get("result")
-        if not result:
-            continue  # a silent result: its choices are named by command
-        parts = [(elements[i], a) for i, a in enumerate(sync.get("synchronise", [])) if a is not None and i < len(elements)]
-        if parts and all(p in by_action for p in parts):
-            by_label.setdefault(result, []).append(_every([_either(by_action[p]) for p in parts]))
-    return _available_code(actions, {label: _either(gs) for label, gs in by_label.items()}, guards, path)
-
-
-def _jani_edge_guards(
-    model: SymbolicModel, program: Any, columns: dict[str, int]
-) -> tuple[dict[str, str], dict[tuple[str, str], list[str]]]:
-    """The source of each JANI edge's enabledness by its command name, and by (automaton, action) the sources of
-    the edges with that action."""
-    from rlverify.models.commands import _JANI_SHIFT
-
-    fixed: dict[str, str] = {}  # variables no edge assigns: Storm's builder makes them constants
-    for scope in [program.global_variables, *(a.variables for a in program.automata)]:
-        for v in scope:
-            name = v.expression_variable.name
-            if name not in columns and not v.is_transient and v.init_expression is not None and v.init_expression.is_literal():
-                fixed[name] = _source(v.init_expression, {}, set())
-    bools = set(model.boolean_variables)
-    guards: dict[str, str] = {}
-    by_action: dict[tuple[str, str], list[str]] = {}
-    for ai, automaton in enumerate(program.automata):
-        location = automaton.location_variable.name if len(automaton.locations) > 1 else None
-        if location is not None and location not in columns:
-            raise _NoSource(f"the location of '{automaton.name}' is not a feature")
-        for si, edge in enumerate(automaton.edges):
-            k = model.command_keys.get((ai << _JANI_SHIFT) | si)
-            if k is None:
-                raise _NoSource(f"edge {si} of automaton '{automaton.name}' is not matched to the file's")
-            guard = _source(edge.guard, columns, bools, fixed)
-            if location is not None:
-                guard = f"np.logical_and(np.equal(S[:, {columns[location]}], {int(edge.source_location_index)}), {guard})"
-            command = model.commands[k]
-            guards[command.name] = guard
-            if command.action:
-                by_action.setdefault((automaton.name, command.action), []).append(guard)
-    return guards, by_action
-
-
-class _NoSource(Exception):
-    """An expression :func:`_source` does not write."""
-
-
-def _source(expr: Any, columns: dict[str, int], bools: set[str], fixed: dict[str, str] | None = None) -> str:
-    """numpy source of a Storm expression over ``S`` (``(N, d)`` int64 feature values; booleans as 0/1); ``fixed``:
-    the source of variables that are no feature (their constant value)."""
-    import stormpy
-
-    op_type = stormpy.expressions.OperatorType
-    if expr.is_literal():
-        if expr.has_boolean_type():
-            return "True" if expr.evaluate_as_bool() else "False"
-        if expr.has_integer_type():
-            return repr(int(expr.evaluate_as_int()))
-        return repr(float(expr.evaluate_as_double()))
-    if expr.is_variable():
-        name = expr.get_identifier()
-        if fixed and name not in columns and name in fixed:
-            return fixed[name]
-        if name not in columns:
-            raise _NoSource(f"the variable '{name}' is not a feature")
-        col = f"S[:, {columns[name]}]"
-        return f"({col} != 0)" if name in bools else col
-    try:
-        op = expr.operator
-    except Exception:  # e.g. a user-defined function: no operator
-        raise _NoSource(f"expression '{expr}'") from None
-    args = [_source(expr.get_operand(i), columns, bools, fixed) for i in range(expr.arity)]
-    if op == op_type.MINUS and len(args) == 1:
-        return f"(-{args[0]})"
-    if op == op_type.NOT:
-        return f"np.logical_not({args[0]})"
-    if op == op_type.ITE:
-        return f"np.where({args[0]}, {args[1]}, {args[2]})"
-    if op in (op_type.FLOOR, op_type.CEIL):
-        return f"np.{'floor' if op == op_type.FLOOR else 'ceil'}({args[0]}).astype(np.int64)"
-    if op == op_type.POWER:
-        power = f"np.power(np.asarray({args[0]}, dtype=np.float64), {args[1]})"
-        return f"np.trunc({power}).astype(np.int64)" if expr.has_integer_type() else power
-    binary = {
-        op_type.AND: "np.logical_and",
-        op_type.OR: "np.logical_or",
-        op_type.XOR: "np.logical_xor",
-        op_type.IFF: "np.equal",
-        op_type.PLUS: "np.add",
-        op_type.MINUS: "np.subtract",
-        op_type.TIMES: "np.multiply",
-        op_type.DIVIDE: "np.true_divide",
-        op_type.MIN: "np.minimum",
-        op_type.MAX: "np.maximum",
-        op_type.MODULO: "np.fmod",
-        op_type.EQUAL: "np.equal",
-        op_type.NOT_EQUAL: "np.not_equal",
-        op_type.LESS: "np.less",
-        op_type.LESS_OR_EQUAL: "np.less_equal",
-        op_type.GREATER: "np.greater",
-        op_type.GREATER_OR_EQUAL: "np.greater_equal",
-    }
-    if op == op_type.IMPLIES and len(args) == 2:
-        return f"np.logical_or(np.logical_not({args[0]}), {args[1]})"
-    name = binary.get(op)
-    if name is None or len(args) != 2:
-        raise _NoSource(f"operator {op} in '{expr}'")
-    return f"{name}({args[0]}, {args[1]})"
-
-
-def _check_guard_code(code: str, mdp: ExplicitModel, table: Any, states: np.ndarray, features: list[str], path: Path) -> None:
-    """Run the generated ``available`` on every decision state and compare it with the built MDP's availability."""
-    namespace: dict[str, Any] = {"np": np, "ACTIONS": list(table.actions)}
-    exec(compile(code, f"<policy template {path}>", "exec"), namespace)  # our own generated source
-    for start in range(0, len(states), 200_000):
-        chunk = states[start : start + 200_000]
-        ours = np.asarray(namespace["available"](mdp.feature_matrix(features, chunk)), dtype=bool)
-        theirs = table.available(chunk)
-        differ = np.flatnonzero((ours != theirs).any(axis=1))
-        if len(differ):
-            s = int(chunk[differ[0]])
-            raise OptionError(
-                f"--policy-template {path}: the guards read do not give the built model's choices in state "
-                f"{mdp.valuation_dict(s)}; use a model with at most 20,000 decision states"
-            )

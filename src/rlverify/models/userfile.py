@@ -8,12 +8,16 @@ import importlib.util
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from types import FrameType, ModuleType
+from typing import TypeVar
 
 from rlverify.errors import InputFileError, exception_text, safe_repr
+
+T = TypeVar("T")
+#: a signal handler as :func:`signal.signal` returns it
+_Handler = Callable[[int, FrameType | None], object] | int | None
 
 #: Seconds importing a ``FILE.py:NAME`` system declaration, and then calling ``NAME()``, may each take before they are
 #: stopped with an :class:`InputFileError` (``--system-timeout`` / ``load_system(timeout=...)``; None or 0: no limit).
@@ -55,9 +59,9 @@ class Alarm:
         self.seconds = seconds
         self.fired = False
         self._armed = False
-        self._previous: Any = None
+        self._previous: _Handler = None
 
-    def _handler(self, signum: int, frame: Any) -> None:
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
         if self._armed:
             self.fired = True
             signal.setitimer(signal.ITIMER_REAL, 0.5)  # again, should the code swallow this one
@@ -77,7 +81,7 @@ class Alarm:
             signal.setitimer(signal.ITIMER_REAL, float(seconds))
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._armed:
             signal.setitimer(signal.ITIMER_REAL, 0.0)
             self._armed = False
@@ -95,7 +99,7 @@ def _ctrl_c_marked() -> Iterator[list[bool]]:
         return
     seen = [False]
 
-    def handler(signum: int, frame: Any) -> Any:
+    def handler(signum: int, frame: FrameType | None) -> object:
         seen[0] = True
         return previous(signum, frame)  # Python's own raises KeyboardInterrupt
 
@@ -161,8 +165,14 @@ def import_python_file(file: Path, what: str, *, timeout: float | None = None, o
 
 
 def call_user_code(
-    fn: Any, source: str, what: str, timeout: float | None = None, option: str = "--system-timeout", /, **kwargs: Any
-) -> Any:
+    fn: Callable[..., T],
+    source: str,
+    what: str,
+    timeout: float | None = None,
+    option: str = "--system-timeout",
+    /,
+    **kwargs: object,
+) -> T:
     """``fn(**kwargs)``: a function of the user's file (``source`` names it, ``what`` the call, e.g.
     ``"calling SYSTEM()"``), with what it prints sent to stderr and under ``timeout``, as :func:`import_python_file`
     (the limit's arguments are positional: ``kwargs`` may hold any name).
