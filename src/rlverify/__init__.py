@@ -9,7 +9,7 @@ statistical (simulation with the policy as oracle) verification of RL policies.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from rlverify.imports import lighten_scipy_import
 from rlverify.lazy import lazy_exports
@@ -18,7 +18,8 @@ lighten_scipy_import()  # scipy.sparse (the exact engine's matrices) without num
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
+
+    import numpy as np
 
     from rlverify import abstraction, benchmarks, exact, models, policies, statistical
     from rlverify.abstraction.verify import AbstractionOptions, AbstractionResult, verify_abstraction
@@ -31,7 +32,10 @@ if TYPE_CHECKING:
     from rlverify.policies.check import check_policy
     from rlverify.policies.loading import load_policy
     from rlverify.report import Report
-    from rlverify.resolve import Target
+    from rlverify.resolve import Target, TargetSpec
+    from rlverify.statistical.properties import PathProperty
+    from rlverify.statistical.verify import SimulatedModel
+    from rlverify.targets import PolicySpec
     from rlverify.results import (
         CriticalStates,
         ExactResult,
@@ -122,9 +126,9 @@ lazy_exports(
 
 
 def verify_exact(
-    model: SymbolicModel | str | Path | Any,
+    model: SymbolicModel | TargetSpec,
     property: str | Property,
-    policy: Policy | str | None = None,
+    policy: PolicySpec | None = None,
     options: ExactOptions | None = None,
     *,
     constants: str | None = None,
@@ -139,10 +143,11 @@ def verify_exact(
     from rlverify.exact.verify import verify_exact as exact_verify
     from rlverify.models.symbolic import SymbolicModel, parse_property
     from rlverify.policies.loading import load_policy
-    from rlverify.resolve import check_property, resolve
+    from rlverify.choices import Mode
+    from rlverify.resolve import check_property, resolve_model
 
     options = ExactOptions() if options is None else options
-    with_policy = options.mode != "monolithic"
+    with_policy = options.mode != Mode.MONOLITHIC
     if isinstance(model, SymbolicModel):
         check_property(property, "verify_exact")
         if constants:
@@ -153,13 +158,12 @@ def verify_exact(
         if isinstance(policy, str):
             policy = load_policy(policy)
         return exact_verify(model, prop, policy, options, progress=progress)
-    target = resolve(
+    target = resolve_model(
         model,
         constants=constants,
         policy=policy,
         property=property,
         needs_policy=with_policy,
-        kinds=("prism",),
         command="verify_exact",
         needs_property=True,
     )
@@ -169,13 +173,13 @@ def verify_exact(
 
 
 def verify_statistical(
-    model: Any,
-    property: str | Property | Any | None,
-    policy: Policy | str | Any | None = None,
+    model: SimulatedModel | TargetSpec,
+    property: str | Property | PathProperty | None,
+    policy: PolicySpec | None = None,
     options: StatisticalOptions | None = None,
     *,
     constants: str | None = None,
-    starts: Any = None,
+    starts: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> StatisticalResult:
     """The statistical engine on a model given any way the front door takes it (:func:`rlverify.resolve.resolve`: a
@@ -192,7 +196,8 @@ def verify_statistical(
     from rlverify.statistical.verify import verify_statistical as simulate
 
     if isinstance(model, (str, Path, Benchmark)):
-        target = resolve_simulated(model, property, constants=constants, policy=policy, command="verify_statistical")
+        given = cast("str | Property | None", property)  # a PathProperty is for a model already resolved
+        target = resolve_simulated(model, given, constants=constants, policy=policy, command="verify_statistical")
         assert target.property is not None and target.policy is not None  # resolve_simulated refuses otherwise
         result = simulate(target.model, target.property, target.policy, options, starts=starts, progress=progress)
         unavailable = options.simulation.unavailable if options is not None else None

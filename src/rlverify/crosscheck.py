@@ -151,7 +151,7 @@ def cross_check(
         An :class:`Agreement` (``ok`` is False when an engine disagrees; nothing is raised for that).
     """
     from rlverify.exact import ExactOptions, optimum, verify_exact
-    from rlverify.resolve import resolve
+    from rlverify.resolve import ModelTarget, resolve
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
@@ -160,7 +160,7 @@ def cross_check(
         constants=constants,
         policy=policy,
         property=property,
-        kinds=("prism",),
+        kinds=(ModelTarget,),
         command="cross_check",
         needs_property=True,
     )

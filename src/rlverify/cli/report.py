@@ -10,13 +10,14 @@ from typing import Any
 from rlverify.cli.console import console, error, note, status, styled
 from rlverify.cli.options import (
     add_env_kwargs,
+    add_force,
+    add_json,
     add_policy,
     add_seed,
     add_shield,
     add_system_timeout,
     add_target,
     policy_kwargs,
-    shielded_policy,
 )
 from rlverify.cli.output import print_envelope
 
@@ -59,8 +60,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="add the explanations of the policy (rlverify explain: features, decision tree, critical states)",
     )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.html", help="where to write the page (default report.html)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    p.add_argument("--json", action="store_true", help="also print the report's numbers as JSON")
+    add_force(p, "overwrite an existing --out file")
+    add_json(p, "also print the report's numbers as JSON")
     p.set_defaults(run=run)
     return p
 
@@ -105,9 +106,10 @@ def run(args: argparse.Namespace) -> int:
             constants=args.constants,
             env_kwargs=args.env_kwargs,
             progress=update,
-            **shielded_policy(args, policy_kwargs(args)),
+            shield=args.shield,
+            **policy_kwargs(args),
         )
-    if args.explain_policy and report.kind != "prism":
+    if args.explain_policy and report.kind != BenchmarkKind.PRISM:
         note(f"--explain-policy: the explanations are computed for PRISM/JANI models; {report.kind} targets have none")
     path = write_report(report, out, force=args.force)
     disagreements = list(report.disagreements())
