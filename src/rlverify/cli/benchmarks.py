@@ -6,17 +6,18 @@ import argparse
 from typing import Any
 
 from rlverify.cli.console import console, line, styled
+from rlverify.cli.options import add_json
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("benchmarks", help="list or describe the registered benchmarks")
     bsub = p.add_subparsers(dest="action", required=True)
     ls = bsub.add_parser("list", help="all benchmark ids")
-    ls.add_argument("--json", action="store_true", help="print the list as JSON to stdout")
+    add_json(ls, "print the list as JSON to stdout")
     ls.set_defaults(run=run_list)
     show = bsub.add_parser("show", help="one benchmark's description, parameters, properties and policies")
     show.add_argument("name")
-    show.add_argument("--json", action="store_true", help="print the description as JSON to stdout")
+    add_json(show, "print the description as JSON to stdout")
     show.set_defaults(run=run_show)
 
 

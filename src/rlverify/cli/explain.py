@@ -18,7 +18,7 @@ from rlverify.cli.options import (
     emit,
     names,
     outputs,
-    policy_kwargs,
+    resolve_target,
 )
 from rlverify.errors import OptionError
 
@@ -95,7 +95,6 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.exact.options import ExactOptions
     from rlverify.exact.tree import DEFAULT_FIDELITY, TreeOptions
     from rlverify.files import check_target, save_figure
-    from rlverify.resolve import resolve
 
     files = outputs(args, (".json", ".png"))
     tree_file = None
@@ -132,16 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError("--out FILE.png draws the features part: add features to --parts")
     if tree_file is not None and "tree" not in wanted:
         raise OptionError("--save-tree writes the tree part: add tree to --parts")
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property,
-        needs_policy=True,
-        kinds=("prism",),
-        command="rlverify explain",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
+    target = resolve_target(args, "rlverify explain", property=args.property)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None
     with status("explaining") as update:

@@ -13,7 +13,7 @@ from rlverify.cli.options import (
     add_target,
     backend_from_args,
     outputs,
-    policy_kwargs,
+    resolve_target,
     write_json,
 )
 from rlverify.cli.output import print_envelope
@@ -64,21 +64,20 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from rlverify.cli.simulate import constants_with_noise
-    from rlverify.resolve import resolve
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.heatmap import heatmap, never_decided_share
     from rlverify.statistical.verify import StatisticalOptions
+    from rlverify.targets import EnvironmentTarget  # lazy: numpy, --help start-up
 
     files = outputs(args, (".png", ".json"))
     backend = backend_from_args(args)
     if not files and not args.json:
         raise OptionError("nothing to write: give --out FILE.png (the maps) and/or --out FILE.json, or --json")
-    target = resolve(
-        args.target,
+    target = resolve_target(
+        args,
+        "rlverify heatmap",
+        kinds=(EnvironmentTarget,),
         constants=constants_with_noise(args.constants, args.noise, args.target),
-        kinds=("native",),
-        command="rlverify heatmap",
-        **policy_kwargs(args),
     )
     env, bench, policy = target.model, target.benchmark, target.policy
     if bench is None or policy is None:  # (a native target is a benchmark; resolve loads its policy or refuses)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlverify.cli.console import console, note, one_line, styled
-from rlverify.cli.options import add_env_kwargs, add_target
+from rlverify.cli.options import add_env_kwargs, add_force, add_json, add_target, resolve_target
 from rlverify.cli.output import print_envelope
 
 
@@ -36,8 +36,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         type=Path,
         help="write a policy skeleton with FEATURES/ACTIONS filled in, uniform over the available choices",
     )
-    p.add_argument("--force", action="store_true", help="overwrite an existing --policy-template file")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_force(p, "overwrite an existing --policy-template file")
+    add_json(p, "print the summary as JSON")
     p.set_defaults(run=run)
     return p
 
@@ -45,20 +45,12 @@ def register(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from rlverify.errors import OptionError
     from rlverify.models.summary import policy_template, summarize
-    from rlverify.resolve import resolve
 
     if args.max_states is not None and args.max_states <= 0:
         raise OptionError(f"--max-states must be positive, got {args.max_states}")
     if args.policy_template is not None and args.no_build:
         raise OptionError("--policy-template needs the state space (the available choices per state): drop --no-build")
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        needs_policy=False,
-        kinds=("prism",),
-        command="rlverify inspect",
-        env_kwargs=args.env_kwargs,
-    )
+    target = resolve_target(args, "rlverify inspect", needs_policy=False, policy=False)
     summary, mdp = summarize(target.model, build=not args.no_build, max_states=args.max_states)
     summary = dataclasses.replace(summary, path=target.name)
     written = None

@@ -16,7 +16,7 @@ from rlverify.cli.options import (
     add_target,
     apply_shield,
     outputs,
-    policy_kwargs,
+    resolve_target,
     write_json,
 )
 from rlverify.cli.output import print_envelope
@@ -87,7 +87,6 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.cli.verify import shown_policy
     from rlverify.exact.maps import MapOptions, risk_map
     from rlverify.exact.options import ExactOptions
-    from rlverify.resolve import resolve
 
     files = outputs(args, (".png", ".json"))
     where, agg = map_view(args.where, args.agg)
@@ -104,15 +103,7 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     options.validate()
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property,
-        kinds=("prism",),
-        command="rlverify map",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
+    target = resolve_target(args, "rlverify map", property=args.property)
     target = apply_shield(target, args)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them

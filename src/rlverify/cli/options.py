@@ -385,11 +385,27 @@ def resolve_target(
 
     return resolve(
         args.target,
-        constants=args.constants if constants is None else constants,
         property=property,
         needs_policy=needs_policy,
         kinds=(ModelTarget,) if kinds is None else kinds,
         command=command,
-        env_kwargs=getattr(args, "env_kwargs", None),
-        **(policy_kwargs(args) if policy else {}),
+        **_target_kwargs(args, constants, policy),
     )
+
+
+def resolve_simulated_target(args: argparse.Namespace, command: str, *, constants: str | None = None) -> Target[Any]:
+    """The target of a statistical command line with its property ``-p`` (:func:`rlverify.resolve.resolve_simulated`:
+    every kind; a continuous system's default is its unsafe set), its policy under ``--shield``."""
+    from rlverify.resolve import resolve_simulated  # lazy: numpy, --help start-up
+
+    target = resolve_simulated(args.target, args.property, command=command, **_target_kwargs(args, constants, True))
+    return apply_shield(target, args)
+
+
+def _target_kwargs(args: argparse.Namespace, constants: str | None, policy: bool) -> dict[str, Any]:
+    """``-c`` (or ``constants``), ``--env-kwargs`` and (``policy``) the policy options, as :func:`resolve`'s arguments."""
+    return {
+        "constants": args.constants if constants is None else constants,
+        "env_kwargs": getattr(args, "env_kwargs", None),
+        **(policy_kwargs(args) if policy else {}),
+    }

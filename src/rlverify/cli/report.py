@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from rlverify.benchmarks.registry import BenchmarkKind
 from rlverify.cli.console import console, error, note, status, styled
 from rlverify.cli.options import (
     add_env_kwargs,

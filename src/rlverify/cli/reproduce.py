@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, line, note, status, styled
+from rlverify.cli.options import add_force, add_json
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -25,8 +26,8 @@ def register(sub: Any) -> None:
         "ways and print the results beside the paper's.",
     )
     t2.add_argument("--out", help="directory to write table2.json and table2.md into")
-    t2.add_argument("--force", action="store_true", help="overwrite table2.json / table2.md in --out")
-    t2.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_force(t2, "overwrite table2.json / table2.md in --out")
+    add_json(t2, "print JSON instead of a table")
     t2.add_argument(
         "--rows", help="comma-separated row ids (default: all): freeway-goal, freeway-mid, crazy-climber-coll, avoid-coll-100"
     )

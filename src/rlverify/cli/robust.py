@@ -15,7 +15,7 @@ from rlverify.cli.options import (
     add_target,
     names,
     outputs,
-    policy_kwargs,
+    resolve_target,
     write_json,
 )
 from rlverify.cli.output import print_envelope
@@ -76,7 +76,6 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
-    from rlverify.resolve import resolve
     from rlverify.results import IntervalResult
 
     files = outputs(args, (".json",))
@@ -98,16 +97,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.delta is None and (args.relative or args.uncertain):
         raise OptionError("--relative and --uncertain need --delta")
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property,
-        needs_policy=True,
-        kinds=("prism",),
-        command="rlverify robust",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
+    target = resolve_target(args, "rlverify robust", property=args.property)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     result: RobustnessResult | IntervalResult

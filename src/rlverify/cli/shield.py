@@ -7,7 +7,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, print_warnings, status, styled
-from rlverify.cli.options import add_chain_options, add_env_kwargs, add_policy, add_property, add_target, policy_kwargs
+from rlverify.cli.options import (
+    add_chain_options,
+    add_env_kwargs,
+    add_force,
+    add_json,
+    add_policy,
+    add_property,
+    add_target,
+    resolve_target,
+)
 from rlverify.cli.output import print_envelope
 
 if TYPE_CHECKING:
@@ -55,8 +64,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
         f"(default {MAX_WORK:.0e}; it stops early where the values stop changing)",
     )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.json", help="write the shield to FILE.json (for --shield)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")
+    add_force(p, "overwrite an existing --out file")
+    add_json(p, "print the result as JSON to stdout")
     p.set_defaults(run=run)
     return p
 
@@ -67,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
     from rlverify.exact.options import ExactOptions
     from rlverify.exact.shield import ShieldOptions, shield_policy
     from rlverify.files import check_target
-    from rlverify.resolve import resolve
 
     shield_options = ShieldOptions(kind=args.kind, threshold=args.threshold, meet=args.meet, remaining=args.remaining)
     shield_options.validate()
@@ -85,15 +93,7 @@ def run(args: argparse.Namespace) -> int:
         max_work=_max_work(args.max_work),
     )
     options.validate()
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property,
-        kinds=("prism",),
-        command="rlverify shield",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
+    target = resolve_target(args, "rlverify shield", property=args.property)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     with status("shielding") as update:
