@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from rlverify.cli.console import console, note, status
@@ -20,7 +21,9 @@ from rlverify.cli.options import (
     outputs,
     resolve_target,
 )
+from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError
+from rlverify.files import check_target, save_figure
 
 PART_NAMES = ("features", "tree", "critical")
 
@@ -88,23 +91,62 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlverify.exact.explanations import explain_policy  # lazy: stormpy, start-up
+
+    files = outputs(args, (".json", ".png"))
+    tree_file = _tree_file(args)
+    options = _explain_options(args)
+    wanted = options.parts or PART_NAMES
+    if ".png" in files and "features" not in wanted:
+        raise OptionError("--out FILE.png draws the features part: add features to --parts")
+    if tree_file is not None and "tree" not in wanted:
+        raise OptionError("--save-tree writes the tree part: add tree to --parts")
+    target = resolve_target(args, "rlverify explain", property=args.property)
+    prop, policy = target.property, target.policy
+    assert prop is not None and policy is not None
+    with status("explaining") as update:
+        result = explain_policy(target.model, prop, policy, options, progress=update)
+
+    def named(part: Any) -> Any:  # after the target, the policy as the user gave it (a shipped one by its file name)
+        return target.stamp(part).with_provenance(policy=shown_policy(part.policy)) if part else None
+
+    result = dataclasses.replace(
+        result, features=named(result.features), tree=named(result.tree), critical=named(result.critical)
+    )
+    result = target.stamp(result, unavailable=args.unavailable).with_provenance(policy=shown_policy(result.policy))
+    if tree_file is not None:
+        _save_tree(result, tree_file, args.force)
+    if ".png" in files and result.features is not None:
+        save_figure(result.features.figure(), files[".png"], force=args.force, what="--out", dpi=120)
+    if not emit(result, args, files):
+        for part in result.parts():
+            console.print(str(part).split("\n  warning:")[0])
+            console.print("")
+        for k, v in result.skipped.items():
+            note(f"{k} skipped: {v}")
+    return 0
+
+
+def _tree_file(args: argparse.Namespace) -> Path | None:
+    """``--save-tree``'s file (None without it), checked before any work."""
+    if not args.save_tree:
+        return None
+    tree_file = Path(args.save_tree)
+    if tree_file.suffix.lower() != ".json":
+        raise OptionError(f"--save-tree {args.save_tree}: expected a .json file name (a tree policy file)")
+    check_target(tree_file, force=args.force, what="--save-tree")
+    return tree_file
+
+
+def _explain_options(args: argparse.Namespace) -> Any:
+    """The :class:`~rlverify.exact.explanations.ExplainOptions` of the command line, validated."""
     from rlverify.cli.verify import _max_work
-    from rlverify.exact.critical import CriticalOptions
-    from rlverify.exact.explanations import ExplainOptions, explain_policy
+    from rlverify.exact.critical import CriticalOptions  # lazy: stormpy, start-up
+    from rlverify.exact.explanations import ExplainOptions
     from rlverify.exact.features import FeatureOptions
     from rlverify.exact.options import ExactOptions
     from rlverify.exact.tree import DEFAULT_FIDELITY, TreeOptions
-    from rlverify.files import check_target, save_figure
 
-    files = outputs(args, (".json", ".png"))
-    tree_file = None
-    if args.save_tree:
-        from pathlib import Path
-
-        tree_file = Path(args.save_tree)
-        if tree_file.suffix.lower() != ".json":
-            raise OptionError(f"--save-tree {args.save_tree}: expected a .json file name (a tree policy file)")
-        check_target(tree_file, force=args.force, what="--save-tree")
     parts = names(args.parts)
     ablate = names(args.ablate)
     options = ExplainOptions(
@@ -126,37 +168,13 @@ def run(args: argparse.Namespace) -> int:
     options.critical.validate()
     if args.depth is not None and args.fidelity is not None:
         raise OptionError("--depth and --fidelity: give one (--fidelity chooses the depth)")
-    wanted = options.parts or PART_NAMES
-    if ".png" in files and "features" not in wanted:
-        raise OptionError("--out FILE.png draws the features part: add features to --parts")
-    if tree_file is not None and "tree" not in wanted:
-        raise OptionError("--save-tree writes the tree part: add tree to --parts")
-    target = resolve_target(args, "rlverify explain", property=args.property)
-    prop, policy = target.property, target.policy
-    assert prop is not None and policy is not None
-    with status("explaining") as update:
-        result = explain_policy(target.model, prop, policy, options, progress=update)
-    from rlverify.cli.verify import shown_policy
+    return options
 
-    def named(part: Any) -> Any:  # after the target, the policy as the user gave it (a shipped one by its file name)
-        return target.stamp(part).with_provenance(policy=shown_policy(part.policy)) if part else None
 
-    result = dataclasses.replace(
-        result, features=named(result.features), tree=named(result.tree), critical=named(result.critical)
-    )
-    result = target.stamp(result, unavailable=args.unavailable).with_provenance(policy=shown_policy(result.policy))
-    if tree_file is not None:
-        if result.tree is None:
-            raise OptionError(f"--save-tree: no tree was fitted ({result.skipped.get('tree', 'not asked for')})")
-        result.tree.tree_policy.metadata["model"] = result.tree.model  # the target's name, not a generated file's
-        result.tree.tree_policy.save(tree_file, force=args.force)
-        note(f"wrote the tree policy to {tree_file}")
-    if ".png" in files and result.features is not None:
-        save_figure(result.features.figure(), files[".png"], force=args.force, what="--out", dpi=120)
-    if not emit(result, args, files):
-        for part in result.parts():
-            console.print(str(part).split("\n  warning:")[0])
-            console.print("")
-        for k, v in result.skipped.items():
-            note(f"{k} skipped: {v}")
-    return 0
+def _save_tree(result: Any, tree_file: Path, force: bool) -> None:
+    """The fitted tree as a tree policy file (named after the target)."""
+    if result.tree is None:
+        raise OptionError(f"--save-tree: no tree was fitted ({result.skipped.get('tree', 'not asked for')})")
+    result.tree.tree_policy.metadata["model"] = result.tree.model  # the target's name, not a generated file's
+    result.tree.tree_policy.save(tree_file, force=force)
+    note(f"wrote the tree policy to {tree_file}")

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from rlverify.benchmarks.registry import BenchmarkKind
+from rlverify.choices import Aggregate, Optimum, values
 from rlverify.cli.console import console, error, note, status, styled
+from rlverify.cli.map import add_map_view, map_view
 from rlverify.cli.options import (
     add_env_kwargs,
     add_force,
@@ -21,6 +23,8 @@ from rlverify.cli.options import (
     policy_kwargs,
 )
 from rlverify.cli.output import print_envelope
+from rlverify.errors import OptionError
+from rlverify.files import check_target
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -44,13 +48,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=int, default=1, help="observation-perturbation budget of the robustness section")
     p.add_argument("--explain", type=int, default=5, metavar="K", help="failure paths to list (default 5)")
     p.add_argument("--map", metavar="X,Y", help="the two variables of the risk map (default: the first two integer features)")
-    from rlverify.cli.map import add_map_view
-    from rlverify.exact.options import AGGREGATES
-
-    add_map_view(p, AGGREGATES)
+    add_map_view(p, values(Aggregate))
     p.add_argument(
         "--optimum",
-        choices=("min", "max"),
+        choices=values(Optimum),
         help="how the property is read: min = a bad event (the best policy gets Pmin; regret = value - Pmin), "
         "max = a goal (Pmax; regret = Pmax - value). Default: from the property's comparison (P<=b: min, P>=b: max); "
         "else the headline shows Pmin and Pmax without calling either the best",
@@ -68,37 +69,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from rlverify.errors import OptionError
-    from rlverify.files import check_target
-    from rlverify.report import ReportOptions, make_report, write_report
+    from rlverify.report import make_report, write_report  # lazy: numpy and the engines, --help start-up
 
     out = args.out or Path("report.html")
     if out.suffix.lower() not in (".html", ".htm"):
         raise OptionError(f"--out {out}: expected an .html file name")
     check_target(out, force=args.force, what="--out")
-    from rlverify.cli.map import map_view
-
-    where, agg = map_view(args.where, args.agg)
-
-    options = ReportOptions(
-        runs=args.runs,
-        delta=args.delta,
-        seed=args.seed,
-        epsilon=args.epsilon,
-        explain=args.explain,
-        optimum=args.optimum,
-        map_where=where,
-        map_agg=agg,
-        explain_policy=args.explain_policy,
-    )
-    options.validate()
-    if args.map:
-        parts = [v.strip() for v in args.map.split(",")]
-        if len(parts) != 2 or not all(parts):
-            raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
-        options = dataclasses.replace(options, map_vars=(parts[0], parts[1]))
+    options = _report_options(args)
     with status("report") as update:
         report = make_report(
             args.target,
@@ -122,21 +99,53 @@ def run(args: argparse.Namespace) -> int:
             error="; ".join(f"engines disagree: {d}" for d in disagreements) or None,
         )
     else:
-        if report.headline:
-            head = Table(title=f"rlverify report — {report.model}: verdict", show_header=False, title_justify="left")
-            head.add_column(style="bold")
-            head.add_column()
-            for k, v in report.headline:
-                head.add_row(k, v)
-            console.print(head)
-        t = Table(title=f"rlverify report — {report.model}", show_header=True, title_justify="left")
-        t.add_column("check")
-        t.add_column("holds")
-        t.add_column("numbers")
-        for c in report.checks:
-            t.add_row(c.name, styled("yes", "green") if c.ok else styled("NO", "bold red"), c.detail)
-        console.print(t)
+        _print_report(report)
     note(f"wrote {path} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})")
     for disagreement in disagreements:
         error(f"engines disagree: {disagreement}")
     return 0 if report.ok else 1
+
+
+def _report_options(args: argparse.Namespace) -> Any:
+    """The :class:`~rlverify.report.ReportOptions` of the command line, validated (``--map X,Y`` checked)."""
+    from rlverify.report import ReportOptions  # lazy: numpy and the engines, --help start-up
+
+    where, agg = map_view(args.where, args.agg)
+    options = ReportOptions(
+        runs=args.runs,
+        delta=args.delta,
+        seed=args.seed,
+        epsilon=args.epsilon,
+        explain=args.explain,
+        optimum=args.optimum,
+        map_where=where,
+        map_agg=agg,
+        explain_policy=args.explain_policy,
+    )
+    options.validate()
+    if not args.map:
+        return options
+    parts = [v.strip() for v in args.map.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
+    return dataclasses.replace(options, map_vars=(parts[0], parts[1]))
+
+
+def _print_report(report: Any) -> None:
+    """The verdict and the consistency checks as tables (the page has the rest)."""
+    from rich.table import Table  # lazy: rich, --help start-up
+
+    if report.headline:
+        head = Table(title=f"rlverify report — {report.model}: verdict", show_header=False, title_justify="left")
+        head.add_column(style="bold")
+        head.add_column()
+        for k, v in report.headline:
+            head.add_row(k, v)
+        console.print(head)
+    t = Table(title=f"rlverify report — {report.model}", show_header=True, title_justify="left")
+    t.add_column("check")
+    t.add_column("holds")
+    t.add_column("numbers")
+    for c in report.checks:
+        t.add_row(c.name, styled("yes", "green") if c.ok else styled("NO", "bold red"), c.detail)
+    console.print(t)

@@ -75,68 +75,18 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.exact.robust import ModelErrorOptions, RobustnessOptions, model_error_bounds, robustness
-    from rlverify.results import IntervalResult
+    from rlverify.results import IntervalResult  # lazy: numpy, --help start-up
 
     files = outputs(args, (".json",))
-    observation_flags = [
-        f
-        for f, v in (
-            ("--epsilon", args.epsilon),
-            ("--norm", args.norm),
-            ("--perturb", args.perturb),
-            ("--worst", args.worst),
-            ("--max-memory", args.max_memory),
-        )
-        if v is not None
-    ]
-    if args.delta is not None and observation_flags:
-        raise OptionError(
-            f"--delta (model error) does not combine with {', '.join(observation_flags)} "
-            "(observation perturbations): run them separately"
-        )
-    if args.delta is None and (args.relative or args.uncertain):
-        raise OptionError("--relative and --uncertain need --delta")
+    _check_options(args)
     target = resolve_target(args, "rlverify robust", property=args.property)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
-    result: RobustnessResult | IntervalResult
     with status("checking") as update:
         if args.delta is not None:
-            uncertain = names(args.uncertain)
-            result = model_error_bounds(
-                target.model,
-                prop,
-                policy,
-                ModelErrorOptions(
-                    delta=args.delta,
-                    relative=args.relative,
-                    actions=tuple(uncertain) if uncertain else None,
-                    mode=args.mode,
-                    unavailable=args.unavailable,
-                    max_states=args.max_states,
-                ),
-                progress=update,
-            )
+            result: RobustnessResult | IntervalResult = _model_error(args, target, update)
         else:
-            perturb = names(args.perturb)
-            result = robustness(
-                target.model,
-                prop,
-                policy,
-                RobustnessOptions(
-                    epsilon=_epsilon(args.epsilon),
-                    norm=args.norm or "linf",
-                    perturb=tuple(perturb) if perturb else None,
-                    worst=args.worst,
-                    mode=args.mode,
-                    unavailable=args.unavailable,
-                    attack=not args.no_attack,
-                    max_states=args.max_states,
-                    max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
-                ),
-                progress=update,
-            )
+            result = _observations(args, target, update)
     result = target.stamp(result, unavailable=args.unavailable)
     print_warnings(result.warnings)
     if ".json" in files:
@@ -148,6 +98,60 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_robustness(result)
     return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse model-error and observation options together, and model-error options without ``--delta``."""
+    flags = (
+        ("--epsilon", args.epsilon),
+        ("--norm", args.norm),
+        ("--perturb", args.perturb),
+        ("--worst", args.worst),
+        ("--max-memory", args.max_memory),
+    )
+    observation_flags = [f for f, v in flags if v is not None]
+    if args.delta is not None and observation_flags:
+        raise OptionError(
+            f"--delta (model error) does not combine with {', '.join(observation_flags)} "
+            "(observation perturbations): run them separately"
+        )
+    if args.delta is None and (args.relative or args.uncertain):
+        raise OptionError("--relative and --uncertain need --delta")
+
+
+def _model_error(args: argparse.Namespace, target: Any, update: Any) -> IntervalResult:
+    """Bounds on the value over every model within ``--delta`` of the target's transition probabilities."""
+    from rlverify.exact.robust import ModelErrorOptions, model_error_bounds  # lazy: stormpy, start-up
+
+    uncertain = names(args.uncertain)
+    options = ModelErrorOptions(
+        delta=args.delta,
+        relative=args.relative,
+        actions=tuple(uncertain) if uncertain else None,
+        mode=args.mode,
+        unavailable=args.unavailable,
+        max_states=args.max_states,
+    )
+    return model_error_bounds(target.model, target.property, target.policy, options, progress=update)
+
+
+def _observations(args: argparse.Namespace, target: Any, update: Any) -> RobustnessResult:
+    """The worst and best value under observation perturbations within ``--epsilon``."""
+    from rlverify.exact.robust import RobustnessOptions, robustness  # lazy: stormpy, start-up
+
+    perturb = names(args.perturb)
+    options = RobustnessOptions(
+        epsilon=_epsilon(args.epsilon),
+        norm=args.norm or "linf",
+        perturb=tuple(perturb) if perturb else None,
+        worst=args.worst,
+        mode=args.mode,
+        unavailable=args.unavailable,
+        attack=not args.no_attack,
+        max_states=args.max_states,
+        max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
+    )
+    return robustness(target.model, target.property, target.policy, options, progress=update)
 
 
 def _epsilon(text: str | None) -> int:
