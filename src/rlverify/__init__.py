@@ -28,14 +28,10 @@ if TYPE_CHECKING:
     from rlverify.exact.options import ExactOptions, Progress
     from rlverify.models.properties import Property
     from rlverify.models.symbolic import SymbolicModel, load_model, parse_property
-    from rlverify.policies.base import Policy
     from rlverify.policies.check import check_policy
     from rlverify.policies.loading import load_policy
     from rlverify.report import Report
     from rlverify.resolve import Target, TargetSpec
-    from rlverify.statistical.properties import PathProperty
-    from rlverify.statistical.verify import SimulatedModel
-    from rlverify.targets import PolicySpec
     from rlverify.results import (
         CriticalStates,
         ExactResult,
@@ -53,8 +49,10 @@ if TYPE_CHECKING:
         SplittingResult,
         TreeExplanation,
     )
+    from rlverify.statistical.properties import PathProperty
     from rlverify.statistical.results import StatisticalResult
-    from rlverify.statistical.verify import StatisticalOptions
+    from rlverify.statistical.verify import SimulatedModel, StatisticalOptions
+    from rlverify.targets import PolicySpec
 
 __version__ = "0.1.0"
 
@@ -139,11 +137,11 @@ def verify_exact(
     benchmark's or JANI file's property name, or parsed. Resolved once, then
     :func:`rlverify.exact.verify_exact` (``options``: :class:`~rlverify.exact.ExactOptions`, None: the defaults).
     """
+    from rlverify.choices import Mode
     from rlverify.exact.options import ExactOptions
     from rlverify.exact.verify import verify_exact as exact_verify
     from rlverify.models.symbolic import SymbolicModel, parse_property
     from rlverify.policies.loading import load_policy
-    from rlverify.choices import Mode
     from rlverify.resolve import check_property, resolve_model
 
     options = ExactOptions() if options is None else options

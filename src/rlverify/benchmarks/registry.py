@@ -244,15 +244,18 @@ class BenchmarkSpec:
         p = self.parameters[k]
         cast = type(p.default)
         if cast in (int, float):
-            whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or (cast is int and not whole):
-                what = "a whole number" if cast is int else "a number"
-                raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {what}")
+            self._check_number(k, v, whole=cast is int)
         if isinstance(v, float) and not math.isfinite(v):
             raise BenchmarkError(f"{self.id}: parameter {k}={v} must be a finite number")
         if (p.low is not None and v < p.low) or (p.high is not None and v > p.high):
             raise BenchmarkError(f"{self.id}: parameter {k}={v} out of range [{p.low}, {p.high}]")
         return cast(v) if p.default is not None else v
+
+    def _check_number(self, k: str, v: Any, *, whole: bool) -> None:
+        """Refuse a value of a numeric parameter that is no number (or, ``whole``, no whole number)."""
+        integral = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (whole and not integral):
+            raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {'a whole number' if whole else 'a number'}")
 
 
 def parse_parameters(text: str | None) -> dict[str, Any]:

@@ -105,26 +105,35 @@ def run(args: argparse.Namespace) -> int:
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None
     with status("explaining") as update:
-        result = explain_policy(target.model, prop, policy, options, progress=update)
-
-    def named(part: Any) -> Any:  # after the target, the policy as the user gave it (a shipped one by its file name)
-        return target.stamp(part).with_provenance(policy=shown_policy(part.policy)) if part else None
-
-    result = dataclasses.replace(
-        result, features=named(result.features), tree=named(result.tree), critical=named(result.critical)
-    )
-    result = target.stamp(result, unavailable=args.unavailable).with_provenance(policy=shown_policy(result.policy))
+        result = _named(target, explain_policy(target.model, prop, policy, options, progress=update), args.unavailable)
     if tree_file is not None:
         _save_tree(result, tree_file, args.force)
     if ".png" in files and result.features is not None:
         save_figure(result.features.figure(), files[".png"], force=args.force, what="--out", dpi=120)
     if not emit(result, args, files):
-        for part in result.parts():
-            console.print(str(part).split("\n  warning:")[0])
-            console.print("")
-        for k, v in result.skipped.items():
-            note(f"{k} skipped: {v}")
+        _print_parts(result)
     return 0
+
+
+def _named(target: Any, result: Any, unavailable: str) -> Any:
+    """``result`` and each of its parts stamped with the target, the policy as the user gave it (a shipped one by
+    its file name)."""
+
+    def named(part: Any) -> Any:
+        return target.stamp(part).with_provenance(policy=shown_policy(part.policy)) if part else None
+
+    result = dataclasses.replace(
+        result, features=named(result.features), tree=named(result.tree), critical=named(result.critical)
+    )
+    return target.stamp(result, unavailable=unavailable).with_provenance(policy=shown_policy(result.policy))
+
+
+def _print_parts(result: Any) -> None:
+    for part in result.parts():
+        console.print(str(part).split("\n  warning:")[0])
+        console.print("")
+    for k, v in result.skipped.items():
+        note(f"{k} skipped: {v}")
 
 
 def _tree_file(args: argparse.Namespace) -> Path | None:

@@ -94,12 +94,7 @@ def run(args: argparse.Namespace) -> int:
     result = target.stamp(result)
     result = result.with_provenance(policy=shown_policy(result.policy) or None)  # as the user named it
     print_warnings(result.warnings)
-    if ".png" in files:
-        from rlverify.statistical.heatmap import heatmap_figure  # lazy: matplotlib
-
-        heatmap_figure(result).draw(files[".png"], force=args.force, what="--out")  # plot_heatmap's figure, written safely
-    if ".json" in files:
-        write_json(files[".json"], result.to_json(), force=args.force)
+    _write(result, files, args.force)
     if args.json:
         print_envelope(args, result)
         return 0
@@ -107,6 +102,16 @@ def run(args: argparse.Namespace) -> int:
     if files:
         note("wrote " + " and ".join(str(f) for f in files.values()))
     return 0
+
+
+def _write(result: Any, files: dict[str, Any], force: bool) -> None:
+    """``--out FILE.png`` (the maps) and ``--out FILE.json`` (per-cell values)."""
+    if ".png" in files:
+        from rlverify.statistical.heatmap import heatmap_figure  # lazy: matplotlib
+
+        heatmap_figure(result).draw(files[".png"], force=force, what="--out")  # plot_heatmap's figure, written safely
+    if ".json" in files:
+        write_json(files[".json"], result.to_json(), force=force)
 
 
 def _options(args: argparse.Namespace, backend: Any) -> Any:

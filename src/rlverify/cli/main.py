@@ -181,25 +181,24 @@ def dash_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[st
             out.append(token)
             i += 1
             continue
-        action = _option(current, token)
-        if (
-            action is not None
-            and action.nargs is None
-            and "=" not in token
-            and i + 1 < len(argv)
-            and argv[i + 1].startswith("-")
-            and argv[i + 1] != "-"
-            and _option(current, argv[i + 1]) is None
-        ):
-            out.append(f"{token}={argv[i + 1]}")
-            i += 2
-        elif action is not None and action.nargs is None and "=" not in token and i + 1 < len(argv):
-            out += [token, argv[i + 1]]  # the value, never read as a subcommand
-            i += 2
-        else:
-            out.append(token)
-            i += 1
+        taken, used = _with_value(current, argv, i)
+        out += taken
+        i += used
     return out
+
+
+def _with_value(parser: argparse.ArgumentParser, argv: Sequence[str], i: int) -> tuple[list[str], int]:
+    """``argv[i]`` and, for an option taking one value, that value: ``[--opt=-value]`` when it starts with ``-``
+    and is no option of the command, ``[--opt, value]`` otherwise (never read as a subcommand); else ``[argv[i]]``;
+    and how many tokens of ``argv`` that took."""
+    token = argv[i]
+    action = _option(parser, token)
+    if action is None or action.nargs is not None or "=" in token or i + 1 >= len(argv):
+        return [token], 1
+    value = argv[i + 1]
+    if value.startswith("-") and value != "-" and _option(parser, value) is None:
+        return [f"{token}={value}"], 2
+    return [token, value], 2
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -289,13 +288,7 @@ def _finish(code: str | int | None) -> int:
     """What the interpreter does at exit, but for freeing its modules: the exit status of ``code`` (as ``sys.exit``
     takes it), with non-daemon threads joined, ``atexit`` handlers run (Ray's shutdown, temporary directories removed,
     logging flushed, a Python policy's own handlers) and Python's and the C library's output buffers flushed."""
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        print(code, file=sys.stderr)
-        status = 1
+    status = _exit_status(code)
     import atexit
     import threading
 
@@ -306,6 +299,25 @@ def _finish(code: str | int | None) -> int:
         except KeyboardInterrupt:  # Ctrl-C while a thread is waited for
             status = 130
     atexit._run_exitfuncs()
+    if not _flushed() and status == 0:  # what was written is lost (a full disk): 120 as in Python's exit, unless the
+        status = 120  # command already failed (its own status says more)
+    _flush_c_streams()
+    return status
+
+
+def _exit_status(code: str | int | None) -> int:
+    """The exit status of ``code`` as ``sys.exit`` takes it (a message: printed to stderr, status 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _flushed() -> bool:
+    """Python's stdout and stderr flushed; False when what was written is lost (a full disk)."""
+    ok = True
     for stream in (sys.stdout, sys.stderr):
         if stream is None or stream.closed:  # started without it (``>&-``), or closed: nothing to write
             continue
@@ -313,11 +325,9 @@ def _finish(code: str | int | None) -> int:
             stream.flush()
         except BrokenPipeError:  # the reader went away (``| head``): not an error, as in _broken_pipe
             pass
-        except (OSError, ValueError):  # what was written is lost (a full disk): 120 as in Python's exit, unless the
-            if status == 0:  # command already failed (its own status says more)
-                status = 120
-    _flush_c_streams()
-    return status
+        except (OSError, ValueError):
+            ok = False
+    return ok
 
 
 def _flush_c_streams() -> None:

@@ -127,11 +127,8 @@ def render(result: Any) -> Table:
     table.add_row("importance", result.importance)
     shown = ", ".join(f"{x:g}" for x in result.levels) or "none (one stage to the target)"
     table.add_row("levels", f"{shown} ({result.levels_from})")
-    if result.splits is None:
-        table.add_row("per level", ", ".join(f"{p:.3g}" for p in result.level_probabilities))
-    else:
-        table.add_row("splits", ", ".join(str(k) for k in result.splits) or "none")
-        table.add_row("up-crossings, hits", ", ".join(f"{h:,}" for h in result.level_hits))
+    for row in _level_rows(result):
+        table.add_row(*row)
     if result.zero_repetitions:
         table.add_row("zero repetitions", f"{result.zero_repetitions} of {result.repetitions} (biased low in practice)")
     table.add_row("undecided / stalled", f"{result.undecided:,} / {result.stalled:,} stage runs")
@@ -145,3 +142,13 @@ def render(result: Any) -> Table:
     table.add_row("decisions", f"{result.decisions:,} (+ {result.pilot_decisions:,} in the pilot)")
     table.add_row("time", f"{result.timings['total']:.2f} s ({result.timings['decisions_per_second']:,.0f} decisions/s)")
     return table
+
+
+def _level_rows(result: Any) -> list[tuple[str, str]]:
+    """Each level's probability (fixed effort), or the splits and up-crossings (fixed splitting)."""
+    if result.splits is None:
+        return [("per level", ", ".join(f"{p:.3g}" for p in result.level_probabilities))]
+    return [
+        ("splits", ", ".join(str(k) for k in result.splits) or "none"),
+        ("up-crossings, hits", ", ".join(f"{h:,}" for h in result.level_hits)),
+    ]

@@ -91,15 +91,7 @@ def run(args: argparse.Namespace) -> int:
         note(f"--explain-policy: the explanations are computed for PRISM/JANI models; {report.kind} targets have none")
     path = write_report(report, out, force=args.force)
     disagreements = list(report.disagreements())
-    if args.json:
-        print_envelope(
-            args,
-            report.to_json(),
-            exit_code=0 if report.ok else 1,
-            error="; ".join(f"engines disagree: {d}" for d in disagreements) or None,
-        )
-    else:
-        _print_report(report)
+    _show(args, report, disagreements)
     note(f"wrote {path} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})")
     for disagreement in disagreements:
         error(f"engines disagree: {disagreement}")
@@ -129,6 +121,19 @@ def _report_options(args: argparse.Namespace) -> Any:
     if len(parts) != 2 or not all(parts):
         raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
     return dataclasses.replace(options, map_vars=(parts[0], parts[1]))
+
+
+def _show(args: argparse.Namespace, report: Any, disagreements: list[str]) -> None:
+    """The report's JSON envelope (``--json``), else its verdict and checks as tables."""
+    if args.json:
+        print_envelope(
+            args,
+            report.to_json(),
+            exit_code=0 if report.ok else 1,
+            error="; ".join(f"engines disagree: {d}" for d in disagreements) or None,
+        )
+    else:
+        _print_report(report)
 
 
 def _print_report(report: Any) -> None:
