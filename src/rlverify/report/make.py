@@ -126,27 +126,32 @@ def _headline(plan: KindPlan, shared: Shared, sections: list[Section]) -> list[t
     """The verdict: the policy's value (exact, the sound bound or the estimate), the best and worst any policy
     achieves, the statistical estimate; each as the sections computed it."""
     data = {k: v for sec in sections for k, v in sec.data.items()}
-    rows: list[tuple[str, str]] = []
-    if shared.exact is not None:
-        rows.append(("the policy's value (exact)", fmt(shared.exact.value)))
-        if shared.optimum is not None:
-            rows += _optimum_rows(shared.exact, shared.optimum, shared.reading)
+    rows = _exact_rows(shared)
     bound = next((v for sec in sections for k, v in sec.rows if k == "upper bound"), None)
     if bound is not None:
         rows.append(("upper bound on failure (sound abstraction)", bound))
     stat = data.get("statistical")
     if stat is not None:
-        lo, hi = stat["interval"]
-        rows.append(
-            (
-                plan.estimate,
-                f"{fmt(stat['estimate'])} in [{fmt(lo)}, {fmt(hi)}] at {stat['confidence']:.1%} ({stat['runs']:,} runs)",
-            )
-        )
-    never = data.get("never_decided")
-    if never is not None:
-        rows.append(("start cells where no run decides (never decided = 1)", never))
+        rows.append((plan.estimate, _estimate(stat)))
+    if data.get("never_decided") is not None:
+        rows.append(("start cells where no run decides (never decided = 1)", data["never_decided"]))
     return rows
+
+
+def _exact_rows(shared: Shared) -> list[tuple[str, str]]:
+    """The policy's exact value and (when the MDP was checked) the best and worst possible."""
+    if shared.exact is None:
+        return []
+    rows = [("the policy's value (exact)", fmt(shared.exact.value))]
+    if shared.optimum is not None:
+        rows += _optimum_rows(shared.exact, shared.optimum, shared.reading)
+    return rows
+
+
+def _estimate(stat: dict[str, Any]) -> str:
+    """The statistical estimate in its interval, at its confidence, with the number of runs."""
+    lo, hi = stat["interval"]
+    return f"{fmt(stat['estimate'])} in [{fmt(lo)}, {fmt(hi)}] at {stat['confidence']:.1%} ({stat['runs']:,} runs)"
 
 
 def _optimum_rows(exact: ExactResult, best: OptimumResult, reading: str | None) -> list[tuple[str, str]]:

@@ -191,27 +191,15 @@ def _risk_map(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[S
         return Section("Risk and regret map", note=f"skipped: {exc}"), []
     m = t.stamp(m).with_provenance(policy=shown(t.policy_source))  # named as the user wrote them
     png = to_png(lambda path: m.figure().draw(path))
-    view = (
-        f"the other variables at their initial values: {m.where}"
-        if options.map_where == "initial" and m.where
-        else f"{m.agg} over the other variables" + (f", where {m.where}" if m.where else "")
-    )
-    reading_text = (
-        "the property read as a failure: regret = value - Pmin"
-        if optimum == "min"
-        else "the property read as a goal: regret = Pmax - value"
-    )
     expected = shared.optimum.pmin if optimum == "min" else shared.optimum.pmax
     name = ("R" if str(exact.property).lstrip().startswith("R") else "P") + optimum
     return Section(
-        f"Risk and regret map on {chosen[0]}, {chosen[1]} ({view})",
+        f"Risk and regret map on {chosen[0]}, {chosen[1]} ({_map_view(m, options)})",
         rows=[
             ("regret at the initial state", fmt(m.initial_regret)),
             ("largest regret in a cell", fmt(float(np.nanmax(m.regret)) if not np.isnan(m.regret).all() else None)),
         ],
-        note=f"{reading_text}: {ASSUMED_FAILURE}"
-        if shared.reading is None
-        else f"{reading_text} (--optimum {'max' if optimum == 'min' else 'min'} for the other reading)",
+        note=_map_reading(optimum, shared.reading),
         images=[("policy value, optimum and regret per cell", png)],
         data={"risk_map": m.to_json()},
     ), [
@@ -226,6 +214,25 @@ def _risk_map(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[S
             f"{fmt(m.initial_optimum)} vs {fmt(expected)}",
         ),
     ]
+
+
+def _map_view(m: Any, options: ReportOptions) -> str:
+    """Which states each cell shows: the other variables at their initial values, or aggregated over them."""
+    if options.map_where == "initial" and m.where:
+        return f"the other variables at their initial values: {m.where}"
+    return f"{m.agg} over the other variables" + (f", where {m.where}" if m.where else "")
+
+
+def _map_reading(optimum: str, reading: str | None) -> str:
+    """How the map reads the property (a failure or a goal), and whether the property said so."""
+    text = (
+        "the property read as a failure: regret = value - Pmin"
+        if optimum == "min"
+        else "the property read as a goal: regret = Pmax - value"
+    )
+    if reading is None:
+        return f"{text}: {ASSUMED_FAILURE}"
+    return f"{text} (--optimum {'max' if optimum == 'min' else 'min'} for the other reading)"
 
 
 def _paths(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -250,13 +257,7 @@ def _paths(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[Sect
         for i, p in enumerate(fp.paths)
     ]
     fp = t.stamp(fp).with_provenance(policy=shown(t.policy_source))
-    images = []
-    if len(fp.variables) >= 2:  # a pair to draw on
-        pairs = path_pairs(fp)
-        drawn = "; ".join(f"{a}, {b}" for a, b in pairs)
-        images.append(
-            (f"each path on the variable pairs that move ({drawn})", to_png(lambda path: plot_paths(fp, path, pairs)))
-        )
+    images = _path_images(fp)
     share = "—" if fp.share is None else f"{fp.share:.3g}"
     return Section(
         f"Failure paths (the {k} most probable paths to the target)",
@@ -281,6 +282,15 @@ def _paths(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[Sect
             f"{fp.covered:.6g} <= {fmt(exact.value)}",
         )
     ]
+
+
+def _path_images(fp: Any) -> list[tuple[str, bytes]]:
+    """Each path drawn on the variable pairs that move (none with fewer than two variables)."""
+    if len(fp.variables) < 2:
+        return []
+    pairs = path_pairs(fp)
+    drawn = "; ".join(f"{a}, {b}" for a, b in pairs)
+    return [(f"each path on the variable pairs that move ({drawn})", to_png(lambda path: plot_paths(fp, path, pairs)))]
 
 
 def _robustness(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
@@ -314,36 +324,8 @@ def _robustness(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple
         ("states where a perturbation changes the action", f"{r.changed_states:,} of {r.decision_states:,}"),
         ("adversarial MDP", f"{r.states:,} states, {r.choices:,} choices, {r.transitions:,} transitions"),
     ]
-    top = r.worst_perturbations[:10]
-    state_vars = list(dict.fromkeys(k for w in top for k in (w.get("state") or {})))
-    shown_vars = list(dict.fromkeys(k for w in top for k in (w.get("observed") or {})))
-    header = [*state_vars, *(f"{k} shown" for k in shown_vars), "gain"]
-    table = [
-        [str((w.get("state") or {}).get(k, "")) for k in state_vars]
-        + [str((w.get("observed") or {}).get(k, "")) for k in shown_vars]
-        + [f"{w.get('gain', 0.0):.3g}"]
-        for w in top
-    ]
-    checks = [
-        Check(
-            "worst >= nominal >= best (perturbed observations)",
-            ordered(r.worst, r.nominal, r.best, worst_is=r.worst_is, slack=tolerance),
-            f"worst {fmt(r.worst)}, nominal {fmt(r.nominal)}, best {fmt(r.best)}",
-        ),
-        Check(
-            "robustness nominal = exact value",
-            same(r.nominal, exact.value, tolerance),
-            f"{fmt(r.nominal)} vs {fmt(exact.value)}",
-        ),
-    ]
-    if r.attack is not None:
-        checks.append(
-            Check(
-                "FGSM attack within [Pmin, Pmax] of the adversarial MDP",
-                inside(r.attack, r.pmin, r.pmax, tolerance),
-                f"{fmt(r.pmin)} <= {fmt(r.attack)} <= {fmt(r.pmax)}",
-            )
-        )
+    header, table = _worst_perturbations(r)
+    checks = _robustness_checks(r, exact.value, tolerance)
     return Section(
         "Robustness to perturbed observations (exact: Pmax/Pmin of the adversarial MDP)",
         rows=rows,
@@ -359,6 +341,50 @@ def _robustness(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple
         else [],
         data={"robustness": r.to_json()},
     ), checks
+
+
+def _worst_perturbations(r: Any) -> tuple[list[str], list[list[str]]]:
+    """The ten worst perturbations as a table: the state, the observation shown to the policy, the gain."""
+    top = r.worst_perturbations[:10]
+    states = [w.get("state") or {} for w in top]
+    observed = [w.get("observed") or {} for w in top]
+    state_vars, shown_vars = _names_in(states), _names_in(observed)
+    header = [*state_vars, *(f"{k} shown" for k in shown_vars), "gain"]
+    table = [
+        [str(state.get(k, "")) for k in state_vars] + [str(obs.get(k, "")) for k in shown_vars] + [f"{w.get('gain', 0.0):.3g}"]
+        for w, state, obs in zip(top, states, observed, strict=True)
+    ]
+    return header, table
+
+
+def _names_in(records: list[dict[str, Any]]) -> list[str]:
+    """Every name in ``records``, in the order first seen."""
+    return list(dict.fromkeys(k for record in records for k in record))
+
+
+def _robustness_checks(r: Any, value: float, tolerance: float) -> list[Check]:
+    """worst >= nominal >= best, the nominal value = the exact value, the attack within the adversarial MDP's range."""
+    checks = [
+        Check(
+            "worst >= nominal >= best (perturbed observations)",
+            ordered(r.worst, r.nominal, r.best, worst_is=r.worst_is, slack=tolerance),
+            f"worst {fmt(r.worst)}, nominal {fmt(r.nominal)}, best {fmt(r.best)}",
+        ),
+        Check(
+            "robustness nominal = exact value",
+            same(r.nominal, value, tolerance),
+            f"{fmt(r.nominal)} vs {fmt(value)}",
+        ),
+    ]
+    if r.attack is not None:
+        checks.append(
+            Check(
+                "FGSM attack within [Pmin, Pmax] of the adversarial MDP",
+                inside(r.attack, r.pmin, r.pmax, tolerance),
+                f"{fmt(r.pmin)} <= {fmt(r.attack)} <= {fmt(r.pmax)}",
+            )
+        )
+    return checks
 
 
 def _statistical(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:

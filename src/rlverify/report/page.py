@@ -95,49 +95,68 @@ class Report(Result):
         ]
         verdict = "all engines agree" if self.ok else "ENGINES DISAGREE"
         if self.headline:
-            parts.append(
-                f"<section id='verdict' class='verdict {'' if self.ok else 'disagree'}'><h2>Verdict</h2><table>"
-                + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in self.headline)
-                + f"<tr><th>engines</th><td class='{'ok' if self.ok else 'bad'}'>{verdict}</td></tr></table></section>"
-            )
+            parts.append(self._verdict_html(verdict))
         parts.append(
             f"<h2 id='checks'>Consistency <span class='{'ok' if self.ok else 'bad'}'>{verdict}</span></h2>"
             "<table><tr><th>check</th><th>holds</th><th>numbers</th></tr>"
         )
-        for c in self.checks:
-            parts.append(
-                f"<tr><td>{e(c.name)}</td><td class='{'ok' if c.ok else 'bad'}'>{'yes' if c.ok else 'NO'}"
-                f"</td><td>{e(c.detail)}</td></tr>"
-            )
+        parts += [_check_html(c) for c in self.checks]
         parts.append("</table>")
         for s in self.sections:
-            parts.append(f"<h2>{e(s.title)}</h2>")
-            if s.note:
-                parts.append(f"<p class='note'>{e(s.note)}</p>")
-            if s.rows:
-                parts.append("<table>" + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in s.rows) + "</table>")
-            for caption, header, rows in s.tables:
-                parts.append(
-                    f"<table><caption>{e(caption)}</caption><tr>"
-                    + "".join(f"<th>{e(h)}</th>" for h in header)
-                    + "</tr>"
-                    + "".join("<tr>" + "".join(f"<td>{e(str(x))}</td>" for x in r) + "</tr>" for r in rows)
-                    + "</table>"
-                )
-            for caption, png in s.images:
-                data = base64.b64encode(png).decode("ascii")
-                parts.append(
-                    f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
-                    f"<figcaption>{e(caption)}</figcaption></figure>"
-                )
-        parts.append(
+            parts += _section_html(s)
+        parts.append(self._settings_html())
+        return "\n".join(parts)
+
+    def _verdict_html(self, verdict: str) -> str:
+        e = html.escape
+        return (
+            f"<section id='verdict' class='verdict {'' if self.ok else 'disagree'}'><h2>Verdict</h2><table>"
+            + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in self.headline)
+            + f"<tr><th>engines</th><td class='{'ok' if self.ok else 'bad'}'>{verdict}</td></tr></table></section>"
+        )
+
+    def _settings_html(self) -> str:
+        e = html.escape
+        return (
             "<h2>Settings, timings, versions</h2><table>"
             + "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in self.settings.items())
             + "".join(f"<tr><th>time: {e(k)}</th><td>{v:.2f} s</td></tr>" for k, v in self.timings.items())
             + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in self.versions.items())
             + "</table></body></html>"
         )
-        return "\n".join(parts)
+
+
+def _check_html(c: Check) -> str:
+    e = html.escape
+    return (
+        f"<tr><td>{e(c.name)}</td><td class='{'ok' if c.ok else 'bad'}'>{'yes' if c.ok else 'NO'}"
+        f"</td><td>{e(c.detail)}</td></tr>"
+    )
+
+
+def _section_html(s: Section) -> list[str]:
+    """A section's heading, note, rows, tables and images (inline PNG data URIs)."""
+    e = html.escape
+    parts = [f"<h2>{e(s.title)}</h2>"]
+    if s.note:
+        parts.append(f"<p class='note'>{e(s.note)}</p>")
+    if s.rows:
+        parts.append("<table>" + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in s.rows) + "</table>")
+    for caption, header, rows in s.tables:
+        parts.append(
+            f"<table><caption>{e(caption)}</caption><tr>"
+            + "".join(f"<th>{e(h)}</th>" for h in header)
+            + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{e(str(x))}</td>" for x in r) + "</tr>" for r in rows)
+            + "</table>"
+        )
+    for caption, png in s.images:
+        data = base64.b64encode(png).decode("ascii")
+        parts.append(
+            f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{e(caption)}</figcaption></figure>"
+        )
+    return parts
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
