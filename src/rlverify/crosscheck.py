@@ -151,16 +151,15 @@ def cross_check(
         An :class:`Agreement` (``ok`` is False when an engine disagrees; nothing is raised for that).
     """
     from rlverify.exact import ExactOptions, optimum, verify_exact
-    from rlverify.resolve import ModelTarget, resolve
+    from rlverify.resolve import resolve_model
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.verify import StatisticalOptions, verify_statistical
 
-    t = resolve(
+    t = resolve_model(
         target,
         constants=constants,
         policy=policy,
         property=property,
-        kinds=(ModelTarget,),
         command="cross_check",
         needs_property=True,
     )

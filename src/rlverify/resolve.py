@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
 from rlverify.errors import InputFileError, OptionError, PolicyError, safe_repr, type_name
@@ -24,15 +24,18 @@ from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TI
 from rlverify.targets import (
     ALL_KINDS,
     OF_BENCHMARK_KIND,
+    AnyTarget,
     EnvironmentTarget,
     ModelTarget,
     PolicySpec,
     SystemTarget,
     Target,
+    TargetKind,
 )
 
 __all__ = [
     "ALL_KINDS",
+    "AnyTarget",
     "EnvironmentTarget",
     "Kinds",
     "ModelTarget",
@@ -47,9 +50,27 @@ __all__ = [
 
 MODEL_SUFFIXES = (".prism", ".pm", ".nm", ".jani")
 #: the kinds of target a command takes
-Kinds = Sequence[type[Target[Any]]]
+Kinds = Sequence[TargetKind]
 #: what resolve takes as a target
 TargetSpec = str | Path | Benchmark
+
+
+class ResolveOptions(TypedDict, total=False):
+    """:func:`resolve`'s keyword arguments but ``property`` and ``kinds``, for the functions that pass them on."""
+
+    constants: str | None
+    policy: PolicySpec | None
+    features: Sequence[str] | None
+    actions: Sequence[str] | None
+    output: str | None
+    needs_policy: bool
+    command: str
+    env_kwargs: str | dict[str, object] | None
+    trust_code: bool
+    policy_timeout: float | None
+    policy_threads: int
+    needs_property: bool
+    system_timeout: float | None
 
 
 def resolve(
@@ -70,7 +91,7 @@ def resolve(
     policy_threads: int = DEFAULT_POLICY_THREADS,
     needs_property: bool = False,
     system_timeout: float | None = DEFAULT_SYSTEM_TIMEOUT,
-) -> Target[Any]:
+) -> AnyTarget:
     """Resolve a target, its policy and its property once.
 
     Args:
@@ -164,7 +185,7 @@ def _model(
     env_kwargs: str | dict[str, object] | None = None,
     trust_code: bool = False,
     system_timeout: float | None = DEFAULT_SYSTEM_TIMEOUT,
-) -> Target[Any]:
+) -> AnyTarget:
     """The one place that builds targets: the target type from the input (no policy or property yet)."""
     if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment with a finite model
         return _gym_model(target, constants, env_kwargs, trust_code)
@@ -189,12 +210,12 @@ def _gym_model(target: str, constants: str | None, env_kwargs: str | dict[str, o
     return ModelTarget(given=target, name=gym_model.display_name, model=gym_model, constants=constants)
 
 
-def _of_benchmark(bench: Benchmark, given: str, constants: str | None) -> Target[Any]:
+def _of_benchmark(bench: Benchmark, given: str, constants: str | None) -> AnyTarget:
     kind = OF_BENCHMARK_KIND[bench.kind]
     return kind(given=given, name=bench.name, model=bench.model(), benchmark=bench, constants=constants)
 
 
-def _file_or_id(target: str | Path, constants: str | None, system_timeout: float | None) -> Target[Any]:
+def _file_or_id(target: str | Path, constants: str | None, system_timeout: float | None) -> AnyTarget:
     path = Path(target)
     text = str(target)
     if text.lower().endswith(".py"):
@@ -294,13 +315,14 @@ def _reference_policy(t: Target[Any]) -> str:
     )
 
 
-def resolve_simulated(target: TargetSpec, property: str | Property | None, **kwargs: Any) -> Target[Any]:
+def resolve_simulated(
+    target: TargetSpec, property: str | Property | None, *, kinds: Kinds = ALL_KINDS, **kwargs: Unpack[ResolveOptions]
+) -> AnyTarget:
     """:func:`resolve` for the statistical engine (every kind), with its property: a continuous system's default
     (``None`` or ``"unsafe"``) is :func:`~rlverify.models.continuous.unsafe_property` (an unsafe state within its
     horizon, from a uniformly random start state); every other target needs one (a
     :class:`~rlverify.errors.OptionError` naming the way in). ``kwargs``: :func:`resolve`'s."""
-    kwargs.setdefault("kinds", ALL_KINDS)
-    t = resolve(target, **kwargs)
+    t = resolve(target, kinds=kinds, **kwargs)
     return replace(t, property=t.simulated_property(property))
 
 
@@ -327,7 +349,7 @@ def check_property(property: object, command: str) -> None:
 
 
 def _wrong_kind(
-    bench: Benchmark | None, kind: type[Target[Any]], name: str, target: TargetSpec, kinds: Kinds, command: str
+    bench: Benchmark | None, kind: TargetKind, name: str, target: TargetSpec, kinds: Kinds, command: str
 ) -> BenchmarkError:
     """The error for a target of a kind the command does not take, naming the command that does."""
     return BenchmarkError(
@@ -336,8 +358,10 @@ def _wrong_kind(
     )
 
 
-def resolve_model(target: TargetSpec, **kwargs: Any) -> ModelTarget:
+def resolve_model(
+    target: TargetSpec, *, property: str | Property | None = None, **kwargs: Unpack[ResolveOptions]
+) -> ModelTarget:
     """:func:`resolve` for a command that takes PRISM/JANI/Gymnasium models only (the exact engine's)."""
-    t = resolve(target, kinds=(ModelTarget,), **kwargs)
+    t = resolve(target, property=property, kinds=(ModelTarget,), **kwargs)
     assert isinstance(t, ModelTarget)  # resolve refuses every other kind
     return t

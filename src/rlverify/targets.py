@@ -20,7 +20,11 @@ from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import Policy
 from rlverify.results import Result
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the base classes' arguments (strings: no import at run time)
+    from rlverify.models.continuous.base import ContinuousSystem  # noqa: F401
+    from rlverify.models.symbolic import SymbolicModel  # noqa: F401
+    from rlverify.statistical.envs import VectorEnv  # noqa: F401
+
     pass
 
 M = TypeVar("M")
@@ -219,7 +223,11 @@ class SystemTarget(Target["ContinuousSystem"]):
         return self.parse_property(given)
 
 
+#: a resolved target of any kind
+AnyTarget: TypeAlias = ModelTarget | EnvironmentTarget | SystemTarget
+#: a kind of target (what a command takes)
+TargetKind: TypeAlias = type[ModelTarget] | type[EnvironmentTarget] | type[SystemTarget]
 #: every kind of target, in the order messages list them
-ALL_KINDS: tuple[type[Target[Any]], ...] = (ModelTarget, EnvironmentTarget, SystemTarget)
+ALL_KINDS: tuple[TargetKind, ...] = (ModelTarget, EnvironmentTarget, SystemTarget)
 #: the target type of each registry kind
-OF_BENCHMARK_KIND: dict[BenchmarkKind, type[Target[Any]]] = {t.KIND: t for t in ALL_KINDS}
+OF_BENCHMARK_KIND: dict[BenchmarkKind, TargetKind] = {t.KIND: t for t in ALL_KINDS}

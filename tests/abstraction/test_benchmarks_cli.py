@@ -36,8 +36,8 @@ def test_registered_with_shipped_self_describing_policy(bid):
 
 
 def test_acc_acceleration_parameter():
-    assert make("acc-v1").accel == 3.0
-    assert make("acc-v1", accel=1.0).accel == 1.0
+    assert make("acc-v1").model().accel == 3.0
+    assert make("acc-v1", accel=1.0).model().accel == 1.0
     with pytest.raises(BenchmarkError, match="out of range"):
         make("acc-v1", accel=100.0)
 

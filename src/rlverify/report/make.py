@@ -103,19 +103,19 @@ def make_report(
         assert t.policy is not None
         t = replace(t, policy_source=t.policy.name)  # the page names the policy under its shield (``file + shield``)
     plan = PLANS[type(t)]
-    t, prop_name = plan.property(t, property)
-    shared = plan.shared(t, options, Shared(say=say, timings={}))
-    sections, checks = plan.sections(t, options, shared)
+    checked, prop_name = plan.property(t, property)
+    shared = plan.shared(checked, options, Shared(say=say, timings={}))
+    sections, checks = plan.sections(checked, options, shared)
     return Report(
-        kind=t.KIND,
+        kind=checked.KIND,
         sections=sections,
         checks=checks,
         headline=_headline(plan, shared, sections),
         provenance=Provenance(
-            model=t.name,
+            model=checked.name,
             property=prop_name,
-            policy=shown(t.policy_source),
-            settings=_settings(t, plan, options, shared),
+            policy=shown(checked.policy_source),
+            settings=_settings(checked, plan, options, shared),
             timings=shared.timings,
             versions=versions(),
         ),

@@ -4,12 +4,16 @@ optimum) and on a continuous system (the abstraction's sound bound and a simulat
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from rlverify.report.common import ReportOptions, Shared, run_plan, runs_text, shown, simulation, timed
 from rlverify.report.page import Check, Section, fmt, to_png
 from rlverify.targets import EnvironmentTarget, SystemTarget
+
+if TYPE_CHECKING:
+    from rlverify.models.racetrack import RacetrackEnv
 
 #: the heat map's optimum comes from Storm's value iteration (a convergence heuristic): compared with this slack
 OPTIMUM_SLACK = 1e-3
@@ -43,12 +47,13 @@ def _heatmap(t: EnvironmentTarget, options: ReportOptions, shared: Shared) -> tu
 
     assert t.benchmark is not None and t.policy is not None
     policy, bench = t.policy, t.benchmark
+    env = cast("RacetrackEnv", t.model)  # the native benchmarks are Racetrack's
     shared.say("heat map: every start cell, with Storm's optimum")
     hm = timed(
         shared.timings,
         "heatmap",
         lambda: heatmap(
-            t.model,
+            env,
             policy,
             StatisticalOptions(
                 method="clopper-pearson",

@@ -135,7 +135,7 @@ class TrainingVerifier:
         policy_threads: int = 1,
     ) -> None:
         from rlverify.policies.formats import check_name_options
-        from rlverify.resolve import ALL_KINDS, ModelTarget, check_property, resolve
+        from rlverify.resolve import ALL_KINDS, ModelTarget, Target, check_property, resolve
 
         if mode not in VERIFY_MODES:
             raise OptionError(f"mode: expected one of {', '.join(VERIFY_MODES)}, got {mode!r}")
@@ -152,7 +152,7 @@ class TrainingVerifier:
             target, constants=constants, env_kwargs=env_kwargs, needs_policy=False, kinds=kinds, command=command
         )
         prop = resolved.parse_property(property, fixed_policy=True)
-        self.target = dataclasses.replace(resolved, property=prop)
+        self.target: Target[Any] = dataclasses.replace(resolved, property=prop)
         if stop_when is not None and prop.threshold is None:
             raise OptionError(
                 f"stop_when={stop_when!r} stops when a threshold property holds or is violated; '{prop.text}' has no "
