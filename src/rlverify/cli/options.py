@@ -330,7 +330,7 @@ def backend_from_args(args: argparse.Namespace) -> BackendOptions:
 
     options = BackendOptions(kind=args.backend, address=args.address)
     options.validate()
-    if options.kind == BackendKind.RAY:
+    if BackendKind(options.kind) is BackendKind.RAY:
         import_ray(options)  # a missing extra is reported before any work (and Ray's waits are bounded)
     return options
 
