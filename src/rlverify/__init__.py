@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from rlverify.choices import Mode
+from rlverify.errors import ConstantsError, OptionError, PolicyError
 from rlverify.imports import lighten_scipy_import
 from rlverify.lazy import lazy_exports
 
@@ -19,7 +21,7 @@ lighten_scipy_import()  # scipy.sparse (the exact engine's matrices) without num
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import numpy as np
+    from numpy import ndarray
 
     from rlverify import abstraction, benchmarks, exact, models, policies, statistical
     from rlverify.abstraction.verify import AbstractionOptions, AbstractionResult, verify_abstraction
@@ -137,20 +139,17 @@ def verify_exact(
     benchmark's or JANI file's property name, or parsed. Resolved once, then
     :func:`rlverify.exact.verify_exact` (``options``: :class:`~rlverify.exact.ExactOptions`, None: the defaults).
     """
-    from rlverify.choices import Mode
-    from rlverify.exact.options import ExactOptions
-    from rlverify.exact.verify import verify_exact as exact_verify
-    from rlverify.models.symbolic import SymbolicModel, parse_property
-    from rlverify.policies.loading import load_policy
-    from rlverify.resolve import check_property, resolve_model
+    from rlverify.exact.options import ExactOptions  # lazy: import rlverify loads no engine
+    from rlverify.exact.verify import verify_exact as exact_verify  # lazy: import rlverify loads no engine
+    from rlverify.models.symbolic import SymbolicModel, parse_property  # lazy: import rlverify loads no engine
+    from rlverify.policies.loading import load_policy  # lazy: import rlverify loads no engine
+    from rlverify.resolve import check_property, resolve_model  # lazy: import rlverify loads no engine
 
     options = ExactOptions() if options is None else options
     with_policy = options.mode != Mode.MONOLITHIC
     if isinstance(model, SymbolicModel):
         check_property(property, "verify_exact")
         if constants:
-            from rlverify.errors import ConstantsError
-
             raise ConstantsError(f"{model.shown}: constants are fixed when a model is loaded; pass them to load_model")
         prop = parse_property(model, property, fixed_policy=with_policy)  # a parsed one as it is
         if isinstance(policy, str):
@@ -177,7 +176,7 @@ def verify_statistical(
     options: StatisticalOptions | None = None,
     *,
     constants: str | None = None,
-    starts: np.ndarray | None = None,
+    starts: ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> StatisticalResult:
     """The statistical engine on a model given any way the front door takes it (:func:`rlverify.resolve.resolve`: a
@@ -189,9 +188,9 @@ def verify_statistical(
     A statistical guarantee: an interval at the options' confidence, or a test's decision at its error bounds."""
     from pathlib import Path
 
-    from rlverify.benchmarks.registry import Benchmark
-    from rlverify.resolve import resolve_simulated
-    from rlverify.statistical.verify import verify_statistical as simulate
+    from rlverify.benchmarks.registry import Benchmark  # lazy: import rlverify loads no engine
+    from rlverify.resolve import resolve_simulated  # lazy: import rlverify loads no engine
+    from rlverify.statistical.verify import verify_statistical as simulate  # lazy: import rlverify loads no engine
 
     if isinstance(model, (str, Path, Benchmark)):
         given = cast("str | Property | None", property)  # a PathProperty is for a model already resolved
@@ -201,20 +200,13 @@ def verify_statistical(
         unavailable = options.simulation.unavailable if options is not None else None
         return target.stamp(result, unavailable=unavailable)
     if model is None:
-        from rlverify.errors import OptionError
-
         raise OptionError("model: verify_statistical takes a target (a file, a benchmark id, gym:ID) or a model, got None")
     if constants:
-        from rlverify.errors import ConstantsError
-
         raise ConstantsError("constants are fixed when a model is loaded or a system built; pass them there")
     if property is None:
-        from rlverify.errors import OptionError
-
         raise OptionError("verify_statistical: give the property to estimate (text, or a parsed Property)")
     if policy is None or isinstance(policy, str):
-        from rlverify.errors import PolicyError
-        from rlverify.policies.loading import load_policy
+        from rlverify.policies.loading import load_policy  # lazy: import rlverify loads no engine
 
         if policy is None:
             raise PolicyError("verify_statistical: give a policy (a Policy, a network in memory or a policy file)")

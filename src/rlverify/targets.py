@@ -18,6 +18,7 @@ from rlverify.benchmarks.registry import Benchmark, BenchmarkKind
 from rlverify.errors import OptionError
 from rlverify.models.properties import Property, parse_structure
 from rlverify.policies.base import Policy
+from rlverify.policies.shielded import ShieldedPolicy
 from rlverify.results import Result
 
 if TYPE_CHECKING:  # the base classes' arguments (strings: no import at run time)
@@ -184,7 +185,6 @@ class ModelTarget(Target["SymbolicModel"]):
         if self.policy is None:
             raise OptionError("--shield restricts a policy: give one (--policy), not --mode monolithic")
         from rlverify.exact.shield import load_shield  # lazy: stormpy, start-up
-        from rlverify.policies.shielded import ShieldedPolicy
 
         shield = load_shield(path, self.model, self.name)
         asked = self.property.text if self.property is not None else None

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlverify.abstraction.settings import DEFAULT_TIME_BUDGET
 from rlverify.cli.console import console, err_console, print_warnings, progress_bar
 from rlverify.cli.options import (
     add_backend_options,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> argparse.ArgumentParser:
     """Add the ``abstract`` subcommand to ``sub`` (an argparse subparsers object)."""
-    from rlverify.abstraction.settings import DEFAULT_TIME_BUDGET
 
     p = sub.add_parser(
         "abstract",

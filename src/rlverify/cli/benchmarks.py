@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rlverify.benchmarks.registry import all_ids, spec
 from rlverify.cli.console import console, line, styled
 from rlverify.cli.options import add_json
+from rlverify.cli.output import print_envelope
 
 
 def register(sub: Any) -> None:
@@ -35,11 +37,7 @@ def _describe(s: Any) -> dict[str, Any]:
 def run_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rlverify.benchmarks.registry import all_ids, spec
-
     if args.json:
-        from rlverify.cli.output import print_envelope
-
         print_envelope(args, {"benchmarks": [_describe(spec(i)) for i in all_ids()]})
         return 0
     t = Table()
@@ -56,12 +54,8 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rlverify.benchmarks.registry import spec
-
     s = spec(args.name)
     if args.json:
-        from rlverify.cli.output import print_envelope
-
         print_envelope(args, _describe(s))
         return 0
     console.print(line(styled(s.id, "bold"), f" ({s.kind})\n"))

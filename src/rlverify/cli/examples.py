@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rlverify.benchmarks.examples import copy_examples, example_files
 from rlverify.cli.console import console
 from rlverify.cli.options import add_force, add_json
 from rlverify.cli.output import print_envelope
@@ -29,7 +30,6 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.benchmarks.examples import copy_examples, example_files
 
     if args.list:
         names = example_files()

@@ -21,15 +21,15 @@ from rlverify.cli.options import (
     outputs,
     resolve_target,
 )
-from rlverify.cli.verify import shown_policy
+from rlverify.cli.verify import _max_work, shown_policy
 from rlverify.errors import OptionError
+from rlverify.exact.options import MAX_WORK, ExactOptions
 from rlverify.files import check_target, save_figure
 
 PART_NAMES = ("features", "tree", "critical")
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import MAX_WORK
 
     p = sub.add_parser(
         "explain",
@@ -149,12 +149,10 @@ def _tree_file(args: argparse.Namespace) -> Path | None:
 
 def _explain_options(args: argparse.Namespace) -> Any:
     """The :class:`~rlverify.exact.explanations.ExplainOptions` of the command line, validated."""
-    from rlverify.cli.verify import _max_work
     from rlverify.exact.critical import CriticalOptions  # lazy: stormpy, start-up
-    from rlverify.exact.explanations import ExplainOptions
-    from rlverify.exact.features import FeatureOptions
-    from rlverify.exact.options import ExactOptions
-    from rlverify.exact.tree import DEFAULT_FIDELITY, TreeOptions
+    from rlverify.exact.explanations import ExplainOptions  # lazy: the engine, --help start-up
+    from rlverify.exact.features import FeatureOptions  # lazy: the engine, --help start-up
+    from rlverify.exact.tree import DEFAULT_FIDELITY, TreeOptions  # lazy: the engine, --help start-up
 
     parts = names(args.parts)
     ablate = names(args.ablate)

@@ -65,7 +65,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from rlverify.statistical.heatmap import heatmap  # lazy: numpy, --help start-up
-    from rlverify.targets import EnvironmentTarget
+    from rlverify.targets import EnvironmentTarget  # lazy: numpy, --help start-up
 
     files = outputs(args, (".png", ".json"))
     backend = backend_from_args(args)
@@ -117,7 +117,7 @@ def _write(result: Any, files: dict[str, Any], force: bool) -> None:
 def _options(args: argparse.Namespace, backend: Any) -> Any:
     """The :class:`~rlverify.statistical.StatisticalOptions` of each cell (``--runs``: Clopper-Pearson, else Okamoto)."""
     from rlverify.statistical.engine import SimulationOptions  # lazy: numpy, --help start-up
-    from rlverify.statistical.verify import StatisticalOptions
+    from rlverify.statistical.verify import StatisticalOptions  # lazy: the engine, --help start-up
 
     return StatisticalOptions(
         method="clopper-pearson" if args.runs else "okamoto",

@@ -19,8 +19,11 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from rlverify.cli.console import err_console, error
+from rlverify import __version__
+from rlverify.cli.console import err_console, error, set_verbosity
+from rlverify.cli.output import print_envelope
 from rlverify.errors import RlverifyError
+from rlverify.files import all_or_nothing
 
 #: The subcommands, in the order ``--help`` lists them; ``rlverify.cli.NAME`` defines ``register(subparsers)``.
 COMMANDS = (
@@ -49,7 +52,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     options' choices): ``rlverify --help`` loads no engine. A parser for one ``command`` skips importing
     and building the others (their names remain, for argparse's messages).
     """
-    from rlverify import __version__
 
     parser = Parser(prog="rlverify", description="How safe is this trained policy, really?")
     parser.add_argument("--version", action="version", version=f"rlverify {__version__}")
@@ -348,8 +350,6 @@ def _main(argv: Sequence[str] | None) -> int:
             parser.error("-v/--verbose and -q/--quiet: give one of them")
     except SystemExit as exc:  # a usage error (exit 2): with --json also the envelope on stdout
         if exc.code == 2 and _wants_json(argv):
-            from rlverify.cli.output import print_envelope
-
             print_envelope(argparse.Namespace(command=invoked(argv)), None, exit_code=2, error=Parser.last_error)
         raise
     level = logging.INFO if args.verbose else (logging.ERROR if args.quiet else logging.WARNING)
@@ -357,7 +357,6 @@ def _main(argv: Sequence[str] | None) -> int:
     # libraries' warnings (numpy overflow in a policy's network, torch's notices) are details: shown with -v
     logging.captureWarnings(True)
     logging.getLogger("py.warnings").setLevel(logging.WARNING if args.verbose else logging.ERROR)
-    from rlverify.cli.console import set_verbosity
     from rlverify.models.numerics import set_storm_logging  # (loads no stormpy: applied when a command does)
 
     set_verbosity(verbose=args.verbose, quiet=args.quiet)
@@ -375,8 +374,6 @@ def _wants_json(argv: Sequence[str]) -> bool:
 def _run(args: argparse.Namespace) -> int:
     code, message = _outcome(args)
     if getattr(args, "json", False) and not getattr(args, "json_printed", False) and code != 0:
-        from rlverify.cli.output import print_envelope
-
         try:  # the error as the envelope on stdout too (its one line is on stderr)
             print_envelope(args, None, exit_code=code, error=message)
         except (BrokenPipeError, OSError):
@@ -386,7 +383,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _outcome(args: argparse.Namespace) -> tuple[int, str | None]:
     """Run the command: its exit code and, for a failure, the one-line cause (printed on stderr here)."""
-    from rlverify.files import all_or_nothing
 
     try:
         with all_or_nothing():  # a command that fails leaves none of its output files

@@ -20,10 +20,11 @@ from rlverify.cli.options import (
     write_json,
 )
 from rlverify.cli.output import print_envelope
+from rlverify.cli.verify import shown_policy
+from rlverify.exact.options import AGGREGATES, OPTIMA, ExactOptions
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import AGGREGATES, OPTIMA
 
     p = sub.add_parser(
         "map",
@@ -84,9 +85,7 @@ def map_view(where: str | None, agg: str | None) -> tuple[str | None, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.cli.verify import shown_policy
-    from rlverify.exact.maps import MapOptions, risk_map
-    from rlverify.exact.options import ExactOptions
+    from rlverify.exact.maps import MapOptions, risk_map  # lazy: the engine, --help start-up
 
     files = outputs(args, (".png", ".json"))
     where, agg = map_view(args.where, args.agg)

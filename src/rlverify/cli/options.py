@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlverify.choices import BackendKind, Mode, Numerics, OutputKind, Unavailable, values
+from rlverify.cli.console import print_warnings, progress_bar
+from rlverify.cli.output import print_envelope
 from rlverify.errors import OptionError
 from rlverify.files import check_target, write_text
+from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
+from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP, check_threads, check_timeout
 
 if TYPE_CHECKING:
     from rlverify.backends import BackendOptions
@@ -69,7 +73,6 @@ def add_trust_code(p: argparse.ArgumentParser) -> None:
 
 
 def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the benchmark's reference policy") -> None:
-    from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP
 
     p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; or a benchmark's reference policy name ({default_note})")
     p.add_argument(
@@ -115,7 +118,6 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
 def add_system_timeout(p: argparse.ArgumentParser) -> None:
     """``--system-timeout``: the limit on importing a ``FILE.py:NAME`` system declaration and on calling ``NAME()``
     (a command that takes continuous systems)."""
-    from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
 
     p.add_argument(
         "--system-timeout",
@@ -129,7 +131,6 @@ def add_system_timeout(p: argparse.ArgumentParser) -> None:
 
 def system_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``--system-timeout`` as keyword arguments of :func:`rlverify.resolve.resolve` (none for a command without it)."""
-    from rlverify.policies.settings import check_timeout
 
     if not hasattr(args, "system_timeout"):
         return {}
@@ -232,7 +233,6 @@ def names(text: str | None) -> list[str] | None:
 
 def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The policy options of ``args`` as keyword arguments of :func:`rlverify.resolve.resolve`."""
-    from rlverify.policies.settings import DEFAULT_POLICY_THREADS, check_threads, check_timeout
 
     return {
         "policy": args.policy,
@@ -269,7 +269,7 @@ def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequenc
 
 def dumps(data: dict[str, Any]) -> str:
     """``data`` as indented JSON (:func:`rlverify.results.jsonable`, the one sanitiser; anything else as text)."""
-    from rlverify.results import jsonable
+    from rlverify.results import jsonable  # lazy: numpy, --help start-up
 
     return json.dumps(jsonable(data), indent=2, allow_nan=False, default=str)
 
@@ -282,7 +282,6 @@ def write_json(path: Path, data: dict[str, Any], *, force: bool = False) -> None
 def with_progress(label: str, console: Any, fn: Any) -> Any:
     """``fn(progress)`` under a transient progress bar on stderr (so that ``--json`` on stdout stays clean);
     ``progress(done, total)`` advances it. (``console`` is ignored: every bar goes to the CLI's stderr console.)"""
-    from rlverify.cli.console import progress_bar
 
     with progress_bar(label) as bar:
         task = bar.add_task(label, total=None)
@@ -295,8 +294,6 @@ def emit(
     """A :class:`~rlverify.results.Result`'s warnings to stderr, its JSON to ``--out FILE.json`` and, with ``--json``,
     in the envelope (:func:`rlverify.cli.output.print_envelope`) to stdout; True when the JSON was printed (then
     nothing else is)."""
-    from rlverify.cli.console import print_warnings
-    from rlverify.cli.output import print_envelope
 
     print_warnings(result.warnings)
     if ".json" in files:
@@ -381,7 +378,7 @@ def resolve_target(
     ``kinds``: the target types the command takes (None: PRISM/JANI/Gymnasium models only,
     :class:`~rlverify.targets.ModelTarget`); ``property``: the property to parse (None: none)."""
     from rlverify.resolve import resolve  # lazy: numpy, --help start-up
-    from rlverify.targets import ModelTarget
+    from rlverify.targets import ModelTarget  # lazy: numpy, --help start-up
 
     return resolve(
         args.target,

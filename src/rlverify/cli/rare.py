@@ -8,7 +8,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, err_console
+from rlverify.cli.options import emit, outputs, with_progress
+from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError
+from rlverify.statistical.choices import RARE_METHODS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -19,7 +22,6 @@ _PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01, "run
 
 def add_rare_arguments(p: argparse.ArgumentParser) -> None:
     """``--rare``, ``--importance``, ``--levels``, ``--effort``, ``--repetitions``."""
-    from rlverify.statistical.choices import RARE_METHODS
 
     g = p.add_argument_group("rare events (importance splitting)")
     g.add_argument(
@@ -68,9 +70,8 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
 
 def run_rare(args: argparse.Namespace, target: Any) -> int:
     """Estimate with :func:`~rlverify.statistical.splitting.verify_splitting` and print the result."""
-    from rlverify.cli.options import emit, outputs, with_progress
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.splitting import SplittingOptions, verify_splitting
+    from rlverify.statistical.engine import SimulationOptions  # lazy: the engine, --help start-up
+    from rlverify.statistical.splitting import SplittingOptions, verify_splitting  # lazy: the engine, --help start-up
 
     if getattr(args, "fail_on_violation", False):
         raise OptionError(
@@ -109,8 +110,6 @@ def run_rare(args: argparse.Namespace, target: Any) -> int:
 def render(result: Any) -> Table:
     """A rich table of a :class:`~rlverify.statistical.splitting.SplittingResult`."""
     from rich.table import Table
-
-    from rlverify.cli.verify import shown_policy
 
     table = Table(title=result.property, show_header=False)
     table.add_row("model", result.model)

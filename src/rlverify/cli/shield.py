@@ -18,13 +18,16 @@ from rlverify.cli.options import (
     resolve_target,
 )
 from rlverify.cli.output import print_envelope
+from rlverify.cli.verify import _max_work, shown_policy
+from rlverify.errors import OptionError
+from rlverify.exact.options import MAX_WORK, ExactOptions
+from rlverify.files import check_target
 
 if TYPE_CHECKING:
     from rlverify.results import ShieldResult
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import MAX_WORK
 
     p = sub.add_parser(
         "shield",
@@ -71,11 +74,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.cli.verify import _max_work
-    from rlverify.errors import OptionError
-    from rlverify.exact.options import ExactOptions
-    from rlverify.exact.shield import ShieldOptions, shield_policy
-    from rlverify.files import check_target
+    from rlverify.exact.shield import ShieldOptions, shield_policy  # lazy: the engine, --help start-up
 
     shield_options = ShieldOptions(kind=args.kind, threshold=args.threshold, meet=args.meet, remaining=args.remaining)
     shield_options.validate()
@@ -117,8 +116,7 @@ def run(args: argparse.Namespace) -> int:
 def _print(r: ShieldResult) -> None:
     from rich.table import Table
 
-    from rlverify.cli.verify import shown_policy
-    from rlverify.results import shown, shown_pair
+    from rlverify.results import shown, shown_pair  # lazy: numpy, --help start-up
 
     t = Table(title="rlverify shield", show_header=False, title_justify="left")
     t.add_column(style="bold")

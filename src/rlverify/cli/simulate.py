@@ -27,15 +27,16 @@ from rlverify.cli.options import (
     with_progress,
 )
 from rlverify.cli.output import add_fail_on_violation, require_threshold, verdict_exit_code
+from rlverify.cli.rare import add_rare_arguments, refuse_rare_options, run_rare
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
+from rlverify.statistical.choices import METHODS, SUPPORTED_FORMS
 
 if TYPE_CHECKING:
     from rich.table import Table
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.statistical.choices import METHODS, SUPPORTED_FORMS
 
     p = sub.add_parser(
         "simulate",
@@ -103,7 +104,6 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_unavailable(p)
     p.add_argument("--batch-size", type=int, default=20_000, help="runs simulated in lockstep (default 20000)")
     add_backend_options(p)
-    from rlverify.cli.rare import add_rare_arguments
 
     add_rare_arguments(p)
     add_outputs(p, kinds=".json (the result)")
@@ -161,12 +161,11 @@ def _check_noise(benchmark_id: str, noise: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.statistical.verify import verify_statistical
+    from rlverify.statistical.verify import verify_statistical  # lazy: the engine, --help start-up
 
     files = outputs(args, (".json",))
     backend = backend_from_args(args)
     target = resolved(args)
-    from rlverify.cli.rare import refuse_rare_options, run_rare
 
     if args.rare is not None:  # rare events: importance splitting (rlverify.statistical.splitting)
         if backend.kind != BackendKind.LOCAL:
@@ -200,8 +199,8 @@ def resolved(args: argparse.Namespace) -> Any:
 def statistical_options(args: argparse.Namespace, backend: Any) -> Any:
     """The :class:`~rlverify.statistical.StatisticalOptions` of the command line (``--sprt`` implies the SPRT,
     ``--runs`` alone Clopper-Pearson)."""
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.verify import StatisticalOptions
+    from rlverify.statistical.engine import SimulationOptions  # lazy: the engine, --help start-up
+    from rlverify.statistical.verify import StatisticalOptions  # lazy: the engine, --help start-up
 
     if args.sprt is not None and args.method not in (None, "sprt"):
         raise StatisticsError(f"--sprt runs Wald's sequential test; it cannot be combined with --method {args.method}")

@@ -106,7 +106,7 @@ def train_benchmark(
         BenchmarkError: unknown benchmark or parameter.
     """
     from rlverify.training.discrete import require_torch  # lazy: torch
-    from rlverify.training.ppo import check_seed, parse_hidden
+    from rlverify.training.ppo import check_seed, parse_hidden  # lazy: the engine, --help start-up
 
     kind = benchmark_kind(benchmark_id)
     expected = ALGORITHMS.get(kind)
@@ -296,8 +296,8 @@ def _verify_while_training(args: argparse.Namespace, kind: BenchmarkKind, params
             f"{args.benchmark}: --verify-every verifies while training on PRISM benchmarks only (not '{kind}' ones); "
             "verify the saved policy afterwards"
         )
-    from rlverify.training.discrete import training_parameters, verify_every
-    from rlverify.training.verifying import TrainingVerifier
+    from rlverify.training.discrete import training_parameters, verify_every  # lazy: the engine, --help start-up
+    from rlverify.training.verifying import TrainingVerifier  # lazy: the engine, --help start-up
 
     trained = training_parameters(args.benchmark, dict(params) or None)  # what the trainer trains on
     verifier = TrainingVerifier(

@@ -28,7 +28,8 @@ from rlverify.cli.options import (
 )
 from rlverify.cli.output import add_fail_on_violation, print_envelope, require_threshold, verdict_exit_code
 from rlverify.errors import OptionError
-from rlverify.files import save_figure
+from rlverify.exact.options import ExactOptions
+from rlverify.files import save_figure, write_bytes
 from rlverify.models.assignments import swept_names
 from rlverify.models.properties import PROPERTY_FILE_SUFFIXES, parse_structure
 
@@ -201,7 +202,7 @@ def _explained_grid(args: argparse.Namespace, target: Target[Any], files: dict[s
 def _verified(args: argparse.Namespace, target: Target[Any], options: Any, grid: Any, files: dict[str, Path]) -> ExactResult:
     """The exact result (stamped), with ``--explain``'s most probable paths from the same chain."""
     from rlverify.exact.chain import policy_chain  # lazy: stormpy, start-up
-    from rlverify.exact.verify import verify_exact
+    from rlverify.exact.verify import verify_exact  # lazy: the engine, --help start-up
 
     prop = target.property
     assert prop is not None
@@ -215,7 +216,7 @@ def _verified(args: argparse.Namespace, target: Target[Any], options: Any, grid:
     result = target.stamp(result, unavailable=args.unavailable)
     if args.explain is None:
         return result
-    from rlverify.exact.explain import explain_paths, plot_paths
+    from rlverify.exact.explain import explain_paths, plot_paths  # lazy: the engine, --help start-up
 
     assert target.policy is not None
     with status("explaining") as update:
@@ -230,7 +231,6 @@ def _verified(args: argparse.Namespace, target: Target[Any], options: Any, grid:
 
 def exact_options(args: argparse.Namespace, files: dict[str, Path]) -> Any:
     """The :class:`~rlverify.exact.options.ExactOptions` of ``verify``'s options."""
-    from rlverify.exact.options import ExactOptions
 
     return ExactOptions(
         mode=args.mode,
@@ -351,7 +351,7 @@ def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> 
         if ".png" in files:
             raise OptionError(f"--out {files['.png']}: verify draws a .png of the failure paths only: add --explain K")
         return
-    from rlverify.exact.explain import check_count
+    from rlverify.exact.explain import check_count  # lazy: the engine, --help start-up
 
     check_count(args.explain)
     if args.chain_dir is not None:
@@ -477,8 +477,6 @@ def _value_rows(r: ExactResult) -> list[tuple[str, str | Text]]:
 def _write_states(path: Path, r: ExactResult, *, suffix: str, force: bool) -> None:
     """Every state's value with its valuation, as ``suffix`` (``.csv`` or ``.npz``, whatever the case of ``path``'s)."""
     import numpy as np
-
-    from rlverify.files import write_bytes
 
     valuations = r.state_valuations
     assert r.state_values is not None and valuations is not None

@@ -132,7 +132,11 @@ def run_plan(plan: list[SectionFn[K]], t: K, options: ReportOptions, shared: Sha
 
 def simulation(model: Any, prop: Any, policy: Any, options: ReportOptions, shared: Shared, what: str) -> Any:
     """The report's one simulation: ``options.runs`` runs, Clopper–Pearson at ``1 - options.delta``, its seed."""
-    from rlverify.statistical import SimulationOptions, StatisticalOptions, verify_statistical
+    from rlverify.statistical import (  # lazy: the statistical engine, only when a section simulates
+        SimulationOptions,
+        StatisticalOptions,
+        verify_statistical,
+    )
 
     shared.say(what)
     settings = StatisticalOptions(

@@ -26,7 +26,7 @@ from rlverify.exact import (
 from rlverify.exact.explain import check_explainable
 from rlverify.exact.maps import reading
 from rlverify.exact.optimum import as_exact_result
-from rlverify.figures import path_pairs
+from rlverify.figures import figure_png, path_pairs
 from rlverify.report.common import (
     ASSUMED_FAILURE,
     ReportOptions,
@@ -424,8 +424,7 @@ def _explain_sections() -> list[SectionFn[ModelTarget]]:
 
 def _explain_features(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     """Safety-relevant features: each fixed to its initial value, and perturbed by 1 alone; ranked, with the chart."""
-    from rlverify.exact.features import feature_effects
-    from rlverify.figures import figure_png
+    from rlverify.exact.features import feature_effects  # lazy: scipy.sparse.linalg, only with --explain-policy
 
     title = "Safety-relevant features (exact: the value without each feature, and under ±1 perturbations)"
     exact, prop, policy = shared.exact, t.property, t.policy
@@ -458,7 +457,7 @@ def _explain_features(t: ModelTarget, options: ReportOptions, shared: Shared) ->
 
 def _explain_tree(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     """A decision tree standing in for the policy, verified exactly as a policy."""
-    from rlverify.exact.tree import fit_tree
+    from rlverify.exact.tree import fit_tree  # lazy: scipy.sparse.linalg, only with --explain-policy
 
     title = "A decision tree standing in for the policy (verified exactly as a policy)"
     exact, prop, policy = shared.exact, t.property, t.policy
@@ -493,7 +492,10 @@ def _explain_tree(t: ModelTarget, options: ReportOptions, shared: Shared) -> tup
 
 def _explain_critical(t: ModelTarget, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
     """Critical states: expected visits x the spread of Q(s, a); the top ones with the policy's choice and the best."""
-    from rlverify.exact.critical import CriticalOptions, critical_states
+    from rlverify.exact.critical import (  # lazy: scipy.sparse.linalg, only with --explain-policy
+        CriticalOptions,
+        critical_states,
+    )
 
     title = "Critical states (expected visits x the spread of Q(s, a) over the offered actions)"
     prop, policy = t.property, t.policy

@@ -40,10 +40,10 @@ def _native_statistical(t: EnvironmentTarget, options: ReportOptions, shared: Sh
 
 
 def _heatmap(t: EnvironmentTarget, options: ReportOptions, shared: Shared) -> tuple[Section, list[Check]]:
-    from rlverify.statistical import clopper_pearson_lower
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.heatmap import heatmap, plot_heatmap
-    from rlverify.statistical.verify import StatisticalOptions
+    from rlverify.statistical import clopper_pearson_lower  # lazy: the statistical engine, only for an environment
+    from rlverify.statistical.engine import SimulationOptions  # lazy: the statistical engine, only for an environment
+    from rlverify.statistical.heatmap import heatmap, plot_heatmap  # lazy: the statistical engine, only for an environment
+    from rlverify.statistical.verify import StatisticalOptions  # lazy: the statistical engine, only for an environment
 
     assert t.benchmark is not None and t.policy is not None
     policy, bench = t.policy, t.benchmark
@@ -112,9 +112,9 @@ def system_shared(t: SystemTarget, options: ReportOptions, shared: Shared) -> Sh
 
 def system_sections(t: SystemTarget, report: ReportOptions, shared: Shared) -> tuple[list[Section], list[Check]]:
     """The abstraction's sound bound and a simulation from uniform random starts (two sections)."""
-    from rlverify.abstraction import AbstractionOptions, verify_abstraction
-    from rlverify.abstraction.plots import plot_result
-    from rlverify.models.continuous import unsafe_property
+    from rlverify.abstraction import AbstractionOptions, verify_abstraction  # lazy: the abstraction engine, only for a system
+    from rlverify.abstraction.plots import plot_result  # lazy: the abstraction engine, only for a system
+    from rlverify.models.continuous import unsafe_property  # lazy: the abstraction engine, only for a system
 
     policy, system = t.policy, t.model
     assert policy is not None
