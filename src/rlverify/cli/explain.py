@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from rlverify.choices import Optimum
 from rlverify.cli.console import console, note, status
 from rlverify.cli.options import (
     add_chain_options,
@@ -71,7 +72,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, metavar="K", help="critical part: states to list (default 10)")
     p.add_argument(
         "--worst",
-        choices=("max", "min"),
+        choices=(Optimum.MAX.value, Optimum.MIN.value),
         help="how to read the property: max = a bad event, min = a goal (default: from P<=b / P>=b or Pmin / Pmax; "
         "P=? is read as a bad event, and the result says so); sets the worst case "
         "over a range and the best action of a critical state",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rlverify.choices import Aggregate, Optimum, values
 from rlverify.cli.console import console, note, print_warnings, status
 from rlverify.cli.options import (
     add_chain_options,
@@ -21,7 +22,7 @@ from rlverify.cli.options import (
 )
 from rlverify.cli.output import print_envelope
 from rlverify.cli.verify import shown_policy
-from rlverify.exact.options import AGGREGATES, OPTIMA, ExactOptions
+from rlverify.exact.options import ExactOptions
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -40,10 +41,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_policy(p, default_note="default for benchmarks: 'reference'")
     add_shield(p)
     p.add_argument("--map", dest="xy", required=True, metavar="X,Y", help="the two variables of the map, e.g. x,y")
-    add_map_view(p, AGGREGATES)
+    add_map_view(p, values(Aggregate))
     p.add_argument(
         "--optimum",
-        choices=OPTIMA,
+        choices=values(Optimum),
         help="min: the property is a bad event (the best policy minimises it: Pmin); max: a goal (Pmax). "
         "Default: from the property's comparison (P<=b: min, P>=b: max); needed for P=?/R=?",
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlverify.benchmarks.table2 import PAPER_TABLE2, format_result
+from rlverify.choices import Strategy
 from rlverify.cli.console import console, line, note, status, styled
 from rlverify.cli.options import add_force, add_json
 from rlverify.cli.output import print_envelope
@@ -37,7 +38,7 @@ def register(sub: Any) -> None:
     )
     t2.add_argument(
         "--strategy",
-        choices=("full", "onthefly", "auto"),
+        choices=(Strategy.FULL.value, Strategy.ONTHEFLY.value, Strategy.AUTO.value),
         default="full",
         help="build strategy of the policy columns (default full: same chain, faster here)",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from rlverify.choices import Optimum
 from rlverify.cli.console import console, print_warnings, status, styled
 from rlverify.cli.options import (
     add_chain_options,
@@ -48,7 +49,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--perturb", metavar="F1,F2", help="features the adversary may change (default: all)")
     p.add_argument(
         "--worst",
-        choices=("max", "min"),
+        choices=(Optimum.MAX.value, Optimum.MIN.value),
         help="which optimum is the worst case: max when the property is a bad event (P<=b; P=? is read so, and the "
         "result says so), "
         "min when it is a goal (default for P>=b)",

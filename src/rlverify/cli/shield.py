@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlverify.choices import ShieldKind, values
 from rlverify.cli.console import console, print_warnings, status, styled
 from rlverify.cli.options import (
     add_chain_options,
@@ -49,7 +50,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="keep the actions within T of the state's best (relative, default), with Q <= T / Q >= T (absolute), "
         "or with T x Q <= best / Q >= T x best (factor, T in (0, 1])",
     )
-    p.add_argument("--kind", choices=("relative", "absolute", "factor"), default="relative", help="the threshold's kind")
+    p.add_argument("--kind", choices=values(ShieldKind), default="relative", help="the threshold's kind")
     p.add_argument("--meet", action="store_true", help="search the loosest relative threshold that meets the bound")
     p.add_argument(
         "--remaining",

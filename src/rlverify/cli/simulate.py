@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlverify.benchmarks.registry import all_ids, spec
-from rlverify.choices import BackendKind
+from rlverify.choices import BackendKind, Mode
 from rlverify.cli.console import console, err_console
 from rlverify.cli.options import (
     add_backend_options,
@@ -96,7 +96,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
     p.add_argument(
         "--mode",
-        choices=("stochastic", "deterministic"),
+        choices=(Mode.STOCHASTIC.value, Mode.DETERMINISTIC.value),
         default="stochastic",
         help="sample actions from pi (stochastic, default) or take the argmax (deterministic); "
         "Q-value policies (DQN) are greedy in both",
