@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,11 +98,7 @@ def run(args: argparse.Namespace) -> int:
     files = outputs(args, (".json", ".png"))
     tree_file = _tree_file(args)
     options = _explain_options(args)
-    wanted = options.parts or PART_NAMES
-    if ".png" in files and "features" not in wanted:
-        raise OptionError("--out FILE.png draws the features part: add features to --parts")
-    if tree_file is not None and "tree" not in wanted:
-        raise OptionError("--save-tree writes the tree part: add tree to --parts")
+    _check_parts(options.parts or PART_NAMES, ".png" in files, tree_file is not None)
     target = resolve_target(args, "rlverify explain", property=args.property)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None
@@ -135,6 +132,14 @@ def _print_parts(result: Any) -> None:
         console.print("")
     for k, v in result.skipped.items():
         note(f"{k} skipped: {v}")
+
+
+def _check_parts(wanted: Sequence[str], png: bool, tree: bool) -> None:
+    """Refuse a figure of the features, or a tree file, when that part is not computed."""
+    if png and "features" not in wanted:
+        raise OptionError("--out FILE.png draws the features part: add features to --parts")
+    if tree and "tree" not in wanted:
+        raise OptionError("--save-tree writes the tree part: add tree to --parts")
 
 
 def _tree_file(args: argparse.Namespace) -> Path | None:
