@@ -28,7 +28,7 @@ from rlverify.backends import BackendError, BackendOptions, open_backend
 from rlverify.benchmarks.registry import make
 from rlverify.cli.main import main
 from rlverify.errors import OptionError
-from rlverify.resolve import resolve
+from rlverify.resolve import EnvironmentTarget, ModelTarget, resolve
 from rlverify.statistical.engine import SimulationOptions
 from rlverify.statistical.heatmap import heatmap
 from rlverify.statistical.verify import StatisticalOptions, verify_statistical
@@ -60,7 +60,7 @@ def ray_runtime():
 
 @pytest.fixture(scope="module")
 def racetrack():
-    return resolve("racetrack-barto-small-v1", kinds=("native",), property=GOAL, command="test")
+    return resolve("racetrack-barto-small-v1", kinds=(EnvironmentTarget,), property=GOAL, command="test")
 
 
 def same_statistical(a, b) -> None:
@@ -109,7 +109,7 @@ def test_statistical_results_identical_to_local(ray_runtime, racetrack, method):
 
 def test_prism_model_and_its_policy_are_shipped(ray_runtime):
     """A PRISM model (the explicit MDP Storm built) and an ONNX policy travel to the workers: same result."""
-    target = resolve("avoid-v1", kinds=("prism", "native"), property="collision-100", command="test")
+    target = resolve("avoid-v1", kinds=(ModelTarget, EnvironmentTarget), property="collision-100", command="test")
     opts = dict(method="clopper-pearson", runs=400, simulation=SimulationOptions(seed=5, batch_size=120))
     local = verify_statistical(target.model, target.property, target.policy, StatisticalOptions(**opts))
     distributed = verify_statistical(target.model, target.property, target.policy, StatisticalOptions(**opts, backend=RAY))

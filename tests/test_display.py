@@ -64,11 +64,11 @@ def splitting():
 def heatmap():
     from rlverify.models.racetrack import ACTIONS, FEATURES
     from rlverify.policies import CallablePolicy
-    from rlverify.resolve import resolve
+    from rlverify.resolve import EnvironmentTarget, resolve
     from rlverify.statistical import SimulationOptions, StatisticalOptions
     from rlverify.statistical import heatmap as run
 
-    env = resolve("racetrack-barto-small-v1", kinds=("native",), needs_policy=False).model
+    env = resolve("racetrack-barto-small-v1", kinds=(EnvironmentTarget,), needs_policy=False).model
     uniform = CallablePolicy(lambda x: np.full((len(x), 9), 1 / 9), FEATURES, ACTIONS, name="uniform")
     options = StatisticalOptions(method="clopper-pearson", runs=20, simulation=SimulationOptions(max_steps=6, seed=3))
     return run(env, uniform, options, cells=env.track.free_cells()[::6][:3], benchmark="racetrack-barto-small-v1")

@@ -18,7 +18,7 @@ SHARED = {"backends", "confidence"}  # root modules every engine may use (like e
 #: root modules below everything, importable from models/ and policies/ up: they import only rlverify.errors
 FOUNDATION = {"errors", "files", "lazy", "imports", "arrays", "choices"}
 ENGINES = {"exact", "abstraction", "statistical"}
-ABOVE = {"benchmarks", "gym", "training", "cli", "resolve", "crosscheck", "experiments", "sb3"}
+ABOVE = {"benchmarks", "gym", "training", "cli", "resolve", "targets", "report", "crosscheck", "experiments", "sb3"}
 STORM_ALLOWED = {"models", "exact", "abstraction"}
 
 

@@ -61,3 +61,20 @@ def test_the_api_cross_check_and_report_warn():
     )
     exact = next(s for s in report.sections if "exact" in s.data)
     assert _says_trained_elsewhere(exact.data["exact"]["warnings"])
+
+
+def test_a_shield_keeps_the_policy_record(tmp_path, capsys):
+    """A policy under a shield is still the policy that was trained with xMax=4: the warning stays, on the command
+    line and through the API (``Target.with_shield``)."""
+    from rlverify.resolve import resolve_model
+
+    shield = tmp_path / "s.json"
+    bounded = [*SMALL[:-1], "P<=0.5 [F<=100 COLLISION=true]"]
+    assert main(["shield", *bounded, "--threshold", "0", "--out", str(shield), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["verify", *bounded, "--shield", str(shield), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["result"]
+    assert _says_trained_elsewhere(out["warnings"]) and "+ shield" in out["policy"]
+    target = resolve_model("avoid-v1", constants="xMax=2,yMax=2", policy=POLICY, property="collision-100")
+    shielded = target.with_shield(shield)
+    assert shielded.policy is not target.policy and _says_trained_elsewhere(shielded.notes())

@@ -9,8 +9,10 @@ statistical (simulation with the policy as oracle) verification of RL policies.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
+from rlverify.choices import Mode
+from rlverify.errors import ConstantsError, OptionError, PolicyError
 from rlverify.imports import lighten_scipy_import
 from rlverify.lazy import lazy_exports
 
@@ -18,7 +20,8 @@ lighten_scipy_import()  # scipy.sparse (the exact engine's matrices) without num
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
+
+    from numpy import ndarray
 
     from rlverify import abstraction, benchmarks, exact, models, policies, statistical
     from rlverify.abstraction.verify import AbstractionOptions, AbstractionResult, verify_abstraction
@@ -28,11 +31,10 @@ if TYPE_CHECKING:
     from rlverify.models.properties import Property
     from rlverify.models.property_parser import parse_property
     from rlverify.models.symbolic import SymbolicModel, load_model
-    from rlverify.policies.base import Policy
     from rlverify.policies.check import check_policy
     from rlverify.policies.loading import load_policy
     from rlverify.report import Report
-    from rlverify.resolve import Target
+    from rlverify.resolve import Target, TargetSpec
     from rlverify.results import (
         CriticalStates,
         ExactResult,
@@ -50,8 +52,10 @@ if TYPE_CHECKING:
         SplittingResult,
         TreeExplanation,
     )
+    from rlverify.statistical.properties import PathProperty
     from rlverify.statistical.results import StatisticalResult
-    from rlverify.statistical.verify import StatisticalOptions
+    from rlverify.statistical.verify import SimulatedModel, StatisticalOptions
+    from rlverify.targets import PolicySpec
 
 __version__ = "0.1.0"
 
@@ -105,8 +109,7 @@ lazy_exports(
         "rlverify.errors": "RlverifyError",
         "rlverify.exact.options": "ExactOptions",
         "rlverify.models.properties": "Property",
-        "rlverify.models.property_parser": "parse_property",
-        "rlverify.models.symbolic": "load_model",
+        "rlverify.models.symbolic": "load_model parse_property",
         "rlverify.policies.check": "check_policy",
         "rlverify.policies.loading": "load_policy",
         "rlverify.resolve": "Target",
@@ -124,9 +127,9 @@ lazy_exports(
 
 
 def verify_exact(
-    model: SymbolicModel | str | Path | Any,
+    model: SymbolicModel | TargetSpec,
     property: str | Property,
-    policy: Policy | str | None = None,
+    policy: PolicySpec | None = None,
     options: ExactOptions | None = None,
     *,
     constants: str | None = None,
@@ -137,32 +140,29 @@ def verify_exact(
     benchmark's or JANI file's property name, or parsed. Resolved once, then
     :func:`rlverify.exact.verify_exact` (``options``: :class:`~rlverify.exact.ExactOptions`, None: the defaults).
     """
-    from rlverify.exact.options import ExactOptions
-    from rlverify.exact.verify import verify_exact as exact_verify
-    from rlverify.models.property_parser import parse_property
-    from rlverify.models.symbolic import SymbolicModel
-    from rlverify.policies.loading import load_policy
-    from rlverify.resolve import check_property, resolve
+    from rlverify.exact.options import ExactOptions  # lazy: import rlverify loads no engine
+    from rlverify.exact.verify import verify_exact as exact_verify  # lazy: import rlverify loads no engine
+    from rlverify.models.property_parser import parse_property  # lazy: import rlverify loads no engine
+    from rlverify.models.symbolic import SymbolicModel  # lazy: import rlverify loads no engine
+    from rlverify.policies.loading import load_policy  # lazy: import rlverify loads no engine
+    from rlverify.resolve import check_property, resolve_model  # lazy: import rlverify loads no engine
 
     options = ExactOptions() if options is None else options
-    with_policy = options.mode != "monolithic"
+    with_policy = options.mode != Mode.MONOLITHIC
     if isinstance(model, SymbolicModel):
         check_property(property, "verify_exact")
         if constants:
-            from rlverify.errors import ConstantsError
-
             raise ConstantsError(f"{model.shown}: constants are fixed when a model is loaded; pass them to load_model")
         prop = parse_property(model, property, fixed_policy=with_policy)  # a parsed one as it is
         if isinstance(policy, str):
             policy = load_policy(policy)
         return exact_verify(model, prop, policy, options, progress=progress)
-    target = resolve(
+    target = resolve_model(
         model,
         constants=constants,
         policy=policy,
         property=property,
         needs_policy=with_policy,
-        kinds=("prism",),
         command="verify_exact",
         needs_property=True,
     )
@@ -172,13 +172,13 @@ def verify_exact(
 
 
 def verify_statistical(
-    model: Any,
-    property: str | Property | Any | None,
-    policy: Policy | str | Any | None = None,
+    model: SimulatedModel | TargetSpec,
+    property: str | Property | PathProperty | None,
+    policy: PolicySpec | None = None,
     options: StatisticalOptions | None = None,
     *,
     constants: str | None = None,
-    starts: Any = None,
+    starts: ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> StatisticalResult:
     """The statistical engine on a model given any way the front door takes it (:func:`rlverify.resolve.resolve`: a
@@ -190,31 +190,25 @@ def verify_statistical(
     A statistical guarantee: an interval at the options' confidence, or a test's decision at its error bounds."""
     from pathlib import Path
 
-    from rlverify.benchmarks.registry import Benchmark
-    from rlverify.resolve import resolve_simulated
-    from rlverify.statistical.verify import verify_statistical as simulate
+    from rlverify.benchmarks.registry import Benchmark  # lazy: import rlverify loads no engine
+    from rlverify.resolve import resolve_simulated  # lazy: import rlverify loads no engine
+    from rlverify.statistical.verify import verify_statistical as simulate  # lazy: import rlverify loads no engine
 
     if isinstance(model, (str, Path, Benchmark)):
-        target = resolve_simulated(model, property, constants=constants, policy=policy, command="verify_statistical")
+        given = cast("str | Property | None", property)  # a PathProperty is for a model already resolved
+        target = resolve_simulated(model, given, constants=constants, policy=policy, command="verify_statistical")
         assert target.property is not None and target.policy is not None  # resolve_simulated refuses otherwise
         result = simulate(target.model, target.property, target.policy, options, starts=starts, progress=progress)
         unavailable = options.simulation.unavailable if options is not None else None
         return target.stamp(result, unavailable=unavailable)
     if model is None:
-        from rlverify.errors import OptionError
-
         raise OptionError("model: verify_statistical takes a target (a file, a benchmark id, gym:ID) or a model, got None")
     if constants:
-        from rlverify.errors import ConstantsError
-
         raise ConstantsError("constants are fixed when a model is loaded or a system built; pass them there")
     if property is None:
-        from rlverify.errors import OptionError
-
         raise OptionError("verify_statistical: give the property to estimate (text, or a parsed Property)")
     if policy is None or isinstance(policy, str):
-        from rlverify.errors import PolicyError
-        from rlverify.policies.loading import load_policy
+        from rlverify.policies.loading import load_policy  # lazy: import rlverify loads no engine
 
         if policy is None:
             raise PolicyError("verify_statistical: give a policy (a Policy, a network in memory or a policy file)")

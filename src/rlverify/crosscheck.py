@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlverify.resolve import resolve_model
 from rlverify.results import (
     ExactResult,
     OptimumResult,
@@ -150,17 +151,18 @@ def cross_check(
     Returns:
         An :class:`Agreement` (``ok`` is False when an engine disagrees; nothing is raised for that).
     """
-    from rlverify.exact import ExactOptions, optimum, verify_exact
-    from rlverify.resolve import resolve
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.verify import StatisticalOptions, verify_statistical
+    from rlverify.exact import ExactOptions, optimum, verify_exact  # lazy: the engines, only when cross-checking
+    from rlverify.statistical.engine import SimulationOptions  # lazy: the engines, only when cross-checking
+    from rlverify.statistical.verify import (  # lazy: the engines, only when cross-checking
+        StatisticalOptions,
+        verify_statistical,
+    )
 
-    t = resolve(
+    t = resolve_model(
         target,
         constants=constants,
         policy=policy,
         property=property,
-        kinds=("prism",),
         command="cross_check",
         needs_property=True,
     )

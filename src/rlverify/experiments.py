@@ -10,16 +10,30 @@ properties file declares goes to its properties, every other one to the model.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlverify.errors import RlverifyError
+from rlverify.choices import Mode
+from rlverify.errors import OptionError, PropertyError, RlverifyError
+from rlverify.exact.options import ExactOptions
+from rlverify.models.assignments import expand_sweep, parse_assignments, swept_names
+from rlverify.models.properties import Property, parse_structure
+from rlverify.models.property_files import (
+    PROPERTY_FILE_SUFFIXES,
+    declared_constants,
+    read_properties_file,
+    split_properties,
+    written_properties,
+)
+from rlverify.resolve import ModelTarget, resolve_model
 from rlverify.results import ExactResult, Provenance, Result, versions
 
 if TYPE_CHECKING:
-    from rlverify.exact.options import ExactOptions
+    from matplotlib.figure import Figure
 
 __all__ = ["MAX_RUNS", "ExperimentResult", "ExperimentRun", "experiment_figure", "verify_experiments"]
 
@@ -83,16 +97,12 @@ class ExperimentResult(Result):
 
 
 def _has_threshold(result: ExactResult) -> bool:
-    from rlverify.models.properties import parse_structure
-
     return parse_structure(result.property).comparison is not None
 
 
 def _property_items(given: Sequence[str]) -> tuple[list[tuple[str, str | None]], set[str]]:
     """Each ``-p`` value as ``(text, file)``: a properties file's text with its path, else the value itself (a
     property or a benchmark's property name); and the constants the files declare."""
-    from rlverify.models.property_files import PROPERTY_FILE_SUFFIXES, declared_constants, read_properties_file
-
     items: list[tuple[str, str | None]] = []
     declared: set[str] = set()
     for value in given:
@@ -123,43 +133,22 @@ def verify_experiments(
         ConstantsError, PropertyError, PolicyError, ...: as :func:`~rlverify.resolve.resolve` and
             :func:`~rlverify.exact.verify_exact`, for the first run that fails (naming its constants).
     """
-    import time
-
-    from rlverify.exact.options import ExactOptions
-    from rlverify.models.assignments import expand_sweep, swept_names
-    from rlverify.models.property_files import written_properties
-
     options = options or ExactOptions()
     if options.export is not None or options.chain_dir is not None:
-        from rlverify.errors import OptionError
-
         raise OptionError("--export and --chain-dir write one chain: verify one property at one point at a time")
     started = time.perf_counter()
     items, declared = _property_items(properties)
     points = expand_sweep(constants)
-    swept = tuple(swept_names(constants))
-    per_point = sum(len(written_properties(text)) if file is not None else 1 for text, file in items)
-    if len(points) * per_point > MAX_RUNS:
-        from rlverify.errors import OptionError
-
-        raise OptionError(
-            f"{_count(len(points), 'point')} x {_count(per_point, 'property')} = {len(points) * per_point:,} "
-            f"verifications, more than "
-            f"{MAX_RUNS:,} in one run: sweep fewer values or split the properties file"
-        )
+    _check_size(points, items)
     runs: list[ExperimentRun] = []
     for n, point in enumerate(points, 1):
-        try:
+        with _naming(point, len(points)):
             runs += _runs_at(point, n, points, items, declared, target, options, progress, resolve_kwargs)
-        except RlverifyError as exc:  # which point failed, in the one line (same error type: same exit code)
-            if len(points) > 1 and exc.args and isinstance(exc.args[0], str):
-                exc.args = (f"at -c {point}: {exc.args[0]}", *exc.args[1:])
-            raise
     first = runs[0].result
     warnings = list(dict.fromkeys(f"[{_label(r)}] {w}" for r in runs for w in r.result.warnings))
     return ExperimentResult(
         runs=tuple(runs),
-        swept=swept,
+        swept=tuple(swept_names(constants)),
         provenance=Provenance(
             model=first.model if len(points) == 1 else str(target),
             property="; ".join(dict.fromkeys(r.result.property for r in runs)),
@@ -170,6 +159,28 @@ def verify_experiments(
             warnings=warnings,
         ),
     )
+
+
+@contextlib.contextmanager
+def _naming(point: str, points: int) -> Iterator[None]:
+    """An error of a sweep's run names its point, in the one line (same error type: same exit code)."""
+    try:
+        yield
+    except RlverifyError as exc:
+        if points > 1 and exc.args and isinstance(exc.args[0], str):
+            exc.args = (f"at -c {point}: {exc.args[0]}", *exc.args[1:])
+        raise
+
+
+def _check_size(points: list[str], items: list[tuple[str, str | None]]) -> None:
+    """Refuse more than :data:`MAX_RUNS` verifications before the first."""
+    per_point = sum(len(written_properties(text)) if file is not None else 1 for text, file in items)
+    if len(points) * per_point > MAX_RUNS:
+        raise OptionError(
+            f"{_count(len(points), 'point')} x {_count(per_point, 'property')} = {len(points) * per_point:,} "
+            f"verifications, more than "
+            f"{MAX_RUNS:,} in one run: sweep fewer values or split the properties file"
+        )
 
 
 def _runs_at(
@@ -184,48 +195,53 @@ def _runs_at(
     resolve_kwargs: dict[str, Any],
 ) -> list[ExperimentRun]:
     """Every property checked at one point of the sweep (the model resolved once with the point's constants)."""
-    from rlverify.exact.verify import verify_exact
-    from rlverify.models.assignments import parse_assignments
-    from rlverify.models.property_files import split_properties, written_properties
-    from rlverify.resolve import resolve, resolve_property
-
-    needs_policy = options.mode != "monolithic"
-    runs: list[ExperimentRun] = []
     values = parse_assignments(point)
     model_constants = ",".join(f"{k}={v}" for k, v in values.items() if k not in declared)
     property_constants = {k: v for k, v in values.items() if k in declared}
     if progress is not None and len(points) > 1:
         progress(f"point {n} of {len(points)}: {point}")
-    t = resolve(
+    t = resolve_model(
         target,
         constants=model_constants or None,
-        needs_policy=needs_policy,
-        kinds=("prism",),
+        needs_policy=options.mode != Mode.MONOLITHIC,
         command="rlverify verify",
         **resolve_kwargs,
     )
-    index = 0
+    runs: list[ExperimentRun] = []
     for text, file in items:
-        found = split_properties(text, property_constants, source=file) if file is not None else [(None, text)]
-        written = written_properties(text) if file is not None else [text]
-        for (name, body), as_written in zip(found, written, strict=True):
-            prop = _in_file(file, resolve_property, t.benchmark, t.model, t.kind, body, fixed_policy=needs_policy)
-            if name is not None:
-                prop = replace(prop, name=name)
-            result = t.stamp(verify_exact(t.model, prop, t.policy, options), unavailable=options.unavailable)
-            runs.append(ExperimentRun(constants=point, index=index, name=prop.name, written=as_written, result=result))
-            index += 1
+        for name, prop, as_written in _properties_of(t, text, file, property_constants, options):
+            result = t.stamp(_verify_exact(t.model, prop, t.policy, options), unavailable=options.unavailable)
+            runs.append(ExperimentRun(constants=point, index=len(runs), name=name, written=as_written, result=result))
     return runs
+
+
+def _properties_of(
+    t: ModelTarget, text: str, file: str | None, constants: dict[str, str], options: ExactOptions
+) -> list[tuple[str | None, Property, str]]:
+    """``(name, parsed property, text as written)`` of each property of a ``-p`` value (one, or a file's)."""
+    found = split_properties(text, constants, source=file) if file is not None else [(None, text)]
+    written = written_properties(text) if file is not None else [text]
+    out = []
+    for (name, body), as_written in zip(found, written, strict=True):
+        prop = _in_file(file, t.parse_property, body, fixed_policy=options.mode != Mode.MONOLITHIC)
+        if name is not None:
+            prop = replace(prop, name=name)
+        out.append((prop.name, prop, as_written))
+    return out
+
+
+def _verify_exact(model: Any, prop: Property, policy: Any, options: ExactOptions) -> ExactResult:
+    from rlverify.exact.verify import verify_exact  # lazy: stormpy, start-up
+
+    return verify_exact(model, prop, policy, options)
 
 
 def _count(n: int, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {'properties' if word == 'property' else word + 's'}"
 
 
-def _in_file(file: str | None, parse: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _in_file(file: str | None, parse: Callable[..., Property], *args: Any, **kwargs: Any) -> Property:
     """``parse(*args, **kwargs)``, a property error naming the properties file it comes from."""
-    from rlverify.errors import PropertyError
-
     try:
         return parse(*args, **kwargs)
     except PropertyError as exc:
@@ -239,34 +255,36 @@ def _label(run: ExperimentRun) -> str:
     return f"{run.constants}: {what}" if run.constants else what
 
 
-def experiment_figure(result: ExperimentResult) -> Any:
+def experiment_figure(result: ExperimentResult) -> Figure:
     """A matplotlib figure of a sweep: each property's value (its certified bracket as error bars, invisible where
     tighter than the line) against the first swept constant, one line per property and value of the other swept
     constants. Raises :class:`~rlverify.errors.OptionError` without a numeric sweep."""
-    from rlverify.errors import OptionError
-    from rlverify.models.assignments import parse_assignments
-
     if not result.swept:
         raise OptionError("a plot of an experiment needs a sweep: -c NAME=START:END (or START:STEP:END)")
-    x_name, others = result.swept[0], result.swept[1:]
-    series: dict[str, list[tuple[float, ExactResult]]] = {}
-    for run in result.runs:  # one line per property (by position) and value of the other swept constants
-        values = parse_assignments(run.constants)
-        key = (run.name or run.written) + "".join(f", {k}={values[k]}" for k in others)
-        series.setdefault(key, []).append((float(values[x_name]), run.result))
-    from rlverify.figures import new_figure
+    from rlverify.figures import new_figure  # lazy: matplotlib
 
     fig = new_figure((7, 4.2))
     ax = fig.add_subplot()
-    for key, points in series.items():
+    for key, points in _series(result).items():
         xs = [x for x, _ in points]
         ys = [r.value for _, r in points]
         low = [max(0.0, r.value - r.lower) if r.lower is not None else 0.0 for _, r in points]
         high = [max(0.0, r.upper - r.value) if r.upper is not None else 0.0 for _, r in points]
         ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=key)
-    ax.set_xlabel(x_name)
+    ax.set_xlabel(result.swept[0])
     ax.set_ylabel("value")
     ax.set_title(f"{result.model}: {len(result.runs)} runs", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return fig
+
+
+def _series(result: ExperimentResult) -> dict[str, list[tuple[float, ExactResult]]]:
+    """One line per property (by position) and value of the other swept constants: ``(x, result)`` points."""
+    x_name, others = result.swept[0], result.swept[1:]
+    series: dict[str, list[tuple[float, ExactResult]]] = {}
+    for run in result.runs:
+        values = parse_assignments(run.constants)
+        key = (run.name or run.written) + "".join(f", {k}={values[k]}" for k in others)
+        series.setdefault(key, []).append((float(values[x_name]), run.result))
+    return series

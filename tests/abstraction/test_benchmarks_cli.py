@@ -23,9 +23,10 @@ def test_registered_with_shipped_self_describing_policy(bid):
     assert s.kind == "continuous"
     for section in ("Description:", "State:", "Actions:", "Labels/failure:", "Initial states:", "Reference results:"):
         assert section in s.doc
-    system = make(bid)
-    assert isinstance(system.model(), ContinuousSystem)
-    policy = load_policy(str(system.policies["ppo"]))
+    bench = make(bid)
+    system = bench.model()
+    assert isinstance(system, ContinuousSystem)
+    policy = load_policy(str(bench.policies["ppo"]))
     assert policy.features == system.features and policy.actions == system.actions
     assert policy.training["algorithm"].startswith("PPO") and policy.training["benchmark"] == bid
     assert {"seed", "steps", "final_mean_return"} <= set(policy.training)
@@ -36,8 +37,8 @@ def test_registered_with_shipped_self_describing_policy(bid):
 
 
 def test_acc_acceleration_parameter():
-    assert make("acc-v1").accel == 3.0
-    assert make("acc-v1", accel=1.0).accel == 1.0
+    assert make("acc-v1").model().accel == 3.0
+    assert make("acc-v1", accel=1.0).model().accel == 1.0
     with pytest.raises(BenchmarkError, match="out of range"):
         make("acc-v1", accel=100.0)
 
@@ -111,7 +112,7 @@ def test_ppo_is_reproducible_and_returns_logit_mlp():
     from rlverify.training.continuous import SETUPS, ContinuousEnv
     from rlverify.training.ppo import PPOConfig, train_ppo
 
-    system = make("acc-v1")
+    system = make("acc-v1").model()
     cfg = PPOConfig(n_steps=32, epochs=2, minibatch=256)
 
     def train():

@@ -57,7 +57,7 @@ def test_torchscript_twin_gives_the_identical_bound(acc, from_path, tmp_path):
     path = tmp_path / "acc.pt"
     torch.jit.save(torch.jit.script(torch.nn.Sequential(*layers)), str(path))
     (tmp_path / "acc.pt.json").write_text(
-        json.dumps({"features": list(acc.features), "actions": list(acc.actions), "output": "logits"})
+        json.dumps({"features": list(acc.model().features), "actions": list(acc.model().actions), "output": "logits"})
     )
     same_result(verify_abstraction(acc.model(), load_policy(str(path)), OPTIONS), from_path)
     same_result(verify_abstraction(acc.model(), str(path), OPTIONS), from_path)
@@ -66,7 +66,7 @@ def test_torchscript_twin_gives_the_identical_bound(acc, from_path, tmp_path):
 def test_python_callable_is_refused_with_the_reason(acc, tmp_path):
     module = tmp_path / "x.py"
     module.write_text(
-        f"FEATURES = {list(acc.features)}\nACTIONS = {list(acc.actions)}\nOUTPUT = 'logits'\n"
+        f"FEATURES = {list(acc.model().features)}\nACTIONS = {list(acc.model().actions)}\nOUTPUT = 'logits'\n"
         "def pi(states):\n    return [[0.0, 0.0]] * len(states)\n"
     )
     spec = f"{module}:pi"
@@ -79,7 +79,14 @@ def test_python_callable_is_refused_with_the_reason(acc, tmp_path):
 def test_table_policy_is_refused_with_the_reason(acc, tmp_path):
     path = tmp_path / "t.json"
     path.write_text(
-        json.dumps({"features": list(acc.features), "actions": list(acc.actions), "table": [], "default": {"decelerate": 1.0}})
+        json.dumps(
+            {
+                "features": list(acc.model().features),
+                "actions": list(acc.model().actions),
+                "table": [],
+                "default": {"decelerate": 1.0},
+            }
+        )
     )
     with pytest.raises(PolicyError, match=r"t\.json: a table policy cannot be bounded .* give an ONNX or TorchScript"):
         verify_abstraction(acc.model(), load_policy(str(path)), OPTIONS)
@@ -111,8 +118,8 @@ def test_q_value_network_is_refused(acc, tmp_path):
     path = save_mlp_onnx(
         tmp_path / "dqn.onnx",
         MLP.random([2, 8, 2], seed=0),
-        features=list(acc.features),
-        actions=list(acc.actions),
+        features=list(acc.model().features),
+        actions=list(acc.model().actions),
         output="q-values",
     )
     with pytest.raises(PolicyError, match=r"outputs Q-values .* bounds a softmax over logits"):

@@ -35,18 +35,18 @@ def exact_failure(system, policy, x0: np.ndarray, horizon: int) -> np.ndarray:
     owner = np.arange(n)
     mass = np.ones(n)
     failed = np.zeros(n)
-    bad = system.is_unsafe(x)
+    bad = system.model().is_unsafe(x)
     np.add.at(failed, owner[bad], mass[bad])
     x, owner, mass = x[~bad], owner[~bad], mass[~bad]
-    na = len(system.actions)
+    na = len(system.model().actions)
     for _ in range(horizon):
         if len(x) == 0:
             break
-        probs = policy.action_probabilities(system.observe(x))
-        x = np.concatenate([system.step(x, np.full(len(x), a)) for a in range(na)])
+        probs = policy.action_probabilities(system.model().observe(x))
+        x = np.concatenate([system.model().step(x, np.full(len(x), a)) for a in range(na)])
         mass = np.concatenate([mass * probs[:, a] for a in range(na)])
         owner = np.tile(owner, na)
-        bad = system.is_unsafe(x)
+        bad = system.model().is_unsafe(x)
         np.add.at(failed, owner[bad], mass[bad])
         keep = ~bad & (mass > 1e-15)
         # mass below 1e-15 is dropped: it can only lower the exact value by < 2^k * 1e-15
@@ -72,8 +72,8 @@ def risky_policy(tmp_path, benchmark: str) -> str:
     save_mlp_onnx(
         path,
         MLP((w0, w1), (b0, b1)),
-        features=list(system.features),
-        actions=list(system.actions),
+        features=list(system.model().features),
+        actions=list(system.model().actions),
         training={"algorithm": "hand-made", "seed": 11, "benchmark": benchmark},
         force=True,  # the module's fixtures write the same hand-made network again
     )
@@ -84,9 +84,9 @@ def check_parts_against_exact(system, policy_file: str, result, count: int, seed
     """Assert each sampled start state's exact failure probability is below its part's bound."""
     rng = np.random.default_rng(seed)
     lo, hi = np.array(result.initial_lo), np.array(result.initial_hi)
-    x0 = lo + (hi - lo) * rng.random((count, system.n))
+    x0 = lo + (hi - lo) * rng.random((count, system.model().n))
     # the corners are the riskiest start states of these benchmarks
-    corners = np.array(np.meshgrid(*zip(lo, hi, strict=True))).reshape(system.n, -1).T
+    corners = np.array(np.meshgrid(*zip(lo, hi, strict=True))).reshape(system.model().n, -1).T
     x0 = np.vstack([corners, x0])
     exact = exact_failure(system, load_policy(policy_file), x0, result.options.horizon)
     polys = part_polytopes(result)
@@ -191,8 +191,8 @@ def test_refining_every_state_keeps_the_successors_of_parts_apart(tmp_path):
         save_mlp_onnx(
             tmp_path / "step.onnx",
             mlp,
-            features=list(system.features),
-            actions=list(system.actions),
+            features=list(system.model().features),
+            actions=list(system.model().actions),
             training={"algorithm": "hand-made"},
         )
     )
@@ -220,7 +220,7 @@ def test_shipped_bouncing_ball_simulation_below_bound():
         system.model(), policy, AbstractionOptions(horizon=8, domain="octagon", phi=0.3, containment=True, initial="small")
     )
     rng = np.random.default_rng(6)
-    x0 = system.sample_initial(5000, rng, "small")
+    x0 = system.model().sample_initial(5000, rng, "small")
     stat = verify_statistical(
         system.model(),
         unsafe_property(system.model(), 8),
@@ -238,7 +238,7 @@ def test_sampled_initial_probabilities_lie_in_part_intervals(acc_risky):
     rng = np.random.default_rng(7)
     for poly, part in zip(part_polytopes(result), result.parts, strict=True):
         x = poly.sample(50, rng)
-        probs = policy.action_probabilities(system.observe(x))
+        probs = policy.action_probabilities(system.model().observe(x))
         assert (probs >= np.array(part.probability_lower)).all()
         assert (probs <= np.array(part.probability_upper)).all()
 
@@ -297,7 +297,7 @@ def test_unbounded_template_is_rejected():
     with pytest.raises(DomainError, match="unbounded"):
         from rlverify.abstraction.domains import Template
 
-        Template(np.array([[1.0, 1.0], [2.0, 2.0]]), system.variables)
+        Template(np.array([[1.0, 1.0], [2.0, 2.0]]), system.model().variables)
 
 
 def test_unsupported_layer_is_named(tmp_path):
@@ -386,7 +386,7 @@ def test_acc_risky_two_sided_bounds_bracket_the_exact_values(acc_risky):
     policy = load_policy(policy_file)
     rng = np.random.default_rng(21)
     lo, hi = np.array(result.initial_lo), np.array(result.initial_hi)
-    x0 = lo + (hi - lo) * rng.random((150, system.n))
+    x0 = lo + (hi - lo) * rng.random((150, system.model().n))
     exact = exact_failure(system, policy, x0, 7)
     assert result.lower_all <= exact.min() + 1e-9
     for poly, part in zip(part_polytopes(result), result.parts, strict=True):

@@ -21,7 +21,7 @@ from rlverify.gym import MDPEnv
 from rlverify.models import from_gymnasium
 from rlverify.models.gymnasium import parse_env_kwargs
 from rlverify.policies import CallablePolicy
-from rlverify.resolve import resolve
+from rlverify.resolve import ModelTarget, resolve
 
 # --- an independent solver over Gymnasium's P ------------------------------------------------------
 
@@ -355,7 +355,7 @@ def test_front_door_resolves_gym_targets_with_env_kwargs():
     t = resolve(
         "gym:FrozenLake-v1", env_kwargs="map_name=8x8,is_slippery=false", property='P=? [F "goal"]', needs_policy=False
     )
-    assert t.kind == "prism" and t.name.startswith("gym:FrozenLake-v1 (") and "map_name=8x8" in t.name
+    assert isinstance(t, ModelTarget) and t.name.startswith("gym:FrozenLake-v1 (") and "map_name=8x8" in t.name
     assert t.model.env_kwargs["is_slippery"] is False
     with pytest.raises(OptionError, match="--env-kwargs"):
         resolve("running-example-v1", env_kwargs="a=1", needs_policy=False)

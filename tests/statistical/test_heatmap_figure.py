@@ -14,12 +14,12 @@ from rlverify.policies import CallablePolicy
 def short_runs():
     """A uniform policy on barto-small from 40 start cells, runs cut at 6 steps: many stay undecided."""
     from rlverify.models.racetrack import ACTIONS, FEATURES
-    from rlverify.resolve import resolve
+    from rlverify.resolve import EnvironmentTarget, resolve
     from rlverify.statistical.engine import SimulationOptions
     from rlverify.statistical.heatmap import heatmap
     from rlverify.statistical.verify import StatisticalOptions
 
-    env = resolve("racetrack-barto-small-v1", kinds=("native",), needs_policy=False).model
+    env = resolve("racetrack-barto-small-v1", kinds=(EnvironmentTarget,), needs_policy=False).model
     uniform = CallablePolicy(lambda x: np.full((len(x), 9), 1 / 9), FEATURES, ACTIONS, name="uniform")
     cells = env.track.free_cells()[::6][:40]
     return heatmap(

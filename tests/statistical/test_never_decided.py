@@ -91,10 +91,10 @@ def test_simulation_results_count_the_runs_that_stand_still() -> None:
 def test_barto_small_every_cell_adds_up_to_one() -> None:
     """The shipped DQN policy on barto-small: the car stands still forever from many start cells (52 of 233 at
     these settings). Before, those runs were neither goal, crash nor undecided: the cells added up to ~0."""
-    from rlverify.resolve import resolve
+    from rlverify.resolve import EnvironmentTarget, resolve
     from rlverify.statistical.heatmap import heatmap
 
-    t = resolve("racetrack-barto-small-v1", kinds=("native",))
+    t = resolve("racetrack-barto-small-v1", kinds=(EnvironmentTarget,))
     r = heatmap(
         t.model,
         t.policy,

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from rlverify.benchmarks.registry import (
         Benchmark,
         BenchmarkError,
+        BenchmarkKind,
         BenchmarkSpec,
         Built,
         EnvDefaults,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Benchmark",
     "BenchmarkError",
+    "BenchmarkKind",
     "BenchmarkSpec",
     "Built",
     "EnvDefaults",
@@ -37,7 +39,7 @@ lazy_exports(
     __name__,
     {
         "rlverify.benchmarks.registry": (
-            "Benchmark BenchmarkError BenchmarkSpec Built EnvDefaults Parameter all_ids make register spec"
+            "Benchmark BenchmarkError BenchmarkKind BenchmarkSpec Built EnvDefaults Parameter all_ids make register spec"
         ),
     },
 )

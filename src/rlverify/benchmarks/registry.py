@@ -7,13 +7,19 @@ it and always returns a :class:`Benchmark`, whatever its kind.
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import math
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from rlverify.errors import BenchmarkError, BenchmarkPolicyError, did_you_mean
+from rlverify.files import FileWriteError, private_temp_dir, write_text
+from rlverify.models.assignments import parse_assignments
 
 
 @dataclass(frozen=True)
@@ -26,7 +32,16 @@ class Parameter:
     doc: str = ""
 
 
-KINDS = ("prism", "native", "continuous")
+class BenchmarkKind(StrEnum):
+    """What a benchmark builds: a PRISM MDP (``prism``), a vectorised numpy environment (``native``) or a
+    continuous system (``continuous``)."""
+
+    PRISM = "prism"
+    NATIVE = "native"
+    CONTINUOUS = "continuous"
+
+
+KINDS = tuple(k.value for k in BenchmarkKind)
 
 
 @dataclass(frozen=True)
@@ -83,7 +98,7 @@ class Benchmark:
     """
 
     id: str
-    kind: str
+    kind: BenchmarkKind
     parameters: Mapping[str, Any]
     properties: Mapping[str, str]
     policies: Mapping[str, Path]
@@ -108,9 +123,7 @@ class Benchmark:
     def model(self) -> Any:
         """The model: a fresh :class:`~rlverify.models.SymbolicModel` for ``prism`` benchmarks
         (parsed on each call), the environment or continuous system otherwise (built once)."""
-        if self.kind == "prism":
-            from dataclasses import replace
-
+        if self.kind is BenchmarkKind.PRISM:
             return replace(self._build(), name=self.name)  # messages name the benchmark, not its temporary file
         if "model" not in self._cache:
             self._cache["model"] = self._build()
@@ -119,14 +132,6 @@ class Benchmark:
     def load_model(self) -> Any:
         """Same as :meth:`model` (the name the PRISM benchmarks had)."""
         return self.model()
-
-    def __getattr__(self, attr: str) -> Any:
-        # A continuous or native benchmark reads as its system/environment (``make("acc-v1").horizon``),
-        # so it can be handed to the engine directly; a PRISM benchmark's model is parsed per call
-        # and is reached through model() only.
-        if attr.startswith("_") or self.kind == "prism":
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
-        return getattr(self.model(), attr)
 
     def model_file(self) -> Path:
         """The PRISM source as a file (in this process's private temporary directory; never a user's file)."""
@@ -161,15 +166,13 @@ class Benchmark:
 
     def load_policy(self, name: str = "reference") -> Any:
         """A shipped reference policy by name, loaded."""
-        from rlverify.policies.loading import load_policy
+        from rlverify.policies.loading import load_policy  # lazy: numpy and the network runtimes, listing benchmarks
 
         return load_policy(str(self.policy_file(name)))
 
 
 def looks_like_name(text: str) -> bool:
     """Whether ``text`` reads as a property *name* (one word such as ``collision-100``), not a formula."""
-    import re
-
     return re.fullmatch(r"[A-Za-z_][\w.-]*", text.strip()) is not None
 
 
@@ -180,10 +183,6 @@ def prism_file(benchmark_id: str, source: str) -> Path:
     mode 0700, an unpredictable name created atomically, removed at exit), never under a predictable
     name in the shared temp dir, where another local user could plant a symlink or a different model.
     """
-    import hashlib
-    import re
-
-    from rlverify.files import FileWriteError, private_temp_dir, write_text
 
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = private_temp_dir("models") / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', benchmark_id)}-{digest}.prism"
@@ -202,7 +201,8 @@ class BenchmarkSpec:
 
     Attributes:
         id: versioned id, e.g. ``"avoid-v1"``.
-        kind: ``"prism"`` (discrete MDP), ``"continuous"`` or ``"native"`` (vectorised numpy env).
+        kind: ``"prism"`` (discrete MDP), ``"continuous"`` or ``"native"`` (vectorised numpy env); a
+            :class:`BenchmarkKind` once made.
         entry_point: ``callable(**params) -> Built`` (the model builder and what depends on the
             parameters), called by :func:`make`.
         parameters: name -> :class:`Parameter`.
@@ -222,6 +222,9 @@ class BenchmarkSpec:
     doc: str = ""
     env: EnvDefaults | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", BenchmarkKind(self.kind))  # the entries name it as text
+
     def resolve(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults filled in, unknown names and out-of-range values rejected."""
         unknown = [k for k in params if k not in self.parameters]
@@ -233,25 +236,31 @@ class BenchmarkSpec:
             )
         out = {k: p.default for k, p in self.parameters.items()}
         for k, v in params.items():
-            p = self.parameters[k]
-            kind = type(p.default)
-            if kind in (int, float):
-                whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not whole):
-                    what = "a whole number" if kind is int else "a number"
-                    raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {what}")
-            if isinstance(v, float) and not math.isfinite(v):
-                raise BenchmarkError(f"{self.id}: parameter {k}={v} must be a finite number")
-            if (p.low is not None and v < p.low) or (p.high is not None and v > p.high):
-                raise BenchmarkError(f"{self.id}: parameter {k}={v} out of range [{p.low}, {p.high}]")
-            out[k] = kind(v) if p.default is not None else v
+            out[k] = self._value(k, v)
         return out
+
+    def _value(self, k: str, v: Any) -> Any:
+        """Parameter ``k`` given as ``v``: checked against its type and range, cast to its default's type."""
+        p = self.parameters[k]
+        cast = type(p.default)
+        if cast in (int, float):
+            self._check_number(k, v, whole=cast is int)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise BenchmarkError(f"{self.id}: parameter {k}={v} must be a finite number")
+        if (p.low is not None and v < p.low) or (p.high is not None and v > p.high):
+            raise BenchmarkError(f"{self.id}: parameter {k}={v} out of range [{p.low}, {p.high}]")
+        return cast(v) if p.default is not None else v
+
+    def _check_number(self, k: str, v: Any, *, whole: bool) -> None:
+        """Refuse a value of a numeric parameter that is no number (or, ``whole``, no whole number)."""
+        integral = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (whole and not integral):
+            raise BenchmarkError(f"{self.id}: parameter {k}={v!r} must be {'a whole number' if whole else 'a number'}")
 
 
 def parse_parameters(text: str | None) -> dict[str, Any]:
     """``"xMax=4,slickness=0.1"`` (the CLI's ``--constants``) as benchmark parameters: numbers where
     the value reads as one, else the text (which :meth:`BenchmarkSpec.resolve` then refuses by name)."""
-    from rlverify.models.assignments import parse_assignments
 
     def number(text: str) -> Any:
         for cast in (int, float):
@@ -293,7 +302,7 @@ def make(benchmark_id: str, **params: Any) -> Benchmark:
     built = s.entry_point(**values)
     return Benchmark(
         id=s.id,
-        kind=s.kind,
+        kind=BenchmarkKind(s.kind),
         parameters=values,
         properties=dict(s.properties),
         policies={k: data_path(v) for k, v in built.policies.items()},
@@ -312,8 +321,6 @@ def all_ids() -> list[str]:
 
 def _load_all() -> None:
     # Each module registers its benchmarks on import; new benchmark modules are added here.
-    import importlib
-
     for module in _BENCHMARK_MODULES:
         importlib.import_module(module)
 

@@ -30,8 +30,8 @@ from rlverify.choices import Mode
 from rlverify.errors import Table2Error, did_you_mean
 from rlverify.exact import ExactOptions, verify_exact
 from rlverify.files import check_target, write_text
-from rlverify.models.symbolic import SymbolicModel
 from rlverify.models.property_parser import parse_property
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.loading import load_policy
 from rlverify.results import versions
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlverify.abstraction.settings import DEFAULT_TIME_BUDGET
 from rlverify.cli.console import console, err_console, print_warnings, progress_bar
 from rlverify.cli.options import (
     add_backend_options,
@@ -16,7 +17,7 @@ from rlverify.cli.options import (
     add_target,
     backend_from_args,
     outputs,
-    policy_kwargs,
+    resolve_target,
     write_json,
 )
 from rlverify.cli.output import add_fail_on_violation, print_envelope, require_threshold, verdict_exit_code
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> argparse.ArgumentParser:
     """Add the ``abstract`` subcommand to ``sub`` (an argparse subparsers object)."""
-    from rlverify.abstraction.settings import DEFAULT_TIME_BUDGET
 
     p = sub.add_parser(
         "abstract",
@@ -138,30 +138,12 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 def read_template(path: str) -> np.ndarray:
     """Direction matrix from a JSON (``[[1, 0.5], ...]`` or ``{"directions": [...]}``) or CSV file."""
-    import numpy as np
+    import numpy as np  # lazy: numpy, --help start-up
 
     file = Path(path)
-    if not file.is_file():
-        raise InputFileError(f"{file}: template file not found")
+    text = _template_text(file)
     try:
-        text = file.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputFileError(
-            f"{file}: not a text file ({exc.reason} at byte {exc.start}); expected JSON or CSV directions"
-        ) from None
-    except OSError as exc:
-        raise InputFileError(f"{file}: cannot read the template file ({exc.strerror})") from None
-    try:
-        if file.suffix.lower() == ".json":
-            data = json.loads(text)
-            rows = data["directions"] if isinstance(data, dict) else data
-        else:
-            rows = [
-                [float(v) for v in line.replace(";", ",").split(",") if v.strip()]
-                for line in text.splitlines()
-                if line.strip() and not line.lstrip().startswith("#")
-            ]
-        arr = np.asarray(rows, dtype=np.float64)
+        arr = np.asarray(_template_rows(file, text), dtype=np.float64)
     except RecursionError:
         raise InputFileError(f"{file}: nested too deeply; expected rows of numbers, one direction per row") from None
     except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
@@ -176,29 +158,92 @@ def read_template(path: str) -> np.ndarray:
     return arr
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
+def _template_text(file: Path) -> str:
+    """The template file's text (UTF-8), or an :class:`InputFileError` saying why it cannot be read."""
+    if not file.is_file():
+        raise InputFileError(f"{file}: template file not found")
+    try:
+        return file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(
+            f"{file}: not a text file ({exc.reason} at byte {exc.start}); expected JSON or CSV directions"
+        ) from None
+    except OSError as exc:
+        raise InputFileError(f"{file}: cannot read the template file ({exc.strerror})") from None
 
-    from rlverify.abstraction import AbstractionOptions, AbstractionProgress, verify_abstraction
-    from rlverify.resolve import resolve
+
+def _template_rows(file: Path, text: str) -> Any:
+    """The rows of a JSON (a list, or ``{"directions": ...}``) or CSV template (``#`` comments, ``;`` or ``,``)."""
+    if file.suffix.lower() == ".json":
+        data = json.loads(text)
+        return data["directions"] if isinstance(data, dict) else data
+    return [
+        [float(v) for v in line.replace(";", ",").split(",") if v.strip()]
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlverify.targets import SystemTarget  # lazy: numpy, --help start-up
 
     files = outputs(args, (".png", ".json"))
     backend = backend_from_args(args)
+    template = _checked_template(args)
+    require_threshold(args, args.threshold is not None, "here: --threshold B, for P(F<=k unsafe) <= B")
+    target = resolve_target(args, "rlverify abstract", kinds=(SystemTarget,))
+    system, policy = target.model, target.policy
+    if policy is None:  # resolve refuses a missing policy (needs_policy is set)
+        raise RuntimeError(f"resolve returned no policy for {args.target}")
+    params = dict(target.benchmark.parameters) if target.benchmark is not None else dict(getattr(system, "constants", {}))
+    options = _abstraction_options(args, system, template, backend)
+    result = target.stamp(_abstract(system, policy, options))
+    holds = threshold_verdict(result, args.threshold)
+    if args.threshold is not None and holds is None:
+        result = _undecided(result, args.threshold, options.horizon)
+    code = verdict_exit_code(args, holds)
+    print_warnings(result.warnings)
+    if ".png" in files:
+        from rlverify.abstraction.plots import plot_result  # lazy: matplotlib
+
+        plot_result(result, files[".png"], force=args.force)
+    if ".json" in files:
+        write_json(files[".json"], result.to_json(), force=args.force)
+    if args.json:
+        print_envelope(args, result, exit_code=code, holds=holds)
+        return code
+    _print_result(result, options, args.threshold, params)
+    return code
+
+
+def _checked_template(args: argparse.Namespace) -> np.ndarray | None:
+    """``--template``'s directions (None without one), after refusing bad settings of the options, naming each."""
     if args.template and args.domain != "template":
         raise OptionError("--template is used with --domain template")
     template = read_template(args.template) if args.template else None
     if args.threshold is not None and not 0 <= args.threshold <= 1:
         raise OptionError(f"--threshold: expected a probability in [0, 1], got {args.threshold:g}")
     _check_two_sided(args)
-    require_threshold(args, args.threshold is not None, "here: --threshold B, for P(F<=k unsafe) <= B")
-    target = resolve(
-        args.target, constants=args.constants, kinds=("continuous",), command="rlverify abstract", **policy_kwargs(args)
+    return template
+
+
+def _undecided(result: Any, threshold: float, horizon: int) -> Any:
+    """``result`` with the warning that ``P(F<=k unsafe) <= threshold`` is undecided, and the way to decide it."""
+    return result.with_provenance(
+        warnings=[
+            *result.warnings,
+            f"P(F<={horizon} unsafe) <= {threshold:g} is undecided: the sound upper bound "
+            f"{result.upper_bound:.6g} is above it and no lower bound on the worst case is (--gap / --time-budget "
+            "refine until it is decided; a smaller --phi or --domain octagon/template may tighten the bound)",
+        ]
     )
-    system, policy = target.model, target.policy
-    if policy is None:  # resolve refuses a missing policy (needs_policy is set)
-        raise RuntimeError(f"resolve returned no policy for {args.target}")
-    params = dict(target.benchmark.parameters) if target.benchmark is not None else dict(getattr(system, "constants", {}))
-    options = AbstractionOptions(
+
+
+def _abstraction_options(args: argparse.Namespace, system: Any, template: np.ndarray | None, backend: Any) -> Any:
+    """The :class:`~rlverify.abstraction.AbstractionOptions` of the command line (horizon: the system's by default)."""
+    from rlverify.abstraction import AbstractionOptions  # lazy: the abstraction engine
+
+    return AbstractionOptions(
         horizon=args.horizon if args.horizon is not None else system.horizon,
         domain=args.domain,
         template=None if template is None else tuple(map(tuple, template.tolist())),
@@ -219,8 +264,14 @@ def run(args: argparse.Namespace) -> int:
         witness_runs=args.witness_runs,
         witness_confidence=args.witness_confidence,
     )
-    # progress on stderr (transient; shown only when stderr is a terminal, as for simulate), so that --json output
-    # on stdout stays clean; -v also logs one line per depth
+
+
+def _abstract(system: Any, policy: Any, options: Any) -> Any:
+    """:func:`~rlverify.abstraction.verify_abstraction` under a progress bar on stderr (transient; shown only when
+    stderr is a terminal, as for simulate), so that --json output on stdout stays clean; -v also logs one line per
+    depth."""
+    from rlverify.abstraction import AbstractionProgress, verify_abstraction  # lazy: the abstraction engine
+
     with progress_bar("abstracting: depth", detail=True, target=err_console) as bar:
         task = bar.add_task("", total=options.horizon)
 
@@ -232,57 +283,39 @@ def run(args: argparse.Namespace) -> int:
                 description=f"{p.stage}: frontier {p.frontier:,}, {p.states:,} states explored, {p.polyhedra:,} polyhedra",
             )
 
-        result = verify_abstraction(system, policy, options, progress=show)
-    result = target.stamp(result)
-    holds = threshold_verdict(result, args.threshold)
-    if args.threshold is not None and holds is None:
-        result = result.with_provenance(
-            warnings=[
-                *result.warnings,
-                f"P(F<={options.horizon} unsafe) <= {args.threshold:g} is undecided: the sound upper bound "
-                f"{result.upper_bound:.6g} is above it and no lower bound on the worst case is (--gap / --time-budget "
-                "refine until it is decided; a smaller --phi or --domain octagon/template may tighten the bound)",
-            ]
-        )
-    code = verdict_exit_code(args, holds)
-    print_warnings(result.warnings)
-    if ".png" in files:
-        from rlverify.abstraction.plots import plot_result
+        return verify_abstraction(system, policy, options, progress=show)
 
-        plot_result(result, files[".png"], force=args.force)
-    if ".json" in files:
-        write_json(files[".json"], result.to_json(), force=args.force)
-    if args.json:
-        print_envelope(args, result, exit_code=code, holds=holds)
-        return code
+
+def _print_result(result: Any, options: Any, threshold: float | None, params: dict[str, Any]) -> None:
+    """The result as a table, and the initial parts with the highest bounds."""
+    from rich.table import Table  # lazy: rich, --help start-up
+
     shown = result.model + (" (" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")" if params else "")
     table = Table(title=f"{shown}: P(F<={options.horizon} unsafe) — {result.guarantee}")
     table.add_column("quantity")
     table.add_column("value", justify="right")
+    for r in _result_rows(result, options, threshold):
+        table.add_row(*r)
+    console.print(table)
+    worst = sorted(result.parts, key=lambda p: -p.bound)[:5]
+    if worst and worst[0].bound > 0:
+        pt = Table(title="initial parts with the highest bounds (template bounds lo..hi per axis)")
+        pt.add_column("bound", justify="right")
+        pt.add_column("part")
+        for p in worst:
+            pt.add_row(f"{p.bound:.4g}", ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(p.lo, p.hi, strict=True)))
+        console.print(pt)
+
+
+def _result_rows(result: Any, options: Any, threshold: float | None) -> list[tuple[str, str]]:
     t = result.timings
-    rows = [
+    return [
         ("upper bound (all initial states)", f"{result.upper_bound:.6g} (sound)"),
         *two_sided_rows(result),
-        *([(f"P <= {args.threshold:g}", _verdict_text(result.verdict))] if args.threshold is not None else []),
+        *([(f"P <= {threshold:g}", _verdict_text(result.verdict))] if threshold is not None else []),
         ("domain / phi / containment", f"{options.domain} / {options.phi:g} / {'on' if options.containment else 'off'}"),
         ("refinement", "every state" if options.refine_everywhere else "where the action matters"),
-        *(
-            [
-                (
-                    "template directions"
-                    + (
-                        " (chosen automatically)"
-                        if options.domain == "auto"
-                        else " (the system's default)"
-                        if options.template is None
-                        else ""
-                    ),
-                    "; ".join("(" + ", ".join(f"{x:.4g}" for x in row) + ")" for row in result.template_axes),
-                )
-            ]
-            if options.domain in ("template", "auto")
-            else []
-        ),
+        *_template_rows_shown(result, options),
         ("initial parts", str(len(result.parts))),
         ("polyhedra (refined parts)", str(result.n_polyhedra)),
         ("containment merges / identical successors shared", f"{result.n_containment_merges} / {result.n_shared_successors}"),
@@ -295,18 +328,25 @@ def run(args: argparse.Namespace) -> int:
         ),
         ("time: total", f"{t['total']:.1f} s"),
     ]
-    for r in rows:
-        table.add_row(*r)
-    console.print(table)
-    worst = sorted(result.parts, key=lambda p: -p.bound)[:5]
-    if worst and worst[0].bound > 0:
-        pt = Table(title="initial parts with the highest bounds (template bounds lo..hi per axis)")
-        pt.add_column("bound", justify="right")
-        pt.add_column("part")
-        for p in worst:
-            pt.add_row(f"{p.bound:.4g}", ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(p.lo, p.hi, strict=True)))
-        console.print(pt)
-    return code
+
+
+def _template_rows_shown(result: Any, options: Any) -> list[tuple[str, str]]:
+    """The template's directions (a template or automatic domain only)."""
+    if options.domain not in ("template", "auto"):
+        return []
+    how = (
+        " (chosen automatically)"
+        if options.domain == "auto"
+        else " (the system's default)"
+        if options.template is None
+        else ""
+    )
+    return [
+        (
+            "template directions" + how,
+            "; ".join("(" + ", ".join(f"{x:.4g}" for x in row) + ")" for row in result.template_axes),
+        )
+    ]
 
 
 def _check_two_sided(args: argparse.Namespace) -> None:

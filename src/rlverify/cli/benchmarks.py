@@ -5,18 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rlverify.benchmarks.registry import all_ids, spec
 from rlverify.cli.console import console, line, styled
+from rlverify.cli.options import add_json
+from rlverify.cli.output import print_envelope
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("benchmarks", help="list or describe the registered benchmarks")
     bsub = p.add_subparsers(dest="action", required=True)
     ls = bsub.add_parser("list", help="all benchmark ids")
-    ls.add_argument("--json", action="store_true", help="print the list as JSON to stdout")
+    add_json(ls, "print the list as JSON to stdout")
     ls.set_defaults(run=run_list)
     show = bsub.add_parser("show", help="one benchmark's description, parameters, properties and policies")
     show.add_argument("name")
-    show.add_argument("--json", action="store_true", help="print the description as JSON to stdout")
+    add_json(show, "print the description as JSON to stdout")
     show.set_defaults(run=run_show)
 
 
@@ -34,11 +37,7 @@ def _describe(s: Any) -> dict[str, Any]:
 def run_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rlverify.benchmarks.registry import all_ids, spec
-
     if args.json:
-        from rlverify.cli.output import print_envelope
-
         print_envelope(args, {"benchmarks": [_describe(spec(i)) for i in all_ids()]})
         return 0
     t = Table()
@@ -55,12 +54,8 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rlverify.benchmarks.registry import spec
-
     s = spec(args.name)
     if args.json:
-        from rlverify.cli.output import print_envelope
-
         print_envelope(args, _describe(s))
         return 0
     console.print(line(styled(s.id, "bold"), f" ({s.kind})\n"))

@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rlverify.benchmarks.examples import copy_examples, example_files
 from rlverify.cli.console import console
+from rlverify.cli.options import add_force, add_json
 from rlverify.cli.output import print_envelope
 
 
@@ -21,14 +23,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "directory", nargs="?", default="examples", metavar="DIR", type=Path, help="where to copy (default: examples)"
     )
     p.add_argument("--list", action="store_true", help="only list the shipped example files")
-    p.add_argument("--force", action="store_true", help="overwrite existing files of the same names")
-    p.add_argument("--json", action="store_true", help="print the files (listed or written) as JSON to stdout")
+    add_force(p, "overwrite existing files of the same names")
+    add_json(p, "print the files (listed or written) as JSON to stdout")
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.benchmarks.examples import copy_examples, example_files
 
     if args.list:
         names = example_files()

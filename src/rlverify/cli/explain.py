@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from rlverify.choices import Optimum
 from rlverify.cli.console import console, note, status
 from rlverify.cli.options import (
     add_chain_options,
@@ -18,15 +21,17 @@ from rlverify.cli.options import (
     emit,
     names,
     outputs,
-    policy_kwargs,
+    resolve_target,
 )
+from rlverify.cli.verify import _max_work, shown_policy
 from rlverify.errors import OptionError
+from rlverify.exact.options import MAX_WORK, ExactOptions
+from rlverify.files import check_target, save_figure
 
 PART_NAMES = ("features", "tree", "critical")
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import MAX_WORK
 
     p = sub.add_parser(
         "explain",
@@ -68,7 +73,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, metavar="K", help="critical part: states to list (default 10)")
     p.add_argument(
         "--worst",
-        choices=("max", "min"),
+        choices=(Optimum.MAX.value, Optimum.MIN.value),
         help="how to read the property: max = a bad event, min = a goal (default: from P<=b / P>=b or Pmin / Pmax; "
         "P=? is read as a bad event, and the result says so); sets the worst case "
         "over a range and the best action of a critical state",
@@ -88,24 +93,73 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.cli.verify import _max_work
-    from rlverify.exact.critical import CriticalOptions
-    from rlverify.exact.explanations import ExplainOptions, explain_policy
-    from rlverify.exact.features import FeatureOptions
-    from rlverify.exact.options import ExactOptions
-    from rlverify.exact.tree import DEFAULT_FIDELITY, TreeOptions
-    from rlverify.files import check_target, save_figure
-    from rlverify.resolve import resolve
+    from rlverify.exact.explanations import explain_policy  # lazy: stormpy, start-up
 
     files = outputs(args, (".json", ".png"))
-    tree_file = None
-    if args.save_tree:
-        from pathlib import Path
+    tree_file = _tree_file(args)
+    options = _explain_options(args)
+    _check_parts(options.parts or PART_NAMES, ".png" in files, tree_file is not None)
+    target = resolve_target(args, "rlverify explain", property=args.property)
+    prop, policy = target.property, target.policy
+    assert prop is not None and policy is not None
+    with status("explaining") as update:
+        result = _named(target, explain_policy(target.model, prop, policy, options, progress=update), args.unavailable)
+    if tree_file is not None:
+        _save_tree(result, tree_file, args.force)
+    if ".png" in files and result.features is not None:
+        save_figure(result.features.figure(), files[".png"], force=args.force, what="--out", dpi=120)
+    if not emit(result, args, files):
+        _print_parts(result)
+    return 0
 
-        tree_file = Path(args.save_tree)
-        if tree_file.suffix.lower() != ".json":
-            raise OptionError(f"--save-tree {args.save_tree}: expected a .json file name (a tree policy file)")
-        check_target(tree_file, force=args.force, what="--save-tree")
+
+def _named(target: Any, result: Any, unavailable: str) -> Any:
+    """``result`` and each of its parts stamped with the target, the policy as the user gave it (a shipped one by
+    its file name)."""
+
+    def named(part: Any) -> Any:
+        return target.stamp(part).with_provenance(policy=shown_policy(part.policy)) if part else None
+
+    result = dataclasses.replace(
+        result, features=named(result.features), tree=named(result.tree), critical=named(result.critical)
+    )
+    return target.stamp(result, unavailable=unavailable).with_provenance(policy=shown_policy(result.policy))
+
+
+def _print_parts(result: Any) -> None:
+    for part in result.parts():
+        console.print(str(part).split("\n  warning:")[0])
+        console.print("")
+    for k, v in result.skipped.items():
+        note(f"{k} skipped: {v}")
+
+
+def _check_parts(wanted: Sequence[str], png: bool, tree: bool) -> None:
+    """Refuse a figure of the features, or a tree file, when that part is not computed."""
+    if png and "features" not in wanted:
+        raise OptionError("--out FILE.png draws the features part: add features to --parts")
+    if tree and "tree" not in wanted:
+        raise OptionError("--save-tree writes the tree part: add tree to --parts")
+
+
+def _tree_file(args: argparse.Namespace) -> Path | None:
+    """``--save-tree``'s file (None without it), checked before any work."""
+    if not args.save_tree:
+        return None
+    tree_file = Path(args.save_tree)
+    if tree_file.suffix.lower() != ".json":
+        raise OptionError(f"--save-tree {args.save_tree}: expected a .json file name (a tree policy file)")
+    check_target(tree_file, force=args.force, what="--save-tree")
+    return tree_file
+
+
+def _explain_options(args: argparse.Namespace) -> Any:
+    """The :class:`~rlverify.exact.explanations.ExplainOptions` of the command line, validated."""
+    from rlverify.exact.critical import CriticalOptions  # lazy: stormpy, start-up
+    from rlverify.exact.explanations import ExplainOptions  # lazy: the engine, --help start-up
+    from rlverify.exact.features import FeatureOptions  # lazy: the engine, --help start-up
+    from rlverify.exact.tree import DEFAULT_FIDELITY, TreeOptions  # lazy: the engine, --help start-up
+
     parts = names(args.parts)
     ablate = names(args.ablate)
     options = ExplainOptions(
@@ -127,46 +181,13 @@ def run(args: argparse.Namespace) -> int:
     options.critical.validate()
     if args.depth is not None and args.fidelity is not None:
         raise OptionError("--depth and --fidelity: give one (--fidelity chooses the depth)")
-    wanted = options.parts or PART_NAMES
-    if ".png" in files and "features" not in wanted:
-        raise OptionError("--out FILE.png draws the features part: add features to --parts")
-    if tree_file is not None and "tree" not in wanted:
-        raise OptionError("--save-tree writes the tree part: add tree to --parts")
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property,
-        needs_policy=True,
-        kinds=("prism",),
-        command="rlverify explain",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
-    prop, policy = target.property, target.policy
-    assert prop is not None and policy is not None
-    with status("explaining") as update:
-        result = explain_policy(target.model, prop, policy, options, progress=update)
-    from rlverify.cli.verify import shown_policy
+    return options
 
-    def named(part: Any) -> Any:  # after the target, the policy as the user gave it (a shipped one by its file name)
-        return target.stamp(part).with_provenance(policy=shown_policy(part.policy)) if part else None
 
-    result = dataclasses.replace(
-        result, features=named(result.features), tree=named(result.tree), critical=named(result.critical)
-    )
-    result = target.stamp(result, unavailable=args.unavailable).with_provenance(policy=shown_policy(result.policy))
-    if tree_file is not None:
-        if result.tree is None:
-            raise OptionError(f"--save-tree: no tree was fitted ({result.skipped.get('tree', 'not asked for')})")
-        result.tree.tree_policy.metadata["model"] = result.tree.model  # the target's name, not a generated file's
-        result.tree.tree_policy.save(tree_file, force=args.force)
-        note(f"wrote the tree policy to {tree_file}")
-    if ".png" in files and result.features is not None:
-        save_figure(result.features.figure(), files[".png"], force=args.force, what="--out", dpi=120)
-    if not emit(result, args, files):
-        for part in result.parts():
-            console.print(str(part).split("\n  warning:")[0])
-            console.print("")
-        for k, v in result.skipped.items():
-            note(f"{k} skipped: {v}")
-    return 0
+def _save_tree(result: Any, tree_file: Path, force: bool) -> None:
+    """The fitted tree as a tree policy file (named after the target)."""
+    if result.tree is None:
+        raise OptionError(f"--save-tree: no tree was fitted ({result.skipped.get('tree', 'not asked for')})")
+    result.tree.tree_policy.metadata["model"] = result.tree.model  # the target's name, not a generated file's
+    result.tree.tree_policy.save(tree_file, force=force)
+    note(f"wrote the tree policy to {tree_file}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rlverify.choices import Mode
 from rlverify.cli.console import console, line, note, print_warnings, progress_bar, styled
 from rlverify.cli.options import (
     add_backend_options,
@@ -13,10 +14,12 @@ from rlverify.cli.options import (
     add_target,
     backend_from_args,
     outputs,
-    policy_kwargs,
+    resolve_target,
     write_json,
 )
 from rlverify.cli.output import print_envelope
+from rlverify.cli.simulate import constants_with_noise, whole_number
+from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError
 
 
@@ -38,8 +41,6 @@ def register(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--epsilon", type=float, default=0.01, help="per-cell interval half-width (default 0.01)")
     p.add_argument("--delta", type=float, default=0.05, help="per-cell error probability (default 0.05)")
-    from rlverify.cli.simulate import whole_number
-
     p.add_argument("--runs", type=whole_number, help="runs per cell with Clopper-Pearson intervals instead of Okamoto")
     p.add_argument(
         "--run-limit",
@@ -51,7 +52,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
     p.add_argument(
         "--mode",
-        choices=("stochastic", "deterministic"),
+        choices=(Mode.STOCHASTIC.value, Mode.DETERMINISTIC.value),
         default="stochastic",
         help="sample actions from pi (stochastic, default) or take the argmax; Q-value policies (DQN) are greedy in both",
     )
@@ -63,35 +64,23 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.cli.simulate import constants_with_noise
-    from rlverify.resolve import resolve
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.heatmap import heatmap, never_decided_share
-    from rlverify.statistical.verify import StatisticalOptions
+    from rlverify.statistical.heatmap import heatmap  # lazy: numpy, --help start-up
+    from rlverify.targets import EnvironmentTarget  # lazy: numpy, --help start-up
 
     files = outputs(args, (".png", ".json"))
     backend = backend_from_args(args)
     if not files and not args.json:
         raise OptionError("nothing to write: give --out FILE.png (the maps) and/or --out FILE.json, or --json")
-    target = resolve(
-        args.target,
+    target = resolve_target(
+        args,
+        "rlverify heatmap",
+        kinds=(EnvironmentTarget,),
         constants=constants_with_noise(args.constants, args.noise, args.target),
-        kinds=("native",),
-        command="rlverify heatmap",
-        **policy_kwargs(args),
     )
     env, bench, policy = target.model, target.benchmark, target.policy
     if bench is None or policy is None:  # (a native target is a benchmark; resolve loads its policy or refuses)
         raise OptionError(f"{args.target}: a heat map needs a Racetrack benchmark and a policy")
-    options = StatisticalOptions(
-        method="clopper-pearson" if args.runs else "okamoto",
-        epsilon=args.epsilon,
-        delta=args.delta,
-        runs=args.runs,
-        run_limit=args.run_limit,
-        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size),
-        backend=backend,
-    )
+    options = _options(args, backend)
     with progress_bar("simulating") as bar:
         task = bar.add_task("runs", total=None)
         result = heatmap(
@@ -102,41 +91,68 @@ def run(args: argparse.Namespace) -> int:
             benchmark=bench.id,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    from rlverify.cli.verify import shown_policy
-
     result = target.stamp(result)
     result = result.with_provenance(policy=shown_policy(result.policy) or None)  # as the user named it
     print_warnings(result.warnings)
-    if ".png" in files:
-        from rlverify.statistical.heatmap import heatmap_figure
-
-        heatmap_figure(result).draw(files[".png"], force=args.force, what="--out")  # plot_heatmap's figure, written safely
-    if ".json" in files:
-        write_json(files[".json"], result.to_json(), force=args.force)
+    _write(result, files, args.force)
     if args.json:
         print_envelope(args, result)
         return 0
+    _print_summary(result, bench.id, env.noise, args.mode)
+    if files:
+        note("wrote " + " and ".join(str(f) for f in files.values()))
+    return 0
+
+
+def _write(result: Any, files: dict[str, Any], force: bool) -> None:
+    """``--out FILE.png`` (the maps) and ``--out FILE.json`` (per-cell values)."""
+    if ".png" in files:
+        from rlverify.statistical.heatmap import heatmap_figure  # lazy: matplotlib
+
+        heatmap_figure(result).draw(files[".png"], force=force, what="--out")  # plot_heatmap's figure, written safely
+    if ".json" in files:
+        write_json(files[".json"], result.to_json(), force=force)
+
+
+def _options(args: argparse.Namespace, backend: Any) -> Any:
+    """The :class:`~rlverify.statistical.StatisticalOptions` of each cell (``--runs``: Clopper-Pearson, else Okamoto)."""
+    from rlverify.statistical.engine import SimulationOptions  # lazy: numpy, --help start-up
+    from rlverify.statistical.verify import StatisticalOptions  # lazy: the engine, --help start-up
+
+    return StatisticalOptions(
+        method="clopper-pearson" if args.runs else "okamoto",
+        epsilon=args.epsilon,
+        delta=args.delta,
+        runs=args.runs,
+        run_limit=args.run_limit,
+        simulation=SimulationOptions(mode=args.mode, max_steps=args.max_steps, seed=args.seed, batch_size=args.batch_size),
+        backend=backend,
+    )
+
+
+def _print_summary(result: Any, benchmark_id: str, noise: float, mode: str) -> None:
+    """Two lines: the runs and their speed; the mean probabilities and how the undecided runs ended."""
+    from rlverify.statistical.heatmap import never_decided_share  # lazy: numpy, --help start-up
+
     console.print(
         line(
-            styled(bench.id, "bold"),
-            f" noise {env.noise:g}, policy {result.policy} ({args.mode}): "
+            styled(benchmark_id, "bold"),
+            f" noise {noise:g}, policy {result.policy} ({mode}): "
             f"{len(result.cells)} cells x {int(result.runs[0]):,} runs in {result.timings['total']:.1f} s "
             f"({result.timings['decisions_per_second']:,.0f} decisions/s)",
         )
     )
     gap, never = result.gap, never_decided_share(result)
     stuck = 0 if result.stuck is None else int(result.stuck.sum())
+    optimal = (
+        f", mean optimal {result.optimal.mean():.4f}, max gap {gap.max():.4f}"
+        if result.optimal is not None and gap is not None
+        else ""
+    )
     console.print(
         f"mean goal probability {result.goal.mean():.4f}, mean crash probability {result.crash.mean():.4f}"
-        + (
-            f", mean optimal {result.optimal.mean():.4f}, max gap {gap.max():.4f}"
-            if result.optimal is not None and gap is not None
-            else ""
-        )
+        + optimal
         + f"; mean never decided {never.mean():.4f} (stood still forever {stuck:,} runs, still driving after "
         f"--max-steps {result.max_steps:,}: {int(result.undecided.sum()):,}; largest share in one cell {never.max():.3f})"
         + (f", stalled {int(result.stalled.sum()):,}" if result.stalled.any() else "")
     )
-    if files:
-        note("wrote " + " and ".join(str(f) for f in files.values()))
-    return 0

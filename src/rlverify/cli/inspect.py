@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from rlverify.cli.console import console, note, one_line, styled
-from rlverify.cli.options import add_env_kwargs, add_target
+from rlverify.cli.options import add_env_kwargs, add_force, add_json, add_target, resolve_target
 from rlverify.cli.output import print_envelope
+from rlverify.errors import OptionError
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -36,29 +37,17 @@ def register(sub: Any) -> argparse.ArgumentParser:
         type=Path,
         help="write a policy skeleton with FEATURES/ACTIONS filled in, uniform over the available choices",
     )
-    p.add_argument("--force", action="store_true", help="overwrite an existing --policy-template file")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_force(p, "overwrite an existing --policy-template file")
+    add_json(p, "print the summary as JSON")
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.errors import OptionError
-    from rlverify.models.summary import policy_template, summarize
-    from rlverify.resolve import resolve
+    from rlverify.models.summary import policy_template, summarize  # lazy: stormpy, start-up
 
-    if args.max_states is not None and args.max_states <= 0:
-        raise OptionError(f"--max-states must be positive, got {args.max_states}")
-    if args.policy_template is not None and args.no_build:
-        raise OptionError("--policy-template needs the state space (the available choices per state): drop --no-build")
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        needs_policy=False,
-        kinds=("prism",),
-        command="rlverify inspect",
-        env_kwargs=args.env_kwargs,
-    )
+    _check_options(args)
+    target = resolve_target(args, "rlverify inspect", needs_policy=False, policy=False)
     summary, mdp = summarize(target.model, build=not args.no_build, max_states=args.max_states)
     summary = dataclasses.replace(summary, path=target.name)
     written = None
@@ -69,19 +58,32 @@ def run(args: argparse.Namespace) -> int:
         print_envelope(
             args, {**summary.to_json(), "target": target.name, "policy_template": str(written) if written else None}
         )
-    else:
-        show(summary, target.name)
-        if written is not None:
-            note(f"wrote {written}" + (f" (use --policy {written}:pi)" if written.suffix == ".py" else ""))
+        return 0
+    show(summary, target.name)
+    if written is not None:
+        note(f"wrote {written}" + (f" (use --policy {written}:pi)" if written.suffix == ".py" else ""))
     return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    if args.max_states is not None and args.max_states <= 0:
+        raise OptionError(f"--max-states must be positive, got {args.max_states}")
+    if args.policy_template is not None and args.no_build:
+        raise OptionError("--policy-template needs the state space (the available choices per state): drop --no-build")
 
 
 def show(s: Any, name: str) -> None:
     """Readable tables of a :class:`~rlverify.models.summary.ModelSummary`."""
-    from rich.table import Table
-
     head = f"{name} — {s.kind.upper()} {s.model_type.upper()}" + (f" ({s.constants})" if s.constants else "")
     console.print(styled(one_line(head), "bold"))
+    console.print(_variables_table(s))
+    console.print(_commands_table(s))
+    console.print(_model_table(s))
+
+
+def _variables_table(s: Any) -> Any:
+    from rich.table import Table  # lazy: rich, --help start-up
+
     t = Table("variable", "type", "range", "init", "module", title="variables (policy features)", title_justify="left")
     for v in s.variables:
         rng = "" if v["type"] == "bool" else f"[{_v(v['low'])}..{_v(v['high'])}]"
@@ -94,7 +96,12 @@ def show(s: Any, name: str) -> None:
             "constant, its initial value: no state variable, no policy feature)"
         )
         t.caption_justify = "left"
-    console.print(t)
+    return t
+
+
+def _commands_table(s: Any) -> Any:
+    from rich.table import Table  # lazy: rich, --help start-up
+
     t = Table(
         "command",
         "action",
@@ -105,7 +112,12 @@ def show(s: Any, name: str) -> None:
     for m in s.modules:
         for c in m["commands"]:
             t.add_row(one_line(c["name"]), one_line(c["action"] or "(unlabelled)"), one_line(c["guard"]))
-    console.print(t)
+    return t
+
+
+def _model_table(s: Any) -> Any:
+    from rich.table import Table  # lazy: rich, --help start-up
+
     t = Table(show_header=False, title="model", title_justify="left")
     t.add_column(style="bold")
     t.add_column()
@@ -117,17 +129,20 @@ def show(s: Any, name: str) -> None:
             f"{s.states:,} states, {s.choices:,} choices, {s.transitions:,} transitions; "
             f"{s.decision_states:,} decision states",
         )
-        features = set(s.features)  # Storm's states may also carry location codes and JANI's transient variables
-        shown = "; ".join(
-            ", ".join(f"{k}={v}" for k, v in init.items() if k in features or not features) for init in s.initial_states
-        )
-        more = f" (+{s.n_initial - len(s.initial_states)} more)" if s.n_initial > len(s.initial_states) else ""
-        t.add_row("initial", one_line(shown + more))
+        t.add_row("initial", one_line(_initial_states(s)))
     t.add_row("policy FEATURES", repr(s.features))
     t.add_row("policy ACTIONS", repr(s.actions) + ("" if s.built else " (labels; build to see command names)"))
     if s.ambiguous:
         t.add_row("note", "labels do not tell every choice apart: some actions are command names (MODULE:K)")
-    console.print(t)
+    return t
+
+
+def _initial_states(s: Any) -> str:
+    features = set(s.features)  # Storm's states may also carry location codes and JANI's transient variables
+    shown = "; ".join(
+        ", ".join(f"{k}={v}" for k, v in init.items() if k in features or not features) for init in s.initial_states
+    )
+    return shown + (f" (+{s.n_initial - len(s.initial_states)} more)" if s.n_initial > len(s.initial_states) else "")
 
 
 def _v(x: Any) -> str:

@@ -19,8 +19,11 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from rlverify.cli.console import err_console, error
+from rlverify import __version__
+from rlverify.cli.console import err_console, error, set_verbosity
+from rlverify.cli.output import print_envelope
 from rlverify.errors import RlverifyError
+from rlverify.files import all_or_nothing
 
 #: The subcommands, in the order ``--help`` lists them; ``rlverify.cli.NAME`` defines ``register(subparsers)``.
 COMMANDS = (
@@ -49,7 +52,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     options' choices): ``rlverify --help`` loads no engine. A parser for one ``command`` skips importing
     and building the others (their names remain, for argparse's messages).
     """
-    from rlverify import __version__
 
     parser = Parser(prog="rlverify", description="How safe is this trained policy, really?")
     parser.add_argument("--version", action="version", version=f"rlverify {__version__}")
@@ -181,25 +183,24 @@ def dash_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[st
             out.append(token)
             i += 1
             continue
-        action = _option(current, token)
-        if (
-            action is not None
-            and action.nargs is None
-            and "=" not in token
-            and i + 1 < len(argv)
-            and argv[i + 1].startswith("-")
-            and argv[i + 1] != "-"
-            and _option(current, argv[i + 1]) is None
-        ):
-            out.append(f"{token}={argv[i + 1]}")
-            i += 2
-        elif action is not None and action.nargs is None and "=" not in token and i + 1 < len(argv):
-            out += [token, argv[i + 1]]  # the value, never read as a subcommand
-            i += 2
-        else:
-            out.append(token)
-            i += 1
+        taken, used = _with_value(current, argv, i)
+        out += taken
+        i += used
     return out
+
+
+def _with_value(parser: argparse.ArgumentParser, argv: Sequence[str], i: int) -> tuple[list[str], int]:
+    """``argv[i]`` and, for an option taking one value, that value: ``[--opt=-value]`` when it starts with ``-``
+    and is no option of the command, ``[--opt, value]`` otherwise (never read as a subcommand); else ``[argv[i]]``;
+    and how many tokens of ``argv`` that took."""
+    token = argv[i]
+    action = _option(parser, token)
+    if action is None or action.nargs is not None or "=" in token or i + 1 >= len(argv):
+        return [token], 1
+    value = argv[i + 1]
+    if value.startswith("-") and value != "-" and _option(parser, value) is None:
+        return [f"{token}={value}"], 2
+    return [token, value], 2
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -289,13 +290,7 @@ def _finish(code: str | int | None) -> int:
     """What the interpreter does at exit, but for freeing its modules: the exit status of ``code`` (as ``sys.exit``
     takes it), with non-daemon threads joined, ``atexit`` handlers run (Ray's shutdown, temporary directories removed,
     logging flushed, a Python policy's own handlers) and Python's and the C library's output buffers flushed."""
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        print(code, file=sys.stderr)
-        status = 1
+    status = _exit_status(code)
     import atexit
     import threading
 
@@ -306,6 +301,25 @@ def _finish(code: str | int | None) -> int:
         except KeyboardInterrupt:  # Ctrl-C while a thread is waited for
             status = 130
     atexit._run_exitfuncs()
+    if not _flushed() and status == 0:  # what was written is lost (a full disk): 120 as in Python's exit, unless the
+        status = 120  # command already failed (its own status says more)
+    _flush_c_streams()
+    return status
+
+
+def _exit_status(code: str | int | None) -> int:
+    """The exit status of ``code`` as ``sys.exit`` takes it (a message: printed to stderr, status 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _flushed() -> bool:
+    """Python's stdout and stderr flushed; False when what was written is lost (a full disk)."""
+    ok = True
     for stream in (sys.stdout, sys.stderr):
         if stream is None or stream.closed:  # started without it (``>&-``), or closed: nothing to write
             continue
@@ -313,11 +327,9 @@ def _finish(code: str | int | None) -> int:
             stream.flush()
         except BrokenPipeError:  # the reader went away (``| head``): not an error, as in _broken_pipe
             pass
-        except (OSError, ValueError):  # what was written is lost (a full disk): 120 as in Python's exit, unless the
-            if status == 0:  # command already failed (its own status says more)
-                status = 120
-    _flush_c_streams()
-    return status
+        except (OSError, ValueError):
+            ok = False
+    return ok
 
 
 def _flush_c_streams() -> None:
@@ -338,8 +350,6 @@ def _main(argv: Sequence[str] | None) -> int:
             parser.error("-v/--verbose and -q/--quiet: give one of them")
     except SystemExit as exc:  # a usage error (exit 2): with --json also the envelope on stdout
         if exc.code == 2 and _wants_json(argv):
-            from rlverify.cli.output import print_envelope
-
             print_envelope(argparse.Namespace(command=invoked(argv)), None, exit_code=2, error=Parser.last_error)
         raise
     level = logging.INFO if args.verbose else (logging.ERROR if args.quiet else logging.WARNING)
@@ -347,7 +357,6 @@ def _main(argv: Sequence[str] | None) -> int:
     # libraries' warnings (numpy overflow in a policy's network, torch's notices) are details: shown with -v
     logging.captureWarnings(True)
     logging.getLogger("py.warnings").setLevel(logging.WARNING if args.verbose else logging.ERROR)
-    from rlverify.cli.console import set_verbosity
     from rlverify.models.numerics import set_storm_logging  # (loads no stormpy: applied when a command does)
 
     set_verbosity(verbose=args.verbose, quiet=args.quiet)
@@ -365,8 +374,6 @@ def _wants_json(argv: Sequence[str]) -> bool:
 def _run(args: argparse.Namespace) -> int:
     code, message = _outcome(args)
     if getattr(args, "json", False) and not getattr(args, "json_printed", False) and code != 0:
-        from rlverify.cli.output import print_envelope
-
         try:  # the error as the envelope on stdout too (its one line is on stderr)
             print_envelope(args, None, exit_code=code, error=message)
         except (BrokenPipeError, OSError):
@@ -376,7 +383,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _outcome(args: argparse.Namespace) -> tuple[int, str | None]:
     """Run the command: its exit code and, for a failure, the one-line cause (printed on stderr here)."""
-    from rlverify.files import all_or_nothing
 
     try:
         with all_or_nothing():  # a command that fails leaves none of its output files

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rlverify.choices import Aggregate, Optimum, values
 from rlverify.cli.console import console, note, print_warnings, status
 from rlverify.cli.options import (
     add_chain_options,
@@ -16,14 +17,15 @@ from rlverify.cli.options import (
     add_target,
     apply_shield,
     outputs,
-    policy_kwargs,
+    resolve_target,
     write_json,
 )
 from rlverify.cli.output import print_envelope
+from rlverify.cli.verify import shown_policy
+from rlverify.exact.options import ExactOptions
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import AGGREGATES, OPTIMA
 
     p = sub.add_parser(
         "map",
@@ -39,10 +41,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_policy(p, default_note="default for benchmarks: 'reference'")
     add_shield(p)
     p.add_argument("--map", dest="xy", required=True, metavar="X,Y", help="the two variables of the map, e.g. x,y")
-    add_map_view(p, AGGREGATES)
+    add_map_view(p, values(Aggregate))
     p.add_argument(
         "--optimum",
-        choices=OPTIMA,
+        choices=values(Optimum),
         help="min: the property is a bad event (the best policy minimises it: Pmin); max: a goal (Pmax). "
         "Default: from the property's comparison (P<=b: min, P>=b: max); needed for P=?/R=?",
     )
@@ -84,10 +86,7 @@ def map_view(where: str | None, agg: str | None) -> tuple[str | None, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.cli.verify import shown_policy
-    from rlverify.exact.maps import MapOptions, risk_map
-    from rlverify.exact.options import ExactOptions
-    from rlverify.resolve import resolve
+    from rlverify.exact.maps import MapOptions, risk_map  # lazy: the engine, --help start-up
 
     files = outputs(args, (".png", ".json"))
     where, agg = map_view(args.where, args.agg)
@@ -104,15 +103,7 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     options.validate()
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property,
-        kinds=("prism",),
-        command="rlverify map",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
+    target = resolve_target(args, "rlverify map", property=args.property)
     target = apply_shield(target, args)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them

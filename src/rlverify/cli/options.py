@@ -12,12 +12,22 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rlverify.choices import BackendKind, Mode, Numerics, OutputKind, Unavailable, values
+from rlverify.cli.console import print_warnings, progress_bar
+from rlverify.cli.output import print_envelope
 from rlverify.errors import OptionError
 from rlverify.files import check_target, write_text
+from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
+from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP, check_threads, check_timeout
 
-UNAVAILABLE = ("stall", "renormalize")
+if TYPE_CHECKING:
+    from rlverify.backends import BackendOptions
+    from rlverify.resolve import Kinds
+    from rlverify.targets import Target
+
+UNAVAILABLE = values(Unavailable)
 
 
 def add_target(
@@ -63,7 +73,6 @@ def add_trust_code(p: argparse.ArgumentParser) -> None:
 
 
 def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the benchmark's reference policy") -> None:
-    from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP
 
     p.add_argument("--policy", help=f"policy spec: {SPEC_HELP}; or a benchmark's reference policy name ({default_note})")
     p.add_argument(
@@ -81,7 +90,7 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
     )
     p.add_argument(
         "--output",
-        choices=("logits", "probabilities", "q-values"),
+        choices=(OutputKind.LOGITS.value, OutputKind.PROBABILITIES.value, OutputKind.Q_VALUES.value),  # --help's order
         help="what the policy network outputs (q-values: greedy argmax), for a file that does not declare "
         "it (a contradiction is refused)",
     )
@@ -109,7 +118,6 @@ def add_policy(p: argparse.ArgumentParser, *, default_note: str = "default: the 
 def add_system_timeout(p: argparse.ArgumentParser) -> None:
     """``--system-timeout``: the limit on importing a ``FILE.py:NAME`` system declaration and on calling ``NAME()``
     (a command that takes continuous systems)."""
-    from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
 
     p.add_argument(
         "--system-timeout",
@@ -123,7 +131,6 @@ def add_system_timeout(p: argparse.ArgumentParser) -> None:
 
 def system_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``--system-timeout`` as keyword arguments of :func:`rlverify.resolve.resolve` (none for a command without it)."""
-    from rlverify.policies.settings import check_timeout
 
     if not hasattr(args, "system_timeout"):
         return {}
@@ -160,15 +167,13 @@ def add_chain_options(p: argparse.ArgumentParser, *, numerics: bool = False) -> 
     reads them."""
     p.add_argument(
         "--mode",
-        choices=("stochastic", "deterministic"),
+        choices=(Mode.STOCHASTIC.value, Mode.DETERMINISTIC.value),
         default="stochastic",
         help="follow every action with pi > 0 (default) or the argmax only",
     )
     add_unavailable(p)
     if numerics:
-        from rlverify.models.numerics import NUMERICS
-
-        p.add_argument("--numerics", choices=NUMERICS, default="sound", help="as rlverify verify (default sound)")
+        p.add_argument("--numerics", choices=values(Numerics), default="sound", help="as rlverify verify (default sound)")
         p.add_argument("--precision", type=float, default=1e-6, help="relative precision of iterative solvers (default 1e-6)")
     p.add_argument("--max-states", type=int, default=2_000_000, help="refuse to build models with more states (default 2M)")
 
@@ -199,7 +204,7 @@ def add_outputs(
 ) -> None:
     if seed:
         add_seed(p, seed_help)
-    p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")
+    add_json(p)
     p.add_argument(
         "--out",
         "-o",
@@ -208,7 +213,17 @@ def add_outputs(
         default=[],
         help=f"write an artefact; repeatable; the kind from the suffix: {kinds}",
     )
-    p.add_argument("--force", action="store_true", help="overwrite existing --out files")
+    add_force(p)
+
+
+def add_json(p: argparse.ArgumentParser, help: str = "print the result as JSON to stdout") -> None:  # argparse's word
+    """``--json``: the command's result as JSON on stdout (nothing else there)."""
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_force(p: argparse.ArgumentParser, help: str = "overwrite existing --out files") -> None:  # argparse's word
+    """``--force``: overwrite the files the command writes (never without it)."""
+    p.add_argument("--force", action="store_true", help=help)
 
 
 def names(text: str | None) -> list[str] | None:
@@ -218,7 +233,6 @@ def names(text: str | None) -> list[str] | None:
 
 def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The policy options of ``args`` as keyword arguments of :func:`rlverify.resolve.resolve`."""
-    from rlverify.policies.settings import DEFAULT_POLICY_THREADS, check_threads, check_timeout
 
     return {
         "policy": args.policy,
@@ -255,7 +269,7 @@ def outputs(args: argparse.Namespace, allowed: Sequence[str], *, hidden: Sequenc
 
 def dumps(data: dict[str, Any]) -> str:
     """``data`` as indented JSON (:func:`rlverify.results.jsonable`, the one sanitiser; anything else as text)."""
-    from rlverify.results import jsonable
+    from rlverify.results import jsonable  # lazy: numpy, --help start-up
 
     return json.dumps(jsonable(data), indent=2, allow_nan=False, default=str)
 
@@ -268,7 +282,6 @@ def write_json(path: Path, data: dict[str, Any], *, force: bool = False) -> None
 def with_progress(label: str, console: Any, fn: Any) -> Any:
     """``fn(progress)`` under a transient progress bar on stderr (so that ``--json`` on stdout stays clean);
     ``progress(done, total)`` advances it. (``console`` is ignored: every bar goes to the CLI's stderr console.)"""
-    from rlverify.cli.console import progress_bar
 
     with progress_bar(label) as bar:
         task = bar.add_task(label, total=None)
@@ -281,8 +294,6 @@ def emit(
     """A :class:`~rlverify.results.Result`'s warnings to stderr, its JSON to ``--out FILE.json`` and, with ``--json``,
     in the envelope (:func:`rlverify.cli.output.print_envelope`) to stdout; True when the JSON was printed (then
     nothing else is)."""
-    from rlverify.cli.console import print_warnings
-    from rlverify.cli.output import print_envelope
 
     print_warnings(result.warnings)
     if ".json" in files:
@@ -295,11 +306,9 @@ def emit(
 
 def add_backend_options(p: argparse.ArgumentParser) -> None:
     """``--backend {local,ray}`` and ``--address ADDR``: where the work runs (results do not depend on it)."""
-    from rlverify.backends import KINDS
-
     p.add_argument(
         "--backend",
-        choices=KINDS,
+        choices=values(BackendKind),
         default="local",
         help="where the work runs: local (this process, default) or ray (Ray tasks on this machine or a "
         "cluster; needs pip install 'rlverify[ray]'); the same result for the same seed either way",
@@ -312,13 +321,13 @@ def add_backend_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def backend_from_args(args: argparse.Namespace) -> Any:
+def backend_from_args(args: argparse.Namespace) -> BackendOptions:
     """The :class:`~rlverify.backends.BackendOptions` of ``--backend/--address`` (validated)."""
-    from rlverify.backends import BackendOptions, import_ray
+    from rlverify.backends import BackendOptions, import_ray  # lazy: numpy, --help start-up
 
     options = BackendOptions(kind=args.backend, address=args.address)
     options.validate()
-    if options.kind == "ray":
+    if BackendKind(options.kind) is BackendKind.RAY:
         import_ray(options)  # a missing extra is reported before any work (and Ray's waits are bounded)
     return options
 
@@ -337,8 +346,9 @@ def add_shield(p: argparse.ArgumentParser) -> None:
     )
 
 
-def apply_shield(target: Any, args: argparse.Namespace) -> Any:
-    """``target`` with its policy under ``--shield FILE`` (unchanged without the option).
+def apply_shield(target: Target[Any], args: argparse.Namespace) -> Target[Any]:
+    """``target`` with its policy under ``--shield FILE`` (unchanged without the option;
+    :meth:`~rlverify.targets.Target.with_shield`, a note when the shield was computed for another property).
 
     Raises:
         OptionError: ``--shield`` without a policy or on a target that is not a PRISM/JANI/Gymnasium model;
@@ -347,40 +357,52 @@ def apply_shield(target: Any, args: argparse.Namespace) -> Any:
     path = getattr(args, "shield", None)
     if not path:
         return target
-    from dataclasses import replace
+    from rlverify.cli.console import note  # lazy: rich, --help start-up
 
-    from rlverify.errors import OptionError
-
-    if target.kind != "prism":
-        raise OptionError(f"--shield: shields are computed on PRISM/JANI/Gymnasium models, not on {target.name}")
-    if target.policy is None:
-        raise OptionError("--shield restricts a policy: give one (--policy), not --mode monolithic")
-    from rlverify.cli.console import note
-    from rlverify.exact.shield import load_shield
-    from rlverify.policies.shielded import ShieldedPolicy
-
-    shield = load_shield(path, target.model, target.name)
-    policy = ShieldedPolicy(target.policy, shield)
-    asked = getattr(target.property, "text", None)
-    if asked is not None and asked != shield.property:
-        note(f"--shield: the shield was computed for property '{shield.property}' (verifying '{asked}')")
-    return replace(target, policy=policy)
+    return target.with_shield(path, say=note)
 
 
-def shielded_policy(args: argparse.Namespace, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` (:func:`policy_kwargs`) with the policy loaded and put under ``--shield FILE`` (unchanged without
-    it), for a command that resolves its target itself (``report``)."""
-    if not getattr(args, "shield", None):
-        return kwargs
-    from rlverify.resolve import resolve
+def resolve_target(
+    args: argparse.Namespace,
+    command: str,
+    *,
+    kinds: Kinds | None = None,
+    property: str | None = None,
+    needs_policy: bool = True,
+    policy: bool = True,
+    constants: str | None = None,
+) -> Target[Any]:
+    """The target of the command line (:func:`rlverify.resolve.resolve`): ``TARGET``, ``-c`` (or ``constants``),
+    ``--env-kwargs`` and (``policy``) the policy options (:func:`policy_kwargs`).
 
-    target = resolve(
+    ``kinds``: the target types the command takes (None: PRISM/JANI/Gymnasium models only,
+    :class:`~rlverify.targets.ModelTarget`); ``property``: the property to parse (None: none)."""
+    from rlverify.resolve import resolve  # lazy: numpy, --help start-up
+    from rlverify.targets import ModelTarget  # lazy: numpy, --help start-up
+
+    return resolve(
         args.target,
-        constants=args.constants,
-        kinds=("prism",),
-        command=f"rlverify {getattr(args, 'command', '')} --shield".replace("  ", " "),
-        env_kwargs=getattr(args, "env_kwargs", None),
-        **kwargs,
+        property=property,
+        needs_policy=needs_policy,
+        kinds=(ModelTarget,) if kinds is None else kinds,
+        command=command,
+        **_target_kwargs(args, constants, policy),
     )
-    policy = apply_shield(target, args).policy
-    return {**kwargs, "policy": policy, "features": None, "actions": None, "output": None}
+
+
+def resolve_simulated_target(args: argparse.Namespace, command: str, *, constants: str | None = None) -> Target[Any]:
+    """The target of a statistical command line with its property ``-p`` (:func:`rlverify.resolve.resolve_simulated`:
+    every kind; a continuous system's default is its unsafe set), its policy under ``--shield``."""
+    from rlverify.resolve import resolve_simulated  # lazy: numpy, --help start-up
+
+    target = resolve_simulated(args.target, args.property, command=command, **_target_kwargs(args, constants, True))
+    return apply_shield(target, args)
+
+
+def _target_kwargs(args: argparse.Namespace, constants: str | None, policy: bool) -> dict[str, Any]:
+    """``-c`` (or ``constants``), ``--env-kwargs`` and (``policy``) the policy options, as :func:`resolve`'s arguments."""
+    return {
+        "constants": args.constants if constants is None else constants,
+        "env_kwargs": getattr(args, "env_kwargs", None),
+        **(policy_kwargs(args) if policy else {}),
+    }

@@ -26,6 +26,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from rlverify import __version__
+from rlverify.cli.console import note
+from rlverify.errors import OptionError
+
 __all__ = [
     "EXIT_UNDECIDED",
     "EXIT_VIOLATED",
@@ -65,8 +69,7 @@ def envelope(
 ) -> dict[str, Any]:
     """The one JSON envelope (see the module's docstring): ``result`` is a :class:`~rlverify.results.Result` (its
     :meth:`~rlverify.results.Result.to_json`), JSON-ready data, or None; ``warnings`` default to the result's."""
-    from rlverify import __version__
-    from rlverify.results import Result, jsonable
+    from rlverify.results import Result, jsonable  # lazy: numpy, --help start-up
 
     if isinstance(result, Result):
         if warnings is None:
@@ -85,7 +88,7 @@ def envelope(
 
 def print_envelope(args: argparse.Namespace, result: Any, **kwargs: Any) -> None:
     """Print :func:`envelope` of ``args``'s command as indented JSON to stdout (once: marks ``args``)."""
-    from rlverify.results import jsonable
+    from rlverify.results import jsonable  # lazy: numpy, --help start-up
 
     data = envelope(command_name(args), result, **kwargs)
     print(json.dumps(jsonable(data), indent=2, allow_nan=False, default=str))
@@ -106,7 +109,6 @@ def verdict_exit_code(args: argparse.Namespace, holds: bool | None) -> int:
     """The exit code of a threshold verdict: 0 unless ``--fail-on-violation`` (then 0 holds, 1 violated, 3 undecided)."""
     if not getattr(args, "fail_on_violation", False) or holds:
         return 0
-    from rlverify.cli.console import note
 
     code = EXIT_UNDECIDED if holds is None else EXIT_VIOLATED
     note(f"--fail-on-violation: the threshold property {'is undecided' if holds is None else 'does not hold'} (exit {code})")
@@ -119,7 +121,6 @@ def require_threshold(args: argparse.Namespace, has_threshold: bool, hint: str =
     Raises:
         OptionError: ``--fail-on-violation`` with a property that asks for a value (``P=?``).
     """
-    from rlverify.errors import OptionError
 
     if getattr(args, "fail_on_violation", False) and not has_threshold:
         raise OptionError(

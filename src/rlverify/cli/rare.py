@@ -8,7 +8,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from rlverify.cli.console import console, err_console
+from rlverify.cli.options import emit, outputs, with_progress
+from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError
+from rlverify.statistical.choices import RARE_METHODS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -19,7 +22,6 @@ _PLAIN_ONLY = {"method": None, "runs": None, "sprt": None, "epsilon": 0.01, "run
 
 def add_rare_arguments(p: argparse.ArgumentParser) -> None:
     """``--rare``, ``--importance``, ``--levels``, ``--effort``, ``--repetitions``."""
-    from rlverify.statistical.choices import RARE_METHODS
 
     g = p.add_argument_group("rare events (importance splitting)")
     g.add_argument(
@@ -68,9 +70,8 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
 
 def run_rare(args: argparse.Namespace, target: Any) -> int:
     """Estimate with :func:`~rlverify.statistical.splitting.verify_splitting` and print the result."""
-    from rlverify.cli.options import emit, outputs, with_progress
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.splitting import SplittingOptions, verify_splitting
+    from rlverify.statistical.engine import SimulationOptions  # lazy: the engine, --help start-up
+    from rlverify.statistical.splitting import SplittingOptions, verify_splitting  # lazy: the engine, --help start-up
 
     if getattr(args, "fail_on_violation", False):
         raise OptionError(
@@ -110,8 +111,6 @@ def render(result: Any) -> Table:
     """A rich table of a :class:`~rlverify.statistical.splitting.SplittingResult`."""
     from rich.table import Table
 
-    from rlverify.cli.verify import shown_policy
-
     table = Table(title=result.property, show_header=False)
     table.add_row("model", result.model)
     table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
@@ -127,11 +126,8 @@ def render(result: Any) -> Table:
     table.add_row("importance", result.importance)
     shown = ", ".join(f"{x:g}" for x in result.levels) or "none (one stage to the target)"
     table.add_row("levels", f"{shown} ({result.levels_from})")
-    if result.splits is None:
-        table.add_row("per level", ", ".join(f"{p:.3g}" for p in result.level_probabilities))
-    else:
-        table.add_row("splits", ", ".join(str(k) for k in result.splits) or "none")
-        table.add_row("up-crossings, hits", ", ".join(f"{h:,}" for h in result.level_hits))
+    for row in _level_rows(result):
+        table.add_row(*row)
     if result.zero_repetitions:
         table.add_row("zero repetitions", f"{result.zero_repetitions} of {result.repetitions} (biased low in practice)")
     table.add_row("undecided / stalled", f"{result.undecided:,} / {result.stalled:,} stage runs")
@@ -145,3 +141,13 @@ def render(result: Any) -> Table:
     table.add_row("decisions", f"{result.decisions:,} (+ {result.pilot_decisions:,} in the pilot)")
     table.add_row("time", f"{result.timings['total']:.2f} s ({result.timings['decisions_per_second']:,.0f} decisions/s)")
     return table
+
+
+def _level_rows(result: Any) -> list[tuple[str, str]]:
+    """Each level's probability (fixed effort), or the splits and up-crossings (fixed splitting)."""
+    if result.splits is None:
+        return [("per level", ", ".join(f"{p:.3g}" for p in result.level_probabilities))]
+    return [
+        ("splits", ", ".join(str(k) for k in result.splits) or "none"),
+        ("up-crossings, hits", ", ".join(f"{h:,}" for h in result.level_hits)),
+    ]

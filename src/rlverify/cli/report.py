@@ -7,18 +7,24 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from rlverify.benchmarks.registry import BenchmarkKind
+from rlverify.choices import Aggregate, Optimum, values
 from rlverify.cli.console import console, error, note, status, styled
+from rlverify.cli.map import add_map_view, map_view
 from rlverify.cli.options import (
     add_env_kwargs,
+    add_force,
+    add_json,
     add_policy,
     add_seed,
     add_shield,
     add_system_timeout,
     add_target,
     policy_kwargs,
-    shielded_policy,
 )
 from rlverify.cli.output import print_envelope
+from rlverify.errors import OptionError
+from rlverify.files import check_target
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -42,13 +48,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=int, default=1, help="observation-perturbation budget of the robustness section")
     p.add_argument("--explain", type=int, default=5, metavar="K", help="failure paths to list (default 5)")
     p.add_argument("--map", metavar="X,Y", help="the two variables of the risk map (default: the first two integer features)")
-    from rlverify.cli.map import add_map_view
-    from rlverify.exact.options import AGGREGATES
-
-    add_map_view(p, AGGREGATES)
+    add_map_view(p, values(Aggregate))
     p.add_argument(
         "--optimum",
-        choices=("min", "max"),
+        choices=values(Optimum),
         help="how the property is read: min = a bad event (the best policy gets Pmin; regret = value - Pmin), "
         "max = a goal (Pmax; regret = Pmax - value). Default: from the property's comparison (P<=b: min, P>=b: max); "
         "else the headline shows Pmin and Pmax without calling either the best",
@@ -59,27 +62,47 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="add the explanations of the policy (rlverify explain: features, decision tree, critical states)",
     )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.html", help="where to write the page (default report.html)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    p.add_argument("--json", action="store_true", help="also print the report's numbers as JSON")
+    add_force(p, "overwrite an existing --out file")
+    add_json(p, "also print the report's numbers as JSON")
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from rlverify.errors import OptionError
-    from rlverify.files import check_target
-    from rlverify.report import ReportOptions, make_report, write_report
+    from rlverify.report import make_report, write_report  # lazy: numpy and the engines, --help start-up
 
     out = args.out or Path("report.html")
     if out.suffix.lower() not in (".html", ".htm"):
         raise OptionError(f"--out {out}: expected an .html file name")
     check_target(out, force=args.force, what="--out")
-    from rlverify.cli.map import map_view
+    options = _report_options(args)
+    with status("report") as update:
+        report = make_report(
+            args.target,
+            options=options,
+            property=args.property,
+            constants=args.constants,
+            env_kwargs=args.env_kwargs,
+            progress=update,
+            shield=args.shield,
+            **policy_kwargs(args),
+        )
+    if args.explain_policy and report.kind != BenchmarkKind.PRISM:
+        note(f"--explain-policy: the explanations are computed for PRISM/JANI models; {report.kind} targets have none")
+    path = write_report(report, out, force=args.force)
+    disagreements = list(report.disagreements())
+    _show(args, report, disagreements)
+    note(f"wrote {path} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})")
+    for disagreement in disagreements:
+        error(f"engines disagree: {disagreement}")
+    return 0 if report.ok else 1
+
+
+def _report_options(args: argparse.Namespace) -> Any:
+    """The :class:`~rlverify.report.ReportOptions` of the command line, validated (``--map X,Y`` checked)."""
+    from rlverify.report import ReportOptions  # lazy: numpy and the engines, --help start-up
 
     where, agg = map_view(args.where, args.agg)
-
     options = ReportOptions(
         runs=args.runs,
         delta=args.delta,
@@ -92,25 +115,16 @@ def run(args: argparse.Namespace) -> int:
         explain_policy=args.explain_policy,
     )
     options.validate()
-    if args.map:
-        parts = [v.strip() for v in args.map.split(",")]
-        if len(parts) != 2 or not all(parts):
-            raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
-        options = dataclasses.replace(options, map_vars=(parts[0], parts[1]))
-    with status("report") as update:
-        report = make_report(
-            args.target,
-            options=options,
-            property=args.property,
-            constants=args.constants,
-            env_kwargs=args.env_kwargs,
-            progress=update,
-            **shielded_policy(args, policy_kwargs(args)),
-        )
-    if args.explain_policy and report.kind != "prism":
-        note(f"--explain-policy: the explanations are computed for PRISM/JANI models; {report.kind} targets have none")
-    path = write_report(report, out, force=args.force)
-    disagreements = list(report.disagreements())
+    if not args.map:
+        return options
+    parts = [v.strip() for v in args.map.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise OptionError(f"--map: expected two variable names X,Y, got '{args.map}'")
+    return dataclasses.replace(options, map_vars=(parts[0], parts[1]))
+
+
+def _show(args: argparse.Namespace, report: Any, disagreements: list[str]) -> None:
+    """The report's JSON envelope (``--json``), else its verdict and checks as tables."""
     if args.json:
         print_envelope(
             args,
@@ -119,21 +133,24 @@ def run(args: argparse.Namespace) -> int:
             error="; ".join(f"engines disagree: {d}" for d in disagreements) or None,
         )
     else:
-        if report.headline:
-            head = Table(title=f"rlverify report — {report.model}: verdict", show_header=False, title_justify="left")
-            head.add_column(style="bold")
-            head.add_column()
-            for k, v in report.headline:
-                head.add_row(k, v)
-            console.print(head)
-        t = Table(title=f"rlverify report — {report.model}", show_header=True, title_justify="left")
-        t.add_column("check")
-        t.add_column("holds")
-        t.add_column("numbers")
-        for c in report.checks:
-            t.add_row(c.name, styled("yes", "green") if c.ok else styled("NO", "bold red"), c.detail)
-        console.print(t)
-    note(f"wrote {path} ({', '.join(f'{k} {v:.1f}s' for k, v in report.timings.items())})")
-    for disagreement in disagreements:
-        error(f"engines disagree: {disagreement}")
-    return 0 if report.ok else 1
+        _print_report(report)
+
+
+def _print_report(report: Any) -> None:
+    """The verdict and the consistency checks as tables (the page has the rest)."""
+    from rich.table import Table  # lazy: rich, --help start-up
+
+    if report.headline:
+        head = Table(title=f"rlverify report — {report.model}: verdict", show_header=False, title_justify="left")
+        head.add_column(style="bold")
+        head.add_column()
+        for k, v in report.headline:
+            head.add_row(k, v)
+        console.print(head)
+    t = Table(title=f"rlverify report — {report.model}", show_header=True, title_justify="left")
+    t.add_column("check")
+    t.add_column("holds")
+    t.add_column("numbers")
+    for c in report.checks:
+        t.add_row(c.name, styled("yes", "green") if c.ok else styled("NO", "bold red"), c.detail)
+    console.print(t)

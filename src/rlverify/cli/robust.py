@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from rlverify.choices import Optimum
 from rlverify.cli.console import console, print_warnings, status, styled
 from rlverify.cli.options import (
     add_chain_options,
@@ -15,7 +16,7 @@ from rlverify.cli.options import (
     add_target,
     names,
     outputs,
-    policy_kwargs,
+    resolve_target,
     write_json,
 )
 from rlverify.cli.output import print_envelope
@@ -48,7 +49,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--perturb", metavar="F1,F2", help="features the adversary may change (default: all)")
     p.add_argument(
         "--worst",
-        choices=("max", "min"),
+        choices=(Optimum.MAX.value, Optimum.MIN.value),
         help="which optimum is the worst case: max when the property is a bad event (P<=b; P=? is read so, and the "
         "result says so), "
         "min when it is a goal (default for P>=b)",
@@ -75,80 +76,18 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.exact.model_error import model_error_bounds
-    from rlverify.exact.robust import robustness
-    from rlverify.exact.robust_options import ModelErrorOptions, RobustnessOptions
-    from rlverify.resolve import resolve
-    from rlverify.results import IntervalResult
+    from rlverify.results import IntervalResult  # lazy: numpy, --help start-up
 
     files = outputs(args, (".json",))
-    observation_flags = [
-        f
-        for f, v in (
-            ("--epsilon", args.epsilon),
-            ("--norm", args.norm),
-            ("--perturb", args.perturb),
-            ("--worst", args.worst),
-            ("--max-memory", args.max_memory),
-        )
-        if v is not None
-    ]
-    if args.delta is not None and observation_flags:
-        raise OptionError(
-            f"--delta (model error) does not combine with {', '.join(observation_flags)} "
-            "(observation perturbations): run them separately"
-        )
-    if args.delta is None and (args.relative or args.uncertain):
-        raise OptionError("--relative and --uncertain need --delta")
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property,
-        needs_policy=True,
-        kinds=("prism",),
-        command="rlverify robust",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
+    _check_options(args)
+    target = resolve_target(args, "rlverify robust", property=args.property)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
-    result: RobustnessResult | IntervalResult
     with status("checking") as update:
         if args.delta is not None:
-            uncertain = names(args.uncertain)
-            result = model_error_bounds(
-                target.model,
-                prop,
-                policy,
-                ModelErrorOptions(
-                    delta=args.delta,
-                    relative=args.relative,
-                    actions=tuple(uncertain) if uncertain else None,
-                    mode=args.mode,
-                    unavailable=args.unavailable,
-                    max_states=args.max_states,
-                ),
-                progress=update,
-            )
+            result: RobustnessResult | IntervalResult = _model_error(args, target, update)
         else:
-            perturb = names(args.perturb)
-            result = robustness(
-                target.model,
-                prop,
-                policy,
-                RobustnessOptions(
-                    epsilon=_epsilon(args.epsilon),
-                    norm=args.norm or "linf",
-                    perturb=tuple(perturb) if perturb else None,
-                    worst=args.worst,
-                    mode=args.mode,
-                    unavailable=args.unavailable,
-                    attack=not args.no_attack,
-                    max_states=args.max_states,
-                    max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
-                ),
-                progress=update,
-            )
+            result = _observations(args, target, update)
     result = target.stamp(result, unavailable=args.unavailable)
     print_warnings(result.warnings)
     if ".json" in files:
@@ -160,6 +99,61 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_robustness(result)
     return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse model-error and observation options together, and model-error options without ``--delta``."""
+    flags = (
+        ("--epsilon", args.epsilon),
+        ("--norm", args.norm),
+        ("--perturb", args.perturb),
+        ("--worst", args.worst),
+        ("--max-memory", args.max_memory),
+    )
+    observation_flags = [f for f, v in flags if v is not None]
+    if args.delta is not None and observation_flags:
+        raise OptionError(
+            f"--delta (model error) does not combine with {', '.join(observation_flags)} "
+            "(observation perturbations): run them separately"
+        )
+    if args.delta is None and (args.relative or args.uncertain):
+        raise OptionError("--relative and --uncertain need --delta")
+
+
+def _model_error(args: argparse.Namespace, target: Any, update: Any) -> IntervalResult:
+    """Bounds on the value over every model within ``--delta`` of the target's transition probabilities."""
+    from rlverify.exact.model_error import model_error_bounds  # lazy: stormpy, start-up
+    from rlverify.exact.robust_options import ModelErrorOptions  # lazy: stormpy, start-up
+
+    uncertain = names(args.uncertain)
+    options = ModelErrorOptions(
+        delta=args.delta,
+        relative=args.relative,
+        actions=tuple(uncertain) if uncertain else None,
+        mode=args.mode,
+        unavailable=args.unavailable,
+        max_states=args.max_states,
+    )
+    return model_error_bounds(target.model, target.property, target.policy, options, progress=update)
+
+
+def _observations(args: argparse.Namespace, target: Any, update: Any) -> RobustnessResult:
+    """The worst and best value under observation perturbations within ``--epsilon``."""
+    from rlverify.exact.robust import RobustnessOptions, robustness  # lazy: stormpy, start-up
+
+    perturb = names(args.perturb)
+    options = RobustnessOptions(
+        epsilon=_epsilon(args.epsilon),
+        norm=args.norm or "linf",
+        perturb=tuple(perturb) if perturb else None,
+        worst=args.worst,
+        mode=args.mode,
+        unavailable=args.unavailable,
+        attack=not args.no_attack,
+        max_states=args.max_states,
+        max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
+    )
+    return robustness(target.model, target.property, target.policy, options, progress=update)
 
 
 def _epsilon(text: str | None) -> int:

@@ -6,16 +6,29 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlverify.choices import ShieldKind, values
 from rlverify.cli.console import console, print_warnings, status, styled
-from rlverify.cli.options import add_chain_options, add_env_kwargs, add_policy, add_property, add_target, policy_kwargs
+from rlverify.cli.options import (
+    add_chain_options,
+    add_env_kwargs,
+    add_force,
+    add_json,
+    add_policy,
+    add_property,
+    add_target,
+    resolve_target,
+)
 from rlverify.cli.output import print_envelope
+from rlverify.cli.verify import _max_work, shown_policy
+from rlverify.errors import OptionError
+from rlverify.exact.options import MAX_WORK, ExactOptions
+from rlverify.files import check_target
 
 if TYPE_CHECKING:
     from rlverify.results import ShieldResult
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import MAX_WORK
 
     p = sub.add_parser(
         "shield",
@@ -37,7 +50,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         help="keep the actions within T of the state's best (relative, default), with Q <= T / Q >= T (absolute), "
         "or with T x Q <= best / Q >= T x best (factor, T in (0, 1])",
     )
-    p.add_argument("--kind", choices=("relative", "absolute", "factor"), default="relative", help="the threshold's kind")
+    p.add_argument("--kind", choices=values(ShieldKind), default="relative", help="the threshold's kind")
     p.add_argument("--meet", action="store_true", help="search the loosest relative threshold that meets the bound")
     p.add_argument(
         "--remaining",
@@ -55,19 +68,14 @@ def register(sub: Any) -> argparse.ArgumentParser:
         f"(default {MAX_WORK:.0e}; it stops early where the values stop changing)",
     )
     p.add_argument("--out", "-o", type=Path, metavar="FILE.json", help="write the shield to FILE.json (for --shield)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    p.add_argument("--json", action="store_true", help="print the result as JSON to stdout")
+    add_force(p, "overwrite an existing --out file")
+    add_json(p, "print the result as JSON to stdout")
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlverify.cli.verify import _max_work
-    from rlverify.errors import OptionError
-    from rlverify.exact.options import ExactOptions
-    from rlverify.exact.shield import ShieldOptions, shield_policy
-    from rlverify.files import check_target
-    from rlverify.resolve import resolve
+    from rlverify.exact.shield import ShieldOptions, shield_policy  # lazy: the engine, --help start-up
 
     shield_options = ShieldOptions(kind=args.kind, threshold=args.threshold, meet=args.meet, remaining=args.remaining)
     shield_options.validate()
@@ -85,15 +93,7 @@ def run(args: argparse.Namespace) -> int:
         max_work=_max_work(args.max_work),
     )
     options.validate()
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property,
-        kinds=("prism",),
-        command="rlverify shield",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
+    target = resolve_target(args, "rlverify shield", property=args.property)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
     with status("shielding") as update:
@@ -117,8 +117,7 @@ def run(args: argparse.Namespace) -> int:
 def _print(r: ShieldResult) -> None:
     from rich.table import Table
 
-    from rlverify.cli.verify import shown_policy
-    from rlverify.results import shown, shown_pair
+    from rlverify.results import shown, shown_pair  # lazy: numpy, --help start-up
 
     t = Table(title="rlverify shield", show_header=False, title_justify="left")
     t.add_column(style="bold")

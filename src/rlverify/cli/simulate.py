@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlverify.benchmarks.registry import all_ids, spec
+from rlverify.choices import BackendKind, Mode
 from rlverify.cli.console import console, err_console
 from rlverify.cli.options import (
     add_backend_options,
@@ -18,23 +20,23 @@ from rlverify.cli.options import (
     add_system_timeout,
     add_target,
     add_unavailable,
-    apply_shield,
     backend_from_args,
     emit,
     outputs,
-    policy_kwargs,
+    resolve_simulated_target,
     with_progress,
 )
 from rlverify.cli.output import add_fail_on_violation, require_threshold, verdict_exit_code
+from rlverify.cli.rare import add_rare_arguments, refuse_rare_options, run_rare
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
+from rlverify.statistical.choices import METHODS, SUPPORTED_FORMS
 
 if TYPE_CHECKING:
     from rich.table import Table
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.statistical.choices import METHODS, SUPPORTED_FORMS
 
     p = sub.add_parser(
         "simulate",
@@ -94,7 +96,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=10_000, help="maximal run length (default 10000)")
     p.add_argument(
         "--mode",
-        choices=("stochastic", "deterministic"),
+        choices=(Mode.STOCHASTIC.value, Mode.DETERMINISTIC.value),
         default="stochastic",
         help="sample actions from pi (stochastic, default) or take the argmax (deterministic); "
         "Q-value policies (DQN) are greedy in both",
@@ -102,7 +104,6 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_unavailable(p)
     p.add_argument("--batch-size", type=int, default=20_000, help="runs simulated in lockstep (default 20000)")
     add_backend_options(p)
-    from rlverify.cli.rare import add_rare_arguments
 
     add_rare_arguments(p)
     add_outputs(p, kinds=".json (the result)")
@@ -142,30 +143,32 @@ def constants_with_noise(constants: str | None, noise: float | None, target: str
     ``target`` without that parameter (the registry would call it an unknown model constant) or out of its range."""
     if noise is None:
         return constants
-    from rlverify.benchmarks.registry import all_ids, spec
-
     if Path(target).suffix or "/" in target or ":" in target:
         raise OptionError("--noise applies to Racetrack benchmarks only (for a model file, set its constants with -c)")
     if target in all_ids():  # (an unknown name is the resolver's to refuse, with near names)
-        parameter = spec(target).parameters.get("noise")
-        if parameter is None:
-            raise OptionError(f"--noise applies to Racetrack benchmarks only; {target} has no noise parameter")
-        low, high = parameter.low or 0.0, 1.0 if parameter.high is None else parameter.high
-        if not (math.isfinite(noise) and low <= noise <= high):
-            raise OptionError(f"--noise {noise:g}: the probability that an acceleration fails, in [{low:g}, {high:g}]")
+        _check_noise(target, noise)
     return f"{constants},noise={noise!r}" if constants else f"noise={noise!r}"
 
 
+def _check_noise(benchmark_id: str, noise: float) -> None:
+    """Refuse ``--noise`` for a benchmark without a ``noise`` parameter, or out of its range."""
+    parameter = spec(benchmark_id).parameters.get("noise")
+    if parameter is None:
+        raise OptionError(f"--noise applies to Racetrack benchmarks only; {benchmark_id} has no noise parameter")
+    low, high = parameter.low or 0.0, 1.0 if parameter.high is None else parameter.high
+    if not (math.isfinite(noise) and low <= noise <= high):
+        raise OptionError(f"--noise {noise:g}: the probability that an acceleration fails, in [{low:g}, {high:g}]")
+
+
 def run(args: argparse.Namespace) -> int:
-    from rlverify.statistical.verify import verify_statistical
+    from rlverify.statistical.verify import verify_statistical  # lazy: the engine, --help start-up
 
     files = outputs(args, (".json",))
     backend = backend_from_args(args)
     target = resolved(args)
-    from rlverify.cli.rare import refuse_rare_options, run_rare
 
     if args.rare is not None:  # rare events: importance splitting (rlverify.statistical.splitting)
-        if backend.kind != "local":
+        if backend.kind != BackendKind.LOCAL:
             raise OptionError("--backend ray is not supported with --rare (importance splitting runs in this process)")
         return run_rare(args, target)
     refuse_rare_options(args)
@@ -189,24 +192,15 @@ def run(args: argparse.Namespace) -> int:
 
 def resolved(args: argparse.Namespace) -> Any:
     """The target, its policy (under ``--shield``) and its property (:func:`rlverify.resolve.resolve_simulated`)."""
-    from rlverify.resolve import resolve_simulated
-
-    target = resolve_simulated(
-        args.target,
-        args.property,
-        constants=constants_with_noise(args.constants, args.noise, args.target),
-        command="rlverify simulate",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
-    return apply_shield(target, args)
+    constants = constants_with_noise(args.constants, args.noise, args.target)
+    return resolve_simulated_target(args, "rlverify simulate", constants=constants)
 
 
 def statistical_options(args: argparse.Namespace, backend: Any) -> Any:
     """The :class:`~rlverify.statistical.StatisticalOptions` of the command line (``--sprt`` implies the SPRT,
     ``--runs`` alone Clopper-Pearson)."""
-    from rlverify.statistical.engine import SimulationOptions
-    from rlverify.statistical.verify import StatisticalOptions
+    from rlverify.statistical.engine import SimulationOptions  # lazy: the engine, --help start-up
+    from rlverify.statistical.verify import StatisticalOptions  # lazy: the engine, --help start-up
 
     if args.sprt is not None and args.method not in (None, "sprt"):
         raise StatisticsError(f"--sprt runs Wald's sequential test; it cannot be combined with --method {args.method}")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlverify.choices import Guarantee, Mode, Numerics, Strategy, values
 from rlverify.cli.console import console, line, print_warnings, status, styled, warning
 from rlverify.cli.options import (
     add_backend_options,
@@ -21,18 +23,26 @@ from rlverify.cli.options import (
     backend_from_args,
     outputs,
     policy_kwargs,
+    resolve_target,
     write_json,
 )
 from rlverify.cli.output import add_fail_on_violation, print_envelope, require_threshold, verdict_exit_code
+from rlverify.errors import OptionError
+from rlverify.exact.options import ExactOptions
+from rlverify.files import save_figure, write_bytes
+from rlverify.models.assignments import swept_names
+from rlverify.models.properties import parse_structure
+from rlverify.models.property_files import PROPERTY_FILE_SUFFIXES
 
 if TYPE_CHECKING:
     from rich.text import Text
 
     from rlverify.results import ExactResult, FailurePaths
+    from rlverify.targets import Target
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
-    from rlverify.exact.options import MAX_WORK, MODES, NUMERICS, STRATEGIES
+    from rlverify.exact.options import MAX_WORK  # lazy: numpy (backends), --help start-up
 
     p = sub.add_parser(
         "verify",
@@ -46,13 +56,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_shield(p)
     p.add_argument(
         "--mode",
-        choices=MODES,
+        choices=values(Mode),
         default="stochastic",
         help="stochastic: all actions with pi>0 (default); deterministic: argmax only; monolithic: Pmin/Pmax without policy",
     )
     p.add_argument(
         "--strategy",
-        choices=STRATEGIES,
+        choices=values(Strategy),
         default="auto",
         help="auto (default: merged or full by the program's shape; settings.merged_declined says why full), merged "
         "(explore the policy's chain, never the MDP), full (Storm builds the MDP), onthefly",
@@ -60,7 +70,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
     add_unavailable(p)
     p.add_argument(
         "--numerics",
-        choices=NUMERICS,
+        choices=values(Numerics),
         default="sound",
         help="sound (default, Storm's sound solver), direct (Storm's Eigen solver: no bounds), fast (unsound value iteration)",
     )
@@ -128,15 +138,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 def parse_size(text: str, option: str) -> int:
     """Bytes of a size such as ``8G``, ``500M``, ``1.5GB``, ``64K`` or ``1000000`` (powers of 1024)."""
-    import re
-
-    from rlverify.errors import OptionError
-
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)i?B?\s*", text, flags=re.IGNORECASE)
-    number = "" if m is None else m.group(1)
-    unit = 0 if m is None else 1024 ** "_KMGT".index(m.group(2).upper())
-    size: float = int(number) * unit if number.isdigit() else (float(number) * unit if number else 0.0)  # exact if whole
-    if m is None or size < 1 or (not m.group(2) and isinstance(size, float) and not size.is_integer()):
+    size = None if m is None else _bytes(m.group(1), m.group(2))
+    if size is None or size < 1:
         raise OptionError(
             f"{option}: expected a positive size such as 8G, 500M or 2000000 (a whole number of bytes), got '{text}'"
         )
@@ -145,61 +149,29 @@ def parse_size(text: str, option: str) -> int:
     return int(size)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rlverify.exact.chain import policy_chain
-    from rlverify.exact.verify import verify_exact
-    from rlverify.resolve import resolve
+def _bytes(number: str, unit: str) -> float | None:
+    """``number`` (digits, maybe a fraction) times the power of 1024 of ``unit`` (``""``, K, M, G, T); exact when
+    whole; None for a fraction of a byte without a unit."""
+    scale = 1024 ** "_KMGT".index(unit.upper())
+    size: float = int(number) * scale if number.isdigit() else float(number) * scale
+    return None if not unit and isinstance(size, float) and not size.is_integer() else size
 
+
+def run(args: argparse.Namespace) -> int:
     files = outputs(args, (".csv", ".npz", ".json", ".png"))
     if _is_experiment(args):
         if args.shield:
-            from rlverify.errors import OptionError
-
             raise OptionError("--shield: verify one property at a time (no sweep, no properties file)")
         return _run_experiment(args, files)
     _check_explain_options(args, files)
-    target = resolve(
-        args.target,
-        constants=args.constants,
-        property=args.property[0],
-        needs_policy=args.mode != "monolithic",
-        kinds=("prism",),
-        command="rlverify verify",
-        env_kwargs=args.env_kwargs,
-        **policy_kwargs(args),
-    )
+    target = resolve_target(args, "rlverify verify", property=args.property[0], needs_policy=args.mode != Mode.MONOLITHIC)
     target = apply_shield(target, args)
     prop = target.property
     assert prop is not None  # asked for: resolve parsed it
     require_threshold(args, prop.comparison is not None)
-    grid = None
-    if args.explain is not None:  # refuse what cannot be explained before verifying
-        from rlverify.exact.explain import check_explainable, map_variables
-
-        check_explainable(prop)
-        if ".png" in files:
-            grid = map_variables(target.model.variables, args.explain_map)
+    grid = _explained_grid(args, target, files)  # refuse what cannot be explained before verifying
     options = exact_options(args, files)
-    # progress goes to stderr, so that --json output on stdout stays clean
-    with status("verifying") as update:
-        chain = None
-        if args.explain is not None:  # one chain for the value and the paths (with the MDP it was induced on)
-            assert target.policy is not None
-            chain = policy_chain(target.model, prop, target.policy, options, keep_mdp=True, progress=update)
-        result = verify_exact(target.model, prop, target.policy, options, chain=chain, progress=update)
-    result = target.stamp(result, unavailable=args.unavailable)
-    if args.explain is not None:
-        from rlverify.exact.explain import explain_paths, plot_paths
-
-        assert target.policy is not None
-        with status("explaining") as update:
-            explanation = explain_paths(
-                target.model, prop, target.policy, args.explain, options, chain=chain, value=result.value, progress=update
-            )
-        explanation = target.stamp(explanation).with_provenance(policy=shown_policy(result.policy) or None)
-        result = dataclasses.replace(result, explanation=explanation)
-        if ".png" in files:  # grid None: the pairs that move (rlverify.figures.path_pairs)
-            plot_paths(explanation, files[".png"], grid, force=args.force)
+    result = _verified(args, target, options, grid, files)
     print_warnings(result.warnings)
     for suffix in (".csv", ".npz"):
         if suffix in files:
@@ -216,9 +188,50 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _explained_grid(args: argparse.Namespace, target: Target[Any], files: dict[str, Path]) -> Any:
+    """The variable pairs ``--explain-map`` draws the paths on (None: none asked, or the pairs that move); the
+    property refused here when it cannot be explained."""
+    if args.explain is None:
+        return None
+    from rlverify.exact.explain import check_explainable, map_variables  # lazy: stormpy, start-up
+
+    assert target.property is not None
+    check_explainable(target.property)
+    return map_variables(target.model.variables, args.explain_map) if ".png" in files else None
+
+
+def _verified(args: argparse.Namespace, target: Target[Any], options: Any, grid: Any, files: dict[str, Path]) -> ExactResult:
+    """The exact result (stamped), with ``--explain``'s most probable paths from the same chain."""
+    from rlverify.exact.chain import policy_chain  # lazy: stormpy, start-up
+    from rlverify.exact.verify import verify_exact  # lazy: the engine, --help start-up
+
+    prop = target.property
+    assert prop is not None
+    # progress goes to stderr, so that --json output on stdout stays clean
+    with status("verifying") as update:
+        chain = None
+        if args.explain is not None:  # one chain for the value and the paths (with the MDP it was induced on)
+            assert target.policy is not None
+            chain = policy_chain(target.model, prop, target.policy, options, keep_mdp=True, progress=update)
+        result = verify_exact(target.model, prop, target.policy, options, chain=chain, progress=update)
+    result = target.stamp(result, unavailable=args.unavailable)
+    if args.explain is None:
+        return result
+    from rlverify.exact.explain import explain_paths, plot_paths  # lazy: the engine, --help start-up
+
+    assert target.policy is not None
+    with status("explaining") as update:
+        explanation = explain_paths(
+            target.model, prop, target.policy, args.explain, options, chain=chain, value=result.value, progress=update
+        )
+    explanation = target.stamp(explanation).with_provenance(policy=shown_policy(result.policy) or None)
+    if ".png" in files:  # grid None: the pairs that move (rlverify.figures.path_pairs)
+        plot_paths(explanation, files[".png"], grid, force=args.force)
+    return dataclasses.replace(result, explanation=explanation)
+
+
 def exact_options(args: argparse.Namespace, files: dict[str, Path]) -> Any:
     """The :class:`~rlverify.exact.options.ExactOptions` of ``verify``'s options."""
-    from rlverify.exact.options import ExactOptions
 
     return ExactOptions(
         mode=args.mode,
@@ -240,9 +253,6 @@ def exact_options(args: argparse.Namespace, files: dict[str, Path]) -> Any:
 
 def _is_experiment(args: argparse.Namespace) -> bool:
     """Several runs: more than one ``-p``, a properties file, or a constant sweep (``-c N=4:8``)."""
-    from rlverify.models.assignments import swept_names
-    from rlverify.models.property_files import PROPERTY_FILE_SUFFIXES
-
     given = args.property
     return (
         len(given) > 1 or any(p.lower().endswith(PROPERTY_FILE_SUFFIXES) for p in given) or bool(swept_names(args.constants))
@@ -252,33 +262,9 @@ def _is_experiment(args: argparse.Namespace) -> bool:
 def _run_experiment(args: argparse.Namespace, files: dict[str, Path]) -> int:
     """Every property at every point of the sweep (:func:`rlverify.experiments.verify_experiments`): a table, and
     ``--out FILE.png`` the values against the swept constant."""
-    from rlverify.errors import OptionError
-    from rlverify.experiments import experiment_figure, verify_experiments
-    from rlverify.files import save_figure
+    from rlverify.experiments import experiment_figure, verify_experiments  # lazy: numpy, --help start-up
 
-    per_run = [
-        o
-        for o, on in (
-            ("--explain", args.explain is not None),
-            ("--export", args.export is not None),
-            ("--chain-dir", args.chain_dir is not None),
-        )
-        if on
-    ]
-    per_run += [f"--out {files[s]}" for s in (".csv", ".npz") if s in files]
-    if per_run:
-        raise OptionError(f"{', '.join(per_run)}: one run at a time (this verify checks several properties or points)")
-    if ".png" in files:
-        from rlverify.models.assignments import swept_names
-
-        if not swept_names(args.constants):
-            raise OptionError(f"--out {files['.png']}: plots a sweep; give one with -c NAME=START:END")
-    from rlverify.models.properties import parse_structure
-    from rlverify.models.property_files import PROPERTY_FILE_SUFFIXES
-
-    texts = [p for p in args.property if not p.lower().endswith(PROPERTY_FILE_SUFFIXES)]
-    if len(texts) == len(args.property) and all(parse_structure(p).operator != "other" for p in texts):
-        require_threshold(args, any(_threshold(p) for p in texts))  # formulas only: known before the work
+    _check_experiment_options(args, files)
     options = exact_options(args, files)
     with status("verifying") as update:
         result = verify_experiments(
@@ -290,13 +276,14 @@ def _run_experiment(args: argparse.Namespace, files: dict[str, Path]) -> int:
             env_kwargs=args.env_kwargs,
             **policy_kwargs(args),
         )
-    require_threshold(args, any(_threshold(r.result.property) for r in result.runs))
+    thresholds = any(_threshold(r.result.property) for r in result.runs)
+    require_threshold(args, thresholds)
     if ".png" in files:
         save_figure(experiment_figure(result), files[".png"], force=args.force, what="--out", dpi=120)
     print_warnings(result.warnings)
     if ".json" in files:
         write_json(files[".json"], result.to_json(), force=args.force)
-    code = verdict_exit_code(args, result.holds) if any(_threshold(r.result.property) for r in result.runs) else 0
+    code = verdict_exit_code(args, result.holds) if thresholds else 0
     if args.json:
         print_envelope(args, result, exit_code=code, holds=result.holds)
     else:
@@ -304,9 +291,27 @@ def _run_experiment(args: argparse.Namespace, files: dict[str, Path]) -> int:
     return code
 
 
-def _threshold(text: str) -> bool:
-    from rlverify.models.properties import parse_structure
+def _check_experiment_options(args: argparse.Namespace, files: dict[str, Path]) -> None:
+    """Refuse the options of one run (``--explain``, ``--export``, ``--chain-dir``, per-state files), a plot
+    without a sweep and (``--fail-on-violation``) formulas without a threshold, before any work."""
+    asked = (("--explain", args.explain), ("--export", args.export), ("--chain-dir", args.chain_dir))
+    per_run = [o for o, value in asked if value is not None]
+    per_run += [f"--out {files[s]}" for s in (".csv", ".npz") if s in files]
+    if per_run:
+        raise OptionError(f"{', '.join(per_run)}: one run at a time (this verify checks several properties or points)")
+    if ".png" in files and not swept_names(args.constants):
+        raise OptionError(f"--out {files['.png']}: plots a sweep; give one with -c NAME=START:END")
+    _require_formula_threshold(args)
 
+
+def _require_formula_threshold(args: argparse.Namespace) -> None:
+    """``--fail-on-violation`` without a threshold refused before the work when every ``-p`` is a formula."""
+    texts = [p for p in args.property if not p.lower().endswith(PROPERTY_FILE_SUFFIXES)]
+    if len(texts) == len(args.property) and all(parse_structure(p).operator != "other" for p in texts):
+        require_threshold(args, any(_threshold(p) for p in texts))  # formulas only: known before the work
+
+
+def _threshold(text: str) -> bool:
     return parse_structure(text).comparison is not None
 
 
@@ -332,8 +337,6 @@ def print_experiment(result: Any) -> None:
 
 
 def _max_work(value: float) -> int:
-    from rlverify.errors import OptionError
-
     if not (value >= 1) or value != value or value == float("inf") or not float(value).is_integer():
         raise OptionError(f"--max-work: expected a positive whole number of multiply-adds (e.g. 1e10), got {value:g}")
     if value >= 2**63:  # as every integer option (rlverify.cli.main.int64)
@@ -343,20 +346,18 @@ def _max_work(value: float) -> int:
 
 def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> None:
     """Refuse --explain settings that cannot work, before any model is built."""
-    from rlverify.errors import OptionError
-
     if args.explain is None:
         if args.explain_map is not None:
             raise OptionError("--explain-map draws the --explain paths: add --explain K")
         if ".png" in files:
             raise OptionError(f"--out {files['.png']}: verify draws a .png of the failure paths only: add --explain K")
         return
-    from rlverify.exact.explain import check_count
+    from rlverify.exact.explain import check_count  # lazy: the engine, --help start-up
 
     check_count(args.explain)
     if args.chain_dir is not None:
         raise OptionError("--explain reads the policy's chain in memory: drop --chain-dir")
-    if args.mode == "monolithic":
+    if args.mode == Mode.MONOLITHIC:
         raise OptionError(
             "--explain needs a policy's chain: monolithic mode has no policy (Pmin/Pmax range over all "
             "schedulers); use --mode stochastic or deterministic"
@@ -367,8 +368,6 @@ def _check_explain_options(args: argparse.Namespace, files: dict[str, Path]) -> 
 
 def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
     """The most probable paths as one table each: state, the policy's distribution, the actions taken, p(step)."""
-    from rich.table import Table
-
     share = f" = {100 * e.share:.3g}% of the value {e.value:.6g}" if e.share is not None else " (the value is 0)"
     bound = f" within {e.bound} steps" if e.bound is not None else ""
     console.print(
@@ -381,91 +380,104 @@ def print_explanation(e: FailurePaths, *, max_actions: int = 4) -> None:
     if e.note:
         warning(e.note)
     for rank, path in enumerate(e.paths, 1):
-        t = Table(title=f"path {rank}: probability {path.probability:.6g}, {path.length} steps", title_justify="left")
-        t.add_column("step", justify="right")
-        t.add_column("state")
-        t.add_column("policy")
-        t.add_column("taken (pi x T)")
-        t.add_column("p(step)", justify="right")
-        previous: dict[str, Any] = {}
-        for i, step in enumerate(path.steps):
-            # the first state in full, then what changed
-            changed = {k: v for k, v in step.state.items() if previous.get(k) != v} if previous else step.state
-            state = " ".join(f"{k}={v}" for k, v in changed.items()) or "(unchanged)"
-            previous = step.state
-            if step.policy is None:
-                policy = "—" if step.probability is None else "(forced)"
-            else:
-                top = sorted(step.policy.items(), key=lambda kv: -kv[1])
-                policy = ", ".join(f"{a} {p:.3g}" for a, p in top[:max_actions] if p > 0)
-                if sum(1 for _, p in top if p > 0) > max_actions:
-                    policy += ", …"
-            ranked = sorted(step.actions, key=lambda a: -a.probability)
-            taken: str | Text = " + ".join(
-                f"{a.action or a.choice} {a.weight:.3g}x{a.transition:.3g}" for a in ranked[:max_actions]
-            )
-            if len(ranked) > max_actions:
-                taken += " + …"
-            if step.probability is None:
-                taken = styled("target", "bold red")
-            t.add_row(str(i), state, policy, taken, "" if step.probability is None else f"{step.probability:.4g}")
-        console.print(t)
+        console.print(_path_table(rank, path, max_actions))
+
+
+def _path_table(rank: int, path: Any, max_actions: int) -> Any:
+    """One path's table: each step's state (the first in full, then what changed), policy, actions, p(step)."""
+    from rich.table import Table  # lazy: rich, --help start-up
+
+    t = Table(title=f"path {rank}: probability {path.probability:.6g}, {path.length} steps", title_justify="left")
+    t.add_column("step", justify="right")
+    t.add_column("state")
+    t.add_column("policy")
+    t.add_column("taken (pi x T)")
+    t.add_column("p(step)", justify="right")
+    previous: dict[str, Any] = {}
+    for i, step in enumerate(path.steps):
+        changed = {k: v for k, v in step.state.items() if previous.get(k) != v} if previous else step.state
+        state = " ".join(f"{k}={v}" for k, v in changed.items()) or "(unchanged)"
+        previous = step.state
+        probability = "" if step.probability is None else f"{step.probability:.4g}"
+        t.add_row(str(i), state, _step_policy(step, max_actions), _step_taken(step, max_actions), probability)
+    return t
+
+
+def _step_policy(step: Any, max_actions: int) -> str:
+    """The policy's distribution at a step (its likeliest actions), ``(forced)`` or ``—``."""
+    if step.policy is None:
+        return "—" if step.probability is None else "(forced)"
+    top = sorted(step.policy.items(), key=lambda kv: -kv[1])
+    policy = ", ".join(f"{a} {p:.3g}" for a, p in top[:max_actions] if p > 0)
+    return policy + (", …" if sum(1 for _, p in top if p > 0) > max_actions else "")
+
+
+def _step_taken(step: Any, max_actions: int) -> str | Text:
+    """The actions a step takes (weight x transition probability), or ``target`` at its end."""
+    if step.probability is None:
+        return styled("target", "bold red")
+    ranked = sorted(step.actions, key=lambda a: -a.probability)
+    taken = " + ".join(f"{a.action or a.choice} {a.weight:.3g}x{a.transition:.3g}" for a in ranked[:max_actions])
+    return taken + (" + …" if len(ranked) > max_actions else "")
+
+
+#: how a result's numerics are described (``{precision}``: its relative precision)
+GUARANTEE_WORDS = {
+    Guarantee.SOUND: "sound (relative precision {precision:g})",
+    Guarantee.DIRECT: "direct (no convergence heuristic; not guaranteed exact)",
+    Guarantee.UNSOUND: "UNSOUND value iteration (convergence heuristic)",
+}
 
 
 def print_result(r: ExactResult) -> None:
     """A readable table of ``r``."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich, --help start-up
 
-    from rlverify.models.properties import parse_structure
-
+    monolithic = r.mode == Mode.MONOLITHIC
     t = Table(title=f"rlverify exact — {r.mode}", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
     t.add_row("model", r.model)
     t.add_row("policy", shown_policy(r.policy) if r.policy else "— (all schedulers)")
     t.add_row("property", r.property)
-    if r.mode == "monolithic":
-        t.add_row("Rmin / Rmax" if r.property.lstrip().startswith("R") else "Pmin / Pmax", f"{r.pmin:.6g} / {r.pmax:.6g}")
-        if r.lower is not None and r.upper is not None:
-            t.add_row("bounds", f"[{r.lower:.6g}, {r.upper:.6g}] (of {r.value:.6g}, the optimum asked for)")
-    else:
-        t.add_row("value", styled(f"{r.value:.6g}", "bold green"))
-        if r.lower is not None and r.upper is not None:
-            t.add_row("bounds", f"[{r.lower:.6g}, {r.upper:.6g}]")
-    if r.satisfied is not None:
-        t.add_row("satisfied", "yes" if r.satisfied else "no")
-    elif parse_structure(r.property).comparison is not None:
-        t.add_row(
-            "satisfied",
-            line(styled("undecided", "yellow"), " (the certified bracket contains the threshold: see the warning)"),
-        )
-    guarantee = {
-        "sound": f"sound (relative precision {r.precision:g})",
-        "direct": "direct (no convergence heuristic; not guaranteed exact)",
-        "unsound": "UNSOUND value iteration (convergence heuristic)",
-    }[r.guarantee]
+    for row in _value_rows(r):
+        t.add_row(*row)
+    guarantee = GUARANTEE_WORDS[Guarantee(r.guarantee)].format(precision=r.precision)
     t.add_row("numerics", f"{guarantee}: {r.method}" if r.method else guarantee)
     if r.precision_note:
         t.add_row("precision", r.precision_note)
-    t.add_row("chain" if r.mode != "monolithic" else "MDP", f"{r.states:,} states, {r.transitions:,} transitions")
+    t.add_row("chain" if not monolithic else "MDP", f"{r.states:,} states, {r.transitions:,} transitions")
     t.add_row("strategy", r.strategy)
-    if r.mode != "monolithic":
-        t.add_row(
-            "stalled",
-            line(
-                f"{r.stalled_probability:.6g}",
-                styled("  (policy uses unavailable actions)", "yellow") if r.stalled_probability > 0 else "",
-            ),
-        )
+    if not monolithic:
+        stalled = styled("  (policy uses unavailable actions)", "yellow") if r.stalled_probability > 0 else ""
+        t.add_row("stalled", line(f"{r.stalled_probability:.6g}", stalled))
     t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
     console.print(t)
+
+
+def _value_rows(r: ExactResult) -> list[tuple[str, str | Text]]:
+    """The value (or Pmin/Pmax), its bounds and the verdict."""
+    has_bounds = r.lower is not None and r.upper is not None
+    rows: list[tuple[str, str | Text]]
+    if r.mode == Mode.MONOLITHIC:
+        rows = [("Rmin / Rmax" if r.property.lstrip().startswith("R") else "Pmin / Pmax", f"{r.pmin:.6g} / {r.pmax:.6g}")]
+        if has_bounds:
+            rows.append(("bounds", f"[{r.lower:.6g}, {r.upper:.6g}] (of {r.value:.6g}, the optimum asked for)"))
+    else:
+        rows = [("value", styled(f"{r.value:.6g}", "bold green"))]
+        if has_bounds:
+            rows.append(("bounds", f"[{r.lower:.6g}, {r.upper:.6g}]"))
+    if r.satisfied is not None:
+        rows.append(("satisfied", "yes" if r.satisfied else "no"))
+    elif parse_structure(r.property).comparison is not None:
+        undecided = line(styled("undecided", "yellow"), " (the certified bracket contains the threshold: see the warning)")
+        rows.append(("satisfied", undecided))
+    return rows
 
 
 def _write_states(path: Path, r: ExactResult, *, suffix: str, force: bool) -> None:
     """Every state's value with its valuation, as ``suffix`` (``.csv`` or ``.npz``, whatever the case of ``path``'s)."""
     import numpy as np
-
-    from rlverify.files import write_bytes
 
     valuations = r.state_valuations
     assert r.state_values is not None and valuations is not None

@@ -41,8 +41,8 @@ from rlverify.models.dynamics import choice_name, choice_table, forced_start_mes
 from rlverify.models.explicit import ExplicitModel, format_bytes, memory_limit, resident_bytes
 from rlverify.models.program import CompiledProgram, Enabled, States, Unsupported, compiled, terminal_functions
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel
 from rlverify.models.storm_build import ambiguous_choices
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 
 __all__ = ["MergedChain", "StormProbe", "Unsupported", "merged_chain"]

@@ -28,9 +28,9 @@ from rlverify.exact.rounding import rounded_down, rounded_up, sum_margin
 from rlverify.exact.verify import verify_exact
 from rlverify.models.explicit import ExplicitModel, out_of_memory, to_storm
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel
 from rlverify.models.property_parser import parse_property
 from rlverify.models.storm import truth_values
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy
 from rlverify.results import IntervalResult
 

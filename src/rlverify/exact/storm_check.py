@@ -14,8 +14,8 @@ from rlverify.errors import PropertyError
 from rlverify.exact.formulas import BOUNDED, PathKind, StormFormula, bound, has_operator, is_reward_bounded, path_kind, path_of
 from rlverify.exact.outcome import TINY, CheckOutcome
 from rlverify.models.numerics import StormEnvironment
-from rlverify.models.symbolic import storm_message
 from rlverify.models.storm import bit_mask
+from rlverify.models.symbolic import storm_message
 
 __all__ = [
     "StormEnvironment",

@@ -14,9 +14,9 @@ from rlverify.benchmarks.registry import BenchmarkSpec, EnvDefaults, all_ids, ma
 from rlverify.gym.dynamics import EnvError, MDPDynamics, dynamics_from_explicit, label_key
 from rlverify.models.commands import is_command_name
 from rlverify.models.properties import Property
-from rlverify.models.symbolic import SymbolicModel, load_model
 from rlverify.models.property_parser import parse_property
 from rlverify.models.storm_build import build_explicit
+from rlverify.models.symbolic import SymbolicModel, load_model
 
 
 def load_dynamics(

@@ -22,9 +22,9 @@ import numpy as np
 from rlverify.errors import PropertyError, did_you_mean
 from rlverify.models.environment import VectorEnv
 from rlverify.models.properties import Property, parse_structure
-from rlverify.models.symbolic import SymbolicModel, storm_message
 from rlverify.models.property_parser import parse_property
 from rlverify.models.storm import truth_values
+from rlverify.models.symbolic import SymbolicModel, storm_message
 from rlverify.statistical.choices import SUPPORTED_FORMS
 
 #: a model Storm built (stormpy's sparse model: untyped)

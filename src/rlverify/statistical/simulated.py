@@ -16,9 +16,9 @@ from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.models.continuous.env import ContinuousEnv, unsafe_property
 from rlverify.models.explicit import ExplicitModel
 from rlverify.models.properties import Property, parse_structure
-from rlverify.models.symbolic import SymbolicModel
 from rlverify.models.property_parser import parse_property
 from rlverify.models.storm_build import build_explicit
+from rlverify.models.symbolic import SymbolicModel
 from rlverify.statistical.envs import ExplicitEnv, VectorEnv, hopeless_states
 from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
 

@@ -135,7 +135,7 @@ class TrainingVerifier:
         policy_threads: int = 1,
     ) -> None:
         from rlverify.policies.formats import check_name_options
-        from rlverify.resolve import check_property, resolve, resolve_property
+        from rlverify.resolve import ALL_KINDS, ModelTarget, Target, check_property, resolve
 
         if mode not in VERIFY_MODES:
             raise OptionError(f"mode: expected one of {', '.join(VERIFY_MODES)}, got {mode!r}")
@@ -145,14 +145,14 @@ class TrainingVerifier:
         self.mode = mode
         self.deterministic = bool(deterministic)
         self.options = self._options(options)
-        kinds = ("prism",) if mode == "exact" else ("prism", "native", "continuous")
+        kinds = (ModelTarget,) if mode == "exact" else ALL_KINDS
         command = "verifying while training" + (" (mode exact: rlverify verify)" if mode == "exact" else "")
         check_property(property, command)
         resolved = resolve(
             target, constants=constants, env_kwargs=env_kwargs, needs_policy=False, kinds=kinds, command=command
         )
-        prop = resolve_property(resolved.benchmark, resolved.model, resolved.kind, property, fixed_policy=True)
-        self.target = dataclasses.replace(resolved, property=prop)
+        prop = resolved.parse_property(property, fixed_policy=True)
+        self.target: Target[Any] = dataclasses.replace(resolved, property=prop)
         if stop_when is not None and prop.threshold is None:
             raise OptionError(
                 f"stop_when={stop_when!r} stops when a threshold property holds or is violated; '{prop.text}' has no "
