@@ -15,10 +15,9 @@ from __future__ import annotations
 import builtins
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from rlverify.resolve import resolve_model
+from rlverify.resolve import PolicySpec, TargetSpec, resolve_model
 from rlverify.results import (
     ExactResult,
     OptimumResult,
@@ -126,9 +125,9 @@ class Agreement(Result):
 
 
 def cross_check(
-    target: str | Path | Any,
+    target: TargetSpec,
     property: str,
-    policy: str | Any | None = None,
+    policy: PolicySpec | None = None,
     *,
     constants: str | None = None,
     runs: int = 4_000,
