@@ -28,8 +28,8 @@ def _graph(tmp_path, nodes, inits, name="net.onnx"):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     acc = make("acc-v1")
     for key, value in (
-        ("rlverify.features", json.dumps(list(acc.features))),
-        ("rlverify.actions", json.dumps(list(acc.actions))),
+        ("rlverify.features", json.dumps(list(acc.model().features))),
+        ("rlverify.actions", json.dumps(list(acc.model().actions))),
         ("rlverify.output", "logits"),
     ):
         m.metadata_props.add(key=key, value=value)
@@ -108,7 +108,7 @@ def test_torchscript_with_a_trailing_relu_or_stacked_linears_is_refused(tmp_path
 def test_a_policy_for_another_system_is_refused(tmp_path):
     acc = make("acc-v1")
     net = MLP.random([2, 8, 2], seed=0)
-    path = save_mlp_onnx(tmp_path / "swapped.onnx", net, features=list(acc.features), actions=list(reversed(acc.actions)))
+    path = save_mlp_onnx(tmp_path / "swapped.onnx", net, features=list(acc.model().features), actions=list(reversed(acc.model().actions)))
     with pytest.raises(PolicyError, match="made for another system") as info:
         verify_abstraction(acc.model(), path, AbstractionOptions(horizon=1))
     assert "actions" in str(info.value) and "features" not in str(info.value).split("system")[-1]

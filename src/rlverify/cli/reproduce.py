@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlverify.benchmarks.table2 import PAPER_TABLE2, format_result
 from rlverify.choices import Strategy
 from rlverify.cli.console import console, line, note, status, styled
 from rlverify.cli.options import add_force, add_json
@@ -85,6 +84,8 @@ def _print_table2(table: Any) -> None:
 def _method_table(table: Any, group: tuple[str, ...]) -> Any:
     """The rows of Table 2 for the methods of ``group``: states, transitions, result and time, ours / paper."""
     from rich.table import Table  # lazy: rich, --help start-up
+
+    from rlverify.benchmarks.table2 import PAPER_TABLE2, format_result  # lazy: loads the exact engine
 
     title = "Table 2 (Gross & Spieker 2024), ours / paper" + ("" if len(group) > 1 else f": {group[0]}")
     t = Table(title=title, title_justify="left")

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlverify.errors import PropertyError
 from rlverify.models.nesting import check_nesting
-from rlverify.models.storm import StormFormula, StormProperty
+
+if TYPE_CHECKING:  # (models/storm.py imports numpy: the CLI's parser reads this module)
+    from rlverify.models.storm import StormFormula, StormProperty
 
 #: path operators read from the text; ``other`` is anything else (Storm may still check it)
 PATHS = ("F", "G", "X", "U", "W", "C", "I", "other")
