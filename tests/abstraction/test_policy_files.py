@@ -107,8 +107,10 @@ def test_torchscript_with_a_trailing_relu_or_stacked_linears_is_refused(tmp_path
 
 def test_a_policy_for_another_system_is_refused(tmp_path):
     acc = make("acc-v1")
+    system = acc.model()
     net = MLP.random([2, 8, 2], seed=0)
-    path = save_mlp_onnx(tmp_path / "swapped.onnx", net, features=list(acc.model().features), actions=list(reversed(acc.model().actions)))
+    features, actions = list(system.features), list(reversed(system.actions))
+    path = save_mlp_onnx(tmp_path / "swapped.onnx", net, features=features, actions=actions)
     with pytest.raises(PolicyError, match="made for another system") as info:
         verify_abstraction(acc.model(), path, AbstractionOptions(horizon=1))
     assert "actions" in str(info.value) and "features" not in str(info.value).split("system")[-1]
