@@ -344,6 +344,8 @@ def load_model(path: str | Path, constants: str | Mapping[str, object] | None = 
             than MDP/DTMC (CTMCs and Markov automata are not policy-controlled MDPs).
         ConstantsError: undefined constants (all listed) or unknown constant names.
     """
+    import stormpy  # noqa: F401  # lazy: stormpy, start-up; imported before the clock starts, as parse_seconds is the parse
+
     started = time.perf_counter()
     path = Path(path)
     _check_readable(path)
