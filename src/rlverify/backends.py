@@ -469,7 +469,7 @@ def _check_reachable(address: str, timeout: float) -> None:
 def _register_serializers(ray: Any) -> None:
     """Teach Ray to ship an ONNX policy: its onnxruntime session cannot be pickled, so the policy travels
     as the ONNX file's bytes plus its resolved features, actions and output kind, and the worker loads it
-    with :class:`~rlverify.policies.adapters.OnnxPolicy` itself (the file need not exist on the worker)."""
+    with :class:`~rlverify.policies.onnx_policy.OnnxPolicy` itself (the file need not exist on the worker)."""
     from rlverify.policies.onnx_policy import OnnxPolicy  # lazy: onnx policies load onnxruntime; only with Ray
 
     ray.util.register_serializer(OnnxPolicy, serializer=_onnx_state, deserializer=_onnx_restore)

@@ -22,7 +22,7 @@ certified separately on the chain it induces, never read off these values.
 Guarantee (``ActionValues.lower``/``upper``, per choice):
 
 * step-bounded, numerics ``sound``/``direct``: ``V*_{r-1}`` by
-  :func:`~rlverify.exact.checking.bounded_until` on the MDP's arrays (a certified bracket per state), and ``Q``'s
+  :func:`~rlverify.exact.bounded.bounded_until` on the MDP's arrays (a certified bracket per state), and ``Q``'s
   bracket is one more matrix-vector product of those bounds, rounded outwards (sums of non-negative terms);
 * unbounded, numerics ``sound``: ``V*`` by Storm's sound solver on the full MDP (every state solved); its guarantee,
   ``|value - true| <= precision x |true|`` per state, widened one ulp out, and the product rounded outwards;
@@ -278,7 +278,7 @@ def _bounded_next(
 
 def _storm_brackets(values: np.ndarray, precision: float) -> tuple[np.ndarray, np.ndarray]:
     """Per-state brackets from Storm's sound guarantee, ``|value - true| <= precision x |true|`` (as
-    :func:`~rlverify.exact.checking.storm_bracket` widens it), one ulp out, inside [0, 1]."""
+    :func:`~rlverify.exact.storm_check.storm_bracket` widens it), one ulp out, inside [0, 1]."""
     delta = np.abs(values) * precision / (1.0 - precision)
     lo = np.clip(np.nextafter(values - delta, -np.inf), 0.0, 1.0)
     hi = np.clip(np.nextafter(values + delta, np.inf), 0.0, 1.0)

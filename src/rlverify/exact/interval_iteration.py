@@ -35,7 +35,7 @@ def robust_reachability(
     distribution in its intervals by weak duality, for the ``lambda`` of the greedy solution (the lows, then the
     remaining mass to the successors of lowest, or highest, value): ``min_p p.w >= lambda + sum lo (w - lambda)+ -
     sum hi (lambda - w)+`` for every ``lambda`` (the max alike), evaluated with rounding outwards
-    (:func:`~rlverify.exact.checking.rounded_down`), so every iterate is a rigorous bound whatever the floating point
+    (:func:`~rlverify.exact.rounding.rounded_down`), so every iterate is a rigorous bound whatever the floating point
     did. The minimum is iterated from the target (every iterate is at most the step-``j`` minimum, itself at most the
     value); the maximum of an unbounded property from 1 on the states that can reach the target (every iterate is at
     least the true maximum), of a step-bounded one from the target for ``steps`` steps (or to a fixed point, bit for

@@ -3,7 +3,7 @@
 :func:`optimum` checks both optima on the property-directed MDP (:class:`~rlverify.exact.chain.FullMDP`, built
 here unless given) and says which one the property asks for; :func:`mdp_optimum` is the one way an optimum of an
 MDP is computed (also for the adversarial MDP of :func:`~rlverify.exact.robustness`): step-bounded reachability on
-the MDP's arrays (:func:`~rlverify.exact.checking.bounded_until`: a certified bracket, exact graph facts, an
+the MDP's arrays (:func:`~rlverify.exact.bounded.bounded_until`: a certified bracket, exact graph facts, an
 early stop at a fixed point), everything else by Storm (its sound bounds; graph facts from its qualitative check).
 """
 
@@ -187,7 +187,7 @@ def mdp_optimum(
 ) -> CheckOutcome:
     """Pmin or Pmax (``optimum`` ``"min"``/``"max"``; Rmin/Rmax) of ``formula`` at the initial state of ``mdp``.
 
-    Step-bounded reachability (``numerics`` sound or direct) by :func:`~rlverify.exact.checking.bounded_until` on the
+    Step-bounded reachability (``numerics`` sound or direct) by :func:`~rlverify.exact.bounded.bounded_until` on the
     MDP's arrays (a certified bracket, exact graph facts, an early stop at a fixed point); else Storm's check (its
     sound bounds; graph facts from Storm's qualitative check). ``storm_model`` evaluates the state formulas;
     ``full_model``: when it carries the states and labels only, a function returning Storm's full model, for
@@ -246,7 +246,7 @@ def certified_verdict(
     out: CheckOutcome, threshold: float, comparison: str, probability: bool, numerics: str
 ) -> tuple[bool | None, str | None]:
     """The threshold's verdict from ``out``'s certified bracket and exact graph facts only (see
-    :func:`~rlverify.exact.checking.verdict`); an infinite expected reward is exact (graph analysis)."""
+    :func:`~rlverify.exact.outcome.verdict`); an infinite expected reward is exact (graph analysis)."""
     certified = numerics == Numerics.SOUND or (out.method is not None and out.lower is not None)
     lower, upper = (out.lower, out.upper) if certified else (None, None)
     if np.isinf(out.value):

@@ -102,7 +102,7 @@ class ExactOptions:
         max_work: the budget of a step-bounded computation (``F<=k``, ``U<=k``, ``C<=k``, ``I=k``), in
             multiply-adds (steps x transitions, a step at least ``STEP_WORK``); None: no limit. Step-bounded
             reachability stops early, soundly, at a fixed point or once within ``precision`` of the unbounded value
-            (:func:`~rlverify.exact.checking.bounded_until`); if neither happens within the budget it is refused
+            (:func:`~rlverify.exact.bounded.bounded_until`); if neither happens within the budget it is refused
             with the figures; forms Storm computes are refused up front when k x transitions exceeds it.
         chain_dir: a new or empty directory to hold the policy's chain on disk (strategy ``merged`` on PRISM
             programs, step-bounded reachability ``P=? [F<=k ...]``/``[... U<=k ...]``): its rows are written there

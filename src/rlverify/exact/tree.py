@@ -135,7 +135,7 @@ def expected_visits(built: PolicyChain, prop: Property, *, max_work: int | None 
 
 def _bounded_visits(matrix: sp.csr_matrix, x0: np.ndarray, undecided: np.ndarray, k: int, max_work: int | None) -> np.ndarray:
     """``(S,)`` ``sum_{j<k} x_j`` with ``x_{j+1} = (P^T x_j) * undecided``: the pair ``(visits, x)`` is iterated by
-    :func:`~rlverify.exact.checking.iterate`, so a fixed point of both ends it with the values of all ``k`` steps."""
+    :func:`~rlverify.exact.bounded.iterate`, so a fixed point of both ends it with the values of all ``k`` steps."""
     n = len(x0)
     transposed = matrix.T.tocsr()
 
