@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
-from rlverify.errors import InputFileError, OptionError, PolicyError, safe_repr, type_name
+from rlverify.errors import InputFileError, ModelError, OptionError, PolicyError, safe_repr, type_name
 from rlverify.files import check_input
 from rlverify.models.properties import Property
 from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
@@ -28,6 +28,7 @@ from rlverify.targets import (
     EnvironmentTarget,
     ModelTarget,
     PolicySpec,
+    SimulatorTarget,
     SystemTarget,
     Target,
     TargetKind,
@@ -40,6 +41,7 @@ __all__ = [
     "Kinds",
     "ModelTarget",
     "PolicySpec",
+    "SimulatorTarget",
     "SystemTarget",
     "Target",
     "check_property",
@@ -71,6 +73,8 @@ class ResolveOptions(TypedDict, total=False):
     policy_threads: int
     needs_property: bool
     system_timeout: float | None
+    labels: Sequence[str] | None
+    vectorization: str | None
 
 
 def resolve(
@@ -91,6 +95,8 @@ def resolve(
     policy_threads: int = DEFAULT_POLICY_THREADS,
     needs_property: bool = False,
     system_timeout: float | None = DEFAULT_SYSTEM_TIMEOUT,
+    labels: Sequence[str] | None = None,
+    vectorization: str | None = None,
 ) -> AnyTarget:
     """Resolve a target, its policy and its property once.
 
@@ -123,6 +129,9 @@ def resolve(
         needs_property: refuse a ``property`` of None (the command checks one).
         system_timeout: seconds importing a ``path.py:NAME`` system's file, and calling ``NAME()``, may each take
             (``--system-timeout``; None or 0: no limit; see :func:`rlverify.models.continuous.load_system`).
+        labels: ``NAME=CONDITION`` labels over the episodes of a Gymnasium environment without a transition table
+            (``--label``; see :mod:`rlverify.models.gym_simulator`).
+        vectorization: how such an environment's copies are made (``--vectorization``: auto, native, sync, async).
 
     Returns:
         a :class:`~rlverify.targets.ModelTarget`, :class:`~rlverify.targets.EnvironmentTarget` or
@@ -139,7 +148,7 @@ def resolve(
     """
     _check_arguments(target, property, needs_property, command)
     _refuse_system_early(target, kinds, command)
-    t = _model(target, constants, env_kwargs, trust_code, system_timeout)
+    t = _model(target, constants, env_kwargs, trust_code, system_timeout, _Episodes(labels, vectorization, features))
     if not isinstance(t, tuple(kinds)):
         raise _wrong_kind(t.benchmark, type(t), t.name, target, kinds, command)
     if needs_policy and policy is None:
@@ -179,16 +188,38 @@ def _refuse_no_choices(t: Target[Any], target: TargetSpec) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Episodes:
+    """How a Gymnasium environment without a transition table is read: ``--label``, ``--vectorization``, and the
+    observation's feature names (``--features``)."""
+
+    labels: Sequence[str] | None = None
+    vectorization: str | None = None
+    features: Sequence[str] | None = None
+
+    def refuse(self, target: TargetSpec) -> None:
+        """Refuse ``--label``/``--vectorization`` for a target that is not such an environment."""
+        for option, given in (("--label", self.labels), ("--vectorization", self.vectorization)):
+            if given:
+                raise OptionError(
+                    f"{option}: applies to Gymnasium environments without a transition table (gym:ID, e.g. "
+                    f"gym:CartPole-v1), not {target}"
+                )
+
+
 def _model(
     target: TargetSpec,
     constants: str | None,
     env_kwargs: str | dict[str, object] | None = None,
     trust_code: bool = False,
     system_timeout: float | None = DEFAULT_SYSTEM_TIMEOUT,
+    episodes: _Episodes | None = None,
 ) -> AnyTarget:
     """The one place that builds targets: the target type from the input (no policy or property yet)."""
-    if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment with a finite model
-        return _gym_model(target, constants, env_kwargs, trust_code)
+    episodes = _Episodes() if episodes is None else episodes
+    if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment, with a finite model or not
+        return _gym_target(target, constants, env_kwargs, trust_code, episodes)
+    episodes.refuse(target)
     if env_kwargs:
         raise OptionError(f"--env-kwargs: applies to gym:ID targets only (e.g. gym:FrozenLake-v1), not {target}")
     if isinstance(target, Benchmark):
@@ -198,16 +229,41 @@ def _model(
     return _file_or_id(target, constants, system_timeout)
 
 
-def _gym_model(target: str, constants: str | None, env_kwargs: str | dict[str, object] | None, trust: bool) -> ModelTarget:
-    from rlverify.models.gymnasium import model_from_target  # lazy: gymnasium
+def _gym_target(
+    target: str, constants: str | None, env_kwargs: str | dict[str, object] | None, trust: bool, episodes: _Episodes
+) -> ModelTarget | SimulatorTarget:
+    """A ``gym:ID`` target: its finite model (exact engines) when it has a transition table, else its simulator."""
+    from rlverify.models.gym_simulator import has_transition_table, simulator_of  # lazy: gymnasium
+    from rlverify.models.gymnasium import model_from_target, parse_env_kwargs  # lazy: gymnasium
+    from rlverify.models.gymnasium_make import make_env  # lazy: gymnasium
 
     if constants:
         raise OptionError(
             f"{target}: -c/--constants is for PRISM/JANI models and benchmarks; "
             f"give the environment's arguments with --env-kwargs {constants!r}"
         )
-    gym_model = model_from_target(target, env_kwargs, trust_code=trust)
-    return ModelTarget(given=target, name=gym_model.display_name, model=gym_model, constants=constants)
+    env_id = target.removeprefix("gym:").strip()
+    if not env_id:
+        raise ModelError(f"{target}: expected gym:ID, e.g. gym:FrozenLake-v1 or gym:CartPole-v1")
+    kwargs = parse_env_kwargs(env_kwargs)
+    env = make_env(env_id, kwargs, trust)
+    try:
+        if has_transition_table(env):
+            episodes.refuse(target)
+            gym_model = model_from_target(target, env_kwargs, trust_code=trust)
+            return ModelTarget(given=target, name=gym_model.display_name, model=gym_model, constants=constants)
+        sim = simulator_of(
+            env,
+            env_id=env_id,
+            env_kwargs=kwargs,
+            vectorization=episodes.vectorization or "auto",
+            labels=episodes.labels,
+            feature_names=episodes.features,
+            shown=target,
+        )
+    finally:
+        env.close()
+    return SimulatorTarget(given=target, name=sim.name, model=sim)
 
 
 def _of_benchmark(bench: Benchmark, given: str, constants: str | None) -> AnyTarget:

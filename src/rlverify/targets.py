@@ -23,6 +23,7 @@ from rlverify.results import Result
 
 if TYPE_CHECKING:  # the base classes' arguments (strings: no import at run time)
     from rlverify.models.continuous.base import ContinuousSystem  # noqa: F401
+    from rlverify.models.gym_simulator import GymSimulator  # noqa: F401
     from rlverify.models.symbolic import SymbolicModel  # noqa: F401
     from rlverify.statistical.envs import VectorEnv  # noqa: F401
 
@@ -223,11 +224,33 @@ class SystemTarget(Target["ContinuousSystem"]):
         return self.parse_property(given)
 
 
+@dataclass(frozen=True)
+class SimulatorTarget(Target["GymSimulator"]):
+    """A Gymnasium environment without a transition table (``gym:ID``, CartPole, MuJoCo, the user's own): simulated
+    episode by episode (:mod:`rlverify.statistical.episodes`)."""
+
+    KIND: ClassVar[BenchmarkKind] = BenchmarkKind.GYMNASIUM
+    ENGINE: ClassVar[str] = "rlverify simulate"
+    WORDS: ClassVar[str] = "a Gymnasium environment without a transition table"
+    ALONE: ClassVar[str] = "a Gymnasium environment without a transition table (simulated only)"
+
+    def policy_interface(self) -> dict[str, list[str]] | None:
+        return {"features": list(self.model.features), "actions": list(self.model.actions)}
+
+    def simulated_property(self, given: str | Property | None) -> Property:
+        if given is None:
+            raise OptionError(
+                "--property: give the property to estimate over the episodes, e.g. 'P=? [F<=200 \"terminated\"]' "
+                "(labels: terminated, truncated and your own --label NAME=CONDITION)"
+            )
+        return self.parse_property(given)
+
+
 #: a resolved target of any kind
-AnyTarget: TypeAlias = ModelTarget | EnvironmentTarget | SystemTarget
+AnyTarget: TypeAlias = ModelTarget | EnvironmentTarget | SystemTarget | SimulatorTarget
 #: a kind of target (what a command takes)
-TargetKind: TypeAlias = type[ModelTarget] | type[EnvironmentTarget] | type[SystemTarget]
+TargetKind: TypeAlias = type[ModelTarget] | type[EnvironmentTarget] | type[SystemTarget] | type[SimulatorTarget]
 #: every kind of target, in the order messages list them
-ALL_KINDS: tuple[TargetKind, ...] = (ModelTarget, EnvironmentTarget, SystemTarget)
+ALL_KINDS: tuple[TargetKind, ...] = (ModelTarget, EnvironmentTarget, SystemTarget, SimulatorTarget)
 #: the target type of each registry kind
 OF_BENCHMARK_KIND: dict[BenchmarkKind, TargetKind] = {t.KIND: t for t in ALL_KINDS}

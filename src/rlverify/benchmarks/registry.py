@@ -39,6 +39,8 @@ class BenchmarkKind(StrEnum):
     PRISM = "prism"
     NATIVE = "native"
     CONTINUOUS = "continuous"
+    #: no benchmark builds one: a Gymnasium environment without a transition table (``gym:ID``), simulated
+    GYMNASIUM = "gymnasium"
 
 
 KINDS = tuple(k.value for k in BenchmarkKind)

@@ -57,6 +57,26 @@ def add_env_kwargs(p: argparse.ArgumentParser) -> None:
     add_trust_code(p)
 
 
+def add_episode_options(p: argparse.ArgumentParser) -> None:
+    """``--label`` and ``--vectorization``: how a Gymnasium environment without a transition table is simulated."""
+    p.add_argument(
+        "--label",
+        action="append",
+        metavar="NAME=CONDITION",
+        help="a label over the episodes of a gym:ID environment without a transition table (CartPole, MuJoCo, your "
+        "own), e.g. 'fall=terminated & !truncated' or 'tilted=abs(obs[2]) > 0.15'; conditions read obs[i] (or the "
+        '--features names), reward, terminated, truncated, step and info["KEY"] (repeatable)',
+    )
+    p.add_argument(
+        "--vectorization",
+        choices=("auto", "native", "sync", "async"),
+        default=None,
+        help="how such an environment's lockstep copies are made: auto (default: its own vectorised implementation "
+        "where rlverify can seed each episode, e.g. CartPole, else sync), sync (copies in this process), async "
+        "(copies in worker processes)",
+    )
+
+
 #: What ``--trust-code`` allows (its help, and the README's Security section).
 TRUST_CODE_HELP = (
     "allow running code from your inputs: a gym:MODULE:ID target imports MODULE (without it only ids "
@@ -404,5 +424,7 @@ def _target_kwargs(args: argparse.Namespace, constants: str | None, policy: bool
     return {
         "constants": args.constants if constants is None else constants,
         "env_kwargs": getattr(args, "env_kwargs", None),
+        **({"labels": args.label} if getattr(args, "label", None) else {}),
+        **({"vectorization": args.vectorization} if getattr(args, "vectorization", None) else {}),
         **(policy_kwargs(args) if policy else {}),
     }

@@ -13,6 +13,7 @@ from rlverify.cli.console import console, err_console
 from rlverify.cli.options import (
     add_backend_options,
     add_env_kwargs,
+    add_episode_options,
     add_outputs,
     add_policy,
     add_property,
@@ -48,6 +49,7 @@ def register(sub: Any) -> argparse.ArgumentParser:
         p, kinds="PRISM/JANI file, a benchmark id (PRISM, Racetrack, continuous), gym:ID, or a continuous system FILE.py:NAME"
     )
     add_env_kwargs(p)
+    add_episode_options(p)
     add_property(
         p,
         required=False,

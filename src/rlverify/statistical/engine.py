@@ -44,18 +44,19 @@ import numpy as np
 from rlverify.choices import Mode, Unavailable
 from rlverify.errors import OptionError, PropertyError
 from rlverify.models.dynamics import check_unavailable
+from rlverify.models.gym_simulator import GymSimulator
 from rlverify.policies.base import BasePolicy, Policy, choose_columns
 from rlverify.statistical.envs import VectorEnv
+from rlverify.statistical.episodes import simulate_episodes
+from rlverify.statistical.outcomes import SATISFIED, UNDECIDED, VIOLATED, OutcomeArrays, RunOutcomes
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key
-from rlverify.statistical.step import Binding, Moves, Stepper, Verdicts, bind_policy, check_labels, decide, draw_starts
+from rlverify.statistical.step import Binding, Stepper, bind_policy, check_labels, decide, draw_starts
 
 log = logging.getLogger(__name__)
 
 #: the simulator's ``--mode`` values (no ``monolithic``: a simulation needs a policy)
 MODES = (Mode.STOCHASTIC.value, Mode.DETERMINISTIC.value)
-#: run outcome codes
-SATISFIED, VIOLATED, UNDECIDED = 1, 0, -1
 #: a batch is cut between threads only if every part gets at least this many runs (smaller policy calls cost
 #: more per row than the overlap saves; the results are the same either way)
 MIN_PART_RUNS = 1024
@@ -135,30 +136,6 @@ class SimulationOptions:
             )
 
 
-@dataclass(frozen=True)
-class RunOutcomes:
-    """Per-run results of a simulation.
-
-    Attributes:
-        outcome: ``(N,)`` int8, 1 satisfied / 0 violated / -1 undecided.
-        stalled: ``(N,)`` bool, the run stalled (outcome 0).
-        steps: ``(N,)`` int64, steps taken (policy decisions).
-        recorded: label name -> ``(N,)`` bool value in the state where the run was decided/stopped.
-        hopeless: ``(N,)`` bool, the run was decided violated because it reached a state from which
-            ``right`` cannot be reached under any policy (outcome 0; the property's ``hopeless`` states).
-        stuck: ``(N,)`` bool, the run was decided violated because it would stay in its state forever (its policy
-            surely takes an action that surely leads back; outcome 0): it never decides the race, so a heat
-            map counts it with the runs cut at ``max_steps`` as *never decided*.
-    """
-
-    outcome: np.ndarray
-    stalled: np.ndarray
-    steps: np.ndarray
-    recorded: dict[str, np.ndarray]
-    hopeless: np.ndarray
-    stuck: np.ndarray
-
-
 def choose_actions(probs: np.ndarray, u: np.ndarray | None) -> np.ndarray:
     """Policy column per row of ``probs`` ``(N, |A|)``: argmax when ``u`` is None, else sampled with uniforms ``u`` ``(N,)``
     (see :func:`~rlverify.policies.base.choose_columns`)."""
@@ -194,6 +171,11 @@ def simulate(
     """
     options = SimulationOptions() if options is None else options
     options.validate()
+    if isinstance(env, GymSimulator):  # a Gymnasium environment without a transition table: its own copies step
+        if starts is not None or start_of_run is not None:
+            raise PropertyError(f"{env.name}: episodes start where the environment's reset puts them (no starts=)")
+        bound = binding or bind_policy(env, policy)
+        return simulate_episodes(env, policy, prop, run_ids, options=options, record=record, binding=bound)
     stepper = Stepper(
         env, policy, binding or bind_policy(env, policy), mode=Mode(options.mode), unavailable=Unavailable(options.unavailable)
     )
@@ -201,7 +183,7 @@ def simulate(
     starts = _starts(env, starts, start_of_run)
     run_ids = np.asarray(run_ids, dtype=np.int64)
     key = seed_key(options.seed)
-    out = _Batch.empty(len(run_ids), record)
+    out = OutcomeArrays.empty(len(run_ids), record)
 
     def run(a: int, b: int, turn: _Turn | None = None) -> None:  # runs a .. b - 1, into the result arrays
         keys = run_keys(key, run_ids[a:b])
@@ -355,12 +337,12 @@ def _simulate_batch(
     record: tuple[str, ...],
     *,
     turn: _Turn | None = None,
-) -> _Batch:
+) -> OutcomeArrays:
     """Outcomes of the runs with ``keys`` ``(n,)`` from ``states``: decided (:func:`~.step.decide`) before every
     step (:meth:`~.step.Stepper.step`); policy calls are made holding ``turn`` (if given: the parts of a batch in
     threads)."""
     env = stepper.env
-    out = _Batch.empty(len(keys), record)
+    out = OutcomeArrays.empty(len(keys), record)
     active = np.arange(len(keys))
     akeys = keys  # keys of the active runs, compacted with them
     buf = stepper.buffer(len(keys))
@@ -383,71 +365,14 @@ def _simulate_batch(
 _NO_TURN = contextlib.nullcontext()
 
 
-@dataclass
-class _Batch:
-    """Per-run outcomes of a batch being simulated (see :class:`RunOutcomes`)."""
-
-    outcome: np.ndarray
-    stalled: np.ndarray
-    steps: np.ndarray  # set when a run is decided: the step count t at that moment
-    recorded: dict[str, np.ndarray]
-    hopeless: np.ndarray
-    stuck: np.ndarray
-
-    @classmethod
-    def empty(cls, n: int, record: tuple[str, ...]) -> _Batch:
-        return cls(
-            np.full(n, UNDECIDED, dtype=np.int8),
-            np.zeros(n, dtype=bool),
-            np.zeros(n, dtype=np.int64),
-            {name: np.zeros(n, dtype=bool) for name in record},
-            np.zeros(n, dtype=bool),
-            np.zeros(n, dtype=bool),
-        )
-
-    def put(self, a: int, b: int, part: _Batch) -> None:
-        """The outcomes of runs ``a .. b - 1``, simulated as ``part``."""
-        self.outcome[a:b], self.stalled[a:b], self.steps[a:b], self.hopeless[a:b], self.stuck[a:b] = (
-            part.outcome,
-            part.stalled,
-            part.steps,
-            part.hopeless,
-            part.stuck,
-        )
-        for name, values in part.recorded.items():
-            self.recorded[name][a:b] = values
-
-    def finish(
-        self, env: VectorEnv, active: np.ndarray, states: np.ndarray, verdicts: Verdicts, t: int, *, everything: bool
-    ) -> np.ndarray | None:
-        """Record the runs ``active`` (in ``states``) that are decided at step ``t`` (``everything``: all of them,
-        the undecided ones as undecided); returns which are (a mask over ``active``), None when none is."""
-        right, violated = verdicts.right, verdicts.violated
-        if verdicts.hopeless is not None and verdicts.hopeless.any():
-            self.hopeless[active[verdicts.hopeless]] = True
-        done = np.ones(len(active), dtype=bool) if everything else right | violated
-        if not done.any():
-            return None
-        idx = active[done]
-        self.outcome[idx] = np.where(right[done], SATISFIED, np.where(violated[done], VIOLATED, UNDECIDED))
-        self.steps[idx] = t
-        for name in self.recorded:
-            self.recorded[name][idx] = env.label(name, states[done])
-        return done
-
-    def stop(self, env: VectorEnv, active: np.ndarray, states: np.ndarray, moves: Moves, t: int) -> None:
-        """Record the runs ``active`` (in ``states``) that stalled or got stuck in step ``t`` (violated)."""
-        if moves.stalled is not None:
-            bad = active[moves.stalled]
-            self.stalled[bad] = True
-            self.outcome[bad] = VIOLATED
-            self.steps[bad] = t
-            for name in self.recorded:
-                self.recorded[name][bad] = False
-        if moves.stuck is not None:  # surely back to the same state forever: `right` (false now) never holds
-            idx = active[moves.stuck]
-            self.outcome[idx] = VIOLATED
-            self.stuck[idx] = True
-            self.steps[idx] = t
-            for name in self.recorded:
-                self.recorded[name][idx] = env.label(name, states.take(moves.stuck, axis=0))
+__all__ = [
+    "MODES",
+    "SATISFIED",
+    "UNDECIDED",
+    "VIOLATED",
+    "RunOutcomes",
+    "SimulationOptions",
+    "choose_actions",
+    "positive_int",
+    "simulate",
+]

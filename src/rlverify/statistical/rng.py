@@ -51,8 +51,8 @@ def _mix_inplace(z: np.ndarray, tmp: np.ndarray) -> np.ndarray:
     return z
 
 
-def uniforms(keys: np.ndarray, step: int, stream: int) -> np.ndarray:
-    """``(N,)`` float64 uniforms in [0, 1) for per-run ``keys`` at ``step`` and ``stream``."""
+def uniforms(keys: np.ndarray, step: int | np.ndarray, stream: int) -> np.ndarray:
+    """``(N,)`` float64 uniforms in [0, 1) for per-run ``keys`` at ``step`` (one for all, or ``(N,)``) and ``stream``."""
     keys = np.asarray(keys, dtype=np.uint64)
     with np.errstate(over="ignore"):
         offset = np.uint64(step + 1) * _STEP_MUL + np.uint64(stream + 1) * _STREAM_MUL

@@ -15,11 +15,13 @@ from rlverify.models.commands import check_names, is_command_name
 from rlverify.models.continuous.base import ContinuousSystem
 from rlverify.models.continuous.env import ContinuousEnv, unsafe_property
 from rlverify.models.explicit import ExplicitModel
+from rlverify.models.gym_simulator import GymSimulator
 from rlverify.models.properties import Property, parse_structure
 from rlverify.models.property_parser import parse_property
 from rlverify.models.storm_build import build_explicit
 from rlverify.models.symbolic import SymbolicModel
 from rlverify.statistical.envs import ExplicitEnv, VectorEnv, hopeless_states
+from rlverify.statistical.episodes import columns_note
 from rlverify.statistical.properties import PathProperty, decidable, parse_path_property, property_from_storm
 
 __all__ = ["SimulatedModel", "check_one_start", "prepare", "simulated", "with_graph_analysis", "with_start_note"]
@@ -96,6 +98,15 @@ def _environment(
 ) -> tuple[VectorEnv, PathProperty, str]:
     """A vectorised environment, as it is."""
     return model, _path_property(model, prop), model.name
+
+
+@simulated.register
+def _gymnasium(
+    model: GymSimulator, prop: str | Property | PathProperty, *, actions: Sequence[str], max_states: int | None
+) -> tuple[VectorEnv, PathProperty, str]:
+    """A Gymnasium environment without a transition table: simulated episode by episode (:mod:`.episodes`)."""
+    path = _path_property(model, prop)
+    return model, dataclasses.replace(path, notes=(*path.notes, columns_note(model))), model.name
 
 
 def _path_property(env: VectorEnv, prop: str | Property | PathProperty) -> PathProperty:
