@@ -47,9 +47,9 @@ class EpisodeVector(ABC):
     copies: int
 
     @abstractmethod
-    def reset(self, mask: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
-        """Reset the slots ``mask`` ``(B,)`` with ``seeds`` (one per reset slot, in slot order); ``(B, F)`` float64
-        observations of every slot (those not reset: unchanged)."""
+    def reset(self, mask: np.ndarray, seeds: Sequence[int | None]) -> np.ndarray:
+        """Reset the slots ``mask`` ``(B,)`` with ``seeds`` (one per reset slot, in slot order; None: any start, for
+        a slot left idle); ``(B, F)`` float64 observations of every slot (those not reset: unchanged)."""
 
     @abstractmethod
     def step(self, actions: np.ndarray) -> Stepped:
@@ -74,10 +74,10 @@ class GymnasiumVector(EpisodeVector):
         self.sim, self.venv, self.copies = sim, venv, int(venv.num_envs)
         self._obs = np.zeros((self.copies, len(sim.feature_names)))
 
-    def reset(self, mask: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
+    def reset(self, mask: np.ndarray, seeds: Sequence[int | None]) -> np.ndarray:
         full: list[int | None] = [None] * self.copies
         for slot, seed in zip(np.flatnonzero(mask), seeds, strict=True):
-            full[int(slot)] = int(seed)
+            full[int(slot)] = None if seed is None else int(seed)
         with quiet():
             obs, _ = self.venv.reset(seed=full, options={"reset_mask": np.asarray(mask, dtype=np.bool_)})
         self._obs = flat_observations(obs, self.copies)
@@ -108,13 +108,13 @@ class NativeCartPole(EpisodeVector):
         with quiet():
             venv.reset(seed=0)
 
-    def reset(self, mask: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
+    def reset(self, mask: np.ndarray, seeds: Sequence[int | None]) -> np.ndarray:
         venv = self.venv
         slots = np.flatnonzero(mask)
         starts = np.empty((4, len(slots)))
         with quiet():
             for j, seed in enumerate(seeds):
-                self.single.reset(seed=int(seed))
+                self.single.reset(seed=None if seed is None else int(seed))
                 starts[:, j] = self.single.unwrapped.state
         venv.state[:, slots] = starts
         venv.steps[slots] = 0

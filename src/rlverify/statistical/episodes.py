@@ -174,17 +174,24 @@ class _Run:
             mask[decided] = True
 
     def _reset(self, mask: np.ndarray) -> np.ndarray:
-        """Reset the slots ``mask`` with the next episodes (past the last episode: reset anyway, with seed 0, and left
-        idle, so that every copy may be stepped); returns the slots given an episode."""
+        """Reset the slots ``mask`` with the next episodes; returns the slots given an episode. Past the last episode
+        a slot is left idle: reset without a seed so that every copy may be stepped (its rows are never read), or
+        not at all where the copies reset their own ended slots (the native implementation's autoreset)."""
         slots = np.flatnonzero(mask)
         take = min(len(slots), len(self.run_ids) - self.next)
         positions = np.full(len(slots), -1, dtype=np.int64)
         positions[:take] = np.arange(self.next, self.next + take)
         self.next += take
-        seeds = [self.seeds[p] if p >= 0 else 0 for p in positions.tolist()]
-        obs = self._guarded(lambda: self.vec.reset(mask, seeds), "resetting", positions[:take])
         s = self.slots
         s.run[slots] = positions
+        if self.sim.native is not None:  # idle slots: left to the implementation's own autoreset
+            slots, positions = slots[:take], positions[:take]
+            mask = np.zeros(self.vec.copies, dtype=bool)
+            mask[slots] = True
+        if not len(slots):
+            return slots
+        seeds = [self.seeds[p] if p >= 0 else None for p in positions.tolist()]
+        obs = self._guarded(lambda: self.vec.reset(mask, seeds), "resetting", positions[:take])
         s.t[slots] = 0
         s.obs[slots] = self._checked_obs(obs[slots], slots)
         s.reward[slots] = 0.0
@@ -240,7 +247,7 @@ class _Run:
     def _reset_idle(self, stepped: Stepped) -> None:
         """Idle copies whose (unread) episode ended are reset before the copies step again."""
         idle = (self.slots.run < 0) & (stepped.terminated | stepped.truncated)
-        if idle.any():
+        if idle.any() and self.sim.native is None:
             self._reset(idle)
 
     # --- the policy -----------------------------------------------------------------------------------
