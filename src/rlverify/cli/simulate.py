@@ -105,6 +105,19 @@ def register(sub: Any) -> argparse.ArgumentParser:
     )
     add_unavailable(p)
     p.add_argument("--batch-size", type=int, default=20_000, help="runs simulated in lockstep (default 20000)")
+    p.add_argument(
+        "--discount",
+        type=float,
+        default=1.0,
+        help="R=? [C<=k] on a gym:ID environment: the return sums discount**t * r_t (default 1: undiscounted)",
+    )
+    p.add_argument(
+        "--reward-range",
+        type=reward_range,
+        metavar="LO:HI",
+        help="R=? [C<=k]: every per-step reward lies in [LO, HI] (CartPole: 1:1): the interval is then Hoeffding's, "
+        "a guarantee; without it, an asymptotic Student-t interval",
+    )
     add_backend_options(p)
 
     add_rare_arguments(p)
@@ -174,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
             raise OptionError("--backend ray is not supported with --rare (importance splitting runs in this process)")
         return run_rare(args, target)
     refuse_rare_options(args)
+    if target.property.operator == "R":
+        return run_return(args, target, backend, files)
+    if args.discount != 1.0 or args.reward_range is not None:
+        raise OptionError("--discount and --reward-range apply to expected returns (R=? [C<=k] on a gym:ID environment)")
     require_threshold(
         args,
         args.sprt is not None or target.property.comparison is not None,
@@ -190,6 +207,79 @@ def run(args: argparse.Namespace) -> int:
     if not emit(result, args, files, exit_code=code, holds=result.satisfied):
         console.print(render(result, args))
     return code
+
+
+def run_return(args: argparse.Namespace, target: Any, backend: Any, files: Any) -> int:
+    """``R=? [C<=k]`` on a Gymnasium environment: the expected return (statistical.returns)."""
+    from rlverify.statistical.returns import estimate_return  # lazy: the engine, --help start-up
+
+    if args.sprt is not None or args.method in ("sprt", "adaptive"):
+        raise OptionError("--sprt/--method: an expected return is estimated from a fixed number of episodes (--runs)")
+    options = statistical_options(args, backend)
+    result = with_progress(
+        "simulating",
+        err_console,
+        lambda progress: estimate_return(
+            target.model,
+            target.property,
+            target.policy,
+            options,
+            discount=args.discount,
+            reward_range=args.reward_range,
+            progress=progress,
+        ),
+    )
+    result = target.stamp(result, unavailable=args.unavailable)
+    code = verdict_exit_code(args, result.satisfied)
+    if not emit(result, args, files, exit_code=code, holds=result.satisfied):
+        console.print(render_return(result))
+    return code
+
+
+def reward_range(text: str) -> tuple[float, float]:
+    """``LO:HI`` from the command line: two finite numbers, ``LO <= HI``."""
+    lo, sep, hi = text.partition(":")
+    try:
+        low, high = float(lo), float(hi)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO:HI (two numbers, e.g. 0:1), got '{text}'") from None
+    if not sep or not (math.isfinite(low) and math.isfinite(high)) or low > high:
+        raise argparse.ArgumentTypeError(f"expected LO:HI with finite LO <= HI (e.g. 0:1), got '{text}'")
+    return low, high
+
+
+def render_return(result: Any) -> Table:
+    """A rich table of a :class:`~rlverify.statistical.ReturnResult`."""
+    from rich.table import Table
+
+    table = Table(title=result.property, show_header=False)
+    table.add_row("model", result.model)
+    table.add_row("policy", f"{shown_policy(result.policy)} ({result.mode})")
+    if result.verdict is not None:
+        table.add_row(
+            "satisfied",
+            f"{result.verdict} (R {result.comparison} {result.threshold!r}, from the interval at {result.confidence:.1%})",
+        )
+    summed = f'info["{result.reward}"]' if result.reward else "reward"
+    table.add_row("expected return", f"{result.estimate:.6g} (sum of {summed}, discount {result.discount:g})")
+    how = (
+        f"Hoeffding, rewards in [{result.reward_range[0]:g}, {result.reward_range[1]:g}]"
+        if result.method == "hoeffding"
+        else "Student t: asymptotic, not a guarantee (give --reward-range)"
+    )
+    table.add_row("interval", f"[{result.interval[0]:.6g}, {result.interval[1]:.6g}] at {result.confidence:.1%} ({how})")
+    table.add_row("std", f"{result.std:.6g}")
+    table.add_row(
+        "episodes",
+        f"{result.runs:,} ({result.counted:,} counted, {result.truncated:,} truncated by the time limit, "
+        f"{result.cut:,} still open after {result.max_steps:,} steps)",
+    )
+    table.add_row("seed", str(result.seed))
+    table.add_row(
+        "time",
+        f"{result.timings['total']:.2f} s ({result.decisions:,} decisions, {result.timings['decisions_per_second']:,.0f}/s)",
+    )
+    return table
 
 
 def resolved(args: argparse.Namespace) -> Any:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from rlverify.results.maps import IntervalResult, RiskMap, RobustnessResult
     from rlverify.results.paths import FailurePath, FailurePaths, PathStep, StepAction
     from rlverify.results.shield import ShieldResult
-    from rlverify.results.statistical import HeatmapResult, SplittingResult, StatisticalResult
+    from rlverify.results.statistical import HeatmapResult, ReturnResult, SplittingResult, StatisticalResult
 
 __all__ = [
     "AbstractionResult",
@@ -55,6 +55,7 @@ __all__ = [
     "PolicyExplanation",
     "Provenance",
     "Result",
+    "ReturnResult",
     "RiskMap",
     "RobustnessResult",
     "ShieldResult",
@@ -78,7 +79,7 @@ lazy_exports(
         "rlverify.results.maps": "IntervalResult RiskMap RobustnessResult",
         "rlverify.results.paths": "FailurePath FailurePaths PathStep StepAction",
         "rlverify.results.shield": "ShieldResult",
-        "rlverify.results.statistical": "HeatmapResult SplittingResult StatisticalResult",
+        "rlverify.results.statistical": "HeatmapResult ReturnResult SplittingResult StatisticalResult",
     },
 )
 

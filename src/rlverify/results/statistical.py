@@ -184,6 +184,72 @@ class StatisticalResult(_Statistical):
 
 
 @dataclass(frozen=True)
+class ReturnResult(_Statistical):
+    """An estimate of an episode's expected (discounted) return, ``R=? [C<=k]``, from simulated Gymnasium episodes.
+
+    The guarantee depends on ``method``: ``hoeffding`` (the per-step reward declared to lie in ``reward_range``:
+    with probability at least ``confidence`` the true value is in ``interval``, whatever the distribution; episodes
+    cut by ``max_steps`` are counted at both ends of the return's range) or ``student-t`` (no range declared: an
+    asymptotic interval from the central limit theorem, *not* a guarantee; cut episodes are left out and said so).
+
+    Attributes:
+        estimate: the mean return of the episodes that ended (terminated, truncated by the environment's time limit,
+            or at the bound ``k``).
+        interval: ``(low, high)``; confidence: ``1 - delta``.
+        runs: episodes simulated; counted: those whose return is known; cut: those still open after ``max_steps``.
+        truncated: episodes the environment's time limit ended before ``k`` steps (their return is summed up to
+            there, as SB3's ``evaluate_policy`` does).
+        reward: ``""`` (the environment's reward) or the ``info`` entry summed; discount: ``gamma`` in ``(0, 1]``;
+        bound: ``k`` (None: until the episode ends); reward_range: the declared per-step range, or None.
+        std: the sample standard deviation of the counted returns.
+        threshold, comparison, satisfied, verdict: of a threshold property (``R>=200 [C<=500]``), read from the interval.
+    """
+
+    method: str
+    estimate: float
+    interval: tuple[float, float]
+    confidence: float
+    runs: int
+    counted: int
+    cut: int
+    truncated: int
+    reward: str
+    discount: float
+    bound: int | None
+    reward_range: tuple[float, float] | None
+    std: float
+    seed: int
+    max_steps: int
+    mode: str
+    decisions: int
+    threshold: float | None = None
+    comparison: str | None = None
+    satisfied: bool | None = None
+    verdict: str | None = None
+
+    def _summary(self) -> Summary:
+        """The mean return, its interval and what it rests on."""
+        rows = []
+        if self.verdict is not None:
+            rows.append(("satisfied", self.verdict))
+        rows.append(("episodes", f"{self.runs:,} ({self.counted:,} counted, {self.cut:,} cut by max_steps)"))
+        rows += [("seed", str(self.seed)), ("time", total_time(self))]
+        if self.method == "hoeffding":
+            guarantee = (
+                f"statistical: the true value is in [{self.interval[0]:.6g}, {self.interval[1]:.6g}] with probability "
+                f"at least {self.confidence:.4g} (Hoeffding, rewards in {list(self.reward_range or ())})"
+            )
+        else:
+            guarantee = (
+                f"approximate: [{self.interval[0]:.6g}, {self.interval[1]:.6g}] is an asymptotic {self.confidence:.4g} "
+                "interval (Student t, no reward range declared): not a guarantee"
+            )
+        return Summary(
+            f"expected return from simulated episodes ({self.mode} policy)", f"{self.estimate:.6g}", guarantee, tuple(rows)
+        )
+
+
+@dataclass(frozen=True)
 class HeatmapResult(_Statistical):
     """Goal and crash probability per start cell (velocity 0) of a Racetrack map, estimated by simulation.
 

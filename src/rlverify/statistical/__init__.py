@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rlverify.statistical.envs import ExplicitEnv, VectorEnv
     from rlverify.statistical.heatmap import heatmap, plot_heatmap
     from rlverify.statistical.properties import PathProperty, parse_path_property
-    from rlverify.statistical.results import HeatmapResult, SplittingResult, StatisticalResult
+    from rlverify.statistical.results import HeatmapResult, ReturnResult, SplittingResult, StatisticalResult
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting
     from rlverify.statistical.stats import (
         SprtBounds,
@@ -38,6 +38,7 @@ __all__ = [
     "ExplicitEnv",
     "HeatmapResult",
     "PathProperty",
+    "ReturnResult",
     "RunOutcomes",
     "SimulationOptions",
     "SplittingOptions",
@@ -69,7 +70,7 @@ lazy_exports(
         "rlverify.statistical.envs": "ExplicitEnv VectorEnv",
         "rlverify.statistical.heatmap": "heatmap plot_heatmap",
         "rlverify.statistical.properties": "PathProperty parse_path_property",
-        "rlverify.statistical.results": "HeatmapResult SplittingResult StatisticalResult",
+        "rlverify.statistical.results": "HeatmapResult ReturnResult SplittingResult StatisticalResult",
         "rlverify.statistical.splitting": "SplittingOptions verify_splitting",
         "rlverify.statistical.stats": (
             "SprtBounds StatisticsError adaptive_runs clopper_pearson clopper_pearson_lower okamoto_runs sprt wilson"

@@ -48,7 +48,7 @@ from rlverify.models.gym_simulator import GymSimulator
 from rlverify.policies.base import BasePolicy, Policy, choose_columns
 from rlverify.statistical.envs import VectorEnv
 from rlverify.statistical.episodes import simulate_episodes
-from rlverify.statistical.outcomes import SATISFIED, UNDECIDED, VIOLATED, OutcomeArrays, RunOutcomes
+from rlverify.statistical.outcomes import SATISFIED, UNDECIDED, VIOLATED, EpisodeReturn, OutcomeArrays, RunOutcomes
 from rlverify.statistical.properties import PathProperty
 from rlverify.statistical.rng import run_keys, seed_key
 from rlverify.statistical.step import Binding, Stepper, bind_policy, check_labels, decide, draw_starts
@@ -94,6 +94,8 @@ class SimulationOptions:
     batch_size: int = 20_000
     unavailable: Unavailable | str = Unavailable.STALL
     threads: int = 2
+    #: Gymnasium episodes only: each episode's return is summed too (:class:`~rlverify.statistical.outcomes.EpisodeReturn`)
+    episode_return: EpisodeReturn | None = None
 
     def __post_init__(self) -> None:
         """Text given for ``mode``/``unavailable`` becomes the member (an unknown one is refused by :meth:`validate`)."""
@@ -176,6 +178,11 @@ def simulate(
             raise PropertyError(f"{env.name}: episodes start where the environment's reset puts them (no starts=)")
         bound = binding or bind_policy(env, policy)
         return simulate_episodes(env, policy, prop, run_ids, options=options, record=record, binding=bound)
+    if options.episode_return is not None:
+        raise PropertyError(
+            f"{getattr(env, 'name', type(env).__name__)}: expected returns (R=? [C<=k]) are estimated over the episodes "
+            "of a Gymnasium environment; a PRISM/JANI model's rewards are checked exactly by rlverify verify"
+        )
     stepper = Stepper(
         env, policy, binding or bind_policy(env, policy), mode=Mode(options.mode), unavailable=Unavailable(options.unavailable)
     )

@@ -93,6 +93,8 @@ class _Slots:
     terminated: np.ndarray
     truncated: np.ndarray
     info: dict[str, np.ndarray]
+    ret: np.ndarray  # the return summed so far (EpisodeReturn), and the discount of the next step
+    weight: np.ndarray
 
     def rows(self, sim: GymSimulator, slots: np.ndarray) -> np.ndarray:
         """``(len(slots), len(columns))`` episode rows of ``slots``."""
@@ -124,7 +126,8 @@ class _Run:
         self.run_ids = np.asarray(run_ids, dtype=np.int64)
         self.keys = run_keys(seed_key(options.seed), self.run_ids)
         self.seeds = episode_seeds(options.seed, self.run_ids)
-        self.out = OutcomeArrays.empty(len(self.run_ids), record)
+        self.returns = options.episode_return
+        self.out = OutcomeArrays.empty(len(self.run_ids), record, returns=self.returns is not None)
         self.columns = binding.feature_columns
         self.all_columns = np.array_equal(self.columns, np.arange(len(sim.features)))
         self.action_index = binding.action_index
@@ -143,6 +146,8 @@ class _Run:
             np.zeros(n, dtype=bool),
             np.zeros(n, dtype=bool),
             {k: np.zeros(n) for k in sim.info_keys},
+            np.zeros(n),
+            np.ones(n),
         )
 
     # --- the loop -------------------------------------------------------------------------------------
@@ -199,6 +204,8 @@ class _Run:
         s.truncated[slots] = False
         for k in self.sim.info_keys:
             s.info[k][slots] = 0.0
+        s.ret[slots] = 0.0
+        s.weight[slots] = 1.0
         return slots[positions >= 0]
 
     def _refill_slots(self, slots: np.ndarray) -> None:
@@ -221,6 +228,8 @@ class _Run:
         where = positions[cut]
         self.out.outcome[where] = UNDECIDED
         self.out.steps[positions[ended]] = s.t[slots[ended]]
+        if self.out.returns is not None:
+            self.out.returns[positions[ended]] = s.ret[slots[ended]]
         for name in self.record:
             self.out.recorded[name][where] = self.sim.label(name, rows[cut])
         s.run[slots[ended]] = -1
@@ -242,6 +251,13 @@ class _Run:
         s.truncated[open_] = stepped.truncated[open_]
         for k in self.sim.info_keys:
             s.info[k][open_] = stepped.info[k][open_]
+        if self.returns is not None:
+            gained = reward if not self.returns.reward else s.info[self.returns.reward][open_]
+            if not np.isfinite(gained).all():
+                i = int(np.flatnonzero(~np.isfinite(gained))[0])
+                raise ModelError(f'{self._where(open_[i])}: info["{self.returns.reward}"] is {gained[i]!r}')
+            s.ret[open_] += s.weight[open_] * gained
+            s.weight[open_] *= self.returns.discount
         s.t[open_] += 1
 
     def _reset_idle(self, stepped: Stepped) -> None:

@@ -68,6 +68,7 @@ def concat_outcomes(parts: Sequence[RunOutcomes], record: Sequence[str] = ()) ->
         recorded={name: np.concatenate([p.recorded[name] for p in parts]) for name in record},
         hopeless=np.concatenate([p.hopeless for p in parts]),
         stuck=np.concatenate([p.stuck for p in parts]),
+        returns=None if any(p.returns is None for p in parts) else np.concatenate([p.returns for p in parts]),
     )
 
 

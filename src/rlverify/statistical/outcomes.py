@@ -15,6 +15,20 @@ SATISFIED, VIOLATED, UNDECIDED = 1, 0, -1
 
 
 @dataclass(frozen=True)
+class EpisodeReturn:
+    """What an episode's return sums (Gymnasium episodes, :mod:`.episodes`): ``sum_t discount**t * r_t`` over the
+    steps the episode takes before it is decided.
+
+    Attributes:
+        reward: ``""`` for the environment's reward, else the ``info`` entry summed (e.g. ``"cost"``).
+        discount: in ``(0, 1]``.
+    """
+
+    reward: str = ""
+    discount: float = 1.0
+
+
+@dataclass(frozen=True)
 class RunOutcomes:
     """Per-run results of a simulation.
 
@@ -36,6 +50,8 @@ class RunOutcomes:
     recorded: dict[str, np.ndarray]
     hopeless: np.ndarray
     stuck: np.ndarray
+    #: ``(N,)`` float64 each run's return (:class:`EpisodeReturn`), None when none was asked for
+    returns: np.ndarray | None = None
 
 
 @dataclass
@@ -48,9 +64,10 @@ class OutcomeArrays:
     recorded: dict[str, np.ndarray]
     hopeless: np.ndarray
     stuck: np.ndarray
+    returns: np.ndarray | None = None
 
     @classmethod
-    def empty(cls, n: int, record: tuple[str, ...]) -> OutcomeArrays:
+    def empty(cls, n: int, record: tuple[str, ...], *, returns: bool = False) -> OutcomeArrays:
         return cls(
             np.full(n, UNDECIDED, dtype=np.int8),
             np.zeros(n, dtype=bool),
@@ -58,11 +75,12 @@ class OutcomeArrays:
             {name: np.zeros(n, dtype=bool) for name in record},
             np.zeros(n, dtype=bool),
             np.zeros(n, dtype=bool),
+            np.zeros(n) if returns else None,
         )
 
     def outcomes(self) -> RunOutcomes:
         """These arrays as the simulation's result."""
-        return RunOutcomes(self.outcome, self.stalled, self.steps, self.recorded, self.hopeless, self.stuck)
+        return RunOutcomes(self.outcome, self.stalled, self.steps, self.recorded, self.hopeless, self.stuck, self.returns)
 
     def put(self, a: int, b: int, part: OutcomeArrays) -> None:
         """The outcomes of runs ``a .. b - 1``, simulated as ``part``."""

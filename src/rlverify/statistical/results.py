@@ -1,5 +1,5 @@
 """Results of the statistical engine (defined in :mod:`rlverify.results`)."""
 
-from rlverify.results import HeatmapResult, SplittingResult, StatisticalResult
+from rlverify.results import HeatmapResult, ReturnResult, SplittingResult, StatisticalResult
 
-__all__ = ["HeatmapResult", "SplittingResult", "StatisticalResult"]
+__all__ = ["HeatmapResult", "ReturnResult", "SplittingResult", "StatisticalResult"]
