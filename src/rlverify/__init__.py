@@ -192,12 +192,14 @@ def verify_statistical(
     from pathlib import Path
 
     from rlverify.benchmarks.registry import Benchmark  # lazy: import rlverify loads no engine
+    from rlverify.models.gym_simulator import is_gym_source  # lazy: import rlverify loads no engine
     from rlverify.resolve import resolve_simulated  # lazy: import rlverify loads no engine
     from rlverify.statistical.verify import verify_statistical as simulate  # lazy: import rlverify loads no engine
 
-    if isinstance(model, (str, Path, Benchmark)):
+    if isinstance(model, (str, Path, Benchmark)) or is_gym_source(model):
         given = cast("str | Property | None", property)  # a PathProperty is for a model already resolved
-        target = resolve_simulated(model, given, constants=constants, policy=policy, command="verify_statistical")
+        spec = cast("TargetSpec", model)
+        target = resolve_simulated(spec, given, constants=constants, policy=policy, command="verify_statistical")
         assert target.property is not None and target.policy is not None  # resolve_simulated refuses otherwise
         result = simulate(target.model, target.property, target.policy, options, starts=starts, progress=progress)
         unavailable = options.simulation.unavailable if options is not None else None
@@ -214,4 +216,4 @@ def verify_statistical(
         if policy is None:
             raise PolicyError("verify_statistical: give a policy (a Policy, a network in memory or a policy file)")
         policy = load_policy(policy)
-    return simulate(model, property, policy, options, starts=starts, progress=progress)
+    return simulate(cast("SimulatedModel", model), property, policy, options, starts=starts, progress=progress)

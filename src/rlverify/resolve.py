@@ -9,10 +9,10 @@ all resolve their input here, so the same input means the same thing in every co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, Unpack
 
 from rlverify.benchmarks.registry import Benchmark, BenchmarkError, make, parse_parameters, spec
 from rlverify.errors import InputFileError, ModelError, OptionError, PolicyError, safe_repr, type_name
@@ -21,6 +21,10 @@ from rlverify.models.properties import Property
 from rlverify.models.userfile import DEFAULT_SYSTEM_TIMEOUT
 from rlverify.policies.base import Policy
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT
+
+if TYPE_CHECKING:
+    import gymnasium
+
 from rlverify.targets import (
     ALL_KINDS,
     OF_BENCHMARK_KIND,
@@ -53,8 +57,11 @@ __all__ = [
 MODEL_SUFFIXES = (".prism", ".pm", ".nm", ".jani")
 #: the kinds of target a command takes
 Kinds = Sequence[TargetKind]
+#: a Gymnasium environment given in Python: a ``gymnasium.Env``/``gymnasium.vector.VectorEnv`` object or a factory
+#: making one (:func:`rlverify.models.gym_simulator.is_gym_source`)
+GymSource: TypeAlias = "gymnasium.Env[Any, Any] | gymnasium.vector.VectorEnv[Any, Any, Any] | Callable[[], Any]"
 #: what resolve takes as a target
-TargetSpec = str | Path | Benchmark
+TargetSpec: TypeAlias = "str | Path | Benchmark | GymSource"
 
 
 class ResolveOptions(TypedDict, total=False):
@@ -219,6 +226,10 @@ def _model(
     episodes = _Episodes() if episodes is None else episodes
     if isinstance(target, str) and target.startswith("gym:"):  # a Gymnasium environment, with a finite model or not
         return _gym_target(target, constants, env_kwargs, trust_code, episodes)
+    if not isinstance(target, (str, Path, Benchmark)):  # a Gymnasium environment or factory given in Python
+        if constants or env_kwargs:
+            raise OptionError("constants/env_kwargs: an environment given in Python is made as given (set them in it)")
+        return _gym_object_target(target, episodes)
     episodes.refuse(target)
     if env_kwargs:
         raise OptionError(f"--env-kwargs: applies to gym:ID targets only (e.g. gym:FrozenLake-v1), not {target}")
@@ -264,6 +275,50 @@ def _gym_target(
     finally:
         env.close()
     return SimulatorTarget(given=target, name=sim.name, model=sim)
+
+
+def _gym_object_target(target: GymSource, episodes: _Episodes) -> ModelTarget | SimulatorTarget:
+    """A Gymnasium environment, vector environment or factory given in Python (how copies are made:
+    :func:`~rlverify.models.gym_simulator.gym_source`): simulated episode by episode; one with a transition table:
+    its finite model, read exactly."""
+    from rlverify.models.gym_simulator import gym_source, has_transition_table, simulator_of  # lazy: gymnasium
+    from rlverify.models.gym_vector import one_line  # lazy: gymnasium
+    from rlverify.models.gymnasium import from_gymnasium  # lazy: gymnasium
+
+    source = gym_source(target)
+    maker = source.factory or (lambda: _make_quietly(source.env_id, source.env_kwargs))
+    try:
+        env = maker()
+    except Exception as exc:  # the user's own factory: its failure is bad input
+        raise ModelError(f"{source.name}: making the environment failed: {type(exc).__name__}: {one_line(exc)}") from None
+    import gymnasium  # lazy: gymnasium, start-up
+
+    if not isinstance(env, gymnasium.Env):
+        raise ModelError(f"{source.name}: the factory returned {type(env).__name__}, not a gymnasium.Env")
+    try:
+        if has_transition_table(env):
+            episodes.refuse(source.name)
+            gym_model = from_gymnasium(env)
+            return ModelTarget(given=source.name, name=gym_model.display_name, model=gym_model)
+        sim = simulator_of(
+            env,
+            env_id=source.env_id,
+            env_kwargs=source.env_kwargs,
+            factory=source.factory,
+            vectorization=episodes.vectorization or "auto",
+            labels=episodes.labels,
+            feature_names=episodes.features,
+            shown=source.name,
+        )
+    finally:
+        env.close()
+    return SimulatorTarget(given=source.name, name=sim.name, model=sim)
+
+
+def _make_quietly(env_id: str, kwargs: dict[str, Any]) -> Any:
+    from rlverify.models.gym_simulator import Maker  # lazy: gymnasium
+
+    return Maker(env_id, kwargs)()
 
 
 def _of_benchmark(bench: Benchmark, given: str, constants: str | None) -> AnyTarget:
@@ -384,7 +439,9 @@ def resolve_simulated(
 
 def _check_arguments(target: object, property: object, needs_property: bool, command: str) -> None:
     """Refuse a target or property of a type no engine takes (None among them), naming the argument."""
-    if isinstance(target, bool) or not isinstance(target, (str, Path, Benchmark)):
+    from rlverify.models.gym_simulator import is_gym_source  # (gymnasium itself only if the caller imported it)
+
+    if isinstance(target, bool) or not (isinstance(target, (str, Path, Benchmark)) or is_gym_source(target)):
         raise OptionError(
             f"target: expected a PRISM/JANI file, a benchmark id, gym:ID or path.py:NAME (text or a Path) or a "
             f"Benchmark, got {type_name(target)} {safe_repr(target)}"

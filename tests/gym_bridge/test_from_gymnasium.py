@@ -369,7 +369,7 @@ def test_front_door_resolves_gym_targets_with_env_kwargs():
         (["gym:FrozenLak-v1"], "FrozenLake"),
         (["gym:FrozenLake-v1", "--env-kwargs", "foo=1"], "--env-kwargs"),
         (["gym:FrozenLake-v1", "--env-kwargs", "map_name"], "NAME=VALUE"),
-        (["gym:CartPole-v1"], "unwrapped.P"),
+        (["gym:CartPole-v1"], "use rlverify simulate gym:CartPole-v1"),
         (["gym:FrozenLake-v1", "-p", 'P=? [F "gold"]'], "goal"),
     ],
     ids=["unknown-id", "unknown-kwarg", "malformed-kwargs", "no-finite-model", "unknown-label"],

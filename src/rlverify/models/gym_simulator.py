@@ -275,6 +275,86 @@ def native_name(env_id: str) -> str | None:
     return name if name in NATIVE_VECTORS else None
 
 
+@dataclass(frozen=True)
+class Maker:
+    """``gymnasium.make(env_id, **kwargs)`` as a picklable factory (``AsyncVectorEnv`` and Ray ship it to workers)."""
+
+    env_id: str
+    kwargs: dict[str, Any]
+
+    def __call__(self) -> Any:
+        import warnings
+
+        import gymnasium  # lazy: gymnasium, start-up
+
+        with warnings.catch_warnings():  # gymnasium's own (passive checker, deprecations) kept out of rlverify's output
+            warnings.simplefilter("ignore")
+            return gymnasium.make(self.env_id, **self.kwargs)
+
+
+def is_gym_source(obj: object) -> bool:
+    """Whether ``obj`` is a Gymnasium environment given in Python: a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``
+    object, or a factory (a function, class or ``functools.partial``) that makes one (checked when called)."""
+    import functools
+    import inspect
+    import sys
+
+    if inspect.isfunction(obj) or isinstance(obj, functools.partial) or inspect.isclass(obj):
+        return True
+    gymnasium = sys.modules.get("gymnasium")  # (an object of gymnasium's exists only once gymnasium is imported)
+    return gymnasium is not None and isinstance(obj, (gymnasium.Env, gymnasium.vector.VectorEnv))
+
+
+@dataclass(frozen=True)
+class GymSource:
+    """How rlverify makes copies of an environment given in Python: by registered id (``env_id``, ``env_kwargs``: as
+    ``gym:ID``, with its native vectorised implementation where it has one) or by ``factory``; ``name`` for messages."""
+
+    name: str
+    env_id: str = ""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    factory: Callable[[], Any] | None = None
+
+
+#: arguments of ``gymnasium.make_vec`` a vector environment's spec records, not the environment's own
+_VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+
+
+def gym_source(obj: object) -> GymSource:
+    """How to make copies of the Gymnasium environment ``obj`` (:func:`is_gym_source`): an environment or vector
+    environment with a registered spec by its id and arguments; a ``SyncVectorEnv``/``AsyncVectorEnv`` by its first
+    ``env_fns``; a factory as given.
+
+    Raises:
+        ModelError: an environment object rlverify cannot make copies of (no spec, no factory): pass a factory.
+    """
+    import gymnasium  # lazy: gymnasium, start-up
+
+    if isinstance(obj, (gymnasium.Env, gymnasium.vector.VectorEnv)):
+        spec = getattr(obj, "spec", None)
+        if isinstance(obj, gymnasium.vector.SyncVectorEnv) and obj.envs:
+            spec = getattr(obj.envs[0], "spec", None) or spec
+        wrapped = bool(getattr(spec, "additional_wrappers", None))
+        if spec is not None and wrapped and not isinstance(obj, gymnasium.vector.VectorEnv):
+            import functools
+
+            return GymSource(f"gym:{spec.id} (with its wrappers)", factory=functools.partial(gymnasium.make, spec))
+        if spec is not None and getattr(spec, "id", None) in gymnasium.registry:
+            kwargs = {k: v for k, v in dict(spec.kwargs or {}).items() if k not in _VECTOR_KWARGS}
+            return GymSource(f"gym:{spec.id}", spec.id, kwargs)
+        fns = getattr(obj, "env_fns", None)
+        if isinstance(obj, (gymnasium.vector.SyncVectorEnv, gymnasium.vector.AsyncVectorEnv)) and fns:
+            return GymSource(f"{type(obj).__name__}'s environment", factory=fns[0])
+        raise ModelError(
+            f"{type(obj).__name__}: rlverify makes its own copies of the environment, one episode each, and cannot copy "
+            "this object (no registered spec): pass a factory instead, e.g. lambda: MyEnv(...)"
+        )
+    if not callable(obj):
+        raise ModelError(f"{type(obj).__name__}: expected a Gymnasium environment, vector environment or a factory")
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    return GymSource(str(name), factory=obj)
+
+
 def has_transition_table(env: Any) -> bool:
     """Whether ``env`` has a finite transition model rlverify reads exactly (``unwrapped.P`` over Discrete spaces)."""
     u = getattr(env, "unwrapped", env)

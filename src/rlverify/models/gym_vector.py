@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlverify.errors import ModelError
-from rlverify.models.gym_simulator import NATIVE_VECTORS, GymSimulator, Vectorization
+from rlverify.models.gym_simulator import NATIVE_VECTORS, GymSimulator, Maker, Vectorization
 
 if TYPE_CHECKING:
     pass
@@ -165,23 +165,9 @@ def _open(sim: GymSimulator, copies: int) -> EpisodeVector:
     if sim.native is not None:
         venv = gymnasium.make_vec(sim.env_id, num_envs=copies, vectorization_mode="vector_entry_point", **sim.env_kwargs)
         return NATIVE[sim.native](sim, venv, gymnasium.make(sim.env_id, **sim.env_kwargs))
-    factory = sim.factory if sim.factory is not None else _Maker(sim.env_id, sim.env_kwargs)
+    factory = sim.factory if sim.factory is not None else Maker(sim.env_id, sim.env_kwargs)
     cls = AsyncVectorEnv if sim.vectorization is Vectorization.ASYNC else SyncVectorEnv
     return GymnasiumVector(sim, cls([factory] * copies, autoreset_mode="Disabled"))
-
-
-@dataclass(frozen=True)
-class _Maker:
-    """``gymnasium.make(env_id, **kwargs)`` as a picklable factory (``AsyncVectorEnv`` ships it to its workers)."""
-
-    env_id: str
-    kwargs: dict[str, Any]
-
-    def __call__(self) -> Any:
-        import gymnasium  # lazy: gymnasium, start-up
-
-        with quiet():
-            return gymnasium.make(self.env_id, **self.kwargs)
 
 
 def flat_observations(obs: Any, copies: int) -> np.ndarray:
