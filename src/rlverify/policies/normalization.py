@@ -53,6 +53,10 @@ class _RunningMeanStd(_Fields):
     """Stand-in for ``stable_baselines3.common.running_mean_std.RunningMeanStd``."""
 
 
+#: gymnasium's (and gym's) spaces a VecNormalize pickle holds, by module and class
+_SPACES = (("box", "Box"), ("discrete", "Discrete"), ("multi_discrete", "MultiDiscrete"), ("multi_binary", "MultiBinary"))
+
+
 def _inert(*args: object, **kwargs: object) -> _Fields:
     """Stand-in for numpy's random-generator constructors (a space's ``np_random``: not needed)."""
     return _Fields()
@@ -60,22 +64,20 @@ def _inert(*args: object, **kwargs: object) -> _Fields:
 
 def _allowed() -> dict[tuple[str, str], Callable[..., Any] | type]:
     """The globals the unpickler resolves, by ``(module, name)``."""
-    try:  # numpy's reconstructors, written under either module name (numpy 2: numpy._core)
-        from numpy._core import multiarray
-    except ImportError:  # pragma: no cover - numpy 1.x
-        from numpy.core import multiarray  # type: ignore[no-redef]
-
+    # numpy's own reconstructors (what its arrays and scalars pickle as), under either module name (numpy 2:
+    # numpy._core), taken from numpy's own reduce rather than imported by name
+    reconstruct: Callable[..., Any] = np.ndarray((0,)).__reduce__()[0]  # type: ignore[assignment]
+    scalar: Callable[..., Any] = np.float64(0.0).__reduce__()[0]  # type: ignore[assignment]
     arrays: dict[tuple[str, str], Callable[..., Any] | type] = {}
     for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
-        arrays[(module, "_reconstruct")] = multiarray._reconstruct
-        arrays[(module, "scalar")] = multiarray.scalar
+        arrays[(module, "_reconstruct")] = reconstruct
+        arrays[(module, "scalar")] = scalar
     arrays[("numpy", "ndarray")] = np.ndarray
     arrays[("numpy", "dtype")] = np.dtype
     stand_ins: dict[tuple[str, str], Callable[..., Any] | type] = {
         ("stable_baselines3.common.vec_env.vec_normalize", "VecNormalize"): _VecNormalize,
         ("stable_baselines3.common.running_mean_std", "RunningMeanStd"): _RunningMeanStd,
-        ("gymnasium.spaces.box", "Box"): _Fields,
-        ("gym.spaces.box", "Box"): _Fields,
+        **{(f"{package}.spaces.{module}", cls): _Fields for package in ("gymnasium", "gym") for module, cls in _SPACES},
         ("numpy.random._pickle", "__generator_ctor"): _inert,
         ("numpy.random._pickle", "__bit_generator_ctor"): _inert,
         ("numpy.random._pickle", "__randomstate_ctor"): _inert,
@@ -169,6 +171,9 @@ def _stats(obj: object, path: Path) -> VecNormalizeStats:
         raise PolicyError(f"{path}: holds a {type(obj).__name__}, not a VecNormalize (save it with vec_env.save(path))")
     fields = obj.__dict__
     norm_obs = fields.get("norm_obs", True)
+    if norm_obs is False:  # no observation statistics kept: the identity
+        empty = np.zeros(0)
+        return VecNormalizeStats(empty, empty, 0.0, 0.0, 0.0, norm_obs=False, source=str(path))
     rms = fields.get("obs_rms")
     if isinstance(rms, dict) or fields.get("norm_obs_keys"):
         raise PolicyError(f"{path}: the statistics are per key of a Dict observation; rlverify reads a flat observation")
@@ -184,7 +189,7 @@ def _stats(obj: object, path: Path) -> VecNormalizeStats:
     for label, value in (("clip_obs", clip_obs), ("epsilon", epsilon)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
             problems.append(f"{label} is {value!r}, not a non-negative number")
-    if not isinstance(norm_obs, bool):
+    if norm_obs is not True:
         problems.append(f"norm_obs is {norm_obs!r}, not a bool")
     if problems:
         raise PolicyError(f"{path}: the VecNormalize statistics are not usable", problems)
@@ -257,9 +262,9 @@ def normalized(policy: BasePolicy, stats: VecNormalizeStats) -> BasePolicy:
     Raises:
         PolicyError: the statistics are for another number of observations than the policy's features (one line).
     """
-    _check_fit(policy, stats)
     if not stats.norm_obs:
         return policy
+    _check_fit(policy, stats)
     if isinstance(policy, ContinuousPolicy):
         return NormalizedContinuousPolicy(policy, stats)
     return NormalizedPolicy(policy, stats)
