@@ -12,20 +12,23 @@ from typing import Any
 from rlverify.choices import OutputKind, Unavailable
 from rlverify.errors import InputFileError, PolicyError, RlverifyError, exception_text, require
 from rlverify.models.userfile import import_python_file
+from rlverify.policies import sb3zip
 from rlverify.policies.adapters import CallablePolicy, ObjectKind, TablePolicy, object_kind
 from rlverify.policies.base import BasePolicy, Policy
 from rlverify.policies.check import as_policy
+from rlverify.policies.continuous import ContinuousPolicy
 from rlverify.policies.formats import (
     check_name_options,
     declaration,
     module_declaration,
     read_json,
+    read_sidecar,
     recorded_training,
     sidecar_declaration,
 )
 from rlverify.policies.mlp import load_network
 from rlverify.policies.onnx_policy import OnnxPolicy
-from rlverify.policies.sb3_policy import SB3Policy, model_name, sb3_algorithm
+from rlverify.policies.sb3_policy import SB3Policy, has_box_actions, load_sb3_continuous, model_name, sb3_algorithm
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TIMEOUT, SPEC_HELP, check_threads, check_timeout
 from rlverify.policies.torch_policy import TorchPolicy
 from rlverify.policies.tree import is_tree_data, tree_from_data
@@ -157,6 +160,10 @@ def _onnx_object(obj: NetworkObject, given: _Given) -> BasePolicy:
 
 def _sb3_object(obj: NetworkObject, given: _Given) -> BasePolicy:
     shown = given.name or model_name(obj)
+    if has_box_actions(obj):  # SAC, TD3, DDPG, PPO/A2C with a Gaussian head: actions, not probabilities
+        policy = load_sb3_continuous(obj, given.features or given.defaults.get("features"), threads=given.threads, name=shown)
+        _continuous_declaration(policy, given.actions, given.output, "the model's action space")
+        return policy
     algorithm_output = OutputKind.Q_VALUES if sb3_algorithm(obj) == "DQN" else OutputKind.LOGITS
     declaration(shown, "the model's algorithm", {"output": given.output}, {"output": algorithm_output})
     feats, acts = given.names()
@@ -264,13 +271,52 @@ def _load_sb3(
     defaults: Mapping[str, Sequence[str]],
     trust_code: bool,
     threads: int = DEFAULT_POLICY_THREADS,
-) -> SB3Policy:
-    """An SB3 zip: names from its sidecar or the options; its output kind is its algorithm's."""
+) -> BasePolicy:
+    """An SB3 zip: names from its sidecar or the options; its output kind is its algorithm's. A zip with a Box action
+    space is a :class:`~rlverify.policies.continuous.ContinuousPolicy` (features from the sidecar, the options, the
+    defaults, else ``obs[i]``; actions ``a[i]``)."""
+    if sb3zip.has_box_actions(sb3zip.read_data(path)):
+        return _load_sb3_continuous(path, features, actions, output, defaults, trust_code, threads)
     feats, acts, _, meta = sidecar_declaration(path, features, actions, "probabilities", defaults, output_known=True)
     policy = SB3Policy(path, feats, acts, trust_code=trust_code, threads=threads)
     declaration(str(path), f"its {policy.algorithm} model", {"output": output}, {"output": policy.output})
     policy.training = recorded_training(meta)
     return policy
+
+
+def _load_sb3_continuous(
+    path: Path,
+    features: Sequence[str] | None,
+    actions: Sequence[str] | None,
+    output: str | None,
+    defaults: Mapping[str, Sequence[str]],
+    trust_code: bool,
+    threads: int,
+) -> ContinuousPolicy:
+    """An SB3 zip over a Box action space: features from its sidecar, the options or the defaults (else ``obs[i]``)."""
+    side = path.with_name(path.name + ".json")
+    meta = read_sidecar(side) if side.is_file() else {}
+    given = declaration(
+        str(path),
+        str(side),
+        {"features": features, "actions": actions},
+        {"features": meta.get("features"), "actions": meta.get("actions")},
+    )
+    feats = given["features"] or defaults.get("features") or None
+    policy = load_sb3_continuous(path, feats, trust_code=trust_code, threads=threads)
+    _continuous_declaration(policy, given["actions"], output, "its Box action space")
+    policy.training = recorded_training(meta)
+    return policy
+
+
+def _continuous_declaration(policy: ContinuousPolicy, actions: Sequence[str] | None, output: str | None, where: str) -> None:
+    """Refuse actions other than the policy's ``a[i]`` and any output kind (a continuous policy gives actions)."""
+    if output is not None:
+        raise PolicyError(
+            f"{policy.name}: --output {output} does not apply: a continuous policy ({policy.kind}) gives actions, not "
+            "logits, probabilities or Q-values; drop --output"
+        )
+    declaration(policy.name, where, {"actions": list(actions) if actions else None}, {"actions": list(policy.actions)})
 
 
 def _load_torchscript(

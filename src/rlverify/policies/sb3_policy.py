@@ -13,6 +13,7 @@ from rlverify.errors import InputFileError, PolicyError, require
 from rlverify.models.userfile import note_user_code
 from rlverify.policies import sb3zip
 from rlverify.policies.base import BasePolicy
+from rlverify.policies.continuous import Actor, ActorPolicy, ContinuousKind, ContinuousPolicy, actions_of
 from rlverify.policies.mlp import MLP, mlp_from_torch
 from rlverify.policies.outputs import greedy_columns, to_probabilities
 from rlverify.policies.sb3zip import Space
@@ -284,6 +285,167 @@ def sb3_algorithm(model: SB3Model) -> str:
         f"{model_name(model)}: rlverify reads PPO, A2C, DQN (stable-baselines3) and MaskablePPO (sb3-contrib) "
         f"models with discrete actions, not {type(model).__name__}"
     )
+
+
+#: The continuous-action algorithms (Box actions) read, first match wins (DDPG is a TD3 subclass), and their kind.
+CONTINUOUS_ALGORITHMS = {
+    "SAC": ContinuousKind.SQUASHED,
+    "DDPG": ContinuousKind.DETERMINISTIC,
+    "TD3": ContinuousKind.DETERMINISTIC,
+    "PPO": ContinuousKind.GAUSSIAN,
+    "A2C": ContinuousKind.GAUSSIAN,
+}
+
+#: What a TD3/DDPG policy's note says.
+EXPLORATION_NOTE = (
+    "deterministic actor: the exploration noise SB3 adds while training (action_noise) is not part of the trained "
+    "policy, so the noise is ignored"
+)
+
+
+def has_box_actions(model: SB3Model) -> bool:
+    """Whether the SB3 model object ``model`` acts over a Box action space."""
+    return type(getattr(model, "action_space", None)).__name__ == "Box"
+
+
+def load_sb3_continuous(
+    source: str | Path | SB3Model,
+    features: Sequence[str] | None,
+    *,
+    trust_code: bool = False,
+    threads: int = DEFAULT_POLICY_THREADS,
+    name: str | None = None,
+) -> ContinuousPolicy:
+    """The continuous policy of an SB3 SAC/TD3/DDPG/PPO/A2C zip (or model object) with a Box action space.
+
+    A zip is read without running code (:func:`~rlverify.policies.sb3zip.read_continuous`, then a numpy
+    :class:`~rlverify.policies.continuous.Actor`), unless ``trust_code``: then SB3's own loader loads it and its own
+    torch actor computes the mean / log-std (:class:`SB3ContinuousPolicy`), as does a model object. ``features``:
+    the observation's names (None: ``obs[0]`` .. ``obs[F-1]``). Actions are ``a[0]`` .. ``a[d-1]``.
+
+    Raises:
+        PolicyError / InputFileError: as :func:`~rlverify.policies.sb3zip.read_continuous`, or a feature count that does
+            not fit the observation space (one line).
+    """
+    torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
+    limit_torch_threads(torch, check_threads(threads, "threads"))
+    if not isinstance(source, (str, Path)):
+        return SB3ContinuousPolicy(source, features, threads=threads, name=name or model_name(source))
+    path = Path(source)
+    sb3zip.check_sizes(path)
+    if trust_code:
+        return SB3ContinuousPolicy(_load_continuous_trusted(path), features, threads=threads, name=name or str(path))
+    net = sb3zip.read_continuous(path, torch)
+    shown = name or str(path)
+    kind = CONTINUOUS_ALGORITHMS[net.algorithm]
+    actor = Actor(net.hidden, net.activation, net.mean, net.log_std, squash=kind is ContinuousKind.DETERMINISTIC, name=shown)
+    feats = _continuous_features(features, net.obs.size, shown, net.algorithm)
+    policy = ActorPolicy(
+        actor,
+        feats,
+        net.low,
+        net.high,
+        kind,
+        name=shown,
+        note=EXPLORATION_NOTE if kind is ContinuousKind.DETERMINISTIC else None,
+    )
+    policy.algorithm = net.algorithm
+    policy.threads = threads
+    return policy
+
+
+def _continuous_features(features: Sequence[str] | None, size: int, name: str, algorithm: str) -> list[str]:
+    """The declared features, else ``obs[i]``; a count that does not fit the observation space is refused."""
+    feats = list(features) if features else [f"obs[{i}]" for i in range(size)]
+    if len(feats) != size:
+        raise PolicyError(f"{name}: the {algorithm} model observes {size} features, but {len(feats)} are declared {feats}")
+    return feats
+
+
+def _load_continuous_trusted(path: Path) -> SB3Model:
+    """Load a continuous-action zip with SB3's own loader (it unpickles: runs whatever code the file carries)."""
+    data = sb3zip.read_data(path)
+    module, _ = sb3zip.policy_class(data, path)
+    purpose = "loading a Stable-Baselines3 zip with --trust-code"
+    sb3 = require("stable_baselines3", "sb3", purpose=purpose)
+    if module in sb3zip.CONTINUOUS_POLICY_MODULES:
+        candidates = [getattr(sb3, sb3zip.continuous_algorithm(data, path))]
+    else:
+        candidates = [sb3.SAC, sb3.TD3, sb3.PPO, sb3.A2C]
+    note_user_code()
+    last_exc: Exception | None = None
+    for cls in candidates:
+        try:
+            return cls.load(str(path), device="cpu")
+        except Exception as exc:  # SB3's load raises many kinds; the next candidate
+            last_exc = exc
+    raise InputFileError(
+        f"{path}: cannot load the model with Stable-Baselines3's loader ({last_exc.__class__.__name__}: {last_exc})"
+    )
+
+
+class SB3ContinuousPolicy(ContinuousPolicy):
+    """A Stable-Baselines3 SAC/TD3/DDPG/PPO/A2C model object over a Box action space, computed by SB3's own torch actor
+    (a model in memory, or a zip loaded with ``--trust-code``): SAC's ``actor.get_action_dist_params`` (mean, clamped
+    log-std), TD3/DDPG's ``actor`` (tanh output), PPO/A2C's ``get_distribution`` (mean) and ``log_std``; the action is
+    then :func:`~rlverify.policies.continuous.actions_of` of its kind, as for a zip read without running code.
+
+    Raises:
+        PolicyError: another algorithm, gSDE (``use_sde``) or ``squash_output`` on PPO/A2C, an observation space that is
+            not a flat Box, a feature count that does not fit.
+    """
+
+    def __init__(
+        self, model: SB3Model, features: Sequence[str] | None, *, threads: int = DEFAULT_POLICY_THREADS, name: str
+    ) -> None:
+        names = [c.__name__ for c in type(model).__mro__]
+        algorithm = next((a for a in CONTINUOUS_ALGORITHMS if a in names), None)
+        if algorithm is None:
+            raise PolicyError(
+                f"{name}: rlverify reads SAC, TD3, DDPG, PPO and A2C models over a Box action space, not "
+                f"{type(model).__name__}"
+            )
+        policy = model.policy
+        if getattr(policy, "use_sde", False) or getattr(model, "use_sde", False):
+            raise PolicyError(
+                f"{name}: the {algorithm} model uses gSDE (use_sde=True); rlverify computes diagonal Gaussian policies only"
+            )
+        if algorithm in ("PPO", "A2C") and getattr(policy, "squash_output", False):
+            raise PolicyError(f"{name}: the {algorithm} model has squash_output=True; rlverify reads it without")
+        self._torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
+        self.threads = check_threads(threads, "threads")
+        space = sb3zip.space_of(model.observation_space, Path(name))
+        if space.kind is not Space.BOX:
+            raise PolicyError(f"{name}: the observation space is {space}; rlverify reads continuous policies over a flat Box")
+        act = model.action_space
+        kind = CONTINUOUS_ALGORITHMS[algorithm]
+        super().__init__(
+            _continuous_features(features, space.size, name, algorithm),
+            np.asarray(act.low, dtype=np.float64),
+            np.asarray(act.high, dtype=np.float64),
+            kind,
+            name=name,
+            note=EXPLORATION_NOTE if kind is ContinuousKind.DETERMINISTIC else None,
+        )
+        self.algorithm = algorithm
+        self.trusted = True
+        self._model = model
+
+    def _act(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
+        torch = self._torch
+        policy = self._model.policy
+        x = torch.as_tensor(np.ascontiguousarray(obs, dtype=np.float32), device=getattr(policy, "device", "cpu"))
+        log_std: np.ndarray | None = None
+        with torch.no_grad(), eval_mode(policy):
+            if self.kind is ContinuousKind.SQUASHED:
+                mean_t, log_std_t, _ = policy.actor.get_action_dist_params(x)
+                mean, log_std = mean_t.cpu().numpy(), log_std_t.cpu().numpy()
+            elif self.kind is ContinuousKind.DETERMINISTIC:
+                mean = policy.actor(x).cpu().numpy()
+            else:
+                mean = policy.get_distribution(x).distribution.mean.cpu().numpy()
+                log_std = policy.log_std.detach().cpu().numpy()
+        return actions_of(self.kind, mean, log_std, noise, self._low, self._high)
 
 
 def model_name(model: object) -> str:

@@ -97,6 +97,23 @@ _INERT_KWARGS = (
     "use_sde",
 )
 
+#: The policy modules of the continuous-action algorithms (Box actions), by module -> algorithms.
+CONTINUOUS_POLICY_MODULES = {
+    "stable_baselines3.sac.policies": ("SAC",),
+    "stable_baselines3.td3.policies": ("TD3", "DDPG"),
+    "stable_baselines3.common.policies": ("PPO", "A2C"),
+}
+
+#: The continuous actors read without running code, by algorithm: (policy class, default net_arch of the actor,
+#: default activation, extra policy_kwargs that do not change the actor without gSDE).
+_CONTINUOUS = {
+    "SAC": ("SACPolicy", [256, 256], "ReLU", ("n_critics", "log_std_init", "use_expln", "clip_mean")),
+    "TD3": ("TD3Policy", [400, 300], "ReLU", ("n_critics",)),
+    "DDPG": ("TD3Policy", [400, 300], "ReLU", ("n_critics",)),
+    "PPO": ("ActorCriticPolicy", [64, 64], "Tanh", ()),
+    "A2C": ("ActorCriticPolicy", [64, 64], "Tanh", ()),
+}
+
 #: Modules of the policy classes SB3's loader reads, by algorithm, for the algorithm's name.
 SB3_POLICY_MODULES = {
     "stable_baselines3.common.policies": ("PPO", "A2C"),
@@ -176,6 +193,204 @@ class SB3Network:
     n_actions: int
     net: Any
     activation: str
+
+
+#: A linear layer read from ``policy.pth``: ``(out, in)`` weight and ``(out,)`` bias, float32.
+Layer = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class ContinuousNetwork:
+    """The actor of an SB3 zip with a Box action space, as numpy arrays (read from JSON and weights only).
+
+    Attributes:
+        algorithm: ``SAC``, ``TD3``, ``DDPG``, ``PPO`` or ``A2C``.
+        obs: the (flat) observation space.
+        low, high: ``(d,)`` float64 bounds of the action space (read from the text SB3 writes of the float32
+            arrays, parsed as their dtype: exact for numpy's shortest round-trip printing).
+        hidden: the latent layers (each followed by ``activation``): SAC ``actor.latent_pi``, TD3/DDPG the
+            hidden layers of ``actor.mu``, PPO/A2C ``mlp_extractor.policy_net``.
+        activation: ``torch.nn`` class name of the hidden layers' activation.
+        mean: the mean (SAC ``actor.mu``, PPO ``action_net``) or, TD3/DDPG, the last layer of ``actor.mu``
+            (followed by tanh).
+        log_std: SAC: the ``actor.log_std`` layer; PPO/A2C: the ``(d,)`` ``log_std`` parameter; TD3/DDPG: None.
+    """
+
+    algorithm: str
+    obs: ObsSpace
+    low: np.ndarray
+    high: np.ndarray
+    hidden: tuple[Layer, ...]
+    activation: str
+    mean: Layer
+    log_std: Layer | np.ndarray | None
+
+
+def has_box_actions(data: Mapping[str, Any]) -> bool:
+    """Whether the zip's ``data`` declares a Box action space (a continuous-action policy)."""
+    return _space_kind(data.get("action_space")) is Space.BOX
+
+
+def continuous_algorithm(data: Mapping[str, Any], path: Path) -> str:
+    """The continuous-action algorithm of the zip (``SAC``, ``TD3``, ``DDPG``, ``PPO``, ``A2C``), from its policy
+    module and the algorithm's own fields (DDPG is TD3 with ``policy_delay`` 1 and ``target_noise_clip`` 0).
+
+    Raises:
+        PolicyError: a policy module of another algorithm (named), with the ``--trust-code`` hint.
+    """
+    module, cls_name = policy_class(data, path)
+    names = CONTINUOUS_POLICY_MODULES.get(module)
+    if names is None:
+        raise PolicyError(
+            f"{path}: policy class {cls_name or module or '?'} ({module or 'no module'}) is not one rlverify reads for "
+            f"a Box action space (SAC, TD3, DDPG, PPO, A2C of stable-baselines3); pass {TRUST_CODE}"
+        )
+    if names == ("PPO", "A2C"):
+        return "PPO" if "clip_range" in data else "A2C"
+    if names == ("TD3", "DDPG"):
+        ddpg = _float(data.get("policy_delay")) == 1 and _float(data.get("target_noise_clip")) == 0.0
+        return "DDPG" if ddpg else "TD3"
+    return names[0]
+
+
+def refuse_gsde(data: Mapping[str, Any], path: Path) -> None:
+    """Refuse a continuous policy trained with gSDE (``use_sde``) or ``squash_output``: its noise is
+    state-dependent (or its actions rescaled differently), which rlverify does not compute."""
+    kwargs = data.get("policy_kwargs")
+    kwargs = kwargs if isinstance(kwargs, Mapping) else {}
+    for option, value in (("use_sde", data.get("use_sde")), ("use_sde", kwargs.get("use_sde"))):
+        if _truthy(value):
+            raise PolicyError(
+                f"{path}: the policy was trained with {option}=True (gSDE, state-dependent exploration noise); "
+                "rlverify computes diagonal Gaussian policies only: train with use_sde=False"
+            )
+    if _truthy(kwargs.get("squash_output")):
+        raise PolicyError(
+            f"{path}: the policy has policy_kwargs squash_output=True (tanh-squashed gSDE actions); rlverify reads "
+            "PPO/A2C Gaussian policies without it: train with squash_output=False"
+        )
+
+
+def read_continuous(path: Path, torch: Any) -> ContinuousNetwork:
+    """The actor of an SB3 ``MlpPolicy`` zip with a Box action space (SAC, TD3, DDPG, PPO, A2C), from its JSON and
+    its weights only (``policy.pth`` loaded with ``weights_only=True``; nothing unpickled).
+
+    Args:
+        path: the zip.
+        torch: the ``torch`` module (to read ``policy.pth``).
+
+    Raises:
+        InputFileError: not an SB3 zip, too large, ``policy.pth`` not a plain tensor state dict.
+        PolicyError: a policy it cannot read without running code (named, with the ``--trust-code`` hint), gSDE or
+            ``squash_output`` (named), an action space that is not a flat bounded Box, weights that do not fit.
+    """
+    data = read_data(path)
+    algorithm = continuous_algorithm(data, path)
+    refuse_gsde(data, path)
+    cls, default_arch, default_act, inert = _CONTINUOUS[algorithm]
+    hint = f"; pass {TRUST_CODE}"
+    _, cls_name = policy_class(data, path)
+    if cls_name != cls:
+        raise PolicyError(
+            f"{path}: the policy class is {cls_name or '?'}, not the {algorithm} MlpPolicy ({cls}) rlverify reads "
+            f"without running code{hint}"
+        )
+    obs = observation_space(data.get("observation_space"), path, hint)
+    if obs.kind not in FLAT:
+        raise PolicyError(f"{path}: the observation space is {obs}; rlverify reads continuous policies over a flat Box{hint}")
+    low, high = box_action_space(data.get("action_space"), path, bounded=algorithm in ("SAC", "TD3", "DDPG"))
+    net_arch, activation = _policy_kwargs(data.get("policy_kwargs"), default_arch, default_act, path, hint, inert)
+    hidden = net_arch.get("pi", []) if isinstance(net_arch, dict) else net_arch
+    if not _layer_sizes(hidden) and hidden != []:
+        raise PolicyError(f"{path}: net_arch {net_arch!r} is not a list of positive layer sizes (or {{'pi': [...]}}){hint}")
+    state = _state_dict(path, torch)
+    d = len(low)
+    sizes = [obs.size, *hidden]
+    prefix = {"SAC": "actor.latent_pi.", "TD3": "actor.mu.", "DDPG": "actor.mu.", "PPO": "mlp_extractor.policy_net."}
+    first = prefix.get(algorithm, prefix["PPO"])
+    problems: list[str] = []
+    layers = tuple(
+        _numpy_layer(state, f"{first}{2 * i}", (sizes[i + 1], sizes[i]), torch, problems) for i in range(len(hidden))
+    )
+    mean_name = {"SAC": "actor.mu", "TD3": f"actor.mu.{2 * len(hidden)}", "DDPG": f"actor.mu.{2 * len(hidden)}"}
+    mean = _numpy_layer(state, mean_name.get(algorithm, "action_net"), (d, sizes[-1]), torch, problems)
+    log_std: Layer | np.ndarray | None = None
+    if algorithm == "SAC":
+        log_std = _numpy_layer(state, "actor.log_std", (d, sizes[-1]), torch, problems)
+    elif algorithm in ("PPO", "A2C"):
+        value = state.get("log_std")
+        if _is_tensor(value, torch, (d,)):
+            log_std = value.detach().to(torch.float32).numpy().copy()
+        else:
+            problems.append(f"log_std: expected a parameter ({d},), got {_shape(value)}")
+    if problems:
+        raise PolicyError(
+            f"{path}: the weights in policy.pth do not fit the {algorithm} MlpPolicy its data describes (observation "
+            f"{obs}, {d} action dimensions, hidden {hidden}){hint}",
+            problems,
+        )
+    return ContinuousNetwork(algorithm, obs, low, high, layers, activation, mean, log_std)
+
+
+def _numpy_layer(state: Mapping[str, Any], name: str, want: tuple[int, int], torch: Any, problems: list[str]) -> Layer:
+    """The float32 ``(weight, bias)`` of the Linear layer ``name`` (zeros, and a problem noted, if it does not fit)."""
+    w, b = state.get(f"{name}.weight"), state.get(f"{name}.bias")
+    if not _is_tensor(w, torch, want) or not _is_tensor(b, torch, want[:1]):
+        problems.append(f"{name}: expected weight {want} and bias {want[:1]}, got {_shape(w)} and {_shape(b)}")
+        return np.zeros(want, dtype=np.float32), np.zeros(want[0], dtype=np.float32)
+    return w.detach().to(torch.float32).numpy().copy(), b.detach().to(torch.float32).numpy().copy()
+
+
+def box_action_space(entry: Any, path: Path, *, bounded: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` ``(d,)`` float64 of a one-dimensional Box action space from its JSON fields (``bounded``: both
+    finite, as SB3 requires to rescale a tanh output)."""
+    shown = entry.get(":type:", "?") if isinstance(entry, Mapping) else repr(entry)[:80]
+    shape = _int_list(entry.get("_shape")) if isinstance(entry, Mapping) else None
+    if _space_kind(entry) is not Space.BOX or shape is None or len(shape) != 1 or shape[0] <= 0:
+        raise PolicyError(f"{path}: the action space is {shown} (shape {shape}), not a one-dimensional Box")
+    assert isinstance(entry, Mapping)
+    dtype = np.float64 if str(entry.get("dtype")) == "float64" else np.float32
+    low, high = _float_array(entry.get("low"), dtype), _float_array(entry.get("high"), dtype)
+    if low is None or high is None or low.shape != (shape[0],) or high.shape != (shape[0],):
+        raise PolicyError(f"{path}: cannot read the Box action space's low/high ({entry.get('low')!r}, {entry.get('high')!r})")
+    if np.isnan(low).any() or np.isnan(high).any() or not (low <= high).all():
+        raise PolicyError(f"{path}: the Box action space's bounds {low.tolist()}, {high.tolist()} are not low <= high")
+    if bounded and not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise PolicyError(
+            f"{path}: the Box action space is unbounded ({low.tolist()}, {high.tolist()}); a tanh actor is rescaled to "
+            "finite bounds"
+        )
+    return low, high
+
+
+def _float_array(value: Any, dtype: type) -> np.ndarray | None:
+    """A float array written as numpy's text (``'[-2.  2.]'``), parsed as ``dtype`` then float64, or None."""
+    if not isinstance(value, str) or len(value) > 100_000 or "..." in value:
+        return None
+    found = re.fullmatch(r"\s*\[([^\[\]]*)\]\s*", value)
+    if found is None:
+        return None
+    try:
+        return np.array(found.group(1).replace(",", " ").split(), dtype=dtype).astype(np.float64)
+    except ValueError:
+        return None
+
+
+def _float(value: Any) -> float | None:
+    """A number written as JSON or text, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value) if isinstance(value, str) and len(value) < 40 else None
+    except ValueError:
+        return None
+
+
+def _truthy(value: Any) -> bool:
+    """Whether a flag written as JSON (``true``) or SB3's text (``'True'``) is set."""
+    return value is True or (isinstance(value, str) and value.strip() == "True")
 
 
 def read_data(path: Path) -> dict[str, Any]:
@@ -430,7 +645,9 @@ def action_space(entry: Any, path: Path) -> int:
     return n
 
 
-def _policy_kwargs(kwargs: Any, default_arch: Any, default_act: str, path: Path, hint: str) -> tuple[Any, str]:
+def _policy_kwargs(
+    kwargs: Any, default_arch: Any, default_act: str, path: Path, hint: str, inert: tuple[str, ...] = ()
+) -> tuple[Any, str]:
     """``(net_arch, activation class name)`` from ``policy_kwargs`` (plain JSON, or SB3's text fields)."""
     if kwargs is None:
         return default_arch, default_act
@@ -438,7 +655,7 @@ def _policy_kwargs(kwargs: Any, default_arch: Any, default_act: str, path: Path,
         raise PolicyError(f"{path}: policy_kwargs is {type(kwargs).__name__}, not an object{hint}")
     activation, problems = _activation(kwargs, default_act)
     problems += _extractor_problems(kwargs)
-    known = {"net_arch", "activation_fn", "features_extractor_class", "features_extractor_kwargs", *_INERT_KWARGS}
+    known = {"net_arch", "activation_fn", "features_extractor_class", "features_extractor_kwargs", *_INERT_KWARGS, *inert}
     unknown = sorted(str(k) for k in kwargs if not str(k).startswith(":") and k not in known)
     if unknown:
         problems.append(f"policy_kwargs {', '.join(unknown)} (not read without running code)")
