@@ -23,9 +23,10 @@ LEVELS: list[set[str]] = [
     {"formats", "sb3zip", "settings", "torch_runtime"},
     {"mlp", "outputs"},  # the weights: MLP, reading and writing networks; raw outputs as probabilities
     {"base"},  # the contract: Policy, BasePolicy, PolicyWrapper, output validation, timeouts
+    {"continuous"},  # policies over Box actions: ContinuousPolicy (act(obs, noise)), the numpy actor
     # ONNX, torch, SB3, callable, table, a user's object; a policy with fixed features, a decision tree (explain),
     # a policy under a shield
-    {"adapters", "onnx_policy", "torch_policy", "sb3_policy", "ablated", "tree", "shielded"},
+    {"adapters", "onnx_policy", "torch_policy", "sb3_policy", "ablated", "tree", "shielded", "normalization"},
     {"check"},  # as_policy, check_policy
     {"loading"},  # load_policy from a spec
 ]
@@ -88,12 +89,12 @@ def test_imports_go_down_only(module):
 @pytest.mark.parametrize(
     "source,expected",
     [
-        ("from rlverify.policies.loading import load_policy", "imports loading (level 5 >= its own 1)"),
-        ("def f():\n    from rlverify.policies.adapters import softmax", "imports adapters (level 3 >= its own 1)"),
+        ("from rlverify.policies.loading import load_policy", "imports loading (level 6 >= its own 1)"),
+        ("def f():\n    from rlverify.policies.adapters import softmax", "imports adapters (level 4 >= its own 1)"),
         ("from . import base", "imports base (level 2 >= its own 1)"),
-        ("from .check import as_policy", "imports check (level 4 >= its own 1)"),
+        ("from .check import as_policy", "imports check (level 5 >= its own 1)"),
         ("import rlverify.policies.base", "imports base (level 2 >= its own 1)"),
-        ("from rlverify.policies import softmax", "imports __init__ (level 6 >= its own 1)"),
+        ("from rlverify.policies import softmax", "imports __init__ (level 7 >= its own 1)"),
         ("from rlverify.policies.formats import _declared_value", "imports the private name formats._declared_value"),
     ],
     ids=["up", "inside-a-function", "relative-module", "relative-name", "plain-import", "the-package", "private"],

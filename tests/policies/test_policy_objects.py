@@ -175,9 +175,10 @@ def test_an_sb3_dqn_object_declared_as_logits_is_refused():
         load_policy(model, features=["s"], actions=["left", "down", "right", "up"], output="logits")
 
 
-def test_an_sb3_algorithm_for_continuous_actions_is_refused():
+def test_an_sb3_continuous_object_with_named_actions_is_refused():
+    """A SAC agent's actions are the Box's coordinates a[0].. (a continuous policy): other names contradict them."""
     model = sb3.SAC("MlpPolicy", gym.make("Pendulum-v1"), device="cpu", buffer_size=10)
-    with pytest.raises(PolicyError, match=r"reads PPO, A2C, DQN .* not SAC"):
+    with pytest.raises(PolicyError, match=r"a\[0\]"):
         load_policy(model, features=["a", "b", "c"], actions=["x"])
 
 

@@ -58,7 +58,6 @@ def test_step_raises(capsys, files, vectorization, batch):
     assert "episode 0" in line or "episodes 0..3" in line
 
 
-@pytest.mark.xfail(strict=True, reason="bug: an exception in step names the episode(s) but not the step")
 def test_step_raises_names_the_step(capsys, files):
     line = refused(
         capsys, target("RaiseStep-v0"), f"{files['fixture']}:one", "--trust-code", "--vectorization", "sync",
@@ -77,12 +76,6 @@ def test_reset_raises(capsys, files, vectorization):
     assert "RuntimeError" in line and "reset refused" in line and "resetting episode 0" in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: after the last episode, idle copies are reset with seed 0 (no episode); an environment refusing "
-    "that reset fails the finished simulation, and the error path itself raises ValueError on an empty array "
-    "(episodes.py _guarded: ids.min() of no ids) -> a traceback",
-)
 def test_reset_of_an_idle_copy_is_not_an_episode(capsys, files):
     """Every episode's seed is a 63-bit hash (none is 0 here): the environment refusing seed 0 fails no episode."""
     code, out, err = simulate(
@@ -93,9 +86,6 @@ def test_reset_of_an_idle_copy_is_not_an_episode(capsys, files):
     assert json.loads(out)["result"]["runs"] == 6
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug: the error path of a failed reset of an idle copy raises ValueError (a traceback, exit 1)"
-)
 def test_reset_of_an_idle_copy_fails_in_one_line(capsys, files):
     """Whatever the reset of an idle copy does, a failure is one line, exit 2 (not a traceback)."""
     code, _, err = simulate(
@@ -116,11 +106,6 @@ def test_nan_from_step(capsys, files, vectorization, env, cause):
     assert "nan" in line.lower() and cause in line and "episode 0" in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a NaN returned by the K-th step is reported at 'step K-1' (the count before the step), and a NaN "
-    "from the reset at 'step 0': two different places, one name",
-)
 @pytest.mark.parametrize("env", ["NanObs-v0", "NanReward-v0"])
 def test_nan_from_step_names_its_step(capsys, files, env):
     line = refused(capsys, target(env), f"{files['fixture']}:one", "--trust-code", "--vectorization", "sync")
@@ -141,11 +126,6 @@ def test_observation_changes_shape(capsys, files, vectorization):
     assert "shape" in line and "episode 0" in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: gym:MODULE:ID with the default --vectorization (auto) looks the id up with gymnasium.spec, which "
-    "does not read MODULE:ID: NameNotFound traceback, exit 1",
-)
 def test_module_target_with_default_vectorization(capsys, files):
     code, out, err = cli(
         capsys, "simulate", target("Counter-v0"), "--trust-code", "--policy", f"{files['fixture']}:one",

@@ -225,11 +225,25 @@ class GymSimulator(VectorEnv):
             text = _OBS.sub(lambda m: f"obs_{m.group(1)}", label.text)
             text = _INFO.sub(lambda m: f"info_{m.group(1) or m.group(2)}", text)
             known = [*variables, *(f"obs_{i}" for i in range(len(self.feature_names)))]
-            evaluate = compile_expression(
-                text, known, option=f"--label {label.name}", booleans=BUILT_IN_LABELS, kind=ResultKind.CONDITION
-            )
+            try:
+                evaluate = compile_expression(
+                    text, known, option=f"--label {label.name}", booleans=BUILT_IN_LABELS, kind=ResultKind.CONDITION
+                )
+            except (OptionError, PropertyError) as exc:  # the message in the user's words: obs[i], info["k"]
+                raise type(exc)(self._as_written(str(exc), text, label.text)) from None
             n = len(variables)
             self._compiled[label.name] = _with_obs_aliases(evaluate, n, len(self.feature_names))
+
+    def _as_written(self, message: str, rewritten: str, written: str) -> str:
+        """``message`` about the rewritten label text, in the names the user wrote (``obs[2]``, ``info["cost"]``, the
+        feature names), with the variables listed once each."""
+        message = message.replace(f"'{rewritten}'", f"'{written}'")
+        names = [*self.feature_names, *EPISODE_COLUMNS, *(f'info["{k}"]' for k in self.info_keys)]
+        if len(self.feature_names) and not any(_OBS.fullmatch(f) for f in self.feature_names):
+            names += [f"obs[{i}]" for i in range(len(self.feature_names))]
+        message = re.sub(r"the variables: .*", "the variables: " + ", ".join(names), message)
+        message = re.sub(r"\bobs_(\d+)_?\b", lambda m: f"obs[{m.group(1)}]", message)
+        return re.sub(r"\binfo_([A-Za-z0-9_]+)\b", lambda m: f'info["{m.group(1)}"]', message)
 
     def _variables(self) -> list[str]:
         """The names a label may read, in column order (features under their names, then the episode's columns)."""
@@ -270,7 +284,10 @@ def native_name(env_id: str) -> str | None:
     (None: none, or one rlverify does not know)."""
     import gymnasium  # lazy: gymnasium, start-up
 
-    entry = getattr(gymnasium.spec(env_id), "vector_entry_point", None)
+    try:
+        entry = getattr(gymnasium.spec(env_id), "vector_entry_point", None)
+    except Exception:  # gym:MODULE:ID (imported by make, not by spec), or an id spec() cannot read: no native one
+        return None
     name = entry.rpartition(":")[2] if isinstance(entry, str) else None
     return name if name in NATIVE_VECTORS else None
 

@@ -237,10 +237,11 @@ class _Run:
 
     def _step(self, open_: np.ndarray) -> Stepped:
         actions = self._actions(open_)
-        return self._guarded(lambda: self.vec.step(actions), "stepping", self.slots.run[open_])
+        return self._guarded(lambda: self.vec.step(actions), "stepping", self.slots.run[open_], self.slots.t[open_] + 1)
 
     def _advance(self, open_: np.ndarray, stepped: Stepped) -> None:
         s = self.slots
+        s.t[open_] += 1  # (first: what this step returned is named by its own step number)
         s.obs[open_] = self._checked_obs(stepped.obs[open_], open_)
         reward = stepped.reward[open_]
         if not np.isfinite(reward).all():
@@ -258,7 +259,6 @@ class _Run:
                 raise ModelError(f'{self._where(open_[i])}: info["{self.returns.reward}"] is {gained[i]!r}')
             s.ret[open_] += s.weight[open_] * gained
             s.weight[open_] *= self.returns.discount
-        s.t[open_] += 1
 
     def _reset_idle(self, stepped: Stepped) -> None:
         """Idle copies whose (unread) episode ended are reset before the copies step again."""
@@ -327,14 +327,30 @@ class _Run:
 
     # --- guards ---------------------------------------------------------------------------------------
 
-    def _guarded(self, call: Callable[[], R], what: str, positions: np.ndarray) -> R:
+    def _which(self, ids: np.ndarray, steps: np.ndarray | None) -> str:
+        """The episodes (and steps) a failed call of the environment was for, in words."""
+        if not len(ids):
+            return "a copy left idle after the last episode (no episode of the estimate)"
+        at = (
+            ""
+            if steps is None
+            else f", step {int(steps[0])}"
+            if len(ids) == 1
+            else f", steps {int(steps.min())}..{int(steps.max())}"
+        )
+        if len(ids) == 1:
+            return f"episode {int(ids[0])}{at}"
+        return f"one of episodes {int(ids.min())}..{int(ids.max())}{at} (--batch-size 1 names the one)"
+
+    def _guarded(self, call: Callable[[], R], what: str, positions: np.ndarray, steps: np.ndarray | None = None) -> R:
         try:
             return call()
         except (ModelError, PolicyError, OptionError):
             raise
         except Exception as exc:  # the environment's own code: its failure is bad input
-            ids = self.run_ids[positions[positions >= 0]]
-            which = f"episode {int(ids[0])}" if len(ids) == 1 else f"episodes {int(ids.min())}..{int(ids.max())}"
+            held = positions >= 0
+            ids = self.run_ids[positions[held]]
+            which = self._which(ids, steps[held] if steps is not None else None)
             raise ModelError(
                 f"{self.sim.name}: the environment raised {type(exc).__name__} while {what} {which}: {one_line(exc)}"
             ) from None
