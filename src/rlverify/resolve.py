@@ -82,6 +82,7 @@ class ResolveOptions(TypedDict, total=False):
     system_timeout: float | None
     labels: Sequence[str] | None
     vectorization: str | None
+    vec_normalize: str | Path | None
 
 
 def resolve(
@@ -104,6 +105,7 @@ def resolve(
     system_timeout: float | None = DEFAULT_SYSTEM_TIMEOUT,
     labels: Sequence[str] | None = None,
     vectorization: str | None = None,
+    vec_normalize: str | Path | None = None,
 ) -> AnyTarget:
     """Resolve a target, its policy and its property once.
 
@@ -139,6 +141,8 @@ def resolve(
         labels: ``NAME=CONDITION`` labels over the episodes of a Gymnasium environment without a transition table
             (``--label``; see :mod:`rlverify.models.gym_simulator`).
         vectorization: how such an environment's copies are made (``--vectorization``: auto, native, sync, async).
+        vec_normalize: an SB3 ``VecNormalize`` statistics file (``--vec-normalize``): the policy is given observations
+            normalised as in training (:func:`rlverify.policies.normalization.normalized`).
 
     Returns:
         a :class:`~rlverify.targets.ModelTarget`, :class:`~rlverify.targets.EnvironmentTarget` or
@@ -169,10 +173,24 @@ def resolve(
         timeout=policy_timeout,
         threads=policy_threads,
     )
+    if vec_normalize is not None:
+        loaded = _normalized(loaded, vec_normalize)
     t = replace(t, policy=loaded, policy_source=source)
     if property is None:
         return t
     return t.with_property(property, fixed_policy=needs_policy and loaded is not None)
+
+
+def _normalized(policy: Policy | None, path: str | Path) -> Policy:
+    """``policy`` under the observation statistics of the VecNormalize file ``path``."""
+    from rlverify.policies.base import BasePolicy
+    from rlverify.policies.normalization import load_vec_normalize, normalized  # lazy: only with the option
+
+    if not isinstance(policy, BasePolicy):
+        raise OptionError(
+            f"--vec-normalize {path}: applies to a policy loaded by rlverify (a file or a network), not to {policy!r}"
+        )
+    return normalized(policy, load_vec_normalize(path))
 
 
 def _refuse_system_early(target: TargetSpec, kinds: Kinds, command: str) -> None:

@@ -75,6 +75,12 @@ def add_episode_options(p: argparse.ArgumentParser) -> None:
         "where rlverify can seed each episode, e.g. CartPole, else sync), sync (copies in this process), async "
         "(copies in worker processes)",
     )
+    p.add_argument(
+        "--vec-normalize",
+        metavar="FILE",
+        help="an SB3 VecNormalize statistics file (VecNormalize.save): the policy sees observations normalised as in "
+        "training (read without running code from the pickle)",
+    )
 
 
 #: What ``--trust-code`` allows (its help, and the README's Security section).
@@ -426,5 +432,6 @@ def _target_kwargs(args: argparse.Namespace, constants: str | None, policy: bool
         "env_kwargs": getattr(args, "env_kwargs", None),
         **({"labels": args.label} if getattr(args, "label", None) else {}),
         **({"vectorization": args.vectorization} if getattr(args, "vectorization", None) else {}),
+        **({"vec_normalize": args.vec_normalize} if getattr(args, "vec_normalize", None) else {}),
         **(policy_kwargs(args) if policy else {}),
     }
