@@ -40,11 +40,21 @@ class Stepped:
     info: dict[str, np.ndarray]
 
 
+class SlotError(ModelError):
+    """A failure of one slot's environment (the episode simulator names the slot's episode and step)."""
+
+    def __init__(self, slot: int, message: str) -> None:
+        super().__init__(message)
+        self.slot = slot
+
+
 class EpisodeVector(ABC):
     """``copies`` slots of an environment stepped in lockstep; a slot is reset (seeded) before it is stepped again
     after its episode ended."""
 
     copies: int
+    #: whether :meth:`step` steps idle slots too (then a slot whose episode ended must be reset before the next step)
+    steps_idle: bool = True
 
     @abstractmethod
     def reset(self, mask: np.ndarray, seeds: Sequence[int | None]) -> np.ndarray:
@@ -52,8 +62,9 @@ class EpisodeVector(ABC):
         a slot left idle); ``(B, F)`` float64 observations of every slot (those not reset: unchanged)."""
 
     @abstractmethod
-    def step(self, actions: np.ndarray) -> Stepped:
-        """Step every slot with its action (``(B,)`` ints or ``(B, d)`` floats)."""
+    def step(self, actions: np.ndarray, active: np.ndarray) -> Stepped:
+        """Step the slots ``active`` ``(n,)`` (indices) with their actions (``(B,)`` ints or ``(B, d)`` floats, one
+        per slot); an implementation that steps every slot (:attr:`steps_idle`) steps the others too."""
 
     def close(self) -> None:  # noqa: B027 - optional: nothing to release by default
         """Release the copies (worker processes, windows)."""
@@ -83,7 +94,7 @@ class GymnasiumVector(EpisodeVector):
         self._obs = flat_observations(obs, self.copies)
         return self._obs
 
-    def step(self, actions: np.ndarray) -> Stepped:
+    def step(self, actions: np.ndarray, active: np.ndarray) -> Stepped:
         with quiet():
             obs, reward, terminated, truncated, info = self.venv.step(actions)
         return Stepped(
@@ -99,9 +110,77 @@ class GymnasiumVector(EpisodeVector):
             self.venv.close()
 
 
+class SlotCopies(EpisodeVector):
+    """Copies made by the environment's factory and stepped one by one, only those with an open episode (no
+    ``SyncVectorEnv``: it would step the idle ones too, and an idle copy of an environment costs a full step)."""
+
+    steps_idle = False
+
+    def __init__(self, sim: GymSimulator, envs: list[Any]) -> None:
+        self.sim, self.envs, self.copies = sim, envs, len(envs)
+        self._f = len(sim.feature_names)
+        self._obs = np.zeros((self.copies, self._f))
+        self._reward = np.zeros(self.copies)
+        self._terminated = np.zeros(self.copies, dtype=bool)
+        self._truncated = np.zeros(self.copies, dtype=bool)
+        self._info = {k: np.zeros(self.copies) for k in sim.info_keys}
+        self._discrete = sim.action_low is None
+
+    def reset(self, mask: np.ndarray, seeds: Sequence[int | None]) -> np.ndarray:
+        with quiet():
+            for slot, seed in zip(np.flatnonzero(mask).tolist(), seeds, strict=True):
+                obs, _ = self.envs[slot].reset(seed=seed)
+                self._obs[slot] = self._flat(slot, obs)
+        return self._obs
+
+    def step(self, actions: np.ndarray, active: np.ndarray) -> Stepped:
+        for k in self._info.values():
+            k[active] = 0.0
+        with quiet():
+            for slot in np.asarray(active).tolist():
+                action = int(actions[slot]) if self._discrete else np.asarray(actions[slot], dtype=np.float32)
+                obs, reward, terminated, truncated, info = self.envs[slot].step(action)
+                self._obs[slot] = self._flat(slot, obs)
+                self._reward[slot] = _number(slot, reward, "reward")
+                self._terminated[slot], self._truncated[slot] = bool(terminated), bool(truncated)
+                for key, column in self._info.items():
+                    if isinstance(info, dict) and key in info:
+                        column[slot] = _number(slot, info[key], f'info["{key}"]')
+        return Stepped(self._obs, self._reward, self._terminated, self._truncated, self._info)
+
+    def _flat(self, slot: int, obs: Any) -> np.ndarray:
+        try:
+            row = np.asarray(obs, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise SlotError(slot, "the environment returned an observation that is not numbers") from None
+        if row.size != self._f:
+            raise SlotError(
+                slot,
+                f"the observation has {row.size} numbers, the observation space {self._f}: the environment changed "
+                "its observation's shape",
+            )
+        return row
+
+    def close(self) -> None:
+        with quiet():
+            for env in self.envs:
+                with contextlib.suppress(Exception):
+                    env.close()
+
+
+def _number(slot: int, value: Any, what: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SlotError(slot, f"{what} is not a number: {str(value)[:80]}") from None
+
+
 class NativeCartPole(EpisodeVector):
     """Gymnasium's ``CartPoleVectorEnv`` (numpy, all slots in one array), each slot started in the state one copy
-    of ``CartPole`` draws on ``reset(seed=s)``: the same start distribution, one seed per episode."""
+    of ``CartPole`` draws on ``reset(seed=s)``: the same start distribution, one seed per episode. Idle slots are
+    stepped with the others and reset by the implementation's own autoreset (never read)."""
+
+    steps_idle = False
 
     def __init__(self, sim: GymSimulator, venv: Any, single: Any) -> None:
         self.sim, self.venv, self.single, self.copies = sim, venv, single, int(venv.num_envs)
@@ -121,7 +200,7 @@ class NativeCartPole(EpisodeVector):
         venv.prev_done[slots] = False
         return np.asarray(venv.state.T.astype(np.float32), dtype=np.float64)
 
-    def step(self, actions: np.ndarray) -> Stepped:
+    def step(self, actions: np.ndarray, active: np.ndarray) -> Stepped:
         with quiet():
             obs, reward, terminated, truncated, _ = self.venv.step(np.asarray(actions, dtype=np.int64))
         return Stepped(
@@ -160,14 +239,15 @@ def open_vector(sim: GymSimulator, copies: int) -> EpisodeVector:
 
 def _open(sim: GymSimulator, copies: int) -> EpisodeVector:
     import gymnasium  # lazy: gymnasium, start-up
-    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+    from gymnasium.vector import AsyncVectorEnv
 
     if sim.native is not None:
         venv = gymnasium.make_vec(sim.env_id, num_envs=copies, vectorization_mode="vector_entry_point", **sim.env_kwargs)
         return NATIVE[sim.native](sim, venv, gymnasium.make(sim.env_id, **sim.env_kwargs))
     factory = sim.factory if sim.factory is not None else Maker(sim.env_id, sim.env_kwargs)
-    cls = AsyncVectorEnv if sim.vectorization is Vectorization.ASYNC else SyncVectorEnv
-    return GymnasiumVector(sim, cls([factory] * copies, autoreset_mode="Disabled"))
+    if sim.vectorization is Vectorization.ASYNC:
+        return GymnasiumVector(sim, AsyncVectorEnv([factory] * copies, autoreset_mode="Disabled"))
+    return SlotCopies(sim, [factory() for _ in range(copies)])
 
 
 def flat_observations(obs: Any, copies: int) -> np.ndarray:

@@ -25,7 +25,7 @@ import numpy as np
 from rlverify.choices import Mode
 from rlverify.errors import ModelError, OptionError, PolicyError
 from rlverify.models.gym_simulator import EPISODE_COLUMNS, GymSimulator
-from rlverify.models.gym_vector import EpisodeVector, Stepped, one_line, open_vector
+from rlverify.models.gym_vector import EpisodeVector, SlotError, Stepped, one_line, open_vector
 from rlverify.policies.base import BasePolicy, Policy, choose_columns, validate_probabilities
 from rlverify.statistical.outcomes import UNDECIDED, OutcomeArrays, RunOutcomes
 from rlverify.statistical.properties import PathProperty
@@ -189,7 +189,7 @@ class _Run:
         self.next += take
         s = self.slots
         s.run[slots] = positions
-        if self.sim.native is not None:  # idle slots: left to the implementation's own autoreset
+        if not self.vec.steps_idle:  # idle slots: never stepped, or reset by the implementation's own autoreset
             slots, positions = slots[:take], positions[:take]
             mask = np.zeros(self.vec.copies, dtype=bool)
             mask[slots] = True
@@ -237,7 +237,7 @@ class _Run:
 
     def _step(self, open_: np.ndarray) -> Stepped:
         actions = self._actions(open_)
-        return self._guarded(lambda: self.vec.step(actions), "stepping", self.slots.run[open_], self.slots.t[open_] + 1)
+        return self._guarded(lambda: self.vec.step(actions, open_), "stepping", self.slots.run[open_], self.slots.t[open_] + 1)
 
     def _advance(self, open_: np.ndarray, stepped: Stepped) -> None:
         s = self.slots
@@ -263,7 +263,7 @@ class _Run:
     def _reset_idle(self, stepped: Stepped) -> None:
         """Idle copies whose (unread) episode ended are reset before the copies step again."""
         idle = (self.slots.run < 0) & (stepped.terminated | stepped.truncated)
-        if idle.any() and self.sim.native is None:
+        if idle.any() and self.vec.steps_idle:
             self._reset(idle)
 
     # --- the policy -----------------------------------------------------------------------------------
@@ -345,6 +345,8 @@ class _Run:
     def _guarded(self, call: Callable[[], R], what: str, positions: np.ndarray, steps: np.ndarray | None = None) -> R:
         try:
             return call()
+        except SlotError as exc:  # one copy failed: its episode and step
+            raise ModelError(f"{self._where(exc.slot, stepped=what == 'stepping')}: {exc}") from None
         except (ModelError, PolicyError, OptionError):
             raise
         except Exception as exc:  # the environment's own code: its failure is bad input
@@ -371,11 +373,13 @@ class _Run:
             )
         return obs
 
-    def _where(self, slot: int | np.integer) -> str:
+    def _where(self, slot: int | np.integer, *, stepped: bool = False) -> str:
+        """The episode in ``slot`` and its step (``stepped``: the step being taken, not yet counted)."""
         s = self.slots
         run = int(s.run[slot])
-        episode = int(self.run_ids[run]) if run >= 0 else -1
-        return f"{self.sim.name}: episode {episode}, step {int(s.t[slot])}"
+        if run < 0:
+            return f"{self.sim.name}: a copy left idle after the last episode (no episode of the estimate)"
+        return f"{self.sim.name}: episode {int(self.run_ids[run])}, step {int(s.t[slot]) + int(stepped)}"
 
     def _check_time(self) -> None:
         if time.monotonic() > self.deadline:
