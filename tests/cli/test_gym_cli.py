@@ -159,3 +159,18 @@ def test_label_on_a_model_with_a_transition_table(capsys, policy):
         capsys, "gym:FrozenLake-v1", "--policy", f"{policy}:lean", "-p", 'P=? [F "goal"]', "--label", "x=obs[0] > 1"
     )
     assert "--label" in line
+
+
+@pytest.mark.parametrize(
+    "argv,cause",
+    [
+        (["simulate", CARTPOLE, "-p", 'P=? [F<=100 "terminated"]', "--rare", "splitting"], "cannot be saved and restored"),
+        (["verify", CARTPOLE, "-p", 'P=? [F<=100 "terminated"]'], "use rlverify simulate gym:CartPole-v1"),
+        (["abstract", CARTPOLE], "use rlverify simulate gym:CartPole-v1"),
+    ],
+    ids=["rare", "verify", "abstract"],
+)
+def test_engines_that_need_a_model_refuse_in_one_line(capsys, policy, argv, cause):
+    """Importance splitting needs saved states, the exact and abstraction engines a model: each says so up front."""
+    code, _, err = cli(capsys, *argv, "--policy", f"{policy}:lean")
+    assert code == 2 and cause in one_line(err)

@@ -70,9 +70,16 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
 
 def run_rare(args: argparse.Namespace, target: Any) -> int:
     """Estimate with :func:`~rlverify.statistical.splitting.verify_splitting` and print the result."""
+    from rlverify.models.gym_simulator import GymSimulator  # lazy: the simulator's types
     from rlverify.statistical.engine import SimulationOptions  # lazy: the engine, --help start-up
     from rlverify.statistical.splitting import SplittingOptions, verify_splitting  # lazy: the engine, --help start-up
 
+    if isinstance(target.model, GymSimulator):
+        raise OptionError(
+            f"--rare: importance splitting restarts runs from states saved along the way; {target.name}'s state cannot "
+            "be saved and restored in general (Gymnasium has no such API; deepcopy of an environment need not "
+            "reproduce it, and Box2D/MuJoCo hold native state): simulate without --rare (more --runs for a rarer event)"
+        )
     if getattr(args, "fail_on_violation", False):
         raise OptionError(
             "--fail-on-violation: a --rare estimate gives no verdict on a threshold (its interval is over repetitions); "
