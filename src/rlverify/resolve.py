@@ -25,6 +25,8 @@ from rlverify.policies.settings import DEFAULT_POLICY_THREADS, DEFAULT_POLICY_TI
 if TYPE_CHECKING:
     import gymnasium
 
+    from rlverify.models.gym_simulator import GymSimulator
+
 from rlverify.targets import (
     ALL_KINDS,
     OF_BENCHMARK_KIND,
@@ -159,7 +161,8 @@ def resolve(
     """
     _check_arguments(target, property, needs_property, command)
     _refuse_system_early(target, kinds, command)
-    t = _model(target, constants, env_kwargs, trust_code, system_timeout, _Episodes(labels, vectorization, features))
+    episodes = _Episodes(labels, vectorization, features)
+    t = _model(target, constants, env_kwargs, trust_code, system_timeout, episodes)
     if not isinstance(t, tuple(kinds)):
         raise _wrong_kind(t.benchmark, type(t), t.name, target, kinds, command)
     if needs_policy and policy is None:
@@ -175,6 +178,8 @@ def resolve(
     )
     if vec_normalize is not None:
         loaded = _normalized(loaded, vec_normalize)
+    if isinstance(t, SimulatorTarget):  # the observation named as the policy names it; the labels over those names
+        t = replace(t, model=episodes.named(t.model, loaded))
     t = replace(t, policy=loaded, policy_source=source)
     if property is None:
         return t
@@ -221,6 +226,18 @@ class _Episodes:
     labels: Sequence[str] | None = None
     vectorization: str | None = None
     features: Sequence[str] | None = None
+
+    def named(self, sim: GymSimulator, policy: Policy | None) -> GymSimulator:
+        """``sim`` with its observation named by ``--features``, else by the policy's features where the policy
+        declares as many names (its own names for the observation, by position), and the ``--label`` labels compiled
+        over those names (they may read them)."""
+        from rlverify.models.gym_simulator import DEFAULT_FEATURE, named  # lazy: gymnasium's simulator
+
+        names: Sequence[str] | None = self.features
+        default = all(DEFAULT_FEATURE.fullmatch(f) for f in sim.feature_names)
+        if names is None and policy is not None and default and len(policy.features) == len(sim.feature_names):
+            names = list(policy.features)
+        return named(sim, names, self.labels)
 
     def refuse(self, target: TargetSpec) -> None:
         """Refuse ``--label``/``--vectorization`` for a target that is not such an environment."""
@@ -281,15 +298,7 @@ def _gym_target(
             episodes.refuse(target)
             gym_model = model_from_target(target, env_kwargs, trust_code=trust)
             return ModelTarget(given=target, name=gym_model.display_name, model=gym_model, constants=constants)
-        sim = simulator_of(
-            env,
-            env_id=env_id,
-            env_kwargs=kwargs,
-            vectorization=episodes.vectorization or "auto",
-            labels=episodes.labels,
-            feature_names=episodes.features,
-            shown=target,
-        )
+        sim = simulator_of(env, env_id=env_id, env_kwargs=kwargs, vectorization=episodes.vectorization or "auto", shown=target)
     finally:
         env.close()
     return SimulatorTarget(given=target, name=sim.name, model=sim)
@@ -324,8 +333,6 @@ def _gym_object_target(target: GymSource, episodes: _Episodes) -> ModelTarget | 
             env_kwargs=source.env_kwargs,
             factory=source.factory,
             vectorization=episodes.vectorization or "auto",
-            labels=episodes.labels,
-            feature_names=episodes.features,
             shown=source.name,
         )
     finally:

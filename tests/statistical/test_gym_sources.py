@@ -10,6 +10,7 @@ import pytest
 import rlverify
 from rlverify.errors import ModelError, OptionError
 from rlverify.policies.adapters import CallablePolicy
+from rlverify.resolve import resolve
 from rlverify.statistical.engine import SimulationOptions
 from rlverify.statistical.episodes import episode_seeds
 
@@ -88,3 +89,25 @@ def test_bad_sources_are_refused(source, error, message):
 def test_constants_with_a_python_environment_are_refused():
     with pytest.raises(OptionError, match="made as given"):
         rlverify.verify_statistical(lambda: gym.make("CartPole-v1"), PROP, POLICY, OPTIONS, constants="x=1")
+
+
+NAMED = """
+import numpy as np
+FEATURES = ["x", "x_dot", "theta", "theta_dot"]
+ACTIONS = ["0", "1"]
+def push(obs):
+    right = np.asarray(obs)[:, 2] > 0
+    return np.stack([~right, right], axis=1).astype(float)
+"""
+
+
+def test_the_policy_names_the_observation_and_labels_read_its_names(tmp_path):
+    """A policy declaring as many features as the observation has names it (by position): labels read the names."""
+    path = tmp_path / "named.py"
+    path.write_text(NAMED)
+    t = resolve("gym:CartPole-v1", policy=f"{path}:push", labels=["fell=terminated"], property='P=? [F<=40 "fell"]')
+    assert t.model.features == ("x", "x_dot", "theta", "theta_dot")
+    res = rlverify.verify_statistical(t.model, t.property, t.policy, OPTIONS)
+    assert res.successes == _reference(60, 11)
+    with pytest.raises(OptionError, match="unknown variable 'theta'"):
+        resolve("gym:CartPole-v1", policy=POLICY, labels=["tilted=abs(theta) > 0.1"])

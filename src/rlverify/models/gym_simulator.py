@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -39,6 +39,8 @@ EPISODE_COLUMNS = ("reward", "terminated", "truncated", "step")
 NATIVE_VECTORS = frozenset({"CartPoleVectorEnv"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _OBS = re.compile(r"\bobs\s*\[\s*(\d+)\s*\]")
+#: a feature's default name: its position in the flat observation
+DEFAULT_FEATURE = re.compile(r"obs\[\d+\]")
 _INFO = re.compile(r"""\binfo\s*\[\s*(?:"([A-Za-z_][A-Za-z0-9_]*)"|'([A-Za-z_][A-Za-z0-9_]*)')\s*\]""")
 
 
@@ -377,6 +379,17 @@ def has_transition_table(env: Any) -> bool:
     u = getattr(env, "unwrapped", env)
     discrete = all(type(getattr(env, s, None)).__name__ == "Discrete" for s in ("observation_space", "action_space"))
     return discrete and getattr(u, "P", None) is not None
+
+
+def named(sim: GymSimulator, features: Sequence[str] | None, labels: Sequence[str] | Mapping[str, str] | None) -> GymSimulator:
+    """``sim`` with its observation's ``features`` named (None: as they are) and ``labels`` compiled over the names.
+
+    Raises:
+        OptionError: feature names of the wrong count, bad labels (in the user's words).
+    """
+    names = sim.feature_names if features is None else _feature_names(features, len(sim.feature_names), sim.name)
+    parsed = parse_labels(labels)
+    return replace(sim, feature_names=names, user_labels=parsed, info_keys=info_keys_of(parsed))
 
 
 def simulator_of(
