@@ -59,6 +59,10 @@ def _import_user_module(given: str, module: str, env_id: str, trust_code: bool) 
         ) from None
 
 
+#: the extras of rlverify that install an environment family's engine, by a word of gymnasium's message
+_EXTRAS = {"box2d": "box2d", "mujoco": "mujoco"}
+
+
 def _construct(env_id: str, kwargs: dict[str, Any]) -> GymEnv:
     """``gymnasium.make(env_id, **kwargs)``, its refusals as rlverify's errors."""
     import gymnasium  # lazy: gymnasium, start-up
@@ -71,6 +75,10 @@ def _construct(env_id: str, kwargs: dict[str, Any]) -> GymEnv:
         raise OptionError(
             f"--env-kwargs {kwargs}: gym:{env_id} does not accept them: {str(exc).split(' was raised')[0]}"
         ) from None
+    except gymnasium.error.DependencyNotInstalled as exc:  # Box2D, MuJoCo: an extra of rlverify's
+        extra = next((e for key, e in _EXTRAS.items() if key in str(exc).lower()), None)
+        how = f"pip install 'rlverify[{extra}]'" if extra else str(exc)
+        raise ModelError(f"gym:{env_id} needs a package that is not installed: {how}") from None
     except gymnasium.error.Error as exc:
         known = [k for k in gymnasium.registry if "/" not in k]
         close = did_you_mean(env_id, known) if "Did you mean" not in str(exc) else ""
