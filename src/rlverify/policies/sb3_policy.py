@@ -13,12 +13,12 @@ from rlverify.errors import InputFileError, PolicyError, require
 from rlverify.models.userfile import note_user_code
 from rlverify.policies import sb3zip
 from rlverify.policies.base import BasePolicy
-from rlverify.policies.continuous import Actor, ActorPolicy, ContinuousKind, ContinuousPolicy, actions_of
+from rlverify.policies.continuous import ACTIVATIONS, Actor, ActorPolicy, ContinuousKind, ContinuousPolicy, actions_of
 from rlverify.policies.mlp import MLP, mlp_from_torch
 from rlverify.policies.outputs import greedy_columns, to_probabilities
 from rlverify.policies.sb3zip import Space
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, check_threads
-from rlverify.policies.torch_runtime import eval_mode, limit_torch_threads
+from rlverify.policies.torch_runtime import eval_mode, limit_blas_threads, limit_torch_threads
 
 #: a Stable-Baselines3 model object (untyped: SB3 is an optional extra)
 SB3Model = Any
@@ -90,9 +90,16 @@ class SB3Policy(BasePolicy):
             read = sb3zip.read_network(path, self._torch)
             self.algorithm, self._space, self._net, self._n_actions = read.algorithm, read.obs, read.net, read.n_actions
             self._forward = self._safe_forward
+            if self._space.kind is Space.BOX:  # a flat Box through Linear layers: numpy float32, as torch computes
+                self._numpy = numpy_actor(self._net, self.name)
+                if self._numpy is not None:
+                    limit_blas_threads(self.threads)
         self.maskable = self.algorithm == "MaskablePPO"
         self.output = OutputKind.Q_VALUES if self.algorithm == "DQN" else OutputKind.LOGITS
         self._check_spaces()
+
+    #: the network in numpy (a flat Box observation read without running code), else None: torch computes
+    _numpy: Actor | None = None
 
     def _load_trusted(self, path: Path) -> None:
         """Load with SB3's own loader (it unpickles ``data``: runs whatever code the file carries)."""
@@ -175,7 +182,10 @@ class SB3Policy(BasePolicy):
             raise PolicyError(f"{self.name}: state {state} is not an observation of the policy's space {space}")
 
     def _safe_forward(self, states: np.ndarray) -> Any:
-        """The rebuilt network's raw outputs (logits or Q-values), a float32 tensor, for ``(N, d)`` observations."""
+        """The rebuilt network's raw outputs (logits or Q-values), a float32 tensor (a float32 array when it is
+        computed in numpy), for ``(N, d)`` observations."""
+        if self._numpy is not None:
+            return self._numpy(states)[0]
         with self._torch.no_grad():
             return self._net(sb3zip.encode(states, self._space, self._torch))
 
@@ -199,16 +209,17 @@ class SB3Policy(BasePolicy):
         """``(N, |A|)`` float32 tensor: logits normalised as torch's ``Categorical(logits=...)`` keeps them
         (PPO/A2C/MaskablePPO), or Q-values (DQN); computed under the policy timeout."""
         self._check_observations(states)
-        torch = self._torch
 
         def run() -> Any:
             out = self._forward(states)
+            if isinstance(out, np.ndarray):
+                return out if self.algorithm == "DQN" else log_softmax(out)
             if self.algorithm != "DQN":
                 out = out - out.logsumexp(dim=-1, keepdim=True)
-            return out
+            return out.numpy()
 
         out = self._run_code(run)
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(states), len(self.actions)):
+        if not isinstance(out, np.ndarray) or out.shape != (len(states), len(self.actions)):
             raise PolicyError(
                 f"{self.name}: the network gave outputs of shape {getattr(out, 'shape', None)}, expected "
                 f"({len(states)}, {len(self.actions)})"
@@ -217,16 +228,17 @@ class SB3Policy(BasePolicy):
 
     def _network_outputs(self, states: np.ndarray) -> np.ndarray:
         # normalised logits (log-probabilities): the network's shifted by a constant, the same softmax
-        return self._raw(states).double().numpy()
+        return self._raw(states).astype(np.float64)
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
         out = self._raw(states)
         if self.algorithm == "DQN":
-            return to_probabilities(out.numpy(), OutputKind.Q_VALUES)
-        return self._torch.softmax(out, dim=-1).double().numpy()  # torch's Categorical(logits=...).probs
+            return to_probabilities(out, OutputKind.Q_VALUES)
+        e = np.exp(out - out.max(axis=1, keepdims=True))  # torch's Categorical(logits=...).probs, in float32
+        return (e / e.sum(axis=1, keepdims=True)).astype(np.float64)
 
     def _greedy_columns(self, states: np.ndarray) -> np.ndarray | None:
-        return greedy_columns(self._raw(states).numpy())
+        return greedy_columns(self._raw(states))
 
     def _read_network(self) -> MLP:
         torch = self._torch
@@ -339,6 +351,7 @@ def load_sb3_continuous(
     shown = name or str(path)
     kind = CONTINUOUS_ALGORITHMS[net.algorithm]
     actor = Actor(net.hidden, net.activation, net.mean, net.log_std, squash=kind is ContinuousKind.DETERMINISTIC, name=shown)
+    limit_blas_threads(threads)
     feats = _continuous_features(features, net.obs.size, shown, net.algorithm)
     policy = ActorPolicy(
         actor,
@@ -451,3 +464,25 @@ class SB3ContinuousPolicy(ContinuousPolicy):
 def model_name(model: object) -> str:
     """How messages and results name a model object given in memory: ``PPO model (in memory)``."""
     return f"{type(model).__name__} model (in memory)"
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    """``(N, A)`` float32 logits normalised to log-probabilities (``x - logsumexp(x)``, in float32 as torch does)."""
+    m = x.max(axis=1, keepdims=True)
+    return (x - (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))).astype(np.float32)
+
+
+def numpy_actor(net: Any, name: str) -> Actor | None:
+    """The torch ``Sequential`` ``net`` (Linear layers, one kind of activation between them) as a numpy
+    :class:`Actor` computing the same in float32; None for any other shape (torch computes it)."""
+    modules = list(net)
+    linear = [m for m in modules if type(m).__name__ == "Linear"]
+    others = {type(m).__name__ for m in modules if type(m).__name__ != "Linear"}
+    if not linear or len(others) > 1 or type(modules[-1]).__name__ != "Linear" or not others <= set(ACTIVATIONS):
+        return None
+    if any(m.bias is None for m in linear):
+        return None
+    if len(modules) != 2 * len(linear) - 1 or any(type(modules[i]).__name__ != "Linear" for i in range(0, len(modules), 2)):
+        return None
+    layers = [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy()) for m in linear]
+    return Actor(layers[:-1], next(iter(others), "ReLU"), layers[-1], None, name=name)
