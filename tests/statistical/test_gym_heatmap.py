@@ -163,7 +163,8 @@ def test_set_state_observation_and_next_step_against_a_scalar_env(env_id, column
             ref.unwrapped.state = state
             action = np.array([0.5]) if sim.continuous else 0
             want = ref.step(action)[0]
-            got = vec.step(np.full((3, 1), 0.5, np.float32) if sim.continuous else np.zeros(3, dtype=np.int64)).obs
+            actions = np.full((3, 1), 0.5, np.float32) if sim.continuous else np.zeros(3, dtype=np.int64)
+            got = vec.step(actions, np.arange(3)).obs
             np.testing.assert_array_equal(got[slot], np.asarray(want, dtype=np.float64).ravel())
             vec.reset(np.ones(3, dtype=bool), seeds)
             set_start_states(vec, np.array([0, 2]), columns, np.array([values, values]))
