@@ -1,4 +1,6 @@
-"""``rlverify heatmap``: goal/crash probability per start cell of a Racetrack map, as a PNG."""
+"""``rlverify heatmap``: goal/crash probability per start cell of a Racetrack map, or a path property's probability per
+cell of a grid of start states of a Gymnasium environment (``gym:CartPole-v1 --axes theta=...,theta_dot=...``), as a
+PNG and JSON."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ from rlverify.choices import Mode
 from rlverify.cli.console import console, line, note, print_warnings, progress_bar, styled
 from rlverify.cli.options import (
     add_backend_options,
+    add_env_kwargs,
+    add_episode_options,
     add_outputs,
     add_policy,
+    add_property,
     add_target,
     backend_from_args,
     outputs,
+    resolve_simulated_target,
     resolve_target,
     write_json,
 )
@@ -26,14 +32,30 @@ from rlverify.errors import OptionError
 def register(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "heatmap",
-        help="Racetrack heat map: goal/crash probability per start cell (PNG)",
-        description="Simulate the policy from every free cell (velocity 0) and draw goal and crash "
+        help="heat map: Racetrack goal/crash probability per start cell, or a property per start state of gym:ID (PNG)",
+        description="Racetrack: simulate the policy from every free cell (velocity 0) and draw goal and crash "
         "probability and the share of runs that never decide (the car stands still forever, or is still "
         "driving after --max-steps): the three add up to 1 per cell; with --optimal also "
-        "Storm's Pmax(goal) and the gap.",
+        "Storm's Pmax(goal) and the gap. gym:ID (classic control, MuJoCo): estimate -p per cell of a grid of start "
+        "values of one or two state coordinates (--axes; the other coordinates as the seeded reset draws them), e.g. "
+        "rlverify heatmap gym:CartPole-v1 --policy P -p 'P=? [F<=200 \"terminated\"]' "
+        "--axes 'theta=-0.2:0.2:9,theta_dot=-1:1:9' --runs 100 --out map.png.",
     )
-    add_target(p, kinds="a Racetrack benchmark id, e.g. racetrack-barto-small-v1")
-    add_policy(p, default_note="default: the shipped DQN policy")
+    add_target(p, kinds="a Racetrack benchmark id, e.g. racetrack-barto-small-v1, or gym:ID with a settable state")
+    add_env_kwargs(p)
+    add_episode_options(p)
+    add_property(
+        p, required=False, forms="gym:ID only: the path property estimated per cell, e.g. 'P=? [F<=200 \"terminated\"]'"
+    )
+    p.add_argument(
+        "--axes",
+        metavar="NAME=LOW:HIGH:COUNT,...",
+        help="gym:ID only: one or two state coordinates and their start values, COUNT evenly spaced from LOW to HIGH "
+        "(both included), in the coordinate's unit, e.g. 'theta=-0.2:0.2:9,theta_dot=-1:1:9' (CartPole: x m, x_dot "
+        "m/s, theta rad, theta_dot rad/s; Pendulum: theta rad, theta_dot rad/s; Acrobot: theta1, theta2 rad, "
+        "theta1_dot, theta2_dot rad/s; MountainCar: position m, velocity m/s; MuJoCo: qpos[i], qvel[i])",
+    )
+    add_policy(p, default_note="default: the shipped DQN policy (Racetrack)")
     p.add_argument(
         "--noise",
         type=float,
@@ -64,6 +86,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if str(args.target).startswith("gym:"):
+        return run_gym(args)
+    _refuse_gym_options(args)
     from rlverify.statistical.heatmap import heatmap  # lazy: numpy, --help start-up
     from rlverify.targets import EnvironmentTarget  # lazy: numpy, --help start-up
 
@@ -155,4 +180,94 @@ def _print_summary(result: Any, benchmark_id: str, noise: float, mode: str) -> N
         + f"; mean never decided {never.mean():.4f} (stood still forever {stuck:,} runs, still driving after "
         f"--max-steps {result.max_steps:,}: {int(result.undecided.sum()):,}; largest share in one cell {never.max():.3f})"
         + (f", stalled {int(result.stalled.sum()):,}" if result.stalled.any() else "")
+    )
+
+
+#: the options of a gym:ID heat map only (argparse's destination, the option)
+GYM_ONLY = (("axes", "--axes"), ("property", "--property"), ("label", "--label"), ("vectorization", "--vectorization"))
+#: the options of a Racetrack heat map only
+RACETRACK_ONLY = (("noise", "--noise"), ("optimal", "--optimal"))
+
+
+def _refuse_gym_options(args: argparse.Namespace) -> None:
+    """A Racetrack heat map: refuse the options of a gym:ID one (its event is fixed: goal and crash)."""
+    for dest, option in GYM_ONLY:
+        if getattr(args, dest, None):
+            raise OptionError(f"{option}: applies to gym:ID heat maps (a Racetrack heat map estimates goal and crash)")
+
+
+def run_gym(args: argparse.Namespace) -> int:
+    """``rlverify heatmap gym:ID --axes ... -p ...``: the property per cell of a grid of start states."""
+    from rlverify.statistical.gym_heatmap import gym_heatmap  # lazy: numpy, gymnasium, --help start-up
+    from rlverify.targets import SimulatorTarget  # lazy: numpy, --help start-up
+
+    for dest, option in RACETRACK_ONLY:
+        if getattr(args, dest, None):
+            raise OptionError(f"{option}: applies to Racetrack heat maps, not to {args.target}")
+    if not args.axes:
+        raise OptionError(f"{args.target}: give the grid with --axes NAME=LOW:HIGH:COUNT,... e.g. theta=-0.2:0.2:9")
+    files = outputs(args, (".png", ".json"))
+    if not files and not args.json:
+        raise OptionError("nothing to write: give --out FILE.png (the map) and/or --out FILE.json, or --json")
+    backend = backend_from_args(args)
+    target = resolve_simulated_target(args, "rlverify heatmap")
+    if not isinstance(target, SimulatorTarget):
+        raise OptionError(
+            f"{args.target} has a transition table (a finite model): a heat map over start states takes a Gymnasium "
+            "environment without one (classic control, MuJoCo)"
+        )
+    if target.policy is None:
+        raise OptionError(f"{args.target}: a heat map needs a policy (--policy)")
+    if target.property is None:  # (resolve_simulated asks for one first)
+        raise OptionError(f"{args.target}: give the property with -p, e.g. 'P=? [F<=200 \"terminated\"]'")
+    options = _options(args, backend)
+    with progress_bar("simulating") as bar:
+        task = bar.add_task("episodes", total=None)
+        result = gym_heatmap(
+            target.model,
+            target.policy,
+            target.property,
+            args.axes,
+            options,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    result = target.stamp(result)
+    result = result.with_provenance(policy=shown_policy(result.policy) or None)
+    print_warnings(result.warnings)
+    _write_gym(result, files, args.force)
+    if args.json:
+        print_envelope(args, result)
+        return 0
+    _print_gym_summary(result, args.mode)
+    if files:
+        note("wrote " + " and ".join(str(f) for f in files.values()))
+    return 0
+
+
+def _write_gym(result: Any, files: dict[str, Any], force: bool) -> None:
+    """``--out FILE.png`` (the map) and ``--out FILE.json`` (the grid and the per-cell values), each atomically."""
+    if ".png" in files:
+        from rlverify.statistical.gym_heatmap import gym_heatmap_figure  # lazy: matplotlib
+
+        gym_heatmap_figure(result).draw(files[".png"], force=force, what="--out")
+    if ".json" in files:
+        write_json(files[".json"], result.to_json(), force=force)
+
+
+def _print_gym_summary(result: Any, mode: str) -> None:
+    """Two lines: the grid, the runs and their speed; the mean, lowest and highest cell."""
+    width = result.interval[:, 1] - result.interval[:, 0]
+    console.print(
+        line(
+            styled(result.model, "bold"),
+            f" policy {result.policy} ({mode}): {len(result.estimate):,} cells x {int(result.runs[0]):,} runs in "
+            f"{result.timings['total']:.1f} s ({result.timings['decisions_per_second']:,.0f} decisions/s)",
+        )
+    )
+    console.print(
+        line(
+            f"{result.property}: mean {result.estimate.mean():.4f}, lowest cell {result.estimate.min():.4f}, highest "
+            f"{result.estimate.max():.4f}; interval width at most {width.max():.4f} ({result.method}, "
+            f"{result.confidence:.1%} per cell); undecided episodes {int(result.undecided.sum()):,}"
+        )
     )

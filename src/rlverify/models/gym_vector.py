@@ -14,18 +14,31 @@ import contextlib
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlverify.errors import ModelError
+from rlverify.errors import ModelError, OptionError, did_you_mean
 from rlverify.models.gym_simulator import NATIVE_VECTORS, GymSimulator, Maker, Vectorization
 
 if TYPE_CHECKING:
     pass
 
-__all__ = ["EpisodeVector", "Stepped", "open_vector"]
+__all__ = [
+    "Coordinate",
+    "EpisodeVector",
+    "StartTable",
+    "StartedSimulator",
+    "StateKind",
+    "StateLayout",
+    "Stepped",
+    "open_vector",
+    "set_start_states",
+    "state_layout",
+    "state_layout_of",
+]
 
 
 @dataclass(frozen=True)
@@ -230,6 +243,8 @@ def open_vector(sim: GymSimulator, copies: int) -> EpisodeVector:
     """
     try:
         with quiet():
+            if isinstance(sim, StartedSimulator):  # episodes from given start states (heat maps): the copies, wrapped
+                return StartedVector(_open(sim, copies), sim.starts)
             return _open(sim, copies)
     except ModelError:
         raise
@@ -286,3 +301,287 @@ def one_line(exc: BaseException) -> str:
     """An exception's message on one line, at most 200 characters."""
     text = str(exc).strip().splitlines()
     return (text[0][:200] if text else "") or type(exc).__name__
+
+
+# --- start states: episodes from a given state (heat maps over initial conditions) -------------------------------
+
+
+class StateKind(StrEnum):
+    """How an environment's state is set: ``classic`` (classic control: ``unwrapped.state`` is written and the
+    observation recomputed from it) or ``mujoco`` (``set_state(qpos, qvel)``, then ``_get_obs()``)."""
+
+    CLASSIC = "classic"
+    MUJOCO = "mujoco"
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    """One coordinate of an environment's state: its name and unit ("": none given, e.g. a MuJoCo joint's)."""
+
+    name: str
+    unit: str = ""
+
+    @property
+    def shown(self) -> str:
+        """``theta (rad)``: the name with its unit, for axes and messages."""
+        return f"{self.name} ({self.unit})" if self.unit else self.name
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """An environment's state as rlverify sets it: ``env`` (its class name), ``kind`` and the ``coordinates`` in
+    the order of its state vector (classic control: ``unwrapped.state``; MuJoCo: ``qpos`` then ``qvel``)."""
+
+    env: str
+    kind: StateKind
+    coordinates: tuple[Coordinate, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The coordinates' names, in state order."""
+        return tuple(c.name for c in self.coordinates)
+
+    def index(self, name: str, *, option: str = "--axes") -> int:
+        """The position of coordinate ``name`` in the state vector.
+
+        Raises:
+            OptionError: ``name`` is not a coordinate of this state (naming the coordinates).
+        """
+        if name in self.names:
+            return self.names.index(name)
+        shown = ", ".join(c.shown for c in self.coordinates[:12]) + (", ..." if len(self.coordinates) > 12 else "")
+        raise OptionError(
+            f"{option} {name}: not a state coordinate of {self.env}{did_you_mean(name, self.names)}; its state: {shown}"
+        )
+
+
+_ANGLE, _RATE = "rad", "rad/s"
+#: classic control environments (their class in ``gymnasium.envs.classic_control``): the state's coordinates
+#: ``(name, unit)`` in the order of ``unwrapped.state``, and the environment's own method that computes the
+#: observation from the state (None: the observation is the state, as float32, as their ``step`` returns it)
+CLASSIC: dict[str, tuple[tuple[tuple[str, str], ...], str | None]] = {
+    "CartPoleEnv": ((("x", "m"), ("x_dot", "m/s"), ("theta", _ANGLE), ("theta_dot", _RATE)), None),
+    "AcrobotEnv": ((("theta1", _ANGLE), ("theta2", _ANGLE), ("theta1_dot", _RATE), ("theta2_dot", _RATE)), "_get_ob"),
+    "MountainCarEnv": ((("position", "m"), ("velocity", "m/s")), None),
+    "Continuous_MountainCarEnv": ((("position", "m"), ("velocity", "m/s")), None),
+    "PendulumEnv": ((("theta", _ANGLE), ("theta_dot", _RATE)), "_get_obs"),
+}
+
+
+def _classic_class(u: Any) -> str | None:
+    """The classic control class ``u`` is (or derives from), None if none."""
+    for cls in type(u).__mro__:
+        if cls.__name__ in CLASSIC and cls.__module__.startswith("gymnasium.envs.classic_control"):
+            return cls.__name__
+    return None
+
+
+def _is_mujoco(u: Any) -> bool:
+    """Whether ``u`` is a MuJoCo environment whose state is ``set_state(qpos, qvel)`` (Gymnasium's ``MujocoEnv``)."""
+    data, model = getattr(u, "data", None), getattr(u, "model", None)
+    return (
+        callable(getattr(u, "set_state", None))
+        and callable(getattr(u, "_get_obs", None))
+        and hasattr(data, "qpos")
+        and hasattr(data, "qvel")
+        and isinstance(getattr(model, "nq", None), int)
+        and isinstance(getattr(model, "nv", None), int)
+    )
+
+
+def state_layout(env: Any, name: str = "") -> StateLayout:
+    """The settable state of a Gymnasium environment ``env`` (wrapped or not).
+
+    Raises:
+        ModelError: an environment whose state rlverify cannot set (not classic control, not MuJoCo), in one line
+            with the reason.
+    """
+    u = getattr(env, "unwrapped", env)
+    shown = name or type(u).__name__
+    classic = _classic_class(u)
+    if classic is not None:
+        coords, _ = CLASSIC[classic]
+        return StateLayout(classic, StateKind.CLASSIC, tuple(Coordinate(n, unit) for n, unit in coords))
+    if _is_mujoco(u):
+        nq, nv = int(u.model.nq), int(u.model.nv)
+        coords_m = tuple(Coordinate(f"qpos[{i}]") for i in range(nq)) + tuple(Coordinate(f"qvel[{i}]") for i in range(nv))
+        return StateLayout(type(u).__name__, StateKind.MUJOCO, coords_m)
+    raise ModelError(
+        f"{shown}: its state cannot be set ({type(u).__name__} is neither a classic control environment with a state "
+        "rlverify knows (CartPole, Acrobot, MountainCar, Pendulum: unwrapped.state) nor a MuJoCo one (set_state(qpos, "
+        "qvel))), so episodes cannot start from a given state"
+    )
+
+
+def state_layout_of(sim: GymSimulator) -> StateLayout:
+    """:func:`state_layout` of one copy of ``sim`` (made, read and closed).
+
+    Raises:
+        ModelError: the environment cannot be made, or its state cannot be set.
+    """
+    try:
+        with quiet():
+            env = sim.factory() if sim.factory is not None else Maker(sim.env_id, sim.env_kwargs)()
+    except Exception as exc:  # the environment's own constructor: its failure is bad input
+        raise ModelError(f"{sim.name}: making the environment failed: {type(exc).__name__}: {one_line(exc)}") from None
+    try:
+        return state_layout(env, sim.name)
+    finally:
+        with quiet(), contextlib.suppress(Exception):
+            env.close()
+
+
+def _observed(u: Any, kind: StateKind, method: str | None) -> np.ndarray:
+    """The flat float64 observation of ``u``'s current state, as the environment computes it."""
+    if kind is StateKind.MUJOCO:
+        obs = u._get_obs()
+    elif method is not None:
+        obs = getattr(u, method)()
+    else:
+        obs = np.asarray(u.state, dtype=np.float32)
+    return np.asarray(obs, dtype=np.float64).ravel()
+
+
+def _set_one(env: Any, columns: Sequence[int], values: np.ndarray, reset_obs: np.ndarray, name: str) -> np.ndarray:
+    """Set state coordinates ``columns`` of one environment (just reset: ``reset_obs`` its observation) to ``values``;
+    the new observation, recomputed by the environment from its new state.
+
+    Raises:
+        ModelError: the reset observation is not the environment's own observation of its state (a wrapper changes
+            it: the new one could not be made consistently), or the state cannot be set.
+    """
+    u = getattr(env, "unwrapped", env)
+    layout = state_layout(env, name)
+    method = CLASSIC[layout.env][1] if layout.kind is StateKind.CLASSIC else None
+    if not np.array_equal(_observed(u, layout.kind, method), np.asarray(reset_obs, dtype=np.float64).ravel()):
+        raise ModelError(
+            f"{name}: the observation after reset is not {layout.env}'s own observation of its state (a wrapper "
+            "transforms it?), so an observation consistent with a given start state cannot be computed"
+        )
+    if layout.kind is StateKind.MUJOCO:
+        nq = int(u.model.nq)
+        state = np.concatenate(
+            [np.asarray(u.data.qpos, dtype=np.float64).ravel(), np.asarray(u.data.qvel, dtype=np.float64).ravel()]
+        )
+        state[list(columns)] = values
+        u.set_state(state[:nq].copy(), state[nq:].copy())
+    else:
+        state = np.array(u.state, dtype=np.float64).ravel()
+        state[list(columns)] = values
+        u.state = state
+    return _observed(u, layout.kind, method)
+
+
+def set_start_states(vec: EpisodeVector, slots: np.ndarray, columns: Sequence[int], values: np.ndarray) -> np.ndarray:
+    """After the seeded reset of ``slots`` ``(n,)``, set the state coordinates ``columns`` (``k`` positions in the
+    state vector, :class:`StateLayout`) of each to its row of ``values`` ``(n, k)`` float64 (the other coordinates
+    stay as the seeded reset drew them); returns the ``(B, F)`` float64 observations of every slot, those of
+    ``slots`` recomputed from their new state by the environment (classic control: its ``state``; MuJoCo:
+    ``set_state`` and ``_get_obs``; CartPole's own vectorised implementation: its ``state[:, slots]``).
+
+    Raises:
+        OptionError: ``values`` of the wrong shape, or not finite.
+        ModelError: copies whose state cannot be set (worker processes; an environment without a settable state;
+            a wrapper that transforms the observation).
+    """
+    slots = np.asarray(slots, dtype=np.int64).ravel()
+    cols = [int(c) for c in columns]
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (len(slots), len(cols)):
+        raise OptionError(f"start states: expected values of shape ({len(slots)}, {len(cols)}), got {values.shape}")
+    if not np.isfinite(values).all():
+        raise OptionError("start states: a start value is not a finite number")
+    if isinstance(vec, StartedVector):
+        return set_start_states(vec.inner, slots, cols, values)
+    if isinstance(vec, NativeCartPole):
+        state = vec.venv.state  # (4, B) float64: slot j's state is state[:, j]
+        if cols and not 0 <= min(cols) <= max(cols) < state.shape[0]:
+            raise OptionError(f"start states: coordinate positions {cols} outside CartPole's state of {state.shape[0]}")
+        state[np.ix_(np.asarray(cols, dtype=np.int64), slots)] = values.T
+        return np.asarray(state.T.astype(np.float32), dtype=np.float64)
+    if not isinstance(vec, SlotCopies):
+        raise ModelError(
+            f"{getattr(getattr(vec, 'sim', None), 'name', type(vec).__name__)}: the copies run in worker processes "
+            "(async): their states cannot be set from here; use --vectorization sync"
+        )
+    obs = vec._obs
+    for j, slot in enumerate(slots.tolist()):
+        obs[slot] = _set_one(vec.envs[slot], cols, values[j], obs[slot], vec.sim.name)
+    return obs
+
+
+@dataclass(eq=False)
+class StartTable:
+    """Where the episodes of :class:`StartedSimulator` start: ``columns`` (positions in the state vector) set to a
+    row of ``values`` ``(M, k)`` float64 (one row per start, e.g. a heat map's cell).
+
+    Which episode takes which row is loaded per task (:meth:`load`: the episodes' environment seeds, each with its
+    row), before the task simulates them: the copies see the episodes only through their seeds. Mutable for that
+    reason (the tasks of one process run one after another); ``applied`` counts the episodes started since.
+    """
+
+    columns: tuple[int, ...]
+    values: np.ndarray
+    seeds: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    applied: int = 0
+
+    def load(self, seeds: Sequence[int], rows: np.ndarray) -> None:
+        """The episodes about to run: environment seed ``seeds[i]`` starts in ``values[rows[i]]``.
+
+        Raises:
+            ModelError: two episodes with the same environment seed (their starts would be ambiguous).
+        """
+        s = np.asarray(seeds, dtype=np.int64)
+        order = np.argsort(s, kind="stable")
+        s, r = s[order], np.asarray(rows, dtype=np.int64)[order]
+        if len(s) > 1 and (s[1:] == s[:-1]).any():
+            raise ModelError("two episodes of one task have the same environment seed: choose another --seed")
+        self.seeds, self.rows, self.applied = s, r, 0
+
+    def rows_of(self, seeds: Sequence[int | None]) -> np.ndarray:
+        """``(n,)`` int64: the row of each seed's episode (-1: not a loaded episode, e.g. an idle slot's reset)."""
+        out = np.full(len(seeds), -1, dtype=np.int64)
+        if not len(self.seeds) or not len(seeds):
+            return out
+        given = np.array([-1 if x is None else int(x) for x in seeds], dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.seeds, given), len(self.seeds) - 1)
+        hit = self.seeds[at] == given
+        out[hit] = self.rows[at[hit]]
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class StartedSimulator(GymSimulator):
+    """A :class:`GymSimulator` whose episodes start from given values of some state coordinates (:class:`StartTable`;
+    the rest as the seeded reset draws them): :func:`open_vector` wraps its copies in a :class:`StartedVector`."""
+
+    starts: StartTable | None = None
+
+
+class StartedVector(EpisodeVector):
+    """Copies whose reset slots are then set to their episode's start state (:func:`set_start_states`), found by the
+    episode's seed in the :class:`StartTable`; slots of other seeds (idle slots) stay as reset."""
+
+    def __init__(self, inner: EpisodeVector, table: StartTable | None) -> None:
+        if table is None:
+            raise ModelError("StartedSimulator without starts: nothing to start from")
+        self.inner, self.table, self.copies = inner, table, inner.copies
+        self.steps_idle = inner.steps_idle
+
+    def reset(self, mask: np.ndarray, seeds: Sequence[int | None]) -> np.ndarray:
+        obs = self.inner.reset(mask, seeds)
+        rows = self.table.rows_of(seeds)
+        chosen = rows >= 0
+        if not chosen.any():
+            return obs
+        slots = np.flatnonzero(mask)[chosen]
+        obs = set_start_states(self.inner, slots, self.table.columns, self.table.values[rows[chosen]])
+        self.table.applied += int(chosen.sum())
+        return obs
+
+    def step(self, actions: np.ndarray, active: np.ndarray) -> Stepped:
+        return self.inner.step(actions, active)
+
+    def close(self) -> None:
+        self.inner.close()
