@@ -46,12 +46,14 @@ if TYPE_CHECKING:
         PolicyExplanation,
         Provenance,
         Result,
+        ReturnResult,
         RiskMap,
         RobustnessResult,
         ShieldResult,
         SplittingResult,
         TreeExplanation,
     )
+    from rlverify.statistical.gym_heatmap import GymHeatmapResult
     from rlverify.statistical.properties import PathProperty
     from rlverify.statistical.results import StatisticalResult
     from rlverify.statistical.verify import SimulatedModel, StatisticalOptions
@@ -68,6 +70,7 @@ __all__ = [
     "ExactResult",
     "FailurePaths",
     "FeatureEffects",
+    "GymHeatmapResult",
     "HeatmapResult",
     "IntervalResult",
     "OptimumResult",
@@ -76,6 +79,7 @@ __all__ = [
     "Provenance",
     "Report",
     "Result",
+    "ReturnResult",
     "RiskMap",
     "RlverifyError",
     "RobustnessResult",
@@ -116,10 +120,11 @@ lazy_exports(
         "rlverify.resolve": "Target",
         "rlverify.report": "Report",
         "rlverify.results": (
-            "ExactResult FailurePaths HeatmapResult IntervalResult OptimumResult Provenance Result RiskMap "
+            "ExactResult FailurePaths HeatmapResult IntervalResult OptimumResult Provenance Result ReturnResult RiskMap "
             "RobustnessResult ShieldResult SplittingResult"
             " CriticalStates FeatureEffects PolicyExplanation TreeExplanation"
         ),
+        "rlverify.statistical.gym_heatmap": "GymHeatmapResult",
         "rlverify.statistical.results": "StatisticalResult",
         "rlverify.statistical.verify": "StatisticalOptions",
     },

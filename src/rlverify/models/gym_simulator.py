@@ -456,13 +456,14 @@ def _vectorization(given: Vectorization | str) -> Vectorization:
 
 def _feature_count(space: Any, name: str) -> int:
     """The number of features of a flat Box (any shape: flattened) or Discrete (one: the index) observation space."""
-    kind = type(space).__name__
-    if kind == "Discrete":
+    from gymnasium import spaces  # lazy: gymnasium (the space is one of its objects)
+
+    if isinstance(space, spaces.Discrete):
         return 1
     shape = getattr(space, "shape", None)
-    if kind == "Box" and shape is not None and all(isinstance(d, int) for d in shape):
+    if isinstance(space, spaces.Box) and shape is not None and all(isinstance(d, int) for d in shape):
         return int(np.prod(shape)) if shape else 1
-    if kind in ("MultiDiscrete", "MultiBinary") and shape is not None:
+    if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)) and shape is not None:
         return int(np.prod(shape))
     raise ModelError(
         f"{name}: the observation space is {space}; rlverify simulates Box, Discrete, MultiDiscrete and MultiBinary "
@@ -483,11 +484,12 @@ def _feature_names(given: Sequence[str] | None, count: int, name: str) -> tuple[
 
 def _action_space(space: Any, name: str) -> tuple[tuple[str, ...], np.ndarray | None, np.ndarray | None, int]:
     """``(action names, low, high, start)``: a Discrete space's actions ``"0"``..., a Box's dimensions ``a[i]``."""
-    kind = type(space).__name__
-    if kind == "Discrete":
+    from gymnasium import spaces  # lazy: gymnasium (the space is one of its objects)
+
+    if isinstance(space, spaces.Discrete):
         return tuple(str(i) for i in range(int(space.n))), None, None, int(getattr(space, "start", 0))
     shape = getattr(space, "shape", None)
-    if kind == "Box" and shape is not None and len(shape) == 1:
+    if isinstance(space, spaces.Box) and shape is not None and len(shape) == 1:
         low = np.asarray(space.low, dtype=np.float64)
         high = np.asarray(space.high, dtype=np.float64)
         return tuple(f"a[{i}]" for i in range(int(shape[0]))), low, high, 0
