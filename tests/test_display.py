@@ -10,6 +10,7 @@ brute force over adversaries in ``tests/exact/test_robust.py``, the risk map's g
 from __future__ import annotations
 
 import functools
+import math
 import html.parser
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +73,23 @@ def heatmap():
     uniform = CallablePolicy(lambda x: np.full((len(x), 9), 1 / 9), FEATURES, ACTIONS, name="uniform")
     options = StatisticalOptions(method="clopper-pearson", runs=20, simulation=SimulationOptions(max_steps=6, seed=3))
     return run(env, uniform, options, cells=env.track.free_cells()[::6][:3], benchmark="racetrack-barto-small-v1")
+
+
+def returns(tmp: Path):
+    """CartPole's ``R=? [C<=1]``: every episode's first reward is 1, so the mean return is 1 (closed form)."""
+    from rlverify.resolve import resolve_simulated
+    from rlverify.statistical import SimulationOptions, StatisticalOptions
+    from rlverify.statistical.returns import estimate_return
+
+    path = tmp / "push.py"
+    path.write_text(
+        'FEATURES = ["x", "x_dot", "theta", "theta_dot"]\nACTIONS = ["0", "1"]\n'
+        "def push(obs):\n    import numpy as np\n    r = np.asarray(obs)[:, 2] > 0\n"
+        "    return np.stack([~r, r], axis=1).astype(float)\n"
+    )
+    t = resolve_simulated("gym:CartPole-v1", "R=? [C<=1]", policy=f"{path}:push")
+    options = StatisticalOptions(method="clopper-pearson", runs=200, simulation=SimulationOptions(seed=0))
+    return estimate_return(t.model, t.property, t.policy, options, reward_range=(0.0, 1.0))
 
 
 def abstraction():
@@ -168,6 +186,7 @@ BUILDERS: dict[str, tuple[Callable[..., Result], tuple[str, ...]]] = {
     "FailurePaths": (paths, ("exact", "not sampled")),
     "StatisticalResult": (statistical, ("statistical", "with probability at least 0.95")),
     "SplittingResult": (splitting, ("statistical (approximate)", "with probability about 0.95")),
+    "ReturnResult": (returns, ("statistical", "with probability at least 0.95", "Hoeffding")),
     "HeatmapResult": (heatmap, ("statistical", "per cell, not simultaneous")),
     "AbstractionResult": (abstraction, ("sound upper bound",)),
     "RiskMap": (risk_map, ("risk map", "sound")),
@@ -272,6 +291,17 @@ def test_estimates_show_their_interval(built, name):
     assert lo <= RUNNING_264 <= hi  # the hand value is inside (at 95 %, seeded)
     page = r._repr_html_()
     assert f"<b>{shown(r.estimate)}</b>" in page and shown_pair(lo, hi) in page
+
+
+def test_return_by_closed_form_with_hoeffdings_width(built):
+    # every CartPole episode's first reward is 1; Hoeffding at n = 200, range [0, 1], delta 0.05:
+    # half-width sqrt(ln(2 / 0.05) / 400), the upper end clipped to the range
+    r = built("ReturnResult")
+    half = math.sqrt(math.log(40) / 400)
+    assert r.estimate == 1.0 and r.interval == pytest.approx((1 - half, 1.0), abs=1e-12)
+    text = str(r)
+    assert "expected return" in text and f"[{1 - half:.6g}, 1]" in text and "rewards in [0.0, 1.0]" in text
+    assert "<b>1</b>" in r._repr_html_()
 
 
 def test_heatmap_shows_the_mean_goal_and_crash(built):

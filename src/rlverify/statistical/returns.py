@@ -228,7 +228,8 @@ def _interval(
             )
         half = (high - low) * math.sqrt(math.log(2.0 / delta) / (2.0 * n))
         total = float(values.sum())
-        return "hoeffding", ((total + cut * low) / n - half, (total + cut * high) / n + half)
+        # the mean lies in [low, high] whatever happens: the interval is clipped to it (still sound, never wider)
+        return "hoeffding", (max(low, (total + cut * low) / n - half), min(high, (total + cut * high) / n + half))
     if len(values) < 2:
         raise ModelError(f"{name}: fewer than two episodes ended within --max-steps: no interval (raise --max-steps)")
     from scipy.special import stdtrit  # lazy: scipy.special
