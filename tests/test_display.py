@@ -10,8 +10,8 @@ brute force over adversaries in ``tests/exact/test_robust.py``, the risk map's g
 from __future__ import annotations
 
 import functools
-import math
 import html.parser
+import math
 from collections.abc import Callable
 from pathlib import Path
 

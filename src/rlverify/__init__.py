@@ -19,7 +19,8 @@ from rlverify.lazy import lazy_exports
 lighten_scipy_import()  # scipy.sparse (the exact engine's matrices) without numpy's test and build tools
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
 
     from numpy import ndarray
 
@@ -186,6 +187,11 @@ def verify_statistical(
     constants: str | None = None,
     starts: ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
+    labels: Sequence[str] | None = None,
+    vectorization: str | None = None,
+    vec_normalize: str | Path | None = None,
+    env_kwargs: str | dict[str, object] | None = None,
+    trust_code: bool = False,
 ) -> StatisticalResult:
     """The statistical engine on a model given any way the front door takes it (:func:`rlverify.resolve.resolve`: a
     PRISM/JANI file with ``constants``, a benchmark id or object, ``gym:ID``), or an already resolved model (a loaded
@@ -193,7 +199,9 @@ def verify_statistical(
     or parsed (a continuous system's default: reaching its unsafe set within its horizon); ``policy`` a policy spec,
     a network in memory or a :class:`~rlverify.policies.Policy` (None: the benchmark's reference policy). Then
     :func:`rlverify.statistical.verify_statistical` (``options``: :class:`~rlverify.statistical.StatisticalOptions`).
-    A statistical guarantee: an interval at the options' confidence, or a test's decision at its error bounds."""
+    A statistical guarantee: an interval at the options' confidence, or a test's decision at its error bounds.
+    ``labels`` (``["fell=terminated & !truncated"]``), ``vectorization``, ``vec_normalize``, ``env_kwargs`` and
+    ``trust_code``: as for :func:`rlverify.resolve.resolve`, for a Gymnasium target (``--label`` and so on)."""
     from pathlib import Path
 
     from rlverify.benchmarks.registry import Benchmark  # lazy: import rlverify loads no engine
@@ -204,11 +212,29 @@ def verify_statistical(
     if isinstance(model, (str, Path, Benchmark)) or is_gym_source(model):
         given = cast("str | Property | None", property)  # a PathProperty is for a model already resolved
         spec = cast("TargetSpec", model)
-        target = resolve_simulated(spec, given, constants=constants, policy=policy, command="verify_statistical")
+        target = resolve_simulated(
+            spec,
+            given,
+            constants=constants,
+            policy=policy,
+            command="verify_statistical",
+            labels=labels,
+            vectorization=vectorization,
+            vec_normalize=vec_normalize,
+            env_kwargs=env_kwargs,
+            trust_code=trust_code,
+        )
         assert target.property is not None and target.policy is not None  # resolve_simulated refuses otherwise
         result = simulate(target.model, target.property, target.policy, options, starts=starts, progress=progress)
         unavailable = options.simulation.unavailable if options is not None else None
         return target.stamp(result, unavailable=unavailable)
+    gym_options: dict[str, object] = {"labels": labels, "vectorization": vectorization, "vec_normalize": vec_normalize}
+    gym_options |= {"env_kwargs": env_kwargs, "trust_code": trust_code or None}
+    if given_gym := [k for k, v in gym_options.items() if v is not None]:
+        raise OptionError(
+            f"verify_statistical: {', '.join(given_gym)} are for a Gymnasium target (gym:ID, an Env, a VectorEnv or a "
+            "factory) resolved here; a model already resolved has its own"
+        )
     if model is None:
         raise OptionError("model: verify_statistical takes a target (a file, a benchmark id, gym:ID) or a model, got None")
     if constants:

@@ -4,6 +4,7 @@ scalar Gymnasium loop, and bad ``--label`` / property / id / ``--vectorization``
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -130,6 +131,53 @@ def test_unknown_environment(capsys, policy, target, cause):
 def test_module_target_without_trust_code(capsys, policy):
     line = refused(capsys, "gym:tests.gym_fixtures:Counter-v0", "--policy", f"{policy}:lean", "-p", 'P=? [F "terminated"]')
     assert "--trust-code" in line
+
+
+RUIN_ENV = """
+import gymnasium as gym
+import numpy as np
+
+
+class Ruin(gym.Env):
+    \"\"\"Gambler's ruin on 0..4 from 2: +1 with probability 0.6, else -1 (the action is ignored).\"\"\"
+
+    observation_space = gym.spaces.Box(0.0, 4.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = 2
+        return np.array([self.x], np.float32), {}
+
+    def step(self, action):
+        self.x += 1 if self.np_random.random() < 0.6 else -1
+        return np.array([self.x], np.float32), 0.0, self.x in (0, 4), False, {}
+
+
+gym.register("RlverifyRuin-v0", entry_point=Ruin, max_episode_steps=1000)
+"""
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_module_beside_the_user_with_trust_code(capsys, tmp_path, monkeypatch, vectorization):
+    # gym:MODULE:ID finds MODULE in the working directory, as ``python -m`` does; the ruin probability from 2 of 4
+    # with up-probability 0.6 is ((q/p)^2 - (q/p)^4) / (1 - (q/p)^4), q/p = 2/3 (closed form)
+    (tmp_path / "ruin_env_here.py").write_text(RUIN_ENV)
+    policy = 'FEATURES = ["x"]\nACTIONS = ["0", "1"]\ndef one(obs):\n    return [[1.0, 0.0]] * len(obs)\n'
+    (tmp_path / "any.py").write_text(policy)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(
+        capsys, "simulate", "gym:ruin_env_here:RlverifyRuin-v0", "--trust-code", "--policy", "any.py:one",
+        "-p", 'P=? [F "ruined"]', "--label", "ruined=x <= 0", "--runs", "4000", "--seed", "2",
+        "--vectorization", vectorization, "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    r = 2 / 3
+    exact = (r**2 - r**4) / (1 - r**4)
+    res = json.loads(out)["result"]
+    lo, hi = res["interval"]
+    assert lo <= exact <= hi and abs(res["estimate"] - exact) < 0.03
+    assert str(tmp_path) not in sys.path  # the working directory is not left on sys.path
 
 
 @pytest.mark.parametrize(

@@ -194,3 +194,19 @@ def test_cli_refuses_in_one_line(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert message in err[-1] and not any("Traceback" in line for line in err)
+
+
+def test_the_time_limit_bounds_a_hoeffding_range(tmp_path):
+    # RlverifyCostlyWalk-v0's time limit is 20 steps: R=? [C] (no bound) sums at most 20 rewards of -0.5, so
+    # Hoeffding's width is over [-10, 0], not over --max-steps (10,000) steps; the result says why
+    path = tmp_path / "walk.py"
+    path.write_text(WALK_POLICY)
+    t = resolve_simulated("gym:RlverifyCostlyWalk-v0", "R=? [C]", policy=f"{path}:walk")
+    options = StatisticalOptions(method="clopper-pearson", runs=50, simulation=SimulationOptions(seed=5))
+    res = estimate_return(t.model, t.property, t.policy, options, reward_range=(-0.5, 0.0))
+    ref = _episodes("RlverifyCostlyWalk-v0", 5, 50, None, 1.0, act=lambda obs: 1)
+    mean = float(np.mean([r for r, _, _ in ref]))
+    half = 10.0 * math.sqrt(math.log(2 / 0.05) / 100)
+    assert res.estimate == pytest.approx(mean, rel=1e-12)
+    assert res.interval == pytest.approx((max(-10.0, mean - half), min(0.0, mean + half)), rel=1e-12)
+    assert any("time limit" in w for w in res.provenance.warnings)

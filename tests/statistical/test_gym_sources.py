@@ -111,3 +111,33 @@ def test_the_policy_names_the_observation_and_labels_read_its_names(tmp_path):
     assert res.successes == _reference(60, 11)
     with pytest.raises(OptionError, match="unknown variable 'theta'"):
         resolve("gym:CartPole-v1", policy=POLICY, labels=["tilted=abs(theta) > 0.1"])
+
+
+def _off_centre(n: int, seed: int, limit: float) -> int:
+    """Episodes whose cart leaves ``|x| <= limit`` within 40 steps, by a scalar loop (the pushing rule)."""
+    count = 0
+    for s in episode_seeds(seed, np.arange(n)):
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=s)
+        for _ in range(40):
+            obs, _, term, trunc, _ = env.step(int(obs[2] > 0))
+            if abs(obs[0]) > limit:
+                count += 1
+                break
+            if term or trunc:
+                break
+    return count
+
+
+def test_labels_through_the_front_door():
+    # verify_statistical takes --label's conditions for a Python environment (here the cart's position)
+    r = rlverify.verify_statistical(
+        gym.make("CartPole-v1"), 'P=? [F<=40 "off"]', POLICY, OPTIONS, labels=["off=abs(obs[0]) > 0.05"]
+    )
+    assert r.runs == 60 and round(r.estimate * 60) == _off_centre(60, 11, 0.05) > 0
+
+
+def test_gymnasium_options_for_a_resolved_model_are_refused():
+    model = rlverify.benchmarks.make("running-example-v1").load_model()
+    with pytest.raises(OptionError, match="labels are for a Gymnasium target"):
+        rlverify.verify_statistical(model, 'P=? [F<=2 "goal"]', POLICY, OPTIONS, labels=["a=step > 1"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping
@@ -47,6 +48,10 @@ def _import_user_module(given: str, module: str, env_id: str, trust_code: bool) 
             "ids already in Gymnasium's registry)"
         )
     note_user_code()
+    here = os.getcwd()
+    added = here not in sys.path  # a module beside the user is found, as ``python -m`` finds it
+    if added:
+        sys.path.insert(0, here)
     try:
         with contextlib.redirect_stdout(sys.stderr):  # what it prints must not mix into --json output
             importlib.import_module(module)
@@ -57,6 +62,9 @@ def _import_user_module(given: str, module: str, env_id: str, trust_code: bool) 
             f"gym:{given}: cannot import module '{module}' ({exc.__class__.__name__}: "
             f"{str(exc).splitlines()[0][:200] if str(exc) else ''})"
         ) from None
+    finally:
+        if added:
+            sys.path.remove(here)
 
 
 #: the extras of rlverify that install an environment family's engine, by a word of gymnasium's message

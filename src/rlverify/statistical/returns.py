@@ -6,8 +6,10 @@ SB3's ``evaluate_policy`` counts it) or reaches ``k``. Two intervals:
 
 - ``hoeffding``: the per-step reward declared to lie in ``[lo, hi]`` (``--reward-range``): every return lies in
   ``[L, H]`` (``L = sum_t discount**t * min(lo, 0)``, ``H`` likewise), and Hoeffding's inequality gives a
-  distribution-free interval at ``1 - delta``; an episode cut by ``max_steps`` is counted at ``L`` for the lower end
-  and at ``H`` for the upper (sound). A return outside ``[L, H]`` proves the declaration wrong: refused.
+  distribution-free interval at ``1 - delta``, clipped to ``[L, H]``; the sums are over the fewest of ``k``,
+  ``max_steps`` and the environment's time limit (``max_episode_steps``) steps. An episode cut by ``max_steps`` is
+  counted at ``L`` for the lower end and at ``H`` for the upper (sound). A return outside ``[L, H]`` proves the
+  declaration wrong: refused.
 - ``student-t``: no range declared: the asymptotic (central-limit) interval, *not* a guarantee, over the episodes
   whose return is known; the result says so.
 """
@@ -151,7 +153,10 @@ def estimate_return(
     known = (out.outcome == VIOLATED) | out.recorded["truncated"]
     truncated = int((out.recorded["truncated"] & (asked.bound is None or out.steps < asked.bound)).sum())
     values = out.returns[known]
-    horizon = min(asked.bound or simulation.max_steps, simulation.max_steps)
+    # the steps an episode can take: the bound k, --max-steps, and the environment's own time limit (TimeLimit ends
+    # every episode there): the return's range, so Hoeffding's width, is over the fewest of them
+    limit = model.max_episode_steps
+    horizon = min(asked.bound or simulation.max_steps, simulation.max_steps, limit or simulation.max_steps)
     result = _interval(values, int((~known).sum()), options.delta, bounds, gamma, horizon, name)
     lo, hi = result[1]
     satisfied = None
@@ -159,6 +164,15 @@ def estimate_return(
         satisfied = threshold_verdict(asked.comparison or ">=", asked.threshold, lo, hi)
     decisions = int(out.steps.sum())
     warnings = [*path.notes, *_notes(result[0], int((~known).sum()), truncated, runs, simulation.max_steps, asked)]
+    if (
+        result[0] == "hoeffding"
+        and limit is not None
+        and limit == horizon < min(asked.bound or limit + 1, simulation.max_steps)
+    ):
+        warnings.append(
+            f"the return's range is over at most {limit:,} steps, the environment's time limit (its TimeLimit ends "
+            "every episode there)"
+        )
     return ReturnResult(
         method=result[0],
         estimate=float(values.mean()) if len(values) else math.nan,
@@ -224,7 +238,8 @@ def _interval(
         if outside.any():
             raise ModelError(
                 f"{name}: an episode's return {float(values[outside][0])!r} lies outside [{low:g}, {high:g}], the range "
-                f"rewards in {list(bounds)} allow over {horizon:,} steps: --reward-range is wrong"
+                f"rewards in {list(bounds)} allow over {horizon:,} steps (the fewest of the bound, --max-steps and the "
+                "environment's time limit): --reward-range is wrong"
             )
         half = (high - low) * math.sqrt(math.log(2.0 / delta) / (2.0 * n))
         total = float(values.sum())
