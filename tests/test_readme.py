@@ -250,8 +250,37 @@ SHIELD = "rlverify shield avoid-v1 -p 'P<=0.2 [F<=100 COLLISION=true]' --meet --
 TREE = "rlverify explain avoid-v1 -p 'P<=0.2 [F<=100 COLLISION=true]' --parts tree,critical --top 3 --save-tree tree.json"
 G, RM, IX = "docs/guide/", "README.md", "docs/index.md"
 SE, RL = "docs/start/safety-engineers.md", "docs/start/rl-researchers.md"
+CP = "rlverify simulate gym:CartPole-v1 --policy examples/gymnasium/cartpole/ppo_cartpole.zip"
+CP_FALL = f"{CP} -p 'P=? [F<=500 \"terminated\"]' --runs 1000 --seed 1"
+CP_DET = f"{CP_FALL} --mode deterministic"
+CP_RETURN = f"{CP} -p 'R=? [C<=500]' --reward-range 0:1 --runs 1000 --seed 1"
+WALK = (
+    "rlverify simulate gym:examples.gymnasium.slippery_walk:SlipperyWalk-v0 --trust-code --policy "
+    "examples/gymnasium/walk_right.py:right -p 'P=? [F \"fallen\"]' --label 'fallen=x <= 0' --runs 10000 --seed 0"
+)
+OWN = G + "own-gymnasium.md"
+PEND = "rlverify simulate gym:Pendulum-v1 --policy examples/gymnasium/pendulum/td3_pendulum.zip --mode deterministic"
+PEND_UP = f"{PEND} -p 'P=? [F<=200 \"down_late\"]' --label 'down_late=obs[0] < 0.9 & step >= 100' --runs 200 --seed 0"
+PEND_RETURN = f"{PEND} -p 'R=? [C<=200]' --reward-range -16.2736044:0 --runs 200 --seed 0"
 FIGURES = [
+    # docs/guide/own-gymnasium.md
+    Figure(OWN, "lets the pole fall in {} of its episodes", CP_FALL, "estimate", ".3f", ("torch",)),
+    Figure(OWN, "lies in [{}, 0.066514] (Clopper", CP_FALL, "interval.0", ".6f", ("torch",), outward="down"),
+    Figure(OWN, "lies in [0.038205, {}] (Clopper", CP_FALL, "interval.1", ".6f", ("torch",), outward="up"),
+    Figure(OWN, "probability is at most {} at 95", CP_DET, "interval.1", ".6f", ("torch",), outward="up"),
+    Figure(OWN, "The mean return is {}.", CP_RETURN, "estimate", ".3f", ("torch",)),
+    Figure(OWN, "distribution: [{}, 500] at 95", CP_RETURN, "interval.0", ".3f", ("torch",), outward="down"),
+    Figure(OWN, "distribution: [473.362, {}] at 95", CP_RETURN, "interval.1", ".0f", ("torch",)),
+    Figure(OWN, "so the probability is at most {} at 95", PEND_UP, "interval.1", ".6f", ("torch",), outward="up"),
+    Figure(OWN, "The mean return is\n{}. The Hoeffding", PEND_RETURN, "estimate", ".3f", ("torch",)),
+    Figure(OWN, "The Hoeffding interval, [{}, 0]", PEND_RETURN, "interval.0", ".2f", ("torch",), outward="down"),
+    Figure(OWN, "falls with probability {}, in", WALK, "estimate", ".4f"),
+    Figure(OWN, "in [{}, 0.084976] at 95", WALK, "interval.0", ".6f", outward="down"),
+    Figure(OWN, "in [0.074270, {}] at 95", WALK, "interval.1", ".6f", outward="up"),
     # README.md
+    Figure(RM, "lets the pole fall in {} of its episodes (in", CP_FALL, "estimate", ".3f", ("torch",)),
+    Figure(RM, "episodes (in [{}, 0.066514] at 95", CP_FALL, "interval.0", ".6f", ("torch",), outward="down"),
+    Figure(RM, "episodes (in [0.038205, {}] at 95", CP_FALL, "interval.1", ".6f", ("torch",), outward="up"),
     Figure(RM, "collides within 100 steps with probability {} (certified", AVOID, "value", ".6f"),
     Figure(RM, "would collide with probability {} (Pmin;", AVOID_OPT, "pmin", ".3f"),
     Figure(RM, "(seed 0) estimate {} with the\ninterval", SIM, "estimate", ".4f"),

@@ -44,10 +44,12 @@ class OptionError(RlverifyError):
 
 class PolicyError(RlverifyError):
     """A policy does not fit the contract or the model; ``problems`` lists every issue found (in the message, on its
-    one line: ``message: problem; problem``)."""
+    one line: ``message: problem; problem``). ``row``: the row of the batch the policy failed on, when known (the
+    caller names the episode and step it was)."""
 
-    def __init__(self, message: str, problems: Iterable[str] = ()) -> None:
+    def __init__(self, message: str, problems: Iterable[str] = (), *, row: int | None = None) -> None:
         self.problems = tuple(problems)
+        self.row = row
         if self.problems:
             message = f"{message}: " + "; ".join(self.problems)
         super().__init__(message)

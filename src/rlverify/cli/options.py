@@ -432,6 +432,6 @@ def _target_kwargs(args: argparse.Namespace, constants: str | None, policy: bool
         "env_kwargs": getattr(args, "env_kwargs", None),
         **({"labels": args.label} if getattr(args, "label", None) else {}),
         **({"vectorization": args.vectorization} if getattr(args, "vectorization", None) else {}),
-        **({"vec_normalize": args.vec_normalize} if getattr(args, "vec_normalize", None) else {}),
+        **({"vec_normalize": args.vec_normalize} if getattr(args, "vec_normalize", None) is not None else {}),
         **(policy_kwargs(args) if policy else {}),
     }

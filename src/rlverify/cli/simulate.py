@@ -31,6 +31,7 @@ from rlverify.cli.output import add_fail_on_violation, require_threshold, verdic
 from rlverify.cli.rare import add_rare_arguments, refuse_rare_options, run_rare
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
+from rlverify.results import outward_pair
 from rlverify.statistical.choices import METHODS, SUPPORTED_FORMS
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def render_return(result: Any) -> Table:
         if result.method == "hoeffding"
         else "Student t: asymptotic, not a guarantee (give --reward-range)"
     )
-    table.add_row("interval", f"[{result.interval[0]:.6g}, {result.interval[1]:.6g}] at {result.confidence:.1%} ({how})")
+    table.add_row("interval", f"{outward_pair(*result.interval)} at {result.confidence:.1%} ({how})")
     table.add_row("std", f"{result.std:.6g}")
     table.add_row(
         "episodes",

@@ -167,7 +167,8 @@ class ContinuousPolicy(BasePolicy):
             i = int(np.flatnonzero(bad.any(axis=1))[0])
             raise PolicyError(
                 f"{self.name}: the action {out[i].tolist()} for observation {states[i].tolist()} is outside "
-                f"[{self._low.tolist()}, {self._high.tolist()}] or not finite"
+                f"[{self._low.tolist()}, {self._high.tolist()}] or not finite",
+                row=i,
             )
         return out
 

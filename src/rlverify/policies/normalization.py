@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.errors import InputFileError, PolicyError
+from rlverify.errors import InputFileError, OptionError, PolicyError
 from rlverify.policies.base import BasePolicy, PolicyWrapper
 from rlverify.policies.continuous import ContinuousPolicy
 
@@ -149,7 +149,11 @@ def load_vec_normalize(path: str | Path) -> VecNormalizeStats:
             a truncated or malformed pickle, dict observations (``norm_obs_keys``), or statistics that are not
             finite ``(F,)`` arrays with a non-negative variance — each in one line.
     """
+    if not str(path).strip():
+        raise OptionError("--vec-normalize: give the statistics file (VecNormalize.save), not an empty name")
     path = Path(path)
+    if path.is_dir():
+        raise InputFileError(f"{path}: a directory, not a VecNormalize statistics file")
     try:
         if path.stat().st_size > MAX_STATS_BYTES:
             raise InputFileError(f"{path}: {path.stat().st_size / 2**20:,.0f} MiB is too large for VecNormalize statistics")

@@ -328,6 +328,20 @@ def shown_pair(lo: float | None, hi: float | None) -> str:
     return f"[{shown(lo)}, {shown(hi)}]"
 
 
+def _outward(x: float, digits: int, down: bool) -> float:
+    """``x`` rounded to ``digits`` significant digits, down (toward -inf) or up."""
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(abs(x))))
+    rounded = (math.floor if down else math.ceil)(x * scale) / scale
+    return rounded if (rounded <= x if down else rounded >= x) else x  # float rounding: never inward
+
+
+def outward_pair(lo: float, hi: float, digits: int = 6) -> str:
+    """``[lo, hi]`` to ``digits`` significant digits, rounded outward: the shown interval contains the computed one."""
+    return f"[{_outward(lo, digits, True):.{digits}g}, {_outward(hi, digits, False):.{digits}g}]"
+
+
 def solver_guarantee(
     guarantee: Guarantee | str, precision: float | None, lower: float | None = None, upper: float | None = None
 ) -> str:

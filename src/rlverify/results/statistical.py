@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlverify.choices import Guarantee
-from rlverify.results import Result, Summary, grid_svg, shown, shown_pair, total_time
+from rlverify.results import Result, Summary, grid_svg, outward_pair, shown, shown_pair, total_time
 
 
 class _Statistical(Result):
@@ -236,12 +236,12 @@ class ReturnResult(_Statistical):
         rows += [("seed", str(self.seed)), ("time", total_time(self))]
         if self.method == "hoeffding":
             guarantee = (
-                f"statistical: the true value is in [{self.interval[0]:.6g}, {self.interval[1]:.6g}] with probability "
+                f"statistical: the true value is in {outward_pair(*self.interval)} with probability "
                 f"at least {self.confidence:.4g} (Hoeffding, rewards in {list(self.reward_range or ())})"
             )
         else:
             guarantee = (
-                f"approximate: [{self.interval[0]:.6g}, {self.interval[1]:.6g}] is an asymptotic {self.confidence:.4g} "
+                f"approximate: {outward_pair(*self.interval)} is an asymptotic {self.confidence:.4g} "
                 "interval (Student t, no reward range declared): not a guarantee"
             )
         return Summary(

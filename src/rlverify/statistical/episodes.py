@@ -309,7 +309,12 @@ class _Run:
         noise = None
         if not self.deterministic:
             noise = np.stack([ndtri(uniforms(keys, steps, NOISE_STREAM + j)) for j in range(len(sim.actions))], axis=1)
-        actions = np.asarray(act(obs, noise), dtype=np.float64)
+        try:
+            actions = np.asarray(act(obs, noise), dtype=np.float64)
+        except PolicyError as exc:  # a row the policy refused (its own bounds): the episode and step it was
+            if exc.row is None or not 0 <= exc.row < len(open_):
+                raise
+            raise PolicyError(f"{self._where(open_[exc.row])}: {exc}") from None
         if actions.shape != (len(obs), len(sim.actions)):
             raise PolicyError(
                 f"{getattr(self.policy, 'name', 'policy')}: gave actions of shape {actions.shape}, expected "

@@ -23,7 +23,7 @@ class SlipperyWalk(gym.Env):
     observation_space = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, object] | None = None):
         super().reset(seed=seed)
         self.x = 3
         return np.array([self.x], np.float32), {}
@@ -36,4 +36,4 @@ class SlipperyWalk(gym.Env):
         return np.array([self.x], np.float32), float(self.x == 10), self.x in (0, 10), False, {}
 
 
-gym.register("SlipperyWalk-v0", entry_point=SlipperyWalk, max_episode_steps=200)
+gym.register("SlipperyWalk-v0", entry_point=f"{__name__}:SlipperyWalk", max_episode_steps=200)
