@@ -1,0 +1,261 @@
+"""Trained Stable-Baselines3 agents simulated on Gymnasium environments, episode by episode, against SB3 itself.
+
+Agents are trained here (a few hundred steps, seeds fixed) and saved to a temporary folder; rlverify reads each zip
+without running code from it and with ``trust_code`` (SB3's own loader). The reference shares no code with rlverify's
+simulator or policy readers: one ``gymnasium.make`` per episode reset with the documented seed
+(``episode_seeds(seed, ids)[i]``), SB3's own ``model.predict`` (or, for the stochastic mode, SB3's own torch
+distribution parameters given rlverify's documented noise ``ndtri(uniforms(run_keys(seed_key(seed), [i]), t,
+NOISE_STREAM + j))``), ``env.step`` until the property is decided. Outcomes and step counts must be equal, returns
+equal to float32 rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlverify.resolve import resolve
+from rlverify.statistical.engine import SimulationOptions, simulate
+from rlverify.statistical.episodes import NOISE_STREAM, episode_seeds
+from rlverify.statistical.outcomes import EpisodeReturn, RunOutcomes
+from rlverify.statistical.rng import run_keys, seed_key, uniforms
+from rlverify.statistical.simulated import prepare
+
+sb3 = pytest.importorskip("stable_baselines3")
+torch = pytest.importorskip("torch")
+gym = pytest.importorskip("gymnasium")
+
+PENDULUM = "gym:Pendulum-v1"
+CARTPOLE = "gym:CartPole-v1"
+#: a Pendulum label reached by some episodes at various steps (the pole swinging fast)
+FAST = "fast=abs(obs[2]) > 3"
+FAST_PROPERTY = 'P=? [F<=60 "fast"]'
+SMALL = {"net_arch": [32, 32]}
+
+#: an action for an observation ``(F,)`` of episode ``i`` at its step ``t`` (0-based: the first action is at t = 0)
+Act = Callable[[np.ndarray, int, int], np.ndarray | int]
+
+
+# --------------------------------------------------------------------------------------------------
+# agents trained here
+
+
+def _off_policy(algo: str, steps: int):
+    cls = getattr(sb3, algo)
+    model = cls(
+        "MlpPolicy",
+        "Pendulum-v1",
+        learning_starts=50,
+        batch_size=32,
+        buffer_size=1_000,
+        seed=0,
+        device="cpu",
+        policy_kwargs=dict(SMALL),
+    )
+    return model.learn(steps)
+
+
+@pytest.fixture(scope="module")
+def agents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[object, Path]]:
+    """TD3 (200 steps) and SAC (250 steps) on Pendulum, PPO (Gaussian) on Pendulum, PPO (discrete) on CartPole."""
+    root = tmp_path_factory.mktemp("agents")
+    out: dict[str, tuple[object, Path]] = {}
+    models = {
+        "TD3": _off_policy("TD3", 200),
+        "SAC": _off_policy("SAC", 250),
+        "PPO-gaussian": sb3.PPO(
+            "MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu", policy_kwargs=dict(SMALL)
+        ).learn(128),
+        "PPO-discrete": sb3.PPO(
+            "MlpPolicy", "CartPole-v1", n_steps=128, batch_size=64, n_epochs=2, seed=0, device="cpu", policy_kwargs=dict(SMALL)
+        ).learn(512),
+    }
+    for name, model in models.items():
+        path = root / f"{name}.zip"
+        model.save(path)
+        out[name] = (model, path)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# rlverify's episodes and the plain loop
+
+
+def ours(
+    target: str,
+    policy: str,
+    prop: str,
+    runs: int,
+    *,
+    seed: int,
+    labels: Sequence[str] | None = None,
+    mode: str = "deterministic",
+    trust: bool = False,
+    returns: bool = False,
+    vec_normalize: Path | None = None,
+    max_steps: int = 10_000,
+) -> RunOutcomes:
+    t = resolve(
+        target,
+        policy=policy,
+        property=prop,
+        labels=labels,
+        command="test",
+        trust_code=trust,
+        vec_normalize=vec_normalize,
+    )
+    env, path, _ = prepare(t.model, t.property, actions=t.policy.actions)
+    options = SimulationOptions(
+        seed=seed, mode=mode, max_steps=max_steps, episode_return=EpisodeReturn() if returns else None
+    )
+    return simulate(env, t.policy, path, np.arange(runs), options=options)
+
+
+def loop(
+    env_id: str,
+    act: Act,
+    seed: int,
+    runs: int,
+    *,
+    right: Callable[[np.ndarray], bool],
+    bound: int | None = None,
+) -> tuple[list[int], list[int], list[float]]:
+    """Per episode of ``env_id`` under ``act``, for ``P=? [F<=bound right]``: outcome (1 / 0 / -1 undecided), steps
+    taken, and the return summed over those steps."""
+    outcomes, steps, totals = [], [], []
+    for i, s in enumerate(episode_seeds(seed, np.arange(runs))):
+        env = gym.make(env_id)
+        obs, _ = env.reset(seed=s)
+        t, total, term, trunc = 0, 0.0, False, False
+        while True:
+            if right(obs):
+                outcome = 1
+            elif term or (bound is not None and t >= bound):
+                outcome = 0
+            elif trunc:
+                outcome = -1
+            else:
+                obs, reward, term, trunc, _ = env.step(act(obs, i, t))
+                total += float(reward)
+                t += 1
+                continue
+            break
+        env.close()
+        outcomes.append(outcome)
+        steps.append(t)
+        totals.append(total)
+    return outcomes, steps, totals
+
+
+def never(_: np.ndarray) -> bool:
+    return False
+
+
+def fast(obs: np.ndarray) -> bool:
+    return bool(abs(obs[2]) > 3)
+
+
+def predicted(model: object) -> Act:
+    """SB3's own deterministic action."""
+
+    def act(obs: np.ndarray, i: int, t: int) -> np.ndarray | int:
+        a, _ = model.predict(obs, deterministic=True)  # type: ignore[attr-defined]
+        return a if a.shape else int(a)
+
+    return act
+
+
+def noise(seed: int, i: int, t: int, d: int) -> np.ndarray:
+    """rlverify's documented standard normal noise of episode ``i`` at step ``t`` (``d`` action dimensions)."""
+    from scipy.special import ndtri
+
+    keys = run_keys(seed_key(seed), np.array([i]))
+    return np.array([ndtri(uniforms(keys, np.array([t]), NOISE_STREAM + j))[0] for j in range(d)])
+
+
+def sampled(model: object, seed: int) -> Act:
+    """SB3's stochastic action computed from its own torch distribution parameters with rlverify's noise: SAC
+    ``unscale_action(tanh(mean + exp(log_std) * eps))``, PPO ``clip(mean + std * eps, low, high)`` (as ``predict``)."""
+    policy = model.policy  # type: ignore[attr-defined]
+    space = model.action_space  # type: ignore[attr-defined]
+
+    def act(obs: np.ndarray, i: int, t: int) -> np.ndarray:
+        eps = torch.as_tensor(noise(seed, i, t, space.shape[0]), dtype=torch.float64)
+        x = torch.as_tensor(obs[None], dtype=torch.float32)
+        with torch.no_grad():
+            if isinstance(model, sb3.SAC):
+                mean, log_std, _ = policy.actor.get_action_dist_params(x)
+                pre = mean[0].double() + torch.exp(log_std[0].double()) * eps
+                return policy.unscale_action(torch.tanh(pre).numpy())
+            dist = policy.get_distribution(x).distribution
+            pre = dist.mean[0].double() + dist.stddev[0].double() * eps
+            return np.clip(pre.numpy(), space.low, space.high)
+
+    return act
+
+
+def assert_varied(outcomes: list[int], steps: list[int]) -> None:
+    """The reference is informative: both outcomes occur, at several step counts (so equal arrays mean something)."""
+    assert 0 < sum(o == 1 for o in outcomes) < len(outcomes), outcomes
+    assert len(set(steps)) >= 3, steps
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. deterministic mode: TD3 and SAC on Pendulum
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+@pytest.mark.parametrize("algo", ["TD3", "SAC"])
+def test_deterministic_episodes_are_sb3_predict(agents, algo, trust):
+    model, path = agents[algo]
+    seed, runs = 11, 24
+    got = ours(PENDULUM, str(path), FAST_PROPERTY, runs, seed=seed, labels=[FAST], trust=trust)
+    outcomes, steps, _ = loop("Pendulum-v1", predicted(model), seed, runs, right=fast, bound=60)
+    assert_varied(outcomes, steps)
+    assert got.outcome.tolist() == outcomes
+    assert got.steps.tolist() == steps
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+@pytest.mark.parametrize("algo", ["TD3", "SAC"])
+def test_deterministic_returns_are_sb3_predict(agents, algo, trust):
+    model, path = agents[algo]
+    seed, runs = 5, 16
+    got = ours(PENDULUM, str(path), "P=? [F<=60 false]", runs, seed=seed, trust=trust, returns=True)
+    _, steps, totals = loop("Pendulum-v1", predicted(model), seed, runs, right=never, bound=60)
+    assert steps == [60] * runs and got.steps.tolist() == steps
+    assert got.returns is not None
+    np.testing.assert_allclose(got.returns, totals, rtol=1e-4)
+    assert np.ptp(totals) > 10  # the episodes differ: equal returns are not a constant
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. stochastic mode: SAC and PPO (Gaussian) with rlverify's noise given to SB3's distribution
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+@pytest.mark.parametrize("algo", ["SAC", "PPO-gaussian"])
+def test_stochastic_episodes_are_sb3s_distribution_with_the_same_noise(agents, algo, trust):
+    model, path = agents[algo]
+    seed, runs = 3, 24
+    got = ours(PENDULUM, str(path), FAST_PROPERTY, runs, seed=seed, labels=[FAST], mode="stochastic", trust=trust)
+    outcomes, steps, _ = loop("Pendulum-v1", sampled(model, seed), seed, runs, right=fast, bound=60)
+    assert_varied(outcomes, steps)
+    assert got.outcome.tolist() == outcomes
+    assert got.steps.tolist() == steps
+    # and the noise matters: the deterministic episodes are others
+    det = ours(PENDULUM, str(path), FAST_PROPERTY, runs, seed=seed, labels=[FAST], trust=trust)
+    assert det.steps.tolist() != steps
+
+
+@pytest.mark.parametrize("algo", ["SAC", "PPO-gaussian"])
+def test_stochastic_returns_are_sb3s_distribution_with_the_same_noise(agents, algo):
+    model, path = agents[algo]
+    seed, runs = 8, 12
+    got = ours(PENDULUM, str(path), "P=? [F<=60 false]", runs, seed=seed, mode="stochastic", returns=True)
+    _, _, totals = loop("Pendulum-v1", sampled(model, seed), seed, runs, right=never, bound=60)
+    assert got.returns is not None
+    np.testing.assert_allclose(got.returns, totals, rtol=1e-4)
