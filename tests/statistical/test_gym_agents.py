@@ -11,7 +11,8 @@ equal to float32 rounding.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -58,26 +59,50 @@ def _off_policy(algo: str, steps: int):
     return model.learn(steps)
 
 
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Train with one torch thread (two xdist workers on two cores would otherwise oversubscribe them), restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+TRAIN: dict[str, Callable[[], object]] = {
+    "TD3": lambda: _off_policy("TD3", 200),
+    "SAC": lambda: _off_policy("SAC", 250),
+    "PPO-gaussian": lambda: sb3.PPO(
+        "MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu", policy_kwargs=dict(SMALL)
+    ).learn(128),
+    "PPO-discrete": lambda: sb3.PPO(
+        "MlpPolicy", "CartPole-v1", n_steps=128, batch_size=64, n_epochs=2, seed=0, device="cpu", policy_kwargs=dict(SMALL)
+    ).learn(512),
+}
+
+
+class Agents:
+    """The agents of :data:`TRAIN` (TD3 200 steps and SAC 250 steps on Pendulum, PPO Gaussian on Pendulum, PPO discrete
+    on CartPole), each trained on first use (an xdist worker trains only those its tests need) and saved."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.held: dict[str, tuple[object, Path]] = {}
+
+    def __getitem__(self, name: str) -> tuple[object, Path]:
+        if name not in self.held:
+            with one_torch_thread():
+                model = TRAIN[name]()
+            path = self.root / f"{name}.zip"
+            model.save(path)  # type: ignore[attr-defined]
+            self.held[name] = (model, path)
+        return self.held[name]
+
+
 @pytest.fixture(scope="module")
-def agents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[object, Path]]:
-    """TD3 (200 steps) and SAC (250 steps) on Pendulum, PPO (Gaussian) on Pendulum, PPO (discrete) on CartPole."""
-    root = tmp_path_factory.mktemp("agents")
-    out: dict[str, tuple[object, Path]] = {}
-    models = {
-        "TD3": _off_policy("TD3", 200),
-        "SAC": _off_policy("SAC", 250),
-        "PPO-gaussian": sb3.PPO(
-            "MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu", policy_kwargs=dict(SMALL)
-        ).learn(128),
-        "PPO-discrete": sb3.PPO(
-            "MlpPolicy", "CartPole-v1", n_steps=128, batch_size=64, n_epochs=2, seed=0, device="cpu", policy_kwargs=dict(SMALL)
-        ).learn(512),
-    }
-    for name, model in models.items():
-        path = root / f"{name}.zip"
-        model.save(path)
-        out[name] = (model, path)
-    return out
+def agents(tmp_path_factory: pytest.TempPathFactory) -> Agents:
+    return Agents(tmp_path_factory.mktemp("agents"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -108,9 +133,7 @@ def ours(
         vec_normalize=vec_normalize,
     )
     env, path, _ = prepare(t.model, t.property, actions=t.policy.actions)
-    options = SimulationOptions(
-        seed=seed, mode=mode, max_steps=max_steps, episode_return=EpisodeReturn() if returns else None
-    )
+    options = SimulationOptions(seed=seed, mode=mode, max_steps=max_steps, episode_return=EpisodeReturn() if returns else None)
     return simulate(env, t.policy, path, np.arange(runs), options=options)
 
 
@@ -259,3 +282,130 @@ def test_stochastic_returns_are_sb3s_distribution_with_the_same_noise(agents, al
     _, _, totals = loop("Pendulum-v1", sampled(model, seed), seed, runs, right=never, bound=60)
     assert got.returns is not None
     np.testing.assert_allclose(got.returns, totals, rtol=1e-4)
+
+
+# --------------------------------------------------------------------------------------------------
+# the command line: R=? [C<=60] of a trained agent, the mean of the loop's returns
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+def test_cli_expected_return_is_the_loops_mean(capsys, agents, trust):
+    from tests.incli import cli
+
+    model, path = agents["TD3"]
+    seed, runs = 4, 20
+    code, out, err = cli(
+        capsys, "simulate", PENDULUM, "--policy", str(path), "-p", "R=? [C<=60]", "--runs", str(runs), "--seed",
+        str(seed), "--mode", "deterministic", "--json", *(["--trust-code"] if trust else []),
+    )  # fmt: skip
+    assert code == 0, err
+    import json
+
+    result = json.loads(out)["result"]
+    _, _, totals = loop("Pendulum-v1", predicted(model), seed, runs, right=never, bound=60)
+    assert result["estimate"] == pytest.approx(float(np.mean(totals)), rel=1e-4)
+    assert result["counted"] == runs and result["cut"] == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. VecNormalize: the policy sees the observations as in training
+
+
+@pytest.fixture(scope="module")
+def normalized_agent(tmp_path_factory: pytest.TempPathFactory):
+    """PPO trained 2,048 steps on CartPole under VecNormalize; its zip, statistics file and the (frozen) VecNormalize."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    root = tmp_path_factory.mktemp("vecnormalize")
+    venv = VecNormalize(make_vec_env("CartPole-v1", n_envs=2, seed=0), norm_reward=True)
+    with one_torch_thread():
+        model = sb3.PPO(
+            "MlpPolicy", venv, n_steps=256, batch_size=64, n_epochs=4, seed=0, device="cpu", policy_kwargs=dict(SMALL)
+        ).learn(2_048)
+    model.save(root / "model.zip")
+    venv.save(str(root / "stats.pkl"))
+    venv.training = False
+    return model, root / "model.zip", root / "stats.pkl", venv
+
+
+def terminated_lengths(act: Act, seed: int, runs: int) -> tuple[list[int], list[int]]:
+    outcomes, steps = [], []
+    for i, s in enumerate(episode_seeds(seed, np.arange(runs))):
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=s)
+        t, term, trunc = 0, False, False
+        while not (term or trunc):
+            obs, _, term, trunc, _ = env.step(act(obs, i, t))
+            t += 1
+        outcomes.append(1 if term else -1)  # P=? [F "terminated"]: a time limit first is undecided
+        steps.append(t)
+    return outcomes, steps
+
+
+VEC_SEED, VEC_RUNS = 2, 16
+
+
+@pytest.fixture(scope="module")
+def normalized_reference(normalized_agent) -> tuple[tuple[list[int], list[int]], tuple[list[int], list[int]]]:
+    """The plain loop's (outcomes, steps) with observations normalised by ``venv.normalize_obs``, and on raw ones."""
+    model, _, _, venv = normalized_agent
+
+    def act(obs: np.ndarray, i: int, t: int) -> int:
+        a, _ = model.predict(venv.normalize_obs(obs[None].astype(np.float32)), deterministic=True)
+        return int(a[0])
+
+    return terminated_lengths(act, VEC_SEED, VEC_RUNS), terminated_lengths(predicted(model), VEC_SEED, VEC_RUNS)
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+def test_vec_normalize_episodes_are_sb3_predict_on_normalized_observations(normalized_agent, normalized_reference, trust):
+    _, zip_path, stats, _ = normalized_agent
+    (outcomes, steps), (raw_outcomes, raw_steps) = normalized_reference
+    assert len(set(steps)) >= 3, steps
+    prop = 'P=? [F "terminated"]'
+    got = ours(CARTPOLE, str(zip_path), prop, VEC_RUNS, seed=VEC_SEED, trust=trust, vec_normalize=stats)
+    assert got.outcome.tolist() == outcomes and got.steps.tolist() == steps
+    # without the statistics the policy sees raw observations: other episodes (the option matters), SB3's own
+    raw = ours(CARTPOLE, str(zip_path), prop, VEC_RUNS, seed=VEC_SEED, trust=trust)
+    assert raw.steps.tolist() != steps
+    assert raw.steps.tolist() == raw_steps and raw.outcome.tolist() == raw_outcomes
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. a discrete PPO on CartPole: deterministic mode is predict(deterministic=True)
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+def test_discrete_ppo_deterministic_episodes_are_sb3_predict(agents, trust):
+    model, path = agents["PPO-discrete"]
+    seed, runs = 9, 30
+    outcomes, steps = terminated_lengths(predicted(model), seed, runs)
+    assert len(set(steps)) >= 3, steps
+    got = ours(CARTPOLE, str(path), 'P=? [F "terminated"]', runs, seed=seed, trust=trust)
+    assert got.outcome.tolist() == outcomes and got.steps.tolist() == steps
+
+
+def test_discrete_ppo_stochastic_mean_length_agrees_with_sb3_sampling(agents):
+    """The stochastic mode's mean episode length against SB3's own predict(deterministic=False) (torch's sampler,
+    seeded): two independent samples of the same law, so their 99.9% intervals overlap (and the deterministic
+    mode's mean is not the same law, which the test checks can be told apart)."""
+    from scipy import stats
+
+    model, path = agents["PPO-discrete"]
+    runs = 300
+    got = ours(CARTPOLE, str(path), 'P=? [F "terminated"]', runs, seed=21, mode="stochastic")
+    torch.manual_seed(0)
+
+    def sample(obs: np.ndarray, i: int, t: int) -> int:
+        a, _ = model.predict(obs, deterministic=False)
+        return int(a)
+
+    _, ref = terminated_lengths(sample, 77, runs)
+
+    def interval(x: np.ndarray) -> tuple[float, float]:
+        half = stats.t.ppf(0.9995, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+        return x.mean() - half, x.mean() + half
+
+    a, b = interval(got.steps.astype(float)), interval(np.array(ref, dtype=float))
+    assert a[0] <= b[1] and b[0] <= a[1], (a, b)
