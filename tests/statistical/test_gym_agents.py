@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlverify.policies.continuous import ContinuousKind, ContinuousPolicy
 from rlverify.resolve import resolve
 from rlverify.statistical.engine import SimulationOptions, simulate
 from rlverify.statistical.episodes import NOISE_STREAM, episode_seeds
@@ -111,7 +112,7 @@ def agents(tmp_path_factory: pytest.TempPathFactory) -> Agents:
 
 def ours(
     target: str,
-    policy: str,
+    policy: str | ContinuousPolicy,
     prop: str,
     runs: int,
     *,
@@ -409,3 +410,65 @@ def test_discrete_ppo_stochastic_mean_length_agrees_with_sb3_sampling(agents):
 
     a, b = interval(got.steps.astype(float)), interval(np.array(ref, dtype=float))
     assert a[0] <= b[1] and b[0] <= a[1], (a, b)
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. a policy whose actions leave the Box: refused, naming the episode and step
+
+
+class _Kick(ContinuousPolicy):
+    """Torque 3 (outside Pendulum's [-2, 2]) once the pole turns faster than 1 rad/s, else 0; declared bounds
+    ``[low, high]``."""
+
+    def __init__(self, low: float, high: float) -> None:
+        features = ["obs[0]", "obs[1]", "obs[2]"]
+        super().__init__(features, np.array([low]), np.array([high]), ContinuousKind.DETERMINISTIC, name="kick")
+
+    def _act(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
+        return np.where(obs[:, 2:3] > 1.0, 3.0, 0.0)
+
+
+def first_kick(seed: int, runs: int) -> tuple[int, int]:
+    """(episode, steps taken) of the first out-of-Box action when the episodes run in lockstep: the earliest step,
+    the lowest episode at it (a scalar loop with the same rule, torque 0 until then)."""
+    found = []
+    for i, s in enumerate(episode_seeds(seed, np.arange(runs))):
+        env = gym.make("Pendulum-v1")
+        obs, _ = env.reset(seed=s)
+        for t in range(60):
+            if obs[2] > 1.0:
+                found.append((t, i))
+                break
+            obs, *_ = env.step(np.array([0.0], dtype=np.float32))
+    t, i = min(found)
+    return i, t
+
+
+def kicked(low: float, high: float, seed: int, runs: int) -> str:
+    from rlverify.errors import PolicyError
+
+    with pytest.raises(PolicyError) as exc:
+        ours(PENDULUM, _Kick(low, high), "P=? [F<=60 false]", runs, seed=seed)
+    return str(exc.value)
+
+
+def test_an_action_outside_the_box_is_refused_naming_episode_and_step():
+    seed, runs = 6, 20
+    i, t = first_kick(seed, runs)
+    assert t > 0  # not at the reset: the step count is the loop's
+    message = kicked(-5.0, 5.0, seed, runs)  # declared wider than the environment's Box
+    assert message == (
+        f"gym:Pendulum-v1: episode {i}, step {t}: the policy's action [3.0] is outside the action space [[-2.0], [2.0]]"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: when the policy's own bounds are the Box's, ContinuousPolicy.act refuses the action first and "
+    "episodes._continuous_actions lets its PolicyError through without the episode and step",
+)
+def test_an_action_outside_the_policys_own_bounds_names_episode_and_step():
+    seed, runs = 6, 20
+    i, t = first_kick(seed, runs)
+    message = kicked(-2.0, 2.0, seed, runs)
+    assert f"episode {i}, step {t}" in message
