@@ -25,6 +25,7 @@ from rlverify.statistical.episodes import NOISE_STREAM, episode_seeds
 from rlverify.statistical.outcomes import EpisodeReturn, RunOutcomes
 from rlverify.statistical.rng import run_keys, seed_key, uniforms
 from rlverify.statistical.simulated import prepare
+from rlverify.statistical.step import POLICY_STREAM
 
 sb3 = pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
@@ -387,6 +388,29 @@ def test_discrete_ppo_deterministic_episodes_are_sb3_predict(agents, trust):
     assert got.outcome.tolist() == outcomes and got.steps.tolist() == steps
 
 
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+def test_discrete_ppo_stochastic_episodes_are_sb3s_probabilities_with_the_same_uniforms(agents, trust):
+    """Stochastic mode, episode by episode: the action is the first whose cumulative probability (SB3's own torch
+    Categorical ``probs``) exceeds rlverify's documented uniform ``uniforms(run_keys(seed_key(seed), [i]), t,
+    POLICY_STREAM)`` of episode ``i`` at step ``t``."""
+    model, path = agents["PPO-discrete"]
+    seed, runs = 13, 24
+
+    def act(obs: np.ndarray, i: int, t: int) -> int:
+        with torch.no_grad():
+            x = torch.as_tensor(obs[None], dtype=torch.float32)
+            probs = model.policy.get_distribution(x).distribution.probs[0].double().numpy()  # type: ignore[attr-defined]
+        u = uniforms(run_keys(seed_key(seed), np.array([i])), np.array([t]), POLICY_STREAM)[0]
+        return int(np.flatnonzero(np.cumsum(probs) > u * probs.sum())[0])
+
+    outcomes, steps = terminated_lengths(act, seed, runs)
+    assert len(set(steps)) >= 3, steps
+    got = ours(CARTPOLE, str(path), 'P=? [F "terminated"]', runs, seed=seed, mode="stochastic", trust=trust)
+    assert got.outcome.tolist() == outcomes and got.steps.tolist() == steps
+    assert got.steps.tolist() != terminated_lengths(predicted(model), seed, runs)[1]  # the uniforms matter
+
+
+@pytest.mark.slow  # ~4 s: 400 episodes; the episode-by-episode test above is the default one
 def test_discrete_ppo_stochastic_mean_length_agrees_with_sb3_sampling(agents):
     """The stochastic mode's mean episode length against SB3's own predict(deterministic=False) (torch's sampler,
     seeded): two independent samples of the same law, so their 99.9% intervals overlap (and the deterministic
@@ -394,7 +418,7 @@ def test_discrete_ppo_stochastic_mean_length_agrees_with_sb3_sampling(agents):
     from scipy import stats
 
     model, path = agents["PPO-discrete"]
-    runs = 300
+    runs = 200
     got = ours(CARTPOLE, str(path), 'P=? [F "terminated"]', runs, seed=21, mode="stochastic")
     torch.manual_seed(0)
 
