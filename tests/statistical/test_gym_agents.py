@@ -11,6 +11,7 @@ equal to float32 rounding.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ from rlverify.statistical.outcomes import EpisodeReturn, RunOutcomes
 from rlverify.statistical.rng import run_keys, seed_key, uniforms
 from rlverify.statistical.simulated import prepare
 from rlverify.statistical.step import POLICY_STREAM
+from tests.incli import cli
 
 sb3 = pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
@@ -147,14 +149,15 @@ def loop(
     *,
     right: Callable[[np.ndarray], bool],
     bound: int | None = None,
+    gamma: float = 1.0,
 ) -> tuple[list[int], list[int], list[float]]:
     """Per episode of ``env_id`` under ``act``, for ``P=? [F<=bound right]``: outcome (1 / 0 / -1 undecided), steps
-    taken, and the return summed over those steps."""
+    taken, and the return summed over those steps (discounted by ``gamma``)."""
     outcomes, steps, totals = [], [], []
     for i, s in enumerate(episode_seeds(seed, np.arange(runs))):
         env = gym.make(env_id)
         obs, _ = env.reset(seed=s)
-        t, total, term, trunc = 0, 0.0, False, False
+        t, total, weight, term, trunc = 0, 0.0, 1.0, False, False
         while True:
             if right(obs):
                 outcome = 1
@@ -164,7 +167,8 @@ def loop(
                 outcome = -1
             else:
                 obs, reward, term, trunc, _ = env.step(act(obs, i, t))
-                total += float(reward)
+                total += weight * float(reward)
+                weight *= gamma
                 t += 1
                 continue
             break
@@ -290,23 +294,37 @@ def test_stochastic_returns_are_sb3s_distribution_with_the_same_noise(agents, al
 # the command line: R=? [C<=60] of a trained agent, the mean of the loop's returns
 
 
+@pytest.mark.parametrize("discount", [1.0, 0.9])
 @pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
-def test_cli_expected_return_is_the_loops_mean(capsys, agents, trust):
-    from tests.incli import cli
-
+def test_cli_expected_return_is_the_loops_mean(capsys, agents, trust, discount):
     model, path = agents["TD3"]
     seed, runs = 4, 20
     code, out, err = cli(
         capsys, "simulate", PENDULUM, "--policy", str(path), "-p", "R=? [C<=60]", "--runs", str(runs), "--seed",
-        str(seed), "--mode", "deterministic", "--json", *(["--trust-code"] if trust else []),
+        str(seed), "--mode", "deterministic", "--discount", str(discount), "--json", *(["--trust-code"] if trust else []),
     )  # fmt: skip
     assert code == 0, err
-    import json
-
     result = json.loads(out)["result"]
-    _, _, totals = loop("Pendulum-v1", predicted(model), seed, runs, right=never, bound=60)
+    _, _, totals = loop("Pendulum-v1", predicted(model), seed, runs, right=never, bound=60, gamma=discount)
     assert result["estimate"] == pytest.approx(float(np.mean(totals)), rel=1e-4)
+    assert result["std"] == pytest.approx(float(np.std(totals, ddof=1)), rel=1e-3)
     assert result["counted"] == runs and result["cut"] == 0
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+def test_cli_label_property_counts_are_the_loops(capsys, agents, trust):
+    """``--label`` over a trained SAC's episodes: successes and decisions (steps) of the --json result are the loop's."""
+    model, path = agents["SAC"]
+    seed, runs = 12, 30
+    code, out, err = cli(
+        capsys, "simulate", PENDULUM, "--policy", str(path), "-p", FAST_PROPERTY, "--label", FAST, "--runs", str(runs),
+        "--seed", str(seed), "--mode", "deterministic", "--json", *(["--trust-code"] if trust else []),
+    )  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)["result"]
+    outcomes, steps, _ = loop("Pendulum-v1", predicted(model), seed, runs, right=fast, bound=60)
+    assert_varied(outcomes, steps)
+    assert (result["runs"], result["successes"], result["decisions"]) == (runs, sum(outcomes), sum(steps))
 
 
 # --------------------------------------------------------------------------------------------------
