@@ -392,6 +392,44 @@ def test_vec_normalize_episodes_are_sb3_predict_on_normalized_observations(norma
     assert raw.steps.tolist() == raw_steps and raw.outcome.tolist() == raw_outcomes
 
 
+@pytest.fixture(scope="module")
+def normalized_td3(tmp_path_factory: pytest.TempPathFactory):
+    """TD3 trained 200 steps on Pendulum under VecNormalize (a continuous policy normalised); zip, stats, VecNormalize."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    root = tmp_path_factory.mktemp("vecnormalize_td3")
+    venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0))
+    with one_torch_thread():
+        model = sb3.TD3(
+            "MlpPolicy", venv, learning_starts=50, batch_size=32, buffer_size=1_000, seed=0, device="cpu",
+            policy_kwargs=dict(SMALL),
+        ).learn(200)  # fmt: skip
+    model.save(root / "model.zip")
+    venv.save(str(root / "stats.pkl"))
+    venv.training = False
+    return model, root / "model.zip", root / "stats.pkl", venv
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-code", "trust-code"])
+def test_vec_normalize_continuous_returns_are_sb3_predict_on_normalized_observations(normalized_td3, trust):
+    model, zip_path, stats, venv = normalized_td3
+
+    def act(obs: np.ndarray, i: int, t: int) -> np.ndarray:
+        a, _ = model.predict(venv.normalize_obs(obs[None].astype(np.float32)), deterministic=True)
+        return a[0]
+
+    seed, runs = 10, 12
+    _, _, totals = loop("Pendulum-v1", act, seed, runs, right=never, bound=60)
+    prop = "P=? [F<=60 false]"
+    got = ours(PENDULUM, str(zip_path), prop, runs, seed=seed, trust=trust, returns=True, vec_normalize=stats)
+    assert got.returns is not None
+    np.testing.assert_allclose(got.returns, totals, rtol=1e-4)
+    raw = ours(PENDULUM, str(zip_path), prop, runs, seed=seed, trust=trust, returns=True)
+    assert raw.returns is not None
+    assert np.abs(raw.returns - np.array(totals)).max() > 1.0  # without the statistics: other actions, other returns
+
+
 # --------------------------------------------------------------------------------------------------
 # 4. a discrete PPO on CartPole: deterministic mode is predict(deterministic=True)
 
