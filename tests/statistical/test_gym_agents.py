@@ -280,6 +280,22 @@ def test_stochastic_episodes_are_sb3s_distribution_with_the_same_noise(agents, a
     assert det.steps.tolist() != steps
 
 
+def test_td3_has_no_stochastic_policy_the_stochastic_mode_is_predict(agents):
+    """TD3's trained policy is its actor (SB3's exploration noise is not part of it; its predict ignores
+    ``deterministic``): the stochastic mode's episodes are SB3's predict ones."""
+    model, path = agents["TD3"]
+    seed, runs = 11, 24
+    got = ours(PENDULUM, str(path), FAST_PROPERTY, runs, seed=seed, labels=[FAST], mode="stochastic")
+
+    def sampled_predict(obs: np.ndarray, i: int, t: int) -> np.ndarray:
+        a, _ = model.predict(obs, deterministic=False)  # type: ignore[attr-defined]
+        return a
+
+    outcomes, steps, _ = loop("Pendulum-v1", sampled_predict, seed, runs, right=fast, bound=60)
+    assert_varied(outcomes, steps)
+    assert got.outcome.tolist() == outcomes and got.steps.tolist() == steps
+
+
 @pytest.mark.parametrize("algo", ["SAC", "PPO-gaussian"])
 def test_stochastic_returns_are_sb3s_distribution_with_the_same_noise(agents, algo):
     model, path = agents[algo]
