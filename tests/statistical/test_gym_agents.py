@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -179,6 +180,19 @@ def loop(
     return outcomes, steps, totals
 
 
+#: reference loops already run in this process, by what they computed (the trust-code variants share them)
+_REFERENCES: dict[tuple[object, ...], object] = {}
+T = TypeVar("T")
+
+
+def once(key: tuple[object, ...], compute: Callable[[], T]) -> T:
+    """``compute()``, run once per ``key`` (a plain loop is the slow part of a test; its result does not depend on
+    how rlverify reads the zip)."""
+    if key not in _REFERENCES:
+        _REFERENCES[key] = compute()
+    return _REFERENCES[key]  # type: ignore[return-value]
+
+
 def never(_: np.ndarray) -> bool:
     return False
 
@@ -242,7 +256,9 @@ def test_deterministic_episodes_are_sb3_predict(agents, algo, trust):
     model, path = agents[algo]
     seed, runs = 11, 24
     got = ours(PENDULUM, str(path), FAST_PROPERTY, runs, seed=seed, labels=[FAST], trust=trust)
-    outcomes, steps, _ = loop("Pendulum-v1", predicted(model), seed, runs, right=fast, bound=60)
+    outcomes, steps, _ = once(
+        ("fast", algo, seed, runs), lambda: loop("Pendulum-v1", predicted(model), seed, runs, right=fast, bound=60)
+    )
     assert_varied(outcomes, steps)
     assert got.outcome.tolist() == outcomes
     assert got.steps.tolist() == steps
@@ -254,7 +270,9 @@ def test_deterministic_returns_are_sb3_predict(agents, algo, trust):
     model, path = agents[algo]
     seed, runs = 5, 16
     got = ours(PENDULUM, str(path), "P=? [F<=60 false]", runs, seed=seed, trust=trust, returns=True)
-    _, steps, totals = loop("Pendulum-v1", predicted(model), seed, runs, right=never, bound=60)
+    _, steps, totals = once(
+        ("returns", algo, seed, runs), lambda: loop("Pendulum-v1", predicted(model), seed, runs, right=never, bound=60)
+    )
     assert steps == [60] * runs and got.steps.tolist() == steps
     assert got.returns is not None
     np.testing.assert_allclose(got.returns, totals, rtol=1e-4)
@@ -271,7 +289,9 @@ def test_stochastic_episodes_are_sb3s_distribution_with_the_same_noise(agents, a
     model, path = agents[algo]
     seed, runs = 3, 24
     got = ours(PENDULUM, str(path), FAST_PROPERTY, runs, seed=seed, labels=[FAST], mode="stochastic", trust=trust)
-    outcomes, steps, _ = loop("Pendulum-v1", sampled(model, seed), seed, runs, right=fast, bound=60)
+    outcomes, steps, _ = once(
+        ("sampled", algo, seed, runs), lambda: loop("Pendulum-v1", sampled(model, seed), seed, runs, right=fast, bound=60)
+    )
     assert_varied(outcomes, steps)
     assert got.outcome.tolist() == outcomes
     assert got.steps.tolist() == steps
@@ -321,7 +341,10 @@ def test_cli_expected_return_is_the_loops_mean(capsys, agents, trust, discount):
     )  # fmt: skip
     assert code == 0, err
     result = json.loads(out)["result"]
-    _, _, totals = loop("Pendulum-v1", predicted(model), seed, runs, right=never, bound=60, gamma=discount)
+    _, _, totals = once(
+        ("cli returns", discount),
+        lambda: loop("Pendulum-v1", predicted(model), seed, runs, right=never, bound=60, gamma=discount),
+    )
     assert result["estimate"] == pytest.approx(float(np.mean(totals)), rel=1e-4)
     assert result["std"] == pytest.approx(float(np.std(totals, ddof=1)), rel=1e-3)
     assert result["counted"] == runs and result["cut"] == 0
@@ -338,7 +361,9 @@ def test_cli_label_property_counts_are_the_loops(capsys, agents, trust):
     )  # fmt: skip
     assert code == 0, err
     result = json.loads(out)["result"]
-    outcomes, steps, _ = loop("Pendulum-v1", predicted(model), seed, runs, right=fast, bound=60)
+    outcomes, steps, _ = once(
+        ("cli fast", seed, runs), lambda: loop("Pendulum-v1", predicted(model), seed, runs, right=fast, bound=60)
+    )
     assert_varied(outcomes, steps)
     assert (result["runs"], result["successes"], result["decisions"]) == (runs, sum(outcomes), sum(steps))
 
@@ -436,7 +461,7 @@ def test_vec_normalize_continuous_returns_are_sb3_predict_on_normalized_observat
         return a[0]
 
     seed, runs = 10, 12
-    _, _, totals = loop("Pendulum-v1", act, seed, runs, right=never, bound=60)
+    _, _, totals = once(("normalized td3",), lambda: loop("Pendulum-v1", act, seed, runs, right=never, bound=60))
     prop = "P=? [F<=60 false]"
     got = ours(PENDULUM, str(zip_path), prop, runs, seed=seed, trust=trust, returns=True, vec_normalize=stats)
     assert got.returns is not None
@@ -454,7 +479,7 @@ def test_vec_normalize_continuous_returns_are_sb3_predict_on_normalized_observat
 def test_discrete_ppo_deterministic_episodes_are_sb3_predict(agents, trust):
     model, path = agents["PPO-discrete"]
     seed, runs = 9, 30
-    outcomes, steps = terminated_lengths(predicted(model), seed, runs)
+    outcomes, steps = once(("cartpole", seed, runs), lambda: terminated_lengths(predicted(model), seed, runs))
     assert len(set(steps)) >= 3, steps
     got = ours(CARTPOLE, str(path), 'P=? [F "terminated"]', runs, seed=seed, trust=trust)
     assert got.outcome.tolist() == outcomes and got.steps.tolist() == steps
@@ -475,11 +500,12 @@ def test_discrete_ppo_stochastic_episodes_are_sb3s_probabilities_with_the_same_u
         u = uniforms(run_keys(seed_key(seed), np.array([i])), np.array([t]), POLICY_STREAM)[0]
         return int(np.flatnonzero(np.cumsum(probs) > u * probs.sum())[0])
 
-    outcomes, steps = terminated_lengths(act, seed, runs)
+    outcomes, steps = once(("cartpole sampled", seed, runs), lambda: terminated_lengths(act, seed, runs))
     assert len(set(steps)) >= 3, steps
     got = ours(CARTPOLE, str(path), 'P=? [F "terminated"]', runs, seed=seed, mode="stochastic", trust=trust)
     assert got.outcome.tolist() == outcomes and got.steps.tolist() == steps
-    assert got.steps.tolist() != terminated_lengths(predicted(model), seed, runs)[1]  # the uniforms matter
+    _, det = once(("cartpole", seed, runs), lambda: terminated_lengths(predicted(model), seed, runs))
+    assert got.steps.tolist() != det  # the uniforms matter
 
 
 @pytest.mark.slow  # ~4 s: 400 episodes; the episode-by-episode test above is the default one
