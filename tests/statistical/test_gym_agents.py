@@ -584,11 +584,6 @@ def test_an_action_outside_the_box_is_refused_naming_episode_and_step():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: when the policy's own bounds are the Box's, ContinuousPolicy.act refuses the action first and "
-    "episodes._continuous_actions lets its PolicyError through without the episode and step",
-)
 def test_an_action_outside_the_policys_own_bounds_names_episode_and_step():
     seed, runs = 6, 20
     i, t = first_kick(seed, runs)

@@ -95,6 +95,11 @@ class GymnasiumModel(SymbolicModel):
         args = ", ".join(f"{k}={_shown_value(k, v)}" for k, v in _used_kwargs(self.env_kwargs).items())
         return f"gym:{self.env_id}" + (f" ({args})" if args else "")
 
+    @property
+    def shown(self) -> str:
+        """The model as messages name it: :attr:`display_name` (its PRISM file is a private temporary one)."""
+        return self.name or self.display_name
+
 
 def _used_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``kwargs`` without FrozenLake's ``map_name`` when a ``desc`` map is given (which FrozenLake then uses alone;

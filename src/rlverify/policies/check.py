@@ -17,6 +17,7 @@ from rlverify.models.dynamics import fit
 from rlverify.models.program import compiled as compile_program
 from rlverify.policies.adapters import CallablePolicy, ObjectKind, ProtocolPolicy, object_kind
 from rlverify.policies.base import BasePolicy, Policy, numeric_output, validate_probabilities
+from rlverify.policies.continuous import ContinuousPolicy
 from rlverify.policies.formats import check_name_options, declaration
 
 #: What a policy object has (the :class:`~rlverify.policies.base.Policy` protocol, but its ``name``).
@@ -172,6 +173,9 @@ def check_policy(policy: PolicyLike, model: PolicyInterface, *, sample: np.ndarr
         PolicyError: listing every problem found.
     """
     policy = as_policy(policy)
+    where = f"policy {policy.name} does not fit model {getattr(model, 'shown', '') or getattr(model, 'path', '')}"
+    if isinstance(policy, ContinuousPolicy):  # gives actions: no fit check can make it a discrete policy
+        raise PolicyError(where, [str(policy.refusal())])
     problems = fit_problems(
         policy.features,
         policy.actions,
@@ -190,7 +194,7 @@ def check_policy(policy: PolicyLike, model: PolicyInterface, *, sample: np.ndarr
         except PolicyError as exc:
             problems.append(str(exc))
     if problems:
-        raise PolicyError(f"policy {policy.name} does not fit model {getattr(model, 'path', '')}", problems)
+        raise PolicyError(where, problems)
 
 
 def fit_problems(

@@ -183,7 +183,8 @@ class ContinuousPolicy(BasePolicy):
         text = f"{self.name}: {self.kind} continuous policy ({self.algorithm or 'actor'}), {shape}"
         return text + (f" ({self.note})" if self.note else "")
 
-    def _refusal(self) -> PolicyError:
+    def refusal(self) -> PolicyError:
+        """Why the exact and abstraction engines refuse this policy (one line)."""
         return PolicyError(
             f"{self.name}: a continuous policy ({self.kind}, Box actions {', '.join(self.actions)}) gives actions, not "
             "probabilities over named actions: the exact and abstraction engines verify discrete policies; simulate "
@@ -192,14 +193,14 @@ class ContinuousPolicy(BasePolicy):
 
     def action_probabilities(self, states: np.ndarray) -> np.ndarray:
         """Refused: a continuous policy gives actions (:meth:`act`). Raises :class:`PolicyError` (one line)."""
-        raise self._refusal()
+        raise self.refusal()
 
     def _probabilities(self, states: np.ndarray) -> np.ndarray:
-        raise self._refusal()
+        raise self.refusal()
 
     def choose(self, states: np.ndarray, u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Refused, as :meth:`action_probabilities`."""
-        raise self._refusal()
+        raise self.refusal()
 
 
 #: numpy float32 versions of the ``torch.nn`` activations (default arguments, as SB3 instantiates them), by class name
