@@ -1,5 +1,6 @@
-"""Gymnasium environments: rlverify's episode simulator side by side with SB3 and a bare loop (prints figures and
-ratios measured in one run; not a unit test).
+"""Gymnasium environments: rlverify's episode simulator side by side with SB3's evaluate_policy and a bare loop.
+
+Prints figures and ratios measured in one run; not a unit test.
 
 1. CartPole-v1, a PPO agent trained here (seconds; also as saved after a quarter of its training, when it still
    fails) and the shipped zip (examples/gymnasium/cartpole; ``--zip``), deterministic
@@ -389,7 +390,7 @@ def main() -> None:
     repeats = args.repeats or (2 if args.quick else 3)
     ppo_steps, td3_steps = (16_000, 1_500) if args.quick else (48_000, 5_000)
     if n < 2 or repeats < 1:
-        raise SystemExit("--episodes must be at least 2 and --repeats at least 1")
+        ap.error("--episodes must be at least 2 and --repeats at least 1")
 
     import gymnasium
     import onnxruntime
