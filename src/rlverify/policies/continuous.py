@@ -301,7 +301,7 @@ class ActorPolicy(ContinuousPolicy):
         super().__init__(features, low, high, kind, name=name, note=note)
         problems = []
         if actor.inputs != len(self.features):
-            problems.append(f"the actor takes {actor.inputs} inputs, {len(self.features)} features are declared")
+            problems.append(f"the actor takes {actor.inputs} inputs, but the features declared are {list(self.features)}")
         if actor.outputs != len(self._low):
             problems.append(f"the actor gives {actor.outputs} outputs for {len(self._low)} action dimensions")
         if problems:

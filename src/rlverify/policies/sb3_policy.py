@@ -149,14 +149,10 @@ class SB3Policy(BasePolicy):
         space = self._space
         if space.size != len(self.features):
             what = "one state index" if space.kind is Space.DISCRETE else f"{space.size} features"
-            problems.append(
-                f"the observation space is {space} ({what}), but {len(self.features)} features are declared "
-                f"{list(self.features)}"
-            )
+            problems.append(f"the observation space is {space} ({what}), but the features declared are {list(self.features)}")
         if self._n_actions != len(self.actions):
             problems.append(
-                f"the action space is Discrete({self._n_actions}), but {len(self.actions)} actions are "
-                f"declared {list(self.actions)}"
+                f"the action space is Discrete({self._n_actions}), but the actions declared are {list(self.actions)}"
             )
         if problems:
             raise PolicyError(f"{self.name}: the {self.algorithm} model does not fit the declared features/actions", problems)
@@ -371,7 +367,7 @@ def _continuous_features(features: Sequence[str] | None, size: int, name: str, a
     """The declared features, else ``obs[i]``; a count that does not fit the observation space is refused."""
     feats = list(features) if features else [f"obs[{i}]" for i in range(size)]
     if len(feats) != size:
-        raise PolicyError(f"{name}: the {algorithm} model observes {size} features, but {len(feats)} are declared {feats}")
+        raise PolicyError(f"{name}: the {algorithm} model observes {size} features, but the features declared are {feats}")
     return feats
 
 
