@@ -153,7 +153,7 @@ def test_names_and_shapes_are_checked(zips):
     path = zips["PPO"][1]
     named = load_policy(str(path), features=["cos", "sin", "omega"])
     assert named.features == ("cos", "sin", "omega")
-    with pytest.raises(PolicyError, match="observes 3 features, but the features declared are \\[.a., .b.\\]"):
+    with pytest.raises(PolicyError, match=r"observes 3 features, but the features declared are \[.a., .b.\]"):
         load_policy(str(path), features=["a", "b"])
     with pytest.raises(PolicyError, match="contradicts"):
         load_policy(str(path), actions=["torque"])

@@ -39,6 +39,8 @@ class ContinuousKind(StrEnum):
     GAUSSIAN = "gaussian"
     SQUASHED = "squashed"
     DETERMINISTIC = "deterministic"
+    #: the user's own callable gives the action from the observation and the noise
+    CALLABLE = "callable"
 
 
 def action_names(d: int) -> tuple[str, ...]:
@@ -311,3 +313,32 @@ class ActorPolicy(ContinuousPolicy):
     def _act(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
         mean, log_std = self.actor(obs)
         return actions_of(self.kind, mean, log_std, noise, self._low, self._high)
+
+
+class CallableContinuousPolicy(ContinuousPolicy):
+    """A continuous policy given by a Python callable ``fn(obs, noise)``: ``(N, d)`` actions for ``(N, F)``
+    observations, with ``noise`` ``(N, d)`` standard normal draws (seeded per episode, step and dimension by the
+    simulator) or None for the deterministic action. Its actions are checked against ``[low, high]``, never clipped.
+    A Python policy module declaring ``ACTION_LOW`` and ``ACTION_HIGH`` is loaded as one."""
+
+    def __init__(
+        self,
+        fn: Callable[[np.ndarray, np.ndarray | None], object],
+        features: Sequence[str],
+        low: Sequence[float] | np.ndarray,
+        high: Sequence[float] | np.ndarray,
+        *,
+        name: str = "continuous callable",
+    ) -> None:
+        if not callable(fn):
+            raise PolicyError(f"{name}: expected a callable fn(obs, noise), got {type(fn).__name__}")
+        super().__init__(features, np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
+                         ContinuousKind.CALLABLE, name=name)  # fmt: skip
+        self._fn = fn
+
+    def _act(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
+        out = self._fn(obs, noise)
+        try:
+            return np.asarray(out, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise PolicyError(f"{self.name}: gave {type(out).__name__}, not an (N, d) array of numbers") from None

@@ -520,9 +520,28 @@ def _module_names(value: Any, attr: str, problems: list[str]) -> list[str] | Non
     return [str.__str__(v) for v in value]
 
 
+def _module_bounds(value: Any, attr: str, problems: list[str]) -> list[float] | None:
+    """A module's ACTION_LOW or ACTION_HIGH as finite floats (read once), None if absent; a problem noted if it is
+    not a non-empty list of finite numbers."""
+    if value is None:
+        return None
+    try:
+        items = list(value) if isinstance(value, (list, tuple)) else None
+        floats = (
+            [float(v) for v in items] if items is not None and not any(isinstance(v, (bool, str)) for v in items) else None
+        )
+    except (TypeError, ValueError, OverflowError):
+        floats = None
+    if not floats or not all(math.isfinite(f) for f in floats):
+        problems.append(f"{attr} must be a list of finite numbers (one per action dimension), got {safe_repr(value)}")
+        return None
+    return floats
+
+
 def module_declaration(module: Any, file: Path, name: str) -> tuple[Any, dict[str, Any]]:
     """The callable ``name`` of a Python policy ``module`` and its declaration (FEATURES and ACTIONS as lists of plain
-    strings, OUTPUT; None where absent), checked. The module's objects are the user's code: this may raise anything.
+    strings, OUTPUT, and a continuous policy's ACTION_LOW/ACTION_HIGH as floats; None where absent), checked. The
+    module's objects are the user's code: this may raise anything.
 
     Raises:
         PolicyError: no callable ``name``; FEATURES/ACTIONS not lists of names or OUTPUT not an output kind (each named).
@@ -534,6 +553,10 @@ def module_declaration(module: Any, file: Path, name: str) -> tuple[Any, dict[st
     declared: dict[str, Any] = {}
     for attr, key in (("FEATURES", "features"), ("ACTIONS", "actions")):
         declared[key] = _module_names(getattr(module, attr, None), attr, problems)
+    for attr, key in (("ACTION_LOW", "low"), ("ACTION_HIGH", "high")):
+        declared[key] = _module_bounds(getattr(module, attr, None), attr, problems)
+    if (declared["low"] is None) != (declared["high"] is None):
+        problems.append("a continuous policy declares both ACTION_LOW and ACTION_HIGH (lists of numbers), not one")
     output = getattr(module, "OUTPUT", None)
     declared["output"] = None if output is None or not isinstance(output, str) else str.__str__(output)
     if output is not None and declared["output"] not in OUTPUT_KINDS:

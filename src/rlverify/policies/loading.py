@@ -457,12 +457,16 @@ def _load_python(
     output: str | None,
     defaults: Mapping[str, Sequence[str]],
     timeout: float | None = DEFAULT_POLICY_TIMEOUT,
-) -> CallablePolicy:
-    """The callable ``name`` of the user's module ``file`` as a policy; the module's FEATURES/ACTIONS/OUTPUT are its
-    declaration (see :func:`~rlverify.policies.formats.declaration`). Whatever the module's objects raise while
-    they are read (a FEATURES whose ``__iter__`` fails, ...) is a :class:`PolicyError`. Importing the module may take
-    ``timeout`` seconds, as one call of the policy (``--policy-timeout``)."""
+) -> BasePolicy:
+    """The callable ``name`` of the user's module ``file`` as a policy (a continuous one when the module declares
+    ACTION_LOW and ACTION_HIGH: :class:`~rlverify.policies.continuous.CallableContinuousPolicy`); the module's
+    FEATURES/ACTIONS/OUTPUT are its declaration (see :func:`~rlverify.policies.formats.declaration`). Whatever the
+    module's objects raise while they are read (a FEATURES whose ``__iter__`` fails, ...) is a :class:`PolicyError`.
+    Importing the module may take ``timeout`` seconds, as one call of the policy (``--policy-timeout``)."""
     fn, declared = _read_python(file, name, timeout)
+    low, high = declared.pop("low"), declared.pop("high")
+    if low is not None and high is not None:
+        return _continuous_python(file, name, fn, features, actions, output, declared, low, high)
     given = declaration(
         f"{file}:{name}",
         "the module's FEATURES/ACTIONS/OUTPUT",
@@ -475,6 +479,38 @@ def _load_python(
     if missing:
         raise PolicyError(f"{file}: module must define {' and '.join(missing)} (lists of names) or pass --features/--actions")
     return CallablePolicy(fn, feats, acts, output=given["output"] or OutputKind.PROBABILITIES, name=f"{file}:{name}")
+
+
+def _continuous_python(
+    file: Path,
+    name: str,
+    fn: Callable[..., Any],
+    features: Sequence[str] | None,
+    actions: Sequence[str] | None,
+    output: str | None,
+    declared: dict[str, Any],
+    low: list[float],
+    high: list[float],
+) -> BasePolicy:
+    """A module declaring ACTION_LOW/ACTION_HIGH: ``fn(obs, noise)`` gives Box actions; its ACTIONS (if any) must be
+    ``a[0]``, ... (the simulator's names), OUTPUT and --output do not apply."""
+    from rlverify.policies.continuous import CallableContinuousPolicy, action_names
+
+    where = f"{file}:{name}"
+    if len(low) != len(high):
+        raise PolicyError(f"{where}: ACTION_LOW has {len(low)} numbers and ACTION_HIGH {len(high)}: one per action dimension")
+    if output is not None or declared.get("output") is not None:
+        raise PolicyError(f"{where}: a continuous policy (ACTION_LOW/ACTION_HIGH) gives actions; OUTPUT/--output do not apply")
+    names = list(action_names(len(low)))
+    for given in (actions, declared.get("actions")):
+        if given is not None and list(given) != names:
+            raise PolicyError(
+                f"{where}: a continuous policy's actions are {names} (one per ACTION_LOW entry), got {list(given)}"
+            )
+    feats = declaration(where, "the module's FEATURES", {"features": features}, {"features": declared.get("features")})
+    if not feats["features"]:
+        raise PolicyError(f"{file}: module must define FEATURES (a list of names) or pass --features")
+    return CallableContinuousPolicy(fn, list(feats["features"]), low, high, name=where)
 
 
 def _read_python(file: Path, name: str, timeout: float | None) -> tuple[Callable[..., Any], dict[str, Any]]:
