@@ -31,7 +31,6 @@ from rlverify.cli.output import add_fail_on_violation, require_threshold, verdic
 from rlverify.cli.rare import add_rare_arguments, refuse_rare_options, run_rare
 from rlverify.cli.verify import shown_policy
 from rlverify.errors import OptionError, StatisticsError
-from rlverify.results import outward_pair
 from rlverify.statistical.choices import METHODS, SUPPORTED_FORMS
 
 if TYPE_CHECKING:
@@ -252,6 +251,8 @@ def reward_range(text: str) -> tuple[float, float]:
 def render_return(result: Any) -> Table:
     """A rich table of a :class:`~rlverify.statistical.ReturnResult`."""
     from rich.table import Table
+
+    from rlverify.results import outward_pair  # lazy: results (numpy), not for --help
 
     table = Table(title=result.property, show_header=False)
     table.add_row("model", result.model)

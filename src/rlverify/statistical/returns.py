@@ -153,10 +153,7 @@ def estimate_return(
     known = (out.outcome == VIOLATED) | out.recorded["truncated"]
     truncated = int((out.recorded["truncated"] & (asked.bound is None or out.steps < asked.bound)).sum())
     values = out.returns[known]
-    # the steps an episode can take: the bound k, --max-steps, and the environment's own time limit (TimeLimit ends
-    # every episode there): the return's range, so Hoeffding's width, is over the fewest of them
-    limit = model.max_episode_steps
-    horizon = min(asked.bound or simulation.max_steps, simulation.max_steps, limit or simulation.max_steps)
+    horizon, by_limit = _horizon(asked.bound, simulation.max_steps, model.max_episode_steps)
     result = _interval(values, int((~known).sum()), options.delta, bounds, gamma, horizon, name)
     lo, hi = result[1]
     satisfied = None
@@ -164,13 +161,9 @@ def estimate_return(
         satisfied = threshold_verdict(asked.comparison or ">=", asked.threshold, lo, hi)
     decisions = int(out.steps.sum())
     warnings = [*path.notes, *_notes(result[0], int((~known).sum()), truncated, runs, simulation.max_steps, asked)]
-    if (
-        result[0] == "hoeffding"
-        and limit is not None
-        and limit == horizon < min(asked.bound or limit + 1, simulation.max_steps)
-    ):
+    if result[0] == "hoeffding" and by_limit:
         warnings.append(
-            f"the return's range is over at most {limit:,} steps, the environment's time limit (its TimeLimit ends "
+            f"the return's range is over at most {horizon:,} steps, the environment's time limit (its TimeLimit ends "
             "every episode there)"
         )
     return ReturnResult(
@@ -219,6 +212,15 @@ def estimate_return(
             warnings=warnings,
         ),
     )
+
+
+def _horizon(bound: int | None, max_steps: int, limit: int | None) -> tuple[int, bool]:
+    """The most steps an episode's return sums: the fewest of the bound ``k``, ``max_steps`` and the environment's own
+    time limit (its TimeLimit ends every episode there), and whether the time limit is what sets it."""
+    longest = min(bound or max_steps, max_steps)
+    if limit is not None and limit < longest:
+        return limit, True
+    return longest, False
 
 
 def _interval(
