@@ -215,8 +215,13 @@ def test_label_on_a_model_with_a_transition_table(capsys, policy):
         (["simulate", CARTPOLE, "-p", 'P=? [F<=100 "terminated"]', "--rare", "splitting"], "cannot be saved and restored"),
         (["verify", CARTPOLE, "-p", 'P=? [F<=100 "terminated"]'], "use rlverify simulate gym:CartPole-v1"),
         (["abstract", CARTPOLE], "use rlverify simulate gym:CartPole-v1"),
+        (["report", CARTPOLE, "-p", 'P=? [F<=100 "terminated"]'], "rlverify report takes"),
+        (["explain", CARTPOLE, "-p", 'P=? [F<=100 "terminated"]'], "use rlverify simulate gym:CartPole-v1"),
+        (["shield", CARTPOLE, "-p", 'P<=0.1 [F<=100 "terminated"]', "--meet"], "use rlverify simulate gym:CartPole-v1"),
+        (["map", CARTPOLE, "-p", 'P=? [F<=100 "terminated"]', "--map", "x,y"], "use rlverify simulate gym:CartPole-v1"),
+        (["robust", CARTPOLE, "-p", 'P=? [F<=100 "terminated"]'], "use rlverify simulate gym:CartPole-v1"),
     ],
-    ids=["rare", "verify", "abstract"],
+    ids=["rare", "verify", "abstract", "report", "explain", "shield", "map", "robust"],
 )
 def test_engines_that_need_a_model_refuse_in_one_line(capsys, policy, argv, cause):
     """Importance splitting needs saved states, the exact and abstraction engines a model: each says so up front."""

@@ -180,6 +180,7 @@ def test_bad_inputs(push_target):
     [
         (["-p", "R=? [C<=10]", "--reward-range", "2:1"], "LO <= HI"),
         (["-p", "R=? [C<=10]", "--reward-range", "0:0.01"], "--reward-range is wrong"),
+        (["-p", "R=? [C<=10]", "--reward-range", "-1e308:1e308"], "the return's range is not a finite number"),
         (["-p", "R=? [C<=10]", "--sprt", "0.5"], "fixed number of episodes"),
         (["-p", 'P=? [F "terminated"]', "--discount", "0.9"], "apply to expected returns"),
     ],

@@ -15,7 +15,7 @@ from rlverify.report import model as on_model
 from rlverify.report import simulated
 from rlverify.report.common import Progress, ReportOptions, Shared, shown
 from rlverify.report.page import Check, Report, Section, fmt
-from rlverify.resolve import ALL_KINDS, resolve
+from rlverify.resolve import resolve
 from rlverify.results import ExactResult, OptimumResult, Provenance, versions
 from rlverify.targets import UNSAFE, EnvironmentTarget, ModelTarget, PolicySpec, SystemTarget, Target
 
@@ -90,8 +90,8 @@ def make_report(
         output=output,
         property=None,
         needs_policy=True,
-        kinds=(ModelTarget,) if shield else ALL_KINDS,
-        command="rlverify report --shield" if shield else "",
+        kinds=(ModelTarget,) if shield else REPORTED_KINDS,  # a simulator only: refused, naming rlverify simulate
+        command="rlverify report --shield" if shield else "rlverify report",
         env_kwargs=env_kwargs,
         trust_code=trust_code,
         policy_timeout=policy_timeout,
@@ -208,6 +208,10 @@ def _settings(t: Target[Any], plan: KindPlan, options: ReportOptions, shared: Sh
     }
 
 
+#: the kinds of target a report covers (a Gymnasium environment without a transition table has no plan yet: its
+#: statistics are rlverify simulate's)
+REPORTED_KINDS = (ModelTarget, EnvironmentTarget, SystemTarget)
+
 PLANS: dict[type[Target[Any]], KindPlan] = {
     ModelTarget: KindPlan(on_model.model_shared, on_model.model_sections, _model_settings, _parsed_property),
     EnvironmentTarget: KindPlan(
@@ -224,3 +228,4 @@ PLANS: dict[type[Target[Any]], KindPlan] = {
         _unsafe_set,
     ),
 }
+assert set(REPORTED_KINDS) == set(PLANS)  # every kind a report takes has its plan

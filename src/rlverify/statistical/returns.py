@@ -133,6 +133,12 @@ def estimate_return(
     env, path, name = prepare(sim, f"P=? [F{k} false]", actions=policy.actions)
     simulation = replace(options.simulation, episode_return=EpisodeReturn(asked.reward, gamma))
     simulation.validate()
+    horizon, by_limit = _horizon(asked.bound, simulation.max_steps, model.max_episode_steps)
+    if bounds is not None and not all(map(math.isfinite, return_bounds(bounds, gamma, horizon))):
+        raise OptionError(
+            f"--reward-range {bounds[0]:g}:{bounds[1]:g}: over {horizon:,} steps the return's range is not a finite "
+            "number (declare the range the rewards really lie in)"
+        )
     runs = options.runs if options.runs is not None else DEFAULT_EPISODES
     backend = open_backend(options.backend)
     check_run_limit(runs, options, backend)
@@ -153,7 +159,6 @@ def estimate_return(
     known = (out.outcome == VIOLATED) | out.recorded["truncated"]
     truncated = int((out.recorded["truncated"] & (asked.bound is None or out.steps < asked.bound)).sum())
     values = out.returns[known]
-    horizon, by_limit = _horizon(asked.bound, simulation.max_steps, model.max_episode_steps)
     result = _interval(values, int((~known).sum()), options.delta, bounds, gamma, horizon, name)
     lo, hi = result[1]
     satisfied = None
