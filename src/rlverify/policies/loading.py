@@ -466,6 +466,7 @@ def _load_python(
     fn, declared = _read_python(file, name, timeout)
     low, high = declared.pop("low"), declared.pop("high")
     if low is not None and high is not None:
+        features = features or declared.get("features") or defaults.get("features")
         return _continuous_python(file, name, fn, features, actions, output, declared, low, high)
     given = declaration(
         f"{file}:{name}",
@@ -508,7 +509,7 @@ def _continuous_python(
                 f"{where}: a continuous policy's actions are {names} (one per ACTION_LOW entry), got {list(given)}"
             )
     feats = declaration(where, "the module's FEATURES", {"features": features}, {"features": declared.get("features")})
-    if not feats["features"]:
+    if not feats["features"]:  # (the model's own names when neither the file nor --features gives them)
         raise PolicyError(f"{file}: module must define FEATURES (a list of names) or pass --features")
     return CallableContinuousPolicy(fn, list(feats["features"]), low, high, name=where)
 
