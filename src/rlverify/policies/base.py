@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from rlverify.arrays import NARROW, row_cumsum
 from rlverify.choices import OutputKind
 from rlverify.errors import PolicyError, RlverifyError, exception_text, safe_repr, type_name
 from rlverify.models.userfile import Alarm, CodeTimeout
@@ -405,10 +406,17 @@ def choose_columns(probs: np.ndarray, u: np.ndarray | None) -> tuple[np.ndarray,
     if u is None:
         col = np.argmax(probs, axis=1)
     else:
-        cum = np.cumsum(probs, axis=1)
+        cum = row_cumsum(probs)
         x = u * cum[:, -1]
-        idx = (cum <= x[:, None]).sum(axis=1)
-        last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)  # guards against rounding at the top
+        if probs.shape[1] >= NARROW:
+            idx = (cum <= x[:, None]).sum(axis=1)
+            last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)  # guards against rounding at the top
+        else:  # the same column by column (numpy's row reductions are slow on narrow rows)
+            idx = np.zeros(len(probs), dtype=np.int64)
+            last = np.full(len(probs), probs.shape[1] - 1, dtype=np.int64)
+            for j in range(probs.shape[1]):
+                idx += cum[:, j] <= x
+                np.copyto(last, j, where=probs[:, j] > 0)
         col = np.minimum(idx, last)
     return col, probs[np.arange(len(col)), col] >= 1.0
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.arrays import row_max, row_sum
 from rlverify.choices import OutputKind, values
 from rlverify.errors import InputFileError, PolicyError, safe_repr
 
@@ -51,9 +52,12 @@ MAX_TABLE_PROBLEMS = 20
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax of an ``(N, |A|)`` array (float64, numerically stable): what ``logits`` outputs mean."""
     z = np.asarray(logits, dtype=np.float64)
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    if z.ndim != 2:
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+    e = np.exp(z - row_max(z)[:, None])
+    return e / row_sum(e)[:, None]
 
 
 def check_output_kind(kind: str, where: str) -> OutputKind:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from rlverify.arrays import row_max, row_sum
 from rlverify.choices import OutputKind
 from rlverify.errors import InputFileError, PolicyError, require
 from rlverify.models.userfile import note_user_code
@@ -230,8 +231,8 @@ class SB3Policy(BasePolicy):
         out = self._raw(states)
         if self.algorithm == "DQN":
             return to_probabilities(out, OutputKind.Q_VALUES)
-        e = np.exp(out - out.max(axis=1, keepdims=True))  # torch's Categorical(logits=...).probs, in float32
-        return (e / e.sum(axis=1, keepdims=True)).astype(np.float64)
+        e = np.exp(out - row_max(out)[:, None])  # torch's Categorical(logits=...).probs, in float32
+        return (e / row_sum(e)[:, None]).astype(np.float64)
 
     def _greedy_columns(self, states: np.ndarray) -> np.ndarray | None:
         return greedy_columns(self._raw(states))
@@ -464,8 +465,8 @@ def model_name(model: object) -> str:
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
     """``(N, A)`` float32 logits normalised to log-probabilities (``x - logsumexp(x)``, in float32 as torch does)."""
-    m = x.max(axis=1, keepdims=True)
-    return (x - (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))).astype(np.float32)
+    m = row_max(x)[:, None]
+    return (x - (m + np.log(row_sum(np.exp(x - m))[:, None]))).astype(np.float32)
 
 
 def numpy_actor(net: Any, name: str) -> Actor | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -81,32 +80,26 @@ def close_copies() -> None:
     _OPEN.clear()
 
 
-@dataclass
 class _Slots:
-    """The episodes in the copies: per slot, the position (in the runs asked for) of its episode (-1: idle), its
-    step count, and its last step's row parts."""
+    """The episodes in ``n`` copies: per slot, the position (in the runs asked for) of its episode (-1: idle), its
+    step count, and its last step's row: one ``(n, len(sim.columns))`` float64 table whose columns are the
+    observation, reward, terminated, truncated, step and the info entries read (the labels' rows, gathered with
+    one index per lockstep rather than assembled from parts)."""
 
-    run: np.ndarray
-    t: np.ndarray
-    obs: np.ndarray
-    reward: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    info: dict[str, np.ndarray]
-    ret: np.ndarray  # the return summed so far (EpisodeReturn), and the discount of the next step
-    weight: np.ndarray
+    def __init__(self, n: int, sim: GymSimulator) -> None:
+        f = len(sim.features)
+        self.run = np.full(n, -1, dtype=np.int64)
+        self.t = np.zeros(n, dtype=np.int64)
+        self.table = np.zeros((n, f + len(EPISODE_COLUMNS) + len(sim.info_keys)))
+        self.obs = self.table[:, :f]  # views of the table's columns
+        self.reward, self.terminated, self.truncated, self.step = (self.table[:, f + i] for i in range(4))
+        self.info = {k: self.table[:, f + 4 + i] for i, k in enumerate(sim.info_keys)}
+        self.ret = np.zeros(n)  # the return summed so far (EpisodeReturn), and the discount of the next step
+        self.weight = np.ones(n)
 
-    def rows(self, sim: GymSimulator, slots: np.ndarray) -> np.ndarray:
+    def rows(self, slots: np.ndarray) -> np.ndarray:
         """``(len(slots), len(columns))`` episode rows of ``slots``."""
-        parts = [
-            self.obs[slots],
-            self.reward[slots, None],
-            self.terminated[slots, None],
-            self.truncated[slots, None],
-            self.t[slots, None],
-        ]
-        parts += [self.info[k][slots, None] for k in sim.info_keys]
-        return np.concatenate(parts, axis=1, dtype=np.float64)
+        return self.table[slots]
 
 
 class _Run:
@@ -136,19 +129,7 @@ class _Run:
         self.deadline = time.monotonic() + TIME_LIMIT
         count = min(len(self.run_ids), int(options.batch_size), max_copies(sim))
         self.vec = _copies(sim, count)
-        n = self.vec.copies
-        f = len(sim.features)
-        self.slots = _Slots(
-            np.full(n, -1, dtype=np.int64),
-            np.zeros(n, dtype=np.int64),
-            np.zeros((n, f)),
-            np.zeros(n),
-            np.zeros(n, dtype=bool),
-            np.zeros(n, dtype=bool),
-            {k: np.zeros(n) for k in sim.info_keys},
-            np.zeros(n),
-            np.ones(n),
-        )
+        self.slots = _Slots(self.vec.copies, sim)
 
     # --- the loop -------------------------------------------------------------------------------------
 
@@ -198,12 +179,8 @@ class _Run:
         seeds = [self.seeds[p] if p >= 0 else None for p in positions.tolist()]
         obs = self._guarded(lambda: self.vec.reset(mask, seeds), "resetting", positions[:take])
         s.t[slots] = 0
+        s.table[slots] = 0.0
         s.obs[slots] = self._checked_obs(obs[slots], slots)
-        s.reward[slots] = 0.0
-        s.terminated[slots] = False
-        s.truncated[slots] = False
-        for k in self.sim.info_keys:
-            s.info[k][slots] = 0.0
         s.ret[slots] = 0.0
         s.weight[slots] = 1.0
         return slots[positions >= 0]
@@ -216,10 +193,11 @@ class _Run:
     def _decide(self, slots: np.ndarray) -> np.ndarray:
         """Decide the episodes in ``slots`` on their current rows; returns the slots whose episode ended."""
         s, prop = self.slots, self.prop
-        rows = s.rows(self.sim, slots)
-        verdicts = decide(self.sim, prop, rows, s.t[slots])
+        rows = s.rows(slots)
+        t = s.t[slots]
+        verdicts = decide(self.sim, prop, rows, t)
         done = verdicts.right | verdicts.violated
-        cut = ~done & (s.truncated[slots] | (s.t[slots] >= self.options.max_steps))
+        cut = ~done & ((s.truncated[slots] != 0) | (t >= self.options.max_steps))
         ended = done | cut
         if not ended.any():
             return slots[:0]
@@ -227,7 +205,7 @@ class _Run:
         self.out.finish(self.sim, positions, rows, verdicts, 0, everything=False)
         where = positions[cut]
         self.out.outcome[where] = UNDECIDED
-        self.out.steps[positions[ended]] = s.t[slots[ended]]
+        self.out.steps[positions[ended]] = t[ended]
         if self.out.returns is not None:
             self.out.returns[positions[ended]] = s.ret[slots[ended]]
         for name in self.record:
@@ -240,20 +218,30 @@ class _Run:
         return self._guarded(lambda: self.vec.step(actions, open_), "stepping", self.slots.run[open_], self.slots.t[open_] + 1)
 
     def _advance(self, open_: np.ndarray, stepped: Stepped) -> None:
+        """Write what the step gave into the rows, checked on the open episodes' rows. Every copy's row is written
+        whole (column writes, no gather): an idle copy's row is never read (a slot's row is cleared when it is
+        given an episode)."""
         s = self.slots
         s.t[open_] += 1  # (first: what this step returned is named by its own step number)
-        s.obs[open_] = self._checked_obs(stepped.obs[open_], open_)
-        reward = stepped.reward[open_]
+        obs, reward = stepped.obs, stepped.reward
+        if obs.ndim != 2 or obs.shape[1] != len(self.sim.features):
+            self._checked_obs(obs, open_)  # names the change of shape
+        if not np.isfinite(obs).all():
+            self._checked_obs(obs[open_], open_)  # a non-finite number in an open episode's observation
         if not np.isfinite(reward).all():
-            i = int(np.flatnonzero(~np.isfinite(reward))[0])
-            raise ModelError(f"{self._where(open_[i])}: the environment returned the reward {reward[i]!r}")
-        s.reward[open_] = reward
-        s.terminated[open_] = stepped.terminated[open_]
-        s.truncated[open_] = stepped.truncated[open_]
+            bad = ~np.isfinite(reward[open_])
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ModelError(f"{self._where(open_[i])}: the environment returned the reward {reward[open_][i]!r}")
+        s.obs[:] = obs
+        s.reward[:] = reward
+        s.terminated[:] = stepped.terminated
+        s.truncated[:] = stepped.truncated
+        s.step[:] = s.t
         for k in self.sim.info_keys:
-            s.info[k][open_] = stepped.info[k][open_]
+            s.info[k][:] = stepped.info[k]
         if self.returns is not None:
-            gained = reward if not self.returns.reward else s.info[self.returns.reward][open_]
+            gained = reward[open_] if not self.returns.reward else s.info[self.returns.reward][open_]
             if not np.isfinite(gained).all():
                 i = int(np.flatnonzero(~np.isfinite(gained))[0])
                 raise ModelError(f'{self._where(open_[i])}: info["{self.returns.reward}"] is {gained[i]!r}')
