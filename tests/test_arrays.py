@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rlverify.arrays import distinct, row_cumsum, row_max, row_sum
+from rlverify.arrays import distinct, row_cumsum, row_log_softmax, row_max, row_softmax, row_sum
 
 DTYPES = st.sampled_from([np.int64, np.int32, np.int8, np.uint16, np.float64, np.bool_])
 
@@ -94,3 +94,15 @@ def test_row_sum_of_narrow_rows_keeps_numpys_order() -> None:
     # 1 + 1e-16 + 1e-16 ... sums differently in other orders: the narrow path adds left to right, as numpy does below 8
     x = np.array([[1.0, 1e-16, 1e-16, -1.0, 1e-16, 1e-16, 1e-16]])
     assert row_sum(x)[0] == x.sum(axis=1)[0] == (((((1.0 + 1e-16) + 1e-16) - 1.0) + 1e-16) + 1e-16) + 1e-16
+
+
+@settings(max_examples=300, deadline=None)
+@given(_tables())
+def test_row_softmaxes_are_the_axis_expressions_bit_for_bit(x: np.ndarray) -> None:
+    with np.errstate(all="ignore"):
+        if not len(x):
+            return
+        m = x.max(axis=1, keepdims=True)
+        e = np.exp(x - m)
+        assert _same(row_softmax(x), e / e.sum(axis=1, keepdims=True))
+        assert _same(row_log_softmax(x), x - (m + np.log(e.sum(axis=1, keepdims=True))))

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["distinct", "row_cumsum", "row_max", "row_positions", "row_sum"]
+__all__ = ["distinct", "row_cumsum", "row_log_softmax", "row_max", "row_positions", "row_softmax", "row_sum"]
 
 
 def distinct(values: Any) -> np.ndarray:
@@ -74,4 +74,37 @@ def row_cumsum(x: np.ndarray) -> np.ndarray:
     out[:, 0] = x[:, 0]
     for j in range(1, x.shape[1]):
         np.add(out[:, j - 1], x[:, j], out=out[:, j])
+    return out
+
+
+def row_softmax(x: np.ndarray) -> np.ndarray:
+    """``(N, A)`` softmax of each row of float ``x`` (``exp(x - max)`` over its sum), in ``x``'s dtype: the same
+    numbers as the axis-1 expression, fast for narrow rows."""
+    if not _narrow(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return np.asarray(e / e.sum(axis=1, keepdims=True))
+    m = row_max(x)
+    e = np.empty_like(x)
+    for j in range(x.shape[1]):
+        np.exp(np.subtract(x[:, j], m), out=e[:, j])
+    total = row_sum(e)
+    for j in range(x.shape[1]):
+        e[:, j] /= total
+    return e
+
+
+def row_log_softmax(x: np.ndarray) -> np.ndarray:
+    """``(N, A)`` log-softmax of each row of float ``x`` (``x - (max + log(sum(exp(x - max))))``), in ``x``'s
+    dtype: the same numbers as the axis-1 expression, fast for narrow rows."""
+    if not _narrow(x):
+        m = x.max(axis=1, keepdims=True)
+        return np.asarray(x - (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True))))
+    m = row_max(x)
+    total = np.exp(x[:, 0] - m)
+    for j in range(1, x.shape[1]):
+        total += np.exp(x[:, j] - m)
+    lse = m + np.log(total)
+    out = np.empty_like(x)
+    for j in range(x.shape[1]):
+        np.subtract(x[:, j], lse, out=out[:, j])
     return out

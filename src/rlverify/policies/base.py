@@ -418,7 +418,12 @@ def choose_columns(probs: np.ndarray, u: np.ndarray | None) -> tuple[np.ndarray,
                 idx += cum[:, j] <= x
                 np.copyto(last, j, where=probs[:, j] > 0)
         col = np.minimum(idx, last)
-    return col, probs[np.arange(len(col)), col] >= 1.0
+    if probs.shape[1] >= NARROW:
+        return col, probs[np.arange(len(col)), col] >= 1.0
+    sure = np.zeros(len(col), dtype=bool)  # the chosen column's probability is 1, column by column
+    for j in range(probs.shape[1]):
+        sure |= (col == j) & (probs[:, j] >= 1.0)
+    return col, sure
 
 
 def validate_probabilities(probs: np.ndarray, n_states: int, n_actions: int, *, source: str) -> None:

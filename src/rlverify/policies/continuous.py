@@ -219,6 +219,12 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Softsign": lambda x: x / (np.float32(1.0) + np.abs(x)),
 }
 
+#: the activations that are one numpy ufunc, applied in place (the same numbers, no new array) on the hot path
+_IN_PLACE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Tanh": lambda h: np.tanh(h, out=h),
+    "ReLU": lambda h: np.maximum(h, np.float32(0.0), out=h),
+}
+
 
 class Actor:
     """A numpy float32 actor network: latent layers (each followed by the activation), a mean layer (tanh after it
@@ -271,8 +277,11 @@ class Actor:
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """``(mean (N, d), log_std (N, d) or (d,) or None)`` float32 for ``(N, inputs)`` observations."""
         h = np.asarray(x, dtype=np.float32)
+        inplace = _IN_PLACE.get(self.activation)
         for w, b in self._layers:
-            h = self._act(h @ w + b)
+            h = h @ w
+            h += b  # (the same float32 numbers as h @ w + b, without a second array per layer)
+            h = self._act(h) if inplace is None else inplace(h)
         mean = h @ self._mean[0] + self._mean[1]
         if self.squash:
             mean = np.tanh(mean)

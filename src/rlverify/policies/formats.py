@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.arrays import row_max, row_sum
+from rlverify.arrays import row_softmax
 from rlverify.choices import OutputKind, values
 from rlverify.errors import InputFileError, PolicyError, safe_repr
 
@@ -56,8 +56,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
         z = z - z.max(axis=1, keepdims=True)
         e = np.exp(z)
         return e / e.sum(axis=1, keepdims=True)
-    e = np.exp(z - row_max(z)[:, None])
-    return e / row_sum(e)[:, None]
+    return row_softmax(z)
 
 
 def check_output_kind(kind: str, where: str) -> OutputKind:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from rlverify.arrays import row_max, row_sum
+from rlverify.arrays import row_log_softmax, row_softmax
 from rlverify.choices import OutputKind
 from rlverify.errors import InputFileError, PolicyError, require
 from rlverify.models.userfile import note_user_code
@@ -231,8 +231,7 @@ class SB3Policy(BasePolicy):
         out = self._raw(states)
         if self.algorithm == "DQN":
             return to_probabilities(out, OutputKind.Q_VALUES)
-        e = np.exp(out - row_max(out)[:, None])  # torch's Categorical(logits=...).probs, in float32
-        return (e / row_sum(e)[:, None]).astype(np.float64)
+        return row_softmax(out).astype(np.float64)  # torch's Categorical(logits=...).probs, in float32
 
     def _greedy_columns(self, states: np.ndarray) -> np.ndarray | None:
         return greedy_columns(self._raw(states))
@@ -465,8 +464,7 @@ def model_name(model: object) -> str:
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
     """``(N, A)`` float32 logits normalised to log-probabilities (``x - logsumexp(x)``, in float32 as torch does)."""
-    m = row_max(x)[:, None]
-    return (x - (m + np.log(row_sum(np.exp(x - m))[:, None]))).astype(np.float32)
+    return row_log_softmax(np.asarray(x, dtype=np.float32))
 
 
 def numpy_actor(net: Any, name: str) -> Actor | None:
