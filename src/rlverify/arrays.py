@@ -77,20 +77,30 @@ def row_cumsum(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _by_columns(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` ``(N, A)`` as a C-contiguous ``(A, N)`` copy (numpy's float32 ufuncs are ~10x slower into strided
+    columns than into contiguous rows), and its rows' maximum ``(N,)``."""
+    xt = x.T.copy()
+    m = xt[0].copy()
+    for j in range(1, len(xt)):
+        np.maximum(m, xt[j], out=m)
+    return xt, m
+
+
 def row_softmax(x: np.ndarray) -> np.ndarray:
     """``(N, A)`` softmax of each row of float ``x`` (``exp(x - max)`` over its sum), in ``x``'s dtype: the same
     numbers as the axis-1 expression, fast for narrow rows."""
     if not _narrow(x):
         e = np.exp(x - x.max(axis=1, keepdims=True))
         return np.asarray(e / e.sum(axis=1, keepdims=True))
-    m = row_max(x)
-    e = np.empty_like(x)
-    for j in range(x.shape[1]):
-        np.exp(np.subtract(x[:, j], m), out=e[:, j])
-    total = row_sum(e)
-    for j in range(x.shape[1]):
-        e[:, j] /= total
-    return e
+    et, m = _by_columns(x)
+    et -= m
+    np.exp(et, out=et)
+    total = et[0].copy()
+    for j in range(1, len(et)):
+        total += et[j]
+    et /= total
+    return et.T.copy()
 
 
 def row_log_softmax(x: np.ndarray) -> np.ndarray:
@@ -99,12 +109,10 @@ def row_log_softmax(x: np.ndarray) -> np.ndarray:
     if not _narrow(x):
         m = x.max(axis=1, keepdims=True)
         return np.asarray(x - (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True))))
-    m = row_max(x)
-    total = np.exp(x[:, 0] - m)
-    for j in range(1, x.shape[1]):
-        total += np.exp(x[:, j] - m)
-    lse = m + np.log(total)
-    out = np.empty_like(x)
-    for j in range(x.shape[1]):
-        np.subtract(x[:, j], lse, out=out[:, j])
-    return out
+    xt, m = _by_columns(x)
+    e = np.exp(xt - m)
+    total = e[0].copy()
+    for j in range(1, len(e)):
+        total += e[j]
+    xt -= m + np.log(total)
+    return xt.T.copy()

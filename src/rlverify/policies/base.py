@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from rlverify.arrays import NARROW, row_cumsum
+from rlverify.arrays import NARROW
 from rlverify.choices import OutputKind
 from rlverify.errors import PolicyError, RlverifyError, exception_text, safe_repr, type_name
 from rlverify.models.userfile import Alarm, CodeTimeout
@@ -403,26 +403,40 @@ def choose_columns(probs: np.ndarray, u: np.ndarray | None) -> tuple[np.ndarray,
     """``(N,)`` int64 column per row of ``probs`` ``(N, |A|)`` (argmax when ``u`` is None, first on ties; else
     sampled with uniforms ``u`` ``(N,)``: the first column whose cumulative sum exceeds ``u`` times the row's
     total, never one of probability 0), and ``(N,)`` bool: the column has probability 1."""
+    if probs.ndim == 2 and 0 < probs.shape[1] < NARROW:
+        return _choose_narrow(probs.T.copy(), u)
     if u is None:
         col = np.argmax(probs, axis=1)
     else:
-        cum = row_cumsum(probs)
+        cum = np.cumsum(probs, axis=1)
         x = u * cum[:, -1]
-        if probs.shape[1] >= NARROW:
-            idx = (cum <= x[:, None]).sum(axis=1)
-            last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)  # guards against rounding at the top
-        else:  # the same column by column (numpy's row reductions are slow on narrow rows)
-            idx = np.zeros(len(probs), dtype=np.int64)
-            last = np.full(len(probs), probs.shape[1] - 1, dtype=np.int64)
-            for j in range(probs.shape[1]):
-                idx += cum[:, j] <= x
-                np.copyto(last, j, where=probs[:, j] > 0)
+        idx = (cum <= x[:, None]).sum(axis=1)
+        last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)  # guards against rounding at the top
         col = np.minimum(idx, last)
-    if probs.shape[1] >= NARROW:
-        return col, probs[np.arange(len(col)), col] >= 1.0
-    sure = np.zeros(len(col), dtype=bool)  # the chosen column's probability is 1, column by column
-    for j in range(probs.shape[1]):
-        sure |= (col == j) & (probs[:, j] >= 1.0)
+    return col, probs[np.arange(len(col)), col] >= 1.0
+
+
+def _choose_narrow(pt: np.ndarray, u: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`choose_columns` for few columns, on ``pt`` ``(|A|, N)`` (the probabilities transposed, contiguous):
+    the same columns, computed column by column (numpy's row reductions are slow on narrow rows)."""
+    a, n = pt.shape
+    if u is None:
+        col = np.argmax(pt, axis=0)
+    else:
+        cum = np.empty_like(pt)  # the cumulative sums, sequential as np.cumsum's
+        cum[0] = pt[0]
+        for j in range(1, a):
+            np.add(cum[j - 1], pt[j], out=cum[j])
+        x = u * cum[-1]
+        idx = np.zeros(n, dtype=np.int64)
+        last = np.full(n, a - 1, dtype=np.int64)  # the last column of positive probability (guards the top)
+        for j in range(a):
+            idx += cum[j] <= x
+            np.copyto(last, j, where=pt[j] > 0)
+        col = np.minimum(idx, last)
+    sure = np.zeros(n, dtype=bool)
+    for j in range(a):
+        sure |= (col == j) & (pt[j] >= 1.0)
     return col, sure
 
 
