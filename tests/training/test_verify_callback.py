@@ -74,9 +74,14 @@ class Witness(BaseCallback):
         self.every, self.folder, self.seen = every, folder, []
 
     def _on_step(self) -> bool:
-        if self.num_timesteps % self.every == 0:
+        # a check due on the last rollout is the model learn() returns: recorded at training end, after SB3's update
+        if self.num_timesteps % self.every == 0 and self.num_timesteps < self.model._total_timesteps:
             self._record()
         return True
+
+    def _on_training_end(self) -> None:
+        if not self.seen or self.seen[-1][0] != self.num_timesteps:
+            self._record()
 
     def _record(self) -> None:
         with torch.no_grad():
@@ -122,6 +127,8 @@ def test_each_check_logs_the_exact_goal_probability_to_tensorboard_and_writes_no
     callback = VerifyCallback("gym:FrozenLake-v1", GOAL, every=512, options=ExactOptions(precision=1e-9))
     witness = Witness(512, zips)
     model.learn(2048, callback=CallbackList([callback, witness]))
+    returned = tmp_path / "returned.zip"
+    model.save(str(returned))  # the model learn() returned, after SB3's update that follows the last rollout
 
     assert [c.steps for c in callback.history] == [512, 1024, 1536, 2048] == [s for s, _, _ in witness.seen]
     assert torch.get_num_threads() == 1  # the training's torch setting was kept
@@ -138,6 +145,11 @@ def test_each_check_logs_the_exact_goal_probability_to_tensorboard_and_writes_no
         target = resolve("gym:FrozenLake-v1", policy=str(path), property=GOAL)
         saved = verify_exact(target.model, target.property, target.policy, ExactOptions(precision=1e-9))
         assert check.value == pytest.approx(saved.value, abs=1e-12), step
+    # the last check, logged at the last step, is the model learn() returned (not the one before SB3's last update)
+    target = resolve("gym:FrozenLake-v1", policy=str(returned), property=GOAL)
+    final = verify_exact(target.model, target.property, target.policy, ExactOptions(precision=1e-9))
+    assert callback.history[-1].value == pytest.approx(final.value, abs=1e-12)
+    assert logged[-1][1] == pytest.approx(final.value, rel=1e-6)
     for tag in ("rlverify/lower", "rlverify/upper", "rlverify/stalled", "rlverify/states", "rlverify/seconds"):
         assert [s for s, _ in scalars(logdir, tag)] == [512, 1024, 1536, 2048], tag
     # nothing but SB3's event files: no policy file, nothing in the working directory

@@ -55,7 +55,9 @@ class VerifyCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         options: the engine's options (:class:`~rlverify.exact.options.ExactOptions` or
             :class:`~rlverify.statistical.verify.StatisticalOptions`); all as
             :class:`~rlverify.training.verifying.TrainingVerifier` takes them.
-        at_end: also check the final model when training ends (unless the last check was at that step).
+        at_end: also check the model ``learn()`` returns, when training ends. A check due during the last rollout is
+            always made then, on that model (SB3 updates the model once more after its last rollout), and logged
+            at the last step.
         prefix: the logger keys' prefix.
         verbose: 1: also print each check (``print``, as SB3's callbacks do with ``verbose``).
 
@@ -109,6 +111,7 @@ class VerifyCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         self.prefix = prefix
         #: the step at which a check stopped training (None: it was not stopped by this callback)
         self.stopped_at: int | None = None
+        self._deferred = False  # a check due on the last rollout, made at training end
 
     @property
     def history(self) -> list[TrainingCheck]:
@@ -131,11 +134,22 @@ class VerifyCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
     def _on_step(self) -> bool:
         if not self.schedule.due(self.num_timesteps):
             return True
+        total = getattr(self.model, "_total_timesteps", None)
+        if isinstance(total, int) and self.num_timesteps >= total:
+            # the last rollout: SB3 updates the model once more after it, so the check waits for the model
+            # learn() returns (at training end, logged at this step)
+            self._deferred = True
+            return True
         return self._check()
 
     def _on_training_end(self) -> None:
-        if self.at_end and self.stopped_at is None and (not self.history or self.history[-1].steps != self.num_timesteps):
+        # the model learn() returns: checked when asked (at_end) or when the last scheduled check fell on the last
+        # rollout. Not again when training was stopped (by this or another callback) right after a check at this
+        # step: SB3 stops before updating, so that check saw this model.
+        again = self._deferred or not self.history or self.history[-1].steps != self.num_timesteps
+        if self.stopped_at is None and (self.at_end or self._deferred) and again:
             self._check()
+        self._deferred = False
 
     def _check(self) -> bool:
         """Verify the model now, log the check; False if it asks training to stop."""
