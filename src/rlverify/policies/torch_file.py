@@ -40,6 +40,9 @@ MAX_PICKLE_BYTES = 32 * 2**20
 #: The most dimensions a tensor may declare (torch's own limit is 64 too).
 MAX_DIMS = 64
 
+#: How a legacy (torch < 1.6) file starts: protocol 2, then its magic number 0x1950a86a20f9469cfc6c as a LONG1.
+LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
+
 #: torch's storage type names (``torch.<name>`` in the pickle) -> the numpy dtype of their elements.
 #: ``BFloat16Storage`` has no numpy dtype: its elements are read as float32 (exactly: bfloat16 is float32's top half).
 STORAGE_DTYPES: dict[str, str] = {
@@ -338,12 +341,13 @@ def _plain(value: object) -> Plain:
 def _read(raw: bytes, where: str, max_bytes: int) -> Plain:
     """The unpickled object (tensors as :class:`_Tensor`), refusing anything but tensors and plain data."""
     if not raw.startswith(b"PK"):
-        if raw[:1] == b"\x80":
+        if raw.startswith(LEGACY_MAGIC):
             raise PolicyError(
                 f"{where}: a PyTorch file in the legacy format (torch < 1.6, not a zip), which rlverify does not read: "
                 "re-save it with torch >= 1.6 (torch.save(torch.load(f, weights_only=True), f))"
             )
-        raise PolicyError(f"{where}: not a PyTorch file (torch.save writes a zip)")
+        what = "a bare pickle" if raw[:1] == b"\x80" else "not a zip"
+        raise PolicyError(f"{where}: not a PyTorch file of tensors ({what}; torch.save writes a zip)")
     try:
         with zipfile.ZipFile(io.BytesIO(raw)) as zf:
             archive = _open(zf, where, max_bytes)
