@@ -168,7 +168,7 @@ def _rebuild_tensor(budget: _Budget) -> Callable[..., _Tensor]:
     ) -> _Tensor:
         """``torch._utils._rebuild_tensor_v2``'s arguments -> the tensor's elements as a fresh array."""
         if not isinstance(storage, _Storage):
-            raise _Refused(f"a tensor is rebuilt from a {type(storage).__name__}, not a storage")
+            raise _Refused(f"a tensor is rebuilt from {type(storage).__name__}, not a storage")
         if not isinstance(size, tuple) or not isinstance(stride, tuple) or len(size) != len(stride) or len(size) > MAX_DIMS:
             raise _Refused(f"a tensor's size {_shown(size)} and stride {_shown(stride)} are not tuples of one length")
         if type(requires_grad) is not bool or (hooks is not None and (not isinstance(hooks, dict) or hooks)):
@@ -362,7 +362,9 @@ def _read(raw: bytes, where: str, max_bytes: int) -> Plain:
         raise
     except _Refused as exc:
         raise PolicyError(f"{where}: refused, nothing in it was run: the pickle {exc}") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError) as exc:
+    except EOFError:
+        raise PolicyError(f"{where}: truncated (its pickle or one of its members ends early)") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as exc:
         raise PolicyError(f"{where}: not a readable PyTorch zip ({exception_text(exc, 200)})") from None
     except (MemoryError, RecursionError) as exc:
         raise PolicyError(f"{where}: its pickle is too large or too deep to read ({type(exc).__name__})") from None
