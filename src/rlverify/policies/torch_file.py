@@ -4,7 +4,7 @@
 stored outside it as a persistent id ``('storage', <storage type>, <key>, <location>, <numel>)``),
 ``<root>/data/<key>`` (each storage's raw bytes), ``<root>/byteorder`` (``little`` or ``big``; absent: little)
 and ``<root>/version``. A pickle can call any importable function, so this reader never lets it: its
-:class:`pickle.Unpickler` resolves only the names in :data:`ALLOWED` (``collections.OrderedDict``,
+:class:`pickle.Unpickler` resolves only an allow-list of names (``collections.OrderedDict``,
 ``torch._utils._rebuild_tensor_v2`` / ``_rebuild_parameter``, the storage types of :data:`STORAGE_DTYPES`), each to
 this module's own stand-in, never to the real object; any other name in the pickle is refused before anything is
 called. Tensors are rebuilt with numpy from the storage's bytes, offset, size and stride (element units, as torch
@@ -49,7 +49,7 @@ STORAGE_DTYPES: dict[str, str] = {
     "DoubleStorage": "f8",
     "FloatStorage": "f4",
     "HalfStorage": "f2",
-    "BFloat16Storage": "u2",
+    "BFloat16Storage": "u2",  # converted by _AS_STORED
     "LongStorage": "i8",
     "IntStorage": "i4",
     "ShortStorage": "i2",
@@ -58,6 +58,18 @@ STORAGE_DTYPES: dict[str, str] = {
     "BoolStorage": "u1",
     "ComplexFloatStorage": "c8",
     "ComplexDoubleStorage": "c16",
+}
+
+
+def _bfloat16(elements: np.ndarray) -> np.ndarray:
+    """uint16 bfloat16 bit patterns as the float32 values they are (bfloat16 is the top 16 bits of a float32)."""
+    return (elements.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+#: the storages whose stored elements numpy reads as another type first, and how they become theirs
+_AS_STORED: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "BoolStorage": lambda elements: elements != 0,
+    "BFloat16Storage": _bfloat16,
 }
 
 
@@ -269,10 +281,9 @@ class _Archive:
         if len(raw) != want:
             raise _Refused(f"{name} inflates to {len(raw):,} bytes, not the {want:,} it declares")
         elements = np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=True)
-        if kind == "BoolStorage":
-            elements = elements != 0
-        elif kind == "BFloat16Storage":  # bfloat16 is the top 16 bits of a float32
-            elements = (elements.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        convert = _AS_STORED.get(kind)
+        if convert is not None:
+            elements = convert(elements)
         elements.flags.writeable = False
         return elements
 
