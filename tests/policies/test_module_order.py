@@ -17,11 +17,12 @@ POLICIES = Path(__file__).resolve().parents[2] / "src" / "rlverify" / "policies"
 #: The order of the policies modules, bottom first; a module may import only modules on lower levels (two modules
 #: on one level are independent). ``__init__`` (the package) is above them all: no module imports it.
 LEVELS: list[set[str]] = [
-    # what a policy file declares (names, output kind, sidecars, ONNX metadata); SB3 zips; what a policy is loaded
-    # with (settings: spec syntax, timeout, threads; no numpy, the CLI's parser reads it)
-    # how a torch module is run (threads, eval mode)
-    {"formats", "sb3zip", "settings", "torch_runtime"},
-    {"mlp", "outputs"},  # the weights: MLP, reading and writing networks; raw outputs as probabilities
+    # what a policy file declares (names, output kind, sidecars, ONNX metadata); PyTorch's file format read with
+    # numpy (torch_file); what a policy is loaded with (settings: spec syntax, timeout, threads; no numpy, the CLI's
+    # parser reads it); how a torch module is run (threads, eval mode)
+    {"formats", "torch_file", "settings", "torch_runtime"},
+    # the weights: MLP, reading and writing networks; raw outputs as probabilities; SB3 zips (read with torch_file)
+    {"mlp", "outputs", "sb3zip"},
     {"base"},  # the contract: Policy, BasePolicy, PolicyWrapper, output validation, timeouts
     {"continuous"},  # policies over Box actions: ContinuousPolicy (act(obs, noise)), the numpy actor
     # ONNX, torch, SB3, callable, table, a user's object; a policy with fixed features, a decision tree (explain),

@@ -59,10 +59,15 @@ def test_a_torchscript_policy_takes_the_threads_asked_for(torch, tmp_path):
 
 def test_an_sb3_policy_computes_with_one_thread_or_as_asked(torch):
     pytest.importorskip("stable_baselines3")
+    from threadpoolctl import threadpool_info
+
+    # read without running code: numpy computes, its BLAS limited (torch's setting untouched)
+    torch.set_num_threads(4)
     policy = load_policy(str(FROZENLAKE_PPO), features=["s"], actions=LAKE)
-    assert torch.get_num_threads() == 1 and policy.threads == 1
-    load_policy(str(FROZENLAKE_PPO), features=["s"], actions=LAKE, threads=2)
-    assert torch.get_num_threads() == 2
+    blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    assert policy.threads == 1 and blas and set(blas) == {1} and torch.get_num_threads() == 4
+    assert load_policy(str(FROZENLAKE_PPO), features=["s"], actions=LAKE, threads=2).threads == 2
+    assert {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"} == {2}
     load_policy(str(FROZENLAKE_PPO), features=["s"], actions=LAKE, trust_code=True, threads=3)  # SB3's own loader
     assert torch.get_num_threads() == 3
 
@@ -87,6 +92,7 @@ def test_the_cli_option_sets_torchs_threads(torch, capsys):
     from rlverify.cli.main import main
 
     argv = ["verify", "gym:FrozenLake-v1", "--policy", str(FROZENLAKE_PPO), "-p", 'P=? [F<=3 "goal"]', "--json"]
+    argv.append("--trust-code")  # SB3's own loader: torch computes (a zip read without running code is numpy's)
     assert main([*argv, "--policy-threads", "2"]) == 0
     assert torch.get_num_threads() == 2
     assert main(argv) == 0  # the default: one thread

@@ -367,7 +367,7 @@ def test_refusing_sb3_weights_shows_no_torch_warning(tmp_path, recwarn):
         for name, raw in members.items():
             z.writestr(name, raw)
     warnings.simplefilter("always")
-    with pytest.raises(InputFileError, match=r"policy\.pth is not a plain tensor state dict"):  # ... and refuses it
+    with pytest.raises(PolicyError, match=r"policy\.pth: not a PyTorch file of tensors \(a bare pickle"):  # refused
         load_policy(str(path), features=["s"], actions=["left", "down", "right", "up"])
     assert not [w for w in recwarn if "pickle protocol" in str(w.message) or "weights_only" in str(w.message)]
     policy = load_policy(str(src), features=["s"], actions=["left", "down", "right", "up"])  # the good zip: silent too

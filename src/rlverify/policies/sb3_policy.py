@@ -15,7 +15,7 @@ from rlverify.models.userfile import note_user_code
 from rlverify.policies import sb3zip
 from rlverify.policies.base import BasePolicy
 from rlverify.policies.continuous import ACTIVATIONS, Actor, ActorPolicy, ContinuousKind, ContinuousPolicy, actions_of
-from rlverify.policies.mlp import MLP, mlp_from_torch
+from rlverify.policies.mlp import MLP, TORCH_SHAPE, mlp_from_torch
 from rlverify.policies.outputs import greedy_columns, to_probabilities
 from rlverify.policies.sb3zip import Space
 from rlverify.policies.settings import DEFAULT_POLICY_THREADS, check_threads
@@ -27,12 +27,13 @@ SB3Model = Any
 
 class SB3Policy(BasePolicy):
     """A Stable-Baselines3 PPO/A2C or sb3-contrib MaskablePPO (action distribution) or DQN (greedy one-hot)
-    model zip (extra ``sb3``; reading it without SB3's loader needs only ``torch``).
+    model zip (read with numpy alone: a base install; SB3's loader and model objects need the extra ``sb3``).
 
     By default the zip is read without running any code from it (:mod:`rlverify.policies.sb3zip`: the JSON
-    ``data`` and the ``policy.pth`` weights, loaded with ``weights_only=True``) and the actor of an
-    ``MlpPolicy`` is rebuilt from them; anything it cannot read that way (a custom policy class or feature
-    extractor) is refused naming ``--trust-code``. With ``trust_code=True`` the zip is loaded with SB3's own
+    ``data`` and the ``policy.pth`` weights, parsed by the restricted reader :mod:`rlverify.policies.torch_file`)
+    and the actor of an ``MlpPolicy`` is rebuilt from them and computed in numpy float32 (torch only for an
+    activation numpy does not compute here, e.g. GELU); anything it cannot read that way (a custom policy class or
+    feature extractor) is refused naming ``--trust-code``. With ``trust_code=True`` the zip is loaded with SB3's own
     loader, which unpickles and can run code (only for files you trust). Either way the zip's members'
     inflated sizes are checked first.
 
@@ -51,7 +52,7 @@ class SB3Policy(BasePolicy):
     for a ``MlpPolicy`` with a flat Box observation and ReLU activations
     (``policy_kwargs={"activation_fn": torch.nn.ReLU}``; PPO's default is Tanh).
 
-    Making one limits torch to ``threads`` threads (:func:`limit_torch_threads`: process-global).
+    Making one computed by torch limits torch to ``threads`` threads (:func:`limit_torch_threads`: process-global).
 
     ``source``: the zip, or the model itself (a ``PPO``, ``A2C``, ``DQN`` or ``MaskablePPO`` object, e.g. one being
     trained; ``name`` names it in messages). A model object is read as SB3 computes: its own policy's
@@ -77,9 +78,10 @@ class SB3Policy(BasePolicy):
         is_file = isinstance(source, (str, Path))
         super().__init__(features, actions, name=name or (str(source) if is_file else model_name(source)))
         self.threads = check_threads(threads, "threads")
-        self._torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
-        limit_torch_threads(self._torch, self.threads)
         self.trusted = trust_code or not is_file
+        if self.trusted:  # SB3's own torch code computes
+            self._torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
+            limit_torch_threads(self._torch, self.threads)
         if not is_file:  # the user's own model object: SB3's code runs, as in their training
             self._adopt(source, sb3_algorithm(source), self.name)
         elif trust_code:
@@ -88,19 +90,30 @@ class SB3Policy(BasePolicy):
         else:
             path = Path(source)
             sb3zip.check_sizes(path)
-            read = sb3zip.read_network(path, self._torch)
-            self.algorithm, self._space, self._net, self._n_actions = read.algorithm, read.obs, read.net, read.n_actions
+            read = sb3zip.read_network(path)
+            self.algorithm, self._space, self._n_actions = read.algorithm, read.obs, read.n_actions
+            self._read = read
             self._forward = self._safe_forward
-            if self._space.kind is Space.BOX:  # a flat Box through Linear layers: numpy float32, as torch computes
-                self._numpy = numpy_actor(self._net, self.name)
-                if self._numpy is not None:
-                    limit_blas_threads(self.threads)
+            if read.activation in ACTIVATIONS:  # numpy float32, as torch's Linear layers compute
+                self._numpy = Actor(read.layers[:-1], read.activation, read.layers[-1], None, name=self.name)
+                limit_blas_threads(self.threads)
+            else:  # an activation only torch computes here
+                purpose = f"a Stable-Baselines3 policy with {read.activation} activations (computed by torch)"
+                self._torch = require("torch", "sb3", purpose=purpose)
+                limit_torch_threads(self._torch, self.threads)
+                self._net = torch_sequential(self._torch, read.layers, read.activation)
         self.maskable = self.algorithm == "MaskablePPO"
         self.output = OutputKind.Q_VALUES if self.algorithm == "DQN" else OutputKind.LOGITS
         self._check_spaces()
 
-    #: the network in numpy (a flat Box observation read without running code), else None: torch computes
+    #: the network in numpy (a zip read without running code), else None: torch computes
     _numpy: Actor | None = None
+    #: what the zip's reader read (None for a model object or a zip loaded with SB3's loader)
+    _read: sb3zip.SB3Network | None = None
+    #: the torch module (None when numpy computes the zip's network)
+    _torch: Any = None
+    #: the network as a torch ``Sequential`` (an activation numpy does not compute), else None
+    _net: Any = None
 
     def _load_trusted(self, path: Path) -> None:
         """Load with SB3's own loader (it unpickles ``data``: runs whatever code the file carries)."""
@@ -181,10 +194,11 @@ class SB3Policy(BasePolicy):
     def _safe_forward(self, states: np.ndarray) -> Any:
         """The rebuilt network's raw outputs (logits or Q-values), a float32 tensor (a float32 array when it is
         computed in numpy), for ``(N, d)`` observations."""
+        x = sb3zip.encode(states, self._space)
         if self._numpy is not None:
-            return self._numpy(states)[0]
+            return self._numpy(x)[0]
         with self._torch.no_grad():
-            return self._net(sb3zip.encode(states, self._space, self._torch))
+            return self._net(self._torch.from_numpy(x))
 
     def _trusted_forward(self, states: np.ndarray) -> Any:
         """SB3's own policy's raw outputs for ``(N, d)`` observations (SB3 encodes them itself)."""
@@ -237,34 +251,33 @@ class SB3Policy(BasePolicy):
         return greedy_columns(self._raw(states))
 
     def _read_network(self) -> MLP:
-        torch = self._torch
         problems = []
         if self._space.kind is not Space.BOX:
             problems.append(
                 f"the observation space is {self._space}, not a flat Box (an MLP takes the features as they "
                 "are; SB3 one-hot encodes a discrete observation first)"
             )
-        if self._net is not None:
-            layers, where = self._net, ("q_net.q_net" if self.algorithm == "DQN" else "mlp_extractor.policy_net + action_net")
-        else:
+        where = "q_net.q_net" if self.algorithm == "DQN" else "mlp_extractor.policy_net + action_net"
+        layers: Any = None
+        if self._read is None:  # SB3's own model object: its torch modules
             policy = self._model.policy
             if self.algorithm == "DQN":
-                extractor, seq, where = policy.q_net.features_extractor, list(policy.q_net.q_net), "q_net.q_net"
+                extractor, seq = policy.q_net.features_extractor, list(policy.q_net.q_net)
             else:
                 extractor = getattr(policy, "pi_features_extractor", policy.features_extractor)
                 seq = [*policy.mlp_extractor.policy_net, policy.action_net]
-                where = "mlp_extractor.policy_net + action_net"
             if type(extractor).__name__ != "FlattenExtractor":
                 problems.append(f"the features extractor is {type(extractor).__name__}, not FlattenExtractor")
-            layers = torch.nn.Sequential(*seq)
+            layers = self._torch.nn.Sequential(*seq)
         if problems:
             raise PolicyError(
                 f"{self.name}: this {self.algorithm} model cannot be read as a ReLU network; export the "
                 "network to ONNX (Gemm/Relu) instead",
                 problems,
             )
+        name = f"{self.name} ({self.algorithm} {where})"
         try:
-            return mlp_from_torch(layers, name=f"{self.name} ({self.algorithm} {where})")
+            return mlp_from_torch(layers, name=name) if self._read is None else mlp_of_layers(self._read, name=name)
         except PolicyError as exc:
             raise PolicyError(
                 f"{exc}; train with policy_kwargs={{'activation_fn': torch.nn.ReLU}} or export the network to ONNX"
@@ -326,8 +339,8 @@ def load_sb3_continuous(
 ) -> ContinuousPolicy:
     """The continuous policy of an SB3 SAC/TD3/DDPG/PPO/A2C zip (or model object) with a Box action space.
 
-    A zip is read without running code (:func:`~rlverify.policies.sb3zip.read_continuous`, then a numpy
-    :class:`~rlverify.policies.continuous.Actor`), unless ``trust_code``: then SB3's own loader loads it and its own
+    A zip is read without running code and without torch (:func:`~rlverify.policies.sb3zip.read_continuous`, then a
+    numpy :class:`~rlverify.policies.continuous.Actor`), unless ``trust_code``: then SB3's own loader loads it and its own
     torch actor computes the mean / log-std (:class:`SB3ContinuousPolicy`), as does a model object. ``features``:
     the observation's names (None: ``obs[0]`` .. ``obs[F-1]``). Actions are ``a[0]`` .. ``a[d-1]``.
 
@@ -335,15 +348,17 @@ def load_sb3_continuous(
         PolicyError / InputFileError: as :func:`~rlverify.policies.sb3zip.read_continuous`, or a feature count that does
             not fit the observation space (one line).
     """
-    torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
-    limit_torch_threads(torch, check_threads(threads, "threads"))
+    check_threads(threads, "threads")
+    if not isinstance(source, (str, Path)) or trust_code:  # SB3's own torch actor computes
+        torch = require("torch", "sb3", purpose="a Stable-Baselines3 policy")
+        limit_torch_threads(torch, threads)
     if not isinstance(source, (str, Path)):
         return SB3ContinuousPolicy(source, features, threads=threads, name=name or model_name(source))
     path = Path(source)
     sb3zip.check_sizes(path)
     if trust_code:
         return SB3ContinuousPolicy(_load_continuous_trusted(path), features, threads=threads, name=name or str(path))
-    net = sb3zip.read_continuous(path, torch)
+    net = sb3zip.read_continuous(path)
     shown = name or str(path)
     kind = CONTINUOUS_ALGORITHMS[net.algorithm]
     actor = Actor(net.hidden, net.activation, net.mean, net.log_std, squash=kind is ContinuousKind.DETERMINISTIC, name=shown)
@@ -467,17 +482,28 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
     return row_log_softmax(np.asarray(x, dtype=np.float32))
 
 
-def numpy_actor(net: Any, name: str) -> Actor | None:
-    """The torch ``Sequential`` ``net`` (Linear layers, one kind of activation between them) as a numpy
-    :class:`Actor` computing the same in float32; None for any other shape (torch computes it)."""
-    modules = list(net)
-    linear = [m for m in modules if type(m).__name__ == "Linear"]
-    others = {type(m).__name__ for m in modules if type(m).__name__ != "Linear"}
-    if not linear or len(others) > 1 or type(modules[-1]).__name__ != "Linear" or not others <= set(ACTIVATIONS):
-        return None
-    if any(m.bias is None for m in linear):
-        return None
-    if len(modules) != 2 * len(linear) - 1 or any(type(modules[i]).__name__ != "Linear" for i in range(0, len(modules), 2)):
-        return None
-    layers = [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy()) for m in linear]
-    return Actor(layers[:-1], next(iter(others), "ReLU"), layers[-1], None, name=name)
+def torch_sequential(torch: Any, layers: Sequence[sb3zip.Layer], activation: str) -> Any:
+    """The float32 numpy ``layers`` as a ``torch.nn.Sequential`` of ``Linear`` layers with ``activation`` (a
+    ``torch.nn`` class name) between two, in eval mode (for an activation numpy does not compute here)."""
+    modules: list[Any] = []
+    for i, (w, b) in enumerate(layers):
+        linear = torch.nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(w))
+            linear.bias.copy_(torch.from_numpy(b))
+        modules.append(linear)
+        if i < len(layers) - 1:
+            modules.append(getattr(torch.nn, activation)())
+    return torch.nn.Sequential(*modules).eval()
+
+
+def mlp_of_layers(read: sb3zip.SB3Network, *, name: str) -> MLP:
+    """The float64 :class:`MLP` of a zip's network read without torch, if its activation is ReLU.
+
+    Raises:
+        PolicyError: another activation (the first layer after a Linear named, as :func:`mlp_from_torch` names it)."""
+    if read.activation != "ReLU" and len(read.layers) > 1:
+        raise PolicyError(
+            f"{name}: layer '1' is {read.activation}, which rlverify cannot read as a ReLU network (supported: {TORCH_SHAPE})"
+        )
+    return MLP(tuple(w.astype(np.float64) for w, _ in read.layers), tuple(b.astype(np.float64) for _, b in read.layers))

@@ -7,14 +7,15 @@ a policy file from someone else must never be opened that way unasked. This modu
   ``{":type:": ..., ":serialized:": base64-cloudpickle, <its fields as JSON or text>}``; only the readable
   fields are used (the policy class's module and name, ``policy_kwargs``' ``net_arch`` and
   ``activation_fn`` as text, the spaces' ``n`` / ``_shape`` / ``nvec``), the ``:serialized:`` blobs never;
-* ``policy.pth``: the policy's ``state_dict``, loaded with ``torch.load(..., weights_only=True)`` (tensors and
-  plain containers only; no code),
+* ``policy.pth``: the policy's ``state_dict``, parsed by :mod:`rlverify.policies.torch_file` (a restricted reader
+  of PyTorch's file format that allows only tensors and plain containers and never runs code; torch is not
+  needed),
 
 and builds the actor (PPO, A2C, sb3-contrib MaskablePPO: ``mlp_extractor.policy_net`` then ``action_net``) or
-the Q-network (DQN: ``q_net.q_net``) of a ``MlpPolicy`` as a ``torch.nn.Sequential`` of ``Linear`` layers and
-one of the activations in :data:`ACTIVATIONS`. Observations are encoded as SB3 encodes them
-(``preprocess_obs``): a ``Discrete`` state index one-hot, ``MultiDiscrete`` one one-hot per component, a flat
-``Box`` or ``MultiBinary`` as float32.
+the Q-network (DQN: ``q_net.q_net``) of a ``MlpPolicy`` as numpy ``(weight, bias)`` layers with one of the
+activations in :data:`ACTIVATIONS` between them. Observations are encoded as SB3 encodes them
+(``preprocess_obs``, :func:`encode`): a ``Discrete`` state index one-hot, ``MultiDiscrete`` one one-hot per
+component, a flat ``Box`` or ``MultiBinary`` as float32.
 
 Anything else (a custom policy class or features extractor, a CNN or multi-input policy, policy arguments
 it does not know) is refused by a :class:`~rlverify.errors.PolicyError` naming ``--trust-code``, the opt-in
@@ -26,10 +27,8 @@ Every member's inflated size is read from the zip's directory first: a zip that 
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import warnings
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,7 +38,8 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from rlverify.errors import InputFileError, PolicyError, exception_text
+from rlverify.errors import InputFileError, PolicyError
+from rlverify.policies import torch_file
 
 #: The most bytes the members of a policy zip may inflate to in total (SB3 zips of MLP policies are a few MB).
 MAX_INFLATED_BYTES = 256 * 2**20
@@ -176,27 +176,27 @@ class ObsSpace:
         return f"{self.kind}(shape={self.shape})"
 
 
+#: A linear layer read from ``policy.pth``: ``(out, in)`` weight and ``(out,)`` bias, float32.
+Layer = tuple[np.ndarray, np.ndarray]
+
+
 @dataclass(frozen=True)
 class SB3Network:
-    """What the reader built: the algorithm, the spaces and the actor/Q-network.
+    """What the reader built: the algorithm, the spaces and the actor/Q-network (numpy, read without torch).
 
     Attributes:
         algorithm: ``PPO``, ``A2C``, ``MaskablePPO`` or ``DQN``.
         obs: the observation space; n_actions: the Discrete action space's size.
-        net: a ``torch.nn.Sequential`` from the encoded observation to the logits (PPO/A2C/MaskablePPO) or
-            Q-values (DQN), float32.
+        layers: the linear layers from the encoded observation (:func:`encode`) to the logits
+            (PPO/A2C/MaskablePPO) or Q-values (DQN), float32, with ``activation`` between two.
         activation: the hidden layers' activation (``torch.nn`` class name).
     """
 
     algorithm: str
     obs: ObsSpace
     n_actions: int
-    net: Any
+    layers: tuple[Layer, ...]
     activation: str
-
-
-#: A linear layer read from ``policy.pth``: ``(out, in)`` weight and ``(out,)`` bias, float32.
-Layer = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -271,18 +271,18 @@ def refuse_gsde(data: Mapping[str, Any], path: Path) -> None:
         )
 
 
-def read_continuous(path: Path, torch: Any) -> ContinuousNetwork:
+def read_continuous(path: Path) -> ContinuousNetwork:
     """The actor of an SB3 ``MlpPolicy`` zip with a Box action space (SAC, TD3, DDPG, PPO, A2C), from its JSON and
-    its weights only (``policy.pth`` loaded with ``weights_only=True``; nothing unpickled).
+    its weights only (``policy.pth`` parsed by :mod:`~rlverify.policies.torch_file`; nothing run, no torch).
 
     Args:
         path: the zip.
-        torch: the ``torch`` module (to read ``policy.pth``).
 
     Raises:
-        InputFileError: not an SB3 zip, too large, ``policy.pth`` not a plain tensor state dict.
-        PolicyError: a policy it cannot read without running code (named, with the ``--trust-code`` hint), gSDE or
-            ``squash_output`` (named), an action space that is not a flat bounded Box, weights that do not fit.
+        InputFileError: not an SB3 zip, too large.
+        PolicyError: ``policy.pth`` not a plain tensor state dict (the cause named); a policy it cannot read without
+            running code (named, with the ``--trust-code`` hint), gSDE or ``squash_output`` (named), an action space
+            that is not a flat bounded Box, weights that do not fit.
     """
     data = read_data(path)
     algorithm = continuous_algorithm(data, path)
@@ -303,24 +303,22 @@ def read_continuous(path: Path, torch: Any) -> ContinuousNetwork:
     hidden = net_arch.get("pi", []) if isinstance(net_arch, dict) else net_arch
     if not _layer_sizes(hidden) and hidden != []:
         raise PolicyError(f"{path}: net_arch {net_arch!r} is not a list of positive layer sizes (or {{'pi': [...]}}){hint}")
-    state = _state_dict(path, torch)
+    state = _state_dict(path)
     d = len(low)
     sizes = [obs.size, *hidden]
     prefix = {"SAC": "actor.latent_pi.", "TD3": "actor.mu.", "DDPG": "actor.mu.", "PPO": "mlp_extractor.policy_net."}
     first = prefix.get(algorithm, prefix["PPO"])
     problems: list[str] = []
-    layers = tuple(
-        _numpy_layer(state, f"{first}{2 * i}", (sizes[i + 1], sizes[i]), torch, problems) for i in range(len(hidden))
-    )
+    layers = tuple(_numpy_layer(state, f"{first}{2 * i}", (sizes[i + 1], sizes[i]), problems) for i in range(len(hidden)))
     mean_name = {"SAC": "actor.mu", "TD3": f"actor.mu.{2 * len(hidden)}", "DDPG": f"actor.mu.{2 * len(hidden)}"}
-    mean = _numpy_layer(state, mean_name.get(algorithm, "action_net"), (d, sizes[-1]), torch, problems)
+    mean = _numpy_layer(state, mean_name.get(algorithm, "action_net"), (d, sizes[-1]), problems)
     log_std: Layer | np.ndarray | None = None
     if algorithm == "SAC":
-        log_std = _numpy_layer(state, "actor.log_std", (d, sizes[-1]), torch, problems)
+        log_std = _numpy_layer(state, "actor.log_std", (d, sizes[-1]), problems)
     elif algorithm in ("PPO", "A2C"):
         value = state.get("log_std")
-        if _is_tensor(value, torch, (d,)):
-            log_std = value.detach().to(torch.float32).numpy().copy()
+        if _is_tensor(value, (d,)):
+            log_std = value.astype(np.float32)
         else:
             problems.append(f"log_std: expected a parameter ({d},), got {_shape(value)}")
     if problems:
@@ -332,13 +330,14 @@ def read_continuous(path: Path, torch: Any) -> ContinuousNetwork:
     return ContinuousNetwork(algorithm, obs, low, high, layers, activation, mean, log_std)
 
 
-def _numpy_layer(state: Mapping[str, Any], name: str, want: tuple[int, int], torch: Any, problems: list[str]) -> Layer:
-    """The float32 ``(weight, bias)`` of the Linear layer ``name`` (zeros, and a problem noted, if it does not fit)."""
+def _numpy_layer(state: Mapping[str, np.ndarray], name: str, want: tuple[int, int], problems: list[str]) -> Layer:
+    """The float32 ``(weight, bias)`` of the Linear layer ``name`` (zeros, and a problem noted, if it does not fit;
+    a float64/float16 weight is rounded to float32 as torch's ``.to(torch.float32)`` rounds)."""
     w, b = state.get(f"{name}.weight"), state.get(f"{name}.bias")
-    if not _is_tensor(w, torch, want) or not _is_tensor(b, torch, want[:1]):
+    if not _is_tensor(w, want) or not _is_tensor(b, want[:1]):
         problems.append(f"{name}: expected weight {want} and bias {want[:1]}, got {_shape(w)} and {_shape(b)}")
         return np.zeros(want, dtype=np.float32), np.zeros(want[0], dtype=np.float32)
-    return w.detach().to(torch.float32).numpy().copy(), b.detach().to(torch.float32).numpy().copy()
+    return w.astype(np.float32), b.astype(np.float32)
 
 
 def box_action_space(entry: Any, path: Path, *, bounded: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -481,17 +480,17 @@ def algorithm_of(data: Mapping[str, Any], path: Path) -> tuple[str, str, str]:
     return names[0], module, cls_name
 
 
-def read_network(path: Path, torch: Any) -> SB3Network:
-    """Build the actor (or Q-network) of an SB3 MlpPolicy zip from its JSON and its weights only.
+def read_network(path: Path) -> SB3Network:
+    """Build the actor (or Q-network) of an SB3 MlpPolicy zip from its JSON and its weights only (numpy; no torch).
 
     Args:
         path: the zip.
-        torch: the ``torch`` module.
 
     Raises:
-        InputFileError: not an SB3 zip, too large, or ``policy.pth`` not a plain tensor state dict.
-        PolicyError: something it cannot read without running code (named), with the ``--trust-code`` hint; a
-            recurrent policy; non-Discrete actions; weights that do not fit the architecture.
+        InputFileError: not an SB3 zip, too large.
+        PolicyError: ``policy.pth`` not a plain tensor state dict (the cause named); something it cannot read
+            without running code (named), with the ``--trust-code`` hint; a recurrent policy; non-Discrete actions;
+            weights that do not fit the architecture.
     """
     data = read_data(path)
     algorithm, module, cls_name = algorithm_of(data, path)
@@ -508,16 +507,16 @@ def read_network(path: Path, torch: Any) -> SB3Network:
     net_arch, activation = _policy_kwargs(data.get("policy_kwargs"), default_arch, default_act, path, hint)
     hidden, names = _layers(algorithm, net_arch, path, hint)
     sizes = [obs.encoded_size, *hidden, n_actions]
-    layers, problems = _build_layers(_state_dict(path, torch), names, sizes, activation, torch)
+    problems: list[str] = []
+    state = _state_dict(path)
+    layers = tuple(_numpy_layer(state, name, (sizes[i + 1], sizes[i]), problems) for i, name in enumerate(names))
     if problems:
         raise PolicyError(
             f"{path}: the weights in policy.pth do not fit the {algorithm} MlpPolicy its data describes "
             f"(observation {obs}, {n_actions} actions, hidden {hidden}){hint}",
             problems,
         )
-    return SB3Network(
-        algorithm=algorithm, obs=obs, n_actions=n_actions, net=torch.nn.Sequential(*layers).eval(), activation=activation
-    )
+    return SB3Network(algorithm=algorithm, obs=obs, n_actions=n_actions, layers=layers, activation=activation)
 
 
 def _layers(algorithm: str, net_arch: Any, path: Path, hint: str) -> tuple[list[int], list[str]]:
@@ -540,29 +539,6 @@ def _layers(algorithm: str, net_arch: Any, path: Path, hint: str) -> tuple[list[
 def _layer_sizes(hidden: Any) -> bool:
     """Whether ``hidden`` is a list of positive layer sizes."""
     return isinstance(hidden, list) and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden)
-
-
-def _build_layers(
-    state: dict[str, Any], names: list[str], sizes: list[int], activation: str, torch: Any
-) -> tuple[list[Any], list[str]]:
-    """The ``torch.nn`` layers (Linear, then the activation between two) from the state dict, and every weight
-    that does not fit ``sizes``."""
-    layers: list[Any] = []
-    problems = []
-    for i, name in enumerate(names):
-        w, b = state.get(f"{name}.weight"), state.get(f"{name}.bias")
-        want = (sizes[i + 1], sizes[i])
-        if not _is_tensor(w, torch, want) or not _is_tensor(b, torch, want[:1]):
-            problems.append(f"{name}: expected weight {want} and bias {want[:1]}, got {_shape(w)} and {_shape(b)}")
-            continue
-        linear = torch.nn.Linear(sizes[i], sizes[i + 1])
-        with torch.no_grad():
-            linear.weight.copy_(w.to(torch.float32))
-            linear.bias.copy_(b.to(torch.float32))
-        layers.append(linear)
-        if i < len(names) - 1:
-            layers.append(getattr(torch.nn, activation)())
-    return layers, problems
 
 
 def observation_space(entry: Any, path: Path, hint: str = "") -> ObsSpace:
@@ -697,20 +673,16 @@ def _extractor_problems(kwargs: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _state_dict(path: Path, torch: Any) -> dict[str, Any]:
+def _state_dict(path: Path) -> dict[str, np.ndarray]:
+    """``policy.pth``'s tensors as numpy arrays (:func:`~rlverify.policies.torch_file.read_state_dict`: nothing run).
+
+    Raises:
+        PolicyError: not a plain tensor state dict (the cause named, with the ``--trust-code`` hint)."""
     raw = _read_members(path, ("policy.pth",))["policy.pth"]
     try:
-        with warnings.catch_warnings():  # torch warns about what weights_only=True refuses on purpose (pickle
-            warnings.simplefilter("ignore")  # protocols, the default's change): the refusal below says it once
-            state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-    except Exception as exc:  # weights_only refuses anything but tensors and plain containers
-        raise InputFileError(
-            f"{path}: policy.pth is not a plain tensor state dict ({exception_text(exc, 200)}); "
-            f"to load it anyway pass {TRUST_CODE}"
-        ) from None
-    if not isinstance(state, Mapping):
-        raise InputFileError(f"{path}: policy.pth holds a {type(state).__name__}, not a state dict")
-    return dict(state)
+        return torch_file.read_state_dict(raw, f"{path}: policy.pth", max_bytes=MAX_INFLATED_BYTES)
+    except PolicyError as exc:
+        raise PolicyError(f"{exc}; to load it anyway pass {TRUST_CODE}") from None
 
 
 def _space_kind(entry: Any) -> Space | None:
@@ -743,29 +715,30 @@ def _int_list(value: Any) -> list[int] | None:
     return None
 
 
-def _is_tensor(value: Any, torch: Any, shape: tuple[int, ...]) -> TypeGuard[Any]:
-    """Whether ``value`` is a floating-point tensor of ``shape`` (not None: a member the state dict lacks)."""
-    return isinstance(value, torch.Tensor) and tuple(value.shape) == shape and value.is_floating_point()
+def _is_tensor(value: object, shape: tuple[int, ...]) -> TypeGuard[np.ndarray]:
+    """Whether ``value`` is a floating-point tensor (array) of ``shape`` (not None: a member the state dict lacks)."""
+    return isinstance(value, np.ndarray) and value.shape == shape and np.issubdtype(value.dtype, np.floating)
 
 
 def _shape(value: Any) -> str:
     return str(tuple(value.shape)) if hasattr(value, "shape") else ("missing" if value is None else type(value).__name__)
 
 
-def encode(states: np.ndarray, obs: ObsSpace, torch: Any) -> Any:
-    """``(N, d)`` feature rows as the float32 tensor an SB3 MlpPolicy's network takes (SB3's ``preprocess_obs``).
+def encode(states: np.ndarray, obs: ObsSpace) -> np.ndarray:
+    """``(N, d)`` feature rows as the ``(N, obs.encoded_size)`` float32 array an SB3 MlpPolicy's network takes (SB3's
+    ``preprocess_obs``: one-hot for Discrete / MultiDiscrete, the features as float32 otherwise).
 
     The rows must be observations of ``obs`` (checked by the caller)."""
     if obs.kind is Space.DISCRETE:
         ints = np.rint(states[:, 0]).astype(np.int64)
         out = np.zeros((len(states), obs.n), dtype=np.float32)
         out[np.arange(len(states)), ints] = 1.0
-        return torch.from_numpy(out)
+        return out
     if obs.kind is Space.MULTI_DISCRETE:
         ints = np.rint(states).astype(np.int64)
         out = np.zeros((len(states), sum(obs.nvec)), dtype=np.float32)
         offsets = np.concatenate([[0], np.cumsum(obs.nvec)[:-1]]).astype(np.int64)
         rows = np.repeat(np.arange(len(states)), len(obs.nvec))
         out[rows, (ints + offsets).reshape(-1)] = 1.0
-        return torch.from_numpy(out)
-    return torch.as_tensor(np.ascontiguousarray(states, dtype=np.float32))
+        return out
+    return np.ascontiguousarray(states, dtype=np.float32)
