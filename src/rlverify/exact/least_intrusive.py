@@ -52,6 +52,8 @@ MEASURE = "expected probability mass moved away from the network's choices per r
 MAX_LP_VARIABLES = 4_000_000
 #: tightening rounds when HiGHS's tolerance leaves the corrected value beyond the bound
 _ROUNDS = 4
+#: comparisons of a bad event's bound (as text or Storm's names)
+_BELOW = ("<=", "<", "LESS", "LESS_EQUAL", "LEQ")
 #: a product state counts as corrected when it moves more than this much mass
 MOVED = 1e-12
 
@@ -147,7 +149,7 @@ def least_intrusive(
     T = sp.csr_matrix(T, dtype=np.float64)
     S = len(row_groups) - 1
     go = phi & ~psi
-    bad = comparison in ("<=", "<")
+    bad = comparison in _BELOW
     layers = _layers(T, row_groups, go, init, k)
     choice_layers = [_choices_of(states, row_groups) for states in layers]
     sizes = [len(c) for c in choice_layers]

@@ -35,9 +35,9 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -58,7 +58,7 @@ from rlverify.models.symbolic import SymbolicModel
 from rlverify.policies.base import Policy, PolicyWrapper
 from rlverify.policies.check import check_policy
 from rlverify.policies.shielded import MAX_SHIELD_BYTES, Shield, ShieldedPolicy, read_shield
-from rlverify.results import ExactResult, ShieldResult
+from rlverify.results import ExactResult, Result, ShieldResult
 
 log = logging.getLogger(__name__)
 
@@ -706,11 +706,147 @@ class _Memo(PolicyWrapper):
         return self.action_probabilities(states)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CorrectionResult(Result):
+    """The least intrusive correction of a policy for a step-bounded bound and its exact check
+    (:func:`least_intrusive_policy`; ``rlverify shield --meet least-intrusive``).
+
+    ``measure`` is what was minimised (:data:`~rlverify.exact.least_intrusive.MEASURE`); ``lp_optimum`` its least value
+    over every correction meeting the bound (the LP's, HiGHS float); ``measure_value`` the corrected policy's,
+    recomputed on its chain; ``value``/``lower``/``upper``/``satisfied`` the corrected (step-dependent, possibly
+    randomised) policy's probability, a certified bracket on the product (state x step) chain.
+    """
+
+    measure: str
+    lp_optimum: float
+    measure_value: float
+    tightened: float
+    value: float
+    lower: float | None
+    upper: float | None
+    satisfied: bool | None
+    unshielded: float
+    unshielded_lower: float | None
+    unshielded_upper: float | None
+    steps: int
+    corrected_states: int
+    corrected_product_states: int
+    randomised_product_states: int
+    expected_interventions: float
+    lp_variables: int
+    lp_constraints: int
+    product_states: int
+    guarantee: str
+    correction: Any = field(default=None, repr=False, compare=False)
+
+    NOT_IN_JSON: ClassVar[tuple[str, ...]] = ("correction",)
+
+
+def least_intrusive_policy(
+    model: SymbolicModel,
+    prop: Property,
+    policy: Policy,
+    options: ExactOptions | None = None,
+    *,
+    progress: Progress | None = None,
+) -> CorrectionResult:
+    """The least intrusive correction of ``policy`` meeting ``prop``'s step-bounded bound
+    (:func:`~rlverify.exact.least_intrusive.least_intrusive` on the property-directed MDP with the policy's weights as
+    the chain uses them), beside the policy's own exact value.
+
+    Raises:
+        PropertyError: an unbounded property (refused: the step counter's product does not apply), no bound, or a
+            bound no correction meets; PolicyError: mass on unavailable actions (``--unavailable renormalize``);
+            OptionError: an LP above :data:`~rlverify.exact.least_intrusive.MAX_LP_VARIABLES`.
+    """
+    from rlverify.exact.induced import weigh
+    from rlverify.exact.least_intrusive import MEASURE, least_intrusive
+
+    say = progress or (lambda msg: None)
+    options = _exact_options(ShieldOptions(meet=True), options)
+    check_resolved(model, prop)
+    check_policy(policy, model)
+    bound, comparison = _direction(prop)
+    t0 = time.perf_counter()
+    full = full_mdp(model, prop, options, policy=policy, progress=say)
+    sets = step_bounded_sets(full.storm, quantitative(prop)[0])
+    if sets is None:
+        raise PropertyError(
+            f"property '{prop.text}': --meet least-intrusive needs a step-bounded property (P<=b [F<=k ...]): the LP "
+            "runs on the product with the step counter; use --meet loosest for unbounded ones"
+        )
+    phi, psi, k = sets
+    mdp = full.mdp
+    cw, _, _ = weigh(mdp, policy, mode=options.mode, unavailable=options.unavailable, defer=True)
+    say(f"solving the least-intrusive LP over {k} steps")
+    t1 = time.perf_counter()
+    c = least_intrusive(
+        mdp.transitions.tocsr(),
+        np.asarray(mdp.row_groups),
+        cw.weights,
+        np.asarray(phi, dtype=bool),
+        np.asarray(psi, dtype=bool),
+        int(mdp.initial_states[0]),
+        int(k),
+        bound,
+        comparison,
+        precision=options.precision,
+    )
+    t2 = time.perf_counter()
+    unshielded = verify_exact(
+        model, prop, policy, options, chain=policy_chain(model, prop, policy, options, mdp=full, progress=say), progress=say
+    )
+    notes = []
+    if c.tightened:
+        notes.append(
+            f"HiGHS's tolerance left the corrected value beyond the bound: the LP was solved again with the bound "
+            f"tightened by {c.tightened:.3g}; the corrected policy's intrusion is optimal for that bound, the LP optimum "
+            "at the bound itself is the least any correction can do"
+        )
+    if c.satisfied is not True:
+        notes.append("the corrected policy is not certified to meet the bound (see its bracket)")
+    timings = {"parse": model.parse_seconds, "build": full.seconds, "lp": t2 - t1, "unshielded": time.perf_counter() - t2}
+    timings["total"] = sum(timings.values()) + (t1 - t0 - full.seconds)
+    return CorrectionResult(
+        measure=MEASURE,
+        lp_optimum=c.lp_optimum,
+        measure_value=c.measure_value,
+        tightened=c.tightened,
+        value=c.value,
+        lower=c.lower,
+        upper=c.upper,
+        satisfied=c.satisfied,
+        unshielded=unshielded.value,
+        unshielded_lower=unshielded.lower,
+        unshielded_upper=unshielded.upper,
+        steps=int(k),
+        corrected_states=c.corrected_states,
+        corrected_product_states=c.corrected_product_states,
+        randomised_product_states=c.randomised_product_states,
+        expected_interventions=c.expected_interventions,
+        lp_variables=c.lp_variables,
+        lp_constraints=c.lp_constraints,
+        product_states=c.product_states,
+        guarantee="sound",
+        correction=c,
+        provenance=provenance(
+            model,
+            prop,
+            policy,
+            timings=timings,
+            settings={**settings(options, "full", model), "meet": "least-intrusive"},
+            warnings=notes,
+        ),
+    )
+
+
 __all__ = [
+    "CorrectionResult",
     "ShieldOptions",
     "TieGaps",
     "check_shield_fits",
     "compute_shield",
+    "least_intrusive_policy",
     "load_shield",
     "model_fingerprint",
     "shield_limits",
