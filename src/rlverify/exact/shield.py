@@ -8,19 +8,24 @@
 * ``absolute`` ``t`` in [0, 1]: ``Q <= t`` / ``Q >= t``;
 * ``factor`` ``t`` in (0, 1]: ``t Q <= V`` / ``Q >= t V`` (1: the best actions only; towards 0: every action).
 
-The best actions (``Q == V``) are always kept, so no state is left without an action; an action the state does not
-offer is never kept. The shielded policy (:class:`~rlverify.policies.shielded.ShieldedPolicy`) renormalises the
-policy's distribution over the kept actions and falls back to the best kept actions where the policy puts no mass
-on a kept one.
+Which actions are kept is decided from brackets of ``Q`` (:func:`tie_gaps`): certified where the values are
+(``--numerics sound``), else the values widened by the solver's precision. Gaps whose brackets overlap form one tie
+class and are kept or removed together (equal gaps treated equally); the actions whose bracket overlaps the state's
+best are its best actions, always kept, so no state is left without an action; an action is removed only where its
+bracket says it is outside the threshold; an action the state does not offer is never kept. The shielded policy
+(:class:`~rlverify.policies.shielded.ShieldedPolicy`) renormalises the policy's distribution over the kept actions
+and falls back to the best kept actions where the policy puts no mass on a kept one.
 
 :func:`shield_policy` computes the shield and its **certificate**: the shielded policy verified exactly by
 :func:`~rlverify.exact.verify_exact` (strategy ``full`` on the MDP the values were computed on), beside the
 unshielded policy's value and the optimum, with the intervention figures computed on the shielded policy's chain
-(:class:`~rlverify.results.ShieldResult`). With ``meet`` it searches the ``relative`` threshold for the loosest
-shield whose shielded value meets the property's bound, decided from the certified bracket: bisection over the
-distinct gaps ``|Q - V|``, assuming the shielded value is monotone in the threshold (the returned shield is
-verified whatever happens; the probes are listed). A bound that no scheduler meets (the optimum at the initial
-state on the wrong side of it) is refused with the optimum named.
+(:class:`~rlverify.results.ShieldResult`). With ``meet`` it returns the **loosest** ``relative`` threshold whose
+shielded value is certified to meet the property's bound: the candidates are the tie classes' thresholds, probed from
+the loosest down, each verified exactly, so no monotonicity in the threshold is assumed; past ``max_probes`` the rest
+is bisected and the result says so (the probes are listed). The loosest is not the least intrusive:
+:func:`least_intrusive_policy` computes that (step-bounded properties; :mod:`~rlverify.exact.least_intrusive`). A
+bound that no scheduler meets (the optimum at the initial state on the wrong side of it) is refused with the
+optimum named.
 
 For step-bounded properties the shield is memoryless and computed with the whole bound left (see
 :mod:`~rlverify.exact.action_values`); the certificate is the shielded policy's exact value, never the values'.
