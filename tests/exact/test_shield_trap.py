@@ -98,3 +98,29 @@ def test_least_intrusive_refuses_unbounded_properties(tmp_path: Path) -> None:
     prop = parse_property(model, 'P<=0.2 [F "bad"]', fixed_policy=True)
     with pytest.raises(PropertyError, match="step-bounded"):
         least_intrusive_policy(model, prop, _policy())
+
+
+def test_cli_least_intrusive_and_its_refusals(capsys) -> None:
+    import contextlib
+    import json
+
+    from rlverify.cli.main import main
+
+    prop = 'P>=0.9 [F<=3 "goal"]'
+    code = main(["shield", "running-example-v1", "-p", prop, "--meet", "least-intrusive", "--json"])
+    r = json.loads(capsys.readouterr().out)["result"]
+    assert code == 0 and r["satisfied"] is True and r["lower"] >= 0.9 - 1e-12
+    assert r["measure"].startswith("expected probability mass moved") and r["measure_value"] == pytest.approx(
+        r["lp_optimum"], abs=1e-7
+    )
+    for args, cause in (
+        (["-p", 'P>=0.9 [F "goal"]', "--meet", "least-intrusive"], "step-bounded"),
+        (["-p", prop, "--meet", "--max-probes", "0"], "--max-probes"),
+        (["-p", prop, "--meet", "least-intrusive", "--out", "x.json"], "not a shield file"),
+        (["-p", prop, "--meet", "cheapest"], "invalid choice"),
+    ):
+        with pytest.raises(SystemExit) if "cheapest" in args else contextlib.nullcontext():
+            code = main(["shield", "running-example-v1", *args])
+        err = capsys.readouterr().err.strip().splitlines()
+        if "cheapest" not in args:
+            assert code == 2 and len(err) == 1 and cause in err[0], err
