@@ -73,9 +73,8 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-probes",
         type=int,
-        default=200,
         metavar="N",
-        help="--meet loosest: the most candidate thresholds verified one by one (default 200)",
+        help="--meet loosest: the most candidate thresholds verified one by one (default 64)",
     )
     p.add_argument(
         "--remaining",
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         meet=args.meet is not None,
         remaining=args.remaining,
-        max_probes=args.max_probes,
+        **({} if args.max_probes is None else {"max_probes": args.max_probes}),
     )
     shield_options.validate()
     if least and (args.out is not None or args.remaining is not None):

@@ -68,7 +68,7 @@ from rlverify.results import ExactResult, Result, ShieldResult
 log = logging.getLogger(__name__)
 
 #: most candidate thresholds one ``meet`` search verifies one by one before it says it was capped (and bisects)
-MAX_PROBES = 200
+MAX_PROBES = 64
 #: batches of states whose network answers a ``meet`` search remembers
 _MEMO_BATCHES = 64
 
