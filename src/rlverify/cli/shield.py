@@ -25,7 +25,11 @@ from rlverify.exact.options import MAX_WORK, ExactOptions
 from rlverify.files import check_target
 
 if TYPE_CHECKING:
+    from rlverify.exact.shield import CorrectionResult
     from rlverify.results import ShieldResult
+
+#: ``--meet`` modes
+MEET_MODES = ("loosest", "least-intrusive")
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -36,8 +40,10 @@ def register(sub: Any) -> argparse.ArgumentParser:
         description="From the full MDP, each state-action pair's best achievable value after the action (Q = sum T "
         "x Pmin for a bad event P<=b, Pmax for a goal P>=b; step-bounded forms with the whole bound left); keep the "
         "actions within a threshold of the state's best; verify the shielded policy exactly beside the unshielded "
-        "value and the optimum. --meet searches the loosest threshold whose shielded policy meets the bound "
-        "(exit 1 when none does; exit 2 when the bound is below the optimum).",
+        "value and the optimum. --meet (loosest) returns the loosest threshold whose shielded policy is certified to "
+        "meet the bound; --meet least-intrusive the correction moving the least expected mass (step-bounded "
+        "properties; exit 1 when none meets it; exit 2 when the bound is below the optimum). Kept sets come from "
+        "bracketed Q: gaps whose brackets overlap are ties, an action overlapping the best is never removed.",
     )
     add_target(p)
     add_env_kwargs(p)
@@ -51,7 +57,25 @@ def register(sub: Any) -> argparse.ArgumentParser:
         "or with T x Q <= best / Q >= T x best (factor, T in (0, 1])",
     )
     p.add_argument("--kind", choices=values(ShieldKind), default="relative", help="the threshold's kind")
-    p.add_argument("--meet", action="store_true", help="search the loosest relative threshold that meets the bound")
+    p.add_argument(
+        "--meet",
+        nargs="?",
+        const="loosest",
+        choices=MEET_MODES,
+        metavar="MODE",
+        help="meet the property's bound. 'loosest' (the default MODE): the loosest relative threshold whose shield is "
+        "certified to meet it; every tie class of the gaps |Q - best| is a candidate, probed from the loosest down "
+        "(no monotonicity assumed) and exactly verified; more than --max-probes candidates: the rest bisected and "
+        "said. Loosest is not least intrusive. 'least-intrusive': step-bounded properties only: the correction "
+        "(step-dependent, possibly randomised) that moves the least expected probability mass away from the "
+        "network's choices while meeting the bound (a linear program, HiGHS), then checked exactly on its chain",
+    )
+    p.add_argument(
+        "--max-probes",
+        type=int,
+        metavar="N",
+        help="--meet loosest: the most candidate thresholds verified one by one (default 64)",
+    )
     p.add_argument(
         "--remaining",
         type=int,
@@ -77,8 +101,19 @@ def register(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from rlverify.exact.shield import ShieldOptions, shield_policy  # lazy: the engine, --help start-up
 
-    shield_options = ShieldOptions(kind=args.kind, threshold=args.threshold, meet=args.meet, remaining=args.remaining)
+    least = args.meet == "least-intrusive"
+    shield_options = ShieldOptions(
+        kind=args.kind,
+        threshold=args.threshold,
+        meet=args.meet is not None,
+        remaining=args.remaining,
+        **({} if args.max_probes is None else {"max_probes": args.max_probes}),
+    )
     shield_options.validate()
+    if least and (args.out is not None or args.remaining is not None):
+        raise OptionError(
+            "--meet least-intrusive gives a step-dependent correction, not a shield file: drop --out/--remaining"
+        )
     if args.out is not None:
         if args.out.suffix.lower() != ".json":
             raise OptionError(f"--out {args.out}: a shield is written as JSON: give a .json file name")
@@ -96,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     target = resolve_target(args, "rlverify shield", property=args.property)
     prop, policy = target.property, target.policy
     assert prop is not None and policy is not None  # asked for: resolve parsed and loaded them
+    if least:
+        return _run_least(args, target, options)
     with status("shielding") as update:
         result = shield_policy(target.model, prop, policy, shield_options, options, progress=update)
     result = target.stamp(result, unavailable=args.unavailable)
@@ -106,12 +143,56 @@ def run(args: argparse.Namespace) -> int:
         shield.save(args.out, force=args.force, what="--out")
         result = dataclasses.replace(result, shield_file=str(args.out), shield=shield)
     print_warnings(result.warnings)
-    code = 1 if args.meet and result.satisfied is not True else 0
+    code = 1 if args.meet is not None and result.satisfied is not True else 0
     if args.json:
         print_envelope(args, result, exit_code=code, holds=result.satisfied)
     else:
         _print(result)
     return code
+
+
+def _run_least(args: argparse.Namespace, target: Any, options: ExactOptions) -> int:
+    from rlverify.exact.shield import least_intrusive_policy  # lazy: the engine, --help start-up
+
+    with status("correcting") as update:
+        result = least_intrusive_policy(target.model, target.property, target.policy, options, progress=update)
+    result = target.stamp(result, unavailable=args.unavailable)
+    print_warnings(result.warnings)
+    code = 1 if result.satisfied is not True else 0
+    if args.json:
+        print_envelope(args, result, exit_code=code, holds=result.satisfied)
+    else:
+        _print_least(result)
+    return code
+
+
+def _print_least(r: CorrectionResult) -> None:
+    from rich.table import Table
+
+    from rlverify.results import shown, shown_pair  # lazy: numpy, --help start-up
+
+    t = Table(title="rlverify shield --meet least-intrusive", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("model", r.model)
+    t.add_row("policy", shown_policy(r.policy))
+    t.add_row("property", r.property)
+    verdict = {True: ("meets the bound", "bold green"), False: ("violates the bound", "bold red"), None: ("undecided", "")}
+    text, style = verdict[r.satisfied]
+    t.add_row("corrected", styled(f"{shown(r.value)} in {shown_pair(r.lower, r.upper)} ({text})", style or "bold"))
+    t.add_row("unshielded", shown(r.unshielded))
+    t.add_row("minimised", r.measure)
+    t.add_row("least intrusion", f"{shown(r.lp_optimum)} (LP optimum, HiGHS); the corrected policy's {shown(r.measure_value)}")
+    t.add_row(
+        "corrections",
+        f"{r.corrected_states:,} model states ({r.corrected_product_states:,} (state, step) pairs, "
+        f"{r.randomised_product_states:,} randomised); expected per run {shown(r.expected_interventions)}",
+    )
+    t.add_row(
+        "LP", f"{r.lp_variables:,} variables, {r.lp_constraints:,} constraints; product chain {r.product_states:,} states"
+    )
+    t.add_row("time", ", ".join(f"{k} {v:.3f}s" for k, v in r.timings.items() if v))
+    console.print(t)
 
 
 def _print(r: ShieldResult) -> None:

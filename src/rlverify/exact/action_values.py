@@ -108,6 +108,28 @@ class ActionValues:
         out[self.choice_states()[known], cols[known]] = self.values[known]
         return out
 
+    def brackets_for_actions(self, actions: Sequence[str]) -> tuple[np.ndarray, np.ndarray, bool]:
+        """``(S, A)`` lower and upper bounds of ``Q(s, a)`` for the agent's ``actions`` (NaN where unavailable) and
+        whether they are certified: the certified brackets where computed, otherwise (``fast``, or ``direct`` on an
+        unbounded property) the values widened by the relative precision asked of the solver, ``|Q| x precision``
+        plus one ulp each side (a tolerance, not a guarantee)."""
+        cols = action_columns(self.mdp, list(actions))
+        known = np.flatnonzero(cols >= 0)
+        states = self.choice_states()[known]
+        certified = self.lower is not None and self.upper is not None
+        if certified:
+            assert self.lower is not None and self.upper is not None
+            lo, hi = self.lower, self.upper
+        else:
+            delta = np.abs(self.values) * self.precision
+            lo = np.clip(np.nextafter(self.values - delta, -np.inf), 0.0, 1.0)
+            hi = np.clip(np.nextafter(self.values + delta, np.inf), 0.0, 1.0)
+        out_lo = np.full((self.mdp.num_states, len(actions)), np.nan)
+        out_hi = np.full((self.mdp.num_states, len(actions)), np.nan)
+        out_lo[states, cols[known]] = lo[known]
+        out_hi[states, cols[known]] = hi[known]
+        return out_lo, out_hi, certified
+
     def gaps(self) -> np.ndarray:
         """``(C,)`` float64: how much worse each choice is than the state's best, ``|Q(s, a) - V*(s)|`` (>= 0)."""
         return np.abs(self.values - self.state_values[self.choice_states()])
