@@ -327,7 +327,9 @@ FIGURES = [
     Figure(G + "robustness.md", "| L1 | 0.846129 | 0.846492 | {} |", L1, "best", ".6f", slow=True),
     Figure(G + "robustness.md", "anywhere in [{}, ", DELTA, "lower", ".6f", slow=True),
     Figure(G + "robustness.md", "anywhere in [0.821837, {}]", DELTA, "upper", ".6f", slow=True),
-    Figure(G + "shields.md", "collides within 100 steps with probability {}; the best", SHIELD, "unshielded", ".6f", slow=True),
+    Figure(
+        G + "shields.md", "collides within 100 steps with probability {}; the best", SHIELD, "unshielded", ".6f", slow=True
+    ),
     Figure(G + "shields.md", "can do is\n{} (Pmin)", SHIELD, "optimum", ".4f", slow=True),
     Figure(G + "shields.md", "collides with\nprobability {} (a relative", SHIELD, "value", ".6f", slow=True),
     Figure(G + "shields.md", "(a relative threshold of {}),", SHIELD, "threshold", ".3g", slow=True),
