@@ -1,6 +1,8 @@
 """Unbounded reachability on chains whose undecided part is acyclic: the system is triangular in a topological order
 and solved by substitution (no LU). Checked against exact rationals (``fractions.Fraction`` on the chain's own float
-entries) and against the LU route on the same chains."""
+entries) and against the LU route on the same chains. These chains are small: the sparse routes are tested with
+:data:`~rlverify.exact.linear.DENSE_STATES` at 0 (``sparse``), the dense LU they would take by default against the
+same rationals (``test_small_chains_are_solved_densely_with_the_same_certificate``)."""
 
 from __future__ import annotations
 
@@ -126,8 +128,57 @@ def _exact(P: sp.csr_matrix, phi: np.ndarray, psi: np.ndarray) -> list[Fraction]
     return [of(s) for s in range(n)]
 
 
-def _check(P: sp.csr_matrix, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str) -> Any:
-    return linear.reachability(P, phi, psi, init, numerics, 1e-6, 10.0)
+def _check(P: sp.csr_matrix, phi: np.ndarray, psi: np.ndarray, init: int, numerics: str, *, dense: bool = False) -> Any:
+    """``linear.reachability`` by the sparse routes (substitution or sparse LU), or (``dense``) as small chains are
+    solved by default."""
+    with mock.patch.object(linear, "DENSE_STATES", linear.DENSE_STATES if dense else 0):
+        return linear.reachability(P, phi, psi, init, numerics, 1e-6, 10.0)
+
+
+@given(_acyclic_chains(), st.sampled_from(["sound", "direct"]))
+@settings(max_examples=200, deadline=None)
+def test_small_chains_are_solved_densely_with_the_same_certificate(chain, numerics):
+    """The dense LU (the default up to DENSE_STATES states: no scipy.sparse.linalg) brackets the exact rationals as
+    tightly as the sparse routes, and its values agree with theirs to 1e-12 (relative)."""
+    P, phi, psi, init = chain
+    exact = _exact(P, phi, psi)
+    solvers: list[str] = []
+    real = linear._solver
+
+    def spy(system: Any, order: np.ndarray | None) -> Any:
+        solvers.append("dense" if system.shape[0] <= linear.DENSE_STATES else "sparse")
+        return real(system, order)
+
+    with mock.patch.object(linear, "_solver", spy):
+        out = _check(P, phi, psi, init, numerics, dense=True)
+    assert set(solvers) <= {"dense"}
+    sparse = _check(P, phi, psi, init, numerics)
+    assert out.zero == sparse.zero and out.one == sparse.one
+    assert out.method == sparse.method.replace("sparse LU", "dense LU")
+    assert np.allclose(out.values, sparse.values, rtol=1e-12, atol=0.0)
+    if out.lower is None:
+        assert sparse.lower is None
+        return
+    assert Fraction(out.lower) <= exact[init] <= Fraction(out.upper)
+    if exact[init] > 0:
+        assert relative(out.value, out.lower, out.upper) <= 1e-12
+    assert out.lowers is not None and out.uppers is not None
+    for s in range(P.shape[0]):
+        assert Fraction(float(out.lowers[s])) <= exact[s] <= Fraction(float(out.uppers[s]))
+
+
+def test_the_dense_limit_is_where_the_sparse_routes_start():
+    """DENSE_STATES maybe-states are solved densely, one more by the sparse routes (a line of states to the goal)."""
+    for m, method in ((linear.DENSE_STATES, "dense LU"), (linear.DENSE_STATES + 1, "sparse LU")):
+        n = m + 2
+        rows = [*range(m), *range(m), m, m + 1]
+        cols = [*range(1, m + 1), *([m + 1] * m), m, m + 1]
+        P = sp.csr_matrix(([0.5] * m + [0.5] * m + [1.0, 1.0], (rows, cols)), shape=(n, n))
+        psi = np.zeros(n, dtype=bool)
+        psi[m] = True
+        out = linear.reachability(P, np.ones(n, dtype=bool), psi, 0, "sound", 1e-6, 10.0)
+        assert method in out.method
+        assert Fraction(out.lower) <= Fraction(1, 2**m) <= Fraction(out.upper)
 
 
 @given(_acyclic_chains(), st.sampled_from(["sound", "direct"]))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import beta, binomtest
 
 from rlverify.statistical import StatisticsError, adaptive_runs, clopper_pearson, okamoto_runs, sprt, wilson
@@ -87,3 +89,29 @@ def test_one_sided_clopper_pearson_lower_bound_against_the_binomial_tail():
         clopper_pearson_lower(np.array([11]), np.array([10]), 0.05)
     with pytest.raises(StatisticsError, match="whole numbers"):
         clopper_pearson_lower(np.array([2.5]), np.array([10]), 0.05)
+
+
+@given(
+    n=st.integers(1, 100_000),
+    frac=st.floats(0.0, 1.0),
+    delta=st.floats(1e-12, 0.5),
+)
+@settings(max_examples=300, deadline=None)
+def test_intervals_from_scipy_special_are_scipy_stats_quantiles(n, frac, delta):
+    """clopper_pearson and wilson use scipy.special (betaincinv, betainccinv, ndtri) instead of importing scipy.stats:
+    held against scipy.stats' beta and norm quantiles (independent code paths) to 1e-12 relative."""
+    from scipy.stats import norm
+
+    k = round(frac * n)
+    lo, hi = clopper_pearson(k, n, delta)
+    assert lo == (0.0 if k == 0 else pytest.approx(beta.ppf(delta / 2, k, n - k + 1), rel=1e-12, abs=0))
+    assert hi == (1.0 if k == n else pytest.approx(beta.isf(delta / 2, k + 1, n - k), rel=1e-12, abs=0))
+    z = norm.isf(delta / 2)
+    p = k / n
+    centre, half = (
+        (p + z * z / (2 * n)) / (1 + z * z / n),
+        z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n),
+    )
+    wl, wh = wilson(k, n, delta)
+    assert wl == pytest.approx(max(0.0, centre - half), rel=1e-12, abs=1e-300)
+    assert wh == pytest.approx(min(1.0, centre + half), rel=1e-12, abs=0)

@@ -1,6 +1,7 @@
-"""Unbounded reachability on a chain by a linear solve with a certificate: graph analysis (exact 0/1 states), a
-sparse LU (or, without cycles, substitution) of ``(I - A) x = b`` on the remaining states with iterative refinement,
-an a-posteriori certified bracket, and (``sound``) interval iteration from it (see :mod:`rlverify.exact.checking`)."""
+"""Unbounded reachability on a chain by a linear solve with a certificate: graph analysis (exact 0/1 states), an
+LU of ``(I - A) x = b`` on the remaining states (numpy's dense LU up to :data:`DENSE_STATES` states; above, a sparse
+LU or, without cycles, substitution) with iterative refinement, an a-posteriori certified bracket, and (``sound``)
+interval iteration from it (see :mod:`rlverify.exact.checking`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,20 @@ from rlverify.exact.outcome import TINY, CheckOutcome
 from rlverify.exact.rounding import relative, rounded_down, rounded_up, sum_margin
 from rlverify.models.graph import prob01
 
-__all__ = ["MAX_DIRECT_STATES", "MAX_LU_WORK", "SOUND_BUDGET_SECONDS", "lu_work", "reachability", "triangular_order"]
+__all__ = [
+    "DENSE_STATES",
+    "MAX_DIRECT_STATES",
+    "MAX_LU_WORK",
+    "SOUND_BUDGET_SECONDS",
+    "lu_work",
+    "reachability",
+    "triangular_order",
+]
+
+#: up to this many maybe-states the system is solved densely by numpy's LAPACK solve (a few ms at most), so that a
+#: small chain needs neither scipy.sparse.linalg nor scipy.sparse.csgraph (~0.3 s of CPU to import); the certificate
+#: (the sub/super-solution checks of :func:`_certify`, on the sparse matrix) is the same whatever solved the system
+DENSE_STATES = 256
 
 #: the sparse LU solve is used up to this many maybe-states (above: Storm's solver for the setting)
 MAX_DIRECT_STATES = 2_000_000
@@ -35,7 +49,7 @@ def lu_work(system: Sparse) -> float:
     """An estimate of a sparse LU's multiply-adds on ``system`` ``(m, m)``: ``m * w**2`` for ``w`` the half-bandwidth
     after a reverse Cuthill-McKee ordering (a banded factorisation's cost; SuperLU's own ordering does no worse on
     the grid-like chains where this matters). Linear time in the entries."""
-    from scipy.sparse.csgraph import reverse_cuthill_mckee  # lazy: scipy, start-up
+    from scipy.sparse.csgraph import reverse_cuthill_mckee  # lazy: scipy.sparse.csgraph, only for large systems
 
     pattern = sp.csr_matrix(system)
     pattern = (pattern + pattern.T).tocsr()
@@ -52,7 +66,7 @@ def triangular_order(a: Sparse) -> np.ndarray | None:
     state to an earlier one (successors first), so that ``I - A`` in that order is lower triangular; None when ``a``'s
     pattern has a cycle through two or more states (self-loops stay on the diagonal). Checked entry by entry: the
     numbering of the strongly connected components only proposes the order."""
-    from scipy.sparse.csgraph import connected_components  # lazy: scipy, start-up
+    from scipy.sparse.csgraph import connected_components  # lazy: scipy.sparse.csgraph, only for large systems
 
     m = a.shape[0]
     count, labels = connected_components(a, directed=True, connection="strong")
@@ -69,10 +83,14 @@ def triangular_order(a: Sparse) -> np.ndarray | None:
 
 
 def _solver(system: Sparse, order: np.ndarray | None) -> Solve:
-    """``r -> system^-1 r`` for ``system`` ``(m, m)`` CSC: by forward substitution when ``order`` makes it lower triangular
-    (:func:`triangular_order`; no fill-in, no pivoting), else by a sparse LU. Raises what ``splu`` and ``spsolve_triangular``
-    raise."""
-    from scipy.sparse.linalg import splu, spsolve_triangular  # lazy: scipy, start-up
+    """``r -> system^-1 r`` for ``system`` ``(m, m)`` CSC: densely (LAPACK's LU with partial pivoting, numpy) up to
+    :data:`DENSE_STATES` states, else by forward substitution when ``order`` makes it lower triangular
+    (:func:`triangular_order`; no fill-in, no pivoting), else by a sparse LU. Raises what ``numpy.linalg.solve``,
+    ``splu`` and ``spsolve_triangular`` raise."""
+    if system.shape[0] <= DENSE_STATES:
+        dense = system.toarray()
+        return lambda r: np.linalg.solve(dense, r)
+    from scipy.sparse.linalg import splu, spsolve_triangular  # lazy: scipy.sparse.linalg, only above DENSE_STATES
 
     if order is None:
         return splu(system).solve
@@ -138,7 +156,8 @@ def reachability(
     if solved is None:
         return None
     zero, one = bool(no[init]), bool(yes[init])
-    method = "graph analysis + sparse LU + certified bracket"
+    lu = _lu_name(m)
+    method = f"graph analysis + {lu} + certified bracket"
     if j is None:  # the initial state is decided by the graph analysis
         v = float(values[init])
         values[maybe] = solved.x
@@ -156,10 +175,15 @@ def reachability(
         )
     if numerics == Numerics.SOUND and not solved.rel() <= precision and solved.hi[j] > 1e-250:  # below: only absolute
         _tighten(solved, precision, budget - (time.perf_counter() - t0))
-        method = "graph analysis + sparse LU + interval iteration"
+        method = f"graph analysis + {lu} + interval iteration"
     values[maybe] = solved.x
     lowers, uppers = _bounds(values, maybe, solved.lo), _bounds(values, maybe, solved.hi)
     return _reach_outcome(solved, values, lowers, uppers, zero, one, method, graph_note, numerics, precision, budget)
+
+
+def _lu_name(m: int) -> str:
+    """How :func:`_solver` solves a system of ``m`` states, as the outcome's method names it."""
+    return "dense LU" if m <= DENSE_STATES else "sparse LU"
 
 
 def _exact(values: np.ndarray, no: np.ndarray, yes: np.ndarray, init: int, graph_note: str) -> CheckOutcome:
@@ -185,7 +209,7 @@ def _solve(a: Sparse, b: np.ndarray, j: int | None, precision: float) -> _Solved
     m = a.shape[0]
     gamma, k = sum_margin(int(np.diff(a.indptr).max(initial=0)))
     system = (sp.identity(m, format="csc") - a.tocsc()).tocsc()
-    order = triangular_order(a)
+    order = triangular_order(a) if m > DENSE_STATES else None  # (a dense solve needs no order)
     # the factors' fill would take minutes to hours (6-D grids): Storm solves it. m (m-1)^2 bounds lu_work; a
     # triangular system has no fill
     if order is None and m * (m - 1) ** 2 > MAX_LU_WORK and lu_work(system) > MAX_LU_WORK:
@@ -275,7 +299,7 @@ def _reach_outcome(
             lower=None,
             upper=None,
             values=values,
-            method="graph analysis + sparse LU",
+            method=f"graph analysis + {_lu_name(len(solved.x))}",
             note=note,
             warning=warning if value < TINY else None,
             zero=zero,

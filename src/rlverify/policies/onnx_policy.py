@@ -1,8 +1,15 @@
-"""ONNX policies: a network file (or its bytes, or an ``onnx.ModelProto``) run with onnxruntime."""
+"""ONNX policies: a network file (or its bytes, or an ``onnx.ModelProto``) run with onnxruntime.
+
+A policy is read with onnxruntime alone: its session gives the metadata (``get_modelmeta``), the inputs and the
+outputs; the ``onnx`` package (~1.6 s of CPU to import, mostly ``ml_dtypes``) is imported only when the weights are
+read (:meth:`OnnxPolicy.network`, for the abstraction engine). A greedy (Q-value) policy's session also computes
+the argmax: its graph gets one ``ArgMax`` node, appended to the file's bytes as protobuf fields (:func:`with_argmax`).
+"""
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +28,12 @@ log = logging.getLogger(__name__)
 
 #: an ``onnx.ModelProto`` (untyped: onnx is an optional extra)
 OnnxModel = Any
+#: an ``onnxruntime.InferenceSession`` (untyped: onnxruntime is an optional extra)
+OnnxSession = Any
+
+#: onnxruntime's session option naming the folder of a model's external data when the model is given as bytes
+#: (without it, onnxruntime looks for them relative to the working directory)
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 
 
 class OnnxPolicy(BasePolicy):
@@ -35,9 +48,10 @@ class OnnxPolicy(BasePolicy):
     with ``threads`` threads (intra-op; one inter-op thread; default
     :data:`~rlverify.policies.settings.DEFAULT_POLICY_THREADS`, ``--policy-threads``).
 
-    ``source``: a file (read with ``onnx.load``, external data beside it included), or the network itself: the
+    ``source``: a file (its bytes read once; external data beside it included), or the network itself: the
     bytes of an ONNX file or an ``onnx.ModelProto`` (nothing is written to disk; ``name`` names it in messages).
-    A file is read and then taken as its model, so both forms are the same policy.
+    A file is read and then taken as its bytes, so both forms are the same policy. Only onnxruntime is imported;
+    :meth:`network` imports ``onnx`` to read the weights from the same bytes.
     """
 
     no_network = None
@@ -60,22 +74,24 @@ class OnnxPolicy(BasePolicy):
         self.threads = check_threads(threads, "threads")
         path = Path(source) if isinstance(source, (str, Path)) else None
         where = name or (str(path) if path is not None else "ONNX bytes")
-        model = read_onnx(path) if path is not None else onnx_model(source, where)
-        self._init_model(model, where, features, actions, output, defaults)
+        data = read_onnx(path) if path is not None else onnx_bytes(source, where)
         self.path = path
+        self._init_model(data, where, features, actions, output, defaults)
 
     def _init_model(
         self,
-        model: Any,
+        data: bytes,
         where: str,
         features: Sequence[str] | None,
         actions: Sequence[str] | None,
         output: str | None,
         defaults: Mapping[str, Sequence[str]] | None,
     ) -> None:
-        """Take the ONNX ``model`` (a ``ModelProto``) as this policy, named ``where``."""
+        """Take the ONNX file ``data`` (its bytes) as this policy, named ``where``."""
         path = Path(where)  # for messages only
-        meta = {p.key: p.value for p in model.metadata_props}
+        folder = self.path.parent if self.path is not None else None
+        self._session = _session(data, folder, path, threads=self.threads, bad_file=self.path is not None)
+        meta = dict(self._session.get_modelmeta().custom_metadata_map)
         self.metadata = meta
         names, acts, kind = onnx_names(
             meta, path, {"features": features, "actions": actions, "output": output}, defaults or {}
@@ -83,11 +99,13 @@ class OnnxPolicy(BasePolicy):
         super().__init__(names, acts, name=where)
         self.output = onnx_output(kind, path)
         self.training = onnx_training(meta, path)
-        # greedy policies: the runtime also gives the argmax (a second output), cheaper than numpy's per-row one
-        self._session, with_argmax = _session(
-            model, path, len(acts), argmax=self.output == OutputKind.Q_VALUES, threads=self.threads
-        )
         self._check_signature(path)
+        # greedy policies: the runtime also gives the argmax (a second output), cheaper than numpy's per-row one
+        with_argmax = False
+        if self.output == OutputKind.Q_VALUES:
+            argmax_session = _argmax_session(data, folder, self._session, len(acts), threads=self.threads)
+            if argmax_session is not None:
+                self._session, with_argmax = argmax_session, True
         first = self._session.get_inputs()[0]
         self._input = first.name
         self._input_type = np.float64 if first.type == "tensor(double)" else np.float32
@@ -104,7 +122,8 @@ class OnnxPolicy(BasePolicy):
                 self._fixed_batch,
                 self._fixed_batch,
             )
-        self._model = model  # for network(): the file is read once
+        self._data = data  # for network(): the file is read once
+        self._folder = folder
 
     def _check_signature(self, path: Path) -> None:
         """Refuse a network that does not take one ``(N, d)`` float tensor of features and give ``(N, |A|)`` floats."""
@@ -181,87 +200,140 @@ class OnnxPolicy(BasePolicy):
         return greedy_columns(out, cols) if out.shape == (len(states), len(self.actions)) else None
 
     def _read_network(self) -> MLP:
-        return mlp_from_onnx(self._model, name=self.name)
+        return mlp_from_onnx(onnx_proto(self._data, self._folder), name=self.name)
 
 
-def read_onnx(path: Path) -> OnnxModel:
-    """The ``onnx.ModelProto`` in the file ``path`` (its external data, beside it, included).
-
-    Raises:
-        InputFileError: not a readable ONNX model."""
-    import onnx  # lazy: onnx, start-up
-
-    try:
-        return onnx.load(str(path))
-    except Exception as exc:  # onnx raises DecodeError/ValueError variants
-        raise InputFileError(f"{path}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
-
-
-def onnx_model(source: bytes | bytearray | memoryview | OnnxModel, name: str) -> OnnxModel:
-    """An ``onnx.ModelProto`` given in memory: itself, or parsed from the bytes of an ONNX file
-    (``bytes``/``bytearray``/``memoryview``); nothing is written to disk.
+def read_onnx(path: Path) -> bytes:
+    """The bytes of the ONNX file ``path`` (read once; onnxruntime reads its external data, beside it).
 
     Raises:
-        PolicyError: the bytes are not an ONNX model, or ``source`` is neither bytes nor a ModelProto."""
-    import onnx  # lazy: onnx, start-up
-
-    if isinstance(source, onnx.ModelProto):
-        return source
-    if not isinstance(source, (bytes, bytearray, memoryview)):
-        raise PolicyError(f"{name}: an ONNX policy is a file, its bytes or an onnx.ModelProto, not a {type(source).__name__}")
+        InputFileError: the file cannot be read."""
     try:
-        model = onnx.load_from_string(bytes(source))
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise PolicyError(f"{name}: not a readable ONNX model ({exc.__class__.__name__}: {exc})") from None
-    if not len(model.graph.node) and not len(model.graph.output):
-        raise PolicyError(f"{name}: not an ONNX model (no graph: {len(bytes(source))} bytes that protobuf reads as empty)")
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read file ({exc.strerror})") from None
+
+
+def onnx_bytes(source: bytes | bytearray | memoryview | OnnxModel, name: str) -> bytes:
+    """The bytes of an ONNX model given in memory: ``source`` itself (``bytes``/``bytearray``/``memoryview``), or an
+    ``onnx.ModelProto`` serialised (onnx is imported already when one exists); nothing is written to disk.
+
+    Raises:
+        PolicyError: ``source`` is neither bytes nor a ModelProto."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    onnx = sys.modules.get("onnx")
+    if onnx is not None and isinstance(source, onnx.ModelProto):
+        return bytes(source.SerializeToString())
+    raise PolicyError(f"{name}: an ONNX policy is a file, its bytes or an onnx.ModelProto, not a {type(source).__name__}")
+
+
+def onnx_proto(data: bytes, folder: Path | None) -> OnnxModel:
+    """The ``onnx.ModelProto`` of ONNX file bytes ``data``, its external data read from ``folder`` (None: the model
+    came as bytes; its tensors are in them). Imports ``onnx``: for reading the weights only."""
+    import onnx  # lazy: onnx (~1.6 s of import), only where the weights are read
+    from onnx.external_data_helper import load_external_data_for_model  # lazy: onnx, as above
+
+    model = onnx.load_from_string(data)
+    if folder is not None:
+        load_external_data_for_model(model, str(folder))
     return model
 
 
-def _session(model: Any, path: Path, n_actions: int, *, argmax: bool, threads: int) -> tuple[Any, bool]:
-    """An onnxruntime session of ``model`` (``threads`` intra-op threads, one inter-op), and whether it also gives
-    the argmax of the first output (second output :data:`_ARGMAX`; asked by ``argmax``, given when the model allows
-    it: see :func:`_with_argmax`).
-
-    Raises:
-        InputFileError: onnxruntime cannot run the model (its own error, first line).
-    """
+def _options(threads: int, folder: Path | None) -> Any:
+    """onnxruntime session options: ``threads`` intra-op threads, one inter-op; external data read from ``folder``."""
     ort = onnx_runtime()
-
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    argmax_model = _with_argmax(model, n_actions) if argmax else None
-    if argmax_model is not None:
-        try:
-            return ort.InferenceSession(argmax_model.SerializeToString(), opts, providers=["CPUExecutionProvider"]), True
-        except Exception:  # e.g. an output type ArgMax does not take: numpy's argmax is used
-            pass
+    if folder is not None:
+        opts.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(folder))
+    return opts
+
+
+def _session(data: bytes, folder: Path | None, path: Path, *, threads: int, bad_file: bool) -> OnnxSession:
+    """An onnxruntime session of the ONNX file bytes ``data`` (``threads`` intra-op threads, one inter-op; external
+    data from ``folder``).
+
+    Raises:
+        InputFileError (a file: ``bad_file``) or PolicyError (bytes): not an ONNX model (protobuf cannot parse it, or
+            it has no graph), or onnxruntime cannot run it (its own error, first line).
+    """
+    ort = onnx_runtime()
+    error = InputFileError if bad_file else PolicyError
     try:
-        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]), False
+        return ort.InferenceSession(data, _options(threads, folder), providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime's own errors: the file is bad input
-        first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise InputFileError(f"{path}: onnxruntime cannot run this model ({exc.__class__.__name__}: {first_line})") from None
+        text = str(exc).strip()
+        first_line = text.splitlines()[0][:200] if text else ""
+        kind = exc.__class__.__name__
+        if kind == "InvalidProtobuf":
+            raise error(f"{path}: not a readable ONNX model ({kind}: protobuf cannot parse it)") from None
+        if "No graph was found" in text:
+            raise error(f"{path}: not an ONNX model (no graph: {len(data)} bytes that protobuf reads as empty)") from None
+        raise error(f"{path}: onnxruntime cannot run this model ({kind}: {first_line})") from None
 
 
-def _with_argmax(model: Any, n_actions: int) -> Any:
-    """A copy of ONNX ``model`` with a second output, the int64 argmax (first on ties) of its ``(N, n_actions)``
-    first output; None if the opset (< 12: no ``select_last_index``) or the declared output shape does not allow it."""
-    from onnx import ModelProto, TensorProto, helper  # lazy: onnx, start-up
-
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-    if opset < 12 or not len(model.graph.output):
+def _argmax_session(
+    data: bytes, folder: Path | None, plain: OnnxSession, n_actions: int, *, threads: int
+) -> OnnxSession | None:
+    """A session of ``data`` with a second output, the int64 argmax (first on ties) of its first output, whose
+    shape ``plain`` (the session of ``data``) says is ``(N, n_actions)``; None where it is not, or where onnxruntime
+    refuses the graph (an opset below 12: ``ArgMax`` has no ``select_last_index``). Then numpy's argmax is used."""
+    first = plain.get_outputs()[0]
+    shape = list(first.shape or [])
+    if len(shape) != 2 or shape[1] != n_actions:  # a fixed count of outputs equal to the actions (not symbolic)
         return None
-    dims = model.graph.output[0].type.tensor_type.shape.dim
-    if len(dims) != 2 or not dims[1].HasField("dim_value") or dims[1].dim_value != n_actions:
+    ort = onnx_runtime()
+    try:
+        return ort.InferenceSession(
+            with_argmax(data, first.name), _options(threads, folder), providers=["CPUExecutionProvider"]
+        )
+    except Exception:  # e.g. an opset or output type ArgMax does not take: numpy's argmax is used
         return None
-    out = ModelProto()
-    out.CopyFrom(model)
-    out.graph.node.append(
-        helper.make_node("ArgMax", [model.graph.output[0].name], [_ARGMAX], axis=1, keepdims=0, select_last_index=0)
+
+
+def with_argmax(data: bytes, output: str) -> bytes:
+    """ONNX file bytes ``data`` with an ``ArgMax`` node (axis 1, ``keepdims=0``, ``select_last_index=0``) of the
+    graph tensor ``output`` added, and its int64 result, :data:`_ARGMAX`, a second graph output of shape ``(None,)``.
+
+    Protobuf merges a repeated occurrence of a message field into the first and appends repeated fields: the model
+    bytes followed by a ``graph`` field holding only the new node and output are the model with them appended, as
+    ``onnx.helper.make_node`` / ``make_tensor_value_info`` would build them (held against onnx in the tests)."""
+    attributes = b"".join(
+        _message(5, _text(1, name) + _varint_field(3, value) + _varint_field(20, _ATTRIBUTE_INT))
+        for name, value in (("axis", 1), ("keepdims", 0), ("select_last_index", 0))
     )
-    out.graph.output.append(helper.make_tensor_value_info(_ARGMAX, TensorProto.INT64, [None]))
-    return out
+    node = _text(1, output) + _text(2, _ARGMAX) + _text(4, "ArgMax") + attributes
+    shape = _message(2, _message(1, b""))  # TensorShapeProto: one dimension, neither value nor name
+    value_info = _text(1, _ARGMAX) + _message(2, _message(1, _varint_field(1, _TENSOR_INT64) + shape))
+    return data + _message(7, _message(1, node) + _message(12, value_info))
 
 
-_ARGMAX = "rlverify_argmax"  # the name of the output _with_argmax adds
+def _varint(n: int) -> bytes:
+    """``n >= 0`` as a protobuf varint."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _varint_field(number: int, value: int) -> bytes:
+    """Protobuf field ``number`` holding the integer ``value >= 0`` (wire type 0)."""
+    return _varint(number << 3) + _varint(value)
+
+
+def _message(number: int, payload: bytes) -> bytes:
+    """Protobuf field ``number`` holding ``payload`` (a message, string or bytes: wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _text(number: int, text: str) -> bytes:
+    return _message(number, text.encode("utf-8"))
+
+
+_ARGMAX = "rlverify_argmax"  # the name of the output with_argmax adds
+_ATTRIBUTE_INT = 2  # onnx.AttributeProto.INT
+_TENSOR_INT64 = 7  # onnx.TensorProto.INT64
