@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src"
 POLICIES = SRC / "rlverify" / "benchmarks" / "data" / "policies"
 
@@ -46,11 +44,6 @@ def test_a_small_step_bounded_check_loads_no_network_runtime_stats_graph_or_line
     assert loaded_by(["verify", "running-example-v1", "-p", "reach-goal-2"], watch) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="models/graph.py:121 imports scipy.sparse.csgraph (and with it scipy.sparse.linalg) at the top of "
-    "_Reversed.reach, even when the numpy levels finish the search; reported to the lead",
-)
 def test_a_small_unbounded_check_loads_no_graph_module():
     assert loaded_by(["verify", "running-example-v1", "-p", "reach-goal"], ("scipy.sparse.csgraph",)) == []
 

@@ -118,13 +118,12 @@ class _Reversed:
 
     def reach(self, target: np.ndarray) -> np.ndarray:
         """``(S,)`` bool: :func:`can_reach`'s answer for ``target``."""
-        from scipy.sparse.csgraph import breadth_first_order  # lazy: csgraph, start-up
-
         small = self.reverse.nnz <= ONE_CALL_TRANSITIONS
         dist, frontier = self.levels(target, NUMPY_LEVELS if small else None)
         found = np.isfinite(dist)
-        if len(frontier):
+        if len(frontier):  # (a small chain's numpy levels found everything: no csgraph, nor its linalg import)
             import scipy.sparse as sp  # lazy: scipy, start-up (graph functions run on built models only)
+            from scipy.sparse.csgraph import breadth_first_order  # lazy: csgraph, start-up
 
             S = len(found)
             heads, indptr = self._passable_edges()

@@ -183,9 +183,9 @@ def _whole(x: object) -> bool:
 
 def _student_t(delta: float, dof: int) -> float:
     """The ``1 - delta/2`` quantile of Student's t with ``dof`` degrees of freedom."""
-    from scipy.stats import t as student  # lazy: scipy.stats, start-up
+    from scipy.special import stdtrit  # lazy: scipy.special (not scipy.stats), start-up
 
-    return float(student.ppf(1.0 - delta / 2.0, dof))
+    return float(stdtrit(dof, 1.0 - delta / 2.0))
 
 
 def _student_interval(products: np.ndarray, delta: float) -> tuple[float, float, tuple[float, float]]:
