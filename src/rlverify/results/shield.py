@@ -22,9 +22,10 @@ class ShieldResult(Result):
 
     Attributes:
         optimum_is: ``min`` (a bad event: the optimum is Pmin) or ``max`` (a goal: Pmax).
-        meet: whether the threshold was searched (``--meet``: bisection over the distinct gaps ``|Q - V*|``, the
-            loosest whose shielded value meets the bound, assuming the value is monotone in the threshold; every
-            probe verified exactly, listed in ``probes``).
+        meet: whether the threshold was searched (``--meet``: every tie class of the gaps ``|Q - V*|`` probed from
+            the loosest down, no monotonicity assumed, the first whose shielded value is certified to meet the bound;
+            past ``--max-probes`` the rest bisected, and the result says the search was capped; every probe verified
+            exactly, listed in ``probes``).
         covered_states: decision states of the MDP the shield covers; restricted_states: those where it removes
             an action the state offers.
         reachable_states: covered states the shielded policy reaches; intervened_states: those where the shield
