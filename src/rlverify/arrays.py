@@ -42,7 +42,7 @@ NARROW = 8
 
 
 def _narrow(x: np.ndarray) -> bool:
-    return x.ndim == 2 and 0 < x.shape[1] < NARROW and x.dtype.kind == "f"
+    return x.ndim == 2 and 0 < x.shape[1] < NARROW and np.issubdtype(x.dtype, np.floating)
 
 
 def row_max(x: np.ndarray) -> np.ndarray:

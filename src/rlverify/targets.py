@@ -185,7 +185,7 @@ class ModelTarget(Target["SymbolicModel"]):
         """
         if self.policy is None:
             raise OptionError("--shield restricts a policy: give one (--policy), not --mode monolithic")
-        from rlverify.exact.shield import load_shield  # lazy: stormpy, start-up
+        from rlverify.exact.shield_file import load_shield  # lazy: start-up
 
         shield = load_shield(path, self.model, self.name)
         asked = self.property.text if self.property is not None else None

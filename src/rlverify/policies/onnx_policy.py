@@ -267,7 +267,7 @@ def _session(data: bytes, folder: Path | None, path: Path, *, threads: int, bad_
         text = str(exc).strip()
         first_line = text.splitlines()[0][:200] if text else ""
         kind = exc.__class__.__name__
-        if kind == "InvalidProtobuf":
+        if isinstance(exc, _invalid_protobuf()):
             raise error(f"{path}: not a readable ONNX model ({kind}: protobuf cannot parse it)") from None
         if "No graph was found" in text:
             raise error(f"{path}: not an ONNX model (no graph: {len(data)} bytes that protobuf reads as empty)") from None
@@ -337,3 +337,10 @@ def _text(number: int, text: str) -> bytes:
 _ARGMAX = "rlverify_argmax"  # the name of the output with_argmax adds
 _ATTRIBUTE_INT = 2  # onnx.AttributeProto.INT
 _TENSOR_INT64 = 7  # onnx.TensorProto.INT64
+
+
+def _invalid_protobuf() -> type[Exception]:
+    """onnxruntime's exception for bytes protobuf cannot parse."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import InvalidProtobuf  # lazy: onnxruntime, start-up
+
+    return InvalidProtobuf

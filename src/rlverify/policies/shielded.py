@@ -58,7 +58,7 @@ class Shield:
         kept: ``(S, A)`` bool, the actions the shield keeps (at least one per state).
         best: ``(S, A)`` bool, the kept actions with the state's best value (the fallback; at least one per state).
         model, constants, fingerprint: the model it was computed for (name, constants, a hash of the program text
-            and constants: :func:`rlverify.exact.shield.model_fingerprint`).
+            and constants: :func:`rlverify.exact.shield_file.model_fingerprint`).
         property: the property's text; optimum: ``"min"`` (a bad event) or ``"max"`` (a goal).
         threshold: ``{"kind": "relative" | "absolute" | "factor", "value": float}``.
         info: what else was recorded (the values' guarantee, the remaining step bound), as JSON data.
